@@ -1,0 +1,131 @@
+# spmvd — the one build entry.
+#
+#   make              engine library, daemon, tools, tests into $(BUILD)/
+#   make test         bootstrap, build, run every test suite; ends "N passed, N failed"
+#   make run          bootstrap, build, start the daemon on 127.0.0.1:8080 (state in ./state)
+#   make SAN=1        the same build with ASan+UBSan (into build-san/), then its tests
+#   make CUDA=0       CPU-only build (CUDA=auto, the default, builds the GPU backend when nvcc is found)
+#
+# Sources are found by wildcard: a new .c file under engine/, api/, daemon/
+# or tests/unit/ needs no edit here. Area-specific targets (bench, fuzz,
+# bundle, install, clients) live in mk/*.mk, included at the end.
+
+BUILD   ?= build
+CUDA    ?= auto
+SAN     ?= 0
+PREFIX  ?= /usr/local
+DESTDIR ?=
+NVCC    ?= nvcc
+CUDA_HOME ?= /usr/local/cuda
+CC      ?= gcc
+ifeq ($(origin CC),default)
+CC := gcc
+endif
+
+ifeq ($(CUDA),auto)
+HAVE_CUDA := $(if $(shell command -v $(NVCC) 2>/dev/null),1,0)
+else
+HAVE_CUDA := $(CUDA)
+endif
+
+ifeq ($(SAN),1)
+BUILD := $(BUILD)-san
+SANFLAGS := -fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=undefined
+endif
+
+WARN    := -Wall -Wextra -Wshadow
+CFLAGS  ?= -O2 -g
+CFLAGS  += -std=c11 -D_GNU_SOURCE $(WARN) -fopenmp -fPIC -I. -Iengine -MMD -MP $(SANFLAGS)
+LDFLAGS += -fopenmp $(SANFLAGS)
+LDLIBS  := -lz -lm
+
+# Every dependency is a Debian package found through pkg-config.
+PKGS      := libmicrohttpd jansson uuid libsystemd libpng zlib
+PKG_CFLAGS := $(shell pkg-config --cflags $(PKGS) 2>/dev/null)
+PKG_LIBS   := $(shell pkg-config --libs $(PKGS) 2>/dev/null)
+
+# CUDA: sm_90 machine code plus compute_90 PTX as a fallback for later chips.
+NVCCFLAGS := -O3 -std=c++17 -gencode=arch=compute_90,code=sm_90 -gencode=arch=compute_90,code=compute_90 \
+             -Xcompiler -fPIC,-Wall,-Wextra -Iengine -I. --expt-relaxed-constexpr -lineinfo
+ifeq ($(HAVE_CUDA),1)
+CFLAGS    += -DSPMV_HAVE_CUDA=1
+CUDA_LIBS := -L$(CUDA_HOME)/lib64 -Wl,-rpath,$(CUDA_HOME)/lib64 -lcusparse -lcudart -lstdc++
+GPU_SRCS  := $(wildcard engine/gpu/*.cu)
+GPU_OBJS  := $(GPU_SRCS:%.cu=$(BUILD)/%.o)
+GPU_CSRCS :=
+else
+CUDA_LIBS :=
+GPU_OBJS  :=
+GPU_CSRCS := engine/gpu/absent.c
+endif
+
+ENGINE_SRCS := $(wildcard engine/*.c engine/cpu/*.c) $(GPU_CSRCS)
+ENGINE_OBJS := $(ENGINE_SRCS:%.c=$(BUILD)/%.o) $(GPU_OBJS)
+LIBSPMV     := $(BUILD)/libspmv.a
+
+# The daemon's code, less main(), is a library too, so unit tests link it.
+DAEMON_SRCS := $(filter-out daemon/main.c,$(wildcard api/*.c daemon/*.c))
+DAEMON_OBJS := $(DAEMON_SRCS:%.c=$(BUILD)/%.o)
+LIBSPMVD    := $(BUILD)/libspmvd.a
+SPMVD       := $(BUILD)/spmvd
+
+TEST_SRCS := $(wildcard tests/unit/test_*.c)
+TEST_BINS := $(TEST_SRCS:tests/unit/%.c=$(BUILD)/tests/%)
+TEST_SUPPORT_SRCS := $(filter-out $(TEST_SRCS),$(wildcard tests/unit/*.c))
+TEST_SUPPORT_OBJS := $(TEST_SUPPORT_SRCS:%.c=$(BUILD)/%.o)
+
+ALL_LIBS = $(LIBSPMV) $(PKG_LIBS) $(CUDA_LIBS) $(LDLIBS)
+
+.PHONY: all test run bootstrap clean tests
+ifeq ($(SAN),1)
+all: test
+else
+all: $(LIBSPMV) $(if $(wildcard daemon/main.c),$(SPMVD)) $(TEST_BINS) $(EXTRA_ALL)
+endif
+
+$(BUILD)/%.o: %.c
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) $(PKG_CFLAGS) -c $< -o $@
+
+$(BUILD)/engine/gpu/%.o: engine/gpu/%.cu engine/spmv.h $(wildcard engine/gpu/*.h engine/gpu/*.cuh)
+	@mkdir -p $(dir $@)
+	$(NVCC) $(NVCCFLAGS) -c $< -o $@
+
+$(LIBSPMV): $(ENGINE_OBJS)
+	@rm -f $@
+	ar rcs $@ $^
+
+$(LIBSPMVD): $(DAEMON_OBJS)
+	@rm -f $@
+	ar rcs $@ $^
+
+$(SPMVD): $(BUILD)/daemon/main.o $(LIBSPMVD) $(LIBSPMV)
+	$(CC) $(LDFLAGS) -o $@ $< $(LIBSPMVD) $(ALL_LIBS)
+
+$(BUILD)/tests/%: $(BUILD)/tests/unit/%.o $(TEST_SUPPORT_OBJS) $(if $(DAEMON_OBJS),$(LIBSPMVD)) $(LIBSPMV)
+	@mkdir -p $(dir $@)
+	$(CC) $(LDFLAGS) -o $@ $< $(TEST_SUPPORT_OBJS) $(if $(DAEMON_OBJS),$(LIBSPMVD)) $(ALL_LIBS) -lcmocka
+
+tests: $(TEST_BINS)
+
+bootstrap:
+	@bash tools/bootstrap.sh
+
+test: bootstrap
+	@$(MAKE) --no-print-directory all-for-test
+	@BUILD=$(BUILD) HAVE_CUDA=$(HAVE_CUDA) SAN=$(SAN) bash tests/run.sh
+
+.PHONY: all-for-test
+all-for-test: $(LIBSPMV) $(if $(wildcard daemon/main.c),$(SPMVD)) $(TEST_BINS) $(EXTRA_ALL) $(EXTRA_TEST_DEPS)
+
+RUN_ARGS ?=
+run: bootstrap
+	@$(MAKE) --no-print-directory $(SPMVD)
+	@mkdir -p state
+	$(SPMVD) --state-dir ./state $(RUN_ARGS)
+
+clean:
+	rm -rf build build-san build-*
+
+-include mk/*.mk
+-include $(shell find $(BUILD) -name '*.d' 2>/dev/null)

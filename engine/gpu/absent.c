@@ -1,0 +1,67 @@
+/* absent.c — the GPU backend of a build without CUDA.
+ *
+ * Linked instead of the CUDA sources (engine/gpu, .cu) when nvcc is not found (or CUDA=0), so
+ * the daemon and tools link the same way in both builds. Every entry point
+ * answers SPMV_ERR_UNAVAILABLE with the reason; spmv_gpu_count() reports no
+ * devices, which makes every GPU kernel list as unavailable.
+ */
+#include "spmv.h"
+
+#define UNUSED(x) (void)(x)
+
+static const char *const no_cuda = "this build of spmvd has no CUDA support (built without nvcc or with CUDA=0)";
+
+int spmv_gpu_count(const char **reason)
+{
+    if (reason)
+        *reason = no_cuda;
+    return 0;
+}
+
+int spmv_gpu_ctx_new(int device, size_t reserve_bytes, spmv_gpu_ctx **out, spmv_error *err)
+{
+    UNUSED(reserve_bytes);
+    *out = NULL;
+    return spmv_error_set(err, SPMV_ERR_UNAVAILABLE, 0, "GPU %d: %s", device, no_cuda);
+}
+
+void spmv_gpu_ctx_free(spmv_gpu_ctx *ctx) { (void)ctx; }
+
+int spmv_gpu_ctx_info(spmv_gpu_ctx *ctx, spmv_gpu_info *info)
+{
+    UNUSED(ctx);
+    UNUSED(info);
+    return SPMV_ERR_UNAVAILABLE;
+}
+
+int spmv_gpu_matrix_upload(spmv_gpu_ctx *ctx, const spmv_coo *coo, spmv_dtype dtype,
+                           unsigned formats, int32_t hack_size,
+                           spmv_gpu_matrix **out, spmv_gpu_upload_stats *st, spmv_error *err)
+{
+    UNUSED(ctx); UNUSED(coo); UNUSED(dtype); UNUSED(formats); UNUSED(hack_size); UNUSED(st);
+    *out = NULL;
+    return spmv_error_set(err, SPMV_ERR_UNAVAILABLE, 0, "%s", no_cuda);
+}
+
+void spmv_gpu_matrix_free(spmv_gpu_ctx *ctx, spmv_gpu_matrix *m) { (void)ctx; (void)m; }
+
+size_t spmv_gpu_matrix_bytes(const spmv_gpu_matrix *m)
+{
+    UNUSED(m);
+    return 0;
+}
+
+int spmv_gpu_run(spmv_gpu_ctx *ctx, const spmv_kernel *k, spmv_gpu_matrix *m,
+                 const spmv_params *p, const void *x, void *y,
+                 int32_t warmup, int32_t runs, spmv_stats *stats, spmv_error *err)
+{
+    UNUSED(ctx); UNUSED(m); UNUSED(p); UNUSED(x); UNUSED(y); UNUSED(warmup); UNUSED(runs); UNUSED(stats);
+    return spmv_error_set(err, SPMV_ERR_UNAVAILABLE, 0, "kernel %s: %s", k ? k->name : "?", no_cuda);
+}
+
+int spmv_gpu_matrix_download(spmv_gpu_ctx *ctx, const spmv_gpu_matrix *m, spmv_format f,
+                             spmv_matrix *out, spmv_error *err)
+{
+    UNUSED(ctx); UNUSED(m); UNUSED(f); UNUSED(out);
+    return spmv_error_set(err, SPMV_ERR_UNAVAILABLE, 0, "%s", no_cuda);
+}

@@ -1,0 +1,396 @@
+/* spmv.h — the public C API of the spmvd compute engine.
+ *
+ * The engine is everything below the HTTP layer: the streaming Matrix Market
+ * reader, the storage formats (COO, CSR, ELL, HLL, HYB) and the conversions
+ * between them, the kernel registry, the CPU kernels, the GPU backend (CUDA
+ * stays behind this header: a build without nvcc links engine/gpu/absent.c,
+ * which answers SPMV_ERR_UNAVAILABLE with the reason), and timing statistics.
+ *
+ * Conventions (after libuv): every name starts with spmv_, functions return 0
+ * (SPMV_OK) or a negative spmv_status, spmv_strerror() names a status, and a
+ * caller-provided spmv_error carries the detail (what, where, which limit).
+ * Indices are 0-based int32; counts that are multiplied are held in int64 so
+ * arithmetic on them cannot overflow before it is checked. The engine keeps
+ * no global mutable state: callers own every object they create.
+ */
+#ifndef SPMV_H
+#define SPMV_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define SPMV_VERSION "0.1.0"
+
+/* ---------------------------------------------------------------- status */
+
+typedef enum spmv_status {
+    SPMV_OK = 0,
+    SPMV_ERR_NOMEM = -1,         /* host allocation failed */
+    SPMV_ERR_INVALID = -2,       /* bad argument or parameter out of range */
+    SPMV_ERR_PARSE = -3,         /* malformed Matrix Market input */
+    SPMV_ERR_LIMIT = -4,         /* a size beyond a limit (32-bit, configured) */
+    SPMV_ERR_UNSUPPORTED = -5,   /* complex values, vector objects, ... */
+    SPMV_ERR_IO = -6,            /* read/write/fsync failed */
+    SPMV_ERR_UNAVAILABLE = -7,   /* kernel or device not usable here */
+    SPMV_ERR_DEVICE = -8,        /* CUDA or cuSPARSE call failed */
+    SPMV_ERR_DEVICE_MEMORY = -9, /* would not fit in device memory */
+    SPMV_ERR_CORRUPT = -10,      /* checksum, magic or version mismatch */
+    SPMV_ERR_NOT_FOUND = -11,
+    SPMV_ERR_SHAPE = -12,        /* operand shapes do not match */
+} spmv_status;
+
+const char *spmv_strerror(int status);
+
+/* Detail for a failed call. `line` is the 1-based Matrix Market line the
+ * error refers to, or 0 when no line applies. `message` is a complete
+ * sentence fit for an API error body ("line 7: expected 3 fields ..."). */
+typedef struct spmv_error {
+    int status;
+    int64_t line;
+    char message[512];
+} spmv_error;
+
+/* Sets all fields of *err (if err is not NULL) and returns status. */
+int spmv_error_set(spmv_error *err, int status, int64_t line, const char *fmt, ...)
+    __attribute__((format(printf, 4, 5)));
+
+/* ----------------------------------------------------------------- dtype */
+
+typedef enum spmv_dtype { SPMV_FLOAT64 = 0, SPMV_FLOAT32 = 1 } spmv_dtype;
+
+size_t spmv_dtype_size(spmv_dtype dtype);            /* 8 or 4 */
+const char *spmv_dtype_name(spmv_dtype dtype);       /* "float64" / "float32" */
+int spmv_dtype_parse(const char *name, spmv_dtype *out); /* also "f64", "double", "f32", "float" */
+
+/* --------------------------------------------------------------- formats */
+
+typedef enum spmv_format {
+    SPMV_FMT_COO = 1u << 0,
+    SPMV_FMT_CSR = 1u << 1,
+    SPMV_FMT_ELL = 1u << 2,
+    SPMV_FMT_HLL = 1u << 3,
+    SPMV_FMT_HYB = 1u << 4,
+} spmv_format;
+#define SPMV_FMT_ALL (SPMV_FMT_COO | SPMV_FMT_CSR | SPMV_FMT_ELL | SPMV_FMT_HLL | SPMV_FMT_HYB)
+
+const char *spmv_format_name(spmv_format f);         /* "coo", "csr", ... */
+/* Parses a comma-separated list ("csr,ell,hll") into a mask. */
+int spmv_formats_parse(const char *list, unsigned *mask, spmv_error *err);
+
+#define SPMV_HACK_SIZE_DEFAULT 32
+
+/* COO: triplets sorted by row, then column, no duplicates (the reader sums
+ * them). `val` holds nnz values of `dtype`. */
+typedef struct spmv_coo {
+    int32_t rows, cols;
+    int64_t nnz;
+    int32_t *row, *col;
+    void *val;
+    spmv_dtype dtype;
+} spmv_coo;
+
+/* CSR: row_ptr[rows+1], col[nnz] sorted within each row, val[nnz]. */
+typedef struct spmv_csr {
+    int32_t rows, cols;
+    int64_t nnz;
+    int32_t *row_ptr;
+    int32_t *col;
+    void *val;
+    spmv_dtype dtype;
+} spmv_csr;
+
+/* ELL: width = longest row; column-major: entry k of row i is at
+ * k*rows + i. Padding slots hold column -1 and value 0. */
+typedef struct spmv_ell {
+    int32_t rows, cols;
+    int64_t nnz;
+    int32_t width;
+    int32_t *col;
+    void *val;
+    spmv_dtype dtype;
+} spmv_ell;
+
+/* HLL (hacked ELLPACK): rows in slices of hack_size; slice s covers rows
+ * [s*hack_size, min((s+1)*hack_size, rows)) and is an ELL block of its own
+ * width, column-major with a row stride of hack_size (the last slice is
+ * padded to hack_size rows, as cuSPARSE's sliced ELL expects): entry k of
+ * local row r of slice s is at slice_off[s] + k*hack_size + r. Padding slots
+ * hold column -1 and value 0. slice_off has nslices+1 entries;
+ * slice_off[s+1]-slice_off[s] = slice_width[s]*hack_size. */
+typedef struct spmv_hll {
+    int32_t rows, cols;
+    int64_t nnz;
+    int32_t hack_size;
+    int32_t nslices;
+    int64_t *slice_off;
+    int32_t *slice_width;
+    int32_t *col;
+    void *val;
+    spmv_dtype dtype;
+} spmv_hll;
+
+/* HYB: the first `ell.width` entries of every row in ELL, the rest in COO. */
+typedef struct spmv_hyb {
+    spmv_ell ell;
+    spmv_coo coo;
+} spmv_hyb;
+
+/* Bytes held by a format (all arrays) and its padding ratio (slots stored /
+ * nnz; 1.0 for CSR and COO, 1.0 when nnz is 0). */
+typedef struct spmv_format_info {
+    size_t bytes;
+    double padding_ratio;
+} spmv_format_info;
+
+spmv_format_info spmv_coo_info(const spmv_coo *m);
+spmv_format_info spmv_csr_info(const spmv_csr *m);
+spmv_format_info spmv_ell_info(const spmv_ell *m);
+spmv_format_info spmv_hll_info(const spmv_hll *m);
+spmv_format_info spmv_hyb_info(const spmv_hyb *m);
+
+/* Allocation helpers: arrays sized from the struct's counts; return
+ * SPMV_ERR_NOMEM or SPMV_ERR_LIMIT (size overflow) with err filled. */
+int spmv_coo_alloc(spmv_coo *m, int32_t rows, int32_t cols, int64_t nnz, spmv_dtype dtype, spmv_error *err);
+void spmv_coo_free(spmv_coo *m);
+void spmv_csr_free(spmv_csr *m);
+void spmv_ell_free(spmv_ell *m);
+void spmv_hll_free(spmv_hll *m);
+void spmv_hyb_free(spmv_hyb *m);
+
+/* Host conversions. Outputs are freshly allocated; on failure nothing is
+ * left allocated in *out. `max_slots` bounds padded ELL storage (0: no bound
+ * beyond int64/size_t overflow); past it SPMV_ERR_LIMIT says width and rows. */
+int spmv_coo_to_csr(const spmv_coo *in, spmv_dtype dtype, spmv_csr *out, spmv_error *err);
+int spmv_csr_to_coo(const spmv_csr *in, spmv_coo *out, spmv_error *err);
+int spmv_csr_to_ell(const spmv_csr *in, int64_t max_slots, spmv_ell *out, spmv_error *err);
+int spmv_csr_to_hll(const spmv_csr *in, int32_t hack_size, spmv_hll *out, spmv_error *err);
+/* width < 0 picks the width automatically (documented in docs/kernels.md). */
+int spmv_csr_to_hyb(const spmv_csr *in, int32_t width, spmv_hyb *out, spmv_error *err);
+int spmv_ell_to_coo(const spmv_ell *in, spmv_coo *out, spmv_error *err);
+int spmv_hll_to_coo(const spmv_hll *in, spmv_coo *out, spmv_error *err);
+int spmv_hyb_to_coo(const spmv_hyb *in, spmv_coo *out, spmv_error *err);
+/* Copies values to another dtype (same structure). */
+int spmv_coo_convert(const spmv_coo *in, spmv_dtype dtype, spmv_coo *out, spmv_error *err);
+/* Deep copy. */
+int spmv_coo_copy(const spmv_coo *in, spmv_coo *out, spmv_error *err);
+
+/* ------------------------------------------------------ Matrix Market read */
+
+typedef enum spmv_mm_format { SPMV_MM_COORDINATE, SPMV_MM_ARRAY } spmv_mm_format;
+typedef enum spmv_mm_field {
+    SPMV_MM_REAL, SPMV_MM_DOUBLE, SPMV_MM_INTEGER, SPMV_MM_PATTERN
+} spmv_mm_field;
+typedef enum spmv_mm_symmetry {
+    SPMV_MM_GENERAL, SPMV_MM_SYMMETRIC, SPMV_MM_SKEW_SYMMETRIC, SPMV_MM_HERMITIAN
+} spmv_mm_symmetry;
+
+const char *spmv_mm_field_name(spmv_mm_field f);        /* "real", ... */
+const char *spmv_mm_symmetry_name(spmv_mm_symmetry s);  /* "general", "skew-symmetric", ... */
+
+/* What the header said. `entries` is the count on the size line (for array
+ * format rows*cols, or the stored triangle for symmetric arrays). */
+typedef struct spmv_mm_info {
+    spmv_mm_format format;
+    spmv_mm_field field;
+    spmv_mm_symmetry symmetry;
+    int64_t rows, cols, entries;
+    int64_t lines;          /* lines read in all */
+    int64_t duplicates;     /* entries summed into an earlier one */
+    bool gzip;              /* input was gzip-compressed */
+} spmv_mm_info;
+
+/* Limits checked against the header before anything is allocated from it.
+ * Zero fields mean the built-in maximum (INT32_MAX: rows, cols and nnz must
+ * fit 32-bit signed in this version). */
+typedef struct spmv_mm_limits {
+    int64_t max_rows, max_cols, max_nnz;
+} spmv_mm_limits;
+
+/* Streaming reader: feed bytes in chunks as they arrive (any split, even in
+ * the middle of a number or of the gzip stream), then finish. The text is
+ * never held whole: each chunk is parsed as it comes, only a partial last
+ * line is carried over. After any error, every later call returns the same
+ * error. The output is sorted COO in float64 with duplicates summed,
+ * explicit zeros kept and symmetric input expanded. */
+typedef struct spmv_mm_reader spmv_mm_reader;
+
+int spmv_mm_reader_new(const spmv_mm_limits *limits, spmv_mm_reader **out, spmv_error *err);
+int spmv_mm_reader_feed(spmv_mm_reader *r, const void *data, size_t len, spmv_error *err);
+/* Ends the input; on success *out owns the matrix, *info (if not NULL) says
+ * what the header said. */
+int spmv_mm_reader_finish(spmv_mm_reader *r, spmv_coo *out, spmv_mm_info *info, spmv_error *err);
+void spmv_mm_reader_free(spmv_mm_reader *r);
+
+/* Convenience: a whole file (plain or gzip) or buffer through the reader. */
+int spmv_mm_read_file(const char *path, const spmv_mm_limits *limits,
+                      spmv_coo *out, spmv_mm_info *info, spmv_error *err);
+int spmv_mm_read_buffer(const void *data, size_t len, const spmv_mm_limits *limits,
+                        spmv_coo *out, spmv_mm_info *info, spmv_error *err);
+
+/* Writes a COO as a Matrix Market coordinate real general file (full
+ * precision); used by the generator and the tests. */
+int spmv_mm_write_file(const char *path, const spmv_coo *m, spmv_error *err);
+
+/* ------------------------------------------------------- host matrix set */
+
+/* A matrix as held on the host: the CSR (always) plus the other formats
+ * asked for, all in one dtype. */
+typedef struct spmv_matrix {
+    int32_t rows, cols;
+    int64_t nnz;
+    spmv_dtype dtype;
+    int32_t hack_size;
+    unsigned formats;      /* SPMV_FMT_* bits held */
+    spmv_csr csr;
+    spmv_coo coo;          /* valid if formats & SPMV_FMT_COO */
+    spmv_ell ell;          /* valid if formats & SPMV_FMT_ELL */
+    spmv_hll hll;          /* valid if formats & SPMV_FMT_HLL */
+    spmv_hyb hyb;          /* valid if formats & SPMV_FMT_HYB */
+} spmv_matrix;
+
+/* Builds the formats in `formats` (CSR is always built) from a sorted COO.
+ * An ELL whose padding would exceed `max_ell_slots` is skipped, not an
+ * error (the bit stays clear). */
+int spmv_matrix_build(const spmv_coo *coo, spmv_dtype dtype, unsigned formats,
+                      int32_t hack_size, int64_t max_ell_slots,
+                      spmv_matrix *out, spmv_error *err);
+/* Builds one more format into m (no-op if held). */
+int spmv_matrix_add_format(spmv_matrix *m, spmv_format f, int64_t max_ell_slots, spmv_error *err);
+void spmv_matrix_free(spmv_matrix *m);
+
+/* ------------------------------------------------------------- registry */
+
+typedef enum spmv_device_kind { SPMV_DEVICE_CPU = 0, SPMV_DEVICE_GPU = 1 } spmv_device_kind;
+
+typedef enum spmv_param_id {
+    SPMV_PARAM_BLOCK_SIZE = 0,  /* GPU threads per block */
+    SPMV_PARAM_HACK_SIZE,       /* HLL / SELL slice height */
+    SPMV_PARAM_CHUNK,           /* cpu.csr.chunked column chunk */
+    SPMV_PARAM_ALG,             /* cuSPARSE algorithm (1 or 2) */
+    SPMV_PARAM_THREADS,         /* CPU threads; GPU threads per row (0 = auto) */
+    SPMV_PARAM_NNZ_PER_WG,      /* gpu.csr.adaptive row-block size */
+    SPMV_PARAM_COUNT
+} spmv_param_id;
+
+typedef struct spmv_param_desc {
+    const char *name;         /* "block_size", ... (the request field) */
+    int32_t def, min, max;    /* def 0 means "chosen by the kernel" */
+    const char *doc;
+} spmv_param_desc;
+
+const spmv_param_desc *spmv_param_get(spmv_param_id id);
+
+/* Parameter values of one call; a value of 0 means "default". */
+typedef struct spmv_params {
+    int32_t v[SPMV_PARAM_COUNT];
+} spmv_params;
+
+typedef struct spmv_kernel {
+    const char *name;          /* "cpu.csr.omp" */
+    spmv_device_kind device;
+    spmv_format format;        /* the format it reads */
+    unsigned params;           /* bit (1u << spmv_param_id) per parameter it takes */
+    const char *summary;       /* one line for /v1/kernels and docs */
+} spmv_kernel;
+
+size_t spmv_kernel_count(void);
+const spmv_kernel *spmv_kernel_at(size_t i);
+const spmv_kernel *spmv_kernel_find(const char *name);
+/* Whether this build and host can run k; if not, *reason (static text or
+ * text owned by the engine) says why. */
+bool spmv_kernel_available(const spmv_kernel *k, const char **reason);
+/* Checks every parameter set in p applies to k and lies in its range; fills
+ * defaults into *resolved. */
+int spmv_params_resolve(const spmv_kernel *k, const spmv_params *p, spmv_params *resolved, spmv_error *err);
+
+/* ----------------------------------------------------------- statistics */
+
+typedef struct spmv_stats {
+    int32_t runs, warmup;
+    double mean_ms, stddev_ms, min_ms, median_ms, max_ms;
+    double gflops;   /* 2*nnz / median time */
+    double gbps;     /* spmv_kernel_bytes() / median time */
+} spmv_stats;
+
+/* Fills stats from `runs` timings in ms (the array is reordered). */
+void spmv_stats_compute(double *times_ms, int32_t runs, int32_t warmup,
+                        int64_t flops, int64_t bytes, spmv_stats *out);
+/* Bytes a kernel must move once: the arrays of its format + x once + y once
+ * (the count documented in docs/kernels.md). */
+int64_t spmv_kernel_bytes(const spmv_kernel *k, const spmv_matrix *m);
+double spmv_now_ms(void);  /* monotonic clock */
+
+/* ------------------------------------------------------------ CPU kernels */
+
+/* Runs a CPU kernel `warmup` times, then `runs` timed times, y = A*x.
+ * x has m->cols and y m->rows values of m->dtype. Builds a missing format
+ * (or an HLL of another hack_size) into a scratch copy before timing. */
+int spmv_cpu_run(const spmv_kernel *k, const spmv_matrix *m, const spmv_params *p,
+                 const void *x, void *y, int32_t warmup, int32_t runs,
+                 spmv_stats *stats, spmv_error *err);
+
+/* The reference: y = A*x with cpu.csr.serial on the CSR. */
+void spmv_reference(const spmv_csr *a, const void *x, void *y);
+
+/* max_i |y_i - ref_i| / max(|ref|_inf, tiny): the relative error reported
+ * by `verify` (both in dtype). */
+double spmv_max_rel_err(spmv_dtype dtype, const void *y, const void *ref, int32_t n);
+
+/* ------------------------------------------------------------ GPU backend */
+
+/* Number of usable GPUs; 0 with *reason set when none (no driver, no
+ * device, or a build without CUDA). */
+int spmv_gpu_count(const char **reason);
+
+typedef struct spmv_gpu_info {
+    char name[128];
+    size_t mem_total, mem_free, mem_used_by_spmvd;
+    int cc_major, cc_minor, sm_count;
+} spmv_gpu_info;
+
+/* A device context: one per GPU, created and used by one thread only (the
+ * GPU worker), owning the device's stream and cuSPARSE handle. */
+typedef struct spmv_gpu_ctx spmv_gpu_ctx;
+
+int spmv_gpu_ctx_new(int device, size_t reserve_bytes, spmv_gpu_ctx **out, spmv_error *err);
+void spmv_gpu_ctx_free(spmv_gpu_ctx *ctx);
+int spmv_gpu_ctx_info(spmv_gpu_ctx *ctx, spmv_gpu_info *info);
+
+/* A matrix resident on one device. */
+typedef struct spmv_gpu_matrix spmv_gpu_matrix;
+
+typedef struct spmv_gpu_upload_stats {
+    double transfer_ms, convert_ms;
+    size_t bytes[5];          /* device bytes per format, index log2(SPMV_FMT_*) */
+    double padding[5];
+    unsigned formats;         /* formats held on the device */
+} spmv_gpu_upload_stats;
+
+/* Copies the sorted COO once and builds `formats` (CSR always) on the
+ * device. Fails with SPMV_ERR_DEVICE_MEMORY, leaving nothing allocated, if
+ * the result would not fit with the context's reserve kept free. */
+int spmv_gpu_matrix_upload(spmv_gpu_ctx *ctx, const spmv_coo *coo, spmv_dtype dtype,
+                           unsigned formats, int32_t hack_size,
+                           spmv_gpu_matrix **out, spmv_gpu_upload_stats *st, spmv_error *err);
+void spmv_gpu_matrix_free(spmv_gpu_ctx *ctx, spmv_gpu_matrix *m);
+size_t spmv_gpu_matrix_bytes(const spmv_gpu_matrix *m);
+
+/* Copies x in, runs warmup + timed runs (CUDA events), copies y out. */
+int spmv_gpu_run(spmv_gpu_ctx *ctx, const spmv_kernel *k, spmv_gpu_matrix *m,
+                 const spmv_params *p, const void *x, void *y,
+                 int32_t warmup, int32_t runs, spmv_stats *stats, spmv_error *err);
+
+/* Copies a device format back to the host (for the tests that compare
+ * device conversions with host ones entry by entry). */
+int spmv_gpu_matrix_download(spmv_gpu_ctx *ctx, const spmv_gpu_matrix *m, spmv_format f,
+                             spmv_matrix *out, spmv_error *err);
+
+#ifdef __cplusplus
+}
+#endif
+#endif /* SPMV_H */

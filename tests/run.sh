@@ -1,0 +1,58 @@
+#!/usr/bin/env bash
+# run.sh — runs every test suite and prints one summary line.
+#
+# Suites speak TAP: the cmocka unit tests ($BUILD/tests/test_*, with
+# CMOCKA_MESSAGE_OUTPUT=TAP) and the shell suites tests/e2e/*.sh (which use
+# tests/e2e/lib.sh). Each suite's output goes to $BUILD/test-logs/NAME.log and
+# its failing lines to the terminal. A suite that dies without reporting a
+# failure (crash, sanitizer abort) counts as one failure. The last line is
+# "N passed, N failed, N skipped"; the exit status is 0 only if none failed.
+set -u
+BUILD=${BUILD:-build}
+ONLY=${ONLY:-}           # a substring: run only suites whose name holds it
+logs="$BUILD/test-logs"
+mkdir -p "$logs"
+passed=0; failed=0; skipped=0
+export CMOCKA_MESSAGE_OUTPUT=TAP
+export SPMV_ROOT=$(pwd) BUILD
+# LeakSanitizer cannot run under ptrace-less sandboxes reliably; keep ASan strict otherwise.
+export ASAN_OPTIONS=${ASAN_OPTIONS:-detect_leaks=1:abort_on_error=1}
+export UBSAN_OPTIONS=${UBSAN_OPTIONS:-print_stacktrace=1:halt_on_error=1}
+
+run_suite() {
+  local name=$1; shift
+  [ -n "$ONLY" ] && [[ "$name" != *"$ONLY"* ]] && return
+  local log="$logs/$name.log"
+  local t0=$SECONDS
+  "$@" >"$log" 2>&1
+  local rc=$?
+  local p f s
+  p=$(grep -cE '^ok [0-9]+( |$)' "$log" | tr -d ' ')
+  s=$(grep -cE '^(not )?ok [0-9]+ # SKIP' "$log" | tr -d ' ')
+  f=$(grep -E '^not ok [0-9]+' "$log" | grep -vc '# SKIP' | tr -d ' ')
+  p=$((p - $(grep -cE '^ok [0-9]+ # SKIP' "$log")))
+  if [ "$rc" -ne 0 ] && [ "$f" -eq 0 ]; then
+    f=1
+    echo "not ok - $name exited with status $rc without reporting a failure" >>"$log"
+  fi
+  passed=$((passed + p)); failed=$((failed + f)); skipped=$((skipped + s))
+  printf '%-28s %4d passed %3d failed %3d skipped  (%ds)\n' "$name" "$p" "$f" "$s" $((SECONDS - t0))
+  if [ "$f" -gt 0 ]; then
+    grep -E -A4 '^not ok' "$log" | grep -v '# SKIP' | head -40 | sed 's/^/    /'
+    tail -5 "$log" | sed 's/^/    | /'
+  fi
+  grep -E '^(not )?ok [0-9]+ # SKIP' "$log" | head -3 | sed 's/^/    /'
+}
+
+for t in "$BUILD"/tests/test_*; do
+  [ -x "$t" ] || continue
+  run_suite "$(basename "$t")" "$t"
+done
+for s in tests/e2e/*.sh; do
+  [ -f "$s" ] || continue
+  [ "$(basename "$s")" = lib.sh ] && continue
+  run_suite "e2e_$(basename "$s" .sh)" bash "$s"
+done
+
+echo "$passed passed, $failed failed, $skipped skipped"
+[ "$failed" -eq 0 ]

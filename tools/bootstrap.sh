@@ -1,0 +1,43 @@
+#!/usr/bin/env bash
+# bootstrap.sh — installs the Debian packages spmvd builds and tests with.
+#
+# Called by `make run` and `make test`. As root it installs what is missing
+# with apt-get (updating the package lists once if they are empty or an
+# install fails); as another user it prints the exact command to run and
+# fails, so nothing half-builds.
+set -euo pipefail
+
+# Build: compiler, make, pkg-config and the -dev packages of SPEC §2.
+# Tests: curl (end-to-end), systemd (systemd-socket-activate, systemd-analyze),
+# clang with libFuzzer, openssl (a self-signed certificate for the TLS test).
+PACKAGES=(
+  build-essential pkg-config
+  libmicrohttpd-dev libjansson-dev uuid-dev libsystemd-dev zlib1g-dev
+  libpng-dev libcurl4-openssl-dev libcmocka-dev
+  curl systemd clang libclang-rt-14-dev openssl python3
+)
+
+missing=()
+for p in "${PACKAGES[@]}"; do
+  if ! dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q 'install ok installed'; then
+    missing+=("$p")
+  fi
+done
+
+if [ ${#missing[@]} -eq 0 ]; then
+  exit 0
+fi
+
+if [ "$(id -u)" -ne 0 ]; then
+  echo "spmvd needs these Debian packages: ${missing[*]}" >&2
+  echo "install them with:" >&2
+  echo "  sudo apt-get update && sudo apt-get install -y ${missing[*]}" >&2
+  exit 1
+fi
+
+echo "bootstrap: installing ${missing[*]}" >&2
+export DEBIAN_FRONTEND=noninteractive
+if ! apt-get install -y --no-install-recommends "${missing[@]}" >&2; then
+  apt-get update >&2
+  apt-get install -y --no-install-recommends "${missing[@]}" >&2
+fi

@@ -204,12 +204,14 @@ typedef struct spmv_mm_info {
     bool gzip;              /* input was gzip-compressed */
 } spmv_mm_info;
 
-/* Limits checked against the header before anything is allocated from it.
- * Zero fields mean the built-in maximum (INT32_MAX: rows, cols and nnz must
- * fit 32-bit signed in this version). */
-typedef struct spmv_mm_limits {
+/* Reader options. The limits are checked against the header before anything
+ * is allocated from it; zero fields mean the built-in maximum (INT32_MAX:
+ * rows, cols and nnz must fit 32-bit signed in this version). `threads` is
+ * the number of parsing threads (0: all OpenMP threads, 1: serial). */
+typedef struct spmv_mm_options {
     int64_t max_rows, max_cols, max_nnz;
-} spmv_mm_limits;
+    int32_t threads;
+} spmv_mm_options;
 
 /* Streaming reader: feed bytes in chunks as they arrive (any split, even in
  * the middle of a number or of the gzip stream), then finish. The text is
@@ -219,7 +221,7 @@ typedef struct spmv_mm_limits {
  * explicit zeros kept and symmetric input expanded. */
 typedef struct spmv_mm_reader spmv_mm_reader;
 
-int spmv_mm_reader_new(const spmv_mm_limits *limits, spmv_mm_reader **out, spmv_error *err);
+int spmv_mm_reader_new(const spmv_mm_options *opts, spmv_mm_reader **out, spmv_error *err);
 int spmv_mm_reader_feed(spmv_mm_reader *r, const void *data, size_t len, spmv_error *err);
 /* Ends the input; on success *out owns the matrix, *info (if not NULL) says
  * what the header said. */
@@ -227,14 +229,40 @@ int spmv_mm_reader_finish(spmv_mm_reader *r, spmv_coo *out, spmv_mm_info *info, 
 void spmv_mm_reader_free(spmv_mm_reader *r);
 
 /* Convenience: a whole file (plain or gzip) or buffer through the reader. */
-int spmv_mm_read_file(const char *path, const spmv_mm_limits *limits,
+int spmv_mm_read_file(const char *path, const spmv_mm_options *opts,
                       spmv_coo *out, spmv_mm_info *info, spmv_error *err);
-int spmv_mm_read_buffer(const void *data, size_t len, const spmv_mm_limits *limits,
+int spmv_mm_read_buffer(const void *data, size_t len, const spmv_mm_options *opts,
                         spmv_coo *out, spmv_mm_info *info, spmv_error *err);
 
 /* Writes a COO as a Matrix Market coordinate real general file (full
  * precision); used by the generator and the tests. */
 int spmv_mm_write_file(const char *path, const spmv_coo *m, spmv_error *err);
+
+/* ------------------------------------------------------------- generator */
+
+/* Seeded, deterministic matrices shaped like those of the published SpMV
+ * studies, for benchmarks and tests (engine/gen.c, CLI build/spmv-gen). */
+typedef enum spmv_gen_kind {
+    SPMV_GEN_POISSON2D,   /* 5-point stencil on an n x n grid: n^2 rows */
+    SPMV_GEN_POISSON3D,   /* 7-point stencil on an n x n x n grid: n^3 rows */
+    SPMV_GEN_UNIFORM,     /* n rows, per_row random columns each */
+    SPMV_GEN_POWERLAW,    /* n rows, row lengths power-law (mean per_row) */
+    SPMV_GEN_BANDED_DENSE_ROW, /* banded (half-width per_row/2) plus one dense row of dense_len entries */
+    SPMV_GEN_LP,          /* small LP-like rectangular matrix */
+} spmv_gen_kind;
+
+typedef struct spmv_gen_spec {
+    spmv_gen_kind kind;
+    int64_t n;            /* grid side (Poisson) or rows */
+    int32_t per_row;      /* mean non-zeros per row where it applies */
+    int64_t dense_len;    /* length of the dense row (banded) */
+    uint64_t seed;
+} spmv_gen_spec;
+
+const char *spmv_gen_kind_name(spmv_gen_kind k);     /* "poisson2d", ... */
+int spmv_gen_kind_parse(const char *name, spmv_gen_kind *out);
+/* Builds the matrix as sorted float64 COO. */
+int spmv_gen(const spmv_gen_spec *spec, spmv_coo *out, spmv_error *err);
 
 /* ------------------------------------------------------- host matrix set */
 

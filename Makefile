@@ -74,13 +74,17 @@ TEST_BINS := $(TEST_SRCS:tests/unit/%.c=$(BUILD)/tests/%)
 TEST_SUPPORT_SRCS := $(filter-out $(TEST_SRCS),$(wildcard tests/unit/*.c))
 TEST_SUPPORT_OBJS := $(TEST_SUPPORT_SRCS:%.c=$(BUILD)/%.o)
 
+# Command-line tools: tools/NAME.c becomes $(BUILD)/NAME, linked with the engine.
+TOOL_SRCS := $(wildcard tools/*.c)
+TOOL_BINS := $(TOOL_SRCS:tools/%.c=$(BUILD)/%)
+
 ALL_LIBS = $(LIBSPMV) $(PKG_LIBS) $(CUDA_LIBS) $(LDLIBS)
 
 .PHONY: all test run bootstrap clean tests
 ifeq ($(SAN),1)
 all: test
 else
-all: $(LIBSPMV) $(if $(wildcard daemon/main.c),$(SPMVD)) $(TEST_BINS) $(EXTRA_ALL)
+all: $(LIBSPMV) $(if $(wildcard daemon/main.c),$(SPMVD)) $(TOOL_BINS) $(TEST_BINS) $(EXTRA_ALL)
 endif
 
 $(BUILD)/%.o: %.c
@@ -106,6 +110,9 @@ $(BUILD)/tests/%: $(BUILD)/tests/unit/%.o $(TEST_SUPPORT_OBJS) $(if $(DAEMON_OBJ
 	@mkdir -p $(dir $@)
 	$(CC) $(LDFLAGS) -o $@ $< $(TEST_SUPPORT_OBJS) $(if $(DAEMON_OBJS),$(LIBSPMVD)) $(ALL_LIBS) -lcmocka
 
+$(BUILD)/%: $(BUILD)/tools/%.o $(LIBSPMV)
+	$(CC) $(LDFLAGS) -o $@ $< $(ALL_LIBS)
+
 tests: $(TEST_BINS)
 
 bootstrap:
@@ -116,7 +123,7 @@ test: bootstrap
 	@BUILD=$(BUILD) HAVE_CUDA=$(HAVE_CUDA) SAN=$(SAN) bash tests/run.sh
 
 .PHONY: all-for-test
-all-for-test: $(LIBSPMV) $(if $(wildcard daemon/main.c),$(SPMVD)) $(TEST_BINS) $(EXTRA_ALL) $(EXTRA_TEST_DEPS)
+all-for-test: $(LIBSPMV) $(if $(wildcard daemon/main.c),$(SPMVD)) $(TOOL_BINS) $(TEST_BINS) $(EXTRA_ALL) $(EXTRA_TEST_DEPS)
 
 RUN_ARGS ?=
 run: bootstrap

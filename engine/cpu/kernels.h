@@ -1,0 +1,34 @@
+/* kernels.h — the CPU kernels, one call = one y = A*x, untimed.
+ *
+ * engine/cpu/csr.c, ell.c and hll.c implement these for both dtypes (the
+ * matrix's dtype picks the variant; x and y are of that dtype and every
+ * sum is accumulated in it: float32 kernels accumulate in float, as a
+ * float32 GPU kernel does). engine/cpu/run.c prepares what they need (the
+ * format, a row partition, scratch) outside the timed region and times
+ * them. Internal to the engine.
+ */
+#ifndef SPMV_CPU_KERNELS_H
+#define SPMV_CPU_KERNELS_H
+
+#include "spmv.h"
+
+/* cpu.csr.serial: row by row, one thread (also spmv_reference). */
+void spmv_cpu_csr_serial(const spmv_csr *a, const void *x, void *y);
+
+/* cpu.csr.chunked: x split into `chunks` column ranges of equal width
+ * ceil(cols/chunks); one pass over all rows per range, each pass adding
+ * the row's entries in that range (contiguous, since rows are sorted by
+ * column) to y. `cursor` is scratch of a->rows entries. */
+void spmv_cpu_csr_chunked(const spmv_csr *a, int32_t chunks, int32_t *cursor, const void *x, void *y);
+
+/* cpu.csr.omp: bounds[0..nparts] splits the rows so that each part holds
+ * about nnz/nparts non-zeros (first row whose row_ptr reaches t*nnz/nparts,
+ * binary search); computed once per call, outside the timed loop. */
+void spmv_cpu_csr_partition(const spmv_csr *a, int32_t nparts, int32_t *bounds);
+void spmv_cpu_csr_omp(const spmv_csr *a, int32_t nparts, const int32_t *bounds, const void *x, void *y);
+
+/* cpu.ell.omp and cpu.hll.omp; threads 0 means all OpenMP threads. */
+void spmv_cpu_ell_omp(const spmv_ell *e, int32_t threads, const void *x, void *y);
+void spmv_cpu_hll_omp(const spmv_hll *h, int32_t threads, const void *x, void *y);
+
+#endif /* SPMV_CPU_KERNELS_H */

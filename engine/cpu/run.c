@@ -1,0 +1,166 @@
+/* run.c — spmv_cpu_run: prepares, runs and times one CPU kernel.
+ *
+ * Everything a kernel needs that is not y = A*x itself happens here, before
+ * the clock starts: parameters are resolved against the registry, a format
+ * the matrix does not hold (or an HLL of another hack_size) is built into
+ * scratch, the cpu.csr.omp row partition and the cpu.csr.chunked cursors
+ * are made once. Then `warmup` untimed runs and `runs` timed ones, each
+ * timed alone with the monotonic clock; engine/stats.c turns the times into
+ * the reported statistics. The registry (engine/registry.c) lists the
+ * kernels; this file maps each CPU name to its implementation.
+ */
+#include <omp.h>
+#include <string.h>
+
+#include "formats.h"
+#include "kernels.h"
+#include "spmv.h"
+
+#define MAX_RUNS 1000000
+/* A scratch ELL is refused past 16 slots per non-zero (plus 16 Mi slots of
+ * slack for tiny matrices): one long row must not make cpu.ell.omp
+ * allocate the machine away. */
+#define SCRATCH_ELL_SLOTS(nnz) (16 * (nnz) + (INT64_C(1) << 24))
+
+typedef enum cpu_impl { CSR_SERIAL, CSR_CHUNKED, CSR_OMP, ELL_OMP, HLL_OMP, IMPL_NONE } cpu_impl;
+
+static cpu_impl impl_of(const spmv_kernel *k)
+{
+    static const struct { const char *name; cpu_impl impl; } impls[] = {
+        {"cpu.csr.serial", CSR_SERIAL}, {"cpu.csr.chunked", CSR_CHUNKED}, {"cpu.csr.omp", CSR_OMP},
+        {"cpu.ell.omp", ELL_OMP},       {"cpu.hll.omp", HLL_OMP},
+    };
+    for (size_t i = 0; i < sizeof impls / sizeof impls[0]; i++)
+        if (strcmp(k->name, impls[i].name) == 0)
+            return impls[i].impl;
+    return IMPL_NONE;
+}
+
+/* What one call needs, set up before timing. `view` is the caller's matrix
+ * with scratch formats swapped in; scratch is what this call owns. */
+typedef struct cpu_plan {
+    cpu_impl impl;
+    spmv_params par;
+    int32_t threads;
+    spmv_matrix view;
+    spmv_ell ell;
+    spmv_hll hll;
+    int32_t *bounds;   /* cpu.csr.omp: threads+1 row boundaries */
+    int32_t *cursor;   /* cpu.csr.chunked: per-row position */
+    double *times;
+} cpu_plan;
+
+static void plan_free(cpu_plan *pl)
+{
+    spmv_ell_free(&pl->ell);
+    spmv_hll_free(&pl->hll);
+    free(pl->bounds);
+    free(pl->cursor);
+    free(pl->times);
+}
+
+static int prepare_format(cpu_plan *pl, const spmv_matrix *m, const spmv_params *p, spmv_error *err)
+{
+    int st = SPMV_OK;
+    if (pl->impl == ELL_OMP && !(m->formats & SPMV_FMT_ELL)) {
+        if ((st = spmv_csr_to_ell(&m->csr, SCRATCH_ELL_SLOTS(m->nnz), &pl->ell, err)))
+            return st;
+        pl->view.ell = pl->ell;
+        pl->view.formats |= SPMV_FMT_ELL;
+    }
+    if (pl->impl == HLL_OMP) {
+        /* hack_size not given: the matrix's own HLL, if it holds one. */
+        bool given = p && p->v[SPMV_PARAM_HACK_SIZE] != 0;
+        int32_t hs = given ? pl->par.v[SPMV_PARAM_HACK_SIZE]
+                           : (m->formats & SPMV_FMT_HLL) ? m->hll.hack_size : m->hack_size;
+        if (hs < 1)
+            hs = SPMV_HACK_SIZE_DEFAULT;
+        if (!(m->formats & SPMV_FMT_HLL) || m->hll.hack_size != hs) {
+            if ((st = spmv_csr_to_hll(&m->csr, hs, &pl->hll, err)))
+                return st;
+            pl->view.hll = pl->hll;
+            pl->view.formats |= SPMV_FMT_HLL;
+        }
+        if (pl->view.hll.hack_size > spmv_param_get(SPMV_PARAM_HACK_SIZE)->max)
+            return spmv_error_set(err, SPMV_ERR_INVALID, 0, "hack_size %d out of range 1..%d",
+                                  pl->view.hll.hack_size, spmv_param_get(SPMV_PARAM_HACK_SIZE)->max);
+        pl->view.hack_size = pl->view.hll.hack_size;
+    }
+    return st;
+}
+
+static int prepare_scratch(cpu_plan *pl, const spmv_matrix *m, int32_t runs, spmv_error *err)
+{
+    int st = SPMV_OK;
+    pl->times = spmv_array_alloc(runs, sizeof(double), &st);
+    if (pl->impl == CSR_OMP && pl->times) {
+        pl->bounds = spmv_array_alloc((int64_t)pl->threads + 1, sizeof(int32_t), &st);
+        if (pl->bounds)
+            spmv_cpu_csr_partition(&m->csr, pl->threads, pl->bounds);
+    }
+    if (pl->impl == CSR_CHUNKED && pl->times)
+        pl->cursor = spmv_array_alloc(m->rows, sizeof(int32_t), &st);
+    if (st)
+        return spmv_error_set(err, st, 0, "cannot allocate kernel scratch (%s)", spmv_strerror(st));
+    return SPMV_OK;
+}
+
+static int check_call(const spmv_kernel *k, const spmv_matrix *m, const void *x, void *y,
+                      int32_t warmup, int32_t runs, spmv_error *err)
+{
+    if (!k || k->device != SPMV_DEVICE_CPU)
+        return spmv_error_set(err, SPMV_ERR_INVALID, 0, "%s is not a CPU kernel", k ? k->name : "(null)");
+    if (impl_of(k) == IMPL_NONE)
+        return spmv_error_set(err, SPMV_ERR_UNAVAILABLE, 0, "%s has no CPU implementation", k->name);
+    if (!m || !(m->formats & SPMV_FMT_CSR) || !m->csr.row_ptr)
+        return spmv_error_set(err, SPMV_ERR_INVALID, 0, "matrix holds no CSR");
+    if (!x || !y)
+        return spmv_error_set(err, SPMV_ERR_INVALID, 0, "x and y are required");
+    if (runs < 1 || runs > MAX_RUNS || warmup < 0 || warmup > MAX_RUNS)
+        return spmv_error_set(err, SPMV_ERR_INVALID, 0,
+                              "runs %d (range 1..%d) or warmup %d (range 0..%d) out of range",
+                              runs, MAX_RUNS, warmup, MAX_RUNS);
+    return SPMV_OK;
+}
+
+static void run_once(const cpu_plan *pl, const void *x, void *y)
+{
+    const spmv_matrix *v = &pl->view;
+    switch (pl->impl) {
+    case CSR_SERIAL: spmv_cpu_csr_serial(&v->csr, x, y); break;
+    case CSR_CHUNKED: spmv_cpu_csr_chunked(&v->csr, pl->par.v[SPMV_PARAM_CHUNK], pl->cursor, x, y); break;
+    case CSR_OMP: spmv_cpu_csr_omp(&v->csr, pl->threads, pl->bounds, x, y); break;
+    case ELL_OMP: spmv_cpu_ell_omp(&v->ell, pl->threads, x, y); break;
+    case HLL_OMP: spmv_cpu_hll_omp(&v->hll, pl->threads, x, y); break;
+    case IMPL_NONE: break;
+    }
+}
+
+int spmv_cpu_run(const spmv_kernel *k, const spmv_matrix *m, const spmv_params *p,
+                 const void *x, void *y, int32_t warmup, int32_t runs,
+                 spmv_stats *stats, spmv_error *err)
+{
+    cpu_plan pl;
+    memset(&pl, 0, sizeof pl);
+    int st = check_call(k, m, x, y, warmup, runs, err);
+    if (st || (st = spmv_params_resolve(k, p, &pl.par, err)))
+        return st;
+    pl.impl = impl_of(k);
+    pl.view = *m;
+    pl.threads = pl.par.v[SPMV_PARAM_THREADS] > 0 ? pl.par.v[SPMV_PARAM_THREADS] : omp_get_max_threads();
+    if ((st = prepare_format(&pl, m, p, err)) || (st = prepare_scratch(&pl, m, runs, err)))
+        goto done;
+
+    for (int32_t i = 0; i < warmup; i++)
+        run_once(&pl, x, y);
+    for (int32_t i = 0; i < runs; i++) {
+        double t0 = spmv_now_ms();
+        run_once(&pl, x, y);
+        pl.times[i] = spmv_now_ms() - t0;
+    }
+    if (stats)
+        spmv_stats_compute(pl.times, runs, warmup, 2 * m->nnz, spmv_kernel_bytes(k, &pl.view), stats);
+done:
+    plan_free(&pl);
+    return st;
+}

@@ -1,0 +1,84 @@
+/* formats.h — internal helpers shared by the storage-format files.
+ *
+ * engine/coo.c, csr.c, ell.c, hll.c, hyb.c, matrix.c and the CPU kernels
+ * all need the same three things: overflow-checked array allocation (every
+ * count that sizes an array may come from an upload), reading and writing a
+ * value of either dtype by index (conversions are not performance critical,
+ * so they go through double), and the one padding marker. Not part of the
+ * public API (engine/spmv.h); nothing outside engine/ includes this.
+ */
+#ifndef SPMV_FORMATS_H
+#define SPMV_FORMATS_H
+
+#include <stdint.h>
+#include <stdlib.h>
+
+#include "spmv.h"
+
+/* Column index of a padding slot in ELL and HLL (its value is 0). */
+#define SPMV_PAD_COL (-1)
+
+/* n elements of `size` bytes, or NULL with *status set to SPMV_ERR_LIMIT
+ * (n negative or n*size overflowing) or SPMV_ERR_NOMEM. Never returns NULL
+ * for n == 0, so a NULL array always means "not allocated". */
+static inline void *spmv_array_alloc(int64_t n, size_t size, int *status)
+{
+    if (n < 0 || (uint64_t)n > SIZE_MAX / size) {
+        *status = SPMV_ERR_LIMIT;
+        return NULL;
+    }
+    void *p = malloc(n ? (size_t)n * size : 1);
+    if (!p)
+        *status = SPMV_ERR_NOMEM;
+    return p;
+}
+
+static inline double spmv_val_get(const void *val, spmv_dtype dtype, int64_t i)
+{
+    return dtype == SPMV_FLOAT32 ? (double)((const float *)val)[i] : ((const double *)val)[i];
+}
+
+static inline void spmv_val_set(void *val, spmv_dtype dtype, int64_t i, double v)
+{
+    if (dtype == SPMV_FLOAT32)
+        ((float *)val)[i] = (float)v;
+    else
+        ((double *)val)[i] = v;
+}
+
+/* Copies one value between arrays of the same dtype, bit for bit. */
+static inline void spmv_val_copy(void *dst, int64_t di, const void *src, int64_t si, spmv_dtype dtype)
+{
+    if (dtype == SPMV_FLOAT32)
+        ((float *)dst)[di] = ((const float *)src)[si];
+    else
+        ((double *)dst)[di] = ((const double *)src)[si];
+}
+
+/* Longest row of a CSR (0 for no rows). */
+static inline int32_t spmv_csr_max_row(const spmv_csr *a)
+{
+    int32_t w = 0;
+    for (int32_t i = 0; i < a->rows; i++) {
+        int64_t len = (int64_t)a->row_ptr[i + 1] - a->row_ptr[i];
+        if (len > w)
+            w = (int32_t)len;
+    }
+    return w;
+}
+
+/* Fills a column-major ELL block of `width` slots per row for rows
+ * [r0, r1) of `in` (at most `width` entries of each row) with a row stride
+ * of `stride` (rows for ELL, hack_size for an HLL slice, whose rows past r1
+ * are all padding); returns the entries stored. Defined in ell.c. */
+int64_t spmv_ell_fill_block(const spmv_csr *in, int32_t r0, int32_t r1, int32_t width, int32_t stride,
+                            int32_t *col, void *val);
+
+/* An ELL holding the first `width` entries of every row (HYB's ELL part;
+ * plain ELL when width is the longest row). Defined in ell.c. */
+int spmv_ell_build(const spmv_csr *in, int32_t width, int64_t max_slots, spmv_ell *out, spmv_error *err);
+
+/* Validates the shape fields every conversion trusts. */
+int spmv_check_shape(int32_t rows, int32_t cols, int64_t nnz, spmv_error *err);
+
+#endif /* SPMV_FORMATS_H */

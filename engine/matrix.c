@@ -1,0 +1,87 @@
+/* matrix.c — a matrix as the host holds it: CSR plus the formats asked for.
+ *
+ * The daemon's store and the CPU kernels work on spmv_matrix: one dtype,
+ * CSR always (every other format is built from it), the rest on demand.
+ * An ELL that would pass the slot bound is skipped rather than failing
+ * the upload: one long row should not make a matrix unusable, only its
+ * ELL kernels (which then build nothing and say why at run time).
+ */
+#include <string.h>
+
+#include "formats.h"
+#include "spmv.h"
+
+void spmv_matrix_free(spmv_matrix *m)
+{
+    if (!m)
+        return;
+    spmv_csr_free(&m->csr);
+    spmv_coo_free(&m->coo);
+    spmv_ell_free(&m->ell);
+    spmv_hll_free(&m->hll);
+    spmv_hyb_free(&m->hyb);
+    memset(m, 0, sizeof *m);
+}
+
+int spmv_matrix_add_format(spmv_matrix *m, spmv_format f, int64_t max_ell_slots, spmv_error *err)
+{
+    int st = SPMV_OK;
+    if (m->formats & f)
+        return SPMV_OK;
+    switch (f) {
+    case SPMV_FMT_CSR:
+        return spmv_error_set(err, SPMV_ERR_INVALID, 0, "matrix has no CSR to build from");
+    case SPMV_FMT_COO:
+        st = spmv_csr_to_coo(&m->csr, &m->coo, err);
+        break;
+    case SPMV_FMT_ELL:
+        st = spmv_csr_to_ell(&m->csr, max_ell_slots, &m->ell, err);
+        break;
+    case SPMV_FMT_HLL:
+        st = spmv_csr_to_hll(&m->csr, m->hack_size, &m->hll, err);
+        break;
+    case SPMV_FMT_HYB:
+        st = spmv_csr_to_hyb(&m->csr, -1, &m->hyb, err);
+        break;
+    default:
+        return spmv_error_set(err, SPMV_ERR_INVALID, 0, "unknown format bit 0x%x", (unsigned)f);
+    }
+    if (st == SPMV_OK)
+        m->formats |= f;
+    return st;
+}
+
+int spmv_matrix_build(const spmv_coo *coo, spmv_dtype dtype, unsigned formats,
+                      int32_t hack_size, int64_t max_ell_slots,
+                      spmv_matrix *out, spmv_error *err)
+{
+    int st;
+    memset(out, 0, sizeof *out);
+    if (hack_size == 0)
+        hack_size = SPMV_HACK_SIZE_DEFAULT;
+    if (hack_size < 1)
+        return spmv_error_set(err, SPMV_ERR_INVALID, 0, "hack_size %d: must be at least 1", hack_size);
+    if (formats & ~(unsigned)SPMV_FMT_ALL)
+        return spmv_error_set(err, SPMV_ERR_INVALID, 0, "unknown format bits 0x%x", formats);
+    if ((st = spmv_coo_to_csr(coo, dtype, &out->csr, err)))
+        return st;
+    out->rows = out->csr.rows;
+    out->cols = out->csr.cols;
+    out->nnz = out->csr.nnz;
+    out->dtype = dtype;
+    out->hack_size = hack_size;
+    out->formats = SPMV_FMT_CSR;
+    for (unsigned bit = 1; bit <= SPMV_FMT_HYB; bit <<= 1) {
+        if (!(formats & bit) || bit == SPMV_FMT_CSR)
+            continue;
+        st = spmv_matrix_add_format(out, (spmv_format)bit, max_ell_slots, err);
+        if (st == SPMV_ERR_LIMIT && bit == SPMV_FMT_ELL)
+            continue; /* skipped, not an error: the bit stays clear */
+        if (st)
+            goto fail;
+    }
+    return SPMV_OK;
+fail:
+    spmv_matrix_free(out);
+    return st;
+}

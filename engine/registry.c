@@ -1,0 +1,148 @@
+/* registry.c — the kernel catalogue: the one table of kernels and their
+ * parameters.
+ *
+ * Everything that lists kernels reads this table: GET /v1/kernels, the
+ * docs (tools/spmv-kernels.c prints docs/kernels.md's catalogue from it and
+ * test_registry checks the two agree), the benchmark sweeps and the tests.
+ * A kernel exists here before its implementation does; the CPU kernels are
+ * run by engine/cpu/run.c and the GPU ones by the CUDA backend, both
+ * dispatching on these names. Parameters are validated here, once, so every
+ * caller refuses a bad value with the same message.
+ */
+#include <string.h>
+
+#include "spmv.h"
+
+#define P(id) (1u << (id))
+#define BS P(SPMV_PARAM_BLOCK_SIZE)
+
+static const spmv_param_desc params[SPMV_PARAM_COUNT] = {
+    [SPMV_PARAM_BLOCK_SIZE] = {"block_size", 256, 32, 1024,
+                               "GPU threads per block, a multiple of 32 (the warp size)"},
+    [SPMV_PARAM_HACK_SIZE] = {"hack_size", 32, 1, 1024,
+                              "rows per HLL / sliced-ELL slice (CPU: 0 takes the matrix's own)"},
+    [SPMV_PARAM_CHUNK] = {"chunk", 8, 1, 65536,
+                          "cpu.csr.chunked: number of column chunks x is split into"},
+    [SPMV_PARAM_ALG] = {"alg", 1, 1, 2, "cuSPARSE SpMV algorithm: 1 = ALG1, 2 = ALG2"},
+    [SPMV_PARAM_THREADS] = {"threads", 0, 0, 1024,
+                            "CPU: OpenMP threads (0 = all); gpu.csr.vector: threads per row "
+                            "(0 = from the mean row length, else a power of two 2..32)"},
+    [SPMV_PARAM_NNZ_PER_WG] = {"nnz_per_wg", 2048, 64, 1048576,
+                               "gpu.csr.adaptive: non-zeros per row block (work group)"},
+};
+
+static const spmv_kernel kernels[] = {
+    {"cpu.csr.serial", SPMV_DEVICE_CPU, SPMV_FMT_CSR, 0,
+     "one thread, row by row; the reference and the speedup baseline"},
+    {"cpu.csr.chunked", SPMV_DEVICE_CPU, SPMV_FMT_CSR, P(SPMV_PARAM_CHUNK),
+     "one thread; x split into `chunk` column chunks, one pass over the rows per chunk, "
+     "so each pass reads only its chunk of x (temporal locality)"},
+    {"cpu.csr.omp", SPMV_DEVICE_CPU, SPMV_FMT_CSR, P(SPMV_PARAM_THREADS),
+     "OpenMP; rows split statically so each thread gets an equal share of non-zeros "
+     "(binary search on row_ptr)"},
+    {"cpu.ell.omp", SPMV_DEVICE_CPU, SPMV_FMT_ELL, P(SPMV_PARAM_THREADS),
+     "OpenMP over blocks of rows of the column-major ELL"},
+    {"cpu.hll.omp", SPMV_DEVICE_CPU, SPMV_FMT_HLL, P(SPMV_PARAM_HACK_SIZE) | P(SPMV_PARAM_THREADS),
+     "OpenMP over HLL slices"},
+    {"gpu.csr.scalar", SPMV_DEVICE_GPU, SPMV_FMT_CSR, BS, "one thread per row"},
+    {"gpu.csr.warp_buffer", SPMV_DEVICE_GPU, SPMV_FMT_CSR, BS,
+     "one warp per row, partial sums reduced through a global buffer"},
+    {"gpu.csr.vector", SPMV_DEVICE_GPU, SPMV_FMT_CSR, BS | P(SPMV_PARAM_THREADS),
+     "`threads` threads per row (a power of two 2..32, 0: chosen from the mean row length), "
+     "shuffle reduction, read-only loads"},
+    {"gpu.csr.tiled", SPMV_DEVICE_GPU, SPMV_FMT_CSR, BS, "per-warp shared-memory tiles of x (tile 128)"},
+    {"gpu.csr.texture", SPMV_DEVICE_GPU, SPMV_FMT_CSR, BS, "thread per row, x read through a texture object"},
+    {"gpu.csr.adaptive", SPMV_DEVICE_GPU, SPMV_FMT_CSR, BS | P(SPMV_PARAM_NNZ_PER_WG),
+     "row blocks of about `nnz_per_wg` non-zeros: CSR-Stream / CSR-Vector / CSR-VectorL"},
+    {"gpu.csr.merge", SPMV_DEVICE_GPU, SPMV_FMT_CSR, BS,
+     "merge-path split of rows and non-zeros, equal work per thread"},
+    {"gpu.ell", SPMV_DEVICE_GPU, SPMV_FMT_ELL, BS, "thread per row over the column-major ELL"},
+    {"gpu.hll", SPMV_DEVICE_GPU, SPMV_FMT_HLL, BS | P(SPMV_PARAM_HACK_SIZE), "thread per row over HLL slices"},
+    {"gpu.coo.atomic", SPMV_DEVICE_GPU, SPMV_FMT_COO, BS, "thread per non-zero, atomic adds into y"},
+    {"gpu.coo.sliced", SPMV_DEVICE_GPU, SPMV_FMT_COO, BS, "sliced COO with shared-memory accumulation"},
+    {"gpu.hyb", SPMV_DEVICE_GPU, SPMV_FMT_HYB, BS, "ELL part (thread per row) plus COO part (atomics)"},
+    {"cusparse.csr", SPMV_DEVICE_GPU, SPMV_FMT_CSR, P(SPMV_PARAM_ALG),
+     "cuSPARSE generic SpMV on CSR; buffer and preprocessing done once per matrix"},
+    {"cusparse.coo", SPMV_DEVICE_GPU, SPMV_FMT_COO, P(SPMV_PARAM_ALG), "cuSPARSE generic SpMV on COO"},
+    {"cusparse.sell", SPMV_DEVICE_GPU, SPMV_FMT_HLL, P(SPMV_PARAM_HACK_SIZE),
+     "cuSPARSE generic SpMV on sliced ELL (cusparseCreateSlicedEll)"},
+};
+
+#define NKERNELS (sizeof kernels / sizeof kernels[0])
+
+const spmv_param_desc *spmv_param_get(spmv_param_id id)
+{
+    return (unsigned)id < SPMV_PARAM_COUNT ? &params[id] : NULL;
+}
+
+size_t spmv_kernel_count(void) { return NKERNELS; }
+
+const spmv_kernel *spmv_kernel_at(size_t i) { return i < NKERNELS ? &kernels[i] : NULL; }
+
+const spmv_kernel *spmv_kernel_find(const char *name)
+{
+    if (!name)
+        return NULL;
+    for (size_t i = 0; i < NKERNELS; i++)
+        if (strcmp(kernels[i].name, name) == 0)
+            return &kernels[i];
+    return NULL;
+}
+
+bool spmv_kernel_available(const spmv_kernel *k, const char **reason)
+{
+    const char *why = NULL;
+    if (!k) {
+        why = "no such kernel";
+    } else if (k->device == SPMV_DEVICE_GPU) {
+        const char *gpu_why = NULL;
+        if (spmv_gpu_count(&gpu_why) <= 0)
+            why = gpu_why ? gpu_why : "no usable GPU on this host";
+    }
+    if (reason)
+        *reason = why;
+    return why == NULL;
+}
+
+/* Rules beyond a plain range, per kernel. */
+static int check_special(const spmv_kernel *k, const spmv_params *r, spmv_error *err)
+{
+    int32_t bs = r->v[SPMV_PARAM_BLOCK_SIZE];
+    if ((k->params & BS) && bs % 32 != 0)
+        return spmv_error_set(err, SPMV_ERR_INVALID, 0,
+                              "%s: block_size %d is not a multiple of 32 (range 32..1024)", k->name, bs);
+    int32_t t = r->v[SPMV_PARAM_THREADS];
+    if (strcmp(k->name, "gpu.csr.vector") == 0 && t != 0 && (t < 2 || t > 32 || (t & (t - 1))))
+        return spmv_error_set(err, SPMV_ERR_INVALID, 0,
+                              "%s: threads %d per row must be 0 (auto) or a power of two in 2..32",
+                              k->name, t);
+    return SPMV_OK;
+}
+
+int spmv_params_resolve(const spmv_kernel *k, const spmv_params *p, spmv_params *resolved, spmv_error *err)
+{
+    spmv_params r;
+    memset(&r, 0, sizeof r);
+    if (!k)
+        return spmv_error_set(err, SPMV_ERR_INVALID, 0, "no kernel given");
+    for (int id = 0; id < SPMV_PARAM_COUNT; id++) {
+        const spmv_param_desc *d = &params[id];
+        int32_t v = p ? p->v[id] : 0;
+        bool takes = (k->params & P(id)) != 0;
+        if (v != 0 && !takes)
+            return spmv_error_set(err, SPMV_ERR_INVALID, 0, "%s takes no parameter %s (given %d)",
+                                  k->name, d->name, v);
+        if (!takes)
+            continue;
+        if (v == 0)
+            v = d->def;
+        if (v < d->min || v > d->max)
+            return spmv_error_set(err, SPMV_ERR_INVALID, 0, "%s: %s %d out of range %d..%d",
+                                  k->name, d->name, v, d->min, d->max);
+        r.v[id] = v;
+    }
+    int st = check_special(k, &r, err);
+    if (st == SPMV_OK && resolved)
+        *resolved = r;
+    return st;
+}

@@ -1,0 +1,127 @@
+/* testutil.h — helpers shared by the unit tests (cmocka).
+ *
+ * What every kernel or format test needs and should do the same way: one
+ * seed per run, from SPMV_SEED or time^pid, printed so a failure can be
+ * repeated; a small seeded generator (tu_rng) and random sparse matrices
+ * in the shapes that break kernels (empty rows, one dense row, 1x1, n x 1,
+ * 1 x n, no non-zeros, power-law rows); NaN poisoning of outputs;
+ * relative-error comparison against a reference; and the shared test
+ * matrices with their peer answers (../shared/matrices/real/expected.json,
+ * read with jansson). Linked into every test binary (Makefile:
+ * TEST_SUPPORT_SRCS).
+ */
+#ifndef SPMV_TESTUTIL_H
+#define SPMV_TESTUTIL_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "spmv.h"
+
+/* ------------------------------------------------------------------ seed */
+
+/* The run's seed: SPMV_SEED if set (decimal or 0x hex), else time ^ pid.
+ * Printed as a TAP comment ("# seed ... SPMV_SEED=N repeats this run") on
+ * the first call; later calls return the same value. */
+uint64_t tu_seed(void);
+
+/* splitmix64: tiny, seedable, good enough for test data. */
+typedef struct tu_rng {
+    uint64_t state;
+} tu_rng;
+
+void tu_rng_init(tu_rng *r, uint64_t seed);
+uint64_t tu_rng_next(tu_rng *r);
+double tu_rng_uniform(tu_rng *r);             /* [0, 1) */
+double tu_rng_value(tu_rng *r);               /* [-1, 1), never exactly 0 */
+int64_t tu_rng_range(tu_rng *r, int64_t lo, int64_t hi); /* [lo, hi] */
+
+/* ------------------------------------------------------ random matrices */
+
+/* A random matrix recipe. Row lengths are uniform in [0, 2*mean_per_row]
+ * (or power-law with that mean), capped at cols; a fraction of rows is
+ * forced empty; `dense_rows` rows (spread over the matrix) get `dense_len`
+ * entries each. Values are uniform in [-1, 1). */
+typedef struct tu_gen {
+    int32_t rows, cols;
+    double mean_per_row;
+    double empty_row_frac;
+    bool power_law;
+    int32_t dense_rows;
+    int32_t dense_len;
+} tu_gen;
+
+/* Sorted, duplicate-free COO of `dtype` as the recipe says; asserts on
+ * allocation failure (cmocka). */
+void tu_random_coo_gen(tu_rng *r, const tu_gen *g, spmv_dtype dtype, spmv_coo *out);
+
+/* The shapes every kernel is tested on; `n` sizes them (rows, or the long
+ * side). */
+typedef enum tu_shape {
+    TU_SHAPE_RANDOM,       /* n x (4n/3), ~8 per row, 10% empty rows */
+    TU_SHAPE_EMPTY_ROWS,   /* n x n, 60% empty rows */
+    TU_SHAPE_DENSE_ROW,    /* n x n, ~4 per row plus one full row */
+    TU_SHAPE_POWER_LAW,    /* n x n, power-law row lengths, mean 6 */
+    TU_SHAPE_1X1,          /* 1 x 1 with one entry */
+    TU_SHAPE_COLUMN,       /* n x 1, most rows hold their entry */
+    TU_SHAPE_ROW,          /* 1 x n, about half full */
+    TU_SHAPE_NO_NONZEROS,  /* n x n, nnz 0 */
+    TU_SHAPE_COUNT
+} tu_shape;
+
+const char *tu_shape_name(tu_shape s);
+void tu_random_coo(tu_rng *r, tu_shape shape, int32_t n, spmv_dtype dtype, spmv_coo *out);
+
+/* -------------------------------------------------------------- vectors */
+
+/* n values of dtype (never NULL, even for n == 0; free with free()). */
+void *tu_vector_alloc(spmv_dtype dtype, int64_t n);
+void tu_random_vector(tu_rng *r, spmv_dtype dtype, int64_t n, void *out);
+/* x[j] = 1 + (j mod 7)/8, the x of expected.json (exact in both dtypes). */
+void tu_expected_x(spmv_dtype dtype, int64_t n, void *out);
+/* Fills v with quiet NaN, so a kernel that skips an output is caught. */
+void tu_poison(void *v, spmv_dtype dtype, int64_t n);
+/* Copies n values, converting between dtypes. */
+void tu_vector_convert(const void *in, spmv_dtype din, void *out, spmv_dtype dout, int64_t n);
+
+/* ---------------------------------------------------------- comparison */
+
+typedef enum tu_norm { TU_NORM_INF, TU_NORM_2 } tu_norm;
+
+/* max_i |y_i - ref_i| / max(||ref||, tiny), in double whatever the dtypes
+ * (so a float32 y can be compared with a float64 reference). Any NaN in y
+ * (or a NaN/Inf mismatch) gives +Inf. */
+double tu_rel_err(spmv_dtype ydt, const void *y, spmv_dtype rdt, const void *ref, int64_t n, tu_norm norm);
+
+/* Fails the current cmocka test (printing what, the error, the bound, the
+ * first bad index and the seed) if tu_rel_err exceeds bound. */
+#define TU_ASSERT_CLOSE(what, ydt, y, rdt, ref, n, norm, bound) \
+    tu_assert_close_at((what), (ydt), (y), (rdt), (ref), (n), (norm), (bound), __FILE__, __LINE__)
+void tu_assert_close_at(const char *what, spmv_dtype ydt, const void *y, spmv_dtype rdt, const void *ref,
+                        int64_t n, tu_norm norm, double bound, const char *file, int line);
+
+/* Whether two COOs are identical (shape, dtype, entries and value bits);
+ * prints the first difference when not. */
+bool tu_coo_equal(const spmv_coo *a, const spmv_coo *b);
+
+/* ------------------------------------------------------ shared matrices */
+
+/* $SPMV_ROOT/../shared/matrices/<rel> (SPMV_ROOT defaults to "."); returns
+ * buf. */
+const char *tu_matrices_path(char *buf, size_t len, const char *rel);
+
+/* One entry of real/expected.json. */
+typedef struct tu_expected {
+    char file[128];                /* "bcsstk13.mtx" */
+    int64_t rows, cols, nnz, max_row;
+    double y_norm2;
+    double *y;                     /* rows values */
+} tu_expected;
+
+/* Loads every entry, sorted by file name; 0 on success, -1 (with a message
+ * printed) if the file is missing or malformed. */
+int tu_expected_load(tu_expected **out, size_t *count);
+void tu_expected_free(tu_expected *e, size_t count);
+
+#endif /* SPMV_TESTUTIL_H */

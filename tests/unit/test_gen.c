@@ -1,0 +1,381 @@
+/* test_gen.c — the seeded matrix generator (engine/gen.c).
+ *
+ * Every kind is built at random sizes drawn afresh each run (the seed is
+ * printed; SPMV_SEED repeats a run) and checked against its shape and
+ * non-zero formula, worked out here independently of gen.c; every output
+ * must be sorted COO without duplicates, the same for the same seed whatever
+ * the thread count, different for another seed, and Poisson must be
+ * symmetric with its stencil values. Sizes past the 32-bit limits must be
+ * refused before anything is allocated from them.
+ */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <cmocka.h>
+#include <omp.h>
+
+#include "spmv.h"
+#include "testutil.h"
+
+/* The run's draws (sizes, seeds), from the run's seed (tu_seed). */
+static uint64_t test_seed;
+static tu_rng draws;
+
+static uint64_t draw(void) { return tu_rng_next(&draws); }
+static int64_t draw_in(int64_t lo, int64_t hi) { return tu_rng_range(&draws, lo, hi); }
+
+static int setup_seed(void **state)
+{
+    (void)state;
+    test_seed = tu_seed();
+    tu_rng_init(&draws, test_seed);
+    return 0;
+}
+
+static spmv_coo gen_ok(spmv_gen_kind kind, int64_t n, int32_t per_row, int64_t dense_len, uint64_t seed)
+{
+    spmv_gen_spec spec = {.kind = kind, .n = n, .per_row = per_row, .dense_len = dense_len, .seed = seed};
+    spmv_coo m;
+    spmv_error err = {0};
+    int rc = spmv_gen(&spec, &m, &err);
+    if (rc != SPMV_OK)
+        fail_msg("spmv_gen(%s, n=%lld, per_row=%d, dense_len=%lld): %s (SPMV_SEED=%llu)",
+                 spmv_gen_kind_name(kind), (long long)n, per_row, (long long)dense_len, err.message,
+                 (unsigned long long)test_seed);
+    assert_int_equal(m.dtype, SPMV_FLOAT64);
+    return m;
+}
+
+/* Sorted by row then column, no duplicates, indices in range, values finite. */
+static void assert_sorted_coo(const spmv_coo *m)
+{
+    const double *v = m->val;
+    for (int64_t k = 0; k < m->nnz; k++) {
+        assert_in_range(m->row[k], 0, m->rows - 1);
+        assert_in_range(m->col[k], 0, m->cols - 1);
+        assert_true(v[k] == v[k] && v[k] >= -1e300 && v[k] <= 1e300);
+        if (k > 0) {
+            int before = m->row[k - 1] < m->row[k] ||
+                         (m->row[k - 1] == m->row[k] && m->col[k - 1] < m->col[k]);
+            if (!before)
+                fail_msg("entry %lld (%d,%d) is not after (%d,%d) (SPMV_SEED=%llu)", (long long)k, m->row[k],
+                         m->col[k], m->row[k - 1], m->col[k - 1], (unsigned long long)test_seed);
+        }
+    }
+}
+
+/* Entries per row, counted from the COO. */
+static int64_t *row_counts(const spmv_coo *m)
+{
+    int64_t *c = calloc((size_t)m->rows + 1, sizeof *c);
+    assert_non_null(c);
+    for (int64_t k = 0; k < m->nnz; k++)
+        c[m->row[k]]++;
+    return c;
+}
+
+/* Index of entry (i, j), or -1; the COO is sorted, so binary search. */
+static int64_t find_entry(const spmv_coo *m, int32_t i, int32_t j)
+{
+    int64_t lo = 0, hi = m->nnz;
+    while (lo < hi) {
+        int64_t mid = lo + (hi - lo) / 2;
+        if (m->row[mid] < i || (m->row[mid] == i && m->col[mid] < j))
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
+    return lo < m->nnz && m->row[lo] == i && m->col[lo] == j ? lo : -1;
+}
+
+static void assert_symmetric(const spmv_coo *m)
+{
+    const double *v = m->val;
+    for (int64_t k = 0; k < m->nnz; k++) {
+        int64_t t = find_entry(m, m->col[k], m->row[k]);
+        assert_true(t >= 0);
+        assert_true(v[t] == v[k]);
+    }
+}
+
+static int coo_equal(const spmv_coo *a, const spmv_coo *b)
+{
+    return a->rows == b->rows && a->cols == b->cols && a->nnz == b->nnz &&
+           memcmp(a->row, b->row, (size_t)a->nnz * sizeof *a->row) == 0 &&
+           memcmp(a->col, b->col, (size_t)a->nnz * sizeof *a->col) == 0 &&
+           memcmp(a->val, b->val, (size_t)a->nnz * sizeof(double)) == 0;
+}
+
+static void assert_values_in_unit_range(const spmv_coo *m)
+{
+    const double *v = m->val;
+    for (int64_t k = 0; k < m->nnz; k++)
+        assert_true(v[k] >= -1.0 && v[k] <= 1.0);
+}
+
+/* ------------------------------------------------------------------ tests */
+
+static void test_kind_names(void **state)
+{
+    (void)state;
+    spmv_gen_kind k;
+    const spmv_gen_kind all[] = {SPMV_GEN_POISSON2D, SPMV_GEN_POISSON3D, SPMV_GEN_UNIFORM,
+                                 SPMV_GEN_POWERLAW, SPMV_GEN_BANDED_DENSE_ROW, SPMV_GEN_LP};
+    for (size_t i = 0; i < sizeof all / sizeof all[0]; i++) {
+        assert_int_equal(spmv_gen_kind_parse(spmv_gen_kind_name(all[i]), &k), SPMV_OK);
+        assert_int_equal(k, all[i]);
+    }
+    assert_string_equal(spmv_gen_kind_name(SPMV_GEN_POISSON3D), "poisson3d");
+    assert_int_equal(spmv_gen_kind_parse("Uniform", &k), SPMV_OK);
+    assert_int_equal(k, SPMV_GEN_UNIFORM);
+    assert_int_equal(spmv_gen_kind_parse("poisson4d", &k), SPMV_ERR_INVALID);
+}
+
+static void test_poisson2d(void **state)
+{
+    (void)state;
+    int64_t n = draw_in(1, 60);
+    spmv_coo m = gen_ok(SPMV_GEN_POISSON2D, n, 0, 0, draw());
+    assert_int_equal(m.rows, n * n);
+    assert_int_equal(m.cols, n * n);
+    assert_int_equal(m.nnz, 5 * n * n - 4 * n);
+    assert_sorted_coo(&m);
+    assert_symmetric(&m);
+    const double *v = m.val;
+    for (int64_t k = 0; k < m.nnz; k++)
+        assert_true(v[k] == (m.row[k] == m.col[k] ? 4.0 : -1.0));
+    spmv_coo_free(&m);
+}
+
+static void test_poisson3d(void **state)
+{
+    (void)state;
+    int64_t n = draw_in(1, 20);
+    spmv_coo m = gen_ok(SPMV_GEN_POISSON3D, n, 0, 0, draw());
+    assert_int_equal(m.rows, n * n * n);
+    assert_int_equal(m.nnz, 7 * n * n * n - 6 * n * n);
+    assert_sorted_coo(&m);
+    assert_symmetric(&m);
+    const double *v = m.val;
+    for (int64_t k = 0; k < m.nnz; k++) {
+        assert_true(v[k] == (m.row[k] == m.col[k] ? 6.0 : -1.0));
+        /* Neighbours differ by 1, n or n^2 only. */
+        int64_t d = llabs((long long)m.row[k] - m.col[k]);
+        assert_true(d == 0 || d == 1 || d == n || d == n * n);
+    }
+    spmv_coo_free(&m);
+}
+
+/* Both sampling paths: sparse rows (draw, sort, top up) and dense rows
+ * (selection sampling), and the extremes 0 and n. */
+static void test_uniform(void **state)
+{
+    (void)state;
+    int64_t n = draw_in(1, 3000);
+    const int32_t per_rows[] = {0, (int32_t)draw_in(0, n / 8), (int32_t)draw_in(n / 8, n), (int32_t)n};
+    for (size_t t = 0; t < sizeof per_rows / sizeof per_rows[0]; t++) {
+        int32_t p = per_rows[t];
+        spmv_coo m = gen_ok(SPMV_GEN_UNIFORM, n, p, 0, draw());
+        assert_int_equal(m.rows, n);
+        assert_int_equal(m.cols, n);
+        assert_int_equal(m.nnz, n * p);
+        assert_sorted_coo(&m);
+        assert_values_in_unit_range(&m);
+        int64_t *c = row_counts(&m);
+        for (int64_t i = 0; i < n; i++)
+            assert_int_equal(c[i], p);
+        free(c);
+        spmv_coo_free(&m);
+    }
+}
+
+static void test_powerlaw(void **state)
+{
+    (void)state;
+    int64_t n = draw_in(100000, 200000);
+    int32_t p = (int32_t)draw_in(4, 32);
+    spmv_coo m = gen_ok(SPMV_GEN_POWERLAW, n, p, 0, draw());
+    assert_int_equal(m.rows, n);
+    assert_int_equal(m.cols, n);
+    assert_sorted_coo(&m);
+    assert_values_in_unit_range(&m);
+    int64_t *c = row_counts(&m);
+    int64_t longest = 0;
+    for (int64_t i = 0; i < n; i++)
+        longest = c[i] > longest ? c[i] : longest;
+    free(c);
+    double mean = (double)m.nnz / (double)n;
+    printf("# powerlaw n=%lld per_row=%d: mean %.2f, longest row %lld\n", (long long)n, p, mean,
+           (long long)longest);
+    /* The mean is near per_row and the tail is heavy: with shape 1.5 the
+     * longest of 10^5 rows is around per_row * 10^(10/3) / 3, far beyond
+     * any light-tailed distribution. Both bounds are loose. */
+    assert_true(mean > 0.8 * p && mean < 1.2 * p);
+    assert_true(longest > 50 * p);
+    spmv_coo_free(&m);
+
+    /* Rows are capped at the column count. */
+    m = gen_ok(SPMV_GEN_POWERLAW, 50, 50, 0, draw());
+    assert_sorted_coo(&m);
+    assert_true(m.nnz <= 50 * 50);
+    spmv_coo_free(&m);
+}
+
+static int64_t band_len(int64_t n, int64_t h, int64_t i)
+{
+    int64_t lo = i - h, hi = i + h;
+    if (lo < 0) lo = 0;
+    if (hi > n - 1) hi = n - 1;
+    return hi - lo + 1;
+}
+
+static void test_banded_dense_row(void **state)
+{
+    (void)state;
+    int64_t n = draw_in(1, 5000);
+    int32_t p = (int32_t)draw_in(0, 40);
+    int64_t dense = draw_in(1, n);
+    spmv_coo m = gen_ok(SPMV_GEN_BANDED_DENSE_ROW, n, p, dense, draw());
+    int64_t h = p / 2, expect = 0, mid = n / 2;
+    for (int64_t i = 0; i < n; i++)
+        expect += i == mid ? dense : band_len(n, h, i);
+    assert_int_equal(m.rows, n);
+    assert_int_equal(m.cols, n);
+    assert_int_equal(m.nnz, expect);
+    assert_sorted_coo(&m);
+    assert_values_in_unit_range(&m);
+    for (int64_t k = 0; k < m.nnz; k++)
+        if (m.row[k] != mid)
+            assert_true(llabs((long long)m.row[k] - m.col[k]) <= h);
+    int64_t *c = row_counts(&m);
+    assert_int_equal(c[mid], dense);
+    free(c);
+    spmv_coo_free(&m);
+
+    /* dense_len 0: a plain band. */
+    m = gen_ok(SPMV_GEN_BANDED_DENSE_ROW, n, p, 0, draw());
+    expect = 0;
+    for (int64_t i = 0; i < n; i++)
+        expect += band_len(n, h, i);
+    assert_int_equal(m.nnz, expect);
+    spmv_coo_free(&m);
+}
+
+static void test_lp(void **state)
+{
+    (void)state;
+    int64_t n = draw_in(1, 400);
+    int32_t p = (int32_t)draw_in(0, n < 6 ? n : 6);
+    spmv_coo m = gen_ok(SPMV_GEN_LP, n, p, 0, draw());
+    int64_t dense_rows = (n + 7) / 8, dense_struct = n / 2 > p ? n / 2 : p;
+    assert_int_equal(m.rows, n);
+    assert_int_equal(m.cols, 2 * n);
+    assert_true(m.rows < m.cols);
+    assert_int_equal(m.nnz, (n - dense_rows) * (p + 1) + dense_rows * (dense_struct + 1));
+    assert_sorted_coo(&m);
+    /* Each row ends with its slack column n + i, value 1. */
+    const double *v = m.val;
+    for (int64_t k = 0; k < m.nnz; k++) {
+        int last = k == m.nnz - 1 || m.row[k + 1] != m.row[k];
+        if (last) {
+            assert_int_equal(m.col[k], n + m.row[k]);
+            assert_true(v[k] == 1.0);
+        } else {
+            assert_true(m.col[k] < n);
+        }
+    }
+    spmv_coo_free(&m);
+}
+
+/* Same seed: same matrix, with one thread or all; another seed: another
+ * matrix (for the kinds with random content). */
+static void test_determinism(void **state)
+{
+    (void)state;
+    const spmv_gen_kind kinds[] = {SPMV_GEN_UNIFORM, SPMV_GEN_POWERLAW, SPMV_GEN_BANDED_DENSE_ROW, SPMV_GEN_LP,
+                                   SPMV_GEN_POISSON2D};
+    int threads = omp_get_max_threads();
+    for (size_t t = 0; t < sizeof kinds / sizeof kinds[0]; t++) {
+        int64_t n = draw_in(20000, 40000);
+        if (kinds[t] == SPMV_GEN_POISSON2D)
+            n = draw_in(50, 150);
+        int32_t p = kinds[t] == SPMV_GEN_LP ? 4 : 12;
+        uint64_t seed = draw();
+        omp_set_num_threads(1);
+        spmv_coo a = gen_ok(kinds[t], n, p, n / 3, seed);
+        omp_set_num_threads(threads > 1 ? threads : 2);
+        spmv_coo b = gen_ok(kinds[t], n, p, n / 3, seed);
+        omp_set_num_threads(threads);
+        assert_true(coo_equal(&a, &b));
+        spmv_coo c = gen_ok(kinds[t], n, p, n / 3, seed + 1);
+        if (kinds[t] == SPMV_GEN_POISSON2D) /* no randomness in a stencil */
+            assert_true(coo_equal(&a, &c));
+        else
+            assert_false(coo_equal(&a, &c));
+        spmv_coo_free(&a);
+        spmv_coo_free(&b);
+        spmv_coo_free(&c);
+    }
+}
+
+static void expect_refused(spmv_gen_kind kind, int64_t n, int32_t per_row, int64_t dense_len, int status)
+{
+    spmv_gen_spec spec = {.kind = kind, .n = n, .per_row = per_row, .dense_len = dense_len, .seed = 1};
+    spmv_coo m;
+    spmv_error err = {0};
+    memset(&m, 0xAB, sizeof m); /* spmv_gen must leave it empty on failure */
+    int rc = spmv_gen(&spec, &m, &err);
+    if (rc != status)
+        fail_msg("spmv_gen(%s, n=%lld, per_row=%d, dense_len=%lld) returned %d, expected %d",
+                 spmv_gen_kind_name(kind), (long long)n, per_row, (long long)dense_len, rc, status);
+    assert_int_equal(err.status, status);
+    assert_true(strlen(err.message) > 0);
+    assert_null(m.row);
+    assert_null(m.col);
+    assert_null(m.val);
+}
+
+static void test_limits(void **state)
+{
+    (void)state;
+    /* Rows past 2^31 - 1. */
+    expect_refused(SPMV_GEN_POISSON2D, 46341, 0, 0, SPMV_ERR_LIMIT);
+    expect_refused(SPMV_GEN_POISSON3D, 1291, 0, 0, SPMV_ERR_LIMIT);
+    expect_refused(SPMV_GEN_UNIFORM, (int64_t)INT32_MAX + 1, 1, 0, SPMV_ERR_LIMIT);
+    expect_refused(SPMV_GEN_LP, (int64_t)INT32_MAX / 2 + 1, 1, 0, SPMV_ERR_LIMIT);
+    expect_refused(SPMV_GEN_POISSON2D, INT64_MAX, 0, 0, SPMV_ERR_LIMIT);
+    /* Rows fit, non-zeros do not. */
+    expect_refused(SPMV_GEN_POISSON3D, 1290, 0, 0, SPMV_ERR_LIMIT);
+    expect_refused(SPMV_GEN_POISSON2D, 46340, 0, 0, SPMV_ERR_LIMIT);
+    expect_refused(SPMV_GEN_UNIFORM, 1000000, 3000, 0, SPMV_ERR_LIMIT);
+    expect_refused(SPMV_GEN_UNIFORM, INT32_MAX, INT32_MAX, 0, SPMV_ERR_LIMIT);
+    /* Bad arguments. */
+    expect_refused(SPMV_GEN_UNIFORM, 0, 1, 0, SPMV_ERR_INVALID);
+    expect_refused(SPMV_GEN_UNIFORM, -5, 1, 0, SPMV_ERR_INVALID);
+    expect_refused(SPMV_GEN_UNIFORM, 10, 11, 0, SPMV_ERR_INVALID);
+    expect_refused(SPMV_GEN_UNIFORM, 10, -1, 0, SPMV_ERR_INVALID);
+    expect_refused(SPMV_GEN_POWERLAW, 10, 11, 0, SPMV_ERR_INVALID);
+    expect_refused(SPMV_GEN_BANDED_DENSE_ROW, 10, 3, 11, SPMV_ERR_INVALID);
+    expect_refused(SPMV_GEN_BANDED_DENSE_ROW, 10, 3, -1, SPMV_ERR_INVALID);
+    expect_refused((spmv_gen_kind)99, 10, 3, 0, SPMV_ERR_INVALID);
+    spmv_error err = {0};
+    spmv_coo m;
+    assert_int_equal(spmv_gen(NULL, &m, &err), SPMV_ERR_INVALID);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_kind_names),       cmocka_unit_test(test_poisson2d),
+        cmocka_unit_test(test_poisson3d),        cmocka_unit_test(test_uniform),
+        cmocka_unit_test(test_powerlaw),         cmocka_unit_test(test_banded_dense_row),
+        cmocka_unit_test(test_lp),               cmocka_unit_test(test_determinism),
+        cmocka_unit_test(test_limits),
+    };
+    return cmocka_run_group_tests(tests, setup_seed, NULL);
+}

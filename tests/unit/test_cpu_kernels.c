@@ -1,0 +1,395 @@
+/* test_cpu_kernels.c — every CPU kernel against the reference, plus the
+ * timing statistics and byte counts (engine/cpu/, engine/stats.c).
+ *
+ * For every CPU kernel of the registry, in both dtypes, at the edges of its
+ * parameters (chunk 1..65536, threads 1..16 and auto, hack sizes 1, 7, 32,
+ * 64, 1024 and the matrix's own), on random matrices of every test shape
+ * drawn afresh each run (seed printed): y is poisoned with NaN, the kernel
+ * runs through spmv_cpu_run, and y must match cpu.csr.serial (float64:
+ * 1e-12 of ||y||_inf; float32: 1e-5 of ||y||_2, both against the float32
+ * reference and against the float64 one). The reference itself is checked
+ * against a dense product computed here.
+ */
+#include <math.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <cmocka.h>
+
+#include "spmv.h"
+#include "testutil.h"
+
+#define F64_BOUND 1e-12
+#define F32_BOUND 1e-5
+
+/* Parameter edges per CPU kernel; every CPU kernel of the registry must
+ * appear here (test_every_cpu_kernel_covered). A value 0 is the default. */
+typedef struct edge_set {
+    const char *kernel;
+    spmv_param_id param; /* SPMV_PARAM_COUNT: none */
+    int32_t values[8];
+    int nvalues;
+} edge_set;
+
+static const edge_set edges[] = {
+    {"cpu.csr.serial", SPMV_PARAM_COUNT, {0}, 1},
+    {"cpu.csr.chunked", SPMV_PARAM_CHUNK, {0, 1, 2, 7, 300, 65536}, 6},
+    {"cpu.csr.omp", SPMV_PARAM_THREADS, {0, 1, 2, 3, 16}, 5},
+    {"cpu.ell.omp", SPMV_PARAM_THREADS, {0, 1, 3}, 3},
+    {"cpu.hll.omp", SPMV_PARAM_HACK_SIZE, {0, 1, 7, 32, 64, 1024}, 6},
+};
+
+static const int32_t sizes[] = {1, 33, 200};
+
+/* One matrix in both dtypes with its references. */
+typedef struct fixture {
+    spmv_coo coo;
+    spmv_matrix m64, m32;
+    double *x64, *ref64;
+    float *x32, *ref32;
+    char what[96];
+} fixture;
+
+/* Builds the matrices, x and the references around f->coo. */
+static void fixture_build(fixture *f, tu_rng *r)
+{
+    spmv_error err;
+    /* Float64 holds every format (HLL of 32); float32 only CSR, so its
+     * kernels build theirs in scratch: both paths of spmv_cpu_run. */
+    assert_int_equal(spmv_matrix_build(&f->coo, SPMV_FLOAT64, SPMV_FMT_ALL, 32, 0, &f->m64, &err), SPMV_OK);
+    assert_int_equal(spmv_matrix_build(&f->coo, SPMV_FLOAT32, SPMV_FMT_CSR, 32, 0, &f->m32, &err), SPMV_OK);
+    f->x64 = tu_vector_alloc(SPMV_FLOAT64, f->coo.cols);
+    f->x32 = tu_vector_alloc(SPMV_FLOAT32, f->coo.cols);
+    f->ref64 = tu_vector_alloc(SPMV_FLOAT64, f->coo.rows);
+    f->ref32 = tu_vector_alloc(SPMV_FLOAT32, f->coo.rows);
+    tu_random_vector(r, SPMV_FLOAT64, f->coo.cols, f->x64);
+    tu_vector_convert(f->x64, SPMV_FLOAT64, f->x32, SPMV_FLOAT32, f->coo.cols);
+    tu_poison(f->ref64, SPMV_FLOAT64, f->coo.rows);
+    tu_poison(f->ref32, SPMV_FLOAT32, f->coo.rows);
+    spmv_reference(&f->m64.csr, f->x64, f->ref64);
+    spmv_reference(&f->m32.csr, f->x32, f->ref32);
+}
+
+static void fixture_make(fixture *f, tu_rng *r, tu_shape shape, int32_t n)
+{
+    memset(f, 0, sizeof *f);
+    tu_random_coo(r, shape, n, SPMV_FLOAT64, &f->coo);
+    snprintf(f->what, sizeof f->what, "%s n=%d (%d x %d, nnz %lld)", tu_shape_name(shape), n, f->coo.rows,
+             f->coo.cols, (long long)f->coo.nnz);
+    fixture_build(f, r);
+}
+
+static void fixture_free(fixture *f)
+{
+    spmv_coo_free(&f->coo);
+    spmv_matrix_free(&f->m64);
+    spmv_matrix_free(&f->m32);
+    free(f->x64);
+    free(f->x32);
+    free(f->ref64);
+    free(f->ref32);
+}
+
+static void run_and_check(const spmv_kernel *k, const fixture *f, const spmv_params *p, spmv_dtype dt,
+                          const char *label)
+{
+    const spmv_matrix *m = dt == SPMV_FLOAT64 ? &f->m64 : &f->m32;
+    void *y = tu_vector_alloc(dt, m->rows);
+    spmv_stats st;
+    spmv_error err;
+    char what[256];
+    snprintf(what, sizeof what, "%s %s %s on %s", k->name, label, spmv_dtype_name(dt), f->what);
+    tu_poison(y, dt, m->rows);
+    int rc = spmv_cpu_run(k, m, p, dt == SPMV_FLOAT64 ? (void *)f->x64 : (void *)f->x32, y, 0, 1, &st, &err);
+    if (rc != SPMV_OK)
+        fail_msg("%s: %s", what, err.message);
+    assert_int_equal(st.runs, 1);
+    if (dt == SPMV_FLOAT64) {
+        TU_ASSERT_CLOSE(what, SPMV_FLOAT64, y, SPMV_FLOAT64, f->ref64, m->rows, TU_NORM_INF, F64_BOUND);
+    } else {
+        TU_ASSERT_CLOSE(what, SPMV_FLOAT32, y, SPMV_FLOAT32, f->ref32, m->rows, TU_NORM_2, F32_BOUND);
+        TU_ASSERT_CLOSE(what, SPMV_FLOAT32, y, SPMV_FLOAT64, f->ref64, m->rows, TU_NORM_2, F32_BOUND);
+    }
+    free(y);
+}
+
+static void check_kernel(const char *name, uint64_t salt)
+{
+    const spmv_kernel *k = spmv_kernel_find(name);
+    const edge_set *e = NULL;
+    assert_non_null(k);
+    for (size_t i = 0; i < sizeof edges / sizeof edges[0]; i++)
+        if (strcmp(edges[i].kernel, name) == 0)
+            e = &edges[i];
+    assert_non_null(e);
+    tu_rng r;
+    tu_rng_init(&r, tu_seed() ^ salt);
+    for (int s = 0; s < TU_SHAPE_COUNT; s++)
+        for (size_t n = 0; n < sizeof sizes / sizeof sizes[0]; n++) {
+            fixture f;
+            fixture_make(&f, &r, (tu_shape)s, sizes[n]);
+            for (int v = 0; v < e->nvalues; v++) {
+                spmv_params p = {{0}};
+                char label[64] = "defaults";
+                if (e->param != SPMV_PARAM_COUNT && e->values[v] != 0) {
+                    p.v[e->param] = e->values[v];
+                    snprintf(label, sizeof label, "%s=%d", spmv_param_get(e->param)->name, e->values[v]);
+                }
+                run_and_check(k, &f, &p, SPMV_FLOAT64, label);
+                run_and_check(k, &f, &p, SPMV_FLOAT32, label);
+            }
+            fixture_free(&f);
+        }
+}
+
+static void test_csr_serial(void **state) { (void)state; check_kernel("cpu.csr.serial", 11); }
+static void test_csr_chunked(void **state) { (void)state; check_kernel("cpu.csr.chunked", 12); }
+static void test_csr_omp(void **state) { (void)state; check_kernel("cpu.csr.omp", 13); }
+static void test_ell_omp(void **state) { (void)state; check_kernel("cpu.ell.omp", 14); }
+static void test_hll_omp(void **state) { (void)state; check_kernel("cpu.hll.omp", 15); }
+
+static void test_every_cpu_kernel_covered(void **state)
+{
+    (void)state;
+    for (size_t i = 0; i < spmv_kernel_count(); i++) {
+        const spmv_kernel *k = spmv_kernel_at(i);
+        bool found = false;
+        if (k->device != SPMV_DEVICE_CPU)
+            continue;
+        for (size_t j = 0; j < sizeof edges / sizeof edges[0]; j++)
+            found |= strcmp(edges[j].kernel, k->name) == 0;
+        if (!found)
+            fail_msg("CPU kernel %s has no test here", k->name);
+    }
+}
+
+/* The reference against a plain COO loop done here. */
+static void test_reference_dense(void **state)
+{
+    (void)state;
+    tu_rng r;
+    tu_rng_init(&r, tu_seed() ^ 16);
+    for (int s = 0; s < TU_SHAPE_COUNT; s++) {
+        fixture f;
+        fixture_make(&f, &r, (tu_shape)s, 60);
+        double *dense = tu_vector_alloc(SPMV_FLOAT64, f.coo.rows);
+        for (int32_t i = 0; i < f.coo.rows; i++)
+            dense[i] = 0;
+        for (int64_t k = 0; k < f.coo.nnz; k++)
+            dense[f.coo.row[k]] += ((double *)f.coo.val)[k] * f.x64[f.coo.col[k]];
+        TU_ASSERT_CLOSE(f.what, SPMV_FLOAT64, f.ref64, SPMV_FLOAT64, dense, f.coo.rows, TU_NORM_INF, F64_BOUND);
+        free(dense);
+        fixture_free(&f);
+    }
+}
+
+/* A larger matrix with more parts than a short test reaches. */
+static void test_omp_partition_large(void **state)
+{
+    (void)state;
+    tu_rng r;
+    tu_rng_init(&r, tu_seed() ^ 17);
+    fixture f;
+    fixture_make(&f, &r, TU_SHAPE_POWER_LAW, 20000);
+    const spmv_kernel *k = spmv_kernel_find("cpu.csr.omp");
+    static const int32_t threads[] = {1, 2, 5, 64};
+    for (size_t t = 0; t < sizeof threads / sizeof threads[0]; t++) {
+        spmv_params p = {{0}};
+        p.v[SPMV_PARAM_THREADS] = threads[t];
+        run_and_check(k, &f, &p, SPMV_FLOAT64, "large");
+        run_and_check(k, &f, &p, SPMV_FLOAT32, "large");
+    }
+    fixture_free(&f);
+}
+
+/* x holding Inf where a column is never used: padding must not read it
+ * into a NaN (0 * Inf), so padded kernels must agree with the reference. */
+static void test_padding_ignores_x(void **state)
+{
+    (void)state;
+    tu_rng r;
+    tu_rng_init(&r, tu_seed() ^ 18);
+    fixture f;
+    memset(&f, 0, sizeof f);
+    /* Rows of very different lengths (so there is padding), column 0 empty. */
+    tu_gen g = {.rows = 90, .cols = 90, .mean_per_row = 3, .dense_rows = 1, .dense_len = 60};
+    tu_random_coo_gen(&r, &g, SPMV_FLOAT64, &f.coo);
+    int64_t w = 0;
+    for (int64_t k = 0; k < f.coo.nnz; k++)
+        if (f.coo.col[k] != 0) {
+            f.coo.row[w] = f.coo.row[k];
+            f.coo.col[w] = f.coo.col[k];
+            ((double *)f.coo.val)[w++] = ((double *)f.coo.val)[k];
+        }
+    f.coo.nnz = w;
+    snprintf(f.what, sizeof f.what, "padded, x[0] = Inf (nnz %lld)", (long long)w);
+    fixture_build(&f, &r);
+    f.x64[0] = INFINITY;
+    f.x32[0] = INFINITY;
+    spmv_reference(&f.m64.csr, f.x64, f.ref64);
+    spmv_reference(&f.m32.csr, f.x32, f.ref32);
+    for (int32_t i = 0; i < f.coo.rows; i++)
+        assert_true(isfinite(f.ref64[i]));
+    static const char *const padded[] = {"cpu.ell.omp", "cpu.hll.omp"};
+    for (int i = 0; i < 2; i++) {
+        run_and_check(spmv_kernel_find(padded[i]), &f, NULL, SPMV_FLOAT64, "inf-x");
+        run_and_check(spmv_kernel_find(padded[i]), &f, NULL, SPMV_FLOAT32, "inf-x");
+    }
+    fixture_free(&f);
+}
+
+static void test_run_refusals(void **state)
+{
+    (void)state;
+    tu_rng r;
+    tu_rng_init(&r, tu_seed() ^ 19);
+    fixture f;
+    fixture_make(&f, &r, TU_SHAPE_RANDOM, 40);
+    double *y = tu_vector_alloc(SPMV_FLOAT64, f.coo.rows);
+    spmv_error err = {0};
+    spmv_stats st;
+    spmv_params p = {{0}};
+    const spmv_kernel *omp = spmv_kernel_find("cpu.csr.omp");
+    assert_int_equal(spmv_cpu_run(spmv_kernel_find("gpu.csr.scalar"), &f.m64, NULL, f.x64, y, 0, 1, &st, &err),
+                     SPMV_ERR_INVALID);
+    assert_non_null(strstr(err.message, "gpu.csr.scalar"));
+    p.v[SPMV_PARAM_CHUNK] = 4;
+    assert_int_equal(spmv_cpu_run(omp, &f.m64, &p, f.x64, y, 0, 1, &st, &err), SPMV_ERR_INVALID);
+    assert_non_null(strstr(err.message, "chunk"));
+    p.v[SPMV_PARAM_CHUNK] = 0;
+    p.v[SPMV_PARAM_THREADS] = 5000;
+    assert_int_equal(spmv_cpu_run(omp, &f.m64, &p, f.x64, y, 0, 1, &st, &err), SPMV_ERR_INVALID);
+    assert_non_null(strstr(err.message, "5000"));
+    assert_int_equal(spmv_cpu_run(omp, &f.m64, NULL, f.x64, y, 0, 0, &st, &err), SPMV_ERR_INVALID);
+    assert_int_equal(spmv_cpu_run(omp, &f.m64, NULL, f.x64, y, -1, 1, &st, &err), SPMV_ERR_INVALID);
+    assert_int_equal(spmv_cpu_run(omp, &f.m64, NULL, NULL, y, 0, 1, &st, &err), SPMV_ERR_INVALID);
+    free(y);
+    fixture_free(&f);
+}
+
+static void test_run_stats(void **state)
+{
+    (void)state;
+    tu_rng r;
+    tu_rng_init(&r, tu_seed() ^ 20);
+    fixture f;
+    fixture_make(&f, &r, TU_SHAPE_RANDOM, 3000);
+    double *y = tu_vector_alloc(SPMV_FLOAT64, f.coo.rows);
+    spmv_stats st;
+    spmv_error err;
+    const spmv_kernel *k = spmv_kernel_find("cpu.csr.serial");
+    tu_poison(y, SPMV_FLOAT64, f.coo.rows);
+    assert_int_equal(spmv_cpu_run(k, &f.m64, NULL, f.x64, y, 2, 5, &st, &err), SPMV_OK);
+    TU_ASSERT_CLOSE("stats run", SPMV_FLOAT64, y, SPMV_FLOAT64, f.ref64, f.coo.rows, TU_NORM_INF, F64_BOUND);
+    assert_int_equal(st.runs, 5);
+    assert_int_equal(st.warmup, 2);
+    assert_true(st.min_ms <= st.median_ms && st.median_ms <= st.max_ms);
+    assert_true(st.min_ms <= st.mean_ms && st.mean_ms <= st.max_ms);
+    assert_true(st.stddev_ms >= 0);
+    if (st.median_ms > 0) {
+        assert_true(fabs(st.gflops - 2.0 * (double)f.coo.nnz / (st.median_ms * 1e6)) <= 1e-9 * st.gflops);
+        double bytes = (double)spmv_kernel_bytes(k, &f.m64);
+        assert_true(fabs(st.gbps - bytes / (st.median_ms * 1e6)) <= 1e-9 * st.gbps);
+    }
+    free(y);
+    fixture_free(&f);
+}
+
+static void test_stats_compute(void **state)
+{
+    (void)state;
+    double t[4] = {3, 1, 2, 4};
+    spmv_stats s;
+    spmv_stats_compute(t, 4, 7, 2000000, 5000000, &s);
+    assert_int_equal(s.runs, 4);
+    assert_int_equal(s.warmup, 7);
+    assert_true(s.mean_ms == 2.5 && s.median_ms == 2.5 && s.min_ms == 1 && s.max_ms == 4);
+    assert_true(fabs(s.stddev_ms - sqrt(5.0 / 3.0)) < 1e-12);
+    assert_true(fabs(s.gflops - 0.8) < 1e-12); /* 2e6 flop in 2.5 ms */
+    assert_true(fabs(s.gbps - 2.0) < 1e-12);
+    double one[1] = {0.5};
+    spmv_stats_compute(one, 1, 0, 10, 10, &s);
+    assert_true(s.median_ms == 0.5 && s.stddev_ms == 0 && s.mean_ms == 0.5);
+    double odd[3] = {9, 1, 5};
+    spmv_stats_compute(odd, 3, 0, 0, 0, &s);
+    assert_true(s.median_ms == 5 && s.gflops == 0);
+    spmv_stats_compute(NULL, 0, 0, 0, 0, &s);
+    assert_int_equal(s.runs, 0);
+    double a = spmv_now_ms(), b = spmv_now_ms();
+    assert_true(b >= a && a > 0);
+}
+
+static void test_max_rel_err(void **state)
+{
+    (void)state;
+    double ref[3] = {1, -4, 2}, y[3] = {1, -4.5, 2};
+    float ref32[2] = {0, 0}, y32[2] = {0, 0};
+    assert_true(fabs(spmv_max_rel_err(SPMV_FLOAT64, y, ref, 3) - 0.125) < 1e-15);
+    assert_true(spmv_max_rel_err(SPMV_FLOAT64, ref, ref, 3) == 0);
+    assert_true(spmv_max_rel_err(SPMV_FLOAT32, y32, ref32, 2) == 0);
+    y32[1] = 1e-30f;
+    assert_true(spmv_max_rel_err(SPMV_FLOAT32, y32, ref32, 2) > 1e100); /* zero reference: tiny floor */
+    y[1] = NAN;
+    assert_true(isinf(spmv_max_rel_err(SPMV_FLOAT64, y, ref, 3)));
+    y[1] = -4;
+    y[2] = INFINITY;
+    assert_true(isinf(spmv_max_rel_err(SPMV_FLOAT64, y, ref, 3)));
+}
+
+/* Byte counts as docs/kernels.md writes them. */
+static void test_kernel_bytes(void **state)
+{
+    (void)state;
+    tu_rng r;
+    tu_rng_init(&r, tu_seed() ^ 21);
+    fixture f;
+    fixture_make(&f, &r, TU_SHAPE_POWER_LAW, 500);
+    for (int d = 0; d < 2; d++) {
+        const spmv_matrix *m = d ? &f.m32 : &f.m64; /* m32 holds CSR only: counts from the CSR */
+        int64_t vs = d ? 4 : 8, rows = m->rows, cols = m->cols, nnz = m->nnz, xy = (rows + cols) * vs;
+        spmv_ell ell;
+        spmv_hll hll;
+        spmv_hyb hyb;
+        assert_int_equal(spmv_csr_to_ell(&m->csr, 0, &ell, NULL), SPMV_OK);
+        assert_int_equal(spmv_csr_to_hll(&m->csr, 32, &hll, NULL), SPMV_OK);
+        assert_int_equal(spmv_csr_to_hyb(&m->csr, -1, &hyb, NULL), SPMV_OK);
+        int64_t slots = hll.slice_off[hll.nslices];
+        assert_int_equal(spmv_kernel_bytes(spmv_kernel_find("cpu.csr.omp"), m), (rows + 1) * 4 + nnz * (4 + vs) + xy);
+        assert_int_equal(spmv_kernel_bytes(spmv_kernel_find("cpu.ell.omp"), m), ell.width * rows * (4 + vs) + xy);
+        assert_int_equal(spmv_kernel_bytes(spmv_kernel_find("cpu.hll.omp"), m),
+                         slots * (4 + vs) + (hll.nslices + 1) * 8 + hll.nslices * 4 + xy);
+        assert_int_equal(spmv_kernel_bytes(spmv_kernel_find("gpu.coo.atomic"), m), nnz * (8 + vs) + xy);
+        assert_int_equal(spmv_kernel_bytes(spmv_kernel_find("gpu.hyb"), m),
+                         hyb.ell.width * rows * (4 + vs) + hyb.coo.nnz * (8 + vs) + xy);
+        spmv_ell_free(&ell);
+        spmv_hll_free(&hll);
+        spmv_hyb_free(&hyb);
+    }
+    fixture_free(&f);
+}
+
+int main(void)
+{
+    tu_seed();
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_every_cpu_kernel_covered),
+        cmocka_unit_test(test_reference_dense),
+        cmocka_unit_test(test_csr_serial),
+        cmocka_unit_test(test_csr_chunked),
+        cmocka_unit_test(test_csr_omp),
+        cmocka_unit_test(test_ell_omp),
+        cmocka_unit_test(test_hll_omp),
+        cmocka_unit_test(test_omp_partition_large),
+        cmocka_unit_test(test_padding_ignores_x),
+        cmocka_unit_test(test_run_refusals),
+        cmocka_unit_test(test_run_stats),
+        cmocka_unit_test(test_stats_compute),
+        cmocka_unit_test(test_max_rel_err),
+        cmocka_unit_test(test_kernel_bytes),
+    };
+    return cmocka_run_group_tests_name("cpu_kernels", tests, NULL, NULL);
+}

@@ -133,6 +133,7 @@ print(len(d))'
 # first_seq FILE PATTERN: datagram number of the first line matching, or "".
 first_seq() { awk -F'\t' -v p="$2" '$2 ~ p { print $1; exit }' "$1"; }
 count_lines() { awk -F'\t' -v p="$2" '$2 ~ p { n++ } END { print n + 0 }' "$1"; }
+count_above() { [ "$(count_lines "$1" "$2")" -gt "$3" ]; }
 
 # --------------------------------------------------- 1. notify protocol
 test_notify() {
@@ -218,7 +219,62 @@ test_notify_abstract() {
   kill "$LISTENER" 2>/dev/null
 }
 
-# ------------------------------------------------ 3. socket activation
+# --------------------------------------- 3. SIGHUP (systemctl reload)
+spmv_code() { # URL ID RUNS -> HTTP status of a small spmv request
+  curl -s -o "$T/spmv.body" -w '%{http_code}' --max-time 30 -H 'Content-Type: application/json' \
+    --data "{\"kernel\":\"cpu.csr.serial\",\"x\":$X_JSON,\"runs\":$3,\"warmup\":0}" "$1/v1/matrices/$2/spmv"
+}
+
+test_sighup() {
+  local port url cfg=$T/hup.json out=$T/hup.rec state=$T/state-hup
+  port=$(free_port); url=http://127.0.0.1:$port
+  mkdir -p "$state"
+  printf '{"listen":"127.0.0.1:%s","state_dir":"%s","log_level":"info","max_runs":1000}\n' "$port" "$state" >"$cfg"
+  notify_listen "$T/hup.sock" "$out" || { not_ok "sighup: listener starts"; return; }
+  NOTIFY_SOCKET=$T/hup.sock start_spmvd "$T/hup.log" --config "$cfg"
+  if ! wait_for has_line "$out" 'READY=1'; then not_ok "sighup: daemon comes up" "$(tail -5 "$T/hup.log")"; return; fi
+  random_mtx "$T/hup.mtx" 8 3
+  local loc id
+  loc=$(curl -s -D - -o /dev/null --max-time 30 -F "file=@$T/hup.mtx" "$url/v1/matrices" | tr -d '\r' | awk 'tolower($1)=="location:" {print $2}')
+  id=${loc##*/}
+  X_JSON='[1,1,1,1,1,1,1,1]'
+  check "sighup: runs=10 accepted under max_runs 1000" [ "$(spmv_code "$url" "$id" 10)" = 200 ]
+
+  # Lower the limit in the file and reload: the new limit applies at once.
+  printf '{"listen":"127.0.0.1:%s","state_dir":"%s","log_level":"debug","max_runs":5}\n' "$port" "$state" >"$cfg"
+  local lines0 readies0
+  lines0=$(wc -l <"$T/hup.log"); readies0=$(count_lines "$out" '^READY=1')
+  kill -HUP "$DPID"
+  wait_for count_above "$out" '^READY=1' "$readies0"
+  local code
+  code=$(spmv_code "$url" "$id" 10)
+  check "sighup: runs=10 refused after reloading max_runs 5 (got $code)" [ "${code:0:1}" = 4 ]
+  check "sighup: runs=5 still accepted" [ "$(spmv_code "$url" "$id" 5)" = 200 ]
+  if tail -n +"$((lines0 + 1))" "$T/hup.log" | grep -qi 'reload'; then ok "sighup: the reload is logged"
+  else not_ok "sighup: the reload is logged" "log after SIGHUP:" "$(tail -n +"$((lines0 + 1))" "$T/hup.log" | head -5)"; fi
+  # Under Type=notify a RELOADING=1 must be closed by READY=1, or systemd
+  # shows the unit "reloading" for ever.
+  local rl rd
+  rl=$(awk -F'\t' '$2 ~ /^RELOADING=1/ { s = $1 } END { print s + 0 }' "$out")
+  rd=$(awk -F'\t' '$2 ~ /^READY=1/ { s = $1 } END { print s + 0 }' "$out")
+  if [ "$rl" -eq 0 ] || [ "$rd" -gt "$rl" ]; then ok "sighup: every RELOADING=1 is followed by READY=1"
+  else not_ok "sighup: every RELOADING=1 is followed by READY=1" "records:" "$(tail -5 "$out")"; fi
+
+  # A broken file on reload: the daemon says so and keeps the old settings.
+  echo '{"max_runs": "lots"' >"$cfg"
+  lines0=$(wc -l <"$T/hup.log")
+  kill -HUP "$DPID"
+  sleep 1
+  check "sighup: a broken configuration does not stop the daemon" alive "$DPID"
+  check "sighup: ... which keeps serving with the old limits" [ "$(spmv_code "$url" "$id" 5)" = 200 ]
+  if tail -n +"$((lines0 + 1))" "$T/hup.log" | grep -q 'hup.json'; then ok "sighup: the broken file is named in the log"
+  else not_ok "sighup: the broken file is named in the log" "$(tail -n +"$((lines0 + 1))" "$T/hup.log" | head -5)"; fi
+  stop_spmvd "$DPID"; local rc=$?
+  check "sighup: exit status 0 after SIGTERM (got $rc)" [ "$rc" -eq 0 ]
+  kill "$LISTENER" 2>/dev/null
+}
+
+# ------------------------------------------------ 4. socket activation
 test_socket_activation() {
   if ! command -v systemd-socket-activate >/dev/null; then
     skip "socket activation: systemd-socket-activate not installed"; return
@@ -244,7 +300,7 @@ test_socket_activation() {
   check "socket activation: exit status 0 after SIGTERM (got $rc)" [ "$rc" -eq 0 ]
 }
 
-# ---------------------------------- 4. SIGTERM while jobs run and wait
+# ---------------------------------- 5. SIGTERM while jobs run and wait
 test_sigterm_drain() {
   local port url state=$T/state-drain
   port=$(free_port); url=http://127.0.0.1:$port
@@ -282,7 +338,7 @@ test_sigterm_drain() {
   check "drain: the running job finished with 200 (first code ${codes# })" [ "$(cat "$T/drain-1.code")" = 200 ]
 }
 
-# ------------------------------------------ 5. install, verify, uninstall
+# ------------------------------------------ 6. install, verify, uninstall
 test_install() {
   local d=$T/destdir prefix=/usr/local
   if ! make --no-print-directory -s BUILD="$BUILD" PREFIX=$prefix DESTDIR="$d" install >"$T/install.log" 2>&1; then
@@ -371,7 +427,7 @@ test_units() {
     bash -c "grep -qx 'ListenStream=127.0.0.1:8080' '$chk/spmvd.socket' && grep -qx 'Sockets=spmvd.socket' '$u'"
 }
 
-# -------------------------------------------- 6. man pages match --help
+# -------------------------------------------- 7. man pages match --help
 test_man_pages() {
   local page
   for page in docs/man/spmvd.8 docs/man/spmvctl.1; do
@@ -426,6 +482,7 @@ fi
 test_install
 test_notify
 test_notify_abstract
+test_sighup
 test_socket_activation
 test_sigterm_drain
 

@@ -1,0 +1,1218 @@
+/* mmio.c — the streaming Matrix Market reader.
+ *
+ * Bytes arrive in chunks of any size (an upload as it comes off the socket,
+ * a file read in pieces). The reader sniffs the gzip magic (1f 8b) in the
+ * first two bytes and, if present, inflates the stream piece by piece with
+ * zlib. The text is cut into lines: a chunk's complete lines are parsed in
+ * place, only the partial last line is carried over to the next chunk, so
+ * the text is never held twice. With more than one thread the text is
+ * gathered into blocks (16 MiB by default) cut at a newline instead, and
+ * each block is split at newlines among OpenMP threads that parse into
+ * private arrays, appended in order afterwards, so the result and every
+ * error (with its exact line number) are the same as the serial reader's.
+ *
+ * The banner, comments and size line go through a careful per-line path;
+ * data lines go through a fast scanner that falls back to the careful
+ * per-line parser (mmio_build.c's counterpart for errors) as soon as a line
+ * is anything but plain, so the messages are precise and the hot loop is
+ * short. Parsed entries go to growable arrays that never exceed the count
+ * the header declared; mmio_build.c turns them into the sorted COO.
+ * docs/matrix-market.md lists every rule and message.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+#include <sys/stat.h>
+#include <unistd.h>
+#include <zlib.h>
+#ifdef _OPENMP
+#include <omp.h>
+#endif
+
+#include "mmio_internal.h"
+
+#define MM_MAX_LINE ((size_t)1 << 20)        /* longest line accepted, bytes */
+#define MM_ZBUF_SIZE ((size_t)256 << 10)     /* inflate output per step */
+#define MM_BLOCK_DEFAULT ((size_t)16 << 20)  /* parallel block of text */
+#define MM_BLOCK_MIN ((size_t)4096)
+#define MM_PAR_MIN_BYTES ((size_t)64 << 10)  /* less text than this: one thread */
+#define MM_MIN_CAP 4096                      /* first allocation of entries */
+#define MM_READ_CHUNK ((size_t)4 << 20)      /* spmv_mm_read_file's read size */
+#define MM_TOKEN_SHOWN 40                    /* bytes of a bad token quoted */
+
+enum mm_state { ST_BANNER, ST_HEADER, ST_DATA, ST_FAILED, ST_FINISHED };
+enum mm_input { IN_UNKNOWN, IN_PLAIN, IN_GZIP };
+/* Line ends: '\n' (and "\r\n", the '\r' being a blank), or a lone '\r' as
+ * old Mac files have; decided at the first line end of the input. */
+enum mm_eol { EOL_UNKNOWN, EOL_LF, EOL_CR };
+
+/* An error found inside a range of lines, before the range's first line
+ * number is known (parallel parts): `line` is 0-based within the range. */
+typedef struct mm_perr {
+    int status;
+    int64_t line;
+    char msg[400];
+} mm_perr;
+
+/* What the line parsers need, read-only and shared by the threads. */
+typedef struct mm_ctx {
+    mm_header h;
+    locale_t c_locale;
+} mm_ctx;
+
+/* One thread's share of a parallel block. */
+typedef struct mm_part {
+    const char *begin, *end;
+    mm_entries ent;
+    int64_t lines;
+    int status;
+    mm_perr err;
+} mm_part;
+
+struct spmv_mm_reader {
+    int64_t max_rows, max_cols, max_nnz;
+    int threads;
+    size_t block_size;
+    enum mm_state state;
+    spmv_error error;           /* the error every call repeats once failed */
+
+    enum mm_input input;
+    bool magic_pending;         /* first byte was 0x1f, second not seen yet */
+    bool zs_live;               /* inflateInit2 done */
+    bool gz_member_ended;       /* the last gzip member is complete */
+    int64_t gz_members;
+    z_stream zs;
+    unsigned char *zbuf;
+
+    enum mm_eol eol;
+    char *crbuf;                /* EOL_CR: text with '\r' turned into '\n' */
+    char *text;                 /* serial: the partial last line; parallel: the block */
+    size_t text_len, text_cap;
+    int64_t line;               /* complete lines consumed */
+
+    mm_ctx ctx;
+    mm_entries ent;
+    mm_part *parts;
+    int nparts;
+};
+
+/* ------------------------------------------------------------ helpers */
+
+static inline bool is_blank(char c) { return c == ' ' || c == '\t' || c == '\r'; }
+static inline bool is_digit(char c) { return (unsigned char)(c - '0') < 10; }
+
+static inline const char *skip_blank(const char *p)
+{
+    while (is_blank(*p))
+        p++;
+    return p;
+}
+
+/* Copies [s, e) for quoting in a message: printable ASCII only (messages
+ * end up in JSON, which needs valid UTF-8), shortened with "...". */
+static const char *show(char *buf, size_t size, const char *s, const char *e)
+{
+    size_t n = (size_t)(e - s), k = 0;
+    bool cut = n > MM_TOKEN_SHOWN;
+    if (cut)
+        n = MM_TOKEN_SHOWN;
+    for (; k < n && k + 4 < size; k++)
+        buf[k] = (s[k] >= 0x20 && s[k] < 0x7f) ? s[k] : '?';
+    if (cut && k + 4 <= size) {
+        memcpy(buf + k, "...", 3);
+        k += 3;
+    }
+    buf[k] = '\0';
+    return buf;
+}
+
+static void perr_set(mm_perr *pe, int status, int64_t line, const char *fmt, ...)
+    __attribute__((format(printf, 4, 5)));
+
+static void perr_set(mm_perr *pe, int status, int64_t line, const char *fmt, ...)
+{
+    va_list ap;
+    pe->status = status;
+    pe->line = line;
+    va_start(ap, fmt);
+    vsnprintf(pe->msg, sizeof pe->msg, fmt, ap);
+    va_end(ap);
+}
+
+/* Records the reader's sticky error "line N: <what>" and returns status. */
+static int fail(spmv_mm_reader *r, spmv_error *err, int status, int64_t line, const char *fmt, ...)
+    __attribute__((format(printf, 5, 6)));
+
+static int fail(spmv_mm_reader *r, spmv_error *err, int status, int64_t line, const char *fmt, ...)
+{
+    char what[sizeof r->error.message];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(what, sizeof what, fmt, ap);
+    va_end(ap);
+    if (line < 1)
+        line = 1;
+    spmv_error_set(&r->error, status, line, "line %lld: %s", (long long)line, what);
+    r->state = ST_FAILED;
+    if (err)
+        *err = r->error;
+    return status;
+}
+
+static int repeat_error(const spmv_mm_reader *r, spmv_error *err)
+{
+    if (err)
+        *err = r->error;
+    return r->error.status;
+}
+
+/* Splits off the next blank-separated token of [*s, e); false at the end. */
+static bool next_token(const char **s, const char *e, const char **ts, const char **te)
+{
+    const char *p = *s;
+    while (p < e && is_blank(*p))
+        p++;
+    if (p == e)
+        return false;
+    *ts = p;
+    while (p < e && !is_blank(*p))
+        p++;
+    *te = p;
+    *s = p;
+    return true;
+}
+
+static bool token_is(const char *ts, const char *te, const char *word)
+{
+    size_t n = strlen(word);
+    return (size_t)(te - ts) == n && strncasecmp(ts, word, n) == 0;
+}
+
+const char *spmv_mm_field_name(spmv_mm_field f)
+{
+    switch (f) {
+    case SPMV_MM_REAL: return "real";
+    case SPMV_MM_DOUBLE: return "double";
+    case SPMV_MM_INTEGER: return "integer";
+    case SPMV_MM_PATTERN: return "pattern";
+    }
+    return "unknown";
+}
+
+const char *spmv_mm_symmetry_name(spmv_mm_symmetry s)
+{
+    switch (s) {
+    case SPMV_MM_GENERAL: return "general";
+    case SPMV_MM_SYMMETRIC: return "symmetric";
+    case SPMV_MM_SKEW_SYMMETRIC: return "skew-symmetric";
+    case SPMV_MM_HERMITIAN: return "hermitian";
+    }
+    return "unknown";
+}
+
+/* -------------------------------------------------------------- entries */
+
+static int grow_array(void **p, int64_t cap, size_t size)
+{
+    void *q = realloc(*p, (size_t)cap * size);
+    if (!q)
+        return SPMV_ERR_NOMEM;
+    *p = q;
+    return SPMV_OK;
+}
+
+/* Doubles the arrays' capacity, never beyond `limit` (the count the header
+ * declared), so a header's count is never trusted for one big allocation:
+ * memory follows the entries actually read. */
+static int entries_grow(mm_entries *e, int64_t limit, bool with_index)
+{
+    int64_t cap = e->cap < MM_MIN_CAP ? MM_MIN_CAP : (e->cap > INT64_MAX / 2 ? INT64_MAX : e->cap * 2);
+    if (cap > limit)
+        cap = limit;
+    if ((uint64_t)cap > SIZE_MAX / sizeof(double))
+        return SPMV_ERR_NOMEM;
+    int st = grow_array((void **)&e->val, cap, sizeof(double));
+    if (!st && with_index)
+        st = grow_array((void **)&e->row, cap, sizeof(int32_t));
+    if (!st && with_index)
+        st = grow_array((void **)&e->col, cap, sizeof(int32_t));
+    if (!st)
+        e->cap = cap;
+    return st;
+}
+
+static void entries_free(mm_entries *e)
+{
+    free(e->row);
+    free(e->col);
+    free(e->val);
+    memset(e, 0, sizeof *e);
+}
+
+/* ---------------------------------------------------------- data lines */
+
+static const char *field_list(const mm_header *h)
+{
+    if (h->format == SPMV_MM_ARRAY)
+        return "1 field (value)";
+    return h->field == SPMV_MM_PATTERN ? "2 fields (row column)" : "3 fields (row column value)";
+}
+
+/* Checks one index token; on success stores the 0-based index. */
+static bool parse_index_token(const char *ts, const char *te, int64_t limit, const char *what,
+                              int32_t *out, int64_t line, mm_perr *pe)
+{
+    char shown[64];
+    int64_t v = 0;
+    mm_num_result res;
+    const char *q = spmv_mm_parse_int64(ts, &v, &res);
+    if (q != te || res == MM_NUM_MALFORMED) {
+        perr_set(pe, SPMV_ERR_PARSE, line, "malformed %s index '%s': expected an integer from 1 to %lld",
+                 what, show(shown, sizeof shown, ts, te), (long long)limit);
+        return false;
+    }
+    if (res == MM_NUM_OVERFLOW || v < 1 || v > limit) {
+        perr_set(pe, SPMV_ERR_PARSE, line, "%s index %s is out of range: expected 1 to %lld", what,
+                 show(shown, sizeof shown, ts, te), (long long)limit);
+        return false;
+    }
+    *out = (int32_t)(v - 1);
+    return true;
+}
+
+/* Checks one value token of the header's field. */
+static bool parse_value_token(const mm_ctx *c, const char *ts, const char *te, double *out,
+                              int64_t line, mm_perr *pe)
+{
+    char shown[64];
+    mm_num_result res;
+    const char *q;
+    if (c->h.field == SPMV_MM_INTEGER) {
+        int64_t v = 0;
+        q = spmv_mm_parse_int64(ts, &v, &res);
+        *out = (double)v;
+    } else {
+        q = spmv_mm_parse_real(ts, te, out, &res, c->c_locale);
+    }
+    if (q != te || res == MM_NUM_MALFORMED) {
+        perr_set(pe, SPMV_ERR_PARSE, line, "malformed value '%s': expected %s",
+                 show(shown, sizeof shown, ts, te),
+                 c->h.field == SPMV_MM_INTEGER ? "an integer (the field is integer)" : "a real number");
+        return false;
+    }
+    if (res == MM_NUM_OVERFLOW) {
+        if (c->h.field == SPMV_MM_INTEGER)
+            perr_set(pe, SPMV_ERR_PARSE, line, "integer value %s overflows int64",
+                     show(shown, sizeof shown, ts, te));
+        else
+            perr_set(pe, SPMV_ERR_PARSE, line,
+                     "value %s overflows float64 (largest finite magnitude 1.8e308)",
+                     show(shown, sizeof shown, ts, te));
+        return false;
+    }
+    return true;
+}
+
+/* The careful parser of one data line [ls, '\n']: every field checked with
+ * a message saying what was expected. Stores the entry at e->n (room has
+ * been made) and returns the next line, or NULL with *pe filled. */
+static const char *slow_line(const mm_ctx *c, const char *ls, const char *end, mm_entries *e,
+                             int64_t line, mm_perr *pe)
+{
+    const char *eol = memchr(ls, '\n', (size_t)(end - ls));   /* exists: lines are complete */
+    const char *ts[4], *te[4], *s = ls;
+    int want = c->h.format == SPMV_MM_ARRAY ? 1 : (c->h.field == SPMV_MM_PATTERN ? 2 : 3);
+    int n = 0;
+    const char *a, *b;
+    while (n < 4 && next_token(&s, eol, &a, &b)) {
+        ts[n] = a;
+        te[n] = b;
+        n++;
+    }
+    if (n != want) {
+        perr_set(pe, SPMV_ERR_PARSE, line, "expected %s, found %s%d", field_list(&c->h),
+                 n > want ? "more: " : "", n);
+        return NULL;
+    }
+    double v = 1.0;
+    int64_t k = e->n;
+    if (c->h.format == SPMV_MM_ARRAY) {
+        if (!parse_value_token(c, ts[0], te[0], &v, line, pe))
+            return NULL;
+    } else {
+        int32_t i, j;
+        if (!parse_index_token(ts[0], te[0], c->h.rows, "row", &i, line, pe) ||
+            !parse_index_token(ts[1], te[1], c->h.cols, "column", &j, line, pe))
+            return NULL;
+        if (want == 3 && !parse_value_token(c, ts[2], te[2], &v, line, pe))
+            return NULL;
+        e->row[k] = i;
+        e->col[k] = j;
+    }
+    e->val[k] = v;
+    e->n = k + 1;
+    return eol + 1;
+}
+
+/* Up to 10 digits: enough for any index of a 32-bit matrix; anything else
+ * (a sign, more digits, no digit) is left to the careful parser. */
+static inline const char *fast_index(const char *p, uint64_t *out)
+{
+    uint64_t v = 0;
+    const char *s = p;
+    while (is_digit(*p))
+        v = v * 10 + (uint64_t)(*p++ - '0');
+    if (p == s || p - s > 10)
+        return NULL;
+    *out = v;
+    return p;
+}
+
+/* The hot path: one plain coordinate line at p (leading blanks skipped).
+ * Returns the next line, or NULL if the careful parser must look. */
+static inline const char *fast_coord_line(const mm_ctx *c, const char *p, const char *end, mm_entries *e)
+{
+    uint64_t i, j;
+    double v = 1.0;
+    if (!(p = fast_index(p, &i)) || !is_blank(*p))
+        return NULL;
+    if (!(p = fast_index(skip_blank(p), &j)))
+        return NULL;
+    if (i - 1 >= (uint64_t)c->h.rows || j - 1 >= (uint64_t)c->h.cols)
+        return NULL;   /* also catches index 0, which wraps */
+    if (c->h.field != SPMV_MM_PATTERN) {
+        mm_num_result res;
+        if (!is_blank(*p))
+            return NULL;
+        p = skip_blank(p);
+        if (c->h.field == SPMV_MM_INTEGER) {
+            int64_t iv;
+            p = spmv_mm_parse_int64(p, &iv, &res);
+            v = (double)iv;
+        } else {
+            p = spmv_mm_parse_real(p, end, &v, &res, c->c_locale);
+        }
+        if (res != MM_NUM_OK)
+            return NULL;
+    }
+    p = skip_blank(p);
+    if (*p != '\n')
+        return NULL;
+    int64_t k = e->n++;
+    e->row[k] = (int32_t)(i - 1);
+    e->col[k] = (int32_t)(j - 1);
+    e->val[k] = v;
+    return p + 1;
+}
+
+static inline const char *fast_array_line(const mm_ctx *c, const char *p, const char *end, mm_entries *e)
+{
+    mm_num_result res;
+    double v;
+    if (c->h.field == SPMV_MM_INTEGER) {
+        int64_t iv;
+        p = spmv_mm_parse_int64(p, &iv, &res);
+        v = (double)iv;
+    } else {
+        p = spmv_mm_parse_real(p, end, &v, &res, c->c_locale);
+    }
+    if (res != MM_NUM_OK || *(p = skip_blank(p)) != '\n')
+        return NULL;
+    e->val[e->n++] = v;
+    return p + 1;
+}
+
+static void too_many(const mm_ctx *c, int64_t line, mm_perr *pe)
+{
+    if (c->h.format == SPMV_MM_ARRAY)
+        perr_set(pe, SPMV_ERR_PARSE, line,
+                 "more values than the %lld that the %lld x %lld %s array on line %lld holds",
+                 (long long)c->h.entries, (long long)c->h.rows, (long long)c->h.cols,
+                 spmv_mm_symmetry_name(c->h.symmetry), (long long)c->h.size_line);
+    else
+        perr_set(pe, SPMV_ERR_PARSE, line, "more entries than the %lld declared on line %lld",
+                 (long long)c->h.entries, (long long)c->h.size_line);
+}
+
+/* Parses the complete lines [p, end) (end[-1] is '\n') into e, which may
+ * hold at most `limit` entries. *lines gets the number of lines consumed;
+ * on error pe->line is the failing line's 0-based index in the range. */
+static int parse_range(const mm_ctx *c, const char *p, const char *end, mm_entries *e,
+                       int64_t limit, int64_t *lines, mm_perr *pe)
+{
+    const bool array = c->h.format == SPMV_MM_ARRAY;
+    int64_t line = 0;
+    int st = SPMV_OK;
+    while (p < end) {
+        const char *ls = p;
+        p = skip_blank(p);
+        if (*p == '\n' || *p == '%') {       /* blank line or comment */
+            p = (const char *)memchr(p, '\n', (size_t)(end - p)) + 1;
+            line++;
+            continue;
+        }
+        if (e->n == e->cap) {
+            if (e->cap >= limit) {
+                too_many(c, line, pe);
+                st = pe->status;
+                break;
+            }
+            if (entries_grow(e, limit, !array)) {
+                perr_set(pe, SPMV_ERR_NOMEM, line, "out of memory after %lld entries", (long long)e->n);
+                st = pe->status;
+                break;
+            }
+        }
+        const char *q = array ? fast_array_line(c, p, end, e) : fast_coord_line(c, p, end, e);
+        if (!q && !(q = slow_line(c, ls, end, e, line, pe))) {
+            st = pe->status;
+            break;
+        }
+        p = q;
+        line++;
+    }
+    *lines = line;
+    return st;
+}
+
+/* ------------------------------------------------------------- header */
+
+static int parse_banner(spmv_mm_reader *r, const char *s, const char *e, spmv_error *err)
+{
+    static const char *const formats[] = {"coordinate", "array"};
+    static const char *const fields[] = {"real", "double", "integer", "pattern"};
+    static const char *const syms[] = {"general", "symmetric", "skew-symmetric", "hermitian"};
+    const int64_t line = r->line + 1;
+    mm_header *h = &r->ctx.h;
+    const char *ts, *te;
+    char shown[64];
+    int k;
+
+    if (e - s >= 3 && memcmp(s, "\xEF\xBB\xBF", 3) == 0)
+        s += 3;   /* a UTF-8 byte order mark */
+    if (!next_token(&s, e, &ts, &te))
+        return fail(r, err, SPMV_ERR_PARSE, line,
+                    "expected the banner '%%%%MatrixMarket matrix <format> <field> <symmetry>', found an empty line");
+    if (token_is(ts, te, "%MatrixMarket"))
+        return fail(r, err, SPMV_ERR_PARSE, line,
+                    "bad banner: '%%MatrixMarket' has one percent sign, expected '%%%%MatrixMarket'");
+    if (!token_is(ts, te, "%%MatrixMarket"))
+        return fail(r, err, SPMV_ERR_PARSE, line,
+                    "bad banner: expected '%%%%MatrixMarket matrix <format> <field> <symmetry>', found '%s'",
+                    show(shown, sizeof shown, ts, e));
+
+    if (!next_token(&s, e, &ts, &te))
+        return fail(r, err, SPMV_ERR_PARSE, line, "bad banner: it ends before the object 'matrix'");
+    if (token_is(ts, te, "vector"))
+        return fail(r, err, SPMV_ERR_UNSUPPORTED, line,
+                    "vector objects are not supported: spmvd stores matrices");
+    if (!token_is(ts, te, "matrix"))
+        return fail(r, err, SPMV_ERR_PARSE, line, "bad banner: unknown object '%s', expected 'matrix'",
+                    show(shown, sizeof shown, ts, te));
+
+    if (!next_token(&s, e, &ts, &te))
+        return fail(r, err, SPMV_ERR_PARSE, line,
+                    "bad banner: it ends before the format ('coordinate' or 'array')");
+    for (k = 0; k < 2 && !token_is(ts, te, formats[k]); k++)
+        ;
+    if (k == 2)
+        return fail(r, err, SPMV_ERR_PARSE, line,
+                    "bad banner: unknown format '%s', expected 'coordinate' or 'array'",
+                    show(shown, sizeof shown, ts, te));
+    h->format = (spmv_mm_format)k;
+
+    if (!next_token(&s, e, &ts, &te))
+        return fail(r, err, SPMV_ERR_PARSE, line,
+                    "bad banner: it ends before the field ('real', 'double', 'integer' or 'pattern')");
+    if (token_is(ts, te, "complex"))
+        return fail(r, err, SPMV_ERR_UNSUPPORTED, line,
+                    "complex values are not supported: spmvd stores real matrices (field 'complex')");
+    for (k = 0; k < 4 && !token_is(ts, te, fields[k]); k++)
+        ;
+    if (k == 4)
+        return fail(r, err, SPMV_ERR_PARSE, line,
+                    "bad banner: unknown field '%s', expected 'real', 'double', 'integer' or 'pattern'",
+                    show(shown, sizeof shown, ts, te));
+    h->field = (spmv_mm_field)k;
+
+    if (!next_token(&s, e, &ts, &te))
+        return fail(r, err, SPMV_ERR_PARSE, line,
+                    "bad banner: it ends before the symmetry ('general', 'symmetric', 'skew-symmetric' or 'hermitian')");
+    for (k = 0; k < 4 && !token_is(ts, te, syms[k]); k++)
+        ;
+    if (k == 4)
+        return fail(r, err, SPMV_ERR_PARSE, line,
+                    "bad banner: unknown symmetry '%s', expected 'general', 'symmetric', 'skew-symmetric' or 'hermitian'",
+                    show(shown, sizeof shown, ts, te));
+    h->symmetry = (spmv_mm_symmetry)k;
+
+    if (next_token(&s, e, &ts, &te))
+        return fail(r, err, SPMV_ERR_PARSE, line, "bad banner: unexpected '%s' after the symmetry",
+                    show(shown, sizeof shown, ts, te));
+    if (h->format == SPMV_MM_ARRAY && h->field == SPMV_MM_PATTERN)
+        return fail(r, err, SPMV_ERR_PARSE, line,
+                    "bad banner: the field 'pattern' needs the 'coordinate' format, not 'array'");
+    r->state = ST_HEADER;
+    return SPMV_OK;
+}
+
+static int check_limit(spmv_mm_reader *r, spmv_error *err, int64_t v, int64_t limit, const char *what)
+{
+    if (v <= limit)
+        return SPMV_OK;
+    return fail(r, err, SPMV_ERR_LIMIT, r->line + 1, "%lld %s is over the limit of %lld%s", (long long)v, what,
+                (long long)limit,
+                limit == INT32_MAX ? " (rows, columns and non-zeros must fit 32-bit signed integers)" : "");
+}
+
+/* Counts an array's stored values and its entries after expansion; both
+ * fit int64 since rows and cols are at most INT32_MAX here. */
+static void array_counts(const mm_header *h, int64_t *stored, int64_t *expanded)
+{
+    int64_t n = h->rows;
+    switch (h->symmetry) {
+    case SPMV_MM_GENERAL:
+        *stored = *expanded = h->rows * h->cols;
+        break;
+    case SPMV_MM_SKEW_SYMMETRIC:
+        *stored = n * (n - 1) / 2;
+        *expanded = n * (n - 1);
+        break;
+    default:
+        *stored = n * (n + 1) / 2;
+        *expanded = n * n;
+        break;
+    }
+}
+
+static int parse_size_line(spmv_mm_reader *r, const char *s, const char *e, spmv_error *err)
+{
+    static const char *const names[3] = {"rows", "columns", "entries"};
+    mm_header *h = &r->ctx.h;
+    const int64_t line = r->line + 1;
+    const int want = h->format == SPMV_MM_COORDINATE ? 3 : 2;
+    const char *expect = want == 3 ? "'rows columns entries'" : "'rows columns' (array format)";
+    int64_t v[3] = {0, 0, 0};
+    const char *ts, *te;
+    char shown[64];
+    int n = 0, st;
+
+    for (; next_token(&s, e, &ts, &te); n++) {
+        if (n == want)
+            return fail(r, err, SPMV_ERR_PARSE, line, "bad size line: expected %s, found more fields", expect);
+        mm_num_result res;
+        const char *q = spmv_mm_parse_int64(ts, &v[n], &res);
+        if (q != te || res == MM_NUM_MALFORMED)
+            return fail(r, err, SPMV_ERR_PARSE, line, "bad size line: expected %s, found '%s'", expect,
+                        show(shown, sizeof shown, ts, te));
+        if (res == MM_NUM_OVERFLOW)
+            return fail(r, err, SPMV_ERR_LIMIT, line, "the number of %s, %s, overflows int64", names[n],
+                        show(shown, sizeof shown, ts, te));
+        if (v[n] < 0)
+            return fail(r, err, SPMV_ERR_PARSE, line, "the number of %s must not be negative, found %lld",
+                        names[n], (long long)v[n]);
+    }
+    if (n < want)
+        return fail(r, err, SPMV_ERR_PARSE, line, "bad size line: expected %s, found %d field%s", expect, n,
+                    n == 1 ? "" : "s");
+    h->rows = v[0];
+    h->cols = v[1];
+    h->size_line = line;
+    if ((st = check_limit(r, err, h->rows, r->max_rows, "rows")) ||
+        (st = check_limit(r, err, h->cols, r->max_cols, "columns")))
+        return st;
+    if (h->symmetry != SPMV_MM_GENERAL && h->rows != h->cols)
+        return fail(r, err, SPMV_ERR_PARSE, line, "a %s matrix must be square, found %lld x %lld",
+                    spmv_mm_symmetry_name(h->symmetry), (long long)h->rows, (long long)h->cols);
+    if (h->format == SPMV_MM_COORDINATE) {
+        h->entries = v[2];
+        if ((st = check_limit(r, err, h->entries, r->max_nnz, "entries")))
+            return st;
+    } else {
+        int64_t expanded;
+        array_counts(h, &h->entries, &expanded);
+        if ((st = check_limit(r, err, expanded, r->max_nnz, "array entries")))
+            return st;
+    }
+    r->state = ST_DATA;
+    return SPMV_OK;
+}
+
+/* One line before the data: the banner, a comment, a blank line or the
+ * size line. [s, e) excludes the '\n'. */
+static int header_line(spmv_mm_reader *r, const char *s, const char *e, spmv_error *err)
+{
+    if (r->state == ST_BANNER)
+        return parse_banner(r, s, e, err);
+    while (s < e && is_blank(*s))
+        s++;
+    if (s == e || *s == '%')
+        return SPMV_OK;
+    return parse_size_line(r, s, e, err);
+}
+
+/* ------------------------------------------------------ text and blocks */
+
+static int parse_serial(spmv_mm_reader *r, const char *p, const char *end, spmv_error *err)
+{
+    mm_perr pe;
+    int64_t lines = 0;
+    int st = parse_range(&r->ctx, p, end, &r->ent, r->ctx.h.entries, &lines, &pe);
+    if (st)
+        return fail(r, err, st, r->line + 1 + pe.line, "%s", pe.msg);
+    r->line += lines;
+    return SPMV_OK;
+}
+
+static int ensure_parts(spmv_mm_reader *r)
+{
+    if (r->parts)
+        return SPMV_OK;
+    r->parts = calloc((size_t)r->threads, sizeof *r->parts);
+    if (!r->parts)
+        return SPMV_ERR_NOMEM;
+    r->nparts = r->threads;
+    return SPMV_OK;
+}
+
+/* Cuts [p, end) into nparts ranges that start at line starts. */
+static void cut_parts(spmv_mm_reader *r, const char *p, const char *end)
+{
+    size_t len = (size_t)(end - p);
+    const char *b = p;
+    for (int t = 0; t < r->nparts; t++) {
+        const char *c = t + 1 == r->nparts ? end : p + len / (size_t)r->nparts * (size_t)(t + 1);
+        if (c < b)
+            c = b;
+        if (c < end && c > p && c[-1] != '\n') {
+            const char *nl = memchr(c, '\n', (size_t)(end - c));
+            c = nl ? nl + 1 : end;
+        }
+        r->parts[t].begin = b;
+        r->parts[t].end = c;
+        b = c;
+    }
+}
+
+/* Appends the parts in order to r->ent. The first part that failed, or
+ * that would pass the declared count, is parsed again serially from where
+ * the good parts end, which yields exactly the serial reader's error. */
+static int merge_parts(spmv_mm_reader *r, spmv_error *err)
+{
+    const bool with_index = r->ctx.h.format == SPMV_MM_COORDINATE;
+    int t, good;
+    int64_t total = r->ent.n;
+    for (good = 0; good < r->nparts; good++) {
+        mm_part *pt = &r->parts[good];
+        if (pt->status || total + pt->ent.n > r->ctx.h.entries)
+            break;
+        total += pt->ent.n;
+    }
+    while (r->ent.cap < total)
+        if (entries_grow(&r->ent, total, with_index))
+            return fail(r, err, SPMV_ERR_NOMEM, r->line + 1, "out of memory after %lld entries",
+                        (long long)r->ent.n);
+    for (t = 0; t < good; t++) {
+        mm_part *pt = &r->parts[t];
+        int64_t k = r->ent.n, n = pt->ent.n;
+        memcpy(r->ent.val + k, pt->ent.val, (size_t)n * sizeof(double));
+        if (with_index) {
+            memcpy(r->ent.row + k, pt->ent.row, (size_t)n * sizeof(int32_t));
+            memcpy(r->ent.col + k, pt->ent.col, (size_t)n * sizeof(int32_t));
+        }
+        r->ent.n = k + n;
+        r->line += pt->lines;
+    }
+    if (good < r->nparts) {
+        int st = parse_serial(r, r->parts[good].begin, r->parts[good].end, err);
+        if (st)
+            return st;
+        /* Not reached for consistent parsers; keep going if it is. */
+        for (t = good + 1; t < r->nparts; t++)
+            if ((st = parse_serial(r, r->parts[t].begin, r->parts[t].end, err)))
+                return st;
+    }
+    return SPMV_OK;
+}
+
+static int parse_parallel(spmv_mm_reader *r, const char *p, const char *end, spmv_error *err)
+{
+    if (ensure_parts(r))
+        return fail(r, err, SPMV_ERR_NOMEM, r->line + 1, "out of memory for the parsing threads");
+    cut_parts(r, p, end);
+    const mm_ctx *c = &r->ctx;
+    mm_part *parts = r->parts;
+    const int nparts = r->nparts;
+#pragma omp parallel for num_threads(nparts) schedule(static, 1)
+    for (int t = 0; t < nparts; t++) {
+        parts[t].ent.n = 0;
+        parts[t].status = parse_range(c, parts[t].begin, parts[t].end, &parts[t].ent, INT64_MAX,
+                                      &parts[t].lines, &parts[t].err);
+    }
+    return merge_parts(r, err);
+}
+
+/* Parses the complete lines [p, end): the header line by line, then the
+ * data in bulk. */
+static int parse_text(spmv_mm_reader *r, const char *p, const char *end, spmv_error *err)
+{
+    while (p < end && r->state != ST_DATA) {
+        const char *nl = memchr(p, '\n', (size_t)(end - p));
+        int st = header_line(r, p, nl, err);
+        if (st)
+            return st;
+        r->line++;
+        p = nl + 1;
+    }
+    if (p == end)
+        return SPMV_OK;
+    if (r->threads > 1 && (size_t)(end - p) >= MM_PAR_MIN_BYTES)
+        return parse_parallel(r, p, end, err);
+    return parse_serial(r, p, end, err);
+}
+
+static int text_append(spmv_mm_reader *r, const char *p, size_t n, spmv_error *err)
+{
+    if (n == 0)
+        return SPMV_OK;
+    if (r->text_len + n > r->text_cap) {
+        size_t cap = r->text_cap ? r->text_cap : 4096;
+        while (cap < r->text_len + n)
+            cap *= 2;
+        char *t = realloc(r->text, cap);
+        if (!t)
+            return fail(r, err, SPMV_ERR_NOMEM, r->line + 1, "out of memory for the input text");
+        r->text = t;
+        r->text_cap = cap;
+    }
+    memcpy(r->text + r->text_len, p, n);
+    r->text_len += n;
+    return SPMV_OK;
+}
+
+static int check_line_length(spmv_mm_reader *r, spmv_error *err)
+{
+    if (r->text_len <= MM_MAX_LINE)
+        return SPMV_OK;
+    return fail(r, err, SPMV_ERR_PARSE, r->line + 1, "the line is longer than %zu bytes", MM_MAX_LINE);
+}
+
+/* Parses the text buffer up to its last newline and keeps the rest. */
+static int flush_text(spmv_mm_reader *r, spmv_error *err)
+{
+    const char *nl = r->text_len ? memrchr(r->text, '\n', r->text_len) : NULL;
+    if (!nl)
+        return check_line_length(r, err);
+    size_t used = (size_t)(nl - r->text) + 1;
+    int st = parse_text(r, r->text, r->text + used, err);
+    if (st)
+        return st;
+    memmove(r->text, r->text + used, r->text_len - used);
+    r->text_len -= used;
+    return check_line_length(r, err);
+}
+
+/* Serial: complete lines are parsed where they lie; the first one may
+ * continue the carried partial line, the last partial one is carried. */
+static int consume_serial(spmv_mm_reader *r, const char *p, size_t n, spmv_error *err)
+{
+    int st;
+    if (r->text_len > 0) {
+        const char *nl = memchr(p, '\n', n);
+        size_t take = nl ? (size_t)(nl - p) + 1 : n;
+        if ((st = text_append(r, p, take, err)))
+            return st;
+        p += take;
+        n -= take;
+        if (!nl)
+            return check_line_length(r, err);
+        if ((st = parse_text(r, r->text, r->text + r->text_len, err)))
+            return st;
+        r->text_len = 0;
+    }
+    const char *last = n ? memrchr(p, '\n', n) : NULL;
+    if (last) {
+        size_t used = (size_t)(last - p) + 1;
+        if ((st = parse_text(r, p, p + used, err)))
+            return st;
+        p += used;
+        n -= used;
+    }
+    if ((st = text_append(r, p, n, err)))
+        return st;
+    return check_line_length(r, err);
+}
+
+/* Parallel: text gathers into a block, parsed whenever it is full. */
+static int consume_blocks(spmv_mm_reader *r, const char *p, size_t n, spmv_error *err)
+{
+    while (n > 0) {
+        size_t room = r->text_len < r->block_size ? r->block_size - r->text_len : 0;
+        size_t take = n < room ? n : room;
+        int st = text_append(r, p, take, err);
+        if (st)
+            return st;
+        p += take;
+        n -= take;
+        if (r->text_len >= r->block_size && (st = flush_text(r, err)))
+            return st;
+    }
+    return SPMV_OK;
+}
+
+static int consume_lines(spmv_mm_reader *r, const char *p, size_t n, spmv_error *err)
+{
+    return r->threads > 1 ? consume_blocks(r, p, n, err) : consume_serial(r, p, n, err);
+}
+
+#define MM_CRBUF_SIZE ((size_t)64 << 10)
+
+/* A file whose lines end in a lone '\r': the rest of the reader sees
+ * '\n' instead, through a small copy (such files are rare and small). */
+static int consume_cr(spmv_mm_reader *r, const char *p, size_t n, spmv_error *err)
+{
+    if (!r->crbuf && !(r->crbuf = malloc(MM_CRBUF_SIZE)))
+        return fail(r, err, SPMV_ERR_NOMEM, r->line + 1, "out of memory for the input text");
+    while (n > 0) {
+        size_t take = n < MM_CRBUF_SIZE ? n : MM_CRBUF_SIZE;
+        for (size_t k = 0; k < take; k++)
+            r->crbuf[k] = p[k] == '\r' ? '\n' : p[k];
+        int st = consume_lines(r, r->crbuf, take, err);
+        if (st)
+            return st;
+        p += take;
+        n -= take;
+    }
+    return SPMV_OK;
+}
+
+/* Decides the line ends from the text gathered so far in r->text: the
+ * first '\n', or a '\r' followed by something other than '\n', settles
+ * it; `at_end` settles it anyway. */
+static enum mm_eol sniff_eol(const spmv_mm_reader *r, bool at_end)
+{
+    for (size_t k = 0; k < r->text_len; k++) {
+        if (r->text[k] == '\n')
+            return EOL_LF;
+        if (r->text[k] == '\r' && k + 1 < r->text_len)
+            return r->text[k + 1] == '\n' ? EOL_LF : EOL_CR;
+    }
+    return at_end ? EOL_LF : EOL_UNKNOWN;
+}
+
+static int consume_text(spmv_mm_reader *r, const char *p, size_t n, spmv_error *err);
+
+/* Until the line ends are known the text gathers in r->text; then it is
+ * replayed through the chosen path. */
+static int consume_undecided(spmv_mm_reader *r, const char *p, size_t n, bool at_end, spmv_error *err)
+{
+    int st = text_append(r, p, n, err);
+    if (st)
+        return st;
+    r->eol = sniff_eol(r, at_end);
+    if (r->eol == EOL_UNKNOWN)
+        return check_line_length(r, err);
+    char *held = r->text;
+    size_t len = r->text_len;
+    r->text = NULL;
+    r->text_len = r->text_cap = 0;
+    st = consume_text(r, held, len, err);
+    free(held);
+    return st;
+}
+
+static int consume_text(spmv_mm_reader *r, const char *p, size_t n, spmv_error *err)
+{
+    switch (r->eol) {
+    case EOL_UNKNOWN: return consume_undecided(r, p, n, false, err);
+    case EOL_CR: return consume_cr(r, p, n, err);
+    default: return consume_lines(r, p, n, err);
+    }
+}
+
+/* ---------------------------------------------------------------- gzip */
+
+static int gzip_start(spmv_mm_reader *r, spmv_error *err)
+{
+    r->zbuf = malloc(MM_ZBUF_SIZE);
+    if (!r->zbuf)
+        return fail(r, err, SPMV_ERR_NOMEM, 1, "out of memory for gzip decompression");
+    memset(&r->zs, 0, sizeof r->zs);
+    if (inflateInit2(&r->zs, 16 + MAX_WBITS) != Z_OK)   /* 16: gzip wrapper only */
+        return fail(r, err, SPMV_ERR_NOMEM, 1, "cannot start gzip decompression");
+    r->zs_live = true;
+    r->input = IN_GZIP;
+    return SPMV_OK;
+}
+
+/* Inflates n bytes and parses what comes out. Several gzip members in a
+ * row (as `cat a.gz b.gz` makes) are one stream, as for gunzip. */
+static int gzip_feed(spmv_mm_reader *r, const unsigned char *d, size_t n, spmv_error *err)
+{
+    z_stream *zs = &r->zs;
+    while (n > 0) {
+        uInt piece = n > (1u << 30) ? (1u << 30) : (uInt)n;
+        zs->next_in = (Bytef *)d;
+        zs->avail_in = piece;
+        do {
+            if (r->gz_member_ended) {
+                if (zs->avail_in == 0)
+                    break;
+                inflateReset(zs);
+                r->gz_member_ended = false;
+            }
+            zs->next_out = r->zbuf;
+            zs->avail_out = (uInt)MM_ZBUF_SIZE;
+            int zr = inflate(zs, Z_NO_FLUSH);
+            size_t got = MM_ZBUF_SIZE - zs->avail_out;
+            int st = got ? consume_text(r, (const char *)r->zbuf, got, err) : SPMV_OK;
+            if (st)
+                return st;
+            if (zr == Z_STREAM_END) {
+                r->gz_member_ended = true;
+                r->gz_members++;
+            } else if (zr == Z_BUF_ERROR) {
+                break;   /* needs more input */
+            } else if (zr != Z_OK) {
+                return fail(r, err, SPMV_ERR_PARSE, r->line + 1, "%s (zlib: %s)",
+                            r->gz_members ? "data after the end of the gzip stream is not gzip"
+                                          : "the gzip stream is corrupt",
+                            zs->msg ? zs->msg : "data error");
+            }
+        } while (zs->avail_in > 0 || zs->avail_out == 0);
+        d += piece;
+        n -= piece;
+    }
+    return SPMV_OK;
+}
+
+static int route(spmv_mm_reader *r, const unsigned char *d, size_t n, spmv_error *err)
+{
+    return r->input == IN_GZIP ? gzip_feed(r, d, n, err) : consume_text(r, (const char *)d, n, err);
+}
+
+/* ---------------------------------------------------------- public API */
+
+int spmv_mm_reader_new(const spmv_mm_options *opts, spmv_mm_reader **out, spmv_error *err)
+{
+    spmv_mm_options o = {0, 0, 0, 1};
+    if (opts)
+        o = *opts;
+    *out = NULL;
+    if (o.max_rows < 0 || o.max_cols < 0 || o.max_nnz < 0 || o.threads < 0)
+        return spmv_error_set(err, SPMV_ERR_INVALID, 0,
+                              "reader options must not be negative (max_rows, max_cols, max_nnz, threads)");
+    spmv_mm_reader *r = calloc(1, sizeof *r);
+    if (!r)
+        return spmv_error_set(err, SPMV_ERR_NOMEM, 0, "out of memory for the Matrix Market reader");
+    r->max_rows = o.max_rows == 0 || o.max_rows > INT32_MAX ? INT32_MAX : o.max_rows;
+    r->max_cols = o.max_cols == 0 || o.max_cols > INT32_MAX ? INT32_MAX : o.max_cols;
+    r->max_nnz = o.max_nnz == 0 || o.max_nnz > INT32_MAX ? INT32_MAX : o.max_nnz;
+    r->ctx.h.max_nnz = r->max_nnz;
+#ifdef _OPENMP
+    r->threads = o.threads == 0 ? omp_get_max_threads() : o.threads;
+#else
+    r->threads = 1;
+#endif
+    if (r->threads < 1)
+        r->threads = 1;
+    r->block_size = MM_BLOCK_DEFAULT;
+    r->ctx.c_locale = newlocale(LC_NUMERIC_MASK, "C", (locale_t)0);
+    if (!r->ctx.c_locale) {
+        free(r);
+        return spmv_error_set(err, SPMV_ERR_NOMEM, 0, "cannot create the C locale for number parsing");
+    }
+    *out = r;
+    return SPMV_OK;
+}
+
+int spmv_mm_reader_set_block_size(spmv_mm_reader *r, size_t bytes)
+{
+    if (!r || r->line > 0 || r->text_len > 0 || r->input != IN_UNKNOWN)
+        return SPMV_ERR_INVALID;
+    r->block_size = bytes < MM_BLOCK_MIN ? MM_BLOCK_MIN : bytes;
+    return SPMV_OK;
+}
+
+int spmv_mm_reader_feed(spmv_mm_reader *r, const void *data, size_t len, spmv_error *err)
+{
+    if (!r || (!data && len))
+        return spmv_error_set(err, SPMV_ERR_INVALID, 0, "spmv_mm_reader_feed: no reader or no data");
+    if (r->state == ST_FAILED)
+        return repeat_error(r, err);
+    if (r->state == ST_FINISHED)
+        return spmv_error_set(err, SPMV_ERR_INVALID, 0, "the Matrix Market reader has already finished");
+    const unsigned char *d = data;
+    if (len == 0)
+        return SPMV_OK;
+    if (r->input == IN_UNKNOWN) {
+        /* The gzip magic may arrive split over two calls. */
+        if (!r->magic_pending && d[0] == 0x1f && len == 1) {
+            r->magic_pending = true;
+            return SPMV_OK;
+        }
+        bool gz = r->magic_pending ? d[0] == 0x8b : (d[0] == 0x1f && d[1] == 0x8b);
+        int st = gz ? gzip_start(r, err) : SPMV_OK;
+        if (st)
+            return st;
+        if (!gz)
+            r->input = IN_PLAIN;
+        if (r->magic_pending) {
+            static const unsigned char magic0 = 0x1f;
+            r->magic_pending = false;
+            if ((st = route(r, &magic0, 1, err)))
+                return st;
+        }
+    }
+    return route(r, d, len, err);
+}
+
+/* The end of the input: the last line, then whether everything came. */
+static int finish_input(spmv_mm_reader *r, spmv_error *err)
+{
+    int st;
+    if (r->magic_pending) {   /* a one-byte input of 0x1f */
+        static const char magic0 = 0x1f;
+        r->magic_pending = false;
+        r->input = IN_PLAIN;
+        if ((st = consume_text(r, &magic0, 1, err)))
+            return st;
+    }
+    if (r->input == IN_GZIP && !r->gz_member_ended)
+        return fail(r, err, SPMV_ERR_PARSE, r->line + 1,
+                    "the gzip stream is truncated: the input ended inside it");
+    if (r->eol == EOL_UNKNOWN && (st = consume_undecided(r, NULL, 0, true, err)))
+        return st;
+    if (r->text_len > 0) {
+        if (r->text[r->text_len - 1] != '\n' && (st = text_append(r, "\n", 1, err)))
+            return st;
+        if ((st = parse_text(r, r->text, r->text + r->text_len, err)))
+            return st;
+        r->text_len = 0;
+    }
+    const mm_header *h = &r->ctx.h;
+    switch (r->state) {
+    case ST_BANNER:
+        return fail(r, err, SPMV_ERR_PARSE, 1,
+                    "the input is empty: expected the banner '%%%%MatrixMarket matrix <format> <field> <symmetry>'");
+    case ST_HEADER:
+        return fail(r, err, SPMV_ERR_PARSE, r->line + 1,
+                    "missing size line: the input ended before %s",
+                    h->format == SPMV_MM_COORDINATE ? "'rows columns entries'" : "'rows columns'");
+    default:
+        break;
+    }
+    if (r->ent.n < h->entries)
+        return fail(r, err, SPMV_ERR_PARSE, r->line,
+                    "too few entries: the input ended after %lld of the %lld %s declared on line %lld",
+                    (long long)r->ent.n, (long long)h->entries,
+                    h->format == SPMV_MM_ARRAY ? "values" : "entries", (long long)h->size_line);
+    return SPMV_OK;
+}
+
+int spmv_mm_reader_finish(spmv_mm_reader *r, spmv_coo *out, spmv_mm_info *info, spmv_error *err)
+{
+    if (!r || !out)
+        return spmv_error_set(err, SPMV_ERR_INVALID, 0, "spmv_mm_reader_finish: no reader or no output");
+    if (r->state == ST_FAILED)
+        return repeat_error(r, err);
+    if (r->state == ST_FINISHED)
+        return spmv_error_set(err, SPMV_ERR_INVALID, 0, "the Matrix Market reader has already finished");
+    int st = finish_input(r, err);
+    if (st)
+        return st;
+    int64_t duplicates = 0;
+    spmv_error berr;
+    st = spmv_mm_build_coo(&r->ctx.h, &r->ent, r->threads, out, &duplicates, &berr);
+    entries_free(&r->ent);
+    if (st) {
+        r->error = berr;
+        r->state = ST_FAILED;
+        return repeat_error(r, err);
+    }
+    r->state = ST_FINISHED;
+    if (info) {
+        const mm_header *h = &r->ctx.h;
+        info->format = h->format;
+        info->field = h->field;
+        info->symmetry = h->symmetry;
+        info->rows = h->rows;
+        info->cols = h->cols;
+        info->entries = h->entries;
+        info->lines = r->line;
+        info->duplicates = duplicates;
+        info->gzip = r->input == IN_GZIP;
+    }
+    return SPMV_OK;
+}
+
+void spmv_mm_reader_free(spmv_mm_reader *r)
+{
+    if (!r)
+        return;
+    if (r->zs_live)
+        inflateEnd(&r->zs);
+    free(r->zbuf);
+    free(r->crbuf);
+    free(r->text);
+    entries_free(&r->ent);
+    for (int t = 0; t < r->nparts; t++)
+        entries_free(&r->parts[t].ent);
+    free(r->parts);
+    if (r->ctx.c_locale)
+        freelocale(r->ctx.c_locale);
+    free(r);
+}
+
+int spmv_mm_read_buffer(const void *data, size_t len, const spmv_mm_options *opts,
+                        spmv_coo *out, spmv_mm_info *info, spmv_error *err)
+{
+    spmv_mm_reader *r;
+    int st = spmv_mm_reader_new(opts, &r, err);
+    if (st)
+        return st;
+    if (!(st = spmv_mm_reader_feed(r, data, len, err)))
+        st = spmv_mm_reader_finish(r, out, info, err);
+    spmv_mm_reader_free(r);
+    return st;
+}
+
+int spmv_mm_read_file(const char *path, const spmv_mm_options *opts,
+                      spmv_coo *out, spmv_mm_info *info, spmv_error *err)
+{
+    spmv_mm_reader *r = NULL;
+    char *buf = NULL;
+    int st, fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0)
+        return spmv_error_set(err, SPMV_ERR_IO, 0, "cannot open %s: %s", path, strerror(errno));
+    if ((st = spmv_mm_reader_new(opts, &r, err)))
+        goto fail;
+    buf = malloc(MM_READ_CHUNK);
+    if (!buf) {
+        st = spmv_error_set(err, SPMV_ERR_NOMEM, 0, "out of memory for reading %s", path);
+        goto fail;
+    }
+    for (;;) {
+        ssize_t got = read(fd, buf, MM_READ_CHUNK);
+        if (got < 0 && errno == EINTR)
+            continue;
+        if (got < 0) {
+            st = spmv_error_set(err, SPMV_ERR_IO, 0, "cannot read %s: %s", path, strerror(errno));
+            goto fail;
+        }
+        if (got == 0)
+            break;
+        if ((st = spmv_mm_reader_feed(r, buf, (size_t)got, err)))
+            goto fail;
+    }
+    st = spmv_mm_reader_finish(r, out, info, err);
+fail:
+    free(buf);
+    spmv_mm_reader_free(r);
+    close(fd);
+    return st;
+}

@@ -1,0 +1,78 @@
+/* mmio_internal.h — what the Matrix Market reader's files share.
+ *
+ * The reader is split in three: mmio.c (the streaming front: gzip, chunks,
+ * lines, the header, serial and OpenMP block parsing), mmio_number.c (the
+ * exact number parsers on the hot path) and mmio_build.c (expansion of
+ * symmetric input, the counting sort and duplicate summing that turn the
+ * parsed entries into a sorted COO). Not part of the public API
+ * (engine/spmv.h); the unit tests include it to test the number parser
+ * against strtod and to force small parallel blocks.
+ */
+#ifndef SPMV_MMIO_INTERNAL_H
+#define SPMV_MMIO_INTERNAL_H
+
+#include <locale.h>
+#include <stdint.h>
+
+#include "spmv.h"
+
+/* ------------------------------------------------------ number parsing */
+
+typedef enum mm_num_result {
+    MM_NUM_OK = 0,
+    MM_NUM_MALFORMED,   /* not a number of the Matrix Market syntax */
+    MM_NUM_OVERFLOW,    /* finite syntax, but beyond float64 / int64 */
+} mm_num_result;
+
+/* Parses the real number starting at p: [+-] digits [. digits]
+ * [(e|E) [+-] digits] (at least one digit before the exponent), or
+ * inf, infinity, nan in any case, with an optional sign. The token ends at
+ * the first byte that cannot continue it: the caller checks that byte is a
+ * delimiter, and guarantees that such a byte exists and is readable (the
+ * reader's lines end with '\n', C strings with NUL); digits are also read
+ * 8 bytes at a time, but never at or past `end`. Returns the end
+ * of the token; *res says whether it was a number. The result is the
+ * correctly rounded float64 (the same as strtod): a Clinger fast path,
+ * then an 80-bit extended path with a double-rounding check, then strtod_l
+ * in the C locale `c_locale` for what is left. Underflow rounds to a
+ * subnormal or zero as strtod does; overflow is MM_NUM_OVERFLOW. */
+const char *spmv_mm_parse_real(const char *p, const char *end, double *out, mm_num_result *res,
+                               locale_t c_locale);
+
+/* Parses [+-] digits into an int64 with overflow checking, under the same
+ * delimiter contract. */
+const char *spmv_mm_parse_int64(const char *p, int64_t *out, mm_num_result *res);
+
+/* --------------------------------------------------- reader internals */
+
+/* Sets the size of the text blocks that a parallel reader (threads != 1)
+ * parses at once (default 16 MiB; at least 4096 bytes). The tests use
+ * small blocks to cover block boundaries with small inputs. */
+int spmv_mm_reader_set_block_size(spmv_mm_reader *r, size_t bytes);
+
+/* Parsed entries before the build: 0-based row and column (unused for
+ * array format) and the value, in file order. */
+typedef struct mm_entries {
+    int32_t *row, *col;
+    double *val;
+    int64_t n, cap;
+} mm_entries;
+
+/* What the header said, resolved. */
+typedef struct mm_header {
+    spmv_mm_format format;
+    spmv_mm_field field;
+    spmv_mm_symmetry symmetry;
+    int64_t rows, cols;
+    int64_t entries;      /* entries the file must hold */
+    int64_t size_line;    /* 1-based line of the size line */
+    int64_t max_nnz;      /* limit on the output's nnz */
+} mm_header;
+
+/* Builds the sorted, duplicate-free, expanded float64 COO from the parsed
+ * entries (mmio_build.c). `threads` > 1 sorts rows in parallel. Counts the
+ * summed duplicates into *duplicates. */
+int spmv_mm_build_coo(const mm_header *h, const mm_entries *e, int threads,
+                      spmv_coo *out, int64_t *duplicates, spmv_error *err);
+
+#endif /* SPMV_MMIO_INTERNAL_H */

@@ -1,0 +1,321 @@
+#!/usr/bin/env bash
+# clients.sh — libspmvclient, spmvctl and cg_solve against a live daemon.
+#
+# Starts spmvd on a free loopback port with a temporary state directory
+# (tests/e2e/lib.sh), then:
+#   - runs $BUILD/tests/e2e/client_calls, which makes every library call and
+#     checks every error path (unknown id, bad matrix, closed port, a socket
+#     that accepts and never answers, a progress callback that aborts);
+#   - drives each spmvctl subcommand, checking output, --json and the
+#     documented exit codes, and that a refused upload prints the server's
+#     422 message verbatim (as curl sees it);
+#   - runs cg_solve on a generated 2-D Poisson matrix and on a real SPD
+#     matrix, and recomputes the TRUE residual ||b - A x|| / ||b|| here in
+#     python3 from the matrix file and --x-out (it must be under 1e-8);
+#   - installs the client with `make install-clients PREFIX=<tmp>`, compiles
+#     the docs' example against the installed copy with
+#     `pkg-config --cflags --libs spmvclient` and runs it against the daemon.
+# Speaks TAP. Random inputs come from a printed seed (SPMV_SEED repeats it).
+set -u
+ROOT=${SPMV_ROOT:-$(cd "$(dirname "$0")/../.." && pwd)}
+BUILD=${BUILD:-build}
+cd "$ROOT" || exit 1
+. tests/e2e/lib.sh
+
+case $BUILD in /*) B=$BUILD ;; *) B=$ROOT/$BUILD ;; esac
+SPMVCTL=$B/spmvctl
+CG=$B/cg_solve
+CALLS=$B/tests/e2e/client_calls
+REAL=${SPMV_MATRICES:-$ROOT/../shared/matrices}/real
+
+for bin in "$B/spmvd" "$SPMVCTL" "$CG" "$CALLS"; do
+  if [ ! -x "$bin" ]; then
+    skip "$bin not built"
+    done_testing 2>/dev/null || { echo "1..$n"; exit 0; }
+    exit 0
+  fi
+done
+
+start_daemon || { not_ok "spmvd started"; echo "1..$n"; exit 1; }
+URL=$SPMVD_URL
+export SPMV_URL=$URL
+unset SPMV_TOKEN
+W=$(mktemp -d "${TMPDIR:-/tmp}/spmv-clients.XXXXXX")
+SILENT_PID=
+cleanup_clients() {
+  [ -n "$SILENT_PID" ] && kill "$SILENT_PID" 2>/dev/null
+  rm -rf "$W"
+}
+trap 'cleanup_clients; stop_daemon' EXIT
+
+# ------------------------------------------------------------- helpers
+py_free_port() {
+  python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'
+}
+
+# A socket that accepts connections and never answers: the timeout path.
+start_silent_socket() {
+  local port_file=$W/silent.port
+  python3 - "$port_file" <<'EOF' &
+import socket, sys, time
+s = socket.socket(); s.bind(("127.0.0.1", 0)); s.listen(16)
+open(sys.argv[1] + ".tmp", "w").write(str(s.getsockname()[1]))
+import os; os.rename(sys.argv[1] + ".tmp", sys.argv[1])
+held = []
+while True:
+    c, _ = s.accept(); held.append(c)   # keep it open, say nothing
+EOF
+  SILENT_PID=$!
+  for _ in $(seq 100); do [ -s "$port_file" ] && break; sleep 0.05; done
+  SILENT_URL=http://127.0.0.1:$(cat "$port_file")
+}
+
+# expect_rc WANT DESC CMD...: runs CMD (stdout to $W/out, stderr to $W/err).
+expect_rc() {
+  local want=$1 what=$2; shift 2
+  "$@" >"$W/out" 2>"$W/err"
+  local rc=$?
+  if [ "$rc" -eq "$want" ]; then ok "$what"; else
+    not_ok "$what" "exit $rc, wanted $want: $*"; diag "$W/err"; fi
+}
+
+json_field() { # json_field FILE EXPR  (python expression over d)
+  python3 -c 'import json,sys; d=json.load(open(sys.argv[1])); print(eval(sys.argv[2]))' "$1" "$2" 2>/dev/null
+}
+
+# A random general matrix, written from python so the reference is independent.
+write_random_matrix() { # FILE ROWS COLS SEED
+  python3 - "$@" <<'EOF'
+import random, sys
+path, rows, cols, seed = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), int(sys.argv[4])
+rnd = random.Random(seed)
+ents = {}
+for i in range(rows):
+    for _ in range(rnd.randint(1, 6)):
+        ents[(i, rnd.randrange(cols))] = rnd.uniform(-1, 1)
+with open(path, "w") as f:
+    f.write("%%%%MatrixMarket matrix coordinate real general\n%d %d %d\n" % (rows, cols, len(ents)))
+    for (i, j), v in sorted(ents.items()):
+        f.write("%d %d %.17g\n" % (i + 1, j + 1, v))
+EOF
+}
+
+# mtx_tool.py: y = A x, and the relative residual ||A·1 - A x|| / ||A·1||.
+cat >"$W/mtx_tool.py" <<'EOF'
+import math, sys
+def read(path):
+    with open(path) as f:
+        head = f.readline().lower().split()
+        field, sym = head[3], head[4]
+        for line in f:
+            if line.strip() and not line.startswith("%"):
+                rows, cols, _ = map(int, line.split()); break
+        ents = []
+        for line in f:
+            t = line.split()
+            if not t: continue
+            i, j = int(t[0]) - 1, int(t[1]) - 1
+            v = 1.0 if field == "pattern" else float(t[2])
+            ents.append((i, j, v))
+            if sym in ("symmetric", "hermitian") and i != j: ents.append((j, i, v))
+            if sym == "skew-symmetric" and i != j: ents.append((j, i, -v))
+    return rows, cols, ents
+def mul(rows, ents, x):
+    y = [0.0] * rows
+    for i, j, v in ents: y[i] += v * x[j]
+    return y
+def vec(path): return [float(t) for t in open(path).read().split()]
+cmd, path = sys.argv[1], sys.argv[2]
+rows, cols, ents = read(path)
+if cmd == "mul":          # mul MTX X Y: max relative error of Y against A X
+    y = mul(rows, ents, vec(sys.argv[3])); got = vec(sys.argv[4])
+    assert len(got) == rows, "y has %d values, want %d" % (len(got), rows)
+    num = math.sqrt(sum((a - b) ** 2 for a, b in zip(got, y))); den = math.sqrt(sum(b * b for b in y))
+    print(num / den if den else num)
+elif cmd == "residual":   # residual MTX X: ||A1 - Ax|| / ||A1||
+    b = mul(rows, ents, [1.0] * cols); x = vec(sys.argv[3])
+    assert len(x) == cols, "x has %d values, want %d" % (len(x), cols)
+    ax = mul(rows, ents, x)
+    print(math.sqrt(sum((p - q) ** 2 for p, q in zip(b, ax))) / math.sqrt(sum(p * p for p in b)))
+EOF
+
+lt() { python3 -c 'import sys; sys.exit(0 if float(sys.argv[1]) < float(sys.argv[2]) else 1)' "$1" "$2" 2>/dev/null; }
+
+# ------------------------------------------------------------ library calls
+start_silent_socket
+DEAD_URL=http://127.0.0.1:$(py_free_port)
+"$CALLS" "$URL" "$DEAD_URL" "$SILENT_URL" "$W" >"$W/calls.tap" 2>"$W/calls.err"
+calls_rc=$?
+# Renumber client_calls' TAP into this script's sequence.
+while IFS= read -r line; do
+  case $line in
+    "ok "*)     ok "${line#ok * - }" ;;
+    "not ok "*) not_ok "${line#not ok * - }" ;;
+    "#"*)       echo "$line" ;;
+  esac
+done <"$W/calls.tap"
+check "client_calls exited 0 (rc $calls_rc)" [ "$calls_rc" -eq 0 ]
+[ -s "$W/calls.err" ] && diag "$W/calls.err"
+
+# ----------------------------------------------------------------- spmvctl
+ctl() { "$SPMVCTL" "$@"; }
+
+expect_rc 0 "spmvctl health (SPMV_URL from the environment)" ctl health
+check "spmvctl health prints ok" grep -qx ok "$W/out"
+expect_rc 0 "spmvctl --url health" env -u SPMV_URL "$SPMVCTL" --url "$URL" health
+expect_rc 3 "spmvctl health on a closed port exits 3" ctl --url "$DEAD_URL" health
+check "unreachable message names the address" grep -q "unreachable" "$W/err"
+expect_rc 3 "spmvctl --timeout 0.3 on a silent socket exits 3" ctl --url "$SILENT_URL" --timeout 0.3 health
+check "timeout message says timed out" grep -q "timed out" "$W/err"
+expect_rc 1 "spmvctl with no command exits 1" ctl
+expect_rc 1 "spmvctl bogus exits 1" ctl bogus
+expect_rc 1 "spmvctl --no-such-option exits 1" ctl --no-such-option health
+expect_rc 0 "spmvctl --help exits 0" ctl --help
+check "spmvctl --help lists the exit codes" grep -q "Exit status" "$W/out"
+for c in upload ls info rm spmv bench job kernels health; do
+  expect_rc 0 "spmvctl $c --help" ctl "$c" --help
+  check "spmvctl $c --help prints its usage" grep -q "usage: spmvctl $c" "$W/out"
+done
+
+expect_rc 0 "spmvctl kernels" ctl kernels
+check "kernels table lists cpu.csr.serial" grep -qE '^cpu\.csr\.serial +yes' "$W/out"
+expect_rc 0 "spmvctl --json kernels" ctl --json kernels
+check "--json kernels is JSON" json_field "$W/out" 'len(d if isinstance(d,list) else d["kernels"]) > 0'
+expect_rc 0 "spmvctl info (server)" ctl info
+check "server info names a version" grep -q version "$W/out"
+
+SEED=${SPMV_SEED:-$(( $(date +%s) ^ $$ ))}
+echo "# seed $SEED (set SPMV_SEED to repeat)"
+RANDOM=$((SEED % 32768))
+ROWS=$((100 + RANDOM % 200)); COLS=$((80 + RANDOM % 200))
+M=$W/ctl.mtx
+write_random_matrix "$M" $ROWS $COLS "$SEED"
+expect_rc 0 "spmvctl --json upload" ctl --json upload --name ctl-test "$M"
+cp "$W/out" "$W/upload.json"
+ID=$(json_field "$W/upload.json" 'd["id"]')
+check "--json upload prints the descriptor with its id" [ -n "$ID" ]
+check "descriptor shape ${ROWS}x${COLS}" [ "$(json_field "$W/upload.json" '(d["rows"], d["cols"])')" = "($ROWS, $COLS)" ]
+expect_rc 0 "spmvctl upload (table)" ctl upload --name ctl-table "$M"
+ID2=$(awk '$1 == "id" {print $2}' "$W/out")
+check "upload table shows id and shape" grep -q "shape *$ROWS x $COLS" "$W/out"
+expect_rc 0 "spmvctl ls" ctl ls
+check "ls lists both uploads" sh -c "grep -q '^$ID ' '$W/out' && grep -q '^$ID2 ' '$W/out'"
+expect_rc 0 "spmvctl --json ls" ctl ls --json
+check "--json ls holds the id" json_field "$W/out" "'$ID' in [m['id'] for m in (d if isinstance(d,list) else d['matrices'])]"
+expect_rc 0 "spmvctl info ID" ctl info "$ID"
+check "info ID shows the name" grep -q "name *ctl-test" "$W/out"
+expect_rc 0 "spmvctl --json info ID" ctl --json info "$ID"
+check "--json info ID is the descriptor" [ "$(json_field "$W/out" 'd["id"]')" = "$ID" ]
+
+# spmv: y against python's A·x
+python3 -c "import random,sys; r=random.Random($SEED); print('\n'.join('%.17g' % r.uniform(-1,1) for _ in range($COLS)))" >"$W/x.txt"
+expect_rc 0 "spmvctl spmv --kernel cpu.csr.serial --x --y-out" \
+  ctl spmv "$ID" --kernel cpu.csr.serial --x "$W/x.txt" --y-out "$W/y.txt" --runs 3
+check "spmv prints the kernel and timing" grep -q "kernel *cpu.csr.serial" "$W/out"
+err=$(python3 "$W/mtx_tool.py" mul "$M" "$W/x.txt" "$W/y.txt" 2>&1)
+check "spmv y matches python's A·x (rel err $err)" lt "$err" 1e-12
+expect_rc 0 "spmvctl --json spmv --kernel cpu.csr.omp --verify" ctl --json spmv "$ID" --kernel cpu.csr.omp --x "$W/x.txt" --verify
+check "--json spmv carries stats and queue_ms" json_field "$W/out" 'd["stats"]["runs"] >= 1 and d["queue_ms"] >= 0 and d["kernel"] == "cpu.csr.omp"'
+head -n $((COLS - 1)) "$W/x.txt" >"$W/x_short.txt"
+expect_rc 6 "spmvctl spmv with an x one value short exits 6" ctl spmv "$ID" --x "$W/x_short.txt"
+expect_rc 1 "spmvctl spmv without --x exits 1" ctl spmv "$ID"
+expect_rc 2 "spmvctl spmv with an unknown kernel exits 2" ctl spmv "$ID" --kernel no.such.kernel --x "$W/x.txt"
+check "unknown kernel: the server's message names it" grep -q "no.such.kernel" "$W/err"
+
+# bench, with its job
+expect_rc 0 "spmvctl bench --kernels cpu.csr.serial,cpu.csr.omp" ctl bench "$ID" --kernels cpu.csr.serial,cpu.csr.omp --runs 2
+check "bench table lists both kernels" sh -c "grep -q '^cpu.csr.serial ' '$W/out' && grep -q '^cpu.csr.omp ' '$W/out'"
+expect_rc 0 "spmvctl --json bench --no-wait prints the job" ctl --json bench "$ID" --kernels cpu.csr.serial --no-wait
+JOB=$(json_field "$W/out" 'd["job"]')
+check "bench --no-wait gives a job id" [ -n "$JOB" ]
+for _ in $(seq 100); do
+  ctl --json job "$JOB" >"$W/job.json" 2>/dev/null
+  [ "$(json_field "$W/job.json" 'd["state"]')" = done ] && break
+  sleep 0.1
+done
+check "spmvctl --json job reaches state done" [ "$(json_field "$W/job.json" 'd["state"]')" = done ]
+expect_rc 2 "spmvctl job with an unknown id exits 2" ctl job 00000000-0000-0000-0000-000000000000
+
+# errors: unknown id, bad file (the server's 422 message verbatim)
+expect_rc 2 "spmvctl info of an unknown id exits 2" ctl info 00000000-0000-0000-0000-000000000000
+check "unknown id: message says not found" grep -qi "not found" "$W/err"
+printf '%%%%MatrixMarket matrix coordinate real general\n3 3 2\n1 1 1.0\n1 x 2.0\n' >"$W/bad.mtx"
+curl -s -F "file=@$W/bad.mtx" "$URL/v1/matrices" >"$W/bad_curl.json"
+msg=$(json_field "$W/bad_curl.json" 'd["error"]["message"]')
+expect_rc 2 "spmvctl upload of a malformed file exits 2" ctl upload "$W/bad.mtx"
+check "bad file: spmvctl prints the server's 422 message verbatim" \
+  grep -qF -- "$msg" "$W/err"
+[ -n "$msg" ] || not_ok "curl saw a 422 message" "$(cat "$W/bad_curl.json")"
+expect_rc 6 "spmvctl upload of a missing file exits 6" ctl upload "$W/missing.mtx"
+
+expect_rc 0 "spmvctl rm ID ID2" ctl rm "$ID" "$ID2"
+expect_rc 2 "spmvctl rm of a deleted id exits 2" ctl rm "$ID"
+
+# ----------------------------------------------------------------- cg_solve
+count_matrices() { ctl --json ls | python3 -c 'import json,sys; d=json.load(sys.stdin); print(len(d if isinstance(d,list) else d["matrices"]))'; }
+
+# run_cg NAME MTX [ARGS...]: solves, checks the last line and the true residual.
+run_cg() {
+  local name=$1 mtx=$2; shift 2
+  local before; before=$(count_matrices)
+  "$CG" --x-out "$W/$name.x" "$@" "$mtx" >"$W/$name.cg" 2>"$W/$name.err"
+  local rc=$?
+  if [ $rc -eq 0 ]; then ok "cg_solve $name exits 0"; else not_ok "cg_solve $name exits 0 (rc $rc)"; diag "$W/$name.err"; tail -3 "$W/$name.cg" | diag /dev/stdin; fi
+  local last; last=$(tail -n 1 "$W/$name.cg")
+  check "cg_solve $name: last line '$last'" sh -c "echo '$last' | grep -qE '^converged in [0-9]+ iterations, relative residual [0-9.e+-]+$'"
+  check "cg_solve $name prints residuals per iteration" grep -qE '^iter +1 +residual' "$W/$name.cg"
+  check "cg_solve $name prints the time split" sh -c "grep -q 'network+http' '$W/$name.cg' && grep -q 'queue' '$W/$name.cg' && grep -q 'kernel' '$W/$name.cg'"
+  local res; res=$(python3 "$W/mtx_tool.py" residual "$mtx" "$W/$name.x" 2>&1)
+  check "cg_solve $name: true residual $res < 1e-8 (python)" lt "$res" 1e-8
+  check "cg_solve $name deleted its matrix" [ "$(count_matrices)" = "$before" ]
+}
+
+# 2-D Poisson, 30 x 30 grid (5-point stencil, SPD).
+python3 - "$W/poisson.mtx" <<'EOF'
+import sys
+n = 30; ents = []
+for i in range(n):
+    for j in range(n):
+        r = i * n + j
+        ents.append((r, r, 4.0))
+        for di, dj in ((-1, 0), (1, 0), (0, -1), (0, 1)):
+            a, b = i + di, j + dj
+            if 0 <= a < n and 0 <= b < n: ents.append((r, a * n + b, -1.0))
+with open(sys.argv[1], "w") as f:
+    f.write("%%%%MatrixMarket matrix coordinate real general\n%d %d %d\n" % (n * n, n * n, len(ents)))
+    for r, c, v in ents: f.write("%d %d %.1f\n" % (r + 1, c + 1, v))
+EOF
+run_cg poisson2d "$W/poisson.mtx" --kernel cpu.csr.omp
+# A real SPD matrix (symmetric storage, expanded by the reader).
+if [ -f "$REAL/LFAT5.mtx" ]; then run_cg LFAT5 "$REAL/LFAT5.mtx" --kernel cpu.csr.serial
+else skip "LFAT5.mtx not found under $REAL"; fi
+expect_rc 2 "cg_solve on a non-SPD matrix exits 2" "$CG" --maxit 50 "$REAL/zenios.mtx"
+expect_rc 1 "cg_solve without a matrix exits 1" "$CG"
+
+# ------------------------------------------------ installed copy + pkg-config
+P=$W/prefix
+if make --no-print-directory -s BUILD="$BUILD" install-clients PREFIX="$P" DESTDIR= >"$W/install.log" 2>&1; then
+  ok "make install-clients PREFIX=<tmp>"
+else
+  not_ok "make install-clients PREFIX=<tmp>"; diag "$W/install.log"
+fi
+check "installed header, .so.0 link, .a and .pc" test -f "$P/include/spmvclient.h" -a -L "$P/lib/libspmvclient.so.0" \
+  -a -f "$P/lib/libspmvclient.a" -a -f "$P/lib/pkgconfig/spmvclient.pc"
+flags=$(PKG_CONFIG_PATH=$P/lib/pkgconfig pkg-config --cflags --libs spmvclient 2>&1)
+check "pkg-config --cflags --libs spmvclient ($flags)" sh -c "echo '$flags' | grep -q -- '-lspmvclient'"
+# The three-line program of docs/client.md, built against the installed copy.
+if cc -Wall -Wextra -Werror -o "$W/hello" clients/examples/hello.c $flags 2>"$W/cc.err"; then
+  ok "docs example hello.c compiles against the installed library"
+else
+  not_ok "docs example hello.c compiles against the installed library"; diag "$W/cc.err"
+fi
+expect_rc 0 "hello runs against the daemon (installed .so)" env LD_LIBRARY_PATH="$P/lib" "$W/hello" "$URL"
+check "hello prints the health answer" grep -q '"ok"' "$W/out"
+check "hello is linked to the installed libspmvclient.so.0" sh -c "LD_LIBRARY_PATH='$P/lib' ldd '$W/hello' | grep -q '$P/lib/libspmvclient.so.0'"
+check "docs/client.md includes hello.c verbatim" python3 -c '
+import sys; doc = open("docs/client.md").read(); src = open("clients/examples/hello.c").read()
+sys.exit(0 if src.strip() in doc else 1)'
+make --no-print-directory -s BUILD="$BUILD" uninstall-clients PREFIX="$P" DESTDIR= >/dev/null 2>&1
+check "make uninstall-clients removes them" test ! -e "$P/include/spmvclient.h" -a ! -e "$P/lib/libspmvclient.so.0"
+
+done_testing 2>/dev/null || echo "1..$n"

@@ -11,6 +11,7 @@
  */
 #include <string.h>
 
+#include "registry.h"
 #include "spmv.h"
 
 #define P(id) (1u << (id))
@@ -20,7 +21,7 @@ static const spmv_param_desc params[SPMV_PARAM_COUNT] = {
     [SPMV_PARAM_BLOCK_SIZE] = {"block_size", 256, 32, 1024,
                                "GPU threads per block, a multiple of 32 (the warp size)"},
     [SPMV_PARAM_HACK_SIZE] = {"hack_size", 32, 1, 1024,
-                              "rows per HLL / sliced-ELL slice (CPU: 0 takes the matrix's own)"},
+                              "rows per HLL / sliced-ELL slice (not given: cpu.hll.omp uses the HLL the matrix holds)"},
     [SPMV_PARAM_CHUNK] = {"chunk", 8, 1, 65536,
                           "cpu.csr.chunked: number of column chunks x is split into"},
     [SPMV_PARAM_ALG] = {"alg", 1, 1, 2, "cuSPARSE SpMV algorithm: 1 = ALG1, 2 = ALG2"},
@@ -145,4 +146,38 @@ int spmv_params_resolve(const spmv_kernel *k, const spmv_params *p, spmv_params 
     if (st == SPMV_OK && resolved)
         *resolved = r;
     return st;
+}
+
+/* ------------------------------------------------------------- markdown */
+
+static void markdown_params(FILE *out, unsigned mask)
+{
+    const char *sep = "";
+    if (!mask)
+        fputs("none", out);
+    for (int id = 0; id < SPMV_PARAM_COUNT; id++)
+        if (mask & P(id)) {
+            fprintf(out, "%s`%s` %d (%d..%d)", sep, params[id].name, params[id].def, params[id].min,
+                    params[id].max);
+            sep = ", ";
+        }
+}
+
+void spmv_registry_markdown(FILE *out)
+{
+    fprintf(out, "%s\n\n", SPMV_REGISTRY_MD_BEGIN);
+    fputs("| kernel | device | format | parameters: default (range) | what it does |\n", out);
+    fputs("| --- | --- | --- | --- | --- |\n", out);
+    for (size_t i = 0; i < NKERNELS; i++) {
+        const spmv_kernel *k = &kernels[i];
+        fprintf(out, "| `%s` | %s | %s | ", k->name, k->device == SPMV_DEVICE_CPU ? "cpu" : "gpu",
+                spmv_format_name(k->format));
+        markdown_params(out, k->params);
+        fprintf(out, " | %s |\n", k->summary);
+    }
+    fputs("\n| parameter | default | range | meaning |\n| --- | --- | --- | --- |\n", out);
+    for (int id = 0; id < SPMV_PARAM_COUNT; id++)
+        fprintf(out, "| `%s` | %d | %d..%d | %s |\n", params[id].name, params[id].def, params[id].min,
+                params[id].max, params[id].doc);
+    fprintf(out, "\n%s\n", SPMV_REGISTRY_MD_END);
 }

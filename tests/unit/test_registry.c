@@ -1,0 +1,230 @@
+/* test_registry.c — the kernel catalogue (engine/registry.c) and its docs.
+ *
+ * The table must hold the whole catalogue of SPEC §5 / issue 4 with
+ * consistent names, devices, formats and parameter masks; parameters must
+ * resolve to their defaults and be refused (with parameter, value and range
+ * in the message) when out of range or not taken; availability must follow
+ * the GPU backend's answer; and docs/kernels.md must hold the catalogue
+ * block generated from the table, verbatim, so the docs read the one table.
+ */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <cmocka.h>
+
+#include "registry.h"
+#include "spmv.h"
+#include "testutil.h"
+
+/* The catalogue the issues ask for; the table may only grow past it. */
+static const char *const required[] = {
+    "cpu.csr.serial", "cpu.csr.chunked", "cpu.csr.omp", "cpu.ell.omp", "cpu.hll.omp",
+    "gpu.csr.scalar", "gpu.csr.warp_buffer", "gpu.csr.vector", "gpu.csr.tiled", "gpu.csr.texture",
+    "gpu.csr.adaptive", "gpu.csr.merge", "gpu.ell", "gpu.hll", "gpu.coo.atomic", "gpu.coo.sliced",
+    "gpu.hyb", "cusparse.csr", "cusparse.coo", "cusparse.sell",
+};
+
+static void test_catalogue_complete(void **state)
+{
+    (void)state;
+    for (size_t i = 0; i < sizeof required / sizeof required[0]; i++)
+        if (!spmv_kernel_find(required[i]))
+            fail_msg("kernel %s missing from the registry", required[i]);
+    assert_null(spmv_kernel_find("cpu.csr.nope"));
+    assert_null(spmv_kernel_find(NULL));
+    assert_null(spmv_kernel_at(spmv_kernel_count()));
+}
+
+static void test_table_sane(void **state)
+{
+    (void)state;
+    for (size_t i = 0; i < spmv_kernel_count(); i++) {
+        const spmv_kernel *k = spmv_kernel_at(i);
+        assert_non_null(k->name);
+        assert_true(k->summary && *k->summary);
+        assert_ptr_equal(spmv_kernel_find(k->name), k); /* names unique */
+        bool cpu = strncmp(k->name, "cpu.", 4) == 0;
+        bool gpu = strncmp(k->name, "gpu.", 4) == 0 || strncmp(k->name, "cusparse.", 9) == 0;
+        assert_true(cpu != gpu);
+        assert_int_equal(k->device, cpu ? SPMV_DEVICE_CPU : SPMV_DEVICE_GPU);
+        /* exactly one format bit, and the name's format where it says one */
+        assert_true(k->format && !(k->format & (k->format - 1)) && (k->format & SPMV_FMT_ALL));
+        const char *fmt = strchr(k->name, '.') + 1;
+        if (strncmp(k->name, "cusparse.sell", 13) == 0)
+            assert_int_equal(k->format, SPMV_FMT_HLL);
+        else
+            assert_int_equal(strncmp(fmt, spmv_format_name(k->format), 3), 0);
+        assert_int_equal(k->params & ~((1u << SPMV_PARAM_COUNT) - 1), 0);
+        /* GPU kernels of our own take block_size; CPU ones never do */
+        if (strncmp(k->name, "gpu.", 4) == 0)
+            assert_true(k->params & (1u << SPMV_PARAM_BLOCK_SIZE));
+        if (cpu)
+            assert_false(k->params & (1u << SPMV_PARAM_BLOCK_SIZE));
+    }
+}
+
+static void test_param_table(void **state)
+{
+    (void)state;
+    static const struct { spmv_param_id id; const char *name; int32_t def, min, max; } want[] = {
+        {SPMV_PARAM_BLOCK_SIZE, "block_size", 256, 32, 1024}, {SPMV_PARAM_HACK_SIZE, "hack_size", 32, 1, 1024},
+        {SPMV_PARAM_CHUNK, "chunk", 8, 1, 65536},             {SPMV_PARAM_ALG, "alg", 1, 1, 2},
+        {SPMV_PARAM_THREADS, "threads", 0, 0, 1024},          {SPMV_PARAM_NNZ_PER_WG, "nnz_per_wg", 2048, 64, 1048576},
+    };
+    for (size_t i = 0; i < sizeof want / sizeof want[0]; i++) {
+        const spmv_param_desc *d = spmv_param_get(want[i].id);
+        assert_non_null(d);
+        assert_string_equal(d->name, want[i].name);
+        assert_int_equal(d->def, want[i].def);
+        assert_int_equal(d->min, want[i].min);
+        assert_int_equal(d->max, want[i].max);
+        assert_true(d->doc && *d->doc);
+    }
+    assert_null(spmv_param_get(SPMV_PARAM_COUNT));
+}
+
+static void expect_refused(const char *kernel, spmv_param_id id, int32_t v, const char *const *needles)
+{
+    spmv_params p = {{0}}, r;
+    spmv_error err = {0};
+    p.v[id] = v;
+    int st = spmv_params_resolve(spmv_kernel_find(kernel), &p, &r, &err);
+    if (st != SPMV_ERR_INVALID)
+        fail_msg("%s %s=%d: accepted", kernel, spmv_param_get(id)->name, v);
+    for (; *needles; needles++)
+        if (!strstr(err.message, *needles))
+            fail_msg("%s %s=%d: message \"%s\" lacks \"%s\"", kernel, spmv_param_get(id)->name, v,
+                     err.message, *needles);
+}
+
+static void test_params_resolve(void **state)
+{
+    (void)state;
+    spmv_params p = {{0}}, r;
+    spmv_error err;
+    /* defaults, for the parameters the kernel takes only */
+    assert_int_equal(spmv_params_resolve(spmv_kernel_find("gpu.csr.adaptive"), NULL, &r, &err), SPMV_OK);
+    assert_int_equal(r.v[SPMV_PARAM_BLOCK_SIZE], 256);
+    assert_int_equal(r.v[SPMV_PARAM_NNZ_PER_WG], 2048);
+    assert_int_equal(r.v[SPMV_PARAM_HACK_SIZE], 0);
+    assert_int_equal(spmv_params_resolve(spmv_kernel_find("cpu.csr.chunked"), &p, &r, &err), SPMV_OK);
+    assert_int_equal(r.v[SPMV_PARAM_CHUNK], 8);
+    p.v[SPMV_PARAM_HACK_SIZE] = 64;
+    p.v[SPMV_PARAM_THREADS] = 3;
+    assert_int_equal(spmv_params_resolve(spmv_kernel_find("cpu.hll.omp"), &p, &r, &err), SPMV_OK);
+    assert_int_equal(r.v[SPMV_PARAM_HACK_SIZE], 64);
+    assert_int_equal(r.v[SPMV_PARAM_THREADS], 3);
+    /* edges of the ranges are accepted */
+    memset(&p, 0, sizeof p);
+    p.v[SPMV_PARAM_BLOCK_SIZE] = 1024;
+    assert_int_equal(spmv_params_resolve(spmv_kernel_find("gpu.ell"), &p, &r, &err), SPMV_OK);
+    p.v[SPMV_PARAM_BLOCK_SIZE] = 32;
+    assert_int_equal(spmv_params_resolve(spmv_kernel_find("gpu.ell"), &p, &r, &err), SPMV_OK);
+    memset(&p, 0, sizeof p);
+    p.v[SPMV_PARAM_THREADS] = 16;
+    assert_int_equal(spmv_params_resolve(spmv_kernel_find("gpu.csr.vector"), &p, &r, &err), SPMV_OK);
+    p.v[SPMV_PARAM_THREADS] = 2;
+    assert_int_equal(spmv_params_resolve(spmv_kernel_find("gpu.csr.vector"), &p, &r, &err), SPMV_OK);
+
+    /* refusals name parameter, value and range */
+    expect_refused("cpu.csr.serial", SPMV_PARAM_THREADS, 4, (const char *const[]){"threads", "4", NULL});
+    expect_refused("cpu.csr.omp", SPMV_PARAM_BLOCK_SIZE, 256, (const char *const[]){"block_size", NULL});
+    expect_refused("gpu.csr.scalar", SPMV_PARAM_BLOCK_SIZE, 2048,
+                   (const char *const[]){"block_size", "2048", "32..1024", NULL});
+    expect_refused("gpu.csr.scalar", SPMV_PARAM_BLOCK_SIZE, 16, (const char *const[]){"block_size", "16", NULL});
+    expect_refused("gpu.csr.scalar", SPMV_PARAM_BLOCK_SIZE, 100,
+                   (const char *const[]){"block_size", "100", "multiple of 32", NULL});
+    expect_refused("gpu.csr.scalar", SPMV_PARAM_BLOCK_SIZE, -32, (const char *const[]){"-32", NULL});
+    expect_refused("cpu.hll.omp", SPMV_PARAM_HACK_SIZE, 1025, (const char *const[]){"hack_size", "1..1024", NULL});
+    expect_refused("cpu.csr.chunked", SPMV_PARAM_CHUNK, 65537, (const char *const[]){"chunk", "65537", NULL});
+    expect_refused("cusparse.csr", SPMV_PARAM_ALG, 3, (const char *const[]){"alg", "3", "1..2", NULL});
+    expect_refused("cpu.csr.omp", SPMV_PARAM_THREADS, 1025, (const char *const[]){"threads", "0..1024", NULL});
+    expect_refused("gpu.csr.adaptive", SPMV_PARAM_NNZ_PER_WG, 63, (const char *const[]){"nnz_per_wg", NULL});
+    expect_refused("gpu.csr.vector", SPMV_PARAM_THREADS, 3, (const char *const[]){"power of two", NULL});
+    expect_refused("gpu.csr.vector", SPMV_PARAM_THREADS, 64, (const char *const[]){"threads", "64", NULL});
+    assert_int_equal(spmv_params_resolve(NULL, &p, &r, &err), SPMV_ERR_INVALID);
+}
+
+static void test_availability(void **state)
+{
+    (void)state;
+    const char *gpu_reason = NULL;
+    int ngpu = spmv_gpu_count(&gpu_reason);
+    for (size_t i = 0; i < spmv_kernel_count(); i++) {
+        const spmv_kernel *k = spmv_kernel_at(i);
+        const char *reason = "unset";
+        bool ok = spmv_kernel_available(k, &reason);
+        if (k->device == SPMV_DEVICE_CPU || ngpu > 0) {
+            assert_true(ok);
+            assert_null(reason);
+        } else {
+            assert_false(ok);
+            assert_non_null(reason);
+            if (gpu_reason)
+                assert_string_equal(reason, gpu_reason);
+        }
+    }
+    const char *reason = NULL;
+    assert_false(spmv_kernel_available(NULL, &reason));
+    assert_non_null(reason);
+    printf("# %d GPU(s)%s%s\n", ngpu, gpu_reason ? ": " : "", gpu_reason ? gpu_reason : "");
+}
+
+static char *read_docs(void)
+{
+    char path[4096];
+    const char *root = getenv("SPMV_ROOT");
+    snprintf(path, sizeof path, "%s/docs/kernels.md", root && *root ? root : ".");
+    FILE *f = fopen(path, "rb");
+    if (!f)
+        fail_msg("cannot open %s", path);
+    char *buf = NULL;
+    size_t len = 0;
+    FILE *mem = open_memstream(&buf, &len);
+    char chunk[4096];
+    size_t n;
+    while ((n = fread(chunk, 1, sizeof chunk, f)) > 0)
+        fwrite(chunk, 1, n, mem);
+    fclose(f);
+    fclose(mem);
+    return buf;
+}
+
+static void test_docs_hold_the_table(void **state)
+{
+    (void)state;
+    char *doc = read_docs(), *block = NULL;
+    size_t len = 0;
+    FILE *mem = open_memstream(&block, &len);
+    spmv_registry_markdown(mem);
+    fclose(mem);
+    if (!strstr(doc, block))
+        fail_msg("docs/kernels.md does not hold the catalogue of engine/registry.c: "
+                 "run build/spmv-kernels --update docs/kernels.md");
+    for (size_t i = 0; i < spmv_kernel_count(); i++) {
+        char needle[80];
+        snprintf(needle, sizeof needle, "`%s`", spmv_kernel_at(i)->name);
+        assert_non_null(strstr(doc, needle));
+    }
+    for (int id = 0; id < SPMV_PARAM_COUNT; id++) {
+        char needle[80];
+        snprintf(needle, sizeof needle, "`%s`", spmv_param_get((spmv_param_id)id)->name);
+        assert_non_null(strstr(doc, needle));
+    }
+    free(block);
+    free(doc);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_catalogue_complete), cmocka_unit_test(test_table_sane),
+        cmocka_unit_test(test_param_table),        cmocka_unit_test(test_params_resolve),
+        cmocka_unit_test(test_availability),       cmocka_unit_test(test_docs_hold_the_table),
+    };
+    return cmocka_run_group_tests_name("registry", tests, NULL, NULL);
+}

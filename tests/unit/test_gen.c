@@ -15,6 +15,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include <cmocka.h>
 #include <omp.h>
@@ -323,6 +324,24 @@ static void test_determinism(void **state)
     }
 }
 
+/* What spmv-gen writes reads back as the same matrix (full-precision values). */
+static void test_write_read_round_trip(void **state)
+{
+    (void)state;
+    char dir[] = "/tmp/test_gen.XXXXXX", path[64];
+    assert_non_null(mkdtemp(dir));
+    snprintf(path, sizeof path, "%s/m.mtx", dir);
+    spmv_coo a = gen_ok(SPMV_GEN_POWERLAW, draw_in(100, 3000), 8, 0, draw()), b;
+    spmv_error err = {0};
+    assert_int_equal(spmv_mm_write_file(path, &a, &err), SPMV_OK);
+    assert_int_equal(spmv_mm_read_file(path, NULL, &b, NULL, &err), SPMV_OK);
+    remove(path);
+    rmdir(dir);
+    assert_true(coo_equal(&a, &b));
+    spmv_coo_free(&a);
+    spmv_coo_free(&b);
+}
+
 static void expect_refused(spmv_gen_kind kind, int64_t n, int32_t per_row, int64_t dense_len, int status)
 {
     spmv_gen_spec spec = {.kind = kind, .n = n, .per_row = per_row, .dense_len = dense_len, .seed = 1};
@@ -375,7 +394,7 @@ int main(void)
         cmocka_unit_test(test_poisson3d),        cmocka_unit_test(test_uniform),
         cmocka_unit_test(test_powerlaw),         cmocka_unit_test(test_banded_dense_row),
         cmocka_unit_test(test_lp),               cmocka_unit_test(test_determinism),
-        cmocka_unit_test(test_limits),
+        cmocka_unit_test(test_limits),           cmocka_unit_test(test_write_read_round_trip),
     };
     return cmocka_run_group_tests(tests, setup_seed, NULL);
 }

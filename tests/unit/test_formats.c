@@ -328,11 +328,12 @@ static void test_matrix_build(void **state)
     assert_int_equal(spmv_matrix_add_format(&m, SPMV_FMT_HYB, 0, &err), SPMV_OK);
     assert_int_equal(spmv_hyb_to_coo(&m.hyb, &back, &err), SPMV_OK);
     expect_same(&coo, &back, "matrix", "HYB");
-    assert_int_equal(spmv_matrix_build(&coo, SPMV_FLOAT64, 1u << 9, 0, 0, &m, &err), SPMV_ERR_INVALID);
-    assert_int_equal(spmv_matrix_build(&coo, SPMV_FLOAT64, 0, -3, 0, &m, &err), SPMV_ERR_INVALID);
-    spmv_coo_free(&coo);
     spmv_matrix_free(&m);
     spmv_matrix_free(&m); /* freeing twice is harmless: the struct is zeroed */
+    assert_int_equal(spmv_matrix_build(&coo, SPMV_FLOAT64, 1u << 9, 0, 0, &m, &err), SPMV_ERR_INVALID);
+    assert_int_equal(spmv_matrix_build(&coo, SPMV_FLOAT64, 0, -3, 0, &m, &err), SPMV_ERR_INVALID);
+    assert_null(m.csr.row_ptr);
+    spmv_coo_free(&coo);
 }
 
 static void test_coo_to_csr_repairs(void **state)

@@ -1,0 +1,988 @@
+/* convert.cu — upload, on-device format conversion, download and free.
+ *
+ * An upload copies the host COO to the device once, as it is (row, col and
+ * its values in the COO's own dtype), and does everything else there:
+ * values are cast to the requested dtype, the triplets are checked (indices
+ * in range, sorted by row then column without duplicates), and if they are
+ * not sorted they are sorted (CUB radix sort on the key row*cols+col, only
+ * as many bits as the key needs) and duplicates summed (CUB reduce-by-key).
+ * The CSR row pointers are a count per row and an exclusive scan; ELL, HLL
+ * and HYB are filled from the CSR, one thread per row, in the layouts
+ * engine/spmv.h documents (column-major, padding column -1 value 0; HLL
+ * slices of hack_size rows with a row stride of hack_size, last slice
+ * padded, which is also cuSPARSE's sliced-ELL layout). HYB's width is the
+ * host's rule (engine/hyb.c): the 2/3 quantile of the row lengths, found
+ * here by sorting the row lengths on the device.
+ *
+ * Every allocation is tracked on the matrix (gpu_alloc), so any failure
+ * path ends in gpu_matrix_destroy() and leaves nothing on the device.
+ * Download copies a format back into a host spmv_matrix, for the tests
+ * that compare the device conversions with the host ones entry by entry.
+ */
+#include <stdlib.h>
+#include <string.h>
+
+#include <new>
+
+#include <cub/cub.cuh>
+
+#include "gpu.cuh"
+
+/* ------------------------------------------------------------- kernels */
+
+template <typename S, typename T>
+__global__ void cast_values(int64_t n, const S *__restrict__ in, T *__restrict__ out)
+{
+    for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < n; i += (int64_t)gridDim.x * blockDim.x)
+        out[i] = (T)in[i];
+}
+
+/* flags bit 0: an index out of range; bit 1: not strictly increasing in
+ * (row, col) order (unsorted or duplicates). */
+__global__ void check_triplets(int64_t n, int32_t rows, int32_t cols, const int32_t *__restrict__ row,
+                               const int32_t *__restrict__ col, unsigned *flags)
+{
+    unsigned f = 0;
+    for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < n; i += (int64_t)gridDim.x * blockDim.x) {
+        int32_t r = row[i], c = col[i];
+        if (r < 0 || r >= rows || c < 0 || c >= cols)
+            f |= 1u;
+        if (i + 1 < n) {
+            int32_t r2 = row[i + 1], c2 = col[i + 1];
+            if (r2 < r || (r2 == r && c2 <= c))
+                f |= 2u;
+        }
+    }
+    if (f)
+        atomicOr(flags, f);
+}
+
+__global__ void make_keys(int64_t n, int32_t cols, const int32_t *__restrict__ row, const int32_t *__restrict__ col,
+                          uint64_t *__restrict__ keys, int32_t *__restrict__ perm)
+{
+    for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < n; i += (int64_t)gridDim.x * blockDim.x) {
+        keys[i] = (uint64_t)row[i] * (uint64_t)cols + (uint64_t)col[i];
+        perm[i] = (int32_t)i;
+    }
+}
+
+template <typename T>
+__global__ void gather_values(int64_t n, const int32_t *__restrict__ perm, const T *__restrict__ in, T *__restrict__ out)
+{
+    for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < n; i += (int64_t)gridDim.x * blockDim.x)
+        out[i] = in[perm[i]];
+}
+
+__global__ void split_keys(int64_t n, int32_t cols, const uint64_t *__restrict__ keys, int32_t *__restrict__ row,
+                           int32_t *__restrict__ col)
+{
+    for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < n; i += (int64_t)gridDim.x * blockDim.x) {
+        row[i] = (int32_t)(keys[i] / (uint64_t)cols);
+        col[i] = (int32_t)(keys[i] % (uint64_t)cols);
+    }
+}
+
+__global__ void count_rows(int64_t n, const int32_t *__restrict__ row, int32_t *counts)
+{
+    for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < n; i += (int64_t)gridDim.x * blockDim.x)
+        atomicAdd(&counts[row[i]], 1);
+}
+
+__global__ void rows_from_csr(int32_t rows, const int32_t *__restrict__ rp, int32_t *__restrict__ row)
+{
+    int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x;
+    if (i < rows)
+        for (int32_t k = rp[i]; k < rp[i + 1]; k++)
+            row[k] = (int32_t)i;
+}
+
+__global__ void row_lengths(int32_t rows, const int32_t *__restrict__ rp, int32_t *__restrict__ len)
+{
+    int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x;
+    if (i < rows)
+        len[i] = rp[i + 1] - rp[i];
+}
+
+/* The first `width` entries of each row into a column-major block with row
+ * stride `stride`; slots past a row's length are padding. */
+template <typename T>
+__global__ void ell_fill(int32_t rows, int32_t width, int64_t stride, const int32_t *__restrict__ rp,
+                         const int32_t *__restrict__ col, const T *__restrict__ val, int32_t *__restrict__ ecol,
+                         T *__restrict__ eval)
+{
+    int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x;
+    if (i >= rows)
+        return;
+    int32_t start = rp[i], len = rp[i + 1] - start;
+    for (int32_t k = 0; k < width; k++) {
+        int64_t slot = (int64_t)k * stride + i;
+        bool real = k < len;
+        ecol[slot] = real ? col[start + k] : GPU_PAD_COL;
+        eval[slot] = real ? val[start + k] : (T)0;
+    }
+}
+
+/* Per slice: its width (longest row) and its slot count width*hack. */
+__global__ void hll_slice_widths(int32_t rows, int32_t hack, int32_t nslices, const int32_t *__restrict__ rp,
+                                 int32_t *__restrict__ width, int64_t *__restrict__ slots)
+{
+    int64_t s = blockIdx.x * (int64_t)blockDim.x + threadIdx.x;
+    if (s > nslices)
+        return;
+    if (s == nslices) {
+        slots[s] = 0; /* becomes the total after the exclusive scan */
+        return;
+    }
+    int64_t r0 = s * hack, r1 = r0 + hack < rows ? r0 + hack : rows;
+    int32_t w = 0;
+    for (int64_t r = r0; r < r1; r++)
+        w = max(w, rp[r + 1] - rp[r]);
+    width[s] = w;
+    slots[s] = (int64_t)w * hack;
+}
+
+/* One thread per row of the padded slices (nslices * hack threads). */
+template <typename T>
+__global__ void hll_fill(int32_t rows, int32_t hack, int32_t nslices, const int32_t *__restrict__ rp,
+                         const int32_t *__restrict__ col, const T *__restrict__ val,
+                         const int32_t *__restrict__ width, const int64_t *__restrict__ off,
+                         int32_t *__restrict__ hcol, T *__restrict__ hval)
+{
+    int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x;
+    if (i >= (int64_t)nslices * hack)
+        return;
+    int64_t s = i / hack, r = i % hack;
+    int32_t start = 0, len = 0;
+    if (i < rows) {
+        start = rp[i];
+        len = rp[i + 1] - start;
+    }
+    int32_t w = width[s];
+    int64_t base = off[s] + r;
+    for (int32_t k = 0; k < w; k++) {
+        int64_t slot = base + (int64_t)k * hack;
+        bool real = k < len;
+        hcol[slot] = real ? col[start + k] : GPU_PAD_COL;
+        hval[slot] = real ? val[start + k] : (T)0;
+    }
+}
+
+__global__ void hyb_counts(int32_t rows, int32_t width, const int32_t *__restrict__ rp, int32_t *__restrict__ cnt)
+{
+    int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x;
+    if (i < rows) {
+        int32_t len = rp[i + 1] - rp[i];
+        cnt[i] = len > width ? len - width : 0;
+    } else if (i == rows) {
+        cnt[i] = 0;
+    }
+}
+
+template <typename T>
+__global__ void hyb_fill_coo(int32_t rows, int32_t width, const int32_t *__restrict__ rp,
+                             const int32_t *__restrict__ col, const T *__restrict__ val,
+                             const int32_t *__restrict__ off, int32_t *__restrict__ crow,
+                             int32_t *__restrict__ ccol, T *__restrict__ cval)
+{
+    int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x;
+    if (i >= rows)
+        return;
+    int32_t o = off[i];
+    for (int32_t k = rp[i] + width; k < rp[i + 1]; k++, o++) {
+        crow[o] = (int32_t)i;
+        ccol[o] = col[k];
+        cval[o] = val[k];
+    }
+}
+
+/* ------------------------------------------------------------- helpers */
+
+#define FILL_BLOCK 256
+#define FILL_GRID(n) gpu_grid((n), FILL_BLOCK), FILL_BLOCK
+
+/* A grid-stride kernel's grid: enough blocks to fill the device, no more
+ * than the work needs. */
+static unsigned stride_grid(const spmv_gpu_ctx *ctx, int64_t n)
+{
+    int64_t want = (n + FILL_BLOCK - 1) / FILL_BLOCK, cap = (int64_t)ctx->sm_count * 32;
+    return (unsigned)(want < 1 ? 1 : want < cap ? want : cap);
+}
+
+/* Runs a CUB device algorithm: asks its temporary-storage size, allocates
+ * it (tracked, so the reserve applies), runs it, frees it. */
+template <typename F>
+static int cub_run(spmv_gpu_ctx *ctx, spmv_gpu_matrix *m, const char *what, spmv_error *err, F f)
+{
+    size_t bytes = 0;
+    void *tmp = NULL;
+    cudaError_t e = f((void *)NULL, bytes);
+    if (e != cudaSuccess)
+        return gpu_cuda_error(e, err, what);
+    int st = gpu_alloc(ctx, m, &tmp, bytes ? bytes : 16, what, err);
+    if (st)
+        return st;
+    e = f(tmp, bytes);
+    if (e == cudaSuccess)
+        e = cudaStreamSynchronize(ctx->stream);
+    gpu_release(ctx, m, tmp);
+    return e == cudaSuccess ? SPMV_OK : gpu_cuda_error(e, err, what);
+}
+
+static int copy_to_host(spmv_gpu_ctx *ctx, void *dst, const void *src, size_t bytes, const char *what,
+                        spmv_error *err)
+{
+    cudaError_t e = cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToHost, ctx->stream);
+    if (e == cudaSuccess)
+        e = cudaStreamSynchronize(ctx->stream);
+    return e == cudaSuccess ? SPMV_OK : gpu_cuda_error(e, err, what);
+}
+
+static size_t vsize(const spmv_gpu_matrix *m) { return spmv_dtype_size(m->dtype); }
+
+/* --------------------------------------------------- staging and sorting */
+
+/* The host triplets, copied once: row and col arrays and the values in
+ * the host's dtype. */
+struct staged {
+    int32_t *row, *col;
+    void *src_val;
+};
+
+static int stage_coo(spmv_gpu_ctx *ctx, spmv_gpu_matrix *m, const spmv_coo *coo, struct staged *s, spmv_error *err)
+{
+    size_t ib = 0, vb = 0;
+    int st;
+    cudaError_t e;
+    if ((st = gpu_array_bytes(coo->nnz, 4, &ib, err, "COO indices")) ||
+        (st = gpu_array_bytes(coo->nnz, spmv_dtype_size(coo->dtype), &vb, err, "COO values")))
+        return st;
+    if ((st = gpu_alloc(ctx, m, (void **)&s->row, ib, "COO rows", err)) ||
+        (st = gpu_alloc(ctx, m, (void **)&s->col, ib, "COO columns", err)) ||
+        (st = gpu_alloc(ctx, m, &s->src_val, vb, "COO values", err)))
+        return st;
+    if (ib && ((e = cudaMemcpyAsync(s->row, coo->row, ib, cudaMemcpyHostToDevice, ctx->stream)) != cudaSuccess ||
+               (e = cudaMemcpyAsync(s->col, coo->col, ib, cudaMemcpyHostToDevice, ctx->stream)) != cudaSuccess ||
+               (e = cudaMemcpyAsync(s->src_val, coo->val, vb, cudaMemcpyHostToDevice, ctx->stream)) != cudaSuccess))
+        return gpu_cuda_error(e, err, "copying the COO to the device");
+    return SPMV_OK;
+}
+
+/* Values in the matrix's dtype: the staged array itself or a cast copy. */
+static int cast_staged(spmv_gpu_ctx *ctx, spmv_gpu_matrix *m, spmv_dtype src, struct staged *s, spmv_error *err)
+{
+    if (src == m->dtype || m->nnz == 0) {
+        m->val = s->src_val;
+        s->src_val = NULL;
+        return SPMV_OK;
+    }
+    size_t vb = (size_t)m->nnz * vsize(m);
+    int st = gpu_alloc(ctx, m, &m->val, vb, "values", err);
+    if (st)
+        return st;
+    if (src == SPMV_FLOAT64)
+        cast_values<<<stride_grid(ctx, m->nnz), FILL_BLOCK, 0, ctx->stream>>>(m->nnz, (const double *)s->src_val,
+                                                                              (float *)m->val);
+    else
+        cast_values<<<stride_grid(ctx, m->nnz), FILL_BLOCK, 0, ctx->stream>>>(m->nnz, (const float *)s->src_val,
+                                                                              (double *)m->val);
+    if ((st = gpu_check_launch(err, "cast_values")))
+        return st;
+    gpu_release_ptr(ctx, m, &s->src_val);
+    return SPMV_OK;
+}
+
+/* 0 when sorted and unique, 2 when not; SPMV_ERR_INVALID for an index out
+ * of range. */
+static int check_order(spmv_gpu_ctx *ctx, spmv_gpu_matrix *m, const struct staged *s, unsigned *flags, spmv_error *err)
+{
+    unsigned *d_flags = NULL;
+    int st = gpu_alloc(ctx, m, (void **)&d_flags, sizeof(unsigned), "check flags", err);
+    if (st)
+        return st;
+    cudaMemsetAsync(d_flags, 0, sizeof(unsigned), ctx->stream);
+    check_triplets<<<stride_grid(ctx, m->nnz), FILL_BLOCK, 0, ctx->stream>>>(m->nnz, m->rows, m->cols, s->row,
+                                                                             s->col, d_flags);
+    if (!(st = gpu_check_launch(err, "check_triplets")))
+        st = copy_to_host(ctx, flags, d_flags, sizeof(unsigned), "reading the check flags", err);
+    gpu_release(ctx, m, d_flags);
+    if (!st && (*flags & 1u))
+        st = spmv_error_set(err, SPMV_ERR_INVALID, 0, "COO has an index outside its %d x %d shape", m->rows,
+                            m->cols);
+    return st;
+}
+
+struct add_op {
+    template <typename T> __device__ __forceinline__ T operator()(const T &a, const T &b) const { return a + b; }
+};
+
+/* Sorts the staged triplets by (row, col) and sums duplicates; m->nnz
+ * becomes the count of distinct entries. */
+template <typename T>
+static int sort_and_sum(spmv_gpu_ctx *ctx, spmv_gpu_matrix *m, struct staged *s, spmv_error *err)
+{
+    int64_t n = m->nnz;
+    uint64_t *keys = NULL, *keys2 = NULL;
+    int32_t *perm = NULL, *perm2 = NULL;
+    T *val2 = NULL;
+    int32_t *d_runs = NULL;
+    int32_t runs = 0;
+    uint64_t max_key = (uint64_t)m->rows * (uint64_t)m->cols - 1;
+    int end_bit = max_key ? 64 - __builtin_clzll(max_key) : 1;
+    int st;
+    if ((st = gpu_alloc(ctx, m, (void **)&keys, n * 8, "sort keys", err)) ||
+        (st = gpu_alloc(ctx, m, (void **)&keys2, n * 8, "sort keys", err)) ||
+        (st = gpu_alloc(ctx, m, (void **)&perm, n * 4, "sort permutation", err)) ||
+        (st = gpu_alloc(ctx, m, (void **)&perm2, n * 4, "sort permutation", err)))
+        goto done;
+    make_keys<<<stride_grid(ctx, n), FILL_BLOCK, 0, ctx->stream>>>(n, m->cols, s->row, s->col, keys, perm);
+    if ((st = gpu_check_launch(err, "make_keys")))
+        goto done;
+    if ((st = cub_run(ctx, m, "radix sort of the COO", err, [&](void *t, size_t &b) {
+             return cub::DeviceRadixSort::SortPairs(t, b, keys, keys2, perm, perm2, (int)n, 0, end_bit, ctx->stream);
+         })))
+        goto done;
+    gpu_release_ptr(ctx, m, &perm);
+    if ((st = gpu_alloc(ctx, m, (void **)&val2, n * sizeof(T), "sorted values", err)))
+        goto done;
+    gather_values<<<stride_grid(ctx, n), FILL_BLOCK, 0, ctx->stream>>>(n, perm2, (const T *)m->val, val2);
+    if ((st = gpu_check_launch(err, "gather_values")))
+        goto done;
+    gpu_release_ptr(ctx, m, &perm2);
+    if ((st = gpu_alloc(ctx, m, (void **)&d_runs, sizeof(int32_t), "run count", err)))
+        goto done;
+    /* keys2 sorted -> keys unique; val2 -> m->val summed. */
+    if ((st = cub_run(ctx, m, "duplicate summing", err, [&](void *t, size_t &b) {
+             return cub::DeviceReduce::ReduceByKey(t, b, keys2, keys, val2, (T *)m->val, d_runs, add_op(), (int)n,
+                                                   ctx->stream);
+         })))
+        goto done;
+    if ((st = copy_to_host(ctx, &runs, d_runs, sizeof runs, "reading the run count", err)))
+        goto done;
+    m->nnz = runs;
+    split_keys<<<stride_grid(ctx, runs), FILL_BLOCK, 0, ctx->stream>>>(runs, m->cols, keys, s->row, s->col);
+    st = gpu_check_launch(err, "split_keys");
+done:
+    gpu_release(ctx, m, keys);
+    gpu_release(ctx, m, keys2);
+    gpu_release(ctx, m, perm);
+    gpu_release(ctx, m, perm2);
+    gpu_release(ctx, m, val2);
+    gpu_release(ctx, m, d_runs);
+    return st;
+}
+
+/* ---------------------------------------------------------------- CSR */
+
+/* row_ptr by a count per row and an exclusive scan; max_row by a max. */
+static int build_csr(spmv_gpu_ctx *ctx, spmv_gpu_matrix *m, const int32_t *row, spmv_error *err)
+{
+    int32_t *counts = NULL, *d_max = NULL;
+    int64_t n1 = (int64_t)m->rows + 1;
+    int st;
+    if ((st = gpu_alloc(ctx, m, (void **)&m->row_ptr, n1 * 4, "CSR row pointers", err)) ||
+        (st = gpu_alloc(ctx, m, (void **)&counts, n1 * 4, "row counts", err)) ||
+        (st = gpu_alloc(ctx, m, (void **)&d_max, 4, "longest row", err)))
+        goto done;
+    cudaMemsetAsync(counts, 0, n1 * 4, ctx->stream);
+    if (m->nnz > 0) {
+        count_rows<<<stride_grid(ctx, m->nnz), FILL_BLOCK, 0, ctx->stream>>>(m->nnz, row, counts);
+        if ((st = gpu_check_launch(err, "count_rows")))
+            goto done;
+    }
+    if ((st = cub_run(ctx, m, "row pointer scan", err, [&](void *t, size_t &b) {
+             return cub::DeviceScan::ExclusiveSum(t, b, counts, m->row_ptr, (int)n1, ctx->stream);
+         })))
+        goto done;
+    m->max_row = 0;
+    if (m->rows > 0) {
+        if ((st = cub_run(ctx, m, "longest row", err, [&](void *t, size_t &b) {
+                 return cub::DeviceReduce::Max(t, b, counts, d_max, (int)m->rows, ctx->stream);
+             })))
+            goto done;
+        st = copy_to_host(ctx, &m->max_row, d_max, 4, "reading the longest row", err);
+    }
+done:
+    gpu_release(ctx, m, counts);
+    gpu_release(ctx, m, d_max);
+    return st;
+}
+
+/* ------------------------------------------------------ ELL, HLL, HYB */
+
+template <typename T>
+static int fill_ell(spmv_gpu_ctx *ctx, spmv_gpu_matrix *m, int32_t width, struct gpu_ell *e, const char *what,
+                    spmv_error *err)
+{
+    size_t cb = 0, vb = 0;
+    int st;
+    e->width = width;
+    e->slots = (int64_t)width * m->rows;
+    if ((st = gpu_array_bytes(e->slots, 4, &cb, err, what)) || (st = gpu_array_bytes(e->slots, sizeof(T), &vb, err, what)))
+        return st;
+    if ((st = gpu_alloc(ctx, m, (void **)&e->col, cb, what, err)) ||
+        (st = gpu_alloc(ctx, m, &e->val, vb, what, err)))
+        return st;
+    if (e->slots == 0)
+        return SPMV_OK;
+    ell_fill<<<FILL_GRID(m->rows), 0, ctx->stream>>>(m->rows, width, (int64_t)m->rows, m->row_ptr, m->col,
+                                                    (const T *)m->val, e->col, (T *)e->val);
+    return gpu_check_launch(err, "ell_fill");
+}
+
+static void free_ell(spmv_gpu_ctx *ctx, spmv_gpu_matrix *m, struct gpu_ell *e)
+{
+    gpu_release_ptr(ctx, m, &e->col);
+    gpu_release_ptr(ctx, m, &e->val);
+    memset(e, 0, sizeof *e);
+}
+
+static void free_hll(spmv_gpu_ctx *ctx, spmv_gpu_matrix *m, struct gpu_hll *h)
+{
+    gpu_release_ptr(ctx, m, &h->slice_off);
+    gpu_release_ptr(ctx, m, &h->slice_width);
+    gpu_release_ptr(ctx, m, &h->slice_off32);
+    gpu_release_ptr(ctx, m, &h->col);
+    gpu_release_ptr(ctx, m, &h->val);
+    memset(h, 0, sizeof *h);
+}
+
+template <typename T>
+static int fill_hll(spmv_gpu_ctx *ctx, spmv_gpu_matrix *m, int32_t hack, struct gpu_hll *h, spmv_error *err)
+{
+    int64_t *counts = NULL;
+    int64_t ns = ((int64_t)m->rows + hack - 1) / hack;
+    size_t cb = 0, vb = 0;
+    int st;
+    h->hack_size = hack;
+    h->nslices = (int32_t)ns;
+    if ((st = gpu_alloc(ctx, m, (void **)&h->slice_width, ns * 4, "HLL slice widths", err)) ||
+        (st = gpu_alloc(ctx, m, (void **)&h->slice_off, (ns + 1) * 8, "HLL slice offsets", err)) ||
+        (st = gpu_alloc(ctx, m, (void **)&counts, (ns + 1) * 8, "HLL slice sizes", err)))
+        goto done;
+    hll_slice_widths<<<FILL_GRID(ns + 1), 0, ctx->stream>>>(m->rows, hack, (int32_t)ns, m->row_ptr, h->slice_width,
+                                                           counts);
+    if ((st = gpu_check_launch(err, "hll_slice_widths")))
+        goto done;
+    if ((st = cub_run(ctx, m, "HLL offset scan", err, [&](void *t, size_t &b) {
+             return cub::DeviceScan::ExclusiveSum(t, b, counts, h->slice_off, (int)(ns + 1), ctx->stream);
+         })))
+        goto done;
+    if ((st = copy_to_host(ctx, &h->slots, h->slice_off + ns, 8, "reading the HLL size", err)))
+        goto done;
+    if ((st = gpu_array_bytes(h->slots, 4, &cb, err, "HLL")) || (st = gpu_array_bytes(h->slots, sizeof(T), &vb, err, "HLL")) ||
+        (st = gpu_alloc(ctx, m, (void **)&h->col, cb, "HLL columns", err)) ||
+        (st = gpu_alloc(ctx, m, &h->val, vb, "HLL values", err)))
+        goto done;
+    if (h->slots > 0) {
+        hll_fill<<<FILL_GRID(ns * hack), 0, ctx->stream>>>(m->rows, hack, (int32_t)ns, m->row_ptr, m->col,
+                                                          (const T *)m->val, h->slice_width, h->slice_off, h->col,
+                                                          (T *)h->val);
+        st = gpu_check_launch(err, "hll_fill");
+    }
+done:
+    gpu_release(ctx, m, counts);
+    return st;
+}
+
+/* HYB's automatic width, as engine/hyb.c: the smallest width holding at
+ * least ceil(2 rows / 3) rows whole, i.e. the (ceil(2 rows/3))-th smallest
+ * row length. */
+static int hyb_width(spmv_gpu_ctx *ctx, spmv_gpu_matrix *m, int32_t *width, spmv_error *err)
+{
+    int32_t *len = NULL, *sorted = NULL;
+    int64_t need = ((int64_t)m->rows * 2 + 2) / 3;
+    int st;
+    *width = 0;
+    if (need <= 0)
+        return SPMV_OK;
+    if ((st = gpu_alloc(ctx, m, (void **)&len, (size_t)m->rows * 4, "row lengths", err)) ||
+        (st = gpu_alloc(ctx, m, (void **)&sorted, (size_t)m->rows * 4, "row lengths", err)))
+        goto done;
+    row_lengths<<<FILL_GRID(m->rows), 0, ctx->stream>>>(m->rows, m->row_ptr, len);
+    if ((st = gpu_check_launch(err, "row_lengths")))
+        goto done;
+    if ((st = cub_run(ctx, m, "row length sort", err, [&](void *t, size_t &b) {
+             return cub::DeviceRadixSort::SortKeys(t, b, len, sorted, (int)m->rows, 0, 32, ctx->stream);
+         })))
+        goto done;
+    st = copy_to_host(ctx, width, sorted + need - 1, 4, "reading the HYB width", err);
+done:
+    gpu_release(ctx, m, len);
+    gpu_release(ctx, m, sorted);
+    return st;
+}
+
+template <typename T>
+static int fill_hyb(spmv_gpu_ctx *ctx, spmv_gpu_matrix *m, spmv_error *err)
+{
+    struct gpu_hyb *h = &m->hyb;
+    int32_t *cnt = NULL, *off = NULL, width = 0, total = 0;
+    int64_t n1 = (int64_t)m->rows + 1;
+    int st;
+    if ((st = hyb_width(ctx, m, &width, err)) || (st = fill_ell<T>(ctx, m, width, &h->ell, "HYB ELL part", err)))
+        goto done;
+    if ((st = gpu_alloc(ctx, m, (void **)&cnt, n1 * 4, "HYB counts", err)) ||
+        (st = gpu_alloc(ctx, m, (void **)&off, n1 * 4, "HYB offsets", err)))
+        goto done;
+    hyb_counts<<<FILL_GRID(n1), 0, ctx->stream>>>(m->rows, width, m->row_ptr, cnt);
+    if ((st = gpu_check_launch(err, "hyb_counts")))
+        goto done;
+    if ((st = cub_run(ctx, m, "HYB offset scan", err, [&](void *t, size_t &b) {
+             return cub::DeviceScan::ExclusiveSum(t, b, cnt, off, (int)n1, ctx->stream);
+         })))
+        goto done;
+    if ((st = copy_to_host(ctx, &total, off + m->rows, 4, "reading the HYB COO size", err)))
+        goto done;
+    h->coo_nnz = total;
+    if ((st = gpu_alloc(ctx, m, (void **)&h->row, (size_t)total * 4, "HYB COO rows", err)) ||
+        (st = gpu_alloc(ctx, m, (void **)&h->col, (size_t)total * 4, "HYB COO columns", err)) ||
+        (st = gpu_alloc(ctx, m, &h->val, (size_t)total * sizeof(T), "HYB COO values", err)))
+        goto done;
+    if (total > 0 && m->rows > 0) {
+        hyb_fill_coo<<<FILL_GRID(m->rows), 0, ctx->stream>>>(m->rows, width, m->row_ptr, m->col, (const T *)m->val,
+                                                            off, h->row, h->col, (T *)h->val);
+        st = gpu_check_launch(err, "hyb_fill_coo");
+    }
+done:
+    gpu_release(ctx, m, cnt);
+    gpu_release(ctx, m, off);
+    return st;
+}
+
+static int build_coo_rows(spmv_gpu_ctx *ctx, spmv_gpu_matrix *m, spmv_error *err)
+{
+    int st = gpu_alloc(ctx, m, (void **)&m->coo_row, (size_t)m->nnz * 4, "COO rows", err);
+    if (st || m->rows == 0 || m->nnz == 0)
+        return st;
+    rows_from_csr<<<FILL_GRID(m->rows), 0, ctx->stream>>>(m->rows, m->row_ptr, m->coo_row);
+    return gpu_check_launch(err, "rows_from_csr");
+}
+
+static int sync_stream(spmv_gpu_ctx *ctx, spmv_error *err, const char *what)
+{
+    cudaError_t e = cudaStreamSynchronize(ctx->stream);
+    return e == cudaSuccess ? SPMV_OK : gpu_cuda_error(e, err, what);
+}
+
+int gpu_ensure_format(spmv_gpu_ctx *ctx, spmv_gpu_matrix *m, spmv_format f, spmv_error *err)
+{
+    int st = SPMV_OK;
+    if (m->formats & f)
+        return SPMV_OK;
+    bool f64 = m->dtype == SPMV_FLOAT64;
+    switch (f) {
+    case SPMV_FMT_CSR:
+        return SPMV_OK;
+    case SPMV_FMT_COO:
+        st = build_coo_rows(ctx, m, err);
+        break;
+    case SPMV_FMT_ELL:
+        st = f64 ? fill_ell<double>(ctx, m, m->max_row, &m->ell, "ELL", err)
+                 : fill_ell<float>(ctx, m, m->max_row, &m->ell, "ELL", err);
+        if (st)
+            free_ell(ctx, m, &m->ell);
+        break;
+    case SPMV_FMT_HLL: {
+        struct gpu_hll *h = NULL;
+        return gpu_get_hll(ctx, m, m->hack_size, &h, err);
+    }
+    case SPMV_FMT_HYB:
+        st = f64 ? fill_hyb<double>(ctx, m, err) : fill_hyb<float>(ctx, m, err);
+        if (st) {
+            free_ell(ctx, m, &m->hyb.ell);
+            gpu_release_ptr(ctx, m, &m->hyb.row);
+            gpu_release_ptr(ctx, m, &m->hyb.col);
+            gpu_release_ptr(ctx, m, &m->hyb.val);
+            memset(&m->hyb, 0, sizeof m->hyb);
+        }
+        break;
+    default:
+        return spmv_error_set(err, SPMV_ERR_INVALID, 0, "unknown format %u", (unsigned)f);
+    }
+    if (!st)
+        st = sync_stream(ctx, err, spmv_format_name(f));
+    if (!st)
+        m->formats |= f;
+    return st;
+}
+
+int gpu_get_hll(spmv_gpu_ctx *ctx, spmv_gpu_matrix *m, int32_t hack, struct gpu_hll **out, spmv_error *err)
+{
+    int st;
+    if (hack < 1 || hack > 1024)
+        return spmv_error_set(err, SPMV_ERR_INVALID, 0, "hack_size %d out of range 1..1024", hack);
+    if (m->hll.hack_size == hack) {
+        *out = &m->hll;
+        return SPMV_OK;
+    }
+    if (m->hll_alt.hack_size == hack) {
+        *out = &m->hll_alt;
+        return SPMV_OK;
+    }
+    /* The upload's HLL slot if it is empty and this is its hack size; else
+     * the one cached other size, replaced. */
+    struct gpu_hll *h = hack == m->hack_size ? &m->hll : &m->hll_alt;
+    if ((st = sync_stream(ctx, err, "HLL rebuild")))
+        return st;
+    free_hll(ctx, m, h);
+    st = m->dtype == SPMV_FLOAT64 ? fill_hll<double>(ctx, m, hack, h, err) : fill_hll<float>(ctx, m, hack, h, err);
+    if (!st)
+        st = sync_stream(ctx, err, "HLL build");
+    if (st) {
+        free_hll(ctx, m, h);
+        return st;
+    }
+    if (h == &m->hll)
+        m->formats |= SPMV_FMT_HLL;
+    *out = h;
+    return SPMV_OK;
+}
+
+/* --------------------------------------------------------- byte counts */
+
+size_t gpu_hll_bytes(const spmv_gpu_matrix *m, const struct gpu_hll *h)
+{
+    if (!h->hack_size)
+        return 0;
+    return (size_t)h->nslices * 4 + ((size_t)h->nslices + 1) * 8 + (size_t)h->slots * (4 + vsize(m));
+}
+
+size_t gpu_format_bytes(const spmv_gpu_matrix *m, spmv_format f)
+{
+    size_t vs = vsize(m), nnz = (size_t)m->nnz;
+    if (!(m->formats & f))
+        return 0;
+    switch (f) {
+    case SPMV_FMT_CSR: return ((size_t)m->rows + 1) * 4 + nnz * (4 + vs);
+    case SPMV_FMT_COO: return nnz * (8 + vs);
+    case SPMV_FMT_ELL: return (size_t)m->ell.slots * (4 + vs);
+    case SPMV_FMT_HLL: return gpu_hll_bytes(m, &m->hll);
+    case SPMV_FMT_HYB: return (size_t)m->hyb.ell.slots * (4 + vs) + (size_t)m->hyb.coo_nnz * (8 + vs);
+    default: return 0;
+    }
+}
+
+static double format_padding(const spmv_gpu_matrix *m, spmv_format f)
+{
+    if (!(m->formats & f) || m->nnz == 0)
+        return 1.0;
+    switch (f) {
+    case SPMV_FMT_ELL: return (double)m->ell.slots / (double)m->nnz;
+    case SPMV_FMT_HLL: return (double)m->hll.slots / (double)m->nnz;
+    case SPMV_FMT_HYB: return (double)(m->hyb.ell.slots + m->hyb.coo_nnz) / (double)m->nnz;
+    default: return 1.0;
+    }
+}
+
+extern "C" size_t spmv_gpu_matrix_bytes(const spmv_gpu_matrix *m) { return m ? m->bytes : 0; }
+
+/* --------------------------------------------------------------- upload */
+
+static int check_upload_args(const spmv_gpu_ctx *ctx, const spmv_coo *coo, spmv_dtype dtype, unsigned formats,
+                             int32_t hack_size, spmv_error *err)
+{
+    if (!ctx || !coo)
+        return spmv_error_set(err, SPMV_ERR_INVALID, 0, "GPU upload: no context or no matrix");
+    if (dtype != SPMV_FLOAT64 && dtype != SPMV_FLOAT32)
+        return spmv_error_set(err, SPMV_ERR_INVALID, 0, "GPU upload: unknown dtype %d", (int)dtype);
+    if (coo->dtype != SPMV_FLOAT64 && coo->dtype != SPMV_FLOAT32)
+        return spmv_error_set(err, SPMV_ERR_INVALID, 0, "GPU upload: COO has unknown dtype %d", (int)coo->dtype);
+    if (formats & ~(unsigned)SPMV_FMT_ALL)
+        return spmv_error_set(err, SPMV_ERR_INVALID, 0, "GPU upload: unknown format bits 0x%x", formats);
+    if (hack_size < 0 || hack_size > 1024)
+        return spmv_error_set(err, SPMV_ERR_INVALID, 0, "GPU upload: hack_size %d out of range 1..1024", hack_size);
+    if (coo->rows < 0 || coo->cols < 0 || coo->nnz < 0 || coo->nnz > INT32_MAX)
+        return spmv_error_set(err, SPMV_ERR_LIMIT, 0, "GPU upload: shape %d x %d with %lld entries is out of range",
+                              coo->rows, coo->cols, (long long)coo->nnz);
+    if (coo->nnz > (int64_t)coo->rows * coo->cols)
+        return spmv_error_set(err, SPMV_ERR_INVALID, 0, "GPU upload: %lld entries in a %d x %d matrix",
+                              (long long)coo->nnz, coo->rows, coo->cols);
+    if (coo->nnz > 0 && (!coo->row || !coo->col || !coo->val))
+        return spmv_error_set(err, SPMV_ERR_INVALID, 0, "GPU upload: COO arrays missing");
+    return SPMV_OK;
+}
+
+/* Refuses early when the CSR and the operand buffers alone would not fit:
+ * the common case of a matrix too big for the device fails before any
+ * copy. The per-allocation check catches the rest. */
+static int precheck(spmv_gpu_ctx *ctx, const spmv_coo *coo, spmv_dtype dtype, spmv_error *err)
+{
+    size_t free_b = 0, total_b = 0, vs = spmv_dtype_size(dtype);
+    cudaError_t e = cudaMemGetInfo(&free_b, &total_b);
+    if (e != cudaSuccess)
+        return gpu_cuda_error(e, err, "cudaMemGetInfo");
+    double need = ((double)coo->rows + 1) * 4 + (double)coo->nnz * (8 + vs + spmv_dtype_size(coo->dtype)) +
+                  ((double)coo->rows + coo->cols) * vs;
+    if (need + (double)ctx->reserve > (double)free_b)
+        return spmv_error_set(err, SPMV_ERR_DEVICE_MEMORY, 0,
+                              "a %d x %d matrix with %lld entries needs about %.0f bytes on GPU %d; %zu are free "
+                              "and %zu kept in reserve",
+                              coo->rows, coo->cols, (long long)coo->nnz, need, ctx->device, free_b, ctx->reserve);
+    return SPMV_OK;
+}
+
+template <typename T>
+static int convert_all(spmv_gpu_ctx *ctx, spmv_gpu_matrix *m, const spmv_coo *coo, struct staged *s,
+                       unsigned formats, spmv_error *err)
+{
+    unsigned flags = 0;
+    int st;
+    if ((st = cast_staged(ctx, m, coo->dtype, s, err)))
+        return st;
+    if (m->nnz > 0 && (st = check_order(ctx, m, s, &flags, err)))
+        return st;
+    if ((flags & 2u) && (st = sort_and_sum<T>(ctx, m, s, err)))
+        return st;
+    m->col = s->col;
+    s->col = NULL;
+    if ((st = build_csr(ctx, m, s->row, err)))
+        return st;
+    m->formats = SPMV_FMT_CSR;
+    if (formats & SPMV_FMT_COO) {
+        m->coo_row = s->row;
+        s->row = NULL;
+        m->formats |= SPMV_FMT_COO;
+    } else {
+        gpu_release_ptr(ctx, m, &s->row);
+    }
+    if ((st = gpu_alloc(ctx, m, &m->x, (size_t)m->cols * sizeof(T), "x", err)) ||
+        (st = gpu_alloc(ctx, m, &m->y, (size_t)m->rows * sizeof(T), "y", err)))
+        return st;
+    static const spmv_format order[] = {SPMV_FMT_ELL, SPMV_FMT_HLL, SPMV_FMT_HYB};
+    for (spmv_format f : order)
+        if ((formats & f) && (st = gpu_ensure_format(ctx, m, f, err)))
+            return st;
+    return SPMV_OK;
+}
+
+static float elapsed_ms(spmv_gpu_ctx *ctx)
+{
+    float ms = 0;
+    if (cudaEventSynchronize(ctx->ev_stop) != cudaSuccess ||
+        cudaEventElapsedTime(&ms, ctx->ev_start, ctx->ev_stop) != cudaSuccess) {
+        cudaGetLastError();
+        return 0;
+    }
+    return ms;
+}
+
+extern "C" int spmv_gpu_matrix_upload(spmv_gpu_ctx *ctx, const spmv_coo *coo, spmv_dtype dtype, unsigned formats,
+                                      int32_t hack_size, spmv_gpu_matrix **out, spmv_gpu_upload_stats *stats,
+                                      spmv_error *err)
+{
+    struct staged s = {NULL, NULL, NULL};
+    spmv_gpu_matrix *m = NULL;
+    cudaError_t e;
+    int st;
+    *out = NULL;
+    if ((st = check_upload_args(ctx, coo, dtype, formats, hack_size, err)))
+        return st;
+    if ((e = cudaSetDevice(ctx->device)) != cudaSuccess)
+        return gpu_cuda_error(e, err, "cudaSetDevice");
+    if ((st = precheck(ctx, coo, dtype, err)))
+        return st;
+    m = new (std::nothrow) spmv_gpu_matrix();
+    if (!m)
+        return spmv_error_set(err, SPMV_ERR_NOMEM, 0, "cannot allocate a GPU matrix");
+    m->rows = coo->rows;
+    m->cols = coo->cols;
+    m->nnz = coo->nnz;
+    m->dtype = dtype;
+    m->hack_size = hack_size ? hack_size : SPMV_HACK_SIZE_DEFAULT;
+
+    cudaEventRecord(ctx->ev_start, ctx->stream);
+    if ((st = stage_coo(ctx, m, coo, &s, err)))
+        goto fail;
+    cudaEventRecord(ctx->ev_stop, ctx->stream);
+    if (stats) {
+        memset(stats, 0, sizeof *stats);
+        stats->transfer_ms = elapsed_ms(ctx);
+    }
+    cudaEventRecord(ctx->ev_start, ctx->stream);
+    st = dtype == SPMV_FLOAT64 ? convert_all<double>(ctx, m, coo, &s, formats, err)
+                               : convert_all<float>(ctx, m, coo, &s, formats, err);
+    if (st)
+        goto fail;
+    cudaEventRecord(ctx->ev_stop, ctx->stream);
+    if ((e = cudaStreamSynchronize(ctx->stream)) != cudaSuccess) {
+        st = gpu_cuda_error(e, err, "converting on the device");
+        goto fail;
+    }
+    gpu_release_ptr(ctx, m, &s.src_val);
+    if (stats) {
+        stats->convert_ms = elapsed_ms(ctx);
+        stats->formats = m->formats;
+        for (unsigned i = 0; i < 5; i++) {
+            stats->bytes[i] = gpu_format_bytes(m, (spmv_format)(1u << i));
+            stats->padding[i] = format_padding(m, (spmv_format)(1u << i));
+        }
+    }
+    *out = m;
+    return SPMV_OK;
+fail:
+    gpu_matrix_destroy(ctx, m);
+    return st;
+}
+
+/* ----------------------------------------------------------------- free */
+
+void gpu_matrix_destroy(spmv_gpu_ctx *ctx, spmv_gpu_matrix *m)
+{
+    if (!m)
+        return;
+    cudaSetDevice(ctx->device);
+    cudaStreamSynchronize(ctx->stream);
+    if (m->tex_x)
+        cudaDestroyTextureObject(m->tex_x);
+    gpu_sparse_cache_free(ctx, m);
+    gpu_adaptive_free(ctx, m);
+    while (!m->allocs.empty())
+        gpu_release(ctx, m, m->allocs.back().ptr);
+    cudaGetLastError();
+    delete m;
+}
+
+extern "C" void spmv_gpu_matrix_free(spmv_gpu_ctx *ctx, spmv_gpu_matrix *m)
+{
+    if (ctx)
+        gpu_matrix_destroy(ctx, m);
+}
+
+/* ------------------------------------------------------------- download */
+
+/* A host copy of n elements of `size` bytes from the device (never NULL
+ * on success, even for n == 0, as the host formats expect). */
+static int download_array(spmv_gpu_ctx *ctx, const void *src, int64_t n, size_t size, void **out, spmv_error *err)
+{
+    size_t bytes = 0;
+    int st = gpu_array_bytes(n, size, &bytes, err, "download");
+    if (st)
+        return st;
+    *out = malloc(bytes ? bytes : 1);
+    if (!*out)
+        return spmv_error_set(err, SPMV_ERR_NOMEM, 0, "download: cannot allocate %zu bytes", bytes);
+    if (bytes == 0)
+        return SPMV_OK;
+    return copy_to_host(ctx, *out, src, bytes, "download", err);
+}
+
+static int download_csr(spmv_gpu_ctx *ctx, const spmv_gpu_matrix *m, spmv_csr *c, spmv_error *err)
+{
+    int st;
+    c->rows = m->rows;
+    c->cols = m->cols;
+    c->nnz = m->nnz;
+    c->dtype = m->dtype;
+    if ((st = download_array(ctx, m->row_ptr, (int64_t)m->rows + 1, 4, (void **)&c->row_ptr, err)) ||
+        (st = download_array(ctx, m->col, m->nnz, 4, (void **)&c->col, err)) ||
+        (st = download_array(ctx, m->val, m->nnz, vsize(m), &c->val, err)))
+        return st;
+    return SPMV_OK;
+}
+
+static int download_ell(spmv_gpu_ctx *ctx, const spmv_gpu_matrix *m, const struct gpu_ell *g, int64_t nnz,
+                        spmv_ell *e, spmv_error *err)
+{
+    int st;
+    e->rows = m->rows;
+    e->cols = m->cols;
+    e->nnz = nnz;
+    e->width = g->width;
+    e->dtype = m->dtype;
+    if ((st = download_array(ctx, g->col, g->slots, 4, (void **)&e->col, err)) ||
+        (st = download_array(ctx, g->val, g->slots, vsize(m), &e->val, err)))
+        return st;
+    return SPMV_OK;
+}
+
+static int download_hll(spmv_gpu_ctx *ctx, const spmv_gpu_matrix *m, spmv_hll *h, spmv_error *err)
+{
+    const struct gpu_hll *g = &m->hll;
+    int st;
+    h->rows = m->rows;
+    h->cols = m->cols;
+    h->nnz = m->nnz;
+    h->hack_size = g->hack_size;
+    h->nslices = g->nslices;
+    h->dtype = m->dtype;
+    if ((st = download_array(ctx, g->slice_off, (int64_t)g->nslices + 1, 8, (void **)&h->slice_off, err)) ||
+        (st = download_array(ctx, g->slice_width, g->nslices, 4, (void **)&h->slice_width, err)) ||
+        (st = download_array(ctx, g->col, g->slots, 4, (void **)&h->col, err)) ||
+        (st = download_array(ctx, g->val, g->slots, vsize(m), &h->val, err)))
+        return st;
+    return SPMV_OK;
+}
+
+static int download_coo(spmv_gpu_ctx *ctx, const spmv_gpu_matrix *m, const int32_t *row, const int32_t *col,
+                        const void *val, int64_t nnz, spmv_coo *c, spmv_error *err)
+{
+    int st;
+    c->rows = m->rows;
+    c->cols = m->cols;
+    c->nnz = nnz;
+    c->dtype = m->dtype;
+    if ((st = download_array(ctx, row, nnz, 4, (void **)&c->row, err)) ||
+        (st = download_array(ctx, col, nnz, 4, (void **)&c->col, err)) ||
+        (st = download_array(ctx, val, nnz, vsize(m), &c->val, err)))
+        return st;
+    return SPMV_OK;
+}
+
+static void free_host_matrix(spmv_matrix *out)
+{
+    void *arrays[] = {out->csr.row_ptr, out->csr.col, out->csr.val, out->coo.row, out->coo.col, out->coo.val,
+                      out->ell.col, out->ell.val, out->hll.slice_off, out->hll.slice_width, out->hll.col,
+                      out->hll.val, out->hyb.ell.col, out->hyb.ell.val, out->hyb.coo.row, out->hyb.coo.col,
+                      out->hyb.coo.val};
+    for (void *p : arrays)
+        free(p);
+    memset(out, 0, sizeof *out);
+}
+
+extern "C" int spmv_gpu_matrix_download(spmv_gpu_ctx *ctx, const spmv_gpu_matrix *m, spmv_format f,
+                                        spmv_matrix *out, spmv_error *err)
+{
+    int st;
+    cudaError_t e;
+    if (!ctx || !m || !out)
+        return spmv_error_set(err, SPMV_ERR_INVALID, 0, "GPU download: missing argument");
+    memset(out, 0, sizeof *out);
+    if (!(m->formats & f))
+        return spmv_error_set(err, SPMV_ERR_NOT_FOUND, 0, "GPU download: the matrix holds no %s on the device",
+                              spmv_format_name(f));
+    if ((e = cudaSetDevice(ctx->device)) != cudaSuccess)
+        return gpu_cuda_error(e, err, "cudaSetDevice");
+    out->rows = m->rows;
+    out->cols = m->cols;
+    out->nnz = m->nnz;
+    out->dtype = m->dtype;
+    out->hack_size = m->hack_size;
+    if ((st = download_csr(ctx, m, &out->csr, err)))
+        goto fail;
+    switch (f) {
+    case SPMV_FMT_CSR:
+        break;
+    case SPMV_FMT_COO:
+        st = download_coo(ctx, m, m->coo_row, m->col, m->val, m->nnz, &out->coo, err);
+        break;
+    case SPMV_FMT_ELL:
+        st = download_ell(ctx, m, &m->ell, m->nnz, &out->ell, err);
+        break;
+    case SPMV_FMT_HLL:
+        st = download_hll(ctx, m, &out->hll, err);
+        break;
+    case SPMV_FMT_HYB:
+        if (!(st = download_ell(ctx, m, &m->hyb.ell, m->nnz - m->hyb.coo_nnz, &out->hyb.ell, err)))
+            st = download_coo(ctx, m, m->hyb.row, m->hyb.col, m->hyb.val, m->hyb.coo_nnz, &out->hyb.coo, err);
+        break;
+    default:
+        st = spmv_error_set(err, SPMV_ERR_INVALID, 0, "GPU download: unknown format %u", (unsigned)f);
+    }
+    if (st)
+        goto fail;
+    out->formats = SPMV_FMT_CSR | f;
+    return SPMV_OK;
+fail:
+    free_host_matrix(out);
+    return st;
+}

@@ -1,0 +1,299 @@
+/* csr.cu — the row-oriented CSR kernels: scalar, warp_buffer, vector,
+ * tiled and texture (SPEC §5).
+ *
+ * They differ in how many threads share a row and where x comes from:
+ *   gpu.csr.scalar       one thread per row (uncoalesced, the baseline);
+ *   gpu.csr.warp_buffer  one warp per row, the 32 partial sums written to a
+ *                        global buffer and summed by lane 0 (the pre-shuffle
+ *                        way, kept as a point of comparison);
+ *   gpu.csr.vector       2-32 threads per row (a power of two chosen from the
+ *                        mean row length, or `threads`), shuffle reduction,
+ *                        read-only loads;
+ *   gpu.csr.tiled        one warp per row, x staged through a per-warp tile
+ *                        of 128 values in shared memory: the warp loads the
+ *                        tile holding the next column, consumes every entry
+ *                        falling in it, moves to the next non-empty tile;
+ *   gpu.csr.texture      one thread per row, x read through a texture object
+ *                        (float64 as int2, reassembled).
+ * Every kernel writes every y[i] (empty rows get 0), so none needs y zeroed.
+ * __launch_bounds__(1024) keeps each kernel launchable at block_size 1024.
+ */
+#include <string.h>
+
+#include "gpu.cuh"
+
+#define TILE 128
+
+template <typename T>
+__global__ void __launch_bounds__(1024)
+    csr_scalar_kernel(int32_t rows, const int32_t *__restrict__ rp, const int32_t *__restrict__ col,
+                      const T *__restrict__ val, const T *__restrict__ x, T *__restrict__ y)
+{
+    int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x;
+    if (i >= rows)
+        return;
+    T s = 0;
+    for (int32_t j = rp[i]; j < rp[i + 1]; j++)
+        s += val[j] * x[col[j]];
+    y[i] = s;
+}
+
+/* A persistent grid of warps walks the rows; each warp owns 32 slots of
+ * buf (its partial sums). __syncwarp orders the writes before lane 0 reads
+ * them, and lane 0's reads before the next row's writes. */
+template <typename T>
+__global__ void __launch_bounds__(1024)
+    csr_warp_buffer_kernel(int32_t rows, const int32_t *__restrict__ rp, const int32_t *__restrict__ col,
+                           const T *__restrict__ val, const T *__restrict__ x, T *__restrict__ y, T *buf)
+{
+    int64_t warp = (blockIdx.x * (int64_t)blockDim.x + threadIdx.x) / GPU_WARP;
+    int64_t nwarps = (int64_t)gridDim.x * blockDim.x / GPU_WARP;
+    int lane = threadIdx.x % GPU_WARP;
+    T *mine = buf + warp * GPU_WARP;
+    for (int64_t r = warp; r < rows; r += nwarps) {
+        T s = 0;
+        for (int32_t j = rp[r] + lane; j < rp[r + 1]; j += GPU_WARP)
+            s += val[j] * x[col[j]];
+        mine[lane] = s;
+        __syncwarp();
+        if (lane == 0) {
+            T t = 0;
+            for (int k = 0; k < GPU_WARP; k++)
+                t += mine[k];
+            y[r] = t;
+        }
+        __syncwarp();
+    }
+}
+
+template <typename T, int TPR>
+__global__ void __launch_bounds__(1024)
+    csr_vector_kernel(int32_t rows, const int32_t *__restrict__ rp, const int32_t *__restrict__ col,
+                      const T *__restrict__ val, const T *__restrict__ x, T *__restrict__ y)
+{
+    int64_t t = blockIdx.x * (int64_t)blockDim.x + threadIdx.x;
+    int64_t r = t / TPR;
+    int lane = threadIdx.x % TPR;
+    T s = 0;
+    if (r < rows) {
+        int32_t end = __ldg(rp + r + 1);
+        for (int32_t j = __ldg(rp + r) + lane; j < end; j += TPR)
+            s += __ldg(val + j) * __ldg(x + __ldg(col + j));
+    }
+    /* Every lane of the warp takes part in the shuffles, rows or not. */
+    s = gpu_group_sum(s, TPR);
+    if (r < rows && lane == 0)
+        y[r] = s;
+}
+
+template <typename T>
+__global__ void __launch_bounds__(1024)
+    csr_tiled_kernel(int32_t rows, int32_t cols, const int32_t *__restrict__ rp, const int32_t *__restrict__ col,
+                     const T *__restrict__ val, const T *__restrict__ x, T *__restrict__ y)
+{
+    extern __shared__ __align__(16) unsigned char tiled_smem[];
+    T *tile = reinterpret_cast<T *>(tiled_smem) + (threadIdx.x / GPU_WARP) * TILE;
+    int64_t r = (blockIdx.x * (int64_t)blockDim.x + threadIdx.x) / GPU_WARP;
+    int lane = threadIdx.x % GPU_WARP;
+    if (r >= rows) /* warp-uniform */
+        return;
+    int32_t p = rp[r], end = rp[r + 1];
+    T s = 0;
+    while (p < end) {
+        int32_t base = col[p] / TILE * TILE; /* the same address for all lanes: one broadcast load */
+        for (int k = lane; k < TILE; k += GPU_WARP)
+            tile[k] = base + k < cols ? __ldg(x + base + k) : (T)0;
+        __syncwarp();
+        for (;;) {
+            int32_t j = p + lane, c = 0;
+            bool in = false;
+            if (j < end) {
+                c = col[j];
+                in = c >= base && c < base + TILE;
+            }
+            /* The leading run of in-tile entries (all of them when the row's
+             * columns are sorted, as the device CSR's are). */
+            unsigned ball = __ballot_sync(GPU_FULL_MASK, in);
+            int n = ball == GPU_FULL_MASK ? GPU_WARP : __ffs(~ball) - 1;
+            if (lane < n)
+                s += val[j] * tile[c - base];
+            p += n;
+            if (n < GPU_WARP || p >= end)
+                break;
+        }
+        __syncwarp(); /* all lanes done with this tile before it is overwritten */
+    }
+    s = gpu_group_sum(s, GPU_WARP);
+    if (lane == 0)
+        y[r] = s;
+}
+
+template <typename T> __device__ __forceinline__ T tex_x(cudaTextureObject_t t, int32_t i);
+template <> __device__ __forceinline__ float tex_x<float>(cudaTextureObject_t t, int32_t i)
+{
+    return tex1Dfetch<float>(t, i);
+}
+template <> __device__ __forceinline__ double tex_x<double>(cudaTextureObject_t t, int32_t i)
+{
+    int2 v = tex1Dfetch<int2>(t, i);
+    return __hiloint2double(v.y, v.x);
+}
+
+template <typename T>
+__global__ void __launch_bounds__(1024)
+    csr_texture_kernel(int32_t rows, const int32_t *__restrict__ rp, const int32_t *__restrict__ col,
+                       const T *__restrict__ val, cudaTextureObject_t x, T *__restrict__ y)
+{
+    int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x;
+    if (i >= rows)
+        return;
+    T s = 0;
+    for (int32_t j = rp[i]; j < rp[i + 1]; j++)
+        s += val[j] * tex_x<T>(x, col[j]);
+    y[i] = s;
+}
+
+/* -------------------------------------------------------------- launchers */
+
+#define CSR_ARGS(T) m->rows, m->row_ptr, m->col, (const T *)m->val
+
+template <typename T> static void launch_scalar(struct gpu_launch *l)
+{
+    spmv_gpu_matrix *m = l->m;
+    csr_scalar_kernel<T><<<gpu_grid(m->rows, l->block), l->block, 0, l->ctx->stream>>>(CSR_ARGS(T), (const T *)m->x,
+                                                                                      (T *)m->y);
+}
+
+int gpu_csr_scalar(struct gpu_launch *l, spmv_error *err)
+{
+    if (l->m->dtype == SPMV_FLOAT64)
+        launch_scalar<double>(l);
+    else
+        launch_scalar<float>(l);
+    return gpu_check_launch(err, "gpu.csr.scalar");
+}
+
+template <typename T> static int launch_warp_buffer(struct gpu_launch *l, spmv_error *err)
+{
+    spmv_gpu_matrix *m = l->m;
+    /* Enough warps to fill the device (64 per multiprocessor), no more
+     * than there are rows: the buffer stays small. */
+    int64_t warps = (int64_t)l->ctx->sm_count * 64;
+    if (warps > m->rows)
+        warps = m->rows;
+    unsigned grid = gpu_grid(warps * GPU_WARP, l->block);
+    void *buf = NULL;
+    int st = gpu_scratch(l->ctx, (size_t)grid * l->block * sizeof(T), &buf, err);
+    if (st)
+        return st;
+    csr_warp_buffer_kernel<T><<<grid, l->block, 0, l->ctx->stream>>>(CSR_ARGS(T), (const T *)m->x, (T *)m->y,
+                                                                     (T *)buf);
+    return gpu_check_launch(err, "gpu.csr.warp_buffer");
+}
+
+int gpu_csr_warp_buffer(struct gpu_launch *l, spmv_error *err)
+{
+    return l->m->dtype == SPMV_FLOAT64 ? launch_warp_buffer<double>(l, err) : launch_warp_buffer<float>(l, err);
+}
+
+/* Threads per row: the `threads` parameter, else the power of two at or
+ * above the mean row length, within 2..32. */
+static int vector_width(const struct gpu_launch *l)
+{
+    int t = l->p.v[SPMV_PARAM_THREADS];
+    if (t >= 2 && t <= 32 && (t & (t - 1)) == 0)
+        return t;
+    double mean = l->m->rows > 0 ? (double)l->m->nnz / l->m->rows : 0;
+    int w = 2;
+    while (w < 32 && w < mean)
+        w *= 2;
+    return w;
+}
+
+template <typename T, int TPR> static void launch_vector_w(struct gpu_launch *l)
+{
+    spmv_gpu_matrix *m = l->m;
+    csr_vector_kernel<T, TPR><<<gpu_grid((int64_t)m->rows * TPR, l->block), l->block, 0, l->ctx->stream>>>(
+        CSR_ARGS(T), (const T *)m->x, (T *)m->y);
+}
+
+template <typename T> static void launch_vector(struct gpu_launch *l)
+{
+    switch (vector_width(l)) {
+    case 2: launch_vector_w<T, 2>(l); break;
+    case 4: launch_vector_w<T, 4>(l); break;
+    case 8: launch_vector_w<T, 8>(l); break;
+    case 16: launch_vector_w<T, 16>(l); break;
+    default: launch_vector_w<T, 32>(l); break;
+    }
+}
+
+int gpu_csr_vector(struct gpu_launch *l, spmv_error *err)
+{
+    if (l->m->dtype == SPMV_FLOAT64)
+        launch_vector<double>(l);
+    else
+        launch_vector<float>(l);
+    return gpu_check_launch(err, "gpu.csr.vector");
+}
+
+template <typename T> static void launch_tiled(struct gpu_launch *l)
+{
+    spmv_gpu_matrix *m = l->m;
+    size_t smem = (size_t)(l->block / GPU_WARP) * TILE * sizeof(T);
+    csr_tiled_kernel<T><<<gpu_grid((int64_t)m->rows * GPU_WARP, l->block), l->block, smem, l->ctx->stream>>>(
+        m->rows, m->cols, m->row_ptr, m->col, (const T *)m->val, (const T *)m->x, (T *)m->y);
+}
+
+int gpu_csr_tiled(struct gpu_launch *l, spmv_error *err)
+{
+    if (l->m->dtype == SPMV_FLOAT64)
+        launch_tiled<double>(l);
+    else
+        launch_tiled<float>(l);
+    return gpu_check_launch(err, "gpu.csr.tiled");
+}
+
+/* The texture object over the matrix's x buffer, made once and kept (the
+ * buffer does not move while the matrix lives). */
+int gpu_csr_texture_prepare(struct gpu_launch *l, spmv_error *err)
+{
+    spmv_gpu_matrix *m = l->m;
+    if (m->tex_x || m->cols == 0)
+        return SPMV_OK;
+    if (m->cols > l->ctx->tex1d_linear_max)
+        return spmv_error_set(err, SPMV_ERR_LIMIT, 0,
+                              "gpu.csr.texture: %d columns exceed the %d elements a linear texture spans", m->cols,
+                              l->ctx->tex1d_linear_max);
+    cudaResourceDesc res;
+    memset(&res, 0, sizeof res);
+    res.resType = cudaResourceTypeLinear;
+    res.res.linear.devPtr = m->x;
+    res.res.linear.sizeInBytes = (size_t)m->cols * spmv_dtype_size(m->dtype);
+    res.res.linear.desc = m->dtype == SPMV_FLOAT64 ? cudaCreateChannelDesc<int2>() : cudaCreateChannelDesc<float>();
+    cudaTextureDesc td;
+    memset(&td, 0, sizeof td);
+    td.readMode = cudaReadModeElementType;
+    cudaError_t e = cudaCreateTextureObject(&m->tex_x, &res, &td, NULL);
+    if (e != cudaSuccess) {
+        m->tex_x = 0;
+        return gpu_cuda_error(e, err, "gpu.csr.texture: cudaCreateTextureObject");
+    }
+    return SPMV_OK;
+}
+
+template <typename T> static void launch_texture(struct gpu_launch *l)
+{
+    spmv_gpu_matrix *m = l->m;
+    csr_texture_kernel<T><<<gpu_grid(m->rows, l->block), l->block, 0, l->ctx->stream>>>(CSR_ARGS(T), m->tex_x,
+                                                                                       (T *)m->y);
+}
+
+int gpu_csr_texture(struct gpu_launch *l, spmv_error *err)
+{
+    if (l->m->dtype == SPMV_FLOAT64)
+        launch_texture<double>(l);
+    else
+        launch_texture<float>(l);
+    return gpu_check_launch(err, "gpu.csr.texture");
+}

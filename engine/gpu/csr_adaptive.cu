@@ -1,0 +1,302 @@
+/* csr_adaptive.cu — gpu.csr.adaptive: CSR-Stream / CSR-Vector / CSR-VectorL
+ * by row block (after Greathouse and Daga, "Efficient sparse matrix-vector
+ * multiplication on GPUs using the CSR storage format", SC14).
+ *
+ * The rows are cut into row blocks of about W = nnz_per_wg non-zeros, one
+ * thread block each:
+ *   Stream   several short rows: the block stages their products val*x in
+ *            shared memory with coalesced loads, then each thread sums one
+ *            row from there;
+ *   Vector   one row longer than W (up to 4W): the whole block reduces it;
+ *   VectorL  one row longer than 4W: split into chunks of 4W, one block
+ *            each, partial sums added into y with atomics (so y is zeroed
+ *            first in every run that has such a row).
+ * The row blocks are computed on the device, in parallel, once per matrix
+ * and W, and cached: a row starts a block when it is the first row, a
+ * multiple of 1024 (bounding rows per block), a long row or the one after
+ * a long row, or when its first non-zero falls in another W-sized bin of
+ * the non-zero index than the previous row's. A Stream block therefore
+ * holds fewer than 2W non-zeros.
+ */
+#include <string.h>
+
+#include <cub/cub.cuh>
+
+#include "gpu.cuh"
+
+#define ROWS_PER_BLOCK_MAX 1024
+#define STREAM_CAP 4096 /* shared elements for Stream staging */
+
+/* 1 where a row block starts (flag[rows] = 0 so the scan gives the count). */
+__global__ void adaptive_flags(int32_t rows, int32_t w, const int32_t *__restrict__ rp, int32_t *__restrict__ flag)
+{
+    int64_t r = blockIdx.x * (int64_t)blockDim.x + threadIdx.x;
+    if (r > rows)
+        return;
+    if (r == rows) {
+        flag[r] = 0;
+        return;
+    }
+    bool start = r == 0 || r % ROWS_PER_BLOCK_MAX == 0;
+    if (!start) {
+        int32_t a = rp[r - 1], b = rp[r], c = rp[r + 1];
+        start = c - b > w || b - a > w || a / w != b / w;
+    }
+    flag[r] = start;
+}
+
+__global__ void adaptive_scatter(int32_t rows, const int32_t *__restrict__ flag, const int32_t *__restrict__ pos,
+                                 int32_t *__restrict__ starts)
+{
+    int64_t r = blockIdx.x * (int64_t)blockDim.x + threadIdx.x;
+    if (r < rows && flag[r])
+        starts[pos[r]] = (int32_t)r;
+}
+
+/* Chunks per row block: 1, or ceil(len / 4W) for a single long row. */
+__global__ void adaptive_chunks(int32_t nrb, int32_t rows, int32_t w, const int32_t *__restrict__ starts,
+                                const int32_t *__restrict__ rp, int32_t *__restrict__ cnt)
+{
+    int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x;
+    if (i > nrb)
+        return;
+    if (i == nrb) {
+        cnt[i] = 0;
+        return;
+    }
+    int32_t b = starts[i], e = i + 1 < nrb ? starts[i + 1] : rows;
+    int64_t n = (int64_t)rp[e] - rp[b], ch = 4 * (int64_t)w;
+    cnt[i] = e - b == 1 && n > ch ? (int32_t)((n + ch - 1) / ch) : 1;
+}
+
+__global__ void adaptive_fill(int32_t nrb, int32_t rows, int32_t w, const int32_t *__restrict__ starts,
+                              const int32_t *__restrict__ rp, const int32_t *__restrict__ off,
+                              gpu_row_block *__restrict__ blocks)
+{
+    int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x;
+    if (i >= nrb)
+        return;
+    int32_t b = starts[i], e = i + 1 < nrb ? starts[i + 1] : rows;
+    int32_t n = off[i + 1] - off[i];
+    int64_t ch = 4 * (int64_t)w;
+    for (int32_t c = 0; c < n; c++) {
+        gpu_row_block blk;
+        blk.row_begin = b;
+        blk.row_end = e;
+        if (n == 1) {
+            blk.nz_begin = rp[b];
+            blk.nz_end = rp[e];
+        } else {
+            int64_t z0 = rp[b] + c * ch, z1 = z0 + ch;
+            blk.nz_begin = (int32_t)z0;
+            blk.nz_end = (int32_t)(z1 < rp[e] ? z1 : rp[e]);
+        }
+        blocks[off[i] + c] = blk;
+    }
+}
+
+template <typename T>
+__device__ __forceinline__ void adaptive_vector(const gpu_row_block &b, const int32_t *__restrict__ rp,
+                                                const int32_t *__restrict__ col, const T *__restrict__ val,
+                                                const T *__restrict__ x, T *__restrict__ y, T *buf)
+{
+    T s = 0;
+    for (int32_t j = b.nz_begin + threadIdx.x; j < b.nz_end; j += blockDim.x)
+        s += __ldg(val + j) * __ldg(x + __ldg(col + j));
+    s = gpu_group_sum(s, GPU_WARP);
+    int lane = threadIdx.x % GPU_WARP, warp = threadIdx.x / GPU_WARP;
+    if (lane == 0)
+        buf[warp] = s;
+    __syncthreads();
+    if (warp == 0) {
+        s = lane < (int)(blockDim.x / GPU_WARP) ? buf[lane] : (T)0;
+        s = gpu_group_sum(s, GPU_WARP);
+        if (lane == 0) {
+            int32_t r = b.row_begin;
+            bool whole = b.nz_begin == rp[r] && b.nz_end == rp[r + 1];
+            if (whole)
+                y[r] = s;
+            else
+                atomicAdd(y + r, s); /* VectorL chunk; y was zeroed */
+        }
+    }
+}
+
+template <typename T>
+__device__ __forceinline__ void adaptive_stream(const gpu_row_block &b, int32_t cap, const int32_t *__restrict__ rp,
+                                                const int32_t *__restrict__ col, const T *__restrict__ val,
+                                                const T *__restrict__ x, T *__restrict__ y, T *buf)
+{
+    int32_t n = b.nz_end - b.nz_begin;
+    if (n <= cap) {
+        for (int32_t k = threadIdx.x; k < n; k += blockDim.x) {
+            int32_t j = b.nz_begin + k;
+            buf[k] = __ldg(val + j) * __ldg(x + __ldg(col + j));
+        }
+        __syncthreads();
+        for (int32_t r = b.row_begin + threadIdx.x; r < b.row_end; r += blockDim.x) {
+            T s = 0;
+            for (int32_t k = rp[r] - b.nz_begin; k < rp[r + 1] - b.nz_begin; k++)
+                s += buf[k];
+            y[r] = s;
+        }
+        return;
+    }
+    /* More than the staging area holds (nnz_per_wg above STREAM_CAP/2):
+     * a warp per row, straight from global memory. */
+    int lane = threadIdx.x % GPU_WARP;
+    for (int32_t r = b.row_begin + threadIdx.x / GPU_WARP; r < b.row_end; r += blockDim.x / GPU_WARP) {
+        T s = 0;
+        for (int32_t j = rp[r] + lane; j < rp[r + 1]; j += GPU_WARP)
+            s += __ldg(val + j) * __ldg(x + __ldg(col + j));
+        s = gpu_group_sum(s, GPU_WARP);
+        if (lane == 0)
+            y[r] = s;
+    }
+}
+
+template <typename T>
+__global__ void __launch_bounds__(1024)
+    csr_adaptive_kernel(const gpu_row_block *__restrict__ blocks, int32_t cap, const int32_t *__restrict__ rp,
+                        const int32_t *__restrict__ col, const T *__restrict__ val, const T *__restrict__ x,
+                        T *__restrict__ y)
+{
+    extern __shared__ __align__(16) unsigned char adaptive_smem[];
+    T *buf = reinterpret_cast<T *>(adaptive_smem);
+    gpu_row_block b = blocks[blockIdx.x];
+    if (b.row_end - b.row_begin == 1) /* block-uniform branch */
+        adaptive_vector<T>(b, rp, col, val, x, y, buf);
+    else
+        adaptive_stream<T>(b, cap, rp, col, val, x, y, buf);
+}
+
+/* ------------------------------------------------------------ row blocks */
+
+void gpu_adaptive_free(spmv_gpu_ctx *ctx, spmv_gpu_matrix *m)
+{
+    gpu_release_ptr(ctx, m, &m->adaptive.blocks);
+    memset(&m->adaptive, 0, sizeof m->adaptive);
+}
+
+template <typename F>
+static int cub_tmp(spmv_gpu_ctx *ctx, spmv_gpu_matrix *m, spmv_error *err, F f)
+{
+    size_t bytes = 0;
+    void *tmp = NULL;
+    cudaError_t e = f((void *)NULL, bytes);
+    if (e != cudaSuccess)
+        return gpu_cuda_error(e, err, "gpu.csr.adaptive: scan");
+    int st = gpu_alloc(ctx, m, &tmp, bytes ? bytes : 16, "gpu.csr.adaptive: scan", err);
+    if (st)
+        return st;
+    e = f(tmp, bytes);
+    if (e == cudaSuccess)
+        e = cudaStreamSynchronize(ctx->stream);
+    gpu_release(ctx, m, tmp);
+    return e == cudaSuccess ? SPMV_OK : gpu_cuda_error(e, err, "gpu.csr.adaptive: scan");
+}
+
+static int build_row_blocks(spmv_gpu_ctx *ctx, spmv_gpu_matrix *m, int32_t w, spmv_error *err)
+{
+    int32_t *flag = NULL, *pos = NULL, *starts = NULL, *cnt = NULL, *off = NULL;
+    int32_t nrb = 0, nblocks = 0, maxc = 0, *d_max = NULL;
+    int64_t n1 = (int64_t)m->rows + 1;
+    cudaError_t e;
+    int st;
+    if ((st = gpu_alloc(ctx, m, (void **)&flag, n1 * 4, "row-block flags", err)) ||
+        (st = gpu_alloc(ctx, m, (void **)&pos, n1 * 4, "row-block positions", err)))
+        goto done;
+    adaptive_flags<<<gpu_grid(n1, 256), 256, 0, ctx->stream>>>(m->rows, w, m->row_ptr, flag);
+    if ((st = gpu_check_launch(err, "adaptive_flags")) || (st = cub_tmp(ctx, m, err, [&](void *t, size_t &b) {
+            return cub::DeviceScan::ExclusiveSum(t, b, flag, pos, (int)n1, ctx->stream);
+        })))
+        goto done;
+    if ((e = cudaMemcpy(&nrb, pos + m->rows, 4, cudaMemcpyDeviceToHost)) != cudaSuccess) {
+        st = gpu_cuda_error(e, err, "gpu.csr.adaptive: row-block count");
+        goto done;
+    }
+    if ((st = gpu_alloc(ctx, m, (void **)&starts, (size_t)nrb * 4, "row-block starts", err)) ||
+        (st = gpu_alloc(ctx, m, (void **)&cnt, ((size_t)nrb + 1) * 4, "row-block chunks", err)) ||
+        (st = gpu_alloc(ctx, m, (void **)&off, ((size_t)nrb + 1) * 4, "row-block offsets", err)) ||
+        (st = gpu_alloc(ctx, m, (void **)&d_max, 4, "row-block chunks", err)))
+        goto done;
+    adaptive_scatter<<<gpu_grid(m->rows, 256), 256, 0, ctx->stream>>>(m->rows, flag, pos, starts);
+    adaptive_chunks<<<gpu_grid((int64_t)nrb + 1, 256), 256, 0, ctx->stream>>>(nrb, m->rows, w, starts, m->row_ptr,
+                                                                              cnt);
+    if ((st = gpu_check_launch(err, "adaptive_chunks")) || (st = cub_tmp(ctx, m, err, [&](void *t, size_t &b) {
+            return cub::DeviceScan::ExclusiveSum(t, b, cnt, off, nrb + 1, ctx->stream);
+        })) || (st = cub_tmp(ctx, m, err, [&](void *t, size_t &b) {
+            return cub::DeviceReduce::Max(t, b, cnt, d_max, nrb + 1, ctx->stream);
+        })))
+        goto done;
+    if ((e = cudaMemcpy(&nblocks, off + nrb, 4, cudaMemcpyDeviceToHost)) != cudaSuccess ||
+        (e = cudaMemcpy(&maxc, d_max, 4, cudaMemcpyDeviceToHost)) != cudaSuccess) {
+        st = gpu_cuda_error(e, err, "gpu.csr.adaptive: block count");
+        goto done;
+    }
+    if ((st = gpu_alloc(ctx, m, (void **)&m->adaptive.blocks, (size_t)nblocks * sizeof(gpu_row_block),
+                        "gpu.csr.adaptive row blocks", err)))
+        goto done;
+    adaptive_fill<<<gpu_grid(nrb, 256), 256, 0, ctx->stream>>>(nrb, m->rows, w, starts, m->row_ptr, off,
+                                                               m->adaptive.blocks);
+    if ((st = gpu_check_launch(err, "adaptive_fill")))
+        goto done;
+    if ((e = cudaStreamSynchronize(ctx->stream)) != cudaSuccess) {
+        st = gpu_cuda_error(e, err, "gpu.csr.adaptive: building row blocks");
+        goto done;
+    }
+    m->adaptive.nnz_per_wg = w;
+    m->adaptive.nblocks = nblocks;
+    m->adaptive.has_chunks = maxc > 1;
+done:
+    gpu_release(ctx, m, flag);
+    gpu_release(ctx, m, pos);
+    gpu_release(ctx, m, starts);
+    gpu_release(ctx, m, cnt);
+    gpu_release(ctx, m, off);
+    gpu_release(ctx, m, d_max);
+    if (st)
+        gpu_adaptive_free(ctx, m);
+    return st;
+}
+
+int gpu_csr_adaptive_prepare(struct gpu_launch *l, spmv_error *err)
+{
+    spmv_gpu_matrix *m = l->m;
+    int32_t w = l->p.v[SPMV_PARAM_NNZ_PER_WG];
+    if (w <= 0)
+        w = 2048;
+    if (m->adaptive.nnz_per_wg == w)
+        return SPMV_OK;
+    cudaError_t e = cudaStreamSynchronize(l->ctx->stream);
+    if (e != cudaSuccess)
+        return gpu_cuda_error(e, err, "gpu.csr.adaptive");
+    gpu_adaptive_free(l->ctx, m);
+    if (m->rows == 0)
+        return SPMV_OK;
+    return build_row_blocks(l->ctx, m, w, err);
+}
+
+template <typename T> static int launch_adaptive(struct gpu_launch *l, spmv_error *err)
+{
+    spmv_gpu_matrix *m = l->m;
+    int32_t cap = 2 * m->adaptive.nnz_per_wg;
+    if (cap > STREAM_CAP)
+        cap = STREAM_CAP;
+    if (m->adaptive.nblocks == 0)
+        return SPMV_OK;
+    if (m->adaptive.has_chunks) {
+        cudaError_t e = cudaMemsetAsync(m->y, 0, (size_t)m->rows * sizeof(T), l->ctx->stream);
+        if (e != cudaSuccess)
+            return gpu_cuda_error(e, err, "gpu.csr.adaptive: zeroing y");
+    }
+    size_t smem = (size_t)(cap > GPU_WARP ? cap : GPU_WARP) * sizeof(T);
+    csr_adaptive_kernel<T><<<(unsigned)m->adaptive.nblocks, l->block, smem, l->ctx->stream>>>(
+        m->adaptive.blocks, cap, m->row_ptr, m->col, (const T *)m->val, (const T *)m->x, (T *)m->y);
+    return gpu_check_launch(err, "gpu.csr.adaptive");
+}
+
+int gpu_csr_adaptive(struct gpu_launch *l, spmv_error *err)
+{
+    return l->m->dtype == SPMV_FLOAT64 ? launch_adaptive<double>(l, err) : launch_adaptive<float>(l, err);
+}

@@ -1,0 +1,247 @@
+/* gpu.cuh — what the GPU backend's files share: the device context, the
+ * resident matrix, tracked device allocations and the kernel entry points.
+ *
+ * The public side (engine/spmv.h) sees spmv_gpu_ctx and spmv_gpu_matrix as
+ * opaque handles; this header defines them. One context per device, owned
+ * by one thread (the daemon's GPU worker): it holds the stream every call
+ * is queued on, the cuSPARSE handle bound to that stream, a counter of the
+ * device bytes spmvd holds (for the reserve check and /v1/info) and a
+ * scratch buffer that kernels needing temporary space (merge carries, the
+ * warp buffer) grow on demand.
+ *
+ * A resident matrix keeps the CSR always (row_ptr, col, val: the arrays
+ * every other format is built from on the device), and the other formats
+ * on request or on first use. Its device COO is the row index array alone:
+ * column and value arrays are the CSR's (same order), so COO costs 4 bytes
+ * per non-zero on the device, not 8 + value size. Every device allocation
+ * of a matrix goes through gpu_alloc(), which checks the reserve first and
+ * records the block, so gpu_matrix_destroy() frees everything whatever
+ * state a failed upload stopped in.
+ *
+ * Kernel files (csr.cu, csr_adaptive.cu, csr_merge.cu, ell.cu, coo.cu,
+ * cusparse.cu) each export launchers with the gpu_launch_fn signature;
+ * run.cu maps the registry's kernel names to them. A faster kernel slots in
+ * as one more launcher and one more table row.
+ */
+#ifndef SPMV_GPU_CUH
+#define SPMV_GPU_CUH
+
+#include <cuda_runtime.h>
+#include <cusparse.h>
+
+#include <stdint.h>
+#include <vector>
+
+#include "spmv.h"
+
+#define GPU_WARP 32
+#define GPU_FULL_MASK 0xffffffffu
+/* Column of a padding slot in ELL, HLL and HYB (engine/formats.h SPMV_PAD_COL). */
+#define GPU_PAD_COL (-1)
+
+/* --------------------------------------------------------------- context */
+
+struct spmv_gpu_ctx {
+    int device;
+    size_t reserve;          /* bytes kept free on the device */
+    size_t used;             /* bytes spmvd holds on this device (all matrices + scratch) */
+    cudaStream_t stream;
+    cusparseHandle_t sparse;
+    cudaEvent_t ev_start, ev_stop;
+    char name[128];
+    int cc_major, cc_minor, sm_count;
+    int tex1d_linear_max;    /* elements a linear texture may span */
+    void *scratch;           /* grown by gpu_scratch() */
+    size_t scratch_bytes;
+};
+
+/* ------------------------------------------------------- device formats */
+
+struct gpu_ell {
+    int32_t width;
+    int64_t slots;           /* width * rows */
+    int32_t *col;
+    void *val;
+};
+
+struct gpu_hll {
+    int32_t hack_size;       /* 0: not built */
+    int32_t nslices;
+    int64_t slots;           /* slice_off[nslices] */
+    int64_t *slice_off;
+    int32_t *slice_width;
+    int32_t *slice_off32;    /* cuSPARSE's SELL takes 32-bit offsets; built on first use */
+    int32_t *col;
+    void *val;
+};
+
+struct gpu_hyb {
+    struct gpu_ell ell;
+    int64_t coo_nnz;
+    int32_t *row, *col;
+    void *val;
+};
+
+/* gpu.csr.adaptive's row blocks (csr_adaptive.cu), cached per nnz_per_wg. */
+struct gpu_row_block {
+    int32_t row_begin, row_end;  /* rows [row_begin, row_end) */
+    int32_t nz_begin, nz_end;    /* non-zeros this block covers */
+};
+
+struct gpu_adaptive {
+    int32_t nnz_per_wg;          /* 0: not built */
+    int32_t nblocks;
+    bool has_chunks;             /* some long row is split across blocks (atomics: zero y first) */
+    struct gpu_row_block *blocks;
+};
+
+struct gpu_sparse_cache;         /* cusparse.cu */
+
+struct gpu_alloc_rec {
+    void *ptr;
+    size_t bytes;
+};
+
+struct spmv_gpu_matrix {
+    int32_t rows, cols;
+    int64_t nnz;
+    spmv_dtype dtype;
+    int32_t hack_size;           /* of the HLL built at upload */
+    unsigned formats;            /* SPMV_FMT_* held now */
+    int32_t max_row;             /* longest row */
+
+    int32_t *row_ptr, *col;      /* CSR, always */
+    void *val;
+    int32_t *coo_row;            /* COO: this plus col/val above */
+    struct gpu_ell ell;
+    struct gpu_hll hll;          /* the upload's hack_size */
+    struct gpu_hll hll_alt;      /* the last other hack_size asked for */
+    struct gpu_hyb hyb;
+
+    void *x, *y;                 /* operand buffers, cols and rows values */
+    struct gpu_adaptive adaptive;
+    struct gpu_sparse_cache *sparse;
+    cudaTextureObject_t tex_x;   /* 0: not created */
+
+    std::vector<gpu_alloc_rec> allocs;
+    size_t bytes;                /* sum of allocs */
+};
+
+/* ---------------------------------------------------------------- errors */
+
+/* Maps a CUDA error to SPMV_ERR_DEVICE_MEMORY (allocation) or
+ * SPMV_ERR_DEVICE, with "what: CUDA's text" in err. Clears the non-sticky
+ * last error so one failed allocation does not fail the next launch. */
+int gpu_cuda_error(cudaError_t e, spmv_error *err, const char *what);
+int gpu_sparse_error(cusparseStatus_t s, spmv_error *err, const char *what);
+
+/* The launch check every kernel launch is followed by. */
+int gpu_check_launch(spmv_error *err, const char *kernel);
+
+/* ----------------------------------------------------------- allocation */
+
+/* Allocates `bytes` on ctx's device for matrix m, refusing with
+ * SPMV_ERR_DEVICE_MEMORY when it would eat into the reserve. Zero bytes
+ * gives NULL and success. */
+int gpu_alloc(spmv_gpu_ctx *ctx, spmv_gpu_matrix *m, void **out, size_t bytes, const char *what,
+              spmv_error *err);
+/* Frees one block gpu_alloc() gave m (NULL is a no-op) and sets *p to NULL. */
+void gpu_release(spmv_gpu_ctx *ctx, spmv_gpu_matrix *m, void *p);
+template <typename P> static inline void gpu_release_ptr(spmv_gpu_ctx *ctx, spmv_gpu_matrix *m, P **p)
+{
+    gpu_release(ctx, m, (void *)*p);
+    *p = NULL;
+}
+/* At least `bytes` of context scratch (contents undefined). */
+int gpu_scratch(spmv_gpu_ctx *ctx, size_t bytes, void **out, spmv_error *err);
+
+/* Overflow-checked n * size. */
+static inline int gpu_array_bytes(int64_t n, size_t size, size_t *out, spmv_error *err, const char *what)
+{
+    if (n < 0 || (uint64_t)n > SIZE_MAX / size)
+        return spmv_error_set(err, SPMV_ERR_LIMIT, 0, "%s: %lld elements overflow the address space", what,
+                              (long long)n);
+    *out = (size_t)n * size;
+    return SPMV_OK;
+}
+
+/* Grid of `threads` threads in blocks of `block` (at least one block). */
+static inline unsigned gpu_grid(int64_t threads, int block)
+{
+    int64_t g = (threads + block - 1) / block;
+    return (unsigned)(g < 1 ? 1 : g);
+}
+
+/* ------------------------------------------------- formats on the device */
+
+void gpu_matrix_destroy(spmv_gpu_ctx *ctx, spmv_gpu_matrix *m);
+/* Builds a format the matrix lacks (ELL, HYB, COO rows), no-op if held. */
+int gpu_ensure_format(spmv_gpu_ctx *ctx, spmv_gpu_matrix *m, spmv_format f, spmv_error *err);
+/* The HLL of `hack_size`: the upload's, the cached other one, or a fresh
+ * build replacing the cached other one. */
+int gpu_get_hll(spmv_gpu_ctx *ctx, spmv_gpu_matrix *m, int32_t hack_size, struct gpu_hll **out,
+                spmv_error *err);
+/* Device bytes of one format as held (COO counts its shared col/val). */
+size_t gpu_format_bytes(const spmv_gpu_matrix *m, spmv_format f);
+size_t gpu_hll_bytes(const spmv_gpu_matrix *m, const struct gpu_hll *h);
+
+/* ------------------------------------------------------------- kernels */
+
+/* One launch of a kernel: everything it reads, resolved. */
+struct gpu_launch {
+    spmv_gpu_ctx *ctx;
+    spmv_gpu_matrix *m;
+    spmv_params p;               /* resolved (defaults filled in) */
+    int block;                   /* block_size, multiple of 32 */
+    struct gpu_hll *hll;         /* the HLL of p's hack_size (HLL kernels) */
+};
+
+/* prepare: runs once per call before warm-up (builds caches, formats);
+ * launch: queues one y = A*x on ctx->stream, checking the launch. */
+typedef int (*gpu_prepare_fn)(struct gpu_launch *l, spmv_error *err);
+typedef int (*gpu_launch_fn)(struct gpu_launch *l, spmv_error *err);
+
+int gpu_csr_scalar(struct gpu_launch *l, spmv_error *err);
+int gpu_csr_warp_buffer(struct gpu_launch *l, spmv_error *err);
+int gpu_csr_vector(struct gpu_launch *l, spmv_error *err);
+int gpu_csr_tiled(struct gpu_launch *l, spmv_error *err);
+int gpu_csr_texture_prepare(struct gpu_launch *l, spmv_error *err);
+int gpu_csr_texture(struct gpu_launch *l, spmv_error *err);
+int gpu_csr_adaptive_prepare(struct gpu_launch *l, spmv_error *err);
+int gpu_csr_adaptive(struct gpu_launch *l, spmv_error *err);
+int gpu_csr_merge(struct gpu_launch *l, spmv_error *err);
+int gpu_ell_run(struct gpu_launch *l, spmv_error *err);
+int gpu_hll_run(struct gpu_launch *l, spmv_error *err);
+int gpu_hyb_run(struct gpu_launch *l, spmv_error *err);
+int gpu_coo_atomic(struct gpu_launch *l, spmv_error *err);
+int gpu_coo_sliced(struct gpu_launch *l, spmv_error *err);
+int gpu_cusparse_csr_prepare(struct gpu_launch *l, spmv_error *err);
+int gpu_cusparse_csr(struct gpu_launch *l, spmv_error *err);
+int gpu_cusparse_coo_prepare(struct gpu_launch *l, spmv_error *err);
+int gpu_cusparse_coo(struct gpu_launch *l, spmv_error *err);
+int gpu_cusparse_sell_prepare(struct gpu_launch *l, spmv_error *err);
+int gpu_cusparse_sell(struct gpu_launch *l, spmv_error *err);
+/* y += A*x for nnz COO triplets (atomics; gpu.coo.atomic and HYB's COO part). */
+int gpu_coo_atomic_add(struct gpu_launch *l, int64_t nnz, const int32_t *row, const int32_t *col, const void *val,
+                       spmv_error *err);
+/* Frees a matrix's cuSPARSE descriptors (buffers are tracked allocations). */
+void gpu_sparse_cache_free(spmv_gpu_ctx *ctx, spmv_gpu_matrix *m);
+/* Frees the adaptive row blocks. */
+void gpu_adaptive_free(spmv_gpu_ctx *ctx, spmv_gpu_matrix *m);
+
+/* ------------------------------------------------------ device helpers */
+
+template <typename T> struct gpu_dtype_of;
+template <> struct gpu_dtype_of<double> { static const spmv_dtype value = SPMV_FLOAT64; };
+template <> struct gpu_dtype_of<float> { static const spmv_dtype value = SPMV_FLOAT32; };
+
+/* Sum over the `width` lanes of a group of a warp (width a power of two);
+ * every lane of the warp must call it. */
+template <typename T> __device__ __forceinline__ T gpu_group_sum(T v, int width)
+{
+    for (int off = width / 2; off > 0; off /= 2)
+        v += __shfl_down_sync(GPU_FULL_MASK, v, off, width);
+    return v;
+}
+
+#endif /* SPMV_GPU_CUH */

@@ -1,0 +1,653 @@
+/* test_gpu.c — the GPU backend (engine/gpu/): every GPU kernel, both dtypes,
+ * the parameter edges, the device conversions and device-memory accounting.
+ *
+ * Run by `make gpu-test` (and by bundle/run.sh on the GPU host). On a host
+ * without a GPU every case is skipped with spmv_gpu_count()'s reason, so
+ * `make test` passes there and says why.
+ *
+ * Kernels: every GPU kernel of the registry x float64/float32 x each
+ * parameter edge it takes (block_size 32 and 1024, hack_size 1 and 64, alg 1
+ * and 2, threads per row auto/2/32, nnz_per_wg default and 64) on every
+ * ../shared/matrices/real/ matrix and on random matrices drawn afresh (the
+ * seed is printed; SPMV_SEED repeats a run): testutil's shapes (empty rows,
+ * a full row, power-law rows, 1x1, n x 1, 1 x n, no non-zeros) and one row
+ * of 100 000 entries. y is poisoned with NaN before each run (the backend
+ * also poisons its device y). The reference is cpu.csr.serial
+ * (spmv_reference) in float64 on the same values (for float32, the values
+ * and x rounded to float32 first); float64 must agree to 1e-12 relative to
+ * ||ref||_inf, float32 to 1e-5 relative to ||ref||_2, widened by
+ * sqrt(longest row / 1000) beyond 1000 entries (float32 rounding of a sum
+ * grows with the square root of its length).
+ *
+ * Conversions: the device CSR, COO, ELL, HLL and HYB, downloaded, must equal
+ * the host conversions (spmv_coo_to_csr, spmv_csr_to_ell/_hll/_hyb) entry by
+ * entry and bit for bit; a shuffled COO with split duplicates must sort and
+ * sum on the device to the host's CSR.
+ *
+ * SPMV_GPU_QUICK=1 keeps a small subset (for compute-sanitizer runs).
+ * A table "# kernel dtype passed failed" is printed at the end of each
+ * kernel case.
+ */
+#include <math.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <cmocka.h>
+
+#include "spmv.h"
+#include "testutil.h"
+
+#define F64_BOUND 1e-12
+#define F32_BOUND 1e-5
+#define DENSE_LEN 100000
+#define MAX_TALLY 64
+
+static struct {
+    spmv_gpu_ctx *ctx;
+    const char *reason;
+    tu_rng rng;
+    bool quick;
+} fx;
+
+/* Passes and failures per kernel and dtype, for the log. */
+static struct tally {
+    const char *kernel;
+    int pass[2], fail[2];
+} tallies[MAX_TALLY];
+
+static struct tally *tally_of(const char *kernel)
+{
+    for (int i = 0; i < MAX_TALLY; i++) {
+        if (!tallies[i].kernel)
+            tallies[i].kernel = kernel;
+        if (strcmp(tallies[i].kernel, kernel) == 0)
+            return &tallies[i];
+    }
+    return &tallies[MAX_TALLY - 1];
+}
+
+static void print_tallies(const char *title)
+{
+    print_message("# %s: kernel dtype passed failed\n", title);
+    for (int i = 0; i < MAX_TALLY && tallies[i].kernel; i++)
+        for (int d = 0; d < 2; d++)
+            print_message("# %-22s %-8s %5d %5d %s\n", tallies[i].kernel, spmv_dtype_name((spmv_dtype)d),
+                          tallies[i].pass[d], tallies[i].fail[d], tallies[i].fail[d] ? "FAIL" : "ok");
+    memset(tallies, 0, sizeof tallies);
+}
+
+#define NEED_GPU()                                           \
+    do {                                                     \
+        if (!fx.ctx) {                                       \
+            print_message("# SKIP no GPU: %s\n", fx.reason); \
+            skip();                                          \
+        }                                                    \
+    } while (0)
+
+static int setup(void **state)
+{
+    (void)state;
+    spmv_error err;
+    tu_rng_init(&fx.rng, tu_seed());
+    fx.quick = getenv("SPMV_GPU_QUICK") && atoi(getenv("SPMV_GPU_QUICK")) > 0;
+    if (spmv_gpu_count(&fx.reason) <= 0)
+        return 0;
+    if (spmv_gpu_ctx_new(0, 0, &fx.ctx, &err) != SPMV_OK) {
+        print_message("# GPU context: %s\n", err.message);
+        fx.reason = "GPU context could not be created";
+        fx.ctx = NULL;
+    }
+    return 0;
+}
+
+static int teardown(void **state)
+{
+    (void)state;
+    spmv_gpu_ctx_free(fx.ctx);
+    return 0;
+}
+
+/* ------------------------------------------------------------ matrices */
+
+/* Loads one real matrix by file name (float64 COO). */
+static void load_real(const char *file, spmv_coo *out)
+{
+    char rel[256], path[4096];
+    spmv_error err;
+    snprintf(rel, sizeof rel, "real/%s", file);
+    tu_matrices_path(path, sizeof path, rel);
+    if (spmv_mm_read_file(path, NULL, out, NULL, &err) != SPMV_OK)
+        fail_msg("%s: %s", path, err.message);
+}
+
+/* The random matrices: testutil's shapes plus one row of DENSE_LEN. */
+static int random_count(void) { return TU_SHAPE_COUNT + (fx.quick ? 0 : 1); }
+
+static void random_matrix(int i, spmv_coo *out, char *label, size_t len)
+{
+    int32_t n = fx.quick ? 300 : 3000;
+    if (i < TU_SHAPE_COUNT) {
+        tu_random_coo(&fx.rng, (tu_shape)i, n, SPMV_FLOAT64, out);
+        snprintf(label, len, "random %s (%d x %d, %lld nnz)", tu_shape_name((tu_shape)i), out->rows, out->cols,
+                 (long long)out->nnz);
+        return;
+    }
+    tu_gen g = {.rows = 1000, .cols = DENSE_LEN + 20000, .mean_per_row = 4, .empty_row_frac = 0.2,
+                .dense_rows = 1, .dense_len = DENSE_LEN};
+    tu_random_coo_gen(&fx.rng, &g, SPMV_FLOAT64, out);
+    snprintf(label, len, "random dense row of %d (%d x %d, %lld nnz)", DENSE_LEN, out->rows, out->cols,
+             (long long)out->nnz);
+}
+
+static int32_t longest_row(const spmv_csr *a)
+{
+    int32_t w = 0;
+    for (int32_t i = 0; i < a->rows; i++)
+        if (a->row_ptr[i + 1] - a->row_ptr[i] > w)
+            w = a->row_ptr[i + 1] - a->row_ptr[i];
+    return w;
+}
+
+/* ------------------------------------------------------------- kernels */
+
+/* The reference problem of one matrix in one dtype: x in dtype, and y of
+ * cpu.csr.serial in float64 over the values as the dtype holds them. */
+struct problem {
+    spmv_dtype dt;
+    void *x;
+    double *yref;
+    int32_t max_row;
+};
+
+static void problem_make(const spmv_coo *coo, spmv_dtype dt, struct problem *p)
+{
+    spmv_coo in_dt, rounded;
+    spmv_csr csr;
+    spmv_error err;
+    p->dt = dt;
+    p->x = tu_vector_alloc(dt, coo->cols);
+    tu_random_vector(&fx.rng, dt, coo->cols, p->x);
+    double *x64 = tu_vector_alloc(SPMV_FLOAT64, coo->cols);
+    tu_vector_convert(p->x, dt, x64, SPMV_FLOAT64, coo->cols);
+    if (spmv_coo_convert(coo, dt, &in_dt, &err) || spmv_coo_convert(&in_dt, SPMV_FLOAT64, &rounded, &err) ||
+        spmv_coo_to_csr(&rounded, SPMV_FLOAT64, &csr, &err))
+        fail_msg("reference: %s", err.message);
+    p->yref = tu_vector_alloc(SPMV_FLOAT64, coo->rows);
+    spmv_reference(&csr, x64, p->yref);
+    p->max_row = longest_row(&csr);
+    spmv_csr_free(&csr);
+    spmv_coo_free(&in_dt);
+    spmv_coo_free(&rounded);
+    free(x64);
+}
+
+static void problem_free(struct problem *p)
+{
+    free(p->x);
+    free(p->yref);
+}
+
+/* Parameter edges per parameter (0 = default). */
+static int edges(const spmv_kernel *k, spmv_param_id id, int32_t *v)
+{
+    if (!(k->params & (1u << id))) {
+        v[0] = 0;
+        return 1;
+    }
+    switch (id) {
+    case SPMV_PARAM_BLOCK_SIZE: v[0] = 32; v[1] = 1024; return 2;
+    case SPMV_PARAM_HACK_SIZE: v[0] = 1; v[1] = 64; return 2;
+    case SPMV_PARAM_ALG: v[0] = 1; v[1] = 2; return 2;
+    case SPMV_PARAM_THREADS: v[0] = 0; v[1] = 2; v[2] = 32; return 3;
+    case SPMV_PARAM_NNZ_PER_WG: v[0] = 0; v[1] = 64; return 2;
+    default: v[0] = 0; return 1;
+    }
+}
+
+/* One run of k with p; returns true when y matches the reference. */
+static bool run_one(const char *label, const spmv_kernel *k, spmv_gpu_matrix *gm, const spmv_coo *coo,
+                    const struct problem *pb, const spmv_params *p, void *y)
+{
+    spmv_error err;
+    spmv_stats st;
+    char ps[128];
+    snprintf(ps, sizeof ps, "block_size=%d hack_size=%d alg=%d threads=%d nnz_per_wg=%d",
+             p->v[SPMV_PARAM_BLOCK_SIZE], p->v[SPMV_PARAM_HACK_SIZE], p->v[SPMV_PARAM_ALG],
+             p->v[SPMV_PARAM_THREADS], p->v[SPMV_PARAM_NNZ_PER_WG]);
+    tu_poison(y, pb->dt, coo->rows);
+    int rc = spmv_gpu_run(fx.ctx, k, gm, p, pb->x, y, 1, 2, &st, &err);
+    if (rc != SPMV_OK) {
+        print_message("# FAIL %s %s %s on %s: %s (%s)\n", k->name, spmv_dtype_name(pb->dt), ps, label, err.message,
+                      spmv_strerror(rc));
+        return false;
+    }
+    bool f64 = pb->dt == SPMV_FLOAT64;
+    double bound = f64 ? F64_BOUND : F32_BOUND * fmax(1.0, sqrt(pb->max_row / 1000.0));
+    double e = tu_rel_err(pb->dt, y, SPMV_FLOAT64, pb->yref, coo->rows, f64 ? TU_NORM_INF : TU_NORM_2);
+    if (!(e <= bound)) {
+        print_message("# FAIL %s %s %s on %s: relative error %.3g > %.3g\n", k->name, spmv_dtype_name(pb->dt), ps,
+                      label, e, bound);
+        return false;
+    }
+    return true;
+}
+
+/* Every GPU kernel x parameter edge on one matrix in one dtype. */
+static int check_kernels(const char *label, const spmv_coo *coo, spmv_dtype dt)
+{
+    struct problem pb;
+    spmv_gpu_matrix *gm = NULL;
+    spmv_gpu_upload_stats us;
+    spmv_error err;
+    int failures = 0;
+    problem_make(coo, dt, &pb);
+    void *y = tu_vector_alloc(dt, coo->rows);
+    if (spmv_gpu_matrix_upload(fx.ctx, coo, dt, SPMV_FMT_ALL, 32, &gm, &us, &err) != SPMV_OK) {
+        print_message("# FAIL upload of %s in %s: %s\n", label, spmv_dtype_name(dt), err.message);
+        failures++;
+        goto done;
+    }
+    for (size_t i = 0; i < spmv_kernel_count(); i++) {
+        const spmv_kernel *k = spmv_kernel_at(i);
+        int32_t e[SPMV_PARAM_COUNT][3];
+        int n[SPMV_PARAM_COUNT];
+        if (k->device != SPMV_DEVICE_GPU)
+            continue;
+        struct tally *t = tally_of(k->name);
+        for (int id = 0; id < SPMV_PARAM_COUNT; id++)
+            n[id] = edges(k, (spmv_param_id)id, e[id]);
+        for (int a = 0; a < n[0]; a++)
+            for (int b = 0; b < n[1]; b++)
+                for (int c = 0; c < n[3]; c++)
+                    for (int d = 0; d < n[4]; d++)
+                        for (int f = 0; f < n[5]; f++) {
+                            spmv_params p = {{0}};
+                            p.v[SPMV_PARAM_BLOCK_SIZE] = e[SPMV_PARAM_BLOCK_SIZE][a];
+                            p.v[SPMV_PARAM_HACK_SIZE] = e[SPMV_PARAM_HACK_SIZE][b];
+                            p.v[SPMV_PARAM_ALG] = e[SPMV_PARAM_ALG][c];
+                            p.v[SPMV_PARAM_THREADS] = e[SPMV_PARAM_THREADS][d];
+                            p.v[SPMV_PARAM_NNZ_PER_WG] = e[SPMV_PARAM_NNZ_PER_WG][f];
+                            bool ok = run_one(label, k, gm, coo, &pb, &p, y);
+                            if (ok)
+                                t->pass[dt]++;
+                            else
+                                t->fail[dt]++;
+                            failures += !ok;
+                        }
+    }
+done:
+    spmv_gpu_matrix_free(fx.ctx, gm);
+    problem_free(&pb);
+    free(y);
+    return failures;
+}
+
+static size_t real_count(size_t n) { return fx.quick && n > 4 ? 4 : n; }
+
+static void test_kernels_real(void **state)
+{
+    (void)state;
+    NEED_GPU();
+    tu_expected *ex = NULL;
+    size_t n = 0;
+    int failures = 0;
+    assert_int_equal(tu_expected_load(&ex, &n), 0);
+    assert_true(n > 0);
+    for (size_t i = 0; i < real_count(n); i++) {
+        spmv_coo coo;
+        load_real(ex[i].file, &coo);
+        for (int d = 0; d < 2; d++)
+            failures += check_kernels(ex[i].file, &coo, (spmv_dtype)d);
+        spmv_coo_free(&coo);
+    }
+    tu_expected_free(ex, n);
+    print_tallies("real matrices");
+    assert_int_equal(failures, 0);
+}
+
+static void test_kernels_random(void **state)
+{
+    (void)state;
+    NEED_GPU();
+    int failures = 0;
+    for (int i = 0; i < random_count(); i++) {
+        spmv_coo coo;
+        char label[160];
+        random_matrix(i, &coo, label, sizeof label);
+        for (int d = 0; d < 2; d++)
+            failures += check_kernels(label, &coo, (spmv_dtype)d);
+        spmv_coo_free(&coo);
+    }
+    print_tallies("random matrices");
+    assert_int_equal(failures, 0);
+}
+
+/* ---------------------------------------------------------- conversions */
+
+static bool same_bytes(const char *what, const void *a, const void *b, size_t n)
+{
+    if (n == 0 || memcmp(a, b, n) == 0)
+        return true;
+    const unsigned char *x = a, *y = b;
+    size_t i = 0;
+    while (x[i] == y[i])
+        i++;
+    print_message("# FAIL %s differs at byte %zu of %zu\n", what, i, n);
+    return false;
+}
+
+static bool same_csr(const char *what, const spmv_csr *h, const spmv_csr *d)
+{
+    size_t vs = spmv_dtype_size(h->dtype);
+    if (h->rows != d->rows || h->cols != d->cols || h->nnz != d->nnz) {
+        print_message("# FAIL %s CSR shape %dx%d/%lld vs device %dx%d/%lld\n", what, h->rows, h->cols,
+                      (long long)h->nnz, d->rows, d->cols, (long long)d->nnz);
+        return false;
+    }
+    return same_bytes(what, h->row_ptr, d->row_ptr, ((size_t)h->rows + 1) * 4) &&
+           same_bytes(what, h->col, d->col, (size_t)h->nnz * 4) &&
+           same_bytes(what, h->val, d->val, (size_t)h->nnz * vs);
+}
+
+static bool same_ell(const char *what, const spmv_ell *h, const spmv_ell *d)
+{
+    size_t slots = (size_t)h->width * h->rows, vs = spmv_dtype_size(h->dtype);
+    if (h->width != d->width || h->rows != d->rows) {
+        print_message("# FAIL %s ELL width %d vs device %d\n", what, h->width, d->width);
+        return false;
+    }
+    return same_bytes(what, h->col, d->col, slots * 4) && same_bytes(what, h->val, d->val, slots * vs);
+}
+
+static bool same_hll(const char *what, const spmv_hll *h, const spmv_hll *d)
+{
+    size_t vs = spmv_dtype_size(h->dtype);
+    if (h->nslices != d->nslices || h->hack_size != d->hack_size ||
+        h->slice_off[h->nslices] != d->slice_off[d->nslices]) {
+        print_message("# FAIL %s HLL %d slices of %d vs device %d of %d\n", what, h->nslices, h->hack_size,
+                      d->nslices, d->hack_size);
+        return false;
+    }
+    size_t slots = (size_t)h->slice_off[h->nslices];
+    return same_bytes(what, h->slice_off, d->slice_off, ((size_t)h->nslices + 1) * 8) &&
+           same_bytes(what, h->slice_width, d->slice_width, (size_t)h->nslices * 4) &&
+           same_bytes(what, h->col, d->col, slots * 4) && same_bytes(what, h->val, d->val, slots * vs);
+}
+
+/* Uploads coo in dt and compares every device format with the host's. */
+static int check_conversions(const char *label, const spmv_coo *coo, spmv_dtype dt)
+{
+    spmv_coo hcoo;
+    spmv_csr hcsr;
+    spmv_ell hell;
+    spmv_hll hhll;
+    spmv_hyb hhyb;
+    spmv_gpu_matrix *gm = NULL;
+    spmv_error err;
+    int failures = 0;
+    char what[256];
+    if (spmv_coo_convert(coo, dt, &hcoo, &err) || spmv_coo_to_csr(coo, dt, &hcsr, &err) ||
+        spmv_csr_to_ell(&hcsr, 0, &hell, &err) || spmv_csr_to_hll(&hcsr, 32, &hhll, &err) ||
+        spmv_csr_to_hyb(&hcsr, -1, &hhyb, &err))
+        fail_msg("host conversions of %s: %s", label, err.message);
+    if (spmv_gpu_matrix_upload(fx.ctx, coo, dt, SPMV_FMT_ALL, 32, &gm, NULL, &err) != SPMV_OK)
+        fail_msg("upload of %s: %s", label, err.message);
+    static const spmv_format fmts[] = {SPMV_FMT_CSR, SPMV_FMT_COO, SPMV_FMT_ELL, SPMV_FMT_HLL, SPMV_FMT_HYB};
+    for (size_t i = 0; i < sizeof fmts / sizeof fmts[0]; i++) {
+        spmv_matrix dm;
+        bool ok;
+        snprintf(what, sizeof what, "%s %s %s", label, spmv_dtype_name(dt), spmv_format_name(fmts[i]));
+        if (spmv_gpu_matrix_download(fx.ctx, gm, fmts[i], &dm, &err) != SPMV_OK) {
+            print_message("# FAIL download %s: %s\n", what, err.message);
+            failures++;
+            continue;
+        }
+        switch (fmts[i]) {
+        case SPMV_FMT_COO: ok = tu_coo_equal(&hcoo, &dm.coo); break;
+        case SPMV_FMT_ELL: ok = same_ell(what, &hell, &dm.ell); break;
+        case SPMV_FMT_HLL: ok = same_hll(what, &hhll, &dm.hll); break;
+        case SPMV_FMT_HYB: ok = same_ell(what, &hhyb.ell, &dm.hyb.ell) && tu_coo_equal(&hhyb.coo, &dm.hyb.coo); break;
+        default: ok = same_csr(what, &hcsr, &dm.csr); break;
+        }
+        if (!ok)
+            print_message("# FAIL %s: device conversion differs from the host's\n", what);
+        failures += !ok;
+        spmv_matrix_free(&dm);
+    }
+    spmv_gpu_matrix_free(fx.ctx, gm);
+    spmv_coo_free(&hcoo);
+    spmv_csr_free(&hcsr);
+    spmv_ell_free(&hell);
+    spmv_hll_free(&hhll);
+    spmv_hyb_free(&hhyb);
+    return failures;
+}
+
+static void test_conversions_real(void **state)
+{
+    (void)state;
+    NEED_GPU();
+    tu_expected *ex = NULL;
+    size_t n = 0;
+    int failures = 0;
+    assert_int_equal(tu_expected_load(&ex, &n), 0);
+    for (size_t i = 0; i < real_count(n); i++) {
+        spmv_coo coo;
+        load_real(ex[i].file, &coo);
+        for (int d = 0; d < 2; d++)
+            failures += check_conversions(ex[i].file, &coo, (spmv_dtype)d);
+        spmv_coo_free(&coo);
+    }
+    tu_expected_free(ex, n);
+    assert_int_equal(failures, 0);
+}
+
+static void test_conversions_random(void **state)
+{
+    (void)state;
+    NEED_GPU();
+    int failures = 0;
+    /* Not the dense-row matrix: its ELL is 10^8 slots, too big to download. */
+    for (int i = 0; i < TU_SHAPE_COUNT; i++) {
+        spmv_coo coo;
+        char label[160];
+        random_matrix(i, &coo, label, sizeof label);
+        for (int d = 0; d < 2; d++)
+            failures += check_conversions(label, &coo, (spmv_dtype)d);
+        spmv_coo_free(&coo);
+    }
+    assert_int_equal(failures, 0);
+}
+
+/* A shuffled COO where every third entry is split into two halves (exact
+ * in both dtypes) must come out of the device sorted and summed. */
+static void test_unsorted_duplicates(void **state)
+{
+    (void)state;
+    NEED_GPU();
+    spmv_coo coo, messy;
+    spmv_error err;
+    tu_random_coo(&fx.rng, TU_SHAPE_RANDOM, fx.quick ? 200 : 2000, SPMV_FLOAT64, &coo);
+    int64_t extra = (coo.nnz + 2) / 3;
+    assert_int_equal(spmv_coo_alloc(&messy, coo.rows, coo.cols, coo.nnz + extra, SPMV_FLOAT64, &err), SPMV_OK);
+    const double *v = coo.val;
+    double *mv = messy.val;
+    int64_t w = 0;
+    for (int64_t k = 0; k < coo.nnz; k++) {
+        bool split = k % 3 == 0;
+        messy.row[w] = coo.row[k];
+        messy.col[w] = coo.col[k];
+        mv[w++] = split ? v[k] * 0.5 : v[k];
+        if (split) {
+            messy.row[w] = coo.row[k];
+            messy.col[w] = coo.col[k];
+            mv[w++] = v[k] * 0.5;
+        }
+    }
+    assert_int_equal(w, messy.nnz);
+    for (int64_t k = messy.nnz - 1; k > 0; k--) {
+        int64_t j = tu_rng_range(&fx.rng, 0, k);
+        int32_t tr = messy.row[k], tc = messy.col[k];
+        double tv = mv[k];
+        messy.row[k] = messy.row[j];
+        messy.col[k] = messy.col[j];
+        mv[k] = mv[j];
+        messy.row[j] = tr;
+        messy.col[j] = tc;
+        mv[j] = tv;
+    }
+    for (int d = 0; d < 2; d++) {
+        spmv_csr want;
+        spmv_matrix got;
+        spmv_gpu_matrix *gm = NULL;
+        assert_int_equal(spmv_coo_to_csr(&coo, (spmv_dtype)d, &want, &err), SPMV_OK);
+        if (spmv_gpu_matrix_upload(fx.ctx, &messy, (spmv_dtype)d, SPMV_FMT_CSR, 0, &gm, NULL, &err) != SPMV_OK)
+            fail_msg("upload of the shuffled COO: %s", err.message);
+        assert_int_equal(spmv_gpu_matrix_download(fx.ctx, gm, SPMV_FMT_CSR, &got, &err), SPMV_OK);
+        assert_true(same_csr("shuffled COO with duplicates", &want, &got.csr));
+        spmv_matrix_free(&got);
+        spmv_csr_free(&want);
+        spmv_gpu_matrix_free(fx.ctx, gm);
+    }
+    spmv_coo_free(&messy);
+    spmv_coo_free(&coo);
+}
+
+/* ------------------------------------------------------- memory, errors */
+
+static void test_info(void **state)
+{
+    (void)state;
+    NEED_GPU();
+    spmv_gpu_info info;
+    assert_int_equal(spmv_gpu_ctx_info(fx.ctx, &info), SPMV_OK);
+    print_message("# GPU 0: %s, compute capability %d.%d, %d SMs, %zu MiB total, %zu MiB free\n", info.name,
+                  info.cc_major, info.cc_minor, info.sm_count, info.mem_total >> 20, info.mem_free >> 20);
+    assert_true(info.name[0] != '\0');
+    assert_true(info.mem_total > 0 && info.mem_free <= info.mem_total);
+    assert_true(info.sm_count > 0);
+}
+
+/* A reserve larger than the device refuses every upload and leaves no
+ * bytes held; a reserve that lets the CSR fit but not the ELL of a row of
+ * 100 000 entries fails mid-upload and still leaves nothing. */
+static void test_memory_refused(void **state)
+{
+    (void)state;
+    NEED_GPU();
+    spmv_gpu_ctx *c = NULL;
+    spmv_gpu_info info;
+    spmv_gpu_matrix *gm = NULL;
+    spmv_error err;
+    spmv_coo coo;
+    tu_gen g = {.rows = 2000, .cols = DENSE_LEN, .mean_per_row = 4, .dense_rows = 1, .dense_len = DENSE_LEN};
+    tu_random_coo_gen(&fx.rng, &g, SPMV_FLOAT64, &coo);
+    assert_int_equal(spmv_gpu_ctx_info(fx.ctx, &info), SPMV_OK);
+
+    assert_int_equal(spmv_gpu_ctx_new(0, info.mem_total, &c, &err), SPMV_OK);
+    assert_int_equal(spmv_gpu_matrix_upload(c, &coo, SPMV_FLOAT64, SPMV_FMT_CSR, 0, &gm, NULL, &err),
+                     SPMV_ERR_DEVICE_MEMORY);
+    print_message("# refused as expected: %s\n", err.message);
+    assert_null(gm);
+    assert_int_equal(spmv_gpu_ctx_info(c, &info), SPMV_OK);
+    assert_int_equal(info.mem_used_by_spmvd, 0);
+    spmv_gpu_ctx_free(c);
+
+    /* ELL: 2000 rows x 100 000 slots x 12 bytes = 2.4 GB; leave 256 MiB. */
+    assert_int_equal(spmv_gpu_ctx_info(fx.ctx, &info), SPMV_OK);
+    assert_int_equal(spmv_gpu_ctx_new(0, info.mem_free - ((size_t)256 << 20), &c, &err), SPMV_OK);
+    assert_int_equal(spmv_gpu_matrix_upload(c, &coo, SPMV_FLOAT64, SPMV_FMT_ALL, 0, &gm, NULL, &err),
+                     SPMV_ERR_DEVICE_MEMORY);
+    print_message("# refused mid-upload as expected: %s\n", err.message);
+    assert_null(gm);
+    assert_int_equal(spmv_gpu_ctx_info(c, &info), SPMV_OK);
+    assert_int_equal(info.mem_used_by_spmvd, 0);
+    /* The CSR alone fits, and freeing it gives every byte back. */
+    assert_int_equal(spmv_gpu_matrix_upload(c, &coo, SPMV_FLOAT64, SPMV_FMT_CSR, 0, &gm, NULL, &err), SPMV_OK);
+    assert_true(spmv_gpu_matrix_bytes(gm) > 0);
+    assert_int_equal(spmv_gpu_ctx_info(c, &info), SPMV_OK);
+    assert_int_equal(info.mem_used_by_spmvd, spmv_gpu_matrix_bytes(gm));
+    spmv_gpu_matrix_free(c, gm);
+    assert_int_equal(spmv_gpu_ctx_info(c, &info), SPMV_OK);
+    assert_int_equal(info.mem_used_by_spmvd, 0);
+    spmv_gpu_ctx_free(c);
+    spmv_coo_free(&coo);
+}
+
+static void test_upload_stats(void **state)
+{
+    (void)state;
+    NEED_GPU();
+    spmv_coo coo;
+    spmv_gpu_matrix *gm = NULL;
+    spmv_gpu_upload_stats st;
+    spmv_error err;
+    tu_random_coo(&fx.rng, TU_SHAPE_POWER_LAW, 5000, SPMV_FLOAT64, &coo);
+    assert_int_equal(spmv_gpu_matrix_upload(fx.ctx, &coo, SPMV_FLOAT32, SPMV_FMT_CSR | SPMV_FMT_HLL, 64, &gm, &st,
+                                            &err),
+                     SPMV_OK);
+    assert_int_equal(st.formats, SPMV_FMT_CSR | SPMV_FMT_HLL);
+    assert_int_equal(st.bytes[1], ((size_t)coo.rows + 1) * 4 + (size_t)coo.nnz * 8);
+    assert_true(st.bytes[3] > 0 && st.padding[3] >= 1.0);
+    assert_int_equal(st.bytes[0], 0);
+    assert_true(st.transfer_ms >= 0 && st.convert_ms >= 0);
+    print_message("# upload %lld nnz: transfer %.3f ms, convert %.3f ms, HLL padding %.3f\n", (long long)coo.nnz,
+                  st.transfer_ms, st.convert_ms, st.padding[3]);
+    spmv_gpu_matrix_free(fx.ctx, gm);
+    spmv_coo_free(&coo);
+}
+
+static void test_bad_requests(void **state)
+{
+    (void)state;
+    NEED_GPU();
+    spmv_coo coo;
+    spmv_gpu_matrix *gm = NULL;
+    spmv_error err;
+    tu_random_coo(&fx.rng, TU_SHAPE_RANDOM, 100, SPMV_FLOAT64, &coo);
+    assert_int_equal(spmv_gpu_matrix_upload(fx.ctx, &coo, SPMV_FLOAT64, SPMV_FMT_CSR, 0, &gm, NULL, &err), SPMV_OK);
+    void *x = tu_vector_alloc(SPMV_FLOAT64, coo.cols), *y = tu_vector_alloc(SPMV_FLOAT64, coo.rows);
+    tu_random_vector(&fx.rng, SPMV_FLOAT64, coo.cols, x);
+    spmv_params p = {{0}};
+    p.v[SPMV_PARAM_BLOCK_SIZE] = 33;
+    assert_int_equal(spmv_gpu_run(fx.ctx, spmv_kernel_find("gpu.csr.scalar"), gm, &p, x, y, 0, 1, NULL, &err),
+                     SPMV_ERR_INVALID);
+    assert_int_equal(spmv_gpu_run(fx.ctx, spmv_kernel_find("cpu.csr.serial"), gm, NULL, x, y, 0, 1, NULL, &err),
+                     SPMV_ERR_INVALID);
+    assert_int_equal(spmv_gpu_run(fx.ctx, spmv_kernel_find("gpu.csr.scalar"), gm, NULL, x, y, 0, 0, NULL, &err),
+                     SPMV_ERR_INVALID);
+    /* An index outside the shape is refused, and nothing stays on the device. */
+    spmv_gpu_info before, after;
+    assert_int_equal(spmv_gpu_ctx_info(fx.ctx, &before), SPMV_OK);
+    coo.col[coo.nnz / 2] = coo.cols + 5;
+    spmv_gpu_matrix *bad = NULL;
+    assert_int_equal(spmv_gpu_matrix_upload(fx.ctx, &coo, SPMV_FLOAT64, SPMV_FMT_ALL, 0, &bad, NULL, &err),
+                     SPMV_ERR_INVALID);
+    assert_null(bad);
+    assert_int_equal(spmv_gpu_ctx_info(fx.ctx, &after), SPMV_OK);
+    assert_int_equal(before.mem_used_by_spmvd, after.mem_used_by_spmvd);
+    free(x);
+    free(y);
+    spmv_gpu_matrix_free(fx.ctx, gm);
+    spmv_coo_free(&coo);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_info),
+        cmocka_unit_test(test_conversions_real),
+        cmocka_unit_test(test_conversions_random),
+        cmocka_unit_test(test_unsorted_duplicates),
+        cmocka_unit_test(test_upload_stats),
+        cmocka_unit_test(test_kernels_real),
+        cmocka_unit_test(test_kernels_random),
+        cmocka_unit_test(test_bad_requests),
+        cmocka_unit_test(test_memory_refused),
+    };
+    return cmocka_run_group_tests_name("gpu", tests, setup, teardown);
+}

@@ -564,6 +564,7 @@ static void parse_format(const char *key, const json_t *v, spmv_client_format *f
     if (!name) name = json_string_value(json_object_get(v, "name"));
     if (!name) name = json_string_value(v);
     snprintf(f->name, sizeof f->name, "%s", name ? name : "");
+    copy_str(f->device, sizeof f->device, json_object_get(v, "device"));
     if (json_count(json_object_get(v, "bytes"), INT64_MAX, &bytes))
         f->bytes = (uint64_t)bytes;
     f->padding = json_num(json_object_get(v, "padding"), 0);
@@ -1125,7 +1126,7 @@ static json_t *bench_body(const spmv_client_bench_options *o)
     json_t *body = json_object();
     if (!body)
         return NULL;
-    bool ok = json_object_set_new(body, "async", json_true()) == 0;
+    bool ok = true; /* bench is always a job: no "async" needed (or accepted) */
     if (o && o->kernels) {
         json_t *arr = json_array();
         ok = ok && arr && json_object_set_new(body, "kernels", arr) == 0;

@@ -196,9 +196,10 @@ static void print_matrix(const spmv_client_matrix *m)
     print_ms("transfer", m->transfer_ms);
     print_ms("convert", m->convert_ms);
     if (m->nformats) {
-        printf("\n%-8s %14s %9s\n", "FORMAT", "BYTES", "PADDING");
+        printf("\n%-8s %-8s %14s %9s\n", "FORMAT", "WHERE", "BYTES", "PADDING");
         for (size_t i = 0; i < m->nformats; i++)
-            printf("%-8s %14" PRIu64 " %9.3f\n", m->formats[i].name, m->formats[i].bytes, m->formats[i].padding);
+            printf("%-8s %-8s %14" PRIu64 " %9.3f\n", m->formats[i].name, m->formats[i].device, m->formats[i].bytes,
+                   m->formats[i].padding);
     }
 }
 
@@ -519,7 +520,8 @@ static void print_bench_table(const char *result_text)
         char *ptext = p && json_object_size(p) ? json_dumps(p, JSON_COMPACT) : NULL;
         const json_t *ver = json_object_get(row, "verify");
         double err = json_is_object(ver) ? row_num(ver, "max_rel_err") : row_num(row, "max_rel_err");
-        const char *error = json_string_value(json_object_get(json_object_get(row, "error"), "message"));
+        const json_t *ev = json_object_get(row, "error");
+        const char *error = json_is_string(ev) ? json_string_value(ev) : json_string_value(json_object_get(ev, "message"));
         printf("%-24s %-20.20s %10.4f %10.4f %9.3f %9.3f %9.2f %10.2g%s%s\n", k ? k : "?", ptext ? ptext : "",
                row_num(row, "mean_ms"), row_num(row, "median_ms"), row_num(row, "gflops"), row_num(row, "gbps"),
                row_num(row, "speedup"), err, error ? "  " : "", error ? error : "");

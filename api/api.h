@@ -1,0 +1,146 @@
+/* api.h — what the files of the HTTP layer share (internal to api/).
+ *
+ * A `request` is the per-connection state libmicrohttpd hands back on every
+ * call of the access handler (*con_cls). Each route is a small set of
+ * handlers: begin (headers are in: route, auth, limits; may answer at
+ * once), body (a chunk of the body), end (the body is complete: answer, or
+ * queue a task and suspend), resumed (the task finished: build the answer
+ * on an HTTP thread) and cleanup. A handler answers by setting r->resp and
+ * r->status through api_json/api_error/api_bytes; server.c queues it at the
+ * next point libmicrohttpd allows (the first call, or after the body).
+ *
+ * The API layer talks to the daemon only: store, workers' queues, jobs and
+ * metrics; kernels run in workers, never here.
+ */
+#ifndef SPMVD_API_H
+#define SPMVD_API_H
+
+#include <pthread.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include <jansson.h>
+#include <microhttpd.h>
+
+#include "daemon/daemon.h"
+
+typedef enum route_id {
+    ROUTE_HEALTH, ROUTE_READY, ROUTE_INFO, ROUTE_KERNELS, ROUTE_MATRICES, ROUTE_MATRIX,
+    ROUTE_SPY, ROUTE_SPMV, ROUTE_BENCH, ROUTE_JOB, ROUTE_METRICS, ROUTE_UNKNOWN,
+    ROUTE_COUNT
+} route_id;
+
+extern const char *const api_route_names[ROUTE_COUNT];
+
+typedef struct request request;
+
+typedef struct route_handlers {
+    void (*begin)(request *r);
+    void (*body)(request *r, const char *data, size_t size);
+    void (*end)(request *r);
+    void (*resumed)(request *r);
+    void (*cleanup)(request *r);
+    bool accepts_body;   /* false: a body is read and ignored */
+} route_handlers;
+
+struct request {
+    spmvd *d;
+    struct MHD_Connection *conn;
+    route_id route;
+    const route_handlers *h;
+    char method[16];
+    char *path;
+    char id[MATFILE_ID_LEN + 1];    /* {id} of the path, validated */
+    double t0;
+
+    /* the answer */
+    struct MHD_Response *resp;
+    int status;
+    size_t resp_bytes;
+    bool queued;
+    bool ended;                     /* end() was called */
+    bool failed;                    /* an error answer is set: discard the rest of the body */
+
+    /* body, for routes that collect it whole (bounded by max_body_bytes) */
+    char *body;
+    size_t body_len, body_cap;
+    uint64_t body_seen;
+
+    /* suspension: the handler suspends and queues under `lock`, the
+     * worker's finish resumes under it, so a resume never precedes its
+     * suspend */
+    pthread_mutex_t lock;
+    bool suspended;
+    bool task_done;
+
+    void *state;                    /* route-specific */
+};
+
+/* ------------------------------------------------------------ routes */
+route_id api_route_match(const char *path, char id_out[MATFILE_ID_LEN + 1], bool *bad_id);
+/* The handlers of a route for a method; NULL with *allow set when the
+ * method is not allowed there. */
+const route_handlers *api_route_handlers(route_id route, const char *method, const char **allow);
+
+/* ----------------------------------------------------------- answers */
+void api_json(request *r, int status, json_t *body);       /* steals body */
+void api_bytes(request *r, int status, const char *content_type, void *data, size_t len); /* takes data (malloc) */
+void api_error(request *r, int status, const char *code, const char *fmt, ...)
+    __attribute__((format(printf, 4, 5)));
+/* An engine status mapped to its HTTP status and code, message from err. */
+void api_error_spmv(request *r, int st, const spmv_error *err);
+/* The error body {"error":{code,message}} alone (for jobs). */
+json_t *api_error_body(const char *code, const char *message);
+int api_status_of(int spmv_st, const char **code);
+/* Adds a header to the pending answer. */
+void api_header(request *r, const char *name, const char *value);
+
+/* ------------------------------------------------------------- JSON */
+/* Serialises with 17 significant digits (full float64 precision). */
+char *api_json_dump(const json_t *v, size_t *len);
+/* A real; non-finite values as "NaN", "Infinity", "-Infinity". */
+json_t *api_json_real(double v);
+/* A number or one of those three strings -> double; -1 otherwise. */
+int api_json_to_double(const json_t *v, double *out);
+/* Appends a vector as a JSON array text ("[1,2.5,...]", %.17g) to f. */
+void api_json_write_vector(FILE *f, spmv_dtype dtype, const void *v, int32_t n);
+/* Integer field of an object: absent -> def; -1 if not an integer in range
+ * (message in err). */
+int api_json_int_field(const json_t *o, const char *key, int64_t def, int64_t min, int64_t max,
+                       int64_t *out, char *err, size_t errlen);
+int api_json_bool_field(const json_t *o, const char *key, bool def, bool *out, char *err, size_t errlen);
+
+/* ---------------------------------------------------------- requests */
+/* Query-string argument, or NULL. */
+const char *api_query(request *r, const char *key);
+const char *api_header_in(request *r, const char *key);
+/* Collects a body chunk into r->body, bounded by limit (413 beyond). */
+void api_body_collect(request *r, const char *data, size_t size, int64_t limit);
+/* Checks Content-Length against a limit on the first call: 413 answer. */
+bool api_check_content_length(request *r, int64_t limit);
+/* Suspends r and submits t to w; on a full queue answers 503 with
+ * Retry-After. Returns true when the task was queued. */
+bool api_submit_and_suspend(request *r, worker *w, task *t);
+/* Called from a task's finish (any thread): marks done and resumes. */
+void api_task_done(request *r);
+
+/* 202 + Location + the job as JSON. */
+void api_answer_job(request *r, job *j);
+
+/* The matrix of r->id, or a 404 answer and NULL. */
+matrix *api_get_matrix(request *r);
+/* A matrix descriptor as the API shows it. */
+json_t *api_matrix_json(spmvd *d, matrix *m);
+
+/* ------------------------------------------------------ route tables */
+extern const route_handlers api_health_get, api_ready_get, api_info_get, api_kernels_get,
+    api_metrics_get, api_matrices_get, api_matrix_get, api_matrix_delete, api_job_get;
+extern const route_handlers api_upload_post, api_spmv_post, api_bench_post, api_spy_get;
+
+/* Shared by spmv and bench: kernel parameters from a JSON object or the
+ * query string into p; 0, or -1 with an answer set on r. */
+int api_params_from_json(request *r, const json_t *o, spmv_params *p);
+int api_params_from_query(request *r, spmv_params *p);
+
+#endif

@@ -1,0 +1,429 @@
+/* bench.c — POST /v1/matrices/{id}/bench: many kernels, one x, a table.
+ *
+ * Always a job (202 + /v1/jobs/{id}): a sweep can take minutes. The body
+ * is optional JSON: {"kernels":[...] (default: every kernel available for
+ * this matrix), "runs" (10), "warmup" (2), "block_sizes" (32..1024, powers
+ * of two), "hack_sizes" (16, 32, 64), "verify" (true), "seed"}. Each kernel
+ * runs once per combination of the swept parameters it takes, on one
+ * random x drawn from the seed (reported, so a run can be repeated).
+ * cpu.csr.serial always runs first: it is the baseline of every "speedup";
+ * "ratio_cusparse" compares with cusparse.csr when that ran too.
+ *
+ * The whole sweep is one task on the matrix's device worker (its GPU for a
+ * GPU-resident matrix, else the CPU queue), so it never overlaps another
+ * job on that device; CPU kernels of a GPU matrix's sweep run on that
+ * GPU's worker thread, a documented trade-off (they may overlap a CPU
+ * queue job). Progress is reported after every run.
+ */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "api/api.h"
+#include "daemon/log.h"
+
+#define MAX_SWEEP 16
+
+typedef struct bench_entry {
+    const spmv_kernel *k;
+    spmv_params p;
+    spmv_stats st;
+    double max_rel_err;
+    int rc;
+    char error[512];
+} bench_entry;
+
+typedef struct bench_task {
+    task base;
+    job *job;
+    matrix *m;
+    int32_t runs, warmup;
+    bool verify;
+    uint64_t seed;
+    bench_entry *entries;
+    size_t nentries;
+    json_t *skipped;
+} bench_task;
+
+/* --------------------------------------------------------- planning */
+
+static int int_list(request *r, const json_t *o, const char *key, const int32_t *def, size_t ndef,
+                    int32_t lo, int32_t hi, int32_t *out, size_t *n)
+{
+    json_t *a = json_object_get(o, key);
+    if (!a) {
+        memcpy(out, def, ndef * sizeof *def);
+        *n = ndef;
+        return 0;
+    }
+    if (!json_is_array(a) || json_array_size(a) == 0 || json_array_size(a) > MAX_SWEEP) {
+        api_error(r, 400, "invalid_request", "`%s` must be a list of 1 to %d integers", key, MAX_SWEEP);
+        return -1;
+    }
+    size_t i;
+    json_t *v;
+    json_array_foreach(a, i, v) {
+        if (!json_is_integer(v) || json_integer_value(v) < lo || json_integer_value(v) > hi) {
+            api_error(r, 400, "invalid_parameter", "`%s[%zu]` must be an integer in %d..%d", key, i, lo, hi);
+            return -1;
+        }
+        out[i] = (int32_t)json_integer_value(v);
+    }
+    *n = json_array_size(a);
+    return 0;
+}
+
+/* Appends every sweep combination of kernel k. */
+static int plan_kernel(bench_task *b, const spmv_kernel *k, const int32_t *bs, size_t nbs, const int32_t *hs,
+                       size_t nhs, size_t cap)
+{
+    bool takes_bs = k->params & (1u << SPMV_PARAM_BLOCK_SIZE);
+    bool takes_hs = k->params & (1u << SPMV_PARAM_HACK_SIZE);
+    size_t nb = takes_bs ? nbs : 1, nh = takes_hs ? nhs : 1;
+    for (size_t i = 0; i < nb; i++)
+        for (size_t j = 0; j < nh; j++) {
+            if (b->nentries >= cap)
+                return -1;
+            bench_entry *e = &b->entries[b->nentries++];
+            memset(e, 0, sizeof *e);
+            e->k = k;
+            if (takes_bs)
+                e->p.v[SPMV_PARAM_BLOCK_SIZE] = bs[i];
+            if (takes_hs)
+                e->p.v[SPMV_PARAM_HACK_SIZE] = hs[j];
+        }
+    return 0;
+}
+
+static bool kernel_usable(request *r, matrix *m, const spmv_kernel *k, const char **why)
+{
+    if (!spmvd_kernel_available(r->d, k, why))
+        return false;
+    if (k->device == SPMV_DEVICE_GPU && !m->dev) {
+        *why = "the matrix is held on the host only";
+        return false;
+    }
+    return true;
+}
+
+static int plan(request *r, bench_task *b, const json_t *o)
+{
+    static const int32_t def_bs[] = {32, 64, 128, 256, 512, 1024};
+    static const int32_t def_hs[] = {16, 32, 64};
+    int32_t bs[MAX_SWEEP], hs[MAX_SWEEP];
+    size_t nbs, nhs;
+    const spmv_param_desc *pb = spmv_param_get(SPMV_PARAM_BLOCK_SIZE), *ph = spmv_param_get(SPMV_PARAM_HACK_SIZE);
+    if (int_list(r, o, "block_sizes", def_bs, 6, pb->min, pb->max, bs, &nbs) ||
+        int_list(r, o, "hack_sizes", def_hs, 3, ph->min, ph->max, hs, &nhs))
+        return -1;
+    size_t cap = spmv_kernel_count() * MAX_SWEEP * MAX_SWEEP + 1;
+    b->entries = calloc(cap, sizeof *b->entries);
+    b->skipped = json_array();
+    if (!b->entries || !b->skipped)
+        return -1;
+    /* the baseline first */
+    plan_kernel(b, spmv_kernel_find("cpu.csr.serial"), bs, 0, hs, 0, cap);
+    json_t *list = json_object_get(o, "kernels");
+    if (list && (!json_is_array(list) || json_array_size(list) == 0)) {
+        api_error(r, 400, "invalid_request", "`kernels` must be a non-empty list of kernel names");
+        return -1;
+    }
+    size_t n = list ? json_array_size(list) : spmv_kernel_count();
+    for (size_t i = 0; i < n; i++) {
+        const spmv_kernel *k;
+        const char *why = NULL;
+        if (list) {
+            const char *name = json_string_value(json_array_get(list, i));
+            if (!(k = spmv_kernel_find(name))) {
+                api_error(r, 400, "unknown_kernel", "`kernels[%zu]`: no kernel \"%s\"", i, name ? name : "(not a string)");
+                return -1;
+            }
+        } else {
+            k = spmv_kernel_at(i);
+        }
+        if (strcmp(k->name, "cpu.csr.serial") == 0)
+            continue;
+        if (!kernel_usable(r, b->m, k, &why)) {
+            json_array_append_new(b->skipped, json_pack("{s:s, s:s}", "kernel", k->name, "reason", why));
+            continue;
+        }
+        plan_kernel(b, k, bs, nbs, hs, nhs, cap);
+    }
+    return 0;
+}
+
+/* ------------------------------------------------------------ running */
+
+static void fill_x(void *x, spmv_dtype dt, int32_t n, uint64_t seed)
+{
+    uint64_t s = seed ? seed : 1;
+    for (int32_t j = 0; j < n; j++) {
+        s ^= s << 13; /* xorshift64: a fixed, documented stream for a seed */
+        s ^= s >> 7;
+        s ^= s << 17;
+        double v = (double)(s >> 11) / 9007199254740992.0 * 2.0 - 1.0;
+        if (dt == SPMV_FLOAT32)
+            ((float *)x)[j] = (float)v;
+        else
+            ((double *)x)[j] = v;
+    }
+}
+
+static void run_entry(bench_task *b, worker *w, bench_entry *e, const void *x, void *y, const void *ref)
+{
+    spmv_error err = {0};
+    spmv_params resolved;
+    spmv_dtype dt = b->m->host.dtype;
+    int32_t rows = b->m->host.rows;
+    for (int32_t i = 0; i < rows; i++) {
+        if (dt == SPMV_FLOAT32)
+            ((float *)y)[i] = NAN;
+        else
+            ((double *)y)[i] = NAN;
+    }
+    e->rc = spmv_params_resolve(e->k, &e->p, &resolved, &err);
+    if (e->rc == SPMV_OK) {
+        e->p = resolved;
+        e->rc = worker_run_kernel(w, b->m, e->k, &e->p, x, y, b->warmup, b->runs, &e->st, &err);
+    }
+    if (e->rc != SPMV_OK) {
+        snprintf(e->error, sizeof e->error, "%s", err.message[0] ? err.message : spmv_strerror(e->rc));
+        return;
+    }
+    e->max_rel_err = b->verify ? spmv_max_rel_err(dt, y, ref, rows) : NAN;
+}
+
+static void bench_run(task *base, worker *w)
+{
+    bench_task *b = (bench_task *)base;
+    spmv_dtype dt = b->m->host.dtype;
+    size_t es = spmv_dtype_size(dt);
+    size_t xn = (size_t)(b->m->host.cols ? b->m->host.cols : 1), yn = (size_t)(b->m->host.rows ? b->m->host.rows : 1);
+    void *x = malloc(xn * es), *y = malloc(yn * es), *ref = malloc(yn * es);
+    job_set_running(b->job);
+    if (!x || !y || !ref) {
+        for (size_t i = 0; i < b->nentries; i++) {
+            b->entries[i].rc = SPMV_ERR_NOMEM;
+            snprintf(b->entries[i].error, sizeof b->entries[i].error, "out of memory for the vectors");
+        }
+        goto out;
+    }
+    fill_x(x, dt, b->m->host.cols, b->seed);
+    spmv_reference(&b->m->host.csr, x, ref);
+    for (size_t i = 0; i < b->nentries; i++) {
+        run_entry(b, w, &b->entries[i], x, y, ref);
+        job_set_progress(b->job, (double)(i + 1) / (double)b->nentries);
+    }
+out:
+    free(x);
+    free(y);
+    free(ref);
+}
+
+/* -------------------------------------------------------------- table */
+
+static double tolerance(spmv_dtype dt) { return dt == SPMV_FLOAT32 ? 1e-4 : 1e-10; }
+
+static json_t *entry_json(const bench_task *b, const bench_entry *e, double base_ms, double cus_ms)
+{
+    json_t *params = json_object();
+    for (int id = 0; id < SPMV_PARAM_COUNT; id++)
+        if (e->k->params & (1u << id))
+            json_object_set_new(params, spmv_param_get((spmv_param_id)id)->name, json_integer(e->p.v[id]));
+    json_t *o = json_pack("{s:s, s:s, s:o}", "kernel", e->k->name,
+                          "device", e->k->device == SPMV_DEVICE_CPU ? "cpu" : "gpu", "params", params);
+    if (e->rc != SPMV_OK) {
+        json_object_set_new(o, "error", json_string(e->error));
+        return o;
+    }
+    const spmv_stats *s = &e->st;
+    json_object_set_new(o, "stats", json_pack("{s:i, s:i, s:o, s:o, s:o, s:o, s:o, s:o, s:o}", "runs", s->runs,
+                                              "warmup", s->warmup, "mean_ms", api_json_real(s->mean_ms),
+                                              "stddev_ms", api_json_real(s->stddev_ms), "min_ms", api_json_real(s->min_ms),
+                                              "median_ms", api_json_real(s->median_ms), "max_ms", api_json_real(s->max_ms),
+                                              "gflops", api_json_real(s->gflops), "gbps", api_json_real(s->gbps)));
+    json_object_set_new(o, "speedup", api_json_real(base_ms > 0 && s->median_ms > 0 ? base_ms / s->median_ms : NAN));
+    if (cus_ms > 0)
+        json_object_set_new(o, "ratio_cusparse", api_json_real(s->median_ms > 0 ? cus_ms / s->median_ms : NAN));
+    if (b->verify) {
+        json_object_set_new(o, "max_rel_err", api_json_real(e->max_rel_err));
+        json_object_set_new(o, "verified", json_boolean(e->max_rel_err <= tolerance(b->m->host.dtype)));
+    }
+    return o;
+}
+
+static json_t *table_json(const bench_task *b)
+{
+    double base_ms = -1, cus_ms = -1, best_ms = INFINITY;
+    const bench_entry *best = NULL;
+    for (size_t i = 0; i < b->nentries; i++) {
+        const bench_entry *e = &b->entries[i];
+        if (e->rc != SPMV_OK)
+            continue;
+        if (strcmp(e->k->name, "cpu.csr.serial") == 0)
+            base_ms = e->st.median_ms;
+        if (strcmp(e->k->name, "cusparse.csr") == 0 && (cus_ms < 0 || e->st.median_ms < cus_ms))
+            cus_ms = e->st.median_ms;
+        if (e->st.median_ms < best_ms && (!b->verify || e->max_rel_err <= tolerance(b->m->host.dtype))) {
+            best_ms = e->st.median_ms;
+            best = e;
+        }
+    }
+    json_t *rows = json_array();
+    for (size_t i = 0; i < b->nentries; i++)
+        json_array_append_new(rows, entry_json(b, &b->entries[i], base_ms, cus_ms));
+    json_t *o = json_pack("{s:s, s:s, s:I, s:I, s:I, s:i, s:i, s:b, s:I, s:s, s:o, s:O}", "matrix", b->m->meta.id,
+                          "dtype", spmv_dtype_name(b->m->host.dtype), "rows", (json_int_t)b->m->host.rows,
+                          "cols", (json_int_t)b->m->host.cols, "nnz", (json_int_t)b->m->host.nnz, "runs", b->runs,
+                          "warmup", b->warmup, "verify", b->verify, "seed", (json_int_t)(b->seed & INT64_MAX),
+                          "baseline", "cpu.csr.serial", "results", rows, "skipped", b->skipped);
+    if (o && best)
+        json_object_set_new(o, "best", json_pack("{s:s, s:o}", "kernel", best->k->name, "median_ms",
+                                                 api_json_real(best->st.median_ms)));
+    return o;
+}
+
+static void bench_free(bench_task *b)
+{
+    if (!b)
+        return;
+    matrix_unref(b->m);
+    job_unref(b->job);
+    json_decref(b->skipped);
+    free(b->entries);
+    free(b);
+}
+
+static void bench_finish(task *base, int status)
+{
+    bench_task *b = (bench_task *)base;
+    if (status != SPMV_OK) {
+        job_finish(b->job, 503, api_error_body("shutting_down", "the daemon shut down before the bench ran"));
+    } else {
+        json_t *table = table_json(b);
+        if (table)
+            job_finish(b->job, 200, table);
+        else
+            job_finish(b->job, 500, api_error_body("out_of_memory", "out of memory writing the table"));
+        log_info("bench: %s: %zu runs done", b->m->meta.id, b->nentries);
+    }
+    bench_free(b);
+}
+
+/* ------------------------------------------------------------ request */
+
+static void bench_begin(request *r)
+{
+    const char *ct = api_header_in(r, MHD_HTTP_HEADER_CONTENT_TYPE);
+    if (ct && strncasecmp(ct, "application/json", 16) != 0 &&
+        strncasecmp(ct, "application/x-www-form-urlencoded", 33) != 0) {
+        api_error(r, 415, "unsupported_media_type", "Content-Type %s: send application/json", ct);
+        return;
+    }
+    if (!api_check_content_length(r, atomic_load(&r->d->limits.max_body_bytes)))
+        return;
+    bench_task *b = calloc(1, sizeof *b);
+    if (!b) {
+        api_error(r, 500, "out_of_memory", "out of memory");
+        return;
+    }
+    r->state = b;
+    b->m = api_get_matrix(r);
+}
+
+static void bench_body(request *r, const char *data, size_t size)
+{
+    api_body_collect(r, data, size, atomic_load(&r->d->limits.max_body_bytes));
+}
+
+static int parse_body(request *r, bench_task *b, json_t **out)
+{
+    json_error_t jerr;
+    json_t *o = r->body_len ? json_loadb(r->body, r->body_len, JSON_REJECT_DUPLICATES, &jerr) : json_object();
+    char msg[256];
+    int64_t runs, warmup, seed;
+    int64_t max = atomic_load(&r->d->limits.max_runs);
+    *out = o;
+    if (!o) {
+        api_error(r, 400, "invalid_json", "body is not valid JSON: line %d column %d: %s", jerr.line, jerr.column, jerr.text);
+        return -1;
+    }
+    if (!json_is_object(o)) {
+        api_error(r, 400, "invalid_json", "body must be a JSON object");
+        return -1;
+    }
+    static const char *const known[] = {"kernels", "runs", "warmup", "block_sizes", "hack_sizes", "verify", "seed", NULL};
+    const char *key;
+    json_t *v;
+    json_object_foreach(o, key, v) {
+        bool ok = false;
+        for (int i = 0; known[i] && !ok; i++)
+            ok = strcmp(key, known[i]) == 0;
+        if (!ok) {
+            api_error(r, 400, "invalid_request", "unknown field `%s`", key);
+            return -1;
+        }
+    }
+    if (api_json_int_field(o, "runs", max < 10 ? max : 10, 1, max, &runs, msg, sizeof msg) ||
+        api_json_int_field(o, "warmup", max < 2 ? max : 2, 0, max, &warmup, msg, sizeof msg) ||
+        api_json_int_field(o, "seed", 0, 0, INT64_MAX, &seed, msg, sizeof msg) ||
+        api_json_bool_field(o, "verify", true, &b->verify, msg, sizeof msg)) {
+        api_error(r, 400, "invalid_request", "%s", msg);
+        return -1;
+    }
+    b->runs = (int32_t)runs;
+    b->warmup = (int32_t)warmup;
+    b->seed = seed ? (uint64_t)seed : ((uint64_t)time(NULL) << 20) ^ (uint64_t)getpid() ^ (uint64_t)(uintptr_t)b;
+    b->seed &= INT64_MAX;
+    return 0;
+}
+
+static void bench_end(request *r)
+{
+    bench_task *b = r->state;
+    json_t *o = NULL;
+    if (parse_body(r, b, &o) != 0 || plan(r, b, o) != 0) {
+        json_decref(o);
+        if (!r->resp)
+            api_error(r, 500, "out_of_memory", "out of memory");
+        return;
+    }
+    json_decref(o);
+    worker *w = b->m->dev ? b->m->dev_worker : r->d->cpu;
+    b->job = jobs_create(r->d->jobs, "bench", b->m->meta.id);
+    if (!b->job) {
+        api_error(r, 500, "out_of_memory", "out of memory");
+        return;
+    }
+    job *j = job_ref(b->job);
+    b->base.run = bench_run;
+    b->base.finish = bench_finish;
+    int rc = w->ops->submit(w, &b->base, false);
+    if (rc != SPMV_OK) {
+        job_finish(j, 503, api_error_body("queue_full", "the queue was full"));
+        api_error(r, 503, rc == SPMV_ERR_LIMIT ? "queue_full" : "shutting_down", "the %s queue is %s; retry later",
+                  w->name, rc == SPMV_ERR_LIMIT ? "full" : "closed");
+        job_unref(j);
+        return;
+    }
+    r->state = NULL;
+    api_answer_job(r, j);
+    job_unref(j);
+}
+
+static void bench_cleanup(request *r)
+{
+    bench_free(r->state);
+    r->state = NULL;
+}
+
+const route_handlers api_bench_post = {
+    .begin = bench_begin,
+    .body = bench_body,
+    .end = bench_end,
+    .cleanup = bench_cleanup,
+    .accepts_body = true,
+};

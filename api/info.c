@@ -1,0 +1,160 @@
+/* info.c — the small read-only routes: health, ready, info, kernels,
+ * metrics, and the job status route.
+ *
+ * Each answers on the first call from state the daemon already holds; none
+ * touches a queue, so they stay fast while workers are busy (a health
+ * check must not wait behind a benchmark).
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "api/api.h"
+
+static void health_begin(request *r)
+{
+    api_json(r, 200, json_pack("{s:s, s:s, s:f}", "status", "ok", "version", SPMV_VERSION,
+                               "uptime_s", (spmv_now_ms() - r->d->started_ms) / 1000.0));
+}
+
+static void ready_begin(request *r)
+{
+    if (atomic_load(&r->d->draining))
+        api_error(r, 503, "shutting_down", "the daemon is shutting down");
+    else if (!atomic_load(&r->d->ready))
+        api_error(r, 503, "not_ready", "the daemon is still loading its stored matrices");
+    else
+        api_json(r, 200, json_pack("{s:s, s:I}", "status", "ready", "matrices",
+                                   (json_int_t)store_count(r->d->store)));
+}
+
+static json_t *device_json(worker *w)
+{
+    worker_info info;
+    w->ops->info(w, &info);
+    json_t *o = json_pack("{s:s, s:s, s:I, s:I}", "name", info.name, "kind", info.kind,
+                          "queue_depth", (json_int_t)info.queue_depth, "tasks_run", (json_int_t)info.tasks_run);
+    if (!o)
+        return NULL;
+    if (info.gpu < 0) {
+        json_object_set_new(o, "cores", json_integer(sysconf(_SC_NPROCESSORS_ONLN)));
+    } else if (info.have_gpu_info) {
+        const spmv_gpu_info *g = &info.gpu_info;
+        char cc[16];
+        snprintf(cc, sizeof cc, "%d.%d", g->cc_major, g->cc_minor);
+        json_object_set_new(o, "index", json_integer(info.gpu));
+        json_object_set_new(o, "model", json_string(g->name));
+        json_object_set_new(o, "compute_capability", json_string(cc));
+        json_object_set_new(o, "sm_count", json_integer(g->sm_count));
+        json_object_set_new(o, "memory_total", json_integer((json_int_t)g->mem_total));
+        json_object_set_new(o, "memory_free", json_integer((json_int_t)g->mem_free));
+        json_object_set_new(o, "memory_used", json_integer((json_int_t)(g->mem_total - g->mem_free)));
+        json_object_set_new(o, "memory_used_by_spmvd", json_integer((json_int_t)g->mem_used_by_spmvd));
+    }
+    return o;
+}
+
+static json_t *limits_json(spmvd *d)
+{
+    const spmvd_limits *l = &d->limits;
+    return json_pack("{s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I}",
+                     "max_upload_bytes", (json_int_t)atomic_load(&l->max_upload_bytes),
+                     "max_body_bytes", (json_int_t)atomic_load(&l->max_body_bytes),
+                     "max_rows", (json_int_t)atomic_load(&l->max_rows),
+                     "max_nnz", (json_int_t)atomic_load(&l->max_nnz),
+                     "max_runs", (json_int_t)atomic_load(&l->max_runs),
+                     "queue_depth", (json_int_t)atomic_load(&d->cpu->queue.capacity),
+                     "job_retention_s", (json_int_t)atomic_load(&l->job_retention),
+                     "max_connections", (json_int_t)d->cfg.max_connections,
+                     "per_ip_connections", (json_int_t)d->cfg.per_ip_connections,
+                     "connection_timeout_s", (json_int_t)d->cfg.connection_timeout);
+}
+
+static void info_begin(request *r)
+{
+    spmvd *d = r->d;
+#ifdef SPMV_HAVE_CUDA
+    const bool cuda = true;
+#else
+    const bool cuda = false;
+#endif
+    json_t *devices = json_array();
+    json_array_append_new(devices, device_json(d->cpu));
+    for (int i = 0; i < d->ngpus; i++)
+        json_array_append_new(devices, device_json(d->gpus[i]));
+    json_t *o = json_pack("{s:s, s:{s:b, s:b}, s:b, s:f, s:I, s:o, s:o, s:b}",
+                          "version", SPMV_VERSION,
+                          "build", "cuda", cuda, "tls", MHD_is_feature_supported(MHD_FEATURE_TLS) == MHD_YES,
+                          "ready", atomic_load(&d->ready),
+                          "uptime_s", (spmv_now_ms() - d->started_ms) / 1000.0,
+                          "matrices", (json_int_t)store_count(d->store),
+                          "devices", devices,
+                          "limits", limits_json(d),
+                          "auth", d->auth_token != NULL);
+    if (o && d->ngpus == 0)
+        json_object_set_new(o, "gpu_unavailable_reason", json_string(d->gpu_reason));
+    api_json(r, 200, o);
+}
+
+static json_t *params_json(const spmv_kernel *k)
+{
+    json_t *a = json_array();
+    for (int id = 0; id < SPMV_PARAM_COUNT; id++) {
+        if (!(k->params & (1u << id)))
+            continue;
+        const spmv_param_desc *p = spmv_param_get((spmv_param_id)id);
+        json_array_append_new(a, json_pack("{s:s, s:i, s:i, s:i, s:s}", "name", p->name, "default", p->def,
+                                           "min", p->min, "max", p->max, "doc", p->doc));
+    }
+    return a;
+}
+
+static void kernels_begin(request *r)
+{
+    json_t *list = json_array();
+    for (size_t i = 0; i < spmv_kernel_count(); i++) {
+        const spmv_kernel *k = spmv_kernel_at(i);
+        const char *reason = NULL;
+        bool avail = spmvd_kernel_available(r->d, k, &reason);
+        json_t *o = json_pack("{s:s, s:s, s:s, s:s, s:o, s:b}", "name", k->name,
+                              "device", k->device == SPMV_DEVICE_CPU ? "cpu" : "gpu",
+                              "format", spmv_format_name(k->format), "summary", k->summary,
+                              "params", params_json(k), "available", avail);
+        if (o && !avail)
+            json_object_set_new(o, "reason", json_string(reason));
+        json_array_append_new(list, o);
+    }
+    api_json(r, 200, json_pack("{s:o}", "kernels", list));
+}
+
+static void metrics_begin(request *r)
+{
+    char *text = metrics_render(r->d->metrics, r->d);
+    if (!text) {
+        api_error(r, 500, "out_of_memory", "out of memory rendering metrics");
+        return;
+    }
+    api_bytes(r, 200, "text/plain; version=0.0.4; charset=utf-8", text, strlen(text));
+}
+
+static void job_begin(request *r)
+{
+    spmvd *d = r->d;
+    jobs_sweep(d->jobs, (double)atomic_load(&d->limits.job_retention));
+    job *j = jobs_get(d->jobs, r->id);
+    if (!j) {
+        api_error(r, 404, "not_found", "no job %s (unknown, or finished more than %lld s ago)", r->id,
+                  (long long)atomic_load(&d->limits.job_retention));
+        return;
+    }
+    api_json(r, 200, job_to_json(j));
+    job_unref(j);
+}
+
+const route_handlers api_health_get = {.begin = health_begin};
+const route_handlers api_ready_get = {.begin = ready_begin};
+const route_handlers api_info_get = {.begin = info_begin};
+const route_handlers api_kernels_get = {.begin = kernels_begin};
+const route_handlers api_metrics_get = {.begin = metrics_begin};
+const route_handlers api_job_get = {.begin = job_begin};

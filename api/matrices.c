@@ -1,0 +1,113 @@
+/* matrices.c — listing, describing and deleting stored matrices.
+ *
+ * The descriptor is the one JSON shape a matrix has in the API (upload
+ * answer, list entries, GET /v1/matrices/{id}): sizes, dtype, the
+ * symmetry the file declared, every format held with its bytes and padding
+ * and where it is held (host or a GPU), and the upload timings.
+ */
+#include <stdio.h>
+#include <string.h>
+#include <time.h>
+
+#include "api/api.h"
+
+static void add_format(json_t *list, const char *where, unsigned f, size_t bytes, double padding)
+{
+    json_array_append_new(list, json_pack("{s:s, s:s, s:I, s:o}", "format", spmv_format_name((spmv_format)f),
+                                          "device", where, "bytes", (json_int_t)bytes,
+                                          "padding", api_json_real(padding)));
+}
+
+static json_t *formats_json(matrix *m)
+{
+    json_t *list = json_array();
+    pthread_mutex_lock(&m->lock);
+    const spmv_matrix *h = &m->host;
+    spmv_format_info fi = spmv_csr_info(&h->csr);
+    add_format(list, "host", SPMV_FMT_CSR, fi.bytes, fi.padding_ratio);
+    if (h->formats & SPMV_FMT_COO) {
+        fi = spmv_coo_info(&h->coo);
+        add_format(list, "host", SPMV_FMT_COO, fi.bytes, fi.padding_ratio);
+    }
+    if (h->formats & SPMV_FMT_ELL) {
+        fi = spmv_ell_info(&h->ell);
+        add_format(list, "host", SPMV_FMT_ELL, fi.bytes, fi.padding_ratio);
+    }
+    if (h->formats & SPMV_FMT_HLL) {
+        fi = spmv_hll_info(&h->hll);
+        add_format(list, "host", SPMV_FMT_HLL, fi.bytes, fi.padding_ratio);
+    }
+    if (h->formats & SPMV_FMT_HYB) {
+        fi = spmv_hyb_info(&h->hyb);
+        add_format(list, "host", SPMV_FMT_HYB, fi.bytes, fi.padding_ratio);
+    }
+    pthread_mutex_unlock(&m->lock);
+    if (m->dev && m->dev_worker)
+        for (int b = 0; b < 5; b++)
+            if (m->dev_formats & (1u << b))
+                add_format(list, m->dev_worker->name, 1u << b, m->dev_bytes[b], m->dev_padding[b]);
+    return list;
+}
+
+json_t *api_matrix_json(spmvd *d, matrix *m)
+{
+    (void)d;
+    char created[32];
+    time_t t = (time_t)m->meta.created;
+    struct tm tm;
+    gmtime_r(&t, &tm);
+    strftime(created, sizeof created, "%Y-%m-%dT%H:%M:%SZ", &tm);
+    const matfile_meta *mt = &m->meta;
+    return json_pack("{s:s, s:s, s:I, s:I, s:I, s:s, s:s, s:i, s:s, s:o, s:I, s:I, s:s,"
+                     " s:{s:o, s:o, s:o, s:o}}",
+                     "id", mt->id, "name", mt->name, "rows", (json_int_t)m->host.rows,
+                     "cols", (json_int_t)m->host.cols, "nnz", (json_int_t)m->host.nnz,
+                     "dtype", spmv_dtype_name(m->host.dtype), "symmetry", spmv_mm_symmetry_name(mt->symmetry),
+                     "hack_size", m->host.hack_size,
+                     "device", m->dev && m->dev_worker ? m->dev_worker->name : "cpu",
+                     "formats", formats_json(m),
+                     "host_bytes", (json_int_t)matrix_host_bytes(m), "device_bytes", (json_int_t)m->dev_total,
+                     "created", created,
+                     "timings", "parse_ms", api_json_real(mt->parse_ms), "convert_ms", api_json_real(mt->convert_ms),
+                     "transfer_ms", api_json_real(mt->transfer_ms), "store_ms", api_json_real(mt->store_ms));
+}
+
+static void list_begin(request *r)
+{
+    matrix **list;
+    size_t n;
+    if (store_list(r->d->store, &list, &n) != SPMV_OK) {
+        api_error(r, 500, "out_of_memory", "out of memory listing matrices");
+        return;
+    }
+    json_t *a = json_array();
+    for (size_t i = 0; i < n; i++)
+        json_array_append_new(a, api_matrix_json(r->d, list[i]));
+    store_list_free(list, n);
+    api_json(r, 200, json_pack("{s:o, s:I}", "matrices", a, "count", (json_int_t)n));
+}
+
+static void get_begin(request *r)
+{
+    matrix *m = api_get_matrix(r);
+    if (!m)
+        return;
+    api_json(r, 200, api_matrix_json(r->d, m));
+    matrix_unref(m);
+}
+
+static void delete_begin(request *r)
+{
+    spmv_error err = {0};
+    int rc = store_remove(r->d->store, r->id, &err);
+    if (rc == SPMV_ERR_NOT_FOUND)
+        api_error(r, 404, "not_found", "no matrix %s", r->id);
+    else if (rc != SPMV_OK)
+        api_error_spmv(r, rc, &err);
+    else
+        api_bytes(r, 204, NULL, NULL, 0);
+}
+
+const route_handlers api_matrices_get = {.begin = list_begin};
+const route_handlers api_matrix_get = {.begin = get_begin};
+const route_handlers api_matrix_delete = {.begin = delete_begin};

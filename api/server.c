@@ -1,0 +1,491 @@
+/* server.c — libmicrohttpd set-up and the one access handler.
+ *
+ * MHD runs its own thread pool on epoll; every request goes through
+ * on_request(), which drives the route's handlers (see api.h) through the
+ * three kinds of call MHD makes: the first (headers in), the body chunks,
+ * and the final one (body complete, or the connection resumed after a
+ * task). Answers can only be queued on the first or the final call (MHD
+ * refuses mid-body), so an error found mid-body (a bad Matrix Market line,
+ * a body over the limit) is remembered, the rest of the body discarded,
+ * and the answer sent at the end.
+ *
+ * The listening socket is the one systemd passed (LISTEN_FDS) or one MHD
+ * binds to `listen`. Without an auth token, binding anything but loopback
+ * is refused: the daemon holds other people's data.
+ */
+#include <arpa/inet.h>
+#include <errno.h>
+#include <inttypes.h>
+#include <netdb.h>
+#include <netinet/in.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include "api/api.h"
+#include "api/server.h"
+#include "daemon/log.h"
+#include "daemon/notify.h"
+
+struct api_server {
+    spmvd *d;
+    struct MHD_Daemon *mhd;
+    char *tls_cert, *tls_key;   /* PEM text; MHD keeps pointers to it */
+    struct sockaddr_storage addr;
+    int listen_fd;              /* socket activation fd, or -1 */
+};
+
+const char *const *api_route_labels(size_t *count)
+{
+    *count = ROUTE_COUNT;
+    return api_route_names;
+}
+
+/* --------------------------------------------------- request helpers */
+
+const char *api_query(request *r, const char *key)
+{
+    return MHD_lookup_connection_value(r->conn, MHD_GET_ARGUMENT_KIND, key);
+}
+
+const char *api_header_in(request *r, const char *key)
+{
+    return MHD_lookup_connection_value(r->conn, MHD_HEADER_KIND, key);
+}
+
+bool api_check_content_length(request *r, int64_t limit)
+{
+    const char *cl = api_header_in(r, MHD_HTTP_HEADER_CONTENT_LENGTH);
+    if (!cl)
+        return true;
+    char *end;
+    errno = 0;
+    unsigned long long n = strtoull(cl, &end, 10);
+    if (errno || *end || end == cl) {
+        api_error(r, 400, "bad_request", "Content-Length \"%s\" is not a number", cl);
+        return false;
+    }
+    if (n > (unsigned long long)limit) {
+        api_error(r, 413, "too_large", "body of %llu bytes is over the limit of %" PRId64 " bytes", n, limit);
+        return false;
+    }
+    return true;
+}
+
+void api_body_collect(request *r, const char *data, size_t size, int64_t limit)
+{
+    if (r->failed)
+        return;
+    r->body_seen += size;
+    if (r->body_seen > (uint64_t)limit) {
+        api_error(r, 413, "too_large", "body is over the limit of %" PRId64 " bytes", limit);
+        free(r->body);
+        r->body = NULL;
+        r->body_len = r->body_cap = 0;
+        return;
+    }
+    if (r->body_len + size + 1 > r->body_cap) {
+        size_t cap = r->body_cap ? r->body_cap : 4096;
+        while (cap < r->body_len + size + 1)
+            cap *= 2;
+        char *nb = realloc(r->body, cap);
+        if (!nb) {
+            api_error(r, 500, "out_of_memory", "out of memory collecting the body");
+            return;
+        }
+        r->body = nb;
+        r->body_cap = cap;
+    }
+    memcpy(r->body + r->body_len, data, size);
+    r->body_len += size;
+    r->body[r->body_len] = '\0';
+}
+
+bool api_submit_and_suspend(request *r, worker *w, task *t)
+{
+    pthread_mutex_lock(&r->lock);
+    MHD_suspend_connection(r->conn);
+    r->suspended = true;
+    int rc = w->ops->submit(w, t, false);
+    if (rc != SPMV_OK) {
+        MHD_resume_connection(r->conn);
+        r->suspended = false;
+    }
+    pthread_mutex_unlock(&r->lock);
+    if (rc == SPMV_ERR_LIMIT)
+        api_error(r, 503, "queue_full", "the %s queue is full (%zu waiting); retry later", w->name,
+                  queue_depth(&w->queue));
+    else if (rc != SPMV_OK)
+        api_error(r, 503, "shutting_down", "the daemon is shutting down");
+    return rc == SPMV_OK;
+}
+
+void api_task_done(request *r)
+{
+    pthread_mutex_lock(&r->lock);
+    r->task_done = true;
+    if (r->suspended) {
+        r->suspended = false;
+        MHD_resume_connection(r->conn);
+    }
+    pthread_mutex_unlock(&r->lock);
+}
+
+matrix *api_get_matrix(request *r)
+{
+    matrix *m = r->id[0] ? store_get(r->d->store, r->id) : NULL;
+    if (!m)
+        api_error(r, 404, "not_found", "no matrix %s", r->id);
+    return m;
+}
+
+/* ------------------------------------------------------- auth */
+
+/* Constant-time: the time taken depends on the lengths only. */
+static bool token_equal(const char *given, size_t glen, const char *want, size_t wlen)
+{
+    unsigned char diff = glen != wlen;
+    for (size_t i = 0; i < wlen; i++)
+        diff |= (unsigned char)(want[i] ^ (i < glen ? given[i] : 0));
+    return diff == 0;
+}
+
+static bool authorized(request *r)
+{
+    spmvd *d = r->d;
+    if (!d->auth_token || r->route == ROUTE_HEALTH)
+        return true;
+    const char *h = api_header_in(r, MHD_HTTP_HEADER_AUTHORIZATION);
+    if (h && strncasecmp(h, "Bearer ", 7) == 0) {
+        const char *tok = h + 7;
+        while (*tok == ' ')
+            tok++;
+        if (token_equal(tok, strlen(tok), d->auth_token, d->auth_token_len))
+            return true;
+    }
+    api_error(r, 401, "unauthorized", "%s", h ? "the bearer token is not valid" : "this route needs Authorization: Bearer <token>");
+    api_header(r, MHD_HTTP_HEADER_WWW_AUTHENTICATE, "Bearer realm=\"spmvd\"");
+    return false;
+}
+
+/* ------------------------------------------------ request lifecycle */
+
+static bool needs_ready(route_id route)
+{
+    return route == ROUTE_MATRICES || route == ROUTE_MATRIX || route == ROUTE_SPY ||
+           route == ROUTE_SPMV || route == ROUTE_BENCH || route == ROUTE_JOB;
+}
+
+static request *request_new(spmvd *d, struct MHD_Connection *conn, const char *url, const char *method)
+{
+    request *r = calloc(1, sizeof *r);
+    if (!r)
+        return NULL;
+    r->d = d;
+    r->conn = conn;
+    r->t0 = spmv_now_ms();
+    r->path = strdup(url);
+    snprintf(r->method, sizeof r->method, "%s", method);
+    pthread_mutex_init(&r->lock, NULL);
+    atomic_fetch_add(&d->open_requests, 1);
+    return r;
+}
+
+static void request_begin(request *r)
+{
+    bool bad_id;
+    const char *allow;
+    r->route = api_route_match(r->path ? r->path : "", r->id, &bad_id);
+    if (r->route == ROUTE_UNKNOWN) {
+        api_error(r, 404, "not_found", "no route %s %s", r->method, r->path ? r->path : "");
+        return;
+    }
+    r->h = api_route_handlers(r->route, r->method, &allow);
+    if (!r->h) {
+        api_error(r, 405, "method_not_allowed", "%s does not take %s (allowed: %s)", r->path, r->method, allow);
+        api_header(r, MHD_HTTP_HEADER_ALLOW, allow);
+        return;
+    }
+    if (!authorized(r))
+        return;
+    if (bad_id) {
+        api_error(r, 404, "not_found", "%s is not a %s id (ids are UUIDs as the daemon returns them)",
+                  r->path, r->route == ROUTE_JOB ? "job" : "matrix");
+        return;
+    }
+    if (atomic_load(&r->d->draining)) {
+        api_error(r, 503, "shutting_down", "the daemon is shutting down");
+        return;
+    }
+    if (needs_ready(r->route) && !atomic_load(&r->d->ready)) {
+        api_error(r, 503, "not_ready", "the daemon is still loading its stored matrices");
+        return;
+    }
+    if (r->h->begin)
+        r->h->begin(r);
+}
+
+static enum MHD_Result flush(request *r)
+{
+    if (!r->resp || r->queued)
+        return MHD_YES;
+    r->queued = true;
+    enum MHD_Result rc = MHD_queue_response(r->conn, (unsigned)r->status, r->resp);
+    MHD_destroy_response(r->resp);
+    r->resp = NULL;
+    return rc;
+}
+
+static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const char *url,
+                                  const char *method, const char *version, const char *upload_data,
+                                  size_t *upload_data_size, void **con_cls)
+{
+    (void)version;
+    spmvd *d = cls;
+    request *r = *con_cls;
+    if (!r) {
+        if (!(r = request_new(d, conn, url, method)))
+            return MHD_NO;
+        *con_cls = r;
+        request_begin(r);
+        return flush(r);
+    }
+    if (*upload_data_size > 0) {
+        if (!r->failed && !r->resp && r->h && r->h->accepts_body && r->h->body)
+            r->h->body(r, upload_data, *upload_data_size);
+        *upload_data_size = 0;
+        return MHD_YES;
+    }
+    if (r->queued)
+        return MHD_YES;
+    if (!r->ended) {
+        r->ended = true;
+        if (!r->resp && r->h && r->h->end)
+            r->h->end(r);
+    } else {
+        pthread_mutex_lock(&r->lock);
+        bool done = r->task_done;
+        pthread_mutex_unlock(&r->lock);
+        if (done && !r->resp && r->h && r->h->resumed)
+            r->h->resumed(r);
+    }
+    pthread_mutex_lock(&r->lock);
+    bool waiting = r->suspended || r->task_done;
+    pthread_mutex_unlock(&r->lock);
+    if (!r->resp && !waiting)
+        api_error(r, 500, "internal", "the request was not answered");
+    return flush(r);
+}
+
+static void on_completed(void *cls, struct MHD_Connection *conn, void **con_cls,
+                         enum MHD_RequestTerminationCode toe)
+{
+    (void)conn;
+    spmvd *d = cls;
+    request *r = *con_cls;
+    if (!r)
+        return;
+    double ms = spmv_now_ms() - r->t0;
+    int status = r->queued ? r->status : 0;
+    if (status)
+        log_info("%s %s %d %zu B %.3f ms", r->method, r->path ? r->path : "?", status, r->resp_bytes, ms);
+    else
+        log_info("%s %s aborted (%s) after %.3f ms", r->method, r->path ? r->path : "?",
+                 toe == MHD_REQUEST_TERMINATED_TIMEOUT_REACHED ? "timeout" : "connection closed", ms);
+    metrics_request(d->metrics, r->route, status, ms);
+    if (r->h && r->h->cleanup)
+        r->h->cleanup(r);
+    if (r->resp)
+        MHD_destroy_response(r->resp);
+    free(r->body);
+    free(r->path);
+    pthread_mutex_destroy(&r->lock);
+    free(r);
+    *con_cls = NULL;
+    atomic_fetch_sub(&d->open_requests, 1);
+}
+
+static void mhd_log(void *cls, const char *fmt, va_list ap)
+{
+    (void)cls;
+    char msg[512];
+    vsnprintf(msg, sizeof msg, fmt, ap);
+    size_t n = strlen(msg);
+    while (n && (msg[n - 1] == '\n' || msg[n - 1] == '\r'))
+        msg[--n] = '\0';
+    log_warn("http: %s", msg);
+}
+
+/* ---------------------------------------------------------- start */
+
+static bool is_loopback(const struct sockaddr *sa)
+{
+    if (sa->sa_family == AF_INET) {
+        const struct sockaddr_in *in = (const struct sockaddr_in *)(const void *)sa;
+        return (ntohl(in->sin_addr.s_addr) >> 24) == 127;
+    }
+    if (sa->sa_family == AF_INET6) {
+        const struct sockaddr_in6 *in6 = (const struct sockaddr_in6 *)(const void *)sa;
+        if (IN6_IS_ADDR_LOOPBACK(&in6->sin6_addr))
+            return true;
+        return IN6_IS_ADDR_V4MAPPED(&in6->sin6_addr) && in6->sin6_addr.s6_addr[12] == 127;
+    }
+    return sa->sa_family == AF_UNIX;
+}
+
+static int resolve_listen(api_server *s, const char *listen, socklen_t *len, spmv_error *err)
+{
+    char host[256], port[16], why[256];
+    int p;
+    if (config_split_listen(listen, host, sizeof host, &p, why, sizeof why) != 0)
+        return spmv_error_set(err, SPMV_ERR_INVALID, 0, "config key `listen`: %s", why);
+    snprintf(port, sizeof port, "%d", p);
+    struct addrinfo hints = {.ai_flags = AI_PASSIVE | AI_NUMERICSERV, .ai_socktype = SOCK_STREAM};
+    struct addrinfo *res = NULL;
+    int rc = getaddrinfo(strcmp(host, "*") == 0 ? NULL : host, port, &hints, &res);
+    if (rc != 0 || !res)
+        return spmv_error_set(err, SPMV_ERR_INVALID, 0, "config key `listen`: cannot resolve \"%s\": %s",
+                              host, gai_strerror(rc));
+    memcpy(&s->addr, res->ai_addr, res->ai_addrlen);
+    *len = res->ai_addrlen;
+    freeaddrinfo(res);
+    return SPMV_OK;
+}
+
+static char *read_text_file(const char *path, size_t max)
+{
+    FILE *f = fopen(path, "rb");
+    if (!f)
+        return NULL;
+    char *buf = malloc(max + 1);
+    size_t n = buf ? fread(buf, 1, max, f) : 0;
+    fclose(f);
+    if (!buf || n == max) {
+        free(buf);
+        return NULL;
+    }
+    buf[n] = '\0';
+    return buf;
+}
+
+static int load_tls(api_server *s, const spmvd_config *c, spmv_error *err)
+{
+    if (!c->tls_cert)
+        return SPMV_OK;
+    if (MHD_is_feature_supported(MHD_FEATURE_TLS) != MHD_YES)
+        return spmv_error_set(err, SPMV_ERR_UNAVAILABLE, 0, "TLS is configured but this libmicrohttpd has no TLS support");
+    s->tls_cert = read_text_file(c->tls_cert, 1 << 20);
+    s->tls_key = read_text_file(c->tls_key, 1 << 20);
+    if (!s->tls_cert)
+        return spmv_error_set(err, SPMV_ERR_IO, 0, "config key `tls_cert`: cannot read %s", c->tls_cert);
+    if (!s->tls_key)
+        return spmv_error_set(err, SPMV_ERR_IO, 0, "config key `tls_key`: cannot read %s", c->tls_key);
+    return SPMV_OK;
+}
+
+int api_server_start(spmvd *d, api_server **out, spmv_error *err)
+{
+    const spmvd_config *c = &d->cfg;
+    api_server *s = calloc(1, sizeof *s);
+    socklen_t alen = 0;
+    int rc;
+    if (!s)
+        return spmv_error_set(err, SPMV_ERR_NOMEM, 0, "out of memory");
+    s->d = d;
+    s->listen_fd = notify_listen_fd();
+    if (s->listen_fd == -2) {
+        rc = spmv_error_set(err, SPMV_ERR_INVALID, 0, "socket activation passed more than one socket; spmvd serves one");
+        goto fail;
+    }
+    if (s->listen_fd >= 0) {
+        alen = sizeof s->addr;
+        if (getsockname(s->listen_fd, (struct sockaddr *)&s->addr, &alen) != 0) {
+            rc = spmv_error_set(err, SPMV_ERR_IO, 0, "socket activation fd: %s", strerror(errno));
+            goto fail;
+        }
+    } else if ((rc = resolve_listen(s, c->listen, &alen, err)) != 0) {
+        goto fail;
+    }
+    if (!d->auth_token && !is_loopback((struct sockaddr *)&s->addr)) {
+        rc = spmv_error_set(err, SPMV_ERR_INVALID, 0,
+                            "refusing to listen on %s without authentication: set auth_token_file "
+                            "(--auth-token-file) or listen on a loopback address",
+                            s->listen_fd >= 0 ? "the passed socket's non-loopback address" : c->listen);
+        goto fail;
+    }
+    if ((rc = load_tls(s, c, err)) != 0)
+        goto fail;
+
+    unsigned flags = MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_EPOLL | MHD_ALLOW_SUSPEND_RESUME |
+                     MHD_USE_ERROR_LOG;
+    if (s->addr.ss_family == AF_INET6)
+        flags |= MHD_USE_IPv6;
+    if (s->tls_cert)
+        flags |= MHD_USE_TLS;
+    struct MHD_OptionItem opts[16];
+    int n = 0;
+    if (c->threads > 1)
+        opts[n++] = (struct MHD_OptionItem){MHD_OPTION_THREAD_POOL_SIZE, (intptr_t)c->threads, NULL};
+    opts[n++] = (struct MHD_OptionItem){MHD_OPTION_CONNECTION_TIMEOUT, (intptr_t)c->connection_timeout, NULL};
+    opts[n++] = (struct MHD_OptionItem){MHD_OPTION_CONNECTION_MEMORY_LIMIT, (intptr_t)c->connection_memory_limit, NULL};
+    opts[n++] = (struct MHD_OptionItem){MHD_OPTION_CONNECTION_LIMIT, (intptr_t)c->max_connections, NULL};
+    if (c->per_ip_connections > 0)
+        opts[n++] = (struct MHD_OptionItem){MHD_OPTION_PER_IP_CONNECTION_LIMIT, (intptr_t)c->per_ip_connections, NULL};
+    opts[n++] = (struct MHD_OptionItem){MHD_OPTION_NOTIFY_COMPLETED, (intptr_t)on_completed, d};
+    opts[n++] = (struct MHD_OptionItem){MHD_OPTION_EXTERNAL_LOGGER, (intptr_t)mhd_log, NULL};
+    if (s->listen_fd >= 0)
+        opts[n++] = (struct MHD_OptionItem){MHD_OPTION_LISTEN_SOCKET, s->listen_fd, NULL};
+    else
+        opts[n++] = (struct MHD_OptionItem){MHD_OPTION_SOCK_ADDR, 0, &s->addr};
+    if (s->tls_cert) {
+        opts[n++] = (struct MHD_OptionItem){MHD_OPTION_HTTPS_MEM_CERT, 0, s->tls_cert};
+        opts[n++] = (struct MHD_OptionItem){MHD_OPTION_HTTPS_MEM_KEY, 0, s->tls_key};
+    }
+    opts[n++] = (struct MHD_OptionItem){MHD_OPTION_END, 0, NULL};
+
+    s->mhd = MHD_start_daemon(flags, 0, NULL, NULL, on_request, d, MHD_OPTION_ARRAY, opts, MHD_OPTION_END);
+    if (!s->mhd) {
+        rc = spmv_error_set(err, SPMV_ERR_IO, 0, "cannot start the HTTP server on %s (address in use? bad TLS files?)",
+                            s->listen_fd >= 0 ? "the socket-activation fd" : c->listen);
+        goto fail;
+    }
+    log_info("listening on %s%s%s", s->listen_fd >= 0 ? "the socket passed by systemd" : c->listen,
+             s->tls_cert ? " (TLS)" : "", d->auth_token ? " (bearer token required)" : "");
+    *out = s;
+    return SPMV_OK;
+fail:
+    free(s->tls_cert);
+    free(s->tls_key);
+    free(s);
+    return rc;
+}
+
+void api_server_quiesce(api_server *s)
+{
+    if (!s || !s->mhd)
+        return;
+    MHD_socket fd = MHD_quiesce_daemon(s->mhd);
+    if (fd != MHD_INVALID_SOCKET)
+        close(fd);
+}
+
+void api_server_stop(api_server *s, double wait_ms)
+{
+    if (!s)
+        return;
+    double t0 = spmv_now_ms();
+    while (atomic_load(&s->d->open_requests) > 0 && spmv_now_ms() - t0 < wait_ms) {
+        struct timespec ts = {0, 20 * 1000 * 1000};
+        nanosleep(&ts, NULL);
+    }
+    long left = atomic_load(&s->d->open_requests);
+    if (left > 0)
+        log_warn("stopping with %ld request(s) still open (clients slow to send or read)", left);
+    MHD_stop_daemon(s->mhd);
+    free(s->tls_cert);
+    free(s->tls_key);
+    free(s);
+}

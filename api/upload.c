@@ -1,0 +1,416 @@
+/* upload.c — POST /v1/matrices: a Matrix Market upload, streamed.
+ *
+ * Two shapes of body: multipart/form-data (curl -F file=@m.mtx, options as
+ * more fields) through MHD's post processor, and a raw body (curl
+ * --data-binary @m.mtx, options in the query string). Either way each
+ * chunk of the file goes straight into the engine's streaming reader as it
+ * arrives, so the text is never held whole; gzip is detected by the reader
+ * from the magic bytes. The Content-Length is checked against
+ * max_upload_bytes before any of the body is read; a body without one is
+ * counted as it comes.
+ *
+ * When the body ends: the reader finishes (its COO is float64), the host
+ * CSR is built in the asked dtype (and any other host formats asked for),
+ * and then either the file is written and the answer is 201 (host
+ * matrices), or a task copies the COO to the chosen GPU on that GPU's
+ * worker and the file is written when it comes back (507 if the device is
+ * full: nothing is stored). The answer is the descriptor plus Location.
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "api/api.h"
+#include "daemon/log.h"
+
+#define FIELD_MAX 256
+#define POST_BUFFER 65536
+
+typedef struct upload {
+    spmv_mm_reader *reader;
+    struct MHD_PostProcessor *pp;
+    bool file_seen;
+    char name[FIELD_MAX], dtype[FIELD_MAX], formats[FIELD_MAX], hack_size[FIELD_MAX], device[FIELD_MAX];
+    char filename[FIELD_MAX];
+    double parse_ms;
+    uint64_t bytes;
+    /* after the body */
+    spmv_coo coo;
+    matrix *m;
+    worker *gpu;
+    int task_rc;
+    spmv_error task_err;
+} upload;
+
+typedef struct load_task {
+    task base;
+    request *r;
+} load_task;
+
+static upload *U(request *r) { return r->state; }
+
+/* Feeds a chunk of the file to the reader, timing it. */
+static void feed(request *r, const char *data, size_t size)
+{
+    upload *u = U(r);
+    spmv_error err = {0};
+    double t0 = spmv_now_ms();
+    int rc = spmv_mm_reader_feed(u->reader, data, size, &err);
+    u->parse_ms += spmv_now_ms() - t0;
+    if (rc == SPMV_ERR_NOMEM)
+        api_error(r, 500, "out_of_memory", "%s", err.message);
+    else if (rc != SPMV_OK)
+        api_error(r, 422, rc == SPMV_ERR_UNSUPPORTED ? "unsupported_matrix" : "bad_matrix", "%s", err.message);
+}
+
+/* Appends a form field's chunk to its (bounded) buffer. */
+static int field_append(char *buf, const char *data, uint64_t off, size_t size)
+{
+    if (off + size >= FIELD_MAX)
+        return -1;
+    memcpy(buf + off, data, size);
+    buf[off + size] = '\0';
+    return 0;
+}
+
+static enum MHD_Result on_field(void *cls, enum MHD_ValueKind kind, const char *key, const char *filename,
+                                const char *content_type, const char *transfer_encoding, const char *data,
+                                uint64_t off, size_t size)
+{
+    (void)kind; (void)content_type; (void)transfer_encoding;
+    request *r = cls;
+    upload *u = U(r);
+    if (r->failed)
+        return MHD_NO;
+    if (strcmp(key, "file") == 0) {
+        if (u->file_seen && off == 0) {
+            api_error(r, 400, "bad_request", "more than one `file` field");
+            return MHD_NO;
+        }
+        u->file_seen = true;
+        if (filename && off == 0)
+            snprintf(u->filename, sizeof u->filename, "%s", filename);
+        if (size)
+            feed(r, data, size);
+        return r->failed ? MHD_NO : MHD_YES;
+    }
+    static const char *const names[] = {"name", "dtype", "formats", "hack_size", "device"};
+    char *bufs[] = {u->name, u->dtype, u->formats, u->hack_size, u->device};
+    for (size_t i = 0; i < 5; i++)
+        if (strcmp(key, names[i]) == 0) {
+            if (field_append(bufs[i], data, off, size) != 0) {
+                api_error(r, 400, "bad_request", "form field `%s` is longer than %d bytes", key, FIELD_MAX - 1);
+                return MHD_NO;
+            }
+            return MHD_YES;
+        }
+    api_error(r, 400, "bad_request", "unknown form field `%s` (known: file, name, dtype, formats, hack_size, device)", key);
+    return MHD_NO;
+}
+
+static void query_option(request *r, const char *key, char *buf)
+{
+    const char *v = api_query(r, key);
+    if (v)
+        snprintf(buf, FIELD_MAX, "%s", v);
+}
+
+static void upload_begin(request *r)
+{
+    spmvd *d = r->d;
+    if (!api_check_content_length(r, atomic_load(&d->limits.max_upload_bytes)))
+        return;
+    upload *u = calloc(1, sizeof *u);
+    if (!u) {
+        api_error(r, 500, "out_of_memory", "out of memory");
+        return;
+    }
+    r->state = u;
+    /* query options first: form fields, when present, override them */
+    query_option(r, "name", u->name);
+    query_option(r, "dtype", u->dtype);
+    query_option(r, "formats", u->formats);
+    query_option(r, "hack_size", u->hack_size);
+    query_option(r, "device", u->device);
+    spmv_mm_options opts = {.max_rows = atomic_load(&d->limits.max_rows),
+                            .max_cols = atomic_load(&d->limits.max_rows),
+                            .max_nnz = atomic_load(&d->limits.max_nnz), .threads = 0};
+    spmv_error err = {0};
+    int rc = spmv_mm_reader_new(&opts, &u->reader, &err);
+    if (rc != SPMV_OK) {
+        api_error_spmv(r, rc, &err);
+        return;
+    }
+    const char *ct = api_header_in(r, MHD_HTTP_HEADER_CONTENT_TYPE);
+    if (ct && strncasecmp(ct, "multipart/form-data", 19) == 0) {
+        u->pp = MHD_create_post_processor(r->conn, POST_BUFFER, on_field, r);
+        if (!u->pp)
+            api_error(r, 400, "bad_request", "malformed multipart/form-data header (no boundary?)");
+    }
+}
+
+static void upload_body(request *r, const char *data, size_t size)
+{
+    upload *u = U(r);
+    int64_t limit = atomic_load(&r->d->limits.max_upload_bytes);
+    u->bytes += size;
+    if (u->bytes > (uint64_t)limit) {
+        api_error(r, 413, "too_large", "upload is over the limit of %lld bytes", (long long)limit);
+        return;
+    }
+    if (u->pp) {
+        if (MHD_post_process(u->pp, data, size) != MHD_YES && !r->failed)
+            api_error(r, 400, "bad_request", "malformed multipart/form-data body");
+    } else {
+        feed(r, data, size);
+    }
+}
+
+/* ------------------------------------------------------------ options */
+
+typedef struct upload_opts {
+    spmv_dtype dtype;
+    unsigned formats;
+    int32_t hack_size;
+    int device;        /* -1: host only, -2: the GPU with most free memory, else GPU index */
+    const char *name;
+} upload_opts;
+
+static bool name_ok(const char *s)
+{
+    for (const unsigned char *p = (const unsigned char *)s; *p; p++)
+        if (*p < 0x20 || *p == 0x7f)
+            return false;
+    json_t *probe = json_string(s); /* NULL unless valid UTF-8 */
+    json_decref(probe);
+    return probe != NULL;
+}
+
+static int parse_device(request *r, const char *s, int *out)
+{
+    char *end;
+    if (!*s || strcmp(s, "auto") == 0) {
+        *out = r->d->ngpus > 0 ? -2 : -1;
+        return 0;
+    }
+    if (strcmp(s, "cpu") == 0 || strcmp(s, "host") == 0) {
+        *out = -1;
+        return 0;
+    }
+    if (strcmp(s, "gpu") == 0) {
+        *out = -2;
+    } else {
+        const char *num = strncmp(s, "gpu", 3) == 0 ? s + 3 : s;
+        long v = strtol(num, &end, 10);
+        if (end == num || *end || v < 0 || v >= CONFIG_MAX_DEVICES) {
+            api_error(r, 400, "invalid_request", "`device` must be auto, cpu, gpu or gpuN, not \"%s\"", s);
+            return -1;
+        }
+        *out = (int)v;
+    }
+    if (!spmvd_pick_gpu(r->d, *out)) {
+        api_error(r, 409, "unavailable", "`device` %s: %s", s,
+                  r->d->ngpus == 0 ? r->d->gpu_reason : "no such GPU in use by this daemon");
+        return -1;
+    }
+    return 0;
+}
+
+static int parse_options(request *r, upload_opts *o)
+{
+    upload *u = U(r);
+    spmvd *d = r->d;
+    spmv_error err = {0};
+    const char *dt = u->dtype[0] ? u->dtype : d->cfg.default_dtype;
+    if (spmv_dtype_parse(dt, &o->dtype) != 0) {
+        api_error(r, 400, "invalid_request", "`dtype` must be float64 or float32, not \"%s\"", dt);
+        return -1;
+    }
+    o->hack_size = (int32_t)d->cfg.default_hack_size;
+    if (u->hack_size[0]) {
+        char *end;
+        long v = strtol(u->hack_size, &end, 10);
+        const spmv_param_desc *pd = spmv_param_get(SPMV_PARAM_HACK_SIZE);
+        if (*end || end == u->hack_size || v < pd->min || v > pd->max) {
+            api_error(r, 400, "invalid_request", "`hack_size` must be an integer in %d..%d, not \"%s\"",
+                      pd->min, pd->max, u->hack_size);
+            return -1;
+        }
+        o->hack_size = (int32_t)v;
+    }
+    if (parse_device(r, u->device, &o->device) != 0)
+        return -1;
+    o->formats = o->device == -1 ? SPMV_FMT_CSR : SPMV_FMT_ALL;
+    if (u->formats[0] && spmv_formats_parse(u->formats, &o->formats, &err) != 0) {
+        api_error(r, 400, "invalid_request", "`formats`: %s", err.message);
+        return -1;
+    }
+    o->formats |= SPMV_FMT_CSR;
+    o->name = u->name[0] ? u->name : u->filename[0] ? u->filename : "matrix";
+    if (strlen(o->name) > MATFILE_NAME_MAX || !name_ok(o->name)) {
+        api_error(r, 400, "invalid_request", "`name` must be at most %d bytes of UTF-8 text without control characters",
+                  MATFILE_NAME_MAX);
+        return -1;
+    }
+    return 0;
+}
+
+/* ----------------------------------------------------------- finishing */
+
+static void answer_created(request *r)
+{
+    upload *u = U(r);
+    char loc[64];
+    snprintf(loc, sizeof loc, "/v1/matrices/%s", u->m->meta.id);
+    log_info("upload: stored %s \"%s\" %dx%d nnz %lld %s on %s (%llu bytes, parse %.1f ms)", u->m->meta.id,
+             u->m->meta.name, u->m->host.rows, u->m->host.cols, (long long)u->m->host.nnz,
+             spmv_dtype_name(u->m->host.dtype), u->m->dev_worker ? u->m->dev_worker->name : "cpu",
+             (unsigned long long)u->bytes, u->m->meta.parse_ms);
+    metrics_upload(r->d->metrics, u->bytes);
+    api_json(r, 201, api_matrix_json(r->d, u->m));
+    api_header(r, MHD_HTTP_HEADER_LOCATION, loc);
+}
+
+static void store_and_answer(request *r)
+{
+    upload *u = U(r);
+    spmv_error err = {0};
+    int rc = store_insert(r->d->store, u->m, &err);
+    if (rc != SPMV_OK) {
+        log_error("upload: %s", err.message);
+        api_error_spmv(r, rc, &err);
+        return;
+    }
+    answer_created(r);
+}
+
+static void load_run(task *t, worker *w)
+{
+    request *r = ((load_task *)t)->r;
+    upload *u = U(r);
+    u->task_rc = w->ops->matrix_load(w, u->m, &u->coo, &u->task_err);
+}
+
+static void load_finish(task *t, int status)
+{
+    request *r = ((load_task *)t)->r;
+    if (status != SPMV_OK) {
+        U(r)->task_rc = status;
+        spmv_error_set(&U(r)->task_err, status, 0, "the daemon is shutting down");
+    }
+    free(t);
+    api_task_done(r);
+}
+
+static void upload_resumed(request *r)
+{
+    upload *u = U(r);
+    spmv_coo_free(&u->coo);
+    if (u->task_rc == SPMV_ERR_UNAVAILABLE && atomic_load(&r->d->draining))
+        api_error(r, 503, "shutting_down", "the daemon is shutting down");
+    else if (u->task_rc != SPMV_OK)
+        api_error_spmv(r, u->task_rc, &u->task_err);
+    else
+        store_and_answer(r);
+}
+
+static int build_matrix(request *r, const upload_opts *o, const spmv_mm_info *info)
+{
+    upload *u = U(r);
+    spmv_error err = {0};
+    matfile_meta meta;
+    memset(&meta, 0, sizeof meta);
+    store_new_id(meta.id);
+    snprintf(meta.name, sizeof meta.name, "%s", o->name);
+    meta.symmetry = info->symmetry;
+    meta.formats = o->formats;
+    meta.hack_size = o->hack_size;
+    meta.device = o->device == -1 ? MATFILE_DEVICE_HOST : 0;
+    meta.created = (int64_t)time(NULL);
+    meta.parse_ms = u->parse_ms;
+    double t0 = spmv_now_ms();
+    spmv_csr csr = {0};
+    int rc = spmv_coo_to_csr(&u->coo, o->dtype, &csr, &err);
+    /* a GPU matrix keeps only the CSR on the host; other formats live on the device */
+    if (rc == SPMV_OK)
+        rc = matrix_new_from_csr(&meta, &csr, o->device == -1 ? o->formats : SPMV_FMT_CSR, &u->m, &err);
+    if (rc != SPMV_OK) {
+        spmv_csr_free(&csr);
+        api_error_spmv(r, rc, &err);
+        return rc;
+    }
+    u->m->meta.convert_ms = spmv_now_ms() - t0;
+    return SPMV_OK;
+}
+
+static void upload_end(request *r)
+{
+    upload *u = U(r);
+    spmv_error err = {0};
+    spmv_mm_info info;
+    upload_opts o;
+    if (u->pp) {
+        MHD_destroy_post_processor(u->pp); /* flushes the last field */
+        u->pp = NULL;
+        if (r->resp)
+            return;
+        if (!u->file_seen) {
+            api_error(r, 400, "bad_request", "multipart upload without a `file` field");
+            return;
+        }
+    }
+    double t0 = spmv_now_ms();
+    int rc = spmv_mm_reader_finish(u->reader, &u->coo, &info, &err);
+    u->parse_ms += spmv_now_ms() - t0;
+    spmv_mm_reader_free(u->reader);
+    u->reader = NULL;
+    if (rc != SPMV_OK) {
+        if (rc == SPMV_ERR_NOMEM)
+            api_error_spmv(r, rc, &err);
+        else
+            api_error(r, 422, rc == SPMV_ERR_UNSUPPORTED ? "unsupported_matrix" : "bad_matrix", "%s", err.message);
+        return;
+    }
+    if (parse_options(r, &o) != 0 || build_matrix(r, &o, &info) != 0)
+        return;
+    if (o.device == -1) {
+        spmv_coo_free(&u->coo);
+        store_and_answer(r);
+        return;
+    }
+    u->gpu = spmvd_pick_gpu(r->d, o.device == -2 ? -1 : o.device);
+    load_task *t = calloc(1, sizeof *t);
+    if (!t) {
+        api_error(r, 500, "out_of_memory", "out of memory");
+        return;
+    }
+    t->base.run = load_run;
+    t->base.finish = load_finish;
+    t->r = r;
+    if (!api_submit_and_suspend(r, u->gpu, &t->base))
+        free(t);
+}
+
+static void upload_cleanup(request *r)
+{
+    upload *u = U(r);
+    if (!u)
+        return;
+    if (u->pp)
+        MHD_destroy_post_processor(u->pp);
+    spmv_mm_reader_free(u->reader);
+    spmv_coo_free(&u->coo);
+    matrix_unref(u->m);
+    free(u);
+    r->state = NULL;
+}
+
+const route_handlers api_upload_post = {
+    .begin = upload_begin,
+    .body = upload_body,
+    .end = upload_end,
+    .resumed = upload_resumed,
+    .cleanup = upload_cleanup,
+    .accepts_body = true,
+};

@@ -1,0 +1,84 @@
+/* config.h — the daemon's configuration: one struct, one table of keys.
+ *
+ * Values come from three layers, later ones winning: built-in defaults, a
+ * JSON file (/etc/spmvd/spmvd.json when it exists, or --config FILE), and a
+ * command-line flag per key (--max-upload-bytes for max_upload_bytes). Every
+ * key is validated for type and range with a message that names it. The key
+ * table in config.c is the single list the parser, --help and the docs
+ * (config/README.md) follow.
+ */
+#ifndef SPMVD_CONFIG_H
+#define SPMVD_CONFIG_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#define CONFIG_DEFAULT_FILE "/etc/spmvd/spmvd.json"
+#define CONFIG_MAX_DEVICES 64
+
+typedef struct spmvd_config {
+    char *listen;                  /* "host:port" or "[v6]:port" */
+    char *state_dir;
+    int64_t threads;               /* HTTP thread pool size */
+    int64_t max_upload_bytes;
+    int64_t max_body_bytes;
+    int64_t max_rows;              /* rows and columns of an uploaded matrix */
+    int64_t max_nnz;
+    int64_t max_runs;
+    int64_t queue_depth;
+    int64_t job_retention;         /* seconds */
+    char *devices;                 /* "all", "none" or "0,2" */
+    char *default_dtype;
+    int64_t default_hack_size;
+    int64_t device_reserve_bytes;
+    int64_t connection_timeout;    /* seconds */
+    int64_t connection_memory_limit;
+    int64_t max_connections;
+    int64_t per_ip_connections;    /* 0: unlimited */
+    char *log_level;
+    char *auth_token_file;         /* NULL: no authentication */
+    char *tls_cert;                /* NULL: plain HTTP */
+    char *tls_key;
+
+    /* Not keys: what the command line asked for. */
+    char *config_file;             /* NULL: the default file if it exists */
+    bool check_only, show_help, show_version;
+} spmvd_config;
+
+/* Fills built-in defaults (allocates the strings). */
+void config_defaults(spmvd_config *c);
+void config_free(spmvd_config *c);
+
+/* Applies a JSON object text (a configuration file's contents); `origin`
+ * names it in messages. 0, or -1 with err set ("config key `threads`: ..."). */
+int config_apply_json(spmvd_config *c, const char *text, size_t len,
+                      const char *origin, char *err, size_t errlen);
+int config_apply_file(spmvd_config *c, const char *path, char *err, size_t errlen);
+
+/* Parses argv: only --config/--help/--version/--check-config when
+ * `pass` is 0, every key flag when `pass` is 1 (so flags override the file
+ * whichever order they come in). */
+int config_parse_args(spmvd_config *c, int argc, char **argv, int pass,
+                      char *err, size_t errlen);
+
+/* The three layers in order: defaults, file, flags. */
+int config_load(spmvd_config *c, int argc, char **argv, char *err, size_t errlen);
+
+/* Cross-key checks (tls_cert without tls_key, listen parses, ...). */
+int config_validate(const spmvd_config *c, char *err, size_t errlen);
+
+/* "host:port" -> host (without brackets) and port. */
+int config_split_listen(const char *listen, char *host, size_t hostlen,
+                        int *port, char *err, size_t errlen);
+
+/* The devices key as a list of GPU indices: *all set for "all", count 0 for
+ * "none". */
+int config_parse_devices(const char *spec, bool *all, int *list, int *count,
+                         char *err, size_t errlen);
+
+/* Writes --help text (every flag with its default) to stdout. */
+void config_print_help(const char *prog);
+/* The effective configuration as a JSON object text (caller frees). */
+char *config_to_json(const spmvd_config *c);
+
+#endif

@@ -1,0 +1,109 @@
+/* daemon.c — decisions that need the whole daemon: which device a matrix
+ * or a kernel goes to, whether a kernel can run here, and running a
+ * function on a worker's thread synchronously (start-up reload).
+ */
+#include <string.h>
+
+#include "daemon/daemon.h"
+
+void spmvd_limits_from_config(spmvd_limits *l, const spmvd_config *c)
+{
+    atomic_store(&l->max_upload_bytes, c->max_upload_bytes);
+    atomic_store(&l->max_body_bytes, c->max_body_bytes);
+    atomic_store(&l->max_runs, c->max_runs);
+    atomic_store(&l->job_retention, c->job_retention);
+    atomic_store(&l->max_rows, c->max_rows);
+    atomic_store(&l->max_nnz, c->max_nnz);
+}
+
+worker *spmvd_pick_gpu(spmvd *d, int want)
+{
+    worker *best = NULL;
+    size_t best_free = 0;
+    for (int i = 0; i < d->ngpus; i++) {
+        worker *w = d->gpus[i];
+        if (want >= 0) {
+            if (w->gpu == want)
+                return w;
+            continue;
+        }
+        worker_info info;
+        w->ops->info(w, &info);
+        size_t free_bytes = info.have_gpu_info ? info.gpu_info.mem_free : 0;
+        if (!best || free_bytes > best_free) {
+            best = w;
+            best_free = free_bytes;
+        }
+    }
+    return best;
+}
+
+worker *spmvd_worker_for(spmvd *d, matrix *m, const spmv_kernel *k)
+{
+    if (k->device == SPMV_DEVICE_CPU)
+        return d->cpu;
+    return m->dev ? m->dev_worker : NULL;
+}
+
+bool spmvd_kernel_available(spmvd *d, const spmv_kernel *k, const char **reason)
+{
+    const char *why = NULL;
+    bool ok = spmv_kernel_available(k, &why);
+    if (ok && k->device == SPMV_DEVICE_GPU && d->ngpus == 0) {
+        ok = false;
+        why = d->gpu_reason;
+    }
+    if (reason)
+        *reason = ok ? NULL : (why ? why : "not available");
+    return ok;
+}
+
+typedef struct call_task {
+    task base;
+    int (*fn)(worker *w, void *arg);
+    void *arg;
+    int rc;
+    bool done;
+    pthread_mutex_t lock;
+    pthread_cond_t cond;
+} call_task;
+
+static void call_run(task *t, worker *w)
+{
+    call_task *c = (call_task *)t;
+    c->rc = c->fn(w, c->arg);
+}
+
+static void call_finish(task *t, int status)
+{
+    call_task *c = (call_task *)t;
+    pthread_mutex_lock(&c->lock);
+    if (status != SPMV_OK)
+        c->rc = status;
+    c->done = true;
+    pthread_cond_signal(&c->cond);
+    pthread_mutex_unlock(&c->lock);
+}
+
+int spmvd_call_on_worker(worker *w, int (*fn)(worker *w, void *arg), void *arg)
+{
+    call_task c;
+    memset(&c, 0, sizeof c);
+    c.base.run = call_run;
+    c.base.finish = call_finish;
+    c.fn = fn;
+    c.arg = arg;
+    pthread_mutex_init(&c.lock, NULL);
+    pthread_cond_init(&c.cond, NULL);
+    int rc = w->ops->submit(w, &c.base, true);
+    if (rc == SPMV_OK) {
+        pthread_mutex_lock(&c.lock);
+        while (!c.done)
+            pthread_cond_wait(&c.cond, &c.lock);
+        pthread_mutex_unlock(&c.lock);
+        rc = c.rc;
+    }
+    pthread_cond_destroy(&c.cond);
+    pthread_mutex_destroy(&c.lock);
+    return rc;
+}

@@ -1,0 +1,61 @@
+/* daemon.h — the daemon as one object, passed to everything that needs it.
+ *
+ * `spmvd` owns the configuration, the runtime limits (which SIGHUP may
+ * change), the store, the workers (one CPU, one per GPU), the job registry
+ * and the metrics. The API layer receives a pointer to it and reaches the
+ * store and queues only through it: there is no other global state.
+ */
+#ifndef SPMVD_DAEMON_H
+#define SPMVD_DAEMON_H
+
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "daemon/config.h"
+#include "daemon/jobs.h"
+#include "daemon/metrics.h"
+#include "daemon/store.h"
+#include "daemon/worker.h"
+
+/* Limits a request handler reads on every request; SIGHUP swaps them. */
+typedef struct spmvd_limits {
+    _Atomic int64_t max_upload_bytes, max_body_bytes, max_runs, job_retention;
+    _Atomic int64_t max_rows, max_nnz;
+} spmvd_limits;
+
+typedef struct spmvd {
+    spmvd_config cfg;
+    spmvd_limits limits;
+    char *auth_token;            /* NULL: no authentication */
+    size_t auth_token_len;
+    store *store;
+    job_registry *jobs;
+    metrics *metrics;
+    worker *cpu;
+    worker *gpus[CONFIG_MAX_DEVICES];
+    int ngpus;
+    char gpu_reason[256];        /* why there are none, when ngpus is 0 */
+    _Atomic bool ready;          /* store reloaded, workers up */
+    _Atomic bool draining;       /* SIGTERM seen: no new work */
+    _Atomic long open_requests;  /* requests not yet completed */
+    double started_ms;
+} spmvd;
+
+void spmvd_limits_from_config(spmvd_limits *l, const spmvd_config *c);
+
+/* The GPU worker an upload goes to: `want` < 0 picks the one with the most
+ * free memory; NULL when there is no GPU (or `want` is not one). */
+worker *spmvd_pick_gpu(spmvd *d, int want);
+/* The worker that runs kernel k on matrix m: the CPU worker for CPU
+ * kernels, m's GPU worker for GPU kernels (NULL if m is not on a GPU). */
+worker *spmvd_worker_for(spmvd *d, matrix *m, const spmv_kernel *k);
+/* Whether kernel k can run in this daemon (build, host, configured
+ * devices); *reason says why not. */
+bool spmvd_kernel_available(spmvd *d, const spmv_kernel *k, const char **reason);
+/* Runs fn(w, arg) on worker w's thread and waits for its result (start-up
+ * reload puts matrices on their GPU this way). SPMV_ERR_UNAVAILABLE if the
+ * worker is stopping. */
+int spmvd_call_on_worker(worker *w, int (*fn)(worker *w, void *arg), void *arg);
+
+#endif

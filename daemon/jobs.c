@@ -1,0 +1,209 @@
+/* jobs.c — the registry of asynchronous jobs.
+ *
+ * A list under one mutex, like the store, and for the same reason: the
+ * number of live jobs is bounded by the queues plus the retention window.
+ * Each job has its own mutex for the fields a worker writes while a client
+ * reads (state, result); progress is an atomic so a bench can report it
+ * after every kernel without taking a lock.
+ */
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "daemon/jobs.h"
+#include "daemon/store.h"
+#include "spmv.h"
+
+struct job {
+    char id[MATFILE_ID_LEN + 1];
+    char kind[16];
+    char matrix_id[MATFILE_ID_LEN + 1];
+    pthread_mutex_t lock;
+    job_state state;
+    _Atomic double progress;
+    int http_status;
+    json_t *body;
+    double created_ms, started_ms, finished_ms;  /* monotonic */
+    time_t created_wall;
+    _Atomic int refs;
+    job *next;
+};
+
+struct job_registry {
+    pthread_mutex_t lock;
+    job *head;
+};
+
+static const char *const state_names[] = {"queued", "running", "done", "failed"};
+
+job_registry *jobs_new(void)
+{
+    job_registry *r = calloc(1, sizeof *r);
+    if (r)
+        pthread_mutex_init(&r->lock, NULL);
+    return r;
+}
+
+void jobs_free(job_registry *r)
+{
+    if (!r)
+        return;
+    job *j = r->head;
+    while (j) {
+        job *next = j->next;
+        job_unref(j);
+        j = next;
+    }
+    pthread_mutex_destroy(&r->lock);
+    free(r);
+}
+
+job *jobs_create(job_registry *r, const char *kind, const char *matrix_id)
+{
+    job *j = calloc(1, sizeof *j);
+    if (!j)
+        return NULL;
+    store_new_id(j->id);
+    snprintf(j->kind, sizeof j->kind, "%s", kind);
+    snprintf(j->matrix_id, sizeof j->matrix_id, "%s", matrix_id ? matrix_id : "");
+    pthread_mutex_init(&j->lock, NULL);
+    j->state = JOB_QUEUED;
+    j->created_ms = spmv_now_ms();
+    j->created_wall = time(NULL);
+    atomic_store(&j->refs, 2);
+    pthread_mutex_lock(&r->lock);
+    j->next = r->head;
+    r->head = j;
+    pthread_mutex_unlock(&r->lock);
+    return j;
+}
+
+job *jobs_get(job_registry *r, const char *id)
+{
+    job *found = NULL;
+    pthread_mutex_lock(&r->lock);
+    for (job *j = r->head; j; j = j->next)
+        if (strcmp(j->id, id) == 0) {
+            atomic_fetch_add(&j->refs, 1);
+            found = j;
+            break;
+        }
+    pthread_mutex_unlock(&r->lock);
+    return found;
+}
+
+job *job_ref(job *j)
+{
+    atomic_fetch_add(&j->refs, 1);
+    return j;
+}
+
+void job_unref(job *j)
+{
+    if (!j || atomic_fetch_sub(&j->refs, 1) != 1)
+        return;
+    json_decref(j->body);
+    pthread_mutex_destroy(&j->lock);
+    free(j);
+}
+
+const char *job_id(const job *j) { return j->id; }
+
+void job_set_running(job *j)
+{
+    pthread_mutex_lock(&j->lock);
+    j->state = JOB_RUNNING;
+    j->started_ms = spmv_now_ms();
+    pthread_mutex_unlock(&j->lock);
+}
+
+void job_set_progress(job *j, double fraction)
+{
+    if (fraction < 0)
+        fraction = 0;
+    if (fraction > 1)
+        fraction = 1;
+    atomic_store(&j->progress, fraction);
+}
+
+void job_finish(job *j, int http_status, json_t *body)
+{
+    pthread_mutex_lock(&j->lock);
+    j->state = http_status < 300 ? JOB_DONE : JOB_FAILED;
+    j->http_status = http_status;
+    json_decref(j->body);
+    j->body = body;
+    j->finished_ms = spmv_now_ms();
+    if (j->state == JOB_DONE)
+        atomic_store(&j->progress, 1.0);
+    pthread_mutex_unlock(&j->lock);
+}
+
+json_t *job_to_json(job *j)
+{
+    pthread_mutex_lock(&j->lock);
+    json_t *o = json_pack("{s:s, s:s, s:s, s:f, s:f}", "id", j->id, "kind", j->kind,
+                          "state", state_names[j->state], "progress", atomic_load(&j->progress),
+                          "age_s", (spmv_now_ms() - j->created_ms) / 1000.0);
+    if (o && j->matrix_id[0])
+        json_object_set_new(o, "matrix", json_string(j->matrix_id));
+    if (o && j->started_ms > 0)
+        json_object_set_new(o, "queue_ms", json_real(j->started_ms - j->created_ms));
+    if (o && j->finished_ms > 0) {
+        json_object_set_new(o, "run_ms", json_real(j->finished_ms - (j->started_ms > 0 ? j->started_ms : j->created_ms)));
+        json_object_set_new(o, "status", json_integer(j->http_status));
+        if (j->state == JOB_DONE) {
+            json_object_set(o, "result", j->body ? j->body : json_null());
+        } else {
+            /* an error body is {"error":{code,message}}: show its inside */
+            json_t *inner = json_object_get(j->body, "error");
+            json_object_set(o, "error", inner ? inner : json_null());
+        }
+    }
+    pthread_mutex_unlock(&j->lock);
+    return o;
+}
+
+size_t jobs_sweep(job_registry *r, double retention_s)
+{
+    double now = spmv_now_ms();
+    size_t left = 0;
+    job *dead = NULL;
+    pthread_mutex_lock(&r->lock);
+    job **link = &r->head;
+    while (*link) {
+        job *j = *link;
+        pthread_mutex_lock(&j->lock);
+        bool expired = j->finished_ms > 0 && now - j->finished_ms > retention_s * 1000.0;
+        pthread_mutex_unlock(&j->lock);
+        if (expired) {
+            *link = j->next;
+            j->next = dead;
+            dead = j;
+        } else {
+            link = &j->next;
+            left++;
+        }
+    }
+    pthread_mutex_unlock(&r->lock);
+    while (dead) {
+        job *next = dead->next;
+        job_unref(dead);
+        dead = next;
+    }
+    return left;
+}
+
+void jobs_count(job_registry *r, size_t counts[4])
+{
+    memset(counts, 0, 4 * sizeof counts[0]);
+    pthread_mutex_lock(&r->lock);
+    for (job *j = r->head; j; j = j->next) {
+        pthread_mutex_lock(&j->lock);
+        counts[j->state]++;
+        pthread_mutex_unlock(&j->lock);
+    }
+    pthread_mutex_unlock(&r->lock);
+}

@@ -1,0 +1,47 @@
+/* jobs.h — the user-visible jobs behind GET /v1/jobs/{id}.
+ *
+ * An asynchronous request (any spmv with "async": true, every bench) gets a
+ * job record: an id, its state (queued, running, done, failed), a progress
+ * fraction the worker updates as it goes, and when finished the result (or
+ * the error) as JSON with the HTTP status it would have had. Finished jobs
+ * are kept job_retention seconds, then swept. Records are reference counted
+ * because the worker running one and a client reading it meet at any time.
+ */
+#ifndef SPMVD_JOBS_H
+#define SPMVD_JOBS_H
+
+#include <jansson.h>
+#include <stdbool.h>
+
+#include "daemon/matfile.h"
+
+typedef enum job_state { JOB_QUEUED, JOB_RUNNING, JOB_DONE, JOB_FAILED } job_state;
+
+typedef struct job job;
+typedef struct job_registry job_registry;
+
+job_registry *jobs_new(void);
+void jobs_free(job_registry *r);
+
+/* A new queued job with two references (registry and caller). */
+job *jobs_create(job_registry *r, const char *kind, const char *matrix_id);
+/* A referenced job, or NULL (unknown or swept). */
+job *jobs_get(job_registry *r, const char *id);
+job *job_ref(job *j);
+void job_unref(job *j);
+const char *job_id(const job *j);
+
+void job_set_running(job *j);
+void job_set_progress(job *j, double fraction);
+/* Finishes with a result (status 2xx) or an error body; takes `body`. */
+void job_finish(job *j, int http_status, json_t *body);
+/* The job as the API shows it: id, kind, matrix, state, progress,
+ * created/started/finished, and result or error once finished. */
+json_t *job_to_json(job *j);
+
+/* Drops finished jobs older than retention_s; returns how many remain. */
+size_t jobs_sweep(job_registry *r, double retention_s);
+/* Counts by state for /metrics. */
+void jobs_count(job_registry *r, size_t counts[4]);
+
+#endif

@@ -1,0 +1,371 @@
+/* main.c — spmvd: start-up, the signal loop, and shutdown.
+ *
+ * Start-up order matters for systemd and for clients: configuration (exit
+ * 2 on any invalid key), workers (the CPU one, then one per usable GPU),
+ * the HTTP server (so /v1/health and /v1/ready answer during the reload),
+ * the store reload (STATUS= lines, EXTEND_TIMEOUT_USEC= while it runs),
+ * and only then ready: /v1/ready turns 200 and READY=1 goes out.
+ *
+ * Signals are blocked in every thread and taken here with sigtimedwait,
+ * so no handler runs in async-signal context. SIGHUP re-reads the
+ * configuration and applies what can change at run time (log level,
+ * limits, queue depth). SIGTERM drains: stop accepting, answer queued jobs
+ * 503, let running ones finish, answer every open request, exit 0. The
+ * loop's tick also sends the watchdog ping while every worker is alive and
+ * sweeps expired jobs.
+ */
+#include <errno.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "api/server.h"
+#include "daemon/daemon.h"
+#include "daemon/log.h"
+#include "daemon/notify.h"
+
+#define SHUTDOWN_WAIT_MS 30000.0
+
+static int fail_config(const char *msg)
+{
+    fprintf(stderr, "spmvd: %s\n", msg);
+    return 2;
+}
+
+/* The token file's first line, trailing whitespace dropped. */
+static int read_token(spmvd *d, char *err, size_t errlen)
+{
+    const char *path = d->cfg.auth_token_file;
+    if (!path)
+        return 0;
+    FILE *f = fopen(path, "r");
+    if (!f) {
+        snprintf(err, errlen, "config key `auth_token_file`: cannot read %s: %s", path, strerror(errno));
+        return -1;
+    }
+    char buf[1024];
+    size_t n = fread(buf, 1, sizeof buf - 1, f);
+    fclose(f);
+    buf[n] = '\0';
+    buf[strcspn(buf, "\r\n")] = '\0';
+    n = strlen(buf);
+    while (n && (buf[n - 1] == ' ' || buf[n - 1] == '\t'))
+        buf[--n] = '\0';
+    if (n < 16) {
+        snprintf(err, errlen, "config key `auth_token_file`: %s holds a token of %zu characters; use at least 16", path, n);
+        return -1;
+    }
+    d->auth_token = strdup(buf);
+    d->auth_token_len = n;
+    return d->auth_token ? 0 : -1;
+}
+
+/* ------------------------------------------------------------ workers */
+
+static int start_workers(spmvd *d)
+{
+    spmv_error err = {0};
+    d->cpu = worker_cpu_new(d, (size_t)d->cfg.queue_depth);
+    if (!d->cpu || d->cpu->ops->start(d->cpu, &err) != SPMV_OK) {
+        log_error("cannot start the CPU worker: %s", err.message);
+        return -1;
+    }
+    bool all;
+    int list[CONFIG_MAX_DEVICES], nlist;
+    char why[256];
+    config_parse_devices(d->cfg.devices, &all, list, &nlist, why, sizeof why);
+    const char *reason = NULL;
+    int count = spmv_gpu_count(&reason);
+    if (count <= 0) {
+        snprintf(d->gpu_reason, sizeof d->gpu_reason, "%s", reason ? reason : "no usable GPU on this host");
+        log_info("no GPU: %s; serving CPU kernels only", d->gpu_reason);
+        return 0;
+    }
+    if (!all && nlist == 0) {
+        snprintf(d->gpu_reason, sizeof d->gpu_reason, "GPUs disabled by configuration (devices = \"%s\")", d->cfg.devices);
+        log_info("%s", d->gpu_reason);
+        return 0;
+    }
+    for (int i = 0; i < (all ? count : nlist); i++) {
+        int dev = all ? i : list[i];
+        if (dev >= count) {
+            log_warn("config key `devices`: GPU %d does not exist (this host has %d); skipped", dev, count);
+            continue;
+        }
+        worker *w = worker_gpu_new(d, dev, (size_t)d->cfg.device_reserve_bytes, (size_t)d->cfg.queue_depth);
+        memset(&err, 0, sizeof err);
+        if (!w || w->ops->start(w, &err) != SPMV_OK) {
+            log_warn("GPU %d unusable, skipped: %s", dev, err.message);
+            worker_free(w);
+            continue;
+        }
+        d->gpus[d->ngpus++] = w;
+    }
+    if (d->ngpus == 0)
+        snprintf(d->gpu_reason, sizeof d->gpu_reason, "no GPU could be opened (see the log)");
+    return 0;
+}
+
+static void stop_workers(spmvd *d)
+{
+    if (d->cpu)
+        d->cpu->ops->stop(d->cpu);
+    for (int i = 0; i < d->ngpus; i++)
+        d->gpus[i]->ops->stop(d->gpus[i]);
+}
+
+static void free_workers(spmvd *d)
+{
+    worker_free(d->cpu);
+    for (int i = 0; i < d->ngpus; i++)
+        worker_free(d->gpus[i]);
+    d->cpu = NULL;
+    d->ngpus = 0;
+}
+
+/* ------------------------------------------------------------- reload */
+
+typedef struct reload_ctx {
+    spmvd *d;
+    double last_status_ms;
+} reload_ctx;
+
+typedef struct gpu_load {
+    matrix *m;
+    spmv_coo coo;
+    spmv_error err;
+} gpu_load;
+
+static int gpu_load_fn(worker *w, void *arg)
+{
+    gpu_load *g = arg;
+    return w->ops->matrix_load(w, g->m, &g->coo, &g->err);
+}
+
+/* Puts a reloaded matrix back on a GPU (if it was on one and one is here);
+ * on failure it stays on the host, with a log line. */
+static void reload_to_gpu(spmvd *d, matrix *m)
+{
+    worker *w = spmvd_pick_gpu(d, -1);
+    gpu_load g = {.m = m};
+    if (!w) {
+        log_warn("store: %s was on a GPU; none here, kept on the host", m->meta.id);
+        m->meta.device = MATFILE_DEVICE_HOST;
+        return;
+    }
+    int rc = spmv_csr_to_coo(&m->host.csr, &g.coo, &g.err);
+    if (rc == SPMV_OK)
+        rc = spmvd_call_on_worker(w, gpu_load_fn, &g);
+    spmv_coo_free(&g.coo);
+    if (rc != SPMV_OK)
+        log_warn("store: %s stays on the host: %s", m->meta.id, g.err.message);
+}
+
+static int reload_one(void *ctx, const matfile_meta *meta, spmv_csr *csr, spmv_error *err)
+{
+    reload_ctx *rc = ctx;
+    spmvd *d = rc->d;
+    matrix *m;
+    bool on_gpu = meta->device != MATFILE_DEVICE_HOST;
+    int st = matrix_new_from_csr(meta, csr, on_gpu ? SPMV_FMT_CSR : meta->formats, &m, err);
+    if (st != SPMV_OK)
+        return st;
+    if (on_gpu)
+        reload_to_gpu(d, m);
+    store_adopt(d->store, m);
+    matrix_unref(m);
+    return SPMV_OK;
+}
+
+static void reload_progress(void *ctx, size_t done, size_t total)
+{
+    reload_ctx *rc = ctx;
+    double now = spmv_now_ms();
+    /* every file near the end, else at most four lines a second */
+    if (done == total || now - rc->last_status_ms > 250.0) {
+        notify_status("loaded %zu/%zu matrices", done, total);
+        notify_extend_timeout(30ULL * 1000000ULL);
+        rc->last_status_ms = now;
+    }
+}
+
+static void reload_store(spmvd *d)
+{
+    reload_ctx rc = {.d = d, .last_status_ms = spmv_now_ms()};
+    double t0 = spmv_now_ms();
+    notify_status("loading stored matrices from %s", d->cfg.state_dir);
+    size_t n = store_reload(d->store, reload_one, reload_progress, &rc);
+    log_info("store: %zu matrices loaded from %s in %.1f ms", n, d->cfg.state_dir, spmv_now_ms() - t0);
+}
+
+/* ------------------------------------------------------------- signals */
+
+static void reload_config(spmvd *d, int argc, char **argv)
+{
+    spmvd_config c;
+    char err[512];
+    notify_reloading();
+    if (config_load(&c, argc, argv, err, sizeof err) != 0) {
+        log_error("SIGHUP: configuration not reloaded: %s", err);
+        config_free(&c);
+        notify_ready();
+        return;
+    }
+    log_set_level((log_level)log_level_parse(c.log_level));
+    spmvd_limits_from_config(&d->limits, &c);
+    queue_set_capacity(&d->cpu->queue, (size_t)c.queue_depth);
+    for (int i = 0; i < d->ngpus; i++)
+        queue_set_capacity(&d->gpus[i]->queue, (size_t)c.queue_depth);
+    log_info("SIGHUP: configuration reloaded: log_level=%s max_upload_bytes=%lld max_body_bytes=%lld max_runs=%lld "
+             "queue_depth=%lld job_retention=%lld max_rows=%lld max_nnz=%lld (other keys need a restart)",
+             c.log_level, (long long)c.max_upload_bytes, (long long)c.max_body_bytes, (long long)c.max_runs,
+             (long long)c.queue_depth, (long long)c.job_retention, (long long)c.max_rows, (long long)c.max_nnz);
+    config_free(&c);
+    notify_ready();
+}
+
+static bool workers_alive(spmvd *d, double stale_ms)
+{
+    if (!worker_alive(d->cpu, stale_ms))
+        return false;
+    for (int i = 0; i < d->ngpus; i++)
+        if (!worker_alive(d->gpus[i], stale_ms))
+            return false;
+    return true;
+}
+
+static void serve(spmvd *d, const sigset_t *set, int argc, char **argv)
+{
+    uint64_t wd_usec = notify_watchdog_usec();
+    double wd_ms = (double)wd_usec / 1000.0;
+    double tick_ms = wd_usec ? wd_ms / 4 : 1000.0;
+    if (tick_ms > 1000.0)
+        tick_ms = 1000.0;
+    if (tick_ms < 10.0)
+        tick_ms = 10.0;
+    double last_ping = 0, stale_ms = wd_ms > 1000.0 ? wd_ms : 1000.0;
+    for (;;) {
+        struct timespec ts = {(time_t)(tick_ms / 1000.0), (long)((tick_ms - 1000.0 * (long)(tick_ms / 1000.0)) * 1e6)};
+        int sig = sigtimedwait(set, NULL, &ts);
+        if (sig == SIGTERM || sig == SIGINT) {
+            log_info("%s: shutting down", sig == SIGTERM ? "SIGTERM" : "SIGINT");
+            return;
+        }
+        if (sig == SIGHUP)
+            reload_config(d, argc, argv);
+        double now = spmv_now_ms();
+        if (wd_usec && now - last_ping >= wd_ms / 3) {
+            if (workers_alive(d, stale_ms)) {
+                notify_watchdog();
+                last_ping = now;
+            } else {
+                log_error("a worker is stuck: withholding the watchdog ping");
+            }
+        }
+        jobs_sweep(d->jobs, (double)atomic_load(&d->limits.job_retention));
+    }
+}
+
+/* ---------------------------------------------------------------- main */
+
+static int check_config(spmvd *d)
+{
+    char *text = config_to_json(&d->cfg);
+    printf("%s\n", text ? text : "{}");
+    free(text);
+    fprintf(stderr, "spmvd: configuration OK%s%s\n", d->cfg.config_file ? " (" : "",
+            d->cfg.config_file ? d->cfg.config_file : "");
+    if (d->cfg.config_file)
+        fputs(")\n", stderr);
+    return 0;
+}
+
+int main(int argc, char **argv)
+{
+    static spmvd d; /* the one daemon object, handed to everything by pointer */
+    char err[512];
+    api_server *server = NULL;
+    int status = 1;
+    spmv_error serr = {0};
+
+    log_init();
+    d.started_ms = spmv_now_ms();
+    if (config_load(&d.cfg, argc, argv, err, sizeof err) != 0)
+        return fail_config(err);
+    if (d.cfg.show_help) {
+        config_print_help(argv[0]);
+        return 0;
+    }
+    if (d.cfg.show_version) {
+#ifdef SPMV_HAVE_CUDA
+        printf("spmvd %s (CUDA build)\n", SPMV_VERSION);
+#else
+        printf("spmvd %s (CPU-only build)\n", SPMV_VERSION);
+#endif
+        return 0;
+    }
+    if (read_token(&d, err, sizeof err) != 0)
+        return fail_config(err);
+    if (d.cfg.check_only)
+        return check_config(&d);
+    log_set_level((log_level)log_level_parse(d.cfg.log_level));
+    spmvd_limits_from_config(&d.limits, &d.cfg);
+
+    /* every thread created from here on inherits the blocked set */
+    sigset_t set;
+    sigemptyset(&set);
+    sigaddset(&set, SIGTERM);
+    sigaddset(&set, SIGINT);
+    sigaddset(&set, SIGHUP);
+    pthread_sigmask(SIG_BLOCK, &set, NULL);
+    signal(SIGPIPE, SIG_IGN);
+
+    log_info("spmvd %s starting (state %s, %lld HTTP threads)", SPMV_VERSION, d.cfg.state_dir, (long long)d.cfg.threads);
+    if (store_open(d.cfg.state_dir, &d.store, &serr) != SPMV_OK) {
+        log_error("%s", serr.message);
+        goto out;
+    }
+    size_t nroutes;
+    const char *const *routes = api_route_labels(&nroutes);
+    d.jobs = jobs_new();
+    d.metrics = metrics_new(routes, nroutes);
+    if (!d.jobs || !d.metrics || start_workers(&d) != 0)
+        goto out;
+    if (api_server_start(&d, &server, &serr) != SPMV_OK) {
+        log_error("%s", serr.message);
+        goto out;
+    }
+    reload_store(&d);
+    atomic_store(&d.ready, true);
+    notify_ready();
+    log_info("ready: %zu matrices, %d GPU(s)", store_count(d.store), d.ngpus);
+
+    serve(&d, &set, argc, argv);
+
+    atomic_store(&d.draining, true);
+    notify_stopping();
+    api_server_quiesce(server);
+    stop_workers(&d);
+    api_server_stop(server, SHUTDOWN_WAIT_MS);
+    server = NULL;
+    status = 0;
+    log_info("stopped");
+out:
+    if (server) {
+        atomic_store(&d.draining, true);
+        stop_workers(&d);
+        api_server_stop(server, 1000.0);
+    } else if (status != 0) {
+        stop_workers(&d);
+    }
+    free_workers(&d);
+    store_close(d.store);
+    jobs_free(d.jobs);
+    metrics_free(d.metrics);
+    free(d.auth_token);
+    config_free(&d.cfg);
+    return status;
+}

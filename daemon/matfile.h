@@ -1,0 +1,57 @@
+/* matfile.h — one stored matrix on disk: a binary CSR file with a checksum.
+ *
+ * The state directory holds one file per matrix, named <uuid>.csr. A file is
+ * a 512-byte header (magic, format version, dtype, sizes, name, symmetry as
+ * read, upload options and timings, CRC-32 of the payload, CRC-32 of the
+ * header) followed by the CSR arrays row_ptr, col and val, little-endian.
+ * Writes go to a temp file that is fsync'd and renamed over, then the
+ * directory is fsync'd, so a crash leaves either the old state or the new,
+ * never half a file under the final name. Reads verify everything they can:
+ * a file that fails is reported SPMV_ERR_CORRUPT with what failed.
+ */
+#ifndef SPMVD_MATFILE_H
+#define SPMVD_MATFILE_H
+
+#include <stdint.h>
+
+#include "spmv.h"
+
+#define MATFILE_MAGIC "SPMVDCSR"
+#define MATFILE_VERSION 1u
+#define MATFILE_HEADER_BYTES 512
+#define MATFILE_SUFFIX ".csr"
+#define MATFILE_ID_LEN 36
+#define MATFILE_NAME_MAX 255
+
+/* Where a matrix lives, kept so a restart puts it back on the same kind of
+ * device. */
+#define MATFILE_DEVICE_HOST (-1)
+
+typedef struct matfile_meta {
+    char id[MATFILE_ID_LEN + 1];
+    char name[MATFILE_NAME_MAX + 1];
+    spmv_mm_symmetry symmetry;
+    unsigned formats;          /* formats asked for at upload */
+    int32_t hack_size;
+    int32_t device;            /* MATFILE_DEVICE_HOST or the GPU index */
+    int64_t created;           /* unix seconds */
+    double parse_ms, convert_ms, transfer_ms, store_ms;
+} matfile_meta;
+
+/* "<dir>/<id>.csr" into buf; -1 if it does not fit. */
+int matfile_path(const char *dir, const char *id, char *buf, size_t len);
+
+/* Writes meta + csr durably (temp, fsync, rename, fsync dir). On failure
+ * nothing is left under either name and the status is SPMV_ERR_IO. */
+int matfile_write(const char *dir, const matfile_meta *meta, const spmv_csr *csr, spmv_error *err);
+
+/* Reads and verifies a file; on success *out owns fresh arrays. */
+int matfile_read(const char *path, matfile_meta *meta, spmv_csr *out, spmv_error *err);
+
+/* Unlinks <dir>/<id>.csr and fsyncs the directory. */
+int matfile_remove(const char *dir, const char *id, spmv_error *err);
+
+/* fsync of a directory (after a rename or unlink in it). */
+int matfile_sync_dir(const char *dir);
+
+#endif

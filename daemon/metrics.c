@@ -1,0 +1,213 @@
+/* metrics.c — Prometheus counters and the /metrics exposition.
+ *
+ * Requests are counted in a fixed table [route][status] of atomics (status
+ * codes are < 600), so counting is one relaxed increment and needs no
+ * lock; kernel times per kernel name likewise, indexed by the registry
+ * position. Rendering walks the tables and asks the store, the workers and
+ * the job registry for the gauges.
+ */
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "daemon/daemon.h"
+#include "daemon/metrics.h"
+
+#define MAX_STATUS 600
+
+struct metrics {
+    const char *const *routes;
+    size_t nroutes;
+    _Atomic unsigned long long requests[METRICS_MAX_ROUTES][MAX_STATUS];
+    _Atomic unsigned long long request_us[METRICS_MAX_ROUTES];
+    size_t nkernels;
+    _Atomic unsigned long long *kernel_runs;
+    _Atomic unsigned long long *kernel_ns;
+    _Atomic unsigned long long upload_bytes;
+};
+
+metrics *metrics_new(const char *const *routes, size_t nroutes)
+{
+    metrics *m = calloc(1, sizeof *m);
+    if (!m)
+        return NULL;
+    m->routes = routes;
+    m->nroutes = nroutes < METRICS_MAX_ROUTES ? nroutes : METRICS_MAX_ROUTES;
+    m->nkernels = spmv_kernel_count();
+    m->kernel_runs = calloc(m->nkernels + 1, sizeof *m->kernel_runs);
+    m->kernel_ns = calloc(m->nkernels + 1, sizeof *m->kernel_ns);
+    if (!m->kernel_runs || !m->kernel_ns) {
+        metrics_free(m);
+        return NULL;
+    }
+    return m;
+}
+
+void metrics_free(metrics *m)
+{
+    if (!m)
+        return;
+    free(m->kernel_runs);
+    free(m->kernel_ns);
+    free(m);
+}
+
+void metrics_request(metrics *m, size_t route, int status, double ms)
+{
+    if (!m || route >= m->nroutes || status < 0 || status >= MAX_STATUS)
+        return;
+    atomic_fetch_add_explicit(&m->requests[route][status], 1, memory_order_relaxed);
+    atomic_fetch_add_explicit(&m->request_us[route], (unsigned long long)(ms * 1000.0), memory_order_relaxed);
+}
+
+void metrics_kernel(metrics *m, const char *kernel, double ms_per_run, int runs)
+{
+    for (size_t i = 0; m && i < m->nkernels; i++)
+        if (strcmp(spmv_kernel_at(i)->name, kernel) == 0) {
+            atomic_fetch_add(&m->kernel_runs[i], (unsigned long long)runs);
+            atomic_fetch_add(&m->kernel_ns[i], (unsigned long long)(ms_per_run * runs * 1e6));
+            return;
+        }
+}
+
+void metrics_upload(metrics *m, size_t bytes)
+{
+    if (m)
+        atomic_fetch_add(&m->upload_bytes, bytes);
+}
+
+static void render_requests(metrics *m, FILE *f)
+{
+    fputs("# HELP spmvd_requests_total HTTP requests answered, by route and status.\n"
+          "# TYPE spmvd_requests_total counter\n", f);
+    for (size_t r = 0; r < m->nroutes; r++)
+        for (int s = 0; s < MAX_STATUS; s++) {
+            unsigned long long n = atomic_load(&m->requests[r][s]);
+            if (n)
+                fprintf(f, "spmvd_requests_total{route=\"%s\",status=\"%d\"} %llu\n", m->routes[r], s, n);
+        }
+    fputs("# HELP spmvd_request_seconds_total Time spent answering requests, by route.\n"
+          "# TYPE spmvd_request_seconds_total counter\n", f);
+    for (size_t r = 0; r < m->nroutes; r++) {
+        unsigned long long us = atomic_load(&m->request_us[r]);
+        if (us)
+            fprintf(f, "spmvd_request_seconds_total{route=\"%s\"} %.6f\n", m->routes[r], (double)us / 1e6);
+    }
+}
+
+static void render_workers(FILE *f, spmvd *d)
+{
+    worker *all[CONFIG_MAX_DEVICES + 1];
+    int n = 0;
+    if (d->cpu)
+        all[n++] = d->cpu;
+    for (int i = 0; i < d->ngpus; i++)
+        all[n++] = d->gpus[i];
+    worker_info info[CONFIG_MAX_DEVICES + 1];
+    for (int i = 0; i < n; i++)
+        all[i]->ops->info(all[i], &info[i]);
+    fputs("# HELP spmvd_queue_depth Tasks waiting in a device queue.\n# TYPE spmvd_queue_depth gauge\n", f);
+    for (int i = 0; i < n; i++)
+        fprintf(f, "spmvd_queue_depth{device=\"%s\"} %zu\n", info[i].name, info[i].queue_depth);
+    fputs("# HELP spmvd_queue_wait_seconds_total Time tasks waited in a queue before running.\n"
+          "# TYPE spmvd_queue_wait_seconds_total counter\n", f);
+    for (int i = 0; i < n; i++)
+        fprintf(f, "spmvd_queue_wait_seconds_total{device=\"%s\"} %.6f\n", info[i].name, info[i].queue_wait_ms_sum / 1e3);
+    fputs("# HELP spmvd_tasks_total Tasks a device worker ran.\n# TYPE spmvd_tasks_total counter\n", f);
+    for (int i = 0; i < n; i++)
+        fprintf(f, "spmvd_tasks_total{device=\"%s\"} %llu\n", info[i].name, info[i].tasks_run);
+    fputs("# HELP spmvd_worker_busy_seconds_total Time a device worker spent running tasks.\n"
+          "# TYPE spmvd_worker_busy_seconds_total counter\n", f);
+    for (int i = 0; i < n; i++)
+        fprintf(f, "spmvd_worker_busy_seconds_total{device=\"%s\"} %.6f\n", info[i].name, info[i].busy_ms / 1e3);
+    fputs("# HELP spmvd_device_memory_bytes GPU memory (total, free, used by spmvd matrices).\n"
+          "# TYPE spmvd_device_memory_bytes gauge\n", f);
+    for (int i = 0; i < n; i++) {
+        if (!info[i].have_gpu_info)
+            continue;
+        fprintf(f, "spmvd_device_memory_bytes{device=\"%s\",kind=\"total\"} %zu\n", info[i].name, info[i].gpu_info.mem_total);
+        fprintf(f, "spmvd_device_memory_bytes{device=\"%s\",kind=\"free\"} %zu\n", info[i].name, info[i].gpu_info.mem_free);
+        fprintf(f, "spmvd_device_memory_bytes{device=\"%s\",kind=\"used_by_spmvd\"} %zu\n", info[i].name,
+                info[i].gpu_info.mem_used_by_spmvd);
+    }
+}
+
+static void render_matrices(FILE *f, spmvd *d)
+{
+    matrix **list;
+    size_t n;
+    if (!d->store || store_list(d->store, &list, &n) != SPMV_OK)
+        return;
+    size_t count[CONFIG_MAX_DEVICES + 1] = {0}, bytes[CONFIG_MAX_DEVICES + 1] = {0};
+    size_t host_bytes = 0;
+    for (size_t i = 0; i < n; i++) {
+        host_bytes += matrix_host_bytes(list[i]);
+        int slot = 0;
+        if (list[i]->dev_worker && list[i]->dev)
+            for (int g = 0; g < d->ngpus; g++)
+                if (d->gpus[g] == list[i]->dev_worker)
+                    slot = g + 1;
+        count[slot]++;
+        if (slot)
+            bytes[slot] += list[i]->dev_total;
+    }
+    store_list_free(list, n);
+    fputs("# HELP spmvd_matrices Matrices held, by the device they run on (cpu: host only).\n"
+          "# TYPE spmvd_matrices gauge\n", f);
+    fprintf(f, "spmvd_matrices{device=\"cpu\"} %zu\n", count[0]);
+    for (int g = 0; g < d->ngpus; g++)
+        fprintf(f, "spmvd_matrices{device=\"%s\"} %zu\n", d->gpus[g]->name, count[g + 1]);
+    fputs("# HELP spmvd_matrix_bytes Bytes of matrix storage resident, per device (host: every host copy).\n"
+          "# TYPE spmvd_matrix_bytes gauge\n", f);
+    fprintf(f, "spmvd_matrix_bytes{device=\"host\"} %zu\n", host_bytes);
+    for (int g = 0; g < d->ngpus; g++)
+        fprintf(f, "spmvd_matrix_bytes{device=\"%s\"} %zu\n", d->gpus[g]->name, bytes[g + 1]);
+}
+
+static void render_kernels(metrics *m, FILE *f)
+{
+    fputs("# HELP spmvd_kernel_runs_total Timed kernel runs, by kernel.\n# TYPE spmvd_kernel_runs_total counter\n", f);
+    for (size_t i = 0; i < m->nkernels; i++) {
+        unsigned long long n = atomic_load(&m->kernel_runs[i]);
+        if (n)
+            fprintf(f, "spmvd_kernel_runs_total{kernel=\"%s\"} %llu\n", spmv_kernel_at(i)->name, n);
+    }
+    fputs("# HELP spmvd_kernel_seconds_total Time in timed kernel runs, by kernel.\n"
+          "# TYPE spmvd_kernel_seconds_total counter\n", f);
+    for (size_t i = 0; i < m->nkernels; i++) {
+        unsigned long long ns = atomic_load(&m->kernel_ns[i]);
+        if (atomic_load(&m->kernel_runs[i]))
+            fprintf(f, "spmvd_kernel_seconds_total{kernel=\"%s\"} %.9f\n", spmv_kernel_at(i)->name, (double)ns / 1e9);
+    }
+}
+
+char *metrics_render(metrics *m, struct spmvd *d)
+{
+    char *text = NULL;
+    size_t len = 0;
+    FILE *f = open_memstream(&text, &len);
+    if (!f)
+        return NULL;
+    fprintf(f, "# HELP spmvd_ready Whether the daemon is ready (store reloaded, workers up).\n"
+               "# TYPE spmvd_ready gauge\nspmvd_ready %d\n", atomic_load(&d->ready) ? 1 : 0);
+    fprintf(f, "# HELP spmvd_uptime_seconds Seconds since start.\n# TYPE spmvd_uptime_seconds gauge\n"
+               "spmvd_uptime_seconds %.3f\n", (spmv_now_ms() - d->started_ms) / 1e3);
+    render_requests(m, f);
+    render_workers(f, d);
+    render_kernels(m, f);
+    render_matrices(f, d);
+    if (d->jobs) {
+        static const char *const states[] = {"queued", "running", "done", "failed"};
+        size_t counts[4];
+        jobs_count(d->jobs, counts);
+        fputs("# HELP spmvd_jobs Asynchronous jobs held, by state.\n# TYPE spmvd_jobs gauge\n", f);
+        for (int i = 0; i < 4; i++)
+            fprintf(f, "spmvd_jobs{state=\"%s\"} %zu\n", states[i], counts[i]);
+    }
+    fprintf(f, "# HELP spmvd_upload_bytes_total Matrix upload bytes received.\n"
+               "# TYPE spmvd_upload_bytes_total counter\nspmvd_upload_bytes_total %llu\n",
+            atomic_load(&m->upload_bytes));
+    fclose(f);
+    return text;
+}

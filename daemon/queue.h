@@ -1,0 +1,54 @@
+/* queue.h — a bounded FIFO of tasks, one per device worker.
+ *
+ * HTTP threads push, one worker thread pops. The bound is what turns
+ * overload into an honest 503 instead of an ever-growing backlog; internal
+ * housekeeping (freeing a matrix's device copy) may push past it with
+ * `force`, since refusing it would leak device memory. Closing the queue
+ * hands back every task still waiting so the caller can answer them.
+ */
+#ifndef SPMVD_QUEUE_H
+#define SPMVD_QUEUE_H
+
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stddef.h>
+
+struct worker;
+
+/* One unit of work for a worker. `run` executes on the worker's thread;
+ * `finish` always follows exactly once: with status 0 after run, or with
+ * SPMV_ERR_UNAVAILABLE when the task was cancelled (shutdown) without
+ * running. finish owns the task's memory. */
+typedef struct task task;
+struct task {
+    task *next;
+    double enqueued_ms;   /* set by queue_push */
+    double queue_ms;      /* time spent waiting, set when the worker takes it */
+    void (*run)(task *t, struct worker *w);
+    void (*finish)(task *t, int status);
+};
+
+typedef struct task_queue {
+    pthread_mutex_t lock;
+    pthread_cond_t nonempty;
+    task *head, *tail;
+    size_t depth;
+    _Atomic size_t capacity;
+    bool closed;
+} task_queue;
+
+void queue_init(task_queue *q, size_t capacity);
+void queue_destroy(task_queue *q);
+/* 0; SPMV_ERR_LIMIT when full (and not forced); SPMV_ERR_UNAVAILABLE when
+ * closed. */
+int queue_push(task_queue *q, task *t, bool force);
+/* The next task, waiting up to timeout_ms; NULL on timeout or when closed
+ * and empty (*closed says which). */
+task *queue_pop(task_queue *q, int timeout_ms, bool *closed);
+/* Closes the queue; returns the waiting tasks as a list (via ->next). */
+task *queue_close(task_queue *q);
+size_t queue_depth(task_queue *q);
+void queue_set_capacity(task_queue *q, size_t capacity);
+
+#endif

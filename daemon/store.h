@@ -1,0 +1,89 @@
+/* store.h — the matrices the daemon holds, in memory and on disk.
+ *
+ * A `matrix` is one uploaded matrix: its descriptor fields, the host CSR
+ * (always: persistence and CPU kernels need it) plus host formats built on
+ * demand, and optionally a copy resident on one GPU, owned by that GPU's
+ * worker (`dev` is the worker's opaque handle). Matrices are reference
+ * counted: a request or task holds a reference while it uses one, so a
+ * DELETE during a running spmv frees the memory only when the spmv is done.
+ *
+ * The store is the list of live matrices plus the state directory: insert
+ * writes the file durably first, remove unlinks it, reload reads every file
+ * back at start and moves damaged ones to <state_dir>/damaged/.
+ */
+#ifndef SPMVD_STORE_H
+#define SPMVD_STORE_H
+
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stddef.h>
+
+#include "daemon/matfile.h"
+#include "spmv.h"
+
+struct worker;
+
+typedef struct matrix {
+    matfile_meta meta;          /* id, name, symmetry, options, timings */
+    pthread_mutex_t lock;       /* guards host.formats and the formats built on demand */
+    spmv_matrix host;
+    struct worker *dev_worker;  /* NULL: held on the host only */
+    void *dev;                  /* device copy, opaque outside the worker */
+    unsigned dev_formats;
+    size_t dev_bytes[5];        /* per format, index log2(SPMV_FMT_*) */
+    double dev_padding[5];
+    size_t dev_total;
+    _Atomic int refs;
+    struct matrix *next;        /* store list */
+} matrix;
+
+typedef struct store store;
+
+/* Creates state_dir (and damaged/) if missing and takes an exclusive lock
+ * on it, so two daemons never share one directory. */
+int store_open(const char *state_dir, store **out, spmv_error *err);
+void store_close(store *s);
+const char *store_dir(const store *s);
+
+/* A fresh matrix with one reference, its host matrix taking ownership of
+ * *csr (zeroed), and the other host formats in `formats` built. */
+int matrix_new_from_csr(const matfile_meta *meta, spmv_csr *csr, unsigned formats,
+                        matrix **out, spmv_error *err);
+matrix *matrix_ref(matrix *m);
+/* Drops a reference; the last one frees host memory and hands the device
+ * copy back to its worker. */
+void matrix_unref(matrix *m);
+/* Host bytes of all formats held. */
+size_t matrix_host_bytes(matrix *m);
+
+/* Writes the file (timing it into meta.store_ms), then lists the matrix.
+ * The store takes its own reference. */
+int store_insert(store *s, matrix *m, spmv_error *err);
+/* A referenced matrix, or NULL. */
+matrix *store_get(store *s, const char *id);
+/* Unlinks the file and drops the store's reference. SPMV_ERR_NOT_FOUND if
+ * absent. */
+int store_remove(store *s, const char *id, spmv_error *err);
+/* A referenced snapshot, oldest first; free with store_list_free. */
+int store_list(store *s, matrix ***out, size_t *n);
+void store_list_free(matrix **list, size_t n);
+size_t store_count(store *s);
+
+/* Reload at start. For each <id>.csr file: read and verify it; a damaged
+ * one is moved to damaged/ with a log line; a good one is handed to `load`
+ * (which builds the matrix, puts it on its device and lists it with
+ * store_adopt). `progress` is called after each file (done, total). Returns
+ * the number of files loaded. */
+typedef int (*store_load_fn)(void *ctx, const matfile_meta *meta, spmv_csr *csr, spmv_error *err);
+typedef void (*store_progress_fn)(void *ctx, size_t done, size_t total);
+size_t store_reload(store *s, store_load_fn load, store_progress_fn progress, void *ctx);
+/* Lists an already stored matrix (reload) without writing its file. */
+void store_adopt(store *s, matrix *m);
+
+/* Ids: fresh random UUIDs (lower-case text), and a strict check of one
+ * read from a URL. */
+void store_new_id(char out[MATFILE_ID_LEN + 1]);
+bool store_id_valid(const char *text);
+
+#endif

@@ -1,0 +1,170 @@
+/* worker.c — what the CPU and GPU workers share: thread, loop, queue.
+ *
+ * The loop pops a task, runs it, finishes it, and ticks a heartbeat at
+ * least every WORKER_TICK_MS even when idle; the main thread sends the
+ * systemd watchdog ping only while every worker's heartbeat is fresh, so a
+ * worker stuck in a kernel stops the pings. Start is a handshake: the
+ * thread runs the implementation's thread_init (a GPU creates its context
+ * there, on the thread that will own it) and reports back before start
+ * returns, so a device that cannot be opened is known at start-up.
+ */
+#include <stdlib.h>
+#include <string.h>
+
+#include "daemon/daemon.h"
+#include "daemon/log.h"
+#include "daemon/worker.h"
+
+#define WORKER_TICK_MS 250
+
+void worker_heartbeat(worker *w) { atomic_store(&w->heartbeat_ms, (long long)spmv_now_ms()); }
+
+bool worker_alive(worker *w, double stale_ms)
+{
+    double now = spmv_now_ms();
+    long long started = atomic_load(&w->task_started_ms);
+    if (started > 0)
+        return now - (double)started < WORKER_TASK_GRACE_MS;
+    return now - (double)atomic_load(&w->heartbeat_ms) < stale_ms;
+}
+
+static void run_one(worker *w, task *t)
+{
+    double t0 = spmv_now_ms();
+    t->queue_ms = t0 - t->enqueued_ms;
+    atomic_store(&w->task_started_ms, (long long)t0);
+    atomic_fetch_add(&w->wait_us, (long long)(t->queue_ms * 1000.0));
+    t->run(t, w);
+    atomic_fetch_add(&w->busy_us, (long long)((spmv_now_ms() - t0) * 1000.0));
+    atomic_fetch_add(&w->tasks_run, 1);
+    atomic_store(&w->task_started_ms, 0);
+    t->finish(t, SPMV_OK);
+}
+
+static void *worker_main(void *arg)
+{
+    worker *w = arg;
+    spmv_error err = {0};
+    int rc = w->ops->thread_init ? w->ops->thread_init(w, &err) : SPMV_OK;
+    pthread_mutex_lock(&w->lock);
+    w->init_status = rc;
+    w->init_err = err;
+    pthread_cond_broadcast(&w->cond);
+    pthread_mutex_unlock(&w->lock);
+    if (rc != SPMV_OK)
+        return NULL;
+    for (;;) {
+        bool closed;
+        worker_heartbeat(w);
+        task *t = queue_pop(&w->queue, WORKER_TICK_MS, &closed);
+        if (t)
+            run_one(w, t);
+        else if (closed)
+            break;
+        else if (w->ops->idle)
+            w->ops->idle(w);
+    }
+    if (w->ops->thread_fini)
+        w->ops->thread_fini(w);
+    return NULL;
+}
+
+int worker_generic_start(worker *w, spmv_error *err)
+{
+    w->init_status = 1;
+    worker_heartbeat(w);
+    if (pthread_create(&w->thread, NULL, worker_main, w) != 0)
+        return spmv_error_set(err, SPMV_ERR_NOMEM, 0, "%s: cannot create the worker thread", w->name);
+    pthread_mutex_lock(&w->lock);
+    while (w->init_status == 1)
+        pthread_cond_wait(&w->cond, &w->lock);
+    int rc = w->init_status;
+    pthread_mutex_unlock(&w->lock);
+    if (rc != SPMV_OK) {
+        pthread_join(w->thread, NULL);
+        if (err)
+            *err = w->init_err;
+        return rc;
+    }
+    w->started = true;
+    return SPMV_OK;
+}
+
+int worker_generic_submit(worker *w, task *t, bool force)
+{
+    return queue_push(&w->queue, t, force);
+}
+
+void worker_generic_stop(worker *w)
+{
+    task *t = queue_close(&w->queue);
+    while (t) {
+        task *next = t->next;
+        t->finish(t, SPMV_ERR_UNAVAILABLE);
+        t = next;
+    }
+    if (w->started) {
+        pthread_join(w->thread, NULL);
+        w->started = false;
+    }
+}
+
+void worker_generic_info(worker *w, worker_info *out)
+{
+    memset(out, 0, sizeof *out);
+    snprintf(out->name, sizeof out->name, "%s", w->name);
+    out->kind = w->ops->kind;
+    out->gpu = w->gpu;
+    out->queue_depth = queue_depth(&w->queue);
+    out->tasks_run = atomic_load(&w->tasks_run);
+    out->busy_ms = (double)atomic_load(&w->busy_us) / 1000.0;
+    out->queue_wait_ms_sum = (double)atomic_load(&w->wait_us) / 1000.0;
+    pthread_mutex_lock(&w->lock);
+    out->have_gpu_info = w->have_gpu_info;
+    out->gpu_info = w->gpu_info;
+    pthread_mutex_unlock(&w->lock);
+}
+
+worker *worker_alloc(struct spmvd *d, const worker_ops *ops, const char *name, int gpu, size_t queue_depth)
+{
+    worker *w = calloc(1, sizeof *w);
+    if (!w)
+        return NULL;
+    w->ops = ops;
+    w->d = d;
+    w->gpu = gpu;
+    snprintf(w->name, sizeof w->name, "%s", name);
+    pthread_mutex_init(&w->lock, NULL);
+    pthread_cond_init(&w->cond, NULL);
+    queue_init(&w->queue, queue_depth);
+    return w;
+}
+
+void worker_free(worker *w)
+{
+    if (!w)
+        return;
+    queue_destroy(&w->queue);
+    pthread_cond_destroy(&w->cond);
+    pthread_mutex_destroy(&w->lock);
+    free(w);
+}
+
+int worker_run_kernel(worker *w, matrix *m, const spmv_kernel *k, const spmv_params *p,
+                      const void *x, void *y, int32_t warmup, int32_t runs,
+                      spmv_stats *st, spmv_error *err)
+{
+    int rc;
+    worker_heartbeat(w);
+    if (k->device == SPMV_DEVICE_CPU)
+        rc = worker_cpu_spmv(m, k, p, x, y, warmup, runs, st, err);
+    else if (m->dev_worker != w || !m->dev)
+        rc = spmv_error_set(err, SPMV_ERR_UNAVAILABLE, 0, "matrix %s is not resident on %s",
+                            m->meta.id, w->name);
+    else
+        rc = w->ops->spmv(w, m, k, p, x, y, warmup, runs, st, err);
+    worker_heartbeat(w);
+    if (rc == SPMV_OK && w->d && w->d->metrics)
+        metrics_kernel(w->d->metrics, k->name, st->mean_ms, st->runs);
+    return rc;
+}

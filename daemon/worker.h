@@ -1,0 +1,113 @@
+/* worker.h — the interface every device worker implements.
+ *
+ * A worker is one thread and its bounded task queue: the CPU worker (OpenMP
+ * kernels: running two at once would spoil both timings) and one worker per
+ * GPU (the thread that owns the device context, its stream and cuSPARSE
+ * handle). Both are the same struct with a different `ops` table, so the
+ * API layer queues work for "the matrix's device" without knowing which.
+ * The matrix_* and spmv operations run only on the worker's own thread,
+ * from inside a task: that is what keeps each GPU context single-threaded.
+ */
+#ifndef SPMVD_WORKER_H
+#define SPMVD_WORKER_H
+
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdbool.h>
+
+#include "daemon/queue.h"
+#include "daemon/store.h"
+#include "spmv.h"
+
+struct spmvd;
+typedef struct worker worker;
+
+typedef struct worker_info {
+    char name[16];            /* "cpu", "gpu0", ... */
+    const char *kind;         /* "cpu" or "gpu" */
+    int gpu;                  /* device index, -1 for the CPU */
+    bool have_gpu_info;
+    spmv_gpu_info gpu_info;   /* last snapshot taken by the worker thread */
+    size_t queue_depth;
+    unsigned long long tasks_run;
+    double busy_ms;
+    double queue_wait_ms_sum;
+} worker_info;
+
+typedef struct worker_ops {
+    const char *kind;
+    /* Starts the thread; for a GPU, waits until it created its context. */
+    int (*start)(worker *w, spmv_error *err);
+    /* Queues a task: 0, SPMV_ERR_LIMIT (full) or SPMV_ERR_UNAVAILABLE. */
+    int (*submit)(worker *w, task *t, bool force);
+    /* Cancels waiting tasks (finish(SPMV_ERR_UNAVAILABLE)), lets the running
+     * one finish, joins the thread. */
+    void (*stop)(worker *w);
+    void (*info)(worker *w, worker_info *out);
+    /* On the worker thread: */
+    int (*matrix_load)(worker *w, matrix *m, const spmv_coo *coo, spmv_error *err);
+    void (*matrix_release)(worker *w, void *dev);
+    int (*spmv)(worker *w, matrix *m, const spmv_kernel *k, const spmv_params *p,
+                const void *x, void *y, int32_t warmup, int32_t runs,
+                spmv_stats *st, spmv_error *err);
+    /* Thread start/end hooks (the GPU worker creates/frees its context). */
+    int (*thread_init)(worker *w, spmv_error *err);
+    void (*thread_fini)(worker *w);
+    /* Called by the loop between tasks (refreshes the memory snapshot). */
+    void (*idle)(worker *w);
+} worker_ops;
+
+struct worker {
+    const worker_ops *ops;
+    char name[16];
+    int gpu;                         /* -1 for the CPU worker */
+    size_t reserve_bytes;
+    struct spmvd *d;
+    task_queue queue;
+    pthread_t thread;
+    bool started;
+    _Atomic long long heartbeat_ms;  /* last loop tick: the watchdog checks it */
+    _Atomic long long task_started_ms; /* 0 while idle */
+    _Atomic unsigned long long tasks_run;
+    _Atomic long long busy_us, wait_us;
+    /* start handshake */
+    pthread_mutex_t lock;
+    pthread_cond_t cond;
+    int init_status;                 /* 1 while pending */
+    spmv_error init_err;
+    /* GPU state, touched by the worker thread; the snapshot under `lock`. */
+    void *ctx;
+    spmv_gpu_info gpu_info;
+    bool have_gpu_info;
+};
+
+worker *worker_cpu_new(struct spmvd *d, size_t queue_depth);
+worker *worker_gpu_new(struct spmvd *d, int device, size_t reserve_bytes, size_t queue_depth);
+void worker_free(worker *w);
+
+/* Shared pieces both implementations use. */
+worker *worker_alloc(struct spmvd *d, const worker_ops *ops, const char *name, int gpu, size_t queue_depth);
+int worker_generic_start(worker *w, spmv_error *err);
+int worker_generic_submit(worker *w, task *t, bool force);
+void worker_generic_stop(worker *w);
+void worker_generic_info(worker *w, worker_info *out);
+
+/* A CPU kernel on the host copy, caching a format it builds (any thread
+ * that is a worker may call it). */
+int worker_cpu_spmv(matrix *m, const spmv_kernel *k, const spmv_params *p,
+                    const void *x, void *y, int32_t warmup, int32_t runs,
+                    spmv_stats *st, spmv_error *err);
+/* Runs k on m from worker w's thread: CPU kernels on the host copy, GPU
+ * kernels through w's device. Records the kernel time in the metrics. */
+int worker_run_kernel(worker *w, matrix *m, const spmv_kernel *k, const spmv_params *p,
+                      const void *x, void *y, int32_t warmup, int32_t runs,
+                      spmv_stats *st, spmv_error *err);
+/* Marks the worker alive (the loop and long tasks call it). */
+void worker_heartbeat(worker *w);
+/* Whether the worker's loop is healthy: it ticked within stale_ms, or it is
+ * inside one task that began less than WORKER_TASK_GRACE_MS ago (a kernel
+ * with many runs is busy, not stuck; one running ten minutes is stuck). */
+#define WORKER_TASK_GRACE_MS (600.0 * 1000.0)
+bool worker_alive(worker *w, double stale_ms);
+
+#endif

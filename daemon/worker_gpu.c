@@ -1,0 +1,152 @@
+/* worker_gpu.c — a GPU worker: the one thread that owns one device.
+ *
+ * The thread creates the device context (stream, cuSPARSE handle) itself
+ * and is the only one to call into it, so the engine's GPU side needs no
+ * locking and jobs on one GPU run one at a time, with honest timings. A
+ * device copy is freed on this thread too: the last matrix_unref, on any
+ * thread, queues a release task (forced past the queue bound, since
+ * refusing it would leak device memory). The memory snapshot /v1/info and
+ * /metrics show is refreshed by this thread after each task and when idle.
+ */
+#include <stdlib.h>
+#include <string.h>
+
+#include "daemon/daemon.h"
+#include "daemon/log.h"
+#include "daemon/worker.h"
+
+static void refresh_info(worker *w)
+{
+    spmv_gpu_info info;
+    if (!w->ctx || spmv_gpu_ctx_info(w->ctx, &info) != SPMV_OK)
+        return;
+    pthread_mutex_lock(&w->lock);
+    w->gpu_info = info;
+    w->have_gpu_info = true;
+    pthread_mutex_unlock(&w->lock);
+}
+
+static int gpu_thread_init(worker *w, spmv_error *err)
+{
+    spmv_gpu_ctx *ctx = NULL;
+    int rc = spmv_gpu_ctx_new(w->gpu, w->reserve_bytes, &ctx, err);
+    if (rc != SPMV_OK)
+        return rc;
+    w->ctx = ctx;
+    refresh_info(w);
+    pthread_mutex_lock(&w->lock);
+    bool have = w->have_gpu_info;
+    pthread_mutex_unlock(&w->lock);
+    if (have)
+        log_info("%s: %s, %zu MiB total, %zu MiB free", w->name, w->gpu_info.name,
+                 w->gpu_info.mem_total >> 20, w->gpu_info.mem_free >> 20);
+    return SPMV_OK;
+}
+
+/* Frees the device copies still held (shutdown), then the context. */
+static void gpu_thread_fini(worker *w)
+{
+    matrix **list;
+    size_t n;
+    if (w->d && w->d->store && store_list(w->d->store, &list, &n) == SPMV_OK) {
+        for (size_t i = 0; i < n; i++) {
+            matrix *m = list[i];
+            if (m->dev_worker == w && m->dev) {
+                spmv_gpu_matrix_free(w->ctx, m->dev);
+                m->dev = NULL;
+            }
+        }
+        store_list_free(list, n);
+    }
+    spmv_gpu_ctx_free(w->ctx);
+    w->ctx = NULL;
+}
+
+static void gpu_idle(worker *w) { refresh_info(w); }
+
+static int gpu_matrix_load(worker *w, matrix *m, const spmv_coo *coo, spmv_error *err)
+{
+    spmv_gpu_matrix *gm = NULL;
+    spmv_gpu_upload_stats st;
+    memset(&st, 0, sizeof st);
+    int rc = spmv_gpu_matrix_upload(w->ctx, coo, m->host.dtype, m->meta.formats | SPMV_FMT_CSR,
+                                    m->meta.hack_size, &gm, &st, err);
+    refresh_info(w);
+    if (rc != SPMV_OK)
+        return rc;
+    m->dev = gm;
+    m->dev_worker = w;
+    m->dev_formats = st.formats;
+    memcpy(m->dev_bytes, st.bytes, sizeof m->dev_bytes);
+    memcpy(m->dev_padding, st.padding, sizeof m->dev_padding);
+    m->dev_total = spmv_gpu_matrix_bytes(gm);
+    m->meta.transfer_ms = st.transfer_ms;
+    m->meta.convert_ms += st.convert_ms;
+    m->meta.device = w->gpu;
+    return SPMV_OK;
+}
+
+typedef struct release_task {
+    task base;
+    void *dev;
+} release_task;
+
+static void release_run(task *t, worker *w)
+{
+    release_task *r = (release_task *)t;
+    spmv_gpu_matrix_free(w->ctx, r->dev);
+    refresh_info(w);
+}
+
+static void release_finish(task *t, int status)
+{
+    if (status != SPMV_OK)
+        log_debug("device copy left to the context teardown (worker stopping)");
+    free(t);
+}
+
+static void gpu_matrix_release(worker *w, void *dev)
+{
+    release_task *r = calloc(1, sizeof *r);
+    if (!r) {
+        log_error("%s: out of memory queueing a device free; %p leaks until shutdown", w->name, dev);
+        return;
+    }
+    r->base.run = release_run;
+    r->base.finish = release_finish;
+    r->dev = dev;
+    if (queue_push(&w->queue, &r->base, true) != SPMV_OK)
+        free(r); /* stopping: thread_fini or the context teardown frees it */
+}
+
+static int gpu_spmv(worker *w, matrix *m, const spmv_kernel *k, const spmv_params *p,
+                    const void *x, void *y, int32_t warmup, int32_t runs,
+                    spmv_stats *st, spmv_error *err)
+{
+    int rc = spmv_gpu_run(w->ctx, k, m->dev, p, x, y, warmup, runs, st, err);
+    return rc;
+}
+
+static const worker_ops gpu_ops = {
+    .kind = "gpu",
+    .start = worker_generic_start,
+    .submit = worker_generic_submit,
+    .stop = worker_generic_stop,
+    .info = worker_generic_info,
+    .matrix_load = gpu_matrix_load,
+    .matrix_release = gpu_matrix_release,
+    .spmv = gpu_spmv,
+    .thread_init = gpu_thread_init,
+    .thread_fini = gpu_thread_fini,
+    .idle = gpu_idle,
+};
+
+worker *worker_gpu_new(struct spmvd *d, int device, size_t reserve_bytes, size_t queue_depth)
+{
+    char name[16];
+    snprintf(name, sizeof name, "gpu%d", device);
+    worker *w = worker_alloc(d, &gpu_ops, name, device, queue_depth);
+    if (w)
+        w->reserve_bytes = reserve_bytes;
+    return w;
+}

@@ -24,7 +24,9 @@
  * entry and bit for bit; a shuffled COO with split duplicates must sort and
  * sum on the device to the host's CSR.
  *
- * SPMV_GPU_QUICK=1 keeps a small subset (for compute-sanitizer runs).
+ * SPMV_GPU_QUICK=1 keeps a small subset (for compute-sanitizer runs), =2 a
+ * smaller one;
+ * SPMV_GPU_ONLY=pattern runs only the cases whose name matches.
  * A table "# kernel dtype passed failed" is printed at the end of each
  * kernel case.
  */
@@ -50,7 +52,7 @@ static struct {
     spmv_gpu_ctx *ctx;
     const char *reason;
     tu_rng rng;
-    bool quick;
+    int quick; /* SPMV_GPU_QUICK: 0 full, 1 subset, 2 smaller subset */
 } fx;
 
 /* Passes and failures per kernel and dtype, for the log. */
@@ -93,7 +95,7 @@ static int setup(void **state)
     (void)state;
     spmv_error err;
     tu_rng_init(&fx.rng, tu_seed());
-    fx.quick = getenv("SPMV_GPU_QUICK") && atoi(getenv("SPMV_GPU_QUICK")) > 0;
+    fx.quick = getenv("SPMV_GPU_QUICK") ? atoi(getenv("SPMV_GPU_QUICK")) : 0;
     if (spmv_gpu_count(&fx.reason) <= 0)
         return 0;
     if (spmv_gpu_ctx_new(0, 0, &fx.ctx, &err) != SPMV_OK) {
@@ -129,7 +131,7 @@ static int random_count(void) { return TU_SHAPE_COUNT + (fx.quick ? 0 : 1); }
 
 static void random_matrix(int i, spmv_coo *out, char *label, size_t len)
 {
-    int32_t n = fx.quick ? 300 : 3000;
+    int32_t n = fx.quick > 1 ? 100 : fx.quick ? 300 : 3000;
     if (i < TU_SHAPE_COUNT) {
         tu_random_coo(&fx.rng, (tu_shape)i, n, SPMV_FLOAT64, out);
         snprintf(label, len, "random %s (%d x %d, %lld nnz)", tu_shape_name((tu_shape)i), out->rows, out->cols,
@@ -286,7 +288,11 @@ done:
     return failures;
 }
 
-static size_t real_count(size_t n) { return fx.quick && n > 4 ? 4 : n; }
+static size_t real_count(size_t n)
+{
+    size_t keep = fx.quick > 1 ? 1 : fx.quick ? 4 : n;
+    return keep < n ? keep : n;
+}
 
 static void test_kernels_real(void **state)
 {
@@ -649,5 +655,8 @@ int main(void)
         cmocka_unit_test(test_bad_requests),
         cmocka_unit_test(test_memory_refused),
     };
+    /* SPMV_GPU_ONLY=pattern runs the matching cases alone (cmocka's filter). */
+    if (getenv("SPMV_GPU_ONLY"))
+        cmocka_set_test_filter(getenv("SPMV_GPU_ONLY"));
     return cmocka_run_group_tests_name("gpu", tests, setup, teardown);
 }

@@ -1,0 +1,177 @@
+#!/usr/bin/env python3
+"""api_test.py — the end-to-end API test on the GPU host (run by run.sh).
+
+Starts the bundle's spmvd on loopback with a fresh state directory, waits
+for /v1/ready, then for float64 and float32: uploads every matrix of
+shared/matrices/real/ with curl (multipart, every format), multiplies it
+over HTTP with every GPU kernel that /v1/kernels lists as available
+(default parameters, x[j] = 1 + (j mod 7)/8), compares y with the peer's
+answer in expected.json (float64: 1e-12 relative to ||y||_inf; float32:
+1e-5 relative to y_norm2, as matrices/README.md says) and deletes the
+matrix. Then checks that the device holds no spmvd bytes any more, stops
+the daemon with SIGTERM, prints a table of passes per kernel and dtype,
+and exits 0 only if everything passed. Standard library only (the host
+has python3 and curl, nothing fetched).
+"""
+import argparse
+import json
+import os
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+import urllib.error
+import urllib.request
+
+PORT = 18080
+BASE = "http://127.0.0.1:%d" % PORT
+
+
+def request(method, path, body=None, timeout=120):
+    data = json.dumps(body).encode() if body is not None else None
+    headers = {"Content-Type": "application/json"} if data is not None else {}
+    req = urllib.request.Request(BASE + path, data=data, method=method, headers=headers)
+    try:
+        with urllib.request.urlopen(req, timeout=timeout) as resp:
+            return resp.status, resp.read()
+    except urllib.error.HTTPError as e:
+        return e.code, e.read()
+    except (urllib.error.URLError, ConnectionError, TimeoutError) as e:
+        return 0, str(e).encode()
+
+
+def as_float(v):
+    return float(v) if not isinstance(v, str) else float(v.replace("Infinity", "inf"))
+
+
+def rel_err(y, ref, norm):
+    if len(y) != len(ref):
+        return float("inf")
+    diff = 0.0
+    for a, b in zip(y, ref):
+        a = as_float(a)
+        if a != a:
+            return float("inf")
+        diff = max(diff, abs(a - b))
+    return diff / max(norm, 1e-300)
+
+
+def wait_ready(proc, seconds):
+    t0 = time.time()
+    while time.time() - t0 < seconds:
+        if proc.poll() is not None:
+            return False
+        status, _ = request("GET", "/v1/ready", timeout=5)
+        if status == 200:
+            return True
+        time.sleep(0.25)
+    return False
+
+
+def upload(path, dtype):
+    out = subprocess.run(["curl", "-sS", "-w", "\n%{http_code}", "-F", "file=@" + path, "-F", "dtype=" + dtype,
+                          "-F", "formats=coo,csr,ell,hll,hyb", BASE + "/v1/matrices"],
+                         capture_output=True, text=True, timeout=120)
+    body, _, code = out.stdout.rpartition("\n")
+    return int(code or 0), body
+
+
+def gpu_bytes_held():
+    status, body = request("GET", "/v1/info")
+    if status != 200:
+        return None
+    devs = json.loads(body).get("devices", [])
+    return sum(d.get("memory_used_by_spmvd", 0) for d in devs if "memory_used_by_spmvd" in d)
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--bundle", required=True)
+    ap.add_argument("--out", required=True)
+    ap.add_argument("--device", default="gpu", help="kernels of this device (cpu: to try the script without a GPU)")
+    args = ap.parse_args()
+    real = os.path.join(args.bundle, "shared", "matrices", "real")
+    expected = json.load(open(os.path.join(real, "expected.json")))["matrices"]
+    state = tempfile.mkdtemp(prefix="spmvd-state-")
+    log = open(os.path.join(args.out, "spmvd.log"), "w")
+    proc = subprocess.Popen([os.path.join(args.bundle, "bin", "spmvd"), "--listen", "127.0.0.1:%d" % PORT,
+                             "--state-dir", state], stdout=log, stderr=subprocess.STDOUT)
+    failures = 0
+    tally = {}
+    try:
+        if not wait_ready(proc, 60):
+            print("FAIL spmvd did not become ready (exit %s); see spmvd.log" % proc.poll())
+            return 1
+        status, body = request("GET", "/v1/info")
+        info = json.loads(body)
+        print("info:", json.dumps(info.get("devices", info))[:600])
+        status, body = request("GET", "/v1/kernels")
+        kernels = json.loads(body)["kernels"]
+        gpu = [k["name"] for k in kernels if k.get("device") == args.device and k.get("available")]
+        for k in kernels:
+            if k.get("device") == args.device and not k.get("available"):
+                print("unavailable: %s (%s)" % (k["name"], k.get("reason")))
+        if not gpu:
+            print("FAIL no %s kernel is available" % args.device)
+            return 1
+        held0 = gpu_bytes_held()
+        for dtype in ("float64", "float32"):
+            for name in sorted(expected):
+                e = expected[name]
+                code, body = upload(os.path.join(real, name), dtype)
+                if code != 201:
+                    print("FAIL upload %s %s: HTTP %d %s" % (name, dtype, code, body[:300]))
+                    failures += 1
+                    continue
+                desc = json.loads(body)
+                mid = desc["id"]
+                x = [1 + (j % 7) / 8 for j in range(e["cols"])]
+                y_inf = max((abs(v) for v in e["y"]), default=0.0)
+                for k in gpu:
+                    t = tally.setdefault((k, dtype), [0, 0])
+                    status, rbody = request("POST", "/v1/matrices/%s/spmv" % mid,
+                                            {"kernel": k, "x": x, "runs": 3, "warmup": 1})
+                    if status != 200:
+                        print("FAIL %s %s %s: HTTP %d %s" % (k, dtype, name, status, rbody[:300]))
+                        t[1] += 1
+                        failures += 1
+                        continue
+                    ans = json.loads(rbody)
+                    if dtype == "float64":
+                        err, bound = rel_err(ans["y"], e["y"], y_inf), 1e-12
+                    else:
+                        err, bound = rel_err(ans["y"], e["y"], e["y_norm2"]), 1e-5
+                    if not err <= bound:
+                        print("FAIL %s %s %s: relative error %.3g > %.3g" % (k, dtype, name, err, bound))
+                        t[1] += 1
+                        failures += 1
+                    else:
+                        t[0] += 1
+                status, _ = request("DELETE", "/v1/matrices/%s" % mid)
+                if status != 204:
+                    print("FAIL DELETE %s: HTTP %d" % (mid, status))
+                    failures += 1
+        held1 = gpu_bytes_held()
+        print("device bytes held by spmvd: before uploads %s, after deletes %s" % (held0, held1))
+        if held0 is not None and held1 is not None and held1 > held0:
+            # the kernels' scratch buffer may stay; matrices must not
+            print("note: %d bytes more held after the deletes (kernel scratch)" % (held1 - held0))
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        try:
+            rc = proc.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            rc = "killed"
+        print("spmvd exit status after SIGTERM:", rc)
+        log.close()
+    print("%-22s %-8s %6s %6s" % ("kernel", "dtype", "passed", "failed"))
+    for (k, dtype), (p, f) in sorted(tally.items()):
+        print("%-22s %-8s %6d %6d %s" % (k, dtype, p, f, "FAIL" if f else "ok"))
+    print("api_test: %d failures" % failures)
+    return 1 if failures else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,58 @@
+#!/usr/bin/env bash
+# make-bundle.sh — builds bundle/, the folder that travels to the GPU host
+# (`make bundle`, which passes BUILD and BUNDLE).
+#
+# The GPU host is Ubuntu 24.04 with the CUDA 13 toolkit and driver but
+# without this project's Debian libraries, and it reaches no network. So the
+# bundle holds:
+#   bin/real/  test_gpu, spmvd (when the daemon is built), the tools
+#   bin/       one wrapper script per binary that puts lib/ on
+#              LD_LIBRARY_PATH for that binary alone (the host's own curl
+#              and python3 must keep the host's libcurl and libssl)
+#   lib/       every shared library those binaries load that is not glibc,
+#              the C++ runtime or CUDA's (ldd decides)
+#   shared/matrices/{real,conformance/invalid}  the test matrices, laid out
+#              as ../shared/matrices is beside the repository, with
+#   work/      an empty folder that serves as SPMV_ROOT (tests find the
+#              matrices at $SPMV_ROOT/../shared/matrices)
+#   run.sh, api_test.py  (from tools/bundle/)
+# Binaries built here (Debian 12, glibc 2.36) run on the newer glibc there.
+set -euo pipefail
+BUILD=${BUILD:-build}
+BUNDLE=${BUNDLE:-bundle}
+SHARED=${SPMV_SHARED:-../shared}
+[ "${HAVE_CUDA:-1}" = 1 ] || { echo "make-bundle: this build has no CUDA (nvcc missing or CUDA=0)" >&2; exit 1; }
+
+rm -rf "$BUNDLE"
+mkdir -p "$BUNDLE"/bin/real "$BUNDLE"/lib "$BUNDLE"/work "$BUNDLE"/shared/matrices/conformance
+
+bins=("$BUILD/tests/test_gpu")
+for b in spmvd spmv-gen spmv-kernels spmvctl; do
+  [ -x "$BUILD/$b" ] && bins+=("$BUILD/$b")
+done
+cp "${bins[@]}" "$BUNDLE/bin/real/"
+for b in "${bins[@]}"; do
+  n=$(basename "$b")
+  printf '#!/bin/sh\n# Runs real/%s with the bundle'"'"'s libraries.\nd=$(dirname "$0")\nLD_LIBRARY_PATH="$d/../lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}" exec "$d/real/%s" "$@"\n' \
+    "$n" "$n" >"$BUNDLE/bin/$n"
+  chmod +x "$BUNDLE/bin/$n"
+done
+
+# Libraries the host has (or must provide itself): glibc's, the compiler
+# runtime, and the CUDA driver/toolkit libraries that match its driver.
+skip='^(linux-vdso|ld-linux|libc\.|libm\.|libdl\.|libpthread\.|librt\.|libutil\.|libresolv\.|libstdc\+\+|libgcc_s|libcuda|libcudart|libcusparse|libnvJitLink|libnvrtc)'
+for b in "${bins[@]}"; do
+  ldd "$b" | awk '/=> \// { print $1, $3 }'
+done | sort -u | while read -r name path; do
+  if [[ "$name" =~ $skip ]]; then continue; fi
+  cp -L "$path" "$BUNDLE/lib/$name"
+done
+
+cp -r "$SHARED/matrices/real" "$BUNDLE/shared/matrices/"
+cp -r "$SHARED/matrices/conformance/invalid" "$BUNDLE/shared/matrices/conformance/"
+cp tools/bundle/run.sh tools/bundle/api_test.py "$BUNDLE/"
+chmod +x "$BUNDLE/run.sh"
+
+echo "bundle: $(ls "$BUNDLE/bin/real" | tr '\n' ' ')"
+echo "bundle libs: $(ls "$BUNDLE/lib" | tr '\n' ' ')"
+du -sh "$BUNDLE"

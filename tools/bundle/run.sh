@@ -1,0 +1,67 @@
+#!/usr/bin/env bash
+# run.sh — the GPU host's part: run from anywhere as `bash bundle/run.sh`.
+#
+# 1. the GPU and driver (nvidia-smi) into gpu-info.txt;
+# 2. test_gpu in full (every GPU kernel x dtype x parameter edge on every
+#    real and random matrix, device conversions, memory accounting);
+# 3. test_gpu's quick subset under compute-sanitizer memcheck, then the
+#    kernel cases of that subset under racecheck;
+# 4. the end-to-end API test (api_test.py): spmvd on loopback, every real
+#    matrix uploaded with curl, multiplied with every GPU kernel over HTTP,
+#    compared with expected.json — when the bundle holds spmvd.
+# Logs go to $OUT (the device tool's folder that comes back) or bundle/out;
+# summary.txt says pass/fail per step. Step time limits keep the whole
+# under the device tool's 10 minutes.
+set -u
+B=$(cd "$(dirname "$0")" && pwd)
+OUT=${OUT:-$B/out}
+mkdir -p "$OUT"
+export SPMV_ROOT="$B/work" CMOCKA_MESSAGE_OUTPUT=TAP
+summary="$OUT/summary.txt"
+: >"$summary"
+
+step() { # name, log, limit seconds, command...
+  local name=$1 log=$2 limit=$3; shift 3
+  local t0=$SECONDS
+  timeout --kill-after=10 "$limit" "$@" >"$log" 2>&1
+  local rc=$?
+  local pass fail skip
+  pass=$(grep -cE '^ok [0-9]+' "$log"); fail=$(grep -E '^not ok [0-9]+' "$log" | grep -vc SKIP)
+  skip=$(grep -c '# SKIP' "$log")
+  printf '%-22s rc=%-3s %3s ok %3s not ok %3s skipped  %4ds\n' "$name" "$rc" "$pass" "$fail" "$skip" \
+    $((SECONDS - t0)) | tee -a "$summary"
+}
+
+{
+  date -u '+%Y-%m-%d %H:%M:%S UTC'
+  uname -a
+  nvidia-smi --query-gpu=name,driver_version,memory.total,compute_cap,clocks.max.sm,clocks.max.mem --format=csv
+  nvidia-smi
+  command -v compute-sanitizer && compute-sanitizer --version | tail -1
+  ls "$B/lib"
+  LD_LIBRARY_PATH="$B/lib" ldd "$B/bin/real/test_gpu" "$B/bin/real/spmvd" 2>&1 | grep -E "not found|cusparse|cudart"
+} >"$OUT/gpu-info.txt" 2>&1
+head -3 "$OUT/gpu-info.txt" | tee -a "$summary"
+
+step test_gpu "$OUT/test_gpu.log" 240 "$B/bin/test_gpu"
+grep -E '^# (FAIL|GPU|upload|refused)' "$OUT/test_gpu.log" | head -40 | tee -a "$summary"
+
+if command -v compute-sanitizer >/dev/null; then
+  step memcheck "$OUT/memcheck.log" 150 env SPMV_GPU_QUICK=1 \
+    compute-sanitizer --tool memcheck --leak-check full --error-exitcode 99 "$B/bin/test_gpu"
+  grep -E 'ERROR SUMMARY|Invalid|Error' "$OUT/memcheck.log" | sort | uniq -c | head -20 | tee -a "$summary"
+  step racecheck "$OUT/racecheck.log" 120 env SPMV_GPU_QUICK=2 SPMV_GPU_ONLY='test_kernels_*' \
+    compute-sanitizer --tool racecheck --racecheck-report hazard --error-exitcode 99 "$B/bin/test_gpu"
+  grep -E 'ERROR SUMMARY|RACECHECK SUMMARY|hazard' "$OUT/racecheck.log" | sort | uniq -c | head -20 | tee -a "$summary"
+else
+  echo "compute-sanitizer: not found on this host" | tee -a "$summary"
+fi
+
+if [ -x "$B/bin/spmvd" ]; then
+  PYTHONUNBUFFERED=1 timeout --kill-after=10 100 python3 "$B/api_test.py" --bundle "$B" --out "$OUT" \
+    >"$OUT/api_test.log" 2>&1
+  echo "api_test rc=$?" | tee -a "$summary"
+  tail -40 "$OUT/api_test.log" | tee -a "$summary"
+else
+  echo "api_test: not run (the bundle holds no spmvd)" | tee -a "$summary"
+fi

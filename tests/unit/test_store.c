@@ -1,0 +1,316 @@
+/* test_store.c — the stored matrix files and the store (daemon/matfile.c,
+ * daemon/store.c).
+ *
+ * Round trips of random CSR matrices in both dtypes, then damage of every
+ * kind a disk or a crash can do (truncation, a flipped byte in the payload
+ * or the header, a foreign file, a temp file left by a crash): each must be
+ * caught, and at reload set aside in damaged/ while the good files load.
+ */
+#include <dirent.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cmocka.h>
+
+#include "daemon/matfile.h"
+#include "daemon/store.h"
+#include "testutil.h"
+
+static tu_rng rng;
+
+static char *make_dir(void)
+{
+    char tmpl[] = "/tmp/spmvd-test-store-XXXXXX";
+    char *d = mkdtemp(tmpl);
+    assert_non_null(d);
+    return strdup(d);
+}
+
+static void remove_tree(const char *dir)
+{
+    char cmd[PATH_MAX + 16];
+    snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
+    assert_int_equal(system(cmd), 0);
+}
+
+static void random_csr(spmv_dtype dt, int32_t n, spmv_csr *out)
+{
+    spmv_coo coo;
+    spmv_error err;
+    tu_random_coo(&rng, TU_SHAPE_RANDOM, n, SPMV_FLOAT64, &coo);
+    assert_int_equal(spmv_coo_to_csr(&coo, dt, out, &err), SPMV_OK);
+    spmv_coo_free(&coo);
+}
+
+static void meta_for(matfile_meta *m, const char *name)
+{
+    memset(m, 0, sizeof *m);
+    store_new_id(m->id);
+    snprintf(m->name, sizeof m->name, "%s", name);
+    m->symmetry = SPMV_MM_SYMMETRIC;
+    m->formats = SPMV_FMT_CSR | SPMV_FMT_HLL;
+    m->hack_size = 16;
+    m->device = MATFILE_DEVICE_HOST;
+    m->created = 1700000000;
+    m->parse_ms = 1.25;
+    m->store_ms = 0.5;
+}
+
+static void assert_csr_equal(const spmv_csr *a, const spmv_csr *b)
+{
+    assert_int_equal(a->rows, b->rows);
+    assert_int_equal(a->cols, b->cols);
+    assert_int_equal(a->nnz, b->nnz);
+    assert_int_equal(a->dtype, b->dtype);
+    assert_memory_equal(a->row_ptr, b->row_ptr, ((size_t)a->rows + 1) * sizeof(int32_t));
+    if (a->nnz) {
+        assert_memory_equal(a->col, b->col, (size_t)a->nnz * sizeof(int32_t));
+        assert_memory_equal(a->val, b->val, (size_t)a->nnz * spmv_dtype_size(a->dtype));
+    }
+}
+
+static void test_round_trip(void **state)
+{
+    (void)state;
+    char *dir = make_dir();
+    for (int dt = 0; dt < 2; dt++) {
+        for (int i = 0; i < 4; i++) {
+            spmv_csr a, b;
+            matfile_meta m, back;
+            spmv_error err;
+            char path[PATH_MAX];
+            random_csr((spmv_dtype)dt, (int32_t)tu_rng_range(&rng, 1, 300), &a);
+            meta_for(&m, "näme with spaces");
+            assert_int_equal(matfile_write(dir, &m, &a, &err), SPMV_OK);
+            matfile_path(dir, m.id, path, sizeof path);
+            assert_int_equal(matfile_read(path, &back, &b, &err), SPMV_OK);
+            assert_csr_equal(&a, &b);
+            assert_string_equal(back.id, m.id);
+            assert_string_equal(back.name, m.name);
+            assert_int_equal(back.symmetry, m.symmetry);
+            assert_int_equal(back.formats, m.formats);
+            assert_int_equal(back.hack_size, 16);
+            assert_int_equal(back.created, m.created);
+            assert_true(back.parse_ms == 1.25);
+            spmv_csr_free(&a);
+            spmv_csr_free(&b);
+        }
+    }
+    remove_tree(dir);
+    free(dir);
+}
+
+static void test_empty_matrix(void **state)
+{
+    (void)state;
+    char *dir = make_dir();
+    int32_t row_ptr[4] = {0, 0, 0, 0};
+    spmv_csr a = {.rows = 3, .cols = 5, .nnz = 0, .row_ptr = row_ptr, .col = NULL, .val = NULL, .dtype = SPMV_FLOAT64};
+    spmv_csr b;
+    matfile_meta m, back;
+    spmv_error err;
+    char path[PATH_MAX];
+    meta_for(&m, "empty");
+    assert_int_equal(matfile_write(dir, &m, &a, &err), SPMV_OK);
+    matfile_path(dir, m.id, path, sizeof path);
+    assert_int_equal(matfile_read(path, &back, &b, &err), SPMV_OK);
+    assert_int_equal(b.rows, 3);
+    assert_int_equal(b.nnz, 0);
+    spmv_csr_free(&b);
+    remove_tree(dir);
+    free(dir);
+}
+
+/* Writes one matrix and returns its path. */
+static void write_one(const char *dir, matfile_meta *m, char *path, size_t len)
+{
+    spmv_csr a;
+    spmv_error err;
+    random_csr(SPMV_FLOAT64, 50, &a);
+    meta_for(m, "victim");
+    assert_int_equal(matfile_write(dir, m, &a, &err), SPMV_OK);
+    spmv_csr_free(&a);
+    matfile_path(dir, m->id, path, len);
+}
+
+static void flip_byte(const char *path, off_t at)
+{
+    int fd = open(path, O_RDWR);
+    unsigned char c;
+    assert_true(fd >= 0);
+    assert_int_equal(pread(fd, &c, 1, at), 1);
+    c ^= 0x10;
+    assert_int_equal(pwrite(fd, &c, 1, at), 1);
+    close(fd);
+}
+
+static void expect_corrupt(const char *path, const char *why)
+{
+    matfile_meta m;
+    spmv_csr b;
+    spmv_error err = {0};
+    int rc = matfile_read(path, &m, &b, &err);
+    if (rc != SPMV_ERR_CORRUPT)
+        fail_msg("%s: expected SPMV_ERR_CORRUPT, got %d (%s)", why, rc, err.message);
+}
+
+static void test_damage_detected(void **state)
+{
+    (void)state;
+    char *dir = make_dir();
+    char path[PATH_MAX];
+    matfile_meta m;
+    struct stat st;
+
+    write_one(dir, &m, path, sizeof path);
+    assert_int_equal(stat(path, &st), 0);
+    assert_int_equal(truncate(path, st.st_size - 1), 0);
+    expect_corrupt(path, "truncated by one byte");
+    assert_int_equal(truncate(path, 100), 0);
+    expect_corrupt(path, "truncated into the header");
+
+    write_one(dir, &m, path, sizeof path);
+    flip_byte(path, st.st_size - 3); /* a value */
+    expect_corrupt(path, "flipped payload byte");
+
+    write_one(dir, &m, path, sizeof path);
+    flip_byte(path, 17); /* the row count */
+    expect_corrupt(path, "flipped header byte");
+
+    write_one(dir, &m, path, sizeof path);
+    flip_byte(path, 0); /* the magic */
+    expect_corrupt(path, "bad magic");
+
+    write_one(dir, &m, path, sizeof path);
+    int fd = open(path, O_WRONLY | O_APPEND);
+    assert_int_equal(write(fd, "x", 1), 1);
+    close(fd);
+    expect_corrupt(path, "one byte too many");
+    remove_tree(dir);
+    free(dir);
+}
+
+static int load_into(void *ctx, const matfile_meta *meta, spmv_csr *csr, spmv_error *err)
+{
+    store *s = ctx;
+    matrix *m;
+    int rc = matrix_new_from_csr(meta, csr, meta->formats, &m, err);
+    if (rc != SPMV_OK)
+        return rc;
+    store_adopt(s, m);
+    matrix_unref(m);
+    return SPMV_OK;
+}
+
+static size_t count_files(const char *dir, const char *suffix)
+{
+    DIR *d = opendir(dir);
+    struct dirent *e;
+    size_t n = 0;
+    assert_non_null(d);
+    while ((e = readdir(d)))
+        if (strlen(e->d_name) > strlen(suffix) && strcmp(e->d_name + strlen(e->d_name) - strlen(suffix), suffix) == 0)
+            n++;
+    closedir(d);
+    return n;
+}
+
+/* A store with good and damaged files reloads the good ones, moves the
+ * damaged ones to damaged/, removes a crash's temp file. */
+static void test_store_reload(void **state)
+{
+    (void)state;
+    char *dir = make_dir();
+    char damaged[PATH_MAX], p1[PATH_MAX], p2[PATH_MAX], tmp[PATH_MAX];
+    store *s;
+    spmv_error err;
+    matfile_meta m1, m2;
+    matrix *good[3];
+
+    assert_int_equal(store_open(dir, &s, &err), SPMV_OK);
+    store *second;
+    assert_int_equal(store_open(dir, &second, &err), SPMV_ERR_IO); /* locked by the first */
+    for (int i = 0; i < 3; i++) {
+        spmv_csr a;
+        matfile_meta m;
+        random_csr(i == 1 ? SPMV_FLOAT32 : SPMV_FLOAT64, 40 + i, &a);
+        meta_for(&m, "good");
+        assert_int_equal(matrix_new_from_csr(&m, &a, SPMV_FMT_CSR, &good[i], &err), SPMV_OK);
+        assert_int_equal(store_insert(s, good[i], &err), SPMV_OK);
+    }
+    write_one(dir, &m1, p1, sizeof p1);
+    write_one(dir, &m2, p2, sizeof p2);
+    char ids[3][MATFILE_ID_LEN + 1];
+    for (int i = 0; i < 3; i++) {
+        snprintf(ids[i], sizeof ids[i], "%s", good[i]->meta.id);
+        matrix_unref(good[i]);
+    }
+    store_close(s);
+    struct stat st;
+    assert_int_equal(stat(p1, &st), 0);
+    assert_int_equal(truncate(p1, st.st_size / 2), 0);
+    flip_byte(p2, st.st_size - 1);
+    snprintf(tmp, sizeof tmp, "%s/.%s.tmp", dir, m1.id);
+    FILE *f = fopen(tmp, "w");
+    fputs("half a file", f);
+    fclose(f);
+
+    assert_int_equal(store_open(dir, &s, &err), SPMV_OK);
+    assert_int_equal(store_reload(s, load_into, NULL, s), 3);
+    assert_int_equal(store_count(s), 3);
+    for (int i = 0; i < 3; i++) {
+        matrix *m = store_get(s, ids[i]);
+        assert_non_null(m);
+        matrix_unref(m);
+    }
+    assert_null(store_get(s, m1.id));
+    snprintf(damaged, sizeof damaged, "%s/damaged", dir);
+    assert_int_equal(count_files(damaged, ".csr"), 2);
+    assert_int_equal(count_files(dir, ".tmp"), 0);
+
+    /* DELETE: the file goes, a second delete is not found */
+    assert_int_equal(store_remove(s, ids[0], &err), SPMV_OK);
+    assert_int_equal(store_remove(s, ids[0], &err), SPMV_ERR_NOT_FOUND);
+    assert_int_equal(count_files(dir, ".csr"), 2);
+    store_close(s);
+    remove_tree(dir);
+    free(dir);
+}
+
+static void test_ids(void **state)
+{
+    (void)state;
+    char id[MATFILE_ID_LEN + 1];
+    store_new_id(id);
+    assert_true(store_id_valid(id));
+    assert_false(store_id_valid(""));
+    assert_false(store_id_valid("../../etc/passwd"));
+    assert_false(store_id_valid("3F2504E0-4F89-11D3-9A0C-0305E82C3301")); /* upper case: not ours */
+    assert_false(store_id_valid("3f2504e0-4f89-11d3-9a0c-0305e82c3301x"));
+    assert_false(store_id_valid("3f2504e0-4f89-11d3-9a0c+0305e82c3301"));
+    assert_false(store_id_valid("3f2504e0-4f89-11d3-9a0c-0305e82c330g"));
+    assert_true(store_id_valid("3f2504e0-4f89-11d3-9a0c-0305e82c3301"));
+}
+
+int main(void)
+{
+    uint64_t seed = tu_seed();
+    tu_rng_init(&rng, seed);
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_round_trip),
+        cmocka_unit_test(test_empty_matrix),
+        cmocka_unit_test(test_damage_detected),
+        cmocka_unit_test(test_store_reload),
+        cmocka_unit_test(test_ids),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}

@@ -136,6 +136,9 @@ extern "C" int spmv_gpu_run(spmv_gpu_ctx *ctx, const spmv_kernel *k, spmv_gpu_ma
     memset(&l, 0, sizeof l);
     if ((st = spmv_params_resolve(k, p, &l.p, err)))
         return st;
+    /* An HLL kernel without an explicit hack_size uses the upload's. */
+    if ((k->params & (1u << SPMV_PARAM_HACK_SIZE)) && !(p && p->v[SPMV_PARAM_HACK_SIZE]))
+        l.p.v[SPMV_PARAM_HACK_SIZE] = m->hack_size;
     l.ctx = ctx;
     l.m = m;
     l.block = l.p.v[SPMV_PARAM_BLOCK_SIZE] > 0 ? l.p.v[SPMV_PARAM_BLOCK_SIZE] : 256;

@@ -43,14 +43,14 @@ step() { # name, log, limit seconds, command...
 } >"$OUT/gpu-info.txt" 2>&1
 head -3 "$OUT/gpu-info.txt" | tee -a "$summary"
 
-step test_gpu "$OUT/test_gpu.log" 240 "$B/bin/test_gpu"
+step test_gpu "$OUT/test_gpu.log" 200 "$B/bin/test_gpu"
 grep -E '^# (FAIL|GPU|upload|refused)' "$OUT/test_gpu.log" | head -40 | tee -a "$summary"
 
 if command -v compute-sanitizer >/dev/null; then
   step memcheck "$OUT/memcheck.log" 150 env SPMV_GPU_QUICK=1 \
     compute-sanitizer --tool memcheck --leak-check full --error-exitcode 99 "$B/bin/test_gpu"
   grep -E 'ERROR SUMMARY|Invalid|Error' "$OUT/memcheck.log" | sort | uniq -c | head -20 | tee -a "$summary"
-  step racecheck "$OUT/racecheck.log" 120 env SPMV_GPU_QUICK=2 SPMV_GPU_ONLY='test_kernels_*' \
+  step racecheck "$OUT/racecheck.log" 110 env SPMV_GPU_QUICK=2 SPMV_GPU_ONLY='test_kernels_*' \
     compute-sanitizer --tool racecheck --racecheck-report hazard --error-exitcode 99 "$B/bin/test_gpu"
   grep -E 'ERROR SUMMARY|RACECHECK SUMMARY|hazard' "$OUT/racecheck.log" | sort | uniq -c | head -20 | tee -a "$summary"
 else
@@ -58,7 +58,7 @@ else
 fi
 
 if [ -x "$B/bin/spmvd" ]; then
-  PYTHONUNBUFFERED=1 timeout --kill-after=10 100 python3 "$B/api_test.py" --bundle "$B" --out "$OUT" \
+  PYTHONUNBUFFERED=1 timeout --kill-after=10 90 python3 "$B/api_test.py" --bundle "$B" --out "$OUT" \
     >"$OUT/api_test.log" 2>&1
   echo "api_test rc=$?" | tee -a "$summary"
   tail -40 "$OUT/api_test.log" | tee -a "$summary"

@@ -103,3 +103,8 @@ uninstall-clients:
 	      $(DESTDIR)$(PREFIX)/lib/libspmvclient.so \
 	      $(DESTDIR)$(PREFIX)/lib/pkgconfig/spmvclient.pc \
 	      $(DESTDIR)$(PREFIX)/bin/spmvctl
+
+# tests/unit/test_client.c is built by the Makefile's test rule; it also
+# needs the client library and libcurl/jansson on its link line.
+$(BUILD)/tests/test_client: $(CLIENT_A)
+$(BUILD)/tests/test_client: LDLIBS += $(CLIENT_A) $(CLIENT_LIBS) -lpthread

@@ -35,7 +35,7 @@
 
 #include "mmio_internal.h"
 
-#define MM_MAX_LINE ((size_t)1 << 20)        /* longest line accepted, bytes */
+#define MM_MAX_BANNER ((size_t)1 << 20)      /* longest first line accepted, bytes */
 #define MM_ZBUF_SIZE ((size_t)256 << 10)     /* inflate output per step */
 #define MM_BLOCK_DEFAULT ((size_t)16 << 20)  /* parallel block of text */
 #define MM_BLOCK_MIN ((size_t)4096)
@@ -68,6 +68,7 @@ typedef struct mm_ctx {
 typedef struct mm_part {
     const char *begin, *end;
     mm_entries ent;
+    int64_t offset;             /* where its entries go in the reader's */
     int64_t lines;
     int status;
     mm_perr err;
@@ -326,16 +327,17 @@ static const char *slow_line(const mm_ctx *c, const char *ls, const char *end, m
     const char *eol = memchr(ls, '\n', (size_t)(end - ls));   /* exists: lines are complete */
     const char *ts[4], *te[4], *s = ls;
     int want = c->h.format == SPMV_MM_ARRAY ? 1 : (c->h.field == SPMV_MM_PATTERN ? 2 : 3);
-    int n = 0;
+    int64_t n = 0;
     const char *a, *b;
-    while (n < 4 && next_token(&s, eol, &a, &b)) {
-        ts[n] = a;
-        te[n] = b;
+    while (next_token(&s, eol, &a, &b)) {
+        if (n < 4) {
+            ts[n] = a;
+            te[n] = b;
+        }
         n++;
     }
     if (n != want) {
-        perr_set(pe, SPMV_ERR_PARSE, line, "expected %s, found %s%d", field_list(&c->h),
-                 n > want ? "more: " : "", n);
+        perr_set(pe, SPMV_ERR_PARSE, line, "expected %s, found %lld", field_list(&c->h), (long long)n);
         return NULL;
     }
     double v = 1.0;
@@ -481,6 +483,8 @@ static int parse_range(const mm_ctx *c, const char *p, const char *end, mm_entri
 
 /* ------------------------------------------------------------- header */
 
+static int banner_too_long(spmv_mm_reader *r, spmv_error *err);
+
 static int parse_banner(spmv_mm_reader *r, const char *s, const char *e, spmv_error *err)
 {
     static const char *const formats[] = {"coordinate", "array"};
@@ -492,6 +496,8 @@ static int parse_banner(spmv_mm_reader *r, const char *s, const char *e, spmv_er
     char shown[64];
     int k;
 
+    if ((size_t)(e - s) > MM_MAX_BANNER)
+        return banner_too_long(r, err);
     if (e - s >= 3 && memcmp(s, "\xEF\xBB\xBF", 3) == 0)
         s += 3;   /* a UTF-8 byte order mark */
     if (!next_token(&s, e, &ts, &te))
@@ -716,17 +722,26 @@ static int merge_parts(spmv_mm_reader *r, spmv_error *err)
         if (entries_grow(&r->ent, total, with_index))
             return fail(r, err, SPMV_ERR_NOMEM, r->line + 1, "out of memory after %lld entries",
                         (long long)r->ent.n);
+    int64_t base = r->ent.n;
     for (t = 0; t < good; t++) {
-        mm_part *pt = &r->parts[t];
-        int64_t k = r->ent.n, n = pt->ent.n;
-        memcpy(r->ent.val + k, pt->ent.val, (size_t)n * sizeof(double));
-        if (with_index) {
-            memcpy(r->ent.row + k, pt->ent.row, (size_t)n * sizeof(int32_t));
-            memcpy(r->ent.col + k, pt->ent.col, (size_t)n * sizeof(int32_t));
-        }
-        r->ent.n = k + n;
-        r->line += pt->lines;
+        r->parts[t].offset = base;
+        base += r->parts[t].ent.n;
     }
+    mm_entries *dst = &r->ent;
+    const mm_part *parts = r->parts;
+#pragma omp parallel for num_threads(good > 1 ? good : 1) schedule(static, 1)
+    for (t = 0; t < good; t++) {
+        const mm_part *pt = &parts[t];
+        int64_t k = pt->offset, n = pt->ent.n;
+        memcpy(dst->val + k, pt->ent.val, (size_t)n * sizeof(double));
+        if (with_index) {
+            memcpy(dst->row + k, pt->ent.row, (size_t)n * sizeof(int32_t));
+            memcpy(dst->col + k, pt->ent.col, (size_t)n * sizeof(int32_t));
+        }
+    }
+    for (t = 0; t < good; t++)
+        r->line += r->parts[t].lines;
+    r->ent.n = base;
     if (good < r->nparts) {
         int st = parse_serial(r, r->parts[good].begin, r->parts[good].end, err);
         if (st)
@@ -770,7 +785,10 @@ static int parse_text(spmv_mm_reader *r, const char *p, const char *end, spmv_er
     }
     if (p == end)
         return SPMV_OK;
-    if (r->threads > 1 && (size_t)(end - p) >= MM_PAR_MIN_BYTES)
+    /* Small amounts of text are not worth waking threads for (the bound
+     * follows the block size so that small test blocks go parallel too). */
+    size_t par_min = r->block_size / 2 < MM_PAR_MIN_BYTES ? r->block_size / 2 : MM_PAR_MIN_BYTES;
+    if (r->threads > 1 && (size_t)(end - p) >= par_min)
         return parse_parallel(r, p, end, err);
     return parse_serial(r, p, end, err);
 }
@@ -794,11 +812,12 @@ static int text_append(spmv_mm_reader *r, const char *p, size_t n, spmv_error *e
     return SPMV_OK;
 }
 
-static int check_line_length(spmv_mm_reader *r, spmv_error *err)
+/* Other lines may be as long as they like (the input's size is bounded by
+ * the caller), but an input whose first line runs past 1 MiB is no Matrix
+ * Market file: refused early, before much of it is buffered. */
+static int banner_too_long(spmv_mm_reader *r, spmv_error *err)
 {
-    if (r->text_len <= MM_MAX_LINE)
-        return SPMV_OK;
-    return fail(r, err, SPMV_ERR_PARSE, r->line + 1, "the line is longer than %zu bytes", MM_MAX_LINE);
+    return fail(r, err, SPMV_ERR_PARSE, 1, "bad banner: the first line is longer than %zu bytes", MM_MAX_BANNER);
 }
 
 /* Parses the text buffer up to its last newline and keeps the rest. */
@@ -806,14 +825,14 @@ static int flush_text(spmv_mm_reader *r, spmv_error *err)
 {
     const char *nl = r->text_len ? memrchr(r->text, '\n', r->text_len) : NULL;
     if (!nl)
-        return check_line_length(r, err);
+        return SPMV_OK;   /* one long line so far: the block grows */
     size_t used = (size_t)(nl - r->text) + 1;
     int st = parse_text(r, r->text, r->text + used, err);
     if (st)
         return st;
     memmove(r->text, r->text + used, r->text_len - used);
     r->text_len -= used;
-    return check_line_length(r, err);
+    return SPMV_OK;
 }
 
 /* Serial: complete lines are parsed where they lie; the first one may
@@ -829,7 +848,7 @@ static int consume_serial(spmv_mm_reader *r, const char *p, size_t n, spmv_error
         p += take;
         n -= take;
         if (!nl)
-            return check_line_length(r, err);
+            return SPMV_OK;
         if ((st = parse_text(r, r->text, r->text + r->text_len, err)))
             return st;
         r->text_len = 0;
@@ -842,9 +861,7 @@ static int consume_serial(spmv_mm_reader *r, const char *p, size_t n, spmv_error
         p += used;
         n -= used;
     }
-    if ((st = text_append(r, p, n, err)))
-        return st;
-    return check_line_length(r, err);
+    return text_append(r, p, n, err);
 }
 
 /* Parallel: text gathers into a block, parsed whenever it is full. */
@@ -915,7 +932,7 @@ static int consume_undecided(spmv_mm_reader *r, const char *p, size_t n, bool at
         return st;
     r->eol = sniff_eol(r, at_end);
     if (r->eol == EOL_UNKNOWN)
-        return check_line_length(r, err);
+        return r->text_len > MM_MAX_BANNER + 1 ? banner_too_long(r, err) : SPMV_OK;
     char *held = r->text;
     size_t len = r->text_len;
     r->text = NULL;
@@ -978,6 +995,8 @@ static int gzip_feed(spmv_mm_reader *r, const unsigned char *d, size_t n, spmv_e
             } else if (zr == Z_BUF_ERROR) {
                 break;   /* needs more input */
             } else if (zr != Z_OK) {
+                if ((st = flush_text(r, err)))
+                    return st;   /* the lines before the damage come first */
                 return fail(r, err, SPMV_ERR_PARSE, r->line + 1, "%s (zlib: %s)",
                             r->gz_members ? "data after the end of the gzip stream is not gzip"
                                           : "the gzip stream is corrupt",
@@ -1082,6 +1101,11 @@ static int finish_input(spmv_mm_reader *r, spmv_error *err)
         if ((st = consume_text(r, &magic0, 1, err)))
             return st;
     }
+    /* Complete lines first (a parallel reader may hold a block of them),
+     * so that a truncated stream reports the same error whatever the
+     * chunking and thread count. */
+    if (r->input == IN_GZIP && !r->gz_member_ended && (st = flush_text(r, err)))
+        return st;
     if (r->input == IN_GZIP && !r->gz_member_ended)
         return fail(r, err, SPMV_ERR_PARSE, r->line + 1,
                     "the gzip stream is truncated: the input ended inside it");

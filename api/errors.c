@@ -91,7 +91,7 @@ int api_status_of(int st, const char **code)
         {SPMV_ERR_NOMEM, 500, "out_of_memory"},
         {SPMV_ERR_INVALID, 400, "invalid_request"},
         {SPMV_ERR_PARSE, 422, "bad_matrix"},
-        {SPMV_ERR_LIMIT, 413, "too_large"},
+        {SPMV_ERR_LIMIT, 422, "too_large"},
         {SPMV_ERR_UNSUPPORTED, 422, "unsupported_matrix"},
         {SPMV_ERR_IO, 500, "io_error"},
         {SPMV_ERR_UNAVAILABLE, 409, "unavailable"},

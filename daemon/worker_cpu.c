@@ -18,7 +18,7 @@
  * would cost more than the matrix itself many times over. */
 static int64_t ell_slot_bound(const matrix *m)
 {
-    return 16 * m->host.nnz + (INT64_C(1) << 20);
+    return 16 * m->host.nnz + (INT64_C(1) << 24);
 }
 
 static int ensure_format(matrix *m, const spmv_kernel *k, const spmv_params *p, spmv_matrix *snap,

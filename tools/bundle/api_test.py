@@ -14,7 +14,9 @@ and exits 0 only if everything passed. Standard library only (the host
 has python3 and curl, nothing fetched).
 """
 import argparse
+import array
 import json
+import random
 import os
 import signal
 import subprocess
@@ -26,6 +28,9 @@ import urllib.request
 
 PORT = 18080
 BASE = "http://127.0.0.1:%d" % PORT
+# spmv-gen shapes of the timing section (5-8 M non-zeros: past the 50 MB L2)
+TIMING_SHAPES = [("poisson2d", ["--n", "1024"]), ("powerlaw", ["--n", "1000000", "--per-row", "8"]),
+                 ("banded_dense_row", ["--n", "500000", "--per-row", "16", "--dense-len", "200000"])]
 
 
 def request(method, path, body=None, timeout=120):
@@ -77,6 +82,70 @@ def upload(path, dtype):
     return int(code or 0), body
 
 
+def spmv_binary(mid, kernel, x, runs, warmup):
+    """One multiply in the binary encoding: y (array of doubles) and the stats."""
+    url = "%s/v1/matrices/%s/spmv?kernel=%s&runs=%d&warmup=%d" % (BASE, mid, kernel, runs, warmup)
+    req = urllib.request.Request(url, data=x.tobytes(), method="POST",
+                                 headers={"Content-Type": "application/octet-stream"})
+    try:
+        with urllib.request.urlopen(req, timeout=300) as resp:
+            y = array.array("d")
+            y.frombytes(resp.read())
+            return y, json.loads(resp.headers.get("X-SpMV-Stats", "{}")), None
+    except urllib.error.HTTPError as e:
+        return None, None, "HTTP %d %s" % (e.code, e.read()[:300])
+
+
+def timings(args, gpu, tally):
+    """Generated matrices larger than the L2 (not asserted: reported): each
+    GPU kernel's median over 20 runs, its GB/s, its ratio to cusparse.csr,
+    and its y against cpu.csr.omp's (1e-12 relative, float64)."""
+    failures = 0
+    gen = os.path.join(args.bundle, "bin", "spmv-gen")
+    tmp = tempfile.mkdtemp(prefix="spmv-gen-")
+    for kind, extra in TIMING_SHAPES:
+        path = os.path.join(tmp, kind + ".mtx")
+        subprocess.run([gen, "--kind", kind] + extra + ["--seed", "7", "--out", path], check=True, timeout=120)
+        t0 = time.time()
+        code, body = upload(path, "float64")
+        if code != 201:
+            print("FAIL upload %s: HTTP %d %s" % (kind, code, body[:300]))
+            failures += 1
+            continue
+        desc = json.loads(body)
+        print("\n%s: %d x %d, %d nnz, upload %.1f s; descriptor timings %s" %
+              (kind, desc["rows"], desc["cols"], desc["nnz"], time.time() - t0,
+               json.dumps({k: v for k, v in desc.items() if "ms" in k or k in ("timings", "formats", "device")})[:500]))
+        x = array.array("d", (random.uniform(-1, 1) for _ in range(desc["cols"])))
+        ref, _, err = spmv_binary(desc["id"], "cpu.csr.omp", x, 1, 0)
+        if ref is None:
+            print("FAIL cpu.csr.omp on %s: %s" % (kind, err))
+            failures += 1
+            continue
+        ref_inf = max(abs(v) for v in ref)
+        rows = []
+        for k in gpu:
+            y, st, err = spmv_binary(desc["id"], k, x, 20, 3)
+            t = tally.setdefault((k, "float64 big"), [0, 0])
+            if y is None:
+                print("FAIL %s on %s: %s" % (k, kind, err))
+                t[1] += 1
+                failures += 1
+                continue
+            e = max(abs(a - b) for a, b in zip(y, ref)) / max(ref_inf, 1e-300) if len(y) == len(ref) else 1e300
+            ok = e <= 1e-12
+            t[0 if ok else 1] += 1
+            failures += not ok
+            st = st.get("stats", st)
+            rows.append((k, st.get("median_ms", 0), st.get("gbps", 0), e, ok))
+        base = next((r[1] for r in rows if r[0] == "cusparse.csr"), 0)
+        print("%-22s %10s %8s %10s %9s" % ("kernel", "median ms", "GB/s", "vs cusp.csr", "rel err"))
+        for k, ms, gbps, e, ok in rows:
+            print("%-22s %10.4f %8.1f %10.2f %9.1e %s" % (k, ms, gbps, base / ms if ms else 0, e, "" if ok else "FAIL"))
+        request("DELETE", "/v1/matrices/%s" % desc["id"])
+    return failures
+
+
 def gpu_bytes_held():
     status, body = request("GET", "/v1/info")
     if status != 200:
@@ -94,7 +163,8 @@ def main():
     real = os.path.join(args.bundle, "shared", "matrices", "real")
     expected = json.load(open(os.path.join(real, "expected.json")))["matrices"]
     state = tempfile.mkdtemp(prefix="spmvd-state-")
-    log = open(os.path.join(args.out, "spmvd.log"), "w")
+    log_path = os.path.join(state, "spmvd.log")
+    log = open(log_path, "w")
     proc = subprocess.Popen([os.path.join(args.bundle, "bin", "spmvd"), "--listen", "127.0.0.1:%d" % PORT,
                              "--state-dir", state], stdout=log, stderr=subprocess.STDOUT)
     failures = 0
@@ -152,6 +222,8 @@ def main():
                 if status != 204:
                     print("FAIL DELETE %s: HTTP %d" % (mid, status))
                     failures += 1
+        if args.device == "gpu":
+            failures += timings(args, gpu, tally)
         held1 = gpu_bytes_held()
         print("device bytes held by spmvd: before uploads %s, after deletes %s" % (held0, held1))
         if held0 is not None and held1 is not None and held1 > held0:
@@ -166,6 +238,10 @@ def main():
             rc = "killed"
         print("spmvd exit status after SIGTERM:", rc)
         log.close()
+        with open(log_path) as f:
+            lines = f.readlines()
+        print("spmvd.log: %d lines, last ones:" % len(lines))
+        sys.stdout.writelines(lines[-8:])
     print("%-22s %-8s %6s %6s" % ("kernel", "dtype", "passed", "failed"))
     for (k, dtype), (p, f) in sorted(tally.items()):
         print("%-22s %-8s %6d %6d %s" % (k, dtype, p, f, "FAIL" if f else "ok"))

@@ -41,13 +41,22 @@ spmv_format_info spmv_hll_info(const spmv_hll *m)
     return info;
 }
 
+/* Rows [*r0, *r1) of slice s, in 64-bit so rows near INT32_MAX cannot
+ * overflow the sum. */
+static void slice_rows(int32_t s, int32_t hack_size, int32_t rows, int32_t *r0, int32_t *r1)
+{
+    int64_t b = (int64_t)s * hack_size, e = b + hack_size;
+    *r0 = (int32_t)b;
+    *r1 = (int32_t)(e > rows ? rows : e);
+}
+
 /* Slice widths and offsets; SPMV_ERR_LIMIT if the padded total overflows. */
 static int plan_slices(const spmv_csr *in, spmv_hll *out, spmv_error *err)
 {
     out->slice_off[0] = 0;
     for (int32_t s = 0; s < out->nslices; s++) {
-        int32_t r0 = (int32_t)((int64_t)s * out->hack_size);
-        int32_t r1 = (int32_t)(r0 + out->hack_size > in->rows ? in->rows : r0 + out->hack_size);
+        int32_t r0, r1;
+        slice_rows(s, out->hack_size, in->rows, &r0, &r1);
         int32_t w = 0;
         for (int32_t i = r0; i < r1; i++)
             if (in->row_ptr[i + 1] - in->row_ptr[i] > w)
@@ -96,8 +105,8 @@ int spmv_csr_to_hll(const spmv_csr *in, int32_t hack_size, spmv_hll *out, spmv_e
         goto fail;
     }
     for (int32_t s = 0; s < out->nslices; s++) {
-        int32_t r0 = (int32_t)((int64_t)s * hack_size);
-        int32_t r1 = (int32_t)(r0 + hack_size > in->rows ? in->rows : r0 + hack_size);
+        int32_t r0, r1;
+        slice_rows(s, hack_size, in->rows, &r0, &r1);
         int64_t off = out->slice_off[s];
         out->nnz += spmv_ell_fill_block(in, r0, r1, out->slice_width[s], hack_size,
                                         out->col + off, (char *)out->val + off * spmv_dtype_size(in->dtype));
@@ -110,6 +119,9 @@ fail:
 
 int spmv_hll_to_coo(const spmv_hll *in, spmv_coo *out, spmv_error *err)
 {
+    if (in->rows < 0 || in->hack_size < 1 || (in->rows > 0 && !in->slice_off))
+        return spmv_error_set(err, SPMV_ERR_INVALID, 0, "malformed HLL (%d rows, hack_size %d)",
+                              in->rows, in->hack_size);
     int64_t slots = hll_slots(in);
     int64_t n = 0;
     for (int64_t s = 0; s < slots; s++)

@@ -263,20 +263,46 @@ double tu_rel_err(spmv_dtype ydt, const void *y, spmv_dtype rdt, const void *ref
     return d / fmax(ref_norm(rdt, ref, n, norm), 1e-300);
 }
 
-void tu_assert_close_at(const char *what, spmv_dtype ydt, const void *y, spmv_dtype rdt, const void *ref,
-                        int64_t n, tu_norm norm, double bound, const char *file, int line)
+static void assert_close(const char *what, spmv_dtype ydt, const void *y, spmv_dtype rdt, const void *ref,
+                         int64_t n, double scale, const char *scale_name, double bound, const char *file, int line)
 {
     int64_t where;
     double d = max_diff(ydt, y, rdt, ref, n, &where);
-    double e = d / fmax(ref_norm(rdt, ref, n, norm), 1e-300);
+    double e = d / fmax(scale, 1e-300);
     if (e <= bound)
         return;
-    print_error("%s: relative error %.3g above %.3g (%s norm); first worst index %lld: got %.17g, "
+    print_error("%s: relative error %.3g above %.3g (of %s %.3g); first worst index %lld: got %.17g, "
                 "expected %.17g; SPMV_SEED=%llu\n",
-                what, e, bound, norm == TU_NORM_2 ? "2" : "inf", (long long)where,
+                what, e, bound, scale_name, scale, (long long)where,
                 where >= 0 ? get_value(y, ydt, where) : 0.0, where >= 0 ? get_value(ref, rdt, where) : 0.0,
                 (unsigned long long)tu_seed());
     _fail(file, line);
+}
+
+void tu_assert_close_at(const char *what, spmv_dtype ydt, const void *y, spmv_dtype rdt, const void *ref,
+                        int64_t n, tu_norm norm, double bound, const char *file, int line)
+{
+    assert_close(what, ydt, y, rdt, ref, n, ref_norm(rdt, ref, n, norm),
+                 norm == TU_NORM_2 ? "||ref||_2" : "||ref||_inf", bound, file, line);
+}
+
+void tu_assert_close_scaled_at(const char *what, spmv_dtype ydt, const void *y, spmv_dtype rdt, const void *ref,
+                               int64_t n, double scale, double bound, const char *file, int line)
+{
+    assert_close(what, ydt, y, rdt, ref, n, scale, "scale", bound, file, line);
+}
+
+double tu_vector_norm(spmv_dtype dtype, const void *v, int64_t n, tu_norm norm)
+{
+    return ref_norm(dtype, v, n, norm);
+}
+
+void tu_abs_product(const spmv_coo *a, spmv_dtype xdt, const void *x, double *out)
+{
+    for (int32_t i = 0; i < a->rows; i++)
+        out[i] = 0;
+    for (int64_t k = 0; k < a->nnz; k++)
+        out[a->row[k]] += fabs(get_value(a->val, a->dtype, k)) * fabs(get_value(x, xdt, a->col[k]));
 }
 
 bool tu_coo_equal(const spmv_coo *a, const spmv_coo *b)

@@ -101,6 +101,19 @@ double tu_rel_err(spmv_dtype ydt, const void *y, spmv_dtype rdt, const void *ref
 void tu_assert_close_at(const char *what, spmv_dtype ydt, const void *y, spmv_dtype rdt, const void *ref,
                         int64_t n, tu_norm norm, double bound, const char *file, int line);
 
+/* The same check with an explicit denominator: fails if
+ * max_i |y_i - ref_i| / scale exceeds bound. */
+#define TU_ASSERT_CLOSE_SCALED(what, ydt, y, rdt, ref, n, scale, bound) \
+    tu_assert_close_scaled_at((what), (ydt), (y), (rdt), (ref), (n), (scale), (bound), __FILE__, __LINE__)
+void tu_assert_close_scaled_at(const char *what, spmv_dtype ydt, const void *y, spmv_dtype rdt, const void *ref,
+                               int64_t n, double scale, double bound, const char *file, int line);
+
+/* Norm of ref, and of |A|·|x| (out, rows values, computed in double from
+ * the COO): rounding errors of y = A·x scale with |A|·|x|, not with y, so
+ * a row whose sum cancels to nearly 0 needs this as its yardstick. */
+double tu_vector_norm(spmv_dtype dtype, const void *v, int64_t n, tu_norm norm);
+void tu_abs_product(const spmv_coo *a, spmv_dtype xdt, const void *x, double *out);
+
 /* Whether two COOs are identical (shape, dtype, entries and value bits);
  * prints the first difference when not. */
 bool tu_coo_equal(const spmv_coo *a, const spmv_coo *b);

@@ -93,6 +93,7 @@ struct spmv_mm_reader {
     char *crbuf;                /* EOL_CR: text with '\r' turned into '\n' */
     char *text;                 /* serial: the partial last line; parallel: the block */
     size_t text_len, text_cap;
+    size_t text_clean;          /* text[0, text_clean) searched already (no line end) */
     int64_t line;               /* complete lines consumed */
 
     mm_ctx ctx;
@@ -823,15 +824,22 @@ static int banner_too_long(spmv_mm_reader *r, spmv_error *err)
 /* Parses the text buffer up to its last newline and keeps the rest. */
 static int flush_text(spmv_mm_reader *r, spmv_error *err)
 {
-    const char *nl = r->text_len ? memrchr(r->text, '\n', r->text_len) : NULL;
-    if (!nl)
+    /* r->text[0, text_clean) is known to hold no newline (the remainder of
+     * the last flush, or a long line seen before): each byte is searched
+     * once however long a line grows. */
+    size_t from = r->text_clean;
+    const char *nl = r->text_len > from ? memrchr(r->text + from, '\n', r->text_len - from) : NULL;
+    if (!nl) {
+        r->text_clean = r->text_len;
         return SPMV_OK;   /* one long line so far: the block grows */
+    }
     size_t used = (size_t)(nl - r->text) + 1;
     int st = parse_text(r, r->text, r->text + used, err);
     if (st)
         return st;
     memmove(r->text, r->text + used, r->text_len - used);
     r->text_len -= used;
+    r->text_clean = r->text_len;
     return SPMV_OK;
 }
 
@@ -851,7 +859,7 @@ static int consume_serial(spmv_mm_reader *r, const char *p, size_t n, spmv_error
             return SPMV_OK;
         if ((st = parse_text(r, r->text, r->text + r->text_len, err)))
             return st;
-        r->text_len = 0;
+        r->text_len = r->text_clean = 0;
     }
     const char *last = n ? memrchr(p, '\n', n) : NULL;
     if (last) {
@@ -869,6 +877,8 @@ static int consume_blocks(spmv_mm_reader *r, const char *p, size_t n, spmv_error
 {
     while (n > 0) {
         size_t room = r->text_len < r->block_size ? r->block_size - r->text_len : 0;
+        if (room == 0)
+            room = r->block_size;   /* a line longer than a block: the block grows */
         size_t take = n < room ? n : room;
         int st = text_append(r, p, take, err);
         if (st)
@@ -910,9 +920,14 @@ static int consume_cr(spmv_mm_reader *r, const char *p, size_t n, spmv_error *er
 /* Decides the line ends from the text gathered so far in r->text: the
  * first '\n', or a '\r' followed by something other than '\n', settles
  * it; `at_end` settles it anyway. */
-static enum mm_eol sniff_eol(const spmv_mm_reader *r, bool at_end)
+static enum mm_eol sniff_eol(spmv_mm_reader *r, bool at_end)
 {
-    for (size_t k = 0; k < r->text_len; k++) {
+    /* Resume where the last call stopped (one byte back, for a '\r' that
+     * was last then), so that a long first line fed in small chunks is
+     * scanned once. */
+    size_t k = r->text_clean > 0 ? r->text_clean - 1 : 0;
+    r->text_clean = r->text_len;
+    for (; k < r->text_len; k++) {
         if (r->text[k] == '\n')
             return EOL_LF;
         if (r->text[k] == '\r' && k + 1 < r->text_len)
@@ -936,7 +951,7 @@ static int consume_undecided(spmv_mm_reader *r, const char *p, size_t n, bool at
     char *held = r->text;
     size_t len = r->text_len;
     r->text = NULL;
-    r->text_len = r->text_cap = 0;
+    r->text_len = r->text_cap = r->text_clean = 0;
     st = consume_text(r, held, len, err);
     free(held);
     return st;

@@ -43,6 +43,6 @@ fuzz-corpus:
 	@if [ -d tests/fuzz/regressions ]; then cp tests/fuzz/regressions/* $(FUZZ_CORPUS)/ 2>/dev/null || true; fi
 
 fuzz: $(FUZZ_BIN) fuzz-corpus
-	$(FUZZ_BIN) -max_total_time=$(FUZZ_SECONDS) -max_len=16384 -rss_limit_mb=4096 \
+	$(FUZZ_BIN) -max_total_time=$(FUZZ_SECONDS) -max_len=16384 -rss_limit_mb=4096 -timeout=10 \
 	  $(if $(FUZZ_JOBS),-jobs=$(FUZZ_JOBS) -workers=$(FUZZ_JOBS)) \
 	  -artifact_prefix=$(FUZZ_DIR)/ -print_final_stats=1 $(FUZZ_CORPUS)

@@ -942,6 +942,44 @@ static void test_limits(void **state)
     assert_int_equal(spmv_mm_reader_new(&neg, &r, &err), SPMV_ERR_INVALID);
 }
 
+/* Lines longer than a parallel block, and a long first line fed byte by
+ * byte: read once, in linear time (each once hung the reader). */
+static void test_long_lines(void **state)
+{
+    (void)state;
+    tu_rng rng;
+    tu_rng_init(&rng, tu_seed() ^ 0x1096);
+    buf b = {0};
+    const char *head = MM "coordinate real general\n3 3 2\n1 1 1\n%";
+    buf_add(&b, head, strlen(head));
+    for (int k = 0; k < 300000; k++)
+        buf_add(&b, "long comment ", 13);
+    buf_add(&b, "\n3 3 2\n", 7);
+    static const ent want[] = {{0, 0, 1}, {2, 2, 2}};
+    for (int threads = 1; threads <= 2; threads++) {
+        spmv_mm_options o = {0, 0, 0, threads};
+        spmv_coo m;
+        spmv_error err;
+        if (read_chunked(b.data, b.len, &o, 4096, &rng, 100000, &m, NULL, &err) != SPMV_OK)
+            fail_msg("%d threads: %s", threads, err.message);
+        assert_entries("long comment line", &m, want, 2);
+        spmv_coo_free(&m);
+    }
+    free(b.data);
+
+    /* 1.1 MB without a line end, one byte at a time: refused at 1 MiB. */
+    spmv_mm_reader *r;
+    spmv_error err;
+    int st = SPMV_OK;
+    assert_int_equal(spmv_mm_reader_new(NULL, &r, &err), SPMV_OK);
+    for (int k = 0; k < 1100000 && !st; k++)
+        st = spmv_mm_reader_feed(r, "x", 1, &err);
+    assert_int_equal(st, SPMV_ERR_PARSE);
+    assert_non_null(strstr(err.message, "first line is longer than 1048576 bytes"));
+    assert_int_equal(err.line, 1);
+    spmv_mm_reader_free(r);
+}
+
 /* After an error every call repeats it; after finish, feeding is refused. */
 static void test_reader_lifecycle(void **state)
 {
@@ -1108,6 +1146,7 @@ int main(void)
         cmocka_unit_test(test_array_layout),
         cmocka_unit_test(test_syntax),
         cmocka_unit_test(test_limits),
+        cmocka_unit_test(test_long_lines),
         cmocka_unit_test(test_reader_lifecycle),
         cmocka_unit_test(test_writer_round_trip),
         cmocka_unit_test(test_fuzz_regressions),

@@ -92,17 +92,18 @@ static int prepare_format(cpu_plan *pl, const spmv_matrix *m, const spmv_params 
 static int prepare_scratch(cpu_plan *pl, const spmv_matrix *m, int32_t runs, spmv_error *err)
 {
     int st = SPMV_OK;
-    pl->times = spmv_array_alloc(runs, sizeof(double), &st);
-    if (pl->impl == CSR_OMP && pl->times) {
-        pl->bounds = spmv_array_alloc((int64_t)pl->threads + 1, sizeof(int32_t), &st);
-        if (pl->bounds)
-            spmv_cpu_csr_partition(&m->csr, pl->threads, pl->bounds);
+    if (!(pl->times = spmv_array_alloc(runs, sizeof(double), &st)))
+        goto fail;
+    if (pl->impl == CSR_OMP) {
+        if (!(pl->bounds = spmv_array_alloc((int64_t)pl->threads + 1, sizeof(int32_t), &st)))
+            goto fail;
+        spmv_cpu_csr_partition(&m->csr, pl->threads, pl->bounds);
     }
-    if (pl->impl == CSR_CHUNKED && pl->times)
-        pl->cursor = spmv_array_alloc(m->rows, sizeof(int32_t), &st);
-    if (st)
-        return spmv_error_set(err, st, 0, "cannot allocate kernel scratch (%s)", spmv_strerror(st));
+    if (pl->impl == CSR_CHUNKED && !(pl->cursor = spmv_array_alloc(m->rows, sizeof(int32_t), &st)))
+        goto fail;
     return SPMV_OK;
+fail:
+    return spmv_error_set(err, st, 0, "cannot allocate kernel scratch (%s)", spmv_strerror(st));
 }
 
 static int check_call(const spmv_kernel *k, const spmv_matrix *m, const void *x, void *y,

@@ -285,6 +285,23 @@ static void test_run_refusals(void **state)
     assert_int_equal(spmv_cpu_run(omp, &f.m64, NULL, NULL, y, 0, 1, &st, &err), SPMV_ERR_INVALID);
     free(y);
     fixture_free(&f);
+
+    /* A scratch ELL that one long row would blow up is refused, not built:
+     * 6000 rows x width 6000 = 36M slots, past 16 per non-zero + 2^24. */
+    tu_gen g = {.rows = 6000, .cols = 6000, .mean_per_row = 1, .dense_rows = 1, .dense_len = 6000};
+    spmv_coo coo;
+    spmv_matrix m;
+    tu_random_coo_gen(&r, &g, SPMV_FLOAT64, &coo);
+    assert_int_equal(spmv_matrix_build(&coo, SPMV_FLOAT64, SPMV_FMT_CSR, 0, 0, &m, &err), SPMV_OK);
+    double *x = tu_vector_alloc(SPMV_FLOAT64, m.cols);
+    y = tu_vector_alloc(SPMV_FLOAT64, m.rows);
+    tu_random_vector(&r, SPMV_FLOAT64, m.cols, x);
+    assert_int_equal(spmv_cpu_run(spmv_kernel_find("cpu.ell.omp"), &m, NULL, x, y, 0, 1, &st, &err), SPMV_ERR_LIMIT);
+    assert_non_null(strstr(err.message, "width 6000"));
+    free(x);
+    free(y);
+    spmv_matrix_free(&m);
+    spmv_coo_free(&coo);
 }
 
 static void test_run_stats(void **state)

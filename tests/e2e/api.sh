@@ -35,7 +35,7 @@ check "info: version, build, devices with the CPU, limits" \
 
 # ----------------------------------------------------------------- upload
 # x files for every matrix and dtype: JSON bodies per kernel and raw binary.
-python3 - "$EXPECTED" "$OUT" $CPU_KERNELS <<'PY'
+"$PYTHON" - "$EXPECTED" "$OUT" $CPU_KERNELS <<'PY'
 import json, struct, sys
 exp, out, kernels = json.load(open(sys.argv[1])), sys.argv[2], sys.argv[3:]
 for name, m in exp["matrices"].items():
@@ -91,7 +91,7 @@ while read -r name id dtype how; do
 done <"$OUT/ids"
 
 # One pass over every answer: "OK|FAIL description [detail]" lines.
-python3 - "$EXPECTED" "$OUT" $CPU_KERNELS <<'PY' >"$OUT/results"
+"$PYTHON" - "$EXPECTED" "$OUT" $CPU_KERNELS <<'PY' >"$OUT/results"
 import json, math, struct, sys
 exp, out, kernels = json.load(open(sys.argv[1])), sys.argv[2], sys.argv[3:]
 def err(y, ref, dtype):
@@ -157,7 +157,7 @@ check "descriptor: id, name, symmetry, dtype, formats with bytes, timings" \
 
 # --------------------------------------------------------------- async
 req POST "/v1/matrices/$id/spmv" -H 'Content-Type: application/json' \
-  --data-binary "$(python3 -c "import json; print(json.dumps({'kernel':'cpu.csr.serial','x':[1+(j%7)/8 for j in range($(jget 'd["cols"]'))],'async':True}))")"
+  --data-binary "$("$PYTHON" -c "import json; print(json.dumps({'kernel':'cpu.csr.serial','x':[1+(j%7)/8 for j in range($(jget 'd["cols"]'))],'async':True}))")"
 expect_code "async spmv answers 202" 202
 job=$(jget 'd["id"]')
 check "async spmv: Location names the job" [ "$(header Location)" = "/v1/jobs/$job" ]
@@ -183,7 +183,7 @@ else not_ok "bench job finishes" "$(head -c 300 "$BODY_FILE")"; fi
 # ------------------------------------------------------------------ spy
 req GET "/v1/matrices/$bid/spy.png?size=48"
 expect_code "spy.png answers 200" 200
-check "spy.png is a PNG (signature, IHDR 48 pixels wide or high)" python3 - "$BODY_FILE" <<'PY'
+check "spy.png is a PNG (signature, IHDR 48 pixels wide or high)" "$PYTHON" - "$BODY_FILE" <<'PY'
 import struct, sys
 b = open(sys.argv[1], "rb").read()
 assert b[:8] == b"\x89PNG\r\n\x1a\n" and b[12:16] == b"IHDR", "no PNG signature"

@@ -18,6 +18,9 @@ MATRICES=${MATRICES:-$(cd "$SPMV_ROOT/.." && pwd)/shared/matrices}
 E2E_TMP=$(mktemp -d "${TMPDIR:-/tmp}/spmvd-e2e.XXXXXX")
 BODY_FILE=$E2E_TMP/body
 HDR_FILE=$E2E_TMP/headers
+# the system interpreter when there is one: a version-manager shim costs
+# a few hundred ms per call, and the suites call it often
+PYTHON=${PYTHON:-$(command -v /usr/bin/python3 || command -v python3)}
 CODE=
 T_COUNT=0
 T_FAILED=0
@@ -44,7 +47,7 @@ diag() { printf '# %s\n' "$*"; }
 
 # ------------------------------------------------------------- daemons
 free_port() {
-  python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1]); s.close()'
+  "$PYTHON" -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1]); s.close()'
 }
 
 alive() { kill -0 "$1" 2>/dev/null; }
@@ -102,7 +105,7 @@ req() {
 # header NAME: a header of the last answer (value only).
 header() { tr -d '\r' <"$HDR_FILE" | awk -v n="$1" 'BEGIN{IGNORECASE=1} tolower($1)==tolower(n)":" {sub(/^[^:]*: */,""); print; exit}'; }
 # jget EXPR [FILE]: a Python expression over the JSON document `d`.
-jget() { python3 -c 'import json, sys; d = json.load(open(sys.argv[2])); print(eval(sys.argv[1]))' "$1" "${2:-$BODY_FILE}"; }
+jget() { "$PYTHON" -c 'import json, sys; d = json.load(open(sys.argv[2])); print(eval(sys.argv[1]))' "$1" "${2:-$BODY_FILE}"; }
 healthy() { [ "$(curl -s -o /dev/null -w '%{http_code}' --max-time 5 "$SPMVD_URL/v1/health")" = 200 ]; }
 
 # upload_multipart FILE [FIELD=VALUE...] / upload_raw FILE [QUERY]: sets $CODE and $MATRIX_ID.

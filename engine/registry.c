@@ -20,8 +20,9 @@
 static const spmv_param_desc params[SPMV_PARAM_COUNT] = {
     [SPMV_PARAM_BLOCK_SIZE] = {"block_size", 256, 32, 1024,
                                "GPU threads per block, a multiple of 32 (the warp size)"},
-    [SPMV_PARAM_HACK_SIZE] = {"hack_size", 32, 1, 1024,
-                              "rows per HLL / sliced-ELL slice (not given: cpu.hll.omp uses the HLL the matrix holds)"},
+    [SPMV_PARAM_HACK_SIZE] = {"hack_size", 0, 1, 1024,
+                              "rows per HLL / sliced-ELL slice (0 = the matrix's own, set at upload, 32 unless "
+                              "given there)"},
     [SPMV_PARAM_CHUNK] = {"chunk", 8, 1, 65536,
                           "cpu.csr.chunked: number of column chunks x is split into"},
     [SPMV_PARAM_ALG] = {"alg", 1, 1, 2, "cuSPARSE SpMV algorithm: 1 = ALG1, 2 = ALG2"},
@@ -136,8 +137,8 @@ int spmv_params_resolve(const spmv_kernel *k, const spmv_params *p, spmv_params 
         if (!takes)
             continue;
         if (v == 0)
-            v = d->def;
-        if (v < d->min || v > d->max)
+            v = d->def; /* a default of 0 stays 0: the kernel chooses */
+        if (v != 0 && (v < d->min || v > d->max))
             return spmv_error_set(err, SPMV_ERR_INVALID, 0, "%s: %s %d out of range %d..%d",
                                   k->name, d->name, v, d->min, d->max);
         r.v[id] = v;

@@ -59,7 +59,7 @@ static void plan_free(cpu_plan *pl)
     free(pl->times);
 }
 
-static int prepare_format(cpu_plan *pl, const spmv_matrix *m, const spmv_params *p, spmv_error *err)
+static int prepare_format(cpu_plan *pl, const spmv_matrix *m, spmv_error *err)
 {
     int st = SPMV_OK;
     if (pl->impl == ELL_OMP && !(m->formats & SPMV_FMT_ELL)) {
@@ -69,10 +69,10 @@ static int prepare_format(cpu_plan *pl, const spmv_matrix *m, const spmv_params 
         pl->view.formats |= SPMV_FMT_ELL;
     }
     if (pl->impl == HLL_OMP) {
-        /* hack_size not given: the matrix's own HLL, if it holds one. */
-        bool given = p && p->v[SPMV_PARAM_HACK_SIZE] != 0;
-        int32_t hs = given ? pl->par.v[SPMV_PARAM_HACK_SIZE]
-                           : (m->formats & SPMV_FMT_HLL) ? m->hll.hack_size : m->hack_size;
+        /* hack_size 0 (the default): the matrix's own HLL, if it holds one. */
+        int32_t hs = pl->par.v[SPMV_PARAM_HACK_SIZE];
+        if (hs == 0)
+            hs = (m->formats & SPMV_FMT_HLL) ? m->hll.hack_size : m->hack_size;
         if (hs < 1)
             hs = SPMV_HACK_SIZE_DEFAULT;
         if (!(m->formats & SPMV_FMT_HLL) || m->hll.hack_size != hs) {
@@ -149,7 +149,7 @@ int spmv_cpu_run(const spmv_kernel *k, const spmv_matrix *m, const spmv_params *
     pl.impl = impl_of(k);
     pl.view = *m;
     pl.threads = pl.par.v[SPMV_PARAM_THREADS] > 0 ? pl.par.v[SPMV_PARAM_THREADS] : omp_get_max_threads();
-    if ((st = prepare_format(&pl, m, p, err)) || (st = prepare_scratch(&pl, m, runs, err)))
+    if ((st = prepare_format(&pl, m, err)) || (st = prepare_scratch(&pl, m, runs, err)))
         goto done;
 
     for (int32_t i = 0; i < warmup; i++)

@@ -71,7 +71,7 @@ static void test_param_table(void **state)
 {
     (void)state;
     static const struct { spmv_param_id id; const char *name; int32_t def, min, max; } want[] = {
-        {SPMV_PARAM_BLOCK_SIZE, "block_size", 256, 32, 1024}, {SPMV_PARAM_HACK_SIZE, "hack_size", 32, 1, 1024},
+        {SPMV_PARAM_BLOCK_SIZE, "block_size", 256, 32, 1024}, {SPMV_PARAM_HACK_SIZE, "hack_size", 0, 1, 1024},
         {SPMV_PARAM_CHUNK, "chunk", 8, 1, 65536},             {SPMV_PARAM_ALG, "alg", 1, 1, 2},
         {SPMV_PARAM_THREADS, "threads", 0, 0, 1024},          {SPMV_PARAM_NNZ_PER_WG, "nnz_per_wg", 2048, 64, 1048576},
     };
@@ -118,6 +118,11 @@ static void test_params_resolve(void **state)
     assert_int_equal(spmv_params_resolve(spmv_kernel_find("cpu.hll.omp"), &p, &r, &err), SPMV_OK);
     assert_int_equal(r.v[SPMV_PARAM_HACK_SIZE], 64);
     assert_int_equal(r.v[SPMV_PARAM_THREADS], 3);
+    /* hack_size defaults to 0, the matrix's own: kept, not range-checked */
+    memset(&p, 0, sizeof p);
+    assert_int_equal(spmv_params_resolve(spmv_kernel_find("gpu.hll"), &p, &r, &err), SPMV_OK);
+    assert_int_equal(r.v[SPMV_PARAM_HACK_SIZE], 0);
+    assert_int_equal(r.v[SPMV_PARAM_BLOCK_SIZE], 256);
     /* edges of the ranges are accepted */
     memset(&p, 0, sizeof p);
     p.v[SPMV_PARAM_BLOCK_SIZE] = 1024;

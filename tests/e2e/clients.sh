@@ -289,6 +289,50 @@ else skip "LFAT5.mtx not found under $REAL"; fi
 expect_rc 2 "cg_solve on a non-SPD matrix exits 2" "$CG" --maxit 50 "$REAL/zenios.mtx"
 expect_rc 1 "cg_solve without a matrix exits 1" "$CG"
 
+# ------------------------------------------------------- bearer token, TLS
+printf 's3cret-%s\n' "$SEED" >"$W/token"
+# start_extra SCHEME FLAGS...: another daemon, waited for on /v1/health (lib.sh's
+# start_spmvd polls /v1/ready, which a token or https keeps from curl); sets XURL.
+start_extra() {
+  local scheme=$1 port; shift
+  port=$(free_port)
+  "$SPMVD" --listen "127.0.0.1:$port" --state-dir "$(mktemp -d "$W/state.XXXXXX")" --threads 2 "$@" \
+    >"$W/extra.$port.log" 2>&1 &
+  SPMVD_PIDS+=($!)
+  XURL=$scheme://127.0.0.1:$port
+  XLOG=$W/extra.$port.log
+  for _ in $(seq 200); do curl -sk -o /dev/null --max-time 2 "$XURL/v1/health" && return 0; sleep 0.05; done
+  return 1
+}
+if start_extra http --auth-token-file "$W/token"; then
+  TURL=$XURL
+  expect_rc 0 "token daemon: health needs no token" ctl --url "$TURL" health
+  expect_rc 2 "token daemon: ls without a token exits 2" ctl --url "$TURL" ls
+  check "token daemon: 401 reported as not authorised" grep -q "not authorised" "$W/err"
+  printf 'wrong\n' >"$W/wrong"
+  expect_rc 2 "token daemon: ls with a wrong token exits 2" ctl --url "$TURL" --token-file "$W/wrong" ls
+  expect_rc 0 "token daemon: ls --token-file" ctl --url "$TURL" --token-file "$W/token" ls
+  expect_rc 0 "token daemon: ls with SPMV_TOKEN" env SPMV_TOKEN="$(cat "$W/token")" "$SPMVCTL" --url "$TURL" ls
+  expect_rc 0 "token daemon: cg_solve with SPMV_TOKEN" env SPMV_TOKEN="$(cat "$W/token")" "$CG" --url "$TURL" "$W/poisson.mtx"
+  expect_rc 3 "token daemon: cg_solve without a token exits 3" "$CG" --url "$TURL" "$W/poisson.mtx"
+  check "token daemon: cg_solve prints the refusal" grep -q "not authorised" "$W/err"
+else
+  not_ok "spmvd with --auth-token-file started"; diag_file "$XLOG"
+fi
+
+# TLS with a self-signed certificate for 127.0.0.1.
+if command -v openssl >/dev/null &&
+   openssl req -x509 -newkey rsa:2048 -nodes -days 1 -subj /CN=127.0.0.1 -addext subjectAltName=IP:127.0.0.1 \
+     -keyout "$W/key.pem" -out "$W/cert.pem" >/dev/null 2>&1; then
+  start_extra https --tls-cert "$W/cert.pem" --tls-key "$W/key.pem" || diag_file "$XLOG"
+  SURL=$XURL
+  expect_rc 0 "TLS: health with --ca-file" ctl --url "$SURL" --ca-file "$W/cert.pem" health
+  expect_rc 3 "TLS: an unverifiable certificate exits 3" ctl --url "$SURL" health
+  expect_rc 0 "TLS: --insecure skips verification" ctl --url "$SURL" --insecure kernels
+else
+  skip "openssl could not make a certificate"
+fi
+
 # ------------------------------------------------ installed copy + pkg-config
 P=$W/prefix
 if make --no-print-directory -s BUILD="$BUILD" install-clients PREFIX="$P" DESTDIR= >"$W/install.log" 2>&1; then

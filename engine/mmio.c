@@ -734,6 +734,8 @@ static int merge_parts(spmv_mm_reader *r, spmv_error *err)
     for (t = 0; t < good; t++) {
         const mm_part *pt = &parts[t];
         int64_t k = pt->offset, n = pt->ent.n;
+        if (n == 0)
+            continue;   /* its arrays may never have been allocated */
         memcpy(dst->val + k, pt->ent.val, (size_t)n * sizeof(double));
         if (with_index) {
             memcpy(dst->row + k, pt->ent.row, (size_t)n * sizeof(int32_t));

@@ -300,13 +300,20 @@ typedef struct spmv_client_job {
 
 SPMV_CLIENT_API void spmv_client_job_free(spmv_client_job *j);
 
-/* POST /v1/matrices/{id}/bench. The server runs the benchmark as a job:
- * on success `job_id` (room for 64 bytes) holds its id. */
+/* POST /v1/matrices/{id}/bench with {"kernels","runs","warmup"}. The
+ * server always runs a benchmark as a job (202): on success `job_id` (room
+ * for 64 bytes) holds its id; poll it with spmv_client_job_wait(). The
+ * finished job's result is the table: {"results":[{"kernel","params",
+ * "stats","speedup","max_rel_err",...}], "skipped", "best", ...}.
+ * Errors: NOT_FOUND (matrix), BAD_REQUEST (unknown kernel, bad runs). */
 SPMV_CLIENT_API spmv_client_status spmv_client_bench_start(spmv_client *h, const char *id,
                                                            const spmv_client_bench_options *opts,
                                                            char job_id[64]);
 
-/* GET /v1/jobs/{id}: the job's state now. NOT_FOUND for an unknown id. */
+/* GET /v1/jobs/{id}: the job's state now. NOT_FOUND for an unknown id
+ * (finished jobs are swept after the daemon's job_retention). A job in
+ * state "failed" is still returned with OK; its error is then in errmsg
+ * and errcode. */
 SPMV_CLIENT_API spmv_client_status spmv_client_job_get(spmv_client *h, const char *job_id,
                                                        spmv_client_job **out);
 

@@ -25,6 +25,8 @@ CODE=
 T_COUNT=0
 T_FAILED=0
 SPMVD_PIDS=()
+SPMVD_SCHEME=http   # https for a TLS daemon
+SPMVD_CURL=()       # extra curl arguments of wait_ready (a token, --cacert)
 
 # ------------------------------------------------------------------ TAP
 ok() { T_COUNT=$((T_COUNT + 1)); echo "ok $T_COUNT - $*"; }
@@ -56,7 +58,7 @@ alive() { kill -0 "$1" 2>/dev/null; }
 wait_ready() {
   local url=$1 secs=${2:-30} i
   for ((i = 0; i < secs * 20; i++)); do
-    [ "$(curl -s -o /dev/null -w '%{http_code}' --max-time 2 "$url/v1/ready")" = 200 ] && return 0
+    [ "$(curl -s -o /dev/null -w '%{http_code}' --max-time 2 ${SPMVD_CURL[@]+"${SPMVD_CURL[@]}"} "$url/v1/ready")" = 200 ] && return 0
     [ -n "${SPMVD_PID:-}" ] && ! alive "$SPMVD_PID" && return 1
     sleep 0.05
   done
@@ -68,7 +70,7 @@ wait_ready() {
 # SPMVD_URL, SPMVD_LOG and waits until it is ready (returns 1 if it is not).
 start_spmvd() {
   SPMVD_PORT=$(free_port)
-  SPMVD_URL=http://127.0.0.1:$SPMVD_PORT
+  SPMVD_URL=$SPMVD_SCHEME://127.0.0.1:$SPMVD_PORT
   SPMVD_STATE=${SPMVD_STATE:-$(mktemp -d "$E2E_TMP/state.XXXXXX")}
   SPMVD_LOG=$E2E_TMP/spmvd.$SPMVD_PORT.log
   "$SPMVD" --listen "127.0.0.1:$SPMVD_PORT" --state-dir "$SPMVD_STATE" --threads 2 "$@" \

@@ -123,21 +123,32 @@ static int report(const ctl *c, const char *what, spmv_client_status st)
 
 /* --------------------------------------------------------------- progress */
 
+/* A bar on stderr; `drawn` tells progress_end whether a line needs ending. */
+typedef struct bar {
+    const char *label;
+    bool drawn;
+    int last_pct;
+} bar;
+
 static int progress_bar(void *user, uint64_t done, uint64_t total)
 {
-    const char *label = user;
+    bar *b = user;
     if (total == 0)
         return 0;
     int pct = (int)(done * 100 / total), width = 40, fill = pct * width / 100;
-    fprintf(stderr, "\r%-8s [%.*s%*s] %3d%%", label, fill, "########################################",
+    if (b->drawn && pct == b->last_pct)
+        return 0;
+    b->last_pct = pct;
+    fprintf(stderr, "\r%-8s [%.*s%*s] %3d%%", b->label, fill, "########################################",
             width - fill, "", pct);
     fflush(stderr);
+    b->drawn = true;
     return 0;
 }
 
-static void progress_end(bool shown)
+static void progress_end(const bar *b)
 {
-    if (shown)
+    if (b->drawn)
         fputc('\n', stderr);
 }
 
@@ -161,8 +172,13 @@ static void format_list(const spmv_client_matrix *m, char *buf, size_t cap)
 {
     size_t len = 0;
     buf[0] = '\0';
-    for (size_t i = 0; i < m->nformats && len < cap; i++)
-        len += (size_t)snprintf(buf + len, cap - len, "%s%s", i ? "," : "", m->formats[i].name);
+    for (size_t i = 0; i < m->nformats && len < cap; i++) {
+        bool seen = false; /* a format held on host and device is listed once */
+        for (size_t j = 0; j < i && !seen; j++)
+            seen = strcmp(m->formats[j].name, m->formats[i].name) == 0;
+        if (!seen)
+            len += (size_t)snprintf(buf + len, cap - len, "%s%s", len ? "," : "", m->formats[i].name);
+    }
 }
 
 static void print_matrix_row_header(void)
@@ -291,13 +307,13 @@ static int cmd_rm(ctl *c, int argc, char **argv)
 static int cmd_upload(ctl *c, int argc, char **argv)
 {
     if (argc != 1) return usage_error("upload needs exactly one file%s", "");
-    bool bar = isatty(STDERR_FILENO);
+    bar b = {.label = "upload"};
     spmv_client_upload_options o = {.name = c->name, .dtype = c->dtype, .formats = c->formats,
                                     .device = c->device, .hack_size = c->hack_size,
-                                    .progress = bar ? progress_bar : NULL, .progress_user = "upload"};
+                                    .progress = isatty(STDERR_FILENO) ? progress_bar : NULL, .progress_user = &b};
     spmv_client_matrix *m;
     spmv_client_status st = spmv_client_upload_file(c->h, argv[0], &o, &m);
-    progress_end(bar);
+    progress_end(&b);
     if (st != SPMV_CLIENT_OK) return report(c, argv[0], st);
     if (c->json) print_json_text(m->json);
     else print_matrix(m);
@@ -500,6 +516,23 @@ static double row_num(const json_t *row, const char *key)
     return json_is_number(v) ? json_number_value(v) : NAN;
 }
 
+/* {"chunk":8,"threads":0} as "chunk=8,threads=0". */
+static void params_text(const json_t *p, char *buf, size_t cap)
+{
+    const char *key;
+    const json_t *v;
+    size_t len = 0;
+    buf[0] = '\0';
+    json_object_foreach((json_t *)p, key, v) {
+        if (len >= cap) break;
+        if (json_is_integer(v))
+            len += (size_t)snprintf(buf + len, cap - len, "%s%s=%" JSON_INTEGER_FORMAT, len ? "," : "", key,
+                                    json_integer_value(v));
+        else if (json_is_string(v))
+            len += (size_t)snprintf(buf + len, cap - len, "%s%s=%s", len ? "," : "", key, json_string_value(v));
+    }
+}
+
 static void print_bench_table(const char *result_text)
 {
     json_t *result = json_loads(result_text ? result_text : "null", JSON_DECODE_ANY, NULL);
@@ -509,7 +542,7 @@ static void print_bench_table(const char *result_text)
         json_decref(result);
         return;
     }
-    printf("%-24s %-20s %10s %10s %9s %9s %9s %10s\n", "KERNEL", "PARAMS", "MEAN_MS", "MEDIAN_MS", "GFLOPS", "GB/S",
+    printf("%-24s %-26s %10s %10s %9s %9s %9s %10s\n", "KERNEL", "PARAMS", "MEAN_MS", "MEDIAN_MS", "GFLOPS", "GB/S",
            "SPEEDUP", "MAX_ERR");
     size_t i;
     const json_t *row;
@@ -517,15 +550,15 @@ static void print_bench_table(const char *result_text)
         const char *k = json_string_value(json_object_get(row, "kernel"));
         const json_t *p = json_object_get(row, "params");
         if (!p) p = json_object_get(row, "parameters");
-        char *ptext = p && json_object_size(p) ? json_dumps(p, JSON_COMPACT) : NULL;
+        char ptext[128];
+        params_text(p, ptext, sizeof ptext);
         const json_t *ver = json_object_get(row, "verify");
         double err = json_is_object(ver) ? row_num(ver, "max_rel_err") : row_num(row, "max_rel_err");
         const json_t *ev = json_object_get(row, "error");
         const char *error = json_is_string(ev) ? json_string_value(ev) : json_string_value(json_object_get(ev, "message"));
-        printf("%-24s %-20.20s %10.4f %10.4f %9.3f %9.3f %9.2f %10.2g%s%s\n", k ? k : "?", ptext ? ptext : "",
+        printf("%-24s %-26s %10.4f %10.4f %9.3f %9.3f %9.2f %10.2g%s%s\n", k ? k : "?", ptext,
                row_num(row, "mean_ms"), row_num(row, "median_ms"), row_num(row, "gflops"), row_num(row, "gbps"),
                row_num(row, "speedup"), err, error ? "  " : "", error ? error : "");
-        free(ptext);
     }
     json_decref(result);
 }
@@ -567,9 +600,9 @@ static int cmd_bench(ctl *c, int argc, char **argv)
         printf(c->json ? "{\"job\": \"%s\"}\n" : "%s\n", job_id);
         return EXIT_OK;
     }
-    bool bar = isatty(STDERR_FILENO);
-    st = spmv_client_job_wait(c->h, job_id, 200, bar ? progress_bar : NULL, "bench", &j);
-    progress_end(bar);
+    bar b = {.label = "bench"};
+    st = spmv_client_job_wait(c->h, job_id, 200, isatty(STDERR_FILENO) ? progress_bar : NULL, &b, &j);
+    progress_end(&b);
     if (st != SPMV_CLIENT_OK) {
         rc = report(c, job_id, st);
         if (j && c->json) print_json_text(j->json);

@@ -195,6 +195,15 @@ check "descriptor shape ${ROWS}x${COLS}" [ "$(json_field "$W/upload.json" '(d["r
 expect_rc 0 "spmvctl upload (table)" ctl upload --name ctl-table "$M"
 ID2=$(awk '$1 == "id" {print $2}' "$W/out")
 check "upload table shows id and shape" grep -q "shape *$ROWS x $COLS" "$W/out"
+check "no progress bar when stderr is not a terminal" sh -c "! grep -q 'upload *\\[' '$W/err'"
+if command -v script >/dev/null; then
+  script -qec "'$SPMVCTL' upload --name ctl-tty '$M'" /dev/null >"$W/tty.out" 2>&1
+  check "progress bar on a terminal reaches 100%" grep -qE 'upload +\[#+\] 100%' "$W/tty.out"
+  TTY_ID=$(tr -d '\r' <"$W/tty.out" | awk '$1 == "id" {print $2}')
+  [ -n "$TTY_ID" ] && ctl rm "$TTY_ID" >/dev/null 2>&1
+else
+  skip "script(1) not installed: no terminal to test the progress bar on"
+fi
 expect_rc 0 "spmvctl ls" ctl ls
 check "ls lists both uploads" sh -c "grep -q '^$ID ' '$W/out' && grep -q '^$ID2 ' '$W/out'"
 expect_rc 0 "spmvctl --json ls" ctl ls --json

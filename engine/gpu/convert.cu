@@ -10,7 +10,8 @@
  * and HYB are filled from the CSR, one thread per row, in the layouts
  * engine/spmv.h documents (column-major, padding column -1 value 0; HLL
  * slices of hack_size rows with a row stride of hack_size, last slice
- * padded, which is also cuSPARSE's sliced-ELL layout). HYB's width is the
+ * padded, which is also cuSPARSE's sliced-ELL layout). An ELL too big to be
+ * worth it is skipped at upload (ell_worth_building). HYB's width is the
  * host's rule (engine/hyb.c): the 2/3 quantile of the row lengths, found
  * here by sorting the row lengths on the device.
  *
@@ -721,6 +722,22 @@ static int precheck(spmv_gpu_ctx *ctx, const spmv_coo *coo, spmv_dtype dtype, sp
     return SPMV_OK;
 }
 
+/* ELL is the one format whose size one row decides (width = the longest
+ * row). Like the host's max_ell_slots, an upload skips it, leaving its bit
+ * clear, when it would not fit beside the reserve or when it would waste
+ * the device: over ELL_SKIP_BYTES with more than ELL_SKIP_PADDING slots per
+ * non-zero (a power-law matrix's ELL can be terabytes). gpu.ell still
+ * builds it on first use, and fails with SPMV_ERR_DEVICE_MEMORY only then. */
+#define ELL_SKIP_BYTES ((double)(1u << 30))
+#define ELL_SKIP_PADDING 16.0
+
+static bool ell_worth_building(const spmv_gpu_matrix *m)
+{
+    double slots = (double)m->max_row * m->rows;
+    double bytes = slots * (4 + vsize(m));
+    return !(bytes > ELL_SKIP_BYTES && slots > ELL_SKIP_PADDING * (double)(m->nnz > 0 ? m->nnz : 1));
+}
+
 template <typename T>
 static int convert_all(spmv_gpu_ctx *ctx, spmv_gpu_matrix *m, const spmv_coo *coo, struct staged *s,
                        unsigned formats, spmv_error *err)
@@ -748,7 +765,12 @@ static int convert_all(spmv_gpu_ctx *ctx, spmv_gpu_matrix *m, const spmv_coo *co
     if ((st = gpu_alloc(ctx, m, &m->x, (size_t)m->cols * sizeof(T), "x", err)) ||
         (st = gpu_alloc(ctx, m, &m->y, (size_t)m->rows * sizeof(T), "y", err)))
         return st;
-    static const spmv_format order[] = {SPMV_FMT_ELL, SPMV_FMT_HLL, SPMV_FMT_HYB};
+    if ((formats & SPMV_FMT_ELL) && ell_worth_building(m)) {
+        st = gpu_ensure_format(ctx, m, SPMV_FMT_ELL, err);
+        if (st && st != SPMV_ERR_DEVICE_MEMORY)
+            return st; /* an ELL that does not fit is skipped, not an error */
+    }
+    static const spmv_format order[] = {SPMV_FMT_HLL, SPMV_FMT_HYB};
     for (spmv_format f : order)
         if ((formats & f) && (st = gpu_ensure_format(ctx, m, f, err)))
             return st;

@@ -19,6 +19,9 @@
  * sqrt(longest row / 1000) beyond 1000 entries (float32 rounding of a sum
  * grows with the square root of its length).
  *
+ * An ELL of terabytes is skipped at upload, and gpu.ell on that matrix
+ * refuses with SPMV_ERR_DEVICE_MEMORY, holding nothing.
+ *
  * Conversions: the device CSR, COO, ELL, HLL and HYB, downloaded, must equal
  * the host conversions (spmv_coo_to_csr, spmv_csr_to_ell/_hll/_hyb) entry by
  * entry and bit for bit; a shuffled COO with split duplicates must sort and
@@ -607,6 +610,44 @@ static void test_upload_stats(void **state)
     spmv_coo_free(&coo);
 }
 
+/* An ELL of terabytes (one row of 100 000 in 200 000 rows) is skipped at
+ * upload, not an error; gpu.ell then fails with SPMV_ERR_DEVICE_MEMORY and
+ * holds nothing afterwards, and the other kernels still answer right. */
+static void test_ell_skipped(void **state)
+{
+    (void)state;
+    NEED_GPU();
+    spmv_coo coo;
+    spmv_gpu_matrix *gm = NULL;
+    spmv_gpu_upload_stats us;
+    spmv_gpu_info before, after;
+    spmv_error err;
+    struct problem pb;
+    tu_gen g = {.rows = 200000, .cols = DENSE_LEN, .mean_per_row = 2, .dense_rows = 1, .dense_len = DENSE_LEN};
+    tu_random_coo_gen(&fx.rng, &g, SPMV_FLOAT64, &coo);
+    problem_make(&coo, SPMV_FLOAT64, &pb);
+    void *y = tu_vector_alloc(SPMV_FLOAT64, coo.rows);
+    assert_int_equal(spmv_gpu_ctx_info(fx.ctx, &before), SPMV_OK);
+    if (spmv_gpu_matrix_upload(fx.ctx, &coo, SPMV_FLOAT64, SPMV_FMT_ALL, 32, &gm, &us, &err) != SPMV_OK)
+        fail_msg("upload: %s", err.message);
+    assert_int_equal(us.formats, SPMV_FMT_ALL & ~(unsigned)SPMV_FMT_ELL);
+    assert_int_equal(us.bytes[2], 0);
+    size_t held = spmv_gpu_matrix_bytes(gm);
+    assert_int_equal(spmv_gpu_run(fx.ctx, spmv_kernel_find("gpu.ell"), gm, NULL, pb.x, y, 0, 1, NULL, &err),
+                     SPMV_ERR_DEVICE_MEMORY);
+    print_message("# gpu.ell refused as expected: %s\n", err.message);
+    assert_int_equal(spmv_gpu_matrix_bytes(gm), held);
+    spmv_params none = {{0}};
+    assert_true(run_one("ELL-less matrix", spmv_kernel_find("gpu.csr.vector"), gm, &coo, &pb, &none, y));
+    assert_true(run_one("ELL-less matrix", spmv_kernel_find("gpu.hyb"), gm, &coo, &pb, &none, y));
+    spmv_gpu_matrix_free(fx.ctx, gm);
+    assert_int_equal(spmv_gpu_ctx_info(fx.ctx, &after), SPMV_OK);
+    assert_int_equal(after.mem_used_by_spmvd, before.mem_used_by_spmvd);
+    free(y);
+    problem_free(&pb);
+    spmv_coo_free(&coo);
+}
+
 static void test_bad_requests(void **state)
 {
     (void)state;
@@ -653,6 +694,7 @@ int main(void)
         cmocka_unit_test(test_kernels_real),
         cmocka_unit_test(test_kernels_random),
         cmocka_unit_test(test_bad_requests),
+        cmocka_unit_test(test_ell_skipped),
         cmocka_unit_test(test_memory_refused),
     };
     /* SPMV_GPU_ONLY=pattern runs the matching cases alone (cmocka's filter). */

@@ -28,8 +28,8 @@ import urllib.request
 
 PORT = 18080
 BASE = "http://127.0.0.1:%d" % PORT
-# spmv-gen shapes of the timing section (5-8 M non-zeros: past the 50 MB L2)
-TIMING_SHAPES = [("poisson2d", ["--n", "1024"]), ("powerlaw", ["--n", "1000000", "--per-row", "8"]),
+# spmv-gen shapes of the timing section (8-21 M non-zeros: past the 50 MB L2)
+TIMING_SHAPES = [("poisson2d", ["--n", "2048"]), ("powerlaw", ["--n", "1000000", "--per-row", "8"]),
                  ("banded_dense_row", ["--n", "500000", "--per-row", "16", "--dense-len", "200000"])]
 
 

@@ -16,8 +16,10 @@
  * Array files are dense: every value is an entry, laid out column-major
  * in the file; the output walks it in row-major order.
  */
+#include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #ifdef _OPENMP
 #include <omp.h>
 #endif
@@ -26,6 +28,30 @@
 
 #define INSERTION_MAX 32           /* rows this short are sorted by insertion */
 #define COUNTING_SLACK (1 << 20)   /* rows <= 4*nnz + this: counting sort */
+
+#define HUGE_ADVICE_MIN ((size_t)8 << 20)
+
+void spmv_mm_advise_huge(void *p, size_t bytes)
+{
+#ifdef MADV_HUGEPAGE
+    const uintptr_t page = 4096;
+    if (!p || bytes < HUGE_ADVICE_MIN)
+        return;
+    uintptr_t b = ((uintptr_t)p + page - 1) & ~(page - 1), e = ((uintptr_t)p + bytes) & ~(page - 1);
+    if (e > b)
+        madvise((void *)b, e - b, MADV_HUGEPAGE);   /* a hint: failure changes nothing */
+#else
+    (void)p;
+    (void)bytes;
+#endif
+}
+
+static void advise_coo(spmv_coo *m)
+{
+    spmv_mm_advise_huge(m->row, (size_t)m->nnz * sizeof(int32_t));
+    spmv_mm_advise_huge(m->col, (size_t)m->nnz * sizeof(int32_t));
+    spmv_mm_advise_huge(m->val, (size_t)m->nnz * sizeof(double));
+}
 
 /* A sort record: (row << 32 | col) or just col, and the value. */
 typedef struct kv {
@@ -247,6 +273,7 @@ static int copy_sorted(const mm_header *h, const mm_entries *e, int threads, spm
     int st = spmv_coo_alloc(out, (int32_t)h->rows, (int32_t)h->cols, e->n, SPMV_FLOAT64, err);
     if (st)
         return st;
+    advise_coo(out);
     /* In slices, so that each thread first-touches (and copies) its part. */
     const int64_t slice = 1 << 16, nslices = (e->n + slice - 1) / slice;
 #pragma omp parallel for num_threads(threads > 1 ? threads : 1) schedule(static)
@@ -274,6 +301,7 @@ static int build_coordinate(const mm_header *h, const mm_entries *e, int threads
     int st = spmv_coo_alloc(&m, (int32_t)h->rows, (int32_t)h->cols, total, SPMV_FLOAT64, err);
     if (st)
         return st;
+    advise_coo(&m);
     int64_t nnz = h->rows <= 4 * total + COUNTING_SLACK ? build_by_rows(h, e, threads, &m)
                                                         : build_by_keys(h, e, total, &m);
     if (nnz < 0) {

@@ -69,6 +69,11 @@ typedef struct mm_header {
     int64_t max_nnz;      /* limit on the output's nnz */
 } mm_header;
 
+/* Asks the kernel for transparent huge pages on a large fresh array (Linux
+ * madvise; a hint, ignored elsewhere or for small arrays): the reader fills
+ * hundreds of MB at once, and 4 KiB page faults cost it a tenth of its time. */
+void spmv_mm_advise_huge(void *p, size_t bytes);
+
 /* Builds the sorted, duplicate-free, expanded float64 COO from the parsed
  * entries (mmio_build.c). `threads` > 1 sorts rows in parallel. Counts the
  * summed duplicates into *duplicates. */

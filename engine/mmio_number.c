@@ -72,8 +72,9 @@ static inline uint64_t eight_digits_value(uint64_t v)
     return ((v & mask) * mul1 + ((v >> 16) & mask) * mul2) >> 32;
 }
 
-/* Tier 3: strtod_l on a NUL-terminated copy of [s, e). */
-static double parse_real_slow(const char *s, const char *e, mm_num_result *res, locale_t loc)
+/* Tier 3: strtod_l on a NUL-terminated copy of [s, e). Kept out of line
+ * so that its buffer does not weigh on the hot path's stack frame. */
+__attribute__((noinline, cold)) static double parse_real_slow(const char *s, const char *e, mm_num_result *res, locale_t loc)
 {
     char small[128];
     size_t len = (size_t)(e - s);
@@ -95,7 +96,7 @@ static double parse_real_slow(const char *s, const char *e, mm_num_result *res, 
 }
 
 /* Matches inf, infinity or nan (any case) at p; returns the end or NULL. */
-static const char *match_special(const char *p, double *out)
+__attribute__((noinline, cold)) static const char *match_special(const char *p, double *out)
 {
     static const struct { const char *word; size_t len; } words[] = {
         {"infinity", 8}, {"inf", 3}, {"nan", 3},

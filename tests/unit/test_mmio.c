@@ -638,6 +638,37 @@ static void test_threads_match_serial(void **state)
     }
 }
 
+/* spmv_mm_read_file with threads reads straight into its blocks: a file
+ * over one 16 MiB block, checked against the serial read. */
+static void test_read_file_threads(void **state)
+{
+    (void)state;
+    tu_rng rng;
+    tu_rng_init(&rng, tu_seed() ^ 0xf11e);
+    buf text;
+    random_text(&rng, &text, 200000, 150000, 700000, "real", "general");
+    assert_true(text.len > (size_t)17 << 20);
+    char path[] = "/tmp/spmv-test-mmio-XXXXXX";
+    int fd = mkstemp(path);
+    assert_true(fd >= 0);
+    assert_true(write(fd, text.data, text.len) == (ssize_t)text.len);
+    close(fd);
+    spmv_coo serial, par;
+    spmv_mm_info is, ip;
+    spmv_error err;
+    if (spmv_mm_read_file(path, &SERIAL, &serial, &is, &err) != SPMV_OK)
+        fail_msg("serial: %s", err.message);
+    if (spmv_mm_read_file(path, &TWO_THREADS, &par, &ip, &err) != SPMV_OK)
+        fail_msg("2 threads: %s", err.message);
+    assert_true(tu_coo_equal(&serial, &par));
+    assert_int_equal(is.lines, ip.lines);
+    assert_int_equal(is.duplicates, ip.duplicates);
+    spmv_coo_free(&serial);
+    spmv_coo_free(&par);
+    unlink(path);
+    free(text.data);
+}
+
 /* ------------------------------------------------------ number parser */
 
 static locale_t c_locale(void)
@@ -1138,6 +1169,7 @@ int main(void)
         cmocka_unit_test(test_stream_chunks),
         cmocka_unit_test(test_gzip),
         cmocka_unit_test(test_threads_match_serial),
+        cmocka_unit_test(test_read_file_threads),
         cmocka_unit_test(test_number_edges),
         cmocka_unit_test(test_number_random),
         cmocka_unit_test(test_int64_parser),

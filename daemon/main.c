@@ -276,10 +276,8 @@ static int check_config(spmvd *d)
     char *text = config_to_json(&d->cfg);
     printf("%s\n", text ? text : "{}");
     free(text);
-    fprintf(stderr, "spmvd: configuration OK%s%s\n", d->cfg.config_file ? " (" : "",
-            d->cfg.config_file ? d->cfg.config_file : "");
-    if (d->cfg.config_file)
-        fputs(")\n", stderr);
+    const char *file = d->cfg.config_file;
+    fprintf(stderr, "spmvd: configuration OK%s%s%s\n", file ? " (" : "", file ? file : "", file ? ")" : "");
     return 0;
 }
 

@@ -22,6 +22,7 @@
 
 #include <cmocka.h>
 
+#include "cpu/kernels.h"
 #include "spmv.h"
 #include "testutil.h"
 
@@ -221,6 +222,42 @@ static void test_omp_partition_large(void **state)
     fixture_free(&f);
 }
 
+/* The cpu.csr.omp partition: every part holds its share of non-zeros,
+ * give or take one row (a row is never split). */
+static void test_partition_shares(void **state)
+{
+    (void)state;
+    tu_rng r;
+    tu_rng_init(&r, tu_seed() ^ 22);
+    for (int s = 0; s < TU_SHAPE_COUNT; s++) {
+        fixture f;
+        fixture_make(&f, &r, (tu_shape)s, 3000);
+        const spmv_csr *a = &f.m64.csr;
+        int32_t maxrow = 0;
+        for (int32_t i = 0; i < a->rows; i++)
+            if (a->row_ptr[i + 1] - a->row_ptr[i] > maxrow)
+                maxrow = a->row_ptr[i + 1] - a->row_ptr[i];
+        static const int32_t parts[] = {1, 2, 3, 7, 64, 5000};
+        for (size_t j = 0; j < sizeof parts / sizeof parts[0]; j++) {
+            int32_t T = parts[j];
+            int32_t *b = calloc((size_t)T + 1, sizeof *b);
+            assert_non_null(b);
+            spmv_cpu_csr_partition(a, T, b);
+            assert_int_equal(b[0], 0);
+            assert_int_equal(b[T], a->rows);
+            for (int32_t t = 0; t < T; t++) {
+                int64_t share = a->row_ptr[b[t + 1]] - a->row_ptr[b[t]];
+                assert_true(b[t] <= b[t + 1]);
+                if (share > a->nnz / T + 1 + maxrow)
+                    fail_msg("%s: part %d of %d holds %lld of %lld non-zeros", f.what, t, T, (long long)share,
+                             (long long)a->nnz);
+            }
+            free(b);
+        }
+        fixture_free(&f);
+    }
+}
+
 /* x holding Inf where a column is never used: padding must not read it
  * into a NaN (0 * Inf), so padded kernels must agree with the reference. */
 static void test_padding_ignores_x(void **state)
@@ -417,6 +454,7 @@ int main(void)
         cmocka_unit_test(test_ell_omp),
         cmocka_unit_test(test_hll_omp),
         cmocka_unit_test(test_omp_partition_large),
+        cmocka_unit_test(test_partition_shares),
         cmocka_unit_test(test_padding_ignores_x),
         cmocka_unit_test(test_run_refusals),
         cmocka_unit_test(test_run_stats),

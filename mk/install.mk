@@ -101,3 +101,20 @@ uninstall-daemon:
 	@if [ -z "$(DESTDIR)" ] && [ -d /run/systemd/system ]; then systemctl daemon-reload; fi
 
 FORCE:
+
+# ------------------------------------------------------ test support
+# tests/e2e/systemd.sh runs spmvd under the unit's system call filter with
+# this LD_PRELOAD library (see tests/e2e/sandbox.c); the list of allowed
+# calls is systemd's own, so it is built only where systemd-analyze is.
+SANDBOX_SO  := $(BUILD)/tests/e2e/libspmvd_sandbox.so
+SANDBOX_HDR := $(BUILD)/tests/e2e/sandbox_syscalls.h
+ifneq ($(shell command -v systemd-analyze 2>/dev/null),)
+all-for-test: $(SANDBOX_SO)
+endif
+
+$(SANDBOX_HDR): tests/e2e/sandbox-syscalls.sh
+	@mkdir -p $(dir $@)
+	sh $< >$@.tmp && mv $@.tmp $@
+
+$(SANDBOX_SO): tests/e2e/sandbox.c $(SANDBOX_HDR)
+	$(CC) -std=c11 -O2 -g $(WARN) -fPIC -shared -I$(dir $(SANDBOX_HDR)) -o $@ $<

@@ -315,7 +315,51 @@ test_sigterm_drain() {
   else not_ok "drain: a 503 carries a JSON error body" "$(head -c 300 "${b503:-/dev/null}")"; fi
 }
 
-# ------------------------------------------ 6. install, verify, uninstall
+# ------------------------------ 6. under the unit's system call filter
+# spmvd as the unit runs it, less systemd: an unprivileged user with no
+# capabilities and no_new_privs (setpriv), and the unit's SystemCallFilter
+# installed by tests/e2e/sandbox.c before main(). Every route family and a
+# SIGHUP must work, and no system call may have been denied on the way.
+test_sandbox() {
+  local so=$BUILD_DIR/tests/e2e/libspmvd_sandbox.so
+  if [ ! -f "$so" ]; then skip "sandbox: $so not built (needs systemd-analyze)"; return; fi
+  if [ "$(uname -m)" != x86_64 ]; then skip "sandbox: the filter is x86-64 only"; return; fi
+  local wrap=() port state
+  port=$(free_port); state=$(mktemp -d "$T/state-sandbox.XXXXXX")
+  if [ "$(id -u)" = 0 ] && command -v setpriv >/dev/null; then
+    chown 65534:65534 "$state"
+    chmod 0711 "$T"   # nobody must reach its state directory
+    wrap=(setpriv --reuid=65534 --regid=65534 --clear-groups --inh-caps=-all --bounding-set=-all --no-new-privs)
+  fi
+  "${wrap[@]}" env LD_PRELOAD="$so" "$SPMVD" --state-dir "$state/st" --listen "127.0.0.1:$port" >"$T/sandbox.log" 2>&1 &
+  SPMVD_PID=$!; bg_pid "$SPMVD_PID"; SPMVD_URL=http://127.0.0.1:$port; SPMVD_LOG=$T/sandbox.log
+  if ! wait_ready "$SPMVD_URL" 30; then not_ok "sandbox: spmvd comes up under the filter" "$(tail -5 "$SPMVD_LOG")"; return; fi
+  check "sandbox: the filter is in place" grep -q 'filter installed' "$SPMVD_LOG"
+  ok "sandbox: spmvd comes up under the filter${wrap:+ as nobody, no capabilities, no_new_privs}"
+  gen_matrix "$T/sb.mtx" 300 5
+  upload_multipart "$T/sb.mtx"
+  expect_code "sandbox: upload (state directory written)" 201
+  local id=$MATRIX_ID k
+  "$PYTHON" -c 'import json; print(json.dumps([1.0] * 300))' >"$T/sb.x"
+  for k in cpu.csr.serial cpu.csr.omp cpu.hll.omp; do
+    req POST "/v1/matrices/$id/spmv" -H 'Content-Type: application/json' \
+      --data "{\"kernel\":\"$k\",\"x\":$(cat "$T/sb.x"),\"runs\":3,\"verify\":true}"
+    expect_code "sandbox: $k runs" 200
+  done
+  req GET /metrics; expect_code "sandbox: /metrics" 200
+  req GET "/v1/matrices/$id/spy.png"; expect_code "sandbox: spy.png" 200
+  kill -HUP "$SPMVD_PID"; sleep 0.5
+  check "sandbox: SIGHUP reload" healthy
+  stop_spmvd; local rc=$?
+  check "sandbox: exit status 0 after SIGTERM (got $rc)" [ "$rc" -eq 0 ]
+  if grep -q 'denied syscall' "$SPMVD_LOG"; then
+    not_ok "sandbox: no system call was denied" "$(grep 'denied syscall' "$SPMVD_LOG" | sort | uniq -c | head -5)"
+  else
+    ok "sandbox: no system call was denied"
+  fi
+}
+
+# ------------------------------------------ 7. install, verify, uninstall
 test_install() {
   local d=$T/destdir prefix=/usr/local
   if ! make --no-print-directory -s BUILD="$BUILD" PREFIX=$prefix DESTDIR="$d" install >"$T/install.log" 2>&1; then
@@ -404,7 +448,7 @@ test_units() {
     bash -c "grep -qx 'ListenStream=127.0.0.1:8080' '$chk/spmvd.socket' && grep -qx 'Sockets=spmvd.socket' '$u'"
 }
 
-# -------------------------------------------- 7. man pages match --help
+# -------------------------------------------- 8. man pages match --help
 test_man_pages() {
   local page
   for page in docs/man/spmvd.8 docs/man/spmvctl.1; do
@@ -458,4 +502,5 @@ test_notify_abstract
 test_sighup
 test_socket_activation
 test_sigterm_drain
+test_sandbox
 done_testing

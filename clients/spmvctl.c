@@ -560,6 +560,15 @@ static void print_bench_table(const char *result_text)
                row_num(row, "mean_ms"), row_num(row, "median_ms"), row_num(row, "gflops"), row_num(row, "gbps"),
                row_num(row, "speedup"), err, error ? "  " : "", error ? error : "");
     }
+    const json_t *skipped = json_object_get(result, "skipped");
+    json_array_foreach(skipped, i, row) {
+        const char *k = json_string_value(json_object_get(row, "kernel"));
+        const char *why = json_string_value(json_object_get(row, "reason"));
+        printf("skipped %s: %s\n", k ? k : "?", why ? why : "");
+    }
+    const char *best = json_string_value(json_object_get(json_object_get(result, "best"), "kernel"));
+    if (best)
+        printf("best: %s\n", best);
     json_decref(result);
 }
 

@@ -127,6 +127,11 @@ def timings(args, gpu, tally):
         for k in gpu:
             y, st, err = spmv_binary(desc["id"], k, x, 20, 3)
             t = tally.setdefault((k, "float64 big"), [0, 0])
+            if y is None and k == "gpu.ell" and err.startswith("HTTP 507"):
+                # expected: this matrix's ELL is terabytes; the upload skipped it
+                print("%s on %s: refused with 507 as expected (ELL too large)" % (k, kind))
+                t[0] += 1
+                continue
             if y is None:
                 print("FAIL %s on %s: %s" % (k, kind, err))
                 t[1] += 1

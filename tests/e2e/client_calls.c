@@ -245,11 +245,17 @@ static void test_multiply_errors(spmv_client *h, const char *id, const coo *m)
 
 static void test_float32(spmv_client *h, const coo *m, const char *text, size_t len)
 {
-    spmv_client_upload_options o = {.name = "calls-f32", .dtype = "float32"};
+    spmv_client_upload_options o = {.name = "calls-f32", .dtype = "float32", .formats = "csr,hll", .hack_size = 16,
+                                    .device = "cpu"};
     spmv_client_matrix *d = NULL;
     EXPECT(h, spmv_client_upload_memory(h, text, len, &o, &d), SPMV_CLIENT_OK, "upload float32 from memory");
     if (!d) return;
-    check(d->dtype == SPMV_CLIENT_FLOAT32, "float32: descriptor says float32");
+    check(d->dtype == SPMV_CLIENT_FLOAT32 && strcmp(d->name, "calls-f32") == 0,
+          "float32: descriptor says float32 and the name given");
+    bool hll = false;
+    for (size_t i = 0; i < d->nformats; i++) hll = hll || strcmp(d->formats[i].name, "hll") == 0;
+    check(hll && strstr(d->json, "\"hack_size\":16") && strcmp(d->device, "cpu") == 0,
+          "upload options: formats csr,hll, hack_size 16, device cpu honoured");
     size_t nx = (size_t)m->cols, ny = (size_t)m->rows;
     float *x = malloc(nx * sizeof *x), *y = malloc(ny * sizeof *y);
     double *xd = malloc(nx * sizeof *xd), *yd = malloc(ny * sizeof *yd), *ref = malloc(ny * sizeof *ref);

@@ -444,6 +444,12 @@ test_units() {
   check "units: no MemoryDenyWriteExecute= (the CUDA JIT needs W+X pages)" bash -c "! grep -q '^MemoryDenyWriteExecute=yes' '$u'"
   check "units: no PrivateDevices= (it hides /dev/nvidia*)" bash -c "! grep -q '^PrivateDevices=yes' '$u'"
   check "units: empty capability bounding set" grep -qx 'CapabilityBoundingSet=' "$u"
+  # Restart=on-failure must not loop on a configuration error: spmvd exits 2
+  # for one, and the unit names that status.
+  echo '{"max_runs": "lots"}' >"$T/bad.json"
+  "$SPMVD" --config "$T/bad.json" --check-config >/dev/null 2>&1; local brc=$?
+  check "units: a bad configuration exits 2 (got $brc) and RestartPreventExitStatus=2 stops the restart loop" \
+    test "$brc" -eq 2 -a -n "$(grep -x 'RestartPreventExitStatus=2' "$u")"
   check "units: the socket listens on 127.0.0.1:8080 and the service names it" \
     bash -c "grep -qx 'ListenStream=127.0.0.1:8080' '$chk/spmvd.socket' && grep -qx 'Sockets=spmvd.socket' '$u'"
 }

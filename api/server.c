@@ -427,6 +427,8 @@ int api_server_start(spmvd *d, api_server **out, spmv_error *err)
         flags |= MHD_USE_TLS;
     struct MHD_OptionItem opts[16];
     int n = 0;
+    /* first, so MHD's own start-up messages go through it too */
+    opts[n++] = (struct MHD_OptionItem){MHD_OPTION_EXTERNAL_LOGGER, (intptr_t)mhd_log, NULL};
     if (c->threads > 1)
         opts[n++] = (struct MHD_OptionItem){MHD_OPTION_THREAD_POOL_SIZE, (intptr_t)c->threads, NULL};
     opts[n++] = (struct MHD_OptionItem){MHD_OPTION_CONNECTION_TIMEOUT, (intptr_t)c->connection_timeout, NULL};
@@ -435,7 +437,6 @@ int api_server_start(spmvd *d, api_server **out, spmv_error *err)
     if (c->per_ip_connections > 0)
         opts[n++] = (struct MHD_OptionItem){MHD_OPTION_PER_IP_CONNECTION_LIMIT, (intptr_t)c->per_ip_connections, NULL};
     opts[n++] = (struct MHD_OptionItem){MHD_OPTION_NOTIFY_COMPLETED, (intptr_t)on_completed, d};
-    opts[n++] = (struct MHD_OptionItem){MHD_OPTION_EXTERNAL_LOGGER, (intptr_t)mhd_log, NULL};
     if (s->listen_fd >= 0)
         opts[n++] = (struct MHD_OptionItem){MHD_OPTION_LISTEN_SOCKET, s->listen_fd, NULL};
     else

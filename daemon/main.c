@@ -214,15 +214,16 @@ static void reload_config(spmvd *d, int argc, char **argv)
         notify_ready();
         return;
     }
-    log_set_level((log_level)log_level_parse(c.log_level));
     spmvd_limits_from_config(&d->limits, &c);
     queue_set_capacity(&d->cpu->queue, (size_t)c.queue_depth);
     for (int i = 0; i < d->ngpus; i++)
         queue_set_capacity(&d->gpus[i]->queue, (size_t)c.queue_depth);
-    log_info("SIGHUP: configuration reloaded: log_level=%s max_upload_bytes=%lld max_body_bytes=%lld max_runs=%lld "
+    /* at warn so it shows under any level but error; the new level applies after it */
+    log_warn("SIGHUP: configuration reloaded: log_level=%s max_upload_bytes=%lld max_body_bytes=%lld max_runs=%lld "
              "queue_depth=%lld job_retention=%lld max_rows=%lld max_nnz=%lld (other keys need a restart)",
              c.log_level, (long long)c.max_upload_bytes, (long long)c.max_body_bytes, (long long)c.max_runs,
              (long long)c.queue_depth, (long long)c.job_retention, (long long)c.max_rows, (long long)c.max_nnz);
+    log_set_level((log_level)log_level_parse(c.log_level));
     config_free(&c);
     notify_ready();
 }

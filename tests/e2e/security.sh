@@ -53,6 +53,30 @@ check "--check-config prints the effective configuration and exits 0" \
 check "--version" bash -c "'$SPMVD' --version | grep -q '^spmvd '"
 check "--help lists every flag" bash -c "'$SPMVD' --help | grep -q -- '--per-ip-connections'"
 
+# ------------------------------------------------------------------ SIGHUP
+echo '{"max_upload_bytes": 100000, "log_level": "info"}' >"$E2E_TMP/hup.json"
+SPMVD_STATE=$E2E_TMP/hup-state
+if start_spmvd --config "$E2E_TMP/hup.json"; then
+  req GET /v1/info
+  check "the file's max_upload_bytes is in force" jget '(d["limits"]["max_upload_bytes"] == 100000) or 1/0'
+  echo '{"max_upload_bytes": 200000, "log_level": "warn", "queue_depth": 5}' >"$E2E_TMP/hup.json"
+  kill -HUP "$SPMVD_PID"
+  for i in $(seq 100); do grep -q 'SIGHUP: configuration reloaded' "$SPMVD_LOG" && break; sleep 0.05; done
+  check "SIGHUP: the reload is logged" grep -q 'SIGHUP: configuration reloaded.*max_upload_bytes=200000' "$SPMVD_LOG"
+  req GET /v1/info
+  check "SIGHUP: new limits apply without a restart" \
+    jget '(d["limits"]["max_upload_bytes"] == 200000 and d["limits"]["queue_depth"] == 5) or 1/0'
+  check "SIGHUP: log_level warn drops the request lines" bash -c "! grep -q 'GET /v1/info 200' <(sed -n '/SIGHUP: configuration reloaded/,\$p' '$SPMVD_LOG' | tail -n +2)"
+  echo '{"max_upload_bytes": "lots"}' >"$E2E_TMP/hup.json"
+  kill -HUP "$SPMVD_PID"
+  for i in $(seq 100); do grep -q 'configuration not reloaded' "$SPMVD_LOG" && break; sleep 0.05; done
+  check "SIGHUP with a bad file: refused with the key named, old values kept" \
+    bash -c "grep -q 'not reloaded.*max_upload_bytes' '$SPMVD_LOG' && [ \"\$(curl -s '$SPMVD_URL/v1/info' | '$PYTHON' -c 'import json,sys; print(json.load(sys.stdin)[\"limits\"][\"max_upload_bytes\"])')\" = 200000 ]"
+  stop_spmvd
+else
+  not_ok "spmvd starts with --config" "$(tail -3 "$SPMVD_LOG")"
+fi
+
 # -------------------------------------------------------------------- TLS
 if command -v openssl >/dev/null && openssl req -x509 -newkey rsa:2048 -nodes -days 1 -subj /CN=127.0.0.1 \
      -addext subjectAltName=IP:127.0.0.1 -keyout "$E2E_TMP/key.pem" -out "$E2E_TMP/cert.pem" >/dev/null 2>&1; then

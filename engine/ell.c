@@ -56,7 +56,7 @@ int64_t spmv_ell_fill_block(const spmv_csr *in, int32_t r0, int32_t r1, int32_t 
 {
     int64_t stored = 0;
     for (int64_t k = 0; k < width; k++) {
-        for (int32_t i = r0; i < r0 + stride; i++) {
+        for (int64_t i = r0; i < (int64_t)r0 + stride; i++) { /* 64-bit: r0 + stride may pass INT32_MAX */
             int64_t slot = k * stride + (i - r0);
             int64_t src = i < r1 ? (int64_t)in->row_ptr[i] + k : -1;
             if (i < r1 && src < in->row_ptr[i + 1]) {

@@ -222,6 +222,40 @@ static void test_omp_partition_large(void **state)
     fixture_free(&f);
 }
 
+/* 0 x 5 and 5 x 0: no rows, or rows with nothing to multiply (y = 0). */
+static void test_empty_shapes(void **state)
+{
+    (void)state;
+    static const int32_t shapes[][2] = {{0, 5}, {5, 0}, {0, 0}};
+    for (size_t s = 0; s < 3; s++)
+        for (int d = 0; d < 2; d++) {
+            spmv_coo coo;
+            spmv_matrix m;
+            spmv_error err;
+            assert_int_equal(spmv_coo_alloc(&coo, shapes[s][0], shapes[s][1], 0, SPMV_FLOAT64, &err), SPMV_OK);
+            assert_int_equal(spmv_matrix_build(&coo, (spmv_dtype)d, SPMV_FMT_ALL, 0, 0, &m, &err), SPMV_OK);
+            void *x = tu_vector_alloc(m.dtype, m.cols), *y = tu_vector_alloc(m.dtype, m.rows);
+            void *zero = tu_vector_alloc(m.dtype, m.rows);
+            tu_random_vector(&(tu_rng){tu_seed()}, m.dtype, m.cols, x);
+            memset(zero, 0, (size_t)m.rows * spmv_dtype_size(m.dtype));
+            for (size_t i = 0; i < spmv_kernel_count(); i++) {
+                const spmv_kernel *k = spmv_kernel_at(i);
+                spmv_stats st;
+                if (k->device != SPMV_DEVICE_CPU)
+                    continue;
+                tu_poison(y, m.dtype, m.rows);
+                if (spmv_cpu_run(k, &m, NULL, x, y, 1, 2, &st, &err) != SPMV_OK)
+                    fail_msg("%s on %d x %d: %s", k->name, m.rows, m.cols, err.message);
+                assert_memory_equal(y, zero, (size_t)m.rows * spmv_dtype_size(m.dtype));
+            }
+            free(x);
+            free(y);
+            free(zero);
+            spmv_matrix_free(&m);
+            spmv_coo_free(&coo);
+        }
+}
+
 /* The cpu.csr.omp partition: every part holds its share of non-zeros,
  * give or take one row (a row is never split). */
 static void test_partition_shares(void **state)
@@ -455,6 +489,7 @@ int main(void)
         cmocka_unit_test(test_hll_omp),
         cmocka_unit_test(test_omp_partition_large),
         cmocka_unit_test(test_partition_shares),
+        cmocka_unit_test(test_empty_shapes),
         cmocka_unit_test(test_padding_ignores_x),
         cmocka_unit_test(test_run_refusals),
         cmocka_unit_test(test_run_stats),

@@ -361,6 +361,14 @@ else
 fi
 check "installed header, .so.0 link, .a and .pc" test -f "$P/include/spmvclient.h" -a -L "$P/lib/libspmvclient.so.0" \
   -a -f "$P/lib/libspmvclient.a" -a -f "$P/lib/pkgconfig/spmvclient.pc"
+soname=$(objdump -p "$P/lib/libspmvclient.so.0" 2>/dev/null | awk '$1 == "SONAME" {print $2}')
+check "the shared library's soname is libspmvclient.so.0 ($soname)" [ "$soname" = libspmvclient.so.0 ]
+nm -D --defined-only "$P/lib/libspmvclient.so.0" | awk 'NF == 3 {print $3}' >"$W/exports"
+check "it exports only spmv_client_* ($(wc -l <"$W/exports") symbols)" \
+  sh -c "[ -s '$W/exports' ] && ! grep -v '^spmv_client_' '$W/exports'"
+check "every function in spmvclient.h is exported" bash -c "
+  grep -oE 'spmv_client_[a-z_]+\(' clients/spmvclient.h | tr -d '(' | sort -u >'$W/declared'
+  comm -23 '$W/declared' <(sort -u '$W/exports') | grep -q . && exit 1 || exit 0"
 flags=$(PKG_CONFIG_PATH=$P/lib/pkgconfig pkg-config --cflags --libs spmvclient 2>&1)
 check "pkg-config --cflags --libs spmvclient ($flags)" sh -c "echo '$flags' | grep -q -- '-lspmvclient'"
 # The three-line program of docs/client.md, built against the installed copy.

@@ -11,12 +11,10 @@
  * private arrays, appended in order afterwards, so the result and every
  * error (with its exact line number) are the same as the serial reader's.
  *
- * The banner, comments and size line go through a careful per-line path;
- * data lines go through a fast scanner that falls back to the careful
- * per-line parser (mmio_build.c's counterpart for errors) as soon as a line
- * is anything but plain, so the messages are precise and the hot loop is
- * short. Parsed entries go to growable arrays that never exceed the count
- * the header declared; mmio_build.c turns them into the sorted COO.
+ * The banner, comments and size line are parsed here line by line; the
+ * data lines go to mmio_lines.c in bulk, into growable arrays that never
+ * exceed the count the header declared; mmio_build.c turns them into the
+ * sorted COO.
  * docs/matrix-market.md lists every rule and message.
  */
 #include <errno.h>
@@ -40,30 +38,14 @@
 #define MM_BLOCK_DEFAULT ((size_t)16 << 20)  /* parallel block of text */
 #define MM_BLOCK_MIN ((size_t)4096)
 #define MM_PAR_MIN_BYTES ((size_t)64 << 10)  /* less text than this: one thread */
-#define MM_MIN_CAP 4096                      /* first allocation of entries */
 #define MM_PARTS_PER_THREAD 4                /* parallel block: ranges per thread */
 #define MM_READ_CHUNK ((size_t)4 << 20)      /* spmv_mm_read_file's read size */
-#define MM_TOKEN_SHOWN 40                    /* bytes of a bad token quoted */
 
 enum mm_state { ST_BANNER, ST_HEADER, ST_DATA, ST_FAILED, ST_FINISHED };
 enum mm_input { IN_UNKNOWN, IN_PLAIN, IN_GZIP };
 /* Line ends: '\n' (and "\r\n", the '\r' being a blank), or a lone '\r' as
  * old Mac files have; decided at the first line end of the input. */
 enum mm_eol { EOL_UNKNOWN, EOL_LF, EOL_CR };
-
-/* An error found inside a range of lines, before the range's first line
- * number is known (parallel parts): `line` is 0-based within the range. */
-typedef struct mm_perr {
-    int status;
-    int64_t line;
-    char msg[400];
-} mm_perr;
-
-/* What the line parsers need, read-only and shared by the threads. */
-typedef struct mm_ctx {
-    mm_header h;
-    locale_t c_locale;
-} mm_ctx;
 
 /* One thread's share of a parallel block. */
 typedef struct mm_part {
@@ -105,46 +87,7 @@ struct spmv_mm_reader {
 
 /* ------------------------------------------------------------ helpers */
 
-static inline bool is_blank(char c) { return c == ' ' || c == '\t' || c == '\r'; }
-static inline bool is_digit(char c) { return (unsigned char)(c - '0') < 10; }
-
-static inline const char *skip_blank(const char *p)
-{
-    while (is_blank(*p))
-        p++;
-    return p;
-}
-
-/* Copies [s, e) for quoting in a message: printable ASCII only (messages
- * end up in JSON, which needs valid UTF-8), shortened with "...". */
-static const char *show(char *buf, size_t size, const char *s, const char *e)
-{
-    size_t n = (size_t)(e - s), k = 0;
-    bool cut = n > MM_TOKEN_SHOWN;
-    if (cut)
-        n = MM_TOKEN_SHOWN;
-    for (; k < n && k + 4 < size; k++)
-        buf[k] = (s[k] >= 0x20 && s[k] < 0x7f) ? s[k] : '?';
-    if (cut && k + 4 <= size) {
-        memcpy(buf + k, "...", 3);
-        k += 3;
-    }
-    buf[k] = '\0';
-    return buf;
-}
-
-static void perr_set(mm_perr *pe, int status, int64_t line, const char *fmt, ...)
-    __attribute__((format(printf, 4, 5)));
-
-static void perr_set(mm_perr *pe, int status, int64_t line, const char *fmt, ...)
-{
-    va_list ap;
-    pe->status = status;
-    pe->line = line;
-    va_start(ap, fmt);
-    vsnprintf(pe->msg, sizeof pe->msg, fmt, ap);
-    va_end(ap);
-}
+static inline bool is_blank(char c) { return mm_is_blank(c); }
 
 /* Records the reader's sticky error "line N: <what>" and returns status. */
 static int fail(spmv_mm_reader *r, spmv_error *err, int status, int64_t line, const char *fmt, ...)
@@ -171,22 +114,6 @@ static int repeat_error(const spmv_mm_reader *r, spmv_error *err)
     if (err)
         *err = r->error;
     return r->error.status;
-}
-
-/* Splits off the next blank-separated token of [*s, e); false at the end. */
-static bool next_token(const char **s, const char *e, const char **ts, const char **te)
-{
-    const char *p = *s;
-    while (p < e && is_blank(*p))
-        p++;
-    if (p == e)
-        return false;
-    *ts = p;
-    while (p < e && !is_blank(*p))
-        p++;
-    *te = p;
-    *s = p;
-    return true;
 }
 
 static bool token_is(const char *ts, const char *te, const char *word)
@@ -217,273 +144,6 @@ const char *spmv_mm_symmetry_name(spmv_mm_symmetry s)
     return "unknown";
 }
 
-/* -------------------------------------------------------------- entries */
-
-static int grow_array(void **p, int64_t cap, size_t size)
-{
-    void *q = realloc(*p, (size_t)cap * size);
-    if (!q)
-        return SPMV_ERR_NOMEM;
-    spmv_mm_advise_huge(q, (size_t)cap * size);
-    *p = q;
-    return SPMV_OK;
-}
-
-/* Doubles the arrays' capacity, never beyond `limit` (the count the header
- * declared), so a header's count is never trusted for one big allocation:
- * memory follows the entries actually read. */
-static int entries_grow(mm_entries *e, int64_t limit, bool with_index)
-{
-    int64_t cap = e->cap < MM_MIN_CAP ? MM_MIN_CAP : (e->cap > INT64_MAX / 2 ? INT64_MAX : e->cap * 2);
-    if (cap > limit)
-        cap = limit;
-    if ((uint64_t)cap > SIZE_MAX / sizeof(double))
-        return SPMV_ERR_NOMEM;
-    int st = grow_array((void **)&e->val, cap, sizeof(double));
-    if (!st && with_index)
-        st = grow_array((void **)&e->row, cap, sizeof(int32_t));
-    if (!st && with_index)
-        st = grow_array((void **)&e->col, cap, sizeof(int32_t));
-    if (!st)
-        e->cap = cap;
-    return st;
-}
-
-static void entries_free(mm_entries *e)
-{
-    free(e->row);
-    free(e->col);
-    free(e->val);
-    memset(e, 0, sizeof *e);
-}
-
-/* ---------------------------------------------------------- data lines */
-
-static const char *field_list(const mm_header *h)
-{
-    if (h->format == SPMV_MM_ARRAY)
-        return "1 field (value)";
-    return h->field == SPMV_MM_PATTERN ? "2 fields (row column)" : "3 fields (row column value)";
-}
-
-/* Checks one index token; on success stores the 0-based index. */
-static bool parse_index_token(const char *ts, const char *te, int64_t limit, const char *what,
-                              int32_t *out, int64_t line, mm_perr *pe)
-{
-    char shown[64];
-    int64_t v = 0;
-    mm_num_result res;
-    const char *q = spmv_mm_parse_int64(ts, &v, &res);
-    if (q != te || res == MM_NUM_MALFORMED) {
-        perr_set(pe, SPMV_ERR_PARSE, line, "malformed %s index '%s': expected an integer from 1 to %lld",
-                 what, show(shown, sizeof shown, ts, te), (long long)limit);
-        return false;
-    }
-    if (res == MM_NUM_OVERFLOW || v < 1 || v > limit) {
-        perr_set(pe, SPMV_ERR_PARSE, line, "%s index %s is out of range: expected 1 to %lld", what,
-                 show(shown, sizeof shown, ts, te), (long long)limit);
-        return false;
-    }
-    *out = (int32_t)(v - 1);
-    return true;
-}
-
-/* Checks one value token of the header's field. */
-static bool parse_value_token(const mm_ctx *c, const char *ts, const char *te, double *out,
-                              int64_t line, mm_perr *pe)
-{
-    char shown[64];
-    mm_num_result res;
-    const char *q;
-    if (c->h.field == SPMV_MM_INTEGER) {
-        int64_t v = 0;
-        q = spmv_mm_parse_int64(ts, &v, &res);
-        *out = (double)v;
-    } else {
-        q = spmv_mm_parse_real(ts, te, out, &res, c->c_locale);
-    }
-    if (q != te || res == MM_NUM_MALFORMED) {
-        perr_set(pe, SPMV_ERR_PARSE, line, "malformed value '%s': expected %s",
-                 show(shown, sizeof shown, ts, te),
-                 c->h.field == SPMV_MM_INTEGER ? "an integer (the field is integer)" : "a real number");
-        return false;
-    }
-    if (res == MM_NUM_OVERFLOW) {
-        if (c->h.field == SPMV_MM_INTEGER)
-            perr_set(pe, SPMV_ERR_PARSE, line, "integer value %s overflows int64",
-                     show(shown, sizeof shown, ts, te));
-        else
-            perr_set(pe, SPMV_ERR_PARSE, line,
-                     "value %s overflows float64 (largest finite magnitude 1.8e308)",
-                     show(shown, sizeof shown, ts, te));
-        return false;
-    }
-    return true;
-}
-
-/* The careful parser of one data line [ls, '\n']: every field checked with
- * a message saying what was expected. Stores the entry at e->n (room has
- * been made) and returns the next line, or NULL with *pe filled. */
-static const char *slow_line(const mm_ctx *c, const char *ls, const char *end, mm_entries *e,
-                             int64_t line, mm_perr *pe)
-{
-    const char *eol = memchr(ls, '\n', (size_t)(end - ls));   /* exists: lines are complete */
-    const char *ts[4], *te[4], *s = ls;
-    int want = c->h.format == SPMV_MM_ARRAY ? 1 : (c->h.field == SPMV_MM_PATTERN ? 2 : 3);
-    int64_t n = 0;
-    const char *a, *b;
-    while (next_token(&s, eol, &a, &b)) {
-        if (n < 4) {
-            ts[n] = a;
-            te[n] = b;
-        }
-        n++;
-    }
-    if (n != want) {
-        perr_set(pe, SPMV_ERR_PARSE, line, "expected %s, found %lld", field_list(&c->h), (long long)n);
-        return NULL;
-    }
-    double v = 1.0;
-    int64_t k = e->n;
-    if (c->h.format == SPMV_MM_ARRAY) {
-        if (!parse_value_token(c, ts[0], te[0], &v, line, pe))
-            return NULL;
-    } else {
-        int32_t i, j;
-        if (!parse_index_token(ts[0], te[0], c->h.rows, "row", &i, line, pe) ||
-            !parse_index_token(ts[1], te[1], c->h.cols, "column", &j, line, pe))
-            return NULL;
-        if (want == 3 && !parse_value_token(c, ts[2], te[2], &v, line, pe))
-            return NULL;
-        e->row[k] = i;
-        e->col[k] = j;
-    }
-    e->val[k] = v;
-    e->n = k + 1;
-    return eol + 1;
-}
-
-/* Up to 10 digits: enough for any index of a 32-bit matrix; anything else
- * (a sign, more digits, no digit) is left to the careful parser. */
-static inline const char *fast_index(const char *p, uint64_t *out)
-{
-    uint64_t v = 0;
-    const char *s = p;
-    while (is_digit(*p))
-        v = v * 10 + (uint64_t)(*p++ - '0');
-    if (p == s || p - s > 10)
-        return NULL;
-    *out = v;
-    return p;
-}
-
-/* The hot path: one plain coordinate line at p (leading blanks skipped).
- * Returns the next line, or NULL if the careful parser must look. */
-static inline const char *fast_coord_line(const mm_ctx *c, const char *p, const char *end, mm_entries *e)
-{
-    uint64_t i, j;
-    double v = 1.0;
-    if (!(p = fast_index(p, &i)) || !is_blank(*p))
-        return NULL;
-    if (!(p = fast_index(skip_blank(p), &j)))
-        return NULL;
-    if (i - 1 >= (uint64_t)c->h.rows || j - 1 >= (uint64_t)c->h.cols)
-        return NULL;   /* also catches index 0, which wraps */
-    if (c->h.field != SPMV_MM_PATTERN) {
-        mm_num_result res;
-        if (!is_blank(*p))
-            return NULL;
-        p = skip_blank(p);
-        if (c->h.field == SPMV_MM_INTEGER) {
-            int64_t iv;
-            p = spmv_mm_parse_int64(p, &iv, &res);
-            v = (double)iv;
-        } else {
-            p = spmv_mm_parse_real(p, end, &v, &res, c->c_locale);
-        }
-        if (res != MM_NUM_OK)
-            return NULL;
-    }
-    p = skip_blank(p);
-    if (*p != '\n')
-        return NULL;
-    int64_t k = e->n++;
-    e->row[k] = (int32_t)(i - 1);
-    e->col[k] = (int32_t)(j - 1);
-    e->val[k] = v;
-    return p + 1;
-}
-
-static inline const char *fast_array_line(const mm_ctx *c, const char *p, const char *end, mm_entries *e)
-{
-    mm_num_result res;
-    double v;
-    if (c->h.field == SPMV_MM_INTEGER) {
-        int64_t iv;
-        p = spmv_mm_parse_int64(p, &iv, &res);
-        v = (double)iv;
-    } else {
-        p = spmv_mm_parse_real(p, end, &v, &res, c->c_locale);
-    }
-    if (res != MM_NUM_OK || *(p = skip_blank(p)) != '\n')
-        return NULL;
-    e->val[e->n++] = v;
-    return p + 1;
-}
-
-static void too_many(const mm_ctx *c, int64_t line, mm_perr *pe)
-{
-    if (c->h.format == SPMV_MM_ARRAY)
-        perr_set(pe, SPMV_ERR_PARSE, line,
-                 "more values than the %lld that the %lld x %lld %s array on line %lld holds",
-                 (long long)c->h.entries, (long long)c->h.rows, (long long)c->h.cols,
-                 spmv_mm_symmetry_name(c->h.symmetry), (long long)c->h.size_line);
-    else
-        perr_set(pe, SPMV_ERR_PARSE, line, "more entries than the %lld declared on line %lld",
-                 (long long)c->h.entries, (long long)c->h.size_line);
-}
-
-/* Parses the complete lines [p, end) (end[-1] is '\n') into e, which may
- * hold at most `limit` entries. *lines gets the number of lines consumed;
- * on error pe->line is the failing line's 0-based index in the range. */
-static int parse_range(const mm_ctx *c, const char *p, const char *end, mm_entries *e,
-                       int64_t limit, int64_t *lines, mm_perr *pe)
-{
-    const bool array = c->h.format == SPMV_MM_ARRAY;
-    int64_t line = 0;
-    int st = SPMV_OK;
-    while (p < end) {
-        const char *ls = p;
-        p = skip_blank(p);
-        if (*p == '\n' || *p == '%') {       /* blank line or comment */
-            p = (const char *)memchr(p, '\n', (size_t)(end - p)) + 1;
-            line++;
-            continue;
-        }
-        if (e->n == e->cap) {
-            if (e->cap >= limit) {
-                too_many(c, line, pe);
-                st = pe->status;
-                break;
-            }
-            if (entries_grow(e, limit, !array)) {
-                perr_set(pe, SPMV_ERR_NOMEM, line, "out of memory after %lld entries", (long long)e->n);
-                st = pe->status;
-                break;
-            }
-        }
-        const char *q = array ? fast_array_line(c, p, end, e) : fast_coord_line(c, p, end, e);
-        if (!q && !(q = slow_line(c, ls, end, e, line, pe))) {
-            st = pe->status;
-            break;
-        }
-        p = q;
-        line++;
-    }
-    *lines = line;
-    return st;
-}
-
 /* ------------------------------------------------------------- header */
 
 static int banner_too_long(spmv_mm_reader *r, spmv_error *err);
@@ -503,7 +163,7 @@ static int parse_banner(spmv_mm_reader *r, const char *s, const char *e, spmv_er
         return banner_too_long(r, err);
     if (e - s >= 3 && memcmp(s, "\xEF\xBB\xBF", 3) == 0)
         s += 3;   /* a UTF-8 byte order mark */
-    if (!next_token(&s, e, &ts, &te))
+    if (!spmv_mm_next_token(&s, e, &ts, &te))
         return fail(r, err, SPMV_ERR_PARSE, line,
                     "expected the banner '%%%%MatrixMarket matrix <format> <field> <symmetry>', found an empty line");
     if (token_is(ts, te, "%MatrixMarket"))
@@ -512,18 +172,18 @@ static int parse_banner(spmv_mm_reader *r, const char *s, const char *e, spmv_er
     if (!token_is(ts, te, "%%MatrixMarket"))
         return fail(r, err, SPMV_ERR_PARSE, line,
                     "bad banner: expected '%%%%MatrixMarket matrix <format> <field> <symmetry>', found '%s'",
-                    show(shown, sizeof shown, ts, e));
+                    spmv_mm_show(shown, sizeof shown, ts, e));
 
-    if (!next_token(&s, e, &ts, &te))
+    if (!spmv_mm_next_token(&s, e, &ts, &te))
         return fail(r, err, SPMV_ERR_PARSE, line, "bad banner: it ends before the object 'matrix'");
     if (token_is(ts, te, "vector"))
         return fail(r, err, SPMV_ERR_UNSUPPORTED, line,
                     "vector objects are not supported: spmvd stores matrices");
     if (!token_is(ts, te, "matrix"))
         return fail(r, err, SPMV_ERR_PARSE, line, "bad banner: unknown object '%s', expected 'matrix'",
-                    show(shown, sizeof shown, ts, te));
+                    spmv_mm_show(shown, sizeof shown, ts, te));
 
-    if (!next_token(&s, e, &ts, &te))
+    if (!spmv_mm_next_token(&s, e, &ts, &te))
         return fail(r, err, SPMV_ERR_PARSE, line,
                     "bad banner: it ends before the format ('coordinate' or 'array')");
     for (k = 0; k < 2 && !token_is(ts, te, formats[k]); k++)
@@ -531,10 +191,10 @@ static int parse_banner(spmv_mm_reader *r, const char *s, const char *e, spmv_er
     if (k == 2)
         return fail(r, err, SPMV_ERR_PARSE, line,
                     "bad banner: unknown format '%s', expected 'coordinate' or 'array'",
-                    show(shown, sizeof shown, ts, te));
+                    spmv_mm_show(shown, sizeof shown, ts, te));
     h->format = (spmv_mm_format)k;
 
-    if (!next_token(&s, e, &ts, &te))
+    if (!spmv_mm_next_token(&s, e, &ts, &te))
         return fail(r, err, SPMV_ERR_PARSE, line,
                     "bad banner: it ends before the field ('real', 'double', 'integer' or 'pattern')");
     if (token_is(ts, te, "complex"))
@@ -545,10 +205,10 @@ static int parse_banner(spmv_mm_reader *r, const char *s, const char *e, spmv_er
     if (k == 4)
         return fail(r, err, SPMV_ERR_PARSE, line,
                     "bad banner: unknown field '%s', expected 'real', 'double', 'integer' or 'pattern'",
-                    show(shown, sizeof shown, ts, te));
+                    spmv_mm_show(shown, sizeof shown, ts, te));
     h->field = (spmv_mm_field)k;
 
-    if (!next_token(&s, e, &ts, &te))
+    if (!spmv_mm_next_token(&s, e, &ts, &te))
         return fail(r, err, SPMV_ERR_PARSE, line,
                     "bad banner: it ends before the symmetry ('general', 'symmetric', 'skew-symmetric' or 'hermitian')");
     for (k = 0; k < 4 && !token_is(ts, te, syms[k]); k++)
@@ -556,12 +216,12 @@ static int parse_banner(spmv_mm_reader *r, const char *s, const char *e, spmv_er
     if (k == 4)
         return fail(r, err, SPMV_ERR_PARSE, line,
                     "bad banner: unknown symmetry '%s', expected 'general', 'symmetric', 'skew-symmetric' or 'hermitian'",
-                    show(shown, sizeof shown, ts, te));
+                    spmv_mm_show(shown, sizeof shown, ts, te));
     h->symmetry = (spmv_mm_symmetry)k;
 
-    if (next_token(&s, e, &ts, &te))
+    if (spmv_mm_next_token(&s, e, &ts, &te))
         return fail(r, err, SPMV_ERR_PARSE, line, "bad banner: unexpected '%s' after the symmetry",
-                    show(shown, sizeof shown, ts, te));
+                    spmv_mm_show(shown, sizeof shown, ts, te));
     if (h->format == SPMV_MM_ARRAY && h->field == SPMV_MM_PATTERN)
         return fail(r, err, SPMV_ERR_PARSE, line,
                     "bad banner: the field 'pattern' needs the 'coordinate' format, not 'array'");
@@ -610,17 +270,17 @@ static int parse_size_line(spmv_mm_reader *r, const char *s, const char *e, spmv
     char shown[64];
     int n = 0, st;
 
-    for (; next_token(&s, e, &ts, &te); n++) {
+    for (; spmv_mm_next_token(&s, e, &ts, &te); n++) {
         if (n == want)
             return fail(r, err, SPMV_ERR_PARSE, line, "bad size line: expected %s, found more fields", expect);
         mm_num_result res;
         const char *q = spmv_mm_parse_int64(ts, &v[n], &res);
         if (q != te || res == MM_NUM_MALFORMED)
             return fail(r, err, SPMV_ERR_PARSE, line, "bad size line: expected %s, found '%s'", expect,
-                        show(shown, sizeof shown, ts, te));
+                        spmv_mm_show(shown, sizeof shown, ts, te));
         if (res == MM_NUM_OVERFLOW)
             return fail(r, err, SPMV_ERR_LIMIT, line, "the number of %s, %s, overflows int64", names[n],
-                        show(shown, sizeof shown, ts, te));
+                        spmv_mm_show(shown, sizeof shown, ts, te));
         if (v[n] < 0)
             return fail(r, err, SPMV_ERR_PARSE, line, "the number of %s must not be negative, found %lld",
                         names[n], (long long)v[n]);
@@ -670,7 +330,7 @@ static int parse_serial(spmv_mm_reader *r, const char *p, const char *end, spmv_
 {
     mm_perr pe;
     int64_t lines = 0;
-    int st = parse_range(&r->ctx, p, end, &r->ent, r->ctx.h.entries, &lines, &pe);
+    int st = spmv_mm_parse_range(&r->ctx, p, end, &r->ent, r->ctx.h.entries, &lines, &pe);
     if (st)
         return fail(r, err, st, r->line + 1 + pe.line, "%s", pe.msg);
     r->line += lines;
@@ -725,7 +385,7 @@ static int merge_parts(spmv_mm_reader *r, spmv_error *err)
         total += pt->ent.n;
     }
     while (r->ent.cap < total)
-        if (entries_grow(&r->ent, total, with_index))
+        if (spmv_mm_entries_grow(&r->ent, total, with_index))
             return fail(r, err, SPMV_ERR_NOMEM, r->line + 1, "out of memory after %lld entries",
                         (long long)r->ent.n);
     int64_t base = r->ent.n;
@@ -773,7 +433,7 @@ static int parse_parallel(spmv_mm_reader *r, const char *p, const char *end, spm
 #pragma omp parallel for num_threads(r->threads) schedule(dynamic, 1)
     for (int t = 0; t < nparts; t++) {
         parts[t].ent.n = 0;
-        parts[t].status = parse_range(c, parts[t].begin, parts[t].end, &parts[t].ent, INT64_MAX,
+        parts[t].status = spmv_mm_parse_range(c, parts[t].begin, parts[t].end, &parts[t].ent, INT64_MAX,
                                       &parts[t].lines, &parts[t].err);
     }
     return merge_parts(r, err);
@@ -1182,7 +842,7 @@ int spmv_mm_reader_finish(spmv_mm_reader *r, spmv_coo *out, spmv_mm_info *info, 
     int64_t duplicates = 0;
     spmv_error berr;
     st = spmv_mm_build_coo(&r->ctx.h, &r->ent, r->threads, out, &duplicates, &berr);
-    entries_free(&r->ent);
+    spmv_mm_entries_free(&r->ent);
     if (st) {
         r->error = berr;
         r->state = ST_FAILED;
@@ -1213,9 +873,9 @@ void spmv_mm_reader_free(spmv_mm_reader *r)
     free(r->zbuf);
     free(r->crbuf);
     free(r->text);
-    entries_free(&r->ent);
+    spmv_mm_entries_free(&r->ent);
     for (int t = 0; t < r->nparts; t++)
-        entries_free(&r->parts[t].ent);
+        spmv_mm_entries_free(&r->parts[t].ent);
     free(r->parts);
     if (r->ctx.c_locale)
         freelocale(r->ctx.c_locale);

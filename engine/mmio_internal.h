@@ -1,10 +1,11 @@
 /* mmio_internal.h — what the Matrix Market reader's files share.
  *
- * The reader is split in three: mmio.c (the streaming front: gzip, chunks,
- * lines, the header, serial and OpenMP block parsing), mmio_number.c (the
- * exact number parsers on the hot path) and mmio_build.c (expansion of
- * symmetric input, the counting sort and duplicate summing that turn the
- * parsed entries into a sorted COO). Not part of the public API
+ * The reader is split in four: mmio.c (the streaming front: gzip, chunks,
+ * line ends, the header, serial and OpenMP block parsing), mmio_lines.c
+ * (the data lines: the fast scanner and the careful parser behind it),
+ * mmio_number.c (the exact number parsers on the hot path) and
+ * mmio_build.c (expansion of symmetric input, the counting sort and
+ * duplicate summing that turn the parsed entries into a sorted COO). Not part of the public API
  * (engine/spmv.h); the unit tests include it to test the number parser
  * against strtod and to force small parallel blocks.
  */
@@ -12,6 +13,8 @@
 #define SPMV_MMIO_INTERNAL_H
 
 #include <locale.h>
+#include <stdbool.h>
+#include <stddef.h>
 #include <stdint.h>
 
 #include "spmv.h"
@@ -68,6 +71,37 @@ typedef struct mm_header {
     int64_t size_line;    /* 1-based line of the size line */
     int64_t max_nnz;      /* limit on the output's nnz */
 } mm_header;
+
+/* What the line parsers need, read-only and shared by the threads. */
+typedef struct mm_ctx {
+    mm_header h;
+    locale_t c_locale;
+} mm_ctx;
+
+/* An error found inside a range of lines, before the range's first line
+ * number is known (parallel parts): `line` is 0-based within the range. */
+typedef struct mm_perr {
+    int status;
+    int64_t line;
+    char msg[400];
+} mm_perr;
+
+static inline bool mm_is_blank(char c) { return c == ' ' || c == '\t' || c == '\r'; }
+
+/* mmio_lines.c: the data lines. */
+
+/* Parses the complete lines [p, end) (end[-1] is '\n') into e, which may
+ * hold at most `limit` entries. *lines gets the number of lines consumed;
+ * on error pe->line is the failing line's 0-based index in the range. */
+int spmv_mm_parse_range(const mm_ctx *c, const char *p, const char *end, mm_entries *e,
+                        int64_t limit, int64_t *lines, mm_perr *pe);
+/* Grows e's arrays (doubling, never past `limit`); 0 or SPMV_ERR_NOMEM. */
+int spmv_mm_entries_grow(mm_entries *e, int64_t limit, bool with_index);
+void spmv_mm_entries_free(mm_entries *e);
+/* Splits off the next blank-separated token of [*s, e); false at the end. */
+bool spmv_mm_next_token(const char **s, const char *e, const char **ts, const char **te);
+/* Copies [s, e) into buf for quoting in a message. */
+const char *spmv_mm_show(char *buf, size_t size, const char *s, const char *e);
 
 /* Asks the kernel for transparent huge pages on a large fresh array (Linux
  * madvise; a hint, ignored elsewhere or for small arrays): the reader fills

@@ -372,7 +372,9 @@ check "every function in spmvclient.h is exported" bash -c "
 flags=$(PKG_CONFIG_PATH=$P/lib/pkgconfig pkg-config --cflags --libs spmvclient 2>&1)
 check "pkg-config --cflags --libs spmvclient ($flags)" sh -c "echo '$flags' | grep -q -- '-lspmvclient'"
 # The three-line program of docs/client.md, built against the installed copy.
-if cc -Wall -Wextra -Werror -o "$W/hello" clients/examples/hello.c $flags 2>"$W/cc.err"; then
+# Under `make SAN=1` the library is instrumented: so must the program be.
+san_flags=; [ "${SAN:-0}" = 1 ] && san_flags="-fsanitize=address,undefined"
+if cc -Wall -Wextra -Werror $san_flags -o "$W/hello" clients/examples/hello.c $flags 2>"$W/cc.err"; then
   ok "docs example hello.c compiles against the installed library"
 else
   not_ok "docs example hello.c compiles against the installed library"; diag_file "$W/cc.err"

@@ -3,9 +3,10 @@
 # JSON and in binary compared with expected.json, list/describe/delete,
 # async spmv, a bench job, spy.png, info, kernels and metrics.
 #
-# Every ../shared/matrices/real/ file is uploaded, alternately multipart
-# and raw (the first of each gzipped), multiplied by x[j] = 1 + (j mod 7)/8
-# with every CPU kernel the daemon lists, and y compared with the peer's
+# Every ../shared/matrices/real/ file is uploaded both ways, multipart and
+# raw (the first of each way gzipped); one copy (alternately) is multiplied
+# by x[j] = 1 + (j mod 7)/8 with every CPU kernel the daemon lists, the
+# other with cpu.csr.serial, and y compared with the peer's
 # answer in expected.json: float64 to 1e-12 of ||y||_inf, and a few
 # float32 uploads to 1e-5 of ||y||_2. Outputs are collected with curl and
 # checked in one python3 pass at the end (one process, not hundreds).
@@ -47,46 +48,60 @@ for name, m in exp["matrices"].items():
     open(f"{out}/{name}.x32", "wb").write(struct.pack(f"<{cols}f", *x))
 PY
 
-i=0; gz_multi=0; gz_raw=0; uploaded=0; failed_up=""
-: >"$OUT/ids"
-for f in "$REAL"/*.mtx; do
-  name=$(basename "$f"); src=$f; how=multipart
-  [ $((i % 2)) -eq 1 ] && how=raw
-  if [ $how = multipart ] && [ $gz_multi -eq 0 ]; then gzip -c "$f" >"$E2E_TMP/$name.gz"; src=$E2E_TMP/$name.gz; gz_multi=1; how="multipart+gzip"
-  elif [ $how = raw ] && [ $gz_raw -eq 0 ]; then gzip -c "$f" >"$E2E_TMP/$name.gz"; src=$E2E_TMP/$name.gz; gz_raw=1; how="raw+gzip"; fi
+# upload_one FILE NAME HOW SCOPE: HOW is multipart, raw, or either +gzip;
+# SCOPE is "full" (every kernel) or "serial" (cpu.csr.serial in JSON only).
+upload_one() {
+  local f=$1 name=$2 how=$3 scope=$4 src=$1
+  if [[ $how == *gzip ]]; then gzip -c "$f" >"$E2E_TMP/$name.gz"; src=$E2E_TMP/$name.gz; fi
   case $how in
     multipart*) upload_multipart "$src" "name=$name" ;;
     raw*) upload_raw "$src" "name=$name" ;;
   esac
   if [ "$CODE" = 201 ] && [ -n "$MATRIX_ID" ]; then
-    uploaded=$((uploaded + 1)); echo "$name $MATRIX_ID float64 $how" >>"$OUT/ids"
-    cp "$BODY_FILE" "$OUT/$name.desc.json"
+    uploaded=$((uploaded + 1)); echo "$name $MATRIX_ID float64 $how $scope" >>"$OUT/ids"
+    cp "$BODY_FILE" "$OUT/$name.$how.desc.json"
   else
     failed_up="$failed_up $name($how:$CODE $(head -c 200 "$BODY_FILE"))"
+  fi
+}
+# Every file both ways; which way gets the full kernel sweep alternates,
+# and the first upload of each way is gzipped.
+i=0; uploaded=0; failed_up=""
+: >"$OUT/ids"
+for f in "$REAL"/*.mtx; do
+  name=$(basename "$f")
+  if [ $((i % 2)) -eq 0 ]; then
+    upload_one "$f" "$name" "multipart$([ $i -eq 0 ] && echo +gzip)" full
+    upload_one "$f" "$name" raw serial
+  else
+    upload_one "$f" "$name" "raw$([ $i -eq 1 ] && echo +gzip)" full
+    upload_one "$f" "$name" multipart serial
   fi
   i=$((i + 1))
 done
 nreal=$(ls "$REAL"/*.mtx | wc -l)
-if [ "$uploaded" -eq "$nreal" ]; then ok "all $nreal real matrices uploaded (multipart and raw, gzip both ways): 201 + Location"
+if [ "$uploaded" -eq $((2 * nreal)) ]; then ok "all $nreal real matrices uploaded both ways (multipart and raw, gzip each way): 201 + Location"
 else not_ok "all $nreal real matrices uploaded" "failed:$failed_up"; fi
 
 # a few in float32, one each way
 for name in bcsstk13.mtx west0067.mtx rajat01.mtx; do
   if [ "$name" = west0067.mtx ]; then upload_raw "$REAL/$name" "dtype=float32&name=$name"
   else upload_multipart "$REAL/$name" dtype=float32 "name=$name"; fi
-  if [ "$CODE" = 201 ]; then echo "$name $MATRIX_ID float32 f32" >>"$OUT/ids"
+  if [ "$CODE" = 201 ]; then echo "$name $MATRIX_ID float32 f32 full" >>"$OUT/ids"
   else not_ok "float32 upload of $name" "HTTP $CODE $(head -c 200 "$BODY_FILE")"; fi
 done
 
 # --------------------------------------------------------------- multiply
-while read -r name id dtype how; do
-  for k in $CPU_KERNELS; do
-    curl -s -o "$OUT/$name.$dtype.$k.json" -w '%{http_code}\n' --max-time 60 -H 'Content-Type: application/json' \
-      --data-binary "@$OUT/$name.$k.req.json" "$SPMVD_URL/v1/matrices/$id/spmv" >"$OUT/$name.$dtype.$k.json.code"
+while read -r name id dtype how scope; do
+  kernels=$CPU_KERNELS; [ "$scope" = serial ] && kernels=cpu.csr.serial
+  for k in $kernels; do
+    curl -s -o "$OUT/$name.$dtype.$how.$k.json" -w '%{http_code}\n' --max-time 60 -H 'Content-Type: application/json' \
+      --data-binary "@$OUT/$name.$k.req.json" "$SPMVD_URL/v1/matrices/$id/spmv" >"$OUT/$name.$dtype.$how.$k.json.code"
+    [ "$scope" = serial ] && continue
     x=$OUT/$name.x64; [ "$dtype" = float32 ] && x=$OUT/$name.x32
-    curl -s -o "$OUT/$name.$dtype.$k.bin" -D "$OUT/$name.$dtype.$k.bin.hdr" -w '%{http_code}\n' --max-time 60 \
+    curl -s -o "$OUT/$name.$dtype.$how.$k.bin" -D "$OUT/$name.$dtype.$how.$k.bin.hdr" -w '%{http_code}\n' --max-time 60 \
       -H 'Content-Type: application/octet-stream' --data-binary "@$x" \
-      "$SPMVD_URL/v1/matrices/$id/spmv?kernel=$k&verify=true&runs=2" >"$OUT/$name.$dtype.$k.bin.code"
+      "$SPMVD_URL/v1/matrices/$id/spmv?kernel=$k&verify=true&runs=2" >"$OUT/$name.$dtype.$how.$k.bin.code"
   done
 done <"$OUT/ids"
 
@@ -102,20 +117,20 @@ def err(y, ref, dtype):
     scale = math.sqrt(sum(v * v for v in ref))
     return d / scale if scale else d, 1e-5
 for line in open(f"{out}/ids"):
-    name, mid, dtype, how = line.split()
+    name, mid, dtype, how, scope = line.split()
     m = exp["matrices"][name]
     ref = json.loads(m["y"]) if isinstance(m["y"], str) else m["y"]
     rows = int(m["rows"])
     if dtype == "float64":
-        d = json.load(open(f"{out}/{name}.desc.json"))
+        d = json.load(open(f"{out}/{name}.{how}.desc.json"))
         good = (d["rows"], d["cols"], d["nnz"]) == (rows, int(m["cols"]), int(m["nnz"]))
         print("OK" if good else "FAIL", f"descriptor of {name} ({how}): rows, cols, nnz as expected.json",
               "" if good else f"got {d['rows']} {d['cols']} {d['nnz']}")
-    for k in kernels:
-        for enc in ("json", "bin"):
-            base = f"{out}/{name}.{dtype}.{k}.{enc}"
+    for k in (kernels if scope == "full" else ["cpu.csr.serial"]):
+        for enc in (("json", "bin") if scope == "full" else ("json",)):
+            base = f"{out}/{name}.{dtype}.{how}.{k}.{enc}"
             code = open(base + ".code").read().strip()
-            what = f"{name} {dtype} {k} {enc}"
+            what = f"{name} {dtype} {how} {k} {enc}"
             if code != "200":
                 print("FAIL", what, f"HTTP {code} {open(base, 'rb').read()[:200]!r}")
                 continue
@@ -149,7 +164,7 @@ req GET /v1/matrices
 expect_code "GET /v1/matrices" 200
 total=$(wc -l <"$OUT/ids")
 check "the list holds every upload ($total)" jget "(d['count'] == $total and len(d['matrices']) == $total) or 1/0"
-read -r name id _ <"$OUT/ids"
+read -r name id _ _ _ <"$OUT/ids"
 req GET "/v1/matrices/$id"
 expect_code "GET /v1/matrices/{id}" 200
 check "descriptor: id, name, symmetry, dtype, formats with bytes, timings" \
@@ -166,7 +181,7 @@ if wait_job "$job" 30; then
 else not_ok "async spmv job finishes" "$(head -c 300 "$BODY_FILE")"; fi
 
 # ---------------------------------------------------------------- bench
-bid=$(awk '$1 == "west0067.mtx" && $3 == "float64" {print $2}' "$OUT/ids")
+bid=$(awk '$1 == "west0067.mtx" && $3 == "float64" {print $2; exit}' "$OUT/ids")
 req POST "/v1/matrices/$bid/bench" -H 'Content-Type: application/json' --data-binary '{"runs":2,"warmup":1}'
 expect_code "bench answers 202 with a job" 202
 job=$(jget 'd["id"]')

@@ -79,6 +79,7 @@ struct spmv_mm_reader {
     size_t text_clean;          /* text[0, text_clean) searched already (no line end) */
     int64_t line;               /* complete lines consumed */
 
+    int64_t size_hint;          /* spmv_mm_read_file: the file's size, 0 if unknown */
     mm_ctx ctx;
     mm_entries ent;
     mm_part *parts;
@@ -258,6 +259,20 @@ static void array_counts(const mm_header *h, int64_t *stored, int64_t *expanded)
     }
 }
 
+/* When the file's size is known and could hold every declared entry
+ * (each takes at least 4 bytes, "1 1\n", or 2 in an array, "1\n"), the
+ * arrays are reserved at once: no regrowth, and the pages not yet filled
+ * cost nothing. Otherwise (uploads, gzip) they grow with the entries. */
+static void reserve_entries(spmv_mm_reader *r)
+{
+    const mm_header *h = &r->ctx.h;
+    int64_t min_bytes = h->format == SPMV_MM_ARRAY ? 2 : 4;
+    if (r->size_hint <= 0 || r->input != IN_PLAIN || h->entries > r->size_hint / min_bytes)
+        return;
+    /* On failure growth is tried again, and reported, as entries come. */
+    spmv_mm_entries_reserve(&r->ent, h->entries, h->format == SPMV_MM_COORDINATE);
+}
+
 static int parse_size_line(spmv_mm_reader *r, const char *s, const char *e, spmv_error *err)
 {
     static const char *const names[3] = {"rows", "columns", "entries"};
@@ -307,6 +322,7 @@ static int parse_size_line(spmv_mm_reader *r, const char *s, const char *e, spmv
         if ((st = check_limit(r, err, expanded, r->max_nnz, "array entries")))
             return st;
     }
+    reserve_entries(r);
     r->state = ST_DATA;
     return SPMV_OK;
 }
@@ -384,10 +400,8 @@ static int merge_parts(spmv_mm_reader *r, spmv_error *err)
             break;
         total += pt->ent.n;
     }
-    while (r->ent.cap < total)
-        if (spmv_mm_entries_grow(&r->ent, total, with_index))
-            return fail(r, err, SPMV_ERR_NOMEM, r->line + 1, "out of memory after %lld entries",
-                        (long long)r->ent.n);
+    if (spmv_mm_entries_reserve(&r->ent, total, with_index))
+        return fail(r, err, SPMV_ERR_NOMEM, r->line + 1, "out of memory after %lld entries", (long long)r->ent.n);
     int64_t base = r->ent.n;
     for (t = 0; t < good; t++) {
         r->parts[t].offset = base;
@@ -422,11 +436,113 @@ static int merge_parts(spmv_mm_reader *r, spmv_error *err)
     return SPMV_OK;
 }
 
+/* Counts '\n' in [p, end), eight bytes at a time: a byte equal to '\n'
+ * is a zero byte of x ^ 0x0a..0a, found with the carry-free SWAR test;
+ * per-byte counts gather in byte lanes for up to 255 words, then sum. */
+static int64_t count_lines(const char *p, const char *end)
+{
+    const uint64_t ones = 0x0101010101010101u, low7 = 0x7f7f7f7f7f7f7f7fu;
+    int64_t n = 0;
+    while (end - p >= 8) {
+        uint64_t acc = 0;
+        for (int k = 0; k < 255 && end - p >= 8; k++, p += 8) {
+            uint64_t x;
+            memcpy(&x, p, sizeof x);
+            x ^= 0x0a0a0a0a0a0a0a0au;
+            acc += (~(((x & low7) + low7) | x) >> 7) & ones;
+        }
+        acc = (acc & 0x00ff00ff00ff00ffu) + ((acc >> 8) & 0x00ff00ff00ff00ffu);
+        n += (int64_t)((acc * 0x0001000100010001u) >> 48);
+    }
+    for (; p < end; p++)
+        n += *p == '\n';
+    return n;
+}
+
+/* A window of the reader's arrays for one part: its entries land in place. */
+static mm_entries window(const mm_entries *e, int64_t offset, int64_t cap)
+{
+    mm_entries w = {
+        .row = e->row ? e->row + offset : NULL,
+        .col = e->col ? e->col + offset : NULL,
+        .val = e->val + offset,
+        .n = 0,
+        .cap = cap,
+    };
+    return w;
+}
+
+/* The common case: every line of the block fits below the declared count,
+ * so each part parses straight into the reader's arrays at an offset given
+ * by the line counts before it (a line holds at most one entry), and the
+ * gaps left by comment and blank lines are closed afterwards. Returns
+ * false (nothing done) when the block does not fit that way. */
+static bool parse_in_place(spmv_mm_reader *r, spmv_error *err, int *st)
+{
+    const mm_ctx *c = &r->ctx;
+    mm_part *parts = r->parts;
+    const int nparts = r->nparts;
+    const bool with_index = c->h.format == SPMV_MM_COORDINATE;
+    int64_t total = 0;
+#pragma omp parallel for num_threads(r->threads) schedule(dynamic, 1) reduction(+ : total)
+    for (int t = 0; t < nparts; t++) {
+        parts[t].lines = count_lines(parts[t].begin, parts[t].end);
+        total += parts[t].lines;
+    }
+    if (r->ent.n + total > c->h.entries)
+        return false;   /* comments near the end, or too many entries */
+    /* Doubling (within the declared count) keeps regrowth amortised. */
+    int64_t need = r->ent.n + total, cap = r->ent.cap * 2 > need ? r->ent.cap * 2 : need;
+    if (need > r->ent.cap &&
+        spmv_mm_entries_reserve(&r->ent, cap < c->h.entries ? cap : c->h.entries, with_index)) {
+        *st = fail(r, err, SPMV_ERR_NOMEM, r->line + 1, "out of memory after %lld entries", (long long)r->ent.n);
+        return true;
+    }
+    int64_t off = r->ent.n;
+    for (int t = 0; t < nparts; t++) {
+        parts[t].offset = off;
+        off += parts[t].lines;
+    }
+    mm_entries *e = &r->ent;
+#pragma omp parallel for num_threads(r->threads) schedule(dynamic, 1)
+    for (int t = 0; t < nparts; t++) {
+        mm_entries w = window(e, parts[t].offset, parts[t].lines);
+        int64_t lines;
+        parts[t].status = spmv_mm_parse_range(c, parts[t].begin, parts[t].end, &w, parts[t].lines, &lines,
+                                              &parts[t].err);
+        parts[t].ent.n = w.n;
+    }
+    /* In order: close the gaps; the first failed part is parsed again
+     * serially from its start, which gives the serial reader's error. */
+    for (int t = 0; t < nparts; t++) {
+        const mm_part *pt = &parts[t];
+        if (pt->status) {
+            *st = parse_serial(r, pt->begin, parts[nparts - 1].end, err);
+            return true;
+        }
+        if (pt->offset != e->n && pt->ent.n > 0) {
+            memmove(e->val + e->n, e->val + pt->offset, (size_t)pt->ent.n * sizeof(double));
+            if (with_index) {
+                memmove(e->row + e->n, e->row + pt->offset, (size_t)pt->ent.n * sizeof(int32_t));
+                memmove(e->col + e->n, e->col + pt->offset, (size_t)pt->ent.n * sizeof(int32_t));
+            }
+        }
+        e->n += pt->ent.n;
+        r->line += pt->lines;
+    }
+    *st = SPMV_OK;
+    return true;
+}
+
 static int parse_parallel(spmv_mm_reader *r, const char *p, const char *end, spmv_error *err)
 {
+    int st;
     if (ensure_parts(r))
         return fail(r, err, SPMV_ERR_NOMEM, r->line + 1, "out of memory for the parsing threads");
     cut_parts(r, p, end);
+    if (parse_in_place(r, err, &st))
+        return st;
+    /* Otherwise each part parses into arrays of its own, appended after. */
     const mm_ctx *c = &r->ctx;
     mm_part *parts = r->parts;
     const int nparts = r->nparts;
@@ -434,7 +550,7 @@ static int parse_parallel(spmv_mm_reader *r, const char *p, const char *end, spm
     for (int t = 0; t < nparts; t++) {
         parts[t].ent.n = 0;
         parts[t].status = spmv_mm_parse_range(c, parts[t].begin, parts[t].end, &parts[t].ent, INT64_MAX,
-                                      &parts[t].lines, &parts[t].err);
+                                              &parts[t].lines, &parts[t].err);
     }
     return merge_parts(r, err);
 }
@@ -905,6 +1021,9 @@ int spmv_mm_read_file(const char *path, const spmv_mm_options *opts,
         return spmv_error_set(err, SPMV_ERR_IO, 0, "cannot open %s: %s", path, strerror(errno));
     if ((st = spmv_mm_reader_new(opts, &r, err)))
         goto fail;
+    struct stat sb;
+    if (fstat(fd, &sb) == 0 && S_ISREG(sb.st_mode))
+        r->size_hint = sb.st_size;
     buf = malloc(MM_READ_CHUNK);
     if (!buf) {
         st = spmv_error_set(err, SPMV_ERR_NOMEM, 0, "out of memory for reading %s", path);

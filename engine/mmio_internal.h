@@ -97,6 +97,8 @@ int spmv_mm_parse_range(const mm_ctx *c, const char *p, const char *end, mm_entr
                         int64_t limit, int64_t *lines, mm_perr *pe);
 /* Grows e's arrays (doubling, never past `limit`); 0 or SPMV_ERR_NOMEM. */
 int spmv_mm_entries_grow(mm_entries *e, int64_t limit, bool with_index);
+/* Makes room for cap entries at once (no-op if there is); 0 or NOMEM. */
+int spmv_mm_entries_reserve(mm_entries *e, int64_t cap, bool with_index);
 void spmv_mm_entries_free(mm_entries *e);
 /* Splits off the next blank-separated token of [*s, e); false at the end. */
 bool spmv_mm_next_token(const char **s, const char *e, const char **ts, const char **te);

@@ -95,11 +95,10 @@ static int grow_array(void **p, int64_t cap, size_t size)
 /* Doubles the arrays' capacity, never beyond `limit` (the count the header
  * declared), so a header's count is never trusted for one big allocation:
  * memory follows the entries actually read. */
-int spmv_mm_entries_grow(mm_entries *e, int64_t limit, bool with_index)
+int spmv_mm_entries_reserve(mm_entries *e, int64_t cap, bool with_index)
 {
-    int64_t cap = e->cap < MM_MIN_CAP ? MM_MIN_CAP : (e->cap > INT64_MAX / 2 ? INT64_MAX : e->cap * 2);
-    if (cap > limit)
-        cap = limit;
+    if (cap <= e->cap)
+        return SPMV_OK;
     if ((uint64_t)cap > SIZE_MAX / sizeof(double))
         return SPMV_ERR_NOMEM;
     int st = grow_array((void **)&e->val, cap, sizeof(double));
@@ -110,6 +109,12 @@ int spmv_mm_entries_grow(mm_entries *e, int64_t limit, bool with_index)
     if (!st)
         e->cap = cap;
     return st;
+}
+
+int spmv_mm_entries_grow(mm_entries *e, int64_t limit, bool with_index)
+{
+    int64_t cap = e->cap < MM_MIN_CAP ? MM_MIN_CAP : (e->cap > INT64_MAX / 2 ? INT64_MAX : e->cap * 2);
+    return spmv_mm_entries_reserve(e, cap > limit ? limit : cap, with_index);
 }
 
 void spmv_mm_entries_free(mm_entries *e)

@@ -112,6 +112,16 @@ ifneq ($(shell command -v systemd-analyze 2>/dev/null),)
 all-for-test: $(SANDBOX_SO)
 endif
 
+# The PTX JIT probe of tests/e2e/systemd_gpu.sh, linked against the driver
+# API's stub (the real libcuda.so.1 comes with the driver).
+JITPROBE := $(BUILD)/tests/e2e/jitprobe
+ifeq ($(HAVE_CUDA),1)
+all-for-test: $(JITPROBE)
+endif
+$(JITPROBE): tests/e2e/jitprobe.c
+	@mkdir -p $(dir $@)
+	$(CC) -std=c11 -O2 -g $(WARN) -I$(CUDA_HOME)/include -o $@ $< -L$(CUDA_HOME)/lib64/stubs -lcuda
+
 $(SANDBOX_HDR): tests/e2e/sandbox-syscalls.sh
 	@mkdir -p $(dir $@)
 	sh $< >$@.tmp && mv $@.tmp $@

@@ -375,6 +375,21 @@ test_install() {
     for f in /etc/spmvd/spmvd.json.example /etc/spmvd/spmvd.json; do [ -f "$d$f" ] || missing="$missing $f"; done
   fi
   check "install: daemon, units, sysusers, man pages, configuration in place${missing:+ (missing:$missing)}" [ -z "$missing" ]
+  # The client side comes from mk/clients.mk's install-clients.
+  if [ -f mk/clients.mk ]; then
+    missing=""
+    for f in bin/spmvctl include/spmvclient.h lib/pkgconfig/spmvclient.pc lib/libspmvclient.so lib/libspmvclient.a; do
+      [ -e "$d$prefix/$f" ] || missing="$missing $prefix/$f"
+    done
+    check "install: spmvctl, libspmvclient, header and .pc in place${missing:+ (missing:$missing)}" [ -z "$missing" ]
+  fi
+  local modes
+  modes=$(stat -c '%a' "$d$prefix/lib/systemd/system/spmvd.service" "$d$prefix/sbin/spmvd" "$d$prefix/share/man/man8/spmvd.8" | tr '\n' ' ')
+  check "install: modes 644 unit, 755 daemon, 644 man page (got $modes)" [ "$modes" = "644 755 644 " ]
+  if [ -f config/spmvd.json ]; then
+    modes=$(stat -c '%a' "$d/etc/spmvd/spmvd.json")
+    check "install: the live spmvd.json is 640 (it may name secrets; got $modes)" [ "$modes" = 640 ]
+  fi
   check "install: spmvd is executable" [ -x "$d$prefix/sbin/spmvd" ]
   local unit=$d$prefix/lib/systemd/system/spmvd.service
   check "install: ExecStart names $prefix/sbin/spmvd" grep -q "^ExecStart=$prefix/sbin/spmvd " "$unit"

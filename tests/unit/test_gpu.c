@@ -10,8 +10,8 @@
  * and 2, threads per row auto/2/32, nnz_per_wg default and 64) on every
  * ../shared/matrices/real/ matrix and on random matrices drawn afresh (the
  * seed is printed; SPMV_SEED repeats a run): testutil's shapes (empty rows,
- * a full row, power-law rows, 1x1, n x 1, 1 x n, no non-zeros) and one row
- * of 100 000 entries. y is poisoned with NaN before each run (the backend
+ * a full row, power-law rows, 1x1, n x 1, 1 x n, no non-zeros), the empty
+ * shapes 0 x 5, 5 x 0 and 0 x 0, and one row of 100 000 entries. y is poisoned with NaN before each run (the backend
  * also poisons its device y). The reference is cpu.csr.serial
  * (spmv_reference) in float64 on the same values (for float32, the values
  * and x rounded to float32 first). The error is max_i |y_i - ref_i| over
@@ -131,11 +131,21 @@ static void load_real(const char *file, spmv_coo *out)
         fail_msg("%s: %s", path, err.message);
 }
 
-/* The random matrices: testutil's shapes plus one row of DENSE_LEN. */
-static int random_count(void) { return TU_SHAPE_COUNT + (fx.quick ? 0 : 1); }
+/* The random matrices: testutil's shapes, the empty shapes 0 x 5, 5 x 0
+ * and 0 x 0, and (not in the quick subset) one row of DENSE_LEN. */
+#define EMPTY_SHAPES 3
+static int random_count(void) { return TU_SHAPE_COUNT + EMPTY_SHAPES + (fx.quick ? 0 : 1); }
 
 static void random_matrix(int i, spmv_coo *out, char *label, size_t len)
 {
+    if (i >= TU_SHAPE_COUNT && i < TU_SHAPE_COUNT + EMPTY_SHAPES) {
+        static const int32_t shape[EMPTY_SHAPES][2] = {{0, 5}, {5, 0}, {0, 0}};
+        const int32_t *sh = shape[i - TU_SHAPE_COUNT];
+        spmv_error err;
+        assert_int_equal(spmv_coo_alloc(out, sh[0], sh[1], 0, SPMV_FLOAT64, &err), SPMV_OK);
+        snprintf(label, len, "empty %d x %d", sh[0], sh[1]);
+        return;
+    }
     int32_t n = fx.quick > 1 ? 100 : fx.quick ? 300 : 3000;
     if (i < TU_SHAPE_COUNT) {
         tu_random_coo(&fx.rng, (tu_shape)i, n, SPMV_FLOAT64, out);
@@ -492,7 +502,7 @@ static void test_conversions_random(void **state)
     NEED_GPU();
     int failures = 0;
     /* Not the dense-row matrix: its ELL is 10^8 slots, too big to download. */
-    for (int i = 0; i < TU_SHAPE_COUNT; i++) {
+    for (int i = 0; i < TU_SHAPE_COUNT + EMPTY_SHAPES; i++) {
         spmv_coo coo;
         char label[160];
         random_matrix(i, &coo, label, sizeof label);

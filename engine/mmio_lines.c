@@ -17,6 +17,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
+#include <sys/mman.h>
 
 #include "mmio_internal.h"
 
@@ -82,35 +83,91 @@ bool spmv_mm_next_token(const char **s, const char *e, const char **ts, const ch
 
 /* -------------------------------------------------------------- entries */
 
-static int grow_array(void **p, int64_t cap, size_t size)
+/* The entry arrays live in anonymous mappings of their own, so growing
+ * one is a mremap, which moves page tables instead of copying (and faulting
+ * in again) data already read: an upload's arrays double a dozen times.
+ * Sanitizer builds use malloc, whose overflows AddressSanitizer sees. */
+#if defined(__SANITIZE_ADDRESS__)
+#define MM_USE_MALLOC 1
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer)
+#define MM_USE_MALLOC 1
+#endif
+#endif
+
+static void *array_resize(void *p, size_t old_bytes, size_t new_bytes)
 {
-    void *q = realloc(*p, (size_t)cap * size);
+#ifdef MM_USE_MALLOC
+    (void)old_bytes;
+    return realloc(p, new_bytes);
+#else
+    void *q = p ? mremap(p, old_bytes, new_bytes, MREMAP_MAYMOVE)
+                : mmap(NULL, new_bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    return q == MAP_FAILED ? NULL : q;
+#endif
+}
+
+static void array_release(void *p, size_t bytes)
+{
+    if (!p)
+        return;
+#ifdef MM_USE_MALLOC
+    (void)bytes;
+    free(p);
+#else
+    munmap(p, bytes);
+#endif
+}
+
+static bool grow_array(void **p, int64_t old_cap, int64_t cap, size_t size)
+{
+    void *q = array_resize(*p, (size_t)old_cap * size, (size_t)cap * size);
     if (!q)
-        return SPMV_ERR_NOMEM;
+        return false;
     spmv_mm_advise_huge(q, (size_t)cap * size);
     *p = q;
+    return true;
+}
+
+static void shrink_array(void **p, int64_t cap, int64_t old, size_t size)
+{
+    if (old == 0) {
+        array_release(*p, (size_t)cap * size);
+        *p = NULL;
+        return;
+    }
+    void *q = array_resize(*p, (size_t)cap * size, (size_t)old * size);
+    if (q)
+        *p = q;
+}
+
+/* Makes room for `cap` entries; all three arrays or none (a failure puts
+ * back the ones already grown, so e->cap stays their one size). */
+int spmv_mm_entries_reserve(mm_entries *e, int64_t cap, bool with_index)
+{
+    const int64_t old = e->cap;
+    if (cap <= old)
+        return SPMV_OK;
+    if ((uint64_t)cap > SIZE_MAX / sizeof(double))
+        return SPMV_ERR_NOMEM;
+    if (!grow_array((void **)&e->val, old, cap, sizeof(double)))
+        return SPMV_ERR_NOMEM;
+    if (with_index && !grow_array((void **)&e->row, old, cap, sizeof(int32_t))) {
+        shrink_array((void **)&e->val, cap, old, sizeof(double));
+        return SPMV_ERR_NOMEM;
+    }
+    if (with_index && !grow_array((void **)&e->col, old, cap, sizeof(int32_t))) {
+        shrink_array((void **)&e->val, cap, old, sizeof(double));
+        shrink_array((void **)&e->row, cap, old, sizeof(int32_t));
+        return SPMV_ERR_NOMEM;
+    }
+    e->cap = cap;
     return SPMV_OK;
 }
 
 /* Doubles the arrays' capacity, never beyond `limit` (the count the header
  * declared), so a header's count is never trusted for one big allocation:
  * memory follows the entries actually read. */
-int spmv_mm_entries_reserve(mm_entries *e, int64_t cap, bool with_index)
-{
-    if (cap <= e->cap)
-        return SPMV_OK;
-    if ((uint64_t)cap > SIZE_MAX / sizeof(double))
-        return SPMV_ERR_NOMEM;
-    int st = grow_array((void **)&e->val, cap, sizeof(double));
-    if (!st && with_index)
-        st = grow_array((void **)&e->row, cap, sizeof(int32_t));
-    if (!st && with_index)
-        st = grow_array((void **)&e->col, cap, sizeof(int32_t));
-    if (!st)
-        e->cap = cap;
-    return st;
-}
-
 int spmv_mm_entries_grow(mm_entries *e, int64_t limit, bool with_index)
 {
     int64_t cap = e->cap < MM_MIN_CAP ? MM_MIN_CAP : (e->cap > INT64_MAX / 2 ? INT64_MAX : e->cap * 2);
@@ -119,9 +176,9 @@ int spmv_mm_entries_grow(mm_entries *e, int64_t limit, bool with_index)
 
 void spmv_mm_entries_free(mm_entries *e)
 {
-    free(e->row);
-    free(e->col);
-    free(e->val);
+    array_release(e->row, (size_t)e->cap * sizeof(int32_t));
+    array_release(e->col, (size_t)e->cap * sizeof(int32_t));
+    array_release(e->val, (size_t)e->cap * sizeof(double));
     memset(e, 0, sizeof *e);
 }
 

@@ -88,7 +88,13 @@ void api_body_collect(request *r, const char *data, size_t size, int64_t limit)
         return;
     }
     if (r->body_len + size + 1 > r->body_cap) {
+        /* with a Content-Length (already checked against the limit) the
+         * first allocation is exact: no copies while a big x arrives */
         size_t cap = r->body_cap ? r->body_cap : 4096;
+        const char *cl = r->body_cap ? NULL : api_header_in(r, MHD_HTTP_HEADER_CONTENT_LENGTH);
+        unsigned long long want = cl ? strtoull(cl, NULL, 10) : 0;
+        if (want > 0 && want <= (unsigned long long)limit)
+            cap = (size_t)want + 1;
         while (cap < r->body_len + size + 1)
             cap *= 2;
         char *nb = realloc(r->body, cap);

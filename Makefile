@@ -8,7 +8,9 @@
 #
 # Sources are found by wildcard: a new .c file under engine/, api/, daemon/
 # or tests/unit/ needs no edit here. Area-specific targets (bench, fuzz,
-# bundle, install, clients) live in mk/*.mk, included at the end.
+# bundle, install, clients) live in mk/*.mk, included at the end; an mk file
+# that builds more for `make` / `make test` adds prerequisites to the `all`
+# and `all-for-test` targets itself (`all: $(MY_BINS)`).
 
 BUILD   ?= build
 CUDA    ?= auto
@@ -29,7 +31,7 @@ HAVE_CUDA := $(CUDA)
 endif
 
 ifeq ($(SAN),1)
-BUILD := $(BUILD)-san
+override BUILD := $(BUILD)-san
 SANFLAGS := -fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=undefined
 endif
 
@@ -84,7 +86,7 @@ ALL_LIBS = $(LIBSPMV) $(PKG_LIBS) $(CUDA_LIBS) $(LDLIBS)
 ifeq ($(SAN),1)
 all: test
 else
-all: $(LIBSPMV) $(if $(wildcard daemon/main.c),$(SPMVD)) $(TOOL_BINS) $(TEST_BINS) $(EXTRA_ALL)
+all: $(LIBSPMV) $(if $(wildcard daemon/main.c),$(SPMVD)) $(TOOL_BINS) $(TEST_BINS)
 endif
 
 $(BUILD)/%.o: %.c
@@ -123,7 +125,7 @@ test: bootstrap
 	@BUILD=$(BUILD) HAVE_CUDA=$(HAVE_CUDA) SAN=$(SAN) bash tests/run.sh
 
 .PHONY: all-for-test
-all-for-test: $(LIBSPMV) $(if $(wildcard daemon/main.c),$(SPMVD)) $(TOOL_BINS) $(TEST_BINS) $(EXTRA_ALL) $(EXTRA_TEST_DEPS)
+all-for-test: $(LIBSPMV) $(if $(wildcard daemon/main.c),$(SPMVD)) $(TOOL_BINS) $(TEST_BINS)
 
 RUN_ARGS ?=
 run: bootstrap

@@ -33,6 +33,7 @@ typedef struct spmv_task {
     spmv_params p;
     int32_t runs, warmup;
     bool verify, binary;
+    int64_t body_limit;
     void *x, *y;
     spmv_stats st;
     double max_rel_err;
@@ -148,6 +149,19 @@ static int query_int(request *r, const char *key, long long def, long long min, 
 
 static spmv_task *T(request *r) { return r->state; }
 
+/* max_body_bytes, tightened by what x can take for this matrix: exactly
+ * cols values in binary; in JSON 64 bytes a value (a %.17g number is at
+ * most 24 characters) plus room for the other fields. A body beyond that
+ * is refused before it is read, so jansson never builds a tree many times
+ * the size of any legitimate request. */
+static int64_t body_limit(request *r, const spmv_task *t)
+{
+    int64_t limit = atomic_load(&r->d->limits.max_body_bytes);
+    int64_t cols = t->m->host.cols;
+    int64_t shape = t->binary ? cols * (int64_t)spmv_dtype_size(t->m->host.dtype) : 4096 + 64 * cols;
+    return shape < limit ? shape : limit;
+}
+
 static void spmv_begin(request *r)
 {
     const char *ct = api_header_in(r, MHD_HTTP_HEADER_CONTENT_TYPE);
@@ -160,8 +174,6 @@ static void spmv_begin(request *r)
                   "Content-Type %s: send application/json or application/octet-stream", ct);
         return;
     }
-    if (!api_check_content_length(r, atomic_load(&r->d->limits.max_body_bytes)))
-        return;
     spmv_task *t = calloc(1, sizeof *t);
     if (!t) {
         api_error(r, 500, "out_of_memory", "out of memory");
@@ -172,11 +184,13 @@ static void spmv_begin(request *r)
     r->state = t;
     if (!(t->m = api_get_matrix(r)))
         return;
+    t->body_limit = body_limit(r, t);
+    api_check_content_length(r, t->body_limit);
 }
 
 static void spmv_body(request *r, const char *data, size_t size)
 {
-    api_body_collect(r, data, size, atomic_load(&r->d->limits.max_body_bytes));
+    api_body_collect(r, data, size, T(r)->body_limit);
 }
 
 static int pick_kernel(request *r, const char *name)

@@ -145,11 +145,14 @@ static int gpu_load_fn(worker *w, void *arg)
     return w->ops->matrix_load(w, g->m, &g->coo, &g->err);
 }
 
-/* Puts a reloaded matrix back on a GPU (if it was on one and one is here);
- * on failure it stays on the host, with a log line. */
+/* Puts a reloaded matrix back on a GPU (the one it was on if that one is
+ * in use, else the one with the most free memory); on failure it stays on
+ * the host, with a log line. */
 static void reload_to_gpu(spmvd *d, matrix *m)
 {
-    worker *w = spmvd_pick_gpu(d, -1);
+    worker *w = spmvd_pick_gpu(d, m->meta.device);
+    if (!w)
+        w = spmvd_pick_gpu(d, -1);
     gpu_load g = {.m = m};
     if (!w) {
         log_warn("store: %s was on a GPU; none here, kept on the host", m->meta.id);

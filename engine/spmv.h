@@ -318,12 +318,18 @@ typedef struct spmv_params {
     int32_t v[SPMV_PARAM_COUNT];
 } spmv_params;
 
+/* The operation a kernel computes: y = A*x, or C = A*B (SpMSpM, below). */
+typedef enum spmv_op { SPMV_OP_SPMV = 0, SPMV_OP_SPMSPM = 1 } spmv_op;
+
+const char *spmv_op_name(spmv_op op);                /* "spmv" / "spmspm" */
+
 typedef struct spmv_kernel {
     const char *name;          /* "cpu.csr.omp" */
     spmv_device_kind device;
     spmv_format format;        /* the format it reads */
     unsigned params;           /* bit (1u << spmv_param_id) per parameter it takes */
     const char *summary;       /* one line for /v1/kernels and docs */
+    spmv_op op;                /* last, so positional rows without it are SpMV kernels */
 } spmv_kernel;
 
 size_t spmv_kernel_count(void);
@@ -417,6 +423,51 @@ int spmv_gpu_run(spmv_gpu_ctx *ctx, const spmv_kernel *k, spmv_gpu_matrix *m,
  * device conversions with host ones entry by entry). */
 int spmv_gpu_matrix_download(spmv_gpu_ctx *ctx, const spmv_gpu_matrix *m, spmv_format f,
                              spmv_matrix *out, spmv_error *err);
+
+/* ------------------------------------------------------------- SpMSpM */
+
+/* C = A*B for CSR A (m x k) and B (k x n), B typically thin (few columns).
+ * C is CSR with every row sorted by column and no duplicates, holding the
+ * symbolic product: every (i, j) with some a_ik*b_kj stored, even where
+ * the sum cancels to 0 (cuSPARSE's SpGEMM keeps the same pattern), so
+ * every kernel's C has the reference's structure exactly. A and B must
+ * share a dtype; sums are accumulated in it. engine/spmspm.c holds the
+ * helpers, engine/cpu/spmspm.c the CPU kernels, engine/gpu/spmspm.cu the
+ * GPU ones (docs/kernels.md, "SpMSpM kernels"). */
+
+/* SPMV_ERR_SHAPE when a->cols != b->rows (the message gives both shapes),
+ * SPMV_ERR_INVALID when the dtypes differ or a CSR is missing. */
+int spmv_spmspm_check(const spmv_csr *a, const spmv_csr *b, spmv_error *err);
+/* Multiply-adds of C = A*B: sum over A's non-zeros a_ik of nnz(B row k).
+ * GFLOPS of an SpMSpM count 2 flops per multiply-add. */
+int64_t spmv_spmspm_madds(const spmv_csr *a, const spmv_csr *b);
+/* Bytes an SpMSpM moves once: A, B and C's CSR arrays. */
+int64_t spmv_spmspm_bytes(const spmv_csr *a, const spmv_csr *b, const spmv_csr *c);
+/* The reference: cpu.spmspm.serial, untimed. *c is freshly allocated. */
+int spmv_spmspm_reference(const spmv_csr *a, const spmv_csr *b, spmv_csr *c, spmv_error *err);
+/* Sorts each row of c by column (values follow); rows already sorted are
+ * left alone. Used on cuSPARSE's output. */
+int spmv_csr_sort_rows(spmv_csr *c, spmv_error *err);
+/* Compares a product with the reference: SPMV_ERR_SHAPE (message says
+ * where) unless shape, row_ptr and col are identical; then *max_rel_err is
+ * max |c - ref| / max(|ref|_inf, tiny) over the values. */
+int spmv_csr_compare(const spmv_csr *c, const spmv_csr *ref, double *max_rel_err, spmv_error *err);
+
+/* Runs an SpMSpM CPU kernel (cpu.spmspm.*) `warmup` times, then `runs`
+ * timed times; each run is the whole product (count, allocate, fill). *c
+ * gets the last run's product (freshly allocated). stats->gflops counts
+ * 2 * spmv_spmspm_madds. */
+int spmv_cpu_spmspm(const spmv_kernel *k, const spmv_csr *a, const spmv_csr *b, const spmv_params *p,
+                    int32_t warmup, int32_t runs, spmv_csr *c, spmv_stats *stats, spmv_error *err);
+
+/* The same on a GPU (gpu.spmspm.*, cusparse.spgemm) for two matrices
+ * resident on ctx's device; C is computed on the device and copied back
+ * into *c (host CSR, freshly allocated). Each timed run is the whole
+ * product (every pass, temporary allocations included), between CUDA
+ * events. */
+int spmv_gpu_spmspm(spmv_gpu_ctx *ctx, const spmv_kernel *k, spmv_gpu_matrix *a, spmv_gpu_matrix *b,
+                    const spmv_params *p, int32_t warmup, int32_t runs, spmv_csr *c, spmv_stats *stats,
+                    spmv_error *err);
 
 #ifdef __cplusplus
 }

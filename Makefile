@@ -58,7 +58,7 @@ GPU_CSRCS :=
 else
 CUDA_LIBS :=
 GPU_OBJS  :=
-GPU_CSRCS := engine/gpu/absent.c
+GPU_CSRCS := engine/gpu/absent.c engine/gpu/absent_spmspm.c
 endif
 
 ENGINE_SRCS := $(wildcard engine/*.c engine/cpu/*.c) $(GPU_CSRCS)

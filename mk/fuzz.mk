@@ -20,7 +20,7 @@ FUZZ_BIN     := $(FUZZ_DIR)/fuzz_mmio
 FUZZ_CORPUS  := $(FUZZ_DIR)/corpus
 FUZZ_SEEDS   ?= ../shared/matrices/conformance
 FUZZ_SRCS    := tests/fuzz/fuzz_mmio.c $(wildcard engine/*.c engine/cpu/*.c) engine/gpu/absent.c
-FUZZ_CFLAGS  := -std=c11 -D_GNU_SOURCE -g -O1 -fopenmp -Wall -Wextra -Wshadow -I. -Iengine \
+FUZZ_CFLAGS  := -std=c11 -D_GNU_SOURCE -g -O1 -fopenmp -Wall -I. -Iengine \
                 -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=undefined
 
 .PHONY: fuzz fuzz-build fuzz-corpus

@@ -20,6 +20,21 @@ static double value_at(const spmv_coo *m, int64_t k)
     return m->dtype == SPMV_FLOAT32 ? (double)((const float *)m->val)[k] : ((const double *)m->val)[k];
 }
 
+/* The indices by hand: fprintf's format parsing costs as much as the
+ * digits, and a big matrix is millions of lines. v is 1..2^31. */
+static size_t format_index(char *out, int64_t v)
+{
+    char tmp[24];
+    size_t n = 0, k = 0;
+    do {
+        tmp[n++] = (char)('0' + v % 10);
+        v /= 10;
+    } while (v > 0);
+    while (n > 0)
+        out[k++] = tmp[--n];
+    return k;
+}
+
 static int check_coo(const spmv_coo *m, spmv_error *err)
 {
     if (m->rows < 0 || m->cols < 0 || m->nnz < 0 || (m->nnz > 0 && (!m->row || !m->col || !m->val)))
@@ -44,8 +59,15 @@ int spmv_mm_write_file(const char *path, const spmv_coo *m, spmv_error *err)
     setvbuf(f, NULL, _IOFBF, WRITE_BUFFER);
     fprintf(f, "%%%%MatrixMarket matrix coordinate real general\n%% written by spmvd %s\n%d %d %lld\n",
             SPMV_VERSION, m->rows, m->cols, (long long)m->nnz);
-    for (int64_t k = 0; k < m->nnz; k++)
-        fprintf(f, "%d %d %.17g\n", m->row[k] + 1, m->col[k] + 1, value_at(m, k));
+    for (int64_t k = 0; k < m->nnz; k++) {
+        char line[96];
+        size_t n = format_index(line, m->row[k] + 1);
+        line[n++] = ' ';
+        n += format_index(line + n, m->col[k] + 1);
+        line[n++] = ' ';
+        n += (size_t)snprintf(line + n, sizeof line - n, "%.17g\n", value_at(m, k));
+        fwrite(line, 1, n, f);
+    }
     bool failed = ferror(f) != 0;
     int saved = errno;
     if (fclose(f) != 0 && !failed) {

@@ -101,15 +101,8 @@ void api_header(request *r, const char *name, const char *value);
 char *api_json_dump(const json_t *v, size_t *len);
 /* A real; non-finite values as "NaN", "Infinity", "-Infinity". */
 json_t *api_json_real(double v);
-/* A number or one of those three strings -> double; -1 otherwise. */
-int api_json_to_double(const json_t *v, double *out);
 /* Appends a vector as a JSON array text ("[1,2.5,...]", %.17g) to f. */
 void api_json_write_vector(FILE *f, spmv_dtype dtype, const void *v, int32_t n);
-/* Integer field of an object: absent -> def; -1 if not an integer in range
- * (message in err). */
-int api_json_int_field(const json_t *o, const char *key, int64_t def, int64_t min, int64_t max,
-                       int64_t *out, char *err, size_t errlen);
-int api_json_bool_field(const json_t *o, const char *key, bool def, bool *out, char *err, size_t errlen);
 
 /* ---------------------------------------------------------- requests */
 /* Query-string argument, or NULL. */
@@ -137,10 +130,5 @@ json_t *api_matrix_json(spmvd *d, matrix *m);
 extern const route_handlers api_health_get, api_ready_get, api_info_get, api_kernels_get,
     api_metrics_get, api_matrices_get, api_matrix_get, api_matrix_delete, api_job_get;
 extern const route_handlers api_upload_post, api_spmv_post, api_bench_post, api_spy_get;
-
-/* Shared by spmv and bench: kernel parameters from a JSON object or the
- * query string into p; 0, or -1 with an answer set on r. */
-int api_params_from_json(request *r, const json_t *o, spmv_params *p);
-int api_params_from_query(request *r, spmv_params *p);
 
 #endif

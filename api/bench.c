@@ -23,9 +23,8 @@
 #include <unistd.h>
 
 #include "api/api.h"
+#include "api/decode.h"
 #include "daemon/log.h"
-
-#define MAX_SWEEP 16
 
 typedef struct bench_entry {
     const spmv_kernel *k;
@@ -49,32 +48,6 @@ typedef struct bench_task {
 } bench_task;
 
 /* --------------------------------------------------------- planning */
-
-static int int_list(request *r, const json_t *o, const char *key, const int32_t *def, size_t ndef,
-                    int32_t lo, int32_t hi, int32_t *out, size_t *n)
-{
-    json_t *a = json_object_get(o, key);
-    if (!a) {
-        memcpy(out, def, ndef * sizeof *def);
-        *n = ndef;
-        return 0;
-    }
-    if (!json_is_array(a) || json_array_size(a) == 0 || json_array_size(a) > MAX_SWEEP) {
-        api_error(r, 400, "invalid_request", "`%s` must be a list of 1 to %d integers", key, MAX_SWEEP);
-        return -1;
-    }
-    size_t i;
-    json_t *v;
-    json_array_foreach(a, i, v) {
-        if (!json_is_integer(v) || json_integer_value(v) < lo || json_integer_value(v) > hi) {
-            api_error(r, 400, "invalid_parameter", "`%s[%zu]` must be an integer in %d..%d", key, i, lo, hi);
-            return -1;
-        }
-        out[i] = (int32_t)json_integer_value(v);
-    }
-    *n = json_array_size(a);
-    return 0;
-}
 
 /* Appends every sweep combination of kernel k. */
 static int plan_kernel(bench_task *b, const spmv_kernel *k, const int32_t *bs, size_t nbs, const int32_t *hs,
@@ -109,48 +82,26 @@ static bool kernel_usable(request *r, matrix *m, const spmv_kernel *k, const cha
     return true;
 }
 
-static int plan(request *r, bench_task *b, const json_t *o)
+static int plan(request *r, bench_task *b, const bench_req *q)
 {
-    static const int32_t def_bs[] = {32, 64, 128, 256, 512, 1024};
-    static const int32_t def_hs[] = {16, 32, 64};
-    int32_t bs[MAX_SWEEP], hs[MAX_SWEEP];
-    size_t nbs, nhs;
-    const spmv_param_desc *pb = spmv_param_get(SPMV_PARAM_BLOCK_SIZE), *ph = spmv_param_get(SPMV_PARAM_HACK_SIZE);
-    if (int_list(r, o, "block_sizes", def_bs, 6, pb->min, pb->max, bs, &nbs) ||
-        int_list(r, o, "hack_sizes", def_hs, 3, ph->min, ph->max, hs, &nhs))
-        return -1;
-    size_t cap = spmv_kernel_count() * MAX_SWEEP * MAX_SWEEP + 1;
+    size_t cap = spmv_kernel_count() * API_BENCH_MAX_SWEEP * API_BENCH_MAX_SWEEP + 1;
     b->entries = calloc(cap, sizeof *b->entries);
     b->skipped = json_array();
     if (!b->entries || !b->skipped)
         return -1;
     /* the baseline first */
-    plan_kernel(b, spmv_kernel_find("cpu.csr.serial"), bs, 0, hs, 0, cap);
-    json_t *list = json_object_get(o, "kernels");
-    if (list && (!json_is_array(list) || json_array_size(list) == 0)) {
-        api_error(r, 400, "invalid_request", "`kernels` must be a non-empty list of kernel names");
-        return -1;
-    }
-    size_t n = list ? json_array_size(list) : spmv_kernel_count();
+    plan_kernel(b, spmv_kernel_find("cpu.csr.serial"), q->block_sizes, 0, q->hack_sizes, 0, cap);
+    size_t n = q->nkernels ? q->nkernels : spmv_kernel_count();
     for (size_t i = 0; i < n; i++) {
-        const spmv_kernel *k;
+        const spmv_kernel *k = q->nkernels ? q->kernels[i] : spmv_kernel_at(i);
         const char *why = NULL;
-        if (list) {
-            const char *name = json_string_value(json_array_get(list, i));
-            if (!(k = spmv_kernel_find(name))) {
-                api_error(r, 400, "unknown_kernel", "`kernels[%zu]`: no kernel \"%s\"", i, name ? name : "(not a string)");
-                return -1;
-            }
-        } else {
-            k = spmv_kernel_at(i);
-        }
-        if (strcmp(k->name, "cpu.csr.serial") == 0)
+        if (strcmp(k->name, "cpu.csr.serial") == 0 || k->op != SPMV_OP_SPMV)
             continue;
         if (!kernel_usable(r, b->m, k, &why)) {
             json_array_append_new(b->skipped, json_pack("{s:s, s:s}", "kernel", k->name, "reason", why));
             continue;
         }
-        plan_kernel(b, k, bs, nbs, hs, nhs, cap);
+        plan_kernel(b, k, q->block_sizes, q->nblock_sizes, q->hack_sizes, q->nhack_sizes, cap);
     }
     return 0;
 }
@@ -346,59 +297,24 @@ static void bench_body(request *r, const char *data, size_t size)
     api_body_collect(r, data, size, bench_body_limit(r));
 }
 
-static int parse_body(request *r, bench_task *b, json_t **out)
-{
-    json_error_t jerr;
-    json_t *o = r->body_len ? json_loadb(r->body, r->body_len, JSON_REJECT_DUPLICATES, &jerr) : json_object();
-    char msg[256];
-    int64_t runs, warmup, seed;
-    int64_t max = atomic_load(&r->d->limits.max_runs);
-    *out = o;
-    if (!o) {
-        api_error(r, 400, "invalid_json", "body is not valid JSON: line %d column %d: %s", jerr.line, jerr.column, jerr.text);
-        return -1;
-    }
-    if (!json_is_object(o)) {
-        api_error(r, 400, "invalid_json", "body must be a JSON object");
-        return -1;
-    }
-    static const char *const known[] = {"kernels", "runs", "warmup", "block_sizes", "hack_sizes", "verify", "seed", NULL};
-    const char *key;
-    json_t *v;
-    json_object_foreach(o, key, v) {
-        bool ok = false;
-        for (int i = 0; known[i] && !ok; i++)
-            ok = strcmp(key, known[i]) == 0;
-        if (!ok) {
-            api_error(r, 400, "invalid_request", "unknown field `%s`", key);
-            return -1;
-        }
-    }
-    if (api_json_int_field(o, "runs", max < 10 ? max : 10, 1, max, &runs, msg, sizeof msg) ||
-        api_json_int_field(o, "warmup", max < 2 ? max : 2, 0, max, &warmup, msg, sizeof msg) ||
-        api_json_int_field(o, "seed", 0, 0, INT64_MAX, &seed, msg, sizeof msg) ||
-        api_json_bool_field(o, "verify", true, &b->verify, msg, sizeof msg)) {
-        api_error(r, 400, "invalid_request", "%s", msg);
-        return -1;
-    }
-    b->runs = (int32_t)runs;
-    b->warmup = (int32_t)warmup;
-    b->seed = seed ? (uint64_t)seed : ((uint64_t)time(NULL) << 20) ^ (uint64_t)getpid() ^ (uint64_t)(uintptr_t)b;
-    b->seed &= INT64_MAX;
-    return 0;
-}
-
 static void bench_end(request *r)
 {
     bench_task *b = r->state;
-    json_t *o = NULL;
-    if (parse_body(r, b, &o) != 0 || plan(r, b, o) != 0) {
-        json_decref(o);
-        if (!r->resp)
-            api_error(r, 500, "out_of_memory", "out of memory");
+    bench_req q;
+    api_fail f = {0};
+    if (api_decode_bench_json(r->body, r->body_len, atomic_load(&r->d->limits.max_runs), &q, &f) != 0) {
+        api_error(r, f.status, f.code, "%s", f.message);
         return;
     }
-    json_decref(o);
+    b->runs = q.runs;
+    b->warmup = q.warmup;
+    b->verify = q.verify;
+    b->seed = q.seed ? q.seed : ((uint64_t)time(NULL) << 20) ^ (uint64_t)getpid() ^ (uint64_t)(uintptr_t)b;
+    b->seed &= INT64_MAX;
+    if (plan(r, b, &q) != 0) {
+        api_error(r, 500, "out_of_memory", "out of memory");
+        return;
+    }
     worker *w = b->m->dev ? b->m->dev_worker : r->d->cpu;
     b->job = jobs_create(r->d->jobs, "bench", b->m->meta.id);
     if (!b->job) {

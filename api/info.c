@@ -117,7 +117,7 @@ static void kernels_begin(request *r)
         const spmv_kernel *k = spmv_kernel_at(i);
         const char *reason = NULL;
         bool avail = spmvd_kernel_available(r->d, k, &reason);
-        json_t *o = json_pack("{s:s, s:s, s:s, s:s, s:o, s:b}", "name", k->name,
+        json_t *o = json_pack("{s:s, s:s, s:s, s:s, s:s, s:o, s:b}", "name", k->name, "op", spmv_op_name(k->op),
                               "device", k->device == SPMV_DEVICE_CPU ? "cpu" : "gpu",
                               "format", spmv_format_name(k->format), "summary", k->summary,
                               "params", params_json(k), "available", avail);

@@ -14,13 +14,13 @@
  * its device, and the answer is built back on an HTTP thread after the
  * connection resumes. With "async": true the answer is 202 and a job.
  */
-#include <errno.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "api/api.h"
+#include "api/decode.h"
 #include "daemon/log.h"
 
 typedef struct spmv_task {
@@ -42,108 +42,6 @@ typedef struct spmv_task {
     spmv_error err;
     char worker_name[16];
 } spmv_task;
-
-/* ------------------------------------------------------ parameters */
-
-static const char *const base_keys[] = {"kernel", "x", "runs", "warmup", "verify", "async", NULL};
-
-static bool is_param_name(const char *key)
-{
-    for (int id = 0; id < SPMV_PARAM_COUNT; id++)
-        if (strcmp(spmv_param_get((spmv_param_id)id)->name, key) == 0)
-            return true;
-    return false;
-}
-
-static bool param_in_range(request *r, const spmv_param_desc *pd, long long v)
-{
-    if (v < pd->min || v > pd->max) {
-        api_error(r, 400, "invalid_parameter", "`%s` %lld is out of range %d..%d", pd->name, v, pd->min, pd->max);
-        return false;
-    }
-    return true;
-}
-
-int api_params_from_json(request *r, const json_t *o, spmv_params *p)
-{
-    memset(p, 0, sizeof *p);
-    for (int id = 0; id < SPMV_PARAM_COUNT; id++) {
-        const spmv_param_desc *pd = spmv_param_get((spmv_param_id)id);
-        json_t *v = json_object_get(o, pd->name);
-        if (!v || json_is_null(v))
-            continue;
-        if (!json_is_integer(v)) {
-            api_error(r, 400, "invalid_parameter", "`%s` must be an integer in %d..%d", pd->name, pd->min, pd->max);
-            return -1;
-        }
-        if (!param_in_range(r, pd, json_integer_value(v)))
-            return -1;
-        p->v[id] = (int32_t)json_integer_value(v);
-    }
-    return 0;
-}
-
-/* Strict integer text: digits only (a leading '-' allowed), no trailing
- * junk, within [min, max]. */
-static int parse_long(const char *s, long long min, long long max, long long *out)
-{
-    char *end;
-    errno = 0;
-    long long v = strtoll(s, &end, 10);
-    if (!*s || *end || errno || v < min || v > max)
-        return -1;
-    *out = v;
-    return 0;
-}
-
-int api_params_from_query(request *r, spmv_params *p)
-{
-    memset(p, 0, sizeof *p);
-    for (int id = 0; id < SPMV_PARAM_COUNT; id++) {
-        const spmv_param_desc *pd = spmv_param_get((spmv_param_id)id);
-        const char *s = api_query(r, pd->name);
-        long long v;
-        if (!s)
-            continue;
-        if (parse_long(s, INT32_MIN, INT32_MAX, &v) != 0) {
-            api_error(r, 400, "invalid_parameter", "`%s` must be an integer in %d..%d, not \"%s\"", pd->name,
-                      pd->min, pd->max, s);
-            return -1;
-        }
-        if (!param_in_range(r, pd, v))
-            return -1;
-        p->v[id] = (int32_t)v;
-    }
-    return 0;
-}
-
-static int query_bool(request *r, const char *key, bool *out)
-{
-    const char *s = api_query(r, key);
-    if (!s)
-        return 0;
-    if (strcmp(s, "true") == 0 || strcmp(s, "1") == 0 || strcmp(s, "") == 0)
-        *out = true;
-    else if (strcmp(s, "false") == 0 || strcmp(s, "0") == 0)
-        *out = false;
-    else {
-        api_error(r, 400, "invalid_request", "`%s` must be true or false, not \"%s\"", key, s);
-        return -1;
-    }
-    return 0;
-}
-
-static int query_int(request *r, const char *key, long long def, long long min, long long max, int32_t *out)
-{
-    const char *s = api_query(r, key);
-    long long v = def;
-    if (s && parse_long(s, min, max, &v) != 0) {
-        api_error(r, 400, "invalid_request", "`%s` must be an integer in %lld..%lld, not \"%s\"", key, min, max, s);
-        return -1;
-    }
-    *out = (int32_t)v;
-    return 0;
-}
 
 /* ------------------------------------------------------ the request */
 
@@ -203,6 +101,11 @@ static int pick_kernel(request *r, const char *name)
         api_error(r, 400, "unknown_kernel", "no kernel \"%s\" (GET /v1/kernels lists them)", name);
         return -1;
     }
+    if (t->k->op != SPMV_OP_SPMV) {
+        api_error(r, 400, "unknown_kernel", "%s is a %s kernel; /spmv runs spmv kernels (GET /v1/kernels lists them)",
+                  name, spmv_op_name(t->k->op));
+        return -1;
+    }
     const char *why;
     if (!spmvd_kernel_available(r->d, t->k, &why)) {
         api_error(r, 409, "kernel_unavailable", "kernel %s is not available here: %s", name, why);
@@ -211,16 +114,6 @@ static int pick_kernel(request *r, const char *name)
     if (t->k->device == SPMV_DEVICE_GPU && !t->m->dev) {
         api_error(r, 409, "kernel_unavailable",
                   "matrix %s is held on the host only; GPU kernels need it uploaded with device=gpu", t->m->meta.id);
-        return -1;
-    }
-    return 0;
-}
-
-static int check_runs(request *r, int32_t runs, int32_t warmup)
-{
-    long long max = atomic_load(&r->d->limits.max_runs);
-    if (runs < 1 || runs > max || warmup < 0 || warmup > max) {
-        api_error(r, 400, "invalid_request", "`runs` must be in 1..%lld and `warmup` in 0..%lld (max_runs)", max, max);
         return -1;
     }
     return 0;
@@ -237,115 +130,45 @@ static int resolve_params(request *r, const spmv_params *given)
     return 0;
 }
 
-static int x_from_json(request *r, const json_t *x)
+static const char *lookup_query(void *ctx, const char *key) { return api_query(ctx, key); }
+
+/* The body (JSON) or the query string (binary) through the decoders, then
+ * the kernel against this daemon and matrix. */
+static int decode_request(request *r, spmv_params *given, bool *async)
 {
     spmv_task *t = T(r);
+    spmv_req q;
+    api_fail f = {0};
     int32_t cols = t->m->host.cols;
     spmv_dtype dt = t->m->host.dtype;
-    if (!json_is_array(x)) {
-        api_error(r, 400, "invalid_request", "`x` must be an array of %d numbers", cols);
+    int64_t max_runs = atomic_load(&r->d->limits.max_runs);
+    int rc = t->binary ? api_decode_spmv_query(lookup_query, r, max_runs, &q, &f)
+                       : api_decode_spmv_json(r->body, r->body_len, cols, dt, max_runs, &q, &f);
+    if (rc == 0 && t->binary)
+        rc = api_check_x_binary(r->body_len, cols, dt, &f);
+    if (rc != 0) {
+        api_error(r, f.status, f.code, "%s", f.message);
+        api_spmv_req_free(&q);
         return -1;
     }
-    if (json_array_size(x) != (size_t)cols) {
-        api_error(r, 400, "shape_mismatch", "`x` has %zu values; the matrix has %d columns", json_array_size(x), cols);
+    if (pick_kernel(r, q.kernel[0] ? q.kernel : NULL) != 0) {
+        api_spmv_req_free(&q);
         return -1;
     }
-    t->x = malloc((size_t)(cols ? cols : 1) * spmv_dtype_size(dt));
-    if (!t->x) {
-        api_error(r, 500, "out_of_memory", "out of memory");
-        return -1;
+    t->runs = q.runs;
+    t->warmup = q.warmup;
+    t->verify = q.verify;
+    *async = q.async;
+    *given = q.params;
+    if (t->binary) {
+        /* the body buffer becomes x: no copy */
+        t->x = r->body ? r->body : malloc(1);
+        r->body = NULL;
+        r->body_len = r->body_cap = 0;
+    } else {
+        t->x = q.x;
+        q.x = NULL;
     }
-    for (int32_t j = 0; j < cols; j++) {
-        double v;
-        if (api_json_to_double(json_array_get(x, (size_t)j), &v) != 0) {
-            api_error(r, 400, "invalid_request",
-                      "`x[%d]` is not a number (nor \"NaN\", \"Infinity\", \"-Infinity\")", j);
-            return -1;
-        }
-        if (dt == SPMV_FLOAT32)
-            ((float *)t->x)[j] = (float)v;
-        else
-            ((double *)t->x)[j] = v;
-    }
-    return 0;
-}
-
-static int parse_json_request(request *r, spmv_params *given, bool *async)
-{
-    spmv_task *t = T(r);
-    json_error_t jerr;
-    char msg[256];
-    json_t *o = json_loadb(r->body ? r->body : "", r->body_len, JSON_REJECT_DUPLICATES, &jerr);
-    int rc = -1;
-    int64_t runs, warmup;
-    if (!o) {
-        api_error(r, 400, "invalid_json", "body is not valid JSON: line %d column %d: %s", jerr.line, jerr.column,
-                  jerr.text);
-        return -1;
-    }
-    if (!json_is_object(o)) {
-        api_error(r, 400, "invalid_json", "body must be a JSON object");
-        goto out;
-    }
-    const char *key;
-    json_t *v;
-    json_object_foreach(o, key, v) {
-        bool known = is_param_name(key);
-        for (int i = 0; !known && base_keys[i]; i++)
-            known = strcmp(key, base_keys[i]) == 0;
-        if (!known) {
-            api_error(r, 400, "invalid_request", "unknown field `%s`", key);
-            goto out;
-        }
-    }
-    json_t *kn = json_object_get(o, "kernel");
-    if (kn && !json_is_string(kn)) {
-        api_error(r, 400, "invalid_request", "`kernel` must be a string");
-        goto out;
-    }
-    if (pick_kernel(r, json_string_value(kn)) != 0)
-        goto out;
-    if (api_json_int_field(o, "runs", 1, INT32_MIN, INT32_MAX, &runs, msg, sizeof msg) ||
-        api_json_int_field(o, "warmup", 0, INT32_MIN, INT32_MAX, &warmup, msg, sizeof msg) ||
-        api_json_bool_field(o, "verify", false, &t->verify, msg, sizeof msg) ||
-        api_json_bool_field(o, "async", false, async, msg, sizeof msg)) {
-        api_error(r, 400, "invalid_request", "%s", msg);
-        goto out;
-    }
-    t->runs = (int32_t)runs;
-    t->warmup = (int32_t)warmup;
-    if (check_runs(r, t->runs, t->warmup) || api_params_from_json(r, o, given))
-        goto out;
-    json_t *x = json_object_get(o, "x");
-    if (!x) {
-        api_error(r, 400, "invalid_request", "`x` is missing");
-        goto out;
-    }
-    rc = x_from_json(r, x);
-out:
-    json_decref(o);
-    return rc;
-}
-
-static int parse_binary_request(request *r, spmv_params *given, bool *async)
-{
-    spmv_task *t = T(r);
-    const char *kn = api_query(r, "kernel");
-    size_t esize = spmv_dtype_size(t->m->host.dtype);
-    if (pick_kernel(r, kn) != 0 || query_int(r, "runs", 1, INT32_MIN, INT32_MAX, &t->runs) ||
-        query_int(r, "warmup", 0, INT32_MIN, INT32_MAX, &t->warmup) || check_runs(r, t->runs, t->warmup) ||
-        query_bool(r, "verify", &t->verify) || query_bool(r, "async", async) || api_params_from_query(r, given))
-        return -1;
-    if (r->body_len != (size_t)t->m->host.cols * esize) {
-        api_error(r, 400, "shape_mismatch",
-                  "x has %zu bytes; the matrix has %d columns of %s (%zu bytes)", r->body_len, t->m->host.cols,
-                  spmv_dtype_name(t->m->host.dtype), (size_t)t->m->host.cols * esize);
-        return -1;
-    }
-    /* the body buffer becomes x: no copy */
-    t->x = r->body ? r->body : malloc(1);
-    r->body = NULL;
-    r->body_len = r->body_cap = 0;
     return t->x ? 0 : -1;
 }
 
@@ -528,8 +351,7 @@ static void spmv_end(request *r)
     spmv_task *t = T(r);
     spmv_params given;
     bool async = false;
-    int rc = t->binary ? parse_binary_request(r, &given, &async) : parse_json_request(r, &given, &async);
-    if (rc != 0 || resolve_params(r, &given) != 0) {
+    if (decode_request(r, &given, &async) != 0 || resolve_params(r, &given) != 0) {
         if (!r->resp)
             api_error(r, 500, "out_of_memory", "out of memory");
         return;

@@ -23,10 +23,11 @@ ok "spmvd starts and is ready on $SPMVD_URL"
 # --------------------------------------------------------- kernels, info
 req GET /v1/kernels
 expect_code "GET /v1/kernels" 200
-CPU_KERNELS=$(jget '" ".join(k["name"] for k in d["kernels"] if k["device"] == "cpu" and k["available"])')
+CPU_KERNELS=$(jget '" ".join(k["name"] for k in d["kernels"] if k["device"] == "cpu" and k["available"] and k.get("op", "spmv") == "spmv")')
 check "every CPU kernel is listed available ($CPU_KERNELS)" [ "$(echo $CPU_KERNELS | wc -w)" -ge 5 ]
 check "GPU kernels list a reason when unavailable" \
   jget 'all(k["available"] or k.get("reason") for k in d["kernels"]) or 1/0'
+check "every kernel names its operation (spmv or spmspm)" jget 'all(k["op"] in ("spmv", "spmspm") for k in d["kernels"]) or 1/0'
 check "kernel parameters carry default, min and max" \
   jget 'all(all({"name","default","min","max"} <= set(p) for p in k["params"]) for k in d["kernels"]) or 1/0'
 req GET /v1/info
@@ -190,7 +191,7 @@ if wait_job "$job" 120; then
   check "bench: baseline cpu.csr.serial first with speedup 1" \
     jget "(d['result']['results'][0]['kernel'] == 'cpu.csr.serial' and d['result']['results'][0]['speedup'] == 1) or 1/0"
   check "bench: every CPU kernel ran and verified" \
-    jget "all(r.get('verified') for r in d['result']['results']) and {r['kernel'] for r in d['result']['results']} >= set('$CPU_KERNELS'.split()) or 1/0"
+    jget "all(r.get('verified') for r in d['result']['results']) and {r['kernel'] for r in d['result']['results']} == set('$CPU_KERNELS'.split()) or 1/0"
   check "bench: hack sizes 16/32/64 swept for cpu.hll.omp" \
     jget "sorted(r['params']['hack_size'] for r in d['result']['results'] if r['kernel'] == 'cpu.hll.omp') == [16, 32, 64] or 1/0"
 else not_ok "bench job finishes" "$(head -c 300 "$BODY_FILE")"; fi

@@ -103,6 +103,12 @@ expect_code "unknown kernel: 400" 400
 check "unknown kernel: code unknown_kernel" jget '(d["error"]["code"] == "unknown_kernel") or 1/0'
 spmv '{"kernel":"gpu.csr.scalar","x":['"$X"']}'
 expect_code "GPU kernel on a host matrix / without a GPU: 409" 409
+if [ -n "$(curl -s "$SPMVD_URL/v1/kernels" | grep -o '"cpu.spmspm.serial"')" ]; then
+  spmv '{"kernel":"cpu.spmspm.serial","x":['"$X"']}'
+  expect_code "an spmspm kernel on /spmv: 400" 400
+  req POST "/v1/matrices/$ID/bench" -H 'Content-Type: application/json' --data-binary '{"kernels":["cpu.spmspm.serial"]}'
+  expect_code "an spmspm kernel in a bench: 400" 400
+fi
 spmv '{"kernel":"cpu.csr.chunked","chunk":0,"x":['"$X"']}'
 expect_code "chunk 0 (below its range): 400" 400
 spmv '{"kernel":"cpu.csr.chunked","chunk":1000000,"x":['"$X"']}'

@@ -1,0 +1,64 @@
+/* decode.h — request bodies and query strings to plain structs.
+ *
+ * The checking half of the spmv and bench routes, with no HTTP and no
+ * daemon in sight: text in, a struct or an api_fail (status, code,
+ * message) out. The route handlers call these and then do what needs the
+ * daemon (which kernel is available, which queue); the fuzz targets call
+ * them directly with arbitrary bytes. Every number is range-checked here:
+ * runs and warmup against max_runs, kernel parameters against the
+ * registry's ranges, x's length against the matrix's columns.
+ */
+#ifndef SPMVD_DECODE_H
+#define SPMVD_DECODE_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "spmv.h"
+
+typedef struct api_fail {
+    int status;            /* HTTP status */
+    const char *code;      /* error code of the body */
+    char message[512];
+} api_fail;
+
+/* A query-string lookup: the value of `key`, or NULL. */
+typedef const char *(*api_lookup_fn)(void *ctx, const char *key);
+
+typedef struct spmv_req {
+    char kernel[128];      /* "" when not given */
+    spmv_params params;    /* as given: 0 where not given, else within range */
+    int32_t runs, warmup;
+    bool verify, async;
+    void *x;               /* JSON only: cols values of the dtype (malloc) */
+} spmv_req;
+
+/* {"kernel","x","runs","warmup","verify","async", params...}: unknown
+ * fields, wrong types, values out of range and x of the wrong length are
+ * refused. On success out->x owns cols values of dtype. */
+int api_decode_spmv_json(const char *body, size_t len, int32_t cols, spmv_dtype dtype, int64_t max_runs,
+                         spmv_req *out, api_fail *f);
+/* The same options from a query string (binary requests); x stays NULL. */
+int api_decode_spmv_query(api_lookup_fn get, void *ctx, int64_t max_runs, spmv_req *out, api_fail *f);
+/* A binary x: exactly cols little-endian values of dtype. */
+int api_check_x_binary(size_t len, int32_t cols, spmv_dtype dtype, api_fail *f);
+void api_spmv_req_free(spmv_req *r);
+
+#define API_BENCH_MAX_SWEEP 16
+#define API_BENCH_MAX_KERNELS 64
+
+typedef struct bench_req {
+    const spmv_kernel *kernels[API_BENCH_MAX_KERNELS];
+    size_t nkernels;       /* 0: every kernel */
+    int32_t block_sizes[API_BENCH_MAX_SWEEP], hack_sizes[API_BENCH_MAX_SWEEP];
+    size_t nblock_sizes, nhack_sizes;
+    int32_t runs, warmup;
+    bool verify;
+    uint64_t seed;         /* 0: draw one */
+} bench_req;
+
+/* An optional JSON body (len 0: every default). */
+int api_decode_bench_json(const char *body, size_t len, int64_t max_runs, bench_req *out, api_fail *f);
+
+#endif

@@ -83,6 +83,10 @@ static enum MHD_Result on_field(void *cls, enum MHD_ValueKind kind, const char *
     upload *u = U(r);
     if (r->failed)
         return MHD_NO;
+    if (!key) { /* a part whose Content-Disposition has no name= (found by fuzz_multipart) */
+        api_error(r, 400, "bad_request", "a multipart/form-data part without a field name");
+        return MHD_NO;
+    }
     if (strcmp(key, "file") == 0) {
         if (u->file_seen && off == 0) {
             api_error(r, 400, "bad_request", "more than one `file` field");

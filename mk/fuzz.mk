@@ -11,6 +11,9 @@
 # conformance files (plain and gzip-compressed) and tests/fuzz/regressions/.
 # A crash leaves its input as $(BUILD)/fuzz/crash-*: copy it into
 # tests/fuzz/regressions/ once fixed; tests/unit/test_mmio.c replays them.
+# OpenMP threads sleep rather than spin between the many tiny parallel
+# regions (OMP_WAIT_POLICY=passive): on a shared 2-core host spinning
+# halves the executions per second.
 
 FUZZ_SECONDS ?= 60
 FUZZ_CC      ?= clang
@@ -43,6 +46,72 @@ fuzz-corpus:
 	@if [ -d tests/fuzz/regressions ]; then cp tests/fuzz/regressions/* $(FUZZ_CORPUS)/ 2>/dev/null || true; fi
 
 fuzz: $(FUZZ_BIN) fuzz-corpus
-	$(FUZZ_BIN) -max_total_time=$(FUZZ_SECONDS) -max_len=16384 -rss_limit_mb=4096 -timeout=10 \
+	OMP_WAIT_POLICY=passive $(FUZZ_BIN) -max_total_time=$(FUZZ_SECONDS) -max_len=16384 -rss_limit_mb=4096 -timeout=10 \
 	  $(if $(FUZZ_JOBS),-jobs=$(FUZZ_JOBS) -workers=$(FUZZ_JOBS)) \
 	  -artifact_prefix=$(FUZZ_DIR)/ -print_final_stats=1 $(FUZZ_CORPUS)
+
+# ------------------------------------------------------------------------
+# The daemon's targets (issue 9): fuzz_multipart (uploads through MHD's post
+# processor and the raw-body path into the streaming reader), fuzz_json
+# (the spmv/bench JSON decoders, upload options, job and matrix ids, the
+# spy.png query), fuzz_vector (the binary x decoder) and fuzz_store (the
+# store file loader). The first three talk HTTP to a spmvd started inside
+# the fuzzing process (tests/fuzz/fuzz_http.c). `make fuzz` runs every
+# target for FUZZ_SECONDS each; `make fuzz-one FUZZ_TARGET=fuzz_json` one.
+# Corpora: $(BUILD)/fuzz/corpus-<target>, seeded from
+# tests/fuzz/corpus/<target>/ and tests/fuzz/regressions/<target>/; a crash
+# leaves $(BUILD)/fuzz/<target>-crash-*: once fixed, copy it into
+# tests/fuzz/regressions/<target>/, which tests/e2e/fuzz_replay.sh replays
+# in `make test` (through $(BUILD)/fuzz-replay/<target>, the same target
+# built with the ordinary compiler and tests/fuzz/replay_main.c).
+
+FUZZ_NET_TARGETS := fuzz_multipart fuzz_json fuzz_vector
+FUZZ_TARGETS     := $(FUZZ_NET_TARGETS) fuzz_store
+FUZZ_ENGINE_SRCS := $(wildcard engine/*.c engine/cpu/*.c) engine/gpu/absent.c
+FUZZ_DAEMON_SRCS := $(filter-out daemon/main.c,$(wildcard api/*.c daemon/*.c))
+FUZZ_PKG_LIBS     = $(shell pkg-config --libs libmicrohttpd jansson uuid libsystemd libpng zlib)
+FUZZ_PKG_CFLAGS   = $(shell pkg-config --cflags libmicrohttpd jansson uuid libsystemd libpng zlib)
+
+$(FUZZ_NET_TARGETS:%=$(FUZZ_DIR)/%): $(FUZZ_DIR)/%: tests/fuzz/%.c tests/fuzz/fuzz_http.c tests/fuzz/fuzz_http.h \
+    $(FUZZ_ENGINE_SRCS) $(FUZZ_DAEMON_SRCS) $(wildcard engine/*.h api/*.h daemon/*.h)
+	@mkdir -p $(FUZZ_DIR)
+	$(FUZZ_CC) $(FUZZ_CFLAGS) $(FUZZ_PKG_CFLAGS) -o $@ $< tests/fuzz/fuzz_http.c $(FUZZ_DAEMON_SRCS) \
+	  $(FUZZ_ENGINE_SRCS) $(FUZZ_PKG_LIBS) -lz -lm -lpthread
+
+$(FUZZ_DIR)/fuzz_store: tests/fuzz/fuzz_store.c daemon/matfile.c $(FUZZ_ENGINE_SRCS) $(wildcard engine/*.h daemon/*.h)
+	@mkdir -p $(FUZZ_DIR)
+	$(FUZZ_CC) $(FUZZ_CFLAGS) -o $@ $< daemon/matfile.c $(FUZZ_ENGINE_SRCS) -lz -lm
+
+fuzz-build: $(FUZZ_TARGETS:%=$(FUZZ_DIR)/%)
+
+# One target: FUZZ_TARGET=fuzz_json. Leak checks stay on for fuzz_store;
+# the network targets hold memory in the daemon's threads between inputs.
+FUZZ_TARGET ?= fuzz_json
+.PHONY: fuzz-one fuzz-daemon
+fuzz-one: $(FUZZ_DIR)/$(FUZZ_TARGET)
+	@mkdir -p $(FUZZ_DIR)/corpus-$(FUZZ_TARGET)
+	@cp tests/fuzz/corpus/$(FUZZ_TARGET)/* tests/fuzz/regressions/$(FUZZ_TARGET)/* \
+	  $(FUZZ_DIR)/corpus-$(FUZZ_TARGET)/ 2>/dev/null || true
+	@echo "fuzzing $(FUZZ_TARGET) for $(FUZZ_SECONDS) s (log: $(FUZZ_DIR)/$(FUZZ_TARGET).log)"
+	@$(FUZZ_DIR)/$(FUZZ_TARGET) -max_total_time=$(FUZZ_SECONDS) -max_len=16384 -rss_limit_mb=4096 -timeout=30 \
+	  $(if $(filter $(FUZZ_TARGET),$(FUZZ_NET_TARGETS)),-detect_leaks=0) \
+	  -artifact_prefix=$(FUZZ_DIR)/$(FUZZ_TARGET)- -print_final_stats=1 $(FUZZ_DIR)/corpus-$(FUZZ_TARGET) \
+	  >$(FUZZ_DIR)/$(FUZZ_TARGET).log 2>&1; rc=$$?; \
+	  grep -E '^(#[0-9]+ *(DONE|INITED)|stat::number_of_executed_units|stat::average_exec|SUMMARY|==[0-9]+==ERROR|.*Test unit written)' \
+	    $(FUZZ_DIR)/$(FUZZ_TARGET).log; exit $$rc
+
+fuzz-daemon: fuzz-build
+	@for t in $(FUZZ_TARGETS); do $(MAKE) --no-print-directory fuzz-one FUZZ_TARGET=$$t || exit 1; done
+
+fuzz: fuzz-daemon
+
+# Replay binaries for `make test` (tests/e2e/fuzz_replay.sh).
+FUZZ_REPLAY_DIR := $(BUILD)/fuzz-replay
+$(FUZZ_NET_TARGETS:%=$(FUZZ_REPLAY_DIR)/%): $(FUZZ_REPLAY_DIR)/%: $(BUILD)/tests/fuzz/%.o \
+    $(BUILD)/tests/fuzz/fuzz_http.o $(BUILD)/tests/fuzz/replay_main.o $(LIBSPMVD) $(LIBSPMV)
+	@mkdir -p $(dir $@)
+	$(CC) $(LDFLAGS) -o $@ $(filter %.o,$^) $(LIBSPMVD) $(ALL_LIBS)
+$(FUZZ_REPLAY_DIR)/fuzz_store: $(BUILD)/tests/fuzz/fuzz_store.o $(BUILD)/tests/fuzz/replay_main.o $(LIBSPMVD) $(LIBSPMV)
+	@mkdir -p $(dir $@)
+	$(CC) $(LDFLAGS) -o $@ $(filter %.o,$^) $(LIBSPMVD) $(ALL_LIBS)
+all-for-test: $(FUZZ_TARGETS:%=$(FUZZ_REPLAY_DIR)/%)

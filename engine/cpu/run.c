@@ -111,6 +111,9 @@ static int check_call(const spmv_kernel *k, const spmv_matrix *m, const void *x,
 {
     if (!k || k->device != SPMV_DEVICE_CPU)
         return spmv_error_set(err, SPMV_ERR_INVALID, 0, "%s is not a CPU kernel", k ? k->name : "(null)");
+    if (k->op != SPMV_OP_SPMV)
+        return spmv_error_set(err, SPMV_ERR_INVALID, 0, "%s computes C = A*B (%s), not y = A*x", k->name,
+                              spmv_op_name(k->op));
     if (impl_of(k) == IMPL_NONE)
         return spmv_error_set(err, SPMV_ERR_UNAVAILABLE, 0, "%s has no CPU implementation", k->name);
     if (!m || !(m->formats & SPMV_FMT_CSR) || !m->csr.row_ptr)

@@ -174,7 +174,7 @@ static void test_every_cpu_kernel_covered(void **state)
     for (size_t i = 0; i < spmv_kernel_count(); i++) {
         const spmv_kernel *k = spmv_kernel_at(i);
         bool found = false;
-        if (k->device != SPMV_DEVICE_CPU)
+        if (k->device != SPMV_DEVICE_CPU || k->op != SPMV_OP_SPMV)
             continue;
         for (size_t j = 0; j < sizeof edges / sizeof edges[0]; j++)
             found |= strcmp(edges[j].kernel, k->name) == 0;
@@ -241,7 +241,7 @@ static void test_empty_shapes(void **state)
             for (size_t i = 0; i < spmv_kernel_count(); i++) {
                 const spmv_kernel *k = spmv_kernel_at(i);
                 spmv_stats st;
-                if (k->device != SPMV_DEVICE_CPU)
+                if (k->device != SPMV_DEVICE_CPU || k->op != SPMV_OP_SPMV)
                     continue;
                 tu_poison(y, m.dtype, m.rows);
                 if (spmv_cpu_run(k, &m, NULL, x, y, 1, 2, &st, &err) != SPMV_OK)
@@ -354,6 +354,13 @@ static void test_run_refusals(void **state)
     assert_int_equal(spmv_cpu_run(omp, &f.m64, NULL, f.x64, y, 0, 0, &st, &err), SPMV_ERR_INVALID);
     assert_int_equal(spmv_cpu_run(omp, &f.m64, NULL, f.x64, y, -1, 1, &st, &err), SPMV_ERR_INVALID);
     assert_int_equal(spmv_cpu_run(omp, &f.m64, NULL, NULL, y, 0, 1, &st, &err), SPMV_ERR_INVALID);
+    /* an SpMSpM kernel of the table is not an SpMV one */
+    for (size_t i = 0; i < spmv_kernel_count(); i++)
+        if (spmv_kernel_at(i)->op != SPMV_OP_SPMV && spmv_kernel_at(i)->device == SPMV_DEVICE_CPU) {
+            assert_int_equal(spmv_cpu_run(spmv_kernel_at(i), &f.m64, NULL, f.x64, y, 0, 1, &st, &err),
+                             SPMV_ERR_INVALID);
+            assert_non_null(strstr(err.message, spmv_kernel_at(i)->name));
+        }
     free(y);
     fixture_free(&f);
 

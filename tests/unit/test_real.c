@@ -46,7 +46,7 @@ static double check_kernels(const tu_expected *e, const spmv_matrix *m)
         const spmv_kernel *k = spmv_kernel_at(i);
         spmv_error err;
         char what[160];
-        if (k->device != SPMV_DEVICE_CPU)
+        if (k->device != SPMV_DEVICE_CPU || k->op != SPMV_OP_SPMV)
             continue;
         snprintf(what, sizeof what, "%s %s on %s", k->name, spmv_dtype_name(dt), e->file);
         tu_poison(y, dt, m->rows);

@@ -20,7 +20,7 @@
 #include "spmv.h"
 #include "testutil.h"
 
-/* The catalogue the issues ask for; the table may only grow past it. */
+/* The SpMV catalogue the issues ask for; the table may only grow past it. */
 static const char *const required[] = {
     "cpu.csr.serial", "cpu.csr.chunked", "cpu.csr.omp", "cpu.ell.omp", "cpu.hll.omp",
     "gpu.csr.scalar", "gpu.csr.warp_buffer", "gpu.csr.vector", "gpu.csr.tiled", "gpu.csr.texture",
@@ -31,9 +31,12 @@ static const char *const required[] = {
 static void test_catalogue_complete(void **state)
 {
     (void)state;
-    for (size_t i = 0; i < sizeof required / sizeof required[0]; i++)
-        if (!spmv_kernel_find(required[i]))
+    for (size_t i = 0; i < sizeof required / sizeof required[0]; i++) {
+        const spmv_kernel *k = spmv_kernel_find(required[i]);
+        if (!k)
             fail_msg("kernel %s missing from the registry", required[i]);
+        assert_int_equal(k->op, SPMV_OP_SPMV);
+    }
     assert_null(spmv_kernel_find("cpu.csr.nope"));
     assert_null(spmv_kernel_find(NULL));
     assert_null(spmv_kernel_at(spmv_kernel_count()));
@@ -54,7 +57,10 @@ static void test_table_sane(void **state)
         /* exactly one format bit, and the name's format where it says one */
         assert_true(k->format && !(k->format & (k->format - 1)) && (k->format & SPMV_FMT_ALL));
         const char *fmt = strchr(k->name, '.') + 1;
-        if (strncmp(k->name, "cusparse.sell", 13) == 0)
+        assert_true(k->op == SPMV_OP_SPMV || k->op == SPMV_OP_SPMSPM);
+        if (k->op == SPMV_OP_SPMSPM)
+            assert_int_equal(k->format, SPMV_FMT_CSR); /* C = A*B reads CSR; its name says the op */
+        else if (strncmp(k->name, "cusparse.sell", 13) == 0)
             assert_int_equal(k->format, SPMV_FMT_HLL);
         else
             assert_int_equal(strncmp(fmt, spmv_format_name(k->format), 3), 0);

@@ -1,0 +1,850 @@
+/* spmspm.cu — the GPU SpMSpM kernels, C = A*B on two resident CSR matrices
+ * (SPEC §8): gpu.spmspm.thread_row, block_row, block_counter, warp_nnz and
+ * cusparse.spgemm. spmv_gpu_spmspm is the entry point (the SpMSpM
+ * counterpart of run.cu's spmv_gpu_run).
+ *
+ * The kernels are the steps of the study this operation comes from, each
+ * one changing who owns which products and how output space is found:
+ *   thread_row     a thread per row of A; the row's output columns are
+ *                  visited in chunks of 32 starting at the smallest column
+ *                  not yet done (empty chunks are skipped), accumulated in
+ *                  a private array with a bit mask, emitted in mask order.
+ *   block_row      a block per row of A; a shared-memory accumulator of
+ *                  CHUNK_W columns filled with shared atomics, compacted in
+ *                  column order with ballot/popc per 32-column tile and a
+ *                  scan over the tiles.
+ *   block_counter  block_row's accumulation, but output goes through a
+ *                  block-private counter (shared atomics, any order) into
+ *                  space the block reserved with one global atomic; rows
+ *                  land anywhere in a staging buffer, are gathered to their
+ *                  CSR place and sorted per row (CUB segmented sort).
+ *   warp_nnz       a warp per non-zero a_ik of A walks row k of B 32 entries
+ *                  at a time (coalesced), every warp writing its products
+ *                  as (row*cols + col, value) pairs through one atomic per
+ *                  warp per 32-entry chunk (ballot/popc compaction); a radix
+ *                  sort and a reduce-by-key then sum duplicates into sorted
+ *                  CSR.
+ *   cusparse.spgemm  cuSPARSE's generic SpGEMM: work estimation, compute,
+ *                  copy.
+ * Whatever the internal order, C leaves here as sorted CSR without
+ * duplicates: thread_row and block_row count each row first (same walk,
+ * no values), scan the counts into row_ptr and write each row in place in
+ * order; block_counter and warp_nnz sort; cuSPARSE's rows are checked and
+ * sorted on the host if its output is not (not timed). The pattern is the
+ * symbolic product for every kernel (see spmv.h).
+ *
+ * Timing: buffers whose size follows from A and B alone (row counts, C
+ * sized for min(multiply-adds, rows*cols) entries, sort buffers, CUB's
+ * temporary storage, cuSPARSE's buffers from an untimed first pass) are
+ * allocated once per call, before warm-up; a timed run is every pass of
+ * the product on the stream between two CUDA events, so kernels compare
+ * on the work they do, not on cudaMalloc. Temporaries are tracked
+ * allocations of a holder matrix (gpu_alloc: the reserve is respected and
+ * they show in the device's bytes while the call runs), all freed when the
+ * call returns. C is copied back to the host at its exact size.
+ */
+#include <stdlib.h>
+#include <string.h>
+
+#include <cub/cub.cuh>
+#include <cuda/std/functional>
+#include <new>
+
+#include "gpu.cuh"
+
+#define CHUNK_T 32          /* thread_row: columns per private chunk */
+#define CHUNK_W 1024        /* block_row / block_counter: columns per shared chunk */
+#define TILES (CHUNK_W / GPU_WARP)
+#define NO_COL INT32_MAX
+#define MAX_RUNS 1000000
+#define MAX_GRID (1u << 20)
+
+enum sp_kind { SP_THREAD_ROW, SP_BLOCK_ROW, SP_BLOCK_COUNTER, SP_WARP_NNZ, SP_CUSPARSE };
+
+/* Everything one call holds: operands, sizes, device buffers. */
+struct sp_call {
+    spmv_gpu_ctx *ctx;
+    spmv_gpu_matrix *a, *b;
+    spmv_gpu_matrix *hold;        /* owner of the temporaries (gpu_alloc) */
+    enum sp_kind kind;
+    int block;
+    int64_t madds, cap;           /* multiply-adds; C's capacity */
+    int32_t *counts, *row_ptr, *ccol;
+    void *cval;
+    /* block_counter */
+    int32_t *seg, *ucol, *gcol;
+    void *uval, *gval;
+    unsigned long long *counter;
+    /* warp_nnz */
+    uint64_t *keys, *keys_alt, *ukeys;
+    void *vals, *vals_alt;
+    int64_t *nruns;
+    void *cub_tmp;
+    size_t cub_bytes;
+    /* cusparse */
+    cusparseSpMatDescr_t da, db;
+    void *sbuf1, *sbuf2;
+    size_t sbytes1, sbytes2;
+};
+
+/* ---------------------------------------------------------- device code */
+
+/* Multiply-adds of the product, into *total. */
+__global__ void madds_kernel(int32_t rows, const int32_t *__restrict__ arp, const int32_t *__restrict__ acol,
+                             const int32_t *__restrict__ brp, unsigned long long *total)
+{
+    int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x;
+    if (i >= rows)
+        return;
+    unsigned long long n = 0;
+    for (int32_t p = arp[i]; p < arp[i + 1]; p++)
+        n += (unsigned long long)(brp[acol[p] + 1] - brp[acol[p]]);
+    if (n)
+        atomicAdd(total, n);
+}
+
+/* thread_row: count (FILL false: counts[i]) or fill (row i at crp[i]). */
+template <typename T, bool FILL>
+__global__ void __launch_bounds__(1024)
+    thread_row_kernel(int32_t rows, const int32_t *__restrict__ arp, const int32_t *__restrict__ acol,
+                      const T *__restrict__ aval, const int32_t *__restrict__ brp, const int32_t *__restrict__ bcol,
+                      const T *__restrict__ bval, int32_t *counts, const int32_t *__restrict__ crp,
+                      int32_t *__restrict__ ccol, T *__restrict__ cval)
+{
+    int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x;
+    if (i >= rows)
+        return;
+    T acc[CHUNK_T];
+    int32_t out = FILL ? crp[i] : 0, c0 = 0;
+    for (;;) {
+        uint32_t mask = 0;
+        int32_t next = NO_COL;
+        for (int32_t p = arp[i]; p < arp[i + 1]; p++) {
+            int32_t k = acol[p];
+            T a = FILL ? aval[p] : T(0);
+            for (int32_t q = brp[k]; q < brp[k + 1]; q++) {
+                int32_t j = bcol[q];
+                if (j < c0)
+                    continue;
+                if (j - c0 >= CHUNK_T) { /* B's rows are sorted: the rest lie further right */
+                    next = min(next, j);
+                    break;
+                }
+                uint32_t bit = 1u << (j - c0);
+                if (FILL)
+                    acc[j - c0] = (mask & bit) ? acc[j - c0] + a * bval[q] : a * bval[q];
+                mask |= bit;
+            }
+        }
+        if (FILL) {
+            for (uint32_t m = mask; m; m &= m - 1) {
+                int b = __ffs(m) - 1;
+                ccol[out] = c0 + b;
+                cval[out++] = acc[b];
+            }
+        } else {
+            out += __popc(mask);
+        }
+        if (next == NO_COL)
+            break;
+        c0 = next;
+    }
+    if (!FILL)
+        counts[i] = out;
+}
+
+/* What block_row and block_counter keep in shared memory. */
+template <typename T> struct chunk_smem {
+    T acc[CHUNK_W];
+    int32_t flag[CHUNK_W];
+    int32_t tile_off[TILES + 1];
+    int32_t next, count;
+};
+
+/* Accumulates row i's products with columns in [c0, c0 + CHUNK_W) into the
+ * shared chunk; the block's smallest column past it goes to s->next. */
+template <typename T, bool VALUES>
+__device__ void chunk_accumulate(chunk_smem<T> *s, int64_t i, int32_t c0, const int32_t *__restrict__ arp,
+                                 const int32_t *__restrict__ acol, const T *__restrict__ aval,
+                                 const int32_t *__restrict__ brp, const int32_t *__restrict__ bcol,
+                                 const T *__restrict__ bval)
+{
+    for (int t = threadIdx.x; t < CHUNK_W; t += blockDim.x) {
+        s->flag[t] = 0;
+        if (VALUES)
+            s->acc[t] = T(0);
+    }
+    if (threadIdx.x == 0)
+        s->next = NO_COL;
+    __syncthreads();
+    int32_t next = NO_COL;
+    for (int32_t p = arp[i] + threadIdx.x; p < arp[i + 1]; p += blockDim.x) {
+        int32_t k = acol[p];
+        T a = VALUES ? aval[p] : T(0);
+        for (int32_t q = brp[k]; q < brp[k + 1]; q++) {
+            int32_t j = bcol[q];
+            if (j < c0)
+                continue;
+            if (j - c0 >= CHUNK_W) {
+                next = min(next, j);
+                break;
+            }
+            if (VALUES)
+                atomicAdd(&s->acc[j - c0], a * bval[q]);
+            s->flag[j - c0] = 1;
+        }
+    }
+    if (next != NO_COL)
+        atomicMin(&s->next, next);
+    __syncthreads();
+}
+
+/* Ordered compaction: tile t (32 columns) starts at s->tile_off[t]; the
+ * block's total is s->tile_off[TILES]. */
+template <typename T> __device__ void chunk_offsets(chunk_smem<T> *s)
+{
+    int warp = threadIdx.x / GPU_WARP, lane = threadIdx.x % GPU_WARP, nwarps = blockDim.x / GPU_WARP;
+    for (int t = warp; t < TILES; t += nwarps) {
+        unsigned ball = __ballot_sync(GPU_FULL_MASK, s->flag[t * GPU_WARP + lane] != 0);
+        if (lane == 0)
+            s->tile_off[t + 1] = __popc(ball);
+    }
+    __syncthreads();
+    if (threadIdx.x == 0) {
+        s->tile_off[0] = 0;
+        for (int t = 0; t < TILES; t++)
+            s->tile_off[t + 1] += s->tile_off[t];
+    }
+    __syncthreads();
+}
+
+/* block_row: a block per row; count (counts[i]) or fill in column order. */
+template <typename T, bool FILL>
+__global__ void __launch_bounds__(1024)
+    block_row_kernel(const int32_t *__restrict__ arp, const int32_t *__restrict__ acol, const T *__restrict__ aval,
+                     const int32_t *__restrict__ brp, const int32_t *__restrict__ bcol, const T *__restrict__ bval,
+                     int32_t *counts, const int32_t *__restrict__ crp, int32_t *__restrict__ ccol,
+                     T *__restrict__ cval)
+{
+    __shared__ chunk_smem<T> s;
+    int64_t i = blockIdx.x;
+    int warp = threadIdx.x / GPU_WARP, lane = threadIdx.x % GPU_WARP, nwarps = blockDim.x / GPU_WARP;
+    int32_t out = FILL ? crp[i] : 0, c0 = 0;
+    for (;;) {
+        chunk_accumulate<T, FILL>(&s, i, c0, arp, acol, aval, brp, bcol, bval);
+        chunk_offsets(&s);
+        if (FILL)
+            for (int t = warp; t < TILES; t += nwarps) {
+                int c = t * GPU_WARP + lane;
+                unsigned ball = __ballot_sync(GPU_FULL_MASK, s.flag[c] != 0);
+                if (s.flag[c]) {
+                    int32_t pos = out + s.tile_off[t] + __popc(ball & ((1u << lane) - 1));
+                    ccol[pos] = c0 + c;
+                    cval[pos] = s.acc[c];
+                }
+            }
+        out += s.tile_off[TILES];
+        int32_t next = s.next;
+        __syncthreads(); /* everyone has read s before the next chunk clears it */
+        if (next == NO_COL)
+            break;
+        c0 = next;
+    }
+    if (!FILL && threadIdx.x == 0)
+        counts[i] = out;
+}
+
+/* block_counter: the row's space reserved with one global atomic; entries
+ * appended through the block's own counter in any order. */
+template <typename T>
+__global__ void __launch_bounds__(1024)
+    block_counter_kernel(const int32_t *__restrict__ arp, const int32_t *__restrict__ acol,
+                         const T *__restrict__ aval, const int32_t *__restrict__ brp,
+                         const int32_t *__restrict__ bcol, const T *__restrict__ bval,
+                         const int32_t *__restrict__ counts, unsigned long long *counter, int32_t *seg,
+                         int32_t *__restrict__ ucol, T *__restrict__ uval)
+{
+    __shared__ chunk_smem<T> s;
+    __shared__ int32_t base;
+    int64_t i = blockIdx.x;
+    if (threadIdx.x == 0) {
+        base = counts[i] ? (int32_t)atomicAdd(counter, (unsigned long long)counts[i]) : 0;
+        seg[i] = base;
+        s.count = 0;
+    }
+    int32_t c0 = 0;
+    for (;;) {
+        chunk_accumulate<T, true>(&s, i, c0, arp, acol, aval, brp, bcol, bval);
+        for (int c = threadIdx.x; c < CHUNK_W; c += blockDim.x)
+            if (s.flag[c]) {
+                int32_t pos = base + atomicAdd(&s.count, 1);
+                ucol[pos] = c0 + c;
+                uval[pos] = s.acc[c];
+            }
+        int32_t next = s.next;
+        __syncthreads();
+        if (next == NO_COL)
+            break;
+        c0 = next;
+    }
+}
+
+/* Row i's staged entries to its CSR place (a warp per row). */
+template <typename T>
+__global__ void gather_rows_kernel(int32_t rows, const int32_t *__restrict__ seg, const int32_t *__restrict__ crp,
+                                   const int32_t *__restrict__ ucol, const T *__restrict__ uval,
+                                   int32_t *__restrict__ gcol, T *__restrict__ gval)
+{
+    int64_t w = (blockIdx.x * (int64_t)blockDim.x + threadIdx.x) / GPU_WARP;
+    int lane = threadIdx.x % GPU_WARP;
+    int64_t nw = (int64_t)gridDim.x * blockDim.x / GPU_WARP;
+    for (int64_t i = w; i < rows; i += nw)
+        for (int32_t p = lane; p < crp[i + 1] - crp[i]; p += GPU_WARP) {
+            gcol[crp[i] + p] = ucol[seg[i] + p];
+            gval[crp[i] + p] = uval[seg[i] + p];
+        }
+}
+
+/* warp_nnz: a warp per non-zero of A (grid-stride over warps). */
+template <typename T>
+__global__ void __launch_bounds__(1024)
+    warp_nnz_kernel(int64_t nnz, uint64_t cols, const int32_t *__restrict__ arow, const int32_t *__restrict__ acol,
+                    const T *__restrict__ aval, const int32_t *__restrict__ brp, const int32_t *__restrict__ bcol,
+                    const T *__restrict__ bval, unsigned long long *counter, uint64_t *__restrict__ keys,
+                    T *__restrict__ vals)
+{
+    int64_t w = (blockIdx.x * (int64_t)blockDim.x + threadIdx.x) / GPU_WARP;
+    int64_t nw = (int64_t)gridDim.x * blockDim.x / GPU_WARP;
+    int lane = threadIdx.x % GPU_WARP;
+    for (int64_t p = w; p < nnz; p += nw) {
+        int32_t k = acol[p], end = brp[k + 1];
+        uint64_t rowkey = (uint64_t)arow[p] * cols;
+        T a = aval[p];
+        for (int32_t q0 = brp[k]; q0 < end; q0 += GPU_WARP) {
+            int32_t q = q0 + lane;
+            bool valid = q < end;
+            unsigned ball = __ballot_sync(GPU_FULL_MASK, valid);
+            unsigned long long base = 0;
+            if (lane == 0)
+                base = atomicAdd(counter, (unsigned long long)__popc(ball));
+            base = __shfl_sync(GPU_FULL_MASK, base, 0);
+            if (valid) {
+                unsigned long long pos = base + __popc(ball & ((1u << lane) - 1));
+                keys[pos] = rowkey + (uint64_t)bcol[q];
+                vals[pos] = a * bval[q];
+            }
+        }
+    }
+}
+
+/* Sorted unique keys (row*cols + col) to CSR: col, and row_ptr from where
+ * each row's run starts. Thread e looks at entries e-1 and e. */
+__global__ void keys_to_csr_kernel(int32_t rows, uint64_t cols, const uint64_t *__restrict__ ukeys,
+                                   const int64_t *__restrict__ nruns, int64_t cap, int32_t *__restrict__ crp,
+                                   int32_t *__restrict__ ccol)
+{
+    int64_t e = blockIdx.x * (int64_t)blockDim.x + threadIdx.x;
+    int64_t n = *nruns;
+    if (e > n || e > cap)
+        return;
+    int64_t prev = e > 0 ? (int64_t)(ukeys[e - 1] / cols) : -1;
+    int64_t cur = e < n ? (int64_t)(ukeys[e] / cols) : rows;
+    if (e < n)
+        ccol[e] = (int32_t)(ukeys[e] % cols);
+    for (int64_t r = prev + 1; r <= cur; r++)
+        crp[r] = (int32_t)e;
+}
+
+/* ------------------------------------------------------------ host side */
+
+static int launched(spmv_error *err, const char *what) { return gpu_check_launch(err, what); }
+
+static int sp_alloc(struct sp_call *c, void **out, int64_t n, size_t size, const char *what, spmv_error *err)
+{
+    size_t bytes = 0;
+    int st = gpu_array_bytes(n, size, &bytes, err, what);
+    return st ? st : gpu_alloc(c->ctx, c->hold, out, bytes, what, err);
+}
+
+static int cuda_ok(cudaError_t e, spmv_error *err, const char *what)
+{
+    return e == cudaSuccess ? SPMV_OK : gpu_cuda_error(e, err, what);
+}
+
+/* Multiply-adds on the device (one reduction, untimed). */
+static int count_madds(struct sp_call *c, spmv_error *err)
+{
+    unsigned long long *d = NULL, h = 0;
+    int st = sp_alloc(c, (void **)&d, 1, sizeof *d, "SpMSpM work count", err);
+    if (st)
+        return st;
+    if ((st = cuda_ok(cudaMemsetAsync(d, 0, sizeof *d, c->ctx->stream), err, "cudaMemsetAsync")))
+        return st;
+    if (c->a->rows > 0) {
+        madds_kernel<<<gpu_grid(c->a->rows, 256), 256, 0, c->ctx->stream>>>(c->a->rows, c->a->row_ptr, c->a->col,
+                                                                           c->b->row_ptr, d);
+        if ((st = launched(err, "SpMSpM work count")))
+            return st;
+    }
+    if ((st = cuda_ok(cudaMemcpyAsync(&h, d, sizeof h, cudaMemcpyDeviceToHost, c->ctx->stream), err,
+                      "copying the work count")) ||
+        (st = cuda_ok(cudaStreamSynchronize(c->ctx->stream), err, "SpMSpM work count")))
+        return st;
+    c->madds = (int64_t)h;
+    gpu_release(c->ctx, c->hold, d);
+    return SPMV_OK;
+}
+
+/* CUB temporary storage: the largest any of this call's CUB steps needs. */
+template <typename T> static int size_cub(struct sp_call *c, spmv_error *err)
+{
+    size_t need = 0, n = 0;
+    cudaStream_t s = c->ctx->stream;
+    int32_t rows = c->a->rows;
+    cub::DeviceScan::ExclusiveSum(NULL, n, c->counts, c->row_ptr, rows + 1, s);
+    need = n;
+    if (c->kind == SP_BLOCK_COUNTER) {
+        cub::DeviceSegmentedSort::SortPairs(NULL, n, c->gcol, c->ccol, (T *)c->gval, (T *)c->cval, c->cap, rows,
+                                            c->row_ptr, c->row_ptr + 1, s);
+        need = n > need ? n : need;
+    }
+    if (c->kind == SP_WARP_NNZ) {
+        cub::DeviceRadixSort::SortPairs(NULL, n, c->keys, c->keys_alt, (T *)c->vals, (T *)c->vals_alt, c->madds, 0,
+                                        64, s);
+        need = n > need ? n : need;
+        cub::DeviceReduce::ReduceByKey(NULL, n, c->keys_alt, c->ukeys, (T *)c->vals_alt, (T *)c->cval, c->nruns,
+                                       ::cuda::std::plus<T>{}, c->madds, s);
+        need = n > need ? n : need;
+    }
+    c->cub_bytes = need;
+    return sp_alloc(c, &c->cub_tmp, (int64_t)need, 1, "SpMSpM CUB storage", err);
+}
+
+template <typename T> static int buffers(struct sp_call *c, spmv_error *err)
+{
+    int64_t rows = c->a->rows;
+    size_t vs = sizeof(T);
+    int st;
+    if ((st = sp_alloc(c, (void **)&c->counts, rows + 1, 4, "SpMSpM row counts", err)) ||
+        (st = sp_alloc(c, (void **)&c->row_ptr, rows + 1, 4, "C row_ptr", err)) ||
+        (st = sp_alloc(c, (void **)&c->ccol, c->cap, 4, "C col", err)) ||
+        (st = sp_alloc(c, &c->cval, c->cap, vs, "C val", err)))
+        return st;
+    if (c->kind == SP_BLOCK_COUNTER &&
+        ((st = sp_alloc(c, (void **)&c->seg, rows, 4, "SpMSpM row segments", err)) ||
+         (st = sp_alloc(c, (void **)&c->counter, 1, 8, "SpMSpM counter", err)) ||
+         (st = sp_alloc(c, (void **)&c->ucol, c->cap, 4, "SpMSpM staging", err)) ||
+         (st = sp_alloc(c, &c->uval, c->cap, vs, "SpMSpM staging", err)) ||
+         (st = sp_alloc(c, (void **)&c->gcol, c->cap, 4, "SpMSpM gather", err)) ||
+         (st = sp_alloc(c, &c->gval, c->cap, vs, "SpMSpM gather", err))))
+        return st;
+    if (c->kind == SP_WARP_NNZ &&
+        ((st = sp_alloc(c, (void **)&c->counter, 1, 8, "SpMSpM counter", err)) ||
+         (st = sp_alloc(c, (void **)&c->nruns, 1, 8, "SpMSpM run count", err)) ||
+         (st = sp_alloc(c, (void **)&c->keys, c->madds, 8, "SpMSpM product keys", err)) ||
+         (st = sp_alloc(c, (void **)&c->keys_alt, c->madds, 8, "SpMSpM product keys", err)) ||
+         (st = sp_alloc(c, (void **)&c->ukeys, c->cap, 8, "SpMSpM unique keys", err)) ||
+         (st = sp_alloc(c, &c->vals, c->madds, vs, "SpMSpM products", err)) ||
+         (st = sp_alloc(c, &c->vals_alt, c->madds, vs, "SpMSpM products", err))))
+        return st;
+    if (c->kind != SP_CUSPARSE && (st = size_cub<T>(c, err)))
+        return st;
+    return cuda_ok(cudaMemsetAsync(c->counts, 0, (size_t)(rows + 1) * 4, c->ctx->stream), err, "cudaMemsetAsync");
+}
+
+/* row_ptr = exclusive scan of counts (counts[rows] stays 0). */
+static int scan_counts(struct sp_call *c, spmv_error *err)
+{
+    size_t n = c->cub_bytes;
+    return cuda_ok(cub::DeviceScan::ExclusiveSum(c->cub_tmp, n, c->counts, c->row_ptr, c->a->rows + 1,
+                                                 c->ctx->stream),
+                   err, "scanning C's row counts");
+}
+
+template <typename T> static int run_thread_row(struct sp_call *c, spmv_error *err)
+{
+    spmv_gpu_matrix *a = c->a, *b = c->b;
+    unsigned g = gpu_grid(a->rows, c->block);
+    cudaStream_t s = c->ctx->stream;
+    int st;
+    thread_row_kernel<T, false><<<g, c->block, 0, s>>>(a->rows, a->row_ptr, a->col, (const T *)a->val, b->row_ptr,
+                                                       b->col, (const T *)b->val, c->counts, NULL, NULL, NULL);
+    if ((st = launched(err, "gpu.spmspm.thread_row count")) || (st = scan_counts(c, err)))
+        return st;
+    thread_row_kernel<T, true><<<g, c->block, 0, s>>>(a->rows, a->row_ptr, a->col, (const T *)a->val, b->row_ptr,
+                                                      b->col, (const T *)b->val, NULL, c->row_ptr, c->ccol,
+                                                      (T *)c->cval);
+    return launched(err, "gpu.spmspm.thread_row fill");
+}
+
+template <typename T> static int count_block_rows(struct sp_call *c, const char *what, spmv_error *err)
+{
+    spmv_gpu_matrix *a = c->a, *b = c->b;
+    block_row_kernel<T, false><<<(unsigned)a->rows, c->block, 0, c->ctx->stream>>>(
+        a->row_ptr, a->col, (const T *)a->val, b->row_ptr, b->col, (const T *)b->val, c->counts, NULL, NULL, NULL);
+    int st = launched(err, what);
+    return st ? st : scan_counts(c, err);
+}
+
+template <typename T> static int run_block_row(struct sp_call *c, spmv_error *err)
+{
+    spmv_gpu_matrix *a = c->a, *b = c->b;
+    int st = count_block_rows<T>(c, "gpu.spmspm.block_row count", err);
+    if (st)
+        return st;
+    block_row_kernel<T, true><<<(unsigned)a->rows, c->block, 0, c->ctx->stream>>>(
+        a->row_ptr, a->col, (const T *)a->val, b->row_ptr, b->col, (const T *)b->val, NULL, c->row_ptr, c->ccol,
+        (T *)c->cval);
+    return launched(err, "gpu.spmspm.block_row fill");
+}
+
+template <typename T> static int run_block_counter(struct sp_call *c, spmv_error *err)
+{
+    spmv_gpu_matrix *a = c->a, *b = c->b;
+    cudaStream_t s = c->ctx->stream;
+    int64_t nnz = 0;
+    size_t n = c->cub_bytes;
+    int st = count_block_rows<T>(c, "gpu.spmspm.block_counter count", err);
+    if (st || (st = cuda_ok(cudaMemsetAsync(c->counter, 0, 8, s), err, "cudaMemsetAsync")))
+        return st;
+    block_counter_kernel<T><<<(unsigned)a->rows, c->block, 0, s>>>(a->row_ptr, a->col, (const T *)a->val,
+                                                                    b->row_ptr, b->col, (const T *)b->val, c->counts,
+                                                                    c->counter, c->seg, c->ucol, (T *)c->uval);
+    if ((st = launched(err, "gpu.spmspm.block_counter fill")))
+        return st;
+    gather_rows_kernel<T><<<gpu_grid((int64_t)a->rows * GPU_WARP, 256) < MAX_GRID
+                                ? gpu_grid((int64_t)a->rows * GPU_WARP, 256)
+                                : MAX_GRID,
+                            256, 0, s>>>(a->rows, c->seg, c->row_ptr, c->ucol, (const T *)c->uval, c->gcol,
+                                         (T *)c->gval);
+    if ((st = launched(err, "gpu.spmspm.block_counter gather")))
+        return st;
+    /* the sort's item count: C's non-zeros, from the scan */
+    int32_t last = 0;
+    if ((st = cuda_ok(cudaMemcpyAsync(&last, c->row_ptr + a->rows, 4, cudaMemcpyDeviceToHost, s), err,
+                      "reading C's size")) ||
+        (st = cuda_ok(cudaStreamSynchronize(s), err, "gpu.spmspm.block_counter")))
+        return st;
+    nnz = last;
+    return cuda_ok(cub::DeviceSegmentedSort::SortPairs(c->cub_tmp, n, c->gcol, c->ccol, (const T *)c->gval,
+                                                       (T *)c->cval, nnz, a->rows, c->row_ptr, c->row_ptr + 1, s),
+                   err, "gpu.spmspm.block_counter segmented sort");
+}
+
+static int key_bits(uint64_t max_key)
+{
+    int bits = 1;
+    while (bits < 64 && (max_key >> bits))
+        bits++;
+    return bits;
+}
+
+template <typename T> static int run_warp_nnz(struct sp_call *c, spmv_error *err)
+{
+    spmv_gpu_matrix *a = c->a, *b = c->b;
+    cudaStream_t s = c->ctx->stream;
+    uint64_t cols = (uint64_t)(b->cols > 0 ? b->cols : 1);
+    size_t n = c->cub_bytes;
+    int st;
+    unsigned g = gpu_grid(a->nnz * GPU_WARP, c->block);
+    if ((st = cuda_ok(cudaMemsetAsync(c->counter, 0, 8, s), err, "cudaMemsetAsync")))
+        return st;
+    warp_nnz_kernel<T><<<g < MAX_GRID ? g : MAX_GRID, c->block, 0, s>>>(
+        a->nnz, cols, a->coo_row, a->col, (const T *)a->val, b->row_ptr, b->col, (const T *)b->val, c->counter,
+        c->keys, (T *)c->vals);
+    if ((st = launched(err, "gpu.spmspm.warp_nnz products")))
+        return st;
+    int bits = key_bits((uint64_t)a->rows * cols - 1);
+    if ((st = cuda_ok(cub::DeviceRadixSort::SortPairs(c->cub_tmp, n, c->keys, c->keys_alt, (const T *)c->vals,
+                                                      (T *)c->vals_alt, c->madds, 0, bits, s),
+                      err, "gpu.spmspm.warp_nnz sort")))
+        return st;
+    n = c->cub_bytes;
+    if ((st = cuda_ok(cub::DeviceReduce::ReduceByKey(c->cub_tmp, n, c->keys_alt, c->ukeys, (const T *)c->vals_alt,
+                                                     (T *)c->cval, c->nruns, ::cuda::std::plus<T>{}, c->madds, s),
+                      err, "gpu.spmspm.warp_nnz reduce")))
+        return st;
+    keys_to_csr_kernel<<<gpu_grid(c->cap + 1, 256), 256, 0, s>>>(a->rows, cols, c->ukeys, c->nruns, c->cap,
+                                                                  c->row_ptr, c->ccol);
+    return launched(err, "gpu.spmspm.warp_nnz to CSR");
+}
+
+/* ------------------------------------------------------------- cuSPARSE */
+
+static cudaDataType sp_type(const spmv_gpu_matrix *m) { return m->dtype == SPMV_FLOAT64 ? CUDA_R_64F : CUDA_R_32F; }
+
+static int sparse_ok(cusparseStatus_t s, spmv_error *err, const char *what)
+{
+    return s == CUSPARSE_STATUS_SUCCESS ? SPMV_OK : gpu_sparse_error(s, err, what);
+}
+
+static int csr_descr(cusparseSpMatDescr_t *d, int64_t rows, int64_t cols, int64_t nnz, int32_t *rp, int32_t *col,
+                     void *val, cudaDataType ty, spmv_error *err, const char *what)
+{
+    return sparse_ok(cusparseCreateCsr(d, rows, cols, nnz, rp, col, val, CUSPARSE_INDEX_32I, CUSPARSE_INDEX_32I,
+                                       CUSPARSE_INDEX_BASE_ZERO, ty),
+                     err, what);
+}
+
+static int cusparse_descriptors(struct sp_call *c, spmv_error *err)
+{
+    spmv_gpu_matrix *a = c->a, *b = c->b;
+    int st = csr_descr(&c->da, a->rows, a->cols, a->nnz, a->row_ptr, a->col, a->val, sp_type(a), err,
+                       "cusparseCreateCsr(A)");
+    return st ? st
+              : csr_descr(&c->db, b->rows, b->cols, b->nnz, b->row_ptr, b->col, b->val, sp_type(b), err,
+                          "cusparseCreateCsr(B)");
+}
+
+/* A cuSPARSE buffer: its size asked for (`sizing`: allocated, untimed), or
+ * checked against the one the sizing pass allocated. */
+static int sparse_buffer(struct sp_call *c, bool sizing, size_t need, void **buf, size_t *have, spmv_error *err)
+{
+    if (sizing) {
+        *have = need;
+        return sp_alloc(c, buf, (int64_t)need, 1, "cuSPARSE SpGEMM buffer", err);
+    }
+    if (need > *have)
+        return spmv_error_set(err, SPMV_ERR_DEVICE, 0, "cuSPARSE SpGEMM asks for %zu bytes, %zu the first time",
+                              need, *have);
+    return SPMV_OK;
+}
+
+/* One SpGEMM, all of cuSPARSE's phases: work estimation (size query,
+ * then the estimation), compute (the same), copy into C's arrays. C's
+ * descriptor is made afresh each time, as cuSPARSE expects an empty C.
+ * With `sizing` the buffers are allocated as asked (the untimed first
+ * pass); later runs reuse them (same operands, same sizes). */
+template <typename T> static int run_cusparse(struct sp_call *c, bool sizing, spmv_error *err)
+{
+    cusparseHandle_t h = c->ctx->sparse;
+    cusparseSpGEMMDescr_t d = NULL;
+    cusparseSpMatDescr_t dc = NULL;
+    T one = 1, zero = 0;
+    cusparseOperation_t op = CUSPARSE_OPERATION_NON_TRANSPOSE;
+    cudaDataType ty = sp_type(c->a);
+    cusparseSpGEMMAlg_t alg = CUSPARSE_SPGEMM_DEFAULT;
+    size_t n1 = 0, n2 = 0;
+    int64_t r, cc, nz;
+    int st = sparse_ok(cusparseSpGEMM_createDescr(&d), err, "cusparseSpGEMM_createDescr");
+    if (st || (st = csr_descr(&dc, c->a->rows, c->b->cols, 0, c->row_ptr, NULL, NULL, ty, err, "cusparseCreateCsr(C)")))
+        goto done;
+    if ((st = sparse_ok(cusparseSpGEMM_workEstimation(h, op, op, &one, c->da, c->db, &zero, dc, ty, alg, d, &n1, NULL),
+                        err, "cusparseSpGEMM_workEstimation")) ||
+        (st = sparse_buffer(c, sizing, n1, &c->sbuf1, &c->sbytes1, err)) ||
+        (st = sparse_ok(cusparseSpGEMM_workEstimation(h, op, op, &one, c->da, c->db, &zero, dc, ty, alg, d, &n1,
+                                                      c->sbuf1),
+                        err, "cusparseSpGEMM_workEstimation")) ||
+        (st = sparse_ok(cusparseSpGEMM_compute(h, op, op, &one, c->da, c->db, &zero, dc, ty, alg, d, &n2, NULL), err,
+                        "cusparseSpGEMM_compute")) ||
+        (st = sparse_buffer(c, sizing, n2, &c->sbuf2, &c->sbytes2, err)) ||
+        (st = sparse_ok(cusparseSpGEMM_compute(h, op, op, &one, c->da, c->db, &zero, dc, ty, alg, d, &n2, c->sbuf2),
+                        err, "cusparseSpGEMM_compute")) ||
+        (st = sparse_ok(cusparseSpMatGetSize(dc, &r, &cc, &nz), err, "cusparseSpMatGetSize")))
+        goto done;
+    if (nz > c->cap) {
+        st = spmv_error_set(err, SPMV_ERR_DEVICE, 0, "cuSPARSE SpGEMM: C has %lld entries, more than its bound %lld",
+                            (long long)nz, (long long)c->cap);
+        goto done;
+    }
+    if ((st = sparse_ok(cusparseCsrSetPointers(dc, c->row_ptr, c->ccol, c->cval), err, "cusparseCsrSetPointers")))
+        goto done;
+    st = sparse_ok(cusparseSpGEMM_copy(h, op, op, &one, c->da, c->db, &zero, dc, ty, alg, d), err,
+                   "cusparseSpGEMM_copy");
+done:
+    if (dc)
+        cusparseDestroySpMat(dc);
+    if (d)
+        cusparseSpGEMM_destroyDescr(d);
+    return st;
+}
+
+/* --------------------------------------------------------------- a call */
+
+/* One product: every pass, queued on the stream. */
+template <typename T> static int product(struct sp_call *c, spmv_error *err)
+{
+    if (c->madds == 0) /* nothing to multiply: C is all empty rows */
+        return cuda_ok(cudaMemsetAsync(c->row_ptr, 0, ((size_t)c->a->rows + 1) * 4, c->ctx->stream), err,
+                       "cudaMemsetAsync");
+    switch (c->kind) {
+    case SP_THREAD_ROW: return run_thread_row<T>(c, err);
+    case SP_BLOCK_ROW: return run_block_row<T>(c, err);
+    case SP_BLOCK_COUNTER: return run_block_counter<T>(c, err);
+    case SP_WARP_NNZ: return run_warp_nnz<T>(c, err);
+    case SP_CUSPARSE: return run_cusparse<T>(c, false, err);
+    }
+    return SPMV_ERR_INVALID;
+}
+
+static int timed_runs(struct sp_call *c, int32_t warmup, int32_t runs, double *times, spmv_error *err)
+{
+    spmv_gpu_ctx *ctx = c->ctx;
+    for (int32_t i = 0; i < warmup + runs; i++) {
+        cudaError_t e = cudaEventRecord(ctx->ev_start, ctx->stream);
+        int st = e != cudaSuccess                  ? gpu_cuda_error(e, err, "cudaEventRecord")
+                 : c->a->dtype == SPMV_FLOAT64 ? product<double>(c, err)
+                                               : product<float>(c, err);
+        if (st)
+            return st;
+        float ms = 0;
+        if ((e = cudaEventRecord(ctx->ev_stop, ctx->stream)) != cudaSuccess ||
+            (e = cudaEventSynchronize(ctx->ev_stop)) != cudaSuccess ||
+            (e = cudaEventElapsedTime(&ms, ctx->ev_start, ctx->ev_stop)) != cudaSuccess)
+            return gpu_cuda_error(e, err, "timing an SpMSpM");
+        if (i >= warmup)
+            times[i - warmup] = ms;
+    }
+    return SPMV_OK;
+}
+
+/* Buffers, cuSPARSE descriptors and (cuSPARSE) its buffers, untimed. */
+static int prepare(struct sp_call *c, spmv_error *err)
+{
+    int st;
+    if ((st = count_madds(c, err)))
+        return st;
+    int64_t dense = (int64_t)c->a->rows * c->b->cols;
+    c->cap = c->madds < dense ? c->madds : dense;
+    if (c->cap > INT32_MAX)
+        return spmv_error_set(err, SPMV_ERR_LIMIT, 0,
+                              "C = A*B may hold up to %lld non-zeros (%lld multiply-adds); CSR indices are 32-bit",
+                              (long long)c->cap, (long long)c->madds);
+    if (c->kind == SP_WARP_NNZ && (st = gpu_ensure_format(c->ctx, c->a, SPMV_FMT_COO, err)))
+        return st;
+    st = c->a->dtype == SPMV_FLOAT64 ? buffers<double>(c, err) : buffers<float>(c, err);
+    if (st || c->kind != SP_CUSPARSE || c->madds == 0)
+        return st;
+    if ((st = cusparse_descriptors(c, err)))
+        return st;
+    return c->a->dtype == SPMV_FLOAT64 ? run_cusparse<double>(c, true, err) : run_cusparse<float>(c, true, err);
+}
+
+/* C's size after the last run, then C to the host. */
+static int download(struct sp_call *c, spmv_csr *out, spmv_error *err)
+{
+    cudaStream_t s = c->ctx->stream;
+    int32_t rows = c->a->rows, last = 0;
+    size_t vs = spmv_dtype_size(c->a->dtype);
+    int st;
+    if ((st = cuda_ok(cudaMemcpyAsync(&last, c->row_ptr + rows, 4, cudaMemcpyDeviceToHost, s), err,
+                      "reading C's size")) ||
+        (st = cuda_ok(cudaStreamSynchronize(s), err, "SpMSpM")))
+        return st;
+    memset(out, 0, sizeof *out);
+    out->rows = rows;
+    out->cols = c->b->cols;
+    out->dtype = c->a->dtype;
+    out->nnz = last;
+    out->row_ptr = (int32_t *)malloc(((size_t)rows + 1) * 4);
+    out->col = (int32_t *)malloc((size_t)last * 4 + 4);
+    out->val = malloc((size_t)last * vs + vs);
+    if (!out->row_ptr || !out->col || !out->val) {
+        spmv_csr_free(out);
+        return spmv_error_set(err, SPMV_ERR_NOMEM, 0, "cannot allocate C on the host (%d rows, %d non-zeros)", rows,
+                              last);
+    }
+    if ((st = cuda_ok(cudaMemcpyAsync(out->row_ptr, c->row_ptr, ((size_t)rows + 1) * 4, cudaMemcpyDeviceToHost, s),
+                      err, "copying C")) ||
+        (last && (st = cuda_ok(cudaMemcpyAsync(out->col, c->ccol, (size_t)last * 4, cudaMemcpyDeviceToHost, s), err,
+                               "copying C"))) ||
+        (last && (st = cuda_ok(cudaMemcpyAsync(out->val, c->cval, (size_t)last * vs, cudaMemcpyDeviceToHost, s),
+                               err, "copying C"))) ||
+        (st = cuda_ok(cudaStreamSynchronize(s), err, "copying C"))) {
+        spmv_csr_free(out);
+        return st;
+    }
+    /* cuSPARSE does not promise sorted rows: make sure (untimed) */
+    if (c->kind == SP_CUSPARSE && (st = spmv_csr_sort_rows(out, err)))
+        spmv_csr_free(out);
+    return st;
+}
+
+static void call_free(struct sp_call *c)
+{
+    if (c->da)
+        cusparseDestroySpMat(c->da);
+    if (c->db)
+        cusparseDestroySpMat(c->db);
+    if (c->hold)
+        gpu_matrix_destroy(c->ctx, c->hold); /* synchronises, then frees every temporary */
+}
+
+static int kind_of(const spmv_kernel *k, enum sp_kind *out)
+{
+    static const struct { const char *name; enum sp_kind kind; } kinds[] = {
+        {"gpu.spmspm.thread_row", SP_THREAD_ROW},       {"gpu.spmspm.block_row", SP_BLOCK_ROW},
+        {"gpu.spmspm.block_counter", SP_BLOCK_COUNTER}, {"gpu.spmspm.warp_nnz", SP_WARP_NNZ},
+        {"cusparse.spgemm", SP_CUSPARSE},
+    };
+    for (size_t i = 0; i < sizeof kinds / sizeof kinds[0]; i++)
+        if (strcmp(k->name, kinds[i].name) == 0) {
+            *out = kinds[i].kind;
+            return 0;
+        }
+    return -1;
+}
+
+static int check_call(spmv_gpu_ctx *ctx, const spmv_kernel *k, spmv_gpu_matrix *a, spmv_gpu_matrix *b,
+                      spmv_csr *c, int32_t warmup, int32_t runs, spmv_error *err)
+{
+    if (!ctx || !k || !a || !b || !c)
+        return spmv_error_set(err, SPMV_ERR_INVALID, 0, "GPU SpMSpM: missing context, kernel, operand or C");
+    if (k->device != SPMV_DEVICE_GPU || k->op != SPMV_OP_SPMSPM)
+        return spmv_error_set(err, SPMV_ERR_INVALID, 0, "%s is not a GPU SpMSpM kernel", k->name);
+    if (a->cols != b->rows)
+        return spmv_error_set(err, SPMV_ERR_SHAPE, 0,
+                              "A is %d x %d and B is %d x %d: A's columns (%d) must equal B's rows (%d)", a->rows,
+                              a->cols, b->rows, b->cols, a->cols, b->rows);
+    if (a->dtype != b->dtype)
+        return spmv_error_set(err, SPMV_ERR_INVALID, 0, "A is %s and B is %s: an SpMSpM needs one dtype",
+                              spmv_dtype_name(a->dtype), spmv_dtype_name(b->dtype));
+    if (warmup < 0 || runs < 1 || runs > MAX_RUNS || warmup > MAX_RUNS)
+        return spmv_error_set(err, SPMV_ERR_INVALID, 0, "GPU SpMSpM: warmup %d / runs %d out of range (runs 1..%d)",
+                              warmup, runs, MAX_RUNS);
+    return SPMV_OK;
+}
+
+extern "C" int spmv_gpu_spmspm(spmv_gpu_ctx *ctx, const spmv_kernel *k, spmv_gpu_matrix *a, spmv_gpu_matrix *b,
+                               const spmv_params *p, int32_t warmup, int32_t runs, spmv_csr *c, spmv_stats *stats,
+                               spmv_error *err)
+{
+    struct sp_call call;
+    spmv_params par;
+    double *times = NULL;
+    int st;
+    memset(&call, 0, sizeof call);
+    if (c)
+        memset(c, 0, sizeof *c);
+    if ((st = check_call(ctx, k, a, b, c, warmup, runs, err)))
+        return st;
+    if (kind_of(k, &call.kind) != 0)
+        return spmv_error_set(err, SPMV_ERR_UNAVAILABLE, 0, "%s has no GPU implementation in this build", k->name);
+    if ((st = spmv_params_resolve(k, p, &par, err)))
+        return st;
+    call.ctx = ctx;
+    call.a = a;
+    call.b = b;
+    call.block = par.v[SPMV_PARAM_BLOCK_SIZE] > 0 ? par.v[SPMV_PARAM_BLOCK_SIZE] : 256;
+    cudaError_t e = cudaSetDevice(ctx->device);
+    if (e != cudaSuccess)
+        return gpu_cuda_error(e, err, "cudaSetDevice");
+    if (!(call.hold = new (std::nothrow) spmv_gpu_matrix()) || !(times = (double *)malloc((size_t)runs * sizeof *times))) {
+        st = spmv_error_set(err, SPMV_ERR_NOMEM, 0, "GPU SpMSpM: out of host memory");
+        goto done;
+    }
+    if ((st = prepare(&call, err)) || (st = timed_runs(&call, warmup, runs, times, err)) ||
+        (st = download(&call, c, err)))
+        goto done;
+    if (stats) { /* bytes: A, B and C as CSR, once */
+        int64_t vs = (int64_t)spmv_dtype_size(a->dtype);
+        int64_t bytes = ((int64_t)a->rows + b->rows + c->rows + 3) * 4 + (a->nnz + b->nnz + c->nnz) * (4 + vs);
+        spmv_stats_compute(times, runs, warmup, 2 * call.madds, bytes, stats);
+    }
+done:
+    if (st)
+        cudaStreamSynchronize(ctx->stream);
+    call_free(&call);
+    free(times);
+    return st;
+}

@@ -78,6 +78,9 @@ static int check_run_args(spmv_gpu_ctx *ctx, const spmv_kernel *k, spmv_gpu_matr
         return spmv_error_set(err, SPMV_ERR_INVALID, 0, "GPU run: missing context, kernel or matrix");
     if (k->device != SPMV_DEVICE_GPU)
         return spmv_error_set(err, SPMV_ERR_INVALID, 0, "%s is not a GPU kernel", k->name);
+    if (k->op != SPMV_OP_SPMV)
+        return spmv_error_set(err, SPMV_ERR_INVALID, 0, "%s computes C = A*B (%s), not y = A*x", k->name,
+                              spmv_op_name(k->op));
     if ((m->cols > 0 && !x) || (m->rows > 0 && !y))
         return spmv_error_set(err, SPMV_ERR_INVALID, 0, "GPU run: missing x or y");
     if (warmup < 0 || runs < 1 || runs > 1000000 || warmup > 1000000)

@@ -301,7 +301,7 @@ static int check_kernels(const char *label, const spmv_coo *coo, spmv_dtype dt)
         const spmv_kernel *k = spmv_kernel_at(i);
         int32_t e[SPMV_PARAM_COUNT][3];
         int n[SPMV_PARAM_COUNT];
-        if (k->device != SPMV_DEVICE_GPU)
+        if (k->device != SPMV_DEVICE_GPU || k->op != SPMV_OP_SPMV) /* SpMSpM: test_gpu_spmspm.c */
             continue;
         struct tally *t = tally_of(k->name);
         for (int id = 0; id < SPMV_PARAM_COUNT; id++)

@@ -1,0 +1,120 @@
+/* fuzz_store.c — libFuzzer target: the store's file loader (matfile_read).
+ *
+ * A stored matrix file is a 512-byte header with two CRC-32s (header and
+ * payload) and the CSR arrays; reload at start reads every file of the
+ * state directory with matfile_read, which must turn any damage into
+ * SPMV_ERR_CORRUPT and never read or allocate past what the file holds.
+ * A fuzzer cannot forge checksums, so the first input byte says which to
+ * put right before the read (bit 0: the payload's, bit 1: the header's,
+ * computed over the mutated bytes), letting mutations reach the header
+ * decoding and the structure checks behind them. The rest is the file.
+ *
+ * A file that loads must be sound: row pointers span the entries, every
+ * column index is inside the matrix; it is written back with
+ * matfile_write and read again, and the two reads must agree.
+ *
+ * Seeds (tests/fuzz/corpus/fuzz_store/) are files the daemon wrote for
+ * conformance matrices.
+ */
+#include <fcntl.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include <zlib.h>
+
+#include "daemon/matfile.h"
+
+static char dir[128], path[192];
+
+static void setup(void)
+{
+    if (dir[0])
+        return;
+    snprintf(dir, sizeof dir, "%s/spmvd-fuzz-store.XXXXXX", access("/dev/shm", W_OK) == 0 ? "/dev/shm" : "/tmp");
+    if (!mkdtemp(dir))
+        abort();
+    snprintf(path, sizeof path, "%s/input.csr", dir);
+}
+
+static void fix_crcs(uint8_t *f, size_t n, unsigned flags)
+{
+    if (n < MATFILE_HEADER_BYTES)
+        return;
+    if (flags & 1) {
+        uint32_t c = (uint32_t)crc32(0, f + MATFILE_HEADER_BYTES, (uInt)(n - MATFILE_HEADER_BYTES));
+        memcpy(f + 504, &c, 4);
+    }
+    if (flags & 2) {
+        uint32_t c = (uint32_t)crc32(0, f, 508);
+        memcpy(f + 508, &c, 4);
+    }
+}
+
+static void check_sound(const spmv_csr *c)
+{
+    if (c->rows < 0 || c->cols < 0 || c->nnz < 0 || c->row_ptr[0] != 0 || c->row_ptr[c->rows] != c->nnz)
+        __builtin_trap();
+    for (int32_t i = 0; i < c->rows; i++)
+        if (c->row_ptr[i + 1] < c->row_ptr[i])
+            __builtin_trap();
+    for (int64_t k = 0; k < c->nnz; k++)
+        if (c->col[k] < 0 || c->col[k] >= c->cols)
+            __builtin_trap();
+}
+
+static void round_trip(const matfile_meta *meta, const spmv_csr *c)
+{
+    matfile_meta m2 = *meta, m3;
+    spmv_csr back;
+    spmv_error err = {0};
+    char again[256];
+    /* the id names the file: keep a fixed valid one */
+    snprintf(m2.id, sizeof m2.id, "00000000-0000-4000-8000-000000000000");
+    snprintf(again, sizeof again, "%s/%s%s", dir, m2.id, MATFILE_SUFFIX);
+    if (matfile_write(dir, &m2, c, &err) != SPMV_OK)
+        __builtin_trap();
+    if (matfile_read(again, &m3, &back, &err) != SPMV_OK)
+        __builtin_trap();
+    size_t vs = spmv_dtype_size(c->dtype);
+    if (back.rows != c->rows || back.cols != c->cols || back.nnz != c->nnz || back.dtype != c->dtype ||
+        memcmp(back.row_ptr, c->row_ptr, ((size_t)c->rows + 1) * 4) != 0 ||
+        (c->nnz && (memcmp(back.col, c->col, (size_t)c->nnz * 4) != 0 ||
+                    memcmp(back.val, c->val, (size_t)c->nnz * vs) != 0)) ||
+        strcmp(m3.name, meta->name) != 0)
+        __builtin_trap();
+    spmv_csr_free(&back);
+    unlink(again);
+}
+
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
+{
+    setup();
+    if (size < 1)
+        return 0;
+    size_t n = size - 1;
+    uint8_t *f = malloc(n ? n : 1);
+    if (!f)
+        return 0;
+    memcpy(f, data + 1, n);
+    fix_crcs(f, n, data[0]);
+    int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+    if (fd < 0 || (n && write(fd, f, n) != (ssize_t)n))
+        abort();
+    close(fd);
+    free(f);
+    matfile_meta meta;
+    spmv_csr c;
+    spmv_error err = {0};
+    int rc = matfile_read(path, &meta, &c, &err);
+    if (rc == SPMV_OK) {
+        check_sound(&c);
+        round_trip(&meta, &c);
+        spmv_csr_free(&c);
+    } else if (rc != SPMV_ERR_CORRUPT && rc != SPMV_ERR_NOMEM) {
+        __builtin_trap(); /* a damaged file is CORRUPT, nothing else */
+    }
+    return 0;
+}

@@ -205,6 +205,10 @@ static void request_begin(request *r)
     bool bad_id;
     const char *allow;
     r->route = api_route_match(r->path ? r->path : "", r->id, &bad_id);
+    /* before anything that tells routes apart (404, 405): without the
+     * token a client learns nothing but that it needs one */
+    if (!authorized(r))
+        return;
     if (r->route == ROUTE_UNKNOWN) {
         api_error(r, 404, "not_found", "no route %s %s", r->method, r->path ? r->path : "");
         return;
@@ -215,8 +219,6 @@ static void request_begin(request *r)
         api_header(r, MHD_HTTP_HEADER_ALLOW, allow);
         return;
     }
-    if (!authorized(r))
-        return;
     if (bad_id) {
         api_error(r, 404, "not_found", "%s is not a %s id (ids are UUIDs as the daemon returns them)",
                   r->path, r->route == ROUTE_JOB ? "job" : "matrix");

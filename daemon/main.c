@@ -35,15 +35,18 @@ static int fail_config(const char *msg)
     return 2;
 }
 
-/* The token file's first line, trailing whitespace dropped. */
-static int read_token(spmvd *d, char *err, size_t errlen)
+/* The systemd credential a unit passes the token as (LoadCredential=
+ * spmvd-token:/etc/spmvd/token, or SetCredentialEncrypted=): read from
+ * $CREDENTIALS_DIRECTORY when auth_token_file names no file. */
+#define TOKEN_CREDENTIAL "spmvd-token"
+
+/* The token's first line, trailing whitespace dropped; `what` names the
+ * source in messages. */
+static int read_token_from(spmvd *d, const char *path, const char *what, char *err, size_t errlen)
 {
-    const char *path = d->cfg.auth_token_file;
-    if (!path)
-        return 0;
     FILE *f = fopen(path, "r");
     if (!f) {
-        snprintf(err, errlen, "config key `auth_token_file`: cannot read %s: %s", path, strerror(errno));
+        snprintf(err, errlen, "%s: cannot read %s: %s", what, path, strerror(errno));
         return -1;
     }
     char buf[1024];
@@ -55,12 +58,25 @@ static int read_token(spmvd *d, char *err, size_t errlen)
     while (n && (buf[n - 1] == ' ' || buf[n - 1] == '\t'))
         buf[--n] = '\0';
     if (n < 16) {
-        snprintf(err, errlen, "config key `auth_token_file`: %s holds a token of %zu characters; use at least 16", path, n);
+        snprintf(err, errlen, "%s: %s holds a token of %zu characters; use at least 16", what, path, n);
         return -1;
     }
     d->auth_token = strdup(buf);
     d->auth_token_len = n;
     return d->auth_token ? 0 : -1;
+}
+
+/* auth_token_file when set, else the systemd credential when present. */
+static int read_token(spmvd *d, char *err, size_t errlen)
+{
+    if (d->cfg.auth_token_file)
+        return read_token_from(d, d->cfg.auth_token_file, "config key `auth_token_file`", err, errlen);
+    const char *dir = getenv("CREDENTIALS_DIRECTORY");
+    char path[4096];
+    if (!dir || !*dir || snprintf(path, sizeof path, "%s/%s", dir, TOKEN_CREDENTIAL) >= (int)sizeof path ||
+        access(path, F_OK) != 0)
+        return 0;
+    return read_token_from(d, path, "systemd credential " TOKEN_CREDENTIAL, err, errlen);
 }
 
 /* ------------------------------------------------------------ workers */

@@ -102,6 +102,11 @@ int worker_cpu_spmv(matrix *m, const spmv_kernel *k, const spmv_params *p,
 int worker_run_kernel(worker *w, matrix *m, const spmv_kernel *k, const spmv_params *p,
                       const void *x, void *y, int32_t warmup, int32_t runs,
                       spmv_stats *st, spmv_error *err);
+/* C = A*B with SpMSpM kernel k from worker w's thread (worker_spmspm.c):
+ * CPU kernels on the host CSRs, GPU kernels on w's device, where A must be
+ * resident; B is copied there for the call when it is not. *c gets C. */
+int worker_run_spmspm(worker *w, matrix *a, matrix *b, const spmv_kernel *k, const spmv_params *p,
+                      int32_t warmup, int32_t runs, spmv_csr *c, spmv_stats *st, spmv_error *err);
 /* Marks the worker alive (the loop and long tasks call it). */
 void worker_heartbeat(worker *w);
 /* Whether the worker's loop is healthy: it ticked within stale_ms, or it is

@@ -1,0 +1,473 @@
+/* spmspm.c — POST /v1/matrices/{a}/spmspm: C = A*B with a stored B (SPEC §8).
+ *
+ * The body is JSON: {"b": "<id>", "kernel", "runs", "warmup", "store",
+ * "verify", params...}. A's columns must equal B's rows (422 naming both
+ * shapes otherwise) and the two must share a dtype (422). The kernel is an
+ * SpMSpM one (op "spmspm" in GET /v1/kernels; an SpMV kernel is a 400);
+ * a GPU kernel needs A on a GPU (409), B is copied to A's device for the
+ * call when it is not there (daemon/worker_spmspm.c).
+ *
+ * Answers:
+ *   "store": true   C becomes a new matrix, persisted like an upload and
+ *                   resident where A is (A's GPU, or the host): 201,
+ *                   Location, its descriptor plus "product" (kernel,
+ *                   operands, statistics);
+ *   otherwise       C as COO, 0-based, rows sorted by column: JSON
+ *                   {"rows","cols","nnz","row":[...],"col":[...],"val":[...],
+ *                   "kernel","a","b","device","params","stats",...}; with
+ *                   Accept: application/octet-stream, nnz packed
+ *                   little-endian triplets (int32 row, int32 col, value of
+ *                   the dtype: 16 bytes each in float64, 12 in float32) and
+ *                   everything else as JSON in the X-SpMV-Stats header.
+ * Statistics are spmv's; GFLOPS count 2 flops per multiply-add done.
+ *
+ * As for spmv: the request is checked on the HTTP thread, the product runs
+ * as a task on the kernel's worker, the answer is built on an HTTP thread
+ * after the connection resumes.
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "api/api.h"
+#include "daemon/log.h"
+
+#define SPMSPM_BODY_MAX 65536
+
+typedef struct spmspm_task {
+    task base;
+    request *r;
+    spmvd *d;
+    matrix *a, *b;
+    const spmv_kernel *k;
+    spmv_params p;
+    int32_t runs, warmup;
+    bool store, verify, binary;
+    spmv_csr c;
+    matrix *out;          /* store: the new matrix */
+    spmv_stats st;
+    double max_rel_err;
+    double queue_ms;
+    int rc;
+    spmv_error err;
+    char worker_name[16];
+} spmspm_task;
+
+static spmspm_task *T(request *r) { return r->state; }
+
+static const char *const base_keys[] = {"b", "kernel", "runs", "warmup", "store", "verify", NULL};
+
+/* ------------------------------------------------------------ decoding */
+
+static bool known_key(const char *key)
+{
+    for (int i = 0; base_keys[i]; i++)
+        if (strcmp(key, base_keys[i]) == 0)
+            return true;
+    for (int id = 0; id < SPMV_PARAM_COUNT; id++)
+        if (strcmp(spmv_param_get((spmv_param_id)id)->name, key) == 0)
+            return true;
+    return false;
+}
+
+/* An integer field in [min, max], def when absent; -1 with an answer. */
+static int int_field(request *r, const json_t *o, const char *key, int64_t def, int64_t min, int64_t max,
+                     int32_t *out)
+{
+    json_t *v = json_object_get(o, key);
+    int64_t x = def;
+    if (v && !json_is_null(v)) {
+        if (!json_is_integer(v) || json_integer_value(v) < min || json_integer_value(v) > max) {
+            api_error(r, 400, "invalid_request", "`%s` must be an integer in %lld..%lld", key, (long long)min,
+                      (long long)max);
+            return -1;
+        }
+        x = json_integer_value(v);
+    }
+    *out = (int32_t)x;
+    return 0;
+}
+
+static int bool_field(request *r, const json_t *o, const char *key, bool *out)
+{
+    json_t *v = json_object_get(o, key);
+    *out = false;
+    if (!v || json_is_null(v))
+        return 0;
+    if (!json_is_boolean(v)) {
+        api_error(r, 400, "invalid_request", "`%s` must be true or false", key);
+        return -1;
+    }
+    *out = json_is_true(v);
+    return 0;
+}
+
+static int params_field(request *r, const json_t *o, spmv_params *p)
+{
+    memset(p, 0, sizeof *p);
+    for (int id = 0; id < SPMV_PARAM_COUNT; id++) {
+        const spmv_param_desc *pd = spmv_param_get((spmv_param_id)id);
+        if (int_field(r, o, pd->name, 0, pd->min, pd->max, &p->v[id]))
+            return -1;
+    }
+    return 0;
+}
+
+/* B by id: a well-formed id of a stored matrix. */
+static int pick_b(request *r, const json_t *o)
+{
+    spmspm_task *t = T(r);
+    const char *id = json_string_value(json_object_get(o, "b"));
+    if (!id) {
+        api_error(r, 400, "invalid_request", "`b` (the id of the stored matrix B) is missing or not a string");
+        return -1;
+    }
+    if (!store_id_valid(id) || !(t->b = store_get(r->d->store, id))) {
+        api_error(r, 404, "not_found", "no matrix %s (B): upload it first", id);
+        return -1;
+    }
+    return 0;
+}
+
+static int check_operands(request *r)
+{
+    spmspm_task *t = T(r);
+    spmv_error err = {0};
+    int st = spmv_spmspm_check(&t->a->host.csr, &t->b->host.csr, &err);
+    if (st != SPMV_OK) {
+        api_error(r, 422, st == SPMV_ERR_SHAPE ? "shape_mismatch" : "dtype_mismatch", "%s", err.message);
+        return -1;
+    }
+    return 0;
+}
+
+static int pick_kernel(request *r, const char *name)
+{
+    spmspm_task *t = T(r);
+    const char *why;
+    if (!name)
+        name = t->a->dev ? "gpu.spmspm.block_row" : "cpu.spmspm.omp";
+    if (!(t->k = spmv_kernel_find(name))) {
+        api_error(r, 400, "unknown_kernel", "no kernel \"%s\" (GET /v1/kernels lists them)", name);
+        return -1;
+    }
+    if (t->k->op != SPMV_OP_SPMSPM) {
+        api_error(r, 400, "unknown_kernel", "%s is a %s kernel; /spmspm runs spmspm kernels (GET /v1/kernels lists "
+                  "them)", name, spmv_op_name(t->k->op));
+        return -1;
+    }
+    if (!spmvd_kernel_available(r->d, t->k, &why)) {
+        api_error(r, 409, "kernel_unavailable", "kernel %s is not available here: %s", name, why);
+        return -1;
+    }
+    if (t->k->device == SPMV_DEVICE_GPU && !t->a->dev) {
+        api_error(r, 409, "kernel_unavailable",
+                  "matrix %s (A) is held on the host only; GPU kernels need A uploaded with device=gpu", t->a->meta.id);
+        return -1;
+    }
+    return 0;
+}
+
+static int decode(request *r, const json_t *o)
+{
+    spmspm_task *t = T(r);
+    spmv_params given;
+    spmv_error err = {0};
+    const char *key;
+    json_t *v;
+    int64_t max = atomic_load(&r->d->limits.max_runs);
+    json_object_foreach((json_t *)o, key, v) {
+        if (!known_key(key)) {
+            api_error(r, 400, "invalid_request", "unknown field `%s`", key);
+            return -1;
+        }
+    }
+    json_t *kn = json_object_get(o, "kernel");
+    if (kn && !json_is_string(kn)) {
+        api_error(r, 400, "invalid_request", "`kernel` must be a string");
+        return -1;
+    }
+    if (pick_b(r, o) || check_operands(r) || pick_kernel(r, json_string_value(kn)) ||
+        int_field(r, o, "runs", 1, 1, max, &t->runs) || int_field(r, o, "warmup", 0, 0, max, &t->warmup) ||
+        bool_field(r, o, "store", &t->store) || bool_field(r, o, "verify", &t->verify) || params_field(r, o, &given))
+        return -1;
+    if (spmv_params_resolve(t->k, &given, &t->p, &err) != SPMV_OK) {
+        api_error(r, 400, "invalid_parameter", "%s", err.message);
+        return -1;
+    }
+    return 0;
+}
+
+/* ------------------------------------------------------------- running */
+
+/* The product as a new matrix, resident where A is (on this worker). */
+static int make_stored(spmspm_task *t, worker *w)
+{
+    matfile_meta meta;
+    spmv_coo coo;
+    memset(&meta, 0, sizeof meta);
+    store_new_id(meta.id);
+    snprintf(meta.name, sizeof meta.name, "%.120s*%.120s", t->a->meta.name, t->b->meta.name);
+    meta.symmetry = SPMV_MM_GENERAL;
+    meta.formats = SPMV_FMT_CSR;
+    meta.hack_size = t->a->meta.hack_size;
+    meta.device = w->gpu >= 0 ? w->gpu : MATFILE_DEVICE_HOST;
+    meta.created = (int64_t)time(NULL);
+    int rc = matrix_new_from_csr(&meta, &t->c, SPMV_FMT_CSR, &t->out, &t->err);
+    if (rc != SPMV_OK || w->gpu < 0)
+        return rc;
+    if ((rc = spmv_csr_to_coo(&t->out->host.csr, &coo, &t->err)) != SPMV_OK)
+        return rc;
+    rc = w->ops->matrix_load(w, t->out, &coo, &t->err);
+    spmv_coo_free(&coo);
+    return rc;
+}
+
+static void verify(spmspm_task *t)
+{
+    spmv_csr ref;
+    spmv_error err;
+    if (spmv_spmspm_reference(&t->a->host.csr, &t->b->host.csr, &ref, &t->err) != SPMV_OK) {
+        t->rc = t->err.status;
+        return;
+    }
+    if (spmv_csr_compare(&t->c, &ref, &t->max_rel_err, &err) != SPMV_OK)
+        t->max_rel_err = -1; /* structure differs: reported as -1 */
+    spmv_csr_free(&ref);
+}
+
+static void spmspm_run(task *base, worker *w)
+{
+    spmspm_task *t = (spmspm_task *)base;
+    t->queue_ms = base->queue_ms;
+    snprintf(t->worker_name, sizeof t->worker_name, "%s", w->name);
+    t->rc = worker_run_spmspm(w, t->a, t->b, t->k, &t->p, t->warmup, t->runs, &t->c, &t->st, &t->err);
+    if (t->rc == SPMV_OK && t->verify)
+        verify(t);
+    log_info("spmspm: %s on %s (%dx%d) x %s (%dx%d) by %s: C nnz %lld, %d runs, median %.4f ms%s", t->k->name,
+             t->a->meta.id, t->a->host.rows, t->a->host.cols, t->b->meta.id, t->b->host.rows, t->b->host.cols,
+             w->name, (long long)t->c.nnz, t->runs, t->st.median_ms, t->rc ? " FAILED" : "");
+    if (t->rc == SPMV_OK && t->store)
+        t->rc = make_stored(t, w);
+}
+
+static void spmspm_finish(task *base, int status)
+{
+    spmspm_task *t = (spmspm_task *)base;
+    if (status != SPMV_OK) {
+        t->rc = status;
+        spmv_error_set(&t->err, status, 0, "the daemon is shutting down");
+    }
+    api_task_done(t->r);
+}
+
+/* ------------------------------------------------------------ answering */
+
+static json_t *stats_json(const spmv_stats *s)
+{
+    return json_pack("{s:i, s:i, s:o, s:o, s:o, s:o, s:o, s:o, s:o}", "runs", s->runs, "warmup", s->warmup,
+                     "mean_ms", api_json_real(s->mean_ms), "stddev_ms", api_json_real(s->stddev_ms),
+                     "min_ms", api_json_real(s->min_ms), "median_ms", api_json_real(s->median_ms),
+                     "max_ms", api_json_real(s->max_ms), "gflops", api_json_real(s->gflops),
+                     "gbps", api_json_real(s->gbps));
+}
+
+/* Everything of the answer but C's entries. */
+static json_t *result_json(const spmspm_task *t)
+{
+    json_t *params = json_object();
+    for (int id = 0; id < SPMV_PARAM_COUNT; id++)
+        if (t->k->params & (1u << id))
+            json_object_set_new(params, spmv_param_get((spmv_param_id)id)->name, json_integer(t->p.v[id]));
+    json_t *o = json_pack("{s:s, s:s, s:s, s:s, s:s, s:o, s:o, s:o, s:I}", "kernel", t->k->name, "a", t->a->meta.id,
+                          "b", t->b->meta.id, "device", t->worker_name, "dtype", spmv_dtype_name(t->a->host.dtype),
+                          "params", params, "stats", stats_json(&t->st), "queue_ms", api_json_real(t->queue_ms),
+                          "madds", (json_int_t)spmv_spmspm_madds(&t->a->host.csr, &t->b->host.csr));
+    if (o && t->verify)
+        json_object_set_new(o, "verify", json_pack("{s:o, s:s}", "max_rel_err", api_json_real(t->max_rel_err),
+                                                   "reference", "cpu.spmspm.serial"));
+    return o;
+}
+
+/* {"rows","cols","nnz","row":[...],"col":[...],"val":[...], <result>}
+ * written straight out (C can be millions of entries). */
+static char *json_answer(const spmspm_task *t, size_t *len)
+{
+    const spmv_csr *c = &t->c;
+    json_t *rest = result_json(t);
+    size_t rlen = 0;
+    char *rtext = rest ? api_json_dump(rest, &rlen) : NULL, *text = NULL;
+    json_decref(rest);
+    FILE *f = rtext ? open_memstream(&text, len) : NULL;
+    if (!f) {
+        free(rtext);
+        return NULL;
+    }
+    fprintf(f, "{\"rows\":%d,\"cols\":%d,\"nnz\":%lld,\"row\":[", c->rows, c->cols, (long long)c->nnz);
+    for (int32_t i = 0; i < c->rows; i++)
+        for (int32_t p = c->row_ptr[i]; p < c->row_ptr[i + 1]; p++)
+            fprintf(f, p ? ",%d" : "%d", i);
+    fputs("],\"col\":[", f);
+    for (int64_t p = 0; p < c->nnz; p++)
+        fprintf(f, p ? ",%d" : "%d", c->col[p]);
+    fputs("],\"val\":", f);
+    api_json_write_vector(f, c->dtype, c->val, (int32_t)c->nnz);
+    fputc(',', f);
+    fwrite(rtext + 1, 1, rlen - 1, f); /* the object without its '{' */
+    fputc('\n', f);
+    fclose(f);
+    free(rtext);
+    return text;
+}
+
+/* nnz packed triplets: int32 row, int32 col, value (little-endian). */
+static void *binary_answer(const spmspm_task *t, size_t *len)
+{
+    const spmv_csr *c = &t->c;
+    size_t vs = spmv_dtype_size(c->dtype), rec = 8 + vs;
+    char *buf = malloc((size_t)c->nnz * rec + 1), *q = buf;
+    if (!buf)
+        return NULL;
+    for (int32_t i = 0; i < c->rows; i++)
+        for (int32_t p = c->row_ptr[i]; p < c->row_ptr[i + 1]; p++, q += rec) {
+            memcpy(q, &i, 4);
+            memcpy(q + 4, &c->col[p], 4);
+            memcpy(q + 8, (const char *)c->val + (size_t)p * vs, vs);
+        }
+    *len = (size_t)c->nnz * rec;
+    return buf;
+}
+
+static void answer_stored(request *r)
+{
+    spmspm_task *t = T(r);
+    spmv_error err = {0};
+    char loc[64];
+    int rc = store_insert(r->d->store, t->out, &err);
+    if (rc != SPMV_OK) {
+        log_error("spmspm: %s", err.message);
+        api_error_spmv(r, rc, &err);
+        return;
+    }
+    json_t *o = api_matrix_json(r->d, t->out);
+    if (o)
+        json_object_set_new(o, "product", result_json(t));
+    snprintf(loc, sizeof loc, "/v1/matrices/%s", t->out->meta.id);
+    api_json(r, 201, o);
+    api_header(r, MHD_HTTP_HEADER_LOCATION, loc);
+}
+
+static void answer(request *r)
+{
+    spmspm_task *t = T(r);
+    size_t len = 0;
+    if (t->rc != SPMV_OK) {
+        if (t->rc == SPMV_ERR_UNAVAILABLE && atomic_load(&r->d->draining))
+            api_error(r, 503, "shutting_down", "the daemon is shutting down");
+        else
+            api_error_spmv(r, t->rc, &t->err);
+        return;
+    }
+    if (t->store) {
+        answer_stored(r);
+        return;
+    }
+    if (t->binary) {
+        json_t *hdr = result_json(t);
+        if (hdr)
+            json_object_set_new(hdr, "shape", json_pack("{s:i, s:i, s:I}", "rows", t->c.rows, "cols", t->c.cols,
+                                                         "nnz", (json_int_t)t->c.nnz));
+        char *htext = hdr ? api_json_dump(hdr, NULL) : NULL;
+        void *body = binary_answer(t, &len);
+        json_decref(hdr);
+        if (!body || !htext) {
+            free(body);
+            api_error(r, 500, "out_of_memory", "out of memory writing the answer");
+        } else {
+            api_bytes(r, 200, "application/octet-stream", body, len);
+            api_header(r, "X-SpMV-Stats", htext);
+        }
+        free(htext);
+        return;
+    }
+    char *text = json_answer(t, &len);
+    if (!text)
+        api_error(r, 500, "out_of_memory", "out of memory writing the answer");
+    else
+        api_bytes(r, 200, "application/json", text, len);
+}
+
+/* ------------------------------------------------------------ handlers */
+
+static void spmspm_begin(request *r)
+{
+    const char *ct = api_header_in(r, MHD_HTTP_HEADER_CONTENT_TYPE);
+    const char *accept = api_header_in(r, MHD_HTTP_HEADER_ACCEPT);
+    if (ct && strncasecmp(ct, "application/json", 16) != 0 && strncasecmp(ct, "text/plain", 10) != 0 &&
+        strncasecmp(ct, "application/x-www-form-urlencoded", 33) != 0) {
+        api_error(r, 415, "unsupported_media_type", "Content-Type %s: the body is JSON (application/json)", ct);
+        return;
+    }
+    spmspm_task *t = calloc(1, sizeof *t);
+    if (!t) {
+        api_error(r, 500, "out_of_memory", "out of memory");
+        return;
+    }
+    t->d = r->d;
+    t->binary = accept && strstr(accept, "application/octet-stream") != NULL;
+    r->state = t;
+    if (!(t->a = api_get_matrix(r)))
+        return;
+    api_check_content_length(r, SPMSPM_BODY_MAX);
+}
+
+static void spmspm_body(request *r, const char *data, size_t size)
+{
+    api_body_collect(r, data, size, SPMSPM_BODY_MAX);
+}
+
+static void spmspm_end(request *r)
+{
+    spmspm_task *t = T(r);
+    json_error_t jerr;
+    json_t *o = json_loadb(r->body ? r->body : "", r->body_len, JSON_REJECT_DUPLICATES, &jerr);
+    int rc = -1;
+    if (!o)
+        api_error(r, 400, "invalid_json", "body is not valid JSON: line %d column %d: %s", jerr.line, jerr.column,
+                  jerr.text);
+    else if (!json_is_object(o))
+        api_error(r, 400, "invalid_json", "body must be a JSON object");
+    else
+        rc = decode(r, o);
+    json_decref(o);
+    if (rc != 0)
+        return;
+    worker *w = spmvd_worker_for(r->d, t->a, t->k);
+    t->base.run = spmspm_run;
+    t->base.finish = spmspm_finish;
+    t->r = r;
+    api_submit_and_suspend(r, w, &t->base);
+}
+
+static void spmspm_cleanup(request *r)
+{
+    spmspm_task *t = T(r);
+    if (!t)
+        return;
+    matrix_unref(t->a);
+    matrix_unref(t->b);
+    matrix_unref(t->out);
+    spmv_csr_free(&t->c);
+    free(t);
+    r->state = NULL;
+}
+
+const route_handlers api_spmspm_post = {
+    .begin = spmspm_begin,
+    .body = spmspm_body,
+    .end = spmspm_end,
+    .resumed = answer,
+    .cleanup = spmspm_cleanup,
+    .accepts_body = true,
+};

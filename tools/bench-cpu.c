@@ -225,8 +225,8 @@ static int measure_triad(int64_t llc, triad_result *mem)
     printf("| 3 x %.0f MiB (in LLC) | %" PRId64 " | %.1f | %.1f |\n\n", (double)cached.array_bytes / 1048576.0,
            cached.array_bytes, cached.best_gbps, cached.median_gbps);
     printf("Counted: 3 arrays x 8 bytes per element (write-allocate traffic not counted, as in STREAM).\n"
-           "The %% of triad below is against the best memory-size figure, %.1f GB/s.\n\n",
-           mem->best_gbps);
+           "The %% of triad in the kernel table is against the memory-size triad re-measured just\n"
+           "before each matrix (listed after the table).\n\n");
     return 0;
 }
 
@@ -365,9 +365,10 @@ static void bench_kernel(const bench_opts *o, const bench_matrix *bm, const spmv
     }
     double e = spmv_max_rel_err(m->dtype, y, ref, m->rows);
     /* The kernels sum each row in the reference's order except where the
-     * format reorders it (chunked passes); float32 rounding of a different
-     * order stays far below 1e-4, a wrong result far above. */
-    double bound = m->dtype == SPMV_FLOAT32 ? 1e-4 : 1e-12;
+     * format reorders it (chunked passes); float32 rounding of another
+     * order over a 2 M-entry row stays below 1e-3 of ||y||_inf, a wrong
+     * result is of order 1. */
+    double bound = m->dtype == SPMV_FLOAT32 ? 1e-3 : 1e-10;
     if (!(e <= bound))
         (*mismatches)++;
     if (strcmp(k->name, "cpu.csr.serial") == 0)
@@ -422,9 +423,19 @@ fail:
     return rc;
 }
 
-static int bench_matrices(const bench_opts *o, int64_t llc, double triad_gbps, int *mismatches)
+/* The cores and the memory bus are shared with other work, whose load
+ * changes over a run; so each matrix's "% of triad" is against a triad
+ * measured just before its kernels (5 passes over the same arrays). */
+static double triad_now(const triad_result *mem)
+{
+    triad_result t;
+    return triad(mem->array_bytes / 8, 5, &t) == 0 ? t.best_gbps : mem->best_gbps;
+}
+
+static int bench_matrices(const bench_opts *o, int64_t llc, const triad_result *mem, int *mismatches)
 {
     bench_matrix set[8];
+    double triad_at[8] = {0};
     size_t count = bench_set(o->scale, o->seed, set);
     int rc = 0;
 
@@ -465,11 +476,17 @@ static int bench_matrices(const bench_opts *o, int64_t llc, double triad_gbps, i
             fprintf(stderr, "bench-cpu: %s: %s\n", set[i].name, err.message);
             return -1;
         }
-        rc = bench_dtype(o, &set[i], &coo, SPMV_FLOAT64, triad_gbps, mismatches);
+        triad_at[i] = triad_now(mem);
+        rc = bench_dtype(o, &set[i], &coo, SPMV_FLOAT64, triad_at[i], mismatches);
         if (rc == 0)
-            rc = bench_dtype(o, &set[i], &coo, SPMV_FLOAT32, triad_gbps, mismatches);
+            rc = bench_dtype(o, &set[i], &coo, SPMV_FLOAT32, triad_at[i], mismatches);
         spmv_coo_free(&coo);
     }
+    printf("\nThe triad just before each matrix's kernels (the %% of triad column's base):\n\n"
+           "| matrix | triad GB/s |\n| --- | ---: |\n");
+    for (size_t i = 0; i < count; i++)
+        if (triad_at[i] > 0)
+            printf("| %s | %.1f |\n", set[i].name, triad_at[i]);
     printf("\n");
     return rc;
 }
@@ -589,7 +606,7 @@ int main(int argc, char **argv)
         return 1;
     }
     fflush(stdout);
-    if (!o.skip_kernels && bench_matrices(&o, llc, mem.best_gbps, &mismatches) != 0)
+    if (!o.skip_kernels && bench_matrices(&o, llc, &mem, &mismatches) != 0)
         return 1;
     if (o.reader_mb > 0 && bench_reader(&o) != 0)
         return 1;

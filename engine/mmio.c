@@ -7,9 +7,10 @@
  * place, only the partial last line is carried over to the next chunk, so
  * the text is never held twice. With more than one thread the text is
  * gathered into blocks (16 MiB by default) cut at a newline instead, and
- * each block is split at newlines among OpenMP threads that parse into
- * private arrays, appended in order afterwards, so the result and every
- * error (with its exact line number) are the same as the serial reader's.
+ * each block is split at newlines into ranges that OpenMP threads parse
+ * straight into the entry arrays, at offsets from a prefix sum of the
+ * ranges' line counts; the result and every error (with its exact line
+ * number) are the same as the serial reader's.
  *
  * The banner, comments and size line are parsed here line by line; the
  * data lines go to mmio_lines.c in bulk, into growable arrays that never
@@ -47,7 +48,7 @@ enum mm_input { IN_UNKNOWN, IN_PLAIN, IN_GZIP };
  * old Mac files have; decided at the first line end of the input. */
 enum mm_eol { EOL_UNKNOWN, EOL_LF, EOL_CR };
 
-/* One thread's share of a parallel block. */
+/* One range of a parallel block (a few per thread, handed out dynamically). */
 typedef struct mm_part {
     const char *begin, *end;
     mm_entries ent;

@@ -1119,6 +1119,153 @@ done:
     return st;
 }
 
+/* ---------------------------------------------------------------- spmspm */
+
+/* {"b", "kernel", "runs", "warmup", "verify", "store", params...}. */
+static json_t *spmspm_body(const char *b, const spmv_client_spmspm_options *o, bool *bad_param)
+{
+    json_t *body = json_pack("{s:s}", "b", b);
+    bool ok = body != NULL;
+    *bad_param = false;
+    if (!o)
+        return body;
+    if (ok && o->kernel) ok = json_object_set_new(body, "kernel", json_string(o->kernel)) == 0;
+    if (ok && o->runs) ok = json_object_set_new(body, "runs", json_integer(o->runs)) == 0;
+    if (ok && o->warmup) ok = json_object_set_new(body, "warmup", json_integer(o->warmup)) == 0;
+    if (ok && o->verify) ok = json_object_set_new(body, "verify", json_true()) == 0;
+    if (ok && o->store) ok = json_object_set_new(body, "store", json_true()) == 0;
+    for (const char *const *p = o->params; ok && p && *p; p++) {
+        const char *eq = strchr(*p, '=');
+        char key[64], *end;
+        long long v = eq ? strtoll(eq + 1, &end, 10) : 0;
+        if (!eq || eq == *p || (size_t)(eq - *p) >= sizeof key || !eq[1] || *end) {
+            *bad_param = true;
+            break;
+        }
+        snprintf(key, sizeof key, "%.*s", (int)(eq - *p), *p);
+        ok = json_object_set_new(body, key, json_integer(v)) == 0;
+    }
+    if (!ok || *bad_param) {
+        json_decref(body);
+        return NULL;
+    }
+    return body;
+}
+
+static void spmspm_result(const json_t *o, spmv_client_spmspm_result *res)
+{
+    int64_t n;
+    parse_stats(json_object_get(o, "stats"), &res->stats);
+    copy_str(res->kernel, sizeof res->kernel, json_object_get(o, "kernel"));
+    res->queue_ms = json_num(json_object_get(o, "queue_ms"), NAN);
+    res->max_rel_err = json_num(json_object_get(json_object_get(o, "verify"), "max_rel_err"), NAN);
+    if (json_count(json_object_get(o, "madds"), INT64_MAX, &n)) res->madds = n;
+}
+
+void spmv_client_coo_free(spmv_client_coo *c)
+{
+    if (!c)
+        return;
+    free(c->row);
+    free(c->col);
+    free(c->val);
+    free(c);
+}
+
+/* An index array of n entries, each in [0, bound). */
+static bool index_array(const json_t *a, int64_t n, int64_t bound, int32_t *out)
+{
+    if (!json_is_array(a) || (int64_t)json_array_size(a) != n)
+        return false;
+    for (int64_t i = 0; i < n; i++) {
+        int64_t v;
+        if (!json_count(json_array_get(a, (size_t)i), bound - 1, &v) || !json_array_get(a, (size_t)i))
+            return false;
+        out[i] = (int32_t)v;
+    }
+    return true;
+}
+
+/* C from the answer's COO fields, every count and index range-checked. */
+static spmv_client_status coo_from_json(spmv_client *h, const json_t *o, spmv_client_coo **out)
+{
+    int64_t rows, cols, nnz;
+    spmv_client_coo *c = NULL;
+    const json_t *val = json_object_get(o, "val");
+    if (!json_count(json_object_get(o, "rows"), INT32_MAX, &rows) ||
+        !json_count(json_object_get(o, "cols"), INT32_MAX, &cols) ||
+        !json_count(json_object_get(o, "nnz"), INT32_MAX, &nnz) || nnz > rows * cols || !json_is_array(val) ||
+        (int64_t)json_array_size(val) != nnz)
+        return fail(h, SPMV_CLIENT_ERR_PROTOCOL, "the product's rows, cols, nnz or val are missing or out of range");
+    if (!(c = calloc(1, sizeof *c)) || !(c->row = malloc((size_t)nnz * 4 + 4)) ||
+        !(c->col = malloc((size_t)nnz * 4 + 4)) || !(c->val = malloc((size_t)nnz * 8 + 8))) {
+        spmv_client_coo_free(c);
+        return fail(h, SPMV_CLIENT_ERR_NOMEM, "out of memory for a product of %lld entries", (long long)nnz);
+    }
+    c->rows = (int32_t)rows;
+    c->cols = (int32_t)cols;
+    c->nnz = nnz;
+    if (!index_array(json_object_get(o, "row"), nnz, rows, c->row) ||
+        !index_array(json_object_get(o, "col"), nnz, cols, c->col)) {
+        spmv_client_coo_free(c);
+        return fail(h, SPMV_CLIENT_ERR_PROTOCOL, "the product's row or col array is malformed or out of range");
+    }
+    for (int64_t i = 0; i < nnz; i++)
+        c->val[i] = json_num(json_array_get(val, (size_t)i), NAN);
+    *out = c;
+    return SPMV_CLIENT_OK;
+}
+
+spmv_client_status spmv_client_spmspm(spmv_client *h, const char *a, const char *b,
+                                      const spmv_client_spmspm_options *opts, spmv_client_coo **c,
+                                      spmv_client_matrix **stored, spmv_client_spmspm_result *res)
+{
+    json_t *body = NULL, *root = NULL;
+    char *text = NULL, *path = NULL;
+    response r = {0};
+    spmv_client_spmspm_result local;
+    spmv_client_status st;
+    bool bad_param = false;
+
+    if (c) *c = NULL;
+    if (stored) *stored = NULL;
+    if (!h) return SPMV_CLIENT_ERR_INVALID;
+    clear_error(h);
+    if (!id_ok(a) || !id_ok(b)) return fail(h, SPMV_CLIENT_ERR_INVALID, "matrix ids must be 1 to 63 characters");
+    if (opts && (opts->runs < 0 || opts->warmup < 0))
+        return fail(h, SPMV_CLIENT_ERR_INVALID, "runs and warmup must not be negative");
+    if (!res) res = &local;
+    memset(res, 0, sizeof *res);
+    res->max_rel_err = res->queue_ms = NAN;
+    body = spmspm_body(b, opts, &bad_param);
+    if (bad_param) return fail(h, SPMV_CLIENT_ERR_INVALID, "a kernel parameter is not \"key=integer\"");
+    st = fail(h, SPMV_CLIENT_ERR_NOMEM, "out of memory");
+    if (!body || !(text = json_dumps(body, JSON_COMPACT)) || !(path = id_path(h, "matrices", a, "/spmspm")))
+        goto done;
+    request req = {.method = "POST", .path = path, .content_type = "application/json",
+                   .body = text, .body_len = strlen(text)};
+    st = do_request(h, &req, &r);
+    res->request_ms = r.total_ms;
+    if (st != SPMV_CLIENT_OK || (st = parse_body(h, &r, &root)) != SPMV_CLIENT_OK)
+        goto done;
+    if (opts && opts->store) {
+        spmspm_result(json_object_get(root, "product"), res);
+        if (stored)
+            st = matrix_from_response(h, &r, stored);
+    } else {
+        spmspm_result(root, res);
+        if (c)
+            st = coo_from_json(h, root, c);
+    }
+done:
+    response_clear(&r);
+    json_decref(body);
+    json_decref(root);
+    free(text);
+    free(path);
+    return st;
+}
+
 /* ----------------------------------------------------------- bench, jobs */
 
 static json_t *bench_body(const spmv_client_bench_options *o)

@@ -281,6 +281,53 @@ SPMV_CLIENT_API spmv_client_status spmv_client_multiply(spmv_client *h, const ch
                                                         const spmv_client_spmv_options *opts,
                                                         spmv_client_spmv_result *res);
 
+/* ---------------------------------------------------------------- spmspm */
+
+/* Options for spmv_client_spmspm(); zero-initialise. */
+typedef struct spmv_client_spmspm_options {
+    const char *kernel;       /* NULL: the server's default (cpu.spmspm.omp, or gpu.spmspm.block_row for a GPU A) */
+    int runs;                 /* 0: server default (1) */
+    int warmup;               /* 0: server default (0) */
+    int verify;               /* nonzero: the server checks C against cpu.spmspm.serial */
+    int store;                /* nonzero: C becomes a new matrix on the server */
+    /* Kernel parameters as "key=integer" strings, NULL-terminated, e.g.
+     * {"block_size=128", NULL}. */
+    const char *const *params;
+} spmv_client_spmspm_options;
+
+/* C = A*B as COO: 0-based, sorted by row then column, no duplicates;
+ * values as double whatever the matrices' dtype. */
+typedef struct spmv_client_coo {
+    int32_t rows, cols;
+    int64_t nnz;
+    int32_t *row, *col;
+    double *val;
+} spmv_client_coo;
+
+typedef struct spmv_client_spmspm_result {
+    char kernel[64];          /* the kernel that ran */
+    spmv_client_stats stats;  /* GFLOPS count 2 flops per multiply-add done */
+    int64_t madds;            /* multiply-adds of the product */
+    double queue_ms;
+    double max_rel_err;       /* from verify (-1: structure differs), NAN when not verified */
+    double request_ms;
+} spmv_client_spmspm_result;
+
+/* POST /v1/matrices/{a}/spmspm {"b": b, ...}: C = A*B with two stored
+ * matrices (A's columns must equal B's rows). Without opts->store, *c
+ * receives C (free with spmv_client_coo_free); with it, the server keeps C
+ * as a new matrix and *stored receives its descriptor. Either out pointer
+ * may be NULL; the one not filled is set to NULL. `res` may be NULL.
+ * Errors: NOT_FOUND (A or B), BAD_MATRIX (422: shapes or dtypes do not
+ * match, errmsg gives both shapes), BAD_REQUEST (unknown or non-SpMSpM
+ * kernel, bad parameter), CONFLICT (GPU kernel for a host A), BUSY,
+ * PROTOCOL (an index or count out of range in the answer), and the
+ * transfer statuses. */
+SPMV_CLIENT_API spmv_client_status spmv_client_spmspm(spmv_client *h, const char *a, const char *b,
+                                                      const spmv_client_spmspm_options *opts, spmv_client_coo **c,
+                                                      spmv_client_matrix **stored, spmv_client_spmspm_result *res);
+SPMV_CLIENT_API void spmv_client_coo_free(spmv_client_coo *c);
+
 /* ----------------------------------------------------------- bench, jobs */
 
 /* Options for a benchmark; zero-initialise. */

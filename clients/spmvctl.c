@@ -1,6 +1,6 @@
 /* spmvctl.c — the spmvd command-line client, a thin shell over libspmvclient.
  *
- * One subcommand per library call: upload, ls, info, rm, spmv, bench, job,
+ * One subcommand per library call: upload, ls, info, rm, spmv, spmspm, bench, job,
  * kernels, health. Output is a human table by default and the server's JSON
  * with --json (so `spmvctl --json upload m.mtx | jq -r .id` works in
  * scripts). Exit codes are part of the interface and listed in usage():
@@ -42,7 +42,8 @@ typedef struct ctl {
     /* subcommand options */
     const char *name, *dtype, *formats, *device, *kernel, *x_file, *y_out, *kernels;
     int hack_size, runs, warmup;
-    bool verify, no_wait;
+    bool verify, no_wait, store;
+    const char *c_out;
     const char *params[32];
     int nparams;
     spmv_client *h;
@@ -59,6 +60,7 @@ static const char usage_text[] =
     "  info [ID]              describe matrix ID, or the server without ID\n"
     "  rm ID...               delete matrices\n"
     "  spmv ID --x FILE       y = A*x with one kernel\n"
+    "  spmspm A B             C = A*B of two stored matrices (B thin)\n"
     "  bench ID               benchmark kernels on matrix ID (a job)\n"
     "  job JOB_ID             show a job\n"
     "  kernels                list the kernel catalogue\n"
@@ -484,6 +486,85 @@ done:
     return rc;
 }
 
+/* ----------------------------------------------------------------- spmspm */
+
+/* C as a Matrix Market coordinate file ("-": stdout). */
+static int write_coo(const char *path, const spmv_client_coo *m)
+{
+    FILE *f = strcmp(path, "-") == 0 ? stdout : fopen(path, "w");
+    if (!f) {
+        fprintf(stderr, "spmvctl: %s: %s\n", path, strerror(errno));
+        return EXIT_LOCAL;
+    }
+    fprintf(f, "%%%%MatrixMarket matrix coordinate real general\n%d %d %" PRId64 "\n", m->rows, m->cols, m->nnz);
+    for (int64_t i = 0; i < m->nnz; i++)
+        fprintf(f, "%d %d %.17g\n", m->row[i] + 1, m->col[i] + 1, m->val[i]);
+    int bad = ferror(f);
+    if (f != stdout) bad |= fclose(f);
+    if (bad) {
+        fprintf(stderr, "spmvctl: %s: write failed\n", path);
+        return EXIT_LOCAL;
+    }
+    return EXIT_OK;
+}
+
+static void print_spmspm_result(const ctl *c, const spmv_client_spmspm_result *r, const spmv_client_coo *m,
+                                const spmv_client_matrix *stored)
+{
+    const spmv_client_stats *s = &r->stats;
+    if (c->json) {
+        json_t *o = json_pack("{s:s, s:{s:i, s:i, s:o, s:o, s:o, s:o}, s:I, s:o, s:o, s:o}", "kernel", r->kernel,
+                              "stats", "runs", s->runs, "warmup", s->warmup, "median_ms", json_finite(s->median_ms),
+                              "mean_ms", json_finite(s->mean_ms), "gflops", json_finite(s->gflops), "gbps",
+                              json_finite(s->gbps), "madds", (json_int_t)r->madds, "queue_ms",
+                              json_finite(r->queue_ms), "request_ms", json_finite(r->request_ms), "max_rel_err",
+                              json_finite(r->max_rel_err));
+        if (o && m)
+            json_object_set_new(o, "c", json_pack("{s:i, s:i, s:I}", "rows", m->rows, "cols", m->cols, "nnz",
+                                                  (json_int_t)m->nnz));
+        if (o && stored)
+            json_object_set_new(o, "stored", json_string(stored->id));
+        char *text = o ? json_dumps(o, JSON_INDENT(2)) : NULL;
+        puts(text ? text : "{}");
+        free(text);
+        json_decref(o);
+        return;
+    }
+    printf("kernel       %s\n", r->kernel);
+    printf("runs         %d (+%d warm-up)\n", s->runs, s->warmup);
+    printf("time         mean %.4f ms, stddev %.4f, min %.4f, median %.4f, max %.4f\n", s->mean_ms, s->stddev_ms,
+           s->min_ms, s->median_ms, s->max_ms);
+    printf("throughput   %.3f GFLOP/s (%" PRId64 " multiply-adds), %.3f GB/s\n", s->gflops, r->madds, s->gbps);
+    printf("queue        %.3f ms\nrequest      %.3f ms (client side, whole exchange)\n", r->queue_ms, r->request_ms);
+    if (!isnan(r->max_rel_err)) printf("verify       max relative error %.3g\n", r->max_rel_err);
+    if (m) printf("C            %d x %d, %" PRId64 " non-zeros\n", m->rows, m->cols, m->nnz);
+    if (stored) {
+        printf("stored as    %s\n", stored->id);
+        print_matrix(stored);
+    }
+}
+
+static int cmd_spmspm(ctl *c, int argc, char **argv)
+{
+    spmv_client_spmspm_options o = {.kernel = c->kernel, .runs = c->runs, .warmup = c->warmup > 0 ? c->warmup : 0,
+                                    .verify = c->verify, .store = c->store, .params = c->params};
+    spmv_client_spmspm_result res;
+    spmv_client_coo *m = NULL;
+    spmv_client_matrix *stored = NULL;
+    int rc = EXIT_OK;
+    if (argc != 2) return usage_error("spmspm needs two matrix ids, A and B%s", "");
+    if (c->store && c->c_out) return usage_error("--c-out and --store exclude each other%s", "");
+    spmv_client_status st = spmv_client_spmspm(c->h, argv[0], argv[1], &o, &m, &stored, &res);
+    if (st != SPMV_CLIENT_OK) return report(c, "spmspm", st);
+    if (c->c_out && (rc = write_coo(c->c_out, m)) != EXIT_OK) goto done;
+    if (!c->c_out || strcmp(c->c_out, "-") != 0)
+        print_spmspm_result(c, &res, m, stored);
+done:
+    spmv_client_coo_free(m);
+    spmv_client_matrix_free(stored);
+    return rc;
+}
+
 /* ------------------------------------------------------------------ bench */
 
 /* Splits "a,b,c" in place into c->... list; at most cap-1 names. */
@@ -654,6 +735,12 @@ static const command commands[] = {
      "usage: spmvctl bench ID [--kernels a,b,...] [--runs N] [--warmup N] [--no-wait]\n"
      "Benchmarks the listed kernels (default: all available) as a job, waits for it\n"
      "(a progress bar on a terminal) and prints the table. --no-wait prints the job id.\n"},
+    {"spmspm", cmd_spmspm,
+     "usage: spmvctl spmspm A B [--kernel K] [--store] [--c-out FILE] [--runs N] [--warmup N]\n"
+     "                         [--verify] [--param KEY=VALUE]...\n"
+     "Computes C = A*B on the daemon (A's columns must equal B's rows) and prints the\n"
+     "kernel's timing and C's shape. --c-out writes C as a Matrix Market file (\"-\" for\n"
+     "stdout); --store keeps C on the daemon as a new matrix and prints its descriptor.\n"},
     {"job", cmd_job, "usage: spmvctl job JOB_ID\nShows a job's state, progress and result.\n"},
     {"kernels", cmd_kernels, "usage: spmvctl kernels\nLists the kernel catalogue with availability.\n"},
     {"health", cmd_health, "usage: spmvctl health\nChecks that the daemon answers; exit status 0 when it does.\n"},
@@ -664,7 +751,7 @@ static const command commands[] = {
 enum {
     OPT_URL = 256, OPT_TOKEN_FILE, OPT_CA_FILE, OPT_INSECURE, OPT_TIMEOUT, OPT_JSON, OPT_NAME, OPT_DTYPE,
     OPT_FORMATS, OPT_DEVICE, OPT_HACK, OPT_KERNEL, OPT_X, OPT_Y_OUT, OPT_RUNS, OPT_WARMUP, OPT_VERIFY,
-    OPT_PARAM, OPT_KERNELS, OPT_NO_WAIT,
+    OPT_PARAM, OPT_KERNELS, OPT_NO_WAIT, OPT_STORE, OPT_C_OUT,
 };
 
 static const struct option long_opts[] = {
@@ -688,6 +775,8 @@ static const struct option long_opts[] = {
     {"param", required_argument, NULL, OPT_PARAM},
     {"kernels", required_argument, NULL, OPT_KERNELS},
     {"no-wait", no_argument, NULL, OPT_NO_WAIT},
+    {"store", no_argument, NULL, OPT_STORE},
+    {"c-out", required_argument, NULL, OPT_C_OUT},
     {"help", no_argument, NULL, 'h'},
     {NULL, 0, NULL, 0},
 };
@@ -746,6 +835,8 @@ static int take_option(ctl *c, int opt, const char *arg, bool *help)
         break;
     case OPT_KERNELS: c->kernels = arg; break;
     case OPT_NO_WAIT: c->no_wait = true; break;
+    case OPT_STORE: c->store = true; break;
+    case OPT_C_OUT: c->c_out = arg; break;
     case 'h': *help = true; break;
     default: return usage_error("unknown option%s", "");
     }

@@ -146,6 +146,28 @@ assert [(r, c) for r, c, v in t] == list(zip(d["row"], d["col"]))
 assert max(abs(v - w) for (r, c, v), w in zip(t, d["val"])) <= 1e-12 * max(map(abs, d["val"]))
 ' "$W/json.answer" "$W/bin.answer" "$W/bin.stats"
 
+# ------------------------------------------------------------- spmvctl
+if [ -x "$BUILD_DIR/spmvctl" ]; then
+  CTL=("$BUILD_DIR/spmvctl" --url "$SPMVD_URL")
+  "${CTL[@]}" spmspm "$A_ID" "$B8" --kernel cpu.spmspm.omp --c-out "$W/c.mtx" >/dev/null 2>"$W/err"
+  check "spmvctl spmspm --c-out writes C as Matrix Market, equal to the JSON answer" "$PYTHON" -c '
+import json, sys
+d = json.load(open(sys.argv[1])); lines = open(sys.argv[2]).read().split("\n")
+assert lines[1].split() == [str(d["rows"]), str(d["cols"]), str(d["nnz"])]
+e = [l.split() for l in lines[2:] if l]
+assert [(int(r) - 1, int(c) - 1) for r, c, v in e] == list(zip(d["row"], d["col"]))
+assert all(float(v) == w for (r, c, v), w in zip(e, d["val"]))
+' "$W/json.answer" "$W/c.mtx"
+  "${CTL[@]}" --json spmspm "$A_ID" "$B8" --store --runs 2 >"$W/ctl.json" 2>"$W/err"
+  check "spmvctl spmspm --store prints the new matrix's id" jget '1 / (len(d["stored"]) == 36 and d["stats"]["runs"] == 2)' "$W/ctl.json"
+  "${CTL[@]}" spmspm "$A_ID" "$BBAD" >/dev/null 2>"$W/err"
+  rc=$?
+  check "spmvctl spmspm on mismatched shapes exits 2 (refused)" [ "$rc" = 2 ]
+  check "... and prints the server's message with both shapes" grep -q "67 x 67 and B is 51 x 4" "$W/err"
+else
+  skip "spmvctl not built"
+fi
+
 # ------------------------------------------------------------- GPU side
 if [ -n "$SP_GPU" ]; then
   upload_raw "$A" "device=gpu"; AG=$MATRIX_ID

@@ -8,9 +8,10 @@
 # The target (tests/fuzz/fuzz_mmio.c) is built with clang's libFuzzer,
 # AddressSanitizer and UndefinedBehaviorSanitizer over the CPU engine
 # sources. The corpus lives in $(BUILD)/fuzz/corpus, seeded from the
-# conformance files (plain and gzip-compressed) and tests/fuzz/regressions/.
-# A crash leaves its input as $(BUILD)/fuzz/crash-*: copy it into
-# tests/fuzz/regressions/ once fixed; tests/unit/test_mmio.c replays them.
+# conformance files (plain and gzip-compressed) and
+# tests/fuzz/regressions/fuzz_mmio/. A crash leaves its input as
+# $(BUILD)/fuzz/crash-*: copy it into tests/fuzz/regressions/fuzz_mmio/ once
+# fixed; tests/unit/test_mmio.c replays them.
 # OpenMP threads sleep rather than spin between the many tiny parallel
 # regions (OMP_WAIT_POLICY=passive): on a shared 2-core host spinning
 # halves the executions per second.
@@ -43,7 +44,7 @@ fuzz-corpus:
 	  { printf '\100\200\000'; cat "$$f"; } > "$(FUZZ_CORPUS)/$$n"; \
 	  { printf '\007\033\001'; gzip -c "$$f"; } > "$(FUZZ_CORPUS)/$$n.gz"; \
 	done
-	@if [ -d tests/fuzz/regressions ]; then cp tests/fuzz/regressions/* $(FUZZ_CORPUS)/ 2>/dev/null || true; fi
+	@cp tests/fuzz/regressions/fuzz_mmio/* $(FUZZ_CORPUS)/ 2>/dev/null || true
 
 fuzz: $(FUZZ_BIN) fuzz-corpus
 	OMP_WAIT_POLICY=passive $(FUZZ_BIN) -max_total_time=$(FUZZ_SECONDS) -max_len=16384 -rss_limit_mb=4096 -timeout=10 \

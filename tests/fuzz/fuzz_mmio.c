@@ -9,7 +9,7 @@
  * API promises: a success is a sorted duplicate-free COO inside its shape;
  * a refusal names its line ("line N: ..."); and the chunked (and possibly
  * parallel) read agrees exactly with a one-piece serial read. Any input
- * that ever failed here is kept in tests/fuzz/regressions/, which
+ * that ever failed here is kept in tests/fuzz/regressions/fuzz_mmio/, which
  * tests/unit/test_mmio.c replays.
  */
 #include <stdint.h>

@@ -10,7 +10,7 @@
  * read; the number parser agrees with strtod bit for bit on random and
  * tricky inputs; expansion, duplicate summing and array layout are checked
  * entry by entry on small hand-written files; the writer round-trips; and
- * every input the fuzzer once crashed on (tests/fuzz/regressions/) now
+ * every input the fuzzer once crashed on (tests/fuzz/regressions/fuzz_mmio/) now
  * ends in a clean success or a clean error. Random inputs use the run's
  * seed (printed; SPMV_SEED repeats it).
  */
@@ -25,6 +25,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <cmocka.h>
@@ -1136,7 +1137,7 @@ static void test_fuzz_regressions(void **state)
     (void)state;
     const char *root = getenv("SPMV_ROOT");
     char dir[600];
-    snprintf(dir, sizeof dir, "%s/tests/fuzz/regressions", root && *root ? root : ".");
+    snprintf(dir, sizeof dir, "%s/tests/fuzz/regressions/fuzz_mmio", root && *root ? root : ".");
     DIR *d = opendir(dir);
     if (!d)
         fail_msg("cannot open %s: %s", dir, strerror(errno));
@@ -1148,7 +1149,8 @@ static void test_fuzz_regressions(void **state)
         if (de->d_name[0] == '.')
             continue;
         snprintf(path, sizeof path, "%s/%s", dir, de->d_name);
-        if (!load_file(path, &in))
+        struct stat sb;
+        if (stat(path, &sb) != 0 || !S_ISREG(sb.st_mode) || !load_file(path, &in))
             continue;
         replay_fuzz_input(de->d_name, (const unsigned char *)in.data, in.len);
         free(in.data);

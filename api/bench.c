@@ -315,6 +315,12 @@ static void bench_end(request *r)
         api_error(r, 500, "out_of_memory", "out of memory");
         return;
     }
+    /* cumulative: every combination of the sweep runs runs + warmup times */
+    if (api_check_work(b->m->host.nnz, b->m->host.rows, (int64_t)b->nentries * ((int64_t)b->runs + b->warmup),
+                       atomic_load(&r->d->limits.max_request_work), &f) != 0) {
+        api_error(r, f.status, f.code, "%s", f.message);
+        return;
+    }
     worker *w = b->m->dev ? b->m->dev_worker : r->d->cpu;
     b->job = jobs_create(r->d->jobs, "bench", b->m->meta.id);
     if (!b->job) {

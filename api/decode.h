@@ -58,6 +58,13 @@ typedef struct bench_req {
     uint64_t seed;         /* 0: draw one */
 } bench_req;
 
+/* The cumulative limit of a request: `execs` kernel executions (timed and
+ * warm-up, over every kernel and parameter combination it runs) of a
+ * matrix with nnz entries (rows when larger: an empty row still costs a
+ * store) must stay within max_work multiply-adds (max_request_work). The
+ * product is never formed, so it cannot overflow. */
+int api_check_work(int64_t nnz, int32_t rows, int64_t execs, int64_t max_work, api_fail *f);
+
 /* An optional JSON body (len 0: every default). */
 int api_decode_bench_json(const char *body, size_t len, int64_t max_runs, bench_req *out, api_fail *f);
 

@@ -155,6 +155,14 @@ static int decode_request(request *r, spmv_params *given, bool *async)
         api_spmv_req_free(&q);
         return -1;
     }
+    /* cumulative: every run of the request, timed, warm-up and the
+     * reference of verify, against max_request_work */
+    if (api_check_work(t->m->host.nnz, t->m->host.rows, (int64_t)q.runs + q.warmup + (q.verify ? 1 : 0),
+                       atomic_load(&r->d->limits.max_request_work), &f) != 0) {
+        api_error(r, f.status, f.code, "%s", f.message);
+        api_spmv_req_free(&q);
+        return -1;
+    }
     t->runs = q.runs;
     t->warmup = q.warmup;
     t->verify = q.verify;

@@ -65,6 +65,8 @@ static const key_desc keys[] = {
      "most entries an uploaded matrix may declare (after symmetric expansion)"},
     {"max_runs", KEY_INT, OFF(max_runs), 1, 1000000, 1000, NULL, NULL,
      "most timed runs (and warm-up runs) one spmv request may ask for"},
+    {"max_request_work", KEY_INT, OFF(max_request_work), 1, INT64_C(1) << 62, INT64_C(1000000000000), NULL, NULL,
+     "most multiply-adds one spmv or bench request may ask for: nnz x every run (timed and warm-up) of every kernel"},
     {"queue_depth", KEY_INT, OFF(queue_depth), 1, 1000000, 64, NULL, NULL,
      "jobs waiting per device queue before requests get 503"},
     {"job_retention", KEY_INT, OFF(job_retention), 1, 7 * 86400, 600, NULL, NULL,

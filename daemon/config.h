@@ -25,6 +25,7 @@ typedef struct spmvd_config {
     int64_t max_rows;              /* rows and columns of an uploaded matrix */
     int64_t max_nnz;
     int64_t max_runs;
+    int64_t max_request_work;      /* multiply-adds one spmv/bench request may ask for */
     int64_t queue_depth;
     int64_t job_retention;         /* seconds */
     char *devices;                 /* "all", "none" or "0,2" */

@@ -11,6 +11,7 @@ void spmvd_limits_from_config(spmvd_limits *l, const spmvd_config *c)
     atomic_store(&l->max_upload_bytes, c->max_upload_bytes);
     atomic_store(&l->max_body_bytes, c->max_body_bytes);
     atomic_store(&l->max_runs, c->max_runs);
+    atomic_store(&l->max_request_work, c->max_request_work);
     atomic_store(&l->job_retention, c->job_retention);
     atomic_store(&l->max_rows, c->max_rows);
     atomic_store(&l->max_nnz, c->max_nnz);

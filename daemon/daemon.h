@@ -20,7 +20,7 @@
 
 /* Limits a request handler reads on every request; SIGHUP swaps them. */
 typedef struct spmvd_limits {
-    _Atomic int64_t max_upload_bytes, max_body_bytes, max_runs, job_retention;
+    _Atomic int64_t max_upload_bytes, max_body_bytes, max_runs, job_retention, max_request_work;
     _Atomic int64_t max_rows, max_nnz;
 } spmvd_limits;
 

@@ -51,8 +51,8 @@ EOF
 
 # wait_for COMMAND...: retries for up to 30 s (a hang guard, not a timing).
 wait_for() {
-  local i
-  for i in $(seq 300); do "$@" && return 0; sleep 0.1; done
+  local end=$((SECONDS + 30))
+  while [ $SECONDS -lt $end ]; do "$@" && return 0; sleep 0.1; done
   return 1
 }
 has_line() { grep -q -- "$2" "$1"; }
@@ -246,6 +246,93 @@ test_socket_activation() {
   check "socket activation: the log says the socket came from systemd" grep -q 'passed by systemd' "$T/sa.log"
   stop_spmvd "$pid"; local rc=$?
   check "socket activation: exit status 0 after SIGTERM (got $rc)" [ "$rc" -eq 0 ]
+}
+
+# ----------------------------- 4b. restart behind a socket held elsewhere
+# What spmvd.socket does on `systemctl restart spmvd`: the listening socket
+# belongs to another process (here a python3 holder standing in for
+# systemd), each daemon gets it through LISTEN_FDS, and between the old
+# daemon's exit and the new one's start a client's connection waits in the
+# backlog. The old daemon must leave the shared socket usable, and the
+# waiting client must be answered by the new one.
+test_socket_restart() {
+  local port state
+  port=$(free_port); state=$(mktemp -d "$T/state-restart.XXXXXX")
+  cat >"$T/holder.py" <<'EOF'
+import os, signal, socket, sys, time
+port, spmvd, state, logbase = int(sys.argv[1]), sys.argv[2], sys.argv[3], sys.argv[4]
+s = socket.socket()
+s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+s.bind(("127.0.0.1", port))
+s.listen(128)
+
+def spawn(n):
+    pid = os.fork()
+    if pid == 0:
+        log = os.open("%s-%d.log" % (logbase, n), os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
+        os.dup2(log, 1)
+        os.dup2(log, 2)
+        if s.fileno() == 3:      # dup2 onto itself would leave it close-on-exec
+            os.set_inheritable(3, True)
+        else:
+            os.dup2(s.fileno(), 3)
+        os.environ.update(LISTEN_FDS="1", LISTEN_PID=str(os.getpid()))
+        os.execv(spmvd, [spmvd, "--state-dir", state, "--listen", "127.0.0.1:1"])
+    return pid
+
+def stop(pid):
+    os.kill(pid, signal.SIGTERM)
+    _, st = os.waitpid(pid, 0)
+    return os.waitstatus_to_exitcode(st)
+
+pid = spawn(1)
+print("started", pid)
+for line in sys.stdin:
+    if line.strip() == "restart":
+        print("exited", stop(pid))
+        time.sleep(1.5)  # the gap: connections queue in the backlog
+        pid = spawn(2)
+        print("started", pid)
+    elif line.strip() == "stop":
+        print("exited", stop(pid))
+        break
+EOF
+  coproc HOLDER { "$PYTHON" -u "$T/holder.py" "$port" "$SPMVD" "$state" "$T/restart"; }
+  local line pid1 url=http://127.0.0.1:$port
+  read -r -t 30 line <&"${HOLDER[0]}"; pid1=${line#started }
+  bg_pid "$pid1"; bg_pid "$HOLDER_PID"
+  SPMVD_URL=$url SPMVD_PID=$pid1
+  # a dead daemon leaves connections hanging in the held backlog: give up
+  # on the first one that is not answered within its 2 s
+  if ! wait_for is_200 "$url/v1/ready"; then not_ok "restart: the first daemon serves the held socket" "$(tail -5 "$T/restart-1.log")"; return; fi
+  gen_matrix "$T/rs.mtx" 50 4
+  upload_multipart "$T/rs.mtx"
+  local id=$MATRIX_ID
+  expect_code "restart: a matrix stored through the held socket" 201
+  echo restart >&"${HOLDER[1]}"
+  read -r -t 90 line <&"${HOLDER[0]}"
+  check "restart: the old daemon exits 0 ($line)" [ "$line" = "exited 0" ]
+  # The old daemon is gone and the new one not started yet: connect now.
+  curl -s -o "$T/rs-health.body" -w '%{http_code}' --max-time 60 "$url/v1/health" >"$T/rs-health.code" &
+  local c1=$!
+  curl -s -o "$T/rs-get.body" -w '%{http_code}' --max-time 60 "$url/v1/matrices/$id" >"$T/rs-get.code" &
+  local c2=$!
+  read -r -t 30 line <&"${HOLDER[0]}"
+  local pid2=${line#started }
+  bg_pid "$pid2"; SPMVD_PID=$pid2
+  wait "$c1" "$c2"
+  check "restart: a connection made between the two daemons is answered by the new one ($(cat "$T/rs-health.code"))" \
+    [ "$(cat "$T/rs-health.code")" = 200 ]
+  local g
+  g=$(cat "$T/rs-get.code")
+  check "restart: a matrix request made in the gap gets 200, or 503 while the reload runs (got $g)" \
+    test "$g" = 200 -o "$g" = 503
+  wait_for is_200 "$url/v1/ready"
+  req GET "/v1/matrices/$id"
+  expect_code "restart: the matrix is back after the restart" 200
+  echo stop >&"${HOLDER[1]}"
+  read -r -t 90 line <&"${HOLDER[0]}"
+  check "restart: the new daemon exits 0 ($line)" [ "$line" = "exited 0" ]
 }
 
 # ---------------------------------- 5. SIGTERM while jobs run and wait
@@ -525,6 +612,7 @@ test_notify
 test_notify_abstract
 test_sighup
 test_socket_activation
+test_socket_restart
 test_sigterm_drain
 test_sandbox
 done_testing

@@ -47,16 +47,17 @@ typedef struct spmv_task {
 
 static spmv_task *T(request *r) { return r->state; }
 
-/* max_body_bytes, tightened by what x can take for this matrix: exactly
- * cols values in binary; in JSON 64 bytes a value (a %.17g number is at
- * most 24 characters) plus room for the other fields. A body beyond that
- * is refused before it is read, so jansson never builds a tree many times
- * the size of any legitimate request. */
+/* max_body_bytes, tightened by what x can take for this matrix: in JSON
+ * 64 bytes a value (a %.17g number is at most 24 characters) plus room for
+ * the other fields, in binary twice the exact size plus 4 KiB (so an x a
+ * little off still gets the 400 that names both lengths). A body beyond
+ * that is refused before it is read, so jansson never builds a tree many
+ * times the size of any legitimate request. */
 static int64_t body_limit(request *r, const spmv_task *t)
 {
     int64_t limit = atomic_load(&r->d->limits.max_body_bytes);
     int64_t cols = t->m->host.cols;
-    int64_t shape = t->binary ? cols * (int64_t)spmv_dtype_size(t->m->host.dtype) : 4096 + 64 * cols;
+    int64_t shape = t->binary ? 4096 + 2 * cols * (int64_t)spmv_dtype_size(t->m->host.dtype) : 4096 + 64 * cols;
     return shape < limit ? shape : limit;
 }
 

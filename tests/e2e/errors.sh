@@ -131,6 +131,12 @@ head -c 16 /dev/zero >"$E2E_TMP/x.bin"
 req POST "/v1/matrices/$ID/spmv?kernel=cpu.csr.serial" -H 'Content-Type: application/octet-stream' --data-binary "@$E2E_TMP/x.bin"
 expect_code "binary x of the wrong length: 400" 400
 "$PYTHON" -c "import sys; sys.stdout.buffer.write(b'\0' * 8 * $COLS)" >"$E2E_TMP/x.bin"
+"$PYTHON" -c "import sys; sys.stdout.buffer.write(b'\0' * 8 * ($COLS + 1))" >"$E2E_TMP/x1.bin"
+req POST "/v1/matrices/$ID/spmv?kernel=cpu.csr.serial" -H 'Content-Type: application/octet-stream' --data-binary "@$E2E_TMP/x1.bin"
+expect_code "binary x one value too long: 400" 400
+"$PYTHON" -c "import sys; sys.stdout.buffer.write(b'\0' * 8 * (3 * $COLS + 1024))" >"$E2E_TMP/x3.bin"
+req POST "/v1/matrices/$ID/spmv?kernel=cpu.csr.serial" -H 'Content-Type: application/octet-stream' --data-binary "@$E2E_TMP/x3.bin"
+expect_code "binary x far beyond the matrix's size: 413 before it is read" 413
 req POST "/v1/matrices/$ID/spmv?kernel=cpu.csr.serial&runs=abc" -H 'Content-Type: application/octet-stream' --data-binary "@$E2E_TMP/x.bin"
 expect_code "binary with runs=abc: 400" 400
 req POST "/v1/matrices/$ID/spmv?kernel=cpu.csr.chunked&chunk=-5" -H 'Content-Type: application/octet-stream' --data-binary "@$E2E_TMP/x.bin"

@@ -487,6 +487,21 @@ test_install() {
 
   test_units "$d" "$prefix"
 
+  # The sysusers.d entry makes the user the unit names, in group video.
+  if command -v systemd-sysusers >/dev/null; then
+    local root=$T/sysroot
+    mkdir -p "$root/etc"
+    if systemd-sysusers --root="$root" "$d$prefix/lib/sysusers.d/spmvd.conf" >/dev/null 2>&1 &&
+       grep -q '^spmvd:x:[0-9]*:[0-9]*:.*:/var/lib/spmvd:' "$root/etc/passwd" &&
+       grep -Eq '^video:x:[0-9]+:(.*,)?spmvd(,|$)' "$root/etc/group"; then
+      ok "install: systemd-sysusers makes the system user spmvd, member of video"
+    else
+      not_ok "install: systemd-sysusers makes the system user spmvd, member of video" "$(cat "$root/etc/passwd" "$root/etc/group" 2>&1 | head -5)"
+    fi
+  else
+    skip "install: systemd-sysusers not installed"
+  fi
+
   # An administrator's configuration survives a reinstall and an uninstall.
   if [ -f config/spmvd.json ]; then
     echo '{"log_level":"debug"}' >"$d/etc/spmvd/spmvd.json"

@@ -200,6 +200,33 @@ static request *request_new(spmvd *d, struct MHD_Connection *conn, const char *u
     return r;
 }
 
+/* Content-Length given twice with different values: which one a proxy in
+ * front believed is unknown (request smuggling), so neither is taken. */
+typedef struct cl_seen {
+    const char *first;
+    bool conflict;
+} cl_seen;
+
+static enum MHD_Result note_content_length(void *cls, enum MHD_ValueKind kind, const char *key, const char *value)
+{
+    (void)kind;
+    cl_seen *c = cls;
+    if (strcasecmp(key, MHD_HTTP_HEADER_CONTENT_LENGTH) != 0)
+        return MHD_YES;
+    if (!c->first)
+        c->first = value;
+    else if (strcmp(c->first, value ? value : "") != 0)
+        c->conflict = true;
+    return MHD_YES;
+}
+
+static bool content_length_conflicts(request *r)
+{
+    cl_seen c = {NULL, false};
+    MHD_get_connection_values(r->conn, MHD_HEADER_KIND, note_content_length, &c);
+    return c.conflict;
+}
+
 static void request_begin(request *r)
 {
     bool bad_id;
@@ -209,6 +236,10 @@ static void request_begin(request *r)
      * token a client learns nothing but that it needs one */
     if (!authorized(r))
         return;
+    if (content_length_conflicts(r)) {
+        api_error(r, 400, "bad_request", "Content-Length given twice with different values");
+        return;
+    }
     if (r->route == ROUTE_UNKNOWN) {
         api_error(r, 404, "not_found", "no route %s %s", r->method, r->path ? r->path : "");
         return;
@@ -314,6 +345,33 @@ static void on_completed(void *cls, struct MHD_Connection *conn, void **con_cls,
     free(r);
     *con_cls = NULL;
     atomic_fetch_sub(&d->open_requests, 1);
+}
+
+static int hex_value(char c)
+{
+    return c >= '0' && c <= '9' ? c - '0' : c >= 'a' && c <= 'f' ? c - 'a' + 10 : c >= 'A' && c <= 'F' ? c - 'A' + 10 : -1;
+}
+
+/* Percent-decoding of the path and the query string, in place: as MHD's
+ * own, except that %00 is left as it is, so a NUL never cuts a path or a
+ * value short ("/v1/matrices/<id>%00/spmv" would otherwise read as
+ * "/v1/matrices/<id>"); the id check then refuses it. */
+static size_t unescape_no_nul(void *cls, struct MHD_Connection *conn, char *s)
+{
+    (void)cls;
+    (void)conn;
+    char *w = s;
+    for (const char *p = s; *p; p++) {
+        int hi = p[0] == '%' ? hex_value(p[1]) : -1, lo = hi >= 0 ? hex_value(p[2]) : -1;
+        if (lo >= 0 && (hi | lo) != 0) {
+            *w++ = (char)(hi * 16 + lo);
+            p += 2;
+        } else {
+            *w++ = *p;
+        }
+    }
+    *w = '\0';
+    return (size_t)(w - s);
 }
 
 static void mhd_log(void *cls, const char *fmt, va_list ap)
@@ -445,6 +503,7 @@ int api_server_start(spmvd *d, api_server **out, spmv_error *err)
     if (c->per_ip_connections > 0)
         opts[n++] = (struct MHD_OptionItem){MHD_OPTION_PER_IP_CONNECTION_LIMIT, (intptr_t)c->per_ip_connections, NULL};
     opts[n++] = (struct MHD_OptionItem){MHD_OPTION_NOTIFY_COMPLETED, (intptr_t)on_completed, d};
+    opts[n++] = (struct MHD_OptionItem){MHD_OPTION_UNESCAPE_CALLBACK, (intptr_t)unescape_no_nul, NULL};
     if (s->listen_fd >= 0)
         opts[n++] = (struct MHD_OptionItem){MHD_OPTION_LISTEN_SOCKET, s->listen_fd, NULL};
     else

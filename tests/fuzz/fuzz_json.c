@@ -2,7 +2,7 @@
  *
  * Each input is one request to the in-process daemon of fuzz_http.c:
  *
- *   byte 0 % 6   0: POST /v1/matrices/{A}/spmv, the rest as the JSON body
+ *   byte 0 % 8   0: POST /v1/matrices/{A}/spmv, the rest as the JSON body
  *                   (A is the float64 5x4 matrix; 1: the float32 6x6 one)
  *                2: POST /v1/matrices/{A}/bench, JSON body (a job: 202)
  *                3: POST /v1/matrices?<rest as query string> with a small
@@ -10,6 +10,9 @@
  *                4: GET /v1/jobs/<rest>: a job id parsed strictly
  *                5: GET /v1/matrices/<rest>[/spy.png?size=..]: matrix ids,
  *                   paths and the spy.png query
+ *                6: api_decode_spmv_json called directly (no HTTP: many
+ *                   more inputs a second), byte 1 picks cols and dtype
+ *                7: api_decode_bench_json called directly
  *
  * Any answer but a deliberate one is a finding: no answer, or a 500.
  * Seeds (tests/fuzz/corpus/fuzz_json/) are recorded request bodies.
@@ -18,9 +21,38 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "api/decode.h"
 #include "tests/fuzz/fuzz_http.h"
 
 static const char small_mtx[] = "%%MatrixMarket matrix coordinate real general\n3 3 2\n1 1 1\n3 2 -4\n";
+
+/* The decoders alone: what they accept must be within every limit. */
+static void decode_direct(int which, const uint8_t *d, size_t n)
+{
+    api_fail f;
+    if (which == 6) {
+        spmv_req q;
+        int32_t cols = n ? d[0] % 9 : 0;
+        spmv_dtype dt = n && (d[0] & 0x80) ? SPMV_FLOAT32 : SPMV_FLOAT64;
+        memset(&q, 0, sizeof q);
+        if (api_decode_spmv_json(n ? (const char *)d + 1 : "", n ? n - 1 : 0, cols, dt, 20, &q, &f) == 0) {
+            if (q.runs < 1 || q.runs > 20 || q.warmup < 0 || q.warmup > 20 || (cols && !q.x))
+                __builtin_trap();
+            api_spmv_req_free(&q);
+        } else if (f.status < 400 || f.status > 499) {
+            __builtin_trap();
+        }
+    } else {
+        bench_req q;
+        if (api_decode_bench_json((const char *)d, n, 20, &q, &f) == 0) {
+            if (q.runs < 1 || q.runs > 20 || q.warmup < 0 || q.warmup > 20 || q.nkernels > API_BENCH_MAX_KERNELS ||
+                q.nblock_sizes > API_BENCH_MAX_SWEEP || q.nhack_sizes > API_BENCH_MAX_SWEEP)
+                __builtin_trap();
+        } else if (f.status < 400 || f.status > 499) {
+            __builtin_trap();
+        }
+    }
+}
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
@@ -32,11 +64,15 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         return 0;
     const uint8_t *rest = data + 1;
     size_t n = size - 1;
-    switch (data[0] % 6) {
+    if (data[0] % 8 >= 6) {
+        decode_direct(data[0] % 8, rest, n);
+        return 0;
+    }
+    switch (data[0] % 8) {
     case 0:
     case 1:
         snprintf(head, sizeof head, "POST /v1/matrices/%s/spmv HTTP/1.1\r\nContent-Type: application/json",
-                 fuzz_http_matrix(data[0] % 6));
+                 fuzz_http_matrix(data[0] % 8));
         status = fuzz_http_request(head, rest, n, &ans);
         break;
     case 2:

@@ -5,7 +5,7 @@
 # The GPU host is Ubuntu 24.04 with the CUDA 13 toolkit and driver but
 # without this project's Debian libraries, and it reaches no network. So the
 # bundle holds:
-#   bin/real/  test_gpu, spmvd (when the daemon is built), the tools
+#   bin/real/  test_gpu, test_gpu_spmspm, spmvd (when the daemon is built), the tools
 #   bin/       one wrapper script per binary that puts lib/ on
 #              LD_LIBRARY_PATH for that binary alone (the host's own curl
 #              and python3 must keep the host's libcurl and libssl)
@@ -27,7 +27,8 @@ rm -rf "$BUNDLE"
 mkdir -p "$BUNDLE"/bin/real "$BUNDLE"/lib "$BUNDLE"/work "$BUNDLE"/shared/matrices/conformance
 
 bins=("$BUILD/tests/test_gpu")
-for b in spmvd spmv-gen spmv-kernels spmvctl; do
+[ -x "$BUILD/tests/test_gpu_spmspm" ] && bins+=("$BUILD/tests/test_gpu_spmspm")
+for b in spmvd spmv-gen spmv-kernels spmvctl bench-spmspm; do
   [ -x "$BUILD/$b" ] && bins+=("$BUILD/$b")
 done
 cp "${bins[@]}" "$BUNDLE/bin/real/"

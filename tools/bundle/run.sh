@@ -47,6 +47,10 @@ head -3 "$OUT/gpu-info.txt" | tee -a "$summary"
 
 step test_gpu "$OUT/test_gpu.log" 200 "$B/bin/test_gpu"
 grep -E '^# (FAIL|GPU|upload|refused)' "$OUT/test_gpu.log" | head -40 | tee -a "$summary"
+if [ -x "$B/bin/real/test_gpu_spmspm" ]; then  # the SpMSpM kernels (C = A*B)
+  step test_gpu_spmspm "$OUT/test_gpu_spmspm.log" 150 "$B/bin/test_gpu_spmspm"
+  grep -E '^# (FAIL|SKIP)' "$OUT/test_gpu_spmspm.log" | head -20 | tee -a "$summary"
+fi
 
 if command -v compute-sanitizer >/dev/null; then
   cs="compute-sanitizer --error-exitcode 99"

@@ -179,6 +179,16 @@ if [ -n "$SP_GPU" ]; then
       not_ok "$k on the GPU" "HTTP $CODE $(head -c 300 "$BODY_FILE") $(tail -1 "$W/err")"
     fi
   done
+  upload_raw "$W/b8.mtx" "device=gpu"; BG=$MATRIX_ID
+  spmspm "$AG" "{\"b\":\"$BG\",\"kernel\":\"gpu.spmspm.warp_nnz\",\"verify\":true}"
+  if [ "$CODE" = 200 ] && check_product "$A" "$W/b8.mtx" "$BODY_FILE" 1e-11 2>"$W/err"; then
+    ok "gpu.spmspm.warp_nnz: A and B both resident on the GPU"
+  else
+    not_ok "A and B on the GPU" "HTTP $CODE $(head -c 300 "$BODY_FILE") $(tail -1 "$W/err")"
+  fi
+  spmspm "$AG" "{\"b\":\"$BG\",\"kernel\":\"cusparse.spgemm\",\"store\":true}"
+  expect_code "store: true with a GPU A answers 201" 201
+  check "the stored product of a GPU A is resident on that GPU" jget '1 / d["device"].startswith("gpu")'
 else
   skip "GPU SpMSpM kernels: none available here"
   spmspm "$A_ID" "{\"b\":\"$B8\",\"kernel\":\"gpu.spmspm.block_row\"}"

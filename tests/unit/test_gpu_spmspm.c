@@ -19,6 +19,7 @@
  * 0 x 5, 5 x 0, 0 x 0 on either side; block_size 32 and 1024. Refusals:
  * a shape mismatch (SPMV_ERR_SHAPE naming both shapes), mixed dtypes, an
  * SpMV kernel. A table "# kernel dtype passed failed" closes each case.
+ * SPMV_GPU_ONLY=pattern runs only the cases whose name matches.
  */
 #include <math.h>
 #include <setjmp.h>
@@ -334,5 +335,7 @@ int main(void)
         cmocka_unit_test(test_real_times_thin), cmocka_unit_test(test_random_shapes),
         cmocka_unit_test(test_wide_and_long),
     };
+    if (getenv("SPMV_GPU_ONLY")) /* e.g. the compute-sanitizer runs of bundle/run.sh */
+        cmocka_set_test_filter(getenv("SPMV_GPU_ONLY"));
     return cmocka_run_group_tests_name("gpu_spmspm", tests, setup, teardown);
 }

@@ -68,6 +68,13 @@ static const spmv_kernel kernels[] = {
     {"cusparse.coo", SPMV_DEVICE_GPU, SPMV_FMT_COO, P(SPMV_PARAM_ALG), "cuSPARSE generic SpMV on COO", SPMV_OP_SPMV},
     {"cusparse.sell", SPMV_DEVICE_GPU, SPMV_FMT_HLL, P(SPMV_PARAM_HACK_SIZE),
      "cuSPARSE generic SpMV on sliced ELL (cusparseCreateSlicedEll)", SPMV_OP_SPMV},
+    {"gpu.csr.light", SPMV_DEVICE_GPU, SPMV_FMT_CSR, BS | P(SPMV_PARAM_THREADS),
+     "`threads` lanes per row (1..32, 0: from the mean row length), streaming loads of the matrix so x "
+     "stays in L2, rows over 8192 entries cut into 4096-entry chunks (one block each, atomics)", SPMV_OP_SPMV},
+    {"auto", SPMV_DEVICE_GPU, SPMV_FMT_CSR, 0,
+     "tunes on first use (or POST /v1/matrices/{id}/tune): times candidate kernels x parameters of the "
+     "matrix's device within a budget, keeps the fastest verified one with the matrix (engine/tune.c)",
+     SPMV_OP_SPMV},
     /* SpMSpM, C = A*B (engine/spmspm.c, cpu/spmspm.c, gpu/spmspm.cu) */
     {"cpu.spmspm.serial", SPMV_DEVICE_CPU, SPMV_FMT_CSR, 0,
      "C = A*B row by row, dense accumulator over B's columns (sort and merge when B is wide); the reference",
@@ -139,6 +146,9 @@ static int check_special(const spmv_kernel *k, const spmv_params *r, spmv_error 
         return spmv_error_set(err, SPMV_ERR_INVALID, 0,
                               "%s: threads %d per row must be 0 (auto) or a power of two in 2..32",
                               k->name, t);
+    if (strcmp(k->name, "gpu.csr.light") == 0 && t != 0 && (t > 32 || (t & (t - 1))))
+        return spmv_error_set(err, SPMV_ERR_INVALID, 0,
+                              "%s: threads %d per row must be 0 (auto) or a power of two in 1..32", k->name, t);
     return SPMV_OK;
 }
 

@@ -469,6 +469,47 @@ int spmv_gpu_spmspm(spmv_gpu_ctx *ctx, const spmv_kernel *k, spmv_gpu_matrix *a,
                     const spmv_params *p, int32_t warmup, int32_t runs, spmv_csr *c, spmv_stats *stats,
                     spmv_error *err);
 
+
+/* ------------------------------------------------------------ auto-tuning */
+
+/* The `auto` kernel (engine/tune.c): a matrix is timed with candidate
+ * kernels and parameters of one device within a budget, each candidate's y
+ * checked against spmv_reference, and the fastest verified one is the
+ * answer. `run` runs one kernel on the caller's copy of the matrix (the
+ * daemon's worker, spmv_gpu_run on a resident matrix, spmv_cpu_run). */
+typedef int (*spmv_tune_run_fn)(void *ctx, const spmv_kernel *k, const spmv_params *p, const void *x, void *y,
+                                int32_t warmup, int32_t runs, spmv_stats *st, spmv_error *err);
+
+typedef struct spmv_tune_options {
+    spmv_device_kind device;  /* candidates run on this device */
+    double budget_ms;         /* wall time to spend (0: SPMV_TUNE_BUDGET_MS) */
+    int32_t max_runs;         /* kernel runs in all, probes and warm-ups counted (0: no bound) */
+    int32_t runs;             /* timed runs per candidate (0: 10) */
+    uint64_t seed;            /* of the random x */
+} spmv_tune_options;
+
+#define SPMV_TUNE_BUDGET_MS 2000.0
+
+typedef struct spmv_tune_result {
+    const spmv_kernel *kernel;  /* the winner */
+    spmv_params params;         /* its parameters (0 = the kernel's default) */
+    double median_ms;           /* the winner's median */
+    double cost_ms;             /* wall time tuning took, reference included */
+    int32_t candidates, timed;  /* in the list / timed in full */
+    int32_t runs;               /* kernel runs spent (probes, warm-ups, timed) */
+    bool budget_hit;            /* stopped early by budget_ms or max_runs */
+} spmv_tune_result;
+
+/* The registry entry "auto" (never run directly: callers tune, then run
+ * the winner). */
+bool spmv_kernel_is_auto(const spmv_kernel *k);
+/* Tunes over the candidates of o->device; SPMV_ERR_UNAVAILABLE when no
+ * candidate ran and verified. */
+int spmv_tune(const spmv_csr *a, const spmv_tune_options *o, spmv_tune_run_fn run, void *ctx,
+              spmv_tune_result *out, spmv_error *err);
+/* "kernel k=v,k=v" of a result's parameters, for logs and answers. */
+void spmv_params_format(const spmv_kernel *k, const spmv_params *p, char *buf, size_t len);
+
 #ifdef __cplusplus
 }
 #endif

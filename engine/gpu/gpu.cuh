@@ -97,6 +97,18 @@ struct gpu_adaptive {
 
 struct gpu_sparse_cache;         /* cusparse.cu */
 
+/* gpu.csr.light's cache (csr_fast.cu): long rows cut into chunks. */
+struct gpu_fast_chunk {
+    int32_t row, begin, end;     /* non-zeros [begin, end) of row */
+};
+
+struct gpu_fast {
+    bool built;
+    int32_t threads;             /* lanes per row chosen from the mean row length */
+    int32_t nchunks;
+    struct gpu_fast_chunk *chunks; /* tracked allocation */
+};
+
 struct gpu_alloc_rec {
     void *ptr;
     size_t bytes;
@@ -120,6 +132,7 @@ struct spmv_gpu_matrix {
 
     void *x, *y;                 /* operand buffers, cols and rows values */
     struct gpu_adaptive adaptive;
+    struct gpu_fast fast;        /* gpu.csr.light (csr_fast.cu) */
     struct gpu_sparse_cache *sparse;
     cudaTextureObject_t tex_x;   /* 0: not created */
 
@@ -210,6 +223,8 @@ int gpu_csr_texture(struct gpu_launch *l, spmv_error *err);
 int gpu_csr_adaptive_prepare(struct gpu_launch *l, spmv_error *err);
 int gpu_csr_adaptive(struct gpu_launch *l, spmv_error *err);
 int gpu_csr_merge(struct gpu_launch *l, spmv_error *err);
+int gpu_csr_light_prepare(struct gpu_launch *l, spmv_error *err);
+int gpu_csr_light(struct gpu_launch *l, spmv_error *err);
 int gpu_ell_run(struct gpu_launch *l, spmv_error *err);
 int gpu_hll_run(struct gpu_launch *l, spmv_error *err);
 int gpu_hyb_run(struct gpu_launch *l, spmv_error *err);

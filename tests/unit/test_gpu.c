@@ -303,6 +303,8 @@ static int check_kernels(const char *label, const spmv_coo *coo, spmv_dtype dt)
         int n[SPMV_PARAM_COUNT];
         if (k->device != SPMV_DEVICE_GPU || k->op != SPMV_OP_SPMV) /* SpMSpM: test_gpu_spmspm.c */
             continue;
+        if (spmv_kernel_is_auto(k)) /* a choice among these kernels, not one: test_tune.c */
+            continue;
         struct tally *t = tally_of(k->name);
         for (int id = 0; id < SPMV_PARAM_COUNT; id++)
             n[id] = edges(k, (spmv_param_id)id, e[id]);

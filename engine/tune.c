@@ -1,0 +1,231 @@
+/* tune.c — the `auto` kernel: per-matrix choice of kernel and parameters.
+ *
+ * No kernel wins on every matrix (docs/benchmarks/gpu.md): cuSPARSE leads
+ * on some shapes, gpu.csr.light with one lane count on others, a sliced
+ * ELL on regular stencils. So `auto` times the candidates on the matrix
+ * itself and keeps the fastest one whose y agrees with spmv_reference.
+ *
+ * The loop is bounded two ways: a wall-time budget (o->budget_ms) and a
+ * count of kernel runs (o->max_runs, probes and warm-ups included). Each
+ * candidate is first probed with one run; a probe slower than twice the
+ * best median so far cannot win and is not timed further (the row-per-
+ * thread kernels on a matrix with a dense row take 100x longer), and a
+ * candidate is timed in full only if the probe says its runs fit in what
+ * is left of the budget. Candidates go cheapest-to-try first: the CSR
+ * kernels need nothing built; formats made on first use (ELL, HLL) last.
+ * The caller supplies the runner, so the same loop tunes a GPU-resident
+ * matrix (spmv_gpu_run) or a host one (spmv_cpu_run).
+ */
+#include <inttypes.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "spmv.h"
+
+/* One candidate: a kernel name and the parameters it is tried with. */
+typedef struct tune_candidate {
+    const char *kernel;
+    spmv_param_id param;  /* SPMV_PARAM_COUNT: defaults only */
+    int32_t value;
+} tune_candidate;
+
+#define NONE SPMV_PARAM_COUNT
+
+static const tune_candidate gpu_candidates[] = {
+    {"cusparse.csr", SPMV_PARAM_ALG, 1},
+    {"gpu.csr.light", NONE, 0},
+    {"gpu.csr.light", SPMV_PARAM_THREADS, 1},
+    {"gpu.csr.light", SPMV_PARAM_THREADS, 2},
+    {"gpu.csr.light", SPMV_PARAM_THREADS, 4},
+    {"gpu.csr.light", SPMV_PARAM_THREADS, 8},
+    {"gpu.csr.light", SPMV_PARAM_THREADS, 16},
+    {"gpu.csr.light", SPMV_PARAM_THREADS, 32},
+    {"gpu.csr.light", SPMV_PARAM_BLOCK_SIZE, 512},
+    {"gpu.csr.light", SPMV_PARAM_BLOCK_SIZE, 128},
+    {"cusparse.csr", SPMV_PARAM_ALG, 2},
+    {"gpu.csr.adaptive", NONE, 0},
+    {"gpu.csr.vector", NONE, 0},
+    {"gpu.csr.merge", NONE, 0},
+    {"cusparse.coo", SPMV_PARAM_ALG, 1},
+    {"gpu.ell", NONE, 0},
+    {"gpu.hll", NONE, 0},
+    {"cusparse.sell", NONE, 0},
+};
+
+static const tune_candidate cpu_candidates[] = {
+    {"cpu.csr.omp", NONE, 0},
+    {"cpu.csr.serial", NONE, 0},
+    {"cpu.ell.omp", NONE, 0},
+    {"cpu.hll.omp", NONE, 0},
+    {"cpu.csr.chunked", NONE, 0},
+};
+
+bool spmv_kernel_is_auto(const spmv_kernel *k) { return k && strcmp(k->name, "auto") == 0; }
+
+void spmv_params_format(const spmv_kernel *k, const spmv_params *p, char *buf, size_t len)
+{
+    size_t used = 0;
+    if (!len)
+        return;
+    buf[0] = '\0';
+    for (int id = 0; k && p && id < SPMV_PARAM_COUNT; id++) {
+        if (!(k->params & (1u << id)) || p->v[id] == 0 || used >= len)
+            continue;
+        int n = snprintf(buf + used, len - used, "%s%s=%" PRId32, used ? "," : "",
+                         spmv_param_get((spmv_param_id)id)->name, p->v[id]);
+        if (n < 0)
+            break;
+        used += (size_t)n;
+    }
+}
+
+/* The x every candidate multiplies: deterministic from the seed, in
+ * [-1, 1), never zero-filled (zeros would hide unwritten rows). */
+static void tune_fill_x(spmv_dtype dt, int32_t n, uint64_t seed, void *x)
+{
+    uint64_t s = seed ? seed : 0x7u;
+    for (int32_t i = 0; i < n; i++) {
+        s ^= s << 13;
+        s ^= s >> 7;
+        s ^= s << 17;
+        double u = 2.0 * ((double)(s >> 11) * 0x1.0p-53) - 1.0;
+        if (dt == SPMV_FLOAT32)
+            ((float *)x)[i] = (float)u;
+        else
+            ((double *)x)[i] = u;
+    }
+}
+
+static void tune_poison(spmv_dtype dt, int32_t n, void *y)
+{
+    memset(y, 0xff, (size_t)n * spmv_dtype_size(dt)); /* all bits set: NaN in both dtypes */
+}
+
+/* The error a correct kernel stays under: summation order differs between
+ * kernels (chunks, atomics), so the bound grows with the longest row. */
+static double tune_bound(const spmv_csr *a)
+{
+    int32_t max_row = 0;
+    for (int32_t r = 0; r < a->rows; r++)
+        if (a->row_ptr[r + 1] - a->row_ptr[r] > max_row)
+            max_row = a->row_ptr[r + 1] - a->row_ptr[r];
+    double base = a->dtype == SPMV_FLOAT32 ? 1e-4 : 1e-12;
+    return base * fmax(1.0, sqrt(max_row / 100.0)) * 100.0;
+}
+
+typedef struct tune_state {
+    const spmv_csr *a;
+    const spmv_tune_options *o;
+    spmv_tune_run_fn run;
+    void *ctx;
+    void *x, *y, *ref;
+    double t0, bound, best_ms;
+    int32_t runs_per;
+    spmv_tune_result *res;
+} tune_state;
+
+static bool tune_over(const tune_state *s, int32_t more_runs, double more_ms)
+{
+    if (s->o->max_runs > 0 && s->res->runs + more_runs > s->o->max_runs)
+        return true;
+    return spmv_now_ms() - s->t0 + more_ms > s->o->budget_ms;
+}
+
+/* Probes and, if it can win and fits, times one candidate. Returns false
+ * when the budget stops the loop. */
+static bool tune_one(tune_state *s, const tune_candidate *c)
+{
+    const spmv_kernel *k = spmv_kernel_find(c->kernel);
+    spmv_params p;
+    spmv_stats st;
+    spmv_error e;
+    if (!k || !spmv_kernel_available(k, NULL))
+        return true;
+    memset(&p, 0, sizeof p);
+    if (c->param != NONE)
+        p.v[c->param] = c->value;
+    if (spmv_params_resolve(k, &p, NULL, &e) != SPMV_OK)
+        return true;
+    if (tune_over(s, 1, 0))
+        return false;
+    double p0 = spmv_now_ms();
+    s->res->runs += 1;
+    if (s->run(s->ctx, k, &p, s->x, s->y, 0, 1, &st, &e) != SPMV_OK)
+        return true; /* refused here (a format too large, ...): not a candidate */
+    double probe_ms = spmv_now_ms() - p0;
+    if (s->best_ms > 0 && st.median_ms > 2.0 * s->best_ms)
+        return true;
+    int32_t n = 2 + s->runs_per;
+    if (tune_over(s, n, st.median_ms * n + probe_ms))
+        return false;
+    tune_poison(s->a->dtype, s->a->rows, s->y);
+    s->res->runs += n;
+    if (s->run(s->ctx, k, &p, s->x, s->y, 2, s->runs_per, &st, &e) != SPMV_OK)
+        return true;
+    s->res->timed++;
+    double err = spmv_max_rel_err(s->a->dtype, s->y, s->ref, s->a->rows);
+    if (!(err <= s->bound))
+        return true; /* wrong answer: never chosen */
+    if (s->best_ms <= 0 || st.median_ms < s->best_ms) {
+        s->best_ms = st.median_ms;
+        s->res->kernel = k;
+        s->res->params = p;
+        s->res->median_ms = st.median_ms;
+    }
+    return true;
+}
+
+int spmv_tune(const spmv_csr *a, const spmv_tune_options *opt, spmv_tune_run_fn run, void *ctx,
+              spmv_tune_result *out, spmv_error *err)
+{
+    spmv_tune_options o = {SPMV_DEVICE_GPU, 0, 0, 0, 0};
+    tune_state s;
+    const tune_candidate *list;
+    size_t n, vs;
+    int st = SPMV_OK;
+
+    if (!a || !run || !out)
+        return spmv_error_set(err, SPMV_ERR_INVALID, 0, "tune: missing matrix, runner or result");
+    if (opt)
+        o = *opt;
+    if (!(o.budget_ms > 0))
+        o.budget_ms = SPMV_TUNE_BUDGET_MS;
+    if (o.runs <= 0)
+        o.runs = 10;
+    if (o.max_runs < 0)
+        return spmv_error_set(err, SPMV_ERR_INVALID, 0, "tune: max_runs %d is negative", o.max_runs);
+    memset(out, 0, sizeof *out);
+    memset(&s, 0, sizeof s);
+    list = o.device == SPMV_DEVICE_GPU ? gpu_candidates : cpu_candidates;
+    n = o.device == SPMV_DEVICE_GPU ? sizeof gpu_candidates / sizeof *list : sizeof cpu_candidates / sizeof *list;
+    out->candidates = (int32_t)n;
+    s = (tune_state){a, &o, run, ctx, NULL, NULL, NULL, spmv_now_ms(), 0, 0, o.runs, out};
+    vs = spmv_dtype_size(a->dtype);
+    s.x = malloc((size_t)(a->cols > 0 ? a->cols : 1) * vs);
+    s.y = malloc((size_t)(a->rows > 0 ? a->rows : 1) * vs);
+    s.ref = malloc((size_t)(a->rows > 0 ? a->rows : 1) * vs);
+    if (!s.x || !s.y || !s.ref) {
+        st = spmv_error_set(err, SPMV_ERR_NOMEM, 0, "tune: vectors of %d and %d values", a->cols, a->rows);
+        goto fail;
+    }
+    tune_fill_x(a->dtype, a->cols, o.seed, s.x);
+    spmv_reference(a, s.x, s.ref);
+    s.bound = tune_bound(a);
+    for (size_t i = 0; i < n; i++)
+        if (!tune_one(&s, &list[i])) {
+            out->budget_hit = true;
+            break;
+        }
+    out->cost_ms = spmv_now_ms() - s.t0;
+    if (!out->kernel)
+        st = spmv_error_set(err, SPMV_ERR_UNAVAILABLE, 0,
+                            "auto: no candidate kernel ran and verified within the budget (%.0f ms, %d runs)",
+                            o.budget_ms, o.max_runs);
+fail:
+    free(s.x);
+    free(s.y);
+    free(s.ref);
+    return st;
+}

@@ -1,0 +1,592 @@
+/* bench-gpu.c — the GPU benchmark report (`make bench-gpu`, issue 5).
+ *
+ * One run measures, on GPU 0 and in this order:
+ *   1. the device-to-device copy bandwidth (cudaMemcpy of a 2 GiB buffer,
+ *      bytes read + written, median of 20), the ceiling every kernel's GB/s
+ *      is compared with;
+ *   2. the large set: five seeded generated matrices (engine/gen.c) of
+ *      0.7-1.6 GB of CSR each in float64, many times the 50 MB L2, built in
+ *      memory; then every matrix of the real set (small: the launch-bound
+ *      regime). For each matrix x dtype the matrix is uploaded once and
+ *      every GPU SpMV kernel of the registry runs with its parameter sweep
+ *      (block sizes, hack sizes, cuSPARSE algorithms, lanes per row):
+ *      median of >= 50 timed runs after warm-up (spmv_gpu_run, CUDA events
+ *      around each launch), y checked against spmv_reference; `auto` tunes
+ *      (engine/tune.c) and its choice is timed like the others.
+ *   3. per matrix the best verified kernel, and the geometric mean over the
+ *      large set of cusparse.csr ALG1 time / best time, per dtype.
+ * Bytes of a kernel = the arrays of its format as held on the device + x
+ * once + y once (spmv_stats.gbps). It prints markdown and, with --csv, one
+ * line per timed kernel for tools/plot-bench.py. It asserts nothing about
+ * speed; the exit status is non-zero only if something could not run or a
+ * kernel's y disagreed with the reference (such rows are marked FAIL).
+ */
+#include <dirent.h>
+#include <getopt.h>
+#include <inttypes.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "spmv.h"
+
+#ifdef SPMV_HAVE_CUDA
+#include <cuda_runtime_api.h>
+#endif
+
+/* ------------------------------------------------------------- options */
+
+typedef struct bench_opts {
+    int32_t runs, warmup;
+    uint64_t seed;
+    double scale;           /* multiplies the generated sizes */
+    const char *only;       /* matrices whose name holds this */
+    const char *real_dir;   /* NULL: no real matrices */
+    const char *csv;        /* per-kernel lines for the plots */
+    double deadline_s;      /* stop starting new matrices past this */
+    int quick;              /* fewer block sizes */
+} bench_opts;
+
+static void usage(FILE *to)
+{
+    fprintf(to, "usage: bench-gpu [--runs N] [--warmup N] [--seed S] [--scale F] [--only NAME]\n"
+                "                 [--real DIR | --no-real] [--csv FILE] [--deadline S] [--quick]\n"
+                "  --runs      timed runs per kernel configuration (default 50)\n"
+                "  --scale     multiplies the generated matrix sizes (default 1)\n"
+                "  --real      folder of Matrix Market files (default $SPMV_ROOT/../shared/matrices/real)\n"
+                "  --deadline  seconds after which no further matrix is started (default 330)\n"
+                "  --quick     block size 256 only\n");
+}
+
+static int parse_opts(int argc, char **argv, bench_opts *o, char *real_buf, size_t real_len)
+{
+    static const struct option lo[] = {
+        {"runs", required_argument, 0, 'r'},  {"warmup", required_argument, 0, 'w'},
+        {"seed", required_argument, 0, 's'},  {"scale", required_argument, 0, 'x'},
+        {"only", required_argument, 0, 'o'},  {"real", required_argument, 0, 'R'},
+        {"no-real", no_argument, 0, 'N'},     {"csv", required_argument, 0, 'c'},
+        {"deadline", required_argument, 0, 'd'}, {"quick", no_argument, 0, 'q'},
+        {"help", no_argument, 0, 'h'},        {0, 0, 0, 0}};
+    const char *root = getenv("SPMV_ROOT");
+    *o = (bench_opts){50, 5, 20261122, 1.0, NULL, NULL, NULL, 330, 0};
+    snprintf(real_buf, real_len, "%s/../shared/matrices/real", root ? root : ".");
+    o->real_dir = real_buf;
+    int c;
+    while ((c = getopt_long(argc, argv, "", lo, NULL)) != -1) {
+        switch (c) {
+        case 'r': o->runs = atoi(optarg); break;
+        case 'w': o->warmup = atoi(optarg); break;
+        case 's': o->seed = strtoull(optarg, NULL, 10); break;
+        case 'x': o->scale = atof(optarg); break;
+        case 'o': o->only = optarg; break;
+        case 'R': o->real_dir = optarg; break;
+        case 'N': o->real_dir = NULL; break;
+        case 'c': o->csv = optarg; break;
+        case 'd': o->deadline_s = atof(optarg); break;
+        case 'q': o->quick = 1; break;
+        case 'h': usage(stdout); exit(0);
+        default: return -1;
+        }
+    }
+    if (o->runs < 1 || o->runs > 100000 || o->warmup < 0 || o->warmup > 1000 || !(o->scale > 0) ||
+        o->scale > 4)
+        return -1;
+    return 0;
+}
+
+/* ------------------------------------------------------ copy bandwidth */
+
+/* Device-to-device copy of a 2 GiB buffer, bytes read + written, median
+ * of 20 copies after 3 warm-up ones. 0 when CUDA is absent or fails. */
+static double copy_bandwidth(void)
+{
+#ifdef SPMV_HAVE_CUDA
+    size_t bytes = (size_t)1 << 31;
+    void *a = NULL, *b = NULL;
+    cudaEvent_t e0 = NULL, e1 = NULL;
+    double t[20], gbps = 0;
+    if (cudaMalloc(&a, bytes) != cudaSuccess || cudaMalloc(&b, bytes) != cudaSuccess ||
+        cudaMemset(a, 0x3c, bytes) != cudaSuccess || cudaEventCreate(&e0) != cudaSuccess ||
+        cudaEventCreate(&e1) != cudaSuccess)
+        goto done;
+    for (int i = 0; i < 23; i++) {
+        float ms = 0;
+        cudaEventRecord(e0, 0);
+        cudaMemcpy(b, a, bytes, cudaMemcpyDeviceToDevice);
+        cudaEventRecord(e1, 0);
+        if (cudaEventSynchronize(e1) != cudaSuccess || cudaEventElapsedTime(&ms, e0, e1) != cudaSuccess)
+            goto done;
+        if (i >= 3)
+            t[i - 3] = ms;
+    }
+    for (int i = 1; i < 20; i++) /* insertion sort: 20 values */
+        for (int j = i; j > 0 && t[j] < t[j - 1]; j--) {
+            double s = t[j];
+            t[j] = t[j - 1];
+            t[j - 1] = s;
+        }
+    gbps = 2.0 * (double)bytes / ((t[9] + t[10]) / 2.0 * 1e-3) / 1e9;
+done:
+    if (e0)
+        cudaEventDestroy(e0);
+    if (e1)
+        cudaEventDestroy(e1);
+    cudaFree(a);
+    cudaFree(b);
+    return gbps;
+#else
+    return 0;
+#endif
+}
+
+/* ------------------------------------------------------------ matrices */
+
+typedef struct bench_matrix {
+    char name[96];
+    int large;              /* counts in the geometric mean */
+    spmv_gen_spec spec;     /* generated, or: */
+    char path[512];         /* read from a file */
+} bench_matrix;
+
+#define MAX_MATRICES 64
+
+static size_t large_set(double scale, uint64_t seed, bench_matrix *set)
+{
+    int64_t p2 = (int64_t)(4096 * sqrt(scale)), p3 = (int64_t)(256 * cbrt(scale));
+    int64_t n4 = (int64_t)(4000000 * scale) > 1 ? (int64_t)(4000000 * scale) : 1;
+    int64_t d2 = (int64_t)(2000000 * scale) > 1 ? (int64_t)(2000000 * scale) : 1;
+    bench_matrix g[] = {
+        {"poisson2d_4096", 1, {SPMV_GEN_POISSON2D, p2, 0, 0, seed}, ""},
+        {"poisson3d_256", 1, {SPMV_GEN_POISSON3D, p3, 0, 0, seed}, ""},
+        {"uniform_4M_x32", 1, {SPMV_GEN_UNIFORM, n4, 32, 0, seed}, ""},
+        {"powerlaw_4M", 1, {SPMV_GEN_POWERLAW, n4, 16, 0, seed}, ""},
+        {"banded_dense_row_4M", 1, {SPMV_GEN_BANDED_DENSE_ROW, n4, 14, d2, seed}, ""},
+    };
+    memcpy(set, g, sizeof g);
+    return sizeof g / sizeof g[0];
+}
+
+static int has_suffix(const char *s, const char *suf)
+{
+    size_t a = strlen(s), b = strlen(suf);
+    return a >= b && strcmp(s + a - b, suf) == 0;
+}
+
+static int cmp_matrix_name(const void *a, const void *b)
+{
+    return strcmp(((const bench_matrix *)a)->name, ((const bench_matrix *)b)->name);
+}
+
+static size_t real_set(const char *dir, bench_matrix *set, size_t room)
+{
+    DIR *d = dir ? opendir(dir) : NULL;
+    struct dirent *de;
+    size_t n = 0;
+    if (!d)
+        return 0;
+    while ((de = readdir(d)) && n < room) {
+        if (!has_suffix(de->d_name, ".mtx") && !has_suffix(de->d_name, ".mtx.gz"))
+            continue;
+        memset(&set[n], 0, sizeof set[n]);
+        snprintf(set[n].name, sizeof set[n].name, "%.*s", (int)(strcspn(de->d_name, ".")), de->d_name);
+        snprintf(set[n].path, sizeof set[n].path, "%s/%s", dir, de->d_name);
+        n++;
+    }
+    closedir(d);
+    qsort(set, n, sizeof *set, cmp_matrix_name);
+    return n;
+}
+
+static int load_matrix(const bench_matrix *bm, spmv_coo *coo, spmv_error *err)
+{
+    if (bm->path[0])
+        return spmv_mm_read_file(bm->path, NULL, coo, NULL, err);
+    return spmv_gen(&bm->spec, coo, err);
+}
+
+/* ------------------------------------------------------------- vectors */
+
+static void fill_x(spmv_dtype dt, int64_t n, uint64_t seed, void *v)
+{
+    uint64_t s = seed;
+    for (int64_t i = 0; i < n; i++) {
+        uint64_t z = (s += 0x9E3779B97F4A7C15ull);
+        z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+        z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+        z ^= z >> 31;
+        double u = 2.0 * ((double)(z >> 11) * 0x1.0p-53) - 1.0;
+        if (dt == SPMV_FLOAT32)
+            ((float *)v)[i] = (float)u;
+        else
+            ((double *)v)[i] = u;
+    }
+}
+
+/* ------------------------------------------------------------- configs */
+
+typedef struct config {
+    const spmv_kernel *k;
+    spmv_params p;
+} config;
+
+#define MAX_CONFIGS 256
+
+static void add_config(config *c, size_t *n, const spmv_kernel *k, spmv_param_id id, int32_t v)
+{
+    if (*n >= MAX_CONFIGS)
+        return;
+    memset(&c[*n], 0, sizeof c[*n]);
+    c[*n].k = k;
+    if (id < SPMV_PARAM_COUNT)
+        c[*n].p.v[id] = v;
+    if (spmv_params_resolve(k, &c[*n].p, NULL, NULL) == SPMV_OK)
+        (*n)++;
+}
+
+/* The sweep of one kernel: block sizes at the other defaults, then each
+ * other parameter's values at block size 256. cusparse.csr ALG1 first: it
+ * is the baseline every ratio is against. */
+static size_t sweep(const bench_opts *o, config *c)
+{
+    static const int32_t bs[] = {128, 256, 512, 1024}, hack[] = {16, 32, 64}, lanes[] = {1, 2, 4, 8, 16, 32};
+    size_t n = 0;
+    const spmv_kernel *alg = spmv_kernel_find("cusparse.csr");
+    if (alg) {
+        add_config(c, &n, alg, SPMV_PARAM_ALG, 1);
+        add_config(c, &n, alg, SPMV_PARAM_ALG, 2);
+    }
+    for (size_t i = 0; i < spmv_kernel_count(); i++) {
+        const spmv_kernel *k = spmv_kernel_at(i);
+        if (k->device != SPMV_DEVICE_GPU || k->op != SPMV_OP_SPMV || k == alg || spmv_kernel_is_auto(k))
+            continue;
+        unsigned ps = k->params;
+        if (!(ps & (1u << SPMV_PARAM_BLOCK_SIZE)))
+            add_config(c, &n, k, SPMV_PARAM_COUNT, 0);
+        else
+            for (size_t b = 0; b < sizeof bs / sizeof *bs; b++)
+                if (!o->quick || bs[b] == 256)
+                    add_config(c, &n, k, SPMV_PARAM_BLOCK_SIZE, bs[b]);
+        if (ps & (1u << SPMV_PARAM_HACK_SIZE))
+            for (size_t h = 0; h < sizeof hack / sizeof *hack; h++)
+                if (hack[h] != 32)
+                    add_config(c, &n, k, SPMV_PARAM_HACK_SIZE, hack[h]);
+        if (ps & (1u << SPMV_PARAM_ALG))
+            add_config(c, &n, k, SPMV_PARAM_ALG, 2);
+        if (ps & (1u << SPMV_PARAM_THREADS))
+            for (size_t t = 0; t < sizeof lanes / sizeof *lanes; t++)
+                add_config(c, &n, k, SPMV_PARAM_THREADS, lanes[t]);
+    }
+    return n;
+}
+
+/* ------------------------------------------------------------- results */
+
+typedef struct outcome {
+    double ms, gbps, err;
+    int ok, ran;
+    int32_t runs;
+} outcome;
+
+typedef struct summary {
+    char matrix[96];
+    spmv_dtype dt;
+    int large;
+    double alg1_ms, best_ms, auto_ms;
+    char best[192], auto_pick[320];
+} summary;
+
+/* An HLL of a heavy-tailed matrix pads each slice to its longest row (the
+ * power-law one would take tens of GB); past this it is skipped. */
+#define HLL_BUDGET_BYTES ((int64_t)8 << 30)
+
+static int64_t hll_bytes(const spmv_csr *a, int32_t hack)
+{
+    int64_t slots = 0;
+    for (int64_t r0 = 0; r0 < a->rows; r0 += hack) {
+        int64_t r1 = r0 + hack < a->rows ? r0 + hack : a->rows, w = 0;
+        for (int64_t r = r0; r < r1; r++)
+            if (a->row_ptr[r + 1] - a->row_ptr[r] > w)
+                w = a->row_ptr[r + 1] - a->row_ptr[r];
+        slots += w * hack;
+    }
+    return slots * (int64_t)(4 + spmv_dtype_size(a->dtype));
+}
+
+typedef struct run_ctx {
+    spmv_gpu_ctx *ctx;
+    spmv_gpu_matrix *gm;
+} run_ctx;
+
+static int run_gpu(void *c, const spmv_kernel *k, const spmv_params *p, const void *x, void *y, int32_t warmup,
+                   int32_t runs, spmv_stats *st, spmv_error *err)
+{
+    run_ctx *r = c;
+    return spmv_gpu_run(r->ctx, k, r->gm, p, x, y, warmup, runs, st, err);
+}
+
+/* Times one configuration: a probe run, then warm-up + timed runs (fewer
+ * for a configuration slower than 5 ms, said in the row). */
+static void time_config(const bench_opts *o, run_ctx *rc, const config *c, const spmv_csr *a, const void *x,
+                        void *y, const void *ref, double bound, outcome *out, char *why, size_t why_len)
+{
+    spmv_stats st;
+    spmv_error err = {0};
+    int32_t runs = a->nnz < 100000 ? 10 * o->runs : o->runs;
+    memset(out, 0, sizeof *out);
+    if (spmv_gpu_run(rc->ctx, c->k, rc->gm, &c->p, x, y, 0, 1, &st, &err) != SPMV_OK) {
+        snprintf(why, why_len, "%s", err.message);
+        return;
+    }
+    if (st.median_ms > 5.0) {
+        runs = (int32_t)(250.0 / st.median_ms);
+        runs = runs < 3 ? 3 : runs > o->runs ? o->runs : runs;
+    }
+    memset(y, 0xff, (size_t)a->rows * spmv_dtype_size(a->dtype));
+    if (spmv_gpu_run(rc->ctx, c->k, rc->gm, &c->p, x, y, st.median_ms > 5.0 ? 1 : o->warmup, runs, &st, &err) !=
+        SPMV_OK) {
+        snprintf(why, why_len, "%s", err.message);
+        return;
+    }
+    out->ran = 1;
+    out->runs = runs;
+    out->ms = st.median_ms;
+    out->gbps = st.gbps;
+    out->err = spmv_max_rel_err(a->dtype, y, ref, a->rows);
+    out->ok = out->err <= bound;
+}
+
+static void print_row(FILE *csv, const bench_matrix *bm, spmv_dtype dt, const config *c, const outcome *r,
+                      double copy, double alg1, const bench_opts *o, const char *why)
+{
+    char ps[128];
+    spmv_params_format(c->k, &c->p, ps, sizeof ps);
+    printf("| %s | %s | %s | %s |", bm->name, spmv_dtype_name(dt), c->k->name, ps[0] ? ps : "default");
+    if (!r->ran) {
+        printf(" skipped: %s | | | | | |\n", why);
+        return;
+    }
+    printf(" %.4f | %.0f | %.0f%% | %.2fx | %.1e%s |%s\n", r->ms, r->gbps, copy > 0 ? 100.0 * r->gbps / copy : 0,
+           alg1 > 0 ? alg1 / r->ms : 0, r->err, r->ok ? "" : " FAIL",
+           r->runs < o->runs ? " runs reduced (slow)" : "");
+    if (csv)
+        fprintf(csv, "%s,%s,%s,%s,%.6f,%.2f,%.4f,%.4f,%.3e,%s\n", bm->name, spmv_dtype_name(dt), c->k->name,
+                ps[0] ? ps : "default", r->ms, r->gbps, copy > 0 ? r->gbps / copy : 0, alg1 > 0 ? alg1 / r->ms : 0,
+                r->err, r->ok ? "ok" : "FAIL");
+    fflush(stdout);
+}
+
+/* `auto` on this matrix: tune, then time the winner like the others. */
+static void bench_auto(const bench_opts *o, run_ctx *rc, const bench_matrix *bm, const spmv_csr *a, const void *x,
+                       void *y, const void *ref, double bound, double copy, summary *sm, FILE *csv, int *fails)
+{
+    spmv_tune_options to = {SPMV_DEVICE_GPU, 3000, 0, 10, o->seed};
+    spmv_tune_result tr;
+    spmv_error err = {0};
+    config c;
+    outcome r;
+    char why[512] = "", ps[128];
+    if (spmv_tune(a, &to, run_gpu, rc, &tr, &err) != SPMV_OK) {
+        printf("| %s | %s | auto | | skipped: %s | | | | | |\n", bm->name, spmv_dtype_name(a->dtype), err.message);
+        return;
+    }
+    c.k = tr.kernel;
+    c.p = tr.params;
+    time_config(o, rc, &c, a, x, y, ref, bound, &r, why, sizeof why);
+    spmv_params_format(tr.kernel, &tr.params, ps, sizeof ps);
+    snprintf(sm->auto_pick, sizeof sm->auto_pick, "%s %s (tuned in %.0f ms, %d runs, %d/%d timed)", tr.kernel->name,
+             ps, tr.cost_ms, tr.runs, tr.timed, tr.candidates);
+    printf("| %s | %s | **auto** → %s | %s |", bm->name, spmv_dtype_name(a->dtype), tr.kernel->name,
+           ps[0] ? ps : "default");
+    if (!r.ran) {
+        printf(" skipped: %s | | | | | |\n", why);
+        return;
+    }
+    printf(" %.4f | %.0f | %.0f%% | %.2fx | %.1e%s | tuning %.0f ms, %d runs\n", r.ms, r.gbps,
+           copy > 0 ? 100.0 * r.gbps / copy : 0, sm->alg1_ms > 0 ? sm->alg1_ms / r.ms : 0, r.err, r.ok ? "" : " FAIL",
+           tr.cost_ms, tr.runs);
+    if (csv)
+        fprintf(csv, "%s,%s,auto,%s %s,%.6f,%.2f,%.4f,%.4f,%.3e,%s\n", bm->name, spmv_dtype_name(a->dtype),
+                tr.kernel->name, ps, r.ms, r.gbps, copy > 0 ? r.gbps / copy : 0,
+                sm->alg1_ms > 0 ? sm->alg1_ms / r.ms : 0, r.err, r.ok ? "ok" : "FAIL");
+    *fails += !r.ok;
+    if (r.ok)
+        sm->auto_ms = r.ms;
+}
+
+/* Every configuration on one matrix in one dtype. */
+static int bench_dtype(const bench_opts *o, spmv_gpu_ctx *ctx, const bench_matrix *bm, const spmv_coo *coo,
+                       spmv_dtype dt, double copy, summary *sm, FILE *csv, int *fails)
+{
+    static config cfg[MAX_CONFIGS];
+    spmv_matrix m;
+    spmv_error err = {0};
+    spmv_gpu_upload_stats us;
+    run_ctx rc = {ctx, NULL};
+    void *x = NULL, *y = NULL, *ref = NULL;
+    size_t vs = spmv_dtype_size(dt), n = sweep(o, cfg);
+    int rc_ = -1;
+    memset(&m, 0, sizeof m);
+    memset(sm, 0, sizeof *sm);
+    snprintf(sm->matrix, sizeof sm->matrix, "%s", bm->name);
+    sm->dt = dt;
+    sm->large = bm->large;
+    if (spmv_matrix_build(coo, dt, SPMV_FMT_CSR, SPMV_HACK_SIZE_DEFAULT, 0, &m, &err) != SPMV_OK)
+        goto fail;
+    x = malloc((size_t)(m.cols > 0 ? m.cols : 1) * vs);
+    y = malloc((size_t)(m.rows > 0 ? m.rows : 1) * vs);
+    ref = malloc((size_t)(m.rows > 0 ? m.rows : 1) * vs);
+    if (!x || !y || !ref)
+        goto fail;
+    fill_x(dt, m.cols, o->seed ^ 0x5eedull, x);
+    spmv_reference(&m.csr, x, ref);
+    double t0 = spmv_now_ms();
+    if (spmv_gpu_matrix_upload(ctx, coo, dt, SPMV_FMT_CSR, SPMV_HACK_SIZE_DEFAULT, &rc.gm, &us, &err) != SPMV_OK)
+        goto fail;
+    fprintf(stderr, "bench-gpu: %s %s uploaded in %.0f ms\n", bm->name, spmv_dtype_name(dt), spmv_now_ms() - t0);
+    int32_t max_row = 0;
+    for (int32_t r = 0; r < m.rows; r++)
+        if (m.csr.row_ptr[r + 1] - m.csr.row_ptr[r] > max_row)
+            max_row = m.csr.row_ptr[r + 1] - m.csr.row_ptr[r];
+    /* summation order differs between kernels (atomics, chunks) */
+    double bound = (dt == SPMV_FLOAT32 ? 1e-3 : 1e-10) * fmax(1.0, sqrt(max_row / 100.0));
+    int hll_ok = hll_bytes(&m.csr, 16) <= HLL_BUDGET_BYTES;
+    for (size_t i = 0; i < n; i++) {
+        outcome r;
+        char why[512] = "";
+        if (cfg[i].k->format == SPMV_FMT_HLL && !hll_ok) {
+            memset(&r, 0, sizeof r);
+            snprintf(why, sizeof why, "HLL over the %.0f GB budget (%.1f GB at hack 16)",
+                     (double)HLL_BUDGET_BYTES / 1e9, (double)hll_bytes(&m.csr, 16) / 1e9);
+        } else {
+            time_config(o, &rc, &cfg[i], &m.csr, x, y, ref, bound, &r, why, sizeof why);
+        }
+        if (i == 0 && r.ran && r.ok)
+            sm->alg1_ms = r.ms;
+        print_row(csv, bm, dt, &cfg[i], &r, copy, sm->alg1_ms, o, why);
+        *fails += r.ran && !r.ok;
+        if (r.ran && r.ok && (sm->best_ms <= 0 || r.ms < sm->best_ms)) {
+            char ps[128];
+            spmv_params_format(cfg[i].k, &cfg[i].p, ps, sizeof ps);
+            sm->best_ms = r.ms;
+            snprintf(sm->best, sizeof sm->best, "%s %s", cfg[i].k->name, ps);
+        }
+    }
+    bench_auto(o, &rc, bm, &m.csr, x, y, ref, bound, copy, sm, csv, fails);
+    rc_ = 0;
+fail:
+    if (rc_)
+        fprintf(stderr, "bench-gpu: %s %s: %s\n", bm->name, spmv_dtype_name(dt), err.message);
+    spmv_gpu_matrix_free(ctx, rc.gm);
+    free(x);
+    free(y);
+    free(ref);
+    spmv_matrix_free(&m);
+    return rc_;
+}
+
+/* ------------------------------------------------------------- summary */
+
+static void print_summary(const summary *s, size_t n)
+{
+    printf("\n## Best kernel per matrix (ratio = cusparse.csr ALG1 time / time)\n\n"
+           "| matrix | dtype | ALG1 ms | best kernel | best ms | best / ALG1 | auto picked | auto ms | auto / ALG1 |\n"
+           "| --- | --- | ---: | --- | ---: | ---: | --- | ---: | ---: |\n");
+    for (size_t i = 0; i < n; i++)
+        printf("| %s | %s | %.4f | %s | %.4f | %.2fx | %s | %.4f | %.2fx |\n", s[i].matrix, spmv_dtype_name(s[i].dt),
+               s[i].alg1_ms, s[i].best, s[i].best_ms, s[i].best_ms > 0 ? s[i].alg1_ms / s[i].best_ms : 0,
+               s[i].auto_pick, s[i].auto_ms, s[i].auto_ms > 0 ? s[i].alg1_ms / s[i].auto_ms : 0);
+    printf("\n## Geometric mean over the large set\n\n| dtype | matrices | best / ALG1 | auto / ALG1 | auto min |\n"
+           "| --- | ---: | ---: | ---: | ---: |\n");
+    for (int d = 0; d < 2; d++) {
+        double lb = 0, la = 0, amin = 1e30;
+        int cnt = 0, acnt = 0;
+        for (size_t i = 0; i < n; i++) {
+            if (!s[i].large || (int)s[i].dt != d || s[i].alg1_ms <= 0 || s[i].best_ms <= 0)
+                continue;
+            lb += log(s[i].alg1_ms / s[i].best_ms);
+            cnt++;
+            if (s[i].auto_ms > 0) {
+                la += log(s[i].alg1_ms / s[i].auto_ms);
+                amin = fmin(amin, s[i].alg1_ms / s[i].auto_ms);
+                acnt++;
+            }
+        }
+        printf("| %s | %d | %.3fx | %.3fx | %.3fx |\n", spmv_dtype_name((spmv_dtype)d), cnt, cnt ? exp(lb / cnt) : 0,
+               acnt ? exp(la / acnt) : 0, acnt ? amin : 0);
+    }
+}
+
+int main(int argc, char **argv)
+{
+    bench_opts o;
+    char real_buf[512];
+    static bench_matrix set[MAX_MATRICES];
+    static summary sums[2 * MAX_MATRICES];
+    size_t nset, nsum = 0;
+    spmv_gpu_ctx *ctx = NULL;
+    spmv_gpu_info info;
+    spmv_error err = {0};
+    const char *why = NULL;
+    FILE *csv = NULL;
+    int fails = 0, rc = 1;
+    double t0 = spmv_now_ms(), copy;
+    time_t now = time(NULL);
+
+    if (parse_opts(argc, argv, &o, real_buf, sizeof real_buf) != 0) {
+        usage(stderr);
+        return 2;
+    }
+    if (spmv_gpu_count(&why) <= 0) {
+        fprintf(stderr, "bench-gpu: needs a GPU: %s\n", why ? why : "none found");
+        return 3;
+    }
+    if (spmv_gpu_ctx_new(0, 0, &ctx, &err) != SPMV_OK || spmv_gpu_ctx_info(ctx, &info) != SPMV_OK) {
+        fprintf(stderr, "bench-gpu: %s\n", err.message);
+        goto done;
+    }
+    if (o.csv && !(csv = fopen(o.csv, "w"))) {
+        perror(o.csv);
+        goto done;
+    }
+    if (csv)
+        fprintf(csv, "matrix,dtype,kernel,params,median_ms,gbps,frac_copy,vs_alg1,max_rel_err,status\n");
+    copy = copy_bandwidth();
+    printf("# spmvd GPU benchmark\n\n%s, GPU 0: %s (cc %d.%d, %d SMs, %.0f GiB), %s", SPMV_VERSION, info.name,
+           info.cc_major, info.cc_minor, info.sm_count, (double)info.mem_total / 1073741824.0, ctime(&now));
+    printf("\nDevice-to-device copy (2 GiB, read + write): **%.0f GB/s**\n\n", copy);
+    printf("Median of %d timed runs after %d warm-up (10x the runs under 100k non-zeros); seed %" PRIu64
+           ", scale %g. Ratio = cusparse.csr ALG1 time / time (> 1: faster than cuSPARSE).\n\n",
+           o.runs, o.warmup, o.seed, o.scale);
+    nset = large_set(o.scale, o.seed, set);
+    nset += real_set(o.real_dir, set + nset, MAX_MATRICES - nset);
+    printf("| matrix | dtype | kernel | params | median ms | GB/s | %% of copy | vs ALG1 | max rel err | note |\n"
+           "| --- | --- | --- | --- | ---: | ---: | ---: | ---: | ---: | --- |\n");
+    for (size_t i = 0; i < nset; i++) {
+        spmv_coo coo;
+        if (o.only && !strstr(set[i].name, o.only))
+            continue;
+        if ((spmv_now_ms() - t0) / 1000.0 > o.deadline_s) {
+            printf("| %s | | | | not run: past the %.0f s deadline | | | | | |\n", set[i].name, o.deadline_s);
+            continue;
+        }
+        if (load_matrix(&set[i], &coo, &err) != SPMV_OK) {
+            fprintf(stderr, "bench-gpu: %s: %s\n", set[i].name, err.message);
+            goto done;
+        }
+        fprintf(stderr, "bench-gpu: %s: %d x %d, %" PRId64 " nnz\n", set[i].name, coo.rows, coo.cols, coo.nnz);
+        for (int d = 0; d < 2; d++)
+            if (bench_dtype(&o, ctx, &set[i], &coo, (spmv_dtype)d, copy, &sums[nsum], csv, &fails) == 0)
+                nsum++;
+        spmv_coo_free(&coo);
+    }
+    print_summary(sums, nsum);
+    printf("\nTotal run time %.0f s; %d verification failures.\n", (spmv_now_ms() - t0) / 1000.0, fails);
+    rc = fails ? 1 : 0;
+done:
+    if (csv)
+        fclose(csv);
+    spmv_gpu_ctx_free(ctx);
+    return rc;
+}

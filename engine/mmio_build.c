@@ -160,44 +160,77 @@ static int shrink(const mm_header *h, spmv_coo *big, int64_t nnz, spmv_coo *out,
     return st;
 }
 
-/* Counting sort by row into m (allocated with `total` entries), then the
- * per-row sort and the pass that sums duplicates; returns the distinct
- * count or -1 when out of memory. */
-static int64_t build_by_rows(const mm_header *h, const mm_entries *e, int threads, spmv_coo *m)
+/* Counts the entries (and mirrors) of e[lo, hi) per row into cnt[row]. */
+static void count_rows(const mm_entries *e, int64_t lo, int64_t hi, bool mirror, int64_t *cnt)
 {
-    const bool mirror = h->symmetry != SPMV_MM_GENERAL;
-    const double sign = h->symmetry == SPMV_MM_SKEW_SYMMETRIC ? -1.0 : 1.0;
-    const int64_t rows = h->rows;
-    int64_t *ptr = calloc((size_t)rows + 1, sizeof *ptr);
-    if (!ptr)
-        return -1;
-    for (int64_t k = 0; k < e->n; k++) {
-        ptr[e->row[k]]++;
+    for (int64_t k = lo; k < hi; k++) {
+        cnt[e->row[k]]++;
         if (mirror && e->row[k] != e->col[k])
-            ptr[e->col[k]]++;
+            cnt[e->col[k]]++;
     }
-    int64_t sum = 0;   /* exclusive scan: ptr[i] = first slot of row i */
-    for (int64_t i = 0; i <= rows; i++) {
-        int64_t c = ptr[i];
-        ptr[i] = sum;
-        sum += c;
-    }
-    int32_t *col = m->col;
-    double *val = m->val;
-    for (int64_t k = 0; k < e->n; k++) {
+}
+
+/* Writes e[lo, hi) (and mirrors) to the slots pos[row]++ of col and val. */
+static void scatter_rows(const mm_entries *e, int64_t lo, int64_t hi, bool mirror, double sign, int64_t *pos,
+                         int32_t *col, double *val)
+{
+    for (int64_t k = lo; k < hi; k++) {
         int32_t r = e->row[k], c = e->col[k];
-        int64_t d = ptr[r]++;
+        int64_t d = pos[r]++;
         col[d] = c;
         val[d] = e->val[k];
         if (mirror && r != c) {
-            d = ptr[c]++;
+            d = pos[c]++;
             col[d] = r;
             val[d] = sign * e->val[k];
         }
     }
-    /* The scatter moved each row's start to the next row's: shift back. */
-    memmove(ptr + 1, ptr, (size_t)rows * sizeof *ptr);
-    ptr[0] = 0;
+}
+
+/* Counting sort by row into m (allocated with `total` entries), then the
+ * per-row sort and the pass that sums duplicates; returns the distinct
+ * count or -1 when out of memory. The scatter is memory-latency bound
+ * (rows land anywhere when a file lists its entries column by column), so
+ * with threads each takes a contiguous slice of the entries with a row
+ * histogram of its own; slots are handed out row by row, slice by slice,
+ * which is exactly the serial order, so the result is bit-identical. */
+static int64_t build_by_rows(const mm_header *h, const mm_entries *e, int threads, spmv_coo *m)
+{
+    const bool mirror = h->symmetry != SPMV_MM_GENERAL;
+    const double sign = h->symmetry == SPMV_MM_SKEW_SYMMETRIC ? -1.0 : 1.0;
+    const int64_t rows = h->rows, n = e->n;
+    int nt = threads < 1 ? 1 : (threads > 8 ? 8 : threads);
+    if (n < ((int64_t)1 << 16) || rows > n)
+        nt = 1;   /* small, or histograms bigger than the entries: not worth it */
+    int64_t *ptr = calloc((size_t)rows + 1, sizeof *ptr);
+    int64_t *pos = calloc((size_t)nt * ((size_t)rows + 1), sizeof *pos);
+    if (!ptr || !pos) {
+        free(ptr);
+        free(pos);
+        return -1;
+    }
+#pragma omp parallel for num_threads(nt) schedule(static, 1)
+    for (int t = 0; t < nt; t++)
+        count_rows(e, n * t / nt, n * (t + 1) / nt, mirror, pos + (size_t)t * ((size_t)rows + 1));
+    /* Exclusive scan in (row, slice) order: pos[t][i] = first slot of the
+     * entries of row i from slice t; ptr[i] = first slot of row i. */
+    int64_t sum = 0;
+    for (int64_t i = 0; i < rows; i++) {
+        ptr[i] = sum;
+        for (int t = 0; t < nt; t++) {
+            int64_t *p = pos + (size_t)t * ((size_t)rows + 1) + i;
+            int64_t c = *p;
+            *p = sum;
+            sum += c;
+        }
+    }
+    ptr[rows] = sum;
+    int32_t *col = m->col;
+    double *val = m->val;
+#pragma omp parallel for num_threads(nt) schedule(static, 1)
+    for (int t = 0; t < nt; t++)
+        scatter_rows(e, n * t / nt, n * (t + 1) / nt, mirror, sign, pos + (size_t)t * ((size_t)rows + 1), col, val);
+    free(pos);
     if (!sort_rows(ptr, rows, col, val, threads)) {
         free(ptr);
         return -1;

@@ -591,7 +591,7 @@ static void test_threads_match_serial(void **state)
         spmv_mm_info is, ip;
         spmv_error err;
         int32_t n = (int32_t)tu_rng_range(&rng, 1000, 20000);
-        random_text(&rng, &text, n, n, 60000, kinds[k][0], kinds[k][1]);
+        random_text(&rng, &text, n, n, 70000, kinds[k][0], kinds[k][1]);   /* over 2^16: the parallel build */
         if (spmv_mm_read_buffer(text.data, text.len, &SERIAL, &serial, &is, &err) != SPMV_OK)
             fail_msg("%s %s: %s", kinds[k][0], kinds[k][1], err.message);
         assert_sorted_unique(&serial);

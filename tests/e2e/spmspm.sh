@@ -237,7 +237,7 @@ spmspm "$A_ID" '{"b":"00000000-0000-4000-8000-000000000000"}'
 expect_code "an unknown b is a 404" 404
 spmspm "$A_ID" "{\"b\":\"$B8\",\"x\":[1]}"
 expect_code "an unknown field is a 400" 400
-spmspm "$A_ID" "{\"b\":\"$B8\",\"block_size\":64}"
+spmspm "$A_ID" "{\"b\":\"$B8\",\"kernel\":\"cpu.spmspm.omp\",\"block_size\":64}"
 expect_code "a parameter the kernel does not take is a 400" 400
 req GET "/v1/matrices/$A_ID/spmspm"
 expect_code "GET /spmspm is a 405" 405

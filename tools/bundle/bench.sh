@@ -40,4 +40,10 @@ echo "bench-gpu rc=$brc"
 tail -5 "$OUT/run.log"
 python3 "$B/plot-bench.py" "$OUT/bench-gpu.csv" "$OUT" >>"$OUT/run.log" 2>&1 || echo "plot failed: $(tail -2 "$OUT/run.log")"
 sed -n '/## Best kernel/,$p' "$OUT/bench-gpu.md"
+# 5. the SpMSpM table (thin B of 32 and 512 columns, every SpMSpM kernel vs
+#    cusparse.spgemm), appended to bench-gpu.md; BENCH_SPMSPM=0 skips it
+if [ "${BENCH_SPMSPM:-1}" = 1 ] && [ -x "$B/bin/real/bench-spmspm" ]; then
+  timeout --kill-after=5 120 "$B/bin/bench-spmspm" --runs 5 --warmup 1 >>"$OUT/bench-gpu.md" 2>>"$OUT/run.log"
+  echo "bench-spmspm rc=$?"
+fi
 exit $((rc || brc))

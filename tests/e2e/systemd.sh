@@ -487,11 +487,13 @@ test_install() {
 
   test_units "$d" "$prefix"
 
-  # The sysusers.d entry makes the user the unit names, in group video.
+  # The sysusers.d entry makes the user the unit names, in group video, from
+  # where it is installed (no file named: found on systemd's search path).
   if command -v systemd-sysusers >/dev/null; then
     local root=$T/sysroot
     mkdir -p "$root/etc"
-    if systemd-sysusers --root="$root" "$d$prefix/lib/sysusers.d/spmvd.conf" >/dev/null 2>&1 &&
+    cp -a "$d/usr" "$root/"
+    if systemd-sysusers --root="$root" >/dev/null 2>&1 &&
        grep -q '^spmvd:x:[0-9]*:[0-9]*:.*:/var/lib/spmvd:' "$root/etc/passwd" &&
        grep -Eq '^video:x:[0-9]+:(.*,)?spmvd(,|$)' "$root/etc/group"; then
       ok "install: systemd-sysusers makes the system user spmvd, member of video"

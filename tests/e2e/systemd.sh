@@ -3,12 +3,15 @@
 #
 # The daemon's side of the service contract is driven the way systemd drives
 # it: a notification socket this script owns (a small python3 listener that
-# records every datagram in order), WATCHDOG_USEC, socket activation through
-# systemd-socket-activate, SIGHUP (systemctl reload) and SIGTERM with jobs
-# running and waiting. The installed units are checked with `systemd-analyze
-# verify` and `systemd-analyze security`, `make install`/`make uninstall` run
-# into a temporary DESTDIR, and the man pages are held to --help. TAP through
-# tests/e2e/lib.sh.
+# records every datagram in order) with WATCHDOG_USEC, socket activation
+# through systemd-socket-activate, a restart behind a listening socket held
+# by another process (what spmvd.socket does), SIGHUP (systemctl reload) and
+# SIGTERM with jobs running and waiting. The daemon also runs as the unit
+# confines it: as nobody, without capabilities, under the unit's system call
+# filter (tests/e2e/sandbox.c). The installed units are checked with
+# `systemd-analyze verify` and `systemd-analyze security`, `make install` and
+# `make uninstall` run into a temporary DESTDIR, and the man pages are held
+# to --help. TAP through tests/e2e/lib.sh.
 . "$(dirname "$0")/lib.sh"
 cd "$SPMV_ROOT" || exit 1
 

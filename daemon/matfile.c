@@ -152,7 +152,13 @@ int matfile_write(const char *dir, const matfile_meta *meta, const spmv_csr *csr
         goto fail;
     what = "fsync of the directory";
     if (matfile_sync_dir(dir) != 0) {
+        /* answered 500: take the file back, and try once more to make
+         * that durable so a crash does not resurrect it (best effort: the
+         * directory just failed to sync) */
+        int e = errno;
         unlink(path);
+        matfile_sync_dir(dir);
+        errno = e;
         goto fail;
     }
     return SPMV_OK;

@@ -13,8 +13,8 @@
 # with a message saying what failed, leave no file (temp or final) behind
 # and not be listed; earlier matrices multiply as before, also after a
 # restart; once space is back an upload works again. With fsync failing
-# the upload must be 500 and nothing stored: a failed fsync is never
-# taken as success.
+# the upload must be 500 and nothing stored (the file's fsync, or the
+# directory's after the rename): a failed fsync is never taken as success.
 . "$(dirname "$0")/lib.sh"
 
 MOUNTS=()
@@ -126,10 +126,18 @@ if command -v "$CC" >/dev/null && "$CC" -shared -fPIC -O1 -o "$E2E_TMP/faultfs.s
     check "nothing is listed after the failed fsync" [ "$(jget 'd["count"]')" = "$n_before" ]
     check "nothing is left on disk after the failed fsync" bash -c \
       "only_csr() { ! ls -A \"\$1\" | grep -vqE '^(\.lock|damaged|[0-9a-f-]{36}\.csr)\$'; }; only_csr '$FAULTFS_DIR' && [ \$(ls '$FAULTFS_DIR' | grep -c '\.csr\$') = $n_before ]"
+    echo eio-dirsync >"$FAULTFS_CTL"
+    upload_raw "$MATRICES/real/karate.mtx" "device=cpu"
+    expect_code "the directory's fsync after the rename fails: 500" 500
+    check "and says so: $(head -c 160 "$BODY_FILE")" grep -q 'fsync of the directory' "$BODY_FILE"
+    rm -f "$FAULTFS_CTL"
+    req GET /v1/matrices
+    check "nothing is listed, nothing left on disk after it" bash -c \
+      "[ \"\$(curl -s '$SPMVD_URL/v1/matrices' | '$PYTHON' -c 'import json,sys; print(json.load(sys.stdin)[\"count\"])')\" = $n_before ] && [ \$(ls '$FAULTFS_DIR' | grep -c '\.csr\$') = $n_before ]"
     stop_spmvd
     start_spmvd
     req GET /v1/matrices
-    check "after a restart the failed upload is still absent" [ "$(jget 'd["count"]')" = "$n_before" ]
+    check "after a restart the failed uploads are still absent" [ "$(jget 'd["count"]')" = "$n_before" ]
     stop_spmvd
   else
     not_ok "spmvd starts under the fault shim" "$(tail -3 "$SPMVD_LOG")"

@@ -10,6 +10,8 @@
  *   "enospc N"  writes fail with ENOSPC once the file would exceed N bytes
  *               (a short write first, as a full disk gives)
  *   "eio-fsync" fsync and fdatasync fail with EIO
+ *   "eio-dirsync" only the fsync of the directory itself fails with EIO
+ *               (after the rename of a stored file)
  *   anything else, or no file: no fault
  *
  * Only the daemon's own files are touched; logs, sockets and everything
@@ -30,7 +32,8 @@ typedef ssize_t (*write_fn)(int, const void *, size_t);
 typedef ssize_t (*pwrite_fn)(int, const void *, size_t, off_t);
 typedef int (*fsync_fn)(int);
 
-/* The fault in force for fd: 0 none, 1 ENOSPC (limit in *limit), 2 EIO on fsync. */
+/* The fault in force for fd: 0 none, 1 ENOSPC (limit in *limit), 2 EIO on
+ * fsync, 3 EIO on the directory's fsync. */
 static int fault_for(int fd, long long *limit)
 {
     const char *dir = getenv("FAULTFS_DIR"), *ctl = getenv("FAULTFS_CTL");
@@ -54,6 +57,10 @@ static int fault_for(int fd, long long *limit)
     if (strncmp(text, "enospc ", 7) == 0) {
         *limit = atoll(text + 7);
         return 1;
+    }
+    if (strncmp(text, "eio-dirsync", 11) == 0) {
+        struct stat st;
+        return fstat(fd, &st) == 0 && S_ISDIR(st.st_mode) ? 3 : 0;
     }
     return strncmp(text, "eio-fsync", 9) == 0 ? 2 : 0;
 }
@@ -109,7 +116,7 @@ ssize_t pwrite(int fd, const void *buf, size_t len, off_t off)
 static int synced(const char *name, int fd)
 {
     long long limit;
-    if (fault_for(fd, &limit) == 2) {
+    if (fault_for(fd, &limit) >= 2) {
         errno = EIO;
         return -1;
     }

@@ -27,7 +27,7 @@
 
 typedef enum route_id {
     ROUTE_HEALTH, ROUTE_READY, ROUTE_INFO, ROUTE_KERNELS, ROUTE_MATRICES, ROUTE_MATRIX,
-    ROUTE_SPY, ROUTE_SPMV, ROUTE_BENCH, ROUTE_JOB, ROUTE_METRICS, ROUTE_SPMSPM, ROUTE_UNKNOWN,
+    ROUTE_SPY, ROUTE_SPMV, ROUTE_BENCH, ROUTE_JOB, ROUTE_METRICS, ROUTE_SPMSPM, ROUTE_TUNE, ROUTE_UNKNOWN,
     ROUTE_COUNT
 } route_id;
 
@@ -131,5 +131,6 @@ extern const route_handlers api_health_get, api_ready_get, api_info_get, api_ker
     api_metrics_get, api_matrices_get, api_matrix_get, api_matrix_delete, api_job_get;
 extern const route_handlers api_upload_post, api_spmv_post, api_bench_post, api_spy_get;
 extern const route_handlers api_spmspm_post; /* api/spmspm.c */
+extern const route_handlers api_tune_post;   /* api/tune.c */
 
 #endif

@@ -15,7 +15,7 @@ const char *const api_route_names[ROUTE_COUNT] = {
     [ROUTE_KERNELS] = "kernels",   [ROUTE_MATRICES] = "matrices", [ROUTE_MATRIX] = "matrix",
     [ROUTE_SPY] = "spy",           [ROUTE_SPMV] = "spmv",     [ROUTE_BENCH] = "bench",
     [ROUTE_JOB] = "job",           [ROUTE_METRICS] = "metrics", [ROUTE_UNKNOWN] = "unknown",
-    [ROUTE_SPMSPM] = "spmspm",
+    [ROUTE_SPMSPM] = "spmspm",     [ROUTE_TUNE] = "tune",
 };
 
 /* Copies the {id} segment [s, e) and checks it. */
@@ -65,6 +65,8 @@ route_id api_route_match(const char *path, char id_out[MATFILE_ID_LEN + 1], bool
         route = ROUTE_BENCH;
     else if (strcmp(slash, "/spmspm") == 0)
         route = ROUTE_SPMSPM;
+    else if (strcmp(slash, "/tune") == 0)
+        route = ROUTE_TUNE;
     else if (strcmp(slash, "/spy.png") == 0)
         route = ROUTE_SPY;
     else
@@ -94,6 +96,7 @@ static const route_methods *methods_of(route_id route)
         [ROUTE_JOB] = {"GET, HEAD", &api_job_get, NULL, NULL},
         [ROUTE_METRICS] = {"GET, HEAD", &api_metrics_get, NULL, NULL},
         [ROUTE_SPMSPM] = {"POST", NULL, &api_spmspm_post, NULL},
+        [ROUTE_TUNE] = {"POST", NULL, &api_tune_post, NULL},
     };
     return route < ROUTE_UNKNOWN ? &table[route] : NULL;
 }

@@ -182,7 +182,8 @@ static bool authorized(request *r)
 static bool needs_ready(route_id route)
 {
     return route == ROUTE_MATRICES || route == ROUTE_MATRIX || route == ROUTE_SPY ||
-           route == ROUTE_SPMV || route == ROUTE_BENCH || route == ROUTE_JOB || route == ROUTE_SPMSPM;
+           route == ROUTE_SPMV || route == ROUTE_BENCH || route == ROUTE_JOB || route == ROUTE_SPMSPM ||
+           route == ROUTE_TUNE;
 }
 
 static request *request_new(spmvd *d, struct MHD_Connection *conn, const char *url, const char *method)

@@ -21,6 +21,7 @@
 
 #include "api/api.h"
 #include "api/decode.h"
+#include "daemon/autotune.h"
 #include "daemon/log.h"
 
 typedef struct spmv_task {
@@ -41,6 +42,8 @@ typedef struct spmv_task {
     int rc;
     spmv_error err;
     char worker_name[16];
+    bool is_auto;         /* "kernel":"auto": k becomes the tuned choice on the worker */
+    matrix_tuning tuned;
 } spmv_task;
 
 /* ------------------------------------------------------ the request */
@@ -98,6 +101,10 @@ static int pick_kernel(request *r, const char *name)
     if (!name)
         name = t->m->dev ? "gpu.csr.vector" : "cpu.csr.omp";
     t->k = spmv_kernel_find(name);
+    if (spmv_kernel_is_auto(t->k)) { /* tuned for the matrix's own device (daemon/autotune.c) */
+        t->is_auto = true;
+        return 0;
+    }
     if (!t->k) {
         api_error(r, 400, "unknown_kernel", "no kernel \"%s\" (GET /v1/kernels lists them)", name);
         return -1;
@@ -209,6 +216,13 @@ static void spmv_run(task *base, worker *w)
         return;
     }
     poison(t->y, dt, rows);
+    if (t->is_auto) {
+        if ((t->rc = autotune_get(t->d, w, t->m, false, &t->tuned, &t->err)) != SPMV_OK)
+            return;
+        t->k = t->tuned.kernel;
+        if ((t->rc = spmv_params_resolve(t->k, &t->tuned.params, &t->p, &t->err)) != SPMV_OK)
+            return;
+    }
     t->rc = worker_run_kernel(w, t->m, t->k, &t->p, t->x, t->y, t->warmup, t->runs, &t->st, &t->err);
     if (t->rc == SPMV_OK && t->verify) {
         void *ref = malloc(bytes);
@@ -249,6 +263,8 @@ static json_t *result_json(const spmv_task *t)
     json_t *o = json_pack("{s:s, s:s, s:s, s:o, s:o, s:o}", "kernel", t->k->name, "matrix", t->m->meta.id,
                           "device", t->worker_name, "params", params_json(t), "stats", stats_json(&t->st),
                           "queue_ms", api_json_real(t->queue_ms));
+    if (o && t->is_auto) /* the choice and what tuning cost, in every answer that used it */
+        json_object_set_new(o, "auto", autotune_json(&t->tuned));
     if (o && t->verify)
         json_object_set_new(o, "verify", json_pack("{s:o, s:s}", "max_rel_err", api_json_real(t->max_rel_err),
                                                    "reference", "cpu.csr.serial"));
@@ -365,7 +381,7 @@ static void spmv_end(request *r)
             api_error(r, 500, "out_of_memory", "out of memory");
         return;
     }
-    worker *w = spmvd_worker_for(r->d, t->m, t->k);
+    worker *w = t->is_auto ? autotune_worker(r->d, t->m) : spmvd_worker_for(r->d, t->m, t->k);
     t->base.run = spmv_run;
     t->base.finish = spmv_finish;
     if (!async) {

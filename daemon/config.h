@@ -26,6 +26,8 @@ typedef struct spmvd_config {
     int64_t max_nnz;
     int64_t max_runs;
     int64_t max_request_work;      /* multiply-adds one spmv/bench request may ask for */
+    int64_t tune_budget_ms;        /* wall time the auto kernel may spend tuning one matrix */
+    int64_t tune_max_runs;         /* kernel runs it may spend (0: only the time budget) */
     int64_t queue_depth;
     int64_t job_retention;         /* seconds */
     char *devices;                 /* "all", "none" or "0,2" */

@@ -23,6 +23,7 @@
 
 #include "daemon/log.h"
 #include "daemon/store.h"
+#include "daemon/autotune.h"
 #include "daemon/worker.h"
 
 struct store {
@@ -248,6 +249,7 @@ int store_remove(store *s, const char *id, spmv_error *err)
     }
     if ((rc = matfile_remove(s->dir, id, err)) != 0)
         goto out;
+    autotune_remove(s->dir, id); /* the auto kernel's stored choice, if any */
     if (prev)
         prev->next = m->next;
     else

@@ -24,6 +24,17 @@
 
 struct worker;
 
+/* The `auto` kernel's choice for a matrix (daemon/autotune.c). */
+typedef struct matrix_tuning {
+    bool valid;
+    const spmv_kernel *kernel;
+    spmv_params params;
+    double median_ms, cost_ms;  /* the winner's median; wall time tuning took */
+    int32_t runs, timed, candidates;
+    bool budget_hit;
+    const char *source;         /* "tuned" (this call), "stored" (side file), "cached" */
+} matrix_tuning;
+
 typedef struct matrix {
     matfile_meta meta;          /* id, name, symmetry, options, timings */
     pthread_mutex_t lock;       /* guards host.formats and the formats built on demand */
@@ -34,6 +45,7 @@ typedef struct matrix {
     size_t dev_bytes[5];        /* per format, index log2(SPMV_FMT_*) */
     double dev_padding[5];
     size_t dev_total;
+    matrix_tuning tuned;        /* `auto`'s choice, under `lock` */
     _Atomic int refs;
     struct matrix *next;        /* store list */
 } matrix;

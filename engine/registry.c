@@ -71,6 +71,9 @@ static const spmv_kernel kernels[] = {
     {"gpu.csr.light", SPMV_DEVICE_GPU, SPMV_FMT_CSR, BS | P(SPMV_PARAM_THREADS),
      "`threads` lanes per row (1..32, 0: from the mean row length), streaming loads of the matrix so x "
      "stays in L2, rows over 8192 entries cut into 4096-entry chunks (one block each, atomics)", SPMV_OP_SPMV},
+    {"gpu.csr.binned", SPMV_DEVICE_GPU, SPMV_FMT_CSR, BS,
+     "gpu.csr.light with rows binned by length (1, 2, 4, 8, 16 or 32 lanes per row, one launch per bin, "
+     "a row list per bin), long rows chunked", SPMV_OP_SPMV},
     {"auto", SPMV_DEVICE_GPU, SPMV_FMT_CSR, 0,
      "tunes on first use (or POST /v1/matrices/{id}/tune): times candidate kernels x parameters of the "
      "matrix's device within a budget, keeps the fastest verified one with the matrix (engine/tune.c)",

@@ -36,6 +36,7 @@ typedef struct tune_candidate {
 static const tune_candidate gpu_candidates[] = {
     {"cusparse.csr", SPMV_PARAM_ALG, 1},
     {"gpu.csr.light", NONE, 0},
+    {"gpu.csr.binned", NONE, 0},
     {"gpu.csr.light", SPMV_PARAM_THREADS, 1},
     {"gpu.csr.light", SPMV_PARAM_THREADS, 2},
     {"gpu.csr.light", SPMV_PARAM_THREADS, 4},

@@ -28,21 +28,23 @@
 #define FAST_LONG 8192   /* rows longer than this are chunked */
 #define FAST_CHUNK 4096  /* non-zeros per chunk block */
 #define FAST_CHUNK_BLOCK 256
+#define FAST_BINS 6          /* gpu.csr.binned: 1, 2, 4, 8, 16, 32 lanes per row */
 
 /* Streaming (evict-first) loads of the arrays read once per product. */
 template <typename T> __device__ __forceinline__ T ld_stream(const T *p) { return __ldcs(p); }
 
 template <typename T, int G>
 __global__ void __launch_bounds__(1024)
-    csr_light_kernel(int32_t rows, int32_t long_len, const int32_t *__restrict__ rp,
+    csr_light_kernel(int32_t rows, const int32_t *__restrict__ list, int32_t long_len, const int32_t *__restrict__ rp,
                      const int32_t *__restrict__ col, const T *__restrict__ val, const T *__restrict__ x,
                      T *__restrict__ y)
 {
     int64_t t = blockIdx.x * (int64_t)blockDim.x + threadIdx.x;
-    int64_t r = t / G;
+    int64_t i = t / G;
     int lane = threadIdx.x % G;
+    int64_t r = i < rows && list ? __ldg(list + i) : i;
     T s = 0;
-    if (r < rows) {
+    if (i < rows) {
         int32_t begin = ld_stream(rp + r), end = ld_stream(rp + r + 1);
         if (end - begin <= long_len) {
             int32_t j = begin + lane;
@@ -59,7 +61,7 @@ __global__ void __launch_bounds__(1024)
     }
     if (G > 1)
         s = gpu_group_sum(s, G);
-    if (r < rows && lane == 0)
+    if (i < rows && lane == 0)
         y[r] = s;
 }
 
@@ -175,6 +177,112 @@ int gpu_csr_light_prepare(struct gpu_launch *l, spmv_error *err)
     return light_build(l->ctx, l->m, err);
 }
 
+/* ------------------------------------------------------- binned rows */
+
+/* Bin of a row of `len` entries: the lanes per row are 1 << bin, about
+ * two entries or more per lane (long rows go to the last bin, which skips
+ * them: the chunks do them). */
+static int bin_of(int32_t len)
+{
+    int b = 0;
+    while (b < FAST_BINS - 1 && len > 2 * (1 << b) + 1)
+        b++;
+    return b;
+}
+
+static int binned_build(spmv_gpu_ctx *ctx, spmv_gpu_matrix *m, spmv_error *err)
+{
+    int32_t *rp = NULL, *list = NULL, off[FAST_BINS + 1] = {0}, at[FAST_BINS];
+    int st = SPMV_OK;
+    cudaError_t e;
+    if ((st = light_build(ctx, m, err)))
+        return st;
+    if (!(rp = (int32_t *)malloc(((size_t)m->rows + 1) * sizeof *rp)) ||
+        !(list = (int32_t *)malloc(((size_t)m->rows + 1) * sizeof *list))) {
+        st = spmv_error_set(err, SPMV_ERR_NOMEM, 0, "gpu.csr.binned: row lists of %d rows", m->rows);
+        goto done;
+    }
+    if ((e = cudaMemcpy(rp, m->row_ptr, ((size_t)m->rows + 1) * 4, cudaMemcpyDeviceToHost)) != cudaSuccess) {
+        st = gpu_cuda_error(e, err, "gpu.csr.binned: reading row_ptr");
+        goto done;
+    }
+    for (int32_t r = 0; r < m->rows; r++) /* counting sort by bin, rows in order within a bin */
+        off[bin_of(rp[r + 1] - rp[r]) + 1]++;
+    for (int b = 0; b < FAST_BINS; b++) {
+        off[b + 1] += off[b];
+        at[b] = off[b];
+    }
+    for (int32_t r = 0; r < m->rows; r++)
+        list[at[bin_of(rp[r + 1] - rp[r])]++] = r;
+    memcpy(m->fast.bin_off, off, sizeof off);
+    for (int b = 0; b < FAST_BINS; b++)
+        if (off[b + 1] - off[b] == m->rows) /* one bin holds every row, in order: no list */
+            goto built;
+    if ((st = gpu_alloc(ctx, m, (void **)&m->fast.rows, (size_t)m->rows * 4, "gpu.csr.binned row list", err)))
+        goto done;
+    if ((e = cudaMemcpy(m->fast.rows, list, (size_t)m->rows * 4, cudaMemcpyHostToDevice)) != cudaSuccess) {
+        st = gpu_cuda_error(e, err, "gpu.csr.binned: row list");
+        gpu_release_ptr(ctx, m, &m->fast.rows);
+        goto done;
+    }
+built:
+    m->fast.binned = true;
+done:
+    free(rp);
+    free(list);
+    return st;
+}
+
+int gpu_csr_binned_prepare(struct gpu_launch *l, spmv_error *err)
+{
+    if (l->m->fast.binned || l->m->rows == 0)
+        return SPMV_OK;
+    if (l->m->fast.built) { /* light's cache alone: rebuild both */
+        gpu_release_ptr(l->ctx, l->m, &l->m->fast.chunks);
+        memset(&l->m->fast, 0, sizeof l->m->fast);
+    }
+    return binned_build(l->ctx, l->m, err);
+}
+
+template <typename T, int G>
+static int binned_bin(struct gpu_launch *l, int32_t first, int32_t n, int32_t long_len, spmv_error *err)
+{
+    spmv_gpu_matrix *m = l->m;
+    const int32_t *list = m->fast.rows ? m->fast.rows + first : NULL;
+    if (n == 0)
+        return SPMV_OK;
+    csr_light_kernel<T, G><<<gpu_grid((int64_t)n * G, l->block), l->block, 0, l->ctx->stream>>>(
+        n, list, long_len, m->row_ptr, m->col, (const T *)m->val, (const T *)m->x, (T *)m->y);
+    return gpu_check_launch(err, "gpu.csr.binned");
+}
+
+template <typename T> static int binned_launch(struct gpu_launch *l, spmv_error *err)
+{
+    spmv_gpu_matrix *m = l->m;
+    const int32_t *o = m->fast.bin_off;
+    int32_t long_len = m->fast.nchunks > 0 ? FAST_LONG : INT32_MAX;
+    int st;
+    if (m->rows == 0)
+        return SPMV_OK;
+    if ((st = binned_bin<T, 1>(l, o[0], o[1] - o[0], long_len, err)) ||
+        (st = binned_bin<T, 2>(l, o[1], o[2] - o[1], long_len, err)) ||
+        (st = binned_bin<T, 4>(l, o[2], o[3] - o[2], long_len, err)) ||
+        (st = binned_bin<T, 8>(l, o[3], o[4] - o[3], long_len, err)) ||
+        (st = binned_bin<T, 16>(l, o[4], o[5] - o[4], long_len, err)) ||
+        (st = binned_bin<T, 32>(l, o[5], o[6] - o[5], long_len, err)))
+        return st;
+    if (m->fast.nchunks == 0)
+        return SPMV_OK;
+    csr_light_chunks<T><<<(unsigned)m->fast.nchunks, FAST_CHUNK_BLOCK, 0, l->ctx->stream>>>(
+        m->fast.chunks, m->col, (const T *)m->val, (const T *)m->x, (T *)m->y);
+    return gpu_check_launch(err, "gpu.csr.binned chunks");
+}
+
+int gpu_csr_binned(struct gpu_launch *l, spmv_error *err)
+{
+    return l->m->dtype == SPMV_FLOAT64 ? binned_launch<double>(l, err) : binned_launch<float>(l, err);
+}
+
 /* ------------------------------------------------------------- launch */
 
 template <typename T, int G> static int light_main(struct gpu_launch *l, spmv_error *err)
@@ -182,7 +290,7 @@ template <typename T, int G> static int light_main(struct gpu_launch *l, spmv_er
     spmv_gpu_matrix *m = l->m;
     int32_t long_len = m->fast.nchunks > 0 ? FAST_LONG : INT32_MAX;
     csr_light_kernel<T, G><<<gpu_grid((int64_t)m->rows * G, l->block), l->block, 0, l->ctx->stream>>>(
-        m->rows, long_len, m->row_ptr, m->col, (const T *)m->val, (const T *)m->x, (T *)m->y);
+        m->rows, (const int32_t *)NULL, long_len, m->row_ptr, m->col, (const T *)m->val, (const T *)m->x, (T *)m->y);
     return gpu_check_launch(err, "gpu.csr.light");
 }
 

@@ -107,6 +107,11 @@ struct gpu_fast {
     int32_t threads;             /* lanes per row chosen from the mean row length */
     int32_t nchunks;
     struct gpu_fast_chunk *chunks; /* tracked allocation */
+    /* gpu.csr.binned: rows grouped by length into FAST_BINS bins (lanes per
+     * row 1, 2, 4, 8, 16, 32); bin b is rows[bin_off[b] .. bin_off[b+1]) */
+    bool binned;
+    int32_t bin_off[7];
+    int32_t *rows;               /* tracked allocation; NULL when one bin holds every row in order */
 };
 
 struct gpu_alloc_rec {
@@ -225,6 +230,8 @@ int gpu_csr_adaptive(struct gpu_launch *l, spmv_error *err);
 int gpu_csr_merge(struct gpu_launch *l, spmv_error *err);
 int gpu_csr_light_prepare(struct gpu_launch *l, spmv_error *err);
 int gpu_csr_light(struct gpu_launch *l, spmv_error *err);
+int gpu_csr_binned_prepare(struct gpu_launch *l, spmv_error *err);
+int gpu_csr_binned(struct gpu_launch *l, spmv_error *err);
 int gpu_ell_run(struct gpu_launch *l, spmv_error *err);
 int gpu_hll_run(struct gpu_launch *l, spmv_error *err);
 int gpu_hyb_run(struct gpu_launch *l, spmv_error *err);

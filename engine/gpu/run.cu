@@ -36,6 +36,7 @@ static const struct gpu_kernel_impl impls[] = {
     {"gpu.csr.adaptive", SPMV_FMT_CSR, gpu_csr_adaptive_prepare, gpu_csr_adaptive},
     {"gpu.csr.merge", SPMV_FMT_CSR, NULL, gpu_csr_merge},
     {"gpu.csr.light", SPMV_FMT_CSR, gpu_csr_light_prepare, gpu_csr_light},
+    {"gpu.csr.binned", SPMV_FMT_CSR, gpu_csr_binned_prepare, gpu_csr_binned},
     {"gpu.ell", SPMV_FMT_ELL, NULL, gpu_ell_run},
     {"gpu.hll", SPMV_FMT_HLL, NULL, gpu_hll_run},
     {"gpu.coo.atomic", SPMV_FMT_COO, NULL, gpu_coo_atomic},

@@ -1,0 +1,171 @@
+/* autotune.c — the `auto` kernel's choice, kept with each matrix.
+ *
+ * See autotune.h. The choice lives in three places, looked up in order:
+ * the matrix's memory (matrix.tuned), the side file <state_dir>/<id>.tune
+ * (so a restart does not tune again), and a fresh spmv_tune run on the
+ * worker's own thread within tune_budget_ms / tune_max_runs. A side file
+ * is trusted only if its kernel exists in this build, runs on the device
+ * the matrix is on now, and its parameters still resolve; anything else is
+ * ignored (and overwritten by the next tuning), never an error.
+ */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "daemon/autotune.h"
+#include "daemon/daemon.h"
+#include "daemon/log.h"
+#include "daemon/matfile.h"
+#include "daemon/worker.h"
+
+struct worker *autotune_worker(spmvd *d, matrix *m) { return m->dev ? m->dev_worker : d->cpu; }
+
+static spmv_device_kind device_of(const matrix *m) { return m->dev ? SPMV_DEVICE_GPU : SPMV_DEVICE_CPU; }
+
+static int side_path(const char *dir, const char *id, const char *suffix, char *buf, size_t len)
+{
+    int n = snprintf(buf, len, "%s/%s%s%s", dir, id, AUTOTUNE_SUFFIX, suffix);
+    return n < 0 || (size_t)n >= len ? -1 : 0;
+}
+
+void autotune_remove(const char *dir, const char *id)
+{
+    char path[4096];
+    if (side_path(dir, id, "", path, sizeof path) == 0 && unlink(path) != 0 && errno != ENOENT)
+        log_warn("auto: cannot remove %s: %s", path, strerror(errno));
+}
+
+static json_t *params_json(const spmv_kernel *k, const spmv_params *p)
+{
+    json_t *o = json_object();
+    for (int id = 0; o && id < SPMV_PARAM_COUNT; id++)
+        if (k->params & (1u << id))
+            json_object_set_new(o, spmv_param_get((spmv_param_id)id)->name, json_integer(p->v[id]));
+    return o;
+}
+
+json_t *autotune_json(const matrix_tuning *t)
+{
+    if (!t->valid)
+        return json_null();
+    return json_pack("{s:s, s:o, s:f, s:f, s:i, s:i, s:i, s:b, s:s}", "kernel", t->kernel->name, "params",
+                     params_json(t->kernel, &t->params), "median_ms", t->median_ms, "tuning_ms", t->cost_ms,
+                     "tuning_runs", t->runs, "timed", t->timed, "candidates", t->candidates, "budget_hit",
+                     t->budget_hit, "source", t->source ? t->source : "cached");
+}
+
+/* --------------------------------------------------------- side file */
+
+static void store_side_file(const char *dir, const matrix *m, const matrix_tuning *t)
+{
+    char path[4096], tmp[4096];
+    json_t *o = autotune_json(t);
+    if (!o || side_path(dir, m->meta.id, "", path, sizeof path) || side_path(dir, m->meta.id, ".tmp", tmp, sizeof tmp))
+        goto done;
+    json_object_set_new(o, "device", json_string(device_of(m) == SPMV_DEVICE_GPU ? "gpu" : "cpu"));
+    json_object_del(o, "source");
+    if (json_dump_file(o, tmp, JSON_COMPACT) != 0 || rename(tmp, path) != 0) {
+        log_warn("auto: cannot store the choice for %s in %s: %s", m->meta.id, path, strerror(errno));
+        unlink(tmp);
+        goto done;
+    }
+    matfile_sync_dir(dir);
+done:
+    json_decref(o);
+}
+
+/* The side file's choice if it is usable for m now; false otherwise. */
+static bool load_side_file(const char *dir, const matrix *m, matrix_tuning *out)
+{
+    char path[4096];
+    const char *kname = NULL, *dev = NULL;
+    json_t *o = NULL, *params = NULL;
+    bool ok = false;
+    memset(out, 0, sizeof *out);
+    if (side_path(dir, m->meta.id, "", path, sizeof path) || !(o = json_load_file(path, 0, NULL)))
+        return false;
+    if (json_unpack(o, "{s:s, s:o, s:F, s:F, s:i, s:i, s:i, s:b, s:s}", "kernel", &kname, "params", &params,
+                    "median_ms", &out->median_ms, "tuning_ms", &out->cost_ms, "tuning_runs", &out->runs, "timed",
+                    &out->timed, "candidates", &out->candidates, "budget_hit", &out->budget_hit, "device", &dev) != 0)
+        goto done;
+    out->kernel = spmv_kernel_find(kname);
+    if (!out->kernel || spmv_kernel_is_auto(out->kernel) || out->kernel->op != SPMV_OP_SPMV ||
+        out->kernel->device != device_of(m) || strcmp(dev, device_of(m) == SPMV_DEVICE_GPU ? "gpu" : "cpu") != 0 ||
+        !json_is_object(params))
+        goto done;
+    for (int id = 0; id < SPMV_PARAM_COUNT; id++) {
+        json_t *v = json_object_get(params, spmv_param_get((spmv_param_id)id)->name);
+        if (v && json_is_integer(v) && json_integer_value(v) >= 0 && json_integer_value(v) <= INT32_MAX)
+            out->params.v[id] = (int32_t)json_integer_value(v);
+    }
+    ok = spmv_params_resolve(out->kernel, &out->params, NULL, NULL) == SPMV_OK;
+done:
+    if (!ok)
+        log_info("auto: ignoring %s (unusable for this matrix here; it will be tuned again)", path);
+    json_decref(o);
+    out->valid = ok;
+    out->source = "stored";
+    return ok;
+}
+
+/* ------------------------------------------------------------ tuning */
+
+typedef struct tune_ctx {
+    worker *w;
+    matrix *m;
+} tune_ctx;
+
+static int run_on_worker(void *c, const spmv_kernel *k, const spmv_params *p, const void *x, void *y,
+                         int32_t warmup, int32_t runs, spmv_stats *st, spmv_error *err)
+{
+    tune_ctx *t = c;
+    worker_heartbeat(t->w); /* tuning is one long task: say we are alive */
+    return worker_run_kernel(t->w, t->m, k, p, x, y, warmup, runs, st, err);
+}
+
+static int tune_now(spmvd *d, worker *w, matrix *m, matrix_tuning *out, spmv_error *err)
+{
+    spmv_tune_options o = {device_of(m), (double)d->cfg.tune_budget_ms, (int32_t)d->cfg.tune_max_runs, 10, 0};
+    spmv_tune_result r;
+    tune_ctx c = {w, m};
+    uint64_t seed = 0;
+    for (const char *s = m->meta.id; *s; s++) /* x from the id: the same matrix is tuned on the same x */
+        seed = seed * 131 + (unsigned char)*s;
+    o.seed = seed;
+    int rc = spmv_tune(&m->host.csr, &o, run_on_worker, &c, &r, err);
+    if (rc != SPMV_OK)
+        return rc;
+    memset(out, 0, sizeof *out);
+    *out = (matrix_tuning){true, r.kernel, r.params, r.median_ms, r.cost_ms, r.runs, r.timed, r.candidates,
+                           r.budget_hit, "tuned"};
+    log_info("auto: %s tuned in %.0f ms (%d runs, %d of %d candidates timed%s): %s, median %.4f ms", m->meta.id,
+             r.cost_ms, r.runs, r.timed, r.candidates, r.budget_hit ? ", budget reached" : "", r.kernel->name,
+             r.median_ms);
+    return SPMV_OK;
+}
+
+int autotune_get(spmvd *d, worker *w, matrix *m, bool force, matrix_tuning *out, spmv_error *err)
+{
+    matrix_tuning t;
+    pthread_mutex_lock(&m->lock);
+    t = m->tuned;
+    pthread_mutex_unlock(&m->lock);
+    if (!force && t.valid && t.kernel->device == device_of(m)) {
+        *out = t;
+        out->source = "cached";
+        return SPMV_OK;
+    }
+    if (force || !load_side_file(store_dir(d->store), m, &t)) {
+        int rc = tune_now(d, w, m, &t, err);
+        if (rc != SPMV_OK)
+            return rc;
+        store_side_file(store_dir(d->store), m, &t);
+    }
+    pthread_mutex_lock(&m->lock);
+    m->tuned = t;
+    pthread_mutex_unlock(&m->lock);
+    *out = t;
+    return SPMV_OK;
+}

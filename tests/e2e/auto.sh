@@ -1,0 +1,75 @@
+#!/usr/bin/env bash
+# auto.sh — the `auto` kernel over HTTP (issue 5; daemon/autotune.c).
+#
+# A host-held matrix (no GPU here: the CPU kernels are the candidates):
+# "kernel":"auto" tunes on first use within the run budget
+# (--tune-max-runs, counted in runs, never timed), answers y that matches
+# cpu.csr.serial, names the chosen kernel and what tuning cost; the second
+# call reuses the choice ("cached", no tuning); POST .../tune tunes again;
+# after a restart the stored choice is used ("stored"); DELETE removes the
+# side file; auto with a parameter is a 400.
+. "$(dirname "$0")/lib.sh"
+
+REAL=$MATRICES/real
+SPMVD_STATE=$E2E_TMP/state; mkdir -p "$SPMVD_STATE"
+BUDGET=40
+if ! start_spmvd --tune-max-runs $BUDGET --devices none; then
+  not_ok "spmvd starts" "$(tail -5 "$SPMVD_LOG")"; done_testing; exit; fi
+ok "spmvd starts with tune_max_runs $BUDGET"
+
+upload_multipart "$REAL/cage5.mtx" "name=cage5"
+id=$MATRIX_ID
+check "upload" [ "$CODE" = 201 ]
+cols=$(jget 'd["cols"]')
+x=$("$PYTHON" -c "print(','.join(str(1 + (j % 5) / 4) for j in range($cols)))")
+
+req POST "/v1/matrices/$id/spmv" -H 'Content-Type: application/json' \
+  -d "{\"kernel\":\"auto\",\"x\":[$x],\"verify\":true}"
+cp "$BODY_FILE" "$E2E_TMP/first.json"
+check "auto: 200 (got $CODE)" [ "$CODE" = 200 ]
+check "auto: first use tunes, within $BUDGET runs, and says so" "$PYTHON" - "$E2E_TMP/first.json" $BUDGET <<'PY'
+import json, sys
+d = json.load(open(sys.argv[1])); a = d["auto"]
+assert a["source"] == "tuned", a
+assert 0 < a["tuning_runs"] <= int(sys.argv[2]), a
+assert a["tuning_ms"] >= 0 and a["timed"] >= 1 and a["candidates"] >= a["timed"], a
+assert d["kernel"] == a["kernel"] and d["kernel"].startswith("cpu."), d["kernel"]
+assert d["verify"]["max_rel_err"] <= 1e-12, d["verify"]
+PY
+kernel=$(jget 'd["kernel"]' "$E2E_TMP/first.json")
+
+req POST "/v1/matrices/$id/spmv" -H 'Content-Type: application/json' -d "{\"kernel\":\"auto\",\"x\":[$x]}"
+check "auto: the second call reuses the choice (cached, $kernel)" \
+  [ "$CODE" = 200 -a "$(jget 'd["auto"]["source"]')" = cached -a "$(jget 'd["kernel"]')" = "$kernel" ]
+check "the choice is stored beside the matrix" [ -s "$SPMVD_STATE/$id.tune" ]
+
+req POST "/v1/matrices/$id/spmv" -H 'Content-Type: application/json' -d "{\"kernel\":\"auto\",\"x\":[$x],\"threads\":2}"
+check "auto takes no parameters: 400 (got $CODE)" [ "$CODE" = 400 ]
+
+req POST "/v1/matrices/$id/tune"
+check "POST .../tune: 200, tuned again within the budget" "$PYTHON" -c "
+import json; d = json.load(open('$BODY_FILE')); a = d['auto']
+assert '$CODE' == '200' and d['matrix'] == '$id' and a['source'] == 'tuned' and 0 < a['tuning_runs'] <= $BUDGET, d"
+kernel=$(jget 'd["auto"]["kernel"]')
+req POST "/v1/matrices/00000000-0000-4000-8000-000000000000/tune"
+check "tune of an unknown matrix: 404 (got $CODE)" [ "$CODE" = 404 ]
+
+stop_spmvd
+if ! start_spmvd --tune-max-runs $BUDGET --devices none; then
+  not_ok "spmvd restarts" "$(tail -5 "$SPMVD_LOG")"; done_testing; exit; fi
+req POST "/v1/matrices/$id/spmv" -H 'Content-Type: application/json' -d "{\"kernel\":\"auto\",\"x\":[$x],\"verify\":true}"
+check "after a restart the stored choice is used ($kernel, no tuning)" "$PYTHON" -c "
+import json; d = json.load(open('$BODY_FILE'))
+assert '$CODE' == '200' and d['auto']['source'] == 'stored' and d['kernel'] == '$kernel', d
+assert d['verify']['max_rel_err'] <= 1e-12, d"
+
+echo '{"kernel":"gpu.nonexistent"' >"$SPMVD_STATE/$id.tune"
+stop_spmvd
+start_spmvd --tune-max-runs $BUDGET --devices none
+req POST "/v1/matrices/$id/spmv" -H 'Content-Type: application/json' -d "{\"kernel\":\"auto\",\"x\":[$x]}"
+check "a damaged side file is ignored: tuned again" [ "$CODE" = 200 -a "$(jget 'd["auto"]["source"]')" = tuned ]
+
+req DELETE "/v1/matrices/$id"
+check "DELETE removes the stored choice too" [ "$CODE" = 204 -a ! -e "$SPMVD_STATE/$id.tune" ]
+stop_spmvd
+done_testing

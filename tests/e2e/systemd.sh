@@ -453,9 +453,18 @@ test_sandbox() {
 }
 
 # ------------------------------------------ 7. install, verify, uninstall
+# run_make ARGS...: make in this build's own configuration (the build folder
+# before the Makefile appends -san, SAN, CUDA), so that `make install` finds
+# everything built and never recompiles into the folder with other flags.
+run_make() {
+  local vars=(BUILD="${BUILD%-san}" SAN="${SAN:-0}")
+  [ -n "${HAVE_CUDA:-}" ] && vars+=(CUDA="$HAVE_CUDA")
+  make --no-print-directory -s "${vars[@]}" "$@"
+}
+
 test_install() {
   local d=$T/destdir prefix=/usr/local
-  if ! make --no-print-directory -s BUILD="$BUILD" PREFIX=$prefix DESTDIR="$d" install >"$T/install.log" 2>&1; then
+  if ! run_make PREFIX=$prefix DESTDIR="$d" install >"$T/install.log" 2>&1; then
     not_ok "install: make install succeeds" "$(tail -5 "$T/install.log")"; return
   fi
   ok "install: make install PREFIX=$prefix DESTDIR=... succeeds"
@@ -510,10 +519,10 @@ test_install() {
   # An administrator's configuration survives a reinstall and an uninstall.
   if [ -f config/spmvd.json ]; then
     echo '{"log_level":"debug"}' >"$d/etc/spmvd/spmvd.json"
-    make --no-print-directory -s BUILD="$BUILD" PREFIX=$prefix DESTDIR="$d" install >/dev/null 2>&1
+    run_make PREFIX=$prefix DESTDIR="$d" install >/dev/null 2>&1
     check "install: a reinstall keeps the administrator's spmvd.json" grep -q debug "$d/etc/spmvd/spmvd.json"
   fi
-  if ! make --no-print-directory -s BUILD="$BUILD" PREFIX=$prefix DESTDIR="$d" uninstall >"$T/uninstall.log" 2>&1; then
+  if ! run_make PREFIX=$prefix DESTDIR="$d" uninstall >"$T/uninstall.log" 2>&1; then
     not_ok "uninstall: make uninstall succeeds" "$(tail -5 "$T/uninstall.log")"; return
   fi
   ok "uninstall: make uninstall succeeds"
@@ -526,8 +535,8 @@ test_install() {
     check "uninstall: every installed file is gone (left: ${left:-nothing})" [ -z "$left" ]
   fi
   # An unchanged configuration goes with the rest.
-  make --no-print-directory -s BUILD="$BUILD" PREFIX=$prefix DESTDIR="$d" install >/dev/null 2>&1
-  make --no-print-directory -s BUILD="$BUILD" PREFIX=$prefix DESTDIR="$d" uninstall >/dev/null 2>&1
+  run_make PREFIX=$prefix DESTDIR="$d" install >/dev/null 2>&1
+  run_make PREFIX=$prefix DESTDIR="$d" uninstall >/dev/null 2>&1
   left=$(cd "$d" && find . \( -type f -o -type l \) | sort | tr '\n' ' ')
   check "uninstall: install then uninstall leaves no file (left: ${left:-nothing})" [ -z "$left" ]
 }

@@ -108,7 +108,9 @@ CC=${CC:-cc}
 if command -v "$CC" >/dev/null && "$CC" -shared -fPIC -O1 -o "$E2E_TMP/faultfs.so" "$(dirname "$0")/faultfs.c" -ldl 2>"$E2E_TMP/cc.log"; then
   export FAULTFS_DIR=$E2E_TMP/shim-state FAULTFS_CTL=$E2E_TMP/faultfs.ctl
   SPMVD_REAL=$SPMVD
-  printf '#!/bin/sh\nLD_PRELOAD=%s exec %s "$@"\n' "$E2E_TMP/faultfs.so" "$SPMVD_REAL" >"$E2E_TMP/spmvd-faulty"
+  # under SAN=1 the shim comes before the ASan runtime: tell ASan that is meant
+  printf '#!/bin/sh\nASAN_OPTIONS=${ASAN_OPTIONS:+$ASAN_OPTIONS:}verify_asan_link_order=0 LD_PRELOAD=%s exec %s "$@"\n' \
+    "$E2E_TMP/faultfs.so" "$SPMVD_REAL" >"$E2E_TMP/spmvd-faulty"
   chmod +x "$E2E_TMP/spmvd-faulty"
   SPMVD=$E2E_TMP/spmvd-faulty
   variant shim "$FAULTFS_DIR" shim

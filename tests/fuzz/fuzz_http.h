@@ -12,7 +12,7 @@
  * Matrices an input manages to store are deleted again, so the store does
  * not grow over millions of inputs.
  *
- * The targets also build without libFuzzer (FUZZ_REPLAY): replay_main.c
+ * The targets also build without libFuzzer: tests/fuzz/replay_main.c
  * then feeds them the files named on the command line, which is how
  * tests/e2e/fuzz_replay.sh replays tests/fuzz/regressions/<target>/ in
  * `make test`.

@@ -336,7 +336,7 @@ static void time_config(const bench_opts *o, run_ctx *rc, const config *c, const
 {
     spmv_stats st;
     spmv_error err = {0};
-    int32_t runs = a->nnz < 100000 ? 10 * o->runs : o->runs;
+    int32_t runs = a->nnz < 100000 ? 4 * o->runs : o->runs;
     size_t ybytes = (size_t)(a->rows > 0 ? a->rows : 1) * spmv_dtype_size(a->dtype);
     memset(out, 0, sizeof *out);
     memset(y, 0xff, ybytes);
@@ -388,7 +388,7 @@ static void print_row(FILE *csv, const bench_matrix *bm, spmv_dtype dt, const co
 static void bench_auto(const bench_opts *o, run_ctx *rc, const bench_matrix *bm, const spmv_csr *a, const void *x,
                        void *y, const void *ref, double bound, double copy, summary *sm, FILE *csv, int *fails)
 {
-    spmv_tune_options to = {SPMV_DEVICE_GPU, 3000, 0, 10, o->seed};
+    spmv_tune_options to = {SPMV_DEVICE_GPU, 5000, 0, 10, o->seed};
     spmv_tune_result tr;
     spmv_error err = {0};
     config c;
@@ -563,7 +563,7 @@ int main(int argc, char **argv)
     printf("# spmvd GPU benchmark\n\n%s, GPU 0: %s (cc %d.%d, %d SMs, %.0f GiB), %s", SPMV_VERSION, info.name,
            info.cc_major, info.cc_minor, info.sm_count, (double)info.mem_total / 1073741824.0, ctime(&now));
     printf("\nDevice-to-device copy (2 GiB, read + write): **%.0f GB/s**\n\n", copy);
-    printf("Median of %d timed runs after %d warm-up (10x the runs under 100k non-zeros); seed %" PRIu64
+    printf("Median of %d timed runs after %d warm-up (4x the runs under 100k non-zeros); seed %" PRIu64
            ", scale %g. Ratio = cusparse.csr ALG1 time / time (> 1: faster than cuSPARSE).\n\n",
            o.runs, o.warmup, o.seed, o.scale);
     nset = large_set(o.scale, o.seed, set);

@@ -30,7 +30,7 @@ if [ "${BENCH_TEST:-1}" = 1 ]; then
   grep -E 'gpu.csr.light' "$OUT/test_gpu.log" | head -4
 fi
 if [ "${BENCH_MEMCHECK:-0}" = 1 ] && command -v compute-sanitizer >/dev/null; then
-  SPMV_GPU_QUICK=1 SPMV_GPU_ONLY='test_kernels_*' timeout 90 compute-sanitizer --error-exitcode 99 --tool memcheck \
+  SPMV_GPU_QUICK=1 SPMV_GPU_ONLY='test_kernels_*' timeout 60 compute-sanitizer --error-exitcode 99 --tool memcheck \
     "$B/bin/test_gpu" >"$OUT/memcheck.log" 2>&1
   echo "memcheck rc=$?"; grep -E 'ERROR SUMMARY' "$OUT/memcheck.log" | sort | uniq -c
 fi

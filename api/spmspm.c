@@ -31,6 +31,7 @@
 #include <time.h>
 
 #include "api/api.h"
+#include "api/decode.h"
 #include "daemon/log.h"
 
 #define SPMSPM_BODY_MAX 65536
@@ -169,6 +170,31 @@ static int pick_kernel(request *r, const char *name)
     return 0;
 }
 
+/* The cumulative limits of a product, before it runs: its multiply-adds
+ * (one pass over A) times every run asked for against max_request_work,
+ * and the most entries C can have (no more than the multiply-adds, nor
+ * than rows x cols) against max_nnz, so a pair of small matrices whose
+ * product is dense cannot make the daemon allocate gigabytes. */
+static int check_size(request *r)
+{
+    spmspm_task *t = T(r);
+    api_fail f = {0};
+    int64_t madds = spmv_spmspm_madds(&t->a->host.csr, &t->b->host.csr);
+    int64_t cells = (int64_t)t->a->host.rows * t->b->host.cols;
+    int64_t c_max = madds < cells ? madds : cells, max_nnz = atomic_load(&r->d->limits.max_nnz);
+    if (api_check_work(madds, t->a->host.rows, (int64_t)t->runs + t->warmup + (t->verify ? 1 : 0),
+                       atomic_load(&r->d->limits.max_request_work), &f) != 0) {
+        api_error(r, f.status, f.code, "%s", f.message);
+        return -1;
+    }
+    if (c_max > max_nnz) {
+        api_error(r, 422, "too_large", "C = A*B may hold up to %lld entries (%lld multiply-adds), over max_nnz (%lld)",
+                  (long long)c_max, (long long)madds, (long long)max_nnz);
+        return -1;
+    }
+    return 0;
+}
+
 static int decode(request *r, const json_t *o)
 {
     spmspm_task *t = T(r);
@@ -196,7 +222,7 @@ static int decode(request *r, const json_t *o)
         api_error(r, 400, "invalid_parameter", "%s", err.message);
         return -1;
     }
-    return 0;
+    return check_size(r);
 }
 
 /* ------------------------------------------------------------- running */

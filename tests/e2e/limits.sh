@@ -78,6 +78,20 @@ expect "bench: 17 block sizes: 400" 400 'block_sizes'
 req POST "/v1/matrices/$K/bench" -H 'Content-Type: application/json' -d '{"hack_sizes":[0]}'
 expect "bench: hack size 0: 400" 400 'hack_sizes'
 
+# ---------------------------------------------- cumulative: SpMSpM C = A*B
+# A 100x1 and B 1x100, 100 entries each: C is dense, 10000 entries > max_nnz
+"$PYTHON" -c 'print("%%MatrixMarket matrix coordinate real general\n100 1 100"); [print(i + 1, 1, 0.5) for i in range(100)]' >"$E2E_TMP/col.mtx"
+"$PYTHON" -c 'print("%%MatrixMarket matrix coordinate real general\n1 100 100"); [print(1, j + 1, 2) for j in range(100)]' >"$E2E_TMP/row.mtx"
+upload_raw "$E2E_TMP/col.mtx" "device=cpu"; COL=$MATRIX_ID
+upload_raw "$E2E_TMP/row.mtx" "device=cpu"; ROW=$MATRIX_ID
+spmspm() { req POST "/v1/matrices/$1/spmspm" -H 'Content-Type: application/json' -d "$2"; }
+spmspm "$COL" "{\"b\":\"$ROW\"}"
+expect "spmspm whose C may hold 10000 entries > max_nnz 5000: 422 naming max_nnz" 422 'max_nnz'
+spmspm "$K" "{\"b\":\"$K\",\"runs\":50,\"warmup\":50}"
+expect "spmspm karate*karate 100 times over max_request_work: 400 naming it" 400 'max_request_work'
+spmspm "$K" "{\"b\":\"$K\",\"runs\":2}"
+expect_code "spmspm karate*karate twice fits: 200" 200
+
 # ------------------------------------------------------------- x, bodies
 spmv_json '{"x":[1,2,3]}'
 expect "x of 3 values for 34 columns: 400 naming both" 400 '34'

@@ -2,7 +2,7 @@
  *
  * Each input is one request to the in-process daemon of fuzz_http.c:
  *
- *   byte 0 % 8   0: POST /v1/matrices/{A}/spmv, the rest as the JSON body
+ *   byte 0 % 9   0: POST /v1/matrices/{A}/spmv, the rest as the JSON body
  *                   (A is the float64 5x4 matrix; 1: the float32 6x6 one)
  *                2: POST /v1/matrices/{A}/bench, JSON body (a job: 202)
  *                3: POST /v1/matrices?<rest as query string> with a small
@@ -13,6 +13,9 @@
  *                6: api_decode_spmv_json called directly (no HTTP: many
  *                   more inputs a second), byte 1 picks cols and dtype
  *                7: api_decode_bench_json called directly
+ *                8: POST /v1/matrices/{S}/spmspm (S: the float32 6x6 one),
+ *                   the rest as the JSON body with "@0" and "@1" replaced
+ *                   by the two matrices' ids (so "b" can name one)
  *
  * Any answer but a deliberate one is a finding: no answer, or a 500.
  * Seeds (tests/fuzz/corpus/fuzz_json/) are recorded request bodies.
@@ -54,6 +57,23 @@ static void decode_direct(int which, const uint8_t *d, size_t n)
     }
 }
 
+/* body with every "@0" / "@1" replaced by the ids of the two matrices */
+static size_t with_ids(const uint8_t *in, size_t n, char *out, size_t cap)
+{
+    size_t o = 0;
+    for (size_t i = 0; i < n && o + 40 < cap; i++) {
+        if (in[i] == '@' && i + 1 < n && (in[i + 1] == '0' || in[i + 1] == '1')) {
+            const char *id = fuzz_http_matrix(in[i + 1] - '0');
+            memcpy(out + o, id, strlen(id));
+            o += strlen(id);
+            i++;
+        } else {
+            out[o++] = (char)in[i];
+        }
+    }
+    return o;
+}
+
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
     char head[8192], enc[4096];
@@ -64,15 +84,15 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         return 0;
     const uint8_t *rest = data + 1;
     size_t n = size - 1;
-    if (data[0] % 8 >= 6) {
-        decode_direct(data[0] % 8, rest, n);
+    if (data[0] % 9 == 6 || data[0] % 9 == 7) {
+        decode_direct(data[0] % 9, rest, n);
         return 0;
     }
-    switch (data[0] % 8) {
+    switch (data[0] % 9) {
     case 0:
     case 1:
         snprintf(head, sizeof head, "POST /v1/matrices/%s/spmv HTTP/1.1\r\nContent-Type: application/json",
-                 fuzz_http_matrix(data[0] % 8));
+                 fuzz_http_matrix(data[0] % 9));
         status = fuzz_http_request(head, rest, n, &ans);
         break;
     case 2:
@@ -91,6 +111,15 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         snprintf(head, sizeof head, "GET /v1/jobs/%s HTTP/1.1", enc);
         status = fuzz_http_request(head, "", 0, &ans);
         break;
+    case 8: {
+        static char body[20000];
+        size_t len = with_ids(rest, n, body, sizeof body);
+        snprintf(head, sizeof head, "POST /v1/matrices/%s/spmspm HTTP/1.1\r\nContent-Type: application/json",
+                 fuzz_http_matrix(1));
+        status = fuzz_http_request(head, body, len, &ans);
+        fuzz_http_forget_created(status, ans); /* "store": true makes C a matrix */
+        break;
+    }
     default:
         fuzz_http_url_encode(rest, n > 1000 ? 1000 : n, 1, enc, sizeof enc);
         /* '?' is encoded, so a query comes only from this choice */

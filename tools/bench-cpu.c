@@ -34,7 +34,8 @@ typedef struct bench_opts {
     int32_t runs, warmup;
     uint64_t seed;
     double scale;        /* multiplies the matrix sizes (quick checks: 0.05) */
-    const char *only;    /* run only matrices whose name holds this */
+    const char *only;    /* comma-separated names: run only the matrices named */
+    const char *kernels; /* comma-separated names: run only these kernels (serial always) */
     const char *tmpdir;
     int64_t reader_mb;   /* target size of the reader's file; 0 skips it */
     int skip_kernels;
@@ -48,7 +49,8 @@ static void usage(FILE *to)
             "  --runs      timed runs per kernel (default 20, at least 20 reported as the goal)\n"
             "  --warmup    untimed runs before them (default 3)\n"
             "  --scale     multiplies the matrix sizes (default 1; 0.05 for a smoke run)\n"
-            "  --only      only the matrices whose name contains NAME\n"
+            "  --only      only these matrices (comma-separated names, e.g. poisson2d,lp)\n"
+            "  --kernels   only these kernels (comma-separated; cpu.csr.serial always runs)\n"
             "  --reader-mb size of the reader's generated file (default 160; 0 skips it)\n"
             "  --no-kernels skip the kernel table (triad and reader only)\n"
             "  --tmpdir    where the reader's file goes (default $TMPDIR or /tmp)\n");
@@ -60,6 +62,7 @@ static int parse_opts(int argc, char **argv, bench_opts *o)
         {"runs", required_argument, 0, 'r'},   {"warmup", required_argument, 0, 'w'},
         {"seed", required_argument, 0, 's'},   {"scale", required_argument, 0, 'x'},
         {"only", required_argument, 0, 'o'},   {"reader-mb", required_argument, 0, 'm'},
+        {"kernels", required_argument, 0, 'k'},
         {"tmpdir", required_argument, 0, 't'}, {"no-kernels", no_argument, 0, 'K'},
         {"help", no_argument, 0, 'h'},         {0, 0, 0, 0},
     };
@@ -78,6 +81,7 @@ static int parse_opts(int argc, char **argv, bench_opts *o)
         case 'x': o->scale = strtod(optarg, &end); break;
         case 'm': o->reader_mb = strtoll(optarg, &end, 10); break;
         case 'o': o->only = optarg; continue;
+        case 'k': o->kernels = optarg; continue;
         case 't': o->tmpdir = optarg; continue;
         case 'K': o->skip_kernels = 1; continue;
         case 'h': usage(stdout); exit(0);
@@ -231,6 +235,21 @@ static int measure_triad(int64_t llc, triad_result *mem)
 }
 
 /* ------------------------------------------------------------ matrices */
+
+/* Whether `name` is one of the comma-separated names in `list` (NULL: all). */
+static int selected(const char *list, const char *name)
+{
+    size_t len = strlen(name);
+    if (!list)
+        return 1;
+    for (const char *p = list; *p;) {
+        size_t tok = strcspn(p, ",");
+        if (tok == len && strncmp(p, name, len) == 0)
+            return 1;
+        p += tok + (p[tok] == ',');
+    }
+    return 0;
+}
 
 typedef struct bench_matrix {
     const char *name;
@@ -411,7 +430,7 @@ static int bench_dtype(const bench_opts *o, const bench_matrix *bm, const spmv_c
     bench_kernel(o, bm, serial, &m, x, y, ref, triad_gbps, &serial_ms, mismatches);
     for (size_t i = 0; i < spmv_kernel_count(); i++) {
         const spmv_kernel *k = spmv_kernel_at(i);
-        if (k->device == SPMV_DEVICE_CPU && k != serial)
+        if (k->device == SPMV_DEVICE_CPU && k->op == SPMV_OP_SPMV && k != serial && selected(o->kernels, k->name))
             bench_kernel(o, bm, k, &m, x, y, ref, triad_gbps, &serial_ms, mismatches);
     }
     rc = 0;
@@ -444,7 +463,7 @@ static int bench_matrices(const bench_opts *o, int64_t llc, const triad_result *
     /* The descriptions go first (generation is quick), the table after, so
      * the table stays one block of markdown. */
     for (size_t i = 0; i < count; i++) {
-        if (o->only && !strstr(set[i].name, o->only))
+        if (!selected(o->only, set[i].name))
             continue;
         spmv_coo coo;
         spmv_error err = {0};
@@ -468,7 +487,7 @@ static int bench_matrices(const bench_opts *o, int64_t llc, const triad_result *
            "| --- | ---: | ---: | --- | --- | ---: | ---: | ---: | ---: | ---: | ---: |\n");
     fflush(stdout);
     for (size_t i = 0; i < count && rc == 0; i++) {
-        if (o->only && !strstr(set[i].name, o->only))
+        if (!selected(o->only, set[i].name))
             continue;
         spmv_coo coo;
         spmv_error err = {0};

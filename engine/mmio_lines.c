@@ -95,14 +95,24 @@ bool spmv_mm_next_token(const char **s, const char *e, const char **ts, const ch
 #endif
 #endif
 
+/* Mappings are sized in whole pages. The huge-page advice covers whole
+ * pages only; were the last page partial, the advice would split the
+ * mapping into two areas, and mremap cannot grow a range spanning two
+ * (it fails with EFAULT: seen on uploads past a million entries). */
+static size_t map_len(size_t bytes)
+{
+    const size_t page = 4096;
+    return bytes > SIZE_MAX - (page - 1) ? SIZE_MAX & ~(page - 1) : (bytes + page - 1) & ~(page - 1);
+}
+
 static void *array_resize(void *p, size_t old_bytes, size_t new_bytes)
 {
 #ifdef MM_USE_MALLOC
     (void)old_bytes;
     return realloc(p, new_bytes);
 #else
-    void *q = p ? mremap(p, old_bytes, new_bytes, MREMAP_MAYMOVE)
-                : mmap(NULL, new_bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    void *q = p ? mremap(p, map_len(old_bytes), map_len(new_bytes), MREMAP_MAYMOVE)
+                : mmap(NULL, map_len(new_bytes), PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
     return q == MAP_FAILED ? NULL : q;
 #endif
 }
@@ -115,7 +125,7 @@ static void array_release(void *p, size_t bytes)
     (void)bytes;
     free(p);
 #else
-    munmap(p, bytes);
+    munmap(p, map_len(bytes));
 #endif
 }
 
@@ -124,7 +134,7 @@ static bool grow_array(void **p, int64_t old_cap, int64_t cap, size_t size)
     void *q = array_resize(*p, (size_t)old_cap * size, (size_t)cap * size);
     if (!q)
         return false;
-    spmv_mm_advise_huge(q, (size_t)cap * size);
+    spmv_mm_advise_huge(q, map_len((size_t)cap * size));
     *p = q;
     return true;
 }

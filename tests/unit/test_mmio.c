@@ -90,6 +90,11 @@ static int read_text(const char *text, const spmv_mm_options *o, spmv_coo *m, sp
     return spmv_mm_read_buffer(text, strlen(text), o, m, info, err);
 }
 
+static int read_text_len(const char *text, size_t len, const spmv_mm_options *o, spmv_coo *m, spmv_error *err)
+{
+    return spmv_mm_read_buffer(text, len, o, m, NULL, err);
+}
+
 /* Feeds data in chunks: sizes drawn from [1, max_chunk], with runs of
  * one-byte chunks; then finishes. */
 static int read_chunked(const void *data, size_t len, const spmv_mm_options *o, size_t block, tu_rng *rng,
@@ -670,6 +675,38 @@ static void test_read_file_threads(void **state)
     free(text.data);
 }
 
+/* An upload's entry arrays grow block by block through the streaming
+ * reader, as the daemon feeds it: with the daemon's explicit limits and
+ * two threads, an input of several 16 MiB blocks must read the same as
+ * serially. (Regression: the huge-page advice split a mapping whose size
+ * was not a whole number of pages, and the next mremap failed with
+ * EFAULT, "out of memory after 1064392 entries".) */
+static void test_stream_growth(void **state)
+{
+    (void)state;
+    tu_rng rng;
+    tu_rng_init(&rng, tu_seed() ^ 0x6e0);
+    buf text;
+    random_text(&rng, &text, 300000, 300000, 1500000, "real", "general");
+    assert_true(text.len > (size_t)40 << 20);
+    const spmv_mm_options daemon_like = {INT32_MAX, INT32_MAX, INT32_MAX, 2};
+    spmv_coo serial, par;
+    spmv_error err;
+    if (read_text_len(text.data, text.len, &SERIAL, &serial, &err) != SPMV_OK)
+        fail_msg("serial: %s", err.message);
+    if (read_chunked(text.data, text.len, &daemon_like, 0, &rng, 65536, &par, NULL, &err) != SPMV_OK)
+        fail_msg("streamed, 2 threads: %s", err.message);
+    assert_true(tu_coo_equal(&serial, &par));
+    spmv_coo_free(&par);
+    const spmv_mm_options daemon_serial = {INT32_MAX, INT32_MAX, INT32_MAX, 1};
+    if (read_chunked(text.data, text.len, &daemon_serial, 0, &rng, 65536, &par, NULL, &err) != SPMV_OK)
+        fail_msg("streamed, 1 thread: %s", err.message);
+    assert_true(tu_coo_equal(&serial, &par));
+    spmv_coo_free(&serial);
+    spmv_coo_free(&par);
+    free(text.data);
+}
+
 /* ------------------------------------------------------ number parser */
 
 static locale_t c_locale(void)
@@ -1181,6 +1218,7 @@ int main(void)
         cmocka_unit_test(test_syntax),
         cmocka_unit_test(test_limits),
         cmocka_unit_test(test_long_lines),
+        cmocka_unit_test(test_stream_growth),
         cmocka_unit_test(test_reader_lifecycle),
         cmocka_unit_test(test_writer_round_trip),
         cmocka_unit_test(test_fuzz_regressions),

@@ -127,6 +127,9 @@ bool spmv_kernel_available(const spmv_kernel *k, const char **reason)
     const char *why = NULL;
     if (!k) {
         why = "no such kernel";
+    } else if (spmv_kernel_is_auto(k)) {
+        /* auto chooses among the kernels that can run where the matrix is
+         * held (the CPU ones for a host-held matrix), so it always runs. */
     } else if (k->device == SPMV_DEVICE_GPU) {
         const char *gpu_why = NULL;
         if (spmv_gpu_count(&gpu_why) <= 0)

@@ -14,7 +14,7 @@ PACKAGES=(
   build-essential pkg-config
   libmicrohttpd-dev libjansson-dev uuid-dev libsystemd-dev zlib1g-dev
   libpng-dev libcurl4-openssl-dev libcmocka-dev
-  curl systemd clang libclang-rt-14-dev openssl python3
+  curl systemd clang libclang-rt-14-dev openssl python3 wrk
 )
 
 missing=()

@@ -129,6 +129,32 @@ echo
 echo "One memory copy of a vector ($(awk -v r="$ROWS" 'BEGIN {printf "%.1f", 8 * r / 1e6}') MB, python3, median of 21): $memcpy_ms ms into a"
 echo "preallocated buffer (\`dst[:] = src\`, a memcpy: used below), $fresh_ms ms into a fresh one (\`bytes(src)\`, page faults included)."
 echo
+# the transport floor: a python3 echo over loopback TCP (x in, the same
+# bytes back as y), no HTTP, no kernel: what moving the vectors costs here
+loop_ms=$("$PYTHON" - "$ROWS" <<'PY'
+import socket, sys, threading, time
+n = 8 * int(sys.argv[1])
+srv = socket.socket(); srv.bind(("127.0.0.1", 0)); srv.listen(1)
+def recv_all(s, n):
+    buf = bytearray(n); v = memoryview(buf); got = 0
+    while got < n:
+        got += s.recv_into(v[got:], n - got)
+    return buf
+def echo():
+    c, _ = srv.accept()
+    for _ in range(11):
+        c.sendall(recv_all(c, n))
+threading.Thread(target=echo, daemon=True).start()
+cl = socket.create_connection(srv.getsockname())
+x, t = b"\x01" * n, []
+for _ in range(11):
+    t0 = time.perf_counter(); cl.sendall(x); recv_all(cl, n); t.append(time.perf_counter() - t0)
+t.sort(); print("%.3f" % (t[5] * 1000))
+PY
+)
+echo "Loopback floor: $loop_ms ms to send x and receive y (8 bytes x rows each way) over one python3 TCP"
+echo "connection on 127.0.0.1, no HTTP and no kernel (median of 11)."
+echo
 echo "| spmv (cpu.csr.omp, runs 1) | round trip ms (median of $REPS) | min | kernel median_ms (median) | queue ms | kernel + 2 copies ms | round trip / (kernel + 2 copies) | load before | load after |"
 echo "| --- | ---: | ---: | ---: | ---: | ---: | ---: | --- | --- |"
 for mode in binary json; do

@@ -97,9 +97,12 @@ round_trips() {
   local i rt
   for ((i = 0; i < REPS; i++)); do
     if [ "$1" = binary ]; then
-      rt=$(curl -s -o "$E2E_TMP/y" -D "$HDR_FILE" -w '%{time_total}' --max-time 120 \
+      # y is received in full but not written to a file: writing 8 MB to
+      # disk costs curl ~9 ms here, a client cost, not the service's
+      read -r rt got < <(curl -s -o /dev/null -D "$HDR_FILE" -w '%{time_total} %{size_download}' --max-time 120 \
            -H 'Content-Type: application/octet-stream' --data-binary "@$E2E_TMP/x.f64" \
            "$SPMVD_URL/v1/matrices/$MATRIX_ID/spmv?kernel=cpu.csr.omp&runs=1&warmup=0")
+      [ "$got" = $((8 * ROWS)) ] || echo "bench-api: binary y has $got bytes, not $((8 * ROWS))" >&2
       header X-SpMV-Stats >"$E2E_TMP/stats.json"
     else
       rt=$(curl -s -o "$E2E_TMP/stats.json" -w '%{time_total}' --max-time 120 \
@@ -154,6 +157,9 @@ PY
 )
 echo "Loopback floor: $loop_ms ms to send x and receive y (8 bytes x rows each way) over one python3 TCP"
 echo "connection on 127.0.0.1, no HTTP and no kernel (median of 11)."
+echo
+echo "Round trips are curl's \`time_total\` (connection included); binary y goes to /dev/null, JSON's"
+echo "answer to a file (its stats are read from it)."
 echo
 echo "| spmv (cpu.csr.omp, runs 1) | round trip ms (median of $REPS) | min | kernel median_ms (median) | queue ms | kernel + 2 copies ms | round trip / (kernel + 2 copies) | load before | load after |"
 echo "| --- | ---: | ---: | ---: | ---: | ---: | ---: | --- | --- |"

@@ -101,6 +101,10 @@ void api_header(request *r, const char *name, const char *value);
 char *api_json_dump(const json_t *v, size_t *len);
 /* A real; non-finite values as "NaN", "Infinity", "-Infinity". */
 json_t *api_json_real(double v);
+/* The statistics object of every compute answer (spmv, spmspm, bench). */
+json_t *api_stats_json(const spmv_stats *s);
+/* The parameters kernel k takes, with the values p used. */
+json_t *api_params_json(const spmv_kernel *k, const spmv_params *p);
 /* Appends a vector as a JSON array text ("[1,2.5,...]", %.17g) to f. */
 void api_json_write_vector(FILE *f, spmv_dtype dtype, const void *v, int32_t n);
 

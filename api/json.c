@@ -30,6 +30,24 @@ json_t *api_json_real(double v)
     return json_real(v);
 }
 
+json_t *api_stats_json(const spmv_stats *s)
+{
+    return json_pack("{s:i, s:i, s:o, s:o, s:o, s:o, s:o, s:o, s:o}", "runs", s->runs, "warmup", s->warmup,
+                     "mean_ms", api_json_real(s->mean_ms), "stddev_ms", api_json_real(s->stddev_ms),
+                     "min_ms", api_json_real(s->min_ms), "median_ms", api_json_real(s->median_ms),
+                     "max_ms", api_json_real(s->max_ms), "gflops", api_json_real(s->gflops),
+                     "gbps", api_json_real(s->gbps));
+}
+
+json_t *api_params_json(const spmv_kernel *k, const spmv_params *p)
+{
+    json_t *o = json_object();
+    for (int id = 0; id < SPMV_PARAM_COUNT; id++)
+        if (k->params & (1u << id))
+            json_object_set_new(o, spmv_param_get((spmv_param_id)id)->name, json_integer(p->v[id]));
+    return o;
+}
+
 static void write_number(FILE *f, double v)
 {
     if (isnan(v))

@@ -290,25 +290,14 @@ static void spmspm_finish(task *base, int status)
 
 /* ------------------------------------------------------------ answering */
 
-static json_t *stats_json(const spmv_stats *s)
-{
-    return json_pack("{s:i, s:i, s:o, s:o, s:o, s:o, s:o, s:o, s:o}", "runs", s->runs, "warmup", s->warmup,
-                     "mean_ms", api_json_real(s->mean_ms), "stddev_ms", api_json_real(s->stddev_ms),
-                     "min_ms", api_json_real(s->min_ms), "median_ms", api_json_real(s->median_ms),
-                     "max_ms", api_json_real(s->max_ms), "gflops", api_json_real(s->gflops),
-                     "gbps", api_json_real(s->gbps));
-}
 
 /* Everything of the answer but C's entries. */
 static json_t *result_json(const spmspm_task *t)
 {
-    json_t *params = json_object();
-    for (int id = 0; id < SPMV_PARAM_COUNT; id++)
-        if (t->k->params & (1u << id))
-            json_object_set_new(params, spmv_param_get((spmv_param_id)id)->name, json_integer(t->p.v[id]));
+    json_t *params = api_params_json(t->k, &t->p);
     json_t *o = json_pack("{s:s, s:s, s:s, s:s, s:s, s:o, s:o, s:o, s:I}", "kernel", t->k->name, "a", t->a->meta.id,
                           "b", t->b->meta.id, "device", t->worker_name, "dtype", spmv_dtype_name(t->a->host.dtype),
-                          "params", params, "stats", stats_json(&t->st), "queue_ms", api_json_real(t->queue_ms),
+                          "params", params, "stats", api_stats_json(&t->st), "queue_ms", api_json_real(t->queue_ms),
                           "madds", (json_int_t)spmv_spmspm_madds(&t->a->host.csr, &t->b->host.csr));
     if (o && t->verify)
         json_object_set_new(o, "verify", json_pack("{s:o, s:s}", "max_rel_err", api_json_real(t->max_rel_err),

@@ -239,29 +239,12 @@ static void spmv_run(task *base, worker *w)
              t->runs, t->st.median_ms, t->queue_ms, t->rc ? " FAILED" : "");
 }
 
-static json_t *stats_json(const spmv_stats *s)
-{
-    return json_pack("{s:i, s:i, s:o, s:o, s:o, s:o, s:o, s:o, s:o}", "runs", s->runs, "warmup", s->warmup,
-                     "mean_ms", api_json_real(s->mean_ms), "stddev_ms", api_json_real(s->stddev_ms),
-                     "min_ms", api_json_real(s->min_ms), "median_ms", api_json_real(s->median_ms),
-                     "max_ms", api_json_real(s->max_ms), "gflops", api_json_real(s->gflops),
-                     "gbps", api_json_real(s->gbps));
-}
-
-static json_t *params_json(const spmv_task *t)
-{
-    json_t *o = json_object();
-    for (int id = 0; id < SPMV_PARAM_COUNT; id++)
-        if (t->k->params & (1u << id))
-            json_object_set_new(o, spmv_param_get((spmv_param_id)id)->name, json_integer(t->p.v[id]));
-    return o;
-}
 
 /* Everything of the answer but y. */
 static json_t *result_json(const spmv_task *t)
 {
     json_t *o = json_pack("{s:s, s:s, s:s, s:o, s:o, s:o}", "kernel", t->k->name, "matrix", t->m->meta.id,
-                          "device", t->worker_name, "params", params_json(t), "stats", stats_json(&t->st),
+                          "device", t->worker_name, "params", api_params_json(t->k, &t->p), "stats", api_stats_json(&t->st),
                           "queue_ms", api_json_real(t->queue_ms));
     if (o && t->is_auto) /* the choice and what tuning cost, in every answer that used it */
         json_object_set_new(o, "auto", autotune_json(&t->tuned));

@@ -108,20 +108,6 @@ static int plan(request *r, bench_task *b, const bench_req *q)
 
 /* ------------------------------------------------------------ running */
 
-static void fill_x(void *x, spmv_dtype dt, int32_t n, uint64_t seed)
-{
-    uint64_t s = seed ? seed : 1;
-    for (int32_t j = 0; j < n; j++) {
-        s ^= s << 13; /* xorshift64: a fixed, documented stream for a seed */
-        s ^= s >> 7;
-        s ^= s << 17;
-        double v = (double)(s >> 11) / 9007199254740992.0 * 2.0 - 1.0;
-        if (dt == SPMV_FLOAT32)
-            ((float *)x)[j] = (float)v;
-        else
-            ((double *)x)[j] = v;
-    }
-}
 
 static void run_entry(bench_task *b, worker *w, bench_entry *e, const void *x, void *y, const void *ref)
 {
@@ -162,7 +148,7 @@ static void bench_run(task *base, worker *w)
         }
         goto out;
     }
-    fill_x(x, dt, b->m->host.cols, b->seed);
+    spmv_random_vector(dt, b->m->host.cols, b->seed, x);
     spmv_reference(&b->m->host.csr, x, ref);
     for (size_t i = 0; i < b->nentries; i++) {
         run_entry(b, w, &b->entries[i], x, y, ref);
@@ -180,10 +166,7 @@ static double tolerance(spmv_dtype dt) { return dt == SPMV_FLOAT32 ? 1e-4 : 1e-1
 
 static json_t *entry_json(const bench_task *b, const bench_entry *e, double base_ms, double cus_ms)
 {
-    json_t *params = json_object();
-    for (int id = 0; id < SPMV_PARAM_COUNT; id++)
-        if (e->k->params & (1u << id))
-            json_object_set_new(params, spmv_param_get((spmv_param_id)id)->name, json_integer(e->p.v[id]));
+    json_t *params = api_params_json(e->k, &e->p);
     json_t *o = json_pack("{s:s, s:s, s:o}", "kernel", e->k->name,
                           "device", e->k->device == SPMV_DEVICE_CPU ? "cpu" : "gpu", "params", params);
     if (e->rc != SPMV_OK) {
@@ -191,11 +174,7 @@ static json_t *entry_json(const bench_task *b, const bench_entry *e, double base
         return o;
     }
     const spmv_stats *s = &e->st;
-    json_object_set_new(o, "stats", json_pack("{s:i, s:i, s:o, s:o, s:o, s:o, s:o, s:o, s:o}", "runs", s->runs,
-                                              "warmup", s->warmup, "mean_ms", api_json_real(s->mean_ms),
-                                              "stddev_ms", api_json_real(s->stddev_ms), "min_ms", api_json_real(s->min_ms),
-                                              "median_ms", api_json_real(s->median_ms), "max_ms", api_json_real(s->max_ms),
-                                              "gflops", api_json_real(s->gflops), "gbps", api_json_real(s->gbps)));
+    json_object_set_new(o, "stats", api_stats_json(s));
     json_object_set_new(o, "speedup", api_json_real(base_ms > 0 && s->median_ms > 0 ? base_ms / s->median_ms : NAN));
     if (cus_ms > 0)
         json_object_set_new(o, "ratio_cusparse", api_json_real(s->median_ms > 0 ? cus_ms / s->median_ms : NAN));

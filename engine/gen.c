@@ -501,3 +501,18 @@ fail:
     spmv_coo_free(out);
     return rc;
 }
+
+void spmv_random_vector(spmv_dtype dtype, int64_t n, uint64_t seed, void *v)
+{
+    uint64_t s = seed ? seed : 1;
+    for (int64_t i = 0; i < n; i++) {
+        s ^= s << 13;
+        s ^= s >> 7;
+        s ^= s << 17;
+        double u = 2.0 * ((double)(s >> 11) * 0x1.0p-53) - 1.0;
+        if (dtype == SPMV_FLOAT32)
+            ((float *)v)[i] = (float)u;
+        else
+            ((double *)v)[i] = u;
+    }
+}

@@ -263,6 +263,10 @@ const char *spmv_gen_kind_name(spmv_gen_kind k);     /* "poisson2d", ... */
 int spmv_gen_kind_parse(const char *name, spmv_gen_kind *out);
 /* Builds the matrix as sorted float64 COO. */
 int spmv_gen(const spmv_gen_spec *spec, spmv_coo *out, spmv_error *err);
+/* Fills v with n values of dtype drawn uniformly from [-1, 1) by the
+ * xorshift64 stream of `seed` (0 counts as 1): the same seed gives the same
+ * vector everywhere (bench requests, tuning, the benchmark tools). */
+void spmv_random_vector(spmv_dtype dtype, int64_t n, uint64_t seed, void *v);
 
 /* ------------------------------------------------------- host matrix set */
 

@@ -83,22 +83,6 @@ void spmv_params_format(const spmv_kernel *k, const spmv_params *p, char *buf, s
     }
 }
 
-/* The x every candidate multiplies: deterministic from the seed, in
- * [-1, 1), never zero-filled (zeros would hide unwritten rows). */
-static void tune_fill_x(spmv_dtype dt, int32_t n, uint64_t seed, void *x)
-{
-    uint64_t s = seed ? seed : 0x7u;
-    for (int32_t i = 0; i < n; i++) {
-        s ^= s << 13;
-        s ^= s >> 7;
-        s ^= s << 17;
-        double u = 2.0 * ((double)(s >> 11) * 0x1.0p-53) - 1.0;
-        if (dt == SPMV_FLOAT32)
-            ((float *)x)[i] = (float)u;
-        else
-            ((double *)x)[i] = u;
-    }
-}
 
 static void tune_poison(spmv_dtype dt, int32_t n, void *y)
 {
@@ -212,7 +196,9 @@ int spmv_tune(const spmv_csr *a, const spmv_tune_options *opt, spmv_tune_run_fn 
         st = spmv_error_set(err, SPMV_ERR_NOMEM, 0, "tune: vectors of %d and %d values", a->cols, a->rows);
         goto fail;
     }
-    tune_fill_x(a->dtype, a->cols, o.seed, s.x);
+    /* x deterministic from the seed, never zero-filled (zeros would hide
+     * unwritten rows) */
+    spmv_random_vector(a->dtype, a->cols, o.seed ? o.seed : 0x7u, s.x);
     spmv_reference(a, s.x, s.ref);
     s.bound = tune_bound(a);
     for (size_t i = 0; i < n; i++)

@@ -291,21 +291,6 @@ static void *vec_alloc(spmv_dtype dt, int64_t n)
     return malloc((size_t)(n > 0 ? n : 1) * spmv_dtype_size(dt));
 }
 
-static void vec_fill_random(spmv_dtype dt, int64_t n, uint64_t seed, void *v)
-{
-    uint64_t s = seed;
-    for (int64_t i = 0; i < n; i++) {
-        uint64_t z = (s += 0x9E3779B97F4A7C15ull);
-        z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
-        z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
-        z ^= z >> 31;
-        double u = 2.0 * ((double)(z >> 11) * 0x1.0p-53) - 1.0;
-        if (dt == SPMV_FLOAT32)
-            ((float *)v)[i] = (float)u;
-        else
-            ((double *)v)[i] = u;
-    }
-}
 
 static void vec_poison(spmv_dtype dt, int64_t n, void *v)
 {
@@ -424,7 +409,7 @@ static int bench_dtype(const bench_opts *o, const bench_matrix *bm, const spmv_c
     ref = vec_alloc(dt, m.rows);
     if (!x || !y || !ref)
         goto fail;
-    vec_fill_random(dt, m.cols, o->seed ^ 0x5eedull, x);
+    spmv_random_vector(dt, m.cols, o->seed ^ 0x5eedull, x);
     spmv_reference(&m.csr, x, ref);
 
     bench_kernel(o, bm, serial, &m, x, y, ref, triad_gbps, &serial_ms, mismatches);

@@ -208,21 +208,6 @@ static int load_matrix(const bench_matrix *bm, spmv_coo *coo, spmv_error *err)
 
 /* ------------------------------------------------------------- vectors */
 
-static void fill_x(spmv_dtype dt, int64_t n, uint64_t seed, void *v)
-{
-    uint64_t s = seed;
-    for (int64_t i = 0; i < n; i++) {
-        uint64_t z = (s += 0x9E3779B97F4A7C15ull);
-        z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
-        z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
-        z ^= z >> 31;
-        double u = 2.0 * ((double)(z >> 11) * 0x1.0p-53) - 1.0;
-        if (dt == SPMV_FLOAT32)
-            ((float *)v)[i] = (float)u;
-        else
-            ((double *)v)[i] = u;
-    }
-}
 
 /* ------------------------------------------------------------- configs */
 
@@ -446,7 +431,7 @@ static int bench_dtype(const bench_opts *o, spmv_gpu_ctx *ctx, const bench_matri
     ref = malloc((size_t)(m.rows > 0 ? m.rows : 1) * vs);
     if (!x || !y || !ref)
         goto fail;
-    fill_x(dt, m.cols, o->seed ^ 0x5eedull, x);
+    spmv_random_vector(dt, m.cols, o->seed ^ 0x5eedull, x);
     spmv_reference(&m.csr, x, ref);
     double t0 = spmv_now_ms();
     if (spmv_gpu_matrix_upload(ctx, coo, dt, SPMV_FMT_CSR, SPMV_HACK_SIZE_DEFAULT, &rc.gm, &us, &err) != SPMV_OK)

@@ -387,9 +387,45 @@ static void test_limits(void **state)
     assert_int_equal(spmv_gen(NULL, &m, &err), SPMV_ERR_INVALID);
 }
 
+/* spmv_random_vector: one stream per seed, in [-1, 1), float32 the
+ * rounding of float64; different seeds give different vectors. */
+static void test_random_vector(void **state)
+{
+    (void)state;
+    const int64_t n = 10000;
+    uint64_t seed = tu_seed();
+    double *a = malloc((size_t)n * sizeof *a), *b = malloc((size_t)n * sizeof *b);
+    float *f = malloc((size_t)n * sizeof *f);
+    assert_non_null(a);
+    assert_non_null(b);
+    assert_non_null(f);
+    spmv_random_vector(SPMV_FLOAT64, n, seed, a);
+    spmv_random_vector(SPMV_FLOAT64, n, seed, b);
+    assert_memory_equal(a, b, (size_t)n * sizeof *a);
+    spmv_random_vector(SPMV_FLOAT32, n, seed, f);
+    int64_t distinct = 0, negative = 0;
+    for (int64_t i = 0; i < n; i++) {
+        assert_true(a[i] >= -1.0 && a[i] < 1.0);
+        assert_true(f[i] == (float)a[i]);
+        negative += a[i] < 0;
+        distinct += i > 0 && a[i] != a[i - 1];
+    }
+    assert_true(negative > n / 3 && negative < 2 * n / 3);
+    assert_true(distinct > n - 10);
+    spmv_random_vector(SPMV_FLOAT64, n, seed + 1, b);
+    assert_true(memcmp(a, b, (size_t)n * sizeof *a) != 0);
+    spmv_random_vector(SPMV_FLOAT64, 4, 0, a);   /* seed 0 counts as 1 */
+    spmv_random_vector(SPMV_FLOAT64, 4, 1, b);
+    assert_memory_equal(a, b, 4 * sizeof *a);
+    free(a);
+    free(b);
+    free(f);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_random_vector),
         cmocka_unit_test(test_kind_names),       cmocka_unit_test(test_poisson2d),
         cmocka_unit_test(test_poisson3d),        cmocka_unit_test(test_uniform),
         cmocka_unit_test(test_powerlaw),         cmocka_unit_test(test_banded_dense_row),

@@ -120,8 +120,12 @@ tests: $(TEST_BINS)
 bootstrap:
 	@bash tools/bootstrap.sh
 
+# make test / make run build on every core unless the caller gave -j.
+NPROC    := $(shell nproc 2>/dev/null || echo 2)
+PARALLEL  = $(if $(filter -j%,$(MAKEFLAGS)),,-j$(NPROC))
+
 test: bootstrap
-	@$(MAKE) --no-print-directory all-for-test
+	@$(MAKE) $(PARALLEL) --no-print-directory all-for-test
 	@BUILD=$(BUILD) HAVE_CUDA=$(HAVE_CUDA) SAN=$(SAN) bash tests/run.sh
 
 .PHONY: all-for-test
@@ -129,7 +133,7 @@ all-for-test: $(LIBSPMV) $(if $(wildcard daemon/main.c),$(SPMVD)) $(TOOL_BINS) $
 
 RUN_ARGS ?=
 run: bootstrap
-	@$(MAKE) --no-print-directory $(SPMVD)
+	@$(MAKE) $(PARALLEL) --no-print-directory $(SPMVD)
 	@mkdir -p state
 	$(SPMVD) --state-dir ./state $(RUN_ARGS)
 

@@ -5,7 +5,9 @@
  * power-law row lengths, a band with one dense row, and a tiny LP-like
  * rectangular matrix. bench-cpu (tools/bench-cpu.c) builds its set in memory
  * with it, spmv-gen (tools/spmv-gen.c) writes .mtx files from it, and the
- * unit tests draw random shapes from it.
+ * unit tests draw random shapes from it. spmv_random_vector (at the end)
+ * is the one seeded x that the bench route, tuning and the benchmark tools
+ * share, so their timings run on the same inputs.
  *
  * Determinism: every row draws from its own splitmix64 stream whose state is
  * a hash of (seed, kind, row). Output therefore depends on the seed only,

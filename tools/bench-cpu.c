@@ -291,7 +291,6 @@ static void *vec_alloc(spmv_dtype dt, int64_t n)
     return malloc((size_t)(n > 0 ? n : 1) * spmv_dtype_size(dt));
 }
 
-
 static void vec_poison(spmv_dtype dt, int64_t n, void *v)
 {
     for (int64_t i = 0; i < n; i++) {

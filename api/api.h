@@ -101,6 +101,10 @@ void api_header(request *r, const char *name, const char *value);
 char *api_json_dump(const json_t *v, size_t *len);
 /* A real; non-finite values as "NaN", "Infinity", "-Infinity". */
 json_t *api_json_real(double v);
+/* Checks the kernel a compute route was asked for (known, of op,
+ * available, on m's device); 0, or -1 with the answer sent. */
+int api_kernel_check(request *r, const spmv_kernel *k, const char *name, spmv_op op, const matrix *m,
+                     const char *what);
 /* The statistics object of every compute answer (spmv, spmspm, bench). */
 json_t *api_stats_json(const spmv_stats *s);
 /* The parameters kernel k takes, with the values p used. */

@@ -146,28 +146,10 @@ static int check_operands(request *r)
 static int pick_kernel(request *r, const char *name)
 {
     spmspm_task *t = T(r);
-    const char *why;
     if (!name)
         name = t->a->dev ? "gpu.spmspm.block_row" : "cpu.spmspm.omp";
-    if (!(t->k = spmv_kernel_find(name))) {
-        api_error(r, 400, "unknown_kernel", "no kernel \"%s\" (GET /v1/kernels lists them)", name);
-        return -1;
-    }
-    if (t->k->op != SPMV_OP_SPMSPM) {
-        api_error(r, 400, "unknown_kernel", "%s is a %s kernel; /spmspm runs spmspm kernels (GET /v1/kernels lists "
-                  "them)", name, spmv_op_name(t->k->op));
-        return -1;
-    }
-    if (!spmvd_kernel_available(r->d, t->k, &why)) {
-        api_error(r, 409, "kernel_unavailable", "kernel %s is not available here: %s", name, why);
-        return -1;
-    }
-    if (t->k->device == SPMV_DEVICE_GPU && !t->a->dev) {
-        api_error(r, 409, "kernel_unavailable",
-                  "matrix %s (A) is held on the host only; GPU kernels need A uploaded with device=gpu", t->a->meta.id);
-        return -1;
-    }
-    return 0;
+    t->k = spmv_kernel_find(name);
+    return api_kernel_check(r, t->k, name, SPMV_OP_SPMSPM, t->a, "A");
 }
 
 /* The cumulative limits of a product, before it runs: its multiply-adds

@@ -95,6 +95,35 @@ static void spmv_body(request *r, const char *data, size_t size)
     api_body_collect(r, data, size, T(r)->body_limit);
 }
 
+/* The checks every compute route makes of the kernel it was asked for:
+ * known, of the route's operation, available here, and on the device
+ * that holds `m` (`what` names m in the message). 0, or -1 answered. */
+int api_kernel_check(request *r, const spmv_kernel *k, const char *name, spmv_op op, const matrix *m,
+                     const char *what)
+{
+    const char *why;
+    if (!k) {
+        api_error(r, 400, "unknown_kernel", "no kernel \"%s\" (GET /v1/kernels lists them)", name);
+        return -1;
+    }
+    if (k->op != op) {
+        api_error(r, 400, "unknown_kernel", "%s is a %s kernel; /%s runs %s kernels (GET /v1/kernels lists them)",
+                  name, spmv_op_name(k->op), spmv_op_name(op), spmv_op_name(op));
+        return -1;
+    }
+    if (!spmvd_kernel_available(r->d, k, &why)) {
+        api_error(r, 409, "kernel_unavailable", "kernel %s is not available here: %s", name, why);
+        return -1;
+    }
+    if (k->device == SPMV_DEVICE_GPU && !m->dev) {
+        api_error(r, 409, "kernel_unavailable",
+                  "matrix %s is held on the host only; GPU kernels need %s uploaded with device=gpu", m->meta.id,
+                  what);
+        return -1;
+    }
+    return 0;
+}
+
 static int pick_kernel(request *r, const char *name)
 {
     spmv_task *t = T(r);
@@ -105,25 +134,7 @@ static int pick_kernel(request *r, const char *name)
         t->is_auto = true;
         return 0;
     }
-    if (!t->k) {
-        api_error(r, 400, "unknown_kernel", "no kernel \"%s\" (GET /v1/kernels lists them)", name);
-        return -1;
-    }
-    if (t->k->op != SPMV_OP_SPMV) {
-        api_error(r, 400, "unknown_kernel", "%s is a %s kernel; /spmv runs spmv kernels (GET /v1/kernels lists them)",
-                  name, spmv_op_name(t->k->op));
-        return -1;
-    }
-    const char *why;
-    if (!spmvd_kernel_available(r->d, t->k, &why)) {
-        api_error(r, 409, "kernel_unavailable", "kernel %s is not available here: %s", name, why);
-        return -1;
-    }
-    if (t->k->device == SPMV_DEVICE_GPU && !t->m->dev) {
-        api_error(r, 409, "kernel_unavailable",
-                  "matrix %s is held on the host only; GPU kernels need it uploaded with device=gpu", t->m->meta.id);
-        return -1;
-    }
+    return api_kernel_check(r, t->k, name, SPMV_OP_SPMV, t->m, "it");
     return 0;
 }
 

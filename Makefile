@@ -37,7 +37,7 @@ endif
 
 WARN    := -Wall -Wextra -Wshadow
 CFLAGS  ?= -O2 -g
-CFLAGS  += -std=c11 -D_GNU_SOURCE $(WARN) -fopenmp -fPIC -I. -Iengine -MMD -MP $(SANFLAGS)
+CFLAGS  += -std=c11 -D_GNU_SOURCE $(WARN) -fopenmp -fPIC -I. -Iengine -Isolvers -MMD -MP $(SANFLAGS)
 LDFLAGS += -fopenmp $(SANFLAGS)
 LDLIBS  := -lz -lm
 
@@ -51,7 +51,7 @@ NVCCFLAGS := -O3 -std=c++17 -gencode=arch=compute_90,code=sm_90 -gencode=arch=co
              -Xcompiler -fPIC,-Wall,-Wextra -Iengine -I. --expt-relaxed-constexpr -lineinfo
 ifeq ($(HAVE_CUDA),1)
 CFLAGS    += -DSPMV_HAVE_CUDA=1
-CUDA_LIBS := -L$(CUDA_HOME)/lib64 -Wl,-rpath,$(CUDA_HOME)/lib64 -lcusparse -lcudart -lstdc++
+CUDA_LIBS := -L$(CUDA_HOME)/lib64 -Wl,-rpath,$(CUDA_HOME)/lib64 -lcusparse -lcublas -lcudart -lstdc++
 GPU_SRCS  := $(wildcard engine/gpu/*.cu)
 GPU_OBJS  := $(GPU_SRCS:%.cu=$(BUILD)/%.o)
 GPU_CSRCS :=
@@ -61,12 +61,14 @@ GPU_OBJS  :=
 GPU_CSRCS := engine/gpu/absent.c engine/gpu/absent_spmspm.c
 endif
 
-ENGINE_SRCS := $(wildcard engine/*.c engine/cpu/*.c) $(GPU_CSRCS)
+# Rooms of their own: solvers/ is engine code (Krylov methods on the vector
+# calls) but for its HTTP route; vectors/ is daemon and API code.
+ENGINE_SRCS := $(wildcard engine/*.c engine/cpu/*.c) $(filter-out solvers/route.c,$(wildcard solvers/*.c)) $(GPU_CSRCS)
 ENGINE_OBJS := $(ENGINE_SRCS:%.c=$(BUILD)/%.o) $(GPU_OBJS)
 LIBSPMV     := $(BUILD)/libspmv.a
 
 # The daemon's code, less main(), is a library too, so unit tests link it.
-DAEMON_SRCS := $(filter-out daemon/main.c,$(wildcard api/*.c daemon/*.c))
+DAEMON_SRCS := $(filter-out daemon/main.c,$(wildcard api/*.c daemon/*.c vectors/*.c)) $(wildcard solvers/route.c)
 DAEMON_OBJS := $(DAEMON_SRCS:%.c=$(BUILD)/%.o)
 LIBSPMVD    := $(BUILD)/libspmvd.a
 SPMVD       := $(BUILD)/spmvd

@@ -334,7 +334,14 @@ typedef struct spmv_kernel {
     unsigned params;           /* bit (1u << spmv_param_id) per parameter it takes */
     const char *summary;       /* one line for /v1/kernels and docs */
     spmv_op op;                /* last, so positional rows without it are SpMV kernels */
+    int32_t max_k;             /* columns of x it takes at once (SpMM); 0 or 1: one (spmv_kernel_max_k) */
 } spmv_kernel;
+
+/* Most columns a block vector (and so an SpMM) may have. */
+#define SPMV_MAX_K 64
+/* Columns kernel k multiplies in one call: 1 for single-vector kernels,
+ * up to SPMV_MAX_K for those that take a block of x (docs/kernels.md). */
+int32_t spmv_kernel_max_k(const spmv_kernel *k);
 
 size_t spmv_kernel_count(void);
 const spmv_kernel *spmv_kernel_at(size_t i);
@@ -428,6 +435,121 @@ int spmv_gpu_run(spmv_gpu_ctx *ctx, const spmv_kernel *k, spmv_gpu_matrix *m,
 int spmv_gpu_matrix_download(spmv_gpu_ctx *ctx, const spmv_gpu_matrix *m, spmv_format f,
                              spmv_matrix *out, spmv_error *err);
 
+/* ------------------------------------------------- vectors and BLAS-1 */
+
+/* A vector resident where a matrix lives: `k` columns of `n` values each
+ * (k = 1: a plain vector; k > 1: a block, column-major, column j at
+ * data + j*n), in host memory (device SPMV_DEVICE_CPU) or in the memory of
+ * the GPU whose context allocated it. The engine's vector calls take that
+ * context (NULL for host vectors) and dispatch on v->device: host vectors
+ * run OpenMP loops (engine/blas.c), device vectors cuBLAS and small kernels
+ * on the context's stream (engine/gpu/blas.cu). Device calls are queued in
+ * stream order; only the calls that return a number to the host (dot,
+ * nrm2, read) wait for it. Device bytes are counted in the context's used
+ * total (spmv_gpu_info.mem_used_by_spmvd). Operands of one call must share
+ * device, dtype, n and k, else SPMV_ERR_SHAPE / SPMV_ERR_INVALID with a
+ * message naming both. */
+typedef struct spmv_vec {
+    spmv_device_kind device;
+    spmv_dtype dtype;
+    int64_t n;       /* values per column */
+    int32_t k;       /* columns, 1..SPMV_MAX_K */
+    void *data;      /* n*k values; host or device memory */
+} spmv_vec;
+
+/* Bytes of v's values (n*k*dtype size). */
+size_t spmv_vec_bytes(const spmv_vec *v);
+/* Allocates n*k values (contents undefined) on the host (ctx NULL,
+ * device CPU) or on ctx's GPU; SPMV_ERR_LIMIT on overflow, SPMV_ERR_NOMEM
+ * or SPMV_ERR_DEVICE_MEMORY (the context's reserve is kept) when short. */
+int spmv_vec_alloc(spmv_gpu_ctx *ctx, spmv_device_kind device, spmv_dtype dtype, int64_t n, int32_t k,
+                   spmv_vec *out, spmv_error *err);
+void spmv_vec_free(spmv_gpu_ctx *ctx, spmv_vec *v);   /* zeroes *v; NULL data is a no-op */
+/* Host bytes in / out: `src`/`dst` hold all n*k values of v's dtype. */
+int spmv_vec_write(spmv_gpu_ctx *ctx, spmv_vec *v, const void *src, spmv_error *err);
+int spmv_vec_read(spmv_gpu_ctx *ctx, const spmv_vec *v, void *dst, spmv_error *err);
+/* v = value everywhere; v = spmv_random_vector(seed) (the same values on
+ * every device for one seed, column j drawn with seed + j). */
+int spmv_vec_fill(spmv_gpu_ctx *ctx, spmv_vec *v, double value, spmv_error *err);
+int spmv_vec_fill_random(spmv_gpu_ctx *ctx, spmv_vec *v, uint64_t seed, spmv_error *err);
+/* BLAS-1 over whole blocks (every column): y = x; x = alpha*x; y += alpha*x;
+ * y = alpha*x + beta*y; y = x .* y (element-wise, Jacobi's D^-1 r). */
+int spmv_vec_copy(spmv_gpu_ctx *ctx, const spmv_vec *x, spmv_vec *y, spmv_error *err);
+int spmv_vec_scal(spmv_gpu_ctx *ctx, double alpha, spmv_vec *x, spmv_error *err);
+int spmv_vec_axpy(spmv_gpu_ctx *ctx, double alpha, const spmv_vec *x, spmv_vec *y, spmv_error *err);
+int spmv_vec_axpby(spmv_gpu_ctx *ctx, double alpha, const spmv_vec *x, double beta, spmv_vec *y,
+                   spmv_error *err);
+int spmv_vec_mul(spmv_gpu_ctx *ctx, const spmv_vec *x, spmv_vec *y, spmv_error *err);
+/* Column-wise reductions into out[0..k-1] (host memory), accumulated in
+ * float64 whatever the dtype; these wait for the device. */
+int spmv_vec_dot(spmv_gpu_ctx *ctx, const spmv_vec *x, const spmv_vec *y, double *out, spmv_error *err);
+int spmv_vec_nrm2(spmv_gpu_ctx *ctx, const spmv_vec *x, double *out, spmv_error *err);
+/* Waits until every call queued on ctx's stream is done (no-op on host). */
+int spmv_vec_sync(spmv_gpu_ctx *ctx, spmv_error *err);
+
+/* Device side of the calls above (engine/gpu/blas.cu; absent.c answers
+ * SPMV_ERR_UNAVAILABLE): the spmv_vec_* functions call these for device
+ * vectors, so callers never need them directly. */
+int spmv_gpu_vec_alloc(spmv_gpu_ctx *ctx, spmv_dtype dtype, int64_t n, int32_t k, spmv_vec *out, spmv_error *err);
+void spmv_gpu_vec_free(spmv_gpu_ctx *ctx, spmv_vec *v);
+int spmv_gpu_vec_write(spmv_gpu_ctx *ctx, spmv_vec *v, const void *src, spmv_error *err);
+int spmv_gpu_vec_read(spmv_gpu_ctx *ctx, const spmv_vec *v, void *dst, spmv_error *err);
+int spmv_gpu_vec_fill(spmv_gpu_ctx *ctx, spmv_vec *v, double value, spmv_error *err);
+int spmv_gpu_vec_copy(spmv_gpu_ctx *ctx, const spmv_vec *x, spmv_vec *y, spmv_error *err);
+int spmv_gpu_vec_scal(spmv_gpu_ctx *ctx, double alpha, spmv_vec *x, spmv_error *err);
+int spmv_gpu_vec_axpby(spmv_gpu_ctx *ctx, double alpha, const spmv_vec *x, double beta, spmv_vec *y,
+                       spmv_error *err);  /* beta == 1: axpy */
+int spmv_gpu_vec_mul(spmv_gpu_ctx *ctx, const spmv_vec *x, spmv_vec *y, spmv_error *err);
+int spmv_gpu_vec_dot(spmv_gpu_ctx *ctx, const spmv_vec *x, const spmv_vec *y, double *out, spmv_error *err);
+int spmv_gpu_vec_nrm2(spmv_gpu_ctx *ctx, const spmv_vec *x, double *out, spmv_error *err);
+int spmv_gpu_sync(spmv_gpu_ctx *ctx, spmv_error *err);
+
+/* ------------------------------------- products with resident operands */
+
+/* How one product runs: y = alpha*A*x + beta*y. The kernel runs `warmup`
+ * untimed and `runs` timed times; alpha and beta are applied once, after
+ * the timed runs: when alpha is 1 and beta 0 the kernel writes y itself,
+ * otherwise it writes A*x into scratch (poisoned first) and one axpby
+ * forms y (its time is stats-free and reported as axpby_ms). With beta 0
+ * y is only written, so it is poisoned before the first run. x and y must
+ * be distinct vectors with x->k == y->k <= spmv_kernel_max_k(kernel);
+ * x->n == A's cols and y->n == A's rows (SPMV_ERR_SHAPE names both). For
+ * Aᵀ callers pass the transpose (spmv_matrix_transpose,
+ * spmv_gpu_matrix_transpose): a kernel never sees `op`. */
+typedef struct spmv_apply_args {
+    double alpha, beta;
+    int32_t warmup, runs;
+} spmv_apply_args;
+
+/* Host: x and y host vectors, kernel a CPU kernel (any k it takes). */
+int spmv_cpu_apply(const spmv_kernel *k, const spmv_matrix *m, const spmv_params *p, const spmv_apply_args *a,
+                   const spmv_vec *x, spmv_vec *y, spmv_stats *stats, double *axpby_ms, spmv_error *err);
+/* Device: x and y vectors on ctx's GPU, m resident there. */
+int spmv_gpu_apply(spmv_gpu_ctx *ctx, const spmv_kernel *k, spmv_gpu_matrix *m, const spmv_params *p,
+                   const spmv_apply_args *a, const spmv_vec *x, spmv_vec *y, spmv_stats *stats,
+                   double *axpby_ms, spmv_error *err);
+/* spmv_gpu_run for a block of k columns of host x (k*cols values, column-
+ * major) and y (k*rows): copies in, spmv_gpu_apply (alpha 1, beta 0),
+ * copies out. k == 1 is exactly spmv_gpu_run. */
+int spmv_gpu_run_k(spmv_gpu_ctx *ctx, const spmv_kernel *k, spmv_gpu_matrix *m, const spmv_params *p,
+                   int32_t ncols, const void *x, void *y, int32_t warmup, int32_t runs, spmv_stats *stats,
+                   spmv_error *err);
+/* The same on the host (spmv_cpu_run for k columns). */
+int spmv_cpu_run_k(const spmv_kernel *k, const spmv_matrix *m, const spmv_params *p, int32_t ncols,
+                   const void *x, void *y, int32_t warmup, int32_t runs, spmv_stats *stats, spmv_error *err);
+
+/* Aᵀ as a host matrix (CSR, same dtype and hack_size, formats CSR only):
+ * *out freshly allocated. */
+int spmv_matrix_transpose(const spmv_matrix *m, spmv_matrix *out, spmv_error *err);
+/* Aᵀ on the device, built on first use from the resident CSR (cuSPARSE
+ * csr2csc) and kept with m (freed with it, counted in its bytes); *out is
+ * owned by m. */
+int spmv_gpu_matrix_transpose(spmv_gpu_ctx *ctx, spmv_gpu_matrix *m, spmv_gpu_matrix **out, spmv_error *err);
+
+/* Bytes an SpMM of k columns moves once: the format once plus x and y k
+ * times (spmv_kernel_bytes for k = 1). */
+int64_t spmv_kernel_bytes_k(const spmv_kernel *k, const spmv_matrix *m, int32_t ncols);
+
 /* ------------------------------------------------------------- SpMSpM */
 
 /* C = A*B for CSR A (m x k) and B (k x n), B typically thin (few columns).
@@ -490,6 +612,7 @@ typedef struct spmv_tune_options {
     int32_t max_runs;         /* kernel runs in all, probes and warm-ups counted (0: no bound) */
     int32_t runs;             /* timed runs per candidate (0: 10) */
     uint64_t seed;            /* of the random x */
+    int32_t k;                /* columns of x (0 or 1: SpMV); candidates are the kernels taking k */
 } spmv_tune_options;
 
 #define SPMV_TUNE_BUDGET_MS 2000.0

@@ -41,7 +41,7 @@ done
 
 # Libraries the host has (or must provide itself): glibc's, the compiler
 # runtime, and the CUDA driver/toolkit libraries that match its driver.
-skip='^(linux-vdso|ld-linux|libc\.|libm\.|libdl\.|libpthread\.|librt\.|libutil\.|libresolv\.|libstdc\+\+|libgcc_s|libcuda|libcudart|libcusparse|libnvJitLink|libnvrtc)'
+skip='^(linux-vdso|ld-linux|libc\.|libm\.|libdl\.|libpthread\.|librt\.|libutil\.|libresolv\.|libstdc\+\+|libgcc_s|libcuda|libcudart|libcusparse|libcublas|libnvJitLink|libnvrtc)'
 for b in "${bins[@]}"; do
   ldd "$b" | awk '/=> \// { print $1, $3 }'
 done | sort -u | while read -r name path; do

@@ -1,0 +1,88 @@
+/* krylov.h — iterative solvers that run where the matrix lives.
+ *
+ * CG, BiCGSTAB and restarted GMRES, optionally with a Jacobi (diagonal)
+ * preconditioner, written once against the engine's vector calls
+ * (spmv_vec_*: the same operations POST /v1/ops runs step by step) and an
+ * operator callback for y = A*x. The vectors are host vectors (ctx NULL) or
+ * vectors on ctx's GPU; the solver allocates its work vectors on the same
+ * device and frees them before it returns. Scalars (alpha, beta, the
+ * Hessenberg matrix and Givens rotations of GMRES) live on the host: each
+ * dot or nrm2 waits for the device, as a hand-written CG over cuBLAS does.
+ *
+ * Stopping: converged when the residual norm ||b - A*x|| <= tol * ||b||
+ * (SciPy's rtol rule; for b = 0, x = 0 is returned at once), maxit
+ * iterations, a breakdown (a quantity that must not vanish did: the
+ * message names it and its value), or a cancel asked for by the progress
+ * callback. The relative residual of the answer is recomputed from b - A*x
+ * at the end, so it does not trust the recurrence.
+ */
+#ifndef SPMV_KRYLOV_H
+#define SPMV_KRYLOV_H
+
+#include "spmv.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef enum spmv_solve_method { SPMV_SOLVE_CG = 0, SPMV_SOLVE_BICGSTAB, SPMV_SOLVE_GMRES } spmv_solve_method;
+typedef enum spmv_solve_stop {
+    SPMV_STOP_CONVERGED = 0, SPMV_STOP_MAXIT, SPMV_STOP_BREAKDOWN, SPMV_STOP_CANCELLED
+} spmv_solve_stop;
+
+const char *spmv_solve_method_name(spmv_solve_method m);   /* "cg", "bicgstab", "gmres" */
+int spmv_solve_method_parse(const char *name, spmv_solve_method *out);
+const char *spmv_solve_stop_name(spmv_solve_stop s);       /* "converged", "maxit", "breakdown", "cancelled" */
+
+/* y = A*x on the solve's device; *ms gets the product's own time (device
+ * events on a GPU, the clock on the host). */
+typedef struct spmv_linop {
+    int64_t rows, cols;
+    void *ctx;
+    int (*apply)(void *ctx, const spmv_vec *x, spmv_vec *y, double *ms, spmv_error *err);
+} spmv_linop;
+
+#define SPMV_GMRES_RESTART_DEFAULT 30
+#define SPMV_GMRES_RESTART_MAX 1000
+
+typedef struct spmv_solve_options {
+    spmv_solve_method method;
+    int32_t restart;                 /* GMRES basis size (0: SPMV_GMRES_RESTART_DEFAULT) */
+    double tol;                      /* relative residual to reach, finite and > 0 */
+    int32_t maxit;                   /* iterations (GMRES: inner iterations, all cycles counted) */
+    const spmv_vec *inv_diag;        /* Jacobi: 1/diag(A) on the solve's device; NULL: none */
+    /* After every iteration: (it, relative residual of the recurrence).
+     * A non-zero return stops the solve as SPMV_STOP_CANCELLED. */
+    int (*progress)(void *ctx, int32_t it, double relres);
+    void *progress_ctx;
+} spmv_solve_options;
+
+typedef struct spmv_solve_result {
+    spmv_solve_stop stop;
+    int32_t iterations;
+    double relres;                   /* ||b - A*x|| / ||b||, recomputed at the end */
+    double breakdown_value;          /* the quantity that vanished, for SPMV_STOP_BREAKDOWN */
+    char detail[256];                /* one sentence: why it stopped, with the numbers */
+    double *history;                 /* relres per iteration, history[0] at x0 (malloc; free it) */
+    int32_t history_len;
+    int32_t spmv_calls;
+    double spmv_ms, vector_ms, setup_ms, total_ms;  /* vector_ms = total - spmv - setup */
+} spmv_solve_result;
+
+/* Solves A*x = b: x holds x0 on entry and the answer on return (also when
+ * the stop is not convergence). b and x: one column, n = A's rows = cols,
+ * A's dtype. SPMV_OK for every stop reason (res->stop says which); an error
+ * only when a call failed (device, memory) or the arguments are wrong. */
+int spmv_solve(spmv_gpu_ctx *ctx, const spmv_linop *a, const spmv_vec *b, spmv_vec *x,
+               const spmv_solve_options *o, spmv_solve_result *res, spmv_error *err);
+void spmv_solve_result_free(spmv_solve_result *res);
+
+/* 1/a_ii for every row of a square CSR, in its dtype, into out (rows
+ * values); SPMV_ERR_INVALID naming the first row whose diagonal is missing
+ * or zero (Jacobi cannot use it). */
+int spmv_csr_inv_diag(const spmv_csr *a, void *out, spmv_error *err);
+
+#ifdef __cplusplus
+}
+#endif
+#endif /* SPMV_KRYLOV_H */

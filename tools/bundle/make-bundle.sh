@@ -28,7 +28,7 @@ mkdir -p "$BUNDLE"/bin/real "$BUNDLE"/lib "$BUNDLE"/work "$BUNDLE"/shared/matric
 
 bins=("$BUILD/tests/test_gpu")
 [ -x "$BUILD/tests/test_gpu_spmspm" ] && bins+=("$BUILD/tests/test_gpu_spmspm")
-for b in spmvd spmv-gen spmv-kernels spmvctl bench-spmspm; do
+for b in spmvd spmv-gen spmv-kernels spmvctl bench-spmspm cg_solve cg-ref; do
   [ -x "$BUILD/$b" ] && bins+=("$BUILD/$b")
 done
 cp "${bins[@]}" "$BUNDLE/bin/real/"
@@ -51,7 +51,7 @@ done
 
 cp -r "$SHARED/matrices/real" "$BUNDLE/shared/matrices/"
 cp -r "$SHARED/matrices/conformance/invalid" "$BUNDLE/shared/matrices/conformance/"
-cp tools/bundle/run.sh tools/bundle/api_test.py "$BUNDLE/"
+cp tools/bundle/run.sh tools/bundle/api_test.py tools/bundle/api_test_vectors.py tools/bundle/bench_remote.py "$BUNDLE/"
 chmod +x "$BUNDLE/run.sh"
 
 echo "bundle: $(ls "$BUNDLE/bin/real" | tr '\n' ' ')"

@@ -6,6 +6,9 @@
 #    real and random matrix, device conversions, memory accounting);
 # 3. compute-sanitizer: memcheck over the whole of test_gpu, then racecheck
 #    (this project's kernels), synccheck and initcheck over its quick subset;
+# 5. api_test_vectors.py: resident vectors, spmv with resident operands,
+#    k-column products, /v1/ops and solve on the GPU, against products
+#    computed by the script (issue 12);
 # 4. the end-to-end API test (api_test.py): spmvd on loopback, every real
 #    matrix uploaded with curl, multiplied with every GPU kernel over HTTP,
 #    compared with expected.json; then generated matrices larger than the
@@ -76,6 +79,11 @@ if [ -x "$B/bin/spmvd" ]; then
     >"$OUT/api_test.log" 2>&1
   echo "api_test rc=$?" | tee -a "$summary"
   tail -75 "$OUT/api_test.log" | tee -a "$summary"
+  # resident vectors, ops and solve on the GPU (issue 12), against host products
+  PYTHONUNBUFFERED=1 timeout --kill-after=10 200 python3 "$B/api_test_vectors.py" --bundle "$B" --out "$OUT" \
+    >"$OUT/api_test_vectors.log" 2>&1
+  echo "api_test_vectors rc=$?" | tee -a "$summary"
+  grep -E '^not ok|^# seed|passed, ' "$OUT/api_test_vectors.log" | head -40 | tee -a "$summary"
 else
   echo "api_test: not run (the bundle holds no spmvd)" | tee -a "$summary"
 fi

@@ -156,7 +156,7 @@ def main():
         info = js(req("GET", "/v1/info")[1])
         def used():
             i = js(req("GET", "/v1/info")[1])
-            return [dv.get("memory", dv).get("used_by_spmvd", dv.get("mem_used_by_spmvd")) for dv in i.get("devices", [])]
+            return [dv.get("memory_used_by_spmvd") for dv in i.get("devices", []) if "index" in dv]
         used0 = used()
         mdir = os.path.join(a.bundle, "shared", "matrices", "real")
         files = sorted(f for f in os.listdir(mdir) if f.endswith(".mtx"))

@@ -123,6 +123,8 @@ static void kernels_begin(request *r)
                               "params", params_json(k), "available", avail);
         if (o && !avail)
             json_object_set_new(o, "reason", json_string(reason));
+        if (o && k->op == SPMV_OP_SPMV) /* columns of x one call multiplies (SpMM when > 1) */
+            json_object_set_new(o, "max_k", json_integer(spmv_kernel_max_k(k)));
         json_array_append_new(list, o);
     }
     api_json(r, 200, json_pack("{s:o}", "kernels", list));

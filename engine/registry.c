@@ -35,68 +35,71 @@ static const spmv_param_desc params[SPMV_PARAM_COUNT] = {
 
 static const spmv_kernel kernels[] = {
     {"cpu.csr.serial", SPMV_DEVICE_CPU, SPMV_FMT_CSR, 0,
-     "one thread, row by row; the reference and the speedup baseline", SPMV_OP_SPMV},
+     "one thread, row by row; the reference and the speedup baseline", SPMV_OP_SPMV, SPMV_MAX_K},
     {"cpu.csr.chunked", SPMV_DEVICE_CPU, SPMV_FMT_CSR, P(SPMV_PARAM_CHUNK),
      "one thread; x split into `chunk` column chunks, one pass over the rows per chunk, "
-     "so each pass reads only its chunk of x (temporal locality)", SPMV_OP_SPMV},
+     "so each pass reads only its chunk of x (temporal locality)", SPMV_OP_SPMV, 1},
     {"cpu.csr.omp", SPMV_DEVICE_CPU, SPMV_FMT_CSR, P(SPMV_PARAM_THREADS),
      "OpenMP; rows split statically so each thread gets an equal share of non-zeros "
-     "(binary search on row_ptr)", SPMV_OP_SPMV},
+     "(binary search on row_ptr)", SPMV_OP_SPMV, SPMV_MAX_K},
     {"cpu.ell.omp", SPMV_DEVICE_CPU, SPMV_FMT_ELL, P(SPMV_PARAM_THREADS),
-     "OpenMP over blocks of rows of the column-major ELL", SPMV_OP_SPMV},
+     "OpenMP over blocks of rows of the column-major ELL", SPMV_OP_SPMV, 1},
     {"cpu.hll.omp", SPMV_DEVICE_CPU, SPMV_FMT_HLL, P(SPMV_PARAM_HACK_SIZE) | P(SPMV_PARAM_THREADS),
-     "OpenMP over HLL slices", SPMV_OP_SPMV},
-    {"gpu.csr.scalar", SPMV_DEVICE_GPU, SPMV_FMT_CSR, BS, "one thread per row", SPMV_OP_SPMV},
+     "OpenMP over HLL slices", SPMV_OP_SPMV, 1},
+    {"gpu.csr.scalar", SPMV_DEVICE_GPU, SPMV_FMT_CSR, BS, "one thread per row", SPMV_OP_SPMV, 1},
     {"gpu.csr.warp_buffer", SPMV_DEVICE_GPU, SPMV_FMT_CSR, BS,
-     "one warp per row, partial sums reduced through a global buffer", SPMV_OP_SPMV},
+     "one warp per row, partial sums reduced through a global buffer", SPMV_OP_SPMV, 1},
     {"gpu.csr.vector", SPMV_DEVICE_GPU, SPMV_FMT_CSR, BS | P(SPMV_PARAM_THREADS),
      "`threads` threads per row (a power of two 2..32, 0: chosen from the mean row length), "
-     "shuffle reduction, read-only loads", SPMV_OP_SPMV},
-    {"gpu.csr.tiled", SPMV_DEVICE_GPU, SPMV_FMT_CSR, BS, "per-warp shared-memory tiles of x (tile 128)", SPMV_OP_SPMV},
-    {"gpu.csr.texture", SPMV_DEVICE_GPU, SPMV_FMT_CSR, BS, "thread per row, x read through a texture object", SPMV_OP_SPMV},
+     "shuffle reduction, read-only loads", SPMV_OP_SPMV, 1},
+    {"gpu.csr.tiled", SPMV_DEVICE_GPU, SPMV_FMT_CSR, BS, "per-warp shared-memory tiles of x (tile 128)", SPMV_OP_SPMV, 1},
+    {"gpu.csr.texture", SPMV_DEVICE_GPU, SPMV_FMT_CSR, BS, "thread per row, x read through a texture object", SPMV_OP_SPMV, 1},
     {"gpu.csr.adaptive", SPMV_DEVICE_GPU, SPMV_FMT_CSR, BS | P(SPMV_PARAM_NNZ_PER_WG),
-     "row blocks of about `nnz_per_wg` non-zeros: CSR-Stream / CSR-Vector / CSR-VectorL", SPMV_OP_SPMV},
+     "row blocks of about `nnz_per_wg` non-zeros: CSR-Stream / CSR-Vector / CSR-VectorL", SPMV_OP_SPMV, 1},
     {"gpu.csr.merge", SPMV_DEVICE_GPU, SPMV_FMT_CSR, BS,
-     "merge-path split of rows and non-zeros, equal work per thread", SPMV_OP_SPMV},
-    {"gpu.ell", SPMV_DEVICE_GPU, SPMV_FMT_ELL, BS, "thread per row over the column-major ELL", SPMV_OP_SPMV},
-    {"gpu.hll", SPMV_DEVICE_GPU, SPMV_FMT_HLL, BS | P(SPMV_PARAM_HACK_SIZE), "thread per row over HLL slices", SPMV_OP_SPMV},
-    {"gpu.coo.atomic", SPMV_DEVICE_GPU, SPMV_FMT_COO, BS, "thread per non-zero, atomic adds into y", SPMV_OP_SPMV},
-    {"gpu.coo.sliced", SPMV_DEVICE_GPU, SPMV_FMT_COO, BS, "sliced COO with shared-memory accumulation", SPMV_OP_SPMV},
-    {"gpu.hyb", SPMV_DEVICE_GPU, SPMV_FMT_HYB, BS, "ELL part (thread per row) plus COO part (atomics)", SPMV_OP_SPMV},
+     "merge-path split of rows and non-zeros, equal work per thread", SPMV_OP_SPMV, 1},
+    {"gpu.ell", SPMV_DEVICE_GPU, SPMV_FMT_ELL, BS, "thread per row over the column-major ELL", SPMV_OP_SPMV, 1},
+    {"gpu.hll", SPMV_DEVICE_GPU, SPMV_FMT_HLL, BS | P(SPMV_PARAM_HACK_SIZE), "thread per row over HLL slices", SPMV_OP_SPMV, 1},
+    {"gpu.coo.atomic", SPMV_DEVICE_GPU, SPMV_FMT_COO, BS, "thread per non-zero, atomic adds into y", SPMV_OP_SPMV, 1},
+    {"gpu.coo.sliced", SPMV_DEVICE_GPU, SPMV_FMT_COO, BS, "sliced COO with shared-memory accumulation", SPMV_OP_SPMV, 1},
+    {"gpu.hyb", SPMV_DEVICE_GPU, SPMV_FMT_HYB, BS, "ELL part (thread per row) plus COO part (atomics)", SPMV_OP_SPMV, 1},
     {"cusparse.csr", SPMV_DEVICE_GPU, SPMV_FMT_CSR, P(SPMV_PARAM_ALG),
-     "cuSPARSE generic SpMV on CSR; buffer and preprocessing done once per matrix", SPMV_OP_SPMV},
-    {"cusparse.coo", SPMV_DEVICE_GPU, SPMV_FMT_COO, P(SPMV_PARAM_ALG), "cuSPARSE generic SpMV on COO", SPMV_OP_SPMV},
+     "cuSPARSE generic SpMV on CSR; buffer and preprocessing done once per matrix", SPMV_OP_SPMV, SPMV_MAX_K},
+    {"cusparse.coo", SPMV_DEVICE_GPU, SPMV_FMT_COO, P(SPMV_PARAM_ALG), "cuSPARSE generic SpMV on COO", SPMV_OP_SPMV, 1},
     {"cusparse.sell", SPMV_DEVICE_GPU, SPMV_FMT_HLL, P(SPMV_PARAM_HACK_SIZE),
-     "cuSPARSE generic SpMV on sliced ELL (cusparseCreateSlicedEll)", SPMV_OP_SPMV},
+     "cuSPARSE generic SpMV on sliced ELL (cusparseCreateSlicedEll)", SPMV_OP_SPMV, 1},
     {"gpu.csr.light", SPMV_DEVICE_GPU, SPMV_FMT_CSR, BS | P(SPMV_PARAM_THREADS),
      "`threads` lanes per row (1..32, 0: from the mean row length), streaming loads of the matrix so x "
-     "stays in L2, rows over 8192 entries cut into 4096-entry chunks (one block each, atomics)", SPMV_OP_SPMV},
+     "stays in L2, rows over 8192 entries cut into 4096-entry chunks (one block each, atomics)", SPMV_OP_SPMV, 1},
     {"gpu.csr.binned", SPMV_DEVICE_GPU, SPMV_FMT_CSR, BS,
      "gpu.csr.light with rows binned by length (1, 2, 4, 8, 16 or 32 lanes per row, one launch per bin, "
-     "a row list per bin), long rows chunked", SPMV_OP_SPMV},
+     "a row list per bin), long rows chunked", SPMV_OP_SPMV, 1},
+    {"gpu.csr.spmm", SPMV_DEVICE_GPU, SPMV_FMT_CSR, BS,
+     "SpMM: a warp per row, all k columns of x in one pass over A (register tiles of up to 8 columns)",
+     SPMV_OP_SPMV, SPMV_MAX_K},
     {"auto", SPMV_DEVICE_GPU, SPMV_FMT_CSR, 0,
      "tunes on first use (or POST /v1/matrices/{id}/tune): times candidate kernels x parameters of the "
      "matrix's device within a budget, keeps the fastest verified one with the matrix (engine/tune.c)",
-     SPMV_OP_SPMV},
+     SPMV_OP_SPMV, SPMV_MAX_K},
     /* SpMSpM, C = A*B (engine/spmspm.c, cpu/spmspm.c, gpu/spmspm.cu) */
     {"cpu.spmspm.serial", SPMV_DEVICE_CPU, SPMV_FMT_CSR, 0,
      "C = A*B row by row, dense accumulator over B's columns (sort and merge when B is wide); the reference",
-     SPMV_OP_SPMSPM},
+     SPMV_OP_SPMSPM, 1},
     {"cpu.spmspm.omp", SPMV_DEVICE_CPU, SPMV_FMT_CSR, P(SPMV_PARAM_THREADS),
-     "C = A*B, rows of A over OpenMP threads, a dense accumulator per thread", SPMV_OP_SPMSPM},
+     "C = A*B, rows of A over OpenMP threads, a dense accumulator per thread", SPMV_OP_SPMSPM, 1},
     {"gpu.spmspm.thread_row", SPMV_DEVICE_GPU, SPMV_FMT_CSR, BS,
-     "C = A*B, a thread per row of A, output columns in chunks of 32 with a private accumulator", SPMV_OP_SPMSPM},
+     "C = A*B, a thread per row of A, output columns in chunks of 32 with a private accumulator", SPMV_OP_SPMSPM, 1},
     {"gpu.spmspm.block_row", SPMV_DEVICE_GPU, SPMV_FMT_CSR, BS,
      "C = A*B, a block per row of A, shared-memory accumulator over column chunks (shared atomics)",
-     SPMV_OP_SPMSPM},
+     SPMV_OP_SPMSPM, 1},
     {"gpu.spmspm.block_counter", SPMV_DEVICE_GPU, SPMV_FMT_CSR, BS,
      "C = A*B as block_row, output through a block-private counter and one global atomic per block, "
-     "then a segmented sort", SPMV_OP_SPMSPM},
+     "then a segmented sort", SPMV_OP_SPMSPM, 1},
     {"gpu.spmspm.warp_nnz", SPMV_DEVICE_GPU, SPMV_FMT_CSR, BS,
      "C = A*B, a warp per non-zero of A walking B's row coalesced, ballot/popc compaction, one atomic per warp "
-     "per chunk; then sort and reduce", SPMV_OP_SPMSPM},
+     "per chunk; then sort and reduce", SPMV_OP_SPMSPM, 1},
     {"cusparse.spgemm", SPMV_DEVICE_GPU, SPMV_FMT_CSR, 0,
-     "C = A*B with cuSPARSE generic SpGEMM (work estimation, compute, copy)", SPMV_OP_SPMSPM},
+     "C = A*B with cuSPARSE generic SpGEMM (work estimation, compute, copy)", SPMV_OP_SPMSPM, 1},
 };
 
 #define NKERNELS (sizeof kernels / sizeof kernels[0])
@@ -204,12 +207,16 @@ static void markdown_params(FILE *out, unsigned mask)
 void spmv_registry_markdown(FILE *out)
 {
     fprintf(out, "%s\n\n", SPMV_REGISTRY_MD_BEGIN);
-    fputs("| kernel | op | device | format | parameters: default (range) | what it does |\n", out);
-    fputs("| --- | --- | --- | --- | --- | --- |\n", out);
+    fputs("| kernel | op | device | format | columns k | parameters: default (range) | what it does |\n", out);
+    fputs("| --- | --- | --- | --- | --- | --- | --- |\n", out);
     for (size_t i = 0; i < NKERNELS; i++) {
         const spmv_kernel *k = &kernels[i];
         fprintf(out, "| `%s` | %s | %s | %s | ", k->name, spmv_op_name(k->op),
                 k->device == SPMV_DEVICE_CPU ? "cpu" : "gpu", spmv_format_name(k->format));
+        if (k->op == SPMV_OP_SPMV && spmv_kernel_max_k(k) > 1)
+            fprintf(out, "1..%d | ", spmv_kernel_max_k(k));
+        else
+            fputs("1 | ", out);
         markdown_params(out, k->params);
         fprintf(out, " | %s |\n", k->summary);
     }

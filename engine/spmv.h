@@ -521,6 +521,10 @@ typedef struct spmv_apply_args {
     int32_t warmup, runs;
 } spmv_apply_args;
 
+/* The checks both backends make before a product (x and y distinct, A's
+ * dtype, x->k == y->k <= the kernel's max_k, lengths, finite alpha/beta). */
+int spmv_apply_check(const spmv_kernel *k, int32_t rows, int32_t cols, spmv_dtype dtype, const spmv_vec *x,
+                     const spmv_vec *y, const spmv_apply_args *a, spmv_error *err);
 /* Host: x and y host vectors, kernel a CPU kernel (any k it takes). */
 int spmv_cpu_apply(const spmv_kernel *k, const spmv_matrix *m, const spmv_params *p, const spmv_apply_args *a,
                    const spmv_vec *x, spmv_vec *y, spmv_stats *stats, double *axpby_ms, spmv_error *err);

@@ -65,3 +65,87 @@ int spmv_gpu_matrix_download(spmv_gpu_ctx *ctx, const spmv_gpu_matrix *m, spmv_f
     UNUSED(ctx); UNUSED(m); UNUSED(f); UNUSED(out);
     return spmv_error_set(err, SPMV_ERR_UNAVAILABLE, 0, "%s", no_cuda);
 }
+
+/* Resident vectors and products with resident operands (issue 12). */
+int spmv_gpu_vec_alloc(spmv_gpu_ctx *ctx, spmv_dtype dtype, int64_t n, int32_t k, spmv_vec *out, spmv_error *err)
+{
+    UNUSED(ctx); UNUSED(dtype); UNUSED(n); UNUSED(k); UNUSED(out);
+    return spmv_error_set(err, SPMV_ERR_UNAVAILABLE, 0, "GPU vectors: %s", no_cuda);
+}
+
+void spmv_gpu_vec_free(spmv_gpu_ctx *ctx, spmv_vec *v) { UNUSED(ctx); UNUSED(v); }
+
+#define VEC_ABSENT(what) return spmv_error_set(err, SPMV_ERR_UNAVAILABLE, 0, "GPU %s: %s", what, no_cuda)
+
+int spmv_gpu_vec_write(spmv_gpu_ctx *ctx, spmv_vec *v, const void *src, spmv_error *err)
+{
+    UNUSED(ctx); UNUSED(v); UNUSED(src);
+    VEC_ABSENT("vector write");
+}
+int spmv_gpu_vec_read(spmv_gpu_ctx *ctx, const spmv_vec *v, void *dst, spmv_error *err)
+{
+    UNUSED(ctx); UNUSED(v); UNUSED(dst);
+    VEC_ABSENT("vector read");
+}
+int spmv_gpu_vec_fill(spmv_gpu_ctx *ctx, spmv_vec *v, double value, spmv_error *err)
+{
+    UNUSED(ctx); UNUSED(v); UNUSED(value);
+    VEC_ABSENT("fill");
+}
+int spmv_gpu_vec_copy(spmv_gpu_ctx *ctx, const spmv_vec *x, spmv_vec *y, spmv_error *err)
+{
+    UNUSED(ctx); UNUSED(x); UNUSED(y);
+    VEC_ABSENT("copy");
+}
+int spmv_gpu_vec_scal(spmv_gpu_ctx *ctx, double alpha, spmv_vec *x, spmv_error *err)
+{
+    UNUSED(ctx); UNUSED(alpha); UNUSED(x);
+    VEC_ABSENT("scal");
+}
+int spmv_gpu_vec_axpby(spmv_gpu_ctx *ctx, double alpha, const spmv_vec *x, double beta, spmv_vec *y,
+                       spmv_error *err)
+{
+    UNUSED(ctx); UNUSED(alpha); UNUSED(x); UNUSED(beta); UNUSED(y);
+    VEC_ABSENT("axpby");
+}
+int spmv_gpu_vec_mul(spmv_gpu_ctx *ctx, const spmv_vec *x, spmv_vec *y, spmv_error *err)
+{
+    UNUSED(ctx); UNUSED(x); UNUSED(y);
+    VEC_ABSENT("mul");
+}
+int spmv_gpu_vec_dot(spmv_gpu_ctx *ctx, const spmv_vec *x, const spmv_vec *y, double *out, spmv_error *err)
+{
+    UNUSED(ctx); UNUSED(x); UNUSED(y); UNUSED(out);
+    VEC_ABSENT("dot");
+}
+int spmv_gpu_vec_nrm2(spmv_gpu_ctx *ctx, const spmv_vec *x, double *out, spmv_error *err)
+{
+    UNUSED(ctx); UNUSED(x); UNUSED(out);
+    VEC_ABSENT("nrm2");
+}
+int spmv_gpu_sync(spmv_gpu_ctx *ctx, spmv_error *err)
+{
+    UNUSED(ctx);
+    VEC_ABSENT("sync");
+}
+int spmv_gpu_apply(spmv_gpu_ctx *ctx, const spmv_kernel *k, spmv_gpu_matrix *m, const spmv_params *p,
+                   const spmv_apply_args *a, const spmv_vec *x, spmv_vec *y, spmv_stats *stats,
+                   double *axpby_ms, spmv_error *err)
+{
+    UNUSED(ctx); UNUSED(m); UNUSED(p); UNUSED(a); UNUSED(x); UNUSED(y); UNUSED(stats); UNUSED(axpby_ms);
+    return spmv_error_set(err, SPMV_ERR_UNAVAILABLE, 0, "kernel %s: %s", k ? k->name : "?", no_cuda);
+}
+int spmv_gpu_run_k(spmv_gpu_ctx *ctx, const spmv_kernel *k, spmv_gpu_matrix *m, const spmv_params *p,
+                   int32_t ncols, const void *x, void *y, int32_t warmup, int32_t runs, spmv_stats *stats,
+                   spmv_error *err)
+{
+    UNUSED(ctx); UNUSED(m); UNUSED(p); UNUSED(ncols); UNUSED(x); UNUSED(y); UNUSED(warmup); UNUSED(runs);
+    UNUSED(stats);
+    return spmv_error_set(err, SPMV_ERR_UNAVAILABLE, 0, "kernel %s: %s", k ? k->name : "?", no_cuda);
+}
+int spmv_gpu_matrix_transpose(spmv_gpu_ctx *ctx, spmv_gpu_matrix *m, spmv_gpu_matrix **out, spmv_error *err)
+{
+    UNUSED(ctx); UNUSED(m);
+    *out = NULL;
+    VEC_ABSENT("transpose");
+}

@@ -1,0 +1,352 @@
+/* blas.c — vectors where the matrix lives, and the BLAS-1 calls on them.
+ *
+ * One entry point per operation (spmv_vec_dot, spmv_vec_axpby, ...) for
+ * every device: the operands are checked here, once, then host vectors run
+ * the OpenMP loops below and device vectors go to the GPU backend
+ * (engine/gpu/blas.cu, or absent.c's refusals in a build without CUDA).
+ * The solvers (solvers/) and the daemon's /v1/ops steps call only these,
+ * so a Krylov method is written once and runs wherever its vectors are.
+ *
+ * Reductions accumulate in float64 whatever the dtype and are column-wise
+ * for blocks (k > 1: one result per column). nrm2 scales as LAPACK's dnrm2
+ * does, so a vector of huge or tiny values neither overflows nor
+ * underflows to a wrong norm.
+ */
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "formats.h"
+#include "spmv.h"
+
+size_t spmv_vec_bytes(const spmv_vec *v)
+{
+    return v ? (size_t)v->n * (size_t)v->k * spmv_dtype_size(v->dtype) : 0;
+}
+
+static int check_shape(int64_t n, int32_t k, spmv_error *err)
+{
+    if (n < 0 || k < 1 || k > SPMV_MAX_K)
+        return spmv_error_set(err, SPMV_ERR_INVALID, 0, "a vector needs n >= 0 and 1 <= k <= %d (got n %lld, k %d)",
+                              SPMV_MAX_K, (long long)n, k);
+    if ((uint64_t)n > SIZE_MAX / 8 / (uint64_t)k)
+        return spmv_error_set(err, SPMV_ERR_LIMIT, 0, "a vector of %lld x %d values overflows the address space",
+                              (long long)n, k);
+    return SPMV_OK;
+}
+
+int spmv_vec_alloc(spmv_gpu_ctx *ctx, spmv_device_kind device, spmv_dtype dtype, int64_t n, int32_t k,
+                   spmv_vec *out, spmv_error *err)
+{
+    memset(out, 0, sizeof *out);
+    int st = check_shape(n, k, err);
+    if (st)
+        return st;
+    if (device == SPMV_DEVICE_GPU)
+        return spmv_gpu_vec_alloc(ctx, dtype, n, k, out, err);
+    size_t bytes = (size_t)n * (size_t)k * spmv_dtype_size(dtype);
+    void *p = malloc(bytes ? bytes : 1);
+    if (!p)
+        return spmv_error_set(err, SPMV_ERR_NOMEM, 0, "out of host memory for a vector of %zu bytes", bytes);
+    *out = (spmv_vec){.device = SPMV_DEVICE_CPU, .dtype = dtype, .n = n, .k = k, .data = p};
+    return SPMV_OK;
+}
+
+void spmv_vec_free(spmv_gpu_ctx *ctx, spmv_vec *v)
+{
+    if (!v || !v->data)
+        return;
+    if (v->device == SPMV_DEVICE_GPU)
+        spmv_gpu_vec_free(ctx, v);
+    else
+        free(v->data);
+    memset(v, 0, sizeof *v);
+}
+
+/* Operands of one call: same device, dtype, n and k. */
+static int check_pair(const spmv_vec *x, const spmv_vec *y, const char *op, spmv_error *err)
+{
+    if (!x || !y || (!x->data && x->n * x->k > 0) || (!y->data && y->n * y->k > 0))
+        return spmv_error_set(err, SPMV_ERR_INVALID, 0, "%s: missing operand", op);
+    if (x->device != y->device)
+        return spmv_error_set(err, SPMV_ERR_INVALID, 0, "%s: x is on the %s and y on the %s", op,
+                              x->device == SPMV_DEVICE_GPU ? "GPU" : "CPU", y->device == SPMV_DEVICE_GPU ? "GPU" : "CPU");
+    if (x->dtype != y->dtype)
+        return spmv_error_set(err, SPMV_ERR_INVALID, 0, "%s: x is %s and y is %s", op, spmv_dtype_name(x->dtype),
+                              spmv_dtype_name(y->dtype));
+    if (x->n != y->n || x->k != y->k)
+        return spmv_error_set(err, SPMV_ERR_SHAPE, 0, "%s: x has %lld x %d values and y %lld x %d", op,
+                              (long long)x->n, x->k, (long long)y->n, y->k);
+    return SPMV_OK;
+}
+
+static int check_one(const spmv_vec *x, const char *op, spmv_error *err)
+{
+    if (!x || (!x->data && x->n * x->k > 0))
+        return spmv_error_set(err, SPMV_ERR_INVALID, 0, "%s: missing operand", op);
+    return SPMV_OK;
+}
+
+#define GPU(v) ((v)->device == SPMV_DEVICE_GPU)
+#define LEN(v) ((int64_t)(v)->n * (v)->k)
+
+int spmv_vec_write(spmv_gpu_ctx *ctx, spmv_vec *v, const void *src, spmv_error *err)
+{
+    int st = check_one(v, "write", err);
+    if (st)
+        return st;
+    if (GPU(v))
+        return spmv_gpu_vec_write(ctx, v, src, err);
+    if (spmv_vec_bytes(v))
+        memcpy(v->data, src, spmv_vec_bytes(v));
+    return SPMV_OK;
+}
+
+int spmv_vec_read(spmv_gpu_ctx *ctx, const spmv_vec *v, void *dst, spmv_error *err)
+{
+    int st = check_one(v, "read", err);
+    if (st)
+        return st;
+    if (GPU(v))
+        return spmv_gpu_vec_read(ctx, v, dst, err);
+    if (spmv_vec_bytes(v))
+        memcpy(dst, v->data, spmv_vec_bytes(v));
+    return SPMV_OK;
+}
+
+int spmv_vec_fill(spmv_gpu_ctx *ctx, spmv_vec *v, double value, spmv_error *err)
+{
+    int st = check_one(v, "fill", err);
+    if (st)
+        return st;
+    if (GPU(v))
+        return spmv_gpu_vec_fill(ctx, v, value, err);
+    int64_t n = LEN(v);
+    if (v->dtype == SPMV_FLOAT64) {
+        double *p = v->data;
+#pragma omp parallel for schedule(static)
+        for (int64_t i = 0; i < n; i++)
+            p[i] = value;
+    } else {
+        float *p = v->data, f = (float)value;
+#pragma omp parallel for schedule(static)
+        for (int64_t i = 0; i < n; i++)
+            p[i] = f;
+    }
+    return SPMV_OK;
+}
+
+int spmv_vec_fill_random(spmv_gpu_ctx *ctx, spmv_vec *v, uint64_t seed, spmv_error *err)
+{
+    int st = check_one(v, "fill", err);
+    if (st)
+        return st;
+    if (!GPU(v)) {
+        size_t col = (size_t)v->n * spmv_dtype_size(v->dtype);
+        for (int32_t j = 0; j < v->k; j++)
+            spmv_random_vector(v->dtype, v->n, seed + (uint64_t)j, (char *)v->data + j * col);
+        return SPMV_OK;
+    }
+    /* drawn on the host, so one seed gives the same values on every device */
+    size_t bytes = spmv_vec_bytes(v);
+    void *h = malloc(bytes ? bytes : 1);
+    if (!h)
+        return spmv_error_set(err, SPMV_ERR_NOMEM, 0, "out of host memory drawing %zu bytes of random values", bytes);
+    spmv_vec hv = *v;
+    hv.device = SPMV_DEVICE_CPU;
+    hv.data = h;
+    spmv_vec_fill_random(NULL, &hv, seed, err);
+    st = spmv_gpu_vec_write(ctx, v, h, err);
+    free(h);
+    return st;
+}
+
+int spmv_vec_copy(spmv_gpu_ctx *ctx, const spmv_vec *x, spmv_vec *y, spmv_error *err)
+{
+    int st = check_pair(x, y, "copy", err);
+    if (st)
+        return st;
+    if (GPU(x))
+        return spmv_gpu_vec_copy(ctx, x, y, err);
+    if (x->data != y->data && spmv_vec_bytes(x))
+        memcpy(y->data, x->data, spmv_vec_bytes(x));
+    return SPMV_OK;
+}
+
+int spmv_vec_scal(spmv_gpu_ctx *ctx, double alpha, spmv_vec *x, spmv_error *err)
+{
+    int st = check_one(x, "scal", err);
+    if (st)
+        return st;
+    if (GPU(x))
+        return spmv_gpu_vec_scal(ctx, alpha, x, err);
+    int64_t n = LEN(x);
+    if (x->dtype == SPMV_FLOAT64) {
+        double *p = x->data;
+#pragma omp parallel for schedule(static)
+        for (int64_t i = 0; i < n; i++)
+            p[i] *= alpha;
+    } else {
+        float *p = x->data, a = (float)alpha;
+#pragma omp parallel for schedule(static)
+        for (int64_t i = 0; i < n; i++)
+            p[i] *= a;
+    }
+    return SPMV_OK;
+}
+
+/* y = alpha*x + beta*y on the host; beta == 1 is axpy. */
+static void host_axpby(double alpha, const spmv_vec *x, double beta, spmv_vec *y)
+{
+    int64_t n = LEN(x);
+    if (x->dtype == SPMV_FLOAT64) {
+        const double *a = x->data;
+        double *b = y->data;
+        if (beta == 1.0) {
+#pragma omp parallel for schedule(static)
+            for (int64_t i = 0; i < n; i++)
+                b[i] += alpha * a[i];
+        } else if (beta == 0.0) { /* y's old values, NaN or not, are not read */
+#pragma omp parallel for schedule(static)
+            for (int64_t i = 0; i < n; i++)
+                b[i] = alpha * a[i];
+        } else {
+#pragma omp parallel for schedule(static)
+            for (int64_t i = 0; i < n; i++)
+                b[i] = alpha * a[i] + beta * b[i];
+        }
+    } else {
+        const float *a = x->data;
+        float *b = y->data, al = (float)alpha, be = (float)beta;
+        if (beta == 0.0) {
+#pragma omp parallel for schedule(static)
+            for (int64_t i = 0; i < n; i++)
+                b[i] = al * a[i];
+        } else {
+#pragma omp parallel for schedule(static)
+            for (int64_t i = 0; i < n; i++)
+                b[i] = al * a[i] + be * b[i];
+        }
+    }
+}
+
+int spmv_vec_axpy(spmv_gpu_ctx *ctx, double alpha, const spmv_vec *x, spmv_vec *y, spmv_error *err)
+{
+    return spmv_vec_axpby(ctx, alpha, x, 1.0, y, err);
+}
+
+int spmv_vec_axpby(spmv_gpu_ctx *ctx, double alpha, const spmv_vec *x, double beta, spmv_vec *y, spmv_error *err)
+{
+    int st = check_pair(x, y, "axpby", err);
+    if (st)
+        return st;
+    if (GPU(x))
+        return spmv_gpu_vec_axpby(ctx, alpha, x, beta, y, err);
+    host_axpby(alpha, x, beta, y);
+    return SPMV_OK;
+}
+
+int spmv_vec_mul(spmv_gpu_ctx *ctx, const spmv_vec *x, spmv_vec *y, spmv_error *err)
+{
+    int st = check_pair(x, y, "mul", err);
+    if (st)
+        return st;
+    if (GPU(x))
+        return spmv_gpu_vec_mul(ctx, x, y, err);
+    int64_t n = LEN(x);
+    if (x->dtype == SPMV_FLOAT64) {
+        const double *a = x->data;
+        double *b = y->data;
+#pragma omp parallel for schedule(static)
+        for (int64_t i = 0; i < n; i++)
+            b[i] *= a[i];
+    } else {
+        const float *a = x->data;
+        float *b = y->data;
+#pragma omp parallel for schedule(static)
+        for (int64_t i = 0; i < n; i++)
+            b[i] *= a[i];
+    }
+    return SPMV_OK;
+}
+
+static double host_dot_col(spmv_dtype dt, const void *x, const void *y, int64_t n)
+{
+    double s = 0.0;
+    if (dt == SPMV_FLOAT64) {
+        const double *a = x, *b = y;
+#pragma omp parallel for reduction(+ : s) schedule(static)
+        for (int64_t i = 0; i < n; i++)
+            s += a[i] * b[i];
+    } else {
+        const float *a = x, *b = y;
+#pragma omp parallel for reduction(+ : s) schedule(static)
+        for (int64_t i = 0; i < n; i++)
+            s += (double)a[i] * (double)b[i];
+    }
+    return s;
+}
+
+int spmv_vec_dot(spmv_gpu_ctx *ctx, const spmv_vec *x, const spmv_vec *y, double *out, spmv_error *err)
+{
+    int st = check_pair(x, y, "dot", err);
+    if (st)
+        return st;
+    if (GPU(x))
+        return spmv_gpu_vec_dot(ctx, x, y, out, err);
+    size_t col = (size_t)x->n * spmv_dtype_size(x->dtype);
+    for (int32_t j = 0; j < x->k; j++)
+        out[j] = host_dot_col(x->dtype, (const char *)x->data + j * col, (const char *)y->data + j * col, x->n);
+    return SPMV_OK;
+}
+
+/* ||x||_2 of one column: the largest magnitude first, then the sum of
+ * squares scaled by it (two passes; no overflow for values near DBL_MAX). */
+static double host_nrm2_col(spmv_dtype dt, const void *x, int64_t n)
+{
+    double amax = 0.0, s = 0.0;
+    if (dt == SPMV_FLOAT64) {
+        const double *a = x;
+#pragma omp parallel for reduction(max : amax) schedule(static)
+        for (int64_t i = 0; i < n; i++)
+            amax = fmax(amax, fabs(a[i]));
+        if (amax == 0.0 || !isfinite(amax))
+            return amax;
+#pragma omp parallel for reduction(+ : s) schedule(static)
+        for (int64_t i = 0; i < n; i++) {
+            double t = a[i] / amax;
+            s += t * t;
+        }
+    } else {
+        const float *a = x;
+#pragma omp parallel for reduction(max : amax) schedule(static)
+        for (int64_t i = 0; i < n; i++)
+            amax = fmax(amax, fabs((double)a[i]));
+        if (amax == 0.0 || !isfinite(amax))
+            return amax;
+#pragma omp parallel for reduction(+ : s) schedule(static)
+        for (int64_t i = 0; i < n; i++) {
+            double t = (double)a[i] / amax;
+            s += t * t;
+        }
+    }
+    return isnan(s) ? s : amax * sqrt(s);
+}
+
+int spmv_vec_nrm2(spmv_gpu_ctx *ctx, const spmv_vec *x, double *out, spmv_error *err)
+{
+    int st = check_one(x, "nrm2", err);
+    if (st)
+        return st;
+    if (GPU(x))
+        return spmv_gpu_vec_nrm2(ctx, x, out, err);
+    size_t col = (size_t)x->n * spmv_dtype_size(x->dtype);
+    for (int32_t j = 0; j < x->k; j++)
+        out[j] = host_nrm2_col(x->dtype, (const char *)x->data + j * col, x->n);
+    return SPMV_OK;
+}
+
+int spmv_vec_sync(spmv_gpu_ctx *ctx, spmv_error *err)
+{
+    return ctx ? spmv_gpu_sync(ctx, err) : SPMV_OK;
+}

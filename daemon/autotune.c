@@ -127,7 +127,7 @@ static int run_on_worker(void *c, const spmv_kernel *k, const spmv_params *p, co
 
 static int tune_now(spmvd *d, worker *w, matrix *m, matrix_tuning *out, spmv_error *err)
 {
-    spmv_tune_options o = {device_of(m), (double)d->cfg.tune_budget_ms, (int32_t)d->cfg.tune_max_runs, 10, 0};
+    spmv_tune_options o = {device_of(m), (double)d->cfg.tune_budget_ms, (int32_t)d->cfg.tune_max_runs, 10, 0, 1};
     spmv_tune_result r;
     tune_ctx c = {w, m};
     uint64_t seed = 0;

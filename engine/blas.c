@@ -144,7 +144,7 @@ int spmv_vec_fill_random(spmv_gpu_ctx *ctx, spmv_vec *v, uint64_t seed, spmv_err
     if (!GPU(v)) {
         size_t col = (size_t)v->n * spmv_dtype_size(v->dtype);
         for (int32_t j = 0; j < v->k; j++)
-            spmv_random_vector(v->dtype, v->n, seed + (uint64_t)j, (char *)v->data + j * col);
+            spmv_random_vector(v->dtype, v->n, seed + (uint64_t)j * UINT64_C(0x9E3779B97F4A7C15), (char *)v->data + j * col);
         return SPMV_OK;
     }
     /* drawn on the host, so one seed gives the same values on every device */

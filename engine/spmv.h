@@ -469,7 +469,7 @@ void spmv_vec_free(spmv_gpu_ctx *ctx, spmv_vec *v);   /* zeroes *v; NULL data is
 int spmv_vec_write(spmv_gpu_ctx *ctx, spmv_vec *v, const void *src, spmv_error *err);
 int spmv_vec_read(spmv_gpu_ctx *ctx, const spmv_vec *v, void *dst, spmv_error *err);
 /* v = value everywhere; v = spmv_random_vector(seed) (the same values on
- * every device for one seed, column j drawn with seed + j). */
+ * every device for one seed, column j drawn with seed + j*0x9E3779B97F4A7C15). */
 int spmv_vec_fill(spmv_gpu_ctx *ctx, spmv_vec *v, double value, spmv_error *err);
 int spmv_vec_fill_random(spmv_gpu_ctx *ctx, spmv_vec *v, uint64_t seed, spmv_error *err);
 /* BLAS-1 over whole blocks (every column): y = x; x = alpha*x; y += alpha*x;

@@ -37,6 +37,7 @@ typedef struct tune_candidate {
 
 static const tune_candidate gpu_candidates[] = {
     {"cusparse.csr", SPMV_PARAM_ALG, 1},
+    {"gpu.csr.spmm", NONE, 0},  /* one column or k: only it and cuSPARSE take blocks */
     {"gpu.csr.light", NONE, 0},
     {"gpu.csr.binned", NONE, 0},
     {"cusparse.sell", SPMV_PARAM_HACK_SIZE, 64},
@@ -84,7 +85,7 @@ void spmv_params_format(const spmv_kernel *k, const spmv_params *p, char *buf, s
 }
 
 
-static void tune_poison(spmv_dtype dt, int32_t n, void *y)
+static void tune_poison(spmv_dtype dt, int64_t n, void *y)
 {
     memset(y, 0xff, (size_t)n * spmv_dtype_size(dt)); /* all bits set: NaN in both dtypes */
 }
@@ -127,7 +128,7 @@ static bool tune_one(tune_state *s, const tune_candidate *c)
     spmv_params p;
     spmv_stats st;
     spmv_error e;
-    if (!k || !spmv_kernel_available(k, NULL))
+    if (!k || !spmv_kernel_available(k, NULL) || spmv_kernel_max_k(k) < s->o->k)
         return true;
     memset(&p, 0, sizeof p);
     if (c->param != NONE)
@@ -146,12 +147,23 @@ static bool tune_one(tune_state *s, const tune_candidate *c)
     int32_t n = 2 + s->runs_per;
     if (tune_over(s, n, st.median_ms * n + probe_ms))
         return false;
-    tune_poison(s->a->dtype, s->a->rows, s->y);
+    tune_poison(s->a->dtype, (int64_t)s->a->rows * s->o->k, s->y);
     s->res->runs += n;
     if (s->run(s->ctx, k, &p, s->x, s->y, 2, s->runs_per, &st, &e) != SPMV_OK)
         return true;
     s->res->timed++;
-    double err = spmv_max_rel_err(s->a->dtype, s->y, s->ref, s->a->rows);
+    double err = 0;
+    bool bad = false;
+    size_t col = (size_t)s->a->rows * spmv_dtype_size(s->a->dtype);
+    for (int32_t j = 0; j < s->o->k; j++) {
+        double e = spmv_max_rel_err(s->a->dtype, (char *)s->y + j * col, (char *)s->ref + j * col, s->a->rows);
+        if (isnan(e))
+            bad = true;
+        else if (e > err)
+            err = e;
+    }
+    if (bad)
+        err = NAN;
     if (!(err <= s->bound))
         return true; /* wrong answer: never chosen */
     if (s->best_ms <= 0 || st.median_ms < s->best_ms) {
@@ -166,7 +178,7 @@ static bool tune_one(tune_state *s, const tune_candidate *c)
 int spmv_tune(const spmv_csr *a, const spmv_tune_options *opt, spmv_tune_run_fn run, void *ctx,
               spmv_tune_result *out, spmv_error *err)
 {
-    spmv_tune_options o = {SPMV_DEVICE_GPU, 0, 0, 0, 0};
+    spmv_tune_options o = {SPMV_DEVICE_GPU, 0, 0, 0, 0, 1};
     tune_state s;
     const tune_candidate *list;
     size_t n, vs;
@@ -182,6 +194,10 @@ int spmv_tune(const spmv_csr *a, const spmv_tune_options *opt, spmv_tune_run_fn 
         o.runs = 10;
     if (o.max_runs < 0)
         return spmv_error_set(err, SPMV_ERR_INVALID, 0, "tune: max_runs %d is negative", o.max_runs);
+    if (o.k <= 0)
+        o.k = 1;
+    if (o.k > SPMV_MAX_K)
+        return spmv_error_set(err, SPMV_ERR_INVALID, 0, "tune: k %d is over %d", o.k, SPMV_MAX_K);
     memset(out, 0, sizeof *out);
     memset(&s, 0, sizeof s);
     list = o.device == SPMV_DEVICE_GPU ? gpu_candidates : cpu_candidates;
@@ -189,17 +205,20 @@ int spmv_tune(const spmv_csr *a, const spmv_tune_options *opt, spmv_tune_run_fn 
     out->candidates = (int32_t)n;
     s = (tune_state){a, &o, run, ctx, NULL, NULL, NULL, spmv_now_ms(), 0, 0, o.runs, out};
     vs = spmv_dtype_size(a->dtype);
-    s.x = malloc((size_t)(a->cols > 0 ? a->cols : 1) * vs);
-    s.y = malloc((size_t)(a->rows > 0 ? a->rows : 1) * vs);
-    s.ref = malloc((size_t)(a->rows > 0 ? a->rows : 1) * vs);
+    s.x = malloc((size_t)(a->cols > 0 ? a->cols : 1) * vs * (size_t)o.k);
+    s.y = malloc((size_t)(a->rows > 0 ? a->rows : 1) * vs * (size_t)o.k);
+    s.ref = malloc((size_t)(a->rows > 0 ? a->rows : 1) * vs * (size_t)o.k);
     if (!s.x || !s.y || !s.ref) {
         st = spmv_error_set(err, SPMV_ERR_NOMEM, 0, "tune: vectors of %d and %d values", a->cols, a->rows);
         goto fail;
     }
     /* x deterministic from the seed, never zero-filled (zeros would hide
      * unwritten rows) */
-    spmv_random_vector(a->dtype, a->cols, o.seed ? o.seed : 0x7u, s.x);
-    spmv_reference(a, s.x, s.ref);
+    for (int32_t j = 0; j < o.k; j++) { /* one column of x (and of the reference) per k */
+        void *xj = (char *)s.x + (size_t)j * a->cols * vs, *rj = (char *)s.ref + (size_t)j * a->rows * vs;
+        spmv_random_vector(a->dtype, a->cols, (o.seed ? o.seed : 0x7u) + (uint64_t)j * UINT64_C(0x9E3779B97F4A7C15), xj);
+        spmv_reference(a, xj, rj);
+    }
     s.bound = tune_bound(a);
     for (size_t i = 0; i < n; i++)
         if (!tune_one(&s, &list[i])) {

@@ -1,0 +1,526 @@
+/* krylov.c — CG, BiCGSTAB and restarted GMRES on the engine's vector calls.
+ *
+ * Every vector operation is an spmv_vec_* call and every product the
+ * caller's operator, so these loops run unchanged on host vectors and on a
+ * GPU's (krylov.h says how they stop). The preconditioner is Jacobi or
+ * none: CG applies it as PCG (z = D^-1 r, so the residual tested is the
+ * true r); BiCGSTAB and GMRES apply it on the right (A D^-1 u = b, x =
+ * D^-1 u), so their residual is b - A*x too and one tolerance means the
+ * same thing for all three, as in SciPy.
+ *
+ * The time split: `spmv_ms` is the sum of the operator's own times, `setup`
+ * the work vectors and the first residual, `vector` the rest (BLAS-1 and
+ * the waits of dots for the device).
+ */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+
+#include "krylov.h"
+
+static const char *const method_names[] = {"cg", "bicgstab", "gmres"};
+static const char *const stop_names[] = {"converged", "maxit", "breakdown", "cancelled"};
+
+const char *spmv_solve_method_name(spmv_solve_method m)
+{
+    return (unsigned)m < 3 ? method_names[m] : "?";
+}
+
+int spmv_solve_method_parse(const char *name, spmv_solve_method *out)
+{
+    for (int i = 0; name && i < 3; i++)
+        if (strcasecmp(name, method_names[i]) == 0) {
+            *out = (spmv_solve_method)i;
+            return SPMV_OK;
+        }
+    return SPMV_ERR_INVALID;
+}
+
+const char *spmv_solve_stop_name(spmv_solve_stop s)
+{
+    return (unsigned)s < 4 ? stop_names[s] : "?";
+}
+
+void spmv_solve_result_free(spmv_solve_result *res)
+{
+    if (res) {
+        free(res->history);
+        res->history = NULL;
+        res->history_len = 0;
+    }
+}
+
+int spmv_csr_inv_diag(const spmv_csr *a, void *out, spmv_error *err)
+{
+    if (a->rows != a->cols)
+        return spmv_error_set(err, SPMV_ERR_SHAPE, 0, "Jacobi needs a square matrix, not %d x %d", a->rows, a->cols);
+    for (int32_t i = 0; i < a->rows; i++) {
+        double d = 0.0;
+        for (int32_t p = a->row_ptr[i]; p < a->row_ptr[i + 1]; p++)
+            if (a->col[p] == i)
+                d += a->dtype == SPMV_FLOAT64 ? ((const double *)a->val)[p] : ((const float *)a->val)[p];
+        if (d == 0.0 || !isfinite(d))
+            return spmv_error_set(err, SPMV_ERR_INVALID, 0,
+                                  "Jacobi needs a non-zero finite diagonal: row %d (0-based) has a_ii = %g", i, d);
+        if (a->dtype == SPMV_FLOAT64)
+            ((double *)out)[i] = 1.0 / d;
+        else
+            ((float *)out)[i] = (float)(1.0 / d);
+    }
+    return SPMV_OK;
+}
+
+/* ------------------------------------------------------------ the state */
+
+#define MAX_WORK 8
+
+typedef struct solve_state {
+    spmv_gpu_ctx *ctx;
+    const spmv_linop *a;
+    const spmv_solve_options *o;
+    spmv_solve_result *res;
+    spmv_error *err;
+    spmv_vec w[MAX_WORK];      /* work vectors, like b */
+    int nw;
+    double bnorm;
+    int32_t hist_cap;
+} solve_state;
+
+static int work(solve_state *s, const spmv_vec *like, spmv_vec **out)
+{
+    if (s->nw == MAX_WORK)
+        return spmv_error_set(s->err, SPMV_ERR_INVALID, 0, "solver: too many work vectors");
+    spmv_vec *v = &s->w[s->nw];
+    int st = spmv_vec_alloc(s->ctx, like->device, like->dtype, like->n, 1, v, s->err);
+    if (st == SPMV_OK) {
+        s->nw++;
+        *out = v;
+    }
+    return st;
+}
+
+static int apply(solve_state *s, const spmv_vec *x, spmv_vec *y)
+{
+    double ms = 0;
+    int st = s->a->apply(s->a->ctx, x, y, &ms, s->err);
+    s->res->spmv_ms += ms;
+    s->res->spmv_calls++;
+    return st;
+}
+
+/* Records the relative residual of iteration `it`; non-zero when the
+ * caller cancels. */
+static int record(solve_state *s, int32_t it, double relres)
+{
+    spmv_solve_result *r = s->res;
+    if (r->history_len == s->hist_cap) {
+        int32_t cap = s->hist_cap ? 2 * s->hist_cap : 64;
+        double *h = realloc(r->history, (size_t)cap * sizeof *h);
+        if (!h)
+            return spmv_error_set(s->err, SPMV_ERR_NOMEM, 0, "out of memory for the residual history");
+        r->history = h;
+        s->hist_cap = cap;
+    }
+    r->history[r->history_len++] = relres;
+    r->iterations = it;
+    if (it > 0 && s->o->progress && s->o->progress(s->o->progress_ctx, it, relres)) {
+        r->stop = SPMV_STOP_CANCELLED;
+        snprintf(r->detail, sizeof r->detail, "cancelled after %d iterations", it);
+        return 1;
+    }
+    return 0;
+}
+
+static void breakdown(solve_state *s, const char *what, double value, int32_t it)
+{
+    s->res->stop = SPMV_STOP_BREAKDOWN;
+    s->res->breakdown_value = value;
+    snprintf(s->res->detail, sizeof s->res->detail, "breakdown: %s = %.17g at iteration %d", what, value, it + 1);
+}
+
+/* Whether the residual norm meets tol; marks the stop when it does. */
+static bool converged(solve_state *s, double rnorm)
+{
+    bool yes = rnorm <= s->o->tol * s->bnorm;
+    if (yes && s->res->stop == SPMV_STOP_MAXIT)
+        s->res->stop = SPMV_STOP_CONVERGED;
+    return yes;
+}
+
+/* z = D^-1 r (Jacobi) or z = r. */
+static int precond(solve_state *s, const spmv_vec *r, spmv_vec *z)
+{
+    int st = spmv_vec_copy(s->ctx, r, z, s->err);
+    if (st == SPMV_OK && s->o->inv_diag)
+        st = spmv_vec_mul(s->ctx, s->o->inv_diag, z, s->err);
+    return st;
+}
+
+/* r = b - A*x */
+static int residual(solve_state *s, const spmv_vec *b, const spmv_vec *x, spmv_vec *r)
+{
+    int st = apply(s, x, r);
+    if (st == SPMV_OK)
+        st = spmv_vec_axpby(s->ctx, 1.0, b, -1.0, r, s->err);
+    return st;
+}
+
+#define TRY(call)                     \
+    do {                              \
+        if ((st = (call)) != SPMV_OK) \
+            return st;                \
+    } while (0)
+
+/* ------------------------------------------------------------------ CG */
+
+static int cg(solve_state *s, const spmv_vec *b, spmv_vec *x)
+{
+    spmv_gpu_ctx *c = s->ctx;
+    spmv_error *e = s->err;
+    spmv_vec *r, *z, *p, *q;
+    double rz, rnorm;
+    int st;
+    TRY(work(s, b, &r));
+    TRY(work(s, b, &p));
+    TRY(work(s, b, &q));
+    z = r;
+    if (s->o->inv_diag)
+        TRY(work(s, b, &z));
+    TRY(residual(s, b, x, r));
+    TRY(spmv_vec_nrm2(c, r, &rnorm, e));
+    if (record(s, 0, rnorm / s->bnorm) || converged(s, rnorm))
+        return SPMV_OK;
+    TRY(precond(s, r, z));
+    TRY(spmv_vec_copy(c, z, p, e));
+    TRY(spmv_vec_dot(c, r, z, &rz, e));
+    for (int32_t it = 0; it < s->o->maxit; it++) {
+        double pq;
+        TRY(apply(s, p, q));
+        TRY(spmv_vec_dot(c, p, q, &pq, e));
+        if (!(pq > 0.0) || !isfinite(pq)) {
+            breakdown(s, "p·Ap (the matrix is not positive definite)", pq, it);
+            return SPMV_OK;
+        }
+        double alpha = rz / pq;
+        TRY(spmv_vec_axpy(c, alpha, p, x, e));
+        TRY(spmv_vec_axpy(c, -alpha, q, r, e));
+        TRY(spmv_vec_nrm2(c, r, &rnorm, e));
+        if (record(s, it + 1, rnorm / s->bnorm))
+            return SPMV_OK;
+        if (converged(s, rnorm))
+            return SPMV_OK;
+        double rz_new;
+        if (s->o->inv_diag) {
+            TRY(precond(s, r, z));
+            TRY(spmv_vec_dot(c, r, z, &rz_new, e));
+        } else
+            rz_new = rnorm * rnorm;
+        if (rz == 0.0 || !isfinite(rz_new)) {
+            breakdown(s, "r·z", rz_new, it);
+            return SPMV_OK;
+        }
+        TRY(spmv_vec_axpby(c, 1.0, z, rz_new / rz, p, e)); /* p = z + beta p */
+        rz = rz_new;
+    }
+    return SPMV_OK;
+}
+
+/* ------------------------------------------------------------ BiCGSTAB */
+
+static int bicgstab(solve_state *s, const spmv_vec *b, spmv_vec *x)
+{
+    spmv_gpu_ctx *c = s->ctx;
+    spmv_error *e = s->err;
+    spmv_vec *r, *r0, *p, *v, *t, *ph, *sh;
+    double rnorm, rho = 1.0, alpha = 1.0, omega = 1.0;
+    int st;
+    TRY(work(s, b, &r));
+    TRY(work(s, b, &r0));
+    TRY(work(s, b, &p));
+    TRY(work(s, b, &v));
+    TRY(work(s, b, &t));
+    ph = p;
+    sh = r;
+    if (s->o->inv_diag) {
+        TRY(work(s, b, &ph));
+        TRY(work(s, b, &sh));
+    }
+    TRY(residual(s, b, x, r));
+    TRY(spmv_vec_nrm2(c, r, &rnorm, e));
+    if (record(s, 0, rnorm / s->bnorm) || converged(s, rnorm))
+        return SPMV_OK;
+    TRY(spmv_vec_copy(c, r, r0, e));
+    TRY(spmv_vec_fill(c, p, 0.0, e));
+    TRY(spmv_vec_fill(c, v, 0.0, e));
+    for (int32_t it = 0; it < s->o->maxit; it++) {
+        double rho_new, r0v, ts, tt;
+        TRY(spmv_vec_dot(c, r0, r, &rho_new, e));
+        if (rho_new == 0.0 || !isfinite(rho_new)) {
+            breakdown(s, "rho = r0·r", rho_new, it);
+            return SPMV_OK;
+        }
+        double beta = (rho_new / rho) * (alpha / omega);
+        /* p = r + beta (p - omega v) */
+        TRY(spmv_vec_axpy(c, -omega, v, p, e));
+        TRY(spmv_vec_axpby(c, 1.0, r, beta, p, e));
+        if (s->o->inv_diag)
+            TRY(precond(s, p, ph));
+        TRY(apply(s, ph, v));
+        TRY(spmv_vec_dot(c, r0, v, &r0v, e));
+        if (r0v == 0.0 || !isfinite(r0v)) {
+            breakdown(s, "r0·v", r0v, it);
+            return SPMV_OK;
+        }
+        alpha = rho_new / r0v;
+        TRY(spmv_vec_axpy(c, -alpha, v, r, e)); /* r is now s */
+        TRY(spmv_vec_axpy(c, alpha, ph, x, e));
+        TRY(spmv_vec_nrm2(c, r, &rnorm, e));
+        if (converged(s, rnorm)) {
+            record(s, it + 1, rnorm / s->bnorm);
+            return SPMV_OK;
+        }
+        if (s->o->inv_diag)
+            TRY(precond(s, r, sh));
+        TRY(apply(s, sh, t));
+        TRY(spmv_vec_dot(c, t, r, &ts, e));
+        TRY(spmv_vec_dot(c, t, t, &tt, e));
+        if (tt == 0.0 || !isfinite(tt)) {
+            breakdown(s, "t·t", tt, it);
+            return SPMV_OK;
+        }
+        omega = ts / tt;
+        TRY(spmv_vec_axpy(c, omega, sh, x, e));
+        TRY(spmv_vec_axpy(c, -omega, t, r, e));
+        TRY(spmv_vec_nrm2(c, r, &rnorm, e));
+        if (record(s, it + 1, rnorm / s->bnorm) || converged(s, rnorm))
+            return SPMV_OK;
+        if (omega == 0.0) {
+            breakdown(s, "omega", omega, it);
+            return SPMV_OK;
+        }
+        rho = rho_new;
+    }
+    return SPMV_OK;
+}
+
+/* --------------------------------------------------------------- GMRES */
+
+/* Restarted GMRES(m), right-preconditioned, modified Gram-Schmidt, Givens
+ * rotations on the host. The basis is m+1 vectors of the solve's device. */
+static int gmres(solve_state *s, const spmv_vec *b, spmv_vec *x)
+{
+    spmv_gpu_ctx *c = s->ctx;
+    spmv_error *e = s->err;
+    int32_t m = s->o->restart > 0 ? s->o->restart : SPMV_GMRES_RESTART_DEFAULT;
+    if (m > s->o->maxit)
+        m = s->o->maxit;
+    spmv_vec *r, *zt;
+    double *h = NULL, *cs = NULL, *sn = NULL, *g = NULL, *yv = NULL;
+    double rnorm;
+    int st;
+    TRY(work(s, b, &r));
+    TRY(work(s, b, &zt));
+    spmv_vec *V = calloc((size_t)m + 1, sizeof *V);
+    h = calloc((size_t)(m + 1) * m, sizeof *h);
+    cs = calloc((size_t)m, sizeof *cs);
+    sn = calloc((size_t)m, sizeof *sn);
+    g = calloc((size_t)m + 1, sizeof *g);
+    yv = calloc((size_t)m, sizeof *yv);
+    int32_t nv = 0;
+    if (!V || !h || !cs || !sn || !g || !yv) {
+        st = spmv_error_set(e, SPMV_ERR_NOMEM, 0, "out of memory for GMRES(%d)", m);
+        goto out;
+    }
+    for (; nv <= m; nv++)
+        if ((st = spmv_vec_alloc(c, b->device, b->dtype, b->n, 1, &V[nv], e)))
+            goto out;
+    if ((st = residual(s, b, x, r)) || (st = spmv_vec_nrm2(c, r, &rnorm, e)))
+        goto out;
+    if (record(s, 0, rnorm / s->bnorm) || converged(s, rnorm))
+        goto out;
+#define H(i, j) h[(size_t)(j) * (m + 1) + (i)]
+    int32_t it = 0;
+    while (it < s->o->maxit) {
+        if ((st = spmv_vec_copy(c, r, &V[0], e)) || (st = spmv_vec_scal(c, 1.0 / rnorm, &V[0], e)))
+            goto out;
+        memset(g, 0, (size_t)(m + 1) * sizeof *g);
+        g[0] = rnorm;
+        int32_t j, used = 0;
+        bool done = false;
+        for (j = 0; j < m && it < s->o->maxit; j++) {
+            const spmv_vec *in = &V[j];
+            if (s->o->inv_diag) {
+                if ((st = precond(s, &V[j], zt)))
+                    goto out;
+                in = zt;
+            }
+            if ((st = apply(s, in, &V[j + 1])))
+                goto out;
+            for (int32_t i = 0; i <= j; i++) {
+                if ((st = spmv_vec_dot(c, &V[i], &V[j + 1], &H(i, j), e)) ||
+                    (st = spmv_vec_axpy(c, -H(i, j), &V[i], &V[j + 1], e)))
+                    goto out;
+            }
+            double hn;
+            if ((st = spmv_vec_nrm2(c, &V[j + 1], &hn, e)))
+                goto out;
+            H(j + 1, j) = hn;
+            for (int32_t i = 0; i < j; i++) { /* earlier rotations */
+                double t = cs[i] * H(i, j) + sn[i] * H(i + 1, j);
+                H(i + 1, j) = -sn[i] * H(i, j) + cs[i] * H(i + 1, j);
+                H(i, j) = t;
+            }
+            double den = hypot(H(j, j), H(j + 1, j));
+            if (den == 0.0 || !isfinite(den)) {
+                breakdown(s, "the Hessenberg column norm", den, it);
+                used = j;
+                done = true;
+                break;
+            }
+            cs[j] = H(j, j) / den;
+            sn[j] = H(j + 1, j) / den;
+            H(j, j) = den;
+            H(j + 1, j) = 0.0;
+            g[j + 1] = -sn[j] * g[j];
+            g[j] = cs[j] * g[j];
+            it++;
+            used = j + 1;
+            double est = fabs(g[j + 1]);
+            if (record(s, it, est / s->bnorm)) {
+                done = true;
+                break;
+            }
+            if (converged(s, est) || hn == 0.0) { /* hn == 0: lucky breakdown, the solution is exact */
+                done = true;
+                break;
+            }
+            if ((st = spmv_vec_scal(c, 1.0 / hn, &V[j + 1], e)))
+                goto out;
+        }
+        /* x += M^-1 V y, y from the triangular system H y = g */
+        for (int32_t i = used - 1; i >= 0; i--) {
+            double t = g[i];
+            for (int32_t k = i + 1; k < used; k++)
+                t -= H(i, k) * yv[k];
+            yv[i] = t / H(i, i);
+        }
+        if ((st = spmv_vec_fill(c, zt, 0.0, e)))
+            goto out;
+        for (int32_t i = 0; i < used; i++)
+            if ((st = spmv_vec_axpy(c, yv[i], &V[i], zt, e)))
+                goto out;
+        if (s->o->inv_diag && (st = spmv_vec_mul(c, s->o->inv_diag, zt, e)))
+            goto out;
+        if ((st = spmv_vec_axpy(c, 1.0, zt, x, e)))
+            goto out;
+        if (done || s->res->stop != SPMV_STOP_MAXIT)
+            break;
+        /* restart from the true residual */
+        if ((st = residual(s, b, x, r)) || (st = spmv_vec_nrm2(c, r, &rnorm, e)))
+            goto out;
+        if (converged(s, rnorm))
+            break;
+    }
+#undef H
+out:
+    for (int32_t i = 0; i < nv; i++)
+        spmv_vec_free(c, &V[i]);
+    free(V);
+    free(h);
+    free(cs);
+    free(sn);
+    free(g);
+    free(yv);
+    return st;
+}
+
+/* ---------------------------------------------------------------- solve */
+
+static int check_args(const spmv_linop *a, const spmv_vec *b, const spmv_vec *x, const spmv_solve_options *o,
+                      spmv_error *err)
+{
+    if (!a || !a->apply || !b || !x || !o)
+        return spmv_error_set(err, SPMV_ERR_INVALID, 0, "solve: missing operator, b, x or options");
+    if (a->rows != a->cols)
+        return spmv_error_set(err, SPMV_ERR_SHAPE, 0, "solve needs a square matrix, not %lld x %lld",
+                              (long long)a->rows, (long long)a->cols);
+    if (b->n != a->rows || x->n != a->rows || b->k != 1 || x->k != 1)
+        return spmv_error_set(err, SPMV_ERR_SHAPE, 0, "solve: b and x need %lld values in one column (b %lld x %d, x %lld x %d)",
+                              (long long)a->rows, (long long)b->n, b->k, (long long)x->n, x->k);
+    if (b->device != x->device || b->dtype != x->dtype)
+        return spmv_error_set(err, SPMV_ERR_INVALID, 0, "solve: b and x must share device and dtype");
+    if (!isfinite(o->tol) || o->tol <= 0.0)
+        return spmv_error_set(err, SPMV_ERR_INVALID, 0, "tol must be finite and > 0, not %g", o->tol);
+    if (o->maxit < 1)
+        return spmv_error_set(err, SPMV_ERR_INVALID, 0, "maxit must be at least 1, not %d", o->maxit);
+    if (o->restart < 0 || o->restart > SPMV_GMRES_RESTART_MAX)
+        return spmv_error_set(err, SPMV_ERR_INVALID, 0, "restart must be 1..%d, not %d", SPMV_GMRES_RESTART_MAX,
+                              o->restart);
+    if ((unsigned)o->method > SPMV_SOLVE_GMRES)
+        return spmv_error_set(err, SPMV_ERR_INVALID, 0, "unknown solver method %d", (int)o->method);
+    return SPMV_OK;
+}
+
+int spmv_solve(spmv_gpu_ctx *ctx, const spmv_linop *a, const spmv_vec *b, spmv_vec *x,
+               const spmv_solve_options *o, spmv_solve_result *res, spmv_error *err)
+{
+    memset(res, 0, sizeof *res);
+    int st = check_args(a, b, x, o, err);
+    if (st)
+        return st;
+    double t0 = spmv_now_ms();
+    solve_state s = {.ctx = ctx, .a = a, .o = o, .res = res, .err = err};
+    res->stop = SPMV_STOP_MAXIT;
+    if ((st = spmv_vec_nrm2(ctx, b, &s.bnorm, err)))
+        goto done;
+    if (s.bnorm == 0.0) { /* A x = 0: x = 0 is the answer */
+        if ((st = spmv_vec_fill(ctx, x, 0.0, err)) == SPMV_OK) {
+            res->stop = SPMV_STOP_CONVERGED;
+            snprintf(res->detail, sizeof res->detail, "b is zero: x = 0");
+            record(&s, 0, 0.0);
+        }
+        goto done;
+    }
+    if (!isfinite(s.bnorm)) {
+        st = spmv_error_set(err, SPMV_ERR_INVALID, 0, "b holds a non-finite value (||b|| = %g)", s.bnorm);
+        goto done;
+    }
+    res->setup_ms = spmv_now_ms() - t0;
+    switch (o->method) {
+    case SPMV_SOLVE_CG: st = cg(&s, b, x); break;
+    case SPMV_SOLVE_BICGSTAB: st = bicgstab(&s, b, x); break;
+    case SPMV_SOLVE_GMRES: st = gmres(&s, b, x); break;
+    }
+    if (st)
+        goto done;
+    /* the answer's own residual, recomputed: never the recurrence's word */
+    spmv_vec *r = NULL;
+    double rnorm = NAN;
+    if ((st = work(&s, b, &r)) || (st = residual(&s, b, x, r)) || (st = spmv_vec_nrm2(ctx, r, &rnorm, err)))
+        goto done;
+    res->relres = rnorm / s.bnorm;
+    if (res->stop != SPMV_STOP_CANCELLED && rnorm <= o->tol * s.bnorm) {
+        /* maxit's last step or a breakdown right at the answer still converged */
+        if (res->stop == SPMV_STOP_BREAKDOWN)
+            res->detail[0] = '\0';
+        res->stop = SPMV_STOP_CONVERGED;
+    }
+    if (res->stop == SPMV_STOP_CONVERGED && !res->detail[0])
+        snprintf(res->detail, sizeof res->detail, "||b - Ax|| / ||b|| = %.3g <= tol %.3g after %d iterations",
+                 res->relres, o->tol, res->iterations);
+    else if (res->stop == SPMV_STOP_MAXIT)
+        snprintf(res->detail, sizeof res->detail, "maxit %d reached with ||b - Ax|| / ||b|| = %.3g > tol %.3g",
+                 o->maxit, res->relres, o->tol);
+done:
+    for (int i = 0; i < s.nw; i++)
+        spmv_vec_free(ctx, &s.w[i]);
+    res->total_ms = spmv_now_ms() - t0;
+    res->vector_ms = res->total_ms - res->spmv_ms - res->setup_ms;
+    if (res->vector_ms < 0)
+        res->vector_ms = 0;
+    if (st)
+        spmv_solve_result_free(res);
+    return st;
+}

@@ -1,0 +1,408 @@
+/* test_krylov.c — host vectors, BLAS-1, products with resident operands,
+ * k-column products, the transpose and the Krylov solvers (engine/blas.c,
+ * engine/cpu/apply.c, solvers/krylov.c).
+ *
+ * Inputs are drawn afresh each run (seed printed). BLAS-1 calls are checked
+ * against plain loops in float64; apply with alpha/beta, k columns and Aᵀ
+ * against products computed here from the COO triplets, with the outputs
+ * poisoned first; the solvers by the true residual ||b - A x|| / ||b||
+ * computed here and the distance to a known x_true, on generated 2-D
+ * Poisson matrices (SPD) and a non-symmetric one, plus every stop reason
+ * (converged, maxit, breakdown, cancelled) and the refusals.
+ */
+#include <math.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <cmocka.h>
+
+#include "krylov.h"
+#include "spmv.h"
+#include "testutil.h"
+
+static tu_rng rng;
+
+static void hv(spmv_dtype dt, int64_t n, int32_t k, spmv_vec *v)
+{
+    spmv_error err = {0};
+    assert_int_equal(spmv_vec_alloc(NULL, SPMV_DEVICE_CPU, dt, n, k, v, &err), SPMV_OK);
+    tu_random_vector(&rng, dt, n * k, v->data);
+}
+
+static double at(const spmv_vec *v, int64_t i)
+{
+    return v->dtype == SPMV_FLOAT64 ? ((double *)v->data)[i] : ((float *)v->data)[i];
+}
+
+static void test_blas1(void **state)
+{
+    (void)state;
+    spmv_error err = {0};
+    for (int d = 0; d < 2; d++) {
+        spmv_dtype dt = d ? SPMV_FLOAT32 : SPMV_FLOAT64;
+        double tol = d ? 1e-5 : 1e-13;
+        for (int32_t k = 1; k <= 3; k += 2) {
+            int64_t n = 1000 + tu_rng_range(&rng, 0, 500);
+            spmv_vec x, y, y0;
+            hv(dt, n, k, &x);
+            hv(dt, n, k, &y);
+            hv(dt, n, k, &y0);
+            memcpy(y0.data, y.data, spmv_vec_bytes(&y));
+            double a = tu_rng_value(&rng), b = tu_rng_value(&rng);
+            assert_int_equal(spmv_vec_axpby(NULL, a, &x, b, &y, &err), SPMV_OK);
+            for (int64_t i = 0; i < n * k; i++)
+                assert_true(fabs(at(&y, i) - (a * at(&x, i) + b * at(&y0, i))) <= tol * 4);
+            memcpy(y.data, y0.data, spmv_vec_bytes(&y));
+            assert_int_equal(spmv_vec_axpy(NULL, a, &x, &y, &err), SPMV_OK);
+            for (int64_t i = 0; i < n * k; i++)
+                assert_true(fabs(at(&y, i) - (a * at(&x, i) + at(&y0, i))) <= tol * 4);
+            double dots[3], norms[3];
+            assert_int_equal(spmv_vec_dot(NULL, &x, &y0, dots, &err), SPMV_OK);
+            assert_int_equal(spmv_vec_nrm2(NULL, &x, norms, &err), SPMV_OK);
+            for (int32_t j = 0; j < k; j++) {
+                double s = 0, q = 0;
+                for (int64_t i = 0; i < n; i++) {
+                    s += at(&x, j * n + i) * at(&y0, j * n + i);
+                    q += at(&x, j * n + i) * at(&x, j * n + i);
+                }
+                assert_true(fabs(dots[j] - s) <= 1e-12 * (fabs(s) + sqrt(q) * n));
+                assert_true(fabs(norms[j] - sqrt(q)) <= 1e-12 * sqrt(q));
+            }
+            assert_int_equal(spmv_vec_scal(NULL, 2.0, &y, &err), SPMV_OK);
+            assert_int_equal(spmv_vec_copy(NULL, &x, &y, &err), SPMV_OK);
+            assert_memory_equal(x.data, y.data, spmv_vec_bytes(&x));
+            assert_int_equal(spmv_vec_mul(NULL, &x, &y, &err), SPMV_OK);
+            for (int64_t i = 0; i < n * k; i++)
+                assert_true(fabs(at(&y, i) - at(&x, i) * at(&x, i)) <= tol);
+            assert_int_equal(spmv_vec_fill(NULL, &y, 2.5, &err), SPMV_OK);
+            for (int64_t i = 0; i < n * k; i++)
+                assert_true(at(&y, i) == 2.5);
+            /* the same seed gives the same values; columns differ */
+            assert_int_equal(spmv_vec_fill_random(NULL, &y, 77, &err), SPMV_OK);
+            assert_int_equal(spmv_vec_fill_random(NULL, &y0, 77, &err), SPMV_OK);
+            assert_memory_equal(y.data, y0.data, spmv_vec_bytes(&y));
+            if (k > 1)
+                assert_true(at(&y, 0) != at(&y, n));
+            /* refusals: shape and dtype, named */
+            spmv_vec z;
+            hv(dt, n + 1, k, &z);
+            assert_int_equal(spmv_vec_copy(NULL, &x, &z, &err), SPMV_ERR_SHAPE);
+            assert_non_null(strstr(err.message, "values"));
+            spmv_vec_free(NULL, &z);
+            hv(d ? SPMV_FLOAT64 : SPMV_FLOAT32, n, k, &z);
+            assert_int_equal(spmv_vec_dot(NULL, &x, &z, dots, &err), SPMV_ERR_INVALID);
+            assert_non_null(strstr(err.message, "float"));
+            spmv_vec_free(NULL, &z);
+            spmv_vec_free(NULL, &x);
+            spmv_vec_free(NULL, &y);
+            spmv_vec_free(NULL, &y0);
+        }
+    }
+    /* nrm2 of huge values does not overflow */
+    spmv_vec h;
+    assert_int_equal(spmv_vec_alloc(NULL, SPMV_DEVICE_CPU, SPMV_FLOAT64, 4, 1, &h, &err), SPMV_OK);
+    spmv_vec_fill(NULL, &h, 1e300, &err);
+    double nn;
+    spmv_vec_nrm2(NULL, &h, &nn, &err);
+    assert_true(fabs(nn - 2e300) < 1e285);
+    spmv_vec_free(NULL, &h);
+}
+
+/* y = A x straight from the COO (float64). */
+static void coo_product(const spmv_coo *a, bool trans, const spmv_vec *x, int32_t col, double *y)
+{
+    int64_t ny = trans ? a->cols : a->rows, nx = trans ? a->rows : a->cols;
+    for (int64_t i = 0; i < ny; i++)
+        y[i] = 0;
+    for (int64_t p = 0; p < a->nnz; p++) {
+        double v = ((double *)a->val)[p];
+        int32_t r = a->row[p], c = a->col[p];
+        if (trans)
+            y[c] += v * at(x, (int64_t)col * nx + r);
+        else
+            y[r] += v * at(x, (int64_t)col * nx + c);
+    }
+}
+
+static void test_apply(void **state)
+{
+    (void)state;
+    spmv_error err = {0};
+    for (int d = 0; d < 2; d++) {
+        spmv_dtype dt = d ? SPMV_FLOAT32 : SPMV_FLOAT64;
+        double tol = d ? 1e-4 : 1e-12;
+        spmv_coo coo;
+        tu_random_coo(&rng, TU_SHAPE_RANDOM, 300, SPMV_FLOAT64, &coo);
+        spmv_matrix m, mt;
+        assert_int_equal(spmv_matrix_build(&coo, dt, SPMV_FMT_CSR, 32, 0, &m, &err), SPMV_OK);
+        assert_int_equal(spmv_matrix_transpose(&m, &mt, &err), SPMV_OK);
+        assert_int_equal(mt.rows, m.cols);
+        const char *names[] = {"cpu.csr.serial", "cpu.csr.omp"};
+        for (int kn = 0; kn < 2; kn++) {
+            const spmv_kernel *kern = spmv_kernel_find(names[kn]);
+            for (int32_t k = 1; k <= 5; k += 4) {
+                for (int t = 0; t < 2; t++) {
+                    const spmv_matrix *use = t ? &mt : &m;
+                    spmv_vec x, y, y0;
+                    hv(dt, use->cols, k, &x);
+                    hv(dt, use->rows, k, &y);
+                    hv(dt, use->rows, k, &y0);
+                    memcpy(y0.data, y.data, spmv_vec_bytes(&y));
+                    double alpha = tu_rng_value(&rng), beta = t ? 0.0 : tu_rng_value(&rng);
+                    if (beta == 0.0)
+                        tu_poison(y.data, dt, y.n * k);
+                    spmv_apply_args a = {alpha, beta, 1, 2};
+                    spmv_stats st;
+                    double axms = -1;
+                    assert_int_equal(spmv_cpu_apply(kern, use, NULL, &a, &x, &y, &st, &axms, &err), SPMV_OK);
+                    assert_true(axms >= 0);
+                    double *ref = malloc(sizeof(double) * (size_t)use->rows);
+                    for (int32_t j = 0; j < k; j++) {
+                        coo_product(&coo, t, &x, j, ref);
+                        double scale = 1;
+                        for (int64_t i = 0; i < use->rows; i++)
+                            scale = fmax(scale, fabs(ref[i]));
+                        for (int64_t i = 0; i < use->rows; i++) {
+                            double want = alpha * ref[i] + beta * at(&y0, (int64_t)j * use->rows + i);
+                            double got = at(&y, (int64_t)j * use->rows + i);
+                            if (!(fabs(got - want) <= tol * scale))
+                                fail_msg("%s k=%d op %s %s: y[%lld] = %g, want %g", names[kn], k, t ? "t" : "n",
+                                         spmv_dtype_name(dt), (long long)i, got, want);
+                        }
+                    }
+                    free(ref);
+                    spmv_vec_free(NULL, &x);
+                    spmv_vec_free(NULL, &y);
+                    spmv_vec_free(NULL, &y0);
+                }
+            }
+        }
+        /* refusals: k > 1 for a one-column kernel, lengths, aliasing */
+        spmv_vec x, y;
+        hv(dt, m.cols, 2, &x);
+        hv(dt, m.rows, 2, &y);
+        spmv_apply_args a = {1, 0, 0, 1};
+        assert_int_equal(spmv_cpu_apply(spmv_kernel_find("cpu.ell.omp"), &m, NULL, &a, &x, &y, NULL, NULL, &err),
+                         SPMV_ERR_INVALID);
+        assert_non_null(strstr(err.message, "column"));
+        assert_int_equal(spmv_cpu_apply(spmv_kernel_find("cpu.csr.omp"), &m, NULL, &a, &y, &x, NULL, NULL, &err),
+                         m.rows == m.cols ? SPMV_ERR_INVALID : SPMV_ERR_SHAPE);
+        assert_int_equal(spmv_cpu_apply(spmv_kernel_find("cpu.csr.omp"), &m, NULL, &a, &x, &x, NULL, NULL, &err),
+                         SPMV_ERR_INVALID);
+        spmv_vec_free(NULL, &x);
+        spmv_vec_free(NULL, &y);
+        spmv_matrix_free(&m);
+        spmv_matrix_free(&mt);
+        spmv_coo_free(&coo);
+    }
+}
+
+/* ------------------------------------------------------------- solvers */
+
+typedef struct host_op {
+    const spmv_matrix *m;
+} host_op;
+
+static int host_apply(void *ctx, const spmv_vec *x, spmv_vec *y, double *ms, spmv_error *err)
+{
+    host_op *h = ctx;
+    spmv_apply_args a = {1, 0, 0, 1};
+    spmv_stats st;
+    int rc = spmv_cpu_apply(spmv_kernel_find("cpu.csr.omp"), h->m, NULL, &a, x, y, &st, NULL, err);
+    *ms = st.median_ms;
+    return rc;
+}
+
+static double true_relres(const spmv_matrix *m, const spmv_vec *b, const spmv_vec *x)
+{
+    double *ax = malloc(sizeof(double) * (size_t)m->rows), num = 0, den = 0;
+    for (int32_t i = 0; i < m->rows; i++) {
+        double s = 0;
+        for (int32_t p = m->csr.row_ptr[i]; p < m->csr.row_ptr[i + 1]; p++)
+            s += ((double *)m->csr.val)[p] * at(x, m->csr.col[p]);
+        num += (at(b, i) - s) * (at(b, i) - s);
+        den += at(b, i) * at(b, i);
+    }
+    free(ax);
+    return sqrt(num / den);
+}
+
+static int cancel_at_5(void *ctx, int32_t it, double relres)
+{
+    (void)ctx;
+    (void)relres;
+    return it >= 5;
+}
+
+static void solve_one(const spmv_matrix *m, spmv_solve_method meth, bool jacobi, double tol, bool want_conv)
+{
+    spmv_error err = {0};
+    spmv_vec xt, b, x, dinv;
+    hv(SPMV_FLOAT64, m->rows, 1, &xt);
+    hv(SPMV_FLOAT64, m->rows, 1, &b);
+    hv(SPMV_FLOAT64, m->rows, 1, &x);
+    spmv_reference(&m->csr, xt.data, b.data);
+    spmv_vec_fill(NULL, &x, 0.0, &err);
+    host_op h = {m};
+    spmv_linop op = {m->rows, m->cols, &h, host_apply};
+    spmv_solve_options o = {.method = meth, .restart = 20, .tol = tol, .maxit = 5000};
+    if (jacobi) {
+        hv(SPMV_FLOAT64, m->rows, 1, &dinv);
+        assert_int_equal(spmv_csr_inv_diag(&m->csr, dinv.data, &err), SPMV_OK);
+        o.inv_diag = &dinv;
+    }
+    spmv_solve_result r;
+    assert_int_equal(spmv_solve(NULL, &op, &b, &x, &o, &r, &err), SPMV_OK);
+    double rr = true_relres(m, &b, &x);
+    print_message("# %s%s: %s, %d iterations, relres %.3g (recomputed here %.3g), %s\n",
+                  spmv_solve_method_name(meth), jacobi ? "+jacobi" : "", spmv_solve_stop_name(r.stop), r.iterations,
+                  r.relres, rr, r.detail);
+    if (want_conv) {
+        assert_int_equal(r.stop, SPMV_STOP_CONVERGED);
+        assert_true(rr <= tol * 1.01);
+        assert_true(fabs(rr - r.relres) <= 1e-3 * tol + 1e-15);
+        assert_int_equal(r.history_len, r.iterations + 1);
+        assert_true(r.spmv_calls >= r.iterations);
+        double dx = 0, nx = 0;
+        for (int64_t i = 0; i < m->rows; i++) {
+            dx += (at(&x, i) - at(&xt, i)) * (at(&x, i) - at(&xt, i));
+            nx += at(&xt, i) * at(&xt, i);
+        }
+        assert_true(sqrt(dx / nx) < 1e-5);
+    }
+    spmv_solve_result_free(&r);
+    if (jacobi)
+        spmv_vec_free(NULL, &dinv);
+    spmv_vec_free(NULL, &xt);
+    spmv_vec_free(NULL, &b);
+    spmv_vec_free(NULL, &x);
+}
+
+static void build(spmv_gen_kind kind, int64_t n, spmv_matrix *m)
+{
+    spmv_error err = {0};
+    spmv_coo coo;
+    spmv_gen_spec g = {.kind = kind, .n = n, .per_row = 8, .seed = tu_rng_next(&rng)};
+    assert_int_equal(spmv_gen(&g, &coo, &err), SPMV_OK);
+    assert_int_equal(spmv_matrix_build(&coo, SPMV_FLOAT64, SPMV_FMT_CSR, 32, 0, m, &err), SPMV_OK);
+    spmv_coo_free(&coo);
+}
+
+static void test_solvers_poisson(void **state)
+{
+    (void)state;
+    spmv_matrix m;
+    build(SPMV_GEN_POISSON2D, 30, &m);
+    for (int meth = 0; meth < 3; meth++)
+        for (int j = 0; j < 2; j++)
+            solve_one(&m, (spmv_solve_method)meth, j, 1e-10, true);
+    spmv_matrix_free(&m);
+}
+
+/* Poisson plus a skew part: non-symmetric, still well conditioned. */
+static void test_solvers_nonsymmetric(void **state)
+{
+    (void)state;
+    spmv_matrix m;
+    build(SPMV_GEN_POISSON2D, 25, &m);
+    double *v = m.csr.val;
+    for (int32_t i = 0; i < m.rows; i++)
+        for (int32_t p = m.csr.row_ptr[i]; p < m.csr.row_ptr[i + 1]; p++)
+            if (m.csr.col[p] > i)
+                v[p] += 0.4; /* upper neighbours heavier than lower ones */
+    for (int meth = 1; meth < 3; meth++)
+        for (int j = 0; j < 2; j++)
+            solve_one(&m, (spmv_solve_method)meth, j, 1e-9, true);
+    spmv_matrix_free(&m);
+}
+
+static void test_solver_stops(void **state)
+{
+    (void)state;
+    spmv_error err = {0};
+    spmv_matrix m;
+    build(SPMV_GEN_POISSON2D, 20, &m);
+    host_op h = {&m};
+    spmv_linop op = {m.rows, m.cols, &h, host_apply};
+    spmv_vec b, x;
+    hv(SPMV_FLOAT64, m.rows, 1, &b);
+    hv(SPMV_FLOAT64, m.rows, 1, &x);
+    spmv_solve_result r;
+    /* maxit */
+    spmv_vec_fill(NULL, &x, 0, &err);
+    spmv_solve_options o = {.method = SPMV_SOLVE_CG, .tol = 1e-14, .maxit = 3};
+    assert_int_equal(spmv_solve(NULL, &op, &b, &x, &o, &r, &err), SPMV_OK);
+    assert_int_equal(r.stop, SPMV_STOP_MAXIT);
+    assert_int_equal(r.iterations, 3);
+    assert_true(fabs(r.relres - true_relres(&m, &b, &x)) < 1e-12);
+    spmv_solve_result_free(&r);
+    /* cancelled */
+    o.maxit = 1000;
+    o.progress = cancel_at_5;
+    for (int meth = 0; meth < 3; meth++) {
+        o.method = (spmv_solve_method)meth;
+        spmv_vec_fill(NULL, &x, 0, &err);
+        assert_int_equal(spmv_solve(NULL, &op, &b, &x, &o, &r, &err), SPMV_OK);
+        assert_int_equal(r.stop, SPMV_STOP_CANCELLED);
+        assert_int_equal(r.iterations, 5);
+        spmv_solve_result_free(&r);
+    }
+    o.progress = NULL;
+    /* b = 0 */
+    spmv_vec_fill(NULL, &b, 0, &err);
+    spmv_vec_fill(NULL, &x, 3, &err);
+    o.method = SPMV_SOLVE_GMRES;
+    assert_int_equal(spmv_solve(NULL, &op, &b, &x, &o, &r, &err), SPMV_OK);
+    assert_int_equal(r.stop, SPMV_STOP_CONVERGED);
+    assert_true(at(&x, 0) == 0.0);
+    spmv_solve_result_free(&r);
+    /* refusals */
+    o.tol = NAN;
+    assert_int_equal(spmv_solve(NULL, &op, &b, &x, &o, &r, &err), SPMV_ERR_INVALID);
+    assert_non_null(strstr(err.message, "tol"));
+    o.tol = 1e-8;
+    o.maxit = 0;
+    assert_int_equal(spmv_solve(NULL, &op, &b, &x, &o, &r, &err), SPMV_ERR_INVALID);
+    /* CG on -A: p·Ap < 0 is a breakdown, reported with its value */
+    for (int64_t p = 0; p < m.nnz; p++)
+        ((double *)m.csr.val)[p] = -((double *)m.csr.val)[p];
+    tu_random_vector(&rng, SPMV_FLOAT64, m.rows, b.data);
+    spmv_vec_fill(NULL, &x, 0, &err);
+    o.maxit = 100;
+    o.method = SPMV_SOLVE_CG;
+    assert_int_equal(spmv_solve(NULL, &op, &b, &x, &o, &r, &err), SPMV_OK);
+    assert_int_equal(r.stop, SPMV_STOP_BREAKDOWN);
+    assert_true(r.breakdown_value < 0);
+    assert_non_null(strstr(r.detail, "p·Ap"));
+    spmv_solve_result_free(&r);
+    /* Jacobi refuses a zero diagonal, naming the row */
+    int32_t row = (int32_t)tu_rng_range(&rng, 0, m.rows - 1);
+    for (int32_t p = m.csr.row_ptr[row]; p < m.csr.row_ptr[row + 1]; p++)
+        if (m.csr.col[p] == row)
+            ((double *)m.csr.val)[p] = 0;
+    assert_int_equal(spmv_csr_inv_diag(&m.csr, x.data, &err), SPMV_ERR_INVALID);
+    char want[32];
+    snprintf(want, sizeof want, "row %d ", row);
+    assert_non_null(strstr(err.message, want));
+    spmv_vec_free(NULL, &b);
+    spmv_vec_free(NULL, &x);
+    spmv_matrix_free(&m);
+}
+
+int main(void)
+{
+    uint64_t seed = tu_seed();
+    tu_rng_init(&rng, seed);
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_blas1),
+        cmocka_unit_test(test_apply),
+        cmocka_unit_test(test_solvers_poisson),
+        cmocka_unit_test(test_solvers_nonsymmetric),
+        cmocka_unit_test(test_solver_stops),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}

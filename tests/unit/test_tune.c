@@ -65,7 +65,7 @@ static void test_tune_picks_verified(void **state)
         spmv_stats st;
         random_matrix(31 + d, (spmv_dtype)d, &m);
         runner rn = {&m, NULL, 0};
-        spmv_tune_options o = {SPMV_DEVICE_CPU, 60000, 0, 3, tu_seed()};
+        spmv_tune_options o = {SPMV_DEVICE_CPU, 60000, 0, 3, tu_seed(), 1};
         assert_int_equal(spmv_tune(&m.csr, &o, run_cpu, &rn, &res, &err), SPMV_OK);
         assert_non_null(res.kernel);
         assert_ptr_equal(spmv_kernel_find(res.kernel->name), res.kernel);
@@ -98,7 +98,7 @@ static void test_tune_rejects_wrong(void **state)
     spmv_error err;
     random_matrix(41, SPMV_FLOAT64, &m);
     runner rn = {&m, "cpu.csr.omp", 0};
-    spmv_tune_options o = {SPMV_DEVICE_CPU, 60000, 0, 3, tu_seed()};
+    spmv_tune_options o = {SPMV_DEVICE_CPU, 60000, 0, 3, tu_seed(), 1};
     assert_int_equal(spmv_tune(&m.csr, &o, run_cpu, &rn, &res, &err), SPMV_OK);
     assert_string_not_equal(res.kernel->name, "cpu.csr.omp");
     spmv_matrix_free(&m);
@@ -116,7 +116,7 @@ static void test_tune_budget_runs(void **state)
     int32_t budgets[] = {1, 2, 5, 13, 20, 40};
     for (size_t i = 0; i < sizeof budgets / sizeof *budgets; i++) {
         runner rn = {&m, NULL, 0};
-        spmv_tune_options o = {SPMV_DEVICE_CPU, 600000, budgets[i], 3, tu_seed()};
+        spmv_tune_options o = {SPMV_DEVICE_CPU, 600000, budgets[i], 3, tu_seed(), 1};
         int rc = spmv_tune(&m.csr, &o, run_cpu, &rn, &res, &err);
         assert_true(rn.runs <= budgets[i]);
         assert_int_equal(res.runs, rn.runs);

@@ -434,6 +434,11 @@ else
   expect_rc 0 "cg_solve --matrix-id --mode resident" "$CG" --matrix-id "$MID" --mode resident
   expect_rc 0 "cg_solve --matrix-id leaves the matrix" ctl info "$MID"
   ctl rm "$MID" >/dev/null 2>&1
+  expect_rc 0 "docs example resident.c runs against the daemon" "$B/examples/resident" "$URL" "$W/poisson.mtx"
+  check "resident.c: cg converged with x[0] = 1" grep -qE '^cg: converged after [0-9]+ iterations, relres .*, x\[0\] = (1\.000000|0\.999999)' "$W/out"
+  check "docs/client.md includes resident.c verbatim" python3 -c '
+import sys; doc = open("docs/client.md").read(); src = open("clients/examples/resident.c").read()
+sys.exit(0 if src.strip() in doc else 1)'
   expect_rc 0 "spmvctl --json vec ls after cg_solve --mode resident" ctl --json vec ls
   check "cg_solve --mode resident left no vectors behind" json_field "$W/out" 'len(d["vectors"]) == 0'
 fi

@@ -61,6 +61,9 @@ typedef struct request {
     curl_mime *mime;          /* multipart form instead of body */
     void *sink;               /* a 2xx answer's body goes here (binary) ... */
     size_t sink_cap;          /* ... at most this many bytes */
+    bool sink_if_binary;      /* ... only when it is application/octet-stream */
+    const char *accept;       /* Accept header, or NULL */
+    const char *meta_name;    /* a header to keep besides X-SpMV-Stats ("x-spmv-vector:") */
     spmv_client_progress_fn progress;
     void *progress_user;
 } request;
@@ -72,6 +75,8 @@ typedef struct response {
     size_t sink_len;
     bool sink_overflow;
     char *stats_header;       /* X-SpMV-Stats */
+    char *meta_header;        /* the header req->meta_name names */
+    int to_sink;              /* -1 undecided, 0 body buffer, 1 the request's sink */
     double total_ms;
     const request *req;
     CURL *curl;
@@ -261,7 +266,14 @@ static size_t on_body(char *data, size_t size, size_t nmemb, void *user)
     long code = 0;
 
     curl_easy_getinfo(r->curl, CURLINFO_RESPONSE_CODE, &code);
-    if (r->req->sink && code >= 200 && code < 300) {
+    if (r->to_sink < 0) {
+        const char *ctype = NULL;
+        curl_easy_getinfo(r->curl, CURLINFO_CONTENT_TYPE, &ctype);
+        r->to_sink = r->req->sink && code >= 200 && code < 300 &&
+                     (!r->req->sink_if_binary ||
+                      (ctype && strncasecmp(ctype, "application/octet-stream", 24) == 0));
+    }
+    if (r->to_sink) {
         if (n > r->req->sink_cap - r->sink_len) {
             r->sink_overflow = true;
             return 0; /* aborts the transfer with CURLE_WRITE_ERROR */
@@ -273,23 +285,36 @@ static size_t on_body(char *data, size_t size, size_t nmemb, void *user)
     return buffer_append(&r->body, data, n) ? n : 0;
 }
 
-/* Picks X-SpMV-Stats out of the headers; Retry-After is read through
- * CURLINFO_RETRY_AFTER instead. */
+/* The value of header line `data` (n bytes) when it is `name` ("x-...:"),
+ * trimmed, into *dst (replacing what was there). */
+static void keep_header(const char *data, size_t n, const char *name, char **dst)
+{
+    size_t nl = strlen(name);
+    if (n <= nl || strncasecmp(data, name, nl) != 0)
+        return;
+    const char *v = data + nl;
+    size_t len = n - nl;
+    while (len && (*v == ' ' || *v == '\t')) v++, len--;
+    while (len && (v[len - 1] == '\r' || v[len - 1] == '\n' || v[len - 1] == ' ')) len--;
+    free(*dst);
+    *dst = strndup(v, len);
+}
+
+/* Picks X-SpMV-Stats (and the request's meta header) out of the headers;
+ * Retry-After is read through CURLINFO_RETRY_AFTER instead. A new status
+ * line (a 100 Continue before the answer) forgets what came before. */
 static size_t on_header(char *data, size_t size, size_t nitems, void *user)
 {
     response *r = user;
     size_t n = size * nitems;
-    static const char name[] = "x-spmv-stats:";
-    const size_t nl = sizeof name - 1;
 
-    if (n > nl && strncasecmp(data, name, nl) == 0) {
-        const char *v = data + nl;
-        size_t len = n - nl;
-        while (len && (*v == ' ' || *v == '\t')) v++, len--;
-        while (len && (v[len - 1] == '\r' || v[len - 1] == '\n' || v[len - 1] == ' ')) len--;
-        free(r->stats_header);
-        r->stats_header = strndup(v, len);
+    if (n > 5 && strncmp(data, "HTTP/", 5) == 0) {
+        r->to_sink = -1;
+        return n;
     }
+    keep_header(data, n, "x-spmv-stats:", &r->stats_header);
+    if (r->req->meta_name)
+        keep_header(data, n, r->req->meta_name, &r->meta_header);
     return n;
 }
 
@@ -398,11 +423,12 @@ static spmv_client_status do_request(spmv_client *h, const request *req, respons
 {
     spmv_client_status st = SPMV_CLIENT_ERR_NOMEM;
     struct curl_slist *headers = NULL, *tmp;
-    char *url = NULL, *ctype = NULL;
+    char *url = NULL, *ctype = NULL, *accept = NULL;
 
     memset(r, 0, sizeof *r);
     r->req = req;
     r->curl = h->curl;
+    r->to_sink = -1;
     r->body.limit = MAX_JSON_BODY;
     clear_error(h);
 
@@ -416,6 +442,15 @@ static spmv_client_status do_request(spmv_client *h, const request *req, respons
     headers = tmp;
     if (h->auth_header) {
         if (!(tmp = curl_slist_append(headers, h->auth_header)))
+            goto fail;
+        headers = tmp;
+    }
+    if (req->accept) {
+        if (asprintf(&accept, "Accept: %s", req->accept) < 0) {
+            accept = NULL;
+            goto fail;
+        }
+        if (!(tmp = curl_slist_append(headers, accept)))
             goto fail;
         headers = tmp;
     }
@@ -449,11 +484,13 @@ static spmv_client_status do_request(spmv_client *h, const request *req, respons
     curl_easy_setopt(h->curl, CURLOPT_MIMEPOST, NULL);
     free(url);
     free(ctype);
+    free(accept);
     curl_slist_free_all(headers);
     return st;
 fail:
     free(url);
     free(ctype);
+    free(accept);
     curl_slist_free_all(headers);
     return fail(h, st, "out of memory building the request");
 }
@@ -462,6 +499,7 @@ static void response_clear(response *r)
 {
     free(r->body.data);
     free(r->stats_header);
+    free(r->meta_header);
     memset(r, 0, sizeof *r);
 }
 
@@ -1443,4 +1481,959 @@ spmv_client_status spmv_client_job_wait(spmv_client *h, const char *job_id, long
         spmv_client_job_free(j);
         sleep_ms(interval_ms);
     }
+}
+
+spmv_client_status spmv_client_job_cancel(spmv_client *h, const char *job_id, spmv_client_job **out)
+{
+    json_t *root = NULL;
+    spmv_client_job *j = NULL;
+    char *path = NULL;
+    response r = {0};
+    spmv_client_status st;
+
+    if (out) *out = NULL;
+    if (!h) return SPMV_CLIENT_ERR_INVALID;
+    clear_error(h);
+    if (!id_ok(job_id)) return fail(h, SPMV_CLIENT_ERR_INVALID, "job id must be 1 to 63 characters");
+    st = fail(h, SPMV_CLIENT_ERR_NOMEM, "out of memory");
+    if (!(path = id_path(h, "jobs", job_id, "")))
+        goto done;
+    request req = {.method = "DELETE", .path = path};
+    if ((st = do_request(h, &req, &r)) != SPMV_CLIENT_OK || r.status == 204 || !out)
+        goto done;
+    if (!(j = calloc(1, sizeof *j))) {
+        st = fail(h, SPMV_CLIENT_ERR_NOMEM, "out of memory");
+        goto done;
+    }
+    if ((st = parse_body(h, &r, &root)) == SPMV_CLIENT_OK && (st = parse_job(h, root, j)) == SPMV_CLIENT_OK) {
+        *out = j;
+        j = NULL;
+    }
+done:
+    spmv_client_job_free(j);
+    json_decref(root);
+    response_clear(&r);
+    free(path);
+    return st;
+}
+
+/* ------------------------------------------------------ resident vectors */
+
+static size_t dtype_size(spmv_client_dtype d) { return d == SPMV_CLIENT_FLOAT32 ? 4 : 8; }
+static bool dtype_ok(spmv_client_dtype d) { return d == SPMV_CLIENT_FLOAT64 || d == SPMV_CLIENT_FLOAT32; }
+static const char *dtype_text(spmv_client_dtype d) { return d == SPMV_CLIENT_FLOAT32 ? "float32" : "float64"; }
+
+static void vector_clear(spmv_client_vector *v)
+{
+    free(v->json);
+    memset(v, 0, sizeof *v);
+}
+
+void spmv_client_vector_free(spmv_client_vector *v)
+{
+    if (!v)
+        return;
+    vector_clear(v);
+    free(v);
+}
+
+void spmv_client_vector_list_free(spmv_client_vector_list *l)
+{
+    if (!l)
+        return;
+    for (size_t i = 0; i < l->count; i++)
+        vector_clear(&l->items[i]);
+    free(l->items);
+    free(l->json);
+    free(l);
+}
+
+/* Fills *v from a descriptor; false (v cleared) when it lacks an id or a
+ * size is out of range (n·k values must be addressable here). */
+static bool parse_vector(const json_t *d, spmv_client_vector *v)
+{
+    const char *id = json_string_value(json_object_get(d, "id"));
+    const char *dtype = json_string_value(json_object_get(d, "dtype"));
+    int64_t bytes = 0;
+
+    memset(v, 0, sizeof *v);
+    if (!json_is_object(d) || !id || !*id || strlen(id) >= sizeof v->id)
+        return false;
+    snprintf(v->id, sizeof v->id, "%s", id);
+    if (!json_count(json_object_get(d, "n"), INT64_MAX, &v->n) ||
+        !json_count(json_object_get(d, "k"), INT64_MAX, &v->k) ||
+        !json_count(json_object_get(d, "bytes"), INT64_MAX, &bytes))
+        goto fail;
+    if (!json_object_get(d, "k"))
+        v->k = 1;
+    if (v->k < 1 || (v->n && (uint64_t)v->k > SIZE_MAX / 8 / (uint64_t)v->n))
+        goto fail;
+    v->bytes = (uint64_t)bytes;
+    v->dtype = dtype && strcmp(dtype, "float32") == 0 ? SPMV_CLIENT_FLOAT32 : SPMV_CLIENT_FLOAT64;
+    copy_str(v->device, sizeof v->device, json_object_get(d, "device"));
+    copy_str(v->created, sizeof v->created, json_object_get(d, "created"));
+    copy_str(v->like, sizeof v->like, json_object_get(d, "like"));
+    v->idle_s = json_num(json_object_get(d, "idle_s"), NAN);
+    v->expires_in_s = json_num(json_object_get(d, "expires_in_s"), NAN);
+    /* The descriptor without "values" (a JSON GET carries them). */
+    json_t *copy = json_copy((json_t *)d);
+    if (copy) json_object_del(copy, "values");
+    v->json = dump_json(copy);
+    json_decref(copy);
+    if (!v->json)
+        goto fail;
+    return true;
+fail:
+    vector_clear(v);
+    return false;
+}
+
+/* A descriptor from JSON text (an answer body or the X-SpMV-Vector
+ * header) into a fresh spmv_client_vector. */
+static spmv_client_status vector_from_text(spmv_client *h, const char *text, size_t len, const char *where,
+                                           spmv_client_vector **out)
+{
+    json_t *root = text ? json_loadb(text, len, 0, NULL) : NULL;
+    spmv_client_vector *v = NULL;
+    spmv_client_status st = SPMV_CLIENT_OK;
+    *out = NULL;
+    if (!root) {
+        st = fail(h, SPMV_CLIENT_ERR_PROTOCOL, "the vector descriptor (%s) is %s", where,
+                  text ? "not JSON" : "missing");
+    } else if (!(v = calloc(1, sizeof *v))) {
+        st = fail(h, SPMV_CLIENT_ERR_NOMEM, "out of memory");
+    } else if (!parse_vector(root, v)) {
+        free(v);
+        v = NULL;
+        st = fail(h, SPMV_CLIENT_ERR_PROTOCOL, "the vector descriptor (%s) lacks an id or has a size out of range",
+                  where);
+    }
+    json_decref(root);
+    *out = v;
+    return st;
+}
+
+/* Checks the options every create shares; a message names the field. */
+static spmv_client_status vector_options_ok(spmv_client *h, const spmv_client_vector_options *o)
+{
+    if (!o)
+        return SPMV_CLIENT_OK;
+    if (o->k < 0)
+        return fail(h, SPMV_CLIENT_ERR_INVALID, "k must be 1 or more (0: 1), not %lld", (long long)o->k);
+    if (o->like && !id_ok(o->like))
+        return fail(h, SPMV_CLIENT_ERR_INVALID, "like must be a matrix id of 1 to 63 characters");
+    if (o->side && strcmp(o->side, "rows") != 0 && strcmp(o->side, "cols") != 0)
+        return fail(h, SPMV_CLIENT_ERR_INVALID, "side must be \"rows\" or \"cols\", not \"%s\"", o->side);
+    if (o->side && !o->like)
+        return fail(h, SPMV_CLIENT_ERR_INVALID, "side needs like (a matrix to take rows or cols from)");
+    if (o->dtype && strcmp(o->dtype, "float64") != 0 && strcmp(o->dtype, "float32") != 0)
+        return fail(h, SPMV_CLIENT_ERR_INVALID, "dtype must be \"float64\" or \"float32\", not \"%s\"", o->dtype);
+    return SPMV_CLIENT_OK;
+}
+
+/* POSTs a create request (binary body with a query, or JSON) and parses
+ * the descriptor. */
+static spmv_client_status vector_post(spmv_client *h, const char *path, const char *ctype, const void *body,
+                                      size_t len, spmv_client_vector **out)
+{
+    request req = {.method = "POST", .path = path, .content_type = ctype, .body = body, .body_len = len};
+    response r;
+    spmv_client_status st = do_request(h, &req, &r);
+    if (st == SPMV_CLIENT_OK)
+        st = vector_from_text(h, r.body.data, r.body.len, "answer", out);
+    response_clear(&r);
+    return st;
+}
+
+spmv_client_status spmv_client_vector_create(spmv_client *h, spmv_client_dtype dtype, const void *values,
+                                             size_t count, const spmv_client_vector_options *opts,
+                                             spmv_client_vector **out)
+{
+    buffer q = {.limit = 1 << 16};
+    char *path = NULL;
+    spmv_client_status st;
+    int64_t k = opts && opts->k ? opts->k : 1;
+
+    if (!h || !out) return SPMV_CLIENT_ERR_INVALID;
+    *out = NULL;
+    clear_error(h);
+    if (!dtype_ok(dtype)) return fail(h, SPMV_CLIENT_ERR_INVALID, "dtype must be SPMV_CLIENT_FLOAT64 or _FLOAT32");
+    if (!values || count == 0) return fail(h, SPMV_CLIENT_ERR_INVALID, "a vector needs at least one value");
+    if (count > SIZE_MAX / dtype_size(dtype)) return fail(h, SPMV_CLIENT_ERR_INVALID, "count overflows size_t");
+    if ((st = vector_options_ok(h, opts)) != SPMV_CLIENT_OK) return st;
+    if (count % (uint64_t)k != 0)
+        return fail(h, SPMV_CLIENT_ERR_INVALID, "%zu values are not a multiple of k = %lld", count, (long long)k);
+    bool ok = query_add(h->curl, &q, "dtype", dtype_text(dtype));
+    if (ok && opts && opts->k) ok = query_add_int(h->curl, &q, "k", (long)opts->k);
+    if (ok && opts && opts->like) ok = query_add(h->curl, &q, "like", opts->like);
+    if (ok && opts && opts->side) ok = query_add(h->curl, &q, "side", opts->side);
+    if (ok && opts && opts->device) ok = query_add(h->curl, &q, "device", opts->device);
+    st = fail(h, SPMV_CLIENT_ERR_NOMEM, "out of memory");
+    if (ok && asprintf(&path, "/v1/vectors%s", q.data) >= 0)
+        st = vector_post(h, path, "application/octet-stream", values, count * dtype_size(dtype), out);
+    else
+        path = NULL;
+    free(q.data);
+    free(path);
+    return st;
+}
+
+/* The JSON create: {"n","k","fill","seed","dtype","like","side","device"}. */
+static spmv_client_status vector_create_json(spmv_client *h, int64_t n, json_t *fill, const uint64_t *seed,
+                                             const spmv_client_vector_options *opts, spmv_client_vector **out)
+{
+    json_t *body = json_object();
+    char *text = NULL;
+    spmv_client_status st;
+
+    if (!fill) {
+        json_decref(body);
+        return fail(h, SPMV_CLIENT_ERR_INVALID, "the fill value must be a finite number");
+    }
+    if ((st = vector_options_ok(h, opts)) != SPMV_CLIENT_OK)
+        goto done;
+    st = fail(h, SPMV_CLIENT_ERR_INVALID, "n must be 1 or more, or 0 with like giving it (not %lld)", (long long)n);
+    if (n < 0 || (n == 0 && !(opts && opts->like)))
+        goto done;
+    st = fail(h, SPMV_CLIENT_ERR_NOMEM, "out of memory");
+    bool ok = body != NULL;
+    if (ok && n) ok = json_object_set_new(body, "n", json_integer((json_int_t)n)) == 0;
+    if (ok && opts && opts->k) ok = json_object_set_new(body, "k", json_integer((json_int_t)opts->k)) == 0;
+    if (ok) ok = json_object_set(body, "fill", fill) == 0;
+    if (ok && seed) ok = json_object_set_new(body, "seed", json_integer((json_int_t)(*seed & INT64_MAX))) == 0;
+    if (ok && opts && opts->dtype) ok = json_object_set_new(body, "dtype", json_string(opts->dtype)) == 0;
+    if (ok && opts && opts->like) ok = json_object_set_new(body, "like", json_string(opts->like)) == 0;
+    if (ok && opts && opts->side) ok = json_object_set_new(body, "side", json_string(opts->side)) == 0;
+    if (ok && opts && opts->device) ok = json_object_set_new(body, "device", json_string(opts->device)) == 0;
+    if (ok && (text = json_dumps(body, JSON_COMPACT)))
+        st = vector_post(h, "/v1/vectors", "application/json", text, strlen(text), out);
+done:
+    json_decref(fill);
+    json_decref(body);
+    free(text);
+    return st;
+}
+
+spmv_client_status spmv_client_vector_fill(spmv_client *h, int64_t n, double value,
+                                           const spmv_client_vector_options *opts, spmv_client_vector **out)
+{
+    if (!h || !out) return SPMV_CLIENT_ERR_INVALID;
+    *out = NULL;
+    clear_error(h);
+    return vector_create_json(h, n, isfinite(value) ? json_real(value) : NULL, NULL, opts, out);
+}
+
+spmv_client_status spmv_client_vector_random(spmv_client *h, int64_t n, uint64_t seed,
+                                             const spmv_client_vector_options *opts, spmv_client_vector **out)
+{
+    if (!h || !out) return SPMV_CLIENT_ERR_INVALID;
+    *out = NULL;
+    clear_error(h);
+    return vector_create_json(h, n, json_string("random"), &seed, opts, out);
+}
+
+spmv_client_status spmv_client_vector_read(spmv_client *h, const char *id, spmv_client_dtype dtype, void *values,
+                                           size_t count, spmv_client_vector **desc)
+{
+    char *path = NULL;
+    response r = {0};
+    spmv_client_vector *v = NULL;
+    spmv_client_status st;
+    size_t esize = dtype_size(dtype);
+
+    if (desc) *desc = NULL;
+    if (!h) return SPMV_CLIENT_ERR_INVALID;
+    clear_error(h);
+    if (!id_ok(id)) return fail(h, SPMV_CLIENT_ERR_INVALID, "vector id must be 1 to 63 characters");
+    if (!dtype_ok(dtype) || (!values && count) || count > SIZE_MAX / esize)
+        return fail(h, SPMV_CLIENT_ERR_INVALID, "bad dtype, a NULL buffer or a count that overflows size_t");
+    if (!(path = id_path(h, "vectors", id, "")))
+        return fail(h, SPMV_CLIENT_ERR_NOMEM, "out of memory");
+    request req = {.method = "GET", .path = path, .accept = "application/octet-stream", .sink = values,
+                   .sink_cap = count * esize, .sink_if_binary = true, .meta_name = "x-spmv-vector:"};
+    if ((st = do_request(h, &req, &r)) != SPMV_CLIENT_OK)
+        goto done;
+    if (r.to_sink != 1 && r.body.len) {
+        st = fail(h, SPMV_CLIENT_ERR_PROTOCOL, "the vector came back as %s, not as binary values",
+                  r.body.data[0] == '{' ? "JSON" : "something else");
+        goto done;
+    }
+    if ((st = vector_from_text(h, r.meta_header, r.meta_header ? strlen(r.meta_header) : 0, "X-SpMV-Vector header",
+                               &v)) != SPMV_CLIENT_OK)
+        goto done;
+    if (v->dtype != dtype) {
+        st = fail(h, SPMV_CLIENT_ERR_INVALID, "vector %s holds %s values, the buffer %s", id, dtype_text(v->dtype),
+                  dtype_text(dtype));
+        goto done;
+    }
+    if (r.sink_len != count * esize || (uint64_t)v->n * (uint64_t)v->k != count) {
+        st = fail(h, SPMV_CLIENT_ERR_PROTOCOL, "vector %s: %zu bytes for n = %lld, k = %lld, expected %zu values",
+                  id, r.sink_len, (long long)v->n, (long long)v->k, count);
+        goto done;
+    }
+    if (desc) {
+        *desc = v;
+        v = NULL;
+    }
+done:
+    spmv_client_vector_free(v);
+    response_clear(&r);
+    free(path);
+    return st;
+}
+
+spmv_client_status spmv_client_vector_write(spmv_client *h, const char *id, spmv_client_dtype dtype,
+                                            const void *values, size_t count, spmv_client_vector **desc)
+{
+    char *path = NULL;
+    response r = {0};
+    spmv_client_vector *v = NULL;
+    spmv_client_status st;
+
+    if (desc) *desc = NULL;
+    if (!h) return SPMV_CLIENT_ERR_INVALID;
+    clear_error(h);
+    if (!id_ok(id)) return fail(h, SPMV_CLIENT_ERR_INVALID, "vector id must be 1 to 63 characters");
+    if (!dtype_ok(dtype) || !values || count == 0 || count > SIZE_MAX / dtype_size(dtype))
+        return fail(h, SPMV_CLIENT_ERR_INVALID, "bad dtype, no values, or a count that overflows size_t");
+    if (!(path = id_path(h, "vectors", id, "")))
+        return fail(h, SPMV_CLIENT_ERR_NOMEM, "out of memory");
+    request req = {.method = "PUT", .path = path, .content_type = "application/octet-stream", .body = values,
+                   .body_len = count * dtype_size(dtype)};
+    if ((st = do_request(h, &req, &r)) == SPMV_CLIENT_OK && desc &&
+        (st = vector_from_text(h, r.body.data, r.body.len, "answer", &v)) == SPMV_CLIENT_OK)
+        *desc = v;
+    response_clear(&r);
+    free(path);
+    return st;
+}
+
+spmv_client_status spmv_client_vector_delete(spmv_client *h, const char *id)
+{
+    if (!h) return SPMV_CLIENT_ERR_INVALID;
+    clear_error(h);
+    if (!id_ok(id)) return fail(h, SPMV_CLIENT_ERR_INVALID, "vector id must be 1 to 63 characters");
+    char *path = id_path(h, "vectors", id, "");
+    if (!path) return fail(h, SPMV_CLIENT_ERR_NOMEM, "out of memory");
+    request req = {.method = "DELETE", .path = path};
+    response r;
+    spmv_client_status st = do_request(h, &req, &r);
+    response_clear(&r);
+    free(path);
+    return st;
+}
+
+spmv_client_status spmv_client_vectors(spmv_client *h, spmv_client_vector_list **out)
+{
+    json_t *root;
+    spmv_client_vector_list *l = NULL;
+    if (!h || !out) return SPMV_CLIENT_ERR_INVALID;
+    *out = NULL;
+    spmv_client_status st = get_json(h, "/v1/vectors", &root);
+    if (st != SPMV_CLIENT_OK)
+        goto fail;
+    const json_t *arr = json_is_array(root) ? root : json_object_get(root, "vectors");
+    if (!json_is_array(arr)) {
+        st = fail(h, SPMV_CLIENT_ERR_PROTOCOL, "the vector list is not a JSON array");
+        goto fail;
+    }
+    size_t n = json_array_size(arr);
+    st = fail(h, SPMV_CLIENT_ERR_NOMEM, "out of memory");
+    if (!(l = calloc(1, sizeof *l)) || (n && !(l->items = calloc(n, sizeof *l->items))))
+        goto fail;
+    for (size_t i = 0; i < n; i++, l->count++) {
+        if (!parse_vector(json_array_get(arr, i), &l->items[i])) {
+            st = fail(h, SPMV_CLIENT_ERR_PROTOCOL, "vector descriptor %zu lacks an id or has a size out of range", i);
+            goto fail;
+        }
+    }
+    if (!(l->json = dump_json(root)))
+        goto fail;
+    json_decref(root);
+    h->errmsg[0] = '\0';
+    *out = l;
+    return SPMV_CLIENT_OK;
+fail:
+    json_decref(root);
+    spmv_client_vector_list_free(l);
+    return st;
+}
+
+/* --------------------------------------- spmv with resident operands */
+
+static bool query_add_double(CURL *c, buffer *q, const char *key, double value)
+{
+    char num[40];
+    snprintf(num, sizeof num, "%.17g", value);
+    return query_add(c, q, key, num);
+}
+
+/* Everything spmv_client_spmv() refuses before sending. */
+static spmv_client_status operands_ok(spmv_client *h, const spmv_client_operands *a)
+{
+    int64_t k = a->k ? a->k : 1;
+    if (!dtype_ok(a->dtype))
+        return fail(h, SPMV_CLIENT_ERR_INVALID, "dtype must be SPMV_CLIENT_FLOAT64 or _FLOAT32");
+    if (a->k < 0)
+        return fail(h, SPMV_CLIENT_ERR_INVALID, "k must be 1 or more (0: 1), not %lld", (long long)a->k);
+    if (a->op && a->op != 'n' && a->op != 't')
+        return fail(h, SPMV_CLIENT_ERR_INVALID, "op must be 'n' or 't'");
+    if (!a->x_vector == !a->x)
+        return fail(h, SPMV_CLIENT_ERR_INVALID, "give x either as a vector id (x_vector) or inline (x), not %s",
+                    a->x ? "both" : "neither");
+    if (!a->y_vector == !a->y)
+        return fail(h, SPMV_CLIENT_ERR_INVALID, "give y either as a vector id (y_vector) or a buffer (y), not %s",
+                    a->y ? "both" : "neither");
+    if ((a->x_vector && !id_ok(a->x_vector)) || (a->y_vector && !id_ok(a->y_vector)))
+        return fail(h, SPMV_CLIENT_ERR_INVALID, "vector ids must be 1 to 63 characters");
+    if (a->scale && a->beta != 0 && !a->y_vector)
+        return fail(h, SPMV_CLIENT_ERR_INVALID, "beta = %g needs y as a resident vector (y_vector)", a->beta);
+    if (a->scale && !(isfinite(a->alpha) && isfinite(a->beta)))
+        return fail(h, SPMV_CLIENT_ERR_INVALID, "alpha and beta must be finite");
+    if ((a->x && (a->nx == 0 || a->nx % (uint64_t)k)) || (a->y && (a->ny == 0 || a->ny % (uint64_t)k)))
+        return fail(h, SPMV_CLIENT_ERR_INVALID, "inline x (%zu values) and y (%zu) must be non-empty multiples of k = %lld",
+                    a->nx, a->ny, (long long)k);
+    if (a->nx > SIZE_MAX / 8 || a->ny > SIZE_MAX / 8)
+        return fail(h, SPMV_CLIENT_ERR_INVALID, "vector length overflows size_t");
+    return SPMV_CLIENT_OK;
+}
+
+spmv_client_status spmv_client_spmv(spmv_client *h, const char *id, const spmv_client_operands *a,
+                                    const spmv_client_spmv_options *opts, spmv_client_product_result *res)
+{
+    buffer q = {.limit = 1 << 16};
+    char *path = NULL, *full = NULL;
+    response r = {0};
+    spmv_client_product_result local;
+    spmv_client_status st;
+
+    if (!h || !a) return SPMV_CLIENT_ERR_INVALID;
+    clear_error(h);
+    if (!id_ok(id)) return fail(h, SPMV_CLIENT_ERR_INVALID, "matrix id must be 1 to 63 characters");
+    if ((st = operands_ok(h, a)) != SPMV_CLIENT_OK) return st;
+    if (!res) res = &local;
+    memset(res, 0, sizeof *res);
+    res->spmv.max_rel_err = res->spmv.queue_ms = res->axpby_ms = NAN;
+    size_t esize = dtype_size(a->dtype);
+
+    if ((st = spmv_query(h, opts, &q)) != SPMV_CLIENT_OK)
+        goto done;
+    bool ok = true;
+    if (a->x) ok = query_add(h->curl, &q, "dtype", dtype_text(a->dtype));
+    if (ok && a->k) ok = query_add_int(h->curl, &q, "k", (long)a->k);
+    if (ok && a->op) ok = query_add(h->curl, &q, "op", a->op == 't' ? "t" : "n");
+    if (ok && a->x_vector) ok = query_add(h->curl, &q, "x", a->x_vector);
+    if (ok && a->y_vector) ok = query_add(h->curl, &q, "y", a->y_vector);
+    if (ok && a->scale) ok = query_add_double(h->curl, &q, "alpha", a->alpha) && query_add_double(h->curl, &q, "beta", a->beta);
+    st = fail(h, SPMV_CLIENT_ERR_NOMEM, "out of memory");
+    if (!ok || !(path = id_path(h, "matrices", id, "/spmv")) ||
+        asprintf(&full, "%s%s", path, q.data ? q.data : "") < 0) {
+        full = NULL;
+        goto done;
+    }
+    request req = {.method = "POST", .path = full, .content_type = "application/octet-stream",
+                   .body = a->x ? a->x : "", .body_len = a->x ? a->nx * esize : 0,
+                   .accept = "application/octet-stream", .sink = a->y, .sink_cap = a->y ? a->ny * esize : 0};
+    st = do_request(h, &req, &r);
+    res->spmv.request_ms = r.total_ms;
+    if (st != SPMV_CLIENT_OK)
+        goto done;
+    size_t want = a->y ? a->ny * esize : 0;
+    size_t got = a->y ? r.sink_len : r.body.len;
+    if (got != want) {
+        st = fail(h, SPMV_CLIENT_ERR_PROTOCOL, "y has %zu bytes, expected %zu", got, want);
+        goto done;
+    }
+    if ((st = parse_stats_header(h, r.stats_header, &res->spmv)) == SPMV_CLIENT_OK) {
+        json_t *root = json_loads(r.stats_header, 0, NULL);
+        res->axpby_ms = json_num(json_object_get(root, "axpby_ms"), NAN);
+        json_decref(root);
+    }
+done:
+    response_clear(&r);
+    free(q.data);
+    free(path);
+    free(full);
+    return st;
+}
+
+/* --------------------------------------------------------- batched steps */
+
+struct spmv_client_ops {
+    json_t *steps;            /* the array of step objects */
+    char error[256];          /* the first failed append, "" when none */
+};
+
+spmv_client_ops *spmv_client_ops_new(void)
+{
+    spmv_client_ops *o = calloc(1, sizeof *o);
+    if (o && !(o->steps = json_array())) {
+        free(o);
+        return NULL;
+    }
+    return o;
+}
+
+void spmv_client_ops_free(spmv_client_ops *o)
+{
+    if (!o)
+        return;
+    json_decref(o->steps);
+    free(o);
+}
+
+void spmv_client_ops_clear(spmv_client_ops *o)
+{
+    if (!o)
+        return;
+    json_array_clear(o->steps);
+    o->error[0] = '\0';
+}
+
+size_t spmv_client_ops_count(const spmv_client_ops *o)
+{
+    return o ? json_array_size(o->steps) : 0;
+}
+
+char *spmv_client_ops_json(const spmv_client_ops *o)
+{
+    if (!o)
+        return NULL;
+    json_t *root = json_pack("{s:O}", "steps", o->steps);
+    char *text = root ? json_dumps(root, JSON_COMPACT) : NULL;
+    json_decref(root);
+    return text;
+}
+
+/* Records the first failed append; returns status. */
+__attribute__((format(printf, 3, 4)))
+static spmv_client_status ops_fail(spmv_client_ops *o, spmv_client_status st, const char *fmt, ...)
+{
+    if (o && !o->error[0]) {
+        va_list ap;
+        int n = snprintf(o->error, sizeof o->error, "step %zu: ", json_array_size(o->steps) + 1);
+        va_start(ap, fmt);
+        vsnprintf(o->error + n, sizeof o->error - (size_t)n, fmt, ap);
+        va_end(ap);
+    }
+    return st;
+}
+
+/* Appends {"op": op, then (key, kind, value) triples}: kind 's' a
+ * non-empty id or name, 'd' a finite number. Ends at a NULL key. */
+static spmv_client_status ops_append(spmv_client_ops *o, const char *op, ...)
+{
+    va_list ap;
+    spmv_client_status st = SPMV_CLIENT_OK;
+    json_t *step;
+
+    if (!o)
+        return SPMV_CLIENT_ERR_INVALID;
+    if (!(step = json_pack("{s:s}", "op", op)))
+        return ops_fail(o, SPMV_CLIENT_ERR_NOMEM, "out of memory");
+    va_start(ap, op);
+    for (const char *key; st == SPMV_CLIENT_OK && (key = va_arg(ap, const char *));) {
+        int kind = va_arg(ap, int);
+        json_t *v = NULL;
+        if (kind == 's') {
+            const char *s = va_arg(ap, const char *);
+            if (!s || !*s || strlen(s) >= 64) {
+                st = ops_fail(o, SPMV_CLIENT_ERR_INVALID, "%s: \"%s\" must be 1 to 63 characters", op, key);
+                break;
+            }
+            v = json_string(s);
+        } else {
+            double d = va_arg(ap, double);
+            if (!isfinite(d)) {
+                st = ops_fail(o, SPMV_CLIENT_ERR_INVALID, "%s: \"%s\" must be a finite number", op, key);
+                break;
+            }
+            v = json_real(d);
+        }
+        if (!v || json_object_set_new(step, key, v) != 0)
+            st = ops_fail(o, SPMV_CLIENT_ERR_NOMEM, "out of memory");
+    }
+    va_end(ap);
+    if (st == SPMV_CLIENT_OK && json_array_append(o->steps, step) != 0)
+        st = ops_fail(o, SPMV_CLIENT_ERR_NOMEM, "out of memory");
+    json_decref(step);
+    return st;
+}
+
+spmv_client_status spmv_client_ops_spmv(spmv_client_ops *o, const char *matrix, const char *x, const char *y,
+                                        double alpha, double beta, char trans, const char *kernel)
+{
+    if (trans != 'n' && trans != 't')
+        return ops_fail(o, SPMV_CLIENT_ERR_INVALID, "spmv: trans must be 'n' or 't'");
+    return ops_append(o, "spmv", "matrix", 's', matrix, "x", 's', x, "y", 's', y, "alpha", 'd', alpha, "beta", 'd',
+                      beta, "trans", 's', trans == 't' ? "t" : "n", "kernel", 's', kernel ? kernel : "auto",
+                      (const char *)NULL);
+}
+
+spmv_client_status spmv_client_ops_dot(spmv_client_ops *o, const char *x, const char *y, const char *as)
+{
+    return ops_append(o, "dot", "x", 's', x, "y", 's', y, "as", 's', as, (const char *)NULL);
+}
+
+spmv_client_status spmv_client_ops_nrm2(spmv_client_ops *o, const char *x, const char *as)
+{
+    return ops_append(o, "nrm2", "x", 's', x, "as", 's', as, (const char *)NULL);
+}
+
+spmv_client_status spmv_client_ops_axpy(spmv_client_ops *o, double alpha, const char *x, const char *y)
+{
+    return ops_append(o, "axpy", "alpha", 'd', alpha, "x", 's', x, "y", 's', y, (const char *)NULL);
+}
+
+spmv_client_status spmv_client_ops_axpby(spmv_client_ops *o, double alpha, const char *x, double beta,
+                                         const char *y)
+{
+    return ops_append(o, "axpby", "alpha", 'd', alpha, "x", 's', x, "beta", 'd', beta, "y", 's', y,
+                      (const char *)NULL);
+}
+
+spmv_client_status spmv_client_ops_scal(spmv_client_ops *o, double alpha, const char *x)
+{
+    return ops_append(o, "scal", "alpha", 'd', alpha, "x", 's', x, (const char *)NULL);
+}
+
+spmv_client_status spmv_client_ops_copy(spmv_client_ops *o, const char *x, const char *y)
+{
+    return ops_append(o, "copy", "x", 's', x, "y", 's', y, (const char *)NULL);
+}
+
+spmv_client_status spmv_client_ops_fill(spmv_client_ops *o, const char *x, double value)
+{
+    return ops_append(o, "fill", "x", 's', x, "value", 'd', value, (const char *)NULL);
+}
+
+void spmv_client_ops_result_free(spmv_client_ops_result *r)
+{
+    if (!r)
+        return;
+    for (size_t i = 0; i < r->nresults; i++) {
+        free(r->results[i].name);
+        free(r->results[i].values);
+    }
+    free(r->results);
+    free(r->steps);
+    free(r->json);
+    free(r);
+}
+
+double spmv_client_ops_result_get(const spmv_client_ops_result *r, const char *name, size_t index)
+{
+    for (size_t i = 0; r && name && i < r->nresults; i++)
+        if (strcmp(r->results[i].name, name) == 0)
+            return index < r->results[i].k ? r->results[i].values[index] : NAN;
+    return NAN;
+}
+
+/* {"results":{name: v | [v...]}, "steps":[{"op","ms"}], "total_ms", "queue_ms", "device"}. */
+static bool parse_ops(const json_t *root, spmv_client_ops_result *r)
+{
+    const json_t *res = json_object_get(root, "results"), *steps = json_object_get(root, "steps");
+    const char *key;
+    json_t *v;
+
+    if (!json_is_object(root) || (res && !json_is_object(res)) || (steps && !json_is_array(steps)))
+        return false;
+    size_t n = json_object_size(res), ns = json_array_size(steps);
+    if ((n && !(r->results = calloc(n, sizeof *r->results))) || (ns && !(r->steps = calloc(ns, sizeof *r->steps))))
+        return false;
+    json_object_foreach((json_t *)res, key, v) {
+        spmv_client_ops_value *o = &r->results[r->nresults++];
+        size_t k = json_is_array(v) ? json_array_size(v) : 1;
+        if (!(o->name = strdup(key)) || !(o->values = calloc(k ? k : 1, sizeof *o->values)))
+            return false;
+        o->k = k;
+        for (size_t i = 0; i < k; i++)
+            o->values[i] = json_num(json_is_array(v) ? json_array_get(v, i) : v, NAN);
+    }
+    for (size_t i = 0; i < ns; i++, r->nsteps++) {
+        const json_t *s = json_array_get(steps, i);
+        copy_str(r->steps[i].op, sizeof r->steps[i].op, json_object_get(s, "op"));
+        r->steps[i].ms = json_num(json_object_get(s, "ms"), NAN);
+    }
+    r->total_ms = json_num(json_object_get(root, "total_ms"), NAN);
+    r->queue_ms = json_num(json_object_get(root, "queue_ms"), NAN);
+    copy_str(r->device, sizeof r->device, json_object_get(root, "device"));
+    return (r->json = dump_json(root)) != NULL;
+}
+
+spmv_client_status spmv_client_ops_post(spmv_client *h, const char *json, spmv_client_ops_result **out)
+{
+    json_t *root = NULL;
+    spmv_client_ops_result *res = NULL;
+    response r = {0};
+    spmv_client_status st;
+
+    if (out) *out = NULL;
+    if (!h) return SPMV_CLIENT_ERR_INVALID;
+    clear_error(h);
+    if (!json || !*json) return fail(h, SPMV_CLIENT_ERR_INVALID, "the steps are empty");
+    request req = {.method = "POST", .path = "/v1/ops", .content_type = "application/json", .body = json,
+                   .body_len = strlen(json)};
+    if ((st = do_request(h, &req, &r)) != SPMV_CLIENT_OK || !out || (st = parse_body(h, &r, &root)) != SPMV_CLIENT_OK)
+        goto done;
+    st = fail(h, SPMV_CLIENT_ERR_NOMEM, "out of memory");
+    if (!(res = calloc(1, sizeof *res)))
+        goto done;
+    if (!parse_ops(root, res)) {
+        st = fail(h, SPMV_CLIENT_ERR_PROTOCOL, "the ops answer's results or steps are malformed (or memory ran out)");
+        goto done;
+    }
+    res->request_ms = r.total_ms;
+    st = SPMV_CLIENT_OK;
+    h->errmsg[0] = '\0';
+    *out = res;
+    res = NULL;
+done:
+    spmv_client_ops_result_free(res);
+    json_decref(root);
+    response_clear(&r);
+    return st;
+}
+
+spmv_client_status spmv_client_ops_run(spmv_client *h, const spmv_client_ops *ops, spmv_client_ops_result **out)
+{
+    if (out) *out = NULL;
+    if (!h) return SPMV_CLIENT_ERR_INVALID;
+    clear_error(h);
+    if (!ops) return fail(h, SPMV_CLIENT_ERR_INVALID, "no steps (NULL builder)");
+    if (ops->error[0]) return fail(h, SPMV_CLIENT_ERR_INVALID, "%s", ops->error);
+    if (json_array_size(ops->steps) == 0) return fail(h, SPMV_CLIENT_ERR_INVALID, "the builder holds no steps");
+    char *text = spmv_client_ops_json(ops);
+    if (!text) return fail(h, SPMV_CLIENT_ERR_NOMEM, "out of memory");
+    spmv_client_status st = spmv_client_ops_post(h, text, out);
+    free(text);
+    return st;
+}
+
+/* --------------------------------------------------------------- solvers */
+
+void spmv_client_solve_result_free(spmv_client_solve_result *r)
+{
+    if (!r)
+        return;
+    free(r->stop_detail);
+    free(r->history);
+    free(r->json);
+    free(r);
+}
+
+/* An operand as an inline array of n doubles or {"vector": id}. */
+static json_t *operand_json(const char *vector, const double *v, size_t n, bool *finite)
+{
+    if (vector)
+        return json_pack("{s:s}", "vector", vector);
+    json_t *a = json_array();
+    for (size_t i = 0; a && i < n; i++) {
+        if (!isfinite(v[i])) {
+            *finite = false;
+            break;
+        }
+        if (json_array_append_new(a, json_real(v[i])) != 0) {
+            json_decref(a);
+            return NULL;
+        }
+    }
+    return a;
+}
+
+static spmv_client_status solve_body(spmv_client *h, const spmv_client_solve_options *o, char **text)
+{
+    json_t *body = json_object();
+    bool ok = body != NULL, finite = true;
+    *text = NULL;
+    if (ok && o->method) ok = json_object_set_new(body, "method", json_string(o->method)) == 0;
+    if (ok && o->tol) ok = json_object_set_new(body, "tol", json_real(o->tol)) == 0;
+    if (ok && o->maxit) ok = json_object_set_new(body, "maxit", json_integer(o->maxit)) == 0;
+    if (ok && o->restart) ok = json_object_set_new(body, "restart", json_integer(o->restart)) == 0;
+    if (ok && o->preconditioner) ok = json_object_set_new(body, "preconditioner", json_string(o->preconditioner)) == 0;
+    if (ok && o->kernel) ok = json_object_set_new(body, "kernel", json_string(o->kernel)) == 0;
+    if (ok) ok = json_object_set_new(body, "b", operand_json(o->b_vector, o->b, o->nb, &finite)) == 0;
+    if (ok && (o->x0_vector || o->x0))
+        ok = json_object_set_new(body, "x0", operand_json(o->x0_vector, o->x0, o->nx0, &finite)) == 0;
+    if (ok && o->x_out_vector) ok = json_object_set_new(body, "x_out", json_pack("{s:s}", "vector", o->x_out_vector)) == 0;
+    if (ok && o->async) ok = json_object_set_new(body, "async", json_true()) == 0;
+    if (ok && finite) *text = json_dumps(body, JSON_COMPACT);
+    json_decref(body);
+    if (!finite) return fail(h, SPMV_CLIENT_ERR_INVALID, "b and x0 must hold finite values");
+    return *text ? SPMV_CLIENT_OK : fail(h, SPMV_CLIENT_ERR_NOMEM, "out of memory");
+}
+
+/* Fills *r from a solve answer (x excluded); false when a count is out of
+ * range or memory runs out. */
+static bool parse_solve(const json_t *root, spmv_client_solve_result *r)
+{
+    const json_t *stop = json_object_get(root, "stop"), *t = json_object_get(root, "time");
+    const json_t *hist = json_object_get(root, "residual_history");
+    const char *detail = json_string_value(json_object_get(stop, "detail"));
+
+    if (!json_is_object(root) || (hist && !json_is_array(hist)) ||
+        !json_count(json_object_get(root, "iterations"), INT64_MAX, &r->iterations) ||
+        !json_count(json_object_get(root, "spmv_calls"), INT64_MAX, &r->spmv_calls))
+        return false;
+    copy_str(r->method, sizeof r->method, json_object_get(root, "method"));
+    r->converged = json_is_true(json_object_get(root, "converged"));
+    copy_str(r->stop_reason, sizeof r->stop_reason, json_object_get(stop, "reason"));
+    r->stop_value = json_num(json_object_get(stop, "value"), NAN);
+    r->relres = json_num(json_object_get(root, "relres"), NAN);
+    r->total_ms = json_num(json_object_get(t, "total_ms"), NAN);
+    r->spmv_ms = json_num(json_object_get(t, "spmv_ms"), NAN);
+    r->vector_ms = json_num(json_object_get(t, "vector_ms"), NAN);
+    r->setup_ms = json_num(json_object_get(t, "setup_ms"), NAN);
+    r->queue_ms = json_num(json_object_get(t, "queue_ms"), NAN);
+    copy_str(r->kernel, sizeof r->kernel, json_object_get(root, "kernel"));
+    const json_t *dev = json_object_get(root, "device");
+    copy_str(r->device, sizeof r->device, json_is_object(dev) ? json_object_get(dev, "name") : dev);
+    r->nhistory = json_array_size(hist);
+    if (r->nhistory && !(r->history = malloc(r->nhistory * sizeof *r->history)))
+        return false;
+    for (size_t i = 0; i < r->nhistory; i++)
+        r->history[i] = json_num(json_array_get(hist, i), NAN);
+    json_t *copy = json_copy((json_t *)root);
+    if (copy) json_object_del(copy, "x");
+    r->json = dump_json(copy);
+    json_decref(copy);
+    return (r->stop_detail = strdup(detail ? detail : "")) && r->json;
+}
+
+/* The answer's "x" into the caller's buffer: exactly nx finite-or-not numbers. */
+static spmv_client_status solve_x(spmv_client *h, const json_t *root, double *x, size_t nx,
+                                  spmv_client_solve_result *r)
+{
+    const json_t *a = json_object_get(root, "x");
+    if (!x || !a)
+        return SPMV_CLIENT_OK;
+    if (!json_is_array(a) || json_array_size(a) != nx)
+        return fail(h, SPMV_CLIENT_ERR_PROTOCOL, "the answer's x has %zu values, expected %zu",
+                    json_is_array(a) ? json_array_size(a) : 0, nx);
+    for (size_t i = 0; i < nx; i++)
+        x[i] = json_num(json_array_get(a, i), NAN);
+    r->has_x = 1;
+    return SPMV_CLIENT_OK;
+}
+
+spmv_client_status spmv_client_solve_parse(spmv_client *h, const char *json, double *x, size_t nx,
+                                           spmv_client_solve_result **out)
+{
+    json_t *root = NULL;
+    spmv_client_solve_result *r = NULL;
+    spmv_client_status st;
+
+    if (!h || !out) return SPMV_CLIENT_ERR_INVALID;
+    *out = NULL;
+    clear_error(h);
+    if (!json) return fail(h, SPMV_CLIENT_ERR_INVALID, "no JSON text to parse");
+    if (!(root = json_loads(json, 0, NULL)))
+        return fail(h, SPMV_CLIENT_ERR_PROTOCOL, "the solve answer is not JSON");
+    st = fail(h, SPMV_CLIENT_ERR_NOMEM, "out of memory");
+    if (!(r = calloc(1, sizeof *r)))
+        goto done;
+    r->request_ms = NAN;
+    if (!parse_solve(root, r)) {
+        st = fail(h, SPMV_CLIENT_ERR_PROTOCOL, "the solve answer has a count out of range (or memory ran out)");
+        goto done;
+    }
+    if ((st = solve_x(h, root, x, nx, r)) != SPMV_CLIENT_OK)
+        goto done;
+    h->errmsg[0] = '\0';
+    *out = r;
+    r = NULL;
+done:
+    spmv_client_solve_result_free(r);
+    json_decref(root);
+    return st;
+}
+
+spmv_client_status spmv_client_solve(spmv_client *h, const char *id, const spmv_client_solve_options *opts,
+                                     double *x, size_t nx, spmv_client_solve_result **out)
+{
+    char *text = NULL, *path = NULL;
+    json_t *root = NULL;
+    response r = {0};
+    spmv_client_solve_result *res = NULL;
+    spmv_client_status st;
+
+    if (!h || !out) return SPMV_CLIENT_ERR_INVALID;
+    *out = NULL;
+    clear_error(h);
+    if (!id_ok(id)) return fail(h, SPMV_CLIENT_ERR_INVALID, "matrix id must be 1 to 63 characters");
+    if (!opts || !opts->b_vector == !opts->b)
+        return fail(h, SPMV_CLIENT_ERR_INVALID, "give b either as a vector id (b_vector) or inline (b, nb), not %s",
+                    opts && opts->b ? "both" : "neither");
+    if (opts->x0_vector && opts->x0)
+        return fail(h, SPMV_CLIENT_ERR_INVALID, "give x0 as a vector id or inline, not both");
+    if ((opts->b && opts->nb == 0) || (opts->x0 && opts->nx0 == 0))
+        return fail(h, SPMV_CLIENT_ERR_INVALID, "inline b and x0 need at least one value");
+    if (!(opts->tol >= 0 && isfinite(opts->tol)) || opts->maxit < 0 || opts->restart < 0)
+        return fail(h, SPMV_CLIENT_ERR_INVALID, "tol must be finite and >= 0, maxit and restart >= 0 (0: server default)");
+    if ((opts->b_vector && !id_ok(opts->b_vector)) || (opts->x0_vector && !id_ok(opts->x0_vector)) ||
+        (opts->x_out_vector && !id_ok(opts->x_out_vector)))
+        return fail(h, SPMV_CLIENT_ERR_INVALID, "vector ids must be 1 to 63 characters");
+    if (x && nx > SIZE_MAX / 8)
+        return fail(h, SPMV_CLIENT_ERR_INVALID, "x length overflows size_t");
+    if ((st = solve_body(h, opts, &text)) != SPMV_CLIENT_OK)
+        return st;
+    st = fail(h, SPMV_CLIENT_ERR_NOMEM, "out of memory");
+    if (!(path = id_path(h, "matrices", id, "/solve")) || !(res = calloc(1, sizeof *res)))
+        goto done;
+    bool binary = x && !opts->x_out_vector && !opts->async;
+    request req = {.method = "POST", .path = path, .content_type = "application/json", .body = text,
+                   .body_len = strlen(text), .accept = binary ? "application/octet-stream" : NULL,
+                   .sink = binary ? x : NULL, .sink_cap = binary ? nx * 8 : 0, .sink_if_binary = true,
+                   .meta_name = "x-spmv-solve:"};
+    if ((st = do_request(h, &req, &r)) != SPMV_CLIENT_OK)
+        goto done;
+    res->request_ms = r.total_ms;
+    if (opts->async) {
+        if ((st = parse_body(h, &r, &root)) != SPMV_CLIENT_OK)
+            goto done;
+        const char *jid = job_id_of(root);
+        if (!jid || !*jid || strlen(jid) >= sizeof res->job_id) {
+            st = fail(h, SPMV_CLIENT_ERR_PROTOCOL, "the async solve answer (HTTP %ld) names no job id", r.status);
+            goto done;
+        }
+        snprintf(res->job_id, sizeof res->job_id, "%s", jid);
+        res->json = dump_json(root);
+    } else if (r.to_sink == 1) {
+        if (r.sink_len != nx * 8) {
+            st = fail(h, SPMV_CLIENT_ERR_PROTOCOL, "x has %zu bytes, expected %zu (%zu float64 values)", r.sink_len,
+                      nx * 8, nx);
+            goto done;
+        }
+        if (!r.meta_header || !(root = json_loads(r.meta_header, 0, NULL))) {
+            st = fail(h, SPMV_CLIENT_ERR_PROTOCOL, "the X-SpMV-Solve header is %s",
+                      r.meta_header ? "not JSON" : "missing");
+            goto done;
+        }
+        res->has_x = 1;
+    } else {
+        if ((st = parse_body(h, &r, &root)) != SPMV_CLIENT_OK || (st = solve_x(h, root, x, nx, res)) != SPMV_CLIENT_OK)
+            goto done;
+    }
+    if (!opts->async && !parse_solve(root, res)) {
+        st = fail(h, SPMV_CLIENT_ERR_PROTOCOL, "the solve answer has a count out of range (or memory ran out)");
+        goto done;
+    }
+    if (opts->async && !res->json) {
+        st = fail(h, SPMV_CLIENT_ERR_NOMEM, "out of memory");
+        goto done;
+    }
+    if (!res->stop_detail && !(res->stop_detail = strdup(""))) {
+        st = fail(h, SPMV_CLIENT_ERR_NOMEM, "out of memory");
+        goto done;
+    }
+    st = SPMV_CLIENT_OK;
+    *out = res;
+    res = NULL;
+done:
+    spmv_client_solve_result_free(res);
+    json_decref(root);
+    response_clear(&r);
+    free(text);
+    free(path);
+    return st;
 }

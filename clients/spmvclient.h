@@ -24,7 +24,9 @@
  * OWNERSHIP: strings and buffers passed in are only read during the call
  * (the handle copies what it keeps). Objects returned through an out
  * pointer (spmv_client_matrix, spmv_client_matrix_list, spmv_client_job,
- * spmv_client_kernel_list, char * JSON texts) belong to the caller and are
+ * spmv_client_kernel_list, spmv_client_vector, spmv_client_vector_list,
+ * spmv_client_ops_result, spmv_client_solve_result, char * JSON texts)
+ * belong to the caller and are
  * released with the matching *_free() function; on failure the out pointer
  * is set to NULL. Every *_free() accepts NULL.
  *
@@ -32,6 +34,11 @@
  * counts) are range-checked before use; an answer that does not fit what
  * was asked for fails with SPMV_CLIENT_ERR_PROTOCOL instead of being
  * trusted.
+ *
+ * VERSIONS: 0.1 had the calls up to the jobs section; 0.2 (the same
+ * soname, libspmvclient.so.0) adds resident vectors, products with
+ * resident operands, batched steps (/v1/ops), solvers and job
+ * cancellation. SPMV_CLIENT_VERSION_MINOR >= 2 tells a program it has them.
  *
  * Link with pkg-config: cc prog.c $(pkg-config --cflags --libs spmvclient)
  */
@@ -45,9 +52,9 @@
 extern "C" {
 #endif
 
-#define SPMV_CLIENT_VERSION "0.1.0"
+#define SPMV_CLIENT_VERSION "0.2.0"
 #define SPMV_CLIENT_VERSION_MAJOR 0
-#define SPMV_CLIENT_VERSION_MINOR 1
+#define SPMV_CLIENT_VERSION_MINOR 2
 #define SPMV_CLIENT_VERSION_PATCH 0
 
 /* The library is built with -fvisibility=hidden; only what carries this
@@ -372,6 +379,292 @@ SPMV_CLIENT_API spmv_client_status spmv_client_job_get(spmv_client *h, const cha
 SPMV_CLIENT_API spmv_client_status spmv_client_job_wait(spmv_client *h, const char *job_id, long interval_ms,
                                                         spmv_client_progress_fn progress, void *user,
                                                         spmv_client_job **out);
+
+/* Cancels a job: DELETE /v1/jobs/{id}. A queued job never runs; a running
+ * solve stops at its next iteration (its result then has stop reason
+ * "cancelled"). The server answers 202 with the job, which *out receives
+ * (out may be NULL); a job that had already finished is dropped (204) and
+ * *out is set to NULL. Errors: NOT_FOUND (unknown or swept job). */
+SPMV_CLIENT_API spmv_client_status spmv_client_job_cancel(spmv_client *h, const char *job_id,
+                                                          spmv_client_job **out);
+
+/* ------------------------------------------------------ resident vectors */
+
+/* Vectors that live in the daemon, next to the matrices, so that a solver
+ * can keep its operands there between requests. They are not persisted and
+ * expire after the daemon's vector_ttl_s of idleness. Values travel as
+ * binary little-endian arrays of the vector's dtype, n·k of them, column
+ * after column (column-major) when k > 1. */
+
+/* A vector descriptor. Fields the server left out are zero / "" / NAN. */
+typedef struct spmv_client_vector {
+    char id[64];
+    int64_t n, k;             /* length and columns: the vector holds n·k values */
+    spmv_client_dtype dtype;
+    char device[32];          /* "cpu", "gpu0", ... */
+    uint64_t bytes;
+    char created[40];         /* RFC 3339 */
+    double idle_s, expires_in_s;
+    char like[64];            /* the matrix it was made like, or "" */
+    char *json;               /* the descriptor as the server sent it */
+} spmv_client_vector;
+
+SPMV_CLIENT_API void spmv_client_vector_free(spmv_client_vector *v);
+
+typedef struct spmv_client_vector_list {
+    size_t count;
+    spmv_client_vector *items; /* owned by the list: do not free them one by one */
+    char *json;                /* {"vectors":[...]} as the server sent it */
+} spmv_client_vector_list;
+
+SPMV_CLIENT_API void spmv_client_vector_list_free(spmv_client_vector_list *l);
+
+/* Where a new vector goes and what shape it has; zero-initialise. NULL and
+ * 0 fields leave the choice to the server. */
+typedef struct spmv_client_vector_options {
+    const char *like;         /* a matrix id: its device, its dtype, n = its cols (or rows) */
+    const char *side;         /* with like: "cols" (default) or "rows" */
+    const char *device;       /* "cpu", "gpu" (most free memory), "gpuN"; must agree with like */
+    const char *dtype;        /* "float64" or "float32" (fill and random only; see _create) */
+    int64_t k;                /* columns, 0: 1 */
+} spmv_client_vector_options;
+
+/* POST /v1/vectors with `count` values of `dtype` at `values` (binary):
+ * n = count / k. opts->dtype is ignored: `dtype` says what the buffer
+ * holds. *out (required) receives the descriptor. Errors: INVALID (count
+ * not a multiple of k, count 0, NULL values), NOT_FOUND (like names no
+ * matrix), BAD_REQUEST (n differs from like's, device and like disagree),
+ * DEVICE_MEMORY (507: the device's vector limit), and the transfer statuses. */
+SPMV_CLIENT_API spmv_client_status spmv_client_vector_create(spmv_client *h, spmv_client_dtype dtype,
+                                                             const void *values, size_t count,
+                                                             const spmv_client_vector_options *opts,
+                                                             spmv_client_vector **out);
+
+/* POST /v1/vectors {"n", "k", "fill": value, ...}: n values all `value`.
+ * n = 0 takes n from opts->like (INVALID without it). */
+SPMV_CLIENT_API spmv_client_status spmv_client_vector_fill(spmv_client *h, int64_t n, double value,
+                                                           const spmv_client_vector_options *opts,
+                                                           spmv_client_vector **out);
+
+/* The same with {"fill": "random", "seed": seed}: the server's seeded
+ * random values (the same seed gives the same vector). */
+SPMV_CLIENT_API spmv_client_status spmv_client_vector_random(spmv_client *h, int64_t n, uint64_t seed,
+                                                             const spmv_client_vector_options *opts,
+                                                             spmv_client_vector **out);
+
+/* GET /v1/vectors/{id} with Accept: application/octet-stream: the values,
+ * binary, straight into `values` (room for `count` values of `dtype`).
+ * The vector must hold exactly `count` values of `dtype`: a different
+ * dtype is INVALID (errmsg names both), a different length PROTOCOL. `desc`
+ * (may be NULL) receives the descriptor from the X-SpMV-Vector header. */
+SPMV_CLIENT_API spmv_client_status spmv_client_vector_read(spmv_client *h, const char *id, spmv_client_dtype dtype,
+                                                           void *values, size_t count, spmv_client_vector **desc);
+
+/* PUT /v1/vectors/{id}: overwrites the vector in place with `count`
+ * binary values; n, k and dtype must match (BAD_REQUEST naming both).
+ * `desc` (may be NULL) receives the descriptor. */
+SPMV_CLIENT_API spmv_client_status spmv_client_vector_write(spmv_client *h, const char *id,
+                                                            spmv_client_dtype dtype, const void *values,
+                                                            size_t count, spmv_client_vector **desc);
+
+/* DELETE /v1/vectors/{id}. NOT_FOUND for an unknown, deleted or expired id. */
+SPMV_CLIENT_API spmv_client_status spmv_client_vector_delete(spmv_client *h, const char *id);
+
+/* GET /v1/vectors, parsed; l->json is the answer text. */
+SPMV_CLIENT_API spmv_client_status spmv_client_vectors(spmv_client *h, spmv_client_vector_list **out);
+
+/* --------------------------------------- spmv with resident operands */
+
+/* The operands of spmv_client_spmv(); zero-initialise. x comes from a
+ * resident vector (x_vector) or inline (x, nx values of dtype); y goes
+ * into a resident vector (y_vector) or inline into y (room for ny
+ * values). With op 't', x has k·rows values and y k·cols. */
+typedef struct spmv_client_operands {
+    spmv_client_dtype dtype;  /* of the inline x and y: the matrix's dtype */
+    int64_t k;                /* columns of x and y, 0: 1 */
+    char op;                  /* 'n' (0 too): y = A·x; 't': y = Aᵀ·x */
+    int scale;                /* nonzero: y = alpha·op(A)·x + beta·y; zero: y = op(A)·x */
+    double alpha, beta;       /* beta != 0 needs y_vector */
+    const char *x_vector;
+    const void *x;
+    size_t nx;
+    const char *y_vector;
+    void *y;
+    size_t ny;
+} spmv_client_operands;
+
+typedef struct spmv_client_product_result {
+    spmv_client_spmv_result spmv; /* kernel, stats, queue_ms, max_rel_err, request_ms */
+    double axpby_ms;          /* the alpha/beta update, NAN when none was needed */
+} spmv_client_product_result;
+
+/* POST /v1/matrices/{id}/spmv, binary: the body is the inline x (k·cols
+ * values) or empty with ?x=ID; ?y=ID, ?alpha=, ?beta=, ?op=, ?k= and the
+ * options of spmv_client_multiply(). An inline y comes back straight into
+ * a->y and must be exactly ny values (else PROTOCOL); with y_vector the
+ * answer has no body. `res` may be NULL. Refused before sending (INVALID):
+ * neither or both of x_vector and x, neither or both of y_vector and y,
+ * beta != 0 without y_vector, op other than 'n'/'t', nx or ny not a
+ * multiple of k. Server errors: NOT_FOUND (matrix or vector), BAD_REQUEST
+ * (shape_mismatch, dtype_mismatch, a kernel that takes fewer than k
+ * columns: errmsg names those that do), CONFLICT (wrong_device: a vector
+ * on another device than the kernel). */
+SPMV_CLIENT_API spmv_client_status spmv_client_spmv(spmv_client *h, const char *id, const spmv_client_operands *a,
+                                                    const spmv_client_spmv_options *opts,
+                                                    spmv_client_product_result *res);
+
+/* --------------------------------------------------------- batched steps */
+
+/* POST /v1/ops runs a list of steps in order on one device's queue, in one
+ * request: products and BLAS-1 operations on resident vectors, with
+ * scalars as literal numbers. The steps are JSON text
+ * ({"steps":[{"op":"dot","x":"v1","y":"v2","as":"d"}, ...]}), written by
+ * hand and sent with spmv_client_ops_post(), or built with the small
+ * builder below and sent with spmv_client_ops_run().
+ *
+ * The builder collects steps; each append returns OK, INVALID (a NULL or
+ * empty id or name, an unknown trans) or NOMEM, and the first failure also
+ * sticks to the builder: spmv_client_ops_run() then refuses to send it
+ * (INVALID, errmsg naming the step), so a caller may append a whole
+ * request and check once. spmv_client_ops_clear() empties it for reuse. A
+ * builder belongs to one thread at a time, like a handle. */
+typedef struct spmv_client_ops spmv_client_ops;
+
+SPMV_CLIENT_API spmv_client_ops *spmv_client_ops_new(void);
+SPMV_CLIENT_API void spmv_client_ops_free(spmv_client_ops *o);
+SPMV_CLIENT_API void spmv_client_ops_clear(spmv_client_ops *o);
+/* y = alpha·op(A)·x + beta·y; trans 'n' or 't'; kernel NULL: "auto". */
+SPMV_CLIENT_API spmv_client_status spmv_client_ops_spmv(spmv_client_ops *o, const char *matrix, const char *x,
+                                                        const char *y, double alpha, double beta, char trans,
+                                                        const char *kernel);
+/* results[as] = x·y, per column when k > 1. */
+SPMV_CLIENT_API spmv_client_status spmv_client_ops_dot(spmv_client_ops *o, const char *x, const char *y,
+                                                       const char *as);
+/* results[as] = ||x||₂. */
+SPMV_CLIENT_API spmv_client_status spmv_client_ops_nrm2(spmv_client_ops *o, const char *x, const char *as);
+/* y += alpha·x */
+SPMV_CLIENT_API spmv_client_status spmv_client_ops_axpy(spmv_client_ops *o, double alpha, const char *x,
+                                                        const char *y);
+/* y = alpha·x + beta·y */
+SPMV_CLIENT_API spmv_client_status spmv_client_ops_axpby(spmv_client_ops *o, double alpha, const char *x,
+                                                         double beta, const char *y);
+/* x = alpha·x */
+SPMV_CLIENT_API spmv_client_status spmv_client_ops_scal(spmv_client_ops *o, double alpha, const char *x);
+/* y = x */
+SPMV_CLIENT_API spmv_client_status spmv_client_ops_copy(spmv_client_ops *o, const char *x, const char *y);
+/* x = value everywhere */
+SPMV_CLIENT_API spmv_client_status spmv_client_ops_fill(spmv_client_ops *o, const char *x, double value);
+/* The number of steps so far, and the request as JSON text (free with
+ * spmv_client_string_free; NULL when out of memory). */
+SPMV_CLIENT_API size_t spmv_client_ops_count(const spmv_client_ops *o);
+SPMV_CLIENT_API char *spmv_client_ops_json(const spmv_client_ops *o);
+
+/* One named result: `k` values (1 for a single column). */
+typedef struct spmv_client_ops_value {
+    char *name;
+    size_t k;
+    double *values;
+} spmv_client_ops_value;
+
+/* One step's time as the server measured it. */
+typedef struct spmv_client_ops_step {
+    char op[16];
+    double ms;
+} spmv_client_ops_step;
+
+typedef struct spmv_client_ops_result {
+    size_t nresults;
+    spmv_client_ops_value *results;
+    size_t nsteps;
+    spmv_client_ops_step *steps;
+    double total_ms, queue_ms; /* the server's, NAN when absent */
+    double request_ms;         /* client-side wall time of the exchange */
+    char device[32];
+    char *json;                /* the answer as the server sent it */
+} spmv_client_ops_result;
+
+SPMV_CLIENT_API void spmv_client_ops_result_free(spmv_client_ops_result *r);
+
+/* results[name][index], or NAN when the name or the index is absent. */
+SPMV_CLIENT_API double spmv_client_ops_result_get(const spmv_client_ops_result *r, const char *name,
+                                                  size_t index);
+
+/* POST /v1/ops with the builder's steps / with the JSON text `json`
+ * (sent as it is). *out (may be NULL) receives the results and per-step
+ * times. The server checks everything before the first step runs: a bad
+ * request changes nothing. Errors: INVALID (empty builder, a failed
+ * append), NOT_FOUND (a vector or matrix), BAD_REQUEST (shapes, dtypes,
+ * duplicate "as" names, too many steps), CONFLICT (operands on two
+ * devices), and the transfer statuses. */
+SPMV_CLIENT_API spmv_client_status spmv_client_ops_run(spmv_client *h, const spmv_client_ops *ops,
+                                                       spmv_client_ops_result **out);
+SPMV_CLIENT_API spmv_client_status spmv_client_ops_post(spmv_client *h, const char *json,
+                                                        spmv_client_ops_result **out);
+
+/* --------------------------------------------------------------- solvers */
+
+/* Options for spmv_client_solve(); zero-initialise. 0 / NULL: the
+ * server's default. b and x0 are resident vectors (ids) or inline float64
+ * values, sent as JSON numbers with 17 significant digits. */
+typedef struct spmv_client_solve_options {
+    const char *method;          /* "cg" (NULL), "bicgstab", "gmres" */
+    double tol;                  /* relative residual to reach, 0: 1e-8 */
+    long maxit;                  /* 0: 1000 */
+    int restart;                 /* gmres restart length, 0: 30 */
+    const char *preconditioner;  /* NULL or "none", "jacobi" */
+    const char *kernel;          /* NULL: "auto" */
+    const char *b_vector;        /* b as a resident vector ... */
+    const double *b;             /* ... or nb values inline */
+    size_t nb;
+    const char *x0_vector;       /* x0 as a resident vector, or nx0 values */
+    const double *x0;            /* inline; both NULL: zeros */
+    size_t nx0;
+    const char *x_out_vector;    /* x goes into this vector instead of the answer */
+    int async;                   /* nonzero: run as a job (result->job_id) */
+} spmv_client_solve_options;
+
+typedef struct spmv_client_solve_result {
+    char job_id[64];             /* async: the job to wait for; then nothing else is set */
+    char method[16];
+    int converged;
+    char stop_reason[16];        /* "converged", "maxit", "breakdown", "cancelled" */
+    char *stop_detail;           /* never NULL ("" when none) */
+    double stop_value;           /* NAN when absent */
+    int64_t iterations;
+    double relres;
+    size_t nhistory;
+    double *history;             /* relative residual per iteration */
+    double total_ms, spmv_ms, vector_ms, setup_ms, queue_ms; /* the server's split, NAN when absent */
+    int64_t spmv_calls;
+    char kernel[64];
+    char device[32];
+    int has_x;                   /* nonzero when x was written into the caller's buffer */
+    double request_ms;           /* client-side wall time of the exchange */
+    char *json;                  /* the answer (without x) as JSON text */
+} spmv_client_solve_result;
+
+SPMV_CLIENT_API void spmv_client_solve_result_free(spmv_client_solve_result *r);
+
+/* POST /v1/matrices/{id}/solve. When x (room for nx float64 values) is
+ * given and x_out_vector is not, the answer is asked for as binary
+ * (Accept: application/octet-stream): x comes straight into the buffer
+ * and must be exactly nx values (else PROTOCOL); the rest comes in the
+ * X-SpMV-Solve header. A JSON answer is taken too. *out (required)
+ * receives the rest; with opts->async it only carries job_id: wait for
+ * the job with spmv_client_job_wait() and read its result with
+ * spmv_client_solve_parse(). Non-convergence is not an error: the call is
+ * OK and result->converged says. Errors: INVALID (no b, b or x0 given
+ * both ways, negative tol or maxit), BAD_REQUEST (tol, maxit, shape, a
+ * zero diagonal for Jacobi: errmsg names the row), NOT_FOUND, CONFLICT. */
+SPMV_CLIENT_API spmv_client_status spmv_client_solve(spmv_client *h, const char *id,
+                                                     const spmv_client_solve_options *opts, double *x, size_t nx,
+                                                     spmv_client_solve_result **out);
+
+/* Parses a solve answer given as JSON text (a finished solve job's
+ * result): *out receives it, and x (may be NULL) the answer's "x", which
+ * must then be exactly nx values (else PROTOCOL). */
+SPMV_CLIENT_API spmv_client_status spmv_client_solve_parse(spmv_client *h, const char *json, double *x, size_t nx,
+                                                           spmv_client_solve_result **out);
 
 #ifdef __cplusplus
 }

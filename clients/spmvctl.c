@@ -1,7 +1,8 @@
 /* spmvctl.c — the spmvd command-line client, a thin shell over libspmvclient.
  *
  * One subcommand per library call: upload, ls, info, rm, spmv, spmspm, bench, job,
- * kernels, health. Output is a human table by default and the server's JSON
+ * kernels, health; vec (create, get, put, rm, ls) for resident vectors, ops
+ * for a JSON list of batched steps, solve for the daemon's Krylov solvers. Output is a human table by default and the server's JSON
  * with --json (so `spmvctl --json upload m.mtx | jq -r .id` works in
  * scripts). Exit codes are part of the interface and listed in usage():
  * scripts tell "the server said no" from "the server is not there".
@@ -31,6 +32,7 @@ enum exit_code {
     EXIT_SERVER = 4,      /* the server answered 5xx, or a job failed */
     EXIT_PROTOCOL = 5,    /* the answer made no sense */
     EXIT_LOCAL = 6,       /* a local file could not be read or written, memory */
+    EXIT_SOLVE = 7,       /* solve: the answer came, but it did not converge */
 };
 
 typedef struct ctl {
@@ -44,6 +46,13 @@ typedef struct ctl {
     int hack_size, runs, warmup;
     bool verify, no_wait, store;
     const char *c_out;
+    /* vec, ops, solve */
+    const char *like, *side, *values_file, *out_file, *method, *precond;
+    const char *b_file, *b_vector, *x0_file, *x0_vector, *x_out, *x_vector;
+    long k, n, maxit, restart;
+    double fill, tol;
+    uint64_t seed;
+    bool has_fill, random, async, history, cancel;
     const char *params[32];
     int nparams;
     spmv_client *h;
@@ -64,6 +73,9 @@ static const char usage_text[] =
     "  bench ID               benchmark kernels on matrix ID (a job)\n"
     "  job JOB_ID             show a job\n"
     "  kernels                list the kernel catalogue\n"
+    "  vec create|get|put|rm|ls  resident vectors\n"
+    "  ops FILE|-             run a JSON list of steps on resident vectors\n"
+    "  solve ID               solve A x = b on the daemon (cg, bicgstab, gmres)\n"
     "  health                 check that the daemon answers\n"
     "\n"
     "Global options (anywhere on the line):\n"
@@ -77,7 +89,8 @@ static const char usage_text[] =
     "Exit status: 0 success, 1 usage error, 2 the server refused the request\n"
     "(4xx: unknown id, bad matrix, bad kernel), 3 the server could not be reached\n"
     "or timed out, 4 server error (5xx, busy, job failed), 5 malformed answer,\n"
-    "6 local error (file unreadable or unwritable).\n";
+    "6 local error (file unreadable or unwritable, wrong vector length), 7 a solve\n"
+    "that did not converge (maxit, breakdown, cancelled; the answer is printed).\n";
 
 typedef struct command {
     const char *name;
@@ -707,12 +720,456 @@ static int cmd_job(ctl *c, int argc, char **argv)
 {
     spmv_client_job *j;
     if (argc != 1) return usage_error("job needs exactly one job id%s", "");
+    if (c->cancel) {
+        spmv_client_status st = spmv_client_job_cancel(c->h, argv[0], &j);
+        if (st != SPMV_CLIENT_OK) return report(c, argv[0], st);
+        if (c->json && j) print_json_text(j->json);
+        else if (!c->json) printf(j ? "cancelling %s (%s)\n" : "dropped %s (it had finished)\n", argv[0], j ? j->state : "");
+        spmv_client_job_free(j);
+        return EXIT_OK;
+    }
     spmv_client_status st = spmv_client_job_get(c->h, argv[0], &j);
     if (st != SPMV_CLIENT_OK) return report(c, argv[0], st);
     int rc = show_job(c, j);
     if (strcmp(j->state, "failed") == 0)
         rc = report(c, argv[0], SPMV_CLIENT_ERR_JOB_FAILED);
     spmv_client_job_free(j);
+    return rc;
+}
+
+/* ---------------------------------------------------------------- vectors */
+
+/* Reads every whitespace-separated number of `path` ("-": stdin) into a
+ * fresh array; *count values. */
+static int read_values(const char *path, double **out, size_t *count)
+{
+    FILE *f = strcmp(path, "-") == 0 ? stdin : fopen(path, "r");
+    size_t n = 0, cap = 0;
+    double *v = NULL;
+    char tok[128];
+    int rc = EXIT_LOCAL;
+
+    *out = NULL;
+    *count = 0;
+    if (!f) {
+        fprintf(stderr, "spmvctl: %s: %s\n", path, strerror(errno));
+        return EXIT_LOCAL;
+    }
+    while (fscanf(f, "%127s", tok) == 1) {
+        char *end;
+        double d = strtod(tok, &end);
+        if (*end || end == tok) {
+            fprintf(stderr, "spmvctl: %s: value %zu is not a number: %s\n", path, n + 1, tok);
+            goto done;
+        }
+        if (n == cap) {
+            cap = cap ? cap * 2 : 1024;
+            double *p = cap < SIZE_MAX / sizeof *v ? realloc(v, cap * sizeof *v) : NULL;
+            if (!p) {
+                fprintf(stderr, "spmvctl: %s: out of memory after %zu values\n", path, n);
+                goto done;
+            }
+            v = p;
+        }
+        v[n++] = d;
+    }
+    if (n == 0) {
+        fprintf(stderr, "spmvctl: %s: no values\n", path);
+        goto done;
+    }
+    *out = v;
+    *count = n;
+    v = NULL;
+    rc = EXIT_OK;
+done:
+    free(v);
+    if (f != stdin) fclose(f);
+    return rc;
+}
+
+/* `count` doubles as the vector's dtype: float32 rounds into a copy. */
+static const void *as_dtype(spmv_client_dtype d, const double *v, size_t count, float **tmp)
+{
+    *tmp = NULL;
+    if (d == SPMV_CLIENT_FLOAT64)
+        return v;
+    if (!(*tmp = malloc(count * sizeof **tmp)))
+        return NULL;
+    for (size_t i = 0; i < count; i++) (*tmp)[i] = (float)v[i];
+    return *tmp;
+}
+
+static spmv_client_dtype dtype_of(const char *name)
+{
+    return name && strcmp(name, "float32") == 0 ? SPMV_CLIENT_FLOAT32 : SPMV_CLIENT_FLOAT64;
+}
+
+static void print_vector_header(void)
+{
+    printf("%-36s %10s %4s  %-7s  %-6s %12s %8s %8s  %s\n", "ID", "N", "K", "DTYPE", "DEVICE", "BYTES", "IDLE_S",
+           "TTL_S", "LIKE");
+}
+
+static void print_vector_row(const spmv_client_vector *v)
+{
+    printf("%-36s %10" PRId64 " %4" PRId64 "  %-7s  %-6s %12" PRIu64 " %8.0f %8.0f  %s\n", v->id, v->n, v->k,
+           dtype_name(v->dtype), v->device, v->bytes, v->idle_s, v->expires_in_s, v->like);
+}
+
+/* The descriptor of vector `id`, from the listing (there is no GET of a
+ * descriptor alone: GET /v1/vectors/{id} carries the values). */
+static spmv_client_status find_vector(ctl *c, const char *id, spmv_client_vector *out)
+{
+    spmv_client_vector_list *l;
+    spmv_client_status st = spmv_client_vectors(c->h, &l);
+    if (st != SPMV_CLIENT_OK)
+        return st;
+    st = SPMV_CLIENT_ERR_NOT_FOUND;
+    for (size_t i = 0; i < l->count; i++) {
+        if (strcmp(l->items[i].id, id) == 0) {
+            *out = l->items[i];
+            out->json = NULL; /* owned by the list */
+            st = SPMV_CLIENT_OK;
+        }
+    }
+    spmv_client_vector_list_free(l);
+    return st;
+}
+
+static int vec_create(ctl *c, int argc, char **argv)
+{
+    (void)argv;
+    spmv_client_vector_options o = {.like = c->like, .side = c->side, .device = c->device, .dtype = c->dtype,
+                                    .k = c->k};
+    spmv_client_vector *v = NULL;
+    spmv_client_status st;
+    int sources = (c->values_file != NULL) + c->has_fill + c->random;
+
+    if (argc != 0) return usage_error("vec create takes no arguments, only options%s", "");
+    if (sources != 1) return usage_error("vec create needs exactly one of --values FILE, --fill V, --random%s", "");
+    if (c->values_file) {
+        double *vals;
+        size_t count;
+        float *tmp;
+        int rc = read_values(c->values_file, &vals, &count);
+        if (rc != EXIT_OK) return rc;
+        spmv_client_dtype d = dtype_of(c->dtype);
+        const void *buf = as_dtype(d, vals, count, &tmp);
+        st = buf ? spmv_client_vector_create(c->h, d, buf, count, &o, &v) : SPMV_CLIENT_ERR_NOMEM;
+        free(tmp);
+        free(vals);
+    } else if (c->has_fill) {
+        st = spmv_client_vector_fill(c->h, c->n, c->fill, &o, &v);
+    } else {
+        st = spmv_client_vector_random(c->h, c->n, c->seed, &o, &v);
+    }
+    if (st != SPMV_CLIENT_OK) return report(c, "vec create", st);
+    if (c->json) {
+        print_json_text(v->json);
+    } else {
+        print_vector_header();
+        print_vector_row(v);
+    }
+    spmv_client_vector_free(v);
+    return EXIT_OK;
+}
+
+static int vec_get(ctl *c, int argc, char **argv)
+{
+    spmv_client_vector d;
+    spmv_client_vector *desc = NULL;
+    double *vals = NULL;
+    float *vf = NULL;
+    int rc = EXIT_LOCAL;
+
+    if (argc != 1) return usage_error("vec get needs exactly one vector id%s", "");
+    spmv_client_status st = find_vector(c, argv[0], &d);
+    if (st == SPMV_CLIENT_ERR_NOT_FOUND) {
+        fprintf(stderr, "spmvctl: vector %s not found\n", argv[0]);
+        return EXIT_REFUSED;
+    }
+    if (st != SPMV_CLIENT_OK) return report(c, "vec get", st);
+    size_t n = (size_t)d.n, k = (size_t)d.k, count = n * k; /* bounded by the library's parse */
+    if (!(vals = malloc((count ? count : 1) * sizeof *vals)) ||
+        (d.dtype == SPMV_CLIENT_FLOAT32 && !(vf = malloc((count ? count : 1) * sizeof *vf)))) {
+        fprintf(stderr, "spmvctl: out of memory for %zu values\n", count);
+        goto done;
+    }
+    st = spmv_client_vector_read(c->h, argv[0], d.dtype, vf ? (void *)vf : (void *)vals, count, &desc);
+    if (st != SPMV_CLIENT_OK) {
+        rc = report(c, argv[0], st);
+        goto done;
+    }
+    for (size_t i = 0; vf && i < count; i++) vals[i] = vf[i];
+    if (c->json) {
+        json_t *o = json_loads(desc->json, 0, NULL), *a = json_array();
+        for (size_t col = 0; a && col < k; col++) {
+            json_t *cv = k > 1 ? json_array() : a;
+            for (size_t i = 0; cv && i < n; i++) json_array_append_new(cv, json_finite(vals[col * n + i]));
+            if (k > 1) json_array_append_new(a, cv);
+        }
+        json_object_set_new(o, "values", a);
+        char *text = json_dumps(o, JSON_INDENT(2));
+        puts(text ? text : "{}");
+        free(text);
+        json_decref(o);
+        rc = EXIT_OK;
+        goto done;
+    }
+    FILE *f = !c->out_file || strcmp(c->out_file, "-") == 0 ? stdout : fopen(c->out_file, "w");
+    if (!f) {
+        fprintf(stderr, "spmvctl: %s: %s\n", c->out_file, strerror(errno));
+        goto done;
+    }
+    for (size_t i = 0; i < n; i++) /* one row per line, k values on it */
+        for (size_t col = 0; col < k; col++) fprintf(f, "%.17g%c", vals[col * n + i], col + 1 < k ? ' ' : '\n');
+    bool ok = !ferror(f);
+    if (f != stdout) ok = fclose(f) == 0 && ok;
+    if (!ok) {
+        fprintf(stderr, "spmvctl: writing %s failed\n", c->out_file);
+        goto done;
+    }
+    rc = EXIT_OK;
+done:
+    free(vals);
+    free(vf);
+    spmv_client_vector_free(desc);
+    return rc;
+}
+
+static int vec_put(ctl *c, int argc, char **argv)
+{
+    spmv_client_vector d, *desc = NULL;
+    double *vals = NULL;
+    size_t count;
+    float *tmp = NULL;
+    int rc;
+
+    if (argc != 1) return usage_error("vec put needs exactly one vector id%s", "");
+    if (!c->values_file) return usage_error("vec put needs --values FILE%s", "");
+    spmv_client_status st = find_vector(c, argv[0], &d);
+    if (st == SPMV_CLIENT_ERR_NOT_FOUND) {
+        fprintf(stderr, "spmvctl: vector %s not found\n", argv[0]);
+        return EXIT_REFUSED;
+    }
+    if (st != SPMV_CLIENT_OK) return report(c, "vec put", st);
+    if ((rc = read_values(c->values_file, &vals, &count)) != EXIT_OK) return rc;
+    if ((uint64_t)count != (uint64_t)d.n * (uint64_t)d.k) {
+        fprintf(stderr, "spmvctl: %s: %zu values, vector %s holds %" PRId64 " x %" PRId64 "\n", c->values_file, count,
+                argv[0], d.n, d.k);
+        free(vals);
+        return EXIT_LOCAL;
+    }
+    const void *buf = as_dtype(d.dtype, vals, count, &tmp);
+    st = buf ? spmv_client_vector_write(c->h, argv[0], d.dtype, buf, count, &desc) : SPMV_CLIENT_ERR_NOMEM;
+    free(tmp);
+    free(vals);
+    if (st != SPMV_CLIENT_OK) return report(c, argv[0], st);
+    if (c->json) {
+        print_json_text(desc->json);
+    } else {
+        print_vector_header();
+        print_vector_row(desc);
+    }
+    spmv_client_vector_free(desc);
+    return EXIT_OK;
+}
+
+static int vec_rm(ctl *c, int argc, char **argv)
+{
+    int rc = EXIT_OK;
+    if (argc == 0) return usage_error("vec rm needs a vector id%s", "");
+    for (int i = 0; i < argc; i++) {
+        spmv_client_status st = spmv_client_vector_delete(c->h, argv[i]);
+        if (st != SPMV_CLIENT_OK)
+            rc = report(c, argv[i], st);
+        else if (!c->json)
+            printf("deleted %s\n", argv[i]);
+    }
+    return rc;
+}
+
+static int vec_ls(ctl *c, int argc, char **argv)
+{
+    (void)argv;
+    if (argc > 0) return usage_error("vec ls takes no arguments%s", "");
+    spmv_client_vector_list *l;
+    spmv_client_status st = spmv_client_vectors(c->h, &l);
+    if (st != SPMV_CLIENT_OK) return report(c, "vec ls", st);
+    if (c->json) {
+        print_json_text(l->json);
+    } else {
+        print_vector_header();
+        for (size_t i = 0; i < l->count; i++) print_vector_row(&l->items[i]);
+    }
+    spmv_client_vector_list_free(l);
+    return EXIT_OK;
+}
+
+static int cmd_vec(ctl *c, int argc, char **argv)
+{
+    static const struct {
+        const char *name;
+        int (*run)(ctl *, int, char **);
+    } acts[] = {{"create", vec_create}, {"get", vec_get}, {"put", vec_put}, {"rm", vec_rm}, {"ls", vec_ls}};
+    if (argc == 0) return usage_error("vec needs an action: create, get, put, rm or ls%s", "");
+    for (size_t i = 0; i < sizeof acts / sizeof *acts; i++)
+        if (strcmp(argv[0], acts[i].name) == 0) return acts[i].run(c, argc - 1, argv + 1);
+    return usage_error("unknown vec action '%s' (create, get, put, rm, ls)", argv[0]);
+}
+
+/* -------------------------------------------------------------------- ops */
+
+static int cmd_ops(ctl *c, int argc, char **argv)
+{
+    FILE *f;
+    char *text = NULL;
+    size_t len = 0;
+    spmv_client_ops_result *r = NULL;
+
+    if (argc != 1) return usage_error("ops needs exactly one file of JSON steps (\"-\": stdin)%s", "");
+    if (!(f = strcmp(argv[0], "-") == 0 ? stdin : fopen(argv[0], "r"))) {
+        fprintf(stderr, "spmvctl: %s: %s\n", argv[0], strerror(errno));
+        return EXIT_LOCAL;
+    }
+    FILE *mem = open_memstream(&text, &len);
+    char chunk[65536];
+    size_t got;
+    while (mem && (got = fread(chunk, 1, sizeof chunk, f)) > 0) fwrite(chunk, 1, got, mem);
+    bool bad = ferror(f) || !mem;
+    if (mem) bad = fclose(mem) != 0 || bad;
+    if (f != stdin) fclose(f);
+    if (bad) {
+        fprintf(stderr, "spmvctl: %s: read failed\n", argv[0]);
+        free(text);
+        return EXIT_LOCAL;
+    }
+    spmv_client_status st = spmv_client_ops_post(c->h, text, &r);
+    free(text);
+    if (st != SPMV_CLIENT_OK) return report(c, "ops", st);
+    if (c->json) {
+        print_json_text(r->json);
+    } else {
+        printf("%-24s %s\n", "RESULT", "VALUE");
+        for (size_t i = 0; i < r->nresults; i++) {
+            printf("%-24s", r->results[i].name);
+            for (size_t j = 0; j < r->results[i].k; j++) printf(" %.17g", r->results[i].values[j]);
+            putchar('\n');
+        }
+        printf("\n%4s  %-8s %10s\n", "STEP", "OP", "MS");
+        for (size_t i = 0; i < r->nsteps; i++) printf("%4zu  %-8s %10.4f\n", i + 1, r->steps[i].op, r->steps[i].ms);
+        printf("\ntotal %.4f ms on %s, queued %.4f ms, request %.3f ms\n", r->total_ms, r->device, r->queue_ms,
+               r->request_ms);
+    }
+    spmv_client_ops_result_free(r);
+    return EXIT_OK;
+}
+
+/* ------------------------------------------------------------------ solve */
+
+static void print_solve(const ctl *c, const spmv_client_solve_result *r)
+{
+    if (c->json) {
+        print_json_text(r->json);
+        return;
+    }
+    printf("method       %s\n", r->method);
+    printf("converged    %s (%s%s%s)\n", r->converged ? "yes" : "no", r->stop_reason, *r->stop_detail ? ": " : "",
+           r->stop_detail);
+    printf("iterations   %" PRId64 " (%" PRId64 " spmv calls)\n", r->iterations, r->spmv_calls);
+    printf("relres       %.6e\n", r->relres);
+    printf("kernel       %s on %s\n", r->kernel, r->device);
+    printf("time         total %.3f ms: spmv %.3f, vectors %.3f, setup %.3f, queue %.3f\n", r->total_ms, r->spmv_ms,
+           r->vector_ms, r->setup_ms, r->queue_ms);
+    if (!isnan(r->request_ms)) printf("request      %.3f ms (client side, whole exchange)\n", r->request_ms);
+    if (c->history)
+        for (size_t i = 0; i < r->nhistory; i++) printf("iter %5zu  residual %.6e\n", i, r->history[i]);
+}
+
+static int cmd_solve(ctl *c, int argc, char **argv)
+{
+    spmv_client_matrix *m = NULL;
+    spmv_client_solve_result *r = NULL;
+    spmv_client_job *j = NULL;
+    double *b = NULL, *x0 = NULL, *x = NULL;
+    size_t nb = 0, nx0 = 0, n;
+    int rc = EXIT_LOCAL;
+
+    if (argc != 1) return usage_error("solve needs exactly one matrix id%s", "");
+    if (c->b_file && c->b_vector) return usage_error("--b and --b-vector exclude each other%s", "");
+    if (c->x0_file && c->x0_vector) return usage_error("--x0 and --x0-vector exclude each other%s", "");
+    if (c->x_out && c->x_vector) return usage_error("--x-out and --x-vector exclude each other%s", "");
+    spmv_client_status st = spmv_client_describe(c->h, argv[0], &m);
+    if (st != SPMV_CLIENT_OK) return report(c, argv[0], st);
+    if ((uint64_t)m->rows > SIZE_MAX / 8 || m->rows != m->cols) {
+        fprintf(stderr, "spmvctl: %s: a solve needs a square matrix of a size this host can hold (%" PRId64
+                        " x %" PRId64 ")\n", m->id, m->rows, m->cols);
+        rc = m->rows != m->cols ? EXIT_USAGE : EXIT_LOCAL;
+        goto done;
+    }
+    n = (size_t)m->rows;
+    if (c->b_file) {
+        if ((rc = read_values(c->b_file, &b, &nb)) != EXIT_OK) goto done;
+        rc = EXIT_LOCAL;
+        if (nb != n) {
+            fprintf(stderr, "spmvctl: %s: %zu values, the matrix has %zu rows\n", c->b_file, nb, n);
+            goto done;
+        }
+    } else if (!c->b_vector) { /* default b: all ones */
+        if (!(b = malloc(n * sizeof *b))) goto done;
+        for (size_t i = 0; i < n; i++) b[i] = 1;
+        nb = n;
+    }
+    if (c->x0_file) {
+        if ((rc = read_values(c->x0_file, &x0, &nx0)) != EXIT_OK) goto done;
+        rc = EXIT_LOCAL;
+        if (nx0 != n) {
+            fprintf(stderr, "spmvctl: %s: %zu values, the matrix has %zu columns\n", c->x0_file, nx0, n);
+            goto done;
+        }
+    }
+    if (c->x_out && !(x = malloc((n ? n : 1) * sizeof *x))) goto done;
+    spmv_client_solve_options o = {.method = c->method, .tol = c->tol, .maxit = c->maxit, .restart = (int)c->restart,
+                                   .preconditioner = c->precond, .kernel = c->kernel, .b_vector = c->b_vector,
+                                   .b = b, .nb = nb, .x0_vector = c->x0_vector, .x0 = x0, .nx0 = nx0,
+                                   .x_out_vector = c->x_vector, .async = c->async || c->no_wait};
+    if ((st = spmv_client_solve(c->h, m->id, &o, x, n, &r)) != SPMV_CLIENT_OK) {
+        rc = report(c, "solve", st);
+        goto done;
+    }
+    if (o.async) {
+        if (c->no_wait) {
+            printf(c->json ? "{\"job\": \"%s\"}\n" : "%s\n", r->job_id);
+            rc = EXIT_OK;
+            goto done;
+        }
+        bar bb = {.label = "solve"};
+        st = spmv_client_job_wait(c->h, r->job_id, 100, isatty(STDERR_FILENO) ? progress_bar : NULL, &bb, &j);
+        progress_end(&bb);
+        if (st != SPMV_CLIENT_OK) {
+            rc = report(c, r->job_id, st);
+            goto done;
+        }
+        spmv_client_solve_result_free(r);
+        r = NULL;
+        if ((st = spmv_client_solve_parse(c->h, j->result, x, n, &r)) != SPMV_CLIENT_OK) {
+            rc = report(c, "solve job result", st);
+            goto done;
+        }
+    }
+    if (c->x_out && !r->has_x) {
+        fprintf(stderr, "spmvctl: the answer carries no x\n");
+        rc = EXIT_PROTOCOL;
+        goto done;
+    }
+    if (c->x_out && (rc = write_vector(c->x_out, x, n)) != EXIT_OK) goto done;
+    if (!c->x_out || strcmp(c->x_out, "-") != 0) print_solve(c, r);
+    rc = r->converged ? EXIT_OK : EXIT_SOLVE;
+done:
+    spmv_client_job_free(j);
+    spmv_client_solve_result_free(r);
+    spmv_client_matrix_free(m);
+    free(b), free(x0), free(x);
     return rc;
 }
 
@@ -741,7 +1198,36 @@ static const command commands[] = {
      "Computes C = A*B on the daemon (A's columns must equal B's rows) and prints the\n"
      "kernel's timing and C's shape. --c-out writes C as a Matrix Market file (\"-\" for\n"
      "stdout); --store keeps C on the daemon as a new matrix and prints its descriptor.\n"},
-    {"job", cmd_job, "usage: spmvctl job JOB_ID\nShows a job's state, progress and result.\n"},
+    {"job", cmd_job,
+     "usage: spmvctl job JOB_ID [--cancel]\nShows a job's state, progress and result; --cancel cancels it (a queued\n"
+     "job never runs, a running solve stops at its next iteration).\n"},
+    {"vec", cmd_vec,
+     "usage: spmvctl vec create (--values FILE | --fill V | --random [--seed S]) [--n N] [--k K]\n"
+     "                          [--like MATRIX [--side cols|rows]] [--device D] [--dtype float64|float32]\n"
+     "       spmvctl vec get ID [--out FILE]\n"
+     "       spmvctl vec put ID --values FILE\n"
+     "       spmvctl vec rm ID...\n"
+     "       spmvctl vec ls\n"
+     "Resident vectors, kept by the daemon between requests (not persisted; they expire\n"
+     "when idle). FILE holds numbers separated by white space (\"-\": stdin), column after\n"
+     "column when k > 1 (n = count / k). --like takes n (its cols, or rows with --side rows),\n"
+     "the device and the dtype from a matrix. get prints one row per line, k values on it,\n"
+     "17 significant digits (--out FILE writes them there and nothing else; --json prints\n"
+     "the descriptor with the values).\n"},
+    {"ops", cmd_ops,
+     "usage: spmvctl ops FILE|-\n"
+     "Posts the JSON steps in FILE ({\"steps\":[{\"op\":\"dot\",\"x\":ID,\"y\":ID,\"as\":NAME},...]})\n"
+     "to /v1/ops and prints the named results and each step's time.\n"},
+    {"solve", cmd_solve,
+     "usage: spmvctl solve ID [--method cg|bicgstab|gmres] [--tol T] [--maxit N] [--restart N]\n"
+     "                       [--precond none|jacobi] [--kernel K] [--b FILE | --b-vector VID]\n"
+     "                       [--x0 FILE | --x0-vector VID] [--x-out FILE | --x-vector VID]\n"
+     "                       [--async] [--no-wait] [--history]\n"
+     "Solves A x = b on the daemon (b defaults to all ones) and prints the method, whether\n"
+     "it converged and why it stopped, iterations, relative residual and the time split.\n"
+     "--x-out writes x one value per line (\"-\": stdout); --x-vector leaves it in a vector.\n"
+     "--async runs it as a job and waits (a progress bar on a terminal); --no-wait prints\n"
+     "the job id. Exit status 7 when it did not converge.\n"},
     {"kernels", cmd_kernels, "usage: spmvctl kernels\nLists the kernel catalogue with availability.\n"},
     {"health", cmd_health, "usage: spmvctl health\nChecks that the daemon answers; exit status 0 when it does.\n"},
 };
@@ -752,6 +1238,9 @@ enum {
     OPT_URL = 256, OPT_TOKEN_FILE, OPT_CA_FILE, OPT_INSECURE, OPT_TIMEOUT, OPT_JSON, OPT_NAME, OPT_DTYPE,
     OPT_FORMATS, OPT_DEVICE, OPT_HACK, OPT_KERNEL, OPT_X, OPT_Y_OUT, OPT_RUNS, OPT_WARMUP, OPT_VERIFY,
     OPT_PARAM, OPT_KERNELS, OPT_NO_WAIT, OPT_STORE, OPT_C_OUT,
+    OPT_LIKE, OPT_SIDE, OPT_K, OPT_N, OPT_VALUES, OPT_FILL, OPT_RANDOM, OPT_SEED, OPT_OUT, OPT_METHOD, OPT_TOL,
+    OPT_MAXIT, OPT_RESTART, OPT_PRECOND, OPT_B, OPT_B_VECTOR, OPT_X0, OPT_X0_VECTOR, OPT_X_OUT, OPT_X_VECTOR,
+    OPT_ASYNC, OPT_HISTORY, OPT_CANCEL,
 };
 
 static const struct option long_opts[] = {
@@ -777,6 +1266,29 @@ static const struct option long_opts[] = {
     {"no-wait", no_argument, NULL, OPT_NO_WAIT},
     {"store", no_argument, NULL, OPT_STORE},
     {"c-out", required_argument, NULL, OPT_C_OUT},
+    {"like", required_argument, NULL, OPT_LIKE},
+    {"side", required_argument, NULL, OPT_SIDE},
+    {"k", required_argument, NULL, OPT_K},
+    {"n", required_argument, NULL, OPT_N},
+    {"values", required_argument, NULL, OPT_VALUES},
+    {"fill", required_argument, NULL, OPT_FILL},
+    {"random", no_argument, NULL, OPT_RANDOM},
+    {"seed", required_argument, NULL, OPT_SEED},
+    {"out", required_argument, NULL, OPT_OUT},
+    {"method", required_argument, NULL, OPT_METHOD},
+    {"tol", required_argument, NULL, OPT_TOL},
+    {"maxit", required_argument, NULL, OPT_MAXIT},
+    {"restart", required_argument, NULL, OPT_RESTART},
+    {"precond", required_argument, NULL, OPT_PRECOND},
+    {"b", required_argument, NULL, OPT_B},
+    {"b-vector", required_argument, NULL, OPT_B_VECTOR},
+    {"x0", required_argument, NULL, OPT_X0},
+    {"x0-vector", required_argument, NULL, OPT_X0_VECTOR},
+    {"x-out", required_argument, NULL, OPT_X_OUT},
+    {"x-vector", required_argument, NULL, OPT_X_VECTOR},
+    {"async", no_argument, NULL, OPT_ASYNC},
+    {"history", no_argument, NULL, OPT_HISTORY},
+    {"cancel", no_argument, NULL, OPT_CANCEL},
     {"help", no_argument, NULL, 'h'},
     {NULL, 0, NULL, 0},
 };
@@ -837,6 +1349,55 @@ static int take_option(ctl *c, int opt, const char *arg, bool *help)
     case OPT_NO_WAIT: c->no_wait = true; break;
     case OPT_STORE: c->store = true; break;
     case OPT_C_OUT: c->c_out = arg; break;
+    case OPT_LIKE: c->like = arg; break;
+    case OPT_SIDE:
+        if (strcmp(arg, "rows") != 0 && strcmp(arg, "cols") != 0) return usage_error("--side wants rows or cols, not %s", arg);
+        c->side = arg;
+        break;
+    case OPT_K:
+        if (!parse_int(arg, 1, INT_MAX, &v)) return usage_error("--k wants a positive integer, not %s", arg);
+        c->k = v;
+        break;
+    case OPT_N:
+        if (!parse_int(arg, 1, LONG_MAX, &v)) return usage_error("--n wants a positive integer, not %s", arg);
+        c->n = v;
+        break;
+    case OPT_VALUES: c->values_file = arg; break;
+    case OPT_FILL:
+        c->fill = strtod(arg, &end);
+        if (*end || end == arg || !isfinite(c->fill)) return usage_error("--fill wants a finite number, not %s", arg);
+        c->has_fill = true;
+        break;
+    case OPT_RANDOM: c->random = true; break;
+    case OPT_SEED:
+        errno = 0;
+        c->seed = strtoull(arg, &end, 10);
+        if (errno || *end || end == arg || *arg == '-') return usage_error("--seed wants an integer >= 0, not %s", arg);
+        break;
+    case OPT_OUT: c->out_file = arg; break;
+    case OPT_METHOD: c->method = arg; break;
+    case OPT_TOL:
+        c->tol = strtod(arg, &end);
+        if (*end || end == arg || !(c->tol > 0 && isfinite(c->tol))) return usage_error("--tol wants a number > 0, not %s", arg);
+        break;
+    case OPT_MAXIT:
+        if (!parse_int(arg, 1, LONG_MAX, &v)) return usage_error("--maxit wants a positive integer, not %s", arg);
+        c->maxit = v;
+        break;
+    case OPT_RESTART:
+        if (!parse_int(arg, 1, INT_MAX, &v)) return usage_error("--restart wants a positive integer, not %s", arg);
+        c->restart = v;
+        break;
+    case OPT_PRECOND: c->precond = arg; break;
+    case OPT_B: c->b_file = arg; break;
+    case OPT_B_VECTOR: c->b_vector = arg; break;
+    case OPT_X0: c->x0_file = arg; break;
+    case OPT_X0_VECTOR: c->x0_vector = arg; break;
+    case OPT_X_OUT: c->x_out = arg; break;
+    case OPT_X_VECTOR: c->x_vector = arg; break;
+    case OPT_ASYNC: c->async = true; break;
+    case OPT_HISTORY: c->history = true; break;
+    case OPT_CANCEL: c->cancel = true; break;
     case 'h': *help = true; break;
     default: return usage_error("unknown option%s", "");
     }

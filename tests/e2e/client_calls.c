@@ -9,7 +9,12 @@
  * error code and message). The matrices are random, drawn afresh each run
  * from a printed seed (SPMV_SEED repeats one); y is computed here in plain
  * C as the reference and the output vector is poisoned with NaN before
- * every multiply. Prints "ok N - ..." lines and last "# tests N".
+ * every multiply. The 0.2 calls (resident vectors, spmv with resident
+ * operands, ops, solve, job cancel) are checked the same way: values read
+ * back and compared with C references (y = A·x, Aᵀ·x, BLAS-1 done here, a
+ * random SPD system whose solution is all ones); they are skipped as a
+ * group when the daemon has no /v1/vectors. Prints "ok N - ..." lines and
+ * last "# tests N".
  */
 #include "spmvclient.h"
 
@@ -385,6 +390,487 @@ done:
     coo_free(&m);
 }
 
+/* ------------------------------------- vectors, resident spmv, ops, solve */
+
+static void skip(const char *why)
+{
+    printf("ok %d # SKIP %s\n", ++tests, why);
+}
+
+static double max_abs_diff(const double *a, const double *b, size_t n)
+{
+    double m = 0;
+    for (size_t i = 0; i < n; i++) {
+        if (isnan(a[i]) || isnan(b[i])) return INFINITY;
+        m = fmax(m, fabs(a[i] - b[i]));
+    }
+    return m;
+}
+
+/* y = Aᵀ·x, the reference for op 't'. */
+static void reference_yt(const coo *m, const double *x, double *y)
+{
+    for (int64_t j = 0; j < m->cols; j++) y[j] = 0;
+    for (int64_t k = 0; k < m->nnz; k++) y[m->c[k]] += m->v[k] * x[m->r[k]];
+}
+
+/* Uploads m from memory; NULL (reported) on failure. */
+static spmv_client_matrix *upload_coo(spmv_client *h, const coo *m, const char *name)
+{
+    size_t len = 0;
+    char *text = matrix_market(m, &len);
+    spmv_client_upload_options o = {.name = name, .device = "cpu"};
+    spmv_client_matrix *d = NULL;
+    EXPECT(h, text ? spmv_client_upload_memory(h, text, len, &o, &d) : SPMV_CLIENT_ERR_NOMEM, SPMV_CLIENT_OK,
+           "upload %s", name);
+    free(text);
+    return d;
+}
+
+/* Reads vector id (count float64 values) into a fresh array, or NULL. */
+static double *read_back(spmv_client *h, const char *id, size_t count)
+{
+    double *v = malloc(count * sizeof *v);
+    if (!v) return NULL;
+    poison(v, count);
+    spmv_client_status st = spmv_client_vector_read(h, id, SPMV_CLIENT_FLOAT64, v, count, NULL);
+    if (st != SPMV_CLIENT_OK) {
+        diag(h, st);
+        free(v);
+        return NULL;
+    }
+    return v;
+}
+
+static void test_vectors(spmv_client *h, const spmv_client_matrix *a, const coo *m)
+{
+    size_t nc = (size_t)m->cols, nr = (size_t)m->rows;
+    double *x = malloc(2 * nc * sizeof *x), *back = NULL;
+    for (size_t j = 0; j < 2 * nc; j++) x[j] = uniform();
+    spmv_client_vector_options like = {.like = a->id};
+    spmv_client_vector *v = NULL, *f = NULL, *r1 = NULL, *r2 = NULL, *r3 = NULL, *blk = NULL;
+
+    EXPECT(h, spmv_client_vector_create(h, SPMV_CLIENT_FLOAT64, x, nc, &like, &v), SPMV_CLIENT_OK,
+           "vector_create from values like the matrix");
+    check(v && v->n == (int64_t)nc && v->k == 1 && v->dtype == SPMV_CLIENT_FLOAT64 && strcmp(v->device, "cpu") == 0 &&
+              spmv_client_http_status(h) == 201,
+          "vector_create: 201, n = cols (%zu), k 1, float64, on cpu", nc);
+    if (!v) goto done;
+    back = read_back(h, v->id, nc);
+    check(back && memcmp(back, x, nc * sizeof *x) == 0, "vector_read: the values come back bit for bit");
+    free(back);
+    back = NULL;
+
+    spmv_client_vector_options rows = {.like = a->id, .side = "rows"};
+    EXPECT(h, spmv_client_vector_fill(h, 0, 2.5, &rows, &f), SPMV_CLIENT_OK, "vector_fill 2.5, side rows");
+    check(f && f->n == (int64_t)nr, "vector_fill: n = rows (%zu)", nr);
+    if (f && (back = read_back(h, f->id, nr))) {
+        bool all = true;
+        for (size_t i = 0; i < nr; i++) all = all && back[i] == 2.5;
+        check(all, "vector_fill: every value is 2.5");
+        free(back);
+        back = NULL;
+    }
+    spmv_client_vector_options plain = {.device = "cpu"};
+    EXPECT(h, spmv_client_vector_random(h, 50, 7, &plain, &r1), SPMV_CLIENT_OK, "vector_random seed 7");
+    EXPECT(h, spmv_client_vector_random(h, 50, 7, &plain, &r2), SPMV_CLIENT_OK, "vector_random seed 7 again");
+    EXPECT(h, spmv_client_vector_random(h, 50, 8, &plain, &r3), SPMV_CLIENT_OK, "vector_random seed 8");
+    if (r1 && r2 && r3) {
+        double *a1 = read_back(h, r1->id, 50), *a2 = read_back(h, r2->id, 50), *a3 = read_back(h, r3->id, 50);
+        bool finite = a1 != NULL;
+        for (size_t i = 0; a1 && i < 50; i++) finite = finite && isfinite(a1[i]);
+        check(a1 && a2 && a3 && finite && memcmp(a1, a2, 400) == 0 && memcmp(a1, a3, 400) != 0,
+              "vector_random: finite, the same seed gives the same values, another seed others");
+        free(a1), free(a2), free(a3);
+    }
+    /* a block of k = 2 columns, column-major */
+    spmv_client_vector_options k2 = {.like = a->id, .k = 2};
+    EXPECT(h, spmv_client_vector_create(h, SPMV_CLIENT_FLOAT64, x, 2 * nc, &k2, &blk), SPMV_CLIENT_OK,
+           "vector_create k = 2");
+    check(blk && blk->n == (int64_t)nc && blk->k == 2, "vector_create k = 2: n = cols, k = 2");
+    if (blk && (back = read_back(h, blk->id, 2 * nc))) {
+        check(memcmp(back, x, 2 * nc * sizeof *x) == 0, "vector_read k = 2: both columns back");
+        free(back);
+        back = NULL;
+    }
+    /* overwrite */
+    for (size_t j = 0; j < nc; j++) x[j] = -x[j];
+    spmv_client_vector *d = NULL;
+    EXPECT(h, spmv_client_vector_write(h, v->id, SPMV_CLIENT_FLOAT64, x, nc, &d), SPMV_CLIENT_OK, "vector_write");
+    check(d && strcmp(d->id, v->id) == 0, "vector_write: the answer is the descriptor");
+    spmv_client_vector_free(d);
+    if ((back = read_back(h, v->id, nc))) {
+        check(memcmp(back, x, nc * sizeof *x) == 0, "vector_write: the new values read back");
+        free(back);
+        back = NULL;
+    }
+    EXPECT(h, spmv_client_vector_write(h, v->id, SPMV_CLIENT_FLOAT64, x, nc - 1, NULL), SPMV_CLIENT_ERR_BAD_REQUEST,
+           "vector_write one value short is BAD_REQUEST");
+    check(*spmv_client_errcode(h) != '\0', "vector_write short: code '%s', message '%s'", spmv_client_errcode(h),
+          spmv_client_errmsg(h));
+    float xf[4] = {1, 2, 3, 4};
+    EXPECT(h, spmv_client_vector_write(h, v->id, SPMV_CLIENT_FLOAT32, xf, 4, NULL), SPMV_CLIENT_ERR_BAD_REQUEST,
+           "vector_write float32 values into a float64 vector is BAD_REQUEST");
+    EXPECT(h, spmv_client_vector_read(h, v->id, SPMV_CLIENT_FLOAT32, xf, 4, NULL), SPMV_CLIENT_ERR_INVALID,
+           "vector_read into a float32 buffer of a float64 vector is INVALID");
+    spmv_client_vector_options bad_like = {.like = "00000000-0000-0000-0000-000000000000"};
+    spmv_client_vector *nv = NULL;
+    EXPECT(h, spmv_client_vector_fill(h, 0, 1, &bad_like, &nv), SPMV_CLIENT_ERR_NOT_FOUND,
+           "vector_fill like an unknown matrix is NOT_FOUND");
+    spmv_client_vector_options bad_n = {.like = a->id};
+    EXPECT(h, spmv_client_vector_create(h, SPMV_CLIENT_FLOAT64, x, nc - 1, &bad_n, &nv), SPMV_CLIENT_ERR_BAD_REQUEST,
+           "vector_create like the matrix with a wrong length is BAD_REQUEST");
+
+    spmv_client_vector_list *l = NULL;
+    EXPECT(h, spmv_client_vectors(h, &l), SPMV_CLIENT_OK, "vectors (list)");
+    int seen = 0;
+    for (size_t i = 0; l && i < l->count; i++)
+        seen += strcmp(l->items[i].id, v->id) == 0 || strcmp(l->items[i].id, blk ? blk->id : "") == 0;
+    check(seen == 2, "vectors: lists the vector and the block");
+    spmv_client_vector_list_free(l);
+
+    EXPECT(h, spmv_client_vector_delete(h, r1 ? r1->id : "x"), SPMV_CLIENT_OK, "vector_delete");
+    check(spmv_client_http_status(h) == 204, "vector_delete: 204");
+    double one;
+    EXPECT(h, spmv_client_vector_read(h, r1 ? r1->id : "x", SPMV_CLIENT_FLOAT64, &one, 1, NULL),
+           SPMV_CLIENT_ERR_NOT_FOUND, "vector_read after delete is NOT_FOUND");
+    check(strcmp(spmv_client_errcode(h), "vector_not_found") == 0, "... with code vector_not_found ('%s')",
+          spmv_client_errcode(h));
+    EXPECT(h, spmv_client_vector_delete(h, r1 ? r1->id : "x"), SPMV_CLIENT_ERR_NOT_FOUND, "vector_delete twice");
+done:
+    spmv_client_vector *all[] = {v, f, r2, r3, blk};
+    for (size_t i = 0; i < sizeof all / sizeof *all; i++) {
+        if (all[i]) spmv_client_vector_delete(h, all[i]->id);
+        spmv_client_vector_free(all[i]);
+    }
+    spmv_client_vector_free(r1);
+    free(x);
+}
+
+static void test_resident_spmv(spmv_client *h, const spmv_client_matrix *a, const coo *m)
+{
+    size_t nc = (size_t)m->cols, nr = (size_t)m->rows;
+    double *x = malloc(2 * nc * sizeof *x), *y0 = malloc(nr * sizeof *y0), *ref = malloc(2 * nr * sizeof *ref);
+    double *y = malloc(2 * nr * sizeof *y), *xt = malloc(nr * sizeof *xt), *reft = malloc(nc * sizeof *reft);
+    for (size_t j = 0; j < 2 * nc; j++) x[j] = uniform();
+    for (size_t i = 0; i < nr; i++) y0[i] = uniform(), xt[i] = uniform();
+    spmv_client_vector_options cols = {.like = a->id}, rows = {.like = a->id, .side = "rows"};
+    spmv_client_vector *vx = NULL, *vy = NULL, *vxt = NULL, *vyt = NULL;
+    double *back;
+
+    if (spmv_client_vector_create(h, SPMV_CLIENT_FLOAT64, x, nc, &cols, &vx) != SPMV_CLIENT_OK ||
+        spmv_client_vector_create(h, SPMV_CLIENT_FLOAT64, y0, nr, &rows, &vy) != SPMV_CLIENT_OK ||
+        spmv_client_vector_create(h, SPMV_CLIENT_FLOAT64, xt, nr, &rows, &vxt) != SPMV_CLIENT_OK ||
+        spmv_client_vector_fill(h, 0, 0, &cols, &vyt) != SPMV_CLIENT_OK) {
+        check(false, "resident spmv: its vectors were made");
+        goto done;
+    }
+    /* y = 2·A·x - 0.5·y0, both resident */
+    spmv_client_operands ab = {.x_vector = vx->id, .y_vector = vy->id, .scale = 1, .alpha = 2, .beta = -0.5};
+    spmv_client_spmv_options so = {.kernel = "cpu.csr.serial"};
+    spmv_client_product_result pr;
+    EXPECT(h, spmv_client_spmv(h, a->id, &ab, &so, &pr), SPMV_CLIENT_OK, "spmv: x and y resident, alpha 2, beta -0.5");
+    reference_y(m, x, ref);
+    for (size_t i = 0; i < nr; i++) ref[i] = 2 * ref[i] - 0.5 * y0[i];
+    if ((back = read_back(h, vy->id, nr))) {
+        double e = rel_err(back, ref, nr);
+        check(e < 1e-12, "spmv alpha/beta: y = 2Ax - 0.5y0 (rel err %.3g)", e);
+        free(back);
+    }
+    check(strcmp(pr.spmv.kernel, "cpu.csr.serial") == 0 && pr.spmv.request_ms > 0, "spmv resident: kernel named, timed");
+    /* x resident, y inline */
+    poison(y, nr);
+    spmv_client_operands xi = {.x_vector = vx->id, .y = y, .ny = nr};
+    EXPECT(h, spmv_client_spmv(h, a->id, &xi, NULL, NULL), SPMV_CLIENT_OK, "spmv: x resident, y inline");
+    reference_y(m, x, ref);
+    double e = rel_err(y, ref, nr);
+    check(e < 1e-12, "spmv x resident: y matches (rel err %.3g)", e);
+    /* x inline, y resident */
+    spmv_client_operands yi = {.x = x, .nx = nc, .y_vector = vy->id};
+    EXPECT(h, spmv_client_spmv(h, a->id, &yi, NULL, NULL), SPMV_CLIENT_OK, "spmv: x inline, y resident");
+    if ((back = read_back(h, vy->id, nr))) {
+        e = rel_err(back, ref, nr);
+        check(e < 1e-12, "spmv y resident: y matches (rel err %.3g)", e);
+        free(back);
+    }
+    /* transpose: x has rows values, y cols */
+    spmv_client_operands t = {.x_vector = vxt->id, .y_vector = vyt->id, .op = 't'};
+    EXPECT(h, spmv_client_spmv(h, a->id, &t, &so, NULL), SPMV_CLIENT_OK, "spmv op t, resident");
+    reference_yt(m, xt, reft);
+    if ((back = read_back(h, vyt->id, nc))) {
+        e = rel_err(back, reft, nc);
+        check(e < 1e-12, "spmv op t: y = Aᵀx (rel err %.3g)", e);
+        free(back);
+    }
+    /* k = 2 columns inline, on a kernel that takes blocks */
+    poison(y, 2 * nr);
+    spmv_client_operands k2 = {.x = x, .nx = 2 * nc, .y = y, .ny = 2 * nr, .k = 2};
+    spmv_client_spmv_options omp = {.kernel = "cpu.csr.omp"};
+    EXPECT(h, spmv_client_spmv(h, a->id, &k2, &omp, NULL), SPMV_CLIENT_OK, "spmv k = 2 inline (cpu.csr.omp)");
+    reference_y(m, x, ref);
+    reference_y(m, x + nc, ref + nr);
+    e = rel_err(y, ref, 2 * nr);
+    check(e < 1e-12, "spmv k = 2: both columns match (rel err %.3g)", e);
+    /* errors */
+    spmv_client_operands wrong = {.x_vector = vxt->id, .y_vector = vy->id}; /* rows values where cols are due */
+    if (nr != nc)
+        EXPECT(h, spmv_client_spmv(h, a->id, &wrong, NULL, NULL), SPMV_CLIENT_ERR_BAD_REQUEST,
+               "spmv: x of the wrong length is BAD_REQUEST (%s)", spmv_client_errcode(h));
+    spmv_client_operands gone = {.x_vector = "00000000-0000-0000-0000-000000000000", .y_vector = vy->id};
+    EXPECT(h, spmv_client_spmv(h, a->id, &gone, NULL, NULL), SPMV_CLIENT_ERR_NOT_FOUND, "spmv: unknown x vector is NOT_FOUND");
+done:
+    spmv_client_vector *all[] = {vx, vy, vxt, vyt};
+    for (int i = 0; i < 4; i++) {
+        if (all[i]) spmv_client_vector_delete(h, all[i]->id);
+        spmv_client_vector_free(all[i]);
+    }
+    free(x), free(y0), free(ref), free(y), free(xt), free(reft);
+}
+
+static void test_ops(spmv_client *h, const spmv_client_matrix *a, const coo *m)
+{
+    size_t nc = (size_t)m->cols, nr = (size_t)m->rows;
+    double *x = malloc(nc * sizeof *x), *w = malloc(nc * sizeof *w), *ref = malloc(nr * sizeof *ref);
+    for (size_t j = 0; j < nc; j++) x[j] = uniform(), w[j] = uniform();
+    spmv_client_vector_options cols = {.like = a->id}, rows = {.like = a->id, .side = "rows"};
+    spmv_client_vector *va = NULL, *vb = NULL, *vc = NULL, *vy = NULL;
+    spmv_client_ops *o = spmv_client_ops_new();
+    spmv_client_ops_result *r = NULL;
+    double *back;
+
+    if (!o || spmv_client_vector_create(h, SPMV_CLIENT_FLOAT64, x, nc, &cols, &va) != SPMV_CLIENT_OK ||
+        spmv_client_vector_create(h, SPMV_CLIENT_FLOAT64, w, nc, &cols, &vb) != SPMV_CLIENT_OK ||
+        spmv_client_vector_fill(h, 0, 0, &cols, &vc) != SPMV_CLIENT_OK ||
+        spmv_client_vector_fill(h, 0, 0, &rows, &vy) != SPMV_CLIENT_OK) {
+        check(false, "ops: its vectors were made");
+        goto done;
+    }
+    /* c = a; c *= 3; c += 0.5·b; b = 2·a - b; dot(a, b) , nrm2(c); y = A·c; dot(y, y) */
+    spmv_client_ops_copy(o, va->id, vc->id);
+    spmv_client_ops_scal(o, 3, vc->id);
+    spmv_client_ops_axpy(o, 0.5, vb->id, vc->id);
+    spmv_client_ops_axpby(o, 2, va->id, -1, vb->id);
+    spmv_client_ops_dot(o, va->id, vb->id, "ab");
+    spmv_client_ops_nrm2(o, vc->id, "cn");
+    spmv_client_ops_spmv(o, a->id, vc->id, vy->id, 1, 0, 'n', "cpu.csr.serial");
+    spmv_client_ops_dot(o, vy->id, vy->id, "yy");
+    EXPECT(h, spmv_client_ops_run(h, o, &r), SPMV_CLIENT_OK, "ops_run: 8 steps");
+    double *c = malloc(nc * sizeof *c), *b = malloc(nc * sizeof *b), ab = 0, cn = 0, yy = 0;
+    for (size_t j = 0; j < nc; j++) {
+        c[j] = 3 * x[j] + 0.5 * w[j];
+        b[j] = 2 * x[j] - w[j];
+        ab += x[j] * b[j];
+        cn += c[j] * c[j];
+    }
+    cn = sqrt(cn);
+    reference_y(m, c, ref);
+    for (size_t i = 0; i < nr; i++) yy += ref[i] * ref[i];
+    if (r) {
+        double gab = spmv_client_ops_result_get(r, "ab", 0), gcn = spmv_client_ops_result_get(r, "cn", 0),
+               gyy = spmv_client_ops_result_get(r, "yy", 0);
+        check(fabs(gab - ab) <= 1e-12 * (fabs(ab) + cn * cn) && fabs(gcn - cn) <= 1e-12 * cn && fabs(gyy - yy) <= 1e-11 * yy,
+              "ops: dot %.17g (want %.17g), nrm2 %.17g (%.17g), y.y %.17g (%.17g)", gab, ab, gcn, cn, gyy, yy);
+        check(r->nsteps == 8 && strcmp(r->steps[6].op, "spmv") == 0 && r->steps[6].ms >= 0 && r->total_ms >= 0,
+              "ops: 8 step times, step 7 is the spmv");
+        check(strcmp(r->device, "cpu") == 0, "ops: ran on cpu ('%s')", r->device);
+    }
+    spmv_client_ops_result_free(r);
+    r = NULL;
+    if ((back = read_back(h, vc->id, nc))) {
+        check(max_abs_diff(back, c, nc) < 1e-13 * (1 + cn), "ops: c = 3a + 0.5b in the daemon");
+        free(back);
+    }
+    if ((back = read_back(h, vy->id, nr))) {
+        check(rel_err(back, ref, nr) < 1e-12, "ops: y = A·c in the daemon");
+        free(back);
+    }
+    free(c), free(b);
+    /* fill, then a hand-written request */
+    spmv_client_ops_clear(o);
+    spmv_client_ops_fill(o, vc->id, 1.5);
+    spmv_client_ops_dot(o, vc->id, vc->id, "cc");
+    EXPECT(h, spmv_client_ops_run(h, o, &r), SPMV_CLIENT_OK, "ops_run: fill, dot");
+    check(r && spmv_client_ops_result_get(r, "cc", 0) == 2.25 * (double)nc, "ops: fill 1.5 then c.c = 2.25 n");
+    spmv_client_ops_result_free(r);
+    r = NULL;
+    /* a bad request changes nothing: a valid scal, then an unknown vector */
+    char *json = NULL;
+    if (asprintf(&json, "{\"steps\":[{\"op\":\"scal\",\"alpha\":0,\"x\":\"%s\"},{\"op\":\"dot\",\"x\":\"%s\","
+                        "\"y\":\"00000000-0000-0000-0000-000000000000\",\"as\":\"d\"}]}", vc->id, vc->id) < 0)
+        json = NULL;
+    EXPECT(h, json ? spmv_client_ops_post(h, json, &r) : SPMV_CLIENT_ERR_NOMEM, SPMV_CLIENT_ERR_NOT_FOUND,
+           "ops_post: an unknown vector in step 2 is NOT_FOUND");
+    free(json);
+    if ((back = read_back(h, vc->id, nc))) {
+        bool same = true;
+        for (size_t j = 0; j < nc; j++) same = same && back[j] == 1.5;
+        check(same, "ops: the refused request changed nothing (step 1's scal did not run)");
+        free(back);
+    }
+    spmv_client_ops_clear(o);
+    spmv_client_ops_dot(o, va->id, vc->id, "d");
+    spmv_client_ops_dot(o, va->id, vc->id, "d");
+    EXPECT(h, spmv_client_ops_run(h, o, &r), SPMV_CLIENT_ERR_BAD_REQUEST, "ops: a duplicate 'as' name is BAD_REQUEST");
+    if (nr != nc) {
+        spmv_client_ops_clear(o);
+        spmv_client_ops_dot(o, va->id, vy->id, "d");
+        EXPECT(h, spmv_client_ops_run(h, o, &r), SPMV_CLIENT_ERR_BAD_REQUEST,
+               "ops: dot of vectors of different lengths is BAD_REQUEST (%s)", spmv_client_errcode(h));
+    }
+done:
+    spmv_client_vector *all[] = {va, vb, vc, vy};
+    for (int i = 0; i < 4; i++) {
+        if (all[i]) spmv_client_vector_delete(h, all[i]->id);
+        spmv_client_vector_free(all[i]);
+    }
+    spmv_client_ops_free(o);
+    free(x), free(w), free(ref);
+}
+
+/* A random SPD matrix: a 1-D Laplacian (2, -1) plus a random positive
+ * diagonal shift, symmetric entries written both ways. */
+static bool spd_coo(coo *m, int64_t n)
+{
+    m->rows = m->cols = n;
+    m->nnz = 3 * n - 2;
+    m->r = malloc((size_t)m->nnz * sizeof *m->r);
+    m->c = malloc((size_t)m->nnz * sizeof *m->c);
+    m->v = malloc((size_t)m->nnz * sizeof *m->v);
+    if (!m->r || !m->c || !m->v) return false;
+    int64_t k = 0;
+    for (int64_t i = 0; i < n; i++) {
+        m->r[k] = i, m->c[k] = i, m->v[k++] = 2.5 + uniform();
+        if (i > 0) m->r[k] = i, m->c[k] = i - 1, m->v[k++] = -1;
+        if (i + 1 < n) m->r[k] = i, m->c[k] = i + 1, m->v[k++] = -1;
+    }
+    return true;
+}
+
+static void test_solve(spmv_client *h)
+{
+    coo m = {0};
+    int64_t n = 60 + (int64_t)(rng() % 100);
+    if (!spd_coo(&m, n)) {
+        check(false, "memory for the SPD matrix");
+        return;
+    }
+    spmv_client_matrix *a = upload_coo(h, &m, "calls-spd");
+    double *ones = malloc((size_t)n * sizeof *ones), *b = malloc((size_t)n * sizeof *b), *x = malloc((size_t)n * sizeof *x);
+    spmv_client_solve_result *r = NULL;
+    spmv_client_vector *vb = NULL, *vx = NULL;
+    if (!a) goto done;
+    for (int64_t i = 0; i < n; i++) ones[i] = 1;
+    reference_y(&m, ones, b); /* b = A·1: x = 1 solves it */
+
+    static const char *const methods[] = {"cg", "bicgstab", "gmres"};
+    for (int i = 0; i < 3; i++) {
+        poison(x, (size_t)n);
+        spmv_client_solve_options o = {.method = methods[i], .tol = 1e-10, .maxit = 500, .b = b, .nb = (size_t)n,
+                                       .kernel = "cpu.csr.serial", .preconditioner = i == 0 ? "jacobi" : NULL};
+        EXPECT(h, spmv_client_solve(h, a->id, &o, x, (size_t)n, &r), SPMV_CLIENT_OK, "solve %s", methods[i]);
+        if (!r) continue;
+        double e = max_abs_diff(x, ones, (size_t)n);
+        check(r->converged && strcmp(r->stop_reason, "converged") == 0 && r->relres < 1e-10 && r->has_x,
+              "solve %s: converged (%s), relres %.3g, %lld iterations", methods[i], r->stop_reason, r->relres,
+              (long long)r->iterations);
+        check(e < 1e-7, "solve %s: x = 1 within 1e-7 (max diff %.3g)", methods[i], e);
+        check(r->nhistory >= 1 && r->iterations > 0 && r->spmv_calls > 0 && r->total_ms >= 0 &&
+                  strcmp(r->method, methods[i]) == 0,
+              "solve %s: history (%zu), spmv calls (%lld), times, method named", methods[i], r->nhistory,
+              (long long)r->spmv_calls);
+        spmv_client_solve_result_free(r);
+        r = NULL;
+    }
+    /* maxit reached is an answer, not an error */
+    spmv_client_solve_options few = {.tol = 1e-14, .maxit = 2, .b = b, .nb = (size_t)n};
+    EXPECT(h, spmv_client_solve(h, a->id, &few, x, (size_t)n, &r), SPMV_CLIENT_OK, "solve with maxit 2");
+    check(r && !r->converged && strcmp(r->stop_reason, "maxit") == 0 && r->iterations == 2,
+          "solve maxit 2: not converged, reason maxit, 2 iterations");
+    spmv_client_solve_result_free(r);
+    r = NULL;
+    /* b and x in resident vectors */
+    spmv_client_vector_options like = {.like = a->id};
+    if (spmv_client_vector_create(h, SPMV_CLIENT_FLOAT64, b, (size_t)n, &like, &vb) == SPMV_CLIENT_OK &&
+        spmv_client_vector_fill(h, 0, 0, &like, &vx) == SPMV_CLIENT_OK) {
+        spmv_client_solve_options rv = {.b_vector = vb->id, .x_out_vector = vx->id, .tol = 1e-10};
+        EXPECT(h, spmv_client_solve(h, a->id, &rv, NULL, 0, &r), SPMV_CLIENT_OK, "solve: b and x as vectors");
+        double *back = read_back(h, vx->id, (size_t)n);
+        check(r && r->converged && back && max_abs_diff(back, ones, (size_t)n) < 1e-7,
+              "solve into a vector: x = 1 read back from it");
+        free(back);
+        spmv_client_solve_result_free(r);
+        r = NULL;
+    } else {
+        check(false, "solve: vectors for b and x were made");
+    }
+    /* async: a job, waited for, its result parsed */
+    spmv_client_solve_options as = {.b = b, .nb = (size_t)n, .tol = 1e-10, .async = 1};
+    EXPECT(h, spmv_client_solve(h, a->id, &as, x, (size_t)n, &r), SPMV_CLIENT_OK, "solve async");
+    check(r && *r->job_id && spmv_client_http_status(h) == 202, "solve async: 202 and a job id");
+    if (r && *r->job_id) {
+        spmv_client_job *j = NULL;
+        EXPECT(h, spmv_client_job_wait(h, r->job_id, 20, NULL, NULL, &j), SPMV_CLIENT_OK, "solve async: job_wait");
+        spmv_client_solve_result *jr = NULL;
+        poison(x, (size_t)n);
+        EXPECT(h, spmv_client_solve_parse(h, j ? j->result : NULL, x, (size_t)n, &jr), SPMV_CLIENT_OK,
+               "solve_parse of the job's result");
+        check(jr && jr->converged && max_abs_diff(x, ones, (size_t)n) < 1e-7, "solve async: x = 1");
+        spmv_client_solve_result_free(jr);
+        spmv_client_job_free(j);
+        j = NULL;
+        EXPECT(h, spmv_client_job_cancel(h, r->job_id, &j), SPMV_CLIENT_OK, "job_cancel of a finished job drops it");
+        check(j == NULL && spmv_client_http_status(h) == 204, "job_cancel finished: 204, no job");
+        EXPECT(h, spmv_client_job_get(h, r->job_id, &j), SPMV_CLIENT_ERR_NOT_FOUND, "the dropped job is gone");
+    }
+    spmv_client_solve_result_free(r);
+    r = NULL;
+    EXPECT(h, spmv_client_job_cancel(h, "00000000-0000-0000-0000-000000000000", NULL), SPMV_CLIENT_ERR_NOT_FOUND,
+           "job_cancel of an unknown job is NOT_FOUND");
+    /* errors */
+    EXPECT(h, spmv_client_solve(h, a->id, &(spmv_client_solve_options){.b = b, .nb = (size_t)n - 1}, x, (size_t)n, &r),
+           SPMV_CLIENT_ERR_BAD_REQUEST, "solve: b one value short is BAD_REQUEST");
+    EXPECT(h, spmv_client_solve(h, a->id, &(spmv_client_solve_options){.b = b, .nb = (size_t)n, .method = "lu"}, x,
+                                (size_t)n, &r),
+           SPMV_CLIENT_ERR_BAD_REQUEST, "solve: an unknown method is BAD_REQUEST");
+done:
+    if (vb) spmv_client_vector_delete(h, vb->id);
+    if (vx) spmv_client_vector_delete(h, vx->id);
+    spmv_client_vector_free(vb);
+    spmv_client_vector_free(vx);
+    if (a) spmv_client_delete(h, a->id);
+    spmv_client_matrix_free(a);
+    free(ones), free(b), free(x);
+    coo_free(&m);
+}
+
+/* The 0.2 calls; skipped as a group when the daemon has no /v1/vectors. */
+static void test_resident(spmv_client *h)
+{
+    spmv_client_vector_list *l = NULL;
+    spmv_client_status st = spmv_client_vectors(h, &l);
+    spmv_client_vector_list_free(l);
+    if (st == SPMV_CLIENT_ERR_NOT_FOUND) {
+        skip("the daemon has no /v1/vectors (vectors, resident spmv, ops, solve not tested)");
+        return;
+    }
+    coo m = {0};
+    int64_t rows = 100 + (int64_t)(rng() % 200), cols = 80 + (int64_t)(rng() % 200);
+    if (!random_coo(&m, rows, cols, 1 + (int)(rng() % 6))) {
+        check(false, "memory for the random matrix");
+        return;
+    }
+    spmv_client_matrix *a = upload_coo(h, &m, "calls-resident");
+    if (a) {
+        test_vectors(h, a, &m);
+        test_resident_spmv(h, a, &m);
+        test_ops(h, a, &m);
+        spmv_client_delete(h, a->id);
+    }
+    spmv_client_matrix_free(a);
+    coo_free(&m);
+    test_solve(h);
+}
+
 static void test_unreachable(const char *dead_url, const char *silent_url)
 {
     spmv_client *h = spmv_client_new(dead_url, NULL, NULL);
@@ -424,6 +910,7 @@ int main(int argc, char **argv)
     test_server(h);
     test_matrices(h, argv[4]);
     test_bad_uploads(h, argv[4]);
+    test_resident(h);
     spmv_client_free(h);
     test_unreachable(argv[2], argv[3]);
     printf("# tests %d\n", tests);

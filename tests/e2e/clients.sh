@@ -12,6 +12,9 @@
 #   - runs cg_solve on a generated 2-D Poisson matrix and on a real SPD
 #     matrix, and recomputes the TRUE residual ||b - A x|| / ||b|| here in
 #     python3 from the matrix file and --x-out (it must be under 1e-8);
+#   - drives spmvctl vec/ops/solve (values and results against python) and
+#     cg_solve --mode resident and --mode server, whose x must agree with
+#     the local mode's (skipped when the daemon has no /v1/vectors);
 #   - installs the client with `make install-clients PREFIX=<tmp>`, compiles
 #     the docs' example against the installed copy with
 #     `pkg-config --cflags --libs spmvclient` and runs it against the daemon.
@@ -146,6 +149,7 @@ calls_rc=$?
 # Renumber client_calls' TAP into this script's sequence.
 while IFS= read -r line; do
   case $line in
+    "ok "*"# SKIP "*) skip "${line#*# SKIP }" ;;
     "ok "*)     ok "${line#ok * - }" ;;
     "not ok "*) not_ok "${line#not ok * - }" ;;
     "#"*)       echo "$line" ;;
@@ -169,7 +173,7 @@ expect_rc 1 "spmvctl bogus exits 1" ctl bogus
 expect_rc 1 "spmvctl --no-such-option exits 1" ctl --no-such-option health
 expect_rc 0 "spmvctl --help exits 0" ctl --help
 check "spmvctl --help lists the exit codes" grep -q "Exit status" "$W/out"
-for c in upload ls info rm spmv bench job kernels health; do
+for c in upload ls info rm spmv bench job kernels health vec ops solve; do
   expect_rc 0 "spmvctl $c --help" ctl "$c" --help
   check "spmvctl $c --help prints its usage" grep -q "usage: spmvctl $c" "$W/out"
 done
@@ -307,6 +311,137 @@ if [ -f "$REAL/LFAT5.mtx" ]; then run_cg LFAT5 "$REAL/LFAT5.mtx" --kernel cpu.cs
 else skip "LFAT5.mtx not found under $REAL"; fi
 expect_rc 2 "cg_solve on a non-SPD matrix exits 2" "$CG" --maxit 50 "$REAL/zenios.mtx"
 expect_rc 1 "cg_solve without a matrix exits 1" "$CG"
+
+# ------------------------------------ resident vectors, ops, solve (0.2)
+# Skipped as a whole when the daemon has no /v1/vectors route yet.
+# vec_tool.py: python's own A·v, dots and b = A·1, the references below.
+cat >"$W/vec_tool.py" <<'EOF'
+import json, math, sys
+exec(open(sys.argv[1]).read().split("cmd, path = ")[0])   # read(), mul(), vec() of mtx_tool.py
+cmd = sys.argv[2]
+if cmd == "b":            # b MTX OUT: b = A·1
+    rows, cols, ents = read(sys.argv[3])
+    open(sys.argv[4], "w").write("".join("%.17g\n" % v for v in mul(rows, ents, [1.0] * cols)))
+elif cmd == "ops":        # ops MTX V OPS_JSON: relative errors of vAv and ||v||
+    rows, cols, ents = read(sys.argv[3]); v = vec(sys.argv[4])
+    d = json.load(open(sys.argv[5]))["results"]
+    y = mul(rows, ents, v)
+    want = sum(a * b for a, b in zip(v, y)); vn = math.sqrt(sum(a * a for a in v))
+    print(max(abs(d["vAv"] - want) / abs(want), abs(d["vn"] - vn) / vn))
+elif cmd == "maxdiff":    # maxdiff X1 X2...: largest difference between the vectors
+    v = [vec(p) for p in sys.argv[3:]]
+    assert all(len(w) == len(v[0]) for w in v)
+    print(max(abs(a - b) for w in v[1:] for a, b in zip(v[0], w)))
+EOF
+vt() { python3 "$W/vec_tool.py" "$W/mtx_tool.py" "$@" 2>&1; }
+
+code=$(curl -s -o /dev/null -w '%{http_code}' "$URL/v1/vectors")
+if [ "$code" = 404 ]; then
+  skip "the daemon has no /v1/vectors: spmvctl vec/ops/solve and cg_solve --mode resident|server not tested"
+else
+  SPD=$W/poisson.mtx
+  expect_rc 0 "spmvctl --json upload of the SPD matrix" ctl --json upload --name spd "$SPD"
+  SID=$(json_field "$W/out" 'd["id"]'); N=$(json_field "$W/out" 'd["rows"]')
+  python3 -c "import random; r=random.Random($SEED); print('\n'.join('%.17g' % r.uniform(-1,1) for _ in range($N)))" >"$W/v.txt"
+  expect_rc 0 "spmvctl --json vec create --values --like" ctl --json vec create --values "$W/v.txt" --like "$SID"
+  VID=$(json_field "$W/out" 'd["id"]')
+  check "vec create: n = $N, k 1" [ "$(json_field "$W/out" '(d["n"], d.get("k", 1))')" = "($N, 1)" ]
+  expect_rc 0 "spmvctl vec get --out" ctl vec get "$VID" --out "$W/v.back"
+  check "vec get: the values come back exactly" cmp -s "$W/v.txt" "$W/v.back"
+  expect_rc 0 "spmvctl --json vec get" ctl --json vec get "$VID"
+  check "--json vec get carries the descriptor and the values" json_field "$W/out" "len(d['values']) == $N and d['id'] == '$VID'"
+  expect_rc 0 "spmvctl vec create --fill 2 --like --side rows" ctl --json vec create --fill 2 --like "$SID" --side rows
+  FID=$(json_field "$W/out" 'd["id"]')
+  expect_rc 0 "spmvctl vec create --random --seed --n --k 2 --device cpu" ctl --json vec create --random --seed 5 --n 10 --k 2 --device cpu
+  RID=$(json_field "$W/out" 'd["id"]')
+  expect_rc 0 "spmvctl vec get of a k = 2 block" ctl vec get "$RID"
+  check "vec get k = 2: 10 lines of 2 values" sh -c "[ \$(wc -l <'$W/out') = 10 ] && awk 'NF != 2 {exit 1}' '$W/out'"
+  expect_rc 0 "spmvctl vec ls" ctl vec ls
+  check "vec ls lists the three vectors" sh -c "grep -q '^$VID ' '$W/out' && grep -q '^$FID ' '$W/out' && grep -q '^$RID ' '$W/out'"
+  expect_rc 0 "spmvctl --json vec ls" ctl --json vec ls
+  check "--json vec ls holds the id" json_field "$W/out" "'$VID' in [v['id'] for v in d['vectors']]"
+  python3 -c "print('\n'.join('%.17g' % (0.5 * i - 3) for i in range($N)))" >"$W/v2.txt"
+  expect_rc 0 "spmvctl vec put --values" ctl vec put "$VID" --values "$W/v2.txt"
+  ctl vec get "$VID" --out "$W/v2.back" >/dev/null 2>&1
+  check "vec put: the new values read back" cmp -s "$W/v2.txt" "$W/v2.back"
+  head -n 3 "$W/v2.txt" >"$W/v3.txt"
+  expect_rc 6 "spmvctl vec put with the wrong count exits 6" ctl vec put "$VID" --values "$W/v3.txt"
+  expect_rc 1 "spmvctl vec create with two sources exits 1" ctl vec create --fill 1 --random --n 3
+
+  # ops: y = A v into the fill vector, v.y and ||v||, against python
+  printf '{"steps":[{"op":"spmv","matrix":"%s","x":"%s","y":"%s","alpha":1,"beta":0,"trans":"n","kernel":"cpu.csr.serial"},
+ {"op":"dot","x":"%s","y":"%s","as":"vAv"},{"op":"nrm2","x":"%s","as":"vn"}]}\n' \
+    "$SID" "$VID" "$FID" "$VID" "$FID" "$VID" >"$W/steps.json"
+  expect_rc 0 "spmvctl --json ops FILE" ctl --json ops "$W/steps.json"
+  cp "$W/out" "$W/ops.json"
+  e=$(vt ops "$SPD" "$W/v2.txt" "$W/ops.json")
+  check "ops: v.Av and ||v|| match python (rel err $e)" lt "$e" 1e-12
+  expect_rc 0 "spmvctl ops - (stdin), table" sh -c "'$SPMVCTL' ops - <'$W/steps.json'"
+  check "ops table lists the results and the steps" sh -c "grep -q '^vAv ' '$W/out' && grep -qE '^ +1  spmv ' '$W/out'"
+  echo '{"steps":[{"op":"dot","x":"nope","y":"nope","as":"d"}]}' >"$W/bad_steps.json"
+  expect_rc 2 "spmvctl ops with an unknown vector exits 2" ctl ops "$W/bad_steps.json"
+
+  # solve: b = A·1 (python), so x = 1; the true residual recomputed in python
+  vt b "$SPD" "$W/b.txt" >/dev/null
+  expect_rc 0 "spmvctl solve --method cg --b --x-out" ctl solve "$SID" --method cg --tol 1e-10 --b "$W/b.txt" --x-out "$W/solve.x"
+  check "solve prints converged yes and the iterations" sh -c "grep -q '^converged *yes' '$W/out' && grep -q '^iterations' '$W/out'"
+  res=$(python3 "$W/mtx_tool.py" residual "$SPD" "$W/solve.x" 2>&1)
+  check "spmvctl solve: true residual $res < 1e-8 (python)" lt "$res" 1e-8
+  expect_rc 0 "spmvctl vec create --values b" ctl --json vec create --values "$W/b.txt" --like "$SID"
+  BID=$(json_field "$W/out" 'd["id"]')
+  expect_rc 0 "spmvctl --json solve bicgstab, jacobi, b and x as vectors" \
+    ctl --json solve "$SID" --method bicgstab --precond jacobi --tol 1e-10 --b-vector "$BID" --x-vector "$FID"
+  check "--json solve: converged, iterations, time" json_field "$W/out" 'd["converged"] and d["iterations"] > 0 and "total_ms" in d["time"]'
+  ctl vec get "$FID" --out "$W/solve2.x" >/dev/null 2>&1
+  res=$(python3 "$W/mtx_tool.py" residual "$SPD" "$W/solve2.x" 2>&1)
+  check "solve into a vector: true residual $res < 1e-8 (python)" lt "$res" 1e-8
+  expect_rc 0 "spmvctl solve --async gmres (waits for the job)" \
+    ctl solve "$SID" --method gmres --restart 20 --tol 1e-10 --b "$W/b.txt" --async --x-out "$W/solve3.x"
+  res=$(python3 "$W/mtx_tool.py" residual "$SPD" "$W/solve3.x" 2>&1)
+  check "solve --async gmres: true residual $res < 1e-8 (python)" lt "$res" 1e-8
+  expect_rc 0 "spmvctl --json solve --no-wait prints the job" ctl --json solve "$SID" --b "$W/b.txt" --no-wait
+  SJOB=$(json_field "$W/out" 'd["job"]')
+  check "solve --no-wait gives a job id" [ -n "$SJOB" ]
+  expect_rc 0 "spmvctl job --cancel" ctl job "$SJOB" --cancel
+  expect_rc 7 "spmvctl solve that hits maxit exits 7" ctl solve "$SID" --maxit 2 --tol 1e-14
+  check "maxit: the answer is still printed" grep -q '^converged *no (maxit' "$W/out"
+  expect_rc 0 "spmvctl vec rm" ctl vec rm "$VID" "$FID" "$RID" "$BID"
+  expect_rc 2 "spmvctl vec rm of a deleted vector exits 2" ctl vec rm "$VID"
+  expect_rc 2 "spmvctl vec get of a deleted vector exits 2" ctl vec get "$VID"
+  ctl rm "$SID" >/dev/null 2>&1
+
+  # cg_solve in each mode on the same SPD matrices: the same x within tolerance
+  # (run_cg above wrote the local mode's x as poisson2d.x and LFAT5.x).
+  for pair in "poisson2d $W/poisson.mtx" "LFAT5 $REAL/LFAT5.mtx"; do
+    set -- $pair
+    [ -f "$2" ] && [ -f "$W/$1.x" ] || continue
+    for mode in resident server; do
+      run_cg "$1-$mode" "$2" --mode "$mode" --kernel cpu.csr.serial
+    done
+    d=$(vt maxdiff "$W/$1.x" "$W/$1-resident.x" "$W/$1-server.x")
+    check "cg_solve $1: local, resident and server x agree (max diff $d < 1e-6)" lt "$d" 1e-6
+  done
+  "$CG" --mode resident --iters 7 --json --kernel cpu.csr.serial "$W/poisson.mtx" >"$W/iters.cg" 2>"$W/iters.err"
+  check "cg_solve --mode resident --iters 7: ran 7 iterations" grep -q '^ran 7 iterations' "$W/iters.cg"
+  tail -n 1 "$W/iters.cg" >"$W/iters.json"
+  check "cg_solve --json: the last line is JSON, 7 iterations in 14 requests and 4 vectors" \
+    json_field "$W/iters.json" 'd["iterations"] == 7 and d["mode"] == "resident" and d["requests"] == 18 and d["total_ms"] > 0 and "client_ms" in d'
+  "$CG" --mode server --iters 5 --json "$W/poisson.mtx" >"$W/iters_s.cg" 2>"$W/iters_s.err"
+  tail -n 1 "$W/iters_s.cg" >"$W/iters_s.json"
+  check "cg_solve --mode server --iters 5: 5 iterations in 1 request" json_field "$W/iters_s.json" 'd["iterations"] == 5 and d["requests"] == 1'
+  expect_rc 0 "spmvctl upload for --matrix-id" ctl --json upload "$W/poisson.mtx"
+  MID=$(json_field "$W/out" 'd["id"]')
+  expect_rc 0 "cg_solve --matrix-id --mode resident" "$CG" --matrix-id "$MID" --mode resident
+  expect_rc 0 "cg_solve --matrix-id leaves the matrix" ctl info "$MID"
+  ctl rm "$MID" >/dev/null 2>&1
+  expect_rc 0 "docs example resident.c runs against the daemon" "$B/examples/resident" "$URL" "$W/poisson.mtx"
+  check "resident.c: cg converged with x[0] = 1" grep -qE '^cg: converged after [0-9]+ iterations, relres .*, x\[0\] = (1\.000000|0\.999999)' "$W/out"
+  check "docs/client.md includes resident.c verbatim" python3 -c '
+import sys; doc = open("docs/client.md").read(); src = open("clients/examples/resident.c").read()
+sys.exit(0 if src.strip() in doc else 1)'
+  expect_rc 0 "spmvctl --json vec ls after cg_solve --mode resident" ctl --json vec ls
+  check "cg_solve --mode resident left no vectors behind" json_field "$W/out" 'len(d["vectors"]) == 0'
+fi
 
 # ------------------------------------------------------- bearer token, TLS
 printf 's3cret-%s\n' "$SEED" >"$W/token"

@@ -6,7 +6,9 @@
  * (sizes out of range, y longer or shorter than asked, a missing stats
  * header, JSON that is not JSON, job progress outside 0..1), maps each HTTP
  * error status to its spmv_client_status, keeps the server's message, and
- * refuses bad arguments before sending anything. The "server" is a thread
+ * refuses bad arguments before sending anything; and that the requests
+ * of the 0.2 calls (vectors, resident spmv, ops, solve, job cancel) have
+ * the URL, query and body the contract (docs/api.md) gives. The "server" is a thread
  * on a loopback port that reads one request and writes back a canned
  * answer; the test sets the answer before each call and can read the
  * request the library sent.
@@ -380,6 +382,334 @@ static void test_lists(void **state)
     assert_null(l);
 }
 
+/* ------------------------------------------- vectors, ops, solve (0.2) */
+
+static const char vdesc[] =
+    "{\"id\":\"v1\",\"n\":3,\"k\":2,\"dtype\":\"float64\",\"device\":\"cpu\",\"bytes\":48,"
+    "\"created\":\"2026-01-01T00:00:00Z\",\"idle_s\":0.5,\"expires_in_s\":3599,\"like\":\"abc\"}";
+
+static void test_vector_arguments(void **state)
+{
+    (void)state;
+    spmv_client_vector *v = (spmv_client_vector *)1;
+    double x[6] = {0};
+    spmv_client_vector_options k4 = {.k = 4};
+    assert_int_equal(spmv_client_vector_create(h, SPMV_CLIENT_FLOAT64, x, 6, &k4, &v), SPMV_CLIENT_ERR_INVALID);
+    assert_null(v);
+    assert_non_null(strstr(spmv_client_errmsg(h), "multiple of k"));
+    assert_int_equal(spmv_client_vector_create(h, SPMV_CLIENT_FLOAT64, NULL, 6, NULL, &v), SPMV_CLIENT_ERR_INVALID);
+    assert_int_equal(spmv_client_vector_create(h, (spmv_client_dtype)9, x, 6, NULL, &v), SPMV_CLIENT_ERR_INVALID);
+    spmv_client_vector_options side = {.side = "rows"};
+    assert_int_equal(spmv_client_vector_create(h, SPMV_CLIENT_FLOAT64, x, 6, &side, &v), SPMV_CLIENT_ERR_INVALID);
+    spmv_client_vector_options badside = {.like = "abc", .side = "diagonal"};
+    assert_int_equal(spmv_client_vector_fill(h, 3, 1.0, &badside, &v), SPMV_CLIENT_ERR_INVALID);
+    spmv_client_vector_options negk = {.k = -1};
+    assert_int_equal(spmv_client_vector_fill(h, 3, 1.0, &negk, &v), SPMV_CLIENT_ERR_INVALID);
+    assert_int_equal(spmv_client_vector_fill(h, 0, 1.0, NULL, &v), SPMV_CLIENT_ERR_INVALID); /* n from nothing */
+    assert_int_equal(spmv_client_vector_fill(h, 3, NAN, NULL, &v), SPMV_CLIENT_ERR_INVALID);
+    spmv_client_vector_options dt = {.dtype = "int8"};
+    assert_int_equal(spmv_client_vector_random(h, 3, 1, &dt, &v), SPMV_CLIENT_ERR_INVALID);
+    assert_int_equal(spmv_client_vector_read(h, "", SPMV_CLIENT_FLOAT64, x, 6, NULL), SPMV_CLIENT_ERR_INVALID);
+    assert_int_equal(spmv_client_vector_write(h, "v1", SPMV_CLIENT_FLOAT64, x, 0, NULL), SPMV_CLIENT_ERR_INVALID);
+    assert_int_equal(spmv_client_vector_delete(h, NULL), SPMV_CLIENT_ERR_INVALID);
+    assert_int_equal(spmv_client_vectors(h, NULL), SPMV_CLIENT_ERR_INVALID);
+}
+
+static void test_vector_requests(void **state)
+{
+    (void)state;
+    spmv_client_vector *v = NULL;
+    double x[6] = {1, 2, 3, 4, 5, 6};
+    spmv_client_vector_options o = {.k = 2, .like = "abc", .side = "rows", .device = "gpu0"};
+
+    answer_json(&server, "201 Created", vdesc);
+    assert_int_equal(spmv_client_vector_create(h, SPMV_CLIENT_FLOAT64, x, 6, &o, &v), SPMV_CLIENT_OK);
+    assert_non_null(strstr(server.request, "POST /v1/vectors?dtype=float64&k=2&like=abc&side=rows&device=gpu0 HTTP/1.1"));
+    assert_non_null(strstr(server.request, "Content-Type: application/octet-stream"));
+    assert_non_null(strstr(server.request, "Content-Length: 48"));
+    assert_memory_equal(server.request + server.request_len - 48, x, 48);
+    assert_string_equal(v->id, "v1");
+    assert_true(v->n == 3 && v->k == 2 && v->bytes == 48 && v->dtype == SPMV_CLIENT_FLOAT64);
+    assert_string_equal(v->device, "cpu");
+    assert_string_equal(v->like, "abc");
+    assert_true(v->idle_s == 0.5 && v->expires_in_s == 3599);
+    spmv_client_vector_free(v);
+
+    answer_json(&server, "201 Created", vdesc);
+    spmv_client_vector_options f = {.like = "abc", .dtype = "float32"};
+    assert_int_equal(spmv_client_vector_fill(h, 0, -2.5, &f, &v), SPMV_CLIENT_OK);
+    assert_non_null(strstr(server.request, "POST /v1/vectors HTTP/1.1"));
+    assert_non_null(strstr(server.request, "\r\n\r\n{\"fill\":-2.5,\"dtype\":\"float32\",\"like\":\"abc\"}"));
+    spmv_client_vector_free(v);
+    answer_json(&server, "201 Created", vdesc);
+    spmv_client_vector_options r = {.k = 3};
+    assert_int_equal(spmv_client_vector_random(h, 7, 42, &r, &v), SPMV_CLIENT_OK);
+    assert_non_null(strstr(server.request, "\r\n\r\n{\"n\":7,\"k\":3,\"fill\":\"random\",\"seed\":42}"));
+    spmv_client_vector_free(v);
+
+    /* read: binary values, the descriptor in X-SpMV-Vector */
+    char hdr[512];
+    snprintf(hdr, sizeof hdr, "Content-Type: application/octet-stream\r\nX-SpMV-Vector: %s\r\n", vdesc);
+    double y[6] = {NAN, NAN, NAN, NAN, NAN, NAN};
+    answer(&server, "200 OK", hdr, x, sizeof x);
+    assert_int_equal(spmv_client_vector_read(h, "v1", SPMV_CLIENT_FLOAT64, y, 6, &v), SPMV_CLIENT_OK);
+    assert_memory_equal(y, x, sizeof x);
+    assert_true(v && v->n == 3 && v->k == 2);
+    assert_non_null(strstr(server.request, "GET /v1/vectors/v1 HTTP/1.1"));
+    assert_non_null(strstr(server.request, "Accept: application/octet-stream"));
+    spmv_client_vector_free(v);
+    answer(&server, "200 OK", hdr, x, sizeof x - 8); /* one value short */
+    assert_int_equal(spmv_client_vector_read(h, "v1", SPMV_CLIENT_FLOAT64, y, 6, NULL), SPMV_CLIENT_ERR_PROTOCOL);
+    answer(&server, "200 OK", hdr, x, 24); /* float32 buffer of 6 for a float64 vector */
+    float yf[6];
+    assert_int_equal(spmv_client_vector_read(h, "v1", SPMV_CLIENT_FLOAT32, yf, 6, NULL), SPMV_CLIENT_ERR_INVALID);
+    assert_non_null(strstr(spmv_client_errmsg(h), "float64"));
+    answer(&server, "200 OK", "Content-Type: application/octet-stream\r\n", x, sizeof x); /* no header */
+    assert_int_equal(spmv_client_vector_read(h, "v1", SPMV_CLIENT_FLOAT64, y, 6, NULL), SPMV_CLIENT_ERR_PROTOCOL);
+    assert_non_null(strstr(spmv_client_errmsg(h), "X-SpMV-Vector"));
+    answer_json(&server, "200 OK", vdesc); /* JSON where binary was asked for */
+    assert_int_equal(spmv_client_vector_read(h, "v1", SPMV_CLIENT_FLOAT64, y, 6, NULL), SPMV_CLIENT_ERR_PROTOCOL);
+
+    /* write: PUT, binary */
+    answer_json(&server, "200 OK", vdesc);
+    assert_int_equal(spmv_client_vector_write(h, "v1", SPMV_CLIENT_FLOAT64, x, 6, &v), SPMV_CLIENT_OK);
+    assert_non_null(strstr(server.request, "PUT /v1/vectors/v1 HTTP/1.1"));
+    assert_memory_equal(server.request + server.request_len - 48, x, 48);
+    assert_string_equal(v->id, "v1");
+    spmv_client_vector_free(v);
+    answer_json(&server, "400 Bad Request", "{\"error\":{\"code\":\"shape_mismatch\",\"message\":\"n 3 vs 4\"}}");
+    assert_int_equal(spmv_client_vector_write(h, "v1", SPMV_CLIENT_FLOAT64, x, 4, NULL), SPMV_CLIENT_ERR_BAD_REQUEST);
+    assert_string_equal(spmv_client_errcode(h), "shape_mismatch");
+
+    answer(&server, "204 No Content", NULL, "", 0);
+    assert_int_equal(spmv_client_vector_delete(h, "v/1"), SPMV_CLIENT_OK);
+    assert_non_null(strstr(server.request, "DELETE /v1/vectors/v%2F1 HTTP/1.1"));
+    answer_json(&server, "507 Full", "{\"error\":{\"code\":\"vector_limit\",\"message\":\"1024 vectors\"}}");
+    assert_int_equal(spmv_client_vector_fill(h, 3, 0, NULL, &v), SPMV_CLIENT_ERR_DEVICE_MEMORY);
+    assert_string_equal(spmv_client_errcode(h), "vector_limit");
+
+    spmv_client_vector_list *l = NULL;
+    char body[sizeof vdesc * 2 + 32];
+    snprintf(body, sizeof body, "{\"vectors\":[%s,%s]}", vdesc, vdesc);
+    answer_json(&server, "200 OK", body);
+    assert_int_equal(spmv_client_vectors(h, &l), SPMV_CLIENT_OK);
+    assert_int_equal(l->count, 2);
+    assert_string_equal(l->items[1].id, "v1");
+    spmv_client_vector_list_free(l);
+    answer_json(&server, "200 OK", "{\"vectors\":[{\"id\":\"v\",\"n\":-3}]}");
+    assert_int_equal(spmv_client_vectors(h, &l), SPMV_CLIENT_ERR_PROTOCOL);
+    assert_null(l);
+}
+
+static void test_resident_spmv(void **state)
+{
+    (void)state;
+    double x[4] = {1, 2, 3, 4}, y[6];
+    spmv_client_product_result r;
+    spmv_client_operands both = {.x_vector = "v1", .x = x, .nx = 4, .y_vector = "v2"};
+    assert_int_equal(spmv_client_spmv(h, "abc", &both, NULL, NULL), SPMV_CLIENT_ERR_INVALID);
+    spmv_client_operands none = {.y_vector = "v2"};
+    assert_int_equal(spmv_client_spmv(h, "abc", &none, NULL, NULL), SPMV_CLIENT_ERR_INVALID);
+    spmv_client_operands beta = {.x = x, .nx = 4, .y = y, .ny = 6, .scale = 1, .alpha = 1, .beta = 0.5};
+    assert_int_equal(spmv_client_spmv(h, "abc", &beta, NULL, NULL), SPMV_CLIENT_ERR_INVALID);
+    assert_non_null(strstr(spmv_client_errmsg(h), "y_vector"));
+    spmv_client_operands op = {.x_vector = "v1", .y_vector = "v2", .op = 'x'};
+    assert_int_equal(spmv_client_spmv(h, "abc", &op, NULL, NULL), SPMV_CLIENT_ERR_INVALID);
+    spmv_client_operands k3 = {.x = x, .nx = 4, .y_vector = "v2", .k = 3};
+    assert_int_equal(spmv_client_spmv(h, "abc", &k3, NULL, NULL), SPMV_CLIENT_ERR_INVALID);
+
+    /* both resident: empty body, everything in the query, empty answer */
+    answer(&server, "200 OK", "X-SpMV-Stats: {\"kernel\":\"cpu.csr.omp\",\"stats\":{\"runs\":1},\"queue_ms\":0.5,"
+                              "\"axpby_ms\":0.25}\r\n", "", 0);
+    spmv_client_operands res = {.x_vector = "v1", .y_vector = "v2", .op = 't', .k = 2, .scale = 1, .alpha = -1.5,
+                                .beta = 1};
+    spmv_client_spmv_options o = {.kernel = "cpu.csr.omp"};
+    assert_int_equal(spmv_client_spmv(h, "abc", &res, &o, &r), SPMV_CLIENT_OK);
+    assert_non_null(strstr(server.request, "POST /v1/matrices/abc/spmv?kernel=cpu.csr.omp&k=2&op=t&x=v1&y=v2"
+                                           "&alpha=-1.5&beta=1 HTTP/1.1"));
+    assert_non_null(strstr(server.request, "Content-Length: 0"));
+    assert_string_equal(r.spmv.kernel, "cpu.csr.omp");
+    assert_true(r.spmv.queue_ms == 0.5 && r.axpby_ms == 0.25);
+    /* x inline, y inline: binary both ways, exactly ny values */
+    double want[6] = {6, 5, 4, 3, 2, 1};
+    answer(&server, "200 OK", stats_header, want, sizeof want);
+    spmv_client_operands inl = {.x = x, .nx = 4, .y = y, .ny = 6};
+    assert_int_equal(spmv_client_spmv(h, "abc", &inl, NULL, &r), SPMV_CLIENT_OK);
+    assert_memory_equal(y, want, sizeof want);
+    assert_true(isnan(r.axpby_ms));
+    assert_non_null(strstr(server.request, "POST /v1/matrices/abc/spmv?dtype=float64 HTTP/1.1"));
+    assert_memory_equal(server.request + server.request_len - 32, x, 32);
+    answer(&server, "200 OK", stats_header, want, sizeof want); /* a body where y went to a vector */
+    spmv_client_operands xin = {.x = x, .nx = 4, .y_vector = "v2"};
+    assert_int_equal(spmv_client_spmv(h, "abc", &xin, NULL, NULL), SPMV_CLIENT_ERR_PROTOCOL);
+    answer_json(&server, "409 Conflict", "{\"error\":{\"code\":\"wrong_device\",\"message\":\"v1 is on gpu0\"}}");
+    assert_int_equal(spmv_client_spmv(h, "abc", &res, NULL, NULL), SPMV_CLIENT_ERR_CONFLICT);
+    assert_string_equal(spmv_client_errcode(h), "wrong_device");
+}
+
+static void test_ops(void **state)
+{
+    (void)state;
+    spmv_client_ops *o = spmv_client_ops_new();
+    assert_non_null(o);
+    assert_int_equal(spmv_client_ops_spmv(o, "A", "p", "Ap", 1, 0, 'n', NULL), SPMV_CLIENT_OK);
+    assert_int_equal(spmv_client_ops_dot(o, "p", "Ap", "pap"), SPMV_CLIENT_OK);
+    assert_int_equal(spmv_client_ops_nrm2(o, "r", "rn"), SPMV_CLIENT_OK);
+    assert_int_equal(spmv_client_ops_axpy(o, 0.5, "p", "x"), SPMV_CLIENT_OK);
+    assert_int_equal(spmv_client_ops_axpby(o, 1, "r", 0.25, "p"), SPMV_CLIENT_OK);
+    assert_int_equal(spmv_client_ops_scal(o, -1, "r"), SPMV_CLIENT_OK);
+    assert_int_equal(spmv_client_ops_copy(o, "r", "p"), SPMV_CLIENT_OK);
+    assert_int_equal(spmv_client_ops_fill(o, "x", 0), SPMV_CLIENT_OK);
+    assert_int_equal(spmv_client_ops_count(o), 8);
+    char *json = spmv_client_ops_json(o);
+    assert_string_equal(json,
+        "{\"steps\":[{\"op\":\"spmv\",\"matrix\":\"A\",\"x\":\"p\",\"y\":\"Ap\",\"alpha\":1.0,\"beta\":0.0,"
+        "\"trans\":\"n\",\"kernel\":\"auto\"},{\"op\":\"dot\",\"x\":\"p\",\"y\":\"Ap\",\"as\":\"pap\"},"
+        "{\"op\":\"nrm2\",\"x\":\"r\",\"as\":\"rn\"},{\"op\":\"axpy\",\"alpha\":0.5,\"x\":\"p\",\"y\":\"x\"},"
+        "{\"op\":\"axpby\",\"alpha\":1.0,\"x\":\"r\",\"beta\":0.25,\"y\":\"p\"},{\"op\":\"scal\",\"alpha\":-1.0,\"x\":\"r\"},"
+        "{\"op\":\"copy\",\"x\":\"r\",\"y\":\"p\"},{\"op\":\"fill\",\"x\":\"x\",\"value\":0.0}]}");
+
+    spmv_client_ops_result *r = NULL;
+    answer_json(&server, "200 OK",
+                "{\"results\":{\"pap\":2.5,\"rn\":[1,\"NaN\"]},\"steps\":[{\"op\":\"spmv\",\"ms\":0.5},"
+                "{\"op\":\"dot\",\"ms\":0.125}],\"total_ms\":0.75,\"queue_ms\":0.01,\"device\":\"cpu\"}");
+    assert_int_equal(spmv_client_ops_run(h, o, &r), SPMV_CLIENT_OK);
+    assert_non_null(strstr(server.request, "POST /v1/ops HTTP/1.1"));
+    assert_non_null(strstr(server.request, "Content-Type: application/json"));
+    assert_non_null(strstr(server.request, json));
+    assert_true(spmv_client_ops_result_get(r, "pap", 0) == 2.5);
+    assert_true(spmv_client_ops_result_get(r, "rn", 0) == 1 && isnan(spmv_client_ops_result_get(r, "rn", 1)));
+    assert_true(isnan(spmv_client_ops_result_get(r, "rn", 2)) && isnan(spmv_client_ops_result_get(r, "zz", 0)));
+    assert_int_equal(r->nsteps, 2);
+    assert_string_equal(r->steps[0].op, "spmv");
+    assert_true(r->steps[1].ms == 0.125 && r->total_ms == 0.75 && r->queue_ms == 0.01);
+    assert_string_equal(r->device, "cpu");
+    spmv_client_ops_result_free(r);
+    spmv_client_string_free(json);
+
+    /* A failed append sticks: run refuses to send and names the step. */
+    spmv_client_ops_clear(o);
+    assert_int_equal(spmv_client_ops_count(o), 0);
+    assert_int_equal(spmv_client_ops_run(h, o, &r), SPMV_CLIENT_ERR_INVALID); /* empty */
+    assert_int_equal(spmv_client_ops_copy(o, "a", "b"), SPMV_CLIENT_OK);
+    assert_int_equal(spmv_client_ops_dot(o, "a", "b", ""), SPMV_CLIENT_ERR_INVALID);
+    assert_int_equal(spmv_client_ops_axpy(o, INFINITY, "a", "b"), SPMV_CLIENT_ERR_INVALID);
+    assert_int_equal(spmv_client_ops_spmv(o, "A", "a", "b", 1, 0, 'q', NULL), SPMV_CLIENT_ERR_INVALID);
+    assert_int_equal(spmv_client_ops_count(o), 1);
+    server.request[0] = '\0';
+    assert_int_equal(spmv_client_ops_run(h, o, &r), SPMV_CLIENT_ERR_INVALID);
+    assert_null(r);
+    assert_string_equal(spmv_client_errmsg(h), "step 2: dot: \"as\" must be 1 to 63 characters");
+    assert_string_equal(server.request, ""); /* nothing was sent */
+    spmv_client_ops_free(o);
+
+    /* hand-written JSON, sent verbatim; errors keep the server's words */
+    answer_json(&server, "400 Bad Request", "{\"error\":{\"code\":\"shape_mismatch\",\"message\":\"step 1: x has 3\"}}");
+    assert_int_equal(spmv_client_ops_post(h, "{\"steps\":[]}", &r), SPMV_CLIENT_ERR_BAD_REQUEST);
+    assert_non_null(strstr(server.request, "\r\n\r\n{\"steps\":[]}"));
+    assert_string_equal(spmv_client_errmsg(h), "step 1: x has 3");
+    answer_json(&server, "200 OK", "{\"results\":[1,2]}");
+    assert_int_equal(spmv_client_ops_post(h, "{\"steps\":[]}", &r), SPMV_CLIENT_ERR_PROTOCOL);
+    assert_int_equal(spmv_client_ops_post(h, "", &r), SPMV_CLIENT_ERR_INVALID);
+}
+
+static const char solve_answer[] =
+    "{\"method\":\"cg\",\"converged\":true,\"stop\":{\"reason\":\"converged\",\"detail\":\"relres under tol\"},"
+    "\"iterations\":3,\"relres\":1e-9,\"residual_history\":[1,0.1,0.001,1e-9],\"time\":{\"total_ms\":2,"
+    "\"spmv_ms\":1,\"vector_ms\":0.5,\"setup_ms\":0.25,\"queue_ms\":0.125},\"spmv_calls\":4,\"kernel\":\"cpu.csr.omp\","
+    "\"device\":\"cpu\"";
+
+static void test_solve(void **state)
+{
+    (void)state;
+    double b[3] = {1, 2, 3}, x[3] = {NAN, NAN, NAN}, want[3] = {0.5, -1, 2};
+    spmv_client_solve_result *r = NULL;
+    spmv_client_solve_options none = {0};
+    assert_int_equal(spmv_client_solve(h, "abc", &none, x, 3, &r), SPMV_CLIENT_ERR_INVALID); /* no b */
+    assert_null(r);
+    spmv_client_solve_options two = {.b = b, .nb = 3, .b_vector = "vb"};
+    assert_int_equal(spmv_client_solve(h, "abc", &two, x, 3, &r), SPMV_CLIENT_ERR_INVALID);
+    spmv_client_solve_options neg = {.b = b, .nb = 3, .tol = -1};
+    assert_int_equal(spmv_client_solve(h, "abc", &neg, x, 3, &r), SPMV_CLIENT_ERR_INVALID);
+    double bad[3] = {1, NAN, 3};
+    spmv_client_solve_options nan = {.b = bad, .nb = 3};
+    assert_int_equal(spmv_client_solve(h, "abc", &nan, x, 3, &r), SPMV_CLIENT_ERR_INVALID);
+
+    /* x inline: asked for as binary, the rest in X-SpMV-Solve */
+    char hdr[1024];
+    snprintf(hdr, sizeof hdr, "Content-Type: application/octet-stream\r\nX-SpMV-Solve: %s}\r\n", solve_answer);
+    answer(&server, "200 OK", hdr, want, sizeof want);
+    spmv_client_solve_options o = {.method = "cg", .tol = 1e-10, .maxit = 50, .preconditioner = "jacobi",
+                                   .kernel = "cpu.csr.omp", .b = b, .nb = 3, .x0_vector = "x0"};
+    assert_int_equal(spmv_client_solve(h, "abc", &o, x, 3, &r), SPMV_CLIENT_OK);
+    assert_non_null(strstr(server.request, "POST /v1/matrices/abc/solve HTTP/1.1"));
+    assert_non_null(strstr(server.request, "Accept: application/octet-stream"));
+    assert_non_null(strstr(server.request, "\r\n\r\n{\"method\":\"cg\",\"tol\":1e-10,\"maxit\":50,"
+                                           "\"preconditioner\":\"jacobi\",\"kernel\":\"cpu.csr.omp\","
+                                           "\"b\":[1.0,2.0,3.0],\"x0\":{\"vector\":\"x0\"}}"));
+    assert_memory_equal(x, want, sizeof want);
+    assert_true(r->has_x && r->converged && r->iterations == 3 && r->relres == 1e-9 && r->spmv_calls == 4);
+    assert_string_equal(r->stop_reason, "converged");
+    assert_string_equal(r->stop_detail, "relres under tol");
+    assert_true(isnan(r->stop_value));
+    assert_int_equal(r->nhistory, 4);
+    assert_true(r->history[3] == 1e-9 && r->total_ms == 2 && r->queue_ms == 0.125 && r->setup_ms == 0.25);
+    assert_string_equal(r->kernel, "cpu.csr.omp");
+    spmv_client_solve_result_free(r);
+    answer(&server, "200 OK", hdr, want, 16); /* x one value short */
+    assert_int_equal(spmv_client_solve(h, "abc", &o, x, 3, &r), SPMV_CLIENT_ERR_PROTOCOL);
+
+    /* A JSON answer is taken as well; maxit is no error */
+    char body[1024];
+    snprintf(body, sizeof body, "%s,\"x\":[3,2,1]}", solve_answer);
+    memcpy(strstr(body, "\"converged\":true") + 12, "null", 4); /* not converged */
+    answer_json(&server, "200 OK", body);
+    assert_int_equal(spmv_client_solve(h, "abc", &o, x, 3, &r), SPMV_CLIENT_OK);
+    assert_true(r->has_x && x[0] == 3 && x[2] == 1 && !r->converged);
+    assert_null(strstr(r->json, "\"x\""));
+    spmv_client_solve_result_free(r);
+    answer_json(&server, "200 OK", body);
+    assert_int_equal(spmv_client_solve(h, "abc", &o, x, 4, &r), SPMV_CLIENT_ERR_PROTOCOL); /* x is 3, not 4 */
+
+    /* x into a vector: JSON asked for, no Accept */
+    snprintf(body, sizeof body, "%s}", solve_answer);
+    answer_json(&server, "200 OK", body);
+    spmv_client_solve_options xv = {.b_vector = "vb", .x_out_vector = "vx", .restart = 20, .method = "gmres"};
+    assert_int_equal(spmv_client_solve(h, "abc", &xv, NULL, 0, &r), SPMV_CLIENT_OK);
+    assert_null(strstr(server.request, "Accept: application/octet-stream"));
+    assert_non_null(strstr(server.request, "{\"method\":\"gmres\",\"restart\":20,\"b\":{\"vector\":\"vb\"},"
+                                           "\"x_out\":{\"vector\":\"vx\"}}"));
+    assert_false(r->has_x);
+    spmv_client_solve_result_free(r);
+
+    /* async: 202 and a job; its result parses with solve_parse */
+    answer_json(&server, "202 Accepted", "{\"id\":\"j9\",\"state\":\"queued\",\"progress\":0}");
+    spmv_client_solve_options as = {.b = b, .nb = 3, .async = 1};
+    assert_int_equal(spmv_client_solve(h, "abc", &as, x, 3, &r), SPMV_CLIENT_OK);
+    assert_non_null(strstr(server.request, "\"async\":true"));
+    assert_string_equal(r->job_id, "j9");
+    spmv_client_solve_result_free(r);
+    snprintf(body, sizeof body, "%s,\"x\":[7,8,9]}", solve_answer);
+    assert_int_equal(spmv_client_solve_parse(h, body, x, 3, &r), SPMV_CLIENT_OK);
+    assert_true(x[1] == 8 && r->iterations == 3);
+    spmv_client_solve_result_free(r);
+    assert_int_equal(spmv_client_solve_parse(h, "{\"iterations\":-1}", NULL, 0, &r), SPMV_CLIENT_ERR_PROTOCOL);
+    assert_null(r);
+
+    /* cancel: 202 with the job, or 204 for a finished one */
+    spmv_client_job *j = NULL;
+    answer_json(&server, "202 Accepted", "{\"id\":\"j9\",\"state\":\"running\",\"progress\":0.5}");
+    assert_int_equal(spmv_client_job_cancel(h, "j9", &j), SPMV_CLIENT_OK);
+    assert_non_null(strstr(server.request, "DELETE /v1/jobs/j9 HTTP/1.1"));
+    assert_string_equal(j->state, "running");
+    spmv_client_job_free(j);
+    answer(&server, "204 No Content", NULL, "", 0);
+    assert_int_equal(spmv_client_job_cancel(h, "j9", &j), SPMV_CLIENT_OK);
+    assert_null(j);
+    answer_json(&server, "404 Not Found", "{\"error\":{\"code\":\"not_found\",\"message\":\"no job j9\"}}");
+    assert_int_equal(spmv_client_job_cancel(h, "j9", NULL), SPMV_CLIENT_ERR_NOT_FOUND);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -392,6 +722,11 @@ int main(void)
         cmocka_unit_test(test_multiply_checks_lengths_and_stats),
         cmocka_unit_test(test_jobs),
         cmocka_unit_test(test_lists),
+        cmocka_unit_test(test_vector_arguments),
+        cmocka_unit_test(test_vector_requests),
+        cmocka_unit_test(test_resident_spmv),
+        cmocka_unit_test(test_ops),
+        cmocka_unit_test(test_solve),
     };
     return cmocka_run_group_tests_name("client", tests, setup, teardown);
 }

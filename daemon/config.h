@@ -28,6 +28,11 @@ typedef struct spmvd_config {
     int64_t max_request_work;      /* multiply-adds one spmv/bench request may ask for */
     int64_t tune_budget_ms;        /* wall time the auto kernel may spend tuning one matrix */
     int64_t tune_max_runs;         /* kernel runs it may spend (0: only the time budget) */
+    int64_t vector_ttl_s;          /* idle seconds before a resident vector expires */
+    int64_t max_vector_bytes;      /* per device */
+    int64_t max_vectors;           /* per device */
+    int64_t max_ops_steps;
+    int64_t max_solve_iterations;
     int64_t queue_depth;
     int64_t job_retention;         /* seconds */
     char *devices;                 /* "all", "none" or "0,2" */

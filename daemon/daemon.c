@@ -2,6 +2,7 @@
  * or a kernel goes to, whether a kernel can run here, and running a
  * function on a worker's thread synchronously (start-up reload).
  */
+#include <stdlib.h>
 #include <string.h>
 
 #include "daemon/daemon.h"
@@ -15,6 +16,42 @@ void spmvd_limits_from_config(spmvd_limits *l, const spmvd_config *c)
     atomic_store(&l->job_retention, c->job_retention);
     atomic_store(&l->max_rows, c->max_rows);
     atomic_store(&l->max_nnz, c->max_nnz);
+    atomic_store(&l->max_ops_steps, c->max_ops_steps);
+    atomic_store(&l->max_solve_iterations, c->max_solve_iterations);
+}
+
+void spmvd_vlimits_from_config(vstore_limits *l, const spmvd_config *c)
+{
+    atomic_store(&l->ttl_s, c->vector_ttl_s);
+    atomic_store(&l->max_bytes, c->max_vector_bytes);
+    atomic_store(&l->max_count, c->max_vectors);
+}
+
+worker *spmvd_worker_named(spmvd *d, const char *name, const char **why)
+{
+    *why = NULL;
+    if (!name || strcmp(name, "cpu") == 0)
+        return d->cpu;
+    if (strcmp(name, "gpu") == 0 || strcmp(name, "auto") == 0) {
+        worker *w = spmvd_pick_gpu(d, -1);
+        if (!w && strcmp(name, "auto") == 0)
+            return d->cpu;
+        if (!w)
+            *why = d->ngpus ? "no GPU is usable" : d->gpu_reason;
+        return w;
+    }
+    const char *digits = strncmp(name, "gpu", 3) == 0 ? name + 3 : name;
+    char *end = NULL;
+    long idx = *digits ? strtol(digits, &end, 10) : -1;
+    if (!end || *end || idx < 0 || idx > 1000) {
+        *why = "a device is cpu, gpu, gpuN or N";
+        return NULL;
+    }
+    for (int i = 0; i < d->ngpus; i++)
+        if (d->gpus[i]->gpu == idx)
+            return d->gpus[i];
+    *why = d->ngpus ? "that GPU is not one this daemon uses" : d->gpu_reason;
+    return NULL;
 }
 
 worker *spmvd_pick_gpu(spmvd *d, int want)

@@ -17,11 +17,13 @@
 #include "daemon/metrics.h"
 #include "daemon/store.h"
 #include "daemon/worker.h"
+#include "vectors/vectors.h"
 
 /* Limits a request handler reads on every request; SIGHUP swaps them. */
 typedef struct spmvd_limits {
     _Atomic int64_t max_upload_bytes, max_body_bytes, max_runs, job_retention, max_request_work;
     _Atomic int64_t max_rows, max_nnz;
+    _Atomic int64_t max_ops_steps, max_solve_iterations;
 } spmvd_limits;
 
 typedef struct spmvd {
@@ -31,6 +33,8 @@ typedef struct spmvd {
     size_t auth_token_len;
     store *store;
     job_registry *jobs;
+    vstore *vectors;             /* resident vectors (vectors/) */
+    vstore_limits vlimits;       /* SIGHUP swaps them with the other limits */
     metrics *metrics;
     worker *cpu;
     worker *gpus[CONFIG_MAX_DEVICES];
@@ -43,10 +47,14 @@ typedef struct spmvd {
 } spmvd;
 
 void spmvd_limits_from_config(spmvd_limits *l, const spmvd_config *c);
+void spmvd_vlimits_from_config(vstore_limits *l, const spmvd_config *c);
 
 /* The GPU worker an upload goes to: `want` < 0 picks the one with the most
  * free memory; NULL when there is no GPU (or `want` is not one). */
 worker *spmvd_pick_gpu(spmvd *d, int want);
+/* The worker named "cpu", "gpu" (the GPU with most free memory), "gpuN"
+ * or "N"; NULL with *why set when there is no such device here. */
+worker *spmvd_worker_named(spmvd *d, const char *name, const char **why);
 /* The worker that runs kernel k on matrix m: the CPU worker for CPU
  * kernels, m's GPU worker for GPU kernels (NULL if m is not on a GPU). */
 worker *spmvd_worker_for(spmvd *d, matrix *m, const spmv_kernel *k);

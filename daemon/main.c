@@ -234,6 +234,7 @@ static void reload_config(spmvd *d, int argc, char **argv)
         return;
     }
     spmvd_limits_from_config(&d->limits, &c);
+    spmvd_vlimits_from_config(&d->vlimits, &c);
     queue_set_capacity(&d->cpu->queue, (size_t)c.queue_depth);
     for (int i = 0; i < d->ngpus; i++)
         queue_set_capacity(&d->gpus[i]->queue, (size_t)c.queue_depth);
@@ -286,6 +287,10 @@ static void serve(spmvd *d, const sigset_t *set, int argc, char **argv)
             }
         }
         jobs_sweep(d->jobs, (double)atomic_load(&d->limits.job_retention));
+        size_t expired = vstore_sweep(d->vectors, (double)atomic_load(&d->vlimits.ttl_s));
+        if (expired)
+            log_info("%zu resident vector%s expired (vector_ttl_s %lld)", expired, expired == 1 ? "" : "s",
+                     (long long)atomic_load(&d->vlimits.ttl_s));
     }
 }
 
@@ -331,6 +336,7 @@ int main(int argc, char **argv)
         return check_config(&d);
     log_set_level((log_level)log_level_parse(d.cfg.log_level));
     spmvd_limits_from_config(&d.limits, &d.cfg);
+    spmvd_vlimits_from_config(&d.vlimits, &d.cfg);
 
     /* every thread created from here on inherits the blocked set */
     sigset_t set;
@@ -349,8 +355,9 @@ int main(int argc, char **argv)
     size_t nroutes;
     const char *const *routes = api_route_labels(&nroutes);
     d.jobs = jobs_new();
+    d.vectors = vstore_new();
     d.metrics = metrics_new(routes, nroutes);
-    if (!d.jobs || !d.metrics || start_workers(&d) != 0)
+    if (!d.jobs || !d.vectors || !d.metrics || start_workers(&d) != 0)
         goto out;
     if (api_server_start(&d, &server, &serr) != SPMV_OK) {
         log_error("%s", serr.message);
@@ -382,6 +389,7 @@ out:
     free_workers(&d);
     store_close(d.store);
     jobs_free(d.jobs);
+    vstore_free(d.vectors);
     metrics_free(d.metrics);
     free(d.auth_token);
     config_free(&d.cfg);

@@ -102,6 +102,10 @@ void matrix_unref(matrix *m)
     if (m->dev && m->dev_worker)
         m->dev_worker->ops->matrix_release(m->dev_worker, m->dev);
     spmv_matrix_free(&m->host);
+    if (m->host_t) {
+        spmv_matrix_free(m->host_t);
+        free(m->host_t);
+    }
     pthread_mutex_destroy(&m->lock);
     free(m);
 }

@@ -46,6 +46,9 @@ typedef struct matrix {
     double dev_padding[5];
     size_t dev_total;
     matrix_tuning tuned;        /* `auto`'s choice, under `lock` */
+    matrix_tuning tuned_k[8];   /* `auto`'s choices for k > 1 columns (kernel NULL: free), under `lock` */
+    int32_t tuned_k_cols[8];
+    spmv_matrix *host_t;        /* Aᵀ on the host, built on first use of op "t" by a CPU kernel, under `lock` */
     _Atomic int refs;
     struct matrix *next;        /* store list */
 } matrix;

@@ -47,6 +47,9 @@ typedef struct worker_ops {
     /* On the worker thread: */
     int (*matrix_load)(worker *w, matrix *m, const spmv_coo *coo, spmv_error *err);
     void (*matrix_release)(worker *w, void *dev);
+    /* Frees a resident vector's values on the owning thread (any thread
+     * may call it; the GPU queues a forced task, the CPU frees at once). */
+    void (*vec_release)(worker *w, const spmv_vec *v);
     int (*spmv)(worker *w, matrix *m, const spmv_kernel *k, const spmv_params *p,
                 const void *x, void *y, int32_t warmup, int32_t runs,
                 spmv_stats *st, spmv_error *err);
@@ -97,11 +100,28 @@ void worker_generic_info(worker *w, worker_info *out);
 int worker_cpu_spmv(matrix *m, const spmv_kernel *k, const spmv_params *p,
                     const void *x, void *y, int32_t warmup, int32_t runs,
                     spmv_stats *st, spmv_error *err);
+/* The host matrix (a shallow snapshot) CPU kernel k reads, the format it
+ * needs built and cached first. */
+int worker_cpu_snapshot(matrix *m, const spmv_kernel *k, spmv_matrix *snap, spmv_error *err);
 /* Runs k on m from worker w's thread: CPU kernels on the host copy, GPU
  * kernels through w's device. Records the kernel time in the metrics. */
 int worker_run_kernel(worker *w, matrix *m, const spmv_kernel *k, const spmv_params *p,
                       const void *x, void *y, int32_t warmup, int32_t runs,
                       spmv_stats *st, spmv_error *err);
+/* y = alpha*op(A)*x + beta*y with kernel k from worker w's thread, x and y
+ * resident on w's device (host vectors for CPU kernels, w's GPU for GPU
+ * kernels); `trans` runs the kernel on Aᵀ (built on first use and kept
+ * with the matrix). Records the kernel time in the metrics. */
+int worker_run_apply(worker *w, matrix *m, const spmv_kernel *k, const spmv_params *p, bool trans,
+                     const spmv_apply_args *a, const spmv_vec *x, spmv_vec *y, spmv_stats *st, double *axpby_ms,
+                     spmv_error *err);
+/* The same for host arrays of k columns (x: k*cols values, y: k*rows;
+ * swapped for trans), staged through the device for GPU kernels. */
+int worker_run_kernel_k(worker *w, matrix *m, const spmv_kernel *k, const spmv_params *p, bool trans,
+                        int32_t ncols, const void *x, void *y, int32_t warmup, int32_t runs, spmv_stats *st,
+                        spmv_error *err);
+/* The GPU context of w (NULL for the CPU worker): what spmv_vec_* calls take. */
+spmv_gpu_ctx *worker_gpu_ctx(worker *w);
 /* C = A*B with SpMSpM kernel k from worker w's thread (worker_spmspm.c):
  * CPU kernels on the host CSRs, GPU kernels on w's device, where A must be
  * resident; B is copied there for the call when it is not. *c gets C. */

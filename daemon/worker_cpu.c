@@ -40,6 +40,13 @@ static int ensure_format(matrix *m, const spmv_kernel *k, const spmv_params *p, 
     return rc;
 }
 
+int worker_cpu_snapshot(matrix *m, const spmv_kernel *k, spmv_matrix *snap, spmv_error *err)
+{
+    spmv_params none;
+    memset(&none, 0, sizeof none);
+    return ensure_format(m, k, &none, snap, err);
+}
+
 int worker_cpu_spmv(matrix *m, const spmv_kernel *k, const spmv_params *p,
                     const void *x, void *y, int32_t warmup, int32_t runs,
                     spmv_stats *st, spmv_error *err)
@@ -62,6 +69,13 @@ static void cpu_matrix_release(worker *w, void *dev)
     (void)w; (void)dev;
 }
 
+static void cpu_vec_release(worker *w, const spmv_vec *v)
+{
+    (void)w;
+    spmv_vec copy = *v;
+    spmv_vec_free(NULL, &copy);
+}
+
 static int cpu_spmv(worker *w, matrix *m, const spmv_kernel *k, const spmv_params *p,
                     const void *x, void *y, int32_t warmup, int32_t runs,
                     spmv_stats *st, spmv_error *err)
@@ -78,6 +92,7 @@ static const worker_ops cpu_ops = {
     .info = worker_generic_info,
     .matrix_load = cpu_matrix_load,
     .matrix_release = cpu_matrix_release,
+    .vec_release = cpu_vec_release,
     .spmv = cpu_spmv,
 };
 

@@ -119,6 +119,34 @@ static void gpu_matrix_release(worker *w, void *dev)
         free(r); /* stopping: thread_fini or the context teardown frees it */
 }
 
+typedef struct vec_release_task {
+    task base;
+    spmv_vec v;
+} vec_release_task;
+
+static void vec_release_run(task *t, worker *w)
+{
+    vec_release_task *r = (vec_release_task *)t;
+    spmv_vec_free(w->ctx, &r->v);
+    refresh_info(w);
+}
+
+/* Device memory of a vector is freed on the worker's thread, like a
+ * matrix's device copy (forced past the queue bound: refusing would leak). */
+static void gpu_vec_release(worker *w, const spmv_vec *v)
+{
+    vec_release_task *r = calloc(1, sizeof *r);
+    if (!r) {
+        log_error("%s: out of memory queueing a vector free; %p leaks until shutdown", w->name, v->data);
+        return;
+    }
+    r->base.run = vec_release_run;
+    r->base.finish = release_finish;
+    r->v = *v;
+    if (queue_push(&w->queue, &r->base, true) != SPMV_OK)
+        free(r); /* stopping: the context teardown frees the memory */
+}
+
 static int gpu_spmv(worker *w, matrix *m, const spmv_kernel *k, const spmv_params *p,
                     const void *x, void *y, int32_t warmup, int32_t runs,
                     spmv_stats *st, spmv_error *err)
@@ -135,6 +163,7 @@ static const worker_ops gpu_ops = {
     .info = worker_generic_info,
     .matrix_load = gpu_matrix_load,
     .matrix_release = gpu_matrix_release,
+    .vec_release = gpu_vec_release,
     .spmv = gpu_spmv,
     .thread_init = gpu_thread_init,
     .thread_fini = gpu_thread_fini,

@@ -42,6 +42,7 @@ typedef struct rvec {
     _Atomic long long last_used_ms; /* monotonic, for the TTL */
     _Atomic int refs;
     bool listed;                    /* under the registry lock */
+    struct vstore *store;           /* whose quota its bytes are charged to */
     struct rvec *next;
 } rvec;
 
@@ -66,7 +67,7 @@ void vstore_unreserve(vstore *s, struct worker *w, size_t bytes);
 
 /* A fresh record (id assigned, one reference for the caller) around an
  * allocated spmv_vec of worker w; not listed yet. */
-rvec *rvec_new(struct worker *w, const spmv_vec *v, const char *like);
+rvec *rvec_new(vstore *s, struct worker *w, const spmv_vec *v, const char *like);
 /* Lists r (the registry takes its own reference); its bytes must have been
  * reserved. */
 void vstore_insert(vstore *s, rvec *r);

@@ -142,29 +142,123 @@ static int params_from_json(const json_t *o, spmv_params *p, api_fail *f)
     return 0;
 }
 
-static int x_from_json(const json_t *x, int32_t cols, spmv_dtype dt, void **out, api_fail *f)
+/* One column of numbers into buf (n values of dt). */
+static int column_from_json(const json_t *a, int64_t n, spmv_dtype dt, const char *what, int32_t col, bool block,
+                            void *buf, api_fail *f)
 {
-    if (!x)
-        return fail(f, 400, "invalid_request", "`x` is missing");
-    if (!json_is_array(x))
-        return fail(f, 400, "invalid_request", "`x` must be an array of %d numbers", cols);
-    if (json_array_size(x) != (size_t)cols)
-        return fail(f, 400, "shape_mismatch", "`x` has %zu values; the matrix has %d columns", json_array_size(x), cols);
-    void *buf = malloc((size_t)(cols > 0 ? cols : 1) * spmv_dtype_size(dt));
-    if (!buf)
-        return fail(f, 500, "out_of_memory", "out of memory for x");
-    for (int32_t j = 0; j < cols; j++) {
+    for (int64_t i = 0; i < n; i++) {
         double v;
-        if (json_to_double(json_array_get(x, (size_t)j), &v) != 0) {
-            free(buf);
-            return fail(f, 400, "invalid_request", "`x[%d]` is not a number (nor \"NaN\", \"Infinity\", \"-Infinity\")", j);
+        if (json_to_double(json_array_get(a, (size_t)i), &v) != 0) {
+            if (block)
+                return fail(f, 400, "invalid_request",
+                            "`%s[%d][%lld]` is not a number (nor \"NaN\", \"Infinity\", \"-Infinity\")", what, col,
+                            (long long)i);
+            return fail(f, 400, "invalid_request", "`%s[%lld]` is not a number (nor \"NaN\", \"Infinity\", \"-Infinity\")",
+                        what, (long long)i);
         }
         if (dt == SPMV_FLOAT32)
-            ((float *)buf)[j] = (float)v;
+            ((float *)buf)[i] = (float)v;
         else
-            ((double *)buf)[j] = v;
+            ((double *)buf)[i] = v;
     }
+    return 0;
+}
+
+int api_values_from_json(const json_t *v, int64_t n, spmv_dtype dt, const char *what, void **out, int64_t *n_out,
+                         int32_t *k_out, api_fail *f)
+{
+    if (!v)
+        return fail(f, 400, "invalid_request", "`%s` is missing", what);
+    if (!json_is_array(v))
+        return fail(f, 400, "invalid_request", "`%s` must be an array of numbers or an array of k arrays", what);
+    bool block = json_array_size(v) > 0 && json_is_array(json_array_get(v, 0));
+    int32_t k = 1;
+    int64_t len = (int64_t)json_array_size(v);
+    if (block) {
+        if (json_array_size(v) > SPMV_MAX_K)
+            return fail(f, 400, "invalid_request", "`%s` holds %zu columns; the most is %d", what, json_array_size(v),
+                        SPMV_MAX_K);
+        k = (int32_t)json_array_size(v);
+        len = (int64_t)json_array_size(json_array_get(v, 0));
+        for (int32_t j = 0; j < k; j++) {
+            const json_t *c = json_array_get(v, (size_t)j);
+            if (!json_is_array(c) || (int64_t)json_array_size(c) != len)
+                return fail(f, 400, "shape_mismatch", "`%s[%d]` must be an array of %lld numbers like `%s[0]`", what, j,
+                            (long long)len, what);
+        }
+    }
+    if (n >= 0 && len != n)
+        return fail(f, 400, "shape_mismatch", "`%s` has %lld values a column; %lld are needed", what, (long long)len,
+                    (long long)n);
+    size_t vs = spmv_dtype_size(dt);
+    void *buf = malloc((size_t)(len > 0 ? len : 1) * (size_t)k * vs);
+    if (!buf)
+        return fail(f, 500, "out_of_memory", "out of memory for `%s`", what);
+    for (int32_t j = 0; j < k; j++)
+        if (column_from_json(block ? json_array_get(v, (size_t)j) : v, len, dt, what, j, block,
+                             (char *)buf + (size_t)j * (size_t)len * vs, f)) {
+            free(buf);
+            return -1;
+        }
     *out = buf;
+    *n_out = len;
+    *k_out = k;
+    return 0;
+}
+
+int api_vector_ref(const json_t *v, const char *what, char id[40], api_fail *f)
+{
+    if (!json_is_object(v))
+        return 0;
+    const json_t *s = json_object_get(v, "vector");
+    if (!json_is_string(s) || json_object_size(v) != 1 || json_string_length(s) >= 40)
+        return fail(f, 400, "invalid_request", "`%s` must be {\"vector\": \"<id>\"}", what);
+    snprintf(id, 40, "%s", json_string_value(s));
+    return 1;
+}
+
+static int real_field(const json_t *o, const char *key, double def, double *out, api_fail *f)
+{
+    const json_t *v = json_object_get(o, key);
+    *out = def;
+    if (!v || json_is_null(v))
+        return 0;
+    if (!json_is_number(v) || !isfinite(json_number_value(v)))
+        return fail(f, 400, "invalid_request", "`%s` must be a finite number", key);
+    *out = json_number_value(v);
+    return 0;
+}
+
+static int op_field(const char *s, bool *trans, api_fail *f)
+{
+    if (!s || strcmp(s, "n") == 0 || strcmp(s, "N") == 0)
+        *trans = false;
+    else if (strcmp(s, "t") == 0 || strcmp(s, "T") == 0)
+        *trans = true;
+    else
+        return fail(f, 400, "invalid_request", "`op` must be \"n\" (A) or \"t\" (A transposed), not \"%.32s\"", s);
+    return 0;
+}
+
+/* x inline (array, or k arrays) or resident; y resident or absent. */
+static int operands_from_json(const json_t *o, int32_t cols, spmv_dtype dt, spmv_req *out, api_fail *f)
+{
+    const json_t *x = json_object_get(o, "x"), *y = json_object_get(o, "y");
+    int rc = api_vector_ref(x, "x", out->x_vector, f);
+    if (rc < 0)
+        return -1;
+    if (rc == 0) {
+        int64_t n;
+        if (api_values_from_json(x, cols, dt, "x", &out->x, &n, &out->k, f))
+            return -1;
+    }
+    if (y && !json_is_null(y)) {
+        rc = api_vector_ref(y, "y", out->y_vector, f);
+        if (rc <= 0)
+            return rc < 0 ? -1 : fail(f, 400, "invalid_request", "`y` must be {\"vector\": \"<id>\"} (y comes back in the answer otherwise)");
+    }
+    if (out->beta != 0.0 && !out->y_vector[0])
+        return fail(f, 400, "invalid_request", "`beta` %g needs y as a resident vector ({\"vector\": id}) to scale", out->beta);
     return 0;
 }
 
@@ -198,10 +292,10 @@ static json_t *load_object(const char *body, size_t len, api_fail *f)
     return o;
 }
 
-int api_decode_spmv_json(const char *body, size_t len, int32_t cols, spmv_dtype dtype, int64_t max_runs,
-                         spmv_req *out, api_fail *f)
+int api_decode_spmv_json(const char *body, size_t len, int32_t rows, int32_t cols, spmv_dtype dtype,
+                         int64_t max_runs, spmv_req *out, api_fail *f)
 {
-    static const char *const keys[] = {"kernel", "x", "runs", "warmup", "verify", "async", NULL};
+    static const char *const keys[] = {"kernel", "x", "y", "alpha", "beta", "op", "runs", "warmup", "verify", "async", NULL};
     int64_t runs, warmup;
     int rc = -1;
     memset(out, 0, sizeof *out);
@@ -224,7 +318,17 @@ int api_decode_spmv_json(const char *body, size_t len, int32_t cols, spmv_dtype 
         goto out;
     out->runs = (int32_t)runs;
     out->warmup = (int32_t)warmup;
-    rc = x_from_json(json_object_get(o, "x"), cols, dtype, &out->x, f);
+    out->k = 1;
+    json_t *op = json_object_get(o, "op");
+    if (op && !json_is_null(op) && !json_is_string(op)) {
+        fail(f, 400, "invalid_request", "`op` must be \"n\" or \"t\"");
+        goto out;
+    }
+    if (real_field(o, "alpha", 1.0, &out->alpha, f) || real_field(o, "beta", 0.0, &out->beta, f) ||
+        op_field(op ? json_string_value(op) : NULL, &out->trans, f))
+        goto out;
+    /* with op t, x has one value per row of the matrix */
+    rc = operands_from_json(o, out->trans ? rows : cols, dtype, out, f);
 out:
     json_decref(o);
     return rc;
@@ -255,6 +359,32 @@ static int query_bool(api_lookup_fn get, void *ctx, const char *key, bool *out, 
     return 0;
 }
 
+static int query_real(api_lookup_fn get, void *ctx, const char *key, double def, double *out, api_fail *f)
+{
+    const char *s = get(ctx, key);
+    char *end;
+    *out = def;
+    if (!s)
+        return 0;
+    errno = 0;
+    double v = strtod(s, &end);
+    if (!*s || *end || errno || !isfinite(v))
+        return fail(f, 400, "invalid_request", "`%s` must be a finite number, not \"%.64s\"", key, s);
+    *out = v;
+    return 0;
+}
+
+static int query_id(api_lookup_fn get, void *ctx, const char *key, char id[40], api_fail *f)
+{
+    const char *s = get(ctx, key);
+    if (!s)
+        return 0;
+    if (strlen(s) >= 40 || !*s)
+        return fail(f, 400, "invalid_request", "`%s` must be a vector id, not \"%.64s\"", key, s);
+    snprintf(id, 40, "%s", s);
+    return 0;
+}
+
 int api_decode_spmv_query(api_lookup_fn get, void *ctx, int64_t max_runs, spmv_req *out, api_fail *f)
 {
     memset(out, 0, sizeof *out);
@@ -266,8 +396,13 @@ int api_decode_spmv_query(api_lookup_fn get, void *ctx, int64_t max_runs, spmv_r
     }
     if (query_int(get, ctx, "runs", 1, 1, max_runs, &out->runs, f) ||
         query_int(get, ctx, "warmup", 0, 0, max_runs, &out->warmup, f) ||
-        query_bool(get, ctx, "verify", &out->verify, f) || query_bool(get, ctx, "async", &out->async, f))
+        query_bool(get, ctx, "verify", &out->verify, f) || query_bool(get, ctx, "async", &out->async, f) ||
+        query_int(get, ctx, "k", 1, 1, SPMV_MAX_K, &out->k, f) || op_field(get(ctx, "op"), &out->trans, f) ||
+        query_real(get, ctx, "alpha", 1.0, &out->alpha, f) || query_real(get, ctx, "beta", 0.0, &out->beta, f) ||
+        query_id(get, ctx, "x", out->x_vector, f) || query_id(get, ctx, "y", out->y_vector, f))
         return -1;
+    if (out->beta != 0.0 && !out->y_vector[0])
+        return fail(f, 400, "invalid_request", "`beta` %g needs y as a resident vector (?y=ID) to scale", out->beta);
     for (int id = 0; id < SPMV_PARAM_COUNT; id++) {
         const spmv_param_desc *pd = spmv_param_get((spmv_param_id)id);
         const char *s = get(ctx, pd->name);
@@ -284,12 +419,12 @@ int api_decode_spmv_query(api_lookup_fn get, void *ctx, int64_t max_runs, spmv_r
     return 0;
 }
 
-int api_check_x_binary(size_t len, int32_t cols, spmv_dtype dtype, api_fail *f)
+int api_check_x_binary(size_t len, int32_t cols, int32_t k, spmv_dtype dtype, api_fail *f)
 {
-    size_t want = (size_t)(cols > 0 ? cols : 0) * spmv_dtype_size(dtype);
+    size_t want = (size_t)(cols > 0 ? cols : 0) * (size_t)k * spmv_dtype_size(dtype);
     if (len != want)
-        return fail(f, 400, "shape_mismatch", "x has %zu bytes; the matrix has %d columns of %s (%zu bytes)", len,
-                    cols, spmv_dtype_name(dtype), want);
+        return fail(f, 400, "shape_mismatch", "x has %zu bytes; %d column%s of %d %s values (%zu bytes) are needed", len,
+                    k, k == 1 ? "" : "s", cols, spmv_dtype_name(dtype), want);
     return 0;
 }
 

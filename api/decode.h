@@ -15,6 +15,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include <jansson.h>
+
 #include "spmv.h"
 
 typedef struct api_fail {
@@ -31,18 +33,32 @@ typedef struct spmv_req {
     spmv_params params;    /* as given: 0 where not given, else within range */
     int32_t runs, warmup;
     bool verify, async;
-    void *x;               /* JSON only: cols values of the dtype (malloc) */
+    void *x;               /* JSON only: k*cols values of the dtype (malloc), NULL with x_vector */
+    char x_vector[40], y_vector[40];  /* resident operands ("" when not given; ids unchecked here) */
+    double alpha, beta;    /* y = alpha*op(A)*x + beta*y; 1 and 0 unless given */
+    bool trans;            /* "op": "t" */
+    int32_t k;             /* columns of x (1..SPMV_MAX_K) */
 } spmv_req;
+
+/* Values of a vector or a block from JSON: an array of numbers (k = 1) or
+ * an array of k arrays of equal length. n < 0 takes any length; otherwise
+ * each column must have n values. `what` names the field in messages. On
+ * success *out owns n*k values of dtype (column-major). */
+int api_values_from_json(const json_t *v, int64_t n, spmv_dtype dt, const char *what, void **out, int64_t *n_out,
+                         int32_t *k_out, api_fail *f);
+/* An operand {"vector": "<id>"}: 1 and the id copied, 0 when v is not of
+ * that shape, -1 (f set) when it is malformed. */
+int api_vector_ref(const json_t *v, const char *what, char id[40], api_fail *f);
 
 /* {"kernel","x","runs","warmup","verify","async", params...}: unknown
  * fields, wrong types, values out of range and x of the wrong length are
  * refused. On success out->x owns cols values of dtype. */
-int api_decode_spmv_json(const char *body, size_t len, int32_t cols, spmv_dtype dtype, int64_t max_runs,
-                         spmv_req *out, api_fail *f);
+int api_decode_spmv_json(const char *body, size_t len, int32_t rows, int32_t cols, spmv_dtype dtype,
+                         int64_t max_runs, spmv_req *out, api_fail *f);
 /* The same options from a query string (binary requests); x stays NULL. */
 int api_decode_spmv_query(api_lookup_fn get, void *ctx, int64_t max_runs, spmv_req *out, api_fail *f);
-/* A binary x: exactly cols little-endian values of dtype. */
-int api_check_x_binary(size_t len, int32_t cols, spmv_dtype dtype, api_fail *f);
+/* A binary x: exactly k*cols little-endian values of dtype. */
+int api_check_x_binary(size_t len, int32_t cols, int32_t k, spmv_dtype dtype, api_fail *f);
 void api_spmv_req_free(spmv_req *r);
 
 #define API_BENCH_MAX_SWEEP 16

@@ -13,6 +13,11 @@
  * runs against max_runs); the kernel then runs as a task on the worker of
  * its device, and the answer is built back on an HTTP thread after the
  * connection resumes. With "async": true the answer is 202 and a job.
+ *
+ * Operands may be resident vectors (vectors/): x as {"vector": id} (?x=ID),
+ * y written into {"vector": id} (?y=ID) as y = alpha*op(A)*x + beta*y, op
+ * "t" for Aᵀ, and x may hold k columns (SpMM). A vector must live where the
+ * kernel runs: on another device it is a 409, never a silent copy.
  */
 #include <math.h>
 #include <stdio.h>
@@ -23,6 +28,7 @@
 #include "api/decode.h"
 #include "daemon/autotune.h"
 #include "daemon/log.h"
+#include "vectors/vectors.h"
 
 typedef struct spmv_task {
     task base;
@@ -44,6 +50,12 @@ typedef struct spmv_task {
     char worker_name[16];
     bool is_auto;         /* "kernel":"auto": k becomes the tuned choice on the worker */
     matrix_tuning tuned;
+    /* resident operands, scaling, op and columns (api/decode.h spmv_req) */
+    rvec *xv, *yv;
+    double alpha, beta, axpby_ms;
+    bool trans;
+    int32_t ncols;
+    int32_t xlen, ylen;   /* values a column: cols and rows, swapped for op t */
 } spmv_task;
 
 /* ------------------------------------------------------ the request */
@@ -59,8 +71,13 @@ static spmv_task *T(request *r) { return r->state; }
 static int64_t body_limit(request *r, const spmv_task *t)
 {
     int64_t limit = atomic_load(&r->d->limits.max_body_bytes);
-    int64_t cols = t->m->host.cols;
-    int64_t shape = t->binary ? 4096 + 2 * cols * (int64_t)spmv_dtype_size(t->m->host.dtype) : 4096 + 64 * cols;
+    int64_t len = t->m->host.cols > t->m->host.rows ? t->m->host.cols : t->m->host.rows; /* op t takes rows */
+    int64_t k = SPMV_MAX_K;
+    const char *ks = t->binary ? api_query(r, "k") : NULL;
+    if (t->binary)
+        k = ks && atoll(ks) >= 1 && atoll(ks) <= SPMV_MAX_K ? atoll(ks) : 1;
+    int64_t shape = t->binary ? 4096 + 2 * k * len * (int64_t)spmv_dtype_size(t->m->host.dtype)
+                              : 4096 + 64 * k * len;
     return shape < limit ? shape : limit;
 }
 
@@ -151,6 +168,80 @@ static int resolve_params(request *r, const spmv_params *given)
 
 static const char *lookup_query(void *ctx, const char *key) { return api_query(ctx, key); }
 
+/* The worker the product runs on: where `auto` tunes, or the kernel's. */
+static worker *task_worker(spmvd *d, spmv_task *t)
+{
+    return t->is_auto ? autotune_worker(d, t->m) : spmvd_worker_for(d, t->m, t->k);
+}
+
+/* A resident operand: known, on the kernel's device, of A's dtype, n and k.
+ * NULL with the answer sent. */
+static rvec *operand(request *r, const char *id, const char *what, int32_t n, int32_t k)
+{
+    spmv_task *t = T(r);
+    rvec *v = vstore_get(r->d->vectors, id);
+    worker *w = task_worker(r->d, t);
+    if (!v) {
+        api_error(r, 404, "vector_not_found", "%s: no vector %s (deleted, expired or never created)", what, id);
+        return NULL;
+    }
+    if (v->w != w) {
+        api_error(r, 409, "wrong_device",
+                  "%s: vector %s is on %s but %s runs on %s; vectors are never copied between devices (create it "
+                  "with \"like\": \"%s\")", what, id, v->w->name, t->is_auto ? "auto" : t->k->name,
+                  w ? w->name : "no device", t->m->meta.id);
+    } else if (v->v.dtype != t->m->host.dtype) {
+        api_error(r, 400, "dtype_mismatch", "%s: vector %s is %s but matrix %s is %s", what, id,
+                  spmv_dtype_name(v->v.dtype), t->m->meta.id, spmv_dtype_name(t->m->host.dtype));
+    } else if (v->v.n != n) {
+        api_error(r, 400, "shape_mismatch", "%s: vector %s has %lld values a column; %s needs %d (matrix %d x %d%s)",
+                  what, id, (long long)v->v.n, what, n, t->m->host.rows, t->m->host.cols, t->trans ? ", op t" : "");
+    } else if (k > 0 && v->v.k != k) {
+        api_error(r, 400, "shape_mismatch", "%s: vector %s has %d columns; x has %d", what, id, v->v.k, k);
+    } else
+        return v;
+    rvec_unref(v);
+    return NULL;
+}
+
+/* x and y as resident vectors, k against the kernel. 0, or -1 answered. */
+static int resolve_operands(request *r, const spmv_req *q)
+{
+    spmv_task *t = T(r);
+    if (q->x_vector[0]) {
+        if (!(t->xv = operand(r, q->x_vector, "x", t->xlen, 0)))
+            return -1;
+        t->ncols = t->xv->v.k;
+    }
+    if (q->y_vector[0]) {
+        if (!(t->yv = operand(r, q->y_vector, "y", t->ylen, t->ncols)))
+            return -1;
+        if (t->xv && t->yv->v.data == t->xv->v.data) {
+            api_error(r, 400, "invalid_request", "x and y are the same vector %s: y = A*x in place is not defined",
+                      q->y_vector);
+            return -1;
+        }
+    }
+    const spmv_kernel *k = t->is_auto ? spmv_kernel_find("auto") : t->k;
+    if (t->ncols > spmv_kernel_max_k(k)) {
+        char list[512] = "";
+        size_t used = 0;
+        for (size_t i = 0; i < spmv_kernel_count() && used < sizeof list; i++) {
+            const spmv_kernel *c = spmv_kernel_at(i);
+            if (c->op == SPMV_OP_SPMV && spmv_kernel_max_k(c) >= t->ncols)
+                used += (size_t)snprintf(list + used, sizeof list - used, "%s%s", used ? ", " : "", c->name);
+        }
+        api_error(r, 400, "invalid_parameter", "kernel %s multiplies one column at a time, not k = %d; kernels that take "
+                  "k columns: %s", k->name, t->ncols, list);
+        return -1;
+    }
+    if (t->verify && (t->trans || t->xv || t->yv)) {
+        api_error(r, 400, "invalid_request", "`verify` takes inline x, op n and y in the answer");
+        return -1;
+    }
+    return 0;
+}
+
 /* The body (JSON) or the query string (binary) through the decoders, then
  * the kernel against this daemon and matrix. */
 static int decode_request(request *r, spmv_params *given, bool *async)
@@ -158,13 +249,16 @@ static int decode_request(request *r, spmv_params *given, bool *async)
     spmv_task *t = T(r);
     spmv_req q;
     api_fail f = {0};
-    int32_t cols = t->m->host.cols;
+    int32_t cols = t->m->host.cols, rows = t->m->host.rows;
     spmv_dtype dt = t->m->host.dtype;
     int64_t max_runs = atomic_load(&r->d->limits.max_runs);
     int rc = t->binary ? api_decode_spmv_query(lookup_query, r, max_runs, &q, &f)
-                       : api_decode_spmv_json(r->body, r->body_len, cols, dt, max_runs, &q, &f);
-    if (rc == 0 && t->binary)
-        rc = api_check_x_binary(r->body_len, cols, dt, &f);
+                       : api_decode_spmv_json(r->body, r->body_len, rows, cols, dt, max_runs, &q, &f);
+    if (rc == 0 && t->binary && !q.x_vector[0])
+        rc = api_check_x_binary(r->body_len, q.trans ? rows : cols, q.k, dt, &f);
+    if (rc == 0 && t->binary && q.x_vector[0] && r->body_len)
+        rc = (f.status = 400, f.code = "invalid_request",
+              snprintf(f.message, sizeof f.message, "x is the vector ?x=%s: the body must be empty", q.x_vector), -1);
     if (rc != 0) {
         api_error(r, f.status, f.code, "%s", f.message);
         api_spmv_req_free(&q);
@@ -176,7 +270,8 @@ static int decode_request(request *r, spmv_params *given, bool *async)
     }
     /* cumulative: every run of the request, timed, warm-up and the
      * reference of verify, against max_request_work */
-    if (api_check_work(t->m->host.nnz, t->m->host.rows, (int64_t)q.runs + q.warmup + (q.verify ? 1 : 0),
+    if (api_check_work(t->m->host.nnz, t->m->host.rows,
+                       ((int64_t)q.runs + q.warmup + (q.verify ? 1 : 0)) * (q.k > 0 ? q.k : 1),
                        atomic_load(&r->d->limits.max_request_work), &f) != 0) {
         api_error(r, f.status, f.code, "%s", f.message);
         api_spmv_req_free(&q);
@@ -185,8 +280,22 @@ static int decode_request(request *r, spmv_params *given, bool *async)
     t->runs = q.runs;
     t->warmup = q.warmup;
     t->verify = q.verify;
+    t->alpha = q.alpha;
+    t->beta = q.beta;
+    t->trans = q.trans;
+    t->ncols = q.k > 0 ? q.k : 1;
+    t->xlen = q.trans ? rows : cols;
+    t->ylen = q.trans ? cols : rows;
     *async = q.async;
     *given = q.params;
+    if (resolve_operands(r, &q) != 0) {
+        api_spmv_req_free(&q);
+        return -1;
+    }
+    if (t->xv) {
+        api_spmv_req_free(&q);
+        return 0;
+    }
     if (t->binary) {
         /* the body buffer becomes x: no copy */
         t->x = r->body ? r->body : malloc(1);
@@ -211,38 +320,79 @@ static void poison(void *y, spmv_dtype dt, int32_t n)
     }
 }
 
+/* y = alpha*op(A)*x + beta*y with at least one resident operand: an
+ * inline x is staged into a vector of the worker's device, a y that goes
+ * back in the answer is read from one. */
+static int run_resident(spmv_task *t, worker *w)
+{
+    spmv_gpu_ctx *ctx = worker_gpu_ctx(w);
+    spmv_device_kind dev = ctx ? SPMV_DEVICE_GPU : SPMV_DEVICE_CPU;
+    spmv_dtype dt = t->m->host.dtype;
+    spmv_vec xs = {0}, ys = {0};
+    const spmv_vec *x = t->xv ? &t->xv->v : &xs;
+    spmv_vec *y = t->yv ? &t->yv->v : &ys;
+    spmv_apply_args a = {t->alpha, t->beta, t->warmup, t->runs};
+    int rc = SPMV_OK;
+    if (!t->xv && ((rc = spmv_vec_alloc(ctx, dev, dt, t->xlen, t->ncols, &xs, &t->err)) ||
+                   (rc = spmv_vec_write(ctx, &xs, t->x, &t->err))))
+        goto out;
+    if (!t->yv && (rc = spmv_vec_alloc(ctx, dev, dt, t->ylen, t->ncols, &ys, &t->err)))
+        goto out;
+    if ((rc = worker_run_apply(w, t->m, t->k, &t->p, t->trans, &a, x, y, &t->st, &t->axpby_ms, &t->err)))
+        goto out;
+    if (!t->yv)
+        rc = spmv_vec_read(ctx, &ys, t->y, &t->err);
+out:
+    spmv_vec_free(ctx, &xs);
+    spmv_vec_free(ctx, &ys);
+    return rc;
+}
+
 static void spmv_run(task *base, worker *w)
 {
     spmv_task *t = (spmv_task *)base;
     int32_t rows = t->m->host.rows;
     spmv_dtype dt = t->m->host.dtype;
-    size_t bytes = (size_t)(rows ? rows : 1) * spmv_dtype_size(dt);
+    int64_t ny = (int64_t)t->ylen * t->ncols;
+    size_t bytes = (size_t)(ny ? ny : 1) * spmv_dtype_size(dt);
     t->queue_ms = base->queue_ms;
     snprintf(t->worker_name, sizeof t->worker_name, "%s", w->name);
     if (t->job)
         job_set_running(t->job);
-    t->y = malloc(bytes);
-    if (!t->y) {
-        t->rc = spmv_error_set(&t->err, SPMV_ERR_NOMEM, 0, "out of memory for y");
-        return;
+    if (!t->yv) {
+        t->y = malloc(bytes);
+        if (!t->y) {
+            t->rc = spmv_error_set(&t->err, SPMV_ERR_NOMEM, 0, "out of memory for y");
+            return;
+        }
+        poison(t->y, dt, (int32_t)(ny < INT32_MAX ? ny : INT32_MAX));
     }
-    poison(t->y, dt, rows);
     if (t->is_auto) {
-        if ((t->rc = autotune_get(t->d, w, t->m, false, &t->tuned, &t->err)) != SPMV_OK)
+        if ((t->rc = autotune_get_k(t->d, w, t->m, t->ncols, &t->tuned, &t->err)) != SPMV_OK)
             return;
         t->k = t->tuned.kernel;
         if ((t->rc = spmv_params_resolve(t->k, &t->tuned.params, &t->p, &t->err)) != SPMV_OK)
             return;
     }
-    t->rc = worker_run_kernel(w, t->m, t->k, &t->p, t->x, t->y, t->warmup, t->runs, &t->st, &t->err);
+    if (t->xv || t->yv || t->alpha != 1.0)
+        t->rc = run_resident(t, w);
+    else
+        t->rc = worker_run_kernel_k(w, t->m, t->k, &t->p, t->trans, t->ncols, t->x, t->y, t->warmup, t->runs,
+                                    &t->st, &t->err);
     if (t->rc == SPMV_OK && t->verify) {
         void *ref = malloc(bytes);
         if (!ref) {
             t->rc = spmv_error_set(&t->err, SPMV_ERR_NOMEM, 0, "out of memory for the reference");
             return;
         }
-        spmv_reference(&t->m->host.csr, t->x, ref);
-        t->max_rel_err = spmv_max_rel_err(dt, t->y, ref, rows);
+        size_t vs = spmv_dtype_size(dt);
+        t->max_rel_err = 0;
+        for (int32_t j = 0; j < t->ncols; j++) { /* the worst column */
+            spmv_reference(&t->m->host.csr, (char *)t->x + (size_t)j * t->xlen * vs, (char *)ref + (size_t)j * rows * vs);
+            double e = spmv_max_rel_err(dt, (char *)t->y + (size_t)j * rows * vs, (char *)ref + (size_t)j * rows * vs, rows);
+            if (!(e <= t->max_rel_err))
+                t->max_rel_err = e;
+        }
         free(ref);
     }
     log_info("spmv: %s on %s (%dx%d nnz %lld) by %s: %d runs, median %.4f ms, queued %.3f ms%s",
@@ -254,9 +404,14 @@ static void spmv_run(task *base, worker *w)
 /* Everything of the answer but y. */
 static json_t *result_json(const spmv_task *t)
 {
-    json_t *o = json_pack("{s:s, s:s, s:s, s:o, s:o, s:o}", "kernel", t->k->name, "matrix", t->m->meta.id,
-                          "device", t->worker_name, "params", api_params_json(t->k, &t->p), "stats", api_stats_json(&t->st),
-                          "queue_ms", api_json_real(t->queue_ms));
+    json_t *o = json_pack("{s:s, s:s, s:s, s:o, s:o, s:o, s:s, s:i, s:o, s:o}", "kernel", t->k->name, "matrix",
+                          t->m->meta.id, "device", t->worker_name, "params", api_params_json(t->k, &t->p), "stats",
+                          api_stats_json(&t->st), "queue_ms", api_json_real(t->queue_ms), "op", t->trans ? "t" : "n",
+                          "k", t->ncols, "alpha", api_json_real(t->alpha), "beta", api_json_real(t->beta));
+    if (o && (t->alpha != 1.0 || t->beta != 0.0))
+        json_object_set_new(o, "axpby_ms", api_json_real(t->axpby_ms));
+    if (o && t->xv)
+        json_object_set_new(o, "x", json_pack("{s:s}", "vector", t->xv->id));
     if (o && t->is_auto) /* the choice and what tuning cost, in every answer that used it */
         json_object_set_new(o, "auto", autotune_json(&t->tuned));
     if (o && t->verify)
@@ -277,7 +432,18 @@ static char *json_answer(const spmv_task *t, size_t *len)
     FILE *f = rtext ? open_memstream(&text, len) : NULL;
     if (f) {
         fputs("{\"y\":", f);
-        api_json_write_vector(f, t->m->host.dtype, t->y, t->m->host.rows);
+        size_t col = (size_t)t->ylen * spmv_dtype_size(t->m->host.dtype);
+        if (t->yv)
+            fprintf(f, "{\"vector\":\"%s\"}", t->yv->id);
+        else if (t->ncols == 1)
+            api_json_write_vector(f, t->m->host.dtype, t->y, t->ylen);
+        else
+            for (int32_t j = 0; j < t->ncols; j++) { /* k columns: a list of k arrays */
+                fputc(j ? ',' : '[', f);
+                api_json_write_vector(f, t->m->host.dtype, (char *)t->y + j * col, t->ylen);
+            }
+        if (!t->yv && t->ncols > 1)
+            fputc(']', f);
         fputc(',', f);
         fwrite(rtext + 1, 1, rlen - 1, f); /* the object without its '{' */
         fputc('\n', f);
@@ -301,9 +467,10 @@ static void answer(request *r)
         json_t *hdr = result_json(t);
         char *htext = hdr ? api_json_dump(hdr, NULL) : NULL;
         json_decref(hdr);
-        size_t n = (size_t)t->m->host.rows * spmv_dtype_size(t->m->host.dtype);
-        api_bytes(r, 200, "application/octet-stream", t->y, n);
-        t->y = NULL; /* the response owns it now */
+        size_t n = t->yv ? 0 : (size_t)t->ylen * (size_t)t->ncols * spmv_dtype_size(t->m->host.dtype);
+        api_bytes(r, 200, "application/octet-stream", t->yv ? NULL : t->y, n);
+        if (!t->yv)
+            t->y = NULL; /* the response owns it now */
         if (htext)
             api_header(r, "X-SpMV-Stats", htext);
         free(htext);
@@ -322,6 +489,8 @@ static void spmv_task_free(spmv_task *t)
     if (!t)
         return;
     matrix_unref(t->m);
+    rvec_unref(t->xv);
+    rvec_unref(t->yv);
     job_unref(t->job);
     free(t->x);
     free(t->y);
@@ -375,7 +544,7 @@ static void spmv_end(request *r)
             api_error(r, 500, "out_of_memory", "out of memory");
         return;
     }
-    worker *w = t->is_auto ? autotune_worker(r->d, t->m) : spmvd_worker_for(r->d, t->m, t->k);
+    worker *w = task_worker(r->d, t);
     t->base.run = spmv_run;
     t->base.finish = spmv_finish;
     if (!async) {

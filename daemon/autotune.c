@@ -115,6 +115,7 @@ done:
 typedef struct tune_ctx {
     worker *w;
     matrix *m;
+    int32_t k;
 } tune_ctx;
 
 static int run_on_worker(void *c, const spmv_kernel *k, const spmv_params *p, const void *x, void *y,
@@ -122,14 +123,14 @@ static int run_on_worker(void *c, const spmv_kernel *k, const spmv_params *p, co
 {
     tune_ctx *t = c;
     worker_heartbeat(t->w); /* tuning is one long task: say we are alive */
-    return worker_run_kernel(t->w, t->m, k, p, x, y, warmup, runs, st, err);
+    return worker_run_kernel_k(t->w, t->m, k, p, false, t->k, x, y, warmup, runs, st, err);
 }
 
-static int tune_now(spmvd *d, worker *w, matrix *m, matrix_tuning *out, spmv_error *err)
+static int tune_now(spmvd *d, worker *w, matrix *m, int32_t ncols, matrix_tuning *out, spmv_error *err)
 {
-    spmv_tune_options o = {device_of(m), (double)d->cfg.tune_budget_ms, (int32_t)d->cfg.tune_max_runs, 10, 0, 1};
+    spmv_tune_options o = {device_of(m), (double)d->cfg.tune_budget_ms, (int32_t)d->cfg.tune_max_runs, 10, 0, ncols};
     spmv_tune_result r;
-    tune_ctx c = {w, m};
+    tune_ctx c = {w, m, ncols};
     uint64_t seed = 0;
     for (const char *s = m->meta.id; *s; s++) /* x from the id: the same matrix is tuned on the same x */
         seed = seed * 131 + (unsigned char)*s;
@@ -158,13 +159,48 @@ int autotune_get(spmvd *d, worker *w, matrix *m, bool force, matrix_tuning *out,
         return SPMV_OK;
     }
     if (force || !load_side_file(store_dir(d->store), m, &t)) {
-        int rc = tune_now(d, w, m, &t, err);
+        int rc = tune_now(d, w, m, 1, &t, err);
         if (rc != SPMV_OK)
             return rc;
         store_side_file(store_dir(d->store), m, &t);
     }
     pthread_mutex_lock(&m->lock);
     m->tuned = t;
+    pthread_mutex_unlock(&m->lock);
+    *out = t;
+    return SPMV_OK;
+}
+
+/* Choices for k > 1 stay in memory only (a few per matrix; the oldest
+ * slot is reused): a restart tunes a block size again on its first use. */
+int autotune_get_k(spmvd *d, worker *w, matrix *m, int32_t ncols, matrix_tuning *out, spmv_error *err)
+{
+    if (ncols <= 1)
+        return autotune_get(d, w, m, false, out, err);
+    int n = (int)(sizeof m->tuned_k / sizeof m->tuned_k[0]);
+    pthread_mutex_lock(&m->lock);
+    for (int i = 0; i < n; i++)
+        if (m->tuned_k[i].valid && m->tuned_k_cols[i] == ncols && m->tuned_k[i].kernel->device == device_of(m)) {
+            *out = m->tuned_k[i];
+            out->source = "cached";
+            pthread_mutex_unlock(&m->lock);
+            return SPMV_OK;
+        }
+    pthread_mutex_unlock(&m->lock);
+    matrix_tuning t;
+    int rc = tune_now(d, w, m, ncols, &t, err);
+    if (rc != SPMV_OK)
+        return rc;
+    pthread_mutex_lock(&m->lock);
+    int slot = 0;
+    for (int i = 0; i < n; i++)
+        if (!m->tuned_k[i].valid) {
+            slot = i;
+            break;
+        } else if (i == n - 1)
+            slot = (int)(ncols % n);
+    m->tuned_k[slot] = t;
+    m->tuned_k_cols[slot] = ncols;
     pthread_mutex_unlock(&m->lock);
     *out = t;
     return SPMV_OK;

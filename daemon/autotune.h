@@ -32,6 +32,9 @@ struct worker *autotune_worker(struct spmvd *d, matrix *m);
  * a copy; out->source says which ("cached", "stored", "tuned"). */
 int autotune_get(struct spmvd *d, struct worker *w, matrix *m, bool force, matrix_tuning *out, spmv_error *err);
 
+/* The same for a block of k columns (k > 1 cached in memory per k). */
+int autotune_get_k(struct spmvd *d, struct worker *w, matrix *m, int32_t k, matrix_tuning *out, spmv_error *err);
+
 /* {"kernel","params","median_ms","tuning_ms","tuning_runs","timed","candidates","budget_hit","source"} */
 json_t *autotune_json(const matrix_tuning *t);
 

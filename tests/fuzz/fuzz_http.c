@@ -105,15 +105,17 @@ void fuzz_http_init(void)
     configure(&D.cfg, dir);
     D.started_ms = spmv_now_ms();
     spmvd_limits_from_config(&D.limits, &D.cfg);
+    spmvd_vlimits_from_config(&D.vlimits, &D.cfg);
     size_t nroutes;
     const char *const *routes = api_route_labels(&nroutes);
     snprintf(D.gpu_reason, sizeof D.gpu_reason, "the fuzzing build has no GPU");
     if (store_open(dir, &D.store, &err) != SPMV_OK)
         die(err.message);
     D.jobs = jobs_new();
+    D.vectors = vstore_new();
     D.metrics = metrics_new(routes, nroutes);
     D.cpu = worker_cpu_new(&D, (size_t)D.cfg.queue_depth);
-    if (!D.jobs || !D.metrics || !D.cpu || D.cpu->ops->start(D.cpu, &err) != SPMV_OK)
+    if (!D.jobs || !D.vectors || !D.metrics || !D.cpu || D.cpu->ops->start(D.cpu, &err) != SPMV_OK)
         die("cannot start the CPU worker");
     if (api_server_start(&D, &server, &err) != SPMV_OK)
         die(err.message);

@@ -22,6 +22,7 @@
  */
 #include <stdint.h>
 #include <stdio.h>
+#include <math.h>
 #include <string.h>
 
 #include "api/decode.h"
@@ -38,8 +39,10 @@ static void decode_direct(int which, const uint8_t *d, size_t n)
         int32_t cols = n ? d[0] % 9 : 0;
         spmv_dtype dt = n && (d[0] & 0x80) ? SPMV_FLOAT32 : SPMV_FLOAT64;
         memset(&q, 0, sizeof q);
-        if (api_decode_spmv_json(n ? (const char *)d + 1 : "", n ? n - 1 : 0, cols, dt, 20, &q, &f) == 0) {
-            if (q.runs < 1 || q.runs > 20 || q.warmup < 0 || q.warmup > 20 || (cols && !q.x))
+        if (api_decode_spmv_json(n ? (const char *)d + 1 : "", n ? n - 1 : 0, cols, cols, dt, 20, &q, &f) == 0) {
+            if (q.runs < 1 || q.runs > 20 || q.warmup < 0 || q.warmup > 20 || (cols && !q.x && !q.x_vector[0]) ||
+                q.k < 1 || q.k > SPMV_MAX_K || !isfinite(q.alpha) || !isfinite(q.beta) ||
+                (q.beta != 0.0 && !q.y_vector[0]))
                 __builtin_trap();
             api_spmv_req_free(&q);
         } else if (f.status < 400 || f.status > 499) {

@@ -27,7 +27,8 @@
 
 typedef enum route_id {
     ROUTE_HEALTH, ROUTE_READY, ROUTE_INFO, ROUTE_KERNELS, ROUTE_MATRICES, ROUTE_MATRIX,
-    ROUTE_SPY, ROUTE_SPMV, ROUTE_BENCH, ROUTE_JOB, ROUTE_METRICS, ROUTE_SPMSPM, ROUTE_TUNE, ROUTE_UNKNOWN,
+    ROUTE_SPY, ROUTE_SPMV, ROUTE_BENCH, ROUTE_JOB, ROUTE_METRICS, ROUTE_SPMSPM, ROUTE_TUNE,
+    ROUTE_VECTORS, ROUTE_VECTOR, ROUTE_OPS, ROUTE_SOLVE, ROUTE_UNKNOWN,
     ROUTE_COUNT
 } route_id;
 
@@ -140,5 +141,10 @@ extern const route_handlers api_health_get, api_ready_get, api_info_get, api_ker
 extern const route_handlers api_upload_post, api_spmv_post, api_bench_post, api_spy_get;
 extern const route_handlers api_spmspm_post; /* api/spmspm.c */
 extern const route_handlers api_tune_post;   /* api/tune.c */
+extern const route_handlers api_vectors_get, api_vectors_post, api_vector_get, api_vector_put,
+    api_vector_delete;                       /* vectors/routes.c */
+extern const route_handlers api_ops_post;    /* vectors/ops.c */
+extern const route_handlers api_solve_post;  /* solvers/route.c */
+extern const route_handlers api_job_delete;  /* api/matrices.c (jobs) */
 
 #endif

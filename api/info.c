@@ -154,6 +154,28 @@ static void job_begin(request *r)
     job_unref(j);
 }
 
+static void job_delete_begin(request *r)
+{
+    spmvd *d = r->d;
+    job *j = jobs_get(d->jobs, r->id);
+    if (!j) {
+        api_error(r, 404, "not_found", "no job %s (unknown, or finished more than %lld s ago)", r->id,
+                  (long long)atomic_load(&d->limits.job_retention));
+        return;
+    }
+    int rc = job_cancel(j);
+    if (rc == 1) { /* finished: the record goes */
+        jobs_drop(d->jobs, r->id);
+        api_bytes(r, 204, NULL, NULL, 0);
+    } else if (rc < 0) {
+        api_error(r, 409, "not_cancellable", "job %s is running and cannot stop part-way (only solves, between "
+                  "iterations, and benches, between kernels, do); it ends after its runs", r->id);
+    } else
+        api_json(r, 202, job_to_json(j));
+    job_unref(j);
+}
+
+const route_handlers api_job_delete = {.begin = job_delete_begin};
 const route_handlers api_health_get = {.begin = health_begin};
 const route_handlers api_ready_get = {.begin = ready_begin};
 const route_handlers api_info_get = {.begin = info_begin};

@@ -15,7 +15,8 @@ const char *const api_route_names[ROUTE_COUNT] = {
     [ROUTE_KERNELS] = "kernels",   [ROUTE_MATRICES] = "matrices", [ROUTE_MATRIX] = "matrix",
     [ROUTE_SPY] = "spy",           [ROUTE_SPMV] = "spmv",     [ROUTE_BENCH] = "bench",
     [ROUTE_JOB] = "job",           [ROUTE_METRICS] = "metrics", [ROUTE_UNKNOWN] = "unknown",
-    [ROUTE_SPMSPM] = "spmspm",     [ROUTE_TUNE] = "tune",
+    [ROUTE_SPMSPM] = "spmspm",     [ROUTE_TUNE] = "tune",     [ROUTE_VECTORS] = "vectors",
+    [ROUTE_VECTOR] = "vector",     [ROUTE_OPS] = "ops",       [ROUTE_SOLVE] = "solve",
 };
 
 /* Copies the {id} segment [s, e) and checks it. */
@@ -34,6 +35,7 @@ route_id api_route_match(const char *path, char id_out[MATFILE_ID_LEN + 1], bool
         {"/v1/health", ROUTE_HEALTH},     {"/v1/ready", ROUTE_READY},
         {"/v1/info", ROUTE_INFO},         {"/v1/kernels", ROUTE_KERNELS},
         {"/v1/matrices", ROUTE_MATRICES}, {"/metrics", ROUTE_METRICS},
+        {"/v1/vectors", ROUTE_VECTORS},   {"/v1/ops", ROUTE_OPS},
     };
     *bad_id = false;
     id_out[0] = '\0';
@@ -42,12 +44,15 @@ route_id api_route_match(const char *path, char id_out[MATFILE_ID_LEN + 1], bool
             return fixed[i].id;
 
     const char *rest;
-    bool jobs = false;
+    bool jobs = false, vectors = false;
     if (strncmp(path, "/v1/matrices/", 13) == 0)
         rest = path + 13;
     else if (strncmp(path, "/v1/jobs/", 9) == 0) {
         rest = path + 9;
         jobs = true;
+    } else if (strncmp(path, "/v1/vectors/", 12) == 0) {
+        rest = path + 12;
+        vectors = true;
     } else
         return ROUTE_UNKNOWN;
     const char *slash = strchr(rest, '/');
@@ -56,8 +61,8 @@ route_id api_route_match(const char *path, char id_out[MATFILE_ID_LEN + 1], bool
         return ROUTE_UNKNOWN;
     route_id route;
     if (!slash)
-        route = jobs ? ROUTE_JOB : ROUTE_MATRIX;
-    else if (jobs)
+        route = jobs ? ROUTE_JOB : vectors ? ROUTE_VECTOR : ROUTE_MATRIX;
+    else if (jobs || vectors)
         return ROUTE_UNKNOWN;
     else if (strcmp(slash, "/spmv") == 0)
         route = ROUTE_SPMV;
@@ -67,6 +72,8 @@ route_id api_route_match(const char *path, char id_out[MATFILE_ID_LEN + 1], bool
         route = ROUTE_SPMSPM;
     else if (strcmp(slash, "/tune") == 0)
         route = ROUTE_TUNE;
+    else if (strcmp(slash, "/solve") == 0)
+        route = ROUTE_SOLVE;
     else if (strcmp(slash, "/spy.png") == 0)
         route = ROUTE_SPY;
     else
@@ -78,7 +85,7 @@ route_id api_route_match(const char *path, char id_out[MATFILE_ID_LEN + 1], bool
 
 typedef struct route_methods {
     const char *allow;
-    const route_handlers *get, *post, *del;
+    const route_handlers *get, *post, *del, *put;
 } route_methods;
 
 static const route_methods *methods_of(route_id route)
@@ -93,10 +100,14 @@ static const route_methods *methods_of(route_id route)
         [ROUTE_SPY] = {"GET, HEAD", &api_spy_get, NULL, NULL},
         [ROUTE_SPMV] = {"POST", NULL, &api_spmv_post, NULL},
         [ROUTE_BENCH] = {"POST", NULL, &api_bench_post, NULL},
-        [ROUTE_JOB] = {"GET, HEAD", &api_job_get, NULL, NULL},
+        [ROUTE_JOB] = {"GET, HEAD, DELETE", &api_job_get, NULL, &api_job_delete},
         [ROUTE_METRICS] = {"GET, HEAD", &api_metrics_get, NULL, NULL},
         [ROUTE_SPMSPM] = {"POST", NULL, &api_spmspm_post, NULL},
         [ROUTE_TUNE] = {"POST", NULL, &api_tune_post, NULL},
+        [ROUTE_VECTORS] = {"GET, HEAD, POST", &api_vectors_get, &api_vectors_post, NULL},
+        [ROUTE_VECTOR] = {"GET, HEAD, PUT, DELETE", &api_vector_get, NULL, &api_vector_delete, &api_vector_put},
+        [ROUTE_OPS] = {"POST", NULL, &api_ops_post, NULL},
+        [ROUTE_SOLVE] = {"POST", NULL, &api_solve_post, NULL},
     };
     return route < ROUTE_UNKNOWN ? &table[route] : NULL;
 }
@@ -113,5 +124,7 @@ const route_handlers *api_route_handlers(route_id route, const char *method, con
         return m->post;
     if (strcmp(method, "DELETE") == 0)
         return m->del;
+    if (strcmp(method, "PUT") == 0)
+        return m->put;
     return NULL;
 }

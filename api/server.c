@@ -183,7 +183,8 @@ static bool needs_ready(route_id route)
 {
     return route == ROUTE_MATRICES || route == ROUTE_MATRIX || route == ROUTE_SPY ||
            route == ROUTE_SPMV || route == ROUTE_BENCH || route == ROUTE_JOB || route == ROUTE_SPMSPM ||
-           route == ROUTE_TUNE;
+           route == ROUTE_TUNE || route == ROUTE_VECTORS || route == ROUTE_VECTOR || route == ROUTE_OPS ||
+           route == ROUTE_SOLVE;
 }
 
 static request *request_new(spmvd *d, struct MHD_Connection *conn, const char *url, const char *method)
@@ -253,7 +254,7 @@ static void request_begin(request *r)
     }
     if (bad_id) {
         api_error(r, 404, "not_found", "%s is not a %s id (ids are UUIDs as the daemon returns them)",
-                  r->path, r->route == ROUTE_JOB ? "job" : "matrix");
+                  r->path, r->route == ROUTE_JOB ? "job" : r->route == ROUTE_VECTOR ? "vector" : "matrix");
         return;
     }
     if (atomic_load(&r->d->draining)) {

@@ -359,6 +359,11 @@ static void spmv_run(task *base, worker *w)
     snprintf(t->worker_name, sizeof t->worker_name, "%s", w->name);
     if (t->job)
         job_set_running(t->job);
+    if (job_cancelled(t->job)) {
+        t->rc = spmv_error_set(&t->err, SPMV_ERR_UNAVAILABLE, 0, "cancelled (DELETE /v1/jobs/%s) before it ran",
+                               job_id(t->job));
+        return;
+    }
     if (!t->yv) {
         t->y = malloc(bytes);
         if (!t->y) {

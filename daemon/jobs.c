@@ -6,6 +6,7 @@
  * reads (state, result); progress is an atomic so a bench can report it
  * after every kernel without taking a lock.
  */
+#include <math.h>
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdlib.h>
@@ -23,6 +24,9 @@ struct job {
     pthread_mutex_t lock;
     job_state state;
     _Atomic double progress;
+    _Atomic bool cancel;         /* DELETE asked: a task stops at its next check */
+    _Atomic long long iteration; /* solves: the last iteration reported (-1: none) */
+    _Atomic double relres;
     int http_status;
     json_t *body;
     double created_ms, started_ms, finished_ms;  /* monotonic */
@@ -70,6 +74,7 @@ job *jobs_create(job_registry *r, const char *kind, const char *matrix_id)
     snprintf(j->matrix_id, sizeof j->matrix_id, "%s", matrix_id ? matrix_id : "");
     pthread_mutex_init(&j->lock, NULL);
     j->state = JOB_QUEUED;
+    atomic_store(&j->iteration, -1);
     j->created_ms = spmv_now_ms();
     j->created_wall = time(NULL);
     atomic_store(&j->refs, 2);
@@ -128,6 +133,44 @@ void job_set_progress(job *j, double fraction)
     atomic_store(&j->progress, fraction);
 }
 
+void job_set_iteration(job *j, long long iteration, double relres)
+{
+    atomic_store(&j->relres, relres);
+    atomic_store(&j->iteration, iteration);
+}
+
+bool job_cancelled(job *j) { return j && atomic_load(&j->cancel); }
+
+int job_cancel(job *j)
+{
+    pthread_mutex_lock(&j->lock);
+    job_state st = j->state;
+    int rc = 0;
+    if (st == JOB_DONE || st == JOB_FAILED)
+        rc = 1;
+    else if (st == JOB_RUNNING && strcmp(j->kind, "solve") != 0 && strcmp(j->kind, "bench") != 0)
+        rc = -1;
+    else
+        atomic_store(&j->cancel, true);
+    pthread_mutex_unlock(&j->lock);
+    return rc;
+}
+
+bool jobs_drop(job_registry *r, const char *id)
+{
+    job *found = NULL;
+    pthread_mutex_lock(&r->lock);
+    for (job **link = &r->head; *link; link = &(*link)->next)
+        if (strcmp((*link)->id, id) == 0) {
+            found = *link;
+            *link = found->next;
+            break;
+        }
+    pthread_mutex_unlock(&r->lock);
+    job_unref(found);
+    return found != NULL;
+}
+
 void job_finish(job *j, int http_status, json_t *body)
 {
     pthread_mutex_lock(&j->lock);
@@ -149,6 +192,13 @@ json_t *job_to_json(job *j)
                           "age_s", (spmv_now_ms() - j->created_ms) / 1000.0);
     if (o && j->matrix_id[0])
         json_object_set_new(o, "matrix", json_string(j->matrix_id));
+    if (o && atomic_load(&j->iteration) >= 0) { /* a solve's progress */
+        json_object_set_new(o, "iteration", json_integer(atomic_load(&j->iteration)));
+        double rr = atomic_load(&j->relres);
+        json_object_set_new(o, "relres", isfinite(rr) ? json_real(rr) : json_string(isnan(rr) ? "NaN" : "Infinity"));
+    }
+    if (o && atomic_load(&j->cancel))
+        json_object_set_new(o, "cancel_requested", json_true());
     if (o && j->started_ms > 0)
         json_object_set_new(o, "queue_ms", json_real(j->started_ms - j->created_ms));
     if (o && j->finished_ms > 0) {

@@ -33,6 +33,16 @@ const char *job_id(const job *j);
 
 void job_set_running(job *j);
 void job_set_progress(job *j, double fraction);
+/* A solve's progress: the iteration reached and its relative residual. */
+void job_set_iteration(job *j, long long iteration, double relres);
+/* DELETE /v1/jobs/{id}: 0 when a cancel was asked (queued jobs never run;
+ * a running solve stops at its next iteration, a bench before its next
+ * kernel), 1 when the job is finished already (drop it), -1 when it runs
+ * and cannot stop (an spmv, a tune). */
+int job_cancel(job *j);
+bool job_cancelled(job *j);   /* NULL: false */
+/* Removes a job from the registry; false if unknown. */
+bool jobs_drop(job_registry *r, const char *id);
 /* Finishes with a result (status 2xx) or an error body; takes `body`. */
 void job_finish(job *j, int http_status, json_t *body);
 /* The job as the API shows it: id, kind, matrix, state, progress,

@@ -1,0 +1,440 @@
+/* ops.c — POST /v1/ops: a list of vector steps run in order on one device.
+ *
+ * What a remote Krylov method needs between its scalar decisions: products
+ * and BLAS-1 on vectors that stay where the matrix is, with only scalars
+ * crossing the network (a CG iteration is two such requests). Steps name
+ * resident vectors by id and take literal scalars; `dot` and `nrm2` return
+ * their value under the name the step gives (`as`). There is no expression
+ * language: the client computes its scalars between requests.
+ *
+ * The whole request is checked on the HTTP thread before anything runs
+ * (ids, devices, shapes, dtypes, kernels, names, limits), so a bad request
+ * changes nothing. Then one task on the operands' worker runs the steps,
+ * each timed on the wall clock up to the point its device work is done
+ * (spmv_vec_sync after the step on a GPU), so a step's `ms` is its own.
+ * A step that fails on the device stops the list: the steps before it took
+ * effect, and the answer (500) says which step failed.
+ */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "api/api.h"
+#include "api/decode.h"
+#include "daemon/autotune.h"
+#include "daemon/log.h"
+#include "vectors/vectors.h"
+
+typedef enum op_kind { OP_SPMV, OP_DOT, OP_NRM2, OP_AXPY, OP_AXPBY, OP_SCAL, OP_COPY, OP_FILL, OP_COUNT } op_kind;
+
+static const char *const op_names[OP_COUNT] = {"spmv", "dot", "nrm2", "axpy", "axpby", "scal", "copy", "fill"};
+
+typedef struct step {
+    op_kind op;
+    rvec *x, *y;
+    matrix *m;                  /* spmv */
+    const spmv_kernel *k;       /* spmv; NULL until auto is resolved on the worker */
+    bool is_auto, trans;
+    spmv_params p;
+    double alpha, beta, value;
+    char as[64];
+    double ms;
+    double res[SPMV_MAX_K];
+} step;
+
+typedef struct ops_task {
+    task base;
+    request *r;
+    spmvd *d;
+    worker *w;
+    step *steps;
+    size_t nsteps;
+    double queue_ms, total_ms;
+    size_t failed_at;           /* the step that failed (rc != 0) */
+    int rc;
+    spmv_error err;
+} ops_task;
+
+static ops_task *T(request *r) { return r->state; }
+
+static void ops_free(ops_task *t)
+{
+    if (!t)
+        return;
+    for (size_t i = 0; i < t->nsteps; i++) {
+        rvec_unref(t->steps[i].x);
+        rvec_unref(t->steps[i].y);
+        matrix_unref(t->steps[i].m);
+    }
+    free(t->steps);
+    free(t);
+}
+
+/* ------------------------------------------------------------ checking */
+
+static int bad(request *r, size_t i, int status, const char *code, const char *fmt, ...)
+    __attribute__((format(printf, 5, 6)));
+static int bad(request *r, size_t i, int status, const char *code, const char *fmt, ...)
+{
+    char msg[400];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(msg, sizeof msg, fmt, ap);
+    va_end(ap);
+    api_error(r, status, code, "steps[%zu]: %s", i, msg);
+    return -1;
+}
+
+/* A vector operand by id, on the request's device (the first operand
+ * decides it). */
+static int vec_field(request *r, size_t i, const json_t *o, const char *key, rvec **out)
+{
+    ops_task *t = T(r);
+    const char *id = json_string_value(json_object_get(o, key));
+    if (!id)
+        return bad(r, i, 400, "invalid_request", "`%s` must be a vector id", key);
+    if (!(*out = vstore_get(r->d->vectors, id)))
+        return bad(r, i, 404, "vector_not_found", "`%s`: no vector %.40s (deleted, expired or never created)", key, id);
+    if (!t->w)
+        t->w = (*out)->w;
+    else if ((*out)->w != t->w)
+        return bad(r, i, 409, "wrong_device", "`%s`: vector %s is on %s but the request's operands are on %s; one "
+                   "request runs on one device", key, id, (*out)->w->name, t->w->name);
+    return 0;
+}
+
+static int scalar(request *r, size_t i, const json_t *o, const char *key, double def, bool required, double *out)
+{
+    const json_t *v = json_object_get(o, key);
+    *out = def;
+    if (!v) {
+        if (required)
+            return bad(r, i, 400, "invalid_request", "`%s` is missing", key);
+        return 0;
+    }
+    if (!json_is_number(v) || !isfinite(json_number_value(v)))
+        return bad(r, i, 400, "invalid_request", "`%s` must be a finite number", key);
+    *out = json_number_value(v);
+    return 0;
+}
+
+static int same_shape(request *r, size_t i, const rvec *a, const rvec *b)
+{
+    if (a->v.dtype != b->v.dtype)
+        return bad(r, i, 400, "dtype_mismatch", "x %s is %s and y %s is %s", a->id, spmv_dtype_name(a->v.dtype), b->id,
+                   spmv_dtype_name(b->v.dtype));
+    if (a->v.n != b->v.n || a->v.k != b->v.k)
+        return bad(r, i, 400, "shape_mismatch", "x %s has %lld x %d values and y %s %lld x %d", a->id,
+                   (long long)a->v.n, a->v.k, b->id, (long long)b->v.n, b->v.k);
+    return 0;
+}
+
+static int check_keys(request *r, size_t i, const json_t *o, const char *const *keys)
+{
+    const char *key;
+    json_t *v;
+    json_object_foreach((json_t *)o, key, v) {
+        bool known = strcmp(key, "op") == 0;
+        for (int j = 0; keys[j] && !known; j++)
+            known = strcmp(key, keys[j]) == 0;
+        if (!known)
+            return bad(r, i, 400, "invalid_request", "unknown field `%s` for %s", key, json_string_value(json_object_get(o, "op")));
+    }
+    return 0;
+}
+
+static int decode_spmv(request *r, size_t i, const json_t *o, step *s)
+{
+    static const char *const keys[] = {"matrix", "x", "y", "alpha", "beta", "trans", "kernel", NULL};
+    ops_task *t = T(r);
+    if (check_keys(r, i, o, keys))
+        return -1;
+    const char *mid = json_string_value(json_object_get(o, "matrix"));
+    if (!mid || !store_id_valid(mid) || !(s->m = store_get(r->d->store, mid)))
+        return bad(r, i, 404, "not_found", "`matrix`: no matrix %.40s", mid ? mid : "(missing)");
+    const char *tr = json_string_value(json_object_get(o, "trans"));
+    if (json_object_get(o, "trans") && (!tr || (strcmp(tr, "n") && strcmp(tr, "t"))))
+        return bad(r, i, 400, "invalid_request", "`trans` must be \"n\" or \"t\"");
+    s->trans = tr && strcmp(tr, "t") == 0;
+    const char *kn = json_string_value(json_object_get(o, "kernel"));
+    if (json_object_get(o, "kernel") && !kn)
+        return bad(r, i, 400, "invalid_request", "`kernel` must be a kernel name");
+    if (!kn)
+        kn = "auto";
+    s->k = spmv_kernel_find(kn);
+    worker *kw;
+    if (spmv_kernel_is_auto(s->k)) {
+        s->is_auto = true;
+        kw = autotune_worker(r->d, s->m);
+    } else {
+        if (api_kernel_check(r, s->k, kn, SPMV_OP_SPMV, s->m, "the matrix") != 0)
+            return -1;
+        kw = spmvd_worker_for(r->d, s->m, s->k);
+        spmv_error err = {0};
+        if (spmv_params_resolve(s->k, NULL, &s->p, &err) != SPMV_OK)
+            return bad(r, i, 400, "invalid_parameter", "%s", err.message);
+    }
+    if (vec_field(r, i, o, "x", &s->x) || vec_field(r, i, o, "y", &s->y) ||
+        scalar(r, i, o, "alpha", 1.0, false, &s->alpha) || scalar(r, i, o, "beta", 0.0, false, &s->beta))
+        return -1;
+    if (kw != t->w)
+        return bad(r, i, 409, "wrong_device", "%s on matrix %s runs on %s but the vectors are on %s%s", kn, mid,
+                   kw ? kw->name : "no device", t->w->name,
+                   t->w == r->d->cpu ? " (name a CPU kernel, e.g. cpu.csr.omp, for host vectors)" : "");
+    int32_t xn = s->trans ? s->m->host.rows : s->m->host.cols, yn = s->trans ? s->m->host.cols : s->m->host.rows;
+    if (s->x->v.dtype != s->m->host.dtype || s->y->v.dtype != s->m->host.dtype)
+        return bad(r, i, 400, "dtype_mismatch", "matrix %s is %s; x is %s and y %s", mid,
+                   spmv_dtype_name(s->m->host.dtype), spmv_dtype_name(s->x->v.dtype), spmv_dtype_name(s->y->v.dtype));
+    if (s->x->v.n != xn || s->y->v.n != yn || s->x->v.k != s->y->v.k)
+        return bad(r, i, 400, "shape_mismatch", "matrix %s is %d x %d%s: x needs %d values and y %d a column, in the "
+                   "same number of columns (x %lld x %d, y %lld x %d)", mid, s->m->host.rows, s->m->host.cols,
+                   s->trans ? " (trans t)" : "", xn, yn, (long long)s->x->v.n, s->x->v.k, (long long)s->y->v.n,
+                   s->y->v.k);
+    if (s->x == s->y || s->x->v.data == s->y->v.data)
+        return bad(r, i, 400, "invalid_request", "x and y are the same vector: y = A*x in place is not defined");
+    if (s->x->v.k > spmv_kernel_max_k(s->k))
+        return bad(r, i, 400, "invalid_parameter", "%s takes %d column(s), x has %d", kn, spmv_kernel_max_k(s->k),
+                   s->x->v.k);
+    return 0;
+}
+
+static int decode_step(request *r, size_t i, const json_t *o, step *s)
+{
+    static const char *const k_dot[] = {"x", "y", "as", NULL}, *const k_nrm2[] = {"x", "as", NULL},
+                             *const k_axpy[] = {"alpha", "x", "y", NULL},
+                             *const k_axpby[] = {"alpha", "x", "beta", "y", NULL},
+                             *const k_scal[] = {"alpha", "x", NULL}, *const k_copy[] = {"x", "y", NULL},
+                             *const k_fill[] = {"x", "value", NULL};
+    static const char *const *const keys[OP_COUNT] = {NULL, k_dot, k_nrm2, k_axpy, k_axpby, k_scal, k_copy, k_fill};
+    if (!json_is_object(o))
+        return bad(r, i, 400, "invalid_request", "a step is an object with an `op`");
+    const char *op = json_string_value(json_object_get(o, "op"));
+    int kind = -1;
+    for (int j = 0; op && j < OP_COUNT; j++)
+        if (strcmp(op, op_names[j]) == 0)
+            kind = j;
+    if (kind < 0)
+        return bad(r, i, 400, "invalid_request", "`op` must be one of spmv, dot, nrm2, axpy, axpby, scal, copy, fill");
+    s->op = (op_kind)kind;
+    if (s->op == OP_SPMV)
+        return decode_spmv(r, i, o, s);
+    if (check_keys(r, i, o, keys[kind]) || vec_field(r, i, o, "x", &s->x))
+        return -1;
+    bool two = s->op == OP_DOT || s->op == OP_AXPY || s->op == OP_AXPBY || s->op == OP_COPY;
+    if (two && (vec_field(r, i, o, "y", &s->y) || same_shape(r, i, s->x, s->y)))
+        return -1;
+    bool alpha = s->op == OP_AXPY || s->op == OP_AXPBY || s->op == OP_SCAL;
+    if ((alpha && scalar(r, i, o, "alpha", 0, true, &s->alpha)) ||
+        (s->op == OP_AXPBY && scalar(r, i, o, "beta", 0, true, &s->beta)) ||
+        (s->op == OP_FILL && scalar(r, i, o, "value", 0, true, &s->value)))
+        return -1;
+    if (s->op == OP_DOT || s->op == OP_NRM2) {
+        const char *as = json_string_value(json_object_get(o, "as"));
+        if (!as || !*as || strlen(as) >= sizeof s->as)
+            return bad(r, i, 400, "invalid_request", "`as` must name the result (1 to %zu characters)", sizeof s->as - 1);
+        snprintf(s->as, sizeof s->as, "%s", as);
+    }
+    return 0;
+}
+
+static int decode(request *r)
+{
+    ops_task *t = T(r);
+    json_error_t jerr;
+    json_t *o = json_loadb(r->body ? r->body : "", r->body_len, JSON_REJECT_DUPLICATES, &jerr);
+    int rc = -1;
+    if (!o) {
+        api_error(r, 400, "invalid_json", "body is not valid JSON: line %d column %d: %s", jerr.line, jerr.column,
+                  jerr.text);
+        return -1;
+    }
+    const json_t *steps = json_object_get(o, "steps");
+    int64_t max = atomic_load(&r->d->limits.max_ops_steps);
+    if (!json_is_object(o) || json_object_size(o) != 1 || !json_is_array(steps) || json_array_size(steps) == 0) {
+        api_error(r, 400, "invalid_request", "the body is {\"steps\": [step, ...]} with at least one step");
+        goto out;
+    }
+    if ((int64_t)json_array_size(steps) > max) {
+        api_error(r, 400, "too_many_steps", "%zu steps; max_ops_steps allows %lld", json_array_size(steps),
+                  (long long)max);
+        goto out;
+    }
+    t->nsteps = json_array_size(steps);
+    if (!(t->steps = calloc(t->nsteps, sizeof *t->steps))) {
+        api_error(r, 500, "out_of_memory", "out of memory");
+        goto out;
+    }
+    int64_t work = 0;
+    for (size_t i = 0; i < t->nsteps; i++) {
+        step *s = &t->steps[i];
+        if (decode_step(r, i, json_array_get(steps, i), s))
+            goto out;
+        for (size_t j = 0; s->as[0] && j < i; j++)
+            if (strcmp(t->steps[j].as, s->as) == 0) {
+                bad(r, i, 400, "invalid_request", "`as` \"%s\" names steps[%zu] already", s->as, j);
+                goto out;
+            }
+        if (s->op == OP_SPMV)
+            work += s->m->host.nnz * s->x->v.k;
+    }
+    api_fail f = {0};
+    if (api_check_work(work, 0, 1, atomic_load(&r->d->limits.max_request_work), &f) != 0) {
+        api_error(r, f.status, f.code, "%s", f.message);
+        goto out;
+    }
+    rc = 0;
+out:
+    json_decref(o);
+    return rc;
+}
+
+/* ------------------------------------------------------------ running */
+
+static int run_step(ops_task *t, worker *w, step *s)
+{
+    spmv_gpu_ctx *ctx = worker_gpu_ctx(w);
+    spmv_error *e = &t->err;
+    switch (s->op) {
+    case OP_SPMV: {
+        if (s->is_auto) {
+            matrix_tuning tuned;
+            int rc = autotune_get_k(t->d, w, s->m, s->x->v.k, &tuned, e);
+            if (rc != SPMV_OK)
+                return rc;
+            s->k = tuned.kernel;
+            if ((rc = spmv_params_resolve(s->k, &tuned.params, &s->p, e)) != SPMV_OK)
+                return rc;
+        }
+        spmv_apply_args a = {s->alpha, s->beta, 0, 1};
+        spmv_stats st;
+        double axms;
+        return worker_run_apply(w, s->m, s->k, &s->p, s->trans, &a, &s->x->v, &s->y->v, &st, &axms, e);
+    }
+    case OP_DOT: return spmv_vec_dot(ctx, &s->x->v, &s->y->v, s->res, e);
+    case OP_NRM2: return spmv_vec_nrm2(ctx, &s->x->v, s->res, e);
+    case OP_AXPY: return spmv_vec_axpy(ctx, s->alpha, &s->x->v, &s->y->v, e);
+    case OP_AXPBY: return spmv_vec_axpby(ctx, s->alpha, &s->x->v, s->beta, &s->y->v, e);
+    case OP_SCAL: return spmv_vec_scal(ctx, s->alpha, &s->x->v, e);
+    case OP_COPY: return spmv_vec_copy(ctx, &s->x->v, &s->y->v, e);
+    case OP_FILL: return spmv_vec_fill(ctx, &s->x->v, s->value, e);
+    case OP_COUNT: break;
+    }
+    return spmv_error_set(e, SPMV_ERR_INVALID, 0, "unknown step");
+}
+
+static void ops_run(task *base, worker *w)
+{
+    ops_task *t = (ops_task *)base;
+    spmv_gpu_ctx *ctx = worker_gpu_ctx(w);
+    double t0 = spmv_now_ms();
+    t->queue_ms = base->queue_ms;
+    for (size_t i = 0; i < t->nsteps; i++) {
+        step *s = &t->steps[i];
+        double s0 = spmv_now_ms();
+        worker_heartbeat(w);
+        if ((t->rc = run_step(t, w, s)) == SPMV_OK)
+            t->rc = spmv_vec_sync(ctx, &t->err); /* the step's ms ends when its device work does */
+        s->ms = spmv_now_ms() - s0;
+        if (t->rc != SPMV_OK) {
+            t->failed_at = i;
+            break;
+        }
+        atomic_store(&s->x->last_used_ms, (long long)spmv_now_ms());
+    }
+    t->total_ms = spmv_now_ms() - t0;
+}
+
+static void ops_finish(task *base, int status)
+{
+    ops_task *t = (ops_task *)base;
+    if (status != SPMV_OK) {
+        t->rc = status;
+        spmv_error_set(&t->err, status, 0, "the daemon is shutting down");
+    }
+    api_task_done(t->r);
+}
+
+static json_t *result_value(const step *s)
+{
+    int32_t k = s->x->v.k;
+    if (k == 1)
+        return api_json_real(s->res[0]);
+    json_t *a = json_array();
+    for (int32_t j = 0; j < k; j++)
+        json_array_append_new(a, api_json_real(s->res[j]));
+    return a;
+}
+
+static void answer(request *r)
+{
+    ops_task *t = T(r);
+    if (t->rc != SPMV_OK) {
+        if (t->rc == SPMV_ERR_UNAVAILABLE && atomic_load(&r->d->draining))
+            api_error(r, 503, "shutting_down", "the daemon is shutting down");
+        else {
+            const char *code;
+            int http = api_status_of(t->rc, &code);
+            api_error(r, http >= 500 ? http : 500, "step_failed",
+                      "steps[%zu] (%s) failed: %s; the %zu step%s before it took effect", t->failed_at,
+                      op_names[t->steps[t->failed_at].op], t->err.message, t->failed_at, t->failed_at == 1 ? "" : "s");
+        }
+        return;
+    }
+    json_t *results = json_object(), *steps = json_array();
+    for (size_t i = 0; i < t->nsteps; i++) {
+        const step *s = &t->steps[i];
+        json_t *o = json_pack("{s:s, s:o}", "op", op_names[s->op], "ms", api_json_real(s->ms));
+        if (s->as[0]) {
+            json_object_set_new(results, s->as, result_value(s));
+            json_object_set_new(o, "as", json_string(s->as));
+        }
+        if (s->op == OP_SPMV)
+            json_object_set_new(o, "kernel", json_string(s->k->name));
+        json_array_append_new(steps, o);
+    }
+    api_json(r, 200, json_pack("{s:o, s:o, s:o, s:o, s:s}", "results", results, "steps", steps, "total_ms",
+                               api_json_real(t->total_ms), "queue_ms", api_json_real(t->queue_ms), "device",
+                               t->w->name));
+}
+
+/* ------------------------------------------------------------ route */
+
+static void ops_begin(request *r)
+{
+    ops_task *t = calloc(1, sizeof *t);
+    if (!t) {
+        api_error(r, 500, "out_of_memory", "out of memory");
+        return;
+    }
+    t->d = r->d;
+    r->state = t;
+    api_check_content_length(r, atomic_load(&r->d->limits.max_body_bytes));
+}
+
+static void ops_body(request *r, const char *data, size_t size)
+{
+    api_body_collect(r, data, size, atomic_load(&r->d->limits.max_body_bytes));
+}
+
+static void ops_end(request *r)
+{
+    ops_task *t = T(r);
+    if (decode(r) != 0)
+        return;
+    t->base.run = ops_run;
+    t->base.finish = ops_finish;
+    t->r = r;
+    api_submit_and_suspend(r, t->w, &t->base);
+}
+
+static void ops_cleanup(request *r)
+{
+    ops_free(T(r));
+    r->state = NULL;
+}
+
+const route_handlers api_ops_post = {
+    .begin = ops_begin, .body = ops_body, .end = ops_end, .resumed = answer, .cleanup = ops_cleanup,
+    .accepts_body = true,
+};

@@ -1,0 +1,571 @@
+/* routes.c — /v1/vectors: create, list, read, overwrite and delete resident
+ * vectors (docs/api.md, "Resident vectors").
+ *
+ * A vector is made from a binary body, a JSON array (or k arrays), or a
+ * fill ({"n", "fill": value | "random", "seed"}), on the device a `like`
+ * matrix lives on (its length from the matrix), a named `device`, or by
+ * default where uploads go (the GPU with most free memory, else the CPU).
+ * Everything is decoded and checked here, on the HTTP thread; the values
+ * are allocated, written and read by a task on the owning worker, since a
+ * GPU's memory belongs to its worker's thread. Quotas are reserved before
+ * the task runs (507 past max_vectors or max_vector_bytes), so a refused
+ * request allocates nothing; a failed allocation returns the reservation.
+ */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "api/api.h"
+#include "api/decode.h"
+#include "daemon/log.h"
+#include "vectors/vectors.h"
+
+typedef enum vec_op { VEC_CREATE, VEC_READ, VEC_WRITE } vec_op;
+typedef enum vec_fill { FILL_NONE, FILL_VALUE, FILL_RANDOM } vec_fill;
+
+typedef struct vec_task {
+    task base;
+    request *r;
+    vec_op op;
+    worker *w;
+    rvec *v;              /* READ/WRITE: the vector; CREATE: the record made on the worker */
+    spmv_dtype dtype;
+    int64_t n;
+    int32_t k;
+    char like[MATFILE_ID_LEN + 1];
+    void *values;         /* n*k host values: to write, or read back */
+    bool values_from_body;/* `values` is the request body (binary): r->body owns it */
+    vec_fill fill;
+    double fill_value;
+    uint64_t seed;
+    size_t reserved;      /* CREATE: bytes reserved in the quota */
+    bool binary_out;
+    int rc;
+    spmv_error err;
+} vec_task;
+
+static vec_task *T(request *r) { return r->state; }
+
+static double ttl(spmvd *d) { return (double)atomic_load(&d->vlimits.ttl_s); }
+
+static bool wants_binary(request *r)
+{
+    const char *a = api_header_in(r, MHD_HTTP_HEADER_ACCEPT);
+    return a && strstr(a, "application/octet-stream");
+}
+
+static bool body_is_binary(request *r)
+{
+    const char *ct = api_header_in(r, MHD_HTTP_HEADER_CONTENT_TYPE);
+    return ct && strncasecmp(ct, "application/octet-stream", 24) == 0;
+}
+
+static vec_task *task_new(request *r, vec_op op)
+{
+    vec_task *t = calloc(1, sizeof *t);
+    if (!t) {
+        api_error(r, 500, "out_of_memory", "out of memory");
+        return NULL;
+    }
+    t->op = op;
+    t->k = 1;
+    r->state = t;
+    return t;
+}
+
+static void task_free(vec_task *t)
+{
+    if (!t)
+        return;
+    rvec_unref(t->v);
+    if (!t->values_from_body)
+        free(t->values);
+    free(t);
+}
+
+/* ------------------------------------------------------ on the worker */
+
+static void vec_run(task *base, worker *w)
+{
+    vec_task *t = (vec_task *)base;
+    spmv_gpu_ctx *ctx = worker_gpu_ctx(w);
+    if (t->op == VEC_READ) {
+        t->rc = spmv_vec_read(ctx, &t->v->v, t->values, &t->err);
+        return;
+    }
+    spmv_vec nv = {0}, *dst = t->v ? &t->v->v : &nv;
+    if (t->op == VEC_CREATE &&
+        (t->rc = spmv_vec_alloc(ctx, ctx ? SPMV_DEVICE_GPU : SPMV_DEVICE_CPU, t->dtype, t->n, t->k, &nv, &t->err)))
+        return;
+    if (t->fill == FILL_VALUE)
+        t->rc = spmv_vec_fill(ctx, dst, t->fill_value, &t->err);
+    else if (t->fill == FILL_RANDOM)
+        t->rc = spmv_vec_fill_random(ctx, dst, t->seed, &t->err);
+    else
+        t->rc = spmv_vec_write(ctx, dst, t->values, &t->err);
+    if (t->rc == SPMV_OK && ctx)
+        t->rc = spmv_vec_sync(ctx, &t->err); /* the answer says the values are there */
+    if (t->op != VEC_CREATE)
+        return;
+    if (t->rc != SPMV_OK || !(t->v = rvec_new(w->d->vectors, w, &nv, t->like))) {
+        if (t->rc == SPMV_OK)
+            t->rc = spmv_error_set(&t->err, SPMV_ERR_NOMEM, 0, "out of memory for the vector record");
+        spmv_vec_free(ctx, &nv);
+        return;
+    }
+    t->reserved = 0; /* the record owns the quota now; its last unref returns it */
+    vstore_insert(w->d->vectors, t->v);
+}
+
+static void vec_finish(task *base, int status)
+{
+    vec_task *t = (vec_task *)base;
+    if (status != SPMV_OK) {
+        t->rc = status;
+        spmv_error_set(&t->err, status, 0, "the daemon is shutting down");
+    }
+    api_task_done(t->r);
+}
+
+/* ------------------------------------------------------------ answers */
+
+/* descriptor + "values" as JSON text, written straight out (millions of
+ * numbers are too many to build as jansson nodes). */
+static char *values_json(spmvd *d, const vec_task *t, size_t *len)
+{
+    json_t *desc = rvec_json(t->v, ttl(d));
+    size_t dlen = 0;
+    char *dtext = desc ? api_json_dump(desc, &dlen) : NULL;
+    json_decref(desc);
+    char *text = NULL;
+    FILE *f = dtext ? open_memstream(&text, len) : NULL;
+    if (f) {
+        fwrite(dtext, 1, dlen - 1, f); /* without the closing '}' */
+        fputs(",\"values\":", f);
+        const spmv_vec *v = &t->v->v;
+        size_t col = (size_t)v->n * spmv_dtype_size(v->dtype);
+        if (v->k == 1)
+            api_json_write_vector(f, v->dtype, t->values, (int32_t)v->n);
+        for (int32_t j = 0; v->k > 1 && j < v->k; j++) {
+            fputc(j ? ',' : '[', f);
+            api_json_write_vector(f, v->dtype, (char *)t->values + j * col, (int32_t)v->n);
+        }
+        if (v->k > 1)
+            fputc(']', f);
+        fputs("}\n", f);
+        fclose(f);
+    }
+    free(dtext);
+    return text;
+}
+
+static void answer(request *r)
+{
+    vec_task *t = T(r);
+    spmvd *d = r->d;
+    if (t->rc != SPMV_OK) {
+        if (t->rc == SPMV_ERR_DEVICE_MEMORY || t->rc == SPMV_ERR_NOMEM)
+            api_error(r, 507, "device_memory", "%s", t->err.message);
+        else
+            api_error_spmv(r, t->rc, &t->err);
+        return;
+    }
+    if (t->op == VEC_CREATE) {
+        char loc[64];
+        snprintf(loc, sizeof loc, "/v1/vectors/%s", t->v->id);
+        api_json(r, 201, rvec_json(t->v, ttl(d)));
+        api_header(r, MHD_HTTP_HEADER_LOCATION, loc);
+        log_info("vector %s: %lld x %d %s on %s", t->v->id, (long long)t->v->v.n, t->v->v.k,
+                 spmv_dtype_name(t->v->v.dtype), t->v->w->name);
+        return;
+    }
+    if (t->op == VEC_WRITE) {
+        api_json(r, 200, rvec_json(t->v, ttl(d)));
+        return;
+    }
+    if (t->binary_out) {
+        json_t *desc = rvec_json(t->v, ttl(d));
+        char *htext = desc ? api_json_dump(desc, NULL) : NULL;
+        json_decref(desc);
+        api_bytes(r, 200, "application/octet-stream", t->values, spmv_vec_bytes(&t->v->v));
+        t->values = NULL; /* the response owns it */
+        if (htext)
+            api_header(r, "X-SpMV-Vector", htext);
+        free(htext);
+        return;
+    }
+    size_t len;
+    char *text = values_json(d, t, &len);
+    if (!text)
+        api_error(r, 500, "out_of_memory", "out of memory writing the answer");
+    else
+        api_bytes(r, 200, "application/json", text, len);
+}
+
+static void cleanup(request *r)
+{
+    vec_task *t = T(r);
+    if (t && t->reserved)
+        vstore_unreserve(r->d->vectors, t->w, t->reserved);
+    task_free(t);
+    r->state = NULL;
+}
+
+/* ------------------------------------------------------------ decoding */
+
+static int parse_dtype(request *r, const char *s, spmv_dtype *out)
+{
+    if (spmv_dtype_parse(s, out) != SPMV_OK) {
+        api_error(r, 400, "invalid_request", "`dtype` must be float64 or float32, not \"%.32s\"", s);
+        return -1;
+    }
+    return 0;
+}
+
+/* The options every create takes, from the JSON object (o) or the query
+ * string: like/side/device/dtype/k/n. Sets t->w, dtype, n (0: unknown), k. */
+static int placement(request *r, const json_t *o)
+{
+    vec_task *t = T(r);
+    spmvd *d = r->d;
+#define OPT(key) (o ? json_string_value(json_object_get(o, key)) : api_query(r, key))
+    const char *like = OPT("like"), *side = OPT("side"), *dtype = OPT("dtype");
+    const char *dev = NULL;
+    char devbuf[16];
+    const json_t *jd = o ? json_object_get(o, "device") : NULL;
+    if (jd && json_is_integer(jd)) {
+        snprintf(devbuf, sizeof devbuf, "%lld", (long long)json_integer_value(jd));
+        dev = devbuf;
+    } else
+        dev = o ? json_string_value(jd) : api_query(r, "device");
+    if ((o && json_object_get(o, "like") && !like) || (o && json_object_get(o, "side") && !side) ||
+        (o && json_object_get(o, "dtype") && !dtype) || (jd && !dev)) {
+        api_error(r, 400, "invalid_request", "`like`, `side` and `dtype` are strings; `device` a string or an index");
+        return -1;
+    }
+#undef OPT
+    t->dtype = SPMV_FLOAT64;
+    spmv_dtype_parse(d->cfg.default_dtype, &t->dtype);
+    if (like) {
+        matrix *m = store_id_valid(like) ? store_get(d->store, like) : NULL;
+        if (!m) {
+            api_error(r, 404, "not_found", "`like`: no matrix %.40s", like);
+            return -1;
+        }
+        bool rows = side && strcmp(side, "rows") == 0;
+        if (side && !rows && strcmp(side, "cols") != 0) {
+            matrix_unref(m);
+            api_error(r, 400, "invalid_request", "`side` must be \"cols\" (x of A*x) or \"rows\" (y), not \"%.16s\"", side);
+            return -1;
+        }
+        t->w = m->dev ? m->dev_worker : d->cpu;
+        t->n = rows ? m->host.rows : m->host.cols;
+        t->dtype = m->host.dtype;
+        snprintf(t->like, sizeof t->like, "%s", m->meta.id);
+        matrix_unref(m);
+    } else if (side) {
+        api_error(r, 400, "invalid_request", "`side` goes with `like`");
+        return -1;
+    }
+    if (dev) {
+        const char *why;
+        worker *w = spmvd_worker_named(d, dev, &why);
+        if (!w) {
+            api_error(r, strncmp(dev, "gpu", 3) == 0 || (dev[0] >= '0' && dev[0] <= '9') ? 409 : 400,
+                      "device_unavailable", "`device` %.16s: %s", dev, why ? why : "unknown");
+            return -1;
+        }
+        if (t->w && w != t->w) {
+            api_error(r, 400, "invalid_request", "`device` %s disagrees with `like` %s, which lives on %s", w->name,
+                      t->like, t->w->name);
+            return -1;
+        }
+        t->w = w;
+    }
+    if (!t->w) {
+        const char *why;
+        t->w = spmvd_worker_named(d, "auto", &why);
+    }
+    if (dtype && parse_dtype(r, dtype, &t->dtype))
+        return -1;
+    return 0;
+}
+
+static int int_opt(request *r, const json_t *o, const char *key, int64_t lo, int64_t hi, int64_t *out)
+{
+    if (o) {
+        const json_t *v = json_object_get(o, key);
+        if (!v)
+            return 0;
+        if (!json_is_integer(v) || json_integer_value(v) < lo || json_integer_value(v) > hi) {
+            api_error(r, 400, "invalid_request", "`%s` must be an integer in %lld..%lld", key, (long long)lo,
+                      (long long)hi);
+            return -1;
+        }
+        *out = json_integer_value(v);
+        return 0;
+    }
+    const char *s = api_query(r, key);
+    if (!s)
+        return 0;
+    char *end;
+    long long v = strtoll(s, &end, 10);
+    if (!*s || *end || v < lo || v > hi) {
+        api_error(r, 400, "invalid_request", "`%s` must be an integer in %lld..%lld, not \"%.32s\"", key, (long long)lo,
+                  (long long)hi, s);
+        return -1;
+    }
+    *out = v;
+    return 0;
+}
+
+/* The values of a create or overwrite: binary body, JSON array(s),
+ * {"values"} or {"fill", "seed"}. n_want/k_want > 0 when the vector's
+ * shape is already fixed (PUT, `like`, `n`). */
+static int decode_values(request *r, json_t *body, int64_t n_want, int32_t k_want)
+{
+    vec_task *t = T(r);
+    size_t vs = spmv_dtype_size(t->dtype);
+    api_fail f = {0};
+    if (body_is_binary(r)) {
+        int64_t k = k_want > 0 ? k_want : 1;
+        if (k_want <= 0 && int_opt(r, NULL, "k", 1, SPMV_MAX_K, &k))
+            return -1;
+        size_t colbytes = vs * (size_t)k;
+        int64_t n = (int64_t)(r->body_len / colbytes);
+        if (r->body_len % colbytes || (n_want > 0 && n != n_want) || n < 1) {
+            api_error(r, 400, "shape_mismatch",
+                      "the body has %zu bytes: %s values of %d column%s of %s%s%lld%s are needed", r->body_len,
+                      n_want > 0 ? "" : "a whole number of", (int)k, k == 1 ? "" : "s", spmv_dtype_name(t->dtype),
+                      n_want > 0 ? " (" : "", (long long)(n_want > 0 ? n_want : 0), n_want > 0 ? " values a column)" : "");
+            return -1;
+        }
+        t->n = n;
+        t->k = (int32_t)k;
+        t->values = r->body; /* no copy */
+        t->values_from_body = true;
+        return 0;
+    }
+    const json_t *vals = json_is_array(body) ? body : json_object_get(body, "values");
+    const json_t *fill = json_is_object(body) ? json_object_get(body, "fill") : NULL;
+    if (vals && fill) {
+        api_error(r, 400, "invalid_request", "give `values` or `fill`, not both");
+        return -1;
+    }
+    if (vals) {
+        int64_t n;
+        int32_t k;
+        if (api_values_from_json(vals, n_want > 0 ? n_want : -1, t->dtype, "values", &t->values, &n, &k, &f)) {
+            api_error(r, f.status, f.code, "%s", f.message);
+            return -1;
+        }
+        if ((k_want > 0 && k != k_want) || n < 1) {
+            api_error(r, 400, "shape_mismatch", "`values` has %d column%s of %lld; %d of %lld are needed", k,
+                      k == 1 ? "" : "s", (long long)n, k_want > 0 ? k_want : k, (long long)(n_want > 0 ? n_want : 1));
+            return -1;
+        }
+        t->n = n;
+        t->k = k;
+        return 0;
+    }
+    if (!fill) {
+        api_error(r, 400, "invalid_request", "the body needs `values` (or is an array) or `fill`");
+        return -1;
+    }
+    if (json_is_number(fill) && isfinite(json_number_value(fill))) {
+        t->fill = FILL_VALUE;
+        t->fill_value = json_number_value(fill);
+    } else if (json_is_string(fill) && strcmp(json_string_value(fill), "random") == 0) {
+        t->fill = FILL_RANDOM;
+        json_t *s = json_object_get(body, "seed");
+        if (s && (!json_is_integer(s) || json_integer_value(s) < 0)) {
+            api_error(r, 400, "invalid_request", "`seed` must be a non-negative integer");
+            return -1;
+        }
+        t->seed = s ? (uint64_t)json_integer_value(s) : (uint64_t)spmv_now_ms() * 2654435761u;
+    } else {
+        api_error(r, 400, "invalid_request", "`fill` must be a finite number or \"random\"");
+        return -1;
+    }
+    int64_t n = n_want > 0 ? n_want : 0, k = k_want > 0 ? k_want : 1;
+    int64_t max_rows = atomic_load(&r->d->limits.max_rows);
+    if ((n_want <= 0 && int_opt(r, body, "n", 1, max_rows, &n)) || (k_want <= 0 && int_opt(r, body, "k", 1, SPMV_MAX_K, &k)))
+        return -1;
+    if (n < 1) {
+        api_error(r, 400, "invalid_request", "a fill needs `n` (or `like` a matrix)");
+        return -1;
+    }
+    t->n = n;
+    t->k = (int32_t)k;
+    return 0;
+}
+
+static json_t *load_body(request *r)
+{
+    json_error_t jerr;
+    json_t *o = json_loadb(r->body ? r->body : "", r->body_len, JSON_REJECT_DUPLICATES, &jerr);
+    if (!o)
+        api_error(r, 400, "invalid_json", "body is not valid JSON: line %d column %d: %s", jerr.line, jerr.column,
+                  jerr.text);
+    else if (!json_is_object(o) && !json_is_array(o)) {
+        api_error(r, 400, "invalid_json", "body must be a JSON array or object");
+        json_decref(o);
+        o = NULL;
+    }
+    return o;
+}
+
+static int check_keys(request *r, const json_t *o, const char *const *keys)
+{
+    const char *key;
+    json_t *v;
+    if (!json_is_object(o))
+        return 0;
+    json_object_foreach((json_t *)o, key, v) {
+        bool known = false;
+        for (int i = 0; keys[i] && !known; i++)
+            known = strcmp(key, keys[i]) == 0;
+        if (!known) {
+            api_error(r, 400, "invalid_request", "unknown field `%s`", key);
+            return -1;
+        }
+    }
+    return 0;
+}
+
+/* ------------------------------------------------------------ routes */
+
+static void collect(request *r, const char *data, size_t size)
+{
+    api_body_collect(r, data, size, atomic_load(&r->d->limits.max_body_bytes));
+}
+
+static void post_begin(request *r)
+{
+    if (task_new(r, VEC_CREATE))
+        api_check_content_length(r, atomic_load(&r->d->limits.max_body_bytes));
+}
+
+static void submit(request *r)
+{
+    vec_task *t = T(r);
+    t->base.run = vec_run;
+    t->base.finish = vec_finish;
+    t->r = r;
+    api_submit_and_suspend(r, t->w, &t->base);
+}
+
+static void post_end(request *r)
+{
+    static const char *const keys[] = {"values", "n", "k", "fill", "seed", "dtype", "like", "side", "device", NULL};
+    vec_task *t = T(r);
+    json_t *body = NULL;
+    int64_t max_rows = atomic_load(&r->d->limits.max_rows);
+    if (!body_is_binary(r) && !(body = load_body(r)))
+        return;
+    json_t *opts = json_is_object(body) ? body : NULL;
+    if (check_keys(r, body, keys) || placement(r, opts))
+        goto out;
+    int64_t k = 0;
+    if (int_opt(r, opts, "k", 1, SPMV_MAX_K, &k))
+        goto out;
+    if (decode_values(r, body, t->n, (int32_t)k))
+        goto out;
+    if (t->n > max_rows) {
+        api_error(r, 400, "too_large", "a vector of %lld values a column is over max_rows (%lld)", (long long)t->n,
+                  (long long)max_rows);
+        goto out;
+    }
+    spmv_vec shape = {.dtype = t->dtype, .n = t->n, .k = t->k};
+    spmv_error err = {0};
+    if (vstore_reserve(r->d->vectors, &r->d->vlimits, t->w, spmv_vec_bytes(&shape), &err) != SPMV_OK) {
+        api_error(r, 507, "vector_limit", "%s", err.message);
+        goto out;
+    }
+    t->reserved = spmv_vec_bytes(&shape);
+    submit(r);
+out:
+    json_decref(body);
+}
+
+/* The vector of r->id, referenced into the task, or a 404 answered. */
+static rvec *get_vector(request *r, vec_task *t)
+{
+    if (!(t->v = vstore_get(r->d->vectors, r->id)))
+        api_error(r, 404, "vector_not_found", "no vector %s (deleted, expired after vector_ttl_s %lld s idle, or never "
+                  "created)", r->id, (long long)atomic_load(&r->d->vlimits.ttl_s));
+    else
+        t->w = t->v->w;
+    return t->v;
+}
+
+static void get_end(request *r)
+{
+    vec_task *t = task_new(r, VEC_READ);
+    if (!t || !get_vector(r, t))
+        return;
+    t->binary_out = wants_binary(r);
+    if (!(t->values = malloc(spmv_vec_bytes(&t->v->v) ? spmv_vec_bytes(&t->v->v) : 1))) {
+        api_error(r, 507, "out_of_memory", "no host memory to read %zu bytes", spmv_vec_bytes(&t->v->v));
+        return;
+    }
+    submit(r);
+}
+
+static void put_begin(request *r)
+{
+    if (task_new(r, VEC_WRITE))
+        api_check_content_length(r, atomic_load(&r->d->limits.max_body_bytes));
+}
+
+static void put_end(request *r)
+{
+    static const char *const keys[] = {"values", "fill", "seed", NULL};
+    vec_task *t = T(r);
+    json_t *body = NULL;
+    if (!get_vector(r, t))
+        return;
+    t->dtype = t->v->v.dtype;
+    if (!body_is_binary(r) && !(body = load_body(r)))
+        return;
+    if (check_keys(r, body, keys) || decode_values(r, body, t->v->v.n, t->v->v.k))
+        goto out;
+    submit(r);
+out:
+    json_decref(body);
+}
+
+static void delete_begin(request *r)
+{
+    spmv_error err = {0};
+    if (vstore_remove(r->d->vectors, r->id, &err) != SPMV_OK)
+        api_error(r, 404, "vector_not_found", "%s", err.message);
+    else
+        api_bytes(r, 204, NULL, NULL, 0);
+}
+
+static void list_begin(request *r)
+{
+    rvec **list;
+    size_t n;
+    if (vstore_list(r->d->vectors, &list, &n) != SPMV_OK) {
+        api_error(r, 500, "out_of_memory", "out of memory");
+        return;
+    }
+    json_t *a = json_array();
+    for (size_t i = 0; i < n; i++)
+        json_array_append_new(a, rvec_json(list[i], ttl(r->d)));
+    vstore_list_free(list, n);
+    api_json(r, 200, json_pack("{s:o}", "vectors", a));
+}
+
+const route_handlers api_vectors_get = {.begin = list_begin};
+const route_handlers api_vectors_post = {
+    .begin = post_begin, .body = collect, .end = post_end, .resumed = answer, .cleanup = cleanup, .accepts_body = true,
+};
+const route_handlers api_vector_get = {.end = get_end, .resumed = answer, .cleanup = cleanup};
+const route_handlers api_vector_put = {
+    .begin = put_begin, .body = collect, .end = put_end, .resumed = answer, .cleanup = cleanup, .accepts_body = true,
+};
+const route_handlers api_vector_delete = {.begin = delete_begin};

@@ -1751,8 +1751,15 @@ spmv_client_status spmv_client_vector_read(spmv_client *h, const char *id, spmv_
         return fail(h, SPMV_CLIENT_ERR_NOMEM, "out of memory");
     request req = {.method = "GET", .path = path, .accept = "application/octet-stream", .sink = values,
                    .sink_cap = count * esize, .sink_if_binary = true, .meta_name = "x-spmv-vector:"};
-    if ((st = do_request(h, &req, &r)) != SPMV_CLIENT_OK)
+    if ((st = do_request(h, &req, &r)) != SPMV_CLIENT_OK) {
+        /* an answer longer than the buffer: say why when the header tells (dtype or length) */
+        if (st == SPMV_CLIENT_ERR_PROTOCOL && r.meta_header &&
+            vector_from_text(h, r.meta_header, strlen(r.meta_header), "X-SpMV-Vector header", &v) == SPMV_CLIENT_OK &&
+            (v->dtype != dtype || (uint64_t)v->n * (uint64_t)v->k != count))
+            st = fail(h, SPMV_CLIENT_ERR_INVALID, "vector %s holds %lld x %lld %s values; the buffer takes %zu %s", id,
+                      (long long)v->n, (long long)v->k, dtype_text(v->dtype), count, dtype_text(dtype));
         goto done;
+    }
     if (r.to_sink != 1 && r.body.len) {
         st = fail(h, SPMV_CLIENT_ERR_PROTOCOL, "the vector came back as %s, not as binary values",
                   r.body.data[0] == '{' ? "JSON" : "something else");

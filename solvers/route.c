@@ -148,7 +148,7 @@ static int decode(request *r)
                   t->m->host.rows, t->m->host.cols);
         goto out;
     }
-    const char *method = json_string_value(json_object_get(o, "method"));
+    const char *method = json_object_get(o, "method") ? json_string_value(json_object_get(o, "method")) : "cg";
     if (!method || spmv_solve_method_parse(method, &t->o.method) != SPMV_OK) {
         api_error(r, 400, "invalid_request", "`method` must be \"cg\", \"bicgstab\" or \"gmres\"");
         goto out;

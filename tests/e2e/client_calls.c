@@ -739,7 +739,7 @@ static bool spd_coo(coo *m, int64_t n)
     if (!m->r || !m->c || !m->v) return false;
     int64_t k = 0;
     for (int64_t i = 0; i < n; i++) {
-        m->r[k] = i, m->c[k] = i, m->v[k++] = 2.5 + uniform();
+        m->r[k] = i, m->c[k] = i, m->v[k++] = 3.5 + uniform(); /* in [2.5, 4.5): strictly dominant, so SPD */
         if (i > 0) m->r[k] = i, m->c[k] = i - 1, m->v[k++] = -1;
         if (i + 1 < n) m->r[k] = i, m->c[k] = i + 1, m->v[k++] = -1;
     }

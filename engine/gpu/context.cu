@@ -149,6 +149,10 @@ extern "C" void spmv_gpu_ctx_free(spmv_gpu_ctx *ctx)
         cudaFree(ctx->scratch);
     if (ctx->sparse)
         cusparseDestroy(ctx->sparse);
+    if (ctx->blas)
+        cublasDestroy(ctx->blas);
+    if (ctx->dev_scalar)
+        cudaFree(ctx->dev_scalar);
     if (ctx->ev_start)
         cudaEventDestroy(ctx->ev_start);
     if (ctx->ev_stop)
@@ -219,6 +223,31 @@ int gpu_alloc(spmv_gpu_ctx *ctx, spmv_gpu_matrix *m, void **out, size_t bytes, c
     ctx->used += bytes;
     *out = p;
     return SPMV_OK;
+}
+
+int gpu_ctx_alloc(spmv_gpu_ctx *ctx, void **out, size_t bytes, const char *what, spmv_error *err)
+{
+    *out = NULL;
+    if (bytes == 0)
+        return SPMV_OK;
+    int st = check_fits(ctx, bytes, what, err);
+    if (st)
+        return st;
+    cudaError_t e = cudaMalloc(out, bytes);
+    if (e != cudaSuccess) {
+        *out = NULL;
+        return gpu_cuda_error(e, err, what);
+    }
+    ctx->used += bytes;
+    return SPMV_OK;
+}
+
+void gpu_ctx_free(spmv_gpu_ctx *ctx, void *p, size_t bytes)
+{
+    if (!p)
+        return;
+    cudaFree(p); /* waits for the device: nothing queued still reads it */
+    ctx->used -= bytes <= ctx->used ? bytes : ctx->used;
 }
 
 void gpu_release(spmv_gpu_ctx *ctx, spmv_gpu_matrix *m, void *p)

@@ -675,7 +675,10 @@ static double format_padding(const spmv_gpu_matrix *m, spmv_format f)
     }
 }
 
-extern "C" size_t spmv_gpu_matrix_bytes(const spmv_gpu_matrix *m) { return m ? m->bytes : 0; }
+extern "C" size_t spmv_gpu_matrix_bytes(const spmv_gpu_matrix *m)
+{
+    return m ? m->bytes + (m->transpose ? m->transpose->bytes : 0) : 0;
+}
 
 /* --------------------------------------------------------------- upload */
 
@@ -856,6 +859,8 @@ void gpu_matrix_destroy(spmv_gpu_ctx *ctx, spmv_gpu_matrix *m)
     cudaStreamSynchronize(ctx->stream);
     if (m->tex_x)
         cudaDestroyTextureObject(m->tex_x);
+    if (m->transpose)
+        gpu_matrix_destroy(ctx, m->transpose);
     gpu_sparse_cache_free(ctx, m);
     gpu_adaptive_free(ctx, m);
     while (!m->allocs.empty())

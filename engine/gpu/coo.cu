@@ -64,7 +64,7 @@ __global__ void __launch_bounds__(1024)
 static int zero_y(struct gpu_launch *l, spmv_error *err)
 {
     size_t bytes = (size_t)l->m->rows * spmv_dtype_size(l->m->dtype);
-    cudaError_t e = bytes ? cudaMemsetAsync(l->m->y, 0, bytes, l->ctx->stream) : cudaSuccess;
+    cudaError_t e = bytes ? cudaMemsetAsync(l->y, 0, bytes, l->ctx->stream) : cudaSuccess;
     return e == cudaSuccess ? SPMV_OK : gpu_cuda_error(e, err, "zeroing y");
 }
 
@@ -73,7 +73,7 @@ static void launch_atomic(struct gpu_launch *l, int64_t nnz, const int32_t *row,
 {
     int64_t blocks = (nnz + l->block - 1) / l->block, cap = (int64_t)l->ctx->sm_count * 2048 / l->block;
     coo_atomic_kernel<T><<<(unsigned)(blocks < cap ? blocks : cap), l->block, 0, l->ctx->stream>>>(
-        nnz, row, col, (const T *)val, (const T *)l->m->x, (T *)l->m->y);
+        nnz, row, col, (const T *)val, (const T *)l->x, (T *)l->y);
 }
 
 int gpu_coo_atomic_add(struct gpu_launch *l, int64_t nnz, const int32_t *row, const int32_t *col, const void *val,
@@ -101,7 +101,7 @@ template <typename T> static void launch_sliced(struct gpu_launch *l)
     spmv_gpu_matrix *m = l->m;
     int32_t slice = l->block * SLICE_PER_THREAD;
     coo_sliced_kernel<T><<<gpu_grid(m->nnz, slice), l->block, (size_t)slice * sizeof(T), l->ctx->stream>>>(
-        m->nnz, slice, m->coo_row, m->col, (const T *)m->val, (const T *)m->x, (T *)m->y);
+        m->nnz, slice, m->coo_row, m->col, (const T *)m->val, (const T *)l->x, (T *)l->y);
 }
 
 int gpu_coo_sliced(struct gpu_launch *l, spmv_error *err)

@@ -160,8 +160,8 @@ __global__ void __launch_bounds__(1024)
 template <typename T> static void launch_scalar(struct gpu_launch *l)
 {
     spmv_gpu_matrix *m = l->m;
-    csr_scalar_kernel<T><<<gpu_grid(m->rows, l->block), l->block, 0, l->ctx->stream>>>(CSR_ARGS(T), (const T *)m->x,
-                                                                                      (T *)m->y);
+    csr_scalar_kernel<T><<<gpu_grid(m->rows, l->block), l->block, 0, l->ctx->stream>>>(CSR_ARGS(T), (const T *)l->x,
+                                                                                      (T *)l->y);
 }
 
 int gpu_csr_scalar(struct gpu_launch *l, spmv_error *err)
@@ -186,7 +186,7 @@ template <typename T> static int launch_warp_buffer(struct gpu_launch *l, spmv_e
     int st = gpu_scratch(l->ctx, (size_t)grid * l->block * sizeof(T), &buf, err);
     if (st)
         return st;
-    csr_warp_buffer_kernel<T><<<grid, l->block, 0, l->ctx->stream>>>(CSR_ARGS(T), (const T *)m->x, (T *)m->y,
+    csr_warp_buffer_kernel<T><<<grid, l->block, 0, l->ctx->stream>>>(CSR_ARGS(T), (const T *)l->x, (T *)l->y,
                                                                      (T *)buf);
     return gpu_check_launch(err, "gpu.csr.warp_buffer");
 }
@@ -214,7 +214,7 @@ template <typename T, int TPR> static void launch_vector_w(struct gpu_launch *l)
 {
     spmv_gpu_matrix *m = l->m;
     csr_vector_kernel<T, TPR><<<gpu_grid((int64_t)m->rows * TPR, l->block), l->block, 0, l->ctx->stream>>>(
-        CSR_ARGS(T), (const T *)m->x, (T *)m->y);
+        CSR_ARGS(T), (const T *)l->x, (T *)l->y);
 }
 
 template <typename T> static void launch_vector(struct gpu_launch *l)
@@ -242,7 +242,7 @@ template <typename T> static void launch_tiled(struct gpu_launch *l)
     spmv_gpu_matrix *m = l->m;
     size_t smem = (size_t)(l->block / GPU_WARP) * TILE * sizeof(T);
     csr_tiled_kernel<T><<<gpu_grid((int64_t)m->rows * GPU_WARP, l->block), l->block, smem, l->ctx->stream>>>(
-        m->rows, m->cols, m->row_ptr, m->col, (const T *)m->val, (const T *)m->x, (T *)m->y);
+        m->rows, m->cols, m->row_ptr, m->col, (const T *)m->val, (const T *)l->x, (T *)l->y);
 }
 
 int gpu_csr_tiled(struct gpu_launch *l, spmv_error *err)
@@ -259,8 +259,12 @@ int gpu_csr_tiled(struct gpu_launch *l, spmv_error *err)
 int gpu_csr_texture_prepare(struct gpu_launch *l, spmv_error *err)
 {
     spmv_gpu_matrix *m = l->m;
-    if (m->tex_x || m->cols == 0)
+    if ((m->tex_x && m->tex_x_ptr == l->x) || m->cols == 0)
         return SPMV_OK;
+    if (m->tex_x) { /* made over another x (a resident vector): make it anew */
+        cudaDestroyTextureObject(m->tex_x);
+        m->tex_x = 0;
+    }
     if (m->cols > l->ctx->tex1d_linear_max)
         return spmv_error_set(err, SPMV_ERR_LIMIT, 0,
                               "gpu.csr.texture: %d columns exceed the %d elements a linear texture spans", m->cols,
@@ -268,7 +272,7 @@ int gpu_csr_texture_prepare(struct gpu_launch *l, spmv_error *err)
     cudaResourceDesc res;
     memset(&res, 0, sizeof res);
     res.resType = cudaResourceTypeLinear;
-    res.res.linear.devPtr = m->x;
+    res.res.linear.devPtr = (void *)l->x;
     res.res.linear.sizeInBytes = (size_t)m->cols * spmv_dtype_size(m->dtype);
     res.res.linear.desc = m->dtype == SPMV_FLOAT64 ? cudaCreateChannelDesc<int2>() : cudaCreateChannelDesc<float>();
     cudaTextureDesc td;
@@ -279,6 +283,7 @@ int gpu_csr_texture_prepare(struct gpu_launch *l, spmv_error *err)
         m->tex_x = 0;
         return gpu_cuda_error(e, err, "gpu.csr.texture: cudaCreateTextureObject");
     }
+    m->tex_x_ptr = l->x;
     return SPMV_OK;
 }
 
@@ -286,7 +291,7 @@ template <typename T> static void launch_texture(struct gpu_launch *l)
 {
     spmv_gpu_matrix *m = l->m;
     csr_texture_kernel<T><<<gpu_grid(m->rows, l->block), l->block, 0, l->ctx->stream>>>(CSR_ARGS(T), m->tex_x,
-                                                                                       (T *)m->y);
+                                                                                       (T *)l->y);
 }
 
 int gpu_csr_texture(struct gpu_launch *l, spmv_error *err)

@@ -286,13 +286,13 @@ template <typename T> static int launch_adaptive(struct gpu_launch *l, spmv_erro
     if (m->adaptive.nblocks == 0)
         return SPMV_OK;
     if (m->adaptive.has_chunks) {
-        cudaError_t e = cudaMemsetAsync(m->y, 0, (size_t)m->rows * sizeof(T), l->ctx->stream);
+        cudaError_t e = cudaMemsetAsync(l->y, 0, (size_t)m->rows * sizeof(T), l->ctx->stream);
         if (e != cudaSuccess)
             return gpu_cuda_error(e, err, "gpu.csr.adaptive: zeroing y");
     }
     size_t smem = (size_t)(cap > GPU_WARP ? cap : GPU_WARP) * sizeof(T);
     csr_adaptive_kernel<T><<<(unsigned)m->adaptive.nblocks, l->block, smem, l->ctx->stream>>>(
-        m->adaptive.blocks, cap, m->row_ptr, m->col, (const T *)m->val, (const T *)m->x, (T *)m->y);
+        m->adaptive.blocks, cap, m->row_ptr, m->col, (const T *)m->val, (const T *)l->x, (T *)l->y);
     return gpu_check_launch(err, "gpu.csr.adaptive");
 }
 

@@ -252,7 +252,7 @@ static int binned_bin(struct gpu_launch *l, int32_t first, int32_t n, int32_t lo
     if (n == 0)
         return SPMV_OK;
     csr_light_kernel<T, G><<<gpu_grid((int64_t)n * G, l->block), l->block, 0, l->ctx->stream>>>(
-        n, list, long_len, m->row_ptr, m->col, (const T *)m->val, (const T *)m->x, (T *)m->y);
+        n, list, long_len, m->row_ptr, m->col, (const T *)m->val, (const T *)l->x, (T *)l->y);
     return gpu_check_launch(err, "gpu.csr.binned");
 }
 
@@ -274,7 +274,7 @@ template <typename T> static int binned_launch(struct gpu_launch *l, spmv_error 
     if (m->fast.nchunks == 0)
         return SPMV_OK;
     csr_light_chunks<T><<<(unsigned)m->fast.nchunks, FAST_CHUNK_BLOCK, 0, l->ctx->stream>>>(
-        m->fast.chunks, m->col, (const T *)m->val, (const T *)m->x, (T *)m->y);
+        m->fast.chunks, m->col, (const T *)m->val, (const T *)l->x, (T *)l->y);
     return gpu_check_launch(err, "gpu.csr.binned chunks");
 }
 
@@ -290,7 +290,7 @@ template <typename T, int G> static int light_main(struct gpu_launch *l, spmv_er
     spmv_gpu_matrix *m = l->m;
     int32_t long_len = m->fast.nchunks > 0 ? FAST_LONG : INT32_MAX;
     csr_light_kernel<T, G><<<gpu_grid((int64_t)m->rows * G, l->block), l->block, 0, l->ctx->stream>>>(
-        m->rows, (const int32_t *)NULL, long_len, m->row_ptr, m->col, (const T *)m->val, (const T *)m->x, (T *)m->y);
+        m->rows, (const int32_t *)NULL, long_len, m->row_ptr, m->col, (const T *)m->val, (const T *)l->x, (T *)l->y);
     return gpu_check_launch(err, "gpu.csr.light");
 }
 
@@ -313,7 +313,7 @@ template <typename T> static int light_launch(struct gpu_launch *l, spmv_error *
     if (st || m->fast.nchunks == 0)
         return st;
     csr_light_chunks<T><<<(unsigned)m->fast.nchunks, FAST_CHUNK_BLOCK, 0, l->ctx->stream>>>(
-        m->fast.chunks, m->col, (const T *)m->val, (const T *)m->x, (T *)m->y);
+        m->fast.chunks, m->col, (const T *)m->val, (const T *)l->x, (T *)l->y);
     return gpu_check_launch(err, "gpu.csr.light chunks");
 }
 

@@ -86,11 +86,11 @@ template <typename T> static int launch_merge(struct gpu_launch *l, spmv_error *
     int32_t *carry_row = (int32_t *)(carry_val + nthreads);
     unsigned grid = gpu_grid(nthreads, l->block);
     csr_merge_kernel<T><<<grid, l->block, 0, l->ctx->stream>>>(m->rows, m->nnz, nthreads, m->row_ptr, m->col,
-                                                               (const T *)m->val, (const T *)m->x, (T *)m->y,
+                                                               (const T *)m->val, (const T *)l->x, (T *)l->y,
                                                                carry_row, carry_val);
     if ((st = gpu_check_launch(err, "gpu.csr.merge")))
         return st;
-    csr_merge_fixup<T><<<grid, l->block, 0, l->ctx->stream>>>(m->rows, nthreads, carry_row, carry_val, (T *)m->y);
+    csr_merge_fixup<T><<<grid, l->block, 0, l->ctx->stream>>>(m->rows, nthreads, carry_row, carry_val, (T *)l->y);
     return gpu_check_launch(err, "gpu.csr.merge fix-up");
 }
 

@@ -76,6 +76,10 @@ static int sparse_cache(struct gpu_launch *l, struct gpu_sparse_cache **out, spm
         c->vy = NULL;
         return gpu_sparse_error(s, err, "cusparseCreateDnVec(y)");
     }
+    /* the operands of this launch (the matrix's buffers or resident vectors) */
+    if ((s = cusparseDnVecSetValues(c->vx, (void *)l->x)) != CUSPARSE_STATUS_SUCCESS ||
+        (s = cusparseDnVecSetValues(c->vy, l->y)) != CUSPARSE_STATUS_SUCCESS)
+        return gpu_sparse_error(s, err, "cusparseDnVecSetValues");
     *out = c;
     return SPMV_OK;
 }
@@ -123,7 +127,7 @@ static int run_spmv(struct gpu_launch *l, cusparseSpMatDescr_t mat, cusparseSpMV
 static int zero_y(struct gpu_launch *l, spmv_error *err)
 {
     size_t bytes = (size_t)l->m->rows * spmv_dtype_size(l->m->dtype);
-    cudaError_t e = bytes ? cudaMemsetAsync(l->m->y, 0, bytes, l->ctx->stream) : cudaSuccess;
+    cudaError_t e = bytes ? cudaMemsetAsync(l->y, 0, bytes, l->ctx->stream) : cudaSuccess;
     return e == cudaSuccess ? SPMV_OK : gpu_cuda_error(e, err, "zeroing y");
 }
 

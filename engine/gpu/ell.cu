@@ -59,7 +59,7 @@ template <typename T> static void launch_ell(struct gpu_launch *l, const struct 
 {
     spmv_gpu_matrix *m = l->m;
     ell_kernel<T><<<gpu_grid(m->rows, l->block), l->block, 0, l->ctx->stream>>>(
-        m->rows, e->width, e->col, (const T *)e->val, (const T *)m->x, (T *)m->y);
+        m->rows, e->width, e->col, (const T *)e->val, (const T *)l->x, (T *)l->y);
 }
 
 int gpu_ell_run(struct gpu_launch *l, spmv_error *err)
@@ -76,7 +76,7 @@ template <typename T> static void launch_hll(struct gpu_launch *l)
     spmv_gpu_matrix *m = l->m;
     const struct gpu_hll *h = l->hll;
     hll_kernel<T><<<gpu_grid(m->rows, l->block), l->block, 0, l->ctx->stream>>>(
-        m->rows, h->hack_size, h->slice_off, h->slice_width, h->col, (const T *)h->val, (const T *)m->x, (T *)m->y);
+        m->rows, h->hack_size, h->slice_off, h->slice_width, h->col, (const T *)h->val, (const T *)l->x, (T *)l->y);
 }
 
 int gpu_hll_run(struct gpu_launch *l, spmv_error *err)

@@ -26,6 +26,7 @@
 #ifndef SPMV_GPU_CUH
 #define SPMV_GPU_CUH
 
+#include <cublas_v2.h>
 #include <cuda_runtime.h>
 #include <cusparse.h>
 
@@ -53,6 +54,8 @@ struct spmv_gpu_ctx {
     int tex1d_linear_max;    /* elements a linear texture may span */
     void *scratch;           /* grown by gpu_scratch() */
     size_t scratch_bytes;
+    cublasHandle_t blas;     /* BLAS-1 of resident vectors (blas.cu), made on first use, on `stream` */
+    double *dev_scalar;      /* one double on the device for reductions (blas.cu) */
 };
 
 /* ------------------------------------------------------- device formats */
@@ -140,6 +143,8 @@ struct spmv_gpu_matrix {
     struct gpu_fast fast;        /* gpu.csr.light (csr_fast.cu) */
     struct gpu_sparse_cache *sparse;
     cudaTextureObject_t tex_x;   /* 0: not created */
+    const void *tex_x_ptr;       /* the x buffer tex_x reads */
+    struct spmv_gpu_matrix *transpose; /* Aᵀ, built on first use (spmv_gpu_matrix_transpose) */
 
     std::vector<gpu_alloc_rec> allocs;
     size_t bytes;                /* sum of allocs */
@@ -211,6 +216,10 @@ struct gpu_launch {
     spmv_gpu_matrix *m;
     spmv_params p;               /* resolved (defaults filled in) */
     int block;                   /* block_size, multiple of 32 */
+    const void *x;               /* the operands of this launch: the matrix's own buffers or */
+    void *y;                     /* resident vectors (spmv_gpu_apply) */
+    int32_t ncols;               /* columns of x and y (SpMM kernels; 1 otherwise) */
+    struct gpu_spmm *spmm;       /* cuSPARSE SpMM descriptors of this call (spmm.cu) */
     struct gpu_hll *hll;         /* the HLL of p's hack_size (HLL kernels) */
 };
 
@@ -246,6 +255,16 @@ int gpu_cusparse_sell(struct gpu_launch *l, spmv_error *err);
 /* y += A*x for nnz COO triplets (atomics; gpu.coo.atomic and HYB's COO part). */
 int gpu_coo_atomic_add(struct gpu_launch *l, int64_t nnz, const int32_t *row, const int32_t *col, const void *val,
                        spmv_error *err);
+/* SpMM (k > 1 columns, column-major x and y): gpu.csr.spmm (spmm.cu) and
+ * cuSPARSE's SpMM behind cusparse.csr (cusparse.cu). */
+int gpu_csr_spmm(struct gpu_launch *l, spmv_error *err);
+int gpu_cusparse_csr_spmm(struct gpu_launch *l, spmv_error *err);
+int gpu_cusparse_spmm_prepare(struct gpu_launch *l, spmv_error *err);
+void gpu_cusparse_spmm_free(struct gpu_launch *l);
+/* Device memory that belongs to no matrix (vectors, temporaries), counted
+ * in ctx->used and kept out of the reserve. */
+int gpu_ctx_alloc(spmv_gpu_ctx *ctx, void **out, size_t bytes, const char *what, spmv_error *err);
+void gpu_ctx_free(spmv_gpu_ctx *ctx, void *p, size_t bytes);
 /* Frees a matrix's cuSPARSE descriptors (buffers are tracked allocations). */
 void gpu_sparse_cache_free(spmv_gpu_ctx *ctx, spmv_gpu_matrix *m);
 /* Frees the adaptive row blocks. */

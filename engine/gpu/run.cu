@@ -37,6 +37,7 @@ static const struct gpu_kernel_impl impls[] = {
     {"gpu.csr.merge", SPMV_FMT_CSR, NULL, gpu_csr_merge},
     {"gpu.csr.light", SPMV_FMT_CSR, gpu_csr_light_prepare, gpu_csr_light},
     {"gpu.csr.binned", SPMV_FMT_CSR, gpu_csr_binned_prepare, gpu_csr_binned},
+    {"gpu.csr.spmm", SPMV_FMT_CSR, NULL, gpu_csr_spmm},
     {"gpu.ell", SPMV_FMT_ELL, NULL, gpu_ell_run},
     {"gpu.hll", SPMV_FMT_HLL, NULL, gpu_hll_run},
     {"gpu.coo.atomic", SPMV_FMT_COO, NULL, gpu_coo_atomic},
@@ -73,108 +74,274 @@ static int ready_format(struct gpu_launch *l, const struct gpu_kernel_impl *impl
     return SPMV_OK;
 }
 
-static int check_run_args(spmv_gpu_ctx *ctx, const spmv_kernel *k, spmv_gpu_matrix *m, const void *x, void *y,
-                          int32_t warmup, int32_t runs, spmv_error *err)
+/* The launch of kernel k on m with the call's parameters resolved. */
+static int setup_launch(spmv_gpu_ctx *ctx, const spmv_kernel *k, spmv_gpu_matrix *m, const spmv_params *p,
+                        struct gpu_launch *l, const struct gpu_kernel_impl **impl, spmv_error *err)
 {
-    if (!ctx || !k || !m)
-        return spmv_error_set(err, SPMV_ERR_INVALID, 0, "GPU run: missing context, kernel or matrix");
-    if (k->device != SPMV_DEVICE_GPU)
-        return spmv_error_set(err, SPMV_ERR_INVALID, 0, "%s is not a GPU kernel", k->name);
-    if (k->op != SPMV_OP_SPMV)
-        return spmv_error_set(err, SPMV_ERR_INVALID, 0, "%s computes C = A*B (%s), not y = A*x", k->name,
-                              spmv_op_name(k->op));
-    if ((m->cols > 0 && !x) || (m->rows > 0 && !y))
-        return spmv_error_set(err, SPMV_ERR_INVALID, 0, "GPU run: missing x or y");
-    if (warmup < 0 || runs < 1 || runs > 1000000 || warmup > 1000000)
-        return spmv_error_set(err, SPMV_ERR_INVALID, 0, "GPU run: warmup %d / runs %d out of range (runs 1..1000000)",
-                              warmup, runs);
-    return SPMV_OK;
+    int st;
+    if (!(*impl = find_impl(k->name)))
+        return spmv_error_set(err, SPMV_ERR_UNAVAILABLE, 0, "%s has no GPU implementation in this build", k->name);
+    memset(l, 0, sizeof *l);
+    if ((st = spmv_params_resolve(k, p, &l->p, err)))
+        return st;
+    /* An HLL kernel without an explicit hack_size uses the upload's. */
+    if ((k->params & (1u << SPMV_PARAM_HACK_SIZE)) && !(p && p->v[SPMV_PARAM_HACK_SIZE]))
+        l->p.v[SPMV_PARAM_HACK_SIZE] = m->hack_size;
+    l->ctx = ctx;
+    l->m = m;
+    l->ncols = 1;
+    l->block = l->p.v[SPMV_PARAM_BLOCK_SIZE] > 0 ? l->p.v[SPMV_PARAM_BLOCK_SIZE] : 256;
+    cudaError_t e = cudaSetDevice(ctx->device);
+    return e == cudaSuccess ? SPMV_OK : gpu_cuda_error(e, err, "cudaSetDevice");
 }
 
-/* Copies x in and poisons y on the device. */
-static int stage_operands(struct gpu_launch *l, const void *x, spmv_error *err)
-{
-    spmv_gpu_matrix *m = l->m;
-    size_t vs = spmv_dtype_size(m->dtype);
-    cudaError_t e = cudaSuccess;
-    if (m->cols > 0)
-        e = cudaMemcpyAsync(m->x, x, (size_t)m->cols * vs, cudaMemcpyHostToDevice, l->ctx->stream);
-    if (e == cudaSuccess && m->rows > 0)
-        e = cudaMemsetAsync(m->y, 0xff, (size_t)m->rows * vs, l->ctx->stream);
-    return e == cudaSuccess ? SPMV_OK : gpu_cuda_error(e, err, "copying x to the device");
-}
-
-/* `runs` launches, each timed between two events. */
-static int timed_runs(struct gpu_launch *l, const struct gpu_kernel_impl *impl, int32_t runs, double *times,
-                      spmv_error *err)
+/* `runs` launches of fn, each timed between two events. */
+static int timed_fn(struct gpu_launch *l, gpu_launch_fn fn, const char *name, int32_t runs, double *times,
+                    spmv_error *err)
 {
     spmv_gpu_ctx *ctx = l->ctx;
     for (int32_t i = 0; i < runs; i++) {
         cudaError_t e = cudaEventRecord(ctx->ev_start, ctx->stream);
-        int st = e == cudaSuccess ? impl->launch(l, err) : gpu_cuda_error(e, err, "cudaEventRecord");
+        int st = e == cudaSuccess ? fn(l, err) : gpu_cuda_error(e, err, "cudaEventRecord");
         if (st)
             return st;
         float ms = 0;
         if ((e = cudaEventRecord(ctx->ev_stop, ctx->stream)) != cudaSuccess ||
             (e = cudaEventSynchronize(ctx->ev_stop)) != cudaSuccess ||
             (e = cudaEventElapsedTime(&ms, ctx->ev_start, ctx->ev_stop)) != cudaSuccess)
-            return gpu_cuda_error(e, err, impl->name);
+            return gpu_cuda_error(e, err, name);
         times[i] = ms;
     }
     return SPMV_OK;
+}
+
+extern "C" int spmv_gpu_apply(spmv_gpu_ctx *ctx, const spmv_kernel *k, spmv_gpu_matrix *m, const spmv_params *p,
+                              const spmv_apply_args *a, const spmv_vec *x, spmv_vec *y, spmv_stats *stats,
+                              double *axpby_ms, spmv_error *err)
+{
+    struct gpu_launch l;
+    const struct gpu_kernel_impl *impl;
+    double *times = NULL;
+    size_t fmt_bytes = 0, vs, tmp_bytes = 0;
+    void *tmp = NULL;
+    gpu_launch_fn fn;
+    cudaError_t e;
+    int st;
+    if (!ctx || !m)
+        return spmv_error_set(err, SPMV_ERR_INVALID, 0, "GPU apply: missing context or matrix");
+    if ((st = spmv_apply_check(k, m->rows, m->cols, m->dtype, x, y, a, err)))
+        return st;
+    if (k->device != SPMV_DEVICE_GPU || k->op != SPMV_OP_SPMV)
+        return spmv_error_set(err, SPMV_ERR_INVALID, 0, "%s is not a GPU SpMV kernel", k->name);
+    if (x->device != SPMV_DEVICE_GPU || y->device != SPMV_DEVICE_GPU)
+        return spmv_error_set(err, SPMV_ERR_INVALID, 0, "%s runs on GPU %d: x and y must be vectors there", k->name,
+                              ctx->device);
+    if (a->warmup < 0 || a->runs < 1 || a->runs > 1000000 || a->warmup > 1000000)
+        return spmv_error_set(err, SPMV_ERR_INVALID, 0, "GPU run: warmup %d / runs %d out of range (runs 1..1000000)",
+                              a->warmup, a->runs);
+    if ((st = setup_launch(ctx, k, m, p, &l, &impl, err)))
+        return st;
+    vs = spmv_dtype_size(m->dtype);
+    bool direct = a->alpha == 1.0 && a->beta == 0.0;
+    spmv_vec target = *y; /* where the kernel writes: y, or scratch for alpha/beta */
+    if (!direct) {
+        if (x->k == 1)
+            target.data = m->y;
+        else if ((st = gpu_ctx_alloc(ctx, &tmp, tmp_bytes = spmv_vec_bytes(y), "SpMM scratch", err)))
+            return st;
+        else
+            target.data = tmp;
+    }
+    l.x = x->data;
+    l.y = target.data;
+    l.ncols = x->k;
+    fn = impl->launch;
+    if (!(times = (double *)malloc((size_t)a->runs * sizeof *times))) {
+        st = spmv_error_set(err, SPMV_ERR_NOMEM, 0, "GPU run: cannot allocate %d timings", a->runs);
+        goto done;
+    }
+    if (spmv_vec_bytes(&target) && (e = cudaMemsetAsync(target.data, 0xff, spmv_vec_bytes(&target), ctx->stream)) !=
+                                       cudaSuccess) { /* all bits set: NaN in both dtypes */
+        st = gpu_cuda_error(e, err, "poisoning y");
+        goto done;
+    }
+    if ((st = ready_format(&l, impl, &fmt_bytes, err)))
+        goto done;
+    if (x->k > 1) { /* SpMM: ours or cuSPARSE's (spmv_apply_check refused the others) */
+        if (strcmp(k->name, "cusparse.csr") == 0) {
+            if ((st = gpu_cusparse_spmm_prepare(&l, err)))
+                goto done;
+            fn = gpu_cusparse_csr_spmm;
+        }
+    } else if (impl->prepare && (st = impl->prepare(&l, err)))
+        goto done;
+    for (int32_t i = 0; i < a->warmup; i++)
+        if ((st = fn(&l, err)))
+            goto done;
+    if ((st = timed_fn(&l, fn, k->name, a->runs, times, err)))
+        goto done;
+    if (axpby_ms)
+        *axpby_ms = 0;
+    if (!direct) {
+        float ms = 0;
+        if ((e = cudaEventRecord(ctx->ev_start, ctx->stream)) != cudaSuccess ||
+            (st = spmv_gpu_vec_axpby(ctx, a->alpha, &target, a->beta, y, err)) ||
+            (e = cudaEventRecord(ctx->ev_stop, ctx->stream)) != cudaSuccess ||
+            (e = cudaEventSynchronize(ctx->ev_stop)) != cudaSuccess ||
+            (e = cudaEventElapsedTime(&ms, ctx->ev_start, ctx->ev_stop)) != cudaSuccess) {
+            if (!st)
+                st = gpu_cuda_error(e, err, "axpby");
+            goto done;
+        }
+        if (axpby_ms)
+            *axpby_ms = ms;
+    }
+    if (stats)
+        spmv_stats_compute(times, a->runs, a->warmup, 2 * m->nnz * x->k,
+                           (int64_t)(fmt_bytes + ((size_t)m->rows + m->cols) * vs * (size_t)x->k), stats);
+done:
+    if (st) /* let queued work finish before the caller reuses anything */
+        cudaStreamSynchronize(ctx->stream);
+    gpu_cusparse_spmm_free(&l);
+    if (tmp)
+        gpu_ctx_free(ctx, tmp, tmp_bytes);
+    free(times);
+    return st;
 }
 
 extern "C" int spmv_gpu_run(spmv_gpu_ctx *ctx, const spmv_kernel *k, spmv_gpu_matrix *m, const spmv_params *p,
                             const void *x, void *y, int32_t warmup, int32_t runs, spmv_stats *stats,
                             spmv_error *err)
 {
-    struct gpu_launch l;
-    const struct gpu_kernel_impl *impl;
-    double *times = NULL;
-    size_t fmt_bytes = 0, vs;
+    if (!ctx || !k || !m)
+        return spmv_error_set(err, SPMV_ERR_INVALID, 0, "GPU run: missing context, kernel or matrix");
+    if ((m->cols > 0 && !x) || (m->rows > 0 && !y))
+        return spmv_error_set(err, SPMV_ERR_INVALID, 0, "GPU run: missing x or y");
+    size_t vs = spmv_dtype_size(m->dtype);
+    spmv_vec vx = {SPMV_DEVICE_GPU, m->dtype, m->cols, 1, m->x}, vy = {SPMV_DEVICE_GPU, m->dtype, m->rows, 1, m->y};
+    spmv_apply_args a = {1.0, 0.0, warmup, runs};
+    cudaError_t e = cudaSetDevice(ctx->device);
+    if (e == cudaSuccess && m->cols > 0)
+        e = cudaMemcpyAsync(m->x, x, (size_t)m->cols * vs, cudaMemcpyHostToDevice, ctx->stream);
+    if (e != cudaSuccess)
+        return gpu_cuda_error(e, err, "copying x to the device");
+    int st = spmv_gpu_apply(ctx, k, m, p, &a, &vx, &vy, stats, NULL, err);
+    if (st)
+        return st;
+    if (m->rows > 0 && (e = cudaMemcpyAsync(y, m->y, (size_t)m->rows * vs, cudaMemcpyDeviceToHost, ctx->stream)) !=
+                           cudaSuccess)
+        return gpu_cuda_error(e, err, "copying y from the device");
+    if ((e = cudaStreamSynchronize(ctx->stream)) != cudaSuccess)
+        return gpu_cuda_error(e, err, k->name);
+    return SPMV_OK;
+}
+
+extern "C" int spmv_gpu_run_k(spmv_gpu_ctx *ctx, const spmv_kernel *k, spmv_gpu_matrix *m, const spmv_params *p,
+                              int32_t ncols, const void *x, void *y, int32_t warmup, int32_t runs, spmv_stats *stats,
+                              spmv_error *err)
+{
+    if (ncols == 1)
+        return spmv_gpu_run(ctx, k, m, p, x, y, warmup, runs, stats, err);
+    if (!ctx || !m)
+        return spmv_error_set(err, SPMV_ERR_INVALID, 0, "GPU run: missing context or matrix");
+    spmv_vec vx, vy;
+    spmv_apply_args a = {1.0, 0.0, warmup, runs};
+    int st = spmv_gpu_vec_alloc(ctx, m->dtype, m->cols, ncols, &vx, err);
+    if (st)
+        return st;
+    if ((st = spmv_gpu_vec_alloc(ctx, m->dtype, m->rows, ncols, &vy, err))) {
+        spmv_gpu_vec_free(ctx, &vx);
+        return st;
+    }
+    if (!(st = spmv_gpu_vec_write(ctx, &vx, x, err)) &&
+        !(st = spmv_gpu_apply(ctx, k, m, p, &a, &vx, &vy, stats, NULL, err)))
+        st = spmv_gpu_vec_read(ctx, &vy, y, err);
+    spmv_gpu_vec_free(ctx, &vx);
+    spmv_gpu_vec_free(ctx, &vy);
+    return st;
+}
+
+/* Aᵀ as a resident CSR: cuSPARSE's csr2csc of A is the CSR of Aᵀ. Built
+ * once, kept with m, freed with it; its bytes count in m's. */
+extern "C" int spmv_gpu_matrix_transpose(spmv_gpu_ctx *ctx, spmv_gpu_matrix *m, spmv_gpu_matrix **out,
+                                         spmv_error *err)
+{
+    *out = NULL;
+    if (!ctx || !m)
+        return spmv_error_set(err, SPMV_ERR_INVALID, 0, "transpose: missing context or matrix");
+    if (m->transpose) {
+        *out = m->transpose;
+        return SPMV_OK;
+    }
+    spmv_gpu_matrix *t = new (std::nothrow) spmv_gpu_matrix();
+    if (!t)
+        return spmv_error_set(err, SPMV_ERR_NOMEM, 0, "transpose: out of host memory");
+    t->rows = m->cols;
+    t->cols = m->rows;
+    t->nnz = m->nnz;
+    t->dtype = m->dtype;
+    t->hack_size = m->hack_size;
+    size_t vs = spmv_dtype_size(m->dtype), buf_bytes = 0;
+    void *buf = NULL;
+    int32_t *host_ptr = NULL;
+    cudaDataType vt = m->dtype == SPMV_FLOAT64 ? CUDA_R_64F : CUDA_R_32F;
+    cusparseStatus_t s;
     cudaError_t e;
     int st;
-    if ((st = check_run_args(ctx, k, m, x, y, warmup, runs, err)))
-        return st;
-    if (!(impl = find_impl(k->name)))
-        return spmv_error_set(err, SPMV_ERR_UNAVAILABLE, 0, "%s has no GPU implementation in this build", k->name);
-    memset(&l, 0, sizeof l);
-    if ((st = spmv_params_resolve(k, p, &l.p, err)))
-        return st;
-    /* An HLL kernel without an explicit hack_size uses the upload's. */
-    if ((k->params & (1u << SPMV_PARAM_HACK_SIZE)) && !(p && p->v[SPMV_PARAM_HACK_SIZE]))
-        l.p.v[SPMV_PARAM_HACK_SIZE] = m->hack_size;
-    l.ctx = ctx;
-    l.m = m;
-    l.block = l.p.v[SPMV_PARAM_BLOCK_SIZE] > 0 ? l.p.v[SPMV_PARAM_BLOCK_SIZE] : 256;
-    if ((e = cudaSetDevice(ctx->device)) != cudaSuccess)
-        return gpu_cuda_error(e, err, "cudaSetDevice");
-    if (!(times = (double *)malloc((size_t)runs * sizeof *times)))
-        return spmv_error_set(err, SPMV_ERR_NOMEM, 0, "GPU run: cannot allocate %d timings", runs);
-    if ((st = ready_format(&l, impl, &fmt_bytes, err)) || (st = stage_operands(&l, x, err)) ||
-        (impl->prepare && (st = impl->prepare(&l, err))))
-        goto done;
-    for (int32_t i = 0; i < warmup; i++)
-        if ((st = impl->launch(&l, err)))
-            goto done;
-    if ((st = timed_runs(&l, impl, runs, times, err)))
-        goto done;
-    vs = spmv_dtype_size(m->dtype);
-    if (m->rows > 0 && (e = cudaMemcpyAsync(y, m->y, (size_t)m->rows * vs, cudaMemcpyDeviceToHost, ctx->stream)) !=
-                           cudaSuccess) {
-        st = gpu_cuda_error(e, err, "copying y from the device");
-        goto done;
+    if ((st = cudaSetDevice(ctx->device) == cudaSuccess ? SPMV_OK : SPMV_ERR_DEVICE) ||
+        (st = gpu_alloc(ctx, t, (void **)&t->row_ptr, ((size_t)t->rows + 1) * 4, "transpose row_ptr", err)) ||
+        (st = gpu_alloc(ctx, t, (void **)&t->col, (size_t)t->nnz * 4, "transpose col", err)) ||
+        (st = gpu_alloc(ctx, t, &t->val, (size_t)t->nnz * vs, "transpose val", err)) ||
+        (st = gpu_alloc(ctx, t, &t->x, (size_t)t->cols * vs, "transpose x", err)) ||
+        (st = gpu_alloc(ctx, t, &t->y, (size_t)t->rows * vs, "transpose y", err)))
+        goto fail;
+    if (m->nnz == 0) {
+        if ((e = cudaMemsetAsync(t->row_ptr, 0, ((size_t)t->rows + 1) * 4, ctx->stream)) != cudaSuccess) {
+            st = gpu_cuda_error(e, err, "transpose");
+            goto fail;
+        }
+    } else {
+        if ((s = cusparseCsr2cscEx2_bufferSize(ctx->sparse, m->rows, m->cols, (int)m->nnz, m->val, m->row_ptr, m->col,
+                                               t->val, t->row_ptr, t->col, vt, CUSPARSE_ACTION_NUMERIC,
+                                               CUSPARSE_INDEX_BASE_ZERO, CUSPARSE_CSR2CSC_ALG1, &buf_bytes)) !=
+            CUSPARSE_STATUS_SUCCESS) {
+            st = gpu_sparse_error(s, err, "transpose: csr2csc buffer size");
+            goto fail;
+        }
+        if ((st = gpu_ctx_alloc(ctx, &buf, buf_bytes, "transpose scratch", err)))
+            goto fail;
+        if ((s = cusparseCsr2cscEx2(ctx->sparse, m->rows, m->cols, (int)m->nnz, m->val, m->row_ptr, m->col, t->val,
+                                    t->row_ptr, t->col, vt, CUSPARSE_ACTION_NUMERIC, CUSPARSE_INDEX_BASE_ZERO,
+                                    CUSPARSE_CSR2CSC_ALG1, buf)) != CUSPARSE_STATUS_SUCCESS) {
+            st = gpu_sparse_error(s, err, "transpose: csr2csc");
+            goto fail;
+        }
     }
-    if ((e = cudaStreamSynchronize(ctx->stream)) != cudaSuccess) {
-        st = gpu_cuda_error(e, err, k->name);
-        goto done;
+    /* the longest row of Aᵀ (some kernels size their work by it) */
+    if (!(host_ptr = (int32_t *)malloc(((size_t)t->rows + 1) * 4))) {
+        st = spmv_error_set(err, SPMV_ERR_NOMEM, 0, "transpose: out of host memory");
+        goto fail;
     }
-    if (stats)
-        spmv_stats_compute(times, runs, warmup, 2 * m->nnz,
-                           (int64_t)(fmt_bytes + ((size_t)m->rows + m->cols) * vs), stats);
-done:
-    if (st) /* let queued work finish before the caller reuses anything */
-        cudaStreamSynchronize(ctx->stream);
-    free(times);
+    if ((e = cudaMemcpyAsync(host_ptr, t->row_ptr, ((size_t)t->rows + 1) * 4, cudaMemcpyDeviceToHost, ctx->stream)) !=
+            cudaSuccess ||
+        (e = cudaStreamSynchronize(ctx->stream)) != cudaSuccess) {
+        st = gpu_cuda_error(e, err, "transpose");
+        goto fail;
+    }
+    for (int32_t i = 0; i < t->rows; i++)
+        if (host_ptr[i + 1] - host_ptr[i] > t->max_row)
+            t->max_row = host_ptr[i + 1] - host_ptr[i];
+    free(host_ptr);
+    gpu_ctx_free(ctx, buf, buf_bytes);
+    t->formats = SPMV_FMT_CSR;
+    m->transpose = t;
+    *out = t;
+    return SPMV_OK;
+fail:
+    if (st == SPMV_ERR_DEVICE && !err->message[0])
+        spmv_error_set(err, st, 0, "transpose: cudaSetDevice failed");
+    free(host_ptr);
+    gpu_ctx_free(ctx, buf, buf_bytes);
+    gpu_matrix_destroy(ctx, t);
     return st;
 }

@@ -142,10 +142,12 @@ int gpu_cusparse_csr_prepare(struct gpu_launch *l, spmv_error *err)
     int a = alg_index(l), st;
     cusparseSpMVAlg_t alg = a ? CUSPARSE_SPMV_CSR_ALG2 : CUSPARSE_SPMV_CSR_ALG1;
     cusparseStatus_t s;
-    if (m->nnz == 0 || (m->sparse && m->sparse->csr_ready[a]))
+    if (m->nnz == 0)
         return SPMV_OK;
-    if ((st = sparse_cache(l, &c, err)))
+    if ((st = sparse_cache(l, &c, err))) /* every call: it points the descriptors at this call's x and y */
         return st;
+    if (c->csr_ready[a])
+        return SPMV_OK;
     if (!c->csr[a] &&
         (s = cusparseCreateCsr(&c->csr[a], m->rows, m->cols, m->nnz, m->row_ptr, m->col, m->val, CUSPARSE_INDEX_32I,
                                CUSPARSE_INDEX_32I, CUSPARSE_INDEX_BASE_ZERO, value_type(m))) != CUSPARSE_STATUS_SUCCESS) {
@@ -180,10 +182,12 @@ int gpu_cusparse_coo_prepare(struct gpu_launch *l, spmv_error *err)
     int a = alg_index(l), st;
     cusparseSpMVAlg_t alg = a ? CUSPARSE_SPMV_COO_ALG2 : CUSPARSE_SPMV_COO_ALG1;
     cusparseStatus_t s;
-    if (m->nnz == 0 || (m->sparse && m->sparse->coo_ready[a]))
+    if (m->nnz == 0)
         return SPMV_OK;
-    if ((st = sparse_cache(l, &c, err)))
+    if ((st = sparse_cache(l, &c, err))) /* every call: it points the descriptors at this call's x and y */
         return st;
+    if (c->coo_ready[a])
+        return SPMV_OK;
     if (!c->coo[a] &&
         (s = cusparseCreateCoo(&c->coo[a], m->rows, m->cols, m->nnz, m->coo_row, m->col, m->val, CUSPARSE_INDEX_32I,
                                CUSPARSE_INDEX_BASE_ZERO, value_type(m))) != CUSPARSE_STATUS_SUCCESS) {
@@ -223,7 +227,8 @@ int gpu_cusparse_sell_prepare(struct gpu_launch *l, spmv_error *err)
     int st;
     if (m->nnz == 0)
         return SPMV_OK;
-    c = m->sparse;
+    if ((st = sparse_cache(l, &c, err))) /* every call: it points the descriptors at this call's x and y */
+        return st;
     if (c && c->sell && c->sell_hack == h->hack_size && c->sell_arrays[0] == h->slice_off32 &&
         c->sell_arrays[1] == h->col && c->sell_arrays[2] == h->val)
         return SPMV_OK;

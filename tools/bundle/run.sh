@@ -55,10 +55,17 @@ if [ -x "$B/bin/real/test_gpu_spmspm" ]; then  # the SpMSpM kernels (C = A*B)
   grep -E '^# (FAIL|SKIP)' "$OUT/test_gpu_spmspm.log" | head -20 | tee -a "$summary"
 fi
 
+if [ -x "$B/bin/real/test_gpu_vectors" ]; then  # resident vectors, BLAS-1, apply, SpMM, Aᵀ, solvers
+  step test_gpu_vectors "$OUT/test_gpu_vectors.log" 150 "$B/bin/test_gpu_vectors"
+  grep -E '^# (GPU|blas1|SKIP)|^not ok|FAIL|ERROR' "$OUT/test_gpu_vectors.log" | head -30 | tee -a "$summary"
+fi
+
 if command -v compute-sanitizer >/dev/null; then
   cs="compute-sanitizer --error-exitcode 99"
   # memcheck over the whole test, leaks included
   step memcheck "$OUT/memcheck.log" 150 $cs --tool memcheck --leak-check full "$B/bin/test_gpu"
+  [ -x "$B/bin/real/test_gpu_vectors" ] && step memcheck_vectors "$OUT/memcheck_vectors.log" 120 $cs --tool memcheck \
+    "$B/bin/test_gpu_vectors"
   grep -E 'ERROR SUMMARY|LEAK SUMMARY|Invalid|Error' "$OUT/memcheck.log" | sort | uniq -c | head -12 | tee -a "$summary"
   # racecheck on this project's kernels (cuSPARSE's own csrmv kernel is
   # reported separately: see docs/gpu-test-log.md)

@@ -1,0 +1,358 @@
+/* test_gpu_vectors.c — resident vectors on a GPU, BLAS-1 there, products
+ * with resident operands (alpha, beta, k columns, Aᵀ) and the solvers on
+ * the device (engine/gpu/blas.cu, engine/gpu/spmm.cu, engine/gpu/run.cu,
+ * solvers/krylov.c with device vectors).
+ *
+ * On a host without a GPU every case is skipped with spmv_gpu_count()'s
+ * reason; the GPU host runs the binary from the bundle. Every device result
+ * is compared with the host: BLAS-1 with the host vector calls on the same
+ * values, products with spmv_reference (k columns: column by column) or a
+ * host loop over Aᵀ, solvers by the residual recomputed on the host. Inputs
+ * are drawn afresh (seed printed, SPMV_SEED repeats); outputs are poisoned
+ * (NaN) before each kernel. The context's used bytes must come back to
+ * where they started after every vector and scratch is freed.
+ */
+#include <math.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <cmocka.h>
+
+#include "krylov.h"
+#include "spmv.h"
+#include "testutil.h"
+
+static struct {
+    spmv_gpu_ctx *ctx;
+    const char *reason;
+    tu_rng rng;
+} fx;
+
+#define NEED_GPU()                                          \
+    do {                                                    \
+        if (!fx.ctx) {                                      \
+            print_message("# SKIP: %s\n", fx.reason);       \
+            skip();                                         \
+        }                                                   \
+    } while (0)
+
+static size_t used(void)
+{
+    spmv_gpu_info info;
+    assert_int_equal(spmv_gpu_ctx_info(fx.ctx, &info), SPMV_OK);
+    return info.mem_used_by_spmvd;
+}
+
+/* A device vector holding the values of host vector h. */
+static void to_device(const spmv_vec *h, spmv_vec *d)
+{
+    spmv_error err = {0};
+    assert_int_equal(spmv_vec_alloc(fx.ctx, SPMV_DEVICE_GPU, h->dtype, h->n, h->k, d, &err), SPMV_OK);
+    assert_int_equal(spmv_vec_write(fx.ctx, d, h->data, &err), SPMV_OK);
+}
+
+static void host_random(spmv_dtype dt, int64_t n, int32_t k, spmv_vec *v)
+{
+    spmv_error err = {0};
+    assert_int_equal(spmv_vec_alloc(NULL, SPMV_DEVICE_CPU, dt, n, k, v, &err), SPMV_OK);
+    tu_random_vector(&fx.rng, dt, n * k, v->data);
+}
+
+static double at(const spmv_vec *v, int64_t i)
+{
+    return v->dtype == SPMV_FLOAT64 ? ((double *)v->data)[i] : ((float *)v->data)[i];
+}
+
+/* max |a - b| / max(|b|, tiny) of two host vectors. */
+static double rel(const spmv_vec *a, const spmv_vec *b)
+{
+    double d = 0, s = 1e-300;
+    for (int64_t i = 0; i < a->n * a->k; i++) {
+        double x = at(a, i), y = at(b, i);
+        if (isnan(x) != isnan(y))
+            return INFINITY;
+        d = fmax(d, fabs(x - y));
+        s = fmax(s, fabs(y));
+    }
+    return d / s;
+}
+
+static void read_back(const spmv_vec *d, spmv_vec *h)
+{
+    spmv_error err = {0};
+    assert_int_equal(spmv_vec_alloc(NULL, SPMV_DEVICE_CPU, d->dtype, d->n, d->k, h, &err), SPMV_OK);
+    tu_poison(h->data, d->dtype, d->n * d->k);
+    assert_int_equal(spmv_vec_read(fx.ctx, d, h->data, &err), SPMV_OK);
+}
+
+static void test_blas1(void **state)
+{
+    (void)state;
+    NEED_GPU();
+    spmv_error err = {0};
+    size_t u0 = used();
+    for (int d = 0; d < 2; d++) {
+        spmv_dtype dt = d ? SPMV_FLOAT32 : SPMV_FLOAT64;
+        double tol = d ? 1e-6 : 1e-14;
+        for (int32_t k = 1; k <= 3; k += 2) {
+            int64_t n = 1 + tu_rng_range(&fx.rng, 0, 3000000);
+            spmv_vec hx, hy, dx, dy, back;
+            host_random(dt, n, k, &hx);
+            host_random(dt, n, k, &hy);
+            to_device(&hx, &dx);
+            to_device(&hy, &dy);
+            double a = tu_rng_value(&fx.rng), b = tu_rng_value(&fx.rng);
+            double hd[3], dd[3], hn[3], dn[3];
+            assert_int_equal(spmv_vec_dot(NULL, &hx, &hy, hd, &err), SPMV_OK);
+            assert_int_equal(spmv_vec_dot(fx.ctx, &dx, &dy, dd, &err), SPMV_OK);
+            assert_int_equal(spmv_vec_nrm2(NULL, &hx, hn, &err), SPMV_OK);
+            assert_int_equal(spmv_vec_nrm2(fx.ctx, &dx, dn, &err), SPMV_OK);
+            for (int32_t j = 0; j < k; j++) {
+                assert_true(fabs(hd[j] - dd[j]) <= 1e-10 * hn[j] * hn[j] + 1e-12);
+                assert_true(fabs(hn[j] - dn[j]) <= 1e-12 * hn[j]);
+            }
+            /* the same sequence on both sides, then compared */
+            for (int side = 0; side < 2; side++) {
+                spmv_gpu_ctx *c = side ? fx.ctx : NULL;
+                spmv_vec *x = side ? &dx : &hx, *y = side ? &dy : &hy;
+                assert_int_equal(spmv_vec_axpby(c, a, x, b, y, &err), SPMV_OK);
+                assert_int_equal(spmv_vec_axpy(c, b, x, y, &err), SPMV_OK);
+                assert_int_equal(spmv_vec_scal(c, a, y, &err), SPMV_OK);
+                assert_int_equal(spmv_vec_mul(c, x, y, &err), SPMV_OK);
+                assert_int_equal(spmv_vec_axpby(c, a, y, 0.0, x, &err), SPMV_OK);
+            }
+            read_back(&dy, &back);
+            double e = rel(&back, &hy);
+            print_message("# blas1 %s n=%lld k=%d: rel %.3g\n", spmv_dtype_name(dt), (long long)n, k, e);
+            assert_true(e <= tol * 10);
+            spmv_vec_free(NULL, &back);
+            read_back(&dx, &back);
+            assert_true(rel(&back, &hx) <= tol * 10);
+            spmv_vec_free(NULL, &back);
+            /* fill, random fill (same values as the host for one seed), copy */
+            assert_int_equal(spmv_vec_fill_random(fx.ctx, &dx, 99, &err), SPMV_OK);
+            assert_int_equal(spmv_vec_fill_random(NULL, &hx, 99, &err), SPMV_OK);
+            assert_int_equal(spmv_vec_copy(fx.ctx, &dx, &dy, &err), SPMV_OK);
+            read_back(&dy, &back);
+            assert_memory_equal(back.data, hx.data, spmv_vec_bytes(&hx));
+            spmv_vec_free(NULL, &back);
+            assert_int_equal(spmv_vec_fill(fx.ctx, &dy, -2.5, &err), SPMV_OK);
+            read_back(&dy, &back);
+            for (int64_t i = 0; i < n * k; i++)
+                assert_true(at(&back, i) == -2.5);
+            spmv_vec_free(NULL, &back);
+            spmv_vec_free(fx.ctx, &dx);
+            spmv_vec_free(fx.ctx, &dy);
+            spmv_vec_free(NULL, &hx);
+            spmv_vec_free(NULL, &hy);
+        }
+    }
+    assert_int_equal(used(), u0);
+}
+
+/* Products: every kernel taking k columns with k = 1, 3, 8, 17; alpha and
+ * beta through several single-column kernels; Aᵀ. */
+static void test_apply(void **state)
+{
+    (void)state;
+    NEED_GPU();
+    spmv_error err = {0};
+    size_t u0 = used();
+    static const tu_shape shapes[] = {TU_SHAPE_RANDOM, TU_SHAPE_POWER_LAW, TU_SHAPE_DENSE_ROW};
+    for (int d = 0; d < 2; d++) {
+        spmv_dtype dt = d ? SPMV_FLOAT32 : SPMV_FLOAT64;
+        double tol = d ? 1e-4 : 1e-11;
+        for (size_t si = 0; si < 3; si++) {
+            spmv_coo coo;
+            tu_random_coo(&fx.rng, shapes[si], 5000, SPMV_FLOAT64, &coo);
+            spmv_matrix hm, ht;
+            spmv_gpu_matrix *gm = NULL, *gt = NULL;
+            spmv_gpu_upload_stats us;
+            assert_int_equal(spmv_matrix_build(&coo, dt, SPMV_FMT_CSR, 32, 0, &hm, &err), SPMV_OK);
+            assert_int_equal(spmv_matrix_transpose(&hm, &ht, &err), SPMV_OK);
+            assert_int_equal(spmv_gpu_matrix_upload(fx.ctx, &coo, dt, SPMV_FMT_CSR, 32, &gm, &us, &err), SPMV_OK);
+            size_t before_t = spmv_gpu_matrix_bytes(gm);
+            assert_int_equal(spmv_gpu_matrix_transpose(fx.ctx, gm, &gt, &err), SPMV_OK);
+            assert_true(spmv_gpu_matrix_bytes(gm) > before_t);
+            static const char *const names[] = {"gpu.csr.spmm", "cusparse.csr", "gpu.csr.vector", "gpu.csr.light",
+                                                "gpu.csr.merge", "gpu.csr.texture"};
+            for (size_t kn = 0; kn < sizeof names / sizeof *names; kn++) {
+                const spmv_kernel *kern = spmv_kernel_find(names[kn]);
+                static const int32_t ks[] = {1, 3, 8, 17};
+                for (size_t ki = 0; ki < 4; ki++) {
+                    int32_t k = ks[ki];
+                    if (k > spmv_kernel_max_k(kern))
+                        break;
+                    for (int t = 0; t < 2; t++) {
+                        const spmv_matrix *hu = t ? &ht : &hm;
+                        spmv_gpu_matrix *gu = t ? gt : gm;
+                        spmv_vec hx, hy, dx, dy, back, want;
+                        host_random(dt, hu->cols, k, &hx);
+                        host_random(dt, hu->rows, k, &hy);
+                        to_device(&hx, &dx);
+                        to_device(&hy, &dy);
+                        double alpha = (k == 1 && !t) ? tu_rng_value(&fx.rng) : 1.0;
+                        double beta = (k == 1 && !t) ? tu_rng_value(&fx.rng) : 0.0;
+                        spmv_apply_args a = {alpha, beta, 1, 2};
+                        spmv_stats st;
+                        double axms = -1;
+                        if (beta == 0.0) { /* y is output only: poison it */
+                            tu_poison(hy.data, dt, hu->rows * (int64_t)k);
+                            assert_int_equal(spmv_vec_write(fx.ctx, &dy, hy.data, &err), SPMV_OK);
+                        }
+                        int rc = spmv_gpu_apply(fx.ctx, kern, gu, NULL, &a, &dx, &dy, &st, &axms, &err);
+                        if (rc != SPMV_OK)
+                            fail_msg("%s k=%d op %c %s: %s", names[kn], k, t ? 't' : 'n', spmv_dtype_name(dt),
+                                     err.message);
+                        read_back(&dy, &back);
+                        /* the host side: the reference per column, then alpha/beta */
+                        assert_int_equal(spmv_vec_alloc(NULL, SPMV_DEVICE_CPU, dt, hu->rows, k, &want, &err), SPMV_OK);
+                        size_t vs = spmv_dtype_size(dt);
+                        for (int32_t j = 0; j < k; j++)
+                            spmv_reference(&hu->csr, (char *)hx.data + (size_t)j * hu->cols * vs,
+                                           (char *)want.data + (size_t)j * hu->rows * vs);
+                        if (beta != 0.0 || alpha != 1.0)
+                            assert_int_equal(spmv_vec_axpby(NULL, beta, &hy, alpha, &want, &err), SPMV_OK);
+                        double e = rel(&back, &want);
+                        if (!(e <= tol))
+                            fail_msg("%s k=%d op %c %s shape %zu: rel err %.3g", names[kn], k, t ? 't' : 'n',
+                                     spmv_dtype_name(dt), si, e);
+                        spmv_vec_free(NULL, &back);
+                        spmv_vec_free(NULL, &want);
+                        spmv_vec_free(fx.ctx, &dx);
+                        spmv_vec_free(fx.ctx, &dy);
+                        spmv_vec_free(NULL, &hx);
+                        spmv_vec_free(NULL, &hy);
+                    }
+                }
+                print_message("# apply %s %s shape %zu: ok\n", names[kn], spmv_dtype_name(dt), si);
+            }
+            /* a one-column kernel refuses k = 2 */
+            spmv_vec dx, dy;
+            assert_int_equal(spmv_vec_alloc(fx.ctx, SPMV_DEVICE_GPU, dt, hm.cols, 2, &dx, &err), SPMV_OK);
+            assert_int_equal(spmv_vec_alloc(fx.ctx, SPMV_DEVICE_GPU, dt, hm.rows, 2, &dy, &err), SPMV_OK);
+            spmv_apply_args a = {1, 0, 0, 1};
+            assert_int_equal(spmv_gpu_apply(fx.ctx, spmv_kernel_find("gpu.csr.vector"), gm, NULL, &a, &dx, &dy, NULL,
+                                            NULL, &err), SPMV_ERR_INVALID);
+            spmv_vec_free(fx.ctx, &dx);
+            spmv_vec_free(fx.ctx, &dy);
+            spmv_gpu_matrix_free(fx.ctx, gm);
+            spmv_matrix_free(&hm);
+            spmv_matrix_free(&ht);
+            spmv_coo_free(&coo);
+        }
+    }
+    assert_int_equal(used(), u0);
+}
+
+typedef struct gop {
+    spmv_gpu_matrix *m;
+    const spmv_kernel *k;
+} gop;
+
+static int gop_apply(void *ctx, const spmv_vec *x, spmv_vec *y, double *ms, spmv_error *err)
+{
+    gop *g = ctx;
+    spmv_apply_args a = {1, 0, 0, 1};
+    spmv_stats st;
+    int rc = spmv_gpu_apply(fx.ctx, g->k, g->m, NULL, &a, x, y, &st, NULL, err);
+    *ms = st.median_ms;
+    return rc;
+}
+
+static void test_solvers(void **state)
+{
+    (void)state;
+    NEED_GPU();
+    spmv_error err = {0};
+    size_t u0 = used();
+    spmv_coo coo;
+    spmv_gen_spec g = {.kind = SPMV_GEN_POISSON2D, .n = 200, .seed = tu_rng_next(&fx.rng)};
+    assert_int_equal(spmv_gen(&g, &coo, &err), SPMV_OK);
+    spmv_matrix hm;
+    spmv_gpu_matrix *gm;
+    spmv_gpu_upload_stats us;
+    assert_int_equal(spmv_matrix_build(&coo, SPMV_FLOAT64, SPMV_FMT_CSR, 32, 0, &hm, &err), SPMV_OK);
+    assert_int_equal(spmv_gpu_matrix_upload(fx.ctx, &coo, SPMV_FLOAT64, SPMV_FMT_CSR, 32, &gm, &us, &err), SPMV_OK);
+    gop op = {gm, spmv_kernel_find("cusparse.csr")};
+    spmv_linop a = {hm.rows, hm.cols, &op, gop_apply};
+    spmv_vec hxt, hb, db, dx, hx, hd, dd;
+    host_random(SPMV_FLOAT64, hm.rows, 1, &hxt);
+    host_random(SPMV_FLOAT64, hm.rows, 1, &hb);
+    spmv_reference(&hm.csr, hxt.data, hb.data);
+    to_device(&hb, &db);
+    host_random(SPMV_FLOAT64, hm.rows, 1, &hd);
+    assert_int_equal(spmv_csr_inv_diag(&hm.csr, hd.data, &err), SPMV_OK);
+    to_device(&hd, &dd);
+    for (int meth = 0; meth < 3; meth++)
+        for (int j = 0; j < 2; j++) {
+            assert_int_equal(spmv_vec_alloc(fx.ctx, SPMV_DEVICE_GPU, SPMV_FLOAT64, hm.rows, 1, &dx, &err), SPMV_OK);
+            assert_int_equal(spmv_vec_fill(fx.ctx, &dx, 0, &err), SPMV_OK);
+            spmv_solve_options o = {.method = (spmv_solve_method)meth, .restart = 40, .tol = 1e-10, .maxit = 20000,
+                                    .inv_diag = j ? &dd : NULL};
+            spmv_solve_result r;
+            assert_int_equal(spmv_solve(fx.ctx, &a, &db, &dx, &o, &r, &err), SPMV_OK);
+            read_back(&dx, &hx);
+            /* the residual on the host */
+            double *ax = malloc(sizeof(double) * (size_t)hm.rows), num = 0, den = 0;
+            spmv_reference(&hm.csr, hx.data, ax);
+            for (int32_t i = 0; i < hm.rows; i++) {
+                num += (at(&hb, i) - ax[i]) * (at(&hb, i) - ax[i]);
+                den += at(&hb, i) * at(&hb, i);
+            }
+            free(ax);
+            double rr = sqrt(num / den);
+            print_message("# GPU %s%s: %s, %d iterations, relres %.3g (host %.3g), %.1f ms (spmv %.1f)\n",
+                          spmv_solve_method_name(o.method), j ? "+jacobi" : "", spmv_solve_stop_name(r.stop),
+                          r.iterations, r.relres, rr, r.total_ms, r.spmv_ms);
+            assert_int_equal(r.stop, SPMV_STOP_CONVERGED);
+            assert_true(rr <= 1.01e-10);
+            spmv_solve_result_free(&r);
+            spmv_vec_free(NULL, &hx);
+            spmv_vec_free(fx.ctx, &dx);
+        }
+    spmv_vec_free(fx.ctx, &db);
+    spmv_vec_free(fx.ctx, &dd);
+    spmv_vec_free(NULL, &hb);
+    spmv_vec_free(NULL, &hd);
+    spmv_vec_free(NULL, &hxt);
+    spmv_gpu_matrix_free(fx.ctx, gm);
+    spmv_matrix_free(&hm);
+    spmv_coo_free(&coo);
+    assert_int_equal(used(), u0);
+}
+
+static int setup(void **state)
+{
+    (void)state;
+    spmv_error err = {0};
+    tu_rng_init(&fx.rng, tu_seed());
+    if (spmv_gpu_count(&fx.reason) <= 0)
+        return 0;
+    if (spmv_gpu_ctx_new(0, 0, &fx.ctx, &err) != SPMV_OK) {
+        fx.ctx = NULL;
+        fx.reason = "the GPU context could not be made";
+    }
+    return 0;
+}
+
+static int teardown(void **state)
+{
+    (void)state;
+    spmv_gpu_ctx_free(fx.ctx);
+    return 0;
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_blas1),
+        cmocka_unit_test(test_apply),
+        cmocka_unit_test(test_solvers),
+    };
+    return cmocka_run_group_tests(tests, setup, teardown);
+}

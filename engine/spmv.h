@@ -395,6 +395,7 @@ int spmv_gpu_count(const char **reason);
 typedef struct spmv_gpu_info {
     char name[128];
     size_t mem_total, mem_free, mem_used_by_spmvd;
+    size_t mem_scratch;       /* of mem_used_by_spmvd: the context's kernel scratch, kept between calls */
     int cc_major, cc_minor, sm_count;
 } spmv_gpu_info;
 

@@ -156,11 +156,11 @@ static bool tune_one(tune_state *s, const tune_candidate *c)
     bool bad = false;
     size_t col = (size_t)s->a->rows * spmv_dtype_size(s->a->dtype);
     for (int32_t j = 0; j < s->o->k; j++) {
-        double e = spmv_max_rel_err(s->a->dtype, (char *)s->y + j * col, (char *)s->ref + j * col, s->a->rows);
-        if (isnan(e))
+        double ce = spmv_max_rel_err(s->a->dtype, (char *)s->y + j * col, (char *)s->ref + j * col, s->a->rows);
+        if (isnan(ce))
             bad = true;
-        else if (e > err)
-            err = e;
+        else if (ce > err)
+            err = ce;
     }
     if (bad)
         err = NAN;

@@ -174,6 +174,7 @@ extern "C" int spmv_gpu_ctx_info(spmv_gpu_ctx *ctx, spmv_gpu_info *info)
     info->cc_minor = ctx->cc_minor;
     info->sm_count = ctx->sm_count;
     info->mem_used_by_spmvd = ctx->used;
+    info->mem_scratch = ctx->scratch_bytes;
     if (cudaSetDevice(ctx->device) != cudaSuccess || cudaMemGetInfo(&free_b, &total_b) != cudaSuccess) {
         cudaGetLastError();
         return SPMV_ERR_DEVICE;

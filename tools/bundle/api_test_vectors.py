@@ -136,7 +136,7 @@ def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--bundle", required=True)
     ap.add_argument("--out", default=".")
-    ap.add_argument("--max-nnz", type=int, default=400000, help="skip larger real matrices (python product)")
+    ap.add_argument("--max-nnz", type=int, default=60000, help="skip larger real matrices (python product)")
     a = ap.parse_args()
     seed = int(os.environ.get("SEED", random.randrange(1 << 30)))
     print("# seed %d" % seed)
@@ -249,7 +249,7 @@ def main():
                                 continue
                             st, raw, _ = req("POST", "/v1/matrices/%s/solve" % mid,
                                              {"method": meth, "b": b, "tol": 1e-10 if dtype == "float64" else 1e-5,
-                                              "maxit": 20000, "preconditioner": pre, "restart": 50})
+                                              "maxit": 3000, "preconditioner": pre, "restart": 50})
                             r = js(raw)
                             if st != 200:
                                 check(False, "%s: solve %s %s: %s" % (tag, meth, pre, r))

@@ -58,7 +58,7 @@ static json_t *device_json(worker *w)
 static json_t *limits_json(spmvd *d)
 {
     const spmvd_limits *l = &d->limits;
-    return json_pack("{s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I}",
+    return json_pack("{s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I}",
                      "max_upload_bytes", (json_int_t)atomic_load(&l->max_upload_bytes),
                      "max_body_bytes", (json_int_t)atomic_load(&l->max_body_bytes),
                      "max_rows", (json_int_t)atomic_load(&l->max_rows),
@@ -68,6 +68,11 @@ static json_t *limits_json(spmvd *d)
                      "job_retention_s", (json_int_t)atomic_load(&l->job_retention),
                      "max_connections", (json_int_t)d->cfg.max_connections,
                      "per_ip_connections", (json_int_t)d->cfg.per_ip_connections,
+                     "vector_ttl_s", (json_int_t)atomic_load(&d->vlimits.ttl_s),
+                     "max_vector_bytes", (json_int_t)atomic_load(&d->vlimits.max_bytes),
+                     "max_vectors", (json_int_t)atomic_load(&d->vlimits.max_count),
+                     "max_ops_steps", (json_int_t)atomic_load(&l->max_ops_steps),
+                     "max_solve_iterations", (json_int_t)atomic_load(&l->max_solve_iterations),
                      "connection_timeout_s", (json_int_t)d->cfg.connection_timeout);
 }
 
@@ -94,6 +99,20 @@ static void info_begin(request *r)
                           "auth", d->auth_token != NULL);
     if (o && d->ngpus == 0)
         json_object_set_new(o, "gpu_unavailable_reason", json_string(d->gpu_reason));
+    if (o) { /* resident vectors per device: {"cpu": {"count", "bytes"}, "gpu0": ...} */
+        json_t *vec = json_object();
+        worker *ws[CONFIG_MAX_DEVICES + 1];
+        int nw = 0;
+        ws[nw++] = d->cpu;
+        for (int i = 0; i < d->ngpus; i++)
+            ws[nw++] = d->gpus[i];
+        for (int i = 0; i < nw; i++) {
+            size_t n = 0, b = 0;
+            vstore_usage(d->vectors, ws[i], &n, &b);
+            json_object_set_new(vec, ws[i]->name, json_pack("{s:I, s:I}", "count", (json_int_t)n, "bytes", (json_int_t)b));
+        }
+        json_object_set_new(o, "vectors", vec);
+    }
     api_json(r, 200, o);
 }
 

@@ -165,6 +165,26 @@ static void render_matrices(FILE *f, spmvd *d)
         fprintf(f, "spmvd_matrix_bytes{device=\"%s\"} %zu\n", d->gpus[g]->name, bytes[g + 1]);
 }
 
+/* Resident vectors per device: count and bytes of values (vectors/). */
+static void render_vectors(FILE *f, spmvd *d)
+{
+    static const char *const names[2] = {"spmvd_vectors", "spmvd_vector_bytes"};
+    static const char *const help[2] = {
+        "Resident vectors held, by device (deleted ones a task still uses included).",
+        "Bytes of resident vector values, by device."};
+    if (!d->vectors)
+        return;
+    for (int which = 0; which < 2; which++) {
+        fprintf(f, "# HELP %s %s\n# TYPE %s gauge\n", names[which], help[which], names[which]);
+        for (int g = -1; g < d->ngpus; g++) {
+            worker *w = g < 0 ? d->cpu : d->gpus[g];
+            size_t n = 0, b = 0;
+            vstore_usage(d->vectors, w, &n, &b);
+            fprintf(f, "%s{device=\"%s\"} %zu\n", names[which], w->name, which ? b : n);
+        }
+    }
+}
+
 static void render_kernels(metrics *m, FILE *f)
 {
     fputs("# HELP spmvd_kernel_runs_total Timed kernel runs, by kernel.\n# TYPE spmvd_kernel_runs_total counter\n", f);
@@ -197,6 +217,7 @@ char *metrics_render(metrics *m, struct spmvd *d)
     render_workers(f, d);
     render_kernels(m, f);
     render_matrices(f, d);
+    render_vectors(f, d);
     if (d->jobs) {
         static const char *const states[] = {"queued", "running", "done", "failed"};
         size_t counts[4];

@@ -149,6 +149,12 @@ static bool converged(solve_state *s, double rnorm)
     return yes;
 }
 
+/* The recurrence says converged: is the true residual b - A*x there too?
+ * Recurrences drift from it (rounding, loss of orthogonality), so a method
+ * stops only when the true one agrees; otherwise tmp holds b - A*x, the
+ * caller restarts from it, and the stop is back to "not yet". */
+static int truly_converged(solve_state *s, const spmv_vec *b, const spmv_vec *x, spmv_vec *tmp, bool *yes);
+
 /* z = D^-1 r (Jacobi) or z = r. */
 static int precond(solve_state *s, const spmv_vec *r, spmv_vec *z)
 {
@@ -164,6 +170,18 @@ static int residual(solve_state *s, const spmv_vec *b, const spmv_vec *x, spmv_v
     int st = apply(s, x, r);
     if (st == SPMV_OK)
         st = spmv_vec_axpby(s->ctx, 1.0, b, -1.0, r, s->err);
+    return st;
+}
+
+static int truly_converged(solve_state *s, const spmv_vec *b, const spmv_vec *x, spmv_vec *tmp, bool *yes)
+{
+    double tn;
+    int st = residual(s, b, x, tmp);
+    if (st == SPMV_OK)
+        st = spmv_vec_nrm2(s->ctx, tmp, &tn, s->err);
+    *yes = st == SPMV_OK && tn <= s->o->tol * s->bnorm;
+    if (st == SPMV_OK && !*yes)
+        s->res->stop = SPMV_STOP_MAXIT; /* not converged after all: go on */
     return st;
 }
 
@@ -209,8 +227,15 @@ static int cg(solve_state *s, const spmv_vec *b, spmv_vec *x)
         TRY(spmv_vec_nrm2(c, r, &rnorm, e));
         if (record(s, it + 1, rnorm / s->bnorm))
             return SPMV_OK;
-        if (converged(s, rnorm))
-            return SPMV_OK;
+        bool restart = false;
+        if (converged(s, rnorm)) {
+            bool yes;
+            TRY(truly_converged(s, b, x, q, &yes));
+            if (yes)
+                return SPMV_OK;
+            TRY(spmv_vec_copy(c, q, r, e)); /* residual replacement, then a fresh direction */
+            restart = true;
+        }
         double rz_new;
         if (s->o->inv_diag) {
             TRY(precond(s, r, z));
@@ -221,7 +246,7 @@ static int cg(solve_state *s, const spmv_vec *b, spmv_vec *x)
             breakdown(s, "r·z", rz_new, it);
             return SPMV_OK;
         }
-        TRY(spmv_vec_axpby(c, 1.0, z, rz_new / rz, p, e)); /* p = z + beta p */
+        TRY(spmv_vec_axpby(c, 1.0, z, restart ? 0.0 : rz_new / rz, p, e)); /* p = z + beta p */
         rz = rz_new;
     }
     return SPMV_OK;
@@ -278,8 +303,13 @@ static int bicgstab(solve_state *s, const spmv_vec *b, spmv_vec *x)
         TRY(spmv_vec_axpy(c, alpha, ph, x, e));
         TRY(spmv_vec_nrm2(c, r, &rnorm, e));
         if (converged(s, rnorm)) {
-            record(s, it + 1, rnorm / s->bnorm);
-            return SPMV_OK;
+            bool yes;
+            TRY(truly_converged(s, b, x, t, &yes));
+            if (yes) {
+                record(s, it + 1, rnorm / s->bnorm);
+                return SPMV_OK;
+            }
+            goto restart; /* t holds b - A*x */
         }
         if (s->o->inv_diag)
             TRY(precond(s, r, sh));
@@ -294,13 +324,27 @@ static int bicgstab(solve_state *s, const spmv_vec *b, spmv_vec *x)
         TRY(spmv_vec_axpy(c, omega, sh, x, e));
         TRY(spmv_vec_axpy(c, -omega, t, r, e));
         TRY(spmv_vec_nrm2(c, r, &rnorm, e));
-        if (record(s, it + 1, rnorm / s->bnorm) || converged(s, rnorm))
+        if (record(s, it + 1, rnorm / s->bnorm))
             return SPMV_OK;
+        if (converged(s, rnorm)) {
+            bool yes;
+            TRY(truly_converged(s, b, x, t, &yes));
+            if (yes)
+                return SPMV_OK;
+            goto restart;
+        }
         if (omega == 0.0) {
             breakdown(s, "omega", omega, it);
             return SPMV_OK;
         }
         rho = rho_new;
+        continue;
+    restart: /* from the true residual in t: r = r0 = t, fresh directions */
+        TRY(spmv_vec_copy(c, t, r, e));
+        TRY(spmv_vec_copy(c, r, r0, e));
+        TRY(spmv_vec_fill(c, p, 0.0, e));
+        TRY(spmv_vec_fill(c, v, 0.0, e));
+        rho = alpha = omega = 1.0;
     }
     return SPMV_OK;
 }
@@ -415,13 +459,15 @@ static int gmres(solve_state *s, const spmv_vec *b, spmv_vec *x)
             goto out;
         if ((st = spmv_vec_axpy(c, 1.0, zt, x, e)))
             goto out;
-        if (done || s->res->stop != SPMV_STOP_MAXIT)
+        if (s->res->stop == SPMV_STOP_CANCELLED || s->res->stop == SPMV_STOP_BREAKDOWN)
             break;
-        /* restart from the true residual */
+        /* the true residual decides, whatever the estimate said; else restart from it */
+        s->res->stop = SPMV_STOP_MAXIT;
         if ((st = residual(s, b, x, r)) || (st = spmv_vec_nrm2(c, r, &rnorm, e)))
             goto out;
         if (converged(s, rnorm))
             break;
+        (void)done;
     }
 #undef H
 out:

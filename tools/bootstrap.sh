@@ -9,12 +9,14 @@ set -euo pipefail
 
 # Build: compiler, make, pkg-config and the -dev packages of SPEC §2.
 # Tests: curl (end-to-end), systemd (systemd-socket-activate, systemd-analyze),
-# clang with libFuzzer, openssl (a self-signed certificate for the TLS test).
+# clang with libFuzzer, openssl (a self-signed certificate for the TLS test),
+# NumPy and SciPy (solve.sh checks the daemon's solvers against SciPy's).
 PACKAGES=(
   build-essential pkg-config
   libmicrohttpd-dev libjansson-dev uuid-dev libsystemd-dev zlib1g-dev
   libpng-dev libcurl4-openssl-dev libcmocka-dev
   curl systemd clang libclang-rt-14-dev openssl python3 wrk
+  python3-numpy python3-scipy
 )
 
 missing=()

@@ -66,6 +66,11 @@ static void configure(spmvd_config *c, const char *state_dir)
     c->queue_depth = 8;
     c->job_retention = 2;
     c->connection_timeout = 10;
+    c->max_vectors = 64;               /* fuzzed creates must not fill the host */
+    c->max_vector_bytes = 8 << 20;
+    c->vector_ttl_s = 2;
+    c->max_ops_steps = 64;
+    c->max_solve_iterations = 200;
 }
 
 static const char *const mtx_general =

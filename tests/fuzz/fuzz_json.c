@@ -2,7 +2,7 @@
  *
  * Each input is one request to the in-process daemon of fuzz_http.c:
  *
- *   byte 0 % 9   0: POST /v1/matrices/{A}/spmv, the rest as the JSON body
+ *   byte 0 % 12  0: POST /v1/matrices/{A}/spmv, the rest as the JSON body
  *                   (A is the float64 5x4 matrix; 1: the float32 6x6 one)
  *                2: POST /v1/matrices/{A}/bench, JSON body (a job: 202)
  *                3: POST /v1/matrices?<rest as query string> with a small
@@ -16,6 +16,9 @@
  *                8: POST /v1/matrices/{S}/spmspm (S: the float32 6x6 one),
  *                   the rest as the JSON body with "@0" and "@1" replaced
  *                   by the two matrices' ids (so "b" can name one)
+ *                9: POST /v1/vectors, 10: POST /v1/ops, 11: POST
+ *                   /v1/matrices/{S}/solve, JSON bodies with "@0"/"@1"
+ *                   replaced by the matrices' ids (like, spmv steps)
  *
  * Any answer but a deliberate one is a finding: no answer, or a 500.
  * Seeds (tests/fuzz/corpus/fuzz_json/) are recorded request bodies.
@@ -87,15 +90,15 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         return 0;
     const uint8_t *rest = data + 1;
     size_t n = size - 1;
-    if (data[0] % 9 == 6 || data[0] % 9 == 7) {
-        decode_direct(data[0] % 9, rest, n);
+    if (data[0] % 12 == 6 || data[0] % 12 == 7) {
+        decode_direct(data[0] % 12, rest, n);
         return 0;
     }
-    switch (data[0] % 9) {
+    switch (data[0] % 12) {
     case 0:
     case 1:
         snprintf(head, sizeof head, "POST /v1/matrices/%s/spmv HTTP/1.1\r\nContent-Type: application/json",
-                 fuzz_http_matrix(data[0] % 9));
+                 fuzz_http_matrix(data[0] % 12));
         status = fuzz_http_request(head, rest, n, &ans);
         break;
     case 2:
@@ -121,6 +124,21 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
                  fuzz_http_matrix(1));
         status = fuzz_http_request(head, body, len, &ans);
         fuzz_http_forget_created(status, ans); /* "store": true makes C a matrix */
+        break;
+    }
+    case 9:   /* POST /v1/vectors: values, fills, like (@0/@1), side, device, k */
+    case 10:  /* POST /v1/ops: steps over @0/@1 and whatever ids the body names */
+    case 11: { /* POST /v1/matrices/{id}/solve */
+        static char body[20000];
+        size_t len = with_ids(rest, n, body, sizeof body);
+        int which = data[0] % 12;
+        if (which == 11)
+            snprintf(head, sizeof head, "POST /v1/matrices/%s/solve HTTP/1.1\r\nContent-Type: application/json",
+                     fuzz_http_matrix(1)); /* the square one */
+        else
+            snprintf(head, sizeof head, "POST /v1/%s HTTP/1.1\r\nContent-Type: application/json",
+                     which == 9 ? "vectors" : "ops");
+        status = fuzz_http_request(head, body, len, &ans);
         break;
     }
     default:

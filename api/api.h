@@ -129,6 +129,13 @@ void api_task_done(request *r);
 
 /* 202 + Location + the job as JSON. */
 void api_answer_job(request *r, job *j);
+/* An async compute request: a job of `kind` in *slot, t queued on w, 202
+ * answered; false (answered 500/503) when it could not be queued, the task
+ * then still r->state. */
+bool api_submit_async(request *r, worker *w, task *t, job **slot, const char *kind, const char *matrix_id);
+/* Finishes an async task's job: the error of rc, or the answer text (taken,
+ * parsed as its JSON result). */
+void api_job_finish_answer(job *j, int rc, const spmv_error *err, char *text, size_t len);
 
 /* The matrix of r->id, or a 404 answer and NULL. */
 matrix *api_get_matrix(request *r);

@@ -514,20 +514,9 @@ static void spmv_finish(task *base, int status)
         return;
     }
     /* async: the result goes to the job, y as a JSON array */
-    if (t->rc != SPMV_OK) {
-        const char *code;
-        int http = api_status_of(t->rc, &code);
-        job_finish(t->job, http, api_error_body(code, t->err.message));
-    } else {
-        size_t len;
-        char *text = json_answer(t, &len);
-        json_t *body = text ? json_loadb(text, len, JSON_DECODE_ANY, NULL) : NULL;
-        free(text);
-        if (body)
-            job_finish(t->job, 200, body);
-        else
-            job_finish(t->job, 500, api_error_body("out_of_memory", "out of memory writing the result"));
-    }
+    size_t len = 0;
+    char *text = t->rc == SPMV_OK ? json_answer(t, &len) : NULL; /* before len is read */
+    api_job_finish_answer(t->job, t->rc, &t->err, text, len);
     spmv_task_free(t);
 }
 
@@ -537,6 +526,45 @@ void api_answer_job(request *r, job *j)
     snprintf(loc, sizeof loc, "/v1/jobs/%s", job_id(j));
     api_json(r, 202, job_to_json(j));
     api_header(r, MHD_HTTP_HEADER_LOCATION, loc);
+}
+
+void api_job_finish_answer(job *j, int rc, const spmv_error *err, char *text, size_t len)
+{
+    if (rc != SPMV_OK) {
+        const char *code;
+        int http = api_status_of(rc, &code);
+        job_finish(j, http, api_error_body(code, err->message));
+        free(text);
+        return;
+    }
+    json_t *body = text ? json_loadb(text, len, JSON_DECODE_ANY, NULL) : NULL;
+    free(text);
+    if (body)
+        job_finish(j, 200, body);
+    else
+        job_finish(j, 500, api_error_body("out_of_memory", "out of memory writing the result"));
+}
+
+bool api_submit_async(request *r, worker *w, task *t, job **slot, const char *kind, const char *matrix_id)
+{
+    if (!(*slot = jobs_create(r->d->jobs, kind, matrix_id))) {
+        api_error(r, 500, "out_of_memory", "out of memory");
+        return false;
+    }
+    job *j = job_ref(*slot); /* the task may finish and drop its own before we answer */
+    int prc = w->ops->submit(w, t, false);
+    if (prc != SPMV_OK) {
+        job_finish(j, 503, api_error_body("queue_full", "the queue was full"));
+        api_error(r, 503, prc == SPMV_ERR_LIMIT ? "queue_full" : "shutting_down",
+                  prc == SPMV_ERR_LIMIT ? "the %s queue is full; retry later" : "the daemon is shutting down (%s)",
+                  w->name);
+        job_unref(j);
+        return false; /* the task stays r->state and is freed with the request */
+    }
+    r->state = NULL;
+    api_answer_job(r, j);
+    job_unref(j);
+    return true;
 }
 
 static void spmv_end(request *r)
@@ -558,24 +586,7 @@ static void spmv_end(request *r)
         return;
     }
     /* async: the task lives on its own, the request answers 202 now */
-    t->job = jobs_create(r->d->jobs, "spmv", t->m->meta.id);
-    if (!t->job) {
-        api_error(r, 500, "out_of_memory", "out of memory");
-        return;
-    }
-    job *j = job_ref(t->job); /* the task may finish and drop its own before we answer */
-    int prc = w->ops->submit(w, &t->base, false);
-    if (prc != SPMV_OK) {
-        job_finish(j, 503, api_error_body("queue_full", "the queue was full"));
-        api_error(r, 503, prc == SPMV_ERR_LIMIT ? "queue_full" : "shutting_down",
-                  prc == SPMV_ERR_LIMIT ? "the %s queue is full; retry later" : "the daemon is shutting down (%s)",
-                  w->name);
-        job_unref(j);
-        return; /* the task stays r->state and is freed with the request */
-    }
-    r->state = NULL;
-    api_answer_job(r, j);
-    job_unref(j);
+    api_submit_async(r, w, &t->base, &t->job, "spmv", t->m->meta.id);
 }
 
 static void spmv_cleanup(request *r)

@@ -422,20 +422,9 @@ static void solve_finish(task *base, int status)
         api_task_done(t->r);
         return;
     }
-    if (t->rc != SPMV_OK) {
-        const char *code;
-        int http = api_status_of(t->rc, &code);
-        job_finish(t->job, http, api_error_body(code, t->err.message));
-    } else {
-        size_t len;
-        char *text = json_answer(t, &len);
-        json_t *body = text ? json_loadb(text, len, JSON_DECODE_ANY, NULL) : NULL;
-        free(text);
-        if (body)
-            job_finish(t->job, 200, body);
-        else
-            job_finish(t->job, 500, api_error_body("out_of_memory", "out of memory writing the result"));
-    }
+    size_t len = 0;
+    char *text = t->rc == SPMV_OK ? json_answer(t, &len) : NULL; /* before len is read */
+    api_job_finish_answer(t->job, t->rc, &t->err, text, len);
     solve_free(t);
 }
 
@@ -473,23 +462,7 @@ static void solve_end(request *r)
         api_submit_and_suspend(r, t->w, &t->base);
         return;
     }
-    if (!(t->job = jobs_create(r->d->jobs, "solve", t->m->meta.id))) {
-        api_error(r, 500, "out_of_memory", "out of memory");
-        return;
-    }
-    job *j = job_ref(t->job);
-    int prc = t->w->ops->submit(t->w, &t->base, false);
-    if (prc != SPMV_OK) {
-        job_finish(j, 503, api_error_body("queue_full", "the queue was full"));
-        api_error(r, 503, prc == SPMV_ERR_LIMIT ? "queue_full" : "shutting_down",
-                  prc == SPMV_ERR_LIMIT ? "the %s queue is full; retry later" : "the daemon is shutting down (%s)",
-                  t->w->name);
-        job_unref(j);
-        return;
-    }
-    r->state = NULL;
-    api_answer_job(r, j);
-    job_unref(j);
+    api_submit_async(r, t->w, &t->base, &t->job, "solve", t->m->meta.id);
 }
 
 static void solve_cleanup(request *r)

@@ -68,8 +68,8 @@ fuzz: $(FUZZ_BIN) fuzz-corpus
 
 FUZZ_NET_TARGETS := fuzz_multipart fuzz_json fuzz_vector
 FUZZ_TARGETS     := $(FUZZ_NET_TARGETS) fuzz_store
-FUZZ_ENGINE_SRCS := $(wildcard engine/*.c engine/cpu/*.c engine/gpu/absent*.c)
-FUZZ_DAEMON_SRCS := $(filter-out daemon/main.c,$(wildcard api/*.c daemon/*.c))
+FUZZ_ENGINE_SRCS := $(wildcard engine/*.c engine/cpu/*.c engine/gpu/absent*.c) $(filter-out solvers/route.c,$(wildcard solvers/*.c))
+FUZZ_DAEMON_SRCS := $(filter-out daemon/main.c,$(wildcard api/*.c daemon/*.c vectors/*.c)) $(wildcard solvers/route.c)
 FUZZ_PKG_LIBS     = $(shell pkg-config --libs libmicrohttpd jansson uuid libsystemd libpng zlib)
 FUZZ_PKG_CFLAGS   = $(shell pkg-config --cflags libmicrohttpd jansson uuid libsystemd libpng zlib)
 
@@ -103,7 +103,8 @@ fuzz-one: $(FUZZ_DIR)/$(FUZZ_TARGET)
 	@cp tests/fuzz/corpus/$(FUZZ_TARGET)/* tests/fuzz/regressions/$(FUZZ_TARGET)/* \
 	  $(FUZZ_DIR)/corpus-$(FUZZ_TARGET)/ 2>/dev/null || true
 	@echo "fuzzing $(FUZZ_TARGET) for $(FUZZ_SECONDS) s (log: $(FUZZ_DIR)/$(FUZZ_TARGET).log)"
-	@$(FUZZ_DIR)/$(FUZZ_TARGET) -max_total_time=$(FUZZ_SECONDS) -max_len=16384 -rss_limit_mb=4096 -timeout=30 \
+	@LSAN_OPTIONS=suppressions=$(CURDIR)/tests/fuzz/lsan.supp:print_suppressions=0 \
+	  $(FUZZ_DIR)/$(FUZZ_TARGET) -max_total_time=$(FUZZ_SECONDS) -max_len=16384 -rss_limit_mb=4096 -timeout=30 \
 	  $(if $(filter $(FUZZ_TARGET),$(FUZZ_NET_TARGETS)),-detect_leaks=0) \
 	  -artifact_prefix=$(FUZZ_DIR)/$(FUZZ_TARGET)- -print_final_stats=1 $(FUZZ_DIR)/corpus-$(FUZZ_TARGET) \
 	  >$(FUZZ_DIR)/$(FUZZ_TARGET).log 2>&1; rc=$$?; \

@@ -112,3 +112,27 @@ def test_short_binary_answer_is_an_error(fake) -> None:
     with pytest.raises(spmvd.SpmvdError) as e:
         c.spmv("m", np.ones(4))
     assert e.value.code == "bad_answer"
+
+
+def test_vector_and_solve_follow_the_contract_on_a_scripted_daemon(fake) -> None:
+    """The wire format of Vector and solve, checked where no daemon has the routes yet."""
+    vd = {"id": "v1", "n": 3, "k": 2, "dtype": "float64", "device": "cpu", "bytes": 48}
+    X = np.arange(6.0).reshape(3, 2)
+    fake.routes[("POST", "/v1/vectors")] = [(201, {"Location": "/v1/vectors/v1"}, vd)]
+    fake.routes[("GET", "/v1/vectors/v1")] = [(200, {"X-SpMV-Vector": '{"id":"v1","n":3,"k":2,"dtype":"float64"}'},
+                                               np.asfortranarray(X).tobytes(order="F"))]
+    fake.routes[("POST", "/v1/ops")] = [(200, {}, {"results": {"dot": [5.0, 14.0]}, "steps": [], "total_ms": 0.1})]
+    c = spmvd.Client(fake.url)
+    v = c.vector(X)
+    assert v.shape == (3, 2) and v.k == 2
+    assert np.array_equal(v.to_numpy(), X)
+    assert v.dot(v) == [5.0, 14.0]
+    desc = {"id": "m", "rows": 3, "cols": 3, "nnz": 3, "dtype": "float64", "symmetry": "general"}
+    fake.routes[("GET", "/v1/matrices/m")] = [(200, {}, desc)]
+    fake.routes[("POST", "/v1/matrices/m/solve")] = [(202, {}, {"id": JOB, "state": "queued"})]
+    fake.routes[("GET", f"/v1/jobs/{JOB}")] = [(200, {}, {"id": JOB, "state": "done", "progress": 1.0, "result": {
+        "x": [1.0, "NaN", 3.0], "method": "cg", "converged": False, "iterations": 7, "relres": 0.5,
+        "stop": {"reason": "maxit", "detail": "7 iterations"}, "residual_history": [1.0, 0.5]}})]
+    res = c.solve("m", np.ones(3), maxit=7, progress=None)
+    assert not res.converged and res.stop["reason"] == "maxit" and res.iterations == 7
+    assert res.x[0] == 1.0 and np.isnan(res.x[1]) and res.residual_history == [1.0, 0.5]

@@ -9,6 +9,12 @@
  * cpu.csr.serial always runs first: it is the baseline of every "speedup";
  * "ratio_cusparse" compares with cusparse.csr when that ran too.
  *
+ * `auto` is benched like a kernel wherever it serves spmv, a CPU-only host
+ * included: its row times the kernel and parameters the tuner chose for
+ * this matrix (tuning first, on this worker, when nothing was chosen yet),
+ * carries the choice under "auto", and is never the "best" (it repeats a
+ * row of the table).
+ *
  * The whole sweep is one task on the matrix's device worker (its GPU for a
  * GPU-resident matrix, else the CPU queue), so it never overlaps another
  * job on that device; CPU kernels of a GPU matrix's sweep run on that
@@ -24,10 +30,13 @@
 
 #include "api/api.h"
 #include "api/decode.h"
+#include "daemon/autotune.h"
 #include "daemon/log.h"
 
 typedef struct bench_entry {
-    const spmv_kernel *k;
+    const spmv_kernel *k;       /* the row's name: a kernel, or `auto` */
+    const spmv_kernel *ran;     /* what ran: k, or auto's choice */
+    matrix_tuning tuned;        /* auto's choice (k is auto) */
     spmv_params p;
     spmv_stats st;
     double max_rel_err;
@@ -37,6 +46,7 @@ typedef struct bench_entry {
 
 typedef struct bench_task {
     task base;
+    spmvd *d;
     job *job;
     matrix *m;
     int32_t runs, warmup;
@@ -75,7 +85,7 @@ static bool kernel_usable(request *r, matrix *m, const spmv_kernel *k, const cha
 {
     if (!spmvd_kernel_available(r->d, k, why))
         return false;
-    if (k->device == SPMV_DEVICE_GPU && !m->dev) {
+    if (k->device == SPMV_DEVICE_GPU && !m->dev && !spmv_kernel_is_auto(k)) {
         *why = "the matrix is held on the host only";
         return false;
     }
@@ -121,10 +131,20 @@ static void run_entry(bench_task *b, worker *w, bench_entry *e, const void *x, v
         else
             ((double *)y)[i] = NAN;
     }
-    e->rc = spmv_params_resolve(e->k, &e->p, &resolved, &err);
+    e->ran = e->k;
+    e->rc = SPMV_OK;
+    if (spmv_kernel_is_auto(e->k)) { /* tuned on this worker, as /spmv with kernel auto would */
+        e->rc = autotune_get(b->d, w, b->m, false, &e->tuned, &err);
+        if (e->rc == SPMV_OK) {
+            e->ran = e->tuned.kernel;
+            e->p = e->tuned.params;
+        }
+    }
+    if (e->rc == SPMV_OK)
+        e->rc = spmv_params_resolve(e->ran, &e->p, &resolved, &err);
     if (e->rc == SPMV_OK) {
         e->p = resolved;
-        e->rc = worker_run_kernel(w, b->m, e->k, &e->p, x, y, b->warmup, b->runs, &e->st, &err);
+        e->rc = worker_run_kernel(w, b->m, e->ran, &e->p, x, y, b->warmup, b->runs, &e->st, &err);
     }
     if (e->rc != SPMV_OK) {
         snprintf(e->error, sizeof e->error, "%s", err.message[0] ? err.message : spmv_strerror(e->rc));
@@ -173,9 +193,12 @@ static double tolerance(spmv_dtype dt) { return dt == SPMV_FLOAT32 ? 1e-4 : 1e-1
 
 static json_t *entry_json(const bench_task *b, const bench_entry *e, double base_ms, double cus_ms)
 {
-    json_t *params = api_params_json(e->k, &e->p);
+    const spmv_kernel *ran = e->ran ? e->ran : e->k;
+    json_t *params = api_params_json(ran, &e->p);
     json_t *o = json_pack("{s:s, s:s, s:o}", "kernel", e->k->name,
-                          "device", e->k->device == SPMV_DEVICE_CPU ? "cpu" : "gpu", "params", params);
+                          "device", ran->device == SPMV_DEVICE_CPU ? "cpu" : "gpu", "params", params);
+    if (o && e->ran && e->ran != e->k && e->tuned.valid)
+        json_object_set_new(o, "auto", autotune_json(&e->tuned));
     if (e->rc != SPMV_OK) {
         json_object_set_new(o, "error", json_string(e->error));
         return o;
@@ -204,7 +227,8 @@ static json_t *table_json(const bench_task *b)
             base_ms = e->st.median_ms;
         if (strcmp(e->k->name, "cusparse.csr") == 0 && (cus_ms < 0 || e->st.median_ms < cus_ms))
             cus_ms = e->st.median_ms;
-        if (e->st.median_ms < best_ms && (!b->verify || e->max_rel_err <= tolerance(b->m->host.dtype))) {
+        if (e->st.median_ms < best_ms && !spmv_kernel_is_auto(e->k) &&
+            (!b->verify || e->max_rel_err <= tolerance(b->m->host.dtype))) {
             best_ms = e->st.median_ms;
             best = e;
         }
@@ -275,6 +299,7 @@ static void bench_begin(request *r)
         return;
     }
     r->state = b;
+    b->d = r->d;
     b->m = api_get_matrix(r);
 }
 

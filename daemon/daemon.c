@@ -87,7 +87,9 @@ bool spmvd_kernel_available(spmvd *d, const spmv_kernel *k, const char **reason)
 {
     const char *why = NULL;
     bool ok = spmv_kernel_available(k, &why);
-    if (ok && k->device == SPMV_DEVICE_GPU && d->ngpus == 0) {
+    /* auto is filed under the GPU but tunes for the matrix's own device:
+     * it serves host matrices on a CPU-only host too */
+    if (ok && k->device == SPMV_DEVICE_GPU && d->ngpus == 0 && !spmv_kernel_is_auto(k)) {
         ok = false;
         why = d->gpu_reason;
     }

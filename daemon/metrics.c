@@ -5,6 +5,14 @@
  * lock; kernel times per kernel name likewise, indexed by the registry
  * position. Rendering walks the tables and asks the store, the workers and
  * the job registry for the gauges.
+ *
+ * Two Prometheus histograms sit beside the totals, for latency alerts:
+ * spmvd_request_duration_seconds{route} (one observation per answered
+ * request) and spmvd_kernel_duration_seconds{kernel} (one observation per
+ * timed run, at the mean time per run of its batch: the engine reports a
+ * batch's statistics, not each run's time). Each is a fixed bucket table
+ * of atomics counted per bucket and summed into the cumulative `le`
+ * series when rendered, so observing stays one relaxed increment.
  */
 #include <stdatomic.h>
 #include <stdio.h>
@@ -16,6 +24,63 @@
 
 #define MAX_STATUS 600
 
+/* ------------------------------------------------------- histograms */
+
+/* Upper bounds in seconds; +Inf is implicit (the last slot). */
+static const double request_bounds[] = {0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05,
+                                        0.1,    0.25,  0.5,    1,     2.5,  5,     10};
+static const double kernel_bounds[] = {1e-6, 5e-6, 1e-5, 5e-5, 1e-4, 5e-4, 1e-3, 5e-3, 1e-2, 5e-2, 0.1, 0.5, 1};
+#define REQUEST_BUCKETS (sizeof request_bounds / sizeof *request_bounds + 1)
+#define KERNEL_BUCKETS (sizeof kernel_bounds / sizeof *kernel_bounds + 1)
+#define MAX_BUCKETS 16
+_Static_assert(REQUEST_BUCKETS <= MAX_BUCKETS && KERNEL_BUCKETS <= MAX_BUCKETS, "histogram bucket table too small");
+
+/* One labelled series: per-bucket counts (not cumulative), the observation
+ * count and the sum in nanoseconds. */
+typedef struct histogram {
+    _Atomic unsigned long long bucket[MAX_BUCKETS];
+    _Atomic unsigned long long count;
+    _Atomic unsigned long long sum_ns;
+} histogram;
+
+static size_t bucket_of(const double *bounds, size_t nbounds, double seconds)
+{
+    size_t i = 0;
+    while (i < nbounds && !(seconds <= bounds[i]))
+        i++;
+    return i; /* nbounds: +Inf (also NaN) */
+}
+
+static void histogram_observe(histogram *h, const double *bounds, size_t nbounds, double seconds,
+                              unsigned long long times)
+{
+    if (!(seconds >= 0))
+        seconds = 0;
+    atomic_fetch_add_explicit(&h->bucket[bucket_of(bounds, nbounds, seconds)], times, memory_order_relaxed);
+    atomic_fetch_add_explicit(&h->count, times, memory_order_relaxed);
+    atomic_fetch_add_explicit(&h->sum_ns, (unsigned long long)(seconds * 1e9 * (double)times), memory_order_relaxed);
+}
+
+/* The _bucket, _sum and _count lines of one series. _count is written as
+ * the +Inf bucket (the sum of the per-bucket counts read for this scrape),
+ * so a scrape racing an observation is still monotone with +Inf == _count;
+ * h->count only says whether the series has been observed at all. */
+static void histogram_render(FILE *f, const char *name, const char *label, const char *value, const histogram *h,
+                             const double *bounds, size_t nbounds)
+{
+    unsigned long long cum = 0;
+    for (size_t i = 0; i <= nbounds; i++) {
+        cum += atomic_load_explicit(&h->bucket[i], memory_order_relaxed);
+        if (i < nbounds)
+            fprintf(f, "%s_bucket{%s=\"%s\",le=\"%g\"} %llu\n", name, label, value, bounds[i], cum);
+        else
+            fprintf(f, "%s_bucket{%s=\"%s\",le=\"+Inf\"} %llu\n", name, label, value, cum);
+    }
+    fprintf(f, "%s_sum{%s=\"%s\"} %.9f\n", name, label, value,
+            (double)atomic_load_explicit(&h->sum_ns, memory_order_relaxed) / 1e9);
+    fprintf(f, "%s_count{%s=\"%s\"} %llu\n", name, label, value, cum);
+}
+
 struct metrics {
     const char *const *routes;
     size_t nroutes;
@@ -25,6 +90,8 @@ struct metrics {
     _Atomic unsigned long long *kernel_runs;
     _Atomic unsigned long long *kernel_ns;
     _Atomic unsigned long long upload_bytes;
+    histogram request_hist[METRICS_MAX_ROUTES]; /* spmvd_request_duration_seconds{route} */
+    histogram *kernel_hist;                     /* spmvd_kernel_duration_seconds{kernel}, nkernels + 1 */
 };
 
 metrics *metrics_new(const char *const *routes, size_t nroutes)
@@ -37,7 +104,8 @@ metrics *metrics_new(const char *const *routes, size_t nroutes)
     m->nkernels = spmv_kernel_count();
     m->kernel_runs = calloc(m->nkernels + 1, sizeof *m->kernel_runs);
     m->kernel_ns = calloc(m->nkernels + 1, sizeof *m->kernel_ns);
-    if (!m->kernel_runs || !m->kernel_ns) {
+    m->kernel_hist = calloc(m->nkernels + 1, sizeof *m->kernel_hist);
+    if (!m->kernel_runs || !m->kernel_ns || !m->kernel_hist) {
         metrics_free(m);
         return NULL;
     }
@@ -50,6 +118,7 @@ void metrics_free(metrics *m)
         return;
     free(m->kernel_runs);
     free(m->kernel_ns);
+    free(m->kernel_hist);
     free(m);
 }
 
@@ -59,6 +128,7 @@ void metrics_request(metrics *m, size_t route, int status, double ms)
         return;
     atomic_fetch_add_explicit(&m->requests[route][status], 1, memory_order_relaxed);
     atomic_fetch_add_explicit(&m->request_us[route], (unsigned long long)(ms * 1000.0), memory_order_relaxed);
+    histogram_observe(&m->request_hist[route], request_bounds, REQUEST_BUCKETS - 1, ms / 1e3, 1);
 }
 
 void metrics_kernel(metrics *m, const char *kernel, double ms_per_run, int runs)
@@ -67,6 +137,9 @@ void metrics_kernel(metrics *m, const char *kernel, double ms_per_run, int runs)
         if (strcmp(spmv_kernel_at(i)->name, kernel) == 0) {
             atomic_fetch_add(&m->kernel_runs[i], (unsigned long long)runs);
             atomic_fetch_add(&m->kernel_ns[i], (unsigned long long)(ms_per_run * runs * 1e6));
+            if (runs > 0)
+                histogram_observe(&m->kernel_hist[i], kernel_bounds, KERNEL_BUCKETS - 1, ms_per_run / 1e3,
+                                  (unsigned long long)runs);
             return;
         }
 }
@@ -94,6 +167,26 @@ static void render_requests(metrics *m, FILE *f)
         if (us)
             fprintf(f, "spmvd_request_seconds_total{route=\"%s\"} %.6f\n", m->routes[r], (double)us / 1e6);
     }
+}
+
+static void render_request_histogram(metrics *m, FILE *f)
+{
+    fputs("# HELP spmvd_request_duration_seconds Time from a request's first byte to its answer, by route.\n"
+          "# TYPE spmvd_request_duration_seconds histogram\n", f);
+    for (size_t r = 0; r < m->nroutes; r++)
+        if (atomic_load(&m->request_hist[r].count))
+            histogram_render(f, "spmvd_request_duration_seconds", "route", m->routes[r], &m->request_hist[r],
+                             request_bounds, REQUEST_BUCKETS - 1);
+}
+
+static void render_kernel_histogram(metrics *m, FILE *f)
+{
+    fputs("# HELP spmvd_kernel_duration_seconds Time of one timed kernel run (its batch's mean), by kernel.\n"
+          "# TYPE spmvd_kernel_duration_seconds histogram\n", f);
+    for (size_t i = 0; i < m->nkernels; i++)
+        if (atomic_load(&m->kernel_hist[i].count))
+            histogram_render(f, "spmvd_kernel_duration_seconds", "kernel", spmv_kernel_at(i)->name, &m->kernel_hist[i],
+                             kernel_bounds, KERNEL_BUCKETS - 1);
 }
 
 static void render_workers(FILE *f, spmvd *d)
@@ -214,8 +307,10 @@ char *metrics_render(metrics *m, struct spmvd *d)
     fprintf(f, "# HELP spmvd_uptime_seconds Seconds since start.\n# TYPE spmvd_uptime_seconds gauge\n"
                "spmvd_uptime_seconds %.3f\n", (spmv_now_ms() - d->started_ms) / 1e3);
     render_requests(m, f);
+    render_request_histogram(m, f);
     render_workers(f, d);
     render_kernels(m, f);
+    render_kernel_histogram(m, f);
     render_matrices(f, d);
     render_vectors(f, d);
     if (d->jobs) {

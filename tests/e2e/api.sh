@@ -191,7 +191,9 @@ if wait_job "$job" 120; then
   check "bench: baseline cpu.csr.serial first with speedup 1" \
     jget "(d['result']['results'][0]['kernel'] == 'cpu.csr.serial' and d['result']['results'][0]['speedup'] == 1) or 1/0"
   check "bench: every CPU kernel ran and verified" \
-    jget "all(r.get('verified') for r in d['result']['results']) and {r['kernel'] for r in d['result']['results']} == set('$CPU_KERNELS'.split()) or 1/0"
+    jget "all(r.get('verified') for r in d['result']['results']) and {r['kernel'] for r in d['result']['results']} - {'auto'} == set('$CPU_KERNELS'.split()) or 1/0"
+  check "bench: auto ran too, verified, naming its choice (not skipped for want of a GPU)" \
+    jget "[(r['verified'], r['auto']['kernel'] in '$CPU_KERNELS'.split()) for r in d['result']['results'] if r['kernel'] == 'auto'] == [(True, True)] and 'auto' not in [s['kernel'] for s in d['result']['skipped']] and d['result']['best']['kernel'] != 'auto' or 1/0"
   check "bench: hack sizes 16/32/64 swept for cpu.hll.omp" \
     jget "sorted(r['params']['hack_size'] for r in d['result']['results'] if r['kernel'] == 'cpu.hll.omp') == [16, 32, 64] or 1/0"
 else not_ok "bench job finishes" "$(head -c 300 "$BODY_FILE")"; fi

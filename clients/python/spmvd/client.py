@@ -1,0 +1,798 @@
+"""Client: one connection pool to one spmvd daemon, and every route as a method.
+
+The client holds a ``requests.Session`` (HTTP keep-alive; uploads are
+streamed from the file, never read into memory whole), the bearer token,
+the timeout and the retry policy:
+
+- a 503 answer (queue full, not ready, shutting down) is retried up to
+  ``retries`` times after the ``Retry-After`` seconds it carries (at most
+  ``max_retry_wait``; one second when it carries none);
+- a daemon that cannot be reached raises :class:`~spmvd.errors.ConnectionFailed`,
+  one that does not answer within ``timeout`` seconds :class:`~spmvd.errors.Timeout`;
+- every other error answer raises the :class:`~spmvd.errors.ApiError`
+  subclass of its status, carrying the daemon's ``code`` and ``message``.
+
+Products always travel over the binary path (little-endian values of the
+matrix dtype both ways, statistics in the ``X-SpMV-Stats`` header).
+"""
+from __future__ import annotations
+
+import email.utils
+import io
+import json
+import math
+import os
+import sys
+import tempfile
+import time
+from dataclasses import dataclass, field
+from typing import (IO, TYPE_CHECKING, Any, Callable, Dict, Iterator, List, Mapping, Optional, Sequence, Tuple, Union)
+
+import numpy as np
+import requests
+
+from . import errors
+from ._version import __version__
+
+__all__ = ["Client", "SpmvResult", "BenchResult", "SolveResult", "ProgressFn"]
+
+ProgressFn = Callable[[float, Dict[str, Any]], None]
+"""A job progress callback: ``fn(fraction_done, job_json)``."""
+
+_DTYPES = {"float64": np.dtype("<f8"), "float32": np.dtype("<f4")}
+
+MatrixRef = Union[str, "RemoteMatrix", Mapping[str, Any]]  # noqa: F821 (matrix.RemoteMatrix)
+
+
+def dtype_of(name: str) -> np.dtype:
+    """The little-endian NumPy dtype of a daemon dtype name (``"float64"``, ``"float32"``)."""
+    try:
+        return _DTYPES[name]
+    except KeyError:
+        raise errors.Unsupported("unsupported_dtype", f"the daemon reported dtype {name!r}; this client knows "
+                                 "float64 and float32") from None
+
+
+def as_values(x: Any, dtype: np.dtype, what: str = "x") -> np.ndarray:
+    """``x`` as an array of ``dtype`` (the matrix's), following the documented rules.
+
+    Real floating, integer and boolean arrays are converted (float64 to
+    float32 rounds, as the daemon would); complex, object, string and other
+    dtypes raise ``TypeError``. The result may share memory with ``x``.
+    """
+    a = np.asarray(x)
+    if a.dtype.kind == "c":
+        raise TypeError(f"{what} is complex ({a.dtype}); spmvd holds real float64/float32 values: pass the real "
+                        "and imaginary parts as two products")
+    if a.dtype.kind not in "fiub":
+        raise TypeError(f"{what} has dtype {a.dtype}; spmvd takes real numbers (float, int or bool arrays)")
+    return a.astype(dtype, copy=False)
+
+
+@dataclass
+class SpmvResult:
+    """What one product returned: ``y`` (``None`` when y went into a resident vector) and ``stats``.
+
+    ``stats`` is the whole ``X-SpMV-Stats`` object (kernel, params, device,
+    ``stats`` with mean/median/min/max ms, GFLOP/s, GB/s, ``queue_ms``, and
+    ``verify`` or ``auto`` when asked). Unpacks as ``y, stats = client.spmv(...)``.
+    """
+
+    y: Optional[np.ndarray]
+    stats: Dict[str, Any]
+
+    def __iter__(self) -> Iterator[Any]:
+        yield self.y
+        yield self.stats
+
+    @property
+    def kernel(self) -> str:
+        """The kernel that ran (``auto``'s choice when ``auto`` was asked)."""
+        return str(self.stats.get("kernel", ""))
+
+    @property
+    def median_ms(self) -> float:
+        """Median time of the timed runs, in milliseconds."""
+        return float(self.stats.get("stats", {}).get("median_ms", math.nan))
+
+
+class BenchResult(List[Dict[str, Any]]):
+    """A bench table as a list of flat records, one per kernel and parameter combination.
+
+    Each record holds ``kernel``, ``device``, ``params`` (dict) and each
+    parameter at the top level too (``block_size``, ``hack_size``,
+    ``threads``...), the statistics (``median_ms``, ``mean_ms``, ``min_ms``,
+    ``max_ms``, ``stddev_ms``, ``gflops``, ``gbps``), ``speedup`` over
+    ``cpu.csr.serial``, ``ratio_cusparse``, ``max_rel_err``, ``verified``,
+    ``error`` (for a combination that failed) and ``auto_kernel`` (the row of
+    ``auto``: the kernel it chose). ``raw`` is the daemon's whole table;
+    ``matrix``, ``rows``, ``cols``, ``nnz``, ``dtype``, ``seed``, ``skipped``
+    and ``best`` are copied from it.
+    """
+
+    def __init__(self, table: Dict[str, Any]) -> None:
+        super().__init__(_flatten(r) for r in table.get("results", []))
+        self.raw: Dict[str, Any] = table
+        self.matrix: str = table.get("matrix", "")
+        self.rows: int = int(table.get("rows", 0))
+        self.cols: int = int(table.get("cols", 0))
+        self.nnz: int = int(table.get("nnz", 0))
+        self.dtype: str = table.get("dtype", "")
+        self.seed: Optional[int] = table.get("seed")
+        self.skipped: List[Dict[str, Any]] = list(table.get("skipped", []))
+        self.best: Optional[Dict[str, Any]] = table.get("best")
+
+
+_STAT_KEYS = ("median_ms", "mean_ms", "min_ms", "max_ms", "stddev_ms", "gflops", "gbps", "runs", "warmup")
+
+
+def _number(v: Any) -> Any:
+    """The daemon writes NaN and infinities as strings; numbers come back as floats."""
+    if isinstance(v, str) and v in ("NaN", "Infinity", "-Infinity"):
+        return float(v.replace("Infinity", "inf"))
+    return v
+
+
+def _flatten(r: Mapping[str, Any]) -> Dict[str, Any]:
+    out: Dict[str, Any] = {"kernel": r.get("kernel"), "device": r.get("device"), "params": dict(r.get("params", {}))}
+    out.update(out["params"])
+    st = r.get("stats") or {}
+    for k in _STAT_KEYS:
+        out[k] = _number(st.get(k, math.nan))
+    for k in ("speedup", "ratio_cusparse", "max_rel_err"):
+        out[k] = _number(r.get(k, math.nan))
+    out["verified"] = r.get("verified")
+    out["error"] = r.get("error")
+    out["auto_kernel"] = (r.get("auto") or {}).get("kernel")
+    return out
+
+
+@dataclass
+class SolveResult:
+    """The answer of ``POST /v1/matrices/{id}/solve``.
+
+    ``x`` is the solution (``None`` when it went into a resident vector with
+    ``x_out``); ``raw`` the daemon's whole JSON (times, kernel, device...).
+    """
+
+    x: Optional[np.ndarray]
+    converged: bool
+    stop: Dict[str, Any]
+    iterations: int
+    relres: float
+    residual_history: List[float] = field(default_factory=list)
+    raw: Dict[str, Any] = field(default_factory=dict)
+
+
+def _retry_after(value: Optional[str]) -> Optional[float]:
+    """Seconds from a Retry-After header: an integer or an HTTP date."""
+    if not value:
+        return None
+    try:
+        return max(0.0, float(value))
+    except ValueError:
+        pass
+    try:
+        when = email.utils.parsedate_to_datetime(value)
+        return max(0.0, when.timestamp() - time.time())
+    except (TypeError, ValueError):
+        return None
+
+
+def _json_values(a: np.ndarray) -> Any:
+    """A float array as JSON-ready lists, NaN and infinities as the daemon's strings."""
+    def conv(v: float) -> Any:
+        if math.isfinite(v):
+            return v
+        return "NaN" if math.isnan(v) else ("Infinity" if v > 0 else "-Infinity")
+    if a.ndim == 1:
+        return [conv(float(v)) for v in a]
+    return [[conv(float(v)) for v in col] for col in a.T]
+
+
+class Client:
+    """A connection to one spmvd daemon.
+
+    Args:
+        url: the daemon's base URL, e.g. ``"http://127.0.0.1:8080"``.
+        token: the bearer token when the daemon has ``auth_token_file``.
+        timeout: seconds to wait for a connection and for each answer
+            (a float, or ``(connect, read)``). Long products need a larger one.
+        retries: how many times a 503 answer is retried after its ``Retry-After``.
+        max_retry_wait: the longest ``Retry-After`` honoured, in seconds.
+        job_timeout: default bound, in seconds, of :meth:`wait` (``None``: none).
+        session: a ``requests.Session`` to use instead of a new one.
+
+    A Client is safe to use from one thread at a time (``requests.Session``'s
+    rule); use one Client per thread otherwise. It is a context manager that
+    closes its connections.
+    """
+
+    def __init__(self, url: str = "http://127.0.0.1:8080", token: Optional[str] = None,
+                 timeout: Union[float, Tuple[float, float]] = 60.0, retries: int = 3, max_retry_wait: float = 30.0,
+                 job_timeout: Optional[float] = 3600.0, session: Optional[requests.Session] = None) -> None:
+        self.url = url.rstrip("/")
+        self.timeout = timeout
+        self.retries = int(retries)
+        self.max_retry_wait = float(max_retry_wait)
+        self.job_timeout = job_timeout
+        self.session = session or requests.Session()
+        self.session.headers["User-Agent"] = f"spmvd-python/{__version__}"
+        if token:
+            self.session.headers["Authorization"] = f"Bearer {token}"
+        self._kernels: Optional[Dict[str, Dict[str, Any]]] = None
+        self._no_k: set = set()       # (op, kernel) the daemon took no k > 1 for
+        self._no_trans: set = set()   # kernels the daemon took no op=t for
+
+    # ------------------------------------------------------------ plumbing
+
+    def close(self) -> None:
+        """Closes the pooled connections."""
+        self.session.close()
+
+    def __enter__(self) -> "Client":
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self.close()
+
+    def __repr__(self) -> str:
+        return f"spmvd.Client({self.url!r})"
+
+    def request(self, method: str, path: str, *, params: Optional[Mapping[str, Any]] = None, json_body: Any = None,
+                data: Union[None, bytes, Callable[[], Any]] = None, headers: Optional[Mapping[str, str]] = None,
+                ok: Sequence[int] = (200,), timeout: Any = None) -> requests.Response:
+        """One request with the client's retry and error rules; the answer when its status is in ``ok``.
+
+        ``data`` is bytes, or a callable returning a fresh body (a file object
+        to stream) for each attempt. Raises :class:`~spmvd.errors.ApiError`,
+        :class:`~spmvd.errors.ConnectionFailed` or :class:`~spmvd.errors.Timeout`.
+        """
+        url = self.url + path
+        hdrs = dict(headers or {})
+        body: Any = None
+        if json_body is not None:
+            body = json.dumps(json_body, allow_nan=False).encode()
+            hdrs.setdefault("Content-Type", "application/json")
+        attempt = 0
+        while True:
+            opened = None
+            if callable(data):
+                opened = body = data()
+            elif data is not None:
+                body = data
+            try:
+                r = self.session.request(method, url, params=params, data=body, headers=hdrs,
+                                         timeout=timeout if timeout is not None else self.timeout)
+            except requests.exceptions.Timeout as e:
+                raise errors.Timeout("timeout", f"{method} {url}: no answer within {self.timeout} s ({e})") from e
+            except requests.exceptions.ConnectionError as e:
+                raise errors.ConnectionFailed("connection_failed",
+                                              f"{method} {url}: cannot reach spmvd at {self.url} ({e})") from e
+            except requests.exceptions.RequestException as e:
+                raise errors.ConnectionFailed("connection_failed", f"{method} {url}: {e}") from e
+            finally:
+                if opened is not None and hasattr(opened, "close"):
+                    opened.close()
+            if r.status_code in ok:
+                return r
+            if r.status_code == 503 and attempt < self.retries:
+                wait = _retry_after(r.headers.get("Retry-After"))
+                time.sleep(min(self.max_retry_wait, 1.0 if wait is None else wait))
+                attempt += 1
+                continue
+            raise self._error(r)
+
+    @staticmethod
+    def _error(r: requests.Response) -> errors.ApiError:
+        code, message, body = f"http_{r.status_code}", (r.text or r.reason or "")[:300], None
+        try:
+            body = r.json()
+            err = body["error"]
+            code, message = str(err["code"]), str(err["message"])
+        except (ValueError, KeyError, TypeError):
+            pass
+        if not message:
+            message = f"HTTP {r.status_code} from {r.request.method} {r.url}"
+        return errors.error_for(r.status_code, code, message, _retry_after(r.headers.get("Retry-After")), body)
+
+    def _json(self, method: str, path: str, **kw: Any) -> Any:
+        r = self.request(method, path, **kw)
+        return r.json() if r.content else None
+
+    # -------------------------------------------------------- information
+
+    def health(self) -> Dict[str, Any]:
+        """``GET /v1/health``: ``{"status": "ok", "version", "uptime_s"}`` (never needs the token)."""
+        return self._json("GET", "/v1/health")
+
+    def ready(self) -> bool:
+        """Whether ``GET /v1/ready`` answers 200 (the store is reloaded, the workers are up)."""
+        try:
+            self.request("GET", "/v1/ready", params=None)
+            return True
+        except errors.Unavailable:
+            return False
+
+    def info(self) -> Dict[str, Any]:
+        """``GET /v1/info``: version, build, devices, limits."""
+        return self._json("GET", "/v1/info")
+
+    def kernels(self) -> List[Dict[str, Any]]:
+        """``GET /v1/kernels``: the catalogue (name, op, device, format, params, available, max_k)."""
+        ks = self._json("GET", "/v1/kernels")["kernels"]
+        self._kernels = {k["name"]: k for k in ks}
+        return ks
+
+    def kernel(self, name: str) -> Optional[Dict[str, Any]]:
+        """One catalogue entry by name (the catalogue is fetched once and kept), or ``None``."""
+        if self._kernels is None:
+            self.kernels()
+        assert self._kernels is not None
+        return self._kernels.get(name)
+
+    def metrics(self) -> str:
+        """``GET /metrics``: the Prometheus text."""
+        return self.request("GET", "/metrics").text
+
+    # ---------------------------------------------------------- matrices
+
+    def list(self) -> "List[RemoteMatrix]":
+        """``GET /v1/matrices``: every stored matrix, oldest first, as :class:`RemoteMatrix` objects."""
+        from .matrix import RemoteMatrix
+        return [RemoteMatrix(self, d) for d in self._json("GET", "/v1/matrices")["matrices"]]
+
+    def get(self, matrix: MatrixRef) -> "RemoteMatrix":
+        """``GET /v1/matrices/{id}``: a fresh descriptor, as a :class:`RemoteMatrix`."""
+        from .matrix import RemoteMatrix
+        return RemoteMatrix(self, self._json("GET", f"/v1/matrices/{_id(matrix)}"))
+
+    def delete(self, matrix: MatrixRef) -> None:
+        """``DELETE /v1/matrices/{id}``."""
+        self.request("DELETE", f"/v1/matrices/{_id(matrix)}", ok=(204, 200))
+
+    def upload(self, source: Any, *, name: Optional[str] = None, dtype: Optional[str] = None,
+               formats: Optional[Sequence[str]] = None, hack_size: Optional[int] = None,
+               device: Optional[str] = None, shape: Optional[Tuple[int, int]] = None,
+               kernel: Optional[str] = None) -> "RemoteMatrix":
+        """Stores a matrix on the daemon and returns it as a :class:`RemoteMatrix`.
+
+        ``source`` is one of:
+
+        - a path (``str`` or ``os.PathLike``) to a Matrix Market file, plain or
+          gzip-compressed (``.mtx``, ``.mtx.gz``): streamed as it is;
+        - a path to a SciPy ``.npz`` file (``scipy.sparse.save_npz``): read
+          here and sent as Matrix Market text (the daemon takes no ``.npz``
+          yet);
+        - a ``scipy.sparse`` matrix or array: sent as Matrix Market text,
+          every stored entry with 17 significant digits (9 for float32), so
+          float64 values arrive exactly;
+        - COO arrays ``(row, col, val)`` (0-based) with ``shape=(rows, cols)``.
+
+        ``dtype`` defaults to the source's when it is float32 or float64, else
+        the daemon's ``default_dtype``. Complex values raise ``TypeError``.
+        The other options are the upload route's (``docs/api.md``);
+        ``kernel`` is the :class:`RemoteMatrix`'s kernel for its products.
+        """
+        from .matrix import RemoteMatrix
+        params: Dict[str, Any] = {}
+        if isinstance(source, (str, os.PathLike)):
+            path = os.fspath(source)
+            with open(path, "rb") as f:
+                magic = f.read(4)
+            if magic[:2] == b"PK" or path.endswith(".npz"):
+                import scipy.sparse
+                a = scipy.sparse.load_npz(path)
+                body, sdtype = _mm_body(a.tocoo())
+                src: Any = a
+            else:
+                body, sdtype = (lambda: open(path, "rb")), None
+                src = path
+            params["name"] = name or os.path.basename(path)
+        elif isinstance(source, tuple):
+            if shape is None or len(source) != 3:
+                raise ValueError("COO arrays are uploaded as (row, col, val) with shape=(rows, cols)")
+            coo = _coo_from_arrays(source[0], source[1], source[2], shape)
+            body, sdtype = _mm_body(coo)
+            src = coo
+        elif hasattr(source, "tocoo") and hasattr(source, "shape"):
+            body, sdtype = _mm_body(source.tocoo())
+            src = source
+        else:
+            raise TypeError(f"cannot upload a {type(source).__name__}: pass a path (.mtx, .mtx.gz, .npz), a "
+                            "scipy.sparse matrix, or COO arrays (row, col, val) with shape=")
+        if name and "name" not in params:
+            params["name"] = name
+        if dtype or sdtype:
+            params["dtype"] = dtype or sdtype
+        if formats:
+            params["formats"] = ",".join(formats)
+        if hack_size is not None:
+            params["hack_size"] = int(hack_size)
+        if device is not None:
+            params["device"] = str(device)
+        r = self.request("POST", "/v1/matrices", params=params, data=body,
+                         headers={"Content-Type": "application/octet-stream"}, ok=(201,))
+        m = RemoteMatrix(self, r.json(), kernel=kernel)
+        m._source = src
+        return m
+
+    def spy(self, matrix: MatrixRef, size: int = 512) -> bytes:
+        """``GET /v1/matrices/{id}/spy.png``: the PNG bytes of the pattern picture."""
+        return self.request("GET", f"/v1/matrices/{_id(matrix)}/spy.png", params={"size": int(size)}).content
+
+    def tune(self, matrix: MatrixRef) -> Dict[str, Any]:
+        """``POST /v1/matrices/{id}/tune``: tunes ``auto`` again; the answer (``auto`` holds the choice)."""
+        return self._json("POST", f"/v1/matrices/{_id(matrix)}/tune")
+
+    # ---------------------------------------------------------- products
+
+    def spmv(self, matrix: MatrixRef, x: Any, *, kernel: Optional[str] = None, runs: int = 1, warmup: int = 0,
+             verify: bool = False, op: str = "n", alpha: Optional[float] = None, beta: Optional[float] = None,
+             y: Any = None, **params: int) -> SpmvResult:
+        """y = A·x (``op="t"``: Aᵀ·x) over the binary path; an :class:`SpmvResult`.
+
+        ``x`` is a 1-D array (one vector) or a 2-D ``(n, k)`` array (k
+        columns in one request, the daemon's ``?k=``), converted to the
+        matrix dtype by the rules of :func:`as_values` and copied when it is
+        not contiguous; or a resident :class:`~spmvd.Vector`. ``y`` may be a
+        resident Vector to write into (then ``result.y`` is ``None``; ``beta``
+        needs it). ``params`` are kernel parameters (``block_size``, ``threads``...).
+
+        With ``op="t"`` or k > 1 on a daemon that does not take them, this
+        raises (:class:`~spmvd.errors.Unsupported` when the daemon ignored
+        ``op``, its 400 otherwise); :class:`RemoteMatrix` falls back instead.
+        """
+        from .vector import Vector
+        m = matrix if hasattr(matrix, "descriptor") else self.get(matrix)
+        rows, cols, dt = int(m.descriptor["rows"]), int(m.descriptor["cols"]), dtype_of(m.descriptor["dtype"])
+        n_in, n_out = (cols, rows) if op == "n" else (rows, cols)
+        if op not in ("n", "t"):
+            raise ValueError(f"op must be 'n' or 't', not {op!r}")
+        q: Dict[str, Any] = {"runs": int(runs), "warmup": int(warmup)}
+        if kernel:
+            q["kernel"] = kernel
+        if verify:
+            q["verify"] = "true"
+        if op == "t":
+            q["op"] = "t"
+        if alpha is not None:
+            q["alpha"] = repr(float(alpha))
+        if beta is not None:
+            q["beta"] = repr(float(beta))
+        q.update({k: int(v) for k, v in params.items()})
+        if isinstance(x, Vector):
+            k = x.k
+            q["x"] = x.id
+            body = b""
+        else:
+            xa = as_values(x, dt)
+            if xa.ndim not in (1, 2):
+                raise ValueError(f"x must be 1-D (n,) or 2-D (n, k), not {xa.ndim}-D {xa.shape}")
+            if xa.shape[0] != n_in:
+                raise ValueError(f"x has {xa.shape[0]} rows; {'A' if op == 'n' else 'A^T'} of matrix {m.id} "
+                                 f"({rows} x {cols}) needs {n_in}")
+            k = 1 if xa.ndim == 1 else xa.shape[1]
+            if k < 1:
+                raise ValueError("x has no columns")
+            body = np.asfortranarray(xa).tobytes(order="F") if xa.ndim == 2 else np.ascontiguousarray(xa).tobytes()
+        if k > 1:
+            q["k"] = k
+        if y is not None:
+            if not isinstance(y, Vector):
+                raise TypeError("y must be a resident spmvd.Vector (the answer carries y otherwise)")
+            q["y"] = y.id
+        if beta not in (None, 0, 0.0) and y is None:
+            raise ValueError("beta != 0 needs y as a resident Vector")
+        r = self.request("POST", f"/v1/matrices/{m.id}/spmv", params=q, data=body,
+                         headers={"Content-Type": "application/octet-stream"})
+        stats = json.loads(r.headers.get("X-SpMV-Stats", "{}"))
+        if op == "t" and stats.get("op") != "t":
+            raise errors.Unsupported("op_ignored", "this daemon ignored op=t (it predates transposed products): "
+                                     "the answer is A*x, not A^T*x, and was dropped")
+        if y is not None:
+            return SpmvResult(None, stats)
+        out = np.frombuffer(r.content, dtype=dt)
+        if out.size != n_out * k:
+            raise errors.SpmvdError("bad_answer", f"the daemon answered {len(r.content)} bytes; expected {k} x "
+                                    f"{n_out} values of {dt.name}", r.status_code)
+        out = out.astype(dt.newbyteorder("="), copy=True)
+        return SpmvResult(out if k == 1 else out.reshape((n_out, k), order="F"), stats)
+
+    def bench(self, matrix: MatrixRef, *, kernels: Optional[Sequence[str]] = None, runs: Optional[int] = None,
+              warmup: Optional[int] = None, block_sizes: Optional[Sequence[int]] = None,
+              hack_sizes: Optional[Sequence[int]] = None, verify: Optional[bool] = None,
+              seed: Optional[int] = None, progress: Union[None, bool, str, ProgressFn] = "auto",
+              timeout: Optional[float] = None) -> BenchResult:
+        """``POST /v1/matrices/{id}/bench`` and :meth:`wait` for it; the table as a :class:`BenchResult`.
+
+        Options left ``None`` take the daemon's defaults. ``progress`` is as
+        in :meth:`wait`.
+        """
+        body: Dict[str, Any] = {}
+        for key, v in (("kernels", kernels), ("runs", runs), ("warmup", warmup), ("block_sizes", block_sizes),
+                       ("hack_sizes", hack_sizes), ("verify", verify), ("seed", seed)):
+            if v is not None:
+                body[key] = list(v) if isinstance(v, (list, tuple)) else v
+        job = self._json("POST", f"/v1/matrices/{_id(matrix)}/bench", json_body=body, ok=(202,))
+        done = self.wait(job["id"], progress=progress, timeout=timeout)
+        return BenchResult(done["result"])
+
+    # --------------------------------------------------------------- jobs
+
+    def job(self, job_id: str) -> Dict[str, Any]:
+        """``GET /v1/jobs/{id}``."""
+        return self._json("GET", f"/v1/jobs/{job_id}")
+
+    def cancel(self, job_id: str) -> Optional[Dict[str, Any]]:
+        """``DELETE /v1/jobs/{id}``: cancels a queued or running job (drops a finished one's record)."""
+        r = self.request("DELETE", f"/v1/jobs/{job_id}", ok=(200, 202, 204))
+        return r.json() if r.content else None
+
+    def wait(self, job_id: str, *, progress: Union[None, bool, str, ProgressFn] = "auto",
+             timeout: Optional[float] = None, poll: float = 0.05) -> Dict[str, Any]:
+        """Polls a job until it is ``done``; its last JSON (``result`` holds the answer).
+
+        ``progress``: a callable ``fn(fraction, job)`` called after every poll;
+        ``True`` for a tqdm bar (``ImportError`` without tqdm); ``"auto"``
+        (default) for a tqdm bar when tqdm is installed and stderr is a
+        terminal; ``None``/``False`` for nothing. ``timeout`` (default the
+        client's ``job_timeout``) bounds the wait: :class:`~spmvd.errors.Timeout`
+        after it, naming the job (which keeps running). A failed job raises
+        :class:`~spmvd.errors.JobFailed`. Polls start at ``poll`` seconds and
+        back off to one second.
+        """
+        limit = self.job_timeout if timeout is None else timeout
+        deadline = None if limit is None else time.monotonic() + limit
+        bar = None
+        fn: Optional[ProgressFn] = None
+        if callable(progress):
+            fn = progress
+        elif progress is True or (progress == "auto" and sys.stderr.isatty()):
+            try:
+                from tqdm import tqdm  # type: ignore[import-untyped]
+                bar = tqdm(total=1.0, desc=f"job {job_id[:8]}", unit="job",
+                           bar_format="{desc}: {percentage:3.0f}%|{bar}| {elapsed}<{remaining}")
+            except ImportError:
+                if progress is True:
+                    raise
+        try:
+            delay = poll
+            while True:
+                j = self.job(job_id)
+                frac = float(j.get("progress", 0.0) or 0.0)
+                if fn:
+                    fn(frac, j)
+                if bar is not None:
+                    bar.n = frac
+                    bar.refresh()
+                if j.get("state") == "done":
+                    return j
+                if j.get("state") == "failed":
+                    err = j.get("error") or {}
+                    raise errors.JobFailed(str(err.get("code", "job_failed")),
+                                           str(err.get("message", f"job {job_id} failed")),
+                                           int(j.get("status", 500) or 500), j)
+                if deadline is not None and time.monotonic() + delay > deadline:
+                    raise errors.Timeout("timeout", f"job {job_id} was still {j.get('state')} after {limit} s "
+                                         f"(progress {frac:.0%}); it keeps running: Client.wait() it again or "
+                                         "Client.cancel() it")
+                time.sleep(delay)
+                delay = min(1.0, delay * 1.5)
+        finally:
+            if bar is not None:
+                bar.close()
+
+    # ------------------------------------------------------------ vectors
+
+    def vector(self, values: Any = None, *, n: Optional[int] = None, k: Optional[int] = None,
+               fill: Union[None, float, str] = None, seed: Optional[int] = None, dtype: Optional[str] = None,
+               like: Optional[MatrixRef] = None, side: Optional[str] = None,
+               device: Union[None, str, int] = None) -> "Vector":
+        """``POST /v1/vectors``: a resident :class:`~spmvd.Vector`.
+
+        Either ``values`` (a 1-D array, or ``(n, k)`` for a block; sent binary
+        in ``dtype``, default the ``like`` matrix's, else float64 for float64
+        input and float32 for float32), or ``fill`` (a number or
+        ``"random"`` with ``seed``) with ``n`` (or ``like``) and ``k``.
+        """
+        from .vector import Vector
+        opts: Dict[str, Any] = {}
+        if like is not None:
+            opts["like"] = _id(like)
+        if side is not None:
+            opts["side"] = side
+        if device is not None:
+            opts["device"] = device
+        if values is not None:
+            if fill is not None:
+                raise ValueError("give values or fill, not both")
+            a = np.asarray(values)
+            if dtype is None:
+                if like is not None and hasattr(like, "descriptor"):
+                    dtype = like.descriptor["dtype"]
+                else:
+                    dtype = "float32" if a.dtype == np.float32 else "float64"
+            a = as_values(a, dtype_of(dtype), "values")
+            if a.ndim not in (1, 2) or a.size == 0:
+                raise ValueError(f"values must be a non-empty 1-D (n,) or 2-D (n, k) array, not {a.shape}")
+            if n is not None and n != a.shape[0]:
+                raise ValueError(f"n={n} but values has {a.shape[0]} rows")
+            kk = 1 if a.ndim == 1 else a.shape[1]
+            q = dict(opts, dtype=dtype, k=kk)
+            body = np.asfortranarray(a).tobytes(order="F")
+            r = self.request("POST", "/v1/vectors", params=q, data=body,
+                             headers={"Content-Type": "application/octet-stream"}, ok=(201,))
+        else:
+            obj = dict(opts)
+            if n is not None:
+                obj["n"] = int(n)
+            if k is not None:
+                obj["k"] = int(k)
+            obj["fill"] = 0.0 if fill is None else fill
+            if seed is not None:
+                obj["seed"] = int(seed)
+            if dtype is not None:
+                obj["dtype"] = dtype
+            r = self.request("POST", "/v1/vectors", json_body=obj, ok=(201,))
+        return Vector(self, r.json())
+
+    def vectors(self) -> "List[Vector]":
+        """``GET /v1/vectors``: every resident vector."""
+        from .vector import Vector
+        return [Vector(self, d) for d in self._json("GET", "/v1/vectors")["vectors"]]
+
+    def get_vector(self, vector_id: str) -> "Vector":
+        """``GET /v1/vectors/{id}``: its descriptor, as a :class:`~spmvd.Vector`."""
+        from .vector import Vector
+        return Vector(self, self._json("GET", f"/v1/vectors/{_id(vector_id)}"))
+
+    def ops(self, steps: Optional[Sequence[Mapping[str, Any]]] = None) -> Any:
+        """``POST /v1/ops`` with ``steps`` (dicts, ids or Vectors as operands): the answer.
+
+        Without ``steps``, a :class:`~spmvd.vector.Batch` to build them with
+        methods and ``run()``.
+        """
+        from .vector import Batch
+        if steps is None:
+            return Batch(self)
+        return self._json("POST", "/v1/ops", json_body={"steps": [_step(s) for s in steps]})
+
+    def solve(self, matrix: MatrixRef, b: Any, *, method: str = "cg", tol: Optional[float] = None,
+              maxit: Optional[int] = None, restart: Optional[int] = None, x0: Any = None,
+              preconditioner: Optional[str] = None, kernel: Optional[str] = None, x_out: Any = None,
+              wait: bool = True, progress: Union[None, bool, str, ProgressFn] = "auto",
+              timeout: Optional[float] = None) -> Any:
+        """``POST /v1/matrices/{id}/solve``: Ax = b on the daemon; a :class:`SolveResult`.
+
+        ``b`` and ``x0`` are arrays (sent as JSON numbers, 17 digits) or
+        resident Vectors; ``x_out`` a Vector to write x into. ``method`` is
+        ``cg``, ``bicgstab`` or ``gmres`` (``restart``); ``preconditioner``
+        ``none`` or ``jacobi``. With ``wait=False`` the job is started
+        (``"async": true``) and its id returned; otherwise it runs
+        asynchronously and is waited on with ``progress`` (see :meth:`wait`).
+        A daemon without the route raises :class:`~spmvd.errors.Unsupported`
+        (use ``scipy.sparse.linalg.cg(RemoteMatrix)`` there).
+        """
+        from .vector import Vector
+        m = matrix if hasattr(matrix, "descriptor") else self.get(matrix)
+        dt = dtype_of(m.descriptor["dtype"])
+
+        def operand(v: Any, what: str) -> Any:
+            if isinstance(v, Vector):
+                return {"vector": v.id}
+            a = as_values(v, np.dtype("<f8"), what)
+            if a.ndim != 1 or a.shape[0] != int(m.descriptor["rows"]):
+                raise ValueError(f"{what} must be 1-D of length {m.descriptor['rows']}, not {a.shape}")
+            return _json_values(a)
+        body: Dict[str, Any] = {"method": method, "b": operand(b, "b")}
+        for key, v in (("tol", tol), ("maxit", maxit), ("restart", restart), ("preconditioner", preconditioner),
+                       ("kernel", kernel)):
+            if v is not None:
+                body[key] = v
+        if x0 is not None:
+            body["x0"] = operand(x0, "x0")
+        if x_out is not None:
+            body["x_out"] = {"vector": x_out.id if isinstance(x_out, Vector) else str(x_out)}
+        body["async"] = True
+        try:
+            job = self._json("POST", f"/v1/matrices/{m.id}/solve", json_body=body, ok=(202,))
+        except errors.NotFound as e:
+            if "no route" in e.message:
+                raise errors.Unsupported("no_solve", "this daemon has no /solve route (it predates resident "
+                                         "vectors and solvers): use scipy.sparse.linalg.cg(RemoteMatrix, b)") from e
+            raise
+        if not wait:
+            return job["id"]
+        res = self.wait(job["id"], progress=progress, timeout=timeout)["result"]
+        rx = res.get("x")  # a list, or {"vector": id} when x went into x_out
+        x = None if not isinstance(rx, list) else np.asarray([_number(v) for v in rx], dtype=np.float64).astype(
+            dt.newbyteorder("="))
+        return SolveResult(x, bool(res.get("converged")), dict(res.get("stop", {})), int(res.get("iterations", 0)),
+                           float(_number(res.get("relres", math.nan))),
+                           [float(_number(v)) for v in res.get("residual_history", [])], res)
+
+
+# ---------------------------------------------------------------- helpers
+
+def _id(ref: Any) -> str:
+    """The id of a matrix, vector or job reference (object with ``id``, descriptor dict, or string)."""
+    if isinstance(ref, str):
+        return ref
+    if isinstance(ref, Mapping):
+        return str(ref["id"])
+    if hasattr(ref, "id"):
+        return str(ref.id)
+    raise TypeError(f"expected an id, a descriptor or an object with .id, not {type(ref).__name__}")
+
+
+def _step(s: Mapping[str, Any]) -> Dict[str, Any]:
+    """An ops step with Vector / RemoteMatrix operands replaced by their ids."""
+    out: Dict[str, Any] = {}
+    for k, v in s.items():
+        out[k] = v if isinstance(v, (int, float, str, bool)) or v is None else _id(v)
+    return out
+
+
+def _coo_from_arrays(row: Any, col: Any, val: Any, shape: Tuple[int, int]) -> Any:
+    """Checks COO arrays and returns a light object with row, col, data, shape (no SciPy needed)."""
+    r, c, v = np.asarray(row), np.asarray(col), np.asarray(val)
+    if r.ndim != 1 or c.ndim != 1 or v.ndim != 1 or not (len(r) == len(c) == len(v)):
+        raise ValueError(f"row, col and val must be 1-D of one length, not {r.shape}, {c.shape}, {v.shape}")
+    if r.dtype.kind not in "iu" or c.dtype.kind not in "iu":
+        raise TypeError(f"row and col must be integer arrays, not {r.dtype} and {c.dtype}")
+    nr, nc = int(shape[0]), int(shape[1])
+    if nr < 1 or nc < 1:
+        raise ValueError(f"shape {shape} must be positive")
+    if len(r) and (r.min() < 0 or r.max() >= nr or c.min() < 0 or c.max() >= nc):
+        raise ValueError(f"an index is out of range for shape {shape} (indices are 0-based)")
+    as_values(v, np.dtype("<f8"), "val")  # the dtype rules, raising on complex or objects
+
+    class _Coo:
+        pass
+    coo = _Coo()
+    coo.row, coo.col, coo.data, coo.shape = r, c, v, (nr, nc)  # type: ignore[attr-defined]
+    return coo
+
+
+def _mm_body(coo: Any) -> Tuple[Callable[[], IO[bytes]], Optional[str]]:
+    """Matrix Market text of a COO matrix in a temporary file: (opener, dtype name or None)."""
+    data = np.asarray(coo.data)
+    if data.dtype.kind == "c":
+        raise TypeError(f"the matrix is complex ({data.dtype}); spmvd holds real float64/float32 values")
+    if data.dtype.kind not in "fiub":
+        raise TypeError(f"the matrix has dtype {data.dtype}; spmvd takes real numbers")
+    sdtype = {"f8": "float64", "f4": "float32"}.get(f"{data.dtype.kind}{data.dtype.itemsize}")
+    fmt = "%.9g" if sdtype == "float32" else "%.17g"
+    rows, cols = int(coo.shape[0]), int(coo.shape[1])
+    nnz = int(data.shape[0])
+    tmp = tempfile.TemporaryFile()
+    tmp.write(b"%%MatrixMarket matrix coordinate real general\n% written by the spmvd Python client\n")
+    tmp.write(f"{rows} {cols} {nnz}\n".encode())
+    r = np.asarray(coo.row, dtype=np.int64) + 1
+    c = np.asarray(coo.col, dtype=np.int64) + 1
+    vals = data.astype(np.float64)
+    text = io.TextIOWrapper(tmp, encoding="ascii", newline="\n", write_through=True)
+    step = 1 << 18
+    for s in range(0, nnz, step):
+        e = min(nnz, s + step)
+        block = np.empty(e - s, dtype=[("r", "i8"), ("c", "i8"), ("v", "f8")])
+        block["r"], block["c"], block["v"] = r[s:e], c[s:e], vals[s:e]
+        np.savetxt(text, block, fmt=f"%d %d {fmt}")
+    text.flush()
+    text.detach()
+    fd = tmp.fileno()
+
+    def reopen() -> IO[bytes]:
+        # a new descriptor per attempt (requests closes nothing of ours; the
+        # client closes it): the temporary file lives as long as this closure
+        f = os.fdopen(os.dup(fd), "rb")
+        f.seek(0)
+        return f
+    reopen.tmp = tmp  # type: ignore[attr-defined]
+    return reopen, sdtype
+
+
+if TYPE_CHECKING:  # pragma: no cover - names for type checkers only
+    from .matrix import RemoteMatrix  # noqa: F401
+    from .vector import Vector  # noqa: F401

@@ -42,11 +42,38 @@ static json_t *formats_json(matrix *m)
         add_format(list, "host", SPMV_FMT_HYB, fi.bytes, fi.padding_ratio);
     }
     pthread_mutex_unlock(&m->lock);
-    if (m->dev && m->dev_worker)
+    if (m->dev && m->dev_worker) {
+        spmv_gpu_usage u;
+        spmv_gpu_matrix_usage(m->dev, &u);
         for (int b = 0; b < 5; b++)
-            if (m->dev_formats & (1u << b))
-                add_format(list, m->dev_worker->name, 1u << b, m->dev_bytes[b], m->dev_padding[b]);
+            if (u.formats & (1u << b))
+                add_format(list, m->dev_worker->name, 1u << b, u.bytes[b], u.padding[b]);
+    }
     return list;
+}
+
+/* Formats never evicted: CSR and what the upload asked for. */
+static json_t *pinned_json(matrix *m)
+{
+    json_t *list = json_array();
+    for (unsigned f = 1; f <= SPMV_FMT_HYB; f <<= 1)
+        if ((m->meta.formats | SPMV_FMT_CSR) & f)
+            json_array_append_new(list, json_string(spmv_format_name((spmv_format)f)));
+    return list;
+}
+
+/* Where the device bytes are: per format, the transpose, the rest. */
+static json_t *device_memory_json(matrix *m)
+{
+    spmv_gpu_usage u;
+    memset(&u, 0, sizeof u);
+    if (m->dev && m->dev_worker)
+        spmv_gpu_matrix_usage(m->dev, &u);
+    json_t *per = json_object();
+    for (unsigned b = 0; b < 5; b++)
+        json_object_set_new(per, spmv_format_name((spmv_format)(1u << b)), json_integer((json_int_t)u.bytes[b]));
+    return json_pack("{s:o, s:I, s:I, s:I}", "formats", per, "transpose", (json_int_t)u.transpose, "other",
+                     (json_int_t)u.other, "total", (json_int_t)u.total);
 }
 
 json_t *api_matrix_json(spmvd *d, matrix *m)
@@ -58,15 +85,17 @@ json_t *api_matrix_json(spmvd *d, matrix *m)
     gmtime_r(&t, &tm);
     strftime(created, sizeof created, "%Y-%m-%dT%H:%M:%SZ", &tm);
     const matfile_meta *mt = &m->meta;
-    return json_pack("{s:s, s:s, s:I, s:I, s:I, s:s, s:s, s:i, s:s, s:o, s:I, s:I, s:s,"
+    return json_pack("{s:s, s:s, s:I, s:I, s:I, s:s, s:s, s:i, s:s, s:o, s:o, s:I, s:I, s:o, s:s,"
                      " s:{s:o, s:o, s:o, s:o}}",
                      "id", mt->id, "name", mt->name, "rows", (json_int_t)m->host.rows,
                      "cols", (json_int_t)m->host.cols, "nnz", (json_int_t)m->host.nnz,
                      "dtype", spmv_dtype_name(m->host.dtype), "symmetry", spmv_mm_symmetry_name(mt->symmetry),
                      "hack_size", m->host.hack_size,
                      "device", m->dev && m->dev_worker ? m->dev_worker->name : "cpu",
-                     "formats", formats_json(m),
-                     "host_bytes", (json_int_t)matrix_host_bytes(m), "device_bytes", (json_int_t)m->dev_total,
+                     "formats", formats_json(m), "pinned", pinned_json(m),
+                     "host_bytes", (json_int_t)matrix_host_bytes(m),
+                     "device_bytes", (json_int_t)(m->dev ? spmv_gpu_matrix_bytes(m->dev) : 0),
+                     "device_memory", device_memory_json(m),
                      "created", created,
                      "timings", "parse_ms", api_json_real(mt->parse_ms), "convert_ms", api_json_real(mt->convert_ms),
                      "transfer_ms", api_json_real(mt->transfer_ms), "store_ms", api_json_real(mt->store_ms));

@@ -222,7 +222,8 @@ static int make_stored(spmspm_task *t, worker *w)
     meta.hack_size = t->a->meta.hack_size;
     meta.device = w->gpu >= 0 ? w->gpu : MATFILE_DEVICE_HOST;
     meta.created = (int64_t)time(NULL);
-    int rc = matrix_new_from_csr(&meta, &t->c, SPMV_FMT_CSR, &t->out, &t->err);
+    spmv_format_limits lim = spmvd_format_limits(w->d);
+    int rc = matrix_new_from_csr(&meta, &t->c, SPMV_FMT_CSR, &lim, &t->out, &t->err);
     if (rc != SPMV_OK || w->gpu < 0)
         return rc;
     if ((rc = spmv_csr_to_coo(&t->out->host.csr, &coo, &t->err)) != SPMV_OK)

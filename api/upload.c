@@ -245,7 +245,7 @@ static int parse_options(request *r, upload_opts *o)
     }
     if (parse_device(r, u->device, &o->device) != 0)
         return -1;
-    o->formats = o->device == -1 ? SPMV_FMT_CSR : SPMV_FMT_ALL;
+    o->formats = SPMV_FMT_CSR; /* every other format is built on first use (docs/api.md, "Formats") */
     if (u->formats[0] && spmv_formats_parse(u->formats, &o->formats, &err) != 0) {
         api_error(r, 400, "invalid_request", "`formats`: %s", err.message);
         return -1;
@@ -337,8 +337,9 @@ static int build_matrix(request *r, const upload_opts *o, const spmv_mm_info *in
     spmv_csr csr = {0};
     int rc = spmv_coo_to_csr(&u->coo, o->dtype, &csr, &err);
     /* a GPU matrix keeps only the CSR on the host; other formats live on the device */
+    spmv_format_limits lim = spmvd_format_limits(r->d);
     if (rc == SPMV_OK)
-        rc = matrix_new_from_csr(&meta, &csr, o->device == -1 ? o->formats : SPMV_FMT_CSR, &u->m, &err);
+        rc = matrix_new_from_csr(&meta, &csr, o->device == -1 ? o->formats : SPMV_FMT_CSR, &lim, &u->m, &err);
     if (rc != SPMV_OK) {
         spmv_csr_free(&csr);
         api_error_spmv(r, rc, &err);

@@ -136,6 +136,12 @@ static int tune_now(spmvd *d, worker *w, matrix *m, int32_t ncols, matrix_tuning
         seed = seed * 131 + (unsigned char)*s;
     o.seed = seed;
     int rc = spmv_tune(&m->host.csr, &o, run_on_worker, &c, &r, err);
+    /* Tuning built a format per candidate; only the winner's stays (and
+     * what the upload pinned): the rest would hold memory no call reads. */
+    unsigned keep = rc == SPMV_OK ? (unsigned)r.kernel->format : 0u;
+    if (m->dev)
+        spmv_gpu_matrix_trim(worker_gpu_ctx(w), m->dev, keep);
+    worker_cpu_trim(m, keep);
     if (rc != SPMV_OK)
         return rc;
     memset(out, 0, sizeof *out);

@@ -93,6 +93,14 @@ static const key_desc keys[] = {
      "HLL slice height of uploads that name none"},
     {"device_reserve_bytes", KEY_INT, OFF(device_reserve_bytes), 0, 64 * TiB, 256 * MiB, NULL, NULL,
      "GPU memory kept free: an upload that would eat into it gets 507"},
+    {"max_padding", KEY_INT, OFF(max_padding), 0, 1000000, 3, NULL, NULL,
+     "a padded format (ELL, HLL, HYB) holding more than this many slots per non-zero (plus 65536) is not built: its "
+     "kernels answer 422 (0: no bound)"},
+    {"max_format_bytes", KEY_INT, OFF(max_format_bytes), 0, 64 * TiB, 0, NULL, NULL,
+     "bytes one derived format may hold; past it the format is not built and its kernels answer 422 (0: no bound)"},
+    {"host_format_bytes", KEY_INT, OFF(host_format_bytes), 0, 64 * TiB, 4 * GiB, NULL, NULL,
+     "host memory for formats built on first use by CPU kernels; past it the least recently used are freed (0: no "
+     "bound)"},
     {"connection_timeout", KEY_INT, OFF(connection_timeout), 1, 86400, 60, NULL, NULL,
      "seconds an idle connection is kept open"},
     {"connection_memory_limit", KEY_INT, OFF(connection_memory_limit), 16 * KiB, 64 * MiB, 256 * KiB, NULL, NULL,

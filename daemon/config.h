@@ -39,6 +39,9 @@ typedef struct spmvd_config {
     char *default_dtype;
     int64_t default_hack_size;
     int64_t device_reserve_bytes;
+    int64_t max_padding;           /* padded slots per non-zero a derived format may hold (0: no bound) */
+    int64_t max_format_bytes;      /* bytes one derived format may hold (0: no bound) */
+    int64_t host_format_bytes;     /* host memory for derived formats built on demand (0: no bound) */
     int64_t connection_timeout;    /* seconds */
     int64_t connection_memory_limit;
     int64_t max_connections;

@@ -18,6 +18,15 @@ void spmvd_limits_from_config(spmvd_limits *l, const spmvd_config *c)
     atomic_store(&l->max_nnz, c->max_nnz);
     atomic_store(&l->max_ops_steps, c->max_ops_steps);
     atomic_store(&l->max_solve_iterations, c->max_solve_iterations);
+    atomic_store(&l->max_padding, c->max_padding);
+    atomic_store(&l->max_format_bytes, c->max_format_bytes);
+    atomic_store(&l->host_format_bytes, c->host_format_bytes);
+}
+
+spmv_format_limits spmvd_format_limits(spmvd *d)
+{
+    spmv_format_limits l = {(double)atomic_load(&d->limits.max_padding), atomic_load(&d->limits.max_format_bytes)};
+    return l;
 }
 
 void spmvd_vlimits_from_config(vstore_limits *l, const spmvd_config *c)

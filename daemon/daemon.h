@@ -24,6 +24,7 @@ typedef struct spmvd_limits {
     _Atomic int64_t max_upload_bytes, max_body_bytes, max_runs, job_retention, max_request_work;
     _Atomic int64_t max_rows, max_nnz;
     _Atomic int64_t max_ops_steps, max_solve_iterations;
+    _Atomic int64_t max_padding, max_format_bytes, host_format_bytes; /* the padding rule, the host format cache */
 } spmvd_limits;
 
 typedef struct spmvd {
@@ -48,6 +49,8 @@ typedef struct spmvd {
 
 void spmvd_limits_from_config(spmvd_limits *l, const spmvd_config *c);
 void spmvd_vlimits_from_config(vstore_limits *l, const spmvd_config *c);
+/* The padding rule now in force (max_padding, max_format_bytes). */
+spmv_format_limits spmvd_format_limits(spmvd *d);
 
 /* The GPU worker an upload goes to: `want` < 0 picks the one with the most
  * free memory; NULL when there is no GPU (or `want` is not one). */

@@ -189,7 +189,8 @@ static int reload_one(void *ctx, const matfile_meta *meta, spmv_csr *csr, spmv_e
     spmvd *d = rc->d;
     matrix *m;
     bool on_gpu = meta->device != MATFILE_DEVICE_HOST;
-    int st = matrix_new_from_csr(meta, csr, on_gpu ? SPMV_FMT_CSR : meta->formats, &m, err);
+    spmv_format_limits lim = spmvd_format_limits(d);
+    int st = matrix_new_from_csr(meta, csr, on_gpu ? SPMV_FMT_CSR : meta->formats, &lim, &m, err);
     if (st != SPMV_OK)
         return st;
     if (on_gpu)

@@ -90,6 +90,7 @@ struct metrics {
     _Atomic unsigned long long *kernel_runs;
     _Atomic unsigned long long *kernel_ns;
     _Atomic unsigned long long upload_bytes;
+    _Atomic unsigned long long host_evictions;
     histogram request_hist[METRICS_MAX_ROUTES]; /* spmvd_request_duration_seconds{route} */
     histogram *kernel_hist;                     /* spmvd_kernel_duration_seconds{kernel}, nkernels + 1 */
 };
@@ -148,6 +149,12 @@ void metrics_upload(metrics *m, size_t bytes)
 {
     if (m)
         atomic_fetch_add(&m->upload_bytes, bytes);
+}
+
+void metrics_host_eviction(metrics *m)
+{
+    if (m)
+        atomic_fetch_add(&m->host_evictions, 1);
 }
 
 static void render_requests(metrics *m, FILE *f)
@@ -223,7 +230,16 @@ static void render_workers(FILE *f, spmvd *d)
         fprintf(f, "spmvd_device_memory_bytes{device=\"%s\",kind=\"free\"} %zu\n", info[i].name, info[i].gpu_info.mem_free);
         fprintf(f, "spmvd_device_memory_bytes{device=\"%s\",kind=\"used_by_spmvd\"} %zu\n", info[i].name,
                 info[i].gpu_info.mem_used_by_spmvd);
+        fprintf(f, "spmvd_device_memory_bytes{device=\"%s\",kind=\"scratch\"} %zu\n", info[i].name,
+                info[i].gpu_info.mem_scratch);
     }
+    fputs("# HELP spmvd_format_evictions_total Derived formats freed to make room, least recently used first.\n"
+          "# TYPE spmvd_format_evictions_total counter\n", f);
+    for (int i = 0; i < n; i++)
+        if (info[i].have_gpu_info)
+            fprintf(f, "spmvd_format_evictions_total{device=\"%s\"} %llu\n", info[i].name,
+                    (unsigned long long)info[i].gpu_info.evictions);
+    fprintf(f, "spmvd_format_evictions_total{device=\"host\"} %llu\n", d->metrics ? atomic_load(&d->metrics->host_evictions) : 0ULL);
 }
 
 static void render_matrices(FILE *f, spmvd *d)
@@ -243,7 +259,7 @@ static void render_matrices(FILE *f, spmvd *d)
                     slot = g + 1;
         count[slot]++;
         if (slot)
-            bytes[slot] += list[i]->dev_total;
+            bytes[slot] += spmv_gpu_matrix_bytes(list[i]->dev);
     }
     store_list_free(list, n);
     fputs("# HELP spmvd_matrices Matrices held, by the device they run on (cpu: host only).\n"

@@ -59,7 +59,7 @@ bool store_id_valid(const char *text)
 
 /* --------------------------------------------------------- matrices */
 
-int matrix_new_from_csr(const matfile_meta *meta, spmv_csr *csr, unsigned formats,
+int matrix_new_from_csr(const matfile_meta *meta, spmv_csr *csr, unsigned formats, const spmv_format_limits *lim,
                         matrix **out, spmv_error *err)
 {
     matrix *m = calloc(1, sizeof *m);
@@ -74,12 +74,16 @@ int matrix_new_from_csr(const matfile_meta *meta, spmv_csr *csr, unsigned format
     m->host.dtype = csr->dtype;
     m->host.hack_size = meta->hack_size;
     m->host.formats = SPMV_FMT_CSR;
+    if (lim)
+        m->host.limits = *lim;
     m->host.csr = *csr;
     memset(csr, 0, sizeof *csr);
     for (unsigned f = SPMV_FMT_COO; f <= SPMV_FMT_HYB; f <<= 1) {
         if (!(formats & f) || f == SPMV_FMT_CSR)
             continue;
-        int rc = spmv_matrix_add_format(&m->host, (spmv_format)f, 0, err);
+        int rc = spmv_matrix_add_format(&m->host, (spmv_format)f, err);
+        if (rc == SPMV_ERR_LIMIT)
+            continue; /* past the padding rule: not built, its kernels say why */
         if (rc != 0) {
             matrix_unref(m);
             return rc;
@@ -112,18 +116,21 @@ void matrix_unref(matrix *m)
 
 size_t matrix_host_bytes(matrix *m)
 {
-    size_t total = 0;
     pthread_mutex_lock(&m->lock);
-    const spmv_matrix *h = &m->host;
-    total += spmv_csr_info(&h->csr).bytes;
-    if (h->formats & SPMV_FMT_COO)
-        total += spmv_coo_info(&h->coo).bytes;
-    if (h->formats & SPMV_FMT_ELL)
-        total += spmv_ell_info(&h->ell).bytes;
-    if (h->formats & SPMV_FMT_HLL)
-        total += spmv_hll_info(&h->hll).bytes;
-    if (h->formats & SPMV_FMT_HYB)
-        total += spmv_hyb_info(&h->hyb).bytes;
+    size_t total = spmv_matrix_format_bytes(&m->host, SPMV_FMT_ALL);
+    pthread_mutex_unlock(&m->lock);
+    return total;
+}
+
+unsigned matrix_host_pinned(const matrix *m)
+{
+    return SPMV_FMT_CSR | (m->meta.device == MATFILE_DEVICE_HOST ? m->meta.formats : 0);
+}
+
+size_t matrix_host_cache_bytes(matrix *m)
+{
+    pthread_mutex_lock(&m->lock);
+    size_t total = spmv_matrix_format_bytes(&m->host, SPMV_FMT_ALL & ~matrix_host_pinned(m));
     pthread_mutex_unlock(&m->lock);
     return total;
 }

@@ -40,11 +40,9 @@ typedef struct matrix {
     pthread_mutex_t lock;       /* guards host.formats and the formats built on demand */
     spmv_matrix host;
     struct worker *dev_worker;  /* NULL: held on the host only */
-    void *dev;                  /* device copy, opaque outside the worker */
-    unsigned dev_formats;
-    size_t dev_bytes[5];        /* per format, index log2(SPMV_FMT_*) */
-    double dev_padding[5];
-    size_t dev_total;
+    void *dev;                  /* device copy, opaque outside the worker (spmv_gpu_matrix_usage reads it live) */
+    uint64_t host_use[5];       /* when each host format was last read (LRU of the host format cache), under `lock` */
+    int host_busy[5];           /* CPU kernels reading each host format now (never evicted then), under `lock` */
     matrix_tuning tuned;        /* `auto`'s choice, under `lock` */
     matrix_tuning tuned_k[8];   /* `auto`'s choices for k > 1 columns (kernel NULL: free), under `lock` */
     int32_t tuned_k_cols[8];
@@ -62,8 +60,9 @@ void store_close(store *s);
 const char *store_dir(const store *s);
 
 /* A fresh matrix with one reference, its host matrix taking ownership of
- * *csr (zeroed), and the other host formats in `formats` built. */
-int matrix_new_from_csr(const matfile_meta *meta, spmv_csr *csr, unsigned formats,
+ * *csr (zeroed), and the other host formats in `formats` built (pinned);
+ * one the padding rule `lim` refuses is skipped. */
+int matrix_new_from_csr(const matfile_meta *meta, spmv_csr *csr, unsigned formats, const spmv_format_limits *lim,
                         matrix **out, spmv_error *err);
 matrix *matrix_ref(matrix *m);
 /* Drops a reference; the last one frees host memory and hands the device
@@ -71,6 +70,12 @@ matrix *matrix_ref(matrix *m);
 void matrix_unref(matrix *m);
 /* Host bytes of all formats held. */
 size_t matrix_host_bytes(matrix *m);
+/* Host formats never evicted: CSR, and for a host matrix the formats its
+ * upload asked for. */
+unsigned matrix_host_pinned(const matrix *m);
+/* Host bytes of the derived formats held that are not pinned (the host
+ * format cache, daemon/worker_cpu.c). */
+size_t matrix_host_cache_bytes(matrix *m);
 
 /* Writes the file (timing it into meta.store_ms), then lists the matrix.
  * The store takes its own reference. */

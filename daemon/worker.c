@@ -34,6 +34,10 @@ static void run_one(worker *w, task *t)
     t->queue_ms = t0 - t->enqueued_ms;
     atomic_store(&w->task_started_ms, (long long)t0);
     atomic_fetch_add(&w->wait_us, (long long)(t->queue_ms * 1000.0));
+    if (w->gpu >= 0 && w->ctx && w->d) { /* the padding rule in force now (SIGHUP may change it) */
+        spmv_format_limits lim = spmvd_format_limits(w->d);
+        spmv_gpu_ctx_set_limits(w->ctx, &lim);
+    }
     t->run(t, w);
     atomic_fetch_add(&w->busy_us, (long long)((spmv_now_ms() - t0) * 1000.0));
     atomic_fetch_add(&w->tasks_run, 1);
@@ -157,7 +161,7 @@ int worker_run_kernel(worker *w, matrix *m, const spmv_kernel *k, const spmv_par
     int rc;
     worker_heartbeat(w);
     if (k->device == SPMV_DEVICE_CPU)
-        rc = worker_cpu_spmv(m, k, p, x, y, warmup, runs, st, err);
+        rc = worker_cpu_spmv(w->d, m, k, p, x, y, warmup, runs, st, err);
     else if (m->dev_worker != w || !m->dev)
         rc = spmv_error_set(err, SPMV_ERR_UNAVAILABLE, 0, "matrix %s is not resident on %s",
                             m->meta.id, w->name);
@@ -192,9 +196,12 @@ static int host_transpose(matrix *m, spmv_matrix **out, spmv_error *err)
     return rc;
 }
 
-/* The host matrix a CPU kernel runs on, with the formats it reads. */
-static int host_operand(matrix *m, const spmv_kernel *k, bool trans, spmv_matrix *snap, spmv_error *err)
+/* The host matrix a CPU kernel runs on, with the formats it reads; *held
+ * says whether host_operand_done must release a cached format after. */
+static int host_operand(spmvd *d, matrix *m, const spmv_kernel *k, const spmv_params *p, bool trans,
+                        spmv_matrix *snap, bool *held, spmv_error *err)
 {
+    *held = false;
     if (trans) {
         spmv_matrix *t;
         int rc = host_transpose(m, &t, err);
@@ -206,7 +213,9 @@ static int host_operand(matrix *m, const spmv_kernel *k, bool trans, spmv_matrix
         *snap = *t;
         return SPMV_OK;
     }
-    return worker_cpu_snapshot(m, k, snap, err);
+    int rc = worker_cpu_acquire(d, m, k, p, snap, err);
+    *held = rc == SPMV_OK;
+    return rc;
 }
 
 static int check_device(worker *w, matrix *m, const spmv_kernel *k, spmv_error *err)
@@ -232,8 +241,11 @@ int worker_run_apply(worker *w, matrix *m, const spmv_kernel *k, const spmv_para
         return rc;
     if (k->device == SPMV_DEVICE_CPU) {
         spmv_matrix snap;
-        if ((rc = host_operand(m, k, trans, &snap, err)) == SPMV_OK)
+        bool held;
+        if ((rc = host_operand(w->d, m, k, p, trans, &snap, &held, err)) == SPMV_OK)
             rc = spmv_cpu_apply(k, &snap, p, a, x, y, st, axpby_ms, err);
+        if (held)
+            worker_cpu_release(m, k);
     } else {
         spmv_gpu_matrix *g;
         if ((rc = gpu_operand(w, m, trans, &g, err)) == SPMV_OK)
@@ -257,8 +269,11 @@ int worker_run_kernel_k(worker *w, matrix *m, const spmv_kernel *k, const spmv_p
         return rc;
     if (k->device == SPMV_DEVICE_CPU) {
         spmv_matrix snap;
-        if ((rc = host_operand(m, k, trans, &snap, err)) == SPMV_OK)
+        bool held;
+        if ((rc = host_operand(w->d, m, k, p, trans, &snap, &held, err)) == SPMV_OK)
             rc = spmv_cpu_run_k(k, &snap, p, ncols, x, y, warmup, runs, st, err);
+        if (held)
+            worker_cpu_release(m, k);
     } else {
         spmv_gpu_matrix *g;
         if ((rc = gpu_operand(w, m, trans, &g, err)) == SPMV_OK)

@@ -97,12 +97,17 @@ void worker_generic_info(worker *w, worker_info *out);
 
 /* A CPU kernel on the host copy, caching a format it builds (any thread
  * that is a worker may call it). */
-int worker_cpu_spmv(matrix *m, const spmv_kernel *k, const spmv_params *p,
+int worker_cpu_spmv(struct spmvd *d, matrix *m, const spmv_kernel *k, const spmv_params *p,
                     const void *x, void *y, int32_t warmup, int32_t runs,
                     spmv_stats *st, spmv_error *err);
 /* The host matrix (a shallow snapshot) CPU kernel k reads, the format it
- * needs built and cached first. */
-int worker_cpu_snapshot(matrix *m, const spmv_kernel *k, spmv_matrix *snap, spmv_error *err);
+ * needs built and cached first (p: its hack_size, may be NULL); the format
+ * stays held, never evicted, until worker_cpu_release. */
+int worker_cpu_acquire(struct spmvd *d, matrix *m, const spmv_kernel *k, const spmv_params *p, spmv_matrix *snap,
+                       spmv_error *err);
+void worker_cpu_release(matrix *m, const spmv_kernel *k);
+/* Frees the host formats neither pinned nor in `keep` (auto's winner). */
+void worker_cpu_trim(matrix *m, unsigned keep);
 /* Runs k on m from worker w's thread: CPU kernels on the host copy, GPU
  * kernels through w's device. Records the kernel time in the metrics. */
 int worker_run_kernel(worker *w, matrix *m, const spmv_kernel *k, const spmv_params *p,

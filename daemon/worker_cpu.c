@@ -2,11 +2,14 @@
  *
  * One queue for every CPU kernel because an OpenMP kernel uses all cores:
  * two at once would spoil both timings. The host CSR is always held; a
- * kernel reading another format gets it built once, on first use, and
- * cached in the matrix under its lock (the descriptor then lists it). An
- * HLL with a hack size other than the matrix's is left to the engine, which
- * builds a scratch copy per call rather than growing the cache without
- * bound.
+ * kernel reading another format gets it built on first use, under the
+ * padding rule (engine/limits.c), and cached in the matrix under its lock
+ * (the descriptor then lists it). The cache of such formats across all
+ * matrices is bounded by host_format_bytes: before a build would pass it,
+ * the least recently used formats that no kernel is reading and that the
+ * upload did not pin are freed. An HLL with a hack size other than the
+ * matrix's is left to the engine, which builds a scratch copy per call
+ * rather than growing the cache without bound.
  */
 #include <string.h>
 
@@ -14,48 +17,139 @@
 #include "daemon/log.h"
 #include "daemon/worker.h"
 
-/* ELL slots allowed when caching an ELL: beyond this padding the cache
- * would cost more than the matrix itself many times over. */
-static int64_t ell_slot_bound(const matrix *m)
+static _Atomic uint64_t host_tick; /* orders host format uses (LRU) */
+
+static int fmt_index(spmv_format f)
 {
-    return 16 * m->host.nnz + (INT64_C(1) << 24);
+    int i = 0;
+    while (i < 5 && (1u << i) != (unsigned)f)
+        i++;
+    return i;
 }
 
-static int ensure_format(matrix *m, const spmv_kernel *k, const spmv_params *p, spmv_matrix *snap,
-                         spmv_error *err)
+/* The least recently used host format nobody reads now, across every
+ * matrix, freed; false when there is none. */
+static bool evict_one(spmvd *d)
+{
+    matrix **list, *victim = NULL;
+    size_t n;
+    int vi = -1;
+    uint64_t oldest = UINT64_MAX;
+    if (!d || !d->store || store_list(d->store, &list, &n) != SPMV_OK)
+        return false;
+    for (size_t j = 0; j < n; j++) {
+        matrix *m = list[j];
+        unsigned pinned = matrix_host_pinned(m);
+        pthread_mutex_lock(&m->lock);
+        for (int i = 0; i < 5; i++) {
+            unsigned f = 1u << i;
+            if ((m->host.formats & f) && !(pinned & f) && m->host_busy[i] == 0 && m->host_use[i] < oldest) {
+                oldest = m->host_use[i];
+                victim = m;
+                vi = i;
+            }
+        }
+        pthread_mutex_unlock(&m->lock);
+    }
+    if (victim) {
+        pthread_mutex_lock(&victim->lock);
+        if (victim->host_busy[vi] == 0) /* unless someone started reading it meanwhile */
+            spmv_matrix_drop_format(&victim->host, (spmv_format)(1u << vi));
+        pthread_mutex_unlock(&victim->lock);
+        if (d->metrics)
+            metrics_host_eviction(d->metrics);
+    }
+    store_list_free(list, n);
+    return victim != NULL;
+}
+
+/* Frees least recently used host formats until `need` more bytes fit in
+ * host_format_bytes (as far as formats not in use allow). */
+static void make_room(spmvd *d, int64_t need)
+{
+    int64_t budget = d ? atomic_load(&d->limits.host_format_bytes) : 0;
+    if (budget <= 0 || !d->store)
+        return;
+    for (;;) {
+        matrix **list;
+        size_t n;
+        int64_t total = 0;
+        if (store_list(d->store, &list, &n) != SPMV_OK)
+            return;
+        for (size_t j = 0; j < n; j++)
+            total += (int64_t)matrix_host_cache_bytes(list[j]);
+        store_list_free(list, n);
+        if (total + need <= budget || !evict_one(d))
+            return;
+    }
+}
+
+/* The format k reads, built under the padding rule if missing (after
+ * making room in the host format cache), marked in use. */
+int worker_cpu_acquire(spmvd *d, matrix *m, const spmv_kernel *k, const spmv_params *p, spmv_matrix *snap,
+                       spmv_error *err)
 {
     int rc = SPMV_OK;
-    int32_t hack = p->v[SPMV_PARAM_HACK_SIZE];
+    int32_t hack = p ? p->v[SPMV_PARAM_HACK_SIZE] : 0;
+    int i = fmt_index(k->format);
     pthread_mutex_lock(&m->lock);
     bool other_hack = k->format == SPMV_FMT_HLL && hack != 0 && hack != m->host.hack_size;
-    if (!(m->host.formats & k->format) && !other_hack) {
-        rc = spmv_matrix_add_format(&m->host, k->format, ell_slot_bound(m), err);
-        if (rc == SPMV_OK && !(m->host.formats & k->format))
-            rc = spmv_error_set(err, SPMV_ERR_LIMIT, 0,
-                                "the %s format of this matrix would need more than %lld slots of padding",
-                                spmv_format_name(k->format), (long long)ell_slot_bound(m));
+    bool build = !(m->host.formats & k->format) && !other_hack;
+    if (d)
+        m->host.limits = spmvd_format_limits(d);
+    int64_t slots = 0, bytes = 0;
+    if (build)
+        rc = spmv_format_plan(&m->host.csr, k->format, m->host.hack_size, &slots, &bytes, err);
+    if (rc == SPMV_OK && build)
+        rc = spmv_format_check(&m->host.limits, k->format, m->host.nnz, slots, bytes, err);
+    pthread_mutex_unlock(&m->lock);
+    if (rc != SPMV_OK)
+        return rc;
+    if (build)
+        make_room(d, bytes);
+    pthread_mutex_lock(&m->lock);
+    if (!(m->host.formats & k->format) && !other_hack)
+        rc = spmv_matrix_add_format(&m->host, k->format, err);
+    if (rc == SPMV_OK) {
+        m->host_use[i] = atomic_fetch_add(&host_tick, 1) + 1;
+        m->host_busy[i]++;
+        *snap = m->host; /* valid while host_busy holds the format */
     }
-    *snap = m->host; /* formats only grow, so a shallow copy stays valid */
     pthread_mutex_unlock(&m->lock);
     return rc;
 }
 
-int worker_cpu_snapshot(matrix *m, const spmv_kernel *k, spmv_matrix *snap, spmv_error *err)
+void worker_cpu_release(matrix *m, const spmv_kernel *k)
 {
-    spmv_params none;
-    memset(&none, 0, sizeof none);
-    return ensure_format(m, k, &none, snap, err);
+    pthread_mutex_lock(&m->lock);
+    m->host_busy[fmt_index(k->format)]--;
+    pthread_mutex_unlock(&m->lock);
 }
 
-int worker_cpu_spmv(matrix *m, const spmv_kernel *k, const spmv_params *p,
+int worker_cpu_spmv(spmvd *d, matrix *m, const spmv_kernel *k, const spmv_params *p,
                     const void *x, void *y, int32_t warmup, int32_t runs,
                     spmv_stats *st, spmv_error *err)
 {
     spmv_matrix snap;
-    int rc = ensure_format(m, k, p, &snap, err);
+    int rc = worker_cpu_acquire(d, m, k, p, &snap, err);
     if (rc != SPMV_OK)
         return rc;
-    return spmv_cpu_run(k, &snap, p, x, y, warmup, runs, st, err);
+    rc = spmv_cpu_run(k, &snap, p, x, y, warmup, runs, st, err);
+    worker_cpu_release(m, k);
+    return rc;
+}
+
+/* After tuning: the host formats neither pinned nor the winner's go. */
+void worker_cpu_trim(matrix *m, unsigned keep)
+{
+    unsigned pinned = matrix_host_pinned(m);
+    pthread_mutex_lock(&m->lock);
+    for (int i = 0; i < 5; i++) {
+        unsigned f = 1u << i;
+        if ((m->host.formats & f) && !(pinned & f) && !(keep & f) && m->host_busy[i] == 0)
+            spmv_matrix_drop_format(&m->host, (spmv_format)f);
+    }
+    pthread_mutex_unlock(&m->lock);
 }
 
 static int cpu_matrix_load(worker *w, matrix *m, const spmv_coo *coo, spmv_error *err)
@@ -80,8 +174,7 @@ static int cpu_spmv(worker *w, matrix *m, const spmv_kernel *k, const spmv_param
                     const void *x, void *y, int32_t warmup, int32_t runs,
                     spmv_stats *st, spmv_error *err)
 {
-    (void)w;
-    return worker_cpu_spmv(m, k, p, x, y, warmup, runs, st, err);
+    return worker_cpu_spmv(w->d, m, k, p, x, y, warmup, runs, st, err);
 }
 
 static const worker_ops cpu_ops = {

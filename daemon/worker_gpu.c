@@ -64,6 +64,7 @@ static void gpu_thread_fini(worker *w)
 
 static void gpu_idle(worker *w) { refresh_info(w); }
 
+
 static int gpu_matrix_load(worker *w, matrix *m, const spmv_coo *coo, spmv_error *err)
 {
     spmv_gpu_matrix *gm = NULL;
@@ -76,10 +77,6 @@ static int gpu_matrix_load(worker *w, matrix *m, const spmv_coo *coo, spmv_error
         return rc;
     m->dev = gm;
     m->dev_worker = w;
-    m->dev_formats = st.formats;
-    memcpy(m->dev_bytes, st.bytes, sizeof m->dev_bytes);
-    memcpy(m->dev_padding, st.padding, sizeof m->dev_padding);
-    m->dev_total = spmv_gpu_matrix_bytes(gm);
     m->meta.transfer_ms = st.transfer_ms;
     m->meta.convert_ms += st.convert_ms;
     m->meta.device = w->gpu;

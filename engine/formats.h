@@ -71,6 +71,10 @@ int64_t spmv_ell_fill_block(const spmv_csr *in, int32_t r0, int32_t r1, int32_t 
  * plain ELL when width is the longest row). Defined in ell.c. */
 int spmv_ell_build(const spmv_csr *in, int32_t width, int64_t max_slots, spmv_ell *out, spmv_error *err);
 
+/* HYB's automatic width: the 2/3 quantile of the row lengths (0 for no
+ * rows). Defined in hyb.c. */
+int spmv_hyb_auto_width(const spmv_csr *in, int32_t *width, spmv_error *err);
+
 /* Validates the shape fields every conversion trusts. */
 int spmv_check_shape(int32_t rows, int32_t cols, int64_t nnz, spmv_error *err);
 

@@ -36,7 +36,7 @@ spmv_format_info spmv_hyb_info(const spmv_hyb *m)
 
 /* The 2/3 quantile of the row lengths (0 for no rows); SPMV_ERR_NOMEM
  * leaves *width unset. */
-static int auto_width(const spmv_csr *in, int32_t *width, spmv_error *err)
+int spmv_hyb_auto_width(const spmv_csr *in, int32_t *width, spmv_error *err)
 {
     int st = SPMV_OK;
     int32_t maxw = spmv_csr_max_row(in);
@@ -84,7 +84,7 @@ int spmv_csr_to_hyb(const spmv_csr *in, int32_t width, spmv_hyb *out, spmv_error
     memset(out, 0, sizeof *out);
     if ((st = spmv_check_shape(in->rows, in->cols, in->nnz, err)))
         return st;
-    if (width < 0 && (st = auto_width(in, &width, err)))
+    if (width < 0 && (st = spmv_hyb_auto_width(in, &width, err)))
         return st;
     int32_t maxw = spmv_csr_max_row(in);
     if (width > maxw)

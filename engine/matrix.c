@@ -1,10 +1,11 @@
 /* matrix.c — a matrix as the host holds it: CSR plus the formats asked for.
  *
  * The daemon's store and the CPU kernels work on spmv_matrix: one dtype,
- * CSR always (every other format is built from it), the rest on demand.
- * An ELL that would pass the slot bound is skipped rather than failing
- * the upload: one long row should not make a matrix unusable, only its
- * ELL kernels (which then build nothing and say why at run time).
+ * CSR always (every other format is built from it), the rest on demand,
+ * each under the padding rule (engine/limits.c) kept in m->limits. A
+ * format the rule refuses is skipped rather than failing the build: one
+ * long row should not make a matrix unusable, only the kernels of that
+ * format (which then build nothing and say why at run time).
  *
  * Every format array is allocated here (spmv_array_alloc). A large matrix
  * streams through the TLB at 4 KiB a page: an SpMV over a matrix past the
@@ -55,19 +56,23 @@ void spmv_matrix_free(spmv_matrix *m)
     memset(m, 0, sizeof *m);
 }
 
-int spmv_matrix_add_format(spmv_matrix *m, spmv_format f, int64_t max_ell_slots, spmv_error *err)
+int spmv_matrix_add_format(spmv_matrix *m, spmv_format f, spmv_error *err)
 {
+    int64_t slots = 0, bytes = 0;
     int st = SPMV_OK;
     if (m->formats & f)
         return SPMV_OK;
-    switch (f) {
-    case SPMV_FMT_CSR:
+    if (f == SPMV_FMT_CSR)
         return spmv_error_set(err, SPMV_ERR_INVALID, 0, "matrix has no CSR to build from");
+    if ((st = spmv_format_plan(&m->csr, f, m->hack_size, &slots, &bytes, err)) ||
+        (st = spmv_format_check(&m->limits, f, m->nnz, slots, bytes, err)))
+        return st;
+    switch (f) {
     case SPMV_FMT_COO:
         st = spmv_csr_to_coo(&m->csr, &m->coo, err);
         break;
     case SPMV_FMT_ELL:
-        st = spmv_csr_to_ell(&m->csr, max_ell_slots, &m->ell, err);
+        st = spmv_csr_to_ell(&m->csr, 0, &m->ell, err);
         break;
     case SPMV_FMT_HLL:
         st = spmv_csr_to_hll(&m->csr, m->hack_size, &m->hll, err);
@@ -83,8 +88,39 @@ int spmv_matrix_add_format(spmv_matrix *m, spmv_format f, int64_t max_ell_slots,
     return st;
 }
 
+void spmv_matrix_drop_format(spmv_matrix *m, spmv_format f)
+{
+    if (f == SPMV_FMT_CSR || !(m->formats & f))
+        return;
+    switch (f) {
+    case SPMV_FMT_COO: spmv_coo_free(&m->coo); break;
+    case SPMV_FMT_ELL: spmv_ell_free(&m->ell); break;
+    case SPMV_FMT_HLL: spmv_hll_free(&m->hll); break;
+    case SPMV_FMT_HYB: spmv_hyb_free(&m->hyb); break;
+    default: return;
+    }
+    m->formats &= ~(unsigned)f;
+}
+
+size_t spmv_matrix_format_bytes(const spmv_matrix *m, unsigned mask)
+{
+    size_t b = 0;
+    mask &= m->formats;
+    if (mask & SPMV_FMT_CSR)
+        b += spmv_csr_info(&m->csr).bytes;
+    if (mask & SPMV_FMT_COO)
+        b += spmv_coo_info(&m->coo).bytes;
+    if (mask & SPMV_FMT_ELL)
+        b += spmv_ell_info(&m->ell).bytes;
+    if (mask & SPMV_FMT_HLL)
+        b += spmv_hll_info(&m->hll).bytes;
+    if (mask & SPMV_FMT_HYB)
+        b += spmv_hyb_info(&m->hyb).bytes;
+    return b;
+}
+
 int spmv_matrix_build(const spmv_coo *coo, spmv_dtype dtype, unsigned formats,
-                      int32_t hack_size, int64_t max_ell_slots,
+                      int32_t hack_size, const spmv_format_limits *lim,
                       spmv_matrix *out, spmv_error *err)
 {
     int st;
@@ -103,12 +139,14 @@ int spmv_matrix_build(const spmv_coo *coo, spmv_dtype dtype, unsigned formats,
     out->dtype = dtype;
     out->hack_size = hack_size;
     out->formats = SPMV_FMT_CSR;
+    if (lim)
+        out->limits = *lim;
     for (unsigned bit = 1; bit <= SPMV_FMT_HYB; bit <<= 1) {
         if (!(formats & bit) || bit == SPMV_FMT_CSR)
             continue;
-        st = spmv_matrix_add_format(out, (spmv_format)bit, max_ell_slots, err);
-        if (st == SPMV_ERR_LIMIT && bit == SPMV_FMT_ELL)
-            continue; /* skipped, not an error: the bit stays clear */
+        st = spmv_matrix_add_format(out, (spmv_format)bit, err);
+        if (st == SPMV_ERR_LIMIT)
+            continue; /* past the padding rule: skipped, not an error, the bit stays clear */
         if (st)
             goto fail;
     }

@@ -153,6 +153,35 @@ spmv_format_info spmv_ell_info(const spmv_ell *m);
 spmv_format_info spmv_hll_info(const spmv_hll *m);
 spmv_format_info spmv_hyb_info(const spmv_hyb *m);
 
+/* The one padding rule (engine/limits.c, docs/kernels.md "Device memory"):
+ * a derived format (COO, ELL, HLL, HYB, and the SELL cuSPARSE reads, which
+ * is the HLL) is built, on the host or on a device, at upload, on first
+ * use, while tuning or in a bench, only if its padded slots stay within
+ * max_padding x nnz + SPMV_PADDING_SLACK (slots: ELL width x rows, HLL the
+ * slices' width x hack_size, HYB its ELL part plus its COO part; the slack
+ * keeps tiny matrices, whose padding costs kilobytes, usable) and its bytes
+ * within max_format_bytes. Past either, SPMV_ERR_LIMIT with the numbers and
+ * nothing allocated. Zero fields mean no bound. */
+typedef struct spmv_format_limits {
+    double max_padding;        /* slots per non-zero */
+    int64_t max_format_bytes;  /* bytes of one derived format */
+} spmv_format_limits;
+
+#define SPMV_MAX_PADDING_DEFAULT 3.0
+#define SPMV_PADDING_SLACK INT64_C(65536)
+
+/* {SPMV_MAX_PADDING_DEFAULT, 0}. */
+spmv_format_limits spmv_format_limits_default(void);
+/* The slots and bytes format f would hold for CSR a (HLL in slices of
+ * hack_size; HYB at its automatic width), computed from the row lengths
+ * without building it. Host bytes; a device holds the same arrays. */
+int spmv_format_plan(const spmv_csr *a, spmv_format f, int32_t hack_size, int64_t *slots, int64_t *bytes,
+                     spmv_error *err);
+/* The rule itself: SPMV_OK or SPMV_ERR_LIMIT naming the format, its slots,
+ * nnz, padding and bytes, and the limit passed. lim NULL: no bound. */
+int spmv_format_check(const spmv_format_limits *lim, spmv_format f, int64_t nnz, int64_t slots, int64_t bytes,
+                      spmv_error *err);
+
 /* Allocation helpers: arrays sized from the struct's counts; return
  * SPMV_ERR_NOMEM or SPMV_ERR_LIMIT (size overflow) with err filled. */
 int spmv_coo_alloc(spmv_coo *m, int32_t rows, int32_t cols, int64_t nnz, spmv_dtype dtype, spmv_error *err);
@@ -283,16 +312,22 @@ typedef struct spmv_matrix {
     spmv_ell ell;          /* valid if formats & SPMV_FMT_ELL */
     spmv_hll hll;          /* valid if formats & SPMV_FMT_HLL */
     spmv_hyb hyb;          /* valid if formats & SPMV_FMT_HYB */
+    spmv_format_limits limits; /* what every format built for it obeys (spmv_matrix_build's) */
 } spmv_matrix;
 
 /* Builds the formats in `formats` (CSR is always built) from a sorted COO.
- * An ELL whose padding would exceed `max_ell_slots` is skipped, not an
- * error (the bit stays clear). */
+ * A format the padding rule refuses (lim, kept in out->limits; NULL: no
+ * bound) is skipped, not an error: its bit stays clear. */
 int spmv_matrix_build(const spmv_coo *coo, spmv_dtype dtype, unsigned formats,
-                      int32_t hack_size, int64_t max_ell_slots,
+                      int32_t hack_size, const spmv_format_limits *lim,
                       spmv_matrix *out, spmv_error *err);
-/* Builds one more format into m (no-op if held). */
-int spmv_matrix_add_format(spmv_matrix *m, spmv_format f, int64_t max_ell_slots, spmv_error *err);
+/* Builds one more format into m (no-op if held), under m->limits:
+ * SPMV_ERR_LIMIT (nothing built) past them. */
+int spmv_matrix_add_format(spmv_matrix *m, spmv_format f, spmv_error *err);
+/* Frees one derived format (not CSR); no-op if not held. */
+void spmv_matrix_drop_format(spmv_matrix *m, spmv_format f);
+/* Host bytes of the formats in `mask` that m holds. */
+size_t spmv_matrix_format_bytes(const spmv_matrix *m, unsigned mask);
 void spmv_matrix_free(spmv_matrix *m);
 
 /* ------------------------------------------------------------- registry */
@@ -396,6 +431,7 @@ typedef struct spmv_gpu_info {
     char name[128];
     size_t mem_total, mem_free, mem_used_by_spmvd;
     size_t mem_scratch;       /* of mem_used_by_spmvd: the context's kernel scratch, kept between calls */
+    uint64_t evictions;       /* derived formats evicted under memory pressure so far */
     int cc_major, cc_minor, sm_count;
 } spmv_gpu_info;
 
@@ -406,6 +442,9 @@ typedef struct spmv_gpu_ctx spmv_gpu_ctx;
 int spmv_gpu_ctx_new(int device, size_t reserve_bytes, spmv_gpu_ctx **out, spmv_error *err);
 void spmv_gpu_ctx_free(spmv_gpu_ctx *ctx);
 int spmv_gpu_ctx_info(spmv_gpu_ctx *ctx, spmv_gpu_info *info);
+/* The padding rule (spmv_format_limits) every format built on this device
+ * obeys from now on (default: spmv_format_limits_default()). */
+int spmv_gpu_ctx_set_limits(spmv_gpu_ctx *ctx, const spmv_format_limits *lim);
 
 /* A matrix resident on one device. */
 typedef struct spmv_gpu_matrix spmv_gpu_matrix;
@@ -418,13 +457,34 @@ typedef struct spmv_gpu_upload_stats {
 } spmv_gpu_upload_stats;
 
 /* Copies the sorted COO once and builds `formats` (CSR always) on the
- * device. Fails with SPMV_ERR_DEVICE_MEMORY, leaving nothing allocated, if
- * the result would not fit with the context's reserve kept free. */
+ * device; those are pinned: every other format is built on first use by a
+ * kernel and may be evicted, least recently used first, when an
+ * allocation on this device would eat into the reserve (a pinned format the
+ * padding rule refuses is skipped). Fails with SPMV_ERR_DEVICE_MEMORY,
+ * leaving nothing allocated, if the result would not fit with the
+ * context's reserve kept free even after evicting. */
 int spmv_gpu_matrix_upload(spmv_gpu_ctx *ctx, const spmv_coo *coo, spmv_dtype dtype,
                            unsigned formats, int32_t hack_size,
                            spmv_gpu_matrix **out, spmv_gpu_upload_stats *st, spmv_error *err);
 void spmv_gpu_matrix_free(spmv_gpu_ctx *ctx, spmv_gpu_matrix *m);
+/* Every device byte the matrix holds (formats, transpose, buffers, caches). */
 size_t spmv_gpu_matrix_bytes(const spmv_gpu_matrix *m);
+
+/* Where a resident matrix's device bytes are, now. Safe to call from any
+ * thread while the context's thread works on the matrix (the fields read
+ * are atomic): the descriptor and /metrics read it. */
+typedef struct spmv_gpu_usage {
+    unsigned formats;         /* SPMV_FMT_* held */
+    size_t bytes[5];          /* per format, index log2(SPMV_FMT_*) (COO: its row array; it shares CSR's col/val) */
+    double padding[5];        /* slots / nnz of each format held */
+    size_t transpose;         /* Aᵀ, once op t has been used */
+    size_t other;             /* x and y buffers, cuSPARSE buffers, kernel caches */
+    size_t total;             /* all of the above: spmv_gpu_matrix_bytes */
+} spmv_gpu_usage;
+void spmv_gpu_matrix_usage(const spmv_gpu_matrix *m, spmv_gpu_usage *out);
+/* Frees the derived formats that are neither pinned nor in `keep` (auto
+ * keeps its winner's format after tuning). Context thread only. */
+void spmv_gpu_matrix_trim(spmv_gpu_ctx *ctx, spmv_gpu_matrix *m, unsigned keep);
 
 /* Copies x in, runs warmup + timed runs (CUDA events), copies y out. */
 int spmv_gpu_run(spmv_gpu_ctx *ctx, const spmv_kernel *k, spmv_gpu_matrix *m,

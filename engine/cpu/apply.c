@@ -243,6 +243,7 @@ int spmv_matrix_transpose(const spmv_matrix *m, spmv_matrix *out, spmv_error *er
     out->nnz = t.nnz;
     out->dtype = t.dtype;
     out->hack_size = m->hack_size;
+    out->limits = m->limits;
     out->formats = SPMV_FMT_CSR;
     out->csr = t;
     return SPMV_OK;

@@ -17,10 +17,9 @@
 #include "spmv.h"
 
 #define MAX_RUNS 1000000
-/* A scratch ELL is refused past 16 slots per non-zero (plus 16 Mi slots of
- * slack for tiny matrices): one long row must not make cpu.ell.omp
- * allocate the machine away. */
-#define SCRATCH_ELL_SLOTS(nnz) (16 * (nnz) + (INT64_C(1) << 24))
+/* A scratch ELL or HLL obeys the matrix's padding rule (m->limits,
+ * engine/limits.c): one long row must not make cpu.ell.omp allocate the
+ * machine away. */
 
 typedef enum cpu_impl { CSR_SERIAL, CSR_CHUNKED, CSR_OMP, ELL_OMP, HLL_OMP, IMPL_NONE } cpu_impl;
 
@@ -63,7 +62,10 @@ static int prepare_format(cpu_plan *pl, const spmv_matrix *m, spmv_error *err)
 {
     int st = SPMV_OK;
     if (pl->impl == ELL_OMP && !(m->formats & SPMV_FMT_ELL)) {
-        if ((st = spmv_csr_to_ell(&m->csr, SCRATCH_ELL_SLOTS(m->nnz), &pl->ell, err)))
+        int64_t slots = 0, bytes = 0;
+        if ((st = spmv_format_plan(&m->csr, SPMV_FMT_ELL, 0, &slots, &bytes, err)) ||
+            (st = spmv_format_check(&m->limits, SPMV_FMT_ELL, m->nnz, slots, bytes, err)) ||
+            (st = spmv_csr_to_ell(&m->csr, 0, &pl->ell, err)))
             return st;
         pl->view.ell = pl->ell;
         pl->view.formats |= SPMV_FMT_ELL;
@@ -76,7 +78,10 @@ static int prepare_format(cpu_plan *pl, const spmv_matrix *m, spmv_error *err)
         if (hs < 1)
             hs = SPMV_HACK_SIZE_DEFAULT;
         if (!(m->formats & SPMV_FMT_HLL) || m->hll.hack_size != hs) {
-            if ((st = spmv_csr_to_hll(&m->csr, hs, &pl->hll, err)))
+            int64_t slots = 0, bytes = 0;
+            if ((st = spmv_format_plan(&m->csr, SPMV_FMT_HLL, hs, &slots, &bytes, err)) ||
+                (st = spmv_format_check(&m->limits, SPMV_FMT_HLL, m->nnz, slots, bytes, err)) ||
+                (st = spmv_csr_to_hll(&m->csr, hs, &pl->hll, err)))
                 return st;
             pl->view.hll = pl->hll;
             pl->view.formats |= SPMV_FMT_HLL;

@@ -5,6 +5,8 @@
  * answers SPMV_ERR_UNAVAILABLE with the reason; spmv_gpu_count() reports no
  * devices, which makes every GPU kernel list as unavailable.
  */
+#include <string.h>
+
 #include "spmv.h"
 
 #define UNUSED(x) (void)(x)
@@ -49,6 +51,23 @@ size_t spmv_gpu_matrix_bytes(const spmv_gpu_matrix *m)
 {
     UNUSED(m);
     return 0;
+}
+
+void spmv_gpu_matrix_usage(const spmv_gpu_matrix *m, spmv_gpu_usage *out)
+{
+    UNUSED(m);
+    memset(out, 0, sizeof *out);
+}
+
+void spmv_gpu_matrix_trim(spmv_gpu_ctx *ctx, spmv_gpu_matrix *m, unsigned keep)
+{
+    UNUSED(ctx); UNUSED(m); UNUSED(keep);
+}
+
+int spmv_gpu_ctx_set_limits(spmv_gpu_ctx *ctx, const spmv_format_limits *lim)
+{
+    UNUSED(ctx); UNUSED(lim);
+    return SPMV_ERR_UNAVAILABLE;
 }
 
 int spmv_gpu_run(spmv_gpu_ctx *ctx, const spmv_kernel *k, spmv_gpu_matrix *m,

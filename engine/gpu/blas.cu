@@ -235,11 +235,8 @@ static int dot32(spmv_gpu_ctx *ctx, int64_t n, const float *x, const float *y, d
 {
     int st;
     if (!ctx->dev_scalar) {
-        cudaError_t e = cudaMalloc(&ctx->dev_scalar, sizeof(double));
-        if (e != cudaSuccess) {
-            ctx->dev_scalar = NULL;
-            return gpu_cuda_error(e, err, "dot: the device scalar");
-        }
+        if ((st = gpu_ctx_alloc(ctx, (void **)&ctx->dev_scalar, sizeof(double), "dot: the device scalar", err)))
+            return st;
     }
     cudaError_t e = cudaMemsetAsync(ctx->dev_scalar, 0, sizeof(double), ctx->stream);
     if (e != cudaSuccess)

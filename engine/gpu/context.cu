@@ -115,6 +115,7 @@ extern "C" int spmv_gpu_ctx_new(int device, size_t reserve_bytes, spmv_gpu_ctx *
         return spmv_error_set(err, SPMV_ERR_NOMEM, 0, "cannot allocate a GPU context");
     c->device = device;
     c->reserve = reserve_bytes;
+    c->limits = spmv_format_limits_default();
     if ((e = cudaSetDevice(device)) != cudaSuccess) {
         st = gpu_cuda_error(e, err, "cudaSetDevice");
         goto fail;
@@ -174,7 +175,8 @@ extern "C" int spmv_gpu_ctx_info(spmv_gpu_ctx *ctx, spmv_gpu_info *info)
     info->cc_minor = ctx->cc_minor;
     info->sm_count = ctx->sm_count;
     info->mem_used_by_spmvd = ctx->used;
-    info->mem_scratch = ctx->scratch_bytes;
+    info->mem_scratch = ctx->scratch_bytes + (ctx->dev_scalar ? sizeof(double) : 0);
+    info->evictions = ctx->evictions;
     if (cudaSetDevice(ctx->device) != cudaSuccess || cudaMemGetInfo(&free_b, &total_b) != cudaSuccess) {
         cudaGetLastError();
         return SPMV_ERR_DEVICE;
@@ -187,18 +189,47 @@ extern "C" int spmv_gpu_ctx_info(spmv_gpu_ctx *ctx, spmv_gpu_info *info)
 /* ------------------------------------------------------------ allocation */
 
 /* Whether `bytes` more would leave the reserve free. */
-static int check_fits(spmv_gpu_ctx *ctx, size_t bytes, const char *what, spmv_error *err)
+static int fits(spmv_gpu_ctx *ctx, size_t bytes, size_t *free_out, spmv_error *err)
 {
     size_t free_b = 0, total_b = 0;
     cudaError_t e = cudaMemGetInfo(&free_b, &total_b);
     if (e != cudaSuccess)
         return gpu_cuda_error(e, err, "cudaMemGetInfo");
-    if (bytes > free_b || free_b - bytes < ctx->reserve)
+    *free_out = free_b;
+    return bytes <= free_b && free_b - bytes >= ctx->reserve ? SPMV_OK : SPMV_ERR_DEVICE_MEMORY;
+}
+
+/* Whether `bytes` more would leave the reserve free, after evicting
+ * derived formats (gpu_evict) if that is what it takes. */
+static int check_fits(spmv_gpu_ctx *ctx, size_t bytes, const char *what, spmv_error *err)
+{
+    size_t free_b = 0;
+    int st = fits(ctx, bytes, &free_b, err);
+    while (st == SPMV_ERR_DEVICE_MEMORY && gpu_evict(ctx, bytes))
+        st = fits(ctx, bytes, &free_b, err);
+    if (st == SPMV_ERR_DEVICE_MEMORY)
         return spmv_error_set(err, SPMV_ERR_DEVICE_MEMORY, 0,
                               "%s: %zu bytes do not fit on GPU %d (%zu bytes free, %zu kept in reserve, "
-                              "%zu held by spmvd)",
+                              "%zu held by spmvd, no derived format left to evict)",
                               what, bytes, ctx->device, free_b, ctx->reserve, ctx->used);
-    return SPMV_OK;
+    return st;
+}
+
+/* Adds `delta` bytes of category cat to m (and to its matrix's transpose
+ * count when m is a transpose). */
+static void account(spmv_gpu_matrix *m, int cat, size_t bytes, bool add)
+{
+    if (add) {
+        m->bytes += bytes;
+        m->cat_bytes[cat] += bytes;
+        if (m->parent)
+            m->parent->cat_bytes[GPU_CAT_TRANSPOSE] += bytes;
+    } else {
+        m->bytes -= bytes;
+        m->cat_bytes[cat] -= bytes;
+        if (m->parent)
+            m->parent->cat_bytes[GPU_CAT_TRANSPOSE] -= bytes;
+    }
 }
 
 int gpu_alloc(spmv_gpu_ctx *ctx, spmv_gpu_matrix *m, void **out, size_t bytes, const char *what,
@@ -212,18 +243,32 @@ int gpu_alloc(spmv_gpu_ctx *ctx, spmv_gpu_matrix *m, void **out, size_t bytes, c
         return st;
     void *p = NULL;
     cudaError_t e = cudaMalloc(&p, bytes);
+    if (e == cudaErrorMemoryAllocation && gpu_evict(ctx, bytes)) { /* fragmentation, or another process */
+        cudaGetLastError();
+        e = cudaMalloc(&p, bytes);
+    }
     if (e != cudaSuccess)
         return gpu_cuda_error(e, err, what);
     try {
-        m->allocs.push_back(gpu_alloc_rec{p, bytes});
+        m->allocs.push_back(gpu_alloc_rec{p, bytes, m->cat});
     } catch (...) {
         cudaFree(p);
         return spmv_error_set(err, SPMV_ERR_NOMEM, 0, "%s: out of host memory", what);
     }
-    m->bytes += bytes;
+    account(m, m->cat, bytes, true);
     ctx->used += bytes;
     *out = p;
     return SPMV_OK;
+}
+
+void gpu_retag(spmv_gpu_matrix *m, const void *p, int cat)
+{
+    for (gpu_alloc_rec &r : m->allocs)
+        if (r.ptr == p && r.cat != cat) {
+            m->cat_bytes[r.cat] -= r.bytes;
+            m->cat_bytes[cat] += r.bytes;
+            r.cat = cat;
+        }
 }
 
 int gpu_ctx_alloc(spmv_gpu_ctx *ctx, void **out, size_t bytes, const char *what, spmv_error *err)
@@ -259,7 +304,7 @@ void gpu_release(spmv_gpu_ctx *ctx, spmv_gpu_matrix *m, void *p)
         if (m->allocs[i].ptr != p)
             continue;
         cudaFree(p);
-        m->bytes -= m->allocs[i].bytes;
+        account(m, m->allocs[i].cat, m->allocs[i].bytes, false);
         ctx->used -= m->allocs[i].bytes;
         m->allocs[i] = m->allocs.back();
         m->allocs.pop_back();

@@ -410,15 +410,19 @@ done:
 
 /* ------------------------------------------------------ ELL, HLL, HYB */
 
+/* `check`: apply the padding rule (plain ELL; HYB checks its two parts
+ * together before filling either). */
 template <typename T>
 static int fill_ell(spmv_gpu_ctx *ctx, spmv_gpu_matrix *m, int32_t width, struct gpu_ell *e, const char *what,
-                    spmv_error *err)
+                    bool check, spmv_error *err)
 {
     size_t cb = 0, vb = 0;
     int st;
     e->width = width;
     e->slots = (int64_t)width * m->rows;
     if ((st = gpu_array_bytes(e->slots, 4, &cb, err, what)) || (st = gpu_array_bytes(e->slots, sizeof(T), &vb, err, what)))
+        return st;
+    if (check && (st = spmv_format_check(&ctx->limits, SPMV_FMT_ELL, m->nnz, e->slots, (int64_t)(cb + vb), err)))
         return st;
     if ((st = gpu_alloc(ctx, m, (void **)&e->col, cb, what, err)) ||
         (st = gpu_alloc(ctx, m, &e->val, vb, what, err)))
@@ -471,6 +475,8 @@ static int fill_hll(spmv_gpu_ctx *ctx, spmv_gpu_matrix *m, int32_t hack, struct 
     if ((st = copy_to_host(ctx, &h->slots, h->slice_off + ns, 8, "reading the HLL size", err)))
         goto done;
     if ((st = gpu_array_bytes(h->slots, 4, &cb, err, "HLL")) || (st = gpu_array_bytes(h->slots, sizeof(T), &vb, err, "HLL")) ||
+        (st = spmv_format_check(&ctx->limits, SPMV_FMT_HLL, m->nnz, h->slots,
+                                (int64_t)(cb + vb) + ns * 4 + (ns + 1) * 8, err)) ||
         (st = gpu_alloc(ctx, m, (void **)&h->col, cb, "HLL columns", err)) ||
         (st = gpu_alloc(ctx, m, &h->val, vb, "HLL values", err)))
         goto done;
@@ -520,7 +526,7 @@ static int fill_hyb(spmv_gpu_ctx *ctx, spmv_gpu_matrix *m, spmv_error *err)
     int32_t *cnt = NULL, *off = NULL, width = 0, total = 0;
     int64_t n1 = (int64_t)m->rows + 1;
     int st;
-    if ((st = hyb_width(ctx, m, &width, err)) || (st = fill_ell<T>(ctx, m, width, &h->ell, "HYB ELL part", err)))
+    if ((st = hyb_width(ctx, m, &width, err)))
         goto done;
     if ((st = gpu_alloc(ctx, m, (void **)&cnt, n1 * 4, "HYB counts", err)) ||
         (st = gpu_alloc(ctx, m, (void **)&off, n1 * 4, "HYB offsets", err)))
@@ -533,6 +539,12 @@ static int fill_hyb(spmv_gpu_ctx *ctx, spmv_gpu_matrix *m, spmv_error *err)
          })))
         goto done;
     if ((st = copy_to_host(ctx, &total, off + m->rows, 4, "reading the HYB COO size", err)))
+        goto done;
+    /* the padding rule on both parts, before either is allocated */
+    if ((st = spmv_format_check(&ctx->limits, SPMV_FMT_HYB, m->nnz, (int64_t)width * m->rows + total,
+                                (int64_t)width * m->rows * (int64_t)(4 + sizeof(T)) + (int64_t)total * (8 + sizeof(T)),
+                                err)) ||
+        (st = fill_ell<T>(ctx, m, width, &h->ell, "HYB ELL part", false, err)))
         goto done;
     h->coo_nnz = total;
     if ((st = gpu_alloc(ctx, m, (void **)&h->row, (size_t)total * 4, "HYB COO rows", err)) ||
@@ -552,7 +564,9 @@ done:
 
 static int build_coo_rows(spmv_gpu_ctx *ctx, spmv_gpu_matrix *m, spmv_error *err)
 {
-    int st = gpu_alloc(ctx, m, (void **)&m->coo_row, (size_t)m->nnz * 4, "COO rows", err);
+    int st = spmv_format_check(&ctx->limits, SPMV_FMT_COO, m->nnz, m->nnz, m->nnz * 4, err);
+    if (!st)
+        st = gpu_alloc(ctx, m, (void **)&m->coo_row, (size_t)m->nnz * 4, "COO rows", err);
     if (st || m->rows == 0 || m->nnz == 0)
         return st;
     rows_from_csr<<<FILL_GRID(m->rows), 0, ctx->stream>>>(m->rows, m->row_ptr, m->coo_row);
@@ -568,9 +582,12 @@ static int sync_stream(spmv_gpu_ctx *ctx, spmv_error *err, const char *what)
 int gpu_ensure_format(spmv_gpu_ctx *ctx, spmv_gpu_matrix *m, spmv_format f, spmv_error *err)
 {
     int st = SPMV_OK;
-    if (m->formats & f)
+    if (m->formats & f) {
+        gpu_touch(ctx, m, f);
         return SPMV_OK;
+    }
     bool f64 = m->dtype == SPMV_FLOAT64;
+    gpu_cat_scope scope(m, gpu_cat_of(f));
     switch (f) {
     case SPMV_FMT_CSR:
         return SPMV_OK;
@@ -578,8 +595,8 @@ int gpu_ensure_format(spmv_gpu_ctx *ctx, spmv_gpu_matrix *m, spmv_format f, spmv
         st = build_coo_rows(ctx, m, err);
         break;
     case SPMV_FMT_ELL:
-        st = f64 ? fill_ell<double>(ctx, m, m->max_row, &m->ell, "ELL", err)
-                 : fill_ell<float>(ctx, m, m->max_row, &m->ell, "ELL", err);
+        st = f64 ? fill_ell<double>(ctx, m, m->max_row, &m->ell, "ELL", true, err)
+                 : fill_ell<float>(ctx, m, m->max_row, &m->ell, "ELL", true, err);
         if (st)
             free_ell(ctx, m, &m->ell);
         break;
@@ -602,8 +619,12 @@ int gpu_ensure_format(spmv_gpu_ctx *ctx, spmv_gpu_matrix *m, spmv_format f, spmv
     }
     if (!st)
         st = sync_stream(ctx, err, spmv_format_name(f));
-    if (!st)
+    if (!st) {
+        m->slots[gpu_cat_of(f)] = f == SPMV_FMT_ELL ? m->ell.slots
+                                  : f == SPMV_FMT_HYB ? m->hyb.ell.slots + m->hyb.coo_nnz : m->nnz;
         m->formats |= f;
+        gpu_touch(ctx, m, f);
+    }
     return st;
 }
 
@@ -612,14 +633,12 @@ int gpu_get_hll(spmv_gpu_ctx *ctx, spmv_gpu_matrix *m, int32_t hack, struct gpu_
     int st;
     if (hack < 1 || hack > 1024)
         return spmv_error_set(err, SPMV_ERR_INVALID, 0, "hack_size %d out of range 1..1024", hack);
-    if (m->hll.hack_size == hack) {
-        *out = &m->hll;
+    if (m->hll.hack_size == hack || m->hll_alt.hack_size == hack) {
+        *out = m->hll.hack_size == hack ? &m->hll : &m->hll_alt;
+        gpu_touch(ctx, m, SPMV_FMT_HLL);
         return SPMV_OK;
     }
-    if (m->hll_alt.hack_size == hack) {
-        *out = &m->hll_alt;
-        return SPMV_OK;
-    }
+    gpu_cat_scope scope(m, gpu_cat_of(SPMV_FMT_HLL));
     /* The upload's HLL slot if it is empty and this is its hack size; else
      * the one cached other size, replaced. */
     struct gpu_hll *h = hack == m->hack_size ? &m->hll : &m->hll_alt;
@@ -633,8 +652,11 @@ int gpu_get_hll(spmv_gpu_ctx *ctx, spmv_gpu_matrix *m, int32_t hack, struct gpu_
         free_hll(ctx, m, h);
         return st;
     }
-    if (h == &m->hll)
+    if (h == &m->hll) { /* the other hack size's copy counts under HLL's bytes, not as held */
+        m->slots[gpu_cat_of(SPMV_FMT_HLL)] = h->slots;
         m->formats |= SPMV_FMT_HLL;
+    }
+    gpu_touch(ctx, m, SPMV_FMT_HLL);
     *out = h;
     return SPMV_OK;
 }
@@ -665,19 +687,138 @@ size_t gpu_format_bytes(const spmv_gpu_matrix *m, spmv_format f)
 
 static double format_padding(const spmv_gpu_matrix *m, spmv_format f)
 {
+    int64_t slots = m->slots[gpu_cat_of(f)];
     if (!(m->formats & f) || m->nnz == 0)
         return 1.0;
+    return f == SPMV_FMT_ELL || f == SPMV_FMT_HLL || f == SPMV_FMT_HYB ? (double)slots / (double)m->nnz : 1.0;
+}
+
+/* Read by any thread (the descriptor, /metrics) while the owner's thread
+ * may be changing them: every field read here is atomic. */
+extern "C" size_t spmv_gpu_matrix_bytes(const spmv_gpu_matrix *m)
+{
+    size_t b = 0;
+    if (m)
+        for (int c = 0; c < GPU_CATS; c++)
+            b += m->cat_bytes[c];
+    return b;
+}
+
+extern "C" void spmv_gpu_matrix_usage(const spmv_gpu_matrix *m, spmv_gpu_usage *u)
+{
+    memset(u, 0, sizeof *u);
+    if (!m)
+        return;
+    u->formats = m->formats;
+    for (unsigned i = 0; i < 5; i++) {
+        u->bytes[i] = m->cat_bytes[i];
+        u->padding[i] = format_padding(m, (spmv_format)(1u << i));
+    }
+    u->transpose = m->cat_bytes[GPU_CAT_TRANSPOSE];
+    u->other = m->cat_bytes[GPU_CAT_OTHER];
+    u->total = spmv_gpu_matrix_bytes(m);
+}
+
+/* ------------------------------------------------------------- eviction */
+
+void gpu_drop_format(spmv_gpu_ctx *ctx, spmv_gpu_matrix *m, spmv_format f)
+{
+    if (f == SPMV_FMT_CSR)
+        return;
+    cudaStreamSynchronize(ctx->stream); /* nothing queued may still read it */
+    gpu_sparse_cache_drop(ctx, m, f);
     switch (f) {
-    case SPMV_FMT_ELL: return (double)m->ell.slots / (double)m->nnz;
-    case SPMV_FMT_HLL: return (double)m->hll.slots / (double)m->nnz;
-    case SPMV_FMT_HYB: return (double)(m->hyb.ell.slots + m->hyb.coo_nnz) / (double)m->nnz;
-    default: return 1.0;
+    case SPMV_FMT_COO:
+        gpu_release_ptr(ctx, m, &m->coo_row);
+        break;
+    case SPMV_FMT_ELL:
+        free_ell(ctx, m, &m->ell);
+        break;
+    case SPMV_FMT_HLL:
+        free_hll(ctx, m, &m->hll);
+        free_hll(ctx, m, &m->hll_alt);
+        break;
+    case SPMV_FMT_HYB:
+        free_ell(ctx, m, &m->hyb.ell);
+        gpu_release_ptr(ctx, m, &m->hyb.row);
+        gpu_release_ptr(ctx, m, &m->hyb.col);
+        gpu_release_ptr(ctx, m, &m->hyb.val);
+        memset(&m->hyb, 0, sizeof m->hyb);
+        break;
+    default:
+        return;
+    }
+    m->slots[gpu_cat_of(f)] = 0;
+    m->formats &= ~(unsigned)f;
+}
+
+/* Whether format f of m may be evicted now: derived, held (its bytes),
+ * not pinned, not read by the running call. */
+static bool evictable(const spmv_gpu_matrix *m, spmv_format f)
+{
+    return f != SPMV_FMT_CSR && !(m->pinned & f) && !(m->busy & f) && m->cat_bytes[gpu_cat_of(f)] > 0;
+}
+
+bool gpu_evict(spmv_gpu_ctx *ctx, size_t bytes)
+{
+    (void)bytes; /* one format per call: the caller checks again and calls again */
+    spmv_gpu_matrix *victim = NULL;
+    spmv_format vf = SPMV_FMT_CSR;
+    uint64_t oldest = UINT64_MAX;
+    for (spmv_gpu_matrix *m : ctx->mats)
+        for (unsigned i = 0; i < 5; i++) {
+            spmv_format f = (spmv_format)(1u << i);
+            if (evictable(m, f) && m->last_use[i] < oldest) {
+                oldest = m->last_use[i];
+                victim = m;
+                vf = f;
+            }
+        }
+    if (!victim)
+        return false;
+    gpu_drop_format(ctx, victim, vf);
+    ctx->evictions++;
+    return true;
+}
+
+extern "C" void spmv_gpu_matrix_trim(spmv_gpu_ctx *ctx, spmv_gpu_matrix *m, unsigned keep)
+{
+    if (!ctx || !m)
+        return;
+    cudaSetDevice(ctx->device);
+    for (unsigned i = 0; i < 5; i++) {
+        spmv_format f = (spmv_format)(1u << i);
+        if (!(keep & f) && evictable(m, f))
+            gpu_drop_format(ctx, m, f);
     }
 }
 
-extern "C" size_t spmv_gpu_matrix_bytes(const spmv_gpu_matrix *m)
+extern "C" int spmv_gpu_ctx_set_limits(spmv_gpu_ctx *ctx, const spmv_format_limits *lim)
 {
-    return m ? m->bytes + (m->transpose ? m->transpose->bytes : 0) : 0;
+    if (!ctx || !lim || !(lim->max_padding >= 0) || lim->max_format_bytes < 0)
+        return SPMV_ERR_INVALID;
+    ctx->limits = *lim;
+    return SPMV_OK;
+}
+
+static void ctx_forget(spmv_gpu_ctx *ctx, spmv_gpu_matrix *m)
+{
+    for (size_t i = 0; i < ctx->mats.size(); i++)
+        if (ctx->mats[i] == m) {
+            ctx->mats[i] = ctx->mats.back();
+            ctx->mats.pop_back();
+            return;
+        }
+}
+
+int gpu_ctx_adopt(spmv_gpu_ctx *ctx, spmv_gpu_matrix *m, spmv_error *err)
+{
+    try {
+        ctx->mats.push_back(m);
+    } catch (...) {
+        return spmv_error_set(err, SPMV_ERR_NOMEM, 0, "out of host memory listing a resident matrix");
+    }
+    return SPMV_OK;
 }
 
 /* --------------------------------------------------------------- upload */
@@ -725,22 +866,6 @@ static int precheck(spmv_gpu_ctx *ctx, const spmv_coo *coo, spmv_dtype dtype, sp
     return SPMV_OK;
 }
 
-/* ELL is the one format whose size one row decides (width = the longest
- * row). Like the host's max_ell_slots, an upload skips it, leaving its bit
- * clear, when it would not fit beside the reserve or when it would waste
- * the device: over ELL_SKIP_BYTES with more than ELL_SKIP_PADDING slots per
- * non-zero (a power-law matrix's ELL can be terabytes). gpu.ell still
- * builds it on first use, and fails with SPMV_ERR_DEVICE_MEMORY only then. */
-#define ELL_SKIP_BYTES ((double)(1u << 30))
-#define ELL_SKIP_PADDING 16.0
-
-static bool ell_worth_building(const spmv_gpu_matrix *m)
-{
-    double slots = (double)m->max_row * m->rows;
-    double bytes = slots * (4 + vsize(m));
-    return !(bytes > ELL_SKIP_BYTES && slots > ELL_SKIP_PADDING * (double)(m->nnz > 0 ? m->nnz : 1));
-}
-
 template <typename T>
 static int convert_all(spmv_gpu_ctx *ctx, spmv_gpu_matrix *m, const spmv_coo *coo, struct staged *s,
                        unsigned formats, spmv_error *err)
@@ -755,12 +880,20 @@ static int convert_all(spmv_gpu_ctx *ctx, spmv_gpu_matrix *m, const spmv_coo *co
         return st;
     m->col = s->col;
     s->col = NULL;
-    if ((st = build_csr(ctx, m, s->row, err)))
-        return st;
+    {
+        gpu_cat_scope scope(m, gpu_cat_of(SPMV_FMT_CSR));
+        if ((st = build_csr(ctx, m, s->row, err)))
+            return st;
+    }
+    gpu_retag(m, m->col, gpu_cat_of(SPMV_FMT_CSR));
+    gpu_retag(m, m->val, gpu_cat_of(SPMV_FMT_CSR));
     m->formats = SPMV_FMT_CSR;
+    m->pinned = formats | SPMV_FMT_CSR;
     if (formats & SPMV_FMT_COO) {
         m->coo_row = s->row;
         s->row = NULL;
+        gpu_retag(m, m->coo_row, gpu_cat_of(SPMV_FMT_COO));
+        m->slots[gpu_cat_of(SPMV_FMT_COO)] = m->nnz;
         m->formats |= SPMV_FMT_COO;
     } else {
         gpu_release_ptr(ctx, m, &s->row);
@@ -768,15 +901,21 @@ static int convert_all(spmv_gpu_ctx *ctx, spmv_gpu_matrix *m, const spmv_coo *co
     if ((st = gpu_alloc(ctx, m, &m->x, (size_t)m->cols * sizeof(T), "x", err)) ||
         (st = gpu_alloc(ctx, m, &m->y, (size_t)m->rows * sizeof(T), "y", err)))
         return st;
-    if ((formats & SPMV_FMT_ELL) && ell_worth_building(m)) {
-        st = gpu_ensure_format(ctx, m, SPMV_FMT_ELL, err);
-        if (st && st != SPMV_ERR_DEVICE_MEMORY)
-            return st; /* an ELL that does not fit is skipped, not an error */
-    }
-    static const spmv_format order[] = {SPMV_FMT_HLL, SPMV_FMT_HYB};
-    for (spmv_format f : order)
-        if ((formats & f) && (st = gpu_ensure_format(ctx, m, f, err)))
+    /* Pinned formats are built now; one the padding rule refuses is
+     * skipped (its bit stays clear, its kernels answer why), one that does
+     * not fit fails the upload. */
+    static const spmv_format order[] = {SPMV_FMT_ELL, SPMV_FMT_HLL, SPMV_FMT_HYB};
+    for (spmv_format f : order) {
+        if (!(formats & f))
+            continue;
+        st = gpu_ensure_format(ctx, m, f, err);
+        if (st == SPMV_ERR_LIMIT) {
+            m->pinned &= ~(unsigned)f;
+            continue;
+        }
+        if (st)
             return st;
+    }
     return SPMV_OK;
 }
 
@@ -834,11 +973,13 @@ extern "C" int spmv_gpu_matrix_upload(spmv_gpu_ctx *ctx, const spmv_coo *coo, sp
         goto fail;
     }
     gpu_release_ptr(ctx, m, &s.src_val);
+    if ((st = gpu_ctx_adopt(ctx, m, err)))
+        goto fail;
     if (stats) {
         stats->convert_ms = elapsed_ms(ctx);
         stats->formats = m->formats;
         for (unsigned i = 0; i < 5; i++) {
-            stats->bytes[i] = gpu_format_bytes(m, (spmv_format)(1u << i));
+            stats->bytes[i] = m->cat_bytes[i];
             stats->padding[i] = format_padding(m, (spmv_format)(1u << i));
         }
     }
@@ -857,6 +998,7 @@ void gpu_matrix_destroy(spmv_gpu_ctx *ctx, spmv_gpu_matrix *m)
         return;
     cudaSetDevice(ctx->device);
     cudaStreamSynchronize(ctx->stream);
+    ctx_forget(ctx, m);
     if (m->tex_x)
         cudaDestroyTextureObject(m->tex_x);
     if (m->transpose)

@@ -57,6 +57,28 @@ void gpu_sparse_cache_free(spmv_gpu_ctx *ctx, spmv_gpu_matrix *m)
     m->sparse = NULL;
 }
 
+void gpu_sparse_cache_drop(spmv_gpu_ctx *ctx, spmv_gpu_matrix *m, spmv_format f)
+{
+    struct gpu_sparse_cache *c = m->sparse;
+    if (!c)
+        return;
+    if (f == SPMV_FMT_COO)
+        for (int a = 0; a < 2; a++) {
+            if (c->coo[a])
+                cusparseDestroySpMat(c->coo[a]);
+            c->coo[a] = NULL;
+            c->coo_ready[a] = false;
+            gpu_release_ptr(ctx, m, &c->coo_buf[a]);
+        }
+    if (f == SPMV_FMT_HLL) {
+        if (c->sell)
+            cusparseDestroySpMat(c->sell);
+        c->sell = NULL;
+        c->sell_hack = 0;
+        gpu_release_ptr(ctx, m, &c->sell_buf);
+    }
+}
+
 /* The cache with the x and y descriptors. */
 static int sparse_cache(struct gpu_launch *l, struct gpu_sparse_cache **out, spmv_error *err)
 {

@@ -31,6 +31,7 @@
 #include <cusparse.h>
 
 #include <stdint.h>
+#include <atomic>
 #include <vector>
 
 #include "spmv.h"
@@ -55,7 +56,15 @@ struct spmv_gpu_ctx {
     void *scratch;           /* grown by gpu_scratch() */
     size_t scratch_bytes;
     cublasHandle_t blas;     /* BLAS-1 of resident vectors (blas.cu), made on first use, on `stream` */
-    double *dev_scalar;      /* one double on the device for reductions (blas.cu) */
+    double *dev_scalar;      /* one double on the device for reductions (blas.cu), counted in scratch */
+    spmv_format_limits limits; /* the padding rule every device build obeys (engine/limits.c) */
+    /* Matrices resident here (transposes included), for eviction: when an
+     * allocation would eat into the reserve, derived formats that are not
+     * pinned and not read by the running call are freed, least recently
+     * used first (gpu_evict, convert.cu). */
+    std::vector<struct spmv_gpu_matrix *> mats;
+    uint64_t tick;           /* advances on every use of a format */
+    uint64_t evictions;      /* formats evicted so far */
 };
 
 /* ------------------------------------------------------- device formats */
@@ -117,9 +126,20 @@ struct gpu_fast {
     int32_t *rows;               /* tracked allocation; NULL when one bin holds every row in order */
 };
 
+/* What a device allocation of a matrix is counted as: its format (index
+ * log2(SPMV_FMT_*)), its transpose's arrays, or "other" (x and y buffers,
+ * cuSPARSE buffers, kernel caches, staging during upload). */
+enum { GPU_CAT_TRANSPOSE = 5, GPU_CAT_OTHER = 6, GPU_CATS = 7 };
+
+static inline int gpu_cat_of(spmv_format f)
+{
+    return f == SPMV_FMT_COO ? 0 : f == SPMV_FMT_CSR ? 1 : f == SPMV_FMT_ELL ? 2 : f == SPMV_FMT_HLL ? 3 : 4;
+}
+
 struct gpu_alloc_rec {
     void *ptr;
     size_t bytes;
+    int cat;
 };
 
 struct spmv_gpu_matrix {
@@ -127,7 +147,12 @@ struct spmv_gpu_matrix {
     int64_t nnz;
     spmv_dtype dtype;
     int32_t hack_size;           /* of the HLL built at upload */
-    unsigned formats;            /* SPMV_FMT_* held now */
+    std::atomic<unsigned> formats; /* SPMV_FMT_* held now (read by other threads: spmv_gpu_matrix_usage) */
+    unsigned pinned;             /* CSR and the upload's formats: never evicted */
+    unsigned busy;               /* formats the running call reads: never evicted under it */
+    uint64_t last_use[5];        /* ctx->tick of each format's last use (LRU eviction) */
+    int cat = GPU_CAT_OTHER;     /* GPU_CAT_* new allocations count under */
+    struct spmv_gpu_matrix *parent; /* for a transpose: the matrix it belongs to */
     int32_t max_row;             /* longest row */
 
     int32_t *row_ptr, *col;      /* CSR, always */
@@ -148,6 +173,16 @@ struct spmv_gpu_matrix {
 
     std::vector<gpu_alloc_rec> allocs;
     size_t bytes;                /* sum of allocs */
+    std::atomic<size_t> cat_bytes[GPU_CATS]; /* allocs by category (transpose: its bytes) */
+    std::atomic<int64_t> slots[5];           /* slots of each padded format held (padding ratio) */
+};
+
+/* Counts the allocations made in its scope under category `cat` of m. */
+struct gpu_cat_scope {
+    struct spmv_gpu_matrix *m;
+    int saved;
+    gpu_cat_scope(struct spmv_gpu_matrix *mm, int cat) : m(mm), saved(mm->cat) { m->cat = cat; }
+    ~gpu_cat_scope() { m->cat = saved; }
 };
 
 /* ---------------------------------------------------------------- errors */
@@ -168,6 +203,22 @@ int gpu_check_launch(spmv_error *err, const char *kernel);
  * gives NULL and success. */
 int gpu_alloc(spmv_gpu_ctx *ctx, spmv_gpu_matrix *m, void **out, size_t bytes, const char *what,
               spmv_error *err);
+/* Counts block p of m (from gpu_alloc) under another category. */
+void gpu_retag(spmv_gpu_matrix *m, const void *p, int cat);
+/* Frees derived formats (not pinned, not busy), least recently used first,
+ * across every matrix of ctx until `bytes` more would fit beside the
+ * reserve; false when nothing more can be freed. */
+bool gpu_evict(spmv_gpu_ctx *ctx, size_t bytes);
+/* Lists m among ctx's resident matrices (eviction walks them); a matrix
+ * is forgotten when destroyed. */
+int gpu_ctx_adopt(spmv_gpu_ctx *ctx, spmv_gpu_matrix *m, spmv_error *err);
+/* Frees one derived format of m (and the cuSPARSE descriptors wrapping it). */
+void gpu_drop_format(spmv_gpu_ctx *ctx, spmv_gpu_matrix *m, spmv_format f);
+/* Marks format f of m used now (LRU). */
+static inline void gpu_touch(spmv_gpu_ctx *ctx, spmv_gpu_matrix *m, spmv_format f)
+{
+    m->last_use[gpu_cat_of(f)] = ++ctx->tick;
+}
 /* Frees one block gpu_alloc() gave m (NULL is a no-op) and sets *p to NULL. */
 void gpu_release(spmv_gpu_ctx *ctx, spmv_gpu_matrix *m, void *p);
 template <typename P> static inline void gpu_release_ptr(spmv_gpu_ctx *ctx, spmv_gpu_matrix *m, P **p)
@@ -267,6 +318,8 @@ int gpu_ctx_alloc(spmv_gpu_ctx *ctx, void **out, size_t bytes, const char *what,
 void gpu_ctx_free(spmv_gpu_ctx *ctx, void *p, size_t bytes);
 /* Frees a matrix's cuSPARSE descriptors (buffers are tracked allocations). */
 void gpu_sparse_cache_free(spmv_gpu_ctx *ctx, spmv_gpu_matrix *m);
+/* Frees the descriptors that wrap format f's arrays (COO, HLL), before f is freed. */
+void gpu_sparse_cache_drop(spmv_gpu_ctx *ctx, spmv_gpu_matrix *m, spmv_format f);
 /* Frees the adaptive row blocks. */
 void gpu_adaptive_free(spmv_gpu_ctx *ctx, spmv_gpu_matrix *m);
 

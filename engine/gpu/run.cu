@@ -141,6 +141,10 @@ extern "C" int spmv_gpu_apply(spmv_gpu_ctx *ctx, const spmv_kernel *k, spmv_gpu_
                               a->warmup, a->runs);
     if ((st = setup_launch(ctx, k, m, p, &l, &impl, err)))
         return st;
+    /* what this call reads is never evicted under it (other formats of m
+     * may be, should this call's own allocations need the room) */
+    unsigned busy_before = m->busy;
+    m->busy |= impl->format | SPMV_FMT_CSR;
     vs = spmv_dtype_size(m->dtype);
     bool direct = a->alpha == 1.0 && a->beta == 0.0;
     spmv_vec target = *y; /* where the kernel writes: y, or scratch for alpha/beta */
@@ -148,7 +152,7 @@ extern "C" int spmv_gpu_apply(spmv_gpu_ctx *ctx, const spmv_kernel *k, spmv_gpu_
         if (x->k == 1)
             target.data = m->y;
         else if ((st = gpu_ctx_alloc(ctx, &tmp, tmp_bytes = spmv_vec_bytes(y), "SpMM scratch", err)))
-            return st;
+            goto done;
         else
             target.data = tmp;
     }
@@ -206,6 +210,7 @@ done:
     if (tmp)
         gpu_ctx_free(ctx, tmp, tmp_bytes);
     free(times);
+    m->busy = busy_before;
     return st;
 }
 
@@ -281,6 +286,9 @@ extern "C" int spmv_gpu_matrix_transpose(spmv_gpu_ctx *ctx, spmv_gpu_matrix *m, 
     t->nnz = m->nnz;
     t->dtype = m->dtype;
     t->hack_size = m->hack_size;
+    t->parent = m;
+    t->pinned = SPMV_FMT_CSR;
+    t->cat = gpu_cat_of(SPMV_FMT_CSR);
     size_t vs = spmv_dtype_size(m->dtype), buf_bytes = 0;
     void *buf = NULL;
     int32_t *host_ptr = NULL;
@@ -292,7 +300,7 @@ extern "C" int spmv_gpu_matrix_transpose(spmv_gpu_ctx *ctx, spmv_gpu_matrix *m, 
         (st = gpu_alloc(ctx, t, (void **)&t->row_ptr, ((size_t)t->rows + 1) * 4, "transpose row_ptr", err)) ||
         (st = gpu_alloc(ctx, t, (void **)&t->col, (size_t)t->nnz * 4, "transpose col", err)) ||
         (st = gpu_alloc(ctx, t, &t->val, (size_t)t->nnz * vs, "transpose val", err)) ||
-        (st = gpu_alloc(ctx, t, &t->x, (size_t)t->cols * vs, "transpose x", err)) ||
+        ((t->cat = GPU_CAT_OTHER), (st = gpu_alloc(ctx, t, &t->x, (size_t)t->cols * vs, "transpose x", err))) ||
         (st = gpu_alloc(ctx, t, &t->y, (size_t)t->rows * vs, "transpose y", err)))
         goto fail;
     if (m->nnz == 0) {
@@ -333,6 +341,8 @@ extern "C" int spmv_gpu_matrix_transpose(spmv_gpu_ctx *ctx, spmv_gpu_matrix *m, 
             t->max_row = host_ptr[i + 1] - host_ptr[i];
     free(host_ptr);
     gpu_ctx_free(ctx, buf, buf_bytes);
+    if ((st = gpu_ctx_adopt(ctx, t, err)))
+        goto fail;
     t->formats = SPMV_FMT_CSR;
     m->transpose = t;
     *out = t;

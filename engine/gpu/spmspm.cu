@@ -829,6 +829,10 @@ extern "C" int spmv_gpu_spmspm(spmv_gpu_ctx *ctx, const spmv_kernel *k, spmv_gpu
     cudaError_t e = cudaSetDevice(ctx->device);
     if (e != cudaSuccess)
         return gpu_cuda_error(e, err, "cudaSetDevice");
+    /* nothing of A or B is evicted while the product reads them */
+    unsigned busy_a = a->busy, busy_b = b->busy;
+    a->busy = SPMV_FMT_ALL;
+    b->busy = SPMV_FMT_ALL;
     if (!(call.hold = new (std::nothrow) spmv_gpu_matrix()) || !(times = (double *)malloc((size_t)runs * sizeof *times))) {
         st = spmv_error_set(err, SPMV_ERR_NOMEM, 0, "GPU SpMSpM: out of host memory");
         goto done;
@@ -846,5 +850,7 @@ done:
         cudaStreamSynchronize(ctx->stream);
     call_free(&call);
     free(times);
+    a->busy = busy_a;
+    b->busy = busy_b;
     return st;
 }

@@ -293,19 +293,72 @@ static void test_ell_slot_limit(void **state)
     assert_int_equal(ell.width, 25);
     spmv_ell_free(&ell);
 
-    /* A matrix build skips the ELL (bit clear) instead of failing. */
+    /* A matrix build skips the formats the padding rule refuses (bit
+     * clear) instead of failing: ELL 100 slots = 800 bytes, HLL one slice
+     * of 32 x 25 slots; HYB (width 1: 4 slots + 24 COO) and COO fit. */
     spmv_matrix m;
-    assert_int_equal(spmv_matrix_build(&coo, SPMV_FLOAT32, SPMV_FMT_ALL, 0, 99, &m, &err), SPMV_OK);
-    assert_int_equal(m.formats, SPMV_FMT_ALL & ~(unsigned)SPMV_FMT_ELL);
+    spmv_format_limits lim = {SPMV_MAX_PADDING_DEFAULT, 799};
+    assert_int_equal(spmv_matrix_build(&coo, SPMV_FLOAT32, SPMV_FMT_ALL, 0, &lim, &m, &err), SPMV_OK);
+    assert_int_equal(m.formats, SPMV_FMT_CSR | SPMV_FMT_COO | SPMV_FMT_HYB);
     assert_int_equal(m.hack_size, SPMV_HACK_SIZE_DEFAULT);
     assert_int_equal(m.dtype, SPMV_FLOAT32);
-    assert_int_equal(m.hll.hack_size, SPMV_HACK_SIZE_DEFAULT);
-    assert_int_equal(spmv_matrix_add_format(&m, SPMV_FMT_ELL, 99, &err), SPMV_ERR_LIMIT);
-    assert_int_equal(spmv_matrix_add_format(&m, SPMV_FMT_ELL, 0, &err), SPMV_OK);
+    assert_int_equal(spmv_matrix_add_format(&m, SPMV_FMT_ELL, &err), SPMV_ERR_LIMIT);
+    assert_non_null(strstr(err.message, "ell format"));
+    assert_non_null(strstr(err.message, "800 bytes"));
+    assert_non_null(strstr(err.message, "max_format_bytes 799"));
+    assert_false(m.formats & SPMV_FMT_ELL);
+    assert_null(m.ell.col);
+    m.limits.max_format_bytes = 800;
+    assert_int_equal(spmv_matrix_add_format(&m, SPMV_FMT_ELL, &err), SPMV_OK);
     assert_true(m.formats & SPMV_FMT_ELL);
     assert_int_equal(m.ell.width, 25);
+    /* dropped and rebuilt: the same entries */
+    assert_int_equal(spmv_matrix_format_bytes(&m, SPMV_FMT_ELL), 800);
+    spmv_matrix_drop_format(&m, SPMV_FMT_ELL);
+    spmv_matrix_drop_format(&m, SPMV_FMT_CSR); /* never dropped */
+    assert_int_equal(m.formats, SPMV_FMT_CSR | SPMV_FMT_COO | SPMV_FMT_HYB);
+    assert_int_equal(spmv_matrix_format_bytes(&m, SPMV_FMT_ELL), 0);
     spmv_matrix_free(&m);
     spmv_csr_free(&csr);
+    spmv_coo_free(&coo);
+}
+
+/* The padding rule: slots <= max_padding * nnz + SPMV_PADDING_SLACK and
+ * bytes <= max_format_bytes, exact at the bounds; the plan of each format
+ * equals what the conversion then holds. */
+static void test_padding_rule(void **state)
+{
+    (void)state;
+    spmv_error err = {0};
+    spmv_format_limits lim = spmv_format_limits_default();
+    int64_t nnz = 1000 + (int64_t)(tu_seed() % 1000), edge = 3 * nnz + SPMV_PADDING_SLACK;
+    assert_true(lim.max_padding == 3.0 && lim.max_format_bytes == 0);
+    assert_int_equal(spmv_format_check(&lim, SPMV_FMT_ELL, nnz, edge, 1, &err), SPMV_OK);
+    assert_int_equal(spmv_format_check(&lim, SPMV_FMT_ELL, nnz, edge + 1, 1, &err), SPMV_ERR_LIMIT);
+    char want[64];
+    snprintf(want, sizeof want, "%lld slots for %lld non-zeros", (long long)(edge + 1), (long long)nnz);
+    assert_non_null(strstr(err.message, want));
+    assert_non_null(strstr(err.message, "max_padding 3.00"));
+    assert_int_equal(spmv_format_check(NULL, SPMV_FMT_ELL, nnz, INT64_MAX / 2, INT64_MAX / 2, &err), SPMV_OK);
+    lim.max_padding = 0; /* no bound */
+    assert_int_equal(spmv_format_check(&lim, SPMV_FMT_HLL, nnz, INT64_MAX / 2, 5, &err), SPMV_OK);
+    lim.max_format_bytes = 5;
+    assert_int_equal(spmv_format_check(&lim, SPMV_FMT_HLL, nnz, 1, 6, &err), SPMV_ERR_LIMIT);
+    assert_non_null(strstr(err.message, "max_format_bytes 5"));
+
+    tu_rng r;
+    spmv_coo coo;
+    spmv_matrix m;
+    tu_rng_init(&r, tu_seed() ^ 11);
+    tu_random_coo(&r, TU_SHAPE_POWER_LAW, 500, SPMV_FLOAT64, &coo);
+    assert_int_equal(spmv_matrix_build(&coo, SPMV_FLOAT64, SPMV_FMT_ALL, 16, NULL, &m, &err), SPMV_OK);
+    static const spmv_format fs[] = {SPMV_FMT_CSR, SPMV_FMT_COO, SPMV_FMT_ELL, SPMV_FMT_HLL, SPMV_FMT_HYB};
+    for (size_t i = 0; i < 5; i++) {
+        int64_t slots = -1, bytes = -1;
+        assert_int_equal(spmv_format_plan(&m.csr, fs[i], 16, &slots, &bytes, &err), SPMV_OK);
+        assert_int_equal((size_t)bytes, spmv_matrix_format_bytes(&m, fs[i]));
+    }
+    spmv_matrix_free(&m);
     spmv_coo_free(&coo);
 }
 
@@ -323,9 +376,9 @@ static void test_matrix_build(void **state)
     assert_int_equal(m.hll.hack_size, 7);
     assert_int_equal(m.rows, coo.rows);
     assert_int_equal(m.nnz, coo.nnz);
-    assert_int_equal(spmv_matrix_add_format(&m, SPMV_FMT_COO, 0, &err), SPMV_OK);
+    assert_int_equal(spmv_matrix_add_format(&m, SPMV_FMT_COO, &err), SPMV_OK);
     assert_true(tu_coo_equal(&coo, &m.coo));
-    assert_int_equal(spmv_matrix_add_format(&m, SPMV_FMT_HYB, 0, &err), SPMV_OK);
+    assert_int_equal(spmv_matrix_add_format(&m, SPMV_FMT_HYB, &err), SPMV_OK);
     assert_int_equal(spmv_hyb_to_coo(&m.hyb, &back, &err), SPMV_OK);
     expect_same(&coo, &back, "matrix", "HYB");
     spmv_matrix_free(&m);
@@ -449,7 +502,9 @@ int main(void)
         cmocka_unit_test(test_csr_round_trip),  cmocka_unit_test(test_ell_round_trip),
         cmocka_unit_test(test_hll_round_trip),  cmocka_unit_test(test_hyb_round_trip),
         cmocka_unit_test(test_hyb_auto_width),  cmocka_unit_test(test_ell_slot_limit),
-        cmocka_unit_test(test_matrix_build),    cmocka_unit_test(test_coo_to_csr_repairs),
+        cmocka_unit_test(test_matrix_build),
+        cmocka_unit_test(test_padding_rule),
+        cmocka_unit_test(test_coo_to_csr_repairs),
         cmocka_unit_test(test_limits),          cmocka_unit_test(test_info_and_copies),
         cmocka_unit_test(test_empty_matrix),
     };

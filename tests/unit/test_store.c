@@ -208,7 +208,7 @@ static int load_into(void *ctx, const matfile_meta *meta, spmv_csr *csr, spmv_er
 {
     store *s = ctx;
     matrix *m;
-    int rc = matrix_new_from_csr(meta, csr, meta->formats, &m, err);
+    int rc = matrix_new_from_csr(meta, csr, meta->formats, NULL, &m, err);
     if (rc != SPMV_OK)
         return rc;
     store_adopt(s, m);
@@ -249,7 +249,7 @@ static void test_store_reload(void **state)
         matfile_meta m;
         random_csr(i == 1 ? SPMV_FLOAT32 : SPMV_FLOAT64, 40 + i, &a);
         meta_for(&m, "good");
-        assert_int_equal(matrix_new_from_csr(&m, &a, SPMV_FMT_CSR, &good[i], &err), SPMV_OK);
+        assert_int_equal(matrix_new_from_csr(&m, &a, SPMV_FMT_CSR, NULL, &good[i], &err), SPMV_OK);
         assert_int_equal(store_insert(s, good[i], &err), SPMV_OK);
     }
     write_one(dir, &m1, p1, sizeof p1);

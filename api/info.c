@@ -51,6 +51,8 @@ static json_t *device_json(worker *w)
         json_object_set_new(o, "memory_free", json_integer((json_int_t)g->mem_free));
         json_object_set_new(o, "memory_used", json_integer((json_int_t)(g->mem_total - g->mem_free)));
         json_object_set_new(o, "memory_used_by_spmvd", json_integer((json_int_t)g->mem_used_by_spmvd));
+        json_object_set_new(o, "memory_scratch", json_integer((json_int_t)g->mem_scratch));
+        json_object_set_new(o, "format_evictions", json_integer((json_int_t)g->evictions));
     }
     return o;
 }
@@ -58,7 +60,7 @@ static json_t *device_json(worker *w)
 static json_t *limits_json(spmvd *d)
 {
     const spmvd_limits *l = &d->limits;
-    return json_pack("{s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I}",
+    return json_pack("{s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I}",
                      "max_upload_bytes", (json_int_t)atomic_load(&l->max_upload_bytes),
                      "max_body_bytes", (json_int_t)atomic_load(&l->max_body_bytes),
                      "max_rows", (json_int_t)atomic_load(&l->max_rows),
@@ -73,7 +75,10 @@ static json_t *limits_json(spmvd *d)
                      "max_vectors", (json_int_t)atomic_load(&d->vlimits.max_count),
                      "max_ops_steps", (json_int_t)atomic_load(&l->max_ops_steps),
                      "max_solve_iterations", (json_int_t)atomic_load(&l->max_solve_iterations),
-                     "connection_timeout_s", (json_int_t)d->cfg.connection_timeout);
+                     "connection_timeout_s", (json_int_t)d->cfg.connection_timeout,
+                     "max_padding", (json_int_t)atomic_load(&l->max_padding),
+                     "max_format_bytes", (json_int_t)atomic_load(&l->max_format_bytes),
+                     "host_format_bytes", (json_int_t)atomic_load(&l->host_format_bytes));
 }
 
 static void info_begin(request *r)

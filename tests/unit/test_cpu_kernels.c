@@ -364,18 +364,21 @@ static void test_run_refusals(void **state)
     free(y);
     fixture_free(&f);
 
-    /* A scratch ELL that one long row would blow up is refused, not built:
-     * 6000 rows x width 6000 = 36M slots, past 16 per non-zero + 2^24. */
+    /* A scratch ELL that one long row would blow up is refused by the
+     * padding rule, not built: 6000 rows x width 6000 = 36M slots, past 3
+     * per non-zero + 65536. */
     tu_gen g = {.rows = 6000, .cols = 6000, .mean_per_row = 1, .dense_rows = 1, .dense_len = 6000};
     spmv_coo coo;
     spmv_matrix m;
     tu_random_coo_gen(&r, &g, SPMV_FLOAT64, &coo);
-    assert_int_equal(spmv_matrix_build(&coo, SPMV_FLOAT64, SPMV_FMT_CSR, 0, 0, &m, &err), SPMV_OK);
+    spmv_format_limits lim = spmv_format_limits_default();
+    assert_int_equal(spmv_matrix_build(&coo, SPMV_FLOAT64, SPMV_FMT_CSR, 0, &lim, &m, &err), SPMV_OK);
     double *x = tu_vector_alloc(SPMV_FLOAT64, m.cols);
     y = tu_vector_alloc(SPMV_FLOAT64, m.rows);
     tu_random_vector(&r, SPMV_FLOAT64, m.cols, x);
     assert_int_equal(spmv_cpu_run(spmv_kernel_find("cpu.ell.omp"), &m, NULL, x, y, 0, 1, &st, &err), SPMV_ERR_LIMIT);
-    assert_non_null(strstr(err.message, "width 6000"));
+    assert_non_null(strstr(err.message, "36000000 slots"));
+    assert_non_null(strstr(err.message, "max_padding 3.00"));
     free(x);
     free(y);
     spmv_matrix_free(&m);

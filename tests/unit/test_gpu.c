@@ -21,8 +21,14 @@
  * under 1e-5, both widened by sqrt(longest row / 100) past 100 entries
  * (the rounding error of a sum grows with the square root of its length).
  *
- * An ELL of terabytes is skipped at upload, and gpu.ell on that matrix
- * refuses with SPMV_ERR_DEVICE_MEMORY, holding nothing.
+ * Kernels run on matrices uploaded as CSR alone: each builds its format on
+ * first use, and after every kernel the context's used bytes must equal
+ * the matrix's (per category) plus the scratch, and come back after the
+ * free. A kernel whose format the padding rule refuses must answer
+ * SPMV_ERR_LIMIT exactly when the host's plan of that format says so
+ * (test_padding_rule: a matrix with one full row, a power-law matrix);
+ * test_lazy_eviction squeezes the device with a reserve so that one ELL
+ * must evict another, least recently used first, never a pinned one.
  *
  * Conversions: the device CSR, COO, ELL, HLL and HYB, downloaded, must equal
  * the host conversions (spmv_coo_to_csr, spmv_csr_to_ell/_hll/_hyb) entry by
@@ -58,6 +64,7 @@ static struct {
     const char *reason;
     tu_rng rng;
     int quick; /* SPMV_GPU_QUICK: 0 full, 1 subset, 2 smaller subset */
+    size_t base_used; /* what the context holds besides the matrix under test (vectors of other cases: none) */
 } fx;
 
 /* Passes and failures per kernel and dtype, for the log. */
@@ -179,6 +186,7 @@ struct problem {
     double *yref;
     double scale;    /* max_i sum_j |a_ij x_j|: what rounding errors scale with */
     int32_t max_row;
+    const spmv_coo *coo;   /* the matrix (the host's padding plan) */
 };
 
 /* max_i sum_j |a_ij| |x_j| over a float64 CSR. */
@@ -214,6 +222,7 @@ static void problem_make(const spmv_coo *coo, spmv_dtype dt, struct problem *p)
     spmv_csr csr;
     spmv_error err;
     p->dt = dt;
+    p->coo = coo;
     p->x = tu_vector_alloc(dt, coo->cols);
     tu_random_vector(&fx.rng, dt, coo->cols, p->x);
     double *x64 = tu_vector_alloc(SPMV_FLOAT64, coo->cols);
@@ -254,6 +263,45 @@ static int edges(const spmv_kernel *k, spmv_param_id id, int32_t *v)
     }
 }
 
+/* Whether the host plans the format k reads (HLL at p's hack size) past
+ * the context's padding rule: the device must then refuse it too. */
+static bool host_rule_refuses(const struct problem *pb, const spmv_kernel *k, const spmv_params *p)
+{
+    spmv_csr csr;
+    spmv_error err;
+    int64_t slots = 0, bytes = 0;
+    int32_t hack = p->v[SPMV_PARAM_HACK_SIZE] ? p->v[SPMV_PARAM_HACK_SIZE] : 32;
+    spmv_format_limits lim = spmv_format_limits_default();
+    if (spmv_coo_to_csr(pb->coo, pb->dt, &csr, &err) != SPMV_OK)
+        return false;
+    bool refused = spmv_format_plan(&csr, k->format, hack, &slots, &bytes, &err) == SPMV_OK &&
+                   spmv_format_check(&lim, k->format, csr.nnz, slots, bytes, &err) == SPMV_ERR_LIMIT;
+    spmv_csr_free(&csr);
+    return refused;
+}
+
+/* Every byte counted: after a kernel the context holds exactly the
+ * matrix's bytes (formats, transpose, buffers) plus its scratch, and the
+ * matrix's categories add up to its total. */
+static bool accounting_ok(const char *label, const spmv_kernel *k, spmv_gpu_matrix *gm)
+{
+    spmv_gpu_info info;
+    spmv_gpu_usage u;
+    if (spmv_gpu_ctx_info(fx.ctx, &info) != SPMV_OK)
+        return false;
+    spmv_gpu_matrix_usage(gm, &u);
+    size_t sum = u.transpose + u.other;
+    for (int b = 0; b < 5; b++)
+        sum += u.bytes[b];
+    if (info.mem_used_by_spmvd != u.total + info.mem_scratch + fx.base_used || sum != u.total) {
+        print_message("# FAIL accounting after %s on %s: used_by_spmvd %zu, matrix %zu (categories %zu) + scratch "
+                      "%zu + before %zu\n",
+                      k->name, label, info.mem_used_by_spmvd, u.total, sum, info.mem_scratch, fx.base_used);
+        return false;
+    }
+    return true;
+}
+
 /* One run of k with p; returns true when y matches the reference. */
 static bool run_one(const char *label, const spmv_kernel *k, spmv_gpu_matrix *gm, const spmv_coo *coo,
                     const struct problem *pb, const spmv_params *p, void *y)
@@ -266,6 +314,10 @@ static bool run_one(const char *label, const spmv_kernel *k, spmv_gpu_matrix *gm
              p->v[SPMV_PARAM_THREADS], p->v[SPMV_PARAM_NNZ_PER_WG]);
     tu_poison(y, pb->dt, coo->rows);
     int rc = spmv_gpu_run(fx.ctx, k, gm, p, pb->x, y, 1, 2, &st, &err);
+    if (rc == SPMV_ERR_LIMIT && host_rule_refuses(pb, k, p)) {
+        print_message("# refused by the padding rule, as the host's plan says: %s on %s\n", k->name, label);
+        return accounting_ok(label, k, gm);
+    }
     if (rc != SPMV_OK) {
         print_message("# FAIL %s %s %s on %s: %s (%s)\n", k->name, spmv_dtype_name(pb->dt), ps, label, err.message,
                       spmv_strerror(rc));
@@ -279,7 +331,7 @@ static bool run_one(const char *label, const spmv_kernel *k, spmv_gpu_matrix *gm
                       label, e, bound);
         return false;
     }
-    return true;
+    return accounting_ok(label, k, gm);
 }
 
 /* Every GPU kernel x parameter edge on one matrix in one dtype. */
@@ -290,12 +342,20 @@ static int check_kernels(const char *label, const spmv_coo *coo, spmv_dtype dt)
     spmv_gpu_upload_stats us;
     spmv_error err;
     int failures = 0;
+    spmv_gpu_info before, after;
     problem_make(coo, dt, &pb);
     void *y = tu_vector_alloc(dt, coo->rows);
-    if (spmv_gpu_matrix_upload(fx.ctx, coo, dt, SPMV_FMT_ALL, 32, &gm, &us, &err) != SPMV_OK) {
+    assert_int_equal(spmv_gpu_ctx_info(fx.ctx, &before), SPMV_OK);
+    fx.base_used = before.mem_used_by_spmvd - before.mem_scratch;
+    /* CSR only: every other format is built by its first kernel */
+    if (spmv_gpu_matrix_upload(fx.ctx, coo, dt, SPMV_FMT_CSR, 32, &gm, &us, &err) != SPMV_OK) {
         print_message("# FAIL upload of %s in %s: %s\n", label, spmv_dtype_name(dt), err.message);
         failures++;
         goto done;
+    }
+    if (us.formats != SPMV_FMT_CSR) {
+        print_message("# FAIL upload of %s holds formats 0x%x, not CSR alone\n", label, us.formats);
+        failures++;
     }
     for (size_t i = 0; i < spmv_kernel_count(); i++) {
         const spmv_kernel *k = spmv_kernel_at(i);
@@ -329,6 +389,12 @@ static int check_kernels(const char *label, const spmv_coo *coo, spmv_dtype dt)
     }
 done:
     spmv_gpu_matrix_free(fx.ctx, gm);
+    assert_int_equal(spmv_gpu_ctx_info(fx.ctx, &after), SPMV_OK);
+    if (after.mem_used_by_spmvd - after.mem_scratch != fx.base_used) {
+        print_message("# FAIL %s: %zu bytes held after the matrix was freed, %zu before it\n", label,
+                      after.mem_used_by_spmvd - after.mem_scratch, fx.base_used);
+        failures++;
+    }
     problem_free(&pb);
     free(y);
     return failures;
@@ -446,13 +512,27 @@ static int check_conversions(const char *label, const spmv_coo *coo, spmv_dtype 
         spmv_csr_to_ell(&hcsr, 0, &hell, &err) || spmv_csr_to_hll(&hcsr, 32, &hhll, &err) ||
         spmv_csr_to_hyb(&hcsr, -1, &hhyb, &err))
         fail_msg("host conversions of %s: %s", label, err.message);
-    if (spmv_gpu_matrix_upload(fx.ctx, coo, dt, SPMV_FMT_ALL, 32, &gm, NULL, &err) != SPMV_OK)
+    spmv_gpu_upload_stats us;
+    if (spmv_gpu_matrix_upload(fx.ctx, coo, dt, SPMV_FMT_ALL, 32, &gm, &us, &err) != SPMV_OK)
         fail_msg("upload of %s: %s", label, err.message);
     static const spmv_format fmts[] = {SPMV_FMT_CSR, SPMV_FMT_COO, SPMV_FMT_ELL, SPMV_FMT_HLL, SPMV_FMT_HYB};
     for (size_t i = 0; i < sizeof fmts / sizeof fmts[0]; i++) {
         spmv_matrix dm;
         bool ok;
         snprintf(what, sizeof what, "%s %s %s", label, spmv_dtype_name(dt), spmv_format_name(fmts[i]));
+        int64_t slots = 0, bytes = 0;
+        spmv_format_limits lim = spmv_format_limits_default();
+        bool refused = spmv_format_plan(&hcsr, fmts[i], 32, &slots, &bytes, &err) == SPMV_OK &&
+                       spmv_format_check(&lim, fmts[i], hcsr.nnz, slots, bytes, &err) == SPMV_ERR_LIMIT;
+        if (refused != !(us.formats & fmts[i])) {
+            print_message("# FAIL %s: held %d, the host's padding plan refuses it %d\n", what,
+                          !!(us.formats & fmts[i]), refused);
+            failures++;
+        }
+        if (refused) {
+            print_message("# %s not built at upload (padding rule), as planned\n", what);
+            continue;
+        }
         if (spmv_gpu_matrix_download(fx.ctx, gm, fmts[i], &dm, &err) != SPMV_OK) {
             print_message("# FAIL download %s: %s\n", what, err.message);
             failures++;
@@ -614,6 +694,8 @@ static void test_memory_refused(void **state)
      * that does not fit is skipped instead: test_ell_skipped.) */
     assert_int_equal(spmv_gpu_ctx_info(fx.ctx, &info), SPMV_OK);
     assert_int_equal(spmv_gpu_ctx_new(0, info.mem_free - ((size_t)256 << 20), &c, &err), SPMV_OK);
+    spmv_format_limits unbounded = {0, 0}; /* memory, not the padding rule, refuses here */
+    assert_int_equal(spmv_gpu_ctx_set_limits(c, &unbounded), SPMV_OK);
     assert_int_equal(spmv_gpu_matrix_upload(c, &coo, SPMV_FLOAT64, SPMV_FMT_CSR | SPMV_FMT_HLL, 1024, &gm, NULL, &err),
                      SPMV_ERR_DEVICE_MEMORY);
     print_message("# refused mid-upload as expected: %s\n", err.message);
@@ -655,39 +737,167 @@ static void test_upload_stats(void **state)
     spmv_coo_free(&coo);
 }
 
-/* An ELL of terabytes (one row of 100 000 in 200 000 rows) is skipped at
- * upload, not an error; gpu.ell then fails with SPMV_ERR_DEVICE_MEMORY and
- * holds nothing afterwards, and the other kernels still answer right. */
-static void test_ell_skipped(void **state)
+/* The padding rule on the device: a matrix with one full row and a
+ * power-law matrix. Each padded format's kernels run or answer
+ * SPMV_ERR_LIMIT exactly as the host's plan of that format decides, a
+ * refusal allocates nothing (the bytes held do not move), a pinned format
+ * the rule refuses is skipped at upload, and the other kernels still
+ * answer right. */
+static void test_padding_rule(void **state)
 {
     (void)state;
     NEED_GPU();
-    spmv_coo coo;
-    spmv_gpu_matrix *gm = NULL;
-    spmv_gpu_upload_stats us;
-    spmv_gpu_info before, after;
+    static const char *const padded[] = {"gpu.ell", "gpu.hll", "cusparse.sell", "gpu.hyb", "gpu.coo.atomic"};
+    for (int shape = 0; shape < 2; shape++) {
+        spmv_coo coo;
+        spmv_gpu_matrix *gm = NULL;
+        spmv_gpu_upload_stats us;
+        spmv_gpu_info before, after;
+        spmv_error err;
+        struct problem pb;
+        const char *label = shape ? "power-law" : "one full row";
+        if (shape == 0) {
+            tu_gen g = {.rows = 20000, .cols = 20000, .mean_per_row = 3, .dense_rows = 1, .dense_len = 20000};
+            tu_random_coo_gen(&fx.rng, &g, SPMV_FLOAT64, &coo);
+        } else {
+            tu_random_coo(&fx.rng, TU_SHAPE_POWER_LAW, 200000, SPMV_FLOAT64, &coo);
+        }
+        problem_make(&coo, SPMV_FLOAT64, &pb);
+        void *y = tu_vector_alloc(SPMV_FLOAT64, coo.rows);
+        assert_int_equal(spmv_gpu_ctx_info(fx.ctx, &before), SPMV_OK);
+        fx.base_used = before.mem_used_by_spmvd - before.mem_scratch;
+        if (spmv_gpu_matrix_upload(fx.ctx, &coo, SPMV_FLOAT64, SPMV_FMT_ALL, 32, &gm, &us, &err) != SPMV_OK)
+            fail_msg("upload: %s", err.message);
+        int refusals = 0;
+        spmv_params none = {{0}};
+        for (size_t i = 0; i < sizeof padded / sizeof padded[0]; i++) {
+            const spmv_kernel *k = spmv_kernel_find(padded[i]);
+            bool refuse = host_rule_refuses(&pb, k, &none);
+            assert_int_equal(!(us.formats & k->format), refuse); /* pinned, skipped at upload iff refused */
+            size_t held = spmv_gpu_matrix_bytes(gm);
+            int rc = spmv_gpu_run(fx.ctx, k, gm, NULL, pb.x, y, 0, 1, NULL, &err);
+            if (refuse) {
+                refusals++;
+                assert_int_equal(rc, SPMV_ERR_LIMIT);
+                assert_non_null(strstr(err.message, "max_padding"));
+                assert_int_equal(spmv_gpu_matrix_bytes(gm), held);
+                print_message("# %s, %s refused as planned: %s\n", label, k->name, err.message);
+            } else {
+                assert_true(run_one(label, k, gm, &coo, &pb, &none, y));
+            }
+        }
+        assert_true(refusals > 0); /* both shapes pad ELL far past 3 slots per non-zero */
+        assert_true(run_one(label, spmv_kernel_find("gpu.csr.vector"), gm, &coo, &pb, &none, y));
+        spmv_gpu_matrix_free(fx.ctx, gm);
+        assert_int_equal(spmv_gpu_ctx_info(fx.ctx, &after), SPMV_OK);
+        assert_int_equal(after.mem_used_by_spmvd - after.mem_scratch, before.mem_used_by_spmvd - before.mem_scratch);
+        free(y);
+        problem_free(&pb);
+        spmv_coo_free(&coo);
+    }
+}
+
+/* Formats on first use, evicted least recently used first when the
+ * device is short: a reserve leaves room for two CSRs and one ELL, so
+ * building B's ELL evicts A's; A's ELL is rebuilt on its next use and
+ * answers right; a pinned format is never evicted (a build that would need
+ * it gone fails with SPMV_ERR_DEVICE_MEMORY instead); the transpose counts
+ * in its matrix's bytes; every byte comes back. */
+static void test_lazy_eviction(void **state)
+{
+    (void)state;
+    NEED_GPU();
+    spmv_gpu_ctx *c = NULL;
+    spmv_gpu_info info, start;
+    spmv_gpu_matrix *a = NULL, *b = NULL;
+    spmv_gpu_usage ua, ub;
     spmv_error err;
+    spmv_coo coo;
     struct problem pb;
-    tu_gen g = {.rows = 200000, .cols = DENSE_LEN, .mean_per_row = 2, .dense_rows = 1, .dense_len = DENSE_LEN};
+    tu_gen g = {.rows = 1000000, .cols = 1000000, .mean_per_row = 8};
     tu_random_coo_gen(&fx.rng, &g, SPMV_FLOAT64, &coo);
     problem_make(&coo, SPMV_FLOAT64, &pb);
     void *y = tu_vector_alloc(SPMV_FLOAT64, coo.rows);
-    assert_int_equal(spmv_gpu_ctx_info(fx.ctx, &before), SPMV_OK);
-    if (spmv_gpu_matrix_upload(fx.ctx, &coo, SPMV_FLOAT64, SPMV_FMT_ALL, 32, &gm, &us, &err) != SPMV_OK)
-        fail_msg("upload: %s", err.message);
-    assert_int_equal(us.formats, SPMV_FMT_ALL & ~(unsigned)SPMV_FMT_ELL);
-    assert_int_equal(us.bytes[2], 0);
-    size_t held = spmv_gpu_matrix_bytes(gm);
-    assert_int_equal(spmv_gpu_run(fx.ctx, spmv_kernel_find("gpu.ell"), gm, NULL, pb.x, y, 0, 1, NULL, &err),
-                     SPMV_ERR_DEVICE_MEMORY);
-    print_message("# gpu.ell refused as expected: %s\n", err.message);
-    assert_int_equal(spmv_gpu_matrix_bytes(gm), held);
     spmv_params none = {{0}};
-    assert_true(run_one("ELL-less matrix", spmv_kernel_find("gpu.csr.vector"), gm, &coo, &pb, &none, y));
-    assert_true(run_one("ELL-less matrix", spmv_kernel_find("gpu.hyb"), gm, &coo, &pb, &none, y));
-    spmv_gpu_matrix_free(fx.ctx, gm);
-    assert_int_equal(spmv_gpu_ctx_info(fx.ctx, &after), SPMV_OK);
-    assert_int_equal(after.mem_used_by_spmvd, before.mem_used_by_spmvd);
+    const spmv_kernel *ell = spmv_kernel_find("gpu.ell"), *csr = spmv_kernel_find("gpu.csr.vector");
+
+    assert_int_equal(spmv_gpu_ctx_new(0, 0, &c, &err), SPMV_OK);
+    assert_int_equal(spmv_gpu_matrix_upload(c, &coo, SPMV_FLOAT64, SPMV_FMT_CSR, 0, &a, NULL, &err), SPMV_OK);
+    spmv_gpu_matrix_usage(a, &ua);
+    assert_int_equal(ua.formats, SPMV_FMT_CSR);
+    assert_true(ua.total == ua.bytes[1] + ua.other && ua.transpose == 0);
+    assert_int_equal(spmv_gpu_run(c, ell, a, &none, pb.x, y, 0, 1, NULL, &err), SPMV_OK);
+    spmv_gpu_matrix_usage(a, &ua);
+    size_t ell_bytes = ua.bytes[2];
+    assert_true(ell_bytes > 0 && (ua.formats & SPMV_FMT_ELL));
+    spmv_gpu_matrix_free(c, a);
+    spmv_gpu_ctx_free(c);
+
+    /* room for A (CSR + ELL + buffers), B's CSR and buffers, and half an ELL more */
+    assert_int_equal(spmv_gpu_ctx_new(0, 0, &c, &err), SPMV_OK);
+    assert_int_equal(spmv_gpu_ctx_info(c, &info), SPMV_OK);
+    size_t need = 2 * (ua.total - ell_bytes) + ell_bytes + ell_bytes / 2 + ((size_t)64 << 20);
+    spmv_gpu_ctx_free(c);
+    assert_int_equal(spmv_gpu_ctx_new(0, info.mem_free - need, &c, &err), SPMV_OK);
+    assert_int_equal(spmv_gpu_ctx_info(c, &start), SPMV_OK);
+    assert_int_equal(spmv_gpu_matrix_upload(c, &coo, SPMV_FLOAT64, SPMV_FMT_CSR, 0, &a, NULL, &err), SPMV_OK);
+    assert_int_equal(spmv_gpu_matrix_upload(c, &coo, SPMV_FLOAT64, SPMV_FMT_CSR, 0, &b, NULL, &err), SPMV_OK);
+    /* A's ELL, then B's: the second needs the first gone */
+    pb.coo = &coo;
+    assert_int_equal(spmv_gpu_run(c, ell, a, &none, pb.x, y, 0, 1, NULL, &err), SPMV_OK);
+    tu_poison(y, SPMV_FLOAT64, coo.rows);
+    if (spmv_gpu_run(c, ell, b, &none, pb.x, y, 0, 1, NULL, &err) != SPMV_OK)
+        fail_msg("B's ELL did not evict A's: %s", err.message);
+    assert_true(scaled_err(&pb, y, coo.rows) <= F64_BOUND);
+    spmv_gpu_matrix_usage(a, &ua);
+    spmv_gpu_matrix_usage(b, &ub);
+    assert_false(ua.formats & SPMV_FMT_ELL);
+    assert_int_equal(ua.bytes[2], 0);
+    assert_true(ub.formats & SPMV_FMT_ELL);
+    assert_int_equal(spmv_gpu_ctx_info(c, &info), SPMV_OK);
+    assert_true(info.evictions >= 1);
+    print_message("# %llu eviction(s): B's ELL of %zu bytes took the room of A's\n",
+                  (unsigned long long)info.evictions, ell_bytes);
+    /* A's ELL again: rebuilt (evicting B's), and right */
+    tu_poison(y, SPMV_FLOAT64, coo.rows);
+    assert_int_equal(spmv_gpu_run(c, ell, a, &none, pb.x, y, 0, 1, NULL, &err), SPMV_OK);
+    assert_true(scaled_err(&pb, y, coo.rows) <= F64_BOUND);
+    assert_int_equal(spmv_gpu_ctx_info(c, &info), SPMV_OK);
+    assert_int_equal(info.mem_used_by_spmvd,
+                     start.mem_used_by_spmvd + spmv_gpu_matrix_bytes(a) + spmv_gpu_matrix_bytes(b) +
+                         (info.mem_scratch - start.mem_scratch));
+    spmv_gpu_matrix_free(c, b);
+
+    /* pinned: B uploaded with its ELL pinned; A's ELL (not pinned) is what goes
+     * when B needs room, and a second pinned ELL does not fit at all */
+    assert_int_equal(spmv_gpu_matrix_upload(c, &coo, SPMV_FLOAT64, SPMV_FMT_CSR | SPMV_FMT_ELL, 0, &b, NULL, &err),
+                     SPMV_OK);
+    spmv_gpu_matrix_usage(a, &ua);
+    spmv_gpu_matrix_usage(b, &ub);
+    assert_false(ua.formats & SPMV_FMT_ELL);
+    assert_true(ub.formats & SPMV_FMT_ELL);
+    spmv_gpu_matrix *third = NULL;
+    assert_int_equal(spmv_gpu_matrix_upload(c, &coo, SPMV_FLOAT64, SPMV_FMT_CSR | SPMV_FMT_ELL, 0, &third, NULL, &err),
+                     SPMV_ERR_DEVICE_MEMORY);
+    assert_null(third);
+    print_message("# a pinned ELL is never evicted: %s\n", err.message);
+    spmv_gpu_matrix_usage(b, &ub);
+    assert_true(ub.formats & SPMV_FMT_ELL);
+    /* trim keeps pinned formats and what it is told to keep */
+    assert_int_equal(spmv_gpu_run(c, csr, a, &none, pb.x, y, 0, 1, NULL, &err), SPMV_OK);
+    spmv_gpu_matrix_trim(c, b, 0);
+    spmv_gpu_matrix_usage(b, &ub);
+    assert_true(ub.formats & SPMV_FMT_ELL);
+    /* the transpose counts in its matrix */
+    spmv_gpu_matrix *t = NULL;
+    assert_int_equal(spmv_gpu_matrix_transpose(c, a, &t, &err), SPMV_OK);
+    spmv_gpu_matrix_usage(a, &ua);
+    assert_true(ua.transpose > 0 && ua.transpose == spmv_gpu_matrix_bytes(t));
+    spmv_gpu_matrix_free(c, a);
+    spmv_gpu_matrix_free(c, b);
+    assert_int_equal(spmv_gpu_ctx_info(c, &info), SPMV_OK);
+    assert_int_equal(info.mem_used_by_spmvd - info.mem_scratch, start.mem_used_by_spmvd - start.mem_scratch);
+    spmv_gpu_ctx_free(c);
     free(y);
     problem_free(&pb);
     spmv_coo_free(&coo);
@@ -739,7 +949,8 @@ int main(void)
         cmocka_unit_test(test_kernels_real),
         cmocka_unit_test(test_kernels_random),
         cmocka_unit_test(test_bad_requests),
-        cmocka_unit_test(test_ell_skipped),
+        cmocka_unit_test(test_padding_rule),
+        cmocka_unit_test(test_lazy_eviction),
         cmocka_unit_test(test_memory_refused),
     };
     /* SPMV_GPU_ONLY=pattern runs the matching cases alone (cmocka's filter). */

@@ -3,12 +3,17 @@
 
 Starts the bundle's spmvd on loopback with a fresh state directory, waits
 for /v1/ready, then for float64 and float32: uploads every matrix of
-shared/matrices/real/ with curl (multipart, every format), multiplies it
+shared/matrices/real/ with curl (multipart; float64 as CSR alone, formats
+built on first use; float32 with every format pinned, those the padding
+rule refuses skipped), multiplies it
 over HTTP with every GPU kernel that /v1/kernels lists as available
 (default parameters, x[j] = 1 + (j mod 7)/8), compares y with the peer's
 answer in expected.json (float64: 1e-12 relative to ||y||_inf; float32:
-1e-5 relative to y_norm2, as matrices/README.md says) and deletes the
-matrix. Then checks that the device holds no spmvd bytes any more, stops
+1e-5 relative to y_norm2, as matrices/README.md says; a kernel whose
+format the padding rule refuses, computed here from the file, must answer
+422), checks after every kernel that /metrics' matrix + vector + scratch
+bytes equal used_by_spmvd, and deletes the matrix. Then checks that
+used_by_spmvd less scratch is back at its start, stops
 the daemon with SIGTERM, prints a table of passes per kernel and dtype,
 and exits 0 only if everything passed. Standard library only (the host
 has python3 and curl, nothing fetched).
@@ -74,12 +79,69 @@ def wait_ready(proc, seconds):
     return False
 
 
-def upload(path, dtype):
+def upload(path, dtype, formats="csr"):
     out = subprocess.run(["curl", "-sS", "-w", "\n%{http_code}", "-F", "file=@" + path, "-F", "dtype=" + dtype,
-                          "-F", "formats=coo,csr,ell,hll,hyb", BASE + "/v1/matrices"],
+                          "-F", "formats=" + formats, BASE + "/v1/matrices"],
                          capture_output=True, text=True, timeout=120)
     body, _, code = out.stdout.rpartition("\n")
     return int(code or 0), body
+
+
+def row_lengths(path):
+    """Row lengths of a Matrix Market file read here (symmetric ones expanded)."""
+    lens, sym = None, False
+    for line in open(path):
+        if line.startswith("%%"):
+            sym = "symmetric" in line or "hermitian" in line
+            continue
+        if line.startswith("%") or not line.strip():
+            continue
+        f = line.split()
+        if lens is None:
+            lens = [0] * int(f[0])
+            continue
+        i, j = int(f[0]) - 1, int(f[1]) - 1
+        lens[i] += 1
+        if sym and i != j:
+            lens[j] += 1
+    return lens
+
+
+def refused(lens, nnz, fmt, hack=32):
+    """The padding rule (max_padding 3, 65536 slots of slack), computed independently of the daemon."""
+    if fmt == "ell":
+        slots = max(lens, default=0) * len(lens)
+    elif fmt == "hll":
+        slots = sum(max(lens[s:s + hack]) * hack for s in range(0, len(lens), hack))
+    elif fmt == "hyb":
+        w = sorted(lens)[(2 * len(lens) + 2) // 3 - 1] if lens else 0
+        slots = w * len(lens) + sum(max(l - w, 0) for l in lens)
+    else:
+        return False
+    return slots > 3 * nnz + 65536
+
+
+def metrics():
+    status, body = request("GET", "/metrics")
+    out = {}
+    for line in body.decode().splitlines() if status == 200 else []:
+        if line and not line.startswith("#"):
+            key, _, val = line.rpartition(" ")
+            out[key] = float(val)
+    return out
+
+
+def accounting(dev="gpu0"):
+    """(matrices + vectors + scratch, used_by_spmvd) from /metrics, once the worker has refreshed its numbers."""
+    for _ in range(40):
+        m = metrics()
+        parts = (m.get('spmvd_matrix_bytes{device="%s"}' % dev, 0) + m.get('spmvd_vector_bytes{device="%s"}' % dev, 0)
+                 + m.get('spmvd_device_memory_bytes{device="%s",kind="scratch"}' % dev, 0))
+        used = m.get('spmvd_device_memory_bytes{device="%s",kind="used_by_spmvd"}' % dev, -1)
+        if parts == used:
+            break
+        time.sleep(0.05)
+    return parts, used
 
 
 def spmv_binary(mid, kernel, x, runs, warmup):
@@ -127,9 +189,9 @@ def timings(args, gpu, tally):
         for k in gpu:
             y, st, err = spmv_binary(desc["id"], k, x, 20, 3)
             t = tally.setdefault((k, "float64 big"), [0, 0])
-            if y is None and k == "gpu.ell" and err.startswith("HTTP 507"):
-                # expected: this matrix's ELL is terabytes; the upload skipped it
-                print("%s on %s: refused with 507 as expected (ELL too large)" % (k, kind))
+            if y is None and err.startswith("HTTP 422") and "max_padding" in err:
+                # this matrix's ELL (or HLL) pads past the rule: refused, nothing built
+                print("%s on %s: refused by the padding rule: %s" % (k, kind, err[:200]))
                 t[0] += 1
                 continue
             if y is None:
@@ -193,22 +255,50 @@ def main():
             print("FAIL no %s kernel is available" % args.device)
             return 1
         held0 = gpu_bytes_held()
+        scratch0 = metrics().get('spmvd_device_memory_bytes{device="gpu0",kind="scratch"}', 0)
+        fmt_of = {k["name"]: k.get("format") for k in kernels}
+        acct = [0, 0]
         for dtype in ("float64", "float32"):
             for name in sorted(expected):
                 e = expected[name]
-                code, body = upload(os.path.join(real, name), dtype)
+                lens = row_lengths(os.path.join(real, name))
+                # float64: CSR alone, formats built on first use; float32: every format pinned at upload
+                pinned = "csr" if dtype == "float64" else "coo,csr,ell,hll,hyb"
+                code, body = upload(os.path.join(real, name), dtype, pinned)
                 if code != 201:
                     print("FAIL upload %s %s: HTTP %d %s" % (name, dtype, code, body[:300]))
                     failures += 1
                     continue
                 desc = json.loads(body)
                 mid = desc["id"]
+                on_gpu = sorted(f["format"] for f in desc["formats"] if f["device"] != "host")
+                want = ["csr"] if dtype == "float64" else sorted(
+                    f for f in ("coo", "csr", "ell", "hll", "hyb") if not refused(lens, e["nnz"], f))
+                if on_gpu != want or desc["device_memory"]["total"] != desc["device_bytes"]:
+                    print("FAIL upload %s %s holds %s on the GPU, want %s (device_memory %s)" % (
+                        name, dtype, on_gpu, want, desc["device_memory"]))
+                    failures += 1
                 x = [1 + (j % 7) / 8 for j in range(e["cols"])]
                 y_inf = max((abs(v) for v in e["y"]), default=0.0)
                 for k in gpu:
                     t = tally.setdefault((k, dtype), [0, 0])
                     status, rbody = request("POST", "/v1/matrices/%s/spmv" % mid,
                                             {"kernel": k, "x": x, "runs": 3, "warmup": 1})
+                    parts, used = accounting()
+                    acct[parts == used] += 1
+                    if parts != used:
+                        print("FAIL accounting after %s %s %s: matrices + vectors + scratch %d != used_by_spmvd %d" % (
+                            k, dtype, name, parts, used))
+                        failures += 1
+                    if refused(lens, e["nnz"], fmt_of.get(k)):
+                        if status == 422 and b"max_padding" in rbody:
+                            t[0] += 1
+                        else:
+                            print("FAIL %s %s %s: the padding rule refuses its format, got HTTP %d %s" % (
+                                k, dtype, name, status, rbody[:200]))
+                            t[1] += 1
+                            failures += 1
+                        continue
                     if status != 200:
                         print("FAIL %s %s %s: HTTP %d %s" % (k, dtype, name, status, rbody[:300]))
                         t[1] += 1
@@ -232,10 +322,14 @@ def main():
         if args.device == "gpu":
             failures += timings(args, gpu, tally)
         held1 = gpu_bytes_held()
-        print("device bytes held by spmvd: before uploads %s, after deletes %s" % (held0, held1))
-        if held0 is not None and held1 is not None and held1 > held0:
-            # the kernels' scratch buffer may stay; matrices must not
-            print("note: %d bytes more held after the deletes (kernel scratch)" % (held1 - held0))
+        scratch1 = metrics().get('spmvd_device_memory_bytes{device="gpu0",kind="scratch"}', 0)
+        print("accounting (matrices + vectors + scratch == used_by_spmvd) after each kernel: %d agreed, %d not" % (
+            acct[1], acct[0]))
+        print("device bytes held by spmvd: before uploads %s (scratch %d), after deletes %s (scratch %d)" % (
+            held0, scratch0, held1, scratch1))
+        if held0 is not None and held1 is not None and held1 - scratch1 != held0 - scratch0:
+            print("FAIL used_by_spmvd less scratch did not return to its start after the deletes")
+            failures += 1
     finally:
         proc.send_signal(signal.SIGTERM)
         try:

@@ -858,6 +858,11 @@ static int precheck(spmv_gpu_ctx *ctx, const spmv_coo *coo, spmv_dtype dtype, sp
         return gpu_cuda_error(e, err, "cudaMemGetInfo");
     double need = ((double)coo->rows + 1) * 4 + (double)coo->nnz * (8 + vs + spmv_dtype_size(coo->dtype)) +
                   ((double)coo->rows + coo->cols) * vs;
+    /* derived formats of other matrices go first, least recently used */
+    while (need + (double)ctx->reserve > (double)free_b && gpu_evict(ctx, (size_t)need)) {
+        if ((e = cudaMemGetInfo(&free_b, &total_b)) != cudaSuccess)
+            return gpu_cuda_error(e, err, "cudaMemGetInfo");
+    }
     if (need + (double)ctx->reserve > (double)free_b)
         return spmv_error_set(err, SPMV_ERR_DEVICE_MEMORY, 0,
                               "a %d x %d matrix with %lld entries needs about %.0f bytes on GPU %d; %zu are free "
@@ -898,9 +903,9 @@ static int convert_all(spmv_gpu_ctx *ctx, spmv_gpu_matrix *m, const spmv_coo *co
     } else {
         gpu_release_ptr(ctx, m, &s->row);
     }
-    if ((st = gpu_alloc(ctx, m, &m->x, (size_t)m->cols * sizeof(T), "x", err)) ||
-        (st = gpu_alloc(ctx, m, &m->y, (size_t)m->rows * sizeof(T), "y", err)))
-        return st;
+    /* x and y buffers come with the first product that needs them
+     * (spmv_gpu_run's host operands): a matrix multiplied only with
+     * resident vectors never holds them */
     /* Pinned formats are built now; one the padding rule refuses is
      * skipped (its bit stays clear, its kernels answer why), one that does
      * not fit fails the upload. */

@@ -5,9 +5,9 @@
  * val; COO is the device COO row array with the CSR's col and val; SELL is
  * the HLL of the requested hack_size, whose layout is cuSPARSE's sliced
  * ELL (column-major slices of sliceSize rows, padding column -1), with a
- * 32-bit copy of the slice offsets. Descriptors for x and y wrap the
- * matrix's operand buffers, which never move, so everything is made on
- * first use and kept with the matrix: the work buffer of each algorithm,
+ * 32-bit copy of the slice offsets. Descriptors for x and y are made once
+ * and pointed at each call's operands, so everything is made on first use
+ * and kept with the matrix: the work buffer of each algorithm,
  * and for CSR the result of cusparseSpMV_preprocess (per algorithm, on its
  * own descriptor, since preprocessing attaches to the descriptor). A run
  * then costs one cusparseSpMV call. Matrices without non-zeros never reach
@@ -90,11 +90,11 @@ static int sparse_cache(struct gpu_launch *l, struct gpu_sparse_cache **out, spm
             return spmv_error_set(err, SPMV_ERR_NOMEM, 0, "cuSPARSE cache: out of host memory");
     }
     struct gpu_sparse_cache *c = m->sparse;
-    if (!c->vx && (s = cusparseCreateDnVec(&c->vx, m->cols, m->x, value_type(m))) != CUSPARSE_STATUS_SUCCESS) {
+    if (!c->vx && (s = cusparseCreateDnVec(&c->vx, m->cols, (void *)l->x, value_type(m))) != CUSPARSE_STATUS_SUCCESS) {
         c->vx = NULL;
         return gpu_sparse_error(s, err, "cusparseCreateDnVec(x)");
     }
-    if (!c->vy && (s = cusparseCreateDnVec(&c->vy, m->rows, m->y, value_type(m))) != CUSPARSE_STATUS_SUCCESS) {
+    if (!c->vy && (s = cusparseCreateDnVec(&c->vy, m->rows, l->y, value_type(m))) != CUSPARSE_STATUS_SUCCESS) {
         c->vy = NULL;
         return gpu_sparse_error(s, err, "cusparseCreateDnVec(y)");
     }

@@ -115,6 +115,20 @@ static int timed_fn(struct gpu_launch *l, gpu_launch_fn fn, const char *name, in
     return SPMV_OK;
 }
 
+/* The matrix's own x and y buffers (host operands are copied through
+ * them), made on first need and kept with the matrix ("other" bytes). */
+static int operand_buffers(spmv_gpu_ctx *ctx, spmv_gpu_matrix *m, spmv_error *err)
+{
+    size_t vs = spmv_dtype_size(m->dtype);
+    gpu_cat_scope scope(m, GPU_CAT_OTHER);
+    int st = SPMV_OK;
+    if (!m->x && m->cols > 0)
+        st = gpu_alloc(ctx, m, &m->x, (size_t)m->cols * vs, "x", err);
+    if (!st && !m->y && m->rows > 0)
+        st = gpu_alloc(ctx, m, &m->y, (size_t)m->rows * vs, "y", err);
+    return st;
+}
+
 extern "C" int spmv_gpu_apply(spmv_gpu_ctx *ctx, const spmv_kernel *k, spmv_gpu_matrix *m, const spmv_params *p,
                               const spmv_apply_args *a, const spmv_vec *x, spmv_vec *y, spmv_stats *stats,
                               double *axpby_ms, spmv_error *err)
@@ -149,6 +163,8 @@ extern "C" int spmv_gpu_apply(spmv_gpu_ctx *ctx, const spmv_kernel *k, spmv_gpu_
     bool direct = a->alpha == 1.0 && a->beta == 0.0;
     spmv_vec target = *y; /* where the kernel writes: y, or scratch for alpha/beta */
     if (!direct) {
+        if (x->k == 1 && (st = operand_buffers(ctx, m, err)))
+            goto done;
         if (x->k == 1)
             target.data = m->y;
         else if ((st = gpu_ctx_alloc(ctx, &tmp, tmp_bytes = spmv_vec_bytes(y), "SpMM scratch", err)))
@@ -223,15 +239,19 @@ extern "C" int spmv_gpu_run(spmv_gpu_ctx *ctx, const spmv_kernel *k, spmv_gpu_ma
     if ((m->cols > 0 && !x) || (m->rows > 0 && !y))
         return spmv_error_set(err, SPMV_ERR_INVALID, 0, "GPU run: missing x or y");
     size_t vs = spmv_dtype_size(m->dtype);
+    cudaError_t e = cudaSetDevice(ctx->device);
+    if (e != cudaSuccess)
+        return gpu_cuda_error(e, err, "cudaSetDevice");
+    int st = operand_buffers(ctx, m, err);
+    if (st)
+        return st;
     spmv_vec vx = {SPMV_DEVICE_GPU, m->dtype, m->cols, 1, m->x}, vy = {SPMV_DEVICE_GPU, m->dtype, m->rows, 1, m->y};
     spmv_apply_args a = {1.0, 0.0, warmup, runs};
-    cudaError_t e = cudaSetDevice(ctx->device);
     if (e == cudaSuccess && m->cols > 0)
         e = cudaMemcpyAsync(m->x, x, (size_t)m->cols * vs, cudaMemcpyHostToDevice, ctx->stream);
     if (e != cudaSuccess)
         return gpu_cuda_error(e, err, "copying x to the device");
-    int st = spmv_gpu_apply(ctx, k, m, p, &a, &vx, &vy, stats, NULL, err);
-    if (st)
+    if ((st = spmv_gpu_apply(ctx, k, m, p, &a, &vx, &vy, stats, NULL, err)))
         return st;
     if (m->rows > 0 && (e = cudaMemcpyAsync(y, m->y, (size_t)m->rows * vs, cudaMemcpyDeviceToHost, ctx->stream)) !=
                            cudaSuccess)
@@ -299,10 +319,9 @@ extern "C" int spmv_gpu_matrix_transpose(spmv_gpu_ctx *ctx, spmv_gpu_matrix *m, 
     if ((st = cudaSetDevice(ctx->device) == cudaSuccess ? SPMV_OK : SPMV_ERR_DEVICE) ||
         (st = gpu_alloc(ctx, t, (void **)&t->row_ptr, ((size_t)t->rows + 1) * 4, "transpose row_ptr", err)) ||
         (st = gpu_alloc(ctx, t, (void **)&t->col, (size_t)t->nnz * 4, "transpose col", err)) ||
-        (st = gpu_alloc(ctx, t, &t->val, (size_t)t->nnz * vs, "transpose val", err)) ||
-        ((t->cat = GPU_CAT_OTHER), (st = gpu_alloc(ctx, t, &t->x, (size_t)t->cols * vs, "transpose x", err))) ||
-        (st = gpu_alloc(ctx, t, &t->y, (size_t)t->rows * vs, "transpose y", err)))
+        (st = gpu_alloc(ctx, t, &t->val, (size_t)t->nnz * vs, "transpose val", err)))
         goto fail;
+    t->cat = GPU_CAT_OTHER;
     if (m->nnz == 0) {
         if ((e = cudaMemsetAsync(t->row_ptr, 0, ((size_t)t->rows + 1) * 4, ctx->stream)) != cudaSuccess) {
             st = gpu_cuda_error(e, err, "transpose");

@@ -155,8 +155,10 @@ def main():
             time.sleep(0.2)
         info = js(req("GET", "/v1/info")[1])
         def used():
+            """Bytes held by spmvd on each GPU less its kept scratch (kernel scratch, the reductions' scalar)."""
             i = js(req("GET", "/v1/info")[1])
-            return [dv.get("memory_used_by_spmvd") for dv in i.get("devices", []) if "index" in dv]
+            return [dv.get("memory_used_by_spmvd") - dv.get("memory_scratch", 0)
+                    for dv in i.get("devices", []) if "index" in dv]
         used0 = used()
         mdir = os.path.join(a.bundle, "shared", "matrices", "real")
         files = sorted(f for f in os.listdir(mdir) if f.endswith(".mtx"))

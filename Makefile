@@ -42,7 +42,7 @@ LDFLAGS += -fopenmp $(SANFLAGS)
 LDLIBS  := -lz -lm
 
 # Every dependency is a Debian package found through pkg-config.
-PKGS      := libmicrohttpd jansson uuid libsystemd libpng zlib
+PKGS      := libmicrohttpd jansson uuid libsystemd libpng zlib libzip
 PKG_CFLAGS := $(shell pkg-config --cflags $(PKGS) 2>/dev/null)
 PKG_LIBS   := $(shell pkg-config --libs $(PKGS) 2>/dev/null)
 

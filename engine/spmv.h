@@ -263,6 +263,33 @@ int spmv_mm_read_file(const char *path, const spmv_mm_options *opts,
 int spmv_mm_read_buffer(const void *data, size_t len, const spmv_mm_options *opts,
                         spmv_coo *out, spmv_mm_info *info, spmv_error *err);
 
+/* ------------------------------------------------------------- .npz read */
+
+/* SciPy's sparse .npz (scipy.sparse.save_npz: CSR, CSC or COO, stored or
+ * deflated), read with libzip (engine/npz.c). The output is what the
+ * Matrix Market reader gives: sorted float64 COO, duplicates summed,
+ * explicit zeros kept; the same limits (opts, NULL for none) are checked
+ * before anything is allocated, and errors name the member, the entry and
+ * the limit ("npz member indices.npy: entry 17 is 1200, outside 0..999
+ * (cols)"). Members are read in chunks straight into the entries: the
+ * archive is never held whole as bytes a second time. */
+typedef struct spmv_npz_info {
+    char layout[4];           /* "csr", "csc" or "coo" */
+    int64_t rows, cols;
+    int64_t entries;          /* stored in the archive */
+    int64_t duplicates;       /* summed into an earlier entry */
+} spmv_npz_info;
+
+/* Whether the first bytes are a zip archive's ("PK\3\4", or "PK\5\6" for an empty one). */
+bool spmv_npz_magic(const void *buf, size_t len);
+int spmv_npz_read_file(const char *path, const spmv_mm_options *opts, spmv_coo *out, spmv_npz_info *info,
+                       spmv_error *err);
+int spmv_npz_read_buffer(const void *data, size_t len, const spmv_mm_options *opts, spmv_coo *out,
+                         spmv_npz_info *info, spmv_error *err);
+/* Writes a sorted COO as save_npz's CSR layout (int32 indices, values in
+ * the COO's dtype), members deflated or stored (the generator, the tests). */
+int spmv_npz_write_file(const char *path, const spmv_coo *m, bool compress, spmv_error *err);
+
 /* Writes a COO as a Matrix Market coordinate real general file (full
  * precision); used by the generator and the tests. */
 int spmv_mm_write_file(const char *path, const spmv_coo *m, spmv_error *err);

@@ -16,7 +16,7 @@
 ifeq ($(HAVE_CUDA),1)
 $(BUILD)/cg-ref: tools/cg-ref.cu $(LIBSPMV)
 	@mkdir -p $(dir $@)
-	$(NVCC) $(NVCCFLAGS) -o $@ $< $(LIBSPMV) -Xcompiler -fopenmp -lcusparse -lcublas -lz -lm
+	$(NVCC) $(NVCCFLAGS) -o $@ $< $(LIBSPMV) -Xcompiler -fopenmp -lcusparse -lcublas -lzip -lz -lm
 
 bench-remote: bundle $(BUILD)/cg-ref $(BUILD)/cg_solve
 	BUILD=$(BUILD) BUNDLE=$(BUNDLE) HAVE_CUDA=1 bash tools/bundle/make-bundle.sh

@@ -33,7 +33,7 @@ fuzz-build: $(FUZZ_BIN)
 
 $(FUZZ_BIN): $(FUZZ_SRCS) $(wildcard engine/*.h)
 	@mkdir -p $(FUZZ_DIR)
-	$(FUZZ_CC) $(FUZZ_CFLAGS) -o $@ $(FUZZ_SRCS) -lz -lm
+	$(FUZZ_CC) $(FUZZ_CFLAGS) -o $@ $(FUZZ_SRCS) -lzip -lz -lm
 
 # Each seed gets three leading option bytes (chunk cuts, options) so the
 # target reads it as the file it is.
@@ -70,8 +70,8 @@ FUZZ_NET_TARGETS := fuzz_multipart fuzz_json fuzz_vector
 FUZZ_TARGETS     := $(FUZZ_NET_TARGETS) fuzz_store
 FUZZ_ENGINE_SRCS := $(wildcard engine/*.c engine/cpu/*.c engine/gpu/absent*.c) $(filter-out solvers/route.c,$(wildcard solvers/*.c))
 FUZZ_DAEMON_SRCS := $(filter-out daemon/main.c,$(wildcard api/*.c daemon/*.c vectors/*.c)) $(wildcard solvers/route.c)
-FUZZ_PKG_LIBS     = $(shell pkg-config --libs libmicrohttpd jansson uuid libsystemd libpng zlib)
-FUZZ_PKG_CFLAGS   = $(shell pkg-config --cflags libmicrohttpd jansson uuid libsystemd libpng zlib)
+FUZZ_PKG_LIBS     = $(shell pkg-config --libs libmicrohttpd jansson uuid libsystemd libpng zlib libzip)
+FUZZ_PKG_CFLAGS   = $(shell pkg-config --cflags libmicrohttpd jansson uuid libsystemd libpng zlib libzip)
 
 # The daemon and engine are compiled once into objects (instrumented for
 # coverage, sanitizers on) that every target links: three targets do not
@@ -90,7 +90,7 @@ $(FUZZ_NET_TARGETS:%=$(FUZZ_DIR)/%): $(FUZZ_DIR)/%: $(FUZZ_OBJ_DIR)/tests/fuzz/%
 
 $(FUZZ_DIR)/fuzz_store: $(FUZZ_OBJ_DIR)/tests/fuzz/fuzz_store.o $(FUZZ_OBJ_DIR)/daemon/matfile.o \
     $(patsubst %.c,$(FUZZ_OBJ_DIR)/%.o,$(FUZZ_ENGINE_SRCS))
-	$(FUZZ_CC) $(FUZZ_CFLAGS) -o $@ $^ -lz -lm
+	$(FUZZ_CC) $(FUZZ_CFLAGS) -o $@ $^ -lzip -lz -lm
 
 fuzz-build: $(FUZZ_TARGETS:%=$(FUZZ_DIR)/%)
 

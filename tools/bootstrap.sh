@@ -15,7 +15,7 @@ set -euo pipefail
 # matplotlib, pytest and tqdm, all from Debian, so pip is never needed.
 PACKAGES=(
   build-essential pkg-config
-  libmicrohttpd-dev libjansson-dev uuid-dev libsystemd-dev zlib1g-dev
+  libmicrohttpd-dev libjansson-dev uuid-dev libsystemd-dev zlib1g-dev libzip-dev
   libpng-dev libcurl4-openssl-dev libcmocka-dev
   curl systemd clang libclang-rt-14-dev openssl python3 wrk
   python3-numpy python3-scipy python3-requests python3-matplotlib python3-pytest python3-tqdm

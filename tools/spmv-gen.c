@@ -1,12 +1,15 @@
 /* spmv-gen.c — writes a seeded generated matrix as a Matrix Market file.
  *
- *   spmv-gen --kind K --n N [--per-row P] [--dense-len L] [--seed S] [--gzip] --out FILE
+ *   spmv-gen --kind K --n N [--per-row P] [--dense-len L] [--seed S] [--gzip | --npz[=stored]] --out FILE
  *
  * The matrix comes from spmv_gen() (engine/gen.c), the file from
  * spmv_mm_write_file() (coordinate real general, full precision). With
  * --gzip the text is written to FILE.tmp first and then compressed through
  * zlib into FILE, so the engine's writer stays the one place that formats
- * Matrix Market text. It prints "rows R cols C nnz Z" on success; benchmark
+ * Matrix Market text. --npz writes SciPy's .npz instead (save_npz's CSR
+ * layout through spmv_npz_write_file: members deflated, or stored with
+ * --npz=stored), the binary upload for large matrices. It prints
+ * "rows R cols C nnz Z" on success; benchmark
  * scripts and the GPU benchmark use it to make their inputs.
  */
 #include <errno.h>
@@ -22,14 +25,16 @@
 static void usage(FILE *to)
 {
     fprintf(to,
-            "usage: spmv-gen --kind K --n N [--per-row P] [--dense-len L] [--seed S] [--gzip] --out FILE\n"
+            "usage: spmv-gen --kind K --n N [--per-row P] [--dense-len L] [--seed S] [--gzip | --npz[=stored]]\n"
+            "                --out FILE\n"
             "  K: poisson2d (n^2 rows), poisson3d (n^3 rows), uniform, powerlaw,\n"
             "     banded_dense_row, lp (n x 2n)\n"
             "  --per-row   non-zeros per row (uniform, lp), mean (powerlaw), band width (banded);\n"
             "              default 16 (lp: 4)\n"
             "  --dense-len length of the dense row of banded_dense_row (default n/2, 0: none)\n"
             "  --seed      PRNG seed (default 1)\n"
-            "  --gzip      write FILE gzip-compressed\n");
+            "  --gzip      write FILE gzip-compressed\n"
+            "  --npz       write SciPy's .npz (CSR, members deflated; --npz=stored: not compressed)\n");
 }
 
 static int parse_i64(const char *s, int64_t *out)
@@ -90,6 +95,7 @@ typedef struct gen_args {
     spmv_gen_spec spec;
     const char *out;
     int gzip;
+    int npz;            /* 0: Matrix Market; 1: .npz deflated; 2: .npz stored */
     int have_kind, have_n, have_per_row, have_dense_len;
 } gen_args;
 
@@ -100,6 +106,7 @@ static int parse_args(int argc, char **argv, gen_args *a)
         {"per-row", required_argument, 0, 'p'},   {"dense-len", required_argument, 0, 'd'},
         {"seed", required_argument, 0, 's'},      {"out", required_argument, 0, 'o'},
         {"gzip", no_argument, 0, 'z'},            {"help", no_argument, 0, 'h'},
+        {"npz", optional_argument, 0, 'N'},
         {0, 0, 0, 0},
     };
     int c;
@@ -146,9 +153,20 @@ static int parse_args(int argc, char **argv, gen_args *a)
             break;
         case 'o': a->out = optarg; break;
         case 'z': a->gzip = 1; break;
+        case 'N':
+            if (optarg && strcmp(optarg, "stored") != 0 && strcmp(optarg, "deflated") != 0) {
+                fprintf(stderr, "spmv-gen: --npz takes stored or deflated, not '%s'\n", optarg);
+                return -1;
+            }
+            a->npz = optarg && strcmp(optarg, "stored") == 0 ? 2 : 1;
+            break;
         case 'h': usage(stdout); exit(0);
         default: return -1;
         }
+    }
+    if (a->gzip && a->npz) {
+        fprintf(stderr, "spmv-gen: --gzip and --npz exclude each other (an .npz compresses its members)\n");
+        return -1;
     }
     if (optind != argc || !a->have_kind || !a->have_n || !a->out) {
         fprintf(stderr, "spmv-gen: --kind, --n and --out are required\n");
@@ -179,6 +197,15 @@ int main(int argc, char **argv)
         goto fail;
     }
     const char *path = a.out;
+    if (a.npz) {
+        if (spmv_npz_write_file(a.out, &m, a.npz == 1, &err) != SPMV_OK) {
+            fprintf(stderr, "spmv-gen: %s\n", err.message);
+            goto fail;
+        }
+        printf("rows %" PRId32 " cols %" PRId32 " nnz %" PRId64 "\n", m.rows, m.cols, m.nnz);
+        rc = 0;
+        goto fail;
+    }
     if (a.gzip) {
         size_t len = strlen(a.out) + sizeof ".tmp";
         if (!(tmp = malloc(len)))

@@ -451,6 +451,15 @@ static void free_hll(spmv_gpu_ctx *ctx, spmv_gpu_matrix *m, struct gpu_hll *h)
     memset(h, 0, sizeof *h);
 }
 
+static void free_hyb(spmv_gpu_ctx *ctx, spmv_gpu_matrix *m)
+{
+    free_ell(ctx, m, &m->hyb.ell);
+    gpu_release_ptr(ctx, m, &m->hyb.row);
+    gpu_release_ptr(ctx, m, &m->hyb.col);
+    gpu_release_ptr(ctx, m, &m->hyb.val);
+    memset(&m->hyb, 0, sizeof m->hyb);
+}
+
 template <typename T>
 static int fill_hll(spmv_gpu_ctx *ctx, spmv_gpu_matrix *m, int32_t hack, struct gpu_hll *h, spmv_error *err)
 {
@@ -606,13 +615,8 @@ int gpu_ensure_format(spmv_gpu_ctx *ctx, spmv_gpu_matrix *m, spmv_format f, spmv
     }
     case SPMV_FMT_HYB:
         st = f64 ? fill_hyb<double>(ctx, m, err) : fill_hyb<float>(ctx, m, err);
-        if (st) {
-            free_ell(ctx, m, &m->hyb.ell);
-            gpu_release_ptr(ctx, m, &m->hyb.row);
-            gpu_release_ptr(ctx, m, &m->hyb.col);
-            gpu_release_ptr(ctx, m, &m->hyb.val);
-            memset(&m->hyb, 0, sizeof m->hyb);
-        }
+        if (st)
+            free_hyb(ctx, m);
         break;
     default:
         return spmv_error_set(err, SPMV_ERR_INVALID, 0, "unknown format %u", (unsigned)f);
@@ -739,11 +743,7 @@ void gpu_drop_format(spmv_gpu_ctx *ctx, spmv_gpu_matrix *m, spmv_format f)
         free_hll(ctx, m, &m->hll_alt);
         break;
     case SPMV_FMT_HYB:
-        free_ell(ctx, m, &m->hyb.ell);
-        gpu_release_ptr(ctx, m, &m->hyb.row);
-        gpu_release_ptr(ctx, m, &m->hyb.col);
-        gpu_release_ptr(ctx, m, &m->hyb.val);
-        memset(&m->hyb, 0, sizeof m->hyb);
+        free_hyb(ctx, m);
         break;
     default:
         return;

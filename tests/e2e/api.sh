@@ -107,41 +107,14 @@ while read -r name id dtype how scope; do
 done <"$OUT/ids"
 
 # One pass over every answer: "OK|FAIL description [detail]" lines.
-REAL="$REAL" "$PYTHON" - "$EXPECTED" "$OUT" $CPU_KERNELS <<'PY' >"$OUT/results"
+REAL="$REAL" TOOLS="$(cd "$(dirname "$0")/../../tools/bundle" && pwd)" "$PYTHON" - "$EXPECTED" "$OUT" $CPU_KERNELS <<'PY' >"$OUT/results"
 import json, math, os, struct, sys
 exp, out, kernels = json.load(open(sys.argv[1])), sys.argv[2], sys.argv[3:]
-def row_lengths(name):
-    """Row lengths of a shared matrix read here (symmetric ones expanded), for the padding rule."""
-    rows = None; lens = None; sym = False
-    for line in open(os.path.join(os.environ["REAL"], name)):
-        if line.startswith("%%"):
-            sym = "symmetric" in line or "hermitian" in line
-            continue
-        if line.startswith("%") or not line.strip():
-            continue
-        f = line.split()
-        if rows is None:
-            rows = int(f[0]); lens = [0] * rows
-            continue
-        i, j = int(f[0]) - 1, int(f[1]) - 1
-        lens[i] += 1
-        if sym and i != j:
-            lens[j] += 1
-    return lens
+sys.path.insert(0, os.environ["TOOLS"])
+from padding import refused as rule_refuses, row_lengths
 def refused(name, k, nnz):
-    """Whether the padding rule (max_padding 3 + 65536 slots of slack) refuses the format k reads."""
-    fmt = k.split(".")[1]
-    if fmt not in ("ell", "hll", "hyb"):
-        return False
-    lens = row_lengths(name)
-    if fmt == "ell":
-        slots = max(lens, default=0) * len(lens)
-    elif fmt == "hll":
-        slots = sum(max(lens[s:s + 32]) * 32 for s in range(0, len(lens), 32))
-    else:
-        w = sorted(lens)[(2 * len(lens) + 2) // 3 - 1] if lens else 0
-        slots = w * len(lens) + sum(max(l - w, 0) for l in lens)
-    return slots > 3 * nnz + 65536
+    """Whether the padding rule refuses the format k reads (tools/bundle/padding.py, from the file)."""
+    return rule_refuses(row_lengths(os.path.join(os.environ["REAL"], name)), k.split(".")[1])
 def err(y, ref, dtype):
     d = max((abs(a - b) for a, b in zip(y, ref)), default=0.0)
     if dtype == "float64":

@@ -107,6 +107,21 @@ req() {
 # header NAME: a header of the last answer (value only).
 header() { tr -d '\r' <"$HDR_FILE" | awk -v n="$1" 'BEGIN{IGNORECASE=1} tolower($1)==tolower(n)":" {sub(/^[^:]*: */,""); print; exit}'; }
 # jget EXPR [FILE]: a Python expression over the JSON document `d`.
+# relay_tap FILE RC WHAT: re-numbers a child script's TAP lines (FILE) into
+# this suite, then checks the child exited 0 (RC), showing its tail if not.
+relay_tap() {
+  local file=$1 rc=$2 what=$3 line
+  while IFS= read -r line; do
+    case "$line" in
+      "ok "*) ok "${line#ok [0-9]* - }" ;;
+      "not ok "*) not_ok "${line#not ok [0-9]* - }" ;;
+      "#"*) echo "$line" ;;
+    esac
+  done <"$file"
+  check "$what exited 0 (rc $rc)" [ "$rc" -eq 0 ]
+  [ "$rc" -eq 0 ] || tail -5 "$file" | sed 's/^/# /'
+}
+
 jget() { "$PYTHON" -c 'import json, sys; d = json.load(open(sys.argv[2])); print(eval(sys.argv[1]))' "$1" "${2:-$BODY_FILE}"; }
 healthy() { [ "$(curl -s -o /dev/null -w '%{http_code}' --max-time 5 "$SPMVD_URL/v1/health")" = 200 ]; }
 

@@ -26,8 +26,10 @@ expect() {
 # row of 3000 among rows of 1..3; POW: power-law row lengths. meta.json: the
 # ELL bytes of A and B, and what the padding rule says of each padded
 # format of FULL and POW (slots > 3 nnz + 65536), computed here.
-"$PYTHON" - "$E2E_TMP" "$SEED" <<'EOF'
-import json, random, sys
+TOOLS="$(cd "$(dirname "$0")/../../tools/bundle" && pwd)" "$PYTHON" - "$E2E_TMP" "$SEED" <<'EOF'
+import json, os, random, sys
+sys.path.insert(0, os.environ["TOOLS"])
+from padding import refused
 out, seed = sys.argv[1], int(sys.argv[2])
 rng = random.Random(seed)
 def write(name, n, lens):
@@ -41,13 +43,8 @@ def write(name, n, lens):
             f.write("%d %d %.17g\n" % (i + 1, j + 1, v))
     real = [min(l, n) for l in lens]
     return real
-def rule(lens, hack=32):
-    nnz = sum(lens)
-    ell = max(lens) * len(lens)
-    hll = sum(max(lens[s:s + hack]) * hack for s in range(0, len(lens), hack))
-    w = sorted(lens)[(2 * len(lens) + 2) // 3 - 1]
-    hyb = w * len(lens) + sum(max(l - w, 0) for l in lens)
-    return {f: s > 3 * nnz + 65536 for f, s in (("ell", ell), ("hll", hll), ("hyb", hyb))}
+def rule(lens):
+    return {f: refused(lens, f) for f in ("ell", "hll", "hyb")}
 n = 3000
 meta = {}
 for name in ("A", "B"):

@@ -17,15 +17,6 @@ start_spmvd --max-ops-steps $MAX_STEPS --max-request-work $MAX_WORK \
   || { not_ok "spmvd starts" "$(tail -3 "$SPMVD_LOG")"; done_testing; exit; }
 ok "spmvd starts (max_ops_steps $MAX_STEPS, max_request_work $MAX_WORK)"
 SPMV_SEED=$SEED "$PYTHON" "$(dirname "$0")/ops_check.py" "$SPMVD_URL" $MAX_STEPS $MAX_WORK >"$E2E_TMP/ops.tap" 2>&1
-rc=$?
-while IFS= read -r line; do
-  case "$line" in
-    "ok "*) ok "${line#ok [0-9]* - }" ;;
-    "not ok "*) not_ok "${line#not ok [0-9]* - }" ;;
-    "#"*) echo "$line" ;;
-  esac
-done <"$E2E_TMP/ops.tap"
-check "ops_check.py exited 0 (rc $rc)" [ "$rc" -eq 0 ]
-[ "$rc" -eq 0 ] || tail -5 "$E2E_TMP/ops.tap" | sed 's/^/# /'
+relay_tap "$E2E_TMP/ops.tap" $? ops_check.py
 check "the daemon is still up" alive "$SPMVD_PID"
 done_testing

@@ -20,16 +20,7 @@ if ! "$PYTHON" -c 'import numpy, scipy' 2>/dev/null; then
   skip "the comparison with SciPy: NumPy/SciPy are not installed (tools/bootstrap.sh installs python3-scipy)"
 else
   "$PYTHON" "$(dirname "$0")/solve_scipy.py" "$SPMVD_URL" "$MATRICES/real" >"$E2E_TMP/scipy.tap" 2>&1
-  rc=$?
-  while IFS= read -r line; do
-    case "$line" in
-      "ok "*) ok "${line#ok [0-9]* - }" ;;
-      "not ok "*) not_ok "${line#not ok [0-9]* - }" ;;
-      "#"*) echo "$line" ;;
-    esac
-  done <"$E2E_TMP/scipy.tap"
-  check "solve_scipy.py exited 0 (rc $rc)" [ "$rc" -eq 0 ]
-  [ "$rc" -eq 0 ] || tail -5 "$E2E_TMP/scipy.tap" | sed 's/^/# /'
+  relay_tap "$E2E_TMP/scipy.tap" $? solve_scipy.py
 fi
 
 # ------------------------------------------------ answers and refusals (no SciPy)

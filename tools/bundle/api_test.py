@@ -31,6 +31,8 @@ import time
 import urllib.error
 import urllib.request
 
+from padding import refused, row_lengths
+
 PORT = 18080
 BASE = "http://127.0.0.1:%d" % PORT
 # spmv-gen shapes of the timing section (8-21 M non-zeros: past the 50 MB L2)
@@ -85,40 +87,6 @@ def upload(path, dtype, formats="csr"):
                          capture_output=True, text=True, timeout=120)
     body, _, code = out.stdout.rpartition("\n")
     return int(code or 0), body
-
-
-def row_lengths(path):
-    """Row lengths of a Matrix Market file read here (symmetric ones expanded)."""
-    lens, sym = None, False
-    for line in open(path):
-        if line.startswith("%%"):
-            sym = "symmetric" in line or "hermitian" in line
-            continue
-        if line.startswith("%") or not line.strip():
-            continue
-        f = line.split()
-        if lens is None:
-            lens = [0] * int(f[0])
-            continue
-        i, j = int(f[0]) - 1, int(f[1]) - 1
-        lens[i] += 1
-        if sym and i != j:
-            lens[j] += 1
-    return lens
-
-
-def refused(lens, nnz, fmt, hack=32):
-    """The padding rule (max_padding 3, 65536 slots of slack), computed independently of the daemon."""
-    if fmt == "ell":
-        slots = max(lens, default=0) * len(lens)
-    elif fmt == "hll":
-        slots = sum(max(lens[s:s + hack]) * hack for s in range(0, len(lens), hack))
-    elif fmt == "hyb":
-        w = sorted(lens)[(2 * len(lens) + 2) // 3 - 1] if lens else 0
-        slots = w * len(lens) + sum(max(l - w, 0) for l in lens)
-    else:
-        return False
-    return slots > 3 * nnz + 65536
 
 
 def metrics():
@@ -273,7 +241,7 @@ def main():
                 mid = desc["id"]
                 on_gpu = sorted(f["format"] for f in desc["formats"] if f["device"] != "host")
                 want = ["csr"] if dtype == "float64" else sorted(
-                    f for f in ("coo", "csr", "ell", "hll", "hyb") if not refused(lens, e["nnz"], f))
+                    f for f in ("coo", "csr", "ell", "hll", "hyb") if not refused(lens, f))
                 if on_gpu != want or desc["device_memory"]["total"] != desc["device_bytes"]:
                     print("FAIL upload %s %s holds %s on the GPU, want %s (device_memory %s)" % (
                         name, dtype, on_gpu, want, desc["device_memory"]))
@@ -290,7 +258,7 @@ def main():
                         print("FAIL accounting after %s %s %s: matrices + vectors + scratch %d != used_by_spmvd %d" % (
                             k, dtype, name, parts, used))
                         failures += 1
-                    if refused(lens, e["nnz"], fmt_of.get(k)):
+                    if refused(lens, fmt_of.get(k)):
                         if status == 422 and b"max_padding" in rbody:
                             t[0] += 1
                         else:

@@ -1,0 +1,589 @@
+/* npz.c — SciPy's .npz sparse matrices (scipy.sparse.save_npz) read with libzip.
+ *
+ * A .npz is a zip archive of NumPy .npy members: `format` (a 0-d byte or
+ * unicode string: csr, csc or coo), `shape` (two integers), `data`, and
+ * `indices` + `indptr` (CSR: indptr per row; CSC: per column) or `row` +
+ * `col` (COO); SciPy's sparse arrays add `_is_array`, which is ignored.
+ * Members may be stored or deflated (save_npz's `compressed`). Each .npy
+ * member is a magic, a version, a header (a Python dict literal giving
+ * `descr`, `fortran_order` and `shape`) and the array's bytes.
+ *
+ * Every member is read in chunks straight into the entries the Matrix
+ * Market reader's build step takes (0-based int32 row and column, float64
+ * value), converting each chunk as it comes: no member is ever held whole
+ * as bytes. Everything that sizes an allocation (shape, lengths) is checked
+ * against the reader's limits and against the member's real size before
+ * anything is allocated, and every index is range-checked, so a bad archive
+ * gets the same kind of answer a bad Matrix Market file gets: which member,
+ * which entry, which limit. The build (mmio_build.c) then sorts by row and
+ * column and sums duplicates, exactly as for Matrix Market input.
+ */
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <zip.h>
+
+#include "mmio_internal.h"
+#include "spmv.h"
+
+#define NPY_HEADER_MAX 65536
+#define CHUNK 65536 /* elements converted at a time */
+
+bool spmv_npz_magic(const void *buf, size_t len)
+{
+    const unsigned char *p = buf;
+    return len >= 4 && p[0] == 'P' && p[1] == 'K' && ((p[2] == 3 && p[3] == 4) || (p[2] == 5 && p[3] == 6));
+}
+
+/* One .npy member, open, positioned at its first element. */
+typedef struct npy {
+    const char *name;      /* "indices.npy" */
+    zip_file_t *f;
+    char kind;             /* 'f' float, 'i' signed, 'u' unsigned, 'b' bool, 'S' bytes, 'U' unicode */
+    int size;              /* bytes per element */
+    int ndim;
+    int64_t shape[2];
+    int64_t n;             /* elements */
+} npy;
+
+static int npz_fail(spmv_error *err, int st, const char *member, const char *fmt, ...)
+    __attribute__((format(printf, 4, 5)));
+
+static int npz_fail(spmv_error *err, int st, const char *member, const char *fmt, ...)
+{
+    char msg[400];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(msg, sizeof msg, fmt, ap);
+    va_end(ap);
+    return spmv_error_set(err, st, 0, "npz member %s: %s", member, msg);
+}
+
+/* Reads exactly len bytes; SPMV_ERR_PARSE naming the member when it ends early. */
+static int read_exact(npy *a, void *buf, size_t len, spmv_error *err)
+{
+    size_t got = 0;
+    while (got < len) {
+        zip_int64_t n = zip_fread(a->f, (char *)buf + got, len - got);
+        if (n < 0)
+            return npz_fail(err, SPMV_ERR_PARSE, a->name, "cannot be read (%s)", zip_file_strerror(a->f));
+        if (n == 0)
+            return npz_fail(err, SPMV_ERR_PARSE, a->name, "ends after %zu of %zu bytes", got, len);
+        got += (size_t)n;
+    }
+    return SPMV_OK;
+}
+
+/* The text after `key` in a .npy header dict, or NULL. */
+static const char *dict_value(const char *h, const char *key)
+{
+    const char *p = strstr(h, key);
+    if (!p)
+        return NULL;
+    p += strlen(key);
+    while (*p == ' ' || *p == ':')
+        p++;
+    return p;
+}
+
+/* Parses the header dict: descr, fortran_order, shape (at most 2-d). */
+static int parse_header(npy *a, const char *h, spmv_error *err)
+{
+    const char *d = dict_value(h, "'descr'"), *fo = dict_value(h, "'fortran_order'"), *sh = dict_value(h, "'shape'");
+    if (!d || !fo || !sh || *d != '\'')
+        return npz_fail(err, SPMV_ERR_PARSE, a->name, "the .npy header lacks descr, fortran_order or shape");
+    char dt[17] = {0}; /* the descr without its quotes, for messages */
+    for (int i = 0; i < 16 && d[i + 1] && d[i + 1] != '\''; i++)
+        dt[i] = d[i + 1];
+    char order = d[1], kind = d[2];
+    char *end = NULL;
+    long size = strtol(d + 3, &end, 10);
+    if (!end || *end != '\'' || size < 1 || size > 64)
+        return npz_fail(err, SPMV_ERR_UNSUPPORTED, a->name, "dtype %s is not a plain number or string type", dt);
+    if (order == '>' && size > 1)
+        return npz_fail(err, SPMV_ERR_UNSUPPORTED, a->name, "big-endian dtype %s: save the matrix little-endian", dt);
+    if (order != '<' && order != '|' && order != '=')
+        return npz_fail(err, SPMV_ERR_UNSUPPORTED, a->name, "dtype %s is not supported", dt);
+    if (!strchr("fiubSU", kind) || kind == 0)
+        return npz_fail(err, SPMV_ERR_UNSUPPORTED, a->name, "dtype %s (complex, object or other) is not supported", dt);
+    if ((kind == 'f' && size != 4 && size != 8) || ((kind == 'i' || kind == 'u') && size != 1 && size != 2 &&
+                                                       size != 4 && size != 8) || (kind == 'b' && size != 1))
+        return npz_fail(err, SPMV_ERR_UNSUPPORTED, a->name, "dtype %s is not supported", dt);
+    a->kind = kind;
+    a->size = (int)size;
+    bool fortran = strncmp(fo, "True", 4) == 0;
+    if (*sh != '(')
+        return npz_fail(err, SPMV_ERR_PARSE, a->name, "shape is not a tuple");
+    const char *p = sh + 1;
+    a->ndim = 0;
+    a->n = 1;
+    while (*p && *p != ')') {
+        while (*p == ' ' || *p == ',')
+            p++;
+        if (*p == ')')
+            break;
+        long long v = strtoll(p, &end, 10);
+        if (end == p || v < 0)
+            return npz_fail(err, SPMV_ERR_PARSE, a->name, "shape %.40s is not a tuple of sizes", sh);
+        if (a->ndim == 2)
+            return npz_fail(err, SPMV_ERR_UNSUPPORTED, a->name, "has more than 2 dimensions");
+        if (a->n > 0 && v > INT64_MAX / a->n)
+            return npz_fail(err, SPMV_ERR_LIMIT, a->name, "shape %.40s overflows", sh);
+        a->shape[a->ndim++] = v;
+        a->n *= v;
+        p = end;
+    }
+    if (fortran && a->ndim > 1)
+        return npz_fail(err, SPMV_ERR_UNSUPPORTED, a->name, "is in Fortran order");
+    return SPMV_OK;
+}
+
+/* Opens member `name` and reads its .npy header; checks the member's
+ * uncompressed size is exactly header + n * size. */
+static int npy_open(zip_t *za, const char *name, npy *a, spmv_error *err)
+{
+    memset(a, 0, sizeof *a);
+    a->name = name;
+    zip_stat_t zs;
+    zip_stat_init(&zs);
+    if (zip_stat(za, name, 0, &zs) != 0 || !(a->f = zip_fopen(za, name, 0)))
+        return npz_fail(err, SPMV_ERR_PARSE, name, "missing from the archive (%s)", zip_strerror(za));
+    unsigned char pre[10];
+    int st = read_exact(a, pre, 10, err);
+    if (st)
+        return st;
+    if (memcmp(pre, "\x93NUMPY", 6) != 0)
+        return npz_fail(err, SPMV_ERR_PARSE, name, "is not a .npy array (no \\x93NUMPY magic)");
+    size_t hlen, pre_len;
+    if (pre[6] == 1) {
+        hlen = (size_t)pre[8] | (size_t)pre[9] << 8;
+        pre_len = 10;
+    } else if (pre[6] == 2 || pre[6] == 3) {
+        unsigned char more[2];
+        if ((st = read_exact(a, more, 2, err)))
+            return st;
+        hlen = (size_t)pre[8] | (size_t)pre[9] << 8 | (size_t)more[0] << 16 | (size_t)more[1] << 24;
+        pre_len = 12;
+    } else {
+        return npz_fail(err, SPMV_ERR_UNSUPPORTED, name, ".npy format version %d is not supported", pre[6]);
+    }
+    if (hlen == 0 || hlen > NPY_HEADER_MAX)
+        return npz_fail(err, SPMV_ERR_LIMIT, name, "header of %zu bytes (at most %d)", hlen, NPY_HEADER_MAX);
+    char *h = malloc(hlen + 1);
+    if (!h)
+        return spmv_error_set(err, SPMV_ERR_NOMEM, 0, "out of memory reading %s", name);
+    if (!(st = read_exact(a, h, hlen, err))) {
+        h[hlen] = '\0';
+        st = parse_header(a, h, err);
+    }
+    free(h);
+    if (st)
+        return st;
+    if ((zs.valid & ZIP_STAT_SIZE) && (uint64_t)a->n > (zs.size - pre_len - hlen) / (uint64_t)a->size)
+        return npz_fail(err, SPMV_ERR_PARSE, name, "declares %lld elements of %d bytes but holds %llu bytes",
+                        (long long)a->n, a->size, (unsigned long long)(zs.size - pre_len - hlen));
+    return SPMV_OK;
+}
+
+static void npy_close(npy *a)
+{
+    if (a->f)
+        zip_fclose(a->f);
+    a->f = NULL;
+}
+
+/* Element i of a chunk of raw little-endian bytes, as int64 / double. */
+static int64_t raw_int(const npy *a, const unsigned char *p)
+{
+    uint64_t v = 0;
+    for (int b = a->size - 1; b >= 0; b--)
+        v = v << 8 | p[b];
+    if (a->kind == 'i' && a->size < 8 && (v >> (a->size * 8 - 1)) & 1)
+        v |= ~UINT64_C(0) << (a->size * 8); /* sign-extend */
+    return (int64_t)v;
+}
+
+static double raw_double(const npy *a, const unsigned char *p)
+{
+    if (a->kind == 'f' && a->size == 8) {
+        double d;
+        memcpy(&d, p, 8);
+        return d;
+    }
+    if (a->kind == 'f') {
+        float f;
+        memcpy(&f, p, 4);
+        return f;
+    }
+    if (a->kind == 'u' && a->size == 8)
+        return (double)(uint64_t)raw_int(a, p);
+    return (double)raw_int(a, p);
+}
+
+/* Reads the member's n elements in chunks, handing each converted chunk
+ * (ints or doubles, as asked) to `use`. */
+typedef int (*chunk_fn)(void *ctx, const npy *a, int64_t off, const int64_t *iv, const double *dv, int64_t n,
+                        spmv_error *err);
+
+static int read_chunks(npy *a, bool as_double, chunk_fn use, void *ctx, spmv_error *err)
+{
+    unsigned char *raw = malloc((size_t)CHUNK * (size_t)a->size);
+    int64_t *iv = as_double ? NULL : malloc(CHUNK * sizeof *iv);
+    double *dv = as_double ? malloc(CHUNK * sizeof *dv) : NULL;
+    int st = SPMV_OK;
+    if (!raw || (!iv && !dv)) {
+        st = spmv_error_set(err, SPMV_ERR_NOMEM, 0, "out of memory reading %s", a->name);
+        goto done;
+    }
+    for (int64_t off = 0; off < a->n && !st; off += CHUNK) {
+        int64_t n = a->n - off < CHUNK ? a->n - off : CHUNK;
+        if ((st = read_exact(a, raw, (size_t)n * (size_t)a->size, err)))
+            break;
+        for (int64_t i = 0; i < n; i++) {
+            if (as_double)
+                dv[i] = raw_double(a, raw + i * a->size);
+            else
+                iv[i] = raw_int(a, raw + i * a->size);
+        }
+        st = use(ctx, a, off, iv, dv, n, err);
+    }
+done:
+    free(raw);
+    free(iv);
+    free(dv);
+    return st;
+}
+
+/* ------------------------------------------------------------ members */
+
+static int need_int_1d(const npy *a, int64_t len, const char *what, spmv_error *err)
+{
+    if (a->kind != 'i' && a->kind != 'u')
+        return npz_fail(err, SPMV_ERR_UNSUPPORTED, a->name, "%s must be integers, not dtype kind '%c'", what, a->kind);
+    if (a->ndim != 1 || a->n != len)
+        return npz_fail(err, SPMV_ERR_PARSE, a->name, "holds %lld %s; the matrix needs %lld", (long long)a->n, what,
+                        (long long)len);
+    return SPMV_OK;
+}
+
+/* format.npy: a 0-d string "csr", "csc" or "coo". */
+static int read_format(zip_t *za, char out[4], spmv_error *err)
+{
+    npy a;
+    int st = npy_open(za, "format.npy", &a, err);
+    unsigned char raw[64] = {0};
+    if (!st && ((a.kind != 'S' && a.kind != 'U') || a.ndim != 0 || (size_t)a.size * (a.kind == 'U' ? 4 : 1) > sizeof raw))
+        st = npz_fail(err, SPMV_ERR_PARSE, a.name, "is not a 0-d string");
+    size_t bytes = (size_t)a.size * (a.kind == 'U' ? 4 : 1);
+    if (!st)
+        st = read_exact(&a, raw, bytes, err);
+    npy_close(&a);
+    if (st)
+        return st;
+    char s[17] = {0};
+    for (size_t i = 0, k = 0; k < 16 && i < bytes; i += a.kind == 'U' ? 4 : 1) /* UTF-32LE: low byte */
+        if (raw[i])
+            s[k++] = (char)raw[i];
+    if (strcmp(s, "csr") && strcmp(s, "csc") && strcmp(s, "coo"))
+        return npz_fail(err, SPMV_ERR_UNSUPPORTED, "format.npy", "sparse format \"%s\" (csr, csc and coo are read)", s);
+    memcpy(out, s, 4);
+    return SPMV_OK;
+}
+
+typedef struct shape_ctx {
+    int64_t v[2];
+} shape_ctx;
+
+static int take_shape(void *ctx, const npy *a, int64_t off, const int64_t *iv, const double *dv, int64_t n,
+                      spmv_error *err)
+{
+    (void)a; (void)dv; (void)err;
+    for (int64_t i = 0; i < n; i++)
+        ((shape_ctx *)ctx)->v[off + i] = iv[i];
+    return SPMV_OK;
+}
+
+/* Fills one index array of the entries (row or col) from a member, each
+ * value checked against its bound. */
+typedef struct index_ctx {
+    int32_t *dst;
+    int64_t bound;
+    const char *dim;
+} index_ctx;
+
+static int take_index(void *ctx, const npy *a, int64_t off, const int64_t *iv, const double *dv, int64_t n,
+                      spmv_error *err)
+{
+    (void)dv;
+    index_ctx *c = ctx;
+    for (int64_t i = 0; i < n; i++) {
+        if (iv[i] < 0 || iv[i] >= c->bound)
+            return npz_fail(err, SPMV_ERR_PARSE, a->name, "entry %lld is %lld, outside 0..%lld (%s)",
+                            (long long)(off + i), (long long)iv[i], (long long)c->bound - 1, c->dim);
+        c->dst[off + i] = (int32_t)iv[i];
+    }
+    return SPMV_OK;
+}
+
+static int take_values(void *ctx, const npy *a, int64_t off, const int64_t *iv, const double *dv, int64_t n,
+                       spmv_error *err)
+{
+    (void)a; (void)iv; (void)err;
+    memcpy((double *)ctx + off, dv, (size_t)n * sizeof *dv);
+    return SPMV_OK;
+}
+
+/* indptr: monotone from 0 to nnz; expands into the major index of each entry. */
+typedef struct ptr_ctx {
+    int32_t *major;        /* row (CSR) or col (CSC) of every entry */
+    int64_t nnz, prev;
+} ptr_ctx;
+
+static int take_ptr(void *ctx, const npy *a, int64_t off, const int64_t *iv, const double *dv, int64_t n,
+                    spmv_error *err)
+{
+    (void)dv;
+    ptr_ctx *c = ctx;
+    for (int64_t i = 0; i < n; i++) {
+        int64_t k = off + i, v = iv[i];
+        if (k == 0 && v != 0)
+            return npz_fail(err, SPMV_ERR_PARSE, a->name, "entry 0 is %lld, not 0", (long long)v);
+        if (v < c->prev || v > c->nnz)
+            return npz_fail(err, SPMV_ERR_PARSE, a->name, "entry %lld is %lld: not within %lld..%lld (non-decreasing, "
+                            "at most nnz)", (long long)k, (long long)v, (long long)c->prev, (long long)c->nnz);
+        for (int64_t p = c->prev; p < v; p++)
+            c->major[p] = (int32_t)(k - 1);
+        c->prev = v;
+    }
+    if (off + n == a->n && c->prev != c->nnz)
+        return npz_fail(err, SPMV_ERR_PARSE, a->name, "ends at %lld, not at nnz %lld", (long long)c->prev,
+                        (long long)c->nnz);
+    return SPMV_OK;
+}
+
+static int read_member(zip_t *za, const char *name, bool as_double, chunk_fn use, void *ctx,
+                       int (*check)(const npy *, int64_t, const char *, spmv_error *), int64_t len, const char *what,
+                       spmv_error *err)
+{
+    npy a;
+    int st = npy_open(za, name, &a, err);
+    if (!st && check)
+        st = check(&a, len, what, err);
+    if (!st)
+        st = read_chunks(&a, as_double, use, ctx, err);
+    npy_close(&a);
+    return st;
+}
+
+static int check_data(const npy *a, int64_t len, const char *what, spmv_error *err)
+{
+    (void)what;
+    if (a->kind == 'S' || a->kind == 'U')
+        return npz_fail(err, SPMV_ERR_UNSUPPORTED, a->name, "values must be numbers, not strings");
+    if (a->ndim != 1 || a->n != len)
+        return npz_fail(err, SPMV_ERR_PARSE, a->name, "holds %lld values; the index arrays hold %lld", (long long)a->n,
+                        (long long)len);
+    return SPMV_OK;
+}
+
+/* ------------------------------------------------------------- reader */
+
+static int64_t limit_or(int64_t v) { return v > 0 && v < INT32_MAX ? v : INT32_MAX; }
+
+static int read_archive(zip_t *za, const spmv_mm_options *opts, spmv_coo *out, spmv_npz_info *info,
+                        spmv_error *err)
+{
+    spmv_mm_options none = {0};
+    if (!opts)
+        opts = &none;
+    char layout[4];
+    shape_ctx shape = {{-1, -1}};
+    mm_entries e = {0};
+    npy a;
+    int st;
+    if ((st = read_format(za, layout, err)))
+        return st;
+    if ((st = npy_open(za, "shape.npy", &a, err)) || (st = need_int_1d(&a, 2, "sizes", err)) ||
+        (st = read_chunks(&a, false, take_shape, &shape, err))) {
+        npy_close(&a);
+        return st;
+    }
+    npy_close(&a);
+    int64_t rows = shape.v[0], cols = shape.v[1];
+    if (rows < 0 || cols < 0)
+        return npz_fail(err, SPMV_ERR_PARSE, "shape.npy", "shape %lld x %lld is negative", (long long)rows,
+                        (long long)cols);
+    if (rows > limit_or(opts->max_rows) || cols > limit_or(opts->max_cols))
+        return npz_fail(err, SPMV_ERR_LIMIT, "shape.npy", "shape %lld x %lld is over the limit of %lld rows and %lld "
+                        "columns", (long long)rows, (long long)cols, (long long)limit_or(opts->max_rows),
+                        (long long)limit_or(opts->max_cols));
+    /* nnz from data's header, checked before anything is allocated from it */
+    if ((st = npy_open(za, "data.npy", &a, err)))
+        return st;
+    int64_t nnz = a.n;
+    npy_close(&a);
+    if (nnz > limit_or(opts->max_nnz))
+        return npz_fail(err, SPMV_ERR_LIMIT, "data.npy", "%lld entries are over the limit of %lld", (long long)nnz,
+                        (long long)limit_or(opts->max_nnz));
+    if ((st = spmv_mm_entries_reserve(&e, nnz > 0 ? nnz : 1, true)))
+        return spmv_error_set(err, st, 0, "out of memory for %lld npz entries", (long long)nnz);
+    e.n = nnz;
+    bool csr = strcmp(layout, "csr") == 0, csc = strcmp(layout, "csc") == 0;
+    if (csr || csc) {
+        index_ctx ix = {csr ? e.col : e.row, csr ? cols : rows, csr ? "cols" : "rows"};
+        ptr_ctx pc = {csr ? e.row : e.col, nnz, 0};
+        int64_t major = csr ? rows : cols;
+        st = read_member(za, "indices.npy", false, take_index, &ix, need_int_1d, nnz, "indices", err);
+        if (!st)
+            st = read_member(za, "indptr.npy", false, take_ptr, &pc, need_int_1d, major + 1, "pointers", err);
+    } else {
+        index_ctx ir = {e.row, rows, "rows"}, ic = {e.col, cols, "cols"};
+        st = read_member(za, "row.npy", false, take_index, &ir, need_int_1d, nnz, "row indices", err);
+        if (!st)
+            st = read_member(za, "col.npy", false, take_index, &ic, need_int_1d, nnz, "column indices", err);
+    }
+    if (!st)
+        st = read_member(za, "data.npy", true, take_values, e.val, check_data, nnz, "values", err);
+    if (!st) {
+        mm_header h = {.format = SPMV_MM_COORDINATE, .field = SPMV_MM_REAL, .symmetry = SPMV_MM_GENERAL,
+                       .rows = rows, .cols = cols, .entries = nnz, .max_nnz = limit_or(opts->max_nnz)};
+        int64_t dups = 0;
+        st = spmv_mm_build_coo(&h, &e, opts->threads == 1 ? 1 : 0, out, &dups, err);
+        if (!st && info) {
+            memset(info, 0, sizeof *info);
+            memcpy(info->layout, layout, 4);
+            info->rows = rows;
+            info->cols = cols;
+            info->entries = nnz;
+            info->duplicates = dups;
+        }
+    }
+    spmv_mm_entries_free(&e);
+    return st;
+}
+
+static int open_failed(int zerr, const char *what, spmv_error *err)
+{
+    zip_error_t ze;
+    zip_error_init_with_code(&ze, zerr);
+    int st = spmv_error_set(err, SPMV_ERR_PARSE, 0, "npz: %s is not a readable zip archive (%s)", what,
+                            zip_error_strerror(&ze));
+    zip_error_fini(&ze);
+    return st;
+}
+
+int spmv_npz_read_file(const char *path, const spmv_mm_options *opts, spmv_coo *out, spmv_npz_info *info,
+                       spmv_error *err)
+{
+    int zerr = 0;
+    memset(out, 0, sizeof *out);
+    zip_t *za = zip_open(path, ZIP_RDONLY, &zerr);
+    if (!za)
+        return open_failed(zerr, "the file", err);
+    int st = read_archive(za, opts, out, info, err);
+    zip_discard(za);
+    return st;
+}
+
+int spmv_npz_read_buffer(const void *data, size_t len, const spmv_mm_options *opts, spmv_coo *out,
+                         spmv_npz_info *info, spmv_error *err)
+{
+    zip_error_t ze;
+    zip_error_init(&ze);
+    memset(out, 0, sizeof *out);
+    zip_source_t *src = zip_source_buffer_create(data, len, 0, &ze);
+    if (!src) {
+        zip_error_fini(&ze);
+        return spmv_error_set(err, SPMV_ERR_NOMEM, 0, "npz: out of memory");
+    }
+    zip_t *za = zip_open_from_source(src, ZIP_RDONLY, &ze);
+    if (!za) {
+        int code = zip_error_code_zip(&ze);
+        zip_source_free(src);
+        zip_error_fini(&ze);
+        return open_failed(code, "the body", err);
+    }
+    zip_error_fini(&ze);
+    int st = read_archive(za, opts, out, info, err);
+    zip_discard(za); /* frees src too */
+    return st;
+}
+
+/* ------------------------------------------------------------- writer */
+
+/* One .npy member (version 1.0, little-endian) from n elements of `descr`
+ * in `data`, added to za under `name`; the bytes live until zip_close, so
+ * *keep collects them for the caller to free after. */
+static int add_npy(zip_t *za, const char *name, const char *descr, const char *shape, const void *data, size_t bytes,
+                   bool compress, void **keep, spmv_error *err)
+{
+    char dict[128];
+    int dl = snprintf(dict, sizeof dict, "{'descr': '%s', 'fortran_order': False, 'shape': %s, }", descr, shape);
+    size_t hlen = ((size_t)dl + 1 + 10 + 63) / 64 * 64 - 10; /* header padded so data starts 64-aligned */
+    size_t total = 10 + hlen + bytes;
+    unsigned char *buf = malloc(total);
+    if (!buf)
+        return spmv_error_set(err, SPMV_ERR_NOMEM, 0, "out of memory writing %s", name);
+    memcpy(buf, "\x93NUMPY\x01\x00", 8);
+    buf[8] = (unsigned char)(hlen & 0xff);
+    buf[9] = (unsigned char)(hlen >> 8);
+    memset(buf + 10, ' ', hlen);
+    memcpy(buf + 10, dict, (size_t)dl);
+    buf[10 + hlen - 1] = '\n';
+    if (bytes)
+        memcpy(buf + 10 + hlen, data, bytes);
+    *keep = buf;
+    zip_source_t *src = zip_source_buffer(za, buf, total, 0);
+    zip_int64_t idx = src ? zip_file_add(za, name, src, ZIP_FL_OVERWRITE) : -1;
+    if (idx < 0) {
+        if (src)
+            zip_source_free(src);
+        return spmv_error_set(err, SPMV_ERR_IO, 0, "npz: cannot add %s (%s)", name, zip_strerror(za));
+    }
+    zip_set_file_compression(za, (zip_uint64_t)idx, compress ? ZIP_CM_DEFLATE : ZIP_CM_STORE, 0);
+    return SPMV_OK;
+}
+
+int spmv_npz_write_file(const char *path, const spmv_coo *m, bool compress, spmv_error *err)
+{
+    int zerr = 0, st = SPMV_OK;
+    void *keep[5] = {NULL, NULL, NULL, NULL, NULL};
+    int32_t *ptr = NULL;
+    char shape[64], n1[40], nn[40];
+    zip_t *za = zip_open(path, ZIP_CREATE | ZIP_TRUNCATE, &zerr);
+    if (!za)
+        return spmv_error_set(err, SPMV_ERR_IO, 0, "npz: cannot create %s (libzip error %d)", path, zerr);
+    if (!(ptr = calloc((size_t)m->rows + 1, sizeof *ptr))) {
+        st = spmv_error_set(err, SPMV_ERR_NOMEM, 0, "out of memory writing %s", path);
+        goto done;
+    }
+    for (int64_t k = 0; k < m->nnz; k++) /* the COO is sorted by row: CSR is its row counts */
+        ptr[m->row[k] + 1]++;
+    for (int32_t i = 0; i < m->rows; i++)
+        ptr[i + 1] += ptr[i];
+    int64_t shp[2] = {m->rows, m->cols};
+    snprintf(shape, sizeof shape, "(2,)");
+    snprintf(n1, sizeof n1, "(%lld,)", (long long)m->rows + 1);
+    snprintf(nn, sizeof nn, "(%lld,)", (long long)m->nnz);
+    if ((st = add_npy(za, "format.npy", "|S3", "()", "csr", 3, compress, &keep[0], err)) ||
+        (st = add_npy(za, "shape.npy", "<i8", shape, shp, sizeof shp, compress, &keep[1], err)) ||
+        (st = add_npy(za, "indptr.npy", "<i4", n1, ptr, ((size_t)m->rows + 1) * 4, compress, &keep[2], err)) ||
+        (st = add_npy(za, "indices.npy", "<i4", nn, m->col, (size_t)m->nnz * 4, compress, &keep[3], err)) ||
+        (st = add_npy(za, "data.npy", m->dtype == SPMV_FLOAT32 ? "<f4" : "<f8", nn, m->val,
+                      (size_t)m->nnz * spmv_dtype_size(m->dtype), compress, &keep[4], err)))
+        goto done;
+    if (zip_close(za) != 0) {
+        st = spmv_error_set(err, SPMV_ERR_IO, 0, "npz: cannot write %s (%s)", path, zip_strerror(za));
+        zip_discard(za);
+    }
+    za = NULL;
+done:
+    if (za)
+        zip_discard(za);
+    for (int i = 0; i < 5; i++)
+        free(keep[i]);
+    free(ptr);
+    return st;
+}

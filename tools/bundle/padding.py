@@ -1,0 +1,51 @@
+"""padding.py — the daemon's padding rule, computed independently in Python.
+
+The tests that expect a 422 for a padded format (tests/e2e/api.sh,
+tests/e2e/memory.sh, the bundle's api_test.py) decide it here from the
+matrix file itself, never from the daemon's answer: a format is refused
+when its slots exceed max_padding x nnz + 65536 (docs/kernels.md). ELL:
+the longest row x rows; HLL: each slice's longest row x hack_size; HYB:
+its ELL part at the 2/3 quantile of the row lengths plus the rest as COO.
+Standard library only (the GPU host has nothing else).
+"""
+
+SLACK = 65536
+
+
+def row_lengths(path):
+    """Row lengths of a Matrix Market coordinate file (symmetric ones expanded)."""
+    lens, sym = None, False
+    for line in open(path):
+        if line.startswith("%%"):
+            sym = "symmetric" in line or "hermitian" in line
+            continue
+        if line.startswith("%") or not line.strip():
+            continue
+        f = line.split()
+        if lens is None:
+            lens = [0] * int(f[0])
+            continue
+        i, j = int(f[0]) - 1, int(f[1]) - 1
+        lens[i] += 1
+        if sym and i != j:
+            lens[j] += 1
+    return lens
+
+
+def slots(lens, fmt, hack=32):
+    """Slots format fmt holds for these row lengths (nnz for unpadded formats)."""
+    if fmt == "ell":
+        return max(lens, default=0) * len(lens)
+    if fmt == "hll":
+        return sum(max(lens[s:s + hack]) * hack for s in range(0, len(lens), hack))
+    if fmt == "hyb":
+        w = sorted(lens)[(2 * len(lens) + 2) // 3 - 1] if lens else 0
+        return w * len(lens) + sum(max(n - w, 0) for n in lens)
+    return sum(lens)
+
+
+def refused(lens, fmt, max_padding=3, hack=32):
+    """Whether the rule refuses format fmt (unpadded formats never are)."""
+    if fmt not in ("ell", "hll", "hyb") or not max_padding:
+        return False
+    return slots(lens, fmt, hack) > max_padding * sum(lens) + SLACK

@@ -1,11 +1,15 @@
-/* upload.c — POST /v1/matrices: a Matrix Market upload, streamed.
+/* upload.c — POST /v1/matrices: a Matrix Market or .npz upload, streamed.
  *
  * Two shapes of body: multipart/form-data (curl -F file=@m.mtx, options as
  * more fields) through MHD's post processor, and a raw body (curl
  * --data-binary @m.mtx, options in the query string). Either way each
  * chunk of the file goes straight into the engine's streaming reader as it
  * arrives, so the text is never held whole; gzip is detected by the reader
- * from the magic bytes. The Content-Length is checked against
+ * from the magic bytes. A body that starts as a zip archive does (SciPy's
+ * .npz, engine/npz.c) is spooled as it arrives to a temporary file in the
+ * state directory (.upload-*.tmp: a crash leaves it for the next start to
+ * remove) and read from there when the body ends, never held in memory;
+ * the file is removed in every outcome. The Content-Length is checked against
  * max_upload_bytes before any of the body is read; a body without one is
  * counted as it comes.
  *
@@ -16,10 +20,13 @@
  * worker and the file is written when it comes back (507 if the device is
  * full: nothing is stored). The answer is the descriptor plus Location.
  */
+#include <errno.h>
+#include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "api/api.h"
 #include "daemon/log.h"
@@ -29,6 +36,15 @@
 
 typedef struct upload {
     spmv_mm_reader *reader;
+    spmv_mm_options opts;       /* the reader's limits, for an .npz too */
+    /* The body's first bytes decide its kind: a zip archive (.npz) is
+     * spooled to a temporary file in the state directory (libzip needs to
+     * seek), anything else streams into the Matrix Market reader. */
+    unsigned char head[4];
+    size_t head_len;
+    bool decided, npz;
+    int spool_fd;               /* -1: none */
+    char spool_path[PATH_MAX];
     struct MHD_PostProcessor *pp;
     bool file_seen;
     char name[FIELD_MAX], dtype[FIELD_MAX], formats[FIELD_MAX], hack_size[FIELD_MAX], device[FIELD_MAX];
@@ -50,8 +66,7 @@ typedef struct load_task {
 
 static upload *U(request *r) { return r->state; }
 
-/* Feeds a chunk of the file to the reader, timing it. */
-static void feed(request *r, const char *data, size_t size)
+static void mm_feed(request *r, const char *data, size_t size)
 {
     upload *u = U(r);
     spmv_error err = {0};
@@ -62,6 +77,76 @@ static void feed(request *r, const char *data, size_t size)
         api_error(r, 500, "out_of_memory", "%s", err.message);
     else if (rc != SPMV_OK)
         api_error(r, 422, rc == SPMV_ERR_UNSUPPORTED ? "unsupported_matrix" : "bad_matrix", "%s", err.message);
+}
+
+static void spool_write(request *r, const void *data, size_t size)
+{
+    upload *u = U(r);
+    const char *p = data;
+    while (size > 0) {
+        ssize_t n = write(u->spool_fd, p, size);
+        if (n < 0 && errno == EINTR)
+            continue;
+        if (n <= 0) {
+            api_error(r, 500, "io_error", "spooling the .npz upload to %s: %s", u->spool_path,
+                      n < 0 ? strerror(errno) : "short write");
+            return;
+        }
+        p += n;
+        size -= (size_t)n;
+    }
+}
+
+/* Settles the body's kind from its first bytes (or from fewer, at its end). */
+static void decide(request *r)
+{
+    upload *u = U(r);
+    u->decided = true;
+    u->npz = spmv_npz_magic(u->head, u->head_len);
+    if (!u->npz) {
+        if (u->head_len)
+            mm_feed(r, (const char *)u->head, u->head_len);
+        return;
+    }
+    int n = snprintf(u->spool_path, sizeof u->spool_path, "%s/.upload-XXXXXX.tmp", store_dir(r->d->store));
+    if (n < 0 || (size_t)n >= sizeof u->spool_path || (u->spool_fd = mkstemps(u->spool_path, 4)) < 0) {
+        u->spool_fd = -1;
+        api_error(r, 500, "io_error", "cannot create a spool file for the .npz upload in %s: %s",
+                  store_dir(r->d->store), strerror(errno));
+        return;
+    }
+    spool_write(r, u->head, u->head_len);
+}
+
+/* Feeds a chunk of the file to the reader (Matrix Market) or the spool
+ * file (.npz), timing it. */
+static void feed(request *r, const char *data, size_t size)
+{
+    upload *u = U(r);
+    while (!u->decided && size > 0) {
+        u->head[u->head_len++] = (unsigned char)*data++;
+        size--;
+        if (u->head_len == sizeof u->head)
+            decide(r);
+    }
+    if (r->failed || size == 0)
+        return;
+    if (u->npz)
+        spool_write(r, data, size);
+    else
+        mm_feed(r, data, size);
+}
+
+static void spool_remove(upload *u)
+{
+    if (u->spool_fd >= 0) {
+        close(u->spool_fd);
+        u->spool_fd = -1;
+    }
+    if (u->spool_path[0]) {
+        unlink(u->spool_path);
+        u->spool_path[0] = '\0';
+    }
 }
 
 /* Appends a form field's chunk to its (bounded) buffer. */
@@ -131,6 +216,7 @@ static void upload_begin(request *r)
         return;
     }
     r->state = u;
+    u->spool_fd = -1;
     /* query options first: form fields, when present, override them */
     query_option(r, "name", u->name);
     query_option(r, "dtype", u->dtype);
@@ -140,6 +226,7 @@ static void upload_begin(request *r)
     spmv_mm_options opts = {.max_rows = atomic_load(&d->limits.max_rows),
                             .max_cols = atomic_load(&d->limits.max_rows),
                             .max_nnz = atomic_load(&d->limits.max_nnz), .threads = 0};
+    u->opts = opts;
     spmv_error err = {0};
     int rc = spmv_mm_reader_new(&opts, &u->reader, &err);
     if (rc != SPMV_OK) {
@@ -365,8 +452,27 @@ static void upload_end(request *r)
             return;
         }
     }
+    if (!u->decided)
+        decide(r); /* a body of fewer than 4 bytes */
+    if (r->failed)
+        return;
     double t0 = spmv_now_ms();
-    int rc = spmv_mm_reader_finish(u->reader, &u->coo, &info, &err);
+    int rc;
+    if (u->npz) {
+        spmv_npz_info ninfo;
+        close(u->spool_fd);
+        u->spool_fd = -1;
+        rc = spmv_npz_read_file(u->spool_path, &u->opts, &u->coo, &ninfo, &err);
+        spool_remove(u);
+        memset(&info, 0, sizeof info);
+        info.symmetry = SPMV_MM_GENERAL;
+        if (rc == SPMV_OK)
+            log_info("upload: .npz (%s layout) %lld x %lld, %lld entries, %lld duplicates summed", ninfo.layout,
+                     (long long)ninfo.rows, (long long)ninfo.cols, (long long)ninfo.entries,
+                     (long long)ninfo.duplicates);
+    } else {
+        rc = spmv_mm_reader_finish(u->reader, &u->coo, &info, &err);
+    }
     u->parse_ms += spmv_now_ms() - t0;
     spmv_mm_reader_free(u->reader);
     u->reader = NULL;
@@ -404,6 +510,7 @@ static void upload_cleanup(request *r)
         return;
     if (u->pp)
         MHD_destroy_post_processor(u->pp);
+    spool_remove(u);
     spmv_mm_reader_free(u->reader);
     spmv_coo_free(&u->coo);
     matrix_unref(u->m);

@@ -140,9 +140,26 @@ static int parse_header(npy *a, const char *h, spmv_error *err)
     return SPMV_OK;
 }
 
+static void npy_close(npy *a)
+{
+    if (a->f)
+        zip_fclose(a->f);
+    a->f = NULL;
+}
+
+static int npy_open_header(zip_t *za, const char *name, npy *a, spmv_error *err);
+
 /* Opens member `name` and reads its .npy header; checks the member's
- * uncompressed size is exactly header + n * size. */
+ * uncompressed size holds n * size bytes after it. Closed again on failure. */
 static int npy_open(zip_t *za, const char *name, npy *a, spmv_error *err)
+{
+    int st = npy_open_header(za, name, a, err);
+    if (st)
+        npy_close(a);
+    return st;
+}
+
+static int npy_open_header(zip_t *za, const char *name, npy *a, spmv_error *err)
 {
     memset(a, 0, sizeof *a);
     a->name = name;
@@ -185,13 +202,6 @@ static int npy_open(zip_t *za, const char *name, npy *a, spmv_error *err)
         return npz_fail(err, SPMV_ERR_PARSE, name, "declares %lld elements of %d bytes but holds %llu bytes",
                         (long long)a->n, a->size, (unsigned long long)(zs.size - pre_len - hlen));
     return SPMV_OK;
-}
-
-static void npy_close(npy *a)
-{
-    if (a->f)
-        zip_fclose(a->f);
-    a->f = NULL;
 }
 
 /* Element i of a chunk of raw little-endian bytes, as int64 / double. */

@@ -67,7 +67,7 @@ fuzz: $(FUZZ_BIN) fuzz-corpus
 # built with the ordinary compiler and tests/fuzz/replay_main.c).
 
 FUZZ_NET_TARGETS := fuzz_multipart fuzz_json fuzz_vector
-FUZZ_TARGETS     := $(FUZZ_NET_TARGETS) fuzz_store
+FUZZ_TARGETS     := $(FUZZ_NET_TARGETS) fuzz_store fuzz_npz
 FUZZ_ENGINE_SRCS := $(wildcard engine/*.c engine/cpu/*.c engine/gpu/absent*.c) $(filter-out solvers/route.c,$(wildcard solvers/*.c))
 FUZZ_DAEMON_SRCS := $(filter-out daemon/main.c,$(wildcard api/*.c daemon/*.c vectors/*.c)) $(wildcard solvers/route.c)
 FUZZ_PKG_LIBS     = $(shell pkg-config --libs libmicrohttpd jansson uuid libsystemd libpng zlib libzip)
@@ -90,6 +90,9 @@ $(FUZZ_NET_TARGETS:%=$(FUZZ_DIR)/%): $(FUZZ_DIR)/%: $(FUZZ_OBJ_DIR)/tests/fuzz/%
 
 $(FUZZ_DIR)/fuzz_store: $(FUZZ_OBJ_DIR)/tests/fuzz/fuzz_store.o $(FUZZ_OBJ_DIR)/daemon/matfile.o \
     $(patsubst %.c,$(FUZZ_OBJ_DIR)/%.o,$(FUZZ_ENGINE_SRCS))
+	$(FUZZ_CC) $(FUZZ_CFLAGS) -o $@ $^ -lzip -lz -lm
+
+$(FUZZ_DIR)/fuzz_npz: $(FUZZ_OBJ_DIR)/tests/fuzz/fuzz_npz.o $(patsubst %.c,$(FUZZ_OBJ_DIR)/%.o,$(FUZZ_ENGINE_SRCS))
 	$(FUZZ_CC) $(FUZZ_CFLAGS) -o $@ $^ -lzip -lz -lm
 
 fuzz-build: $(FUZZ_TARGETS:%=$(FUZZ_DIR)/%)
@@ -125,4 +128,7 @@ $(FUZZ_NET_TARGETS:%=$(FUZZ_REPLAY_DIR)/%): $(FUZZ_REPLAY_DIR)/%: $(BUILD)/tests
 $(FUZZ_REPLAY_DIR)/fuzz_store: $(BUILD)/tests/fuzz/fuzz_store.o $(BUILD)/tests/fuzz/replay_main.o $(LIBSPMVD) $(LIBSPMV)
 	@mkdir -p $(dir $@)
 	$(CC) $(LDFLAGS) -o $@ $(filter %.o,$^) $(LIBSPMVD) $(ALL_LIBS)
+$(FUZZ_REPLAY_DIR)/fuzz_npz: $(BUILD)/tests/fuzz/fuzz_npz.o $(BUILD)/tests/fuzz/replay_main.o $(LIBSPMV)
+	@mkdir -p $(dir $@)
+	$(CC) $(LDFLAGS) -o $@ $(filter %.o,$^) $(ALL_LIBS)
 all-for-test: $(FUZZ_TARGETS:%=$(FUZZ_REPLAY_DIR)/%)

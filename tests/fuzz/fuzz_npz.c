@@ -1,0 +1,41 @@
+/* fuzz_npz.c — libFuzzer target: the .npz reader (engine/npz.c).
+ *
+ * The input is the archive itself, read from memory with
+ * spmv_npz_read_buffer under small limits (64 Ki rows and columns, 1 Mi
+ * entries), so mutations reach the zip directory, the deflate streams, the
+ * .npy headers (descr, shape, version) and every array check. Any input
+ * must give SPMV_OK or an error status with a message; never a crash, a
+ * read past a member or an allocation past the limits. A matrix that loads
+ * must be sound: sorted by row then column without duplicates, every index
+ * inside the shape, nnz within the limit.
+ *
+ * Seeds (tests/fuzz/corpus/fuzz_npz/) are small archives written by
+ * spmv-gen --npz (CSR, deflated and stored) and by SciPy (CSC, COO).
+ */
+#include <stdint.h>
+#include <stdlib.h>
+
+#include "spmv.h"
+
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
+{
+    spmv_mm_options o = {.max_rows = 1 << 16, .max_cols = 1 << 16, .max_nnz = 1 << 20, .threads = 1};
+    spmv_coo c;
+    spmv_error err = {0};
+    int st = spmv_npz_read_buffer(data, size, &o, &c, NULL, &err);
+    if (st != SPMV_OK) {
+        if (st > 0 || !err.message[0])
+            __builtin_trap(); /* an error without its status or its message */
+        return 0;
+    }
+    if (c.nnz > o.max_nnz || c.rows > o.max_rows || c.cols > o.max_cols)
+        __builtin_trap();
+    for (int64_t k = 0; k < c.nnz; k++) {
+        if (c.row[k] < 0 || c.row[k] >= c.rows || c.col[k] < 0 || c.col[k] >= c.cols)
+            __builtin_trap();
+        if (k > 0 && (c.row[k] < c.row[k - 1] || (c.row[k] == c.row[k - 1] && c.col[k] <= c.col[k - 1])))
+            __builtin_trap();
+    }
+    spmv_coo_free(&c);
+    return 0;
+}

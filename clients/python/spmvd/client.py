@@ -18,7 +18,6 @@ matrix dtype both ways, statistics in the ``X-SpMV-Stats`` header).
 from __future__ import annotations
 
 import email.utils
-import io
 import json
 import math
 import os
@@ -361,12 +360,10 @@ class Client:
 
         - a path (``str`` or ``os.PathLike``) to a Matrix Market file, plain or
           gzip-compressed (``.mtx``, ``.mtx.gz``): streamed as it is;
-        - a path to a SciPy ``.npz`` file (``scipy.sparse.save_npz``): read
-          here and sent as Matrix Market text (the daemon takes no ``.npz``
-          yet);
-        - a ``scipy.sparse`` matrix or array: sent as Matrix Market text,
-          every stored entry with 17 significant digits (9 for float32), so
-          float64 values arrive exactly;
+        - a path to a SciPy ``.npz`` file (``scipy.sparse.save_npz``):
+          streamed as it is (the daemon reads CSR, CSC and COO archives);
+        - a ``scipy.sparse`` matrix or array: written here as an uncompressed
+          ``.npz`` (CSR, binary values: they arrive exactly) and streamed;
         - COO arrays ``(row, col, val)`` (0-based) with ``shape=(rows, cols)``.
 
         ``dtype`` defaults to the source's when it is float32 or float64, else
@@ -381,10 +378,8 @@ class Client:
             with open(path, "rb") as f:
                 magic = f.read(4)
             if magic[:2] == b"PK" or path.endswith(".npz"):
-                import scipy.sparse
-                a = scipy.sparse.load_npz(path)
-                body, sdtype = _mm_body(a.tocoo())
-                src: Any = a
+                body, sdtype = (lambda: open(path, "rb")), _npz_dtype(path)
+                src: Any = path
             else:
                 body, sdtype = (lambda: open(path, "rb")), None
                 src = path
@@ -393,10 +388,10 @@ class Client:
             if shape is None or len(source) != 3:
                 raise ValueError("COO arrays are uploaded as (row, col, val) with shape=(rows, cols)")
             coo = _coo_from_arrays(source[0], source[1], source[2], shape)
-            body, sdtype = _mm_body(coo)
+            body, sdtype = _npz_body(coo)
             src = coo
         elif hasattr(source, "tocoo") and hasattr(source, "shape"):
-            body, sdtype = _mm_body(source.tocoo())
+            body, sdtype = _npz_body(source.tocoo())
             src = source
         else:
             raise TypeError(f"cannot upload a {type(source).__name__}: pass a path (.mtx, .mtx.gz, .npz), a "
@@ -755,32 +750,36 @@ def _coo_from_arrays(row: Any, col: Any, val: Any, shape: Tuple[int, int]) -> An
     return coo
 
 
-def _mm_body(coo: Any) -> Tuple[Callable[[], IO[bytes]], Optional[str]]:
-    """Matrix Market text of a COO matrix in a temporary file: (opener, dtype name or None)."""
-    data = np.asarray(coo.data)
-    if data.dtype.kind == "c":
-        raise TypeError(f"the matrix is complex ({data.dtype}); spmvd holds real float64/float32 values")
-    if data.dtype.kind not in "fiub":
-        raise TypeError(f"the matrix has dtype {data.dtype}; spmvd takes real numbers")
-    sdtype = {"f8": "float64", "f4": "float32"}.get(f"{data.dtype.kind}{data.dtype.itemsize}")
-    fmt = "%.9g" if sdtype == "float32" else "%.17g"
-    rows, cols = int(coo.shape[0]), int(coo.shape[1])
-    nnz = int(data.shape[0])
+def _dtype_name(dtype: Any) -> Optional[str]:
+    """float64/float32 for those dtypes, None for others (the daemon's default applies)."""
+    if dtype.kind == "c":
+        raise TypeError(f"the matrix is complex ({dtype}); spmvd holds real float64/float32 values")
+    if dtype.kind not in "fiub":
+        raise TypeError(f"the matrix has dtype {dtype}; spmvd takes real numbers")
+    return {"f8": "float64", "f4": "float32"}.get(f"{dtype.kind}{dtype.itemsize}")
+
+
+def _npz_dtype(path: str) -> Optional[str]:
+    """The value dtype of a .npz file, from its data.npy header alone (nothing else is read)."""
+    import zipfile
+    try:
+        with zipfile.ZipFile(path) as z, z.open("data.npy") as f:
+            version = np.lib.format.read_magic(f)
+            dtype = np.lib.format._read_array_header(f, version)[2]  # type: ignore[attr-defined]
+    except (KeyError, ValueError, OSError, zipfile.BadZipFile):
+        return None  # the daemon reads it and says what is wrong
+    return _dtype_name(dtype)
+
+
+def _npz_body(coo: Any) -> Tuple[Callable[[], IO[bytes]], Optional[str]]:
+    """An uncompressed .npz (CSR) of a COO matrix in a temporary file: (opener, dtype name or None)."""
+    import scipy.sparse
+    sdtype = _dtype_name(np.asarray(coo.data).dtype)
+    a = scipy.sparse.csr_matrix((np.asarray(coo.data), (np.asarray(coo.row), np.asarray(coo.col))),
+                                shape=(int(coo.shape[0]), int(coo.shape[1])))
     tmp = tempfile.TemporaryFile()
-    tmp.write(b"%%MatrixMarket matrix coordinate real general\n% written by the spmvd Python client\n")
-    tmp.write(f"{rows} {cols} {nnz}\n".encode())
-    r = np.asarray(coo.row, dtype=np.int64) + 1
-    c = np.asarray(coo.col, dtype=np.int64) + 1
-    vals = data.astype(np.float64)
-    text = io.TextIOWrapper(tmp, encoding="ascii", newline="\n", write_through=True)
-    step = 1 << 18
-    for s in range(0, nnz, step):
-        e = min(nnz, s + step)
-        block = np.empty(e - s, dtype=[("r", "i8"), ("c", "i8"), ("v", "f8")])
-        block["r"], block["c"], block["v"] = r[s:e], c[s:e], vals[s:e]
-        np.savetxt(text, block, fmt=f"%d %d {fmt}")
-    text.flush()
-    text.detach()
+    scipy.sparse.save_npz(tmp, a, compressed=False)
+    tmp.flush()
     fd = tmp.fileno()
 
     def reopen() -> IO[bytes]:
@@ -789,7 +788,7 @@ def _mm_body(coo: Any) -> Tuple[Callable[[], IO[bytes]], Optional[str]]:
         f = os.fdopen(os.dup(fd), "rb")
         f.seek(0)
         return f
-    reopen.tmp = tmp  # type: ignore[attr-defined]
+    reopen._tmp = tmp  # type: ignore[attr-defined]
     return reopen, sdtype
 
 

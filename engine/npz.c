@@ -18,6 +18,7 @@
  * which entry, which limit. The build (mmio_build.c) then sorts by row and
  * column and sums duplicates, exactly as for Matrix Market input.
  */
+#include <endian.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -27,6 +28,10 @@
 
 #include "mmio_internal.h"
 #include "spmv.h"
+
+#if __BYTE_ORDER != __LITTLE_ENDIAN
+#error "npz.c reads little-endian arrays with plain casts: a big-endian host needs byte swaps here"
+#endif
 
 #define NPY_HEADER_MAX 65536
 #define CHUNK 65536 /* elements converted at a time */
@@ -232,6 +237,32 @@ static double raw_double(const npy *a, const unsigned char *p)
     return (double)raw_int(a, p);
 }
 
+/* n raw elements into ints or doubles: the common dtypes by plain casts
+ * (little-endian host), the rest byte by byte. */
+static void convert(const npy *a, const unsigned char *raw, int64_t n, int64_t *iv, double *dv)
+{
+    if (dv && a->kind == 'f' && a->size == 8) {
+        memcpy(dv, raw, (size_t)n * 8);
+    } else if (dv && a->kind == 'f' && a->size == 4) {
+        const float *f = (const float *)raw;
+        for (int64_t i = 0; i < n; i++)
+            dv[i] = f[i];
+    } else if (iv && a->kind == 'i' && a->size == 4) {
+        const int32_t *v = (const int32_t *)raw;
+        for (int64_t i = 0; i < n; i++)
+            iv[i] = v[i];
+    } else if (iv && a->kind == 'i' && a->size == 8) {
+        memcpy(iv, raw, (size_t)n * 8);
+    } else {
+        for (int64_t i = 0; i < n; i++) {
+            if (dv)
+                dv[i] = raw_double(a, raw + i * a->size);
+            else
+                iv[i] = raw_int(a, raw + i * a->size);
+        }
+    }
+}
+
 /* Reads the member's n elements in chunks, handing each converted chunk
  * (ints or doubles, as asked) to `use`. */
 typedef int (*chunk_fn)(void *ctx, const npy *a, int64_t off, const int64_t *iv, const double *dv, int64_t n,
@@ -251,12 +282,7 @@ static int read_chunks(npy *a, bool as_double, chunk_fn use, void *ctx, spmv_err
         int64_t n = a->n - off < CHUNK ? a->n - off : CHUNK;
         if ((st = read_exact(a, raw, (size_t)n * (size_t)a->size, err)))
             break;
-        for (int64_t i = 0; i < n; i++) {
-            if (as_double)
-                dv[i] = raw_double(a, raw + i * a->size);
-            else
-                iv[i] = raw_int(a, raw + i * a->size);
-        }
+        convert(a, raw, n, iv, dv);
         st = use(ctx, a, off, iv, dv, n, err);
     }
 done:

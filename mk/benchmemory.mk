@@ -20,3 +20,10 @@ else
 bench-memory:
 	@echo "bench-memory: needs a CUDA build (nvcc) and a GPU host: device memory is what it measures"
 endif
+
+# `make bench-upload`: upload-to-resident of a .npz against reading its
+# bytes (tools/bench-upload.sh; NNZ=... to size it, default 1e7 here).
+.PHONY: bench-upload
+NNZ ?= 10000000
+bench-upload: $(SPMVD) $(BUILD)/spmv-gen
+	bash tools/bench-upload.sh --nnz $(NNZ) --spmvd $(SPMVD) --gen $(BUILD)/spmv-gen

@@ -24,6 +24,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include <omp.h>
 #include <zip.h>
 
 #include "mmio_internal.h"
@@ -486,7 +487,8 @@ static int read_archive(zip_t *za, const spmv_mm_options *opts, spmv_coo *out, s
         mm_header h = {.format = SPMV_MM_COORDINATE, .field = SPMV_MM_REAL, .symmetry = SPMV_MM_GENERAL,
                        .rows = rows, .cols = cols, .entries = nnz, .max_nnz = limit_or(opts->max_nnz)};
         int64_t dups = 0;
-        st = spmv_mm_build_coo(&h, &e, opts->threads == 1 ? 1 : 0, out, &dups, err);
+        int threads = opts->threads > 0 ? opts->threads : omp_get_max_threads(); /* 0: all, as the reader's */
+        st = spmv_mm_build_coo(&h, &e, threads, out, &dups, err);
         if (!st && info) {
             memset(info, 0, sizeof *info);
             memcpy(info->layout, layout, 4);

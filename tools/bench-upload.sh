@@ -49,7 +49,8 @@ t0=$(now); cat "$DIR/m.npz" >/dev/null; t1=$(now); read_s=$(sub "$t1" "$t0")
 upload() { # file -> seconds; the descriptor in $DIR/desc.json
   local t0 t1 code
   t0=$(now)
-  code=$(curl -s -o "$DIR/desc.json" -w '%{http_code}' --data-binary "@$1" "http://127.0.0.1:$PORT/v1/matrices?device=$DEVICE")
+  code=$(curl -s -o "$DIR/desc.json" -w '%{http_code}' -X POST -H 'Content-Type: application/octet-stream' -T "$1" \
+    "http://127.0.0.1:$PORT/v1/matrices?device=$DEVICE")  # -T streams the file (--data-binary would load it whole)
   t1=$(now)
   [ "$code" = 201 ] || { echo "upload of $1: HTTP $code $(head -c 300 "$DIR/desc.json")" >&2; exit 1; }
   sub "$t1" "$t0"

@@ -513,6 +513,25 @@ void spmv_gpu_matrix_usage(const spmv_gpu_matrix *m, spmv_gpu_usage *out);
  * keeps its winner's format after tuning). Context thread only. */
 void spmv_gpu_matrix_trim(spmv_gpu_ctx *ctx, spmv_gpu_matrix *m, unsigned keep);
 
+/* A banded matrix built on the device by formula (engine/gpu/generate.cu),
+ * the way in for matrices too large to pass through the host: row i holds
+ * columns max(0, i-h) .. min(cols-1, i+h), entry (i, j) = spmv_band_value(i,
+ * j) (exact in float32). Its CSR row offsets are 64-bit when the non-zeros
+ * pass INT32_MAX, or when `wide` asks (columns stay 32-bit); such a matrix
+ * runs gpu.csr.vector and cusparse.csr (CUSPARSE_INDEX_64I offsets), and
+ * every other kernel, format, transpose or download answers SPMV_ERR_LIMIT
+ * saying so. Only CSR is held; it counts in the context like an upload. */
+typedef struct spmv_band_spec {
+    int64_t rows, cols, half_width;
+    spmv_dtype dtype;
+    bool wide;                /* 64-bit offsets even below INT32_MAX non-zeros (tests, benchmarks) */
+} spmv_band_spec;
+
+int spmv_gpu_matrix_generate_band(spmv_gpu_ctx *ctx, const spmv_band_spec *spec, spmv_gpu_matrix **out,
+                                  spmv_error *err);
+/* The band's entry (i, j): 1 + ((i + 3j) mod 7) / 8. */
+double spmv_band_value(int64_t i, int64_t j);
+
 /* Copies x in, runs warmup + timed runs (CUDA events), copies y out. */
 int spmv_gpu_run(spmv_gpu_ctx *ctx, const spmv_kernel *k, spmv_gpu_matrix *m,
                  const spmv_params *p, const void *x, void *y,

@@ -168,3 +168,13 @@ int spmv_gpu_matrix_transpose(spmv_gpu_ctx *ctx, spmv_gpu_matrix *m, spmv_gpu_ma
     *out = NULL;
     VEC_ABSENT("transpose");
 }
+
+int spmv_gpu_matrix_generate_band(spmv_gpu_ctx *ctx, const spmv_band_spec *spec, spmv_gpu_matrix **out,
+                                  spmv_error *err)
+{
+    UNUSED(ctx); UNUSED(spec);
+    *out = NULL;
+    return spmv_error_set(err, SPMV_ERR_UNAVAILABLE, 0, "%s", no_cuda);
+}
+
+double spmv_band_value(int64_t i, int64_t j) { return 1.0 + (double)((i + 3 * j) % 7) / 8.0; }

@@ -595,6 +595,10 @@ int gpu_ensure_format(spmv_gpu_ctx *ctx, spmv_gpu_matrix *m, spmv_format f, spmv
         gpu_touch(ctx, m, f);
         return SPMV_OK;
     }
+    if (m->row_ptr64)
+        return spmv_error_set(err, SPMV_ERR_LIMIT, 0, "the %s format is built from 32-bit row offsets; this matrix's "
+                              "%lld non-zeros need 64-bit ones (only CSR is held)", spmv_format_name(f),
+                              (long long)m->nnz);
     bool f64 = m->dtype == SPMV_FLOAT64;
     gpu_cat_scope scope(m, gpu_cat_of(f));
     switch (f) {
@@ -635,6 +639,9 @@ int gpu_ensure_format(spmv_gpu_ctx *ctx, spmv_gpu_matrix *m, spmv_format f, spmv
 int gpu_get_hll(spmv_gpu_ctx *ctx, spmv_gpu_matrix *m, int32_t hack, struct gpu_hll **out, spmv_error *err)
 {
     int st;
+    if (m->row_ptr64)
+        return spmv_error_set(err, SPMV_ERR_LIMIT, 0, "HLL is built from 32-bit row offsets; this matrix's %lld "
+                              "non-zeros need 64-bit ones (only CSR is held)", (long long)m->nnz);
     if (hack < 1 || hack > 1024)
         return spmv_error_set(err, SPMV_ERR_INVALID, 0, "hack_size %d out of range 1..1024", hack);
     if (m->hll.hack_size == hack || m->hll_alt.hack_size == hack) {
@@ -680,7 +687,7 @@ size_t gpu_format_bytes(const spmv_gpu_matrix *m, spmv_format f)
     if (!(m->formats & f))
         return 0;
     switch (f) {
-    case SPMV_FMT_CSR: return ((size_t)m->rows + 1) * 4 + nnz * (4 + vs);
+    case SPMV_FMT_CSR: return ((size_t)m->rows + 1) * (m->row_ptr64 ? 8 : 4) + nnz * (4 + vs);
     case SPMV_FMT_COO: return nnz * (8 + vs);
     case SPMV_FMT_ELL: return (size_t)m->ell.slots * (4 + vs);
     case SPMV_FMT_HLL: return gpu_hll_bytes(m, &m->hll);
@@ -1121,6 +1128,9 @@ extern "C" int spmv_gpu_matrix_download(spmv_gpu_ctx *ctx, const spmv_gpu_matrix
     if (!ctx || !m || !out)
         return spmv_error_set(err, SPMV_ERR_INVALID, 0, "GPU download: missing argument");
     memset(out, 0, sizeof *out);
+    if (m->row_ptr64)
+        return spmv_error_set(err, SPMV_ERR_LIMIT, 0, "GPU download: %lld non-zeros need 64-bit offsets, which a host "
+                              "matrix does not hold", (long long)m->nnz);
     if (!(m->formats & f))
         return spmv_error_set(err, SPMV_ERR_NOT_FOUND, 0, "GPU download: the matrix holds no %s on the device",
                               spmv_format_name(f));

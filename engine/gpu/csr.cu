@@ -66,9 +66,11 @@ __global__ void __launch_bounds__(1024)
     }
 }
 
-template <typename T, int TPR>
+/* O: the row offsets' type, int32_t, or int64_t for a matrix whose
+ * non-zeros pass INT32_MAX (columns stay 32-bit). */
+template <typename T, typename O, int TPR>
 __global__ void __launch_bounds__(1024)
-    csr_vector_kernel(int32_t rows, const int32_t *__restrict__ rp, const int32_t *__restrict__ col,
+    csr_vector_kernel(int32_t rows, const O *__restrict__ rp, const int32_t *__restrict__ col,
                       const T *__restrict__ val, const T *__restrict__ x, T *__restrict__ y)
 {
     int64_t t = blockIdx.x * (int64_t)blockDim.x + threadIdx.x;
@@ -76,8 +78,8 @@ __global__ void __launch_bounds__(1024)
     int lane = threadIdx.x % TPR;
     T s = 0;
     if (r < rows) {
-        int32_t end = __ldg(rp + r + 1);
-        for (int32_t j = __ldg(rp + r) + lane; j < end; j += TPR)
+        O end = __ldg(rp + r + 1);
+        for (O j = __ldg(rp + r) + lane; j < end; j += TPR)
             s += __ldg(val + j) * __ldg(x + __ldg(col + j));
     }
     /* Every lane of the warp takes part in the shuffles, rows or not. */
@@ -213,8 +215,13 @@ static int vector_width(const struct gpu_launch *l)
 template <typename T, int TPR> static void launch_vector_w(struct gpu_launch *l)
 {
     spmv_gpu_matrix *m = l->m;
-    csr_vector_kernel<T, TPR><<<gpu_grid((int64_t)m->rows * TPR, l->block), l->block, 0, l->ctx->stream>>>(
-        CSR_ARGS(T), (const T *)l->x, (T *)l->y);
+    unsigned grid = gpu_grid((int64_t)m->rows * TPR, l->block);
+    if (m->row_ptr64)
+        csr_vector_kernel<T, int64_t, TPR><<<grid, l->block, 0, l->ctx->stream>>>(
+            m->rows, m->row_ptr64, m->col, (const T *)m->val, (const T *)l->x, (T *)l->y);
+    else
+        csr_vector_kernel<T, int32_t, TPR><<<grid, l->block, 0, l->ctx->stream>>>(CSR_ARGS(T), (const T *)l->x,
+                                                                                  (T *)l->y);
 }
 
 template <typename T> static void launch_vector(struct gpu_launch *l)

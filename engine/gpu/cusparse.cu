@@ -171,7 +171,8 @@ int gpu_cusparse_csr_prepare(struct gpu_launch *l, spmv_error *err)
     if (c->csr_ready[a])
         return SPMV_OK;
     if (!c->csr[a] &&
-        (s = cusparseCreateCsr(&c->csr[a], m->rows, m->cols, m->nnz, m->row_ptr, m->col, m->val, CUSPARSE_INDEX_32I,
+        (s = cusparseCreateCsr(&c->csr[a], m->rows, m->cols, m->nnz, m->row_ptr64 ? (void *)m->row_ptr64 : m->row_ptr,
+                               m->col, m->val, m->row_ptr64 ? CUSPARSE_INDEX_64I : CUSPARSE_INDEX_32I,
                                CUSPARSE_INDEX_32I, CUSPARSE_INDEX_BASE_ZERO, value_type(m))) != CUSPARSE_STATUS_SUCCESS) {
         c->csr[a] = NULL;
         return gpu_sparse_error(s, err, "cusparseCreateCsr");

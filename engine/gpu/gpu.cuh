@@ -155,7 +155,8 @@ struct spmv_gpu_matrix {
     struct spmv_gpu_matrix *parent; /* for a transpose: the matrix it belongs to */
     int32_t max_row;             /* longest row */
 
-    int32_t *row_ptr, *col;      /* CSR, always */
+    int32_t *row_ptr, *col;      /* CSR, always (row_ptr NULL when row_ptr64 holds the offsets) */
+    int64_t *row_ptr64;          /* 64-bit row offsets: nnz past INT32_MAX (or asked for); NULL otherwise */
     void *val;
     int32_t *coo_row;            /* COO: this plus col/val above */
     struct gpu_ell ell;

@@ -25,27 +25,28 @@ struct gpu_kernel_impl {
     spmv_format format;
     gpu_prepare_fn prepare;
     gpu_launch_fn launch;
+    bool wide;               /* reads 64-bit row offsets too (matrices past INT32_MAX non-zeros) */
 };
 
 static const struct gpu_kernel_impl impls[] = {
-    {"gpu.csr.scalar", SPMV_FMT_CSR, NULL, gpu_csr_scalar},
-    {"gpu.csr.warp_buffer", SPMV_FMT_CSR, NULL, gpu_csr_warp_buffer},
-    {"gpu.csr.vector", SPMV_FMT_CSR, NULL, gpu_csr_vector},
-    {"gpu.csr.tiled", SPMV_FMT_CSR, NULL, gpu_csr_tiled},
-    {"gpu.csr.texture", SPMV_FMT_CSR, gpu_csr_texture_prepare, gpu_csr_texture},
-    {"gpu.csr.adaptive", SPMV_FMT_CSR, gpu_csr_adaptive_prepare, gpu_csr_adaptive},
-    {"gpu.csr.merge", SPMV_FMT_CSR, NULL, gpu_csr_merge},
-    {"gpu.csr.light", SPMV_FMT_CSR, gpu_csr_light_prepare, gpu_csr_light},
-    {"gpu.csr.binned", SPMV_FMT_CSR, gpu_csr_binned_prepare, gpu_csr_binned},
-    {"gpu.csr.spmm", SPMV_FMT_CSR, NULL, gpu_csr_spmm},
-    {"gpu.ell", SPMV_FMT_ELL, NULL, gpu_ell_run},
-    {"gpu.hll", SPMV_FMT_HLL, NULL, gpu_hll_run},
-    {"gpu.coo.atomic", SPMV_FMT_COO, NULL, gpu_coo_atomic},
-    {"gpu.coo.sliced", SPMV_FMT_COO, NULL, gpu_coo_sliced},
-    {"gpu.hyb", SPMV_FMT_HYB, NULL, gpu_hyb_run},
-    {"cusparse.csr", SPMV_FMT_CSR, gpu_cusparse_csr_prepare, gpu_cusparse_csr},
-    {"cusparse.coo", SPMV_FMT_COO, gpu_cusparse_coo_prepare, gpu_cusparse_coo},
-    {"cusparse.sell", SPMV_FMT_HLL, gpu_cusparse_sell_prepare, gpu_cusparse_sell},
+    {"gpu.csr.scalar", SPMV_FMT_CSR, NULL, gpu_csr_scalar, false},
+    {"gpu.csr.warp_buffer", SPMV_FMT_CSR, NULL, gpu_csr_warp_buffer, false},
+    {"gpu.csr.vector", SPMV_FMT_CSR, NULL, gpu_csr_vector, true},
+    {"gpu.csr.tiled", SPMV_FMT_CSR, NULL, gpu_csr_tiled, false},
+    {"gpu.csr.texture", SPMV_FMT_CSR, gpu_csr_texture_prepare, gpu_csr_texture, false},
+    {"gpu.csr.adaptive", SPMV_FMT_CSR, gpu_csr_adaptive_prepare, gpu_csr_adaptive, false},
+    {"gpu.csr.merge", SPMV_FMT_CSR, NULL, gpu_csr_merge, false},
+    {"gpu.csr.light", SPMV_FMT_CSR, gpu_csr_light_prepare, gpu_csr_light, false},
+    {"gpu.csr.binned", SPMV_FMT_CSR, gpu_csr_binned_prepare, gpu_csr_binned, false},
+    {"gpu.csr.spmm", SPMV_FMT_CSR, NULL, gpu_csr_spmm, false},
+    {"gpu.ell", SPMV_FMT_ELL, NULL, gpu_ell_run, false},
+    {"gpu.hll", SPMV_FMT_HLL, NULL, gpu_hll_run, false},
+    {"gpu.coo.atomic", SPMV_FMT_COO, NULL, gpu_coo_atomic, false},
+    {"gpu.coo.sliced", SPMV_FMT_COO, NULL, gpu_coo_sliced, false},
+    {"gpu.hyb", SPMV_FMT_HYB, NULL, gpu_hyb_run, false},
+    {"cusparse.csr", SPMV_FMT_CSR, gpu_cusparse_csr_prepare, gpu_cusparse_csr, true},
+    {"cusparse.coo", SPMV_FMT_COO, gpu_cusparse_coo_prepare, gpu_cusparse_coo, false},
+    {"cusparse.sell", SPMV_FMT_HLL, gpu_cusparse_sell_prepare, gpu_cusparse_sell, false},
 };
 
 static const struct gpu_kernel_impl *find_impl(const char *name)
@@ -155,6 +156,11 @@ extern "C" int spmv_gpu_apply(spmv_gpu_ctx *ctx, const spmv_kernel *k, spmv_gpu_
                               a->warmup, a->runs);
     if ((st = setup_launch(ctx, k, m, p, &l, &impl, err)))
         return st;
+    if (m->row_ptr64 && (!impl->wide || x->k > 1))
+        return spmv_error_set(err, SPMV_ERR_LIMIT, 0,
+                              "%s%s reads 32-bit row offsets; this matrix holds %lld non-zeros with 64-bit offsets "
+                              "(past %d): use gpu.csr.vector or cusparse.csr, one column at a time",
+                              k->name, x->k > 1 ? " with k > 1" : "", (long long)m->nnz, INT32_MAX);
     /* what this call reads is never evicted under it (other formats of m
      * may be, should this call's own allocations need the room) */
     unsigned busy_before = m->busy;
@@ -298,6 +304,9 @@ extern "C" int spmv_gpu_matrix_transpose(spmv_gpu_ctx *ctx, spmv_gpu_matrix *m, 
         *out = m->transpose;
         return SPMV_OK;
     }
+    if (m->row_ptr64)
+        return spmv_error_set(err, SPMV_ERR_LIMIT, 0, "transpose: this matrix's %lld non-zeros need 64-bit offsets, "
+                              "which csr2csc does not take", (long long)m->nnz);
     spmv_gpu_matrix *t = new (std::nothrow) spmv_gpu_matrix();
     if (!t)
         return spmv_error_set(err, SPMV_ERR_NOMEM, 0, "transpose: out of host memory");

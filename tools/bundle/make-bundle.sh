@@ -29,6 +29,7 @@ mkdir -p "$BUNDLE"/bin/real "$BUNDLE"/lib "$BUNDLE"/work "$BUNDLE"/shared/matric
 bins=("$BUILD/tests/test_gpu")
 [ -x "$BUILD/tests/test_gpu_spmspm" ] && bins+=("$BUILD/tests/test_gpu_spmspm")
 [ -x "$BUILD/tests/test_gpu_vectors" ] && bins+=("$BUILD/tests/test_gpu_vectors")
+[ -x "$BUILD/tests/test_gpu_wide" ] && bins+=("$BUILD/tests/test_gpu_wide")
 for b in spmvd spmv-gen spmv-kernels spmvctl bench-spmspm cg_solve cg-ref; do
   [ -x "$BUILD/$b" ] && bins+=("$BUILD/$b")
 done

@@ -518,7 +518,9 @@ void spmv_gpu_matrix_trim(spmv_gpu_ctx *ctx, spmv_gpu_matrix *m, unsigned keep);
  * columns max(0, i-h) .. min(cols-1, i+h), entry (i, j) = spmv_band_value(i,
  * j) (exact in float32). Its CSR row offsets are 64-bit when the non-zeros
  * pass INT32_MAX, or when `wide` asks (columns stay 32-bit); such a matrix
- * runs gpu.csr.vector and cusparse.csr (CUSPARSE_INDEX_64I offsets), and
+ * runs gpu.csr.vector and cusparse.csr (CUSPARSE_INDEX_64I, with a 64-bit
+ * copy of the columns made on its first use: cuSPARSE takes no mixed index
+ * sizes), and
  * every other kernel, format, transpose or download answers SPMV_ERR_LIMIT
  * saying so. Only CSR is held; it counts in the context like an upload. */
 typedef struct spmv_band_spec {

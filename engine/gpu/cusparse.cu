@@ -22,6 +22,10 @@ struct gpu_sparse_cache {
     cusparseSpMatDescr_t csr[2], coo[2], sell;
     void *csr_buf[2], *coo_buf[2], *sell_buf;
     bool csr_ready[2], coo_ready[2];
+    /* cuSPARSE takes 64-bit row offsets only with 64-bit column indices:
+     * for a matrix past INT32_MAX non-zeros, a 64-bit copy of the columns,
+     * made on first use of cusparse.csr (its bytes are "other"). */
+    int64_t *col64;
     /* What the SELL descriptor wraps: an HLL rebuilt since (another hack
      * size evicted it) has other arrays, and the descriptor is remade. */
     int32_t sell_hack;
@@ -49,6 +53,7 @@ void gpu_sparse_cache_free(spmv_gpu_ctx *ctx, spmv_gpu_matrix *m)
     if (c->sell)
         cusparseDestroySpMat(c->sell);
     gpu_release(ctx, m, c->sell_buf);
+    gpu_release(ctx, m, c->col64);
     if (c->vx)
         cusparseDestroyDnVec(c->vx);
     if (c->vy)
@@ -157,6 +162,12 @@ static int alg_index(const struct gpu_launch *l) { return l->p.v[SPMV_PARAM_ALG]
 
 /* ----------------------------------------------------------------- CSR */
 
+__global__ void widen_columns(int64_t n, const int32_t *__restrict__ in, int64_t *__restrict__ out)
+{
+    for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < n; i += (int64_t)gridDim.x * blockDim.x)
+        out[i] = in[i];
+}
+
 int gpu_cusparse_csr_prepare(struct gpu_launch *l, spmv_error *err)
 {
     spmv_gpu_matrix *m = l->m;
@@ -170,10 +181,19 @@ int gpu_cusparse_csr_prepare(struct gpu_launch *l, spmv_error *err)
         return st;
     if (c->csr_ready[a])
         return SPMV_OK;
+    if (m->row_ptr64 && !c->col64) {
+        if ((st = gpu_alloc(l->ctx, m, (void **)&c->col64, (size_t)m->nnz * 8, "cusparse.csr: 64-bit columns", err)))
+            return st;
+        widen_columns<<<(unsigned)(l->ctx->sm_count * 8), 256, 0, l->ctx->stream>>>(m->nnz, m->col, c->col64);
+        if ((st = gpu_check_launch(err, "widen_columns")))
+            return st;
+    }
     if (!c->csr[a] &&
         (s = cusparseCreateCsr(&c->csr[a], m->rows, m->cols, m->nnz, m->row_ptr64 ? (void *)m->row_ptr64 : m->row_ptr,
-                               m->col, m->val, m->row_ptr64 ? CUSPARSE_INDEX_64I : CUSPARSE_INDEX_32I,
-                               CUSPARSE_INDEX_32I, CUSPARSE_INDEX_BASE_ZERO, value_type(m))) != CUSPARSE_STATUS_SUCCESS) {
+                               m->row_ptr64 ? (void *)c->col64 : m->col, m->val,
+                               m->row_ptr64 ? CUSPARSE_INDEX_64I : CUSPARSE_INDEX_32I,
+                               m->row_ptr64 ? CUSPARSE_INDEX_64I : CUSPARSE_INDEX_32I, CUSPARSE_INDEX_BASE_ZERO,
+                               value_type(m))) != CUSPARSE_STATUS_SUCCESS) {
         c->csr[a] = NULL;
         return gpu_sparse_error(s, err, "cusparseCreateCsr");
     }
@@ -181,8 +201,12 @@ int gpu_cusparse_csr_prepare(struct gpu_launch *l, spmv_error *err)
         return st;
     s = cusparseSpMV_preprocess(l->ctx->sparse, CUSPARSE_OPERATION_NON_TRANSPOSE, alpha_of(m), c->csr[a], c->vx,
                                 beta_of(m), c->vy, value_type(m), alg, c->csr_buf[a]);
-    if (s != CUSPARSE_STATUS_SUCCESS)
+    /* Preprocessing is an optimisation: cuSPARSE 13 fails it (internal
+     * error) on 64-bit matrices of billions of non-zeros, where SpMV itself
+     * still runs. */
+    if (s != CUSPARSE_STATUS_SUCCESS && !m->row_ptr64)
         return gpu_sparse_error(s, err, "cusparseSpMV_preprocess");
+    cudaGetLastError();
     c->csr_ready[a] = true;
     return SPMV_OK;
 }

@@ -94,27 +94,14 @@ static void print_tallies(const char *title)
     memset(tallies, 0, sizeof tallies);
 }
 
-#define NEED_GPU()                                           \
-    do {                                                     \
-        if (!fx.ctx) {                                       \
-            print_message("# SKIP no GPU: %s\n", fx.reason); \
-            skip();                                          \
-        }                                                    \
-    } while (0)
+#define NEED_GPU() TU_NEED_GPU(fx.ctx, fx.reason)
 
 static int setup(void **state)
 {
     (void)state;
-    spmv_error err;
     tu_rng_init(&fx.rng, tu_seed());
     fx.quick = getenv("SPMV_GPU_QUICK") ? atoi(getenv("SPMV_GPU_QUICK")) : 0;
-    if (spmv_gpu_count(&fx.reason) <= 0)
-        return 0;
-    if (spmv_gpu_ctx_new(0, 0, &fx.ctx, &err) != SPMV_OK) {
-        print_message("# GPU context: %s\n", err.message);
-        fx.reason = "GPU context could not be created";
-        fx.ctx = NULL;
-    }
+    fx.ctx = tu_gpu_open(&fx.reason);
     return 0;
 }
 

@@ -51,13 +51,7 @@ static struct {
     int pass[NKERNELS][2], fail[NKERNELS][2];
 } fx;
 
-#define NEED_GPU()                                           \
-    do {                                                     \
-        if (!fx.ctx) {                                       \
-            print_message("# SKIP no GPU: %s\n", fx.reason); \
-            skip();                                          \
-        }                                                    \
-    } while (0)
+#define NEED_GPU() TU_NEED_GPU(fx.ctx, fx.reason)
 
 static void print_tallies(const char *title)
 {
@@ -309,15 +303,8 @@ static void test_refusals(void **state)
 static int setup(void **state)
 {
     (void)state;
-    spmv_error err;
     tu_rng_init(&fx.rng, tu_seed());
-    if (spmv_gpu_count(&fx.reason) <= 0)
-        return 0;
-    if (spmv_gpu_ctx_new(0, 0, &fx.ctx, &err) != SPMV_OK) {
-        print_message("# GPU context: %s\n", err.message);
-        fx.reason = "GPU context could not be created";
-        fx.ctx = NULL;
-    }
+    fx.ctx = tu_gpu_open(&fx.reason);
     return 0;
 }
 

@@ -32,13 +32,7 @@ static struct {
     tu_rng rng;
 } fx;
 
-#define NEED_GPU()                                          \
-    do {                                                    \
-        if (!fx.ctx) {                                      \
-            print_message("# SKIP: %s\n", fx.reason);       \
-            skip();                                         \
-        }                                                   \
-    } while (0)
+#define NEED_GPU() TU_NEED_GPU(fx.ctx, fx.reason)
 
 /* Bytes spmvd holds on the device, less the context's kernel scratch
  * (grown by gpu.csr.merge and kept between calls on purpose). */
@@ -331,14 +325,8 @@ static void test_solvers(void **state)
 static int setup(void **state)
 {
     (void)state;
-    spmv_error err = {0};
     tu_rng_init(&fx.rng, tu_seed());
-    if (spmv_gpu_count(&fx.reason) <= 0)
-        return 0;
-    if (spmv_gpu_ctx_new(0, 0, &fx.ctx, &err) != SPMV_OK) {
-        fx.ctx = NULL;
-        fx.reason = "the GPU context could not be made";
-    }
+    fx.ctx = tu_gpu_open(&fx.reason);
     return 0;
 }
 

@@ -407,3 +407,17 @@ void tu_expected_free(tu_expected *e, size_t count)
         free(e[i].y);
     free(e);
 }
+
+spmv_gpu_ctx *tu_gpu_open(const char **reason)
+{
+    spmv_gpu_ctx *ctx = NULL;
+    spmv_error err = {0};
+    if (spmv_gpu_count(reason) <= 0)
+        return NULL;
+    if (spmv_gpu_ctx_new(0, 0, &ctx, &err) != SPMV_OK) {
+        fprintf(stderr, "# GPU context: %s\n", err.message);
+        *reason = "the GPU context could not be made";
+        return NULL;
+    }
+    return ctx;
+}

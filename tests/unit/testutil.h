@@ -137,4 +137,16 @@ typedef struct tu_expected {
 int tu_expected_load(tu_expected **out, size_t *count);
 void tu_expected_free(tu_expected *e, size_t count);
 
+/* The GPU tests' context: device 0, or NULL with *reason saying why (no
+ * GPU in this build or host, or a context that could not be made). */
+spmv_gpu_ctx *tu_gpu_open(const char **reason);
+/* In a cmocka case: skip it, with the reason, when there is no GPU. */
+#define TU_NEED_GPU(ctx, reason)                                 \
+    do {                                                         \
+        if (!(ctx)) {                                            \
+            print_message("# SKIP no GPU: %s\n", (reason));      \
+            skip();                                              \
+        }                                                        \
+    } while (0)
+
 #endif /* SPMV_TESTUTIL_H */

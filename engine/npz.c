@@ -3,7 +3,8 @@
  * A .npz is a zip archive of NumPy .npy members: `format` (a 0-d byte or
  * unicode string: csr, csc or coo), `shape` (two integers), `data`, and
  * `indices` + `indptr` (CSR: indptr per row; CSC: per column) or `row` +
- * `col` (COO); SciPy's sparse arrays add `_is_array`, which is ignored.
+ * `col` (COO; SciPy's n-d COO arrays write `coords`, 2 x nnz, instead);
+ * SciPy's sparse arrays add `_is_array`, which is ignored.
  * Members may be stored or deflated (save_npz's `compressed`). Each .npy
  * member is a magic, a version, a header (a Python dict literal giving
  * `descr`, `fortran_order` and `shape`) and the array's bytes.
@@ -364,6 +365,41 @@ static int take_index(void *ctx, const npy *a, int64_t off, const int64_t *iv, c
     return SPMV_OK;
 }
 
+/* coords.npy of SciPy's n-d COO arrays: a 2 x nnz array, C order: the row
+ * indices, then the column indices. */
+typedef struct coords_ctx {
+    index_ctx row, col;
+    int64_t nnz;
+} coords_ctx;
+
+static int take_coords(void *ctx, const npy *a, int64_t off, const int64_t *iv, const double *dv, int64_t n,
+                       spmv_error *err)
+{
+    coords_ctx *c = ctx;
+    int st = SPMV_OK;
+    while (n > 0 && !st) { /* a chunk may straddle the two rows */
+        bool first = off < c->nnz;
+        int64_t take = first && off + n > c->nnz ? c->nnz - off : n;
+        st = take_index(first ? &c->row : &c->col, a, first ? off : off - c->nnz, iv, dv, take, err);
+        off += take;
+        iv += take;
+        n -= take;
+    }
+    return st;
+}
+
+static int need_coords(const npy *a, int64_t nnz, const char *what, spmv_error *err)
+{
+    (void)what;
+    if (a->kind != 'i' && a->kind != 'u')
+        return npz_fail(err, SPMV_ERR_UNSUPPORTED, a->name, "coordinates must be integers, not dtype kind '%c'",
+                        a->kind);
+    if (a->ndim != 2 || a->shape[0] != 2 || a->shape[1] != nnz)
+        return npz_fail(err, SPMV_ERR_PARSE, a->name, "is not 2 x %lld (2-d COO coordinates for the values)",
+                        (long long)nnz);
+    return SPMV_OK;
+}
+
 static int take_values(void *ctx, const npy *a, int64_t off, const int64_t *iv, const double *dv, int64_t n,
                        spmv_error *err)
 {
@@ -477,9 +513,14 @@ static int read_archive(zip_t *za, const spmv_mm_options *opts, spmv_coo *out, s
             st = read_member(za, "indptr.npy", false, take_ptr, &pc, need_int_1d, major + 1, "pointers", err);
     } else {
         index_ctx ir = {e.row, rows, "rows"}, ic = {e.col, cols, "cols"};
-        st = read_member(za, "row.npy", false, take_index, &ir, need_int_1d, nnz, "row indices", err);
-        if (!st)
-            st = read_member(za, "col.npy", false, take_index, &ic, need_int_1d, nnz, "column indices", err);
+        if (zip_name_locate(za, "row.npy", 0) < 0 && zip_name_locate(za, "coords.npy", 0) >= 0) {
+            coords_ctx cc = {{e.row, rows, "rows"}, {e.col, cols, "cols"}, nnz};
+            st = read_member(za, "coords.npy", false, take_coords, &cc, need_coords, nnz, "coordinates", err);
+        } else {
+            st = read_member(za, "row.npy", false, take_index, &ir, need_int_1d, nnz, "row indices", err);
+            if (!st)
+                st = read_member(za, "col.npy", false, take_index, &ic, need_int_1d, nnz, "column indices", err);
+        }
     }
     if (!st)
         st = read_member(za, "data.npy", true, take_values, e.val, check_data, nnz, "values", err);

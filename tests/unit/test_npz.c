@@ -4,7 +4,7 @@
  * seed is printed), written by spmv_npz_write_file (members deflated and
  * stored) and read back by file and by buffer must give the identical COO.
  * Archives written here member by member with libzip cover what the writer
- * never makes: CSC and COO layouts, int64 and uint16 indices, float32,
+ * never makes: CSC and COO layouts (row/col, and n-d coords), int64 and uint16 indices, float32,
  * int and bool values, unicode format strings, .npy version 2, unsorted
  * entries and duplicates (summed, as the Matrix Market reader sums them).
  * Bad archives (not a zip, truncated, a member missing, an index outside
@@ -184,6 +184,20 @@ static void test_layouts_and_dtypes(void **state)
     assert_int_equal(info.duplicates, 1);
     expect_small(&c);
     spmv_coo_free(&c);
+    /* COO as SciPy's n-d arrays write it: coords, 2 x nnz (rows, then columns) */
+    const int64_t coords[10] = {2, 0, 2, 0, 0, 4, 2, 1, 0, 2};
+    member nd[] = {M_FORMAT("coo"), M_SHAPE, {"coords.npy", "<i8", "(2, 5)", coords, sizeof coords, 1},
+                   {"data.npy", "<i4", "(5,)", vv, sizeof vv, 1}};
+    assert_int_equal(read_path(write_archive("coords.npz", nd, 4), NULL, &c, &info, &err), SPMV_OK);
+    assert_int_equal(info.duplicates, 1);
+    expect_small(&c);
+    spmv_coo_free(&c);
+    const int64_t bad_coords[10] = {2, 0, 2, 0, 0, 4, 2, 1, 0, 5};
+    member ndbad[] = {M_FORMAT("coo"), M_SHAPE, {"coords.npy", "<i8", "(2, 5)", bad_coords, sizeof bad_coords, 1},
+                      {"data.npy", "<i4", "(5,)", vv, sizeof vv, 1}};
+    assert_int_equal(spmv_npz_read_file(write_archive("coords-bad.npz", ndbad, 4), NULL, &c, NULL, &err),
+                     SPMV_ERR_PARSE);
+    assert_non_null(strstr(err.message, "coords.npy: entry 4 is 5, outside 0..4 (cols)"));
     /* bool values (a pattern) */
     const unsigned char bv[4] = {1, 1, 1, 1};
     member pat[] = {M_FORMAT("csr"), M_SHAPE, {"indptr.npy", "<i4", "(4,)", csr_ptr, sizeof csr_ptr, 1},

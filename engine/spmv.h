@@ -444,8 +444,11 @@ int spmv_cpu_run(const spmv_kernel *k, const spmv_matrix *m, const spmv_params *
 /* The reference: y = A*x with cpu.csr.serial on the CSR. */
 void spmv_reference(const spmv_csr *a, const void *x, void *y);
 
-/* max_i |y_i - ref_i| / max(|ref|_inf, tiny): the relative error reported
- * by `verify` (both in dtype). */
+/* max_i |y_i - ref_i| / max(|ref|_inf, tiny) over the rows whose reference
+ * is finite: the relative error reported by `verify` and used by auto
+ * (both in dtype). A non-finite reference value (A or x holds a NaN or an
+ * infinity) is matched only by the same non-finite value in y; anything
+ * else non-finite in y, or a mismatch there, gives +inf. */
 double spmv_max_rel_err(spmv_dtype dtype, const void *y, const void *ref, int32_t n);
 
 /* ------------------------------------------------------------ GPU backend */

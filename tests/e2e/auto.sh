@@ -71,5 +71,27 @@ check "a damaged side file is ignored: tuned again" [ "$CODE" = 200 -a "$(jget '
 
 req DELETE "/v1/matrices/$id"
 check "DELETE removes the stored choice too" [ "$CODE" = 204 -a ! -e "$SPMVD_STATE/$id.tune" ]
+
+# A matrix holding a NaN and an infinity: every kernel gives the same
+# non-finite rows, so auto must answer (it answered 409 when a NaN in the
+# reference counted as a mismatch), and verify matches them.
+printf '%%%%MatrixMarket matrix coordinate real general\n4 4 5\n1 1 1.0\n2 2 nan\n3 3 2.0\n1 3 inf\n4 1 -3.5\n' \
+  >"$E2E_TMP/nonfinite.mtx"
+upload_raw "$E2E_TMP/nonfinite.mtx" "name=nonfinite"
+nid=$MATRIX_ID
+req POST "/v1/matrices/$nid/spmv" -H 'Content-Type: application/json' -d '{"kernel":"auto","x":[1,2,3,4],"verify":true}'
+check "auto on a matrix with NaN and Inf: 200, y [Inf, NaN, 6, -3.5], verify matched" "$PYTHON" -c "
+import json, math; d = json.load(open('$BODY_FILE'))
+assert '$CODE' == '200', d
+y = [float(v) for v in d['y']]
+assert y[0] == math.inf and math.isnan(y[1]) and y[2] == 6 and y[3] == -3.5, y
+assert d['verify']['max_rel_err'] == 0, d['verify']"
+for k in $(req GET /v1/kernels; jget '" ".join(k["name"] for k in d["kernels"] if k["device"] == "cpu" and k["available"] and k.get("op", "spmv") == "spmv" and k["name"] != "auto")'); do
+  req POST "/v1/matrices/$nid/spmv" -H 'Content-Type: application/json' -d "{\"kernel\":\"$k\",\"x\":[1,2,3,4],\"verify\":true}"
+  check "$k on the NaN/Inf matrix: the same rows, verify 0" "$PYTHON" -c "
+import json, math; d = json.load(open('$BODY_FILE'))
+y = [float(v) for v in d['y']]
+assert '$CODE' == '200' and y[0] == math.inf and math.isnan(y[1]) and y[2] == 6 and d['verify']['max_rel_err'] == 0, d"
+done
 stop_spmvd
 done_testing

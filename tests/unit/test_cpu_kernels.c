@@ -452,6 +452,19 @@ static void test_max_rel_err(void **state)
     y[1] = -4;
     y[2] = INFINITY;
     assert_true(isinf(spmv_max_rel_err(SPMV_FLOAT64, y, ref, 3)));
+    /* a non-finite reference is matched by the same value only; the rest
+     * is measured against the finite entries */
+    double r2[4] = {NAN, INFINITY, -INFINITY, 2}, y2[4] = {NAN, INFINITY, -INFINITY, 2.5};
+    assert_true(fabs(spmv_max_rel_err(SPMV_FLOAT64, y2, r2, 4) - 0.25) < 1e-15);
+    y2[0] = 1;
+    assert_true(isinf(spmv_max_rel_err(SPMV_FLOAT64, y2, r2, 4)));
+    y2[0] = NAN;
+    y2[1] = -INFINITY;
+    assert_true(isinf(spmv_max_rel_err(SPMV_FLOAT64, y2, r2, 4)));
+    y2[1] = NAN;
+    assert_true(isinf(spmv_max_rel_err(SPMV_FLOAT64, y2, r2, 4)));
+    float r3[2] = {NAN, 1}, y3[2] = {NAN, 1};
+    assert_true(spmv_max_rel_err(SPMV_FLOAT32, y3, r3, 2) == 0);
 }
 
 /* Byte counts as docs/kernels.md writes them. */

@@ -19,14 +19,6 @@
 
 static _Atomic uint64_t host_tick; /* orders host format uses (LRU) */
 
-static int fmt_index(spmv_format f)
-{
-    int i = 0;
-    while (i < 5 && (1u << i) != (unsigned)f)
-        i++;
-    return i;
-}
-
 /* The least recently used host format nobody reads now, across every
  * matrix, freed; false when there is none. */
 static bool evict_one(spmvd *d)
@@ -91,7 +83,7 @@ int worker_cpu_acquire(spmvd *d, matrix *m, const spmv_kernel *k, const spmv_par
 {
     int rc = SPMV_OK;
     int32_t hack = p ? p->v[SPMV_PARAM_HACK_SIZE] : 0;
-    int i = fmt_index(k->format);
+    int i = spmv_format_index(k->format);
     pthread_mutex_lock(&m->lock);
     bool other_hack = k->format == SPMV_FMT_HLL && hack != 0 && hack != m->host.hack_size;
     bool build = !(m->host.formats & k->format) && !other_hack;
@@ -122,7 +114,7 @@ int worker_cpu_acquire(spmvd *d, matrix *m, const spmv_kernel *k, const spmv_par
 void worker_cpu_release(matrix *m, const spmv_kernel *k)
 {
     pthread_mutex_lock(&m->lock);
-    m->host_busy[fmt_index(k->format)]--;
+    m->host_busy[spmv_format_index(k->format)]--;
     pthread_mutex_unlock(&m->lock);
 }
 

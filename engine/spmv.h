@@ -79,6 +79,8 @@ typedef enum spmv_format {
 #define SPMV_FMT_ALL (SPMV_FMT_COO | SPMV_FMT_CSR | SPMV_FMT_ELL | SPMV_FMT_HLL | SPMV_FMT_HYB)
 
 const char *spmv_format_name(spmv_format f);         /* "coo", "csr", ... */
+/* log2 of the bit, 0..4: the index of per-format arrays (bytes[5], ...); 5 for anything else. */
+int spmv_format_index(spmv_format f);
 /* Parses a comma-separated list ("csr,ell,hll") into a mask. */
 int spmv_formats_parse(const char *list, unsigned *mask, spmv_error *err);
 

@@ -44,6 +44,14 @@ int spmv_error_set(spmv_error *err, int status, int64_t line, const char *fmt, .
     return status;
 }
 
+int spmv_format_index(spmv_format f)
+{
+    int i = 0;
+    while (i < 5 && (1u << i) != (unsigned)f)
+        i++;
+    return i;
+}
+
 size_t spmv_dtype_size(spmv_dtype dtype) { return dtype == SPMV_FLOAT32 ? 4 : 8; }
 
 const char *spmv_dtype_name(spmv_dtype dtype) { return dtype == SPMV_FLOAT32 ? "float32" : "float64"; }

@@ -205,7 +205,7 @@ static int check_fits(spmv_gpu_ctx *ctx, size_t bytes, const char *what, spmv_er
 {
     size_t free_b = 0;
     int st = fits(ctx, bytes, &free_b, err);
-    while (st == SPMV_ERR_DEVICE_MEMORY && gpu_evict(ctx, bytes))
+    while (st == SPMV_ERR_DEVICE_MEMORY && gpu_evict(ctx))
         st = fits(ctx, bytes, &free_b, err);
     if (st == SPMV_ERR_DEVICE_MEMORY)
         return spmv_error_set(err, SPMV_ERR_DEVICE_MEMORY, 0,
@@ -243,7 +243,7 @@ int gpu_alloc(spmv_gpu_ctx *ctx, spmv_gpu_matrix *m, void **out, size_t bytes, c
         return st;
     void *p = NULL;
     cudaError_t e = cudaMalloc(&p, bytes);
-    if (e == cudaErrorMemoryAllocation && gpu_evict(ctx, bytes)) { /* fragmentation, or another process */
+    if (e == cudaErrorMemoryAllocation && gpu_evict(ctx)) { /* fragmentation, or another process */
         cudaGetLastError();
         e = cudaMalloc(&p, bytes);
     }

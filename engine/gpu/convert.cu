@@ -595,10 +595,8 @@ int gpu_ensure_format(spmv_gpu_ctx *ctx, spmv_gpu_matrix *m, spmv_format f, spmv
         gpu_touch(ctx, m, f);
         return SPMV_OK;
     }
-    if (m->row_ptr64)
-        return spmv_error_set(err, SPMV_ERR_LIMIT, 0, "the %s format is built from 32-bit row offsets; this matrix's "
-                              "%lld non-zeros need 64-bit ones (only CSR is held)", spmv_format_name(f),
-                              (long long)m->nnz);
+    if ((st = gpu_need_narrow(m, spmv_format_name(f), err)))
+        return st;
     bool f64 = m->dtype == SPMV_FLOAT64;
     gpu_cat_scope scope(m, gpu_cat_of(f));
     switch (f) {
@@ -639,9 +637,8 @@ int gpu_ensure_format(spmv_gpu_ctx *ctx, spmv_gpu_matrix *m, spmv_format f, spmv
 int gpu_get_hll(spmv_gpu_ctx *ctx, spmv_gpu_matrix *m, int32_t hack, struct gpu_hll **out, spmv_error *err)
 {
     int st;
-    if (m->row_ptr64)
-        return spmv_error_set(err, SPMV_ERR_LIMIT, 0, "HLL is built from 32-bit row offsets; this matrix's %lld "
-                              "non-zeros need 64-bit ones (only CSR is held)", (long long)m->nnz);
+    if ((st = gpu_need_narrow(m, "HLL", err)))
+        return st;
     if (hack < 1 || hack > 1024)
         return spmv_error_set(err, SPMV_ERR_INVALID, 0, "hack_size %d out of range 1..1024", hack);
     if (m->hll.hack_size == hack || m->hll_alt.hack_size == hack) {
@@ -766,9 +763,9 @@ static bool evictable(const spmv_gpu_matrix *m, spmv_format f)
     return f != SPMV_FMT_CSR && !(m->pinned & f) && !(m->busy & f) && m->cat_bytes[gpu_cat_of(f)] > 0;
 }
 
-bool gpu_evict(spmv_gpu_ctx *ctx, size_t bytes)
+bool gpu_evict(spmv_gpu_ctx *ctx)
 {
-    (void)bytes; /* one format per call: the caller checks again and calls again */
+    /* one format per call: the caller checks the room again and calls again */
     spmv_gpu_matrix *victim = NULL;
     spmv_format vf = SPMV_FMT_CSR;
     uint64_t oldest = UINT64_MAX;
@@ -866,7 +863,7 @@ static int precheck(spmv_gpu_ctx *ctx, const spmv_coo *coo, spmv_dtype dtype, sp
     double need = ((double)coo->rows + 1) * 4 + (double)coo->nnz * (8 + vs + spmv_dtype_size(coo->dtype)) +
                   ((double)coo->rows + coo->cols) * vs;
     /* derived formats of other matrices go first, least recently used */
-    while (need + (double)ctx->reserve > (double)free_b && gpu_evict(ctx, (size_t)need)) {
+    while (need + (double)ctx->reserve > (double)free_b && gpu_evict(ctx)) {
         if ((e = cudaMemGetInfo(&free_b, &total_b)) != cudaSuccess)
             return gpu_cuda_error(e, err, "cudaMemGetInfo");
     }
@@ -1128,9 +1125,8 @@ extern "C" int spmv_gpu_matrix_download(spmv_gpu_ctx *ctx, const spmv_gpu_matrix
     if (!ctx || !m || !out)
         return spmv_error_set(err, SPMV_ERR_INVALID, 0, "GPU download: missing argument");
     memset(out, 0, sizeof *out);
-    if (m->row_ptr64)
-        return spmv_error_set(err, SPMV_ERR_LIMIT, 0, "GPU download: %lld non-zeros need 64-bit offsets, which a host "
-                              "matrix does not hold", (long long)m->nnz);
+    if ((st = gpu_need_narrow(m, "GPU download (a host matrix)", err)))
+        return st;
     if (!(m->formats & f))
         return spmv_error_set(err, SPMV_ERR_NOT_FOUND, 0, "GPU download: the matrix holds no %s on the device",
                               spmv_format_name(f));

@@ -131,10 +131,7 @@ struct gpu_fast {
  * cuSPARSE buffers, kernel caches, staging during upload). */
 enum { GPU_CAT_TRANSPOSE = 5, GPU_CAT_OTHER = 6, GPU_CATS = 7 };
 
-static inline int gpu_cat_of(spmv_format f)
-{
-    return f == SPMV_FMT_COO ? 0 : f == SPMV_FMT_CSR ? 1 : f == SPMV_FMT_ELL ? 2 : f == SPMV_FMT_HLL ? 3 : 4;
-}
+static inline int gpu_cat_of(spmv_format f) { return spmv_format_index(f); }
 
 struct gpu_alloc_rec {
     void *ptr;
@@ -178,6 +175,18 @@ struct spmv_gpu_matrix {
     std::atomic<int64_t> slots[5];           /* slots of each padded format held (padding ratio) */
 };
 
+/* SPMV_ERR_LIMIT naming `what` when m holds 64-bit row offsets (past
+ * INT32_MAX non-zeros): every reader of the 32-bit ones refuses through it. */
+static inline int gpu_need_narrow(const struct spmv_gpu_matrix *m, const char *what, spmv_error *err)
+{
+    if (!m->row_ptr64)
+        return SPMV_OK;
+    return spmv_error_set(err, SPMV_ERR_LIMIT, 0,
+                          "%s reads 32-bit row offsets; this matrix holds %lld non-zeros with 64-bit ones (past %d): "
+                          "gpu.csr.vector and cusparse.csr take it, one column at a time",
+                          what, (long long)m->nnz, INT32_MAX);
+}
+
 /* Counts the allocations made in its scope under category `cat` of m. */
 struct gpu_cat_scope {
     struct spmv_gpu_matrix *m;
@@ -206,10 +215,10 @@ int gpu_alloc(spmv_gpu_ctx *ctx, spmv_gpu_matrix *m, void **out, size_t bytes, c
               spmv_error *err);
 /* Counts block p of m (from gpu_alloc) under another category. */
 void gpu_retag(spmv_gpu_matrix *m, const void *p, int cat);
-/* Frees derived formats (not pinned, not busy), least recently used first,
- * across every matrix of ctx until `bytes` more would fit beside the
- * reserve; false when nothing more can be freed. */
-bool gpu_evict(spmv_gpu_ctx *ctx, size_t bytes);
+/* Frees the least recently used derived format (not pinned, not busy)
+ * across every matrix of ctx; false when there is none. Callers loop until
+ * what they need fits. */
+bool gpu_evict(spmv_gpu_ctx *ctx);
 /* Lists m among ctx's resident matrices (eviction walks them); a matrix
  * is forgotten when destroyed. */
 int gpu_ctx_adopt(spmv_gpu_ctx *ctx, spmv_gpu_matrix *m, spmv_error *err);

@@ -156,11 +156,8 @@ extern "C" int spmv_gpu_apply(spmv_gpu_ctx *ctx, const spmv_kernel *k, spmv_gpu_
                               a->warmup, a->runs);
     if ((st = setup_launch(ctx, k, m, p, &l, &impl, err)))
         return st;
-    if (m->row_ptr64 && (!impl->wide || x->k > 1))
-        return spmv_error_set(err, SPMV_ERR_LIMIT, 0,
-                              "%s%s reads 32-bit row offsets; this matrix holds %lld non-zeros with 64-bit offsets "
-                              "(past %d): use gpu.csr.vector or cusparse.csr, one column at a time",
-                              k->name, x->k > 1 ? " with k > 1" : "", (long long)m->nnz, INT32_MAX);
+    if ((!impl->wide || x->k > 1) && (st = gpu_need_narrow(m, x->k > 1 ? "an SpMM (k > 1)" : k->name, err)))
+        return st;
     /* what this call reads is never evicted under it (other formats of m
      * may be, should this call's own allocations need the room) */
     unsigned busy_before = m->busy;
@@ -304,9 +301,9 @@ extern "C" int spmv_gpu_matrix_transpose(spmv_gpu_ctx *ctx, spmv_gpu_matrix *m, 
         *out = m->transpose;
         return SPMV_OK;
     }
-    if (m->row_ptr64)
-        return spmv_error_set(err, SPMV_ERR_LIMIT, 0, "transpose: this matrix's %lld non-zeros need 64-bit offsets, "
-                              "which csr2csc does not take", (long long)m->nnz);
+    int st = gpu_need_narrow(m, "the transpose (csr2csc)", err);
+    if (st)
+        return st;
     spmv_gpu_matrix *t = new (std::nothrow) spmv_gpu_matrix();
     if (!t)
         return spmv_error_set(err, SPMV_ERR_NOMEM, 0, "transpose: out of host memory");
@@ -324,7 +321,6 @@ extern "C" int spmv_gpu_matrix_transpose(spmv_gpu_ctx *ctx, spmv_gpu_matrix *m, 
     cudaDataType vt = m->dtype == SPMV_FLOAT64 ? CUDA_R_64F : CUDA_R_32F;
     cusparseStatus_t s;
     cudaError_t e;
-    int st;
     if ((st = cudaSetDevice(ctx->device) == cudaSuccess ? SPMV_OK : SPMV_ERR_DEVICE) ||
         (st = gpu_alloc(ctx, t, (void **)&t->row_ptr, ((size_t)t->rows + 1) * 4, "transpose row_ptr", err)) ||
         (st = gpu_alloc(ctx, t, (void **)&t->col, (size_t)t->nnz * 4, "transpose col", err)) ||

@@ -829,9 +829,8 @@ extern "C" int spmv_gpu_spmspm(spmv_gpu_ctx *ctx, const spmv_kernel *k, spmv_gpu
     cudaError_t e = cudaSetDevice(ctx->device);
     if (e != cudaSuccess)
         return gpu_cuda_error(e, err, "cudaSetDevice");
-    if (a->row_ptr64 || b->row_ptr64)
-        return spmv_error_set(err, SPMV_ERR_LIMIT, 0, "SpMSpM takes 32-bit row offsets; %s holds %lld non-zeros with "
-                              "64-bit ones", a->row_ptr64 ? "A" : "B", (long long)(a->row_ptr64 ? a->nnz : b->nnz));
+    if ((st = gpu_need_narrow(a, "SpMSpM (A)", err)) || (st = gpu_need_narrow(b, "SpMSpM (B)", err)))
+        return st;
     /* nothing of A or B is evicted while the product reads them */
     unsigned busy_a = a->busy, busy_b = b->busy;
     a->busy = SPMV_FMT_ALL;

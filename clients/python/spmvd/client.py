@@ -764,8 +764,11 @@ def _npz_dtype(path: str) -> Optional[str]:
     import zipfile
     try:
         with zipfile.ZipFile(path) as z, z.open("data.npy") as f:
-            version = np.lib.format.read_magic(f)
-            dtype = np.lib.format._read_array_header(f, version)[2]  # type: ignore[attr-defined]
+            read = {(1, 0): np.lib.format.read_array_header_1_0,
+                    (2, 0): np.lib.format.read_array_header_2_0}.get(np.lib.format.read_magic(f))
+            if read is None:
+                return None  # a newer .npy version: the daemon reads it and the dtype defaults
+            dtype = read(f)[2]
     except (KeyError, ValueError, OSError, zipfile.BadZipFile):
         return None  # the daemon reads it and says what is wrong
     return _dtype_name(dtype)

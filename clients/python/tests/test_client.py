@@ -91,6 +91,13 @@ def test_upload_gz_npz_scipy_coo(client: spmvd.Client, tmp_path, rng) -> None:
     assert {A.id for A in made} <= ids
     for A in made:
         A.delete()
+    # the dtype of a .npz path comes from its data.npy header; a CSC .npz arrives as itself
+    npz32 = tmp_path / "west0067-f32.npz"
+    sp.save_npz(npz32, sp.csc_matrix(M.astype(np.float32)), compressed=False)
+    B = client.upload(npz32)
+    assert B.dtype == np.float32 and B.nnz == M.nnz
+    assert rel(B @ x, ref) < 1e-5
+    B.delete()
 
 
 def test_float32_matrix_converts_x_and_answers_float32(client: spmvd.Client, expected: dict) -> None:

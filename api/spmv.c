@@ -65,6 +65,7 @@ typedef struct spmv_task {
     int32_t xlen, ylen;   /* values a column: cols and rows, swapped for op t */
     shm_operand xs, ys;   /* operands in shared-memory regions (reg NULL: not) */
     bool x_borrowed, y_borrowed; /* x, y point into a pinned region: not ours to free */
+    bufpool_buf *x_buf, *y_buf;  /* x (the binary body), y: pooled buffers (daemon/bufpool.h) */
     int shm_rc;           /* a region failed on the worker: shm_status, message in err */
 } spmv_task;
 
@@ -114,7 +115,8 @@ static void spmv_begin(request *r)
     if (!(t->m = api_get_matrix(r)))
         return;
     t->body_limit = body_limit(r, t);
-    api_check_content_length(r, t->body_limit);
+    if (api_check_content_length(r, t->body_limit) && binary)
+        api_body_pooled(r, t->body_limit);
 }
 
 static void spmv_body(request *r, const char *data, size_t size)
@@ -333,6 +335,8 @@ static int decode_request(request *r, spmv_params *given, bool *async)
     if (t->binary) {
         /* the body buffer becomes x: no copy */
         t->x = r->body ? r->body : malloc(1);
+        t->x_buf = r->body_buf;
+        r->body_buf = NULL;
         r->body = NULL;
         r->body_len = r->body_cap = 0;
     } else {
@@ -396,10 +400,10 @@ static int shm_stage(spmv_task *t, worker *w)
         if (gpu && shm_operand_dma(&t->xs)) {
             t->x = shm_operand_dma(&t->xs);
             t->x_borrowed = true;
-        } else if (!(t->x = malloc(t->xs.bytes ? t->xs.bytes : 1)))
+        } else if (!(t->x_buf = bufpool_get(t->d->iobufs, t->xs.bytes)))
             return t->rc = spmv_error_set(&t->err, SPMV_ERR_NOMEM, 0, "out of memory for x");
         else
-            st = shm_operand_read(&t->xs, t->x, msg, len);
+            st = shm_operand_read(&t->xs, t->x = t->x_buf->ptr, msg, len);
     }
     if (!st && t->ys.reg && !(st = shm_check_live(t->ys.reg, msg, len)) && gpu && shm_operand_dma(&t->ys)) {
         t->y = shm_operand_dma(&t->ys);
@@ -445,12 +449,14 @@ static void spmv_run(task *base, worker *w)
     if ((t->xs.reg || t->ys.reg) && shm_stage(t, w) != SPMV_OK)
         return;
     if (!t->yv && !t->y_borrowed) {
-        t->y = malloc(bytes);
-        if (!t->y) {
+        if (!(t->y_buf = bufpool_get(t->d->iobufs, bytes))) {
             t->rc = spmv_error_set(&t->err, SPMV_ERR_NOMEM, 0, "out of memory for y");
             return;
         }
-        poison(t->y, dt, (int32_t)(ny < INT32_MAX ? ny : INT32_MAX));
+        t->y = t->y_buf->ptr;
+        /* a GPU product poisons its device y and copies all of it back */
+        if (!worker_gpu_ctx(w))
+            poison(t->y, dt, (int32_t)(ny < INT32_MAX ? ny : INT32_MAX));
     }
     if (t->is_auto) {
         if ((t->rc = autotune_get_k(t->d, w, t->m, t->ncols, &t->tuned, &t->err)) != SPMV_OK)
@@ -565,9 +571,12 @@ static void answer(request *r)
         char *htext = hdr ? api_json_dump(hdr, NULL) : NULL;
         json_decref(hdr);
         size_t n = t->yv ? 0 : (size_t)t->ylen * (size_t)t->ncols * spmv_dtype_size(t->m->host.dtype);
-        api_bytes(r, 200, "application/octet-stream", t->yv ? NULL : t->y, n);
+        if (t->yv)
+            api_bytes(r, 200, "application/octet-stream", NULL, 0);
+        else
+            api_bytes_pooled(r, 200, "application/octet-stream", t->y_buf, n);
         if (!t->yv)
-            t->y = NULL; /* the response owns it now */
+            t->y = NULL, t->y_buf = NULL; /* the response owns it now */
         if (htext)
             api_header(r, "X-SpMV-Stats", htext);
         free(htext);
@@ -588,10 +597,12 @@ static void spmv_task_free(spmv_task *t)
     matrix_unref(t->m);
     rvec_unref(t->xv);
     rvec_unref(t->yv);
-    if (t->x_borrowed)
+    if (t->x_borrowed || t->x_buf)
         t->x = NULL;
-    if (t->y_borrowed)
+    if (t->y_borrowed || t->y_buf)
         t->y = NULL;
+    bufpool_put(t->x_buf);
+    bufpool_put(t->y_buf);
     shm_operand_close(&t->xs);
     shm_operand_close(&t->ys);
     job_unref(t->job);

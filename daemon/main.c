@@ -378,7 +378,8 @@ int main(int argc, char **argv)
     if (!d.jobs || !d.vectors || !d.metrics || start_workers(&d) != 0)
         goto out;
     shm_pin_hooks pin = {pin_region, spmv_gpu_host_unpin};
-    if (!(d.shm = shm_registry_new(d.ngpus > 0 ? &pin : NULL)))
+    if (!(d.shm = shm_registry_new(d.ngpus > 0 ? &pin : NULL)) ||
+        !(d.iobufs = bufpool_new(&d.limits.io_buffer_bytes, d.ngpus > 0)))
         goto out;
     if (api_server_start(&d, &server, &serr) != SPMV_OK) {
         log_error("%s", serr.message);
@@ -408,6 +409,7 @@ out:
         stop_workers(&d);
     }
     shm_registry_free(d.shm); /* unpinned while the GPU contexts live; no task holds a region now */
+    bufpool_free(d.iobufs);
     free_workers(&d);
     store_close(d.store);
     jobs_free(d.jobs);

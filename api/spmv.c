@@ -533,8 +533,6 @@ static json_t *result_json(const spmv_task *t)
         json_object_set_new(o, "x", json_pack("{s:s}", "vector", t->xv->id));
     if (o && t->xs.reg)
         json_object_set_new(o, "x", json_pack("{s:s, s:I}", "shm", t->xs.reg->name, "offset", (json_int_t)t->xs.offset));
-    if (o && t->ys.reg)
-        json_object_set_new(o, "y", json_pack("{s:s, s:I}", "shm", t->ys.reg->name, "offset", (json_int_t)t->ys.offset));
     if (o && t->is_auto) /* the choice and what tuning cost, in every answer that used it */
         json_object_set_new(o, "auto", autotune_json(&t->tuned));
     if (o && t->verify)

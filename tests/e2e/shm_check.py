@@ -71,6 +71,13 @@ def ok(cond, what, detail=""):
     return cond
 
 
+def no_duplicates(pairs):
+    keys = [k for k, _ in pairs]
+    if len(keys) != len(set(keys)):
+        raise ValueError("duplicate keys in an answer: %s" % keys)
+    return dict(pairs)
+
+
 def call(method, path, body=None, base=URL, binary=None, headers=None):
     """(status, parsed JSON or bytes, headers)."""
     data, hdrs = None, dict(headers or {})
@@ -85,7 +92,7 @@ def call(method, path, body=None, base=URL, binary=None, headers=None):
     except urllib.error.HTTPError as e:
         raw, status, h = e.read(), e.code, e.headers
     if h.get("Content-Type", "").startswith("application/json") and raw:
-        return status, json.loads(raw), h
+        return status, json.loads(raw, object_pairs_hook=no_duplicates), h
     return status, raw, h
 
 

@@ -25,7 +25,8 @@
  * (the handle copies what it keeps). Objects returned through an out
  * pointer (spmv_client_matrix, spmv_client_matrix_list, spmv_client_job,
  * spmv_client_kernel_list, spmv_client_vector, spmv_client_vector_list,
- * spmv_client_ops_result, spmv_client_solve_result, char * JSON texts)
+ * spmv_client_ops_result, spmv_client_solve_result, spmv_client_shm,
+ * spmv_client_shm_list, char * JSON texts)
  * belong to the caller and are
  * released with the matching *_free() function; on failure the out pointer
  * is set to NULL. Every *_free() accepts NULL.
@@ -39,6 +40,9 @@
  * soname, libspmvclient.so.0) adds resident vectors, products with
  * resident operands, batched steps (/v1/ops), solvers and job
  * cancellation. SPMV_CLIENT_VERSION_MINOR >= 2 tells a program it has them.
+ * 0.3 adds shared-memory regions (spmv_client_shm_*, spmv_client_spmv_shm)
+ * as new calls and new structures only: no 0.2 structure changed size,
+ * so programs built against 0.2 run unchanged.
  *
  * Link with pkg-config: cc prog.c $(pkg-config --cflags --libs spmvclient)
  */
@@ -52,9 +56,9 @@
 extern "C" {
 #endif
 
-#define SPMV_CLIENT_VERSION "0.2.0"
+#define SPMV_CLIENT_VERSION "0.3.0"
 #define SPMV_CLIENT_VERSION_MAJOR 0
-#define SPMV_CLIENT_VERSION_MINOR 2
+#define SPMV_CLIENT_VERSION_MINOR 3
 #define SPMV_CLIENT_VERSION_PATCH 0
 
 /* The library is built with -fvisibility=hidden; only what carries this
@@ -512,6 +516,96 @@ typedef struct spmv_client_product_result {
 SPMV_CLIENT_API spmv_client_status spmv_client_spmv(spmv_client *h, const char *id, const spmv_client_operands *a,
                                                     const spmv_client_spmv_options *opts,
                                                     spmv_client_product_result *res);
+
+/* ---------------------------------------------------- shared memory (0.3) */
+
+/* A client on the daemon's host can hand x to a product and take y back
+ * through a POSIX shared-memory object (shm_open) instead of the HTTP
+ * body. The client creates the object (mode 0600 is enough when the daemon
+ * runs as the same user; 0660 and a shared group otherwise), registers a
+ * window of it as a region under the object's name, then names the region
+ * and a byte offset wherever x or y goes. The daemon maps the region once,
+ * at registration, and never unlinks the object. Every route answers 403
+ * (UNAUTHORIZED, errcode "shm_disabled") unless the daemon runs with
+ * allow_shm = true. Regions are not persisted. Values in a region are
+ * native little-endian values of the matrix's dtype, column after column
+ * for k > 1. */
+
+/* A region descriptor (GET /v1/shm/{name}). Fields the server left out are
+ * zero / "" / -1 (pinned). */
+typedef struct spmv_client_shm {
+    char name[208];           /* the object's name without its slash, and the region's handle */
+    uint64_t offset, size;    /* the window of the object, in bytes */
+    uint64_t object_bytes;    /* the object's size when the daemon looked */
+    int pinned;               /* 1: the pages are registered with CUDA; 0: not (a CPU host) */
+    char state[16];           /* "ok", "shrunk" (object now smaller than offset + size), "unlinked" */
+    int64_t uses;             /* products and transfers that named the region */
+    char created[40];         /* RFC 3339 */
+    char *json;               /* the descriptor as the server sent it */
+} spmv_client_shm;
+
+SPMV_CLIENT_API void spmv_client_shm_free(spmv_client_shm *r);
+
+typedef struct spmv_client_shm_list {
+    size_t count;
+    spmv_client_shm *items;   /* owned by the list: do not free them one by one */
+    char *json;               /* the answer as the server sent it */
+} spmv_client_shm_list;
+
+SPMV_CLIENT_API void spmv_client_shm_list_free(spmv_client_shm_list *l);
+
+/* POST /v1/shm {"name","offset","size"}: registers `size` bytes of the
+ * object /dev/shm/NAME from byte `offset` as the region NAME. `name` is
+ * what shm_open was given, without its leading slash: 1 to 200 characters
+ * of A-Z a-z 0-9 _ . -, not starting with a dot (anything else is INVALID
+ * before sending). `out` (may be NULL) receives the descriptor. Errors:
+ * INVALID (bad name, size 0, offset + size overflowing), NOT_FOUND
+ * (shm_not_found: no such object), BAD_REQUEST (out_of_range: offset +
+ * size past the object's end), CONFLICT (shm_exists: NAME is registered
+ * already), UNAUTHORIZED (403: shm_disabled, or shm_forbidden when the
+ * object's mode does not grant the daemon read and write), and the
+ * transfer statuses. */
+SPMV_CLIENT_API spmv_client_status spmv_client_shm_register(spmv_client *h, const char *name, uint64_t offset,
+                                                            uint64_t size, spmv_client_shm **out);
+
+/* GET /v1/shm/{name}: one region, its state checked live. NOT_FOUND when
+ * it was never registered or has been unregistered. */
+SPMV_CLIENT_API spmv_client_status spmv_client_shm_get(spmv_client *h, const char *name, spmv_client_shm **out);
+
+/* GET /v1/shm: every region, oldest first; l->json is the answer text. */
+SPMV_CLIENT_API spmv_client_status spmv_client_shm_regions(spmv_client *h, spmv_client_shm_list **out);
+
+/* DELETE /v1/shm/{name}: the region leaves the listing at once (a product
+ * using it finishes first). The object itself stays: shm_unlink it
+ * yourself. NOT_FOUND for an unknown region. */
+SPMV_CLIENT_API spmv_client_status spmv_client_shm_unregister(spmv_client *h, const char *name);
+
+/* An operand in a region: `offset` bytes into region `name` (a multiple
+ * of the value size; the daemon answers BAD_REQUEST otherwise). */
+typedef struct spmv_client_shm_ref {
+    const char *name;
+    uint64_t offset;
+} spmv_client_shm_ref;
+
+/* spmv_client_spmv() with x and/or y in a region: a non-NULL `x` reads x
+ * (k·cols values, k·rows for op 't') from its region, and then a->x and
+ * a->x_vector must both be NULL; a non-NULL `y` writes y into its region,
+ * and then a->y and a->y_vector must both be NULL. A NULL `x` or `y` takes
+ * that operand from `a` as spmv_client_spmv() does, so an x in a region
+ * may go with an inline y or a resident one, and the other way round.
+ * Sent as ?x_shm=&x_offset=&y_shm=&y_offset= with an empty body. With y in
+ * a region nothing comes back but the statistics (the daemon has written
+ * y before it answers). `verify` needs x and y inline (BAD_REQUEST).
+ * Errors, besides spmv_client_spmv()'s: INVALID (both or neither ways for
+ * an operand, a bad region name), UNAUTHORIZED (shm_disabled), NOT_FOUND
+ * (shm_not_found), BAD_REQUEST (out_of_range: errmsg names the operand,
+ * its offset and bytes and the region's size; invalid_request: an offset
+ * not aligned), ERR_HTTP (410 shm_gone: the object was shrunk or unlinked
+ * since registration). */
+SPMV_CLIENT_API spmv_client_status spmv_client_spmv_shm(spmv_client *h, const char *id, const spmv_client_operands *a,
+                                                        const spmv_client_shm_ref *x, const spmv_client_shm_ref *y,
+                                                        const spmv_client_spmv_options *opts,
+                                                        spmv_client_product_result *res);
 
 /* --------------------------------------------------------- batched steps */
 

@@ -85,6 +85,19 @@ $(BUILD)/tests/e2e/client_calls.o: tests/e2e/client_calls.c clients/spmvclient.h
 $(CLIENT_CALLS): $(BUILD)/tests/e2e/client_calls.o $(CLIENT_A)
 	$(CC) $(SANFLAGS) -o $@ $< $(CLIENT_A) $(CLIENT_LIBS)
 
+# The C driver of tests/e2e/shm.sh: the shared-memory calls.
+SHM_CALLS := $(BUILD)/tests/e2e/shm_calls
+EXTRA_TEST_DEPS += $(SHM_CALLS)
+all-for-test: $(SHM_CALLS)
+ifneq ($(SAN),1)
+all: $(SHM_CALLS)
+endif
+$(BUILD)/tests/e2e/shm_calls.o: tests/e2e/shm_calls.c clients/spmvclient.h
+	@mkdir -p $(dir $@)
+	$(CC) $(CLIENT_CFLAGS) -c $< -o $@
+$(SHM_CALLS): $(BUILD)/tests/e2e/shm_calls.o $(CLIENT_A)
+	$(CC) $(SANFLAGS) -o $@ $< $(CLIENT_A) $(CLIENT_LIBS)
+
 # ---------------------------------------------------------------- install
 # The .pc is written again at install time so that it names this PREFIX.
 install: install-clients

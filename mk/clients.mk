@@ -85,7 +85,7 @@ $(BUILD)/tests/e2e/client_calls.o: tests/e2e/client_calls.c clients/spmvclient.h
 $(CLIENT_CALLS): $(BUILD)/tests/e2e/client_calls.o $(CLIENT_A)
 	$(CC) $(SANFLAGS) -o $@ $< $(CLIENT_A) $(CLIENT_LIBS)
 
-# The C driver of tests/e2e/shm.sh: the shared-memory calls.
+# The C driver of tests/e2e/shm_clients.sh: the shared-memory calls.
 SHM_CALLS := $(BUILD)/tests/e2e/shm_calls
 EXTRA_TEST_DEPS += $(SHM_CALLS)
 all-for-test: $(SHM_CALLS)

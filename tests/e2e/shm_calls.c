@@ -2,7 +2,7 @@
  *
  *   shm_calls URL [URL_WITHOUT_SHM]
  *
- * Run by tests/e2e/shm.sh, which starts a daemon with allow_shm (URL) and,
+ * Run by tests/e2e/shm_clients.sh, which starts a daemon with allow_shm (URL) and,
  * when it can, one without (URL_WITHOUT_SHM). This program creates its own
  * POSIX shared-memory objects (mode 0600, names holding its pid, unlinked
  * at exit whatever happens) and checks: register, get, list, unregister

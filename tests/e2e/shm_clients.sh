@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# shm.sh — the clients' side of shared-memory regions (/v1/shm) against a live daemon.
+# shm_clients.sh — the clients' side of shared-memory regions (/v1/shm) against a live daemon.
 #
 # Starts spmvd with allow_shm (--allow-shm true) and one without, then:
 #   - runs $BUILD/tests/e2e/shm_calls (every libspmvclient shm call, its
@@ -109,18 +109,18 @@ elif cmd == "check":         # check SHMPATH MTX [YFILE]: y (from the object, or
     print("rel err %.3g over %d rows" % (err, len(y))); sys.exit(1 if bad else 0)
 EOF
 
-python3 "$W/shm_tool.py" matrix "$W/a.mtx" 157 93 "$SEED"
+"$PYTHON" "$W/shm_tool.py" matrix "$W/a.mtx" 157 93 "$SEED"
 expect_rc 0 "spmvctl upload" ctl --json upload "$W/a.mtx"
-MID=$(python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["id"])' "$W/out" 2>/dev/null)
+MID=$("$PYTHON" -c 'import json,sys; print(json.load(open(sys.argv[1]))["id"])' "$W/out" 2>/dev/null)
 BYTES=$(((157 + 93) * 8))
-python3 "$W/shm_tool.py" object "/dev/shm/$OBJ" "$W/a.mtx" "$SEED"
+"$PYTHON" "$W/shm_tool.py" object "/dev/shm/$OBJ" "$W/a.mtx" "$SEED"
 chmod 600 "/dev/shm/$OBJ"
 mv "/dev/shm/$OBJ.x" "$W/x.txt"
 
 expect_rc 0 "spmvctl shm register $OBJ --size $BYTES" ctl shm register "$OBJ" --size "$BYTES"
 check "spmvctl shm register prints the region" grep -qE "^$OBJ +0 +$BYTES +$BYTES " "$W/out"
 expect_rc 0 "spmvctl --json shm list" ctl --json shm list
-check "shm list --json holds $OBJ with state ok" python3 -c '
+check "shm list --json holds $OBJ with state ok" "$PYTHON" -c '
 import json, sys; d = json.load(open(sys.argv[1])); rs = d if isinstance(d, list) else d.get("regions", d.get("shm", []))
 sys.exit(0 if any(r["name"] == sys.argv[2] and r["state"] == "ok" and r["size"] == int(sys.argv[3]) for r in rs) else 1)' \
   "$W/out" "$OBJ" "$BYTES"
@@ -140,17 +140,17 @@ expect_rc 1 "spmvctl shm frobnicate exits 1" ctl shm frobnicate
 
 expect_rc 0 "spmvctl spmv --x-shm $OBJ:0 --y-shm $OBJ:$((93 * 8))" ctl spmv "$MID" --x-shm "$OBJ:0" --y-shm "$OBJ:$((93 * 8))"
 check "spmv with --y-shm prints where y went" grep -q "in region $OBJ at byte $((93 * 8))" "$W/out"
-if python3 "$W/shm_tool.py" check "/dev/shm/$OBJ" "$W/a.mtx" >"$W/cmp" 2>&1; then ok "y in the object = A*x ($(cat "$W/cmp"))"
+if "$PYTHON" "$W/shm_tool.py" check "/dev/shm/$OBJ" "$W/a.mtx" >"$W/cmp" 2>&1; then ok "y in the object = A*x ($(cat "$W/cmp"))"
 else not_ok "y in the object = A*x" "$(cat "$W/cmp")"; fi
 expect_rc 0 "spmvctl spmv --x-shm $OBJ (offset 0) --y-out FILE" ctl spmv "$MID" --x-shm "$OBJ" --y-out "$W/y.txt"
-if python3 "$W/shm_tool.py" check "/dev/shm/$OBJ" "$W/a.mtx" "$W/y.txt" >"$W/cmp" 2>&1; then ok "--y-out y = A*x ($(cat "$W/cmp"))"
+if "$PYTHON" "$W/shm_tool.py" check "/dev/shm/$OBJ" "$W/a.mtx" "$W/y.txt" >"$W/cmp" 2>&1; then ok "--y-out y = A*x ($(cat "$W/cmp"))"
 else not_ok "--y-out y = A*x" "$(cat "$W/cmp")"; fi
-python3 -c 'import struct,sys; f=open(sys.argv[1],"r+b"); f.seek(8*93); f.write(struct.pack("<157d", *[float("nan")]*157))' "/dev/shm/$OBJ"
+"$PYTHON" -c 'import struct,sys; f=open(sys.argv[1],"r+b"); f.seek(8*93); f.write(struct.pack("<157d", *[float("nan")]*157))' "/dev/shm/$OBJ"
 expect_rc 0 "spmvctl spmv --x FILE --y-shm $OBJ:$((93 * 8))" ctl spmv "$MID" --x "$W/x.txt" --y-shm "$OBJ:$((93 * 8))"
-if python3 "$W/shm_tool.py" check "/dev/shm/$OBJ" "$W/a.mtx" >"$W/cmp" 2>&1; then ok "y in the object = A*x from --x FILE ($(cat "$W/cmp"))"
+if "$PYTHON" "$W/shm_tool.py" check "/dev/shm/$OBJ" "$W/a.mtx" >"$W/cmp" 2>&1; then ok "y in the object = A*x from --x FILE ($(cat "$W/cmp"))"
 else not_ok "y in the object = A*x from --x FILE" "$(cat "$W/cmp")"; fi
 expect_rc 0 "spmvctl --json spmv --x-shm --y-shm" ctl --json spmv "$MID" --x-shm "$OBJ:0" --y-shm "$OBJ:$((93 * 8))"
-check "--json spmv carries the kernel" python3 -c 'import json,sys; sys.exit(0 if json.load(open(sys.argv[1]))["kernel"] else 1)' "$W/out"
+check "--json spmv carries the kernel" "$PYTHON" -c 'import json,sys; sys.exit(0 if json.load(open(sys.argv[1]))["kernel"] else 1)' "$W/out"
 expect_rc 2 "spmvctl spmv --y-shm past the region exits 2" ctl spmv "$MID" --x-shm "$OBJ:0" --y-shm "$OBJ:$((93 * 8 + 8))"
 check "the refusal names out_of_range" grep -q 'out_of_range' "$W/err"
 expect_rc 2 "spmvctl spmv --x-shm of an unknown region exits 2" ctl spmv "$MID" --x-shm "$OBJ-nobody" --y-shm "$OBJ:$((93 * 8))"
@@ -175,7 +175,7 @@ fi
 expect_rc 0 "docs example shm.c runs against the daemon" "$EXAMPLE" "$URL" 500
 check "shm.c: y came back through the object, checked" grep -qE '^shm: y = A\*x through /dev/shm/spmvd-example-[0-9]+, 500 rows, kernel .*, max relative error ' "$W/out"
 check "shm.c removed its object" bash -c "! ls /dev/shm/spmvd-example-* >/dev/null 2>&1"
-check "docs/client.md includes shm.c verbatim" python3 -c '
+check "docs/client.md includes shm.c verbatim" "$PYTHON" -c '
 import sys; doc = open("docs/client.md").read(); src = open("clients/examples/shm.c").read()
 sys.exit(0 if src.strip() in doc else 1)'
 expect_rc 0 "spmvctl --json shm list after the example" ctl --json shm list

@@ -68,7 +68,7 @@ ENGINE_OBJS := $(ENGINE_SRCS:%.c=$(BUILD)/%.o) $(GPU_OBJS)
 LIBSPMV     := $(BUILD)/libspmv.a
 
 # The daemon's code, less main(), is a library too, so unit tests link it.
-DAEMON_SRCS := $(filter-out daemon/main.c,$(wildcard api/*.c daemon/*.c vectors/*.c)) $(wildcard solvers/route.c)
+DAEMON_SRCS := $(filter-out daemon/main.c,$(wildcard api/*.c daemon/*.c vectors/*.c shm/*.c)) $(wildcard solvers/route.c)
 DAEMON_OBJS := $(DAEMON_SRCS:%.c=$(BUILD)/%.o)
 LIBSPMVD    := $(BUILD)/libspmvd.a
 SPMVD       := $(BUILD)/spmvd

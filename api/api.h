@@ -28,7 +28,7 @@
 typedef enum route_id {
     ROUTE_HEALTH, ROUTE_READY, ROUTE_INFO, ROUTE_KERNELS, ROUTE_MATRICES, ROUTE_MATRIX,
     ROUTE_SPY, ROUTE_SPMV, ROUTE_BENCH, ROUTE_JOB, ROUTE_METRICS, ROUTE_SPMSPM, ROUTE_TUNE,
-    ROUTE_VECTORS, ROUTE_VECTOR, ROUTE_OPS, ROUTE_SOLVE, ROUTE_UNKNOWN,
+    ROUTE_VECTORS, ROUTE_VECTOR, ROUTE_OPS, ROUTE_SOLVE, ROUTE_SHM, ROUTE_SHM_REGION, ROUTE_UNKNOWN,
     ROUTE_COUNT
 } route_id;
 
@@ -151,6 +151,12 @@ extern const route_handlers api_tune_post;   /* api/tune.c */
 extern const route_handlers api_vectors_get, api_vectors_post, api_vector_get, api_vector_put,
     api_vector_delete;                       /* vectors/routes.c */
 extern const route_handlers api_ops_post;    /* vectors/ops.c */
+extern const route_handlers api_shm_list, api_shm_post, api_shm_get, api_shm_delete; /* shm/routes.c */
+/* A shm status answered with its HTTP status and code (shm/routes.c). */
+void api_shm_error(request *r, int st, const char *msg);
+int api_shm_status(int st, const char **code);
+/* allow_shm is on; otherwise 403 shm_disabled is answered and false. */
+bool api_shm_enabled(request *r);
 extern const route_handlers api_solve_post;  /* solvers/route.c */
 extern const route_handlers api_job_delete;  /* api/matrices.c (jobs) */
 

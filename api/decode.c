@@ -217,6 +217,24 @@ int api_vector_ref(const json_t *v, const char *what, char id[40], api_fail *f)
     return 1;
 }
 
+int api_shm_ref(const json_t *v, const char *what, char name[SHM_NAME_MAX + 1], int64_t *offset, api_fail *f)
+{
+    char msg[256];
+    if (!json_is_object(v) || !json_object_get(v, "shm"))
+        return 0;
+    const json_t *s = json_object_get(v, "shm"), *o = json_object_get(v, "offset");
+    size_t keys = json_object_size(v);
+    if (!json_is_string(s) || (o && !json_is_integer(o)) || keys != (o ? 2u : 1u))
+        return fail(f, 400, "invalid_request", "`%s` must be {\"shm\": \"<region>\", \"offset\": <bytes>}", what);
+    if (shm_name_check(json_string_value(s), msg, sizeof msg) != SHM_OK)
+        return fail(f, 400, "invalid_request", "%s: %s", what, msg);
+    *offset = o ? json_integer_value(o) : 0;
+    if (*offset < 0)
+        return fail(f, 400, "invalid_request", "%s: offset %lld must be >= 0", what, (long long)*offset);
+    snprintf(name, SHM_NAME_MAX + 1, "%s", json_string_value(s));
+    return 1;
+}
+
 static int real_field(const json_t *o, const char *key, double def, double *out, api_fail *f)
 {
     const json_t *v = json_object_get(o, key);
@@ -243,19 +261,31 @@ static int op_field(const char *s, bool *trans, api_fail *f)
 /* x inline (array, or k arrays) or resident; y resident or absent. */
 static int operands_from_json(const json_t *o, int32_t cols, spmv_dtype dt, spmv_req *out, api_fail *f)
 {
-    const json_t *x = json_object_get(o, "x"), *y = json_object_get(o, "y");
-    int rc = api_vector_ref(x, "x", out->x_vector, f);
+    const json_t *x = json_object_get(o, "x"), *y = json_object_get(o, "y"), *k = json_object_get(o, "k");
+    int rc = api_shm_ref(x, "x", out->x_shm, &out->x_shm_offset, f);
+    if (rc == 0)
+        rc = api_vector_ref(x, "x", out->x_vector, f);
     if (rc < 0)
         return -1;
+    if (k && !out->x_shm[0])
+        return fail(f, 400, "invalid_request", "`k` is for an x in a shared-memory region; inline x and vectors "
+                    "carry their own columns");
+    if (k && (!json_is_integer(k) || json_integer_value(k) < 1 || json_integer_value(k) > SPMV_MAX_K))
+        return fail(f, 400, "invalid_request", "`k` must be an integer in 1..%d", SPMV_MAX_K);
+    if (k)
+        out->k = (int32_t)json_integer_value(k);
     if (rc == 0) {
         int64_t n;
         if (api_values_from_json(x, cols, dt, "x", &out->x, &n, &out->k, f))
             return -1;
     }
     if (y && !json_is_null(y)) {
-        rc = api_vector_ref(y, "y", out->y_vector, f);
+        rc = api_shm_ref(y, "y", out->y_shm, &out->y_shm_offset, f);
+        if (rc == 0)
+            rc = api_vector_ref(y, "y", out->y_vector, f);
         if (rc <= 0)
-            return rc < 0 ? -1 : fail(f, 400, "invalid_request", "`y` must be {\"vector\": \"<id>\"} (y comes back in the answer otherwise)");
+            return rc < 0 ? -1 : fail(f, 400, "invalid_request", "`y` must be {\"vector\": \"<id>\"} or {\"shm\": "
+                                      "\"<region>\", \"offset\": <bytes>} (y comes back in the answer otherwise)");
     }
     if (out->beta != 0.0 && !out->y_vector[0])
         return fail(f, 400, "invalid_request", "`beta` %g needs y as a resident vector ({\"vector\": id}) to scale", out->beta);
@@ -295,7 +325,7 @@ static json_t *load_object(const char *body, size_t len, api_fail *f)
 int api_decode_spmv_json(const char *body, size_t len, int32_t rows, int32_t cols, spmv_dtype dtype,
                          int64_t max_runs, spmv_req *out, api_fail *f)
 {
-    static const char *const keys[] = {"kernel", "x", "y", "alpha", "beta", "op", "runs", "warmup", "verify", "async", NULL};
+    static const char *const keys[] = {"kernel", "x", "y", "k", "alpha", "beta", "op", "runs", "warmup", "verify", "async", NULL};
     int64_t runs, warmup;
     int rc = -1;
     memset(out, 0, sizeof *out);
@@ -374,6 +404,30 @@ static int query_real(api_lookup_fn get, void *ctx, const char *key, double def,
     return 0;
 }
 
+/* ?x_shm=NAME&x_offset=N (and y_): the region's name checked, the offset
+ * a byte count. */
+static int query_shm(api_lookup_fn get, void *ctx, const char *what, char name[SHM_NAME_MAX + 1], int64_t *offset,
+                     api_fail *f)
+{
+    char key[16], msg[256];
+    snprintf(key, sizeof key, "%s_shm", what);
+    const char *s = get(ctx, key);
+    snprintf(key, sizeof key, "%s_offset", what);
+    const char *o = get(ctx, key);
+    long long v = 0;
+    if (o && !s)
+        return fail(f, 400, "invalid_request", "`%s` without `%s_shm`", key, what);
+    if (!s)
+        return 0;
+    if (shm_name_check(s, msg, sizeof msg) != SHM_OK)
+        return fail(f, 400, "invalid_request", "`%s_shm`: %s", what, msg);
+    if (o && parse_long(o, 0, INT64_MAX, &v) != 0)
+        return fail(f, 400, "invalid_request", "`%s` must be a byte offset >= 0, not \"%.64s\"", key, o);
+    snprintf(name, SHM_NAME_MAX + 1, "%s", s);
+    *offset = v;
+    return 0;
+}
+
 static int query_id(api_lookup_fn get, void *ctx, const char *key, char id[40], api_fail *f)
 {
     const char *s = get(ctx, key);
@@ -399,8 +453,12 @@ int api_decode_spmv_query(api_lookup_fn get, void *ctx, int64_t max_runs, spmv_r
         query_bool(get, ctx, "verify", &out->verify, f) || query_bool(get, ctx, "async", &out->async, f) ||
         query_int(get, ctx, "k", 1, 1, SPMV_MAX_K, &out->k, f) || op_field(get(ctx, "op"), &out->trans, f) ||
         query_real(get, ctx, "alpha", 1.0, &out->alpha, f) || query_real(get, ctx, "beta", 0.0, &out->beta, f) ||
-        query_id(get, ctx, "x", out->x_vector, f) || query_id(get, ctx, "y", out->y_vector, f))
+        query_id(get, ctx, "x", out->x_vector, f) || query_id(get, ctx, "y", out->y_vector, f) ||
+        query_shm(get, ctx, "x", out->x_shm, &out->x_shm_offset, f) ||
+        query_shm(get, ctx, "y", out->y_shm, &out->y_shm_offset, f))
         return -1;
+    if ((out->x_shm[0] && out->x_vector[0]) || (out->y_shm[0] && out->y_vector[0]))
+        return fail(f, 400, "invalid_request", "an operand is a vector (?x=, ?y=) or in a region (?x_shm=, ?y_shm=), not both");
     if (out->beta != 0.0 && !out->y_vector[0])
         return fail(f, 400, "invalid_request", "`beta` %g needs y as a resident vector (?y=ID) to scale", out->beta);
     for (int id = 0; id < SPMV_PARAM_COUNT; id++) {

@@ -17,6 +17,7 @@
 
 #include <jansson.h>
 
+#include "shm/shm.h"
 #include "spmv.h"
 
 typedef struct api_fail {
@@ -38,6 +39,10 @@ typedef struct spmv_req {
     double alpha, beta;    /* y = alpha*op(A)*x + beta*y; 1 and 0 unless given */
     bool trans;            /* "op": "t" */
     int32_t k;             /* columns of x (1..SPMV_MAX_K) */
+    /* operands in shared-memory regions ("" when not given; names checked,
+     * regions not looked up here) and their byte offsets */
+    char x_shm[SHM_NAME_MAX + 1], y_shm[SHM_NAME_MAX + 1];
+    int64_t x_shm_offset, y_shm_offset;
 } spmv_req;
 
 /* Values of a vector or a block from JSON: an array of numbers (k = 1) or
@@ -49,6 +54,11 @@ int api_values_from_json(const json_t *v, int64_t n, spmv_dtype dt, const char *
 /* An operand {"vector": "<id>"}: 1 and the id copied, 0 when v is not of
  * that shape, -1 (f set) when it is malformed. */
 int api_vector_ref(const json_t *v, const char *what, char id[40], api_fail *f);
+
+/* An operand {"shm": "<region>", "offset": bytes}: 1 with the name and
+ * offset copied, 0 when v is not of that shape, -1 (f set) when it is
+ * malformed. */
+int api_shm_ref(const json_t *v, const char *what, char name[SHM_NAME_MAX + 1], int64_t *offset, api_fail *f);
 
 /* {"kernel","x","runs","warmup","verify","async", params...}: unknown
  * fields, wrong types, values out of range and x of the wrong length are

@@ -17,6 +17,7 @@ const char *const api_route_names[ROUTE_COUNT] = {
     [ROUTE_JOB] = "job",           [ROUTE_METRICS] = "metrics", [ROUTE_UNKNOWN] = "unknown",
     [ROUTE_SPMSPM] = "spmspm",     [ROUTE_TUNE] = "tune",     [ROUTE_VECTORS] = "vectors",
     [ROUTE_VECTOR] = "vector",     [ROUTE_OPS] = "ops",       [ROUTE_SOLVE] = "solve",
+    [ROUTE_SHM] = "shm",           [ROUTE_SHM_REGION] = "shm_region",
 };
 
 /* Copies the {id} segment [s, e) and checks it. */
@@ -36,6 +37,7 @@ route_id api_route_match(const char *path, char id_out[MATFILE_ID_LEN + 1], bool
         {"/v1/info", ROUTE_INFO},         {"/v1/kernels", ROUTE_KERNELS},
         {"/v1/matrices", ROUTE_MATRICES}, {"/metrics", ROUTE_METRICS},
         {"/v1/vectors", ROUTE_VECTORS},   {"/v1/ops", ROUTE_OPS},
+        {"/v1/shm", ROUTE_SHM},
     };
     *bad_id = false;
     id_out[0] = '\0';
@@ -43,6 +45,10 @@ route_id api_route_match(const char *path, char id_out[MATFILE_ID_LEN + 1], bool
         if (strcmp(path, fixed[i].path) == 0)
             return fixed[i].id;
 
+    /* a region's {name} is no UUID: its handler checks it (a name with '/'
+     * gets a 400 that says so, not a 404) */
+    if (strncmp(path, "/v1/shm/", 8) == 0)
+        return ROUTE_SHM_REGION;
     const char *rest;
     bool jobs = false, vectors = false;
     if (strncmp(path, "/v1/matrices/", 13) == 0)
@@ -108,6 +114,8 @@ static const route_methods *methods_of(route_id route)
         [ROUTE_VECTOR] = {"GET, HEAD, PUT, DELETE", &api_vector_get, NULL, &api_vector_delete, &api_vector_put},
         [ROUTE_OPS] = {"POST", NULL, &api_ops_post, NULL},
         [ROUTE_SOLVE] = {"POST", NULL, &api_solve_post, NULL},
+        [ROUTE_SHM] = {"GET, HEAD, POST", &api_shm_list, &api_shm_post, NULL},
+        [ROUTE_SHM_REGION] = {"GET, HEAD, DELETE", &api_shm_get, NULL, &api_shm_delete},
     };
     return route < ROUTE_UNKNOWN ? &table[route] : NULL;
 }

@@ -18,6 +18,13 @@
  * y written into {"vector": id} (?y=ID) as y = alpha*op(A)*x + beta*y, op
  * "t" for Aᵀ, and x may hold k columns (SpMM). A vector must live where the
  * kernel runs: on another device it is a 409, never a silent copy.
+ *
+ * Or x and y may lie in shared-memory regions (shm/): x as {"shm": name,
+ * "offset": bytes} (?x_shm=&x_offset=), y likewise. A GPU worker copies
+ * them by DMA straight from and to a pinned region's pages; otherwise x is
+ * read into a buffer with pread and y written back with pwrite, never
+ * through the mapping (shm.h says why). The region is checked before and
+ * after the product; a region shrunk or unlinked meanwhile is a 410.
  */
 #include <math.h>
 #include <stdio.h>
@@ -56,6 +63,9 @@ typedef struct spmv_task {
     bool trans;
     int32_t ncols;
     int32_t xlen, ylen;   /* values a column: cols and rows, swapped for op t */
+    shm_operand xs, ys;   /* operands in shared-memory regions (reg NULL: not) */
+    bool x_borrowed, y_borrowed; /* x, y point into a pinned region: not ours to free */
+    int shm_rc;           /* a region failed on the worker: shm_status, message in err */
 } spmv_task;
 
 /* ------------------------------------------------------ the request */
@@ -204,6 +214,29 @@ static rvec *operand(request *r, const char *id, const char *what, int32_t n, in
     return NULL;
 }
 
+/* x and y in shared-memory regions: registered, in bounds, aligned. The
+ * regions stay referenced until the task is freed. 0, or -1 answered. */
+static int resolve_shm(request *r, const spmv_req *q)
+{
+    spmv_task *t = T(r);
+    char msg[512];
+    size_t vs = spmv_dtype_size(t->m->host.dtype);
+    int st = SHM_OK;
+    if ((q->x_shm[0] || q->y_shm[0]) && !api_shm_enabled(r))
+        return -1;
+    if (q->x_shm[0])
+        st = shm_operand_open(r->d->shm, q->x_shm, q->x_shm_offset, (size_t)t->xlen * (size_t)t->ncols * vs, vs, "x",
+                              &t->xs, msg, sizeof msg);
+    if (st == SHM_OK && q->y_shm[0])
+        st = shm_operand_open(r->d->shm, q->y_shm, q->y_shm_offset, (size_t)t->ylen * (size_t)t->ncols * vs, vs, "y",
+                              &t->ys, msg, sizeof msg);
+    if (st != SHM_OK) {
+        api_shm_error(r, st, msg);
+        return -1;
+    }
+    return 0;
+}
+
 /* x and y as resident vectors, k against the kernel. 0, or -1 answered. */
 static int resolve_operands(request *r, const spmv_req *q)
 {
@@ -235,11 +268,11 @@ static int resolve_operands(request *r, const spmv_req *q)
                   "k columns: %s", k->name, t->ncols, list);
         return -1;
     }
-    if (t->verify && (t->trans || t->xv || t->yv)) {
+    if (t->verify && (t->trans || t->xv || t->yv || q->x_shm[0] || q->y_shm[0])) {
         api_error(r, 400, "invalid_request", "`verify` takes inline x, op n and y in the answer");
         return -1;
     }
-    return 0;
+    return resolve_shm(r, q);
 }
 
 /* The body (JSON) or the query string (binary) through the decoders, then
@@ -254,11 +287,12 @@ static int decode_request(request *r, spmv_params *given, bool *async)
     int64_t max_runs = atomic_load(&r->d->limits.max_runs);
     int rc = t->binary ? api_decode_spmv_query(lookup_query, r, max_runs, &q, &f)
                        : api_decode_spmv_json(r->body, r->body_len, rows, cols, dt, max_runs, &q, &f);
-    if (rc == 0 && t->binary && !q.x_vector[0])
+    if (rc == 0 && t->binary && !q.x_vector[0] && !q.x_shm[0])
         rc = api_check_x_binary(r->body_len, q.trans ? rows : cols, q.k, dt, &f);
-    if (rc == 0 && t->binary && q.x_vector[0] && r->body_len)
+    if (rc == 0 && t->binary && (q.x_vector[0] || q.x_shm[0]) && r->body_len)
         rc = (f.status = 400, f.code = "invalid_request",
-              snprintf(f.message, sizeof f.message, "x is the vector ?x=%s: the body must be empty", q.x_vector), -1);
+              snprintf(f.message, sizeof f.message, "x is %s %s: the body must be empty",
+                       q.x_shm[0] ? "in the region" : "the vector", q.x_shm[0] ? q.x_shm : q.x_vector), -1);
     if (rc != 0) {
         api_error(r, f.status, f.code, "%s", f.message);
         api_spmv_req_free(&q);
@@ -292,7 +326,7 @@ static int decode_request(request *r, spmv_params *given, bool *async)
         api_spmv_req_free(&q);
         return -1;
     }
-    if (t->xv) {
+    if (t->xv || t->xs.reg) {
         api_spmv_req_free(&q);
         return 0;
     }
@@ -348,6 +382,50 @@ out:
     return rc;
 }
 
+/* Operands in regions onto the worker: a GPU worker takes a pinned
+ * region's pages as they are (the copies to and from the device are DMA),
+ * otherwise x is read into a buffer with pread. A region is checked
+ * first. SPMV_OK, or SPMV_ERR_INVALID with t->shm_rc and the message set. */
+static int shm_stage(spmv_task *t, worker *w)
+{
+    bool gpu = worker_gpu_ctx(w) != NULL;
+    char *msg = t->err.message;
+    size_t len = sizeof t->err.message;
+    int st = SHM_OK;
+    if (t->xs.reg && !(st = shm_check_live(t->xs.reg, msg, len))) {
+        if (gpu && shm_operand_dma(&t->xs)) {
+            t->x = shm_operand_dma(&t->xs);
+            t->x_borrowed = true;
+        } else if (!(t->x = malloc(t->xs.bytes ? t->xs.bytes : 1)))
+            return t->rc = spmv_error_set(&t->err, SPMV_ERR_NOMEM, 0, "out of memory for x");
+        else
+            st = shm_operand_read(&t->xs, t->x, msg, len);
+    }
+    if (!st && t->ys.reg && !(st = shm_check_live(t->ys.reg, msg, len)) && gpu && shm_operand_dma(&t->ys)) {
+        t->y = shm_operand_dma(&t->ys);
+        t->y_borrowed = true;
+    }
+    if (st)
+        t->shm_rc = st, t->rc = SPMV_ERR_INVALID;
+    return t->rc;
+}
+
+/* y into its region (pwrite, or already there by DMA), and both regions
+ * checked again: pages pinned before a shrink stay valid for DMA, but
+ * what went through them is no longer the client's. */
+static void shm_unstage(spmv_task *t)
+{
+    char *msg = t->err.message;
+    size_t len = sizeof t->err.message;
+    int st = SHM_OK;
+    if (t->ys.reg)
+        st = t->y_borrowed ? shm_check_live(t->ys.reg, msg, len) : shm_operand_write(&t->ys, t->y, msg, len);
+    if (!st && t->xs.reg && t->x_borrowed)
+        st = shm_check_live(t->xs.reg, msg, len);
+    if (st)
+        t->shm_rc = st, t->rc = SPMV_ERR_INVALID;
+}
+
 static void spmv_run(task *base, worker *w)
 {
     spmv_task *t = (spmv_task *)base;
@@ -364,7 +442,9 @@ static void spmv_run(task *base, worker *w)
                                job_id(t->job));
         return;
     }
-    if (!t->yv) {
+    if ((t->xs.reg || t->ys.reg) && shm_stage(t, w) != SPMV_OK)
+        return;
+    if (!t->yv && !t->y_borrowed) {
         t->y = malloc(bytes);
         if (!t->y) {
             t->rc = spmv_error_set(&t->err, SPMV_ERR_NOMEM, 0, "out of memory for y");
@@ -384,6 +464,8 @@ static void spmv_run(task *base, worker *w)
     else
         t->rc = worker_run_kernel_k(w, t->m, t->k, &t->p, t->trans, t->ncols, t->x, t->y, t->warmup, t->runs,
                                     &t->st, &t->err);
+    if (t->rc == SPMV_OK && (t->xs.reg || t->ys.reg))
+        shm_unstage(t);
     if (t->rc == SPMV_OK && t->verify) {
         void *ref = malloc(bytes);
         if (!ref) {
@@ -417,6 +499,10 @@ static json_t *result_json(const spmv_task *t)
         json_object_set_new(o, "axpby_ms", api_json_real(t->axpby_ms));
     if (o && t->xv)
         json_object_set_new(o, "x", json_pack("{s:s}", "vector", t->xv->id));
+    if (o && t->xs.reg)
+        json_object_set_new(o, "x", json_pack("{s:s, s:I}", "shm", t->xs.reg->name, "offset", (json_int_t)t->xs.offset));
+    if (o && t->ys.reg)
+        json_object_set_new(o, "y", json_pack("{s:s, s:I}", "shm", t->ys.reg->name, "offset", (json_int_t)t->ys.offset));
     if (o && t->is_auto) /* the choice and what tuning cost, in every answer that used it */
         json_object_set_new(o, "auto", autotune_json(&t->tuned));
     if (o && t->verify)
@@ -440,6 +526,8 @@ static char *json_answer(const spmv_task *t, size_t *len)
         size_t col = (size_t)t->ylen * spmv_dtype_size(t->m->host.dtype);
         if (t->yv)
             fprintf(f, "{\"vector\":\"%s\"}", t->yv->id);
+        else if (t->ys.reg)
+            fprintf(f, "{\"shm\":\"%s\",\"offset\":%lld}", t->ys.reg->name, (long long)t->ys.offset);
         else if (t->ncols == 1)
             api_json_write_vector(f, t->m->host.dtype, t->y, t->ylen);
         else
@@ -447,7 +535,7 @@ static char *json_answer(const spmv_task *t, size_t *len)
                 fputc(j ? ',' : '[', f);
                 api_json_write_vector(f, t->m->host.dtype, (char *)t->y + j * col, t->ylen);
             }
-        if (!t->yv && t->ncols > 1)
+        if (!t->yv && !t->ys.reg && t->ncols > 1)
             fputc(']', f);
         fputc(',', f);
         fwrite(rtext + 1, 1, rlen - 1, f); /* the object without its '{' */
@@ -461,6 +549,10 @@ static char *json_answer(const spmv_task *t, size_t *len)
 static void answer(request *r)
 {
     spmv_task *t = T(r);
+    if (t->shm_rc) {
+        api_shm_error(r, t->shm_rc, t->err.message);
+        return;
+    }
     if (t->rc != SPMV_OK) {
         if (t->rc == SPMV_ERR_UNAVAILABLE && atomic_load(&r->d->draining))
             api_error(r, 503, "shutting_down", "the daemon is shutting down");
@@ -468,7 +560,7 @@ static void answer(request *r)
             api_error_spmv(r, t->rc, &t->err);
         return;
     }
-    if (t->binary) {
+    if (t->binary && !t->ys.reg) { /* y in a region: the JSON result is the answer */
         json_t *hdr = result_json(t);
         char *htext = hdr ? api_json_dump(hdr, NULL) : NULL;
         json_decref(hdr);
@@ -496,6 +588,12 @@ static void spmv_task_free(spmv_task *t)
     matrix_unref(t->m);
     rvec_unref(t->xv);
     rvec_unref(t->yv);
+    if (t->x_borrowed)
+        t->x = NULL;
+    if (t->y_borrowed)
+        t->y = NULL;
+    shm_operand_close(&t->xs);
+    shm_operand_close(&t->ys);
     job_unref(t->job);
     free(t->x);
     free(t->y);
@@ -516,7 +614,12 @@ static void spmv_finish(task *base, int status)
     /* async: the result goes to the job, y as a JSON array */
     size_t len = 0;
     char *text = t->rc == SPMV_OK ? json_answer(t, &len) : NULL; /* before len is read */
-    api_job_finish_answer(t->job, t->rc, &t->err, text, len);
+    if (t->shm_rc) {
+        const char *code;
+        int http = api_shm_status(t->shm_rc, &code);
+        job_finish(t->job, http, api_error_body(code, t->err.message));
+    } else
+        api_job_finish_answer(t->job, t->rc, &t->err, text, len);
     spmv_task_free(t);
 }
 

@@ -21,7 +21,9 @@
 #include "daemon/log.h"
 #include "spmv.h"
 
-typedef enum key_type { KEY_STRING, KEY_OPTSTRING, KEY_INT } key_type;
+/* KEY_BOOL is stored as an int64 0/1 beside the integers: true/false in a
+ * file, true/false/yes/no/1/0 as a flag's value. */
+typedef enum key_type { KEY_STRING, KEY_OPTSTRING, KEY_INT, KEY_BOOL } key_type;
 
 typedef int (*key_check)(const char *value, char *err, size_t errlen);
 
@@ -101,6 +103,10 @@ static const key_desc keys[] = {
     {"host_format_bytes", KEY_INT, OFF(host_format_bytes), 0, 64 * TiB, 4 * GiB, NULL, NULL,
      "host memory for formats built on first use by CPU kernels; past it the least recently used are freed (0: no "
      "bound)"},
+    {"allow_shm", KEY_BOOL, OFF(allow_shm), 0, 1, 0, NULL, NULL,
+     "let same-host clients register POSIX shared-memory regions (/v1/shm) for x and y (docs/security.md)"},
+    {"max_shm_regions", KEY_INT, OFF(max_shm_regions), 0, 65536, 64, NULL, NULL,
+     "shared-memory regions registered at once: past it 507"},
     {"connection_timeout", KEY_INT, OFF(connection_timeout), 1, 86400, 60, NULL, NULL,
      "seconds an idle connection is kept open"},
     {"connection_memory_limit", KEY_INT, OFF(connection_memory_limit), 16 * KiB, 64 * MiB, 256 * KiB, NULL, NULL,
@@ -145,7 +151,7 @@ void config_defaults(spmvd_config *c)
     memset(c, 0, sizeof *c);
     for (size_t i = 0; i < NKEYS; i++) {
         const key_desc *k = &keys[i];
-        if (k->type == KEY_INT)
+        if (k->type == KEY_INT || k->type == KEY_BOOL)
             *int_field(c, k) = k->def_int;
         else
             *str_field(c, k) = k->def_str ? strdup(k->def_str) : NULL;
@@ -155,7 +161,7 @@ void config_defaults(spmvd_config *c)
 void config_free(spmvd_config *c)
 {
     for (size_t i = 0; i < NKEYS; i++)
-        if (keys[i].type != KEY_INT) {
+        if (keys[i].type == KEY_STRING || keys[i].type == KEY_OPTSTRING) {
             free(*str_field(c, &keys[i]));
             *str_field(c, &keys[i]) = NULL;
         }
@@ -349,6 +355,11 @@ static int devices_from_array(json_t *arr, char *buf, size_t buflen)
 static int apply_json_value(spmvd_config *c, const key_desc *k, json_t *v,
                             const char *origin, char *err, size_t errlen)
 {
+    if (k->type == KEY_BOOL) {
+        if (!json_is_boolean(v))
+            return fail(err, errlen, "%s: config key `%s`: expected true or false", origin, k->name);
+        return set_int(c, k, json_is_true(v), origin, err, errlen);
+    }
     if (k->type == KEY_INT) {
         if (!json_is_integer(v))
             return fail(err, errlen, "%s: config key `%s`: expected an integer in %" PRId64 "..%" PRId64,
@@ -437,6 +448,12 @@ static int apply_flag(spmvd_config *c, const char *flag, const char *value,
         return fail(err, errlen, "unknown option --%s (see --help)", flag);
     char origin[80];
     snprintf(origin, sizeof origin, "--%s", flag);
+    if (k->type == KEY_BOOL) {
+        bool yes = !strcmp(value, "true") || !strcmp(value, "yes") || !strcmp(value, "1");
+        if (!yes && strcmp(value, "false") && strcmp(value, "no") && strcmp(value, "0"))
+            return fail(err, errlen, "--%s: config key `%s`: expected true or false, got \"%s\"", flag, k->name, value);
+        return set_int(c, k, yes, origin, err, errlen);
+    }
     if (k->type == KEY_INT) {
         int64_t v;
         if (parse_int_text(value, &v) != 0)
@@ -566,7 +583,9 @@ void config_print_help(const char *prog)
         size_t n = strlen(k->name);
         for (size_t j = 0; j <= n; j++)
             flag[j] = k->name[j] == '_' ? '-' : k->name[j];
-        if (k->type == KEY_INT)
+        if (k->type == KEY_BOOL)
+            snprintf(def, sizeof def, "%s", k->def_int ? "true" : "false");
+        else if (k->type == KEY_INT)
             snprintf(def, sizeof def, "%" PRId64, k->def_int);
         else
             snprintf(def, sizeof def, "%s", k->def_str ? k->def_str : "none");
@@ -581,7 +600,9 @@ char *config_to_json(const spmvd_config *c)
     for (size_t i = 0; i < NKEYS; i++) {
         const key_desc *k = &keys[i];
         json_t *v;
-        if (k->type == KEY_INT)
+        if (k->type == KEY_BOOL)
+            v = json_boolean(*int_field(mc, k));
+        else if (k->type == KEY_INT)
             v = json_integer(*int_field(mc, k));
         else
             v = *str_field(mc, k) ? json_string(*str_field(mc, k)) : json_null();

@@ -17,6 +17,7 @@
 #include "daemon/metrics.h"
 #include "daemon/store.h"
 #include "daemon/worker.h"
+#include "shm/shm.h"
 #include "vectors/vectors.h"
 
 /* Limits a request handler reads on every request; SIGHUP swaps them. */
@@ -25,6 +26,7 @@ typedef struct spmvd_limits {
     _Atomic int64_t max_rows, max_nnz;
     _Atomic int64_t max_ops_steps, max_solve_iterations;
     _Atomic int64_t max_padding, max_format_bytes, host_format_bytes; /* the padding rule, the host format cache */
+    _Atomic int64_t allow_shm, max_shm_regions;
 } spmvd_limits;
 
 typedef struct spmvd {
@@ -36,6 +38,7 @@ typedef struct spmvd {
     job_registry *jobs;
     vstore *vectors;             /* resident vectors (vectors/) */
     vstore_limits vlimits;       /* SIGHUP swaps them with the other limits */
+    shm_registry *shm;           /* shared-memory regions (shm/) */
     metrics *metrics;
     worker *cpu;
     worker *gpus[CONFIG_MAX_DEVICES];

@@ -223,6 +223,18 @@ static void reload_store(spmvd *d)
 
 /* ------------------------------------------------------------- signals */
 
+/* Shared-memory regions are pinned for DMA when there is a GPU to do it. */
+static int pin_region(void *p, size_t n, char *why, size_t whylen)
+{
+    spmv_error err = {0};
+    int rc = spmv_gpu_host_pin(p, n, &err);
+    if (rc != SPMV_OK) {
+        snprintf(why, whylen, "%s", err.message);
+        log_warn("shared-memory region of %zu bytes not pinned (copies go through pread/pwrite): %s", n, err.message);
+    }
+    return rc == SPMV_OK ? 0 : -1;
+}
+
 static void reload_config(spmvd *d, int argc, char **argv)
 {
     spmvd_config c;
@@ -236,6 +248,11 @@ static void reload_config(spmvd *d, int argc, char **argv)
     }
     spmvd_limits_from_config(&d->limits, &c);
     spmvd_vlimits_from_config(&d->vlimits, &c);
+    if (!c.allow_shm && d->shm) {
+        size_t n = shm_clear(d->shm);
+        if (n)
+            log_warn("SIGHUP: allow_shm is off: %zu shared-memory region%s unregistered", n, n == 1 ? "" : "s");
+    }
     queue_set_capacity(&d->cpu->queue, (size_t)c.queue_depth);
     for (int i = 0; i < d->ngpus; i++)
         queue_set_capacity(&d->gpus[i]->queue, (size_t)c.queue_depth);
@@ -360,6 +377,9 @@ int main(int argc, char **argv)
     d.metrics = metrics_new(routes, nroutes);
     if (!d.jobs || !d.vectors || !d.metrics || start_workers(&d) != 0)
         goto out;
+    shm_pin_hooks pin = {pin_region, spmv_gpu_host_unpin};
+    if (!(d.shm = shm_registry_new(d.ngpus > 0 ? &pin : NULL)))
+        goto out;
     if (api_server_start(&d, &server, &serr) != SPMV_OK) {
         log_error("%s", serr.message);
         goto out;
@@ -387,6 +407,7 @@ out:
     } else if (status != 0) {
         stop_workers(&d);
     }
+    shm_registry_free(d.shm); /* unpinned while the GPU contexts live; no task holds a region now */
     free_workers(&d);
     store_close(d.store);
     jobs_free(d.jobs);

@@ -601,6 +601,18 @@ int spmv_vec_nrm2(spmv_gpu_ctx *ctx, const spmv_vec *x, double *out, spmv_error 
 /* Waits until every call queued on ctx's stream is done (no-op on host). */
 int spmv_vec_sync(spmv_gpu_ctx *ctx, spmv_error *err);
 
+/* Host memory the GPUs can reach by DMA (engine/gpu/blas.cu; absent.c
+ * answers SPMV_ERR_UNAVAILABLE). spmv_gpu_host_pin registers n bytes at p
+ * (memory mapped elsewhere: a shared-memory region) with every device,
+ * spmv_gpu_host_unpin undoes it; spmv_gpu_host_alloc/free give page-locked
+ * buffers (request bodies and answers of the binary spmv path). A copy
+ * between a device and such memory is one DMA, with no staging copy. Any
+ * thread may call them. */
+int spmv_gpu_host_pin(void *p, size_t n, spmv_error *err);
+void spmv_gpu_host_unpin(void *p);
+int spmv_gpu_host_alloc(size_t n, void **out, spmv_error *err);
+void spmv_gpu_host_free(void *p);
+
 /* Device side of the calls above (engine/gpu/blas.cu; absent.c answers
  * SPMV_ERR_UNAVAILABLE): the spmv_vec_* functions call these for device
  * vectors, so callers never need them directly. */

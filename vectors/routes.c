@@ -10,6 +10,11 @@
  * GPU's memory belongs to its worker's thread. Quotas are reserved before
  * the task runs (507 past max_vectors or max_vector_bytes), so a refused
  * request allocates nothing; a failed allocation returns the reservation.
+ *
+ * Values may also come from, or go to, a shared-memory region (shm/):
+ * {"values": {"shm": name, "offset": bytes}} and GET ?shm=&offset=. A GPU
+ * worker copies a pinned region's pages by DMA; otherwise through a
+ * buffer with pread/pwrite (shm.h).
  */
 #include <math.h>
 #include <stdio.h>
@@ -41,6 +46,8 @@ typedef struct vec_task {
     uint64_t seed;
     size_t reserved;      /* CREATE: bytes reserved in the quota */
     bool binary_out;
+    shm_operand so;       /* values from (create, write) or into (read) a region */
+    int shm_rc;           /* shm_status of a region that failed on the worker */
     int rc;
     spmv_error err;
 } vec_task;
@@ -81,17 +88,60 @@ static void task_free(vec_task *t)
     rvec_unref(t->v);
     if (!t->values_from_body)
         free(t->values);
+    shm_operand_close(&t->so);
     free(t);
 }
 
 /* ------------------------------------------------------ on the worker */
+
+/* A region's values, or a place for them: the pinned pages themselves on
+ * a GPU worker, else t->values (filled with pread for a write). */
+static void *region_values(vec_task *t, spmv_gpu_ctx *ctx)
+{
+    void *dma = ctx ? shm_operand_dma(&t->so) : NULL;
+    if ((t->shm_rc = shm_check_live(t->so.reg, t->err.message, sizeof t->err.message)))
+        return NULL;
+    if (dma)
+        return dma;
+    if (!(t->values = malloc(t->so.bytes ? t->so.bytes : 1))) {
+        t->rc = spmv_error_set(&t->err, SPMV_ERR_NOMEM, 0, "out of memory for %zu bytes", t->so.bytes);
+        return NULL;
+    }
+    if (t->op != VEC_READ && (t->shm_rc = shm_operand_read(&t->so, t->values, t->err.message, sizeof t->err.message)))
+        return NULL;
+    return t->values;
+}
+
+/* GET ?shm=: the values into the region, checked after. */
+static void read_into_region(vec_task *t, spmv_gpu_ctx *ctx)
+{
+    void *dst = region_values(t, ctx);
+    if (!dst) {
+        t->rc = t->rc ? t->rc : SPMV_ERR_INVALID;
+        return;
+    }
+    if ((t->rc = spmv_vec_read(ctx, &t->v->v, dst, &t->err)) || (ctx && (t->rc = spmv_vec_sync(ctx, &t->err))))
+        return;
+    t->shm_rc = dst == t->values ? shm_operand_write(&t->so, dst, t->err.message, sizeof t->err.message)
+                                 : shm_check_live(t->so.reg, t->err.message, sizeof t->err.message);
+    if (t->shm_rc)
+        t->rc = SPMV_ERR_INVALID;
+}
 
 static void vec_run(task *base, worker *w)
 {
     vec_task *t = (vec_task *)base;
     spmv_gpu_ctx *ctx = worker_gpu_ctx(w);
     if (t->op == VEC_READ) {
-        t->rc = spmv_vec_read(ctx, &t->v->v, t->values, &t->err);
+        if (t->so.reg)
+            read_into_region(t, ctx);
+        else
+            t->rc = spmv_vec_read(ctx, &t->v->v, t->values, &t->err);
+        return;
+    }
+    const void *src = t->values;
+    if (t->so.reg && !(src = region_values(t, ctx))) {
+        t->rc = t->rc ? t->rc : SPMV_ERR_INVALID;
         return;
     }
     spmv_vec nv = {0}, *dst = t->v ? &t->v->v : &nv;
@@ -103,9 +153,12 @@ static void vec_run(task *base, worker *w)
     else if (t->fill == FILL_RANDOM)
         t->rc = spmv_vec_fill_random(ctx, dst, t->seed, &t->err);
     else
-        t->rc = spmv_vec_write(ctx, dst, t->values, &t->err);
+        t->rc = spmv_vec_write(ctx, dst, src, &t->err);
     if (t->rc == SPMV_OK && ctx)
         t->rc = spmv_vec_sync(ctx, &t->err); /* the answer says the values are there */
+    if (t->rc == SPMV_OK && t->so.reg && src != t->values && /* by DMA: were they still the client's? */
+        (t->shm_rc = shm_check_live(t->so.reg, t->err.message, sizeof t->err.message)))
+        t->rc = SPMV_ERR_INVALID;
     if (t->op != VEC_CREATE)
         return;
     if (t->rc != SPMV_OK || !(t->v = rvec_new(w->d->vectors, w, &nv, t->like))) {
@@ -164,6 +217,10 @@ static void answer(request *r)
 {
     vec_task *t = T(r);
     spmvd *d = r->d;
+    if (t->shm_rc) {
+        api_shm_error(r, t->shm_rc, t->err.message);
+        return;
+    }
     if (t->rc != SPMV_OK) {
         if (t->rc == SPMV_ERR_DEVICE_MEMORY || t->rc == SPMV_ERR_NOMEM)
             api_error(r, 507, "device_memory", "%s", t->err.message);
@@ -180,8 +237,12 @@ static void answer(request *r)
                  spmv_dtype_name(t->v->v.dtype), t->v->w->name);
         return;
     }
-    if (t->op == VEC_WRITE) {
-        api_json(r, 200, rvec_json(t->v, ttl(d)));
+    if (t->op == VEC_WRITE || t->so.reg) {
+        json_t *o = rvec_json(t->v, ttl(d));
+        if (o && t->op == VEC_READ)
+            json_object_set_new(o, "values", json_pack("{s:s, s:I}", "shm", t->so.reg->name, "offset",
+                                                       (json_int_t)t->so.offset));
+        api_json(r, 200, o);
         return;
     }
     if (t->binary_out) {
@@ -320,6 +381,33 @@ static int int_opt(request *r, const json_t *o, const char *key, int64_t lo, int
     return 0;
 }
 
+/* The values of a create or overwrite in a region: n (and k) given or
+ * fixed, the region's bytes checked now, read on the worker. */
+static int values_from_region(request *r, const json_t *body, const char *name, int64_t offset, int64_t n_want,
+                              int32_t k_want)
+{
+    vec_task *t = T(r);
+    char msg[512];
+    int64_t n = n_want > 0 ? n_want : 0, k = k_want > 0 ? k_want : 1;
+    int64_t max_rows = atomic_load(&r->d->limits.max_rows);
+    if (!api_shm_enabled(r) || (n_want <= 0 && int_opt(r, body, "n", 1, max_rows, &n)) ||
+        (k_want <= 0 && int_opt(r, body, "k", 1, SPMV_MAX_K, &k)))
+        return -1;
+    if (n < 1) {
+        api_error(r, 400, "invalid_request", "values in a region need `n` (or `like` a matrix)");
+        return -1;
+    }
+    size_t vs = spmv_dtype_size(t->dtype);
+    int st = shm_operand_open(r->d->shm, name, offset, (size_t)n * (size_t)k * vs, vs, "values", &t->so, msg, sizeof msg);
+    if (st) {
+        api_shm_error(r, st, msg);
+        return -1;
+    }
+    t->n = n;
+    t->k = (int32_t)k;
+    return 0;
+}
+
 /* The values of a create or overwrite: binary body, JSON array(s),
  * {"values"} or {"fill", "seed"}. n_want/k_want > 0 when the vector's
  * shape is already fixed (PUT, `like`, `n`). */
@@ -353,6 +441,15 @@ static int decode_values(request *r, json_t *body, int64_t n_want, int32_t k_wan
         api_error(r, 400, "invalid_request", "give `values` or `fill`, not both");
         return -1;
     }
+    char name[SHM_NAME_MAX + 1];
+    int64_t offset;
+    int ref = vals ? api_shm_ref(vals, "values", name, &offset, &f) : 0;
+    if (ref < 0) {
+        api_error(r, f.status, f.code, "%s", f.message);
+        return -1;
+    }
+    if (ref > 0)
+        return values_from_region(r, body, name, offset, n_want, k_want);
     if (vals) {
         int64_t n;
         int32_t k;
@@ -505,6 +602,25 @@ static void get_end(request *r)
     vec_task *t = task_new(r, VEC_READ);
     if (!t || !get_vector(r, t))
         return;
+    const char *name = api_query(r, "shm"), *off = api_query(r, "offset");
+    if (name || off) {
+        char msg[512], *end = NULL;
+        long long o = off ? strtoll(off, &end, 10) : 0;
+        size_t vs = spmv_dtype_size(t->v->v.dtype);
+        if (!name || (off && (!*off || *end || o < 0))) {
+            api_error(r, 400, "invalid_request", name ? "`offset` must be a byte offset >= 0, not \"%.64s\""
+                                                      : "`offset` without `shm`%.0s", off);
+            return;
+        }
+        int st = !api_shm_enabled(r) ? -1
+                                     : (int)shm_operand_open(r->d->shm, name, o, spmv_vec_bytes(&t->v->v), vs, "values",
+                                                        &t->so, msg, sizeof msg);
+        if (st > 0)
+            api_shm_error(r, st, msg);
+        if (st == SHM_OK)
+            submit(r);
+        return;
+    }
     t->binary_out = wants_binary(r);
     if (!(t->values = malloc(spmv_vec_bytes(&t->v->v) ? spmv_vec_bytes(&t->v->v) : 1))) {
         api_error(r, 507, "out_of_memory", "no host memory to read %zu bytes", spmv_vec_bytes(&t->v->v));

@@ -178,3 +178,21 @@ int spmv_gpu_matrix_generate_band(spmv_gpu_ctx *ctx, const spmv_band_spec *spec,
 }
 
 double spmv_band_value(int64_t i, int64_t j) { return 1.0 + (double)((i + 3 * j) % 7) / 8.0; }
+
+int spmv_gpu_host_pin(void *p, size_t n, spmv_error *err)
+{
+    UNUSED(p);
+    UNUSED(n);
+    return spmv_error_set(err, SPMV_ERR_UNAVAILABLE, 0, "pinning host memory: %s", no_cuda);
+}
+
+void spmv_gpu_host_unpin(void *p) { UNUSED(p); }
+
+int spmv_gpu_host_alloc(size_t n, void **out, spmv_error *err)
+{
+    UNUSED(n);
+    *out = NULL;
+    return spmv_error_set(err, SPMV_ERR_UNAVAILABLE, 0, "page-locked host memory: %s", no_cuda);
+}
+
+void spmv_gpu_host_free(void *p) { UNUSED(p); }

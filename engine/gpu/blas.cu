@@ -70,6 +70,42 @@ extern "C" int spmv_gpu_vec_alloc(spmv_gpu_ctx *ctx, spmv_dtype dtype, int64_t n
     return SPMV_OK;
 }
 
+/* cudaHostRegisterPortable: the pages are pinned for every device's
+ * context, so a region serves matrices on any GPU. */
+extern "C" int spmv_gpu_host_pin(void *p, size_t n, spmv_error *err)
+{
+    cudaError_t e = cudaHostRegister(p, n, cudaHostRegisterPortable);
+    if (e != cudaSuccess) {
+        cudaGetLastError();
+        return spmv_error_set(err, SPMV_ERR_DEVICE, 0, "cudaHostRegister of %zu bytes: %s", n, cudaGetErrorString(e));
+    }
+    return SPMV_OK;
+}
+
+extern "C" void spmv_gpu_host_unpin(void *p)
+{
+    if (p && cudaHostUnregister(p) != cudaSuccess)
+        cudaGetLastError();
+}
+
+extern "C" int spmv_gpu_host_alloc(size_t n, void **out, spmv_error *err)
+{
+    cudaError_t e = cudaHostAlloc(out, n ? n : 1, cudaHostAllocPortable);
+    if (e != cudaSuccess) {
+        cudaGetLastError();
+        *out = NULL;
+        return spmv_error_set(err, e == cudaErrorMemoryAllocation ? SPMV_ERR_NOMEM : SPMV_ERR_DEVICE, 0,
+                              "cudaHostAlloc of %zu bytes: %s", n, cudaGetErrorString(e));
+    }
+    return SPMV_OK;
+}
+
+extern "C" void spmv_gpu_host_free(void *p)
+{
+    if (p && cudaFreeHost(p) != cudaSuccess)
+        cudaGetLastError();
+}
+
 extern "C" void spmv_gpu_vec_free(spmv_gpu_ctx *ctx, spmv_vec *v)
 {
     if (!ctx || !v || !v->data)

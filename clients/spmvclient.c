@@ -97,7 +97,7 @@ const char *spmv_client_strerror(int status)
     case SPMV_CLIENT_ERR_PROTOCOL: return "malformed answer from the server";
     case SPMV_CLIENT_ERR_ABORTED: return "aborted by the progress callback";
     case SPMV_CLIENT_ERR_BAD_REQUEST: return "bad request";
-    case SPMV_CLIENT_ERR_UNAUTHORIZED: return "not authorised (token missing or wrong)";
+    case SPMV_CLIENT_ERR_UNAUTHORIZED: return "not authorised (token missing or wrong, or refused by the daemon's settings)";
     case SPMV_CLIENT_ERR_NOT_FOUND: return "not found";
     case SPMV_CLIENT_ERR_CONFLICT: return "conflict";
     case SPMV_CLIENT_ERR_TOO_LARGE: return "request too large";

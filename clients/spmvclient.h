@@ -85,7 +85,7 @@ typedef enum spmv_client_status {
     SPMV_CLIENT_ERR_ABORTED = -8,      /* a progress callback asked to stop */
     /* The server answered with an error (errmsg/errcode carry its words). */
     SPMV_CLIENT_ERR_BAD_REQUEST = -9,  /* 400, 405, 415: the request was wrong */
-    SPMV_CLIENT_ERR_UNAUTHORIZED = -10, /* 401, 403: token missing or wrong */
+    SPMV_CLIENT_ERR_UNAUTHORIZED = -10, /* 401: token missing or wrong; 403: refused by a setting (shm_disabled) */
     SPMV_CLIENT_ERR_NOT_FOUND = -11,   /* 404: no such matrix, job or route */
     SPMV_CLIENT_ERR_CONFLICT = -12,    /* 409 */
     SPMV_CLIENT_ERR_TOO_LARGE = -13,   /* 413: body beyond the server's limit */

@@ -1900,10 +1900,10 @@ static spmv_client_status operands_ok(spmv_client *h, const spmv_client_operands
         return fail(h, SPMV_CLIENT_ERR_INVALID, "op must be 'n' or 't'");
     if (xways != 1)
         return fail(h, SPMV_CLIENT_ERR_INVALID, "give x one way: as a vector id (x_vector), inline (x)%s, not %s",
-                    xs || !ys ? " or in a region" : "", xways ? "several" : "none");
+                    xs || ys ? " or in a region" : "", xways ? "several" : "none");
     if (yways != 1)
         return fail(h, SPMV_CLIENT_ERR_INVALID, "give y one way: as a vector id (y_vector), a buffer (y)%s, not %s",
-                    ys || !xs ? " or in a region" : "", yways ? "several" : "none");
+                    xs || ys ? " or in a region" : "", yways ? "several" : "none");
     if ((a->x_vector && !id_ok(a->x_vector)) || (a->y_vector && !id_ok(a->y_vector)))
         return fail(h, SPMV_CLIENT_ERR_INVALID, "vector ids must be 1 to 63 characters");
     if ((xs && !shm_name_ok(xs->name)) || (ys && !shm_name_ok(ys->name)))

@@ -39,7 +39,7 @@ _ALIGN = 64
 Region = Union[str, shared_memory.SharedMemory, "SharedArrays"]
 
 
-def shm_name(region: Any) -> str:
+def shm_name(region: Region) -> str:
     """The region name of ``region``: a name (leading ``/`` dropped), a ``SharedMemory`` or a :class:`SharedArrays`."""
     if isinstance(region, SharedArrays):
         return region.name

@@ -157,7 +157,7 @@ def test_transpose_and_float32(sc: spmvd.Client, rng: np.random.Generator) -> No
     a32 = random_matrix(rng, 80, 80, np.float32)
     B = sc.upload(a32)
     try:
-        with sc.shared_arrays(B) as arrs:
+        with B.shared_arrays() as arrs:  # RemoteMatrix.shared_arrays
             assert arrs.x.dtype == np.float32
             arrs.x[:] = rng.standard_normal(80).astype(np.float32)
             arrs.spmv()

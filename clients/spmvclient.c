@@ -1678,9 +1678,11 @@ spmv_client_status spmv_client_vector_create(spmv_client *h, spmv_client_dtype d
     return st;
 }
 
-/* The JSON create: {"n","k","fill","seed","dtype","like","side","device"}. */
-static spmv_client_status vector_create_json(spmv_client *h, int64_t n, json_t *fill, const uint64_t *seed,
-                                             const spmv_client_vector_options *opts, spmv_client_vector **out)
+/* The JSON create: {"n","k",key: source,"seed","dtype","like","side","device"}, where key is
+ * "fill" (a number or "random") or "values" (a region: {"shm","offset"}). */
+static spmv_client_status vector_create_json(spmv_client *h, int64_t n, const char *key, json_t *fill,
+                                             const uint64_t *seed, const spmv_client_vector_options *opts,
+                                             spmv_client_vector **out)
 {
     json_t *body = json_object();
     char *text = NULL;
@@ -1688,7 +1690,8 @@ static spmv_client_status vector_create_json(spmv_client *h, int64_t n, json_t *
 
     if (!fill) {
         json_decref(body);
-        return fail(h, SPMV_CLIENT_ERR_INVALID, "the fill value must be a finite number");
+        return fail(h, strcmp(key, "fill") == 0 ? SPMV_CLIENT_ERR_INVALID : SPMV_CLIENT_ERR_NOMEM,
+                    strcmp(key, "fill") == 0 ? "the fill value must be a finite number" : "out of memory");
     }
     if ((st = vector_options_ok(h, opts)) != SPMV_CLIENT_OK)
         goto done;
@@ -1699,7 +1702,7 @@ static spmv_client_status vector_create_json(spmv_client *h, int64_t n, json_t *
     bool ok = body != NULL;
     if (ok && n) ok = json_object_set_new(body, "n", json_integer((json_int_t)n)) == 0;
     if (ok && opts && opts->k) ok = json_object_set_new(body, "k", json_integer((json_int_t)opts->k)) == 0;
-    if (ok) ok = json_object_set(body, "fill", fill) == 0;
+    if (ok) ok = json_object_set(body, key, fill) == 0;
     if (ok && seed) ok = json_object_set_new(body, "seed", json_integer((json_int_t)(*seed & INT64_MAX))) == 0;
     if (ok && opts && opts->dtype) ok = json_object_set_new(body, "dtype", json_string(opts->dtype)) == 0;
     if (ok && opts && opts->like) ok = json_object_set_new(body, "like", json_string(opts->like)) == 0;
@@ -1720,7 +1723,7 @@ spmv_client_status spmv_client_vector_fill(spmv_client *h, int64_t n, double val
     if (!h || !out) return SPMV_CLIENT_ERR_INVALID;
     *out = NULL;
     clear_error(h);
-    return vector_create_json(h, n, isfinite(value) ? json_real(value) : NULL, NULL, opts, out);
+    return vector_create_json(h, n, "fill", isfinite(value) ? json_real(value) : NULL, NULL, opts, out);
 }
 
 spmv_client_status spmv_client_vector_random(spmv_client *h, int64_t n, uint64_t seed,
@@ -1729,7 +1732,7 @@ spmv_client_status spmv_client_vector_random(spmv_client *h, int64_t n, uint64_t
     if (!h || !out) return SPMV_CLIENT_ERR_INVALID;
     *out = NULL;
     clear_error(h);
-    return vector_create_json(h, n, json_string("random"), &seed, opts, out);
+    return vector_create_json(h, n, "fill", json_string("random"), &seed, opts, out);
 }
 
 spmv_client_status spmv_client_vector_read(spmv_client *h, const char *id, spmv_client_dtype dtype, void *values,
@@ -2228,6 +2231,93 @@ spmv_client_status spmv_client_shm_unregister(spmv_client *h, const char *name)
     spmv_client_status st = do_request(h, &req, &r);
     response_clear(&r);
     free(path);
+    return st;
+}
+
+/* {"shm": name, "offset": bytes}, the JSON form of a region operand. */
+static json_t *shm_ref_json(const spmv_client_shm_ref *r)
+{
+    return json_pack("{s:s, s:I}", "shm", r->name, "offset", (json_int_t)r->offset);
+}
+
+static spmv_client_status shm_ref_ok(spmv_client *h, const spmv_client_shm_ref *r)
+{
+    if (!r || !shm_name_ok(r->name))
+        return fail(h, SPMV_CLIENT_ERR_INVALID, "a region operand needs a region name of 1 to 200 characters of "
+                    "A-Z a-z 0-9 _ . -, not starting with a dot");
+    if (r->offset > INT64_MAX)
+        return fail(h, SPMV_CLIENT_ERR_INVALID, "offset %llu is out of range", (unsigned long long)r->offset);
+    return SPMV_CLIENT_OK;
+}
+
+spmv_client_status spmv_client_vector_create_shm(spmv_client *h, const spmv_client_shm_ref *values, int64_t n,
+                                                 const spmv_client_vector_options *opts, spmv_client_vector **out)
+{
+    spmv_client_status st;
+    if (!h || !out) return SPMV_CLIENT_ERR_INVALID;
+    *out = NULL;
+    clear_error(h);
+    if ((st = shm_ref_ok(h, values)) != SPMV_CLIENT_OK)
+        return st;
+    return vector_create_json(h, n, "values", shm_ref_json(values), NULL, opts, out);
+}
+
+spmv_client_status spmv_client_vector_write_shm(spmv_client *h, const char *id, const spmv_client_shm_ref *values,
+                                                spmv_client_vector **desc)
+{
+    char *path = NULL, *text = NULL;
+    json_t *body = NULL;
+    response r = {0};
+    spmv_client_status st;
+
+    if (desc) *desc = NULL;
+    if (!h) return SPMV_CLIENT_ERR_INVALID;
+    clear_error(h);
+    if (!id_ok(id)) return fail(h, SPMV_CLIENT_ERR_INVALID, "vector id must be 1 to 63 characters");
+    if ((st = shm_ref_ok(h, values)) != SPMV_CLIENT_OK) return st;
+    st = fail(h, SPMV_CLIENT_ERR_NOMEM, "out of memory");
+    if (!(body = json_pack("{s:o}", "values", shm_ref_json(values))) || !(text = json_dumps(body, JSON_COMPACT)) ||
+        !(path = id_path(h, "vectors", id, "")))
+        goto done;
+    request req = {.method = "PUT", .path = path, .content_type = "application/json", .body = text,
+                   .body_len = strlen(text)};
+    if ((st = do_request(h, &req, &r)) == SPMV_CLIENT_OK && desc)
+        st = vector_from_text(h, r.body.data, r.body.len, "answer", desc);
+done:
+    response_clear(&r);
+    json_decref(body);
+    free(text);
+    free(path);
+    return st;
+}
+
+spmv_client_status spmv_client_vector_read_shm(spmv_client *h, const char *id, const spmv_client_shm_ref *into,
+                                               spmv_client_vector **desc)
+{
+    buffer q = {.limit = 1 << 12};
+    char *path = NULL, *full = NULL;
+    response r = {0};
+    spmv_client_status st;
+
+    if (desc) *desc = NULL;
+    if (!h) return SPMV_CLIENT_ERR_INVALID;
+    clear_error(h);
+    if (!id_ok(id)) return fail(h, SPMV_CLIENT_ERR_INVALID, "vector id must be 1 to 63 characters");
+    if ((st = shm_ref_ok(h, into)) != SPMV_CLIENT_OK) return st;
+    st = fail(h, SPMV_CLIENT_ERR_NOMEM, "out of memory");
+    if (!query_add(h->curl, &q, "shm", into->name) || !query_add_u64(h->curl, &q, "offset", into->offset) ||
+        !(path = id_path(h, "vectors", id, "")) || asprintf(&full, "%s%s", path, q.data) < 0) {
+        full = NULL;
+        goto done;
+    }
+    request req = {.method = "GET", .path = full, .accept = "application/json"};
+    if ((st = do_request(h, &req, &r)) == SPMV_CLIENT_OK && desc)
+        st = vector_from_text(h, r.body.data, r.body.len, "answer", desc);
+done:
+    response_clear(&r);
+    free(q.data);
+    free(path);
+    free(full);
     return st;
 }
 

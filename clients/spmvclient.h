@@ -607,6 +607,28 @@ SPMV_CLIENT_API spmv_client_status spmv_client_spmv_shm(spmv_client *h, const ch
                                                         const spmv_client_spmv_options *opts,
                                                         spmv_client_product_result *res);
 
+/* Resident vectors from and into regions (the values never cross the
+ * socket). _create_shm: POST /v1/vectors {"values": {"shm", "offset"},
+ * "n", ...} with n = count of values per column (0: from opts->like),
+ * k, dtype (opts->dtype, else like's, else float64), like, side and device
+ * as in spmv_client_vector_fill(); the region must hold n·k values of that
+ * dtype from the offset. _write_shm: PUT /v1/vectors/{id} with the values
+ * from a region (same n, k, dtype). _read_shm: GET /v1/vectors/{id}
+ * ?shm=&offset=: the daemon writes the vector's n·k values into the region
+ * and answers the descriptor. `out` / `desc` (desc may be NULL) receive
+ * the descriptor. Errors: those of the region operands of
+ * spmv_client_spmv_shm() (403, 404 shm_not_found, 400 out_of_range, 410),
+ * and those of the matching binary calls. */
+SPMV_CLIENT_API spmv_client_status spmv_client_vector_create_shm(spmv_client *h, const spmv_client_shm_ref *values,
+                                                                 int64_t n, const spmv_client_vector_options *opts,
+                                                                 spmv_client_vector **out);
+SPMV_CLIENT_API spmv_client_status spmv_client_vector_write_shm(spmv_client *h, const char *id,
+                                                                const spmv_client_shm_ref *values,
+                                                                spmv_client_vector **desc);
+SPMV_CLIENT_API spmv_client_status spmv_client_vector_read_shm(spmv_client *h, const char *id,
+                                                               const spmv_client_shm_ref *into,
+                                                               spmv_client_vector **desc);
+
 /* --------------------------------------------------------- batched steps */
 
 /* POST /v1/ops runs a list of steps in order on one device's queue, in one

@@ -11,7 +11,8 @@
  * products with x and y in regions, each way round with inline operands,
  * Aᵀ·x, a float32 matrix, against y computed here in plain C from a random
  * matrix drawn afresh from a printed seed (SPMV_SEED repeats one), the
- * region's y poisoned with NaN beforehand; the operand errors (past the
+ * region's y poisoned with NaN beforehand; resident vectors made from,
+ * written from and read into the region; the operand errors (past the
  * region, unaligned, unknown region, verify); a region whose object was
  * shrunk or unlinked (state, 410 shm_gone); and 403 shm_disabled from the
  * daemon without allow_shm. Prints "ok N - ..." lines and the plan last.
@@ -366,6 +367,68 @@ static void float32_product(spmv_client *h, const char *name, void *base, const 
     spmv_client_matrix_free(mf);
 }
 
+/* Resident vectors from and into the region: x from the pages, y = A·x
+ * resident, y written back into the pages. */
+static void vectors(spmv_client *h, const char *name, double *base, const coo *m, const char *mid)
+{
+    size_t rows = (size_t)m->rows, cols = (size_t)m->cols;
+    double *x = base, *y = base + (rows > cols ? rows : cols), *ref = malloc(rows * sizeof *ref);
+    spmv_client_vector *xv = NULL, *yv = NULL, *d = NULL;
+    spmv_client_shm_ref xr = {.name = name, .offset = 0};
+    spmv_client_shm_ref yr = {.name = name, .offset = (uint64_t)(y - base) * sizeof(double)};
+    spmv_client_vector_options like = {.like = mid}, rows_like = {.like = mid, .side = "rows"};
+    spmv_client_status st;
+    if (!ref) return;
+    for (size_t j = 0; j < cols; j++) x[j] = uniform();
+    reference(m, 'n', x, ref);
+    st = spmv_client_vector_create_shm(h, &xr, 0, &like, &xv);
+    if (!check(st == SPMV_CLIENT_OK && xv->n == (int64_t)cols, "vector_create_shm: x from the region, n from like")) {
+        diag(h, st);
+        goto out;
+    }
+    double *back = malloc(cols * sizeof *back);
+    if (back && spmv_client_vector_read(h, xv->id, SPMV_CLIENT_FLOAT64, back, cols, NULL) == SPMV_CLIENT_OK)
+        check(memcmp(back, x, cols * sizeof *back) == 0, "the vector holds the region's values bit for bit");
+    else
+        check(false, "read the vector back");
+    free(back);
+    EXPECT(h, spmv_client_vector_fill(h, 0, 0.0, &rows_like, &yv), SPMV_CLIENT_OK, "a resident y like the rows");
+    if (!yv) goto out;
+    spmv_client_operands a = {.dtype = SPMV_CLIENT_FLOAT64, .x_vector = xv->id, .y_vector = yv->id};
+    EXPECT(h, spmv_client_spmv(h, mid, &a, NULL, NULL), SPMV_CLIENT_OK, "y = A*x on resident vectors");
+    for (size_t i = 0; i < rows; i++) y[i] = NAN;
+    st = spmv_client_vector_read_shm(h, yv->id, &yr, &d);
+    if (check(st == SPMV_CLIENT_OK && d && strcmp(d->id, yv->id) == 0, "vector_read_shm: y into the region"))
+        check(rel_err(y, ref, rows) < 1e-12, "y in the region = A*x (rel err %.3g)", rel_err(y, ref, rows));
+    else
+        diag(h, st);
+    spmv_client_vector_free(d);
+    d = NULL;
+    for (size_t j = 0; j < cols; j++) x[j] = uniform();
+    st = spmv_client_vector_write_shm(h, xv->id, &xr, &d);
+    if (check(st == SPMV_CLIENT_OK && d, "vector_write_shm: x again from the region")) {
+        double *again = malloc(cols * sizeof *again);
+        if (again && spmv_client_vector_read(h, xv->id, SPMV_CLIENT_FLOAT64, again, cols, NULL) == SPMV_CLIENT_OK)
+            check(memcmp(again, x, cols * sizeof *again) == 0, "the vector holds the new values");
+        free(again);
+    } else {
+        diag(h, st);
+    }
+    spmv_client_shm_ref past = {.name = name, .offset = yr.offset + 8};
+    st = spmv_client_vector_read_shm(h, yv->id, &past, NULL);
+    expect_refusal(h, st, SPMV_CLIENT_ERR_BAD_REQUEST, 400, "out_of_range", "vector_read_shm past the region");
+    spmv_client_shm_ref bad = {.name = "a/b"};
+    check(spmv_client_vector_write_shm(h, xv->id, &bad, NULL) == SPMV_CLIENT_ERR_INVALID,
+          "vector_write_shm with a bad region name: refused before sending");
+out:
+    if (xv) spmv_client_vector_delete(h, xv->id);
+    if (yv) spmv_client_vector_delete(h, yv->id);
+    spmv_client_vector_free(xv);
+    spmv_client_vector_free(yv);
+    spmv_client_vector_free(d);
+    free(ref);
+}
+
 /* A region whose object was shrunk, and one whose object was unlinked. */
 static void gone(spmv_client *h, const char *pid_tag, const char *mid, const coo *m)
 {
@@ -473,6 +536,7 @@ int main(int argc, char **argv)
     if (check(st == SPMV_CLIENT_OK, "upload a random 301 x 203 matrix")) {
         products(h, name, base, &m, mat->id);
         float32_product(h, name, base, &m, text, len);
+        vectors(h, name, base, &m, mat->id);
         gone(h, tag, mat->id, &m);
     } else {
         diag(h, st);

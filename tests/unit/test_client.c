@@ -831,6 +831,32 @@ static void test_spmv_shm(void **state)
     assert_non_null(strstr(server.request, "POST /v1/matrices/abc/spmv?dtype=float64&y_shm=psm_a&y_offset=64 "));
     assert_memory_equal(server.request + server.request_len - 32, x, 32);
 
+    /* resident vectors from and into a region */
+    spmv_client_vector *v = NULL;
+    spmv_client_vector_options like = {.like = "abc", .k = 2};
+    spmv_client_shm_ref at16 = {.name = "psm_a", .offset = 16};
+    answer_json(&server, "201 Created", vdesc);
+    assert_int_equal(spmv_client_vector_create_shm(h, &at16, 0, &like, &v), SPMV_CLIENT_OK);
+    assert_non_null(strstr(server.request, "POST /v1/vectors HTTP/1.1"));
+    assert_non_null(strstr(server.request, "\"values\":{\"shm\":\"psm_a\",\"offset\":16}"));
+    assert_non_null(strstr(server.request, "\"like\":\"abc\""));
+    assert_null(strstr(server.request, "\"fill\""));
+    assert_string_equal(v->id, "v1");
+    spmv_client_vector_free(v);
+    answer_json(&server, "200 OK", vdesc);
+    assert_int_equal(spmv_client_vector_write_shm(h, "v1", &at16, &v), SPMV_CLIENT_OK);
+    assert_non_null(strstr(server.request, "PUT /v1/vectors/v1 HTTP/1.1"));
+    assert_non_null(strstr(server.request, "{\"values\":{\"shm\":\"psm_a\",\"offset\":16}}"));
+    spmv_client_vector_free(v);
+    answer_json(&server, "200 OK", vdesc);
+    assert_int_equal(spmv_client_vector_read_shm(h, "v1", &at16, &v), SPMV_CLIENT_OK);
+    assert_non_null(strstr(server.request, "GET /v1/vectors/v1?shm=psm_a&offset=16 HTTP/1.1"));
+    assert_true(v->n == 3 && v->k == 2);
+    spmv_client_vector_free(v);
+    assert_int_equal(spmv_client_vector_read_shm(h, "v1", &slash, &v), SPMV_CLIENT_ERR_INVALID);
+    assert_int_equal(spmv_client_vector_create_shm(h, NULL, 3, NULL, &v), SPMV_CLIENT_ERR_INVALID);
+    assert_int_equal(spmv_client_vector_create_shm(h, &at16, 0, NULL, &v), SPMV_CLIENT_ERR_INVALID); /* no n, no like */
+
     answer_json(&server, "410 Gone", "{\"error\":{\"code\":\"shm_gone\",\"message\":\"psm_a was unlinked\"}}");
     assert_int_equal(spmv_client_spmv_shm(h, "abc", &none, &xr, &yr, NULL, &r), SPMV_CLIENT_ERR_HTTP);
     assert_string_equal(spmv_client_errcode(h), "shm_gone");

@@ -687,7 +687,11 @@ class Client:
         in ``dtype``, default the ``like`` matrix's, else float64 for float64
         input and float32 for float32), or ``fill`` (a number or
         ``"random"`` with ``seed``) with ``n`` (or ``like``) and ``k``.
+        ``values`` may also be a shared-memory region operand (``(region,
+        byte_offset)``, a :class:`~spmvd.ShmOperand`) holding n·k values of
+        ``dtype`` (``n`` given, or from ``like``): the daemon reads them there.
         """
+        from .shm import as_operand
         from .vector import Vector
         opts: Dict[str, Any] = {}
         if like is not None:
@@ -696,7 +700,16 @@ class Client:
             opts["side"] = side
         if device is not None:
             opts["device"] = device
-        if values is not None:
+        so = as_operand(values, "x") if values is not None else None
+        if so is not None:
+            if fill is not None:
+                raise ValueError("give values or fill, not both")
+            obj = dict(opts, values={"shm": so.name, "offset": so.offset})
+            for key, v in (("n", n), ("k", k), ("dtype", dtype)):
+                if v is not None:
+                    obj[key] = v
+            r = self.request("POST", "/v1/vectors", json_body=obj, ok=(201,))
+        elif values is not None:
             if fill is not None:
                 raise ValueError("give values or fill, not both")
             a = np.asarray(values)

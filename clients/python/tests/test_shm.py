@@ -2,7 +2,8 @@
 
 Every product's y is read from the shared pages and compared with SciPy's
 A @ x on the matrix as uploaded, x drawn afresh from the printed seed; y
-is NaN before the product, so a y the daemon did not write shows. The
+is NaN before the product, so a y the daemon did not write shows. Resident
+vectors take their values from a region and write them into one. The
 refusals: an unknown region (404), a window or an operand past the end
 (400), a name registered twice (409), an object shrunk or unlinked since
 (410) and a daemon without allow_shm (403, the session's plain daemon).
@@ -164,6 +165,34 @@ def test_transpose_and_float32(sc: spmvd.Client, rng: np.random.Generator) -> No
             close(arrs.y.astype(np.float64), a32.astype(np.float64) @ arrs.x.astype(np.float64), 1e-5)
     finally:
         B.delete()
+
+
+def test_vectors_through_shm(sc: spmvd.Client, shm: Any, rng: np.random.Generator) -> None:
+    a = random_matrix(rng, 120, 100)
+    A = sc.upload(a)
+    sc.register_shm(shm)
+    try:
+        x = np.ndarray((100,), dtype=np.float64, buffer=shm.buf, offset=0)
+        x[:] = rng.standard_normal(100)
+        v = sc.vector((shm, 0), like=A)  # n, dtype and device from A; the values from the region
+        assert v.n == 100 and v.k == 1
+        np.testing.assert_array_equal(v.to_numpy(), x)
+        w = sc.vector(n=120, fill=0.0, like=A, side="rows")
+        sc.spmv(A, v, y=w)
+        y = w.to_numpy(into=(shm, 1024))  # the daemon writes w into the region
+        close(y, a @ x, 1e-12)
+        x[:] = rng.standard_normal(100)
+        v.update(spmvd.ShmOperand(shm.name, 0))
+        np.testing.assert_array_equal(v.to_numpy(), x)
+        with pytest.raises(spmvd.BadRequest) as e:  # 100 values from byte 65000 run past the region
+            v.update((shm, 65000))
+        assert e.value.code == "out_of_range"
+        v.delete()
+        w.delete()
+        del x, y
+    finally:
+        sc.unregister_shm(shm)
+        A.delete()
 
 
 def test_refusals(sc: spmvd.Client, shm: Any, rng: np.random.Generator) -> None:

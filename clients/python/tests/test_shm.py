@@ -113,6 +113,19 @@ def test_shared_arrays_spmv(sc: spmvd.Client, rng: np.random.Generator) -> None:
         A.delete()
 
 
+def test_block_of_k_columns(sc: spmvd.Client, rng: np.random.Generator) -> None:
+    a = random_matrix(rng, 77, 55)
+    A = sc.upload(a)
+    try:
+        with A.shared_arrays(k=3) as arrs:
+            assert arrs.x.shape == (55, 3) and arrs.y.shape == (77, 3) and arrs.x.flags.f_contiguous
+            arrs.x[:] = rng.standard_normal((55, 3))
+            arrs.spmv(kernel="cpu.csr.serial")
+            close(arrs.y, a @ arrs.x, 1e-12)
+    finally:
+        A.delete()
+
+
 def test_tuple_operands_each_way(sc: spmvd.Client, shm: Any, rng: np.random.Generator) -> None:
     a = random_matrix(rng, 150, 120)
     A = sc.upload(a)

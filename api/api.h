@@ -66,6 +66,7 @@ struct request {
     /* body, for routes that collect it whole (bounded by max_body_bytes) */
     char *body;
     size_t body_len, body_cap;
+    bufpool_buf *body_buf;          /* body is this pooled buffer (binary spmv): put back, not freed */
     uint64_t body_seen;
 
     /* suspension: the handler suspends and queues under `lock`, the
@@ -87,6 +88,9 @@ const route_handlers *api_route_handlers(route_id route, const char *method, con
 /* ----------------------------------------------------------- answers */
 void api_json(request *r, int status, json_t *body);       /* steals body */
 void api_bytes(request *r, int status, const char *content_type, void *data, size_t len); /* takes data (malloc) */
+/* The same from a pooled buffer, answered without a copy and put back
+ * when sent. */
+void api_bytes_pooled(request *r, int status, const char *content_type, bufpool_buf *b, size_t len);
 void api_error(request *r, int status, const char *code, const char *fmt, ...)
     __attribute__((format(printf, 4, 5)));
 /* An engine status mapped to its HTTP status and code, message from err. */
@@ -118,6 +122,12 @@ void api_json_write_vector(FILE *f, spmv_dtype dtype, const void *v, int32_t n);
 const char *api_query(request *r, const char *key);
 const char *api_header_in(request *r, const char *key);
 /* Collects a body chunk into r->body, bounded by limit (413 beyond). */
+/* The body of exactly Content-Length bytes goes into a pooled buffer
+ * (d->iobufs: page-locked on a GPU host) instead of the heap; call before
+ * the first chunk. No Content-Length, or over limit: the heap as usual. */
+void api_body_pooled(request *r, int64_t limit);
+/* Frees or puts back r->body. */
+void api_body_free(request *r);
 void api_body_collect(request *r, const char *data, size_t size, int64_t limit);
 /* Checks Content-Length against a limit on the first call: 413 answer. */
 bool api_check_content_length(request *r, int64_t limit);

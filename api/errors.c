@@ -39,6 +39,20 @@ void api_bytes(request *r, int status, const char *content_type, void *data, siz
         MHD_add_response_header(resp, MHD_HTTP_HEADER_CONTENT_TYPE, content_type);
 }
 
+static void put_back(void *cls) { bufpool_put(cls); }
+
+void api_bytes_pooled(request *r, int status, const char *content_type, bufpool_buf *b, size_t len)
+{
+    struct MHD_Response *resp = MHD_create_response_from_buffer_with_free_callback_cls(len, b->ptr, put_back, b);
+    if (!resp) {
+        bufpool_put(b);
+        return;
+    }
+    set_response(r, status, resp, len);
+    if (content_type)
+        MHD_add_response_header(resp, MHD_HTTP_HEADER_CONTENT_TYPE, content_type);
+}
+
 void api_json(request *r, int status, json_t *body)
 {
     size_t len = 0;

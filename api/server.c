@@ -75,6 +75,29 @@ bool api_check_content_length(request *r, int64_t limit)
     return true;
 }
 
+void api_body_free(request *r)
+{
+    if (r->body_buf)
+        bufpool_put(r->body_buf);
+    else
+        free(r->body);
+    r->body_buf = NULL;
+    r->body = NULL;
+    r->body_len = r->body_cap = 0;
+}
+
+void api_body_pooled(request *r, int64_t limit)
+{
+    const char *cl = api_header_in(r, MHD_HTTP_HEADER_CONTENT_LENGTH);
+    unsigned long long want = cl ? strtoull(cl, NULL, 10) : 0;
+    if (r->body || !cl || want == 0 || want > (unsigned long long)limit || !r->d->iobufs)
+        return;
+    if ((r->body_buf = bufpool_get(r->d->iobufs, (size_t)want + 1))) {
+        r->body = r->body_buf->ptr;
+        r->body_cap = r->body_buf->cap;
+    }
+}
+
 void api_body_collect(request *r, const char *data, size_t size, int64_t limit)
 {
     if (r->failed)
@@ -82,9 +105,13 @@ void api_body_collect(request *r, const char *data, size_t size, int64_t limit)
     r->body_seen += size;
     if (r->body_seen > (uint64_t)limit) {
         api_error(r, 413, "too_large", "body is over the limit of %" PRId64 " bytes", limit);
-        free(r->body);
-        r->body = NULL;
+        api_body_free(r);
         r->body_len = r->body_cap = 0;
+        return;
+    }
+    if (r->body_len + size + 1 > r->body_cap && r->body_buf) { /* sized from Content-Length, which MHD enforces */
+        api_error(r, 400, "bad_request", "body longer than its Content-Length");
+        api_body_free(r);
         return;
     }
     if (r->body_len + size + 1 > r->body_cap) {
@@ -341,7 +368,7 @@ static void on_completed(void *cls, struct MHD_Connection *conn, void **con_cls,
         r->h->cleanup(r);
     if (r->resp)
         MHD_destroy_response(r->resp);
-    free(r->body);
+    api_body_free(r);
     free(r->path);
     pthread_mutex_destroy(&r->lock);
     free(r);

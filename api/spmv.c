@@ -24,7 +24,9 @@
  * them by DMA straight from and to a pinned region's pages; otherwise x is
  * read into a buffer with pread and y written back with pwrite, never
  * through the mapping (shm.h says why). The region is checked before and
- * after the product; a region shrunk or unlinked meanwhile is a 410.
+ * after the product; a region shrunk or unlinked meanwhile is a 410. A
+ * CUDA region (another process's device memory on the matrix's GPU) is
+ * read and written in place, as a resident vector is.
  */
 #include <math.h>
 #include <stdio.h>
@@ -65,7 +67,10 @@ typedef struct spmv_task {
     int32_t xlen, ylen;   /* values a column: cols and rows, swapped for op t */
     shm_operand xs, ys;   /* operands in shared-memory regions (reg NULL: not) */
     bool x_borrowed, y_borrowed; /* x, y point into a pinned region: not ours to free */
+    bufpool_buf *x_buf, *y_buf;  /* x (the binary body), y: pooled buffers (daemon/bufpool.h) */
     int shm_rc;           /* a region failed on the worker: shm_status, message in err */
+    spmv_vec xdv, ydv;    /* x, y in CUDA regions: views of the client's device memory */
+    bool xcuda, ycuda;
 } spmv_task;
 
 /* ------------------------------------------------------ the request */
@@ -114,7 +119,8 @@ static void spmv_begin(request *r)
     if (!(t->m = api_get_matrix(r)))
         return;
     t->body_limit = body_limit(r, t);
-    api_check_content_length(r, t->body_limit);
+    if (api_check_content_length(r, t->body_limit) && binary)
+        api_body_pooled(r, t->body_limit);
 }
 
 static void spmv_body(request *r, const char *data, size_t size)
@@ -234,6 +240,24 @@ static int resolve_shm(request *r, const spmv_req *q)
         api_shm_error(r, st, msg);
         return -1;
     }
+    worker *w = task_worker(r->d, t);
+    const shm_operand *ops[2] = {&t->xs, &t->ys};
+    spmv_vec *views[2] = {&t->xdv, &t->ydv};
+    int32_t lens[2] = {t->xlen, t->ylen};
+    for (int i = 0; i < 2; i++) {
+        void *dp = shm_operand_device(ops[i]);
+        if (!dp)
+            continue;
+        if (!w || w->gpu != ops[i]->reg->device) {
+            api_error(r, 409, "wrong_device", "%s: region %s is memory of gpu%d but %s runs on %s; a CUDA region "
+                      "serves products on its own GPU", i ? "y" : "x", ops[i]->reg->name, ops[i]->reg->device,
+                      t->is_auto ? "auto" : t->k->name, w ? w->name : "no device");
+            return -1;
+        }
+        *views[i] = (spmv_vec){SPMV_DEVICE_GPU, t->m->host.dtype, lens[i], t->ncols, dp};
+    }
+    t->xcuda = t->xdv.data != NULL;
+    t->ycuda = t->ydv.data != NULL;
     return 0;
 }
 
@@ -333,6 +357,8 @@ static int decode_request(request *r, spmv_params *given, bool *async)
     if (t->binary) {
         /* the body buffer becomes x: no copy */
         t->x = r->body ? r->body : malloc(1);
+        t->x_buf = r->body_buf;
+        r->body_buf = NULL;
         r->body = NULL;
         r->body_len = r->body_cap = 0;
     } else {
@@ -363,19 +389,22 @@ static int run_resident(spmv_task *t, worker *w)
     spmv_device_kind dev = ctx ? SPMV_DEVICE_GPU : SPMV_DEVICE_CPU;
     spmv_dtype dt = t->m->host.dtype;
     spmv_vec xs = {0}, ys = {0};
-    const spmv_vec *x = t->xv ? &t->xv->v : &xs;
-    spmv_vec *y = t->yv ? &t->yv->v : &ys;
+    const spmv_vec *x = t->xv ? &t->xv->v : t->xcuda ? &t->xdv : &xs;
+    spmv_vec *y = t->yv ? &t->yv->v : t->ycuda ? &t->ydv : &ys;
     spmv_apply_args a = {t->alpha, t->beta, t->warmup, t->runs};
     int rc = SPMV_OK;
-    if (!t->xv && ((rc = spmv_vec_alloc(ctx, dev, dt, t->xlen, t->ncols, &xs, &t->err)) ||
-                   (rc = spmv_vec_write(ctx, &xs, t->x, &t->err))))
+    if (!t->xv && !t->xcuda &&
+        ((rc = spmv_vec_alloc(ctx, dev, dt, t->xlen, t->ncols, &xs, &t->err)) ||
+         (rc = spmv_vec_write(ctx, &xs, t->x, &t->err))))
         goto out;
-    if (!t->yv && (rc = spmv_vec_alloc(ctx, dev, dt, t->ylen, t->ncols, &ys, &t->err)))
+    if (!t->yv && !t->ycuda && (rc = spmv_vec_alloc(ctx, dev, dt, t->ylen, t->ncols, &ys, &t->err)))
         goto out;
     if ((rc = worker_run_apply(w, t->m, t->k, &t->p, t->trans, &a, x, y, &t->st, &t->axpby_ms, &t->err)))
         goto out;
-    if (!t->yv)
+    if (!t->yv && !t->ycuda)
         rc = spmv_vec_read(ctx, &ys, t->y, &t->err);
+    else if (t->ycuda && ctx) /* the answer says y is there */
+        rc = spmv_vec_sync(ctx, &t->err);
 out:
     spmv_vec_free(ctx, &xs);
     spmv_vec_free(ctx, &ys);
@@ -392,16 +421,17 @@ static int shm_stage(spmv_task *t, worker *w)
     char *msg = t->err.message;
     size_t len = sizeof t->err.message;
     int st = SHM_OK;
-    if (t->xs.reg && !(st = shm_check_live(t->xs.reg, msg, len))) {
+    if (t->xs.reg && !t->xcuda && !(st = shm_check_live(t->xs.reg, msg, len))) {
         if (gpu && shm_operand_dma(&t->xs)) {
             t->x = shm_operand_dma(&t->xs);
             t->x_borrowed = true;
-        } else if (!(t->x = malloc(t->xs.bytes ? t->xs.bytes : 1)))
+        } else if (!(t->x_buf = bufpool_get(t->d->iobufs, t->xs.bytes)))
             return t->rc = spmv_error_set(&t->err, SPMV_ERR_NOMEM, 0, "out of memory for x");
         else
-            st = shm_operand_read(&t->xs, t->x, msg, len);
+            st = shm_operand_read(&t->xs, t->x = t->x_buf->ptr, msg, len);
     }
-    if (!st && t->ys.reg && !(st = shm_check_live(t->ys.reg, msg, len)) && gpu && shm_operand_dma(&t->ys)) {
+    if (!st && t->ys.reg && !t->ycuda && !(st = shm_check_live(t->ys.reg, msg, len)) && gpu &&
+        shm_operand_dma(&t->ys)) {
         t->y = shm_operand_dma(&t->ys);
         t->y_borrowed = true;
     }
@@ -418,7 +448,7 @@ static void shm_unstage(spmv_task *t)
     char *msg = t->err.message;
     size_t len = sizeof t->err.message;
     int st = SHM_OK;
-    if (t->ys.reg)
+    if (t->ys.reg && !t->ycuda)
         st = t->y_borrowed ? shm_check_live(t->ys.reg, msg, len) : shm_operand_write(&t->ys, t->y, msg, len);
     if (!st && t->xs.reg && t->x_borrowed)
         st = shm_check_live(t->xs.reg, msg, len);
@@ -442,15 +472,17 @@ static void spmv_run(task *base, worker *w)
                                job_id(t->job));
         return;
     }
-    if ((t->xs.reg || t->ys.reg) && shm_stage(t, w) != SPMV_OK)
+    if (((t->xs.reg && !t->xcuda) || (t->ys.reg && !t->ycuda)) && shm_stage(t, w) != SPMV_OK)
         return;
-    if (!t->yv && !t->y_borrowed) {
-        t->y = malloc(bytes);
-        if (!t->y) {
+    if (!t->yv && !t->y_borrowed && !t->ycuda) {
+        if (!(t->y_buf = bufpool_get(t->d->iobufs, bytes))) {
             t->rc = spmv_error_set(&t->err, SPMV_ERR_NOMEM, 0, "out of memory for y");
             return;
         }
-        poison(t->y, dt, (int32_t)(ny < INT32_MAX ? ny : INT32_MAX));
+        t->y = t->y_buf->ptr;
+        /* a GPU product poisons its device y and copies all of it back */
+        if (!worker_gpu_ctx(w))
+            poison(t->y, dt, (int32_t)(ny < INT32_MAX ? ny : INT32_MAX));
     }
     if (t->is_auto) {
         if ((t->rc = autotune_get_k(t->d, w, t->m, t->ncols, &t->tuned, &t->err)) != SPMV_OK)
@@ -459,7 +491,7 @@ static void spmv_run(task *base, worker *w)
         if ((t->rc = spmv_params_resolve(t->k, &t->tuned.params, &t->p, &t->err)) != SPMV_OK)
             return;
     }
-    if (t->xv || t->yv || t->alpha != 1.0)
+    if (t->xv || t->yv || t->xcuda || t->ycuda || t->alpha != 1.0)
         t->rc = run_resident(t, w);
     else
         t->rc = worker_run_kernel_k(w, t->m, t->k, &t->p, t->trans, t->ncols, t->x, t->y, t->warmup, t->runs,
@@ -565,9 +597,12 @@ static void answer(request *r)
         char *htext = hdr ? api_json_dump(hdr, NULL) : NULL;
         json_decref(hdr);
         size_t n = t->yv ? 0 : (size_t)t->ylen * (size_t)t->ncols * spmv_dtype_size(t->m->host.dtype);
-        api_bytes(r, 200, "application/octet-stream", t->yv ? NULL : t->y, n);
+        if (t->yv)
+            api_bytes(r, 200, "application/octet-stream", NULL, 0);
+        else
+            api_bytes_pooled(r, 200, "application/octet-stream", t->y_buf, n);
         if (!t->yv)
-            t->y = NULL; /* the response owns it now */
+            t->y = NULL, t->y_buf = NULL; /* the response owns it now */
         if (htext)
             api_header(r, "X-SpMV-Stats", htext);
         free(htext);
@@ -588,10 +623,12 @@ static void spmv_task_free(spmv_task *t)
     matrix_unref(t->m);
     rvec_unref(t->xv);
     rvec_unref(t->yv);
-    if (t->x_borrowed)
+    if (t->x_borrowed || t->x_buf)
         t->x = NULL;
-    if (t->y_borrowed)
+    if (t->y_borrowed || t->y_buf)
         t->y = NULL;
+    bufpool_put(t->x_buf);
+    bufpool_put(t->y_buf);
     shm_operand_close(&t->xs);
     shm_operand_close(&t->ys);
     job_unref(t->job);

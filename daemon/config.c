@@ -107,6 +107,8 @@ static const key_desc keys[] = {
      "let same-host clients register POSIX shared-memory regions (/v1/shm) for x and y (docs/security.md)"},
     {"max_shm_regions", KEY_INT, OFF(max_shm_regions), 0, 65536, 64, NULL, NULL,
      "shared-memory regions registered at once: past it 507"},
+    {"io_buffer_bytes", KEY_INT, OFF(io_buffer_bytes), 0, 64 * TiB, 1 * GiB, NULL, NULL,
+     "idle host buffers kept for the bodies and answers of binary products (page-locked on a GPU host); 0: none kept"},
     {"connection_timeout", KEY_INT, OFF(connection_timeout), 1, 86400, 60, NULL, NULL,
      "seconds an idle connection is kept open"},
     {"connection_memory_limit", KEY_INT, OFF(connection_memory_limit), 16 * KiB, 64 * MiB, 256 * KiB, NULL, NULL,

@@ -23,6 +23,7 @@ void spmvd_limits_from_config(spmvd_limits *l, const spmvd_config *c)
     atomic_store(&l->host_format_bytes, c->host_format_bytes);
     atomic_store(&l->allow_shm, c->allow_shm);
     atomic_store(&l->max_shm_regions, c->max_shm_regions);
+    atomic_store(&l->io_buffer_bytes, c->io_buffer_bytes);
 }
 
 spmv_format_limits spmvd_format_limits(spmvd *d)

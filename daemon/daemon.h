@@ -12,6 +12,7 @@
 #include <stdbool.h>
 #include <stdint.h>
 
+#include "daemon/bufpool.h"
 #include "daemon/config.h"
 #include "daemon/jobs.h"
 #include "daemon/metrics.h"
@@ -26,7 +27,7 @@ typedef struct spmvd_limits {
     _Atomic int64_t max_rows, max_nnz;
     _Atomic int64_t max_ops_steps, max_solve_iterations;
     _Atomic int64_t max_padding, max_format_bytes, host_format_bytes; /* the padding rule, the host format cache */
-    _Atomic int64_t allow_shm, max_shm_regions;
+    _Atomic int64_t allow_shm, max_shm_regions, io_buffer_bytes;
 } spmvd_limits;
 
 typedef struct spmvd {
@@ -39,6 +40,7 @@ typedef struct spmvd {
     vstore *vectors;             /* resident vectors (vectors/) */
     vstore_limits vlimits;       /* SIGHUP swaps them with the other limits */
     shm_registry *shm;           /* shared-memory regions (shm/) */
+    bufpool *iobufs;             /* bodies and answers of binary products */
     metrics *metrics;
     worker *cpu;
     worker *gpus[CONFIG_MAX_DEVICES];

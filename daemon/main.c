@@ -235,6 +235,15 @@ static int pin_region(void *p, size_t n, char *why, size_t whylen)
     return rc == SPMV_OK ? 0 : -1;
 }
 
+static int ipc_open(int device, const void *handle, void **dptr, size_t *bytes, char *why, size_t whylen)
+{
+    spmv_error err = {0};
+    int rc = spmv_gpu_ipc_open(device, handle, dptr, bytes, &err);
+    if (rc != SPMV_OK)
+        snprintf(why, whylen, "%s", err.message);
+    return rc == SPMV_OK ? 0 : -1;
+}
+
 static void reload_config(spmvd *d, int argc, char **argv)
 {
     spmvd_config c;
@@ -377,8 +386,9 @@ int main(int argc, char **argv)
     d.metrics = metrics_new(routes, nroutes);
     if (!d.jobs || !d.vectors || !d.metrics || start_workers(&d) != 0)
         goto out;
-    shm_pin_hooks pin = {pin_region, spmv_gpu_host_unpin};
-    if (!(d.shm = shm_registry_new(d.ngpus > 0 ? &pin : NULL)))
+    shm_pin_hooks pin = {pin_region, spmv_gpu_host_unpin, ipc_open, spmv_gpu_ipc_close};
+    if (!(d.shm = shm_registry_new(d.ngpus > 0 ? &pin : NULL)) ||
+        !(d.iobufs = bufpool_new(&d.limits.io_buffer_bytes, d.ngpus > 0)))
         goto out;
     if (api_server_start(&d, &server, &serr) != SPMV_OK) {
         log_error("%s", serr.message);
@@ -408,6 +418,7 @@ out:
         stop_workers(&d);
     }
     shm_registry_free(d.shm); /* unpinned while the GPU contexts live; no task holds a region now */
+    bufpool_free(d.iobufs);
     free_workers(&d);
     store_close(d.store);
     jobs_free(d.jobs);

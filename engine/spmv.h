@@ -612,6 +612,13 @@ int spmv_gpu_host_pin(void *p, size_t n, spmv_error *err);
 void spmv_gpu_host_unpin(void *p);
 int spmv_gpu_host_alloc(size_t n, void **out, spmv_error *err);
 void spmv_gpu_host_free(void *p);
+/* CUDA IPC: opens another process's device allocation on GPU `device`
+ * from its cudaIpcMemHandle (SPMV_GPU_IPC_HANDLE_BYTES bytes); *dptr is
+ * its base here and *bytes its size (cuMemGetAddressRange). Close with
+ * spmv_gpu_ipc_close. SPMV_ERR_INVALID for a handle the driver refuses. */
+#define SPMV_GPU_IPC_HANDLE_BYTES 64
+int spmv_gpu_ipc_open(int device, const void *handle, void **dptr, size_t *bytes, spmv_error *err);
+void spmv_gpu_ipc_close(int device, void *dptr);
 
 /* Device side of the calls above (engine/gpu/blas.cu; absent.c answers
  * SPMV_ERR_UNAVAILABLE): the spmv_vec_* functions call these for device

@@ -56,6 +56,8 @@ shm_registry *shm_registry_new(const shm_pin_hooks *hooks)
 
 static void region_destroy(shm_region *r)
 {
+    if (r->dptr && r->reg->hooks.ipc_close)
+        r->reg->hooks.ipc_close(r->device, r->dptr);
     if (r->pinned && r->reg->hooks.unpin)
         r->reg->hooks.unpin(r->map);
     if (r->map)
@@ -134,6 +136,8 @@ static bool mode_allows(const struct stat *st)
 shm_status shm_check_live(const shm_region *r, char *msg, size_t msglen)
 {
     struct stat st;
+    if (r->device >= 0)
+        return SHM_OK; /* device memory does not shrink; its owner unregisters before it frees */
     if (fstat(r->fd, &st) != 0)
         return fail(msg, msglen, SHM_IO, "region %s: fstat: %s", r->name, strerror(errno));
     if (st.st_nlink == 0)
@@ -197,40 +201,98 @@ static shm_status open_window(shm_region *r, char *msg, size_t msglen)
     return SHM_OK;
 }
 
-shm_status shm_register(shm_registry *s, const char *name, int64_t offset, int64_t size, int64_t max_regions,
-                        shm_region **out, char *msg, size_t msglen)
+/* A record for `name`, checked and not yet registered, or NULL with the
+ * status in *st. */
+static shm_region *region_new(shm_registry *s, const char *name, int64_t offset, int64_t size, shm_status *st,
+                              char *msg, size_t msglen)
 {
-    *out = NULL;
-    shm_status st = shm_name_check(name, msg, msglen);
-    if (st)
-        return st;
-    if (offset < 0 || size <= 0)
-        return fail(msg, msglen, SHM_INVALID, "a region needs offset >= 0 and size > 0 (bytes), not %lld and %lld",
-                    (long long)offset, (long long)size);
+    if ((*st = shm_name_check(name, msg, msglen)))
+        return NULL;
+    if (offset < 0 || size <= 0) {
+        *st = fail(msg, msglen, SHM_INVALID, "a region needs offset >= 0 and size > 0 (bytes), not %lld and %lld",
+                   (long long)offset, (long long)size);
+        return NULL;
+    }
+    pthread_mutex_lock(&s->lock); /* a cheap early answer; checked again when listing */
+    bool exists = find_locked(s, name) != NULL;
+    pthread_mutex_unlock(&s->lock);
+    if (exists) {
+        *st = fail(msg, msglen, SHM_EXISTS, "region %s is registered already (DELETE /v1/shm/%s first)", name, name);
+        return NULL;
+    }
     shm_region *r = calloc(1, sizeof *r);
-    if (!r)
-        return fail(msg, msglen, SHM_IO, "out of memory");
+    if (!r) {
+        *st = fail(msg, msglen, SHM_IO, "out of memory");
+        return NULL;
+    }
     snprintf(r->name, sizeof r->name, "%s", name);
     r->fd = -1;
+    r->device = -1;
     r->offset = offset;
     r->size = size;
     r->reg = s;
     atomic_init(&r->refs, 1);
     atomic_init(&r->uses, 0);
     r->created_wall = (long long)time(NULL);
-    pthread_mutex_lock(&s->lock); /* a cheap early answer; checked again when listing */
-    bool exists = find_locked(s, name) != NULL;
-    pthread_mutex_unlock(&s->lock);
-    if (exists) {
-        st = fail(msg, msglen, SHM_EXISTS, "region %s is registered already (DELETE /v1/shm/%s first)", name, name);
-        goto err;
+    return r;
+}
+
+/* Lists r unless the name was taken meanwhile or the limit is reached;
+ * destroys it otherwise. */
+static shm_status region_list(shm_registry *s, shm_region *r, int64_t max_regions, shm_region **out, char *msg,
+                              size_t msglen);
+
+shm_status shm_register(shm_registry *s, const char *name, int64_t offset, int64_t size, int64_t max_regions,
+                        shm_region **out, char *msg, size_t msglen)
+{
+    *out = NULL;
+    shm_status st;
+    shm_region *r = region_new(s, name, offset, size, &st, msg, msglen);
+    if (!r)
+        return st;
+    if ((st = open_window(r, msg, msglen))) {
+        region_destroy(r);
+        return st;
     }
-    if ((st = open_window(r, msg, msglen)))
-        goto err;
     if (s->hooks.pin) {
         char why[256] = "";
         r->pinned = s->hooks.pin(r->map, r->map_len, why, sizeof why) == 0;
     }
+    return region_list(s, r, max_regions, out, msg, msglen);
+}
+
+shm_status shm_register_cuda(shm_registry *s, const char *name, const void *handle, int device, int64_t offset,
+                             int64_t size, int64_t max_regions, shm_region **out, char *msg, size_t msglen)
+{
+    *out = NULL;
+    shm_status st;
+    if (!s->hooks.ipc_open)
+        return fail(msg, msglen, SHM_INVALID, "CUDA regions need a GPU, and this daemon has none");
+    shm_region *r = region_new(s, name, offset, size, &st, msg, msglen);
+    if (!r)
+        return st;
+    size_t bytes = 0;
+    char why[512] = "";
+    if (s->hooks.ipc_open(device, handle, &r->dptr, &bytes, why, sizeof why) != 0) {
+        region_destroy(r);
+        return fail(msg, msglen, SHM_INVALID, "region %s: %s", name, why);
+    }
+    r->device = device;
+    if (offset > (int64_t)bytes || size > (int64_t)bytes - offset) {
+        region_destroy(r);
+        return fail(msg, msglen, SHM_RANGE, "region %s: offset %lld + size %lld is past the end of the allocation "
+                    "(%zu bytes)", name, (long long)offset, (long long)size, bytes);
+    }
+    r->base = (char *)r->dptr + offset;
+    r->map_len = bytes; /* the allocation's size, shown as object_bytes */
+    return region_list(s, r, max_regions, out, msg, msglen);
+}
+
+static shm_status region_list(shm_registry *s, shm_region *r, int64_t max_regions, shm_region **out, char *msg,
+                              size_t msglen)
+{
+    const char *name = r->name;
+    shm_status st = SHM_OK;
     pthread_mutex_lock(&s->lock);
     size_t n = 0;
     for (shm_region *p = s->head; p; p = p->next)
@@ -247,13 +309,12 @@ shm_status shm_register(shm_registry *s, const char *name, int64_t offset, int64
         atomic_fetch_add(&r->refs, 1); /* the registry's */
     }
     pthread_mutex_unlock(&s->lock);
-    if (st)
-        goto err;
+    if (st) {
+        region_destroy(r);
+        return st;
+    }
     *out = r;
     return SHM_OK;
-err:
-    region_destroy(r);
-    return st;
 }
 
 shm_status shm_unregister(shm_registry *s, const char *name)
@@ -410,7 +471,12 @@ shm_status shm_operand_write(const shm_operand *o, const void *src, char *msg, s
 
 void *shm_operand_dma(const shm_operand *o)
 {
-    return o->reg && o->reg->pinned ? o->reg->base + o->offset : NULL;
+    return o->reg && o->reg->pinned && o->reg->device < 0 ? o->reg->base + o->offset : NULL;
+}
+
+void *shm_operand_device(const shm_operand *o)
+{
+    return o->reg && o->reg->device >= 0 ? o->reg->base + o->offset : NULL;
 }
 
 json_t *shm_region_json(const shm_region *r)
@@ -421,10 +487,17 @@ json_t *shm_region_json(const shm_region *r)
     gmtime_r(&t, &tm);
     strftime(created, sizeof created, "%Y-%m-%dT%H:%M:%SZ", &tm);
     struct stat st;
-    long long object = fstat(r->fd, &st) == 0 ? (long long)st.st_size : -1;
+    long long object = r->device >= 0 ? (long long)r->map_len : fstat(r->fd, &st) == 0 ? (long long)st.st_size : -1;
     shm_status live = shm_check_live(r, msg, sizeof msg);
     const char *state = live == SHM_OK ? "ok" : object >= 0 && st.st_nlink == 0 ? "unlinked" : "shrunk";
-    return json_pack("{s:s, s:I, s:I, s:I, s:b, s:s, s:I, s:s}", "name", r->name, "offset", (json_int_t)r->offset,
-                     "size", (json_int_t)r->size, "object_bytes", (json_int_t)object, "pinned", r->pinned, "state",
-                     state, "uses", (json_int_t)atomic_load(&r->uses), "created", created);
+    json_t *o = json_pack("{s:s, s:s, s:I, s:I, s:I, s:b, s:s, s:I, s:s}", "name", r->name, "kind",
+                          r->device >= 0 ? "cuda" : "posix", "offset", (json_int_t)r->offset, "size",
+                          (json_int_t)r->size, "object_bytes", (json_int_t)object, "pinned", r->pinned, "state", state,
+                          "uses", (json_int_t)atomic_load(&r->uses), "created", created);
+    if (o && r->device >= 0) {
+        char dev[16];
+        snprintf(dev, sizeof dev, "gpu%d", r->device);
+        json_object_set_new(o, "device", json_string(dev));
+    }
+    return o;
 }

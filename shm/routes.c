@@ -77,6 +77,40 @@ static int int_field(request *r, const json_t *o, const char *key, int64_t def, 
     return 0;
 }
 
+/* "cuda_ipc": the cudaIpcMemHandle as 128 hex digits, "device": a GPU of
+ * this daemon ("gpu1", 1). 0, or -1 answered. */
+static int cuda_fields(request *r, const json_t *ipc, const json_t *dev, unsigned char *handle, int *device)
+{
+    const char *h = json_is_string(ipc) ? json_string_value(ipc) : "";
+    if (strlen(h) != 2 * SPMV_GPU_IPC_HANDLE_BYTES || strspn(h, "0123456789abcdefABCDEF") != strlen(h)) {
+        api_error(r, 400, "invalid_request", "`cuda_ipc` must be the %d-byte cudaIpcMemHandle as %d hex digits",
+                  SPMV_GPU_IPC_HANDLE_BYTES, 2 * SPMV_GPU_IPC_HANDLE_BYTES);
+        return -1;
+    }
+    for (int i = 0; i < SPMV_GPU_IPC_HANDLE_BYTES; i++) {
+        unsigned v;
+        sscanf(h + 2 * i, "%2x", &v);
+        handle[i] = (unsigned char)v;
+    }
+    char name[32];
+    if (json_is_integer(dev))
+        snprintf(name, sizeof name, "%lld", (long long)json_integer_value(dev));
+    else if (json_is_string(dev) && json_string_length(dev) < sizeof name)
+        snprintf(name, sizeof name, "%s", json_string_value(dev));
+    else {
+        api_error(r, 400, "invalid_request", "a CUDA region needs `device`: the GPU its memory is on (\"gpu0\" or 0)");
+        return -1;
+    }
+    const char *why = NULL;
+    worker *w = strcmp(name, "cpu") == 0 || strcmp(name, "gpu") == 0 ? NULL : spmvd_worker_named(r->d, name, &why);
+    if (!w || w->gpu < 0) {
+        api_error(r, 409, "unavailable", "`device` %s: %s", name, why ? why : "a CUDA region needs one named GPU");
+        return -1;
+    }
+    *device = w->gpu;
+    return 0;
+}
+
 static void post_end(request *r)
 {
     json_error_t jerr;
@@ -89,9 +123,10 @@ static void post_end(request *r)
     const char *key;
     json_t *v;
     json_object_foreach(o, key, v) {
-        if (strcmp(key, "name") && strcmp(key, "offset") && strcmp(key, "size")) {
-            api_error(r, 400, "invalid_request", "unknown field `%s` (a region is {\"name\", \"offset\", \"size\"})",
-                      key);
+        if (strcmp(key, "name") && strcmp(key, "offset") && strcmp(key, "size") && strcmp(key, "cuda_ipc") &&
+            strcmp(key, "device")) {
+            api_error(r, 400, "invalid_request", "unknown field `%s` (a region is {\"name\", \"offset\", \"size\"}, "
+                      "and a CUDA one has \"cuda_ipc\" and \"device\")", key);
             goto out;
         }
     }
@@ -109,8 +144,18 @@ static void post_end(request *r)
         goto out;
     char msg[512];
     shm_region *reg;
-    shm_status st = shm_register(r->d->shm, json_string_value(name), offset, size,
-                                 atomic_load(&r->d->limits.max_shm_regions), &reg, msg, sizeof msg);
+    shm_status st;
+    const json_t *ipc = json_object_get(o, "cuda_ipc");
+    if (ipc || json_object_get(o, "device")) {
+        unsigned char handle[SPMV_GPU_IPC_HANDLE_BYTES];
+        int device;
+        if (cuda_fields(r, ipc, json_object_get(o, "device"), handle, &device))
+            goto out;
+        st = shm_register_cuda(r->d->shm, json_string_value(name), handle, device, offset, size,
+                               atomic_load(&r->d->limits.max_shm_regions), &reg, msg, sizeof msg);
+    } else
+        st = shm_register(r->d->shm, json_string_value(name), offset, size,
+                          atomic_load(&r->d->limits.max_shm_regions), &reg, msg, sizeof msg);
     if (st) {
         api_shm_error(r, st, msg);
         goto out;

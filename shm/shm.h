@@ -21,6 +21,12 @@
  * while a product runs unlists the region at once and unpins and unmaps it
  * when the product is done.
  *
+ * A CUDA region (the second kind) is another process's device memory on
+ * one of the daemon's GPUs, opened from its cudaIpcMemHandle, as Triton's
+ * CUDA shared-memory extension takes it: x and y then stay on the device
+ * and a product on that GPU reads and writes them in place. Device memory
+ * cannot shrink under us; the client must unregister before it frees it.
+ *
  * shm/regions.c implements the registry, shm/routes.c the /v1/shm routes;
  * api/spmv.c and vectors/routes.c take operands in regions.
  */
@@ -59,6 +65,8 @@ typedef struct shm_region {
     char *base;                    /* the region's first byte inside map */
     int64_t offset, size;          /* the window of the object */
     bool pinned;                   /* registered with CUDA for DMA */
+    int device;                    /* a CUDA region's GPU; -1: a POSIX region */
+    void *dptr;                    /* a CUDA region: the opened allocation's base */
     long long created_wall;
     _Atomic long long uses;
     _Atomic int refs;
@@ -81,6 +89,10 @@ typedef struct shm_registry shm_registry;
 typedef struct shm_pin_hooks {
     int (*pin)(void *p, size_t n, char *why, size_t whylen);
     void (*unpin)(void *p);
+    /* CUDA IPC (NULL: no GPU): 0 with the base and size of the allocation,
+     * or -1 with why. */
+    int (*ipc_open)(int device, const void *handle, void **dptr, size_t *bytes, char *why, size_t whylen);
+    void (*ipc_close)(int device, void *dptr);
 } shm_pin_hooks;
 
 shm_registry *shm_registry_new(const shm_pin_hooks *hooks);
@@ -95,6 +107,10 @@ shm_status shm_name_check(const char *name, char *msg, size_t msglen);
  * SHM_OK with *out referenced, or a status with msg saying what and where. */
 shm_status shm_register(shm_registry *s, const char *name, int64_t offset, int64_t size, int64_t max_regions,
                         shm_region **out, char *msg, size_t msglen);
+/* The same for a CUDA region: the 64-byte cudaIpcMemHandle of memory on
+ * GPU `device`, the window [offset, offset + size) of its allocation. */
+shm_status shm_register_cuda(shm_registry *s, const char *name, const void *handle, int device, int64_t offset,
+                             int64_t size, int64_t max_regions, shm_region **out, char *msg, size_t msglen);
 /* Unlists: SHM_NOT_FOUND if absent. */
 shm_status shm_unregister(shm_registry *s, const char *name);
 /* A referenced region, or NULL. */
@@ -120,6 +136,8 @@ shm_status shm_operand_write(const shm_operand *o, const void *src, char *msg, s
 /* The operand's pages for DMA (pinned regions only), else NULL. Never
  * read or write them with the CPU. */
 void *shm_operand_dma(const shm_operand *o);
+/* A CUDA region's operand: its device pointer (on reg->device), else NULL. */
+void *shm_operand_device(const shm_operand *o);
 
 /* {"name","offset","size","object_bytes","pinned","state","uses","created"} */
 json_t *shm_region_json(const shm_region *r);

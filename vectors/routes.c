@@ -403,6 +403,11 @@ static int values_from_region(request *r, const json_t *body, const char *name, 
         api_shm_error(r, st, msg);
         return -1;
     }
+    if (shm_operand_device(&t->so)) {
+        api_error(r, 400, "invalid_request", "region %s is a CUDA region: vectors take POSIX regions; a CUDA "
+                  "region serves spmv's x and y", name);
+        return -1;
+    }
     t->n = n;
     t->k = (int32_t)k;
     return 0;
@@ -617,7 +622,9 @@ static void get_end(request *r)
                                                         &t->so, msg, sizeof msg);
         if (st > 0)
             api_shm_error(r, st, msg);
-        if (st == SHM_OK)
+        else if (st == SHM_OK && shm_operand_device(&t->so))
+            api_error(r, 400, "invalid_request", "region %s is a CUDA region: vectors take POSIX regions", name);
+        else if (st == SHM_OK)
             submit(r);
         return;
     }

@@ -196,3 +196,17 @@ int spmv_gpu_host_alloc(size_t n, void **out, spmv_error *err)
 }
 
 void spmv_gpu_host_free(void *p) { UNUSED(p); }
+
+int spmv_gpu_ipc_open(int device, const void *handle, void **dptr, size_t *bytes, spmv_error *err)
+{
+    UNUSED(handle);
+    *dptr = NULL;
+    *bytes = 0;
+    return spmv_error_set(err, SPMV_ERR_UNAVAILABLE, 0, "CUDA IPC on GPU %d: %s", device, no_cuda);
+}
+
+void spmv_gpu_ipc_close(int device, void *dptr)
+{
+    UNUSED(device);
+    UNUSED(dptr);
+}

@@ -106,6 +106,47 @@ extern "C" void spmv_gpu_host_free(void *p)
         cudaGetLastError();
 }
 
+/* cuMemGetAddressRange from the driver the runtime already loaded (no
+ * link to libcuda): the size of the allocation an IPC handle opens. */
+typedef int (*mem_range_fn)(unsigned long long *base, size_t *size, unsigned long long ptr);
+
+extern "C" int spmv_gpu_ipc_open(int device, const void *handle, void **dptr, size_t *bytes, spmv_error *err)
+{
+    static_assert(sizeof(cudaIpcMemHandle_t) == SPMV_GPU_IPC_HANDLE_BYTES, "IPC handle size");
+    *dptr = NULL;
+    *bytes = 0;
+    cudaIpcMemHandle_t h;
+    memcpy(&h, handle, sizeof h);
+    cudaError_t e = cudaSetDevice(device);
+    if (e == cudaSuccess)
+        e = cudaIpcOpenMemHandle(dptr, h, cudaIpcMemLazyEnablePeerAccess);
+    if (e != cudaSuccess) {
+        cudaGetLastError();
+        *dptr = NULL;
+        return spmv_error_set(err, SPMV_ERR_INVALID, 0, "cudaIpcOpenMemHandle on GPU %d: %s (a handle from "
+                              "cudaIpcGetMemHandle in another process, of memory on this GPU)", device,
+                              cudaGetErrorString(e));
+    }
+    void *fn = NULL;
+    cudaDriverEntryPointQueryResult q;
+    unsigned long long base = 0;
+    if (cudaGetDriverEntryPointByVersion("cuMemGetAddressRange", &fn, 12000, cudaEnableDefault, &q) != cudaSuccess ||
+        q != cudaDriverEntryPointSuccess || !fn ||
+        ((mem_range_fn)fn)(&base, bytes, (unsigned long long)(uintptr_t)*dptr) != 0) {
+        cudaGetLastError();
+        cudaIpcCloseMemHandle(*dptr);
+        *dptr = NULL;
+        return spmv_error_set(err, SPMV_ERR_DEVICE, 0, "cuMemGetAddressRange of an IPC allocation failed");
+    }
+    return SPMV_OK;
+}
+
+extern "C" void spmv_gpu_ipc_close(int device, void *dptr)
+{
+    if (dptr && (cudaSetDevice(device) != cudaSuccess || cudaIpcCloseMemHandle(dptr) != cudaSuccess))
+        cudaGetLastError();
+}
+
 extern "C" void spmv_gpu_vec_free(spmv_gpu_ctx *ctx, spmv_vec *v)
 {
     if (!ctx || !v || !v->data)

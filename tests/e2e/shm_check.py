@@ -23,6 +23,13 @@ A @ x of the same matrix read from its file:
   shm_forbidden) though root could open it; with 0666 it is taken; a
   symbolic link in /dev/shm is refused.
 
+With SHM_GPU=1 (the GPU bundle, bundle/shm-gpu.sh) the matrices go to the
+GPU and GPU kernels take the CPU kernels' places; every region must be
+pinned; and with CuPy, CUDA regions: device x and y allocated here, their
+cudaIpcMemHandle registered, the product checked, and their refusals (a
+matrix on another device, a handle the driver refuses, a window past the
+allocation). On a CPU daemon a CUDA region is refused with 409.
+
 Tolerance: the daemon's sums run in another order than SciPy's, so y is
 compared to 1e-12 (float64) / 1e-5 (float32) of sum |a_ij x_j| per row.
 TAP out.
@@ -41,6 +48,9 @@ import scipy.io
 import scipy.sparse as sp
 
 URL, OFF_URL, SMALL_URL, MATRICES = sys.argv[1:5]
+GPU = os.environ.get("SHM_GPU") == "1"
+KERNEL = {"cpu.csr.omp": "gpu.csr.vector", "cpu.csr.serial": "cusparse.csr", "cpu.ell.omp": "gpu.ell"} if GPU else {}
+DEVICE = "gpu" if GPU else "cpu"
 SEED = int(os.environ.get("SPMV_SEED", random.randrange(1 << 30)))
 print("# seed %d" % SEED, flush=True)
 rng = np.random.default_rng(SEED)
@@ -100,9 +110,9 @@ def close(m):
         pass
 
 
-def upload(path, dtype="float64"):
+def upload(path, dtype="float64", device=None):
     with open(path, "rb") as f:
-        st, body, _ = call("POST", "/v1/matrices?dtype=" + dtype, binary=f.read())
+        st, body, _ = call("POST", "/v1/matrices?dtype=%s&device=%s" % (dtype, device or DEVICE), binary=f.read())
     assert st == 201, body
     return body["id"]
 
@@ -179,6 +189,7 @@ ok(st == 201, "after one unregister the third is taken")
 
 # ---------------------------------------------------------- spmv
 def spmv_case(fname, dtype, kernel, k, trans, binary):
+    kernel = KERNEL.get(kernel, kernel)
     path = os.path.join(MATRICES, "real", fname)
     A = scipy.io.mmread(path).tocsr()
     mid = upload(path, dtype)
@@ -194,7 +205,7 @@ def spmv_case(fname, dtype, kernel, k, trans, binary):
     x[:] = rng.uniform(-1, 1, (k, xlen)).astype(npdt)
     y[:] = np.nan
     st, d, _ = call("POST", "/v1/shm", {"name": reg.name, "size": size})
-    if not ok(st == 201, "%s %s: register %d bytes" % (fname, dtype, size), d):
+    if not ok(st == 201 and d["pinned"] == GPU, "%s %s: register %d bytes (pinned: %s)" % (fname, dtype, size, GPU), d):
         return
     xoff, yoff = pad, pad + vs * k * xlen
     op = "t" if trans else "n"
@@ -242,17 +253,19 @@ y = np.ndarray((n,), np.float64, reg.buf, 8 * n)
 x[:] = rng.uniform(-1, 1, n)
 y[:] = np.nan
 ref = A @ x
-st, raw, h = call("POST", "/v1/matrices/%s/spmv?kernel=cpu.csr.omp&x_shm=%s" % (mid, reg.name), binary=b"")
+KO = KERNEL.get("cpu.csr.omp", "cpu.csr.omp")
+KS = KERNEL.get("cpu.csr.serial", "cpu.csr.serial")
+st, raw, h = call("POST", "/v1/matrices/%s/spmv?kernel=%s&x_shm=%s" % (mid, KO, reg.name), binary=b"")
 ok(st == 200 and len(raw) == 8 * n and "X-SpMV-Stats" in h, "x in a region, y in the binary answer")
 if st == 200:
     close_enough(np.frombuffer(raw, np.float64), ref, A, x, "float64", "... y equals SciPy's")
 xs = x.tolist()
-st, d, _ = call("POST", "/v1/matrices/%s/spmv" % mid, {"kernel": "cpu.csr.serial", "x": xs,
+st, d, _ = call("POST", "/v1/matrices/%s/spmv" % mid, {"kernel": KS, "x": xs,
                                                       "y": {"shm": reg.name, "offset": 8 * n}})
 ok(st == 200, "x inline, y in a region", d)
 close_enough(y.copy(), ref, A, x, "float64", "... y in the region equals SciPy's")
 st, v, _ = call("POST", "/v1/vectors", {"like": mid, "side": "rows", "fill": 0})
-st, d, _ = call("POST", "/v1/matrices/%s/spmv" % mid, {"kernel": "cpu.csr.omp", "x": {"shm": reg.name},
+st, d, _ = call("POST", "/v1/matrices/%s/spmv" % mid, {"kernel": KO, "x": {"shm": reg.name},
                                                       "y": {"vector": v["id"]}})
 ok(st == 200, "x in a region, y a resident vector", d)
 st, d, _ = call("GET", "/v1/vectors/" + v["id"])
@@ -260,7 +273,7 @@ close_enough(np.array(d["values"]), ref, A, x, "float64", "... the vector equals
 
 # vectors from and into regions
 y[:] = np.nan
-st, d, _ = call("POST", "/v1/vectors", {"values": {"shm": reg.name, "offset": 0}, "n": n})
+st, d, _ = call("POST", "/v1/vectors", {"values": {"shm": reg.name, "offset": 0}, "n": n, "device": DEVICE})
 ok(st == 201 and d["n"] == n, "a vector made from a region", d)
 vid = d.get("id")
 st, d, _ = call("GET", "/v1/vectors/%s?shm=%s&offset=%d" % (vid, reg.name, 8 * n))
@@ -301,7 +314,7 @@ ok(bytes(reg.buf) == before, "refused products left the region as it was")
 
 # unregister while an async product runs: it finishes right
 y[:] = np.nan
-st, d, _ = call("POST", "/v1/matrices/%s/spmv" % mid, {"kernel": "cpu.csr.serial", "runs": 400, "async": True,
+st, d, _ = call("POST", "/v1/matrices/%s/spmv" % mid, {"kernel": KS, "runs": 400 if not GPU else 4000, "async": True,
                                                       "x": {"shm": reg.name}, "y": {"shm": reg.name, "offset": 8 * n}})
 ok(st == 202, "async product with x and y in a region", d)
 st2, _, _ = call("DELETE", "/v1/shm/" + reg.name)
@@ -342,6 +355,63 @@ expect(call("POST", "/v1/matrices/%s/spmv" % mid, {"x": {"shm": m3.name}}), 410,
 call("DELETE", "/v1/shm/" + m3.name)
 st, _, _ = call("GET", "/v1/health")
 ok(st == 200, "the daemon is up after shrunk and unlinked regions")
+
+# CUDA regions
+expect(call("POST", "/v1/shm", {"name": "cu1", "cuda_ipc": "zz" * 64, "device": 0, "size": 8}), 400,
+       "invalid_request", "a CUDA handle that is not 128 hex digits")
+expect(call("POST", "/v1/shm", {"name": "cu1", "cuda_ipc": "00" * 64, "size": 8}), 400, "invalid_request",
+       "a CUDA region without a device")
+if not GPU:
+    expect(call("POST", "/v1/shm", {"name": "cu1", "cuda_ipc": "00" * 64, "device": "gpu0", "size": 8}), 409,
+           "unavailable", "a CUDA region on a daemon without a GPU")
+else:
+    expect(call("POST", "/v1/shm", {"name": "cu1", "cuda_ipc": "00" * 64, "device": "gpu0", "size": 8}), 400,
+           "invalid_request", "a CUDA handle the driver refuses")
+    try:
+        import cupy
+    except ImportError:
+        cupy = None
+        print("ok %d # SKIP no CuPy here: CUDA regions are not exercised" % (T + 1))
+        T += 1
+    if cupy is not None:
+        cupy.cuda.Device(0).use()
+        cupy.cuda.set_allocator(None)  # each array its own cudaMalloc: an IPC handle opens the allocation's base
+        for dtype, kernel, trans in [("float64", "gpu.csr.vector", False), ("float32", "cusparse.csr", False),
+                                     ("float64", "gpu.csr.vector", True)]:
+            npdt = np.float64 if dtype == "float64" else np.float32
+            gid = upload(path, dtype, "gpu0")
+            Aop = (A.T if trans else A).astype(npdt).tocsr()
+            xh = rng.uniform(-1, 1, Aop.shape[1]).astype(npdt)
+            buf = cupy.empty(Aop.shape[1] + Aop.shape[0] + 16, dtype=npdt)
+            buf[:] = cupy.nan
+            buf[:Aop.shape[1]] = cupy.asarray(xh)
+            handle = cupy.cuda.runtime.ipcGetMemHandle(buf.data.ptr)
+            vs = np.dtype(npdt).itemsize
+            st, d, _ = call("POST", "/v1/shm", {"name": "cuda-x", "cuda_ipc": bytes(handle).hex(), "device": "gpu0",
+                                               "size": buf.nbytes})
+            ok(st == 201 and d.get("kind") == "cuda" and d.get("device") == "gpu0", "CUDA region registered", d)
+            st, d, _ = call("POST", "/v1/matrices/%s/spmv" % gid, {
+                "kernel": kernel, "op": "t" if trans else "n", "x": {"shm": "cuda-x"},
+                "y": {"shm": "cuda-x", "offset": vs * Aop.shape[1]}})
+            ok(st == 200, "spmv %s %s op %s with x and y in device memory of another process" % (dtype, kernel,
+                                                                                              "t" if trans else "n"), d)
+            yh = cupy.asnumpy(buf[Aop.shape[1]:Aop.shape[1] + Aop.shape[0]])
+            close_enough(yh, Aop.astype(np.float64) @ xh.astype(np.float64), Aop, xh, dtype,
+                         "... y in the CUDA region equals SciPy's")
+            ok(bool(cupy.all(cupy.isnan(buf[Aop.shape[1] + Aop.shape[0]:]))), "... nothing written past y")
+            cpu_id = upload(path, dtype, "cpu")
+            expect(call("POST", "/v1/matrices/%s/spmv" % cpu_id, {"kernel": "cpu.csr.omp", "x": {"shm": "cuda-x"}}),
+                   409, "wrong_device", "a CUDA region for a matrix on the CPU")
+            expect(call("POST", "/v1/vectors", {"values": {"shm": "cuda-x"}, "n": 4}), 400, "invalid_request",
+                   "a vector from a CUDA region")
+            st, _, _ = call("DELETE", "/v1/shm/cuda-x")
+            ok(st == 204, "CUDA region unregistered")
+            expect(call("POST", "/v1/shm", {"name": "cuda-big", "cuda_ipc": bytes(handle).hex(), "device": 0,
+                                            "size": buf.nbytes + 4096 * 1024}), 400, "out_of_range",
+                   "a CUDA window past its allocation")
+            call("DELETE", "/v1/matrices/" + gid)
+            call("DELETE", "/v1/matrices/" + cpu_id)
+            del buf
 
 # other users' objects, as root
 if os.geteuid() == 0:

@@ -64,6 +64,8 @@ static void configure(spmvd_config *c, const char *state_dir)
     c->max_nnz = 65536;
     c->max_runs = 20;
     c->queue_depth = 8;
+    c->allow_shm = 1; /* the /v1/shm routes and operands are fuzzed too */
+    c->io_buffer_bytes = 64 << 20;
     c->job_retention = 2;
     c->connection_timeout = 10;
     c->max_vectors = 64;               /* fuzzed creates must not fill the host */
@@ -118,9 +120,11 @@ void fuzz_http_init(void)
         die(err.message);
     D.jobs = jobs_new();
     D.vectors = vstore_new();
+    D.shm = shm_registry_new(NULL);
+    D.iobufs = bufpool_new(&D.limits.io_buffer_bytes, false);
     D.metrics = metrics_new(routes, nroutes);
     D.cpu = worker_cpu_new(&D, (size_t)D.cfg.queue_depth);
-    if (!D.jobs || !D.vectors || !D.metrics || !D.cpu || D.cpu->ops->start(D.cpu, &err) != SPMV_OK)
+    if (!D.jobs || !D.vectors || !D.shm || !D.iobufs || !D.metrics || !D.cpu || D.cpu->ops->start(D.cpu, &err) != SPMV_OK)
         die("cannot start the CPU worker");
     if (api_server_start(&D, &server, &err) != SPMV_OK)
         die(err.message);

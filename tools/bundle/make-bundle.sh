@@ -30,7 +30,7 @@ bins=("$BUILD/tests/test_gpu")
 [ -x "$BUILD/tests/test_gpu_spmspm" ] && bins+=("$BUILD/tests/test_gpu_spmspm")
 [ -x "$BUILD/tests/test_gpu_vectors" ] && bins+=("$BUILD/tests/test_gpu_vectors")
 [ -x "$BUILD/tests/test_gpu_wide" ] && bins+=("$BUILD/tests/test_gpu_wide")
-for b in spmvd spmv-gen spmv-kernels spmvctl bench-spmspm cg_solve cg-ref; do
+for b in spmvd spmv-gen spmv-kernels spmvctl bench-spmspm cg_solve cg-ref spmv-copyrate; do
   [ -x "$BUILD/$b" ] && bins+=("$BUILD/$b")
 done
 cp "${bins[@]}" "$BUNDLE/bin/real/"
@@ -53,8 +53,9 @@ done
 
 cp -r "$SHARED/matrices/real" "$BUNDLE/shared/matrices/"
 cp -r "$SHARED/matrices/conformance/invalid" "$BUNDLE/shared/matrices/conformance/"
-cp tools/bundle/run.sh tools/bundle/api_test.py tools/bundle/api_test_vectors.py tools/bundle/bench_remote.py \
-  tools/bundle/bench_memory.py tools/bundle/padding.py tools/bench-upload.sh "$BUNDLE/"
+cp tools/bundle/run.sh tools/bundle/shm-gpu.sh tools/bundle/api_test.py tools/bundle/api_test_vectors.py tools/bundle/bench_remote.py \
+  tools/bundle/bench_memory.py tools/bundle/padding.py tools/bench-upload.sh tools/bench_roundtrip.py \
+  tests/e2e/shm_check.py "$BUNDLE/"
 chmod +x "$BUNDLE/run.sh"
 
 echo "bundle: $(ls "$BUNDLE/bin/real" | tr '\n' ' ')"

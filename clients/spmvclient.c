@@ -2089,9 +2089,11 @@ static bool parse_shm(const json_t *d, spmv_client_shm *r)
     memset(r, 0, sizeof *r);
     if (!json_is_object(d) || !name || strlen(name) >= sizeof r->name)
         return false;
+    const json_t *ob = json_object_get(d, "object_bytes");
+    if (json_is_integer(ob) && json_integer_value(ob) == -1)
+        ob = NULL; /* the daemon could not fstat the object: unknown */
     if (!json_count(json_object_get(d, "offset"), INT64_MAX, &offset) ||
-        !json_count(json_object_get(d, "size"), INT64_MAX, &size) ||
-        !json_count(json_object_get(d, "object_bytes"), INT64_MAX, &object) ||
+        !json_count(json_object_get(d, "size"), INT64_MAX, &size) || !json_count(ob, INT64_MAX, &object) ||
         !json_count(json_object_get(d, "uses"), INT64_MAX, &uses))
         return false;
     snprintf(r->name, sizeof r->name, "%s", name);
@@ -2102,6 +2104,8 @@ static bool parse_shm(const json_t *d, spmv_client_shm *r)
     r->pinned = json_is_boolean(pinned) ? json_is_true(pinned) : -1;
     copy_str(r->state, sizeof r->state, json_object_get(d, "state"));
     copy_str(r->created, sizeof r->created, json_object_get(d, "created"));
+    copy_str(r->kind, sizeof r->kind, json_object_get(d, "kind"));
+    copy_str(r->device, sizeof r->device, json_object_get(d, "device"));
     if (!(r->json = dump_json(d))) {
         shm_clear(r);
         return false;

@@ -536,12 +536,14 @@ SPMV_CLIENT_API spmv_client_status spmv_client_spmv(spmv_client *h, const char *
 typedef struct spmv_client_shm {
     char name[208];           /* the object's name without its slash, and the region's handle */
     uint64_t offset, size;    /* the window of the object, in bytes */
-    uint64_t object_bytes;    /* the object's size when the daemon looked */
+    uint64_t object_bytes;    /* the object's size when the daemon looked (0: it could not tell) */
     int pinned;               /* 1: the pages are registered with CUDA; 0: not (a CPU host) */
     char state[16];           /* "ok", "shrunk" (object now smaller than offset + size), "unlinked" */
     int64_t uses;             /* products and transfers that named the region */
     char created[40];         /* RFC 3339 */
     char *json;               /* the descriptor as the server sent it */
+    char kind[16];            /* "posix" (a shm_open object), "cuda" (device memory), "" when not said */
+    char device[16];          /* a "cuda" region's GPU ("gpu0"), else "" */
 } spmv_client_shm;
 
 SPMV_CLIENT_API void spmv_client_shm_free(spmv_client_shm *r);

@@ -712,8 +712,8 @@ static void test_solve(void **state)
 }
 
 static const char shm_descriptor[] =
-    "{\"name\":\"psm_a\",\"offset\":8,\"size\":4096,\"object_bytes\":8192,\"pinned\":true,\"state\":\"ok\","
-    "\"uses\":3,\"created\":\"2026-11-25T16:02:11Z\"}";
+    "{\"name\":\"psm_a\",\"kind\":\"posix\",\"offset\":8,\"size\":4096,\"object_bytes\":8192,\"pinned\":true,"
+    "\"state\":\"ok\",\"uses\":3,\"created\":\"2026-11-25T16:02:11Z\"}";
 
 static void test_shm_regions(void **state)
 {
@@ -740,6 +740,8 @@ static void test_shm_regions(void **state)
     assert_true(r->offset == 8 && r->size == 4096 && r->object_bytes == 8192 && r->pinned == 1 && r->uses == 3);
     assert_string_equal(r->state, "ok");
     assert_string_equal(r->created, "2026-11-25T16:02:11Z");
+    assert_string_equal(r->kind, "posix");
+    assert_string_equal(r->device, "");
     assert_non_null(strstr(r->json, "\"object_bytes\":8192"));
     spmv_client_shm_free(r);
     answer_json(&server, "201 Created", shm_descriptor); /* out may be NULL */
@@ -751,9 +753,11 @@ static void test_shm_regions(void **state)
     assert_non_null(strstr(server.request, "GET /v1/shm/psm_a HTTP/1.1"));
     answer_json(&server, "200 OK", "{\"offset\":0,\"size\":5}");
     assert_int_equal(spmv_client_shm_get(h, "psm_a", &r), SPMV_CLIENT_ERR_PROTOCOL);
-    answer_json(&server, "200 OK", "{\"name\":\"psm_a\",\"size\":5,\"state\":\"shrunk\"}");
+    answer_json(&server, "200 OK", "{\"name\":\"psm_a\",\"size\":5,\"state\":\"shrunk\",\"object_bytes\":-1,"
+                                   "\"kind\":\"cuda\",\"device\":\"gpu1\"}");
     assert_int_equal(spmv_client_shm_get(h, "psm_a", &r), SPMV_CLIENT_OK);
-    assert_true(r->pinned == -1 && r->uses == 0);
+    assert_true(r->pinned == -1 && r->uses == 0 && r->object_bytes == 0);
+    assert_string_equal(r->device, "gpu1");
     assert_string_equal(r->state, "shrunk");
     spmv_client_shm_free(r);
 

@@ -118,6 +118,16 @@ static void info_begin(request *r)
         }
         json_object_set_new(o, "vectors", vec);
     }
+    if (o && d->shm && d->iobufs) { /* shared-memory regions, and the binary path's buffers */
+        size_t idle = 0, made = 0;
+        bufpool_stats(d->iobufs, &idle, &made);
+        json_object_set_new(o, "shm", json_pack("{s:b, s:I, s:I}", "enabled", atomic_load(&d->limits.allow_shm) != 0,
+                                                "regions", (json_int_t)shm_count(d->shm), "max_regions",
+                                                (json_int_t)atomic_load(&d->limits.max_shm_regions)));
+        json_object_set_new(o, "io_buffers", json_pack("{s:b, s:I, s:I, s:I}", "pinned", d->ngpus > 0, "idle_bytes",
+                                                       (json_int_t)idle, "allocated", (json_int_t)made, "max_idle_bytes",
+                                                       (json_int_t)atomic_load(&d->limits.io_buffer_bytes)));
+    }
     api_json(r, 200, o);
 }
 

@@ -20,7 +20,12 @@ request) and the floor "kernel + H2D + D2H" with the copies at the pinned
 copy rate measured in the same run by --copyrate PROGRAM (spmv-copyrate,
 on a GPU host) or, on a host without a GPU, two host memory copies
 (NumPy copyto) of the vector. Medians over the reps. Payload GB/s counts
-x + y bytes over the round trip. Markdown to stdout; --json FILE for the
+x + y bytes over the round trip. And the ceiling of the transport: the same
+bytes moved each way between two processes over a plain loopback TCP
+socket (sendall / recv_into in 64 KiB pieces, no HTTP, no daemon), so the
+binary path's rate can be read against what the host's loopback gives.
+--baseline URL runs the binary products against a second daemon too (an
+older build) in the same run. Markdown to stdout; --json FILE for the
 numbers.
 """
 import argparse
@@ -45,13 +50,53 @@ ap.add_argument("--device", default="cpu")
 ap.add_argument("--reps", type=int, default=10)
 ap.add_argument("--copyrate", default="", help="program printing pinned H2D and D2H GB/s for N bytes")
 ap.add_argument("--json", default="")
+ap.add_argument("--baseline", default="", help="a second daemon (an older build) for the binary path")
 ap.add_argument("--seed", type=int, default=int.from_bytes(os.urandom(4), "little"))
 a = ap.parse_args()
 print("# seed %d" % a.seed, file=sys.stderr)
 rng = np.random.default_rng(a.seed)
-u = urllib.parse.urlparse(a.url)
-conn = http.client.HTTPConnection(u.hostname, u.port, timeout=600)
-conn.connect()
+def connect(url):
+    u = urllib.parse.urlparse(url)
+    c = http.client.HTTPConnection(u.hostname, u.port, timeout=600)
+    c.connect()
+    return c
+
+
+conn = connect(a.url)
+
+
+def loopback_ms(nbytes, reps=5):
+    """Median ms to move nbytes one way and back over a loopback TCP socket pair."""
+    import socket
+    srv = socket.socket()
+    srv.bind(("127.0.0.1", 0))
+    srv.listen(1)
+    pid = os.fork()
+    if pid == 0:
+        c = socket.create_connection(srv.getsockname())
+        b = bytearray(nbytes)
+        mv = memoryview(b)
+        for _ in range(reps):
+            got = 0
+            while got < nbytes:
+                got += c.recv_into(mv[got:got + 65536])
+            c.sendall(mv)
+        os._exit(0)
+    s, _ = srv.accept()
+    b = bytearray(nbytes)
+    mv = memoryview(b)
+    ts = []
+    for _ in range(reps):
+        t0 = time.perf_counter()
+        s.sendall(mv)
+        got = 0
+        while got < nbytes:
+            got += s.recv_into(mv[got:got + 65536])
+        ts.append((time.perf_counter() - t0) * 1e3)
+    os.waitpid(pid, 0)
+    s.close()
+    srv.close()
+    return median(ts)
 
 
 def call(method, path, body=None, headers=None, into=None):
@@ -86,7 +131,7 @@ def copy_floor(nbytes):
 
 
 results = []
-for n in [int(s) for s in a.rows.split(",")]:
+for n in [int(v) for v in a.rows.split(",")]:
     A = sp.diags([rng.uniform(-1, 1, n - 1), rng.uniform(1, 2, n), rng.uniform(-1, 1, n - 1)], [-1, 0, 1],
                  format="csr", dtype=np.float64)
     with tempfile.NamedTemporaryFile(suffix=".npz") as f:
@@ -118,6 +163,31 @@ for n in [int(s) for s in a.rows.split(",")]:
             bin_ms.append(dt)
             bin_kernel.append(json.loads(r.getheader("X-SpMV-Stats"))["stats"]["median_ms"])
     bin_ok = bool(np.allclose(y, ref, rtol=1e-12, atol=1e-12))
+    base_ms = None
+    if a.baseline:  # the same binary products through another daemon (an older build)
+        saved = conn
+        conn = connect(a.baseline)
+        with tempfile.NamedTemporaryFile(suffix=".npz") as g:
+            sp.save_npz(g, A, compressed=False)
+            g.flush()
+            with open(g.name, "rb") as h:
+                r, body = call("POST", "/v1/matrices?device=%s" % a.device, body=h,
+                               headers={"Content-Type": "application/octet-stream",
+                                        "Content-Length": str(os.path.getsize(g.name))})
+        bid = json.loads(body)["id"]
+        ts = []
+        for i in range(a.reps + 1):
+            t0 = time.perf_counter()
+            r, got = call("POST", "/v1/matrices/%s/spmv?kernel=%s&runs=1&warmup=0" % (bid, a.kernel),
+                          body=memoryview(x).cast("B"), headers={"Content-Type": "application/octet-stream"}, into=yb)
+            if r.status != 200:
+                sys.exit("baseline binary spmv: %d" % r.status)
+            if i:
+                ts.append((time.perf_counter() - t0) * 1e3)
+        base_ms = median(ts)
+        call("DELETE", "/v1/matrices/" + bid)
+        conn.close()
+        conn = saved
     # shm
     reg = shared_memory.SharedMemory(create=True, size=2 * nbytes)
     try:
@@ -151,23 +221,26 @@ for n in [int(s) for s in a.rows.split(",")]:
     call("DELETE", "/v1/matrices/" + mid)
     h2d, d2h, how = copy_floor(nbytes)
     k = median(bin_kernel + shm_kernel)
-    res = {"rows": n, "bytes_each_way": nbytes, "kernel_ms": k, "binary_ms": median(bin_ms), "shm_ms": median(shm_ms),
+    res = {"rows": n, "bytes_each_way": nbytes, "loopback_ms": loopback_ms(nbytes), "baseline_binary_ms": base_ms, "kernel_ms": k, "binary_ms": median(bin_ms), "shm_ms": median(shm_ms),
            "h2d_ms": h2d, "d2h_ms": d2h, "copies": how, "floor_ms": k + h2d + d2h, "pinned": pinned,
            "binary_y_ok": bin_ok, "shm_y_ok": shm_ok, "reps": a.reps, "kernel": a.kernel, "device": a.device}
     res["binary_gbs"] = 2 * nbytes / res["binary_ms"] / 1e6
+    res["loopback_gbs"] = 2 * nbytes / res["loopback_ms"] / 1e6
     res["shm_gbs"] = 2 * nbytes / res["shm_ms"] / 1e6
     results.append(res)
     print("# %d rows: binary %.2f ms, shm %.2f ms, kernel %.3f ms, floor %.2f ms" %
           (n, res["binary_ms"], res["shm_ms"], k, res["floor_ms"]), file=sys.stderr, flush=True)
 
 print("| rows | MB each way | kernel ms | H2D + D2H ms | floor ms | binary HTTP ms | GB/s (x + y) | binary / floor "
-      "| shm ms | shm / floor | region pinned | y right |")
-print("| ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | --- | --- |")
+      "| baseline binary ms | loopback TCP ms (GB/s) | shm ms | shm / floor | region pinned | y right |")
+print("| ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | --- | --- |")
 for r in results:
-    print("| %.0f M | %.0f | %.3f | %.2f + %.2f | %.2f | %.2f | %.2f | %.2f | %.2f | %.2f | %s | %s |" % (
+    print("| %.0f M | %.0f | %.3f | %.2f + %.2f | %.2f | %.2f | %.2f | %.2f | %s | %.2f (%.2f) | %.2f | %.2f | %s | %s |" % (
         r["rows"] / 1e6, r["bytes_each_way"] / 1e6, r["kernel_ms"], r["h2d_ms"], r["d2h_ms"], r["floor_ms"],
-        r["binary_ms"], r["binary_gbs"], r["binary_ms"] / r["floor_ms"], r["shm_ms"], r["shm_ms"] / r["floor_ms"],
-        "yes" if r["pinned"] else "no", "yes" if r["binary_y_ok"] and r["shm_y_ok"] else "NO"))
+        r["binary_ms"], r["binary_gbs"], r["binary_ms"] / r["floor_ms"],
+        "%.2f" % r["baseline_binary_ms"] if r["baseline_binary_ms"] else "-", r["loopback_ms"], r["loopback_gbs"],
+        r["shm_ms"], r["shm_ms"] / r["floor_ms"], "yes" if r["pinned"] else "no",
+        "yes" if r["binary_y_ok"] and r["shm_y_ok"] else "NO"))
 print()
 print("Kernel %s on %s, %d reps each (medians; the first request of each kind not counted); copies: %s." % (
     a.kernel, a.device, a.reps, results[0]["copies"] if results else "-"))

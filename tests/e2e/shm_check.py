@@ -189,7 +189,7 @@ ok(st == 201, "after one unregister the third is taken")
 
 # ---------------------------------------------------------- spmv
 def spmv_case(fname, dtype, kernel, k, trans, binary):
-    kernel = KERNEL.get(kernel, kernel)
+    kernel = "gpu.csr.spmm" if GPU and k > 1 else KERNEL.get(kernel, kernel)
     path = os.path.join(MATRICES, "real", fname)
     A = scipy.io.mmread(path).tocsr()
     mid = upload(path, dtype)
@@ -314,7 +314,8 @@ ok(bytes(reg.buf) == before, "refused products left the region as it was")
 
 # unregister while an async product runs: it finishes right
 y[:] = np.nan
-st, d, _ = call("POST", "/v1/matrices/%s/spmv" % mid, {"kernel": KS, "runs": 400 if not GPU else 4000, "async": True,
+st, d, _ = call("POST", "/v1/matrices/%s/spmv" % mid, {"kernel": KS, "runs": 400 if not GPU else 1000,
+                                                      "warmup": 0 if not GPU else 1000, "async": True,
                                                       "x": {"shm": reg.name}, "y": {"shm": reg.name, "offset": 8 * n}})
 ok(st == 202, "async product with x and y in a region", d)
 st2, _, _ = call("DELETE", "/v1/shm/" + reg.name)

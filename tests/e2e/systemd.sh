@@ -507,10 +507,11 @@ test_install() {
     cp -a "$d/usr" "$root/"
     if systemd-sysusers --root="$root" >/dev/null 2>&1 &&
        grep -q '^spmvd:x:[0-9]*:[0-9]*:.*:/var/lib/spmvd:' "$root/etc/passwd" &&
-       grep -Eq '^video:x:[0-9]+:(.*,)?spmvd(,|$)' "$root/etc/group"; then
-      ok "install: systemd-sysusers makes the system user spmvd, member of video"
+       grep -Eq '^video:x:[0-9]+:(.*,)?spmvd(,|$)' "$root/etc/group" &&
+       grep -Eq '^spmvd-shm:x:[0-9]+:(.*,)?spmvd(,|$)' "$root/etc/group"; then
+      ok "install: systemd-sysusers makes the system user spmvd, member of video and spmvd-shm"
     else
-      not_ok "install: systemd-sysusers makes the system user spmvd, member of video" "$(cat "$root/etc/passwd" "$root/etc/group" 2>&1 | head -5)"
+      not_ok "install: systemd-sysusers makes the system user spmvd, member of video and spmvd-shm" "$(cat "$root/etc/passwd" "$root/etc/group" 2>&1 | head -5)"
     fi
   else
     skip "install: systemd-sysusers not installed"

@@ -45,6 +45,15 @@ trap 'kill ${PIDS[@]} 2>/dev/null; wait' EXIT
 start 18601 --allow-shm true
 start 18602
 start 18603 --allow-shm true --max-shm-regions 2
+BASE=()
+if [ -x "$B/bin/real/spmvd-old" ]; then # the binary path before this issue, for the same-run baseline
+  mkdir -p "$B/state.18604"
+  LD_LIBRARY_PATH="$B/lib" "$B/bin/real/spmvd-old" --listen 127.0.0.1:18604 --state-dir "$B/state.18604" \
+    --log-level warn >"$OUT/spmvd.18604.log" 2>&1 &
+  PIDS+=($!)
+  for _ in $(seq 200); do curl -sf http://127.0.0.1:18604/v1/ready >/dev/null && break; sleep 0.1; done
+  BASE=(--baseline http://127.0.0.1:18604)
+fi
 SHM_GPU=1 step shm_check "$OUT/shm_check.log" 240 "$PY" "$B/shm_check.py" http://127.0.0.1:18601 \
   http://127.0.0.1:18602 http://127.0.0.1:18603 "$B/shared/matrices"
 grep -E '^not ok|SKIP|seed' "$OUT/shm_check.log" | head -20 | tee -a "$summary"
@@ -57,8 +66,10 @@ step api_test "$OUT/api_test.log" 200 python3 "$B/api_test.py" --bundle "$B" --o
 tail -3 "$OUT/api_test.log" | tee -a "$summary"
 
 step roundtrip_gpu "$OUT/roundtrip_gpu.log" 200 "$PY" "$B/bench_roundtrip.py" http://127.0.0.1:18601 \
-  --kernel gpu.csr.vector --device gpu --reps 10 --copyrate "$B/bin/spmv-copyrate" --json "$OUT/roundtrip_gpu.json"
+  --kernel gpu.csr.vector --device gpu --reps 10 --copyrate "$B/bin/spmv-copyrate" --json "$OUT/roundtrip_gpu.json" \
+  "${BASE[@]}"
 cat "$OUT/roundtrip_gpu.log" | tee -a "$summary"
 step roundtrip_cpu "$OUT/roundtrip_cpu.log" 200 "$PY" "$B/bench_roundtrip.py" http://127.0.0.1:18601 \
-  --kernel cpu.csr.omp --device cpu --reps 5 --copyrate "$B/bin/spmv-copyrate" --json "$OUT/roundtrip_cpu.json"
+  --kernel cpu.csr.omp --device cpu --reps 5 --copyrate "$B/bin/spmv-copyrate" --json "$OUT/roundtrip_cpu.json" \
+  "${BASE[@]}"
 cat "$OUT/roundtrip_cpu.log" | tee -a "$summary"

@@ -604,11 +604,11 @@ class Client:
         from .shm import shm_name
         self.request("DELETE", f"/v1/shm/{shm_name(shm_or_name)}", ok=(204, 200))
 
-    def shared_arrays(self, matrix: MatrixRef, *, k: int = 1, op: str = "n",
-                      name: Optional[str] = None) -> "SharedArrays":
+    def shared_arrays(self, matrix: MatrixRef, *, k: int = 1, op: str = "n", name: Optional[str] = None,
+                      group: Union[None, str, int] = None) -> "SharedArrays":
         """A :class:`~spmvd.SharedArrays` for ``matrix``: a registered object with x and y views (a context manager)."""
         from .shm import SharedArrays
-        return SharedArrays(self, matrix, k=k, op=op, name=name)
+        return SharedArrays(self, matrix, k=k, op=op, name=name, group=group)
 
     # --------------------------------------------------------------- jobs
 

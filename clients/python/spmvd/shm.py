@@ -31,7 +31,7 @@ import numpy as np
 from . import errors
 from .client import Client, SpmvResult, _id, dtype_of
 
-__all__ = ["ShmOperand", "SharedArrays", "shm_name"]
+__all__ = ["ShmOperand", "SharedArrays", "shm_name", "share_with_group"]
 
 # Offsets of y in a SharedArrays object are rounded up to this (a multiple of every value size).
 _ALIGN = 64
@@ -76,6 +76,15 @@ class ShmOperand:
         return np.memmap(path, dtype=dtype, mode="r+", offset=self.offset, shape=(count,)).reshape(shape, order=order)
 
 
+def share_with_group(name: str, group: Union[str, int]) -> None:
+    """Gives /dev/shm/NAME to ``group`` (a name or a gid) with mode 0660, so a daemon in that group may use it."""
+    import grp
+    gid = group if isinstance(group, int) else grp.getgrnam(group).gr_gid
+    path = os.path.join("/dev/shm", name)
+    os.chown(path, -1, gid)
+    os.chmod(path, 0o660)
+
+
 def as_operand(v: Any, which: str) -> Optional[ShmOperand]:
     """``v`` as a :class:`ShmOperand` when it names a region, else None.
 
@@ -104,17 +113,21 @@ class SharedArrays:
         k: columns of x and y (a block product, the daemon's ``?k=``).
         op: ``"n"`` (x has ``cols`` rows, y ``rows``) or ``"t"`` (the other way round).
         name: the object's name (default: a fresh ``psm_...`` name).
+        group: a group (name or gid) the daemon is in, for a daemon running
+            as another user (the packaged unit's ``spmvd``, in ``spmvd-shm``):
+            the object is given to it with mode 0660 before it is registered.
 
     ``x`` and ``y`` are NumPy views onto the object (shape ``(n,)``, or
     ``(n, k)`` column-major), in the matrix's dtype; ``y`` starts as NaN.
     Write x, call :meth:`spmv`, read y: the values never leave this host's
-    memory. The object is created with mode 0600 (a daemon of another user
-    needs it readable and writable through a shared group: ``os.fchmod``).
+    memory. The object is created with mode 0600, which serves a daemon of
+    the same user; ``group`` shares it with another (docs/security.md).
     On exit (or :meth:`close`) the region is unregistered and the object
     unlinked; the views must not be used after that.
     """
 
-    def __init__(self, client: Client, matrix: Any, *, k: int = 1, op: str = "n", name: Optional[str] = None) -> None:
+    def __init__(self, client: Client, matrix: Any, *, k: int = 1, op: str = "n", name: Optional[str] = None,
+                 group: Union[None, str, int] = None) -> None:
         if op not in ("n", "t"):
             raise ValueError(f"op must be 'n' or 't', not {op!r}")
         if int(k) < 1:
@@ -133,6 +146,8 @@ class SharedArrays:
             name=name, create=True, size=self.nbytes)
         self.descriptor: Dict[str, Any] = {}
         try:
+            if group is not None:
+                share_with_group(self.name, group)
             self.descriptor = client.register_shm(self.memory, size=self.nbytes)
         except BaseException:
             self._release()

@@ -157,6 +157,20 @@ def test_tuple_operands_each_way(sc: spmvd.Client, shm: Any, rng: np.random.Gene
         A.delete()
 
 
+def test_shared_with_a_group(sc: spmvd.Client, rng: np.random.Generator) -> None:
+    a = random_matrix(rng, 40, 40)
+    A = sc.upload(a)
+    try:
+        with sc.shared_arrays(A, group=os.getgid()) as arrs:
+            st = os.stat(f"/dev/shm/{arrs.name}")
+            assert st.st_mode & 0o777 == 0o660 and st.st_gid == os.getgid()
+            arrs.x[:] = rng.standard_normal(40)
+            arrs.spmv()
+            close(arrs.y, a @ arrs.x, 1e-12)
+    finally:
+        A.delete()
+
+
 def test_transpose_and_float32(sc: spmvd.Client, rng: np.random.Generator) -> None:
     a = random_matrix(rng, 90, 70)
     A = sc.upload(a)

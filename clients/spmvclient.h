@@ -539,7 +539,7 @@ typedef struct spmv_client_shm {
     uint64_t object_bytes;    /* the object's size when the daemon looked (0: it could not tell) */
     int pinned;               /* 1: the pages are registered with CUDA; 0: not (a CPU host) */
     char state[16];           /* "ok", "shrunk" (object now smaller than offset + size), "unlinked" */
-    int64_t uses;             /* products and transfers that named the region */
+    int64_t uses;             /* operands that named the region (x and y in it: 2 for one product) */
     char created[40];         /* RFC 3339 */
     char *json;               /* the descriptor as the server sent it */
     char kind[16];            /* "posix" (a shm_open object), "cuda" (device memory), "" when not said */
@@ -565,8 +565,9 @@ SPMV_CLIENT_API void spmv_client_shm_list_free(spmv_client_shm_list *l);
  * (shm_not_found: no such object), BAD_REQUEST (out_of_range: offset +
  * size past the object's end), CONFLICT (shm_exists: NAME is registered
  * already), UNAUTHORIZED (403: shm_disabled, or shm_forbidden when the
- * object's mode does not grant the daemon read and write), and the
- * transfer statuses. */
+ * object's mode does not grant the daemon read and write), DEVICE_MEMORY
+ * (507 shm_limit: max_shm_regions are registered), and the transfer
+ * statuses. */
 SPMV_CLIENT_API spmv_client_status spmv_client_shm_register(spmv_client *h, const char *name, uint64_t offset,
                                                             uint64_t size, spmv_client_shm **out);
 
@@ -595,7 +596,8 @@ typedef struct spmv_client_shm_ref {
  * and then a->y and a->y_vector must both be NULL. A NULL `x` or `y` takes
  * that operand from `a` as spmv_client_spmv() does, so an x in a region
  * may go with an inline y or a resident one, and the other way round.
- * Sent as ?x_shm=&x_offset=&y_shm=&y_offset= with an empty body. With y in
+ * Sent as ?x_shm=&x_offset= and/or ?y_shm=&y_offset= (an empty body when x
+ * is in a region, x's values when it is inline). With y in
  * a region nothing comes back but the statistics (the daemon has written
  * y before it answers). `verify` needs x and y inline (BAD_REQUEST).
  * Errors, besides spmv_client_spmv()'s: INVALID (both or neither ways for

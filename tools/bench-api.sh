@@ -10,13 +10,18 @@
 #     round trip of one spmv (cpu.csr.omp, runs 1, warmup 0) in JSON and in
 #     binary, each repeated $REPS times (median), against the kernel time
 #     the daemon reports (stats.median_ms) and against two 8 MB memory
-#     copies (x in, y out) timed in python3 (bytes(bytearray): a memcpy).
+#     copies (x in, y out) timed in python3 (bytes(bytearray): a memcpy);
+#  3. large round trips (tools/bench_roundtrip.py): 1, 9 and 16 M rows over
+#     binary HTTP and over a shared-memory region, against kernel + copies
+#     and a plain loopback socket (the daemon runs with allow_shm).
 # The machine is shared: the load average is printed before and after
 # every measurement. Markdown goes to stdout; make bench-api tees it to
 # $BUILD/bench-api.md.
 #
 # Environment: BUILD (build dir), SMALL (matrix, default real/karate.mtx),
-# DURATION (wrk seconds, 5), REPS (round trips, 10), BIG_N (poisson2d n, 1000).
+# DURATION (wrk seconds, 5), REPS (round trips, 10), BIG_N (poisson2d n, 1000),
+# LARGE_ROWS (the large round trips' sizes, 1,9,16 M), LARGE_REPS (5),
+# BASELINE_URL (another daemon, e.g. an older build, for the binary path).
 . "$(dirname "$0")/../tests/e2e/lib.sh"
 
 LUA=$SPMV_ROOT/tools/bench-api-spmv.lua
@@ -24,13 +29,15 @@ SMALL=${SMALL:-$MATRICES/real/karate.mtx}
 DURATION=${DURATION:-5}
 REPS=${REPS:-10}
 BIG_N=${BIG_N:-1000}
+LARGE_ROWS=${LARGE_ROWS:-1000000,9000000,16000000}
+LARGE_REPS=${LARGE_REPS:-5}
 command -v wrk >/dev/null || { echo "bench-api: wrk is not installed (tools/bootstrap.sh)" >&2; exit 1; }
 
 load() { uptime | sed 's/.*load average: //; s/,//g'; }
 median() { sort -g | awk '{v[NR] = $1} END {if (NR % 2) m = v[(NR + 1) / 2]; else m = (v[NR / 2] + v[NR / 2 + 1]) / 2; printf "%.3f\n", m}'; }
 kv() { sed -n "s/.* $1=\\([^ ]*\\).*/\\1/p"; }  # a key=value of the BENCH-API line
 
-start_spmvd --log-level warn || { echo "bench-api: spmvd did not start: $(tail -n 5 "$SPMVD_LOG")" >&2; exit 1; }
+start_spmvd --log-level warn --allow-shm true || { echo "bench-api: spmvd did not start: $(tail -n 5 "$SPMVD_LOG")" >&2; exit 1; }
 
 echo "# spmvd API benchmark"
 echo
@@ -174,6 +181,20 @@ for mode in binary json; do
   base=$(awk -v k="$km" -v m="$memcpy_ms" 'BEGIN {printf "%.3f", k + 2 * m}')
   echo "| $mode | $rt | $rtmin | $km | $qm | $base | $(awk -v r="$rt" -v b="$base" 'BEGIN {printf "%.2f", r / b}') | $l0 | $l1 |"
 done
+echo
+echo "## Large round trips: binary HTTP against shared memory"
+echo
+echo "\`python3 tools/bench_roundtrip.py\` (issue 17): tridiagonal float64 matrices of ${LARGE_ROWS} rows,"
+echo "one cpu.csr.omp product each (runs 1), $LARGE_REPS reps each way on one kept-alive connection; the floor is"
+echo "kernel + two host memory copies of the vector (no GPU here), the loopback column what a plain TCP socket"
+echo "pair moves the same bytes in. load before: $(load)"
+echo
+if "$PYTHON" -c 'import numpy, scipy' 2>/dev/null; then
+  "$PYTHON" "$SPMV_ROOT/tools/bench_roundtrip.py" "$SPMVD_URL" --rows "$LARGE_ROWS" --reps "$LARGE_REPS" \
+    --kernel cpu.csr.omp --device cpu ${BASELINE_URL:+--baseline "$BASELINE_URL"} 2>&1
+else
+  echo "(skipped: NumPy and SciPy are not installed)"
+fi
 echo
 echo "- load average at end: $(load)"
 stop_spmvd >/dev/null

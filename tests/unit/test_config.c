@@ -214,6 +214,41 @@ static void test_dump_round_trip(void **state)
     config_free(&b);
 }
 
+/* A boolean key (allow_shm): true/false in a file, true/false/yes/no/1/0
+ * as a flag; anything else refused naming the key; dumped as a boolean. */
+static void test_boolean_key(void **state)
+{
+    (void)state;
+    spmvd_config c;
+    config_defaults(&c);
+    assert_int_equal(c.allow_shm, 0);
+    assert_int_equal(apply(&c, "{\"allow_shm\": true}"), 0);
+    assert_int_equal(c.allow_shm, 1);
+    assert_int_equal(apply(&c, "{\"allow_shm\": false}"), 0);
+    assert_int_equal(c.allow_shm, 0);
+    assert_int_equal(apply(&c, "{\"allow_shm\": 1}"), -1);
+    assert_non_null(strstr(errbuf, "allow_shm"));
+    assert_int_equal(apply(&c, "{\"allow_shm\": \"yes\"}"), -1);
+    char *text = config_to_json(&c);
+    assert_non_null(strstr(text, "\"allow_shm\": false"));
+    free(text);
+    config_free(&c);
+    const char *yes[] = {"true", "yes", "1"}, *no[] = {"false", "no", "0"};
+    for (int i = 0; i < 3; i++) {
+        char *a1[] = {"spmvd", "--allow-shm", (char *)yes[i], NULL}, *a0[] = {"spmvd", "--allow-shm", (char *)no[i], NULL};
+        assert_int_equal(config_load(&c, 3, a1, errbuf, sizeof errbuf), 0);
+        assert_int_equal(c.allow_shm, 1);
+        config_free(&c);
+        assert_int_equal(config_load(&c, 3, a0, errbuf, sizeof errbuf), 0);
+        assert_int_equal(c.allow_shm, 0);
+        config_free(&c);
+    }
+    char *bad[] = {"spmvd", "--allow-shm", "maybe", NULL};
+    assert_int_equal(config_load(&c, 3, bad, errbuf, sizeof errbuf), -1);
+    assert_non_null(strstr(errbuf, "allow_shm"));
+    config_free(&c);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -226,6 +261,7 @@ int main(void)
         cmocka_unit_test(test_tls_pair),
         cmocka_unit_test(test_listen_and_devices),
         cmocka_unit_test(test_dump_round_trip),
+        cmocka_unit_test(test_boolean_key),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

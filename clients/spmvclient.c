@@ -2135,17 +2135,15 @@ static spmv_client_status shm_from_response(spmv_client *h, const response *r, s
     return st;
 }
 
-spmv_client_status spmv_client_shm_register(spmv_client *h, const char *name, uint64_t offset, uint64_t size,
-                                            spmv_client_shm **out)
+/* Registers a region: POSIX when `ipc` is NULL, else CUDA on `device`. */
+static spmv_client_status shm_register(spmv_client *h, const char *name, const unsigned char *ipc, const char *device,
+                                       uint64_t offset, uint64_t size, spmv_client_shm **out)
 {
-    char *text = NULL;
+    char *text = NULL, hex[2 * SPMV_CLIENT_CUDA_IPC_HANDLE_BYTES + 1];
     json_t *body = NULL;
     response r = {0};
     spmv_client_status st;
 
-    if (out) *out = NULL;
-    if (!h) return SPMV_CLIENT_ERR_INVALID;
-    clear_error(h);
     if (!shm_name_ok(name))
         return fail(h, SPMV_CLIENT_ERR_INVALID, "a region name is 1 to 200 characters of A-Z a-z 0-9 _ . -, "
                     "not starting with a dot (shm_open's name without its slash)");
@@ -2153,6 +2151,13 @@ spmv_client_status spmv_client_shm_register(spmv_client *h, const char *name, ui
         return fail(h, SPMV_CLIENT_ERR_INVALID, "size must be > 0 and offset + size within 2^63 (offset %llu, "
                     "size %llu)", (unsigned long long)offset, (unsigned long long)size);
     body = json_pack("{s:s, s:I, s:I}", "name", name, "offset", (json_int_t)offset, "size", (json_int_t)size);
+    if (body && ipc) {
+        for (int i = 0; i < SPMV_CLIENT_CUDA_IPC_HANDLE_BYTES; i++)
+            snprintf(hex + 2 * i, 3, "%02x", ipc[i]);
+        if (json_object_set_new(body, "cuda_ipc", json_string(hex)) || json_object_set_new(body, "device",
+                                                                                           json_string(device)))
+            json_decref(body), body = NULL;
+    }
     if (!body || !(text = json_dumps(body, JSON_COMPACT))) {
         st = fail(h, SPMV_CLIENT_ERR_NOMEM, "out of memory");
         goto done;
@@ -2166,6 +2171,27 @@ done:
     json_decref(body);
     free(text);
     return st;
+}
+
+spmv_client_status spmv_client_shm_register(spmv_client *h, const char *name, uint64_t offset, uint64_t size,
+                                            spmv_client_shm **out)
+{
+    if (out) *out = NULL;
+    if (!h) return SPMV_CLIENT_ERR_INVALID;
+    clear_error(h);
+    return shm_register(h, name, NULL, NULL, offset, size, out);
+}
+
+spmv_client_status spmv_client_shm_register_cuda(spmv_client *h, const char *name, const void *handle,
+                                                 const char *device, uint64_t offset, uint64_t size,
+                                                 spmv_client_shm **out)
+{
+    if (out) *out = NULL;
+    if (!h) return SPMV_CLIENT_ERR_INVALID;
+    clear_error(h);
+    if (!handle || !device || !*device || strlen(device) > 31)
+        return fail(h, SPMV_CLIENT_ERR_INVALID, "a CUDA region needs the IPC handle and a device (\"gpu0\")");
+    return shm_register(h, name, handle, device, offset, size, out);
 }
 
 spmv_client_status spmv_client_shm_get(spmv_client *h, const char *name, spmv_client_shm **out)

@@ -571,6 +571,25 @@ SPMV_CLIENT_API void spmv_client_shm_list_free(spmv_client_shm_list *l);
 SPMV_CLIENT_API spmv_client_status spmv_client_shm_register(spmv_client *h, const char *name, uint64_t offset,
                                                             uint64_t size, spmv_client_shm **out);
 
+/* The size of a cudaIpcMemHandle_t. */
+#define SPMV_CLIENT_CUDA_IPC_HANDLE_BYTES 64
+
+/* POST /v1/shm {"name","cuda_ipc","device","offset","size"}: registers
+ * `size` bytes from byte `offset` of a GPU allocation of this process (its
+ * own cudaMalloc), named by the handle cudaIpcGetMemHandle wrote
+ * (`handle`, SPMV_CLIENT_CUDA_IPC_HANDLE_BYTES bytes, sent as hex), on the
+ * daemon's GPU `device` ("gpu0"; the same card). `name` (the rule above)
+ * is only the region's handle. A product whose matrix is on that GPU reads
+ * x and writes y there in place; any other product naming the region is
+ * CONFLICT (wrong_device), and vectors do not take CUDA regions. Unregister
+ * before freeing the memory. Errors: INVALID (bad name, NULL handle or
+ * device, size 0), BAD_REQUEST (a handle the driver refuses, out_of_range:
+ * the window past the allocation), CONFLICT (a daemon without that GPU,
+ * shm_exists), UNAUTHORIZED (shm_disabled), DEVICE_MEMORY (shm_limit). */
+SPMV_CLIENT_API spmv_client_status spmv_client_shm_register_cuda(spmv_client *h, const char *name, const void *handle,
+                                                                 const char *device, uint64_t offset, uint64_t size,
+                                                                 spmv_client_shm **out);
+
 /* GET /v1/shm/{name}: one region, its state checked live. NOT_FOUND when
  * it was never registered or has been unregistered. */
 SPMV_CLIENT_API spmv_client_status spmv_client_shm_get(spmv_client *h, const char *name, spmv_client_shm **out);

@@ -219,6 +219,15 @@ static void regions(spmv_client *h, const char *name, uint64_t size, const char 
         close(fd);
     }
 
+    /* A made-up CUDA IPC handle: a daemon without a GPU answers 409, one
+     * with a GPU 400 (the driver refuses it). */
+    unsigned char handle[SPMV_CLIENT_CUDA_IPC_HANDLE_BYTES] = {1, 2, 3};
+    st = spmv_client_shm_register_cuda(h, "spmvd-test-cuda", handle, "gpu0", 0, 64, NULL);
+    if (!check((st == SPMV_CLIENT_ERR_CONFLICT && spmv_client_http_status(h) == 409) ||
+                   (st == SPMV_CLIENT_ERR_BAD_REQUEST && spmv_client_http_status(h) == 400),
+               "a made-up CUDA IPC handle is refused (%ld %s)", spmv_client_http_status(h), spmv_client_errcode(h)))
+        diag(h, st);
+
     /* Refused here, before anything is sent (http_status 0). */
     static const char *const bad_names[] = {"a/b", "../x", ".hidden", "", "sp ace"};
     for (size_t i = 0; i < sizeof bad_names / sizeof *bad_names; i++) {

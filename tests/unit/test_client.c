@@ -775,6 +775,21 @@ static void test_shm_regions(void **state)
     answer_json(&server, "200 OK", "{\"regions\":7}");
     assert_int_equal(spmv_client_shm_regions(h, &l), SPMV_CLIENT_ERR_PROTOCOL);
 
+    /* a CUDA region: the handle as 128 hex digits and the device */
+    unsigned char handle[SPMV_CLIENT_CUDA_IPC_HANDLE_BYTES];
+    for (int i = 0; i < SPMV_CLIENT_CUDA_IPC_HANDLE_BYTES; i++) handle[i] = (unsigned char)(i * 5);
+    answer_json(&server, "201 Created", "{\"name\":\"gx\",\"kind\":\"cuda\",\"device\":\"gpu0\",\"offset\":0,"
+                                        "\"size\":64,\"object_bytes\":1024,\"pinned\":true,\"state\":\"ok\",\"uses\":0}");
+    assert_int_equal(spmv_client_shm_register_cuda(h, "gx", handle, "gpu0", 0, 64, &r), SPMV_CLIENT_OK);
+    assert_non_null(strstr(server.request, "\"cuda_ipc\":\"00050a0f14191e23"));
+    assert_non_null(strstr(server.request, "\"device\":\"gpu0\""));
+    assert_non_null(strstr(server.request, "\"size\":64"));
+    assert_string_equal(r->kind, "cuda");
+    assert_string_equal(r->device, "gpu0");
+    spmv_client_shm_free(r);
+    assert_int_equal(spmv_client_shm_register_cuda(h, "gx", NULL, "gpu0", 0, 64, NULL), SPMV_CLIENT_ERR_INVALID);
+    assert_int_equal(spmv_client_shm_register_cuda(h, "gx", handle, "", 0, 64, NULL), SPMV_CLIENT_ERR_INVALID);
+
     answer(&server, "204 No Content", NULL, "", 0);
     assert_int_equal(spmv_client_shm_unregister(h, "psm_a"), SPMV_CLIENT_OK);
     assert_non_null(strstr(server.request, "DELETE /v1/shm/psm_a HTTP/1.1"));

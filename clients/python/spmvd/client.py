@@ -587,6 +587,30 @@ class Client:
         body = {"name": name, "offset": int(offset), "size": int(size)}
         return self._json("POST", "/v1/shm", json_body=body, ok=(201, 200))
 
+    def register_cuda_shm(self, name: str, handle: Any, device: Union[str, int], size: int,
+                          offset: int = 0) -> Dict[str, Any]:
+        """``POST /v1/shm`` with ``cuda_ipc``: ``size`` bytes from ``offset`` of this process's GPU allocation.
+
+        ``handle`` is the 64-byte ``cudaIpcMemHandle_t`` of the allocation
+        (``bytes(cupy.cuda.runtime.ipcGetMemHandle(a.data.ptr))`` with CuPy's
+        own allocator: ``cupy.cuda.set_allocator(None)``); ``device`` the
+        daemon's GPU (``"gpu0"`` or 0), the same card. ``name`` is only the
+        region's handle. A product whose matrix is on that GPU reads x and
+        writes y there in place; others are a 409 ``wrong_device``. Unregister
+        before freeing the memory. A daemon without that GPU answers
+        :class:`~spmvd.errors.Conflict`, a handle the driver refuses
+        :class:`~spmvd.errors.BadRequest`.
+        """
+        from .shm import shm_name
+        h = bytes(handle)
+        if len(h) != 64:
+            raise ValueError(f"a cudaIpcMemHandle_t is 64 bytes, not {len(h)}")
+        if isinstance(offset, bool) or int(offset) < 0 or int(size) <= 0:
+            raise ValueError(f"offset must be >= 0 and size > 0, not {offset!r} and {size!r}")
+        body = {"name": shm_name(name), "cuda_ipc": h.hex(), "device": device, "offset": int(offset),
+                "size": int(size)}
+        return self._json("POST", "/v1/shm", json_body=body, ok=(201, 200))
+
     def shm_regions(self) -> List[Dict[str, Any]]:
         """``GET /v1/shm``: every registered region's descriptor, oldest first, ``state`` checked now."""
         d = self._json("GET", "/v1/shm")

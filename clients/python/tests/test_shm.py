@@ -255,6 +255,15 @@ def test_refusals(sc: spmvd.Client, shm: Any, rng: np.random.Generator) -> None:
         sc.unregister_shm(shm)
 
 
+def test_cuda_region_refused_without_a_gpu(sc: spmvd.Client) -> None:
+    """A made-up IPC handle: 409 from a daemon without a GPU, 400 from one with (the driver refuses it)."""
+    with pytest.raises((spmvd.Conflict, spmvd.BadRequest)) as e:
+        sc.register_cuda_shm("spmvd-py-cuda", bytes(range(64)), "gpu0", size=64)
+    assert e.value.status in (409, 400)
+    with pytest.raises(ValueError):
+        sc.register_cuda_shm("spmvd-py-cuda", b"short", 0, size=64)
+
+
 def test_gone(sc: spmvd.Client, rng: np.random.Generator) -> None:
     a = random_matrix(rng, 64, 64)
     A = sc.upload(a)

@@ -1,9 +1,11 @@
 /* gen.c — seeded generator of large sparse matrices for benchmarks and tests.
  *
  * spmv_gen() builds, as sorted float64 COO, matrices shaped like those of the
- * published SpMV studies: 2-D and 3-D Poisson stencils, uniform random rows,
- * power-law row lengths, a band with one dense row, and a tiny LP-like
- * rectangular matrix. bench-cpu (tools/bench-cpu.c) builds its set in memory
+ * published SpMV studies: 2-D and 3-D Poisson stencils, a 3-D 27-point
+ * stencil, uniform random rows, power-law row lengths, a band with one
+ * dense row, a tiny LP-like rectangular matrix, and the two random patterns
+ * again with every value 1 (unweighted graphs: what pattern-only uploads
+ * look like). bench-cpu (tools/bench-cpu.c) builds its set in memory
  * with it, spmv-gen (tools/spmv-gen.c) writes .mtx files from it, and the
  * unit tests draw random shapes from it. spmv_random_vector (at the end)
  * is the one seeded x that the bench route, tuning and the benchmark tools
@@ -87,6 +89,9 @@ static const char *const kind_names[] = {
     [SPMV_GEN_POWERLAW] = "powerlaw",
     [SPMV_GEN_BANDED_DENSE_ROW] = "banded_dense_row",
     [SPMV_GEN_LP] = "lp",
+    [SPMV_GEN_STENCIL27] = "stencil27",
+    [SPMV_GEN_GRAPH_UNIFORM] = "graph_uniform",
+    [SPMV_GEN_GRAPH_POWERLAW] = "graph_powerlaw",
 };
 #define KIND_COUNT ((int)(sizeof kind_names / sizeof kind_names[0]))
 
@@ -180,14 +185,17 @@ static int plan_make(const spmv_gen_spec *s, gen_plan *p, spmv_error *err)
         p->rows = p->cols = s->n * s->n;
         break;
     case SPMV_GEN_POISSON3D:
+    case SPMV_GEN_STENCIL27:
         if (s->n > 1290) /* 1291^3 > INT32_MAX */
             return spmv_error_set(err, SPMV_ERR_LIMIT, 0,
-                                  "poisson3d with n = %lld has n^3 rows; at most n = 1290 fits 32-bit signed",
-                                  (long long)s->n);
+                                  "%s with n = %lld has n^3 rows; at most n = 1290 fits 32-bit signed",
+                                  spmv_gen_kind_name(s->kind), (long long)s->n);
         p->rows = p->cols = s->n * s->n * s->n;
         break;
     case SPMV_GEN_UNIFORM:
     case SPMV_GEN_POWERLAW:
+    case SPMV_GEN_GRAPH_UNIFORM:
+    case SPMV_GEN_GRAPH_POWERLAW:
         p->rows = p->cols = s->n;
         if (s->per_row > s->n)
             return spmv_error_set(err, SPMV_ERR_INVALID, 0,
@@ -246,6 +254,13 @@ static int64_t lp_len(const gen_plan *p, int64_t i)
     return structural + 1; /* + the row's slack column */
 }
 
+/* A graph kind draws the very pattern of its weighted twin (same seed,
+ * same rows), so the two can be compared format for format. */
+static spmv_gen_kind pattern_kind(spmv_gen_kind k)
+{
+    return k == SPMV_GEN_GRAPH_UNIFORM ? SPMV_GEN_UNIFORM : k == SPMV_GEN_GRAPH_POWERLAW ? SPMV_GEN_POWERLAW : k;
+}
+
 static int64_t row_len(const gen_plan *p, int64_t i)
 {
     int64_t n = p->n;
@@ -258,10 +273,16 @@ static int64_t row_len(const gen_plan *p, int64_t i)
         int64_t a = i / (n * n), b = (i / n) % n, c = i % n;
         return 1 + (a > 0) + (a < n - 1) + (b > 0) + (b < n - 1) + (c > 0) + (c < n - 1);
     }
+    case SPMV_GEN_STENCIL27: {
+        int64_t a = i / (n * n), b = (i / n) % n, c = i % n;
+        return (1 + (a > 0) + (a < n - 1)) * (1 + (b > 0) + (b < n - 1)) * (1 + (c > 0) + (c < n - 1));
+    }
     case SPMV_GEN_UNIFORM:
+    case SPMV_GEN_GRAPH_UNIFORM:
         return p->per_row;
-    case SPMV_GEN_POWERLAW: {
-        gen_rng r = rng_for_row(p->seed, p->kind, i);
+    case SPMV_GEN_POWERLAW:
+    case SPMV_GEN_GRAPH_POWERLAW: {
+        gen_rng r = rng_for_row(p->seed, pattern_kind(p->kind), i);
         return powerlaw_draw_len(p, &r);
     }
     case SPMV_GEN_BANDED_DENSE_ROW:
@@ -371,6 +392,21 @@ static void fill_poisson3d(const gen_plan *p, int64_t i, int32_t *row, int32_t *
     if (a < n - 1) put(row, col, val, &at, i, i + nn, -1.0);
 }
 
+/* The 3 x 3 x 3 neighbourhood in column order (a, then b, then c). */
+static void fill_stencil27(const gen_plan *p, int64_t i, int32_t *row, int32_t *col, double *val)
+{
+    int64_t n = p->n, nn = n * n, at = 0;
+    int64_t a = i / nn, b = (i / n) % n, c = i % n;
+    for (int64_t da = -1; da <= 1; da++)
+        for (int64_t db = -1; db <= 1; db++)
+            for (int64_t dc = -1; dc <= 1; dc++) {
+                if (a + da < 0 || a + da >= n || b + db < 0 || b + db >= n || c + dc < 0 || c + dc >= n)
+                    continue;
+                int64_t j = i + da * nn + db * n + dc;
+                put(row, col, val, &at, i, j, j == i ? 26.0 : -1.0);
+            }
+}
+
 static void fill_banded(const gen_plan *p, int64_t i, int64_t len, gen_rng *r, int32_t *col, double *val)
 {
     if (i == p->dense_row) {
@@ -398,7 +434,7 @@ static void fill_lp(const gen_plan *p, int64_t i, int64_t len, gen_rng *r, int32
 
 static void fill_row(const gen_plan *p, int64_t i, int64_t len, int32_t *row, int32_t *col, double *val)
 {
-    gen_rng r = rng_for_row(p->seed, p->kind, i);
+    gen_rng r = rng_for_row(p->seed, pattern_kind(p->kind), i);
     switch (p->kind) {
     case SPMV_GEN_POISSON2D:
         fill_poisson2d(p, i, row, col, val);
@@ -406,11 +442,16 @@ static void fill_row(const gen_plan *p, int64_t i, int64_t len, int32_t *row, in
     case SPMV_GEN_POISSON3D:
         fill_poisson3d(p, i, row, col, val);
         return;
+    case SPMV_GEN_STENCIL27:
+        fill_stencil27(p, i, row, col, val);
+        return;
     case SPMV_GEN_UNIFORM:
+    case SPMV_GEN_GRAPH_UNIFORM:
         sample_cols(&r, 0, p->cols, len, col);
         fill_values_random(&r, val, len);
         break;
     case SPMV_GEN_POWERLAW:
+    case SPMV_GEN_GRAPH_POWERLAW:
         (void)powerlaw_draw_len(p, &r); /* the draw pass 1 made: len */
         sample_cols(&r, 0, p->cols, len, col);
         fill_values_random(&r, val, len);
@@ -424,6 +465,9 @@ static void fill_row(const gen_plan *p, int64_t i, int64_t len, int32_t *row, in
     }
     for (int64_t k = 0; k < len; k++)
         row[k] = (int32_t)i;
+    if (p->kind == SPMV_GEN_GRAPH_UNIFORM || p->kind == SPMV_GEN_GRAPH_POWERLAW)
+        for (int64_t k = 0; k < len; k++)
+            val[k] = 1.0; /* drawn above all the same, so the pattern is the weighted twin's */
 }
 
 /* ------------------------------------------------------------ the passes */
@@ -457,7 +501,9 @@ static int plan_precheck_nnz(const gen_plan *p, spmv_error *err)
     switch (p->kind) {
     case SPMV_GEN_POISSON2D: nnz = 5 * n * n - 4 * n; break;
     case SPMV_GEN_POISSON3D: nnz = 7 * n * n * n - 6 * n * n; break;
-    case SPMV_GEN_UNIFORM: nnz = p->rows * p->per_row; break;
+    case SPMV_GEN_STENCIL27: nnz = (3 * n - 2) * (3 * n - 2) * (3 * n - 2); break;
+    case SPMV_GEN_UNIFORM:
+    case SPMV_GEN_GRAPH_UNIFORM: nnz = p->rows * p->per_row; break;
     default: return SPMV_OK;
     }
     if (nnz > INT32_MAX)

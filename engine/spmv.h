@@ -307,6 +307,9 @@ typedef enum spmv_gen_kind {
     SPMV_GEN_POWERLAW,    /* n rows, row lengths power-law (mean per_row) */
     SPMV_GEN_BANDED_DENSE_ROW, /* banded (half-width per_row/2) plus one dense row of dense_len entries */
     SPMV_GEN_LP,          /* small LP-like rectangular matrix */
+    SPMV_GEN_STENCIL27,   /* 27-point stencil on an n x n x n grid (26 on the diagonal, -1 around): n^3 rows */
+    SPMV_GEN_GRAPH_UNIFORM,  /* uniform's pattern, every value 1 (an unweighted graph) */
+    SPMV_GEN_GRAPH_POWERLAW, /* powerlaw's pattern, every value 1 (a scale-free graph) */
 } spmv_gen_kind;
 
 typedef struct spmv_gen_spec {

@@ -155,6 +155,7 @@ typedef struct bench_matrix {
 static size_t large_set(double scale, uint64_t seed, bench_matrix *set)
 {
     int64_t p2 = (int64_t)(4096 * sqrt(scale)), p3 = (int64_t)(256 * cbrt(scale));
+    int64_t s27 = (int64_t)(160 * cbrt(scale)) > 1 ? (int64_t)(160 * cbrt(scale)) : 1;
     int64_t n4 = (int64_t)(4000000 * scale) > 1 ? (int64_t)(4000000 * scale) : 1;
     int64_t d2 = (int64_t)(2000000 * scale) > 1 ? (int64_t)(2000000 * scale) : 1;
     bench_matrix g[] = {
@@ -163,6 +164,10 @@ static size_t large_set(double scale, uint64_t seed, bench_matrix *set)
         {"uniform_4M_x32", 1, {SPMV_GEN_UNIFORM, n4, 32, 0, seed}, ""},
         {"powerlaw_4M", 1, {SPMV_GEN_POWERLAW, n4, 16, 0, seed}, ""},
         {"banded_dense_row_4M", 1, {SPMV_GEN_BANDED_DENSE_ROW, n4, 14, d2, seed}, ""},
+        /* issue 14: what people upload beside PDE matrices */
+        {"stencil27_160", 1, {SPMV_GEN_STENCIL27, s27, 0, 0, seed}, ""},
+        {"graph_uniform_4M_x32", 1, {SPMV_GEN_GRAPH_UNIFORM, n4, 32, 0, seed}, ""},
+        {"graph_powerlaw_4M", 1, {SPMV_GEN_GRAPH_POWERLAW, n4, 16, 0, seed}, ""},
     };
     memcpy(set, g, sizeof g);
     return sizeof g / sizeof g[0];

@@ -27,7 +27,8 @@ static void usage(FILE *to)
     fprintf(to,
             "usage: spmv-gen --kind K --n N [--per-row P] [--dense-len L] [--seed S] [--gzip | --npz[=stored]]\n"
             "                --out FILE\n"
-            "  K: poisson2d (n^2 rows), poisson3d (n^3 rows), uniform, powerlaw,\n"
+            "  K: poisson2d (n^2 rows), poisson3d (n^3 rows), stencil27 (n^3 rows), uniform, powerlaw,\n"
+            "     graph_uniform, graph_powerlaw (their patterns, every value 1),\n"
             "     banded_dense_row, lp (n x 2n)\n"
             "  --per-row   non-zeros per row (uniform, lp), mean (powerlaw), band width (banded);\n"
             "              default 16 (lp: 4)\n"

@@ -23,4 +23,48 @@ SPMV_SEED=$SEED "$PYTHON" "$(dirname "$0")/shm_check.py" "$ON_URL" "$OFF_URL" "$
   >"$E2E_TMP/shm.tap" 2>&1
 relay_tap "$E2E_TMP/shm.tap" $? shm_check.py
 check "the daemon is still up" alive "$ON_PID"
+
+# SIGHUP: allow_shm off in the file unregisters every region; on again, none come back
+CONF=$E2E_TMP/shm.json
+echo '{"allow_shm": true}' >"$CONF"
+SPMVD_STATE= start_spmvd --config "$CONF" || { not_ok "spmvd starts (--config)"; done_testing; exit; }
+"$PYTHON" - "$SPMVD_URL" "$CONF" "$SPMVD_PID" >"$E2E_TMP/hup.tap" 2>&1 <<'PY'
+import json, os, signal, sys, time, urllib.request, urllib.error
+from multiprocessing import shared_memory
+url, conf, pid = sys.argv[1], sys.argv[2], int(sys.argv[3])
+def call(m, p, body=None):
+    r = urllib.request.Request(url + p, method=m, data=json.dumps(body).encode() if body else None,
+                               headers={"Content-Type": "application/json"})
+    try:
+        with urllib.request.urlopen(r) as a:
+            return a.status, json.loads(a.read() or b"null")
+    except urllib.error.HTTPError as e:
+        return e.code, json.loads(e.read() or b"null")
+m = shared_memory.SharedMemory(create=True, size=4096)
+try:
+    st, _ = call("POST", "/v1/shm", {"name": m.name, "size": 4096})
+    print("ok 1 - region registered" if st == 201 else "not ok 1 - region registered (%d)" % st)
+    open(conf, "w").write('{"allow_shm": false}')
+    os.kill(pid, signal.SIGHUP)
+    for _ in range(100):
+        st, b = call("GET", "/v1/shm")
+        if st == 403:
+            break
+        time.sleep(0.05)
+    print("ok 2 - after SIGHUP with allow_shm false: 403 shm_disabled" if st == 403 and b["error"]["code"] == "shm_disabled"
+          else "not ok 2 - after SIGHUP with allow_shm false: %d %s" % (st, b))
+    open(conf, "w").write('{"allow_shm": true}')
+    os.kill(pid, signal.SIGHUP)
+    for _ in range(100):
+        st, b = call("GET", "/v1/shm")
+        if st == 200:
+            break
+        time.sleep(0.05)
+    print("ok 3 - on again: the region was unregistered, not kept" if st == 200 and b["regions"] == []
+          else "not ok 3 - on again: %d %s" % (st, b))
+finally:
+    m.close()
+    m.unlink()
+PY
+relay_tap "$E2E_TMP/hup.tap" $? "the SIGHUP check"
 done_testing

@@ -126,7 +126,8 @@ static void test_kind_names(void **state)
     (void)state;
     spmv_gen_kind k;
     const spmv_gen_kind all[] = {SPMV_GEN_POISSON2D, SPMV_GEN_POISSON3D, SPMV_GEN_UNIFORM,
-                                 SPMV_GEN_POWERLAW, SPMV_GEN_BANDED_DENSE_ROW, SPMV_GEN_LP};
+                                 SPMV_GEN_POWERLAW, SPMV_GEN_BANDED_DENSE_ROW, SPMV_GEN_LP,
+                                 SPMV_GEN_STENCIL27, SPMV_GEN_GRAPH_UNIFORM, SPMV_GEN_GRAPH_POWERLAW};
     for (size_t i = 0; i < sizeof all / sizeof all[0]; i++) {
         assert_int_equal(spmv_gen_kind_parse(spmv_gen_kind_name(all[i]), &k), SPMV_OK);
         assert_int_equal(k, all[i]);
@@ -170,6 +171,58 @@ static void test_poisson3d(void **state)
         assert_true(d == 0 || d == 1 || d == n || d == n * n);
     }
     spmv_coo_free(&m);
+}
+
+/* The 27-point stencil: every neighbour within one step along each axis,
+ * (3n - 2)^3 entries, 26 on the diagonal and -1 elsewhere, symmetric. */
+static void test_stencil27(void **state)
+{
+    (void)state;
+    int64_t n = draw_in(1, 16);
+    spmv_coo m = gen_ok(SPMV_GEN_STENCIL27, n, 0, 0, draw());
+    assert_int_equal(m.rows, n * n * n);
+    assert_int_equal(m.nnz, (3 * n - 2) * (3 * n - 2) * (3 * n - 2));
+    assert_sorted_coo(&m);
+    assert_symmetric(&m);
+    for (int64_t k = 0; k < m.nnz; k++) {
+        int64_t i = m.row[k], j = m.col[k];
+        assert_true(((const double *)m.val)[k] == (i == j ? 26.0 : -1.0));
+        int64_t da = llabs((long long)(i / (n * n) - j / (n * n))), db = llabs((long long)((i / n) % n - (j / n) % n)),
+                dc = llabs((long long)(i % n - j % n));
+        assert_true(da <= 1 && db <= 1 && dc <= 1);
+    }
+    int64_t *c = row_counts(&m); /* an interior point has all 27 */
+    if (n >= 3)
+        assert_int_equal(c[n * n + n + 1], 27);
+    assert_int_equal(c[0], n == 1 ? 1 : 8); /* a corner has 2 x 2 x 2 */
+    free(c);
+    spmv_coo_free(&m);
+}
+
+/* A graph kind is its weighted twin's pattern, every value 1. */
+static void test_graphs(void **state)
+{
+    (void)state;
+    const spmv_gen_kind graph[] = {SPMV_GEN_GRAPH_UNIFORM, SPMV_GEN_GRAPH_POWERLAW},
+                        twin[] = {SPMV_GEN_UNIFORM, SPMV_GEN_POWERLAW};
+    for (int t = 0; t < 2; t++) {
+        int64_t n = draw_in(1000, 20000);
+        int32_t p = (int32_t)draw_in(1, 24);
+        uint64_t seed = draw();
+        spmv_coo g = gen_ok(graph[t], n, p, 0, seed), w = gen_ok(twin[t], n, p, 0, seed);
+        assert_int_equal(g.nnz, w.nnz);
+        assert_memory_equal(g.row, w.row, (size_t)g.nnz * sizeof *g.row);
+        assert_memory_equal(g.col, w.col, (size_t)g.nnz * sizeof *g.col);
+        int64_t ones = 0, weighted_ones = 0;
+        for (int64_t k = 0; k < g.nnz; k++) {
+            ones += ((const double *)g.val)[k] == 1.0;
+            weighted_ones += ((const double *)w.val)[k] == 1.0;
+        }
+        assert_int_equal(ones, g.nnz);
+        assert_true(weighted_ones < w.nnz || w.nnz == 0);
+        spmv_coo_free(&g);
+        spmv_coo_free(&w);
+    }
 }
 
 /* Both sampling paths: sparse rows (draw, sort, top up) and dense rows
@@ -299,7 +352,7 @@ static void test_determinism(void **state)
 {
     (void)state;
     const spmv_gen_kind kinds[] = {SPMV_GEN_UNIFORM, SPMV_GEN_POWERLAW, SPMV_GEN_BANDED_DENSE_ROW, SPMV_GEN_LP,
-                                   SPMV_GEN_POISSON2D};
+                                   SPMV_GEN_POISSON2D, SPMV_GEN_GRAPH_POWERLAW};
     int threads = omp_get_max_threads();
     for (size_t t = 0; t < sizeof kinds / sizeof kinds[0]; t++) {
         int64_t n = draw_in(20000, 40000);
@@ -431,6 +484,7 @@ int main(void)
         cmocka_unit_test(test_powerlaw),         cmocka_unit_test(test_banded_dense_row),
         cmocka_unit_test(test_lp),               cmocka_unit_test(test_determinism),
         cmocka_unit_test(test_limits),           cmocka_unit_test(test_write_read_round_trip),
+        cmocka_unit_test(test_stencil27),        cmocka_unit_test(test_graphs),
     };
     return cmocka_run_group_tests(tests, setup_seed, NULL);
 }

@@ -97,7 +97,7 @@ const char *spmv_client_strerror(int status)
     case SPMV_CLIENT_ERR_PROTOCOL: return "malformed answer from the server";
     case SPMV_CLIENT_ERR_ABORTED: return "aborted by the progress callback";
     case SPMV_CLIENT_ERR_BAD_REQUEST: return "bad request";
-    case SPMV_CLIENT_ERR_UNAUTHORIZED: return "not authorised (token missing or wrong)";
+    case SPMV_CLIENT_ERR_UNAUTHORIZED: return "not authorised (token missing or wrong, or refused by the daemon's settings)";
     case SPMV_CLIENT_ERR_NOT_FOUND: return "not found";
     case SPMV_CLIENT_ERR_CONFLICT: return "conflict";
     case SPMV_CLIENT_ERR_TOO_LARGE: return "request too large";
@@ -1678,9 +1678,11 @@ spmv_client_status spmv_client_vector_create(spmv_client *h, spmv_client_dtype d
     return st;
 }
 
-/* The JSON create: {"n","k","fill","seed","dtype","like","side","device"}. */
-static spmv_client_status vector_create_json(spmv_client *h, int64_t n, json_t *fill, const uint64_t *seed,
-                                             const spmv_client_vector_options *opts, spmv_client_vector **out)
+/* The JSON create: {"n","k",key: source,"seed","dtype","like","side","device"}, where key is
+ * "fill" (a number or "random") or "values" (a region: {"shm","offset"}). */
+static spmv_client_status vector_create_json(spmv_client *h, int64_t n, const char *key, json_t *fill,
+                                             const uint64_t *seed, const spmv_client_vector_options *opts,
+                                             spmv_client_vector **out)
 {
     json_t *body = json_object();
     char *text = NULL;
@@ -1688,7 +1690,8 @@ static spmv_client_status vector_create_json(spmv_client *h, int64_t n, json_t *
 
     if (!fill) {
         json_decref(body);
-        return fail(h, SPMV_CLIENT_ERR_INVALID, "the fill value must be a finite number");
+        return fail(h, strcmp(key, "fill") == 0 ? SPMV_CLIENT_ERR_INVALID : SPMV_CLIENT_ERR_NOMEM,
+                    strcmp(key, "fill") == 0 ? "the fill value must be a finite number" : "out of memory");
     }
     if ((st = vector_options_ok(h, opts)) != SPMV_CLIENT_OK)
         goto done;
@@ -1699,7 +1702,7 @@ static spmv_client_status vector_create_json(spmv_client *h, int64_t n, json_t *
     bool ok = body != NULL;
     if (ok && n) ok = json_object_set_new(body, "n", json_integer((json_int_t)n)) == 0;
     if (ok && opts && opts->k) ok = json_object_set_new(body, "k", json_integer((json_int_t)opts->k)) == 0;
-    if (ok) ok = json_object_set(body, "fill", fill) == 0;
+    if (ok) ok = json_object_set(body, key, fill) == 0;
     if (ok && seed) ok = json_object_set_new(body, "seed", json_integer((json_int_t)(*seed & INT64_MAX))) == 0;
     if (ok && opts && opts->dtype) ok = json_object_set_new(body, "dtype", json_string(opts->dtype)) == 0;
     if (ok && opts && opts->like) ok = json_object_set_new(body, "like", json_string(opts->like)) == 0;
@@ -1720,7 +1723,7 @@ spmv_client_status spmv_client_vector_fill(spmv_client *h, int64_t n, double val
     if (!h || !out) return SPMV_CLIENT_ERR_INVALID;
     *out = NULL;
     clear_error(h);
-    return vector_create_json(h, n, isfinite(value) ? json_real(value) : NULL, NULL, opts, out);
+    return vector_create_json(h, n, "fill", isfinite(value) ? json_real(value) : NULL, NULL, opts, out);
 }
 
 spmv_client_status spmv_client_vector_random(spmv_client *h, int64_t n, uint64_t seed,
@@ -1729,7 +1732,7 @@ spmv_client_status spmv_client_vector_random(spmv_client *h, int64_t n, uint64_t
     if (!h || !out) return SPMV_CLIENT_ERR_INVALID;
     *out = NULL;
     clear_error(h);
-    return vector_create_json(h, n, json_string("random"), &seed, opts, out);
+    return vector_create_json(h, n, "fill", json_string("random"), &seed, opts, out);
 }
 
 spmv_client_status spmv_client_vector_read(spmv_client *h, const char *id, spmv_client_dtype dtype, void *values,
@@ -1875,24 +1878,44 @@ static bool query_add_double(CURL *c, buffer *q, const char *key, double value)
     return query_add(c, q, key, num);
 }
 
-/* Everything spmv_client_spmv() refuses before sending. */
-static spmv_client_status operands_ok(spmv_client *h, const spmv_client_operands *a)
+static bool query_add_u64(CURL *c, buffer *q, const char *key, uint64_t value)
+{
+    char num[32];
+    snprintf(num, sizeof num, "%llu", (unsigned long long)value);
+    return query_add(c, q, key, num);
+}
+
+static bool shm_name_ok(const char *name);
+
+/* Everything spmv_client_spmv() and _spmv_shm() refuse before sending;
+ * xs / ys (may be NULL) are the operands in a region. */
+static spmv_client_status operands_ok(spmv_client *h, const spmv_client_operands *a, const spmv_client_shm_ref *xs,
+                                      const spmv_client_shm_ref *ys)
 {
     int64_t k = a->k ? a->k : 1;
+    int xways = (a->x_vector != NULL) + (a->x != NULL) + (xs != NULL);
+    int yways = (a->y_vector != NULL) + (a->y != NULL) + (ys != NULL);
     if (!dtype_ok(a->dtype))
         return fail(h, SPMV_CLIENT_ERR_INVALID, "dtype must be SPMV_CLIENT_FLOAT64 or _FLOAT32");
     if (a->k < 0)
         return fail(h, SPMV_CLIENT_ERR_INVALID, "k must be 1 or more (0: 1), not %lld", (long long)a->k);
     if (a->op && a->op != 'n' && a->op != 't')
         return fail(h, SPMV_CLIENT_ERR_INVALID, "op must be 'n' or 't'");
-    if (!a->x_vector == !a->x)
-        return fail(h, SPMV_CLIENT_ERR_INVALID, "give x either as a vector id (x_vector) or inline (x), not %s",
-                    a->x ? "both" : "neither");
-    if (!a->y_vector == !a->y)
-        return fail(h, SPMV_CLIENT_ERR_INVALID, "give y either as a vector id (y_vector) or a buffer (y), not %s",
-                    a->y ? "both" : "neither");
+    if (xways != 1)
+        return fail(h, SPMV_CLIENT_ERR_INVALID, "give x one way: as a vector id (x_vector), inline (x)%s, not %s",
+                    xs || ys ? " or in a region" : "", xways ? "several" : "none");
+    if (yways != 1)
+        return fail(h, SPMV_CLIENT_ERR_INVALID, "give y one way: as a vector id (y_vector), a buffer (y)%s, not %s",
+                    xs || ys ? " or in a region" : "", yways ? "several" : "none");
     if ((a->x_vector && !id_ok(a->x_vector)) || (a->y_vector && !id_ok(a->y_vector)))
         return fail(h, SPMV_CLIENT_ERR_INVALID, "vector ids must be 1 to 63 characters");
+    if ((xs && !shm_name_ok(xs->name)) || (ys && !shm_name_ok(ys->name)))
+        return fail(h, SPMV_CLIENT_ERR_INVALID, "region names are 1 to 200 characters of A-Z a-z 0-9 _ . -, "
+                    "not starting with a dot");
+    if (xs && xs->offset > INT64_MAX)
+        return fail(h, SPMV_CLIENT_ERR_INVALID, "x_offset %llu is out of range", (unsigned long long)xs->offset);
+    if (ys && ys->offset > INT64_MAX)
+        return fail(h, SPMV_CLIENT_ERR_INVALID, "y_offset %llu is out of range", (unsigned long long)ys->offset);
     if (a->scale && a->beta != 0 && !a->y_vector)
         return fail(h, SPMV_CLIENT_ERR_INVALID, "beta = %g needs y as a resident vector (y_vector)", a->beta);
     if (a->scale && !(isfinite(a->alpha) && isfinite(a->beta)))
@@ -1905,8 +1928,44 @@ static spmv_client_status operands_ok(spmv_client *h, const spmv_client_operands
     return SPMV_CLIENT_OK;
 }
 
-spmv_client_status spmv_client_spmv(spmv_client *h, const char *id, const spmv_client_operands *a,
-                                    const spmv_client_spmv_options *opts, spmv_client_product_result *res)
+/* The query of a product: dtype of an inline x, k, op, where x and y are
+ * (vector ids, regions and offsets), alpha and beta. */
+static bool product_query(spmv_client *h, const spmv_client_operands *a, const spmv_client_shm_ref *xs,
+                          const spmv_client_shm_ref *ys, buffer *q)
+{
+    bool ok = true;
+    if (a->x) ok = query_add(h->curl, q, "dtype", dtype_text(a->dtype));
+    if (ok && a->k) ok = query_add_int(h->curl, q, "k", (long)a->k);
+    if (ok && a->op) ok = query_add(h->curl, q, "op", a->op == 't' ? "t" : "n");
+    if (ok && a->x_vector) ok = query_add(h->curl, q, "x", a->x_vector);
+    if (ok && a->y_vector) ok = query_add(h->curl, q, "y", a->y_vector);
+    if (ok && xs) ok = query_add(h->curl, q, "x_shm", xs->name) && query_add_u64(h->curl, q, "x_offset", xs->offset);
+    if (ok && ys) ok = query_add(h->curl, q, "y_shm", ys->name) && query_add_u64(h->curl, q, "y_offset", ys->offset);
+    if (ok && a->scale)
+        ok = query_add_double(h->curl, q, "alpha", a->alpha) && query_add_double(h->curl, q, "beta", a->beta);
+    return ok;
+}
+
+/* The statistics of a product whose y did not come back inline: from
+ * X-SpMV-Stats, or from a JSON answer body (y in a region may be answered
+ * either way). */
+static spmv_client_status product_stats(spmv_client *h, const response *r, spmv_client_product_result *res)
+{
+    const char *text = r->stats_header;
+    if (!text && r->body.len && r->body.data[0] == '{')
+        text = r->body.data;
+    spmv_client_status st = parse_stats_header(h, text, &res->spmv);
+    if (st == SPMV_CLIENT_OK) {
+        json_t *root = json_loads(text, 0, NULL);
+        res->axpby_ms = json_num(json_object_get(root, "axpby_ms"), NAN);
+        json_decref(root);
+    }
+    return st;
+}
+
+static spmv_client_status product(spmv_client *h, const char *id, const spmv_client_operands *a,
+                                  const spmv_client_shm_ref *xs, const spmv_client_shm_ref *ys,
+                                  const spmv_client_spmv_options *opts, spmv_client_product_result *res)
 {
     buffer q = {.limit = 1 << 16};
     char *path = NULL, *full = NULL;
@@ -1917,7 +1976,7 @@ spmv_client_status spmv_client_spmv(spmv_client *h, const char *id, const spmv_c
     if (!h || !a) return SPMV_CLIENT_ERR_INVALID;
     clear_error(h);
     if (!id_ok(id)) return fail(h, SPMV_CLIENT_ERR_INVALID, "matrix id must be 1 to 63 characters");
-    if ((st = operands_ok(h, a)) != SPMV_CLIENT_OK) return st;
+    if ((st = operands_ok(h, a, xs, ys)) != SPMV_CLIENT_OK) return st;
     if (!res) res = &local;
     memset(res, 0, sizeof *res);
     res->spmv.max_rel_err = res->spmv.queue_ms = res->axpby_ms = NAN;
@@ -1925,15 +1984,8 @@ spmv_client_status spmv_client_spmv(spmv_client *h, const char *id, const spmv_c
 
     if ((st = spmv_query(h, opts, &q)) != SPMV_CLIENT_OK)
         goto done;
-    bool ok = true;
-    if (a->x) ok = query_add(h->curl, &q, "dtype", dtype_text(a->dtype));
-    if (ok && a->k) ok = query_add_int(h->curl, &q, "k", (long)a->k);
-    if (ok && a->op) ok = query_add(h->curl, &q, "op", a->op == 't' ? "t" : "n");
-    if (ok && a->x_vector) ok = query_add(h->curl, &q, "x", a->x_vector);
-    if (ok && a->y_vector) ok = query_add(h->curl, &q, "y", a->y_vector);
-    if (ok && a->scale) ok = query_add_double(h->curl, &q, "alpha", a->alpha) && query_add_double(h->curl, &q, "beta", a->beta);
     st = fail(h, SPMV_CLIENT_ERR_NOMEM, "out of memory");
-    if (!ok || !(path = id_path(h, "matrices", id, "/spmv")) ||
+    if (!product_query(h, a, xs, ys, &q) || !(path = id_path(h, "matrices", id, "/spmv")) ||
         asprintf(&full, "%s%s", path, q.data ? q.data : "") < 0) {
         full = NULL;
         goto done;
@@ -1945,17 +1997,352 @@ spmv_client_status spmv_client_spmv(spmv_client *h, const char *id, const spmv_c
     res->spmv.request_ms = r.total_ms;
     if (st != SPMV_CLIENT_OK)
         goto done;
-    size_t want = a->y ? a->ny * esize : 0;
-    size_t got = a->y ? r.sink_len : r.body.len;
-    if (got != want) {
-        st = fail(h, SPMV_CLIENT_ERR_PROTOCOL, "y has %zu bytes, expected %zu", got, want);
+    if (a->y) {
+        if (r.sink_len != a->ny * esize) {
+            st = fail(h, SPMV_CLIENT_ERR_PROTOCOL, "y has %zu bytes, expected %zu", r.sink_len, a->ny * esize);
+            goto done;
+        }
+    } else if (r.body.len && !(ys && r.body.data[0] == '{')) {
+        /* y went into a vector (an empty answer) or a region (empty, or the JSON statistics) */
+        st = fail(h, SPMV_CLIENT_ERR_PROTOCOL, "y went to the daemon's side, yet the answer has %zu bytes",
+                  r.body.len);
         goto done;
     }
-    if ((st = parse_stats_header(h, r.stats_header, &res->spmv)) == SPMV_CLIENT_OK) {
-        json_t *root = json_loads(r.stats_header, 0, NULL);
-        res->axpby_ms = json_num(json_object_get(root, "axpby_ms"), NAN);
-        json_decref(root);
+    st = product_stats(h, &r, res);
+done:
+    response_clear(&r);
+    free(q.data);
+    free(path);
+    free(full);
+    return st;
+}
+
+spmv_client_status spmv_client_spmv(spmv_client *h, const char *id, const spmv_client_operands *a,
+                                    const spmv_client_spmv_options *opts, spmv_client_product_result *res)
+{
+    return product(h, id, a, NULL, NULL, opts, res);
+}
+
+spmv_client_status spmv_client_spmv_shm(spmv_client *h, const char *id, const spmv_client_operands *a,
+                                        const spmv_client_shm_ref *x, const spmv_client_shm_ref *y,
+                                        const spmv_client_spmv_options *opts, spmv_client_product_result *res)
+{
+    if (h && !x && !y) {
+        clear_error(h);
+        return fail(h, SPMV_CLIENT_ERR_INVALID, "spmv_client_spmv_shm needs x or y in a region");
     }
+    return product(h, id, a, x, y, opts, res);
+}
+
+/* ---------------------------------------------------- shared memory */
+
+/* The daemon's rule for a region name (docs/api.md): 1-200 characters of
+ * A-Z a-z 0-9 _ . -, not starting with a dot. Checked here too, so that a
+ * name never needs escaping in a path and a '/' never reaches the server. */
+static bool shm_name_ok(const char *name)
+{
+    size_t n = name ? strlen(name) : 0;
+    if (n == 0 || n > 200 || name[0] == '.')
+        return false;
+    for (size_t i = 0; i < n; i++) {
+        char ch = name[i];
+        if (!((ch >= 'A' && ch <= 'Z') || (ch >= 'a' && ch <= 'z') || (ch >= '0' && ch <= '9') || ch == '_' ||
+              ch == '.' || ch == '-'))
+            return false;
+    }
+    return true;
+}
+
+static void shm_clear(spmv_client_shm *r)
+{
+    free(r->json);
+    memset(r, 0, sizeof *r);
+}
+
+void spmv_client_shm_free(spmv_client_shm *r)
+{
+    if (!r)
+        return;
+    shm_clear(r);
+    free(r);
+}
+
+void spmv_client_shm_list_free(spmv_client_shm_list *l)
+{
+    if (!l)
+        return;
+    for (size_t i = 0; i < l->count; i++)
+        shm_clear(&l->items[i]);
+    free(l->items);
+    free(l->json);
+    free(l);
+}
+
+/* Fills *r from a descriptor; false (r cleared) when it lacks a valid name
+ * or a size is out of range. */
+static bool parse_shm(const json_t *d, spmv_client_shm *r)
+{
+    const char *name = json_string_value(json_object_get(d, "name"));
+    const json_t *pinned = json_object_get(d, "pinned");
+    int64_t offset = 0, size = 0, object = 0, uses = 0;
+
+    memset(r, 0, sizeof *r);
+    if (!json_is_object(d) || !name || strlen(name) >= sizeof r->name)
+        return false;
+    const json_t *ob = json_object_get(d, "object_bytes");
+    if (json_is_integer(ob) && json_integer_value(ob) == -1)
+        ob = NULL; /* the daemon could not fstat the object: unknown */
+    if (!json_count(json_object_get(d, "offset"), INT64_MAX, &offset) ||
+        !json_count(json_object_get(d, "size"), INT64_MAX, &size) || !json_count(ob, INT64_MAX, &object) ||
+        !json_count(json_object_get(d, "uses"), INT64_MAX, &uses))
+        return false;
+    snprintf(r->name, sizeof r->name, "%s", name);
+    r->offset = (uint64_t)offset;
+    r->size = (uint64_t)size;
+    r->object_bytes = (uint64_t)object;
+    r->uses = uses;
+    r->pinned = json_is_boolean(pinned) ? json_is_true(pinned) : -1;
+    copy_str(r->state, sizeof r->state, json_object_get(d, "state"));
+    copy_str(r->created, sizeof r->created, json_object_get(d, "created"));
+    copy_str(r->kind, sizeof r->kind, json_object_get(d, "kind"));
+    copy_str(r->device, sizeof r->device, json_object_get(d, "device"));
+    if (!(r->json = dump_json(d))) {
+        shm_clear(r);
+        return false;
+    }
+    return true;
+}
+
+/* A descriptor answer into a fresh spmv_client_shm (out may be NULL). */
+static spmv_client_status shm_from_response(spmv_client *h, const response *r, spmv_client_shm **out)
+{
+    json_t *root = NULL;
+    spmv_client_shm *d = NULL;
+    spmv_client_status st;
+    if (!out)
+        return SPMV_CLIENT_OK;
+    if ((st = parse_body(h, r, &root)) != SPMV_CLIENT_OK)
+        return st;
+    if (!(d = calloc(1, sizeof *d))) {
+        st = fail(h, SPMV_CLIENT_ERR_NOMEM, "out of memory");
+    } else if (!parse_shm(root, d)) {
+        free(d);
+        d = NULL;
+        st = fail(h, SPMV_CLIENT_ERR_PROTOCOL, "the region descriptor lacks a name or has a size out of range");
+    }
+    json_decref(root);
+    *out = d;
+    return st;
+}
+
+/* Registers a region: POSIX when `ipc` is NULL, else CUDA on `device`. */
+static spmv_client_status shm_register(spmv_client *h, const char *name, const unsigned char *ipc, const char *device,
+                                       uint64_t offset, uint64_t size, spmv_client_shm **out)
+{
+    char *text = NULL, hex[2 * SPMV_CLIENT_CUDA_IPC_HANDLE_BYTES + 1];
+    json_t *body = NULL;
+    response r = {0};
+    spmv_client_status st;
+
+    if (!shm_name_ok(name))
+        return fail(h, SPMV_CLIENT_ERR_INVALID, "a region name is 1 to 200 characters of A-Z a-z 0-9 _ . -, "
+                    "not starting with a dot (shm_open's name without its slash)");
+    if (size == 0 || size > INT64_MAX || offset > INT64_MAX - size)
+        return fail(h, SPMV_CLIENT_ERR_INVALID, "size must be > 0 and offset + size within 2^63 (offset %llu, "
+                    "size %llu)", (unsigned long long)offset, (unsigned long long)size);
+    body = json_pack("{s:s, s:I, s:I}", "name", name, "offset", (json_int_t)offset, "size", (json_int_t)size);
+    if (body && ipc) {
+        for (int i = 0; i < SPMV_CLIENT_CUDA_IPC_HANDLE_BYTES; i++)
+            snprintf(hex + 2 * i, 3, "%02x", ipc[i]);
+        if (json_object_set_new(body, "cuda_ipc", json_string(hex)) || json_object_set_new(body, "device",
+                                                                                           json_string(device)))
+            json_decref(body), body = NULL;
+    }
+    if (!body || !(text = json_dumps(body, JSON_COMPACT))) {
+        st = fail(h, SPMV_CLIENT_ERR_NOMEM, "out of memory");
+        goto done;
+    }
+    request req = {.method = "POST", .path = "/v1/shm", .content_type = "application/json", .body = text,
+                   .body_len = strlen(text)};
+    if ((st = do_request(h, &req, &r)) == SPMV_CLIENT_OK)
+        st = shm_from_response(h, &r, out);
+done:
+    response_clear(&r);
+    json_decref(body);
+    free(text);
+    return st;
+}
+
+spmv_client_status spmv_client_shm_register(spmv_client *h, const char *name, uint64_t offset, uint64_t size,
+                                            spmv_client_shm **out)
+{
+    if (out) *out = NULL;
+    if (!h) return SPMV_CLIENT_ERR_INVALID;
+    clear_error(h);
+    return shm_register(h, name, NULL, NULL, offset, size, out);
+}
+
+spmv_client_status spmv_client_shm_register_cuda(spmv_client *h, const char *name, const void *handle,
+                                                 const char *device, uint64_t offset, uint64_t size,
+                                                 spmv_client_shm **out)
+{
+    if (out) *out = NULL;
+    if (!h) return SPMV_CLIENT_ERR_INVALID;
+    clear_error(h);
+    if (!handle || !device || !*device || strlen(device) > 31)
+        return fail(h, SPMV_CLIENT_ERR_INVALID, "a CUDA region needs the IPC handle and a device (\"gpu0\")");
+    return shm_register(h, name, handle, device, offset, size, out);
+}
+
+spmv_client_status spmv_client_shm_get(spmv_client *h, const char *name, spmv_client_shm **out)
+{
+    if (out) *out = NULL;
+    if (!h || !out) return SPMV_CLIENT_ERR_INVALID;
+    clear_error(h);
+    if (!shm_name_ok(name)) return fail(h, SPMV_CLIENT_ERR_INVALID, "not a region name");
+    char *path = id_path(h, "shm", name, "");
+    if (!path) return fail(h, SPMV_CLIENT_ERR_NOMEM, "out of memory");
+    request req = {.method = "GET", .path = path};
+    response r;
+    spmv_client_status st = do_request(h, &req, &r);
+    if (st == SPMV_CLIENT_OK)
+        st = shm_from_response(h, &r, out);
+    response_clear(&r);
+    free(path);
+    return st;
+}
+
+spmv_client_status spmv_client_shm_regions(spmv_client *h, spmv_client_shm_list **out)
+{
+    json_t *root;
+    spmv_client_shm_list *l = NULL;
+    if (!h || !out) return SPMV_CLIENT_ERR_INVALID;
+    *out = NULL;
+    spmv_client_status st = get_json(h, "/v1/shm", &root);
+    if (st != SPMV_CLIENT_OK)
+        goto fail;
+    const json_t *arr = json_is_array(root) ? root : json_object_get(root, "regions");
+    if (!arr) arr = json_object_get(root, "shm");
+    if (!json_is_array(arr)) {
+        st = fail(h, SPMV_CLIENT_ERR_PROTOCOL, "the region list is not a JSON array");
+        goto fail;
+    }
+    size_t n = json_array_size(arr);
+    st = fail(h, SPMV_CLIENT_ERR_NOMEM, "out of memory");
+    if (!(l = calloc(1, sizeof *l)) || (n && !(l->items = calloc(n, sizeof *l->items))))
+        goto fail;
+    for (size_t i = 0; i < n; i++, l->count++) {
+        if (!parse_shm(json_array_get(arr, i), &l->items[i])) {
+            st = fail(h, SPMV_CLIENT_ERR_PROTOCOL, "region descriptor %zu lacks a name or has a size out of range", i);
+            goto fail;
+        }
+    }
+    if (!(l->json = dump_json(root)))
+        goto fail;
+    json_decref(root);
+    h->errmsg[0] = '\0';
+    *out = l;
+    return SPMV_CLIENT_OK;
+fail:
+    json_decref(root);
+    spmv_client_shm_list_free(l);
+    return st;
+}
+
+spmv_client_status spmv_client_shm_unregister(spmv_client *h, const char *name)
+{
+    if (!h) return SPMV_CLIENT_ERR_INVALID;
+    clear_error(h);
+    if (!shm_name_ok(name)) return fail(h, SPMV_CLIENT_ERR_INVALID, "not a region name");
+    char *path = id_path(h, "shm", name, "");
+    if (!path) return fail(h, SPMV_CLIENT_ERR_NOMEM, "out of memory");
+    request req = {.method = "DELETE", .path = path};
+    response r;
+    spmv_client_status st = do_request(h, &req, &r);
+    response_clear(&r);
+    free(path);
+    return st;
+}
+
+/* {"shm": name, "offset": bytes}, the JSON form of a region operand. */
+static json_t *shm_ref_json(const spmv_client_shm_ref *r)
+{
+    return json_pack("{s:s, s:I}", "shm", r->name, "offset", (json_int_t)r->offset);
+}
+
+static spmv_client_status shm_ref_ok(spmv_client *h, const spmv_client_shm_ref *r)
+{
+    if (!r || !shm_name_ok(r->name))
+        return fail(h, SPMV_CLIENT_ERR_INVALID, "a region operand needs a region name of 1 to 200 characters of "
+                    "A-Z a-z 0-9 _ . -, not starting with a dot");
+    if (r->offset > INT64_MAX)
+        return fail(h, SPMV_CLIENT_ERR_INVALID, "offset %llu is out of range", (unsigned long long)r->offset);
+    return SPMV_CLIENT_OK;
+}
+
+spmv_client_status spmv_client_vector_create_shm(spmv_client *h, const spmv_client_shm_ref *values, int64_t n,
+                                                 const spmv_client_vector_options *opts, spmv_client_vector **out)
+{
+    spmv_client_status st;
+    if (!h || !out) return SPMV_CLIENT_ERR_INVALID;
+    *out = NULL;
+    clear_error(h);
+    if ((st = shm_ref_ok(h, values)) != SPMV_CLIENT_OK)
+        return st;
+    return vector_create_json(h, n, "values", shm_ref_json(values), NULL, opts, out);
+}
+
+spmv_client_status spmv_client_vector_write_shm(spmv_client *h, const char *id, const spmv_client_shm_ref *values,
+                                                spmv_client_vector **desc)
+{
+    char *path = NULL, *text = NULL;
+    json_t *body = NULL;
+    response r = {0};
+    spmv_client_status st;
+
+    if (desc) *desc = NULL;
+    if (!h) return SPMV_CLIENT_ERR_INVALID;
+    clear_error(h);
+    if (!id_ok(id)) return fail(h, SPMV_CLIENT_ERR_INVALID, "vector id must be 1 to 63 characters");
+    if ((st = shm_ref_ok(h, values)) != SPMV_CLIENT_OK) return st;
+    st = fail(h, SPMV_CLIENT_ERR_NOMEM, "out of memory");
+    if (!(body = json_pack("{s:o}", "values", shm_ref_json(values))) || !(text = json_dumps(body, JSON_COMPACT)) ||
+        !(path = id_path(h, "vectors", id, "")))
+        goto done;
+    request req = {.method = "PUT", .path = path, .content_type = "application/json", .body = text,
+                   .body_len = strlen(text)};
+    if ((st = do_request(h, &req, &r)) == SPMV_CLIENT_OK && desc)
+        st = vector_from_text(h, r.body.data, r.body.len, "answer", desc);
+done:
+    response_clear(&r);
+    json_decref(body);
+    free(text);
+    free(path);
+    return st;
+}
+
+spmv_client_status spmv_client_vector_read_shm(spmv_client *h, const char *id, const spmv_client_shm_ref *into,
+                                               spmv_client_vector **desc)
+{
+    buffer q = {.limit = 1 << 12};
+    char *path = NULL, *full = NULL;
+    response r = {0};
+    spmv_client_status st;
+
+    if (desc) *desc = NULL;
+    if (!h) return SPMV_CLIENT_ERR_INVALID;
+    clear_error(h);
+    if (!id_ok(id)) return fail(h, SPMV_CLIENT_ERR_INVALID, "vector id must be 1 to 63 characters");
+    if ((st = shm_ref_ok(h, into)) != SPMV_CLIENT_OK) return st;
+    st = fail(h, SPMV_CLIENT_ERR_NOMEM, "out of memory");
+    if (!query_add(h->curl, &q, "shm", into->name) || !query_add_u64(h->curl, &q, "offset", into->offset) ||
+        !(path = id_path(h, "vectors", id, "")) || asprintf(&full, "%s%s", path, q.data) < 0) {
+        full = NULL;
+        goto done;
+    }
+    request req = {.method = "GET", .path = full, .accept = "application/json"};
+    if ((st = do_request(h, &req, &r)) == SPMV_CLIENT_OK && desc)
+        st = vector_from_text(h, r.body.data, r.body.len, "answer", desc);
 done:
     response_clear(&r);
     free(q.data);

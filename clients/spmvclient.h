@@ -25,7 +25,8 @@
  * (the handle copies what it keeps). Objects returned through an out
  * pointer (spmv_client_matrix, spmv_client_matrix_list, spmv_client_job,
  * spmv_client_kernel_list, spmv_client_vector, spmv_client_vector_list,
- * spmv_client_ops_result, spmv_client_solve_result, char * JSON texts)
+ * spmv_client_ops_result, spmv_client_solve_result, spmv_client_shm,
+ * spmv_client_shm_list, char * JSON texts)
  * belong to the caller and are
  * released with the matching *_free() function; on failure the out pointer
  * is set to NULL. Every *_free() accepts NULL.
@@ -39,6 +40,9 @@
  * soname, libspmvclient.so.0) adds resident vectors, products with
  * resident operands, batched steps (/v1/ops), solvers and job
  * cancellation. SPMV_CLIENT_VERSION_MINOR >= 2 tells a program it has them.
+ * 0.3 adds shared-memory regions (spmv_client_shm_*, spmv_client_spmv_shm)
+ * as new calls and new structures only: no 0.2 structure changed size,
+ * so programs built against 0.2 run unchanged.
  *
  * Link with pkg-config: cc prog.c $(pkg-config --cflags --libs spmvclient)
  */
@@ -52,9 +56,9 @@
 extern "C" {
 #endif
 
-#define SPMV_CLIENT_VERSION "0.2.0"
+#define SPMV_CLIENT_VERSION "0.3.0"
 #define SPMV_CLIENT_VERSION_MAJOR 0
-#define SPMV_CLIENT_VERSION_MINOR 2
+#define SPMV_CLIENT_VERSION_MINOR 3
 #define SPMV_CLIENT_VERSION_PATCH 0
 
 /* The library is built with -fvisibility=hidden; only what carries this
@@ -81,7 +85,7 @@ typedef enum spmv_client_status {
     SPMV_CLIENT_ERR_ABORTED = -8,      /* a progress callback asked to stop */
     /* The server answered with an error (errmsg/errcode carry its words). */
     SPMV_CLIENT_ERR_BAD_REQUEST = -9,  /* 400, 405, 415: the request was wrong */
-    SPMV_CLIENT_ERR_UNAUTHORIZED = -10, /* 401, 403: token missing or wrong */
+    SPMV_CLIENT_ERR_UNAUTHORIZED = -10, /* 401: token missing or wrong; 403: refused by a setting (shm_disabled) */
     SPMV_CLIENT_ERR_NOT_FOUND = -11,   /* 404: no such matrix, job or route */
     SPMV_CLIENT_ERR_CONFLICT = -12,    /* 409 */
     SPMV_CLIENT_ERR_TOO_LARGE = -13,   /* 413: body beyond the server's limit */
@@ -512,6 +516,141 @@ typedef struct spmv_client_product_result {
 SPMV_CLIENT_API spmv_client_status spmv_client_spmv(spmv_client *h, const char *id, const spmv_client_operands *a,
                                                     const spmv_client_spmv_options *opts,
                                                     spmv_client_product_result *res);
+
+/* ---------------------------------------------------- shared memory (0.3) */
+
+/* A client on the daemon's host can hand x to a product and take y back
+ * through a POSIX shared-memory object (shm_open) instead of the HTTP
+ * body. The client creates the object (mode 0600 is enough when the daemon
+ * runs as the same user; 0660 and a shared group otherwise), registers a
+ * window of it as a region under the object's name, then names the region
+ * and a byte offset wherever x or y goes. The daemon maps the region once,
+ * at registration, and never unlinks the object. Every route answers 403
+ * (UNAUTHORIZED, errcode "shm_disabled") unless the daemon runs with
+ * allow_shm = true. Regions are not persisted. Values in a region are
+ * native little-endian values of the matrix's dtype, column after column
+ * for k > 1. */
+
+/* A region descriptor (GET /v1/shm/{name}). Fields the server left out are
+ * zero / "" / -1 (pinned). */
+typedef struct spmv_client_shm {
+    char name[208];           /* the object's name without its slash, and the region's handle */
+    uint64_t offset, size;    /* the window of the object, in bytes */
+    uint64_t object_bytes;    /* the object's size when the daemon looked (0: it could not tell) */
+    int pinned;               /* 1: the pages are registered with CUDA; 0: not (a CPU host) */
+    char state[16];           /* "ok", "shrunk" (object now smaller than offset + size), "unlinked" */
+    int64_t uses;             /* operands that named the region (x and y in it: 2 for one product) */
+    char created[40];         /* RFC 3339 */
+    char *json;               /* the descriptor as the server sent it */
+    char kind[16];            /* "posix" (a shm_open object), "cuda" (device memory), "" when not said */
+    char device[16];          /* a "cuda" region's GPU ("gpu0"), else "" */
+} spmv_client_shm;
+
+SPMV_CLIENT_API void spmv_client_shm_free(spmv_client_shm *r);
+
+typedef struct spmv_client_shm_list {
+    size_t count;
+    spmv_client_shm *items;   /* owned by the list: do not free them one by one */
+    char *json;               /* the answer as the server sent it */
+} spmv_client_shm_list;
+
+SPMV_CLIENT_API void spmv_client_shm_list_free(spmv_client_shm_list *l);
+
+/* POST /v1/shm {"name","offset","size"}: registers `size` bytes of the
+ * object /dev/shm/NAME from byte `offset` as the region NAME. `name` is
+ * what shm_open was given, without its leading slash: 1 to 200 characters
+ * of A-Z a-z 0-9 _ . -, not starting with a dot (anything else is INVALID
+ * before sending). `out` (may be NULL) receives the descriptor. Errors:
+ * INVALID (bad name, size 0, offset + size overflowing), NOT_FOUND
+ * (shm_not_found: no such object), BAD_REQUEST (out_of_range: offset +
+ * size past the object's end), CONFLICT (shm_exists: NAME is registered
+ * already), UNAUTHORIZED (403: shm_disabled, or shm_forbidden when the
+ * object's mode does not grant the daemon read and write), DEVICE_MEMORY
+ * (507 shm_limit: max_shm_regions are registered), and the transfer
+ * statuses. */
+SPMV_CLIENT_API spmv_client_status spmv_client_shm_register(spmv_client *h, const char *name, uint64_t offset,
+                                                            uint64_t size, spmv_client_shm **out);
+
+/* The size of a cudaIpcMemHandle_t. */
+#define SPMV_CLIENT_CUDA_IPC_HANDLE_BYTES 64
+
+/* POST /v1/shm {"name","cuda_ipc","device","offset","size"}: registers
+ * `size` bytes from byte `offset` of a GPU allocation of this process (its
+ * own cudaMalloc), named by the handle cudaIpcGetMemHandle wrote
+ * (`handle`, SPMV_CLIENT_CUDA_IPC_HANDLE_BYTES bytes, sent as hex), on the
+ * daemon's GPU `device` ("gpu0"; the same card). `name` (the rule above)
+ * is only the region's handle. A product whose matrix is on that GPU reads
+ * x and writes y there in place; any other product naming the region is
+ * CONFLICT (wrong_device), and vectors do not take CUDA regions. Unregister
+ * before freeing the memory. Errors: INVALID (bad name, NULL handle or
+ * device, size 0), BAD_REQUEST (a handle the driver refuses, out_of_range:
+ * the window past the allocation), CONFLICT (a daemon without that GPU,
+ * shm_exists), UNAUTHORIZED (shm_disabled), DEVICE_MEMORY (shm_limit). */
+SPMV_CLIENT_API spmv_client_status spmv_client_shm_register_cuda(spmv_client *h, const char *name, const void *handle,
+                                                                 const char *device, uint64_t offset, uint64_t size,
+                                                                 spmv_client_shm **out);
+
+/* GET /v1/shm/{name}: one region, its state checked live. NOT_FOUND when
+ * it was never registered or has been unregistered. */
+SPMV_CLIENT_API spmv_client_status spmv_client_shm_get(spmv_client *h, const char *name, spmv_client_shm **out);
+
+/* GET /v1/shm: every region, oldest first; l->json is the answer text. */
+SPMV_CLIENT_API spmv_client_status spmv_client_shm_regions(spmv_client *h, spmv_client_shm_list **out);
+
+/* DELETE /v1/shm/{name}: the region leaves the listing at once (a product
+ * using it finishes first). The object itself stays: shm_unlink it
+ * yourself. NOT_FOUND for an unknown region. */
+SPMV_CLIENT_API spmv_client_status spmv_client_shm_unregister(spmv_client *h, const char *name);
+
+/* An operand in a region: `offset` bytes into region `name` (a multiple
+ * of the value size; the daemon answers BAD_REQUEST otherwise). */
+typedef struct spmv_client_shm_ref {
+    const char *name;
+    uint64_t offset;
+} spmv_client_shm_ref;
+
+/* spmv_client_spmv() with x and/or y in a region: a non-NULL `x` reads x
+ * (k·cols values, k·rows for op 't') from its region, and then a->x and
+ * a->x_vector must both be NULL; a non-NULL `y` writes y into its region,
+ * and then a->y and a->y_vector must both be NULL. A NULL `x` or `y` takes
+ * that operand from `a` as spmv_client_spmv() does, so an x in a region
+ * may go with an inline y or a resident one, and the other way round.
+ * Sent as ?x_shm=&x_offset= and/or ?y_shm=&y_offset= (an empty body when x
+ * is in a region, x's values when it is inline). With y in
+ * a region nothing comes back but the statistics (the daemon has written
+ * y before it answers). `verify` needs x and y inline (BAD_REQUEST).
+ * Errors, besides spmv_client_spmv()'s: INVALID (both or neither ways for
+ * an operand, a bad region name), UNAUTHORIZED (shm_disabled), NOT_FOUND
+ * (shm_not_found), BAD_REQUEST (out_of_range: errmsg names the operand,
+ * its offset and bytes and the region's size; invalid_request: an offset
+ * not aligned), ERR_HTTP (410 shm_gone: the object was shrunk or unlinked
+ * since registration). */
+SPMV_CLIENT_API spmv_client_status spmv_client_spmv_shm(spmv_client *h, const char *id, const spmv_client_operands *a,
+                                                        const spmv_client_shm_ref *x, const spmv_client_shm_ref *y,
+                                                        const spmv_client_spmv_options *opts,
+                                                        spmv_client_product_result *res);
+
+/* Resident vectors from and into regions (the values never cross the
+ * socket). _create_shm: POST /v1/vectors {"values": {"shm", "offset"},
+ * "n", ...} with n = count of values per column (0: from opts->like),
+ * k, dtype (opts->dtype, else like's, else float64), like, side and device
+ * as in spmv_client_vector_fill(); the region must hold n·k values of that
+ * dtype from the offset. _write_shm: PUT /v1/vectors/{id} with the values
+ * from a region (same n, k, dtype). _read_shm: GET /v1/vectors/{id}
+ * ?shm=&offset=: the daemon writes the vector's n·k values into the region
+ * and answers the descriptor. `out` / `desc` (desc may be NULL) receive
+ * the descriptor. Errors: those of the region operands of
+ * spmv_client_spmv_shm() (403, 404 shm_not_found, 400 out_of_range, 410),
+ * and those of the matching binary calls. */
+SPMV_CLIENT_API spmv_client_status spmv_client_vector_create_shm(spmv_client *h, const spmv_client_shm_ref *values,
+                                                                 int64_t n, const spmv_client_vector_options *opts,
+                                                                 spmv_client_vector **out);
+SPMV_CLIENT_API spmv_client_status spmv_client_vector_write_shm(spmv_client *h, const char *id,
+                                                                const spmv_client_shm_ref *values,
+                                                                spmv_client_vector **desc);
+SPMV_CLIENT_API spmv_client_status spmv_client_vector_read_shm(spmv_client *h, const char *id,
+                                                               const spmv_client_shm_ref *into,
+                                                               spmv_client_vector **desc);
 
 /* --------------------------------------------------------- batched steps */
 

@@ -2,7 +2,8 @@
  *
  * One subcommand per library call: upload, ls, info, rm, spmv, spmspm, bench, job,
  * kernels, health; vec (create, get, put, rm, ls) for resident vectors, ops
- * for a JSON list of batched steps, solve for the daemon's Krylov solvers. Output is a human table by default and the server's JSON
+ * for a JSON list of batched steps, solve for the daemon's Krylov solvers,
+ * shm (register, list, rm) for shared-memory regions. Output is a human table by default and the server's JSON
  * with --json (so `spmvctl --json upload m.mtx | jq -r .id` works in
  * scripts). Exit codes are part of the interface and listed in usage():
  * scripts tell "the server said no" from "the server is not there".
@@ -53,6 +54,10 @@ typedef struct ctl {
     double fill, tol;
     uint64_t seed;
     bool has_fill, random, async, history, cancel;
+    /* shm: a region's window, and spmv operands in regions */
+    uint64_t shm_offset, shm_size;
+    bool has_shm_size;
+    const char *x_shm, *y_shm;
     const char *params[32];
     int nparams;
     spmv_client *h;
@@ -76,6 +81,7 @@ static const char usage_text[] =
     "  vec create|get|put|rm|ls  resident vectors\n"
     "  ops FILE|-             run a JSON list of steps on resident vectors\n"
     "  solve ID               solve A x = b on the daemon (cg, bicgstab, gmres)\n"
+    "  shm register|list|rm   shared-memory regions (x and y without the HTTP body)\n"
     "  health                 check that the daemon answers\n"
     "\n"
     "Global options (anywhere on the line):\n"
@@ -432,7 +438,7 @@ static void print_spmv_result(const ctl *c, const spmv_client_spmv_result *r, si
     printf("throughput   %.3f GFLOP/s, %.3f GB/s\n", s->gflops, s->gbps);
     printf("queue        %.3f ms\nrequest      %.3f ms (client side, whole exchange)\n", r->queue_ms, r->request_ms);
     if (!isnan(r->max_rel_err)) printf("verify       max relative error %.3g\n", r->max_rel_err);
-    printf("y            %zu values, 2-norm %.17g\n", n, norm);
+    if (!isnan(norm)) printf("y            %zu values, 2-norm %.17g\n", n, norm);
 }
 
 /* spmv works in float64 on the command line; a float32 matrix gets its x
@@ -460,6 +466,104 @@ static int run_spmv(ctl *c, const spmv_client_matrix *m, const double *x, double
     return st == SPMV_CLIENT_OK ? EXIT_OK : report(c, "spmv", st);
 }
 
+/* "NAME" or "NAME:OFFSET" (a region name holds no ':'). */
+static bool parse_shm_ref(const char *arg, char *name, size_t cap, uint64_t *offset)
+{
+    const char *colon = strrchr(arg, ':');
+    size_t len = colon ? (size_t)(colon - arg) : strlen(arg);
+    *offset = 0;
+    if (len == 0 || len >= cap)
+        return false;
+    memcpy(name, arg, len);
+    name[len] = '\0';
+    if (colon) {
+        char *end;
+        errno = 0;
+        if (!colon[1] || colon[1] == '-') return false;
+        *offset = strtoull(colon + 1, &end, 10);
+        if (errno || *end) return false;
+    }
+    return true;
+}
+
+static void print_shm_operand(const char *what, const spmv_client_shm_ref *r)
+{
+    if (r) printf("%-12s in region %s at byte %" PRIu64 "\n", what, r->name, r->offset);
+}
+
+/* spmv with x and/or y in shared-memory regions: x from a region or --x
+ * FILE, y into a region or back here (--y-out, the norm). */
+static int spmv_shm(ctl *c, const spmv_client_matrix *m)
+{
+    char xname[256], yname[256];
+    spmv_client_shm_ref xr = {0}, yr = {0};
+    spmv_client_operands a = {.dtype = m->dtype};
+    spmv_client_spmv_options o = {.kernel = c->kernel, .runs = c->runs, .warmup = c->warmup,
+                                  .verify = c->verify, .params = c->params};
+    spmv_client_product_result res;
+    size_t nx = (size_t)m->cols, ny = (size_t)m->rows, esize = m->dtype == SPMV_CLIENT_FLOAT32 ? 4 : 8;
+    double *x = NULL, *y = NULL;
+    void *xbuf = NULL, *ybuf = NULL;
+    int rc = EXIT_LOCAL;
+
+    if (c->x_shm && !parse_shm_ref(c->x_shm, xname, sizeof xname, &xr.offset))
+        return usage_error("--x-shm wants NAME or NAME:OFFSET (bytes), not %s", c->x_shm);
+    if (c->y_shm && !parse_shm_ref(c->y_shm, yname, sizeof yname, &yr.offset))
+        return usage_error("--y-shm wants NAME or NAME:OFFSET (bytes), not %s", c->y_shm);
+    if (c->x_shm && c->x_file) return usage_error("--x and --x-shm exclude each other%s", "");
+    if (!c->x_shm && !c->x_file) return usage_error("spmv needs --x FILE or --x-shm NAME[:OFFSET]%s", "");
+    if (c->y_shm && c->y_out) return usage_error("--y-out and --y-shm exclude each other (y stays in the region)%s", "");
+    xr.name = xname;
+    yr.name = yname;
+    if (!c->x_shm) {
+        if (!(x = malloc((nx ? nx : 1) * sizeof *x)) || !(xbuf = malloc((nx ? nx : 1) * esize))) {
+            fprintf(stderr, "spmvctl: out of memory for %zu values\n", nx);
+            goto done;
+        }
+        if ((rc = read_vector(c->x_file, x, nx)) != EXIT_OK) goto done;
+        for (size_t i = 0; i < nx; i++) {
+            if (esize == 4) ((float *)xbuf)[i] = (float)x[i];
+            else ((double *)xbuf)[i] = x[i];
+        }
+        a.x = xbuf, a.nx = nx;
+        rc = EXIT_LOCAL;
+    }
+    if (!c->y_shm) {
+        if (!(y = malloc((ny ? ny : 1) * sizeof *y)) || !(ybuf = malloc((ny ? ny : 1) * esize))) {
+            fprintf(stderr, "spmvctl: out of memory for %zu values\n", ny);
+            goto done;
+        }
+        a.y = ybuf, a.ny = ny;
+    }
+    spmv_client_status st = spmv_client_spmv_shm(c->h, m->id, &a, c->x_shm ? &xr : NULL, c->y_shm ? &yr : NULL,
+                                                 &o, &res);
+    if (st != SPMV_CLIENT_OK) {
+        rc = report(c, "spmv", st);
+        goto done;
+    }
+    double norm = NAN;
+    if (y) {
+        norm = 0;
+        for (size_t i = 0; i < ny; i++) {
+            y[i] = esize == 4 ? (double)((float *)ybuf)[i] : ((double *)ybuf)[i];
+            norm += y[i] * y[i];
+        }
+        norm = sqrt(norm);
+        if (c->y_out && (rc = write_vector(c->y_out, y, ny)) != EXIT_OK) goto done;
+    }
+    if (!c->y_out || strcmp(c->y_out, "-") != 0) {
+        print_spmv_result(c, &res.spmv, y ? ny : 0, norm);
+        if (!c->json) {
+            print_shm_operand("x", c->x_shm ? &xr : NULL);
+            print_shm_operand("y", c->y_shm ? &yr : NULL);
+        }
+    }
+    rc = EXIT_OK;
+done:
+    free(x), free(y), free(xbuf), free(ybuf);
+    return rc;
+}
+
 static int cmd_spmv(ctl *c, int argc, char **argv)
 {
     spmv_client_matrix *m = NULL;
@@ -468,7 +572,7 @@ static int cmd_spmv(ctl *c, int argc, char **argv)
     int rc;
 
     if (argc != 1) return usage_error("spmv needs exactly one matrix id%s", "");
-    if (!c->x_file) return usage_error("spmv needs --x FILE%s", "");
+    if (!c->x_file && !c->x_shm) return usage_error("spmv needs --x FILE (or --x-shm NAME[:OFFSET])%s", "");
     spmv_client_status st = spmv_client_describe(c->h, argv[0], &m);
     if (st != SPMV_CLIENT_OK) return report(c, argv[0], st);
     /* The descriptor's sizes decide two allocations: bound them first. */
@@ -476,6 +580,10 @@ static int cmd_spmv(ctl *c, int argc, char **argv)
         fprintf(stderr, "spmvctl: %s: %" PRId64 " x %" PRId64 " is too large for this host\n", m->id, m->rows,
                 m->cols);
         rc = EXIT_LOCAL;
+        goto done;
+    }
+    if (c->x_shm || c->y_shm) {
+        rc = spmv_shm(c, m);
         goto done;
     }
     x = malloc((size_t)(m->cols ? m->cols : 1) * sizeof *x);
@@ -1173,6 +1281,81 @@ done:
     return rc;
 }
 
+/* -------------------------------------------------------------------- shm */
+
+static void print_shm_header(void)
+{
+    printf("%-32s %14s %14s %14s  %-6s  %-8s %8s  %s\n", "NAME", "OFFSET", "SIZE", "OBJECT_BYTES", "PINNED", "STATE",
+           "USES", "CREATED");
+}
+
+static void print_shm_row(const spmv_client_shm *r)
+{
+    printf("%-32s %14" PRIu64 " %14" PRIu64 " %14" PRIu64 "  %-6s  %-8s %8" PRId64 "  %s\n", r->name, r->offset,
+           r->size, r->object_bytes, r->pinned > 0 ? "yes" : r->pinned == 0 ? "no" : "?", r->state, r->uses,
+           r->created);
+}
+
+static int shm_register(ctl *c, int argc, char **argv)
+{
+    spmv_client_shm *r = NULL;
+    if (argc != 1) return usage_error("shm register needs exactly one object name%s", "");
+    if (!c->has_shm_size) return usage_error("shm register needs --size BYTES%s", "");
+    spmv_client_status st = spmv_client_shm_register(c->h, argv[0], c->shm_offset, c->shm_size, &r);
+    if (st != SPMV_CLIENT_OK) return report(c, argv[0], st);
+    if (c->json) {
+        print_json_text(r->json);
+    } else {
+        print_shm_header();
+        print_shm_row(r);
+    }
+    spmv_client_shm_free(r);
+    return EXIT_OK;
+}
+
+static int shm_list(ctl *c, int argc, char **argv)
+{
+    (void)argv;
+    spmv_client_shm_list *l;
+    if (argc > 0) return usage_error("shm list takes no arguments%s", "");
+    spmv_client_status st = spmv_client_shm_regions(c->h, &l);
+    if (st != SPMV_CLIENT_OK) return report(c, "shm list", st);
+    if (c->json) {
+        print_json_text(l->json);
+    } else {
+        print_shm_header();
+        for (size_t i = 0; i < l->count; i++) print_shm_row(&l->items[i]);
+    }
+    spmv_client_shm_list_free(l);
+    return EXIT_OK;
+}
+
+static int shm_rm(ctl *c, int argc, char **argv)
+{
+    int rc = EXIT_OK;
+    if (argc == 0) return usage_error("shm rm needs a region name%s", "");
+    for (int i = 0; i < argc; i++) {
+        spmv_client_status st = spmv_client_shm_unregister(c->h, argv[i]);
+        if (st != SPMV_CLIENT_OK)
+            rc = report(c, argv[i], st);
+        else if (!c->json)
+            printf("unregistered %s\n", argv[i]);
+    }
+    return rc;
+}
+
+static int cmd_shm(ctl *c, int argc, char **argv)
+{
+    static const struct {
+        const char *name;
+        int (*run)(ctl *, int, char **);
+    } acts[] = {{"register", shm_register}, {"list", shm_list}, {"ls", shm_list}, {"rm", shm_rm}};
+    if (argc == 0) return usage_error("shm needs an action: register, list or rm%s", "");
+    for (size_t i = 0; i < sizeof acts / sizeof *acts; i++)
+        if (strcmp(argv[0], acts[i].name) == 0) return acts[i].run(c, argc - 1, argv + 1);
+    return usage_error("unknown shm action '%s' (register, list, rm)", argv[0]);
+}
+
 static const command commands[] = {
     {"upload", cmd_upload,
      "usage: spmvctl upload FILE [--name NAME] [--dtype float64|float32] [--formats csr,hll,...]\n"
@@ -1183,11 +1366,13 @@ static const command commands[] = {
     {"info", cmd_info, "usage: spmvctl info [ID]\nDescribes matrix ID; without ID, the server (version, build, devices, limits).\n"},
     {"rm", cmd_rm, "usage: spmvctl rm ID...\nDeletes matrices (host, device and stored copies).\n"},
     {"spmv", cmd_spmv,
-     "usage: spmvctl spmv ID --x FILE [--kernel K] [--y-out FILE] [--runs N] [--warmup N]\n"
-     "                       [--verify] [--param KEY=VALUE]...\n"
+     "usage: spmvctl spmv ID (--x FILE | --x-shm NAME[:OFFSET]) [--y-out FILE | --y-shm NAME[:OFFSET]]\n"
+     "                       [--kernel K] [--runs N] [--warmup N] [--verify] [--param KEY=VALUE]...\n"
      "Computes y = A*x on the daemon. FILE holds x as numbers separated by white space\n"
      "(\"-\" reads stdin), as many as the matrix has columns. --y-out writes y one value\n"
-     "per line with 17 significant digits (\"-\" for stdout). Prints the kernel's timing.\n"},
+     "per line with 17 significant digits (\"-\" for stdout). Prints the kernel's timing.\n"
+     "--x-shm reads x from a registered shared-memory region at byte OFFSET (default 0),\n"
+     "--y-shm writes y into one (see spmvctl shm); values of the matrix's dtype.\n"},
     {"bench", cmd_bench,
      "usage: spmvctl bench ID [--kernels a,b,...] [--runs N] [--warmup N] [--no-wait]\n"
      "Benchmarks the listed kernels (default: all available) as a job, waits for it\n"
@@ -1228,6 +1413,14 @@ static const command commands[] = {
      "--x-out writes x one value per line (\"-\": stdout); --x-vector leaves it in a vector.\n"
      "--async runs it as a job and waits (a progress bar on a terminal); --no-wait prints\n"
      "the job id. Exit status 7 when it did not converge.\n"},
+    {"shm", cmd_shm,
+     "usage: spmvctl shm register NAME [--offset BYTES] --size BYTES\n"
+     "       spmvctl shm list\n"
+     "       spmvctl shm rm NAME...\n"
+     "Shared-memory regions (the daemon needs allow_shm = true). NAME is a POSIX shared-\n"
+     "memory object (/dev/shm/NAME, shm_open's name without its slash) that you created;\n"
+     "register makes SIZE bytes of it from OFFSET a region named NAME, for spmv's --x-shm\n"
+     "and --y-shm. rm unregisters it (the object stays: remove it yourself).\n"},
     {"kernels", cmd_kernels, "usage: spmvctl kernels\nLists the kernel catalogue with availability.\n"},
     {"health", cmd_health, "usage: spmvctl health\nChecks that the daemon answers; exit status 0 when it does.\n"},
 };
@@ -1240,7 +1433,7 @@ enum {
     OPT_PARAM, OPT_KERNELS, OPT_NO_WAIT, OPT_STORE, OPT_C_OUT,
     OPT_LIKE, OPT_SIDE, OPT_K, OPT_N, OPT_VALUES, OPT_FILL, OPT_RANDOM, OPT_SEED, OPT_OUT, OPT_METHOD, OPT_TOL,
     OPT_MAXIT, OPT_RESTART, OPT_PRECOND, OPT_B, OPT_B_VECTOR, OPT_X0, OPT_X0_VECTOR, OPT_X_OUT, OPT_X_VECTOR,
-    OPT_ASYNC, OPT_HISTORY, OPT_CANCEL,
+    OPT_ASYNC, OPT_HISTORY, OPT_CANCEL, OPT_OFFSET, OPT_SIZE, OPT_X_SHM, OPT_Y_SHM,
 };
 
 static const struct option long_opts[] = {
@@ -1289,6 +1482,10 @@ static const struct option long_opts[] = {
     {"async", no_argument, NULL, OPT_ASYNC},
     {"history", no_argument, NULL, OPT_HISTORY},
     {"cancel", no_argument, NULL, OPT_CANCEL},
+    {"offset", required_argument, NULL, OPT_OFFSET},
+    {"size", required_argument, NULL, OPT_SIZE},
+    {"x-shm", required_argument, NULL, OPT_X_SHM},
+    {"y-shm", required_argument, NULL, OPT_Y_SHM},
     {"help", no_argument, NULL, 'h'},
     {NULL, 0, NULL, 0},
 };
@@ -1398,6 +1595,19 @@ static int take_option(ctl *c, int opt, const char *arg, bool *help)
     case OPT_ASYNC: c->async = true; break;
     case OPT_HISTORY: c->history = true; break;
     case OPT_CANCEL: c->cancel = true; break;
+    case OPT_OFFSET:
+    case OPT_SIZE: {
+        uint64_t *dst = opt == OPT_OFFSET ? &c->shm_offset : &c->shm_size;
+        errno = 0;
+        *dst = strtoull(arg, &end, 10);
+        if (errno || *end || end == arg || *arg == '-' || (opt == OPT_SIZE && *dst == 0))
+            return usage_error(opt == OPT_SIZE ? "--size wants bytes > 0, not %s" : "--offset wants bytes >= 0, not %s",
+                               arg);
+        if (opt == OPT_SIZE) c->has_shm_size = true;
+        break;
+    }
+    case OPT_X_SHM: c->x_shm = arg; break;
+    case OPT_Y_SHM: c->y_shm = arg; break;
     case 'h': *help = true; break;
     default: return usage_error("unknown option%s", "");
     }

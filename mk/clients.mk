@@ -7,13 +7,14 @@
 # The library is compiled once, position-independent, with
 # -fvisibility=hidden: only what spmvclient.h marks SPMV_CLIENT_API is
 # exported. The shared library carries the soname libspmvclient.so.0 (ABI
-# major 0) and the file name libspmvclient.so.0.2.0 (minor 2: the calls of
-# resident vectors, ops and solvers were added; nothing changed or went);
+# major 0) and the file name libspmvclient.so.0.3.0 (minor 2 added the calls
+# of resident vectors, ops and solvers, minor 3 those of shared-memory
+# regions; nothing changed or went);
 # the tools link the static archive so they run from the build folder
 # without LD_LIBRARY_PATH.
 # Other areas add their own pieces to install/uninstall as install-<area>.
 
-CLIENT_VERSION := 0.2.0
+CLIENT_VERSION := 0.3.0
 CLIENT_SOMAJOR := 0
 CLIENT_PKGS    := libcurl jansson
 CLIENT_CFLAGS  := -std=c11 -D_GNU_SOURCE -O2 -g $(WARN) -fPIC -fvisibility=hidden -Iclients -MMD -MP \
@@ -82,6 +83,19 @@ $(BUILD)/tests/e2e/client_calls.o: tests/e2e/client_calls.c clients/spmvclient.h
 	@mkdir -p $(dir $@)
 	$(CC) $(CLIENT_CFLAGS) -c $< -o $@
 $(CLIENT_CALLS): $(BUILD)/tests/e2e/client_calls.o $(CLIENT_A)
+	$(CC) $(SANFLAGS) -o $@ $< $(CLIENT_A) $(CLIENT_LIBS)
+
+# The C driver of tests/e2e/shm_clients.sh: the shared-memory calls.
+SHM_CALLS := $(BUILD)/tests/e2e/shm_calls
+EXTRA_TEST_DEPS += $(SHM_CALLS)
+all-for-test: $(SHM_CALLS)
+ifneq ($(SAN),1)
+all: $(SHM_CALLS)
+endif
+$(BUILD)/tests/e2e/shm_calls.o: tests/e2e/shm_calls.c clients/spmvclient.h
+	@mkdir -p $(dir $@)
+	$(CC) $(CLIENT_CFLAGS) -c $< -o $@
+$(SHM_CALLS): $(BUILD)/tests/e2e/shm_calls.o $(CLIENT_A)
 	$(CC) $(SANFLAGS) -o $@ $< $(CLIENT_A) $(CLIENT_LIBS)
 
 # ---------------------------------------------------------------- install

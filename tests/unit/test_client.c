@@ -7,7 +7,8 @@
  * header, JSON that is not JSON, job progress outside 0..1), maps each HTTP
  * error status to its spmv_client_status, keeps the server's message, and
  * refuses bad arguments before sending anything; and that the requests
- * of the 0.2 calls (vectors, resident spmv, ops, solve, job cancel) have
+ * of the 0.2 calls (vectors, resident spmv, ops, solve, job cancel) and
+ * the 0.3 ones (shared-memory regions, spmv with operands in them) have
  * the URL, query and body the contract (docs/api.md) gives. The "server" is a thread
  * on a loopback port that reads one request and writes back a canned
  * answer; the test sets the answer before each call and can read the
@@ -710,6 +711,177 @@ static void test_solve(void **state)
     assert_int_equal(spmv_client_job_cancel(h, "j9", NULL), SPMV_CLIENT_ERR_NOT_FOUND);
 }
 
+static const char shm_descriptor[] =
+    "{\"name\":\"psm_a\",\"kind\":\"posix\",\"offset\":8,\"size\":4096,\"object_bytes\":8192,\"pinned\":true,"
+    "\"state\":\"ok\",\"uses\":3,\"created\":\"2026-11-25T16:02:11Z\"}";
+
+static void test_shm_regions(void **state)
+{
+    (void)state;
+    spmv_client_shm *r = NULL;
+    spmv_client_shm_list *l = NULL;
+
+    /* names the daemon would refuse, and sizes, never leave the library */
+    static const char *const bad[] = {"", "a/b", "..", ".x", "white space", "caf\xc3\xa9"};
+    for (size_t i = 0; i < sizeof bad / sizeof *bad; i++)
+        assert_int_equal(spmv_client_shm_register(h, bad[i], 0, 64, &r), SPMV_CLIENT_ERR_INVALID);
+    assert_null(r);
+    assert_int_equal(spmv_client_shm_register(h, NULL, 0, 64, NULL), SPMV_CLIENT_ERR_INVALID);
+    assert_int_equal(spmv_client_shm_register(h, "psm_a", 0, 0, NULL), SPMV_CLIENT_ERR_INVALID);
+    assert_int_equal(spmv_client_shm_register(h, "psm_a", UINT64_MAX - 8, 64, NULL), SPMV_CLIENT_ERR_INVALID);
+    assert_int_equal(spmv_client_shm_unregister(h, "../etc"), SPMV_CLIENT_ERR_INVALID);
+
+    answer_json(&server, "201 Created", shm_descriptor);
+    assert_int_equal(spmv_client_shm_register(h, "psm_a", 8, 4096, &r), SPMV_CLIENT_OK);
+    assert_non_null(strstr(server.request, "POST /v1/shm HTTP/1.1"));
+    assert_non_null(strstr(server.request, "Content-Type: application/json"));
+    assert_non_null(strstr(server.request, "{\"name\":\"psm_a\",\"offset\":8,\"size\":4096}"));
+    assert_string_equal(r->name, "psm_a");
+    assert_true(r->offset == 8 && r->size == 4096 && r->object_bytes == 8192 && r->pinned == 1 && r->uses == 3);
+    assert_string_equal(r->state, "ok");
+    assert_string_equal(r->created, "2026-11-25T16:02:11Z");
+    assert_string_equal(r->kind, "posix");
+    assert_string_equal(r->device, "");
+    assert_non_null(strstr(r->json, "\"object_bytes\":8192"));
+    spmv_client_shm_free(r);
+    answer_json(&server, "201 Created", shm_descriptor); /* out may be NULL */
+    assert_int_equal(spmv_client_shm_register(h, "psm_a", 8, 4096, NULL), SPMV_CLIENT_OK);
+
+    answer_json(&server, "200 OK", "{\"name\":\"psm_a\",\"offset\":0,\"size\":-5}");
+    assert_int_equal(spmv_client_shm_get(h, "psm_a", &r), SPMV_CLIENT_ERR_PROTOCOL);
+    assert_null(r);
+    assert_non_null(strstr(server.request, "GET /v1/shm/psm_a HTTP/1.1"));
+    answer_json(&server, "200 OK", "{\"offset\":0,\"size\":5}");
+    assert_int_equal(spmv_client_shm_get(h, "psm_a", &r), SPMV_CLIENT_ERR_PROTOCOL);
+    answer_json(&server, "200 OK", "{\"name\":\"psm_a\",\"size\":5,\"state\":\"shrunk\",\"object_bytes\":-1,"
+                                   "\"kind\":\"cuda\",\"device\":\"gpu1\"}");
+    assert_int_equal(spmv_client_shm_get(h, "psm_a", &r), SPMV_CLIENT_OK);
+    assert_true(r->pinned == -1 && r->uses == 0 && r->object_bytes == 0);
+    assert_string_equal(r->device, "gpu1");
+    assert_string_equal(r->state, "shrunk");
+    spmv_client_shm_free(r);
+
+    char list[1024];
+    snprintf(list, sizeof list, "{\"regions\":[%s,%s]}", shm_descriptor, shm_descriptor);
+    answer_json(&server, "200 OK", list);
+    assert_int_equal(spmv_client_shm_regions(h, &l), SPMV_CLIENT_OK);
+    assert_non_null(strstr(server.request, "GET /v1/shm HTTP/1.1"));
+    assert_int_equal(l->count, 2);
+    assert_true(l->items[1].size == 4096 && l->json);
+    spmv_client_shm_list_free(l);
+    answer_json(&server, "200 OK", "{\"regions\":[{\"name\":\"psm_a\",\"uses\":1.5}]}");
+    assert_int_equal(spmv_client_shm_regions(h, &l), SPMV_CLIENT_ERR_PROTOCOL);
+    assert_null(l);
+    answer_json(&server, "200 OK", "{\"regions\":7}");
+    assert_int_equal(spmv_client_shm_regions(h, &l), SPMV_CLIENT_ERR_PROTOCOL);
+
+    /* a CUDA region: the handle as 128 hex digits and the device */
+    unsigned char handle[SPMV_CLIENT_CUDA_IPC_HANDLE_BYTES];
+    for (int i = 0; i < SPMV_CLIENT_CUDA_IPC_HANDLE_BYTES; i++) handle[i] = (unsigned char)(i * 5);
+    answer_json(&server, "201 Created", "{\"name\":\"gx\",\"kind\":\"cuda\",\"device\":\"gpu0\",\"offset\":0,"
+                                        "\"size\":64,\"object_bytes\":1024,\"pinned\":true,\"state\":\"ok\",\"uses\":0}");
+    assert_int_equal(spmv_client_shm_register_cuda(h, "gx", handle, "gpu0", 0, 64, &r), SPMV_CLIENT_OK);
+    assert_non_null(strstr(server.request, "\"cuda_ipc\":\"00050a0f14191e23"));
+    assert_non_null(strstr(server.request, "\"device\":\"gpu0\""));
+    assert_non_null(strstr(server.request, "\"size\":64"));
+    assert_string_equal(r->kind, "cuda");
+    assert_string_equal(r->device, "gpu0");
+    spmv_client_shm_free(r);
+    assert_int_equal(spmv_client_shm_register_cuda(h, "gx", NULL, "gpu0", 0, 64, NULL), SPMV_CLIENT_ERR_INVALID);
+    assert_int_equal(spmv_client_shm_register_cuda(h, "gx", handle, "", 0, 64, NULL), SPMV_CLIENT_ERR_INVALID);
+
+    answer(&server, "204 No Content", NULL, "", 0);
+    assert_int_equal(spmv_client_shm_unregister(h, "psm_a"), SPMV_CLIENT_OK);
+    assert_non_null(strstr(server.request, "DELETE /v1/shm/psm_a HTTP/1.1"));
+    answer_json(&server, "403 Forbidden", "{\"error\":{\"code\":\"shm_disabled\",\"message\":\"regions are off\"}}");
+    assert_int_equal(spmv_client_shm_unregister(h, "psm_a"), SPMV_CLIENT_ERR_UNAUTHORIZED);
+    assert_string_equal(spmv_client_errcode(h), "shm_disabled");
+    assert_string_equal(spmv_client_errmsg(h), "regions are off");
+}
+
+static void test_spmv_shm(void **state)
+{
+    (void)state;
+    double x[4] = {1, 2, 3, 4}, y[6];
+    spmv_client_product_result r;
+    spmv_client_shm_ref xr = {.name = "psm_a", .offset = 0}, yr = {.name = "psm_a", .offset = 64};
+    spmv_client_operands none = {0};
+
+    /* one way per operand, checked before sending */
+    spmv_client_operands xin = {.x = x, .nx = 4};
+    assert_int_equal(spmv_client_spmv_shm(h, "abc", &xin, &xr, &yr, NULL, NULL), SPMV_CLIENT_ERR_INVALID);
+    spmv_client_operands yvec = {.y_vector = "v2"};
+    assert_int_equal(spmv_client_spmv_shm(h, "abc", &yvec, &xr, &yr, NULL, NULL), SPMV_CLIENT_ERR_INVALID);
+    assert_int_equal(spmv_client_spmv_shm(h, "abc", &none, &xr, NULL, NULL, NULL), SPMV_CLIENT_ERR_INVALID);
+    assert_int_equal(spmv_client_spmv_shm(h, "abc", &none, NULL, NULL, NULL, NULL), SPMV_CLIENT_ERR_INVALID);
+    spmv_client_shm_ref slash = {.name = "a/b"};
+    assert_int_equal(spmv_client_spmv_shm(h, "abc", &none, &slash, &yr, NULL, NULL), SPMV_CLIENT_ERR_INVALID);
+    spmv_client_operands beta = {.scale = 1, .alpha = 1, .beta = 2};
+    assert_int_equal(spmv_client_spmv_shm(h, "abc", &beta, &xr, &yr, NULL, NULL), SPMV_CLIENT_ERR_INVALID);
+
+    /* x and y in the region: empty body, the JSON statistics as the answer */
+    answer_json(&server, "200 OK", "{\"y\":{\"shm\":\"psm_a\",\"offset\":64},\"kernel\":\"cpu.csr.omp\","
+                                   "\"stats\":{\"runs\":2,\"median_ms\":0.5},\"queue_ms\":0.25}");
+    assert_int_equal(spmv_client_spmv_shm(h, "abc", &none, &xr, &yr, NULL, &r), SPMV_CLIENT_OK);
+    assert_non_null(strstr(server.request, "POST /v1/matrices/abc/spmv?x_shm=psm_a&x_offset=0&y_shm=psm_a"
+                                           "&y_offset=64 HTTP/1.1"));
+    assert_non_null(strstr(server.request, "Content-Length: 0"));
+    assert_string_equal(r.spmv.kernel, "cpu.csr.omp");
+    assert_true(r.spmv.stats.runs == 2 && r.spmv.queue_ms == 0.25 && isnan(r.axpby_ms));
+    /* ... or an empty body with X-SpMV-Stats */
+    answer(&server, "200 OK", stats_header, "", 0);
+    assert_int_equal(spmv_client_spmv_shm(h, "abc", &none, &xr, &yr, NULL, &r), SPMV_CLIENT_OK);
+    assert_string_equal(r.spmv.kernel, "cpu.csr.serial");
+    /* ... but not values */
+    answer(&server, "200 OK", "Content-Type: application/octet-stream\r\n", x, sizeof x);
+    assert_int_equal(spmv_client_spmv_shm(h, "abc", &none, &xr, &yr, NULL, &r), SPMV_CLIENT_ERR_PROTOCOL);
+
+    /* x in the region, y inline: y binary into the buffer */
+    double want[6] = {6, 5, 4, 3, 2, 1};
+    answer(&server, "200 OK", stats_header, want, sizeof want);
+    spmv_client_operands yin = {.y = y, .ny = 6, .op = 't'};
+    spmv_client_shm_ref x8 = {.name = "psm_a", .offset = 8};
+    assert_int_equal(spmv_client_spmv_shm(h, "abc", &yin, &x8, NULL, NULL, &r), SPMV_CLIENT_OK);
+    assert_memory_equal(y, want, sizeof want);
+    assert_non_null(strstr(server.request, "POST /v1/matrices/abc/spmv?op=t&x_shm=psm_a&x_offset=8 HTTP/1.1"));
+    /* x inline, y in the region: x binary in the body */
+    answer(&server, "200 OK", stats_header, "", 0);
+    assert_int_equal(spmv_client_spmv_shm(h, "abc", &xin, NULL, &yr, NULL, &r), SPMV_CLIENT_OK);
+    assert_non_null(strstr(server.request, "POST /v1/matrices/abc/spmv?dtype=float64&y_shm=psm_a&y_offset=64 "));
+    assert_memory_equal(server.request + server.request_len - 32, x, 32);
+
+    /* resident vectors from and into a region */
+    spmv_client_vector *v = NULL;
+    spmv_client_vector_options like = {.like = "abc", .k = 2};
+    spmv_client_shm_ref at16 = {.name = "psm_a", .offset = 16};
+    answer_json(&server, "201 Created", vdesc);
+    assert_int_equal(spmv_client_vector_create_shm(h, &at16, 0, &like, &v), SPMV_CLIENT_OK);
+    assert_non_null(strstr(server.request, "POST /v1/vectors HTTP/1.1"));
+    assert_non_null(strstr(server.request, "\"values\":{\"shm\":\"psm_a\",\"offset\":16}"));
+    assert_non_null(strstr(server.request, "\"like\":\"abc\""));
+    assert_null(strstr(server.request, "\"fill\""));
+    assert_string_equal(v->id, "v1");
+    spmv_client_vector_free(v);
+    answer_json(&server, "200 OK", vdesc);
+    assert_int_equal(spmv_client_vector_write_shm(h, "v1", &at16, &v), SPMV_CLIENT_OK);
+    assert_non_null(strstr(server.request, "PUT /v1/vectors/v1 HTTP/1.1"));
+    assert_non_null(strstr(server.request, "{\"values\":{\"shm\":\"psm_a\",\"offset\":16}}"));
+    spmv_client_vector_free(v);
+    answer_json(&server, "200 OK", vdesc);
+    assert_int_equal(spmv_client_vector_read_shm(h, "v1", &at16, &v), SPMV_CLIENT_OK);
+    assert_non_null(strstr(server.request, "GET /v1/vectors/v1?shm=psm_a&offset=16 HTTP/1.1"));
+    assert_true(v->n == 3 && v->k == 2);
+    spmv_client_vector_free(v);
+    assert_int_equal(spmv_client_vector_read_shm(h, "v1", &slash, &v), SPMV_CLIENT_ERR_INVALID);
+    assert_int_equal(spmv_client_vector_create_shm(h, NULL, 3, NULL, &v), SPMV_CLIENT_ERR_INVALID);
+    assert_int_equal(spmv_client_vector_create_shm(h, &at16, 0, NULL, &v), SPMV_CLIENT_ERR_INVALID); /* no n, no like */
+
+    answer_json(&server, "410 Gone", "{\"error\":{\"code\":\"shm_gone\",\"message\":\"psm_a was unlinked\"}}");
+    assert_int_equal(spmv_client_spmv_shm(h, "abc", &none, &xr, &yr, NULL, &r), SPMV_CLIENT_ERR_HTTP);
+    assert_string_equal(spmv_client_errcode(h), "shm_gone");
+    assert_int_equal(spmv_client_http_status(h), 410);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -727,6 +899,8 @@ int main(void)
         cmocka_unit_test(test_resident_spmv),
         cmocka_unit_test(test_ops),
         cmocka_unit_test(test_solve),
+        cmocka_unit_test(test_shm_regions),
+        cmocka_unit_test(test_spmv_shm),
     };
     return cmocka_run_group_tests_name("client", tests, setup, teardown);
 }

@@ -9,6 +9,8 @@
   health, spmv over the binary path, bench, jobs, vectors, ops, solve);
 - :class:`RemoteMatrix`: a stored matrix as a ``scipy.sparse.linalg.LinearOperator``;
 - :class:`Vector`: a resident vector; :class:`Batch`: ``/v1/ops`` steps;
+- :class:`SharedArrays`, :class:`ShmOperand`: x and y through POSIX shared
+  memory on the daemon's host (``/v1/shm``, :mod:`spmvd.shm`);
 - :mod:`spmvd.errors`: the exceptions (also exported here);
 - :mod:`spmvd.plot`: PNG plots of a bench (matplotlib, imported on demand).
 
@@ -16,14 +18,16 @@ The guide is docs/python.md in the spmvd tree.
 """
 from ._version import __version__
 from .client import BenchResult, Client, SolveResult, SpmvResult
-from .errors import (ApiError, BadRequest, Conflict, ConnectionFailed, InsufficientStorage, JobFailed,
+from .errors import (ApiError, BadRequest, Conflict, ConnectionFailed, Forbidden, Gone, InsufficientStorage, JobFailed,
                      MethodNotAllowed, NotFound, PayloadTooLarge, ServerError, SpmvdError, Timeout, TransportError,
                      Unauthorized, Unavailable, Unprocessable, Unsupported, UnsupportedMediaType)
 from .matrix import FallbackWarning, RemoteMatrix
+from .shm import SharedArrays, ShmOperand
 from .vector import Batch, Vector
 
 __all__ = [
-    "__version__", "Client", "RemoteMatrix", "Vector", "Batch", "SpmvResult", "BenchResult", "SolveResult",
+    "__version__", "Client", "RemoteMatrix", "Vector", "Batch", "SharedArrays", "ShmOperand", "SpmvResult",
+    "BenchResult", "SolveResult", "Forbidden", "Gone",
     "FallbackWarning", "SpmvdError", "ApiError", "BadRequest", "Unauthorized", "NotFound", "MethodNotAllowed",
     "Conflict", "PayloadTooLarge", "UnsupportedMediaType", "Unprocessable", "ServerError", "Unavailable",
     "InsufficientStorage", "JobFailed", "TransportError", "ConnectionFailed", "Timeout", "Unsupported",

@@ -13,7 +13,9 @@ the timeout and the retry policy:
   subclass of its status, carrying the daemon's ``code`` and ``message``.
 
 Products always travel over the binary path (little-endian values of the
-matrix dtype both ways, statistics in the ``X-SpMV-Stats`` header).
+matrix dtype both ways, statistics in the ``X-SpMV-Stats`` header), or, on
+the daemon's host, through shared-memory regions (:mod:`spmvd.shm`): x and
+y stay in pages both processes map.
 """
 from __future__ import annotations
 
@@ -424,7 +426,7 @@ class Client:
 
     def spmv(self, matrix: MatrixRef, x: Any, *, kernel: Optional[str] = None, runs: int = 1, warmup: int = 0,
              verify: bool = False, op: str = "n", alpha: Optional[float] = None, beta: Optional[float] = None,
-             y: Any = None, **params: int) -> SpmvResult:
+             y: Any = None, k: Optional[int] = None, **params: int) -> SpmvResult:
         """y = A·x (``op="t"``: Aᵀ·x) over the binary path; an :class:`SpmvResult`.
 
         ``x`` is a 1-D array (one vector) or a 2-D ``(n, k)`` array (k
@@ -434,13 +436,29 @@ class Client:
         resident Vector to write into (then ``result.y`` is ``None``; ``beta``
         needs it). ``params`` are kernel parameters (``block_size``, ``threads``...).
 
+        Shared memory (:mod:`spmvd.shm`): ``x`` and/or ``y`` may be in a
+        registered region, as a :class:`~spmvd.ShmOperand` or a ``(region,
+        byte_offset)`` tuple whose region is a name, a ``SharedMemory`` or a
+        :class:`~spmvd.SharedArrays`; ``x`` may be a SharedArrays itself
+        (then y defaults to its ``y``). With y in a region, ``result.y`` is a
+        NumPy view onto the region, written by the daemon before it answered.
+        ``k`` gives the columns of an x in a region (default: the
+        SharedArrays', else 1).
+
         With ``op="t"`` or k > 1 on a daemon that does not take them, this
         raises (:class:`~spmvd.errors.Unsupported` when the daemon ignored
         ``op``, its 400 otherwise); :class:`RemoteMatrix` falls back instead.
         """
+        from .shm import SharedArrays, as_operand
         from .vector import Vector
         m = matrix if hasattr(matrix, "descriptor") else self.get(matrix)
         rows, cols, dt = int(m.descriptor["rows"]), int(m.descriptor["cols"]), dtype_of(m.descriptor["dtype"])
+        if isinstance(x, SharedArrays):
+            if y is None:
+                y = x
+            if k is None:
+                k = x.k
+        xs, ys = as_operand(x, "x"), as_operand(y, "y")
         n_in, n_out = (cols, rows) if op == "n" else (rows, cols)
         if op not in ("n", "t"):
             raise ValueError(f"op must be 'n' or 't', not {op!r}")
@@ -456,7 +474,13 @@ class Client:
         if beta is not None:
             q["beta"] = repr(float(beta))
         q.update({k: int(v) for k, v in params.items()})
-        if isinstance(x, Vector):
+        if xs is not None:
+            k = 1 if k is None else int(k)
+            if k < 1:
+                raise ValueError(f"k must be 1 or more, not {k}")
+            q["x_shm"], q["x_offset"] = xs.name, xs.offset
+            body = b""
+        elif isinstance(x, Vector):
             k = x.k
             q["x"] = x.id
             body = b""
@@ -467,24 +491,36 @@ class Client:
             if xa.shape[0] != n_in:
                 raise ValueError(f"x has {xa.shape[0]} rows; {'A' if op == 'n' else 'A^T'} of matrix {m.id} "
                                  f"({rows} x {cols}) needs {n_in}")
+            if k is not None and k != (1 if xa.ndim == 1 else xa.shape[1]):
+                raise ValueError(f"k={k} but x has {1 if xa.ndim == 1 else xa.shape[1]} columns")
             k = 1 if xa.ndim == 1 else xa.shape[1]
             if k < 1:
                 raise ValueError("x has no columns")
             body = np.asfortranarray(xa).tobytes(order="F") if xa.ndim == 2 else np.ascontiguousarray(xa).tobytes()
         if k > 1:
             q["k"] = k
-        if y is not None:
+        if ys is not None:
+            q["y_shm"], q["y_offset"] = ys.name, ys.offset
+        elif y is not None:
             if not isinstance(y, Vector):
-                raise TypeError("y must be a resident spmvd.Vector (the answer carries y otherwise)")
+                raise TypeError("y must be a resident spmvd.Vector or in a shared-memory region (the answer "
+                                "carries y otherwise)")
             q["y"] = y.id
-        if beta not in (None, 0, 0.0) and y is None:
+        if beta not in (None, 0, 0.0) and (y is None or ys is not None):
             raise ValueError("beta != 0 needs y as a resident Vector")
         r = self.request("POST", f"/v1/matrices/{m.id}/spmv", params=q, data=body,
                          headers={"Content-Type": "application/octet-stream"})
-        stats = json.loads(r.headers.get("X-SpMV-Stats", "{}"))
-        if op == "t" and stats.get("op") != "t":
+        if "X-SpMV-Stats" in r.headers or ys is None:
+            stats = json.loads(r.headers.get("X-SpMV-Stats", "{}"))
+        else:
+            stats = r.json() if r.content else {}  # y in a region: the statistics may come as the JSON body
+        if op == "t" and stats.get("op", "t") != "t":
             raise errors.Unsupported("op_ignored", "this daemon ignored op=t (it predates transposed products): "
                                      "the answer is A*x, not A^T*x, and was dropped")
+        if ys is not None:
+            if isinstance(y, SharedArrays):
+                return SpmvResult(y.y, stats)
+            return SpmvResult(ys.view(dt.newbyteorder("="), (n_out,) if k == 1 else (n_out, k)), stats)
         if y is not None:
             return SpmvResult(None, stats)
         out = np.frombuffer(r.content, dtype=dt)
@@ -512,6 +548,91 @@ class Client:
         job = self._json("POST", f"/v1/matrices/{_id(matrix)}/bench", json_body=body, ok=(202,))
         done = self.wait(job["id"], progress=progress, timeout=timeout)
         return BenchResult(done["result"])
+
+    # ------------------------------------------------------ shared memory
+
+    def register_shm(self, shm_or_name: Any, size: Optional[int] = None, offset: int = 0) -> Dict[str, Any]:
+        """``POST /v1/shm``: registers ``size`` bytes of a shared-memory object from byte ``offset``; the descriptor.
+
+        ``shm_or_name`` is a ``multiprocessing.shared_memory.SharedMemory``
+        (its ``.name``) or the object's name as ``shm_open`` takes it, with
+        or without the leading ``/``. ``size`` defaults to the rest of the
+        object after ``offset`` (``SharedMemory.size``, or the size of
+        ``/dev/shm/NAME``). The descriptor holds ``name``, ``offset``,
+        ``size``, ``object_bytes``, ``pinned``, ``state``, ``uses``,
+        ``created``. Raises :class:`~spmvd.errors.Forbidden` (403:
+        ``shm_disabled``, or ``shm_forbidden`` when the object's mode does not
+        grant the daemon read and write), :class:`~spmvd.errors.NotFound`
+        (``shm_not_found``), :class:`~spmvd.errors.BadRequest`
+        (``out_of_range``, a bad name), :class:`~spmvd.errors.Conflict`
+        (``shm_exists``).
+        """
+        from multiprocessing import shared_memory
+        from .shm import shm_name
+        name = shm_name(shm_or_name)
+        if isinstance(offset, bool) or int(offset) < 0:
+            raise ValueError(f"offset must be a byte offset >= 0, not {offset!r}")
+        if size is None:
+            if isinstance(shm_or_name, shared_memory.SharedMemory):
+                total = shm_or_name.size
+            else:
+                try:
+                    total = os.stat(os.path.join("/dev/shm", name)).st_size
+                except OSError as e:
+                    raise ValueError(f"size not given and /dev/shm/{name} cannot be read ({e.strerror}): "
+                                     "pass size=") from e
+            size = total - int(offset)
+            if size <= 0:
+                raise ValueError(f"offset {offset} leaves nothing of the {total}-byte object {name!r}")
+        body = {"name": name, "offset": int(offset), "size": int(size)}
+        return self._json("POST", "/v1/shm", json_body=body, ok=(201, 200))
+
+    def register_cuda_shm(self, name: str, handle: Any, device: Union[str, int], size: int,
+                          offset: int = 0) -> Dict[str, Any]:
+        """``POST /v1/shm`` with ``cuda_ipc``: ``size`` bytes from ``offset`` of this process's GPU allocation.
+
+        ``handle`` is the 64-byte ``cudaIpcMemHandle_t`` of the allocation
+        (``bytes(cupy.cuda.runtime.ipcGetMemHandle(a.data.ptr))`` with CuPy's
+        own allocator: ``cupy.cuda.set_allocator(None)``); ``device`` the
+        daemon's GPU (``"gpu0"`` or 0), the same card. ``name`` is only the
+        region's handle. A product whose matrix is on that GPU reads x and
+        writes y there in place; others are a 409 ``wrong_device``. Unregister
+        before freeing the memory. A daemon without that GPU answers
+        :class:`~spmvd.errors.Conflict`, a handle the driver refuses
+        :class:`~spmvd.errors.BadRequest`.
+        """
+        from .shm import shm_name
+        h = bytes(handle)
+        if len(h) != 64:
+            raise ValueError(f"a cudaIpcMemHandle_t is 64 bytes, not {len(h)}")
+        if isinstance(offset, bool) or int(offset) < 0 or int(size) <= 0:
+            raise ValueError(f"offset must be >= 0 and size > 0, not {offset!r} and {size!r}")
+        body = {"name": shm_name(name), "cuda_ipc": h.hex(), "device": device, "offset": int(offset),
+                "size": int(size)}
+        return self._json("POST", "/v1/shm", json_body=body, ok=(201, 200))
+
+    def shm_regions(self) -> List[Dict[str, Any]]:
+        """``GET /v1/shm``: every registered region's descriptor, oldest first, ``state`` checked now."""
+        d = self._json("GET", "/v1/shm")
+        if isinstance(d, list):
+            return d
+        return list(d.get("regions", d.get("shm", [])))
+
+    def shm_region(self, shm_or_name: Any) -> Dict[str, Any]:
+        """``GET /v1/shm/{name}``: one region's descriptor (``state``: ``ok``, ``shrunk``, ``unlinked``)."""
+        from .shm import shm_name
+        return self._json("GET", f"/v1/shm/{shm_name(shm_or_name)}")
+
+    def unregister_shm(self, shm_or_name: Any) -> None:
+        """``DELETE /v1/shm/{name}``: the region goes; the object stays (unlink it yourself)."""
+        from .shm import shm_name
+        self.request("DELETE", f"/v1/shm/{shm_name(shm_or_name)}", ok=(204, 200))
+
+    def shared_arrays(self, matrix: MatrixRef, *, k: int = 1, op: str = "n", name: Optional[str] = None,
+                      group: Union[None, str, int] = None) -> "SharedArrays":
+        """A :class:`~spmvd.SharedArrays` for ``matrix``: a registered object with x and y views (a context manager)."""
+        from .shm import SharedArrays
+        return SharedArrays(self, matrix, k=k, op=op, name=name, group=group)
 
     # --------------------------------------------------------------- jobs
 
@@ -590,7 +711,11 @@ class Client:
         in ``dtype``, default the ``like`` matrix's, else float64 for float64
         input and float32 for float32), or ``fill`` (a number or
         ``"random"`` with ``seed``) with ``n`` (or ``like``) and ``k``.
+        ``values`` may also be a shared-memory region operand (``(region,
+        byte_offset)``, a :class:`~spmvd.ShmOperand`) holding n·k values of
+        ``dtype`` (``n`` given, or from ``like``): the daemon reads them there.
         """
+        from .shm import as_operand
         from .vector import Vector
         opts: Dict[str, Any] = {}
         if like is not None:
@@ -599,7 +724,16 @@ class Client:
             opts["side"] = side
         if device is not None:
             opts["device"] = device
-        if values is not None:
+        so = as_operand(values, "x") if values is not None else None
+        if so is not None:
+            if fill is not None:
+                raise ValueError("give values or fill, not both")
+            obj = dict(opts, values={"shm": so.name, "offset": so.offset})
+            for key, v in (("n", n), ("k", k), ("dtype", dtype)):
+                if v is not None:
+                    obj[key] = v
+            r = self.request("POST", "/v1/vectors", json_body=obj, ok=(201,))
+        elif values is not None:
             if fill is not None:
                 raise ValueError("give values or fill, not both")
             a = np.asarray(values)
@@ -797,4 +931,5 @@ def _npz_body(coo: Any) -> Tuple[Callable[[], IO[bytes]], Optional[str]]:
 
 if TYPE_CHECKING:  # pragma: no cover - names for type checkers only
     from .matrix import RemoteMatrix  # noqa: F401
+    from .shm import SharedArrays  # noqa: F401
     from .vector import Vector  # noqa: F401

@@ -23,8 +23,8 @@ from __future__ import annotations
 from typing import Any, Dict, Optional, Type
 
 __all__ = [
-    "SpmvdError", "ApiError", "BadRequest", "Unauthorized", "NotFound", "MethodNotAllowed", "Conflict",
-    "PayloadTooLarge", "UnsupportedMediaType", "Unprocessable", "ServerError", "Unavailable",
+    "SpmvdError", "ApiError", "BadRequest", "Unauthorized", "Forbidden", "NotFound", "Gone", "MethodNotAllowed",
+    "Conflict", "PayloadTooLarge", "UnsupportedMediaType", "Unprocessable", "ServerError", "Unavailable",
     "InsufficientStorage", "JobFailed", "TransportError", "ConnectionFailed", "Timeout", "Unsupported",
     "error_for",
 ]
@@ -69,6 +69,10 @@ class Unauthorized(ApiError, PermissionError):
     """401: the token is missing or wrong."""
 
 
+class Forbidden(ApiError, PermissionError):
+    """403: refused by policy (``shm_disabled``: the daemon runs without ``allow_shm``; ``shm_forbidden``)."""
+
+
 class NotFound(ApiError, KeyError):
     """404: no such matrix, job or vector (or route: an older daemon)."""
 
@@ -82,6 +86,10 @@ class MethodNotAllowed(ApiError):
 
 class Conflict(ApiError):
     """409: the kernel or device cannot run here (``kernel_unavailable``, ``wrong_device``)."""
+
+
+class Gone(ApiError):
+    """410: the shared-memory object behind a region was shrunk or unlinked (``shm_gone``)."""
 
 
 class PayloadTooLarge(ApiError):
@@ -133,8 +141,8 @@ class Unsupported(SpmvdError, NotImplementedError):
 
 
 _BY_STATUS: Dict[int, Type[ApiError]] = {
-    400: BadRequest, 401: Unauthorized, 404: NotFound, 405: MethodNotAllowed, 409: Conflict,
-    413: PayloadTooLarge, 415: UnsupportedMediaType, 422: Unprocessable, 503: Unavailable,
+    400: BadRequest, 401: Unauthorized, 403: Forbidden, 404: NotFound, 405: MethodNotAllowed, 409: Conflict,
+    410: Gone, 413: PayloadTooLarge, 415: UnsupportedMediaType, 422: Unprocessable, 503: Unavailable,
     507: InsufficientStorage,
 }
 

@@ -181,6 +181,10 @@ class RemoteMatrix(_Base):
             kw.setdefault(k, v)
         return self.client.spmv(self, x, **kw)
 
+    def shared_arrays(self, **kw: Any) -> Any:
+        """:meth:`Client.shared_arrays` for this matrix: x and y in a registered shared-memory object (``with`` it)."""
+        return self.client.shared_arrays(self, **kw)
+
     def solve(self, b: Any, **kw: Any) -> Any:
         """:meth:`Client.solve` on this matrix (the daemon's CG / BiCGSTAB / GMRES)."""
         return self.client.solve(self, b, **kw)

@@ -74,8 +74,22 @@ class Vector:
     def __len__(self) -> int:
         return self.n
 
-    def to_numpy(self) -> np.ndarray:
-        """The values, read back over the binary path: shape ``(n,)`` or ``(n, k)``."""
+    def to_numpy(self, into: Any = None) -> np.ndarray:
+        """The values, read back over the binary path: shape ``(n,)`` or ``(n, k)``.
+
+        ``into``: a shared-memory region operand (``(region, byte_offset)``,
+        a :class:`~spmvd.ShmOperand`): the daemon writes the values there
+        (``GET ?shm=&offset=``) and the result is a view onto the region.
+        """
+        if into is not None:
+            from .shm import as_operand
+            so = as_operand(into, "y")
+            if so is None:
+                raise TypeError("into must be a region operand: (region, byte_offset) or a spmvd.ShmOperand")
+            self.descriptor = dict(self.client._json("GET", f"/v1/vectors/{self.id}",
+                                                     params={"shm": so.name, "offset": so.offset}))
+            self.descriptor.pop("values", None)
+            return so.view(self.dtype, self.shape)
         r = self.client.request("GET", f"/v1/vectors/{self.id}", headers={"Accept": "application/octet-stream"})
         hdr = r.headers.get("X-SpMV-Vector")
         if hdr:
@@ -96,7 +110,18 @@ class Vector:
         return self
 
     def update(self, values: Any) -> "Vector":
-        """Overwrites the values in place (``PUT``, binary); shape and dtype must match."""
+        """Overwrites the values in place (``PUT``, binary); shape and dtype must match.
+
+        ``values`` may be a shared-memory region operand (``(region,
+        byte_offset)``, a :class:`~spmvd.ShmOperand`): the daemon reads the
+        n·k values from there.
+        """
+        from .shm import as_operand
+        so = as_operand(values, "x")
+        if so is not None:
+            self.descriptor = dict(self.client._json("PUT", f"/v1/vectors/{self.id}", json_body={
+                "values": {"shm": so.name, "offset": so.offset}}))
+            return self
         a = as_values(values, self.dtype, "values")
         if a.shape != self.shape and not (self.k == 1 and a.shape == (self.n, 1)):
             raise ValueError(f"values has shape {a.shape}; vector {self.id} is {self.shape}")

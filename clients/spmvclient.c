@@ -827,41 +827,62 @@ static bool parse_kernel(const json_t *v, spmv_client_kernel *k)
     return k->name && (!reason || k->reason) && (!params || k->parameters);
 }
 
-spmv_client_status spmv_client_kernels(spmv_client *h, spmv_client_kernel_list **out)
+/* A list route: GET path, the array under `key` (or the body when it is
+ * one), each element parsed into the next `size`-byte item of *items. The
+ * caller's list is {items, count, json}: every item tried is counted, so
+ * its free releases what a failed parse left. */
+typedef bool (*parse_item_fn)(const json_t *d, void *item);
+
+static spmv_client_status fetch_list(spmv_client *h, const char *path, const char *key, const char *what,
+                                     size_t size, parse_item_fn parse, void **items, size_t *count, char **json)
 {
     json_t *root;
-    spmv_client_kernel_list *l = NULL;
-    if (!h || !out) return SPMV_CLIENT_ERR_INVALID;
-    *out = NULL;
-    spmv_client_status st = get_json(h, "/v1/kernels", &root);
+    spmv_client_status st = get_json(h, path, &root);
     if (st != SPMV_CLIENT_OK)
-        goto fail;
-    const json_t *arr = json_is_array(root) ? root : json_object_get(root, "kernels");
-    if (!json_is_array(arr)) {
-        st = fail(h, SPMV_CLIENT_ERR_PROTOCOL, "the kernel list is not a JSON array");
-        goto fail;
-    }
+        return st;
+    const json_t *arr = json_is_array(root) ? root : json_object_get(root, key);
     size_t n = json_array_size(arr);
-    st = fail(h, SPMV_CLIENT_ERR_NOMEM, "out of memory");
-    if (!(l = calloc(1, sizeof *l)) || (n && !(l->items = calloc(n, sizeof *l->items))))
-        goto fail;
-    for (size_t i = 0; i < n; i++, l->count++) {
-        if (!parse_kernel(json_array_get(arr, i), &l->items[i])) {
-            kernel_clear(&l->items[i]);
-            st = fail(h, SPMV_CLIENT_ERR_PROTOCOL, "kernel %zu has no name", i);
-            goto fail;
-        }
-    }
-    if (!(l->json = dump_json(root)))
-        goto fail;
+    if (!json_is_array(arr))
+        st = fail(h, SPMV_CLIENT_ERR_PROTOCOL, "the %s list is not a JSON array", what);
+    else if (n && !(*items = calloc(n, size)))
+        st = fail(h, SPMV_CLIENT_ERR_NOMEM, "out of memory");
+    for (size_t i = 0; st == SPMV_CLIENT_OK && i < n; i++, (*count)++)
+        if (!parse(json_array_get(arr, i), (char *)*items + i * size))
+            st = fail(h, SPMV_CLIENT_ERR_PROTOCOL, "%s descriptor %zu is incomplete or has a size out of range",
+                      what, i);
+    if (st == SPMV_CLIENT_OK && !(*json = dump_json(root)))
+        st = fail(h, SPMV_CLIENT_ERR_NOMEM, "out of memory");
     json_decref(root);
-    h->errmsg[0] = '\0';
-    *out = l;
-    return SPMV_CLIENT_OK;
-fail:
-    json_decref(root);
-    spmv_client_kernel_list_free(l);
+    if (st == SPMV_CLIENT_OK)
+        h->errmsg[0] = '\0';
     return st;
+}
+
+/* GET a list route into a fresh list `l` of type T (freed with FREE on
+ * failure). */
+#define FETCH_LIST(T, FREE, path, key, what, parse)                                                             \
+    do {                                                                                                        \
+        if (!h || !out)                                                                                         \
+            return SPMV_CLIENT_ERR_INVALID;                                                                     \
+        *out = NULL;                                                                                            \
+        T *l = calloc(1, sizeof *l);                                                                            \
+        if (!l)                                                                                                 \
+            return fail(h, SPMV_CLIENT_ERR_NOMEM, "out of memory");                                             \
+        spmv_client_status st_ = fetch_list(h, path, key, what, sizeof *l->items, parse, (void **)&l->items,    \
+                                            &l->count, &l->json);                                               \
+        if (st_ != SPMV_CLIENT_OK)                                                                              \
+            FREE(l);                                                                                            \
+        else                                                                                                    \
+            *out = l;                                                                                           \
+        return st_;                                                                                             \
+    } while (0)
+
+static bool parse_kernel_item(const json_t *d, void *k) { return parse_kernel(d, k); }
+
+spmv_client_status spmv_client_kernels(spmv_client *h, spmv_client_kernel_list **out)
+{
+    FETCH_LIST(spmv_client_kernel_list, spmv_client_kernel_list_free, "/v1/kernels", "kernels", "kernel",
+               parse_kernel_item);
 }
 
 /* -------------------------------------------------------------- matrices */
@@ -963,40 +984,12 @@ done:
     return st;
 }
 
+static bool parse_matrix_item(const json_t *d, void *m) { return parse_matrix(d, m); }
+
 spmv_client_status spmv_client_list(spmv_client *h, spmv_client_matrix_list **out)
 {
-    json_t *root;
-    spmv_client_matrix_list *l = NULL;
-    if (!h || !out) return SPMV_CLIENT_ERR_INVALID;
-    *out = NULL;
-    spmv_client_status st = get_json(h, "/v1/matrices", &root);
-    if (st != SPMV_CLIENT_OK)
-        goto fail;
-    const json_t *arr = json_is_array(root) ? root : json_object_get(root, "matrices");
-    if (!json_is_array(arr)) {
-        st = fail(h, SPMV_CLIENT_ERR_PROTOCOL, "the matrix list is not a JSON array");
-        goto fail;
-    }
-    size_t n = json_array_size(arr);
-    st = fail(h, SPMV_CLIENT_ERR_NOMEM, "out of memory");
-    if (!(l = calloc(1, sizeof *l)) || (n && !(l->items = calloc(n, sizeof *l->items))))
-        goto fail;
-    for (size_t i = 0; i < n; i++, l->count++) {
-        if (!parse_matrix(json_array_get(arr, i), &l->items[i])) {
-            st = fail(h, SPMV_CLIENT_ERR_PROTOCOL, "descriptor %zu lacks an id or has a size out of range", i);
-            goto fail;
-        }
-    }
-    if (!(l->json = dump_json(root)))
-        goto fail;
-    json_decref(root);
-    h->errmsg[0] = '\0';
-    *out = l;
-    return SPMV_CLIENT_OK;
-fail:
-    json_decref(root);
-    spmv_client_matrix_list_free(l);
-    return st;
+    FETCH_LIST(spmv_client_matrix_list, spmv_client_matrix_list_free, "/v1/matrices", "matrices", "matrix",
+               parse_matrix_item);
 }
 
 spmv_client_status spmv_client_describe(spmv_client *h, const char *id, spmv_client_matrix **out)
@@ -1017,12 +1010,15 @@ spmv_client_status spmv_client_describe(spmv_client *h, const char *id, spmv_cli
     return st;
 }
 
-spmv_client_status spmv_client_delete(spmv_client *h, const char *id)
+/* DELETE /v1/<collection>/<name>; `valid` is the caller's check of the
+ * name (refused with `invalid` before anything is sent). */
+static spmv_client_status delete_at(spmv_client *h, const char *collection, const char *name, bool valid,
+                                    const char *invalid)
 {
     if (!h) return SPMV_CLIENT_ERR_INVALID;
     clear_error(h);
-    if (!id_ok(id)) return fail(h, SPMV_CLIENT_ERR_INVALID, "matrix id must be 1 to 63 characters");
-    char *path = id_path(h, "matrices", id, "");
+    if (!valid) return fail(h, SPMV_CLIENT_ERR_INVALID, "%s", invalid);
+    char *path = id_path(h, collection, name, "");
     if (!path) return fail(h, SPMV_CLIENT_ERR_NOMEM, "out of memory");
     request req = {.method = "DELETE", .path = path};
     response r;
@@ -1030,6 +1026,11 @@ spmv_client_status spmv_client_delete(spmv_client *h, const char *id)
     response_clear(&r);
     free(path);
     return st;
+}
+
+spmv_client_status spmv_client_delete(spmv_client *h, const char *id)
+{
+    return delete_at(h, "matrices", id, id_ok(id), "matrix id must be 1 to 63 characters");
 }
 
 /* ------------------------------------------------------------------ spmv */
@@ -1820,53 +1821,15 @@ spmv_client_status spmv_client_vector_write(spmv_client *h, const char *id, spmv
 
 spmv_client_status spmv_client_vector_delete(spmv_client *h, const char *id)
 {
-    if (!h) return SPMV_CLIENT_ERR_INVALID;
-    clear_error(h);
-    if (!id_ok(id)) return fail(h, SPMV_CLIENT_ERR_INVALID, "vector id must be 1 to 63 characters");
-    char *path = id_path(h, "vectors", id, "");
-    if (!path) return fail(h, SPMV_CLIENT_ERR_NOMEM, "out of memory");
-    request req = {.method = "DELETE", .path = path};
-    response r;
-    spmv_client_status st = do_request(h, &req, &r);
-    response_clear(&r);
-    free(path);
-    return st;
+    return delete_at(h, "vectors", id, id_ok(id), "vector id must be 1 to 63 characters");
 }
+
+static bool parse_vector_item(const json_t *d, void *v) { return parse_vector(d, v); }
 
 spmv_client_status spmv_client_vectors(spmv_client *h, spmv_client_vector_list **out)
 {
-    json_t *root;
-    spmv_client_vector_list *l = NULL;
-    if (!h || !out) return SPMV_CLIENT_ERR_INVALID;
-    *out = NULL;
-    spmv_client_status st = get_json(h, "/v1/vectors", &root);
-    if (st != SPMV_CLIENT_OK)
-        goto fail;
-    const json_t *arr = json_is_array(root) ? root : json_object_get(root, "vectors");
-    if (!json_is_array(arr)) {
-        st = fail(h, SPMV_CLIENT_ERR_PROTOCOL, "the vector list is not a JSON array");
-        goto fail;
-    }
-    size_t n = json_array_size(arr);
-    st = fail(h, SPMV_CLIENT_ERR_NOMEM, "out of memory");
-    if (!(l = calloc(1, sizeof *l)) || (n && !(l->items = calloc(n, sizeof *l->items))))
-        goto fail;
-    for (size_t i = 0; i < n; i++, l->count++) {
-        if (!parse_vector(json_array_get(arr, i), &l->items[i])) {
-            st = fail(h, SPMV_CLIENT_ERR_PROTOCOL, "vector descriptor %zu lacks an id or has a size out of range", i);
-            goto fail;
-        }
-    }
-    if (!(l->json = dump_json(root)))
-        goto fail;
-    json_decref(root);
-    h->errmsg[0] = '\0';
-    *out = l;
-    return SPMV_CLIENT_OK;
-fail:
-    json_decref(root);
-    spmv_client_vector_list_free(l);
-    return st;
+    FETCH_LIST(spmv_client_vector_list, spmv_client_vector_list_free, "/v1/vectors", "vectors", "vector",
+               parse_vector_item);
 }
 
 /* --------------------------------------- spmv with resident operands */
@@ -2212,56 +2175,16 @@ spmv_client_status spmv_client_shm_get(spmv_client *h, const char *name, spmv_cl
     return st;
 }
 
+static bool parse_shm_item(const json_t *d, void *r) { return parse_shm(d, r); }
+
 spmv_client_status spmv_client_shm_regions(spmv_client *h, spmv_client_shm_list **out)
 {
-    json_t *root;
-    spmv_client_shm_list *l = NULL;
-    if (!h || !out) return SPMV_CLIENT_ERR_INVALID;
-    *out = NULL;
-    spmv_client_status st = get_json(h, "/v1/shm", &root);
-    if (st != SPMV_CLIENT_OK)
-        goto fail;
-    const json_t *arr = json_is_array(root) ? root : json_object_get(root, "regions");
-    if (!arr) arr = json_object_get(root, "shm");
-    if (!json_is_array(arr)) {
-        st = fail(h, SPMV_CLIENT_ERR_PROTOCOL, "the region list is not a JSON array");
-        goto fail;
-    }
-    size_t n = json_array_size(arr);
-    st = fail(h, SPMV_CLIENT_ERR_NOMEM, "out of memory");
-    if (!(l = calloc(1, sizeof *l)) || (n && !(l->items = calloc(n, sizeof *l->items))))
-        goto fail;
-    for (size_t i = 0; i < n; i++, l->count++) {
-        if (!parse_shm(json_array_get(arr, i), &l->items[i])) {
-            st = fail(h, SPMV_CLIENT_ERR_PROTOCOL, "region descriptor %zu lacks a name or has a size out of range", i);
-            goto fail;
-        }
-    }
-    if (!(l->json = dump_json(root)))
-        goto fail;
-    json_decref(root);
-    h->errmsg[0] = '\0';
-    *out = l;
-    return SPMV_CLIENT_OK;
-fail:
-    json_decref(root);
-    spmv_client_shm_list_free(l);
-    return st;
+    FETCH_LIST(spmv_client_shm_list, spmv_client_shm_list_free, "/v1/shm", "regions", "region", parse_shm_item);
 }
 
 spmv_client_status spmv_client_shm_unregister(spmv_client *h, const char *name)
 {
-    if (!h) return SPMV_CLIENT_ERR_INVALID;
-    clear_error(h);
-    if (!shm_name_ok(name)) return fail(h, SPMV_CLIENT_ERR_INVALID, "not a region name");
-    char *path = id_path(h, "shm", name, "");
-    if (!path) return fail(h, SPMV_CLIENT_ERR_NOMEM, "out of memory");
-    request req = {.method = "DELETE", .path = path};
-    response r;
-    spmv_client_status st = do_request(h, &req, &r);
-    response_clear(&r);
-    free(path);
-    return st;
+    return delete_at(h, "shm", name, shm_name_ok(name), "not a region name");
 }
 
 /* {"shm": name, "offset": bytes}, the JSON form of a region operand. */

@@ -79,7 +79,7 @@ all-for-test: $(CLIENT_CALLS)
 ifneq ($(SAN),1)
 all: $(CLIENT_CALLS)
 endif
-$(BUILD)/tests/e2e/client_calls.o: tests/e2e/client_calls.c clients/spmvclient.h
+$(BUILD)/tests/e2e/client_calls.o: tests/e2e/client_calls.c tests/e2e/client_tap.h clients/spmvclient.h
 	@mkdir -p $(dir $@)
 	$(CC) $(CLIENT_CFLAGS) -c $< -o $@
 $(CLIENT_CALLS): $(BUILD)/tests/e2e/client_calls.o $(CLIENT_A)
@@ -92,7 +92,7 @@ all-for-test: $(SHM_CALLS)
 ifneq ($(SAN),1)
 all: $(SHM_CALLS)
 endif
-$(BUILD)/tests/e2e/shm_calls.o: tests/e2e/shm_calls.c clients/spmvclient.h
+$(BUILD)/tests/e2e/shm_calls.o: tests/e2e/shm_calls.c tests/e2e/client_tap.h clients/spmvclient.h
 	@mkdir -p $(dir $@)
 	$(CC) $(CLIENT_CFLAGS) -c $< -o $@
 $(SHM_CALLS): $(BUILD)/tests/e2e/shm_calls.o $(CLIENT_A)

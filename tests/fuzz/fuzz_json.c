@@ -2,7 +2,7 @@
  *
  * Each input is one request to the in-process daemon of fuzz_http.c:
  *
- *   byte 0 % 12  0: POST /v1/matrices/{A}/spmv, the rest as the JSON body
+ *   byte 0 % 13  0: POST /v1/matrices/{A}/spmv, the rest as the JSON body
  *                   (A is the float64 5x4 matrix; 1: the float32 6x6 one)
  *                2: POST /v1/matrices/{A}/bench, JSON body (a job: 202)
  *                3: POST /v1/matrices?<rest as query string> with a small
@@ -19,6 +19,10 @@
  *                9: POST /v1/vectors, 10: POST /v1/ops, 11: POST
  *                   /v1/matrices/{S}/solve, JSON bodies with "@0"/"@1"
  *                   replaced by the matrices' ids (like, spmv steps)
+ *               12: POST /v1/shm, the rest as the body (names, offsets,
+ *                   sizes, CUDA handles: the daemon has allow_shm on and
+ *                   no GPU), then DELETE /v1/shm/<the same name> so the
+ *                   region limit is never what answers
  *
  * Any answer but a deliberate one is a finding: no answer, or a 500.
  * Seeds (tests/fuzz/corpus/fuzz_json/) are recorded request bodies.
@@ -43,9 +47,13 @@ static void decode_direct(int which, const uint8_t *d, size_t n)
         spmv_dtype dt = n && (d[0] & 0x80) ? SPMV_FLOAT32 : SPMV_FLOAT64;
         memset(&q, 0, sizeof q);
         if (api_decode_spmv_json(n ? (const char *)d + 1 : "", n ? n - 1 : 0, cols, cols, dt, 20, &q, &f) == 0) {
-            if (q.runs < 1 || q.runs > 20 || q.warmup < 0 || q.warmup > 20 || (cols && !q.x && !q.x_vector[0]) ||
-                q.k < 1 || q.k > SPMV_MAX_K || !isfinite(q.alpha) || !isfinite(q.beta) ||
-                (q.beta != 0.0 && !q.y_vector[0]))
+            char msg[256];
+            if (q.runs < 1 || q.runs > 20 || q.warmup < 0 || q.warmup > 20 ||
+                (cols && !q.x && !q.x_vector[0] && !q.x_shm[0]) || q.k < 1 || q.k > SPMV_MAX_K ||
+                !isfinite(q.alpha) || !isfinite(q.beta) || (q.beta != 0.0 && !q.y_vector[0]) ||
+                q.x_shm_offset < 0 || q.y_shm_offset < 0 ||
+                (q.x_shm[0] && shm_name_check(q.x_shm, msg, sizeof msg) != SHM_OK) ||
+                (q.y_shm[0] && shm_name_check(q.y_shm, msg, sizeof msg) != SHM_OK) || (q.x_shm[0] && q.x))
                 __builtin_trap();
             api_spmv_req_free(&q);
         } else if (f.status < 400 || f.status > 499) {
@@ -90,15 +98,15 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         return 0;
     const uint8_t *rest = data + 1;
     size_t n = size - 1;
-    if (data[0] % 12 == 6 || data[0] % 12 == 7) {
-        decode_direct(data[0] % 12, rest, n);
+    if (data[0] % 13 == 6 || data[0] % 13 == 7) {
+        decode_direct(data[0] % 13, rest, n);
         return 0;
     }
-    switch (data[0] % 12) {
+    switch (data[0] % 13) {
     case 0:
     case 1:
         snprintf(head, sizeof head, "POST /v1/matrices/%s/spmv HTTP/1.1\r\nContent-Type: application/json",
-                 fuzz_http_matrix(data[0] % 12));
+                 fuzz_http_matrix(data[0] % 13));
         status = fuzz_http_request(head, rest, n, &ans);
         break;
     case 2:
@@ -131,7 +139,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     case 11: { /* POST /v1/matrices/{id}/solve */
         static char body[20000];
         size_t len = with_ids(rest, n, body, sizeof body);
-        int which = data[0] % 12;
+        int which = data[0] % 13;
         if (which == 11)
             snprintf(head, sizeof head, "POST /v1/matrices/%s/solve HTTP/1.1\r\nContent-Type: application/json",
                      fuzz_http_matrix(1)); /* the square one */
@@ -139,6 +147,19 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
             snprintf(head, sizeof head, "POST /v1/%s HTTP/1.1\r\nContent-Type: application/json",
                      which == 9 ? "vectors" : "ops");
         status = fuzz_http_request(head, body, len, &ans);
+        break;
+    }
+    case 12: {
+        snprintf(head, sizeof head, "POST /v1/shm HTTP/1.1\r\nContent-Type: application/json");
+        status = fuzz_http_request(head, (const char *)rest, n, &ans);
+        if (status == 201) { /* unregister what the input registered */
+            const char *nm = strstr(ans, "\"name\":\"");
+            size_t len = nm ? strcspn(nm + 8, "\"") : 0;
+            if (nm && len < 256) {
+                snprintf(head, sizeof head, "DELETE /v1/shm/%.*s HTTP/1.1", (int)len, nm + 8);
+                fuzz_http_request(head, "", 0, &ans);
+            }
+        }
         break;
     }
     default:

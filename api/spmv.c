@@ -372,6 +372,7 @@ static int decode_request(request *r, spmv_params *given, bool *async)
 
 static void poison(void *y, spmv_dtype dt, int32_t n)
 {
+#pragma omp parallel for schedule(static) if (n > (1 << 20))
     for (int32_t i = 0; i < n; i++) {
         if (dt == SPMV_FLOAT32)
             ((float *)y)[i] = NAN;

@@ -17,6 +17,7 @@
 #include <fcntl.h>
 #include <pthread.h>
 #include <stdarg.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -431,42 +432,67 @@ void shm_operand_close(shm_operand *o)
     o->reg = NULL;
 }
 
-shm_status shm_operand_read(const shm_operand *o, void *dst, char *msg, size_t msglen)
+/* Copies one piece [from, to) of the operand through the descriptor: 0,
+ * or errno (ENODATA: the object ended first). */
+static int copy_piece(const shm_operand *o, char *buf, size_t from, size_t to, bool write)
 {
-    shm_status st = shm_check_live(o->reg, msg, msglen);
-    size_t done = 0;
-    while (!st && done < o->bytes) {
-        ssize_t n = pread(o->reg->fd, (char *)dst + done, o->bytes - done,
-                          (off_t)(o->reg->offset + o->offset + (int64_t)done));
+    size_t done = from;
+    while (done < to) {
+        off_t at = (off_t)(o->reg->offset + o->offset + (int64_t)done);
+        ssize_t n = write ? pwrite(o->reg->fd, buf + done, to - done, at) : pread(o->reg->fd, buf + done, to - done, at);
         if (n < 0 && errno == EINTR)
             continue;
-        if (n <= 0)
-            st = n == 0 ? shm_check_live(o->reg, msg, msglen)
-                        : fail(msg, msglen, SHM_IO, "region %s: read: %s", o->reg->name, strerror(errno));
-        if (n == 0 && !st) /* not gone, yet short: still the object's doing */
-            st = fail(msg, msglen, SHM_GONE, "region %s: the object ended %zu bytes into the operand", o->reg->name,
-                      done);
-        done += n > 0 ? (size_t)n : 0;
+        if (n < 0)
+            return errno;
+        if (n == 0)
+            return write ? EIO : ENODATA;
+        done += (size_t)n;
     }
-    return st;
+    return 0;
+}
+
+/* The operand to or from buf in 16 MiB pieces, over the OpenMP threads when
+ * it is large: one core copies a 128 MB vector at a few GB/s, a socket's
+ * worth of cores at the memory's speed. Checked before (a pwrite past a
+ * shrunk end would grow the object back, which the client did not ask
+ * for) and after. */
+#define PIECE ((size_t)16 << 20)
+
+static shm_status copy_operand(const shm_operand *o, char *buf, bool write, char *msg, size_t msglen)
+{
+    shm_status st = shm_check_live(o->reg, msg, msglen);
+    if (st)
+        return st;
+    int64_t pieces = (int64_t)((o->bytes + PIECE - 1) / PIECE);
+    int first_err = 0;
+#pragma omp parallel for schedule(static) if (pieces > 1)
+    for (int64_t p = 0; p < pieces; p++) {
+        size_t from = (size_t)p * PIECE, to = from + PIECE < o->bytes ? from + PIECE : o->bytes;
+        int e = copy_piece(o, buf, from, to, write);
+        if (e) {
+#pragma omp critical(shm_copy_err)
+            if (!first_err)
+                first_err = e;
+        }
+    }
+    if ((st = shm_check_live(o->reg, msg, msglen)))
+        return st;
+    if (first_err == ENODATA)
+        return fail(msg, msglen, SHM_GONE, "region %s: the object ended inside the operand", o->reg->name);
+    if (first_err)
+        return fail(msg, msglen, SHM_IO, "region %s: %s: %s", o->reg->name, write ? "write" : "read",
+                    strerror(first_err));
+    return SHM_OK;
+}
+
+shm_status shm_operand_read(const shm_operand *o, void *dst, char *msg, size_t msglen)
+{
+    return copy_operand(o, dst, false, msg, msglen);
 }
 
 shm_status shm_operand_write(const shm_operand *o, const void *src, char *msg, size_t msglen)
 {
-    /* checked first: a pwrite past a shrunk end would grow the object
-     * back, which the client did not ask for */
-    shm_status st = shm_check_live(o->reg, msg, msglen);
-    size_t done = 0;
-    while (!st && done < o->bytes) {
-        ssize_t n = pwrite(o->reg->fd, (const char *)src + done, o->bytes - done,
-                           (off_t)(o->reg->offset + o->offset + (int64_t)done));
-        if (n < 0 && errno == EINTR)
-            continue;
-        if (n <= 0)
-            st = fail(msg, msglen, SHM_IO, "region %s: write: %s", o->reg->name, n < 0 ? strerror(errno) : "no progress");
-        done += n > 0 ? (size_t)n : 0;
-    }
-    return st ? st : shm_check_live(o->reg, msg, msglen);
+    return copy_operand(o, (char *)(uintptr_t)src, true, msg, msglen);
 }
 
 void *shm_operand_dma(const shm_operand *o)

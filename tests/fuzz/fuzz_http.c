@@ -24,6 +24,7 @@
 #include "daemon/daemon.h"
 #include "daemon/log.h"
 #include "tests/fuzz/fuzz_http.h"
+#include "tests/fuzz/fuzz_tmp.h"
 
 static spmvd D;           /* the one daemon of the process */
 static int port;
@@ -105,9 +106,10 @@ void fuzz_http_init(void)
     signal(SIGPIPE, SIG_IGN);
     log_init();
     log_set_level(LOG_LEVEL_ERROR);
-    snprintf(dir, sizeof dir, "%s/spmvd-fuzz.XXXXXX", access("/dev/shm", W_OK) == 0 ? "/dev/shm" : "/tmp");
-    if (!mkdtemp(dir))
+    const char *tmp = fuzz_tmp_make("spmvd-fuzz");
+    if (!tmp)
         die("mkdtemp");
+    snprintf(dir, sizeof dir, "%s", tmp);
     port = free_port();
     configure(&D.cfg, dir);
     D.started_ms = spmv_now_ms();

@@ -26,6 +26,7 @@
 #include <zlib.h>
 
 #include "daemon/matfile.h"
+#include "tests/fuzz/fuzz_tmp.h"
 
 static char dir[128], path[192];
 
@@ -33,9 +34,10 @@ static void setup(void)
 {
     if (dir[0])
         return;
-    snprintf(dir, sizeof dir, "%s/spmvd-fuzz-store.XXXXXX", access("/dev/shm", W_OK) == 0 ? "/dev/shm" : "/tmp");
-    if (!mkdtemp(dir))
+    const char *d = fuzz_tmp_make("spmvd-fuzz-store");
+    if (!d)
         abort();
+    snprintf(dir, sizeof dir, "%s", d);
     snprintf(path, sizeof path, "%s/input.csr", dir);
 }
 

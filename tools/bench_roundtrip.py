@@ -235,7 +235,7 @@ print("| rows | MB each way | kernel ms | H2D + D2H ms | floor ms | binary HTTP 
       "| baseline binary ms | loopback TCP ms (GB/s) | shm ms | shm / floor | region pinned | y right |")
 print("| ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | --- | --- |")
 for r in results:
-    print("| %.0f M | %.0f | %.3f | %.2f + %.2f | %.2f | %.2f | %.2f | %.2f | %s | %.2f (%.2f) | %.2f | %.2f | %s | %s |" % (
+    print("| %g M | %.0f | %.3f | %.2f + %.2f | %.2f | %.2f | %.2f | %.2f | %s | %.2f (%.2f) | %.2f | %.2f | %s | %s |" % (
         r["rows"] / 1e6, r["bytes_each_way"] / 1e6, r["kernel_ms"], r["h2d_ms"], r["d2h_ms"], r["floor_ms"],
         r["binary_ms"], r["binary_gbs"], r["binary_ms"] / r["floor_ms"],
         "%.2f" % r["baseline_binary_ms"] if r["baseline_binary_ms"] else "-", r["loopback_ms"], r["loopback_gbs"],

@@ -294,7 +294,12 @@ while its < 200:
     lx = [x_ + lalpha * p_ for x_, p_ in zip(lx, lp)]
     lr = [r_ - lalpha * q_ for r_, q_ in zip(lr, lq)]
     lrr = sum(r_ * r_ for r_ in lr)
-    worst = max(worst, abs(pq - lpq) / abs(lpq), abs(alpha - lalpha) / abs(lalpha))
+    # compared while the residual this iteration starts from is above 1e-8 of
+    # ||b||: below it r is mostly rounding, and p·Ap and alpha of the two
+    # recurrences part by the relative size of that rounding (seed 13143
+    # reached 1.8e-8 in its last iterations with every step right)
+    if math.sqrt(lrho) > 1e-8 * bn:
+        worst = max(worst, abs(pq - lpq) / abs(lpq), abs(alpha - lalpha) / abs(lalpha))
     if its <= 3:
         scalar_close(pq, lpq, abs(lpq), 1e-10, "CG iteration %d: p·Ap matches the local recurrence" % its)
         close(values(XV), lx, [max(abs(t_) for t_ in lx)] * N, 1e-10, "CG iteration %d: x matches" % its)
@@ -304,7 +309,8 @@ while its < 200:
     if math.sqrt(rr) <= 1e-12 * bn:
         break
 ok(steps_ok, "CG: every request of every iteration answered 200 (%d iterations)" % its)
-ok(worst <= 1e-8, "CG: the daemon's p·Ap and alpha follow the local ones to %.1e over %d iterations" % (worst, its))
+ok(worst <= 1e-8, "CG: the daemon's p·Ap and alpha follow the local ones to %.1e over %d iterations (while "
+   "||r|| > 1e-8 ||b||)" % (worst, its))
 xd = values(XV) or [0.0] * N
 ax, _ = matvec(spd, xd, N)
 true_res = math.sqrt(sum((p - q) ** 2 for p, q in zip(b, ax))) / bn

@@ -412,28 +412,27 @@ out:
     return rc;
 }
 
-/* Operands in regions onto the worker: a GPU worker takes a pinned
- * region's pages as they are (the copies to and from the device are DMA),
- * otherwise x is read into a buffer with pread. A region is checked
- * first. SPMV_OK, or SPMV_ERR_INVALID with t->shm_rc and the message set. */
+/* Operands in regions onto the worker (shm_operand_stage): x from the
+ * pinned pages or read into a pooled buffer, y to be written to the pinned
+ * pages or staged in one. SPMV_OK, or SPMV_ERR_INVALID with t->shm_rc and
+ * the message set. */
 static int shm_stage(spmv_task *t, worker *w)
 {
     bool gpu = worker_gpu_ctx(w) != NULL;
-    char *msg = t->err.message;
-    size_t len = sizeof t->err.message;
     int st = SHM_OK;
-    if (t->xs.reg && !t->xcuda && !(st = shm_check_live(t->xs.reg, msg, len))) {
-        if (gpu && shm_operand_dma(&t->xs)) {
-            t->x = shm_operand_dma(&t->xs);
-            t->x_borrowed = true;
-        } else if (!(t->x_buf = bufpool_get(t->d->iobufs, t->xs.bytes)))
+    void *where;
+    if (t->xs.reg && !t->xcuda) {
+        bool dma = gpu && shm_operand_dma(&t->xs); /* then no buffer is needed */
+        if (!dma && !(t->x_buf = bufpool_get(t->d->iobufs, t->xs.bytes)))
             return t->rc = spmv_error_set(&t->err, SPMV_ERR_NOMEM, 0, "out of memory for x");
-        else
-            st = shm_operand_read(&t->xs, t->x = t->x_buf->ptr, msg, len);
+        st = shm_operand_stage(&t->xs, gpu, dma ? NULL : t->x_buf->ptr, true, &where, t->err.message,
+                               sizeof t->err.message);
+        t->x = where;
+        t->x_borrowed = dma;
     }
-    if (!st && t->ys.reg && !t->ycuda && !(st = shm_check_live(t->ys.reg, msg, len)) && gpu &&
-        shm_operand_dma(&t->ys)) {
-        t->y = shm_operand_dma(&t->ys);
+    if (!st && t->ys.reg && !t->ycuda &&
+        !(st = shm_operand_stage(&t->ys, gpu, NULL, false, &where, t->err.message, sizeof t->err.message)) && where) {
+        t->y = where; /* the pinned pages; else y comes from the pool below */
         t->y_borrowed = true;
     }
     if (st)
@@ -441,18 +440,14 @@ static int shm_stage(spmv_task *t, worker *w)
     return t->rc;
 }
 
-/* y into its region (pwrite, or already there by DMA), and both regions
- * checked again: pages pinned before a shrink stay valid for DMA, but
- * what went through them is no longer the client's. */
+/* y into its region and both regions checked again (shm_operand_unstage). */
 static void shm_unstage(spmv_task *t)
 {
-    char *msg = t->err.message;
-    size_t len = sizeof t->err.message;
     int st = SHM_OK;
     if (t->ys.reg && !t->ycuda)
-        st = t->y_borrowed ? shm_check_live(t->ys.reg, msg, len) : shm_operand_write(&t->ys, t->y, msg, len);
-    if (!st && t->xs.reg && t->x_borrowed)
-        st = shm_check_live(t->xs.reg, msg, len);
+        st = shm_operand_unstage(&t->ys, t->y, true, t->err.message, sizeof t->err.message);
+    if (!st && t->xs.reg && !t->xcuda)
+        st = shm_operand_unstage(&t->xs, t->x, false, t->err.message, sizeof t->err.message);
     if (st)
         t->shm_rc = st, t->rc = SPMV_ERR_INVALID;
 }

@@ -495,6 +495,26 @@ shm_status shm_operand_write(const shm_operand *o, const void *src, char *msg, s
     return copy_operand(o, (char *)(uintptr_t)src, true, msg, msglen);
 }
 
+shm_status shm_operand_stage(const shm_operand *o, bool gpu, void *buf, bool in, void **where, char *msg,
+                             size_t msglen)
+{
+    *where = NULL;
+    shm_status st = shm_check_live(o->reg, msg, msglen);
+    if (st)
+        return st;
+    if (gpu && (*where = shm_operand_dma(o)))
+        return SHM_OK;
+    *where = buf;
+    return in ? shm_operand_read(o, buf, msg, msglen) : SHM_OK;
+}
+
+shm_status shm_operand_unstage(const shm_operand *o, const void *where, bool out, char *msg, size_t msglen)
+{
+    if (where == shm_operand_dma(o))
+        return shm_check_live(o->reg, msg, msglen);
+    return out ? shm_operand_write(o, where, msg, msglen) : SHM_OK;
+}
+
 void *shm_operand_dma(const shm_operand *o)
 {
     return o->reg && o->reg->pinned && o->reg->device < 0 ? o->reg->base + o->offset : NULL;

@@ -136,6 +136,16 @@ shm_status shm_operand_write(const shm_operand *o, const void *src, char *msg, s
 /* The operand's pages for DMA (pinned regions only), else NULL. Never
  * read or write them with the CPU. */
 void *shm_operand_dma(const shm_operand *o);
+/* Where a worker reads an operand (in: x, vector values) or writes one
+ * (out: y, a vector read into the region): on a GPU worker with a pinned
+ * region the pages themselves (DMA, no copy), else `buf` of o->bytes, filled
+ * with pread when `in`. The region is checked first. SHM_OK with *where. */
+shm_status shm_operand_stage(const shm_operand *o, bool gpu, void *buf, bool in, void **where, char *msg,
+                             size_t msglen);
+/* After the worker: an `out` operand staged in a buffer goes to the region
+ * with pwrite; one moved by DMA is checked again (pinned pages outlive a
+ * shrink, but what went through them is no longer the client's). */
+shm_status shm_operand_unstage(const shm_operand *o, const void *where, bool out, char *msg, size_t msglen);
 /* A CUDA region's operand: its device pointer (on reg->device), else NULL. */
 void *shm_operand_device(const shm_operand *o);
 

@@ -47,6 +47,7 @@ typedef struct vec_task {
     size_t reserved;      /* CREATE: bytes reserved in the quota */
     bool binary_out;
     shm_operand so;       /* values from (create, write) or into (read) a region */
+    bufpool_buf *vbuf;    /* their staging buffer when not by DMA */
     int shm_rc;           /* shm_status of a region that failed on the worker */
     int rc;
     spmv_error err;
@@ -89,42 +90,33 @@ static void task_free(vec_task *t)
     if (!t->values_from_body)
         free(t->values);
     shm_operand_close(&t->so);
+    bufpool_put(t->vbuf);
     free(t);
 }
 
 /* ------------------------------------------------------ on the worker */
 
-/* A region's values, or a place for them: the pinned pages themselves on
- * a GPU worker, else t->values (filled with pread for a write). */
-static void *region_values(vec_task *t, spmv_gpu_ctx *ctx)
+/* A region's values, or a place for them (shm_operand_stage): the pinned
+ * pages on a GPU worker, else a pooled buffer (filled with pread for a
+ * create or write). NULL with t->rc / t->shm_rc set. */
+static void *region_stage(vec_task *t, bufpool *pool, spmv_gpu_ctx *ctx)
 {
-    void *dma = ctx ? shm_operand_dma(&t->so) : NULL;
-    if ((t->shm_rc = shm_check_live(t->so.reg, t->err.message, sizeof t->err.message)))
-        return NULL;
-    if (dma)
-        return dma;
-    if (!(t->values = malloc(t->so.bytes ? t->so.bytes : 1))) {
+    void *where = NULL;
+    bool dma = ctx && shm_operand_dma(&t->so);
+    if (!dma && !(t->vbuf = bufpool_get(pool, t->so.bytes))) {
         t->rc = spmv_error_set(&t->err, SPMV_ERR_NOMEM, 0, "out of memory for %zu bytes", t->so.bytes);
         return NULL;
     }
-    if (t->op != VEC_READ && (t->shm_rc = shm_operand_read(&t->so, t->values, t->err.message, sizeof t->err.message)))
-        return NULL;
-    return t->values;
+    if ((t->shm_rc = shm_operand_stage(&t->so, ctx != NULL, dma ? NULL : t->vbuf->ptr, t->op != VEC_READ, &where,
+                                       t->err.message, sizeof t->err.message)))
+        t->rc = SPMV_ERR_INVALID;
+    return t->shm_rc ? NULL : where;
 }
 
-/* GET ?shm=: the values into the region, checked after. */
-static void read_into_region(vec_task *t, spmv_gpu_ctx *ctx)
+/* After the worker: values read into the region go there, DMA is checked. */
+static void region_unstage(vec_task *t, const void *where)
 {
-    void *dst = region_values(t, ctx);
-    if (!dst) {
-        t->rc = t->rc ? t->rc : SPMV_ERR_INVALID;
-        return;
-    }
-    if ((t->rc = spmv_vec_read(ctx, &t->v->v, dst, &t->err)) || (ctx && (t->rc = spmv_vec_sync(ctx, &t->err))))
-        return;
-    t->shm_rc = dst == t->values ? shm_operand_write(&t->so, dst, t->err.message, sizeof t->err.message)
-                                 : shm_check_live(t->so.reg, t->err.message, sizeof t->err.message);
-    if (t->shm_rc)
+    if ((t->shm_rc = shm_operand_unstage(&t->so, where, t->op == VEC_READ, t->err.message, sizeof t->err.message)))
         t->rc = SPMV_ERR_INVALID;
 }
 
@@ -132,18 +124,17 @@ static void vec_run(task *base, worker *w)
 {
     vec_task *t = (vec_task *)base;
     spmv_gpu_ctx *ctx = worker_gpu_ctx(w);
+    void *staged = NULL;
+    if (t->so.reg && !(staged = region_stage(t, w->d->iobufs, ctx)))
+        return;
     if (t->op == VEC_READ) {
-        if (t->so.reg)
-            read_into_region(t, ctx);
-        else
-            t->rc = spmv_vec_read(ctx, &t->v->v, t->values, &t->err);
+        if (!(t->rc = spmv_vec_read(ctx, &t->v->v, staged ? staged : t->values, &t->err)) && ctx)
+            t->rc = spmv_vec_sync(ctx, &t->err);
+        if (!t->rc && staged)
+            region_unstage(t, staged);
         return;
     }
-    const void *src = t->values;
-    if (t->so.reg && !(src = region_values(t, ctx))) {
-        t->rc = t->rc ? t->rc : SPMV_ERR_INVALID;
-        return;
-    }
+    const void *src = staged ? staged : t->values;
     spmv_vec nv = {0}, *dst = t->v ? &t->v->v : &nv;
     if (t->op == VEC_CREATE &&
         (t->rc = spmv_vec_alloc(ctx, ctx ? SPMV_DEVICE_GPU : SPMV_DEVICE_CPU, t->dtype, t->n, t->k, &nv, &t->err)))
@@ -156,9 +147,8 @@ static void vec_run(task *base, worker *w)
         t->rc = spmv_vec_write(ctx, dst, src, &t->err);
     if (t->rc == SPMV_OK && ctx)
         t->rc = spmv_vec_sync(ctx, &t->err); /* the answer says the values are there */
-    if (t->rc == SPMV_OK && t->so.reg && src != t->values && /* by DMA: were they still the client's? */
-        (t->shm_rc = shm_check_live(t->so.reg, t->err.message, sizeof t->err.message)))
-        t->rc = SPMV_ERR_INVALID;
+    if (t->rc == SPMV_OK && staged)
+        region_unstage(t, staged);
     if (t->op != VEC_CREATE)
         return;
     if (t->rc != SPMV_OK || !(t->v = rvec_new(w->d->vectors, w, &nv, t->like))) {

@@ -146,6 +146,14 @@ expect(call("POST", "/v1/matrices/%s/spmv" % b["id"], {"x": {"shm": "psm_x"}}, b
 expect(call("POST", "/v1/matrices/%s/spmv?x_shm=psm_x" % b["id"], binary=b"", base=OFF_URL), 403,
        "shm_disabled", "allow_shm off: binary spmv with ?x_shm")
 
+# ------------------------------------------------------- /v1/info
+st, info, _ = call("GET", "/v1/info")
+ok(info.get("shm", {}).get("enabled") is True and info["shm"].get("max_regions") == 64
+   and info.get("io_buffers", {}).get("pinned") is GPU and info["io_buffers"].get("max_idle_bytes") == 1 << 30,
+   "/v1/info: shm enabled, 64 regions at most; io_buffers page-locked exactly on a GPU host", info.get("shm"))
+st, info, _ = call("GET", "/v1/info", base=OFF_URL)
+ok(info.get("shm", {}).get("enabled") is False, "/v1/info of the daemon without allow_shm: shm disabled")
+
 # --------------------------------------------------- registration
 m = new_shm(4096)
 st, d, h = call("POST", "/v1/shm", {"name": m.name, "offset": 1024, "size": 2048})

@@ -250,7 +250,7 @@ int spmv_tune(const spmv_csr *a, const spmv_tune_options *opt, spmv_tune_run_fn 
     list = o.device == SPMV_DEVICE_GPU ? gpu_candidates : cpu_candidates;
     n = o.device == SPMV_DEVICE_GPU ? sizeof gpu_candidates / sizeof *list : sizeof cpu_candidates / sizeof *list;
     out->candidates = (int32_t)n;
-    s = (tune_state){a, &o, run, ctx, NULL, NULL, NULL, spmv_now_ms(), 0, 0, o.runs, out};
+    s = (tune_state){.a = a, .o = &o, .run = run, .ctx = ctx, .t0 = spmv_now_ms(), .runs_per = o.runs, .res = out};
     vs = spmv_dtype_size(a->dtype);
     s.x = malloc((size_t)(a->cols > 0 ? a->cols : 1) * vs * (size_t)o.k);
     s.y = malloc((size_t)(a->rows > 0 ? a->rows : 1) * vs * (size_t)o.k);

@@ -45,7 +45,7 @@ static json_t *formats_json(matrix *m)
     if (m->dev && m->dev_worker) {
         spmv_gpu_usage u;
         spmv_gpu_matrix_usage(m->dev, &u);
-        for (int b = 0; b < 5; b++)
+        for (int b = 0; b < SPMV_FORMAT_COUNT; b++)
             if (u.formats & (1u << b))
                 add_format(list, m->dev_worker->name, 1u << b, u.bytes[b], u.padding[b]);
     }
@@ -56,7 +56,7 @@ static json_t *formats_json(matrix *m)
 static json_t *pinned_json(matrix *m)
 {
     json_t *list = json_array();
-    for (unsigned f = 1; f <= SPMV_FMT_HYB; f <<= 1)
+    for (unsigned f = 1; f <= SPMV_FMT_PSELL; f <<= 1)
         if ((m->meta.formats | SPMV_FMT_CSR) & f)
             json_array_append_new(list, json_string(spmv_format_name((spmv_format)f)));
     return list;
@@ -70,7 +70,7 @@ static json_t *device_memory_json(matrix *m)
     if (m->dev && m->dev_worker)
         spmv_gpu_matrix_usage(m->dev, &u);
     json_t *per = json_object();
-    for (unsigned b = 0; b < 5; b++)
+    for (unsigned b = 0; b < SPMV_FORMAT_COUNT; b++)
         json_object_set_new(per, spmv_format_name((spmv_format)(1u << b)), json_integer((json_int_t)u.bytes[b]));
     return json_pack("{s:o, s:I, s:I, s:I}", "formats", per, "transpose", (json_int_t)u.transpose, "other",
                      (json_int_t)u.other, "total", (json_int_t)u.total);

@@ -186,7 +186,7 @@ static enum MHD_Result on_field(void *cls, enum MHD_ValueKind kind, const char *
     }
     static const char *const names[] = {"name", "dtype", "formats", "hack_size", "device"};
     char *bufs[] = {u->name, u->dtype, u->formats, u->hack_size, u->device};
-    for (size_t i = 0; i < 5; i++)
+    for (size_t i = 0; i < sizeof names / sizeof names[0]; i++)
         if (strcmp(key, names[i]) == 0) {
             if (field_append(bufs[i], data, off, size) != 0) {
                 api_error(r, 400, "bad_request", "form field `%s` is longer than %d bytes", key, FIELD_MAX - 1);

@@ -78,7 +78,7 @@ int matrix_new_from_csr(const matfile_meta *meta, spmv_csr *csr, unsigned format
         m->host.limits = *lim;
     m->host.csr = *csr;
     memset(csr, 0, sizeof *csr);
-    for (unsigned f = SPMV_FMT_COO; f <= SPMV_FMT_HYB; f <<= 1) {
+    for (unsigned f = SPMV_FMT_COO; f <= SPMV_FMT_PSELL; f <<= 1) {
         if (!(formats & f) || f == SPMV_FMT_CSR)
             continue;
         int rc = spmv_matrix_add_format(&m->host, (spmv_format)f, err);

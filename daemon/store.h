@@ -41,8 +41,8 @@ typedef struct matrix {
     spmv_matrix host;
     struct worker *dev_worker;  /* NULL: held on the host only */
     void *dev;                  /* device copy, opaque outside the worker (spmv_gpu_matrix_usage reads it live) */
-    uint64_t host_use[5];       /* when each host format was last read (LRU of the host format cache), under `lock` */
-    int host_busy[5];           /* CPU kernels reading each host format now (never evicted then), under `lock` */
+    uint64_t host_use[SPMV_FORMAT_COUNT];       /* when each host format was last read (LRU of the host format cache), under `lock` */
+    int host_busy[SPMV_FORMAT_COUNT];           /* CPU kernels reading each host format now (never evicted then), under `lock` */
     matrix_tuning tuned;        /* `auto`'s choice, under `lock` */
     matrix_tuning tuned_k[8];   /* `auto`'s choices for k > 1 columns (kernel NULL: free), under `lock` */
     int32_t tuned_k_cols[8];

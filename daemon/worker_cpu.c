@@ -33,7 +33,7 @@ static bool evict_one(spmvd *d)
         matrix *m = list[j];
         unsigned pinned = matrix_host_pinned(m);
         pthread_mutex_lock(&m->lock);
-        for (int i = 0; i < 5; i++) {
+        for (int i = 0; i < SPMV_FORMAT_COUNT; i++) {
             unsigned f = 1u << i;
             if ((m->host.formats & f) && !(pinned & f) && m->host_busy[i] == 0 && m->host_use[i] < oldest) {
                 oldest = m->host_use[i];
@@ -136,7 +136,7 @@ void worker_cpu_trim(matrix *m, unsigned keep)
 {
     unsigned pinned = matrix_host_pinned(m);
     pthread_mutex_lock(&m->lock);
-    for (int i = 0; i < 5; i++) {
+    for (int i = 0; i < SPMV_FORMAT_COUNT; i++) {
         unsigned f = 1u << i;
         if ((m->host.formats & f) && !(pinned & f) && !(keep & f) && m->host_busy[i] == 0)
             spmv_matrix_drop_format(&m->host, (spmv_format)f);

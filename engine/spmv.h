@@ -75,11 +75,17 @@ typedef enum spmv_format {
     SPMV_FMT_ELL = 1u << 2,
     SPMV_FMT_HLL = 1u << 3,
     SPMV_FMT_HYB = 1u << 4,
+    SPMV_FMT_PCSR = 1u << 5,   /* packed CSR: compressed columns and values (spmv_pcsr) */
+    SPMV_FMT_PSELL = 1u << 6,  /* packed sliced ELL: the same on 32-row slices (spmv_psell) */
 } spmv_format;
-#define SPMV_FMT_ALL (SPMV_FMT_COO | SPMV_FMT_CSR | SPMV_FMT_ELL | SPMV_FMT_HLL | SPMV_FMT_HYB)
+#define SPMV_FMT_ALL (SPMV_FMT_COO | SPMV_FMT_CSR | SPMV_FMT_ELL | SPMV_FMT_HLL | SPMV_FMT_HYB | SPMV_FMT_PCSR | \
+                      SPMV_FMT_PSELL)
+/* Number of formats: the length of per-format arrays. */
+#define SPMV_FORMAT_COUNT 7
 
 const char *spmv_format_name(spmv_format f);         /* "coo", "csr", ... */
-/* log2 of the bit, 0..4: the index of per-format arrays (bytes[5], ...); 5 for anything else. */
+/* log2 of the bit, 0..SPMV_FORMAT_COUNT-1: the index of per-format arrays
+ * (bytes[SPMV_FORMAT_COUNT], ...); SPMV_FORMAT_COUNT for anything else. */
 int spmv_format_index(spmv_format f);
 /* Parses a comma-separated list ("csr,ell,hll") into a mask. */
 int spmv_formats_parse(const char *list, unsigned *mask, spmv_error *err);
@@ -142,6 +148,78 @@ typedef struct spmv_hyb {
     spmv_coo coo;
 } spmv_hyb;
 
+/* Lossless value compression, shared by the packed formats (engine/packed.c,
+ * docs/kernels.md "Packed formats"). The distinct values of the matrix,
+ * compared bit for bit (so -0.0 and 0.0, or two NaNs with other payloads,
+ * stay distinct), form `table`, in ascending order of their bit patterns
+ * read as unsigned integers of the dtype's width; an entry stores its index
+ * in the table. The mode is the one with the fewest bytes for nnz entries
+ * (ties: the first listed): CONST (one distinct value: no per-entry storage;
+ * pattern-only matrices), U8 (1-byte codes, at most 256 distinct), U16
+ * (2-byte codes, at most 65 536), RAW (the values themselves; also when
+ * nnz is 0). Host and device build the same arrays. */
+typedef enum spmv_vcode {
+    SPMV_VCODE_RAW = 0,
+    SPMV_VCODE_CONST = 1,
+    SPMV_VCODE_U8 = 2,
+    SPMV_VCODE_U16 = 3,
+} spmv_vcode;
+
+const char *spmv_vcode_name(spmv_vcode mode);      /* "raw", "const", "u8", "u16" */
+
+typedef struct spmv_packed_values {
+    spmv_vcode mode;
+    int32_t ntable;           /* values in table (0 for RAW) */
+    void *table;              /* ntable values of the dtype */
+    void *data;               /* per entry: RAW values of the dtype, U8 uint8_t or U16 uint16_t codes; CONST NULL */
+} spmv_packed_values;
+
+/* Packed CSR: the CSR's row_ptr (borrowed, not owned: a PCSR lives no
+ * longer than the CSR it was built from) with columns stored as deltas
+ * from a per-row base in `idx_bytes` (1 or 2) bytes, or as themselves
+ * (idx_bytes 4, base NULL). With 1 or 2: base[i] >= 0 is row i's first
+ * column and entry j of the row has column base[i] + idx[j]; a row whose
+ * last column minus first passes 255 (65 535) is "wide": base[i] = -1 - w
+ * and its columns are wide_col[w ...] (its idx entries are 0). The width
+ * is the one with the fewest bytes (ties: narrower). Values entry j. */
+typedef struct spmv_pcsr {
+    int32_t rows, cols;
+    int64_t nnz;
+    spmv_dtype dtype;
+    const int32_t *row_ptr;   /* the CSR's */
+    int32_t idx_bytes;        /* 1, 2 or 4 */
+    int32_t *base;            /* rows entries (NULL when idx_bytes is 4) */
+    void *idx;                /* nnz entries of idx_bytes */
+    int64_t wide_nnz;         /* columns held in wide_col */
+    int32_t *wide_col;
+    spmv_packed_values v;
+} spmv_pcsr;
+
+/* Packed sliced ELL: slices of SPMV_PSELL_C rows (one warp), each an ELL
+ * block of its own width (its longest row), column-major: slot k of local
+ * row r of slice s is entry e = (slot_off[s] + k) * C + r. Column indices
+ * of slice s are idx_bytes[s] bytes wide at idx + idx_off[s] + (k*C + r) *
+ * idx_bytes[s]: with 1 or 2, the column is base[slot_off[s] + k] + the
+ * entry (base: the smallest column in that slot of the slice's rows); with
+ * 4, the column itself. An entry of all ones (0xff, 0xffff, -1) is padding
+ * (rows shorter than the slice, rows past `rows` in the last slice): so a
+ * slice takes 1 byte when every slot's columns span at most 254, 2 when at
+ * most 65 534, else 4. Values entry e (padding: code 0 or value 0). */
+#define SPMV_PSELL_C 32
+typedef struct spmv_psell {
+    int32_t rows, cols;
+    int64_t nnz;
+    spmv_dtype dtype;
+    int32_t nslices;
+    int64_t slots;            /* slot_off[nslices] * C: entries with padding */
+    int64_t *slot_off;        /* nslices + 1: cumulative slice widths */
+    int64_t *idx_off;         /* nslices + 1: byte offset of each slice's indices */
+    uint8_t *idx_bytes;       /* nslices: 1, 2 or 4 */
+    int32_t *base;            /* slot_off[nslices] */
+    uint8_t *idx;             /* idx_off[nslices] bytes */
+    spmv_packed_values v;     /* `slots` entries */
+} spmv_psell;
+
 /* Bytes held by a format (all arrays) and its padding ratio (slots stored /
  * nnz; 1.0 for CSR and COO, 1.0 when nnz is 0). */
 typedef struct spmv_format_info {
@@ -154,6 +232,8 @@ spmv_format_info spmv_csr_info(const spmv_csr *m);
 spmv_format_info spmv_ell_info(const spmv_ell *m);
 spmv_format_info spmv_hll_info(const spmv_hll *m);
 spmv_format_info spmv_hyb_info(const spmv_hyb *m);
+spmv_format_info spmv_pcsr_info(const spmv_pcsr *m);   /* without the borrowed row_ptr */
+spmv_format_info spmv_psell_info(const spmv_psell *m);
 
 /* The one padding rule (engine/limits.c, docs/kernels.md "Device memory"):
  * a derived format (COO, ELL, HLL, HYB, and the SELL cuSPARSE reads, which
@@ -192,6 +272,8 @@ void spmv_csr_free(spmv_csr *m);
 void spmv_ell_free(spmv_ell *m);
 void spmv_hll_free(spmv_hll *m);
 void spmv_hyb_free(spmv_hyb *m);
+void spmv_pcsr_free(spmv_pcsr *m);
+void spmv_psell_free(spmv_psell *m);
 
 /* Host conversions. Outputs are freshly allocated; on failure nothing is
  * left allocated in *out. `max_slots` bounds padded ELL storage (0: no bound
@@ -205,6 +287,12 @@ int spmv_csr_to_hyb(const spmv_csr *in, int32_t width, spmv_hyb *out, spmv_error
 int spmv_ell_to_coo(const spmv_ell *in, spmv_coo *out, spmv_error *err);
 int spmv_hll_to_coo(const spmv_hll *in, spmv_coo *out, spmv_error *err);
 int spmv_hyb_to_coo(const spmv_hyb *in, spmv_coo *out, spmv_error *err);
+/* The packed formats (layouts above), built under the padding rule lim
+ * (PSELL's slots; NULL: no bound); and back to COO (tests). */
+int spmv_csr_to_pcsr(const spmv_csr *in, const spmv_format_limits *lim, spmv_pcsr *out, spmv_error *err);
+int spmv_csr_to_psell(const spmv_csr *in, const spmv_format_limits *lim, spmv_psell *out, spmv_error *err);
+int spmv_pcsr_to_coo(const spmv_pcsr *in, spmv_coo *out, spmv_error *err);
+int spmv_psell_to_coo(const spmv_psell *in, spmv_coo *out, spmv_error *err);
 /* Copies values to another dtype (same structure). */
 int spmv_coo_convert(const spmv_coo *in, spmv_dtype dtype, spmv_coo *out, spmv_error *err);
 /* Deep copy. */
@@ -344,6 +432,8 @@ typedef struct spmv_matrix {
     spmv_ell ell;          /* valid if formats & SPMV_FMT_ELL */
     spmv_hll hll;          /* valid if formats & SPMV_FMT_HLL */
     spmv_hyb hyb;          /* valid if formats & SPMV_FMT_HYB */
+    spmv_pcsr pcsr;        /* valid if formats & SPMV_FMT_PCSR (borrows csr.row_ptr) */
+    spmv_psell psell;      /* valid if formats & SPMV_FMT_PSELL */
     spmv_format_limits limits; /* what every format built for it obeys (spmv_matrix_build's) */
 } spmv_matrix;
 
@@ -486,8 +576,8 @@ typedef struct spmv_gpu_matrix spmv_gpu_matrix;
 
 typedef struct spmv_gpu_upload_stats {
     double transfer_ms, convert_ms;
-    size_t bytes[5];          /* device bytes per format, index log2(SPMV_FMT_*) */
-    double padding[5];
+    size_t bytes[SPMV_FORMAT_COUNT]; /* device bytes per format, index log2(SPMV_FMT_*) */
+    double padding[SPMV_FORMAT_COUNT];
     unsigned formats;         /* formats held on the device */
 } spmv_gpu_upload_stats;
 
@@ -510,8 +600,9 @@ size_t spmv_gpu_matrix_bytes(const spmv_gpu_matrix *m);
  * are atomic): the descriptor and /metrics read it. */
 typedef struct spmv_gpu_usage {
     unsigned formats;         /* SPMV_FMT_* held */
-    size_t bytes[5];          /* per format, index log2(SPMV_FMT_*) (COO: its row array; it shares CSR's col/val) */
-    double padding[5];        /* slots / nnz of each format held */
+    size_t bytes[SPMV_FORMAT_COUNT]; /* per format, index log2(SPMV_FMT_*) (COO: its row array; it shares CSR's
+                                      * col/val; PCSR: without the CSR's row_ptr it reads) */
+    double padding[SPMV_FORMAT_COUNT]; /* slots / nnz of each format held */
     size_t transpose;         /* Aᵀ, once op t has been used */
     size_t other;             /* x and y buffers, cuSPARSE buffers, kernel caches */
     size_t total;             /* all of the above: spmv_gpu_matrix_bytes */

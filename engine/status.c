@@ -47,7 +47,7 @@ int spmv_error_set(spmv_error *err, int status, int64_t line, const char *fmt, .
 int spmv_format_index(spmv_format f)
 {
     int i = 0;
-    while (i < 5 && (1u << i) != (unsigned)f)
+    while (i < SPMV_FORMAT_COUNT && (1u << i) != (unsigned)f)
         i++;
     return i;
 }
@@ -70,11 +70,11 @@ int spmv_dtype_parse(const char *name, spmv_dtype *out)
     return SPMV_ERR_INVALID;
 }
 
-static const char *const format_names[] = {"coo", "csr", "ell", "hll", "hyb"};
+static const char *const format_names[SPMV_FORMAT_COUNT] = {"coo", "csr", "ell", "hll", "hyb", "pcsr", "psell"};
 
 const char *spmv_format_name(spmv_format f)
 {
-    for (unsigned i = 0; i < 5; i++)
+    for (unsigned i = 0; i < SPMV_FORMAT_COUNT; i++)
         if (f == (1u << i))
             return format_names[i];
     return "?";
@@ -88,12 +88,12 @@ int spmv_formats_parse(const char *list, unsigned *mask, spmv_error *err)
         size_t n = strcspn(p, ", ");
         if (n > 0) {
             unsigned i;
-            for (i = 0; i < 5; i++)
+            for (i = 0; i < SPMV_FORMAT_COUNT; i++)
                 if (strlen(format_names[i]) == n && strncasecmp(p, format_names[i], n) == 0)
                     break;
-            if (i == 5)
+            if (i == SPMV_FORMAT_COUNT)
                 return spmv_error_set(err, SPMV_ERR_INVALID, 0,
-                                      "unknown format '%.*s' in formats (expected coo, csr, ell, hll, hyb)",
+                                      "unknown format '%.*s' in formats (expected coo, csr, ell, hll, hyb, pcsr, psell)",
                                       (int)(n > 32 ? 32 : n), p);
             m |= 1u << i;
         }

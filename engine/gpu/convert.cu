@@ -718,7 +718,7 @@ extern "C" void spmv_gpu_matrix_usage(const spmv_gpu_matrix *m, spmv_gpu_usage *
     if (!m)
         return;
     u->formats = m->formats;
-    for (unsigned i = 0; i < 5; i++) {
+    for (unsigned i = 0; i < SPMV_FORMAT_COUNT; i++) {
         u->bytes[i] = m->cat_bytes[i];
         u->padding[i] = format_padding(m, (spmv_format)(1u << i));
     }
@@ -770,7 +770,7 @@ bool gpu_evict(spmv_gpu_ctx *ctx)
     spmv_format vf = SPMV_FMT_CSR;
     uint64_t oldest = UINT64_MAX;
     for (spmv_gpu_matrix *m : ctx->mats)
-        for (unsigned i = 0; i < 5; i++) {
+        for (unsigned i = 0; i < SPMV_FORMAT_COUNT; i++) {
             spmv_format f = (spmv_format)(1u << i);
             if (evictable(m, f) && m->last_use[i] < oldest) {
                 oldest = m->last_use[i];
@@ -790,7 +790,7 @@ extern "C" void spmv_gpu_matrix_trim(spmv_gpu_ctx *ctx, spmv_gpu_matrix *m, unsi
     if (!ctx || !m)
         return;
     cudaSetDevice(ctx->device);
-    for (unsigned i = 0; i < 5; i++) {
+    for (unsigned i = 0; i < SPMV_FORMAT_COUNT; i++) {
         spmv_format f = (spmv_format)(1u << i);
         if (!(keep & f) && evictable(m, f))
             gpu_drop_format(ctx, m, f);
@@ -987,7 +987,7 @@ extern "C" int spmv_gpu_matrix_upload(spmv_gpu_ctx *ctx, const spmv_coo *coo, sp
     if (stats) {
         stats->convert_ms = elapsed_ms(ctx);
         stats->formats = m->formats;
-        for (unsigned i = 0; i < 5; i++) {
+        for (unsigned i = 0; i < SPMV_FORMAT_COUNT; i++) {
             stats->bytes[i] = m->cat_bytes[i];
             stats->padding[i] = format_padding(m, (spmv_format)(1u << i));
         }

@@ -129,7 +129,7 @@ struct gpu_fast {
 /* What a device allocation of a matrix is counted as: its format (index
  * log2(SPMV_FMT_*)), its transpose's arrays, or "other" (x and y buffers,
  * cuSPARSE buffers, kernel caches, staging during upload). */
-enum { GPU_CAT_TRANSPOSE = 5, GPU_CAT_OTHER = 6, GPU_CATS = 7 };
+enum { GPU_CAT_TRANSPOSE = SPMV_FORMAT_COUNT, GPU_CAT_OTHER = SPMV_FORMAT_COUNT + 1, GPU_CATS = SPMV_FORMAT_COUNT + 2 };
 
 static inline int gpu_cat_of(spmv_format f) { return spmv_format_index(f); }
 
@@ -147,7 +147,7 @@ struct spmv_gpu_matrix {
     std::atomic<unsigned> formats; /* SPMV_FMT_* held now (read by other threads: spmv_gpu_matrix_usage) */
     unsigned pinned;             /* CSR and the upload's formats: never evicted */
     unsigned busy;               /* formats the running call reads: never evicted under it */
-    uint64_t last_use[5];        /* ctx->tick of each format's last use (LRU eviction) */
+    uint64_t last_use[SPMV_FORMAT_COUNT];        /* ctx->tick of each format's last use (LRU eviction) */
     int cat = GPU_CAT_OTHER;     /* GPU_CAT_* new allocations count under */
     struct spmv_gpu_matrix *parent; /* for a transpose: the matrix it belongs to */
     int32_t max_row;             /* longest row */
@@ -172,7 +172,7 @@ struct spmv_gpu_matrix {
     std::vector<gpu_alloc_rec> allocs;
     size_t bytes;                /* sum of allocs */
     std::atomic<size_t> cat_bytes[GPU_CATS]; /* allocs by category (transpose: its bytes) */
-    std::atomic<int64_t> slots[5];           /* slots of each padded format held (padding ratio) */
+    std::atomic<int64_t> slots[SPMV_FORMAT_COUNT];           /* slots of each padded format held (padding ratio) */
 };
 
 /* SPMV_ERR_LIMIT naming `what` when m holds 64-bit row offsets (past

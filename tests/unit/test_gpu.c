@@ -278,7 +278,7 @@ static bool accounting_ok(const char *label, const spmv_kernel *k, spmv_gpu_matr
         return false;
     spmv_gpu_matrix_usage(gm, &u);
     size_t sum = u.transpose + u.other;
-    for (int b = 0; b < 5; b++)
+    for (int b = 0; b < SPMV_FORMAT_COUNT; b++)
         sum += u.bytes[b];
     if (info.mem_used_by_spmvd != u.total + info.mem_scratch + fx.base_used || sum != u.total) {
         print_message("# FAIL accounting after %s on %s: used_by_spmvd %zu, matrix %zu (categories %zu) + scratch "

@@ -77,6 +77,14 @@ static const spmv_kernel kernels[] = {
     {"gpu.csr.spmm", SPMV_DEVICE_GPU, SPMV_FMT_CSR, BS,
      "SpMM: a warp per row, all k columns of x in one pass over A (register tiles of up to 8 columns)",
      SPMV_OP_SPMV, SPMV_MAX_K},
+    {"gpu.pcsr", SPMV_DEVICE_GPU, SPMV_FMT_PCSR, BS | P(SPMV_PARAM_THREADS),
+     "packed CSR (built on first use): 1/2-byte column deltas from a per-row base, values as 1/2-byte codes "
+     "into a table of the distinct values (none when all are equal); `threads` lanes per row (1..32, 0: from "
+     "the mean row length)", SPMV_OP_SPMV, 1},
+    {"gpu.psell", SPMV_DEVICE_GPU, SPMV_FMT_PSELL, BS,
+     "packed sliced ELL (built on first use): a warp per 32-row slice, 1/2-byte column deltas from a base "
+     "per slice and slot, values as codes into a table kept in shared memory (none when all are equal)",
+     SPMV_OP_SPMV, 1},
     {"auto", SPMV_DEVICE_GPU, SPMV_FMT_CSR, 0,
      "tunes on first use (or POST /v1/matrices/{id}/tune): times candidate kernels x parameters of the "
      "matrix's device within a budget, keeps the fastest verified one with the matrix (the best cuSPARSE "
@@ -156,7 +164,7 @@ static int check_special(const spmv_kernel *k, const spmv_params *r, spmv_error 
         return spmv_error_set(err, SPMV_ERR_INVALID, 0,
                               "%s: threads %d per row must be 0 (auto) or a power of two in 2..32",
                               k->name, t);
-    if (strcmp(k->name, "gpu.csr.light") == 0 && t != 0 && (t > 32 || (t & (t - 1))))
+    if ((strcmp(k->name, "gpu.csr.light") == 0 || strcmp(k->name, "gpu.pcsr") == 0) && t != 0 && (t > 32 || (t & (t - 1))))
         return spmv_error_set(err, SPMV_ERR_INVALID, 0,
                               "%s: threads %d per row must be 0 (auto) or a power of two in 1..32", k->name, t);
     return SPMV_OK;

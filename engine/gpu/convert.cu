@@ -209,28 +209,8 @@ static unsigned stride_grid(const spmv_gpu_ctx *ctx, int64_t n)
     return (unsigned)(want < 1 ? 1 : want < cap ? want : cap);
 }
 
-/* Runs a CUB device algorithm: asks its temporary-storage size, allocates
- * it (tracked, so the reserve applies), runs it, frees it. */
-template <typename F>
-static int cub_run(spmv_gpu_ctx *ctx, spmv_gpu_matrix *m, const char *what, spmv_error *err, F f)
-{
-    size_t bytes = 0;
-    void *tmp = NULL;
-    cudaError_t e = f((void *)NULL, bytes);
-    if (e != cudaSuccess)
-        return gpu_cuda_error(e, err, what);
-    int st = gpu_alloc(ctx, m, &tmp, bytes ? bytes : 16, what, err);
-    if (st)
-        return st;
-    e = f(tmp, bytes);
-    if (e == cudaSuccess)
-        e = cudaStreamSynchronize(ctx->stream);
-    gpu_release(ctx, m, tmp);
-    return e == cudaSuccess ? SPMV_OK : gpu_cuda_error(e, err, what);
-}
-
-static int copy_to_host(spmv_gpu_ctx *ctx, void *dst, const void *src, size_t bytes, const char *what,
-                        spmv_error *err)
+int gpu_copy_to_host(spmv_gpu_ctx *ctx, void *dst, const void *src, size_t bytes, const char *what,
+                     spmv_error *err)
 {
     cudaError_t e = cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToHost, ctx->stream);
     if (e == cudaSuccess)
@@ -304,7 +284,7 @@ static int check_order(spmv_gpu_ctx *ctx, spmv_gpu_matrix *m, const struct stage
     check_triplets<<<stride_grid(ctx, m->nnz), FILL_BLOCK, 0, ctx->stream>>>(m->nnz, m->rows, m->cols, s->row,
                                                                              s->col, d_flags);
     if (!(st = gpu_check_launch(err, "check_triplets")))
-        st = copy_to_host(ctx, flags, d_flags, sizeof(unsigned), "reading the check flags", err);
+        st = gpu_copy_to_host(ctx, flags, d_flags, sizeof(unsigned), "reading the check flags", err);
     gpu_release(ctx, m, d_flags);
     if (!st && (*flags & 1u))
         st = spmv_error_set(err, SPMV_ERR_INVALID, 0, "COO has an index outside its %d x %d shape", m->rows,
@@ -338,7 +318,7 @@ static int sort_and_sum(spmv_gpu_ctx *ctx, spmv_gpu_matrix *m, struct staged *s,
     make_keys<<<stride_grid(ctx, n), FILL_BLOCK, 0, ctx->stream>>>(n, m->cols, s->row, s->col, keys, perm);
     if ((st = gpu_check_launch(err, "make_keys")))
         goto done;
-    if ((st = cub_run(ctx, m, "radix sort of the COO", err, [&](void *t, size_t &b) {
+    if ((st = gpu_cub_run(ctx, m, "radix sort of the COO", err, [&](void *t, size_t &b) {
              return cub::DeviceRadixSort::SortPairs(t, b, keys, keys2, perm, perm2, (int)n, 0, end_bit, ctx->stream);
          })))
         goto done;
@@ -352,12 +332,12 @@ static int sort_and_sum(spmv_gpu_ctx *ctx, spmv_gpu_matrix *m, struct staged *s,
     if ((st = gpu_alloc(ctx, m, (void **)&d_runs, sizeof(int32_t), "run count", err)))
         goto done;
     /* keys2 sorted -> keys unique; val2 -> m->val summed. */
-    if ((st = cub_run(ctx, m, "duplicate summing", err, [&](void *t, size_t &b) {
+    if ((st = gpu_cub_run(ctx, m, "duplicate summing", err, [&](void *t, size_t &b) {
              return cub::DeviceReduce::ReduceByKey(t, b, keys2, keys, val2, (T *)m->val, d_runs, add_op(), (int)n,
                                                    ctx->stream);
          })))
         goto done;
-    if ((st = copy_to_host(ctx, &runs, d_runs, sizeof runs, "reading the run count", err)))
+    if ((st = gpu_copy_to_host(ctx, &runs, d_runs, sizeof runs, "reading the run count", err)))
         goto done;
     m->nnz = runs;
     split_keys<<<stride_grid(ctx, runs), FILL_BLOCK, 0, ctx->stream>>>(runs, m->cols, keys, s->row, s->col);
@@ -390,17 +370,17 @@ static int build_csr(spmv_gpu_ctx *ctx, spmv_gpu_matrix *m, const int32_t *row, 
         if ((st = gpu_check_launch(err, "count_rows")))
             goto done;
     }
-    if ((st = cub_run(ctx, m, "row pointer scan", err, [&](void *t, size_t &b) {
+    if ((st = gpu_cub_run(ctx, m, "row pointer scan", err, [&](void *t, size_t &b) {
              return cub::DeviceScan::ExclusiveSum(t, b, counts, m->row_ptr, (int)n1, ctx->stream);
          })))
         goto done;
     m->max_row = 0;
     if (m->rows > 0) {
-        if ((st = cub_run(ctx, m, "longest row", err, [&](void *t, size_t &b) {
+        if ((st = gpu_cub_run(ctx, m, "longest row", err, [&](void *t, size_t &b) {
                  return cub::DeviceReduce::Max(t, b, counts, d_max, (int)m->rows, ctx->stream);
              })))
             goto done;
-        st = copy_to_host(ctx, &m->max_row, d_max, 4, "reading the longest row", err);
+        st = gpu_copy_to_host(ctx, &m->max_row, d_max, 4, "reading the longest row", err);
     }
 done:
     gpu_release(ctx, m, counts);
@@ -477,11 +457,11 @@ static int fill_hll(spmv_gpu_ctx *ctx, spmv_gpu_matrix *m, int32_t hack, struct 
                                                            counts);
     if ((st = gpu_check_launch(err, "hll_slice_widths")))
         goto done;
-    if ((st = cub_run(ctx, m, "HLL offset scan", err, [&](void *t, size_t &b) {
+    if ((st = gpu_cub_run(ctx, m, "HLL offset scan", err, [&](void *t, size_t &b) {
              return cub::DeviceScan::ExclusiveSum(t, b, counts, h->slice_off, (int)(ns + 1), ctx->stream);
          })))
         goto done;
-    if ((st = copy_to_host(ctx, &h->slots, h->slice_off + ns, 8, "reading the HLL size", err)))
+    if ((st = gpu_copy_to_host(ctx, &h->slots, h->slice_off + ns, 8, "reading the HLL size", err)))
         goto done;
     if ((st = gpu_array_bytes(h->slots, 4, &cb, err, "HLL")) || (st = gpu_array_bytes(h->slots, sizeof(T), &vb, err, "HLL")) ||
         (st = spmv_format_check(&ctx->limits, SPMV_FMT_HLL, m->nnz, h->slots,
@@ -517,11 +497,11 @@ static int hyb_width(spmv_gpu_ctx *ctx, spmv_gpu_matrix *m, int32_t *width, spmv
     row_lengths<<<FILL_GRID(m->rows), 0, ctx->stream>>>(m->rows, m->row_ptr, len);
     if ((st = gpu_check_launch(err, "row_lengths")))
         goto done;
-    if ((st = cub_run(ctx, m, "row length sort", err, [&](void *t, size_t &b) {
+    if ((st = gpu_cub_run(ctx, m, "row length sort", err, [&](void *t, size_t &b) {
              return cub::DeviceRadixSort::SortKeys(t, b, len, sorted, (int)m->rows, 0, 32, ctx->stream);
          })))
         goto done;
-    st = copy_to_host(ctx, width, sorted + need - 1, 4, "reading the HYB width", err);
+    st = gpu_copy_to_host(ctx, width, sorted + need - 1, 4, "reading the HYB width", err);
 done:
     gpu_release(ctx, m, len);
     gpu_release(ctx, m, sorted);
@@ -543,11 +523,11 @@ static int fill_hyb(spmv_gpu_ctx *ctx, spmv_gpu_matrix *m, spmv_error *err)
     hyb_counts<<<FILL_GRID(n1), 0, ctx->stream>>>(m->rows, width, m->row_ptr, cnt);
     if ((st = gpu_check_launch(err, "hyb_counts")))
         goto done;
-    if ((st = cub_run(ctx, m, "HYB offset scan", err, [&](void *t, size_t &b) {
+    if ((st = gpu_cub_run(ctx, m, "HYB offset scan", err, [&](void *t, size_t &b) {
              return cub::DeviceScan::ExclusiveSum(t, b, cnt, off, (int)n1, ctx->stream);
          })))
         goto done;
-    if ((st = copy_to_host(ctx, &total, off + m->rows, 4, "reading the HYB COO size", err)))
+    if ((st = gpu_copy_to_host(ctx, &total, off + m->rows, 4, "reading the HYB COO size", err)))
         goto done;
     /* the padding rule on both parts, before either is allocated */
     if ((st = spmv_format_check(&ctx->limits, SPMV_FMT_HYB, m->nnz, (int64_t)width * m->rows + total,
@@ -620,14 +600,24 @@ int gpu_ensure_format(spmv_gpu_ctx *ctx, spmv_gpu_matrix *m, spmv_format f, spmv
         if (st)
             free_hyb(ctx, m);
         break;
+    case SPMV_FMT_PCSR:
+        if ((st = gpu_build_pcsr(ctx, m, err)))
+            gpu_free_pcsr(ctx, m);
+        break;
+    case SPMV_FMT_PSELL:
+        if ((st = gpu_build_psell(ctx, m, err)))
+            gpu_free_psell(ctx, m);
+        break;
     default:
         return spmv_error_set(err, SPMV_ERR_INVALID, 0, "unknown format %u", (unsigned)f);
     }
     if (!st)
         st = sync_stream(ctx, err, spmv_format_name(f));
     if (!st) {
-        m->slots[gpu_cat_of(f)] = f == SPMV_FMT_ELL ? m->ell.slots
-                                  : f == SPMV_FMT_HYB ? m->hyb.ell.slots + m->hyb.coo_nnz : m->nnz;
+        m->slots[gpu_cat_of(f)] = f == SPMV_FMT_ELL     ? m->ell.slots
+                                  : f == SPMV_FMT_HYB   ? m->hyb.ell.slots + m->hyb.coo_nnz
+                                  : f == SPMV_FMT_PSELL ? m->psell.slots
+                                                        : m->nnz;
         m->formats |= f;
         gpu_touch(ctx, m, f);
     }
@@ -689,6 +679,8 @@ size_t gpu_format_bytes(const spmv_gpu_matrix *m, spmv_format f)
     case SPMV_FMT_ELL: return (size_t)m->ell.slots * (4 + vs);
     case SPMV_FMT_HLL: return gpu_hll_bytes(m, &m->hll);
     case SPMV_FMT_HYB: return (size_t)m->hyb.ell.slots * (4 + vs) + (size_t)m->hyb.coo_nnz * (8 + vs);
+    case SPMV_FMT_PCSR: return gpu_pcsr_bytes(m);
+    case SPMV_FMT_PSELL: return gpu_psell_bytes(m);
     default: return 0;
     }
 }
@@ -698,7 +690,9 @@ static double format_padding(const spmv_gpu_matrix *m, spmv_format f)
     int64_t slots = m->slots[gpu_cat_of(f)];
     if (!(m->formats & f) || m->nnz == 0)
         return 1.0;
-    return f == SPMV_FMT_ELL || f == SPMV_FMT_HLL || f == SPMV_FMT_HYB ? (double)slots / (double)m->nnz : 1.0;
+    return f == SPMV_FMT_ELL || f == SPMV_FMT_HLL || f == SPMV_FMT_HYB || f == SPMV_FMT_PSELL
+               ? (double)slots / (double)m->nnz
+               : 1.0;
 }
 
 /* Read by any thread (the descriptor, /metrics) while the owner's thread
@@ -748,6 +742,12 @@ void gpu_drop_format(spmv_gpu_ctx *ctx, spmv_gpu_matrix *m, spmv_format f)
         break;
     case SPMV_FMT_HYB:
         free_hyb(ctx, m);
+        break;
+    case SPMV_FMT_PCSR:
+        gpu_free_pcsr(ctx, m);
+        break;
+    case SPMV_FMT_PSELL:
+        gpu_free_psell(ctx, m);
         break;
     default:
         return;
@@ -913,7 +913,7 @@ static int convert_all(spmv_gpu_ctx *ctx, spmv_gpu_matrix *m, const spmv_coo *co
     /* Pinned formats are built now; one the padding rule refuses is
      * skipped (its bit stays clear, its kernels answer why), one that does
      * not fit fails the upload. */
-    static const spmv_format order[] = {SPMV_FMT_ELL, SPMV_FMT_HLL, SPMV_FMT_HYB};
+    static const spmv_format order[] = {SPMV_FMT_ELL, SPMV_FMT_HLL, SPMV_FMT_HYB, SPMV_FMT_PCSR, SPMV_FMT_PSELL};
     for (spmv_format f : order) {
         if (!(formats & f))
             continue;
@@ -1041,7 +1041,7 @@ static int download_array(spmv_gpu_ctx *ctx, const void *src, int64_t n, size_t 
         return spmv_error_set(err, SPMV_ERR_NOMEM, 0, "download: cannot allocate %zu bytes", bytes);
     if (bytes == 0)
         return SPMV_OK;
-    return copy_to_host(ctx, *out, src, bytes, "download", err);
+    return gpu_copy_to_host(ctx, *out, src, bytes, "download", err);
 }
 
 static int download_csr(spmv_gpu_ctx *ctx, const spmv_gpu_matrix *m, spmv_csr *c, spmv_error *err)
@@ -1106,12 +1106,70 @@ static int download_coo(spmv_gpu_ctx *ctx, const spmv_gpu_matrix *m, const int32
     return SPMV_OK;
 }
 
+static int download_values(spmv_gpu_ctx *ctx, const spmv_gpu_matrix *m, const struct gpu_packed_values *g,
+                           int64_t n, spmv_packed_values *v, spmv_error *err)
+{
+    size_t vs = vsize(m);
+    size_t code = g->mode == SPMV_VCODE_RAW ? vs : g->mode == SPMV_VCODE_U8 ? 1 : g->mode == SPMV_VCODE_U16 ? 2 : 0;
+    int st;
+    v->mode = g->mode;
+    v->ntable = g->ntable;
+    if (g->mode != SPMV_VCODE_RAW && (st = download_array(ctx, g->table, g->ntable, vs, &v->table, err)))
+        return st;
+    if (g->mode != SPMV_VCODE_CONST && (st = download_array(ctx, g->data, n, code, &v->data, err)))
+        return st;
+    return SPMV_OK;
+}
+
+/* A host PCSR borrowing the downloaded CSR's row_ptr; the arrays the device
+ * borrows from the CSR (columns at 4 bytes, RAW values) come as copies. */
+static int download_pcsr(spmv_gpu_ctx *ctx, const spmv_gpu_matrix *m, const spmv_csr *csr, spmv_pcsr *p,
+                         spmv_error *err)
+{
+    const struct gpu_pcsr *g = &m->pcsr;
+    int st;
+    p->rows = m->rows;
+    p->cols = m->cols;
+    p->nnz = m->nnz;
+    p->dtype = m->dtype;
+    p->row_ptr = csr->row_ptr;
+    p->idx_bytes = g->idx_bytes;
+    p->wide_nnz = g->wide_nnz;
+    if ((st = download_array(ctx, g->idx, m->nnz, g->idx_bytes, &p->idx, err)))
+        return st;
+    if (g->idx_bytes < 4 && ((st = download_array(ctx, g->base, m->rows, 4, (void **)&p->base, err)) ||
+                             (st = download_array(ctx, g->wide_col, g->wide_nnz, 4, (void **)&p->wide_col, err))))
+        return st;
+    return download_values(ctx, m, &g->v, m->nnz, &p->v, err);
+}
+
+static int download_psell(spmv_gpu_ctx *ctx, const spmv_gpu_matrix *m, spmv_psell *p, spmv_error *err)
+{
+    const struct gpu_psell *g = &m->psell;
+    int st;
+    p->rows = m->rows;
+    p->cols = m->cols;
+    p->nnz = m->nnz;
+    p->dtype = m->dtype;
+    p->nslices = g->nslices;
+    p->slots = g->slots;
+    if ((st = download_array(ctx, g->slot_off, (int64_t)g->nslices + 1, 8, (void **)&p->slot_off, err)) ||
+        (st = download_array(ctx, g->idx_off, (int64_t)g->nslices + 1, 8, (void **)&p->idx_off, err)) ||
+        (st = download_array(ctx, g->idx_bytes, g->nslices, 1, (void **)&p->idx_bytes, err)) ||
+        (st = download_array(ctx, g->base, g->slots / SPMV_PSELL_C, 4, (void **)&p->base, err)) ||
+        (st = download_array(ctx, g->idx, g->idx_total, 1, (void **)&p->idx, err)))
+        return st;
+    return download_values(ctx, m, &g->v, g->slots, &p->v, err);
+}
+
 static void free_host_matrix(spmv_matrix *out)
 {
     void *arrays[] = {out->csr.row_ptr, out->csr.col, out->csr.val, out->coo.row, out->coo.col, out->coo.val,
                       out->ell.col, out->ell.val, out->hll.slice_off, out->hll.slice_width, out->hll.col,
                       out->hll.val, out->hyb.ell.col, out->hyb.ell.val, out->hyb.coo.row, out->hyb.coo.col,
-                      out->hyb.coo.val};
+                      out->hyb.coo.val, out->pcsr.base, out->pcsr.idx, out->pcsr.wide_col, out->pcsr.v.table,
+                      out->pcsr.v.data, out->psell.slot_off, out->psell.idx_off, out->psell.idx_bytes,
+                      out->psell.base, out->psell.idx, out->psell.v.table, out->psell.v.data};
     for (void *p : arrays)
         free(p);
     memset(out, 0, sizeof *out);
@@ -1154,6 +1212,12 @@ extern "C" int spmv_gpu_matrix_download(spmv_gpu_ctx *ctx, const spmv_gpu_matrix
     case SPMV_FMT_HYB:
         if (!(st = download_ell(ctx, m, &m->hyb.ell, m->nnz - m->hyb.coo_nnz, &out->hyb.ell, err)))
             st = download_coo(ctx, m, m->hyb.row, m->hyb.col, m->hyb.val, m->hyb.coo_nnz, &out->hyb.coo, err);
+        break;
+    case SPMV_FMT_PCSR:
+        st = download_pcsr(ctx, m, &out->csr, &out->pcsr, err);
+        break;
+    case SPMV_FMT_PSELL:
+        st = download_psell(ctx, m, &out->psell, err);
         break;
     default:
         st = spmv_error_set(err, SPMV_ERR_INVALID, 0, "GPU download: unknown format %u", (unsigned)f);

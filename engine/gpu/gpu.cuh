@@ -94,6 +94,36 @@ struct gpu_hyb {
     void *val;
 };
 
+/* The packed formats (engine/spmv.h spmv_pcsr, spmv_psell; built and run
+ * in packed.cu): the same arrays as the host's, on the device. */
+struct gpu_packed_values {
+    spmv_vcode mode;
+    int32_t ntable;
+    void *table;             /* ntable values */
+    void *data;              /* per entry: values (RAW) or 1/2-byte codes; NULL for CONST */
+};
+
+struct gpu_pcsr {
+    int32_t idx_bytes;       /* 0: not built; 1, 2 or 4 */
+    int32_t *base;           /* rows (NULL for 4); row_ptr is the CSR's */
+    void *idx;
+    int64_t wide_nnz;
+    int32_t *wide_col;
+    struct gpu_packed_values v;
+};
+
+struct gpu_psell {
+    int32_t nslices;         /* slices of SPMV_PSELL_C rows */
+    int64_t slots;           /* 0 with nslices 0: not built */
+    bool built;
+    int64_t *slot_off, *idx_off;
+    uint8_t *idx_bytes;
+    int32_t *base;
+    uint8_t *idx;
+    int64_t idx_total;       /* idx_off[nslices] */
+    struct gpu_packed_values v;
+};
+
 /* gpu.csr.adaptive's row blocks (csr_adaptive.cu), cached per nnz_per_wg. */
 struct gpu_row_block {
     int32_t row_begin, row_end;  /* rows [row_begin, row_end) */
@@ -160,6 +190,8 @@ struct spmv_gpu_matrix {
     struct gpu_hll hll;          /* the upload's hack_size */
     struct gpu_hll hll_alt;      /* the last other hack_size asked for */
     struct gpu_hyb hyb;
+    struct gpu_pcsr pcsr;
+    struct gpu_psell psell;
 
     void *x, *y;                 /* operand buffers, cols and rows values */
     struct gpu_adaptive adaptive;
@@ -239,6 +271,31 @@ template <typename P> static inline void gpu_release_ptr(spmv_gpu_ctx *ctx, spmv
 /* At least `bytes` of context scratch (contents undefined). */
 int gpu_scratch(spmv_gpu_ctx *ctx, size_t bytes, void **out, spmv_error *err);
 
+/* Runs a CUB device algorithm f(temp, bytes): asks its temporary-storage
+ * size, allocates it on m (tracked, so the reserve applies), runs it on
+ * ctx's stream, waits, frees it. */
+template <typename F>
+static int gpu_cub_run(spmv_gpu_ctx *ctx, spmv_gpu_matrix *m, const char *what, spmv_error *err, F f)
+{
+    size_t bytes = 0;
+    void *tmp = NULL;
+    cudaError_t e = f((void *)NULL, bytes);
+    if (e != cudaSuccess)
+        return gpu_cuda_error(e, err, what);
+    int st = gpu_alloc(ctx, m, &tmp, bytes ? bytes : 16, what, err);
+    if (st)
+        return st;
+    e = f(tmp, bytes);
+    if (e == cudaSuccess)
+        e = cudaStreamSynchronize(ctx->stream);
+    gpu_release(ctx, m, tmp);
+    return e == cudaSuccess ? SPMV_OK : gpu_cuda_error(e, err, what);
+}
+
+/* Copies device bytes to the host on ctx's stream and waits. */
+int gpu_copy_to_host(spmv_gpu_ctx *ctx, void *dst, const void *src, size_t bytes, const char *what,
+                     spmv_error *err);
+
 /* Overflow-checked n * size. */
 static inline int gpu_array_bytes(int64_t n, size_t size, size_t *out, spmv_error *err, const char *what)
 {
@@ -265,6 +322,17 @@ int gpu_ensure_format(spmv_gpu_ctx *ctx, spmv_gpu_matrix *m, spmv_format f, spmv
  * build replacing the cached other one. */
 int gpu_get_hll(spmv_gpu_ctx *ctx, spmv_gpu_matrix *m, int32_t hack_size, struct gpu_hll **out,
                 spmv_error *err);
+/* The packed formats (packed.cu): build (under the padding rule, tracked
+ * allocations, nothing left on failure), free, bytes as held (PCSR without
+ * the CSR's row_ptr it reads). */
+int gpu_build_pcsr(spmv_gpu_ctx *ctx, spmv_gpu_matrix *m, spmv_error *err);
+int gpu_build_psell(spmv_gpu_ctx *ctx, spmv_gpu_matrix *m, spmv_error *err);
+void gpu_free_pcsr(spmv_gpu_ctx *ctx, spmv_gpu_matrix *m);
+void gpu_free_psell(spmv_gpu_ctx *ctx, spmv_gpu_matrix *m);
+size_t gpu_pcsr_bytes(const spmv_gpu_matrix *m);
+/* What gpu.pcsr reads once: the CSR's row_ptr (and its col/val where borrowed) plus its own arrays. */
+size_t gpu_pcsr_read_bytes(const spmv_gpu_matrix *m);
+size_t gpu_psell_bytes(const spmv_gpu_matrix *m);
 /* Device bytes of one format as held (COO counts its shared col/val). */
 size_t gpu_format_bytes(const spmv_gpu_matrix *m, spmv_format f);
 size_t gpu_hll_bytes(const spmv_gpu_matrix *m, const struct gpu_hll *h);
@@ -313,6 +381,8 @@ int gpu_cusparse_coo_prepare(struct gpu_launch *l, spmv_error *err);
 int gpu_cusparse_coo(struct gpu_launch *l, spmv_error *err);
 int gpu_cusparse_sell_prepare(struct gpu_launch *l, spmv_error *err);
 int gpu_cusparse_sell(struct gpu_launch *l, spmv_error *err);
+int gpu_pcsr_run(struct gpu_launch *l, spmv_error *err);
+int gpu_psell_run(struct gpu_launch *l, spmv_error *err);
 /* y += A*x for nnz COO triplets (atomics; gpu.coo.atomic and HYB's COO part). */
 int gpu_coo_atomic_add(struct gpu_launch *l, int64_t nnz, const int32_t *row, const int32_t *col, const void *val,
                        spmv_error *err);

@@ -47,6 +47,8 @@ static const struct gpu_kernel_impl impls[] = {
     {"cusparse.csr", SPMV_FMT_CSR, gpu_cusparse_csr_prepare, gpu_cusparse_csr, true},
     {"cusparse.coo", SPMV_FMT_COO, gpu_cusparse_coo_prepare, gpu_cusparse_coo, false},
     {"cusparse.sell", SPMV_FMT_HLL, gpu_cusparse_sell_prepare, gpu_cusparse_sell, false},
+    {"gpu.pcsr", SPMV_FMT_PCSR, NULL, gpu_pcsr_run, false},
+    {"gpu.psell", SPMV_FMT_PSELL, NULL, gpu_psell_run, false},
 };
 
 static const struct gpu_kernel_impl *find_impl(const char *name)
@@ -71,7 +73,8 @@ static int ready_format(struct gpu_launch *l, const struct gpu_kernel_impl *impl
     }
     if ((st = gpu_ensure_format(l->ctx, m, impl->format, err)))
         return st;
-    *fmt_bytes = gpu_format_bytes(m, impl->format);
+    /* PCSR reads the CSR's row offsets (and its columns or values where they stay as they are) */
+    *fmt_bytes = impl->format == SPMV_FMT_PCSR ? gpu_pcsr_read_bytes(m) : gpu_format_bytes(m, impl->format);
     return SPMV_OK;
 }
 

@@ -1,0 +1,705 @@
+/* packed.cu — the packed formats on the device: PCSR and PSELL built from
+ * the resident CSR, and their kernels gpu.pcsr and gpu.psell.
+ *
+ * SpMV moves bytes, so a matrix multiplied thousands of times repays being
+ * compressed once. The layouts are engine/spmv.h's (spmv_pcsr, spmv_psell,
+ * spmv_packed_values) and the arrays built here are the host's
+ * (engine/packed.c) byte for byte, which test_gpu checks; the device only
+ * differs in ownership: a PCSR whose values stay RAW reads the CSR's value
+ * array instead of a copy, and one whose columns stay 4 bytes reads the
+ * CSR's column array, so a PCSR never holds what the CSR already does.
+ *
+ * Value compression: the values' bit patterns are radix sorted and made
+ * unique (CUB) to give the table; an entry's code is its index there,
+ * found by binary search. Kernels keep a 1-byte code's table (at most 256
+ * values, 2 KB) in shared memory; 2-byte codes read theirs through the
+ * read-only cache; a constant matrix (pattern-only) reads no values.
+ *
+ * PCSR: one pass over the rows finds each row's column span and the
+ * non-zeros of rows too wide for 1 and for 2 bytes (scans give the wide
+ * rows' offsets); the width with the fewest bytes is kept and a second
+ * pass fills base, deltas and wide columns. gpu.pcsr runs like
+ * gpu.csr.vector: `threads` lanes per row (power of two, from the mean row
+ * length when 0), shuffle reduction.
+ *
+ * PSELL: a warp per 32-row slice finds the slice width and the span of
+ * each slot's columns (warp min/max), scans give slot and byte offsets,
+ * the padding rule is checked with the exact bytes, then a warp per slice
+ * fills. gpu.psell runs a warp per slice, a lane per row: per slot the
+ * warp reads 32 deltas of 1 byte (one 32-byte sector), one broadcast base
+ * and 32 codes, so a 5-point stencil in float64 moves about 2 bytes per
+ * non-zero where CSR moves 12.
+ */
+#include <limits.h>
+#include <string.h>
+
+#include <cub/cub.cuh>
+
+#include "gpu.cuh"
+
+#define PK_BLOCK 256
+#define PK_C SPMV_PSELL_C
+
+template <typename T> struct pk_bits;
+template <> struct pk_bits<double> { typedef unsigned long long U; };
+template <> struct pk_bits<float> { typedef unsigned int U; };
+
+/* Index of `key` in the ascending table (it is there: the table is made of
+ * the keys). */
+template <typename U> __device__ __forceinline__ int32_t pk_code(U key, const U *__restrict__ table, int32_t n)
+{
+    int32_t lo = 0, hi = n;
+    while (lo < hi) {
+        int32_t mid = (lo + hi) >> 1;
+        if (table[mid] < key)
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
+    return lo;
+}
+
+/* Writes entry e's value (or code) in the format's value array. */
+template <typename T>
+__device__ __forceinline__ void pk_put(spmv_vcode mode, void *data, int64_t e, T v, const T *table, int32_t n)
+{
+    typedef typename pk_bits<T>::U U;
+    if (mode == SPMV_VCODE_RAW) {
+        ((T *)data)[e] = v;
+    } else if (mode == SPMV_VCODE_U8 || mode == SPMV_VCODE_U16) {
+        U key;
+        memcpy(&key, &v, sizeof key);
+        int32_t c = pk_code<U>(key, (const U *)table, n);
+        if (mode == SPMV_VCODE_U8)
+            ((uint8_t *)data)[e] = (uint8_t)c;
+        else
+            ((uint16_t *)data)[e] = (uint16_t)c;
+    }
+}
+
+template <typename T> __device__ __forceinline__ void pk_put_pad(spmv_vcode mode, void *data, int64_t e)
+{
+    if (mode == SPMV_VCODE_RAW)
+        ((T *)data)[e] = (T)0;
+    else if (mode == SPMV_VCODE_U8)
+        ((uint8_t *)data)[e] = 0;
+    else if (mode == SPMV_VCODE_U16)
+        ((uint16_t *)data)[e] = 0;
+}
+
+/* The value of entry e in a kernel: `tab` is the shared copy for U8, the
+ * global table for U16, unused otherwise; c the CONST value. */
+template <typename T, int VM>
+__device__ __forceinline__ T pk_value(const void *__restrict__ data, const T *tab, T c, int64_t e)
+{
+    if constexpr (VM == SPMV_VCODE_RAW)
+        return __ldcs((const T *)data + e);
+    else if constexpr (VM == SPMV_VCODE_CONST)
+        return c;
+    else if constexpr (VM == SPMV_VCODE_U8)
+        return tab[__ldcs((const unsigned char *)data + e)];
+    else
+        return __ldg(tab + __ldcs((const unsigned short *)data + e));
+}
+
+/* Loads the U8 table into shared memory (every thread of the block calls). */
+template <typename T, int VM> __device__ __forceinline__ const T *pk_table(const T *table, int32_t ntable, T *shared)
+{
+    if constexpr (VM != SPMV_VCODE_U8) {
+        return table;
+    } else {
+        for (int i = threadIdx.x; i < ntable; i += blockDim.x)
+            shared[i] = table[i];
+        __syncthreads();
+        return shared;
+    }
+}
+
+__device__ __forceinline__ int32_t pk_warp_min(int32_t v)
+{
+    for (int off = 16; off > 0; off /= 2)
+        v = min(v, __shfl_xor_sync(GPU_FULL_MASK, v, off));
+    return v;
+}
+
+__device__ __forceinline__ int32_t pk_warp_max(int32_t v)
+{
+    for (int off = 16; off > 0; off /= 2)
+        v = max(v, __shfl_xor_sync(GPU_FULL_MASK, v, off));
+    return v;
+}
+
+/* ------------------------------------------------------ value tables */
+
+static size_t pk_code_size(spmv_vcode mode, size_t vs)
+{
+    return mode == SPMV_VCODE_RAW ? vs : mode == SPMV_VCODE_U8 ? 1 : mode == SPMV_VCODE_U16 ? 2 : 0;
+}
+
+/* engine/spmv.h's rule: the fewest bytes for n entries, ties to the first
+ * of CONST, U8, U16, RAW. */
+static spmv_vcode pk_choose_mode(int64_t nnz, int64_t ntable, int64_t n, int64_t vs)
+{
+    if (nnz == 0)
+        return SPMV_VCODE_RAW;
+    spmv_vcode best = SPMV_VCODE_RAW;
+    int64_t best_bytes = INT64_MAX;
+    struct { spmv_vcode mode; bool ok; int64_t bytes; } c[] = {
+        {SPMV_VCODE_CONST, ntable == 1, vs},
+        {SPMV_VCODE_U8, ntable <= 256, ntable * vs + n},
+        {SPMV_VCODE_U16, ntable <= 65536, ntable * vs + 2 * n},
+        {SPMV_VCODE_RAW, true, n * vs},
+    };
+    for (auto &k : c)
+        if (k.ok && k.bytes < best_bytes) {
+            best = k.mode;
+            best_bytes = k.bytes;
+        }
+    return best;
+}
+
+/* The distinct values of the CSR (as bit patterns, ascending) and the mode
+ * for n entries; the table is allocated (in the current category) unless
+ * the mode is RAW. */
+template <typename T>
+static int pk_values(spmv_gpu_ctx *ctx, spmv_gpu_matrix *m, int64_t n, struct gpu_packed_values *v, spmv_error *err)
+{
+    typedef typename pk_bits<T>::U U;
+    U *a = NULL, *b = NULL;
+    int *d_count = NULL, count = 0;
+    int st;
+    memset(v, 0, sizeof *v);
+    v->mode = SPMV_VCODE_RAW;
+    if (m->nnz == 0)
+        return SPMV_OK;
+    size_t bytes = (size_t)m->nnz * sizeof(U);
+    cudaError_t e;
+    cub::DoubleBuffer<U> db;
+    if ((st = gpu_alloc(ctx, m, (void **)&a, bytes, "value table sort", err)) ||
+        (st = gpu_alloc(ctx, m, (void **)&b, bytes, "value table sort", err)) ||
+        (st = gpu_alloc(ctx, m, (void **)&d_count, sizeof(int), "value count", err)))
+        goto done;
+    if ((e = cudaMemcpyAsync(a, m->val, bytes, cudaMemcpyDeviceToDevice, ctx->stream)) != cudaSuccess) {
+        st = gpu_cuda_error(e, err, "copying the values to sort");
+        goto done;
+    }
+    db = cub::DoubleBuffer<U>(a, b);
+    if ((st = gpu_cub_run(ctx, m, "value sort", err, [&](void *t, size_t &tb) {
+             return cub::DeviceRadixSort::SortKeys(t, tb, db, (int)m->nnz, 0, (int)sizeof(U) * 8, ctx->stream);
+         })))
+        goto done;
+    if ((st = gpu_cub_run(ctx, m, "distinct values", err, [&](void *t, size_t &tb) {
+             return cub::DeviceSelect::Unique(t, tb, db.Current(), db.Alternate(), d_count, (int)m->nnz,
+                                              ctx->stream);
+         })) ||
+        (st = gpu_copy_to_host(ctx, &count, d_count, sizeof count, "reading the distinct value count", err)))
+        goto done;
+    v->mode = pk_choose_mode(m->nnz, count, n, sizeof(T));
+    if (v->mode != SPMV_VCODE_RAW) {
+        v->ntable = count;
+        if ((st = gpu_alloc(ctx, m, &v->table, (size_t)count * sizeof(T), "value table", err)))
+            goto done;
+        if ((e = cudaMemcpyAsync(v->table, db.Alternate(), (size_t)count * sizeof(T), cudaMemcpyDeviceToDevice,
+                                 ctx->stream)) != cudaSuccess ||
+            (e = cudaStreamSynchronize(ctx->stream)) != cudaSuccess)
+            st = gpu_cuda_error(e, err, "copying the value table");
+    }
+done:
+    gpu_release(ctx, m, a);
+    gpu_release(ctx, m, b);
+    gpu_release(ctx, m, d_count);
+    return st;
+}
+
+static size_t pk_values_bytes(const struct gpu_packed_values *v, int64_t n, size_t vs)
+{
+    return (size_t)v->ntable * vs + (size_t)n * pk_code_size(v->mode, vs);
+}
+
+/* CSR-order codes for PCSR (U8/U16). */
+template <typename T>
+__global__ void pk_codes(int64_t n, const T *__restrict__ val, spmv_vcode mode, const T *table, int32_t ntable,
+                         void *data)
+{
+    for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < n; i += (int64_t)gridDim.x * blockDim.x)
+        pk_put<T>(mode, data, i, val[i], table, ntable);
+}
+
+/* ----------------------------------------------------------------- PCSR */
+
+/* Per row: its non-zeros if its span passes 1 byte (w1) and 2 bytes (w2),
+ * else 0; entry `rows` is 0 (so an exclusive scan ends in the total). */
+__global__ void pcsr_spans(int32_t rows, const int32_t *__restrict__ row_ptr, const int32_t *__restrict__ col,
+                           int32_t *w1, int32_t *w2)
+{
+    for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i <= rows; i += (int64_t)gridDim.x * blockDim.x) {
+        int32_t len = 0, span = 0;
+        if (i < rows) {
+            int32_t s = row_ptr[i], e = row_ptr[i + 1];
+            len = e - s;
+            span = len ? col[e - 1] - col[s] : 0;
+        }
+        w1[i] = span > 255 ? len : 0;
+        w2[i] = span > 65535 ? len : 0;
+    }
+}
+
+template <typename I>
+__global__ void pcsr_fill(int32_t rows, const int32_t *__restrict__ row_ptr, const int32_t *__restrict__ col,
+                          int32_t limit, const int32_t *__restrict__ woff, int32_t *base, I *idx, int32_t *wide_col)
+{
+    for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < rows; i += (int64_t)gridDim.x * blockDim.x) {
+        int32_t s = row_ptr[i], e = row_ptr[i + 1];
+        int32_t first = e > s ? col[s] : 0;
+        if (e == s || col[e - 1] - first <= limit) {
+            base[i] = first;
+            for (int32_t j = s; j < e; j++)
+                idx[j] = (I)(col[j] - first);
+        } else {
+            int32_t w = woff[i];
+            base[i] = -1 - w;
+            for (int32_t j = s; j < e; j++) {
+                idx[j] = 0;
+                wide_col[w + (j - s)] = col[j];
+            }
+        }
+    }
+}
+
+void gpu_free_pcsr(spmv_gpu_ctx *ctx, spmv_gpu_matrix *m)
+{
+    struct gpu_pcsr *p = &m->pcsr;
+    gpu_release_ptr(ctx, m, &p->base);
+    gpu_release_ptr(ctx, m, &p->wide_col);
+    if (p->idx != (void *)m->col)
+        gpu_release(ctx, m, p->idx);
+    if (p->v.data != m->val)
+        gpu_release(ctx, m, p->v.data);
+    gpu_release(ctx, m, p->v.table);
+    memset(p, 0, sizeof *p);
+}
+
+/* Bytes the PCSR holds of its own (borrowed CSR arrays not counted). */
+size_t gpu_pcsr_bytes(const spmv_gpu_matrix *m)
+{
+    const struct gpu_pcsr *p = &m->pcsr;
+    size_t vs = spmv_dtype_size(m->dtype), b = 0;
+    if (!p->idx_bytes)
+        return 0;
+    if (p->idx_bytes < 4)
+        b += (size_t)m->rows * 4 + (size_t)m->nnz * p->idx_bytes + (size_t)p->wide_nnz * 4;
+    b += (size_t)p->v.ntable * vs;
+    if (p->v.mode != SPMV_VCODE_RAW)
+        b += (size_t)m->nnz * pk_code_size(p->v.mode, vs);
+    return b;
+}
+
+size_t gpu_pcsr_read_bytes(const spmv_gpu_matrix *m)
+{
+    const struct gpu_pcsr *p = &m->pcsr;
+    size_t vs = spmv_dtype_size(m->dtype);
+    return ((size_t)m->rows + 1) * 4 + (p->idx_bytes < 4 ? (size_t)m->rows * 4 + (size_t)p->wide_nnz * 4 : 0) +
+           (size_t)m->nnz * p->idx_bytes + pk_values_bytes(&p->v, m->nnz, vs);
+}
+
+template <typename T> static int build_pcsr(spmv_gpu_ctx *ctx, spmv_gpu_matrix *m, spmv_error *err)
+{
+    struct gpu_pcsr *p = &m->pcsr;
+    int32_t *w1 = NULL, *w2 = NULL, *o1 = NULL, *o2 = NULL;
+    int32_t tot[2] = {0, 0};
+    int64_t rows = m->rows, nnz = m->nnz, n1 = rows + 1;
+    size_t vs = sizeof(T);
+    int st;
+    if ((st = gpu_alloc(ctx, m, (void **)&w1, n1 * 4, "PCSR spans", err)) ||
+        (st = gpu_alloc(ctx, m, (void **)&w2, n1 * 4, "PCSR spans", err)) ||
+        (st = gpu_alloc(ctx, m, (void **)&o1, n1 * 4, "PCSR wide offsets", err)) ||
+        (st = gpu_alloc(ctx, m, (void **)&o2, n1 * 4, "PCSR wide offsets", err)))
+        goto done;
+    pcsr_spans<<<gpu_grid(n1, PK_BLOCK), PK_BLOCK, 0, ctx->stream>>>(m->rows, m->row_ptr, m->col, w1, w2);
+    if ((st = gpu_check_launch(err, "pcsr_spans")) ||
+        (st = gpu_cub_run(ctx, m, "PCSR wide scan", err, [&](void *t, size_t &b) {
+             return cub::DeviceScan::ExclusiveSum(t, b, w1, o1, (int)n1, ctx->stream);
+         })) ||
+        (st = gpu_cub_run(ctx, m, "PCSR wide scan", err, [&](void *t, size_t &b) {
+             return cub::DeviceScan::ExclusiveSum(t, b, w2, o2, (int)n1, ctx->stream);
+         })) ||
+        (st = gpu_copy_to_host(ctx, &tot[0], o1 + rows, 4, "reading the wide non-zeros", err)) ||
+        (st = gpu_copy_to_host(ctx, &tot[1], o2 + rows, 4, "reading the wide non-zeros", err)))
+        goto done;
+    {
+        int64_t b1 = nnz + rows * 4 + (int64_t)tot[0] * 4, b2 = 2 * nnz + rows * 4 + (int64_t)tot[1] * 4,
+                b4 = 4 * nnz;
+        p->idx_bytes = b1 <= b2 && b1 <= b4 ? 1 : b2 <= b4 ? 2 : 4;
+        p->wide_nnz = p->idx_bytes == 1 ? tot[0] : p->idx_bytes == 2 ? tot[1] : 0;
+    }
+    if ((st = pk_values<T>(ctx, m, nnz, &p->v, err)))
+        goto done;
+    {
+        /* the format's own bytes, as the host counts them (with the arrays
+         * the device borrows from the CSR), under the padding rule */
+        int64_t host_bytes = (p->idx_bytes < 4 ? rows * 4 + (int64_t)p->wide_nnz * 4 : 0) +
+                             nnz * p->idx_bytes + (int64_t)pk_values_bytes(&p->v, nnz, vs);
+        if ((st = spmv_format_check(&ctx->limits, SPMV_FMT_PCSR, nnz, nnz, host_bytes, err)))
+            goto done;
+    }
+    if (p->idx_bytes == 4) {
+        p->idx = m->col;
+    } else {
+        if ((st = gpu_alloc(ctx, m, (void **)&p->base, (size_t)rows * 4, "PCSR bases", err)) ||
+            (st = gpu_alloc(ctx, m, &p->idx, (size_t)nnz * p->idx_bytes, "PCSR column deltas", err)) ||
+            (st = gpu_alloc(ctx, m, (void **)&p->wide_col, (size_t)p->wide_nnz * 4, "PCSR wide columns", err)))
+            goto done;
+        if (rows > 0) {
+            unsigned g = gpu_grid(rows, PK_BLOCK);
+            if (p->idx_bytes == 1)
+                pcsr_fill<uint8_t><<<g, PK_BLOCK, 0, ctx->stream>>>(m->rows, m->row_ptr, m->col, 255, o1, p->base,
+                                                                   (uint8_t *)p->idx, p->wide_col);
+            else
+                pcsr_fill<uint16_t><<<g, PK_BLOCK, 0, ctx->stream>>>(m->rows, m->row_ptr, m->col, 65535, o2,
+                                                                    p->base, (uint16_t *)p->idx, p->wide_col);
+            if ((st = gpu_check_launch(err, "pcsr_fill")))
+                goto done;
+        }
+    }
+    if (p->v.mode == SPMV_VCODE_RAW) {
+        p->v.data = m->val;
+    } else if (p->v.mode != SPMV_VCODE_CONST) {
+        if ((st = gpu_alloc(ctx, m, &p->v.data, (size_t)nnz * pk_code_size(p->v.mode, vs), "PCSR value codes", err)))
+            goto done;
+        pk_codes<T><<<gpu_grid(nnz, PK_BLOCK), PK_BLOCK, 0, ctx->stream>>>(nnz, (const T *)m->val, p->v.mode,
+                                                                           (const T *)p->v.table, p->v.ntable,
+                                                                           p->v.data);
+        st = gpu_check_launch(err, "pk_codes");
+    }
+done:
+    gpu_release(ctx, m, w1);
+    gpu_release(ctx, m, w2);
+    gpu_release(ctx, m, o1);
+    gpu_release(ctx, m, o2);
+    return st;
+}
+
+int gpu_build_pcsr(spmv_gpu_ctx *ctx, spmv_gpu_matrix *m, spmv_error *err)
+{
+    return m->dtype == SPMV_FLOAT64 ? build_pcsr<double>(ctx, m, err) : build_pcsr<float>(ctx, m, err);
+}
+
+/* ---------------------------------------------------------------- PSELL */
+
+/* A warp per slice: its width, the bytes of its column entries, and their
+ * width (the widest slot span decides). Entry nslices of the outputs is 0. */
+__global__ void psell_plan(int32_t rows, int32_t ns, const int32_t *__restrict__ row_ptr,
+                           const int32_t *__restrict__ col, int64_t *width, int64_t *ibytes, uint8_t *ib)
+{
+    int64_t warp = (blockIdx.x * (int64_t)blockDim.x + threadIdx.x) / 32;
+    int lane = threadIdx.x & 31;
+    if (warp > ns)
+        return;
+    if (warp == ns) {
+        if (lane == 0)
+            width[ns] = ibytes[ns] = 0;
+        return;
+    }
+    int64_t r = warp * PK_C + lane;
+    int32_t s = r < rows ? row_ptr[r] : 0, len = r < rows ? row_ptr[r + 1] - s : 0;
+    int32_t w = pk_warp_max(len);
+    int64_t span = 0;
+    for (int32_t k = 0; k < w; k++) {
+        int32_t c = k < len ? col[s + k] : -1;
+        int32_t mx = pk_warp_max(c), mn = pk_warp_min(k < len ? c : INT_MAX);
+        if ((int64_t)mx - mn > span)
+            span = (int64_t)mx - mn;
+    }
+    if (lane == 0) {
+        int b = w == 0 || span <= 254 ? 1 : span <= 65534 ? 2 : 4;
+        width[warp] = w;
+        ib[warp] = (uint8_t)b;
+        ibytes[warp] = (int64_t)w * PK_C * b;
+    }
+}
+
+template <typename T>
+__global__ void psell_fill(int32_t rows, int32_t ns, const int32_t *__restrict__ row_ptr,
+                           const int32_t *__restrict__ col, const T *__restrict__ val,
+                           const int64_t *__restrict__ slot_off, const int64_t *__restrict__ idx_off,
+                           const uint8_t *__restrict__ ib, int32_t *base, uint8_t *idx, spmv_vcode mode,
+                           const T *table, int32_t ntable, void *data)
+{
+    int64_t warp = (blockIdx.x * (int64_t)blockDim.x + threadIdx.x) / 32;
+    int lane = threadIdx.x & 31;
+    if (warp >= ns)
+        return;
+    int64_t r = warp * PK_C + lane, so = slot_off[warp], w = slot_off[warp + 1] - so;
+    int32_t s = r < rows ? row_ptr[r] : 0, len = r < rows ? row_ptr[r + 1] - s : 0;
+    int b = ib[warp];
+    uint8_t *blk = idx + idx_off[warp];
+    for (int32_t k = 0; k < w; k++) {
+        bool real = k < len;
+        int32_t c = real ? col[s + k] : INT_MAX;
+        int32_t mn = b < 4 ? pk_warp_min(c) : 0;
+        if (lane == 0)
+            base[so + k] = mn;
+        int64_t at = (int64_t)k * PK_C + lane, e = (so + k) * PK_C + lane;
+        if (b == 1)
+            blk[at] = real ? (uint8_t)(c - mn) : (uint8_t)0xff;
+        else if (b == 2)
+            ((uint16_t *)blk)[at] = real ? (uint16_t)(c - mn) : (uint16_t)0xffff;
+        else
+            ((int32_t *)blk)[at] = real ? c : -1;
+        if (real)
+            pk_put<T>(mode, data, e, val[s + k], table, ntable);
+        else
+            pk_put_pad<T>(mode, data, e);
+    }
+}
+
+void gpu_free_psell(spmv_gpu_ctx *ctx, spmv_gpu_matrix *m)
+{
+    struct gpu_psell *p = &m->psell;
+    gpu_release_ptr(ctx, m, &p->slot_off);
+    gpu_release_ptr(ctx, m, &p->idx_off);
+    gpu_release_ptr(ctx, m, &p->idx_bytes);
+    gpu_release_ptr(ctx, m, &p->base);
+    gpu_release_ptr(ctx, m, &p->idx);
+    gpu_release(ctx, m, p->v.data);
+    gpu_release(ctx, m, p->v.table);
+    memset(p, 0, sizeof *p);
+}
+
+static size_t psell_bytes(int32_t ns, int64_t slots, int64_t idx_total, const struct gpu_packed_values *v, size_t vs)
+{
+    return ((size_t)ns + 1) * 16 + (size_t)ns + (size_t)(slots / PK_C) * 4 + (size_t)idx_total +
+           pk_values_bytes(v, slots, vs);
+}
+
+size_t gpu_psell_bytes(const spmv_gpu_matrix *m)
+{
+    const struct gpu_psell *p = &m->psell;
+    return p->built ? psell_bytes(p->nslices, p->slots, p->idx_total, &p->v, spmv_dtype_size(m->dtype)) : 0;
+}
+
+template <typename T> static int build_psell(spmv_gpu_ctx *ctx, spmv_gpu_matrix *m, spmv_error *err)
+{
+    struct gpu_psell *p = &m->psell;
+    int64_t *width = NULL, *ibytes = NULL;
+    int64_t ns = ((int64_t)m->rows + PK_C - 1) / PK_C, nslots = 0;
+    unsigned grid = gpu_grid((ns + 1) * 32, PK_BLOCK);
+    int st;
+    p->nslices = (int32_t)ns;
+    if ((st = gpu_alloc(ctx, m, (void **)&width, (ns + 1) * 8, "PSELL widths", err)) ||
+        (st = gpu_alloc(ctx, m, (void **)&ibytes, (ns + 1) * 8, "PSELL index sizes", err)) ||
+        (st = gpu_alloc(ctx, m, (void **)&p->idx_bytes, ns ? ns : 1, "PSELL index widths", err)) ||
+        (st = gpu_alloc(ctx, m, (void **)&p->slot_off, (ns + 1) * 8, "PSELL slot offsets", err)) ||
+        (st = gpu_alloc(ctx, m, (void **)&p->idx_off, (ns + 1) * 8, "PSELL index offsets", err)))
+        goto done;
+    psell_plan<<<grid, PK_BLOCK, 0, ctx->stream>>>(m->rows, (int32_t)ns, m->row_ptr, m->col, width, ibytes,
+                                                   p->idx_bytes);
+    if ((st = gpu_check_launch(err, "psell_plan")) ||
+        (st = gpu_cub_run(ctx, m, "PSELL slot scan", err, [&](void *t, size_t &b) {
+             return cub::DeviceScan::ExclusiveSum(t, b, width, p->slot_off, (int)(ns + 1), ctx->stream);
+         })) ||
+        (st = gpu_cub_run(ctx, m, "PSELL index scan", err, [&](void *t, size_t &b) {
+             return cub::DeviceScan::ExclusiveSum(t, b, ibytes, p->idx_off, (int)(ns + 1), ctx->stream);
+         })) ||
+        (st = gpu_copy_to_host(ctx, &nslots, p->slot_off + ns, 8, "reading the PSELL size", err)) ||
+        (st = gpu_copy_to_host(ctx, &p->idx_total, p->idx_off + ns, 8, "reading the PSELL size", err)))
+        goto done;
+    p->slots = nslots * PK_C;
+    /* the padding rule on the slots first: a refused format sorts nothing */
+    if ((st = spmv_format_check(&ctx->limits, SPMV_FMT_PSELL, m->nnz, p->slots, 0, err)) ||
+        (st = pk_values<T>(ctx, m, p->slots, &p->v, err)) ||
+        (st = spmv_format_check(&ctx->limits, SPMV_FMT_PSELL, m->nnz, p->slots,
+                                (int64_t)psell_bytes((int32_t)ns, p->slots, p->idx_total, &p->v, sizeof(T)), err)) ||
+        (st = gpu_alloc(ctx, m, (void **)&p->base, (size_t)nslots * 4, "PSELL bases", err)) ||
+        (st = gpu_alloc(ctx, m, (void **)&p->idx, (size_t)p->idx_total, "PSELL column entries", err)) ||
+        (st = gpu_alloc(ctx, m, &p->v.data, (size_t)p->slots * pk_code_size(p->v.mode, sizeof(T)),
+                        "PSELL values", err)))
+        goto done;
+    if (ns > 0 && nslots > 0) {
+        psell_fill<T><<<gpu_grid(ns * 32, PK_BLOCK), PK_BLOCK, 0, ctx->stream>>>(
+            m->rows, (int32_t)ns, m->row_ptr, m->col, (const T *)m->val, p->slot_off, p->idx_off, p->idx_bytes,
+            p->base, p->idx, p->v.mode, (const T *)p->v.table, p->v.ntable, p->v.data);
+        st = gpu_check_launch(err, "psell_fill");
+    }
+    if (!st)
+        p->built = true;
+done:
+    gpu_release(ctx, m, width);
+    gpu_release(ctx, m, ibytes);
+    return st;
+}
+
+int gpu_build_psell(spmv_gpu_ctx *ctx, spmv_gpu_matrix *m, spmv_error *err)
+{
+    return m->dtype == SPMV_FLOAT64 ? build_psell<double>(ctx, m, err) : build_psell<float>(ctx, m, err);
+}
+
+/* -------------------------------------------------------------- kernels */
+
+template <typename T, int VM, typename I>
+__global__ void __launch_bounds__(1024)
+    pcsr_kernel(int32_t rows, int tpr, const int32_t *__restrict__ row_ptr, const int32_t *__restrict__ base,
+                const I *__restrict__ idx, const int32_t *__restrict__ wide_col, const void *__restrict__ data,
+                const T *__restrict__ table, int32_t ntable, const T *__restrict__ x, T *__restrict__ y)
+{
+    __shared__ T shared[VM == SPMV_VCODE_U8 ? 256 : 1];
+    const T *tab = pk_table<T, VM>(table, ntable, shared);
+    T c = VM == SPMV_VCODE_CONST ? __ldg(table) : (T)0;
+    int64_t t = blockIdx.x * (int64_t)blockDim.x + threadIdx.x;
+    int64_t row = t / tpr;
+    int lane = (int)(t % tpr);
+    T sum = 0;
+    if (row < rows) {
+        int32_t s = __ldg(row_ptr + row), e = __ldg(row_ptr + row + 1);
+        if (sizeof(I) == 4) {
+            for (int32_t j = s + lane; j < e; j += tpr)
+                sum += pk_value<T, VM>(data, tab, c, j) * __ldg(x + (int32_t)__ldcs(idx + j));
+        } else {
+            int32_t b = __ldg(base + row);
+            if (b >= 0) {
+                for (int32_t j = s + lane; j < e; j += tpr)
+                    sum += pk_value<T, VM>(data, tab, c, j) * __ldg(x + b + (int32_t)__ldcs(idx + j));
+            } else {
+                const int32_t *wc = wide_col + (-1 - b) - s;
+                for (int32_t j = s + lane; j < e; j += tpr)
+                    sum += pk_value<T, VM>(data, tab, c, j) * __ldg(x + __ldg(wc + j));
+            }
+        }
+    }
+    sum = gpu_group_sum(sum, tpr);
+    if (row < rows && lane == 0)
+        y[row] = sum;
+}
+
+template <typename T, int VM>
+__global__ void __launch_bounds__(1024)
+    psell_kernel(int32_t rows, int32_t ns, const int64_t *__restrict__ slot_off, const int64_t *__restrict__ idx_off,
+                 const uint8_t *__restrict__ ib, const int32_t *__restrict__ base, const uint8_t *__restrict__ idx,
+                 const void *__restrict__ data, const T *__restrict__ table, int32_t ntable, const T *__restrict__ x,
+                 T *__restrict__ y)
+{
+    __shared__ T shared[VM == SPMV_VCODE_U8 ? 256 : 1];
+    const T *tab = pk_table<T, VM>(table, ntable, shared);
+    T c = VM == SPMV_VCODE_CONST ? __ldg(table) : (T)0;
+    int64_t warp = (blockIdx.x * (int64_t)blockDim.x + threadIdx.x) / 32;
+    int lane = threadIdx.x & 31;
+    if (warp >= ns)
+        return;
+    int64_t so = __ldg(slot_off + warp), w = __ldg(slot_off + warp + 1) - so;
+    const uint8_t *blk = idx + __ldg(idx_off + warp);
+    const int32_t *bs = base + so;
+    int64_t e = so * PK_C + lane;
+    T sum = 0;
+    switch (__ldg(ib + warp)) {
+    case 1:
+        for (int32_t k = 0; k < w; k++, e += PK_C) {
+            unsigned d = __ldcs(blk + (int64_t)k * PK_C + lane);
+            if (d == 0xffu)
+                break;
+            sum += pk_value<T, VM>(data, tab, c, e) * __ldg(x + __ldg(bs + k) + (int32_t)d);
+        }
+        break;
+    case 2:
+        for (int32_t k = 0; k < w; k++, e += PK_C) {
+            unsigned d = __ldcs((const unsigned short *)blk + (int64_t)k * PK_C + lane);
+            if (d == 0xffffu)
+                break;
+            sum += pk_value<T, VM>(data, tab, c, e) * __ldg(x + __ldg(bs + k) + (int32_t)d);
+        }
+        break;
+    default:
+        for (int32_t k = 0; k < w; k++, e += PK_C) {
+            int32_t col = __ldcs((const int *)blk + (int64_t)k * PK_C + lane);
+            if (col < 0)
+                break;
+            sum += pk_value<T, VM>(data, tab, c, e) * __ldg(x + col);
+        }
+    }
+    int64_t row = warp * PK_C + lane;
+    if (row < rows)
+        y[row] = sum;
+}
+
+/* Lanes per row: `threads`, else the power of two at or above the mean row
+ * length, 1..32. */
+static int pcsr_width(const struct gpu_launch *l)
+{
+    int t = l->p.v[SPMV_PARAM_THREADS];
+    if (t >= 1 && t <= 32 && (t & (t - 1)) == 0)
+        return t;
+    double mean = l->m->rows > 0 ? (double)l->m->nnz / l->m->rows : 0;
+    int w = 1;
+    while (w < 32 && w < mean)
+        w *= 2;
+    return w;
+}
+
+template <typename T, int VM, typename I> static void pcsr_launch_i(struct gpu_launch *l)
+{
+    spmv_gpu_matrix *m = l->m;
+    const struct gpu_pcsr *p = &m->pcsr;
+    int tpr = pcsr_width(l);
+    pcsr_kernel<T, VM, I><<<gpu_grid((int64_t)m->rows * tpr, l->block), l->block, 0, l->ctx->stream>>>(
+        m->rows, tpr, m->row_ptr, p->base, (const I *)p->idx, p->wide_col, p->v.data, (const T *)p->v.table,
+        p->v.ntable, (const T *)l->x, (T *)l->y);
+}
+
+template <typename T, int VM> static void pcsr_launch_v(struct gpu_launch *l)
+{
+    switch (l->m->pcsr.idx_bytes) {
+    case 1: pcsr_launch_i<T, VM, uint8_t>(l); break;
+    case 2: pcsr_launch_i<T, VM, uint16_t>(l); break;
+    default: pcsr_launch_i<T, VM, int32_t>(l); break;
+    }
+}
+
+template <typename T> static void pcsr_launch(struct gpu_launch *l)
+{
+    switch (l->m->pcsr.v.mode) {
+    case SPMV_VCODE_CONST: pcsr_launch_v<T, SPMV_VCODE_CONST>(l); break;
+    case SPMV_VCODE_U8: pcsr_launch_v<T, SPMV_VCODE_U8>(l); break;
+    case SPMV_VCODE_U16: pcsr_launch_v<T, SPMV_VCODE_U16>(l); break;
+    default: pcsr_launch_v<T, SPMV_VCODE_RAW>(l); break;
+    }
+}
+
+int gpu_pcsr_run(struct gpu_launch *l, spmv_error *err)
+{
+    if (l->m->rows == 0)
+        return SPMV_OK;
+    if (l->m->dtype == SPMV_FLOAT64)
+        pcsr_launch<double>(l);
+    else
+        pcsr_launch<float>(l);
+    return gpu_check_launch(err, "gpu.pcsr");
+}
+
+template <typename T, int VM> static void psell_launch_v(struct gpu_launch *l)
+{
+    spmv_gpu_matrix *m = l->m;
+    const struct gpu_psell *p = &m->psell;
+    psell_kernel<T, VM><<<gpu_grid((int64_t)p->nslices * 32, l->block), l->block, 0, l->ctx->stream>>>(
+        m->rows, p->nslices, p->slot_off, p->idx_off, p->idx_bytes, p->base, p->idx, p->v.data,
+        (const T *)p->v.table, p->v.ntable, (const T *)l->x, (T *)l->y);
+}
+
+template <typename T> static void psell_launch(struct gpu_launch *l)
+{
+    switch (l->m->psell.v.mode) {
+    case SPMV_VCODE_CONST: psell_launch_v<T, SPMV_VCODE_CONST>(l); break;
+    case SPMV_VCODE_U8: psell_launch_v<T, SPMV_VCODE_U8>(l); break;
+    case SPMV_VCODE_U16: psell_launch_v<T, SPMV_VCODE_U16>(l); break;
+    default: psell_launch_v<T, SPMV_VCODE_RAW>(l); break;
+    }
+}
+
+int gpu_psell_run(struct gpu_launch *l, spmv_error *err)
+{
+    if (l->m->rows == 0)
+        return SPMV_OK;
+    if (l->m->dtype == SPMV_FLOAT64)
+        psell_launch<double>(l);
+    else
+        psell_launch<float>(l);
+    return gpu_check_launch(err, "gpu.psell");
+}

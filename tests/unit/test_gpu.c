@@ -483,6 +483,72 @@ static bool same_hll(const char *what, const spmv_hll *h, const spmv_hll *d)
            same_bytes(what, h->col, d->col, slots * 4) && same_bytes(what, h->val, d->val, slots * vs);
 }
 
+static size_t code_size(spmv_vcode mode, size_t vs)
+{
+    return mode == SPMV_VCODE_RAW ? vs : mode == SPMV_VCODE_U8 ? 1 : mode == SPMV_VCODE_U16 ? 2 : 0;
+}
+
+static bool same_values(const char *what, const spmv_packed_values *h, const spmv_packed_values *d, int64_t n,
+                        size_t vs)
+{
+    if (h->mode != d->mode || h->ntable != d->ntable) {
+        print_message("# FAIL %s values %s/%d vs device %s/%d\n", what, spmv_vcode_name(h->mode), h->ntable,
+                      spmv_vcode_name(d->mode), d->ntable);
+        return false;
+    }
+    return (h->mode == SPMV_VCODE_RAW || same_bytes(what, h->table, d->table, (size_t)h->ntable * vs)) &&
+           (h->mode == SPMV_VCODE_CONST || same_bytes(what, h->data, d->data, (size_t)n * code_size(h->mode, vs)));
+}
+
+static bool same_pcsr(const char *what, const spmv_pcsr *h, const spmv_pcsr *d)
+{
+    if (h->idx_bytes != d->idx_bytes || h->wide_nnz != d->wide_nnz) {
+        print_message("# FAIL %s PCSR %d-byte columns, %lld wide vs device %d, %lld\n", what, h->idx_bytes,
+                      (long long)h->wide_nnz, d->idx_bytes, (long long)d->wide_nnz);
+        return false;
+    }
+    bool narrow = h->idx_bytes < 4;
+    return same_bytes(what, h->idx, d->idx, (size_t)h->nnz * h->idx_bytes) &&
+           (!narrow || (same_bytes(what, h->base, d->base, (size_t)h->rows * 4) &&
+                        same_bytes(what, h->wide_col, d->wide_col, (size_t)h->wide_nnz * 4))) &&
+           same_values(what, &h->v, &d->v, h->nnz, spmv_dtype_size(h->dtype));
+}
+
+static bool same_psell(const char *what, const spmv_psell *h, const spmv_psell *d)
+{
+    if (h->nslices != d->nslices || h->slots != d->slots) {
+        print_message("# FAIL %s PSELL %d slices, %lld slots vs device %d, %lld\n", what, h->nslices,
+                      (long long)h->slots, d->nslices, (long long)d->slots);
+        return false;
+    }
+    size_t ns = (size_t)h->nslices;
+    return same_bytes(what, h->slot_off, d->slot_off, (ns + 1) * 8) &&
+           same_bytes(what, h->idx_off, d->idx_off, (ns + 1) * 8) && same_bytes(what, h->idx_bytes, d->idx_bytes, ns) &&
+           same_bytes(what, h->base, d->base, (size_t)h->slots / SPMV_PSELL_C * 4) &&
+           same_bytes(what, h->idx, d->idx, (size_t)h->idx_off[ns]) &&
+           same_values(what, &h->v, &d->v, h->slots, spmv_dtype_size(h->dtype));
+}
+
+/* What the packed formats of the matrices checked so far chose (test_packed
+ * asserts every mode and width was exercised). */
+static struct {
+    int vcode[4];
+    int pcsr_idx[5];
+    int psell_idx[5];
+} seen;
+
+static void note_packed(const spmv_matrix *dm, spmv_format f)
+{
+    if (f == SPMV_FMT_PCSR) {
+        seen.vcode[dm->pcsr.v.mode]++;
+        seen.pcsr_idx[dm->pcsr.idx_bytes]++;
+    } else if (f == SPMV_FMT_PSELL) {
+        seen.vcode[dm->psell.v.mode]++;
+        for (int32_t s = 0; s < dm->psell.nslices; s++)
+            seen.psell_idx[dm->psell.idx_bytes[s]] = 1;
+    }
+}
+
 /* Uploads coo in dt and compares every device format with the host's. */
 static int check_conversions(const char *label, const spmv_coo *coo, spmv_dtype dt)
 {
@@ -491,18 +557,29 @@ static int check_conversions(const char *label, const spmv_coo *coo, spmv_dtype 
     spmv_ell hell;
     spmv_hll hhll;
     spmv_hyb hhyb;
+    spmv_pcsr hpcsr;
+    spmv_psell hpsell;
     spmv_gpu_matrix *gm = NULL;
     spmv_error err;
     int failures = 0;
     char what[256];
+    memset(&hpsell, 0, sizeof hpsell);
     if (spmv_coo_convert(coo, dt, &hcoo, &err) || spmv_coo_to_csr(coo, dt, &hcsr, &err) ||
         spmv_csr_to_ell(&hcsr, 0, &hell, &err) || spmv_csr_to_hll(&hcsr, 32, &hhll, &err) ||
-        spmv_csr_to_hyb(&hcsr, -1, &hhyb, &err))
+        spmv_csr_to_hyb(&hcsr, -1, &hhyb, &err) || spmv_csr_to_pcsr(&hcsr, NULL, &hpcsr, &err))
         fail_msg("host conversions of %s: %s", label, err.message);
+    {
+        /* PSELL under the default rule: refused where the host's plan says */
+        spmv_format_limits lim = spmv_format_limits_default();
+        int rc = spmv_csr_to_psell(&hcsr, &lim, &hpsell, &err);
+        if (rc != SPMV_OK && rc != SPMV_ERR_LIMIT)
+            fail_msg("host PSELL of %s: %s", label, err.message);
+    }
     spmv_gpu_upload_stats us;
     if (spmv_gpu_matrix_upload(fx.ctx, coo, dt, SPMV_FMT_ALL, 32, &gm, &us, &err) != SPMV_OK)
         fail_msg("upload of %s: %s", label, err.message);
-    static const spmv_format fmts[] = {SPMV_FMT_CSR, SPMV_FMT_COO, SPMV_FMT_ELL, SPMV_FMT_HLL, SPMV_FMT_HYB};
+    static const spmv_format fmts[] = {SPMV_FMT_CSR, SPMV_FMT_COO,  SPMV_FMT_ELL,  SPMV_FMT_HLL,
+                                       SPMV_FMT_HYB, SPMV_FMT_PCSR, SPMV_FMT_PSELL};
     for (size_t i = 0; i < sizeof fmts / sizeof fmts[0]; i++) {
         spmv_matrix dm;
         bool ok;
@@ -530,8 +607,11 @@ static int check_conversions(const char *label, const spmv_coo *coo, spmv_dtype 
         case SPMV_FMT_ELL: ok = same_ell(what, &hell, &dm.ell); break;
         case SPMV_FMT_HLL: ok = same_hll(what, &hhll, &dm.hll); break;
         case SPMV_FMT_HYB: ok = same_ell(what, &hhyb.ell, &dm.hyb.ell) && tu_coo_equal(&hhyb.coo, &dm.hyb.coo); break;
+        case SPMV_FMT_PCSR: ok = same_pcsr(what, &hpcsr, &dm.pcsr); break;
+        case SPMV_FMT_PSELL: ok = same_psell(what, &hpsell, &dm.psell); break;
         default: ok = same_csr(what, &hcsr, &dm.csr); break;
         }
+        note_packed(&dm, fmts[i]);
         if (!ok)
             print_message("# FAIL %s: device conversion differs from the host's\n", what);
         failures += !ok;
@@ -543,6 +623,8 @@ static int check_conversions(const char *label, const spmv_coo *coo, spmv_dtype 
     spmv_ell_free(&hell);
     spmv_hll_free(&hhll);
     spmv_hyb_free(&hhyb);
+    spmv_pcsr_free(&hpcsr);
+    spmv_psell_free(&hpsell);
     return failures;
 }
 
@@ -578,6 +660,71 @@ static void test_conversions_random(void **state)
         for (int d = 0; d < 2; d++)
             failures += check_conversions(label, &coo, (spmv_dtype)d);
         spmv_coo_free(&coo);
+    }
+    assert_int_equal(failures, 0);
+}
+
+/* The packed formats on matrices chosen to take every value mode and
+ * every column width (a generated Poisson: two values, slices of 1 and 2
+ * bytes; graphs: one value, columns of 4 bytes; random values rounded to
+ * 1/500 (U16) or to 1/40 (U8) on a band with a dense row (PCSR's wide-row
+ * fallback, PSELL slices of 1 and 4 bytes); plain random: RAW): the device
+ * builds equal the host's bit for bit and every GPU kernel, gpu.pcsr and
+ * gpu.psell with them, matches the reference. */
+static void quantize(spmv_coo *c, double steps)
+{
+    double *v = c->val;
+    for (int64_t k = 0; k < c->nnz; k++)
+        v[k] = round(v[k] * steps) / steps;
+}
+
+static void test_packed(void **state)
+{
+    (void)state;
+    NEED_GPU();
+    int failures = 0;
+    uint64_t seed = tu_rng_next(&fx.rng);
+    int32_t side = fx.quick ? 40 : 300;
+    struct {
+        spmv_gen_spec spec;
+        double steps; /* values rounded to 1/steps; 0: as generated */
+    } mats[] = {
+        {{SPMV_GEN_POISSON2D, side, 0, 0, seed}, 0},
+        {{SPMV_GEN_STENCIL27, fx.quick ? 8 : 30, 0, 0, seed}, 0},
+        {{SPMV_GEN_GRAPH_UNIFORM, side * side, 16, 0, seed}, 0},
+        {{SPMV_GEN_GRAPH_POWERLAW, side * side, 8, 0, seed}, 0},
+        {{SPMV_GEN_BANDED_DENSE_ROW, side * side, 16, fx.quick ? 200 : 70000, seed}, 500},
+        {{SPMV_GEN_BANDED_DENSE_ROW, side * side, 16, fx.quick ? 200 : 70000, seed}, 40},
+        {{SPMV_GEN_UNIFORM, side * side, 8, 0, seed}, 0},
+    };
+    memset(&seen, 0, sizeof seen);
+    print_message("# packed matrices: seed %llu\n", (unsigned long long)seed);
+    for (size_t i = 0; i < sizeof mats / sizeof mats[0]; i++) {
+        spmv_coo coo;
+        spmv_error err;
+        char label[160];
+        assert_int_equal(spmv_gen(&mats[i].spec, &coo, &err), SPMV_OK);
+        if (mats[i].steps > 0)
+            quantize(&coo, mats[i].steps);
+        snprintf(label, sizeof label, "%s n=%lld (values /%g)", spmv_gen_kind_name(mats[i].spec.kind),
+                 (long long)mats[i].spec.n, mats[i].steps);
+        for (int d = 0; d < 2; d++) {
+            failures += check_conversions(label, &coo, (spmv_dtype)d);
+            failures += check_kernels(label, &coo, (spmv_dtype)d);
+        }
+        spmv_coo_free(&coo);
+    }
+    print_tallies("packed matrices");
+    print_message("# values seen: raw %d const %d u8 %d u16 %d; PCSR columns 1/2/4 bytes %d/%d/%d; PSELL slices "
+                  "1/2/4 bytes %d/%d/%d\n",
+                  seen.vcode[SPMV_VCODE_RAW], seen.vcode[SPMV_VCODE_CONST], seen.vcode[SPMV_VCODE_U8],
+                  seen.vcode[SPMV_VCODE_U16], seen.pcsr_idx[1], seen.pcsr_idx[2], seen.pcsr_idx[4],
+                  seen.psell_idx[1], seen.psell_idx[2], seen.psell_idx[4]);
+    if (!fx.quick) { /* the small quick matrices span less */
+        for (int m = 0; m < 4; m++)
+            assert_true(seen.vcode[m] > 0);
+        assert_true(seen.pcsr_idx[1] && seen.pcsr_idx[2] && seen.pcsr_idx[4]);
+        assert_true(seen.psell_idx[1] && seen.psell_idx[2] && seen.psell_idx[4]);
     }
     assert_int_equal(failures, 0);
 }
@@ -938,6 +1085,7 @@ int main(void)
         cmocka_unit_test(test_info),
         cmocka_unit_test(test_conversions_real),
         cmocka_unit_test(test_conversions_random),
+        cmocka_unit_test(test_packed),
         cmocka_unit_test(test_unsorted_duplicates),
         cmocka_unit_test(test_upload_stats),
         cmocka_unit_test(test_kernels_real),

@@ -153,25 +153,30 @@ typedef struct spmv_hyb {
  * compared bit for bit (so -0.0 and 0.0, or two NaNs with other payloads,
  * stay distinct), form `table`, in ascending order of their bit patterns
  * read as unsigned integers of the dtype's width; an entry stores its index
- * in the table. The mode is the one with the fewest bytes for nnz entries
+ * in the table. The mode is the one with the fewest bytes for n entries
  * (ties: the first listed): CONST (one distinct value: no per-entry storage;
- * pattern-only matrices), U8 (1-byte codes, at most 256 distinct), U16
- * (2-byte codes, at most 65 536), RAW (the values themselves; also when
- * nnz is 0). Host and device build the same arrays. */
+ * pattern-only matrices; bytes vs), U8 (1-byte codes, at most 256 distinct;
+ * ntable*vs + n), U16 (2-byte codes, at most 65 536; ntable*vs + 2n), F32
+ * (float64 matrices whose every value survives float64 -> float32 -> float64
+ * bit for bit, as a "mixed" upload's do: the values as float32, no table;
+ * 4n), RAW (the values themselves; n*vs; also when nnz is 0). Host and
+ * device build the same arrays. */
 typedef enum spmv_vcode {
     SPMV_VCODE_RAW = 0,
     SPMV_VCODE_CONST = 1,
     SPMV_VCODE_U8 = 2,
     SPMV_VCODE_U16 = 3,
+    SPMV_VCODE_F32 = 4,
 } spmv_vcode;
+#define SPMV_VCODE_COUNT 5
 
-const char *spmv_vcode_name(spmv_vcode mode);      /* "raw", "const", "u8", "u16" */
+const char *spmv_vcode_name(spmv_vcode mode);      /* "raw", "const", "u8", "u16", "f32" */
 
 typedef struct spmv_packed_values {
     spmv_vcode mode;
-    int32_t ntable;           /* values in table (0 for RAW) */
+    int32_t ntable;           /* values in table (0 for RAW and F32) */
     void *table;              /* ntable values of the dtype */
-    void *data;               /* per entry: RAW values of the dtype, U8 uint8_t or U16 uint16_t codes; CONST NULL */
+    void *data;               /* per entry: RAW values of the dtype, U8 uint8_t or U16 uint16_t codes, F32 floats; CONST NULL */
 } spmv_packed_values;
 
 /* Packed CSR: the CSR's row_ptr (borrowed, not owned: a PCSR lives no

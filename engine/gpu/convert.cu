@@ -1110,11 +1110,15 @@ static int download_values(spmv_gpu_ctx *ctx, const spmv_gpu_matrix *m, const st
                            int64_t n, spmv_packed_values *v, spmv_error *err)
 {
     size_t vs = vsize(m);
-    size_t code = g->mode == SPMV_VCODE_RAW ? vs : g->mode == SPMV_VCODE_U8 ? 1 : g->mode == SPMV_VCODE_U16 ? 2 : 0;
+    size_t code = g->mode == SPMV_VCODE_RAW   ? vs
+                  : g->mode == SPMV_VCODE_F32 ? 4
+                  : g->mode == SPMV_VCODE_U8  ? 1
+                  : g->mode == SPMV_VCODE_U16 ? 2
+                                              : 0;
     int st;
     v->mode = g->mode;
     v->ntable = g->ntable;
-    if (g->mode != SPMV_VCODE_RAW && (st = download_array(ctx, g->table, g->ntable, vs, &v->table, err)))
+    if (g->ntable > 0 && (st = download_array(ctx, g->table, g->ntable, vs, &v->table, err)))
         return st;
     if (g->mode != SPMV_VCODE_CONST && (st = download_array(ctx, g->data, n, code, &v->data, err)))
         return st;

@@ -66,6 +66,8 @@ __device__ __forceinline__ void pk_put(spmv_vcode mode, void *data, int64_t e, T
     typedef typename pk_bits<T>::U U;
     if (mode == SPMV_VCODE_RAW) {
         ((T *)data)[e] = v;
+    } else if (mode == SPMV_VCODE_F32) {
+        ((float *)data)[e] = (float)v;
     } else if (mode == SPMV_VCODE_U8 || mode == SPMV_VCODE_U16) {
         U key;
         memcpy(&key, &v, sizeof key);
@@ -81,6 +83,8 @@ template <typename T> __device__ __forceinline__ void pk_put_pad(spmv_vcode mode
 {
     if (mode == SPMV_VCODE_RAW)
         ((T *)data)[e] = (T)0;
+    else if (mode == SPMV_VCODE_F32)
+        ((float *)data)[e] = 0.0f;
     else if (mode == SPMV_VCODE_U8)
         ((uint8_t *)data)[e] = 0;
     else if (mode == SPMV_VCODE_U16)
@@ -96,6 +100,8 @@ __device__ __forceinline__ T pk_value(const void *__restrict__ data, const T *ta
         return __ldcs((const T *)data + e);
     else if constexpr (VM == SPMV_VCODE_CONST)
         return c;
+    else if constexpr (VM == SPMV_VCODE_F32)
+        return (T)__ldcs((const float *)data + e);
     else if constexpr (VM == SPMV_VCODE_U8)
         return tab[__ldcs((const unsigned char *)data + e)];
     else
@@ -133,12 +139,16 @@ __device__ __forceinline__ int32_t pk_warp_max(int32_t v)
 
 static size_t pk_code_size(spmv_vcode mode, size_t vs)
 {
-    return mode == SPMV_VCODE_RAW ? vs : mode == SPMV_VCODE_U8 ? 1 : mode == SPMV_VCODE_U16 ? 2 : 0;
+    return mode == SPMV_VCODE_RAW   ? vs
+           : mode == SPMV_VCODE_F32 ? 4
+           : mode == SPMV_VCODE_U8  ? 1
+           : mode == SPMV_VCODE_U16 ? 2
+                                    : 0;
 }
 
 /* engine/spmv.h's rule: the fewest bytes for n entries, ties to the first
- * of CONST, U8, U16, RAW. */
-static spmv_vcode pk_choose_mode(int64_t nnz, int64_t ntable, int64_t n, int64_t vs)
+ * of CONST, U8, U16, F32, RAW (F32: float64 values all exact in float32). */
+static spmv_vcode pk_choose_mode(int64_t nnz, int64_t ntable, int64_t n, int64_t vs, bool f32_exact)
 {
     if (nnz == 0)
         return SPMV_VCODE_RAW;
@@ -148,6 +158,7 @@ static spmv_vcode pk_choose_mode(int64_t nnz, int64_t ntable, int64_t n, int64_t
         {SPMV_VCODE_CONST, ntable == 1, vs},
         {SPMV_VCODE_U8, ntable <= 256, ntable * vs + n},
         {SPMV_VCODE_U16, ntable <= 65536, ntable * vs + 2 * n},
+        {SPMV_VCODE_F32, vs == 8 && f32_exact, 4 * n},
         {SPMV_VCODE_RAW, true, n * vs},
     };
     for (auto &k : c)
@@ -156,6 +167,17 @@ static spmv_vcode pk_choose_mode(int64_t nnz, int64_t ntable, int64_t n, int64_t
             best_bytes = k.bytes;
         }
     return best;
+}
+
+/* Sets *flag when a distinct float64 value does not survive a round trip
+ * through float32 bit for bit. */
+__global__ void pk_f32_check(int64_t n, const unsigned long long *__restrict__ bits, unsigned *flag)
+{
+    for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < n; i += (int64_t)gridDim.x * blockDim.x) {
+        double v = __longlong_as_double((long long)bits[i]);
+        if ((unsigned long long)__double_as_longlong((double)(float)v) != bits[i])
+            atomicOr(flag, 1u);
+    }
 }
 
 /* The distinct values of the CSR (as bit patterns, ascending) and the mode
@@ -167,6 +189,7 @@ static int pk_values(spmv_gpu_ctx *ctx, spmv_gpu_matrix *m, int64_t n, struct gp
     typedef typename pk_bits<T>::U U;
     U *a = NULL, *b = NULL;
     int *d_count = NULL, count = 0;
+    unsigned *d_flag = NULL, flag = 1;
     int st;
     memset(v, 0, sizeof *v);
     v->mode = SPMV_VCODE_RAW;
@@ -194,8 +217,21 @@ static int pk_values(spmv_gpu_ctx *ctx, spmv_gpu_matrix *m, int64_t n, struct gp
          })) ||
         (st = gpu_copy_to_host(ctx, &count, d_count, sizeof count, "reading the distinct value count", err)))
         goto done;
-    v->mode = pk_choose_mode(m->nnz, count, n, sizeof(T));
-    if (v->mode != SPMV_VCODE_RAW) {
+    if (sizeof(T) == 8) { /* float64 values all exact in float32 (a "mixed" upload's): F32 may do */
+        if ((st = gpu_alloc(ctx, m, (void **)&d_flag, sizeof(unsigned), "float32 check", err)))
+            goto done;
+        if ((e = cudaMemsetAsync(d_flag, 0, sizeof(unsigned), ctx->stream)) != cudaSuccess) {
+            st = gpu_cuda_error(e, err, "float32 check");
+            goto done;
+        }
+        pk_f32_check<<<gpu_grid(count, 256), 256, 0, ctx->stream>>>(
+            count, (const unsigned long long *)db.Alternate(), d_flag);
+        if ((st = gpu_check_launch(err, "pk_f32_check")) ||
+            (st = gpu_copy_to_host(ctx, &flag, d_flag, sizeof flag, "reading the float32 check", err)))
+            goto done;
+    }
+    v->mode = pk_choose_mode(m->nnz, count, n, sizeof(T), flag == 0);
+    if (v->mode != SPMV_VCODE_RAW && v->mode != SPMV_VCODE_F32) {
         v->ntable = count;
         if ((st = gpu_alloc(ctx, m, &v->table, (size_t)count * sizeof(T), "value table", err)))
             goto done;
@@ -208,6 +244,7 @@ done:
     gpu_release(ctx, m, a);
     gpu_release(ctx, m, b);
     gpu_release(ctx, m, d_count);
+    gpu_release(ctx, m, d_flag);
     return st;
 }
 
@@ -363,7 +400,7 @@ template <typename T> static int build_pcsr(spmv_gpu_ctx *ctx, spmv_gpu_matrix *
     }
     if (p->v.mode == SPMV_VCODE_RAW) {
         p->v.data = m->val;
-    } else if (p->v.mode != SPMV_VCODE_CONST) {
+    } else if (p->v.mode != SPMV_VCODE_CONST) { /* codes, or float32 values */
         if ((st = gpu_alloc(ctx, m, &p->v.data, (size_t)nnz * pk_code_size(p->v.mode, vs), "PCSR value codes", err)))
             goto done;
         pk_codes<T><<<gpu_grid(nnz, PK_BLOCK), PK_BLOCK, 0, ctx->stream>>>(nnz, (const T *)m->val, p->v.mode,
@@ -659,6 +696,7 @@ template <typename T> static void pcsr_launch(struct gpu_launch *l)
     case SPMV_VCODE_CONST: pcsr_launch_v<T, SPMV_VCODE_CONST>(l); break;
     case SPMV_VCODE_U8: pcsr_launch_v<T, SPMV_VCODE_U8>(l); break;
     case SPMV_VCODE_U16: pcsr_launch_v<T, SPMV_VCODE_U16>(l); break;
+    case SPMV_VCODE_F32: pcsr_launch_v<T, SPMV_VCODE_F32>(l); break;
     default: pcsr_launch_v<T, SPMV_VCODE_RAW>(l); break;
     }
 }
@@ -689,6 +727,7 @@ template <typename T> static void psell_launch(struct gpu_launch *l)
     case SPMV_VCODE_CONST: psell_launch_v<T, SPMV_VCODE_CONST>(l); break;
     case SPMV_VCODE_U8: psell_launch_v<T, SPMV_VCODE_U8>(l); break;
     case SPMV_VCODE_U16: psell_launch_v<T, SPMV_VCODE_U16>(l); break;
+    case SPMV_VCODE_F32: psell_launch_v<T, SPMV_VCODE_F32>(l); break;
     default: psell_launch_v<T, SPMV_VCODE_RAW>(l); break;
     }
 }

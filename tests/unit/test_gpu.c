@@ -485,7 +485,7 @@ static bool same_hll(const char *what, const spmv_hll *h, const spmv_hll *d)
 
 static size_t code_size(spmv_vcode mode, size_t vs)
 {
-    return mode == SPMV_VCODE_RAW ? vs : mode == SPMV_VCODE_U8 ? 1 : mode == SPMV_VCODE_U16 ? 2 : 0;
+    return mode == SPMV_VCODE_RAW ? vs : mode == SPMV_VCODE_F32 ? 4 : mode == SPMV_VCODE_U8 ? 1 : mode == SPMV_VCODE_U16 ? 2 : 0;
 }
 
 static bool same_values(const char *what, const spmv_packed_values *h, const spmv_packed_values *d, int64_t n,
@@ -496,7 +496,7 @@ static bool same_values(const char *what, const spmv_packed_values *h, const spm
                       spmv_vcode_name(d->mode), d->ntable);
         return false;
     }
-    return (h->mode == SPMV_VCODE_RAW || same_bytes(what, h->table, d->table, (size_t)h->ntable * vs)) &&
+    return same_bytes(what, h->table, d->table, (size_t)h->ntable * vs) &&
            (h->mode == SPMV_VCODE_CONST || same_bytes(what, h->data, d->data, (size_t)n * code_size(h->mode, vs)));
 }
 
@@ -532,7 +532,7 @@ static bool same_psell(const char *what, const spmv_psell *h, const spmv_psell *
 /* What the packed formats of the matrices checked so far chose (test_packed
  * asserts every mode and width was exercised). */
 static struct {
-    int vcode[4];
+    int vcode[SPMV_VCODE_COUNT];
     int pcsr_idx[5];
     int psell_idx[5];
 } seen;
@@ -668,14 +668,15 @@ static void test_conversions_random(void **state)
  * every column width (a generated Poisson: two values, slices of 1 and 2
  * bytes; graphs: one value, columns of 4 bytes; random values rounded to
  * 1/500 (U16) or to 1/40 (U8) on a band with a dense row (PCSR's wide-row
- * fallback, PSELL slices of 1 and 4 bytes); plain random: RAW): the device
+ * fallback, PSELL slices of 1 and 4 bytes); plain random: RAW, rounded to
+ * float32: F32 in float64): the device
  * builds equal the host's bit for bit and every GPU kernel, gpu.pcsr and
  * gpu.psell with them, matches the reference. */
 static void quantize(spmv_coo *c, double steps)
 {
     double *v = c->val;
     for (int64_t k = 0; k < c->nnz; k++)
-        v[k] = round(v[k] * steps) / steps;
+        v[k] = steps < 0 ? (double)(float)v[k] : round(v[k] * steps) / steps;
 }
 
 static void test_packed(void **state)
@@ -687,7 +688,7 @@ static void test_packed(void **state)
     int32_t side = fx.quick ? 40 : 300;
     struct {
         spmv_gen_spec spec;
-        double steps; /* values rounded to 1/steps; 0: as generated */
+        double steps; /* values rounded to 1/steps; -1: to float32 (a mixed upload's); 0: as generated */
     } mats[] = {
         {{SPMV_GEN_POISSON2D, side, 0, 0, seed}, 0},
         {{SPMV_GEN_STENCIL27, fx.quick ? 8 : 30, 0, 0, seed}, 0},
@@ -696,6 +697,7 @@ static void test_packed(void **state)
         {{SPMV_GEN_BANDED_DENSE_ROW, side * side, 16, fx.quick ? 200 : 70000, seed}, 500},
         {{SPMV_GEN_BANDED_DENSE_ROW, side * side, 16, fx.quick ? 200 : 70000, seed}, 40},
         {{SPMV_GEN_UNIFORM, side * side, 8, 0, seed}, 0},
+        {{SPMV_GEN_UNIFORM, side * side, 8, 0, seed}, -1},
     };
     memset(&seen, 0, sizeof seen);
     print_message("# packed matrices: seed %llu\n", (unsigned long long)seed);
@@ -715,13 +717,13 @@ static void test_packed(void **state)
         spmv_coo_free(&coo);
     }
     print_tallies("packed matrices");
-    print_message("# values seen: raw %d const %d u8 %d u16 %d; PCSR columns 1/2/4 bytes %d/%d/%d; PSELL slices "
+    print_message("# values seen: raw %d const %d u8 %d u16 %d f32 %d; PCSR columns 1/2/4 bytes %d/%d/%d; PSELL slices "
                   "1/2/4 bytes %d/%d/%d\n",
                   seen.vcode[SPMV_VCODE_RAW], seen.vcode[SPMV_VCODE_CONST], seen.vcode[SPMV_VCODE_U8],
-                  seen.vcode[SPMV_VCODE_U16], seen.pcsr_idx[1], seen.pcsr_idx[2], seen.pcsr_idx[4],
+                  seen.vcode[SPMV_VCODE_U16], seen.vcode[SPMV_VCODE_F32], seen.pcsr_idx[1], seen.pcsr_idx[2], seen.pcsr_idx[4],
                   seen.psell_idx[1], seen.psell_idx[2], seen.psell_idx[4]);
     if (!fx.quick) { /* the small quick matrices span less */
-        for (int m = 0; m < 4; m++)
+        for (int m = 0; m < SPMV_VCODE_COUNT; m++)
             assert_true(seen.vcode[m] > 0);
         assert_true(seen.pcsr_idx[1] && seen.pcsr_idx[2] && seen.pcsr_idx[4]);
         assert_true(seen.psell_idx[1] && seen.psell_idx[2] && seen.psell_idx[4]);

@@ -237,7 +237,7 @@ static json_t *table_json(const bench_task *b)
     for (size_t i = 0; i < b->nentries; i++)
         json_array_append_new(rows, entry_json(b, &b->entries[i], base_ms, cus_ms));
     json_t *o = json_pack("{s:s, s:s, s:I, s:I, s:I, s:i, s:i, s:b, s:I, s:s, s:o, s:O}", "matrix", b->m->meta.id,
-                          "dtype", spmv_dtype_name(b->m->host.dtype), "rows", (json_int_t)b->m->host.rows,
+                          "dtype", matrix_dtype_name(b->m), "rows", (json_int_t)b->m->host.rows,
                           "cols", (json_int_t)b->m->host.cols, "nnz", (json_int_t)b->m->host.nnz, "runs", b->runs,
                           "warmup", b->warmup, "verify", b->verify, "seed", (json_int_t)(b->seed & INT64_MAX),
                           "baseline", "cpu.csr.serial", "results", rows, "skipped", b->skipped);

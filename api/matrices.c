@@ -89,7 +89,7 @@ json_t *api_matrix_json(spmvd *d, matrix *m)
                      " s:{s:o, s:o, s:o, s:o}}",
                      "id", mt->id, "name", mt->name, "rows", (json_int_t)m->host.rows,
                      "cols", (json_int_t)m->host.cols, "nnz", (json_int_t)m->host.nnz,
-                     "dtype", spmv_dtype_name(m->host.dtype), "symmetry", spmv_mm_symmetry_name(mt->symmetry),
+                     "dtype", matrix_dtype_name(m), "symmetry", spmv_mm_symmetry_name(mt->symmetry),
                      "hack_size", m->host.hack_size,
                      "device", m->dev && m->dev_worker ? m->dev_worker->name : "cpu",
                      "formats", formats_json(m), "pinned", pinned_json(m),

@@ -279,7 +279,7 @@ static json_t *result_json(const spmspm_task *t)
 {
     json_t *params = api_params_json(t->k, &t->p);
     json_t *o = json_pack("{s:s, s:s, s:s, s:s, s:s, s:o, s:o, s:o, s:I}", "kernel", t->k->name, "a", t->a->meta.id,
-                          "b", t->b->meta.id, "device", t->worker_name, "dtype", spmv_dtype_name(t->a->host.dtype),
+                          "b", t->b->meta.id, "device", t->worker_name, "dtype", matrix_dtype_name(t->a),
                           "params", params, "stats", api_stats_json(&t->st), "queue_ms", api_json_real(t->queue_ms),
                           "madds", (json_int_t)spmv_spmspm_madds(&t->a->host.csr, &t->b->host.csr));
     if (o && t->verify)

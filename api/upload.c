@@ -21,10 +21,13 @@
  * full: nothing is stored). The answer is the descriptor plus Location.
  */
 #include <errno.h>
+#include <float.h>
 #include <limits.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -262,6 +265,7 @@ static void upload_body(request *r, const char *data, size_t size)
 
 typedef struct upload_opts {
     spmv_dtype dtype;
+    bool mixed;        /* dtype "mixed": float64 held, values rounded to float32 */
     unsigned formats;
     int32_t hack_size;
     int device;        /* -1: host only, -2: the GPU with most free memory, else GPU index */
@@ -314,8 +318,11 @@ static int parse_options(request *r, upload_opts *o)
     spmvd *d = r->d;
     spmv_error err = {0};
     const char *dt = u->dtype[0] ? u->dtype : d->cfg.default_dtype;
-    if (spmv_dtype_parse(dt, &o->dtype) != 0) {
-        api_error(r, 400, "invalid_request", "`dtype` must be float64 or float32, not \"%s\"", dt);
+    o->mixed = strcasecmp(dt, "mixed") == 0;
+    if (o->mixed) {
+        o->dtype = SPMV_FLOAT64;
+    } else if (spmv_dtype_parse(dt, &o->dtype) != 0) {
+        api_error(r, 400, "invalid_request", "`dtype` must be float64, float32 or mixed, not \"%s\"", dt);
         return -1;
     }
     o->hack_size = (int32_t)d->cfg.default_hack_size;
@@ -356,7 +363,7 @@ static void answer_created(request *r)
     snprintf(loc, sizeof loc, "/v1/matrices/%s", u->m->meta.id);
     log_info("upload: stored %s \"%s\" %dx%d nnz %lld %s on %s (%llu bytes, parse %.1f ms)", u->m->meta.id,
              u->m->meta.name, u->m->host.rows, u->m->host.cols, (long long)u->m->host.nnz,
-             spmv_dtype_name(u->m->host.dtype), u->m->dev_worker ? u->m->dev_worker->name : "cpu",
+             matrix_dtype_name(u->m), u->m->dev_worker ? u->m->dev_worker->name : "cpu",
              (unsigned long long)u->bytes, u->m->meta.parse_ms);
     metrics_upload(r->d->metrics, u->bytes);
     api_json(r, 201, api_matrix_json(r->d, u->m));
@@ -406,6 +413,23 @@ static void upload_resumed(request *r)
         store_and_answer(r);
 }
 
+/* dtype "mixed": every value rounded to the nearest float32 (held in
+ * float64, so every kernel multiplies float32 values by float64 x and sums
+ * in float64); one past float32's range is refused rather than made
+ * infinite. */
+static int round_to_float32(spmv_coo *c, spmv_error *err)
+{
+    double *v = c->val;
+    for (int64_t k = 0; k < c->nnz; k++) {
+        if (isfinite(v[k]) && fabs(v[k]) > FLT_MAX)
+            return spmv_error_set(err, SPMV_ERR_LIMIT, 0,
+                                  "dtype mixed: entry (%d, %d) = %.17g is outside float32's range (|v| <= %.9g)",
+                                  c->row[k] + 1, c->col[k] + 1, v[k], (double)FLT_MAX);
+        v[k] = (double)(float)v[k];
+    }
+    return SPMV_OK;
+}
+
 static int build_matrix(request *r, const upload_opts *o, const spmv_mm_info *info)
 {
     upload *u = U(r);
@@ -420,9 +444,12 @@ static int build_matrix(request *r, const upload_opts *o, const spmv_mm_info *in
     meta.device = o->device == -1 ? MATFILE_DEVICE_HOST : 0;
     meta.created = (int64_t)time(NULL);
     meta.parse_ms = u->parse_ms;
+    meta.mixed = o->mixed;
     double t0 = spmv_now_ms();
     spmv_csr csr = {0};
-    int rc = spmv_coo_to_csr(&u->coo, o->dtype, &csr, &err);
+    int rc = o->mixed ? round_to_float32(&u->coo, &err) : SPMV_OK;
+    if (rc == SPMV_OK)
+        rc = spmv_coo_to_csr(&u->coo, o->dtype, &csr, &err);
     /* a GPU matrix keeps only the CSR on the host; other formats live on the device */
     spmv_format_limits lim = spmvd_format_limits(r->d);
     if (rc == SPMV_OK)

@@ -1,7 +1,7 @@
 /* matfile.h — one stored matrix on disk: a binary CSR file with a checksum.
  *
  * The state directory holds one file per matrix, named <uuid>.csr. A file is
- * a 512-byte header (magic, format version, dtype, sizes, name, symmetry as
+ * a 512-byte header (magic, format version, dtype, sizes, name, flags (mixed), symmetry as
  * read, upload options and timings, CRC-32 of the payload, CRC-32 of the
  * header) followed by the CSR arrays row_ptr, col and val, little-endian.
  * Writes go to a temp file that is fsync'd and renamed over, then the
@@ -12,6 +12,7 @@
 #ifndef SPMVD_MATFILE_H
 #define SPMVD_MATFILE_H
 
+#include <stdbool.h>
 #include <stdint.h>
 
 #include "spmv.h"
@@ -35,6 +36,7 @@ typedef struct matfile_meta {
     int32_t hack_size;
     int32_t device;            /* MATFILE_DEVICE_HOST or the GPU index */
     int64_t created;           /* unix seconds */
+    bool mixed;                /* dtype "mixed": float64 CSR whose values were rounded to float32 at upload */
     double parse_ms, convert_ms, transfer_ms, store_ms;
 } matfile_meta;
 

@@ -114,6 +114,11 @@ void matrix_unref(matrix *m)
     free(m);
 }
 
+const char *matrix_dtype_name(const matrix *m)
+{
+    return m->meta.mixed ? "mixed" : spmv_dtype_name(m->host.dtype);
+}
+
 size_t matrix_host_bytes(matrix *m)
 {
     pthread_mutex_lock(&m->lock);

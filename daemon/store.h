@@ -70,6 +70,9 @@ matrix *matrix_ref(matrix *m);
 void matrix_unref(matrix *m);
 /* Host bytes of all formats held. */
 size_t matrix_host_bytes(matrix *m);
+/* The dtype the upload asked for: "mixed" (float32 values, float64
+ * operands) or the host dtype's name. */
+const char *matrix_dtype_name(const matrix *m);
 /* Host formats never evicted: CSR, and for a host matrix the formats its
  * upload asked for. */
 unsigned matrix_host_pinned(const matrix *m);

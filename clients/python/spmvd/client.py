@@ -40,18 +40,20 @@ __all__ = ["Client", "SpmvResult", "BenchResult", "SolveResult", "ProgressFn"]
 ProgressFn = Callable[[float, Dict[str, Any]], None]
 """A job progress callback: ``fn(fraction_done, job_json)``."""
 
-_DTYPES = {"float64": np.dtype("<f8"), "float32": np.dtype("<f4")}
+# "mixed" matrices hold float32 values and take and give float64 vectors.
+_DTYPES = {"float64": np.dtype("<f8"), "float32": np.dtype("<f4"), "mixed": np.dtype("<f8")}
 
 MatrixRef = Union[str, "RemoteMatrix", Mapping[str, Any]]  # noqa: F821 (matrix.RemoteMatrix)
 
 
 def dtype_of(name: str) -> np.dtype:
-    """The little-endian NumPy dtype of a daemon dtype name (``"float64"``, ``"float32"``)."""
+    """The little-endian NumPy dtype of the vectors of a daemon dtype name (``"float64"``, ``"float32"``;
+    ``"mixed"``: float64)."""
     try:
         return _DTYPES[name]
     except KeyError:
         raise errors.Unsupported("unsupported_dtype", f"the daemon reported dtype {name!r}; this client knows "
-                                 "float64 and float32") from None
+                                 "float64, float32 and mixed") from None
 
 
 def as_values(x: Any, dtype: np.dtype, what: str = "x") -> np.ndarray:
@@ -739,7 +741,7 @@ class Client:
             a = np.asarray(values)
             if dtype is None:
                 if like is not None and hasattr(like, "descriptor"):
-                    dtype = like.descriptor["dtype"]
+                    dtype = "float64" if like.descriptor["dtype"] == "mixed" else like.descriptor["dtype"]
                 else:
                     dtype = "float32" if a.dtype == np.float32 else "float64"
             a = as_values(a, dtype_of(dtype), "values")

@@ -27,7 +27,8 @@ warns once per matrix with :class:`FallbackWarning` and is recorded in
   once, as ``NAME.T``, and products with it (it is deleted with
   :meth:`delete`); anything else raises :class:`~spmvd.errors.Unsupported`.
 
-**dtypes**: ``dtype`` is the matrix's (float64 or float32). Real float,
+**dtypes**: ``dtype`` is the matrix's (float64, float32, or mixed: float32
+values with float64 vectors, which take and give float64). Real float,
 integer and boolean inputs are converted to it (float64 input on a float32
 matrix is rounded, as the daemon would); complex and non-numeric inputs
 raise ``TypeError``. Non-contiguous inputs are copied. Answers have the

@@ -1,0 +1,61 @@
+#!/usr/bin/env bash
+# packed-gpu.sh — issue 14 on the GPU host: `bash bundle/packed-gpu.sh [bench-gpu options]`
+# (made by `make bench-gpu-bundle`).
+#
+# 1. test_gpu in full: every GPU kernel, gpu.pcsr and gpu.psell with them,
+#    on every shared real matrix and the random ones in both dtypes against
+#    cpu.csr.serial; the device PCSR/PSELL equal the host's bit for bit;
+#    test_packed's matrices take every value mode and column width;
+# 2. compute-sanitizer memcheck and racecheck over test_packed (quick);
+# 3. mixed_check.py (tests/e2e) with MIXED_DEVICE=gpu against a daemon of
+#    the bundle: dtype mixed with GPU kernels, packed ones included;
+# 4. bench-gpu (markdown bench-gpu.md, CSV bench-gpu.csv) unless
+#    BENCH=0, options passed on (--deadline ...).
+# Python: /opt/torch/.venv/bin/python3 (NumPy, SciPy) when present. Logs
+# under $OUT; summary.txt says pass/fail per step.
+set -u
+B=$(cd "$(dirname "$0")" && pwd)
+OUT=${OUT:-$B/out}
+mkdir -p "$OUT"
+export SPMV_ROOT="$B/work" CMOCKA_MESSAGE_OUTPUT=TAP PYTHONUNBUFFERED=1
+PY=$(command -v /opt/torch/.venv/bin/python3 || command -v python3)
+summary="$OUT/summary.txt"
+: >"$summary"
+step() { # name, log, limit seconds, command...
+  local name=$1 log=$2 limit=$3; shift 3
+  local t0=$SECONDS
+  timeout --kill-after=10 "$limit" "$@" >"$log" 2>&1
+  local rc=$?
+  printf '%-22s rc=%-3s %3s ok %3s not ok %3s skipped  %4ds\n' "$name" "$rc" "$(grep -cE '^ok [0-9]+' "$log")" \
+    "$(grep -E '^not ok [0-9]+' "$log" | grep -vc SKIP)" "$(grep -c '# SKIP' "$log")" $((SECONDS - t0)) | tee -a "$summary"
+}
+nvidia-smi --query-gpu=name,driver_version,memory.total,clocks.max.sm,clocks.max.mem --format=csv,noheader | tee -a "$summary"
+
+if [ "${TESTS:-1}" = 1 ]; then
+  step test_gpu "$OUT/test_gpu.log" 260 "$B/bin/test_gpu"
+  grep -E '^# (FAIL|values seen|packed)|^not ok' "$OUT/test_gpu.log" | head -30 | tee -a "$summary"
+  grep -E '^# (gpu\.pcsr|gpu\.psell) ' "$OUT/test_gpu.log" | tee -a "$summary"
+  if command -v compute-sanitizer >/dev/null; then
+    cs="compute-sanitizer --error-exitcode 99"
+    step memcheck "$OUT/memcheck.log" 150 env SPMV_GPU_QUICK=1 SPMV_GPU_ONLY='test_packed' $cs --tool memcheck \
+      --leak-check full "$B/bin/real/test_gpu"
+    grep -E 'ERROR SUMMARY|LEAK SUMMARY' "$OUT/memcheck.log" | sort | uniq -c | tee -a "$summary"
+    step racecheck "$OUT/racecheck.log" 100 env SPMV_GPU_QUICK=1 SPMV_GPU_ONLY='test_packed' $cs --tool racecheck \
+      "$B/bin/real/test_gpu"
+    grep -E 'ERROR SUMMARY|RACECHECK SUMMARY' "$OUT/racecheck.log" | sort | uniq -c | tee -a "$summary"
+  fi
+  mkdir -p "$B/state.mixed"
+  "$B/bin/spmvd" --listen 127.0.0.1:18611 --state-dir "$B/state.mixed" --log-level warn >"$OUT/spmvd.mixed.log" 2>&1 &
+  pid=$!
+  for _ in $(seq 200); do curl -sf http://127.0.0.1:18611/v1/ready >/dev/null && break; sleep 0.1; done
+  MIXED_DEVICE=gpu SPMV_SEED=${SPMV_SEED:-$RANDOM} step mixed_check "$OUT/mixed_check.log" 200 "$PY" \
+    "$B/mixed_check.py" http://127.0.0.1:18611 "$B/shared/matrices" "$B/state.mixed/ids.json"
+  grep -E '^not ok|^# (seed|error)' "$OUT/mixed_check.log" | head -20 | tee -a "$summary"
+  kill "$pid"; wait "$pid" 2>/dev/null
+fi
+if [ "${BENCH:-1}" = 1 ]; then
+  "$B/bin/bench-gpu" --csv "$OUT/bench-gpu.csv" "$@" >"$OUT/bench-gpu.md" 2>"$OUT/bench.log"
+  echo "bench-gpu rc=$?" | tee -a "$summary"
+  tail -3 "$OUT/bench.log"
+  sed -n '/## Geometric mean/,$p' "$OUT/bench-gpu.md" | head -40 | tee -a "$summary"
+fi

@@ -13,6 +13,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 #include <unistd.h>
 
 #include <jansson.h>
@@ -90,7 +91,7 @@ static const key_desc keys[] = {
     {"devices", KEY_STRING, OFF(devices), 0, 0, 0, "all", check_devices,
      "GPUs to use: \"all\", \"none\" or a list of indices \"0,2\""},
     {"default_dtype", KEY_STRING, OFF(default_dtype), 0, 0, 0, "float64", check_dtype,
-     "value type of uploads that name none (float64 or float32)"},
+     "value type of uploads that name none (float64, float32 or mixed)"},
     {"default_hack_size", KEY_INT, OFF(default_hack_size), 1, 1024, SPMV_HACK_SIZE_DEFAULT, NULL, NULL,
      "HLL slice height of uploads that name none"},
     {"device_reserve_bytes", KEY_INT, OFF(device_reserve_bytes), 0, 64 * TiB, 256 * MiB, NULL, NULL,
@@ -266,8 +267,8 @@ static int check_devices(const char *v, char *err, size_t errlen)
 static int check_dtype(const char *v, char *err, size_t errlen)
 {
     spmv_dtype d;
-    if (spmv_dtype_parse(v, &d) != 0)
-        return fail(err, errlen, "expected float64 or float32, got \"%s\"", v);
+    if (strcasecmp(v, "mixed") != 0 && spmv_dtype_parse(v, &d) != 0)
+        return fail(err, errlen, "expected float64, float32 or mixed, got \"%s\"", v);
     return 0;
 }
 

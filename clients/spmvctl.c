@@ -1358,7 +1358,7 @@ static int cmd_shm(ctl *c, int argc, char **argv)
 
 static const command commands[] = {
     {"upload", cmd_upload,
-     "usage: spmvctl upload FILE [--name NAME] [--dtype float64|float32] [--formats csr,hll,...]\n"
+     "usage: spmvctl upload FILE [--name NAME] [--dtype float64|float32|mixed] [--formats csr,hll,...]\n"
      "                           [--device cpu|gpuN] [--hack-size N]\n"
      "Uploads a Matrix Market file (.mtx or .mtx.gz) and prints its descriptor;\n"
      "with --json the descriptor JSON, whose \"id\" names the matrix from then on.\n"},

@@ -65,6 +65,8 @@ static const tune_candidate gpu_candidates[] = {
     {"gpu.csr.binned", NONE, 0},
     {"cusparse.sell", SPMV_PARAM_HACK_SIZE, 64},
     {"cusparse.sell", NONE, 0},
+    {"gpu.psell", NONE, 0},    /* the packed formats: fewer bytes (issue 14) */
+    {"gpu.pcsr", NONE, 0},
     {"gpu.ell", SPMV_PARAM_BLOCK_SIZE, 128},
     {"gpu.csr.light", SPMV_PARAM_THREADS, 1},
     {"gpu.csr.light", SPMV_PARAM_THREADS, 2},
@@ -78,6 +80,8 @@ static const tune_candidate gpu_candidates[] = {
     {"cusparse.coo", SPMV_PARAM_ALG, 1},
     {"gpu.csr.vector", NONE, 0},
     {"gpu.hll", NONE, 0},
+    {"gpu.psell", SPMV_PARAM_BLOCK_SIZE, 128},
+    {"gpu.pcsr", SPMV_PARAM_THREADS, 32},
 };
 
 static const tune_candidate cpu_candidates[] = {

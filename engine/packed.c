@@ -306,12 +306,9 @@ static void pcsr_index_plan(const spmv_csr *a, int32_t *ib, int64_t *wide_nnz, i
     }
     int64_t b1 = pcsr_index_bytes(1, a->rows, a->nnz, wide1), b2 = pcsr_index_bytes(2, a->rows, a->nnz, wide2);
     int64_t b4 = pcsr_index_bytes(4, a->rows, a->nnz, 0);
-    if (b1 <= b2 && b1 <= b4)
-        *ib = 1, *wide_nnz = wide1, *bytes = b1;
-    else if (b2 <= b4)
-        *ib = 2, *wide_nnz = wide2, *bytes = b2;
-    else
-        *ib = 4, *wide_nnz = 0, *bytes = b4;
+    *ib = b1 <= b2 && b1 <= b4 ? 1 : b2 <= b4 ? 2 : 4;
+    *wide_nnz = *ib == 1 ? wide1 : *ib == 2 ? wide2 : 0;
+    *bytes = *ib == 1 ? b1 : *ib == 2 ? b2 : b4;
 }
 
 int spmv_pcsr_plan(const spmv_csr *a, int64_t *slots, int64_t *bytes, spmv_error *err)
@@ -383,8 +380,9 @@ int spmv_csr_to_pcsr(const spmv_csr *in, const spmv_format_limits *lim, spmv_pcs
     }
     if (!out->idx || (ib < 4 && (!out->base || !out->wide_col)) ||
         (st = values_alloc(&out->v, mode, &s, in->nnz, in->dtype))) {
-        st = spmv_error_set(err, st ? st : SPMV_ERR_NOMEM, 0, "cannot allocate a PCSR of %d rows, %lld non-zeros (%s)",
-                            in->rows, (long long)in->nnz, spmv_strerror(st ? st : SPMV_ERR_NOMEM));
+        /* st: spmv_array_alloc's status (SPMV_ERR_NOMEM or, on overflow, SPMV_ERR_LIMIT) */
+        st = spmv_error_set(err, st, 0, "cannot allocate a PCSR of %d rows, %lld non-zeros (%s)", in->rows,
+                            (long long)in->nnz, spmv_strerror(st));
         goto done;
     }
     pcsr_fill_index(in, out);
@@ -604,8 +602,8 @@ int spmv_csr_to_psell(const spmv_csr *in, const spmv_format_limits *lim, spmv_ps
     out->idx = spmv_array_alloc(idx_total, 1, &st);
     if (!out->slot_off || !out->idx_off || !out->idx_bytes || !out->base || !out->idx ||
         (st = values_alloc(&out->v, mode, &s, out->slots, in->dtype))) {
-        st = spmv_error_set(err, st ? st : SPMV_ERR_NOMEM, 0, "cannot allocate a PSELL of %d rows, %lld slots (%s)",
-                            in->rows, (long long)out->slots, spmv_strerror(st ? st : SPMV_ERR_NOMEM));
+        st = spmv_error_set(err, st, 0, "cannot allocate a PSELL of %d rows, %lld slots (%s)", in->rows,
+                            (long long)out->slots, spmv_strerror(st));
         goto done;
     }
     out->slot_off[0] = out->idx_off[0] = 0;

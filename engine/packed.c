@@ -41,6 +41,7 @@ typedef struct vset {
     uint64_t *keys;   /* as found; ascending after vset_sort */
     int32_t *slot;    /* open addressing, load <= 1/2: index into keys, -1 empty */
     uint64_t mask;    /* slots - 1 */
+    bool f32;         /* float64 values all survive float64 -> float32 -> float64 bit for bit */
 } vset;
 
 /* Value i as an unsigned integer of the dtype's width (float32 widened):
@@ -115,6 +116,13 @@ static int vset_build(vset *s, const spmv_csr *a, spmv_error *err)
             s->keys[s->n++] = k;
         }
     }
+    /* F32 (a "mixed" upload's values): every float64 value a float32 exactly */
+    s->f32 = a->dtype == SPMV_FLOAT64;
+    const double *v = a->val;
+    for (int64_t j = 0; s->f32 && j < a->nnz; j++) {
+        double back = (double)(float)v[j];
+        s->f32 = memcmp(&back, &v[j], sizeof back) == 0;
+    }
     return SPMV_OK;
 }
 
@@ -143,34 +151,38 @@ static int64_t values_bytes(spmv_vcode mode, int64_t ntable, int64_t n, int64_t 
     case SPMV_VCODE_CONST: return ntable * vs;
     case SPMV_VCODE_U8: return ntable * vs + n;
     case SPMV_VCODE_U16: return ntable * vs + 2 * n;
+    case SPMV_VCODE_F32: return 4 * n;
     case SPMV_VCODE_RAW: break;
     }
     return n * vs;
 }
 
-/* Whether `mode` can code `distinct` distinct values of nnz real entries. */
-static bool mode_fits(spmv_vcode mode, int64_t distinct, int64_t nnz)
+/* Whether `mode` can code the nnz real entries of s (distinct values). */
+static bool mode_fits(spmv_vcode mode, const vset *s, int64_t nnz)
 {
     switch (mode) {
-    case SPMV_VCODE_CONST: return nnz > 0 && distinct == 1;
-    case SPMV_VCODE_U8: return nnz > 0 && distinct <= 256;
-    case SPMV_VCODE_U16: return nnz > 0 && distinct <= TABLE_MAX;
+    case SPMV_VCODE_CONST: return nnz > 0 && s->n == 1;
+    case SPMV_VCODE_U8: return nnz > 0 && s->n <= 256;
+    case SPMV_VCODE_U16: return nnz > 0 && s->n <= TABLE_MAX;
+    case SPMV_VCODE_F32: return nnz > 0 && s->f32;
     case SPMV_VCODE_RAW: break;
     }
     return true;
 }
 
 /* The mode with the fewest bytes for n stored entries (slots, padding
- * included) of nnz real ones holding `distinct` distinct values; ties go
- * to the first of CONST, U8, U16, RAW. nnz 0: RAW. */
-static spmv_vcode values_mode(int64_t distinct, int64_t nnz, int64_t n, int64_t vs, int64_t *bytes)
+ * included) of nnz real ones whose distinct values s holds; ties go to the
+ * first of CONST, U8, U16, F32, RAW. nnz 0: RAW. */
+static spmv_vcode values_mode(const vset *s, int64_t nnz, int64_t n, int64_t vs, int64_t *bytes)
 {
-    static const spmv_vcode order[] = {SPMV_VCODE_CONST, SPMV_VCODE_U8, SPMV_VCODE_U16, SPMV_VCODE_RAW};
+    static const spmv_vcode order[] = {SPMV_VCODE_CONST, SPMV_VCODE_U8, SPMV_VCODE_U16, SPMV_VCODE_F32,
+                                       SPMV_VCODE_RAW};
     spmv_vcode best = SPMV_VCODE_RAW;
     int64_t best_bytes = -1;
     for (size_t i = 0; i < sizeof order / sizeof order[0]; i++) {
-        int64_t b = values_bytes(order[i], order[i] == SPMV_VCODE_RAW ? 0 : distinct, n, vs);
-        if (mode_fits(order[i], distinct, nnz) && (best_bytes < 0 || b < best_bytes)) {
+        bool table = order[i] != SPMV_VCODE_RAW && order[i] != SPMV_VCODE_F32;
+        int64_t b = values_bytes(order[i], table ? s->n : 0, n, vs);
+        if (mode_fits(order[i], s, nnz) && (best_bytes < 0 || b < best_bytes)) {
             best = order[i];
             best_bytes = b;
         }
@@ -185,8 +197,8 @@ static int values_alloc(spmv_packed_values *v, spmv_vcode mode, vset *s, int64_t
     int st = SPMV_OK;
     size_t vs = spmv_dtype_size(dt);
     v->mode = mode;
-    if (mode == SPMV_VCODE_RAW)
-        return (v->data = spmv_array_alloc(n, vs, &st)) ? SPMV_OK : st;
+    if (mode == SPMV_VCODE_RAW || mode == SPMV_VCODE_F32)
+        return (v->data = spmv_array_alloc(n, mode == SPMV_VCODE_F32 ? 4 : vs, &st)) ? SPMV_OK : st;
     vset_sort(s);
     v->ntable = (int32_t)s->n;
     if (!(v->table = spmv_array_alloc(s->n, vs, &st)))
@@ -210,6 +222,9 @@ static void values_put(spmv_packed_values *v, const vset *s, const spmv_csr *a, 
         else
             spmv_val_copy(v->data, e, a->val, src, a->dtype);
         return;
+    case SPMV_VCODE_F32:
+        ((float *)v->data)[e] = src < 0 ? 0.0f : (float)((const double *)a->val)[src];
+        return;
     case SPMV_VCODE_CONST:
         return;
     case SPMV_VCODE_U8:
@@ -230,6 +245,7 @@ static int values_get(const spmv_packed_values *v, spmv_dtype dt, int64_t e, voi
     int64_t code = 0;
     switch (v->mode) {
     case SPMV_VCODE_RAW: spmv_val_copy(dst, di, v->data, e, dt); return SPMV_OK;
+    case SPMV_VCODE_F32: spmv_val_set(dst, dt, di, (double)((const float *)v->data)[e]); return SPMV_OK;
     case SPMV_VCODE_CONST: break;
     case SPMV_VCODE_U8: code = ((const uint8_t *)v->data)[e]; break;
     case SPMV_VCODE_U16: code = ((const uint16_t *)v->data)[e]; break;
@@ -244,7 +260,8 @@ static int values_get(const spmv_packed_values *v, spmv_dtype dt, int64_t e, voi
 static bool values_ok(const spmv_packed_values *v)
 {
     switch (v->mode) {
-    case SPMV_VCODE_RAW: return v->data != NULL;
+    case SPMV_VCODE_RAW:
+    case SPMV_VCODE_F32: return v->data != NULL;
     case SPMV_VCODE_CONST: return v->table && v->ntable == 1;
     case SPMV_VCODE_U8:
     case SPMV_VCODE_U16: return v->table && v->data && v->ntable >= 1;
@@ -320,7 +337,7 @@ int spmv_pcsr_plan(const spmv_csr *a, int64_t *slots, int64_t *bytes, spmv_error
     if (st)
         return st;
     pcsr_index_plan(a, &ib, &wide, &ibytes);
-    values_mode(s.n, a->nnz, a->nnz, (int64_t)spmv_dtype_size(a->dtype), &vbytes);
+    values_mode(&s, a->nnz, a->nnz, (int64_t)spmv_dtype_size(a->dtype), &vbytes);
     vset_free(&s);
     *slots = a->nnz;
     *bytes = ibytes + vbytes;
@@ -363,7 +380,7 @@ int spmv_csr_to_pcsr(const spmv_csr *in, const spmv_format_limits *lim, spmv_pcs
     if ((st = spmv_check_shape(in->rows, in->cols, in->nnz, err)) || (st = vset_build(&s, in, err)))
         return st;
     pcsr_index_plan(in, &ib, &wide, &ibytes);
-    spmv_vcode mode = values_mode(s.n, in->nnz, in->nnz, (int64_t)spmv_dtype_size(in->dtype), &vbytes);
+    spmv_vcode mode = values_mode(&s, in->nnz, in->nnz, (int64_t)spmv_dtype_size(in->dtype), &vbytes);
     if ((st = spmv_format_check(lim, SPMV_FMT_PCSR, in->nnz, in->nnz, ibytes + vbytes, err)))
         goto done;
     out->rows = in->rows;
@@ -533,7 +550,7 @@ int spmv_psell_plan(const spmv_csr *a, int64_t *slots, int64_t *bytes, spmv_erro
     if (st)
         return st;
     psell_sizes(a, ns, &widths, &idx_total);
-    values_mode(s.n, a->nnz, widths * C, (int64_t)spmv_dtype_size(a->dtype), &vbytes);
+    values_mode(&s, a->nnz, widths * C, (int64_t)spmv_dtype_size(a->dtype), &vbytes);
     vset_free(&s);
     *slots = widths * C;
     *bytes = psell_index_bytes(ns, widths, idx_total) + vbytes;
@@ -585,7 +602,7 @@ int spmv_csr_to_psell(const spmv_csr *in, const spmv_format_limits *lim, spmv_ps
         return st;
     ns = psell_nslices(in);
     psell_sizes(in, ns, &widths, &idx_total);
-    spmv_vcode mode = values_mode(s.n, in->nnz, widths * C, (int64_t)spmv_dtype_size(in->dtype), &vbytes);
+    spmv_vcode mode = values_mode(&s, in->nnz, widths * C, (int64_t)spmv_dtype_size(in->dtype), &vbytes);
     if ((st = spmv_format_check(lim, SPMV_FMT_PSELL, in->nnz, widths * C,
                                 psell_index_bytes(ns, widths, idx_total) + vbytes, err)))
         goto done;

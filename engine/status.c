@@ -88,6 +88,7 @@ const char *spmv_vcode_name(spmv_vcode mode)
     case SPMV_VCODE_CONST: return "const";
     case SPMV_VCODE_U8: return "u8";
     case SPMV_VCODE_U16: return "u16";
+    case SPMV_VCODE_F32: return "f32";
     }
     return "?";
 }

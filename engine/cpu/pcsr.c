@@ -64,6 +64,11 @@
         LOOP(T, val[k])                                                                            \
         break;                                                                                     \
     }                                                                                              \
+    case SPMV_VCODE_F32: {                                                                         \
+        const float *restrict val = a->v.data;                                                     \
+        LOOP(T, (T)val[k])                                                                         \
+        break;                                                                                     \
+    }                                                                                              \
     }
 
 #define DEFINE_PCSR_KERNEL(T, SFX)                                                                 \

@@ -70,6 +70,11 @@
             PSELL_LOOP(T, IT, NARROW, val[e0 + r])                                                 \
             break;                                                                                 \
         }                                                                                          \
+        case SPMV_VCODE_F32: {                                                                     \
+            const float *restrict val = a->v.data;                                                 \
+            PSELL_LOOP(T, IT, NARROW, (T)val[e0 + r])                                              \
+            break;                                                                                 \
+        }                                                                                          \
         }                                                                                          \
         for (int32_t r = 0; r < n; r++)                                                            \
             y[r] = acc[r];                                                                         \

@@ -235,12 +235,14 @@ static void test_packed_kernels_exact(void **state)
     (void)state;
     static const struct {
         const char *what;
-        int32_t rows, cols, per_row, span, palette; /* palette 0: every value distinct; -1: 0.0, -0.0, NaNs */
+        int32_t rows, cols, per_row, span, palette; /* palette 0: every value distinct; -1: 0.0, -0.0, NaNs;
+                                                       -2: distinct, rounded to float32 (F32 in float64) */
     } cases[] = {
         {"const", 300, 400, 6, 100, 1},        {"u8", 300, 400, 6, 100, 200},
         {"u16", 3000, 400, 30, 300, 3000},     {"raw", 300, 400, 6, 100, 0},
         {"zeros and NaN", 200, 300, 5, 50, -1}, {"2-byte columns", 200, 70000, 4, 60000, 7},
         {"4-byte columns", 100, 200000, 3, 150000, 0}, {"long rows", 64, 1 << 20, 40, 1000, 0},
+        {"f32 (mixed)", 300, 400, 6, 100, -2},
     };
     const spmv_kernel *kernels[2] = {spmv_kernel_find("cpu.pcsr.omp"), spmv_kernel_find("cpu.psell.omp")};
     tu_rng r;
@@ -253,7 +255,9 @@ static void test_packed_kernels_exact(void **state)
             rows_from_one(&f.coo);
             if (cases[c].palette > 0)
                 tu_palette_values(&r, &f.coo, cases[c].palette);
-            for (int64_t k = 0; cases[c].palette < 0 && k < f.coo.nnz; k++) {
+            for (int64_t k = 0; cases[c].palette == -2 && k < f.coo.nnz; k++)
+                ((double *)f.coo.val)[k] = (double)(float)((double *)f.coo.val)[k];
+            for (int64_t k = 0; cases[c].palette == -1 && k < f.coo.nnz; k++) {
                 static const double special[4] = {0.0, -0.0, NAN, 1.5};
                 ((double *)f.coo.val)[k] = special[k % 4];
             }

@@ -563,12 +563,18 @@ static void want_values_of(const spmv_csr *a, int64_t n, want_values *w)
     for (int64_t k = 0; k < a->nnz; k++)
         if (w->ntable == 0 || w->table[w->ntable - 1] != w->table[k])
             w->table[w->ntable++] = w->table[k];
-    /* CONST, U8, U16, RAW: the fewest bytes, the first on a tie */
-    int64_t t = w->ntable, cost[4] = {vs, t * vs + n, t * vs + 2 * n, n * vs};
-    bool ok[4] = {t == 1, t >= 1 && t <= 256, t >= 1 && t <= 65536, true};
-    const spmv_vcode modes[4] = {SPMV_VCODE_CONST, SPMV_VCODE_U8, SPMV_VCODE_U16, SPMV_VCODE_RAW};
-    int best = 3;
-    for (int i = 3; i >= 0; i--)
+    /* F32: a float64 matrix whose values all survive a round trip through float32 */
+    bool f32 = a->dtype == SPMV_FLOAT64 && a->nnz > 0;
+    for (int64_t k = 0; f32 && k < a->nnz; k++) {
+        double v = ((const double *)a->val)[k], back = (double)(float)v;
+        f32 = memcmp(&v, &back, sizeof v) == 0;
+    }
+    /* CONST, U8, U16, F32, RAW: the fewest bytes, the first on a tie */
+    int64_t t = w->ntable, cost[5] = {vs, t * vs + n, t * vs + 2 * n, 4 * n, n * vs};
+    bool ok[5] = {t == 1, t >= 1 && t <= 256, t >= 1 && t <= 65536, f32, true};
+    const spmv_vcode modes[5] = {SPMV_VCODE_CONST, SPMV_VCODE_U8, SPMV_VCODE_U16, SPMV_VCODE_F32, SPMV_VCODE_RAW};
+    int best = 4;
+    for (int i = 4; i >= 0; i--)
         if (ok[i] && cost[i] <= cost[best])
             best = i;
     w->mode = modes[best];
@@ -578,7 +584,7 @@ static void want_values_of(const spmv_csr *a, int64_t n, want_values *w)
 static void check_table(const spmv_packed_values *v, const want_values *w, spmv_dtype dt)
 {
     assert_int_equal(v->mode, w->mode);
-    if (v->mode == SPMV_VCODE_RAW) {
+    if (v->mode == SPMV_VCODE_RAW || v->mode == SPMV_VCODE_F32) {
         assert_int_equal(v->ntable, 0);
         assert_null(v->table);
         assert_non_null(v->data);
@@ -600,6 +606,11 @@ static void check_value(const spmv_packed_values *v, const spmv_csr *a, int64_t 
     uint64_t want = src < 0 ? 0 : bits_of(a->val, a->dtype, src);
     switch (v->mode) {
     case SPMV_VCODE_RAW: assert_true(bits_of(v->data, a->dtype, e) == want); break;
+    case SPMV_VCODE_F32: {
+        double got = (double)((const float *)v->data)[e];
+        assert_true(bits_of(&got, SPMV_FLOAT64, 0) == want);
+        break;
+    }
     case SPMV_VCODE_CONST: break;
     case SPMV_VCODE_U8:
     case SPMV_VCODE_U16: {
@@ -619,6 +630,7 @@ static size_t values_array_bytes(const spmv_packed_values *v, spmv_dtype dt, int
     size_t vs = spmv_dtype_size(dt), b = (size_t)v->ntable * vs;
     switch (v->mode) {
     case SPMV_VCODE_RAW: return b + (size_t)n * vs;
+    case SPMV_VCODE_F32: return b + (size_t)n * 4;
     case SPMV_VCODE_CONST: return b;
     case SPMV_VCODE_U8: return b + (size_t)n;
     case SPMV_VCODE_U16: return b + (size_t)n * 2;
@@ -913,13 +925,18 @@ static void test_packed_value_modes(void **state)
             assert_int_equal(sm, d ? cases[j].f32 : cases[j].f64);
             spmv_coo_free(&coo);
         }
-    /* all distinct: RAW */
-    for (int d = 0; d < 2; d++) {
+    /* all distinct: RAW; in float64 rounded to float32 (a "mixed" upload's
+     * values): F32, the values in 4 bytes, decoded bit for bit */
+    for (int d = 0; d < 3; d++) {
         spmv_coo coo;
         spmv_vcode pm, sm;
-        tu_window_coo(&r, 500, 600, 8, 40, (spmv_dtype)d, &coo);
-        packed_modes(&coo, "all distinct", &pm, NULL, &sm);
-        assert_true(pm == SPMV_VCODE_RAW && sm == SPMV_VCODE_RAW);
+        tu_window_coo(&r, 500, 600, 8, 40, d == 1 ? SPMV_FLOAT32 : SPMV_FLOAT64, &coo);
+        if (d == 2)
+            for (int64_t k = 0; k < coo.nnz; k++)
+                ((double *)coo.val)[k] = (double)(float)((double *)coo.val)[k];
+        packed_modes(&coo, d == 2 ? "mixed" : "all distinct", &pm, NULL, &sm);
+        spmv_vcode want = d == 2 ? SPMV_VCODE_F32 : SPMV_VCODE_RAW;
+        assert_true(pm == want && sm == want);
         spmv_coo_free(&coo);
     }
     /* the payoff edge: two entries, two values; a table of 2 float64 plus 2
@@ -929,12 +946,19 @@ static void test_packed_value_modes(void **state)
      * 600 entries of 300 values (U16 1200 + 1200 = RAW's 2400): U16. */
     {
         const int32_t row[8] = {0, 0, 1, 1, 2, 2, 3, 3}, col[8] = {0, 1, 0, 1, 0, 1, 0, 1};
-        const double two[2] = {1, 2}, seven[8] = {1, 2, 3, 4, 5, 6, 7, 7}, three[4] = {1, 2, 3, 3};
+        /* float64 values that are no float32 (F32 would win otherwise: below) */
+        const double two[2] = {1.1, 2.1}, seven[8] = {1.1, 2.1, 3.1, 4.1, 5.1, 6.1, 7.1, 7.1},
+                     three[4] = {1, 2, 3, 3}, two32[2] = {1, 2};
         spmv_coo coo;
         spmv_vcode pm;
         coo_from(1, 2, 2, row, col, two, SPMV_FLOAT64, &coo);
         packed_modes(&coo, "payoff", &pm, NULL, NULL);
         assert_int_equal(pm, SPMV_VCODE_RAW);
+        spmv_coo_free(&coo);
+        /* the same with values that are float32s: F32 (8 bytes) */
+        coo_from(1, 2, 2, row, col, two32, SPMV_FLOAT64, &coo);
+        packed_modes(&coo, "payoff f32", &pm, NULL, NULL);
+        assert_int_equal(pm, SPMV_VCODE_F32);
         spmv_coo_free(&coo);
         coo_from(4, 2, 8, row, col, seven, SPMV_FLOAT64, &coo);
         packed_modes(&coo, "tie f64", &pm, NULL, NULL);
@@ -983,7 +1007,7 @@ static void test_packed_value_modes(void **state)
      * are RAW as PCSR (U8 8*8 + 8 > 64) but U8 as PSELL (32 slots: 96 < 256) */
     {
         const int32_t row[8] = {0, 1, 2, 3, 4, 5, 6, 7}, col[8] = {0, 1, 2, 3, 4, 5, 6, 7};
-        const double vals[8] = {1, 2, 3, 4, 5, 6, 7, 8};
+        const double vals[8] = {1.1, 2.1, 3.1, 4.1, 5.1, 6.1, 7.1, 8.1};
         spmv_coo coo;
         spmv_vcode pm, sm;
         tu_window_coo(&r, 70, 90, 9, 30, SPMV_FLOAT64, &coo);
@@ -1001,6 +1025,7 @@ static void test_packed_value_modes(void **state)
     assert_string_equal(spmv_vcode_name(SPMV_VCODE_CONST), "const");
     assert_string_equal(spmv_vcode_name(SPMV_VCODE_U8), "u8");
     assert_string_equal(spmv_vcode_name(SPMV_VCODE_U16), "u16");
+    assert_string_equal(spmv_vcode_name(SPMV_VCODE_F32), "f32");
 }
 
 /* PCSR's index widths: 1, 2, 4, the ties, the 255 / 65 535 edges and the

@@ -205,7 +205,8 @@ void tu_palette_values(tu_rng *r, spmv_coo *m, int32_t distinct)
 {
     for (int64_t k = 0; k < m->nnz && distinct > 0; k++) {
         int64_t c = k < distinct ? k : tu_rng_range(r, 0, distinct - 1);
-        double v = (c % 2 ? -1.0 : 1.0) * (double)(c / 2 + 1) / 4.0;
+        /* + 0.1: no float64 value is a float32, so F32 never competes */
+        double v = (c % 2 ? -1.0 : 1.0) * ((double)(c / 2 + 1) / 4.0 + 0.1);
         if (m->dtype == SPMV_FLOAT32)
             ((float *)m->val)[k] = (float)v;
         else

@@ -32,16 +32,16 @@ step() { # name, log, limit seconds, command...
 nvidia-smi --query-gpu=name,driver_version,memory.total,clocks.max.sm,clocks.max.mem --format=csv,noheader | tee -a "$summary"
 
 if [ "${TESTS:-1}" = 1 ]; then
-  step test_gpu "$OUT/test_gpu.log" 260 "$B/bin/test_gpu"
+  step test_gpu "$OUT/test_gpu.log" 260 env ${TEST_ONLY:+SPMV_GPU_ONLY=$TEST_ONLY} "$B/bin/test_gpu"
   grep -E '^# (FAIL|values seen|packed)|^not ok' "$OUT/test_gpu.log" | head -30 | tee -a "$summary"
   grep -E '^# (gpu\.pcsr|gpu\.psell) ' "$OUT/test_gpu.log" | tee -a "$summary"
   if command -v compute-sanitizer >/dev/null; then
     cs="compute-sanitizer --error-exitcode 99"
     step memcheck "$OUT/memcheck.log" 150 env SPMV_GPU_QUICK=1 SPMV_GPU_ONLY='test_packed' $cs --tool memcheck \
-      --leak-check full "$B/bin/real/test_gpu"
+      --leak-check full "$B/bin/test_gpu"
     grep -E 'ERROR SUMMARY|LEAK SUMMARY' "$OUT/memcheck.log" | sort | uniq -c | tee -a "$summary"
     step racecheck "$OUT/racecheck.log" 100 env SPMV_GPU_QUICK=1 SPMV_GPU_ONLY='test_packed' $cs --tool racecheck \
-      "$B/bin/real/test_gpu"
+      "$B/bin/test_gpu"
     grep -E 'ERROR SUMMARY|RACECHECK SUMMARY' "$OUT/racecheck.log" | sort | uniq -c | tee -a "$summary"
   fi
   mkdir -p "$B/state.mixed"

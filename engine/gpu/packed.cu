@@ -573,35 +573,35 @@ int gpu_build_psell(spmv_gpu_ctx *ctx, spmv_gpu_matrix *m, spmv_error *err)
 
 /* -------------------------------------------------------------- kernels */
 
-/* The loops below take 4 entries a step: their column entries, bases and
- * values are loaded first, then the 4 gathers of x, so each lane has 4
- * loads in flight where one entry at a time would wait out each load's
- * latency in turn (a step's order of summation is the entries' order, so
- * the sum is the one-at-a-time sum). */
-#define PK_STEP 4
+/* The loops below take PK_STEP entries a step, the last step predicated:
+ * a step's column entries, bases and values are loaded first, then its
+ * gathers of x, so a lane has PK_STEP loads in flight where one entry at a
+ * time would wait out each load's latency in turn, and a row of up to
+ * PK_STEP entries costs one round of loads, not one per entry (the sum is
+ * still taken in the entries' order). */
+#define PK_STEP 8
 
-/* Row `row`'s entries s + lane, s + lane + tpr, ... < e of a PCSR: column
- * col(j) = the base plus the delta, or the wide column. */
+/* Row entries s + lane, s + lane + tpr, ... < e of a PCSR: column col(j)
+ * = the base plus the delta, or the wide column. */
 template <typename T, int VM, typename I, typename COL>
 __device__ __forceinline__ T pcsr_sum(int32_t s, int32_t e, int lane, int tpr, const void *__restrict__ data,
                                      const T *tab, T c, const T *__restrict__ x, COL col)
 {
     T sum = 0;
-    int32_t j = s + lane;
-    for (; j + (PK_STEP - 1) * tpr < e; j += PK_STEP * tpr) {
+    for (int64_t j = (int64_t)s + lane; j < e; j += PK_STEP * tpr) { /* 64-bit: e may be near INT32_MAX */
         int32_t cl[PK_STEP];
         T v[PK_STEP];
 #pragma unroll
         for (int u = 0; u < PK_STEP; u++) {
-            cl[u] = col(j + u * tpr);
-            v[u] = pk_value<T, VM>(data, tab, c, j + u * tpr);
+            int64_t jj = j + u * tpr;
+            cl[u] = jj < e ? col((int32_t)jj) : 0;
+            v[u] = jj < e ? pk_value<T, VM>(data, tab, c, jj) : (T)0;
         }
 #pragma unroll
         for (int u = 0; u < PK_STEP; u++)
-            sum += v[u] * __ldg(x + cl[u]);
+            if (j + u * tpr < e)
+                sum += v[u] * __ldg(x + cl[u]);
     }
-    for (; j < e; j += tpr)
-        sum += pk_value<T, VM>(data, tab, c, j) * __ldg(x + col(j));
     return sum;
 }
 
@@ -650,27 +650,21 @@ __device__ __forceinline__ T psell_sum(const I *__restrict__ blk, const int32_t 
 {
     const I pad = (I)~(I)0;
     T sum = 0;
-    int64_t k = 0;
-    for (; k + PK_STEP <= w; k += PK_STEP) {
+    for (int64_t k = 0; k < w; k += PK_STEP) {
         I d[PK_STEP];
         int32_t b[PK_STEP];
         T v[PK_STEP];
 #pragma unroll
         for (int u = 0; u < PK_STEP; u++) {
-            d[u] = __ldcs(blk + (k + u) * PK_C + lane);
-            b[u] = NARROW ? __ldg(bs + k + u) : 0;
-            v[u] = pk_value<T, VM>(data, tab, c, e + (k + u) * PK_C);
+            bool in = k + u < w;
+            d[u] = in ? __ldcs(blk + (k + u) * PK_C + lane) : pad;
+            b[u] = in && NARROW ? __ldg(bs + k + u) : 0;
+            v[u] = in ? pk_value<T, VM>(data, tab, c, e + (k + u) * PK_C) : (T)0;
         }
 #pragma unroll
         for (int u = 0; u < PK_STEP; u++)
             if (d[u] != pad)
                 sum += v[u] * __ldg(x + b[u] + (int32_t)d[u]);
-    }
-    for (; k < w; k++) {
-        I d = __ldcs(blk + k * PK_C + lane);
-        if (d == pad)
-            break;
-        sum += pk_value<T, VM>(data, tab, c, e + k * PK_C) * __ldg(x + (NARROW ? __ldg(bs + k) : 0) + (int32_t)d);
     }
     return sum;
 }
@@ -710,13 +704,13 @@ __global__ void __launch_bounds__(1024)
 }
 
 /* Lanes per row: `threads`, else the power of two nearest a quarter of the
- * mean row length (each lane takes PK_STEP entries a step), 1..32. */
+ * mean row length (measured on the generated set: docs/benchmarks), 1..32. */
 static int pcsr_width(const struct gpu_launch *l)
 {
     int t = l->p.v[SPMV_PARAM_THREADS];
     if (t >= 1 && t <= 32 && (t & (t - 1)) == 0)
         return t;
-    double want = l->m->rows > 0 ? (double)l->m->nnz / l->m->rows / PK_STEP : 0;
+    double want = l->m->rows > 0 ? (double)l->m->nnz / l->m->rows / 4 : 0;
     int w = 1;
     while (w < 32 && w * 1.41421356 < want)
         w *= 2;

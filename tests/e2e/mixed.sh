@@ -5,7 +5,8 @@
 # (tight) and against the float64 product (the documented bound), the
 # refusals (a value past float32's range, nothing stored), binary x/y in
 # float64 and resident vectors; then the daemon restarts on the same state
-# and the matrices are still mixed and still right (the flag is stored).
+# and the matrices are still mixed and still right (the flag is stored);
+# with default_dtype mixed an upload naming no dtype is mixed.
 . "$(dirname "$0")/lib.sh"
 
 if ! "$PYTHON" -c 'import numpy, scipy' 2>/dev/null; then
@@ -21,8 +22,10 @@ relay_tap "$E2E_TMP/mixed.tap" $? mixed_check.py
 
 stop_spmvd
 check "spmvd stops" [ $? -eq 0 ]
-start_spmvd || { not_ok "spmvd restarts" "$(tail -3 "$SPMVD_LOG")"; done_testing; exit; }
-ok "spmvd restarts on the same state"
+start_spmvd --default-dtype mixed || { not_ok "spmvd restarts" "$(tail -3 "$SPMVD_LOG")"; done_testing; exit; }
+ok "spmvd restarts on the same state (default_dtype mixed)"
+upload_raw "$MATRICES/real/west0067.mtx" "device=cpu"
+check "an upload naming no dtype takes default_dtype mixed" [ "$CODE" = 201 -a "$(jget 'd["dtype"]')" = mixed ]
 SPMV_SEED=$SEED MIXED_RELOAD=1 "$PYTHON" "$(dirname "$0")/mixed_check.py" "$SPMVD_URL" "$MATRICES" \
   "$E2E_TMP/ids.json" >"$E2E_TMP/mixed2.tap" 2>&1
 relay_tap "$E2E_TMP/mixed2.tap" $? "mixed_check.py after the restart"

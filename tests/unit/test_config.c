@@ -69,6 +69,17 @@ static void expect_refused(const char *json, const char *key)
     config_free(&c);
 }
 
+/* default_dtype takes the upload dtypes, "mixed" among them. */
+static void test_default_dtype_mixed(void **state)
+{
+    (void)state;
+    spmvd_config c;
+    config_defaults(&c);
+    assert_int_equal(apply(&c, "{\"default_dtype\":\"mixed\"}"), 0);
+    assert_string_equal(c.default_dtype, "mixed");
+    config_free(&c);
+}
+
 static void test_refusals_name_the_key(void **state)
 {
     (void)state;
@@ -84,6 +95,7 @@ static void test_refusals_name_the_key(void **state)
     expect_refused("{\"devices\":\"first\"}", "devices");
     expect_refused("{\"devices\":[]}", "devices");
     expect_refused("{\"default_dtype\":\"int8\"}", "default_dtype");
+    expect_refused("{\"default_dtype\":\"mixed32\"}", "default_dtype");
     expect_refused("{\"log_level\":\"loud\"}", "log_level");
     expect_refused("{\"state_dir\":\"\"}", "state_dir");
     expect_refused("{\"state_dir\":null}", "state_dir");
@@ -254,6 +266,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_defaults),
         cmocka_unit_test(test_file_keys),
+        cmocka_unit_test(test_default_dtype_mixed),
         cmocka_unit_test(test_refusals_name_the_key),
         cmocka_unit_test(test_not_an_object),
         cmocka_unit_test(test_flags_override_file),

@@ -90,6 +90,7 @@ static void test_round_trip(void **state)
             char path[PATH_MAX];
             random_csr((spmv_dtype)dt, (int32_t)tu_rng_range(&rng, 1, 300), &a);
             meta_for(&m, "näme with spaces");
+            m.mixed = dt == SPMV_FLOAT64 && i % 2; /* dtype "mixed": a float64 file with the flag */
             assert_int_equal(matfile_write(dir, &m, &a, &err), SPMV_OK);
             matfile_path(dir, m.id, path, sizeof path);
             assert_int_equal(matfile_read(path, &back, &b, &err), SPMV_OK);
@@ -99,6 +100,7 @@ static void test_round_trip(void **state)
             assert_int_equal(back.symmetry, m.symmetry);
             assert_int_equal(back.formats, m.formats);
             assert_int_equal(back.hack_size, 16);
+            assert_int_equal(back.mixed, m.mixed);
             assert_int_equal(back.created, m.created);
             assert_true(back.parse_ms == 1.25);
             spmv_csr_free(&a);

@@ -373,6 +373,7 @@ typedef struct spmv_npz_info {
     int64_t rows, cols;
     int64_t entries;          /* stored in the archive */
     int64_t duplicates;       /* summed into an earlier entry */
+    bool direct;              /* read straight into the CSR (spmv_npz_read_*_csr) */
 } spmv_npz_info;
 
 /* Whether the first bytes are a zip archive's ("PK\3\4", or "PK\5\6" for an empty one). */
@@ -381,6 +382,16 @@ int spmv_npz_read_file(const char *path, const spmv_mm_options *opts, spmv_coo *
                        spmv_error *err);
 int spmv_npz_read_buffer(const void *data, size_t len, const spmv_mm_options *opts, spmv_coo *out,
                          spmv_npz_info *info, spmv_error *err);
+/* The same matrix as a float64 host CSR (what spmv_coo_to_csr makes of
+ * the COO above, identical), with the same checks and errors. A CSR
+ * archive whose rows are sorted and without duplicates (SciPy's canonical
+ * format, what save_npz of a CSR usually holds) is read straight into the
+ * CSR's arrays, never held as a COO (info->direct); a CSC or COO archive,
+ * or a CSR one with a row unsorted or a duplicate, goes through the COO. */
+int spmv_npz_read_file_csr(const char *path, const spmv_mm_options *opts, spmv_csr *out, spmv_npz_info *info,
+                           spmv_error *err);
+int spmv_npz_read_buffer_csr(const void *data, size_t len, const spmv_mm_options *opts, spmv_csr *out,
+                             spmv_npz_info *info, spmv_error *err);
 /* Writes a sorted COO as save_npz's CSR layout (int32 indices, values in
  * the COO's dtype), members deflated or stored (the generator, the tests). */
 int spmv_npz_write_file(const char *path, const spmv_coo *m, bool compress, spmv_error *err);

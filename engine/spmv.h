@@ -607,6 +607,14 @@ typedef struct spmv_gpu_upload_stats {
 int spmv_gpu_matrix_upload(spmv_gpu_ctx *ctx, const spmv_coo *coo, spmv_dtype dtype,
                            unsigned formats, int32_t hack_size,
                            spmv_gpu_matrix **out, spmv_gpu_upload_stats *st, spmv_error *err);
+/* The same from a host CSR, which must hold the CSR contract (every
+ * column inside the shape, each row's columns strictly increasing: what
+ * every host CSR of the engine holds): row_ptr, col and values are copied
+ * as they are (values cast to dtype on the device if the CSR's differs),
+ * with no sort; the row pointers are checked on the host (SPMV_ERR_INVALID). */
+int spmv_gpu_matrix_upload_csr(spmv_gpu_ctx *ctx, const spmv_csr *csr, spmv_dtype dtype,
+                               unsigned formats, int32_t hack_size,
+                               spmv_gpu_matrix **out, spmv_gpu_upload_stats *st, spmv_error *err);
 void spmv_gpu_matrix_free(spmv_gpu_ctx *ctx, spmv_gpu_matrix *m);
 /* Every device byte the matrix holds (formats, transpose, buffers, caches). */
 size_t spmv_gpu_matrix_bytes(const spmv_gpu_matrix *m);

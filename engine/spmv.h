@@ -285,6 +285,9 @@ void spmv_psell_free(spmv_psell *m);
  * beyond int64/size_t overflow); past it SPMV_ERR_LIMIT says width and rows. */
 int spmv_coo_to_csr(const spmv_coo *in, spmv_dtype dtype, spmv_csr *out, spmv_error *err);
 int spmv_csr_to_coo(const spmv_csr *in, spmv_coo *out, spmv_error *err);
+/* Changes m's values to dtype in place (a fresh value array, the old one
+ * freed: the matrix is never held twice); a no-op when it is m's. */
+int spmv_csr_to_dtype(spmv_csr *m, spmv_dtype dtype, spmv_error *err);
 int spmv_csr_to_ell(const spmv_csr *in, int64_t max_slots, spmv_ell *out, spmv_error *err);
 int spmv_csr_to_hll(const spmv_csr *in, int32_t hack_size, spmv_hll *out, spmv_error *err);
 /* width < 0 picks the width automatically (documented in docs/kernels.md). */

@@ -749,6 +749,9 @@ static int read_direct(zip_t *za, const spmv_mm_options *opts, const npz_head *h
         st = spmv_error_set(err, st, 0, "out of memory for %lld npz entries", (long long)h->nnz);
         goto fail;
     }
+    spmv_mm_prefault(c.row_ptr, ((size_t)c.rows + 1) * sizeof(int32_t), threads_of(opts));
+    spmv_mm_prefault(c.col, (size_t)c.nnz * sizeof(int32_t), threads_of(opts));
+    spmv_mm_prefault(c.val, (size_t)c.nnz * sizeof(double), threads_of(opts));
     pc.major = c.row_ptr;
     if ((st = read_indices_direct(za, c.col, h->nnz, h->cols, err)) ||
         (st = read_member(za, "indptr.npy", false, take_row_ptr, &pc, need_int_1d, h->rows + 1, "pointers", err)))

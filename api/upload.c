@@ -70,6 +70,7 @@ typedef struct upload {
     store_staged staged;        /* the file, written while the GPU loads */
     int store_rc;
     spmv_error store_err;
+    atomic_bool load_failed;    /* set by the load's finish: the write stops early */
 } upload;
 
 typedef struct load_task {
@@ -230,6 +231,7 @@ static void upload_begin(request *r)
     }
     r->state = u;
     u->spool_fd = -1;
+    atomic_init(&u->load_failed, false);
     /* query options first: form fields, when present, override them */
     query_option(r, "name", u->name);
     query_option(r, "dtype", u->dtype);
@@ -407,6 +409,8 @@ static void load_finish(task *t, int status)
         U(r)->task_rc = status;
         spmv_error_set(&U(r)->task_err, status, 0, "the daemon is shutting down");
     }
+    if (U(r)->task_rc != SPMV_OK)
+        atomic_store(&U(r)->load_failed, true); /* a 507 need not wait for the file it would remove */
     free(t);
     api_task_done(r);
 }
@@ -576,7 +580,7 @@ static void upload_end(request *r)
     /* While the worker copies the CSR to its device, this thread writes the
      * file; the connection stays suspended, and upload_resumed (on this
      * thread, so only after this returns) answers once both are done. */
-    u->store_rc = store_stage(r->d->store, &meta, &u->m->host.csr, &u->staged, &u->store_err);
+    u->store_rc = store_stage(r->d->store, &meta, &u->m->host.csr, &u->load_failed, &u->staged, &u->store_err);
 }
 
 static void upload_cleanup(request *r)

@@ -129,15 +129,21 @@ int matfile_sync_dir(const char *dir)
 
 typedef struct payload_writer {
     int fd;
+    const atomic_bool *abandon;
     uint32_t crc;
     off_t off, flushed;        /* bytes of the file written; handed to writeback */
 } payload_writer;
+
+/* 0, -1 (errno says why) or ABANDONED. */
+#define ABANDONED (-2)
 
 static int write_payload(payload_writer *w, const void *data, size_t len)
 {
     const char *p = data;
     while (len > 0) {
         size_t n = len < SLICE_BYTES ? len : SLICE_BYTES;
+        if (w->abandon && atomic_load(w->abandon))
+            return ABANDONED;
         w->crc = crc_update(w->crc, p, n);
         if (write_all(w->fd, p, n) != 0)
             return -1;
@@ -175,8 +181,8 @@ static int staged_fail(matfile_staged *st, const char *what, spmv_error *err)
     return spmv_error_set(err, SPMV_ERR_IO, 0, "storing matrix %s: %s failed: %s", st->id, what, strerror(e));
 }
 
-int matfile_stage(const char *dir, const matfile_meta *meta, const spmv_csr *csr, matfile_staged *st,
-                  spmv_error *err)
+int matfile_stage(const char *dir, const matfile_meta *meta, const spmv_csr *csr, const atomic_bool *abandon,
+                  matfile_staged *st, spmv_error *err)
 {
     unsigned char h[MATFILE_HEADER_BYTES];
     size_t sz[3] = {0, 0, 0};
@@ -192,10 +198,15 @@ int matfile_stage(const char *dir, const matfile_meta *meta, const spmv_csr *csr
     if (st->fd < 0)
         return staged_fail(st, "create", err);
     /* the payload after the header's place, then the header with its CRC */
-    payload_writer w = {st->fd, 0, MATFILE_HEADER_BYTES, MATFILE_HEADER_BYTES};
-    if (lseek(st->fd, MATFILE_HEADER_BYTES, SEEK_SET) != MATFILE_HEADER_BYTES ||
-        write_payload(&w, csr->row_ptr, sz[0]) || write_payload(&w, csr->col, sz[1]) ||
-        write_payload(&w, csr->val, sz[2]))
+    payload_writer w = {st->fd, abandon, 0, MATFILE_HEADER_BYTES, MATFILE_HEADER_BYTES};
+    int wr = lseek(st->fd, MATFILE_HEADER_BYTES, SEEK_SET) != MATFILE_HEADER_BYTES ? -1 : 0;
+    if (!wr && !(wr = write_payload(&w, csr->row_ptr, sz[0])) && !(wr = write_payload(&w, csr->col, sz[1])))
+        wr = write_payload(&w, csr->val, sz[2]);
+    if (wr == ABANDONED) {
+        matfile_discard(st);
+        return spmv_error_set(err, SPMV_ERR_UNAVAILABLE, 0, "storing matrix %s: abandoned", st->id);
+    }
+    if (wr)
         return staged_fail(st, "write", err);
     st->payload_crc = w.crc;
     encode_header(h, meta, csr, st->payload_crc);
@@ -250,7 +261,7 @@ void matfile_discard(matfile_staged *st)
 int matfile_write(const char *dir, const matfile_meta *meta, const spmv_csr *csr, spmv_error *err)
 {
     matfile_staged st;
-    int rc = matfile_stage(dir, meta, csr, &st, err);
+    int rc = matfile_stage(dir, meta, csr, NULL, &st, err);
     return rc ? rc : matfile_commit(dir, &st, NULL, csr, err);
 }
 

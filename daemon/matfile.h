@@ -13,6 +13,7 @@
 #define SPMVD_MATFILE_H
 
 #include <limits.h>
+#include <stdatomic.h>
 #include <stdbool.h>
 #include <stdint.h>
 
@@ -56,7 +57,9 @@ int matfile_write(const char *dir, const matfile_meta *meta, const spmv_csr *csr
  * renames the file to <id>.csr and fsyncs the directory; matfile_discard
  * removes a staged file instead. A failed stage or commit leaves nothing
  * under either name (SPMV_ERR_IO naming the step); after a failed commit
- * there is nothing to discard. */
+ * there is nothing to discard. `abandon` (NULL: never), set by another
+ * thread, stops a stage between two slices of the write: nothing left,
+ * SPMV_ERR_UNAVAILABLE. */
 typedef struct matfile_staged {
     int fd;                    /* the temporary file, open; -1 once closed */
     uint32_t payload_crc;
@@ -64,8 +67,8 @@ typedef struct matfile_staged {
     char path[PATH_MAX], tmp[PATH_MAX];   /* tmp empty: nothing to discard */
 } matfile_staged;
 
-int matfile_stage(const char *dir, const matfile_meta *meta, const spmv_csr *csr, matfile_staged *st,
-                  spmv_error *err);
+int matfile_stage(const char *dir, const matfile_meta *meta, const spmv_csr *csr, const atomic_bool *abandon,
+                  matfile_staged *st, spmv_error *err);
 int matfile_commit(const char *dir, matfile_staged *st, const matfile_meta *meta, const spmv_csr *csr,
                    spmv_error *err);
 void matfile_discard(matfile_staged *st);

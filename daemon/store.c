@@ -238,13 +238,14 @@ int store_insert(store *s, matrix *m, spmv_error *err)
     return SPMV_OK;
 }
 
-int store_stage(store *s, const matfile_meta *meta, const spmv_csr *csr, store_staged *st, spmv_error *err)
+int store_stage(store *s, const matfile_meta *meta, const spmv_csr *csr, const atomic_bool *abandon,
+                store_staged *st, spmv_error *err)
 {
     double t0 = spmv_now_ms();
     matfile_meta stored = *meta;
     stored.store_ms = 0; /* as store_insert writes it */
     memset(st, 0, sizeof *st);
-    int rc = matfile_stage(s->dir, &stored, csr, &st->file, err);
+    int rc = matfile_stage(s->dir, &stored, csr, abandon, &st->file, err);
     st->pending = rc == SPMV_OK;
     st->ms = spmv_now_ms() - t0;
     return rc;

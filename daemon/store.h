@@ -92,15 +92,18 @@ int store_insert(store *s, matrix *m, spmv_error *err);
  * on a worker meanwhile, so the caller passes a copy); store_commit gives
  * the file its name with m's header as it is then (the device's timings
  * in) and lists m; store_discard removes a staged file that will not be
- * committed. meta.store_ms gets the time of both halves, the wait between
- * them left out. */
+ * committed. `abandon` (NULL: never), once set by another thread, stops a
+ * stage early (the load failed: the file will not be wanted; see
+ * matfile_stage). meta.store_ms gets the time of both halves, the wait
+ * between them left out. */
 typedef struct store_staged {
     matfile_staged file;
     bool pending;              /* staged, neither committed nor discarded */
     double ms;                 /* the stage's time */
 } store_staged;
 
-int store_stage(store *s, const matfile_meta *meta, const spmv_csr *csr, store_staged *st, spmv_error *err);
+int store_stage(store *s, const matfile_meta *meta, const spmv_csr *csr, const atomic_bool *abandon,
+                store_staged *st, spmv_error *err);
 int store_commit(store *s, matrix *m, store_staged *st, spmv_error *err);
 void store_discard(store_staged *st);
 /* A referenced matrix, or NULL. */

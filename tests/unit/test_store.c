@@ -312,7 +312,7 @@ static void test_staged_file(void **state)
     spmv_coo_free(&coo);
     assert_true(a.nnz * 12 > 3 * (2 << 20));
     meta_for(&m, "staged");
-    assert_int_equal(matfile_stage(dir, &m, &a, &st, &err), SPMV_OK);
+    assert_int_equal(matfile_stage(dir, &m, &a, NULL, &st, &err), SPMV_OK);
     assert_int_equal(count_files(dir, ".tmp"), 1);
     assert_int_equal(count_files(dir, ".csr"), 0);
     later = m;
@@ -329,14 +329,22 @@ static void test_staged_file(void **state)
     spmv_csr_free(&b);
     /* discarded: nothing left */
     meta_for(&m, "discarded");
-    assert_int_equal(matfile_stage(dir, &m, &a, &st, &err), SPMV_OK);
+    assert_int_equal(matfile_stage(dir, &m, &a, NULL, &st, &err), SPMV_OK);
     matfile_discard(&st);
+    assert_int_equal(count_files(dir, ".tmp"), 0);
+    assert_int_equal(count_files(dir, ".csr"), 1);
+    /* abandoned (another thread's load failed): stops, nothing left */
+    atomic_bool abandon;
+    atomic_init(&abandon, true);
+    meta_for(&m, "abandoned");
+    assert_int_equal(matfile_stage(dir, &m, &a, &abandon, &st, &err), SPMV_ERR_UNAVAILABLE);
+    assert_non_null(strstr(err.message, "abandoned"));
     assert_int_equal(count_files(dir, ".tmp"), 0);
     assert_int_equal(count_files(dir, ".csr"), 1);
     /* a directory that is not there: the create fails, nothing left */
     char gone[PATH_MAX];
     snprintf(gone, sizeof gone, "%s/gone", dir);
-    assert_int_equal(matfile_stage(gone, &m, &a, &st, &err), SPMV_ERR_IO);
+    assert_int_equal(matfile_stage(gone, &m, &a, NULL, &st, &err), SPMV_ERR_IO);
     assert_non_null(strstr(err.message, "create failed"));
     spmv_csr_free(&a);
     remove_tree(dir);
@@ -362,7 +370,7 @@ static void test_store_staged(void **state)
     meta_for(&meta, "gpu upload");
     assert_int_equal(matrix_new_from_csr(&meta, &a, SPMV_FMT_CSR, NULL, &m, &err), SPMV_OK);
     matfile_meta copy = m->meta;
-    assert_int_equal(store_stage(s, &copy, &m->host.csr, &st, &err), SPMV_OK);
+    assert_int_equal(store_stage(s, &copy, &m->host.csr, NULL, &st, &err), SPMV_OK);
     assert_int_equal(store_count(s), 0);
     m->meta.transfer_ms = 7.5; /* as the GPU worker sets it meanwhile */
     assert_int_equal(store_commit(s, m, &st, &err), SPMV_OK);
@@ -377,7 +385,7 @@ static void test_store_staged(void **state)
     meta_for(&meta, "load failed");
     assert_int_equal(matrix_new_from_csr(&meta, &a, SPMV_FMT_CSR, NULL, &n, &err), SPMV_OK);
     copy = n->meta;
-    assert_int_equal(store_stage(s, &copy, &n->host.csr, &st, &err), SPMV_OK);
+    assert_int_equal(store_stage(s, &copy, &n->host.csr, NULL, &st, &err), SPMV_OK);
     store_discard(&st);
     store_discard(&st);
     assert_int_equal(store_count(s), 1);

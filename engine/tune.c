@@ -81,6 +81,8 @@ static const tune_candidate gpu_candidates[] = {
     {"gpu.csr.vector", NONE, 0},
     {"gpu.hll", NONE, 0},
     {"gpu.psell", SPMV_PARAM_BLOCK_SIZE, 128},
+    {"gpu.pcsr", SPMV_PARAM_THREADS, 1},
+    {"gpu.pcsr", SPMV_PARAM_THREADS, 4},
     {"gpu.pcsr", SPMV_PARAM_THREADS, 32},
 };
 
@@ -89,6 +91,8 @@ static const tune_candidate cpu_candidates[] = {
     {"cpu.csr.serial", NONE, 0},
     {"cpu.ell.omp", NONE, 0},
     {"cpu.hll.omp", NONE, 0},
+    {"cpu.psell.omp", NONE, 0},
+    {"cpu.pcsr.omp", NONE, 0},
     {"cpu.csr.chunked", NONE, 0},
 };
 

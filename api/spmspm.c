@@ -213,7 +213,6 @@ static int decode(request *r, const json_t *o)
 static int make_stored(spmspm_task *t, worker *w)
 {
     matfile_meta meta;
-    spmv_coo coo;
     memset(&meta, 0, sizeof meta);
     store_new_id(meta.id);
     snprintf(meta.name, sizeof meta.name, "%.120s*%.120s", t->a->meta.name, t->b->meta.name);
@@ -226,11 +225,7 @@ static int make_stored(spmspm_task *t, worker *w)
     int rc = matrix_new_from_csr(&meta, &t->c, SPMV_FMT_CSR, &lim, &t->out, &t->err);
     if (rc != SPMV_OK || w->gpu < 0)
         return rc;
-    if ((rc = spmv_csr_to_coo(&t->out->host.csr, &coo, &t->err)) != SPMV_OK)
-        return rc;
-    rc = w->ops->matrix_load(w, t->out, &coo, &t->err);
-    spmv_coo_free(&coo);
-    return rc;
+    return w->ops->matrix_load(w, t->out, &t->err);
 }
 
 static void verify(spmspm_task *t)

@@ -13,12 +13,18 @@
  * max_upload_bytes before any of the body is read; a body without one is
  * counted as it comes.
  *
- * When the body ends: the reader finishes (its COO is float64), the host
- * CSR is built in the asked dtype (and any other host formats asked for),
- * and then either the file is written and the answer is 201 (host
- * matrices), or a task copies the COO to the chosen GPU on that GPU's
- * worker and the file is written when it comes back (507 if the device is
- * full: nothing is stored). The answer is the descriptor plus Location.
+ * When the body ends the host CSR is built in the asked dtype: an .npz is
+ * read straight into it (a CSR archive with sorted rows: engine/npz.c),
+ * a Matrix Market reader's COO is converted and freed at once; "mixed"
+ * rounds its values to float32. Any other host formats asked for are
+ * built, and then either the file is written and the answer is 201 (host
+ * matrices), or a task copies the host CSR to the chosen GPU on that GPU's
+ * worker while this thread writes the file under a temporary name; when
+ * both are done the file gets its name and the answer is 201. If either
+ * failed nothing is kept: a failed load (507 when the device is full, 503
+ * when the daemon stops) removes the file, a failed write (500 naming the
+ * step, a full disk too) frees the device copy with the matrix. The
+ * answer is the descriptor plus Location.
  */
 #include <errno.h>
 #include <float.h>
@@ -55,11 +61,16 @@ typedef struct upload {
     double parse_ms;
     uint64_t bytes;
     /* after the body */
-    spmv_coo coo;
+    spmv_coo coo;               /* the Matrix Market reader's, until the CSR is built */
+    spmv_csr csr;               /* float64 from the reader, then the matrix's (moved into m) */
     matrix *m;
     worker *gpu;
     int task_rc;
     spmv_error task_err;
+    store_staged staged;        /* the file, written while the GPU loads */
+    int store_rc;
+    spmv_error store_err;
+    atomic_bool load_failed;    /* set by the load's finish: the write stops early */
 } upload;
 
 typedef struct load_task {
@@ -220,6 +231,7 @@ static void upload_begin(request *r)
     }
     r->state = u;
     u->spool_fd = -1;
+    atomic_init(&u->load_failed, false);
     /* query options first: form fields, when present, override them */
     query_option(r, "name", u->name);
     query_option(r, "dtype", u->dtype);
@@ -387,7 +399,7 @@ static void load_run(task *t, worker *w)
 {
     request *r = ((load_task *)t)->r;
     upload *u = U(r);
-    u->task_rc = w->ops->matrix_load(w, u->m, &u->coo, &u->task_err);
+    u->task_rc = w->ops->matrix_load(w, u->m, &u->task_err);
 }
 
 static void load_finish(task *t, int status)
@@ -397,37 +409,75 @@ static void load_finish(task *t, int status)
         U(r)->task_rc = status;
         spmv_error_set(&U(r)->task_err, status, 0, "the daemon is shutting down");
     }
+    if (U(r)->task_rc != SPMV_OK)
+        atomic_store(&U(r)->load_failed, true); /* a 507 need not wait for the file it would remove */
     free(t);
     api_task_done(r);
 }
 
+/* The load and the write are both done: a failed load wins (as when the
+ * file was written after it), then a failed write; else the file gets its
+ * name, the matrix is listed and the answer is 201. What is not kept goes:
+ * the staged file here, the device copy with the matrix in cleanup. */
 static void upload_resumed(request *r)
 {
     upload *u = U(r);
-    spmv_coo_free(&u->coo);
-    if (u->task_rc == SPMV_ERR_UNAVAILABLE && atomic_load(&r->d->draining))
-        api_error(r, 503, "shutting_down", "the daemon is shutting down");
-    else if (u->task_rc != SPMV_OK)
-        api_error_spmv(r, u->task_rc, &u->task_err);
-    else
-        store_and_answer(r);
+    spmv_error err = {0};
+    if (u->task_rc != SPMV_OK) {
+        store_discard(&u->staged);
+        if (u->task_rc == SPMV_ERR_UNAVAILABLE && atomic_load(&r->d->draining))
+            api_error(r, 503, "shutting_down", "the daemon is shutting down");
+        else
+            api_error_spmv(r, u->task_rc, &u->task_err);
+        return;
+    }
+    if (u->store_rc != SPMV_OK) {
+        log_error("upload: %s", u->store_err.message);
+        api_error_spmv(r, u->store_rc, &u->store_err);
+        return;
+    }
+    int rc = store_commit(r->d->store, u->m, &u->staged, &err);
+    if (rc != SPMV_OK) {
+        log_error("upload: %s", err.message);
+        api_error_spmv(r, rc, &err);
+        return;
+    }
+    answer_created(r);
 }
 
 /* dtype "mixed": every value rounded to the nearest float32 (held in
  * float64, so every kernel multiplies float32 values by float64 x and sums
  * in float64); one past float32's range is refused rather than made
  * infinite. */
-static int round_to_float32(spmv_coo *c, spmv_error *err)
+static int round_to_float32(spmv_csr *c, spmv_error *err)
 {
     double *v = c->val;
-    for (int64_t k = 0; k < c->nnz; k++) {
-        if (isfinite(v[k]) && fabs(v[k]) > FLT_MAX)
-            return spmv_error_set(err, SPMV_ERR_LIMIT, 0,
-                                  "dtype mixed: entry (%d, %d) = %.17g is outside float32's range (|v| <= %.9g)",
-                                  c->row[k] + 1, c->col[k] + 1, v[k], (double)FLT_MAX);
-        v[k] = (double)(float)v[k];
-    }
+    for (int32_t i = 0; i < c->rows; i++)
+        for (int32_t k = c->row_ptr[i]; k < c->row_ptr[i + 1]; k++) {
+            if (isfinite(v[k]) && fabs(v[k]) > FLT_MAX)
+                return spmv_error_set(err, SPMV_ERR_LIMIT, 0,
+                                      "dtype mixed: entry (%d, %d) = %.17g is outside float32's range (|v| <= %.9g)",
+                                      i + 1, c->col[k] + 1, v[k], (double)FLT_MAX);
+            v[k] = (double)(float)v[k];
+        }
     return SPMV_OK;
+}
+
+/* The host CSR in the asked dtype, in u->csr: the Matrix Market reader's
+ * COO converted (and freed: it is not needed past this), or the .npz
+ * reader's float64 CSR as it is (its values cast for float32). */
+static int host_csr(upload *u, const upload_opts *o, spmv_error *err)
+{
+    int rc = SPMV_OK;
+    if (!u->npz) {
+        rc = spmv_coo_to_csr(&u->coo, o->dtype, &u->csr, err);
+        spmv_coo_free(&u->coo);
+    } else if (u->csr.dtype != o->dtype) {
+        rc = spmv_csr_to_dtype(&u->csr, o->dtype, err);
+    }
+    if (rc == SPMV_OK && o->mixed)
+        rc = round_to_float32(&u->csr, err);
+    return rc;
 }
 
 static int build_matrix(request *r, const upload_opts *o, const spmv_mm_info *info)
@@ -446,16 +496,12 @@ static int build_matrix(request *r, const upload_opts *o, const spmv_mm_info *in
     meta.parse_ms = u->parse_ms;
     meta.mixed = o->mixed;
     double t0 = spmv_now_ms();
-    spmv_csr csr = {0};
-    int rc = o->mixed ? round_to_float32(&u->coo, &err) : SPMV_OK;
-    if (rc == SPMV_OK)
-        rc = spmv_coo_to_csr(&u->coo, o->dtype, &csr, &err);
+    int rc = host_csr(u, o, &err);
     /* a GPU matrix keeps only the CSR on the host; other formats live on the device */
     spmv_format_limits lim = spmvd_format_limits(r->d);
     if (rc == SPMV_OK)
-        rc = matrix_new_from_csr(&meta, &csr, o->device == -1 ? o->formats : SPMV_FMT_CSR, &lim, &u->m, &err);
+        rc = matrix_new_from_csr(&meta, &u->csr, o->device == -1 ? o->formats : SPMV_FMT_CSR, &lim, &u->m, &err);
     if (rc != SPMV_OK) {
-        spmv_csr_free(&csr);
         api_error_spmv(r, rc, &err);
         return rc;
     }
@@ -489,14 +535,14 @@ static void upload_end(request *r)
         spmv_npz_info ninfo;
         close(u->spool_fd);
         u->spool_fd = -1;
-        rc = spmv_npz_read_file(u->spool_path, &u->opts, &u->coo, &ninfo, &err);
+        rc = spmv_npz_read_file_csr(u->spool_path, &u->opts, &u->csr, &ninfo, &err);
         spool_remove(u);
         memset(&info, 0, sizeof info);
         info.symmetry = SPMV_MM_GENERAL;
         if (rc == SPMV_OK)
-            log_info("upload: .npz (%s layout) %lld x %lld, %lld entries, %lld duplicates summed", ninfo.layout,
+            log_info("upload: .npz (%s layout) %lld x %lld, %lld entries, %lld duplicates summed, %s", ninfo.layout,
                      (long long)ninfo.rows, (long long)ninfo.cols, (long long)ninfo.entries,
-                     (long long)ninfo.duplicates);
+                     (long long)ninfo.duplicates, ninfo.direct ? "read straight into the CSR" : "through a COO");
     } else {
         rc = spmv_mm_reader_finish(u->reader, &u->coo, &info, &err);
     }
@@ -513,11 +559,12 @@ static void upload_end(request *r)
     if (parse_options(r, &o) != 0 || build_matrix(r, &o, &info) != 0)
         return;
     if (o.device == -1) {
-        spmv_coo_free(&u->coo);
         store_and_answer(r);
         return;
     }
     u->gpu = spmvd_pick_gpu(r->d, o.device == -2 ? -1 : o.device);
+    u->m->meta.device = u->gpu->gpu; /* known now: the file is written while the load runs */
+    matfile_meta meta = u->m->meta;  /* a copy: the worker fills in its timings meanwhile */
     load_task *t = calloc(1, sizeof *t);
     if (!t) {
         api_error(r, 500, "out_of_memory", "out of memory");
@@ -526,8 +573,14 @@ static void upload_end(request *r)
     t->base.run = load_run;
     t->base.finish = load_finish;
     t->r = r;
-    if (!api_submit_and_suspend(r, u->gpu, &t->base))
+    if (!api_submit_and_suspend(r, u->gpu, &t->base)) {
         free(t);
+        return;
+    }
+    /* While the worker copies the CSR to its device, this thread writes the
+     * file; the connection stays suspended, and upload_resumed (on this
+     * thread, so only after this returns) answers once both are done. */
+    u->store_rc = store_stage(r->d->store, &meta, &u->m->host.csr, &u->load_failed, &u->staged, &u->store_err);
 }
 
 static void upload_cleanup(request *r)
@@ -540,6 +593,8 @@ static void upload_cleanup(request *r)
     spool_remove(u);
     spmv_mm_reader_free(u->reader);
     spmv_coo_free(&u->coo);
+    spmv_csr_free(&u->csr);
+    store_discard(&u->staged);
     matrix_unref(u->m);
     free(u);
     r->state = NULL;

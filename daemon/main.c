@@ -151,14 +151,13 @@ typedef struct reload_ctx {
 
 typedef struct gpu_load {
     matrix *m;
-    spmv_coo coo;
     spmv_error err;
 } gpu_load;
 
 static int gpu_load_fn(worker *w, void *arg)
 {
     gpu_load *g = arg;
-    return w->ops->matrix_load(w, g->m, &g->coo, &g->err);
+    return w->ops->matrix_load(w, g->m, &g->err);
 }
 
 /* Puts a reloaded matrix back on a GPU (the one it was on if that one is
@@ -175,10 +174,7 @@ static void reload_to_gpu(spmvd *d, matrix *m)
         m->meta.device = MATFILE_DEVICE_HOST;
         return;
     }
-    int rc = spmv_csr_to_coo(&m->host.csr, &g.coo, &g.err);
-    if (rc == SPMV_OK)
-        rc = spmvd_call_on_worker(w, gpu_load_fn, &g);
-    spmv_coo_free(&g.coo);
+    int rc = spmvd_call_on_worker(w, gpu_load_fn, &g);
     if (rc != SPMV_OK)
         log_warn("store: %s stays on the host: %s", m->meta.id, g.err.message);
 }

@@ -118,64 +118,151 @@ int matfile_sync_dir(const char *dir)
     return rc;
 }
 
-int matfile_write(const char *dir, const matfile_meta *meta, const spmv_csr *csr, spmv_error *err)
+/* The payload is checksummed and written in slices small enough to stay in
+ * cache between the two (one pass over the matrix, not two), and every
+ * WRITEBACK_BYTES the kernel is asked to start writing what came before
+ * (sync_file_range): otherwise nothing reaches the disk until the dirty
+ * pages pass the writeback threshold (a tenth of memory), and the fsync
+ * then writes a large matrix at disk speed after all of it was copied. */
+#define SLICE_BYTES ((size_t)2 << 20)
+#define WRITEBACK_BYTES ((off_t)64 << 20)
+
+typedef struct payload_writer {
+    int fd;
+    const atomic_bool *abandon;
+    uint32_t crc;
+    off_t off, flushed;        /* bytes of the file written; handed to writeback */
+} payload_writer;
+
+/* 0, -1 (errno says why) or ABANDONED. */
+#define ABANDONED (-2)
+
+static int write_payload(payload_writer *w, const void *data, size_t len)
 {
-    char path[PATH_MAX], tmp[PATH_MAX];
+    const char *p = data;
+    while (len > 0) {
+        size_t n = len < SLICE_BYTES ? len : SLICE_BYTES;
+        if (w->abandon && atomic_load(w->abandon))
+            return ABANDONED;
+        w->crc = crc_update(w->crc, p, n);
+        if (write_all(w->fd, p, n) != 0)
+            return -1;
+        w->off += (off_t)n;
+        if (w->off - w->flushed >= WRITEBACK_BYTES) {
+            (void)sync_file_range(w->fd, w->flushed, w->off - w->flushed, SYNC_FILE_RANGE_WRITE); /* a hint */
+            w->flushed = w->off;
+        }
+        p += n;
+        len -= n;
+    }
+    return 0;
+}
+
+static int pwrite_all(int fd, const void *data, size_t len, off_t off)
+{
+    const char *p = data;
+    while (len > 0) {
+        ssize_t n = pwrite(fd, p, len, off);
+        if (n < 0 && errno == EINTR)
+            continue;
+        if (n <= 0)
+            return -1;
+        p += n;
+        off += n;
+        len -= (size_t)n;
+    }
+    return 0;
+}
+
+static int staged_fail(matfile_staged *st, const char *what, spmv_error *err)
+{
+    int e = errno;
+    matfile_discard(st);
+    return spmv_error_set(err, SPMV_ERR_IO, 0, "storing matrix %s: %s failed: %s", st->id, what, strerror(e));
+}
+
+int matfile_stage(const char *dir, const matfile_meta *meta, const spmv_csr *csr, const atomic_bool *abandon,
+                  matfile_staged *st, spmv_error *err)
+{
     unsigned char h[MATFILE_HEADER_BYTES];
     size_t sz[3] = {0, 0, 0};
-    int fd = -1;
-    const char *what = "write";
+    memset(st, 0, sizeof *st);
+    st->fd = -1;
+    snprintf(st->id, sizeof st->id, "%s", meta->id);
     if (payload_sizes(csr->rows, csr->nnz, csr->dtype, sz) != 0)
         return spmv_error_set(err, SPMV_ERR_LIMIT, 0, "matrix too large to store");
-    if (matfile_path(dir, meta->id, path, sizeof path) != 0 ||
-        snprintf(tmp, sizeof tmp, "%s/.%s.tmp", dir, meta->id) >= (int)sizeof tmp)
+    if (matfile_path(dir, meta->id, st->path, sizeof st->path) != 0 ||
+        snprintf(st->tmp, sizeof st->tmp, "%s/.%s.tmp", dir, meta->id) >= (int)sizeof st->tmp)
         return spmv_error_set(err, SPMV_ERR_IO, 0, "state directory path too long");
-
-    uint32_t crc = crc_update(0, csr->row_ptr, sz[0]);
-    crc = crc_update(crc, csr->col, sz[1]);
-    crc = crc_update(crc, csr->val, sz[2]);
-    encode_header(h, meta, csr, crc);
-
-    fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
-    if (fd < 0) {
-        what = "create";
-        goto fail;
+    st->fd = open(st->tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+    if (st->fd < 0)
+        return staged_fail(st, "create", err);
+    /* the payload after the header's place, then the header with its CRC */
+    payload_writer w = {st->fd, abandon, 0, MATFILE_HEADER_BYTES, MATFILE_HEADER_BYTES};
+    int wr = lseek(st->fd, MATFILE_HEADER_BYTES, SEEK_SET) != MATFILE_HEADER_BYTES ? -1 : 0;
+    if (!wr && !(wr = write_payload(&w, csr->row_ptr, sz[0])) && !(wr = write_payload(&w, csr->col, sz[1])))
+        wr = write_payload(&w, csr->val, sz[2]);
+    if (wr == ABANDONED) {
+        matfile_discard(st);
+        return spmv_error_set(err, SPMV_ERR_UNAVAILABLE, 0, "storing matrix %s: abandoned", st->id);
     }
-    if (write_all(fd, h, sizeof h) || write_all(fd, csr->row_ptr, sz[0]) ||
-        write_all(fd, csr->col, sz[1]) || write_all(fd, csr->val, sz[2]))
-        goto fail;
-    what = "fsync";
-    if (fsync(fd) != 0)
-        goto fail;
-    what = "close";
-    if (close(fd) != 0) {
-        fd = -1;
-        goto fail;
+    if (wr)
+        return staged_fail(st, "write", err);
+    st->payload_crc = w.crc;
+    encode_header(h, meta, csr, st->payload_crc);
+    if (pwrite_all(st->fd, h, sizeof h, 0) != 0)
+        return staged_fail(st, "write", err);
+    if (fsync(st->fd) != 0)
+        return staged_fail(st, "fsync", err);
+    return SPMV_OK;
+}
+
+int matfile_commit(const char *dir, matfile_staged *st, const matfile_meta *meta, const spmv_csr *csr,
+                   spmv_error *err)
+{
+    if (meta) {
+        unsigned char h[MATFILE_HEADER_BYTES];
+        encode_header(h, meta, csr, st->payload_crc);
+        if (pwrite_all(st->fd, h, sizeof h, 0) != 0)
+            return staged_fail(st, "write", err);
+        if (fdatasync(st->fd) != 0)
+            return staged_fail(st, "fsync", err);
     }
-    fd = -1;
-    what = "rename";
-    if (rename(tmp, path) != 0)
-        goto fail;
-    what = "fsync of the directory";
+    int fd = st->fd;
+    st->fd = -1;
+    if (close(fd) != 0)
+        return staged_fail(st, "close", err);
+    if (rename(st->tmp, st->path) != 0)
+        return staged_fail(st, "rename", err);
+    st->tmp[0] = '\0'; /* under its own name now: discard no longer applies */
     if (matfile_sync_dir(dir) != 0) {
         /* answered 500: take the file back, and try once more to make
          * that durable so a crash does not resurrect it (best effort: the
          * directory just failed to sync) */
         int e = errno;
-        unlink(path);
+        unlink(st->path);
         matfile_sync_dir(dir);
         errno = e;
-        goto fail;
+        return staged_fail(st, "fsync of the directory", err);
     }
     return SPMV_OK;
-fail: {
-        int e = errno;
-        if (fd >= 0)
-            close(fd);
-        unlink(tmp);
-        return spmv_error_set(err, SPMV_ERR_IO, 0, "storing matrix %s: %s failed: %s",
-                              meta->id, what, strerror(e));
-    }
+}
+
+void matfile_discard(matfile_staged *st)
+{
+    if (st->fd >= 0)
+        close(st->fd);
+    st->fd = -1;
+    if (st->tmp[0])
+        unlink(st->tmp);
+    st->tmp[0] = '\0';
+}
+
+int matfile_write(const char *dir, const matfile_meta *meta, const spmv_csr *csr, spmv_error *err)
+{
+    matfile_staged st;
+    int rc = matfile_stage(dir, meta, csr, NULL, &st, err);
+    return rc ? rc : matfile_commit(dir, &st, NULL, csr, err);
 }
 
 static int read_all(int fd, void *data, size_t len)

@@ -12,6 +12,8 @@
 #ifndef SPMVD_MATFILE_H
 #define SPMVD_MATFILE_H
 
+#include <limits.h>
+#include <stdatomic.h>
 #include <stdbool.h>
 #include <stdint.h>
 
@@ -46,6 +48,30 @@ int matfile_path(const char *dir, const char *id, char *buf, size_t len);
 /* Writes meta + csr durably (temp, fsync, rename, fsync dir). On failure
  * nothing is left under either name and the status is SPMV_ERR_IO. */
 int matfile_write(const char *dir, const matfile_meta *meta, const spmv_csr *csr, spmv_error *err);
+
+/* matfile_write in two halves, for a caller with other work to overlap
+ * with the write (an upload's device copy): matfile_stage writes the whole
+ * file under its temporary name (.<id>.tmp, which a restart removes) and
+ * fsyncs it; matfile_commit optionally rewrites the header from a newer
+ * meta (same id and csr: timings measured meanwhile) and fsyncs that, then
+ * renames the file to <id>.csr and fsyncs the directory; matfile_discard
+ * removes a staged file instead. A failed stage or commit leaves nothing
+ * under either name (SPMV_ERR_IO naming the step); after a failed commit
+ * there is nothing to discard. `abandon` (NULL: never), set by another
+ * thread, stops a stage between two slices of the write: nothing left,
+ * SPMV_ERR_UNAVAILABLE. */
+typedef struct matfile_staged {
+    int fd;                    /* the temporary file, open; -1 once closed */
+    uint32_t payload_crc;
+    char id[MATFILE_ID_LEN + 1];
+    char path[PATH_MAX], tmp[PATH_MAX];   /* tmp empty: nothing to discard */
+} matfile_staged;
+
+int matfile_stage(const char *dir, const matfile_meta *meta, const spmv_csr *csr, const atomic_bool *abandon,
+                  matfile_staged *st, spmv_error *err);
+int matfile_commit(const char *dir, matfile_staged *st, const matfile_meta *meta, const spmv_csr *csr,
+                   spmv_error *err);
+void matfile_discard(matfile_staged *st);
 
 /* Reads and verifies a file; on success *out owns fresh arrays. */
 int matfile_read(const char *path, matfile_meta *meta, spmv_csr *out, spmv_error *err);

@@ -238,6 +238,39 @@ int store_insert(store *s, matrix *m, spmv_error *err)
     return SPMV_OK;
 }
 
+int store_stage(store *s, const matfile_meta *meta, const spmv_csr *csr, const atomic_bool *abandon,
+                store_staged *st, spmv_error *err)
+{
+    double t0 = spmv_now_ms();
+    matfile_meta stored = *meta;
+    stored.store_ms = 0; /* as store_insert writes it */
+    memset(st, 0, sizeof *st);
+    int rc = matfile_stage(s->dir, &stored, csr, abandon, &st->file, err);
+    st->pending = rc == SPMV_OK;
+    st->ms = spmv_now_ms() - t0;
+    return rc;
+}
+
+int store_commit(store *s, matrix *m, store_staged *st, spmv_error *err)
+{
+    double t0 = spmv_now_ms();
+    m->meta.store_ms = 0;
+    st->pending = false;
+    int rc = matfile_commit(s->dir, &st->file, &m->meta, &m->host.csr, err);
+    if (rc != 0)
+        return rc;
+    m->meta.store_ms = st->ms + spmv_now_ms() - t0;
+    store_adopt(s, m);
+    return SPMV_OK;
+}
+
+void store_discard(store_staged *st)
+{
+    if (st->pending)
+        matfile_discard(&st->file);
+    st->pending = false;
+}
+
 matrix *store_get(store *s, const char *id)
 {
     matrix *found = NULL;

@@ -8,8 +8,10 @@
  * DELETE during a running spmv frees the memory only when the spmv is done.
  *
  * The store is the list of live matrices plus the state directory: insert
- * writes the file durably first, remove unlinks it, reload reads every file
- * back at start and moves damaged ones to <state_dir>/damaged/.
+ * writes the file durably first (or stage, then commit, for an upload that
+ * overlaps the write with its device copy), remove unlinks it, reload
+ * reads every file back at start and moves damaged ones to
+ * <state_dir>/damaged/.
  */
 #ifndef SPMVD_STORE_H
 #define SPMVD_STORE_H
@@ -83,6 +85,27 @@ size_t matrix_host_cache_bytes(matrix *m);
 /* Writes the file (timing it into meta.store_ms), then lists the matrix.
  * The store takes its own reference. */
 int store_insert(store *s, matrix *m, spmv_error *err);
+
+/* store_insert in two halves, for an upload whose device copy is made
+ * meanwhile: store_stage writes the file durably under a temporary name
+ * from meta and csr as given (the slow part; m's own meta may be changing
+ * on a worker meanwhile, so the caller passes a copy); store_commit gives
+ * the file its name with m's header as it is then (the device's timings
+ * in) and lists m; store_discard removes a staged file that will not be
+ * committed. `abandon` (NULL: never), once set by another thread, stops a
+ * stage early (the load failed: the file will not be wanted; see
+ * matfile_stage). meta.store_ms gets the time of both halves, the wait
+ * between them left out. */
+typedef struct store_staged {
+    matfile_staged file;
+    bool pending;              /* staged, neither committed nor discarded */
+    double ms;                 /* the stage's time */
+} store_staged;
+
+int store_stage(store *s, const matfile_meta *meta, const spmv_csr *csr, const atomic_bool *abandon,
+                store_staged *st, spmv_error *err);
+int store_commit(store *s, matrix *m, store_staged *st, spmv_error *err);
+void store_discard(store_staged *st);
 /* A referenced matrix, or NULL. */
 matrix *store_get(store *s, const char *id);
 /* Unlinks the file and drops the store's reference. SPMV_ERR_NOT_FOUND if

@@ -44,8 +44,11 @@ typedef struct worker_ops {
      * one finish, joins the thread. */
     void (*stop)(worker *w);
     void (*info)(worker *w, worker_info *out);
-    /* On the worker thread: */
-    int (*matrix_load)(worker *w, matrix *m, const spmv_coo *coo, spmv_error *err);
+    /* On the worker thread: puts m's host CSR on the worker's device (a
+     * no-op for the CPU, whose copy is the host's); reads m->host.csr, which
+     * no one changes, so another thread may read it meanwhile (the upload
+     * writes the matrix file from it). */
+    int (*matrix_load)(worker *w, matrix *m, spmv_error *err);
     void (*matrix_release)(worker *w, void *dev);
     /* Frees a resident vector's values on the owning thread (any thread
      * may call it; the GPU queues a forced task, the CPU frees at once). */

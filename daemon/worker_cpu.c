@@ -144,9 +144,9 @@ void worker_cpu_trim(matrix *m, unsigned keep)
     pthread_mutex_unlock(&m->lock);
 }
 
-static int cpu_matrix_load(worker *w, matrix *m, const spmv_coo *coo, spmv_error *err)
+static int cpu_matrix_load(worker *w, matrix *m, spmv_error *err)
 {
-    (void)w; (void)m; (void)coo; (void)err;
+    (void)w; (void)m; (void)err;
     return SPMV_OK; /* the host copy is the CPU's copy */
 }
 

@@ -65,13 +65,14 @@ static void gpu_thread_fini(worker *w)
 static void gpu_idle(worker *w) { refresh_info(w); }
 
 
-static int gpu_matrix_load(worker *w, matrix *m, const spmv_coo *coo, spmv_error *err)
+/* The host CSR as it is (no COO, no sort on the device). */
+static int gpu_matrix_load(worker *w, matrix *m, spmv_error *err)
 {
     spmv_gpu_matrix *gm = NULL;
     spmv_gpu_upload_stats st;
     memset(&st, 0, sizeof st);
-    int rc = spmv_gpu_matrix_upload(w->ctx, coo, m->host.dtype, m->meta.formats | SPMV_FMT_CSR,
-                                    m->meta.hack_size, &gm, &st, err);
+    int rc = spmv_gpu_matrix_upload_csr(w->ctx, &m->host.csr, m->host.dtype, m->meta.formats | SPMV_FMT_CSR,
+                                        m->meta.hack_size, &gm, &st, err);
     refresh_info(w);
     if (rc != SPMV_OK)
         return rc;

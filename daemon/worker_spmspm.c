@@ -20,19 +20,15 @@
 /* B on w's device: its own copy, or a temporary one in *tmp. */
 static int b_on_device(worker *w, matrix *b, spmv_gpu_matrix **out, spmv_gpu_matrix **tmp, spmv_error *err)
 {
-    spmv_coo coo;
     spmv_gpu_upload_stats st;
     *tmp = NULL;
     if (b->dev_worker == w && b->dev) {
         *out = b->dev;
         return SPMV_OK;
     }
-    int rc = spmv_csr_to_coo(&b->host.csr, &coo, err);
-    if (rc != SPMV_OK)
-        return rc;
     memset(&st, 0, sizeof st);
-    rc = spmv_gpu_matrix_upload(w->ctx, &coo, b->host.dtype, SPMV_FMT_CSR, b->host.hack_size, tmp, &st, err);
-    spmv_coo_free(&coo);
+    int rc = spmv_gpu_matrix_upload_csr(w->ctx, &b->host.csr, b->host.dtype, SPMV_FMT_CSR, b->host.hack_size, tmp,
+                                        &st, err);
     *out = *tmp;
     return rc;
 }

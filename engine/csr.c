@@ -1,4 +1,4 @@
-/* csr.c — the CSR format: freeing, byte count, CSR -> COO.
+/* csr.c — the CSR format: freeing, byte count, dtype change, CSR -> COO.
  *
  * CSR is the format every matrix is held in (spmv_matrix always has it) and
  * the source of every other conversion (ell.c, hll.c, hyb.c read it); going
@@ -42,5 +42,34 @@ int spmv_csr_to_coo(const spmv_csr *in, spmv_coo *out, spmv_error *err)
             out->row[k] = i;
     memcpy(out->col, in->col, (size_t)in->nnz * sizeof(int32_t));
     memcpy(out->val, in->val, (size_t)in->nnz * spmv_dtype_size(in->dtype));
+    return SPMV_OK;
+}
+
+int spmv_csr_to_dtype(spmv_csr *m, spmv_dtype dtype, spmv_error *err)
+{
+    int st = SPMV_OK;
+    if (m->dtype == dtype)
+        return SPMV_OK;
+    void *val = spmv_array_alloc(m->nnz, spmv_dtype_size(dtype), &st);
+    if (!val)
+        return spmv_error_set(err, st, 0, "cannot allocate %lld %s values (%s)", (long long)m->nnz,
+                              spmv_dtype_name(dtype), spmv_strerror(st));
+    const int64_t n = m->nnz;
+    if (dtype == SPMV_FLOAT32) {
+        const double *in = m->val;
+        float *out = val;
+#pragma omp parallel for schedule(static)
+        for (int64_t k = 0; k < n; k++)
+            out[k] = (float)in[k];
+    } else {
+        const float *in = m->val;
+        double *out = val;
+#pragma omp parallel for schedule(static)
+        for (int64_t k = 0; k < n; k++)
+            out[k] = in[k];
+    }
+    free(m->val);
+    m->val = val;
+    m->dtype = dtype;
     return SPMV_OK;
 }

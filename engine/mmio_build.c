@@ -46,6 +46,18 @@ void spmv_mm_advise_huge(void *p, size_t bytes)
 #endif
 }
 
+void spmv_mm_prefault(void *p, size_t bytes, int threads)
+{
+    const size_t page = 4096;
+    if (!p || bytes < HUGE_ADVICE_MIN || threads < 2)
+        return;
+    volatile char *c = p;
+    const int64_t pages = (int64_t)((bytes + page - 1) / page);
+#pragma omp parallel for num_threads(threads) schedule(static)
+    for (int64_t i = 0; i < pages; i++)
+        c[(size_t)i * page] = 0;
+}
+
 static void advise_coo(spmv_coo *m)
 {
     spmv_mm_advise_huge(m->row, (size_t)m->nnz * sizeof(int32_t));

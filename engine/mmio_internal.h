@@ -110,6 +110,11 @@ const char *spmv_mm_show(char *buf, size_t size, const char *s, const char *e);
  * hundreds of MB at once, and 4 KiB page faults cost it a tenth of its time. */
 void spmv_mm_advise_huge(void *p, size_t bytes);
 
+/* Touches every page of a large fresh array from `threads` threads: the
+ * kernel zeroes a page on its first touch, and an array filled by one
+ * thread (the .npz reader's) would have it zero all of them alone. */
+void spmv_mm_prefault(void *p, size_t bytes, int threads);
+
 /* Builds the sorted, duplicate-free, expanded float64 COO from the parsed
  * entries (mmio_build.c). `threads` > 1 sorts rows in parallel. Counts the
  * summed duplicates into *duplicates. */

@@ -5,7 +5,9 @@
  * `indices` + `indptr` (CSR: indptr per row; CSC: per column) or `row` +
  * `col` (COO; SciPy's n-d COO arrays write `coords`, 2 x nnz, instead);
  * SciPy's sparse arrays add `_is_array`, which is ignored.
- * Members may be stored or deflated (save_npz's `compressed`). Each .npy
+ * Members may be stored or deflated (save_npz's `compressed`); a stored
+ * one's elements are read through a window on the archive, without the
+ * checksum libzip's file reads compute (open_window says why). Each .npy
  * member is a magic, a version, a header (a Python dict literal giving
  * `descr`, `fortran_order` and `shape`) and the array's bytes.
  *
@@ -18,6 +20,17 @@
  * gets the same kind of answer a bad Matrix Market file gets: which member,
  * which entry, which limit. The build (mmio_build.c) then sorts by row and
  * column and sums duplicates, exactly as for Matrix Market input.
+ *
+ * The upload takes the matrix as a host CSR (spmv_npz_read_*_csr), and a
+ * CSR archive is one already: its indices, indptr and data are read
+ * straight into the CSR's col, row_ptr and val (int32 indices and float64
+ * values in place, chunk by chunk, checked where they land), with the same
+ * checks in the same member order as above, so a bad archive gets the
+ * same answer either way. One pass then checks that each row's columns
+ * strictly increase; a row that does not (unsorted, or a duplicate), a CSC
+ * or a COO archive goes the COO way above and through spmv_coo_to_csr.
+ * The direct way holds the matrix once, in its final arrays: no entries,
+ * no sort, no copy.
  */
 #include <endian.h>
 #include <stdarg.h>
@@ -28,6 +41,7 @@
 #include <omp.h>
 #include <zip.h>
 
+#include "formats.h"
 #include "mmio_internal.h"
 #include "spmv.h"
 
@@ -47,7 +61,8 @@ bool spmv_npz_magic(const void *buf, size_t len)
 /* One .npy member, open, positioned at its first element. */
 typedef struct npy {
     const char *name;      /* "indices.npy" */
-    zip_file_t *f;
+    zip_file_t *f;         /* the member, or */
+    zip_source_t *win;     /* its elements (stored members: npy_open says why) */
     char kind;             /* 'f' float, 'i' signed, 'u' unsigned, 'b' bool, 'S' bytes, 'U' unicode */
     int size;              /* bytes per element */
     int ndim;
@@ -73,9 +88,11 @@ static int read_exact(npy *a, void *buf, size_t len, spmv_error *err)
 {
     size_t got = 0;
     while (got < len) {
-        zip_int64_t n = zip_fread(a->f, (char *)buf + got, len - got);
+        zip_int64_t n = a->win ? zip_source_read(a->win, (char *)buf + got, len - got)
+                               : zip_fread(a->f, (char *)buf + got, len - got);
         if (n < 0)
-            return npz_fail(err, SPMV_ERR_PARSE, a->name, "cannot be read (%s)", zip_file_strerror(a->f));
+            return npz_fail(err, SPMV_ERR_PARSE, a->name, "cannot be read (%s)",
+                            a->win ? zip_error_strerror(zip_source_error(a->win)) : zip_file_strerror(a->f));
         if (n == 0)
             return npz_fail(err, SPMV_ERR_PARSE, a->name, "ends after %zu of %zu bytes", got, len);
         got += (size_t)n;
@@ -152,6 +169,37 @@ static void npy_close(npy *a)
     if (a->f)
         zip_fclose(a->f);
     a->f = NULL;
+    if (a->win) {
+        zip_source_close(a->win);
+        zip_source_free(a->win);
+    }
+    a->win = NULL;
+}
+
+/* A stored member's elements are read through a window on the archive
+ * rather than through zip_fopen's file: libzip checksums every byte read
+ * through the file (three fifths of the time spent reading a large stored
+ * member) but compares the sum only when a read reaches the member's end,
+ * which this reader, reading the declared elements and no further, never
+ * asks for. The window reads the same bytes, without the sum. Anything
+ * else (deflated, encrypted, a string, or a window libzip refuses) reads
+ * on through the file. */
+static void open_window(zip_t *za, npy *a, const zip_stat_t *zs, size_t at)
+{
+    if (a->n == 0 || a->kind == 'S' || a->kind == 'U' || !(zs->valid & ZIP_STAT_INDEX) || !(zs->valid & ZIP_STAT_SIZE) || !(zs->valid & ZIP_STAT_COMP_METHOD) ||
+        zs->comp_method != ZIP_CM_STORE || !(zs->valid & ZIP_STAT_ENCRYPTION_METHOD) ||
+        zs->encryption_method != ZIP_EM_NONE)
+        return;
+    zip_source_t *w = zip_source_zip(za, za, zs->index, 0, at, (zip_int64_t)a->n * a->size);
+    if (!w)
+        return;
+    if (zip_source_open(w) != 0) {
+        zip_source_free(w);
+        return;
+    }
+    zip_fclose(a->f);
+    a->f = NULL;
+    a->win = w;
 }
 
 static int npy_open_header(zip_t *za, const char *name, npy *a, spmv_error *err);
@@ -208,6 +256,7 @@ static int npy_open_header(zip_t *za, const char *name, npy *a, spmv_error *err)
     if ((zs.valid & ZIP_STAT_SIZE) && (uint64_t)a->n > (zs.size - pre_len - hlen) / (uint64_t)a->size)
         return npz_fail(err, SPMV_ERR_PARSE, name, "declares %lld elements of %d bytes but holds %llu bytes",
                         (long long)a->n, a->size, (unsigned long long)(zs.size - pre_len - hlen));
+    open_window(za, a, &zs, pre_len + hlen);
     return SPMV_OK;
 }
 
@@ -351,6 +400,12 @@ typedef struct index_ctx {
     const char *dim;
 } index_ctx;
 
+static int index_outside(const npy *a, int64_t k, int64_t v, const index_ctx *c, spmv_error *err)
+{
+    return npz_fail(err, SPMV_ERR_PARSE, a->name, "entry %lld is %lld, outside 0..%lld (%s)", (long long)k,
+                    (long long)v, (long long)c->bound - 1, c->dim);
+}
+
 static int take_index(void *ctx, const npy *a, int64_t off, const int64_t *iv, const double *dv, int64_t n,
                       spmv_error *err)
 {
@@ -358,8 +413,7 @@ static int take_index(void *ctx, const npy *a, int64_t off, const int64_t *iv, c
     index_ctx *c = ctx;
     for (int64_t i = 0; i < n; i++) {
         if (iv[i] < 0 || iv[i] >= c->bound)
-            return npz_fail(err, SPMV_ERR_PARSE, a->name, "entry %lld is %lld, outside 0..%lld (%s)",
-                            (long long)(off + i), (long long)iv[i], (long long)c->bound - 1, c->dim);
+            return index_outside(a, off + i, iv[i], c, err);
         c->dst[off + i] = (int32_t)iv[i];
     }
     return SPMV_OK;
@@ -410,9 +464,29 @@ static int take_values(void *ctx, const npy *a, int64_t off, const int64_t *iv, 
 
 /* indptr: monotone from 0 to nnz; expands into the major index of each entry. */
 typedef struct ptr_ctx {
-    int32_t *major;        /* row (CSR) or col (CSC) of every entry */
+    int32_t *major;        /* row (CSR) or col (CSC) of every entry; the direct read: row_ptr */
     int64_t nnz, prev;
 } ptr_ctx;
+
+/* Pointer k is v: 0 first, then non-decreasing up to nnz. */
+static int check_ptr(const npy *a, int64_t k, int64_t v, int64_t prev, int64_t nnz, spmv_error *err)
+{
+    if (k == 0 && v != 0)
+        return npz_fail(err, SPMV_ERR_PARSE, a->name, "entry 0 is %lld, not 0", (long long)v);
+    if (v < prev || v > nnz)
+        return npz_fail(err, SPMV_ERR_PARSE, a->name, "entry %lld is %lld: not within %lld..%lld (non-decreasing, "
+                        "at most nnz)", (long long)k, (long long)v, (long long)prev, (long long)nnz);
+    return SPMV_OK;
+}
+
+/* After the last pointer of a chunk: the last one must be nnz. */
+static int check_ptr_end(const npy *a, int64_t end, int64_t prev, int64_t nnz, spmv_error *err)
+{
+    if (end == a->n && prev != nnz)
+        return npz_fail(err, SPMV_ERR_PARSE, a->name, "ends at %lld, not at nnz %lld", (long long)prev,
+                        (long long)nnz);
+    return SPMV_OK;
+}
 
 static int take_ptr(void *ctx, const npy *a, int64_t off, const int64_t *iv, const double *dv, int64_t n,
                     spmv_error *err)
@@ -421,19 +495,31 @@ static int take_ptr(void *ctx, const npy *a, int64_t off, const int64_t *iv, con
     ptr_ctx *c = ctx;
     for (int64_t i = 0; i < n; i++) {
         int64_t k = off + i, v = iv[i];
-        if (k == 0 && v != 0)
-            return npz_fail(err, SPMV_ERR_PARSE, a->name, "entry 0 is %lld, not 0", (long long)v);
-        if (v < c->prev || v > c->nnz)
-            return npz_fail(err, SPMV_ERR_PARSE, a->name, "entry %lld is %lld: not within %lld..%lld (non-decreasing, "
-                            "at most nnz)", (long long)k, (long long)v, (long long)c->prev, (long long)c->nnz);
+        int st = check_ptr(a, k, v, c->prev, c->nnz, err);
+        if (st)
+            return st;
         for (int64_t p = c->prev; p < v; p++)
             c->major[p] = (int32_t)(k - 1);
         c->prev = v;
     }
-    if (off + n == a->n && c->prev != c->nnz)
-        return npz_fail(err, SPMV_ERR_PARSE, a->name, "ends at %lld, not at nnz %lld", (long long)c->prev,
-                        (long long)c->nnz);
-    return SPMV_OK;
+    return check_ptr_end(a, off + n, c->prev, c->nnz, err);
+}
+
+/* indptr kept as it is: the CSR's row_ptr (the direct read). */
+static int take_row_ptr(void *ctx, const npy *a, int64_t off, const int64_t *iv, const double *dv, int64_t n,
+                        spmv_error *err)
+{
+    (void)dv;
+    ptr_ctx *c = ctx;
+    for (int64_t i = 0; i < n; i++) {
+        int64_t k = off + i, v = iv[i];
+        int st = check_ptr(a, k, v, c->prev, c->nnz, err);
+        if (st)
+            return st;
+        c->major[k] = (int32_t)v;
+        c->prev = v;
+    }
+    return check_ptr_end(a, off + n, c->prev, c->nnz, err);
 }
 
 static int read_member(zip_t *za, const char *name, bool as_double, chunk_fn use, void *ctx,
@@ -465,18 +551,19 @@ static int check_data(const npy *a, int64_t len, const char *what, spmv_error *e
 
 static int64_t limit_or(int64_t v) { return v > 0 && v < INT32_MAX ? v : INT32_MAX; }
 
-static int read_archive(zip_t *za, const spmv_mm_options *opts, spmv_coo *out, spmv_npz_info *info,
-                        spmv_error *err)
-{
-    spmv_mm_options none = {0};
-    if (!opts)
-        opts = &none;
+/* What the small members say, checked against the limits before anything
+ * is sized from it. */
+typedef struct npz_head {
     char layout[4];
+    int64_t rows, cols, nnz;
+} npz_head;
+
+static int read_head(zip_t *za, const spmv_mm_options *opts, npz_head *h, spmv_error *err)
+{
     shape_ctx shape = {{-1, -1}};
-    mm_entries e = {0};
     npy a;
     int st;
-    if ((st = read_format(za, layout, err)))
+    if ((st = read_format(za, h->layout, err)))
         return st;
     if ((st = npy_open(za, "shape.npy", &a, err)) || (st = need_int_1d(&a, 2, "sizes", err)) ||
         (st = read_chunks(&a, false, take_shape, &shape, err))) {
@@ -500,10 +587,42 @@ static int read_archive(zip_t *za, const spmv_mm_options *opts, spmv_coo *out, s
     if (nnz > limit_or(opts->max_nnz))
         return npz_fail(err, SPMV_ERR_LIMIT, "data.npy", "%lld entries are over the limit of %lld", (long long)nnz,
                         (long long)limit_or(opts->max_nnz));
+    h->rows = rows;
+    h->cols = cols;
+    h->nnz = nnz;
+    return SPMV_OK;
+}
+
+static void set_info(spmv_npz_info *info, const npz_head *h, int64_t duplicates, bool direct)
+{
+    if (!info)
+        return;
+    memset(info, 0, sizeof *info);
+    memcpy(info->layout, h->layout, 4);
+    info->rows = h->rows;
+    info->cols = h->cols;
+    info->entries = h->nnz;
+    info->duplicates = duplicates;
+    info->direct = direct;
+}
+
+static int threads_of(const spmv_mm_options *opts)
+{
+    return opts->threads > 0 ? opts->threads : omp_get_max_threads(); /* 0: all, as the reader's */
+}
+
+/* Every layout into the Matrix Market reader's entries, then its build:
+ * the sorted, duplicate-free float64 COO. */
+static int read_coo(zip_t *za, const spmv_mm_options *opts, const npz_head *hd, spmv_coo *out, spmv_npz_info *info,
+                    spmv_error *err)
+{
+    const int64_t rows = hd->rows, cols = hd->cols, nnz = hd->nnz;
+    mm_entries e = {0};
+    int st;
     if ((st = spmv_mm_entries_reserve(&e, nnz > 0 ? nnz : 1, true)))
         return spmv_error_set(err, st, 0, "out of memory for %lld npz entries", (long long)nnz);
     e.n = nnz;
-    bool csr = strcmp(layout, "csr") == 0, csc = strcmp(layout, "csc") == 0;
+    bool csr = strcmp(hd->layout, "csr") == 0, csc = strcmp(hd->layout, "csc") == 0;
     if (csr || csc) {
         index_ctx ix = {csr ? e.col : e.row, csr ? cols : rows, csr ? "cols" : "rows"};
         ptr_ctx pc = {csr ? e.row : e.col, nnz, 0};
@@ -528,18 +647,148 @@ static int read_archive(zip_t *za, const spmv_mm_options *opts, spmv_coo *out, s
         mm_header h = {.format = SPMV_MM_COORDINATE, .field = SPMV_MM_REAL, .symmetry = SPMV_MM_GENERAL,
                        .rows = rows, .cols = cols, .entries = nnz, .max_nnz = limit_or(opts->max_nnz)};
         int64_t dups = 0;
-        int threads = opts->threads > 0 ? opts->threads : omp_get_max_threads(); /* 0: all, as the reader's */
-        st = spmv_mm_build_coo(&h, &e, threads, out, &dups, err);
-        if (!st && info) {
-            memset(info, 0, sizeof *info);
-            memcpy(info->layout, layout, 4);
-            info->rows = rows;
-            info->cols = cols;
-            info->entries = nnz;
-            info->duplicates = dups;
-        }
+        st = spmv_mm_build_coo(&h, &e, threads_of(opts), out, &dups, err);
+        if (!st)
+            set_info(info, hd, dups, false);
     }
     spmv_mm_entries_free(&e);
+    return st;
+}
+
+static int read_archive(zip_t *za, const spmv_mm_options *opts, spmv_coo *out, spmv_npz_info *info,
+                        spmv_error *err)
+{
+    spmv_mm_options none = {0};
+    npz_head h;
+    int st = read_head(za, opts ? opts : &none, &h, err);
+    return st ? st : read_coo(za, opts ? opts : &none, &h, out, info, err);
+}
+
+/* ------------------------------------------------------ straight to CSR */
+
+#define NOT_DIRECT 1 /* read_direct: a row is unsorted or has a duplicate (statuses are <= 0) */
+
+/* indices.npy into col: int32 read in place, in chunks, each checked
+ * where it landed (while in cache); other dtypes through the converting
+ * chunks. The same checks and messages as take_index. */
+static int read_indices_direct(zip_t *za, int32_t *col, int64_t nnz, int64_t cols, spmv_error *err)
+{
+    npy a;
+    index_ctx ix = {col, cols, "cols"};
+    int st = npy_open(za, "indices.npy", &a, err);
+    if (!st)
+        st = need_int_1d(&a, nnz, "indices", err);
+    if (!st && a.kind == 'i' && a.size == 4) {
+        for (int64_t off = 0; off < nnz && !st; off += CHUNK) {
+            int64_t n = nnz - off < CHUNK ? nnz - off : CHUNK;
+            if ((st = read_exact(&a, col + off, (size_t)n * sizeof *col, err)))
+                break;
+            bool bad = false; /* one vectorisable pass; the entry is looked for only when one is bad */
+            for (int64_t i = 0; i < n; i++)
+                bad |= (uint32_t)col[off + i] >= (uint64_t)cols;
+            for (int64_t i = 0; bad && i < n; i++)
+                if ((uint32_t)col[off + i] >= (uint64_t)cols) {
+                    st = index_outside(&a, off + i, col[off + i], &ix, err);
+                    break;
+                }
+        }
+    } else if (!st) {
+        st = read_chunks(&a, false, take_index, &ix, err);
+    }
+    npy_close(&a);
+    return st;
+}
+
+/* data.npy into val: float64 read in place, in chunks (libzip checks each
+ * chunk's CRC while it is in cache), other dtypes converted. */
+static int read_values_direct(zip_t *za, double *val, int64_t nnz, spmv_error *err)
+{
+    npy a;
+    int st = npy_open(za, "data.npy", &a, err);
+    if (!st)
+        st = check_data(&a, nnz, "values", err);
+    if (!st && a.kind == 'f' && a.size == 8) {
+        for (int64_t off = 0; off < nnz && !st; off += CHUNK) {
+            int64_t n = nnz - off < CHUNK ? nnz - off : CHUNK;
+            st = read_exact(&a, val + off, (size_t)n * sizeof *val, err);
+        }
+    } else if (!st) {
+        st = read_chunks(&a, true, take_values, val, err);
+    }
+    npy_close(&a);
+    return st;
+}
+
+/* Whether every row's columns strictly increase: sorted, no duplicates. */
+static bool rows_strictly_increasing(const spmv_csr *c, int threads)
+{
+    bool ok = true;
+#pragma omp parallel for num_threads(threads > 1 ? threads : 1) reduction(&& : ok) schedule(dynamic, 16384)
+    for (int64_t i = 0; i < c->rows; i++) {
+        bool row_ok = true;
+        for (int32_t k = c->row_ptr[i] + 1; k < c->row_ptr[i + 1]; k++)
+            row_ok &= c->col[k - 1] < c->col[k];
+        ok = ok && row_ok;
+    }
+    return ok;
+}
+
+/* A CSR archive into the CSR's own arrays: indices, indptr (the members
+ * and checks of read_coo, in its order), the row check, then data.
+ * NOT_DIRECT, with nothing kept, when a row is unsorted or has a
+ * duplicate. */
+static int read_direct(zip_t *za, const spmv_mm_options *opts, const npz_head *h, spmv_csr *out, spmv_error *err)
+{
+    int st = SPMV_OK;
+    spmv_csr c = {.rows = (int32_t)h->rows, .cols = (int32_t)h->cols, .nnz = h->nnz, .dtype = SPMV_FLOAT64};
+    ptr_ctx pc = {NULL, h->nnz, 0};
+    c.row_ptr = spmv_array_alloc(h->rows + 1, sizeof(int32_t), &st);
+    c.col = spmv_array_alloc(h->nnz, sizeof(int32_t), &st);
+    c.val = spmv_array_alloc(h->nnz, sizeof(double), &st);
+    if (!c.row_ptr || !c.col || !c.val) {
+        st = spmv_error_set(err, st, 0, "out of memory for %lld npz entries", (long long)h->nnz);
+        goto fail;
+    }
+    spmv_mm_prefault(c.row_ptr, ((size_t)c.rows + 1) * sizeof(int32_t), threads_of(opts));
+    spmv_mm_prefault(c.col, (size_t)c.nnz * sizeof(int32_t), threads_of(opts));
+    spmv_mm_prefault(c.val, (size_t)c.nnz * sizeof(double), threads_of(opts));
+    pc.major = c.row_ptr;
+    if ((st = read_indices_direct(za, c.col, h->nnz, h->cols, err)) ||
+        (st = read_member(za, "indptr.npy", false, take_row_ptr, &pc, need_int_1d, h->rows + 1, "pointers", err)))
+        goto fail;
+    if (!rows_strictly_increasing(&c, threads_of(opts))) {
+        st = NOT_DIRECT;
+        goto fail;
+    }
+    if ((st = read_values_direct(za, c.val, h->nnz, err)))
+        goto fail;
+    *out = c;
+    return SPMV_OK;
+fail:
+    spmv_csr_free(&c);
+    return st;
+}
+
+static int read_archive_csr(zip_t *za, const spmv_mm_options *opts, spmv_csr *out, spmv_npz_info *info,
+                            spmv_error *err)
+{
+    spmv_mm_options none = {0};
+    spmv_coo coo;
+    npz_head h;
+    if (!opts)
+        opts = &none;
+    int st = read_head(za, opts, &h, err);
+    if (st)
+        return st;
+    if (strcmp(h.layout, "csr") == 0 && (st = read_direct(za, opts, &h, out, err)) != NOT_DIRECT) {
+        if (!st)
+            set_info(info, &h, 0, true);
+        return st;
+    }
+    if ((st = read_coo(za, opts, &h, &coo, info, err)))
+        return st;
+    st = spmv_coo_to_csr(&coo, SPMV_FLOAT64, out, err);
+    spmv_coo_free(&coo);
     return st;
 }
 
@@ -553,15 +802,42 @@ static int open_failed(int zerr, const char *what, spmv_error *err)
     return st;
 }
 
+static int open_file(const char *path, zip_t **za, spmv_error *err)
+{
+    int zerr = 0;
+    *za = zip_open(path, ZIP_RDONLY, &zerr);
+    return *za ? SPMV_OK : open_failed(zerr, "the file", err);
+}
+
+static int open_buffer(const void *data, size_t len, zip_t **za, spmv_error *err)
+{
+    zip_error_t ze;
+    zip_error_init(&ze);
+    zip_source_t *src = zip_source_buffer_create(data, len, 0, &ze);
+    if (!src) {
+        zip_error_fini(&ze);
+        return spmv_error_set(err, SPMV_ERR_NOMEM, 0, "npz: out of memory");
+    }
+    *za = zip_open_from_source(src, ZIP_RDONLY, &ze);
+    if (!*za) {
+        int code = zip_error_code_zip(&ze);
+        zip_source_free(src);
+        zip_error_fini(&ze);
+        return open_failed(code, "the body", err);
+    }
+    zip_error_fini(&ze);
+    return SPMV_OK; /* zip_discard frees src too */
+}
+
 int spmv_npz_read_file(const char *path, const spmv_mm_options *opts, spmv_coo *out, spmv_npz_info *info,
                        spmv_error *err)
 {
-    int zerr = 0;
+    zip_t *za;
     memset(out, 0, sizeof *out);
-    zip_t *za = zip_open(path, ZIP_RDONLY, &zerr);
-    if (!za)
-        return open_failed(zerr, "the file", err);
-    int st = read_archive(za, opts, out, info, err);
+    int st = open_file(path, &za, err);
+    if (st)
+        return st;
+    st = read_archive(za, opts, out, info, err);
     zip_discard(za);
     return st;
 }
@@ -569,24 +845,39 @@ int spmv_npz_read_file(const char *path, const spmv_mm_options *opts, spmv_coo *
 int spmv_npz_read_buffer(const void *data, size_t len, const spmv_mm_options *opts, spmv_coo *out,
                          spmv_npz_info *info, spmv_error *err)
 {
-    zip_error_t ze;
-    zip_error_init(&ze);
+    zip_t *za;
     memset(out, 0, sizeof *out);
-    zip_source_t *src = zip_source_buffer_create(data, len, 0, &ze);
-    if (!src) {
-        zip_error_fini(&ze);
-        return spmv_error_set(err, SPMV_ERR_NOMEM, 0, "npz: out of memory");
-    }
-    zip_t *za = zip_open_from_source(src, ZIP_RDONLY, &ze);
-    if (!za) {
-        int code = zip_error_code_zip(&ze);
-        zip_source_free(src);
-        zip_error_fini(&ze);
-        return open_failed(code, "the body", err);
-    }
-    zip_error_fini(&ze);
-    int st = read_archive(za, opts, out, info, err);
-    zip_discard(za); /* frees src too */
+    int st = open_buffer(data, len, &za, err);
+    if (st)
+        return st;
+    st = read_archive(za, opts, out, info, err);
+    zip_discard(za);
+    return st;
+}
+
+int spmv_npz_read_file_csr(const char *path, const spmv_mm_options *opts, spmv_csr *out, spmv_npz_info *info,
+                           spmv_error *err)
+{
+    zip_t *za;
+    memset(out, 0, sizeof *out);
+    int st = open_file(path, &za, err);
+    if (st)
+        return st;
+    st = read_archive_csr(za, opts, out, info, err);
+    zip_discard(za);
+    return st;
+}
+
+int spmv_npz_read_buffer_csr(const void *data, size_t len, const spmv_mm_options *opts, spmv_csr *out,
+                             spmv_npz_info *info, spmv_error *err)
+{
+    zip_t *za;
+    memset(out, 0, sizeof *out);
+    int st = open_buffer(data, len, &za, err);
+    if (st)
+        return st;
+    st = read_archive_csr(za, opts, out, info, err);
+    zip_discard(za);
     return st;
 }
 

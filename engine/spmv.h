@@ -302,6 +302,9 @@ void spmv_psell_free(spmv_psell *m);
  * beyond int64/size_t overflow); past it SPMV_ERR_LIMIT says width and rows. */
 int spmv_coo_to_csr(const spmv_coo *in, spmv_dtype dtype, spmv_csr *out, spmv_error *err);
 int spmv_csr_to_coo(const spmv_csr *in, spmv_coo *out, spmv_error *err);
+/* Changes m's values to dtype in place (a fresh value array, the old one
+ * freed: the matrix is never held twice); a no-op when it is m's. */
+int spmv_csr_to_dtype(spmv_csr *m, spmv_dtype dtype, spmv_error *err);
 int spmv_csr_to_ell(const spmv_csr *in, int64_t max_slots, spmv_ell *out, spmv_error *err);
 int spmv_csr_to_hll(const spmv_csr *in, int32_t hack_size, spmv_hll *out, spmv_error *err);
 /* width < 0 picks the width automatically (documented in docs/kernels.md). */
@@ -390,6 +393,7 @@ typedef struct spmv_npz_info {
     int64_t rows, cols;
     int64_t entries;          /* stored in the archive */
     int64_t duplicates;       /* summed into an earlier entry */
+    bool direct;              /* read straight into the CSR (spmv_npz_read_*_csr) */
 } spmv_npz_info;
 
 /* Whether the first bytes are a zip archive's ("PK\3\4", or "PK\5\6" for an empty one). */
@@ -398,6 +402,16 @@ int spmv_npz_read_file(const char *path, const spmv_mm_options *opts, spmv_coo *
                        spmv_error *err);
 int spmv_npz_read_buffer(const void *data, size_t len, const spmv_mm_options *opts, spmv_coo *out,
                          spmv_npz_info *info, spmv_error *err);
+/* The same matrix as a float64 host CSR (what spmv_coo_to_csr makes of
+ * the COO above, identical), with the same checks and errors. A CSR
+ * archive whose rows are sorted and without duplicates (SciPy's canonical
+ * format, what save_npz of a CSR usually holds) is read straight into the
+ * CSR's arrays, never held as a COO (info->direct); a CSC or COO archive,
+ * or a CSR one with a row unsorted or a duplicate, goes through the COO. */
+int spmv_npz_read_file_csr(const char *path, const spmv_mm_options *opts, spmv_csr *out, spmv_npz_info *info,
+                           spmv_error *err);
+int spmv_npz_read_buffer_csr(const void *data, size_t len, const spmv_mm_options *opts, spmv_csr *out,
+                             spmv_npz_info *info, spmv_error *err);
 /* Writes a sorted COO as save_npz's CSR layout (int32 indices, values in
  * the COO's dtype), members deflated or stored (the generator, the tests). */
 int spmv_npz_write_file(const char *path, const spmv_coo *m, bool compress, spmv_error *err);
@@ -613,6 +627,14 @@ typedef struct spmv_gpu_upload_stats {
 int spmv_gpu_matrix_upload(spmv_gpu_ctx *ctx, const spmv_coo *coo, spmv_dtype dtype,
                            unsigned formats, int32_t hack_size,
                            spmv_gpu_matrix **out, spmv_gpu_upload_stats *st, spmv_error *err);
+/* The same from a host CSR, which must hold the CSR contract (every
+ * column inside the shape, each row's columns strictly increasing: what
+ * every host CSR of the engine holds): row_ptr, col and values are copied
+ * as they are (values cast to dtype on the device if the CSR's differs),
+ * with no sort; the row pointers are checked on the host (SPMV_ERR_INVALID). */
+int spmv_gpu_matrix_upload_csr(spmv_gpu_ctx *ctx, const spmv_csr *csr, spmv_dtype dtype,
+                               unsigned formats, int32_t hack_size,
+                               spmv_gpu_matrix **out, spmv_gpu_upload_stats *st, spmv_error *err);
 void spmv_gpu_matrix_free(spmv_gpu_ctx *ctx, spmv_gpu_matrix *m);
 /* Every device byte the matrix holds (formats, transpose, buffers, caches). */
 size_t spmv_gpu_matrix_bytes(const spmv_gpu_matrix *m);

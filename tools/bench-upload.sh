@@ -8,9 +8,10 @@
 # Matrix Market twin for comparison, then, on a fresh spmvd:
 #   read    the file's bytes read once more after a first read (page cache
 #           warm: the floor for any consumer of the file), `cat > /dev/null`;
-#   upload  curl --data-binary to 201 Created with device=$DEVICE: the body
-#           spooled, read by libzip, sorted, CSR built, copied to the GPU and
-#           converted there (device=gpu), the matrix file written (fsync'd);
+#   upload  curl -T to 201 Created with device=$DEVICE: the body spooled,
+#           read by libzip straight into the host CSR (a CSR archive with
+#           sorted rows: this one), then the matrix file written (fsync'd),
+#           on device=gpu while the CSR is copied to the GPU;
 #   mtx     the same matrix as Matrix Market text, for comparison.
 # Prints a table (seconds, GB/s, ratio to read) and the descriptor's timing
 # split. Reports, never asserts. `make bench-upload` runs it here; on the GPU
@@ -66,3 +67,4 @@ if [ $MTX = 1 ]; then
   row "upload the same as Matrix Market ($DEVICE)" "$mbytes" "$mt_s" "$disk_s"
 fi
 python3 -c 'import json,sys; d=json.load(open(sys.argv[1])); print("\nnnz", d["nnz"], "device", d["device"], "timings (ms)", d["timings"])' "$DIR/npz.json"
+grep -o 'upload: .npz.*' "$DIR/spmvd.log" | head -1  # which way the reader took

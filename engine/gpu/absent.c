@@ -45,6 +45,15 @@ int spmv_gpu_matrix_upload(spmv_gpu_ctx *ctx, const spmv_coo *coo, spmv_dtype dt
     return spmv_error_set(err, SPMV_ERR_UNAVAILABLE, 0, "%s", no_cuda);
 }
 
+int spmv_gpu_matrix_upload_csr(spmv_gpu_ctx *ctx, const spmv_csr *csr, spmv_dtype dtype,
+                               unsigned formats, int32_t hack_size,
+                               spmv_gpu_matrix **out, spmv_gpu_upload_stats *st, spmv_error *err)
+{
+    UNUSED(ctx); UNUSED(csr); UNUSED(dtype); UNUSED(formats); UNUSED(hack_size); UNUSED(st);
+    *out = NULL;
+    return spmv_error_set(err, SPMV_ERR_UNAVAILABLE, 0, "%s", no_cuda);
+}
+
 void spmv_gpu_matrix_free(spmv_gpu_ctx *ctx, spmv_gpu_matrix *m) { (void)ctx; (void)m; }
 
 size_t spmv_gpu_matrix_bytes(const spmv_gpu_matrix *m)

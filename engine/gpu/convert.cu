@@ -15,6 +15,11 @@
  * host's rule (engine/hyb.c): the 2/3 quantile of the row lengths, found
  * here by sorting the row lengths on the device.
  *
+ * An upload from a host CSR (spmv_gpu_matrix_upload_csr, what the daemon
+ * holds anyway) copies row_ptr, col and values as they are and skips the
+ * staging, checking and sorting: a host CSR is sorted and in range by
+ * construction, and its row pointers are checked on the host on the way.
+ *
  * Every allocation is tracked on the matrix (gpu_alloc), so any failure
  * path ends in gpu_matrix_destroy() and leaves nothing on the device.
  * Download copies a format back into a host spmv_matrix, for the tests
@@ -854,14 +859,12 @@ static int check_upload_args(const spmv_gpu_ctx *ctx, const spmv_coo *coo, spmv_
 /* Refuses early when the CSR and the operand buffers alone would not fit:
  * the common case of a matrix too big for the device fails before any
  * copy. The per-allocation check catches the rest. */
-static int precheck(spmv_gpu_ctx *ctx, const spmv_coo *coo, spmv_dtype dtype, spmv_error *err)
+static int precheck(spmv_gpu_ctx *ctx, int32_t rows, int32_t cols, int64_t nnz, double need, spmv_error *err)
 {
-    size_t free_b = 0, total_b = 0, vs = spmv_dtype_size(dtype);
+    size_t free_b = 0, total_b = 0;
     cudaError_t e = cudaMemGetInfo(&free_b, &total_b);
     if (e != cudaSuccess)
         return gpu_cuda_error(e, err, "cudaMemGetInfo");
-    double need = ((double)coo->rows + 1) * 4 + (double)coo->nnz * (8 + vs + spmv_dtype_size(coo->dtype)) +
-                  ((double)coo->rows + coo->cols) * vs;
     /* derived formats of other matrices go first, least recently used */
     while (need + (double)ctx->reserve > (double)free_b && gpu_evict(ctx)) {
         if ((e = cudaMemGetInfo(&free_b, &total_b)) != cudaSuccess)
@@ -871,7 +874,39 @@ static int precheck(spmv_gpu_ctx *ctx, const spmv_coo *coo, spmv_dtype dtype, sp
         return spmv_error_set(err, SPMV_ERR_DEVICE_MEMORY, 0,
                               "a %d x %d matrix with %lld entries needs about %.0f bytes on GPU %d; %zu are free "
                               "and %zu kept in reserve",
-                              coo->rows, coo->cols, (long long)coo->nnz, need, ctx->device, free_b, ctx->reserve);
+                              rows, cols, (long long)nnz, need, ctx->device, free_b, ctx->reserve);
+    return SPMV_OK;
+}
+
+/* What a COO upload needs at its peak: the staged triplets, the cast
+ * values and the CSR row pointers, and the operand buffers. */
+static double coo_need(const spmv_coo *coo, spmv_dtype dtype)
+{
+    size_t vs = spmv_dtype_size(dtype);
+    return ((double)coo->rows + 1) * 4 + (double)coo->nnz * (8 + vs + spmv_dtype_size(coo->dtype)) +
+           ((double)coo->rows + coo->cols) * vs;
+}
+
+/* x and y buffers come with the first product that needs them
+ * (spmv_gpu_run's host operands): a matrix multiplied only with resident
+ * vectors never holds them. Pinned formats are built now, after the CSR;
+ * one the padding rule refuses is skipped (its bit stays clear, its
+ * kernels answer why), one that does not fit fails the upload. */
+static int build_pinned(spmv_gpu_ctx *ctx, spmv_gpu_matrix *m, unsigned formats, spmv_error *err)
+{
+    static const spmv_format order[] = {SPMV_FMT_COO, SPMV_FMT_ELL, SPMV_FMT_HLL, SPMV_FMT_HYB, SPMV_FMT_PCSR,
+                                        SPMV_FMT_PSELL};
+    for (spmv_format f : order) {
+        if (!(formats & f) || (m->formats & f))
+            continue;
+        int st = gpu_ensure_format(ctx, m, f, err);
+        if (st == SPMV_ERR_LIMIT) {
+            m->pinned &= ~(unsigned)f;
+            continue;
+        }
+        if (st)
+            return st;
+    }
     return SPMV_OK;
 }
 
@@ -907,25 +942,7 @@ static int convert_all(spmv_gpu_ctx *ctx, spmv_gpu_matrix *m, const spmv_coo *co
     } else {
         gpu_release_ptr(ctx, m, &s->row);
     }
-    /* x and y buffers come with the first product that needs them
-     * (spmv_gpu_run's host operands): a matrix multiplied only with
-     * resident vectors never holds them */
-    /* Pinned formats are built now; one the padding rule refuses is
-     * skipped (its bit stays clear, its kernels answer why), one that does
-     * not fit fails the upload. */
-    static const spmv_format order[] = {SPMV_FMT_ELL, SPMV_FMT_HLL, SPMV_FMT_HYB, SPMV_FMT_PCSR, SPMV_FMT_PSELL};
-    for (spmv_format f : order) {
-        if (!(formats & f))
-            continue;
-        st = gpu_ensure_format(ctx, m, f, err);
-        if (st == SPMV_ERR_LIMIT) {
-            m->pinned &= ~(unsigned)f;
-            continue;
-        }
-        if (st)
-            return st;
-    }
-    return SPMV_OK;
+    return build_pinned(ctx, m, formats, err);
 }
 
 static float elapsed_ms(spmv_gpu_ctx *ctx)
@@ -937,6 +954,30 @@ static float elapsed_ms(spmv_gpu_ctx *ctx)
         return 0;
     }
     return ms;
+}
+
+/* The end of an upload whose conversion is queued: waits for it, frees
+ * the staging left, lists the matrix on ctx and fills the stats. */
+static int upload_done(spmv_gpu_ctx *ctx, spmv_gpu_matrix *m, struct staged *s, spmv_gpu_upload_stats *stats,
+                       spmv_error *err)
+{
+    cudaEventRecord(ctx->ev_stop, ctx->stream);
+    cudaError_t e = cudaStreamSynchronize(ctx->stream);
+    if (e != cudaSuccess)
+        return gpu_cuda_error(e, err, "converting on the device");
+    gpu_release_ptr(ctx, m, &s->src_val);
+    int st = gpu_ctx_adopt(ctx, m, err);
+    if (st)
+        return st;
+    if (stats) {
+        stats->convert_ms = elapsed_ms(ctx);
+        stats->formats = m->formats;
+        for (unsigned i = 0; i < SPMV_FORMAT_COUNT; i++) {
+            stats->bytes[i] = m->cat_bytes[i];
+            stats->padding[i] = format_padding(m, (spmv_format)(1u << i));
+        }
+    }
+    return SPMV_OK;
 }
 
 extern "C" int spmv_gpu_matrix_upload(spmv_gpu_ctx *ctx, const spmv_coo *coo, spmv_dtype dtype, unsigned formats,
@@ -952,7 +993,7 @@ extern "C" int spmv_gpu_matrix_upload(spmv_gpu_ctx *ctx, const spmv_coo *coo, sp
         return st;
     if ((e = cudaSetDevice(ctx->device)) != cudaSuccess)
         return gpu_cuda_error(e, err, "cudaSetDevice");
-    if ((st = precheck(ctx, coo, dtype, err)))
+    if ((st = precheck(ctx, coo->rows, coo->cols, coo->nnz, coo_need(coo, dtype), err)))
         return st;
     m = new (std::nothrow) spmv_gpu_matrix();
     if (!m)
@@ -976,22 +1017,137 @@ extern "C" int spmv_gpu_matrix_upload(spmv_gpu_ctx *ctx, const spmv_coo *coo, sp
                                : convert_all<float>(ctx, m, coo, &s, formats, err);
     if (st)
         goto fail;
+    if ((st = upload_done(ctx, m, &s, stats, err)))
+        goto fail;
+    *out = m;
+    return SPMV_OK;
+fail:
+    gpu_matrix_destroy(ctx, m);
+    return st;
+}
+
+/* ------------------------------------------------------------ CSR upload */
+
+static int check_csr_args(const spmv_gpu_ctx *ctx, const spmv_csr *csr, spmv_dtype dtype, unsigned formats,
+                          int32_t hack_size, spmv_error *err)
+{
+    if (!ctx || !csr)
+        return spmv_error_set(err, SPMV_ERR_INVALID, 0, "GPU upload: no context or no matrix");
+    if (dtype != SPMV_FLOAT64 && dtype != SPMV_FLOAT32)
+        return spmv_error_set(err, SPMV_ERR_INVALID, 0, "GPU upload: unknown dtype %d", (int)dtype);
+    if (csr->dtype != SPMV_FLOAT64 && csr->dtype != SPMV_FLOAT32)
+        return spmv_error_set(err, SPMV_ERR_INVALID, 0, "GPU upload: CSR has unknown dtype %d", (int)csr->dtype);
+    if (formats & ~(unsigned)SPMV_FMT_ALL)
+        return spmv_error_set(err, SPMV_ERR_INVALID, 0, "GPU upload: unknown format bits 0x%x", formats);
+    if (hack_size < 0 || hack_size > 1024)
+        return spmv_error_set(err, SPMV_ERR_INVALID, 0, "GPU upload: hack_size %d out of range 1..1024", hack_size);
+    if (csr->rows < 0 || csr->cols < 0 || csr->nnz < 0 || csr->nnz > INT32_MAX)
+        return spmv_error_set(err, SPMV_ERR_LIMIT, 0, "GPU upload: shape %d x %d with %lld entries is out of range",
+                              csr->rows, csr->cols, (long long)csr->nnz);
+    if (csr->nnz > (int64_t)csr->rows * csr->cols)
+        return spmv_error_set(err, SPMV_ERR_INVALID, 0, "GPU upload: %lld entries in a %d x %d matrix",
+                              (long long)csr->nnz, csr->rows, csr->cols);
+    if (!csr->row_ptr || (csr->nnz > 0 && (!csr->col || !csr->val)))
+        return spmv_error_set(err, SPMV_ERR_INVALID, 0, "GPU upload: CSR arrays missing");
+    return SPMV_OK;
+}
+
+/* The row pointers size every per-row loop of the format builders, so
+ * they are checked here (0 to nnz, never decreasing) while the longest
+ * row is found. The columns are not checked again: a host CSR has every
+ * column inside the shape and each row's columns strictly increasing by
+ * construction (spmv_coo_to_csr checks the indices and sorts, the .npz
+ * reader checks every index and each row's order, matfile_read checks a
+ * stored file's columns), so the COO upload's device-side check and sort
+ * are skipped. */
+static int check_row_ptr(const spmv_csr *csr, int32_t *max_row, spmv_error *err)
+{
+    const int32_t *rp = csr->row_ptr;
+    if (rp[0] != 0 || rp[csr->rows] != csr->nnz)
+        return spmv_error_set(err, SPMV_ERR_INVALID, 0, "GPU upload: CSR row pointers run from %d to %d, not 0 to %lld",
+                              rp[0], rp[csr->rows], (long long)csr->nnz);
+    int32_t longest = 0, shortest = 0;
+    for (int32_t i = 0; i < csr->rows; i++) {
+        int32_t len = rp[i + 1] - rp[i];
+        longest = len > longest ? len : longest;
+        shortest = len < shortest ? len : shortest;
+    }
+    if (shortest < 0)
+        return spmv_error_set(err, SPMV_ERR_INVALID, 0, "GPU upload: CSR row pointers decrease");
+    *max_row = longest;
+    return SPMV_OK;
+}
+
+/* The host CSR's arrays, copied as they are; values in the CSR's dtype. */
+static int stage_csr(spmv_gpu_ctx *ctx, spmv_gpu_matrix *m, const spmv_csr *csr, struct staged *s, spmv_error *err)
+{
+    size_t pb = 0, ib = 0, vb = 0;
+    int st;
+    cudaError_t e;
+    if ((st = gpu_array_bytes((int64_t)csr->rows + 1, 4, &pb, err, "CSR row pointers")) ||
+        (st = gpu_array_bytes(csr->nnz, 4, &ib, err, "CSR columns")) ||
+        (st = gpu_array_bytes(csr->nnz, spmv_dtype_size(csr->dtype), &vb, err, "CSR values")))
+        return st;
+    if ((st = gpu_alloc(ctx, m, (void **)&m->row_ptr, pb, "CSR row pointers", err)) ||
+        (st = gpu_alloc(ctx, m, (void **)&m->col, ib, "CSR columns", err)) ||
+        (st = gpu_alloc(ctx, m, &s->src_val, vb, "CSR values", err)))
+        return st;
+    if ((e = cudaMemcpyAsync(m->row_ptr, csr->row_ptr, pb, cudaMemcpyHostToDevice, ctx->stream)) != cudaSuccess ||
+        (ib && ((e = cudaMemcpyAsync(m->col, csr->col, ib, cudaMemcpyHostToDevice, ctx->stream)) != cudaSuccess ||
+                (e = cudaMemcpyAsync(s->src_val, csr->val, vb, cudaMemcpyHostToDevice, ctx->stream)) != cudaSuccess)))
+        return gpu_cuda_error(e, err, "copying the CSR to the device");
+    return SPMV_OK;
+}
+
+extern "C" int spmv_gpu_matrix_upload_csr(spmv_gpu_ctx *ctx, const spmv_csr *csr, spmv_dtype dtype,
+                                          unsigned formats, int32_t hack_size, spmv_gpu_matrix **out,
+                                          spmv_gpu_upload_stats *stats, spmv_error *err)
+{
+    struct staged s = {NULL, NULL, NULL};
+    spmv_gpu_matrix *m = NULL;
+    int32_t max_row = 0;
+    cudaError_t e;
+    int st;
+    *out = NULL;
+    if ((st = check_csr_args(ctx, csr, dtype, formats, hack_size, err)) || (st = check_row_ptr(csr, &max_row, err)))
+        return st;
+    if ((e = cudaSetDevice(ctx->device)) != cudaSuccess)
+        return gpu_cuda_error(e, err, "cudaSetDevice");
+    /* the CSR, the values in the CSR's dtype while they are cast, the operand buffers */
+    size_t vs = spmv_dtype_size(dtype);
+    double need = ((double)csr->rows + 1) * 4 + (double)csr->nnz * (4 + vs) +
+                  (csr->dtype != dtype ? (double)csr->nnz * spmv_dtype_size(csr->dtype) : 0) +
+                  ((double)csr->rows + csr->cols) * vs;
+    if ((st = precheck(ctx, csr->rows, csr->cols, csr->nnz, need, err)))
+        return st;
+    m = new (std::nothrow) spmv_gpu_matrix();
+    if (!m)
+        return spmv_error_set(err, SPMV_ERR_NOMEM, 0, "cannot allocate a GPU matrix");
+    m->rows = csr->rows;
+    m->cols = csr->cols;
+    m->nnz = csr->nnz;
+    m->dtype = dtype;
+    m->hack_size = hack_size ? hack_size : SPMV_HACK_SIZE_DEFAULT;
+    m->max_row = max_row;
+
+    cudaEventRecord(ctx->ev_start, ctx->stream);
+    if ((st = stage_csr(ctx, m, csr, &s, err)))
+        goto fail;
     cudaEventRecord(ctx->ev_stop, ctx->stream);
-    if ((e = cudaStreamSynchronize(ctx->stream)) != cudaSuccess) {
-        st = gpu_cuda_error(e, err, "converting on the device");
-        goto fail;
-    }
-    gpu_release_ptr(ctx, m, &s.src_val);
-    if ((st = gpu_ctx_adopt(ctx, m, err)))
-        goto fail;
     if (stats) {
-        stats->convert_ms = elapsed_ms(ctx);
-        stats->formats = m->formats;
-        for (unsigned i = 0; i < SPMV_FORMAT_COUNT; i++) {
-            stats->bytes[i] = m->cat_bytes[i];
-            stats->padding[i] = format_padding(m, (spmv_format)(1u << i));
-        }
+        memset(stats, 0, sizeof *stats);
+        stats->transfer_ms = elapsed_ms(ctx);
     }
+    cudaEventRecord(ctx->ev_start, ctx->stream);
+    if ((st = cast_staged(ctx, m, csr->dtype, &s, err)))
+        goto fail;
+    gpu_retag(m, m->row_ptr, gpu_cat_of(SPMV_FMT_CSR));
+    gpu_retag(m, m->col, gpu_cat_of(SPMV_FMT_CSR));
+    gpu_retag(m, m->val, gpu_cat_of(SPMV_FMT_CSR));
+    m->formats = SPMV_FMT_CSR;
+    m->pinned = formats | SPMV_FMT_CSR;
+    if ((st = build_pinned(ctx, m, formats, err)) || (st = upload_done(ctx, m, &s, stats, err)))
+        goto fail;
     *out = m;
     return SPMV_OK;
 fail:

@@ -15,12 +15,20 @@
 # restart; once space is back an upload works again. With fsync failing
 # the upload must be 500 and nothing stored (the file's fsync, or the
 # directory's after the rename): a failed fsync is never taken as success.
+# On a GPU host, GPU uploads too (their file is written while the device
+# copy runs): a failed fsync answers 500 and frees the device copy, and a
+# device that cannot hold the matrix (device_reserve_bytes past its
+# memory) answers 507 and leaves no file, temp or final.
 . "$(dirname "$0")/lib.sh"
 
 MOUNTS=()
 trap 'for m in "${MOUNTS[@]}"; do umount "$m" 2>/dev/null; done; cleanup' EXIT
 
 X=
+gpus() { req GET /v1/info; jget 'sum(1 for x in d["devices"] if x["kind"] == "gpu")' 2>/dev/null || echo 0; }
+gpu_used() { req GET /v1/info; jget 'sum(x.get("memory_used_by_spmvd", 0) for x in d["devices"] if x["kind"] == "gpu")'; }
+# gpu_used_back N: the GPUs' memory used by spmvd is N again within 10 s (the free is a queued task)
+gpu_used_back() { local i; for ((i = 0; i < 100; i++)); do [ "$(gpu_used)" = "$1" ] && return 0; sleep 0.1; done; return 1; }
 only_csr() {  # STATE: nothing but <uuid>.csr, .lock and an empty damaged/
   ! ls -A "$1" | grep -vqE '^(\.lock|damaged|lost\+found|[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}\.csr)$' &&
     [ -z "$(ls -A "$1/damaged")" ]
@@ -136,6 +144,23 @@ if command -v "$CC" >/dev/null && "$CC" -shared -fPIC -O1 -o "$E2E_TMP/faultfs.s
     req GET /v1/matrices
     check "nothing is listed, nothing left on disk after it" bash -c \
       "[ \"\$(curl -s '$SPMVD_URL/v1/matrices' | '$PYTHON' -c 'import json,sys; print(json.load(sys.stdin)[\"count\"])')\" = $n_before ] && [ \$(ls '$FAULTFS_DIR' | grep -c '\.csr\$') = $n_before ]"
+    if [ "$(gpus)" -ge 1 ]; then
+      used=$(gpu_used)
+      echo eio-fsync >"$FAULTFS_CTL"
+      upload_raw "$MATRICES/real/bcsstk13.mtx" "device=gpu"
+      expect_code "a GPU upload whose file's fsync fails (written while the device copy runs): 500" 500
+      rm -f "$FAULTFS_CTL"
+      req GET /v1/matrices
+      check "nothing is listed, nothing left on disk after it" bash -c \
+        "[ \"\$(curl -s '$SPMVD_URL/v1/matrices' | '$PYTHON' -c 'import json,sys; print(json.load(sys.stdin)[\"count\"])')\" = $n_before ] && [ \$(ls -A '$FAULTFS_DIR' | grep -c 'tmp\|\.csr\$') = $n_before ]"
+      check "and its device copy is freed (GPU memory used by spmvd back to $used)" gpu_used_back "$used"
+      upload_raw "$MATRICES/real/bcsstk13.mtx" "device=gpu"
+      expect_code "with fsync back a GPU upload is stored: 201" 201
+      check "under its name, no temp file left" bash -c "[ -f '$FAULTFS_DIR/$MATRIX_ID.csr' ] && ! ls -A '$FAULTFS_DIR' | grep -q tmp"
+      req DELETE "/v1/matrices/$MATRIX_ID"
+    else
+      skip "a GPU upload whose fsync fails: no GPU here"
+    fi
     stop_spmvd
     start_spmvd
     req GET /v1/matrices
@@ -147,5 +172,24 @@ if command -v "$CC" >/dev/null && "$CC" -shared -fPIC -O1 -o "$E2E_TMP/faultfs.s
   SPMVD=$SPMVD_REAL
 else
   skip "shim: no C compiler to build tests/e2e/faultfs.c ($(head -1 "$E2E_TMP/cc.log" 2>/dev/null))"
+fi
+
+# ------------------------------------------------- a GPU that cannot hold it
+# device_reserve_bytes past any GPU's memory: every GPU upload is 507, and
+# the file written meanwhile is removed (or never finished).
+unset SPMVD_STATE
+if start_spmvd --device-reserve-bytes 64T; then
+  if [ "$(gpus)" -ge 1 ]; then
+    upload_raw "$MATRICES/real/bcsstk13.mtx" "device=gpu"
+    expect_code "a GPU upload the device cannot hold: 507" 507
+    req GET /v1/matrices
+    check "nothing is listed" [ "$(jget 'd["count"]')" = 0 ]
+    check "no file left, temp or final" bash -c "! ls -A '$SPMVD_STATE' | grep -q 'tmp\|\.csr\$'"
+  else
+    skip "a GPU upload the device cannot hold: no GPU here"
+  fi
+  stop_spmvd
+else
+  not_ok "spmvd starts with device_reserve_bytes 64T" "$(tail -3 "$SPMVD_LOG")"
 fi
 done_testing

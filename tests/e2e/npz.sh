@@ -5,7 +5,9 @@
 # drawn from $SPMV_SEED or $RANDOM (printed), uploaded raw and multipart,
 # detected by their first bytes whatever their name, multiplied, and y
 # compared with SciPy's A @ x; spmv-gen --npz next to its Matrix Market
-# twin; bad archives (truncated, an index outside the shape, indptr not
+# twin, in float64, float32 and mixed (the CSR archive read straight into
+# the CSR, the text through the reader's COO: the same y, bit for bit; a
+# value past float32's range refused alike); bad archives (truncated, an index outside the shape, indptr not
 # monotone, a missing member, shape over max_rows) answered 422 naming the
 # member, with nothing stored and no spool file left in the state directory.
 . "$(dirname "$0")/lib.sh"
@@ -103,6 +105,28 @@ x=$("$PYTHON" -c 'print([((7 * j) % 11) / 5 - 1 for j in range(3000)])')
 req POST "/v1/matrices/$A/spmv" -H 'Content-Type: application/json' -d "{\"kernel\":\"cpu.csr.serial\",\"x\":$x}"; cp "$BODY_FILE" "$E2E_TMP/ya.json"
 req POST "/v1/matrices/$B/spmv" -H 'Content-Type: application/json' -d "{\"kernel\":\"cpu.csr.serial\",\"x\":$x}"
 check "the same y, bit for bit" "$PYTHON" -c 'import json,sys; sys.exit(0 if json.load(open(sys.argv[1]))["y"] == json.load(open(sys.argv[2]))["y"] else 1)' "$E2E_TMP/ya.json" "$BODY_FILE"
+
+check "a CSR archive is read straight into the CSR (the log says so)" grep -q "read straight into the CSR" "$SPMVD_LOG"
+check "a CSC archive goes through a COO (the log says so)" grep -q "csc layout.*through a COO" "$SPMVD_LOG"
+
+# float32 and mixed from the direct CSR and from Matrix Market: the same y, bit for bit
+for dt in float32 mixed; do
+  upload_raw "$E2E_TMP/gen.npz" "device=cpu&dtype=$dt&name=gen-npz-$dt"; A=$MATRIX_ID; ca=$CODE
+  upload_raw "$E2E_TMP/gen.mtx" "device=cpu&dtype=$dt&name=gen-mtx-$dt"; B=$MATRIX_ID; cb=$CODE
+  req POST "/v1/matrices/$A/spmv" -H 'Content-Type: application/json' -d "{\"kernel\":\"cpu.csr.serial\",\"x\":$x}"; cp "$BODY_FILE" "$E2E_TMP/ya.json"
+  req POST "/v1/matrices/$B/spmv" -H 'Content-Type: application/json' -d "{\"kernel\":\"cpu.csr.serial\",\"x\":$x}"
+  check "dtype $dt: the .npz and its .mtx twin upload (HTTP $ca, $cb) and give the same y, bit for bit" \
+    "$PYTHON" -c 'import json,sys; sys.exit(0 if sys.argv[3] == "201201" and json.load(open(sys.argv[1]))["y"] == json.load(open(sys.argv[2]))["y"] else 1)' "$E2E_TMP/ya.json" "$BODY_FILE" "$ca$cb"
+done
+# mixed: a value past float32's range is refused the same way from either format
+printf '%%%%MatrixMarket matrix coordinate real general\n2 2 2\n1 1 1\n2 2 3.5e38\n' >"$E2E_TMP/big.mtx"
+"$PYTHON" -c 'import sys, numpy as np, scipy.sparse as sp; sp.save_npz(sys.argv[1], sp.csr_matrix(np.array([[1.0, 0], [0, 3.5e38]])), compressed=False)' "$E2E_TMP/big.npz"
+for f in big.mtx big.npz; do
+  upload_raw "$E2E_TMP/$f" "device=cpu&dtype=mixed"
+  if [ "$CODE" = 422 ] && grep -q "entry (2, 2) = 3.5e+38 is outside float32's range" "$BODY_FILE"; then
+    ok "dtype mixed, $f: a value past float32's range is answered 422 naming entry and limit"
+  else not_ok "dtype mixed, $f: a value past float32's range is answered 422 naming entry and limit" "HTTP $CODE $(head -c 300 "$BODY_FILE")"; fi
+done
 
 # bad archives: 422 naming the member, nothing stored, no spool file left
 req GET /v1/matrices; before=$(jget 'd["count"]')

@@ -7,13 +7,17 @@
  * must give SPMV_OK or an error status with a message; never a crash, a
  * read past a member or an allocation past the limits. A matrix that loads
  * must be sound: sorted by row then column without duplicates, every index
- * inside the shape, nnz within the limit.
+ * inside the shape, nnz within the limit. The CSR reader
+ * (spmv_npz_read_buffer_csr: straight into the CSR, or through the COO)
+ * must agree: the same status and message, and on success exactly the
+ * CSR spmv_coo_to_csr makes of the COO.
  *
  * Seeds (tests/fuzz/corpus/fuzz_npz/) are small archives written by
  * spmv-gen --npz (CSR, deflated and stored) and by SciPy (CSC, COO).
  */
 #include <stdint.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include "spmv.h"
 
@@ -21,13 +25,26 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
     spmv_mm_options o = {.max_rows = 1 << 16, .max_cols = 1 << 16, .max_nnz = 1 << 20, .threads = 1};
     spmv_coo c;
-    spmv_error err = {0};
+    spmv_csr direct, want;
+    spmv_error err = {0}, err2 = {0};
     int st = spmv_npz_read_buffer(data, size, &o, &c, NULL, &err);
+    int st2 = spmv_npz_read_buffer_csr(data, size, &o, &direct, NULL, &err2);
+    if (st2 != st || (st != SPMV_OK && strcmp(err.message, err2.message) != 0))
+        __builtin_trap(); /* the CSR reader disagrees */
     if (st != SPMV_OK) {
         if (st > 0 || !err.message[0])
             __builtin_trap(); /* an error without its status or its message */
         return 0;
     }
+    if (spmv_coo_to_csr(&c, SPMV_FLOAT64, &want, &err) != SPMV_OK)
+        __builtin_trap();
+    if (want.rows != direct.rows || want.cols != direct.cols || want.nnz != direct.nnz ||
+        memcmp(want.row_ptr, direct.row_ptr, ((size_t)want.rows + 1) * sizeof(int32_t)) != 0 ||
+        (want.nnz && (memcmp(want.col, direct.col, (size_t)want.nnz * sizeof(int32_t)) != 0 ||
+                      memcmp(want.val, direct.val, (size_t)want.nnz * sizeof(double)) != 0)))
+        __builtin_trap(); /* not the COO reader's CSR */
+    spmv_csr_free(&want);
+    spmv_csr_free(&direct);
     if (c.nnz > o.max_nnz || c.rows > o.max_rows || c.cols > o.max_cols)
         __builtin_trap();
     for (int64_t k = 0; k < c.nnz; k++) {

@@ -549,7 +549,29 @@ static void note_packed(const spmv_matrix *dm, spmv_format f)
     }
 }
 
-/* Uploads coo in dt and compares every device format with the host's. */
+/* How check_conversions puts the matrix on the device: the COO (staged,
+ * checked, sorted there), the host CSR in dt (the daemon's upload), the
+ * float64 host CSR cast to dt on the device (float32 only). */
+enum upload_via { VIA_COO, VIA_CSR, VIA_CSR_CAST, VIA_COUNT };
+static const char *const via_name[VIA_COUNT] = {"from COO", "from CSR", "from float64 CSR"};
+
+static int upload_via(enum upload_via via, const spmv_coo *coo, const spmv_csr *hcsr, spmv_dtype dt,
+                      spmv_gpu_matrix **gm, spmv_gpu_upload_stats *us, spmv_error *err)
+{
+    if (via == VIA_COO)
+        return spmv_gpu_matrix_upload(fx.ctx, coo, dt, SPMV_FMT_ALL, 32, gm, us, err);
+    if (via == VIA_CSR)
+        return spmv_gpu_matrix_upload_csr(fx.ctx, hcsr, dt, SPMV_FMT_ALL, 32, gm, us, err);
+    spmv_csr wide;
+    int rc = spmv_coo_to_csr(coo, SPMV_FLOAT64, &wide, err);
+    if (rc == SPMV_OK)
+        rc = spmv_gpu_matrix_upload_csr(fx.ctx, &wide, dt, SPMV_FMT_ALL, 32, gm, us, err);
+    spmv_csr_free(&wide);
+    return rc;
+}
+
+/* Uploads coo in dt every way and compares every device format with the
+ * host's. */
 static int check_conversions(const char *label, const spmv_coo *coo, spmv_dtype dt)
 {
     spmv_coo hcoo;
@@ -575,15 +597,19 @@ static int check_conversions(const char *label, const spmv_coo *coo, spmv_dtype 
         if (rc != SPMV_OK && rc != SPMV_ERR_LIMIT)
             fail_msg("host PSELL of %s: %s", label, err.message);
     }
+    for (int via = 0; via < VIA_COUNT; via++) {
+    if (via == VIA_CSR_CAST && dt == SPMV_FLOAT64)
+        continue;
     spmv_gpu_upload_stats us;
-    if (spmv_gpu_matrix_upload(fx.ctx, coo, dt, SPMV_FMT_ALL, 32, &gm, &us, &err) != SPMV_OK)
-        fail_msg("upload of %s: %s", label, err.message);
+    if (upload_via((enum upload_via)via, coo, &hcsr, dt, &gm, &us, &err) != SPMV_OK)
+        fail_msg("upload of %s %s: %s", label, via_name[via], err.message);
     static const spmv_format fmts[] = {SPMV_FMT_CSR, SPMV_FMT_COO,  SPMV_FMT_ELL,  SPMV_FMT_HLL,
                                        SPMV_FMT_HYB, SPMV_FMT_PCSR, SPMV_FMT_PSELL};
     for (size_t i = 0; i < sizeof fmts / sizeof fmts[0]; i++) {
         spmv_matrix dm;
         bool ok;
-        snprintf(what, sizeof what, "%s %s %s", label, spmv_dtype_name(dt), spmv_format_name(fmts[i]));
+        snprintf(what, sizeof what, "%s %s %s %s", label, spmv_dtype_name(dt), spmv_format_name(fmts[i]),
+                 via_name[via]);
         int64_t slots = 0, bytes = 0;
         spmv_format_limits lim = spmv_format_limits_default();
         bool refused = spmv_format_plan(&hcsr, fmts[i], 32, &slots, &bytes, &err) == SPMV_OK &&
@@ -618,6 +644,8 @@ static int check_conversions(const char *label, const spmv_coo *coo, spmv_dtype 
         spmv_matrix_free(&dm);
     }
     spmv_gpu_matrix_free(fx.ctx, gm);
+    gm = NULL;
+    }
     spmv_coo_free(&hcoo);
     spmv_csr_free(&hcsr);
     spmv_ell_free(&hell);
@@ -821,6 +849,13 @@ static void test_memory_refused(void **state)
                      SPMV_ERR_DEVICE_MEMORY);
     print_message("# refused as expected: %s\n", err.message);
     assert_null(gm);
+    spmv_csr csr;
+    assert_int_equal(spmv_coo_to_csr(&coo, SPMV_FLOAT64, &csr, &err), SPMV_OK);
+    assert_int_equal(spmv_gpu_matrix_upload_csr(c, &csr, SPMV_FLOAT64, SPMV_FMT_CSR, 0, &gm, NULL, &err),
+                     SPMV_ERR_DEVICE_MEMORY);
+    print_message("# refused as expected from the CSR: %s\n", err.message);
+    assert_null(gm);
+    spmv_csr_free(&csr);
     assert_int_equal(spmv_gpu_ctx_info(c, &info), SPMV_OK);
     assert_int_equal(info.mem_used_by_spmvd, 0);
     spmv_gpu_ctx_free(c);
@@ -873,6 +908,21 @@ static void test_upload_stats(void **state)
     print_message("# upload %lld nnz: transfer %.3f ms, convert %.3f ms, HLL padding %.3f\n", (long long)coo.nnz,
                   st.transfer_ms, st.convert_ms, st.padding[3]);
     spmv_gpu_matrix_free(fx.ctx, gm);
+    /* the same from the host CSR in float32: the same bytes per format */
+    spmv_gpu_upload_stats cs;
+    spmv_csr csr;
+    assert_int_equal(spmv_coo_to_csr(&coo, SPMV_FLOAT32, &csr, &err), SPMV_OK);
+    assert_int_equal(spmv_gpu_ctx_set_limits(fx.ctx, &unbounded), SPMV_OK);
+    assert_int_equal(spmv_gpu_matrix_upload_csr(fx.ctx, &csr, SPMV_FLOAT32, SPMV_FMT_CSR | SPMV_FMT_HLL, 64, &gm, &cs,
+                                                &err),
+                     SPMV_OK);
+    assert_int_equal(spmv_gpu_ctx_set_limits(fx.ctx, &def), SPMV_OK);
+    assert_int_equal(cs.formats, st.formats);
+    for (int i = 0; i < SPMV_FORMAT_COUNT; i++)
+        assert_int_equal(cs.bytes[i], st.bytes[i]);
+    print_message("# upload from the CSR: transfer %.3f ms, convert %.3f ms\n", cs.transfer_ms, cs.convert_ms);
+    spmv_gpu_matrix_free(fx.ctx, gm);
+    spmv_csr_free(&csr);
     spmv_coo_free(&coo);
 }
 
@@ -1075,6 +1125,28 @@ static void test_bad_requests(void **state)
     assert_null(bad);
     assert_int_equal(spmv_gpu_ctx_info(fx.ctx, &after), SPMV_OK);
     assert_int_equal(before.mem_used_by_spmvd, after.mem_used_by_spmvd);
+    /* A host CSR whose row pointers decrease, or do not end at nnz, is
+     * refused before anything is allocated. */
+    coo.col[coo.nnz / 2] = 0;
+    spmv_coo_free(&coo);
+    tu_random_coo(&fx.rng, TU_SHAPE_RANDOM, 100, SPMV_FLOAT64, &coo);
+    spmv_csr csr;
+    assert_int_equal(spmv_coo_to_csr(&coo, SPMV_FLOAT64, &csr, &err), SPMV_OK);
+    int32_t keep = csr.row_ptr[csr.rows / 2];
+    csr.row_ptr[csr.rows / 2] = csr.row_ptr[csr.rows / 2 + 1] + 1;
+    assert_int_equal(spmv_gpu_matrix_upload_csr(fx.ctx, &csr, SPMV_FLOAT64, SPMV_FMT_ALL, 0, &bad, NULL, &err),
+                     SPMV_ERR_INVALID);
+    print_message("# refused: %s\n", err.message);
+    csr.row_ptr[csr.rows / 2] = keep;
+    csr.row_ptr[csr.rows]--;
+    assert_int_equal(spmv_gpu_matrix_upload_csr(fx.ctx, &csr, SPMV_FLOAT64, SPMV_FMT_ALL, 0, &bad, NULL, &err),
+                     SPMV_ERR_INVALID);
+    print_message("# refused: %s\n", err.message);
+    assert_null(bad);
+    assert_int_equal(spmv_gpu_ctx_info(fx.ctx, &after), SPMV_OK);
+    assert_int_equal(before.mem_used_by_spmvd, after.mem_used_by_spmvd);
+    csr.row_ptr[csr.rows]++;
+    spmv_csr_free(&csr);
     free(x);
     free(y);
     spmv_gpu_matrix_free(fx.ctx, gm);

@@ -5,6 +5,9 @@
  * kind a disk or a crash can do (truncation, a flipped byte in the payload
  * or the header, a foreign file, a temp file left by a crash): each must be
  * caught, and at reload set aside in damaged/ while the good files load.
+ * The staged write (an upload that writes while its GPU loads): a staged
+ * file is only a temporary one until committed, a commit puts the newer
+ * header in and lists the matrix, a discard or a failure leaves nothing.
  */
 #include <dirent.h>
 #include <fcntl.h>
@@ -293,6 +296,111 @@ static void test_store_reload(void **state)
     free(dir);
 }
 
+/* matfile_stage, then matfile_commit with a newer meta (a matrix past one
+ * checksummed slice, so the CRC runs across slices) or matfile_discard. */
+static void test_staged_file(void **state)
+{
+    (void)state;
+    char *dir = make_dir();
+    char path[PATH_MAX];
+    spmv_csr a, b;
+    matfile_meta m, later, back;
+    matfile_staged st;
+    spmv_error err;
+    tu_gen g = {.rows = 100000, .cols = 100000, .mean_per_row = 8};
+    spmv_coo coo;
+    tu_random_coo_gen(&rng, &g, SPMV_FLOAT64, &coo);
+    assert_int_equal(spmv_coo_to_csr(&coo, SPMV_FLOAT64, &a, &err), SPMV_OK);
+    spmv_coo_free(&coo);
+    assert_true(a.nnz * 12 > 3 * (2 << 20));
+    meta_for(&m, "staged");
+    assert_int_equal(matfile_stage(dir, &m, &a, NULL, &st, &err), SPMV_OK);
+    assert_int_equal(count_files(dir, ".tmp"), 1);
+    assert_int_equal(count_files(dir, ".csr"), 0);
+    later = m;
+    later.transfer_ms = 12.5;
+    later.convert_ms = 3.25;
+    later.device = 1;
+    assert_int_equal(matfile_commit(dir, &st, &later, &a, &err), SPMV_OK);
+    assert_int_equal(count_files(dir, ".tmp"), 0);
+    matfile_path(dir, m.id, path, sizeof path);
+    assert_int_equal(matfile_read(path, &back, &b, &err), SPMV_OK);
+    assert_csr_equal(&a, &b);
+    assert_true(back.transfer_ms == 12.5 && back.convert_ms == 3.25);
+    assert_int_equal(back.device, 1);
+    spmv_csr_free(&b);
+    /* discarded: nothing left */
+    meta_for(&m, "discarded");
+    assert_int_equal(matfile_stage(dir, &m, &a, NULL, &st, &err), SPMV_OK);
+    matfile_discard(&st);
+    assert_int_equal(count_files(dir, ".tmp"), 0);
+    assert_int_equal(count_files(dir, ".csr"), 1);
+    /* abandoned (another thread's load failed): stops, nothing left */
+    atomic_bool abandon;
+    atomic_init(&abandon, true);
+    meta_for(&m, "abandoned");
+    assert_int_equal(matfile_stage(dir, &m, &a, &abandon, &st, &err), SPMV_ERR_UNAVAILABLE);
+    assert_non_null(strstr(err.message, "abandoned"));
+    assert_int_equal(count_files(dir, ".tmp"), 0);
+    assert_int_equal(count_files(dir, ".csr"), 1);
+    /* a directory that is not there: the create fails, nothing left */
+    char gone[PATH_MAX];
+    snprintf(gone, sizeof gone, "%s/gone", dir);
+    assert_int_equal(matfile_stage(gone, &m, &a, NULL, &st, &err), SPMV_ERR_IO);
+    assert_non_null(strstr(err.message, "create failed"));
+    spmv_csr_free(&a);
+    remove_tree(dir);
+    free(dir);
+}
+
+/* store_stage, store_commit (the matrix listed, its header as it was at
+ * the commit, store_ms in memory and 0 in the file as store_insert writes
+ * it), store_discard (nothing listed, nothing left). */
+static void test_store_staged(void **state)
+{
+    (void)state;
+    char *dir = make_dir();
+    char path[PATH_MAX];
+    store *s;
+    spmv_error err;
+    matrix *m, *n;
+    spmv_csr a;
+    matfile_meta meta, back;
+    store_staged st;
+    assert_int_equal(store_open(dir, &s, &err), SPMV_OK);
+    random_csr(SPMV_FLOAT64, 200, &a);
+    meta_for(&meta, "gpu upload");
+    assert_int_equal(matrix_new_from_csr(&meta, &a, SPMV_FMT_CSR, NULL, &m, &err), SPMV_OK);
+    matfile_meta copy = m->meta;
+    assert_int_equal(store_stage(s, &copy, &m->host.csr, NULL, &st, &err), SPMV_OK);
+    assert_int_equal(store_count(s), 0);
+    m->meta.transfer_ms = 7.5; /* as the GPU worker sets it meanwhile */
+    assert_int_equal(store_commit(s, m, &st, &err), SPMV_OK);
+    store_discard(&st); /* after a commit: nothing to do */
+    assert_int_equal(store_count(s), 1);
+    assert_true(m->meta.store_ms > 0);
+    matfile_path(dir, m->meta.id, path, sizeof path);
+    assert_int_equal(matfile_read(path, &back, &a, &err), SPMV_OK);
+    assert_true(back.transfer_ms == 7.5 && back.store_ms == 0);
+    spmv_csr_free(&a);
+    random_csr(SPMV_FLOAT32, 100, &a);
+    meta_for(&meta, "load failed");
+    assert_int_equal(matrix_new_from_csr(&meta, &a, SPMV_FMT_CSR, NULL, &n, &err), SPMV_OK);
+    copy = n->meta;
+    assert_int_equal(store_stage(s, &copy, &n->host.csr, NULL, &st, &err), SPMV_OK);
+    store_discard(&st);
+    store_discard(&st);
+    assert_int_equal(store_count(s), 1);
+    assert_null(store_get(s, n->meta.id));
+    assert_int_equal(count_files(dir, ".tmp"), 0);
+    assert_int_equal(count_files(dir, ".csr"), 1);
+    matrix_unref(n);
+    matrix_unref(m);
+    store_close(s);
+    remove_tree(dir);
+    free(dir);
+}
+
 static void test_ids(void **state)
 {
     (void)state;
@@ -317,6 +425,8 @@ int main(void)
         cmocka_unit_test(test_empty_matrix),
         cmocka_unit_test(test_damage_detected),
         cmocka_unit_test(test_store_reload),
+        cmocka_unit_test(test_staged_file),
+        cmocka_unit_test(test_store_staged),
         cmocka_unit_test(test_ids),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

@@ -488,6 +488,8 @@ static int take_payload(cluster *c, size_t len, void **out, spmv_error *err)
     *out = malloc(len ? len : 1);
     if (!*out)
         return spmv_error_set(err, SPMV_ERR_NOMEM, 0, "out of memory for a payload of %zu bytes", len);
+    if (len == 0) /* post_cmd sends no payload message then */
+        return SPMV_OK;
     req_list r;
     reqs_init(&r);
     int rc = reqs_recv(c, &r, *out, len, 0, TAG_PAYLOAD, err);

@@ -15,6 +15,11 @@
  * them, while the other ranks serve in cluster_rank_loop; then `shutdown`
  * ends their loops. Only rank 0 prints TAP; a failure on any rank fails
  * the case everywhere (counts are summed with MPI_Allreduce).
+ *
+ * Where rank 0 has a GPU (the 2-GPU host: mpirun -np 2, one rank per GPU,
+ * NCCL_NVLS_ENABLE=0), part two also loads every matrix onto the ranks'
+ * GPUs and multiplies with GPU kernels (the halo over NCCL) and auto; the
+ * case is skipped, with the reason, elsewhere.
  */
 #include <math.h>
 #include <setjmp.h>
@@ -231,6 +236,72 @@ static void commands_on(const spmv_csr *a, const char *what)
     free(ref);
 }
 
+/* The same on the ranks' GPUs: GPU kernels, the halo over NCCL. */
+static void gpu_commands_on(const spmv_csr *a, const char *what)
+{
+    static const char *const names[] = {"gpu.csr.vector", "gpu.csr.scalar", "gpu.csr.adaptive", "cusparse.csr",
+                                        "gpu.hll", "auto"};
+    spmv_error err;
+    cluster_matrix *m;
+    if (cluster_load(C, "00000000-0000-4000-8000-000000000002", a, true, &m, &err) != SPMV_OK)
+        fail_msg("%s: cluster_load on GPUs: %s", what, err.message);
+    const cluster_shard_info *info;
+    int n = cluster_matrix_shards(m, &info);
+    for (int r = 0; r < n; r++)
+        if (strncmp(info[r].device, "gpu", 3) != 0)
+            fail_msg("%s: rank %d's shard is on %s, not a GPU", what, r, info[r].device);
+    tu_rng rng;
+    tu_rng_init(&rng, seed + 5);
+    void *x = tu_vector_alloc(a->dtype, a->cols), *y = tu_vector_alloc(a->dtype, a->rows),
+         *ref = tu_vector_alloc(a->dtype, a->rows);
+    tu_random_vector(&rng, a->dtype, a->cols, x);
+    spmv_reference(a, x, ref);
+    for (size_t i = 0; i < sizeof names / sizeof names[0]; i++) {
+        cluster_spmv_stats st;
+        tu_poison(y, a->dtype, a->rows);
+        int rc = cluster_spmv(C, m, spmv_kernel_find(names[i]), &(spmv_params){{0}}, x, y, 1, 3, &st, &err);
+        if (rc == SPMV_ERR_LIMIT)
+            continue;
+        if (rc != SPMV_OK)
+            fail_msg("%s, %s on GPUs: %s", what, names[i], err.message);
+        char w[160];
+        snprintf(w, sizeof w, "%s, %s (ran %s) on %d GPUs", what, names[i], st.kernel, size_);
+        TU_ASSERT_CLOSE(w, a->dtype, y, a->dtype, ref, a->rows, TU_NORM_INF, a->dtype == SPMV_FLOAT64 ? 1e-12 : 1e-5);
+    }
+    cluster_unload(C, m);
+    free(x);
+    free(y);
+    free(ref);
+}
+
+static void test_gpu_commands(void **state)
+{
+    (void)state;
+    const char *why = NULL;
+    if (spmv_gpu_count(&why) <= 0) {
+        print_message("# SKIP no GPU on rank 0: %s\n", why ? why : "none");
+        skip();
+    }
+    tu_rng rng;
+    tu_rng_init(&rng, seed ^ 0x6b0);
+    for (int s = 0; s < TU_SHAPE_COUNT; s++) {
+        spmv_csr a;
+        random_matrix(&rng, s, s & 1, &a);
+        gpu_commands_on(&a, tu_shape_name((tu_shape)s));
+        spmv_csr_free(&a);
+    }
+    tu_expected *e;
+    size_t n;
+    assert_int_equal(tu_expected_load(&e, &n), 0);
+    for (size_t i = 0; i < n; i++) {
+        spmv_csr a;
+        assert_int_equal(read_real(e[i].file, &a), 0);
+        gpu_commands_on(&a, e[i].file);
+        spmv_csr_free(&a);
+    }
+    tu_expected_free(e, n);
+}
+
 static void test_commands(void **state)
 {
     (void)state;
@@ -284,9 +355,9 @@ int main(int argc, char **argv)
     };
     int rc = _cmocka_run_group_tests(name, local, 2, NULL, NULL);
     if (rank_ == 0) {
-        const struct CMUnitTest cmds[] = {cmocka_unit_test(test_commands)};
+        const struct CMUnitTest cmds[] = {cmocka_unit_test(test_commands), cmocka_unit_test(test_gpu_commands)};
         snprintf(name, sizeof name, "cluster_commands_np%d", size_);
-        rc |= _cmocka_run_group_tests(name, cmds, 1, NULL, NULL);
+        rc |= _cmocka_run_group_tests(name, cmds, 2, NULL, NULL);
         cluster_shutdown(C);
     } else {
         rc |= cluster_rank_loop(C);

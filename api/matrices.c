@@ -41,6 +41,14 @@ static json_t *formats_json(matrix *m)
         fi = spmv_hyb_info(&h->hyb);
         add_format(list, "host", SPMV_FMT_HYB, fi.bytes, fi.padding_ratio);
     }
+    if (h->formats & SPMV_FMT_PCSR) {
+        fi = spmv_pcsr_info(&h->pcsr); /* its own arrays: the row_ptr it borrows is the CSR's */
+        add_format(list, "host", SPMV_FMT_PCSR, fi.bytes, fi.padding_ratio);
+    }
+    if (h->formats & SPMV_FMT_PSELL) {
+        fi = spmv_psell_info(&h->psell);
+        add_format(list, "host", SPMV_FMT_PSELL, fi.bytes, fi.padding_ratio);
+    }
     pthread_mutex_unlock(&m->lock);
     if (m->dev && m->dev_worker) {
         spmv_gpu_usage u;

@@ -1,7 +1,7 @@
 /* formats.h — internal helpers shared by the storage-format files.
  *
- * engine/coo.c, csr.c, ell.c, hll.c, hyb.c, matrix.c and the CPU kernels
- * all need the same three things: overflow-checked array allocation (every
+ * engine/coo.c, csr.c, ell.c, hll.c, hyb.c, packed.c, matrix.c and the CPU
+ * kernels all need the same three things: overflow-checked array allocation (every
  * count that sizes an array may come from an upload), reading and writing a
  * value of either dtype by index (conversions are not performance critical,
  * so they go through double), and the one padding marker. Not part of the
@@ -74,6 +74,16 @@ int spmv_ell_build(const spmv_csr *in, int32_t width, int64_t max_slots, spmv_el
 /* HYB's automatic width: the 2/3 quantile of the row lengths (0 for no
  * rows). Defined in hyb.c. */
 int spmv_hyb_auto_width(const spmv_csr *in, int32_t *width, spmv_error *err);
+
+/* The slots and bytes the packed conversions would hold for CSR a (PCSR:
+ * slots nnz, bytes without the borrowed row_ptr; PSELL: the 32-row
+ * slices' padded slots, bytes of every array), computed as the
+ * conversions compute them, without building. Counting the distinct
+ * values takes a small set (at most 65 537 values): SPMV_ERR_NOMEM if it
+ * cannot be allocated. Defined in packed.c; spmv_format_plan answers
+ * through them. */
+int spmv_pcsr_plan(const spmv_csr *a, int64_t *slots, int64_t *bytes, spmv_error *err);
+int spmv_psell_plan(const spmv_csr *a, int64_t *slots, int64_t *bytes, spmv_error *err);
 
 /* Validates the shape fields every conversion trusts. */
 int spmv_check_shape(int32_t rows, int32_t cols, int64_t nnz, spmv_error *err);

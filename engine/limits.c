@@ -8,8 +8,10 @@
  * upload, on first use, while tuning and in the benches) asks
  * spmv_format_check first, with the slots it is about to allocate, so the
  * rule is the same everywhere and nothing is allocated past it. The host
- * side plans from the CSR's row lengths (spmv_format_plan); the device
- * computes the same counts on the device before its big allocations.
+ * side plans from the CSR's row lengths (spmv_format_plan; the packed
+ * formats' bytes also need their columns and distinct values, counted in
+ * engine/packed.c); the device computes the same counts on the device
+ * before its big allocations.
  */
 #include <math.h>
 
@@ -98,6 +100,14 @@ int spmv_format_plan(const spmv_csr *a, spmv_format f, int32_t hack, int64_t *sl
         b = (int64_t)w * a->rows * (4 + vs) + rest * (8 + vs);
         break;
     }
+    case SPMV_FMT_PCSR:
+        if ((st = spmv_pcsr_plan(a, &s, &b, err)))
+            return st;
+        break;
+    case SPMV_FMT_PSELL:
+        if ((st = spmv_psell_plan(a, &s, &b, err)))
+            return st;
+        break;
     default:
         return spmv_error_set(err, SPMV_ERR_INVALID, 0, "unknown format bit 0x%x", (unsigned)f);
     }

@@ -53,6 +53,8 @@ void spmv_matrix_free(spmv_matrix *m)
     spmv_ell_free(&m->ell);
     spmv_hll_free(&m->hll);
     spmv_hyb_free(&m->hyb);
+    spmv_pcsr_free(&m->pcsr);
+    spmv_psell_free(&m->psell);
     memset(m, 0, sizeof *m);
 }
 
@@ -64,8 +66,11 @@ int spmv_matrix_add_format(spmv_matrix *m, spmv_format f, spmv_error *err)
         return SPMV_OK;
     if (f == SPMV_FMT_CSR)
         return spmv_error_set(err, SPMV_ERR_INVALID, 0, "matrix has no CSR to build from");
-    if ((st = spmv_format_plan(&m->csr, f, m->hack_size, &slots, &bytes, err)) ||
-        (st = spmv_format_check(&m->limits, f, m->nnz, slots, bytes, err)))
+    /* The packed conversions plan and ask the rule themselves (their plan
+     * counts the distinct values, which they then keep): not twice here. */
+    bool packed = f == SPMV_FMT_PCSR || f == SPMV_FMT_PSELL;
+    if (!packed && ((st = spmv_format_plan(&m->csr, f, m->hack_size, &slots, &bytes, err)) ||
+                    (st = spmv_format_check(&m->limits, f, m->nnz, slots, bytes, err))))
         return st;
     switch (f) {
     case SPMV_FMT_COO:
@@ -79,6 +84,12 @@ int spmv_matrix_add_format(spmv_matrix *m, spmv_format f, spmv_error *err)
         break;
     case SPMV_FMT_HYB:
         st = spmv_csr_to_hyb(&m->csr, -1, &m->hyb, err);
+        break;
+    case SPMV_FMT_PCSR:
+        st = spmv_csr_to_pcsr(&m->csr, &m->limits, &m->pcsr, err);
+        break;
+    case SPMV_FMT_PSELL:
+        st = spmv_csr_to_psell(&m->csr, &m->limits, &m->psell, err);
         break;
     default:
         return spmv_error_set(err, SPMV_ERR_INVALID, 0, "unknown format bit 0x%x", (unsigned)f);
@@ -97,6 +108,8 @@ void spmv_matrix_drop_format(spmv_matrix *m, spmv_format f)
     case SPMV_FMT_ELL: spmv_ell_free(&m->ell); break;
     case SPMV_FMT_HLL: spmv_hll_free(&m->hll); break;
     case SPMV_FMT_HYB: spmv_hyb_free(&m->hyb); break;
+    case SPMV_FMT_PCSR: spmv_pcsr_free(&m->pcsr); break;
+    case SPMV_FMT_PSELL: spmv_psell_free(&m->psell); break;
     default: return;
     }
     m->formats &= ~(unsigned)f;
@@ -116,6 +129,10 @@ size_t spmv_matrix_format_bytes(const spmv_matrix *m, unsigned mask)
         b += spmv_hll_info(&m->hll).bytes;
     if (mask & SPMV_FMT_HYB)
         b += spmv_hyb_info(&m->hyb).bytes;
+    if (mask & SPMV_FMT_PCSR)
+        b += spmv_pcsr_info(&m->pcsr).bytes; /* its row_ptr is the CSR's, counted there */
+    if (mask & SPMV_FMT_PSELL)
+        b += spmv_psell_info(&m->psell).bytes;
     return b;
 }
 
@@ -141,7 +158,7 @@ int spmv_matrix_build(const spmv_coo *coo, spmv_dtype dtype, unsigned formats,
     out->formats = SPMV_FMT_CSR;
     if (lim)
         out->limits = *lim;
-    for (unsigned bit = 1; bit <= SPMV_FMT_HYB; bit <<= 1) {
+    for (unsigned bit = 1; bit <= SPMV_FMT_PSELL; bit <<= 1) {
         if (!(formats & bit) || bit == SPMV_FMT_CSR)
             continue;
         st = spmv_matrix_add_format(out, (spmv_format)bit, err);

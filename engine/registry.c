@@ -46,6 +46,13 @@ static const spmv_kernel kernels[] = {
      "OpenMP over blocks of rows of the column-major ELL", SPMV_OP_SPMV, 1},
     {"cpu.hll.omp", SPMV_DEVICE_CPU, SPMV_FMT_HLL, P(SPMV_PARAM_HACK_SIZE) | P(SPMV_PARAM_THREADS),
      "OpenMP over HLL slices", SPMV_OP_SPMV, 1},
+    {"cpu.pcsr.omp", SPMV_DEVICE_CPU, SPMV_FMT_PCSR, P(SPMV_PARAM_THREADS),
+     "OpenMP over rows of the packed CSR, split as cpu.csr.omp splits them: 1/2-byte column deltas from a "
+     "per-row base (wide rows' columns apart), values as codes into a table of the distinct values, or none "
+     "when every value is equal", SPMV_OP_SPMV, 1},
+    {"cpu.psell.omp", SPMV_DEVICE_CPU, SPMV_FMT_PSELL, P(SPMV_PARAM_THREADS),
+     "OpenMP over the 32-row slices of the packed sliced ELL: column indices of 1, 2 or 4 bytes per slice "
+     "(deltas from a per-slot base), values packed as in cpu.pcsr.omp", SPMV_OP_SPMV, 1},
     {"gpu.csr.scalar", SPMV_DEVICE_GPU, SPMV_FMT_CSR, BS, "one thread per row", SPMV_OP_SPMV, 1},
     {"gpu.csr.warp_buffer", SPMV_DEVICE_GPU, SPMV_FMT_CSR, BS,
      "one warp per row, partial sums reduced through a global buffer", SPMV_OP_SPMV, 1},

@@ -1,10 +1,11 @@
 /* spmv.h — the public C API of the spmvd compute engine.
  *
  * The engine is everything below the HTTP layer: the streaming Matrix Market
- * reader, the storage formats (COO, CSR, ELL, HLL, HYB) and the conversions
- * between them, the kernel registry, the CPU kernels, the GPU backend (CUDA
- * stays behind this header: a build without nvcc links engine/gpu/absent.c,
- * which answers SPMV_ERR_UNAVAILABLE with the reason), and timing statistics.
+ * reader, the storage formats (COO, CSR, ELL, HLL, HYB, and the packed PCSR
+ * and PSELL) and the conversions between them, the kernel registry, the CPU
+ * kernels, the GPU backend (CUDA stays behind this header: a build without
+ * nvcc links engine/gpu/absent.c, which answers SPMV_ERR_UNAVAILABLE with
+ * the reason), and timing statistics.
  *
  * Conventions (after libuv): every name starts with spmv_, functions return 0
  * (SPMV_OK) or a negative spmv_status, spmv_strerror() names a status, and a
@@ -153,14 +154,20 @@ typedef struct spmv_hyb {
  * compared bit for bit (so -0.0 and 0.0, or two NaNs with other payloads,
  * stay distinct), form `table`, in ascending order of their bit patterns
  * read as unsigned integers of the dtype's width; an entry stores its index
- * in the table. The mode is the one with the fewest bytes for n entries
- * (ties: the first listed): CONST (one distinct value: no per-entry storage;
- * pattern-only matrices; bytes vs), U8 (1-byte codes, at most 256 distinct;
- * ntable*vs + n), U16 (2-byte codes, at most 65 536; ntable*vs + 2n), F32
- * (float64 matrices whose every value survives float64 -> float32 -> float64
- * bit for bit, as a "mixed" upload's do: the values as float32, no table;
- * 4n), RAW (the values themselves; n*vs; also when nnz is 0). Host and
- * device build the same arrays. */
+ * in the table. The mode is the one with the fewest bytes for the n entries
+ * the format stores (PCSR: nnz; PSELL: its slots, padding included; ties:
+ * the first listed): CONST (one distinct value: no per-entry storage;
+ * pattern-only matrices), U8 (1-byte codes, at most 256 distinct), U16
+ * (2-byte codes, at most 65 536), F32 (float64 matrices whose every value
+ * survives float64 -> float32 -> float64 bit for bit, as a "mixed"
+ * upload's do: the values as float32, no table), RAW (the values
+ * themselves; also when nnz is 0). Bytes: CONST vs (the value size), U8
+ * ntable*vs + n, U16 ntable*vs + 2n, F32 4n, RAW n*vs. The distinct values
+ * are those of the real entries only: padding stores code 0 (RAW: +0.0,
+ * F32: +0.0f) and adds nothing to the table. Arrays: RAW and F32 have
+ * ntable 0 and table NULL, data n values (a 0-entry allocation, never
+ * NULL, when n is 0); CONST has ntable 1 and data NULL; U8/U16 have both.
+ * Host and device build the same arrays. */
 typedef enum spmv_vcode {
     SPMV_VCODE_RAW = 0,
     SPMV_VCODE_CONST = 1,
@@ -185,8 +192,13 @@ typedef struct spmv_packed_values {
  * (idx_bytes 4, base NULL). With 1 or 2: base[i] >= 0 is row i's first
  * column and entry j of the row has column base[i] + idx[j]; a row whose
  * last column minus first passes 255 (65 535) is "wide": base[i] = -1 - w
- * and its columns are wide_col[w ...] (its idx entries are 0). The width
- * is the one with the fewest bytes (ties: narrower). Values entry j. */
+ * and its columns are wide_col[w ...] (its idx entries are 0; wide rows
+ * are laid out in row order). An empty row fits, with base 0. The width
+ * is the one with the fewest bytes (ties: narrower), counting idx, base
+ * and wide_col: nnz*w + rows*4 + wide_nnz(w)*4 for w = 1 or 2, nnz*4 for
+ * 4. With 4, base and wide_col are NULL and wide_nnz 0; with 1 or 2,
+ * wide_col is always allocated (a 0-entry allocation, never NULL, when no
+ * row is wide). Values entry j. */
 typedef struct spmv_pcsr {
     int32_t rows, cols;
     int64_t nnz;
@@ -209,7 +221,8 @@ typedef struct spmv_pcsr {
  * 4, the column itself. An entry of all ones (0xff, 0xffff, -1) is padding
  * (rows shorter than the slice, rows past `rows` in the last slice): so a
  * slice takes 1 byte when every slot's columns span at most 254, 2 when at
- * most 65 534, else 4. Values entry e (padding: code 0 or value 0). */
+ * most 65 534, else 4 (an empty slice, width 0: 1). base of a 4-byte
+ * slice's slots is 0. Values entry e (padding: code 0 or value +0.0). */
 #define SPMV_PSELL_C 32
 typedef struct spmv_psell {
     int32_t rows, cols;
@@ -241,13 +254,14 @@ spmv_format_info spmv_pcsr_info(const spmv_pcsr *m);   /* without the borrowed r
 spmv_format_info spmv_psell_info(const spmv_psell *m);
 
 /* The one padding rule (engine/limits.c, docs/kernels.md "Device memory"):
- * a derived format (COO, ELL, HLL, HYB, and the SELL cuSPARSE reads, which
- * is the HLL) is built, on the host or on a device, at upload, on first
- * use, while tuning or in a bench, only if its padded slots stay within
- * max_padding x nnz + SPMV_PADDING_SLACK (slots: ELL width x rows, HLL the
- * slices' width x hack_size, HYB its ELL part plus its COO part; the slack
- * keeps tiny matrices, whose padding costs kilobytes, usable) and its bytes
- * within max_format_bytes. Past either, SPMV_ERR_LIMIT with the numbers and
+ * a derived format (COO, ELL, HLL, HYB, PCSR, PSELL, and the SELL cuSPARSE
+ * reads, which is the HLL) is built, on the host or on a device, at upload,
+ * on first use, while tuning or in a bench, only if its padded slots stay
+ * within max_padding x nnz + SPMV_PADDING_SLACK (slots: ELL width x rows,
+ * HLL the slices' width x hack_size, HYB its ELL part plus its COO part,
+ * PCSR nnz, PSELL its 32-row slices' width x 32; the slack keeps tiny
+ * matrices, whose padding costs kilobytes, usable) and its bytes within
+ * max_format_bytes. Past either, SPMV_ERR_LIMIT with the numbers and
  * nothing allocated. Zero fields mean no bound. */
 typedef struct spmv_format_limits {
     double max_padding;        /* slots per non-zero */
@@ -260,8 +274,11 @@ typedef struct spmv_format_limits {
 /* {SPMV_MAX_PADDING_DEFAULT, 0}. */
 spmv_format_limits spmv_format_limits_default(void);
 /* The slots and bytes format f would hold for CSR a (HLL in slices of
- * hack_size; HYB at its automatic width), computed from the row lengths
- * without building it. Host bytes; a device holds the same arrays. */
+ * hack_size; HYB at its automatic width; PCSR without the CSR's row_ptr
+ * it borrows; PSELL in slices of SPMV_PSELL_C whatever hack_size),
+ * computed from the row lengths (the packed formats: also the columns
+ * and the distinct values) without building it. Host bytes; a device
+ * holds the same arrays. */
 int spmv_format_plan(const spmv_csr *a, spmv_format f, int32_t hack_size, int64_t *slots, int64_t *bytes,
                      spmv_error *err);
 /* The rule itself: SPMV_OK or SPMV_ERR_LIMIT naming the format, its slots,

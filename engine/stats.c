@@ -100,6 +100,19 @@ static int64_t hyb_bytes(const spmv_matrix *m, int64_t vs)
     return b;
 }
 
+/* A packed format's own bytes as held, or as its conversion would hold
+ * them (spmv_format_plan computes them the way the conversion does,
+ * without building it). */
+static int64_t packed_bytes(const spmv_matrix *m, spmv_format f)
+{
+    int64_t slots = 0, bytes = 0;
+    if (f == SPMV_FMT_PCSR && (m->formats & f))
+        return (int64_t)spmv_pcsr_info(&m->pcsr).bytes;
+    if (f == SPMV_FMT_PSELL && (m->formats & f))
+        return (int64_t)spmv_psell_info(&m->psell).bytes;
+    return spmv_format_plan(&m->csr, f, SPMV_PSELL_C, &slots, &bytes, NULL) == SPMV_OK ? bytes : 0;
+}
+
 static int64_t format_bytes(spmv_format f, const spmv_matrix *m, int32_t hack_size)
 {
     int64_t vs = (int64_t)spmv_dtype_size(m->dtype);
@@ -110,6 +123,8 @@ static int64_t format_bytes(spmv_format f, const spmv_matrix *m, int32_t hack_si
         return ell_bytes((m->formats & SPMV_FMT_ELL) ? m->ell.width : spmv_csr_max_row(&m->csr), m->rows, vs);
     case SPMV_FMT_HLL: return hll_bytes(m, hack_size, vs);
     case SPMV_FMT_HYB: return hyb_bytes(m, vs);
+    case SPMV_FMT_PCSR: return ((int64_t)m->rows + 1) * 4 + packed_bytes(m, f); /* it reads the CSR's row_ptr */
+    case SPMV_FMT_PSELL: return packed_bytes(m, f);
     }
     return 0;
 }

@@ -2,7 +2,8 @@
  *
  * Everything here is pure lookup: the engine's one table of status names
  * (spmv_strerror), the spmv_error filler every module reports through, and
- * the text forms of dtypes and formats that the API and the docs share.
+ * the text forms of dtypes, formats and the packed formats' value modes
+ * that the API and the docs share.
  */
 #include <stdarg.h>
 #include <stdio.h>
@@ -77,6 +78,18 @@ const char *spmv_format_name(spmv_format f)
     for (unsigned i = 0; i < SPMV_FORMAT_COUNT; i++)
         if (f == (1u << i))
             return format_names[i];
+    return "?";
+}
+
+const char *spmv_vcode_name(spmv_vcode mode)
+{
+    switch (mode) {
+    case SPMV_VCODE_RAW: return "raw";
+    case SPMV_VCODE_CONST: return "const";
+    case SPMV_VCODE_U8: return "u8";
+    case SPMV_VCODE_U16: return "u16";
+    case SPMV_VCODE_F32: return "f32";
+    }
     return "?";
 }
 

@@ -89,6 +89,8 @@ static const tune_candidate cpu_candidates[] = {
     {"cpu.csr.serial", NONE, 0},
     {"cpu.ell.omp", NONE, 0},
     {"cpu.hll.omp", NONE, 0},
+    {"cpu.psell.omp", NONE, 0},
+    {"cpu.pcsr.omp", NONE, 0},
     {"cpu.csr.chunked", NONE, 0},
 };
 

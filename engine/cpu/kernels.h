@@ -1,9 +1,9 @@
 /* kernels.h — the CPU kernels, one call = one y = A*x, untimed.
  *
- * engine/cpu/csr.c, ell.c and hll.c implement these for both dtypes (the
- * matrix's dtype picks the variant; x and y are of that dtype and every
- * sum is accumulated in it: float32 kernels accumulate in float, as a
- * float32 GPU kernel does). engine/cpu/run.c prepares what they need (the
+ * engine/cpu/csr.c, ell.c, hll.c, pcsr.c and psell.c implement these for
+ * both dtypes (the matrix's dtype picks the variant; x and y are of that
+ * dtype and every sum is accumulated in it: float32 kernels accumulate in
+ * float, as a float32 GPU kernel does). engine/cpu/run.c prepares what they need (the
  * format, a row partition, scratch) outside the timed region and times
  * them. Internal to the engine.
  */
@@ -30,5 +30,11 @@ void spmv_cpu_csr_omp(const spmv_csr *a, int32_t nparts, const int32_t *bounds, 
 /* cpu.ell.omp and cpu.hll.omp; threads 0 means all OpenMP threads. */
 void spmv_cpu_ell_omp(const spmv_ell *e, int32_t threads, const void *x, void *y);
 void spmv_cpu_hll_omp(const spmv_hll *h, int32_t threads, const void *x, void *y);
+
+/* cpu.pcsr.omp: bounds as cpu.csr.omp's (the PCSR's row_ptr is the CSR's,
+ * so spmv_cpu_csr_partition of the CSR serves). */
+void spmv_cpu_pcsr_omp(const spmv_pcsr *a, int32_t nparts, const int32_t *bounds, const void *x, void *y);
+/* cpu.psell.omp; threads 0 means all OpenMP threads. */
+void spmv_cpu_psell_omp(const spmv_psell *a, int32_t threads, const void *x, void *y);
 
 #endif /* SPMV_CPU_KERNELS_H */

@@ -3,10 +3,10 @@
  * Everything a kernel needs that is not y = A*x itself happens here, before
  * the clock starts: parameters are resolved against the registry, a format
  * the matrix does not hold (or an HLL of another hack_size) is built into
- * scratch, the cpu.csr.omp row partition and the cpu.csr.chunked cursors
- * are made once. Then `warmup` untimed runs and `runs` timed ones, each
- * timed alone with the monotonic clock; engine/stats.c turns the times into
- * the reported statistics. The registry (engine/registry.c) lists the
+ * scratch, the row partition of cpu.csr.omp and cpu.pcsr.omp and the
+ * cpu.csr.chunked cursors are made once. Then `warmup` untimed runs and
+ * `runs` timed ones, each timed alone with the monotonic clock;
+ * engine/stats.c turns the times into the reported statistics. The registry (engine/registry.c) lists the
  * kernels; this file maps each CPU name to its implementation.
  */
 #include <omp.h>
@@ -17,17 +17,18 @@
 #include "spmv.h"
 
 #define MAX_RUNS 1000000
-/* A scratch ELL or HLL obeys the matrix's padding rule (m->limits,
- * engine/limits.c): one long row must not make cpu.ell.omp allocate the
- * machine away. */
+/* A scratch ELL, HLL, PCSR or PSELL obeys the matrix's padding rule
+ * (m->limits, engine/limits.c): one long row must not make cpu.ell.omp
+ * allocate the machine away. */
 
-typedef enum cpu_impl { CSR_SERIAL, CSR_CHUNKED, CSR_OMP, ELL_OMP, HLL_OMP, IMPL_NONE } cpu_impl;
+typedef enum cpu_impl { CSR_SERIAL, CSR_CHUNKED, CSR_OMP, ELL_OMP, HLL_OMP, PCSR_OMP, PSELL_OMP, IMPL_NONE } cpu_impl;
 
 static cpu_impl impl_of(const spmv_kernel *k)
 {
     static const struct { const char *name; cpu_impl impl; } impls[] = {
         {"cpu.csr.serial", CSR_SERIAL}, {"cpu.csr.chunked", CSR_CHUNKED}, {"cpu.csr.omp", CSR_OMP},
-        {"cpu.ell.omp", ELL_OMP},       {"cpu.hll.omp", HLL_OMP},
+        {"cpu.ell.omp", ELL_OMP},       {"cpu.hll.omp", HLL_OMP},         {"cpu.pcsr.omp", PCSR_OMP},
+        {"cpu.psell.omp", PSELL_OMP},
     };
     for (size_t i = 0; i < sizeof impls / sizeof impls[0]; i++)
         if (strcmp(k->name, impls[i].name) == 0)
@@ -44,7 +45,9 @@ typedef struct cpu_plan {
     spmv_matrix view;
     spmv_ell ell;
     spmv_hll hll;
-    int32_t *bounds;   /* cpu.csr.omp: threads+1 row boundaries */
+    spmv_pcsr pcsr;
+    spmv_psell psell;
+    int32_t *bounds;   /* cpu.csr.omp, cpu.pcsr.omp: threads+1 row boundaries */
     int32_t *cursor;   /* cpu.csr.chunked: per-row position */
     double *times;
 } cpu_plan;
@@ -53,6 +56,8 @@ static void plan_free(cpu_plan *pl)
 {
     spmv_ell_free(&pl->ell);
     spmv_hll_free(&pl->hll);
+    spmv_pcsr_free(&pl->pcsr);
+    spmv_psell_free(&pl->psell);
     free(pl->bounds);
     free(pl->cursor);
     free(pl->times);
@@ -69,6 +74,19 @@ static int prepare_format(cpu_plan *pl, const spmv_matrix *m, spmv_error *err)
             return st;
         pl->view.ell = pl->ell;
         pl->view.formats |= SPMV_FMT_ELL;
+    }
+    /* The packed conversions ask the padding rule themselves. */
+    if (pl->impl == PCSR_OMP && !(m->formats & SPMV_FMT_PCSR)) {
+        if ((st = spmv_csr_to_pcsr(&m->csr, &m->limits, &pl->pcsr, err)))
+            return st;
+        pl->view.pcsr = pl->pcsr;
+        pl->view.formats |= SPMV_FMT_PCSR;
+    }
+    if (pl->impl == PSELL_OMP && !(m->formats & SPMV_FMT_PSELL)) {
+        if ((st = spmv_csr_to_psell(&m->csr, &m->limits, &pl->psell, err)))
+            return st;
+        pl->view.psell = pl->psell;
+        pl->view.formats |= SPMV_FMT_PSELL;
     }
     if (pl->impl == HLL_OMP) {
         /* hack_size 0 (the default): the matrix's own HLL, if it holds one. */
@@ -99,7 +117,7 @@ static int prepare_scratch(cpu_plan *pl, const spmv_matrix *m, int32_t runs, spm
     int st = SPMV_OK;
     if (!(pl->times = spmv_array_alloc(runs, sizeof(double), &st)))
         goto fail;
-    if (pl->impl == CSR_OMP) {
+    if (pl->impl == CSR_OMP || pl->impl == PCSR_OMP) {
         if (!(pl->bounds = spmv_array_alloc((int64_t)pl->threads + 1, sizeof(int32_t), &st)))
             goto fail;
         spmv_cpu_csr_partition(&m->csr, pl->threads, pl->bounds);
@@ -141,6 +159,8 @@ static void run_once(const cpu_plan *pl, const void *x, void *y)
     case CSR_OMP: spmv_cpu_csr_omp(&v->csr, pl->threads, pl->bounds, x, y); break;
     case ELL_OMP: spmv_cpu_ell_omp(&v->ell, pl->threads, x, y); break;
     case HLL_OMP: spmv_cpu_hll_omp(&v->hll, pl->threads, x, y); break;
+    case PCSR_OMP: spmv_cpu_pcsr_omp(&v->pcsr, pl->threads, pl->bounds, x, y); break;
+    case PSELL_OMP: spmv_cpu_psell_omp(&v->psell, pl->threads, x, y); break;
     case IMPL_NONE: break;
     }
 }

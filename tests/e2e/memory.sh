@@ -7,8 +7,9 @@
 # recently used), the first's is rebuilt on its next use and answers right,
 # and a pinned format is never evicted; a matrix with one full row and a
 # power-law matrix get 422 naming the numbers for exactly the formats the
-# rule (computed here in Python) refuses, holding no more bytes than before;
-# a pinned format the rule refuses is skipped at upload; auto keeps only its
+# rule (computed here in Python) refuses, holding no more bytes than before
+# (ELL, HLL, PSELL; PCSR, unpadded, always builds and holds fewer bytes
+# than the CSR); a pinned format the rule refuses is skipped at upload; auto keeps only its
 # winner's format; max_padding 0 lifts the rule and max_format_bytes
 # refuses by size. Products are checked against Python's. Matrices are
 # drawn from $SPMV_SEED or $RANDOM (printed).
@@ -44,7 +45,7 @@ def write(name, n, lens):
     real = [min(l, n) for l in lens]
     return real
 def rule(lens):
-    return {f: refused(lens, f) for f in ("ell", "hll", "hyb")}
+    return {f: refused(lens, f) for f in ("ell", "hll", "hyb", "psell")}
 n = 3000
 meta = {}
 for name in ("A", "B"):
@@ -128,7 +129,7 @@ spmv C "$C" cpu.ell.omp
 for name in FULL POW; do
   upload_raw "$E2E_TMP/$name.mtx" "device=cpu&name=$name"; expect_code "$name uploads" 201; id=$MATRIX_ID
   hb=$(host_bytes "$id")
-  for k in cpu.ell.omp cpu.hll.omp; do
+  for k in cpu.ell.omp cpu.hll.omp cpu.psell.omp; do
     f=${k#cpu.}; f=${f%.omp}
     if [ "$(meta "m['$name']['$f']")" = True ]; then
       req POST "/v1/matrices/$id/spmv" -H 'Content-Type: application/json' -d "{\"kernel\":\"$k\",\"x\":$XJSON}"
@@ -140,13 +141,22 @@ for name in FULL POW; do
     fi
   done
   spmv "$name" "$id" cpu.csr.omp
+  spmv "$name" "$id" cpu.pcsr.omp
   eval "ID_$name=$id"
 done
-check "the one-full-row matrix's ELL is refused by the rule (Python says)" [ "$(meta 'm["FULL"]["ell"]')" = True ]
+check "the one-full-row matrix's ELL and PSELL are refused by the rule (Python says)" \
+  [ "$(meta 'm["FULL"]["ell"]'):$(meta 'm["FULL"]["psell"]')" = True:True ]
+req GET "/v1/matrices/$ID_FULL"
+check "FULL holds its PCSR on the host after cpu.pcsr.omp, fewer bytes than its CSR (row_ptr counted there)" \
+  jget '(lambda h: 0 < h["pcsr"] < h["csr"])({f["format"]: f["bytes"] for f in d["formats"] if f["device"] == "host"}) or 1/0'
+
 # a pinned format the rule refuses is skipped at upload
 upload_raw "$E2E_TMP/FULL.mtx" "device=cpu&name=FULL-pinned&formats=ell,hyb"
 expect_code "FULL uploads with formats=ell,hyb" 201
 check "its ELL skipped (the rule), its HYB held" [ "$(jget '",".join(sorted(f["format"] for f in d["formats"]))')" = "csr,hyb" ]
+upload_raw "$E2E_TMP/FULL.mtx" "device=cpu&name=FULL-packed&formats=pcsr,psell"
+expect_code "FULL uploads with formats=pcsr,psell" 201
+check "its PSELL skipped (the rule), its PCSR held" [ "$(jget '",".join(sorted(f["format"] for f in d["formats"]))')" = "csr,pcsr" ]
 
 # ---------------------------------------------------------------- auto
 req POST "/v1/matrices/$B/spmv" -H 'Content-Type: application/json' -d "{\"kernel\":\"auto\",\"x\":$XJSON}"

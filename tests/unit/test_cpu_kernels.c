@@ -44,6 +44,8 @@ static const edge_set edges[] = {
     {"cpu.csr.omp", SPMV_PARAM_THREADS, {0, 1, 2, 3, 16}, 5},
     {"cpu.ell.omp", SPMV_PARAM_THREADS, {0, 1, 3}, 3},
     {"cpu.hll.omp", SPMV_PARAM_HACK_SIZE, {0, 1, 7, 32, 64, 1024}, 6},
+    {"cpu.pcsr.omp", SPMV_PARAM_THREADS, {0, 1, 2, 3, 16}, 5},
+    {"cpu.psell.omp", SPMV_PARAM_THREADS, {0, 1, 3}, 3},
 };
 
 static const int32_t sizes[] = {1, 33, 200};
@@ -73,8 +75,9 @@ static void fixture_scales(fixture *f)
 static void fixture_build(fixture *f, tu_rng *r)
 {
     spmv_error err;
-    /* Float64 holds every format (HLL of 32); float32 only CSR, so its
-     * kernels build theirs in scratch: both paths of spmv_cpu_run. */
+    /* Float64 holds every format (HLL of 32, PCSR, PSELL); float32 only
+     * CSR, so its kernels build theirs in scratch: both paths of
+     * spmv_cpu_run. */
     assert_int_equal(spmv_matrix_build(&f->coo, SPMV_FLOAT64, SPMV_FMT_ALL, 32, 0, &f->m64, &err), SPMV_OK);
     assert_int_equal(spmv_matrix_build(&f->coo, SPMV_FLOAT32, SPMV_FMT_CSR, 32, 0, &f->m32, &err), SPMV_OK);
     f->x64 = tu_vector_alloc(SPMV_FLOAT64, f->coo.cols);
@@ -167,6 +170,142 @@ static void test_csr_chunked(void **state) { (void)state; check_kernel("cpu.csr.
 static void test_csr_omp(void **state) { (void)state; check_kernel("cpu.csr.omp", 13); }
 static void test_ell_omp(void **state) { (void)state; check_kernel("cpu.ell.omp", 14); }
 static void test_hll_omp(void **state) { (void)state; check_kernel("cpu.hll.omp", 15); }
+static void test_pcsr_omp(void **state) { (void)state; check_kernel("cpu.pcsr.omp", 23); }
+static void test_psell_omp(void **state) { (void)state; check_kernel("cpu.psell.omp", 24); }
+
+/* The packed kernels on matrices made to reach every value mode (CONST, U8,
+ * U16, RAW, and 0.0 / -0.0 / NaN values), every index width (PCSR 1, 2, 4
+ * and wide rows; PSELL slices of 1, 2 and 4 bytes in one matrix), empty
+ * rows and a padded last slice: each row is summed as cpu.csr.serial sums
+ * it, so y must equal the reference bit for bit (NaN rows included), in
+ * both dtypes, held (float64) and built in scratch (float32). x[0] is Inf
+ * and column 0 unused: a 4-byte PSELL slice's padding must not read it. */
+static void stack_rows(spmv_coo *top, const spmv_coo *bottom)
+{
+    spmv_coo m;
+    int32_t cols = top->cols > bottom->cols ? top->cols : bottom->cols;
+    assert_int_equal(spmv_coo_alloc(&m, top->rows + bottom->rows, cols, top->nnz + bottom->nnz, top->dtype, NULL),
+                     SPMV_OK);
+    size_t vs = spmv_dtype_size(top->dtype);
+    for (int64_t k = 0; k < top->nnz; k++) {
+        m.row[k] = top->row[k];
+        m.col[k] = top->col[k];
+    }
+    for (int64_t k = 0; k < bottom->nnz; k++) {
+        m.row[top->nnz + k] = bottom->row[k] + top->rows;
+        m.col[top->nnz + k] = bottom->col[k];
+    }
+    memcpy(m.val, top->val, (size_t)top->nnz * vs);
+    memcpy((char *)m.val + (size_t)top->nnz * vs, bottom->val, (size_t)bottom->nnz * vs);
+    spmv_coo_free(top);
+    *top = m;
+}
+
+/* Moves every row's columns to start at column 1 (spans kept), so rows of
+ * a slice share their columns' range and column 0 is never used. */
+static void rows_from_one(spmv_coo *m)
+{
+    int64_t first = 0;
+    for (int64_t k = 0; k < m->nnz; k++) {
+        if (k == 0 || m->row[k] != m->row[k - 1])
+            first = m->col[k];
+        m->col[k] = (int32_t)(m->col[k] - first + 1);
+    }
+    m->cols += 1;
+}
+
+static void run_exact(const spmv_kernel *k, const fixture *f, spmv_dtype dt)
+{
+    const spmv_matrix *m = dt == SPMV_FLOAT64 ? &f->m64 : &f->m32;
+    size_t bytes = (size_t)m->rows * spmv_dtype_size(dt);
+    void *y = tu_vector_alloc(dt, m->rows);
+    spmv_stats st;
+    spmv_error err;
+    tu_poison(y, dt, m->rows);
+    if (spmv_cpu_run(k, m, NULL, dt == SPMV_FLOAT64 ? (void *)f->x64 : (void *)f->x32, y, 0, 1, &st, &err))
+        fail_msg("%s %s on %s: %s", k->name, spmv_dtype_name(dt), f->what, err.message);
+    if (memcmp(y, dt == SPMV_FLOAT64 ? (void *)f->ref64 : (void *)f->ref32, bytes) != 0)
+        fail_msg("%s %s on %s: y differs from cpu.csr.serial's bits (SPMV_SEED=%llu)", k->name, spmv_dtype_name(dt),
+                 f->what, (unsigned long long)tu_seed());
+    free(y);
+}
+
+static void test_packed_kernels_exact(void **state)
+{
+    (void)state;
+    static const struct {
+        const char *what;
+        int32_t rows, cols, per_row, span, palette; /* palette 0: every value distinct; -1: 0.0, -0.0, NaNs;
+                                                       -2: distinct, rounded to float32 (F32 in float64) */
+    } cases[] = {
+        {"const", 300, 400, 6, 100, 1},        {"u8", 300, 400, 6, 100, 200},
+        {"u16", 3000, 400, 30, 300, 3000},     {"raw", 300, 400, 6, 100, 0},
+        {"zeros and NaN", 200, 300, 5, 50, -1}, {"2-byte columns", 200, 70000, 4, 60000, 7},
+        {"4-byte columns", 100, 200000, 3, 150000, 0}, {"long rows", 64, 1 << 20, 40, 1000, 0},
+        {"f32 (mixed)", 300, 400, 6, 100, -2},
+    };
+    const spmv_kernel *kernels[2] = {spmv_kernel_find("cpu.pcsr.omp"), spmv_kernel_find("cpu.psell.omp")};
+    tu_rng r;
+    tu_rng_init(&r, tu_seed() ^ 25);
+    for (size_t c = 0; c < sizeof cases / sizeof cases[0] + 1; c++) {
+        fixture f;
+        memset(&f, 0, sizeof f);
+        if (c < sizeof cases / sizeof cases[0]) {
+            tu_window_coo(&r, cases[c].rows, cases[c].cols, cases[c].per_row, cases[c].span, SPMV_FLOAT64, &f.coo);
+            rows_from_one(&f.coo);
+            if (cases[c].palette > 0)
+                tu_palette_values(&r, &f.coo, cases[c].palette);
+            for (int64_t k = 0; cases[c].palette == -2 && k < f.coo.nnz; k++)
+                ((double *)f.coo.val)[k] = (double)(float)((double *)f.coo.val)[k];
+            for (int64_t k = 0; cases[c].palette == -1 && k < f.coo.nnz; k++) {
+                static const double special[4] = {0.0, -0.0, NAN, 1.5};
+                ((double *)f.coo.val)[k] = special[k % 4];
+            }
+            snprintf(f.what, sizeof f.what, "%s (%d x %d, nnz %lld)", cases[c].what, f.coo.rows, f.coo.cols,
+                     (long long)f.coo.nnz);
+        } else {
+            /* PSELL slices of 1, 2 and 4 bytes in one matrix (rows of a
+             * slice spanning 200, 30 000, 300 000), PCSR rows narrow and
+             * wide, an empty slice, a padded last slice of 21 rows */
+            static const int32_t part_rows[4] = {128, 64, 40, 45}, part_span[4] = {200, 30000, 0, 299998};
+            for (int j = 0; j < 4; j++) {
+                spmv_coo part;
+                if (part_span[j] > 0) {
+                    tu_window_coo(&r, part_rows[j], 300000, 5, part_span[j], SPMV_FLOAT64, &part);
+                    rows_from_one(&part);
+                } else {
+                    assert_int_equal(spmv_coo_alloc(&part, part_rows[j], 300001, 0, SPMV_FLOAT64, NULL), SPMV_OK);
+                }
+                if (j == 0)
+                    f.coo = part;
+                else
+                    stack_rows(&f.coo, &part);
+                if (j > 0)
+                    spmv_coo_free(&part);
+            }
+            tu_palette_values(&r, &f.coo, 100);
+            snprintf(f.what, sizeof f.what, "mixed slices (%d x %d, nnz %lld)", f.coo.rows, f.coo.cols,
+                     (long long)f.coo.nnz);
+        }
+        fixture_build(&f, &r);
+        f.x64[0] = INFINITY;
+        f.x32[0] = INFINITY;
+        spmv_reference(&f.m64.csr, f.x64, f.ref64);
+        spmv_reference(&f.m32.csr, f.x32, f.ref32);
+        for (int i = 0; i < 2; i++) {
+            run_exact(kernels[i], &f, SPMV_FLOAT64);
+            run_exact(kernels[i], &f, SPMV_FLOAT32);
+        }
+        if (c == sizeof cases / sizeof cases[0]) { /* it reached what it was made for */
+            bool seen[5] = {false};
+            for (int32_t s = 0; s < f.m64.psell.nslices; s++)
+                seen[f.m64.psell.idx_bytes[s]] = true;
+            assert_true(seen[1] && seen[2] && seen[4]);
+            assert_true(f.m64.pcsr.idx_bytes < 4 && f.m64.pcsr.wide_nnz > 0);
+        }
+        fixture_free(&f);
+    }
+}
 
 static void test_every_cpu_kernel_covered(void **state)
 {
@@ -321,8 +460,8 @@ static void test_padding_ignores_x(void **state)
     fixture_scales(&f);
     for (int32_t i = 0; i < f.coo.rows; i++)
         assert_true(isfinite(f.ref64[i]));
-    static const char *const padded[] = {"cpu.ell.omp", "cpu.hll.omp"};
-    for (int i = 0; i < 2; i++) {
+    static const char *const padded[] = {"cpu.ell.omp", "cpu.hll.omp", "cpu.psell.omp"};
+    for (int i = 0; i < 3; i++) {
         run_and_check(spmv_kernel_find(padded[i]), &f, NULL, SPMV_FLOAT64, "inf-x");
         run_and_check(spmv_kernel_find(padded[i]), &f, NULL, SPMV_FLOAT32, "inf-x");
     }
@@ -379,6 +518,12 @@ static void test_run_refusals(void **state)
     assert_int_equal(spmv_cpu_run(spmv_kernel_find("cpu.ell.omp"), &m, NULL, x, y, 0, 1, &st, &err), SPMV_ERR_LIMIT);
     assert_non_null(strstr(err.message, "36000000 slots"));
     assert_non_null(strstr(err.message, "max_padding 3.00"));
+    /* the same for a scratch PSELL (the dense row's slice: 32 x 6000 slots);
+     * PCSR has no padding and runs */
+    assert_int_equal(spmv_cpu_run(spmv_kernel_find("cpu.psell.omp"), &m, NULL, x, y, 0, 1, &st, &err),
+                     SPMV_ERR_LIMIT);
+    assert_non_null(strstr(err.message, "psell format"));
+    assert_int_equal(spmv_cpu_run(spmv_kernel_find("cpu.pcsr.omp"), &m, NULL, x, y, 0, 1, &st, &err), SPMV_OK);
     free(x);
     free(y);
     spmv_matrix_free(&m);
@@ -492,6 +637,19 @@ static void test_kernel_bytes(void **state)
         assert_int_equal(spmv_kernel_bytes(spmv_kernel_find("gpu.coo.atomic"), m), nnz * (8 + vs) + xy);
         assert_int_equal(spmv_kernel_bytes(spmv_kernel_find("gpu.hyb"), m),
                          hyb.ell.width * rows * (4 + vs) + hyb.coo.nnz * (8 + vs) + xy);
+        /* packed: PCSR reads the CSR's row_ptr and its own arrays, PSELL its
+         * arrays; held (m64) or planned (m32), the same count */
+        spmv_pcsr pc;
+        spmv_psell ps;
+        assert_int_equal(spmv_csr_to_pcsr(&m->csr, NULL, &pc, NULL), SPMV_OK);
+        assert_int_equal(spmv_csr_to_psell(&m->csr, NULL, &ps, NULL), SPMV_OK);
+        assert_int_equal(spmv_kernel_bytes(spmv_kernel_find("cpu.pcsr.omp"), m),
+                         (rows + 1) * 4 + (int64_t)spmv_pcsr_info(&pc).bytes + xy);
+        assert_int_equal(spmv_kernel_bytes(spmv_kernel_find("cpu.psell.omp"), m),
+                         (int64_t)spmv_psell_info(&ps).bytes + xy);
+        assert_true(spmv_pcsr_info(&pc).bytes < (size_t)(nnz * (4 + vs))); /* power-law, 500 x 500: 1-byte deltas */
+        spmv_pcsr_free(&pc);
+        spmv_psell_free(&ps);
         spmv_ell_free(&ell);
         spmv_hll_free(&hll);
         spmv_hyb_free(&hyb);
@@ -510,6 +668,9 @@ int main(void)
         cmocka_unit_test(test_csr_omp),
         cmocka_unit_test(test_ell_omp),
         cmocka_unit_test(test_hll_omp),
+        cmocka_unit_test(test_pcsr_omp),
+        cmocka_unit_test(test_psell_omp),
+        cmocka_unit_test(test_packed_kernels_exact),
         cmocka_unit_test(test_omp_partition_large),
         cmocka_unit_test(test_partition_shares),
         cmocka_unit_test(test_empty_shapes),

@@ -173,6 +173,47 @@ void tu_random_coo(tu_rng *r, tu_shape shape, int32_t n, spmv_dtype dtype, spmv_
     tu_random_coo_gen(r, &g, dtype, out);
 }
 
+void tu_window_coo(tu_rng *r, int32_t rows, int32_t cols, int32_t per_row, int32_t span, spmv_dtype dtype,
+                   spmv_coo *out)
+{
+    if (span > cols - 1)
+        span = cols - 1;
+    int32_t width = span + 1, n = per_row < width ? per_row : width;
+    int32_t *buf = calloc((size_t)(n > 2 ? n : 2), sizeof *buf);
+    assert_non_null(buf);
+    assert_int_equal(spmv_coo_alloc(out, rows, cols, cols > 0 ? (int64_t)rows * n : 0, dtype, NULL), SPMV_OK);
+    int64_t k = 0;
+    for (int32_t i = 0; i < rows && cols > 0 && n > 0; i++) {
+        int32_t lo = (int32_t)tu_rng_range(r, 0, cols - width), m = row_columns(r, width, n, buf);
+        buf[0] = 0; /* the window's ends */
+        if (m > 1)
+            buf[m - 1] = span;
+        for (int32_t j = 0; j < m; j++, k++) {
+            out->row[k] = i;
+            out->col[k] = lo + buf[j];
+            if (dtype == SPMV_FLOAT32)
+                ((float *)out->val)[k] = (float)tu_rng_value(r);
+            else
+                ((double *)out->val)[k] = tu_rng_value(r);
+        }
+    }
+    out->nnz = k;
+    free(buf);
+}
+
+void tu_palette_values(tu_rng *r, spmv_coo *m, int32_t distinct)
+{
+    for (int64_t k = 0; k < m->nnz && distinct > 0; k++) {
+        int64_t c = k < distinct ? k : tu_rng_range(r, 0, distinct - 1);
+        /* + 0.1: no float64 value is a float32, so F32 never competes */
+        double v = (c % 2 ? -1.0 : 1.0) * ((double)(c / 2 + 1) / 4.0 + 0.1);
+        if (m->dtype == SPMV_FLOAT32)
+            ((float *)m->val)[k] = (float)v;
+        else
+            ((double *)m->val)[k] = v;
+    }
+}
+
 /* -------------------------------------------------------------- vectors */
 
 void *tu_vector_alloc(spmv_dtype dtype, int64_t n)

@@ -73,6 +73,17 @@ typedef enum tu_shape {
 const char *tu_shape_name(tu_shape s);
 void tu_random_coo(tu_rng *r, tu_shape shape, int32_t n, spmv_dtype dtype, spmv_coo *out);
 
+/* Rows of about `per_row` distinct columns each inside a window of
+ * span + 1 columns at a random offset, both ends of the window always
+ * taken: a row of two or more entries spans exactly `span` (the packed
+ * formats' index widths turn on it). Values uniform in [-1, 1). */
+void tu_window_coo(tu_rng *r, int32_t rows, int32_t cols, int32_t per_row, int32_t span, spmv_dtype dtype,
+                   spmv_coo *out);
+/* Replaces m's values by `distinct` values, each used at least once where
+ * nnz allows: value k is (k even ? 1 : -1) * (k/2 + 1) / 4, exact in both
+ * dtypes (so the packed formats' value tables are predictable). */
+void tu_palette_values(tu_rng *r, spmv_coo *m, int32_t distinct);
+
 /* -------------------------------------------------------------- vectors */
 
 /* n values of dtype (never NULL, even for n == 0; free with free()). */

@@ -4,8 +4,9 @@ The tests that expect a 422 for a padded format (tests/e2e/api.sh,
 tests/e2e/memory.sh, the bundle's api_test.py) decide it here from the
 matrix file itself, never from the daemon's answer: a format is refused
 when its slots exceed max_padding x nnz + 65536 (docs/kernels.md). ELL:
-the longest row x rows; HLL: each slice's longest row x hack_size; HYB:
-its ELL part at the 2/3 quantile of the row lengths plus the rest as COO.
+the longest row x rows; HLL: each slice's longest row x hack_size; PSELL:
+the same in slices of 32 rows whatever hack_size; HYB: its ELL part at the
+2/3 quantile of the row lengths plus the rest as COO (PCSR holds nnz).
 Standard library only (the GPU host has nothing else).
 """
 
@@ -36,8 +37,9 @@ def slots(lens, fmt, hack=32):
     """Slots format fmt holds for these row lengths (nnz for unpadded formats)."""
     if fmt == "ell":
         return max(lens, default=0) * len(lens)
-    if fmt == "hll":
-        return sum(max(lens[s:s + hack]) * hack for s in range(0, len(lens), hack))
+    if fmt in ("hll", "psell"):
+        h = 32 if fmt == "psell" else hack
+        return sum(max(lens[s:s + h]) * h for s in range(0, len(lens), h))
     if fmt == "hyb":
         w = sorted(lens)[(2 * len(lens) + 2) // 3 - 1] if lens else 0
         return w * len(lens) + sum(max(n - w, 0) for n in lens)
@@ -46,6 +48,6 @@ def slots(lens, fmt, hack=32):
 
 def refused(lens, fmt, max_padding=3, hack=32):
     """Whether the rule refuses format fmt (unpadded formats never are)."""
-    if fmt not in ("ell", "hll", "hyb") or not max_padding:
+    if fmt not in ("ell", "hll", "hyb", "psell") or not max_padding:
         return False
     return slots(lens, fmt, hack) > max_padding * sum(lens) + SLACK

@@ -573,6 +573,38 @@ int gpu_build_psell(spmv_gpu_ctx *ctx, spmv_gpu_matrix *m, spmv_error *err)
 
 /* -------------------------------------------------------------- kernels */
 
+/* The loops below take PK_STEP entries a step, the last step predicated:
+ * a step's column entries, bases and values are loaded first, then its
+ * gathers of x, so a lane has PK_STEP loads in flight where one entry at a
+ * time would wait out each load's latency in turn, and a row of up to
+ * PK_STEP entries costs one round of loads, not one per entry (the sum is
+ * still taken in the entries' order). */
+#define PK_STEP 8
+
+/* Row entries s + lane, s + lane + tpr, ... < e of a PCSR: column col(j)
+ * = the base plus the delta, or the wide column. */
+template <typename T, int VM, typename I, typename COL>
+__device__ __forceinline__ T pcsr_sum(int32_t s, int32_t e, int lane, int tpr, const void *__restrict__ data,
+                                     const T *tab, T c, const T *__restrict__ x, COL col)
+{
+    T sum = 0;
+    for (int64_t j = (int64_t)s + lane; j < e; j += PK_STEP * tpr) { /* 64-bit: e may be near INT32_MAX */
+        int32_t cl[PK_STEP];
+        T v[PK_STEP];
+#pragma unroll
+        for (int u = 0; u < PK_STEP; u++) {
+            int64_t jj = j + u * tpr;
+            cl[u] = jj < e ? col((int32_t)jj) : 0;
+            v[u] = jj < e ? pk_value<T, VM>(data, tab, c, jj) : (T)0;
+        }
+#pragma unroll
+        for (int u = 0; u < PK_STEP; u++)
+            if (j + u * tpr < e)
+                sum += v[u] * __ldg(x + cl[u]);
+    }
+    return sum;
+}
+
 template <typename T, int VM, typename I>
 __global__ void __launch_bounds__(1024)
     pcsr_kernel(int32_t rows, int tpr, const int32_t *__restrict__ row_ptr, const int32_t *__restrict__ base,
@@ -589,23 +621,52 @@ __global__ void __launch_bounds__(1024)
     if (row < rows) {
         int32_t s = __ldg(row_ptr + row), e = __ldg(row_ptr + row + 1);
         if (sizeof(I) == 4) {
-            for (int32_t j = s + lane; j < e; j += tpr)
-                sum += pk_value<T, VM>(data, tab, c, j) * __ldg(x + (int32_t)__ldcs(idx + j));
+            sum = pcsr_sum<T, VM, I>(s, e, lane, tpr, data, tab, c, x,
+                                     [=](int32_t j) { return (int32_t)__ldcs(idx + j); });
         } else {
             int32_t b = __ldg(base + row);
             if (b >= 0) {
-                for (int32_t j = s + lane; j < e; j += tpr)
-                    sum += pk_value<T, VM>(data, tab, c, j) * __ldg(x + b + (int32_t)__ldcs(idx + j));
+                sum = pcsr_sum<T, VM, I>(s, e, lane, tpr, data, tab, c, x,
+                                         [=](int32_t j) { return b + (int32_t)__ldcs(idx + j); });
             } else {
                 const int32_t *wc = wide_col + (-1 - b) - s;
-                for (int32_t j = s + lane; j < e; j += tpr)
-                    sum += pk_value<T, VM>(data, tab, c, j) * __ldg(x + __ldg(wc + j));
+                sum = pcsr_sum<T, VM, I>(s, e, lane, tpr, data, tab, c, x,
+                                         [=](int32_t j) { return __ldg(wc + j); });
             }
         }
     }
     sum = gpu_group_sum(sum, tpr);
     if (row < rows && lane == 0)
         y[row] = sum;
+}
+
+/* One lane's row of a PSELL slice: `w` slots of entries I (1, 2 or 4
+ * bytes) at blk + k*C + lane, all ones = padding; NARROW: the column is
+ * the slot's base plus the entry, else the entry itself. */
+template <typename T, int VM, typename I, bool NARROW>
+__device__ __forceinline__ T psell_sum(const I *__restrict__ blk, const int32_t *__restrict__ bs, int64_t w,
+                                      int lane, int64_t e, const void *__restrict__ data, const T *tab, T c,
+                                      const T *__restrict__ x)
+{
+    const I pad = (I)~(I)0;
+    T sum = 0;
+    for (int64_t k = 0; k < w; k += PK_STEP) {
+        I d[PK_STEP];
+        int32_t b[PK_STEP];
+        T v[PK_STEP];
+#pragma unroll
+        for (int u = 0; u < PK_STEP; u++) {
+            bool in = k + u < w;
+            d[u] = in ? __ldcs(blk + (k + u) * PK_C + lane) : pad;
+            b[u] = in && NARROW ? __ldg(bs + k + u) : 0;
+            v[u] = in ? pk_value<T, VM>(data, tab, c, e + (k + u) * PK_C) : (T)0;
+        }
+#pragma unroll
+        for (int u = 0; u < PK_STEP; u++)
+            if (d[u] != pad)
+                sum += v[u] * __ldg(x + b[u] + (int32_t)d[u]);
+    }
+    return sum;
 }
 
 template <typename T, int VM>
@@ -626,47 +687,34 @@ __global__ void __launch_bounds__(1024)
     const uint8_t *blk = idx + __ldg(idx_off + warp);
     const int32_t *bs = base + so;
     int64_t e = so * PK_C + lane;
-    T sum = 0;
+    T sum;
     switch (__ldg(ib + warp)) {
     case 1:
-        for (int32_t k = 0; k < w; k++, e += PK_C) {
-            unsigned d = __ldcs(blk + (int64_t)k * PK_C + lane);
-            if (d == 0xffu)
-                break;
-            sum += pk_value<T, VM>(data, tab, c, e) * __ldg(x + __ldg(bs + k) + (int32_t)d);
-        }
+        sum = psell_sum<T, VM, unsigned char, true>(blk, bs, w, lane, e, data, tab, c, x);
         break;
     case 2:
-        for (int32_t k = 0; k < w; k++, e += PK_C) {
-            unsigned d = __ldcs((const unsigned short *)blk + (int64_t)k * PK_C + lane);
-            if (d == 0xffffu)
-                break;
-            sum += pk_value<T, VM>(data, tab, c, e) * __ldg(x + __ldg(bs + k) + (int32_t)d);
-        }
+        sum = psell_sum<T, VM, unsigned short, true>((const unsigned short *)blk, bs, w, lane, e, data, tab, c, x);
         break;
     default:
-        for (int32_t k = 0; k < w; k++, e += PK_C) {
-            int32_t col = __ldcs((const int *)blk + (int64_t)k * PK_C + lane);
-            if (col < 0)
-                break;
-            sum += pk_value<T, VM>(data, tab, c, e) * __ldg(x + col);
-        }
+        sum = psell_sum<T, VM, unsigned int, false>((const unsigned int *)blk, bs, w, lane, e, data, tab, c, x);
     }
     int64_t row = warp * PK_C + lane;
     if (row < rows)
         y[row] = sum;
 }
 
-/* Lanes per row: `threads`, else the power of two at or above the mean row
- * length, 1..32. */
+/* Lanes per row: `threads`, else the power of two nearest a quarter of the
+ * mean row length, 1..32 (docs/benchmarks/packed-run.md: 1 lane for 5
+ * entries a row; for 27 it picks 8 where 4 measured faster: auto tries 1, 4
+ * and 32 besides). */
 static int pcsr_width(const struct gpu_launch *l)
 {
     int t = l->p.v[SPMV_PARAM_THREADS];
     if (t >= 1 && t <= 32 && (t & (t - 1)) == 0)
         return t;
-    double mean = l->m->rows > 0 ? (double)l->m->nnz / l->m->rows : 0;
+    double want = l->m->rows > 0 ? (double)l->m->nnz / l->m->rows / 4 : 0;
     int w = 1;
-    while (w < 32 && w < mean)
+    while (w < 32 && w * 1.41421356 < want)
         w *= 2;
     return w;
 }

@@ -53,7 +53,7 @@ done
 
 cp -r "$SHARED/matrices/real" "$BUNDLE/shared/matrices/"
 cp -r "$SHARED/matrices/conformance/invalid" "$BUNDLE/shared/matrices/conformance/"
-cp tools/bundle/run.sh tools/bundle/shm-gpu.sh tools/bundle/api_test.py tools/bundle/api_test_vectors.py tools/bundle/bench_remote.py \
+cp tools/bundle/run.sh tools/bundle/common.sh tools/bundle/shm-gpu.sh tools/bundle/api_test.py tools/bundle/api_test_vectors.py tools/bundle/bench_remote.py \
   tools/bundle/bench_memory.py tools/bundle/padding.py tools/bench-upload.sh tools/bench_roundtrip.py \
   tests/e2e/shm_check.py tests/e2e/mixed_check.py tools/bundle/packed-gpu.sh "$BUNDLE/"
 chmod +x "$BUNDLE/run.sh"

@@ -25,17 +25,7 @@ export SPMV_ROOT="$B/work" CMOCKA_MESSAGE_OUTPUT=TAP
 summary="$OUT/summary.txt"
 : >"$summary"
 
-step() { # name, log, limit seconds, command...
-  local name=$1 log=$2 limit=$3; shift 3
-  local t0=$SECONDS
-  timeout --kill-after=10 "$limit" "$@" >"$log" 2>&1
-  local rc=$?
-  local pass fail skip
-  pass=$(grep -cE '^ok [0-9]+' "$log"); fail=$(grep -E '^not ok [0-9]+' "$log" | grep -vc SKIP)
-  skip=$(grep -c '# SKIP' "$log")
-  printf '%-22s rc=%-3s %3s ok %3s not ok %3s skipped  %4ds\n' "$name" "$rc" "$pass" "$fail" "$skip" \
-    $((SECONDS - t0)) | tee -a "$summary"
-}
+. "$B/common.sh"
 
 {
   date -u '+%Y-%m-%d %H:%M:%S UTC'

@@ -18,17 +18,9 @@ B=$(cd "$(dirname "$0")" && pwd)
 OUT=${OUT:-$B/out}
 mkdir -p "$OUT"
 export SPMV_ROOT="$B/work" CMOCKA_MESSAGE_OUTPUT=TAP PYTHONUNBUFFERED=1
-PY=$(command -v /opt/torch/.venv/bin/python3 || command -v python3)
 summary="$OUT/summary.txt"
 : >"$summary"
-step() { # name, log, limit seconds, command...
-  local name=$1 log=$2 limit=$3; shift 3
-  local t0=$SECONDS
-  timeout --kill-after=10 "$limit" "$@" >"$log" 2>&1
-  local rc=$?
-  printf '%-22s rc=%-3s %3s ok %3s not ok %3s skipped  %4ds\n' "$name" "$rc" "$(grep -cE '^ok [0-9]+' "$log")" \
-    "$(grep -E '^not ok [0-9]+' "$log" | grep -vc SKIP)" "$(grep -c '# SKIP' "$log")" $((SECONDS - t0)) | tee -a "$summary"
-}
+. "$B/common.sh"
 nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader | tee -a "$summary"
 "$PY" -c 'import numpy, scipy, sys; print(sys.version.split()[0], numpy.__version__, scipy.__version__)' | tee -a "$summary"
 

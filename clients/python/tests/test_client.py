@@ -116,6 +116,22 @@ def test_float32_matrix_converts_x_and_answers_float32(client: spmvd.Client, exp
     B.delete()
 
 
+def test_mixed_matrix_takes_and_answers_float64(client: spmvd.Client, rng) -> None:
+    """dtype "mixed": float32 values, float64 vectors; y is A rounded to float32, times x in float64."""
+    M = sio.mmread(os.path.join(REAL, "west0067.mtx")).tocsr()
+    A = client.upload(M, dtype="mixed")
+    assert A.descriptor["dtype"] == "mixed" and A.dtype == np.float64
+    x = rng.uniform(-1, 1, M.shape[1])
+    y = A @ x
+    assert y.dtype == np.float64
+    M32 = M.astype(np.float32).astype(np.float64)
+    assert np.max(np.abs(y - M32 @ x)) <= 1e-12 * np.max(abs(M32) @ abs(x))
+    v = client.vector(like=A, values=x)  # a vector like a mixed matrix is float64
+    assert v.dtype == np.float64
+    v.delete()
+    A.delete()
+
+
 def test_noncontiguous_and_column_inputs(client: spmvd.Client, rng) -> None:
     M = sio.mmread(os.path.join(REAL, "cage5.mtx")).tocsr()
     A = client.upload(M)

@@ -1,0 +1,17 @@
+# common.sh — what the GPU host's scripts share (sourced by run.sh,
+# shm-gpu.sh and packed-gpu.sh; copied into the bundle by make-bundle.sh).
+#
+# step NAME LOG LIMIT CMD...: runs CMD with its output in LOG under a time
+# limit and appends one line to $summary: the exit status and the TAP
+# lines it printed (ok, not ok, skipped), with the seconds it took.
+step() {
+  local name=$1 log=$2 limit=$3; shift 3
+  local t0=$SECONDS
+  timeout --kill-after=10 "$limit" "$@" >"$log" 2>&1
+  local rc=$?
+  printf '%-22s rc=%-3s %3s ok %3s not ok %3s skipped  %4ds\n' "$name" "$rc" "$(grep -cE '^ok [0-9]+' "$log")" \
+    "$(grep -E '^not ok [0-9]+' "$log" | grep -vc SKIP)" "$(grep -c '# SKIP' "$log")" $((SECONDS - t0)) | tee -a "$summary"
+}
+
+# The host's Python with NumPy, SciPy (and CuPy) when it has one.
+PY=$(command -v /opt/torch/.venv/bin/python3 || command -v python3)

@@ -5,6 +5,7 @@
 #   make run          bootstrap, build, start the daemon on 127.0.0.1:8080 (state in ./state)
 #   make SAN=1        the same build with ASan+UBSan (into build-san/), then its tests
 #   make CUDA=0       CPU-only build (CUDA=auto, the default, builds the GPU backend when nvcc is found)
+#   make MPI=0        a build without the cluster (MPI=auto, the default, builds it when Open MPI is found)
 #
 # Sources are found by wildcard: a new .c file under engine/, api/, daemon/
 # or tests/unit/ needs no edit here. Area-specific targets (bench, fuzz,
@@ -19,6 +20,7 @@ PREFIX  ?= /usr/local
 DESTDIR ?=
 NVCC    ?= nvcc
 CUDA_HOME ?= /usr/local/cuda
+MPI     ?= auto
 CC      ?= gcc
 ifeq ($(origin CC),default)
 CC := gcc
@@ -28,6 +30,15 @@ ifeq ($(CUDA),auto)
 HAVE_CUDA := $(if $(shell command -v $(NVCC) 2>/dev/null),1,0)
 else
 HAVE_CUDA := $(CUDA)
+endif
+
+# MPI (issue 16, cluster/): Open MPI's C bindings through pkg-config, like
+# every other dependency. NCCL, which the GPU ranks exchange x over, comes
+# with the CUDA toolkit and is linked only into builds with both.
+ifeq ($(MPI),auto)
+HAVE_MPI := $(if $(shell pkg-config --exists ompi-c 2>/dev/null && echo yes),1,0)
+else
+HAVE_MPI := $(MPI)
 endif
 
 ifeq ($(SAN),1)
@@ -61,6 +72,20 @@ GPU_OBJS  :=
 GPU_CSRCS := engine/gpu/absent.c engine/gpu/absent_spmspm.c
 endif
 
+ifeq ($(HAVE_MPI),1)
+MPI_CFLAGS := -DSPMV_HAVE_MPI=1 $(shell pkg-config --cflags ompi-c)
+MPI_LIBS   := $(shell pkg-config --libs ompi-c)
+CFLAGS     += $(MPI_CFLAGS)
+endif
+ifeq ($(HAVE_CUDA)$(HAVE_MPI),11)
+NVCCFLAGS  += -DSPMV_HAVE_MPI=1
+CUDA_LIBS  += -lnccl
+else
+GPU_SRCS   := $(filter-out engine/gpu/comm.cu,$(GPU_SRCS))
+GPU_OBJS   := $(GPU_SRCS:%.cu=$(BUILD)/%.o)
+GPU_CSRCS  += engine/gpu/absent_comm.c
+endif
+
 # Rooms of their own: solvers/ is engine code (Krylov methods on the vector
 # calls) but for its HTTP route; vectors/ is daemon and API code.
 ENGINE_SRCS := $(wildcard engine/*.c engine/cpu/*.c) $(filter-out solvers/route.c,$(wildcard solvers/*.c)) $(GPU_CSRCS)
@@ -68,7 +93,10 @@ ENGINE_OBJS := $(ENGINE_SRCS:%.c=$(BUILD)/%.o) $(GPU_OBJS)
 LIBSPMV     := $(BUILD)/libspmv.a
 
 # The daemon's code, less main(), is a library too, so unit tests link it.
-DAEMON_SRCS := $(filter-out daemon/main.c,$(wildcard api/*.c daemon/*.c vectors/*.c shm/*.c)) $(wildcard solvers/route.c)
+# cluster/ (issue 16) goes with it: its MPI files compile to nothing
+# without MPI, and cluster/absent.c answers instead.
+DAEMON_SRCS := $(filter-out daemon/main.c,$(wildcard api/*.c daemon/*.c vectors/*.c shm/*.c cluster/*.c)) \
+               $(wildcard solvers/route.c)
 DAEMON_OBJS := $(DAEMON_SRCS:%.c=$(BUILD)/%.o)
 LIBSPMVD    := $(BUILD)/libspmvd.a
 SPMVD       := $(BUILD)/spmvd
@@ -82,7 +110,7 @@ TEST_SUPPORT_OBJS := $(TEST_SUPPORT_SRCS:%.c=$(BUILD)/%.o)
 TOOL_SRCS := $(wildcard tools/*.c)
 TOOL_BINS := $(TOOL_SRCS:tools/%.c=$(BUILD)/%)
 
-ALL_LIBS = $(LIBSPMV) $(PKG_LIBS) $(CUDA_LIBS) $(LDLIBS)
+ALL_LIBS = $(LIBSPMV) $(PKG_LIBS) $(MPI_LIBS) $(CUDA_LIBS) $(LDLIBS)
 
 .PHONY: all test run bootstrap clean tests
 ifeq ($(SAN),1)

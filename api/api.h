@@ -149,6 +149,9 @@ void api_job_finish_answer(job *j, int rc, const spmv_error *err, char *text, si
 
 /* The matrix of r->id, or a 404 answer and NULL. */
 matrix *api_get_matrix(request *r);
+/* Whether m is sharded across the MPI ranks (issue 16), and if so answers
+ * 422: `what` (the route) multiplies whole matrices only. */
+bool api_refuse_sharded(request *r, const matrix *m, const char *what);
 /* A matrix descriptor as the API shows it. */
 json_t *api_matrix_json(spmvd *d, matrix *m);
 

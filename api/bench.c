@@ -301,6 +301,7 @@ static void bench_begin(request *r)
     r->state = b;
     b->d = r->d;
     b->m = api_get_matrix(r);
+    api_refuse_sharded(r, b->m, "/bench");
 }
 
 static void bench_body(request *r, const char *data, size_t size)

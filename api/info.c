@@ -24,6 +24,8 @@ static void ready_begin(request *r)
         api_error(r, 503, "shutting_down", "the daemon is shutting down");
     else if (!atomic_load(&r->d->ready))
         api_error(r, 503, "not_ready", "the daemon is still loading its stored matrices");
+    else if (r->d->cluster && cluster_failed(r->d->cluster)) /* a rank died or hangs (issue 16) */
+        api_error(r, 503, "cluster_failed", "the cluster has failed: %s", cluster_failed(r->d->cluster));
     else
         api_json(r, 200, json_pack("{s:s, s:I}", "status", "ready", "matrices",
                                    (json_int_t)store_count(r->d->store)));
@@ -104,6 +106,16 @@ static void info_begin(request *r)
                           "auth", d->auth_token != NULL);
     if (o && d->ngpus == 0)
         json_object_set_new(o, "gpu_unavailable_reason", json_string(d->gpu_reason));
+    if (o && d->cluster) { /* under mpirun: the job and its state */
+        const char *why = cluster_failed(d->cluster);
+        json_t *cl = json_pack("{s:i, s:s, s:s, s:I, s:I}", "ranks", cluster_size(d->cluster), "host",
+                               cluster_host(d->cluster), "state", why ? "failed" : "ok", "timeout_ms",
+                               (json_int_t)d->cfg.cluster_timeout_ms, "queue_depth",
+                               (json_int_t)(d->cluster_worker ? queue_depth(&d->cluster_worker->queue) : 0));
+        if (cl && why)
+            json_object_set_new(cl, "error", json_string(why));
+        json_object_set_new(o, "cluster", cl);
+    }
     if (o) { /* resident vectors per device: {"cpu": {"count", "bytes"}, "gpu0": ...} */
         json_t *vec = json_object();
         worker *ws[CONFIG_MAX_DEVICES + 1];

@@ -84,7 +84,34 @@ static json_t *device_memory_json(matrix *m)
                      (json_int_t)u.other, "total", (json_int_t)u.total);
 }
 
+static json_t *matrix_json(spmvd *d, matrix *m);
+
+/* Where each rank's shard is (issue 16). */
+static json_t *shards_json(matrix *m)
+{
+    const cluster_shard_info *info;
+    int n = cluster_matrix_shards(m->shards, &info);
+    json_t *list = json_array();
+    for (int q = 0; q < n; q++)
+        json_array_append_new(list, json_pack("{s:i, s:[i, i], s:I, s:i, s:i, s:s, s:s, s:I}", "rank", info[q].rank,
+                                              "rows", info[q].row_begin, info[q].row_end, "nnz",
+                                              (json_int_t)info[q].nnz, "halo_recv", info[q].halo_recv, "halo_send",
+                                              info[q].halo_send, "device", info[q].device, "host", info[q].host,
+                                              "bytes", (json_int_t)info[q].bytes));
+    return list;
+}
+
 json_t *api_matrix_json(spmvd *d, matrix *m)
+{
+    json_t *o = matrix_json(d, m);
+    if (o)
+        json_object_set_new(o, "sharded", json_boolean(m->shards != NULL));
+    if (o && m->shards)
+        json_object_set_new(o, "shards", shards_json(m));
+    return o;
+}
+
+static json_t *matrix_json(spmvd *d, matrix *m)
 {
     (void)d;
     char created[32];
@@ -99,7 +126,7 @@ json_t *api_matrix_json(spmvd *d, matrix *m)
                      "cols", (json_int_t)m->host.cols, "nnz", (json_int_t)m->host.nnz,
                      "dtype", matrix_dtype_name(m), "symmetry", spmv_mm_symmetry_name(mt->symmetry),
                      "hack_size", m->host.hack_size,
-                     "device", m->dev && m->dev_worker ? m->dev_worker->name : "cpu",
+                     "device", m->shards ? "cluster" : m->dev && m->dev_worker ? m->dev_worker->name : "cpu",
                      "formats", formats_json(m), "pinned", pinned_json(m),
                      "host_bytes", (json_int_t)matrix_host_bytes(m),
                      "device_bytes", (json_int_t)(m->dev ? spmv_gpu_matrix_bytes(m->dev) : 0),

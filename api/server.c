@@ -175,6 +175,16 @@ matrix *api_get_matrix(request *r)
     return m;
 }
 
+bool api_refuse_sharded(request *r, const matrix *m, const char *what)
+{
+    if (!m || !m->shards)
+        return false;
+    api_error(r, 422, "unsupported_matrix", "matrix %s is sharded across %d ranks; %s takes whole matrices "
+              "(POST /v1/matrices/%s/spmv multiplies sharded ones)", m->meta.id, cluster_matrix_nranks(m->shards), what,
+              m->meta.id);
+    return true;
+}
+
 /* ------------------------------------------------------- auth */
 
 /* Constant-time: the time taken depends on the lengths only. */

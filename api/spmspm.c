@@ -128,6 +128,8 @@ static int pick_b(request *r, const json_t *o)
         api_error(r, 404, "not_found", "no matrix %s (B): upload it first", id);
         return -1;
     }
+    if (api_refuse_sharded(r, t->b, "SpMSpM"))
+        return -1;
     return 0;
 }
 
@@ -410,7 +412,7 @@ static void spmspm_begin(request *r)
     t->d = r->d;
     t->binary = accept && strstr(accept, "application/octet-stream") != NULL;
     r->state = t;
-    if (!(t->a = api_get_matrix(r)))
+    if (!(t->a = api_get_matrix(r)) || api_refuse_sharded(r, t->a, "SpMSpM"))
         return;
     api_check_content_length(r, SPMSPM_BODY_MAX);
 }

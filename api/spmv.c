@@ -27,6 +27,12 @@
  * after the product; a region shrunk or unlinked meanwhile is a 410. A
  * CUDA region (another process's device memory on the matrix's GPU) is
  * read and written in place, as a resident vector is.
+ *
+ * A sharded matrix (issue 16) runs on the cluster worker: the product of
+ * every rank's shard with the halo exchange, y gathered at rank 0, the
+ * statistics split into compute and communication. It takes inline x and
+ * y only, op n, one column, alpha 1 and beta 0: anything else is a 422
+ * that says so (sharded_check).
  */
 #include <math.h>
 #include <stdio.h>
@@ -71,6 +77,8 @@ typedef struct spmv_task {
     int shm_rc;           /* a region failed on the worker: shm_status, message in err */
     spmv_vec xdv, ydv;    /* x, y in CUDA regions: views of the client's device memory */
     bool xcuda, ycuda;
+    bool sharded;         /* the matrix's shards, across the MPI ranks, multiply */
+    cluster_spmv_stats cst;
 } spmv_task;
 
 /* ------------------------------------------------------ the request */
@@ -157,9 +165,68 @@ int api_kernel_check(request *r, const spmv_kernel *k, const char *name, spmv_op
     return 0;
 }
 
+/* What a sharded product takes; 0, or -1 answered 422. */
+static int sharded_check(request *r, const spmv_req *q)
+{
+    spmv_task *t = T(r);
+    const char *what = q->x_vector[0] || q->y_vector[0] ? "resident vectors (x or y as {\"vector\": id})"
+                       : q->x_shm[0] || q->y_shm[0]   ? "shared-memory operands"
+                       : q->trans                     ? "op t"
+                       : q->k > 1                     ? "k > 1 columns"
+                       : q->alpha != 1.0 || q->beta != 0.0 ? "alpha and beta"
+                                                           : NULL;
+    if (what) {
+        api_error(r, 422, "unsupported_matrix", "matrix %s is sharded across %d ranks; its products take inline x, "
+                  "op n, one column, alpha 1 and beta 0, not %s", t->m->meta.id,
+                  cluster_matrix_nranks(t->m->shards), what);
+        return -1;
+    }
+    if (cluster_failed(r->d->cluster)) {
+        api_error(r, 503, "cluster_failed", "matrix %s is sharded and the cluster has failed: %s", t->m->meta.id,
+                  cluster_failed(r->d->cluster));
+        return -1;
+    }
+    return 0;
+}
+
+/* Any CPU kernel, auto, or a GPU kernel when the shards are on GPUs. */
+static int pick_sharded_kernel(request *r, const char *name)
+{
+    spmv_task *t = T(r);
+    const char *why;
+    const cluster_shard_info *info;
+    cluster_matrix_shards(t->m->shards, &info);
+    bool gpu = strncmp(info[0].device, "gpu", 3) == 0;
+    t->sharded = true;
+    t->k = spmv_kernel_find(name ? name : gpu ? "gpu.csr.vector" : "cpu.csr.omp");
+    if (!t->k) {
+        api_error(r, 400, "unknown_kernel", "no kernel \"%s\" (GET /v1/kernels lists them)", name);
+        return -1;
+    }
+    if (t->k->op != SPMV_OP_SPMV) {
+        api_error(r, 400, "unknown_kernel", "%s is a %s kernel; /spmv runs spmv kernels", name,
+                  spmv_op_name(t->k->op));
+        return -1;
+    }
+    if (spmv_kernel_is_auto(t->k))
+        return 0;
+    if (!spmv_kernel_available(t->k, &why) && t->k->device == SPMV_DEVICE_CPU) {
+        api_error(r, 409, "kernel_unavailable", "kernel %s is not available here: %s", t->k->name, why);
+        return -1;
+    }
+    if ((t->k->device == SPMV_DEVICE_GPU) != gpu) {
+        api_error(r, 409, "kernel_unavailable", "matrix %s is sharded on the ranks' %s; %s runs on %s", t->m->meta.id,
+                  gpu ? "GPUs" : "hosts", t->k->name, t->k->device == SPMV_DEVICE_GPU ? "a GPU" : "the host");
+        return -1;
+    }
+    return 0;
+}
+
 static int pick_kernel(request *r, const char *name)
 {
     spmv_task *t = T(r);
+    if (t->m->shards)
+        return pick_sharded_kernel(r, name);
     if (!name)
         name = t->m->dev ? "gpu.csr.vector" : "cpu.csr.omp";
     t->k = spmv_kernel_find(name);
@@ -187,6 +254,8 @@ static const char *lookup_query(void *ctx, const char *key) { return api_query(c
 /* The worker the product runs on: where `auto` tunes, or the kernel's. */
 static worker *task_worker(spmvd *d, spmv_task *t)
 {
+    if (t->sharded)
+        return d->cluster_worker;
     return t->is_auto ? autotune_worker(d, t->m) : spmvd_worker_for(d, t->m, t->k);
 }
 
@@ -317,6 +386,10 @@ static int decode_request(request *r, spmv_params *given, bool *async)
         rc = (f.status = 400, f.code = "invalid_request",
               snprintf(f.message, sizeof f.message, "x is %s %s: the body must be empty",
                        q.x_shm[0] ? "in the region" : "the vector", q.x_shm[0] ? q.x_shm : q.x_vector), -1);
+    if (rc == 0 && t->m->shards && sharded_check(r, &q) != 0) {
+        api_spmv_req_free(&q);
+        return -1;
+    }
     if (rc != 0) {
         api_error(r, f.status, f.code, "%s", f.message);
         api_spmv_req_free(&q);
@@ -480,14 +553,19 @@ static void spmv_run(task *base, worker *w)
         if (!worker_gpu_ctx(w))
             poison(t->y, dt, (int32_t)(ny < INT32_MAX ? ny : INT32_MAX));
     }
-    if (t->is_auto) {
+    if (t->sharded) {
+        t->rc = worker_cluster_spmv(w, t->m, t->k, &t->p, t->x, t->y, t->warmup, t->runs, &t->cst, &t->err);
+        t->st = t->cst.st;
+    } else if (t->is_auto) {
         if ((t->rc = autotune_get_k(t->d, w, t->m, t->ncols, &t->tuned, &t->err)) != SPMV_OK)
             return;
         t->k = t->tuned.kernel;
         if ((t->rc = spmv_params_resolve(t->k, &t->tuned.params, &t->p, &t->err)) != SPMV_OK)
             return;
     }
-    if (t->xv || t->yv || t->xcuda || t->ycuda || t->alpha != 1.0)
+    if (t->sharded)
+        ; /* done above */
+    else if (t->xv || t->yv || t->xcuda || t->ycuda || t->alpha != 1.0)
         t->rc = run_resident(t, w);
     else
         t->rc = worker_run_kernel_k(w, t->m, t->k, &t->p, t->trans, t->ncols, t->x, t->y, t->warmup, t->runs,
@@ -516,12 +594,36 @@ static void spmv_run(task *base, worker *w)
 }
 
 
+static json_t *stats_json(const spmv_task *t)
+{
+    json_t *s = api_stats_json(&t->st);
+    if (s && t->sharded) {
+        json_object_set_new(s, "compute_ms", api_json_real(t->cst.compute_ms));
+        json_object_set_new(s, "comm_ms", api_json_real(t->cst.comm_ms));
+    }
+    return s;
+}
+
+/* A sharded product's split: stats gets compute_ms and comm_ms (mean per
+ * run of the slowest rank's), and "cluster" the rest. */
+static json_t *sharded_json(const spmv_task *t)
+{
+    const cluster_shard_info *info;
+    int n = cluster_matrix_shards(t->m->shards, &info);
+    json_t *kernels = json_array();
+    for (int q = 0; q < n && q < 8; q++)
+        json_array_append_new(kernels, json_string(t->cst.kernels[q]));
+    return json_pack("{s:i, s:o, s:o, s:o, s:I, s:o}", "ranks", n, "compute_ms", api_json_real(t->cst.compute_ms),
+                     "comm_ms", api_json_real(t->cst.comm_ms), "gather_ms", api_json_real(t->cst.gather_ms),
+                     "halo_values", (json_int_t)t->cst.halo_values, "kernels", kernels);
+}
+
 /* Everything of the answer but y. */
 static json_t *result_json(const spmv_task *t)
 {
     json_t *o = json_pack("{s:s, s:s, s:s, s:o, s:o, s:o, s:s, s:i, s:o, s:o}", "kernel", t->k->name, "matrix",
                           t->m->meta.id, "device", t->worker_name, "params", api_params_json(t->k, &t->p), "stats",
-                          api_stats_json(&t->st), "queue_ms", api_json_real(t->queue_ms), "op", t->trans ? "t" : "n",
+                          stats_json(t), "queue_ms", api_json_real(t->queue_ms), "op", t->trans ? "t" : "n",
                           "k", t->ncols, "alpha", api_json_real(t->alpha), "beta", api_json_real(t->beta));
     if (o && (t->alpha != 1.0 || t->beta != 0.0))
         json_object_set_new(o, "axpby_ms", api_json_real(t->axpby_ms));
@@ -529,6 +631,8 @@ static json_t *result_json(const spmv_task *t)
         json_object_set_new(o, "x", json_pack("{s:s}", "vector", t->xv->id));
     if (o && t->xs.reg)
         json_object_set_new(o, "x", json_pack("{s:s, s:I}", "shm", t->xs.reg->name, "offset", (json_int_t)t->xs.offset));
+    if (o && t->sharded)
+        json_object_set_new(o, "cluster", sharded_json(t));
     if (o && t->is_auto) /* the choice and what tuning cost, in every answer that used it */
         json_object_set_new(o, "auto", autotune_json(&t->tuned));
     if (o && t->verify)
@@ -582,6 +686,8 @@ static void answer(request *r)
     if (t->rc != SPMV_OK) {
         if (t->rc == SPMV_ERR_UNAVAILABLE && atomic_load(&r->d->draining))
             api_error(r, 503, "shutting_down", "the daemon is shutting down");
+        else if (t->sharded && t->rc == SPMV_ERR_UNAVAILABLE && cluster_failed(r->d->cluster))
+            api_error(r, 503, "cluster_failed", "%s", t->err.message);
         else
             api_error_spmv(r, t->rc, &t->err);
         return;

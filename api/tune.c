@@ -40,6 +40,7 @@ static void tune_begin(request *r)
     t->d = r->d;
     r->state = t;
     t->m = api_get_matrix(r); /* answers 404 itself */
+    api_refuse_sharded(r, t->m, "/tune");
 }
 
 static void tune_run(task *base, worker *w)

@@ -25,6 +25,12 @@
  * when the daemon stops) removes the file, a failed write (500 naming the
  * step, a full disk too) frees the device copy with the matrix. The
  * answer is the descriptor plus Location.
+ *
+ * With shard=true (under mpirun, issue 16) the matrix is held whole on
+ * rank 0's host, as a host upload is (that copy is what is stored, and
+ * what a restart re-shards), and a task on the cluster worker splits it
+ * into row blocks and sends every rank its shard while the file is
+ * written, as a GPU load does.
  */
 #include <errno.h>
 #include <float.h>
@@ -57,6 +63,7 @@ typedef struct upload {
     struct MHD_PostProcessor *pp;
     bool file_seen;
     char name[FIELD_MAX], dtype[FIELD_MAX], formats[FIELD_MAX], hack_size[FIELD_MAX], device[FIELD_MAX];
+    char shard[FIELD_MAX];
     char filename[FIELD_MAX];
     double parse_ms;
     uint64_t bytes;
@@ -65,6 +72,7 @@ typedef struct upload {
     spmv_csr csr;               /* float64 from the reader, then the matrix's (moved into m) */
     matrix *m;
     worker *gpu;
+    bool shard_gpu;             /* shard=true: onto the ranks' GPUs */
     int task_rc;
     spmv_error task_err;
     store_staged staged;        /* the file, written while the GPU loads */
@@ -198,8 +206,8 @@ static enum MHD_Result on_field(void *cls, enum MHD_ValueKind kind, const char *
             feed(r, data, size);
         return r->failed ? MHD_NO : MHD_YES;
     }
-    static const char *const names[] = {"name", "dtype", "formats", "hack_size", "device"};
-    char *bufs[] = {u->name, u->dtype, u->formats, u->hack_size, u->device};
+    static const char *const names[] = {"name", "dtype", "formats", "hack_size", "device", "shard"};
+    char *bufs[] = {u->name, u->dtype, u->formats, u->hack_size, u->device, u->shard};
     for (size_t i = 0; i < sizeof names / sizeof names[0]; i++)
         if (strcmp(key, names[i]) == 0) {
             if (field_append(bufs[i], data, off, size) != 0) {
@@ -208,7 +216,7 @@ static enum MHD_Result on_field(void *cls, enum MHD_ValueKind kind, const char *
             }
             return MHD_YES;
         }
-    api_error(r, 400, "bad_request", "unknown form field `%s` (known: file, name, dtype, formats, hack_size, device)", key);
+    api_error(r, 400, "bad_request", "unknown form field `%s` (known: file, name, dtype, formats, hack_size, device, shard)", key);
     return MHD_NO;
 }
 
@@ -238,6 +246,7 @@ static void upload_begin(request *r)
     query_option(r, "formats", u->formats);
     query_option(r, "hack_size", u->hack_size);
     query_option(r, "device", u->device);
+    query_option(r, "shard", u->shard);
     spmv_mm_options opts = {.max_rows = atomic_load(&d->limits.max_rows),
                             .max_cols = atomic_load(&d->limits.max_rows),
                             .max_nnz = atomic_load(&d->limits.max_nnz), .threads = 0};
@@ -281,6 +290,7 @@ typedef struct upload_opts {
     unsigned formats;
     int32_t hack_size;
     int device;        /* -1: host only, -2: the GPU with most free memory, else GPU index */
+    bool shard;        /* across the ranks of the MPI job */
     const char *name;
 } upload_opts;
 
@@ -357,6 +367,21 @@ static int parse_options(request *r, upload_opts *o)
         return -1;
     }
     o->formats |= SPMV_FMT_CSR;
+    if (u->shard[0] && strcmp(u->shard, "true") && strcmp(u->shard, "1") && strcmp(u->shard, "false") &&
+        strcmp(u->shard, "0")) {
+        api_error(r, 400, "invalid_request", "`shard` must be true or false, not \"%s\"", u->shard);
+        return -1;
+    }
+    o->shard = !strcmp(u->shard, "true") || !strcmp(u->shard, "1");
+    if (o->shard && !d->cluster_worker) {
+        api_error(r, 409, "unavailable", "`shard`: sharded matrices need spmvd started by mpirun (docs/cluster.md); "
+                  "this daemon runs alone");
+        return -1;
+    }
+    if (o->shard && cluster_failed(d->cluster)) {
+        api_error(r, 503, "cluster_failed", "`shard`: the cluster has failed: %s", cluster_failed(d->cluster));
+        return -1;
+    }
     o->name = u->name[0] ? u->name : u->filename[0] ? u->filename : "matrix";
     if (strlen(o->name) > MATFILE_NAME_MAX || !name_ok(o->name)) {
         api_error(r, 400, "invalid_request", "`name` must be at most %d bytes of UTF-8 text without control characters",
@@ -399,7 +424,10 @@ static void load_run(task *t, worker *w)
 {
     request *r = ((load_task *)t)->r;
     upload *u = U(r);
-    u->task_rc = w->ops->matrix_load(w, u->m, &u->task_err);
+    if (u->m->meta.sharded)
+        u->task_rc = worker_cluster_load(w, u->m, u->shard_gpu, &u->task_err);
+    else
+        u->task_rc = w->ops->matrix_load(w, u->m, &u->task_err);
 }
 
 static void load_finish(task *t, int status)
@@ -495,12 +523,14 @@ static int build_matrix(request *r, const upload_opts *o, const spmv_mm_info *in
     meta.created = (int64_t)time(NULL);
     meta.parse_ms = u->parse_ms;
     meta.mixed = o->mixed;
+    meta.sharded = o->shard;
     double t0 = spmv_now_ms();
     int rc = host_csr(u, o, &err);
     /* a GPU matrix keeps only the CSR on the host; other formats live on the device */
     spmv_format_limits lim = spmvd_format_limits(r->d);
     if (rc == SPMV_OK)
-        rc = matrix_new_from_csr(&meta, &u->csr, o->device == -1 ? o->formats : SPMV_FMT_CSR, &lim, &u->m, &err);
+        rc = matrix_new_from_csr(&meta, &u->csr, o->device == -1 && !o->shard ? o->formats : SPMV_FMT_CSR, &lim,
+                                 &u->m, &err);
     if (rc != SPMV_OK) {
         api_error_spmv(r, rc, &err);
         return rc;
@@ -558,13 +588,18 @@ static void upload_end(request *r)
     }
     if (parse_options(r, &o) != 0 || build_matrix(r, &o, &info) != 0)
         return;
-    if (o.device == -1) {
+    if (o.device == -1 && !o.shard) {
         store_and_answer(r);
         return;
     }
-    u->gpu = spmvd_pick_gpu(r->d, o.device == -2 ? -1 : o.device);
-    u->m->meta.device = u->gpu->gpu; /* known now: the file is written while the load runs */
-    matfile_meta meta = u->m->meta;  /* a copy: the worker fills in its timings meanwhile */
+    if (o.shard) { /* the host CSR is what the shards are cut from */
+        u->shard_gpu = o.device != -1;
+        u->gpu = r->d->cluster_worker;
+    } else {
+        u->gpu = spmvd_pick_gpu(r->d, o.device == -2 ? -1 : o.device);
+        u->m->meta.device = u->gpu->gpu; /* known now: the file is written while the load runs */
+    }
+    matfile_meta meta = u->m->meta; /* a copy: the worker fills in its timings meanwhile */
     load_task *t = calloc(1, sizeof *t);
     if (!t) {
         api_error(r, 500, "out_of_memory", "out of memory");

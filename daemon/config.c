@@ -110,6 +110,9 @@ static const key_desc keys[] = {
      "shared-memory regions registered at once: past it 507"},
     {"io_buffer_bytes", KEY_INT, OFF(io_buffer_bytes), 0, 64 * TiB, 1 * GiB, NULL, NULL,
      "idle host buffers kept for the bodies and answers of binary products (page-locked on a GPU host); 0: none kept"},
+    {"cluster_timeout_ms", KEY_INT, OFF(cluster_timeout_ms), 100, 3600000, 30000, NULL, NULL,
+     "under mpirun: how long rank 0 waits for any rank at any step (a shard, an exchange, y, a ping); past it the "
+     "cluster is marked failed (/v1/ready 503, sharded requests 503) and nothing waits longer"},
     {"connection_timeout", KEY_INT, OFF(connection_timeout), 1, 86400, 60, NULL, NULL,
      "seconds an idle connection is kept open"},
     {"connection_memory_limit", KEY_INT, OFF(connection_memory_limit), 16 * KiB, 64 * MiB, 256 * KiB, NULL, NULL,

@@ -45,6 +45,7 @@ typedef struct spmvd_config {
     int64_t allow_shm;             /* 0/1: POST /v1/shm and operands in regions */
     int64_t max_shm_regions;
     int64_t io_buffer_bytes;       /* idle binary-path buffers kept (daemon/bufpool.h) */
+    int64_t cluster_timeout_ms;    /* every wait of the cluster (mpirun): past it the cluster has failed */
     int64_t connection_timeout;    /* seconds */
     int64_t connection_memory_limit;
     int64_t max_connections;

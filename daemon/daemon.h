@@ -12,6 +12,7 @@
 #include <stdbool.h>
 #include <stdint.h>
 
+#include "cluster/cluster.h"
 #include "daemon/bufpool.h"
 #include "daemon/config.h"
 #include "daemon/jobs.h"
@@ -46,6 +47,8 @@ typedef struct spmvd {
     worker *gpus[CONFIG_MAX_DEVICES];
     int ngpus;
     char gpu_reason[256];        /* why there are none, when ngpus is 0 */
+    cluster *cluster;            /* the MPI job when started by mpirun (rank 0), else NULL */
+    worker *cluster_worker;      /* the one thread that talks MPI (daemon/worker_cluster.c) */
     _Atomic bool ready;          /* store reloaded, workers up */
     _Atomic bool draining;       /* SIGTERM seen: no new work */
     _Atomic long open_requests;  /* requests not yet completed */

@@ -13,6 +13,12 @@
  * 503, let running ones finish, answer every open request, exit 0. The
  * loop's tick also sends the watchdog ping while every worker is alive and
  * sweeps expired jobs.
+ *
+ * Under mpirun (issue 16) every rank starts here: MPI is initialised once
+ * the signals are blocked (so its threads inherit the mask), rank 0 goes on
+ * to be the daemon, with a cluster worker for sharded matrices, and every
+ * other rank serves rank 0's commands (cluster_rank_loop) and exits when
+ * rank 0 says so. Without mpirun nothing of this happens.
  */
 #include <errno.h>
 #include <signal.h>
@@ -125,8 +131,28 @@ static int start_workers(spmvd *d)
     return 0;
 }
 
+/* Rank 0 under mpirun: the cluster worker, the one thread that calls MPI. */
+static int start_cluster_worker(spmvd *d)
+{
+    spmv_error err = {0};
+    if (!d->cluster)
+        return 0;
+    d->cluster_worker = worker_cluster_new(d, (size_t)d->cfg.queue_depth);
+    if (!d->cluster_worker || d->cluster_worker->ops->start(d->cluster_worker, &err) != SPMV_OK) {
+        log_error("cannot start the cluster worker: %s", err.message);
+        worker_free(d->cluster_worker);
+        d->cluster_worker = NULL;
+        return -1;
+    }
+    log_info("cluster: rank 0 of %d on %s; sharded uploads (shard=true) go to every rank", cluster_size(d->cluster),
+             cluster_host(d->cluster));
+    return 0;
+}
+
 static void stop_workers(spmvd *d)
 {
+    if (d->cluster_worker) /* sends shutdown to every rank */
+        d->cluster_worker->ops->stop(d->cluster_worker);
     if (d->cpu)
         d->cpu->ops->stop(d->cpu);
     for (int i = 0; i < d->ngpus; i++)
@@ -135,6 +161,8 @@ static void stop_workers(spmvd *d)
 
 static void free_workers(spmvd *d)
 {
+    worker_free(d->cluster_worker);
+    d->cluster_worker = NULL;
     worker_free(d->cpu);
     for (int i = 0; i < d->ngpus; i++)
         worker_free(d->gpus[i]);
@@ -153,6 +181,34 @@ typedef struct gpu_load {
     matrix *m;
     spmv_error err;
 } gpu_load;
+
+typedef struct shard_load {
+    matrix *m;
+    bool gpu;
+    spmv_error err;
+} shard_load;
+
+static int shard_load_fn(worker *w, void *arg)
+{
+    shard_load *s = arg;
+    return worker_cluster_load(w, s->m, s->gpu, &s->err);
+}
+
+/* A sharded matrix is re-sharded over the ranks of this job, whatever
+ * their number when it was stored; without a cluster it is served whole
+ * from the host, with a warning. */
+static void reload_shards(spmvd *d, matrix *m)
+{
+    if (!d->cluster_worker) {
+        log_warn("store: %s was sharded; spmvd runs without mpirun now, so it is held whole on the host", m->meta.id);
+        return;
+    }
+    shard_load s = {.m = m, .gpu = m->meta.device != MATFILE_DEVICE_HOST && d->ngpus > 0};
+    if (spmvd_call_on_worker(d->cluster_worker, shard_load_fn, &s) != SPMV_OK)
+        log_warn("store: %s could not be sharded (%s); it is held whole on the host", m->meta.id, s.err.message);
+    else
+        log_info("store: %s sharded over %d ranks", m->meta.id, cluster_size(d->cluster));
+}
 
 static int gpu_load_fn(worker *w, void *arg)
 {
@@ -184,13 +240,15 @@ static int reload_one(void *ctx, const matfile_meta *meta, spmv_csr *csr, spmv_e
     reload_ctx *rc = ctx;
     spmvd *d = rc->d;
     matrix *m;
-    bool on_gpu = meta->device != MATFILE_DEVICE_HOST;
+    bool on_gpu = meta->device != MATFILE_DEVICE_HOST && !meta->sharded;
     spmv_format_limits lim = spmvd_format_limits(d);
-    int st = matrix_new_from_csr(meta, csr, on_gpu ? SPMV_FMT_CSR : meta->formats, &lim, &m, err);
+    int st = matrix_new_from_csr(meta, csr, on_gpu || meta->sharded ? SPMV_FMT_CSR : meta->formats, &lim, &m, err);
     if (st != SPMV_OK)
         return st;
     if (on_gpu)
         reload_to_gpu(d, m);
+    if (meta->sharded)
+        reload_shards(d, m);
     store_adopt(d->store, m);
     matrix_unref(m);
     return SPMV_OK;
@@ -319,6 +377,62 @@ static void serve(spmvd *d, const sigset_t *set, int argc, char **argv)
 
 /* ---------------------------------------------------------------- main */
 
+/* ------------------------------------------------------------- the job */
+
+static void cluster_log(int level, const char *msg)
+{
+    if (level == 0)
+        log_error("cluster: %s", msg);
+    else if (level == 1)
+        log_warn("cluster: %s", msg);
+    else
+        log_info("cluster: %s", msg);
+}
+
+/* Under mpirun: MPI up (signals already blocked). 0 and d->cluster set (or
+ * NULL for a job of one process without MPI support), or -1 with the
+ * reason logged. */
+static int join_job(spmvd *d, int *argc, char ***argv)
+{
+    if (!cluster_launched())
+        return 0;
+    cluster_options o = {.timeout_ms = (double)d->cfg.cluster_timeout_ms,
+                         .tune_budget_ms = (int32_t)d->cfg.tune_budget_ms,
+                         .tune_max_runs = (int32_t)d->cfg.tune_max_runs,
+                         .limits = spmvd_format_limits(d),
+                         .log = cluster_log};
+    spmv_error err = {0};
+    if (cluster_init(argc, argv, &o, &d->cluster, &err) != SPMV_OK) {
+        if (cluster_launched_size() == 1) {
+            log_warn("started by mpirun with one process, without a cluster: %s", err.message);
+            return 0;
+        }
+        log_error("started by mpirun with %d processes, but: %s", cluster_launched_size(), err.message);
+        return -1;
+    }
+    return 0;
+}
+
+/* rank0.pid in the state directory: what a systemd unit's ExecStop signals
+ * to stop the whole job cleanly (docs/cluster.md). */
+static void write_pid_file(spmvd *d, bool remove)
+{
+    char path[4096];
+    if (!d->cluster || snprintf(path, sizeof path, "%s/rank0.pid", d->cfg.state_dir) >= (int)sizeof path)
+        return;
+    if (remove) {
+        unlink(path);
+        return;
+    }
+    FILE *f = fopen(path, "w");
+    if (!f) {
+        log_warn("cluster: cannot write %s: %s", path, strerror(errno));
+        return;
+    }
+    fprintf(f, "%ld\n", (long)getpid());
+    fclose(f);
+}
+
 static int check_config(spmvd *d)
 {
     char *text = config_to_json(&d->cfg);
@@ -370,6 +484,16 @@ int main(int argc, char **argv)
     pthread_sigmask(SIG_BLOCK, &set, NULL);
     signal(SIGPIPE, SIG_IGN);
 
+    if (join_job(&d, &argc, &argv) != 0)
+        return 2;
+    if (d.cluster && cluster_rank(d.cluster) > 0) { /* not the daemon: rank 0's hands */
+        int rc = cluster_rank_loop(d.cluster);
+        cluster_finish(d.cluster);
+        config_free(&d.cfg);
+        free(d.auth_token);
+        return rc;
+    }
+
     log_info("spmvd %s starting (state %s, %lld HTTP threads)", SPMV_VERSION, d.cfg.state_dir, (long long)d.cfg.threads);
     if (store_open(d.cfg.state_dir, &d.store, &serr) != SPMV_OK) {
         log_error("%s", serr.message);
@@ -380,8 +504,9 @@ int main(int argc, char **argv)
     d.jobs = jobs_new();
     d.vectors = vstore_new();
     d.metrics = metrics_new(routes, nroutes);
-    if (!d.jobs || !d.vectors || !d.metrics || start_workers(&d) != 0)
+    if (!d.jobs || !d.vectors || !d.metrics || start_workers(&d) != 0 || start_cluster_worker(&d) != 0)
         goto out;
+    write_pid_file(&d, false);
     shm_pin_hooks pin = {pin_region, spmv_gpu_host_unpin, ipc_open, spmv_gpu_ipc_close};
     if (!(d.shm = shm_registry_new(d.ngpus > 0 ? &pin : NULL)) ||
         !(d.iobufs = bufpool_new(&d.limits.io_buffer_bytes, d.ngpus > 0)))
@@ -421,6 +546,8 @@ out:
     vstore_free(d.vectors);
     metrics_free(d.metrics);
     free(d.auth_token);
+    write_pid_file(&d, true);
     config_free(&d.cfg);
+    cluster_finish(d.cluster);
     return status;
 }

@@ -33,6 +33,7 @@ enum {
 /* OFF_FLAGS bits (0 in files written before they existed). */
 enum {
     FLAG_MIXED = 1u << 0,
+    FLAG_SHARDED = 1u << 1,
 };
 
 int matfile_path(const char *dir, const char *id, char *buf, size_t len)
@@ -84,7 +85,7 @@ static void encode_header(unsigned char *h, const matfile_meta *m, const spmv_cs
     put32(h, OFF_HACK, (uint32_t)m->hack_size);
     put32(h, OFF_DEVICE, (uint32_t)m->device);
     put64(h, OFF_CREATED, (uint64_t)m->created);
-    put32(h, OFF_FLAGS, m->mixed ? FLAG_MIXED : 0);
+    put32(h, OFF_FLAGS, (m->mixed ? FLAG_MIXED : 0) | (m->sharded ? FLAG_SHARDED : 0));
     double t[4] = {m->parse_ms, m->convert_ms, m->transfer_ms, m->store_ms};
     memcpy(h + OFF_TIMINGS, t, sizeof t);
     memcpy(h + OFF_ID, m->id, strnlen(m->id, MATFILE_ID_LEN));
@@ -306,9 +307,10 @@ static int decode_header(const unsigned char *h, matfile_meta *m, spmv_csr *csr,
     m->device = (int32_t)get32(h, OFF_DEVICE);
     m->created = (int64_t)get64(h, OFF_CREATED);
     uint32_t flags = get32(h, OFF_FLAGS);
-    if ((flags & ~(uint32_t)FLAG_MIXED) || ((flags & FLAG_MIXED) && dtype != SPMV_FLOAT64))
+    if ((flags & ~(uint32_t)(FLAG_MIXED | FLAG_SHARDED)) || ((flags & FLAG_MIXED) && dtype != SPMV_FLOAT64))
         return spmv_error_set(err, SPMV_ERR_CORRUPT, 0, "%s: header flags 0x%x unknown or inconsistent", path, flags);
     m->mixed = (flags & FLAG_MIXED) != 0;
+    m->sharded = (flags & FLAG_SHARDED) != 0;
     double t[4];
     memcpy(t, h + OFF_TIMINGS, sizeof t);
     m->parse_ms = t[0];

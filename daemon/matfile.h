@@ -39,6 +39,7 @@ typedef struct matfile_meta {
     int32_t device;            /* MATFILE_DEVICE_HOST or the GPU index */
     int64_t created;           /* unix seconds */
     bool mixed;                /* dtype "mixed": float64 CSR whose values were rounded to float32 at upload */
+    bool sharded;              /* uploaded with shard=true: re-sharded over the ranks at every start */
     double parse_ms, convert_ms, transfer_ms, store_ms;
 } matfile_meta;
 

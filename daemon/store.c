@@ -105,6 +105,8 @@ void matrix_unref(matrix *m)
         return;
     if (m->dev && m->dev_worker)
         m->dev_worker->ops->matrix_release(m->dev_worker, m->dev);
+    if (m->shards && m->shard_worker) /* freed on every rank, from the cluster worker's thread */
+        m->shard_worker->ops->matrix_release(m->shard_worker, m->shards);
     spmv_matrix_free(&m->host);
     if (m->host_t) {
         spmv_matrix_free(m->host_t);

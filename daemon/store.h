@@ -49,6 +49,8 @@ typedef struct matrix {
     matrix_tuning tuned_k[8];   /* `auto`'s choices for k > 1 columns (kernel NULL: free), under `lock` */
     int32_t tuned_k_cols[8];
     spmv_matrix *host_t;        /* Aᵀ on the host, built on first use of op "t" by a CPU kernel, under `lock` */
+    struct worker *shard_worker; /* the cluster worker (daemon/worker_cluster.c) when sharded, else NULL */
+    void *shards;               /* its shards across the MPI ranks (a cluster_matrix), opaque outside it */
     _Atomic int refs;
     struct matrix *next;        /* store list */
 } matrix;

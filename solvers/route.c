@@ -439,7 +439,7 @@ static void solve_begin(request *r)
     }
     t->d = r->d;
     r->state = t;
-    if (!(t->m = api_get_matrix(r)))
+    if (!(t->m = api_get_matrix(r)) || api_refuse_sharded(r, t->m, "/solve"))
         return;
     api_check_content_length(r, atomic_load(&r->d->limits.max_body_bytes));
 }

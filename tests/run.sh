@@ -48,6 +48,27 @@ for t in "$BUILD"/tests/test_*; do
   [ -x "$t" ] || continue
   run_suite "$(basename "$t")" "$t"
 done
+# MPI suites (tests/mpi/*.c, issue 16): each binary under mpirun with 1, 2
+# and 3 ranks, oversubscribed (CI has two cores), one OpenMP thread a rank.
+# Open MPI's own allocations are never freed before exit: no leak checks.
+mpi_flags=(--oversubscribe -x OMP_NUM_THREADS=1 -x OMP_WAIT_POLICY=passive -x SPMV_ROOT -x SPMV_SEED
+           -x CMOCKA_MESSAGE_OUTPUT -x ASAN_OPTIONS=detect_leaks=0:abort_on_error=1 -x UBSAN_OPTIONS)
+[ "$(id -u)" -eq 0 ] && mpi_flags+=(--allow-run-as-root)
+mpi_skip() { printf '1..1\nok 1 # SKIP %s\n' "$1"; }
+if ls "$BUILD"/tests/mpi_* >/dev/null 2>&1; then
+  for t in "$BUILD"/tests/mpi_*; do
+    [ -x "$t" ] || continue
+    for np in 1 2 3; do
+      if command -v mpirun >/dev/null; then
+        run_suite "$(basename "$t")_np$np" timeout 600 mpirun -np "$np" "${mpi_flags[@]}" "$t"
+      else
+        run_suite "$(basename "$t")_np$np" mpi_skip "mpirun is not installed (tools/bootstrap.sh installs openmpi-bin)"
+      fi
+    done
+  done
+else
+  run_suite mpi_cluster mpi_skip "this build has no MPI (MPI=0, or Open MPI's libopenmpi-dev not found)"
+fi
 for s in tests/e2e/*.sh; do
   [ -f "$s" ] || continue
   [ "$(basename "$s")" = lib.sh ] && continue

@@ -13,12 +13,15 @@ set -euo pipefail
 # NumPy and SciPy (solve.sh checks the daemon's solvers against SciPy's) and
 # the Python client's tests (tests/e2e/python.sh, clients/python): requests,
 # matplotlib, pytest and tqdm, all from Debian, so pip is never needed.
+# Open MPI (the cluster, issue 16: mpirun and the C bindings; NCCL comes
+# with the CUDA toolkit).
 PACKAGES=(
   build-essential pkg-config
   libmicrohttpd-dev libjansson-dev uuid-dev libsystemd-dev zlib1g-dev libzip-dev
   libpng-dev libcurl4-openssl-dev libcmocka-dev
   curl systemd clang libclang-rt-14-dev openssl python3 wrk
   python3-numpy python3-scipy python3-requests python3-matplotlib python3-pytest python3-tqdm
+  openmpi-bin libopenmpi-dev
 )
 
 missing=()

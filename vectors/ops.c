@@ -153,6 +153,9 @@ static int decode_spmv(request *r, size_t i, const json_t *o, step *s)
     const char *mid = json_string_value(json_object_get(o, "matrix"));
     if (!mid || !store_id_valid(mid) || !(s->m = store_get(r->d->store, mid)))
         return bad(r, i, 404, "not_found", "`matrix`: no matrix %.40s", mid ? mid : "(missing)");
+    if (s->m->shards)
+        return bad(r, i, 422, "unsupported_matrix", "`matrix` %.40s is sharded across the MPI ranks; /v1/ops "
+                   "takes whole matrices", mid);
     const char *tr = json_string_value(json_object_get(o, "trans"));
     if (json_object_get(o, "trans") && (!tr || (strcmp(tr, "n") && strcmp(tr, "t"))))
         return bad(r, i, 400, "invalid_request", "`trans` must be \"n\" or \"t\"");

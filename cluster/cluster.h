@@ -1,0 +1,230 @@
+/* cluster.h — one matrix across the ranks of an MPI job (issue 16).
+ *
+ * `mpirun -np N spmvd` runs one spmvd per rank: rank 0 serves HTTP as a
+ * single daemon does, the other ranks run cluster_rank_loop() and take
+ * ordered commands from rank 0 (load a shard, multiply, free, ping,
+ * shutdown), so every rank sees collective work in the same order. A
+ * sharded matrix is split into row blocks with their non-zeros balanced
+ * across the ranks, as PETSc's MPIAIJ, Ginkgo's distributed matrices and
+ * AmgX split theirs: each rank holds
+ *
+ *   - the local block: its rows, the columns whose x entries it owns,
+ *     renumbered from 0;
+ *   - the off-diagonal block: its rows, the other columns, compacted to
+ *     the distinct columns it needs (the "ghost" entries of x);
+ *   - the halo plan: per peer, how many ghost entries come from it and
+ *     which of its own x entries it sends, computed once at upload.
+ *
+ * A product posts the halo exchange, multiplies the local block while the
+ * exchange runs, finishes the exchange and adds the off-diagonal block's
+ * product; y comes back to rank 0. Host ranks exchange over MPI, GPU ranks
+ * over NCCL (engine/gpu/comm.cu) — spmvd invents no transport of its own.
+ *
+ * Nothing waits without a deadline: every wait polls (MPI_Test,
+ * cudaStreamQuery) and gives up after cluster_timeout_ms with a message
+ * naming the rank and the step, and the cluster is then marked failed:
+ * sharded requests answer 503, /v1/ready turns 503, the daemon's other
+ * matrices keep working. MPI is called only from one thread per process
+ * (rank 0's cluster worker, the other ranks' main thread).
+ *
+ * This file is the room's whole interface. partition.c (pure: layouts,
+ * shards, halo plans, their wire form) needs no MPI; comm.c, spmv.c and
+ * rank.c are compiled with MPI (SPMV_HAVE_MPI) and absent.c stands in for
+ * them in a build without it, answering SPMV_ERR_UNAVAILABLE.
+ */
+#ifndef SPMV_CLUSTER_H
+#define SPMV_CLUSTER_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "spmv.h"
+
+/* ------------------------------------------------------------ partition */
+
+/* Who owns what: rank r holds rows [row_begin[r], row_begin[r+1]) and the
+ * x entries [col_begin[r], col_begin[r+1]). Row blocks are cut where the
+ * running non-zero count passes r*nnz/nranks, so every block holds nnz /
+ * nranks non-zeros give or take one row's worth. x is cut at the same
+ * places for a square matrix (the local block is then the diagonal one),
+ * in proportion to the rows otherwise. */
+typedef struct cluster_layout {
+    int nranks;
+    int32_t rows, cols;
+    int64_t nnz;
+    int32_t *row_begin;   /* nranks + 1 */
+    int32_t *col_begin;   /* nranks + 1 */
+} cluster_layout;
+
+int cluster_layout_balance(const spmv_csr *a, int nranks, cluster_layout *out, spmv_error *err);
+void cluster_layout_free(cluster_layout *l);
+/* The rank owning x entry (column) j. */
+int cluster_layout_col_owner(const cluster_layout *l, int32_t j);
+
+/* What one rank exchanges. Ghost entries are the off-diagonal block's
+ * columns, in ascending global order, so the entries from one peer are
+ * contiguous: recv_off[p] .. recv_off[p+1] of the ghost buffer. The
+ * entries it sends peer p are its own x entries send_idx[send_off[p] ..
+ * send_off[p+1]) (local numbering), in the order p's ghost buffer wants
+ * them. */
+typedef struct cluster_halo {
+    int nranks;
+    int32_t nghost;       /* = recv_off[nranks] */
+    int32_t nsend;        /* = send_off[nranks] */
+    int32_t *recv_off;    /* nranks + 1 */
+    int32_t *send_off;    /* nranks + 1 */
+    int32_t *ghost_col;   /* nghost global columns, ascending */
+    int32_t *send_idx;    /* nsend local x indices */
+} cluster_halo;
+
+/* One rank's part of a sharded matrix. */
+typedef struct cluster_shard {
+    int rank, nranks;
+    int32_t rows, cols;           /* of the whole matrix */
+    int32_t row_begin, row_end;   /* global rows held */
+    int32_t col_begin, col_end;   /* global x entries owned */
+    spmv_csr local;               /* (row_end-row_begin) x (col_end-col_begin) */
+    spmv_csr off;                 /* (row_end-row_begin) x halo.nghost */
+    cluster_halo halo;
+} cluster_shard;
+
+/* Every rank's shard of a (rows x cols CSR) under layout l: local and
+ * off-diagonal blocks and the halo plans, send lists included (rank 0
+ * builds them all at upload, holding them together once). shards has
+ * l->nranks entries; on failure none is left allocated. */
+int cluster_shards_build(const spmv_csr *a, const cluster_layout *l, cluster_shard *shards, spmv_error *err);
+void cluster_shard_free(cluster_shard *s);
+/* Non-zeros of the shard (local + off-diagonal). */
+int64_t cluster_shard_nnz(const cluster_shard *s);
+
+/* The wire form of a shard (rank 0 -> its rank): a fixed header, then the
+ * arrays, little-endian. unpack checks every count against the buffer's
+ * length and every index against its range before trusting it. */
+int cluster_shard_pack(const cluster_shard *s, void **buf, size_t *len, spmv_error *err);
+int cluster_shard_unpack(const void *buf, size_t len, cluster_shard *out, spmv_error *err);
+
+/* ------------------------------------------------------- the MPI job */
+
+/* Whether this process was started by mpirun (Open MPI's
+ * OMPI_COMM_WORLD_SIZE, or PMIx/PMI's size variables); no MPI call. */
+bool cluster_launched(void);
+/* The job's size as the launcher says (1 without one, 0 when unknown). */
+int cluster_launched_size(void);
+
+/* The job as this process sees it. */
+typedef struct cluster cluster;
+
+typedef struct cluster_options {
+    double timeout_ms;          /* every wait: cluster_timeout_ms */
+    int32_t tune_budget_ms;     /* `auto` on a shard */
+    int32_t tune_max_runs;
+    spmv_format_limits limits;  /* the padding rule for formats built on a shard */
+    void (*log)(int level, const char *msg); /* 0 error, 1 warn, 2 info; NULL: stderr */
+} cluster_options;
+
+/* MPI_Init_thread (MPI_THREAD_SERIALIZED: rank 0 calls MPI from its
+ * cluster worker thread, the main thread only initialises and finalises)
+ * and the communicator; errors return instead of aborting. Call with the
+ * signals the daemon takes already blocked, so MPI's own threads inherit
+ * the mask. */
+int cluster_init(int *argc, char ***argv, const cluster_options *o, cluster **out, spmv_error *err);
+int cluster_rank(const cluster *c);
+int cluster_size(const cluster *c);
+/* "host" of this rank (MPI_Get_processor_name). */
+const char *cluster_host(const cluster *c);
+/* Finalises MPI: MPI_Finalize when every rank is healthy, else exits
+ * without it (a finalize waits for the dead), and frees c. */
+void cluster_finish(cluster *c);
+
+/* Ranks > 0: serve rank 0's commands until `shutdown` (or rank 0 is gone
+ * and a SIGTERM came). Returns the exit status for main. */
+int cluster_rank_loop(cluster *c);
+
+/* ------------------------------------------------ rank 0's commands */
+
+/* Everything below is called by rank 0 from one thread (the cluster
+ * worker, daemon/worker_cluster.c). A call that times out or finds a rank
+ * gone marks the cluster failed (cluster_failed) and returns
+ * SPMV_ERR_UNAVAILABLE with the message; every later call returns the same
+ * at once. */
+
+/* Where a rank's shard lives and what it costs. */
+typedef struct cluster_shard_info {
+    int rank;
+    int32_t row_begin, row_end;
+    int64_t nnz;
+    int32_t halo_recv, halo_send;
+    char device[16];            /* "cpu" or "gpuN" */
+    char host[64];
+    size_t bytes;               /* host bytes of the shard */
+} cluster_shard_info;
+
+/* A sharded matrix as rank 0 knows it. */
+typedef struct cluster_matrix cluster_matrix;
+
+/* Partitions a, sends every rank its shard (keeping rank 0's), waits for
+ * every rank's answer. `id` names the matrix in every rank's table (36
+ * characters). `gpu`: put the shards on the ranks' GPUs too (ranks with
+ * none keep theirs on the host). */
+int cluster_load(cluster *c, const char *id, const spmv_csr *a, bool gpu, cluster_matrix **out, spmv_error *err);
+/* Frees the shards on every rank (a failed cluster frees rank 0's only). */
+void cluster_unload(cluster *c, cluster_matrix *m);
+int cluster_matrix_shards(const cluster_matrix *m, const cluster_shard_info **out);
+int cluster_matrix_nranks(const cluster_matrix *m);
+
+/* What a sharded product reports beyond spmv_stats: per run, the slowest
+ * rank's time (stats), and of it the mean compute and communication time
+ * (max over ranks of each run's, averaged over runs). comm_ms is the
+ * time the halo exchange took beyond what the local product hid (posting
+ * it and waiting for it); gather_ms the gather of y at rank 0, once per
+ * request. */
+typedef struct cluster_spmv_stats {
+    spmv_stats st;
+    double compute_ms, comm_ms, gather_ms;
+    int64_t halo_values;          /* x entries exchanged per product, all ranks */
+    char kernel[64];              /* the kernel run (auto: rank 0's choice) */
+    char kernels[8][64];          /* auto: each rank's choice (first 8 ranks) */
+} cluster_spmv_stats;
+
+/* y = A*x on the sharded matrix with kernel k (a CPU kernel, a GPU kernel
+ * when the shards are on GPUs, or "auto": each rank tunes its shard once).
+ * x has cols values, y rows, of `dtype` (the matrix's). */
+int cluster_spmv(cluster *c, cluster_matrix *m, const spmv_kernel *k, const spmv_params *p, const void *x,
+                 void *y, int32_t warmup, int32_t runs, cluster_spmv_stats *out, spmv_error *err);
+
+/* Every rank answers within the timeout (the idle health check). */
+int cluster_ping(cluster *c, spmv_error *err);
+/* Sends `shutdown` to every rank (failed or not: the live ones exit). */
+void cluster_shutdown(cluster *c);
+/* NULL while healthy; else why the cluster failed. Any thread may call it. */
+const char *cluster_failed(cluster *c);
+
+/* ------------------------------------------------- one rank's product */
+
+/* The product on one shard, the same on every rank (rank.c runs it for
+ * rank 0's commands, the tests call it directly on every rank): x_local
+ * holds the rank's col_end - col_begin x entries, y_local gets its rows.
+ * Exchanges with the other ranks, so every rank must call it, with the
+ * same runs and warmup, in the same order. Times per timed run go to
+ * run_ms, compute_ms, comm_ms (runs entries each, may be NULL). A kernel that cannot run on this shard still takes part in the
+ * exchange and then returns its error. */
+typedef struct cluster_local cluster_local;   /* a shard ready to multiply */
+
+int cluster_local_new(cluster *c, cluster_shard *s, spmv_dtype dtype, cluster_local **out, spmv_error *err);
+void cluster_local_free(cluster *c, cluster_local *l);
+/* Puts the blocks on this rank's GPU too (its context, made on first use);
+ * SPMV_ERR_UNAVAILABLE when the rank has no GPU. */
+int cluster_local_to_gpu(cluster *c, cluster_local *l, spmv_error *err);
+const cluster_shard *cluster_local_shard(const cluster_local *l);
+const char *cluster_local_device(const cluster_local *l);
+
+typedef struct cluster_run_times {
+    double *run_ms, *compute_ms, *comm_ms;
+} cluster_run_times;
+
+int cluster_local_spmv(cluster *c, cluster_local *l, const spmv_kernel *k, const spmv_params *p,
+                       const void *x_local, void *y_local, int32_t warmup, int32_t runs, const cluster_run_times *t,
+                       const spmv_kernel **ran, spmv_error *err);
+
+#endif /* SPMV_CLUSTER_H */

@@ -1,0 +1,125 @@
+/* internal.h — what the cluster's MPI files share (not part of its API).
+ *
+ * The process's view of the job (struct cluster), the command header and
+ * reply every rank agrees on, and comm.c's transport: non-blocking sends
+ * and receives collected in a request list and completed by one
+ * deadline-bounded wait. Only compiled with MPI.
+ */
+#ifndef SPMV_CLUSTER_INTERNAL_H
+#define SPMV_CLUSTER_INTERNAL_H
+
+#ifdef SPMV_HAVE_MPI
+
+#include <mpi.h>
+#include <stdatomic.h>
+
+#include "cluster/cluster.h"
+#include "comm.h"
+
+/* Message tags: one per kind of message, so a late message of one kind is
+ * never taken for another. Within a kind MPI keeps each pair's order. */
+enum {
+    TAG_CMD = 11,       /* cmd_header, rank 0 -> rank */
+    TAG_PAYLOAD = 12,   /* the bytes a command carries (a shard, x) */
+    TAG_REPLY = 13,     /* cmd_reply, rank -> rank 0 */
+    TAG_HALO = 14,      /* ghost entries of x, rank -> rank */
+    TAG_Y = 15,         /* a rank's rows of y, rank -> rank 0 */
+    TAG_TIMES = 16,     /* a rank's per-run times, rank -> rank 0 */
+    TAG_NCCL_ID = 17,   /* the NCCL unique id, rank 0 -> rank */
+};
+
+enum {
+    CMD_PING = 1,
+    CMD_LOAD = 2,       /* payload: a packed shard; flags & CMD_FLAG_GPU: onto the GPU too */
+    CMD_SPMV = 3,       /* payload: the rank's x entries */
+    CMD_FREE = 4,
+    CMD_SHUTDOWN = 5,   /* flags & CMD_FLAG_FINALIZE: MPI_Finalize, else exit without it */
+    CMD_NCCL = 6,       /* make the NCCL communicator (then one TAG_NCCL_ID message) */
+};
+
+#define CMD_FLAG_GPU 1u
+#define CMD_FLAG_FINALIZE 2u
+#define CMD_MAGIC 0x53504d56u /* "SPMV" */
+
+typedef struct cmd_header {
+    uint32_t magic, op;
+    uint64_t seq;
+    uint64_t payload;             /* bytes of the TAG_PAYLOAD message(s) that follow */
+    char id[40];
+    char kernel[64];
+    int32_t params[SPMV_PARAM_COUNT];
+    int32_t warmup, runs;
+    int32_t dtype;
+    uint32_t flags;
+} cmd_header;
+
+typedef struct cmd_reply {
+    uint64_t seq;
+    int32_t status;
+    int32_t rank;
+    char message[512];
+    char device[16];
+    char host[64];
+    char kernel[64];
+    uint64_t bytes;
+} cmd_reply;
+
+/* One shard this process holds, by matrix id. */
+typedef struct local_entry {
+    char id[40];
+    cluster_local *l;
+    struct local_entry *next;
+} local_entry;
+
+struct cluster {
+    MPI_Comm comm;
+    int rank, size;
+    char host[64];
+    cluster_options o;
+    uint64_t seq;
+    _Atomic bool failed;
+    char failed_msg[512];         /* written once, before `failed` is set */
+    local_entry *table;
+    /* this rank's GPU (context made on first use, on the MPI thread) */
+    spmv_gpu_ctx *gpu;
+    int gpu_index;
+    bool gpu_tried;
+    char gpu_reason[256];
+    spmv_gpu_comm *nccl;          /* NULL until the first GPU product */
+};
+
+/* ------------------------------------------------------------ comm.c */
+
+/* Non-blocking operations waited for together. */
+typedef struct req_list {
+    MPI_Request *req;
+    int *peer;                    /* whom each waits on, for the message */
+    int n, cap;
+} req_list;
+
+void reqs_init(req_list *r);
+void reqs_free(req_list *r);
+/* Posts len bytes to/from peer under tag, in pieces of at most 1 GiB. */
+int reqs_send(cluster *c, req_list *r, const void *buf, size_t len, int peer, int tag, spmv_error *err);
+int reqs_recv(cluster *c, req_list *r, void *buf, size_t len, int peer, int tag, spmv_error *err);
+/* Completes every request by the deadline (cluster_timeout_ms from now),
+ * polling; past it the receives are cancelled and SPMV_ERR_UNAVAILABLE
+ * names `what` and the ranks not heard from. The list is emptied. */
+int reqs_wait(cluster *c, req_list *r, const char *what, spmv_error *err);
+/* Marks the cluster failed (the first message wins) and returns
+ * SPMV_ERR_UNAVAILABLE with err set to it. */
+int cluster_fail(cluster *c, spmv_error *err, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+
+/* ------------------------------------------------------------ spmv.c */
+
+/* The process's GPU context, made on first use (SPMV_ERR_UNAVAILABLE with
+ * the reason when there is none). */
+int cluster_gpu(cluster *c, spmv_gpu_ctx **out, spmv_error *err);
+/* The NCCL communicator over every rank: rank 0 draws the id and sends it
+ * (each rank calls this at the same point, from a CMD_NCCL). */
+int cluster_nccl_setup(cluster *c, spmv_error *err);
+/* Bytes of the shard held in host memory. */
+size_t cluster_local_bytes(const cluster_local *l);
+
+#endif /* SPMV_HAVE_MPI */
+#endif

@@ -1,0 +1,720 @@
+/* rank.c — rank 0's commands and the other ranks' command loop.
+ *
+ * Rank 0 is the only one that decides: every collective step starts as a
+ * command it sends to each rank (a fixed cmd_header, then the payload the
+ * command carries), and every rank answers with a cmd_reply (plus, for a
+ * product, its rows of y and its per-run times). Rank 0 issues commands
+ * from one thread, one at a time, so every rank sees them in the same
+ * order and the sharded products of two requests never interleave. Rank
+ * 0 takes part in each command itself, with the same code the others run.
+ *
+ * The other ranks wait for the next command polling, with naps, and
+ * check three things between polls: a `shutdown` (exit, finalising MPI
+ * when the cluster is healthy), a SIGTERM to themselves (ignored while
+ * rank 0 talks: rank 0 stops the job), and silence — rank 0 pings every
+ * second while idle, so no command for RANK_SILENCE_MS means rank 0 is
+ * gone (killed, or it marked the cluster failed and stopped talking), and
+ * the rank exits rather than wait forever.
+ */
+#ifdef SPMV_HAVE_MPI
+
+#include <signal.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "cluster/internal.h"
+
+/* Silence from rank 0 after which a rank gives up on it: at least this,
+ * and three cluster_timeout_ms. */
+#define RANK_SILENCE_MS 10000.0
+
+struct cluster_matrix {
+    char id[40];
+    int nranks;
+    int32_t rows, cols;
+    int64_t nnz;
+    spmv_dtype dtype;
+    bool gpu;
+    int32_t *row_begin, *col_begin;   /* nranks + 1 */
+    cluster_shard_info *info;         /* nranks */
+    cluster_local *own;               /* rank 0's shard */
+};
+
+static void say(cluster *c, int level, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+static void say(cluster *c, int level, const char *fmt, ...)
+{
+    char msg[768];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(msg, sizeof msg, fmt, ap);
+    va_end(ap);
+    if (c->o.log)
+        c->o.log(level, msg);
+    else
+        fprintf(stderr, "spmvd rank %d: %s\n", c->rank, msg);
+}
+
+/* ---------------------------------------------------- rank 0: commands */
+
+static void header_init(cluster *c, cmd_header *h, uint32_t op, const char *id)
+{
+    memset(h, 0, sizeof *h);
+    h->magic = CMD_MAGIC;
+    h->op = op;
+    h->seq = ++c->seq;
+    if (id)
+        snprintf(h->id, sizeof h->id, "%s", id);
+}
+
+/* Posts the header (and payload, if any) to rank p. */
+static int post_cmd(cluster *c, req_list *r, const cmd_header *h, const void *payload, int p, spmv_error *err)
+{
+    int rc = reqs_send(c, r, h, sizeof *h, p, TAG_CMD, err);
+    if (rc == SPMV_OK && h->payload)
+        rc = reqs_send(c, r, payload, h->payload, p, TAG_PAYLOAD, err);
+    return rc;
+}
+
+/* The first failed reply as err; SPMV_OK when all succeeded. */
+static int check_replies(cluster *c, const cmd_reply *rep, uint64_t seq, spmv_error *err)
+{
+    for (int p = 1; p < c->size; p++) {
+        if (rep[p].seq != seq)
+            return cluster_fail(c, err, "rank %d answered command %llu with %llu: the ranks are out of step", p,
+                                (unsigned long long)seq, (unsigned long long)rep[p].seq);
+    }
+    for (int p = 1; p < c->size; p++)
+        if (rep[p].status != SPMV_OK)
+            return spmv_error_set(err, rep[p].status, 0, "rank %d: %.480s", p, rep[p].message);
+    return SPMV_OK;
+}
+
+/* A command without payload to every rank, and their replies. */
+static int round_trip(cluster *c, uint32_t op, const char *id, cmd_reply *rep, const char *what, spmv_error *err)
+{
+    if (cluster_failed(c))
+        return spmv_error_set(err, SPMV_ERR_UNAVAILABLE, 0, "the cluster has failed: %s", c->failed_msg);
+    cmd_header h;
+    header_init(c, &h, op, id);
+    req_list r;
+    reqs_init(&r);
+    int rc = SPMV_OK;
+    for (int p = 1; p < c->size && rc == SPMV_OK; p++)
+        if ((rc = post_cmd(c, &r, &h, NULL, p, err)) == SPMV_OK)
+            rc = reqs_recv(c, &r, &rep[p], sizeof rep[p], p, TAG_REPLY, err);
+    if (rc == SPMV_OK)
+        rc = reqs_wait(c, &r, what, err);
+    reqs_free(&r);
+    return rc == SPMV_OK ? check_replies(c, rep, h.seq, err) : rc;
+}
+
+static cmd_reply *replies_new(cluster *c, spmv_error *err)
+{
+    cmd_reply *rep = calloc((size_t)c->size, sizeof *rep);
+    if (!rep)
+        spmv_error_set(err, SPMV_ERR_NOMEM, 0, "out of memory for %d replies", c->size);
+    return rep;
+}
+
+int cluster_ping(cluster *c, spmv_error *err)
+{
+    cmd_reply *rep = replies_new(c, err);
+    if (!rep)
+        return SPMV_ERR_NOMEM;
+    int rc = round_trip(c, CMD_PING, NULL, rep, "ping", err);
+    free(rep);
+    return rc;
+}
+
+void cluster_shutdown(cluster *c)
+{
+    static cmd_header h; /* sends may still be pending when a failed cluster gives up on them */
+    bool healthy = !cluster_failed(c);
+    header_init(c, &h, CMD_SHUTDOWN, NULL);
+    h.flags = healthy ? CMD_FLAG_FINALIZE : 0;
+    req_list r;
+    reqs_init(&r);
+    spmv_error err = {0};
+    int rc = SPMV_OK;
+    for (int p = 1; p < c->size && rc == SPMV_OK; p++)
+        rc = post_cmd(c, &r, &h, NULL, p, &err);
+    if (rc == SPMV_OK && healthy)
+        rc = reqs_wait(c, &r, "shutdown", &err);
+    if (rc != SPMV_OK)
+        say(c, 1, "shutdown: %s", err.message);
+    reqs_free(&r);
+}
+
+int cluster_matrix_shards(const cluster_matrix *m, const cluster_shard_info **out)
+{
+    *out = m->info;
+    return m->nranks;
+}
+
+int cluster_matrix_nranks(const cluster_matrix *m) { return m->nranks; }
+
+static void matrix_free(cluster *c, cluster_matrix *m)
+{
+    if (!m)
+        return;
+    cluster_local_free(c, m->own);
+    free(m->row_begin);
+    free(m->col_begin);
+    free(m->info);
+    free(m);
+}
+
+static void shard_info(cluster_shard_info *in, const cluster_shard *s, const char *device, const char *host,
+                       size_t bytes)
+{
+    in->rank = s->rank;
+    in->row_begin = s->row_begin;
+    in->row_end = s->row_end;
+    in->nnz = cluster_shard_nnz(s);
+    in->halo_recv = s->halo.nghost;
+    in->halo_send = s->halo.nsend;
+    snprintf(in->device, sizeof in->device, "%s", device);
+    snprintf(in->host, sizeof in->host, "%s", host);
+    in->bytes = bytes;
+}
+
+/* Sends rank p its shard and waits until it is on its way. */
+static int send_shard(cluster *c, const cmd_header *base, const cluster_shard *s, int p, spmv_error *err)
+{
+    void *buf = NULL;
+    size_t len = 0;
+    int rc = cluster_shard_pack(s, &buf, &len, err);
+    if (rc != SPMV_OK)
+        return rc;
+    cmd_header h = *base;
+    h.payload = len;
+    req_list r;
+    reqs_init(&r);
+    if ((rc = post_cmd(c, &r, &h, buf, p, err)) == SPMV_OK)
+        rc = reqs_wait(c, &r, "sending a shard", err);
+    reqs_free(&r);
+    free(buf);
+    return rc;
+}
+
+int cluster_load(cluster *c, const char *id, const spmv_csr *a, bool gpu, cluster_matrix **out, spmv_error *err)
+{
+    *out = NULL;
+    if (cluster_failed(c))
+        return spmv_error_set(err, SPMV_ERR_UNAVAILABLE, 0, "the cluster has failed: %s", c->failed_msg);
+    cluster_layout l;
+    cluster_shard *shards = NULL;
+    cmd_reply *rep = NULL;
+    cluster_matrix *m = calloc(1, sizeof *m);
+    int rc = cluster_layout_balance(a, c->size, &l, err);
+    if (rc != SPMV_OK) {
+        free(m);
+        return rc;
+    }
+    if (!m || !(shards = calloc((size_t)c->size, sizeof *shards)) || !(rep = replies_new(c, err)) ||
+        !(m->info = calloc((size_t)c->size, sizeof *m->info))) {
+        rc = spmv_error_set(err, SPMV_ERR_NOMEM, 0, "out of memory for %d shards", c->size);
+        goto out;
+    }
+    snprintf(m->id, sizeof m->id, "%s", id);
+    m->nranks = c->size;
+    m->rows = a->rows;
+    m->cols = a->cols;
+    m->nnz = a->nnz;
+    m->dtype = a->dtype;
+    m->gpu = gpu;
+    m->row_begin = l.row_begin;
+    m->col_begin = l.col_begin;
+    l.row_begin = l.col_begin = NULL;
+    if ((rc = cluster_shards_build(a, &(cluster_layout){c->size, a->rows, a->cols, a->nnz, m->row_begin, m->col_begin},
+                                   shards, err)) != SPMV_OK)
+        goto out;
+    cmd_header h;
+    header_init(c, &h, CMD_LOAD, id);
+    h.dtype = a->dtype;
+    h.flags = gpu ? CMD_FLAG_GPU : 0;
+    /* one shard in flight at a time: rank 0 holds the matrix and its
+     * shards, not also every packed copy */
+    for (int p = 1; p < c->size && rc == SPMV_OK; p++) {
+        shard_info(&m->info[p], &shards[p], "?", "?", 0);
+        rc = send_shard(c, &h, &shards[p], p, err);
+        cluster_shard_free(&shards[p]);
+    }
+    if (rc != SPMV_OK)
+        goto out;
+    shard_info(&m->info[0], &shards[0], "cpu", c->host, 0);
+    spmv_error own_err = {0};
+    int own_rc = cluster_local_new(c, &shards[0], a->dtype, &m->own, &own_err);
+    if (own_rc == SPMV_OK && gpu)
+        own_rc = cluster_local_to_gpu(c, m->own, &own_err);
+    if (m->own) {
+        snprintf(m->info[0].device, sizeof m->info[0].device, "%s", cluster_local_device(m->own));
+        m->info[0].bytes = cluster_local_bytes(m->own);
+    }
+    /* every rank's answer, then the first failure */
+    req_list r;
+    reqs_init(&r);
+    for (int p = 1; p < c->size && rc == SPMV_OK; p++)
+        rc = reqs_recv(c, &r, &rep[p], sizeof rep[p], p, TAG_REPLY, err);
+    if (rc == SPMV_OK)
+        rc = reqs_wait(c, &r, "loading shards", err);
+    reqs_free(&r);
+    if (rc != SPMV_OK)
+        goto out;
+    for (int p = 1; p < c->size; p++) {
+        snprintf(m->info[p].device, sizeof m->info[p].device, "%s", rep[p].device);
+        snprintf(m->info[p].host, sizeof m->info[p].host, "%s", rep[p].host);
+        m->info[p].bytes = rep[p].bytes;
+    }
+    if (own_rc != SPMV_OK) {
+        *err = own_err;
+        rc = spmv_error_set(err, own_rc, 0, "rank 0: %.500s", own_err.message);
+    } else {
+        rc = check_replies(c, rep, h.seq, err);
+    }
+    if (rc != SPMV_OK && !cluster_failed(c)) { /* the ranks that took theirs drop them */
+        cmd_reply *drop = replies_new(c, &own_err);
+        if (drop)
+            round_trip(c, CMD_FREE, id, drop, "freeing shards", &own_err);
+        free(drop);
+    }
+out:
+    if (shards) {
+        for (int p = 0; p < c->size; p++)
+            cluster_shard_free(&shards[p]);
+        free(shards);
+    }
+    free(rep);
+    cluster_layout_free(&l);
+    if (rc != SPMV_OK)
+        matrix_free(c, m);
+    else
+        *out = m;
+    return rc;
+}
+
+void cluster_unload(cluster *c, cluster_matrix *m)
+{
+    if (!m)
+        return;
+    spmv_error err = {0};
+    cmd_reply *rep = cluster_failed(c) ? NULL : replies_new(c, &err);
+    if (rep && round_trip(c, CMD_FREE, m->id, rep, "freeing shards", &err) != SPMV_OK)
+        say(c, 1, "freeing the shards of %s: %s", m->id, err.message);
+    free(rep);
+    matrix_free(c, m);
+}
+
+/* Bytes a sharded product moves once: the matrix's CSR arrays, x and y. */
+static int64_t product_bytes(const cluster_matrix *m)
+{
+    int64_t vs = (int64_t)spmv_dtype_size(m->dtype);
+    return ((int64_t)m->rows + 1) * 4 + m->nnz * (4 + vs) + ((int64_t)m->rows + m->cols) * vs;
+}
+
+/* The per-run times of every rank into the answer: each run as long as its
+ * slowest rank; compute and communication the slowest rank's, averaged. */
+static void combine_times(cluster_matrix *m, double *times, int32_t runs, int32_t warmup, cluster_spmv_stats *out)
+{
+    double *slowest = times; /* reuses rank 0's run_ms row */
+    double compute = 0, comm = 0;
+    for (int32_t i = 0; i < runs; i++) {
+        double run = 0, cp = 0, cm = 0;
+        for (int p = 0; p < m->nranks; p++) {
+            const double *t = times + (size_t)p * 3 * (size_t)runs;
+            run = t[i] > run ? t[i] : run;
+            cp = t[runs + i] > cp ? t[runs + i] : cp;
+            cm = t[2 * runs + i] > cm ? t[2 * runs + i] : cm;
+        }
+        slowest[i] = run;
+        compute += cp;
+        comm += cm;
+    }
+    out->compute_ms = compute / runs;
+    out->comm_ms = comm / runs;
+    spmv_stats_compute(slowest, runs, warmup, 2 * m->nnz, product_bytes(m), &out->st);
+}
+
+/* CMD_NCCL: the communicator over every rank's GPU, made together. */
+static int nccl_round(cluster *c, cmd_reply *rep, spmv_error *err)
+{
+    cmd_header h;
+    header_init(c, &h, CMD_NCCL, NULL);
+    req_list r;
+    reqs_init(&r);
+    int rc = SPMV_OK;
+    for (int p = 1; p < c->size && rc == SPMV_OK; p++)
+        rc = post_cmd(c, &r, &h, NULL, p, err);
+    if (rc == SPMV_OK)
+        rc = reqs_wait(c, &r, "starting NCCL", err);
+    spmv_error own_err = {0};
+    int own_rc = rc == SPMV_OK ? cluster_nccl_setup(c, &own_err) : rc;
+    for (int p = 1; p < c->size && rc == SPMV_OK; p++)
+        rc = reqs_recv(c, &r, &rep[p], sizeof rep[p], p, TAG_REPLY, err);
+    if (rc == SPMV_OK)
+        rc = reqs_wait(c, &r, "starting NCCL", err);
+    reqs_free(&r);
+    if (rc != SPMV_OK)
+        return rc;
+    if (own_rc != SPMV_OK)
+        return spmv_error_set(err, own_rc, 0, "rank 0: %.500s", own_err.message);
+    return check_replies(c, rep, h.seq, err);
+}
+
+int cluster_spmv(cluster *c, cluster_matrix *m, const spmv_kernel *k, const spmv_params *p, const void *x,
+                 void *y, int32_t warmup, int32_t runs, cluster_spmv_stats *out, spmv_error *err)
+{
+    memset(out, 0, sizeof *out);
+    if (cluster_failed(c))
+        return spmv_error_set(err, SPMV_ERR_UNAVAILABLE, 0, "the cluster has failed: %s", c->failed_msg);
+    if (runs < 1 || warmup < 0)
+        return spmv_error_set(err, SPMV_ERR_INVALID, 0, "runs %d / warmup %d out of range", runs, warmup);
+    bool is_auto = spmv_kernel_is_auto(k);
+    if (!is_auto && (k->device == SPMV_DEVICE_GPU) != m->gpu)
+        return spmv_error_set(err, SPMV_ERR_UNAVAILABLE, 0, "%s runs on %s, but the shards of %s are on %s", k->name,
+                              k->device == SPMV_DEVICE_GPU ? "a GPU" : "the host", m->id,
+                              m->gpu ? "the ranks' GPUs" : "the ranks' hosts");
+    int rc = SPMV_OK;
+    size_t vs = spmv_dtype_size(m->dtype);
+    cmd_reply *rep = replies_new(c, err);
+    cmd_header *hs = calloc((size_t)m->nranks, sizeof *hs);
+    double *times = calloc((size_t)m->nranks * 3 * (size_t)runs, sizeof *times);
+    req_list r;
+    reqs_init(&r);
+    if (!rep || !hs || !times) {
+        rc = spmv_error_set(err, SPMV_ERR_NOMEM, 0, "out of memory for a sharded product");
+        goto out;
+    }
+    if (m->gpu && !c->nccl && (rc = nccl_round(c, rep, err)) != SPMV_OK)
+        goto out;
+    /* the command, with each rank's x entries */
+    header_init(c, &hs[0], CMD_SPMV, m->id);
+    snprintf(hs[0].kernel, sizeof hs[0].kernel, "%s", k->name);
+    memcpy(hs[0].params, p->v, sizeof hs[0].params);
+    hs[0].warmup = warmup;
+    hs[0].runs = runs;
+    hs[0].dtype = m->dtype;
+    for (int q = 1; q < m->nranks && rc == SPMV_OK; q++) {
+        hs[q] = hs[0];
+        hs[q].payload = (uint64_t)(m->col_begin[q + 1] - m->col_begin[q]) * vs;
+        rc = post_cmd(c, &r, &hs[q], (const char *)x + (size_t)m->col_begin[q] * vs, q, err);
+    }
+    if (rc == SPMV_OK)
+        rc = reqs_wait(c, &r, "sending x", err);
+    if (rc != SPMV_OK)
+        goto out;
+    /* rank 0's own part, exchanging with the others */
+    const spmv_kernel *ran = NULL;
+    spmv_error own_err = {0};
+    cluster_run_times t0 = {times, times + runs, times + 2 * (size_t)runs};
+    int own_rc = cluster_local_spmv(c, m->own, k, p, (const char *)x + (size_t)m->col_begin[0] * vs,
+                                    (char *)y + (size_t)m->row_begin[0] * vs, warmup, runs, &t0, &ran, &own_err);
+    if (cluster_failed(c)) {
+        *err = own_err;
+        rc = SPMV_ERR_UNAVAILABLE;
+        goto out;
+    }
+    /* y and the times from every rank */
+    double g0 = spmv_now_ms();
+    for (int q = 1; q < m->nranks && rc == SPMV_OK; q++) {
+        size_t rows = (size_t)(m->row_begin[q + 1] - m->row_begin[q]);
+        if ((rc = reqs_recv(c, &r, &rep[q], sizeof rep[q], q, TAG_REPLY, err)) == SPMV_OK &&
+            (rc = reqs_recv(c, &r, (char *)y + (size_t)m->row_begin[q] * vs, rows * vs, q, TAG_Y, err)) == SPMV_OK)
+            rc = reqs_recv(c, &r, times + (size_t)q * 3 * (size_t)runs, 3 * (size_t)runs * sizeof *times, q,
+                           TAG_TIMES, err);
+    }
+    if (rc == SPMV_OK)
+        rc = reqs_wait(c, &r, "gathering y", err);
+    out->gather_ms = spmv_now_ms() - g0;
+    if (rc != SPMV_OK)
+        goto out;
+    if (own_rc != SPMV_OK) {
+        rc = spmv_error_set(err, own_rc, 0, "rank 0: %.500s", own_err.message);
+        goto out;
+    }
+    if ((rc = check_replies(c, rep, hs[0].seq, err)) != SPMV_OK)
+        goto out;
+    combine_times(m, times, runs, warmup, out);
+    snprintf(out->kernel, sizeof out->kernel, "%s", ran ? ran->name : k->name);
+    for (int q = 0; q < m->nranks && q < 8; q++)
+        snprintf(out->kernels[q], sizeof out->kernels[q], "%s", q == 0 ? out->kernel : rep[q].kernel);
+    for (int q = 0; q < m->nranks; q++)
+        out->halo_values += m->info[q].halo_recv;
+out:
+    reqs_free(&r);
+    free(rep);
+    free(hs);
+    free(times);
+    return rc;
+}
+
+/* ----------------------------------------------- ranks > 0: the loop */
+
+typedef struct rank_state {
+    cluster *c;
+    cmd_header h;
+    cmd_reply rep;
+} rank_state;
+
+static cluster_local *table_find(cluster *c, const char *id, local_entry ***link)
+{
+    local_entry **pp = &c->table;
+    for (; *pp; pp = &(*pp)->next)
+        if (strncmp((*pp)->id, id, sizeof (*pp)->id) == 0) {
+            if (link)
+                *link = pp;
+            return (*pp)->l;
+        }
+    return NULL;
+}
+
+static void table_drop(cluster *c, const char *id)
+{
+    local_entry **pp;
+    if (table_find(c, id, &pp)) {
+        local_entry *e = *pp;
+        *pp = e->next;
+        cluster_local_free(c, e->l);
+        free(e);
+    }
+}
+
+/* Receives the command's payload (len bytes) into a fresh buffer. */
+static int take_payload(cluster *c, size_t len, void **out, spmv_error *err)
+{
+    *out = malloc(len ? len : 1);
+    if (!*out)
+        return spmv_error_set(err, SPMV_ERR_NOMEM, 0, "out of memory for a payload of %zu bytes", len);
+    if (len == 0) /* post_cmd sends no payload message then */
+        return SPMV_OK;
+    req_list r;
+    reqs_init(&r);
+    int rc = reqs_recv(c, &r, *out, len, 0, TAG_PAYLOAD, err);
+    if (rc == SPMV_OK)
+        rc = reqs_wait(c, &r, "receiving a command's payload", err);
+    reqs_free(&r);
+    if (rc != SPMV_OK) {
+        free(*out);
+        *out = NULL;
+    }
+    return rc;
+}
+
+static int do_load(rank_state *s, spmv_error *err)
+{
+    cluster *c = s->c;
+    void *buf;
+    cluster_shard sh;
+    cluster_local *l = NULL;
+    int rc = take_payload(c, s->h.payload, &buf, err);
+    if (rc != SPMV_OK)
+        return rc;
+    rc = cluster_shard_unpack(buf, s->h.payload, &sh, err);
+    free(buf);
+    if (rc != SPMV_OK)
+        return rc;
+    if (sh.rank != c->rank || sh.nranks != c->size || (int)sh.local.dtype != s->h.dtype)
+        rc = spmv_error_set(err, SPMV_ERR_CORRUPT, 0, "rank %d was sent the shard of rank %d of %d", c->rank, sh.rank,
+                            sh.nranks);
+    if (rc == SPMV_OK)
+        rc = cluster_local_new(c, &sh, sh.local.dtype, &l, err);
+    cluster_shard_free(&sh);
+    if (rc == SPMV_OK && (s->h.flags & CMD_FLAG_GPU))
+        rc = cluster_local_to_gpu(c, l, err);
+    local_entry *e = NULL;
+    if (rc == SPMV_OK && !(e = calloc(1, sizeof *e)))
+        rc = spmv_error_set(err, SPMV_ERR_NOMEM, 0, "out of memory");
+    if (rc != SPMV_OK || !e) {
+        cluster_local_free(c, l);
+        return rc;
+    }
+    table_drop(c, s->h.id);
+    snprintf(e->id, sizeof e->id, "%s", s->h.id);
+    e->l = l;
+    e->next = c->table;
+    c->table = e;
+    snprintf(s->rep.device, sizeof s->rep.device, "%s", cluster_local_device(l));
+    s->rep.bytes = cluster_local_bytes(l);
+    return SPMV_OK;
+}
+
+/* A product: the reply, y and the times always go back, so rank 0 never
+ * waits for messages that will not come. */
+static void do_spmv(rank_state *s)
+{
+    cluster *c = s->c;
+    spmv_error err = {0};
+    void *x = NULL, *y = NULL;
+    double *times = NULL;
+    size_t rows = 0, vs = spmv_dtype_size(s->h.dtype == SPMV_FLOAT32 ? SPMV_FLOAT32 : SPMV_FLOAT64);
+    int32_t runs = s->h.runs;
+    cluster_local *l = table_find(c, s->h.id, NULL);
+    const spmv_kernel *k = spmv_kernel_find(s->h.kernel), *ran = NULL;
+    int rc = take_payload(c, s->h.payload, &x, &err);
+    if (rc != SPMV_OK)
+        return; /* a lost payload failed the cluster: nothing more to say */
+    if (!l)
+        rc = spmv_error_set(&err, SPMV_ERR_NOT_FOUND, 0, "rank %d holds no shard of %s", c->rank, s->h.id);
+    else if (!k)
+        rc = spmv_error_set(&err, SPMV_ERR_INVALID, 0, "rank %d knows no kernel %s", c->rank, s->h.kernel);
+    else if (runs < 1 || runs > 1000000 || s->h.warmup < 0 || s->h.warmup > 1000000)
+        rc = spmv_error_set(&err, SPMV_ERR_INVALID, 0, "runs %d / warmup %d out of range", runs, s->h.warmup);
+    else if (s->h.payload != (uint64_t)(cluster_local_shard(l)->col_end - cluster_local_shard(l)->col_begin) * vs)
+        rc = spmv_error_set(&err, SPMV_ERR_SHAPE, 0, "rank %d: x has %llu bytes, the shard owns %d entries", c->rank,
+                            (unsigned long long)s->h.payload,
+                            cluster_local_shard(l)->col_end - cluster_local_shard(l)->col_begin);
+    if (rc == SPMV_OK) {
+        rows = (size_t)(cluster_local_shard(l)->row_end - cluster_local_shard(l)->row_begin);
+        y = calloc(rows ? rows : 1, vs);
+        times = calloc(3 * (size_t)runs, sizeof *times);
+        if (!y || !times)
+            rc = spmv_error_set(&err, SPMV_ERR_NOMEM, 0, "rank %d: out of memory for y", c->rank);
+    }
+    if (rc == SPMV_OK) {
+        spmv_params p;
+        memcpy(p.v, s->h.params, sizeof p.v);
+        cluster_run_times t = {times, times + runs, times + 2 * (size_t)runs};
+        rc = cluster_local_spmv(c, l, k, &p, x, y, s->h.warmup, runs, &t, &ran, &err);
+        if (cluster_failed(c)) { /* the exchange lost a peer: rank 0 has given up on this product too */
+            say(c, 0, "%s", err.message);
+            goto out;
+        }
+    }
+    s->rep.status = rc;
+    snprintf(s->rep.message, sizeof s->rep.message, "%s", rc ? err.message : "");
+    snprintf(s->rep.kernel, sizeof s->rep.kernel, "%s", ran ? ran->name : "");
+    req_list r;
+    reqs_init(&r);
+    if ((rc = reqs_send(c, &r, &s->rep, sizeof s->rep, 0, TAG_REPLY, &err)) == SPMV_OK &&
+        (rc = reqs_send(c, &r, y ? y : (void *)&s->rep, y ? rows * vs : 0, 0, TAG_Y, &err)) == SPMV_OK &&
+        (rc = reqs_send(c, &r, times ? (void *)times : (void *)&s->rep, times ? 3 * (size_t)runs * sizeof *times : 0, 0,
+                        TAG_TIMES, &err)) == SPMV_OK)
+        rc = reqs_wait(c, &r, "sending y", &err);
+    reqs_free(&r);
+    if (rc != SPMV_OK)
+        say(c, 0, "%s", err.message);
+out:
+    free(x);
+    free(y);
+    free(times);
+}
+
+static void reply(rank_state *s, int rc, const spmv_error *err)
+{
+    spmv_error e = {0};
+    s->rep.status = rc;
+    snprintf(s->rep.message, sizeof s->rep.message, "%s", rc ? err->message : "");
+    req_list r;
+    reqs_init(&r);
+    if (reqs_send(s->c, &r, &s->rep, sizeof s->rep, 0, TAG_REPLY, &e) != SPMV_OK ||
+        reqs_wait(s->c, &r, "replying to rank 0", &e) != SPMV_OK)
+        say(s->c, 0, "%s", e.message);
+    reqs_free(&r);
+}
+
+/* Waits for the next command; false when rank 0 is gone. */
+static bool next_command(rank_state *s, const sigset_t *sigs, double *sigterm_at)
+{
+    cluster *c = s->c;
+    MPI_Request req;
+    if (MPI_Irecv(&s->h, sizeof s->h, MPI_BYTE, 0, TAG_CMD, c->comm, &req) != MPI_SUCCESS)
+        return false;
+    double silence = 3 * c->o.timeout_ms > RANK_SILENCE_MS ? 3 * c->o.timeout_ms : RANK_SILENCE_MS;
+    double since = spmv_now_ms(), last_sig = 0;
+    long sleep_ns = 20000;
+    for (long polls = 0;; polls++) {
+        int done = 0;
+        if (MPI_Test(&req, &done, MPI_STATUS_IGNORE) != MPI_SUCCESS)
+            return false;
+        if (done)
+            return true;
+        double now = spmv_now_ms();
+        if (now - last_sig > 100.0) {
+            last_sig = now;
+            struct timespec zero = {0, 0};
+            int sig = sigtimedwait(sigs, NULL, &zero);
+            if ((sig == SIGTERM || sig == SIGINT) && *sigterm_at == 0) {
+                *sigterm_at = now;
+                say(c, 2, "%s: waiting for rank 0 to stop the job", sig == SIGTERM ? "SIGTERM" : "SIGINT");
+            }
+        }
+        if (now - since > silence || (*sigterm_at > 0 && now - *sigterm_at > c->o.timeout_ms)) {
+            MPI_Cancel(&req);
+            MPI_Request_free(&req);
+            cluster_fail(c, NULL, "no command from rank 0 for %.0f ms", now - since);
+            say(c, 0, "no word from rank 0 for %.0f ms: it is gone; exiting", now - since);
+            return false;
+        }
+        if (polls > 200) {
+            struct timespec ts = {0, sleep_ns};
+            nanosleep(&ts, NULL);
+            if (sleep_ns < 1000000)
+                sleep_ns *= 2;
+        }
+    }
+}
+
+int cluster_rank_loop(cluster *c)
+{
+    rank_state s = {.c = c};
+    sigset_t sigs;
+    sigemptyset(&sigs);
+    sigaddset(&sigs, SIGTERM);
+    sigaddset(&sigs, SIGINT);
+    sigaddset(&sigs, SIGHUP);
+    double sigterm_at = 0;
+    say(c, 2, "rank %d of %d on %s: serving rank 0's commands", c->rank, c->size, c->host);
+    while (next_command(&s, &sigs, &sigterm_at)) {
+        spmv_error err = {0};
+        int rc = SPMV_OK;
+        memset(&s.rep, 0, sizeof s.rep);
+        s.rep.seq = s.h.seq;
+        s.rep.rank = c->rank;
+        snprintf(s.rep.host, sizeof s.rep.host, "%s", c->host);
+        if (s.h.magic != CMD_MAGIC) {
+            cluster_fail(c, NULL, "a command without the magic number");
+            say(c, 0, "rank 0 sent a malformed command; exiting");
+            return 1;
+        }
+        switch (s.h.op) {
+        case CMD_PING:
+            reply(&s, SPMV_OK, &err);
+            break;
+        case CMD_LOAD:
+            rc = do_load(&s, &err);
+            if (!cluster_failed(c))
+                reply(&s, rc, &err);
+            break;
+        case CMD_SPMV:
+            do_spmv(&s);
+            break;
+        case CMD_FREE:
+            table_drop(c, s.h.id);
+            reply(&s, SPMV_OK, &err);
+            break;
+        case CMD_NCCL:
+            rc = cluster_nccl_setup(c, &err);
+            if (!cluster_failed(c))
+                reply(&s, rc, &err);
+            break;
+        case CMD_SHUTDOWN:
+            if (!(s.h.flags & CMD_FLAG_FINALIZE))
+                cluster_fail(c, NULL, "rank 0 stopped a failed cluster");
+            say(c, 2, "shutdown from rank 0");
+            return 0;
+        default:
+            rc = spmv_error_set(&err, SPMV_ERR_INVALID, 0, "unknown command %u", s.h.op);
+            reply(&s, rc, &err);
+        }
+        if (cluster_failed(c)) {
+            say(c, 0, "the cluster failed: %s", c->failed_msg);
+            /* keep serving: rank 0 decides; silence from it ends the loop */
+        }
+    }
+    return 1;
+}
+
+#endif /* SPMV_HAVE_MPI */

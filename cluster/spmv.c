@@ -1,0 +1,438 @@
+/* spmv.c — the sharded product on one rank.
+ *
+ * Every rank runs the same loop, once per warm-up and timed run:
+ *
+ *   1. pack the x entries each peer wants and post the exchange
+ *      (MPI_Isend/Irecv on host shards; a pack kernel and grouped
+ *      ncclSend/ncclRecv on the exchange stream on GPU shards);
+ *   2. multiply the local block, y = A_loc x_loc, while it runs;
+ *   3. wait for the ghost entries (deadline-bounded);
+ *   4. add the off-diagonal block's product, y += A_off x_ghost.
+ *
+ * Step 2's time is compute, the time step 3 still waits is communication
+ * the local product did not hide; both are reported per run. The products
+ * are the engine's own kernels on per-shard spmv_matrix / spmv_gpu_matrix
+ * objects, so every kernel of the catalogue that reads the shard's format
+ * serves sharded products; `auto` tunes each rank's local block once on
+ * the shard's device and keeps the winner. The same kernel multiplies the
+ * off-diagonal block. A rank whose kernel cannot run (a format the padding
+ * rule refuses on its shard) still takes part in every exchange, so the
+ * others are not left waiting, and reports its error afterwards.
+ */
+#ifdef SPMV_HAVE_MPI
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cluster/internal.h"
+
+struct cluster_local {
+    cluster_shard s;              /* ranges and halo plan; s.local / s.off alias loc.csr / off.csr */
+    spmv_matrix loc, off;         /* host blocks (own the CSR arrays) */
+    spmv_dtype dtype;
+    void *sbuf, *ghost, *tmp;     /* host scratch: nsend, nghost, rows values */
+    /* auto's choice for this shard (tuned on first use) */
+    bool tuned;
+    const spmv_kernel *tk;
+    spmv_params tp;
+    /* the shard on this rank's GPU */
+    spmv_gpu_matrix *gloc, *goff;
+    spmv_gpu_halo *ghalo;
+    char device[16];
+};
+
+/* ------------------------------------------------------------- the GPU */
+
+int cluster_gpu(cluster *c, spmv_gpu_ctx **out, spmv_error *err)
+{
+    if (!c->gpu_tried) {
+        c->gpu_tried = true;
+        const char *why = NULL;
+        int n = spmv_gpu_count(&why);
+        const char *lr = getenv("OMPI_COMM_WORLD_LOCAL_RANK");
+        int local = lr ? atoi(lr) : c->rank;
+        if (n <= 0) {
+            snprintf(c->gpu_reason, sizeof c->gpu_reason, "rank %d (%s) has no GPU: %s", c->rank, c->host,
+                     why ? why : "none found");
+        } else {
+            spmv_error e = {0};
+            c->gpu_index = local % n;
+            if (spmv_gpu_ctx_new(c->gpu_index, 0, &c->gpu, &e) != SPMV_OK) {
+                snprintf(c->gpu_reason, sizeof c->gpu_reason, "rank %d: GPU %d: %.200s", c->rank, c->gpu_index,
+                         e.message);
+                c->gpu = NULL;
+            } else {
+                spmv_gpu_ctx_set_limits(c->gpu, &c->o.limits);
+            }
+        }
+    }
+    *out = c->gpu;
+    return c->gpu ? SPMV_OK : spmv_error_set(err, SPMV_ERR_UNAVAILABLE, 0, "%s", c->gpu_reason);
+}
+
+int cluster_nccl_setup(cluster *c, spmv_error *err)
+{
+    spmv_gpu_ctx *ctx;
+    unsigned char id[SPMV_GPU_COMM_ID_BYTES];
+    memset(id, 0, sizeof id);
+    int rc = cluster_gpu(c, &ctx, err);
+    /* rank 0 draws the id and sends it to every rank, whatever its own
+     * state: the others wait for it */
+    if (c->rank == 0) {
+        spmv_error e = {0};
+        if (rc == SPMV_OK && (rc = spmv_gpu_comm_id(id, &e)) != SPMV_OK)
+            *err = e;
+        req_list r;
+        reqs_init(&r);
+        int wrc = SPMV_OK;
+        for (int p = 1; p < c->size && wrc == SPMV_OK; p++)
+            wrc = reqs_send(c, &r, id, sizeof id, p, TAG_NCCL_ID, err);
+        if (wrc == SPMV_OK)
+            wrc = reqs_wait(c, &r, "sending the NCCL id", err);
+        reqs_free(&r);
+        if (wrc != SPMV_OK)
+            return wrc;
+    } else {
+        req_list r;
+        reqs_init(&r);
+        spmv_error e = {0};
+        int wrc = reqs_recv(c, &r, id, sizeof id, 0, TAG_NCCL_ID, &e);
+        if (wrc == SPMV_OK)
+            wrc = reqs_wait(c, &r, "waiting for the NCCL id", &e);
+        reqs_free(&r);
+        if (wrc != SPMV_OK) {
+            *err = e;
+            return wrc;
+        }
+    }
+    if (rc != SPMV_OK)
+        return rc;
+    return spmv_gpu_comm_new(ctx, c->size, c->rank, id, c->o.timeout_ms, &c->nccl, err);
+}
+
+/* -------------------------------------------------------- a local shard */
+
+static int host_matrix(spmv_csr *csr, const spmv_format_limits *lim, spmv_matrix *m)
+{
+    memset(m, 0, sizeof *m);
+    m->rows = csr->rows;
+    m->cols = csr->cols;
+    m->nnz = csr->nnz;
+    m->dtype = csr->dtype;
+    m->hack_size = SPMV_HACK_SIZE_DEFAULT;
+    m->formats = SPMV_FMT_CSR;
+    m->csr = *csr;
+    m->limits = *lim;
+    return SPMV_OK;
+}
+
+int cluster_local_new(cluster *c, cluster_shard *s, spmv_dtype dtype, cluster_local **out, spmv_error *err)
+{
+    *out = NULL;
+    cluster_local *l = calloc(1, sizeof *l);
+    if (!l)
+        return spmv_error_set(err, SPMV_ERR_NOMEM, 0, "out of memory for a shard");
+    size_t vs = spmv_dtype_size(dtype);
+    int32_t rows = s->row_end - s->row_begin;
+    l->sbuf = malloc((size_t)(s->halo.nsend ? s->halo.nsend : 1) * vs);
+    l->ghost = malloc((size_t)(s->halo.nghost ? s->halo.nghost : 1) * vs);
+    l->tmp = malloc((size_t)(rows ? rows : 1) * vs);
+    if (!l->sbuf || !l->ghost || !l->tmp) {
+        free(l->sbuf);
+        free(l->ghost);
+        free(l->tmp);
+        free(l);
+        return spmv_error_set(err, SPMV_ERR_NOMEM, 0, "out of memory for the scratch of a shard of %d rows", rows);
+    }
+    /* the blocks move into host matrices; the shard keeps aliases */
+    l->s = *s;
+    memset(s, 0, sizeof *s);
+    l->dtype = dtype;
+    host_matrix(&l->s.local, &c->o.limits, &l->loc);
+    host_matrix(&l->s.off, &c->o.limits, &l->off);
+    snprintf(l->device, sizeof l->device, "cpu");
+    *out = l;
+    return SPMV_OK;
+}
+
+static void local_drop_gpu(cluster *c, cluster_local *l);
+
+void cluster_local_free(cluster *c, cluster_local *l)
+{
+    if (!l)
+        return;
+    if (c && c->gpu) /* device copies go before the context they live in */
+        local_drop_gpu(c, l);
+    spmv_matrix_free(&l->loc);
+    spmv_matrix_free(&l->off);
+    memset(&l->s.local, 0, sizeof l->s.local);
+    memset(&l->s.off, 0, sizeof l->s.off);
+    cluster_shard_free(&l->s);
+    free(l->sbuf);
+    free(l->ghost);
+    free(l->tmp);
+    free(l);
+}
+
+/* Frees the device copies on the rank's context (before the context). */
+static void local_drop_gpu(cluster *c, cluster_local *l)
+{
+    if (l->gloc)
+        spmv_gpu_matrix_free(c->gpu, l->gloc);
+    if (l->goff)
+        spmv_gpu_matrix_free(c->gpu, l->goff);
+    spmv_gpu_halo_free(c->nccl, l->ghalo);
+    l->gloc = l->goff = NULL;
+    l->ghalo = NULL;
+}
+
+const cluster_shard *cluster_local_shard(const cluster_local *l) { return &l->s; }
+const char *cluster_local_device(const cluster_local *l) { return l->device; }
+
+size_t cluster_local_bytes(const cluster_local *l)
+{
+    size_t b = spmv_matrix_format_bytes(&l->loc, SPMV_FMT_ALL) + spmv_matrix_format_bytes(&l->off, SPMV_FMT_ALL);
+    return b + ((size_t)l->s.halo.nghost + (size_t)l->s.halo.nsend) * 4;
+}
+
+static int block_to_gpu(spmv_gpu_ctx *ctx, const spmv_csr *csr, spmv_gpu_matrix **out, spmv_error *err)
+{
+    spmv_coo coo = {0};
+    *out = NULL;
+    if (csr->rows == 0 || csr->nnz == 0) /* nothing to multiply: no device copy */
+        return SPMV_OK;
+    int rc = spmv_csr_to_coo(csr, &coo, err);
+    if (rc == SPMV_OK)
+        rc = spmv_gpu_matrix_upload(ctx, &coo, csr->dtype, SPMV_FMT_CSR, SPMV_HACK_SIZE_DEFAULT, out, NULL, err);
+    spmv_coo_free(&coo);
+    return rc;
+}
+
+int cluster_local_to_gpu(cluster *c, cluster_local *l, spmv_error *err)
+{
+    spmv_gpu_ctx *ctx;
+    int rc = cluster_gpu(c, &ctx, err);
+    if (rc == SPMV_OK && (rc = block_to_gpu(ctx, &l->loc.csr, &l->gloc, err)) == SPMV_OK)
+        rc = block_to_gpu(ctx, &l->off.csr, &l->goff, err);
+    if (rc != SPMV_OK) {
+        local_drop_gpu(c, l);
+        return rc;
+    }
+    snprintf(l->device, sizeof l->device, "gpu%d", c->gpu_index);
+    return SPMV_OK;
+}
+
+/* ------------------------------------------------------------- kernels */
+
+static int tune_cpu(void *ctx, const spmv_kernel *k, const spmv_params *p, const void *x, void *y, int32_t warmup,
+                    int32_t runs, spmv_stats *st, spmv_error *err)
+{
+    return spmv_cpu_run(k, &((cluster_local *)ctx)->loc, p, x, y, warmup, runs, st, err);
+}
+
+typedef struct gpu_tune {
+    spmv_gpu_ctx *ctx;
+    spmv_gpu_matrix *m;
+} gpu_tune;
+
+static int tune_gpu(void *ctx, const spmv_kernel *k, const spmv_params *p, const void *x, void *y, int32_t warmup,
+                    int32_t runs, spmv_stats *st, spmv_error *err)
+{
+    gpu_tune *g = ctx;
+    return spmv_gpu_run(g->ctx, k, g->m, p, x, y, warmup, runs, st, err);
+}
+
+/* The kernel this shard runs: k itself, or for auto the local block's
+ * winner, tuned once on the shard's device. */
+static int shard_kernel(cluster *c, cluster_local *l, const spmv_kernel *k, const spmv_params *p,
+                        const spmv_kernel **out, spmv_params *par, spmv_error *err)
+{
+    if (!spmv_kernel_is_auto(k)) {
+        *out = k;
+        return spmv_params_resolve(k, p, par, err);
+    }
+    if (!l->tuned) {
+        spmv_tune_options o = {.device = l->gloc ? SPMV_DEVICE_GPU : SPMV_DEVICE_CPU,
+                               .budget_ms = c->o.tune_budget_ms, .max_runs = c->o.tune_max_runs,
+                               .seed = 0x5eed + (uint64_t)c->rank};
+        spmv_tune_result r;
+        gpu_tune g = {c->gpu, l->gloc};
+        int rc = l->gloc ? spmv_tune(&l->loc.csr, &o, tune_gpu, &g, &r, err)
+                         : spmv_tune(&l->loc.csr, &o, tune_cpu, l, &r, err);
+        if (rc != SPMV_OK)
+            return rc;
+        l->tk = r.kernel;
+        l->tp = r.params;
+        l->tuned = true;
+    }
+    *out = l->tk;
+    return spmv_params_resolve(l->tk, &l->tp, par, err);
+}
+
+/* The format k reads, built once into both host blocks. */
+static int host_formats(cluster_local *l, const spmv_kernel *k, spmv_error *err)
+{
+    if (k->device != SPMV_DEVICE_CPU)
+        return spmv_error_set(err, SPMV_ERR_UNAVAILABLE, 0, "%s runs on a GPU; this shard (rank %d) is on the host",
+                              k->name, l->s.rank);
+    int rc = SPMV_OK;
+    if (k->format != SPMV_FMT_CSR && l->loc.nnz && (rc = spmv_matrix_add_format(&l->loc, k->format, err)) != SPMV_OK)
+        return rc;
+    if (k->format != SPMV_FMT_CSR && l->off.nnz)
+        rc = spmv_matrix_add_format(&l->off, k->format, err);
+    return rc;
+}
+
+static void add_into(spmv_dtype dt, void *y, const void *t, int32_t n)
+{
+    if (dt == SPMV_FLOAT32)
+        for (int32_t i = 0; i < n; i++)
+            ((float *)y)[i] += ((const float *)t)[i];
+    else
+        for (int32_t i = 0; i < n; i++)
+            ((double *)y)[i] += ((const double *)t)[i];
+}
+
+/* --------------------------------------------------------- the exchange */
+
+/* Packs what each peer wants and posts every send and receive. */
+static int halo_post(cluster *c, cluster_local *l, const void *x, req_list *r, spmv_error *err)
+{
+    const cluster_halo *h = &l->s.halo;
+    size_t vs = spmv_dtype_size(l->dtype);
+    for (int32_t e = 0; e < h->nsend; e++)
+        memcpy((char *)l->sbuf + (size_t)e * vs, (const char *)x + (size_t)h->send_idx[e] * vs, vs);
+    int rc = SPMV_OK;
+    for (int p = 0; p < h->nranks && rc == SPMV_OK; p++) {
+        int32_t nr = h->recv_off[p + 1] - h->recv_off[p], ns = h->send_off[p + 1] - h->send_off[p];
+        if (p == c->rank)
+            continue;
+        if (nr)
+            rc = reqs_recv(c, r, (char *)l->ghost + (size_t)h->recv_off[p] * vs, (size_t)nr * vs, p, TAG_HALO, err);
+        if (ns && rc == SPMV_OK)
+            rc = reqs_send(c, r, (char *)l->sbuf + (size_t)h->send_off[p] * vs, (size_t)ns * vs, p, TAG_HALO, err);
+    }
+    return rc;
+}
+
+static void record(const cluster_run_times *t, int32_t i, double run, double compute, double comm)
+{
+    if (!t)
+        return;
+    if (t->run_ms)
+        t->run_ms[i] = run;
+    if (t->compute_ms)
+        t->compute_ms[i] = compute;
+    if (t->comm_ms)
+        t->comm_ms[i] = comm;
+}
+
+static int host_product(cluster *c, cluster_local *l, const spmv_kernel *k, const spmv_params *par, int krc,
+                        const void *x, void *y, int32_t warmup, int32_t runs, const cluster_run_times *t,
+                        spmv_error *kerr, spmv_error *err)
+{
+    int32_t rows = l->s.row_end - l->s.row_begin;
+    req_list r;
+    reqs_init(&r);
+    int rc = SPMV_OK;
+    for (int32_t it = 0; it < warmup + runs && rc == SPMV_OK; it++) {
+        double t0 = spmv_now_ms();
+        rc = halo_post(c, l, x, &r, err);
+        double t1 = spmv_now_ms();
+        if (rc == SPMV_OK && krc == SPMV_OK && rows && l->loc.nnz)
+            krc = spmv_cpu_run(k, &l->loc, par, x, y, 0, 1, NULL, kerr);
+        else if (rc == SPMV_OK && krc == SPMV_OK && rows)
+            memset(y, 0, (size_t)rows * spmv_dtype_size(l->dtype)); /* an empty local block: y starts at 0 */
+        double t2 = spmv_now_ms();
+        if (rc == SPMV_OK)
+            rc = reqs_wait(c, &r, "the halo exchange", err);
+        double t3 = spmv_now_ms();
+        if (rc == SPMV_OK && krc == SPMV_OK && rows && l->off.nnz &&
+            (krc = spmv_cpu_run(k, &l->off, par, l->ghost, l->tmp, 0, 1, NULL, kerr)) == SPMV_OK)
+            add_into(l->dtype, y, l->tmp, rows);
+        double t4 = spmv_now_ms();
+        if (it >= warmup)
+            record(t, it - warmup, t4 - t0, (t2 - t1) + (t4 - t3), (t1 - t0) + (t3 - t2));
+    }
+    reqs_free(&r);
+    if (rc == SPMV_OK && krc != SPMV_OK)
+        *err = *kerr;
+    return rc != SPMV_OK ? rc : krc;
+}
+
+static int gpu_product(cluster *c, cluster_local *l, const spmv_kernel *k, const spmv_params *par, int krc,
+                       const void *x, void *y, int32_t warmup, int32_t runs, const cluster_run_times *t,
+                       spmv_error *kerr, spmv_error *err)
+{
+    spmv_gpu_ctx *ctx = c->gpu;
+    int32_t rows = l->s.row_end - l->s.row_begin;
+    spmv_vec xd = {0}, yd = {0};
+    int rc = SPMV_OK;
+    if (!c->nccl)
+        return spmv_error_set(err, SPMV_ERR_UNAVAILABLE, 0, "rank %d has no NCCL communicator", c->rank);
+    if (!l->ghalo && (rc = spmv_gpu_halo_new(c->nccl, l->dtype, l->s.halo.send_off, l->s.halo.send_idx,
+                                             l->s.halo.recv_off, &l->ghalo, err)) != SPMV_OK)
+        return rc;
+    if ((rc = spmv_vec_alloc(ctx, SPMV_DEVICE_GPU, l->dtype, l->s.col_end - l->s.col_begin, 1, &xd, err)) ||
+        (rc = spmv_vec_write(ctx, &xd, x, err)) ||
+        (rc = spmv_vec_alloc(ctx, SPMV_DEVICE_GPU, l->dtype, rows, 1, &yd, err)))
+        goto out;
+    if (krc == SPMV_OK && rows && !l->gloc)
+        krc = spmv_vec_fill(ctx, &yd, 0.0, kerr); /* an empty local block */
+    spmv_apply_args first = {1.0, 0.0, 0, 1}, add = {1.0, 1.0, 0, 1};
+    for (int32_t it = 0; it < warmup + runs && rc == SPMV_OK; it++) {
+        double t0 = spmv_now_ms(), axpby = 0;
+        rc = spmv_gpu_halo_start(c->nccl, l->ghalo, &xd, err);
+        double t1 = spmv_now_ms();
+        if (rc == SPMV_OK && krc == SPMV_OK && l->gloc)
+            krc = spmv_gpu_apply(ctx, k, l->gloc, par, &first, &xd, &yd, NULL, &axpby, kerr);
+        double t2 = spmv_now_ms();
+        if (rc == SPMV_OK)
+            rc = spmv_gpu_halo_wait(c->nccl, l->ghalo, c->o.timeout_ms, err);
+        if (rc != SPMV_OK)
+            cluster_fail(c, err, "rank %d: %s", c->rank, err->message);
+        double t3 = spmv_now_ms();
+        if (rc == SPMV_OK && krc == SPMV_OK && l->goff)
+            krc = spmv_gpu_apply(ctx, k, l->goff, par, &add, spmv_gpu_halo_ghost(l->ghalo), &yd, NULL, &axpby, kerr);
+        if (rc == SPMV_OK && krc == SPMV_OK)
+            krc = spmv_vec_sync(ctx, kerr);
+        double t4 = spmv_now_ms();
+        if (it >= warmup)
+            record(t, it - warmup, t4 - t0, (t2 - t1) + (t4 - t3), (t1 - t0) + (t3 - t2));
+    }
+    if (rc == SPMV_OK && krc == SPMV_OK && rows)
+        krc = spmv_vec_read(ctx, &yd, y, kerr);
+out:
+    spmv_vec_free(ctx, &xd);
+    spmv_vec_free(ctx, &yd);
+    if (rc == SPMV_OK && krc != SPMV_OK)
+        *err = *kerr;
+    return rc != SPMV_OK ? rc : krc;
+}
+
+int cluster_local_spmv(cluster *c, cluster_local *l, const spmv_kernel *k, const spmv_params *p,
+                       const void *x_local, void *y_local, int32_t warmup, int32_t runs, const cluster_run_times *t,
+                       const spmv_kernel **ran, spmv_error *err)
+{
+    spmv_params par;
+    spmv_error kerr = {0};
+    const spmv_kernel *use = NULL;
+    int krc = shard_kernel(c, l, k, p, &use, &par, &kerr);
+    bool gpu = l->gloc || l->goff || (use && use->device == SPMV_DEVICE_GPU);
+    if (ran)
+        *ran = use;
+    if (krc == SPMV_OK && !gpu)
+        krc = host_formats(l, use, &kerr);
+    if (krc == SPMV_OK && gpu && use->device != SPMV_DEVICE_GPU)
+        krc = spmv_error_set(&kerr, SPMV_ERR_UNAVAILABLE, 0, "%s is a CPU kernel; this shard (rank %d) is on %s",
+                             use->name, c->rank, l->device);
+    if (krc == SPMV_OK && gpu && !c->gpu)
+        krc = spmv_error_set(&kerr, SPMV_ERR_UNAVAILABLE, 0, "rank %d has no GPU context", c->rank);
+    if (runs < 1 || warmup < 0)
+        return spmv_error_set(err, SPMV_ERR_INVALID, 0, "runs %d / warmup %d out of range", runs, warmup);
+    return gpu && c->gpu ? gpu_product(c, l, use, &par, krc, x_local, y_local, warmup, runs, t, &kerr, err)
+                         : host_product(c, l, use, &par, krc, x_local, y_local, warmup, runs, t, &kerr, err);
+}
+
+#endif /* SPMV_HAVE_MPI */

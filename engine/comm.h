@@ -1,0 +1,59 @@
+/* comm.h — moving x entries between GPUs for sharded products (NCCL).
+ *
+ * The engine's side of the cluster (cluster/): a communicator over the
+ * GPUs of an MPI job's ranks, and a shard's halo plan on the device. The
+ * engine knows nothing of MPI: the caller draws the unique id on one rank
+ * (spmv_gpu_comm_id), carries it to the others itself and passes it in.
+ * Exchanges run on a stream of their own, so the local block's product,
+ * queued on the context's stream, overlaps them. Every wait polls
+ * (cudaStreamQuery, ncclCommGetAsyncError) and gives up past its
+ * deadline, aborting the communicator: a dead or hung peer never hangs the
+ * caller. A build without CUDA or without MPI links engine/gpu/absent_comm.c,
+ * which answers SPMV_ERR_UNAVAILABLE.
+ */
+#ifndef SPMV_COMM_H
+#define SPMV_COMM_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "spmv.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define SPMV_GPU_COMM_ID_BYTES 128
+
+typedef struct spmv_gpu_comm spmv_gpu_comm;
+typedef struct spmv_gpu_halo spmv_gpu_halo;
+
+/* A fresh NCCL unique id (rank 0). */
+int spmv_gpu_comm_id(void *id, spmv_error *err);
+/* Joins the communicator of nranks ranks on ctx's device; waits at most
+ * timeout_ms for the others (non-blocking init, polled). */
+int spmv_gpu_comm_new(spmv_gpu_ctx *ctx, int nranks, int rank, const void *id, double timeout_ms,
+                      spmv_gpu_comm **out, spmv_error *err);
+/* Destroys it (abort: after a failure, without waiting for the peers). */
+void spmv_gpu_comm_free(spmv_gpu_comm *c, bool abort);
+
+/* A halo plan on the device: the send list (send_off: nranks + 1 offsets
+ * into send_idx, local x indices), the receive offsets into the ghost
+ * vector (recv_off: nranks + 1), dtype dt. */
+int spmv_gpu_halo_new(spmv_gpu_comm *c, spmv_dtype dt, const int32_t *send_off, const int32_t *send_idx,
+                      const int32_t *recv_off, spmv_gpu_halo **out, spmv_error *err);
+void spmv_gpu_halo_free(spmv_gpu_comm *c, spmv_gpu_halo *h);
+/* The ghost entries as a device vector (x of the off-diagonal product). */
+const spmv_vec *spmv_gpu_halo_ghost(const spmv_gpu_halo *h);
+/* Packs the entries of x (a device vector on the context's GPU, written
+ * before the call) every peer wants, and posts the grouped ncclSend /
+ * ncclRecv on the communicator's stream. */
+int spmv_gpu_halo_start(spmv_gpu_comm *c, spmv_gpu_halo *h, const spmv_vec *x, spmv_error *err);
+/* Waits for the exchange, at most timeout_ms; past it the communicator is
+ * aborted and SPMV_ERR_UNAVAILABLE says so. */
+int spmv_gpu_halo_wait(spmv_gpu_comm *c, spmv_gpu_halo *h, double timeout_ms, spmv_error *err);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

@@ -1,0 +1,55 @@
+/* absent_comm.c — the NCCL transport of a build without CUDA or without MPI.
+ *
+ * Linked instead of engine/gpu/comm.cu, so cluster/ links the same way in
+ * every build; each call answers SPMV_ERR_UNAVAILABLE with the reason.
+ */
+#include <stddef.h>
+
+#include "comm.h"
+
+static const char *const no_nccl =
+    "this build of spmvd has no NCCL transport (it needs both CUDA and MPI: built without nvcc, CUDA=0 or MPI=0)";
+
+int spmv_gpu_comm_id(void *id, spmv_error *err)
+{
+    (void)id;
+    return spmv_error_set(err, SPMV_ERR_UNAVAILABLE, 0, "%s", no_nccl);
+}
+
+int spmv_gpu_comm_new(spmv_gpu_ctx *ctx, int nranks, int rank, const void *id, double timeout_ms,
+                      spmv_gpu_comm **out, spmv_error *err)
+{
+    (void)ctx; (void)nranks; (void)rank; (void)id; (void)timeout_ms;
+    *out = NULL;
+    return spmv_error_set(err, SPMV_ERR_UNAVAILABLE, 0, "%s", no_nccl);
+}
+
+void spmv_gpu_comm_free(spmv_gpu_comm *c, bool abort) { (void)c; (void)abort; }
+
+int spmv_gpu_halo_new(spmv_gpu_comm *c, spmv_dtype dt, const int32_t *send_off, const int32_t *send_idx,
+                      const int32_t *recv_off, spmv_gpu_halo **out, spmv_error *err)
+{
+    (void)c; (void)dt; (void)send_off; (void)send_idx; (void)recv_off;
+    *out = NULL;
+    return spmv_error_set(err, SPMV_ERR_UNAVAILABLE, 0, "%s", no_nccl);
+}
+
+void spmv_gpu_halo_free(spmv_gpu_comm *c, spmv_gpu_halo *h) { (void)c; (void)h; }
+
+const spmv_vec *spmv_gpu_halo_ghost(const spmv_gpu_halo *h)
+{
+    (void)h;
+    return NULL;
+}
+
+int spmv_gpu_halo_start(spmv_gpu_comm *c, spmv_gpu_halo *h, const spmv_vec *x, spmv_error *err)
+{
+    (void)c; (void)h; (void)x;
+    return spmv_error_set(err, SPMV_ERR_UNAVAILABLE, 0, "%s", no_nccl);
+}
+
+int spmv_gpu_halo_wait(spmv_gpu_comm *c, spmv_gpu_halo *h, double timeout_ms, spmv_error *err)
+{
+    (void)c; (void)h; (void)timeout_ms;
+    return spmv_error_set(err, SPMV_ERR_UNAVAILABLE, 0, "%s", no_nccl);
+}

@@ -1,0 +1,264 @@
+/* comm.cu — NCCL halo exchange of sharded products (engine/comm.h).
+ *
+ * A communicator over the job's GPUs, made non-blocking (ncclConfig_t
+ * blocking = 0) so its set-up and every exchange can be polled against a
+ * deadline and aborted (ncclCommAbort) when a peer is dead or hung. The
+ * exchange runs on a stream of its own: a small kernel packs the x entries
+ * each peer wants into one send buffer, then one ncclGroupStart/End posts
+ * every ncclSend and ncclRecv, straight into the ghost vector (a peer's
+ * ghosts are contiguous there, partition.c says why). The caller queues
+ * the local block's product on the context's stream meanwhile and waits
+ * for the exchange before the off-diagonal product. Device bytes (send
+ * list, send buffer, ghost vector) count in the context like a vector's.
+ */
+#include <nccl.h>
+
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "comm.h"
+#include "gpu.cuh"
+
+static_assert(sizeof(ncclUniqueId) == SPMV_GPU_COMM_ID_BYTES, "NCCL's unique id is 128 bytes");
+
+struct spmv_gpu_comm {
+    spmv_gpu_ctx *ctx;
+    ncclComm_t comm;
+    cudaStream_t stream;           /* the exchanges' own stream */
+    int nranks, rank;
+    bool broken;                   /* aborted: every call fails */
+};
+
+struct spmv_gpu_halo {
+    spmv_dtype dtype;
+    int nranks;
+    int32_t *send_off, *recv_off;  /* host copies, nranks + 1 */
+    int32_t nsend;
+    int32_t *send_idx;             /* device */
+    void *send_buf;                /* device, nsend values */
+    spmv_vec ghost;                /* device, recv_off[nranks] values */
+};
+
+static int nccl_error(ncclResult_t r, spmv_error *err, const char *what)
+{
+    return spmv_error_set(err, SPMV_ERR_DEVICE, 0, "%s: NCCL %s", what, ncclGetErrorString(r));
+}
+
+static void nap(void)
+{
+    struct timespec ts = {0, 20000};
+    nanosleep(&ts, NULL);
+}
+
+/* Polls the communicator until it leaves ncclInProgress; past the
+ * deadline it is aborted. */
+static int comm_settle(spmv_gpu_comm *c, double deadline, const char *what, spmv_error *err)
+{
+    ncclResult_t state = ncclInProgress;
+    while (state == ncclInProgress) {
+        ncclResult_t r = ncclCommGetAsyncError(c->comm, &state);
+        if (r != ncclSuccess)
+            return nccl_error(r, err, what);
+        if (state == ncclInProgress && spmv_now_ms() > deadline) {
+            ncclCommAbort(c->comm);
+            c->broken = true;
+            return spmv_error_set(err, SPMV_ERR_UNAVAILABLE, 0,
+                                  "%s: the GPUs of the other ranks did not answer in time; NCCL communicator aborted",
+                                  what);
+        }
+        if (state == ncclInProgress)
+            nap();
+    }
+    return state == ncclSuccess ? SPMV_OK : nccl_error(state, err, what);
+}
+
+extern "C" int spmv_gpu_comm_id(void *id, spmv_error *err)
+{
+    ncclUniqueId u;
+    ncclResult_t r = ncclGetUniqueId(&u);
+    if (r != ncclSuccess)
+        return nccl_error(r, err, "ncclGetUniqueId");
+    memcpy(id, &u, sizeof u);
+    return SPMV_OK;
+}
+
+extern "C" int spmv_gpu_comm_new(spmv_gpu_ctx *ctx, int nranks, int rank, const void *id, double timeout_ms,
+                                 spmv_gpu_comm **out, spmv_error *err)
+{
+    *out = NULL;
+    spmv_gpu_comm *c = (spmv_gpu_comm *)calloc(1, sizeof *c);
+    if (!c)
+        return spmv_error_set(err, SPMV_ERR_NOMEM, 0, "out of memory for a NCCL communicator");
+    c->ctx = ctx;
+    c->nranks = nranks;
+    c->rank = rank;
+    cudaError_t e = cudaSetDevice(ctx->device);
+    if (e == cudaSuccess)
+        e = cudaStreamCreateWithFlags(&c->stream, cudaStreamNonBlocking);
+    if (e != cudaSuccess) {
+        free(c);
+        return gpu_cuda_error(e, err, "the exchange stream");
+    }
+    ncclUniqueId u;
+    memcpy(&u, id, sizeof u);
+    ncclConfig_t config = NCCL_CONFIG_INITIALIZER;
+    config.blocking = 0;
+    ncclResult_t r = ncclCommInitRankConfig(&c->comm, nranks, u, rank, &config);
+    int st = SPMV_OK;
+    if (r != ncclSuccess && r != ncclInProgress)
+        st = nccl_error(r, err, "ncclCommInitRankConfig");
+    else
+        st = comm_settle(c, spmv_now_ms() + timeout_ms, "ncclCommInitRankConfig", err);
+    if (st != SPMV_OK) {
+        if (!c->broken && c->comm)
+            ncclCommAbort(c->comm);
+        cudaStreamDestroy(c->stream);
+        free(c);
+        return st;
+    }
+    *out = c;
+    return SPMV_OK;
+}
+
+extern "C" void spmv_gpu_comm_free(spmv_gpu_comm *c, bool abort)
+{
+    if (!c)
+        return;
+    cudaSetDevice(c->ctx->device);
+    if (!c->broken) {
+        if (abort)
+            ncclCommAbort(c->comm);
+        else
+            ncclCommDestroy(c->comm);
+    }
+    cudaStreamDestroy(c->stream);
+    free(c);
+}
+
+extern "C" int spmv_gpu_halo_new(spmv_gpu_comm *c, spmv_dtype dt, const int32_t *send_off, const int32_t *send_idx,
+                                 const int32_t *recv_off, spmv_gpu_halo **out, spmv_error *err)
+{
+    *out = NULL;
+    spmv_gpu_halo *h = (spmv_gpu_halo *)calloc(1, sizeof *h);
+    size_t offs = ((size_t)c->nranks + 1) * sizeof(int32_t);
+    if (!h || !(h->send_off = (int32_t *)malloc(offs)) || !(h->recv_off = (int32_t *)malloc(offs))) {
+        spmv_gpu_halo_free(c, h);
+        return spmv_error_set(err, SPMV_ERR_NOMEM, 0, "out of memory for a halo plan");
+    }
+    h->dtype = dt;
+    h->nranks = c->nranks;
+    memcpy(h->send_off, send_off, offs);
+    memcpy(h->recv_off, recv_off, offs);
+    h->nsend = send_off[c->nranks];
+    size_t vs = spmv_dtype_size(dt);
+    int st = gpu_ctx_alloc(c->ctx, (void **)&h->send_idx, (size_t)h->nsend * sizeof(int32_t), "halo send list", err);
+    if (!st)
+        st = gpu_ctx_alloc(c->ctx, &h->send_buf, (size_t)h->nsend * vs, "halo send buffer", err);
+    if (!st)
+        st = spmv_gpu_vec_alloc(c->ctx, dt, recv_off[c->nranks], 1, &h->ghost, err);
+    if (!st && h->nsend) {
+        cudaError_t e = cudaMemcpy(h->send_idx, send_idx, (size_t)h->nsend * sizeof(int32_t), cudaMemcpyHostToDevice);
+        if (e != cudaSuccess)
+            st = gpu_cuda_error(e, err, "halo send list");
+    }
+    if (st) {
+        spmv_gpu_halo_free(c, h);
+        return st;
+    }
+    *out = h;
+    return SPMV_OK;
+}
+
+extern "C" void spmv_gpu_halo_free(spmv_gpu_comm *c, spmv_gpu_halo *h)
+{
+    if (!h)
+        return;
+    if (c) {
+        gpu_ctx_free(c->ctx, h->send_idx, (size_t)h->nsend * sizeof(int32_t));
+        gpu_ctx_free(c->ctx, h->send_buf, (size_t)h->nsend * spmv_dtype_size(h->dtype));
+        spmv_gpu_vec_free(c->ctx, &h->ghost);
+    }
+    free(h->send_off);
+    free(h->recv_off);
+    free(h);
+}
+
+extern "C" const spmv_vec *spmv_gpu_halo_ghost(const spmv_gpu_halo *h) { return &h->ghost; }
+
+template <typename T> __global__ void halo_pack(const T *__restrict__ x, const int32_t *__restrict__ idx, int32_t n,
+                                                T *__restrict__ out)
+{
+    int32_t i = (int32_t)(blockIdx.x * blockDim.x + threadIdx.x);
+    if (i < n)
+        out[i] = x[idx[i]];
+}
+
+extern "C" int spmv_gpu_halo_start(spmv_gpu_comm *c, spmv_gpu_halo *h, const spmv_vec *x, spmv_error *err)
+{
+    if (c->broken)
+        return spmv_error_set(err, SPMV_ERR_UNAVAILABLE, 0, "the NCCL communicator was aborted after a failure");
+    if (x->device != SPMV_DEVICE_GPU || x->dtype != h->dtype)
+        return spmv_error_set(err, SPMV_ERR_INVALID, 0, "the halo exchange takes a device x of the shard's dtype");
+    cudaSetDevice(c->ctx->device);
+    if (h->nsend) {
+        int32_t threads = 256, blocks = (h->nsend + threads - 1) / threads;
+        if (h->dtype == SPMV_FLOAT32)
+            halo_pack<float><<<blocks, threads, 0, c->stream>>>((const float *)x->data, h->send_idx, h->nsend,
+                                                                 (float *)h->send_buf);
+        else
+            halo_pack<double><<<blocks, threads, 0, c->stream>>>((const double *)x->data, h->send_idx, h->nsend,
+                                                                  (double *)h->send_buf);
+        int st = gpu_check_launch(err, "halo_pack");
+        if (st)
+            return st;
+    }
+    ncclDataType_t type = h->dtype == SPMV_FLOAT32 ? ncclFloat32 : ncclFloat64;
+    size_t vs = spmv_dtype_size(h->dtype);
+    ncclResult_t r = ncclGroupStart();
+    for (int p = 0; p < h->nranks && r == ncclSuccess; p++) {
+        size_t ns = (size_t)(h->send_off[p + 1] - h->send_off[p]);
+        size_t nr = (size_t)(h->recv_off[p + 1] - h->recv_off[p]);
+        if (p == c->rank)
+            continue;
+        if (ns)
+            r = ncclSend((char *)h->send_buf + (size_t)h->send_off[p] * vs, ns, type, p, c->comm, c->stream);
+        if (nr && (r == ncclSuccess || r == ncclInProgress))
+            r = ncclRecv((char *)h->ghost.data + (size_t)h->recv_off[p] * vs, nr, type, p, c->comm, c->stream);
+        if (r == ncclInProgress)
+            r = ncclSuccess;
+    }
+    ncclResult_t g = ncclGroupEnd();
+    if (r != ncclSuccess)
+        return nccl_error(r, err, "ncclSend/ncclRecv");
+    if (g != ncclSuccess && g != ncclInProgress)
+        return nccl_error(g, err, "ncclGroupEnd");
+    return SPMV_OK;
+}
+
+extern "C" int spmv_gpu_halo_wait(spmv_gpu_comm *c, spmv_gpu_halo *h, double timeout_ms, spmv_error *err)
+{
+    (void)h;
+    double deadline = spmv_now_ms() + timeout_ms;
+    int st = comm_settle(c, deadline, "the halo exchange", err);
+    if (st)
+        return st;
+    for (;;) {
+        cudaError_t e = cudaStreamQuery(c->stream);
+        if (e == cudaSuccess)
+            return SPMV_OK;
+        if (e != cudaErrorNotReady)
+            return gpu_cuda_error(e, err, "the halo exchange");
+        ncclResult_t state;
+        if (ncclCommGetAsyncError(c->comm, &state) == ncclSuccess && state != ncclSuccess && state != ncclInProgress)
+            return nccl_error(state, err, "the halo exchange");
+        if (spmv_now_ms() > deadline) {
+            ncclCommAbort(c->comm);
+            c->broken = true;
+            return spmv_error_set(err, SPMV_ERR_UNAVAILABLE, 0,
+                                  "the halo exchange over NCCL did not finish within %.0f ms; communicator aborted",
+                                  timeout_ms);
+        }
+        nap();
+    }
+}

@@ -1,0 +1,175 @@
+#!/usr/bin/env bash
+# cluster.sh — spmvd under mpirun (issue 16): sharded matrices end to end.
+#
+# Starts `mpirun -np 3 --oversubscribe spmvd` (CI has two cores and runs as
+# root), uploads every shared real matrix with shard=true, multiplies each
+# with several CPU kernels and auto, and checks y against the peer's SciPy
+# answer (expected.json) and cpu.csr.serial (verify). Then what sharded
+# matrices refuse (422, 409), persistence (SIGTERM to rank 0 stops every
+# rank with status 0; a restart with 2 ranks re-shards the stored files),
+# and failures: a rank stopped with SIGSTOP (a hang) and a rank killed with
+# SIGKILL each turn /v1/ready to 503 and sharded requests to a clear 503
+# within cluster_timeout_ms, while unsharded matrices keep working, and
+# SIGTERM to rank 0 still ends the job. Skipped with the reason in a build
+# without MPI or on a host without mpirun.
+. "$(dirname "$0")/lib.sh"
+
+REAL=$MATRICES/real
+if ! ldd "$SPMVD" 2>/dev/null | grep -q libmpi; then
+  skip "this spmvd is built without MPI (MPI=0, or libopenmpi-dev missing)"; done_testing; exit
+fi
+if ! command -v mpirun >/dev/null; then
+  skip "mpirun is not installed (tools/bootstrap.sh installs openmpi-bin)"; done_testing; exit
+fi
+TIMEOUT_MS=3000
+MPI_FLAGS=(--oversubscribe --enable-recovery -x OMP_NUM_THREADS=1 -x OMP_WAIT_POLICY=passive)
+[ "$(id -u)" -eq 0 ] && MPI_FLAGS+=(--allow-run-as-root)
+STATE=$E2E_TMP/state; mkdir -p "$STATE"
+
+# start_job NP: mpirun NP ranks on STATE; sets MPIRUN_PID, SPMVD_URL, JOB_LOG.
+start_job() {
+  SPMVD_PORT=$(free_port)
+  SPMVD_URL=http://127.0.0.1:$SPMVD_PORT
+  JOB_LOG=$E2E_TMP/job.$SPMVD_PORT.log
+  rm -f "$STATE/rank0.pid"
+  mpirun -np "$1" "${MPI_FLAGS[@]}" "$SPMVD" --listen "127.0.0.1:$SPMVD_PORT" --state-dir "$STATE" --threads 2 \
+    --cluster-timeout-ms "$TIMEOUT_MS" >"$JOB_LOG" 2>&1 &
+  MPIRUN_PID=$!
+  SPMVD_PIDS+=("$MPIRUN_PID")
+  SPMVD_PID=$MPIRUN_PID
+  wait_ready "$SPMVD_URL" 60
+}
+rank0() { cat "$STATE/rank0.pid"; }
+other_ranks() { pgrep -P "$MPIRUN_PID" -x spmvd | grep -vx "$(rank0)"; }
+# end_job: SIGTERM to rank 0; waits for mpirun; $JOB_RC its status (124: killed).
+end_job() {
+  local i killed=0
+  kill -TERM "$(rank0)" 2>/dev/null
+  for ((i = 0; i < 600; i++)); do alive "$MPIRUN_PID" || break; sleep 0.1; done
+  if alive "$MPIRUN_PID"; then
+    pkill -KILL -P "$MPIRUN_PID" 2>/dev/null; kill -KILL "$MPIRUN_PID" 2>/dev/null; killed=1
+  fi
+  wait "$MPIRUN_PID" 2>/dev/null
+  JOB_RC=$?
+  [ "$killed" -eq 0 ] || JOB_RC=124
+}
+
+# check_y FILE ANSWER: the answer's y against expected.json's (float64 1e-12).
+check_y() {
+  "$PYTHON" - "$MATRICES/real/expected.json" "$1" "$2" <<'EOF'
+import json, sys
+exp, name, ans = json.load(open(sys.argv[1])), sys.argv[2], json.load(open(sys.argv[3]))
+m = exp["matrices"]
+m = next(v for v in m if v["file"] == name) if isinstance(m, list) else m[name]
+ref, y = m["y"], ans["y"]
+scale = max(max(abs(v) for v in ref), 1e-300)
+err = max(abs(a - b) for a, b in zip(y, ref)) / scale if ref else 0.0
+sys.exit(0 if len(y) == len(ref) and err <= 1e-12 and ans["verify"]["max_rel_err"] <= 1e-12 else 1)
+EOF
+}
+
+if ! start_job 3; then not_ok "mpirun -np 3 spmvd starts and turns ready" "$(tail -20 "$JOB_LOG")"; done_testing; exit; fi
+ok "mpirun -np 3 spmvd starts and turns ready"
+req GET /v1/info
+check "/v1/info shows the cluster of 3 ranks" [ "$(jget 'd["cluster"]["ranks"], d["cluster"]["state"]')" = "(3, 'ok')" ]
+check "rank 0 wrote rank0.pid" [ -s "$STATE/rank0.pid" ]
+check "two other ranks run" [ "$(other_ranks | wc -l)" -eq 2 ]
+
+# ------------------------------------------------------ every real matrix
+declare -A IDS
+files=$(cd "$REAL" && ls *.mtx)
+bad_upload=0
+for f in $files; do
+  upload_multipart "$REAL/$f" shard=true "name=$f"
+  if [ "$CODE" != 201 ] || [ "$(jget 'len(d["shards"]) == 3 and d["sharded"] and sum(s["nnz"] for s in d["shards"]) == d["nnz"] and d["shards"][2]["rows"][1] == d["rows"]')" != True ]; then
+    bad_upload=$((bad_upload + 1)); diag "$f: $CODE $(head -c 300 "$BODY_FILE")"
+  fi
+  IDS[$f]=$MATRIX_ID
+done
+check "every real matrix uploads with shard=true: 3 shards covering its rows and non-zeros" [ "$bad_upload" -eq 0 ]
+
+for k in cpu.csr.serial cpu.csr.omp cpu.csr.chunked cpu.ell.omp cpu.hll.omp auto; do
+  bad=0
+  for f in $files; do
+    n=$(jget 'd["cols"]' <(curl -s "$SPMVD_URL/v1/matrices/${IDS[$f]}"))
+    x=$("$PYTHON" -c "import json; print(json.dumps([1 + (j % 7) / 8 for j in range($n)]))")
+    req POST "/v1/matrices/${IDS[$f]}/spmv" -H 'Content-Type: application/json' \
+      -d "{\"kernel\":\"$k\",\"x\":$x,\"runs\":2,\"verify\":true}"
+    if [ "$CODE" = 422 ] && grep -q padding "$BODY_FILE"; then continue; fi  # ELL refused on a long row
+    if [ "$CODE" != 200 ] || ! check_y "$f" "$BODY_FILE" ||
+       [ "$(jget '"compute_ms" in d["stats"] and "comm_ms" in d["stats"] and d["cluster"]["ranks"] == 3')" != True ]; then
+      bad=$((bad + 1)); diag "$k on $f: $CODE $(head -c 300 "$BODY_FILE")"
+    fi
+  done
+  check "$k: sharded y of every real matrix equals SciPy's and cpu.csr.serial's, with compute_ms and comm_ms" [ "$bad" -eq 0 ]
+done
+
+# the binary form: y back as bytes, the split in X-SpMV-Stats
+f=bcsstk13.mtx
+"$PYTHON" -c "import struct; open('$E2E_TMP/x.bin','wb').write(struct.pack('<2003d', *[1 + (j % 7) / 8 for j in range(2003)]))"
+req POST "/v1/matrices/${IDS[$f]}/spmv?kernel=cpu.csr.omp" -H 'Content-Type: application/octet-stream' --data-binary "@$E2E_TMP/x.bin"
+check "binary spmv on a sharded matrix: 200, 2003 values, comm_ms in X-SpMV-Stats" \
+  [ "$CODE" = 200 ] && [ "$(stat -c %s "$BODY_FILE")" -eq $((2003 * 8)) ] && header X-SpMV-Stats | grep -q comm_ms
+
+# ------------------------------------------------------ what it refuses
+ID=${IDS[$f]}
+X2003=$("$PYTHON" -c 'import json; print(json.dumps([1.0] * 2003))')
+req POST "/v1/matrices/$ID/spmv" -d '{"kernel":"cpu.csr.omp","x":'"$X2003"',"op":"t"}'
+check "op t on a sharded matrix: 422 naming it" [ "$CODE" = 422 ] && grep -q "op t" "$BODY_FILE"
+req POST "/v1/matrices/$ID/spmv" -d '{"kernel":"gpu.csr.scalar","x":'"$X2003"'}'
+check "a GPU kernel on host shards: 409" [ "$CODE" = 409 ]
+req POST "/v1/matrices/$ID/bench" -d '{}'
+check "bench on a sharded matrix: 422" [ "$CODE" = 422 ]
+req POST "/v1/matrices/$ID/spmspm" -d "{\"b\":\"$ID\"}"
+check "SpMSpM on a sharded matrix: 422" [ "$CODE" = 422 ]
+upload_multipart "$REAL/karate.mtx" shard=maybe
+check "shard=maybe: 400" [ "$CODE" = 400 ]
+upload_multipart "$REAL/karate.mtx" "name=whole"
+WHOLE=$MATRIX_ID
+check "an unsharded upload next to them: 201, sharded false" [ "$CODE" = 201 ] && [ "$(jget 'd["sharded"]')" = False ]
+check "spmv still answers 200 on every rank's matrix (healthy)" healthy
+
+# ------------------------------------------------------ SIGTERM and restart
+end_job
+check "SIGTERM to rank 0 stops every rank; mpirun exits 0 (got $JOB_RC)" [ "$JOB_RC" -eq 0 ]
+if ! start_job 2; then not_ok "restart with 2 ranks" "$(tail -20 "$JOB_LOG")"; done_testing; exit; fi
+req GET "/v1/matrices/$ID"
+check "restart with 2 ranks: the stored matrix is re-sharded over 2" [ "$CODE" = 200 ] && [ "$(jget 'len(d["shards"])')" = 2 ]
+req POST "/v1/matrices/$ID/spmv" -H 'Content-Type: application/json' \
+  -d "{\"kernel\":\"cpu.csr.serial\",\"x\":$("$PYTHON" -c 'import json; print(json.dumps([1 + (j % 7) / 8 for j in range(2003)]))'),\"verify\":true}"
+check "its product on 2 ranks still equals SciPy's" [ "$CODE" = 200 ] && check_y "$f" "$BODY_FILE"
+
+# ------------------------------------------------------ a rank hangs
+victim=$(other_ranks | head -1)
+kill -STOP "$victim"
+t0=$SECONDS
+req POST "/v1/matrices/$ID/spmv" -d "{\"kernel\":\"cpu.csr.omp\",\"x\":$("$PYTHON" -c 'import json; print(json.dumps([1.0] * 2003))')}"
+check "a sharded spmv with a rank stopped (SIGSTOP) fails 503 cluster_failed in $((SECONDS - t0)) s, no hang" \
+  [ "$CODE" = 503 ] && grep -q cluster_failed "$BODY_FILE" && [ $((SECONDS - t0)) -le 20 ]
+req GET /v1/ready
+check "/v1/ready answers 503 cluster_failed" [ "$CODE" = 503 ] && grep -q cluster_failed "$BODY_FILE"
+req POST "/v1/matrices/$WHOLE/spmv" -d '{"kernel":"cpu.csr.omp","x":'"$("$PYTHON" -c 'import json; print(json.dumps([1.0] * 34))')"'}'
+check "an unsharded matrix still multiplies (200)" [ "$CODE" = 200 ]
+kill -CONT "$victim"
+end_job
+check "SIGTERM to rank 0 after the hang ends the job (no hang; rc $JOB_RC)" [ "$JOB_RC" -ne 124 ]
+
+# ------------------------------------------------------ a rank dies
+if ! start_job 3; then not_ok "restart with 3 ranks" "$(tail -20 "$JOB_LOG")"; done_testing; exit; fi
+victim=$(other_ranks | tail -1)
+kill -KILL "$victim"
+t0=$SECONDS
+for ((i = 0; i < 200; i++)); do
+  [ "$(curl -s -o /dev/null -w '%{http_code}' "$SPMVD_URL/v1/ready")" = 503 ] && break
+  sleep 0.1
+done
+check "a rank killed (SIGKILL): /v1/ready turns 503 within $((SECONDS - t0)) s" \
+  [ "$(curl -s -o /dev/null -w '%{http_code}' "$SPMVD_URL/v1/ready")" = 503 ]
+req POST "/v1/matrices/$ID/spmv" -d "{\"kernel\":\"cpu.csr.omp\",\"x\":$("$PYTHON" -c 'import json; print(json.dumps([1.0] * 2003))')}"
+check "a sharded spmv then: 503 cluster_failed at once" [ "$CODE" = 503 ] && grep -q "rank" "$BODY_FILE"
+req POST "/v1/matrices/$WHOLE/spmv" -d '{"kernel":"cpu.csr.serial","x":'"$("$PYTHON" -c 'import json; print(json.dumps([1.0] * 34))')"'}'
+check "an unsharded matrix still multiplies (200)" [ "$CODE" = 200 ]
+end_job
+check "SIGTERM to rank 0 after the death ends the job (rc $JOB_RC)" [ "$JOB_RC" -ne 124 ]
+check "no spmvd of the job is left" [ -z "$(pgrep -f "state-dir $STATE" || true)" ]
+done_testing

@@ -508,7 +508,39 @@ static int host_csr(upload *u, const upload_opts *o, spmv_error *err)
     return rc;
 }
 
-static int build_matrix(request *r, const upload_opts *o, const spmv_mm_info *info)
+/* Sharding by configuration (issue 16), for an upload under mpirun (more
+ * than one rank, the cluster healthy) that names neither `shard` nor
+ * `device`: at least shard_nnz entries, or (shard_when_full) bound for a
+ * GPU with a CSR larger than the free memory of every GPU of rank 0 less
+ * device_reserve_bytes. Says why in `why`. */
+static bool shard_by_config(request *r, const upload_opts *o, const spmv_csr *c, char *why, size_t len)
+{
+    upload *u = U(r);
+    spmvd *d = r->d;
+    if (u->shard[0] || u->device[0] || !d->cluster_worker || cluster_size(d->cluster) < 2 || cluster_failed(d->cluster))
+        return false;
+    if (d->cfg.shard_nnz > 0 && c->nnz >= d->cfg.shard_nnz) {
+        snprintf(why, len, "%lld entries >= shard_nnz %lld", (long long)c->nnz, (long long)d->cfg.shard_nnz);
+        return true;
+    }
+    if (!d->cfg.shard_when_full || o->device != -2)
+        return false;
+    size_t need = ((size_t)c->rows + 1) * 4 + (size_t)c->nnz * (4 + spmv_dtype_size(o->dtype)), most = 0;
+    for (int i = 0; i < d->ngpus; i++) {
+        worker_info wi;
+        d->gpus[i]->ops->info(d->gpus[i], &wi);
+        size_t reserve = (size_t)d->cfg.device_reserve_bytes;
+        size_t avail = wi.have_gpu_info && wi.gpu_info.mem_free > reserve ? wi.gpu_info.mem_free - reserve : 0;
+        most = avail > most ? avail : most;
+    }
+    if (need <= most)
+        return false;
+    snprintf(why, len, "its CSR (%zu bytes) fits none of rank 0's GPUs (the most free: %zu bytes), shard_when_full",
+             need, most);
+    return true;
+}
+
+static int build_matrix(request *r, upload_opts *o, const spmv_mm_info *info)
 {
     upload *u = U(r);
     spmv_error err = {0};
@@ -523,9 +555,14 @@ static int build_matrix(request *r, const upload_opts *o, const spmv_mm_info *in
     meta.created = (int64_t)time(NULL);
     meta.parse_ms = u->parse_ms;
     meta.mixed = o->mixed;
-    meta.sharded = o->shard;
     double t0 = spmv_now_ms();
     int rc = host_csr(u, o, &err);
+    char why[256];
+    if (rc == SPMV_OK && shard_by_config(r, o, &u->csr, why, sizeof why)) {
+        log_info("upload %s: sharded across the ranks: %s", meta.id, why);
+        o->shard = true;
+    }
+    meta.sharded = o->shard;
     /* a GPU matrix keeps only the CSR on the host; other formats live on the device */
     spmv_format_limits lim = spmvd_format_limits(r->d);
     if (rc == SPMV_OK)

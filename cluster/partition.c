@@ -334,16 +334,21 @@ int cluster_shard_pack(const cluster_shard *s, void **buf, size_t *len, spmv_err
 }
 
 /* row_ptr from 0 to nnz, never decreasing; columns in 0..cols-1. */
+/* The engine's CSR contract: row pointers from 0 to nnz never
+ * decreasing, each row's columns inside the shape and strictly
+ * increasing (what the blocks are cut with, and what a GPU copy relies
+ * on: spmv_gpu_matrix_upload_csr sorts nothing). */
 static int csr_valid(const spmv_csr *m)
 {
     if (m->row_ptr[0] != 0 || m->row_ptr[m->rows] != m->nnz)
         return -1;
-    for (int32_t i = 0; i < m->rows; i++)
+    for (int32_t i = 0; i < m->rows; i++) {
         if (m->row_ptr[i + 1] < m->row_ptr[i])
             return -1;
-    for (int64_t k = 0; k < m->nnz; k++)
-        if (m->col[k] < 0 || m->col[k] >= m->cols)
-            return -1;
+        for (int32_t k = m->row_ptr[i]; k < m->row_ptr[i + 1]; k++)
+            if (m->col[k] < 0 || m->col[k] >= m->cols || (k > m->row_ptr[i] && m->col[k] <= m->col[k - 1]))
+                return -1;
+    }
     return 0;
 }
 

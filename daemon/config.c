@@ -113,6 +113,12 @@ static const key_desc keys[] = {
     {"cluster_timeout_ms", KEY_INT, OFF(cluster_timeout_ms), 100, 3600000, 30000, NULL, NULL,
      "under mpirun: how long rank 0 waits for any rank at any step (a shard, an exchange, y, a ping); past it the "
      "cluster is marked failed (/v1/ready 503, sharded requests 503) and nothing waits longer"},
+    {"shard_nnz", KEY_INT, OFF(shard_nnz), 0, INT32_MAX, 0, NULL, NULL,
+     "under mpirun: an upload naming neither `shard` nor `device` with at least this many entries is sharded across the "
+     "ranks (0: only when asked)"},
+    {"shard_when_full", KEY_BOOL, OFF(shard_when_full), 0, 1, 1, NULL, NULL,
+     "under mpirun: an upload naming neither `shard` nor `device`, bound for a GPU, whose CSR fits the free memory of "
+     "none of rank 0's GPUs is sharded across the ranks' GPUs instead of refused with 507"},
     {"connection_timeout", KEY_INT, OFF(connection_timeout), 1, 86400, 60, NULL, NULL,
      "seconds an idle connection is kept open"},
     {"connection_memory_limit", KEY_INT, OFF(connection_memory_limit), 16 * KiB, 64 * MiB, 256 * KiB, NULL, NULL,

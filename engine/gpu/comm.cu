@@ -45,8 +45,15 @@ static int nccl_error(ncclResult_t r, spmv_error *err, const char *what)
     return spmv_error_set(err, SPMV_ERR_DEVICE, 0, "%s: NCCL %s", what, ncclGetErrorString(r));
 }
 
-static void nap(void)
+/* Between two polls of a wait that began at `since` (spmv_now_ms): none
+ * for its first 2 ms, since an exchange takes tens of microseconds and a
+ * sleep at least the kernel's timer slack (50 us), which would double a
+ * sharded product's time; then 20 us naps, so that a wait on a hung peer
+ * does not hold a core for cluster_timeout_ms. */
+static void nap(double since)
 {
+    if (spmv_now_ms() - since < 2.0)
+        return;
     struct timespec ts = {0, 20000};
     nanosleep(&ts, NULL);
 }
@@ -56,6 +63,7 @@ static void nap(void)
 static int comm_settle(spmv_gpu_comm *c, double deadline, const char *what, spmv_error *err)
 {
     ncclResult_t state = ncclInProgress;
+    double since = spmv_now_ms();
     while (state == ncclInProgress) {
         ncclResult_t r = ncclCommGetAsyncError(c->comm, &state);
         if (r != ncclSuccess)
@@ -68,7 +76,7 @@ static int comm_settle(spmv_gpu_comm *c, double deadline, const char *what, spmv
                                   what);
         }
         if (state == ncclInProgress)
-            nap();
+            nap(since);
     }
     return state == ncclSuccess ? SPMV_OK : nccl_error(state, err, what);
 }
@@ -239,7 +247,7 @@ extern "C" int spmv_gpu_halo_start(spmv_gpu_comm *c, spmv_gpu_halo *h, const spm
 extern "C" int spmv_gpu_halo_wait(spmv_gpu_comm *c, spmv_gpu_halo *h, double timeout_ms, spmv_error *err)
 {
     (void)h;
-    double deadline = spmv_now_ms() + timeout_ms;
+    double since = spmv_now_ms(), deadline = since + timeout_ms;
     int st = comm_settle(c, deadline, "the halo exchange", err);
     if (st)
         return st;
@@ -259,6 +267,6 @@ extern "C" int spmv_gpu_halo_wait(spmv_gpu_comm *c, spmv_gpu_halo *h, double tim
                                   "the halo exchange over NCCL did not finish within %.0f ms; communicator aborted",
                                   timeout_ms);
         }
-        nap();
+        nap(since);
     }
 }

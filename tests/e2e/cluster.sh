@@ -7,15 +7,30 @@
 # answer (expected.json) and cpu.csr.serial (verify). Then what sharded
 # matrices refuse (422, 409), persistence (SIGTERM to rank 0 stops every
 # rank with status 0; a restart with 2 ranks re-shards the stored files),
-# and failures: a rank stopped with SIGSTOP (a hang) and a rank killed with
+# sharding by configuration (shard_nnz), and failures: a rank stopped with SIGSTOP (a hang) and a rank killed with
 # SIGKILL each turn /v1/ready to 503 and sharded requests to a clear 503
 # within cluster_timeout_ms, while unsharded matrices keep working, and
 # SIGTERM to rank 0 still ends the job. Skipped with the reason in a build
 # without MPI or on a host without mpirun.
+#
+# With SPMV_CLUSTER_GPU=1 (the GPU bundle, tools/bundle/cluster-gpu.sh, on
+# a 2-GPU host) the same runs on 2 ranks with the shards on their GPUs:
+# every GPU kernel and auto (the halo over NCCL), a CPU kernel refused
+# with 409, and the restart on 1 rank.
 . "$(dirname "$0")/lib.sh"
 
 REAL=$MATRICES/real
-if ! ldd "$SPMVD" 2>/dev/null | grep -q libmpi; then
+GPU=${SPMV_CLUSTER_GPU:-0}
+NP=3 NP_RESTART=2
+KERNELS="cpu.csr.serial cpu.csr.omp cpu.csr.chunked cpu.ell.omp cpu.hll.omp auto"
+if [ "$GPU" = 1 ]; then
+  NP=2 NP_RESTART=1
+  KERNELS="gpu.csr.scalar gpu.csr.vector gpu.csr.adaptive gpu.csr.light cusparse.csr gpu.ell gpu.hll gpu.pcsr gpu.psell auto"
+fi
+# a bundle's bin/spmvd is a wrapper script; ldd reads the binary beside it
+SPMVD_BIN=$SPMVD
+[ -x "$(dirname "$SPMVD")/real/spmvd" ] && SPMVD_BIN=$(dirname "$SPMVD")/real/spmvd
+if ! ldd "$SPMVD_BIN" 2>/dev/null | grep -q libmpi; then
   skip "this spmvd is built without MPI (MPI=0, or libopenmpi-dev missing)"; done_testing; exit
 fi
 if ! command -v mpirun >/dev/null; then
@@ -23,6 +38,7 @@ if ! command -v mpirun >/dev/null; then
 fi
 TIMEOUT_MS=3000
 MPI_FLAGS=(--oversubscribe --enable-recovery -x OMP_NUM_THREADS=1 -x OMP_WAIT_POLICY=passive)
+[ "$GPU" = 1 ] && MPI_FLAGS+=(-x NCCL_NVLS_ENABLE=0)
 [ "$(id -u)" -eq 0 ] && MPI_FLAGS+=(--allow-run-as-root)
 STATE=$E2E_TMP/state; mkdir -p "$STATE"
 
@@ -33,7 +49,7 @@ start_job() {
   JOB_LOG=$E2E_TMP/job.$SPMVD_PORT.log
   rm -f "$STATE/rank0.pid"
   mpirun -np "$1" "${MPI_FLAGS[@]}" "$SPMVD" --listen "127.0.0.1:$SPMVD_PORT" --state-dir "$STATE" --threads 2 \
-    --cluster-timeout-ms "$TIMEOUT_MS" >"$JOB_LOG" 2>&1 &
+    --cluster-timeout-ms "$TIMEOUT_MS" --shard-nnz 20000 >"$JOB_LOG" 2>&1 &
   MPIRUN_PID=$!
   SPMVD_PIDS+=("$MPIRUN_PID")
   SPMVD_PID=$MPIRUN_PID
@@ -68,12 +84,12 @@ sys.exit(0 if len(y) == len(ref) and err <= 1e-12 and ans["verify"]["max_rel_err
 EOF
 }
 
-if ! start_job 3; then not_ok "mpirun -np 3 spmvd starts and turns ready" "$(tail -20 "$JOB_LOG")"; done_testing; exit; fi
-ok "mpirun -np 3 spmvd starts and turns ready"
+if ! start_job $NP; then not_ok "mpirun -np $NP spmvd starts and turns ready" "$(tail -20 "$JOB_LOG")"; done_testing; exit; fi
+ok "mpirun -np $NP spmvd starts and turns ready"
 req GET /v1/info
-check "/v1/info shows the cluster of 3 ranks" [ "$(jget 'd["cluster"]["ranks"], d["cluster"]["state"]')" = "(3, 'ok')" ]
+check "/v1/info shows the cluster of $NP ranks" [ "$(jget 'd["cluster"]["ranks"], d["cluster"]["state"]')" = "($NP, 'ok')" ]
 check "rank 0 wrote rank0.pid" [ -s "$STATE/rank0.pid" ]
-check "two other ranks run" [ "$(other_ranks | wc -l)" -eq 2 ]
+check "$((NP - 1)) other ranks run" [ "$(other_ranks | wc -l)" -eq $((NP - 1)) ]
 
 # ------------------------------------------------------ every real matrix
 declare -A IDS
@@ -81,14 +97,14 @@ files=$(cd "$REAL" && ls *.mtx)
 bad_upload=0
 for f in $files; do
   upload_multipart "$REAL/$f" shard=true "name=$f"
-  if [ "$CODE" != 201 ] || [ "$(jget 'len(d["shards"]) == 3 and d["sharded"] and sum(s["nnz"] for s in d["shards"]) == d["nnz"] and d["shards"][2]["rows"][1] == d["rows"]')" != True ]; then
+  if [ "$CODE" != 201 ] || [ "$(jget 'len(d["shards"]) == '$NP' and d["sharded"] and sum(s["nnz"] for s in d["shards"]) == d["nnz"] and d["shards"]['$((NP - 1))']["rows"][1] == d["rows"] and all(s["device"].startswith("gpu") == bool('$GPU') for s in d["shards"])')" != True ]; then
     bad_upload=$((bad_upload + 1)); diag "$f: $CODE $(head -c 300 "$BODY_FILE")"
   fi
   IDS[$f]=$MATRIX_ID
 done
-check "every real matrix uploads with shard=true: 3 shards covering its rows and non-zeros" [ "$bad_upload" -eq 0 ]
+check "every real matrix uploads with shard=true: $NP shards covering its rows and non-zeros, on $([ "$GPU" = 1 ] && echo GPUs || echo hosts)" [ "$bad_upload" -eq 0 ]
 
-for k in cpu.csr.serial cpu.csr.omp cpu.csr.chunked cpu.ell.omp cpu.hll.omp auto; do
+for k in $KERNELS; do
   bad=0
   for f in $files; do
     n=$(jget 'd["cols"]' <(curl -s "$SPMVD_URL/v1/matrices/${IDS[$f]}"))
@@ -97,7 +113,7 @@ for k in cpu.csr.serial cpu.csr.omp cpu.csr.chunked cpu.ell.omp cpu.hll.omp auto
       -d "{\"kernel\":\"$k\",\"x\":$x,\"runs\":2,\"verify\":true}"
     if [ "$CODE" = 422 ] && grep -q padding "$BODY_FILE"; then continue; fi  # ELL refused on a long row
     if [ "$CODE" != 200 ] || ! check_y "$f" "$BODY_FILE" ||
-       [ "$(jget '"compute_ms" in d["stats"] and "comm_ms" in d["stats"] and d["cluster"]["ranks"] == 3')" != True ]; then
+       [ "$(jget '"compute_ms" in d["stats"] and "comm_ms" in d["stats"] and d["cluster"]["ranks"] == '$NP)" != True ]; then
       bad=$((bad + 1)); diag "$k on $f: $CODE $(head -c 300 "$BODY_FILE")"
     fi
   done
@@ -107,17 +123,24 @@ done
 # the binary form: y back as bytes, the split in X-SpMV-Stats
 f=bcsstk13.mtx
 "$PYTHON" -c "import struct; open('$E2E_TMP/x.bin','wb').write(struct.pack('<2003d', *[1 + (j % 7) / 8 for j in range(2003)]))"
-req POST "/v1/matrices/${IDS[$f]}/spmv?kernel=cpu.csr.omp" -H 'Content-Type: application/octet-stream' --data-binary "@$E2E_TMP/x.bin"
+BK=cpu.csr.omp; [ "$GPU" = 1 ] && BK=gpu.csr.vector
+OK_K=cpu.csr.omp; [ "$GPU" = 1 ] && OK_K=gpu.csr.vector
+req POST "/v1/matrices/${IDS[$f]}/spmv?kernel=$BK" -H 'Content-Type: application/octet-stream' --data-binary "@$E2E_TMP/x.bin"
 check "binary spmv on a sharded matrix: 200, 2003 values, comm_ms in X-SpMV-Stats" \
   [ "$CODE" = 200 ] && [ "$(stat -c %s "$BODY_FILE")" -eq $((2003 * 8)) ] && header X-SpMV-Stats | grep -q comm_ms
 
 # ------------------------------------------------------ what it refuses
 ID=${IDS[$f]}
 X2003=$("$PYTHON" -c 'import json; print(json.dumps([1.0] * 2003))')
-req POST "/v1/matrices/$ID/spmv" -d '{"kernel":"cpu.csr.omp","x":'"$X2003"',"op":"t"}'
+req POST "/v1/matrices/$ID/spmv" -d '{"kernel":"'$OK_K'","x":'"$X2003"',"op":"t"}'
 check "op t on a sharded matrix: 422 naming it" [ "$CODE" = 422 ] && grep -q "op t" "$BODY_FILE"
-req POST "/v1/matrices/$ID/spmv" -d '{"kernel":"gpu.csr.scalar","x":'"$X2003"'}'
-check "a GPU kernel on host shards: 409" [ "$CODE" = 409 ]
+if [ "$GPU" = 1 ]; then
+  req POST "/v1/matrices/$ID/spmv" -d '{"kernel":"cpu.csr.omp","x":'"$X2003"'}'
+  check "a CPU kernel on GPU shards: 409" [ "$CODE" = 409 ]
+else
+  req POST "/v1/matrices/$ID/spmv" -d '{"kernel":"gpu.csr.scalar","x":'"$X2003"'}'
+  check "a GPU kernel on host shards: 409" [ "$CODE" = 409 ]
+fi
 req POST "/v1/matrices/$ID/bench" -d '{}'
 check "bench on a sharded matrix: 422" [ "$CODE" = 422 ]
 req POST "/v1/matrices/$ID/spmspm" -d "{\"b\":\"$ID\"}"
@@ -127,23 +150,41 @@ check "shard=maybe: 400" [ "$CODE" = 400 ]
 upload_multipart "$REAL/karate.mtx" "name=whole"
 WHOLE=$MATRIX_ID
 check "an unsharded upload next to them: 201, sharded false" [ "$CODE" = 201 ] && [ "$(jget 'd["sharded"]')" = False ]
+# shard_nnz 20000 (the job's flag): bcsstk13 (83883 entries) shards unasked, but not when a device is named
+upload_multipart "$REAL/bcsstk13.mtx" "name=big_enough"
+check "an upload of >= shard_nnz entries naming neither shard nor device: sharded across $NP" [ "$CODE" = 201 ] && \
+  [ "$(jget 'd["sharded"] and len(d["shards"]) == '$NP)" = True ]
+req DELETE "/v1/matrices/$MATRIX_ID"
+upload_multipart "$REAL/bcsstk13.mtx" "name=named_device" device=cpu
+check "the same naming device=cpu: not sharded" [ "$CODE" = 201 ] && [ "$(jget 'd["sharded"]')" = False ]
+req DELETE "/v1/matrices/$MATRIX_ID"
+if [ "$GPU" = 1 ]; then
+  req POST "/v1/matrices/$WHOLE/spmv" -d '{"kernel":"gpu.csr.vector","x":'"$("$PYTHON" -c 'import json; print(json.dumps([1.0] * 34))')"',"verify":true}'
+  check "it multiplies on rank 0's GPU beside the shards (200, verified)" [ "$CODE" = 200 ] && \
+    [ "$(jget 'd["device"].startswith("gpu") and d["verify"]["max_rel_err"] <= 1e-12')" = True ]
+fi
 check "spmv still answers 200 on every rank's matrix (healthy)" healthy
 
 # ------------------------------------------------------ SIGTERM and restart
 end_job
 check "SIGTERM to rank 0 stops every rank; mpirun exits 0 (got $JOB_RC)" [ "$JOB_RC" -eq 0 ]
-if ! start_job 2; then not_ok "restart with 2 ranks" "$(tail -20 "$JOB_LOG")"; done_testing; exit; fi
+if ! start_job $NP_RESTART; then not_ok "restart with $NP_RESTART ranks" "$(tail -20 "$JOB_LOG")"; done_testing; exit; fi
 req GET "/v1/matrices/$ID"
-check "restart with 2 ranks: the stored matrix is re-sharded over 2" [ "$CODE" = 200 ] && [ "$(jget 'len(d["shards"])')" = 2 ]
+check "restart with $NP_RESTART ranks: the stored matrix is re-sharded over $NP_RESTART" [ "$CODE" = 200 ] && [ "$(jget 'len(d["shards"])')" = $NP_RESTART ]
 req POST "/v1/matrices/$ID/spmv" -H 'Content-Type: application/json' \
-  -d "{\"kernel\":\"cpu.csr.serial\",\"x\":$("$PYTHON" -c 'import json; print(json.dumps([1 + (j % 7) / 8 for j in range(2003)]))'),\"verify\":true}"
-check "its product on 2 ranks still equals SciPy's" [ "$CODE" = 200 ] && check_y "$f" "$BODY_FILE"
+  -d "{\"kernel\":\"$([ "$GPU" = 1 ] && echo gpu.csr.scalar || echo cpu.csr.serial)\",\"x\":$("$PYTHON" -c 'import json; print(json.dumps([1 + (j % 7) / 8 for j in range(2003)]))'),\"verify\":true}"
+check "its product on $NP_RESTART ranks still equals SciPy's" [ "$CODE" = 200 ] && check_y "$f" "$BODY_FILE"
 
+if [ "$NP_RESTART" -lt 2 ]; then  # the failures need a rank besides rank 0
+  end_job
+  check "SIGTERM to rank 0 of the 1-rank job: mpirun exits 0 (got $JOB_RC)" [ "$JOB_RC" -eq 0 ]
+  if ! start_job $NP; then not_ok "restart with $NP ranks" "$(tail -20 "$JOB_LOG")"; done_testing; exit; fi
+fi
 # ------------------------------------------------------ a rank hangs
 victim=$(other_ranks | head -1)
 kill -STOP "$victim"
 t0=$SECONDS
-req POST "/v1/matrices/$ID/spmv" -d "{\"kernel\":\"cpu.csr.omp\",\"x\":$("$PYTHON" -c 'import json; print(json.dumps([1.0] * 2003))')}"
+req POST "/v1/matrices/$ID/spmv" -d "{\"kernel\":\"$OK_K\",\"x\":$("$PYTHON" -c 'import json; print(json.dumps([1.0] * 2003))')}"
 check "a sharded spmv with a rank stopped (SIGSTOP) fails 503 cluster_failed in $((SECONDS - t0)) s, no hang" \
   [ "$CODE" = 503 ] && grep -q cluster_failed "$BODY_FILE" && [ $((SECONDS - t0)) -le 20 ]
 req GET /v1/ready
@@ -155,7 +196,7 @@ end_job
 check "SIGTERM to rank 0 after the hang ends the job (no hang; rc $JOB_RC)" [ "$JOB_RC" -ne 124 ]
 
 # ------------------------------------------------------ a rank dies
-if ! start_job 3; then not_ok "restart with 3 ranks" "$(tail -20 "$JOB_LOG")"; done_testing; exit; fi
+if ! start_job $NP; then not_ok "restart with $NP ranks" "$(tail -20 "$JOB_LOG")"; done_testing; exit; fi
 victim=$(other_ranks | tail -1)
 kill -KILL "$victim"
 t0=$SECONDS
@@ -165,7 +206,7 @@ for ((i = 0; i < 200; i++)); do
 done
 check "a rank killed (SIGKILL): /v1/ready turns 503 within $((SECONDS - t0)) s" \
   [ "$(curl -s -o /dev/null -w '%{http_code}' "$SPMVD_URL/v1/ready")" = 503 ]
-req POST "/v1/matrices/$ID/spmv" -d "{\"kernel\":\"cpu.csr.omp\",\"x\":$("$PYTHON" -c 'import json; print(json.dumps([1.0] * 2003))')}"
+req POST "/v1/matrices/$ID/spmv" -d "{\"kernel\":\"$OK_K\",\"x\":$("$PYTHON" -c 'import json; print(json.dumps([1.0] * 2003))')}"
 check "a sharded spmv then: 503 cluster_failed at once" [ "$CODE" = 503 ] && grep -q "rank" "$BODY_FILE"
 req POST "/v1/matrices/$WHOLE/spmv" -d '{"kernel":"cpu.csr.serial","x":'"$("$PYTHON" -c 'import json; print(json.dumps([1.0] * 34))')"'}'
 check "an unsharded matrix still multiplies (200)" [ "$CODE" = 200 ]

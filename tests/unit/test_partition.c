@@ -272,6 +272,26 @@ static void test_wire(void **state)
             ((unsigned char *)buf)[at] ^= 0x5a;
         }
         free(buf);
+        /* both blocks keep each row's columns strictly increasing (a GPU
+         * copy sorts nothing); a shard whose row is out of order is refused */
+        const spmv_csr *blk[2] = {&sh[r].local, &sh[r].off};
+        int32_t swap_at = -1;
+        for (int b = 0; b < 2; b++)
+            for (int32_t i = 0; i < blk[b]->rows; i++)
+                for (int32_t k = blk[b]->row_ptr[i] + 1; k < blk[b]->row_ptr[i + 1]; k++) {
+                    assert_true(blk[b]->col[k] > blk[b]->col[k - 1]);
+                    if (b == 0 && swap_at < 0)
+                        swap_at = k;
+                }
+        assert_true(swap_at > 0);
+        int32_t *c = sh[r].local.col, t = c[swap_at];
+        c[swap_at] = c[swap_at - 1];
+        c[swap_at - 1] = t;
+        assert_int_equal(cluster_shard_pack(&sh[r], &buf, &len, &err), SPMV_OK);
+        assert_int_equal(cluster_shard_unpack(buf, len, &back, &err), SPMV_ERR_CORRUPT);
+        c[swap_at - 1] = c[swap_at];
+        c[swap_at] = t;
+        free(buf);
     }
     for (int r = 0; r < 3; r++)
         cluster_shard_free(&sh[r]);

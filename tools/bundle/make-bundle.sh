@@ -5,12 +5,18 @@
 # The GPU host is Ubuntu 24.04 with the CUDA 13 toolkit and driver but
 # without this project's Debian libraries, and it reaches no network. So the
 # bundle holds:
-#   bin/real/  test_gpu, test_gpu_spmspm, spmvd (when the daemon is built), the tools
+#   bin/real/  test_gpu, test_gpu_spmspm, spmvd (when the daemon is built), the tools,
+#              mpi_cluster (an MPI build)
 #   bin/       one wrapper script per binary that puts lib/ on
 #              LD_LIBRARY_PATH for that binary alone (the host's own curl
 #              and python3 must keep the host's libcurl and libssl)
 #   lib/       every shared library those binaries load that is not glibc,
-#              the C++ runtime or CUDA's (ldd decides)
+#              the C++ runtime or CUDA's (ldd decides); not NCCL (218 MB,
+#              past the device tool's 64 MiB: the GPU hosts have their own
+#              in /usr/lib/x86_64-linux-gnu) nor Open MPI's, which must be
+#              the host's, the same as its mpirun (libmpi.so.40: Open MPI
+#              4.x); those go to lib-mpi/ for a host without Open MPI
+#   e2e/       tests/e2e/lib.sh and cluster.sh (cluster-gpu.sh runs it)
 #   shared/matrices/{real,conformance/invalid}  the test matrices, laid out
 #              as ../shared/matrices is beside the repository, with
 #   work/      an empty folder that serves as SPMV_ROOT (tests find the
@@ -24,12 +30,13 @@ SHARED=${SPMV_SHARED:-../shared}
 [ "${HAVE_CUDA:-1}" = 1 ] || { echo "make-bundle: this build has no CUDA (nvcc missing or CUDA=0)" >&2; exit 1; }
 
 rm -rf "$BUNDLE"
-mkdir -p "$BUNDLE"/bin/real "$BUNDLE"/lib "$BUNDLE"/work "$BUNDLE"/shared/matrices/conformance
+mkdir -p "$BUNDLE"/bin/real "$BUNDLE"/lib "$BUNDLE"/lib-mpi "$BUNDLE"/e2e "$BUNDLE"/work "$BUNDLE"/shared/matrices/conformance
 
 bins=("$BUILD/tests/test_gpu")
 [ -x "$BUILD/tests/test_gpu_spmspm" ] && bins+=("$BUILD/tests/test_gpu_spmspm")
 [ -x "$BUILD/tests/test_gpu_vectors" ] && bins+=("$BUILD/tests/test_gpu_vectors")
 [ -x "$BUILD/tests/test_gpu_wide" ] && bins+=("$BUILD/tests/test_gpu_wide")
+[ -x "$BUILD/tests/mpi_cluster" ] && bins+=("$BUILD/tests/mpi_cluster")
 for b in spmvd spmv-gen spmv-kernels spmvctl bench-spmspm cg_solve cg-ref spmv-copyrate; do
   [ -x "$BUILD/$b" ] && bins+=("$BUILD/$b")
 done
@@ -43,11 +50,13 @@ done
 
 # Libraries the host has (or must provide itself): glibc's, the compiler
 # runtime, and the CUDA driver/toolkit libraries that match its driver.
-skip='^(linux-vdso|ld-linux|libc\.|libm\.|libdl\.|libpthread\.|librt\.|libutil\.|libresolv\.|libstdc\+\+|libgcc_s|libcuda|libcudart|libcusparse|libcublas|libnvJitLink|libnvrtc)'
+skip='^(linux-vdso|ld-linux|libc\.|libm\.|libdl\.|libpthread\.|librt\.|libutil\.|libresolv\.|libstdc\+\+|libgcc_s|libcuda|libcudart|libcusparse|libcublas|libnvJitLink|libnvrtc|libnccl)'
+mpi='^(libmpi|libopen-rte|libopen-pal|libhwloc|libevent|libpmix|libfabric|libucp|libucs|libuct|libucm|libpsm|libibverbs|librdmacm|libmunge)'
 for b in "${bins[@]}"; do
   ldd "$b" | awk '/=> \// { print $1, $3 }'
 done | sort -u | while read -r name path; do
   if [[ "$name" =~ $skip ]]; then continue; fi
+  if [[ "$name" =~ $mpi ]]; then cp -L "$path" "$BUNDLE/lib-mpi/$name"; continue; fi
   cp -L "$path" "$BUNDLE/lib/$name"
 done
 
@@ -55,7 +64,9 @@ cp -r "$SHARED/matrices/real" "$BUNDLE/shared/matrices/"
 cp -r "$SHARED/matrices/conformance/invalid" "$BUNDLE/shared/matrices/conformance/"
 cp tools/bundle/run.sh tools/bundle/common.sh tools/bundle/shm-gpu.sh tools/bundle/api_test.py tools/bundle/api_test_vectors.py tools/bundle/bench_remote.py \
   tools/bundle/bench_memory.py tools/bundle/padding.py tools/bench-upload.sh tools/bench_roundtrip.py \
-  tests/e2e/shm_check.py tests/e2e/mixed_check.py tools/bundle/packed-gpu.sh "$BUNDLE/"
+  tests/e2e/shm_check.py tests/e2e/mixed_check.py tools/bundle/packed-gpu.sh tools/bundle/cluster-gpu.sh \
+  tools/bundle/bench_scaling.py "$BUNDLE/"
+cp tests/e2e/lib.sh tests/e2e/cluster.sh "$BUNDLE/e2e/"
 chmod +x "$BUNDLE/run.sh"
 
 echo "bundle: $(ls "$BUNDLE/bin/real" | tr '\n' ' ')"

@@ -1,0 +1,329 @@
+#!/usr/bin/env python3
+"""bench_scaling.py — strong scaling of a sharded matrix, 1 GPU against 2 (issue 16).
+
+Run on the 2-GPU host by tools/bundle/cluster-gpu.sh:
+
+    python3 bundle/bench_scaling.py --bundle bundle --out $OUT [--poisson-n 6400] [--big-nnz 7e8]
+
+Starts `mpirun -np 2 spmvd` (one rank per GPU, NCCL_NVLS_ENABLE=0), and
+for each generated matrix (spmv-gen, uploaded as a stored .npz):
+  1 GPU   the matrix uploaded unsharded onto rank 0's GPU (device=0):
+          each kernel's median of `runs` timed runs (the kernel alone,
+          timed with CUDA events by the GPU worker);
+  2 GPUs  the same file uploaded with shard=true: the same kernels, the
+          median of the slowest rank's run per run (host clock around the
+          local product, the halo exchange over NCCL and the off-diagonal
+          product, synchronised: everything but x's delivery and y's
+          gather), with its compute and communication split;
+and checks both y against SciPy's A @ x (1e-12 relative to ||y||_inf).
+Then the matrix larger than one GPU's free memory: a PyTorch process
+holds all but --free-gb of each GPU before the job starts, a uniform
+matrix of --big-nnz entries (its CSR larger than one GPU's free memory)
+must be refused on GPU 0 (device=0: 507), and an upload naming neither
+shard nor device must be sharded by shard_when_full, held across both
+GPUs and multiplied, its y checked the same way.
+
+Writes scaling.md (a table) and scaling.json to --out. Reports, never
+asserts: the exit status is 1 only when a product is wrong or a step
+fails.
+"""
+import argparse
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+import urllib.error
+import urllib.request
+
+import numpy as np
+import scipy.sparse as sp
+
+KERNELS = ["cusparse.csr", "gpu.csr.vector", "gpu.csr.light", "gpu.psell", "auto"]
+
+
+def free_port():
+    s = socket.socket()
+    s.bind(("127.0.0.1", 0))
+    p = s.getsockname()[1]
+    s.close()
+    return p
+
+
+class Job:
+    """mpirun -np N spmvd on a fresh state directory."""
+
+    def __init__(self, bundle, np_, tmp, log):
+        self.port = free_port()
+        self.base = "http://127.0.0.1:%d" % self.port
+        self.state = os.path.join(tmp, "state")
+        os.makedirs(self.state, exist_ok=True)
+        env = dict(os.environ, NCCL_NVLS_ENABLE="0", OMP_NUM_THREADS="8")
+        cmd = ["mpirun", "-np", str(np_), "--enable-recovery", "-x", "NCCL_NVLS_ENABLE", "-x", "OMP_NUM_THREADS",
+               "--bind-to", "none"]
+        if os.getuid() == 0:
+            cmd.append("--allow-run-as-root")
+        cmd += [os.path.join(bundle, "bin", "spmvd"), "--listen", "127.0.0.1:%d" % self.port, "--state-dir",
+                self.state, "--max-upload-bytes", "64T", "--max-body-bytes", "64G", "--max-runs", "1000",
+                "--cluster-timeout-ms", "60000", "--threads", "4"]
+        self.log = open(log, "w")
+        self.proc = subprocess.Popen(cmd, stdout=self.log, stderr=subprocess.STDOUT, env=env)
+        t0 = time.time()
+        while time.time() - t0 < 120:
+            if self.proc.poll() is not None:
+                raise RuntimeError("mpirun exited %s (see %s)" % (self.proc.returncode, log))
+            if self.get("/v1/ready")[0] == 200:
+                return
+            time.sleep(0.25)
+        raise RuntimeError("the job did not turn ready in 120 s")
+
+    def get(self, path):
+        try:
+            with urllib.request.urlopen(self.base + path, timeout=10) as r:
+                return r.status, r.read()
+        except urllib.error.HTTPError as e:
+            return e.code, e.read()
+        except Exception as e:  # not listening yet
+            return 0, str(e).encode()
+
+    def upload(self, path, query):
+        t0 = time.time()
+        out = subprocess.run(["curl", "-sS", "-w", "\n%{http_code}", "-X", "POST", "-H",
+                              "Content-Type: application/octet-stream", "-T", path,
+                              self.base + "/v1/matrices?" + query], capture_output=True, text=True, timeout=900)
+        body, _, code = out.stdout.rpartition("\n")
+        return int(code or 0), body, time.time() - t0
+
+    def spmv(self, mid, kernel, x, runs, warmup):
+        url = "%s/v1/matrices/%s/spmv?kernel=%s&runs=%d&warmup=%d" % (self.base, mid, kernel, runs, warmup)
+        req = urllib.request.Request(url, data=x.tobytes(), method="POST",
+                                     headers={"Content-Type": "application/octet-stream"})
+        try:
+            with urllib.request.urlopen(req, timeout=600) as r:
+                return np.frombuffer(r.read(), dtype=np.float64), json.loads(r.headers.get("X-SpMV-Stats", "{}")), None
+        except urllib.error.HTTPError as e:
+            return None, None, "HTTP %d %s" % (e.code, e.read()[:400])
+
+    def delete(self, mid):
+        req = urllib.request.Request(self.base + "/v1/matrices/" + mid, method="DELETE")
+        try:
+            urllib.request.urlopen(req, timeout=120).read()
+        except urllib.error.HTTPError:
+            pass
+
+    def stop(self):
+        try:
+            with open(os.path.join(self.state, "rank0.pid")) as f:
+                os.kill(int(f.read().strip()), signal.SIGTERM)
+            self.proc.wait(timeout=120)
+        except Exception:
+            self.proc.kill()
+            self.proc.wait()
+        self.log.close()
+        return self.proc.returncode
+
+
+def rel_err(y, ref):
+    if y is None or len(y) != len(ref):
+        return float("inf")
+    return float(np.max(np.abs(y - ref)) / max(float(np.max(np.abs(ref))), 1e-300))
+
+
+def load_csr(path):
+    z = np.load(path)
+    return sp.csr_matrix((z["data"], z["indices"], z["indptr"]), shape=tuple(z["shape"]))
+
+
+def run_matrix(job, name, path, a, runs, warmup, rows_out, log):
+    """Unsharded on GPU 0, then sharded over the ranks' GPUs: every kernel, y checked."""
+    rng = np.random.default_rng()
+    x = rng.uniform(-1.0, 1.0, a.shape[1])
+    ref = a @ x
+    bad = 0
+    res = {"matrix": name, "rows": a.shape[0], "nnz": int(a.nnz), "csr_bytes": int(a.nnz * 12 + (a.shape[0] + 1) * 4)}
+    for mode, query in (("1 GPU", "device=0"), ("2 GPUs", "shard=true")):
+        code, body, up_s = job.upload(path, query + "&name=" + name)
+        log.write("%s %s upload: %d in %.1f s %s\n" % (name, mode, code, up_s, body[:600]))
+        log.flush()
+        if code != 201:
+            print("  %s %s: upload HTTP %d %s" % (name, mode, code, body[:300]))
+            bad += 1
+            continue
+        d = json.loads(body)
+        mid = d["id"]
+        if mode == "2 GPUs":
+            res["shards"] = [{k: s.get(k) for k in ("rank", "rows", "nnz", "halo_recv", "halo_send", "device", "bytes")}
+                             for s in d.get("shards", [])]
+        for k in KERNELS:
+            y, st, err = job.spmv(mid, k, x, runs, warmup)
+            e = rel_err(y, ref)
+            if err or e > 1e-12:
+                bad += 1
+                print("  %s %s %s: %s rel err %.3g" % (name, mode, k, err or "", e))
+                log.write("%s %s %s: %s rel err %.3g\n" % (name, mode, k, err, e))
+                continue
+            s = st["stats"]
+            row = {"matrix": name, "mode": mode, "kernel": k, "ran": st.get("kernel"), "median_ms": s["median_ms"],
+                   "min_ms": s.get("min_ms"), "compute_ms": s.get("compute_ms"), "comm_ms": s.get("comm_ms"),
+                   "gbps": s.get("gbps"), "rel_err": e}
+            if "cluster" in st:
+                row["gather_ms"] = st["cluster"].get("gather_ms")
+                row["kernels"] = st["cluster"].get("kernels")
+            rows_out.append(row)
+            print("  %-14s %-6s %-16s median %8.4f ms  compute %s comm %s  (ran %s, err %.1e)" % (
+                name, mode, k, s["median_ms"], s.get("compute_ms"), s.get("comm_ms"), st.get("kernel"), e))
+            sys.stdout.flush()
+        job.delete(mid)
+    return res, bad
+
+
+def table(results, rows):
+    out = ["| matrix | rows | nnz | kernel | 1 GPU median ms | 2 GPUs median ms | speed-up | 2 GPUs compute ms | 2 GPUs comm ms |",
+           "| --- | ---: | ---: | --- | ---: | ---: | ---: | ---: | ---: |"]
+    for r in results:
+        for k in KERNELS:
+            one = next((x for x in rows if x["matrix"] == r["matrix"] and x["mode"] == "1 GPU" and x["kernel"] == k), None)
+            two = next((x for x in rows if x["matrix"] == r["matrix"] and x["mode"] == "2 GPUs" and x["kernel"] == k), None)
+            if not one or not two:
+                continue
+            out.append("| %s | %d | %d | %s | %.4f | %.4f | %.2f× | %s | %s |" % (
+                r["matrix"], r["rows"], r["nnz"], k if k != "auto" else "auto (%s / %s)" % (one["ran"], two["ran"]),
+                one["median_ms"], two["median_ms"], one["median_ms"] / two["median_ms"],
+                "%.4f" % two["compute_ms"] if two.get("compute_ms") is not None else "-",
+                "%.4f" % two["comm_ms"] if two.get("comm_ms") is not None else "-"))
+    return "\n".join(out)
+
+
+def gen(bundle, tmp, name, args):
+    path = os.path.join(tmp, name + ".npz")
+    t0 = time.time()
+    subprocess.run([os.path.join(bundle, "bin", "spmv-gen")] + args + ["--seed", "11", "--npz=stored", "--out", path],
+                   check=True, stdout=subprocess.DEVNULL, timeout=600)
+    print("generated %s (%.1f GB) in %.1f s" % (name, os.path.getsize(path) / 1e9, time.time() - t0))
+    return path
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--bundle", required=True)
+    ap.add_argument("--out", required=True)
+    ap.add_argument("--poisson-n", type=int, default=6400)       # 6400^2 rows, 204.7 M non-zeros
+    ap.add_argument("--powerlaw-n", type=int, default=6000000)   # 16 a row on average: ~100 M
+    ap.add_argument("--big-nnz", type=float, default=6e8)
+    ap.add_argument("--free-gb", type=float, default=6.0)
+    ap.add_argument("--runs", type=int, default=30)
+    ap.add_argument("--warmup", type=int, default=5)
+    ap.add_argument("--skip", default="", help="comma list of: poisson, powerlaw, big")
+    a = ap.parse_args()
+    b = os.path.abspath(a.bundle)
+    skip = set(filter(None, a.skip.split(",")))
+    os.makedirs(a.out, exist_ok=True)
+    tmp = tempfile.mkdtemp(prefix="spmvd-scaling-", dir=os.environ.get("SCALING_TMP"))
+    log = open(os.path.join(a.out, "scaling-detail.log"), "w")
+    print("seed: x drawn fresh (numpy default_rng); matrices spmv-gen --seed 11")
+    rows, results, bad = [], [], 0
+    job = Job(b, 2, tmp, os.path.join(a.out, "scaling-job.log"))
+    try:
+        for name, gargs, on in (("poisson2d", ["--kind", "poisson2d", "--n", str(a.poisson_n)], "poisson"),
+                                ("powerlaw", ["--kind", "powerlaw", "--n", str(a.powerlaw_n), "--per-row", "16"],
+                                 "powerlaw")):
+            if on in skip:
+                continue
+            path = gen(b, tmp, name, gargs)
+            m = load_csr(path)
+            r, nb = run_matrix(job, name, path, m, a.runs, a.warmup, rows, log)
+            results.append(r)
+            bad += nb
+            del m
+            os.unlink(path)
+    finally:
+        rc = job.stop()
+        print("job stopped: mpirun rc=%s" % rc)
+    big = None
+    if "big" not in skip:
+        big, nb = big_matrix(a, b, tmp, log)
+        bad += nb
+    md = ["# Strong scaling, 1 GPU against 2 (generated by tools/bundle/bench_scaling.py)", "",
+          table(results, rows), ""]
+    if big:
+        md += ["## A matrix larger than one GPU's free memory", "", "```", json.dumps(big, indent=1), "```"]
+    open(os.path.join(a.out, "scaling.md"), "w").write("\n".join(md) + "\n")
+    json.dump({"results": results, "rows": rows, "big": big}, open(os.path.join(a.out, "scaling.json"), "w"), indent=1)
+    print("\n".join(md))
+    print("wrong or failed: %d" % bad)
+    return 1 if bad else 0
+
+
+def big_matrix(a, b, tmp, log):
+    """A PyTorch process holds all but free_gb of each GPU; the matrix's CSR is larger than that."""
+    bad = 0
+    rows_n = int(a.big_nnz) // 16
+    path = gen(b, tmp, "uniform_big", ["--kind", "uniform", "--n", str(rows_n), "--per-row", "16"])
+    hog_py = ("import torch, sys, time\n"
+              "free_gb = float(sys.argv[1]); held = []\n"
+              "for d in range(torch.cuda.device_count()):\n"
+              "    f, t = torch.cuda.mem_get_info(d)\n"
+              "    n = int(f - free_gb * 2**30)\n"
+              "    held.append(torch.empty(n, dtype=torch.uint8, device='cuda:%d' % d))\n"
+              "    print('GPU %d: held %.1f GiB of %.1f free' % (d, n / 2**30, f / 2**30), flush=True)\n"
+              "print('ready', flush=True)\n"
+              "time.sleep(3600)\n")
+    hog = subprocess.Popen([sys.executable, "-c", hog_py, str(a.free_gb)], stdout=subprocess.PIPE, text=True)
+    info = {"free_gb_left_per_gpu": a.free_gb}
+    for line in hog.stdout:
+        print("  hog: " + line.strip())
+        info.setdefault("hog", []).append(line.strip())
+        if line.startswith("ready"):
+            break
+    job = None
+    try:
+        job = Job(b, 2, os.path.join(tmp, "big"), os.path.join(a.out, "scaling-big-job.log"))
+        m = load_csr(path)
+        info.update(rows=m.shape[0], nnz=int(m.nnz), csr_gb=(m.nnz * 12 + (m.shape[0] + 1) * 4) / 1e9)
+        code, body, up_s = job.upload(path, "device=0&name=big_whole")
+        info["unsharded_upload"] = {"code": code, "seconds": round(up_s, 1), "body": body[:300]}
+        print("  big unsharded onto GPU 0: %d in %.1f s %s" % (code, up_s, body[:200]))
+        if code != 507:
+            bad += 1
+        # naming neither shard nor device: shard_when_full (on by default) shards it
+        code, body, up_s = job.upload(path, "name=big_auto")
+        auto = code == 201 and json.loads(body).get("sharded") is True
+        info["auto_upload"] = {"code": code, "seconds": round(up_s, 1), "sharded": auto}
+        print("  big, naming neither shard nor device: %d in %.1f s, sharded %s" % (code, up_s, auto))
+        if not auto:
+            bad += 1
+            info["auto_upload"]["body"] = body[:400]
+            if code == 201:
+                job.delete(json.loads(body)["id"])
+            code, body, up_s = job.upload(path, "shard=true&name=big_sharded")
+            info["sharded_upload"] = {"code": code, "seconds": round(up_s, 1)}
+            print("  big, shard=true: %d in %.1f s" % (code, up_s))
+        if code == 201:
+            d = json.loads(body)
+            info["shards"] = d.get("shards")
+            x = np.random.default_rng().uniform(-1.0, 1.0, m.shape[1])
+            ref = m @ x
+            y, st, err = job.spmv(d["id"], "cusparse.csr", x, 10, 2)
+            e = rel_err(y, ref)
+            info["spmv"] = {"error": err, "rel_err": e, "stats": st and st.get("stats")}
+            print("  big sharded cusparse.csr: %s rel err %.2g %s" % (err or "ok", e, st and st.get("stats")))
+            if err or e > 1e-12:
+                bad += 1
+        else:
+            bad += 1
+            info["upload_body"] = body[:400]
+        log.write(json.dumps(info) + "\n")
+    finally:
+        if job:
+            job.stop()
+        hog.kill()
+        hog.wait()
+        os.unlink(path)
+    return info, bad
+
+
+if __name__ == "__main__":
+    sys.exit(main())

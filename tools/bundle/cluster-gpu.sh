@@ -1,0 +1,53 @@
+#!/usr/bin/env bash
+# cluster-gpu.sh — issue 16 on a 2-GPU host: `bash bundle/cluster-gpu.sh`
+# (made by `make bundle`; the host's own Open MPI and NCCL are used: see
+# make-bundle.sh).
+#
+# 1. mpi_cluster under `mpirun -np 2`: every rank's product against
+#    cpu.csr.serial, on the hosts and on the ranks' GPUs (GPU kernels and
+#    auto, the halo over NCCL), and the command protocol;
+# 2. tests/e2e/cluster.sh with SPMV_CLUSTER_GPU=1: `mpirun -np 2 spmvd`,
+#    every shared real matrix sharded onto the two GPUs and multiplied with
+#    every GPU kernel against SciPy's answer, what sharded matrices refuse,
+#    SIGTERM and restart on 1 rank, a rank hung (SIGSTOP) and one killed;
+# 3. bench_scaling.py (unless BENCH=0): 1 GPU against 2 on a 2-D Poisson
+#    matrix of 205 M non-zeros and a power-law one, and a matrix larger
+#    than one GPU's free memory held across both (options in SCALING_ARGS).
+# NCCL_NVLS_ENABLE=0 throughout. Logs under $OUT; summary.txt says
+# pass/fail per step.
+set -u
+B=$(cd "$(dirname "$0")" && pwd)
+OUT=${OUT:-$B/out}
+mkdir -p "$OUT"
+export SPMV_ROOT="$B/work" CMOCKA_MESSAGE_OUTPUT=TAP PYTHONUNBUFFERED=1 NCCL_NVLS_ENABLE=0
+summary="$OUT/summary-cluster.txt"
+: >"$summary"
+. "$B/common.sh"
+{
+  nvidia-smi --query-gpu=index,name,memory.total --format=csv,noheader
+  nvidia-smi topo -m 2>&1 | head -4
+  mpirun --version 2>&1 | head -1
+  ldconfig -p | grep -E "libnccl|libmpi\.so" | head -4
+  LD_LIBRARY_PATH="$B/lib" ldd "$B/bin/real/spmvd" | grep -E "not found|libmpi|libnccl"
+} 2>&1 | tee -a "$summary"
+# the host's Open MPI when it has one; the bundle's own copies otherwise
+if LD_LIBRARY_PATH="$B/lib" ldd "$B/bin/real/spmvd" | grep -q "libmpi.*not found"; then
+  echo "this host lacks libmpi.so.40: the bundle's lib-mpi/ is used" | tee -a "$summary"
+  export LD_LIBRARY_PATH="$B/lib-mpi${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
+fi
+MPI=(mpirun --allow-run-as-root --bind-to none -x NCCL_NVLS_ENABLE -x SPMV_ROOT -x CMOCKA_MESSAGE_OUTPUT
+  -x OMP_NUM_THREADS=4 ${LD_LIBRARY_PATH:+-x LD_LIBRARY_PATH})
+
+if [ "${TESTS:-1}" = 1 ]; then
+  step mpi_cluster_np2 "$OUT/mpi_cluster.log" 240 "${MPI[@]}" -np 2 "$B/bin/mpi_cluster"
+  grep -E '^# (SKIP|FAIL)|^not ok|on 2 GPUs' "$OUT/mpi_cluster.log" | head -40 | tee -a "$summary"
+  step e2e_cluster_gpu "$OUT/e2e_cluster_gpu.log" 300 env SPMV_CLUSTER_GPU=1 SPMVD="$B/bin/spmvd" \
+    BUILD="$B/bin" PYTHON="$PY" bash "$B/e2e/cluster.sh"
+  grep -E '^not ok|^# ' "$OUT/e2e_cluster_gpu.log" | head -40 | tee -a "$summary"
+fi
+if [ "${BENCH:-1}" = 1 ]; then
+  timeout --kill-after=10 "${BENCH_LIMIT:-420}" "$PY" "$B/bench_scaling.py" --bundle "$B" --out "$OUT" \
+    ${SCALING_ARGS:-} >"$OUT/bench_scaling.log" 2>&1
+  echo "bench_scaling rc=$?" | tee -a "$summary"
+  tail -40 "$OUT/bench_scaling.log" | tee -a "$summary"
+fi

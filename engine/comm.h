@@ -39,12 +39,20 @@ void spmv_gpu_comm_free(spmv_gpu_comm *c, bool abort);
 
 /* A halo plan on the device: the send list (send_off: nranks + 1 offsets
  * into send_idx, local x indices), the receive offsets into the ghost
- * vector (recv_off: nranks + 1), dtype dt. */
+ * vector (recv_off: nranks + 1), dtype dt; and the way back: the local
+ * rows (off_rows, n_off ascending) that hold off-diagonal entries, whose
+ * sums (offsum, the product of the off-diagonal block compacted to those
+ * rows with the ghost vector) spmv_gpu_halo_add adds into y. */
 int spmv_gpu_halo_new(spmv_gpu_comm *c, spmv_dtype dt, const int32_t *send_off, const int32_t *send_idx,
-                      const int32_t *recv_off, spmv_gpu_halo **out, spmv_error *err);
+                      const int32_t *recv_off, const int32_t *off_rows, int32_t n_off, spmv_gpu_halo **out,
+                      spmv_error *err);
 void spmv_gpu_halo_free(spmv_gpu_comm *c, spmv_gpu_halo *h);
 /* The ghost entries as a device vector (x of the off-diagonal product). */
 const spmv_vec *spmv_gpu_halo_ghost(const spmv_gpu_halo *h);
+/* The off-diagonal rows' sums, n_off values (y of the off-diagonal product). */
+spmv_vec *spmv_gpu_halo_offsum(spmv_gpu_halo *h);
+/* y[off_rows[i]] += offsum[i], on the context's stream (not waited for). */
+int spmv_gpu_halo_add(spmv_gpu_comm *c, spmv_gpu_halo *h, spmv_vec *y, spmv_error *err);
 /* Packs the entries of x (a device vector on the context's GPU, written
  * before the call) every peer wants, and posts the grouped ncclSend /
  * ncclRecv on the communicator's stream. */

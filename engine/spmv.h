@@ -803,6 +803,14 @@ int spmv_cpu_apply(const spmv_kernel *k, const spmv_matrix *m, const spmv_params
 int spmv_gpu_apply(spmv_gpu_ctx *ctx, const spmv_kernel *k, spmv_gpu_matrix *m, const spmv_params *p,
                    const spmv_apply_args *a, const spmv_vec *x, spmv_vec *y, spmv_stats *stats,
                    double *axpby_ms, spmv_error *err);
+/* One product y = A·x (x, y: device vectors of ctx's GPU, k = 1) launched
+ * on the context's stream and not waited for: no poisoning, no timing, no
+ * copies. The format is built and the kernel prepared first where they
+ * are missing (those wait). For loops timed as a whole, such as the
+ * cluster's sharded product (local block, exchange, off-diagonal block);
+ * spmv_gpu_sync waits for it. */
+int spmv_gpu_launch(spmv_gpu_ctx *ctx, const spmv_kernel *k, spmv_gpu_matrix *m, const spmv_params *p,
+                    const spmv_vec *x, spmv_vec *y, spmv_error *err);
 /* spmv_gpu_run for a block of k columns of host x (k*cols values, column-
  * major) and y (k*rows): copies in, spmv_gpu_apply (alpha 1, beta 0),
  * copies out. k == 1 is exactly spmv_gpu_run. */

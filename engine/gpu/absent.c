@@ -163,6 +163,12 @@ int spmv_gpu_apply(spmv_gpu_ctx *ctx, const spmv_kernel *k, spmv_gpu_matrix *m, 
     UNUSED(ctx); UNUSED(m); UNUSED(p); UNUSED(a); UNUSED(x); UNUSED(y); UNUSED(stats); UNUSED(axpby_ms);
     return spmv_error_set(err, SPMV_ERR_UNAVAILABLE, 0, "kernel %s: %s", k ? k->name : "?", no_cuda);
 }
+int spmv_gpu_launch(spmv_gpu_ctx *ctx, const spmv_kernel *k, spmv_gpu_matrix *m, const spmv_params *p,
+                    const spmv_vec *x, spmv_vec *y, spmv_error *err)
+{
+    UNUSED(ctx); UNUSED(m); UNUSED(p); UNUSED(x); UNUSED(y);
+    return spmv_error_set(err, SPMV_ERR_UNAVAILABLE, 0, "kernel %s: %s", k ? k->name : "?", no_cuda);
+}
 int spmv_gpu_run_k(spmv_gpu_ctx *ctx, const spmv_kernel *k, spmv_gpu_matrix *m, const spmv_params *p,
                    int32_t ncols, const void *x, void *y, int32_t warmup, int32_t runs, spmv_stats *stats,
                    spmv_error *err)

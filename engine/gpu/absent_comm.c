@@ -27,9 +27,10 @@ int spmv_gpu_comm_new(spmv_gpu_ctx *ctx, int nranks, int rank, const void *id, d
 void spmv_gpu_comm_free(spmv_gpu_comm *c, bool abort) { (void)c; (void)abort; }
 
 int spmv_gpu_halo_new(spmv_gpu_comm *c, spmv_dtype dt, const int32_t *send_off, const int32_t *send_idx,
-                      const int32_t *recv_off, spmv_gpu_halo **out, spmv_error *err)
+                      const int32_t *recv_off, const int32_t *off_rows, int32_t n_off, spmv_gpu_halo **out,
+                      spmv_error *err)
 {
-    (void)c; (void)dt; (void)send_off; (void)send_idx; (void)recv_off;
+    (void)c; (void)dt; (void)send_off; (void)send_idx; (void)recv_off; (void)off_rows; (void)n_off;
     *out = NULL;
     return spmv_error_set(err, SPMV_ERR_UNAVAILABLE, 0, "%s", no_nccl);
 }
@@ -40,6 +41,18 @@ const spmv_vec *spmv_gpu_halo_ghost(const spmv_gpu_halo *h)
 {
     (void)h;
     return NULL;
+}
+
+spmv_vec *spmv_gpu_halo_offsum(spmv_gpu_halo *h)
+{
+    (void)h;
+    return NULL;
+}
+
+int spmv_gpu_halo_add(spmv_gpu_comm *c, spmv_gpu_halo *h, spmv_vec *y, spmv_error *err)
+{
+    (void)c; (void)h; (void)y;
+    return spmv_error_set(err, SPMV_ERR_UNAVAILABLE, 0, "%s", no_nccl);
 }
 
 int spmv_gpu_halo_start(spmv_gpu_comm *c, spmv_gpu_halo *h, const spmv_vec *x, spmv_error *err)

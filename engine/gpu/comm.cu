@@ -38,6 +38,9 @@ struct spmv_gpu_halo {
     int32_t *send_idx;             /* device */
     void *send_buf;                /* device, nsend values */
     spmv_vec ghost;                /* device, recv_off[nranks] values */
+    int32_t n_off;
+    int32_t *off_rows;             /* device, n_off local rows */
+    spmv_vec offsum;               /* device, n_off values */
 };
 
 static int nccl_error(ncclResult_t r, spmv_error *err, const char *what)
@@ -145,7 +148,8 @@ extern "C" void spmv_gpu_comm_free(spmv_gpu_comm *c, bool abort)
 }
 
 extern "C" int spmv_gpu_halo_new(spmv_gpu_comm *c, spmv_dtype dt, const int32_t *send_off, const int32_t *send_idx,
-                                 const int32_t *recv_off, spmv_gpu_halo **out, spmv_error *err)
+                                 const int32_t *recv_off, const int32_t *off_rows, int32_t n_off,
+                                 spmv_gpu_halo **out, spmv_error *err)
 {
     *out = NULL;
     spmv_gpu_halo *h = (spmv_gpu_halo *)calloc(1, sizeof *h);
@@ -165,10 +169,20 @@ extern "C" int spmv_gpu_halo_new(spmv_gpu_comm *c, spmv_dtype dt, const int32_t 
         st = gpu_ctx_alloc(c->ctx, &h->send_buf, (size_t)h->nsend * vs, "halo send buffer", err);
     if (!st)
         st = spmv_gpu_vec_alloc(c->ctx, dt, recv_off[c->nranks], 1, &h->ghost, err);
+    h->n_off = n_off;
+    if (!st)
+        st = gpu_ctx_alloc(c->ctx, (void **)&h->off_rows, (size_t)n_off * sizeof(int32_t), "halo off-diagonal rows", err);
+    if (!st)
+        st = spmv_gpu_vec_alloc(c->ctx, dt, n_off, 1, &h->offsum, err);
     if (!st && h->nsend) {
         cudaError_t e = cudaMemcpy(h->send_idx, send_idx, (size_t)h->nsend * sizeof(int32_t), cudaMemcpyHostToDevice);
         if (e != cudaSuccess)
             st = gpu_cuda_error(e, err, "halo send list");
+    }
+    if (!st && n_off) {
+        cudaError_t e = cudaMemcpy(h->off_rows, off_rows, (size_t)n_off * sizeof(int32_t), cudaMemcpyHostToDevice);
+        if (e != cudaSuccess)
+            st = gpu_cuda_error(e, err, "halo off-diagonal rows");
     }
     if (st) {
         spmv_gpu_halo_free(c, h);
@@ -186,6 +200,8 @@ extern "C" void spmv_gpu_halo_free(spmv_gpu_comm *c, spmv_gpu_halo *h)
         gpu_ctx_free(c->ctx, h->send_idx, (size_t)h->nsend * sizeof(int32_t));
         gpu_ctx_free(c->ctx, h->send_buf, (size_t)h->nsend * spmv_dtype_size(h->dtype));
         spmv_gpu_vec_free(c->ctx, &h->ghost);
+        gpu_ctx_free(c->ctx, h->off_rows, (size_t)h->n_off * sizeof(int32_t));
+        spmv_gpu_vec_free(c->ctx, &h->offsum);
     }
     free(h->send_off);
     free(h->recv_off);
@@ -193,6 +209,32 @@ extern "C" void spmv_gpu_halo_free(spmv_gpu_comm *c, spmv_gpu_halo *h)
 }
 
 extern "C" const spmv_vec *spmv_gpu_halo_ghost(const spmv_gpu_halo *h) { return &h->ghost; }
+extern "C" spmv_vec *spmv_gpu_halo_offsum(spmv_gpu_halo *h) { return &h->offsum; }
+
+template <typename T> __global__ void halo_add(const int32_t *__restrict__ rows, const T *__restrict__ t, int32_t n,
+                                               T *__restrict__ y)
+{
+    int32_t i = (int32_t)(blockIdx.x * blockDim.x + threadIdx.x);
+    if (i < n)
+        y[rows[i]] += t[i];
+}
+
+extern "C" int spmv_gpu_halo_add(spmv_gpu_comm *c, spmv_gpu_halo *h, spmv_vec *y, spmv_error *err)
+{
+    if (y->device != SPMV_DEVICE_GPU || y->dtype != h->dtype)
+        return spmv_error_set(err, SPMV_ERR_INVALID, 0, "the halo's sums go into a device y of the shard's dtype");
+    if (!h->n_off)
+        return SPMV_OK;
+    cudaSetDevice(c->ctx->device);
+    int32_t threads = 256, blocks = (h->n_off + threads - 1) / threads;
+    if (h->dtype == SPMV_FLOAT32)
+        halo_add<float><<<blocks, threads, 0, c->ctx->stream>>>(h->off_rows, (const float *)h->offsum.data, h->n_off,
+                                                                 (float *)y->data);
+    else
+        halo_add<double><<<blocks, threads, 0, c->ctx->stream>>>(h->off_rows, (const double *)h->offsum.data,
+                                                                  h->n_off, (double *)y->data);
+    return gpu_check_launch(err, "halo_add");
+}
 
 template <typename T> __global__ void halo_pack(const T *__restrict__ x, const int32_t *__restrict__ idx, int32_t n,
                                                 T *__restrict__ out)

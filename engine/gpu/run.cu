@@ -236,6 +236,39 @@ done:
     return st;
 }
 
+extern "C" int spmv_gpu_launch(spmv_gpu_ctx *ctx, const spmv_kernel *k, spmv_gpu_matrix *m, const spmv_params *p,
+                               const spmv_vec *x, spmv_vec *y, spmv_error *err)
+{
+    struct gpu_launch l;
+    const struct gpu_kernel_impl *impl;
+    spmv_apply_args a = {1.0, 0.0, 0, 1};
+    size_t fmt_bytes = 0;
+    int st;
+    if (!ctx || !m)
+        return spmv_error_set(err, SPMV_ERR_INVALID, 0, "GPU launch: missing context or matrix");
+    if ((st = spmv_apply_check(k, m->rows, m->cols, m->dtype, x, y, &a, err)))
+        return st;
+    if (k->device != SPMV_DEVICE_GPU || k->op != SPMV_OP_SPMV || x->k != 1)
+        return spmv_error_set(err, SPMV_ERR_INVALID, 0, "%s: a GPU launch is one SpMV by a GPU kernel", k->name);
+    if (x->device != SPMV_DEVICE_GPU || y->device != SPMV_DEVICE_GPU)
+        return spmv_error_set(err, SPMV_ERR_INVALID, 0, "%s runs on GPU %d: x and y must be vectors there", k->name,
+                              ctx->device);
+    if ((st = setup_launch(ctx, k, m, p, &l, &impl, err)))
+        return st;
+    if (!impl->wide && (st = gpu_need_narrow(m, k->name, err)))
+        return st;
+    unsigned busy_before = m->busy;
+    m->busy |= impl->format | SPMV_FMT_CSR;
+    l.x = x->data;
+    l.y = y->data;
+    if (!(st = ready_format(&l, impl, &fmt_bytes, err)) && !(impl->prepare && (st = impl->prepare(&l, err))))
+        st = impl->launch(&l, err);
+    if (st)
+        cudaStreamSynchronize(ctx->stream);
+    m->busy = busy_before;
+    return st;
+}
+
 extern "C" int spmv_gpu_run(spmv_gpu_ctx *ctx, const spmv_kernel *k, spmv_gpu_matrix *m, const spmv_params *p,
                             const void *x, void *y, int32_t warmup, int32_t runs, spmv_stats *stats,
                             spmv_error *err)

@@ -181,6 +181,11 @@ def timings(args, gpu, tally):
     return failures
 
 
+def scratch_all():
+    """Scratch bytes over every GPU (matrices land on any of them on a multi-GPU host)."""
+    return sum(v for key, v in metrics().items() if key.startswith("spmvd_device_memory_bytes{") and 'kind="scratch"' in key)
+
+
 def gpu_bytes_held():
     status, body = request("GET", "/v1/info")
     if status != 200:
@@ -223,7 +228,7 @@ def main():
             print("FAIL no %s kernel is available" % args.device)
             return 1
         held0 = gpu_bytes_held()
-        scratch0 = metrics().get('spmvd_device_memory_bytes{device="gpu0",kind="scratch"}', 0)
+        scratch0 = scratch_all()
         fmt_of = {k["name"]: k.get("format") for k in kernels}
         acct = [0, 0]
         for dtype in ("float64", "float32"):
@@ -290,7 +295,7 @@ def main():
         if args.device == "gpu":
             failures += timings(args, gpu, tally)
         held1 = gpu_bytes_held()
-        scratch1 = metrics().get('spmvd_device_memory_bytes{device="gpu0",kind="scratch"}', 0)
+        scratch1 = scratch_all()
         print("accounting (matrices + vectors + scratch == used_by_spmvd) after each kernel: %d agreed, %d not" % (
             acct[1], acct[0]))
         print("device bytes held by spmvd: before uploads %s (scratch %d), after deletes %s (scratch %d)" % (

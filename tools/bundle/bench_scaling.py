@@ -160,6 +160,10 @@ def run_matrix(job, name, path, a, runs, warmup, rows_out, log):
         for k in KERNELS:
             y, st, err = job.spmv(mid, k, x, runs, warmup)
             e = rel_err(y, ref)
+            if err and "too_large" in err:  # the padding rule refuses the format: reported, not a failure
+                print("  %s %s %s: refused by the padding rule" % (name, mode, k))
+                log.write("%s %s %s: refused: %s\n" % (name, mode, k, err))
+                continue
             if err or e > 1e-12:
                 bad += 1
                 print("  %s %s %s: %s rel err %.3g" % (name, mode, k, err or "", e))
@@ -194,6 +198,15 @@ def table(results, rows):
                 one["median_ms"], two["median_ms"], one["median_ms"] / two["median_ms"],
                 "%.4f" % two["compute_ms"] if two.get("compute_ms") is not None else "-",
                 "%.4f" % two["comm_ms"] if two.get("comm_ms") is not None else "-"))
+        best = {}
+        for mode in ("1 GPU", "2 GPUs"):
+            c = [x for x in rows if x["matrix"] == r["matrix"] and x["mode"] == mode and x["kernel"] != "auto"]
+            best[mode] = min(c, key=lambda x: x["median_ms"]) if c else None
+        if best["1 GPU"] and best["2 GPUs"]:
+            one, two = best["1 GPU"], best["2 GPUs"]
+            out.append("| %s | %d | %d | **best of each** (%s / %s) | %.4f | %.4f | **%.2f×** | %.4f | %.4f |" % (
+                r["matrix"], r["rows"], r["nnz"], one["kernel"], two["kernel"], one["median_ms"], two["median_ms"],
+                one["median_ms"] / two["median_ms"], two["compute_ms"], two["comm_ms"]))
     return "\n".join(out)
 
 
@@ -212,8 +225,8 @@ def main():
     ap.add_argument("--out", required=True)
     ap.add_argument("--poisson-n", type=int, default=6400)       # 6400^2 rows, 204.7 M non-zeros
     ap.add_argument("--powerlaw-n", type=int, default=6000000)   # 16 a row on average: ~100 M
-    ap.add_argument("--big-nnz", type=float, default=6e8)
-    ap.add_argument("--free-gb", type=float, default=6.0)
+    ap.add_argument("--big-nnz", type=float, default=9e8)
+    ap.add_argument("--free-gb", type=float, default=10.0)
     ap.add_argument("--runs", type=int, default=30)
     ap.add_argument("--warmup", type=int, default=5)
     ap.add_argument("--skip", default="", help="comma list of: poisson, powerlaw, big")

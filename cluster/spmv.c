@@ -288,8 +288,16 @@ static int shard_kernel(cluster *c, cluster_local *l, const spmv_kernel *k, cons
         *out = k;
         return spmv_params_resolve(k, p, par, err);
     }
+    bool on_gpu = strncmp(l->device, "gpu", 3) == 0;
+    if (!l->tuned && on_gpu && !l->gloc) { /* nothing local to tune on: any GPU kernel serves the off block */
+        l->tk = spmv_kernel_find("gpu.csr.vector");
+        memset(&l->tp, 0, sizeof l->tp);
+        l->tuned = l->tk != NULL;
+        if (!l->tuned)
+            return spmv_error_set(err, SPMV_ERR_UNAVAILABLE, 0, "auto: gpu.csr.vector is missing from this build");
+    }
     if (!l->tuned) {
-        spmv_tune_options o = {.device = l->gloc ? SPMV_DEVICE_GPU : SPMV_DEVICE_CPU,
+        spmv_tune_options o = {.device = on_gpu ? SPMV_DEVICE_GPU : SPMV_DEVICE_CPU,
                                .budget_ms = c->o.tune_budget_ms, .max_runs = c->o.tune_max_runs,
                                .seed = 0x5eed + (uint64_t)c->rank};
         spmv_tune_result r;
@@ -466,7 +474,7 @@ int cluster_local_spmv(cluster *c, cluster_local *l, const spmv_kernel *k, const
     spmv_error kerr = {0};
     const spmv_kernel *use = NULL;
     int krc = shard_kernel(c, l, k, p, &use, &par, &kerr);
-    bool gpu = l->gloc || l->goff || (use && use->device == SPMV_DEVICE_GPU);
+    bool gpu = strncmp(l->device, "gpu", 3) == 0; /* the shard's blocks, empty or not, are on this rank's GPU */
     if (ran)
         *ran = use;
     if (krc == SPMV_OK && !gpu)

@@ -104,9 +104,17 @@ extern "C" int spmv_gpu_comm_new(spmv_gpu_ctx *ctx, int nranks, int rank, const 
     c->ctx = ctx;
     c->nranks = nranks;
     c->rank = rank;
+    /* The exchange's stream has the device's highest priority: posted just
+     * before the local product, its pack and NCCL kernels take the SMs as
+     * the local kernel's first blocks leave them, instead of waiting for
+     * all of its blocks (then the exchange would follow the local product
+     * rather than overlap it). */
+    int least = 0, greatest = 0;
     cudaError_t e = cudaSetDevice(ctx->device);
     if (e == cudaSuccess)
-        e = cudaStreamCreateWithFlags(&c->stream, cudaStreamNonBlocking);
+        e = cudaDeviceGetStreamPriorityRange(&least, &greatest);
+    if (e == cudaSuccess)
+        e = cudaStreamCreateWithPriority(&c->stream, cudaStreamNonBlocking, greatest);
     if (e != cudaSuccess) {
         free(c);
         return gpu_cuda_error(e, err, "the exchange stream");

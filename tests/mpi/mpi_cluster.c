@@ -274,6 +274,29 @@ static void gpu_commands_on(const spmv_csr *a, const char *what)
     free(ref);
 }
 
+/* fn on every random shape (drawn from salt) and every shared real matrix. */
+static void each_matrix(uint64_t salt, void (*fn)(const spmv_csr *, const char *))
+{
+    tu_rng rng;
+    tu_rng_init(&rng, salt);
+    for (int s = 0; s < TU_SHAPE_COUNT; s++) {
+        spmv_csr a;
+        random_matrix(&rng, s, s & 1, &a);
+        fn(&a, tu_shape_name((tu_shape)s));
+        spmv_csr_free(&a);
+    }
+    tu_expected *e;
+    size_t n;
+    assert_int_equal(tu_expected_load(&e, &n), 0);
+    for (size_t i = 0; i < n; i++) {
+        spmv_csr a;
+        assert_int_equal(read_real(e[i].file, &a), 0);
+        fn(&a, e[i].file);
+        spmv_csr_free(&a);
+    }
+    tu_expected_free(e, n);
+}
+
 static void test_gpu_commands(void **state)
 {
     (void)state;
@@ -282,47 +305,13 @@ static void test_gpu_commands(void **state)
         print_message("# SKIP no GPU on rank 0: %s\n", why ? why : "none");
         skip();
     }
-    tu_rng rng;
-    tu_rng_init(&rng, seed ^ 0x6b0);
-    for (int s = 0; s < TU_SHAPE_COUNT; s++) {
-        spmv_csr a;
-        random_matrix(&rng, s, s & 1, &a);
-        gpu_commands_on(&a, tu_shape_name((tu_shape)s));
-        spmv_csr_free(&a);
-    }
-    tu_expected *e;
-    size_t n;
-    assert_int_equal(tu_expected_load(&e, &n), 0);
-    for (size_t i = 0; i < n; i++) {
-        spmv_csr a;
-        assert_int_equal(read_real(e[i].file, &a), 0);
-        gpu_commands_on(&a, e[i].file);
-        spmv_csr_free(&a);
-    }
-    tu_expected_free(e, n);
+    each_matrix(seed ^ 0x6b0, gpu_commands_on);
 }
 
 static void test_commands(void **state)
 {
     (void)state;
-    tu_rng rng;
-    tu_rng_init(&rng, seed ^ 0xc0ffee);
-    for (int s = 0; s < TU_SHAPE_COUNT; s++) {
-        spmv_csr a;
-        random_matrix(&rng, s, s & 1, &a);
-        commands_on(&a, tu_shape_name((tu_shape)s));
-        spmv_csr_free(&a);
-    }
-    tu_expected *e;
-    size_t n;
-    assert_int_equal(tu_expected_load(&e, &n), 0);
-    for (size_t i = 0; i < n; i++) {
-        spmv_csr a;
-        assert_int_equal(read_real(e[i].file, &a), 0);
-        commands_on(&a, e[i].file);
-        spmv_csr_free(&a);
-    }
-    tu_expected_free(e, n);
+    each_matrix(seed ^ 0xc0ffee, commands_on);
 }
 
 int main(int argc, char **argv)

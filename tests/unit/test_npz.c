@@ -176,6 +176,23 @@ static void expect_csr_identical(const spmv_csr *a, const spmv_csr *b)
     }
 }
 
+
+/* The whole file at path, in a fresh buffer (the test frees it). */
+static char *slurp(const char *path, size_t *len)
+{
+    FILE *f = fopen(path, "rb");
+    assert_non_null(f);
+    fseek(f, 0, SEEK_END);
+    long n = ftell(f);
+    rewind(f);
+    char *buf = malloc((size_t)n);
+    assert_non_null(buf);
+    assert_int_equal(fread(buf, 1, (size_t)n, f), (size_t)n);
+    fclose(f);
+    *len = (size_t)n;
+    return buf;
+}
+
 /* ----------------------------------------------------------- tests */
 
 static void test_round_trip(void **state)
@@ -198,16 +215,10 @@ static void test_round_trip(void **state)
             assert_int_equal(info.entries, a.nnz);
             assert_int_equal(info.duplicates, 0);
             /* the same bytes from memory */
-            FILE *f = fopen(path, "rb");
-            assert_non_null(f);
-            fseek(f, 0, SEEK_END);
-            long len = ftell(f);
-            rewind(f);
-            char *buf = malloc((size_t)len);
-            assert_int_equal(fread(buf, 1, (size_t)len, f), (size_t)len);
-            fclose(f);
-            assert_true(spmv_npz_magic(buf, (size_t)len));
-            assert_int_equal(spmv_npz_read_buffer(buf, (size_t)len, NULL, &c, NULL, &err), SPMV_OK);
+            size_t len;
+            char *buf = slurp(path, &len);
+            assert_true(spmv_npz_magic(buf, len));
+            assert_int_equal(spmv_npz_read_buffer(buf, len, NULL, &c, NULL, &err), SPMV_OK);
             assert_true(tu_coo_equal(&a, &c));
             free(buf);
             spmv_coo_free(&a);
@@ -241,15 +252,9 @@ static void test_csr_direct(void **state)
             assert_string_equal(info.layout, "csr");
             assert_int_equal(info.entries, a.nnz);
             assert_int_equal(info.duplicates, 0);
-            FILE *f = fopen(path, "rb");
-            assert_non_null(f);
-            fseek(f, 0, SEEK_END);
-            long len = ftell(f);
-            rewind(f);
-            char *buf = malloc((size_t)len);
-            assert_int_equal(fread(buf, 1, (size_t)len, f), (size_t)len);
-            fclose(f);
-            assert_int_equal(spmv_npz_read_buffer_csr(buf, (size_t)len, NULL, &from_buf, NULL, &err), SPMV_OK);
+            size_t len;
+            char *buf = slurp(path, &len);
+            assert_int_equal(spmv_npz_read_buffer_csr(buf, len, NULL, &from_buf, NULL, &err), SPMV_OK);
             expect_csr_identical(&want, &from_buf);
             free(buf);
             spmv_coo_free(&a);

@@ -176,7 +176,6 @@ static void expect_csr_identical(const spmv_csr *a, const spmv_csr *b)
     }
 }
 
-
 /* The whole file at path, in a fresh buffer (the test frees it). */
 static char *slurp(const char *path, size_t *len)
 {

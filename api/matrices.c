@@ -93,11 +93,12 @@ static json_t *shards_json(matrix *m)
     int n = cluster_matrix_shards(m->shards, &info);
     json_t *list = json_array();
     for (int q = 0; q < n; q++)
-        json_array_append_new(list, json_pack("{s:i, s:[i, i], s:I, s:i, s:i, s:s, s:s, s:I}", "rank", info[q].rank,
-                                              "rows", info[q].row_begin, info[q].row_end, "nnz",
+        json_array_append_new(list, json_pack("{s:i, s:[i, i], s:I, s:i, s:i, s:s, s:s, s:I, s:s}", "rank",
+                                              info[q].rank, "rows", info[q].row_begin, info[q].row_end, "nnz",
                                               (json_int_t)info[q].nnz, "halo_recv", info[q].halo_recv, "halo_send",
                                               info[q].halo_send, "device", info[q].device, "host", info[q].host,
-                                              "bytes", (json_int_t)info[q].bytes));
+                                              "bytes", (json_int_t)info[q].bytes, "loaded_from",
+                                              q == 0 ? "cut" : info[q].from_file ? "file" : "sent"));
     return list;
 }
 
@@ -163,6 +164,10 @@ static void get_begin(request *r)
 static void delete_begin(request *r)
 {
     spmv_error err = {0};
+    matrix *m = store_get(r->d->store, r->id);
+    if (m && m->shards) /* the ranks' shard files go with it */
+        cluster_matrix_forget(m->shards);
+    matrix_unref(m);
     int rc = store_remove(r->d->store, r->id, &err);
     if (rc == SPMV_ERR_NOT_FOUND)
         api_error(r, 404, "not_found", "no matrix %s", r->id);

@@ -425,7 +425,7 @@ static void load_run(task *t, worker *w)
     request *r = ((load_task *)t)->r;
     upload *u = U(r);
     if (u->m->meta.sharded)
-        u->task_rc = worker_cluster_load(w, u->m, u->shard_gpu, &u->task_err);
+        u->task_rc = worker_cluster_load(w, u->m, u->shard_gpu, false, &u->task_err);
     else
         u->task_rc = w->ops->matrix_load(w, u->m, &u->task_err);
 }

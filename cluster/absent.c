@@ -35,6 +35,13 @@ int cluster_load(cluster *c, const char *id, const spmv_csr *a, bool gpu, cluste
     return spmv_error_set(err, SPMV_ERR_UNAVAILABLE, 0, "%s", no_mpi);
 }
 
+int cluster_reload(cluster *c, const char *id, const spmv_csr *a, bool gpu, cluster_matrix **out, spmv_error *err)
+{
+    return cluster_load(c, id, a, gpu, out, err);
+}
+
+void cluster_matrix_forget(cluster_matrix *m) { UNUSED(m); }
+
 void cluster_unload(cluster *c, cluster_matrix *m) { UNUSED(c); UNUSED(m); }
 
 int cluster_matrix_shards(const cluster_matrix *m, const cluster_shard_info **out)

@@ -121,6 +121,7 @@ typedef struct cluster_options {
     int32_t tune_max_runs;
     spmv_format_limits limits;  /* the padding rule for formats built on a shard */
     void (*log)(int level, const char *msg); /* 0 error, 1 warn, 2 info; NULL: stderr */
+    const char *shard_dir;      /* ranks > 0 keep their shards here (shardfile.c); NULL: nowhere */
 } cluster_options;
 
 /* MPI_Init_thread (MPI_THREAD_SERIALIZED: rank 0 calls MPI from its
@@ -158,6 +159,7 @@ typedef struct cluster_shard_info {
     char device[16];            /* "cpu" or "gpuN" */
     char host[64];
     size_t bytes;               /* host bytes of the shard */
+    bool from_file;             /* read from the rank's own shard file (a restart), not sent */
 } cluster_shard_info;
 
 /* A sharded matrix as rank 0 knows it. */
@@ -168,6 +170,12 @@ typedef struct cluster_matrix cluster_matrix;
  * characters). `gpu`: put the shards on the ranks' GPUs too (ranks with
  * none keep theirs on the host). */
 int cluster_load(cluster *c, const char *id, const spmv_csr *a, bool gpu, cluster_matrix **out, spmv_error *err);
+/* The same at a restart: a rank whose shard file holds exactly the shard
+ * rank 0 cut loads it from there and is not sent it (shardfile.c). */
+int cluster_reload(cluster *c, const char *id, const spmv_csr *a, bool gpu, cluster_matrix **out, spmv_error *err);
+/* The matrix is being deleted: when its shards are freed, every rank
+ * removes its shard file too (any thread; takes effect at the unload). */
+void cluster_matrix_forget(cluster_matrix *m);
 /* Frees the shards on every rank (a failed cluster frees rank 0's only). */
 void cluster_unload(cluster *c, cluster_matrix *m);
 int cluster_matrix_shards(const cluster_matrix *m, const cluster_shard_info **out);

@@ -39,6 +39,8 @@ enum {
 
 #define CMD_FLAG_GPU 1u
 #define CMD_FLAG_FINALIZE 2u
+#define CMD_FLAG_TRY_FILE 4u  /* CMD_LOAD: file_len/file_crc name the shard; a first reply says if it is sent */
+#define CMD_FLAG_FORGET 8u    /* CMD_FREE: remove the shard file too */
 #define CMD_MAGIC 0x53504d56u /* "SPMV" */
 
 typedef struct cmd_header {
@@ -51,6 +53,9 @@ typedef struct cmd_header {
     int32_t warmup, runs;
     int32_t dtype;
     uint32_t flags;
+    uint64_t file_len;            /* CMD_FLAG_TRY_FILE: the shard's wire length and CRC-32 */
+    uint32_t file_crc;
+    uint32_t reserved;
 } cmd_header;
 
 typedef struct cmd_reply {
@@ -62,6 +67,8 @@ typedef struct cmd_reply {
     char host[64];
     char kernel[64];
     uint64_t bytes;
+    int32_t from_file;            /* CMD_LOAD: the shard came from the rank's file */
+    int32_t reserved;
 } cmd_reply;
 
 /* One shard this process holds, by matrix id. */
@@ -109,6 +116,17 @@ int reqs_wait(cluster *c, req_list *r, const char *what, spmv_error *err);
 /* Marks the cluster failed (the first message wins) and returns
  * SPMV_ERR_UNAVAILABLE with err set to it. */
 int cluster_fail(cluster *c, spmv_error *err, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+
+/* ------------------------------------------------------- shardfile.c */
+
+uint32_t shard_crc(const void *buf, size_t len);
+/* The shard's wire form into this rank's file (temporary name, fsync,
+ * rename). */
+int shard_file_write(const cluster *c, const char *id, const void *buf, size_t len, spmv_error *err);
+/* The file's wire form when it is exactly len bytes with CRC crc (and
+ * undamaged); else SPMV_ERR_NOT_FOUND / CORRUPT / IO saying why. */
+int shard_file_read(const cluster *c, const char *id, uint64_t len, uint32_t crc, void **out, spmv_error *err);
+void shard_file_remove(const cluster *c, const char *id);
 
 /* ------------------------------------------------------------ spmv.c */
 

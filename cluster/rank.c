@@ -41,6 +41,7 @@ struct cluster_matrix {
     int32_t *row_begin, *col_begin;   /* nranks + 1 */
     cluster_shard_info *info;         /* nranks */
     cluster_local *own;               /* rank 0's shard */
+    _Atomic bool forget;              /* deleted: the ranks remove their shard files at the unload */
 };
 
 static void say(cluster *c, int level, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
@@ -93,12 +94,14 @@ static int check_replies(cluster *c, const cmd_reply *rep, uint64_t seq, spmv_er
 }
 
 /* A command without payload to every rank, and their replies. */
-static int round_trip(cluster *c, uint32_t op, const char *id, cmd_reply *rep, const char *what, spmv_error *err)
+static int round_trip(cluster *c, uint32_t op, uint32_t flags, const char *id, cmd_reply *rep, const char *what,
+                      spmv_error *err)
 {
     if (cluster_failed(c))
         return spmv_error_set(err, SPMV_ERR_UNAVAILABLE, 0, "the cluster has failed: %s", c->failed_msg);
     cmd_header h;
     header_init(c, &h, op, id);
+    h.flags = flags;
     req_list r;
     reqs_init(&r);
     int rc = SPMV_OK;
@@ -124,7 +127,7 @@ int cluster_ping(cluster *c, spmv_error *err)
     cmd_reply *rep = replies_new(c, err);
     if (!rep)
         return SPMV_ERR_NOMEM;
-    int rc = round_trip(c, CMD_PING, NULL, rep, "ping", err);
+    int rc = round_trip(c, CMD_PING, 0, NULL, rep, "ping", err);
     free(rep);
     return rc;
 }
@@ -200,7 +203,40 @@ static int send_shard(cluster *c, const cmd_header *base, const cluster_shard *s
     return rc;
 }
 
-int cluster_load(cluster *c, const char *id, const spmv_csr *a, bool gpu, cluster_matrix **out, spmv_error *err)
+/* At a restart: rank p is told the length and CRC-32 of its shard, says
+ * whether its own file holds exactly that, and is sent the shard only if
+ * not. */
+static int try_shard(cluster *c, const cmd_header *base, const cluster_shard *s, int p, spmv_error *err)
+{
+    void *buf = NULL;
+    size_t len = 0;
+    int rc = cluster_shard_pack(s, &buf, &len, err);
+    if (rc != SPMV_OK)
+        return rc;
+    cmd_header h = *base;
+    h.flags |= CMD_FLAG_TRY_FILE;
+    h.payload = 0;
+    h.file_len = len;
+    h.file_crc = shard_crc(buf, len);
+    cmd_reply first;
+    memset(&first, 0, sizeof first);
+    req_list r;
+    reqs_init(&r);
+    if ((rc = post_cmd(c, &r, &h, NULL, p, err)) == SPMV_OK &&
+        (rc = reqs_recv(c, &r, &first, sizeof first, p, TAG_REPLY, err)) == SPMV_OK)
+        rc = reqs_wait(c, &r, "asking for a shard file", err);
+    if (rc == SPMV_OK && first.seq != h.seq)
+        rc = cluster_fail(c, err, "rank %d answered command %llu with %llu: the ranks are out of step", p,
+                          (unsigned long long)h.seq, (unsigned long long)first.seq);
+    if (rc == SPMV_OK && first.status != SPMV_OK && (rc = reqs_send(c, &r, buf, len, p, TAG_PAYLOAD, err)) == SPMV_OK)
+        rc = reqs_wait(c, &r, "sending a shard", err);
+    reqs_free(&r);
+    free(buf);
+    return rc;
+}
+
+static int load_shards(cluster *c, const char *id, const spmv_csr *a, bool gpu, bool try_files, cluster_matrix **out,
+                       spmv_error *err)
 {
     *out = NULL;
     if (cluster_failed(c))
@@ -240,7 +276,7 @@ int cluster_load(cluster *c, const char *id, const spmv_csr *a, bool gpu, cluste
      * shards, not also every packed copy */
     for (int p = 1; p < c->size && rc == SPMV_OK; p++) {
         shard_info(&m->info[p], &shards[p], "?", "?", 0);
-        rc = send_shard(c, &h, &shards[p], p, err);
+        rc = try_files ? try_shard(c, &h, &shards[p], p, err) : send_shard(c, &h, &shards[p], p, err);
         cluster_shard_free(&shards[p]);
     }
     if (rc != SPMV_OK)
@@ -268,6 +304,7 @@ int cluster_load(cluster *c, const char *id, const spmv_csr *a, bool gpu, cluste
         snprintf(m->info[p].device, sizeof m->info[p].device, "%s", rep[p].device);
         snprintf(m->info[p].host, sizeof m->info[p].host, "%s", rep[p].host);
         m->info[p].bytes = rep[p].bytes;
+        m->info[p].from_file = rep[p].from_file != 0;
     }
     if (own_rc != SPMV_OK) {
         *err = own_err;
@@ -278,7 +315,7 @@ int cluster_load(cluster *c, const char *id, const spmv_csr *a, bool gpu, cluste
     if (rc != SPMV_OK && !cluster_failed(c)) { /* the ranks that took theirs drop them */
         cmd_reply *drop = replies_new(c, &own_err);
         if (drop)
-            round_trip(c, CMD_FREE, id, drop, "freeing shards", &own_err);
+            round_trip(c, CMD_FREE, 0, id, drop, "freeing shards", &own_err);
         free(drop);
     }
 out:
@@ -296,13 +333,29 @@ out:
     return rc;
 }
 
+int cluster_load(cluster *c, const char *id, const spmv_csr *a, bool gpu, cluster_matrix **out, spmv_error *err)
+{
+    return load_shards(c, id, a, gpu, false, out, err);
+}
+
+int cluster_reload(cluster *c, const char *id, const spmv_csr *a, bool gpu, cluster_matrix **out, spmv_error *err)
+{
+    return load_shards(c, id, a, gpu, c->o.shard_dir != NULL, out, err);
+}
+
+void cluster_matrix_forget(cluster_matrix *m)
+{
+    if (m)
+        atomic_store(&m->forget, true);
+}
+
 void cluster_unload(cluster *c, cluster_matrix *m)
 {
     if (!m)
         return;
     spmv_error err = {0};
     cmd_reply *rep = cluster_failed(c) ? NULL : replies_new(c, &err);
-    if (rep && round_trip(c, CMD_FREE, m->id, rep, "freeing shards", &err) != SPMV_OK)
+    if (rep && round_trip(c, CMD_FREE, atomic_load(&m->forget) ? CMD_FLAG_FORGET : 0, m->id, rep, "freeing shards", &err) != SPMV_OK)
         say(c, 1, "freeing the shards of %s: %s", m->id, err.message);
     free(rep);
     matrix_free(c, m);
@@ -503,16 +556,57 @@ static int take_payload(cluster *c, size_t len, void **out, spmv_error *err)
     return rc;
 }
 
+/* The shard of a CMD_LOAD: from this rank's file when rank 0 asks whether
+ * it holds it (a restart) and it does, else the payload rank 0 sends. */
+static int shard_bytes(rank_state *s, void **buf, size_t *len, bool *from_file, spmv_error *err)
+{
+    cluster *c = s->c;
+    *buf = NULL;
+    *len = s->h.payload;
+    *from_file = false;
+    if (!(s->h.flags & CMD_FLAG_TRY_FILE))
+        return take_payload(c, *len, buf, err);
+    spmv_error ferr = {0};
+    *len = s->h.file_len;
+    *from_file = shard_file_read(c, s->h.id, s->h.file_len, s->h.file_crc, buf, &ferr) == SPMV_OK;
+    if (*from_file)
+        say(c, 2, "shard of %s: read from this rank's file", s->h.id);
+    else
+        say(c, 2, "shard of %s: %s; rank 0 sends it", s->h.id, ferr.message);
+    cmd_reply first = s->rep;
+    first.status = *from_file ? SPMV_OK : SPMV_ERR_NOT_FOUND;
+    req_list r;
+    reqs_init(&r);
+    int rc = reqs_send(c, &r, &first, sizeof first, 0, TAG_REPLY, err);
+    if (rc == SPMV_OK)
+        rc = reqs_wait(c, &r, "answering for a shard file", err);
+    reqs_free(&r);
+    if (rc == SPMV_OK && !*from_file)
+        rc = take_payload(c, *len, buf, err);
+    if (rc != SPMV_OK) {
+        free(*buf);
+        *buf = NULL;
+    }
+    return rc;
+}
+
 static int do_load(rank_state *s, spmv_error *err)
 {
     cluster *c = s->c;
     void *buf;
+    size_t len;
+    bool from_file;
     cluster_shard sh;
     cluster_local *l = NULL;
-    int rc = take_payload(c, s->h.payload, &buf, err);
+    int rc = shard_bytes(s, &buf, &len, &from_file, err);
     if (rc != SPMV_OK)
         return rc;
-    rc = cluster_shard_unpack(buf, s->h.payload, &sh, err);
+    rc = cluster_shard_unpack(buf, len, &sh, err);
+    if (rc == SPMV_OK && !from_file && c->o.shard_dir) { /* kept for a restart with this many ranks */
+        spmv_error werr = {0};
+        if (shard_file_write(c, s->h.id, buf, len, &werr) != SPMV_OK)
+            say(c, 1, "shard of %s not kept on disk: %s", s->h.id, werr.message);
+    }
     free(buf);
     if (rc != SPMV_OK)
         return rc;
@@ -538,6 +632,7 @@ static int do_load(rank_state *s, spmv_error *err)
     c->table = e;
     snprintf(s->rep.device, sizeof s->rep.device, "%s", cluster_local_device(l));
     s->rep.bytes = cluster_local_bytes(l);
+    s->rep.from_file = from_file;
     return SPMV_OK;
 }
 
@@ -693,6 +788,8 @@ int cluster_rank_loop(cluster *c)
             break;
         case CMD_FREE:
             table_drop(c, s.h.id);
+            if (s.h.flags & CMD_FLAG_FORGET)
+                shard_file_remove(c, s.h.id);
             reply(&s, SPMV_OK, &err);
             break;
         case CMD_NCCL:

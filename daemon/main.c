@@ -191,12 +191,13 @@ typedef struct shard_load {
 static int shard_load_fn(worker *w, void *arg)
 {
     shard_load *s = arg;
-    return worker_cluster_load(w, s->m, s->gpu, &s->err);
+    return worker_cluster_load(w, s->m, s->gpu, true, &s->err);
 }
 
 /* A sharded matrix is re-sharded over the ranks of this job, whatever
- * their number when it was stored; without a cluster it is served whole
- * from the host, with a warning. */
+ * their number when it was stored (a rank whose own shard file holds the
+ * shard it would be sent reads it from there: cluster/shardfile.c);
+ * without a cluster it is served whole from the host, with a warning. */
 static void reload_shards(spmvd *d, matrix *m)
 {
     if (!d->cluster_worker) {
@@ -396,11 +397,14 @@ static int join_job(spmvd *d, int *argc, char ***argv)
 {
     if (!cluster_launched())
         return 0;
+    static char shard_dir[4200]; /* each rank's own shard files (ranks > 0) */
+    snprintf(shard_dir, sizeof shard_dir, "%s/shards", d->cfg.state_dir);
     cluster_options o = {.timeout_ms = (double)d->cfg.cluster_timeout_ms,
                          .tune_budget_ms = (int32_t)d->cfg.tune_budget_ms,
                          .tune_max_runs = (int32_t)d->cfg.tune_max_runs,
                          .limits = spmvd_format_limits(d),
-                         .log = cluster_log};
+                         .log = cluster_log,
+                         .shard_dir = shard_dir};
     spmv_error err = {0};
     if (cluster_init(argc, argv, &o, &d->cluster, &err) != SPMV_OK) {
         if (cluster_launched_size() == 1) {

@@ -96,7 +96,7 @@ worker *worker_gpu_new(struct spmvd *d, int device, size_t reserve_bytes, size_t
 worker *worker_cluster_new(struct spmvd *d, size_t queue_depth);
 /* On the cluster worker's thread: shards m over the ranks (gpu: onto
  * their GPUs), and a sharded product. */
-int worker_cluster_load(worker *w, matrix *m, bool gpu, spmv_error *err);
+int worker_cluster_load(worker *w, matrix *m, bool gpu, bool reload, spmv_error *err);
 int worker_cluster_spmv(worker *w, matrix *m, const spmv_kernel *k, const spmv_params *p, const void *x, void *y,
                         int32_t warmup, int32_t runs, cluster_spmv_stats *st, spmv_error *err);
 void worker_free(worker *w);

@@ -126,11 +126,12 @@ worker *worker_cluster_new(struct spmvd *d, size_t queue_depth)
     return worker_alloc(d, &cluster_ops, "cluster", -1, queue_depth);
 }
 
-int worker_cluster_load(worker *w, matrix *m, bool gpu, spmv_error *err)
+int worker_cluster_load(worker *w, matrix *m, bool gpu, bool reload, spmv_error *err)
 {
     cluster_matrix *cm = NULL;
     worker_heartbeat(w);
-    int rc = cluster_load(C(w), m->meta.id, &m->host.csr, gpu, &cm, err);
+    int rc = reload ? cluster_reload(C(w), m->meta.id, &m->host.csr, gpu, &cm, err)
+                    : cluster_load(C(w), m->meta.id, &m->host.csr, gpu, &cm, err);
     worker_heartbeat(w);
     if (rc != SPMV_OK)
         return rc;

@@ -7,7 +7,9 @@
 # answer (expected.json) and cpu.csr.serial (verify). Then what sharded
 # matrices refuse (422, 409), persistence (SIGTERM to rank 0 stops every
 # rank with status 0; a restart with 2 ranks re-shards the stored files),
-# sharding by configuration (shard_nnz), and failures: a rank stopped with SIGSTOP (a hang) and a rank killed with
+# sharding by configuration (shard_nnz), each rank's shard files (a restart
+# with as many ranks reads them; a damaged one is sent again; DELETE
+# removes them), and failures: a rank stopped with SIGSTOP (a hang) and a rank killed with
 # SIGKILL each turn /v1/ready to 503 and sharded requests to a clear 503
 # within cluster_timeout_ms, while unsharded matrices keep working, and
 # SIGTERM to rank 0 still ends the job. Skipped with the reason in a build
@@ -165,9 +167,46 @@ if [ "$GPU" = 1 ]; then
 fi
 check "spmv still answers 200 on every rank's matrix (healthy)" healthy
 
+# ------------------------------------------------------ each rank's shard files
+# every rank > 0 keeps the shards it was sent (state/shards/r<rank>/<id>.shard)
+files_ok=1
+for f in $files; do
+  for ((q = 1; q < NP; q++)); do [ -s "$STATE/shards/r$q/${IDS[$f]}.shard" ] || files_ok=0; done
+done
+check "every rank > 0 keeps a file of each shard it was sent" [ "$files_ok" = 1 ]
+req DELETE "/v1/matrices/$(jget 'd["id"]' <(curl -s "$SPMVD_URL/v1/matrices/${IDS[karate.mtx]}"))"
+check "DELETE of a sharded matrix: 204, and its shard files are gone on every rank" [ "$CODE" = 204 ] && \
+  [ -z "$(ls "$STATE"/shards/r*/"${IDS[karate.mtx]}".shard 2>/dev/null)" ]
+
 # ------------------------------------------------------ SIGTERM and restart
 end_job
 check "SIGTERM to rank 0 stops every rank; mpirun exits 0 (got $JOB_RC)" [ "$JOB_RC" -eq 0 ]
+# the same number of ranks: every rank > 0 reads its shard from its own file
+if ! start_job $NP; then not_ok "restart with $NP ranks" "$(tail -20 "$JOB_LOG")"; done_testing; exit; fi
+req GET "/v1/matrices/$ID"
+check "restart with the same $NP ranks: ranks > 0 load their shards from their files" [ "$CODE" = 200 ] && \
+  [ "$(jget '[s["loaded_from"] for s in d["shards"]] == ["cut"] + ["file"] * '$((NP - 1)))" = True ]
+req POST "/v1/matrices/$ID/spmv" -H 'Content-Type: application/json' \
+  -d "{\"kernel\":\"$OK_K\",\"x\":$("$PYTHON" -c 'import json; print(json.dumps([1 + (j % 7) / 8 for j in range(2003)]))'),\"verify\":true}"
+check "its product from the files equals SciPy's" [ "$CODE" = 200 ] && check_y "$f" "$BODY_FILE"
+end_job
+# a damaged file: that rank is sent its shard again
+"$PYTHON" - "$STATE/shards/r1/$ID.shard" <<'PYEOF'
+import sys
+p = sys.argv[1]
+b = bytearray(open(p, "rb").read())
+b[len(b) // 2] ^= 0x5A
+open(p, "wb").write(bytes(b))
+PYEOF
+if ! start_job $NP; then not_ok "restart after damaging a file" "$(tail -20 "$JOB_LOG")"; done_testing; exit; fi
+req GET "/v1/matrices/$ID"
+check "rank 1's damaged file: rank 1 is sent its shard, the others read theirs" [ "$CODE" = 200 ] && \
+  [ "$(jget '[s["loaded_from"] for s in d["shards"]][:2] == ["cut", "sent"]')" = True ] && \
+  grep -q "do not match their CRC" "$JOB_LOG"
+req POST "/v1/matrices/$ID/spmv" -H 'Content-Type: application/json' \
+  -d "{\"kernel\":\"$OK_K\",\"x\":$("$PYTHON" -c 'import json; print(json.dumps([1 + (j % 7) / 8 for j in range(2003)]))'),\"verify\":true}"
+check "its product equals SciPy's" [ "$CODE" = 200 ] && check_y "$f" "$BODY_FILE"
+end_job
 if ! start_job $NP_RESTART; then not_ok "restart with $NP_RESTART ranks" "$(tail -20 "$JOB_LOG")"; done_testing; exit; fi
 req GET "/v1/matrices/$ID"
 check "restart with $NP_RESTART ranks: the stored matrix is re-sharded over $NP_RESTART" [ "$CODE" = 200 ] && [ "$(jget 'len(d["shards"])')" = $NP_RESTART ]

@@ -139,7 +139,9 @@ int shard_file_read(const cluster *c, const char *id, uint64_t len, uint32_t crc
     trailer t;
     int rc = SPMV_OK;
     char *buf = NULL;
-    if (fstat(fd, &st) != 0 || (uint64_t)st.st_size != len + sizeof t)
+    if (fstat(fd, &st) != 0)
+        rc = spmv_error_set(err, SPMV_ERR_IO, errno, "fstat %s: %s", path, strerror(errno));
+    else if ((uint64_t)st.st_size != len + sizeof t)
         rc = spmv_error_set(err, SPMV_ERR_CORRUPT, 0, "%s holds %lld bytes, not the %llu of the shard rank 0 cut",
                             path, (long long)st.st_size, (unsigned long long)(len + sizeof t));
     else if (!(buf = malloc(len ? len : 1)))

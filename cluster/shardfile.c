@@ -26,6 +26,7 @@
 #include <zlib.h>
 
 #include "cluster/internal.h"
+#include "daemon/matfile.h"
 
 #define SHARD_FILE_MAGIC UINT64_C(0x454c494644524853) /* "SHRDFILE" */
 
@@ -84,21 +85,6 @@ static int make_dirs(const cluster *c, spmv_error *err)
     return SPMV_OK;
 }
 
-static int write_all(int fd, const void *buf, size_t len)
-{
-    const char *p = buf;
-    while (len > 0) {
-        ssize_t n = write(fd, p, len > (1u << 30) ? (1u << 30) : len);
-        if (n < 0 && errno == EINTR)
-            continue;
-        if (n <= 0)
-            return -1;
-        p += n;
-        len -= (size_t)n;
-    }
-    return 0;
-}
-
 int shard_file_write(const cluster *c, const char *id, const void *buf, size_t len, spmv_error *err)
 {
     char path[1100], tmp[1100];
@@ -111,7 +97,7 @@ int shard_file_write(const cluster *c, const char *id, const void *buf, size_t l
     if (fd < 0)
         return spmv_error_set(err, SPMV_ERR_IO, errno, "open %s: %s", tmp, strerror(errno));
     trailer t = {SHARD_FILE_MAGIC, len, shard_crc(buf, len), 0};
-    if (write_all(fd, buf, len) != 0 || write_all(fd, &t, sizeof t) != 0 || fsync(fd) != 0) {
+    if (matfile_write_all(fd, buf, len) != 0 || matfile_write_all(fd, &t, sizeof t) != 0 || fsync(fd) != 0) {
         int e = errno;
         close(fd);
         unlink(tmp);
@@ -123,6 +109,9 @@ int shard_file_write(const cluster *c, const char *id, const void *buf, size_t l
         unlink(tmp);
         return spmv_error_set(err, SPMV_ERR_IO, e, "rename %s: %s", path, strerror(e));
     }
+    char dir[1024];
+    if (shard_path(c, NULL, "", dir, sizeof dir))
+        matfile_sync_dir(dir); /* the rename itself on disk */
     return SPMV_OK;
 }
 

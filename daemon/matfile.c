@@ -94,7 +94,7 @@ static void encode_header(unsigned char *h, const matfile_meta *m, const spmv_cs
     put32(h, OFF_HEADER_CRC, crc_update(0, h, OFF_HEADER_CRC));
 }
 
-static int write_all(int fd, const void *data, size_t len)
+int matfile_write_all(int fd, const void *data, size_t len)
 {
     const char *p = data;
     while (len > 0) {
@@ -146,7 +146,7 @@ static int write_payload(payload_writer *w, const void *data, size_t len)
         if (w->abandon && atomic_load(w->abandon))
             return ABANDONED;
         w->crc = crc_update(w->crc, p, n);
-        if (write_all(w->fd, p, n) != 0)
+        if (matfile_write_all(w->fd, p, n) != 0)
             return -1;
         w->off += (off_t)n;
         if (w->off - w->flushed >= WRITEBACK_BYTES) {

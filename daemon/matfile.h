@@ -82,5 +82,8 @@ int matfile_remove(const char *dir, const char *id, spmv_error *err);
 
 /* fsync of a directory (after a rename or unlink in it). */
 int matfile_sync_dir(const char *dir);
+/* write(2) until all of data is written (EINTR retried, 1 GiB a call); -1
+ * with errno on failure. */
+int matfile_write_all(int fd, const void *data, size_t len);
 
 #endif

@@ -184,8 +184,12 @@ static void shard_info(cluster_shard_info *in, const cluster_shard *s, const cha
     in->bytes = bytes;
 }
 
-/* Sends rank p its shard and waits until it is on its way. */
-static int send_shard(cluster *c, const cmd_header *base, const cluster_shard *s, int p, spmv_error *err)
+/* Sends rank p its shard and waits until it is on its way. With
+ * try_file (a restart) rank p is first told the shard's length and CRC-32
+ * only, says whether its own file holds exactly that (shardfile.c), and is
+ * sent the shard only if not. */
+static int send_shard(cluster *c, const cmd_header *base, const cluster_shard *s, int p, bool try_file,
+                      spmv_error *err)
 {
     void *buf = NULL;
     size_t len = 0;
@@ -194,41 +198,26 @@ static int send_shard(cluster *c, const cmd_header *base, const cluster_shard *s
         return rc;
     cmd_header h = *base;
     h.payload = len;
+    cmd_reply first = {.status = SPMV_ERR_NOT_FOUND};
     req_list r;
     reqs_init(&r);
-    if ((rc = post_cmd(c, &r, &h, buf, p, err)) == SPMV_OK)
-        rc = reqs_wait(c, &r, "sending a shard", err);
-    reqs_free(&r);
-    free(buf);
-    return rc;
-}
-
-/* At a restart: rank p is told the length and CRC-32 of its shard, says
- * whether its own file holds exactly that, and is sent the shard only if
- * not. */
-static int try_shard(cluster *c, const cmd_header *base, const cluster_shard *s, int p, spmv_error *err)
-{
-    void *buf = NULL;
-    size_t len = 0;
-    int rc = cluster_shard_pack(s, &buf, &len, err);
-    if (rc != SPMV_OK)
-        return rc;
-    cmd_header h = *base;
-    h.flags |= CMD_FLAG_TRY_FILE;
-    h.payload = 0;
-    h.file_len = len;
-    h.file_crc = shard_crc(buf, len);
-    cmd_reply first;
-    memset(&first, 0, sizeof first);
-    req_list r;
-    reqs_init(&r);
-    if ((rc = post_cmd(c, &r, &h, NULL, p, err)) == SPMV_OK &&
-        (rc = reqs_recv(c, &r, &first, sizeof first, p, TAG_REPLY, err)) == SPMV_OK)
-        rc = reqs_wait(c, &r, "asking for a shard file", err);
-    if (rc == SPMV_OK && first.seq != h.seq)
-        rc = cluster_fail(c, err, "rank %d answered command %llu with %llu: the ranks are out of step", p,
-                          (unsigned long long)h.seq, (unsigned long long)first.seq);
-    if (rc == SPMV_OK && first.status != SPMV_OK && (rc = reqs_send(c, &r, buf, len, p, TAG_PAYLOAD, err)) == SPMV_OK)
+    if (try_file) {
+        h.flags |= CMD_FLAG_TRY_FILE;
+        h.payload = 0;
+        h.file_len = len;
+        h.file_crc = shard_crc(buf, len);
+        if ((rc = post_cmd(c, &r, &h, NULL, p, err)) == SPMV_OK &&
+            (rc = reqs_recv(c, &r, &first, sizeof first, p, TAG_REPLY, err)) == SPMV_OK)
+            rc = reqs_wait(c, &r, "asking for a shard file", err);
+        if (rc == SPMV_OK && first.seq != h.seq)
+            rc = cluster_fail(c, err, "rank %d answered command %llu with %llu: the ranks are out of step", p,
+                              (unsigned long long)h.seq, (unsigned long long)first.seq);
+        if (rc == SPMV_OK && first.status != SPMV_OK)
+            rc = reqs_send(c, &r, buf, len, p, TAG_PAYLOAD, err);
+    } else {
+        rc = post_cmd(c, &r, &h, buf, p, err);
+    }
+    if (rc == SPMV_OK && first.status != SPMV_OK)
         rc = reqs_wait(c, &r, "sending a shard", err);
     reqs_free(&r);
     free(buf);
@@ -276,7 +265,7 @@ static int load_shards(cluster *c, const char *id, const spmv_csr *a, bool gpu, 
      * shards, not also every packed copy */
     for (int p = 1; p < c->size && rc == SPMV_OK; p++) {
         shard_info(&m->info[p], &shards[p], "?", "?", 0);
-        rc = try_files ? try_shard(c, &h, &shards[p], p, err) : send_shard(c, &h, &shards[p], p, err);
+        rc = send_shard(c, &h, &shards[p], p, try_files, err);
         cluster_shard_free(&shards[p]);
     }
     if (rc != SPMV_OK)

@@ -167,6 +167,14 @@ if [ "$GPU" = 1 ]; then
 fi
 check "spmv still answers 200 on every rank's matrix (healthy)" healthy
 
+# spmv_expected KERNEL: $ID (bcsstk13, 2003 columns) times the peer's x,
+# x[j] = 1 + (j mod 7)/8, verified; check_y then compares with SciPy's.
+X_EXPECTED=$("$PYTHON" -c 'import json; print(json.dumps([1 + (j % 7) / 8 for j in range(2003)]))')
+spmv_expected() {
+  req POST "/v1/matrices/$ID/spmv" -H 'Content-Type: application/json' \
+    -d "{\"kernel\":\"$1\",\"x\":$X_EXPECTED,\"verify\":true}"
+}
+
 # ------------------------------------------------------ each rank's shard files
 # every rank > 0 keeps the shards it was sent (state/shards/r<rank>/<id>.shard)
 files_ok=1
@@ -186,8 +194,7 @@ if ! start_job $NP; then not_ok "restart with $NP ranks" "$(tail -20 "$JOB_LOG")
 req GET "/v1/matrices/$ID"
 check "restart with the same $NP ranks: ranks > 0 load their shards from their files" [ "$CODE" = 200 ] && \
   [ "$(jget '[s["loaded_from"] for s in d["shards"]] == ["cut"] + ["file"] * '$((NP - 1)))" = True ]
-req POST "/v1/matrices/$ID/spmv" -H 'Content-Type: application/json' \
-  -d "{\"kernel\":\"$OK_K\",\"x\":$("$PYTHON" -c 'import json; print(json.dumps([1 + (j % 7) / 8 for j in range(2003)]))'),\"verify\":true}"
+spmv_expected "$OK_K"
 check "its product from the files equals SciPy's" [ "$CODE" = 200 ] && check_y "$f" "$BODY_FILE"
 end_job
 # a damaged file: that rank is sent its shard again
@@ -203,15 +210,13 @@ req GET "/v1/matrices/$ID"
 check "rank 1's damaged file: rank 1 is sent its shard, the others read theirs" [ "$CODE" = 200 ] && \
   [ "$(jget '[s["loaded_from"] for s in d["shards"]][:2] == ["cut", "sent"]')" = True ] && \
   grep -q "do not match their CRC" "$JOB_LOG"
-req POST "/v1/matrices/$ID/spmv" -H 'Content-Type: application/json' \
-  -d "{\"kernel\":\"$OK_K\",\"x\":$("$PYTHON" -c 'import json; print(json.dumps([1 + (j % 7) / 8 for j in range(2003)]))'),\"verify\":true}"
+spmv_expected "$OK_K"
 check "its product equals SciPy's" [ "$CODE" = 200 ] && check_y "$f" "$BODY_FILE"
 end_job
 if ! start_job $NP_RESTART; then not_ok "restart with $NP_RESTART ranks" "$(tail -20 "$JOB_LOG")"; done_testing; exit; fi
 req GET "/v1/matrices/$ID"
 check "restart with $NP_RESTART ranks: the stored matrix is re-sharded over $NP_RESTART" [ "$CODE" = 200 ] && [ "$(jget 'len(d["shards"])')" = $NP_RESTART ]
-req POST "/v1/matrices/$ID/spmv" -H 'Content-Type: application/json' \
-  -d "{\"kernel\":\"$([ "$GPU" = 1 ] && echo gpu.csr.scalar || echo cpu.csr.serial)\",\"x\":$("$PYTHON" -c 'import json; print(json.dumps([1 + (j % 7) / 8 for j in range(2003)]))'),\"verify\":true}"
+spmv_expected "$([ "$GPU" = 1 ] && echo gpu.csr.scalar || echo cpu.csr.serial)"
 check "its product on $NP_RESTART ranks still equals SciPy's" [ "$CODE" = 200 ] && check_y "$f" "$BODY_FILE"
 
 if [ "$NP_RESTART" -lt 2 ]; then  # the failures need a rank besides rank 0

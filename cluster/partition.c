@@ -333,7 +333,6 @@ int cluster_shard_pack(const cluster_shard *s, void **buf, size_t *len, spmv_err
     return SPMV_OK;
 }
 
-/* row_ptr from 0 to nnz, never decreasing; columns in 0..cols-1. */
 /* The engine's CSR contract: row pointers from 0 to nnz never
  * decreasing, each row's columns inside the shape and strictly
  * increasing (what the blocks are cut with, and what a GPU copy relies
@@ -342,13 +341,13 @@ static int csr_valid(const spmv_csr *m)
 {
     if (m->row_ptr[0] != 0 || m->row_ptr[m->rows] != m->nnz)
         return -1;
-    for (int32_t i = 0; i < m->rows; i++) {
+    for (int32_t i = 0; i < m->rows; i++) /* all of them first: a row is read only once every bound holds */
         if (m->row_ptr[i + 1] < m->row_ptr[i])
             return -1;
+    for (int32_t i = 0; i < m->rows; i++)
         for (int32_t k = m->row_ptr[i]; k < m->row_ptr[i + 1]; k++)
             if (m->col[k] < 0 || m->col[k] >= m->cols || (k > m->row_ptr[i] && m->col[k] <= m->col[k - 1]))
                 return -1;
-    }
     return 0;
 }
 

@@ -67,7 +67,7 @@ fuzz: $(FUZZ_BIN) fuzz-corpus
 # built with the ordinary compiler and tests/fuzz/replay_main.c).
 
 FUZZ_NET_TARGETS := fuzz_multipart fuzz_json fuzz_vector
-FUZZ_TARGETS     := $(FUZZ_NET_TARGETS) fuzz_store fuzz_npz
+FUZZ_TARGETS     := $(FUZZ_NET_TARGETS) fuzz_store fuzz_npz fuzz_shard
 FUZZ_ENGINE_SRCS := $(wildcard engine/*.c engine/cpu/*.c engine/gpu/absent*.c) $(filter-out solvers/route.c,$(wildcard solvers/*.c))
 FUZZ_DAEMON_SRCS := $(filter-out daemon/main.c,$(wildcard api/*.c daemon/*.c vectors/*.c shm/*.c cluster/*.c)) $(wildcard solvers/route.c)
 FUZZ_PKG_LIBS     = $(shell pkg-config --libs libmicrohttpd jansson uuid libsystemd libpng zlib libzip)
@@ -93,6 +93,11 @@ $(FUZZ_DIR)/fuzz_store: $(FUZZ_OBJ_DIR)/tests/fuzz/fuzz_store.o $(FUZZ_OBJ_DIR)/
 	$(FUZZ_CC) $(FUZZ_CFLAGS) -o $@ $^ -lzip -lz -lm
 
 $(FUZZ_DIR)/fuzz_npz: $(FUZZ_OBJ_DIR)/tests/fuzz/fuzz_npz.o $(patsubst %.c,$(FUZZ_OBJ_DIR)/%.o,$(FUZZ_ENGINE_SRCS))
+	$(FUZZ_CC) $(FUZZ_CFLAGS) -o $@ $^ -lzip -lz -lm
+
+# fuzz_shard: a shard's wire form (cluster/partition.c, no MPI in it)
+$(FUZZ_DIR)/fuzz_shard: $(FUZZ_OBJ_DIR)/tests/fuzz/fuzz_shard.o $(FUZZ_OBJ_DIR)/cluster/partition.o \
+    $(patsubst %.c,$(FUZZ_OBJ_DIR)/%.o,$(FUZZ_ENGINE_SRCS))
 	$(FUZZ_CC) $(FUZZ_CFLAGS) -o $@ $^ -lzip -lz -lm
 
 fuzz-build: $(FUZZ_TARGETS:%=$(FUZZ_DIR)/%)
@@ -131,4 +136,7 @@ $(FUZZ_REPLAY_DIR)/fuzz_store: $(BUILD)/tests/fuzz/fuzz_store.o $(BUILD)/tests/f
 $(FUZZ_REPLAY_DIR)/fuzz_npz: $(BUILD)/tests/fuzz/fuzz_npz.o $(BUILD)/tests/fuzz/replay_main.o $(LIBSPMV)
 	@mkdir -p $(dir $@)
 	$(CC) $(LDFLAGS) -o $@ $(filter %.o,$^) $(ALL_LIBS)
+$(FUZZ_REPLAY_DIR)/fuzz_shard: $(BUILD)/tests/fuzz/fuzz_shard.o $(BUILD)/tests/fuzz/replay_main.o $(LIBSPMVD) $(LIBSPMV)
+	@mkdir -p $(dir $@)
+	$(CC) $(LDFLAGS) -o $@ $(filter %.o,$^) $(LIBSPMVD) $(ALL_LIBS)
 all-for-test: $(FUZZ_TARGETS:%=$(FUZZ_REPLAY_DIR)/%)

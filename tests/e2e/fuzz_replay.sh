@@ -2,13 +2,13 @@
 # fuzz_replay.sh — every fuzz finding stays fixed: replays the inputs of
 # tests/fuzz/regressions/<target>/ and the seed corpus tests/fuzz/corpus/<target>/
 # through the daemon's fuzz targets (fuzz_multipart, fuzz_json, fuzz_vector,
-# fuzz_store, fuzz_npz), built without libFuzzer by mk/fuzz.mk as
+# fuzz_store, fuzz_npz, fuzz_shard), built without libFuzzer by mk/fuzz.mk as
 # $BUILD/fuzz-replay/<target> (with sanitizers under `make SAN=1`). A
 # target aborts on a finding (a crash, a sanitizer report, a 500 or no
 # answer from the daemon), so a clean exit is the test.
 . "$(dirname "$0")/lib.sh"
 
-for t in fuzz_multipart fuzz_json fuzz_vector fuzz_store fuzz_npz; do
+for t in fuzz_multipart fuzz_json fuzz_vector fuzz_store fuzz_npz fuzz_shard; do
   bin=$BUILD_DIR/fuzz-replay/$t
   if [ ! -x "$bin" ]; then skip "$t: $bin not built"; continue; fi
   dirs=()

@@ -675,6 +675,7 @@ static bool parse_matrix(const json_t *d, spmv_client_matrix *m)
         goto fail;
     m->dtype = dtype && (strcmp(dtype, "float32") == 0 || strcmp(dtype, "f32") == 0) ? SPMV_CLIENT_FLOAT32
                                                                                      : SPMV_CLIENT_FLOAT64;
+    m->mixed = dtype && strcmp(dtype, "mixed") == 0; /* its vectors are float64 */
     copy_str(m->symmetry, sizeof m->symmetry, json_object_get(d, "symmetry"));
     if (json_is_object(dev))
         dev = json_object_get(dev, "name");

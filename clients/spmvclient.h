@@ -199,6 +199,7 @@ typedef struct spmv_client_matrix {
     spmv_client_format *formats;
     double parse_ms, transfer_ms, convert_ms;
     char *json;               /* the descriptor as the server sent it */
+    int mixed;                /* 1 for dtype "mixed": float32 values, float64 x and y (dtype says FLOAT64) */
 } spmv_client_matrix;
 
 SPMV_CLIENT_API void spmv_client_matrix_free(spmv_client_matrix *m);
@@ -218,7 +219,7 @@ typedef int (*spmv_client_progress_fn)(void *user, uint64_t done, uint64_t total
 /* Options for an upload; zero-initialise. NULL fields use server defaults. */
 typedef struct spmv_client_upload_options {
     const char *name;         /* defaults to the file's base name (path uploads) */
-    const char *dtype;        /* "float64" or "float32" */
+    const char *dtype;        /* "float64", "float32" or "mixed" */
     const char *formats;      /* comma list, "csr,hll" */
     const char *device;       /* "cpu", "gpu0", ... */
     int hack_size;            /* HLL slice height, 0: server default */

@@ -188,6 +188,30 @@ static void test_float32(spmv_client *h, const coo *m, const char *text, size_t 
     free(x), free(y), free(xd), free(yd), free(ref);
 }
 
+/* dtype "mixed": the descriptor says so (mixed), its vectors are float64. */
+static void test_mixed(spmv_client *h, const coo *m, const char *text, size_t len)
+{
+    spmv_client_upload_options o = {.name = "calls-mixed", .dtype = "mixed", .device = "cpu"};
+    spmv_client_matrix *d = NULL;
+    EXPECT(h, spmv_client_upload_memory(h, text, len, &o, &d), SPMV_CLIENT_OK, "upload mixed from memory");
+    if (!d) return;
+    check(d->mixed && d->dtype == SPMV_CLIENT_FLOAT64 && strstr(d->json, "\"dtype\":\"mixed\""),
+          "mixed: the descriptor says mixed, its vectors float64");
+    size_t nx = (size_t)m->cols, ny = (size_t)m->rows;
+    double *x = malloc(nx * sizeof *x), *y = malloc(ny * sizeof *y), *ref = malloc(ny * sizeof *ref);
+    for (size_t j = 0; j < nx; j++) x[j] = uniform();
+    reference_y(m, x, ref);
+    for (size_t i = 0; i < ny; i++) y[i] = NAN;
+    spmv_client_spmv_options so = {.kernel = "cpu.csr.serial"};
+    EXPECT(h, spmv_client_multiply(h, d->id, SPMV_CLIENT_FLOAT64, x, nx, y, ny, &so, NULL), SPMV_CLIENT_OK,
+           "multiply mixed with float64 vectors");
+    double e = rel_err(y, ref, ny);
+    check(e < 1e-6, "mixed: y within float32's rounding of the values of the float64 reference (%.3g)", e);
+    EXPECT(h, spmv_client_delete(h, d->id), SPMV_CLIENT_OK, "delete mixed matrix");
+    spmv_client_matrix_free(d);
+    free(x), free(y), free(ref);
+}
+
 static void test_bench(spmv_client *h, const char *id)
 {
     const char *kernels[] = {"cpu.csr.serial", "cpu.csr.omp", NULL};
@@ -285,6 +309,7 @@ static void test_matrices(spmv_client *h, const char *tmpdir)
     test_multiply_errors(h, d->id, &m);
     test_bench(h, d->id);
     test_float32(h, &m, text, len);
+    test_mixed(h, &m, text, len);
 
     EXPECT(h, spmv_client_delete(h, d->id), SPMV_CLIENT_OK, "delete");
     check(spmv_client_http_status(h) == 204, "delete: HTTP 204");

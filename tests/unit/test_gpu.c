@@ -154,15 +154,6 @@ static void random_matrix(int i, spmv_coo *out, char *label, size_t len)
              (long long)out->nnz);
 }
 
-static int32_t longest_row(const spmv_csr *a)
-{
-    int32_t w = 0;
-    for (int32_t i = 0; i < a->rows; i++)
-        if (a->row_ptr[i + 1] - a->row_ptr[i] > w)
-            w = a->row_ptr[i + 1] - a->row_ptr[i];
-    return w;
-}
-
 /* ------------------------------------------------------------- kernels */
 
 /* The reference problem of one matrix in one dtype: x in dtype, and y of
@@ -220,7 +211,7 @@ static void problem_make(const spmv_coo *coo, spmv_dtype dt, struct problem *p)
     p->yref = tu_vector_alloc(SPMV_FLOAT64, coo->rows);
     spmv_reference(&csr, x64, p->yref);
     p->scale = abs_scale(&csr, x64);
-    p->max_row = longest_row(&csr);
+    p->max_row = tu_longest_row(&csr);
     spmv_csr_free(&csr);
     spmv_coo_free(&in_dt);
     spmv_coo_free(&rounded);

@@ -29,22 +29,13 @@
 
 #define MAX_RANKS 7
 
-static int32_t longest_row(const spmv_csr *a)
-{
-    int32_t w = 0;
-    for (int32_t i = 0; i < a->rows; i++)
-        if (a->row_ptr[i + 1] - a->row_ptr[i] > w)
-            w = a->row_ptr[i + 1] - a->row_ptr[i];
-    return w;
-}
-
 static void check_layout(const spmv_csr *a, const cluster_layout *l)
 {
     assert_int_equal(l->row_begin[0], 0);
     assert_int_equal(l->row_begin[l->nranks], a->rows);
     assert_int_equal(l->col_begin[0], 0);
     assert_int_equal(l->col_begin[l->nranks], a->cols);
-    int64_t target = a->nnz / l->nranks, slack = longest_row(a) + 1;
+    int64_t target = a->nnz / l->nranks, slack = tu_longest_row(a) + 1;
     for (int r = 0; r < l->nranks; r++) {
         assert_true(l->row_begin[r] <= l->row_begin[r + 1]);
         assert_true(l->col_begin[r] <= l->col_begin[r + 1]);

@@ -26,15 +26,6 @@
 static tu_expected *expected;
 static size_t nexpected;
 
-static int32_t longest_row(const spmv_csr *a)
-{
-    int32_t w = 0;
-    for (int32_t i = 0; i < a->rows; i++)
-        if (a->row_ptr[i + 1] - a->row_ptr[i] > w)
-            w = a->row_ptr[i + 1] - a->row_ptr[i];
-    return w;
-}
-
 /* Runs every CPU kernel on m; returns the worst relative error seen. */
 static double check_kernels(const tu_expected *e, const spmv_matrix *m)
 {
@@ -87,7 +78,7 @@ static void test_file(void **state)
         unsigned formats = d == 0 ? SPMV_FMT_ALL : SPMV_FMT_CSR;
         if (spmv_matrix_build(&coo, (spmv_dtype)d, formats, 0, 0, &m, &err) != SPMV_OK)
             fail_msg("%s: %s", e->file, err.message);
-        assert_int_equal(longest_row(&m.csr), e->max_row);
+        assert_int_equal(tu_longest_row(&m.csr), e->max_row);
         worst[d] = check_kernels(e, &m);
         spmv_matrix_free(&m);
     }

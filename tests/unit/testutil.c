@@ -401,6 +401,15 @@ static int read_entry(const char *file, json_t *m, tu_expected *e)
     return 0;
 }
 
+int32_t tu_longest_row(const spmv_csr *a)
+{
+    int32_t w = 0;
+    for (int32_t i = 0; i < a->rows; i++)
+        if (a->row_ptr[i + 1] - a->row_ptr[i] > w)
+            w = a->row_ptr[i + 1] - a->row_ptr[i];
+    return w;
+}
+
 int tu_expected_load(tu_expected **out, size_t *count)
 {
     char path[4096];

@@ -32,6 +32,8 @@ typedef struct tu_rng {
 } tu_rng;
 
 void tu_rng_init(tu_rng *r, uint64_t seed);
+/* The most entries in one row of a. */
+int32_t tu_longest_row(const spmv_csr *a);
 uint64_t tu_rng_next(tu_rng *r);
 double tu_rng_uniform(tu_rng *r);             /* [0, 1) */
 double tu_rng_value(tu_rng *r);               /* [-1, 1), never exactly 0 */

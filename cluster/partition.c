@@ -364,9 +364,11 @@ static int offsets_valid(const int32_t *off, int n, int32_t total)
 
 static int take_csr(wire *w, spmv_csr *m, int32_t rows, int32_t cols, int64_t nnz, spmv_dtype dt, spmv_error *err)
 {
-    size_t vs = spmv_dtype_size(dt);
-    if ((uint64_t)nnz > (w->len - w->at) / (4 + vs))
-        return spmv_error_set(err, SPMV_ERR_CORRUPT, 0, "shard: %lld entries do not fit the message", (long long)nnz);
+    size_t vs = spmv_dtype_size(dt), left = w->len - w->at;
+    /* both counts against the bytes left before anything is sized from them */
+    if (rows < 0 || ((size_t)rows + 1) > left / 4 || (uint64_t)nnz > (left - ((size_t)rows + 1) * 4) / (4 + vs))
+        return spmv_error_set(err, SPMV_ERR_CORRUPT, 0, "shard: a block of %d rows and %lld entries does not fit the "
+                              "message (%zu bytes left)", rows, (long long)nnz, left);
     int rc = csr_alloc(m, rows, cols, nnz, dt, err);
     if (rc != SPMV_OK)
         return rc;

@@ -108,6 +108,9 @@ char *api_json_dump(const json_t *v, size_t *len);
 json_t *api_json_real(double v);
 /* Checks the kernel a compute route was asked for (known, of op,
  * available, on m's device); 0, or -1 with the answer sent. */
+/* The kernel named (NULL: the default) for a product on sharded matrix m,
+ * or NULL with the error answered. */
+const spmv_kernel *api_sharded_kernel(request *r, const char *name, const matrix *m);
 int api_kernel_check(request *r, const spmv_kernel *k, const char *name, spmv_op op, const matrix *m,
                      const char *what);
 /* The statistics object of every compute answer (spmv, spmspm, bench). */

@@ -29,10 +29,12 @@
  * read and written in place, as a resident vector is.
  *
  * A sharded matrix (issue 16) runs on the cluster worker: the product of
- * every rank's shard with the halo exchange, y gathered at rank 0, the
- * statistics split into compute and communication. It takes inline x and
- * y only, op n, one column, alpha 1 and beta 0: anything else is a 422
- * that says so (sharded_check).
+ * every rank's shard with the halo exchange, the statistics split into
+ * compute and communication. x and y are inline (x scattered to the
+ * ranks, y gathered at rank 0) or vectors distributed like the matrix
+ * (made with "like": its id), which stay on the ranks: y = alpha*A*x +
+ * beta*y then moves no vector. It takes op n and one column: anything
+ * else is a 422 that says so (sharded_check).
  */
 #include <math.h>
 #include <stdio.h>
@@ -169,16 +171,15 @@ int api_kernel_check(request *r, const spmv_kernel *k, const char *name, spmv_op
 static int sharded_check(request *r, const spmv_req *q)
 {
     spmv_task *t = T(r);
-    const char *what = q->x_vector[0] || q->y_vector[0] ? "resident vectors (x or y as {\"vector\": id})"
-                       : q->x_shm[0] || q->y_shm[0]   ? "shared-memory operands"
+    const char *what = q->x_shm[0] || q->y_shm[0]   ? "shared-memory operands"
                        : q->trans                     ? "op t"
                        : q->k > 1                     ? "k > 1 columns"
-                       : q->alpha != 1.0 || q->beta != 0.0 ? "alpha and beta"
+                       : !q->y_vector[0] && (q->alpha != 1.0 || q->beta != 0.0) ? "alpha and beta with y in the answer"
                                                            : NULL;
     if (what) {
-        api_error(r, 422, "unsupported_matrix", "matrix %s is sharded across %d ranks; its products take inline x, "
-                  "op n, one column, alpha 1 and beta 0, not %s", t->m->meta.id,
-                  cluster_matrix_nranks(t->m->shards), what);
+        api_error(r, 422, "unsupported_matrix", "matrix %s is sharded across %d ranks; its products take x and y "
+                  "inline or as vectors distributed like it, op n, one column, and alpha and beta with a vector y; "
+                  "not %s", t->m->meta.id, cluster_matrix_nranks(t->m->shards), what);
         return -1;
     }
     if (cluster_failed(r->d->cluster)) {
@@ -189,37 +190,42 @@ static int sharded_check(request *r, const spmv_req *q)
     return 0;
 }
 
-/* Any CPU kernel, auto, or a GPU kernel when the shards are on GPUs. */
+/* The kernel a sharded product runs: any CPU kernel, auto, or a GPU kernel
+ * when the shards are on GPUs (default: the shards' CSR kernel). */
+const spmv_kernel *api_sharded_kernel(request *r, const char *name, const matrix *m)
+{
+    const char *why;
+    const cluster_shard_info *info;
+    cluster_matrix_shards(m->shards, &info);
+    bool gpu = strncmp(info[0].device, "gpu", 3) == 0;
+    const spmv_kernel *k = spmv_kernel_find(name ? name : gpu ? "gpu.csr.vector" : "cpu.csr.omp");
+    if (!k) {
+        api_error(r, 400, "unknown_kernel", "no kernel \"%s\" (GET /v1/kernels lists them)", name);
+        return NULL;
+    }
+    if (k->op != SPMV_OP_SPMV) {
+        api_error(r, 400, "unknown_kernel", "%s is a %s kernel; products run spmv kernels", name, spmv_op_name(k->op));
+        return NULL;
+    }
+    if (spmv_kernel_is_auto(k))
+        return k;
+    if (!spmv_kernel_available(k, &why) && k->device == SPMV_DEVICE_CPU) {
+        api_error(r, 409, "kernel_unavailable", "kernel %s is not available here: %s", k->name, why);
+        return NULL;
+    }
+    if ((k->device == SPMV_DEVICE_GPU) != gpu) {
+        api_error(r, 409, "kernel_unavailable", "matrix %s is sharded on the ranks' %s; %s runs on %s", m->meta.id,
+                  gpu ? "GPUs" : "hosts", k->name, k->device == SPMV_DEVICE_GPU ? "a GPU" : "the host");
+        return NULL;
+    }
+    return k;
+}
+
 static int pick_sharded_kernel(request *r, const char *name)
 {
     spmv_task *t = T(r);
-    const char *why;
-    const cluster_shard_info *info;
-    cluster_matrix_shards(t->m->shards, &info);
-    bool gpu = strncmp(info[0].device, "gpu", 3) == 0;
     t->sharded = true;
-    t->k = spmv_kernel_find(name ? name : gpu ? "gpu.csr.vector" : "cpu.csr.omp");
-    if (!t->k) {
-        api_error(r, 400, "unknown_kernel", "no kernel \"%s\" (GET /v1/kernels lists them)", name);
-        return -1;
-    }
-    if (t->k->op != SPMV_OP_SPMV) {
-        api_error(r, 400, "unknown_kernel", "%s is a %s kernel; /spmv runs spmv kernels", name,
-                  spmv_op_name(t->k->op));
-        return -1;
-    }
-    if (spmv_kernel_is_auto(t->k))
-        return 0;
-    if (!spmv_kernel_available(t->k, &why) && t->k->device == SPMV_DEVICE_CPU) {
-        api_error(r, 409, "kernel_unavailable", "kernel %s is not available here: %s", t->k->name, why);
-        return -1;
-    }
-    if ((t->k->device == SPMV_DEVICE_GPU) != gpu) {
-        api_error(r, 409, "kernel_unavailable", "matrix %s is sharded on the ranks' %s; %s runs on %s", t->m->meta.id,
-                  gpu ? "GPUs" : "hosts", t->k->name, t->k->device == SPMV_DEVICE_GPU ? "a GPU" : "the host");
-        return -1;
-    }
-    return 0;
+    return (t->k = api_sharded_kernel(r, name, t->m)) ? 0 : -1;
 }
 
 static int pick_kernel(request *r, const char *name)
@@ -266,6 +272,7 @@ static rvec *operand(request *r, const char *id, const char *what, int32_t n, in
     spmv_task *t = T(r);
     rvec *v = vstore_get(r->d->vectors, id);
     worker *w = task_worker(r->d, t);
+    char msg[512];
     if (!v) {
         api_error(r, 404, "vector_not_found", "%s: no vector %s (deleted, expired or never created)", what, id);
         return NULL;
@@ -275,6 +282,8 @@ static rvec *operand(request *r, const char *id, const char *what, int32_t n, in
                   "%s: vector %s is on %s but %s runs on %s; vectors are never copied between devices (create it "
                   "with \"like\": \"%s\")", what, id, v->w->name, t->is_auto ? "auto" : t->k->name,
                   w ? w->name : "no device", t->m->meta.id);
+    } else if (t->sharded && !cluster_vec_fits(v->dist, t->m->shards, strcmp(what, "y") == 0, msg, sizeof msg)) {
+        api_error(r, 400, "shape_mismatch", "%s: %s", what, msg);
     } else if (v->v.dtype != t->m->host.dtype) {
         api_error(r, 400, "dtype_mismatch", "%s: vector %s is %s but matrix %s is %s", what, id,
                   spmv_dtype_name(v->v.dtype), t->m->meta.id, spmv_dtype_name(t->m->host.dtype));
@@ -554,7 +563,10 @@ static void spmv_run(task *base, worker *w)
             poison(t->y, dt, (int32_t)(ny < INT32_MAX ? ny : INT32_MAX));
     }
     if (t->sharded) {
-        t->rc = worker_cluster_spmv(w, t->m, t->k, &t->p, t->x, t->y, t->warmup, t->runs, &t->cst, &t->err);
+        cluster_operands io = {.x = t->xv ? NULL : t->x, .xv = t->xv ? t->xv->dist : NULL,
+                               .y = t->yv ? NULL : t->y, .yv = t->yv ? t->yv->dist : NULL,
+                               .alpha = t->alpha, .beta = t->beta};
+        t->rc = worker_cluster_spmv(w, t->m, t->k, &t->p, &io, t->warmup, t->runs, &t->cst, &t->err);
         t->st = t->cst.st;
     } else if (t->is_auto) {
         if ((t->rc = autotune_get_k(t->d, w, t->m, t->ncols, &t->tuned, &t->err)) != SPMV_OK)

@@ -8,6 +8,7 @@
 #ifndef SPMV_HAVE_MPI
 
 #include <stddef.h>
+#include <stdio.h>
 
 #include "cluster/cluster.h"
 
@@ -53,10 +54,58 @@ int cluster_matrix_shards(const cluster_matrix *m, const cluster_shard_info **ou
 
 int cluster_matrix_nranks(const cluster_matrix *m) { UNUSED(m); return 0; }
 
-int cluster_spmv(cluster *c, cluster_matrix *m, const spmv_kernel *k, const spmv_params *p, const void *x,
-                 void *y, int32_t warmup, int32_t runs, cluster_spmv_stats *out, spmv_error *err)
+int cluster_spmv(cluster *c, cluster_matrix *m, const spmv_kernel *k, const spmv_params *p,
+                 const cluster_operands *io, int32_t warmup, int32_t runs, cluster_spmv_stats *out, spmv_error *err)
 {
-    UNUSED(c); UNUSED(m); UNUSED(k); UNUSED(p); UNUSED(x); UNUSED(y); UNUSED(warmup); UNUSED(runs); UNUSED(out);
+    UNUSED(c); UNUSED(m); UNUSED(k); UNUSED(p); UNUSED(io); UNUSED(warmup); UNUSED(runs); UNUSED(out);
+    return spmv_error_set(err, SPMV_ERR_UNAVAILABLE, 0, "%s", no_mpi);
+}
+
+/* No sharded matrix exists without MPI, so no distributed vector does. */
+int cluster_vec_new(cluster *c, const cluster_matrix *m, bool rows, const char *id, cluster_vec **out,
+                    spmv_error *err)
+{
+    UNUSED(c); UNUSED(m); UNUSED(rows); UNUSED(id);
+    *out = NULL;
+    return spmv_error_set(err, SPMV_ERR_UNAVAILABLE, 0, "%s", no_mpi);
+}
+
+void cluster_vec_free(cluster *c, cluster_vec *v) { UNUSED(c); UNUSED(v); }
+void cluster_vec_forget(cluster_vec *v) { UNUSED(v); }
+
+int cluster_vec_write(cluster *c, cluster_vec *v, const void *values, spmv_error *err)
+{
+    UNUSED(c); UNUSED(v); UNUSED(values);
+    return spmv_error_set(err, SPMV_ERR_UNAVAILABLE, 0, "%s", no_mpi);
+}
+
+int cluster_vec_read(cluster *c, const cluster_vec *v, void *values, spmv_error *err)
+{
+    UNUSED(c); UNUSED(v); UNUSED(values);
+    return spmv_error_set(err, SPMV_ERR_UNAVAILABLE, 0, "%s", no_mpi);
+}
+
+const char *cluster_vec_id(const cluster_vec *v) { UNUSED(v); return ""; }
+int64_t cluster_vec_n(const cluster_vec *v) { UNUSED(v); return 0; }
+spmv_dtype cluster_vec_dtype(const cluster_vec *v) { UNUSED(v); return SPMV_FLOAT64; }
+int cluster_vec_nranks(const cluster_vec *v) { UNUSED(v); return 0; }
+const char *cluster_vec_side(const cluster_vec *v) { UNUSED(v); return ""; }
+const char *cluster_vec_like(const cluster_vec *v) { UNUSED(v); return ""; }
+const char *cluster_vec_device(const cluster_vec *v, int r) { UNUSED(v); UNUSED(r); return ""; }
+
+bool cluster_vec_fits(const cluster_vec *v, const cluster_matrix *m, bool rows, char *why, size_t len)
+{
+    UNUSED(v); UNUSED(m); UNUSED(rows);
+    snprintf(why, len, "%s", no_mpi);
+    return false;
+}
+
+bool cluster_vec_same_layout(const cluster_vec *a, const cluster_vec *b) { UNUSED(a); UNUSED(b); return false; }
+
+int cluster_vec_op(cluster *c, cluster_vop op, double alpha, cluster_vec *x, double beta, cluster_vec *y,
+                   double *result, spmv_error *err)
+{
+    UNUSED(c); UNUSED(op); UNUSED(alpha); UNUSED(x); UNUSED(beta); UNUSED(y); UNUSED(result);
     return spmv_error_set(err, SPMV_ERR_UNAVAILABLE, 0, "%s", no_mpi);
 }
 

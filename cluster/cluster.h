@@ -195,11 +195,74 @@ typedef struct cluster_spmv_stats {
     char kernels[8][64];          /* auto: each rank's choice (first 8 ranks) */
 } cluster_spmv_stats;
 
+/* ------------------------------------------- distributed vectors */
+
+/* A vector kept distributed across the ranks the way a sharded matrix's
+ * rows (or x entries) are: rank r holds entries [begin[r], begin[r+1]),
+ * on the device its shard of the matrix is on (its GPU, or its host), so
+ * a product whose x and y are such vectors moves no vector through rank
+ * 0 and a Krylov method's dots and updates run where the values are, with
+ * only scalars coming back. A vector is made like a sharded matrix
+ * (`rows`: the layout of y, else that of x; the same for a square
+ * matrix), zeroed; rank 0's handle knows the layout and where each slice
+ * is, so every operation is checked on rank 0 before any rank is told to
+ * run it. One column (k = 1), the matrix's dtype. */
+typedef struct cluster_vec cluster_vec;
+
+int cluster_vec_new(cluster *c, const cluster_matrix *m, bool rows, const char *id, cluster_vec **out,
+                    spmv_error *err);
+/* Frees the slices on every rank (a failed cluster frees rank 0's only). */
+void cluster_vec_free(cluster *c, cluster_vec *v);
+/* Frees rank 0's handle only, from any thread (shutdown: every rank frees
+ * its slices as it finishes). */
+void cluster_vec_forget(cluster_vec *v);
+/* All n values from / to rank 0's host memory (scattered, gathered). */
+int cluster_vec_write(cluster *c, cluster_vec *v, const void *values, spmv_error *err);
+int cluster_vec_read(cluster *c, const cluster_vec *v, void *values, spmv_error *err);
+const char *cluster_vec_id(const cluster_vec *v);
+int64_t cluster_vec_n(const cluster_vec *v);
+spmv_dtype cluster_vec_dtype(const cluster_vec *v);
+int cluster_vec_nranks(const cluster_vec *v);
+/* "rows" or "cols" of the matrix it was made like; its id. */
+const char *cluster_vec_side(const cluster_vec *v);
+const char *cluster_vec_like(const cluster_vec *v);
+/* Where rank r's slice lives: "cpu" or "gpuN". */
+const char *cluster_vec_device(const cluster_vec *v, int r);
+/* Whether v is laid out as m's x (rows false) or y (rows true), every
+ * slice on the device of that rank's shard; else false with why. */
+bool cluster_vec_fits(const cluster_vec *v, const cluster_matrix *m, bool rows, char *why, size_t len);
+/* Whether a and b are cut alike and live alike (BLAS-1 operands). */
+bool cluster_vec_same_layout(const cluster_vec *a, const cluster_vec *b);
+
+/* BLAS-1 on distributed vectors, each rank on its slice: dot and nrm2
+ * sum the ranks' partial sums on rank 0 (result), the others update y
+ * (or x) in place: axpy y = alpha*x + y, axpby y = alpha*x + beta*y,
+ * scal x = alpha*x, copy y = x, fill x = alpha. */
+typedef enum cluster_vop {
+    CLUSTER_VOP_DOT, CLUSTER_VOP_NRM2, CLUSTER_VOP_AXPY, CLUSTER_VOP_AXPBY, CLUSTER_VOP_SCAL, CLUSTER_VOP_COPY,
+    CLUSTER_VOP_FILL, CLUSTER_VOP_COUNT
+} cluster_vop;
+int cluster_vec_op(cluster *c, cluster_vop op, double alpha, cluster_vec *x, double beta, cluster_vec *y,
+                   double *result, spmv_error *err);
+
+/* The operands of a sharded product: x inline (cols values on rank 0's
+ * host, scattered) or a distributed vector laid out as x; y inline (rows
+ * values gathered at rank 0) or a distributed vector laid out as y, which
+ * then gets y = alpha*A*x + beta*y (inline y: alpha 1, beta 0). */
+typedef struct cluster_operands {
+    const void *x;
+    cluster_vec *xv;
+    void *y;
+    cluster_vec *yv;
+    double alpha, beta;
+} cluster_operands;
+
 /* y = A*x on the sharded matrix with kernel k (a CPU kernel, a GPU kernel
- * when the shards are on GPUs, or "auto": each rank tunes its shard once).
- * x has cols values, y rows, of `dtype` (the matrix's). */
-int cluster_spmv(cluster *c, cluster_matrix *m, const spmv_kernel *k, const spmv_params *p, const void *x,
-                 void *y, int32_t warmup, int32_t runs, cluster_spmv_stats *out, spmv_error *err);
+ * when the shards are on GPUs, or "auto": each rank tunes its shard once),
+ * x and y as io says, of `dtype` (the matrix's). With a vector y the runs
+ * multiply into scratch and y is updated once, after the last. */
+int cluster_spmv(cluster *c, cluster_matrix *m, const spmv_kernel *k, const spmv_params *p,
+                 const cluster_operands *io, int32_t warmup, int32_t runs, cluster_spmv_stats *out, spmv_error *err);
 
 /* Every rank answers within the timeout (the idle health check). */
 int cluster_ping(cluster *c, spmv_error *err);

@@ -89,6 +89,7 @@ void cluster_finish(cluster *c)
     if (!c)
         return;
     bool healthy = !atomic_load(&c->failed);
+    cluster_vec_table_free(c);
     for (local_entry *e = c->table, *next; e; e = next) {
         next = e->next;
         cluster_local_free(c, e->l);

@@ -35,12 +35,20 @@ enum {
     CMD_FREE = 4,
     CMD_SHUTDOWN = 5,   /* flags & CMD_FLAG_FINALIZE: MPI_Finalize, else exit without it */
     CMD_NCCL = 6,       /* make the NCCL communicator (then one TAG_NCCL_ID message) */
+    CMD_VNEW = 7,       /* a distributed vector xid laid out like matrix id's shards (CMD_FLAG_ROWS: y), zeroed */
+    CMD_VFREE = 8,      /* vector xid */
+    CMD_VWRITE = 9,     /* payload: the rank's slice of vector xid */
+    CMD_VREAD = 10,     /* the rank answers its slice of xid (TAG_Y) after the reply */
+    CMD_VOP = 11,       /* BLAS-1 `vop` on xid (and yid); dot/nrm2: the partial sum in the reply */
 };
 
 #define CMD_FLAG_GPU 1u
 #define CMD_FLAG_FINALIZE 2u
 #define CMD_FLAG_TRY_FILE 4u  /* CMD_LOAD: file_len/file_crc name the shard; a first reply says if it is sent */
 #define CMD_FLAG_FORGET 8u    /* CMD_FREE: remove the shard file too */
+#define CMD_FLAG_ROWS 16u     /* CMD_VNEW: y's layout (the shards' rows), else x's */
+#define CMD_FLAG_XVEC 32u     /* CMD_SPMV: x is the rank's slice of vector xid (no payload) */
+#define CMD_FLAG_YVEC 64u     /* CMD_SPMV: y = alpha*A*x + beta*y into the slice of yid (nothing gathered) */
 #define CMD_MAGIC 0x53504d56u /* "SPMV" */
 
 typedef struct cmd_header {
@@ -55,7 +63,9 @@ typedef struct cmd_header {
     uint32_t flags;
     uint64_t file_len;            /* CMD_FLAG_TRY_FILE: the shard's wire length and CRC-32 */
     uint32_t file_crc;
-    uint32_t reserved;
+    int32_t vop;                  /* CMD_VOP: a cluster_vop */
+    char xid[40], yid[40];        /* vector operands */
+    double alpha, beta;
 } cmd_header;
 
 typedef struct cmd_reply {
@@ -69,7 +79,15 @@ typedef struct cmd_reply {
     uint64_t bytes;
     int32_t from_file;            /* CMD_LOAD: the shard came from the rank's file */
     int32_t reserved;
+    double value;                 /* CMD_VOP dot/nrm2: the rank's partial sum */
 } cmd_reply;
+
+/* One slice of a distributed vector this process holds, by vector id. */
+typedef struct vec_entry {
+    char id[40];
+    spmv_vec v;                   /* host memory, or the rank's GPU's */
+    struct vec_entry *next;
+} vec_entry;
 
 /* One shard this process holds, by matrix id. */
 typedef struct local_entry {
@@ -86,7 +104,8 @@ struct cluster {
     uint64_t seq;
     _Atomic bool failed;
     char failed_msg[512];         /* written once, before `failed` is set */
-    local_entry *table;
+    local_entry *table;           /* ranks > 0: their shards */
+    vec_entry *vtable;            /* every rank: its slices of distributed vectors */
     /* this rank's GPU (context made on first use, on the MPI thread) */
     spmv_gpu_ctx *gpu;
     int gpu_index;
@@ -117,6 +136,47 @@ int reqs_wait(cluster *c, req_list *r, const char *what, spmv_error *err);
  * SPMV_ERR_UNAVAILABLE with err set to it. */
 int cluster_fail(cluster *c, spmv_error *err, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
 
+/* A sharded matrix as rank 0 holds it. */
+struct cluster_matrix {
+    char id[40];
+    int nranks;
+    int32_t rows, cols;
+    int64_t nnz;
+    spmv_dtype dtype;
+    bool gpu;
+    int32_t *row_begin, *col_begin;   /* nranks + 1 */
+    cluster_shard_info *info;         /* nranks */
+    cluster_local *own;               /* rank 0's shard */
+    _Atomic bool forget;              /* deleted: the ranks remove their shard files at the unload */
+};
+
+/* ------------------------------------------------------------ rank.c */
+
+/* A command's header with the next sequence number. */
+void cmd_init(cluster *c, cmd_header *h, uint32_t op, const char *id);
+/* Posts the header (and payload, if any) to rank p. */
+int cmd_post(cluster *c, req_list *r, const cmd_header *h, const void *payload, int p, spmv_error *err);
+/* The first failed reply as err; SPMV_OK when all succeeded. */
+int cmd_check(cluster *c, const cmd_reply *rep, uint64_t seq, spmv_error *err);
+cmd_reply *cmd_replies(cluster *c, spmv_error *err);
+/* A command without payload to every rank, and their replies. */
+int cmd_round_trip(cluster *c, const cmd_header *h, cmd_reply *rep, const char *what, spmv_error *err);
+/* Ranks > 0: the command's payload (len bytes) into a fresh buffer. */
+int cmd_take_payload(cluster *c, size_t len, void **out, spmv_error *err);
+/* Ranks > 0: this rank's shard of matrix id, or NULL. */
+cluster_local *cluster_table_find(cluster *c, const char *id);
+/* The reply to rank 0 (status and message from rc and err). */
+void cmd_reply_send(cluster *c, cmd_reply *rep, int rc, const spmv_error *err);
+
+/* --------------------------------------------------------- vectors.c */
+
+/* This rank's slice of vector id, or NULL. */
+spmv_vec *cluster_vec_slice(cluster *c, const char *id);
+/* Ranks > 0: CMD_VNEW .. CMD_VOP (replies sent). */
+void cluster_vec_command(cluster *c, const cmd_header *h, cmd_reply *rep);
+/* Frees every slice (cluster_finish, before the GPU context). */
+void cluster_vec_table_free(cluster *c);
+
 /* ------------------------------------------------------- shardfile.c */
 
 uint32_t shard_crc(const void *buf, size_t len);
@@ -138,6 +198,13 @@ int cluster_gpu(cluster *c, spmv_gpu_ctx **out, spmv_error *err);
 int cluster_nccl_setup(cluster *c, spmv_error *err);
 /* Bytes of the shard held in host memory. */
 size_t cluster_local_bytes(const cluster_local *l);
+/* cluster_local_spmv with x and y given either way: host values (xh, yh)
+ * or this rank's slices of distributed vectors (xv, yv), which live where
+ * the shard is; a vector y gets y = alpha*A*x + beta*y, once, after the
+ * runs (into scratch unless alpha is 1 and beta 0). */
+int cluster_local_product(cluster *c, cluster_local *l, const spmv_kernel *k, const spmv_params *p, const void *xh,
+                          const spmv_vec *xv, void *yh, spmv_vec *yv, double alpha, double beta, int32_t warmup,
+                          int32_t runs, const cluster_run_times *t, const spmv_kernel **ran, spmv_error *err);
 
 #endif /* SPMV_HAVE_MPI */
 #endif

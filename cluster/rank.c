@@ -31,18 +31,6 @@
  * and three cluster_timeout_ms. */
 #define RANK_SILENCE_MS 10000.0
 
-struct cluster_matrix {
-    char id[40];
-    int nranks;
-    int32_t rows, cols;
-    int64_t nnz;
-    spmv_dtype dtype;
-    bool gpu;
-    int32_t *row_begin, *col_begin;   /* nranks + 1 */
-    cluster_shard_info *info;         /* nranks */
-    cluster_local *own;               /* rank 0's shard */
-    _Atomic bool forget;              /* deleted: the ranks remove their shard files at the unload */
-};
 
 static void say(cluster *c, int level, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
 static void say(cluster *c, int level, const char *fmt, ...)
@@ -60,7 +48,7 @@ static void say(cluster *c, int level, const char *fmt, ...)
 
 /* ---------------------------------------------------- rank 0: commands */
 
-static void header_init(cluster *c, cmd_header *h, uint32_t op, const char *id)
+void cmd_init(cluster *c, cmd_header *h, uint32_t op, const char *id)
 {
     memset(h, 0, sizeof *h);
     h->magic = CMD_MAGIC;
@@ -70,8 +58,7 @@ static void header_init(cluster *c, cmd_header *h, uint32_t op, const char *id)
         snprintf(h->id, sizeof h->id, "%s", id);
 }
 
-/* Posts the header (and payload, if any) to rank p. */
-static int post_cmd(cluster *c, req_list *r, const cmd_header *h, const void *payload, int p, spmv_error *err)
+int cmd_post(cluster *c, req_list *r, const cmd_header *h, const void *payload, int p, spmv_error *err)
 {
     int rc = reqs_send(c, r, h, sizeof *h, p, TAG_CMD, err);
     if (rc == SPMV_OK && h->payload)
@@ -79,8 +66,7 @@ static int post_cmd(cluster *c, req_list *r, const cmd_header *h, const void *pa
     return rc;
 }
 
-/* The first failed reply as err; SPMV_OK when all succeeded. */
-static int check_replies(cluster *c, const cmd_reply *rep, uint64_t seq, spmv_error *err)
+int cmd_check(cluster *c, const cmd_reply *rep, uint64_t seq, spmv_error *err)
 {
     for (int p = 1; p < c->size; p++) {
         if (rep[p].seq != seq)
@@ -93,28 +79,32 @@ static int check_replies(cluster *c, const cmd_reply *rep, uint64_t seq, spmv_er
     return SPMV_OK;
 }
 
-/* A command without payload to every rank, and their replies. */
-static int round_trip(cluster *c, uint32_t op, uint32_t flags, const char *id, cmd_reply *rep, const char *what,
-                      spmv_error *err)
+int cmd_round_trip(cluster *c, const cmd_header *h, cmd_reply *rep, const char *what, spmv_error *err)
 {
     if (cluster_failed(c))
         return spmv_error_set(err, SPMV_ERR_UNAVAILABLE, 0, "the cluster has failed: %s", c->failed_msg);
-    cmd_header h;
-    header_init(c, &h, op, id);
-    h.flags = flags;
     req_list r;
     reqs_init(&r);
     int rc = SPMV_OK;
     for (int p = 1; p < c->size && rc == SPMV_OK; p++)
-        if ((rc = post_cmd(c, &r, &h, NULL, p, err)) == SPMV_OK)
+        if ((rc = cmd_post(c, &r, h, NULL, p, err)) == SPMV_OK)
             rc = reqs_recv(c, &r, &rep[p], sizeof rep[p], p, TAG_REPLY, err);
     if (rc == SPMV_OK)
         rc = reqs_wait(c, &r, what, err);
     reqs_free(&r);
-    return rc == SPMV_OK ? check_replies(c, rep, h.seq, err) : rc;
+    return rc == SPMV_OK ? cmd_check(c, rep, h->seq, err) : rc;
 }
 
-static cmd_reply *replies_new(cluster *c, spmv_error *err)
+static int round_trip(cluster *c, uint32_t op, uint32_t flags, const char *id, cmd_reply *rep, const char *what,
+                      spmv_error *err)
+{
+    cmd_header h;
+    cmd_init(c, &h, op, id);
+    h.flags = flags;
+    return cmd_round_trip(c, &h, rep, what, err);
+}
+
+cmd_reply *cmd_replies(cluster *c, spmv_error *err)
 {
     cmd_reply *rep = calloc((size_t)c->size, sizeof *rep);
     if (!rep)
@@ -124,7 +114,7 @@ static cmd_reply *replies_new(cluster *c, spmv_error *err)
 
 int cluster_ping(cluster *c, spmv_error *err)
 {
-    cmd_reply *rep = replies_new(c, err);
+    cmd_reply *rep = cmd_replies(c, err);
     if (!rep)
         return SPMV_ERR_NOMEM;
     int rc = round_trip(c, CMD_PING, 0, NULL, rep, "ping", err);
@@ -136,14 +126,14 @@ void cluster_shutdown(cluster *c)
 {
     static cmd_header h; /* sends may still be pending when a failed cluster gives up on them */
     bool healthy = !cluster_failed(c);
-    header_init(c, &h, CMD_SHUTDOWN, NULL);
+    cmd_init(c, &h, CMD_SHUTDOWN, NULL);
     h.flags = healthy ? CMD_FLAG_FINALIZE : 0;
     req_list r;
     reqs_init(&r);
     spmv_error err = {0};
     int rc = SPMV_OK;
     for (int p = 1; p < c->size && rc == SPMV_OK; p++)
-        rc = post_cmd(c, &r, &h, NULL, p, &err);
+        rc = cmd_post(c, &r, &h, NULL, p, &err);
     if (rc == SPMV_OK && healthy)
         rc = reqs_wait(c, &r, "shutdown", &err);
     if (rc != SPMV_OK)
@@ -206,7 +196,7 @@ static int send_shard(cluster *c, const cmd_header *base, const cluster_shard *s
         h.payload = 0;
         h.file_len = len;
         h.file_crc = shard_crc(buf, len);
-        if ((rc = post_cmd(c, &r, &h, NULL, p, err)) == SPMV_OK &&
+        if ((rc = cmd_post(c, &r, &h, NULL, p, err)) == SPMV_OK &&
             (rc = reqs_recv(c, &r, &first, sizeof first, p, TAG_REPLY, err)) == SPMV_OK)
             rc = reqs_wait(c, &r, "asking for a shard file", err);
         if (rc == SPMV_OK && first.seq != h.seq)
@@ -215,7 +205,7 @@ static int send_shard(cluster *c, const cmd_header *base, const cluster_shard *s
         if (rc == SPMV_OK && first.status != SPMV_OK)
             rc = reqs_send(c, &r, buf, len, p, TAG_PAYLOAD, err);
     } else {
-        rc = post_cmd(c, &r, &h, buf, p, err);
+        rc = cmd_post(c, &r, &h, buf, p, err);
     }
     if (rc == SPMV_OK && first.status != SPMV_OK)
         rc = reqs_wait(c, &r, "sending a shard", err);
@@ -239,7 +229,7 @@ static int load_shards(cluster *c, const char *id, const spmv_csr *a, bool gpu, 
         free(m);
         return rc;
     }
-    if (!m || !(shards = calloc((size_t)c->size, sizeof *shards)) || !(rep = replies_new(c, err)) ||
+    if (!m || !(shards = calloc((size_t)c->size, sizeof *shards)) || !(rep = cmd_replies(c, err)) ||
         !(m->info = calloc((size_t)c->size, sizeof *m->info))) {
         rc = spmv_error_set(err, SPMV_ERR_NOMEM, 0, "out of memory for %d shards", c->size);
         goto out;
@@ -258,7 +248,7 @@ static int load_shards(cluster *c, const char *id, const spmv_csr *a, bool gpu, 
                                    shards, err)) != SPMV_OK)
         goto out;
     cmd_header h;
-    header_init(c, &h, CMD_LOAD, id);
+    cmd_init(c, &h, CMD_LOAD, id);
     h.dtype = a->dtype;
     h.flags = gpu ? CMD_FLAG_GPU : 0;
     /* one shard in flight at a time: rank 0 holds the matrix and its
@@ -299,10 +289,10 @@ static int load_shards(cluster *c, const char *id, const spmv_csr *a, bool gpu, 
         *err = own_err;
         rc = spmv_error_set(err, own_rc, 0, "rank 0: %.500s", own_err.message);
     } else {
-        rc = check_replies(c, rep, h.seq, err);
+        rc = cmd_check(c, rep, h.seq, err);
     }
     if (rc != SPMV_OK && !cluster_failed(c)) { /* the ranks that took theirs drop them */
-        cmd_reply *drop = replies_new(c, &own_err);
+        cmd_reply *drop = cmd_replies(c, &own_err);
         if (drop)
             round_trip(c, CMD_FREE, 0, id, drop, "freeing shards", &own_err);
         free(drop);
@@ -343,7 +333,7 @@ void cluster_unload(cluster *c, cluster_matrix *m)
     if (!m)
         return;
     spmv_error err = {0};
-    cmd_reply *rep = cluster_failed(c) ? NULL : replies_new(c, &err);
+    cmd_reply *rep = cluster_failed(c) ? NULL : cmd_replies(c, &err);
     if (rep && round_trip(c, CMD_FREE, atomic_load(&m->forget) ? CMD_FLAG_FORGET : 0, m->id, rep, "freeing shards", &err) != SPMV_OK)
         say(c, 1, "freeing the shards of %s: %s", m->id, err.message);
     free(rep);
@@ -384,12 +374,12 @@ static void combine_times(cluster_matrix *m, double *times, int32_t runs, int32_
 static int nccl_round(cluster *c, cmd_reply *rep, spmv_error *err)
 {
     cmd_header h;
-    header_init(c, &h, CMD_NCCL, NULL);
+    cmd_init(c, &h, CMD_NCCL, NULL);
     req_list r;
     reqs_init(&r);
     int rc = SPMV_OK;
     for (int p = 1; p < c->size && rc == SPMV_OK; p++)
-        rc = post_cmd(c, &r, &h, NULL, p, err);
+        rc = cmd_post(c, &r, &h, NULL, p, err);
     if (rc == SPMV_OK)
         rc = reqs_wait(c, &r, "starting NCCL", err);
     spmv_error own_err = {0};
@@ -403,12 +393,31 @@ static int nccl_round(cluster *c, cmd_reply *rep, spmv_error *err)
         return rc;
     if (own_rc != SPMV_OK)
         return spmv_error_set(err, own_rc, 0, "rank 0: %.500s", own_err.message);
-    return check_replies(c, rep, h.seq, err);
+    return cmd_check(c, rep, h.seq, err);
 }
 
-int cluster_spmv(cluster *c, cluster_matrix *m, const spmv_kernel *k, const spmv_params *p, const void *x,
-                 void *y, int32_t warmup, int32_t runs, cluster_spmv_stats *out, spmv_error *err)
+/* The operands of a product, checked against m before any rank is told. */
+static int operands_check(const cluster_matrix *m, const cluster_operands *io, spmv_error *err)
 {
+    char why[512];
+    if (!io->xv == !io->x || !io->yv == !io->y)
+        return spmv_error_set(err, SPMV_ERR_INVALID, 0, "a product takes x and y each either inline or a vector");
+    if (io->xv && !cluster_vec_fits(io->xv, m, false, why, sizeof why))
+        return spmv_error_set(err, SPMV_ERR_SHAPE, 0, "x: %s", why);
+    if (io->yv && !cluster_vec_fits(io->yv, m, true, why, sizeof why))
+        return spmv_error_set(err, SPMV_ERR_SHAPE, 0, "y: %s", why);
+    if (io->xv && io->xv == io->yv)
+        return spmv_error_set(err, SPMV_ERR_INVALID, 0, "x and y are the same vector: y = A*x in place is not defined");
+    if (!io->yv && (io->alpha != 1.0 || io->beta != 0.0))
+        return spmv_error_set(err, SPMV_ERR_INVALID, 0, "alpha and beta take a vector y");
+    return SPMV_OK;
+}
+
+int cluster_spmv(cluster *c, cluster_matrix *m, const spmv_kernel *k, const spmv_params *p,
+                 const cluster_operands *io, int32_t warmup, int32_t runs, cluster_spmv_stats *out, spmv_error *err)
+{
+    const void *x = io->x;
+    void *y = io->y;
     memset(out, 0, sizeof *out);
     if (cluster_failed(c))
         return spmv_error_set(err, SPMV_ERR_UNAVAILABLE, 0, "the cluster has failed: %s", c->failed_msg);
@@ -419,9 +428,11 @@ int cluster_spmv(cluster *c, cluster_matrix *m, const spmv_kernel *k, const spmv
         return spmv_error_set(err, SPMV_ERR_UNAVAILABLE, 0, "%s runs on %s, but the shards of %s are on %s", k->name,
                               k->device == SPMV_DEVICE_GPU ? "a GPU" : "the host", m->id,
                               m->gpu ? "the ranks' GPUs" : "the ranks' hosts");
-    int rc = SPMV_OK;
+    int rc = operands_check(m, io, err);
+    if (rc != SPMV_OK)
+        return rc;
     size_t vs = spmv_dtype_size(m->dtype);
-    cmd_reply *rep = replies_new(c, err);
+    cmd_reply *rep = cmd_replies(c, err);
     cmd_header *hs = calloc((size_t)m->nranks, sizeof *hs);
     double *times = calloc((size_t)m->nranks * 3 * (size_t)runs, sizeof *times);
     req_list r;
@@ -433,16 +444,23 @@ int cluster_spmv(cluster *c, cluster_matrix *m, const spmv_kernel *k, const spmv
     if (m->gpu && !c->nccl && (rc = nccl_round(c, rep, err)) != SPMV_OK)
         goto out;
     /* the command, with each rank's x entries */
-    header_init(c, &hs[0], CMD_SPMV, m->id);
+    cmd_init(c, &hs[0], CMD_SPMV, m->id);
     snprintf(hs[0].kernel, sizeof hs[0].kernel, "%s", k->name);
     memcpy(hs[0].params, p->v, sizeof hs[0].params);
     hs[0].warmup = warmup;
     hs[0].runs = runs;
     hs[0].dtype = m->dtype;
+    hs[0].flags = (io->xv ? CMD_FLAG_XVEC : 0) | (io->yv ? CMD_FLAG_YVEC : 0);
+    if (io->xv)
+        snprintf(hs[0].xid, sizeof hs[0].xid, "%s", cluster_vec_id(io->xv));
+    if (io->yv)
+        snprintf(hs[0].yid, sizeof hs[0].yid, "%s", cluster_vec_id(io->yv));
+    hs[0].alpha = io->yv ? io->alpha : 1.0;
+    hs[0].beta = io->yv ? io->beta : 0.0;
     for (int q = 1; q < m->nranks && rc == SPMV_OK; q++) {
         hs[q] = hs[0];
-        hs[q].payload = (uint64_t)(m->col_begin[q + 1] - m->col_begin[q]) * vs;
-        rc = post_cmd(c, &r, &hs[q], (const char *)x + (size_t)m->col_begin[q] * vs, q, err);
+        hs[q].payload = io->xv ? 0 : (uint64_t)(m->col_begin[q + 1] - m->col_begin[q]) * vs;
+        rc = cmd_post(c, &r, &hs[q], io->xv ? NULL : (const char *)x + (size_t)m->col_begin[q] * vs, q, err);
     }
     if (rc == SPMV_OK)
         rc = reqs_wait(c, &r, "sending x", err);
@@ -452,8 +470,11 @@ int cluster_spmv(cluster *c, cluster_matrix *m, const spmv_kernel *k, const spmv
     const spmv_kernel *ran = NULL;
     spmv_error own_err = {0};
     cluster_run_times t0 = {times, times + runs, times + 2 * (size_t)runs};
-    int own_rc = cluster_local_spmv(c, m->own, k, p, (const char *)x + (size_t)m->col_begin[0] * vs,
-                                    (char *)y + (size_t)m->row_begin[0] * vs, warmup, runs, &t0, &ran, &own_err);
+    int own_rc = cluster_local_product(c, m->own, k, p, io->xv ? NULL : (const char *)x + (size_t)m->col_begin[0] * vs,
+                                       io->xv ? cluster_vec_slice(c, cluster_vec_id(io->xv)) : NULL,
+                                       io->yv ? NULL : (char *)y + (size_t)m->row_begin[0] * vs,
+                                       io->yv ? cluster_vec_slice(c, cluster_vec_id(io->yv)) : NULL, hs[0].alpha,
+                                       hs[0].beta, warmup, runs, &t0, &ran, &own_err);
     if (cluster_failed(c)) {
         *err = own_err;
         rc = SPMV_ERR_UNAVAILABLE;
@@ -463,8 +484,9 @@ int cluster_spmv(cluster *c, cluster_matrix *m, const spmv_kernel *k, const spmv
     double g0 = spmv_now_ms();
     for (int q = 1; q < m->nranks && rc == SPMV_OK; q++) {
         size_t rows = (size_t)(m->row_begin[q + 1] - m->row_begin[q]);
-        if ((rc = reqs_recv(c, &r, &rep[q], sizeof rep[q], q, TAG_REPLY, err)) == SPMV_OK &&
-            (rc = reqs_recv(c, &r, (char *)y + (size_t)m->row_begin[q] * vs, rows * vs, q, TAG_Y, err)) == SPMV_OK)
+        if ((rc = reqs_recv(c, &r, &rep[q], sizeof rep[q], q, TAG_REPLY, err)) == SPMV_OK && !io->yv)
+            rc = reqs_recv(c, &r, (char *)y + (size_t)m->row_begin[q] * vs, rows * vs, q, TAG_Y, err);
+        if (rc == SPMV_OK)
             rc = reqs_recv(c, &r, times + (size_t)q * 3 * (size_t)runs, 3 * (size_t)runs * sizeof *times, q,
                            TAG_TIMES, err);
     }
@@ -477,7 +499,7 @@ int cluster_spmv(cluster *c, cluster_matrix *m, const spmv_kernel *k, const spmv
         rc = spmv_error_set(err, own_rc, 0, "rank 0: %.500s", own_err.message);
         goto out;
     }
-    if ((rc = check_replies(c, rep, hs[0].seq, err)) != SPMV_OK)
+    if ((rc = cmd_check(c, rep, hs[0].seq, err)) != SPMV_OK)
         goto out;
     combine_times(m, times, runs, warmup, out);
     snprintf(out->kernel, sizeof out->kernel, "%s", ran ? ran->name : k->name);
@@ -513,6 +535,8 @@ static cluster_local *table_find(cluster *c, const char *id, local_entry ***link
     return NULL;
 }
 
+cluster_local *cluster_table_find(cluster *c, const char *id) { return table_find(c, id, NULL); }
+
 static void table_drop(cluster *c, const char *id)
 {
     local_entry **pp;
@@ -524,8 +548,7 @@ static void table_drop(cluster *c, const char *id)
     }
 }
 
-/* Receives the command's payload (len bytes) into a fresh buffer. */
-static int take_payload(cluster *c, size_t len, void **out, spmv_error *err)
+int cmd_take_payload(cluster *c, size_t len, void **out, spmv_error *err)
 {
     *out = malloc(len ? len : 1);
     if (!*out)
@@ -554,7 +577,7 @@ static int shard_bytes(rank_state *s, void **buf, size_t *len, bool *from_file, 
     *len = s->h.payload;
     *from_file = false;
     if (!(s->h.flags & CMD_FLAG_TRY_FILE))
-        return take_payload(c, *len, buf, err);
+        return cmd_take_payload(c, *len, buf, err);
     spmv_error ferr = {0};
     *len = s->h.file_len;
     *from_file = shard_file_read(c, s->h.id, s->h.file_len, s->h.file_crc, buf, &ferr) == SPMV_OK;
@@ -571,7 +594,7 @@ static int shard_bytes(rank_state *s, void **buf, size_t *len, bool *from_file, 
         rc = reqs_wait(c, &r, "answering for a shard file", err);
     reqs_free(&r);
     if (rc == SPMV_OK && !*from_file)
-        rc = take_payload(c, *len, buf, err);
+        rc = cmd_take_payload(c, *len, buf, err);
     if (rc != SPMV_OK) {
         free(*buf);
         *buf = NULL;
@@ -637,7 +660,9 @@ static void do_spmv(rank_state *s)
     int32_t runs = s->h.runs;
     cluster_local *l = table_find(c, s->h.id, NULL);
     const spmv_kernel *k = spmv_kernel_find(s->h.kernel), *ran = NULL;
-    int rc = take_payload(c, s->h.payload, &x, &err);
+    bool xvec = s->h.flags & CMD_FLAG_XVEC, yvec = s->h.flags & CMD_FLAG_YVEC;
+    spmv_vec *xs = NULL, *ys = NULL;
+    int rc = cmd_take_payload(c, s->h.payload, &x, &err);
     if (rc != SPMV_OK)
         return; /* a lost payload failed the cluster: nothing more to say */
     if (!l)
@@ -646,22 +671,26 @@ static void do_spmv(rank_state *s)
         rc = spmv_error_set(&err, SPMV_ERR_INVALID, 0, "rank %d knows no kernel %s", c->rank, s->h.kernel);
     else if (runs < 1 || runs > 1000000 || s->h.warmup < 0 || s->h.warmup > 1000000)
         rc = spmv_error_set(&err, SPMV_ERR_INVALID, 0, "runs %d / warmup %d out of range", runs, s->h.warmup);
-    else if (s->h.payload != (uint64_t)(cluster_local_shard(l)->col_end - cluster_local_shard(l)->col_begin) * vs)
+    else if (!xvec && s->h.payload != (uint64_t)(cluster_local_shard(l)->col_end - cluster_local_shard(l)->col_begin) * vs)
         rc = spmv_error_set(&err, SPMV_ERR_SHAPE, 0, "rank %d: x has %llu bytes, the shard owns %d entries", c->rank,
                             (unsigned long long)s->h.payload,
                             cluster_local_shard(l)->col_end - cluster_local_shard(l)->col_begin);
+    else if ((xvec && !(xs = cluster_vec_slice(c, s->h.xid))) || (yvec && !(ys = cluster_vec_slice(c, s->h.yid))))
+        rc = spmv_error_set(&err, SPMV_ERR_NOT_FOUND, 0, "rank %d holds no vector %s", c->rank,
+                            xvec && !xs ? s->h.xid : s->h.yid);
     if (rc == SPMV_OK) {
         rows = (size_t)(cluster_local_shard(l)->row_end - cluster_local_shard(l)->row_begin);
-        y = calloc(rows ? rows : 1, vs);
+        y = yvec ? NULL : calloc(rows ? rows : 1, vs);
         times = calloc(3 * (size_t)runs, sizeof *times);
-        if (!y || !times)
+        if ((!y && !yvec) || !times)
             rc = spmv_error_set(&err, SPMV_ERR_NOMEM, 0, "rank %d: out of memory for y", c->rank);
     }
     if (rc == SPMV_OK) {
         spmv_params p;
         memcpy(p.v, s->h.params, sizeof p.v);
         cluster_run_times t = {times, times + runs, times + 2 * (size_t)runs};
-        rc = cluster_local_spmv(c, l, k, &p, x, y, s->h.warmup, runs, &t, &ran, &err);
+        rc = cluster_local_product(c, l, k, &p, xvec ? NULL : x, xs, y, ys, s->h.alpha, s->h.beta, s->h.warmup, runs,
+                                   &t, &ran, &err);
         if (cluster_failed(c)) { /* the exchange lost a peer: rank 0 has given up on this product too */
             say(c, 0, "%s", err.message);
             goto out;
@@ -673,7 +702,7 @@ static void do_spmv(rank_state *s)
     req_list r;
     reqs_init(&r);
     if ((rc = reqs_send(c, &r, &s->rep, sizeof s->rep, 0, TAG_REPLY, &err)) == SPMV_OK &&
-        (rc = reqs_send(c, &r, y ? y : (void *)&s->rep, y ? rows * vs : 0, 0, TAG_Y, &err)) == SPMV_OK &&
+        (yvec || (rc = reqs_send(c, &r, y ? y : (void *)&s->rep, y ? rows * vs : 0, 0, TAG_Y, &err)) == SPMV_OK) &&
         (rc = reqs_send(c, &r, times ? (void *)times : (void *)&s->rep, times ? 3 * (size_t)runs * sizeof *times : 0, 0,
                         TAG_TIMES, &err)) == SPMV_OK)
         rc = reqs_wait(c, &r, "sending y", &err);
@@ -686,18 +715,20 @@ out:
     free(times);
 }
 
-static void reply(rank_state *s, int rc, const spmv_error *err)
+void cmd_reply_send(cluster *c, cmd_reply *rep, int rc, const spmv_error *err)
 {
     spmv_error e = {0};
-    s->rep.status = rc;
-    snprintf(s->rep.message, sizeof s->rep.message, "%s", rc ? err->message : "");
+    rep->status = rc;
+    snprintf(rep->message, sizeof rep->message, "%s", rc ? err->message : "");
     req_list r;
     reqs_init(&r);
-    if (reqs_send(s->c, &r, &s->rep, sizeof s->rep, 0, TAG_REPLY, &e) != SPMV_OK ||
-        reqs_wait(s->c, &r, "replying to rank 0", &e) != SPMV_OK)
-        say(s->c, 0, "%s", e.message);
+    if (reqs_send(c, &r, rep, sizeof *rep, 0, TAG_REPLY, &e) != SPMV_OK ||
+        reqs_wait(c, &r, "replying to rank 0", &e) != SPMV_OK)
+        say(c, 0, "%s", e.message);
     reqs_free(&r);
 }
+
+static void reply(rank_state *s, int rc, const spmv_error *err) { cmd_reply_send(s->c, &s->rep, rc, err); }
 
 /* Waits for the next command; false when rank 0 is gone. */
 static bool next_command(rank_state *s, const sigset_t *sigs, double *sigterm_at)
@@ -785,6 +816,13 @@ int cluster_rank_loop(cluster *c)
             rc = cluster_nccl_setup(c, &err);
             if (!cluster_failed(c))
                 reply(&s, rc, &err);
+            break;
+        case CMD_VNEW:
+        case CMD_VFREE:
+        case CMD_VWRITE:
+        case CMD_VREAD:
+        case CMD_VOP:
+            cluster_vec_command(c, &s.h, &s.rep);
             break;
         case CMD_SHUTDOWN:
             if (!(s.h.flags & CMD_FLAG_FINALIZE))

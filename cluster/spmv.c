@@ -414,67 +414,62 @@ static int host_product(cluster *c, cluster_local *l, const spmv_kernel *k, cons
  * row no kernel writes stays NaN through them all). The split: comm is
  * the host time spent posting and waiting for the exchange (what the
  * local product did not hide), compute the rest of the run. */
-static int gpu_product(cluster *c, cluster_local *l, const spmv_kernel *k, const spmv_params *par, int krc,
-                       const void *x, void *y, int32_t warmup, int32_t runs, const cluster_run_times *t,
+static int gpu_product(cluster *c, cluster_local *l, const spmv_kernel *k, const spmv_params *par, int *krc,
+                       const spmv_vec *xd, spmv_vec *yd, int32_t warmup, int32_t runs, const cluster_run_times *t,
                        spmv_error *kerr, spmv_error *err)
 {
     spmv_gpu_ctx *ctx = c->gpu;
     int32_t rows = l->s.row_end - l->s.row_begin;
-    spmv_vec xd = {0}, yd = {0};
     int rc = SPMV_OK;
     if (!c->nccl)
         return spmv_error_set(err, SPMV_ERR_UNAVAILABLE, 0, "rank %d has no NCCL communicator", c->rank);
     if (!l->ghalo && (rc = spmv_gpu_halo_new(c->nccl, l->dtype, l->s.halo.send_off, l->s.halo.send_idx,
                                              l->s.halo.recv_off, l->off_rows, l->n_off, &l->ghalo, err)) != SPMV_OK)
         return rc;
-    if ((rc = spmv_vec_alloc(ctx, SPMV_DEVICE_GPU, l->dtype, l->s.col_end - l->s.col_begin, 1, &xd, err)) ||
-        (rc = spmv_vec_write(ctx, &xd, x, err)) ||
-        (rc = spmv_vec_alloc(ctx, SPMV_DEVICE_GPU, l->dtype, rows, 1, &yd, err)))
-        goto out;
-    if (krc == SPMV_OK && rows)
-        krc = spmv_vec_fill(ctx, &yd, NAN, kerr);
+    if (*krc == SPMV_OK && rows)
+        *krc = spmv_vec_fill(ctx, yd, NAN, kerr);
     for (int32_t it = 0; it < warmup + runs && rc == SPMV_OK; it++) {
         double t0 = spmv_now_ms();
-        rc = spmv_gpu_halo_start(c->nccl, l->ghalo, &xd, err);
+        rc = spmv_gpu_halo_start(c->nccl, l->ghalo, xd, err);
         double t1 = spmv_now_ms();
-        if (rc == SPMV_OK && krc == SPMV_OK && rows)
-            krc = l->gloc ? spmv_gpu_launch(ctx, k, l->gloc, par, &xd, &yd, kerr)
-                          : spmv_vec_fill(ctx, &yd, 0.0, kerr); /* an empty local block: y starts at 0 */
+        if (rc == SPMV_OK && *krc == SPMV_OK && rows)
+            *krc = l->gloc ? spmv_gpu_launch(ctx, k, l->gloc, par, xd, yd, kerr)
+                          : spmv_vec_fill(ctx, yd, 0.0, kerr); /* an empty local block: y starts at 0 */
         double t2 = spmv_now_ms();
         if (rc == SPMV_OK)
             rc = spmv_gpu_halo_wait(c->nccl, l->ghalo, c->o.timeout_ms, err);
         if (rc != SPMV_OK)
             cluster_fail(c, err, "rank %d: %s", c->rank, err->message);
         double t3 = spmv_now_ms();
-        if (rc == SPMV_OK && krc == SPMV_OK && l->goff &&
-            (krc = spmv_gpu_launch(ctx, k, l->goff, par, spmv_gpu_halo_ghost(l->ghalo), spmv_gpu_halo_offsum(l->ghalo),
+        if (rc == SPMV_OK && *krc == SPMV_OK && l->goff &&
+            (*krc = spmv_gpu_launch(ctx, k, l->goff, par, spmv_gpu_halo_ghost(l->ghalo), spmv_gpu_halo_offsum(l->ghalo),
                                    kerr)) == SPMV_OK)
-            krc = spmv_gpu_halo_add(c->nccl, l->ghalo, &yd, kerr);
-        if (rc == SPMV_OK && krc == SPMV_OK)
-            krc = spmv_vec_sync(ctx, kerr);
+            *krc = spmv_gpu_halo_add(c->nccl, l->ghalo, yd, kerr);
+        if (rc == SPMV_OK && *krc == SPMV_OK)
+            *krc = spmv_vec_sync(ctx, kerr);
         double t4 = spmv_now_ms();
         if (it >= warmup)
             record(t, it - warmup, t4 - t0, (t2 - t1) + (t4 - t3), (t1 - t0) + (t3 - t2));
     }
-    if (rc == SPMV_OK && krc == SPMV_OK && rows)
-        krc = spmv_vec_read(ctx, &yd, y, kerr);
-out:
-    spmv_vec_free(ctx, &xd);
-    spmv_vec_free(ctx, &yd);
-    if (rc == SPMV_OK && krc != SPMV_OK)
-        *err = *kerr;
-    return rc != SPMV_OK ? rc : krc;
+    return rc;
 }
 
-int cluster_local_spmv(cluster *c, cluster_local *l, const spmv_kernel *k, const spmv_params *p,
-                       const void *x_local, void *y_local, int32_t warmup, int32_t runs, const cluster_run_times *t,
-                       const spmv_kernel **ran, spmv_error *err)
+/* The local product with x and y given either way: host values (xh, yh),
+ * copied to and from the device for a GPU shard, or vector slices (xv,
+ * yv) where the shard is. The runs go into y's slice itself when alpha is
+ * 1 and beta 0, else into scratch, and y = alpha*scratch + beta*y once. */
+int cluster_local_product(cluster *c, cluster_local *l, const spmv_kernel *k, const spmv_params *p, const void *xh,
+                          const spmv_vec *xv, void *yh, spmv_vec *yv, double alpha, double beta, int32_t warmup,
+                          int32_t runs, const cluster_run_times *t, const spmv_kernel **ran, spmv_error *err)
 {
     spmv_params par;
     spmv_error kerr = {0};
     const spmv_kernel *use = NULL;
     int krc = shard_kernel(c, l, k, p, &use, &par, &kerr);
     bool gpu = strncmp(l->device, "gpu", 3) == 0; /* the shard's blocks, empty or not, are on this rank's GPU */
+    spmv_gpu_ctx *ctx = gpu ? c->gpu : NULL;
+    spmv_device_kind where = gpu ? SPMV_DEVICE_GPU : SPMV_DEVICE_CPU;
+    int32_t rows = l->s.row_end - l->s.row_begin, cols = l->s.col_end - l->s.col_begin;
     if (ran)
         *ran = use;
     if (krc == SPMV_OK && !gpu)
@@ -486,8 +481,57 @@ int cluster_local_spmv(cluster *c, cluster_local *l, const spmv_kernel *k, const
         krc = spmv_error_set(&kerr, SPMV_ERR_UNAVAILABLE, 0, "rank %d has no GPU context", c->rank);
     if (runs < 1 || warmup < 0)
         return spmv_error_set(err, SPMV_ERR_INVALID, 0, "runs %d / warmup %d out of range", runs, warmup);
-    return gpu && c->gpu ? gpu_product(c, l, use, &par, krc, x_local, y_local, warmup, runs, t, &kerr, err)
-                         : host_product(c, l, use, &par, krc, x_local, y_local, warmup, runs, t, &kerr, err);
+    if ((xv && (xv->device != where || xv->n != cols)) || (yv && (yv->device != where || yv->n != rows)))
+        return spmv_error_set(err, SPMV_ERR_SHAPE, 0, "rank %d: the vectors' slices (%lld, %lld values) are not "
+                              "where its shard (%d x %d, %s) is", c->rank, xv ? (long long)xv->n : -1LL,
+                              yv ? (long long)yv->n : -1LL, rows, cols, l->device);
+    if (gpu && !c->gpu) /* nothing to run on: a host shard's path exchanges, then reports */
+        gpu = false;
+    spmv_vec xs = {0}, ys = {0}, tmp = {0};
+    const spmv_vec *x = xv;
+    spmv_vec *y = yv;
+    bool scaled = yv && (alpha != 1.0 || beta != 0.0);
+    int rc = SPMV_OK;
+    if (!x) { /* host values: a view on a host shard, a copy on a GPU shard */
+        xs = (spmv_vec){.device = SPMV_DEVICE_CPU, .dtype = l->dtype, .n = cols, .k = 1, .data = (void *)xh};
+        if (gpu && ((rc = spmv_vec_alloc(ctx, SPMV_DEVICE_GPU, l->dtype, cols, 1, &xs, err)) ||
+                    (rc = spmv_vec_write(ctx, &xs, xh, err))))
+            goto out;
+        x = &xs;
+    }
+    if (!y || scaled) {
+        if (!gpu && !scaled)
+            ys = (spmv_vec){.device = SPMV_DEVICE_CPU, .dtype = l->dtype, .n = rows, .k = 1, .data = yh};
+        else if ((rc = spmv_vec_alloc(ctx, gpu ? SPMV_DEVICE_GPU : SPMV_DEVICE_CPU, l->dtype, rows, 1, &tmp, err)))
+            goto out;
+        y = tmp.data ? &tmp : &ys;
+    }
+    rc = gpu ? gpu_product(c, l, use, &par, &krc, x, y, warmup, runs, t, &kerr, err)
+             : host_product(c, l, use, &par, krc, x->data, y->data, warmup, runs, t, &kerr, err);
+    if (rc == SPMV_OK && krc == SPMV_OK && rows) {
+        if (scaled)
+            krc = spmv_vec_axpby(ctx, alpha, y, beta, yv, &kerr);
+        else if (!yv && gpu)
+            krc = spmv_vec_read(ctx, y, yh, &kerr);
+        if (krc == SPMV_OK)
+            krc = spmv_vec_sync(ctx, &kerr);
+    }
+    if (rc == SPMV_OK && krc != SPMV_OK) {
+        *err = kerr;
+        rc = krc;
+    }
+out:
+    if (gpu && xs.data && xs.device == SPMV_DEVICE_GPU)
+        spmv_vec_free(ctx, &xs);
+    spmv_vec_free(ctx, &tmp);
+    return rc;
+}
+
+int cluster_local_spmv(cluster *c, cluster_local *l, const spmv_kernel *k, const spmv_params *p,
+                       const void *x_local, void *y_local, int32_t warmup, int32_t runs, const cluster_run_times *t,
+                       const spmv_kernel **ran, spmv_error *err)
+{
+    return cluster_local_product(c, l, k, p, x_local, NULL, y_local, NULL, 1.0, 0.0, warmup, runs, t, ran, err);
 }
 
 #endif /* SPMV_HAVE_MPI */

@@ -54,6 +54,9 @@ typedef struct worker_ops {
     /* Frees a resident vector's values on the owning thread (any thread
      * may call it; the GPU queues a forced task, the CPU frees at once). */
     void (*vec_release)(worker *w, const spmv_vec *v);
+    /* The cluster worker: frees a distributed vector on every rank (a
+     * queued, forced task). */
+    void (*dist_release)(worker *w, struct cluster_vec *v);
     int (*spmv)(worker *w, matrix *m, const spmv_kernel *k, const spmv_params *p,
                 const void *x, void *y, int32_t warmup, int32_t runs,
                 spmv_stats *st, spmv_error *err);
@@ -97,8 +100,12 @@ worker *worker_cluster_new(struct spmvd *d, size_t queue_depth);
 /* On the cluster worker's thread: shards m over the ranks (gpu: onto
  * their GPUs), and a sharded product. */
 int worker_cluster_load(worker *w, matrix *m, bool gpu, bool reload, spmv_error *err);
-int worker_cluster_spmv(worker *w, matrix *m, const spmv_kernel *k, const spmv_params *p, const void *x, void *y,
+int worker_cluster_spmv(worker *w, matrix *m, const spmv_kernel *k, const spmv_params *p, const cluster_operands *io,
                         int32_t warmup, int32_t runs, cluster_spmv_stats *st, spmv_error *err);
+/* The job's cluster (rank 0's view), for the distributed vectors' calls
+ * made on the cluster worker's thread. */
+cluster *worker_cluster_of(worker *w);
+bool worker_is_cluster(const worker *w);
 void worker_free(worker *w);
 
 /* Shared pieces both implementations use. */

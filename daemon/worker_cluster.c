@@ -107,6 +107,43 @@ static void cluster_matrix_release(worker *w, void *shards)
         free(u);
 }
 
+static const worker_ops cluster_ops;
+
+typedef struct vfree_task {
+    task base;
+    cluster_vec *v;
+} vfree_task;
+
+static void vfree_run(task *t, worker *w) { cluster_vec_free(C(w), ((vfree_task *)t)->v); }
+
+static void vfree_finish(task *t, int status)
+{
+    if (status != SPMV_OK) /* the worker stopped: the ranks free their slices as they exit */
+        cluster_vec_forget(((vfree_task *)t)->v);
+    free(t);
+}
+
+/* A distributed vector's last reference went: free its slices on every
+ * rank, from this worker's thread (forced past the queue bound). */
+static void cluster_dist_release(worker *w, cluster_vec *v)
+{
+    vfree_task *u = calloc(1, sizeof *u);
+    if (!u) {
+        log_error("cluster: out of memory queueing a vector's free; its slices stay until shutdown");
+        return;
+    }
+    u->base.run = vfree_run;
+    u->base.finish = vfree_finish;
+    u->v = v;
+    if (queue_push(&w->queue, &u->base, true) != SPMV_OK) {
+        cluster_vec_forget(v);
+        free(u);
+    }
+}
+
+cluster *worker_cluster_of(worker *w) { return C(w); }
+bool worker_is_cluster(const worker *w) { return w && w->ops == &cluster_ops; }
+
 static void cluster_worker_info(worker *w, worker_info *out) { worker_generic_info(w, out); }
 
 static const worker_ops cluster_ops = {
@@ -116,6 +153,7 @@ static const worker_ops cluster_ops = {
     .stop = worker_generic_stop,
     .info = cluster_worker_info,
     .matrix_release = cluster_matrix_release,
+    .dist_release = cluster_dist_release,
     .thread_init = cluster_thread_init,
     .thread_fini = cluster_thread_fini,
     .idle = cluster_idle,
@@ -140,11 +178,11 @@ int worker_cluster_load(worker *w, matrix *m, bool gpu, bool reload, spmv_error 
     return SPMV_OK;
 }
 
-int worker_cluster_spmv(worker *w, matrix *m, const spmv_kernel *k, const spmv_params *p, const void *x, void *y,
+int worker_cluster_spmv(worker *w, matrix *m, const spmv_kernel *k, const spmv_params *p, const cluster_operands *io,
                         int32_t warmup, int32_t runs, cluster_spmv_stats *st, spmv_error *err)
 {
     worker_heartbeat(w);
-    int rc = cluster_spmv(C(w), m->shards, k, p, x, y, warmup, runs, st, err);
+    int rc = cluster_spmv(C(w), m->shards, k, p, io, warmup, runs, st, err);
     worker_heartbeat(w);
     if (rc == SPMV_OK && w->d->metrics)
         metrics_kernel(w->d->metrics, st->kernel, st->st.mean_ms, st->st.runs);

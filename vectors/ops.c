@@ -14,6 +14,11 @@
  * (spmv_vec_sync after the step on a GPU), so a step's `ms` is its own.
  * A step that fails on the device stops the list: the steps before it took
  * effect, and the answer (500) says which step failed.
+ *
+ * Vectors distributed like a sharded matrix (issue 16) run their steps on
+ * the cluster worker: each step is one command every MPI rank runs on
+ * its slice, a dot or nrm2 sums the ranks' partial sums, and a product
+ * with the sharded matrix exchanges only the halo (cluster/vectors.c).
  */
 #include <math.h>
 #include <stdio.h>
@@ -127,6 +132,10 @@ static int same_shape(request *r, size_t i, const rvec *a, const rvec *b)
     if (a->v.n != b->v.n || a->v.k != b->v.k)
         return bad(r, i, 400, "shape_mismatch", "x %s has %lld x %d values and y %s %lld x %d", a->id,
                    (long long)a->v.n, a->v.k, b->id, (long long)b->v.n, b->v.k);
+    if (a->dist && b->dist && !cluster_vec_same_layout(a->dist, b->dist))
+        return bad(r, i, 400, "shape_mismatch", "x %s and y %s are not cut alike across the MPI ranks (made like %s's "
+                   "%s and %s's %s)", a->id, b->id, cluster_vec_like(a->dist), cluster_vec_side(a->dist),
+                   cluster_vec_like(b->dist), cluster_vec_side(b->dist));
     return 0;
 }
 
@@ -144,6 +153,35 @@ static int check_keys(request *r, size_t i, const json_t *o, const char *const *
     return 0;
 }
 
+/* A product with a sharded matrix: x and y distributed like it. */
+static int decode_sharded_spmv(request *r, size_t i, const json_t *o, step *s, const char *kn)
+{
+    ops_task *t = T(r);
+    char why[512];
+    if (s->trans)
+        return bad(r, i, 422, "unsupported_matrix", "matrix %s is sharded across the MPI ranks; its products take "
+                   "trans n", s->m->meta.id);
+    if (!(s->k = api_sharded_kernel(r, kn, s->m)))
+        return -1;
+    s->is_auto = spmv_kernel_is_auto(s->k);
+    spmv_error err = {0};
+    if (!s->is_auto && spmv_params_resolve(s->k, NULL, &s->p, &err) != SPMV_OK)
+        return bad(r, i, 400, "invalid_parameter", "%s", err.message);
+    if (vec_field(r, i, o, "x", &s->x) || vec_field(r, i, o, "y", &s->y) ||
+        scalar(r, i, o, "alpha", 1.0, false, &s->alpha) || scalar(r, i, o, "beta", 0.0, false, &s->beta))
+        return -1;
+    if (t->w != r->d->cluster_worker)
+        return bad(r, i, 409, "wrong_device", "matrix %s is sharded across the MPI ranks but the vectors are on %s; "
+                   "make them with \"like\": \"%s\" so they are distributed as it is", s->m->meta.id, t->w->name,
+                   s->m->meta.id);
+    if (!cluster_vec_fits(s->x->dist, s->m->shards, false, why, sizeof why) ||
+        !cluster_vec_fits(s->y->dist, s->m->shards, true, why, sizeof why))
+        return bad(r, i, 400, "shape_mismatch", "%s", why);
+    if (s->x == s->y)
+        return bad(r, i, 400, "invalid_request", "x and y are the same vector: y = A*x in place is not defined");
+    return 0;
+}
+
 static int decode_spmv(request *r, size_t i, const json_t *o, step *s)
 {
     static const char *const keys[] = {"matrix", "x", "y", "alpha", "beta", "trans", "kernel", NULL};
@@ -153,9 +191,6 @@ static int decode_spmv(request *r, size_t i, const json_t *o, step *s)
     const char *mid = json_string_value(json_object_get(o, "matrix"));
     if (!mid || !store_id_valid(mid) || !(s->m = store_get(r->d->store, mid)))
         return bad(r, i, 404, "not_found", "`matrix`: no matrix %.40s", mid ? mid : "(missing)");
-    if (s->m->shards)
-        return bad(r, i, 422, "unsupported_matrix", "`matrix` %.40s is sharded across the MPI ranks; /v1/ops "
-                   "takes whole matrices", mid);
     const char *tr = json_string_value(json_object_get(o, "trans"));
     if (json_object_get(o, "trans") && (!tr || (strcmp(tr, "n") && strcmp(tr, "t"))))
         return bad(r, i, 400, "invalid_request", "`trans` must be \"n\" or \"t\"");
@@ -165,6 +200,8 @@ static int decode_spmv(request *r, size_t i, const json_t *o, step *s)
         return bad(r, i, 400, "invalid_request", "`kernel` must be a kernel name");
     if (!kn)
         kn = "auto";
+    if (s->m->shards)
+        return decode_sharded_spmv(r, i, o, s, kn);
     s->k = spmv_kernel_find(kn);
     worker *kw;
     if (spmv_kernel_is_auto(s->k)) {
@@ -294,8 +331,38 @@ out:
 
 /* ------------------------------------------------------------ running */
 
+/* A step on vectors distributed across the MPI ranks. */
+static int run_cluster_step(ops_task *t, worker *w, step *s)
+{
+    cluster *c = worker_cluster_of(w);
+    spmv_error *e = &t->err;
+    cluster_vec *x = s->x->dist, *y = s->y ? s->y->dist : NULL;
+    switch (s->op) {
+    case OP_SPMV: {
+        cluster_operands io = {.xv = x, .yv = y, .alpha = s->alpha, .beta = s->beta};
+        cluster_spmv_stats st;
+        int rc = worker_cluster_spmv(w, s->m, s->k, &s->p, &io, 0, 1, &st, e);
+        const spmv_kernel *ran = rc == SPMV_OK ? spmv_kernel_find(st.kernel) : NULL;
+        if (ran)
+            s->k = ran; /* auto: rank 0's choice */
+        return rc;
+    }
+    case OP_DOT: return cluster_vec_op(c, CLUSTER_VOP_DOT, 0, x, 0, y, s->res, e);
+    case OP_NRM2: return cluster_vec_op(c, CLUSTER_VOP_NRM2, 0, x, 0, NULL, s->res, e);
+    case OP_AXPY: return cluster_vec_op(c, CLUSTER_VOP_AXPY, s->alpha, x, 0, y, NULL, e);
+    case OP_AXPBY: return cluster_vec_op(c, CLUSTER_VOP_AXPBY, s->alpha, x, s->beta, y, NULL, e);
+    case OP_SCAL: return cluster_vec_op(c, CLUSTER_VOP_SCAL, s->alpha, x, 0, NULL, NULL, e);
+    case OP_COPY: return cluster_vec_op(c, CLUSTER_VOP_COPY, 0, x, 0, y, NULL, e);
+    case OP_FILL: return cluster_vec_op(c, CLUSTER_VOP_FILL, s->value, x, 0, NULL, NULL, e);
+    case OP_COUNT: break;
+    }
+    return spmv_error_set(e, SPMV_ERR_INVALID, 0, "unknown step");
+}
+
 static int run_step(ops_task *t, worker *w, step *s)
 {
+    if (worker_is_cluster(w))
+        return run_cluster_step(t, w, s);
     spmv_gpu_ctx *ctx = worker_gpu_ctx(w);
     spmv_error *e = &t->err;
     switch (s->op) {

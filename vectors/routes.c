@@ -15,6 +15,11 @@
  * {"values": {"shm": name, "offset": bytes}} and GET ?shm=&offset=. A GPU
  * worker copies a pinned region's pages by DMA; otherwise through a
  * buffer with pread/pwrite (shm.h).
+ *
+ * A vector made like a sharded matrix is distributed over the MPI ranks
+ * (cluster/vectors.c): its task runs on the cluster worker, which
+ * scatters the values to the ranks' slices (a fill runs on every rank)
+ * and gathers them for a read; one column only.
  */
 #include <math.h>
 #include <stdio.h>
@@ -39,6 +44,8 @@ typedef struct vec_task {
     int64_t n;
     int32_t k;
     char like[MATFILE_ID_LEN + 1];
+    matrix *m;            /* CREATE of a distributed vector: the sharded matrix it is cut like */
+    bool rows;            /* ... as its rows (y), else as its x entries */
     void *values;         /* n*k host values: to write, or read back */
     bool values_from_body;/* `values` is the request body (binary): r->body owns it */
     vec_fill fill;
@@ -87,6 +94,8 @@ static void task_free(vec_task *t)
     if (!t)
         return;
     rvec_unref(t->v);
+    if (t->m)
+        matrix_unref(t->m);
     if (!t->values_from_body)
         free(t->values);
     shm_operand_close(&t->so);
@@ -120,6 +129,52 @@ static void region_unstage(vec_task *t, const void *where)
         t->rc = SPMV_ERR_INVALID;
 }
 
+/* The values of a distributed vector: scattered from or gathered into
+ * host memory, a fill run on every rank's slice. */
+static int dist_values(vec_task *t, worker *w, rvec *v, void *host)
+{
+    cluster *c = worker_cluster_of(w);
+    if (t->op == VEC_READ)
+        return cluster_vec_read(c, v->dist, host, &t->err);
+    if (t->fill == FILL_VALUE)
+        return cluster_vec_op(c, CLUSTER_VOP_FILL, t->fill_value, v->dist, 0, NULL, NULL, &t->err);
+    if (t->fill != FILL_RANDOM)
+        return cluster_vec_write(c, v->dist, host, &t->err);
+    /* the same values as a vector of one device would get: drawn on the host, then scattered */
+    spmv_vec tmp;
+    int rc = spmv_vec_alloc(NULL, SPMV_DEVICE_CPU, v->v.dtype, v->v.n, 1, &tmp, &t->err);
+    if (rc == SPMV_OK && (rc = spmv_vec_fill_random(NULL, &tmp, t->seed, &t->err)) == SPMV_OK)
+        rc = cluster_vec_write(c, v->dist, tmp.data, &t->err);
+    spmv_vec_free(NULL, &tmp);
+    return rc;
+}
+
+static void dist_run(vec_task *t, worker *w, void *staged)
+{
+    void *host = staged ? staged : t->values;
+    if (t->op == VEC_CREATE) {
+        spmv_vec shape = {.device = SPMV_DEVICE_CPU, .dtype = t->dtype, .n = t->n, .k = 1};
+        rvec *v = rvec_new(w->d->vectors, w, &shape, t->like);
+        if (!v) {
+            t->rc = spmv_error_set(&t->err, SPMV_ERR_NOMEM, 0, "out of memory for the vector record");
+            return;
+        }
+        if ((t->rc = cluster_vec_new(worker_cluster_of(w), t->m->shards, t->rows, v->id, &v->dist, &t->err)) ||
+            (t->rc = dist_values(t, w, v, host))) {
+            v->store = NULL; /* the reservation is the task's to return */
+            rvec_unref(v);
+            return;
+        }
+        t->v = v;
+        t->reserved = 0;
+        vstore_insert(w->d->vectors, v);
+    } else {
+        t->rc = dist_values(t, w, t->v, host);
+    }
+    if (t->rc == SPMV_OK && staged)
+        region_unstage(t, staged);
+}
+
 static void vec_run(task *base, worker *w)
 {
     vec_task *t = (vec_task *)base;
@@ -127,6 +182,10 @@ static void vec_run(task *base, worker *w)
     void *staged = NULL;
     if (t->so.reg && !(staged = region_stage(t, w->d->iobufs, ctx)))
         return;
+    if (worker_is_cluster(w)) {
+        dist_run(t, w, staged);
+        return;
+    }
     if (t->op == VEC_READ) {
         if (!(t->rc = spmv_vec_read(ctx, &t->v->v, staged ? staged : t->values, &t->err)) && ctx)
             t->rc = spmv_vec_sync(ctx, &t->err);
@@ -310,11 +369,15 @@ static int placement(request *r, const json_t *o)
             api_error(r, 400, "invalid_request", "`side` must be \"cols\" (x of A*x) or \"rows\" (y), not \"%.16s\"", side);
             return -1;
         }
-        t->w = m->dev ? m->dev_worker : d->cpu;
+        t->w = m->shards ? d->cluster_worker : m->dev ? m->dev_worker : d->cpu;
         t->n = rows ? m->host.rows : m->host.cols;
         t->dtype = m->host.dtype;
         snprintf(t->like, sizeof t->like, "%s", m->meta.id);
-        matrix_unref(m);
+        t->rows = rows;
+        if (m->shards)
+            t->m = m; /* the task keeps it: the worker cuts the vector like its shards */
+        else
+            matrix_unref(m);
     } else if (side) {
         api_error(r, 400, "invalid_request", "`side` goes with `like`");
         return -1;
@@ -562,6 +625,12 @@ static void post_end(request *r)
     int64_t k = 0;
     if (int_opt(r, opts, "k", 1, SPMV_MAX_K, &k))
         goto out;
+    if (t->m && k > 1) {
+        api_error(r, 422, "unsupported_matrix", "matrix %s is sharded across %d ranks; a vector made like it is "
+                  "distributed the same way and holds one column, not k = %lld", t->like,
+                  cluster_matrix_nranks(t->m->shards), (long long)k);
+        goto out;
+    }
     if (decode_values(r, body, t->n, (int32_t)k))
         goto out;
     if (t->n > max_rows) {

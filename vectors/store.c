@@ -18,6 +18,7 @@
 #include "daemon/config.h"
 #include "daemon/store.h"
 #include "daemon/worker.h"
+#include "cluster/cluster.h"
 #include "vectors/vectors.h"
 
 #define MAX_OWNERS (CONFIG_MAX_DEVICES + 1)
@@ -136,6 +137,8 @@ void rvec_unref(rvec *r)
         return;
     if (r->v.data && r->w)
         r->w->ops->vec_release(r->w, &r->v);
+    if (r->dist && r->w)
+        r->w->ops->dist_release(r->w, r->dist);
     if (r->store)
         vstore_unreserve(r->store, r->w, r->bytes);
     free(r);
@@ -276,5 +279,12 @@ json_t *rvec_json(const rvec *r, double ttl_s)
                           ttl_s - idle > 0 ? ttl_s - idle : 0.0);
     if (o && r->like[0])
         json_object_set_new(o, "like", json_string(r->like));
+    if (o && r->dist) { /* where each rank's slice is */
+        json_t *devs = json_array();
+        for (int p = 0; p < cluster_vec_nranks(r->dist); p++)
+            json_array_append_new(devs, json_string(cluster_vec_device(r->dist, p)));
+        json_object_set_new(o, "distributed", json_pack("{s:i, s:s, s:o}", "ranks", cluster_vec_nranks(r->dist),
+                                                        "side", cluster_vec_side(r->dist), "devices", devs));
+    }
     return o;
 }

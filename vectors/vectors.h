@@ -16,6 +16,10 @@
  * This header is the room's interface: vectors/store.c implements the
  * registry, vectors/routes.c the /v1/vectors routes, vectors/ops.c POST
  * /v1/ops; api/spmv.c and solvers/route.c take vectors as operands.
+ *
+ * A vector made like a sharded matrix (issue 16) is distributed: each MPI
+ * rank holds its slice where its shard is (cluster/vectors.c), and the
+ * record's worker is the cluster worker, which runs every task on it.
  */
 #ifndef SPMVD_VECTORS_H
 #define SPMVD_VECTORS_H
@@ -34,7 +38,9 @@ struct worker;
 typedef struct rvec {
     char id[MATFILE_ID_LEN + 1];
     char like[MATFILE_ID_LEN + 1];  /* the matrix it was made like, or "" */
-    spmv_vec v;                     /* data: host or device memory of `w` */
+    spmv_vec v;                     /* data: host or device memory of `w` (NULL when distributed) */
+    struct cluster_vec *dist;       /* distributed across the MPI ranks like a sharded matrix (w: the cluster
+                                     * worker; v holds its dtype, n and k = 1), else NULL */
     struct worker *w;               /* the owning worker (CPU or one GPU) */
     size_t bytes;                   /* spmv_vec_bytes(&v), charged to w's quota */
     double created_ms;              /* monotonic */

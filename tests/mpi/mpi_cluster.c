@@ -19,7 +19,9 @@
  * Where rank 0 has a GPU (the 2-GPU host: mpirun -np 2, one rank per GPU,
  * NCCL_NVLS_ENABLE=0), part two also loads every matrix onto the ranks'
  * GPUs and multiplies with GPU kernels (the halo over NCCL) and auto; the
- * case is skipped, with the reason, elsewhere.
+ * case is skipped, with the reason, elsewhere. Distributed vectors (x and
+ * y kept on the ranks, BLAS-1 on their slices) are checked the same way,
+ * on the ranks' hosts and, where there are GPUs, on them.
  */
 #include <math.h>
 #include <setjmp.h>
@@ -212,7 +214,8 @@ static void commands_on(const spmv_csr *a, const char *what)
     for (int i = 0; i < nkernels; i++) {
         cluster_spmv_stats st;
         tu_poison(y, a->dtype, a->rows);
-        int rc = cluster_spmv(C, m, kernels[i], &(spmv_params){{0}}, x, y, 1, 3, &st, &err);
+        int rc = cluster_spmv(C, m, kernels[i], &(spmv_params){{0}}, &(cluster_operands){.x = x, .y = y, .alpha = 1}, 1, 3,
+                              &st, &err);
         if (rc == SPMV_ERR_LIMIT)
             continue;
         if (rc != SPMV_OK)
@@ -227,7 +230,8 @@ static void commands_on(const spmv_csr *a, const char *what)
     /* a GPU kernel on host shards: refused, the cluster stays healthy */
     const spmv_kernel *g = spmv_kernel_find("gpu.csr.scalar");
     cluster_spmv_stats st;
-    assert_int_equal(cluster_spmv(C, m, g, &(spmv_params){{0}}, x, y, 0, 1, &st, &err), SPMV_ERR_UNAVAILABLE);
+    assert_int_equal(cluster_spmv(C, m, g, &(spmv_params){{0}}, &(cluster_operands){.x = x, .y = y, .alpha = 1}, 0, 1, &st,
+                                  &err), SPMV_ERR_UNAVAILABLE);
     assert_null(cluster_failed(C));
     assert_int_equal(cluster_ping(C, &err), SPMV_OK);
     cluster_unload(C, m);
@@ -259,7 +263,8 @@ static void gpu_commands_on(const spmv_csr *a, const char *what)
     for (size_t i = 0; i < sizeof names / sizeof names[0]; i++) {
         cluster_spmv_stats st;
         tu_poison(y, a->dtype, a->rows);
-        int rc = cluster_spmv(C, m, spmv_kernel_find(names[i]), &(spmv_params){{0}}, x, y, 1, 3, &st, &err);
+        int rc = cluster_spmv(C, m, spmv_kernel_find(names[i]), &(spmv_params){{0}},
+                              &(cluster_operands){.x = x, .y = y, .alpha = 1}, 1, 3, &st, &err);
         if (rc == SPMV_ERR_LIMIT)
             continue;
         if (rc != SPMV_OK)
@@ -273,6 +278,128 @@ static void gpu_commands_on(const spmv_csr *a, const char *what)
     free(y);
     free(ref);
 }
+
+/* Distributed vectors on a (gpu: GPU-) sharded matrix: every way of giving
+ * x and y against the reference, BLAS-1 against host arithmetic, and the
+ * refusals, the cluster healthy after them. */
+static void vectors_on(const spmv_csr *a, const char *what, bool gpu)
+{
+    spmv_error err;
+    cluster_matrix *m;
+    cluster_vec *xv = NULL, *yv = NULL, *wv = NULL;
+    if (cluster_load(C, "00000000-0000-4000-8000-000000000003", a, gpu, &m, &err) != SPMV_OK)
+        fail_msg("%s: cluster_load: %s", what, err.message);
+    if (cluster_vec_new(C, m, false, "00000000-0000-4000-8000-0000000000a1", &xv, &err) != SPMV_OK ||
+        cluster_vec_new(C, m, true, "00000000-0000-4000-8000-0000000000a2", &yv, &err) != SPMV_OK ||
+        cluster_vec_new(C, m, true, "00000000-0000-4000-8000-0000000000a3", &wv, &err) != SPMV_OK)
+        fail_msg("%s: cluster_vec_new: %s", what, err.message);
+    const cluster_shard_info *info;
+    cluster_matrix_shards(m, &info);
+    for (int r = 0; r < size_; r++)
+        assert_string_equal(cluster_vec_device(yv, r), info[r].device);
+    tu_rng rng;
+    tu_rng_init(&rng, seed + 7);
+    spmv_dtype dt = a->dtype;
+    size_t vs = spmv_dtype_size(dt);
+    void *x = tu_vector_alloc(dt, a->cols), *y0 = tu_vector_alloc(dt, a->rows), *y = tu_vector_alloc(dt, a->rows),
+         *ref = tu_vector_alloc(dt, a->rows), *back = tu_vector_alloc(dt, a->cols);
+    tu_random_vector(&rng, dt, a->cols, x);
+    tu_random_vector(&rng, dt, a->rows, y0);
+    spmv_reference(a, x, ref);
+    const spmv_kernel *k = spmv_kernel_find(gpu ? "gpu.csr.vector" : "cpu.csr.serial");
+    char w[200];
+    /* scatter and gather are exact */
+    tu_poison(back, dt, a->cols);
+    if (cluster_vec_write(C, xv, x, &err) != SPMV_OK || cluster_vec_read(C, xv, back, &err) != SPMV_OK)
+        fail_msg("%s: scatter/gather: %s", what, err.message);
+    assert_memory_equal(back, x, (size_t)a->cols * vs);
+    /* x and y distributed: y = 2*A*x - 0.5*y0 */
+    cluster_spmv_stats st;
+    if (cluster_vec_write(C, yv, y0, &err) != SPMV_OK ||
+        cluster_spmv(C, m, k, &(spmv_params){{0}}, &(cluster_operands){.xv = xv, .yv = yv, .alpha = 2, .beta = -0.5},
+                     1, 3, &st, &err) != SPMV_OK)
+        fail_msg("%s: product on distributed vectors: %s", what, err.message);
+    tu_poison(y, dt, a->rows);
+    assert_int_equal(cluster_vec_read(C, yv, y, &err), SPMV_OK);
+    void *want = tu_vector_alloc(dt, a->rows);
+    for (int32_t i = 0; i < a->rows; i++) {
+        if (dt == SPMV_FLOAT64)
+            ((double *)want)[i] = 2 * ((double *)ref)[i] - 0.5 * ((double *)y0)[i];
+        else
+            ((float *)want)[i] = 2 * ((float *)ref)[i] - 0.5f * ((float *)y0)[i];
+    }
+    snprintf(w, sizeof w, "%s, %s, x and y distributed, alpha 2 beta -0.5, %d ranks", what, k->name, size_);
+    TU_ASSERT_CLOSE(w, dt, y, dt, want, a->rows, TU_NORM_INF, bound(dt) * 4);
+    /* inline x, distributed y (alpha 1, beta 0: y overwritten) */
+    assert_int_equal(cluster_vec_op(C, CLUSTER_VOP_FILL, NAN, yv, 0, NULL, NULL, &err), SPMV_OK);
+    if (cluster_spmv(C, m, spmv_kernel_find("auto"), &(spmv_params){{0}}, &(cluster_operands){.x = x, .yv = yv, .alpha = 1},
+                     0, 2, &st, &err) != SPMV_OK)
+        fail_msg("%s: inline x, vector y: %s", what, err.message);
+    tu_poison(y, dt, a->rows);
+    assert_int_equal(cluster_vec_read(C, yv, y, &err), SPMV_OK);
+    snprintf(w, sizeof w, "%s, auto (ran %s), inline x, distributed y", what, st.kernel);
+    TU_ASSERT_CLOSE(w, dt, y, dt, ref, a->rows, TU_NORM_INF, bound(dt));
+    /* distributed x, y gathered */
+    tu_poison(y, dt, a->rows);
+    if (cluster_spmv(C, m, k, &(spmv_params){{0}}, &(cluster_operands){.xv = xv, .y = y, .alpha = 1}, 0, 1, &st,
+                     &err) != SPMV_OK)
+        fail_msg("%s: vector x, inline y: %s", what, err.message);
+    snprintf(w, sizeof w, "%s, %s, distributed x, y gathered", what, k->name);
+    TU_ASSERT_CLOSE(w, dt, y, dt, ref, a->rows, TU_NORM_INF, bound(dt));
+    /* BLAS-1 against host arithmetic on the same values: w = y0; w = 3*yv + w; dot, nrm2, scal, copy */
+    double dot = 0, nrm = 0, got = 0, yy = 0;
+    assert_int_equal(cluster_vec_write(C, wv, y0, &err), SPMV_OK);
+    assert_int_equal(cluster_vec_op(C, CLUSTER_VOP_AXPY, 3, yv, 0, wv, NULL, &err), SPMV_OK);
+    assert_int_equal(cluster_vec_read(C, wv, want, &err), SPMV_OK);
+    for (int32_t i = 0; i < a->rows; i++) {
+        double r = dt == SPMV_FLOAT64 ? ((double *)ref)[i] : ((float *)ref)[i];
+        double z = dt == SPMV_FLOAT64 ? ((double *)y0)[i] : ((float *)y0)[i];
+        double v = dt == SPMV_FLOAT64 ? ((double *)want)[i] : ((float *)want)[i];
+        double e = 3 * r + z;
+        if (fabs(v - e) > bound(dt) * 8 * (1 + fabs(e)))
+            fail_msg("%s: axpy entry %d: %.17g, host %.17g", what, i, v, e);
+        dot += v * r;
+        nrm += v * v;
+        yy += r * r;
+    }
+    assert_int_equal(cluster_vec_op(C, CLUSTER_VOP_DOT, 0, wv, 0, yv, &got, &err), SPMV_OK);
+    if (fabs(got - dot) > 1e-9 * (1 + fabs(dot)) * (dt == SPMV_FLOAT64 ? 1 : 1e4))
+        fail_msg("%s: dot %.17g, host %.17g", what, got, dot);
+    assert_int_equal(cluster_vec_op(C, CLUSTER_VOP_NRM2, 0, wv, 0, NULL, &got, &err), SPMV_OK);
+    if (fabs(got - sqrt(nrm)) > 1e-9 * (1 + sqrt(nrm)) * (dt == SPMV_FLOAT64 ? 1 : 1e4))
+        fail_msg("%s: nrm2 %.17g, host %.17g", what, got, sqrt(nrm));
+    assert_int_equal(cluster_vec_op(C, CLUSTER_VOP_COPY, 0, yv, 0, wv, NULL, &err), SPMV_OK);
+    assert_int_equal(cluster_vec_op(C, CLUSTER_VOP_SCAL, -2, wv, 0, NULL, NULL, &err), SPMV_OK);
+    assert_int_equal(cluster_vec_op(C, CLUSTER_VOP_AXPBY, 1, wv, 2, yv, NULL, &err), SPMV_OK); /* yv = -2y + 2y = 0 */
+    assert_int_equal(cluster_vec_op(C, CLUSTER_VOP_NRM2, 0, yv, 0, NULL, &got, &err), SPMV_OK);
+    if (got != 0)
+        fail_msg("%s: copy, scal -2, axpby 1/2 left nrm2 %.17g (of %.17g), not 0", what, got, sqrt(yy));
+    /* refusals: nothing runs, the cluster stays healthy */
+    assert_int_equal(cluster_spmv(C, m, k, &(spmv_params){{0}}, &(cluster_operands){.xv = wv, .yv = wv, .alpha = 1}, 0,
+                                  1, &st, &err), a->rows == a->cols ? SPMV_ERR_INVALID : SPMV_ERR_SHAPE);
+    if (a->rows != a->cols) {
+        assert_int_equal(cluster_spmv(C, m, k, &(spmv_params){{0}}, &(cluster_operands){.xv = yv, .yv = wv,
+                                      .alpha = 1}, 0, 1, &st, &err), SPMV_ERR_SHAPE);
+        assert_int_equal(cluster_vec_op(C, CLUSTER_VOP_DOT, 0, xv, 0, yv, &got, &err), SPMV_ERR_SHAPE);
+    }
+    assert_int_equal(cluster_spmv(C, m, k, &(spmv_params){{0}}, &(cluster_operands){.x = x, .y = y, .alpha = 2}, 0, 1,
+                                  &st, &err), SPMV_ERR_INVALID);
+    assert_null(cluster_failed(C));
+    assert_int_equal(cluster_ping(C, &err), SPMV_OK);
+    cluster_vec_free(C, xv);
+    cluster_vec_free(C, yv);
+    cluster_vec_free(C, wv);
+    cluster_unload(C, m);
+    free(x);
+    free(y0);
+    free(y);
+    free(ref);
+    free(back);
+    free(want);
+}
+
+static void host_vectors_on(const spmv_csr *a, const char *what) { vectors_on(a, what, false); }
+static void gpu_vectors_on(const spmv_csr *a, const char *what) { vectors_on(a, what, true); }
 
 /* fn on every random shape (drawn from salt) and every shared real matrix. */
 static void each_matrix(uint64_t salt, void (*fn)(const spmv_csr *, const char *))
@@ -314,6 +441,23 @@ static void test_commands(void **state)
     each_matrix(seed ^ 0xc0ffee, commands_on);
 }
 
+static void test_vectors(void **state)
+{
+    (void)state;
+    each_matrix(seed ^ 0x7ec, host_vectors_on);
+}
+
+static void test_gpu_vectors(void **state)
+{
+    (void)state;
+    const char *why = NULL;
+    if (spmv_gpu_count(&why) <= 0) {
+        print_message("# SKIP no GPU on rank 0: %s\n", why ? why : "none");
+        skip();
+    }
+    each_matrix(seed ^ 0x7ed, gpu_vectors_on);
+}
+
 int main(int argc, char **argv)
 {
     sigset_t set; /* as the daemon: the rank loop takes these with sigtimedwait */
@@ -344,9 +488,10 @@ int main(int argc, char **argv)
     };
     int rc = _cmocka_run_group_tests(name, local, 2, NULL, NULL);
     if (rank_ == 0) {
-        const struct CMUnitTest cmds[] = {cmocka_unit_test(test_commands), cmocka_unit_test(test_gpu_commands)};
+        const struct CMUnitTest cmds[] = {cmocka_unit_test(test_commands), cmocka_unit_test(test_gpu_commands),
+                                          cmocka_unit_test(test_vectors), cmocka_unit_test(test_gpu_vectors)};
         snprintf(name, sizeof name, "cluster_commands_np%d", size_);
-        rc |= _cmocka_run_group_tests(name, cmds, 2, NULL, NULL);
+        rc |= _cmocka_run_group_tests(name, cmds, 4, NULL, NULL);
         cluster_shutdown(C);
     } else {
         rc |= cluster_rank_loop(C);

@@ -351,7 +351,7 @@ static int resolve_operands(request *r, const spmv_req *q)
     if (q->y_vector[0]) {
         if (!(t->yv = operand(r, q->y_vector, "y", t->ylen, t->ncols)))
             return -1;
-        if (t->xv && t->yv->v.data == t->xv->v.data) {
+        if (t->xv && (t->yv == t->xv || (t->yv->v.data && t->yv->v.data == t->xv->v.data))) {
             api_error(r, 400, "invalid_request", "x and y are the same vector %s: y = A*x in place is not defined",
                       q->y_vector);
             return -1;

@@ -7,6 +7,8 @@
 # answer (expected.json) and cpu.csr.serial (verify). Then what sharded
 # matrices refuse (422, 409), persistence (SIGTERM to rank 0 stops every
 # rank with status 0; a restart with 2 ranks re-shards the stored files),
+# vectors distributed like a sharded matrix (cluster_vectors.py: products,
+# /v1/ops and a CG on the ranks' slices against Python),
 # sharding by configuration (shard_nnz), each rank's shard files (a restart
 # with as many ranks reads them; a damaged one is sent again; DELETE
 # removes them), and failures: a rank stopped with SIGSTOP (a hang) and a rank killed with
@@ -166,6 +168,11 @@ if [ "$GPU" = 1 ]; then
     [ "$(jget 'd["device"].startswith("gpu") and d["verify"]["max_rel_err"] <= 1e-12')" = True ]
 fi
 check "spmv still answers 200 on every rank's matrix (healthy)" healthy
+
+# distributed vectors: x and y kept on the ranks, /v1/ops and a CG there
+SPMV_SEED=${SPMV_SEED:-$RANDOM} "$PYTHON" "$(dirname "$0")/cluster_vectors.py" "$SPMVD_URL" "$ID" "$REAL/$f" \
+  "${IDS[karate.mtx]}" $NP "$OK_K" >"$E2E_TMP/cluster_vectors.tap" 2>&1
+relay_tap "$E2E_TMP/cluster_vectors.tap" $? cluster_vectors.py
 
 # spmv_expected KERNEL: $ID (bcsstk13, 2003 columns) times the peer's x,
 # x[j] = 1 + (j mod 7)/8, verified; check_y then compares with SciPy's.

@@ -16,6 +16,12 @@ for each generated matrix (spmv-gen, uploaded as a stored .npz):
           product, synchronised: everything but x's delivery and y's
           gather), with its compute and communication split;
 and checks both y against SciPy's A @ x (1e-12 relative to ||y||_inf).
+On the sharded matrix, x and y then also as vectors distributed like it
+(each rank's slice on its GPU): the same kernels' medians, y read back
+and checked, and the wall time of whole requests — one product with y
+gathered at rank 0 and sent back, one with x and y left on the ranks,
+one /v1/ops step pair of a CG iteration (spmv + dot) — medians of
+--requests each.
 Then the matrix larger than one GPU's free memory: a PyTorch process
 holds all but --free-gb of each GPU before the job starts, a uniform
 matrix of --big-nnz entries (its CSR larger than one GPU's free memory)
@@ -107,6 +113,19 @@ class Job:
         except urllib.error.HTTPError as e:
             return None, None, "HTTP %d %s" % (e.code, e.read()[:400])
 
+    def call(self, method, path, body=None, ctype="application/json", accept=None):
+        data = body if isinstance(body, (bytes, type(None))) else json.dumps(body).encode()
+        headers = {"Content-Type": ctype} if data is not None else {}
+        if accept:
+            headers["Accept"] = accept
+        req = urllib.request.Request(self.base + path, data=data, method=method, headers=headers)
+        try:
+            with urllib.request.urlopen(req, timeout=600) as r:
+                raw = r.read()
+                return r.status, raw if accept else (json.loads(raw) if raw else {})
+        except urllib.error.HTTPError as e:
+            return e.code, e.read()[:400]
+
     def delete(self, mid):
         req = urllib.request.Request(self.base + "/v1/matrices/" + mid, method="DELETE")
         try:
@@ -180,8 +199,64 @@ def run_matrix(job, name, path, a, runs, warmup, rows_out, log):
             print("  %-14s %-6s %-16s median %8.4f ms  compute %s comm %s  (ran %s, err %.1e)" % (
                 name, mode, k, s["median_ms"], s.get("compute_ms"), s.get("comm_ms"), st.get("kernel"), e))
             sys.stdout.flush()
+        if mode == "2 GPUs":
+            bad += distributed(job, name, mid, x, ref, runs, warmup, rows_out, log)
         job.delete(mid)
     return res, bad
+
+
+def median_wall(fn, n):
+    t = []
+    for _ in range(n):
+        t0 = time.perf_counter()
+        fn()
+        t.append((time.perf_counter() - t0) * 1e3)
+    return float(np.median(t))
+
+
+def distributed(job, name, mid, x, ref, runs, warmup, rows_out, log, requests=15):
+    """x and y as vectors distributed like the sharded matrix mid."""
+    st, dx = job.call("POST", "/v1/vectors?like=%s" % mid, x.tobytes(), "application/octet-stream")
+    st2, dy = job.call("POST", "/v1/vectors", {"like": mid, "side": "rows", "fill": 0.0})
+    if st != 201 or st2 != 201:
+        print("  %s: distributed vectors not made: %s %s" % (name, dx, dy))
+        return 1
+    X, Y = dx["id"], dy["id"]
+    log.write("%s distributed x: %s\n" % (name, json.dumps(dx)))
+    bad = 0
+    for k in KERNELS:
+        st, d = job.call("POST", "/v1/matrices/%s/spmv" % mid, {"kernel": k, "x": {"vector": X}, "y": {"vector": Y},
+                                                                 "runs": runs, "warmup": warmup})
+        y = None
+        if st == 200:
+            code, raw = job.call("GET", "/v1/vectors/%s" % Y, accept="application/octet-stream")
+            y = np.frombuffer(raw, dtype=np.float64) if code == 200 else None
+        e = rel_err(y, ref)
+        if st != 200 or e > 1e-12:
+            bad += 1
+            print("  %s distributed %s: HTTP %s %s rel err %.3g" % (name, k, st, str(d)[:300], e))
+            continue
+        s = d["stats"]
+        rows_out.append({"matrix": name, "mode": "2 GPUs, x and y distributed", "kernel": k, "ran": d.get("kernel"),
+                         "median_ms": s["median_ms"], "compute_ms": s.get("compute_ms"), "comm_ms": s.get("comm_ms"),
+                         "rel_err": e})
+        print("  %-14s dist   %-16s median %8.4f ms  compute %s comm %s  (ran %s, err %.1e)" % (
+            name, k, s["median_ms"], s.get("compute_ms"), s.get("comm_ms"), d.get("kernel"), e))
+    k = "gpu.csr.vector"
+    walls = {
+        "y gathered and sent back (binary x in, y out)": median_wall(lambda: job.spmv(mid, k, x, 1, 0), requests),
+        "x and y on the ranks": median_wall(lambda: job.call("POST", "/v1/matrices/%s/spmv" % mid, {
+            "kernel": k, "x": {"vector": X}, "y": {"vector": Y}}), requests),
+        "/v1/ops: spmv + dot (half a CG iteration)": median_wall(lambda: job.call("POST", "/v1/ops", {"steps": [
+            {"op": "spmv", "matrix": mid, "x": X, "y": Y, "kernel": k}, {"op": "dot", "x": X, "y": Y, "as": "pq"}]}),
+            requests),
+    }
+    for what, ms in walls.items():
+        rows_out.append({"matrix": name, "mode": "request wall", "kernel": k, "what": what, "median_ms": ms})
+        print("  %-14s request %-50s median %9.3f ms" % (name, what, ms))
+    for v in (X, Y):
+        job.call("DELETE", "/v1/vectors/%s" % v)
+    return bad
 
 
 def table(results, rows):
@@ -260,7 +335,14 @@ def main():
         big, nb = big_matrix(a, b, tmp, log)
         bad += nb
     md = ["# Strong scaling, 1 GPU against 2 (generated by tools/bundle/bench_scaling.py)", "",
-          table(results, rows), ""]
+          table(results, rows), "", "## x and y distributed on the 2 GPUs", "",
+          "| matrix | kernel | median ms (slowest rank's run) | compute ms | comm ms |", "| --- | --- | ---: | ---: | ---: |"]
+    md += ["| %s | %s | %.4f | %.4f | %.4f |" % (r["matrix"], r["kernel"] if r["kernel"] != "auto" else "auto (%s)" % r["ran"],
+                                            r["median_ms"], r["compute_ms"], r["comm_ms"])
+           for r in rows if r["mode"] == "2 GPUs, x and y distributed"]
+    md += ["", "| matrix | request (gpu.csr.vector, 1 run) | median wall ms |", "| --- | --- | ---: |"]
+    md += ["| %s | %s | %.3f |" % (r["matrix"], r["what"], r["median_ms"]) for r in rows if r["mode"] == "request wall"]
+    md += [""]
     if big:
         md += ["## A matrix larger than one GPU's free memory", "", "```", json.dumps(big, indent=1), "```"]
     open(os.path.join(a.out, "scaling.md"), "w").write("\n".join(md) + "\n")

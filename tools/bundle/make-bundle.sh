@@ -16,7 +16,7 @@
 #              in /usr/lib/x86_64-linux-gnu) nor Open MPI's, which must be
 #              the host's, the same as its mpirun (libmpi.so.40: Open MPI
 #              4.x); those go to lib-mpi/ for a host without Open MPI
-#   e2e/       tests/e2e/lib.sh and cluster.sh (cluster-gpu.sh runs it)
+#   e2e/       tests/e2e/lib.sh, cluster.sh and cluster_vectors.py (cluster-gpu.sh runs them)
 #   shared/matrices/{real,conformance/invalid}  the test matrices, laid out
 #              as ../shared/matrices is beside the repository, with
 #   work/      an empty folder that serves as SPMV_ROOT (tests find the
@@ -66,7 +66,7 @@ cp tools/bundle/run.sh tools/bundle/common.sh tools/bundle/shm-gpu.sh tools/bund
   tools/bundle/bench_memory.py tools/bundle/padding.py tools/bench-upload.sh tools/bench_roundtrip.py \
   tests/e2e/shm_check.py tests/e2e/mixed_check.py tools/bundle/packed-gpu.sh tools/bundle/cluster-gpu.sh \
   tools/bundle/bench_scaling.py "$BUNDLE/"
-cp tests/e2e/lib.sh tests/e2e/cluster.sh "$BUNDLE/e2e/"
+cp tests/e2e/lib.sh tests/e2e/cluster.sh tests/e2e/cluster_vectors.py "$BUNDLE/e2e/"
 chmod +x "$BUNDLE/run.sh"
 
 echo "bundle: $(ls "$BUNDLE/bin/real" | tr '\n' ' ')"

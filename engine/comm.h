@@ -57,9 +57,17 @@ int spmv_gpu_halo_add(spmv_gpu_comm *c, spmv_gpu_halo *h, spmv_vec *y, spmv_erro
  * before the call) every peer wants, and posts the grouped ncclSend /
  * ncclRecv on the communicator's stream. */
 int spmv_gpu_halo_start(spmv_gpu_comm *c, spmv_gpu_halo *h, const spmv_vec *x, spmv_error *err);
-/* Waits for the exchange, at most timeout_ms; past it the communicator is
- * aborted and SPMV_ERR_UNAVAILABLE says so. */
-int spmv_gpu_halo_wait(spmv_gpu_comm *c, spmv_gpu_halo *h, double timeout_ms, spmv_error *err);
+/* Called after the local product is queued: marks its end and makes the
+ * context's stream wait on the device for the exchange (NCCL's own
+ * enqueue waited for at most timeout_ms), so the off-diagonal product
+ * queued next starts as soon as the ghost entries are in, with no trip
+ * through the host. spmv_gpu_halo_finish then waits for the context's
+ * stream, at most timeout_ms (past it the communicator is aborted and
+ * SPMV_ERR_UNAVAILABLE says so), and gives the time the exchange ended
+ * after the local product (0 when the local product hid it). */
+int spmv_gpu_halo_join(spmv_gpu_comm *c, spmv_gpu_halo *h, double timeout_ms, spmv_error *err);
+int spmv_gpu_halo_finish(spmv_gpu_comm *c, spmv_gpu_halo *h, double timeout_ms, double *exposed_ms,
+                         spmv_error *err);
 
 #ifdef __cplusplus
 }

@@ -41,6 +41,7 @@ struct spmv_gpu_halo {
     int32_t n_off;
     int32_t *off_rows;             /* device, n_off local rows */
     spmv_vec offsum;               /* device, n_off values */
+    cudaEvent_t local, done;       /* the local product's end (context stream), the exchange's (its stream) */
 };
 
 static int nccl_error(ncclResult_t r, spmv_error *err, const char *what)
@@ -192,6 +193,15 @@ extern "C" int spmv_gpu_halo_new(spmv_gpu_comm *c, spmv_dtype dt, const int32_t 
         if (e != cudaSuccess)
             st = gpu_cuda_error(e, err, "halo off-diagonal rows");
     }
+    if (!st) {
+        cudaError_t e = cudaEventCreate(&h->local);
+        if (e == cudaSuccess && (e = cudaEventCreate(&h->done)) != cudaSuccess) {
+            cudaEventDestroy(h->local);
+            h->local = NULL;
+        }
+        if (e != cudaSuccess)
+            st = gpu_cuda_error(e, err, "halo events");
+    }
     if (st) {
         spmv_gpu_halo_free(c, h);
         return st;
@@ -210,6 +220,10 @@ extern "C" void spmv_gpu_halo_free(spmv_gpu_comm *c, spmv_gpu_halo *h)
         spmv_gpu_vec_free(c->ctx, &h->ghost);
         gpu_ctx_free(c->ctx, h->off_rows, (size_t)h->n_off * sizeof(int32_t));
         spmv_gpu_vec_free(c->ctx, &h->offsum);
+        if (h->local) {
+            cudaEventDestroy(h->local);
+            cudaEventDestroy(h->done);
+        }
     }
     free(h->send_off);
     free(h->recv_off);
@@ -294,19 +308,36 @@ extern "C" int spmv_gpu_halo_start(spmv_gpu_comm *c, spmv_gpu_halo *h, const spm
     return SPMV_OK;
 }
 
-extern "C" int spmv_gpu_halo_wait(spmv_gpu_comm *c, spmv_gpu_halo *h, double timeout_ms, spmv_error *err)
+/* The products that read the ghost entries wait for the exchange on the
+ * device, not on the host: the local product's end is marked on the
+ * context's stream, the exchange's end on its own, and the context's
+ * stream waits for the latter, so whatever is queued on it next (the
+ * off-diagonal product, halo_add) starts the moment both are done. */
+extern "C" int spmv_gpu_halo_join(spmv_gpu_comm *c, spmv_gpu_halo *h, double timeout_ms, spmv_error *err)
 {
-    (void)h;
-    double since = spmv_now_ms(), deadline = since + timeout_ms;
-    int st = comm_settle(c, deadline, "the halo exchange", err);
+    int st = comm_settle(c, spmv_now_ms() + timeout_ms, "the halo exchange", err); /* its kernels are queued */
     if (st)
         return st;
+    cudaSetDevice(c->ctx->device);
+    cudaError_t e = cudaEventRecord(h->local, c->ctx->stream);
+    if (e == cudaSuccess)
+        e = cudaEventRecord(h->done, c->stream);
+    if (e == cudaSuccess)
+        e = cudaStreamWaitEvent(c->ctx->stream, h->done, 0);
+    return e == cudaSuccess ? SPMV_OK : gpu_cuda_error(e, err, "joining the halo exchange");
+}
+
+extern "C" int spmv_gpu_halo_finish(spmv_gpu_comm *c, spmv_gpu_halo *h, double timeout_ms, double *exposed_ms,
+                                    spmv_error *err)
+{
+    double since = spmv_now_ms(), deadline = since + timeout_ms;
+    cudaSetDevice(c->ctx->device);
     for (;;) {
-        cudaError_t e = cudaStreamQuery(c->stream);
+        cudaError_t e = cudaStreamQuery(c->ctx->stream);
         if (e == cudaSuccess)
-            return SPMV_OK;
+            break;
         if (e != cudaErrorNotReady)
-            return gpu_cuda_error(e, err, "the halo exchange");
+            return gpu_cuda_error(e, err, "a sharded product");
         ncclResult_t state;
         if (ncclCommGetAsyncError(c->comm, &state) == ncclSuccess && state != ncclSuccess && state != ncclInProgress)
             return nccl_error(state, err, "the halo exchange");
@@ -319,4 +350,8 @@ extern "C" int spmv_gpu_halo_wait(spmv_gpu_comm *c, spmv_gpu_halo *h, double tim
         }
         nap(since);
     }
+    float ms = 0;
+    if (exposed_ms)
+        *exposed_ms = cudaEventElapsedTime(&ms, h->local, h->done) == cudaSuccess && ms > 0 ? ms : 0.0;
+    return SPMV_OK;
 }

@@ -232,6 +232,9 @@ def distributed(job, name, mid, x, ref, runs, warmup, rows_out, log, requests=15
             code, raw = job.call("GET", "/v1/vectors/%s" % Y, accept="application/octet-stream")
             y = np.frombuffer(raw, dtype=np.float64) if code == 200 else None
         e = rel_err(y, ref)
+        if st == 422 and b"too_large" in d:  # the padding rule refuses the format: reported, not a failure
+            print("  %s distributed %s: refused by the padding rule" % (name, k))
+            continue
         if st != 200 or e > 1e-12:
             bad += 1
             print("  %s distributed %s: HTTP %s %s rel err %.3g" % (name, k, st, str(d)[:300], e))

@@ -77,69 +77,62 @@ static void cluster_thread_fini(worker *w)
     w->ctx = NULL;
 }
 
-typedef struct unload_task {
+/* Freeing a sharded matrix's shards or a distributed vector's slices on
+ * every rank, queued on this worker's thread when the last reference
+ * goes (forced past the queue bound). */
+typedef struct release_task {
     task base;
-    void *shards;
-} unload_task;
+    void *shards;                /* a cluster_matrix, or */
+    cluster_vec *vec;            /* a distributed vector */
+} release_task;
 
-static void unload_run(task *t, worker *w) { cluster_unload(C(w), ((unload_task *)t)->shards); }
+static void release_run(task *t, worker *w)
+{
+    release_task *r = (release_task *)t;
+    if (r->vec)
+        cluster_vec_free(C(w), r->vec);
+    else
+        cluster_unload(C(w), r->shards);
+}
 
-static void unload_finish(task *t, int status)
+/* The worker stopped first: the ranks free theirs as they exit; rank 0's
+ * handle of a vector goes now (a matrix's shards go with the shutdown). */
+static void release_dropped(release_task *r)
+{
+    if (r->vec)
+        cluster_vec_forget(r->vec);
+    else
+        log_debug("cluster: shards left to the shutdown (worker stopping)");
+}
+
+static void release_finish(task *t, int status)
 {
     if (status != SPMV_OK)
-        log_debug("cluster: shards left to the shutdown (worker stopping)");
+        release_dropped((release_task *)t);
     free(t);
 }
 
-/* The last reference to a sharded matrix went: free its shards on every
- * rank, from this worker's thread (forced past the queue bound). */
-static void cluster_matrix_release(worker *w, void *shards)
+static void release_queue(worker *w, void *shards, cluster_vec *vec)
 {
-    unload_task *u = calloc(1, sizeof *u);
-    if (!u) {
-        log_error("cluster: out of memory queueing a free; the shards stay until shutdown");
+    release_task *r = calloc(1, sizeof *r);
+    if (!r) {
+        log_error("cluster: out of memory queueing a free; it stays on the ranks until shutdown");
         return;
     }
-    u->base.run = unload_run;
-    u->base.finish = unload_finish;
-    u->shards = shards;
-    if (queue_push(&w->queue, &u->base, true) != SPMV_OK)
-        free(u);
+    r->base.run = release_run;
+    r->base.finish = release_finish;
+    r->shards = shards;
+    r->vec = vec;
+    if (queue_push(&w->queue, &r->base, true) != SPMV_OK) {
+        release_dropped(r);
+        free(r);
+    }
 }
+
+static void cluster_matrix_release(worker *w, void *shards) { release_queue(w, shards, NULL); }
+static void cluster_dist_release(worker *w, cluster_vec *v) { release_queue(w, NULL, v); }
 
 static const worker_ops cluster_ops;
-
-typedef struct vfree_task {
-    task base;
-    cluster_vec *v;
-} vfree_task;
-
-static void vfree_run(task *t, worker *w) { cluster_vec_free(C(w), ((vfree_task *)t)->v); }
-
-static void vfree_finish(task *t, int status)
-{
-    if (status != SPMV_OK) /* the worker stopped: the ranks free their slices as they exit */
-        cluster_vec_forget(((vfree_task *)t)->v);
-    free(t);
-}
-
-/* A distributed vector's last reference went: free its slices on every
- * rank, from this worker's thread (forced past the queue bound). */
-static void cluster_dist_release(worker *w, cluster_vec *v)
-{
-    vfree_task *u = calloc(1, sizeof *u);
-    if (!u) {
-        log_error("cluster: out of memory queueing a vector's free; its slices stay until shutdown");
-        return;
-    }
-    u->base.run = vfree_run;
-    u->base.finish = vfree_finish;
-    u->v = v;
-    if (queue_push(&w->queue, &u->base, true) != SPMV_OK) {
-        cluster_vec_forget(v);
-        free(u);
-    }
-}
 
 cluster *worker_cluster_of(worker *w) { return C(w); }
 bool worker_is_cluster(const worker *w) { return w && w->ops == &cluster_ops; }

@@ -32,48 +32,19 @@ import json
 import math
 import os
 import random
-import struct
 import sys
-import urllib.error
-import urllib.request
+
+import tap
+from tap import ok
 
 URL, AID, MTX, OTHER, NP, KERNEL = sys.argv[1], sys.argv[2], sys.argv[3], sys.argv[4], int(sys.argv[5]), sys.argv[6]
 SEED = int(os.environ.get("SPMV_SEED", random.randrange(1 << 30)))
 print("# seed %d" % SEED, flush=True)
 rng = random.Random(SEED)
-T = 0
-FAILED = 0
-
-
-def ok(cond, what, detail=""):
-    global T, FAILED
-    T += 1
-    if not cond:
-        FAILED += 1
-    print("%s %d - %s" % ("ok" if cond else "not ok", T, what), flush=True)
-    if not cond and detail:
-        print("#   %s" % str(detail)[:600], flush=True)
-    return cond
 
 
 def call(method, path, body=None, accept=None):
-    data = json.dumps(body).encode() if body is not None else None
-    headers = {"Content-Type": "application/json"} if data is not None else {}
-    if accept:
-        headers["Accept"] = accept
-    req = urllib.request.Request(URL + path, data=data, method=method, headers=headers)
-    try:
-        with urllib.request.urlopen(req, timeout=120) as r:
-            raw = r.read()
-            if accept == "application/octet-stream":
-                return r.status, raw
-            return r.status, json.loads(raw) if raw else {}
-    except urllib.error.HTTPError as e:
-        raw = e.read()
-        try:
-            return e.code, json.loads(raw) if raw else {}
-        except ValueError:
-            return e.code, {"raw": raw[:200].decode(errors="replace")}
+    return tap.call(URL, method, path, body, accept=accept)
 
 
 def ops(steps):
@@ -269,5 +240,4 @@ for v in (X, R1, R2, B, Xs, Rr, P, Q, H, O):
         call("DELETE", "/v1/vectors/%s" % v)
 st, d = call("GET", "/v1/vectors")
 ok(st == 200 and not d.get("vectors"), "no vector left listed", d)
-print("1..%d" % T)
-sys.exit(1 if FAILED else 0)
+tap.done()

@@ -29,8 +29,9 @@ import math
 import os
 import random
 import sys
-import urllib.error
-import urllib.request
+
+import tap
+from tap import ok
 
 URL = sys.argv[1]
 MAX_STEPS = int(sys.argv[2])
@@ -38,37 +39,10 @@ MAX_WORK = int(sys.argv[3])
 SEED = int(os.environ.get("SPMV_SEED", random.randrange(1 << 30)))
 print("# seed %d" % SEED, flush=True)
 rng = random.Random(SEED)
-T = 0
-FAILED = 0
-
-
-def ok(cond, what, detail=""):
-    global T, FAILED
-    T += 1
-    if not cond:
-        FAILED += 1
-    print("%s %d - %s" % ("ok" if cond else "not ok", T, what), flush=True)
-    if not cond and detail:
-        print("#   %s" % str(detail)[:600], flush=True)
-    return cond
 
 
 def call(method, path, body=None, ctype="application/json"):
-    data = None
-    if body is not None:
-        data = body if isinstance(body, bytes) else (body.encode() if isinstance(body, str) else json.dumps(body).encode())
-    req = urllib.request.Request(URL + path, data=data, method=method,
-                                 headers={"Content-Type": ctype} if data is not None else {})
-    try:
-        with urllib.request.urlopen(req, timeout=120) as r:
-            raw = r.read()
-            return r.status, json.loads(raw) if raw else {}
-    except urllib.error.HTTPError as e:
-        raw = e.read()
-        try:
-            return e.code, json.loads(raw) if raw else {}
-        except ValueError:
-            return e.code, {"raw": raw[:200].decode(errors="replace")}
+    return tap.call(URL, method, path, body, ctype)
 
 
 def ops(steps):
@@ -397,5 +371,4 @@ fit = min(MAX_WORK // NNZ, MAX_STEPS)
 st, d = ops([{"op": "spmv", "matrix": A, "x": X, "y": Y, "kernel": "cpu.csr.serial"}] * fit)
 ok(st == 200, "%d products (%d multiply-adds, within max_request_work): 200" % (fit, fit * NNZ), d)
 
-print("1..%d" % T)
-sys.exit(1 if FAILED else 0)
+tap.done()

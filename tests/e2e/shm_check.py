@@ -47,6 +47,9 @@ import numpy as np
 import scipy.io
 import scipy.sparse as sp
 
+import tap
+from tap import ok
+
 URL, OFF_URL, SMALL_URL, MATRICES = sys.argv[1:5]
 GPU = os.environ.get("SHM_GPU") == "1"
 KERNEL = {"cpu.csr.omp": "gpu.csr.vector", "cpu.csr.serial": "cusparse.csr", "cpu.ell.omp": "gpu.ell"} if GPU else {}
@@ -54,21 +57,7 @@ DEVICE = "gpu" if GPU else "cpu"
 SEED = int(os.environ.get("SPMV_SEED", random.randrange(1 << 30)))
 print("# seed %d" % SEED, flush=True)
 rng = np.random.default_rng(SEED)
-T = 0
-FAILED = 0
 OWNED = []
-
-
-def ok(cond, what, detail=""):
-    global T, FAILED
-    T += 1
-    if not cond:
-        FAILED += 1
-    print("%s %d - %s" % ("ok" if cond else "not ok", T, what), flush=True)
-    if not cond and detail:
-        for line in str(detail).splitlines()[:6]:
-            print("#   " + line)
-    return cond
 
 
 def no_duplicates(pairs):
@@ -387,8 +376,7 @@ else:
         import cupy
     except ImportError:
         cupy = None
-        print("ok %d # SKIP no CuPy here: CUDA regions are not exercised" % (T + 1))
-        T += 1
+        tap.skip("no CuPy here: CUDA regions are not exercised")
     if cupy is not None:
         cupy.cuda.Device(0).use()
         cupy.cuda.set_allocator(None)  # each array its own cudaMalloc: an IPC handle opens the allocation's base
@@ -447,10 +435,8 @@ if os.geteuid() == 0:
     finally:
         os.unlink("/dev/shm/" + link)
 else:
-    print("ok %d # SKIP not root: cannot make an object owned by another user" % (T + 1))
-    T += 1
+    tap.skip("not root: cannot make an object owned by another user")
 
 for r in OWNED:
     close(r)
-print("1..%d" % T)
-sys.exit(1 if FAILED else 0)
+tap.done()

@@ -214,7 +214,10 @@ def median_wall(fn, n):
     return float(np.median(t))
 
 
-def distributed(job, name, mid, x, ref, runs, warmup, rows_out, log, requests=15):
+REQUESTS = 15
+
+
+def distributed(job, name, mid, x, ref, runs, warmup, rows_out, log):
     """x and y as vectors distributed like the sharded matrix mid."""
     st, dx = job.call("POST", "/v1/vectors?like=%s" % mid, x.tobytes(), "application/octet-stream")
     st2, dy = job.call("POST", "/v1/vectors", {"like": mid, "side": "rows", "fill": 0.0})
@@ -247,12 +250,12 @@ def distributed(job, name, mid, x, ref, runs, warmup, rows_out, log, requests=15
             name, k, s["median_ms"], s.get("compute_ms"), s.get("comm_ms"), d.get("kernel"), e))
     k = "gpu.csr.vector"
     walls = {
-        "y gathered and sent back (binary x in, y out)": median_wall(lambda: job.spmv(mid, k, x, 1, 0), requests),
+        "y gathered and sent back (binary x in, y out)": median_wall(lambda: job.spmv(mid, k, x, 1, 0), REQUESTS),
         "x and y on the ranks": median_wall(lambda: job.call("POST", "/v1/matrices/%s/spmv" % mid, {
-            "kernel": k, "x": {"vector": X}, "y": {"vector": Y}}), requests),
+            "kernel": k, "x": {"vector": X}, "y": {"vector": Y}}), REQUESTS),
         "/v1/ops: spmv + dot (half a CG iteration)": median_wall(lambda: job.call("POST", "/v1/ops", {"steps": [
             {"op": "spmv", "matrix": mid, "x": X, "y": Y, "kernel": k}, {"op": "dot", "x": X, "y": Y, "as": "pq"}]}),
-            requests),
+            REQUESTS),
     }
     for what, ms in walls.items():
         rows_out.append({"matrix": name, "mode": "request wall", "kernel": k, "what": what, "median_ms": ms})
@@ -308,7 +311,10 @@ def main():
     ap.add_argument("--runs", type=int, default=30)
     ap.add_argument("--warmup", type=int, default=5)
     ap.add_argument("--skip", default="", help="comma list of: poisson, powerlaw, big")
+    ap.add_argument("--requests", type=int, default=15, help="whole requests timed per kind")
     a = ap.parse_args()
+    global REQUESTS
+    REQUESTS = a.requests
     b = os.path.abspath(a.bundle)
     skip = set(filter(None, a.skip.split(",")))
     os.makedirs(a.out, exist_ok=True)

@@ -19,6 +19,7 @@
 
 #include <limits.h>
 #include <stdarg.h>
+#include <sched.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -169,9 +170,12 @@ static void nap(long ns)
     nanosleep(&ts, NULL);
 }
 
+/* How long a wait polls MPI without sleeping (reqs_wait). */
+#define YIELD_MS 2000.0
+
 int reqs_wait(cluster *c, req_list *r, const char *what, spmv_error *err)
 {
-    double deadline = spmv_now_ms() + c->o.timeout_ms;
+    double start = spmv_now_ms(), deadline = start + c->o.timeout_ms;
     long sleep_ns = 20000;
     int rc = SPMV_OK;
     for (long polls = 0;; polls++) {
@@ -203,7 +207,16 @@ int reqs_wait(cluster *c, req_list *r, const char *what, spmv_error *err)
                               "is marked failed", what, who, c->o.timeout_ms);
             break;
         }
-        if (polls > 200) {
+        /* MPI moves a large message in fragments, and only while it is
+         * called: where ranks cannot copy from each other's memory in one
+         * go (Open MPI's vader without CMA, as in containers) a nap between
+         * polls is a nap per fragment (16 MB took 235 ms with naps growing
+         * to 1 ms, 3 ms without). So the first YIELD_MS only yield the
+         * core (to other ranks on it); past that, a long wait is a peer
+         * that is slow or gone, and naps keep it from holding a core. */
+        if (polls > 200 && spmv_now_ms() - start < YIELD_MS) {
+            sched_yield();
+        } else if (polls > 200) {
             nap(sleep_ns);
             if (sleep_ns < 1000000)
                 sleep_ns *= 2;

@@ -15,6 +15,7 @@ void spmv_csr_free(spmv_csr *m)
     if (!m)
         return;
     free(m->row_ptr);
+    free(m->row_ptr64);
     free(m->col);
     free(m->val);
     memset(m, 0, sizeof *m);
@@ -23,16 +24,45 @@ void spmv_csr_free(spmv_csr *m)
 spmv_format_info spmv_csr_info(const spmv_csr *m)
 {
     spmv_format_info info = {
-        .bytes = ((size_t)m->rows + 1) * sizeof(int32_t) +
+        .bytes = ((size_t)m->rows + 1) * (m->row_ptr64 ? sizeof(int64_t) : sizeof(int32_t)) +
                  (size_t)m->nnz * (sizeof(int32_t) + spmv_dtype_size(m->dtype)),
         .padding_ratio = 1.0,
     };
     return info;
 }
 
+int spmv_csr_widen(spmv_csr *a, spmv_error *err)
+{
+    if (a->row_ptr64)
+        return SPMV_OK;
+    int st = SPMV_OK;
+    int64_t *p = spmv_array_alloc((int64_t)a->rows + 1, sizeof(int64_t), &st);
+    if (!p)
+        return spmv_error_set(err, st, 0, "cannot allocate %lld 64-bit row offsets (%s)", (long long)a->rows + 1,
+                              spmv_strerror(st));
+    for (int64_t i = 0; i <= a->rows; i++)
+        p[i] = a->row_ptr[i];
+    free(a->row_ptr);
+    a->row_ptr = NULL;
+    a->row_ptr64 = p;
+    return SPMV_OK;
+}
+
+int spmv_csr_need_narrow(const spmv_csr *a, const char *what, spmv_error *err)
+{
+    if (!a->row_ptr64)
+        return SPMV_OK;
+    return spmv_error_set(err, SPMV_ERR_LIMIT, 0,
+                          "%s: this matrix has 64-bit row offsets (%lld non-zeros%s), which only CSR holds and only "
+                          "cpu.csr.serial, cpu.csr.omp, gpu.csr.vector and cusparse.csr read", what,
+                          (long long)a->nnz, a->nnz > INT32_MAX ? ", past INT32_MAX" : ", as the upload asked");
+}
+
 int spmv_csr_to_coo(const spmv_csr *in, spmv_coo *out, spmv_error *err)
 {
-    int st = spmv_check_shape(in->rows, in->cols, in->nnz, err);
+    int st = spmv_csr_need_narrow(in, "CSR to COO", err);
+    if (!st)
+        st = spmv_check_shape(in->rows, in->cols, in->nnz, err);
     if (st)
         return st;
     if ((st = spmv_coo_alloc(out, in->rows, in->cols, in->nnz, in->dtype, err)))

@@ -53,7 +53,7 @@ static inline int32_t spmv_csr_max_row(const spmv_csr *a)
 {
     int32_t w = 0;
     for (int32_t i = 0; i < a->rows; i++) {
-        int64_t len = (int64_t)a->row_ptr[i + 1] - a->row_ptr[i];
+        int64_t len = spmv_csr_row_begin(a, i + 1) - spmv_csr_row_begin(a, i);
         if (len > w)
             w = (int32_t)len;
     }

@@ -66,10 +66,12 @@ int spmv_format_plan(const spmv_csr *a, spmv_format f, int32_t hack, int64_t *sl
 {
     int64_t vs = (int64_t)spmv_dtype_size(a->dtype), s = 0, b = 0;
     int st;
+    if (f != SPMV_FMT_CSR && (st = spmv_csr_need_narrow(a, spmv_format_name(f), err)))
+        return st;
     switch (f) {
     case SPMV_FMT_CSR:
         s = a->nnz;
-        b = ((int64_t)a->rows + 1) * 4 + a->nnz * (4 + vs);
+        b = ((int64_t)a->rows + 1) * (spmv_csr_wide(a) ? 8 : 4) + a->nnz * (4 + vs);
         break;
     case SPMV_FMT_COO:
         s = a->nnz;

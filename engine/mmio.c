@@ -825,7 +825,7 @@ static int route(spmv_mm_reader *r, const unsigned char *d, size_t n, spmv_error
 
 int spmv_mm_reader_new(const spmv_mm_options *opts, spmv_mm_reader **out, spmv_error *err)
 {
-    spmv_mm_options o = {0, 0, 0, 1};
+    spmv_mm_options o = {.threads = 1};
     if (opts)
         o = *opts;
     *out = NULL;

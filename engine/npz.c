@@ -466,6 +466,7 @@ static int take_values(void *ctx, const npy *a, int64_t off, const int64_t *iv, 
 typedef struct ptr_ctx {
     int32_t *major;        /* row (CSR) or col (CSC) of every entry; the direct read: row_ptr */
     int64_t nnz, prev;
+    int64_t *major64;      /* the direct read of a wide CSR: row_ptr64 */
 } ptr_ctx;
 
 /* Pointer k is v: 0 first, then non-decreasing up to nnz. */
@@ -500,6 +501,23 @@ static int take_ptr(void *ctx, const npy *a, int64_t off, const int64_t *iv, con
             return st;
         for (int64_t p = c->prev; p < v; p++)
             c->major[p] = (int32_t)(k - 1);
+        c->prev = v;
+    }
+    return check_ptr_end(a, off + n, c->prev, c->nnz, err);
+}
+
+/* indptr kept as it is, 64-bit: a wide CSR's row_ptr64. */
+static int take_row_ptr64(void *ctx, const npy *a, int64_t off, const int64_t *iv, const double *dv, int64_t n,
+                          spmv_error *err)
+{
+    (void)dv;
+    ptr_ctx *c = ctx;
+    for (int64_t i = 0; i < n; i++) {
+        int64_t k = off + i, v = iv[i];
+        int st = check_ptr(a, k, v, c->prev, c->nnz, err);
+        if (st)
+            return st;
+        c->major64[k] = v;
         c->prev = v;
     }
     return check_ptr_end(a, off + n, c->prev, c->nnz, err);
@@ -550,6 +568,8 @@ static int check_data(const npy *a, int64_t len, const char *what, spmv_error *e
 /* ------------------------------------------------------------- reader */
 
 static int64_t limit_or(int64_t v) { return v > 0 && v < INT32_MAX ? v : INT32_MAX; }
+/* Entries: up to max_nnz (0: INT32_MAX), past INT32_MAX in a CSR archive only. */
+static int64_t nnz_limit(int64_t v) { return v > 0 ? v : INT32_MAX; }
 
 /* What the small members say, checked against the limits before anything
  * is sized from it. */
@@ -584,9 +604,9 @@ static int read_head(zip_t *za, const spmv_mm_options *opts, npz_head *h, spmv_e
         return st;
     int64_t nnz = a.n;
     npy_close(&a);
-    if (nnz > limit_or(opts->max_nnz))
-        return npz_fail(err, SPMV_ERR_LIMIT, "data.npy", "%lld entries are over the limit of %lld", (long long)nnz,
-                        (long long)limit_or(opts->max_nnz));
+    if (nnz > nnz_limit(opts->max_nnz))
+        return npz_fail(err, SPMV_ERR_LIMIT, "data.npy", "%lld entries are over the limit of %lld (max_nnz)",
+                        (long long)nnz, (long long)nnz_limit(opts->max_nnz));
     h->rows = rows;
     h->cols = cols;
     h->nnz = nnz;
@@ -625,7 +645,7 @@ static int read_coo(zip_t *za, const spmv_mm_options *opts, const npz_head *hd, 
     bool csr = strcmp(hd->layout, "csr") == 0, csc = strcmp(hd->layout, "csc") == 0;
     if (csr || csc) {
         index_ctx ix = {csr ? e.col : e.row, csr ? cols : rows, csr ? "cols" : "rows"};
-        ptr_ctx pc = {csr ? e.row : e.col, nnz, 0};
+        ptr_ctx pc = {csr ? e.row : e.col, nnz, 0, NULL};
         int64_t major = csr ? rows : cols;
         st = read_member(za, "indices.npy", false, take_index, &ix, need_int_1d, nnz, "indices", err);
         if (!st)
@@ -726,7 +746,7 @@ static bool rows_strictly_increasing(const spmv_csr *c, int threads)
 #pragma omp parallel for num_threads(threads > 1 ? threads : 1) reduction(&& : ok) schedule(dynamic, 16384)
     for (int64_t i = 0; i < c->rows; i++) {
         bool row_ok = true;
-        for (int32_t k = c->row_ptr[i] + 1; k < c->row_ptr[i + 1]; k++)
+        for (int64_t k = spmv_csr_row_begin(c, i) + 1; k < spmv_csr_row_begin(c, i + 1); k++)
             row_ok &= c->col[k - 1] < c->col[k];
         ok = ok && row_ok;
     }
@@ -741,20 +761,28 @@ static int read_direct(zip_t *za, const spmv_mm_options *opts, const npz_head *h
 {
     int st = SPMV_OK;
     spmv_csr c = {.rows = (int32_t)h->rows, .cols = (int32_t)h->cols, .nnz = h->nnz, .dtype = SPMV_FLOAT64};
-    ptr_ctx pc = {NULL, h->nnz, 0};
-    c.row_ptr = spmv_array_alloc(h->rows + 1, sizeof(int32_t), &st);
+    ptr_ctx pc = {NULL, h->nnz, 0, NULL};
+    bool wide = h->nnz > INT32_MAX || opts->offsets64;
+    size_t ps = wide ? sizeof(int64_t) : sizeof(int32_t);
+    void *ptr = spmv_array_alloc(h->rows + 1, ps, &st);
+    if (wide)
+        c.row_ptr64 = ptr;
+    else
+        c.row_ptr = ptr;
     c.col = spmv_array_alloc(h->nnz, sizeof(int32_t), &st);
     c.val = spmv_array_alloc(h->nnz, sizeof(double), &st);
-    if (!c.row_ptr || !c.col || !c.val) {
+    if (!ptr || !c.col || !c.val) {
         st = spmv_error_set(err, st, 0, "out of memory for %lld npz entries", (long long)h->nnz);
         goto fail;
     }
-    spmv_mm_prefault(c.row_ptr, ((size_t)c.rows + 1) * sizeof(int32_t), threads_of(opts));
+    spmv_mm_prefault(ptr, ((size_t)c.rows + 1) * ps, threads_of(opts));
     spmv_mm_prefault(c.col, (size_t)c.nnz * sizeof(int32_t), threads_of(opts));
     spmv_mm_prefault(c.val, (size_t)c.nnz * sizeof(double), threads_of(opts));
     pc.major = c.row_ptr;
+    pc.major64 = c.row_ptr64;
     if ((st = read_indices_direct(za, c.col, h->nnz, h->cols, err)) ||
-        (st = read_member(za, "indptr.npy", false, take_row_ptr, &pc, need_int_1d, h->rows + 1, "pointers", err)))
+        (st = read_member(za, "indptr.npy", false, wide ? take_row_ptr64 : take_row_ptr, &pc, need_int_1d,
+                          h->rows + 1, "pointers", err)))
         goto fail;
     if (!rows_strictly_increasing(&c, threads_of(opts))) {
         st = NOT_DIRECT;
@@ -780,11 +808,17 @@ static int read_archive_csr(zip_t *za, const spmv_mm_options *opts, spmv_csr *ou
     int st = read_head(za, opts, &h, err);
     if (st)
         return st;
-    if (strcmp(h.layout, "csr") == 0 && (st = read_direct(za, opts, &h, out, err)) != NOT_DIRECT) {
+    bool csr = strcmp(h.layout, "csr") == 0;
+    if (csr && (st = read_direct(za, opts, &h, out, err)) != NOT_DIRECT) {
         if (!st)
             set_info(info, &h, 0, true);
         return st;
     }
+    if (h.nnz > INT32_MAX) /* only the direct read holds 64-bit offsets */
+        return npz_fail(err, SPMV_ERR_LIMIT, csr ? "indices.npy" : "format.npy",
+                        "%lld entries, past INT32_MAX: such an archive must be a CSR (format csr) whose rows' columns "
+                        "strictly increase (SciPy: A.tocsr(); A.sum_duplicates(); A.sort_indices())%s",
+                        (long long)h.nnz, csr ? "; a row here is unsorted or holds a duplicate" : "");
     if ((st = read_coo(za, opts, &h, &coo, info, err)))
         return st;
     st = spmv_coo_to_csr(&coo, SPMV_FLOAT64, out, err);

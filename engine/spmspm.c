@@ -20,6 +20,9 @@
 
 int spmv_spmspm_check(const spmv_csr *a, const spmv_csr *b, spmv_error *err)
 {
+    int st;
+    if (a && b && ((st = spmv_csr_need_narrow(a, "SpMSpM's A", err)) || (st = spmv_csr_need_narrow(b, "SpMSpM's B", err))))
+        return st;
     if (!a || !b || !a->row_ptr || !b->row_ptr)
         return spmv_error_set(err, SPMV_ERR_INVALID, 0, "SpMSpM: an operand holds no CSR");
     if (a->cols != b->rows)

@@ -103,7 +103,15 @@ typedef struct spmv_coo {
     spmv_dtype dtype;
 } spmv_coo;
 
-/* CSR: row_ptr[rows+1], col[nnz] sorted within each row, val[nnz]. */
+/* CSR: row_ptr[rows+1], col[nnz] sorted within each row, val[nnz].
+ *
+ * A CSR whose non-zeros pass INT32_MAX (or one made so on request:
+ * spmv_csr_widen) holds 64-bit row offsets in row_ptr64 instead, row_ptr
+ * NULL, its columns staying 32-bit: it is "wide" (spmv_csr_wide). The
+ * host keeps only CSR of a wide matrix: spmv_reference, cpu.csr.serial
+ * and cpu.csr.omp read it, and every other conversion, kernel, transpose
+ * and partition answers SPMV_ERR_LIMIT saying so (spmv_csr_need_narrow),
+ * as the GPU's 64-bit path does (spmv_band_spec). */
 typedef struct spmv_csr {
     int32_t rows, cols;
     int64_t nnz;
@@ -111,7 +119,21 @@ typedef struct spmv_csr {
     int32_t *col;
     void *val;
     spmv_dtype dtype;
+    int64_t *row_ptr64;       /* rows + 1 offsets of a wide CSR, else NULL */
 } spmv_csr;
+
+static inline bool spmv_csr_wide(const spmv_csr *a) { return a->row_ptr64 != NULL; }
+/* Row i's first entry, whichever offsets the CSR holds. */
+static inline int64_t spmv_csr_row_begin(const spmv_csr *a, int64_t i)
+{
+    return a->row_ptr64 ? a->row_ptr64[i] : a->row_ptr[i];
+}
+/* Makes a 32-bit CSR wide (64-bit offsets, the same entries); a no-op on a
+ * wide one. */
+int spmv_csr_widen(spmv_csr *a, spmv_error *err);
+/* SPMV_OK for a 32-bit CSR; for a wide one SPMV_ERR_LIMIT naming `what`,
+ * the non-zeros and what reads 64-bit offsets. */
+int spmv_csr_need_narrow(const spmv_csr *a, const char *what, spmv_error *err);
 
 /* ELL: width = longest row; column-major: entry k of row i is at
  * k*rows + i. Padding slots hold column -1 and value 0. */
@@ -350,11 +372,15 @@ typedef struct spmv_mm_info {
 
 /* Reader options. The limits are checked against the header before anything
  * is allocated from it; zero fields mean the built-in maximum (INT32_MAX:
- * rows, cols and nnz must fit 32-bit signed in this version). `threads` is
- * the number of parsing threads (0: all OpenMP threads, 1: serial). */
+ * rows and cols must fit 32-bit signed; so must a Matrix Market file's
+ * entries, while an .npz CSR archive may hold up to max_nnz, its CSR then
+ * wide). `threads` is the number of parsing threads (0: all OpenMP
+ * threads, 1: serial). `offsets64`: an .npz read straight into a CSR gets
+ * 64-bit row offsets even below INT32_MAX entries (tests). */
 typedef struct spmv_mm_options {
     int64_t max_rows, max_cols, max_nnz;
     int32_t threads;
+    bool offsets64;
 } spmv_mm_options;
 
 /* Streaming reader: feed bytes in chunks as they arrive (any split, even in

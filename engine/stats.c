@@ -57,7 +57,7 @@ void spmv_stats_compute(double *times_ms, int32_t runs, int32_t warmup,
 
 static int64_t csr_bytes(const spmv_matrix *m, int64_t vs)
 {
-    return ((int64_t)m->rows + 1) * 4 + m->nnz * (4 + vs);
+    return ((int64_t)m->rows + 1) * (spmv_csr_wide(&m->csr) ? 8 : 4) + m->nnz * (4 + vs);
 }
 
 static int64_t ell_bytes(int64_t width, int64_t rows, int64_t vs)
@@ -116,6 +116,8 @@ static int64_t packed_bytes(const spmv_matrix *m, spmv_format f)
 static int64_t format_bytes(spmv_format f, const spmv_matrix *m, int32_t hack_size)
 {
     int64_t vs = (int64_t)spmv_dtype_size(m->dtype);
+    if (spmv_csr_wide(&m->csr) && f != SPMV_FMT_CSR) /* never built from a wide CSR */
+        return 0;
     switch (f) {
     case SPMV_FMT_CSR: return csr_bytes(m, vs);
     case SPMV_FMT_COO: return m->nnz * (8 + vs);

@@ -38,6 +38,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "formats.h"
 #include "spmv.h"
 
 /* One candidate: a kernel name and the parameters it is tried with. */
@@ -125,10 +126,7 @@ static void tune_poison(spmv_dtype dt, int64_t n, void *y)
  * kernels (chunks, atomics), so the bound grows with the longest row. */
 static double tune_bound(const spmv_csr *a)
 {
-    int32_t max_row = 0;
-    for (int32_t r = 0; r < a->rows; r++)
-        if (a->row_ptr[r + 1] - a->row_ptr[r] > max_row)
-            max_row = a->row_ptr[r + 1] - a->row_ptr[r];
+    int32_t max_row = spmv_csr_max_row(a);
     double base = a->dtype == SPMV_FLOAT32 ? 1e-4 : 1e-12;
     return base * fmax(1.0, sqrt(max_row / 100.0)) * 100.0;
 }

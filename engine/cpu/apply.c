@@ -85,8 +85,8 @@ static int cpu_spmm_run(const spmv_kernel *kern, const spmv_matrix *m, const spm
                         const void *x, void *y, int32_t warmup, int32_t runs, spmv_stats *stats, spmv_error *err)
 {
     spmv_params par;
-    int st = spmv_params_resolve(kern, p, &par, err);
-    if (st)
+    int st = spmv_csr_need_narrow(&m->csr, "k > 1 columns", err);
+    if (st || (st = spmv_params_resolve(kern, p, &par, err)))
         return st;
     bool omp = strcmp(kern->name, "cpu.csr.omp") == 0;
     int32_t threads = par.v[SPMV_PARAM_THREADS] > 0 ? par.v[SPMV_PARAM_THREADS] : omp_get_max_threads();
@@ -210,7 +210,9 @@ int spmv_matrix_transpose(const spmv_matrix *m, spmv_matrix *out, spmv_error *er
         return spmv_error_set(err, SPMV_ERR_INVALID, 0, "transpose: the matrix holds no CSR");
     const spmv_csr *a = &m->csr;
     size_t vs = spmv_dtype_size(a->dtype);
-    int st = SPMV_OK;
+    int st = spmv_csr_need_narrow(a, "the transpose (op t)", err);
+    if (st)
+        return st;
     spmv_csr t = {.rows = a->cols, .cols = a->rows, .nnz = a->nnz, .dtype = a->dtype};
     t.row_ptr = spmv_array_alloc((int64_t)a->cols + 1, sizeof(int32_t), &st);
     t.col = t.row_ptr ? spmv_array_alloc(a->nnz ? a->nnz : 1, sizeof(int32_t), &st) : NULL;

@@ -5,7 +5,9 @@
  * in who runs which rows: its result is bitwise the reference's. The loops
  * are written once per dtype by a macro; restrict pointers and a branch-free
  * inner loop let the compiler keep the sum in a register and stream
- * val/col, which is what makes a CSR SpMV run at memory bandwidth.
+ * val/col, which is what makes a CSR SpMV run at memory bandwidth. A wide
+ * CSR (64-bit row offsets) has the same loop over int64 offsets; the
+ * 32-bit one stays as it was, so small matrices lose nothing.
  */
 #include <omp.h>
 
@@ -55,12 +57,33 @@
                                  c0 + w);                                                          \
     }
 
+/* The same row loop over 64-bit offsets (a wide CSR). */
+#define DEFINE_CSR_ROWS64(T, SFX)                                                                  \
+    static void csr_rows64_##SFX(const int64_t *restrict rp, const int32_t *restrict col,          \
+                                 const T *restrict val, const T *restrict x, T *restrict y,        \
+                                 int32_t r0, int32_t r1)                                           \
+    {                                                                                              \
+        for (int32_t i = r0; i < r1; i++) {                                                        \
+            T sum = 0;                                                                             \
+            int64_t end = rp[i + 1];                                                               \
+            for (int64_t k = rp[i]; k < end; k++)                                                  \
+                sum += val[k] * x[col[k]];                                                         \
+            y[i] = sum;                                                                            \
+        }                                                                                          \
+    }
+
 DEFINE_CSR_KERNELS(double, f64)
 DEFINE_CSR_KERNELS(float, f32)
+DEFINE_CSR_ROWS64(double, f64)
+DEFINE_CSR_ROWS64(float, f32)
 
 static void csr_rows(const spmv_csr *a, const void *x, void *y, int32_t r0, int32_t r1)
 {
-    if (a->dtype == SPMV_FLOAT32)
+    if (a->row_ptr64 && a->dtype == SPMV_FLOAT32)
+        csr_rows64_f32(a->row_ptr64, a->col, a->val, x, y, r0, r1);
+    else if (a->row_ptr64)
+        csr_rows64_f64(a->row_ptr64, a->col, a->val, x, y, r0, r1);
+    else if (a->dtype == SPMV_FLOAT32)
         csr_rows_f32(a->row_ptr, a->col, a->val, x, y, r0, r1);
     else
         csr_rows_f64(a->row_ptr, a->col, a->val, x, y, r0, r1);
@@ -85,12 +108,12 @@ void spmv_cpu_csr_chunked(const spmv_csr *a, int32_t chunks, int32_t *cursor, co
 }
 
 /* First row r in [lo, rows] with row_ptr[r] >= target. */
-static int32_t lower_bound_row(const int32_t *row_ptr, int32_t lo, int32_t rows, int64_t target)
+static int32_t lower_bound_row(const spmv_csr *a, int32_t lo, int32_t rows, int64_t target)
 {
     int32_t hi = rows;
     while (lo < hi) {
         int32_t mid = lo + (hi - lo) / 2;
-        if (row_ptr[mid] < target)
+        if (spmv_csr_row_begin(a, mid) < target)
             lo = mid + 1;
         else
             hi = mid;
@@ -102,7 +125,7 @@ void spmv_cpu_csr_partition(const spmv_csr *a, int32_t nparts, int32_t *bounds)
 {
     bounds[0] = 0;
     for (int32_t t = 1; t < nparts; t++)
-        bounds[t] = lower_bound_row(a->row_ptr, bounds[t - 1], a->rows, a->nnz * t / nparts);
+        bounds[t] = lower_bound_row(a, bounds[t - 1], a->rows, a->nnz * t / nparts);
     bounds[nparts] = a->rows;
 }
 

@@ -139,8 +139,10 @@ static int check_call(const spmv_kernel *k, const spmv_matrix *m, const void *x,
                               spmv_op_name(k->op));
     if (impl_of(k) == IMPL_NONE)
         return spmv_error_set(err, SPMV_ERR_UNAVAILABLE, 0, "%s has no CPU implementation", k->name);
-    if (!m || !(m->formats & SPMV_FMT_CSR) || !m->csr.row_ptr)
+    if (!m || !(m->formats & SPMV_FMT_CSR) || (!m->csr.row_ptr && !m->csr.row_ptr64))
         return spmv_error_set(err, SPMV_ERR_INVALID, 0, "matrix holds no CSR");
+    if (impl_of(k) != CSR_SERIAL && impl_of(k) != CSR_OMP && spmv_csr_need_narrow(&m->csr, k->name, err))
+        return SPMV_ERR_LIMIT;
     if (!x || !y)
         return spmv_error_set(err, SPMV_ERR_INVALID, 0, "x and y are required");
     if (runs < 1 || runs > MAX_RUNS || warmup < 0 || warmup > MAX_RUNS)

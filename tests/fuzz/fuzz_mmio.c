@@ -79,7 +79,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     size -= 3;
     size_t cut1 = size ? a % (size + 1) : 0;
     size_t cut2 = cut1 + (size - cut1 ? b % (size - cut1 + 1) : 0);
-    spmv_mm_options o = {0, 0, 0, (flags & 1) ? 2 : 1};
+    spmv_mm_options o = {.threads = (flags & 1) ? 2 : 1};
     if (flags & 2)
         o.max_rows = o.max_cols = o.max_nnz = 1 + (flags >> 4);
 

@@ -81,8 +81,8 @@ static bool load_file(const char *path, buf *b)
     return true;
 }
 
-static const spmv_mm_options SERIAL = {0, 0, 0, 1};
-static const spmv_mm_options TWO_THREADS = {0, 0, 0, 2};
+static const spmv_mm_options SERIAL = {.threads = 1};
+static const spmv_mm_options TWO_THREADS = {.threads = 2};
 
 static int read_text(const char *text, const spmv_mm_options *o, spmv_coo *m, spmv_mm_info *info,
                      spmv_error *err)
@@ -689,7 +689,7 @@ static void test_stream_growth(void **state)
     buf text;
     random_text(&rng, &text, 300000, 300000, 1500000, "real", "general");
     assert_true(text.len > (size_t)40 << 20);
-    const spmv_mm_options daemon_like = {INT32_MAX, INT32_MAX, INT32_MAX, 2};
+    const spmv_mm_options daemon_like = {.max_rows = INT32_MAX, .max_cols = INT32_MAX, .max_nnz = INT32_MAX, .threads = 2};
     spmv_coo serial, par;
     spmv_error err;
     if (read_text_len(text.data, text.len, &SERIAL, &serial, &err) != SPMV_OK)
@@ -698,7 +698,7 @@ static void test_stream_growth(void **state)
         fail_msg("streamed, 2 threads: %s", err.message);
     assert_true(tu_coo_equal(&serial, &par));
     spmv_coo_free(&par);
-    const spmv_mm_options daemon_serial = {INT32_MAX, INT32_MAX, INT32_MAX, 1};
+    const spmv_mm_options daemon_serial = {.max_rows = INT32_MAX, .max_cols = INT32_MAX, .max_nnz = INT32_MAX, .threads = 1};
     if (read_chunked(text.data, text.len, &daemon_serial, 0, &rng, 65536, &par, NULL, &err) != SPMV_OK)
         fail_msg("streamed, 1 thread: %s", err.message);
     assert_true(tu_coo_equal(&serial, &par));
@@ -997,7 +997,7 @@ static void test_limits(void **state)
                  "2147483648 columns is over the limit");
     expect_error("array over 32 bits", MM "array real general\n65536 65536\n", SPMV_ERR_LIMIT, 2, "array entries");
     /* The configured limits. */
-    spmv_mm_options small = {10, 20, 5, 1};
+    spmv_mm_options small = {.max_rows = 10, .max_cols = 20, .max_nnz = 5, .threads = 1};
     const char *big = MM "coordinate real general\n11 2 0\n";
     assert_int_equal(read_text(big, &small, &m, NULL, &err), SPMV_ERR_LIMIT);
     assert_non_null(strstr(err.message, "11 rows is over the limit of 10"));
@@ -1006,7 +1006,7 @@ static void test_limits(void **state)
     assert_int_equal(read_text(sym, &small, &m, NULL, &err), SPMV_ERR_LIMIT);
     assert_non_null(strstr(err.message, "7 entries after symmetric expansion are over the limit of 5"));
     assert_names_line("expansion limit", &err);
-    spmv_mm_options neg = {-1, 0, 0, 1};
+    spmv_mm_options neg = {.max_rows = -1, .threads = 1};
     spmv_mm_reader *r;
     assert_int_equal(spmv_mm_reader_new(&neg, &r, &err), SPMV_ERR_INVALID);
 }
@@ -1026,7 +1026,7 @@ static void test_long_lines(void **state)
     buf_add(&b, "\n3 3 2\n", 7);
     static const ent want[] = {{0, 0, 1}, {2, 2, 2}};
     for (int threads = 1; threads <= 2; threads++) {
-        spmv_mm_options o = {0, 0, 0, threads};
+        spmv_mm_options o = {.threads = threads};
         spmv_coo m;
         spmv_error err;
         if (read_chunked(b.data, b.len, &o, 4096, &rng, 100000, &m, NULL, &err) != SPMV_OK)
@@ -1135,7 +1135,7 @@ static void replay_fuzz_input(const char *name, const unsigned char *data, size_
     size -= 3;
     size_t cuts[4] = {0, size ? a % (size + 1) : 0, 0, size};
     cuts[2] = cuts[1] + (size - cuts[1] ? b % (size - cuts[1] + 1) : 0);
-    spmv_mm_options o = {0, 0, 0, (flags & 1) ? 2 : 1}, serial;
+    spmv_mm_options o = {.threads = (flags & 1) ? 2 : 1}, serial;
     if (flags & 2)
         o.max_rows = o.max_cols = o.max_nnz = 1 + (flags >> 4);
     serial = o;

@@ -107,6 +107,8 @@ json_t *api_matrix_json(spmvd *d, matrix *m)
     json_t *o = matrix_json(d, m);
     if (o)
         json_object_set_new(o, "sharded", json_boolean(m->shards != NULL));
+    if (o) /* 64 for a wide CSR (nnz past INT32_MAX, or offsets=64) */
+        json_object_set_new(o, "row_offsets", json_integer(spmv_csr_wide(&m->host.csr) ? 64 : 32));
     if (o && m->shards)
         json_object_set_new(o, "shards", shards_json(m));
     return o;

@@ -166,6 +166,8 @@ static int check_size(request *r)
     int64_t madds = spmv_spmspm_madds(&t->a->host.csr, &t->b->host.csr);
     int64_t cells = (int64_t)t->a->host.rows * t->b->host.cols;
     int64_t c_max = madds < cells ? madds : cells, max_nnz = atomic_load(&r->d->limits.max_nnz);
+    if (max_nnz > INT32_MAX) /* C is built with 32-bit row offsets */
+        max_nnz = INT32_MAX;
     if (api_check_work(madds, t->a->host.rows, (int64_t)t->runs + t->warmup + (t->verify ? 1 : 0),
                        atomic_load(&r->d->limits.max_request_work), &f) != 0) {
         api_error(r, f.status, f.code, "%s", f.message);

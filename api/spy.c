@@ -57,7 +57,7 @@ static uint32_t count_blocks(const spmv_csr *a, int32_t w, int32_t h, uint32_t *
     uint32_t maxc = 0;
     for (int32_t i = 0; i < a->rows; i++) {
         int64_t py = (int64_t)i * h / a->rows;
-        for (int32_t k = a->row_ptr[i]; k < a->row_ptr[i + 1]; k++) {
+        for (int64_t k = spmv_csr_row_begin(a, i); k < spmv_csr_row_begin(a, i + 1); k++) {
             int64_t px = (int64_t)a->col[k] * w / a->cols;
             uint32_t *c = &counts[py * w + px];
             if (*c < UINT32_MAX)

@@ -63,7 +63,7 @@ typedef struct upload {
     struct MHD_PostProcessor *pp;
     bool file_seen;
     char name[FIELD_MAX], dtype[FIELD_MAX], formats[FIELD_MAX], hack_size[FIELD_MAX], device[FIELD_MAX];
-    char shard[FIELD_MAX];
+    char shard[FIELD_MAX], offsets[FIELD_MAX];
     char filename[FIELD_MAX];
     double parse_ms;
     uint64_t bytes;
@@ -206,8 +206,8 @@ static enum MHD_Result on_field(void *cls, enum MHD_ValueKind kind, const char *
             feed(r, data, size);
         return r->failed ? MHD_NO : MHD_YES;
     }
-    static const char *const names[] = {"name", "dtype", "formats", "hack_size", "device", "shard"};
-    char *bufs[] = {u->name, u->dtype, u->formats, u->hack_size, u->device, u->shard};
+    static const char *const names[] = {"name", "dtype", "formats", "hack_size", "device", "shard", "offsets"};
+    char *bufs[] = {u->name, u->dtype, u->formats, u->hack_size, u->device, u->shard, u->offsets};
     for (size_t i = 0; i < sizeof names / sizeof names[0]; i++)
         if (strcmp(key, names[i]) == 0) {
             if (field_append(bufs[i], data, off, size) != 0) {
@@ -216,7 +216,8 @@ static enum MHD_Result on_field(void *cls, enum MHD_ValueKind kind, const char *
             }
             return MHD_YES;
         }
-    api_error(r, 400, "bad_request", "unknown form field `%s` (known: file, name, dtype, formats, hack_size, device, shard)", key);
+    api_error(r, 400, "bad_request", "unknown form field `%s` (known: file, name, dtype, formats, hack_size, device, "
+              "shard, offsets)", key);
     return MHD_NO;
 }
 
@@ -247,6 +248,7 @@ static void upload_begin(request *r)
     query_option(r, "hack_size", u->hack_size);
     query_option(r, "device", u->device);
     query_option(r, "shard", u->shard);
+    query_option(r, "offsets", u->offsets);
     spmv_mm_options opts = {.max_rows = atomic_load(&d->limits.max_rows),
                             .max_cols = atomic_load(&d->limits.max_rows),
                             .max_nnz = atomic_load(&d->limits.max_nnz), .threads = 0};
@@ -291,6 +293,8 @@ typedef struct upload_opts {
     int32_t hack_size;
     int device;        /* -1: host only, -2: the GPU with most free memory, else GPU index */
     bool shard;        /* across the ranks of the MPI job */
+    bool offsets64;    /* `offsets=64`: 64-bit row offsets whatever the size (nnz past INT32_MAX has them anyway) */
+    bool device_named; /* `device` was given (not auto) */
     const char *name;
 } upload_opts;
 
@@ -361,6 +365,12 @@ static int parse_options(request *r, upload_opts *o)
     }
     if (parse_device(r, u->device, &o->device) != 0)
         return -1;
+    o->device_named = u->device[0] && strcmp(u->device, "auto") != 0;
+    if (u->offsets[0] && strcmp(u->offsets, "auto") && strcmp(u->offsets, "64")) {
+        api_error(r, 400, "invalid_request", "`offsets` must be auto or 64, not \"%s\"", u->offsets);
+        return -1;
+    }
+    o->offsets64 = strcmp(u->offsets, "64") == 0;
     o->formats = SPMV_FMT_CSR; /* every other format is built on first use (docs/api.md, "Formats") */
     if (u->formats[0] && spmv_formats_parse(u->formats, &o->formats, &err) != 0) {
         api_error(r, 400, "invalid_request", "`formats`: %s", err.message);
@@ -481,7 +491,7 @@ static int round_to_float32(spmv_csr *c, spmv_error *err)
 {
     double *v = c->val;
     for (int32_t i = 0; i < c->rows; i++)
-        for (int32_t k = c->row_ptr[i]; k < c->row_ptr[i + 1]; k++) {
+        for (int64_t k = spmv_csr_row_begin(c, i); k < spmv_csr_row_begin(c, i + 1); k++) {
             if (isfinite(v[k]) && fabs(v[k]) > FLT_MAX)
                 return spmv_error_set(err, SPMV_ERR_LIMIT, 0,
                                       "dtype mixed: entry (%d, %d) = %.17g is outside float32's range (|v| <= %.9g)",
@@ -517,7 +527,8 @@ static bool shard_by_config(request *r, const upload_opts *o, const spmv_csr *c,
 {
     upload *u = U(r);
     spmvd *d = r->d;
-    if (u->shard[0] || u->device[0] || !d->cluster_worker || cluster_size(d->cluster) < 2 || cluster_failed(d->cluster))
+    if (u->shard[0] || u->device[0] || spmv_csr_wide(c) || !d->cluster_worker || cluster_size(d->cluster) < 2 ||
+        cluster_failed(d->cluster))
         return false;
     if (d->cfg.shard_nnz > 0 && c->nnz >= d->cfg.shard_nnz) {
         snprintf(why, len, "%lld entries >= shard_nnz %lld", (long long)c->nnz, (long long)d->cfg.shard_nnz);
@@ -557,6 +568,19 @@ static int build_matrix(request *r, upload_opts *o, const spmv_mm_info *info)
     meta.mixed = o->mixed;
     double t0 = spmv_now_ms();
     int rc = host_csr(u, o, &err);
+    if (rc == SPMV_OK && o->offsets64)
+        rc = spmv_csr_widen(&u->csr, &err);
+    if (rc == SPMV_OK && spmv_csr_wide(&u->csr) && (o->shard || (o->device != -1 && o->device_named))) {
+        api_error(r, 422, "too_large", "matrix of %lld non-zeros with 64-bit row offsets%s: it is held on the host "
+                  "(device cpu) in this version, not %s", (long long)u->csr.nnz,
+                  o->offsets64 ? " (offsets=64)" : "", o->shard ? "sharded" : "on a GPU");
+        return SPMV_ERR_LIMIT;
+    }
+    if (rc == SPMV_OK && spmv_csr_wide(&u->csr) && o->device != -1) {
+        log_info("upload %s: %lld non-zeros with 64-bit row offsets: held on the host", meta.id, (long long)u->csr.nnz);
+        o->device = -1;
+        meta.device = MATFILE_DEVICE_HOST;
+    }
     char why[256];
     if (rc == SPMV_OK && shard_by_config(r, o, &u->csr, why, sizeof why)) {
         log_info("upload %s: sharded across the ranks: %s", meta.id, why);

@@ -35,6 +35,9 @@ int cluster_layout_balance(const spmv_csr *a, int nranks, cluster_layout *out, s
     if (nranks < 1 || nranks > CLUSTER_MAX_RANKS)
         return spmv_error_set(err, SPMV_ERR_INVALID, 0, "a layout needs 1..%d ranks, not %d", CLUSTER_MAX_RANKS,
                               nranks);
+    int st = a ? spmv_csr_need_narrow(a, "sharding", err) : SPMV_OK;
+    if (st)
+        return st;
     if (!a || a->rows < 0 || a->cols < 0 || !a->row_ptr)
         return spmv_error_set(err, SPMV_ERR_INVALID, 0, "a layout needs a CSR matrix");
     out->row_begin = calloc((size_t)nranks + 1, sizeof *out->row_begin);

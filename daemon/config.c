@@ -64,8 +64,9 @@ static const key_desc keys[] = {
      "largest spmv/bench request body in bytes"},
     {"max_rows", KEY_INT, OFF(max_rows), 1, INT32_MAX, INT32_MAX, NULL, NULL,
      "most rows (and columns) an uploaded matrix may declare"},
-    {"max_nnz", KEY_INT, OFF(max_nnz), 0, INT32_MAX, INT32_MAX, NULL, NULL,
-     "most entries an uploaded matrix may declare (after symmetric expansion)"},
+    {"max_nnz", KEY_INT, OFF(max_nnz), 0, INT64_C(1) << 40, INT64_C(1) << 36, NULL, NULL,
+     "most entries an uploaded matrix may declare (after symmetric expansion); past INT32_MAX only an .npz CSR "
+     "archive with sorted rows (64-bit row offsets), a Matrix Market file stops at INT32_MAX"},
     {"max_runs", KEY_INT, OFF(max_runs), 1, 1000000, 1000, NULL, NULL,
      "most timed runs (and warm-up runs) one spmv request may ask for"},
     {"max_request_work", KEY_INT, OFF(max_request_work), 1, INT64_C(1) << 62, INT64_C(1000000000000), NULL, NULL,

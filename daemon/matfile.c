@@ -34,6 +34,7 @@ enum {
 enum {
     FLAG_MIXED = 1u << 0,
     FLAG_SHARDED = 1u << 1,
+    FLAG_WIDE = 1u << 2,        /* 64-bit row pointers (a wide CSR: spmv_csr_wide) */
 };
 
 int matfile_path(const char *dir, const char *id, char *buf, size_t len)
@@ -61,11 +62,14 @@ static uint32_t crc_update(uint32_t crc, const void *data, size_t len)
 }
 
 /* Payload sizes from the header counts; -1 on overflow. */
-static int payload_sizes(int32_t rows, int64_t nnz, spmv_dtype dtype, size_t sz[3])
+/* Past this many entries a file is refused as damaged (8 PiB of values). */
+#define MATFILE_MAX_NNZ (INT64_C(1) << 50)
+
+static int payload_sizes(int32_t rows, int64_t nnz, spmv_dtype dtype, bool wide, size_t sz[3])
 {
-    if (rows < 0 || nnz < 0 || nnz > INT32_MAX)
+    if (rows < 0 || nnz < 0 || nnz > (wide ? MATFILE_MAX_NNZ : INT32_MAX))
         return -1;
-    sz[0] = ((size_t)rows + 1) * sizeof(int32_t);
+    sz[0] = ((size_t)rows + 1) * (wide ? sizeof(int64_t) : sizeof(int32_t));
     sz[1] = (size_t)nnz * sizeof(int32_t);
     sz[2] = (size_t)nnz * spmv_dtype_size(dtype);
     return 0;
@@ -85,7 +89,8 @@ static void encode_header(unsigned char *h, const matfile_meta *m, const spmv_cs
     put32(h, OFF_HACK, (uint32_t)m->hack_size);
     put32(h, OFF_DEVICE, (uint32_t)m->device);
     put64(h, OFF_CREATED, (uint64_t)m->created);
-    put32(h, OFF_FLAGS, (m->mixed ? FLAG_MIXED : 0) | (m->sharded ? FLAG_SHARDED : 0));
+    put32(h, OFF_FLAGS, (m->mixed ? FLAG_MIXED : 0) | (m->sharded ? FLAG_SHARDED : 0) |
+                            (spmv_csr_wide(csr) ? FLAG_WIDE : 0));
     double t[4] = {m->parse_ms, m->convert_ms, m->transfer_ms, m->store_ms};
     memcpy(h + OFF_TIMINGS, t, sizeof t);
     memcpy(h + OFF_ID, m->id, strnlen(m->id, MATFILE_ID_LEN));
@@ -190,7 +195,7 @@ int matfile_stage(const char *dir, const matfile_meta *meta, const spmv_csr *csr
     memset(st, 0, sizeof *st);
     st->fd = -1;
     snprintf(st->id, sizeof st->id, "%s", meta->id);
-    if (payload_sizes(csr->rows, csr->nnz, csr->dtype, sz) != 0)
+    if (payload_sizes(csr->rows, csr->nnz, csr->dtype, spmv_csr_wide(csr), sz) != 0)
         return spmv_error_set(err, SPMV_ERR_LIMIT, 0, "matrix too large to store");
     if (matfile_path(dir, meta->id, st->path, sizeof st->path) != 0 ||
         snprintf(st->tmp, sizeof st->tmp, "%s/.%s.tmp", dir, meta->id) >= (int)sizeof st->tmp)
@@ -201,7 +206,8 @@ int matfile_stage(const char *dir, const matfile_meta *meta, const spmv_csr *csr
     /* the payload after the header's place, then the header with its CRC */
     payload_writer w = {st->fd, abandon, 0, MATFILE_HEADER_BYTES, MATFILE_HEADER_BYTES};
     int wr = lseek(st->fd, MATFILE_HEADER_BYTES, SEEK_SET) != MATFILE_HEADER_BYTES ? -1 : 0;
-    if (!wr && !(wr = write_payload(&w, csr->row_ptr, sz[0])) && !(wr = write_payload(&w, csr->col, sz[1])))
+    const void *ptr = spmv_csr_wide(csr) ? (const void *)csr->row_ptr64 : (const void *)csr->row_ptr;
+    if (!wr && !(wr = write_payload(&w, ptr, sz[0])) && !(wr = write_payload(&w, csr->col, sz[1])))
         wr = write_payload(&w, csr->val, sz[2]);
     if (wr == ABANDONED) {
         matfile_discard(st);
@@ -281,8 +287,8 @@ static int read_all(int fd, void *data, size_t len)
     return 0;
 }
 
-static int decode_header(const unsigned char *h, matfile_meta *m, spmv_csr *csr, uint32_t *payload_crc,
-                         const char *path, spmv_error *err)
+static int decode_header(const unsigned char *h, matfile_meta *m, spmv_csr *csr, bool *wide_out,
+                         uint32_t *payload_crc, const char *path, spmv_error *err)
 {
     if (memcmp(h + OFF_MAGIC, MATFILE_MAGIC, 8) != 0)
         return spmv_error_set(err, SPMV_ERR_CORRUPT, 0, "%s: not a spmvd matrix file (bad magic)", path);
@@ -295,8 +301,10 @@ static int decode_header(const unsigned char *h, matfile_meta *m, spmv_csr *csr,
     uint32_t dtype = get32(h, OFF_DTYPE), sym = get32(h, OFF_SYMMETRY);
     int32_t rows = (int32_t)get32(h, OFF_ROWS), cols = (int32_t)get32(h, OFF_COLS);
     int64_t nnz = (int64_t)get64(h, OFF_NNZ);
+    bool wide = (get32(h, OFF_FLAGS) & FLAG_WIDE) != 0;
     if (dtype > SPMV_FLOAT32 || sym > SPMV_MM_HERMITIAN || rows < 0 || cols < 0 || nnz < 0 ||
-        nnz > INT32_MAX || h[OFF_ID + MATFILE_ID_LEN] != '\0' || h[OFF_NAME + MATFILE_NAME_MAX] != '\0')
+        nnz > (wide ? MATFILE_MAX_NNZ : INT32_MAX) || h[OFF_ID + MATFILE_ID_LEN] != '\0' ||
+        h[OFF_NAME + MATFILE_NAME_MAX] != '\0')
         return spmv_error_set(err, SPMV_ERR_CORRUPT, 0, "%s: header fields out of range", path);
     memset(m, 0, sizeof *m);
     memcpy(m->id, h + OFF_ID, MATFILE_ID_LEN);
@@ -307,7 +315,7 @@ static int decode_header(const unsigned char *h, matfile_meta *m, spmv_csr *csr,
     m->device = (int32_t)get32(h, OFF_DEVICE);
     m->created = (int64_t)get64(h, OFF_CREATED);
     uint32_t flags = get32(h, OFF_FLAGS);
-    if ((flags & ~(uint32_t)(FLAG_MIXED | FLAG_SHARDED)) || ((flags & FLAG_MIXED) && dtype != SPMV_FLOAT64))
+    if ((flags & ~(uint32_t)(FLAG_MIXED | FLAG_SHARDED | FLAG_WIDE)) || ((flags & FLAG_MIXED) && dtype != SPMV_FLOAT64))
         return spmv_error_set(err, SPMV_ERR_CORRUPT, 0, "%s: header flags 0x%x unknown or inconsistent", path, flags);
     m->mixed = (flags & FLAG_MIXED) != 0;
     m->sharded = (flags & FLAG_SHARDED) != 0;
@@ -322,6 +330,7 @@ static int decode_header(const unsigned char *h, matfile_meta *m, spmv_csr *csr,
     csr->cols = cols;
     csr->nnz = nnz;
     csr->dtype = (spmv_dtype)dtype;
+    *wide_out = wide;
     *payload_crc = get32(h, OFF_PAYLOAD_CRC);
     return SPMV_OK;
 }
@@ -329,10 +338,10 @@ static int decode_header(const unsigned char *h, matfile_meta *m, spmv_csr *csr,
 /* The structure a CRC cannot vouch for (a file written by a bug). */
 static int check_structure(const spmv_csr *c, const char *path, spmv_error *err)
 {
-    if (c->row_ptr[0] != 0 || c->row_ptr[c->rows] != c->nnz)
+    if (spmv_csr_row_begin(c, 0) != 0 || spmv_csr_row_begin(c, c->rows) != c->nnz)
         return spmv_error_set(err, SPMV_ERR_CORRUPT, 0, "%s: row pointers do not span the entries", path);
     for (int32_t i = 0; i < c->rows; i++)
-        if (c->row_ptr[i + 1] < c->row_ptr[i])
+        if (spmv_csr_row_begin(c, i + 1) < spmv_csr_row_begin(c, i))
             return spmv_error_set(err, SPMV_ERR_CORRUPT, 0, "%s: row pointers decrease at row %d", path, i);
     for (int64_t k = 0; k < c->nnz; k++)
         if (c->col[k] < 0 || c->col[k] >= c->cols)
@@ -356,27 +365,32 @@ int matfile_read(const char *path, matfile_meta *meta, spmv_csr *out, spmv_error
         rc = spmv_error_set(err, SPMV_ERR_CORRUPT, 0, "%s: shorter than a header", path);
         goto fail;
     }
-    if ((rc = decode_header(h, meta, &c, &want_crc, path, err)) != 0)
+    bool wide = false;
+    if ((rc = decode_header(h, meta, &c, &wide, &want_crc, path, err)) != 0)
         goto fail;
-    if (payload_sizes(c.rows, c.nnz, c.dtype, sz) != 0 ||
+    if (payload_sizes(c.rows, c.nnz, c.dtype, wide, sz) != 0 ||
         (uint64_t)st.st_size != MATFILE_HEADER_BYTES + (uint64_t)sz[0] + sz[1] + sz[2]) {
         rc = spmv_error_set(err, SPMV_ERR_CORRUPT, 0, "%s: %lld bytes, the header promises %llu (truncated?)",
                             path, (long long)st.st_size,
                             (unsigned long long)(MATFILE_HEADER_BYTES + (uint64_t)sz[0] + sz[1] + sz[2]));
         goto fail;
     }
-    c.row_ptr = malloc(sz[0]);
+    void *ptr = malloc(sz[0]);
+    if (wide)
+        c.row_ptr64 = ptr;
+    else
+        c.row_ptr = ptr;
     c.col = malloc(sz[1] ? sz[1] : 1);
     c.val = malloc(sz[2] ? sz[2] : 1);
-    if (!c.row_ptr || !c.col || !c.val) {
+    if (!ptr || !c.col || !c.val) {
         rc = spmv_error_set(err, SPMV_ERR_NOMEM, 0, "%s: out of memory", path);
         goto fail;
     }
-    if (read_all(fd, c.row_ptr, sz[0]) || read_all(fd, c.col, sz[1]) || read_all(fd, c.val, sz[2])) {
+    if (read_all(fd, ptr, sz[0]) || read_all(fd, c.col, sz[1]) || read_all(fd, c.val, sz[2])) {
         rc = spmv_error_set(err, SPMV_ERR_IO, 0, "%s: read failed", path);
         goto fail;
     }
-    uint32_t crc = crc_update(crc_update(crc_update(0, c.row_ptr, sz[0]), c.col, sz[1]), c.val, sz[2]);
+    uint32_t crc = crc_update(crc_update(crc_update(0, ptr, sz[0]), c.col, sz[1]), c.val, sz[2]);
     if (crc != want_crc) {
         rc = spmv_error_set(err, SPMV_ERR_CORRUPT, 0, "%s: payload checksum mismatch", path);
         goto fail;
@@ -388,6 +402,7 @@ int matfile_read(const char *path, matfile_meta *meta, spmv_csr *out, spmv_error
     return SPMV_OK;
 fail:
     free(c.row_ptr);
+    free(c.row_ptr64);
     free(c.col);
     free(c.val);
     close(fd);

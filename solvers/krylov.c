@@ -58,7 +58,7 @@ int spmv_csr_inv_diag(const spmv_csr *a, void *out, spmv_error *err)
         return spmv_error_set(err, SPMV_ERR_SHAPE, 0, "Jacobi needs a square matrix, not %d x %d", a->rows, a->cols);
     for (int32_t i = 0; i < a->rows; i++) {
         double d = 0.0;
-        for (int32_t p = a->row_ptr[i]; p < a->row_ptr[i + 1]; p++)
+        for (int64_t p = spmv_csr_row_begin(a, i); p < spmv_csr_row_begin(a, i + 1); p++)
             if (a->col[p] == i)
                 d += a->dtype == SPMV_FLOAT64 ? ((const double *)a->val)[p] : ((const float *)a->val)[p];
         if (d == 0.0 || !isfinite(d))

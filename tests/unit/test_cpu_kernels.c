@@ -657,6 +657,99 @@ static void test_kernel_bytes(void **state)
     fixture_free(&f);
 }
 
+/* A wide CSR (64-bit row offsets, as a matrix past INT32_MAX non-zeros
+ * holds them): the reference, cpu.csr.serial and cpu.csr.omp (every
+ * thread count) give bitwise the 32-bit matrix's y — the same row loop
+ * over other offsets — on every test shape and both dtypes; every other
+ * CPU kernel, every derived format, the transpose, a k > 1 product and
+ * the format plan answer SPMV_ERR_LIMIT naming the 64-bit offsets; the
+ * kernel's bytes count 8-byte offsets. */
+static void test_wide_csr(void **state)
+{
+    (void)state;
+    tu_rng r;
+    tu_rng_init(&r, tu_seed() ^ 0x64);
+    for (int s = 0; s < TU_SHAPE_COUNT; s++)
+        for (size_t n = 0; n < sizeof sizes / sizeof sizes[0]; n++)
+            for (int d = 0; d < 2; d++) {
+                spmv_dtype dt = d ? SPMV_FLOAT32 : SPMV_FLOAT64;
+                spmv_coo coo;
+                spmv_matrix narrow, wide;
+                spmv_error err;
+                tu_random_coo(&r, (tu_shape)s, sizes[n], SPMV_FLOAT64, &coo);
+                assert_int_equal(spmv_matrix_build(&coo, dt, SPMV_FMT_CSR, 32, 0, &narrow, &err), SPMV_OK);
+                assert_int_equal(spmv_matrix_build(&coo, dt, SPMV_FMT_CSR, 32, 0, &wide, &err), SPMV_OK);
+                assert_int_equal(spmv_csr_widen(&wide.csr, &err), SPMV_OK);
+                assert_true(spmv_csr_wide(&wide.csr) && !wide.csr.row_ptr && !spmv_csr_wide(&narrow.csr));
+                for (int32_t i = 0; i <= coo.rows; i++)
+                    assert_int_equal(wide.csr.row_ptr64[i], narrow.csr.row_ptr[i]);
+                char what[160];
+                snprintf(what, sizeof what, "%s n=%d %s (nnz %lld)", tu_shape_name((tu_shape)s), sizes[n],
+                         spmv_dtype_name(dt), (long long)coo.nnz);
+                void *x = tu_vector_alloc(dt, coo.cols), *ref = tu_vector_alloc(dt, coo.rows),
+                     *y = tu_vector_alloc(dt, coo.rows);
+                size_t bytes = (size_t)coo.rows * spmv_dtype_size(dt);
+                tu_random_vector(&r, dt, coo.cols, x);
+                spmv_reference(&narrow.csr, x, ref);
+                tu_poison(y, dt, coo.rows);
+                spmv_reference(&wide.csr, x, y);
+                if (bytes && memcmp(y, ref, bytes) != 0)
+                    fail_msg("%s: the reference on 64-bit offsets differs from 32-bit", what);
+                static const int32_t threads[] = {0, 1, 3};
+                for (size_t t = 0; t < 4; t++) {
+                    const spmv_kernel *k = spmv_kernel_find(t == 0 ? "cpu.csr.serial" : "cpu.csr.omp");
+                    spmv_params p = {{0}};
+                    if (t > 0)
+                        p.v[SPMV_PARAM_THREADS] = threads[t - 1];
+                    spmv_stats st;
+                    tu_poison(y, dt, coo.rows);
+                    if (spmv_cpu_run(k, &wide, &p, x, y, 0, 1, &st, &err) != SPMV_OK)
+                        fail_msg("%s: %s on 64-bit offsets: %s", what, k->name, err.message);
+                    if (bytes && memcmp(y, ref, bytes) != 0)
+                        fail_msg("%s: %s (threads %d) on 64-bit offsets differs from the 32-bit reference", what,
+                                 k->name, p.v[SPMV_PARAM_THREADS]);
+                    assert_int_equal(spmv_kernel_bytes(k, &wide) - spmv_kernel_bytes(k, &narrow),
+                                     ((int64_t)coo.rows + 1) * 4);
+                }
+                for (size_t i = 0; i < spmv_kernel_count(); i++) {
+                    const spmv_kernel *k = spmv_kernel_at(i);
+                    if (k->device != SPMV_DEVICE_CPU || k->op != SPMV_OP_SPMV || !strcmp(k->name, "cpu.csr.serial") ||
+                        !strcmp(k->name, "cpu.csr.omp") || spmv_kernel_is_auto(k))
+                        continue;
+                    spmv_stats st;
+                    memset(&err, 0, sizeof err);
+                    if (spmv_cpu_run(k, &wide, NULL, x, y, 0, 1, &st, &err) != SPMV_ERR_LIMIT ||
+                        !strstr(err.message, "64-bit row offsets"))
+                        fail_msg("%s: %s on 64-bit offsets answered \"%s\", not SPMV_ERR_LIMIT", what, k->name,
+                                 err.message);
+                }
+                for (spmv_format f = SPMV_FMT_COO; f <= SPMV_FMT_PSELL; f <<= 1) {
+                    int64_t slots, fbytes;
+                    if (f == SPMV_FMT_CSR)
+                        continue;
+                    assert_int_equal(spmv_matrix_add_format(&wide, f, &err), SPMV_ERR_LIMIT);
+                    assert_int_equal(spmv_format_plan(&wide.csr, f, 32, &slots, &fbytes, &err), SPMV_ERR_LIMIT);
+                }
+                assert_int_equal(wide.formats, SPMV_FMT_CSR);
+                spmv_matrix t;
+                assert_int_equal(spmv_matrix_transpose(&wide, &t, &err), SPMV_ERR_LIMIT);
+                spmv_vec vx = {SPMV_DEVICE_CPU, dt, coo.cols, 2, NULL}, vy = {SPMV_DEVICE_CPU, dt, coo.rows, 2, NULL};
+                vx.data = tu_vector_alloc(dt, (int64_t)coo.cols * 2);
+                vy.data = tu_vector_alloc(dt, (int64_t)coo.rows * 2);
+                spmv_apply_args a = {1.0, 0.0, 0, 1};
+                assert_int_equal(spmv_cpu_apply(spmv_kernel_find("cpu.csr.omp"), &wide, NULL, &a, &vx, &vy, NULL, NULL,
+                                                &err), SPMV_ERR_LIMIT);
+                free(vx.data);
+                free(vy.data);
+                free(x);
+                free(ref);
+                free(y);
+                spmv_matrix_free(&narrow);
+                spmv_matrix_free(&wide);
+                spmv_coo_free(&coo);
+            }
+}
+
 int main(void)
 {
     tu_seed();
@@ -680,6 +773,7 @@ int main(void)
         cmocka_unit_test(test_stats_compute),
         cmocka_unit_test(test_max_rel_err),
         cmocka_unit_test(test_kernel_bytes),
+        cmocka_unit_test(test_wide_csr),
     };
     return cmocka_run_group_tests_name("cpu_kernels", tests, NULL, NULL);
 }

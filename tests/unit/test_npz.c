@@ -255,6 +255,20 @@ static void test_csr_direct(void **state)
             char *buf = slurp(path, &len);
             assert_int_equal(spmv_npz_read_buffer_csr(buf, len, NULL, &from_buf, NULL, &err), SPMV_OK);
             expect_csr_identical(&want, &from_buf);
+            /* the same archive with 64-bit row offsets asked for (what an
+             * archive past INT32_MAX entries gets): the same entries, wide */
+            spmv_mm_options o64 = {.offsets64 = true};
+            spmv_csr wide;
+            assert_int_equal(spmv_npz_read_buffer_csr(buf, len, &o64, &wide, NULL, &err), SPMV_OK);
+            assert_true(spmv_csr_wide(&wide) && !wide.row_ptr);
+            assert_int_equal(wide.nnz, want.nnz);
+            for (int32_t i = 0; i <= want.rows; i++)
+                assert_int_equal(wide.row_ptr64[i], want.row_ptr[i]);
+            if (want.nnz) {
+                assert_memory_equal(wide.col, want.col, (size_t)want.nnz * sizeof(int32_t));
+                assert_memory_equal(wide.val, want.val, (size_t)want.nnz * sizeof(double));
+            }
+            spmv_csr_free(&wide);
             free(buf);
             spmv_coo_free(&a);
             spmv_csr_free(&want);

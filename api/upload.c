@@ -570,10 +570,12 @@ static int build_matrix(request *r, upload_opts *o, const spmv_mm_info *info)
     int rc = host_csr(u, o, &err);
     if (rc == SPMV_OK && o->offsets64)
         rc = spmv_csr_widen(&u->csr, &err);
-    if (rc == SPMV_OK && spmv_csr_wide(&u->csr) && (o->shard || (o->device != -1 && o->device_named))) {
-        api_error(r, 422, "too_large", "matrix of %lld non-zeros with 64-bit row offsets%s: it is held on the host "
-                  "(device cpu) in this version, not %s", (long long)u->csr.nnz,
-                  o->offsets64 ? " (offsets=64)" : "", o->shard ? "sharded" : "on a GPU");
+    if (rc == SPMV_OK && spmv_csr_wide(&u->csr) &&
+        (o->shard || (o->device != -1 && o->device_named) || o->formats != SPMV_FMT_CSR)) {
+        api_error(r, 422, "too_large", "matrix of %lld non-zeros with 64-bit row offsets%s: it is held as CSR on the "
+                  "host (device cpu) in this version, not %s", (long long)u->csr.nnz,
+                  o->offsets64 ? " (offsets=64)" : "", o->shard ? "sharded" : o->formats != SPMV_FMT_CSR
+                  ? "with other formats (`formats`)" : "on a GPU");
         return SPMV_ERR_LIMIT;
     }
     if (rc == SPMV_OK && spmv_csr_wide(&u->csr) && o->device != -1) {

@@ -10,7 +10,8 @@
  * inside the shape, nnz within the limit. The CSR reader
  * (spmv_npz_read_buffer_csr: straight into the CSR, or through the COO)
  * must agree: the same status and message, and on success exactly the
- * CSR spmv_coo_to_csr makes of the COO.
+ * CSR spmv_coo_to_csr makes of the COO; read again with 64-bit row
+ * offsets (offsets64), the same matrix.
  *
  * Seeds (tests/fuzz/corpus/fuzz_npz/) are small archives written by
  * spmv-gen --npz (CSR, deflated and stored) and by SciPy (CSC, COO).
@@ -43,6 +44,18 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         (want.nnz && (memcmp(want.col, direct.col, (size_t)want.nnz * sizeof(int32_t)) != 0 ||
                       memcmp(want.val, direct.val, (size_t)want.nnz * sizeof(double)) != 0)))
         __builtin_trap(); /* not the COO reader's CSR */
+    /* the same archive with 64-bit row offsets: the same matrix, wide */
+    spmv_mm_options o64 = o;
+    o64.offsets64 = true;
+    spmv_csr wide;
+    if (spmv_npz_read_buffer_csr(data, size, &o64, &wide, NULL, &err2) != SPMV_OK)
+        __builtin_trap();
+    if (wide.nnz != want.nnz || wide.rows != want.rows || (want.nnz && memcmp(want.col, wide.col, (size_t)want.nnz * 4)))
+        __builtin_trap();
+    for (int64_t i = 0; i <= want.rows; i++)
+        if (spmv_csr_row_begin(&wide, i) != want.row_ptr[i])
+            __builtin_trap();
+    spmv_csr_free(&wide);
     spmv_csr_free(&want);
     spmv_csr_free(&direct);
     if (c.nnz > o.max_nnz || c.rows > o.max_rows || c.cols > o.max_cols)

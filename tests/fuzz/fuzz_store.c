@@ -57,10 +57,11 @@ static void fix_crcs(uint8_t *f, size_t n, unsigned flags)
 
 static void check_sound(const spmv_csr *c)
 {
-    if (c->rows < 0 || c->cols < 0 || c->nnz < 0 || c->row_ptr[0] != 0 || c->row_ptr[c->rows] != c->nnz)
+    if (c->rows < 0 || c->cols < 0 || c->nnz < 0 || !c->row_ptr == !c->row_ptr64 ||
+        spmv_csr_row_begin(c, 0) != 0 || spmv_csr_row_begin(c, c->rows) != c->nnz)
         __builtin_trap();
     for (int32_t i = 0; i < c->rows; i++)
-        if (c->row_ptr[i + 1] < c->row_ptr[i])
+        if (spmv_csr_row_begin(c, i + 1) < spmv_csr_row_begin(c, i))
             __builtin_trap();
     for (int64_t k = 0; k < c->nnz; k++)
         if (c->col[k] < 0 || c->col[k] >= c->cols)
@@ -81,8 +82,11 @@ static void round_trip(const matfile_meta *meta, const spmv_csr *c)
     if (matfile_read(again, &m3, &back, &err) != SPMV_OK)
         __builtin_trap();
     size_t vs = spmv_dtype_size(c->dtype);
+    bool wide = spmv_csr_wide(c);
     if (back.rows != c->rows || back.cols != c->cols || back.nnz != c->nnz || back.dtype != c->dtype ||
-        memcmp(back.row_ptr, c->row_ptr, ((size_t)c->rows + 1) * 4) != 0 ||
+        spmv_csr_wide(&back) != wide ||
+        memcmp(wide ? (const void *)back.row_ptr64 : (const void *)back.row_ptr,
+               wide ? (const void *)c->row_ptr64 : (const void *)c->row_ptr, ((size_t)c->rows + 1) * (wide ? 8 : 4)) != 0 ||
         (c->nnz && (memcmp(back.col, c->col, (size_t)c->nnz * 4) != 0 ||
                     memcmp(back.val, c->val, (size_t)c->nnz * vs) != 0)) ||
         strcmp(m3.name, meta->name) != 0)

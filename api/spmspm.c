@@ -139,7 +139,8 @@ static int check_operands(request *r)
     spmv_error err = {0};
     int st = spmv_spmspm_check(&t->a->host.csr, &t->b->host.csr, &err);
     if (st != SPMV_OK) {
-        api_error(r, 422, st == SPMV_ERR_SHAPE ? "shape_mismatch" : "dtype_mismatch", "%s", err.message);
+        api_error(r, 422, st == SPMV_ERR_SHAPE ? "shape_mismatch" : st == SPMV_ERR_LIMIT ? "too_large" : "dtype_mismatch",
+                  "%s", err.message);
         return -1;
     }
     return 0;

@@ -1041,10 +1041,6 @@ static int check_csr_args(const spmv_gpu_ctx *ctx, const spmv_csr *csr, spmv_dty
         return spmv_error_set(err, SPMV_ERR_INVALID, 0, "GPU upload: unknown format bits 0x%x", formats);
     if (hack_size < 0 || hack_size > 1024)
         return spmv_error_set(err, SPMV_ERR_INVALID, 0, "GPU upload: hack_size %d out of range 1..1024", hack_size);
-    if (spmv_csr_wide(csr)) /* a host CSR with 64-bit offsets goes to a GPU once that path has run on one */
-        return spmv_error_set(err, SPMV_ERR_LIMIT, 0, "GPU upload: this matrix has 64-bit row offsets (%lld "
-                              "non-zeros); uploads of such a matrix are held on the host (device=cpu) for now",
-                              (long long)csr->nnz);
     if (csr->rows < 0 || csr->cols < 0 || csr->nnz < 0 || csr->nnz > INT32_MAX)
         return spmv_error_set(err, SPMV_ERR_LIMIT, 0, "GPU upload: shape %d x %d with %lld entries is out of range",
                               csr->rows, csr->cols, (long long)csr->nnz);

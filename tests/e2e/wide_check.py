@@ -82,6 +82,9 @@ def refusals(mid, A, what):
     ok(st in (409, 422) and "64-bit" in json.dumps(d), "%s: op t refused (%d)" % (what, st), d)
     st, d = call("POST", "/v1/matrices/%s/spmv" % mid, {"kernel": "cpu.csr.omp", "x": [[1.0] * A.shape[1]] * 2})
     ok(st in (409, 422) and "64-bit" in json.dumps(d), "%s: k = 2 columns refused (%d)" % (what, st), d)
+    st, d = call("POST", "/v1/matrices/%s/spmspm" % mid, {"b": mid})
+    ok(st == 422 and d.get("error", {}).get("code") == "too_large" and "64-bit" in json.dumps(d),
+       "%s: SpMSpM refused (422 too_large)" % what, d)
 
 
 def upload(path, query, body_bytes=None):

@@ -506,24 +506,8 @@ static int take_ptr(void *ctx, const npy *a, int64_t off, const int64_t *iv, con
     return check_ptr_end(a, off + n, c->prev, c->nnz, err);
 }
 
-/* indptr kept as it is, 64-bit: a wide CSR's row_ptr64. */
-static int take_row_ptr64(void *ctx, const npy *a, int64_t off, const int64_t *iv, const double *dv, int64_t n,
-                          spmv_error *err)
-{
-    (void)dv;
-    ptr_ctx *c = ctx;
-    for (int64_t i = 0; i < n; i++) {
-        int64_t k = off + i, v = iv[i];
-        int st = check_ptr(a, k, v, c->prev, c->nnz, err);
-        if (st)
-            return st;
-        c->major64[k] = v;
-        c->prev = v;
-    }
-    return check_ptr_end(a, off + n, c->prev, c->nnz, err);
-}
-
-/* indptr kept as it is: the CSR's row_ptr (the direct read). */
+/* indptr kept as it is: the CSR's row_ptr (the direct read), or a wide
+ * CSR's row_ptr64. */
 static int take_row_ptr(void *ctx, const npy *a, int64_t off, const int64_t *iv, const double *dv, int64_t n,
                         spmv_error *err)
 {
@@ -534,7 +518,10 @@ static int take_row_ptr(void *ctx, const npy *a, int64_t off, const int64_t *iv,
         int st = check_ptr(a, k, v, c->prev, c->nnz, err);
         if (st)
             return st;
-        c->major[k] = (int32_t)v;
+        if (c->major64)
+            c->major64[k] = v;
+        else
+            c->major[k] = (int32_t)v;
         c->prev = v;
     }
     return check_ptr_end(a, off + n, c->prev, c->nnz, err);
@@ -781,8 +768,7 @@ static int read_direct(zip_t *za, const spmv_mm_options *opts, const npz_head *h
     pc.major = c.row_ptr;
     pc.major64 = c.row_ptr64;
     if ((st = read_indices_direct(za, c.col, h->nnz, h->cols, err)) ||
-        (st = read_member(za, "indptr.npy", false, wide ? take_row_ptr64 : take_row_ptr, &pc, need_int_1d,
-                          h->rows + 1, "pointers", err)))
+        (st = read_member(za, "indptr.npy", false, take_row_ptr, &pc, need_int_1d, h->rows + 1, "pointers", err)))
         goto fail;
     if (!rows_strictly_increasing(&c, threads_of(opts))) {
         st = NOT_DIRECT;

@@ -13,19 +13,24 @@
 
 #include "kernels.h"
 
-#define DEFINE_CSR_KERNELS(T, SFX)                                                                \
-    static void csr_rows_##SFX(const int32_t *restrict rp, const int32_t *restrict col,            \
-                               const T *restrict val, const T *restrict x, T *restrict y,          \
-                               int32_t r0, int32_t r1)                                             \
+/* Rows [r0, r1) of y = A*x, offsets of type OT (32-bit, or 64-bit for a
+ * wide CSR). */
+#define DEFINE_CSR_ROWS(T, OT, NAME)                                                               \
+    static void NAME(const OT *restrict rp, const int32_t *restrict col, const T *restrict val,    \
+                     const T *restrict x, T *restrict y, int32_t r0, int32_t r1)                   \
     {                                                                                              \
         for (int32_t i = r0; i < r1; i++) {                                                        \
             T sum = 0;                                                                             \
-            int32_t end = rp[i + 1];                                                               \
-            for (int32_t k = rp[i]; k < end; k++)                                                  \
+            OT end = rp[i + 1];                                                                    \
+            for (OT k = rp[i]; k < end; k++)                                                       \
                 sum += val[k] * x[col[k]];                                                         \
             y[i] = sum;                                                                            \
         }                                                                                          \
-    }                                                                                              \
+    }
+
+#define DEFINE_CSR_KERNELS(T, SFX)                                                                \
+    DEFINE_CSR_ROWS(T, int32_t, csr_rows_##SFX)                                                    \
+    DEFINE_CSR_ROWS(T, int64_t, csr_rows64_##SFX)                                                  \
                                                                                                    \
     /* One pass of the chunked kernel: the entries of columns below `cend`. */                     \
     static void csr_chunk_pass_##SFX(const int32_t *restrict rp, const int32_t *restrict col,       \
@@ -57,25 +62,8 @@
                                  c0 + w);                                                          \
     }
 
-/* The same row loop over 64-bit offsets (a wide CSR). */
-#define DEFINE_CSR_ROWS64(T, SFX)                                                                  \
-    static void csr_rows64_##SFX(const int64_t *restrict rp, const int32_t *restrict col,          \
-                                 const T *restrict val, const T *restrict x, T *restrict y,        \
-                                 int32_t r0, int32_t r1)                                           \
-    {                                                                                              \
-        for (int32_t i = r0; i < r1; i++) {                                                        \
-            T sum = 0;                                                                             \
-            int64_t end = rp[i + 1];                                                               \
-            for (int64_t k = rp[i]; k < end; k++)                                                  \
-                sum += val[k] * x[col[k]];                                                         \
-            y[i] = sum;                                                                            \
-        }                                                                                          \
-    }
-
 DEFINE_CSR_KERNELS(double, f64)
 DEFINE_CSR_KERNELS(float, f32)
-DEFINE_CSR_ROWS64(double, f64)
-DEFINE_CSR_ROWS64(float, f32)
 
 static void csr_rows(const spmv_csr *a, const void *x, void *y, int32_t r0, int32_t r1)
 {

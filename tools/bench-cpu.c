@@ -342,13 +342,14 @@ static void bench_kernel(const bench_opts *o, const bench_matrix *bm, const spmv
                          const void *x, void *y, const void *ref, double triad_gbps, double *serial_ms,
                          int *mismatches)
 {
+    bool wide = spmv_csr_wide(&m->csr);
     const char *reason = NULL;
     spmv_error err = {0};
     spmv_params p;
     spmv_stats st;
 
-    printf("| %s | %" PRId32 " | %" PRId64 " | %s | %s |", bm->name, m->rows, m->nnz, k->name,
-           spmv_dtype_name(m->dtype));
+    printf("| %s | %" PRId32 " | %" PRId64 " | %s%s | %s |", bm->name, m->rows, m->nnz, k->name,
+           wide ? " (64-bit offsets)" : "", spmv_dtype_name(m->dtype));
     if (!spmv_kernel_available(k, &reason)) {
         printf(" unavailable: %s | | | | | |\n", reason ? reason : "?");
         return;
@@ -374,7 +375,7 @@ static void bench_kernel(const bench_opts *o, const bench_matrix *bm, const spmv
     double bound = m->dtype == SPMV_FLOAT32 ? 1e-3 : 1e-10;
     if (!(e <= bound))
         (*mismatches)++;
-    if (strcmp(k->name, "cpu.csr.serial") == 0)
+    if (strcmp(k->name, "cpu.csr.serial") == 0 && !wide)
         *serial_ms = st.median_ms;
     print_ms(st.median_ms);
     printf(" %.2f | %.1f | %.0f%% | %.2fx | %.1e%s |\n", st.gflops, st.gbps,
@@ -417,6 +418,16 @@ static int bench_dtype(const bench_opts *o, const bench_matrix *bm, const spmv_c
         if (k->device == SPMV_DEVICE_CPU && k->op == SPMV_OP_SPMV && k != serial && selected(o->kernels, k->name))
             bench_kernel(o, bm, k, &m, x, y, ref, triad_gbps, &serial_ms, mismatches);
     }
+    /* the CSR kernels again on 64-bit row offsets (what a matrix past
+     * INT32_MAX non-zeros holds): the price of the wider offsets, which
+     * smaller matrices do not pay */
+    if (spmv_csr_widen(&m.csr, &err) != SPMV_OK) {
+        fprintf(stderr, "bench-cpu: %s %s: %s\n", bm->name, spmv_dtype_name(dt), err.message);
+        goto fail;
+    }
+    bench_kernel(o, bm, serial, &m, x, y, ref, triad_gbps, &serial_ms, mismatches);
+    if (selected(o->kernels, "cpu.csr.omp"))
+        bench_kernel(o, bm, spmv_kernel_find("cpu.csr.omp"), &m, x, y, ref, triad_gbps, &serial_ms, mismatches);
     rc = 0;
 fail:
     free(x);

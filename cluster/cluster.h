@@ -186,7 +186,7 @@ int cluster_matrix_nranks(const cluster_matrix *m);
  * (max over ranks of each run's, averaged over runs). comm_ms is the
  * time the halo exchange took beyond what the local product hid (posting
  * it and waiting for it); gather_ms the gather of y at rank 0, once per
- * request. */
+ * request (0 when y is a distributed vector). */
 typedef struct cluster_spmv_stats {
     spmv_stats st;
     double compute_ms, comm_ms, gather_ms;

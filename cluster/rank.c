@@ -492,7 +492,7 @@ int cluster_spmv(cluster *c, cluster_matrix *m, const spmv_kernel *k, const spmv
     }
     if (rc == SPMV_OK)
         rc = reqs_wait(c, &r, "gathering y", err);
-    out->gather_ms = spmv_now_ms() - g0;
+    out->gather_ms = io->yv ? 0 : spmv_now_ms() - g0; /* a vector y is not gathered: only replies came */
     if (rc != SPMV_OK)
         goto out;
     if (own_rc != SPMV_OK) {

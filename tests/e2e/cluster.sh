@@ -53,7 +53,7 @@ start_job() {
   JOB_LOG=$E2E_TMP/job.$SPMVD_PORT.log
   rm -f "$STATE/rank0.pid"
   mpirun -np "$1" "${MPI_FLAGS[@]}" "$SPMVD" --listen "127.0.0.1:$SPMVD_PORT" --state-dir "$STATE" --threads 2 \
-    --cluster-timeout-ms "$TIMEOUT_MS" --shard-nnz 20000 >"$JOB_LOG" 2>&1 &
+    --cluster-timeout-ms "$TIMEOUT_MS" --shard-nnz 20000 --allow-shm true >"$JOB_LOG" 2>&1 &
   MPIRUN_PID=$!
   SPMVD_PIDS+=("$MPIRUN_PID")
   SPMVD_PID=$MPIRUN_PID

@@ -11,6 +11,7 @@ printed):
 - vectors made like the sharded matrix are distributed (descriptor:
   device "cluster", one slice per rank, on the shards' devices); values
   written come back bit for bit, a random fill matches a host vector's;
+- values from and into a shared-memory region (scattered, gathered);
 - /spmv with x and y as distributed vectors (y = alpha*A*x + beta*y), and
   each mixed with an inline operand, against the product computed here;
 - /v1/ops on them: spmv, dot, nrm2, axpy, axpby, scal, copy, fill;
@@ -129,12 +130,37 @@ R1, _ = make({"like": AID, "fill": "random", "seed": 77})
 R2, _ = make({"n": M, "device": "cpu", "fill": "random", "seed": 77})
 ok(values(R1) == values(R2), "a random fill gives what one device's vector of the same seed holds")
 
+# ------------------------------------------------------------ shared memory
+# values scattered from a POSIX region, gathered back into one
+from multiprocessing import shared_memory
+import struct
+
+region = shared_memory.SharedMemory(create=True, size=16 * M)
+try:
+    sv = draw(M)
+    region.buf[: 8 * M] = struct.pack("<%dd" % M, *sv)
+    st, d = call("POST", "/v1/shm", {"name": region.name.lstrip("/"), "size": 16 * M})
+    if st == 201:
+        S, _ = make({"like": AID, "values": {"shm": region.name.lstrip("/"), "offset": 0}})
+        st2, d2 = call("GET", "/v1/vectors/%s?shm=%s&offset=%d" % (S, region.name.lstrip("/"), 8 * M))
+        back = list(struct.unpack("<%dd" % M, bytes(region.buf[8 * M: 16 * M])))
+        ok(S and values(S) == sv and st2 == 200 and back == sv,
+           "a distributed vector's values come from a shared-memory region and go back into one, bit for bit", d2)
+        call("DELETE", "/v1/vectors/%s" % S)
+        call("DELETE", "/v1/shm/%s" % region.name.lstrip("/"))
+    else:
+        tap.skip("shared-memory regions are off in this job (%s)" % d)
+finally:
+    region.close()
+    region.unlink()
+
 # ------------------------------------------------------------ /spmv
 ax, aax = matvec(xv), absmatvec(xv)
 st, d = call("POST", "/v1/matrices/%s/spmv" % AID, {"kernel": KERNEL, "x": {"vector": X}, "y": {"vector": Y},
                                                      "alpha": 2.0, "beta": -1.0})
-ok(st == 200 and d.get("y") == {"vector": Y} and d.get("cluster", {}).get("ranks") == NP,
-   "spmv with x and y distributed: 200, y stays on the ranks (%s)" % KERNEL, d)
+ok(st == 200 and d.get("y") == {"vector": Y} and d.get("cluster", {}).get("ranks") == NP and
+   d["cluster"].get("gather_ms") == 0,
+   "spmv with x and y distributed: 200, y stays on the ranks (gather_ms 0, %s)" % KERNEL, d)
 close(values(Y), [2 * a - 0.5 for a in ax], [2 * m + 0.5 for m in aax], 1e-12, "y = 2*A*x - y on the ranks equals "
       "the product computed here")
 st, d = call("POST", "/v1/matrices/%s/spmv" % AID, {"kernel": "auto", "x": {"vector": X}})

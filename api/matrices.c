@@ -111,6 +111,12 @@ json_t *api_matrix_json(spmvd *d, matrix *m)
         json_object_set_new(o, "row_offsets", json_integer(spmv_csr_wide(&m->host.csr) ? 64 : 32));
     if (o && m->shards)
         json_object_set_new(o, "shards", shards_json(m));
+    if (o && m->meta.generated) { /* built by formula; the file keeps this recipe */
+        const spmv_gen_spec *g = &m->meta.recipe;
+        json_object_set_new(o, "generated", json_pack("{s:s, s:I, s:i, s:I, s:I}", "kind", spmv_gen_kind_name(g->kind),
+                                                      "n", (json_int_t)g->n, "per_row", g->per_row, "dense_len",
+                                                      (json_int_t)g->dense_len, "seed", (json_int_t)g->seed));
+    }
     return o;
 }
 

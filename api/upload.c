@@ -33,9 +33,7 @@
  * written, as a GPU load does.
  */
 #include <errno.h>
-#include <float.h>
 #include <limits.h>
-#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -61,15 +59,19 @@ typedef struct upload {
     int spool_fd;               /* -1: none */
     char spool_path[PATH_MAX];
     struct MHD_PostProcessor *pp;
+    bool multipart;             /* the body is form fields (pp), not the file itself */
     bool file_seen;
     char name[FIELD_MAX], dtype[FIELD_MAX], formats[FIELD_MAX], hack_size[FIELD_MAX], device[FIELD_MAX];
     char shard[FIELD_MAX], offsets[FIELD_MAX];
+    char generate[FIELD_MAX], gen_n[FIELD_MAX], gen_per_row[FIELD_MAX], gen_dense_len[FIELD_MAX], gen_seed[FIELD_MAX];
     char filename[FIELD_MAX];
     double parse_ms;
     uint64_t bytes;
     /* after the body */
     spmv_coo coo;               /* the Matrix Market reader's, until the CSR is built */
     spmv_csr csr;               /* float64 from the reader, then the matrix's (moved into m) */
+    bool generated;             /* `generate`: csr built by formula in its dtype, `recipe` kept */
+    spmv_gen_spec recipe;
     matrix *m;
     worker *gpu;
     bool shard_gpu;             /* shard=true: onto the ranks' GPUs */
@@ -206,8 +208,10 @@ static enum MHD_Result on_field(void *cls, enum MHD_ValueKind kind, const char *
             feed(r, data, size);
         return r->failed ? MHD_NO : MHD_YES;
     }
-    static const char *const names[] = {"name", "dtype", "formats", "hack_size", "device", "shard", "offsets"};
-    char *bufs[] = {u->name, u->dtype, u->formats, u->hack_size, u->device, u->shard, u->offsets};
+    static const char *const names[] = {"name", "dtype", "formats", "hack_size", "device", "shard", "offsets",
+                                        "generate", "n", "per_row", "dense_len", "seed"};
+    char *bufs[] = {u->name, u->dtype, u->formats, u->hack_size, u->device, u->shard, u->offsets,
+                    u->generate, u->gen_n, u->gen_per_row, u->gen_dense_len, u->gen_seed};
     for (size_t i = 0; i < sizeof names / sizeof names[0]; i++)
         if (strcmp(key, names[i]) == 0) {
             if (field_append(bufs[i], data, off, size) != 0) {
@@ -217,7 +221,7 @@ static enum MHD_Result on_field(void *cls, enum MHD_ValueKind kind, const char *
             return MHD_YES;
         }
     api_error(r, 400, "bad_request", "unknown form field `%s` (known: file, name, dtype, formats, hack_size, device, "
-              "shard, offsets)", key);
+              "shard, offsets, generate, n, per_row, dense_len, seed)", key);
     return MHD_NO;
 }
 
@@ -249,6 +253,11 @@ static void upload_begin(request *r)
     query_option(r, "device", u->device);
     query_option(r, "shard", u->shard);
     query_option(r, "offsets", u->offsets);
+    query_option(r, "generate", u->generate);
+    query_option(r, "n", u->gen_n);
+    query_option(r, "per_row", u->gen_per_row);
+    query_option(r, "dense_len", u->gen_dense_len);
+    query_option(r, "seed", u->gen_seed);
     spmv_mm_options opts = {.max_rows = atomic_load(&d->limits.max_rows),
                             .max_cols = atomic_load(&d->limits.max_rows),
                             .max_nnz = atomic_load(&d->limits.max_nnz), .threads = 0};
@@ -261,6 +270,7 @@ static void upload_begin(request *r)
     }
     const char *ct = api_header_in(r, MHD_HTTP_HEADER_CONTENT_TYPE);
     if (ct && strncasecmp(ct, "multipart/form-data", 19) == 0) {
+        u->multipart = true;
         u->pp = MHD_create_post_processor(r->conn, POST_BUFFER, on_field, r);
         if (!u->pp)
             api_error(r, 400, "bad_request", "malformed multipart/form-data header (no boundary?)");
@@ -483,38 +493,22 @@ static void upload_resumed(request *r)
     answer_created(r);
 }
 
-/* dtype "mixed": every value rounded to the nearest float32 (held in
- * float64, so every kernel multiplies float32 values by float64 x and sums
- * in float64); one past float32's range is refused rather than made
- * infinite. */
-static int round_to_float32(spmv_csr *c, spmv_error *err)
-{
-    double *v = c->val;
-    for (int32_t i = 0; i < c->rows; i++)
-        for (int64_t k = spmv_csr_row_begin(c, i); k < spmv_csr_row_begin(c, i + 1); k++) {
-            if (isfinite(v[k]) && fabs(v[k]) > FLT_MAX)
-                return spmv_error_set(err, SPMV_ERR_LIMIT, 0,
-                                      "dtype mixed: entry (%d, %d) = %.17g is outside float32's range (|v| <= %.9g)",
-                                      i + 1, c->col[k] + 1, v[k], (double)FLT_MAX);
-            v[k] = (double)(float)v[k];
-        }
-    return SPMV_OK;
-}
-
 /* The host CSR in the asked dtype, in u->csr: the Matrix Market reader's
  * COO converted (and freed: it is not needed past this), or the .npz
  * reader's float64 CSR as it is (its values cast for float32). */
 static int host_csr(upload *u, const upload_opts *o, spmv_error *err)
 {
     int rc = SPMV_OK;
-    if (!u->npz) {
+    if (u->generated) {
+        /* built in its dtype (float64 for mixed) */
+    } else if (!u->npz) {
         rc = spmv_coo_to_csr(&u->coo, o->dtype, &u->csr, err);
         spmv_coo_free(&u->coo);
     } else if (u->csr.dtype != o->dtype) {
         rc = spmv_csr_to_dtype(&u->csr, o->dtype, err);
     }
     if (rc == SPMV_OK && o->mixed)
-        rc = round_to_float32(&u->csr, err);
+        rc = spmv_csr_round_to_float32(&u->csr, err);
     return rc;
 }
 
@@ -566,22 +560,17 @@ static int build_matrix(request *r, upload_opts *o, const spmv_mm_info *info)
     meta.created = (int64_t)time(NULL);
     meta.parse_ms = u->parse_ms;
     meta.mixed = o->mixed;
+    meta.generated = u->generated;
+    meta.recipe = u->recipe;
     double t0 = spmv_now_ms();
     int rc = host_csr(u, o, &err);
     if (rc == SPMV_OK && o->offsets64)
         rc = spmv_csr_widen(&u->csr, &err);
-    if (rc == SPMV_OK && spmv_csr_wide(&u->csr) &&
-        (o->shard || (o->device != -1 && o->device_named) || o->formats != SPMV_FMT_CSR)) {
-        api_error(r, 422, "too_large", "matrix of %lld non-zeros with 64-bit row offsets%s: it is held as CSR on the "
-                  "host (device cpu) in this version, not %s", (long long)u->csr.nnz,
-                  o->offsets64 ? " (offsets=64)" : "", o->shard ? "sharded" : o->formats != SPMV_FMT_CSR
-                  ? "with other formats (`formats`)" : "on a GPU");
+    if (rc == SPMV_OK && spmv_csr_wide(&u->csr) && (o->shard || o->formats != SPMV_FMT_CSR)) {
+        api_error(r, 422, "too_large", "matrix of %lld non-zeros with 64-bit row offsets%s: it is held as CSR only, "
+                  "on the host or one GPU, in this version, not %s", (long long)u->csr.nnz,
+                  o->offsets64 ? " (offsets=64)" : "", o->shard ? "sharded" : "with other formats (`formats`)");
         return SPMV_ERR_LIMIT;
-    }
-    if (rc == SPMV_OK && spmv_csr_wide(&u->csr) && o->device != -1) {
-        log_info("upload %s: %lld non-zeros with 64-bit row offsets: held on the host", meta.id, (long long)u->csr.nnz);
-        o->device = -1;
-        meta.device = MATFILE_DEVICE_HOST;
     }
     char why[256];
     if (rc == SPMV_OK && shard_by_config(r, o, &u->csr, why, sizeof why)) {
@@ -602,6 +591,83 @@ static int build_matrix(request *r, upload_opts *o, const spmv_mm_info *info)
     return SPMV_OK;
 }
 
+/* ----------------------------------------------------------- generate */
+
+static int gen_number(request *r, const char *key, const char *text, int64_t lo, int64_t hi, int64_t *out)
+{
+    char *end;
+    errno = 0;
+    long long v = strtoll(text, &end, 10);
+    if (errno || end == text || *end || v < lo || v > hi) {
+        api_error(r, 400, "invalid_request", "`%s` must be an integer in %lld..%lld, not \"%s\"", key, (long long)lo,
+                  (long long)hi, text);
+        return -1;
+    }
+    *out = v;
+    return 0;
+}
+
+/* `generate=<kind>` (with n, per_row, dense_len, seed as spmv-gen takes
+ * them): the matrix is built here by formula, straight into the CSR of the
+ * asked dtype, instead of read from a body; the file keeps the recipe. */
+static int generate_csr(request *r, const upload_opts *o)
+{
+    upload *u = U(r);
+    spmv_error err = {0};
+    spmv_gen_spec *g = &u->recipe;
+    int64_t v;
+    memset(g, 0, sizeof *g);
+    if (u->file_seen || (!u->multipart && u->bytes > 0)) {
+        api_error(r, 400, "invalid_request", "`generate` builds the matrix: the request must carry no file or body");
+        return -1;
+    }
+    if (spmv_gen_kind_parse(u->generate, &g->kind) != SPMV_OK) {
+        api_error(r, 400, "invalid_request", "`generate` must name a generator (poisson2d, poisson3d, stencil27, "
+                  "uniform, powerlaw, graph_uniform, graph_powerlaw, banded_dense_row, lp, band), not \"%s\"",
+                  u->generate);
+        return -1;
+    }
+    if (!u->gen_n[0]) {
+        api_error(r, 400, "invalid_request", "`generate` needs `n` (grid side or rows)");
+        return -1;
+    }
+    if (gen_number(r, "n", u->gen_n, 1, INT32_MAX, &g->n) != 0 ||
+        (u->gen_per_row[0] && gen_number(r, "per_row", u->gen_per_row, 0, INT32_MAX, &v) != 0))
+        return -1;
+    g->per_row = u->gen_per_row[0] ? (int32_t)v : 0;
+    if (u->gen_dense_len[0] && gen_number(r, "dense_len", u->gen_dense_len, 0, INT32_MAX, &g->dense_len) != 0)
+        return -1;
+    if (u->gen_seed[0] && gen_number(r, "seed", u->gen_seed, 0, INT64_MAX, &v) != 0)
+        return -1;
+    spmv_gen_defaults(g, u->gen_per_row[0], u->gen_dense_len[0], u->gen_seed[0]);
+    if (u->gen_seed[0])
+        g->seed = (uint64_t)v;
+    double t0 = spmv_now_ms();
+    int rc = spmv_gen_csr(g, o->dtype, o->offsets64, atomic_load(&r->d->limits.max_nnz), &u->csr, &err);
+    u->parse_ms = spmv_now_ms() - t0;
+    if (rc == SPMV_OK && u->csr.rows > atomic_load(&r->d->limits.max_rows)) {
+        spmv_csr_free(&u->csr);
+        rc = spmv_error_set(&err, SPMV_ERR_LIMIT, 0, "%s with n = %lld has more rows than max_rows %lld",
+                            spmv_gen_kind_name(g->kind), (long long)g->n,
+                            (long long)atomic_load(&r->d->limits.max_rows));
+    }
+    if (rc != SPMV_OK) {
+        if (rc == SPMV_ERR_LIMIT)
+            api_error(r, 422, "too_large", "`generate`: %s (this daemon's max_nnz %lld, max_rows %lld)", err.message,
+                      (long long)atomic_load(&r->d->limits.max_nnz), (long long)atomic_load(&r->d->limits.max_rows));
+        else
+            api_error_spmv(r, rc, &err);
+        return -1;
+    }
+    u->generated = true;
+    log_info("upload: generated %s n %lld per_row %d dense_len %lld seed %llu: %d x %d, %lld non-zeros in %.1f ms",
+             spmv_gen_kind_name(g->kind), (long long)g->n, g->per_row, (long long)g->dense_len,
+             (unsigned long long)g->seed, u->csr.rows, u->csr.cols, (long long)u->csr.nnz, u->parse_ms);
+    return 0;
+}
+
+static void upload_place(request *r, upload_opts *op);
+
 static void upload_end(request *r)
 {
     upload *u = U(r);
@@ -613,10 +679,18 @@ static void upload_end(request *r)
         u->pp = NULL;
         if (r->resp)
             return;
-        if (!u->file_seen) {
+        if (!u->file_seen && !u->generate[0]) {
             api_error(r, 400, "bad_request", "multipart upload without a `file` field");
             return;
         }
+    }
+    if (u->generate[0]) {
+        memset(&info, 0, sizeof info);
+        info.symmetry = SPMV_MM_GENERAL;
+        if (parse_options(r, &o) != 0 || generate_csr(r, &o) != 0 || build_matrix(r, &o, &info) != 0)
+            return;
+        upload_place(r, &o);
+        return;
     }
     if (!u->decided)
         decide(r); /* a body of fewer than 4 bytes */
@@ -651,6 +725,15 @@ static void upload_end(request *r)
     }
     if (parse_options(r, &o) != 0 || build_matrix(r, &o, &info) != 0)
         return;
+    upload_place(r, &o);
+}
+
+/* The matrix built: stored and answered (host), or loaded onto its GPU or
+ * the ranks while its file is written. */
+static void upload_place(request *r, upload_opts *op)
+{
+    upload *u = U(r);
+    upload_opts o = *op;
     if (o.device == -1 && !o.shard) {
         store_and_answer(r);
         return;

@@ -27,6 +27,9 @@ enum {
     OFF_MAGIC = 0, OFF_VERSION = 8, OFF_DTYPE = 12, OFF_ROWS = 16, OFF_COLS = 20,
     OFF_NNZ = 24, OFF_SYMMETRY = 32, OFF_FORMATS = 36, OFF_HACK = 40, OFF_DEVICE = 44,
     OFF_CREATED = 48, OFF_TIMINGS = 56, OFF_ID = 88, OFF_NAME = 128, OFF_FLAGS = 384,
+    /* a generated matrix's recipe (FLAG_RECIPE): spmv_gen_spec's fields */
+    OFF_RECIPE_KIND = 400, OFF_RECIPE_PER_ROW = 404, OFF_RECIPE_N = 408, OFF_RECIPE_DENSE = 416,
+    OFF_RECIPE_SEED = 424,
     OFF_PAYLOAD_CRC = 504, OFF_HEADER_CRC = 508,
 };
 
@@ -35,6 +38,7 @@ enum {
     FLAG_MIXED = 1u << 0,
     FLAG_SHARDED = 1u << 1,
     FLAG_WIDE = 1u << 2,        /* 64-bit row pointers (a wide CSR: spmv_csr_wide) */
+    FLAG_RECIPE = 1u << 3,      /* no arrays: the recipe at OFF_RECIPE_* builds them */
 };
 
 int matfile_path(const char *dir, const char *id, char *buf, size_t len)
@@ -90,7 +94,14 @@ static void encode_header(unsigned char *h, const matfile_meta *m, const spmv_cs
     put32(h, OFF_DEVICE, (uint32_t)m->device);
     put64(h, OFF_CREATED, (uint64_t)m->created);
     put32(h, OFF_FLAGS, (m->mixed ? FLAG_MIXED : 0) | (m->sharded ? FLAG_SHARDED : 0) |
-                            (spmv_csr_wide(csr) ? FLAG_WIDE : 0));
+                            (spmv_csr_wide(csr) ? FLAG_WIDE : 0) | (m->generated ? FLAG_RECIPE : 0));
+    if (m->generated) {
+        put32(h, OFF_RECIPE_KIND, (uint32_t)m->recipe.kind);
+        put32(h, OFF_RECIPE_PER_ROW, (uint32_t)m->recipe.per_row);
+        put64(h, OFF_RECIPE_N, (uint64_t)m->recipe.n);
+        put64(h, OFF_RECIPE_DENSE, (uint64_t)m->recipe.dense_len);
+        put64(h, OFF_RECIPE_SEED, m->recipe.seed);
+    }
     double t[4] = {m->parse_ms, m->convert_ms, m->transfer_ms, m->store_ms};
     memcpy(h + OFF_TIMINGS, t, sizeof t);
     memcpy(h + OFF_ID, m->id, strnlen(m->id, MATFILE_ID_LEN));
@@ -207,7 +218,7 @@ int matfile_stage(const char *dir, const matfile_meta *meta, const spmv_csr *csr
     payload_writer w = {st->fd, abandon, 0, MATFILE_HEADER_BYTES, MATFILE_HEADER_BYTES};
     int wr = lseek(st->fd, MATFILE_HEADER_BYTES, SEEK_SET) != MATFILE_HEADER_BYTES ? -1 : 0;
     const void *ptr = spmv_csr_wide(csr) ? (const void *)csr->row_ptr64 : (const void *)csr->row_ptr;
-    if (!wr && !(wr = write_payload(&w, ptr, sz[0])) && !(wr = write_payload(&w, csr->col, sz[1])))
+    if (!wr && !meta->generated && !(wr = write_payload(&w, ptr, sz[0])) && !(wr = write_payload(&w, csr->col, sz[1])))
         wr = write_payload(&w, csr->val, sz[2]);
     if (wr == ABANDONED) {
         matfile_discard(st);
@@ -315,10 +326,19 @@ static int decode_header(const unsigned char *h, matfile_meta *m, spmv_csr *csr,
     m->device = (int32_t)get32(h, OFF_DEVICE);
     m->created = (int64_t)get64(h, OFF_CREATED);
     uint32_t flags = get32(h, OFF_FLAGS);
-    if ((flags & ~(uint32_t)(FLAG_MIXED | FLAG_SHARDED | FLAG_WIDE)) || ((flags & FLAG_MIXED) && dtype != SPMV_FLOAT64))
+    if ((flags & ~(uint32_t)(FLAG_MIXED | FLAG_SHARDED | FLAG_WIDE | FLAG_RECIPE)) ||
+        ((flags & FLAG_MIXED) && dtype != SPMV_FLOAT64))
         return spmv_error_set(err, SPMV_ERR_CORRUPT, 0, "%s: header flags 0x%x unknown or inconsistent", path, flags);
     m->mixed = (flags & FLAG_MIXED) != 0;
     m->sharded = (flags & FLAG_SHARDED) != 0;
+    m->generated = (flags & FLAG_RECIPE) != 0;
+    if (m->generated) {
+        m->recipe.kind = (spmv_gen_kind)get32(h, OFF_RECIPE_KIND);
+        m->recipe.per_row = (int32_t)get32(h, OFF_RECIPE_PER_ROW);
+        m->recipe.n = (int64_t)get64(h, OFF_RECIPE_N);
+        m->recipe.dense_len = (int64_t)get64(h, OFF_RECIPE_DENSE);
+        m->recipe.seed = get64(h, OFF_RECIPE_SEED);
+    }
     double t[4];
     memcpy(t, h + OFF_TIMINGS, sizeof t);
     m->parse_ms = t[0];
@@ -350,6 +370,37 @@ static int check_structure(const spmv_csr *c, const char *path, spmv_error *err)
     return SPMV_OK;
 }
 
+/* A generated matrix read back: no arrays in the file; its recipe builds
+ * them (float64 rounded for mixed), and the shape and non-zeros must be
+ * the header's (a generator that changed since would give another
+ * matrix: refused as damaged rather than served as the stored one). */
+static int rebuild(const char *path, const matfile_meta *meta, const spmv_csr *want, bool wide, uint64_t size,
+                   spmv_csr *out, spmv_error *err)
+{
+    spmv_csr c = {0};
+    spmv_error e = {0};
+    if (size != MATFILE_HEADER_BYTES)
+        return spmv_error_set(err, SPMV_ERR_CORRUPT, 0, "%s: a generated matrix's file of %llu bytes, not %d", path,
+                              (unsigned long long)size, MATFILE_HEADER_BYTES);
+    /* the header's non-zeros bound the build: a recipe giving more is refused before its entries are allocated */
+    int rc = spmv_gen_csr(&meta->recipe, meta->mixed ? SPMV_FLOAT64 : want->dtype, wide, want->nnz, &c, &e);
+    if (rc == SPMV_OK && meta->mixed)
+        rc = spmv_csr_round_to_float32(&c, &e);
+    if (rc != SPMV_OK) {
+        spmv_csr_free(&c);
+        return spmv_error_set(err, rc == SPMV_ERR_NOMEM ? SPMV_ERR_NOMEM : SPMV_ERR_CORRUPT, 0,
+                              "%s: rebuilding the generated matrix from its recipe: %s", path, e.message);
+    }
+    if (c.rows != want->rows || c.cols != want->cols || c.nnz != want->nnz || c.dtype != want->dtype) {
+        spmv_csr_free(&c);
+        return spmv_error_set(err, SPMV_ERR_CORRUPT, 0, "%s: its recipe now gives a %d x %d matrix of %lld "
+                              "non-zeros, the header says %d x %d of %lld", path, c.rows, c.cols, (long long)c.nnz,
+                              want->rows, want->cols, (long long)want->nnz);
+    }
+    *out = c;
+    return SPMV_OK;
+}
+
 int matfile_read(const char *path, matfile_meta *meta, spmv_csr *out, spmv_error *err)
 {
     unsigned char h[MATFILE_HEADER_BYTES];
@@ -368,6 +419,10 @@ int matfile_read(const char *path, matfile_meta *meta, spmv_csr *out, spmv_error
     bool wide = false;
     if ((rc = decode_header(h, meta, &c, &wide, &want_crc, path, err)) != 0)
         goto fail;
+    if (meta->generated) {
+        close(fd);
+        return rebuild(path, meta, &c, wide, (uint64_t)st.st_size, out, err);
+    }
     if (payload_sizes(c.rows, c.nnz, c.dtype, wide, sz) != 0 ||
         (uint64_t)st.st_size != MATFILE_HEADER_BYTES + (uint64_t)sz[0] + sz[1] + sz[2]) {
         rc = spmv_error_set(err, SPMV_ERR_CORRUPT, 0, "%s: %lld bytes, the header promises %llu (truncated?)",

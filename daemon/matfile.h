@@ -4,6 +4,10 @@
  * a 512-byte header (magic, format version, dtype, sizes, name, flags (mixed), symmetry as
  * read, upload options and timings, CRC-32 of the payload, CRC-32 of the
  * header) followed by the CSR arrays row_ptr, col and val, little-endian.
+ * A generated matrix (upload option `generate`) is stored as its recipe in
+ * the header, with no arrays: matfile_read builds it again by formula
+ * (spmv_gen_csr) and checks its shape and non-zeros against the header's,
+ * so a matrix too large for the disk survives a restart.
  * Writes go to a temp file that is fsync'd and renamed over, then the
  * directory is fsync'd, so a crash leaves either the old state or the new,
  * never half a file under the final name. Reads verify everything they can:
@@ -40,6 +44,8 @@ typedef struct matfile_meta {
     int64_t created;           /* unix seconds */
     bool mixed;                /* dtype "mixed": float64 CSR whose values were rounded to float32 at upload */
     bool sharded;              /* uploaded with shard=true: re-sharded over the ranks at every start */
+    bool generated;            /* made by `generate`: the file holds its recipe, not its arrays */
+    spmv_gen_spec recipe;      /* when generated: spmv_gen_csr rebuilds the CSR from it at reload */
     double parse_ms, convert_ms, transfer_ms, store_ms;
 } matfile_meta;
 

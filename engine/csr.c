@@ -5,6 +5,8 @@
  * back to COO is the inverse of spmv_coo_to_csr and is what the round-trip
  * tests compare.
  */
+#include <float.h>
+#include <math.h>
 #include <string.h>
 
 #include "formats.h"
@@ -72,6 +74,23 @@ int spmv_csr_to_coo(const spmv_csr *in, spmv_coo *out, spmv_error *err)
             out->row[k] = i;
     memcpy(out->col, in->col, (size_t)in->nnz * sizeof(int32_t));
     memcpy(out->val, in->val, (size_t)in->nnz * spmv_dtype_size(in->dtype));
+    return SPMV_OK;
+}
+
+int spmv_csr_round_to_float32(spmv_csr *m, spmv_error *err)
+{
+    if (m->dtype != SPMV_FLOAT64)
+        return spmv_error_set(err, SPMV_ERR_INVALID, 0, "rounding to float32: the CSR holds %s, not float64",
+                              spmv_dtype_name(m->dtype));
+    double *v = m->val;
+    for (int32_t i = 0; i < m->rows; i++)
+        for (int64_t k = spmv_csr_row_begin(m, i); k < spmv_csr_row_begin(m, i + 1); k++) {
+            if (isfinite(v[k]) && fabs(v[k]) > FLT_MAX)
+                return spmv_error_set(err, SPMV_ERR_LIMIT, 0,
+                                      "dtype mixed: entry (%d, %d) = %.17g is outside float32's range (|v| <= %.9g)",
+                                      i + 1, m->col[k] + 1, v[k], (double)FLT_MAX);
+            v[k] = (double)(float)v[k];
+        }
     return SPMV_OK;
 }
 

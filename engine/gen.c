@@ -92,6 +92,7 @@ static const char *const kind_names[] = {
     [SPMV_GEN_STENCIL27] = "stencil27",
     [SPMV_GEN_GRAPH_UNIFORM] = "graph_uniform",
     [SPMV_GEN_GRAPH_POWERLAW] = "graph_powerlaw",
+    [SPMV_GEN_BAND] = "band",
 };
 #define KIND_COUNT ((int)(sizeof kind_names / sizeof kind_names[0]))
 
@@ -117,6 +118,16 @@ int spmv_gen_kind_parse(const char *name, spmv_gen_kind *out)
         return SPMV_OK;
     }
     return SPMV_ERR_INVALID;
+}
+
+void spmv_gen_defaults(spmv_gen_spec *s, bool per_row_given, bool dense_len_given, bool seed_given)
+{
+    if (!per_row_given)
+        s->per_row = s->kind == SPMV_GEN_LP ? 4 : 16;
+    if (!dense_len_given)
+        s->dense_len = s->kind == SPMV_GEN_BANDED_DENSE_ROW ? (s->n / 2 > 0 ? s->n / 2 : 1) : 0;
+    if (!seed_given)
+        s->seed = 1;
 }
 
 /* ------------------------------------------------------------ geometry */
@@ -202,6 +213,10 @@ static int plan_make(const spmv_gen_spec *s, gen_plan *p, spmv_error *err)
                                   "per_row = %d exceeds the %lld columns", s->per_row, (long long)s->n);
         p->xm = ((double)s->per_row + 0.5) * (POWERLAW_ALPHA - 1.0) / POWERLAW_ALPHA;
         break;
+    case SPMV_GEN_BAND:
+        p->rows = p->cols = s->n;
+        p->half = s->per_row / 2;
+        break;
     case SPMV_GEN_BANDED_DENSE_ROW:
         p->rows = p->cols = s->n;
         p->half = s->per_row / 2;
@@ -286,6 +301,7 @@ static int64_t row_len(const gen_plan *p, int64_t i)
         return powerlaw_draw_len(p, &r);
     }
     case SPMV_GEN_BANDED_DENSE_ROW:
+    case SPMV_GEN_BAND:
         return banded_len(p, i);
     case SPMV_GEN_LP:
         return lp_len(p, i);
@@ -361,7 +377,8 @@ static void fill_values_random(gen_rng *r, double *v, int64_t k)
 
 static void put(int32_t *row, int32_t *col, double *val, int64_t *at, int64_t i, int64_t j, double v)
 {
-    row[*at] = (int32_t)i;
+    if (row) /* NULL: a CSR is being built */
+        row[*at] = (int32_t)i;
     col[*at] = (int32_t)j;
     val[*at] = v;
     (*at)++;
@@ -459,11 +476,19 @@ static void fill_row(const gen_plan *p, int64_t i, int64_t len, int32_t *row, in
     case SPMV_GEN_BANDED_DENSE_ROW:
         fill_banded(p, i, len, &r, col, val);
         break;
+    case SPMV_GEN_BAND: {
+        int64_t lo = i - p->half < 0 ? 0 : i - p->half;
+        for (int64_t k = 0; k < len; k++) {
+            col[k] = (int32_t)(lo + k);
+            val[k] = spmv_band_value(i, lo + k);
+        }
+        break;
+    }
     case SPMV_GEN_LP:
         fill_lp(p, i, len, &r, col, val);
         break;
     }
-    for (int64_t k = 0; k < len; k++)
+    for (int64_t k = 0; row && k < len; k++)
         row[k] = (int32_t)i;
     if (p->kind == SPMV_GEN_GRAPH_UNIFORM || p->kind == SPMV_GEN_GRAPH_POWERLAW)
         for (int64_t k = 0; k < len; k++)
@@ -472,8 +497,16 @@ static void fill_row(const gen_plan *p, int64_t i, int64_t len, int32_t *row, in
 
 /* ------------------------------------------------------------ the passes */
 
-/* Pass 1 and the prefix sum: off[i] = first entry of row i, off[rows] = nnz. */
-static int plan_offsets(const gen_plan *p, int64_t *off, spmv_error *err)
+static int nnz_refusal(const gen_plan *p, int64_t nnz, int64_t limit, spmv_error *err)
+{
+    return spmv_error_set(err, SPMV_ERR_LIMIT, 0, "%s with n = %lld has %lld non-zeros; at most %lld %s",
+                          spmv_gen_kind_name(p->kind), (long long)p->n, (long long)nnz, (long long)limit,
+                          limit == INT32_MAX ? "fit 32-bit signed" : "are allowed");
+}
+
+/* Pass 1 and the prefix sum: off[i] = first entry of row i, off[rows] = nnz
+ * (at most `limit`). */
+static int plan_offsets(const gen_plan *p, int64_t *off, int64_t limit, spmv_error *err)
 {
     int64_t rows = p->rows;
     off[0] = 0;
@@ -484,10 +517,8 @@ static int plan_offsets(const gen_plan *p, int64_t *off, spmv_error *err)
      * running sum stays below 2^62: no overflow before the check. */
     for (int64_t i = 0; i < rows; i++)
         off[i + 1] += off[i];
-    if (off[rows] > INT32_MAX)
-        return spmv_error_set(err, SPMV_ERR_LIMIT, 0,
-                              "%s with n = %lld has %lld non-zeros; at most %d fit 32-bit signed",
-                              spmv_gen_kind_name(p->kind), (long long)p->n, (long long)off[rows], INT32_MAX);
+    if (off[rows] > limit)
+        return nnz_refusal(p, off[rows], limit, err);
     return SPMV_OK;
 }
 
@@ -495,7 +526,7 @@ static int plan_offsets(const gen_plan *p, int64_t *off, spmv_error *err)
  * so a huge request fails before the offset table is allocated; the others
  * are counted exactly in pass 1. The products are below 2^62 because rows
  * and per_row are below 2^31 (and n <= 1290 for 3-D). */
-static int plan_precheck_nnz(const gen_plan *p, spmv_error *err)
+static int plan_precheck_nnz(const gen_plan *p, int64_t limit, spmv_error *err)
 {
     int64_t n = p->n, nnz;
     switch (p->kind) {
@@ -504,12 +535,15 @@ static int plan_precheck_nnz(const gen_plan *p, spmv_error *err)
     case SPMV_GEN_STENCIL27: nnz = (3 * n - 2) * (3 * n - 2) * (3 * n - 2); break;
     case SPMV_GEN_UNIFORM:
     case SPMV_GEN_GRAPH_UNIFORM: nnz = p->rows * p->per_row; break;
+    case SPMV_GEN_BAND: /* every row but the h at either end is whole */
+        if (n <= 2 * p->half)
+            return SPMV_OK;
+        nnz = n * (2 * p->half + 1) - p->half * (p->half + 1);
+        break;
     default: return SPMV_OK;
     }
-    if (nnz > INT32_MAX)
-        return spmv_error_set(err, SPMV_ERR_LIMIT, 0,
-                              "%s with n = %lld has %lld non-zeros; at most %d fit 32-bit signed",
-                              spmv_gen_kind_name(p->kind), (long long)n, (long long)nnz, INT32_MAX);
+    if (nnz > limit)
+        return nnz_refusal(p, nnz, limit, err);
     return SPMV_OK;
 }
 
@@ -522,14 +556,14 @@ int spmv_gen(const spmv_gen_spec *spec, spmv_coo *out, spmv_error *err)
     if (!spec || !out)
         return spmv_error_set(err, SPMV_ERR_INVALID, 0, "spmv_gen: spec and out must not be NULL");
     memset(out, 0, sizeof *out);
-    if ((rc = plan_make(spec, &p, err)) != SPMV_OK || (rc = plan_precheck_nnz(&p, err)) != SPMV_OK)
+    if ((rc = plan_make(spec, &p, err)) != SPMV_OK || (rc = plan_precheck_nnz(&p, INT32_MAX, err)) != SPMV_OK)
         return rc;
     off = malloc(((size_t)p.rows + 1) * sizeof *off);
     if (!off) {
         rc = spmv_error_set(err, SPMV_ERR_NOMEM, 0, "no memory for %lld row offsets", (long long)p.rows + 1);
         goto fail;
     }
-    if ((rc = plan_offsets(&p, off, err)) != SPMV_OK)
+    if ((rc = plan_offsets(&p, off, INT32_MAX, err)) != SPMV_OK)
         goto fail;
     if ((rc = spmv_coo_alloc(out, (int32_t)p.rows, (int32_t)p.cols, off[p.rows], SPMV_FLOAT64, err)) != SPMV_OK)
         goto fail;
@@ -548,6 +582,91 @@ fail:
     free(off);
     spmv_coo_free(out);
     return rc;
+}
+
+/* One row into the CSR: columns in place, values through a float64
+ * scratch row (grown as needed) when the CSR holds float32. */
+static int fill_csr_row(const gen_plan *p, int64_t i, int64_t begin, int64_t len, spmv_csr *out, double **scratch,
+                        int64_t *cap)
+{
+    if (out->dtype == SPMV_FLOAT64) {
+        fill_row(p, i, len, NULL, out->col + begin, (double *)out->val + begin);
+        return 0;
+    }
+    if (len > *cap) {
+        double *grown = realloc(*scratch, (size_t)len * sizeof **scratch);
+        if (!grown)
+            return -1;
+        *scratch = grown;
+        *cap = len;
+    }
+    fill_row(p, i, len, NULL, out->col + begin, *scratch);
+    float *v = (float *)out->val + begin;
+    for (int64_t k = 0; k < len; k++)
+        v[k] = (float)(*scratch)[k];
+    return 0;
+}
+
+int spmv_gen_csr(const spmv_gen_spec *spec, spmv_dtype dtype, bool offsets64, int64_t max_nnz, spmv_csr *out,
+                 spmv_error *err)
+{
+    gen_plan p;
+    int64_t *off = NULL;
+    int rc;
+    if (!spec || !out)
+        return spmv_error_set(err, SPMV_ERR_INVALID, 0, "spmv_gen_csr: spec and out must not be NULL");
+    memset(out, 0, sizeof *out);
+    if (dtype != SPMV_FLOAT64 && dtype != SPMV_FLOAT32)
+        return spmv_error_set(err, SPMV_ERR_INVALID, 0, "spmv_gen_csr: unknown dtype %d", (int)dtype);
+    if ((rc = plan_make(spec, &p, err)) != SPMV_OK || (rc = plan_precheck_nnz(&p, max_nnz, err)) != SPMV_OK)
+        return rc;
+    off = malloc(((size_t)p.rows + 1) * sizeof *off);
+    if (!off)
+        return spmv_error_set(err, SPMV_ERR_NOMEM, 0, "no memory for %lld row offsets", (long long)p.rows + 1);
+    if ((rc = plan_offsets(&p, off, max_nnz, err)) != SPMV_OK) {
+        free(off);
+        return rc;
+    }
+    int64_t nnz = off[p.rows];
+    out->rows = (int32_t)p.rows;
+    out->cols = (int32_t)p.cols;
+    out->nnz = nnz;
+    out->dtype = dtype;
+    if (offsets64 || nnz > INT32_MAX) {
+        out->row_ptr64 = off; /* the offsets as pass 1 made them */
+        off = NULL;
+    } else if ((out->row_ptr = malloc(((size_t)p.rows + 1) * sizeof *out->row_ptr))) {
+        for (int64_t i = 0; i <= p.rows; i++)
+            out->row_ptr[i] = (int32_t)off[i];
+    }
+    /* malloc, not calloc: the fill below touches every page first, from
+     * the thread that will write it */
+    out->col = malloc(nnz ? (size_t)nnz * sizeof *out->col : 1);
+    out->val = malloc(nnz ? (size_t)nnz * spmv_dtype_size(dtype) : 1);
+    if ((!out->row_ptr && !out->row_ptr64) || !out->col || !out->val) {
+        free(off);
+        spmv_csr_free(out);
+        return spmv_error_set(err, SPMV_ERR_NOMEM, 0, "no memory for a %lld x %lld CSR of %lld non-zeros",
+                              (long long)p.rows, (long long)p.cols, (long long)nnz);
+    }
+    const int64_t *o = off ? off : out->row_ptr64;
+    int failed = 0;
+#pragma omp parallel reduction(| : failed)
+    {
+        double *scratch = NULL;
+        int64_t cap = 0;
+#pragma omp for schedule(dynamic, 4096)
+        for (int64_t i = 0; i < p.rows; i++)
+            if (!failed)
+                failed |= fill_csr_row(&p, i, o[i], o[i + 1] - o[i], out, &scratch, &cap);
+        free(scratch);
+    }
+    free(off);
+    if (failed) {
+        spmv_csr_free(out);
+        return spmv_error_set(err, SPMV_ERR_NOMEM, 0, "no memory for a row of the generated matrix");
+    }
+    return SPMV_OK;
 }
 
 void spmv_random_vector(spmv_dtype dtype, int64_t n, uint64_t seed, void *v)

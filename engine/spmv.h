@@ -327,6 +327,10 @@ int spmv_csr_to_coo(const spmv_csr *in, spmv_coo *out, spmv_error *err);
 /* Changes m's values to dtype in place (a fresh value array, the old one
  * freed: the matrix is never held twice); a no-op when it is m's. */
 int spmv_csr_to_dtype(spmv_csr *m, spmv_dtype dtype, spmv_error *err);
+/* dtype "mixed": every value of a float64 CSR rounded to the nearest
+ * float32 in place; a finite value past float32's range is SPMV_ERR_LIMIT
+ * naming the entry (1-based) rather than made infinite. */
+int spmv_csr_round_to_float32(spmv_csr *m, spmv_error *err);
 int spmv_csr_to_ell(const spmv_csr *in, int64_t max_slots, spmv_ell *out, spmv_error *err);
 int spmv_csr_to_hll(const spmv_csr *in, int32_t hack_size, spmv_hll *out, spmv_error *err);
 /* width < 0 picks the width automatically (documented in docs/kernels.md). */
@@ -460,7 +464,21 @@ typedef enum spmv_gen_kind {
     SPMV_GEN_STENCIL27,   /* 27-point stencil on an n x n x n grid (26 on the diagonal, -1 around): n^3 rows */
     SPMV_GEN_GRAPH_UNIFORM,  /* uniform's pattern, every value 1 (an unweighted graph) */
     SPMV_GEN_GRAPH_POWERLAW, /* powerlaw's pattern, every value 1 (a scale-free graph) */
+    SPMV_GEN_BAND,        /* n rows, columns i-h..i+h (h = per_row/2), entries spmv_band_value: checkable by formula */
 } spmv_gen_kind;
+
+#ifdef __CUDACC__
+#define SPMV_HOST_DEVICE __host__ __device__
+#else
+#define SPMV_HOST_DEVICE
+#endif
+/* The entry (i, j) of a band (SPMV_GEN_BAND, spmv_gpu_matrix_generate_band):
+ * 1 + ((i + 3j) mod 7) / 8, exact in float32, so a product with it can be
+ * checked by formula. One definition for the host and the device. */
+static inline SPMV_HOST_DEVICE double spmv_band_value(int64_t i, int64_t j)
+{
+    return 1.0 + (double)((i + 3 * j) % 7) / 8.0;
+}
 
 typedef struct spmv_gen_spec {
     spmv_gen_kind kind;
@@ -472,8 +490,19 @@ typedef struct spmv_gen_spec {
 
 const char *spmv_gen_kind_name(spmv_gen_kind k);     /* "poisson2d", ... */
 int spmv_gen_kind_parse(const char *name, spmv_gen_kind *out);
-/* Builds the matrix as sorted float64 COO. */
+/* The defaults spmv-gen and the daemon's `generate` give what is not
+ * named: per_row 16 (lp: 4), dense_len n/2 (banded_dense_row), seed 1. */
+void spmv_gen_defaults(spmv_gen_spec *s, bool per_row_given, bool dense_len_given, bool seed_given);
+/* Builds the matrix as sorted float64 COO (at most INT32_MAX non-zeros). */
 int spmv_gen(const spmv_gen_spec *spec, spmv_coo *out, spmv_error *err);
+/* Builds the same matrix straight into a CSR of `dtype` (values rounded
+ * once from float64), with no COO between: the way to billions of
+ * non-zeros. Past INT32_MAX non-zeros, or when `offsets64` asks, the CSR is
+ * wide (64-bit row offsets). More than max_nnz non-zeros is SPMV_ERR_LIMIT
+ * before the entries are allocated. The pages are first touched by the
+ * threads that fill them. */
+int spmv_gen_csr(const spmv_gen_spec *spec, spmv_dtype dtype, bool offsets64, int64_t max_nnz, spmv_csr *out,
+                 spmv_error *err);
 /* Fills v with n values of dtype drawn uniformly from [-1, 1) by the
  * xorshift64 stream of `seed` (0 counts as 1): the same seed gives the same
  * vector everywhere (bench requests, tuning, the benchmark tools). */
@@ -657,7 +686,10 @@ int spmv_gpu_matrix_upload(spmv_gpu_ctx *ctx, const spmv_coo *coo, spmv_dtype dt
  * column inside the shape, each row's columns strictly increasing: what
  * every host CSR of the engine holds): row_ptr, col and values are copied
  * as they are (values cast to dtype on the device if the CSR's differs),
- * with no sort; the row pointers are checked on the host (SPMV_ERR_INVALID). */
+ * with no sort; the row pointers are checked on the host (SPMV_ERR_INVALID).
+ * A wide CSR (64-bit row offsets) keeps them on the device, where it runs
+ * what a generated band of that kind runs (below); `formats` beyond CSR is
+ * SPMV_ERR_LIMIT for it. */
 int spmv_gpu_matrix_upload_csr(spmv_gpu_ctx *ctx, const spmv_csr *csr, spmv_dtype dtype,
                                unsigned formats, int32_t hack_size,
                                spmv_gpu_matrix **out, spmv_gpu_upload_stats *st, spmv_error *err);
@@ -690,7 +722,7 @@ void spmv_gpu_matrix_trim(spmv_gpu_ctx *ctx, spmv_gpu_matrix *m, unsigned keep);
  * runs gpu.csr.vector and cusparse.csr (CUSPARSE_INDEX_64I, with a 64-bit
  * copy of the columns made on its first use: cuSPARSE takes no mixed index
  * sizes), and
- * every other kernel, format, transpose or download answers SPMV_ERR_LIMIT
+ * every other kernel, format (or its download), transpose answers SPMV_ERR_LIMIT
  * saying so. Only CSR is held; it counts in the context like an upload. */
 typedef struct spmv_band_spec {
     int64_t rows, cols, half_width;
@@ -700,8 +732,6 @@ typedef struct spmv_band_spec {
 
 int spmv_gpu_matrix_generate_band(spmv_gpu_ctx *ctx, const spmv_band_spec *spec, spmv_gpu_matrix **out,
                                   spmv_error *err);
-/* The band's entry (i, j): 1 + ((i + 3j) mod 7) / 8. */
-double spmv_band_value(int64_t i, int64_t j);
 
 /* Copies x in, runs warmup + timed runs (CUDA events), copies y out. */
 int spmv_gpu_run(spmv_gpu_ctx *ctx, const spmv_kernel *k, spmv_gpu_matrix *m,

@@ -29,8 +29,8 @@ static void usage(FILE *to)
             "                --out FILE\n"
             "  K: poisson2d (n^2 rows), poisson3d (n^3 rows), stencil27 (n^3 rows), uniform, powerlaw,\n"
             "     graph_uniform, graph_powerlaw (their patterns, every value 1),\n"
-            "     banded_dense_row, lp (n x 2n)\n"
-            "  --per-row   non-zeros per row (uniform, lp), mean (powerlaw), band width (banded);\n"
+            "     banded_dense_row, lp (n x 2n), band (entries by formula: spmv_band_value)\n"
+            "  --per-row   non-zeros per row (uniform, lp), mean (powerlaw), band width (banded, band);\n"
             "              default 16 (lp: 4)\n"
             "  --dense-len length of the dense row of banded_dense_row (default n/2, 0: none)\n"
             "  --seed      PRNG seed (default 1)\n"
@@ -173,10 +173,7 @@ static int parse_args(int argc, char **argv, gen_args *a)
         fprintf(stderr, "spmv-gen: --kind, --n and --out are required\n");
         return -1;
     }
-    if (!a->have_per_row)
-        a->spec.per_row = a->spec.kind == SPMV_GEN_LP ? 4 : 16;
-    if (!a->have_dense_len && a->spec.kind == SPMV_GEN_BANDED_DENSE_ROW)
-        a->spec.dense_len = a->spec.n / 2 > 0 ? a->spec.n / 2 : 1;
+    spmv_gen_defaults(&a->spec, a->have_per_row, a->have_dense_len, true);
     return 0;
 }
 

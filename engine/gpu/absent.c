@@ -192,8 +192,6 @@ int spmv_gpu_matrix_generate_band(spmv_gpu_ctx *ctx, const spmv_band_spec *spec,
     return spmv_error_set(err, SPMV_ERR_UNAVAILABLE, 0, "%s", no_cuda);
 }
 
-double spmv_band_value(int64_t i, int64_t j) { return 1.0 + (double)((i + 3 * j) % 7) / 8.0; }
-
 int spmv_gpu_host_pin(void *p, size_t n, spmv_error *err)
 {
     UNUSED(p);

@@ -1041,14 +1041,23 @@ static int check_csr_args(const spmv_gpu_ctx *ctx, const spmv_csr *csr, spmv_dty
         return spmv_error_set(err, SPMV_ERR_INVALID, 0, "GPU upload: unknown format bits 0x%x", formats);
     if (hack_size < 0 || hack_size > 1024)
         return spmv_error_set(err, SPMV_ERR_INVALID, 0, "GPU upload: hack_size %d out of range 1..1024", hack_size);
-    if (csr->rows < 0 || csr->cols < 0 || csr->nnz < 0 || csr->nnz > INT32_MAX)
-        return spmv_error_set(err, SPMV_ERR_LIMIT, 0, "GPU upload: shape %d x %d with %lld entries is out of range",
-                              csr->rows, csr->cols, (long long)csr->nnz);
+    bool wide = spmv_csr_wide(csr);
+    if (csr->rows < 0 || csr->cols < 0 || csr->nnz < 0 || (!wide && csr->nnz > INT32_MAX))
+        return spmv_error_set(err, SPMV_ERR_LIMIT, 0, "GPU upload: shape %d x %d with %lld entries is out of range%s",
+                              csr->rows, csr->cols, (long long)csr->nnz,
+                              wide ? "" : " for 32-bit row offsets");
     if (csr->nnz > (int64_t)csr->rows * csr->cols)
         return spmv_error_set(err, SPMV_ERR_INVALID, 0, "GPU upload: %lld entries in a %d x %d matrix",
                               (long long)csr->nnz, csr->rows, csr->cols);
-    if (!csr->row_ptr || (csr->nnz > 0 && (!csr->col || !csr->val)))
+    if ((!csr->row_ptr && !wide) || (csr->nnz > 0 && (!csr->col || !csr->val)))
         return spmv_error_set(err, SPMV_ERR_INVALID, 0, "GPU upload: CSR arrays missing");
+    /* a wide CSR (64-bit row offsets) stays CSR on the device: every other
+     * format reads 32-bit offsets (gpu_need_narrow) */
+    if (wide && (formats & ~(unsigned)SPMV_FMT_CSR))
+        return spmv_error_set(err, SPMV_ERR_LIMIT, 0,
+                              "GPU upload: a matrix of %lld non-zeros with 64-bit row offsets is held as CSR only; "
+                              "formats 0x%x read 32-bit offsets", (long long)csr->nnz,
+                              formats & ~(unsigned)SPMV_FMT_CSR);
     return SPMV_OK;
 }
 
@@ -1060,22 +1069,29 @@ static int check_csr_args(const spmv_gpu_ctx *ctx, const spmv_csr *csr, spmv_dty
  * reader checks every index and each row's order, matfile_read checks a
  * stored file's columns), so the COO upload's device-side check and sort
  * are skipped. */
-static int check_row_ptr(const spmv_csr *csr, int32_t *max_row, spmv_error *err)
+template <typename O> static int check_offsets(const O *rp, const spmv_csr *csr, int32_t *max_row, spmv_error *err)
 {
-    const int32_t *rp = csr->row_ptr;
-    if (rp[0] != 0 || rp[csr->rows] != csr->nnz)
-        return spmv_error_set(err, SPMV_ERR_INVALID, 0, "GPU upload: CSR row pointers run from %d to %d, not 0 to %lld",
-                              rp[0], rp[csr->rows], (long long)csr->nnz);
-    int32_t longest = 0, shortest = 0;
+    if (rp[0] != 0 || (int64_t)rp[csr->rows] != csr->nnz)
+        return spmv_error_set(err, SPMV_ERR_INVALID, 0,
+                              "GPU upload: CSR row pointers run from %lld to %lld, not 0 to %lld", (long long)rp[0],
+                              (long long)rp[csr->rows], (long long)csr->nnz);
+    int64_t longest = 0, shortest = 0;
     for (int32_t i = 0; i < csr->rows; i++) {
-        int32_t len = rp[i + 1] - rp[i];
+        int64_t len = (int64_t)rp[i + 1] - (int64_t)rp[i];
         longest = len > longest ? len : longest;
         shortest = len < shortest ? len : shortest;
     }
-    if (shortest < 0)
-        return spmv_error_set(err, SPMV_ERR_INVALID, 0, "GPU upload: CSR row pointers decrease");
-    *max_row = longest;
+    if (shortest < 0 || longest > csr->cols)
+        return spmv_error_set(err, SPMV_ERR_INVALID, 0, "GPU upload: CSR row pointers %s",
+                              shortest < 0 ? "decrease" : "give a row more entries than columns");
+    *max_row = (int32_t)longest;
     return SPMV_OK;
+}
+
+static int check_row_ptr(const spmv_csr *csr, int32_t *max_row, spmv_error *err)
+{
+    return spmv_csr_wide(csr) ? check_offsets(csr->row_ptr64, csr, max_row, err)
+                              : check_offsets(csr->row_ptr, csr, max_row, err);
 }
 
 /* The host CSR's arrays, copied as they are; values in the CSR's dtype. */
@@ -1084,15 +1100,23 @@ static int stage_csr(spmv_gpu_ctx *ctx, spmv_gpu_matrix *m, const spmv_csr *csr,
     size_t pb = 0, ib = 0, vb = 0;
     int st;
     cudaError_t e;
-    if ((st = gpu_array_bytes((int64_t)csr->rows + 1, 4, &pb, err, "CSR row pointers")) ||
+    bool wide = spmv_csr_wide(csr);
+    const void *src_ptr = wide ? (const void *)csr->row_ptr64 : (const void *)csr->row_ptr;
+    void *dst_ptr = NULL;
+    if ((st = gpu_array_bytes((int64_t)csr->rows + 1, wide ? 8 : 4, &pb, err, "CSR row pointers")) ||
         (st = gpu_array_bytes(csr->nnz, 4, &ib, err, "CSR columns")) ||
         (st = gpu_array_bytes(csr->nnz, spmv_dtype_size(csr->dtype), &vb, err, "CSR values")))
         return st;
-    if ((st = gpu_alloc(ctx, m, (void **)&m->row_ptr, pb, "CSR row pointers", err)) ||
-        (st = gpu_alloc(ctx, m, (void **)&m->col, ib, "CSR columns", err)) ||
+    if ((st = gpu_alloc(ctx, m, &dst_ptr, pb, "CSR row pointers", err)))
+        return st;
+    if (wide)
+        m->row_ptr64 = (int64_t *)dst_ptr;
+    else
+        m->row_ptr = (int32_t *)dst_ptr;
+    if ((st = gpu_alloc(ctx, m, (void **)&m->col, ib, "CSR columns", err)) ||
         (st = gpu_alloc(ctx, m, &s->src_val, vb, "CSR values", err)))
         return st;
-    if ((e = cudaMemcpyAsync(m->row_ptr, csr->row_ptr, pb, cudaMemcpyHostToDevice, ctx->stream)) != cudaSuccess ||
+    if ((e = cudaMemcpyAsync(dst_ptr, src_ptr, pb, cudaMemcpyHostToDevice, ctx->stream)) != cudaSuccess ||
         (ib && ((e = cudaMemcpyAsync(m->col, csr->col, ib, cudaMemcpyHostToDevice, ctx->stream)) != cudaSuccess ||
                 (e = cudaMemcpyAsync(s->src_val, csr->val, vb, cudaMemcpyHostToDevice, ctx->stream)) != cudaSuccess)))
         return gpu_cuda_error(e, err, "copying the CSR to the device");
@@ -1115,7 +1139,7 @@ extern "C" int spmv_gpu_matrix_upload_csr(spmv_gpu_ctx *ctx, const spmv_csr *csr
         return gpu_cuda_error(e, err, "cudaSetDevice");
     /* the CSR, the values in the CSR's dtype while they are cast, the operand buffers */
     size_t vs = spmv_dtype_size(dtype);
-    double need = ((double)csr->rows + 1) * 4 + (double)csr->nnz * (4 + vs) +
+    double need = ((double)csr->rows + 1) * (spmv_csr_wide(csr) ? 8 : 4) + (double)csr->nnz * (4 + vs) +
                   (csr->dtype != dtype ? (double)csr->nnz * spmv_dtype_size(csr->dtype) : 0) +
                   ((double)csr->rows + csr->cols) * vs;
     if ((st = precheck(ctx, csr->rows, csr->cols, csr->nnz, need, err)))
@@ -1141,7 +1165,7 @@ extern "C" int spmv_gpu_matrix_upload_csr(spmv_gpu_ctx *ctx, const spmv_csr *csr
     cudaEventRecord(ctx->ev_start, ctx->stream);
     if ((st = cast_staged(ctx, m, csr->dtype, &s, err)))
         goto fail;
-    gpu_retag(m, m->row_ptr, gpu_cat_of(SPMV_FMT_CSR));
+    gpu_retag(m, m->row_ptr64 ? (void *)m->row_ptr64 : (void *)m->row_ptr, gpu_cat_of(SPMV_FMT_CSR));
     gpu_retag(m, m->col, gpu_cat_of(SPMV_FMT_CSR));
     gpu_retag(m, m->val, gpu_cat_of(SPMV_FMT_CSR));
     m->formats = SPMV_FMT_CSR;
@@ -1207,8 +1231,10 @@ static int download_csr(spmv_gpu_ctx *ctx, const spmv_gpu_matrix *m, spmv_csr *c
     c->cols = m->cols;
     c->nnz = m->nnz;
     c->dtype = m->dtype;
-    if ((st = download_array(ctx, m->row_ptr, (int64_t)m->rows + 1, 4, (void **)&c->row_ptr, err)) ||
-        (st = download_array(ctx, m->col, m->nnz, 4, (void **)&c->col, err)) ||
+    if (m->row_ptr64 ? (st = download_array(ctx, m->row_ptr64, (int64_t)m->rows + 1, 8, (void **)&c->row_ptr64, err))
+                     : (st = download_array(ctx, m->row_ptr, (int64_t)m->rows + 1, 4, (void **)&c->row_ptr, err)))
+        return st;
+    if ((st = download_array(ctx, m->col, m->nnz, 4, (void **)&c->col, err)) ||
         (st = download_array(ctx, m->val, m->nnz, vsize(m), &c->val, err)))
         return st;
     return SPMV_OK;
@@ -1324,7 +1350,7 @@ static int download_psell(spmv_gpu_ctx *ctx, const spmv_gpu_matrix *m, spmv_psel
 
 static void free_host_matrix(spmv_matrix *out)
 {
-    void *arrays[] = {out->csr.row_ptr, out->csr.col, out->csr.val, out->coo.row, out->coo.col, out->coo.val,
+    void *arrays[] = {out->csr.row_ptr, out->csr.row_ptr64, out->csr.col, out->csr.val, out->coo.row, out->coo.col, out->coo.val,
                       out->ell.col, out->ell.val, out->hll.slice_off, out->hll.slice_width, out->hll.col,
                       out->hll.val, out->hyb.ell.col, out->hyb.ell.val, out->hyb.coo.row, out->hyb.coo.col,
                       out->hyb.coo.val, out->pcsr.base, out->pcsr.idx, out->pcsr.wide_col, out->pcsr.v.table,
@@ -1343,7 +1369,7 @@ extern "C" int spmv_gpu_matrix_download(spmv_gpu_ctx *ctx, const spmv_gpu_matrix
     if (!ctx || !m || !out)
         return spmv_error_set(err, SPMV_ERR_INVALID, 0, "GPU download: missing argument");
     memset(out, 0, sizeof *out);
-    if ((st = gpu_need_narrow(m, "GPU download (a host matrix)", err)))
+    if (f != SPMV_FMT_CSR && (st = gpu_need_narrow(m, "GPU download of a format beyond CSR", err)))
         return st;
     if (!(m->formats & f))
         return spmv_error_set(err, SPMV_ERR_NOT_FOUND, 0, "GPU download: the matrix holds no %s on the device",

@@ -19,13 +19,6 @@
 
 #include "gpu.cuh"
 
-__host__ __device__ static inline double band_value(int64_t i, int64_t j)
-{
-    return 1.0 + (double)((i + 3 * j) % 7) / 8.0;
-}
-
-extern "C" double spmv_band_value(int64_t i, int64_t j) { return band_value(i, j); }
-
 __host__ __device__ static inline void band_cols(int64_t i, int64_t cols, int64_t h, int64_t *lo, int64_t *hi)
 {
     *lo = i - h > 0 ? i - h : 0;
@@ -51,7 +44,7 @@ __global__ void band_fill(int64_t rows, int64_t cols, int64_t h, const O *__rest
         O p = rp[i];
         for (int64_t j = lo; j <= hi; j++, p++) {
             col[p] = (int32_t)j;
-            val[p] = (T)band_value(i, j);
+            val[p] = (T)spmv_band_value(i, j);
         }
     }
 }

@@ -17,8 +17,19 @@ against SciPy, from values drawn afresh (seeded, printed):
 - resident vectors and /v1/ops on it, /solve (CG with Jacobi) on a 2-D
   Poisson matrix held so converging (the true residual computed here),
   and its spy image;
+- matrices made by the daemon (`generate`, no body): a band of 5000 rows
+  whose entries follow a formula, with 64-bit offsets, checked against the
+  same formula built here in SciPy; a float32 2-D Poisson matrix against
+  SciPy's; the file of a generated matrix is its 512-byte header (the
+  recipe), and a restart builds it again; bad recipes (unknown kind, no n,
+  a body too, a matrix past max_nnz or 32-bit rows) are refused with what
+  and which limit, storing nothing;
 - the stored file keeps the offsets: after a restart (wide.sh) the same
   products are right again (`--after-restart`).
+- on a daemon with a GPU (the GPU host runs this file too): the 64-bit
+  matrices go to the GPU (device=gpu0), where gpu.csr.vector, cusparse.csr
+  and auto multiply them right and every other GPU kernel is refused
+  naming the offsets; resident vectors and /v1/ops there.
 """
 import json
 import os
@@ -50,34 +61,37 @@ def close(y, ref, bound):
     return len(y) == len(ref) and (len(ref) == 0 or float(np.max(np.abs(y - ref))) <= bound * scale)
 
 
-def products(mid, A, dtype, what):
-    """Every CSR kernel and auto, JSON and binary: right; the others refused."""
+def products(mid, A, dtype, what, kernels=CPU_KERNELS):
+    """Every CSR kernel of the device and auto, JSON and binary: right."""
     bound = 1e-12 if dtype == "float64" else 1e-5
     npdt = np.float64 if dtype == "float64" else np.float32
     x = rng.uniform(-1, 1, A.shape[1]).astype(npdt)
     ref = A.astype(np.float64) @ x.astype(np.float64)
-    for k in CPU_KERNELS + ["auto"]:
+    for k in kernels + ["auto"]:
         st, d = call("POST", "/v1/matrices/%s/spmv" % mid, {"kernel": k, "x": x.tolist(), "verify": True, "runs": 2})
         ok(st == 200 and close(d.get("y", []), ref, bound) and d["verify"]["max_rel_err"] <= bound,
-           "%s: %s multiplies the 64-bit matrix right (verify %s)" % (what, k, d.get("verify")), d)
-    st, raw = call("POST", "/v1/matrices/%s/spmv?kernel=cpu.csr.omp" % mid, x.tobytes(), "application/octet-stream",
-                   accept="application/octet-stream")
-    ok(st == 200 and close(np.frombuffer(raw, dtype=npdt), ref, bound), "%s: binary x and y with cpu.csr.omp" % what)
+           "%s: %s multiplies it right (verify %s)" % (what, k, d.get("verify")), d)
+    st, raw = call("POST", "/v1/matrices/%s/spmv?kernel=%s" % (mid, kernels[-1]), x.tobytes(),
+                   "application/octet-stream", accept="application/octet-stream")
+    ok(st == 200 and close(np.frombuffer(raw, dtype=npdt), ref, bound), "%s: binary x and y with %s"
+       % (what, kernels[-1]))
     return x, ref
 
 
-def refusals(mid, A, what):
+def refusals(mid, A, what, device="cpu", kernels=CPU_KERNELS):
     st, d = call("GET", "/v1/kernels")
-    names = [k["name"] for k in d.get("kernels", []) if k.get("device") == "cpu" and k.get("op", "spmv") == "spmv"
-             and k["name"] not in CPU_KERNELS + ["auto"]]
+    names = [k["name"] for k in d.get("kernels", []) if k.get("device") == device and k.get("op", "spmv") == "spmv"
+             and k.get("available", True) and k["name"] not in kernels + ["auto"]]
     bad = []
     x = [1.0] * A.shape[1]
     for k in names:
         st, d = call("POST", "/v1/matrices/%s/spmv" % mid, {"kernel": k, "x": x})
         if st not in (409, 422) or "64-bit" not in json.dumps(d):
             bad.append((k, st, d))
-    ok(names and not bad, "%s: every other CPU kernel (%d) refused naming the 64-bit offsets" % (what, len(names)),
-       bad[:3])
+    ok(names and not bad, "%s: every other %s kernel (%d) refused naming the 64-bit offsets"
+       % (what, device.upper(), len(names)), bad[:3])
+    if device != "cpu":
+        return
     st, d = call("POST", "/v1/matrices/%s/spmv" % mid, {"kernel": "cpu.csr.omp", "x": [1.0] * A.shape[0], "op": "t"})
     ok(st in (409, 422) and "64-bit" in json.dumps(d), "%s: op t refused (%d)" % (what, st), d)
     st, d = call("POST", "/v1/matrices/%s/spmv" % mid, {"kernel": "cpu.csr.omp", "x": [[1.0] * A.shape[1]] * 2})
@@ -113,7 +127,95 @@ def solve():
     call("DELETE", "/v1/matrices/%s" % mid)
 
 
+def band(n, per_row):
+    """The daemon's `generate=band` built here from its formula: columns
+    i-h..i+h (h = per_row // 2), entry 1 + ((i + 3j) mod 7) / 8."""
+    h = per_row // 2
+    i = np.arange(n, dtype=np.int64)
+    r, c = [], []
+    for d in range(-h, h + 1):
+        j = i + d
+        m = (j >= 0) & (j < n)
+        r.append(i[m])
+        c.append(j[m])
+    r, c = np.concatenate(r), np.concatenate(c)
+    return sp.csr_matrix((1.0 + ((r + 3 * c) % 7) / 8.0, (r, c)), shape=(n, n))
+
+
+def poisson2d(n):
+    T = sp.diags([-1, 2, -1], [-1, 0, 1], shape=(n, n))
+    return (sp.kron(sp.identity(n), T) + sp.kron(T, sp.identity(n))).tocsr()
+
+
+def generate(query):
+    return call("POST", "/v1/matrices?" + query)
+
+
+def generated_uploads():
+    """Matrices the daemon builds by formula; what it refuses."""
+    st, d = generate("generate=band&n=5000&per_row=33&offsets=64&device=cpu&name=band64")
+    B = band(5000, 33)
+    g = d.get("generated", {})
+    ok(st == 201 and d.get("row_offsets") == 64 and d.get("nnz") == B.nnz and d.get("rows") == 5000 and
+       g.get("kind") == "band" and g.get("per_row") == 33, "generate=band n=5000 per_row=33 offsets=64: 201, "
+       "%s non-zeros (the formula's %d), row_offsets 64, the recipe in the descriptor" % (d.get("nnz"), B.nnz), d)
+    ids["band"] = d.get("id")
+    path = os.path.join(OUT, "state", "%s.csr" % d.get("id"))
+    ok(os.path.exists(path) and os.path.getsize(path) == 512,
+       "its file is the 512-byte header holding the recipe (%s bytes)" % (os.path.getsize(path)
+                                                                          if os.path.exists(path) else None))
+    st, d = generate("generate=poisson2d&n=40&dtype=float32&device=cpu&name=p2d")
+    ok(st == 201 and d.get("row_offsets") == 32 and d.get("nnz") == poisson2d(40).nnz and d.get("dtype") == "float32",
+       "generate=poisson2d n=40 float32: 201, 32-bit offsets", d)
+    ids["p2d"] = d.get("id")
+    st, before = call("GET", "/v1/matrices")
+    bad = [("generate=nosuch&n=10", 400, "nosuch"), ("generate=band", 400, "`n`"),
+           ("generate=band&n=0", 400, "`n`"), ("generate=band&n=10&per_row=-1", 400, "per_row"),
+           ("generate=poisson2d&n=50000", 422, "46340"), ("generate=band&n=2147483647&per_row=65", 422, "max_nnz"),
+           ("generate=band&n=10&offsets=32", 400, "offsets"), ("generate=band&n=10&dtype=half", 400, "dtype")]
+    for q, want, word in bad:
+        st, d = generate(q)
+        ok(st == want and word in json.dumps(d), "%s: %d naming %s" % (q, st, word), d)
+    st, d = call("POST", "/v1/matrices?generate=band&n=10", b"%%MatrixMarket", "application/octet-stream")
+    ok(st == 400 and "no file or body" in json.dumps(d), "generate with a body: 400", d)
+    st, after = call("GET", "/v1/matrices")
+    ok(len(after.get("matrices", [])) == len(before.get("matrices", [])), "the refused recipes stored nothing")
+
+
+def gpu_section():
+    """The 64-bit matrices on a GPU: gpu.csr.vector, cusparse.csr and auto right; the rest refused."""
+    if not HAVE_GPU:
+        print("# no GPU in this daemon: the GPU section is the GPU host's", flush=True)
+        return
+    gk = ["gpu.csr.vector", "cusparse.csr"]
+    st, d = generate("generate=band&n=20000&per_row=33&offsets=64&device=gpu0&name=band64gpu")
+    ok(st == 201 and d.get("device") == "gpu0" and d.get("row_offsets") == 64,
+       "generate=band offsets=64 device=gpu0: held on the GPU with 64-bit offsets", d)
+    gid = d.get("id")
+    csr_bytes = d.get("device_memory", {}).get("formats", {}).get("csr")
+    B = band(20000, 33)
+    ok(csr_bytes == 8 * (B.shape[0] + 1) + 12 * B.nnz, "its device CSR counts 8-byte offsets (%s bytes)" % csr_bytes)
+    products(gid, B, "float64", "band on gpu0", gk)
+    refusals(gid, B, "band on gpu0", "gpu", gk)
+    st, d = upload(os.path.join(real, "bcsstk13.mtx"), "offsets=64&device=gpu0&dtype=float32&name=mtx64gpu")
+    ok(st == 201 and d.get("device") == "gpu0" and d.get("row_offsets") == 64, "a Matrix Market upload with "
+       "offsets=64 to gpu0: 201", d)
+    products(d.get("id"), A.astype(np.float32), "float32", "bcsstk13 float32 on gpu0", gk)
+    st, dx = call("POST", "/v1/vectors", {"like": gid, "values": rng.uniform(-1, 1, B.shape[1]).tolist()})
+    st2, dy = call("POST", "/v1/vectors", {"like": gid, "side": "rows", "fill": 0.0})
+    xv = np.asarray(call("GET", "/v1/vectors/%s" % dx.get("id"))[1].get("values", []), dtype=np.float64)
+    st3, d = call("POST", "/v1/ops", {"steps": [{"op": "spmv", "matrix": gid, "x": dx.get("id"), "y": dy.get("id"),
+                                                 "kernel": "gpu.csr.vector"},
+                                                {"op": "dot", "x": dy.get("id"), "y": dy.get("id"), "as": "yy"}]})
+    yy = float(np.sum((B @ xv) ** 2)) if len(xv) == B.shape[1] else -1.0
+    ok(st3 == 200 and abs(d.get("results", {}).get("yy", 0) - yy) <= 1e-10 * yy,
+       "/v1/ops spmv + dot with resident vectors on gpu0", d)
+    for v in (dx, dy):
+        call("DELETE", "/v1/vectors/%s" % v.get("id"))
+
+
 real = os.path.join(MATRICES, "real")
+HAVE_GPU = any(str(dv.get("name", "")).startswith("gpu") for dv in call("GET", "/v1/info")[1].get("devices", []))
 A = scipy.io.mmread(os.path.join(real, "bcsstk13.mtx")).tocsr()  # symmetric positive definite
 A.sort_indices()
 ids = {}
@@ -136,9 +238,11 @@ if not AFTER:
     R.indices = R.indices.astype(np.int64)
     sp.save_npz(npz, R, compressed=True)
     st, d = upload(npz, "offsets=64&dtype=float32&name=npz64")
-    ok(st == 201 and d.get("row_offsets") == 64 and d.get("dtype") == "float32" and d.get("device") == "cpu",
-       "an .npz CSR archive with offsets=64 (device auto): 201, float32, held on the host", d)
+    ok(st == 201 and d.get("row_offsets") == 64 and d.get("dtype") == "float32" and
+       (str(d.get("device")).startswith("gpu") if HAVE_GPU else d.get("device") == "cpu"),
+       "an .npz CSR archive with offsets=64 (device auto): 201, float32, held on %s" % d.get("device"), d)
     ids["npz"] = d.get("id")
+    generated_uploads()
     json.dump({"ids": ids, "npz": npz}, open(os.path.join(OUT, "wide.json"), "w"))
     # refused uploads
     st, d = upload(os.path.join(real, "karate.mtx"), "offsets=64&formats=ell&device=cpu")
@@ -146,17 +250,23 @@ if not AFTER:
     st, d = upload(os.path.join(real, "karate.mtx"), "offsets=32")
     ok(st == 400, "offsets=32: 400 (auto or 64)", d)
     st, d = call("GET", "/v1/matrices")
-    ok(st == 200 and len(d.get("matrices", [])) == 2, "the refused uploads stored nothing", d)
+    ok(st == 200 and len(d.get("matrices", [])) == 4, "the refused uploads stored nothing", d)
 else:
     ids = json.load(open(os.path.join(OUT, "wide.json")))["ids"]
     for k, mid in ids.items():
         st, d = call("GET", "/v1/matrices/%s" % mid)
-        ok(st == 200 and d.get("row_offsets") == 64, "after the restart %s is still held with 64-bit offsets" % k, d)
+        ok(st == 200 and d.get("row_offsets") == (32 if k == "p2d" else 64) and
+           (k not in ("band", "p2d") or d.get("generated")),
+           "after the restart %s is still held (%s-bit offsets%s)" % (k, d.get("row_offsets"),
+                                                                     ", rebuilt from its recipe" if d.get("generated")
+                                                                     else ""), d)
 
 products(ids["mtx"], A, "float64", "bcsstk13 (Matrix Market)")
 refusals(ids["mtx"], A, "bcsstk13")
 R = sp.load_npz(json.load(open(os.path.join(OUT, "wide.json")))["npz"]).tocsr()
 products(ids["npz"], R.astype(np.float32), "float32", "random 900 x 700 (.npz)")
+products(ids["band"], band(5000, 33), "float64", "generated band")
+products(ids["p2d"], poisson2d(40).astype(np.float32), "float32", "generated 2-D Poisson")
 x, ref = products(ids["mtx"], A, "float64", "bcsstk13 after the refusals")
 if not AFTER:
     # resident vectors and /v1/ops
@@ -170,4 +280,5 @@ if not AFTER:
     solve()
     st, d = call("GET", "/v1/matrices/%s/spy.png?size=64" % ids["mtx"], accept="image/png")
     ok(st == 200 and d[:4] == b"\x89PNG", "its spy image")
+    gpu_section()
 tap.done()

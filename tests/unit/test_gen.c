@@ -127,7 +127,8 @@ static void test_kind_names(void **state)
     spmv_gen_kind k;
     const spmv_gen_kind all[] = {SPMV_GEN_POISSON2D, SPMV_GEN_POISSON3D, SPMV_GEN_UNIFORM,
                                  SPMV_GEN_POWERLAW, SPMV_GEN_BANDED_DENSE_ROW, SPMV_GEN_LP,
-                                 SPMV_GEN_STENCIL27, SPMV_GEN_GRAPH_UNIFORM, SPMV_GEN_GRAPH_POWERLAW};
+                                 SPMV_GEN_STENCIL27, SPMV_GEN_GRAPH_UNIFORM, SPMV_GEN_GRAPH_POWERLAW,
+                                 SPMV_GEN_BAND};
     for (size_t i = 0; i < sizeof all / sizeof all[0]; i++) {
         assert_int_equal(spmv_gen_kind_parse(spmv_gen_kind_name(all[i]), &k), SPMV_OK);
         assert_int_equal(k, all[i]);
@@ -440,6 +441,61 @@ static void test_limits(void **state)
     assert_int_equal(spmv_gen(NULL, &m, &err), SPMV_ERR_INVALID);
 }
 
+/* spmv_gen_csr: for every kind, both dtypes, both offset widths, the CSR
+ * spmv_gen's COO converts to (values rounded once for float32); the band's
+ * entries follow spmv_band_value; max_nnz refuses before allocating. */
+static void test_gen_csr(void **state)
+{
+    (void)state;
+    static const spmv_gen_kind kinds[] = {SPMV_GEN_POISSON2D, SPMV_GEN_POISSON3D, SPMV_GEN_UNIFORM,
+                                          SPMV_GEN_POWERLAW, SPMV_GEN_BANDED_DENSE_ROW, SPMV_GEN_LP,
+                                          SPMV_GEN_STENCIL27, SPMV_GEN_GRAPH_UNIFORM, SPMV_GEN_GRAPH_POWERLAW,
+                                          SPMV_GEN_BAND};
+    spmv_error err = {0};
+    for (size_t k = 0; k < sizeof kinds / sizeof kinds[0]; k++)
+        for (int d = 0; d < 2; d++)
+            for (int wide = 0; wide < 2; wide++) {
+                bool grid = kinds[k] == SPMV_GEN_POISSON2D || kinds[k] == SPMV_GEN_POISSON3D ||
+                            kinds[k] == SPMV_GEN_STENCIL27;
+                spmv_gen_spec spec = {.kind = kinds[k], .n = grid ? draw_in(2, 12) : draw_in(20, 400),
+                                      .seed = draw()};
+                spmv_gen_defaults(&spec, true, false, true);
+                spec.per_row = (int32_t)draw_in(1, kinds[k] == SPMV_GEN_BAND ? 41 : 12);
+                spmv_coo coo = gen_ok(spec.kind, spec.n, spec.per_row, spec.dense_len, spec.seed);
+                spmv_csr want, got;
+                assert_int_equal(spmv_coo_to_csr(&coo, (spmv_dtype)d, &want, &err), SPMV_OK);
+                if (spmv_gen_csr(&spec, (spmv_dtype)d, wide, INT64_MAX, &got, &err) != SPMV_OK)
+                    fail_msg("spmv_gen_csr(%s): %s (SPMV_SEED=%llu)", spmv_gen_kind_name(spec.kind), err.message,
+                             (unsigned long long)test_seed);
+                assert_int_equal(spmv_csr_wide(&got), wide);
+                assert_int_equal(got.rows, want.rows);
+                assert_int_equal(got.cols, want.cols);
+                assert_int_equal(got.nnz, want.nnz);
+                for (int32_t i = 0; i <= got.rows; i++)
+                    assert_int_equal(spmv_csr_row_begin(&got, i), want.row_ptr[i]);
+                assert_memory_equal(got.col, want.col, (size_t)got.nnz * 4);
+                assert_memory_equal(got.val, want.val, (size_t)got.nnz * spmv_dtype_size((spmv_dtype)d));
+                if (spec.kind == SPMV_GEN_BAND)
+                    for (int32_t i = 0; i < got.rows; i++)
+                        for (int64_t q = spmv_csr_row_begin(&got, i); q < spmv_csr_row_begin(&got, i + 1); q++) {
+                            double v = d == SPMV_FLOAT64 ? ((double *)got.val)[q] : ((float *)got.val)[q];
+                            assert_true(v == spmv_band_value(i, got.col[q]));
+                            assert_true(got.col[q] >= i - spec.per_row / 2 && got.col[q] <= i + spec.per_row / 2);
+                        }
+                spmv_csr_free(&got);
+                spmv_csr_free(&want);
+                spmv_coo_free(&coo);
+            }
+    /* past max_nnz: refused from the spec (band: its count by formula) or after pass 1 (powerlaw) */
+    spmv_gen_spec band = {.kind = SPMV_GEN_BAND, .n = INT32_MAX, .per_row = 65, .seed = 1};
+    spmv_csr c;
+    assert_int_equal(spmv_gen_csr(&band, SPMV_FLOAT32, false, INT64_C(1) << 36, &c, &err), SPMV_ERR_LIMIT);
+    assert_non_null(strstr(err.message, "allowed"));
+    spmv_gen_spec pl = {.kind = SPMV_GEN_POWERLAW, .n = 1000, .per_row = 8, .seed = 3};
+    assert_int_equal(spmv_gen_csr(&pl, SPMV_FLOAT64, false, 100, &c, &err), SPMV_ERR_LIMIT);
+    assert_int_equal(spmv_gen_csr(&pl, (spmv_dtype)7, false, 100, &c, &err), SPMV_ERR_INVALID);
+}
+
 /* spmv_random_vector: one stream per seed, in [-1, 1), float32 the
  * rounding of float64; different seeds give different vectors. */
 static void test_random_vector(void **state)
@@ -485,6 +541,7 @@ int main(void)
         cmocka_unit_test(test_lp),               cmocka_unit_test(test_determinism),
         cmocka_unit_test(test_limits),           cmocka_unit_test(test_write_read_round_trip),
         cmocka_unit_test(test_stencil27),        cmocka_unit_test(test_graphs),
+        cmocka_unit_test(test_gen_csr),
     };
     return cmocka_run_group_tests(tests, setup_seed, NULL);
 }

@@ -11,6 +11,9 @@
  *   kernels and formats that read 32-bit offsets answer SPMV_ERR_LIMIT on
  *   the 64-bit matrix and allocate nothing; the bytes are the CSR's with
  *   8-byte offsets, and come back after the free.
+ * - test_wide_upload: a wide host CSR (spmv_gen_csr's band) uploaded as it
+ *   is equals the device's own band array for array; CSR kernels right, a
+ *   pinned ELL and gpu.ell refused.
  * - test_band_huge: a float32 band of 250 M rows, half-width 16: 8.25 x 10^9
  *   non-zeros (66 GB) resident on one GPU, multiplied by gpu.csr.vector and
  *   cusparse.csr, 2000 rows checked (the ends and random ones). Skipped when
@@ -150,7 +153,7 @@ static void test_band_paths(void **state)
                 spmv_gpu_matrix *t = NULL;
                 assert_int_equal(spmv_gpu_matrix_transpose(fx.ctx, m, &t, &err), SPMV_ERR_LIMIT);
                 spmv_matrix h;
-                assert_int_equal(spmv_gpu_matrix_download(fx.ctx, m, SPMV_FMT_CSR, &h, &err), SPMV_ERR_LIMIT);
+                assert_int_equal(spmv_gpu_matrix_download(fx.ctx, m, SPMV_FMT_ELL, &h, &err), SPMV_ERR_LIMIT);
                 print_message("# refused as expected: %s\n", err.message);
             }
             spmv_gpu_matrix_free(fx.ctx, m);
@@ -160,6 +163,72 @@ static void test_band_paths(void **state)
             free(x);
             free(y);
         }
+}
+
+/* A wide host CSR (the engine's generator, as the daemon's `generate` and
+ * a large .npz give) uploaded as it is: the device CSR equals the band
+ * the device builds by formula array for array (downloaded, 64-bit
+ * offsets and all), the CSR kernels multiply it right, a pinned format
+ * beyond CSR is refused holding nothing, and the bytes come back. */
+static void test_wide_upload(void **state)
+{
+    (void)state;
+    NEED_GPU();
+    spmv_error err;
+    for (int d = 0; d < 2; d++) {
+        int64_t n = 3000 + tu_rng_range(&fx.rng, 0, 4000), h = tu_rng_range(&fx.rng, 0, 40);
+        spmv_band_spec s = {.rows = n, .cols = n, .half_width = h, .dtype = (spmv_dtype)d, .wide = true};
+        spmv_gen_spec g = {.kind = SPMV_GEN_BAND, .n = n, .per_row = (int32_t)(2 * h + 1)};
+        spmv_csr host = {0};
+        assert_int_equal(spmv_gen_csr(&g, s.dtype, true, INT64_MAX, &host, &err), SPMV_OK);
+        assert_true(spmv_csr_wide(&host));
+        spmv_gpu_info before, after;
+        assert_int_equal(spmv_gpu_ctx_info(fx.ctx, &before), SPMV_OK);
+        spmv_gpu_matrix *up = NULL, *gen = NULL;
+        assert_int_equal(spmv_gpu_matrix_upload_csr(fx.ctx, &host, s.dtype, SPMV_FMT_CSR | SPMV_FMT_ELL, 0, &up, NULL,
+                                                    &err), SPMV_ERR_LIMIT);
+        print_message("# refused as expected: %s\n", err.message);
+        assert_null(up);
+        if (spmv_gpu_matrix_upload_csr(fx.ctx, &host, s.dtype, SPMV_FMT_CSR, 0, &up, NULL, &err) != SPMV_OK)
+            fail_msg("uploading a wide CSR: %s", err.message);
+        if (spmv_gpu_matrix_generate_band(fx.ctx, &s, &gen, &err) != SPMV_OK)
+            fail_msg("generate: %s", err.message);
+        spmv_matrix a, b;
+        assert_int_equal(spmv_gpu_matrix_download(fx.ctx, up, SPMV_FMT_CSR, &a, &err), SPMV_OK);
+        assert_int_equal(spmv_gpu_matrix_download(fx.ctx, gen, SPMV_FMT_CSR, &b, &err), SPMV_OK);
+        size_t vs = spmv_dtype_size(s.dtype);
+        assert_true(spmv_csr_wide(&a.csr) && spmv_csr_wide(&b.csr));
+        assert_int_equal(a.csr.nnz, host.nnz);
+        assert_int_equal(b.csr.nnz, host.nnz);
+        assert_memory_equal(a.csr.row_ptr64, host.row_ptr64, ((size_t)n + 1) * 8);
+        assert_memory_equal(b.csr.row_ptr64, host.row_ptr64, ((size_t)n + 1) * 8);
+        assert_memory_equal(a.csr.col, host.col, (size_t)host.nnz * 4);
+        assert_memory_equal(b.csr.col, host.col, (size_t)host.nnz * 4);
+        assert_memory_equal(a.csr.val, host.val, (size_t)host.nnz * vs);
+        assert_memory_equal(b.csr.val, host.val, (size_t)host.nnz * vs);
+        spmv_matrix_free(&a);
+        spmv_matrix_free(&b);
+        int64_t *rows = malloc((size_t)n * sizeof *rows);
+        for (int64_t i = 0; i < n; i++)
+            rows[i] = i;
+        void *x = make_x(&s), *y = malloc((size_t)n * vs);
+        double bound = d == SPMV_FLOAT32 ? 1e-6 : 1e-14;
+        assert_true(run_check(up, &s, "gpu.csr.vector", 0, x, y, rows, n, 2, NULL) <= bound);
+        assert_true(run_check(up, &s, "cusparse.csr", 0, x, y, rows, n, 2, NULL) <= bound);
+        assert_int_equal(spmv_gpu_run(fx.ctx, spmv_kernel_find("gpu.ell"), up, NULL, x, y, 0, 1, NULL, &err),
+                         SPMV_ERR_LIMIT);
+        print_message("# uploaded wide CSR %lld x %lld, %lld non-zeros, %s: equal to the device's band, "
+                      "gpu.csr.vector and cusparse.csr right\n", (long long)n, (long long)n, (long long)host.nnz,
+                      spmv_dtype_name(s.dtype));
+        spmv_gpu_matrix_free(fx.ctx, up);
+        spmv_gpu_matrix_free(fx.ctx, gen);
+        assert_int_equal(spmv_gpu_ctx_info(fx.ctx, &after), SPMV_OK);
+        assert_int_equal(after.mem_used_by_spmvd - after.mem_scratch, before.mem_used_by_spmvd - before.mem_scratch);
+        spmv_csr_free(&host);
+        free(rows);
+        free(x);
+        free(y);
+    }
 }
 
 static void test_band_huge(void **state)
@@ -272,6 +341,7 @@ int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_band_paths),
+        cmocka_unit_test(test_wide_upload),
         cmocka_unit_test(test_offsets_cost),
         cmocka_unit_test(test_band_huge),
     };

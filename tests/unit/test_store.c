@@ -407,6 +407,58 @@ static void test_store_staged(void **state)
     free(dir);
 }
 
+/* A generated matrix is stored as its recipe: the file is the header
+ * alone, a read builds the same CSR again (both offset widths, mixed
+ * rounded), and a recipe that no longer gives the header's matrix, or
+ * bytes after the header, are damage. */
+static void test_recipe(void **state)
+{
+    (void)state;
+    char *dir = make_dir();
+    for (int v = 0; v < 3; v++) {
+        spmv_gen_spec g = {.kind = v == 1 ? SPMV_GEN_POWERLAW : SPMV_GEN_BAND,
+                           .n = tu_rng_range(&rng, 10, 2000), .per_row = (int32_t)tu_rng_range(&rng, 1, 9),
+                           .seed = (uint64_t)tu_rng_range(&rng, 1, 1000)};
+        spmv_csr a, b;
+        matfile_meta m, back;
+        spmv_error err;
+        char path[PATH_MAX];
+        struct stat st;
+        assert_int_equal(spmv_gen_csr(&g, v == 2 ? SPMV_FLOAT32 : SPMV_FLOAT64, v == 0, INT64_MAX, &a, &err), SPMV_OK);
+        if (v == 1)
+            assert_int_equal(spmv_csr_round_to_float32(&a, &err), SPMV_OK);
+        meta_for(&m, "generated");
+        m.mixed = v == 1;
+        m.generated = true;
+        m.recipe = g;
+        assert_int_equal(matfile_write(dir, &m, &a, &err), SPMV_OK);
+        matfile_path(dir, m.id, path, sizeof path);
+        assert_int_equal(stat(path, &st), 0);
+        assert_int_equal(st.st_size, MATFILE_HEADER_BYTES);
+        assert_int_equal(matfile_read(path, &back, &b, &err), SPMV_OK);
+        assert_true(back.generated && back.mixed == m.mixed);
+        assert_int_equal(back.recipe.kind, g.kind);
+        assert_int_equal(back.recipe.n, g.n);
+        assert_int_equal(back.recipe.per_row, g.per_row);
+        assert_int_equal(back.recipe.seed, g.seed);
+        assert_csr_equal(&a, &b);
+        spmv_csr_free(&b);
+        /* the header's matrix must be the recipe's */
+        a.nnz += 1;
+        assert_int_equal(matfile_write(dir, &m, &a, &err), SPMV_OK);
+        expect_corrupt(path, "a recipe giving fewer entries than the header's");
+        a.nnz -= 1;
+        assert_int_equal(matfile_write(dir, &m, &a, &err), SPMV_OK);
+        int fd = open(path, O_WRONLY | O_APPEND);
+        assert_int_equal(write(fd, "x", 1), 1);
+        close(fd);
+        expect_corrupt(path, "bytes after a recipe's header");
+        spmv_csr_free(&a);
+    }
+    remove_tree(dir);
+    free(dir);
+}
+
 static void test_ids(void **state)
 {
     (void)state;
@@ -434,6 +486,7 @@ int main(void)
         cmocka_unit_test(test_staged_file),
         cmocka_unit_test(test_store_staged),
         cmocka_unit_test(test_ids),
+        cmocka_unit_test(test_recipe),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

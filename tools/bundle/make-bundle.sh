@@ -16,7 +16,8 @@
 #              in /usr/lib/x86_64-linux-gnu) nor Open MPI's, which must be
 #              the host's, the same as its mpirun (libmpi.so.40: Open MPI
 #              4.x); those go to lib-mpi/ for a host without Open MPI
-#   e2e/       tests/e2e/lib.sh, cluster.sh and cluster_vectors.py (cluster-gpu.sh runs them)
+#   e2e/       tests/e2e/lib.sh, cluster.sh and cluster_vectors.py (cluster-gpu.sh runs them),
+#              wide.sh and wide_check.py (wide-gpu.sh runs them)
 #   shared/matrices/{real,conformance/invalid}  the test matrices, laid out
 #              as ../shared/matrices is beside the repository, with
 #   work/      an empty folder that serves as SPMV_ROOT (tests find the
@@ -65,8 +66,9 @@ cp -r "$SHARED/matrices/conformance/invalid" "$BUNDLE/shared/matrices/conformanc
 cp tools/bundle/run.sh tools/bundle/common.sh tools/bundle/shm-gpu.sh tools/bundle/api_test.py tools/bundle/api_test_vectors.py tools/bundle/bench_remote.py \
   tools/bundle/bench_memory.py tools/bundle/padding.py tools/bench-upload.sh tools/bench_roundtrip.py \
   tests/e2e/shm_check.py tests/e2e/tap.py tests/e2e/mixed_check.py tools/bundle/packed-gpu.sh tools/bundle/cluster-gpu.sh \
-  tools/bundle/bench_scaling.py "$BUNDLE/"
-cp tests/e2e/lib.sh tests/e2e/cluster.sh tests/e2e/cluster_vectors.py tests/e2e/tap.py "$BUNDLE/e2e/"
+  tools/bundle/bench_scaling.py tools/bundle/wide-gpu.sh tools/bundle/wide_goal.py "$BUNDLE/"
+cp tests/e2e/lib.sh tests/e2e/cluster.sh tests/e2e/cluster_vectors.py tests/e2e/tap.py tests/e2e/wide.sh \
+  tests/e2e/wide_check.py "$BUNDLE/e2e/"
 chmod +x "$BUNDLE/run.sh"
 
 echo "bundle: $(ls "$BUNDLE/bin/real" | tr '\n' ' ')"

@@ -66,7 +66,7 @@ static const key_desc keys[] = {
      "most rows (and columns) an uploaded matrix may declare"},
     {"max_nnz", KEY_INT, OFF(max_nnz), 0, INT64_C(1) << 40, INT64_C(1) << 36, NULL, NULL,
      "most entries an uploaded matrix may declare (after symmetric expansion); past INT32_MAX only an .npz CSR "
-     "archive with sorted rows (64-bit row offsets), a Matrix Market file stops at INT32_MAX"},
+     "archive with sorted rows or a generated matrix (64-bit row offsets), a Matrix Market file stops at INT32_MAX"},
     {"max_runs", KEY_INT, OFF(max_runs), 1, 1000000, 1000, NULL, NULL,
      "most timed runs (and warm-up runs) one spmv request may ask for"},
     {"max_request_work", KEY_INT, OFF(max_request_work), 1, INT64_C(1) << 62, INT64_C(1000000000000), NULL, NULL,

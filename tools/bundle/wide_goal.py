@@ -155,9 +155,16 @@ def main():
         for v in (vx, vy):
             call("DELETE", "/v1/vectors/%s" % v["id"])
         st, _ = call("DELETE", "/v1/matrices/%s" % mid)
-        st, info = call("GET", "/v1/info")
-        gpu = next(dv for dv in info["devices"] if dv.get("name") == a.device)
+        # the device copy is freed by a task on the GPU's worker after the answer: wait for it (30 s at most)
+        for _ in range(300):
+            st, info = call("GET", "/v1/info")
+            gpu = next(dv for dv in info["devices"] if dv.get("name") == a.device)
+            if not gpu.get("memory_used_by_spmvd"):
+                break
+            time.sleep(0.1)
         res["used_after_delete"] = gpu.get("memory_used_by_spmvd")
+        if gpu.get("memory_used_by_spmvd", 0) - gpu.get("memory_scratch", 0) > 0:
+            bad.append("%s bytes still held after DELETE" % gpu.get("memory_used_by_spmvd"))
         print("# after DELETE: used by spmvd %s bytes (scratch %s)" % (gpu.get("memory_used_by_spmvd"),
                                                                        gpu.get("memory_scratch")), flush=True)
     finally:

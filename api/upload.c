@@ -643,14 +643,14 @@ static int generate_csr(request *r, const upload_opts *o)
     if (u->gen_seed[0])
         g->seed = (uint64_t)v;
     double t0 = spmv_now_ms();
-    int rc = spmv_gen_csr(g, o->dtype, o->offsets64, atomic_load(&r->d->limits.max_nnz), &u->csr, &err);
+    int64_t rows = 0, cols = 0, max_rows = atomic_load(&r->d->limits.max_rows);
+    int rc = spmv_gen_shape(g, &rows, &cols, &err);
+    if (rc == SPMV_OK && (rows > max_rows || cols > max_rows)) /* max_rows bounds the columns too, as for uploads */
+        rc = spmv_error_set(&err, SPMV_ERR_LIMIT, 0, "%s with n = %lld is %lld x %lld, past max_rows",
+                            spmv_gen_kind_name(g->kind), (long long)g->n, (long long)rows, (long long)cols);
+    if (rc == SPMV_OK)
+        rc = spmv_gen_csr(g, o->dtype, o->offsets64, atomic_load(&r->d->limits.max_nnz), &u->csr, &err);
     u->parse_ms = spmv_now_ms() - t0;
-    if (rc == SPMV_OK && u->csr.rows > atomic_load(&r->d->limits.max_rows)) {
-        spmv_csr_free(&u->csr);
-        rc = spmv_error_set(&err, SPMV_ERR_LIMIT, 0, "%s with n = %lld has more rows than max_rows %lld",
-                            spmv_gen_kind_name(g->kind), (long long)g->n,
-                            (long long)atomic_load(&r->d->limits.max_rows));
-    }
     if (rc != SPMV_OK) {
         if (rc == SPMV_ERR_LIMIT)
             api_error(r, 422, "too_large", "`generate`: %s (this daemon's max_nnz %lld, max_rows %lld)", err.message,

@@ -242,6 +242,19 @@ static int plan_make(const spmv_gen_spec *s, gen_plan *p, spmv_error *err)
     return plan_check_rows(p, err);
 }
 
+int spmv_gen_shape(const spmv_gen_spec *spec, int64_t *rows, int64_t *cols, spmv_error *err)
+{
+    gen_plan p;
+    if (!spec)
+        return spmv_error_set(err, SPMV_ERR_INVALID, 0, "spmv_gen_shape: no spec");
+    int rc = plan_make(spec, &p, err);
+    if (rc == SPMV_OK) {
+        *rows = p.rows;
+        *cols = p.cols;
+    }
+    return rc;
+}
+
 /* ------------------------------------------------------------ row lengths */
 
 static int64_t banded_len(const gen_plan *p, int64_t i)

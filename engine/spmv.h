@@ -493,6 +493,9 @@ int spmv_gen_kind_parse(const char *name, spmv_gen_kind *out);
 /* The defaults spmv-gen and the daemon's `generate` give what is not
  * named: per_row 16 (lp: 4), dense_len n/2 (banded_dense_row), seed 1. */
 void spmv_gen_defaults(spmv_gen_spec *s, bool per_row_given, bool dense_len_given, bool seed_given);
+/* The matrix's rows and columns, from the spec alone (nothing built);
+ * the spec's errors as spmv_gen gives them. */
+int spmv_gen_shape(const spmv_gen_spec *spec, int64_t *rows, int64_t *cols, spmv_error *err);
 /* Builds the matrix as sorted float64 COO (at most INT32_MAX non-zeros). */
 int spmv_gen(const spmv_gen_spec *spec, spmv_coo *out, spmv_error *err);
 /* Builds the same matrix straight into a CSR of `dtype` (values rounded

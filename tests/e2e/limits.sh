@@ -33,6 +33,16 @@ spmv_bin() { req POST "/v1/matrices/$K/spmv?$1" -H 'Content-Type: application/oc
 X34=$("$PYTHON" -c 'print("[" + ",".join(["1"] * 34) + "]")')
 "$PYTHON" -c 'import struct, sys; sys.stdout.buffer.write(struct.pack("<34d", *([1.0] * 34)))' >"$E2E_TMP/x34.f64"
 
+# ------------------------------------------------------------ generated matrices
+# counted against max_rows and max_nnz before anything is built
+req POST "/v1/matrices?generate=poisson2d&n=40&device=cpu"
+expect "generate=poisson2d n=40 (1600 rows > max_rows 1000): 422 naming max_rows" 422 'max_rows'
+req POST "/v1/matrices?generate=band&n=1000&per_row=9&device=cpu"
+expect "generate=band n=1000 per_row=9 (8980 non-zeros > max_nnz 5000): 422 naming it" 422 'at most 5000'
+req POST "/v1/matrices?generate=band&n=500&per_row=5&device=cpu"
+expect "generate=band n=500 per_row=5 (2494 non-zeros): 201" 201 '"nnz": *2494'
+[ "$CODE" = 201 ] && req DELETE "/v1/matrices/$(jget 'd["id"]')"
+
 # ------------------------------------------------------------ runs, warmup
 spmv_json "{\"x\":$X34,\"runs\":51}"
 expect "runs 51 > max_runs 50: 400 naming the range" 400 '1\.\.50'

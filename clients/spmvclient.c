@@ -985,6 +985,35 @@ done:
     return st;
 }
 
+spmv_client_status spmv_client_generate(spmv_client *h, const char *kind, int64_t n, int64_t per_row,
+                                        int64_t dense_len, uint64_t seed, const spmv_client_upload_options *opts,
+                                        spmv_client_matrix **out)
+{
+    spmv_client_status st;
+    curl_mime *mime = NULL;
+    char num[3][24];
+    if (!h || !kind || !out) return SPMV_CLIENT_ERR_INVALID;
+    *out = NULL;
+    clear_error(h);
+    snprintf(num[0], sizeof num[0], "%lld", (long long)n);
+    snprintf(num[1], sizeof num[1], "%lld", (long long)per_row);
+    snprintf(num[2], sizeof num[2], "%lld", (long long)dense_len);
+    char sd[24];
+    snprintf(sd, sizeof sd, "%llu", (unsigned long long)seed);
+    st = fail(h, SPMV_CLIENT_ERR_NOMEM, "out of memory building the form");
+    if (!(mime = curl_mime_init(h->curl)) || !mime_field(mime, "generate", kind) || !mime_field(mime, "n", num[0]) ||
+        (per_row >= 0 && !mime_field(mime, "per_row", num[1])) ||
+        (dense_len >= 0 && !mime_field(mime, "dense_len", num[2])) || (seed && !mime_field(mime, "seed", sd)))
+        goto done;
+    if ((st = mime_options(h, mime, opts)) != SPMV_CLIENT_OK)
+        goto done;
+    clear_error(h);
+    st = upload_form(h, mime, NULL, out);
+done:
+    curl_mime_free(mime);
+    return st;
+}
+
 static bool parse_matrix_item(const json_t *d, void *m) { return parse_matrix(d, m); }
 
 spmv_client_status spmv_client_list(spmv_client *h, spmv_client_matrix_list **out)

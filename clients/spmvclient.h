@@ -242,6 +242,18 @@ SPMV_CLIENT_API spmv_client_status spmv_client_upload_memory(spmv_client *h, con
                                                              const spmv_client_upload_options *opts,
                                                              spmv_client_matrix **out);
 
+/* A matrix the daemon builds by formula (POST /v1/matrices with
+ * generate=<kind>, nothing uploaded): `kind` one of its generators
+ * ("poisson2d", "band", ... docs/api.md "Generated matrices"), `n` its
+ * grid side or rows; per_row, dense_len < 0 and seed 0: the daemon's
+ * defaults. `opts` as for an upload (name, dtype, device; progress unused).
+ * Errors: BAD_REQUEST (an unknown kind, a number out of range), TOO_LARGE
+ * (past max_rows / max_nnz), and the transfer statuses. */
+SPMV_CLIENT_API spmv_client_status spmv_client_generate(spmv_client *h, const char *kind, int64_t n, int64_t per_row,
+                                                        int64_t dense_len, uint64_t seed,
+                                                        const spmv_client_upload_options *opts,
+                                                        spmv_client_matrix **out);
+
 /* GET /v1/matrices. */
 SPMV_CLIENT_API spmv_client_status spmv_client_list(spmv_client *h, spmv_client_matrix_list **out);
 

@@ -51,6 +51,8 @@ typedef struct ctl {
     const char *like, *side, *values_file, *out_file, *method, *precond;
     const char *b_file, *b_vector, *x0_file, *x0_vector, *x_out, *x_vector;
     long k, n, maxit, restart;
+    long per_row, dense_len;    /* generate: set (>= 0) or the daemon's default (0 after ctl c = {0}: see has_*) */
+    bool has_per_row, has_dense_len;
     double fill, tol;
     uint64_t seed;
     bool has_fill, random, async, history, cancel;
@@ -70,6 +72,7 @@ static const char usage_text[] =
     "\n"
     "Commands:\n"
     "  upload FILE            upload a Matrix Market file (.mtx or .mtx.gz)\n"
+    "  generate KIND --n N    have the daemon build a matrix by formula (band, poisson2d, ...)\n"
     "  ls                     list stored matrices\n"
     "  info [ID]              describe matrix ID, or the server without ID\n"
     "  rm ID...               delete matrices\n"
@@ -335,6 +338,22 @@ static int cmd_upload(ctl *c, int argc, char **argv)
     spmv_client_matrix *m;
     spmv_client_status st = spmv_client_upload_file(c->h, argv[0], &o, &m);
     progress_end(&b);
+    if (st != SPMV_CLIENT_OK) return report(c, argv[0], st);
+    if (c->json) print_json_text(m->json);
+    else print_matrix(m);
+    spmv_client_matrix_free(m);
+    return EXIT_OK;
+}
+
+static int cmd_generate(ctl *c, int argc, char **argv)
+{
+    if (argc != 1) return usage_error("generate needs exactly one generator name%s", "");
+    if (!c->n) return usage_error("generate needs --n (grid side or rows)%s", "");
+    spmv_client_upload_options o = {.name = c->name, .dtype = c->dtype, .formats = c->formats,
+                                    .device = c->device, .hack_size = c->hack_size};
+    spmv_client_matrix *m;
+    spmv_client_status st = spmv_client_generate(c->h, argv[0], c->n, c->has_per_row ? c->per_row : -1,
+                                                 c->has_dense_len ? c->dense_len : -1, c->seed, &o, &m);
     if (st != SPMV_CLIENT_OK) return report(c, argv[0], st);
     if (c->json) print_json_text(m->json);
     else print_matrix(m);
@@ -1362,6 +1381,13 @@ static const command commands[] = {
      "                           [--device cpu|gpuN] [--hack-size N]\n"
      "Uploads a Matrix Market file (.mtx or .mtx.gz) and prints its descriptor;\n"
      "with --json the descriptor JSON, whose \"id\" names the matrix from then on.\n"},
+    {"generate", cmd_generate,
+     "usage: spmvctl generate KIND --n N [--per-row P] [--dense-len L] [--seed S] [--name NAME]\n"
+     "                             [--dtype float64|float32|mixed] [--device cpu|gpuN]\n"
+     "Asks the daemon to build a matrix by formula (nothing is uploaded; it stores the recipe):\n"
+     "KIND poisson2d, poisson3d, stencil27, uniform, powerlaw, graph_uniform, graph_powerlaw,\n"
+     "banded_dense_row, lp or band (entry (i,j) = 1 + ((i+3j) mod 7)/8, |i-j| <= P/2), as spmv-gen\n"
+     "takes them. Prints the descriptor (--json: its JSON).\n"},
     {"ls", cmd_ls, "usage: spmvctl ls\nLists the stored matrices, one per line.\n"},
     {"info", cmd_info, "usage: spmvctl info [ID]\nDescribes matrix ID; without ID, the server (version, build, devices, limits).\n"},
     {"rm", cmd_rm, "usage: spmvctl rm ID...\nDeletes matrices (host, device and stored copies).\n"},
@@ -1431,6 +1457,7 @@ enum {
     OPT_URL = 256, OPT_TOKEN_FILE, OPT_CA_FILE, OPT_INSECURE, OPT_TIMEOUT, OPT_JSON, OPT_NAME, OPT_DTYPE,
     OPT_FORMATS, OPT_DEVICE, OPT_HACK, OPT_KERNEL, OPT_X, OPT_Y_OUT, OPT_RUNS, OPT_WARMUP, OPT_VERIFY,
     OPT_PARAM, OPT_KERNELS, OPT_NO_WAIT, OPT_STORE, OPT_C_OUT,
+    OPT_PER_ROW, OPT_DENSE_LEN,
     OPT_LIKE, OPT_SIDE, OPT_K, OPT_N, OPT_VALUES, OPT_FILL, OPT_RANDOM, OPT_SEED, OPT_OUT, OPT_METHOD, OPT_TOL,
     OPT_MAXIT, OPT_RESTART, OPT_PRECOND, OPT_B, OPT_B_VECTOR, OPT_X0, OPT_X0_VECTOR, OPT_X_OUT, OPT_X_VECTOR,
     OPT_ASYNC, OPT_HISTORY, OPT_CANCEL, OPT_OFFSET, OPT_SIZE, OPT_X_SHM, OPT_Y_SHM,
@@ -1463,6 +1490,8 @@ static const struct option long_opts[] = {
     {"side", required_argument, NULL, OPT_SIDE},
     {"k", required_argument, NULL, OPT_K},
     {"n", required_argument, NULL, OPT_N},
+    {"per-row", required_argument, NULL, OPT_PER_ROW},
+    {"dense-len", required_argument, NULL, OPT_DENSE_LEN},
     {"values", required_argument, NULL, OPT_VALUES},
     {"fill", required_argument, NULL, OPT_FILL},
     {"random", no_argument, NULL, OPT_RANDOM},
@@ -1558,6 +1587,16 @@ static int take_option(ctl *c, int opt, const char *arg, bool *help)
     case OPT_N:
         if (!parse_int(arg, 1, LONG_MAX, &v)) return usage_error("--n wants a positive integer, not %s", arg);
         c->n = v;
+        break;
+    case OPT_PER_ROW:
+        if (!parse_int(arg, 0, INT_MAX, &v)) return usage_error("--per-row wants an integer >= 0, not %s", arg);
+        c->per_row = v;
+        c->has_per_row = true;
+        break;
+    case OPT_DENSE_LEN:
+        if (!parse_int(arg, 0, INT_MAX, &v)) return usage_error("--dense-len wants an integer >= 0, not %s", arg);
+        c->dense_len = v;
+        c->has_dense_len = true;
         break;
     case OPT_VALUES: c->values_file = arg; break;
     case OPT_FILL:

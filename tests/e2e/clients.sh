@@ -257,6 +257,15 @@ check "bad file: spmvctl prints the server's 422 message verbatim" \
   grep -qF -- "$msg" "$W/err"
 [ -n "$msg" ] || not_ok "curl saw a 422 message" "$(cat "$W/bad_curl.json")"
 expect_rc 6 "spmvctl upload of a missing file exits 6" ctl upload "$W/missing.mtx"
+expect_rc 0 "spmvctl generate band --n 1000 --per-row 5 --dtype float32" \
+  ctl --json generate band --n 1000 --per-row 5 --dtype float32 --name ctl-band
+check "generate: the descriptor holds the recipe and the formula's non-zeros (4994)" \
+  json_field "$W/out" 'd["generated"]["kind"] == "band" and d["generated"]["per_row"] == 5 and d["nnz"] == 4994 and d["dtype"] == "float32"'
+GEN_ID=$(json_field "$W/out" 'd["id"]')
+expect_rc 2 "spmvctl generate of an unknown kind exits 2" ctl generate nosuch --n 10
+check "unknown kind: the server's message names it" grep -q "nosuch" "$W/err"
+expect_rc 1 "spmvctl generate without --n is a usage error" ctl generate band
+[ -n "$GEN_ID" ] && ctl rm "$GEN_ID" >/dev/null 2>&1
 
 expect_rc 0 "spmvctl rm ID ID2" ctl rm "$ID" "$ID2"
 expect_rc 2 "spmvctl rm of a deleted id exits 2" ctl rm "$ID"

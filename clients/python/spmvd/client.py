@@ -416,6 +416,32 @@ class Client:
         m._source = src
         return m
 
+    def generate(self, kind: str, n: int, *, per_row: Optional[int] = None, dense_len: Optional[int] = None,
+                 seed: Optional[int] = None, name: Optional[str] = None, dtype: Optional[str] = None,
+                 device: Optional[str] = None, offsets: Optional[int] = None,
+                 kernel: Optional[str] = None) -> "RemoteMatrix":
+        """A matrix the daemon builds itself by formula (``generate=<kind>``): nothing is sent.
+
+        ``kind`` is one of the daemon's generators (``poisson2d``,
+        ``poisson3d``, ``stencil27``, ``uniform``, ``powerlaw``,
+        ``graph_uniform``, ``graph_powerlaw``, ``banded_dense_row``, ``lp``,
+        ``band``); ``n``, ``per_row``, ``dense_len`` and ``seed`` are its
+        numbers, as ``spmv-gen`` takes them. ``band`` has entry (i, j) =
+        1 + ((i + 3j) mod 7) / 8 for |i - j| <= per_row // 2: the way to
+        matrices of billions of entries (``offsets=64`` past 2**31 is
+        automatic). The daemon stores the recipe, not the arrays.
+        """
+        from .matrix import RemoteMatrix
+        params: Dict[str, Any] = {"generate": kind, "n": int(n)}
+        for key, v in (("per_row", per_row), ("dense_len", dense_len), ("seed", seed), ("offsets", offsets)):
+            if v is not None:
+                params[key] = int(v)
+        for key, v in (("name", name), ("dtype", dtype), ("device", device)):
+            if v is not None:
+                params[key] = str(v)
+        r = self.request("POST", "/v1/matrices", params=params, ok=(201,))
+        return RemoteMatrix(self, r.json(), kernel=kernel)
+
     def spy(self, matrix: MatrixRef, size: int = 512) -> bytes:
         """``GET /v1/matrices/{id}/spy.png``: the PNG bytes of the pattern picture."""
         return self.request("GET", f"/v1/matrices/{_id(matrix)}/spy.png", params={"size": int(size)}).content

@@ -100,6 +100,33 @@ def test_upload_gz_npz_scipy_coo(client: spmvd.Client, tmp_path, rng) -> None:
     B.delete()
 
 
+def test_generate_builds_matrices_by_formula(client: spmvd.Client, rng) -> None:
+    n, per_row = 3000, 9
+    A = client.generate("band", n, per_row=per_row, offsets=64, name="band")
+    h = per_row // 2
+    i, j = np.meshgrid(np.arange(n), np.arange(-h, h + 1), indexing="ij")
+    j = i + j
+    keep = (j >= 0) & (j < n)
+    B = sp.csr_matrix((1.0 + ((i[keep] + 3 * j[keep]) % 7) / 8.0, (i[keep], j[keep])), shape=(n, n))
+    assert A.shape == (n, n) and A.nnz == B.nnz and A.descriptor["generated"]["kind"] == "band"
+    assert A.descriptor["row_offsets"] == 64
+    x = rng.uniform(-1, 1, n)
+    assert rel(A @ x, B @ x) < 1e-14
+    P = client.generate("poisson2d", 30, dtype="float32")
+    T = sp.diags([-1, 2, -1], [-1, 0, 1], shape=(30, 30))
+    Q = (sp.kron(sp.identity(30), T) + sp.kron(T, sp.identity(30))).tocsr()
+    assert P.dtype == np.float32 and P.nnz == Q.nnz
+    x = rng.uniform(-1, 1, 900)
+    assert rel(P @ x, Q @ x) < 1e-5
+    with pytest.raises(spmvd.BadRequest):
+        client.generate("nosuch", 10)
+    with pytest.raises(spmvd.ApiError) as e:
+        client.generate("poisson2d", 50000)
+    assert e.value.status == 422 and "46340" in str(e.value)
+    A.delete()
+    P.delete()
+
+
 def test_float32_matrix_converts_x_and_answers_float32(client: spmvd.Client, expected: dict) -> None:
     e = expected["matrices"]["west0067.mtx"]
     A = client.upload(os.path.join(REAL, "west0067.mtx"), dtype="float32")

@@ -612,6 +612,8 @@ static json_t *stats_json(const spmv_task *t)
     if (s && t->sharded) {
         json_object_set_new(s, "compute_ms", api_json_real(t->cst.compute_ms));
         json_object_set_new(s, "comm_ms", api_json_real(t->cst.comm_ms));
+        if (t->cst.device.runs > 0) /* GPU shards: the runs by CUDA events, as one GPU's product is timed */
+            json_object_set_new(s, "device_median_ms", api_json_real(t->cst.device.median_ms));
     }
     return s;
 }
@@ -625,9 +627,13 @@ static json_t *sharded_json(const spmv_task *t)
     json_t *kernels = json_array();
     for (int q = 0; q < n && q < 8; q++)
         json_array_append_new(kernels, json_string(t->cst.kernels[q]));
-    return json_pack("{s:i, s:o, s:o, s:o, s:I, s:o}", "ranks", n, "compute_ms", api_json_real(t->cst.compute_ms),
-                     "comm_ms", api_json_real(t->cst.comm_ms), "gather_ms", api_json_real(t->cst.gather_ms),
-                     "halo_values", (json_int_t)t->cst.halo_values, "kernels", kernels);
+    json_t *o = json_pack("{s:i, s:o, s:o, s:o, s:I, s:o}", "ranks", n, "compute_ms",
+                          api_json_real(t->cst.compute_ms), "comm_ms", api_json_real(t->cst.comm_ms), "gather_ms",
+                          api_json_real(t->cst.gather_ms), "halo_values", (json_int_t)t->cst.halo_values, "kernels",
+                          kernels);
+    if (o && t->cst.device.runs > 0)
+        json_object_set_new(o, "device_stats", api_stats_json(&t->cst.device));
+    return o;
 }
 
 /* Everything of the answer but y. */

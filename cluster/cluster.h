@@ -189,6 +189,11 @@ int cluster_matrix_nranks(const cluster_matrix *m);
  * request (0 when y is a distributed vector). */
 typedef struct cluster_spmv_stats {
     spmv_stats st;
+    /* When every shard is on a GPU: the same runs timed on the devices
+     * (CUDA events from the run's first operation queued to its last done,
+     * the slowest rank's), the measure a product on one GPU reports; else
+     * runs 0. */
+    spmv_stats device;
     double compute_ms, comm_ms, gather_ms;
     int64_t halo_values;          /* x entries exchanged per product, all ranks */
     char kernel[64];              /* the kernel run (auto: rank 0's choice) */
@@ -278,7 +283,7 @@ const char *cluster_failed(cluster *c);
  * holds the rank's col_end - col_begin x entries, y_local gets its rows.
  * Exchanges with the other ranks, so every rank must call it, with the
  * same runs and warmup, in the same order. Times per timed run go to
- * run_ms, compute_ms, comm_ms (runs entries each, may be NULL). A kernel that cannot run on this shard still takes part in the
+ * run_ms, compute_ms, comm_ms, device_ms (runs entries each, may be NULL). A kernel that cannot run on this shard still takes part in the
  * exchange and then returns its error. */
 typedef struct cluster_local cluster_local;   /* a shard ready to multiply */
 
@@ -290,8 +295,13 @@ int cluster_local_to_gpu(cluster *c, cluster_local *l, spmv_error *err);
 const cluster_shard *cluster_local_shard(const cluster_local *l);
 const char *cluster_local_device(const cluster_local *l);
 
+/* Per run: the host clock around it, its compute and communication
+ * split, and (GPU shards) its time on the device by CUDA events, 0 on a
+ * host shard. CLUSTER_TIME_ROWS arrays of runs values, in that order, are
+ * what every rank sends back. */
+#define CLUSTER_TIME_ROWS 4
 typedef struct cluster_run_times {
-    double *run_ms, *compute_ms, *comm_ms;
+    double *run_ms, *compute_ms, *comm_ms, *device_ms;
 } cluster_run_times;
 
 int cluster_local_spmv(cluster *c, cluster_local *l, const spmv_kernel *k, const spmv_params *p,

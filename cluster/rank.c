@@ -351,23 +351,30 @@ static int64_t product_bytes(const cluster_matrix *m)
  * slowest rank; compute and communication the slowest rank's, averaged. */
 static void combine_times(cluster_matrix *m, double *times, int32_t runs, int32_t warmup, cluster_spmv_stats *out)
 {
-    double *slowest = times; /* reuses rank 0's run_ms row */
+    double *slowest = times, *slowest_dev = times + 3 * (size_t)runs; /* reuse rank 0's run_ms and device_ms rows */
     double compute = 0, comm = 0;
+    bool device = m->gpu;
     for (int32_t i = 0; i < runs; i++) {
-        double run = 0, cp = 0, cm = 0;
+        double run = 0, cp = 0, cm = 0, dv = 0;
         for (int p = 0; p < m->nranks; p++) {
-            const double *t = times + (size_t)p * 3 * (size_t)runs;
+            const double *t = times + (size_t)p * CLUSTER_TIME_ROWS * (size_t)runs;
             run = t[i] > run ? t[i] : run;
             cp = t[runs + i] > cp ? t[runs + i] : cp;
             cm = t[2 * runs + i] > cm ? t[2 * runs + i] : cm;
+            dv = t[3 * runs + i] > dv ? t[3 * runs + i] : dv;
+            device = device && t[3 * runs + i] > 0; /* a host shard (or a rank with nothing timed) has none */
         }
         slowest[i] = run;
+        slowest_dev[i] = dv;
         compute += cp;
         comm += cm;
     }
     out->compute_ms = compute / runs;
     out->comm_ms = comm / runs;
     spmv_stats_compute(slowest, runs, warmup, 2 * m->nnz, product_bytes(m), &out->st);
+    memset(&out->device, 0, sizeof out->device);
+    if (device)
+        spmv_stats_compute(slowest_dev, runs, warmup, 2 * m->nnz, product_bytes(m), &out->device);
 }
 
 /* CMD_NCCL: the communicator over every rank's GPU, made together. */
@@ -434,7 +441,7 @@ int cluster_spmv(cluster *c, cluster_matrix *m, const spmv_kernel *k, const spmv
     size_t vs = spmv_dtype_size(m->dtype);
     cmd_reply *rep = cmd_replies(c, err);
     cmd_header *hs = calloc((size_t)m->nranks, sizeof *hs);
-    double *times = calloc((size_t)m->nranks * 3 * (size_t)runs, sizeof *times);
+    double *times = calloc((size_t)m->nranks * CLUSTER_TIME_ROWS * (size_t)runs, sizeof *times);
     req_list r;
     reqs_init(&r);
     if (!rep || !hs || !times) {
@@ -469,7 +476,7 @@ int cluster_spmv(cluster *c, cluster_matrix *m, const spmv_kernel *k, const spmv
     /* rank 0's own part, exchanging with the others */
     const spmv_kernel *ran = NULL;
     spmv_error own_err = {0};
-    cluster_run_times t0 = {times, times + runs, times + 2 * (size_t)runs};
+    cluster_run_times t0 = {times, times + runs, times + 2 * (size_t)runs, times + 3 * (size_t)runs};
     int own_rc = cluster_local_product(c, m->own, k, p, io->xv ? NULL : (const char *)x + (size_t)m->col_begin[0] * vs,
                                        io->xv ? cluster_vec_slice(c, cluster_vec_id(io->xv)) : NULL,
                                        io->yv ? NULL : (char *)y + (size_t)m->row_begin[0] * vs,
@@ -487,7 +494,8 @@ int cluster_spmv(cluster *c, cluster_matrix *m, const spmv_kernel *k, const spmv
         if ((rc = reqs_recv(c, &r, &rep[q], sizeof rep[q], q, TAG_REPLY, err)) == SPMV_OK && !io->yv)
             rc = reqs_recv(c, &r, (char *)y + (size_t)m->row_begin[q] * vs, rows * vs, q, TAG_Y, err);
         if (rc == SPMV_OK)
-            rc = reqs_recv(c, &r, times + (size_t)q * 3 * (size_t)runs, 3 * (size_t)runs * sizeof *times, q,
+            rc = reqs_recv(c, &r, times + (size_t)q * CLUSTER_TIME_ROWS * (size_t)runs,
+                           CLUSTER_TIME_ROWS * (size_t)runs * sizeof *times, q,
                            TAG_TIMES, err);
     }
     if (rc == SPMV_OK)
@@ -681,14 +689,14 @@ static void do_spmv(rank_state *s)
     if (rc == SPMV_OK) {
         rows = (size_t)(cluster_local_shard(l)->row_end - cluster_local_shard(l)->row_begin);
         y = yvec ? NULL : calloc(rows ? rows : 1, vs);
-        times = calloc(3 * (size_t)runs, sizeof *times);
+        times = calloc(CLUSTER_TIME_ROWS * (size_t)runs, sizeof *times);
         if ((!y && !yvec) || !times)
             rc = spmv_error_set(&err, SPMV_ERR_NOMEM, 0, "rank %d: out of memory for y", c->rank);
     }
     if (rc == SPMV_OK) {
         spmv_params p;
         memcpy(p.v, s->h.params, sizeof p.v);
-        cluster_run_times t = {times, times + runs, times + 2 * (size_t)runs};
+        cluster_run_times t = {times, times + runs, times + 2 * (size_t)runs, times + 3 * (size_t)runs};
         rc = cluster_local_product(c, l, k, &p, xvec ? NULL : x, xs, y, ys, s->h.alpha, s->h.beta, s->h.warmup, runs,
                                    &t, &ran, &err);
         if (cluster_failed(c)) { /* the exchange lost a peer: rank 0 has given up on this product too */
@@ -703,7 +711,8 @@ static void do_spmv(rank_state *s)
     reqs_init(&r);
     if ((rc = reqs_send(c, &r, &s->rep, sizeof s->rep, 0, TAG_REPLY, &err)) == SPMV_OK &&
         (yvec || (rc = reqs_send(c, &r, y ? y : (void *)&s->rep, y ? rows * vs : 0, 0, TAG_Y, &err)) == SPMV_OK) &&
-        (rc = reqs_send(c, &r, times ? (void *)times : (void *)&s->rep, times ? 3 * (size_t)runs * sizeof *times : 0, 0,
+        (rc = reqs_send(c, &r, times ? (void *)times : (void *)&s->rep,
+                        times ? CLUSTER_TIME_ROWS * (size_t)runs * sizeof *times : 0, 0,
                         TAG_TIMES, &err)) == SPMV_OK)
         rc = reqs_wait(c, &r, "sending y", &err);
     reqs_free(&r);

@@ -55,7 +55,8 @@ spmv_vec *spmv_gpu_halo_offsum(spmv_gpu_halo *h);
 int spmv_gpu_halo_add(spmv_gpu_comm *c, spmv_gpu_halo *h, spmv_vec *y, spmv_error *err);
 /* Packs the entries of x (a device vector on the context's GPU, written
  * before the call) every peer wants, and posts the grouped ncclSend /
- * ncclRecv on the communicator's stream. */
+ * ncclRecv on the communicator's stream. The run begins here: an event on
+ * the context's stream, which the exchange's stream waits for. */
 int spmv_gpu_halo_start(spmv_gpu_comm *c, spmv_gpu_halo *h, const spmv_vec *x, spmv_error *err);
 /* Called after the local product is queued: marks its end and makes the
  * context's stream wait on the device for the exchange (NCCL's own
@@ -64,10 +65,13 @@ int spmv_gpu_halo_start(spmv_gpu_comm *c, spmv_gpu_halo *h, const spmv_vec *x, s
  * through the host. spmv_gpu_halo_finish then waits for the context's
  * stream, at most timeout_ms (past it the communicator is aborted and
  * SPMV_ERR_UNAVAILABLE says so), and gives the time the exchange ended
- * after the local product (0 when the local product hid it). */
+ * after the local product (0 when the local product hid it) and the
+ * run's time on the device, from halo_start's event to the end of what
+ * was queued on the context's stream (CUDA events: what a product on one
+ * GPU reports as its time). */
 int spmv_gpu_halo_join(spmv_gpu_comm *c, spmv_gpu_halo *h, double timeout_ms, spmv_error *err);
 int spmv_gpu_halo_finish(spmv_gpu_comm *c, spmv_gpu_halo *h, double timeout_ms, double *exposed_ms,
-                         spmv_error *err);
+                         double *device_ms, spmv_error *err);
 
 #ifdef __cplusplus
 }

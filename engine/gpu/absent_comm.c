@@ -67,8 +67,9 @@ int spmv_gpu_halo_join(spmv_gpu_comm *c, spmv_gpu_halo *h, double timeout_ms, sp
     return spmv_error_set(err, SPMV_ERR_UNAVAILABLE, 0, "%s", no_nccl);
 }
 
-int spmv_gpu_halo_finish(spmv_gpu_comm *c, spmv_gpu_halo *h, double timeout_ms, double *exposed_ms, spmv_error *err)
+int spmv_gpu_halo_finish(spmv_gpu_comm *c, spmv_gpu_halo *h, double timeout_ms, double *exposed_ms, double *device_ms,
+                         spmv_error *err)
 {
-    (void)c; (void)h; (void)timeout_ms; (void)exposed_ms;
+    (void)c; (void)h; (void)timeout_ms; (void)exposed_ms; (void)device_ms;
     return spmv_error_set(err, SPMV_ERR_UNAVAILABLE, 0, "%s", no_nccl);
 }

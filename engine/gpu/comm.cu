@@ -42,6 +42,7 @@ struct spmv_gpu_halo {
     int32_t *off_rows;             /* device, n_off local rows */
     spmv_vec offsum;               /* device, n_off values */
     cudaEvent_t local, done;       /* the local product's end (context stream), the exchange's (its stream) */
+    cudaEvent_t begin, end;        /* a run's first and last (context stream): its time on the device */
 };
 
 static int nccl_error(ncclResult_t r, spmv_error *err, const char *what)
@@ -194,13 +195,17 @@ extern "C" int spmv_gpu_halo_new(spmv_gpu_comm *c, spmv_dtype dt, const int32_t 
             st = gpu_cuda_error(e, err, "halo off-diagonal rows");
     }
     if (!st) {
-        cudaError_t e = cudaEventCreate(&h->local);
-        if (e == cudaSuccess && (e = cudaEventCreate(&h->done)) != cudaSuccess) {
-            cudaEventDestroy(h->local);
+        cudaEvent_t *ev[] = {&h->local, &h->done, &h->begin, &h->end};
+        cudaError_t e = cudaSuccess;
+        int made = 0;
+        while (made < 4 && (e = cudaEventCreate(ev[made])) == cudaSuccess)
+            made++;
+        if (e != cudaSuccess) {
+            while (made > 0)
+                cudaEventDestroy(*ev[--made]);
             h->local = NULL;
-        }
-        if (e != cudaSuccess)
             st = gpu_cuda_error(e, err, "halo events");
+        }
     }
     if (st) {
         spmv_gpu_halo_free(c, h);
@@ -223,6 +228,8 @@ extern "C" void spmv_gpu_halo_free(spmv_gpu_comm *c, spmv_gpu_halo *h)
         if (h->local) {
             cudaEventDestroy(h->local);
             cudaEventDestroy(h->done);
+            cudaEventDestroy(h->begin);
+            cudaEventDestroy(h->end);
         }
     }
     free(h->send_off);
@@ -273,6 +280,11 @@ extern "C" int spmv_gpu_halo_start(spmv_gpu_comm *c, spmv_gpu_halo *h, const spm
     if (x->device != SPMV_DEVICE_GPU || x->dtype != h->dtype)
         return spmv_error_set(err, SPMV_ERR_INVALID, 0, "the halo exchange takes a device x of the shard's dtype");
     cudaSetDevice(c->ctx->device);
+    cudaError_t e = cudaEventRecord(h->begin, c->ctx->stream);
+    if (e == cudaSuccess)
+        e = cudaStreamWaitEvent(c->stream, h->begin, 0);
+    if (e != cudaSuccess)
+        return gpu_cuda_error(e, err, "marking the run's start");
     if (h->nsend) {
         int32_t threads = 256, blocks = (h->nsend + threads - 1) / threads;
         if (h->dtype == SPMV_FLOAT32)
@@ -328,10 +340,13 @@ extern "C" int spmv_gpu_halo_join(spmv_gpu_comm *c, spmv_gpu_halo *h, double tim
 }
 
 extern "C" int spmv_gpu_halo_finish(spmv_gpu_comm *c, spmv_gpu_halo *h, double timeout_ms, double *exposed_ms,
-                                    spmv_error *err)
+                                    double *device_ms, spmv_error *err)
 {
     double since = spmv_now_ms(), deadline = since + timeout_ms;
     cudaSetDevice(c->ctx->device);
+    cudaError_t rec = cudaEventRecord(h->end, c->ctx->stream);
+    if (rec != cudaSuccess)
+        return gpu_cuda_error(rec, err, "marking the run's end");
     for (;;) {
         cudaError_t e = cudaStreamQuery(c->ctx->stream);
         if (e == cudaSuccess)
@@ -353,5 +368,7 @@ extern "C" int spmv_gpu_halo_finish(spmv_gpu_comm *c, spmv_gpu_halo *h, double t
     float ms = 0;
     if (exposed_ms)
         *exposed_ms = cudaEventElapsedTime(&ms, h->local, h->done) == cudaSuccess && ms > 0 ? ms : 0.0;
+    if (device_ms)
+        *device_ms = cudaEventElapsedTime(&ms, h->begin, h->end) == cudaSuccess ? ms : 0.0;
     return SPMV_OK;
 }

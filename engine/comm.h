@@ -53,10 +53,15 @@ const spmv_vec *spmv_gpu_halo_ghost(const spmv_gpu_halo *h);
 spmv_vec *spmv_gpu_halo_offsum(spmv_gpu_halo *h);
 /* y[off_rows[i]] += offsum[i], on the context's stream (not waited for). */
 int spmv_gpu_halo_add(spmv_gpu_comm *c, spmv_gpu_halo *h, spmv_vec *y, spmv_error *err);
+/* A run begins: an event on the context's stream (its device time is
+ * counted from it), which the exchange's stream waits for. */
+int spmv_gpu_halo_begin(spmv_gpu_comm *c, spmv_gpu_halo *h, spmv_error *err);
 /* Packs the entries of x (a device vector on the context's GPU, written
- * before the call) every peer wants, and posts the grouped ncclSend /
- * ncclRecv on the communicator's stream. The run begins here: an event on
- * the context's stream, which the exchange's stream waits for. */
+ * before the run began) every peer wants, and posts the grouped ncclSend /
+ * ncclRecv on the communicator's stream, which has the device's highest
+ * priority: called after the local product is queued, its kernels take
+ * SMs as the local product's first blocks leave them, and the host's time
+ * in NCCL's enqueue is spent while the GPU already works. */
 int spmv_gpu_halo_start(spmv_gpu_comm *c, spmv_gpu_halo *h, const spmv_vec *x, spmv_error *err);
 /* Called after the local product is queued: marks its end and makes the
  * context's stream wait on the device for the exchange (NCCL's own

@@ -55,6 +55,12 @@ int spmv_gpu_halo_add(spmv_gpu_comm *c, spmv_gpu_halo *h, spmv_vec *y, spmv_erro
     return spmv_error_set(err, SPMV_ERR_UNAVAILABLE, 0, "%s", no_nccl);
 }
 
+int spmv_gpu_halo_begin(spmv_gpu_comm *c, spmv_gpu_halo *h, spmv_error *err)
+{
+    (void)c; (void)h;
+    return spmv_error_set(err, SPMV_ERR_UNAVAILABLE, 0, "%s", no_nccl);
+}
+
 int spmv_gpu_halo_start(spmv_gpu_comm *c, spmv_gpu_halo *h, const spmv_vec *x, spmv_error *err)
 {
     (void)c; (void)h; (void)x;

@@ -7,8 +7,9 @@
  * each peer wants into one send buffer, then one ncclGroupStart/End posts
  * every ncclSend and ncclRecv, straight into the ghost vector (a peer's
  * ghosts are contiguous there, partition.c says why). The caller queues
- * the local block's product on the context's stream meanwhile and waits
- * for the exchange before the off-diagonal product. Device bytes (send
+ * the local block's product on the context's stream first, then the
+ * exchange (its host side, NCCL's enqueue, takes tens of microseconds the
+ * GPU should not sit idle for), and the off-diagonal product behind it. Device bytes (send
  * list, send buffer, ghost vector) count in the context like a vector's.
  */
 #include <nccl.h>
@@ -107,7 +108,7 @@ extern "C" int spmv_gpu_comm_new(spmv_gpu_ctx *ctx, int nranks, int rank, const 
     c->nranks = nranks;
     c->rank = rank;
     /* The exchange's stream has the device's highest priority: posted just
-     * before the local product, its pack and NCCL kernels take the SMs as
+     * after the local product, its pack and NCCL kernels take the SMs as
      * the local kernel's first blocks leave them, instead of waiting for
      * all of its blocks (then the exchange would follow the local product
      * rather than overlap it). */
@@ -273,6 +274,15 @@ template <typename T> __global__ void halo_pack(const T *__restrict__ x, const i
         out[i] = x[idx[i]];
 }
 
+extern "C" int spmv_gpu_halo_begin(spmv_gpu_comm *c, spmv_gpu_halo *h, spmv_error *err)
+{
+    if (c->broken)
+        return spmv_error_set(err, SPMV_ERR_UNAVAILABLE, 0, "the NCCL communicator was aborted after a failure");
+    cudaSetDevice(c->ctx->device);
+    cudaError_t e = cudaEventRecord(h->begin, c->ctx->stream);
+    return e == cudaSuccess ? SPMV_OK : gpu_cuda_error(e, err, "marking the run's start");
+}
+
 extern "C" int spmv_gpu_halo_start(spmv_gpu_comm *c, spmv_gpu_halo *h, const spmv_vec *x, spmv_error *err)
 {
     if (c->broken)
@@ -280,11 +290,9 @@ extern "C" int spmv_gpu_halo_start(spmv_gpu_comm *c, spmv_gpu_halo *h, const spm
     if (x->device != SPMV_DEVICE_GPU || x->dtype != h->dtype)
         return spmv_error_set(err, SPMV_ERR_INVALID, 0, "the halo exchange takes a device x of the shard's dtype");
     cudaSetDevice(c->ctx->device);
-    cudaError_t e = cudaEventRecord(h->begin, c->ctx->stream);
-    if (e == cudaSuccess)
-        e = cudaStreamWaitEvent(c->stream, h->begin, 0);
+    cudaError_t e = cudaStreamWaitEvent(c->stream, h->begin, 0);
     if (e != cudaSuccess)
-        return gpu_cuda_error(e, err, "marking the run's start");
+        return gpu_cuda_error(e, err, "waiting for the run's start");
     if (h->nsend) {
         int32_t threads = 256, blocks = (h->nsend + threads - 1) / threads;
         if (h->dtype == SPMV_FLOAT32)

@@ -74,6 +74,9 @@ class Job:
         env = dict(os.environ, NCCL_NVLS_ENABLE="0", OMP_NUM_THREADS="8")
         cmd = ["mpirun", "-np", str(np_), "--enable-recovery", "-x", "NCCL_NVLS_ENABLE", "-x", "OMP_NUM_THREADS",
                "--bind-to", "none"]
+        for k in sorted(os.environ):  # the daemon's own switches (SPMV_*) reach every rank
+            if k.startswith("SPMV_"):
+                cmd += ["-x", k]
         if os.getuid() == 0:
             cmd.append("--allow-run-as-root")
         cmd += [os.path.join(bundle, "bin", "spmvd"), "--listen", "127.0.0.1:%d" % self.port, "--state-dir",

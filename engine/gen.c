@@ -560,6 +560,23 @@ static int plan_precheck_nnz(const gen_plan *p, int64_t limit, spmv_error *err)
     return SPMV_OK;
 }
 
+/* The plan and pass 1 (every row's first entry in a fresh *off) of a
+ * matrix of at most `limit` non-zeros; nothing left allocated on failure. */
+static int plan_rows(const spmv_gen_spec *spec, int64_t limit, gen_plan *p, int64_t **off, spmv_error *err)
+{
+    int rc;
+    *off = NULL;
+    if ((rc = plan_make(spec, p, err)) != SPMV_OK || (rc = plan_precheck_nnz(p, limit, err)) != SPMV_OK)
+        return rc;
+    if (!(*off = malloc(((size_t)p->rows + 1) * sizeof **off)))
+        return spmv_error_set(err, SPMV_ERR_NOMEM, 0, "no memory for %lld row offsets", (long long)p->rows + 1);
+    if ((rc = plan_offsets(p, *off, limit, err)) != SPMV_OK) {
+        free(*off);
+        *off = NULL;
+    }
+    return rc;
+}
+
 int spmv_gen(const spmv_gen_spec *spec, spmv_coo *out, spmv_error *err)
 {
     gen_plan p;
@@ -569,15 +586,8 @@ int spmv_gen(const spmv_gen_spec *spec, spmv_coo *out, spmv_error *err)
     if (!spec || !out)
         return spmv_error_set(err, SPMV_ERR_INVALID, 0, "spmv_gen: spec and out must not be NULL");
     memset(out, 0, sizeof *out);
-    if ((rc = plan_make(spec, &p, err)) != SPMV_OK || (rc = plan_precheck_nnz(&p, INT32_MAX, err)) != SPMV_OK)
+    if ((rc = plan_rows(spec, INT32_MAX, &p, &off, err)) != SPMV_OK)
         return rc;
-    off = malloc(((size_t)p.rows + 1) * sizeof *off);
-    if (!off) {
-        rc = spmv_error_set(err, SPMV_ERR_NOMEM, 0, "no memory for %lld row offsets", (long long)p.rows + 1);
-        goto fail;
-    }
-    if ((rc = plan_offsets(&p, off, INT32_MAX, err)) != SPMV_OK)
-        goto fail;
     if ((rc = spmv_coo_alloc(out, (int32_t)p.rows, (int32_t)p.cols, off[p.rows], SPMV_FLOAT64, err)) != SPMV_OK)
         goto fail;
     int32_t *row = out->row, *col = out->col;
@@ -631,15 +641,8 @@ int spmv_gen_csr(const spmv_gen_spec *spec, spmv_dtype dtype, bool offsets64, in
     memset(out, 0, sizeof *out);
     if (dtype != SPMV_FLOAT64 && dtype != SPMV_FLOAT32)
         return spmv_error_set(err, SPMV_ERR_INVALID, 0, "spmv_gen_csr: unknown dtype %d", (int)dtype);
-    if ((rc = plan_make(spec, &p, err)) != SPMV_OK || (rc = plan_precheck_nnz(&p, max_nnz, err)) != SPMV_OK)
+    if ((rc = plan_rows(spec, max_nnz, &p, &off, err)) != SPMV_OK)
         return rc;
-    off = malloc(((size_t)p.rows + 1) * sizeof *off);
-    if (!off)
-        return spmv_error_set(err, SPMV_ERR_NOMEM, 0, "no memory for %lld row offsets", (long long)p.rows + 1);
-    if ((rc = plan_offsets(&p, off, max_nnz, err)) != SPMV_OK) {
-        free(off);
-        return rc;
-    }
     int64_t nnz = off[p.rows];
     out->rows = (int32_t)p.rows;
     out->cols = (int32_t)p.cols;

@@ -27,29 +27,20 @@ import subprocess
 import sys
 import tempfile
 import time
-import urllib.error
-import urllib.request
 
 import numpy as np
+
+# tap.py (tests/e2e) lies beside this file in the bundle, two levels up in the repository
+sys.path[:0] = [os.path.dirname(os.path.abspath(__file__)),
+                os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "tests", "e2e")]
+import tap  # noqa: E402
 
 PORT = 18093
 BASE = "http://127.0.0.1:%d" % PORT
 
 
 def call(method, path, body=None, ctype="application/json", accept=None, timeout=1800):
-    data = body if isinstance(body, (bytes, type(None))) else json.dumps(body).encode()
-    headers = {"Content-Type": ctype} if data is not None else {}
-    if accept:
-        headers["Accept"] = accept
-    req = urllib.request.Request(BASE + path, data=data, method=method, headers=headers)
-    try:
-        with urllib.request.urlopen(req, timeout=timeout) as r:
-            status, raw = r.status, r.read()
-    except urllib.error.HTTPError as e:
-        status, raw = e.code, e.read()
-    if accept and status < 300:
-        return status, raw
-    return status, json.loads(raw) if raw else {}
+    return tap.call(BASE, method, path, body, ctype, accept, timeout)
 
 
 def reference(n, h, x):

@@ -1,4 +1,5 @@
-/* upload.c — POST /v1/matrices: a Matrix Market or .npz upload, streamed.
+/* upload.c — POST /v1/matrices: a Matrix Market or .npz upload, streamed,
+ * or a matrix the daemon generates.
  *
  * Two shapes of body: multipart/form-data (curl -F file=@m.mtx, options as
  * more fields) through MHD's post processor, and a raw body (curl
@@ -25,6 +26,11 @@
  * when the daemon stops) removes the file, a failed write (500 naming the
  * step, a full disk too) frees the device copy with the matrix. The
  * answer is the descriptor plus Location.
+ *
+ * With `generate=<kind>` (no file, no body) the host CSR is built by
+ * formula instead (spmv_gen_csr, counted against max_rows and max_nnz
+ * before its entries are allocated) and everything after is the same; the
+ * stored file then holds the recipe, not the arrays (daemon/matfile.h).
  *
  * With shard=true (under mpirun, issue 16) the matrix is held whole on
  * rank 0's host, as a host upload is (that copy is what is stored, and

@@ -35,6 +35,16 @@ if LD_LIBRARY_PATH="$B/lib" ldd "$B/bin/real/spmvd" | grep -q "libmpi.*not found
   echo "this host lacks libmpi.so.40: the bundle's lib-mpi/ is used" | tee -a "$summary"
   export LD_LIBRARY_PATH="$B/lib-mpi${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
 fi
+# the host's NCCL when it has one; the bundle's copy of the toolkit's otherwise
+if LD_LIBRARY_PATH="$B/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}" ldd "$B/bin/real/spmvd" | grep -q "libnccl.*not found"; then
+  if [ -e "$B/lib-nccl/libnccl.so.2" ]; then
+    echo "this host lacks libnccl.so.2: the bundle's lib-nccl/ is used" | tee -a "$summary"
+    export LD_LIBRARY_PATH="$B/lib-nccl${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
+  else
+    echo "this host lacks libnccl.so.2 and the bundle was made without it (BUNDLE_NCCL=0, or sent by the device tool)" |
+      tee -a "$summary"
+  fi
+fi
 MPI=(mpirun --allow-run-as-root --bind-to none -x NCCL_NVLS_ENABLE -x SPMV_ROOT -x CMOCKA_MESSAGE_OUTPUT
   -x OMP_NUM_THREADS=4 ${LD_LIBRARY_PATH:+-x LD_LIBRARY_PATH})
 

@@ -11,11 +11,15 @@
 #              LD_LIBRARY_PATH for that binary alone (the host's own curl
 #              and python3 must keep the host's libcurl and libssl)
 #   lib/       every shared library those binaries load that is not glibc,
-#              the C++ runtime or CUDA's (ldd decides); not NCCL (218 MB,
-#              past the device tool's 64 MiB: the GPU hosts have their own
-#              in /usr/lib/x86_64-linux-gnu) nor Open MPI's, which must be
-#              the host's, the same as its mpirun (libmpi.so.40: Open MPI
-#              4.x); those go to lib-mpi/ for a host without Open MPI
+#              the C++ runtime or CUDA's (ldd decides); not Open MPI's,
+#              which must be the host's, the same as its mpirun
+#              (libmpi.so.40: Open MPI 4.x): those go to lib-mpi/ for a host
+#              without Open MPI; nor NCCL, which goes to lib-nccl/ (the CUDA
+#              toolkit's libnccl.so.2, 218 MB; BUNDLE_NCCL=0 leaves it out)
+#              for a host without its own (cluster-gpu.sh uses it then). The
+#              device tool carries at most 64 MiB, so a bundle sent that way
+#              leaves lib-nccl/ behind: its GPU hosts have NCCL 2.28 in
+#              /usr/lib/x86_64-linux-gnu.
 #   e2e/       tests/e2e/lib.sh, cluster.sh and cluster_vectors.py (cluster-gpu.sh runs them),
 #              wide.sh and wide_check.py (wide-gpu.sh runs them)
 #   shared/matrices/{real,conformance/invalid}  the test matrices, laid out
@@ -31,7 +35,7 @@ SHARED=${SPMV_SHARED:-../shared}
 [ "${HAVE_CUDA:-1}" = 1 ] || { echo "make-bundle: this build has no CUDA (nvcc missing or CUDA=0)" >&2; exit 1; }
 
 rm -rf "$BUNDLE"
-mkdir -p "$BUNDLE"/bin/real "$BUNDLE"/lib "$BUNDLE"/lib-mpi "$BUNDLE"/e2e "$BUNDLE"/work "$BUNDLE"/shared/matrices/conformance
+mkdir -p "$BUNDLE"/bin/real "$BUNDLE"/lib "$BUNDLE"/lib-mpi "$BUNDLE"/lib-nccl "$BUNDLE"/e2e "$BUNDLE"/work "$BUNDLE"/shared/matrices/conformance
 
 bins=("$BUILD/tests/test_gpu")
 [ -x "$BUILD/tests/test_gpu_spmspm" ] && bins+=("$BUILD/tests/test_gpu_spmspm")
@@ -56,6 +60,10 @@ mpi='^(libmpi|libopen-rte|libopen-pal|libhwloc|libevent|libpmix|libfabric|libucp
 for b in "${bins[@]}"; do
   ldd "$b" | awk '/=> \// { print $1, $3 }'
 done | sort -u | while read -r name path; do
+  if [[ "$name" =~ ^libnccl ]]; then
+    [ "${BUNDLE_NCCL:-1}" = 1 ] && cp -L "$path" "$BUNDLE/lib-nccl/$name"
+    continue
+  fi
   if [[ "$name" =~ $skip ]]; then continue; fi
   if [[ "$name" =~ $mpi ]]; then cp -L "$path" "$BUNDLE/lib-mpi/$name"; continue; fi
   cp -L "$path" "$BUNDLE/lib/$name"

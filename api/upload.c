@@ -613,6 +613,20 @@ static int gen_number(request *r, const char *key, const char *text, int64_t lo,
     return 0;
 }
 
+/* Bytes the host can still give (MemAvailable), or -1 when unknown. */
+static int64_t host_available_bytes(void)
+{
+    FILE *f = fopen("/proc/meminfo", "r");
+    char line[256];
+    long long kb = -1;
+    while (f && fgets(line, sizeof line, f))
+        if (sscanf(line, "MemAvailable: %lld kB", &kb) == 1)
+            break;
+    if (f)
+        fclose(f);
+    return kb < 0 ? -1 : (int64_t)kb * 1024;
+}
+
 /* `generate=<kind>` (with n, per_row, dense_len, seed as spmv-gen takes
  * them): the matrix is built here by formula, straight into the CSR of the
  * asked dtype, instead of read from a body; the file keeps the recipe. */
@@ -654,13 +668,28 @@ static int generate_csr(request *r, const upload_opts *o)
     if (rc == SPMV_OK && (rows > max_rows || cols > max_rows)) /* max_rows bounds the columns too, as for uploads */
         rc = spmv_error_set(&err, SPMV_ERR_LIMIT, 0, "%s with n = %lld is %lld x %lld, past max_rows",
                             spmv_gen_kind_name(g->kind), (long long)g->n, (long long)rows, (long long)cols);
+    /* The host's memory bounds the build as max_nnz does (nothing of it is
+     * allocated before the count): the row offsets of pass 1 (8 bytes a
+     * row) and the entries (a column and a value each), a tenth of what
+     * is available kept for everything else. */
+    int64_t limit = atomic_load(&r->d->limits.max_nnz), avail = host_available_bytes();
+    if (rc == SPMV_OK && avail > 0) {
+        int64_t room = avail - avail / 10 - (rows + 1) * 8;
+        int64_t fit = room > 0 ? room / (int64_t)(4 + spmv_dtype_size(o->dtype)) : 0;
+        if (fit < 1 && rows > 0)
+            rc = spmv_error_set(&err, SPMV_ERR_LIMIT, 0, "%s with n = %lld: its %lld row offsets alone do not fit "
+                                "the host's memory", spmv_gen_kind_name(g->kind), (long long)g->n, (long long)rows);
+        limit = fit < limit ? fit : limit;
+    }
     if (rc == SPMV_OK)
-        rc = spmv_gen_csr(g, o->dtype, o->offsets64, atomic_load(&r->d->limits.max_nnz), &u->csr, &err);
+        rc = spmv_gen_csr(g, o->dtype, o->offsets64, limit, &u->csr, &err);
     u->parse_ms = spmv_now_ms() - t0;
     if (rc != SPMV_OK) {
         if (rc == SPMV_ERR_LIMIT)
-            api_error(r, 422, "too_large", "`generate`: %s (this daemon's max_nnz %lld, max_rows %lld)", err.message,
-                      (long long)atomic_load(&r->d->limits.max_nnz), (long long)atomic_load(&r->d->limits.max_rows));
+            api_error(r, 422, "too_large", "`generate`: %s (this daemon's max_nnz %lld, max_rows %lld; the host has "
+                      "%lld bytes of memory available, 90 %% of which a build may take)", err.message,
+                      (long long)atomic_load(&r->d->limits.max_nnz), (long long)atomic_load(&r->d->limits.max_rows),
+                      (long long)avail);
         else
             api_error_spmv(r, rc, &err);
         return -1;

@@ -22,8 +22,8 @@ against SciPy, from values drawn afresh (seeded, printed):
   same formula built here in SciPy; a float32 2-D Poisson matrix against
   SciPy's; the file of a generated matrix is its 512-byte header (the
   recipe), and a restart builds it again; bad recipes (unknown kind, no n,
-  a body too, a matrix past max_nnz or 32-bit rows) are refused with what
-  and which limit, storing nothing;
+  a body too, a matrix past max_nnz, the host's memory or 32-bit rows) are
+  refused with what and which limit, storing nothing;
 - the stored file keeps the offsets: after a restart (wide.sh) the same
   products are right again (`--after-restart`).
 - on a daemon with a GPU (the GPU host runs this file too): the 64-bit
@@ -172,6 +172,7 @@ def generated_uploads():
     bad = [("generate=nosuch&n=10", 400, "nosuch"), ("generate=band", 400, "`n`"),
            ("generate=band&n=0", 400, "`n`"), ("generate=band&n=10&per_row=-1", 400, "per_row"),
            ("generate=poisson2d&n=50000", 422, "46340"), ("generate=band&n=2147483647&per_row=65", 422, "max_nnz"),
+           ("generate=band&n=2147483647&per_row=17", 422, "memory available"),
            ("generate=band&n=10&offsets=32", 400, "offsets"), ("generate=band&n=10&dtype=half", 400, "dtype")]
     for q, want, word in bad:
         st, d = generate(q)

@@ -701,7 +701,7 @@ static int generate_csr(request *r, const upload_opts *o)
     return 0;
 }
 
-static void upload_place(request *r, upload_opts *op);
+static void upload_place(request *r, const upload_opts *o);
 
 static void upload_end(request *r)
 {
@@ -765,19 +765,18 @@ static void upload_end(request *r)
 
 /* The matrix built: stored and answered (host), or loaded onto its GPU or
  * the ranks while its file is written. */
-static void upload_place(request *r, upload_opts *op)
+static void upload_place(request *r, const upload_opts *o)
 {
     upload *u = U(r);
-    upload_opts o = *op;
-    if (o.device == -1 && !o.shard) {
+    if (o->device == -1 && !o->shard) {
         store_and_answer(r);
         return;
     }
-    if (o.shard) { /* the host CSR is what the shards are cut from */
-        u->shard_gpu = o.device != -1;
+    if (o->shard) { /* the host CSR is what the shards are cut from */
+        u->shard_gpu = o->device != -1;
         u->gpu = r->d->cluster_worker;
     } else {
-        u->gpu = spmvd_pick_gpu(r->d, o.device == -2 ? -1 : o.device);
+        u->gpu = spmvd_pick_gpu(r->d, o->device == -2 ? -1 : o->device);
         u->m->meta.device = u->gpu->gpu; /* known now: the file is written while the load runs */
     }
     matfile_meta meta = u->m->meta; /* a copy: the worker fills in its timings meanwhile */

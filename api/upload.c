@@ -40,6 +40,7 @@
  */
 #include <errno.h>
 #include <limits.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -179,6 +180,23 @@ static void spool_remove(upload *u)
     }
 }
 
+/* The upload's options, taken as form fields or query parameters (a form
+ * field wins), each into its buffer of `upload`. */
+static const struct {
+    const char *name;
+    size_t off;
+} options[] = {
+    {"name", offsetof(upload, name)},           {"dtype", offsetof(upload, dtype)},
+    {"formats", offsetof(upload, formats)},     {"hack_size", offsetof(upload, hack_size)},
+    {"device", offsetof(upload, device)},       {"shard", offsetof(upload, shard)},
+    {"offsets", offsetof(upload, offsets)},     {"generate", offsetof(upload, generate)},
+    {"n", offsetof(upload, gen_n)},             {"per_row", offsetof(upload, gen_per_row)},
+    {"dense_len", offsetof(upload, gen_dense_len)}, {"seed", offsetof(upload, gen_seed)},
+};
+#define OPTION_COUNT (sizeof options / sizeof options[0])
+
+static char *option_buf(upload *u, size_t i) { return (char *)u + options[i].off; }
+
 /* Appends a form field's chunk to its (bounded) buffer. */
 static int field_append(char *buf, const char *data, uint64_t off, size_t size)
 {
@@ -214,28 +232,19 @@ static enum MHD_Result on_field(void *cls, enum MHD_ValueKind kind, const char *
             feed(r, data, size);
         return r->failed ? MHD_NO : MHD_YES;
     }
-    static const char *const names[] = {"name", "dtype", "formats", "hack_size", "device", "shard", "offsets",
-                                        "generate", "n", "per_row", "dense_len", "seed"};
-    char *bufs[] = {u->name, u->dtype, u->formats, u->hack_size, u->device, u->shard, u->offsets,
-                    u->generate, u->gen_n, u->gen_per_row, u->gen_dense_len, u->gen_seed};
-    for (size_t i = 0; i < sizeof names / sizeof names[0]; i++)
-        if (strcmp(key, names[i]) == 0) {
-            if (field_append(bufs[i], data, off, size) != 0) {
+    for (size_t i = 0; i < OPTION_COUNT; i++)
+        if (strcmp(key, options[i].name) == 0) {
+            if (field_append(option_buf(u, i), data, off, size) != 0) {
                 api_error(r, 400, "bad_request", "form field `%s` is longer than %d bytes", key, FIELD_MAX - 1);
                 return MHD_NO;
             }
             return MHD_YES;
         }
-    api_error(r, 400, "bad_request", "unknown form field `%s` (known: file, name, dtype, formats, hack_size, device, "
-              "shard, offsets, generate, n, per_row, dense_len, seed)", key);
+    char known[256] = "file";
+    for (size_t i = 0; i < OPTION_COUNT; i++)
+        snprintf(known + strlen(known), sizeof known - strlen(known), ", %s", options[i].name);
+    api_error(r, 400, "bad_request", "unknown form field `%s` (known: %s)", key, known);
     return MHD_NO;
-}
-
-static void query_option(request *r, const char *key, char *buf)
-{
-    const char *v = api_query(r, key);
-    if (v)
-        snprintf(buf, FIELD_MAX, "%s", v);
 }
 
 static void upload_begin(request *r)
@@ -252,18 +261,11 @@ static void upload_begin(request *r)
     u->spool_fd = -1;
     atomic_init(&u->load_failed, false);
     /* query options first: form fields, when present, override them */
-    query_option(r, "name", u->name);
-    query_option(r, "dtype", u->dtype);
-    query_option(r, "formats", u->formats);
-    query_option(r, "hack_size", u->hack_size);
-    query_option(r, "device", u->device);
-    query_option(r, "shard", u->shard);
-    query_option(r, "offsets", u->offsets);
-    query_option(r, "generate", u->generate);
-    query_option(r, "n", u->gen_n);
-    query_option(r, "per_row", u->gen_per_row);
-    query_option(r, "dense_len", u->gen_dense_len);
-    query_option(r, "seed", u->gen_seed);
+    for (size_t i = 0; i < OPTION_COUNT; i++) {
+        const char *v = api_query(r, options[i].name);
+        if (v)
+            snprintf(option_buf(u, i), FIELD_MAX, "%s", v);
+    }
     spmv_mm_options opts = {.max_rows = atomic_load(&d->limits.max_rows),
                             .max_cols = atomic_load(&d->limits.max_rows),
                             .max_nnz = atomic_load(&d->limits.max_nnz), .threads = 0};

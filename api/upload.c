@@ -637,7 +637,6 @@ static int generate_csr(request *r, const upload_opts *o)
     upload *u = U(r);
     spmv_error err = {0};
     spmv_gen_spec *g = &u->recipe;
-    int64_t v;
     memset(g, 0, sizeof *g);
     if (u->file_seen || (!u->multipart && u->bytes > 0)) {
         api_error(r, 400, "invalid_request", "`generate` builds the matrix: the request must carry no file or body");
@@ -653,17 +652,15 @@ static int generate_csr(request *r, const upload_opts *o)
         api_error(r, 400, "invalid_request", "`generate` needs `n` (grid side or rows)");
         return -1;
     }
+    int64_t per_row = 0, seed = 0;
     if (gen_number(r, "n", u->gen_n, 1, INT32_MAX, &g->n) != 0 ||
-        (u->gen_per_row[0] && gen_number(r, "per_row", u->gen_per_row, 0, INT32_MAX, &v) != 0))
+        (u->gen_per_row[0] && gen_number(r, "per_row", u->gen_per_row, 0, INT32_MAX, &per_row) != 0) ||
+        (u->gen_dense_len[0] && gen_number(r, "dense_len", u->gen_dense_len, 0, INT32_MAX, &g->dense_len) != 0) ||
+        (u->gen_seed[0] && gen_number(r, "seed", u->gen_seed, 0, INT64_MAX, &seed) != 0))
         return -1;
-    g->per_row = u->gen_per_row[0] ? (int32_t)v : 0;
-    if (u->gen_dense_len[0] && gen_number(r, "dense_len", u->gen_dense_len, 0, INT32_MAX, &g->dense_len) != 0)
-        return -1;
-    if (u->gen_seed[0] && gen_number(r, "seed", u->gen_seed, 0, INT64_MAX, &v) != 0)
-        return -1;
+    g->per_row = (int32_t)per_row;
+    g->seed = (uint64_t)seed;
     spmv_gen_defaults(g, u->gen_per_row[0], u->gen_dense_len[0], u->gen_seed[0]);
-    if (u->gen_seed[0])
-        g->seed = (uint64_t)v;
     double t0 = spmv_now_ms();
     int64_t rows = 0, cols = 0, max_rows = atomic_load(&r->d->limits.max_rows);
     int rc = spmv_gen_shape(g, &rows, &cols, &err);

@@ -168,6 +168,21 @@ def generated_uploads():
     ok(st == 201 and d.get("row_offsets") == 32 and d.get("nnz") == poisson2d(40).nnz and d.get("dtype") == "float32",
        "generate=poisson2d n=40 float32: 201, 32-bit offsets", d)
     ids["p2d"] = d.get("id")
+    # seed and dense_len reach the generator: one seed twice is one matrix, another seed another
+    ys = []
+    xs = rng.uniform(-1, 1, 500).tolist()
+    for seed in (7, 7, 8):
+        st, d = generate("generate=uniform&n=500&per_row=8&seed=%d&device=cpu" % seed)
+        ok(st == 201 and d.get("generated", {}).get("seed") == seed and d.get("nnz") == 4000,
+           "generate=uniform seed=%d: 201, 4000 non-zeros, the seed in the recipe" % seed, d)
+        st2, p = call("POST", "/v1/matrices/%s/spmv" % d.get("id"), {"kernel": "cpu.csr.serial", "x": xs})
+        ys.append(p.get("y"))
+        call("DELETE", "/v1/matrices/%s" % d.get("id"))
+    ok(ys[0] is not None and ys[0] == ys[1] and ys[0] != ys[2], "the same seed gives the same matrix, another seed another")
+    st, d = generate("generate=banded_dense_row&n=1000&per_row=5&dense_len=300&device=cpu")
+    ok(st == 201 and d.get("generated", {}).get("dense_len") == 300 and d.get("nnz") == 1000 * 5 - 6 - 5 + 300,
+       "generate=banded_dense_row dense_len=300: its dense row holds 300 entries (%s non-zeros)" % d.get("nnz"), d)
+    call("DELETE", "/v1/matrices/%s" % d.get("id"))
     st, before = call("GET", "/v1/matrices")
     bad = [("generate=nosuch&n=10", 400, "nosuch"), ("generate=band", 400, "`n`"),
            ("generate=band&n=0", 400, "`n`"), ("generate=band&n=10&per_row=-1", 400, "per_row"),

@@ -509,21 +509,45 @@ static void psell_slot_range(const spmv_csr *a, int32_t r0, int32_t r1, int32_t 
         }
 }
 
-/* A slice's width (its longest row) and index bytes: 1 when every slot's
- * columns span at most 254 (255 deltas, 0xff is padding), 2 when at most
- * 65 534, else 4; an empty slice takes 1. */
+/* Whether slice [r0, r1) of width w is diagonal: C rows, each of w
+ * entries, and in every slot k the column of local row r is row 0's plus
+ * r (the slice is w shifted diagonals: a stencil's interior). */
+static bool psell_slice_diagonal(const spmv_csr *a, int32_t r0, int32_t r1, int32_t w)
+{
+    if (w == 0 || r1 - r0 != C)
+        return false;
+    for (int32_t i = r0; i < r1; i++)
+        if (row_len(a, i) != w)
+            return false;
+    for (int32_t k = 0; k < w; k++) {
+        int32_t c0 = a->col[a->row_ptr[r0] + k];
+        for (int32_t r = 1; r < C; r++)
+            if ((int64_t)a->col[a->row_ptr[r0 + r] + k] != (int64_t)c0 + r)
+                return false;
+    }
+    return true;
+}
+
+/* A slice's width (its longest row) and index bytes: 0 when it is
+ * diagonal (no entries: the column is the slot's base plus the row), else
+ * 1 when every slot's columns span at most 254 (255 deltas, 0xff is
+ * padding), 2 when at most 65 534, else 4; an empty slice takes 1. */
 static void psell_slice_shape(const spmv_csr *a, int32_t r0, int32_t r1, int32_t *width, int32_t *ib)
 {
     int32_t w = 0;
     int64_t span = 0;
     for (int32_t i = r0; i < r1; i++)
         w = row_len(a, i) > w ? row_len(a, i) : w;
+    *width = w;
+    if (psell_slice_diagonal(a, r0, r1, w)) {
+        *ib = 0;
+        return;
+    }
     for (int32_t k = 0; k < w && span < UINT16_MAX; k++) {
         int32_t mn, mx;
         psell_slot_range(a, r0, r1, k, &mn, &mx);
         span = (int64_t)mx - mn > span ? (int64_t)mx - mn : span;
     }
-    *width = w;
     *ib = span < UINT8_MAX ? 1 : span < UINT16_MAX ? 2 : 4;
 }
 
@@ -576,8 +600,13 @@ static void psell_fill_slice(const spmv_csr *in, spmv_psell *out, const vset *se
         int32_t base = ib < 4 ? mn : 0;
         out->base[s0 + k] = base;
         for (int32_t r = 0; r < C; r++) {
+            int64_t e = (s0 + k) * C + r;
+            if (ib == 0) { /* diagonal: every row real, column base + r */
+                values_put(&out->v, set, in, e, (int64_t)in->row_ptr[r0 + r] + k);
+                continue;
+            }
             int32_t i = r0 + r;
-            int64_t e = (s0 + k) * C + r, at = (int64_t)k * C + r;
+            int64_t at = (int64_t)k * C + r;
             bool real = i < r1 && row_len(in, i) > k;
             int64_t src = real ? (int64_t)in->row_ptr[i] + k : -1;
             int32_t d = real ? in->col[src] - base : -1; /* -1: all ones at every width */
@@ -640,6 +669,7 @@ static int64_t psell_col(const spmv_psell *m, int32_t s, int64_t k, int32_t r)
     const uint8_t *p = m->idx + m->idx_off[s];
     int64_t at = k * C + r, base = m->base[m->slot_off[s] + k];
     switch (m->idx_bytes[s]) {
+    case 0: return base + r;
     case 1: return p[at] == UINT8_MAX ? -1 : base + p[at];
     case 2: return ((const uint16_t *)p)[at] == UINT16_MAX ? -1 : base + ((const uint16_t *)p)[at];
     default: return ((const int32_t *)p)[at];
@@ -653,7 +683,8 @@ static bool psell_ok(const spmv_psell *m)
         return false;
     for (int32_t s = 0; s < m->nslices; s++) {
         int ib = m->idx_bytes[s];
-        if ((ib != 1 && ib != 2 && ib != 4) || m->slot_off[s + 1] < m->slot_off[s] ||
+        if ((ib != 0 && ib != 1 && ib != 2 && ib != 4) || (ib == 0 && (int64_t)s * C + C > m->rows) ||
+            m->slot_off[s + 1] < m->slot_off[s] ||
             m->idx_off[s + 1] - m->idx_off[s] != (m->slot_off[s + 1] - m->slot_off[s]) * C * ib)
             return false;
     }

@@ -244,7 +244,11 @@ typedef struct spmv_pcsr {
  * (rows shorter than the slice, rows past `rows` in the last slice): so a
  * slice takes 1 byte when every slot's columns span at most 254, 2 when at
  * most 65 534, else 4 (an empty slice, width 0: 1). base of a 4-byte
- * slice's slots is 0. Values entry e (padding: code 0 or value +0.0). */
+ * slice's slots is 0. A diagonal slice takes 0 bytes: C rows of one
+ * length w > 0 whose slot k holds, in local row r, row 0's column plus r
+ * (a stencil's interior: w shifted diagonals), so the column is base[slot]
+ * + r, nothing is stored in idx and no entry is padding. Values entry e
+ * (padding: code 0 or value +0.0). */
 #define SPMV_PSELL_C 32
 typedef struct spmv_psell {
     int32_t rows, cols;
@@ -254,7 +258,7 @@ typedef struct spmv_psell {
     int64_t slots;            /* slot_off[nslices] * C: entries with padding */
     int64_t *slot_off;        /* nslices + 1: cumulative slice widths */
     int64_t *idx_off;         /* nslices + 1: byte offset of each slice's indices */
-    uint8_t *idx_bytes;       /* nslices: 1, 2 or 4 */
+    uint8_t *idx_bytes;       /* nslices: 0 (diagonal), 1, 2 or 4 */
     int32_t *base;            /* slot_off[nslices] */
     uint8_t *idx;             /* idx_off[nslices] bytes */
     spmv_packed_values v;     /* `slots` entries */

@@ -7,7 +7,8 @@
  * differ in width), with the 32 partial sums on the stack. Slot k of local
  * row r holds a 1-, 2- or 4-byte index (the slice's width): with 1 or 2
  * the column is the slot's base plus the index, with 4 the index itself;
- * an index of all ones is padding. A value is decoded as in cpu.pcsr.omp.
+ * an index of all ones is padding. A diagonal slice (width 0) holds no
+ * index: the column is the slot's base plus r, and no slot is padding. A value is decoded as in cpu.pcsr.omp.
  * Padding is masked with a select on the index, never by its value (code
  * 0 or 0.0): it reads a valid x (the slot's base, or x[0]) and leaves the
  * sum untouched, so an Inf or NaN in x cannot leak in and a row is summed
@@ -22,23 +23,27 @@
 #define C SPMV_PSELL_C
 #define SLICES_PER_GRAB 8
 
-/* Slots of one slice: IT the index type, NARROW whether indices are
- * deltas from the slot's base, VAL the value of entry e0 + r. */
-#define PSELL_LOOP(T, IT, NARROW, VAL)                                                             \
+/* Slots of one slice: IT the index type, KIND 0 a diagonal slice (no
+ * indices: the column is the slot's base plus r), 1 indices that are
+ * deltas from the slot's base, 2 indices that are the columns; VAL the
+ * value of entry e0 + r. */
+#define PSELL_LOOP(T, IT, KIND, VAL)                                                               \
     for (int64_t k = 0; k < w; k++) {                                                              \
-        const IT *restrict c = idx + k * C;                                                        \
+        const IT *restrict c = KIND ? idx + k * C : idx;                                           \
         int32_t b = base[s0 + k];                                                                  \
         int64_t e0 = (s0 + k) * C; /* entry of local row 0 (CONST reads none) */                   \
         (void)e0;                                                                                  \
         for (int32_t r = 0; r < C; r++) {                                                          \
-            bool pad = c[r] == (IT)-1;                                                             \
-            int32_t j = NARROW ? b + (pad ? 0 : (int32_t)c[r]) : (pad ? 0 : (int32_t)c[r]);        \
+            bool pad = KIND && c[r] == (IT)-1;                                                     \
+            int32_t j = KIND == 0   ? b + r                                                        \
+                        : KIND == 1 ? b + (pad ? 0 : (int32_t)c[r])                                \
+                                    : (pad ? 0 : (int32_t)c[r]);                                   \
             T p = (VAL) * x[j];                                                                    \
             acc[r] = pad ? acc[r] : acc[r] + p;                                                    \
         }                                                                                          \
     }
 
-#define DEFINE_PSELL_SLICE(T, SFX, IT, ISFX, NARROW)                                               \
+#define DEFINE_PSELL_SLICE(T, SFX, IT, ISFX, KIND)                                               \
     static void psell_slice_##SFX##_##ISFX(const spmv_psell *a, int32_t s, const T *restrict x,    \
                                            T *restrict y, int32_t n)                               \
     {                                                                                              \
@@ -52,27 +57,27 @@
         switch (a->v.mode) {                                                                       \
         case SPMV_VCODE_CONST: {                                                                   \
             const T one = table[0];                                                                \
-            PSELL_LOOP(T, IT, NARROW, one)                                                         \
+            PSELL_LOOP(T, IT, KIND, one)                                                         \
             break;                                                                                 \
         }                                                                                          \
         case SPMV_VCODE_U8: {                                                                      \
             const uint8_t *restrict code = a->v.data;                                              \
-            PSELL_LOOP(T, IT, NARROW, table[code[e0 + r]])                                         \
+            PSELL_LOOP(T, IT, KIND, table[code[e0 + r]])                                         \
             break;                                                                                 \
         }                                                                                          \
         case SPMV_VCODE_U16: {                                                                     \
             const uint16_t *restrict code = a->v.data;                                             \
-            PSELL_LOOP(T, IT, NARROW, table[code[e0 + r]])                                         \
+            PSELL_LOOP(T, IT, KIND, table[code[e0 + r]])                                         \
             break;                                                                                 \
         }                                                                                          \
         case SPMV_VCODE_RAW: {                                                                     \
             const T *restrict val = a->v.data;                                                     \
-            PSELL_LOOP(T, IT, NARROW, val[e0 + r])                                                 \
+            PSELL_LOOP(T, IT, KIND, val[e0 + r])                                                 \
             break;                                                                                 \
         }                                                                                          \
         case SPMV_VCODE_F32: {                                                                     \
             const float *restrict val = a->v.data;                                                 \
-            PSELL_LOOP(T, IT, NARROW, (T)val[e0 + r])                                              \
+            PSELL_LOOP(T, IT, KIND, (T)val[e0 + r])                                              \
             break;                                                                                 \
         }                                                                                          \
         }                                                                                          \
@@ -81,9 +86,10 @@
     }
 
 #define DEFINE_PSELL_KERNEL(T, SFX)                                                                \
+    DEFINE_PSELL_SLICE(T, SFX, uint8_t, diag, 0)                                                   \
     DEFINE_PSELL_SLICE(T, SFX, uint8_t, u8, 1)                                                     \
     DEFINE_PSELL_SLICE(T, SFX, uint16_t, u16, 1)                                                   \
-    DEFINE_PSELL_SLICE(T, SFX, int32_t, i32, 0)                                                    \
+    DEFINE_PSELL_SLICE(T, SFX, int32_t, i32, 2)                                                    \
                                                                                                    \
     static void psell_omp_##SFX(const spmv_psell *a, int32_t threads, const T *x, T *y)            \
     {                                                                                              \
@@ -91,7 +97,9 @@
         for (int32_t s = 0; s < a->nslices; s++) {                                                 \
             int64_t r0 = (int64_t)s * C;                                                           \
             int32_t n = a->rows - r0 < C ? (int32_t)(a->rows - r0) : C;                            \
-            if (a->idx_bytes[s] == 1)                                                              \
+            if (a->idx_bytes[s] == 0)                                                              \
+                psell_slice_##SFX##_diag(a, s, x, y + r0, n);                                      \
+            else if (a->idx_bytes[s] == 1)                                                         \
                 psell_slice_##SFX##_u8(a, s, x, y + r0, n);                                        \
             else if (a->idx_bytes[s] == 2)                                                         \
                 psell_slice_##SFX##_u16(a, s, x, y + r0, n);                                       \

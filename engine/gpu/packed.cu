@@ -441,14 +441,21 @@ __global__ void psell_plan(int32_t rows, int32_t ns, const int32_t *__restrict__
     int32_t s = r < rows ? row_ptr[r] : 0, len = r < rows ? row_ptr[r + 1] - s : 0;
     int32_t w = pk_warp_max(len);
     int64_t span = 0;
+    /* diagonal: every lane a row of length w, each slot's column minus the
+     * lane the same on every lane */
+    bool diag = w > 0 && __all_sync(GPU_FULL_MASK, r < rows && len == w);
     for (int32_t k = 0; k < w; k++) {
         int32_t c = k < len ? col[s + k] : -1;
         int32_t mx = pk_warp_max(c), mn = pk_warp_min(k < len ? c : INT_MAX);
         if ((int64_t)mx - mn > span)
             span = (int64_t)mx - mn;
+        if (diag) {
+            int64_t off = (int64_t)c - lane;
+            diag = __all_sync(GPU_FULL_MASK, off == __shfl_sync(GPU_FULL_MASK, off, 0));
+        }
     }
     if (lane == 0) {
-        int b = w == 0 || span <= 254 ? 1 : span <= 65534 ? 2 : 4;
+        int b = diag ? 0 : w == 0 || span <= 254 ? 1 : span <= 65534 ? 2 : 4;
         width[warp] = w;
         ib[warp] = (uint8_t)b;
         ibytes[warp] = (int64_t)w * PK_C * b;
@@ -473,11 +480,13 @@ __global__ void psell_fill(int32_t rows, int32_t ns, const int32_t *__restrict__
     for (int32_t k = 0; k < w; k++) {
         bool real = k < len;
         int32_t c = real ? col[s + k] : INT_MAX;
-        int32_t mn = b < 4 ? pk_warp_min(c) : 0;
+        int32_t mn = b < 4 ? pk_warp_min(c) : 0; /* diagonal: lane 0's */
         if (lane == 0)
             base[so + k] = mn;
         int64_t at = (int64_t)k * PK_C + lane, e = (so + k) * PK_C + lane;
-        if (b == 1)
+        if (b == 0) /* diagonal: no entries */
+            ;
+        else if (b == 1)
             blk[at] = real ? (uint8_t)(c - mn) : (uint8_t)0xff;
         else if (b == 2)
             ((uint16_t *)blk)[at] = real ? (uint16_t)(c - mn) : (uint16_t)0xffff;
@@ -640,35 +649,83 @@ __global__ void __launch_bounds__(1024)
         y[row] = sum;
 }
 
-/* One lane's row of a PSELL slice: `w` slots of entries I (1, 2 or 4
- * bytes) at blk + k*C + lane, all ones = padding; NARROW: the column is
- * the slot's base plus the entry, else the entry itself. */
-template <typename T, int VM, typename I, bool NARROW>
-__device__ __forceinline__ T psell_sum(const I *__restrict__ blk, const int32_t *__restrict__ bs, int64_t w,
-                                      int lane, int64_t e, const void *__restrict__ data, const T *tab, T c,
-                                      const T *__restrict__ x)
+/* A lane's pointer to its values in a PSELL slice (entry e = so*C + lane),
+ * read slot by slot: at(off) is the value `off` entries further on. */
+template <typename T, int VM> struct pk_lane_values {
+    const void *p;
+    __device__ __forceinline__ pk_lane_values(const void *data, int64_t e)
+    {
+        size_t vs = VM == SPMV_VCODE_RAW ? sizeof(T) : VM == SPMV_VCODE_F32 ? 4 : VM == SPMV_VCODE_U8 ? 1 : 2;
+        p = VM == SPMV_VCODE_CONST ? data : (const void *)((const char *)data + e * (int64_t)vs);
+    }
+    __device__ __forceinline__ T at(int off, const T *tab, T c) const { return pk_value<T, VM>(p, tab, c, off); }
+};
+
+/* How a PSELL slice gives a slot's column (engine/spmv.h): the slot's base
+ * plus the lane (a diagonal slice, no entries), the base plus a 1- or
+ * 2-byte entry, or a 4-byte entry itself; an entry of all ones is
+ * padding. */
+enum { PK_DIAG, PK_NARROW, PK_WIDE };
+
+/* W slots (k .. k+W-1 of the slice, already applied to the pointers) of
+ * one lane's row, added to *sum in slot order: their column entries, bases
+ * and values loaded first, then the gathers of x, so W loads are in flight
+ * at once and no slot past the slice's width is issued. */
+template <int W, typename T, int VM, typename I, int KIND>
+__device__ __forceinline__ void psell_slots(const I *__restrict__ d_at, const int32_t *__restrict__ b_at, int lane,
+                                            const pk_lane_values<T, VM> &v_at, const T *tab, T c,
+                                            const T *__restrict__ x, T &sum)
 {
     const I pad = (I)~(I)0;
+    I d[W];
+    int32_t b[W];
+    T v[W];
+#pragma unroll
+    for (int u = 0; u < W; u++) {
+        d[u] = KIND == PK_DIAG ? (I)lane : __ldcs(d_at + u * PK_C);
+        b[u] = KIND == PK_WIDE ? 0 : __ldg(b_at + u);
+        v[u] = v_at.at(u * PK_C, tab, c);
+    }
+#pragma unroll
+    for (int u = 0; u < W; u++)
+        if (KIND == PK_DIAG || d[u] != pad)
+            sum += v[u] * __ldg(x + (b[u] + (int32_t)d[u]));
+}
+
+/* One lane's row of a PSELL slice of width w: slots of entries I (0, 1, 2
+ * or 4 bytes) at blk + k*C + lane. Full groups of PK_STEP slots, then the
+ * rest as one group of its exact size, so a 5-point stencil's slice of 5
+ * slots costs 5 slots' instructions, not PK_STEP's. */
+template <typename T, int VM, typename I, int KIND>
+__device__ __forceinline__ T psell_row(const I *__restrict__ blk, const int32_t *__restrict__ bs, int32_t w, int lane,
+                                      int64_t e, const void *__restrict__ data, const T *tab, T c,
+                                      const T *__restrict__ x)
+{
+    const I *d_at = blk + lane;
+    pk_lane_values<T, VM> v_at(data, e);
     T sum = 0;
-    for (int64_t k = 0; k < w; k += PK_STEP) {
-        I d[PK_STEP];
-        int32_t b[PK_STEP];
-        T v[PK_STEP];
-#pragma unroll
-        for (int u = 0; u < PK_STEP; u++) {
-            bool in = k + u < w;
-            d[u] = in ? __ldcs(blk + (k + u) * PK_C + lane) : pad;
-            b[u] = in && NARROW ? __ldg(bs + k + u) : 0;
-            v[u] = in ? pk_value<T, VM>(data, tab, c, e + (k + u) * PK_C) : (T)0;
-        }
-#pragma unroll
-        for (int u = 0; u < PK_STEP; u++)
-            if (d[u] != pad)
-                sum += v[u] * __ldg(x + b[u] + (int32_t)d[u]);
+    int32_t k = 0;
+    for (; k + PK_STEP <= w; k += PK_STEP) {
+        psell_slots<PK_STEP, T, VM, I, KIND>(d_at, bs, lane, v_at, tab, c, x, sum);
+        d_at += PK_STEP * PK_C;
+        bs += PK_STEP;
+        v_at = pk_lane_values<T, VM>(v_at.p, PK_STEP * PK_C);
+    }
+    switch (w - k) {
+    case 1: psell_slots<1, T, VM, I, KIND>(d_at, bs, lane, v_at, tab, c, x, sum); break;
+    case 2: psell_slots<2, T, VM, I, KIND>(d_at, bs, lane, v_at, tab, c, x, sum); break;
+    case 3: psell_slots<3, T, VM, I, KIND>(d_at, bs, lane, v_at, tab, c, x, sum); break;
+    case 4: psell_slots<4, T, VM, I, KIND>(d_at, bs, lane, v_at, tab, c, x, sum); break;
+    case 5: psell_slots<5, T, VM, I, KIND>(d_at, bs, lane, v_at, tab, c, x, sum); break;
+    case 6: psell_slots<6, T, VM, I, KIND>(d_at, bs, lane, v_at, tab, c, x, sum); break;
+    case 7: psell_slots<7, T, VM, I, KIND>(d_at, bs, lane, v_at, tab, c, x, sum); break;
+    default: break;
     }
     return sum;
 }
 
+/* A warp per slice. The slice's header is read before the block's U8
+ * table is loaded and waited for, so the two round trips overlap. */
 template <typename T, int VM>
 __global__ void __launch_bounds__(1024)
     psell_kernel(int32_t rows, int32_t ns, const int64_t *__restrict__ slot_off, const int64_t *__restrict__ idx_off,
@@ -677,26 +734,39 @@ __global__ void __launch_bounds__(1024)
                  T *__restrict__ y)
 {
     __shared__ T shared[VM == SPMV_VCODE_U8 ? 256 : 1];
-    const T *tab = pk_table<T, VM>(table, ntable, shared);
-    T c = VM == SPMV_VCODE_CONST ? __ldg(table) : (T)0;
     int64_t warp = (blockIdx.x * (int64_t)blockDim.x + threadIdx.x) / 32;
     int lane = threadIdx.x & 31;
-    if (warp >= ns)
+    bool live = warp < ns;
+    int64_t so = 0, w = 0, io = 0;
+    int b = 0;
+    if (live) {
+        so = __ldg(slot_off + warp);
+        w = __ldg(slot_off + warp + 1) - so;
+        io = __ldg(idx_off + warp);
+        b = __ldg(ib + warp);
+    }
+    const T *tab = pk_table<T, VM>(table, ntable, shared);
+    T c = VM == SPMV_VCODE_CONST ? __ldg(table) : (T)0;
+    if (!live)
         return;
-    int64_t so = __ldg(slot_off + warp), w = __ldg(slot_off + warp + 1) - so;
-    const uint8_t *blk = idx + __ldg(idx_off + warp);
+    const uint8_t *blk = idx + io;
     const int32_t *bs = base + so;
     int64_t e = so * PK_C + lane;
     T sum;
-    switch (__ldg(ib + warp)) {
+    switch (b) {
+    case 0:
+        sum = psell_row<T, VM, unsigned char, PK_DIAG>(blk, bs, (int32_t)w, lane, e, data, tab, c, x);
+        break;
     case 1:
-        sum = psell_sum<T, VM, unsigned char, true>(blk, bs, w, lane, e, data, tab, c, x);
+        sum = psell_row<T, VM, unsigned char, PK_NARROW>(blk, bs, (int32_t)w, lane, e, data, tab, c, x);
         break;
     case 2:
-        sum = psell_sum<T, VM, unsigned short, true>((const unsigned short *)blk, bs, w, lane, e, data, tab, c, x);
+        sum = psell_row<T, VM, unsigned short, PK_NARROW>((const unsigned short *)blk, bs, (int32_t)w, lane, e, data,
+                                                          tab, c, x);
         break;
     default:
-        sum = psell_sum<T, VM, unsigned int, false>((const unsigned int *)blk, bs, w, lane, e, data, tab, c, x);
+        sum = psell_row<T, VM, unsigned int, PK_WIDE>((const unsigned int *)blk, bs, (int32_t)w, lane, e, data, tab,
+                                                      c, x);
     }
     int64_t row = warp * PK_C + lane;
     if (row < rows)

@@ -264,13 +264,16 @@ static void test_packed_kernels_exact(void **state)
             snprintf(f.what, sizeof f.what, "%s (%d x %d, nnz %lld)", cases[c].what, f.coo.rows, f.coo.cols,
                      (long long)f.coo.nnz);
         } else {
-            /* PSELL slices of 1, 2 and 4 bytes in one matrix (rows of a
-             * slice spanning 200, 30 000, 300 000), PCSR rows narrow and
-             * wide, an empty slice, a padded last slice of 21 rows */
-            static const int32_t part_rows[4] = {128, 64, 40, 45}, part_span[4] = {200, 30000, 0, 299998};
-            for (int j = 0; j < 4; j++) {
+            /* PSELL slices of 0 (two diagonal ones of 19 slots), 1, 2 and
+             * 4 bytes in one matrix (rows of a slice spanning 200, 30 000,
+             * 300 000), PCSR rows narrow and wide, an empty slice, a
+             * padded last slice of 21 rows */
+            static const int32_t part_rows[5] = {64, 128, 64, 40, 45}, part_span[5] = {-1, 200, 30000, 0, 299998};
+            for (int j = 0; j < 5; j++) {
                 spmv_coo part;
-                if (part_span[j] > 0) {
+                if (part_span[j] < 0) {
+                    tu_diagonal_coo(&r, part_rows[j], 19, 400, SPMV_FLOAT64, &part);
+                } else if (part_span[j] > 0) {
                     tu_window_coo(&r, part_rows[j], 300000, 5, part_span[j], SPMV_FLOAT64, &part);
                     rows_from_one(&part);
                 } else {
@@ -300,7 +303,7 @@ static void test_packed_kernels_exact(void **state)
             bool seen[5] = {false};
             for (int32_t s = 0; s < f.m64.psell.nslices; s++)
                 seen[f.m64.psell.idx_bytes[s]] = true;
-            assert_true(seen[1] && seen[2] && seen[4]);
+            assert_true(seen[0] && seen[1] && seen[2] && seen[4]);
             assert_true(f.m64.pcsr.idx_bytes < 4 && f.m64.pcsr.wide_nnz > 0);
         }
         fixture_free(&f);

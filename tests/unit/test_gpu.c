@@ -735,12 +735,22 @@ static void test_packed(void **state)
         }
         spmv_coo_free(&coo);
     }
+    { /* every full PSELL slice diagonal (0 bytes of indices), 27 slots: groups of 8 and the rest */
+        spmv_coo coo;
+        tu_diagonal_coo(&fx.rng, fx.quick ? 1000 : 100000, 27, 3000, SPMV_FLOAT64, &coo);
+        for (int d = 0; d < 2; d++) {
+            failures += check_conversions("diagonal band", &coo, (spmv_dtype)d);
+            failures += check_kernels("diagonal band", &coo, (spmv_dtype)d);
+        }
+        spmv_coo_free(&coo);
+    }
     print_tallies("packed matrices");
     print_message("# values seen: raw %d const %d u8 %d u16 %d f32 %d; PCSR columns 1/2/4 bytes %d/%d/%d; PSELL slices "
-                  "1/2/4 bytes %d/%d/%d\n",
+                  "0/1/2/4 bytes %d/%d/%d/%d\n",
                   seen.vcode[SPMV_VCODE_RAW], seen.vcode[SPMV_VCODE_CONST], seen.vcode[SPMV_VCODE_U8],
                   seen.vcode[SPMV_VCODE_U16], seen.vcode[SPMV_VCODE_F32], seen.pcsr_idx[1], seen.pcsr_idx[2], seen.pcsr_idx[4],
-                  seen.psell_idx[1], seen.psell_idx[2], seen.psell_idx[4]);
+                  seen.psell_idx[0], seen.psell_idx[1], seen.psell_idx[2], seen.psell_idx[4]);
+    assert_true(seen.psell_idx[0]); /* the diagonal band's, quick or not */
     if (!fx.quick) { /* the small quick matrices span less */
         for (int m = 0; m < SPMV_VCODE_COUNT; m++)
             assert_true(seen.vcode[m] > 0);

@@ -201,6 +201,26 @@ void tu_window_coo(tu_rng *r, int32_t rows, int32_t cols, int32_t per_row, int32
     free(buf);
 }
 
+void tu_diagonal_coo(tu_rng *r, int32_t rows, int32_t w, int32_t max_off, spmv_dtype dtype, spmv_coo *out)
+{
+    int32_t *off = calloc((size_t)(w > 0 ? w : 1), sizeof *off);
+    assert_non_null(off);
+    assert_true(w >= 0 && w <= max_off + 1);
+    int32_t m = row_columns(r, max_off + 1, w, off); /* w distinct offsets in [0, max_off], ascending */
+    assert_int_equal(spmv_coo_alloc(out, rows, rows + max_off, (int64_t)rows * m, dtype, NULL), SPMV_OK);
+    int64_t k = 0;
+    for (int32_t i = 0; i < rows; i++)
+        for (int32_t j = 0; j < m; j++, k++) {
+            out->row[k] = i;
+            out->col[k] = i + off[j];
+            if (dtype == SPMV_FLOAT32)
+                ((float *)out->val)[k] = (float)tu_rng_value(r);
+            else
+                ((double *)out->val)[k] = tu_rng_value(r);
+        }
+    free(off);
+}
+
 void tu_palette_values(tu_rng *r, spmv_coo *m, int32_t distinct)
 {
     for (int64_t k = 0; k < m->nnz && distinct > 0; k++) {

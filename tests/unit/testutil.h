@@ -81,6 +81,11 @@ void tu_random_coo(tu_rng *r, tu_shape shape, int32_t n, spmv_dtype dtype, spmv_
  * formats' index widths turn on it). Values uniform in [-1, 1). */
 void tu_window_coo(tu_rng *r, int32_t rows, int32_t cols, int32_t per_row, int32_t span, spmv_dtype dtype,
                    spmv_coo *out);
+/* Every row on the same diagonals: row i holds columns i + off[k] for up
+ * to w distinct random offsets in [0, max_off] (a repeated draw is
+ * dropped; rows + max_off columns), so every full 32-row PSELL slice is
+ * diagonal (engine/spmv.h). */
+void tu_diagonal_coo(tu_rng *r, int32_t rows, int32_t w, int32_t max_off, spmv_dtype dtype, spmv_coo *out);
 /* Replaces m's values by `distinct` values, each used at least once where
  * nnz allows: value k is (k even ? 1 : -1) * (k/2 + 1) / 4, exact in both
  * dtypes (so the packed formats' value tables are predictable). */

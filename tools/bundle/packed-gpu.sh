@@ -33,7 +33,7 @@ if [ "${TESTS:-1}" = 1 ]; then
       --leak-check full "$B/bin/test_gpu"
     grep -E 'ERROR SUMMARY|LEAK SUMMARY' "$OUT/memcheck.log" | sort | uniq -c | tee -a "$summary"
     # racecheck on this project's kernels (cuSPARSE's own report hazards of their own design, as run.sh says)
-    step racecheck "$OUT/racecheck.log" 100 env SPMV_GPU_QUICK=1 SPMV_GPU_ONLY='test_packed' $cs --tool racecheck \
+    step racecheck "$OUT/racecheck.log" 240 env SPMV_GPU_QUICK=1 SPMV_GPU_ONLY='test_packed' $cs --tool racecheck \
       --racecheck-report all --kernel-name-exclude kns=cusparse "$B/bin/test_gpu"
     grep -E 'ERROR SUMMARY|RACECHECK SUMMARY' "$OUT/racecheck.log" | sort | uniq -c | tee -a "$summary"
   fi

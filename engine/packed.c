@@ -144,17 +144,11 @@ static void vset_sort(vset *s)
 
 /* ------------------------------------------------------ value compression */
 
-/* Bytes of the values in `mode` for n stored entries. */
+/* Bytes of the values in `mode` for n stored entries (RAW and F32 have
+ * no table: ntable 0). */
 static int64_t values_bytes(spmv_vcode mode, int64_t ntable, int64_t n, int64_t vs)
 {
-    switch (mode) {
-    case SPMV_VCODE_CONST: return ntable * vs;
-    case SPMV_VCODE_U8: return ntable * vs + n;
-    case SPMV_VCODE_U16: return ntable * vs + 2 * n;
-    case SPMV_VCODE_F32: return 4 * n;
-    case SPMV_VCODE_RAW: break;
-    }
-    return n * vs;
+    return ntable * vs + n * (int64_t)spmv_vcode_entry_bytes(mode, (size_t)vs);
 }
 
 /* Whether `mode` can code the nnz real entries of s (distinct values). */

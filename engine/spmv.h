@@ -27,6 +27,14 @@ extern "C" {
 
 #define SPMV_VERSION "0.1.0"
 
+/* Inline helpers shared by host code and CUDA kernels. */
+#ifdef __CUDACC__
+#define SPMV_HOST_DEVICE __host__ __device__
+#else
+#define SPMV_HOST_DEVICE
+#endif
+
+
 /* ---------------------------------------------------------------- status */
 
 typedef enum spmv_status {
@@ -200,6 +208,16 @@ typedef enum spmv_vcode {
 #define SPMV_VCODE_COUNT 5
 
 const char *spmv_vcode_name(spmv_vcode mode);      /* "raw", "const", "u8", "u16", "f32" */
+/* Bytes one entry takes in data (value_size: the dtype's): RAW the value,
+ * F32 4, U8 1, U16 2, CONST 0. */
+static inline SPMV_HOST_DEVICE size_t spmv_vcode_entry_bytes(spmv_vcode mode, size_t value_size)
+{
+    return mode == SPMV_VCODE_RAW   ? value_size
+           : mode == SPMV_VCODE_F32 ? 4
+           : mode == SPMV_VCODE_U8  ? 1
+           : mode == SPMV_VCODE_U16 ? 2
+                                    : 0;
+}
 
 typedef struct spmv_packed_values {
     spmv_vcode mode;
@@ -471,11 +489,6 @@ typedef enum spmv_gen_kind {
     SPMV_GEN_BAND,        /* n rows, columns i-h..i+h (h = per_row/2), entries spmv_band_value: checkable by formula */
 } spmv_gen_kind;
 
-#ifdef __CUDACC__
-#define SPMV_HOST_DEVICE __host__ __device__
-#else
-#define SPMV_HOST_DEVICE
-#endif
 /* The entry (i, j) of a band (SPMV_GEN_BAND, spmv_gpu_matrix_generate_band):
  * 1 + ((i + 3j) mod 7) / 8, exact in float32, so a product with it can be
  * checked by formula. One definition for the host and the device. */

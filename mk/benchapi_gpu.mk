@@ -1,11 +1,18 @@
 # benchapi_gpu.mk — spmv-copyrate (tools/copyrate.cu), the pinned copy rate
-# beside the large round trips of tools/bench_roundtrip.py (issue 17). Built
-# with the CUDA build and carried by the bundle; without nvcc it is absent
-# and the benchmark compares with host memory copies instead.
+# beside the large round trips of tools/bench_roundtrip.py (issue 17), and
+# spmv-gatherrate (tools/gatherrate.cu), the random-gather floor beside
+# bench-gpu's pattern-only graphs (issue 14, tools/bundle/packed-gpu.sh).
+# Built by every CUDA build (all-for-test: they keep compiling where no GPU
+# runs them) and carried by the bundle; without nvcc they are absent and the benchmark compares with host memory copies instead.
 ifeq ($(HAVE_CUDA),1)
 $(BUILD)/spmv-copyrate: tools/copyrate.cu
 	@mkdir -p $(dir $@)
 	$(NVCC) $(NVCCFLAGS) -o $@ $<
 
-bundle: $(BUILD)/spmv-copyrate
+$(BUILD)/spmv-gatherrate: tools/gatherrate.cu
+	@mkdir -p $(dir $@)
+	$(NVCC) $(NVCCFLAGS) -o $@ $<
+
+bundle: $(BUILD)/spmv-copyrate $(BUILD)/spmv-gatherrate
+all-for-test: $(BUILD)/spmv-copyrate $(BUILD)/spmv-gatherrate
 endif

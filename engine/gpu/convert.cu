@@ -1292,11 +1292,7 @@ static int download_values(spmv_gpu_ctx *ctx, const spmv_gpu_matrix *m, const st
                            int64_t n, spmv_packed_values *v, spmv_error *err)
 {
     size_t vs = vsize(m);
-    size_t code = g->mode == SPMV_VCODE_RAW   ? vs
-                  : g->mode == SPMV_VCODE_F32 ? 4
-                  : g->mode == SPMV_VCODE_U8  ? 1
-                  : g->mode == SPMV_VCODE_U16 ? 2
-                                              : 0;
+    size_t code = spmv_vcode_entry_bytes(g->mode, vs);
     int st;
     v->mode = g->mode;
     v->ntable = g->ntable;

@@ -137,15 +137,6 @@ __device__ __forceinline__ int32_t pk_warp_max(int32_t v)
 
 /* ------------------------------------------------------ value tables */
 
-static size_t pk_code_size(spmv_vcode mode, size_t vs)
-{
-    return mode == SPMV_VCODE_RAW   ? vs
-           : mode == SPMV_VCODE_F32 ? 4
-           : mode == SPMV_VCODE_U8  ? 1
-           : mode == SPMV_VCODE_U16 ? 2
-                                    : 0;
-}
-
 /* engine/spmv.h's rule: the fewest bytes for n entries, ties to the first
  * of CONST, U8, U16, F32, RAW (F32: float64 values all exact in float32). */
 static spmv_vcode pk_choose_mode(int64_t nnz, int64_t ntable, int64_t n, int64_t vs, bool f32_exact)
@@ -154,18 +145,18 @@ static spmv_vcode pk_choose_mode(int64_t nnz, int64_t ntable, int64_t n, int64_t
         return SPMV_VCODE_RAW;
     spmv_vcode best = SPMV_VCODE_RAW;
     int64_t best_bytes = INT64_MAX;
-    struct { spmv_vcode mode; bool ok; int64_t bytes; } c[] = {
-        {SPMV_VCODE_CONST, ntable == 1, vs},
-        {SPMV_VCODE_U8, ntable <= 256, ntable * vs + n},
-        {SPMV_VCODE_U16, ntable <= 65536, ntable * vs + 2 * n},
-        {SPMV_VCODE_F32, vs == 8 && f32_exact, 4 * n},
-        {SPMV_VCODE_RAW, true, n * vs},
+    struct { spmv_vcode mode; bool ok; bool table; } c[] = {
+        {SPMV_VCODE_CONST, ntable == 1, true},   {SPMV_VCODE_U8, ntable <= 256, true},
+        {SPMV_VCODE_U16, ntable <= 65536, true}, {SPMV_VCODE_F32, vs == 8 && f32_exact, false},
+        {SPMV_VCODE_RAW, true, false},
     };
-    for (auto &k : c)
-        if (k.ok && k.bytes < best_bytes) {
+    for (auto &k : c) {
+        int64_t bytes = (k.table ? ntable * vs : 0) + n * (int64_t)spmv_vcode_entry_bytes(k.mode, (size_t)vs);
+        if (k.ok && bytes < best_bytes) {
             best = k.mode;
-            best_bytes = k.bytes;
+            best_bytes = bytes;
         }
+    }
     return best;
 }
 
@@ -250,7 +241,7 @@ done:
 
 static size_t pk_values_bytes(const struct gpu_packed_values *v, int64_t n, size_t vs)
 {
-    return (size_t)v->ntable * vs + (size_t)n * pk_code_size(v->mode, vs);
+    return (size_t)v->ntable * vs + (size_t)n * spmv_vcode_entry_bytes(v->mode, vs);
 }
 
 /* CSR-order codes for PCSR (U8/U16). */
@@ -327,7 +318,7 @@ size_t gpu_pcsr_bytes(const spmv_gpu_matrix *m)
         b += (size_t)m->rows * 4 + (size_t)m->nnz * p->idx_bytes + (size_t)p->wide_nnz * 4;
     b += (size_t)p->v.ntable * vs;
     if (p->v.mode != SPMV_VCODE_RAW)
-        b += (size_t)m->nnz * pk_code_size(p->v.mode, vs);
+        b += (size_t)m->nnz * spmv_vcode_entry_bytes(p->v.mode, vs);
     return b;
 }
 
@@ -401,7 +392,7 @@ template <typename T> static int build_pcsr(spmv_gpu_ctx *ctx, spmv_gpu_matrix *
     if (p->v.mode == SPMV_VCODE_RAW) {
         p->v.data = m->val;
     } else if (p->v.mode != SPMV_VCODE_CONST) { /* codes, or float32 values */
-        if ((st = gpu_alloc(ctx, m, &p->v.data, (size_t)nnz * pk_code_size(p->v.mode, vs), "PCSR value codes", err)))
+        if ((st = gpu_alloc(ctx, m, &p->v.data, (size_t)nnz * spmv_vcode_entry_bytes(p->v.mode, vs), "PCSR value codes", err)))
             goto done;
         pk_codes<T><<<gpu_grid(nnz, PK_BLOCK), PK_BLOCK, 0, ctx->stream>>>(nnz, (const T *)m->val, p->v.mode,
                                                                            (const T *)p->v.table, p->v.ntable,
@@ -558,7 +549,7 @@ template <typename T> static int build_psell(spmv_gpu_ctx *ctx, spmv_gpu_matrix 
                                 (int64_t)psell_bytes((int32_t)ns, p->slots, p->idx_total, &p->v, sizeof(T)), err)) ||
         (st = gpu_alloc(ctx, m, (void **)&p->base, (size_t)nslots * 4, "PSELL bases", err)) ||
         (st = gpu_alloc(ctx, m, (void **)&p->idx, (size_t)p->idx_total, "PSELL column entries", err)) ||
-        (st = gpu_alloc(ctx, m, &p->v.data, (size_t)p->slots * pk_code_size(p->v.mode, sizeof(T)),
+        (st = gpu_alloc(ctx, m, &p->v.data, (size_t)p->slots * spmv_vcode_entry_bytes(p->v.mode, sizeof(T)),
                         "PSELL values", err)))
         goto done;
     if (ns > 0 && nslots > 0) {
@@ -655,8 +646,7 @@ template <typename T, int VM> struct pk_lane_values {
     const void *p;
     __device__ __forceinline__ pk_lane_values(const void *data, int64_t e)
     {
-        size_t vs = VM == SPMV_VCODE_RAW ? sizeof(T) : VM == SPMV_VCODE_F32 ? 4 : VM == SPMV_VCODE_U8 ? 1 : 2;
-        p = VM == SPMV_VCODE_CONST ? data : (const void *)((const char *)data + e * (int64_t)vs);
+        p = (const char *)data + e * (int64_t)spmv_vcode_entry_bytes((spmv_vcode)VM, sizeof(T));
     }
     __device__ __forceinline__ T at(int off, const T *tab, T c) const { return pk_value<T, VM>(p, tab, c, off); }
 };
@@ -789,74 +779,61 @@ static int pcsr_width(const struct gpu_launch *l)
     return w;
 }
 
-template <typename T, int VM, typename I> static void pcsr_launch_i(struct gpu_launch *l)
+/* The packed kernels' dispatch: L<T, VM>::launch(l) for the matrix's dtype
+ * and the format's value mode. */
+template <template <typename, int> class L> static int pk_run(struct gpu_launch *l, spmv_vcode mode, const char *name,
+                                                              spmv_error *err)
 {
-    spmv_gpu_matrix *m = l->m;
-    const struct gpu_pcsr *p = &m->pcsr;
-    int tpr = pcsr_width(l);
-    pcsr_kernel<T, VM, I><<<gpu_grid((int64_t)m->rows * tpr, l->block), l->block, 0, l->ctx->stream>>>(
-        m->rows, tpr, m->row_ptr, p->base, (const I *)p->idx, p->wide_col, p->v.data, (const T *)p->v.table,
-        p->v.ntable, (const T *)l->x, (T *)l->y);
+    if (l->m->rows == 0)
+        return SPMV_OK;
+    bool f64 = l->m->dtype == SPMV_FLOAT64;
+    switch (mode) {
+    case SPMV_VCODE_CONST: f64 ? L<double, SPMV_VCODE_CONST>::launch(l) : L<float, SPMV_VCODE_CONST>::launch(l); break;
+    case SPMV_VCODE_U8: f64 ? L<double, SPMV_VCODE_U8>::launch(l) : L<float, SPMV_VCODE_U8>::launch(l); break;
+    case SPMV_VCODE_U16: f64 ? L<double, SPMV_VCODE_U16>::launch(l) : L<float, SPMV_VCODE_U16>::launch(l); break;
+    case SPMV_VCODE_F32: f64 ? L<double, SPMV_VCODE_F32>::launch(l) : L<float, SPMV_VCODE_F32>::launch(l); break;
+    default: f64 ? L<double, SPMV_VCODE_RAW>::launch(l) : L<float, SPMV_VCODE_RAW>::launch(l); break;
+    }
+    return gpu_check_launch(err, name);
 }
 
-template <typename T, int VM> static void pcsr_launch_v(struct gpu_launch *l)
-{
-    switch (l->m->pcsr.idx_bytes) {
-    case 1: pcsr_launch_i<T, VM, uint8_t>(l); break;
-    case 2: pcsr_launch_i<T, VM, uint16_t>(l); break;
-    default: pcsr_launch_i<T, VM, int32_t>(l); break;
+template <typename T, int VM> struct pcsr_launcher {
+    template <typename I> static void with(struct gpu_launch *l)
+    {
+        spmv_gpu_matrix *m = l->m;
+        const struct gpu_pcsr *p = &m->pcsr;
+        int tpr = pcsr_width(l);
+        pcsr_kernel<T, VM, I><<<gpu_grid((int64_t)m->rows * tpr, l->block), l->block, 0, l->ctx->stream>>>(
+            m->rows, tpr, m->row_ptr, p->base, (const I *)p->idx, p->wide_col, p->v.data, (const T *)p->v.table,
+            p->v.ntable, (const T *)l->x, (T *)l->y);
     }
-}
-
-template <typename T> static void pcsr_launch(struct gpu_launch *l)
-{
-    switch (l->m->pcsr.v.mode) {
-    case SPMV_VCODE_CONST: pcsr_launch_v<T, SPMV_VCODE_CONST>(l); break;
-    case SPMV_VCODE_U8: pcsr_launch_v<T, SPMV_VCODE_U8>(l); break;
-    case SPMV_VCODE_U16: pcsr_launch_v<T, SPMV_VCODE_U16>(l); break;
-    case SPMV_VCODE_F32: pcsr_launch_v<T, SPMV_VCODE_F32>(l); break;
-    default: pcsr_launch_v<T, SPMV_VCODE_RAW>(l); break;
+    static void launch(struct gpu_launch *l)
+    {
+        switch (l->m->pcsr.idx_bytes) {
+        case 1: with<uint8_t>(l); break;
+        case 2: with<uint16_t>(l); break;
+        default: with<int32_t>(l); break;
+        }
     }
-}
+};
 
 int gpu_pcsr_run(struct gpu_launch *l, spmv_error *err)
 {
-    if (l->m->rows == 0)
-        return SPMV_OK;
-    if (l->m->dtype == SPMV_FLOAT64)
-        pcsr_launch<double>(l);
-    else
-        pcsr_launch<float>(l);
-    return gpu_check_launch(err, "gpu.pcsr");
+    return pk_run<pcsr_launcher>(l, l->m->pcsr.v.mode, "gpu.pcsr", err);
 }
 
-template <typename T, int VM> static void psell_launch_v(struct gpu_launch *l)
-{
-    spmv_gpu_matrix *m = l->m;
-    const struct gpu_psell *p = &m->psell;
-    psell_kernel<T, VM><<<gpu_grid((int64_t)p->nslices * 32, l->block), l->block, 0, l->ctx->stream>>>(
-        m->rows, p->nslices, p->slot_off, p->idx_off, p->idx_bytes, p->base, p->idx, p->v.data,
-        (const T *)p->v.table, p->v.ntable, (const T *)l->x, (T *)l->y);
-}
-
-template <typename T> static void psell_launch(struct gpu_launch *l)
-{
-    switch (l->m->psell.v.mode) {
-    case SPMV_VCODE_CONST: psell_launch_v<T, SPMV_VCODE_CONST>(l); break;
-    case SPMV_VCODE_U8: psell_launch_v<T, SPMV_VCODE_U8>(l); break;
-    case SPMV_VCODE_U16: psell_launch_v<T, SPMV_VCODE_U16>(l); break;
-    case SPMV_VCODE_F32: psell_launch_v<T, SPMV_VCODE_F32>(l); break;
-    default: psell_launch_v<T, SPMV_VCODE_RAW>(l); break;
+template <typename T, int VM> struct psell_launcher {
+    static void launch(struct gpu_launch *l)
+    {
+        spmv_gpu_matrix *m = l->m;
+        const struct gpu_psell *p = &m->psell;
+        psell_kernel<T, VM><<<gpu_grid((int64_t)p->nslices * 32, l->block), l->block, 0, l->ctx->stream>>>(
+            m->rows, p->nslices, p->slot_off, p->idx_off, p->idx_bytes, p->base, p->idx, p->v.data,
+            (const T *)p->v.table, p->v.ntable, (const T *)l->x, (T *)l->y);
     }
-}
+};
 
 int gpu_psell_run(struct gpu_launch *l, spmv_error *err)
 {
-    if (l->m->rows == 0)
-        return SPMV_OK;
-    if (l->m->dtype == SPMV_FLOAT64)
-        psell_launch<double>(l);
-    else
-        psell_launch<float>(l);
-    return gpu_check_launch(err, "gpu.psell");
+    return pk_run<psell_launcher>(l, l->m->psell.v.mode, "gpu.psell", err);
 }

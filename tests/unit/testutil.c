@@ -173,6 +173,15 @@ void tu_random_coo(tu_rng *r, tu_shape shape, int32_t n, spmv_dtype dtype, spmv_
     tu_random_coo_gen(r, &g, dtype, out);
 }
 
+/* Entry k of m's values: uniform in [-1, 1), in m's dtype. */
+static void put_random_value(tu_rng *r, spmv_coo *m, int64_t k)
+{
+    if (m->dtype == SPMV_FLOAT32)
+        ((float *)m->val)[k] = (float)tu_rng_value(r);
+    else
+        ((double *)m->val)[k] = tu_rng_value(r);
+}
+
 void tu_window_coo(tu_rng *r, int32_t rows, int32_t cols, int32_t per_row, int32_t span, spmv_dtype dtype,
                    spmv_coo *out)
 {
@@ -191,10 +200,7 @@ void tu_window_coo(tu_rng *r, int32_t rows, int32_t cols, int32_t per_row, int32
         for (int32_t j = 0; j < m; j++, k++) {
             out->row[k] = i;
             out->col[k] = lo + buf[j];
-            if (dtype == SPMV_FLOAT32)
-                ((float *)out->val)[k] = (float)tu_rng_value(r);
-            else
-                ((double *)out->val)[k] = tu_rng_value(r);
+            put_random_value(r, out, k);
         }
     }
     out->nnz = k;
@@ -213,10 +219,7 @@ void tu_diagonal_coo(tu_rng *r, int32_t rows, int32_t w, int32_t max_off, spmv_d
         for (int32_t j = 0; j < m; j++, k++) {
             out->row[k] = i;
             out->col[k] = i + off[j];
-            if (dtype == SPMV_FLOAT32)
-                ((float *)out->val)[k] = (float)tu_rng_value(r);
-            else
-                ((double *)out->val)[k] = tu_rng_value(r);
+            put_random_value(r, out, k);
         }
     free(off);
 }

@@ -10,7 +10,9 @@
 # 3. mixed_check.py (tests/e2e) with MIXED_DEVICE=gpu against a daemon of
 #    the bundle: dtype mixed with GPU kernels, packed ones included;
 # 4. bench-gpu (markdown bench-gpu.md, CSV bench-gpu.csv) unless
-#    BENCH=0, options passed on (--deadline ...).
+#    BENCH=0, options passed on (--deadline ...);
+# 5. spmv-gatherrate (gatherrate.jsonl) unless GATHER=0: the random-gather
+#    floor of the pattern-only graphs.
 # Python: /opt/torch/.venv/bin/python3 (NumPy, SciPy) when present. Logs
 # under $OUT; summary.txt says pass/fail per step.
 set -u
@@ -51,4 +53,12 @@ if [ "${BENCH:-1}" = 1 ]; then
   echo "bench-gpu rc=$?" | tee -a "$summary"
   tail -3 "$OUT/bench.log"
   sed -n '/## Geometric mean/,$p' "$OUT/bench-gpu.md" | head -40 | tee -a "$summary"
+fi
+if [ "${GATHER:-1}" = 1 ]; then
+  # the random-gather floor under bench-gpu's pattern-only graphs (scale 1:
+  # 4 M rows, uniformly random columns; 32 a row, and the power-law one's
+  # mean of 16): x's gathers alone, no matrix bytes (tools/gatherrate.cu)
+  for dt in float64 float32; do
+    for per in 32 16; do "$B/bin/spmv-gatherrate" 4000000 4000000 "$per" "$dt"; done
+  done | tee "$OUT/gatherrate.jsonl" | tee -a "$summary"
 fi

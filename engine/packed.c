@@ -453,6 +453,7 @@ void spmv_psell_free(spmv_psell *m)
         return;
     free(m->slot_off);
     free(m->idx_off);
+    free(m->val_off);
     free(m->idx_bytes);
     free(m->base);
     free(m->idx);
@@ -460,20 +461,22 @@ void spmv_psell_free(spmv_psell *m)
     memset(m, 0, sizeof *m);
 }
 
-/* Bytes of every PSELL array but the values: slot_off and idx_off, the
- * per-slice widths, one base per slot column, the index bytes. */
+/* Bytes of every PSELL array but the values: slot_off, idx_off and
+ * val_off, the per-slice widths, one base per slot column, the index
+ * bytes. */
 static int64_t psell_index_bytes(int64_t nslices, int64_t widths, int64_t idx_total)
 {
-    return (nslices + 1) * 2 * (int64_t)sizeof(int64_t) + nslices + widths * 4 + idx_total;
+    return (nslices + 1) * 3 * (int64_t)sizeof(int64_t) + nslices + widths * 4 + idx_total;
 }
 
 spmv_format_info spmv_psell_info(const spmv_psell *m)
 {
     int64_t vs = (int64_t)spmv_dtype_size(m->dtype), b = 0;
+    int64_t nvals = m->val_off ? m->val_off[m->nslices] : 0;
     if (m->slot_off && m->idx_off)
         b = psell_index_bytes(m->nslices, m->slot_off[m->nslices], m->idx_off[m->nslices]);
     spmv_format_info info = {
-        .bytes = (size_t)(b + values_bytes(m->v.mode, m->v.ntable, m->slots, vs)),
+        .bytes = (size_t)(b + values_bytes(m->v.mode, m->v.ntable, nvals, vs)),
         .padding_ratio = m->nnz > 0 ? (double)m->slots / (double)m->nnz : 1.0,
     };
     return info;
@@ -545,16 +548,46 @@ static void psell_slice_shape(const spmv_csr *a, int32_t r0, int32_t r1, int32_t
     *ib = span < UINT8_MAX ? 1 : span < UINT16_MAX ? 2 : 4;
 }
 
-/* Sum of the slice widths and of the index bytes. */
-static void psell_sizes(const spmv_csr *a, int64_t nslices, int64_t *widths, int64_t *idx_total)
+/* Whether slice [r0, r1) of width w is uniform: w > 0 and each slot's
+ * real entries hold one value, bit for bit (its entries are then one a
+ * slot). */
+static bool psell_slice_uniform(const spmv_csr *a, int32_t r0, int32_t r1, int32_t w)
 {
-    *widths = *idx_total = 0;
+    if (w == 0)
+        return false;
+    for (int32_t k = 0; k < w; k++) {
+        bool first = true;
+        uint64_t bits = 0;
+        for (int32_t i = r0; i < r1; i++) {
+            if (row_len(a, i) <= k)
+                continue;
+            uint64_t b = val_bits(a->val, a->dtype, (int64_t)a->row_ptr[i] + k);
+            if (!first && b != bits)
+                return false;
+            bits = b;
+            first = false;
+        }
+    }
+    return true;
+}
+
+/* Value entries slice [r0, r1) of width w stores. */
+static int64_t psell_slice_values(const spmv_csr *a, int32_t r0, int32_t r1, int32_t w)
+{
+    return psell_slice_uniform(a, r0, r1, w) ? w : (int64_t)w * C;
+}
+
+/* Sum of the slice widths, of the index bytes and of the value entries. */
+static void psell_sizes(const spmv_csr *a, int64_t nslices, int64_t *widths, int64_t *idx_total, int64_t *nvals)
+{
+    *widths = *idx_total = *nvals = 0;
     for (int64_t s = 0; s < nslices; s++) {
         int32_t r0, r1, w, ib;
         psell_rows(a, s, &r0, &r1);
         psell_slice_shape(a, r0, r1, &w, &ib);
         *widths += w;
         *idx_total += (int64_t)w * C * ib;
+        *nvals += psell_slice_values(a, r0, r1, w);
     }
 }
 
@@ -563,12 +596,12 @@ static int64_t psell_nslices(const spmv_csr *a) { return ((int64_t)a->rows + C -
 int spmv_psell_plan(const spmv_csr *a, int64_t *slots, int64_t *bytes, spmv_error *err)
 {
     vset s;
-    int64_t ns = psell_nslices(a), widths, idx_total, vbytes;
+    int64_t ns = psell_nslices(a), widths, idx_total, nvals, vbytes;
     int st = vset_build(&s, a, err);
     if (st)
         return st;
-    psell_sizes(a, ns, &widths, &idx_total);
-    values_mode(&s, a->nnz, widths * C, (int64_t)spmv_dtype_size(a->dtype), &vbytes);
+    psell_sizes(a, ns, &widths, &idx_total, &nvals);
+    values_mode(&s, a->nnz, nvals, (int64_t)spmv_dtype_size(a->dtype), &vbytes);
     vset_free(&s);
     *slots = widths * C;
     *bytes = psell_index_bytes(ns, widths, idx_total) + vbytes;
@@ -583,10 +616,12 @@ static void psell_fill_slice(const spmv_csr *in, spmv_psell *out, const vset *se
     int32_t r0, r1, w, ib;
     psell_rows(in, s, &r0, &r1);
     psell_slice_shape(in, r0, r1, &w, &ib);
-    int64_t s0 = out->slot_off[s];
+    int64_t s0 = out->slot_off[s], v0 = out->val_off[s];
+    bool uniform = psell_slice_uniform(in, r0, r1, w);
     uint8_t *idx = out->idx + out->idx_off[s];
     out->slot_off[s + 1] = s0 + w;
     out->idx_off[s + 1] = out->idx_off[s] + (int64_t)w * C * ib;
+    out->val_off[s + 1] = v0 + (uniform ? w : (int64_t)w * C);
     out->idx_bytes[s] = (uint8_t)ib;
     for (int32_t k = 0; k < w; k++) {
         int32_t mn, mx;
@@ -594,15 +629,16 @@ static void psell_fill_slice(const spmv_csr *in, spmv_psell *out, const vset *se
         int32_t base = ib < 4 ? mn : 0;
         out->base[s0 + k] = base;
         for (int32_t r = 0; r < C; r++) {
-            int64_t e = (s0 + k) * C + r;
-            if (ib == 0) { /* diagonal: every row real, column base + r */
-                values_put(&out->v, set, in, e, (int64_t)in->row_ptr[r0 + r] + k);
-                continue;
-            }
             int32_t i = r0 + r;
-            int64_t at = (int64_t)k * C + r;
             bool real = i < r1 && row_len(in, i) > k;
             int64_t src = real ? (int64_t)in->row_ptr[i] + k : -1;
+            if (!uniform)
+                values_put(&out->v, set, in, v0 + (int64_t)k * C + r, src);
+            else if (real) /* every real entry of the slot holds this value */
+                values_put(&out->v, set, in, v0 + k, src);
+            if (ib == 0) /* diagonal: every row real, column base + r, no entry */
+                continue;
+            int64_t at = (int64_t)k * C + r;
             int32_t d = real ? in->col[src] - base : -1; /* -1: all ones at every width */
             if (ib == 1)
                 idx[at] = (uint8_t)d;
@@ -610,7 +646,6 @@ static void psell_fill_slice(const spmv_csr *in, spmv_psell *out, const vset *se
                 ((uint16_t *)idx)[at] = (uint16_t)d;
             else
                 ((int32_t *)idx)[at] = d;
-            values_put(&out->v, set, in, e, src);
         }
     }
 }
@@ -618,14 +653,14 @@ static void psell_fill_slice(const spmv_csr *in, spmv_psell *out, const vset *se
 int spmv_csr_to_psell(const spmv_csr *in, const spmv_format_limits *lim, spmv_psell *out, spmv_error *err)
 {
     vset s = {0};
-    int64_t ns, widths, idx_total, vbytes;
+    int64_t ns, widths, idx_total, nvals, vbytes;
     int st;
     memset(out, 0, sizeof *out);
     if ((st = spmv_check_shape(in->rows, in->cols, in->nnz, err)) || (st = vset_build(&s, in, err)))
         return st;
     ns = psell_nslices(in);
-    psell_sizes(in, ns, &widths, &idx_total);
-    spmv_vcode mode = values_mode(&s, in->nnz, widths * C, (int64_t)spmv_dtype_size(in->dtype), &vbytes);
+    psell_sizes(in, ns, &widths, &idx_total, &nvals);
+    spmv_vcode mode = values_mode(&s, in->nnz, nvals, (int64_t)spmv_dtype_size(in->dtype), &vbytes);
     if ((st = spmv_format_check(lim, SPMV_FMT_PSELL, in->nnz, widths * C,
                                 psell_index_bytes(ns, widths, idx_total) + vbytes, err)))
         goto done;
@@ -637,16 +672,17 @@ int spmv_csr_to_psell(const spmv_csr *in, const spmv_format_limits *lim, spmv_ps
     out->slots = widths * C;
     out->slot_off = spmv_array_alloc(ns + 1, sizeof(int64_t), &st);
     out->idx_off = spmv_array_alloc(ns + 1, sizeof(int64_t), &st);
+    out->val_off = spmv_array_alloc(ns + 1, sizeof(int64_t), &st);
     out->idx_bytes = spmv_array_alloc(ns, 1, &st);
     out->base = spmv_array_alloc(widths, sizeof(int32_t), &st);
     out->idx = spmv_array_alloc(idx_total, 1, &st);
-    if (!out->slot_off || !out->idx_off || !out->idx_bytes || !out->base || !out->idx ||
-        (st = values_alloc(&out->v, mode, &s, out->slots, in->dtype))) {
+    if (!out->slot_off || !out->idx_off || !out->val_off || !out->idx_bytes || !out->base || !out->idx ||
+        (st = values_alloc(&out->v, mode, &s, nvals, in->dtype))) {
         st = spmv_error_set(err, st, 0, "cannot allocate a PSELL of %d rows, %lld slots (%s)", in->rows,
                             (long long)out->slots, spmv_strerror(st));
         goto done;
     }
-    out->slot_off[0] = out->idx_off[0] = 0;
+    out->slot_off[0] = out->idx_off[0] = out->val_off[0] = 0;
     for (int32_t sl = 0; sl < out->nslices; sl++)
         psell_fill_slice(in, out, &s, sl);
 done:
@@ -670,16 +706,25 @@ static int64_t psell_col(const spmv_psell *m, int32_t s, int64_t k, int32_t r)
     }
 }
 
+/* Value entry of slot k, local row r of slice s (a uniform slice: one a
+ * slot). */
+static int64_t psell_val(const spmv_psell *m, int32_t s, int64_t k, int32_t r)
+{
+    int64_t w = m->slot_off[s + 1] - m->slot_off[s];
+    return m->val_off[s + 1] - m->val_off[s] == w * C ? m->val_off[s] + k * C + r : m->val_off[s] + k;
+}
+
 static bool psell_ok(const spmv_psell *m)
 {
     if (m->rows < 0 || m->nslices != ((int64_t)m->rows + C - 1) / C || !m->slot_off || !m->idx_off ||
-        !m->idx_bytes || !m->base || !m->idx || !values_ok(&m->v) || m->slots != m->slot_off[m->nslices] * C)
+        !m->val_off || !m->idx_bytes || !m->base || !m->idx || !values_ok(&m->v) ||
+        m->slots != m->slot_off[m->nslices] * C || m->val_off[0] != 0)
         return false;
     for (int32_t s = 0; s < m->nslices; s++) {
         int ib = m->idx_bytes[s];
-        if ((ib != 0 && ib != 1 && ib != 2 && ib != 4) || (ib == 0 && (int64_t)s * C + C > m->rows) ||
-            m->slot_off[s + 1] < m->slot_off[s] ||
-            m->idx_off[s + 1] - m->idx_off[s] != (m->slot_off[s + 1] - m->slot_off[s]) * C * ib)
+        int64_t w = m->slot_off[s + 1] - m->slot_off[s], nv = m->val_off[s + 1] - m->val_off[s];
+        if ((ib != 0 && ib != 1 && ib != 2 && ib != 4) || (ib == 0 && (int64_t)s * C + C > m->rows) || w < 0 ||
+            m->idx_off[s + 1] - m->idx_off[s] != w * C * ib || (nv != w * C && (nv != w || w == 0)))
             return false;
     }
     return true;
@@ -707,7 +752,7 @@ int spmv_psell_to_coo(const spmv_psell *in, spmv_coo *out, spmv_error *err)
             if (c < 0)
                 continue;
             if (c >= in->cols || n >= out->nnz ||
-                values_get(&in->v, in->dtype, (in->slot_off[s] + k) * C + r, out->val, n)) {
+                values_get(&in->v, in->dtype, psell_val(in, s, k, r), out->val, n)) {
                 spmv_coo_free(out);
                 return spmv_error_set(err, SPMV_ERR_INVALID, 0, "malformed PSELL: slot %lld of row %d",
                                       (long long)k, i);

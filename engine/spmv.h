@@ -254,7 +254,7 @@ typedef struct spmv_pcsr {
 
 /* Packed sliced ELL: slices of SPMV_PSELL_C rows (one warp), each an ELL
  * block of its own width (its longest row), column-major: slot k of local
- * row r of slice s is entry e = (slot_off[s] + k) * C + r. Column indices
+ * row r of slice s is slot entry (slot_off[s] + k) * C + r. Column indices
  * of slice s are idx_bytes[s] bytes wide at idx + idx_off[s] + (k*C + r) *
  * idx_bytes[s]: with 1 or 2, the column is base[slot_off[s] + k] + the
  * entry (base: the smallest column in that slot of the slice's rows); with
@@ -265,7 +265,12 @@ typedef struct spmv_pcsr {
  * slice's slots is 0. A diagonal slice takes 0 bytes: C rows of one
  * length w > 0 whose slot k holds, in local row r, row 0's column plus r
  * (a stencil's interior: w shifted diagonals), so the column is base[slot]
- * + r, nothing is stored in idx and no entry is padding. Values entry e
+ * + r, nothing is stored in idx and no entry is padding. Values: slice s's
+ * start at value entry val_off[s]; a slice of width w > 0 whose every slot
+ * holds one value in all its real entries (bit for bit: a constant-
+ * coefficient stencil's interior) is uniform and stores one value per
+ * slot, slot k's at val_off[s] + k (val_off[s+1] - val_off[s] = w);
+ * another stores all C·w, slot k of row r at val_off[s] + k*C + r
  * (padding: code 0 or value +0.0). */
 #define SPMV_PSELL_C 32
 typedef struct spmv_psell {
@@ -276,10 +281,11 @@ typedef struct spmv_psell {
     int64_t slots;            /* slot_off[nslices] * C: entries with padding */
     int64_t *slot_off;        /* nslices + 1: cumulative slice widths */
     int64_t *idx_off;         /* nslices + 1: byte offset of each slice's indices */
+    int64_t *val_off;         /* nslices + 1: value entries before each slice (v holds val_off[nslices]) */
     uint8_t *idx_bytes;       /* nslices: 0 (diagonal), 1, 2 or 4 */
     int32_t *base;            /* slot_off[nslices] */
     uint8_t *idx;             /* idx_off[nslices] bytes */
-    spmv_packed_values v;     /* `slots` entries */
+    spmv_packed_values v;     /* val_off[nslices] entries */
 } spmv_psell;
 
 /* Bytes held by a format (all arrays) and its padding ratio (slots stored /

@@ -8,7 +8,9 @@
  * row r holds a 1-, 2- or 4-byte index (the slice's width): with 1 or 2
  * the column is the slot's base plus the index, with 4 the index itself;
  * an index of all ones is padding. A diagonal slice (width 0) holds no
- * index: the column is the slot's base plus r, and no slot is padding. A value is decoded as in cpu.pcsr.omp.
+ * index: the column is the slot's base plus r, and no slot is padding. A
+ * uniform slice holds one value a slot, which every row of the slot
+ * reads. A value is decoded as in cpu.pcsr.omp.
  * Padding is masked with a select on the index, never by its value (code
  * 0 or 0.0): it reads a valid x (the slot's base, or x[0]) and leaves the
  * sum untouched, so an Inf or NaN in x cannot leak in and a row is summed
@@ -26,12 +28,13 @@
 /* Slots of one slice: IT the index type, KIND 0 a diagonal slice (no
  * indices: the column is the slot's base plus r), 1 indices that are
  * deltas from the slot's base, 2 indices that are the columns; VAL the
- * value of entry e0 + r. */
+ * value of entry e0 + r·rs (rs 0 in a uniform slice: slot k's one value at
+ * e0). */
 #define PSELL_LOOP(T, IT, KIND, VAL)                                                               \
     for (int64_t k = 0; k < w; k++) {                                                              \
         const IT *restrict c = KIND ? idx + k * C : idx;                                           \
         int32_t b = base[s0 + k];                                                                  \
-        int64_t e0 = (s0 + k) * C; /* entry of local row 0 (CONST reads none) */                   \
+        int64_t e0 = v0 + k * (uni ? 1 : C); /* value entry of local row 0 (CONST reads none) */   \
         (void)e0;                                                                                  \
         for (int32_t r = 0; r < C; r++) {                                                          \
             bool pad = KIND && c[r] == (IT)-1;                                                     \
@@ -43,7 +46,7 @@
         }                                                                                          \
     }
 
-#define DEFINE_PSELL_SLICE(T, SFX, IT, ISFX, KIND)                                               \
+#define DEFINE_PSELL_SLICE(T, SFX, IT, ISFX, KIND)                                                 \
     static void psell_slice_##SFX##_##ISFX(const spmv_psell *a, int32_t s, const T *restrict x,    \
                                            T *restrict y, int32_t n)                               \
     {                                                                                              \
@@ -51,33 +54,36 @@
         const IT *restrict idx = (const IT *)(a->idx + a->idx_off[s]);                             \
         const int32_t *restrict base = a->base;                                                    \
         const T *restrict table = a->v.table;                                                      \
-        int64_t s0 = a->slot_off[s], w = a->slot_off[s + 1] - s0;                                  \
+        int64_t s0 = a->slot_off[s], w = a->slot_off[s + 1] - s0, v0 = a->val_off[s];              \
+        bool uni = a->val_off[s + 1] - v0 != w * C; /* a uniform slice: a value a slot */          \
+        int64_t rs = uni ? 0 : 1;                                                                  \
+        (void)rs;                                                                                  \
         for (int32_t r = 0; r < C; r++)                                                            \
             acc[r] = 0;                                                                            \
         switch (a->v.mode) {                                                                       \
         case SPMV_VCODE_CONST: {                                                                   \
             const T one = table[0];                                                                \
-            PSELL_LOOP(T, IT, KIND, one)                                                         \
+            PSELL_LOOP(T, IT, KIND, one)                                                           \
             break;                                                                                 \
         }                                                                                          \
         case SPMV_VCODE_U8: {                                                                      \
             const uint8_t *restrict code = a->v.data;                                              \
-            PSELL_LOOP(T, IT, KIND, table[code[e0 + r]])                                         \
+            PSELL_LOOP(T, IT, KIND, table[code[e0 + r * rs]])                                      \
             break;                                                                                 \
         }                                                                                          \
         case SPMV_VCODE_U16: {                                                                     \
             const uint16_t *restrict code = a->v.data;                                             \
-            PSELL_LOOP(T, IT, KIND, table[code[e0 + r]])                                         \
+            PSELL_LOOP(T, IT, KIND, table[code[e0 + r * rs]])                                      \
             break;                                                                                 \
         }                                                                                          \
         case SPMV_VCODE_RAW: {                                                                     \
             const T *restrict val = a->v.data;                                                     \
-            PSELL_LOOP(T, IT, KIND, val[e0 + r])                                                 \
+            PSELL_LOOP(T, IT, KIND, val[e0 + r * rs])                                              \
             break;                                                                                 \
         }                                                                                          \
         case SPMV_VCODE_F32: {                                                                     \
             const float *restrict val = a->v.data;                                                 \
-            PSELL_LOOP(T, IT, KIND, (T)val[e0 + r])                                              \
+            PSELL_LOOP(T, IT, KIND, (T)val[e0 + r * rs])                                           \
             break;                                                                                 \
         }                                                                                          \
         }                                                                                          \

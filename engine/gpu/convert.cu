@@ -1337,11 +1337,12 @@ static int download_psell(spmv_gpu_ctx *ctx, const spmv_gpu_matrix *m, spmv_psel
     p->slots = g->slots;
     if ((st = download_array(ctx, g->slot_off, (int64_t)g->nslices + 1, 8, (void **)&p->slot_off, err)) ||
         (st = download_array(ctx, g->idx_off, (int64_t)g->nslices + 1, 8, (void **)&p->idx_off, err)) ||
+        (st = download_array(ctx, g->val_off, (int64_t)g->nslices + 1, 8, (void **)&p->val_off, err)) ||
         (st = download_array(ctx, g->idx_bytes, g->nslices, 1, (void **)&p->idx_bytes, err)) ||
         (st = download_array(ctx, g->base, g->slots / SPMV_PSELL_C, 4, (void **)&p->base, err)) ||
         (st = download_array(ctx, g->idx, g->idx_total, 1, (void **)&p->idx, err)))
         return st;
-    return download_values(ctx, m, &g->v, g->slots, &p->v, err);
+    return download_values(ctx, m, &g->v, g->nvals, &p->v, err);
 }
 
 static void free_host_matrix(spmv_matrix *out)
@@ -1350,7 +1351,7 @@ static void free_host_matrix(spmv_matrix *out)
                       out->ell.col, out->ell.val, out->hll.slice_off, out->hll.slice_width, out->hll.col,
                       out->hll.val, out->hyb.ell.col, out->hyb.ell.val, out->hyb.coo.row, out->hyb.coo.col,
                       out->hyb.coo.val, out->pcsr.base, out->pcsr.idx, out->pcsr.wide_col, out->pcsr.v.table,
-                      out->pcsr.v.data, out->psell.slot_off, out->psell.idx_off, out->psell.idx_bytes,
+                      out->pcsr.v.data, out->psell.slot_off, out->psell.idx_off, out->psell.val_off, out->psell.idx_bytes,
                       out->psell.base, out->psell.idx, out->psell.v.table, out->psell.v.data};
     for (void *p : arrays)
         free(p);

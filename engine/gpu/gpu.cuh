@@ -116,7 +116,8 @@ struct gpu_psell {
     int32_t nslices;         /* slices of SPMV_PSELL_C rows */
     int64_t slots;           /* 0 with nslices 0: not built */
     bool built;
-    int64_t *slot_off, *idx_off;
+    int64_t *slot_off, *idx_off, *val_off;
+    int64_t nvals;           /* value entries: val_off[nslices] */
     uint8_t *idx_bytes;
     int32_t *base;
     uint8_t *idx;

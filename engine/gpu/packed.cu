@@ -414,18 +414,23 @@ int gpu_build_pcsr(spmv_gpu_ctx *ctx, spmv_gpu_matrix *m, spmv_error *err)
 
 /* ---------------------------------------------------------------- PSELL */
 
-/* A warp per slice: its width, the bytes of its column entries, and their
- * width (the widest slot span decides). Entry nslices of the outputs is 0. */
+/* A warp per slice: its width, the bytes of its column entries, their
+ * width (the widest slot span decides; 0 for a diagonal slice) and its
+ * value entries (its width when uniform, else 32 a slot). Entry nslices of
+ * the outputs is 0. */
+template <typename T>
 __global__ void psell_plan(int32_t rows, int32_t ns, const int32_t *__restrict__ row_ptr,
-                           const int32_t *__restrict__ col, int64_t *width, int64_t *ibytes, uint8_t *ib)
+                           const int32_t *__restrict__ col, const T *__restrict__ val, int64_t *width,
+                           int64_t *ibytes, int64_t *nvals, uint8_t *ib)
 {
+    typedef typename pk_bits<T>::U U;
     int64_t warp = (blockIdx.x * (int64_t)blockDim.x + threadIdx.x) / 32;
     int lane = threadIdx.x & 31;
     if (warp > ns)
         return;
     if (warp == ns) {
         if (lane == 0)
-            width[ns] = ibytes[ns] = 0;
+            width[ns] = ibytes[ns] = nvals[ns] = 0;
         return;
     }
     int64_t r = warp * PK_C + lane;
@@ -434,7 +439,7 @@ __global__ void psell_plan(int32_t rows, int32_t ns, const int32_t *__restrict__
     int64_t span = 0;
     /* diagonal: every lane a row of length w, each slot's column minus the
      * lane the same on every lane */
-    bool diag = w > 0 && __all_sync(GPU_FULL_MASK, r < rows && len == w);
+    bool diag = w > 0 && __all_sync(GPU_FULL_MASK, r < rows && len == w), uniform = w > 0;
     for (int32_t k = 0; k < w; k++) {
         int32_t c = k < len ? col[s + k] : -1;
         int32_t mx = pk_warp_max(c), mn = pk_warp_min(k < len ? c : INT_MAX);
@@ -444,12 +449,22 @@ __global__ void psell_plan(int32_t rows, int32_t ns, const int32_t *__restrict__
             int64_t off = (int64_t)c - lane;
             diag = __all_sync(GPU_FULL_MASK, off == __shfl_sync(GPU_FULL_MASK, off, 0));
         }
+        if (uniform) { /* every real entry of the slot the value of its first, bit for bit */
+            bool real = k < len;
+            U bits = 0;
+            if (real)
+                memcpy(&bits, val + s + k, sizeof bits);
+            int first = __ffs(__ballot_sync(GPU_FULL_MASK, real)) - 1; /* some row has k < len */
+            U b0 = __shfl_sync(GPU_FULL_MASK, bits, first);
+            uniform = __all_sync(GPU_FULL_MASK, !real || bits == b0);
+        }
     }
     if (lane == 0) {
         int b = diag ? 0 : w == 0 || span <= 254 ? 1 : span <= 65534 ? 2 : 4;
         width[warp] = w;
         ib[warp] = (uint8_t)b;
         ibytes[warp] = (int64_t)w * PK_C * b;
+        nvals[warp] = uniform ? w : (int64_t)w * PK_C;
     }
 }
 
@@ -457,8 +472,8 @@ template <typename T>
 __global__ void psell_fill(int32_t rows, int32_t ns, const int32_t *__restrict__ row_ptr,
                            const int32_t *__restrict__ col, const T *__restrict__ val,
                            const int64_t *__restrict__ slot_off, const int64_t *__restrict__ idx_off,
-                           const uint8_t *__restrict__ ib, int32_t *base, uint8_t *idx, spmv_vcode mode,
-                           const T *table, int32_t ntable, void *data)
+                           const int64_t *__restrict__ val_off, const uint8_t *__restrict__ ib, int32_t *base,
+                           uint8_t *idx, spmv_vcode mode, const T *table, int32_t ntable, void *data)
 {
     int64_t warp = (blockIdx.x * (int64_t)blockDim.x + threadIdx.x) / 32;
     int lane = threadIdx.x & 31;
@@ -468,13 +483,15 @@ __global__ void psell_fill(int32_t rows, int32_t ns, const int32_t *__restrict__
     int32_t s = r < rows ? row_ptr[r] : 0, len = r < rows ? row_ptr[r + 1] - s : 0;
     int b = ib[warp];
     uint8_t *blk = idx + idx_off[warp];
+    int64_t vo = val_off[warp];
+    bool uniform = val_off[warp + 1] - vo != w * PK_C; /* one value a slot */
     for (int32_t k = 0; k < w; k++) {
         bool real = k < len;
         int32_t c = real ? col[s + k] : INT_MAX;
         int32_t mn = b < 4 ? pk_warp_min(c) : 0; /* diagonal: lane 0's */
         if (lane == 0)
             base[so + k] = mn;
-        int64_t at = (int64_t)k * PK_C + lane, e = (so + k) * PK_C + lane;
+        int64_t at = (int64_t)k * PK_C + lane, e = vo + (int64_t)k * PK_C + lane;
         if (b == 0) /* diagonal: no entries */
             ;
         else if (b == 1)
@@ -483,10 +500,14 @@ __global__ void psell_fill(int32_t rows, int32_t ns, const int32_t *__restrict__
             ((uint16_t *)blk)[at] = real ? (uint16_t)(c - mn) : (uint16_t)0xffff;
         else
             ((int32_t *)blk)[at] = real ? c : -1;
-        if (real)
+        if (uniform) { /* the slot's value, from its first real row */
+            if (lane == __ffs(__ballot_sync(GPU_FULL_MASK, real)) - 1)
+                pk_put<T>(mode, data, vo + k, val[s + k], table, ntable);
+        } else if (real) {
             pk_put<T>(mode, data, e, val[s + k], table, ntable);
-        else
+        } else {
             pk_put_pad<T>(mode, data, e);
+        }
     }
 }
 
@@ -495,6 +516,7 @@ void gpu_free_psell(spmv_gpu_ctx *ctx, spmv_gpu_matrix *m)
     struct gpu_psell *p = &m->psell;
     gpu_release_ptr(ctx, m, &p->slot_off);
     gpu_release_ptr(ctx, m, &p->idx_off);
+    gpu_release_ptr(ctx, m, &p->val_off);
     gpu_release_ptr(ctx, m, &p->idx_bytes);
     gpu_release_ptr(ctx, m, &p->base);
     gpu_release_ptr(ctx, m, &p->idx);
@@ -503,34 +525,38 @@ void gpu_free_psell(spmv_gpu_ctx *ctx, spmv_gpu_matrix *m)
     memset(p, 0, sizeof *p);
 }
 
-static size_t psell_bytes(int32_t ns, int64_t slots, int64_t idx_total, const struct gpu_packed_values *v, size_t vs)
+static size_t psell_bytes(int32_t ns, int64_t slots, int64_t idx_total, int64_t nvals,
+                          const struct gpu_packed_values *v, size_t vs)
 {
-    return ((size_t)ns + 1) * 16 + (size_t)ns + (size_t)(slots / PK_C) * 4 + (size_t)idx_total +
-           pk_values_bytes(v, slots, vs);
+    return ((size_t)ns + 1) * 24 + (size_t)ns + (size_t)(slots / PK_C) * 4 + (size_t)idx_total +
+           pk_values_bytes(v, nvals, vs);
 }
 
 size_t gpu_psell_bytes(const spmv_gpu_matrix *m)
 {
     const struct gpu_psell *p = &m->psell;
-    return p->built ? psell_bytes(p->nslices, p->slots, p->idx_total, &p->v, spmv_dtype_size(m->dtype)) : 0;
+    return p->built ? psell_bytes(p->nslices, p->slots, p->idx_total, p->nvals, &p->v, spmv_dtype_size(m->dtype))
+                    : 0;
 }
 
 template <typename T> static int build_psell(spmv_gpu_ctx *ctx, spmv_gpu_matrix *m, spmv_error *err)
 {
     struct gpu_psell *p = &m->psell;
-    int64_t *width = NULL, *ibytes = NULL;
+    int64_t *width = NULL, *ibytes = NULL, *nvals = NULL;
     int64_t ns = ((int64_t)m->rows + PK_C - 1) / PK_C, nslots = 0;
     unsigned grid = gpu_grid((ns + 1) * 32, PK_BLOCK);
     int st;
     p->nslices = (int32_t)ns;
     if ((st = gpu_alloc(ctx, m, (void **)&width, (ns + 1) * 8, "PSELL widths", err)) ||
         (st = gpu_alloc(ctx, m, (void **)&ibytes, (ns + 1) * 8, "PSELL index sizes", err)) ||
+        (st = gpu_alloc(ctx, m, (void **)&nvals, (ns + 1) * 8, "PSELL value counts", err)) ||
         (st = gpu_alloc(ctx, m, (void **)&p->idx_bytes, ns ? ns : 1, "PSELL index widths", err)) ||
         (st = gpu_alloc(ctx, m, (void **)&p->slot_off, (ns + 1) * 8, "PSELL slot offsets", err)) ||
-        (st = gpu_alloc(ctx, m, (void **)&p->idx_off, (ns + 1) * 8, "PSELL index offsets", err)))
+        (st = gpu_alloc(ctx, m, (void **)&p->idx_off, (ns + 1) * 8, "PSELL index offsets", err)) ||
+        (st = gpu_alloc(ctx, m, (void **)&p->val_off, (ns + 1) * 8, "PSELL value offsets", err)))
         goto done;
-    psell_plan<<<grid, PK_BLOCK, 0, ctx->stream>>>(m->rows, (int32_t)ns, m->row_ptr, m->col, width, ibytes,
-                                                   p->idx_bytes);
+    psell_plan<T><<<grid, PK_BLOCK, 0, ctx->stream>>>(m->rows, (int32_t)ns, m->row_ptr, m->col, (const T *)m->val,
+                                                      width, ibytes, nvals, p->idx_bytes);
     if ((st = gpu_check_launch(err, "psell_plan")) ||
         (st = gpu_cub_run(ctx, m, "PSELL slot scan", err, [&](void *t, size_t &b) {
              return cub::DeviceScan::ExclusiveSum(t, b, width, p->slot_off, (int)(ns + 1), ctx->stream);
@@ -538,24 +564,29 @@ template <typename T> static int build_psell(spmv_gpu_ctx *ctx, spmv_gpu_matrix 
         (st = gpu_cub_run(ctx, m, "PSELL index scan", err, [&](void *t, size_t &b) {
              return cub::DeviceScan::ExclusiveSum(t, b, ibytes, p->idx_off, (int)(ns + 1), ctx->stream);
          })) ||
+        (st = gpu_cub_run(ctx, m, "PSELL value scan", err, [&](void *t, size_t &b) {
+             return cub::DeviceScan::ExclusiveSum(t, b, nvals, p->val_off, (int)(ns + 1), ctx->stream);
+         })) ||
         (st = gpu_copy_to_host(ctx, &nslots, p->slot_off + ns, 8, "reading the PSELL size", err)) ||
-        (st = gpu_copy_to_host(ctx, &p->idx_total, p->idx_off + ns, 8, "reading the PSELL size", err)))
+        (st = gpu_copy_to_host(ctx, &p->idx_total, p->idx_off + ns, 8, "reading the PSELL size", err)) ||
+        (st = gpu_copy_to_host(ctx, &p->nvals, p->val_off + ns, 8, "reading the PSELL size", err)))
         goto done;
     p->slots = nslots * PK_C;
     /* the padding rule on the slots first: a refused format sorts nothing */
     if ((st = spmv_format_check(&ctx->limits, SPMV_FMT_PSELL, m->nnz, p->slots, 0, err)) ||
-        (st = pk_values<T>(ctx, m, p->slots, &p->v, err)) ||
+        (st = pk_values<T>(ctx, m, p->nvals, &p->v, err)) ||
         (st = spmv_format_check(&ctx->limits, SPMV_FMT_PSELL, m->nnz, p->slots,
-                                (int64_t)psell_bytes((int32_t)ns, p->slots, p->idx_total, &p->v, sizeof(T)), err)) ||
+                                (int64_t)psell_bytes((int32_t)ns, p->slots, p->idx_total, p->nvals, &p->v, sizeof(T)),
+                                err)) ||
         (st = gpu_alloc(ctx, m, (void **)&p->base, (size_t)nslots * 4, "PSELL bases", err)) ||
         (st = gpu_alloc(ctx, m, (void **)&p->idx, (size_t)p->idx_total, "PSELL column entries", err)) ||
-        (st = gpu_alloc(ctx, m, &p->v.data, (size_t)p->slots * spmv_vcode_entry_bytes(p->v.mode, sizeof(T)),
+        (st = gpu_alloc(ctx, m, &p->v.data, (size_t)p->nvals * spmv_vcode_entry_bytes(p->v.mode, sizeof(T)),
                         "PSELL values", err)))
         goto done;
     if (ns > 0 && nslots > 0) {
         psell_fill<T><<<gpu_grid(ns * 32, PK_BLOCK), PK_BLOCK, 0, ctx->stream>>>(
-            m->rows, (int32_t)ns, m->row_ptr, m->col, (const T *)m->val, p->slot_off, p->idx_off, p->idx_bytes,
-            p->base, p->idx, p->v.mode, (const T *)p->v.table, p->v.ntable, p->v.data);
+            m->rows, (int32_t)ns, m->row_ptr, m->col, (const T *)m->val, p->slot_off, p->idx_off, p->val_off,
+            p->idx_bytes, p->base, p->idx, p->v.mode, (const T *)p->v.table, p->v.ntable, p->v.data);
         st = gpu_check_launch(err, "psell_fill");
     }
     if (!st)
@@ -563,6 +594,7 @@ template <typename T> static int build_psell(spmv_gpu_ctx *ctx, spmv_gpu_matrix 
 done:
     gpu_release(ctx, m, width);
     gpu_release(ctx, m, ibytes);
+    gpu_release(ctx, m, nvals);
     return st;
 }
 
@@ -660,8 +692,10 @@ enum { PK_DIAG, PK_NARROW, PK_WIDE };
 /* W slots (k .. k+W-1 of the slice, already applied to the pointers) of
  * one lane's row, added to *sum in slot order: their column entries, bases
  * and values loaded first, then the gathers of x, so W loads are in flight
- * at once and no slot past the slice's width is issued. */
-template <int W, typename T, int VM, typename I, int KIND>
+ * at once and no slot past the slice's width is issued. VS: value entries
+ * from one slot to the next (C, or 1 in a uniform slice, whose lanes all
+ * read the slot's one value). */
+template <int W, typename T, int VM, typename I, int KIND, int VS>
 __device__ __forceinline__ void psell_slots(const I *__restrict__ d_at, const int32_t *__restrict__ b_at, int lane,
                                             const pk_lane_values<T, VM> &v_at, const T *tab, T c,
                                             const T *__restrict__ x, T &sum)
@@ -674,7 +708,7 @@ __device__ __forceinline__ void psell_slots(const I *__restrict__ d_at, const in
     for (int u = 0; u < W; u++) {
         d[u] = KIND == PK_DIAG ? (I)lane : __ldcs(d_at + u * PK_C);
         b[u] = KIND == PK_WIDE ? 0 : __ldg(b_at + u);
-        v[u] = v_at.at(u * PK_C, tab, c);
+        v[u] = v_at.at(u * VS, tab, c);
     }
 #pragma unroll
     for (int u = 0; u < W; u++)
@@ -683,35 +717,63 @@ __device__ __forceinline__ void psell_slots(const I *__restrict__ d_at, const in
 }
 
 /* One lane's row of a PSELL slice of width w: slots of entries I (0, 1, 2
- * or 4 bytes) at blk + k*C + lane. Full groups of PK_STEP slots, then the
- * rest as one group of its exact size, so a 5-point stencil's slice of 5
- * slots costs 5 slots' instructions, not PK_STEP's. */
-template <typename T, int VM, typename I, int KIND>
+ * or 4 bytes) at blk + k*C + lane, values from entry ve (the slice's first
+ * plus the lane, or the first alone in a uniform slice). Full groups of
+ * PK_STEP slots, then the rest as one group of its exact size, so a
+ * 5-point stencil's slice of 5 slots costs 5 slots' instructions, not
+ * PK_STEP's. */
+template <typename T, int VM, typename I, int KIND, int VS>
 __device__ __forceinline__ T psell_row(const I *__restrict__ blk, const int32_t *__restrict__ bs, int32_t w, int lane,
-                                      int64_t e, const void *__restrict__ data, const T *tab, T c,
+                                      int64_t ve, const void *__restrict__ data, const T *tab, T c,
                                       const T *__restrict__ x)
 {
     const I *d_at = blk + lane;
-    pk_lane_values<T, VM> v_at(data, e);
+    pk_lane_values<T, VM> v_at(data, ve);
     T sum = 0;
     int32_t k = 0;
     for (; k + PK_STEP <= w; k += PK_STEP) {
-        psell_slots<PK_STEP, T, VM, I, KIND>(d_at, bs, lane, v_at, tab, c, x, sum);
+        psell_slots<PK_STEP, T, VM, I, KIND, VS>(d_at, bs, lane, v_at, tab, c, x, sum);
         d_at += PK_STEP * PK_C;
         bs += PK_STEP;
-        v_at = pk_lane_values<T, VM>(v_at.p, PK_STEP * PK_C);
+        v_at = pk_lane_values<T, VM>(v_at.p, PK_STEP * VS);
     }
     switch (w - k) {
-    case 1: psell_slots<1, T, VM, I, KIND>(d_at, bs, lane, v_at, tab, c, x, sum); break;
-    case 2: psell_slots<2, T, VM, I, KIND>(d_at, bs, lane, v_at, tab, c, x, sum); break;
-    case 3: psell_slots<3, T, VM, I, KIND>(d_at, bs, lane, v_at, tab, c, x, sum); break;
-    case 4: psell_slots<4, T, VM, I, KIND>(d_at, bs, lane, v_at, tab, c, x, sum); break;
-    case 5: psell_slots<5, T, VM, I, KIND>(d_at, bs, lane, v_at, tab, c, x, sum); break;
-    case 6: psell_slots<6, T, VM, I, KIND>(d_at, bs, lane, v_at, tab, c, x, sum); break;
-    case 7: psell_slots<7, T, VM, I, KIND>(d_at, bs, lane, v_at, tab, c, x, sum); break;
+    case 1: psell_slots<1, T, VM, I, KIND, VS>(d_at, bs, lane, v_at, tab, c, x, sum); break;
+    case 2: psell_slots<2, T, VM, I, KIND, VS>(d_at, bs, lane, v_at, tab, c, x, sum); break;
+    case 3: psell_slots<3, T, VM, I, KIND, VS>(d_at, bs, lane, v_at, tab, c, x, sum); break;
+    case 4: psell_slots<4, T, VM, I, KIND, VS>(d_at, bs, lane, v_at, tab, c, x, sum); break;
+    case 5: psell_slots<5, T, VM, I, KIND, VS>(d_at, bs, lane, v_at, tab, c, x, sum); break;
+    case 6: psell_slots<6, T, VM, I, KIND, VS>(d_at, bs, lane, v_at, tab, c, x, sum); break;
+    case 7: psell_slots<7, T, VM, I, KIND, VS>(d_at, bs, lane, v_at, tab, c, x, sum); break;
     default: break;
     }
     return sum;
+}
+
+/* A lane's sum over its slice, by the slice's index width and whether its
+ * values are uniform. */
+template <typename T, int VM>
+__device__ __forceinline__ T psell_slice(int b, bool uniform, const uint8_t *__restrict__ blk,
+                                        const int32_t *__restrict__ bs, int32_t w, int lane, int64_t vo,
+                                        const void *__restrict__ data, const T *tab, T c, const T *__restrict__ x)
+{
+    typedef const unsigned short *U16;
+    typedef const unsigned int *U32;
+    if (uniform) {
+        switch (b) {
+        case 0: return psell_row<T, VM, unsigned char, PK_DIAG, 1>(blk, bs, w, lane, vo, data, tab, c, x);
+        case 1: return psell_row<T, VM, unsigned char, PK_NARROW, 1>(blk, bs, w, lane, vo, data, tab, c, x);
+        case 2: return psell_row<T, VM, unsigned short, PK_NARROW, 1>((U16)blk, bs, w, lane, vo, data, tab, c, x);
+        default: return psell_row<T, VM, unsigned int, PK_WIDE, 1>((U32)blk, bs, w, lane, vo, data, tab, c, x);
+        }
+    }
+    int64_t ve = vo + lane;
+    switch (b) {
+    case 0: return psell_row<T, VM, unsigned char, PK_DIAG, PK_C>(blk, bs, w, lane, ve, data, tab, c, x);
+    case 1: return psell_row<T, VM, unsigned char, PK_NARROW, PK_C>(blk, bs, w, lane, ve, data, tab, c, x);
+    case 2: return psell_row<T, VM, unsigned short, PK_NARROW, PK_C>((U16)blk, bs, w, lane, ve, data, tab, c, x);
+    default: return psell_row<T, VM, unsigned int, PK_WIDE, PK_C>((U32)blk, bs, w, lane, ve, data, tab, c, x);
+    }
 }
 
 /* A warp per slice. The slice's header is read before the block's U8
@@ -719,45 +781,29 @@ __device__ __forceinline__ T psell_row(const I *__restrict__ blk, const int32_t 
 template <typename T, int VM>
 __global__ void __launch_bounds__(1024)
     psell_kernel(int32_t rows, int32_t ns, const int64_t *__restrict__ slot_off, const int64_t *__restrict__ idx_off,
-                 const uint8_t *__restrict__ ib, const int32_t *__restrict__ base, const uint8_t *__restrict__ idx,
-                 const void *__restrict__ data, const T *__restrict__ table, int32_t ntable, const T *__restrict__ x,
-                 T *__restrict__ y)
+                 const int64_t *__restrict__ val_off, const uint8_t *__restrict__ ib, const int32_t *__restrict__ base,
+                 const uint8_t *__restrict__ idx, const void *__restrict__ data, const T *__restrict__ table,
+                 int32_t ntable, const T *__restrict__ x, T *__restrict__ y)
 {
     __shared__ T shared[VM == SPMV_VCODE_U8 ? 256 : 1];
     int64_t warp = (blockIdx.x * (int64_t)blockDim.x + threadIdx.x) / 32;
     int lane = threadIdx.x & 31;
     bool live = warp < ns;
-    int64_t so = 0, w = 0, io = 0;
+    int64_t so = 0, w = 0, io = 0, vo = 0, nv = 0;
     int b = 0;
     if (live) {
         so = __ldg(slot_off + warp);
         w = __ldg(slot_off + warp + 1) - so;
         io = __ldg(idx_off + warp);
+        vo = __ldg(val_off + warp);
+        nv = __ldg(val_off + warp + 1) - vo;
         b = __ldg(ib + warp);
     }
     const T *tab = pk_table<T, VM>(table, ntable, shared);
     T c = VM == SPMV_VCODE_CONST ? __ldg(table) : (T)0;
     if (!live)
         return;
-    const uint8_t *blk = idx + io;
-    const int32_t *bs = base + so;
-    int64_t e = so * PK_C + lane;
-    T sum;
-    switch (b) {
-    case 0:
-        sum = psell_row<T, VM, unsigned char, PK_DIAG>(blk, bs, (int32_t)w, lane, e, data, tab, c, x);
-        break;
-    case 1:
-        sum = psell_row<T, VM, unsigned char, PK_NARROW>(blk, bs, (int32_t)w, lane, e, data, tab, c, x);
-        break;
-    case 2:
-        sum = psell_row<T, VM, unsigned short, PK_NARROW>((const unsigned short *)blk, bs, (int32_t)w, lane, e, data,
-                                                          tab, c, x);
-        break;
-    default:
-        sum = psell_row<T, VM, unsigned int, PK_WIDE>((const unsigned int *)blk, bs, (int32_t)w, lane, e, data, tab,
-                                                      c, x);
-    }
+    T sum = psell_slice<T, VM>(b, nv != w * PK_C, idx + io, base + so, (int32_t)w, lane, vo, data, tab, c, x);
     int64_t row = warp * PK_C + lane;
     if (row < rows)
         y[row] = sum;
@@ -828,7 +874,7 @@ template <typename T, int VM> struct psell_launcher {
         spmv_gpu_matrix *m = l->m;
         const struct gpu_psell *p = &m->psell;
         psell_kernel<T, VM><<<gpu_grid((int64_t)p->nslices * 32, l->block), l->block, 0, l->ctx->stream>>>(
-            m->rows, p->nslices, p->slot_off, p->idx_off, p->idx_bytes, p->base, p->idx, p->v.data,
+            m->rows, p->nslices, p->slot_off, p->idx_off, p->val_off, p->idx_bytes, p->base, p->idx, p->v.data,
             (const T *)p->v.table, p->v.ntable, (const T *)l->x, (T *)l->y);
     }
 };

@@ -287,6 +287,12 @@ static void test_packed_kernels_exact(void **state)
                     spmv_coo_free(&part);
             }
             tu_palette_values(&r, &f.coo, 100);
+            /* the diagonal part's first slice uniform: a row's k-th value k + 1/4 */
+            for (int64_t k = 0, at = 0; k < f.coo.nnz && f.coo.row[k] < 32; k++, at++) {
+                if (k > 0 && f.coo.row[k] != f.coo.row[k - 1])
+                    at = 0;
+                ((double *)f.coo.val)[k] = (double)at + 0.25;
+            }
             snprintf(f.what, sizeof f.what, "mixed slices (%d x %d, nnz %lld)", f.coo.rows, f.coo.cols,
                      (long long)f.coo.nnz);
         }
@@ -301,9 +307,14 @@ static void test_packed_kernels_exact(void **state)
         }
         if (c == sizeof cases / sizeof cases[0]) { /* it reached what it was made for */
             bool seen[5] = {false};
-            for (int32_t s = 0; s < f.m64.psell.nslices; s++)
+            int32_t uniform = 0;
+            for (int32_t s = 0; s < f.m64.psell.nslices; s++) {
                 seen[f.m64.psell.idx_bytes[s]] = true;
+                int64_t w = f.m64.psell.slot_off[s + 1] - f.m64.psell.slot_off[s];
+                uniform += w > 0 && f.m64.psell.val_off[s + 1] - f.m64.psell.val_off[s] == w;
+            }
             assert_true(seen[0] && seen[1] && seen[2] && seen[4]);
+            assert_true(uniform >= 1 && f.m64.psell.v.mode == SPMV_VCODE_U8); /* the first slice, at least */
             assert_true(f.m64.pcsr.idx_bytes < 4 && f.m64.pcsr.wide_nnz > 0);
         }
         fixture_free(&f);

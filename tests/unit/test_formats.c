@@ -728,6 +728,7 @@ static void check_psell_layout(const spmv_csr *a, const spmv_psell *p)
     assert_true(p->rows == a->rows && p->cols == a->cols && p->nnz == a->nnz && p->dtype == a->dtype);
     assert_int_equal(p->slot_off[0], 0);
     assert_int_equal(p->idx_off[0], 0);
+    assert_int_equal(p->val_off[0], 0);
     for (int32_t s = 0; s < ns; s++) {
         int32_t r0 = s * c, r1 = r0 + c < a->rows ? r0 + c : a->rows, w = 0;
         int64_t span = 0;
@@ -756,12 +757,24 @@ static void check_psell_layout(const spmv_csr *a, const spmv_psell *p)
         int32_t ib = diag ? 0 : span <= 254 ? 1 : span <= 65534 ? 2 : 4;
         assert_int_equal(p->idx_bytes[s], ib);
         assert_int_equal(p->idx_off[s + 1] - p->idx_off[s], (int64_t)w * c * ib);
+        /* uniform: w > 0, each slot's real entries one value bit for bit; one value a slot */
+        bool uniform = w > 0;
+        for (int32_t k = 0; uniform && k < w; k++) {
+            int64_t first = -1;
+            for (int32_t i = r0; uniform && i < r1; i++)
+                if (a->row_ptr[i + 1] - a->row_ptr[i] > k) {
+                    if (first < 0)
+                        first = a->row_ptr[i] + k;
+                    uniform = bits_of(a->val, a->dtype, a->row_ptr[i] + k) == bits_of(a->val, a->dtype, first);
+                }
+        }
+        assert_int_equal(p->val_off[s + 1] - p->val_off[s], uniform ? w : (int64_t)w * c);
         for (int32_t k = 0; k < w; k++) {
             int32_t base = ib < 4 ? mn[k] : 0;
             assert_int_equal(p->base[p->slot_off[s] + k], base);
             for (int32_t r = 0; r < c; r++) {
                 int32_t i = r0 + r;
-                int64_t e = (p->slot_off[s] + k) * c + r;
+                int64_t e = uniform ? p->val_off[s] + k : p->val_off[s] + (int64_t)k * c + r;
                 if (diag) { /* no entries: the column is the base + r */
                     assert_int_equal(a->col[a->row_ptr[i] + k], base + r);
                     check_value(&p->v, a, e, a->row_ptr[i] + k);
@@ -774,7 +787,8 @@ static void check_psell_layout(const spmv_csr *a, const spmv_psell *p)
                     check_value(&p->v, a, e, src);
                 } else {
                     assert_int_equal(entry, ib == 1 ? 0xff : ib == 2 ? 0xffff : 0xffffffffu);
-                    check_value(&p->v, a, e, -1);
+                    if (!uniform) /* a uniform slice stores no padding value */
+                        check_value(&p->v, a, e, -1);
                 }
             }
         }
@@ -783,11 +797,11 @@ static void check_psell_layout(const spmv_csr *a, const spmv_psell *p)
     int64_t widths = p->slot_off[ns];
     assert_int_equal(p->slots, widths * c);
     want_values wv;
-    want_values_of(a, p->slots, &wv);
+    want_values_of(a, p->val_off[ns], &wv);
     check_table(&p->v, &wv, a->dtype);
     free(wv.table);
-    size_t bytes = ((size_t)ns + 1) * 16 + (size_t)ns + (size_t)widths * 4 + (size_t)p->idx_off[ns] +
-                   values_array_bytes(&p->v, a->dtype, p->slots);
+    size_t bytes = ((size_t)ns + 1) * 24 + (size_t)ns + (size_t)widths * 4 + (size_t)p->idx_off[ns] +
+                   values_array_bytes(&p->v, a->dtype, p->val_off[ns]);
     int64_t slots = -1, planned = -1;
     assert_int_equal(spmv_psell_info(p).bytes, bytes);
     assert_true(fabs(spmv_psell_info(p).padding_ratio - (a->nnz ? (double)p->slots / (double)a->nnz : 1.0)) < 1e-12);
@@ -1173,7 +1187,7 @@ static void test_pcsr_widths(void **state)
             if (rows)
                 assert_int_equal(q.idx_bytes[0], 1); /* an empty slice: 1 */
             assert_int_equal(spmv_pcsr_info(&p).bytes, 0);
-            assert_int_equal(spmv_psell_info(&q).bytes, ((size_t)q.nslices + 1) * 16 + (size_t)q.nslices);
+            assert_int_equal(spmv_psell_info(&q).bytes, ((size_t)q.nslices + 1) * 24 + (size_t)q.nslices);
             spmv_pcsr_free(&p);
             spmv_psell_free(&q);
             spmv_coo_free(&coo);
@@ -1300,11 +1314,52 @@ static void test_psell_diagonal(void **state)
     assert_int_equal(spmv_gen(&spec, &coo, NULL), SPMV_OK);
     packed_round_trip_keep(&coo, "poisson2d 128", NULL, &q);
     int32_t diag = 0;
-    for (int32_t s = 0; s < q.nslices; s++)
+    for (int32_t s = 0; s < q.nslices; s++) {
+        int64_t w = q.slot_off[s + 1] - q.slot_off[s];
         diag += q.idx_bytes[s] == 0;
+        if (q.idx_bytes[s] == 0) /* constant coefficients: a diagonal slice's values are uniform too */
+            assert_int_equal(q.val_off[s + 1] - q.val_off[s], w);
+    }
     assert_int_equal(diag, 128 * 2);
+    assert_int_equal(q.v.mode, SPMV_VCODE_U8); /* 4 and -1 */
     spmv_psell_free(&q);
     spmv_coo_free(&coo);
+}
+
+/* PSELL's uniform slices (one value a slot): rows whose k-th entry holds
+ * value k + 1/4, so every slice is uniform, the padded last one too (its
+ * value entries: the width, not 32 of each); then one entry changed makes
+ * its slice store every value again. The values come back identical. */
+static void test_psell_uniform(void **state)
+{
+    (void)state;
+    tu_rng r;
+    tu_rng_init(&r, tu_seed() ^ 37);
+    for (int d = 0; d < 2; d++) {
+        spmv_coo coo;
+        spmv_psell q;
+        tu_window_coo(&r, 32 * 5 + 9, 5000, 12, 3000, (spmv_dtype)d, &coo);
+        for (int64_t k = 0, at = 0; k < coo.nnz; k++, at++) {
+            if (k > 0 && coo.row[k] != coo.row[k - 1])
+                at = 0;
+            set_val(coo.val, coo.dtype, k, (double)at + 0.25);
+        }
+        packed_round_trip_keep(&coo, "uniform slices", NULL, &q);
+        for (int32_t s = 0; s < q.nslices; s++)
+            assert_int_equal(q.val_off[s + 1] - q.val_off[s], q.slot_off[s + 1] - q.slot_off[s]);
+        assert_int_equal(q.v.mode, SPMV_VCODE_U8);
+        spmv_psell_free(&q);
+        int64_t k = 0;
+        while (coo.row[k] < 2 * 32 + 7) /* slice 2's row 7, its first entry */
+            k++;
+        set_val(coo.val, coo.dtype, k, -3.0);
+        packed_round_trip_keep(&coo, "uniform slices, one broken", NULL, &q);
+        for (int32_t s = 0; s < q.nslices; s++)
+            assert_int_equal(q.val_off[s + 1] - q.val_off[s],
+                             (q.slot_off[s + 1] - q.slot_off[s]) * (s == 2 ? SPMV_PSELL_C : 1));
+        spmv_psell_free(&q);
+        spmv_coo_free(&coo);
+    }
 }
 
 /* The padding rule: one full row makes its slice 32 x cols slots, past 3
@@ -1385,6 +1440,7 @@ int main(void)
         cmocka_unit_test(test_pcsr_widths),
         cmocka_unit_test(test_psell_widths),
         cmocka_unit_test(test_psell_diagonal),
+        cmocka_unit_test(test_psell_uniform),
         cmocka_unit_test(test_packed_padding_rule),
     };
     return cmocka_run_group_tests_name("formats", tests, NULL, NULL);

@@ -514,10 +514,11 @@ static bool same_psell(const char *what, const spmv_psell *h, const spmv_psell *
     }
     size_t ns = (size_t)h->nslices;
     return same_bytes(what, h->slot_off, d->slot_off, (ns + 1) * 8) &&
-           same_bytes(what, h->idx_off, d->idx_off, (ns + 1) * 8) && same_bytes(what, h->idx_bytes, d->idx_bytes, ns) &&
+           same_bytes(what, h->idx_off, d->idx_off, (ns + 1) * 8) &&
+           same_bytes(what, h->val_off, d->val_off, (ns + 1) * 8) && same_bytes(what, h->idx_bytes, d->idx_bytes, ns) &&
            same_bytes(what, h->base, d->base, (size_t)h->slots / SPMV_PSELL_C * 4) &&
            same_bytes(what, h->idx, d->idx, (size_t)h->idx_off[ns]) &&
-           same_values(what, &h->v, &d->v, h->slots, spmv_dtype_size(h->dtype));
+           same_values(what, &h->v, &d->v, h->val_off[ns], spmv_dtype_size(h->dtype));
 }
 
 /* What the packed formats of the matrices checked so far chose (test_packed
@@ -526,6 +527,7 @@ static struct {
     int vcode[SPMV_VCODE_COUNT];
     int pcsr_idx[5];
     int psell_idx[5];
+    int psell_uniform; /* slices of one value a slot */
 } seen;
 
 static void note_packed(const spmv_matrix *dm, spmv_format f)
@@ -535,8 +537,11 @@ static void note_packed(const spmv_matrix *dm, spmv_format f)
         seen.pcsr_idx[dm->pcsr.idx_bytes]++;
     } else if (f == SPMV_FMT_PSELL) {
         seen.vcode[dm->psell.v.mode]++;
-        for (int32_t s = 0; s < dm->psell.nslices; s++)
+        for (int32_t s = 0; s < dm->psell.nslices; s++) {
+            int64_t w = dm->psell.slot_off[s + 1] - dm->psell.slot_off[s];
             seen.psell_idx[dm->psell.idx_bytes[s]] = 1;
+            seen.psell_uniform += w > 0 && dm->psell.val_off[s + 1] - dm->psell.val_off[s] == w;
+        }
     }
 }
 
@@ -735,22 +740,33 @@ static void test_packed(void **state)
         }
         spmv_coo_free(&coo);
     }
-    { /* every full PSELL slice diagonal (0 bytes of indices), 27 slots: groups of 8 and the rest */
+    { /* every full PSELL slice diagonal (0 bytes of indices), 27 slots: groups of 8 and the rest;
+       * then its values made uniform (one a slot: slot k of slice s holds 1 + (27s + k)/3, so
+       * U16, or RAW past 65 536 slots) */
         spmv_coo coo;
         tu_diagonal_coo(&fx.rng, fx.quick ? 1000 : 100000, 27, 3000, SPMV_FLOAT64, &coo);
-        for (int d = 0; d < 2; d++) {
-            failures += check_conversions("diagonal band", &coo, (spmv_dtype)d);
-            failures += check_kernels("diagonal band", &coo, (spmv_dtype)d);
+        for (int pass = 0; pass < 2; pass++) {
+            const char *label = pass ? "diagonal band, uniform values" : "diagonal band";
+            for (int64_t k = 0, at = 0; pass && k < coo.nnz; k++, at++) {
+                if (k > 0 && coo.row[k] != coo.row[k - 1])
+                    at = 0;
+                ((double *)coo.val)[k] = 1.0 + (double)(coo.row[k] / SPMV_PSELL_C * 27 + at) / 3.0;
+            }
+            for (int d = 0; d < 2; d++) {
+                failures += check_conversions(label, &coo, (spmv_dtype)d);
+                failures += check_kernels(label, &coo, (spmv_dtype)d);
+            }
         }
         spmv_coo_free(&coo);
     }
     print_tallies("packed matrices");
     print_message("# values seen: raw %d const %d u8 %d u16 %d f32 %d; PCSR columns 1/2/4 bytes %d/%d/%d; PSELL slices "
-                  "0/1/2/4 bytes %d/%d/%d/%d\n",
+                  "0/1/2/4 bytes %d/%d/%d/%d, uniform %d\n",
                   seen.vcode[SPMV_VCODE_RAW], seen.vcode[SPMV_VCODE_CONST], seen.vcode[SPMV_VCODE_U8],
                   seen.vcode[SPMV_VCODE_U16], seen.vcode[SPMV_VCODE_F32], seen.pcsr_idx[1], seen.pcsr_idx[2], seen.pcsr_idx[4],
-                  seen.psell_idx[0], seen.psell_idx[1], seen.psell_idx[2], seen.psell_idx[4]);
+                  seen.psell_idx[0], seen.psell_idx[1], seen.psell_idx[2], seen.psell_idx[4], seen.psell_uniform);
     assert_true(seen.psell_idx[0]); /* the diagonal band's, quick or not */
+    assert_true(seen.psell_uniform > 0); /* 2-D Poisson's interior, quick or not */
     if (!fx.quick) { /* the small quick matrices span less */
         for (int m = 0; m < SPMV_VCODE_COUNT; m++)
             assert_true(seen.vcode[m] > 0);

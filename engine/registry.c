@@ -52,7 +52,8 @@ static const spmv_kernel kernels[] = {
      "when every value is equal", SPMV_OP_SPMV, 1},
     {"cpu.psell.omp", SPMV_DEVICE_CPU, SPMV_FMT_PSELL, P(SPMV_PARAM_THREADS),
      "OpenMP over the 32-row slices of the packed sliced ELL: column indices of 0 (diagonal slice), 1, 2 or 4 "
-     "bytes per slice (deltas from a per-slot base), values packed as in cpu.pcsr.omp", SPMV_OP_SPMV, 1},
+     "bytes per slice (deltas from a per-slot base), values packed as in cpu.pcsr.omp (one a slot in a uniform "
+     "slice)", SPMV_OP_SPMV, 1},
     {"gpu.csr.scalar", SPMV_DEVICE_GPU, SPMV_FMT_CSR, BS, "one thread per row", SPMV_OP_SPMV, 1},
     {"gpu.csr.warp_buffer", SPMV_DEVICE_GPU, SPMV_FMT_CSR, BS,
      "one warp per row, partial sums reduced through a global buffer", SPMV_OP_SPMV, 1},
@@ -90,8 +91,8 @@ static const spmv_kernel kernels[] = {
      "the mean row length)", SPMV_OP_SPMV, 1},
     {"gpu.psell", SPMV_DEVICE_GPU, SPMV_FMT_PSELL, BS,
      "packed sliced ELL (built on first use): a warp per 32-row slice, 1/2-byte column deltas from a base "
-     "per slice and slot (none in a diagonal slice), values as codes into a table kept in shared memory (none "
-     "when all are equal)",
+     "per slice and slot (none in a diagonal slice), values as codes into a table kept in shared memory (one a "
+     "slot in a uniform slice, none when all are equal)",
      SPMV_OP_SPMV, 1},
     {"auto", SPMV_DEVICE_GPU, SPMV_FMT_CSR, 0,
      "tunes on first use (or POST /v1/matrices/{id}/tune): times candidate kernels x parameters of the "

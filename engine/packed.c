@@ -571,23 +571,29 @@ static bool psell_slice_uniform(const spmv_csr *a, int32_t r0, int32_t r1, int32
     return true;
 }
 
-/* Value entries slice [r0, r1) of width w stores. */
-static int64_t psell_slice_values(const spmv_csr *a, int32_t r0, int32_t r1, int32_t w)
-{
-    return psell_slice_uniform(a, r0, r1, w) ? w : (int64_t)w * C;
-}
+/* What the sizes pass decides for a slice, kept for the fill pass. */
+typedef struct psell_shape {
+    int32_t width;
+    uint8_t ib;
+    bool uniform;
+} psell_shape;
 
-/* Sum of the slice widths, of the index bytes and of the value entries. */
-static void psell_sizes(const spmv_csr *a, int64_t nslices, int64_t *widths, int64_t *idx_total, int64_t *nvals)
+/* Sum of the slice widths, of the index bytes and of the value entries;
+ * each slice's shape into shapes[] when it is not NULL. */
+static void psell_sizes(const spmv_csr *a, int64_t nslices, int64_t *widths, int64_t *idx_total, int64_t *nvals,
+                        psell_shape *shapes)
 {
     *widths = *idx_total = *nvals = 0;
     for (int64_t s = 0; s < nslices; s++) {
         int32_t r0, r1, w, ib;
         psell_rows(a, s, &r0, &r1);
         psell_slice_shape(a, r0, r1, &w, &ib);
+        bool uniform = psell_slice_uniform(a, r0, r1, w);
         *widths += w;
         *idx_total += (int64_t)w * C * ib;
-        *nvals += psell_slice_values(a, r0, r1, w);
+        *nvals += uniform ? w : (int64_t)w * C;
+        if (shapes)
+            shapes[s] = (psell_shape){w, (uint8_t)ib, uniform};
     }
 }
 
@@ -600,7 +606,7 @@ int spmv_psell_plan(const spmv_csr *a, int64_t *slots, int64_t *bytes, spmv_erro
     int st = vset_build(&s, a, err);
     if (st)
         return st;
-    psell_sizes(a, ns, &widths, &idx_total, &nvals);
+    psell_sizes(a, ns, &widths, &idx_total, &nvals, NULL);
     values_mode(&s, a->nnz, nvals, (int64_t)spmv_dtype_size(a->dtype), &vbytes);
     vset_free(&s);
     *slots = widths * C;
@@ -611,13 +617,12 @@ int spmv_psell_plan(const spmv_csr *a, int64_t *slots, int64_t *bytes, spmv_erro
 /* Slice s of `in` into out: offsets, base, indices, values (out's offset
  * tables filled up to s). idx_off is a multiple of C bytes, so a slice's
  * indices are aligned for their type. */
-static void psell_fill_slice(const spmv_csr *in, spmv_psell *out, const vset *set, int32_t s)
+static void psell_fill_slice(const spmv_csr *in, spmv_psell *out, const vset *set, int32_t s, psell_shape sh)
 {
-    int32_t r0, r1, w, ib;
+    int32_t r0, r1, w = sh.width, ib = sh.ib;
+    bool uniform = sh.uniform;
     psell_rows(in, s, &r0, &r1);
-    psell_slice_shape(in, r0, r1, &w, &ib);
     int64_t s0 = out->slot_off[s], v0 = out->val_off[s];
-    bool uniform = psell_slice_uniform(in, r0, r1, w);
     uint8_t *idx = out->idx + out->idx_off[s];
     out->slot_off[s + 1] = s0 + w;
     out->idx_off[s + 1] = out->idx_off[s] + (int64_t)w * C * ib;
@@ -653,13 +658,18 @@ static void psell_fill_slice(const spmv_csr *in, spmv_psell *out, const vset *se
 int spmv_csr_to_psell(const spmv_csr *in, const spmv_format_limits *lim, spmv_psell *out, spmv_error *err)
 {
     vset s = {0};
+    psell_shape *shapes = NULL;
     int64_t ns, widths, idx_total, nvals, vbytes;
     int st;
     memset(out, 0, sizeof *out);
     if ((st = spmv_check_shape(in->rows, in->cols, in->nnz, err)) || (st = vset_build(&s, in, err)))
         return st;
     ns = psell_nslices(in);
-    psell_sizes(in, ns, &widths, &idx_total, &nvals);
+    if (!(shapes = spmv_array_alloc(ns, sizeof *shapes, &st))) {
+        st = spmv_error_set(err, st, 0, "cannot allocate the plan of a PSELL of %d rows", in->rows);
+        goto done;
+    }
+    psell_sizes(in, ns, &widths, &idx_total, &nvals, shapes);
     spmv_vcode mode = values_mode(&s, in->nnz, nvals, (int64_t)spmv_dtype_size(in->dtype), &vbytes);
     if ((st = spmv_format_check(lim, SPMV_FMT_PSELL, in->nnz, widths * C,
                                 psell_index_bytes(ns, widths, idx_total) + vbytes, err)))
@@ -684,8 +694,9 @@ int spmv_csr_to_psell(const spmv_csr *in, const spmv_format_limits *lim, spmv_ps
     }
     out->slot_off[0] = out->idx_off[0] = out->val_off[0] = 0;
     for (int32_t sl = 0; sl < out->nslices; sl++)
-        psell_fill_slice(in, out, &s, sl);
+        psell_fill_slice(in, out, &s, sl, shapes[sl]);
 done:
+    free(shapes);
     vset_free(&s);
     if (st)
         spmv_psell_free(out);

@@ -1329,7 +1329,8 @@ static void test_psell_diagonal(void **state)
 /* PSELL's uniform slices (one value a slot): rows whose k-th entry holds
  * value k + 1/4, so every slice is uniform, the padded last one too (its
  * value entries: the width, not 32 of each); then one entry changed makes
- * its slice store every value again. The values come back identical. */
+ * its slice store every value again, and so does a -0.0 among +0.0s (bits,
+ * not ==). The values come back identical. */
 static void test_psell_uniform(void **state)
 {
     (void)state;
@@ -1353,10 +1354,14 @@ static void test_psell_uniform(void **state)
         while (coo.row[k] < 2 * 32 + 7) /* slice 2's row 7, its first entry */
             k++;
         set_val(coo.val, coo.dtype, k, -3.0);
-        packed_round_trip_keep(&coo, "uniform slices, one broken", NULL, &q);
+        /* bit for bit: slice 3's first slot all +0.0 but one -0.0 is not uniform, slice 4's all +0.0 is */
+        for (int64_t j = 0; j < coo.nnz; j++)
+            if ((coo.row[j] / 32 == 3 || coo.row[j] / 32 == 4) && (j == 0 || coo.row[j - 1] != coo.row[j]))
+                set_val(coo.val, coo.dtype, j, coo.row[j] == 3 * 32 + 9 ? -0.0 : 0.0);
+        packed_round_trip_keep(&coo, "uniform slices, two broken", NULL, &q);
         for (int32_t s = 0; s < q.nslices; s++)
             assert_int_equal(q.val_off[s + 1] - q.val_off[s],
-                             (q.slot_off[s + 1] - q.slot_off[s]) * (s == 2 ? SPMV_PSELL_C : 1));
+                             (q.slot_off[s + 1] - q.slot_off[s]) * (s == 2 || s == 3 ? SPMV_PSELL_C : 1));
         spmv_psell_free(&q);
         spmv_coo_free(&coo);
     }

@@ -672,7 +672,8 @@ __global__ void __launch_bounds__(1024)
         y[row] = sum;
 }
 
-/* A lane's pointer to its values in a PSELL slice (entry e = so*C + lane),
+/* A lane's pointer to its values in a PSELL slice (value entry e: the
+ * slice's val_off plus the lane, or the val_off alone in a uniform slice),
  * read slot by slot: at(off) is the value `off` entries further on. */
 template <typename T, int VM> struct pk_lane_values {
     const void *p;

@@ -48,7 +48,7 @@ endif
 
 WARN    := -Wall -Wextra -Wshadow
 CFLAGS  ?= -O2 -g
-CFLAGS  += -std=c11 -D_GNU_SOURCE $(WARN) -fopenmp -fPIC -I. -Iengine -Isolvers -MMD -MP $(SANFLAGS)
+CFLAGS  += -std=c11 -D_GNU_SOURCE $(WARN) -fopenmp -fPIC -I. -Iengine -MMD -MP $(SANFLAGS)
 LDFLAGS += -fopenmp $(SANFLAGS)
 LDLIBS  := -lz -lm
 
@@ -86,17 +86,18 @@ GPU_OBJS   := $(GPU_SRCS:%.cu=$(BUILD)/%.o)
 GPU_CSRCS  += engine/gpu/absent_comm.c
 endif
 
-# Rooms of their own: solvers/ is engine code (Krylov methods on the vector
-# calls) but for its HTTP route; vectors/ is daemon and API code.
-ENGINE_SRCS := $(wildcard engine/*.c engine/cpu/*.c) $(filter-out solvers/route.c,$(wildcard solvers/*.c)) $(GPU_CSRCS)
+# The top-level folders are layers (docs/architecture.md): api/ (HTTP) over
+# daemon/ (state, queues, workers, task bodies) over engine/ (formats,
+# kernels, solvers), with cluster/ a backend beside the engine.
+ENGINE_SRCS := $(wildcard engine/*.c engine/cpu/*.c) $(GPU_CSRCS)
 ENGINE_OBJS := $(ENGINE_SRCS:%.c=$(BUILD)/%.o) $(GPU_OBJS)
 LIBSPMV     := $(BUILD)/libspmv.a
 
-# The daemon's code, less main(), is a library too, so unit tests link it.
-# cluster/ (issue 16) goes with it: its MPI files compile to nothing
-# without MPI, and cluster/absent.c answers instead.
-DAEMON_SRCS := $(filter-out daemon/main.c,$(wildcard api/*.c daemon/*.c vectors/*.c shm/*.c cluster/*.c)) \
-               $(wildcard solvers/route.c)
+# The daemon's code and the API's, less main(), is a library too, so unit
+# tests link it. cluster/ (issue 16) goes with it: its MPI files compile to
+# nothing without MPI, and cluster/absent.c answers instead.
+SPMVD_MAIN  := api/main.c
+DAEMON_SRCS := $(filter-out $(SPMVD_MAIN),$(wildcard api/*.c daemon/*.c cluster/*.c))
 DAEMON_OBJS := $(DAEMON_SRCS:%.c=$(BUILD)/%.o)
 LIBSPMVD    := $(BUILD)/libspmvd.a
 SPMVD       := $(BUILD)/spmvd
@@ -116,7 +117,7 @@ ALL_LIBS = $(LIBSPMV) $(PKG_LIBS) $(MPI_LIBS) $(CUDA_LIBS) $(LDLIBS)
 ifeq ($(SAN),1)
 all: test
 else
-all: $(LIBSPMV) $(if $(wildcard daemon/main.c),$(SPMVD)) $(TOOL_BINS) $(TEST_BINS)
+all: $(LIBSPMV) $(if $(wildcard $(SPMVD_MAIN)),$(SPMVD)) $(TOOL_BINS) $(TEST_BINS)
 endif
 
 $(BUILD)/%.o: %.c
@@ -135,7 +136,7 @@ $(LIBSPMVD): $(DAEMON_OBJS)
 	@rm -f $@
 	ar rcs $@ $^
 
-$(SPMVD): $(BUILD)/daemon/main.o $(LIBSPMVD) $(LIBSPMV)
+$(SPMVD): $(BUILD)/api/main.o $(LIBSPMVD) $(LIBSPMV)
 	$(CC) $(LDFLAGS) -o $@ $< $(LIBSPMVD) $(ALL_LIBS)
 
 $(BUILD)/tests/%: $(BUILD)/tests/unit/%.o $(TEST_SUPPORT_OBJS) $(if $(DAEMON_OBJS),$(LIBSPMVD)) $(LIBSPMV)
@@ -159,7 +160,7 @@ test: bootstrap
 	@BUILD=$(BUILD) HAVE_CUDA=$(HAVE_CUDA) SAN=$(SAN) bash tests/run.sh
 
 .PHONY: all-for-test
-all-for-test: $(LIBSPMV) $(if $(wildcard daemon/main.c),$(SPMVD)) $(TOOL_BINS) $(TEST_BINS)
+all-for-test: $(LIBSPMV) $(if $(wildcard $(SPMVD_MAIN)),$(SPMVD)) $(TOOL_BINS) $(TEST_BINS)
 
 RUN_ARGS ?=
 run: bootstrap

@@ -165,15 +165,15 @@ extern const route_handlers api_upload_post, api_spmv_post, api_bench_post, api_
 extern const route_handlers api_spmspm_post; /* api/spmspm.c */
 extern const route_handlers api_tune_post;   /* api/tune.c */
 extern const route_handlers api_vectors_get, api_vectors_post, api_vector_get, api_vector_put,
-    api_vector_delete;                       /* vectors/routes.c */
-extern const route_handlers api_ops_post;    /* vectors/ops.c */
-extern const route_handlers api_shm_list, api_shm_post, api_shm_get, api_shm_delete; /* shm/routes.c */
-/* A shm status answered with its HTTP status and code (shm/routes.c). */
+    api_vector_delete;                       /* api/vectors.c */
+extern const route_handlers api_ops_post;    /* api/ops.c */
+extern const route_handlers api_shm_list, api_shm_post, api_shm_get, api_shm_delete; /* api/shm.c */
+/* A shm status answered with its HTTP status and code (api/shm.c). */
 void api_shm_error(request *r, int st, const char *msg);
 int api_shm_status(int st, const char **code);
 /* allow_shm is on; otherwise 403 shm_disabled is answered and false. */
 bool api_shm_enabled(request *r);
-extern const route_handlers api_solve_post;  /* solvers/route.c */
+extern const route_handlers api_solve_post;  /* api/solve.c */
 extern const route_handlers api_job_delete;  /* api/matrices.c (jobs) */
 
 #endif

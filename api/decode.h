@@ -17,7 +17,7 @@
 
 #include <jansson.h>
 
-#include "shm/shm.h"
+#include "daemon/shm.h"
 #include "spmv.h"
 
 typedef struct api_fail {

@@ -52,7 +52,7 @@ static json_t *formats_json(matrix *m)
     pthread_mutex_unlock(&m->lock);
     if (m->dev && m->dev_worker) {
         spmv_gpu_usage u;
-        spmv_gpu_matrix_usage(m->dev, &u);
+        matrix_device_usage(m, &u);
         for (int b = 0; b < SPMV_FORMAT_COUNT; b++)
             if (u.formats & (1u << b))
                 add_format(list, m->dev_worker->name, 1u << b, u.bytes[b], u.padding[b]);
@@ -74,9 +74,7 @@ static json_t *pinned_json(matrix *m)
 static json_t *device_memory_json(matrix *m)
 {
     spmv_gpu_usage u;
-    memset(&u, 0, sizeof u);
-    if (m->dev && m->dev_worker)
-        spmv_gpu_matrix_usage(m->dev, &u);
+    matrix_device_usage(m, &u);
     json_t *per = json_object();
     for (unsigned b = 0; b < SPMV_FORMAT_COUNT; b++)
         json_object_set_new(per, spmv_format_name((spmv_format)(1u << b)), json_integer((json_int_t)u.bytes[b]));
@@ -138,7 +136,7 @@ static json_t *matrix_json(spmvd *d, matrix *m)
                      "device", m->shards ? "cluster" : m->dev && m->dev_worker ? m->dev_worker->name : "cpu",
                      "formats", formats_json(m), "pinned", pinned_json(m),
                      "host_bytes", (json_int_t)matrix_host_bytes(m),
-                     "device_bytes", (json_int_t)(m->dev ? spmv_gpu_matrix_bytes(m->dev) : 0),
+                     "device_bytes", (json_int_t)matrix_device_bytes(m),
                      "device_memory", device_memory_json(m),
                      "created", created,
                      "timings", "parse_ms", api_json_real(mt->parse_ms), "convert_ms", api_json_real(mt->convert_ms),

@@ -14,12 +14,12 @@
  * its device, and the answer is built back on an HTTP thread after the
  * connection resumes. With "async": true the answer is 202 and a job.
  *
- * Operands may be resident vectors (vectors/): x as {"vector": id} (?x=ID),
+ * Operands may be resident vectors (daemon/vectors.h): x as {"vector": id} (?x=ID),
  * y written into {"vector": id} (?y=ID) as y = alpha*op(A)*x + beta*y, op
  * "t" for Aᵀ, and x may hold k columns (SpMM). A vector must live where the
  * kernel runs: on another device it is a 409, never a silent copy.
  *
- * Or x and y may lie in shared-memory regions (shm/): x as {"shm": name,
+ * Or x and y may lie in shared-memory regions (daemon/shm.h): x as {"shm": name,
  * "offset": bytes} (?x_shm=&x_offset=), y likewise. A GPU worker copies
  * them by DMA straight from and to a pinned region's pages; otherwise x is
  * read into a buffer with pread and y written back with pwrite, never
@@ -45,7 +45,7 @@
 #include "api/decode.h"
 #include "daemon/autotune.h"
 #include "daemon/log.h"
-#include "vectors/vectors.h"
+#include "daemon/vectors.h"
 
 typedef struct spmv_task {
     task base;

@@ -26,7 +26,7 @@
 #include <zlib.h>
 
 #include "cluster/internal.h"
-#include "daemon/matfile.h"
+#include "fileio.h"
 
 #define SHARD_FILE_MAGIC UINT64_C(0x454c494644524853) /* "SHRDFILE" */
 
@@ -97,7 +97,7 @@ int shard_file_write(const cluster *c, const char *id, const void *buf, size_t l
     if (fd < 0)
         return spmv_error_set(err, SPMV_ERR_IO, errno, "open %s: %s", tmp, strerror(errno));
     trailer t = {SHARD_FILE_MAGIC, len, shard_crc(buf, len), 0};
-    if (matfile_write_all(fd, buf, len) != 0 || matfile_write_all(fd, &t, sizeof t) != 0 || fsync(fd) != 0) {
+    if (spmv_write_all(fd, buf, len) != 0 || spmv_write_all(fd, &t, sizeof t) != 0 || fsync(fd) != 0) {
         int e = errno;
         close(fd);
         unlink(tmp);
@@ -111,7 +111,7 @@ int shard_file_write(const cluster *c, const char *id, const void *buf, size_t l
     }
     char dir[1024];
     if (shard_path(c, NULL, "", dir, sizeof dir))
-        matfile_sync_dir(dir); /* the rename itself on disk */
+        spmv_sync_dir(dir); /* the rename itself on disk */
     return SPMV_OK;
 }
 

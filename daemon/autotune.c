@@ -17,7 +17,7 @@
 #include "daemon/autotune.h"
 #include "daemon/daemon.h"
 #include "daemon/log.h"
-#include "daemon/matfile.h"
+#include "fileio.h"
 #include "daemon/worker.h"
 
 struct worker *autotune_worker(spmvd *d, matrix *m) { return m->dev ? m->dev_worker : d->cpu; }
@@ -71,7 +71,7 @@ static void store_side_file(const char *dir, const matrix *m, const matrix_tunin
         unlink(tmp);
         goto done;
     }
-    matfile_sync_dir(dir);
+    spmv_sync_dir(dir);
 done:
     json_decref(o);
 }

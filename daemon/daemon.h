@@ -8,6 +8,7 @@
 #ifndef SPMVD_DAEMON_H
 #define SPMVD_DAEMON_H
 
+#include <signal.h>
 #include <stdatomic.h>
 #include <stdbool.h>
 #include <stdint.h>
@@ -19,8 +20,8 @@
 #include "daemon/metrics.h"
 #include "daemon/store.h"
 #include "daemon/worker.h"
-#include "shm/shm.h"
-#include "vectors/vectors.h"
+#include "daemon/shm.h"
+#include "daemon/vectors.h"
 
 /* Limits a request handler reads on every request; SIGHUP swaps them. */
 typedef struct spmvd_limits {
@@ -38,9 +39,9 @@ typedef struct spmvd {
     size_t auth_token_len;
     store *store;
     job_registry *jobs;
-    vstore *vectors;             /* resident vectors (vectors/) */
+    vstore *vectors;             /* resident vectors (daemon/vectors.c) */
     vstore_limits vlimits;       /* SIGHUP swaps them with the other limits */
-    shm_registry *shm;           /* shared-memory regions (shm/) */
+    shm_registry *shm;           /* shared-memory regions (daemon/shm.c) */
     bufpool *iobufs;             /* bodies and answers of binary products */
     metrics *metrics;
     worker *cpu;
@@ -53,6 +54,7 @@ typedef struct spmvd {
     _Atomic bool draining;       /* SIGTERM seen: no new work */
     _Atomic long open_requests;  /* requests not yet completed */
     double started_ms;
+    sigset_t signals;            /* SIGTERM, SIGINT, SIGHUP: blocked in every thread, taken by spmvd_serve */
 } spmvd;
 
 void spmvd_limits_from_config(spmvd_limits *l, const spmvd_config *c);
@@ -76,5 +78,18 @@ bool spmvd_kernel_available(spmvd *d, const spmv_kernel *k, const char **reason)
  * reload puts matrices on their GPU this way). SPMV_ERR_UNAVAILABLE if the
  * worker is stopping. */
 int spmvd_call_on_worker(worker *w, int (*fn)(worker *w, void *arg), void *arg);
+
+/* The daemon's life (daemon/lifecycle.c), called in this order by the
+ * program's main around the HTTP server. spmvd_boot: -1 to go on, else the
+ * exit status (help, version, --check-config, a bad configuration, a rank
+ * other than 0 done). spmvd_open: 0, or -1 logged; spmvd_close frees
+ * whatever of it was made. spmvd_serve returns on SIGTERM or SIGINT. */
+int spmvd_boot(spmvd *d, int *argc, char ***argv);
+int spmvd_open(spmvd *d, const char *const *routes, size_t nroutes);
+void spmvd_reload(spmvd *d);
+void spmvd_serve(spmvd *d, int argc, char **argv);
+void spmvd_drain(spmvd *d);
+void spmvd_stop_workers(spmvd *d);
+void spmvd_close(spmvd *d);
 
 #endif

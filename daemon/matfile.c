@@ -20,6 +20,7 @@
 #include <zlib.h>
 
 #include "daemon/matfile.h"
+#include "fileio.h"
 
 _Static_assert(__BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__, "matfile assumes a little-endian host");
 
@@ -110,31 +111,6 @@ static void encode_header(unsigned char *h, const matfile_meta *m, const spmv_cs
     put32(h, OFF_HEADER_CRC, crc_update(0, h, OFF_HEADER_CRC));
 }
 
-int matfile_write_all(int fd, const void *data, size_t len)
-{
-    const char *p = data;
-    while (len > 0) {
-        ssize_t n = write(fd, p, len > (1u << 30) ? (1u << 30) : len);
-        if (n < 0 && errno == EINTR)
-            continue;
-        if (n <= 0)
-            return -1;
-        p += n;
-        len -= (size_t)n;
-    }
-    return 0;
-}
-
-int matfile_sync_dir(const char *dir)
-{
-    int fd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-    if (fd < 0)
-        return -1;
-    int rc = fsync(fd);
-    close(fd);
-    return rc;
-}
-
 /* The payload is checksummed and written in slices small enough to stay in
  * cache between the two (one pass over the matrix, not two), and every
  * WRITEBACK_BYTES the kernel is asked to start writing what came before
@@ -162,7 +138,7 @@ static int write_payload(payload_writer *w, const void *data, size_t len)
         if (w->abandon && atomic_load(w->abandon))
             return ABANDONED;
         w->crc = crc_update(w->crc, p, n);
-        if (matfile_write_all(w->fd, p, n) != 0)
+        if (spmv_write_all(w->fd, p, n) != 0)
             return -1;
         w->off += (off_t)n;
         if (w->off - w->flushed >= WRITEBACK_BYTES) {
@@ -253,13 +229,13 @@ int matfile_commit(const char *dir, matfile_staged *st, const matfile_meta *meta
     if (rename(st->tmp, st->path) != 0)
         return staged_fail(st, "rename", err);
     st->tmp[0] = '\0'; /* under its own name now: discard no longer applies */
-    if (matfile_sync_dir(dir) != 0) {
+    if (spmv_sync_dir(dir) != 0) {
         /* answered 500: take the file back, and try once more to make
          * that durable so a crash does not resurrect it (best effort: the
          * directory just failed to sync) */
         int e = errno;
         unlink(st->path);
-        matfile_sync_dir(dir);
+        spmv_sync_dir(dir);
         errno = e;
         return staged_fail(st, "fsync of the directory", err);
     }
@@ -471,7 +447,7 @@ int matfile_remove(const char *dir, const char *id, spmv_error *err)
         return spmv_error_set(err, SPMV_ERR_IO, 0, "state directory path too long");
     if (unlink(path) != 0 && errno != ENOENT)
         return spmv_error_set(err, SPMV_ERR_IO, 0, "removing %s: %s", path, strerror(errno));
-    if (matfile_sync_dir(dir) != 0)
+    if (spmv_sync_dir(dir) != 0)
         return spmv_error_set(err, SPMV_ERR_IO, 0, "fsync of %s: %s", dir, strerror(errno));
     return SPMV_OK;
 }

@@ -86,10 +86,4 @@ int matfile_read(const char *path, matfile_meta *meta, spmv_csr *out, spmv_error
 /* Unlinks <dir>/<id>.csr and fsyncs the directory. */
 int matfile_remove(const char *dir, const char *id, spmv_error *err);
 
-/* fsync of a directory (after a rename or unlink in it). */
-int matfile_sync_dir(const char *dir);
-/* write(2) until all of data is written (EINTR retried, 1 GiB a call); -1
- * with errno on failure. */
-int matfile_write_all(int fd, const void *data, size_t len);
-
 #endif

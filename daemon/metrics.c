@@ -274,7 +274,7 @@ static void render_matrices(FILE *f, spmvd *d)
         fprintf(f, "spmvd_matrix_bytes{device=\"%s\"} %zu\n", d->gpus[g]->name, bytes[g + 1]);
 }
 
-/* Resident vectors per device: count and bytes of values (vectors/). */
+/* Resident vectors per device: count and bytes of values (daemon/vectors.c). */
 static void render_vectors(FILE *f, spmvd *d)
 {
     static const char *const names[2] = {"spmvd_vectors", "spmvd_vector_bytes"};

@@ -129,6 +129,15 @@ size_t matrix_host_bytes(matrix *m)
     return total;
 }
 
+void matrix_device_usage(const matrix *m, spmv_gpu_usage *u)
+{
+    memset(u, 0, sizeof *u);
+    if (m->dev && m->dev_worker)
+        spmv_gpu_matrix_usage(m->dev, u);
+}
+
+size_t matrix_device_bytes(const matrix *m) { return m->dev ? spmv_gpu_matrix_bytes(m->dev) : 0; }
+
 unsigned matrix_host_pinned(const matrix *m)
 {
     return SPMV_FMT_CSR | (m->meta.device == MATFILE_DEVICE_HOST ? m->meta.formats : 0);

@@ -74,6 +74,10 @@ matrix *matrix_ref(matrix *m);
 void matrix_unref(matrix *m);
 /* Host bytes of all formats held. */
 size_t matrix_host_bytes(matrix *m);
+/* What m holds on its GPU, per format (zeros when it is on none), and in
+ * all: the API reads a matrix's device memory through these. */
+void matrix_device_usage(const matrix *m, spmv_gpu_usage *u);
+size_t matrix_device_bytes(const matrix *m);
 /* The dtype the upload asked for: "mixed" (float32 values, float64
  * operands) or the host dtype's name. */
 const char *matrix_dtype_name(const matrix *m);

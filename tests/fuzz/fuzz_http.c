@@ -1,6 +1,6 @@
 /* fuzz_http.c — the in-process spmvd of the network fuzz targets.
  *
- * See fuzz_http.h. The daemon is assembled the way daemon/main.c does it
+ * See fuzz_http.h. The daemon is assembled the way api/main.c does it
  * (store, jobs, metrics, the CPU worker, the HTTP server), without GPUs,
  * signals or the reload; its state directory is a fresh temporary one
  * (under /dev/shm when it exists, so fsync costs nothing). Limits are

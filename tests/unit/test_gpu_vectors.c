@@ -1,7 +1,7 @@
 /* test_gpu_vectors.c — resident vectors on a GPU, BLAS-1 there, products
  * with resident operands (alpha, beta, k columns, Aᵀ) and the solvers on
  * the device (engine/gpu/blas.cu, engine/gpu/spmm.cu, engine/gpu/run.cu,
- * solvers/krylov.c with device vectors).
+ * engine/krylov.c with device vectors).
  *
  * On a host without a GPU every case is skipped with spmv_gpu_count()'s
  * reason; the GPU host runs the binary from the bundle. Every device result

@@ -1,6 +1,6 @@
 /* test_krylov.c — host vectors, BLAS-1, products with resident operands,
  * k-column products, the transpose and the Krylov solvers (engine/blas.c,
- * engine/cpu/apply.c, solvers/krylov.c).
+ * engine/cpu/apply.c, engine/krylov.c).
  *
  * Inputs are drawn afresh each run (seed printed). BLAS-1 calls are checked
  * against plain loops in float64; apply with alpha/beta, k columns and Aᵀ

@@ -1,4 +1,10 @@
-/* main.c — spmvd: start-up, the signal loop, and shutdown.
+/* lifecycle.c — the daemon's start-up, signal loop and shutdown.
+ *
+ * The program's main (api/main.c) calls these in order around the HTTP
+ * server, which is the one thing of the start-up that is not the daemon's:
+ * spmvd_boot, spmvd_open, (the server starts), spmvd_reload, spmvd_serve,
+ * spmvd_drain, (the server stops accepting), spmvd_stop_workers, (the
+ * server answers what is open), spmvd_close.
  *
  * Start-up order matters for systemd and for clients: configuration (exit
  * 2 on any invalid key), workers (the CPU one, then one per usable GPU),
@@ -28,12 +34,9 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "api/server.h"
 #include "daemon/daemon.h"
 #include "daemon/log.h"
 #include "daemon/notify.h"
-
-#define SHUTDOWN_WAIT_MS 30000.0
 
 static int fail_config(const char *msg)
 {
@@ -149,7 +152,7 @@ static int start_cluster_worker(spmvd *d)
     return 0;
 }
 
-static void stop_workers(spmvd *d)
+void spmvd_stop_workers(spmvd *d)
 {
     if (d->cluster_worker) /* sends shutdown to every rank */
         d->cluster_worker->ops->stop(d->cluster_worker);
@@ -340,7 +343,7 @@ static bool workers_alive(spmvd *d, double stale_ms)
     return true;
 }
 
-static void serve(spmvd *d, const sigset_t *set, int argc, char **argv)
+void spmvd_serve(spmvd *d, int argc, char **argv)
 {
     uint64_t wd_usec = notify_watchdog_usec();
     double wd_ms = (double)wd_usec / 1000.0;
@@ -352,7 +355,7 @@ static void serve(spmvd *d, const sigset_t *set, int argc, char **argv)
     double last_ping = 0, stale_ms = wd_ms > 1000.0 ? wd_ms : 1000.0;
     for (;;) {
         struct timespec ts = {(time_t)(tick_ms / 1000.0), (long)((tick_ms - 1000.0 * (long)(tick_ms / 1000.0)) * 1e6)};
-        int sig = sigtimedwait(set, NULL, &ts);
+        int sig = sigtimedwait(&d->signals, NULL, &ts);
         if (sig == SIGTERM || sig == SIGINT) {
             log_info("%s: shutting down", sig == SIGTERM ? "SIGTERM" : "SIGINT");
             return;
@@ -375,8 +378,6 @@ static void serve(spmvd *d, const sigset_t *set, int argc, char **argv)
                      (long long)atomic_load(&d->vlimits.ttl_s));
     }
 }
-
-/* ---------------------------------------------------------------- main */
 
 /* ------------------------------------------------------------- the job */
 
@@ -447,23 +448,23 @@ static int check_config(spmvd *d)
     return 0;
 }
 
-int main(int argc, char **argv)
+/* Everything before the daemon's state exists: configuration, help and
+ * version, the token, --check-config, the limits, the signals (blocked
+ * here, so every thread made later inherits the mask) and, under mpirun,
+ * the job: a rank other than 0 serves rank 0 until told to stop. -1 to go
+ * on, or the exit status. */
+int spmvd_boot(spmvd *d, int *argc, char ***argv)
 {
-    static spmvd d; /* the one daemon object, handed to everything by pointer */
     char err[512];
-    api_server *server = NULL;
-    int status = 1;
-    spmv_error serr = {0};
-
     log_init();
-    d.started_ms = spmv_now_ms();
-    if (config_load(&d.cfg, argc, argv, err, sizeof err) != 0)
+    d->started_ms = spmv_now_ms();
+    if (config_load(&d->cfg, *argc, *argv, err, sizeof err) != 0)
         return fail_config(err);
-    if (d.cfg.show_help) {
-        config_print_help(argv[0]);
+    if (d->cfg.show_help) {
+        config_print_help((*argv)[0]);
         return 0;
     }
-    if (d.cfg.show_version) {
+    if (d->cfg.show_version) {
 #ifdef SPMV_HAVE_CUDA
         printf("spmvd %s (CUDA build)\n", SPMV_VERSION);
 #else
@@ -471,87 +472,84 @@ int main(int argc, char **argv)
 #endif
         return 0;
     }
-    if (read_token(&d, err, sizeof err) != 0)
+    if (read_token(d, err, sizeof err) != 0)
         return fail_config(err);
-    if (d.cfg.check_only)
-        return check_config(&d);
-    log_set_level((log_level)log_level_parse(d.cfg.log_level));
-    spmvd_limits_from_config(&d.limits, &d.cfg);
-    spmvd_vlimits_from_config(&d.vlimits, &d.cfg);
-
-    /* every thread created from here on inherits the blocked set */
-    sigset_t set;
-    sigemptyset(&set);
-    sigaddset(&set, SIGTERM);
-    sigaddset(&set, SIGINT);
-    sigaddset(&set, SIGHUP);
-    pthread_sigmask(SIG_BLOCK, &set, NULL);
+    if (d->cfg.check_only)
+        return check_config(d);
+    log_set_level((log_level)log_level_parse(d->cfg.log_level));
+    spmvd_limits_from_config(&d->limits, &d->cfg);
+    spmvd_vlimits_from_config(&d->vlimits, &d->cfg);
+    sigemptyset(&d->signals);
+    sigaddset(&d->signals, SIGTERM);
+    sigaddset(&d->signals, SIGINT);
+    sigaddset(&d->signals, SIGHUP);
+    pthread_sigmask(SIG_BLOCK, &d->signals, NULL);
     signal(SIGPIPE, SIG_IGN);
-
-    if (join_job(&d, &argc, &argv) != 0)
+    if (join_job(d, argc, argv) != 0)
         return 2;
-    if (d.cluster && cluster_rank(d.cluster) > 0) { /* not the daemon: rank 0's hands */
-        int rc = cluster_rank_loop(d.cluster);
-        cluster_finish(d.cluster);
-        config_free(&d.cfg);
-        free(d.auth_token);
+    if (d->cluster && cluster_rank(d->cluster) > 0) { /* not the daemon: rank 0's hands */
+        int rc = cluster_rank_loop(d->cluster);
+        cluster_finish(d->cluster);
+        config_free(&d->cfg);
+        free(d->auth_token);
         return rc;
     }
+    return -1;
+}
 
-    log_info("spmvd %s starting (state %s, %lld HTTP threads)", SPMV_VERSION, d.cfg.state_dir, (long long)d.cfg.threads);
-    if (store_open(d.cfg.state_dir, &d.store, &serr) != SPMV_OK) {
+/* The store, registries, metrics (counting requests by the server's
+ * `routes`) and workers; 0, or -1 logged. */
+int spmvd_open(spmvd *d, const char *const *routes, size_t nroutes)
+{
+    spmv_error serr = {0};
+    log_info("spmvd %s starting (state %s, %lld HTTP threads)", SPMV_VERSION, d->cfg.state_dir,
+             (long long)d->cfg.threads);
+    if (store_open(d->cfg.state_dir, &d->store, &serr) != SPMV_OK) {
         log_error("%s", serr.message);
-        goto out;
+        return -1;
     }
-    size_t nroutes;
-    const char *const *routes = api_route_labels(&nroutes);
-    d.jobs = jobs_new();
-    d.vectors = vstore_new();
-    d.metrics = metrics_new(routes, nroutes);
-    if (!d.jobs || !d.vectors || !d.metrics || start_workers(&d) != 0 || start_cluster_worker(&d) != 0)
-        goto out;
-    write_pid_file(&d, false);
+    d->jobs = jobs_new();
+    d->vectors = vstore_new();
+    d->metrics = metrics_new(routes, nroutes);
+    if (!d->jobs || !d->vectors || !d->metrics || start_workers(d) != 0 || start_cluster_worker(d) != 0)
+        return -1;
+    write_pid_file(d, false);
     shm_pin_hooks pin = {pin_region, spmv_gpu_host_unpin, ipc_open, spmv_gpu_ipc_close};
-    if (!(d.shm = shm_registry_new(d.ngpus > 0 ? &pin : NULL)) ||
-        !(d.iobufs = bufpool_new(&d.limits.io_buffer_bytes, d.ngpus > 0)))
-        goto out;
-    if (api_server_start(&d, &server, &serr) != SPMV_OK) {
-        log_error("%s", serr.message);
-        goto out;
-    }
-    reload_store(&d);
-    atomic_store(&d.ready, true);
+    if (!(d->shm = shm_registry_new(d->ngpus > 0 ? &pin : NULL)) ||
+        !(d->iobufs = bufpool_new(&d->limits.io_buffer_bytes, d->ngpus > 0)))
+        return -1;
+    return 0;
+}
+
+/* The stored matrices back (the server already answers /v1/health and
+ * /v1/ready meanwhile), then ready. */
+void spmvd_reload(spmvd *d)
+{
+    reload_store(d);
+    atomic_store(&d->ready, true);
     notify_ready();
-    log_info("ready: %zu matrices, %d GPU(s)", store_count(d.store), d.ngpus);
+    log_info("ready: %zu matrices, %d GPU(s)", store_count(d->store), d->ngpus);
+}
 
-    serve(&d, &set, argc, argv);
-
-    atomic_store(&d.draining, true);
+/* SIGTERM taken: no new work from here on. */
+void spmvd_drain(spmvd *d)
+{
+    atomic_store(&d->draining, true);
     notify_stopping();
-    api_server_quiesce(server);
-    stop_workers(&d);
-    api_server_stop(server, SHUTDOWN_WAIT_MS);
-    server = NULL;
-    status = 0;
-    log_info("stopped");
-out:
-    if (server) {
-        atomic_store(&d.draining, true);
-        stop_workers(&d);
-        api_server_stop(server, 1000.0);
-    } else if (status != 0) {
-        stop_workers(&d);
-    }
-    shm_registry_free(d.shm); /* unpinned while the GPU contexts live; no task holds a region now */
-    bufpool_free(d.iobufs);
-    free_workers(&d);
-    store_close(d.store);
-    jobs_free(d.jobs);
-    vstore_free(d.vectors);
-    metrics_free(d.metrics);
-    free(d.auth_token);
-    write_pid_file(&d, true);
-    config_free(&d.cfg);
-    cluster_finish(d.cluster);
-    return status;
+}
+
+/* Frees what spmvd_open made (any part of it), once the workers stopped. */
+void spmvd_close(spmvd *d)
+{
+    shm_registry_free(d->shm); /* unpinned while the GPU contexts live; no task holds a region now */
+    bufpool_free(d->iobufs);
+    free_workers(d);
+    store_close(d->store);
+    jobs_free(d->jobs);
+    vstore_free(d->vectors);
+    metrics_free(d->metrics);
+    free(d->auth_token);
+    write_pid_file(d, true);
+    config_free(&d->cfg);
+    cluster_finish(d->cluster);
 }

@@ -27,8 +27,8 @@
  * and a product on that GPU reads and writes them in place. Device memory
  * cannot shrink under us; the client must unregister before it frees it.
  *
- * shm/regions.c implements the registry, shm/routes.c the /v1/shm routes;
- * api/spmv.c and vectors/routes.c take operands in regions.
+ * daemon/shm.c implements the registry, api/shm.c the /v1/shm routes;
+ * api/spmv.c and api/vectors.c take operands in regions.
  */
 #ifndef SPMVD_SHM_H
 #define SPMVD_SHM_H
@@ -42,7 +42,7 @@
 
 #define SHM_NAME_MAX 200
 
-/* Outcomes, each with its HTTP status in shm/routes.c (api_shm_error). */
+/* Outcomes, each with its HTTP status in api/shm.c (api_shm_error). */
 typedef enum shm_status {
     SHM_OK = 0,
     SHM_DISABLED,     /* 403 shm_disabled: allow_shm is off */

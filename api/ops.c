@@ -29,7 +29,7 @@
 #include "api/decode.h"
 #include "daemon/autotune.h"
 #include "daemon/log.h"
-#include "vectors/vectors.h"
+#include "daemon/vectors.h"
 
 typedef enum op_kind { OP_SPMV, OP_DOT, OP_NRM2, OP_AXPY, OP_AXPBY, OP_SCAL, OP_COPY, OP_FILL, OP_COUNT } op_kind;
 

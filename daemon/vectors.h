@@ -13,9 +13,9 @@
  * while a task runs removes the vector from the listing at once and frees
  * its memory when the task is done.
  *
- * This header is the room's interface: vectors/store.c implements the
- * registry, vectors/routes.c the /v1/vectors routes, vectors/ops.c POST
- * /v1/ops; api/spmv.c and solvers/route.c take vectors as operands.
+ * This header is the registry's interface: daemon/vectors.c implements the
+ * registry, api/vectors.c the /v1/vectors routes, api/ops.c POST
+ * /v1/ops; api/spmv.c and api/solve.c take vectors as operands.
  *
  * A vector made like a sharded matrix (issue 16) is distributed: each MPI
  * rank holds its slice where its shard is (cluster/vectors.c), and the

@@ -1,4 +1,4 @@
-/* store.c — the registry of resident vectors (vectors.h).
+/* vectors.c — the registry of resident vectors (daemon/vectors.h).
  *
  * A list under one mutex, like the matrix store: a daemon holds at most
  * max_vectors per device, and every lookup is dwarfed by the request that
@@ -19,7 +19,7 @@
 #include "daemon/store.h"
 #include "daemon/worker.h"
 #include "cluster/cluster.h"
-#include "vectors/vectors.h"
+#include "daemon/vectors.h"
 
 #define MAX_OWNERS (CONFIG_MAX_DEVICES + 1)
 

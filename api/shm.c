@@ -1,4 +1,4 @@
-/* routes.c — /v1/shm: register, list, show and unregister shared-memory
+/* shm.c — /v1/shm: register, list, show and unregister shared-memory
  * regions (docs/api.md, "Shared memory").
  *
  * Everything happens on the HTTP thread: registration opens, maps and
@@ -11,7 +11,7 @@
 #include <string.h>
 
 #include "api/api.h"
-#include "shm/shm.h"
+#include "daemon/shm.h"
 
 int api_shm_status(int st, const char **code)
 {

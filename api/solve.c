@@ -1,6 +1,6 @@
-/* route.c — POST /v1/matrices/{id}/solve: a Krylov solve next to the matrix.
+/* solve.c — POST /v1/matrices/{id}/solve: a Krylov solve next to the matrix.
  *
- * The HTTP face of solvers/krylov.c (docs/api.md, "Solvers"). b and x0
+ * The HTTP face of engine/krylov.c (docs/api.md, "Solvers"). b and x0
  * come inline or as resident vectors, the answer x goes back in the body
  * (JSON, or binary with Accept: application/octet-stream) or into a
  * resident vector (`x_out`). The operator is one kernel of the catalogue
@@ -21,7 +21,7 @@
 #include "daemon/autotune.h"
 #include "daemon/log.h"
 #include "krylov.h"
-#include "vectors/vectors.h"
+#include "daemon/vectors.h"
 
 typedef struct solve_task {
     task base;

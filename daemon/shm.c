@@ -1,4 +1,4 @@
-/* regions.c — the registry of shared-memory regions (shm.h).
+/* shm.c — the registry of shared-memory regions (daemon/shm.h).
  *
  * A list under one mutex, like the vector registry: at most
  * max_shm_regions entries, each lookup dwarfed by the product that made
@@ -26,7 +26,7 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "shm/shm.h"
+#include "daemon/shm.h"
 
 struct shm_registry {
     pthread_mutex_t lock;

@@ -1,4 +1,4 @@
-/* routes.c — /v1/vectors: create, list, read, overwrite and delete resident
+/* vectors.c — /v1/vectors: create, list, read, overwrite and delete resident
  * vectors (docs/api.md, "Resident vectors").
  *
  * A vector is made from a binary body, a JSON array (or k arrays), or a
@@ -11,7 +11,7 @@
  * the task runs (507 past max_vectors or max_vector_bytes), so a refused
  * request allocates nothing; a failed allocation returns the reservation.
  *
- * Values may also come from, or go to, a shared-memory region (shm/):
+ * Values may also come from, or go to, a shared-memory region (daemon/shm.h):
  * {"values": {"shm": name, "offset": bytes}} and GET ?shm=&offset=. A GPU
  * worker copies a pinned region's pages by DMA; otherwise through a
  * buffer with pread/pwrite (shm.h).
@@ -29,7 +29,7 @@
 #include "api/api.h"
 #include "api/decode.h"
 #include "daemon/log.h"
-#include "vectors/vectors.h"
+#include "daemon/vectors.h"
 
 typedef enum vec_op { VEC_CREATE, VEC_READ, VEC_WRITE } vec_op;
 typedef enum vec_fill { FILL_NONE, FILL_VALUE, FILL_RANDOM } vec_fill;

@@ -95,6 +95,14 @@ void api_error(request *r, int status, const char *code, const char *fmt, ...)
     __attribute__((format(printf, 4, 5)));
 /* An engine status mapped to its HTTP status and code, message from err. */
 void api_error_spmv(request *r, int st, const spmv_error *err);
+/* 503 shutting_down: the daemon is draining (SIGTERM). */
+void api_error_shutting_down(request *r);
+/* A task the worker's queue refused (rc of its submit): 503 queue_full
+ * naming the queue and its depth, or 503 shutting_down. */
+void api_error_submit(request *r, worker *w, int rc);
+/* A task that failed on its worker: 503 shutting_down when the daemon
+ * drains and the task never ran, else the engine status's answer. */
+void api_error_task(request *r, int rc, const spmv_error *err);
 /* The error body {"error":{code,message}} alone (for jobs). */
 json_t *api_error_body(const char *code, const char *message);
 int api_status_of(int spmv_st, const char **code);
@@ -119,6 +127,14 @@ json_t *api_stats_json(const spmv_stats *s);
 json_t *api_params_json(const spmv_kernel *k, const spmv_params *p);
 /* Appends a vector as a JSON array text ("[1,2.5,...]", %.17g) to f. */
 void api_json_write_vector(FILE *f, spmv_dtype dtype, const void *v, int32_t n);
+/* k columns of n values: one array when k is 1, else a list of k arrays. */
+void api_json_write_columns(FILE *f, spmv_dtype dtype, const void *v, int32_t n, int32_t k);
+/* An answer {"<key>": values, <rest's members>} written straight out
+ * (values can be millions of numbers, too many to build as jansson nodes
+ * first); without values (v NULL) rest alone. Takes rest; NULL when out of
+ * memory. */
+char *api_json_values_answer(const char *key, spmv_dtype dtype, const void *v, int32_t n, int32_t k, json_t *rest,
+                             size_t *len);
 
 /* ---------------------------------------------------------- requests */
 /* Query-string argument, or NULL. */

@@ -334,25 +334,9 @@ static void bench_end(request *r)
         return;
     }
     worker *w = b->m->dev ? b->m->dev_worker : r->d->cpu;
-    b->job = jobs_create(r->d->jobs, "bench", b->m->meta.id);
-    if (!b->job) {
-        api_error(r, 500, "out_of_memory", "out of memory");
-        return;
-    }
-    job *j = job_ref(b->job);
     b->base.run = bench_run;
     b->base.finish = bench_finish;
-    int rc = w->ops->submit(w, &b->base, false);
-    if (rc != SPMV_OK) {
-        job_finish(j, 503, api_error_body("queue_full", "the queue was full"));
-        api_error(r, 503, rc == SPMV_ERR_LIMIT ? "queue_full" : "shutting_down", "the %s queue is %s; retry later",
-                  w->name, rc == SPMV_ERR_LIMIT ? "full" : "closed");
-        job_unref(j);
-        return;
-    }
-    r->state = NULL;
-    api_answer_job(r, j);
-    job_unref(j);
+    api_submit_async(r, w, &b->base, &b->job, "bench", b->m->meta.id);
 }
 
 static void bench_cleanup(request *r)

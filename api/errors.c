@@ -6,6 +6,7 @@
  * one place. 503 answers carry Retry-After.
  */
 #include <stdarg.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -129,4 +130,23 @@ void api_error_spmv(request *r, int st, const spmv_error *err)
     const char *code;
     int http = api_status_of(st, &code);
     api_error(r, http, code, "%s", err && err->message[0] ? err->message : spmv_strerror(st));
+}
+
+void api_error_shutting_down(request *r) { api_error(r, 503, "shutting_down", "the daemon is shutting down"); }
+
+void api_error_submit(request *r, worker *w, int rc)
+{
+    if (rc == SPMV_ERR_LIMIT)
+        api_error(r, 503, "queue_full", "the %s queue is full (%zu waiting); retry later", w->name,
+                  queue_depth(&w->queue));
+    else
+        api_error_shutting_down(r);
+}
+
+void api_error_task(request *r, int rc, const spmv_error *err)
+{
+    if (rc == SPMV_ERR_UNAVAILABLE && atomic_load(&r->d->draining))
+        api_error_shutting_down(r);
+    else
+        api_error_spmv(r, rc, err);
 }

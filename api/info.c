@@ -21,7 +21,7 @@ static void health_begin(request *r)
 static void ready_begin(request *r)
 {
     if (atomic_load(&r->d->draining))
-        api_error(r, 503, "shutting_down", "the daemon is shutting down");
+        api_error_shutting_down(r);
     else if (!atomic_load(&r->d->ready))
         api_error(r, 503, "not_ready", "the daemon is still loading its stored matrices");
     else if (r->d->cluster && cluster_failed(r->d->cluster)) /* a rank died or hangs (issue 16) */

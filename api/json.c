@@ -68,3 +68,41 @@ void api_json_write_vector(FILE *f, spmv_dtype dtype, const void *v, int32_t n)
     }
     fputc(']', f);
 }
+
+void api_json_write_columns(FILE *f, spmv_dtype dtype, const void *v, int32_t n, int32_t k)
+{
+    if (k <= 1) {
+        api_json_write_vector(f, dtype, v, n);
+        return;
+    }
+    size_t col = (size_t)n * spmv_dtype_size(dtype);
+    for (int32_t j = 0; j < k; j++) {
+        fputc(j ? ',' : '[', f);
+        api_json_write_vector(f, dtype, (const char *)v + (size_t)j * col, n);
+    }
+    fputc(']', f);
+}
+
+char *api_json_values_answer(const char *key, spmv_dtype dtype, const void *v, int32_t n, int32_t k, json_t *rest,
+                             size_t *len)
+{
+    size_t rlen = 0;
+    char *rtext = rest ? api_json_dump(rest, &rlen) : NULL;
+    json_decref(rest);
+    char *text = NULL;
+    FILE *f = rtext ? open_memstream(&text, len) : NULL;
+    if (f) {
+        fputc('{', f);
+        if (v) {
+            fprintf(f, "\"%s\":", key);
+            api_json_write_columns(f, dtype, v, n, k);
+            if (rlen > 2)
+                fputc(',', f);
+        }
+        fwrite(rtext + 1, 1, rlen - 1, f); /* the object without its '{' */
+        fputc('\n', f);
+        fclose(f);
+    }
+    free(rtext);
+    return text;
+}

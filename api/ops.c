@@ -441,7 +441,7 @@ static void answer(request *r)
     ops_task *t = T(r);
     if (t->rc != SPMV_OK) {
         if (t->rc == SPMV_ERR_UNAVAILABLE && atomic_load(&r->d->draining))
-            api_error(r, 503, "shutting_down", "the daemon is shutting down");
+            api_error_shutting_down(r);
         else {
             const char *code;
             int http = api_status_of(t->rc, &code);

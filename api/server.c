@@ -148,11 +148,8 @@ bool api_submit_and_suspend(request *r, worker *w, task *t)
         r->suspended = false;
     }
     pthread_mutex_unlock(&r->lock);
-    if (rc == SPMV_ERR_LIMIT)
-        api_error(r, 503, "queue_full", "the %s queue is full (%zu waiting); retry later", w->name,
-                  queue_depth(&w->queue));
-    else if (rc != SPMV_OK)
-        api_error(r, 503, "shutting_down", "the daemon is shutting down");
+    if (rc != SPMV_OK)
+        api_error_submit(r, w, rc);
     return rc == SPMV_OK;
 }
 
@@ -295,7 +292,7 @@ static void request_begin(request *r)
         return;
     }
     if (atomic_load(&r->d->draining)) {
-        api_error(r, 503, "shutting_down", "the daemon is shutting down");
+        api_error_shutting_down(r);
         return;
     }
     if (needs_ready(r->route) && !atomic_load(&r->d->ready)) {

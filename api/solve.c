@@ -358,38 +358,17 @@ static json_t *result_json(const solve_task *t)
     return o;
 }
 
-/* {"x":[...], <rest>} written straight out (x can be millions of values). */
+/* {"x":[...], <rest>}, or the rest alone when x went into a vector. */
 static char *json_answer(const solve_task *t, size_t *len)
 {
-    json_t *rest = result_json(t);
-    size_t rlen = 0;
-    char *rtext = rest ? api_json_dump(rest, &rlen) : NULL;
-    json_decref(rest);
-    char *text = NULL;
-    FILE *f = rtext ? open_memstream(&text, len) : NULL;
-    if (f) {
-        fputc('{', f);
-        if (t->x) {
-            fputs("\"x\":", f);
-            api_json_write_vector(f, t->m->host.dtype, t->x, t->m->host.rows);
-            fputc(',', f);
-        }
-        fwrite(rtext + 1, 1, rlen - 1, f);
-        fputc('\n', f);
-        fclose(f);
-    }
-    free(rtext);
-    return text;
+    return api_json_values_answer("x", t->m->host.dtype, t->x, t->m->host.rows, 1, result_json(t), len);
 }
 
 static void answer(request *r)
 {
     solve_task *t = T(r);
     if (t->rc != SPMV_OK) {
-        if (t->rc == SPMV_ERR_UNAVAILABLE && atomic_load(&r->d->draining))
-            api_error(r, 503, "shutting_down", "the daemon is shutting down");
-        else
-            api_error_spmv(r, t->rc, &t->err);
+        api_error_task(r, t->rc, &t->err);
         return;
     }
     if (t->binary_out) {

@@ -361,10 +361,7 @@ static void answer(request *r)
     spmspm_task *t = T(r);
     size_t len = 0;
     if (t->rc != SPMV_OK) {
-        if (t->rc == SPMV_ERR_UNAVAILABLE && atomic_load(&r->d->draining))
-            api_error(r, 503, "shutting_down", "the daemon is shutting down");
-        else
-            api_error_spmv(r, t->rc, &t->err);
+        api_error_task(r, t->rc, &t->err);
         return;
     }
     if (t->store) {

@@ -43,44 +43,14 @@
 
 #include "api/api.h"
 #include "api/decode.h"
-#include "daemon/autotune.h"
 #include "daemon/log.h"
-#include "daemon/vectors.h"
+#include "daemon/products.h"
 
 typedef struct spmv_task {
-    task base;
+    product pr;           /* what runs on the worker (daemon/products.h) */
     request *r;           /* NULL when async */
-    job *job;             /* async only */
-    spmvd *d;
-    matrix *m;
-    const spmv_kernel *k;
-    spmv_params p;
-    int32_t runs, warmup;
-    bool verify, binary;
+    bool binary;          /* x in the body and y in the answer as raw values */
     int64_t body_limit;
-    void *x, *y;
-    spmv_stats st;
-    double max_rel_err;
-    double queue_ms;
-    int rc;
-    spmv_error err;
-    char worker_name[16];
-    bool is_auto;         /* "kernel":"auto": k becomes the tuned choice on the worker */
-    matrix_tuning tuned;
-    /* resident operands, scaling, op and columns (api/decode.h spmv_req) */
-    rvec *xv, *yv;
-    double alpha, beta, axpby_ms;
-    bool trans;
-    int32_t ncols;
-    int32_t xlen, ylen;   /* values a column: cols and rows, swapped for op t */
-    shm_operand xs, ys;   /* operands in shared-memory regions (reg NULL: not) */
-    bool x_borrowed, y_borrowed; /* x, y point into a pinned region: not ours to free */
-    bufpool_buf *x_buf, *y_buf;  /* x (the binary body), y: pooled buffers (daemon/bufpool.h) */
-    int shm_rc;           /* a region failed on the worker: shm_status, message in err */
-    spmv_vec xdv, ydv;    /* x, y in CUDA regions: views of the client's device memory */
-    bool xcuda, ycuda;
-    bool sharded;         /* the matrix's shards, across the MPI ranks, multiply */
-    cluster_spmv_stats cst;
 } spmv_task;
 
 /* ------------------------------------------------------ the request */
@@ -96,12 +66,12 @@ static spmv_task *T(request *r) { return r->state; }
 static int64_t body_limit(request *r, const spmv_task *t)
 {
     int64_t limit = atomic_load(&r->d->limits.max_body_bytes);
-    int64_t len = t->m->host.cols > t->m->host.rows ? t->m->host.cols : t->m->host.rows; /* op t takes rows */
+    int64_t len = t->pr.m->host.cols > t->pr.m->host.rows ? t->pr.m->host.cols : t->pr.m->host.rows; /* op t takes rows */
     int64_t k = SPMV_MAX_K;
     const char *ks = t->binary ? api_query(r, "k") : NULL;
     if (t->binary)
         k = ks && atoll(ks) >= 1 && atoll(ks) <= SPMV_MAX_K ? atoll(ks) : 1;
-    int64_t shape = t->binary ? 4096 + 2 * k * len * (int64_t)spmv_dtype_size(t->m->host.dtype)
+    int64_t shape = t->binary ? 4096 + 2 * k * len * (int64_t)spmv_dtype_size(t->pr.m->host.dtype)
                               : 4096 + 64 * k * len;
     return shape < limit ? shape : limit;
 }
@@ -124,9 +94,9 @@ static void spmv_begin(request *r)
         return;
     }
     t->binary = binary;
-    t->d = r->d;
+    t->pr.d = r->d;
     r->state = t;
-    if (!(t->m = api_get_matrix(r)))
+    if (!(t->pr.m = api_get_matrix(r)))
         return;
     t->body_limit = body_limit(r, t);
     if (api_check_content_length(r, t->body_limit) && binary)
@@ -179,11 +149,11 @@ static int sharded_check(request *r, const spmv_req *q)
     if (what) {
         api_error(r, 422, "unsupported_matrix", "matrix %s is sharded across %d ranks; its products take x and y "
                   "inline or as vectors distributed like it, op n, one column, and alpha and beta with a vector y; "
-                  "not %s", t->m->meta.id, cluster_matrix_nranks(t->m->shards), what);
+                  "not %s", t->pr.m->meta.id, cluster_matrix_nranks(t->pr.m->shards), what);
         return -1;
     }
     if (cluster_failed(r->d->cluster)) {
-        api_error(r, 503, "cluster_failed", "matrix %s is sharded and the cluster has failed: %s", t->m->meta.id,
+        api_error(r, 503, "cluster_failed", "matrix %s is sharded and the cluster has failed: %s", t->pr.m->meta.id,
                   cluster_failed(r->d->cluster));
         return -1;
     }
@@ -224,23 +194,23 @@ const spmv_kernel *api_sharded_kernel(request *r, const char *name, const matrix
 static int pick_sharded_kernel(request *r, const char *name)
 {
     spmv_task *t = T(r);
-    t->sharded = true;
-    return (t->k = api_sharded_kernel(r, name, t->m)) ? 0 : -1;
+    t->pr.sharded = true;
+    return (t->pr.k = api_sharded_kernel(r, name, t->pr.m)) ? 0 : -1;
 }
 
 static int pick_kernel(request *r, const char *name)
 {
     spmv_task *t = T(r);
-    if (t->m->shards)
+    if (t->pr.m->shards)
         return pick_sharded_kernel(r, name);
     if (!name)
-        name = t->m->dev ? "gpu.csr.vector" : "cpu.csr.omp";
-    t->k = spmv_kernel_find(name);
-    if (spmv_kernel_is_auto(t->k)) { /* tuned for the matrix's own device (daemon/autotune.c) */
-        t->is_auto = true;
+        name = t->pr.m->dev ? "gpu.csr.vector" : "cpu.csr.omp";
+    t->pr.k = spmv_kernel_find(name);
+    if (spmv_kernel_is_auto(t->pr.k)) { /* tuned for the matrix's own device (daemon/autotune.c) */
+        t->pr.is_auto = true;
         return 0;
     }
-    return api_kernel_check(r, t->k, name, SPMV_OP_SPMV, t->m, "it");
+    return api_kernel_check(r, t->pr.k, name, SPMV_OP_SPMV, t->pr.m, "it");
     return 0;
 }
 
@@ -248,7 +218,7 @@ static int resolve_params(request *r, const spmv_params *given)
 {
     spmv_task *t = T(r);
     spmv_error err = {0};
-    if (spmv_params_resolve(t->k, given, &t->p, &err) != SPMV_OK) {
+    if (spmv_params_resolve(t->pr.k, given, &t->pr.p, &err) != SPMV_OK) {
         api_error(r, 400, "invalid_parameter", "%s", err.message);
         return -1;
     }
@@ -257,21 +227,13 @@ static int resolve_params(request *r, const spmv_params *given)
 
 static const char *lookup_query(void *ctx, const char *key) { return api_query(ctx, key); }
 
-/* The worker the product runs on: where `auto` tunes, or the kernel's. */
-static worker *task_worker(spmvd *d, spmv_task *t)
-{
-    if (t->sharded)
-        return d->cluster_worker;
-    return t->is_auto ? autotune_worker(d, t->m) : spmvd_worker_for(d, t->m, t->k);
-}
-
 /* A resident operand: known, on the kernel's device, of A's dtype, n and k.
  * NULL with the answer sent. */
 static rvec *operand(request *r, const char *id, const char *what, int32_t n, int32_t k)
 {
     spmv_task *t = T(r);
     rvec *v = vstore_get(r->d->vectors, id);
-    worker *w = task_worker(r->d, t);
+    worker *w = product_worker(r->d, &t->pr);
     char msg[512];
     if (!v) {
         api_error(r, 404, "vector_not_found", "%s: no vector %s (deleted, expired or never created)", what, id);
@@ -280,16 +242,16 @@ static rvec *operand(request *r, const char *id, const char *what, int32_t n, in
     if (v->w != w) {
         api_error(r, 409, "wrong_device",
                   "%s: vector %s is on %s but %s runs on %s; vectors are never copied between devices (create it "
-                  "with \"like\": \"%s\")", what, id, v->w->name, t->is_auto ? "auto" : t->k->name,
-                  w ? w->name : "no device", t->m->meta.id);
-    } else if (t->sharded && !cluster_vec_fits(v->dist, t->m->shards, strcmp(what, "y") == 0, msg, sizeof msg)) {
+                  "with \"like\": \"%s\")", what, id, v->w->name, t->pr.is_auto ? "auto" : t->pr.k->name,
+                  w ? w->name : "no device", t->pr.m->meta.id);
+    } else if (t->pr.sharded && !cluster_vec_fits(v->dist, t->pr.m->shards, strcmp(what, "y") == 0, msg, sizeof msg)) {
         api_error(r, 400, "shape_mismatch", "%s: %s", what, msg);
-    } else if (v->v.dtype != t->m->host.dtype) {
+    } else if (v->v.dtype != t->pr.m->host.dtype) {
         api_error(r, 400, "dtype_mismatch", "%s: vector %s is %s but matrix %s is %s", what, id,
-                  spmv_dtype_name(v->v.dtype), t->m->meta.id, spmv_dtype_name(t->m->host.dtype));
+                  spmv_dtype_name(v->v.dtype), t->pr.m->meta.id, spmv_dtype_name(t->pr.m->host.dtype));
     } else if (v->v.n != n) {
         api_error(r, 400, "shape_mismatch", "%s: vector %s has %lld values a column; %s needs %d (matrix %d x %d%s)",
-                  what, id, (long long)v->v.n, what, n, t->m->host.rows, t->m->host.cols, t->trans ? ", op t" : "");
+                  what, id, (long long)v->v.n, what, n, t->pr.m->host.rows, t->pr.m->host.cols, t->pr.trans ? ", op t" : "");
     } else if (k > 0 && v->v.k != k) {
         api_error(r, 400, "shape_mismatch", "%s: vector %s has %d columns; x has %d", what, id, v->v.k, k);
     } else
@@ -304,24 +266,24 @@ static int resolve_shm(request *r, const spmv_req *q)
 {
     spmv_task *t = T(r);
     char msg[512];
-    size_t vs = spmv_dtype_size(t->m->host.dtype);
+    size_t vs = spmv_dtype_size(t->pr.m->host.dtype);
     int st = SHM_OK;
     if ((q->x_shm[0] || q->y_shm[0]) && !api_shm_enabled(r))
         return -1;
     if (q->x_shm[0])
-        st = shm_operand_open(r->d->shm, q->x_shm, q->x_shm_offset, (size_t)t->xlen * (size_t)t->ncols * vs, vs, "x",
-                              &t->xs, msg, sizeof msg);
+        st = shm_operand_open(r->d->shm, q->x_shm, q->x_shm_offset, (size_t)t->pr.xlen * (size_t)t->pr.ncols * vs, vs, "x",
+                              &t->pr.xs, msg, sizeof msg);
     if (st == SHM_OK && q->y_shm[0])
-        st = shm_operand_open(r->d->shm, q->y_shm, q->y_shm_offset, (size_t)t->ylen * (size_t)t->ncols * vs, vs, "y",
-                              &t->ys, msg, sizeof msg);
+        st = shm_operand_open(r->d->shm, q->y_shm, q->y_shm_offset, (size_t)t->pr.ylen * (size_t)t->pr.ncols * vs, vs, "y",
+                              &t->pr.ys, msg, sizeof msg);
     if (st != SHM_OK) {
         api_shm_error(r, st, msg);
         return -1;
     }
-    worker *w = task_worker(r->d, t);
-    const shm_operand *ops[2] = {&t->xs, &t->ys};
-    spmv_vec *views[2] = {&t->xdv, &t->ydv};
-    int32_t lens[2] = {t->xlen, t->ylen};
+    worker *w = product_worker(r->d, &t->pr);
+    const shm_operand *ops[2] = {&t->pr.xs, &t->pr.ys};
+    spmv_vec *views[2] = {&t->pr.xdv, &t->pr.ydv};
+    int32_t lens[2] = {t->pr.xlen, t->pr.ylen};
     for (int i = 0; i < 2; i++) {
         void *dp = shm_operand_device(ops[i]);
         if (!dp)
@@ -329,13 +291,13 @@ static int resolve_shm(request *r, const spmv_req *q)
         if (!w || w->gpu != ops[i]->reg->device) {
             api_error(r, 409, "wrong_device", "%s: region %s is memory of gpu%d but %s runs on %s; a CUDA region "
                       "serves products on its own GPU", i ? "y" : "x", ops[i]->reg->name, ops[i]->reg->device,
-                      t->is_auto ? "auto" : t->k->name, w ? w->name : "no device");
+                      t->pr.is_auto ? "auto" : t->pr.k->name, w ? w->name : "no device");
             return -1;
         }
-        *views[i] = (spmv_vec){SPMV_DEVICE_GPU, t->m->host.dtype, lens[i], t->ncols, dp};
+        *views[i] = (spmv_vec){SPMV_DEVICE_GPU, t->pr.m->host.dtype, lens[i], t->pr.ncols, dp};
     }
-    t->xcuda = t->xdv.data != NULL;
-    t->ycuda = t->ydv.data != NULL;
+    t->pr.xcuda = t->pr.xdv.data != NULL;
+    t->pr.ycuda = t->pr.ydv.data != NULL;
     return 0;
 }
 
@@ -344,33 +306,33 @@ static int resolve_operands(request *r, const spmv_req *q)
 {
     spmv_task *t = T(r);
     if (q->x_vector[0]) {
-        if (!(t->xv = operand(r, q->x_vector, "x", t->xlen, 0)))
+        if (!(t->pr.xv = operand(r, q->x_vector, "x", t->pr.xlen, 0)))
             return -1;
-        t->ncols = t->xv->v.k;
+        t->pr.ncols = t->pr.xv->v.k;
     }
     if (q->y_vector[0]) {
-        if (!(t->yv = operand(r, q->y_vector, "y", t->ylen, t->ncols)))
+        if (!(t->pr.yv = operand(r, q->y_vector, "y", t->pr.ylen, t->pr.ncols)))
             return -1;
-        if (t->xv && (t->yv == t->xv || (t->yv->v.data && t->yv->v.data == t->xv->v.data))) {
+        if (t->pr.xv && (t->pr.yv == t->pr.xv || (t->pr.yv->v.data && t->pr.yv->v.data == t->pr.xv->v.data))) {
             api_error(r, 400, "invalid_request", "x and y are the same vector %s: y = A*x in place is not defined",
                       q->y_vector);
             return -1;
         }
     }
-    const spmv_kernel *k = t->is_auto ? spmv_kernel_find("auto") : t->k;
-    if (t->ncols > spmv_kernel_max_k(k)) {
+    const spmv_kernel *k = t->pr.is_auto ? spmv_kernel_find("auto") : t->pr.k;
+    if (t->pr.ncols > spmv_kernel_max_k(k)) {
         char list[512] = "";
         size_t used = 0;
         for (size_t i = 0; i < spmv_kernel_count() && used < sizeof list; i++) {
             const spmv_kernel *c = spmv_kernel_at(i);
-            if (c->op == SPMV_OP_SPMV && spmv_kernel_max_k(c) >= t->ncols)
+            if (c->op == SPMV_OP_SPMV && spmv_kernel_max_k(c) >= t->pr.ncols)
                 used += (size_t)snprintf(list + used, sizeof list - used, "%s%s", used ? ", " : "", c->name);
         }
         api_error(r, 400, "invalid_parameter", "kernel %s multiplies one column at a time, not k = %d; kernels that take "
-                  "k columns: %s", k->name, t->ncols, list);
+                  "k columns: %s", k->name, t->pr.ncols, list);
         return -1;
     }
-    if (t->verify && (t->trans || t->xv || t->yv || q->x_shm[0] || q->y_shm[0])) {
+    if (t->pr.verify && (t->pr.trans || t->pr.xv || t->pr.yv || q->x_shm[0] || q->y_shm[0])) {
         api_error(r, 400, "invalid_request", "`verify` takes inline x, op n and y in the answer");
         return -1;
     }
@@ -384,8 +346,8 @@ static int decode_request(request *r, spmv_params *given, bool *async)
     spmv_task *t = T(r);
     spmv_req q;
     api_fail f = {0};
-    int32_t cols = t->m->host.cols, rows = t->m->host.rows;
-    spmv_dtype dt = t->m->host.dtype;
+    int32_t cols = t->pr.m->host.cols, rows = t->pr.m->host.rows;
+    spmv_dtype dt = t->pr.m->host.dtype;
     int64_t max_runs = atomic_load(&r->d->limits.max_runs);
     int rc = t->binary ? api_decode_spmv_query(lookup_query, r, max_runs, &q, &f)
                        : api_decode_spmv_json(r->body, r->body_len, rows, cols, dt, max_runs, &q, &f);
@@ -395,7 +357,7 @@ static int decode_request(request *r, spmv_params *given, bool *async)
         rc = (f.status = 400, f.code = "invalid_request",
               snprintf(f.message, sizeof f.message, "x is %s %s: the body must be empty",
                        q.x_shm[0] ? "in the region" : "the vector", q.x_shm[0] ? q.x_shm : q.x_vector), -1);
-    if (rc == 0 && t->m->shards && sharded_check(r, &q) != 0) {
+    if (rc == 0 && t->pr.m->shards && sharded_check(r, &q) != 0) {
         api_spmv_req_free(&q);
         return -1;
     }
@@ -410,210 +372,54 @@ static int decode_request(request *r, spmv_params *given, bool *async)
     }
     /* cumulative: every run of the request, timed, warm-up and the
      * reference of verify, against max_request_work */
-    if (api_check_work(t->m->host.nnz, t->m->host.rows,
+    if (api_check_work(t->pr.m->host.nnz, t->pr.m->host.rows,
                        ((int64_t)q.runs + q.warmup + (q.verify ? 1 : 0)) * (q.k > 0 ? q.k : 1),
                        atomic_load(&r->d->limits.max_request_work), &f) != 0) {
         api_error(r, f.status, f.code, "%s", f.message);
         api_spmv_req_free(&q);
         return -1;
     }
-    t->runs = q.runs;
-    t->warmup = q.warmup;
-    t->verify = q.verify;
-    t->alpha = q.alpha;
-    t->beta = q.beta;
-    t->trans = q.trans;
-    t->ncols = q.k > 0 ? q.k : 1;
-    t->xlen = q.trans ? rows : cols;
-    t->ylen = q.trans ? cols : rows;
+    t->pr.runs = q.runs;
+    t->pr.warmup = q.warmup;
+    t->pr.verify = q.verify;
+    t->pr.alpha = q.alpha;
+    t->pr.beta = q.beta;
+    t->pr.trans = q.trans;
+    t->pr.ncols = q.k > 0 ? q.k : 1;
+    t->pr.xlen = q.trans ? rows : cols;
+    t->pr.ylen = q.trans ? cols : rows;
     *async = q.async;
     *given = q.params;
     if (resolve_operands(r, &q) != 0) {
         api_spmv_req_free(&q);
         return -1;
     }
-    if (t->xv || t->xs.reg) {
+    if (t->pr.xv || t->pr.xs.reg) {
         api_spmv_req_free(&q);
         return 0;
     }
     if (t->binary) {
         /* the body buffer becomes x: no copy */
-        t->x = r->body ? r->body : malloc(1);
-        t->x_buf = r->body_buf;
+        t->pr.x = r->body ? r->body : malloc(1);
+        t->pr.x_buf = r->body_buf;
         r->body_buf = NULL;
         r->body = NULL;
         r->body_len = r->body_cap = 0;
     } else {
-        t->x = q.x;
+        t->pr.x = q.x;
         q.x = NULL;
     }
-    return t->x ? 0 : -1;
+    return t->pr.x ? 0 : -1;
 }
-
-/* ----------------------------------------------------------- running */
-
-static void poison(void *y, spmv_dtype dt, int32_t n)
-{
-#pragma omp parallel for schedule(static) if (n > (1 << 20))
-    for (int32_t i = 0; i < n; i++) {
-        if (dt == SPMV_FLOAT32)
-            ((float *)y)[i] = NAN;
-        else
-            ((double *)y)[i] = NAN;
-    }
-}
-
-/* y = alpha*op(A)*x + beta*y with at least one resident operand: an
- * inline x is staged into a vector of the worker's device, a y that goes
- * back in the answer is read from one. */
-static int run_resident(spmv_task *t, worker *w)
-{
-    spmv_gpu_ctx *ctx = worker_gpu_ctx(w);
-    spmv_device_kind dev = ctx ? SPMV_DEVICE_GPU : SPMV_DEVICE_CPU;
-    spmv_dtype dt = t->m->host.dtype;
-    spmv_vec xs = {0}, ys = {0};
-    const spmv_vec *x = t->xv ? &t->xv->v : t->xcuda ? &t->xdv : &xs;
-    spmv_vec *y = t->yv ? &t->yv->v : t->ycuda ? &t->ydv : &ys;
-    spmv_apply_args a = {t->alpha, t->beta, t->warmup, t->runs};
-    int rc = SPMV_OK;
-    if (!t->xv && !t->xcuda &&
-        ((rc = spmv_vec_alloc(ctx, dev, dt, t->xlen, t->ncols, &xs, &t->err)) ||
-         (rc = spmv_vec_write(ctx, &xs, t->x, &t->err))))
-        goto out;
-    if (!t->yv && !t->ycuda && (rc = spmv_vec_alloc(ctx, dev, dt, t->ylen, t->ncols, &ys, &t->err)))
-        goto out;
-    if ((rc = worker_run_apply(w, t->m, t->k, &t->p, t->trans, &a, x, y, &t->st, &t->axpby_ms, &t->err)))
-        goto out;
-    if (!t->yv && !t->ycuda)
-        rc = spmv_vec_read(ctx, &ys, t->y, &t->err);
-    else if (t->ycuda && ctx) /* the answer says y is there */
-        rc = spmv_vec_sync(ctx, &t->err);
-out:
-    spmv_vec_free(ctx, &xs);
-    spmv_vec_free(ctx, &ys);
-    return rc;
-}
-
-/* Operands in regions onto the worker (shm_operand_stage): x from the
- * pinned pages or read into a pooled buffer, y to be written to the pinned
- * pages or staged in one. SPMV_OK, or SPMV_ERR_INVALID with t->shm_rc and
- * the message set. */
-static int shm_stage(spmv_task *t, worker *w)
-{
-    bool gpu = worker_gpu_ctx(w) != NULL;
-    int st = SHM_OK;
-    void *where;
-    if (t->xs.reg && !t->xcuda) {
-        bool dma = gpu && shm_operand_dma(&t->xs); /* then no buffer is needed */
-        if (!dma && !(t->x_buf = bufpool_get(t->d->iobufs, t->xs.bytes)))
-            return t->rc = spmv_error_set(&t->err, SPMV_ERR_NOMEM, 0, "out of memory for x");
-        st = shm_operand_stage(&t->xs, gpu, dma ? NULL : t->x_buf->ptr, true, &where, t->err.message,
-                               sizeof t->err.message);
-        t->x = where;
-        t->x_borrowed = dma;
-    }
-    if (!st && t->ys.reg && !t->ycuda &&
-        !(st = shm_operand_stage(&t->ys, gpu, NULL, false, &where, t->err.message, sizeof t->err.message)) && where) {
-        t->y = where; /* the pinned pages; else y comes from the pool below */
-        t->y_borrowed = true;
-    }
-    if (st)
-        t->shm_rc = st, t->rc = SPMV_ERR_INVALID;
-    return t->rc;
-}
-
-/* y into its region and both regions checked again (shm_operand_unstage). */
-static void shm_unstage(spmv_task *t)
-{
-    int st = SHM_OK;
-    if (t->ys.reg && !t->ycuda)
-        st = shm_operand_unstage(&t->ys, t->y, true, t->err.message, sizeof t->err.message);
-    if (!st && t->xs.reg && !t->xcuda)
-        st = shm_operand_unstage(&t->xs, t->x, false, t->err.message, sizeof t->err.message);
-    if (st)
-        t->shm_rc = st, t->rc = SPMV_ERR_INVALID;
-}
-
-static void spmv_run(task *base, worker *w)
-{
-    spmv_task *t = (spmv_task *)base;
-    int32_t rows = t->m->host.rows;
-    spmv_dtype dt = t->m->host.dtype;
-    int64_t ny = (int64_t)t->ylen * t->ncols;
-    size_t bytes = (size_t)(ny ? ny : 1) * spmv_dtype_size(dt);
-    t->queue_ms = base->queue_ms;
-    snprintf(t->worker_name, sizeof t->worker_name, "%s", w->name);
-    if (t->job)
-        job_set_running(t->job);
-    if (job_cancelled(t->job)) {
-        t->rc = spmv_error_set(&t->err, SPMV_ERR_UNAVAILABLE, 0, "cancelled (DELETE /v1/jobs/%s) before it ran",
-                               job_id(t->job));
-        return;
-    }
-    if (((t->xs.reg && !t->xcuda) || (t->ys.reg && !t->ycuda)) && shm_stage(t, w) != SPMV_OK)
-        return;
-    if (!t->yv && !t->y_borrowed && !t->ycuda) {
-        if (!(t->y_buf = bufpool_get(t->d->iobufs, bytes))) {
-            t->rc = spmv_error_set(&t->err, SPMV_ERR_NOMEM, 0, "out of memory for y");
-            return;
-        }
-        t->y = t->y_buf->ptr;
-        /* a GPU product poisons its device y and copies all of it back */
-        if (!worker_gpu_ctx(w))
-            poison(t->y, dt, (int32_t)(ny < INT32_MAX ? ny : INT32_MAX));
-    }
-    if (t->sharded) {
-        cluster_operands io = {.x = t->xv ? NULL : t->x, .xv = t->xv ? t->xv->dist : NULL,
-                               .y = t->yv ? NULL : t->y, .yv = t->yv ? t->yv->dist : NULL,
-                               .alpha = t->alpha, .beta = t->beta};
-        t->rc = worker_cluster_spmv(w, t->m, t->k, &t->p, &io, t->warmup, t->runs, &t->cst, &t->err);
-        t->st = t->cst.st;
-    } else if (t->is_auto) {
-        if ((t->rc = autotune_get_k(t->d, w, t->m, t->ncols, &t->tuned, &t->err)) != SPMV_OK)
-            return;
-        t->k = t->tuned.kernel;
-        if ((t->rc = spmv_params_resolve(t->k, &t->tuned.params, &t->p, &t->err)) != SPMV_OK)
-            return;
-    }
-    if (t->sharded)
-        ; /* done above */
-    else if (t->xv || t->yv || t->xcuda || t->ycuda || t->alpha != 1.0)
-        t->rc = run_resident(t, w);
-    else
-        t->rc = worker_run_kernel_k(w, t->m, t->k, &t->p, t->trans, t->ncols, t->x, t->y, t->warmup, t->runs,
-                                    &t->st, &t->err);
-    if (t->rc == SPMV_OK && (t->xs.reg || t->ys.reg))
-        shm_unstage(t);
-    if (t->rc == SPMV_OK && t->verify) {
-        void *ref = malloc(bytes);
-        if (!ref) {
-            t->rc = spmv_error_set(&t->err, SPMV_ERR_NOMEM, 0, "out of memory for the reference");
-            return;
-        }
-        size_t vs = spmv_dtype_size(dt);
-        t->max_rel_err = 0;
-        for (int32_t j = 0; j < t->ncols; j++) { /* the worst column */
-            spmv_reference(&t->m->host.csr, (char *)t->x + (size_t)j * t->xlen * vs, (char *)ref + (size_t)j * rows * vs);
-            double e = spmv_max_rel_err(dt, (char *)t->y + (size_t)j * rows * vs, (char *)ref + (size_t)j * rows * vs, rows);
-            if (!(e <= t->max_rel_err))
-                t->max_rel_err = e;
-        }
-        free(ref);
-    }
-    log_info("spmv: %s on %s (%dx%d nnz %lld) by %s: %d runs, median %.4f ms, queued %.3f ms%s",
-             t->k->name, t->m->meta.id, t->m->host.rows, t->m->host.cols, (long long)t->m->host.nnz, w->name,
-             t->runs, t->st.median_ms, t->queue_ms, t->rc ? " FAILED" : "");
-}
-
 
 static json_t *stats_json(const spmv_task *t)
 {
-    json_t *s = api_stats_json(&t->st);
-    if (s && t->sharded) {
-        json_object_set_new(s, "compute_ms", api_json_real(t->cst.compute_ms));
-        json_object_set_new(s, "comm_ms", api_json_real(t->cst.comm_ms));
-        if (t->cst.device.runs > 0) /* GPU shards: the runs by CUDA events, as one GPU's product is timed */
-            json_object_set_new(s, "device_median_ms", api_json_real(t->cst.device.median_ms));
+    json_t *s = api_stats_json(&t->pr.st);
+    if (s && t->pr.sharded) {
+        json_object_set_new(s, "compute_ms", api_json_real(t->pr.cst.compute_ms));
+        json_object_set_new(s, "comm_ms", api_json_real(t->pr.cst.comm_ms));
+        if (t->pr.cst.device.runs > 0) /* GPU shards: the runs by CUDA events, as one GPU's product is timed */
+            json_object_set_new(s, "device_median_ms", api_json_real(t->pr.cst.device.median_ms));
     }
     return s;
 }
@@ -623,104 +429,81 @@ static json_t *stats_json(const spmv_task *t)
 static json_t *sharded_json(const spmv_task *t)
 {
     const cluster_shard_info *info;
-    int n = cluster_matrix_shards(t->m->shards, &info);
+    int n = cluster_matrix_shards(t->pr.m->shards, &info);
     json_t *kernels = json_array();
     for (int q = 0; q < n && q < 8; q++)
-        json_array_append_new(kernels, json_string(t->cst.kernels[q]));
+        json_array_append_new(kernels, json_string(t->pr.cst.kernels[q]));
     json_t *o = json_pack("{s:i, s:o, s:o, s:o, s:I, s:o}", "ranks", n, "compute_ms",
-                          api_json_real(t->cst.compute_ms), "comm_ms", api_json_real(t->cst.comm_ms), "gather_ms",
-                          api_json_real(t->cst.gather_ms), "halo_values", (json_int_t)t->cst.halo_values, "kernels",
+                          api_json_real(t->pr.cst.compute_ms), "comm_ms", api_json_real(t->pr.cst.comm_ms), "gather_ms",
+                          api_json_real(t->pr.cst.gather_ms), "halo_values", (json_int_t)t->pr.cst.halo_values, "kernels",
                           kernels);
-    if (o && t->cst.device.runs > 0)
-        json_object_set_new(o, "device_stats", api_stats_json(&t->cst.device));
+    if (o && t->pr.cst.device.runs > 0)
+        json_object_set_new(o, "device_stats", api_stats_json(&t->pr.cst.device));
     return o;
 }
 
 /* Everything of the answer but y. */
 static json_t *result_json(const spmv_task *t)
 {
-    json_t *o = json_pack("{s:s, s:s, s:s, s:o, s:o, s:o, s:s, s:i, s:o, s:o}", "kernel", t->k->name, "matrix",
-                          t->m->meta.id, "device", t->worker_name, "params", api_params_json(t->k, &t->p), "stats",
-                          stats_json(t), "queue_ms", api_json_real(t->queue_ms), "op", t->trans ? "t" : "n",
-                          "k", t->ncols, "alpha", api_json_real(t->alpha), "beta", api_json_real(t->beta));
-    if (o && (t->alpha != 1.0 || t->beta != 0.0))
-        json_object_set_new(o, "axpby_ms", api_json_real(t->axpby_ms));
-    if (o && t->xv)
-        json_object_set_new(o, "x", json_pack("{s:s}", "vector", t->xv->id));
-    if (o && t->xs.reg)
-        json_object_set_new(o, "x", json_pack("{s:s, s:I}", "shm", t->xs.reg->name, "offset", (json_int_t)t->xs.offset));
-    if (o && t->sharded)
+    json_t *o = json_pack("{s:s, s:s, s:s, s:o, s:o, s:o, s:s, s:i, s:o, s:o}", "kernel", t->pr.k->name, "matrix",
+                          t->pr.m->meta.id, "device", t->pr.worker_name, "params", api_params_json(t->pr.k, &t->pr.p), "stats",
+                          stats_json(t), "queue_ms", api_json_real(t->pr.queue_ms), "op", t->pr.trans ? "t" : "n",
+                          "k", t->pr.ncols, "alpha", api_json_real(t->pr.alpha), "beta", api_json_real(t->pr.beta));
+    if (o && (t->pr.alpha != 1.0 || t->pr.beta != 0.0))
+        json_object_set_new(o, "axpby_ms", api_json_real(t->pr.axpby_ms));
+    if (o && t->pr.xv)
+        json_object_set_new(o, "x", json_pack("{s:s}", "vector", t->pr.xv->id));
+    if (o && t->pr.xs.reg)
+        json_object_set_new(o, "x", json_pack("{s:s, s:I}", "shm", t->pr.xs.reg->name, "offset", (json_int_t)t->pr.xs.offset));
+    if (o && t->pr.sharded)
         json_object_set_new(o, "cluster", sharded_json(t));
-    if (o && t->is_auto) /* the choice and what tuning cost, in every answer that used it */
-        json_object_set_new(o, "auto", autotune_json(&t->tuned));
-    if (o && t->verify)
-        json_object_set_new(o, "verify", json_pack("{s:o, s:s}", "max_rel_err", api_json_real(t->max_rel_err),
+    if (o && t->pr.is_auto) /* the choice and what tuning cost, in every answer that used it */
+        json_object_set_new(o, "auto", autotune_json(&t->pr.tuned));
+    if (o && t->pr.verify)
+        json_object_set_new(o, "verify", json_pack("{s:o, s:s}", "max_rel_err", api_json_real(t->pr.max_rel_err),
                                                    "reference", "cpu.csr.serial"));
     return o;
 }
 
-/* {"y":[...], <rest of result>} written straight out: y can be millions of
- * numbers, too many to build as jansson nodes first. */
+/* {"y": [...] | {"vector"} | {"shm"}, <rest of result>}. */
 static char *json_answer(const spmv_task *t, size_t *len)
 {
     json_t *rest = result_json(t);
-    size_t rlen = 0;
-    char *rtext = rest ? api_json_dump(rest, &rlen) : NULL;
-    json_decref(rest);
-    char *text = NULL;
-    FILE *f = rtext ? open_memstream(&text, len) : NULL;
-    if (f) {
-        fputs("{\"y\":", f);
-        size_t col = (size_t)t->ylen * spmv_dtype_size(t->m->host.dtype);
-        if (t->yv)
-            fprintf(f, "{\"vector\":\"%s\"}", t->yv->id);
-        else if (t->ys.reg)
-            fprintf(f, "{\"shm\":\"%s\",\"offset\":%lld}", t->ys.reg->name, (long long)t->ys.offset);
-        else if (t->ncols == 1)
-            api_json_write_vector(f, t->m->host.dtype, t->y, t->ylen);
-        else
-            for (int32_t j = 0; j < t->ncols; j++) { /* k columns: a list of k arrays */
-                fputc(j ? ',' : '[', f);
-                api_json_write_vector(f, t->m->host.dtype, (char *)t->y + j * col, t->ylen);
-            }
-        if (!t->yv && !t->ys.reg && t->ncols > 1)
-            fputc(']', f);
-        fputc(',', f);
-        fwrite(rtext + 1, 1, rlen - 1, f); /* the object without its '{' */
-        fputc('\n', f);
-        fclose(f);
-    }
-    free(rtext);
-    return text;
+    bool inline_y = !t->pr.yv && !t->pr.ys.reg;
+    if (rest && t->pr.yv)
+        json_object_set_new(rest, "y", json_pack("{s:s}", "vector", t->pr.yv->id));
+    if (rest && t->pr.ys.reg)
+        json_object_set_new(rest, "y", json_pack("{s:s, s:I}", "shm", t->pr.ys.reg->name, "offset",
+                                                 (json_int_t)t->pr.ys.offset));
+    return api_json_values_answer("y", t->pr.m->host.dtype, inline_y ? t->pr.y : NULL, t->pr.ylen, t->pr.ncols, rest, len);
 }
 
 static void answer(request *r)
 {
     spmv_task *t = T(r);
-    if (t->shm_rc) {
-        api_shm_error(r, t->shm_rc, t->err.message);
+    if (t->pr.shm_rc) {
+        api_shm_error(r, t->pr.shm_rc, t->pr.err.message);
         return;
     }
-    if (t->rc != SPMV_OK) {
-        if (t->rc == SPMV_ERR_UNAVAILABLE && atomic_load(&r->d->draining))
-            api_error(r, 503, "shutting_down", "the daemon is shutting down");
-        else if (t->sharded && t->rc == SPMV_ERR_UNAVAILABLE && cluster_failed(r->d->cluster))
-            api_error(r, 503, "cluster_failed", "%s", t->err.message);
+    if (t->pr.rc != SPMV_OK) {
+        if (t->pr.sharded && t->pr.rc == SPMV_ERR_UNAVAILABLE && !atomic_load(&r->d->draining) &&
+            cluster_failed(r->d->cluster))
+            api_error(r, 503, "cluster_failed", "%s", t->pr.err.message);
         else
-            api_error_spmv(r, t->rc, &t->err);
+            api_error_task(r, t->pr.rc, &t->pr.err);
         return;
     }
-    if (t->binary && !t->ys.reg) { /* y in a region: the JSON result is the answer */
+    if (t->binary && !t->pr.ys.reg) { /* y in a region: the JSON result is the answer */
         json_t *hdr = result_json(t);
         char *htext = hdr ? api_json_dump(hdr, NULL) : NULL;
         json_decref(hdr);
-        size_t n = t->yv ? 0 : (size_t)t->ylen * (size_t)t->ncols * spmv_dtype_size(t->m->host.dtype);
-        if (t->yv)
+        size_t n = t->pr.yv ? 0 : (size_t)t->pr.ylen * (size_t)t->pr.ncols * spmv_dtype_size(t->pr.m->host.dtype);
+        if (t->pr.yv)
             api_bytes(r, 200, "application/octet-stream", NULL, 0);
         else
-            api_bytes_pooled(r, 200, "application/octet-stream", t->y_buf, n);
-        if (!t->yv)
-            t->y = NULL, t->y_buf = NULL; /* the response owns it now */
+            api_bytes_pooled(r, 200, "application/octet-stream", t->pr.y_buf, n);
+        if (!t->pr.yv)
+            t->pr.y = NULL, t->pr.y_buf = NULL; /* the response owns it now */
         if (htext)
             api_header(r, "X-SpMV-Stats", htext);
         free(htext);
@@ -738,20 +521,7 @@ static void spmv_task_free(spmv_task *t)
 {
     if (!t)
         return;
-    matrix_unref(t->m);
-    rvec_unref(t->xv);
-    rvec_unref(t->yv);
-    if (t->x_borrowed || t->x_buf)
-        t->x = NULL;
-    if (t->y_borrowed || t->y_buf)
-        t->y = NULL;
-    bufpool_put(t->x_buf);
-    bufpool_put(t->y_buf);
-    shm_operand_close(&t->xs);
-    shm_operand_close(&t->ys);
-    job_unref(t->job);
-    free(t->x);
-    free(t->y);
+    product_release(&t->pr);
     free(t);
 }
 
@@ -759,8 +529,8 @@ static void spmv_finish(task *base, int status)
 {
     spmv_task *t = (spmv_task *)base;
     if (status != SPMV_OK) {
-        t->rc = status;
-        spmv_error_set(&t->err, status, 0, "the daemon is shutting down");
+        t->pr.rc = status;
+        spmv_error_set(&t->pr.err, status, 0, "the daemon is shutting down");
     }
     if (t->r) {
         api_task_done(t->r);
@@ -768,13 +538,13 @@ static void spmv_finish(task *base, int status)
     }
     /* async: the result goes to the job, y as a JSON array */
     size_t len = 0;
-    char *text = t->rc == SPMV_OK ? json_answer(t, &len) : NULL; /* before len is read */
-    if (t->shm_rc) {
+    char *text = t->pr.rc == SPMV_OK ? json_answer(t, &len) : NULL; /* before len is read */
+    if (t->pr.shm_rc) {
         const char *code;
-        int http = api_shm_status(t->shm_rc, &code);
-        job_finish(t->job, http, api_error_body(code, t->err.message));
+        int http = api_shm_status(t->pr.shm_rc, &code);
+        job_finish(t->pr.job, http, api_error_body(code, t->pr.err.message));
     } else
-        api_job_finish_answer(t->job, t->rc, &t->err, text, len);
+        api_job_finish_answer(t->pr.job, t->pr.rc, &t->pr.err, text, len);
     spmv_task_free(t);
 }
 
@@ -812,10 +582,9 @@ bool api_submit_async(request *r, worker *w, task *t, job **slot, const char *ki
     job *j = job_ref(*slot); /* the task may finish and drop its own before we answer */
     int prc = w->ops->submit(w, t, false);
     if (prc != SPMV_OK) {
-        job_finish(j, 503, api_error_body("queue_full", "the queue was full"));
-        api_error(r, 503, prc == SPMV_ERR_LIMIT ? "queue_full" : "shutting_down",
-                  prc == SPMV_ERR_LIMIT ? "the %s queue is full; retry later" : "the daemon is shutting down (%s)",
-                  w->name);
+        job_finish(j, 503, api_error_body(prc == SPMV_ERR_LIMIT ? "queue_full" : "shutting_down",
+                                          prc == SPMV_ERR_LIMIT ? "the queue was full" : "the daemon is shutting down"));
+        api_error_submit(r, w, prc);
         job_unref(j);
         return false; /* the task stays r->state and is freed with the request */
     }
@@ -835,16 +604,16 @@ static void spmv_end(request *r)
             api_error(r, 500, "out_of_memory", "out of memory");
         return;
     }
-    worker *w = task_worker(r->d, t);
-    t->base.run = spmv_run;
-    t->base.finish = spmv_finish;
+    worker *w = product_worker(r->d, &t->pr);
+    t->pr.base.run = product_run;
+    t->pr.base.finish = spmv_finish;
     if (!async) {
         t->r = r;
-        api_submit_and_suspend(r, w, &t->base);
+        api_submit_and_suspend(r, w, &t->pr.base);
         return;
     }
     /* async: the task lives on its own, the request answers 202 now */
-    api_submit_async(r, w, &t->base, &t->job, "spmv", t->m->meta.id);
+    api_submit_async(r, w, &t->pr.base, &t->pr.job, "spmv", t->pr.m->meta.id);
 }
 
 static void spmv_cleanup(request *r)

@@ -481,10 +481,7 @@ static void upload_resumed(request *r)
     spmv_error err = {0};
     if (u->task_rc != SPMV_OK) {
         store_discard(&u->staged);
-        if (u->task_rc == SPMV_ERR_UNAVAILABLE && atomic_load(&r->d->draining))
-            api_error(r, 503, "shutting_down", "the daemon is shutting down");
-        else
-            api_error_spmv(r, u->task_rc, &u->task_err);
+        api_error_task(r, u->task_rc, &u->task_err);
         return;
     }
     if (u->store_rc != SPMV_OK) {

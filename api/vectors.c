@@ -232,34 +232,11 @@ static void vec_finish(task *base, int status)
 
 /* ------------------------------------------------------------ answers */
 
-/* descriptor + "values" as JSON text, written straight out (millions of
- * numbers are too many to build as jansson nodes). */
+/* {"values": [...], <descriptor>}. */
 static char *values_json(spmvd *d, const vec_task *t, size_t *len)
 {
-    json_t *desc = rvec_json(t->v, ttl(d));
-    size_t dlen = 0;
-    char *dtext = desc ? api_json_dump(desc, &dlen) : NULL;
-    json_decref(desc);
-    char *text = NULL;
-    FILE *f = dtext ? open_memstream(&text, len) : NULL;
-    if (f) {
-        fwrite(dtext, 1, dlen - 1, f); /* without the closing '}' */
-        fputs(",\"values\":", f);
-        const spmv_vec *v = &t->v->v;
-        size_t col = (size_t)v->n * spmv_dtype_size(v->dtype);
-        if (v->k == 1)
-            api_json_write_vector(f, v->dtype, t->values, (int32_t)v->n);
-        for (int32_t j = 0; v->k > 1 && j < v->k; j++) {
-            fputc(j ? ',' : '[', f);
-            api_json_write_vector(f, v->dtype, (char *)t->values + j * col, (int32_t)v->n);
-        }
-        if (v->k > 1)
-            fputc(']', f);
-        fputs("}\n", f);
-        fclose(f);
-    }
-    free(dtext);
-    return text;
+    const spmv_vec *v = &t->v->v;
+    return api_json_values_answer("values", v->dtype, t->values, (int32_t)v->n, v->k, rvec_json(t->v, ttl(d)), len);
 }
 
 static void answer(request *r)

@@ -154,133 +154,49 @@ void worker_free(worker *w)
     free(w);
 }
 
-int worker_run_kernel(worker *w, matrix *m, const spmv_kernel *k, const spmv_params *p,
-                      const void *x, void *y, int32_t warmup, int32_t runs,
-                      spmv_stats *st, spmv_error *err)
-{
-    int rc;
-    worker_heartbeat(w);
-    if (k->device == SPMV_DEVICE_CPU)
-        rc = worker_cpu_spmv(w->d, m, k, p, x, y, warmup, runs, st, err);
-    else if (m->dev_worker != w || !m->dev)
-        rc = spmv_error_set(err, SPMV_ERR_UNAVAILABLE, 0, "matrix %s is not resident on %s",
-                            m->meta.id, w->name);
-    else
-        rc = w->ops->spmv(w, m, k, p, x, y, warmup, runs, st, err);
-    worker_heartbeat(w);
-    if (rc == SPMV_OK && w->d && w->d->metrics)
-        metrics_kernel(w->d->metrics, k->name, st->mean_ms, st->runs);
-    return rc;
-}
-
 spmv_gpu_ctx *worker_gpu_ctx(worker *w) { return w && w->gpu >= 0 ? (spmv_gpu_ctx *)w->ctx : NULL; }
 
-/* Aᵀ on the host for CPU kernels: built once under the matrix's lock and
- * kept (the descriptor's host bytes do not count it; it is freed with the
- * matrix). */
-static int host_transpose(matrix *m, spmv_matrix **out, spmv_error *err)
+int worker_run(worker *w, const worker_run_args *a)
 {
-    int rc = SPMV_OK;
-    pthread_mutex_lock(&m->lock);
-    if (!m->host_t) {
-        spmv_matrix *t = calloc(1, sizeof *t);
-        if (!t)
-            rc = spmv_error_set(err, SPMV_ERR_NOMEM, 0, "out of memory for the transpose of %s", m->meta.id);
-        else if ((rc = spmv_matrix_transpose(&m->host, t, err)) != SPMV_OK)
-            free(t);
-        else
-            m->host_t = t;
-    }
-    *out = m->host_t;
-    pthread_mutex_unlock(&m->lock);
-    return rc;
-}
-
-/* The host matrix a CPU kernel runs on, with the formats it reads; *held
- * says whether host_operand_done must release a cached format after. */
-static int host_operand(spmvd *d, matrix *m, const spmv_kernel *k, const spmv_params *p, bool trans,
-                        spmv_matrix *snap, bool *held, spmv_error *err)
-{
-    *held = false;
-    if (trans) {
-        spmv_matrix *t;
-        int rc = host_transpose(m, &t, err);
-        if (rc != SPMV_OK)
-            return rc;
-        if (k->format != SPMV_FMT_CSR)
-            return spmv_error_set(err, SPMV_ERR_INVALID, 0,
-                                  "op t runs CSR kernels on the host (cpu.csr.*), not %s", k->name);
-        *snap = *t;
-        return SPMV_OK;
-    }
-    int rc = worker_cpu_acquire(d, m, k, p, snap, err);
-    *held = rc == SPMV_OK;
-    return rc;
-}
-
-static int check_device(worker *w, matrix *m, const spmv_kernel *k, spmv_error *err)
-{
-    if (k->device == SPMV_DEVICE_GPU && (m->dev_worker != w || !m->dev))
-        return spmv_error_set(err, SPMV_ERR_UNAVAILABLE, 0, "matrix %s is not resident on %s", m->meta.id, w->name);
-    return SPMV_OK;
-}
-
-static int gpu_operand(worker *w, matrix *m, bool trans, spmv_gpu_matrix **out, spmv_error *err)
-{
-    *out = m->dev;
-    return trans ? spmv_gpu_matrix_transpose(worker_gpu_ctx(w), m->dev, out, err) : SPMV_OK;
-}
-
-int worker_run_apply(worker *w, matrix *m, const spmv_kernel *k, const spmv_params *p, bool trans,
-                     const spmv_apply_args *a, const spmv_vec *x, spmv_vec *y, spmv_stats *st, double *axpby_ms,
-                     spmv_error *err)
-{
-    int rc;
     worker_heartbeat(w);
-    if ((rc = check_device(w, m, k, err)) != SPMV_OK)
-        return rc;
-    if (k->device == SPMV_DEVICE_CPU) {
-        spmv_matrix snap;
-        bool held;
-        if ((rc = host_operand(w->d, m, k, p, trans, &snap, &held, err)) == SPMV_OK)
-            rc = spmv_cpu_apply(k, &snap, p, a, x, y, st, axpby_ms, err);
-        if (held)
-            worker_cpu_release(m, k);
-    } else {
-        spmv_gpu_matrix *g;
-        if ((rc = gpu_operand(w, m, trans, &g, err)) == SPMV_OK)
-            rc = spmv_gpu_apply(worker_gpu_ctx(w), k, g, p, a, x, y, st, axpby_ms, err);
-    }
+    int rc = w->ops->run ? w->ops->run(w, a)
+                         : spmv_error_set(a->err, SPMV_ERR_UNAVAILABLE, 0, "%s runs no kernels", w->name);
     worker_heartbeat(w);
-    if (rc == SPMV_OK && w->d && w->d->metrics)
-        metrics_kernel(w->d->metrics, k->name, st->mean_ms, st->runs);
+    if (rc == SPMV_OK && w->d && w->d->metrics) /* a sharded auto names what the ranks ran */
+        metrics_kernel(w->d->metrics, a->cst ? a->cst->kernel : a->k->name, a->st->mean_ms, a->st->runs);
     return rc;
+}
+
+int worker_run_kernel(worker *w, matrix *m, const spmv_kernel *k, const spmv_params *p, const void *x, void *y,
+                      int32_t warmup, int32_t runs, spmv_stats *st, spmv_error *err)
+{
+    worker_run_args a = {.m = m, .k = k, .p = p, .warmup = warmup, .runs = runs, .ncols = 1, .x = x, .y = y,
+                         .st = st, .err = err};
+    return worker_run(w, &a);
 }
 
 int worker_run_kernel_k(worker *w, matrix *m, const spmv_kernel *k, const spmv_params *p, bool trans,
                         int32_t ncols, const void *x, void *y, int32_t warmup, int32_t runs, spmv_stats *st,
                         spmv_error *err)
 {
-    if (!trans && ncols == 1)
-        return worker_run_kernel(w, m, k, p, x, y, warmup, runs, st, err);
-    int rc;
-    worker_heartbeat(w);
-    if ((rc = check_device(w, m, k, err)) != SPMV_OK)
-        return rc;
-    if (k->device == SPMV_DEVICE_CPU) {
-        spmv_matrix snap;
-        bool held;
-        if ((rc = host_operand(w->d, m, k, p, trans, &snap, &held, err)) == SPMV_OK)
-            rc = spmv_cpu_run_k(k, &snap, p, ncols, x, y, warmup, runs, st, err);
-        if (held)
-            worker_cpu_release(m, k);
-    } else {
-        spmv_gpu_matrix *g;
-        if ((rc = gpu_operand(w, m, trans, &g, err)) == SPMV_OK)
-            rc = spmv_gpu_run_k(worker_gpu_ctx(w), k, g, p, ncols, x, y, warmup, runs, st, err);
-    }
-    worker_heartbeat(w);
-    if (rc == SPMV_OK && w->d && w->d->metrics)
-        metrics_kernel(w->d->metrics, k->name, st->mean_ms, st->runs);
-    return rc;
+    worker_run_args a = {.m = m, .k = k, .p = p, .trans = trans, .warmup = warmup, .runs = runs, .ncols = ncols,
+                         .x = x, .y = y, .st = st, .err = err};
+    return worker_run(w, &a);
+}
+
+int worker_run_apply(worker *w, matrix *m, const spmv_kernel *k, const spmv_params *p, bool trans,
+                     const spmv_apply_args *apply, const spmv_vec *x, spmv_vec *y, spmv_stats *st, double *axpby_ms,
+                     spmv_error *err)
+{
+    worker_run_args a = {.m = m, .k = k, .p = p, .trans = trans, .warmup = apply->warmup, .runs = apply->runs,
+                         .apply = apply, .xv = x, .yv = y, .axpby_ms = axpby_ms, .st = st, .err = err};
+    return worker_run(w, &a);
+}
+
+int worker_cluster_spmv(worker *w, matrix *m, const spmv_kernel *k, const spmv_params *p, const cluster_operands *io,
+                        int32_t warmup, int32_t runs, cluster_spmv_stats *st, spmv_error *err)
+{
+    worker_run_args a = {.m = m, .k = k, .p = p, .warmup = warmup, .runs = runs, .io = io, .cst = st,
+                         .st = &st->st, .err = err};
+    return worker_run(w, &a);
 }

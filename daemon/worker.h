@@ -35,6 +35,29 @@ typedef struct worker_info {
     double queue_wait_ms_sum;
 } worker_info;
 
+/* One kernel run on a worker (worker_run): host arrays x and y of `ncols`
+ * columns (swapped for trans), or, when `apply` is set, vectors xv and yv
+ * of the worker's device with y = alpha*op(A)*x + beta*y; on the cluster
+ * worker the sharded product with operands `io`, its split in `cst`. */
+typedef struct worker_run_args {
+    matrix *m;
+    const spmv_kernel *k;
+    const spmv_params *p;
+    bool trans;                   /* Aᵀ, built on first use and kept with the matrix */
+    int32_t warmup, runs;
+    int32_t ncols;                /* host arrays */
+    const void *x;
+    void *y;
+    const spmv_apply_args *apply; /* vectors */
+    const spmv_vec *xv;
+    spmv_vec *yv;
+    double *axpby_ms;
+    const cluster_operands *io;   /* the sharded product */
+    cluster_spmv_stats *cst;
+    spmv_stats *st;               /* out: the timings */
+    spmv_error *err;
+} worker_run_args;
+
 typedef struct worker_ops {
     const char *kind;
     /* Starts the thread; for a GPU, waits until it created its context. */
@@ -57,9 +80,8 @@ typedef struct worker_ops {
     /* The cluster worker: frees a distributed vector on every rank (a
      * queued, forced task). */
     void (*dist_release)(worker *w, struct cluster_vec *v);
-    int (*spmv)(worker *w, matrix *m, const spmv_kernel *k, const spmv_params *p,
-                const void *x, void *y, int32_t warmup, int32_t runs,
-                spmv_stats *st, spmv_error *err);
+    /* On the worker thread: one kernel run (worker_run). */
+    int (*run)(worker *w, const worker_run_args *a);
     /* Thread start/end hooks (the GPU worker creates/frees its context). */
     int (*thread_init)(worker *w, spmv_error *err);
     void (*thread_fini)(worker *w);
@@ -101,7 +123,7 @@ worker *worker_cluster_new(struct spmvd *d, size_t queue_depth);
  * their GPUs), and a sharded product. */
 int worker_cluster_load(worker *w, matrix *m, bool gpu, bool reload, spmv_error *err);
 int worker_cluster_spmv(worker *w, matrix *m, const spmv_kernel *k, const spmv_params *p, const cluster_operands *io,
-                        int32_t warmup, int32_t runs, cluster_spmv_stats *st, spmv_error *err);
+                        int32_t warmup, int32_t runs, cluster_spmv_stats *st, spmv_error *err); /* worker_run's wrapper */
 /* The job's cluster (rank 0's view), for the distributed vectors' calls
  * made on the cluster worker's thread. */
 cluster *worker_cluster_of(worker *w);
@@ -115,11 +137,9 @@ int worker_generic_submit(worker *w, task *t, bool force);
 void worker_generic_stop(worker *w);
 void worker_generic_info(worker *w, worker_info *out);
 
-/* A CPU kernel on the host copy, caching a format it builds (any thread
- * that is a worker may call it). */
-int worker_cpu_spmv(struct spmvd *d, matrix *m, const spmv_kernel *k, const spmv_params *p,
-                    const void *x, void *y, int32_t warmup, int32_t runs,
-                    spmv_stats *st, spmv_error *err);
+/* A CPU kernel on the host copy, caching a format it builds: the CPU
+ * worker's run, which a GPU worker calls for CPU kernels too. */
+int worker_host_run(worker *w, const worker_run_args *a);
 /* The host matrix (a shallow snapshot) CPU kernel k reads, the format it
  * needs built and cached first (p: its hack_size, may be NULL); the format
  * stays held, never evicted, until worker_cpu_release. */
@@ -128,15 +148,17 @@ int worker_cpu_acquire(struct spmvd *d, matrix *m, const spmv_kernel *k, const s
 void worker_cpu_release(matrix *m, const spmv_kernel *k);
 /* Frees the host formats neither pinned nor in `keep` (auto's winner). */
 void worker_cpu_trim(matrix *m, unsigned keep);
-/* Runs k on m from worker w's thread: CPU kernels on the host copy, GPU
- * kernels through w's device. Records the kernel time in the metrics. */
+/* Runs one kernel from worker w's thread through its ops table: CPU
+ * kernels on the host copy, GPU kernels through w's device, a sharded
+ * product on the cluster worker. Records the kernel time in the metrics.
+ * The wrappers below fill the arguments for each kind of operand. */
+int worker_run(worker *w, const worker_run_args *a);
+/* y = A*x with host arrays of one column. */
 int worker_run_kernel(worker *w, matrix *m, const spmv_kernel *k, const spmv_params *p,
                       const void *x, void *y, int32_t warmup, int32_t runs,
                       spmv_stats *st, spmv_error *err);
-/* y = alpha*op(A)*x + beta*y with kernel k from worker w's thread, x and y
- * resident on w's device (host vectors for CPU kernels, w's GPU for GPU
- * kernels); `trans` runs the kernel on Aᵀ (built on first use and kept
- * with the matrix). Records the kernel time in the metrics. */
+/* y = alpha*op(A)*x + beta*y, x and y resident on w's device (host vectors
+ * for CPU kernels, w's GPU for GPU kernels). */
 int worker_run_apply(worker *w, matrix *m, const spmv_kernel *k, const spmv_params *p, bool trans,
                      const spmv_apply_args *a, const spmv_vec *x, spmv_vec *y, spmv_stats *st, double *axpby_ms,
                      spmv_error *err);

@@ -139,6 +139,14 @@ bool worker_is_cluster(const worker *w) { return w && w->ops == &cluster_ops; }
 
 static void cluster_worker_info(worker *w, worker_info *out) { worker_generic_info(w, out); }
 
+/* The sharded product: every rank's shard with the halo exchange. */
+static int cluster_run(worker *w, const worker_run_args *a)
+{
+    if (!a->io || !a->cst || !a->m->shards)
+        return spmv_error_set(a->err, SPMV_ERR_UNAVAILABLE, 0, "the cluster worker runs sharded products only");
+    return cluster_spmv(C(w), a->m->shards, a->k, a->p, a->io, a->warmup, a->runs, a->cst, a->err);
+}
+
 static const worker_ops cluster_ops = {
     .kind = "cluster",
     .start = worker_generic_start,
@@ -147,6 +155,7 @@ static const worker_ops cluster_ops = {
     .info = cluster_worker_info,
     .matrix_release = cluster_matrix_release,
     .dist_release = cluster_dist_release,
+    .run = cluster_run,
     .thread_init = cluster_thread_init,
     .thread_fini = cluster_thread_fini,
     .idle = cluster_idle,
@@ -171,13 +180,4 @@ int worker_cluster_load(worker *w, matrix *m, bool gpu, bool reload, spmv_error 
     return SPMV_OK;
 }
 
-int worker_cluster_spmv(worker *w, matrix *m, const spmv_kernel *k, const spmv_params *p, const cluster_operands *io,
-                        int32_t warmup, int32_t runs, cluster_spmv_stats *st, spmv_error *err)
-{
-    worker_heartbeat(w);
-    int rc = cluster_spmv(C(w), m->shards, k, p, io, warmup, runs, st, err);
-    worker_heartbeat(w);
-    if (rc == SPMV_OK && w->d->metrics)
-        metrics_kernel(w->d->metrics, st->kernel, st->st.mean_ms, st->st.runs);
-    return rc;
-}
+

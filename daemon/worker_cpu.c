@@ -11,6 +11,7 @@
  * matrix's is left to the engine, which builds a scratch copy per call
  * rather than growing the cache without bound.
  */
+#include <stdlib.h>
 #include <string.h>
 
 #include "daemon/daemon.h"
@@ -118,16 +119,66 @@ void worker_cpu_release(matrix *m, const spmv_kernel *k)
     pthread_mutex_unlock(&m->lock);
 }
 
-int worker_cpu_spmv(spmvd *d, matrix *m, const spmv_kernel *k, const spmv_params *p,
-                    const void *x, void *y, int32_t warmup, int32_t runs,
-                    spmv_stats *st, spmv_error *err)
+/* Aᵀ on the host for CPU kernels: built once under the matrix's lock and
+ * kept (the descriptor's host bytes do not count it; it is freed with the
+ * matrix). */
+static int host_transpose(matrix *m, spmv_matrix **out, spmv_error *err)
 {
+    int rc = SPMV_OK;
+    pthread_mutex_lock(&m->lock);
+    if (!m->host_t) {
+        spmv_matrix *t = calloc(1, sizeof *t);
+        if (!t)
+            rc = spmv_error_set(err, SPMV_ERR_NOMEM, 0, "out of memory for the transpose of %s", m->meta.id);
+        else if ((rc = spmv_matrix_transpose(&m->host, t, err)) != SPMV_OK)
+            free(t);
+        else
+            m->host_t = t;
+    }
+    *out = m->host_t;
+    pthread_mutex_unlock(&m->lock);
+    return rc;
+}
+
+/* The host matrix a CPU kernel runs on, with the formats it reads; *held
+ * says whether worker_cpu_release must release a cached format after. */
+static int host_operand(spmvd *d, const worker_run_args *a, spmv_matrix *snap, bool *held)
+{
+    *held = false;
+    if (a->trans) {
+        spmv_matrix *t;
+        int rc = host_transpose(a->m, &t, a->err);
+        if (rc != SPMV_OK)
+            return rc;
+        if (a->k->format != SPMV_FMT_CSR)
+            return spmv_error_set(a->err, SPMV_ERR_INVALID, 0,
+                                  "op t runs CSR kernels on the host (cpu.csr.*), not %s", a->k->name);
+        *snap = *t;
+        return SPMV_OK;
+    }
+    int rc = worker_cpu_acquire(d, a->m, a->k, a->p, snap, a->err);
+    *held = rc == SPMV_OK;
+    return rc;
+}
+
+int worker_host_run(worker *w, const worker_run_args *a)
+{
+    if (a->k->device != SPMV_DEVICE_CPU)
+        return spmv_error_set(a->err, SPMV_ERR_UNAVAILABLE, 0, "matrix %s is not resident on %s", a->m->meta.id,
+                              w->name);
     spmv_matrix snap;
-    int rc = worker_cpu_acquire(d, m, k, p, &snap, err);
+    bool held;
+    int rc = host_operand(w->d, a, &snap, &held);
     if (rc != SPMV_OK)
         return rc;
-    rc = spmv_cpu_run(k, &snap, p, x, y, warmup, runs, st, err);
-    worker_cpu_release(m, k);
+    if (a->apply)
+        rc = spmv_cpu_apply(a->k, &snap, a->p, a->apply, a->xv, a->yv, a->st, a->axpby_ms, a->err);
+    else if (a->ncols == 1 && !a->trans)
+        rc = spmv_cpu_run(a->k, &snap, a->p, a->x, a->y, a->warmup, a->runs, a->st, a->err);
+    else
+        rc = spmv_cpu_run_k(a->k, &snap, a->p, a->ncols, a->x, a->y, a->warmup, a->runs, a->st, a->err);
+    if (held)
+        worker_cpu_release(a->m, a->k);
     return rc;
 }
 
@@ -162,13 +213,6 @@ static void cpu_vec_release(worker *w, const spmv_vec *v)
     spmv_vec_free(NULL, &copy);
 }
 
-static int cpu_spmv(worker *w, matrix *m, const spmv_kernel *k, const spmv_params *p,
-                    const void *x, void *y, int32_t warmup, int32_t runs,
-                    spmv_stats *st, spmv_error *err)
-{
-    return worker_cpu_spmv(w->d, m, k, p, x, y, warmup, runs, st, err);
-}
-
 static const worker_ops cpu_ops = {
     .kind = "cpu",
     .start = worker_generic_start,
@@ -178,7 +222,7 @@ static const worker_ops cpu_ops = {
     .matrix_load = cpu_matrix_load,
     .matrix_release = cpu_matrix_release,
     .vec_release = cpu_vec_release,
-    .spmv = cpu_spmv,
+    .run = worker_host_run,
 };
 
 worker *worker_cpu_new(struct spmvd *d, size_t queue_depth)

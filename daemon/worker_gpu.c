@@ -145,12 +145,25 @@ static void gpu_vec_release(worker *w, const spmv_vec *v)
         free(r); /* stopping: the context teardown frees the memory */
 }
 
-static int gpu_spmv(worker *w, matrix *m, const spmv_kernel *k, const spmv_params *p,
-                    const void *x, void *y, int32_t warmup, int32_t runs,
-                    spmv_stats *st, spmv_error *err)
+/* A GPU kernel on m's copy on this device (Aᵀ built there on first use
+ * and kept); a CPU kernel on the host copy. */
+static int gpu_run(worker *w, const worker_run_args *a)
 {
-    int rc = spmv_gpu_run(w->ctx, k, m->dev, p, x, y, warmup, runs, st, err);
-    return rc;
+    if (a->k->device == SPMV_DEVICE_CPU)
+        return worker_host_run(w, a);
+    matrix *m = a->m;
+    if (m->dev_worker != w || !m->dev)
+        return spmv_error_set(a->err, SPMV_ERR_UNAVAILABLE, 0, "matrix %s is not resident on %s", m->meta.id,
+                              w->name);
+    spmv_gpu_matrix *g = m->dev;
+    int rc = a->trans ? spmv_gpu_matrix_transpose(w->ctx, m->dev, &g, a->err) : SPMV_OK;
+    if (rc != SPMV_OK)
+        return rc;
+    if (a->apply)
+        return spmv_gpu_apply(w->ctx, a->k, g, a->p, a->apply, a->xv, a->yv, a->st, a->axpby_ms, a->err);
+    if (a->ncols == 1 && !a->trans)
+        return spmv_gpu_run(w->ctx, a->k, g, a->p, a->x, a->y, a->warmup, a->runs, a->st, a->err);
+    return spmv_gpu_run_k(w->ctx, a->k, g, a->p, a->ncols, a->x, a->y, a->warmup, a->runs, a->st, a->err);
 }
 
 static const worker_ops gpu_ops = {
@@ -162,7 +175,7 @@ static const worker_ops gpu_ops = {
     .matrix_load = gpu_matrix_load,
     .matrix_release = gpu_matrix_release,
     .vec_release = gpu_vec_release,
-    .spmv = gpu_spmv,
+    .run = gpu_run,
     .thread_init = gpu_thread_init,
     .thread_fini = gpu_thread_fini,
     .idle = gpu_idle,

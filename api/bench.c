@@ -30,32 +30,8 @@
 
 #include "api/api.h"
 #include "api/decode.h"
-#include "daemon/autotune.h"
+#include "daemon/bench.h"
 #include "daemon/log.h"
-
-typedef struct bench_entry {
-    const spmv_kernel *k;       /* the row's name: a kernel, or `auto` */
-    const spmv_kernel *ran;     /* what ran: k, or auto's choice */
-    matrix_tuning tuned;        /* auto's choice (k is auto) */
-    spmv_params p;
-    spmv_stats st;
-    double max_rel_err;
-    int rc;
-    char error[512];
-} bench_entry;
-
-typedef struct bench_task {
-    task base;
-    spmvd *d;
-    job *job;
-    matrix *m;
-    int32_t runs, warmup;
-    bool verify;
-    uint64_t seed;
-    bench_entry *entries;
-    size_t nentries;
-    json_t *skipped;
-} bench_task;
 
 /* --------------------------------------------------------- planning */
 
@@ -116,77 +92,6 @@ static int plan(request *r, bench_task *b, const bench_req *q)
     return 0;
 }
 
-/* ------------------------------------------------------------ running */
-
-
-static void run_entry(bench_task *b, worker *w, bench_entry *e, const void *x, void *y, const void *ref)
-{
-    spmv_error err = {0};
-    spmv_params resolved;
-    spmv_dtype dt = b->m->host.dtype;
-    int32_t rows = b->m->host.rows;
-    for (int32_t i = 0; i < rows; i++) {
-        if (dt == SPMV_FLOAT32)
-            ((float *)y)[i] = NAN;
-        else
-            ((double *)y)[i] = NAN;
-    }
-    e->ran = e->k;
-    e->rc = SPMV_OK;
-    if (spmv_kernel_is_auto(e->k)) { /* tuned on this worker, as /spmv with kernel auto would */
-        e->rc = autotune_get(b->d, w, b->m, false, &e->tuned, &err);
-        if (e->rc == SPMV_OK) {
-            e->ran = e->tuned.kernel;
-            e->p = e->tuned.params;
-        }
-    }
-    if (e->rc == SPMV_OK)
-        e->rc = spmv_params_resolve(e->ran, &e->p, &resolved, &err);
-    if (e->rc == SPMV_OK) {
-        e->p = resolved;
-        e->rc = worker_run_kernel(w, b->m, e->ran, &e->p, x, y, b->warmup, b->runs, &e->st, &err);
-    }
-    if (e->rc != SPMV_OK) {
-        snprintf(e->error, sizeof e->error, "%s", err.message[0] ? err.message : spmv_strerror(e->rc));
-        return;
-    }
-    e->max_rel_err = b->verify ? spmv_max_rel_err(dt, y, ref, rows) : NAN;
-}
-
-static void bench_run(task *base, worker *w)
-{
-    bench_task *b = (bench_task *)base;
-    spmv_dtype dt = b->m->host.dtype;
-    size_t es = spmv_dtype_size(dt);
-    size_t xn = (size_t)(b->m->host.cols ? b->m->host.cols : 1), yn = (size_t)(b->m->host.rows ? b->m->host.rows : 1);
-    void *x = malloc(xn * es), *y = malloc(yn * es), *ref = malloc(yn * es);
-    job_set_running(b->job);
-    if (!x || !y || !ref) {
-        for (size_t i = 0; i < b->nentries; i++) {
-            b->entries[i].rc = SPMV_ERR_NOMEM;
-            snprintf(b->entries[i].error, sizeof b->entries[i].error, "out of memory for the vectors");
-        }
-        goto out;
-    }
-    spmv_random_vector(dt, b->m->host.cols, b->seed, x);
-    spmv_reference(&b->m->host.csr, x, ref);
-    for (size_t i = 0; i < b->nentries; i++) {
-        if (job_cancelled(b->job)) { /* DELETE /v1/jobs/{id}: the kernels not run say so */
-            for (size_t j = i; j < b->nentries; j++) {
-                b->entries[j].rc = SPMV_ERR_UNAVAILABLE;
-                snprintf(b->entries[j].error, sizeof b->entries[j].error, "not run: the job was cancelled");
-            }
-            break;
-        }
-        run_entry(b, w, &b->entries[i], x, y, ref);
-        job_set_progress(b->job, (double)(i + 1) / (double)b->nentries);
-    }
-out:
-    free(x);
-    free(y);
-    free(ref);
-}
-
 /* -------------------------------------------------------------- table */
 
 static double tolerance(spmv_dtype dt) { return dt == SPMV_FLOAT32 ? 1e-4 : 1e-10; }
@@ -245,17 +150,6 @@ static json_t *table_json(const bench_task *b)
         json_object_set_new(o, "best", json_pack("{s:s, s:o}", "kernel", best->k->name, "median_ms",
                                                  api_json_real(best->st.median_ms)));
     return o;
-}
-
-static void bench_free(bench_task *b)
-{
-    if (!b)
-        return;
-    matrix_unref(b->m);
-    job_unref(b->job);
-    json_decref(b->skipped);
-    free(b->entries);
-    free(b);
 }
 
 static void bench_finish(task *base, int status)

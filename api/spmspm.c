@@ -1,4 +1,4 @@
-/* spmspm.c — POST /v1/matrices/{a}/spmspm: C = A*B with a stored B (SPEC §8).
+/* spmspm.c — POST /v1/matrices/{a}/spmspm: C = A*B with a stored B (docs/api.md, "SpMSpM").
  *
  * The body is JSON: {"b": "<id>", "kernel", "runs", "warmup", "store",
  * "verify", params...}. A's columns must equal B's rows (422 naming both
@@ -33,29 +33,17 @@
 #include "api/api.h"
 #include "api/decode.h"
 #include "daemon/log.h"
+#include "daemon/spmspm.h"
 
 #define SPMSPM_BODY_MAX 65536
 
-typedef struct spmspm_task {
-    task base;
+typedef struct spmspm_req {
+    spmspm_task s;        /* what runs on the worker (daemon/spmspm.h) */
     request *r;
-    spmvd *d;
-    matrix *a, *b;
-    const spmv_kernel *k;
-    spmv_params p;
-    int32_t runs, warmup;
-    bool store, verify, binary;
-    spmv_csr c;
-    matrix *out;          /* store: the new matrix */
-    spmv_stats st;
-    double max_rel_err;
-    double queue_ms;
-    int rc;
-    spmv_error err;
-    char worker_name[16];
-} spmspm_task;
+    bool binary;          /* C in the answer as packed triplets */
+} spmspm_req;
 
-static spmspm_task *T(request *r) { return r->state; }
+static spmspm_req *T(request *r) { return r->state; }
 
 static const char *const base_keys[] = {"b", "kernel", "runs", "warmup", "store", "verify", NULL};
 
@@ -118,26 +106,26 @@ static int params_field(request *r, const json_t *o, spmv_params *p)
 /* B by id: a well-formed id of a stored matrix. */
 static int pick_b(request *r, const json_t *o)
 {
-    spmspm_task *t = T(r);
+    spmspm_req *t = T(r);
     const char *id = json_string_value(json_object_get(o, "b"));
     if (!id) {
         api_error(r, 400, "invalid_request", "`b` (the id of the stored matrix B) is missing or not a string");
         return -1;
     }
-    if (!store_id_valid(id) || !(t->b = store_get(r->d->store, id))) {
+    if (!store_id_valid(id) || !(t->s.b = store_get(r->d->store, id))) {
         api_error(r, 404, "not_found", "no matrix %s (B): upload it first", id);
         return -1;
     }
-    if (api_refuse_sharded(r, t->b, "SpMSpM"))
+    if (api_refuse_sharded(r, t->s.b, "SpMSpM"))
         return -1;
     return 0;
 }
 
 static int check_operands(request *r)
 {
-    spmspm_task *t = T(r);
+    spmspm_req *t = T(r);
     spmv_error err = {0};
-    int st = spmv_spmspm_check(&t->a->host.csr, &t->b->host.csr, &err);
+    int st = spmv_spmspm_check(&t->s.a->host.csr, &t->s.b->host.csr, &err);
     if (st != SPMV_OK) {
         api_error(r, 422, st == SPMV_ERR_SHAPE ? "shape_mismatch" : st == SPMV_ERR_LIMIT ? "too_large" : "dtype_mismatch",
                   "%s", err.message);
@@ -148,11 +136,11 @@ static int check_operands(request *r)
 
 static int pick_kernel(request *r, const char *name)
 {
-    spmspm_task *t = T(r);
+    spmspm_req *t = T(r);
     if (!name)
-        name = t->a->dev ? "gpu.spmspm.block_row" : "cpu.spmspm.omp";
-    t->k = spmv_kernel_find(name);
-    return api_kernel_check(r, t->k, name, SPMV_OP_SPMSPM, t->a, "A");
+        name = t->s.a->dev ? "gpu.spmspm.block_row" : "cpu.spmspm.omp";
+    t->s.k = spmv_kernel_find(name);
+    return api_kernel_check(r, t->s.k, name, SPMV_OP_SPMSPM, t->s.a, "A");
 }
 
 /* The cumulative limits of a product, before it runs: its multiply-adds
@@ -162,14 +150,14 @@ static int pick_kernel(request *r, const char *name)
  * product is dense cannot make the daemon allocate gigabytes. */
 static int check_size(request *r)
 {
-    spmspm_task *t = T(r);
+    spmspm_req *t = T(r);
     api_fail f = {0};
-    int64_t madds = spmv_spmspm_madds(&t->a->host.csr, &t->b->host.csr);
-    int64_t cells = (int64_t)t->a->host.rows * t->b->host.cols;
+    int64_t madds = spmv_spmspm_madds(&t->s.a->host.csr, &t->s.b->host.csr);
+    int64_t cells = (int64_t)t->s.a->host.rows * t->s.b->host.cols;
     int64_t c_max = madds < cells ? madds : cells, max_nnz = atomic_load(&r->d->limits.max_nnz);
     if (max_nnz > INT32_MAX) /* C is built with 32-bit row offsets */
         max_nnz = INT32_MAX;
-    if (api_check_work(madds, t->a->host.rows, (int64_t)t->runs + t->warmup + (t->verify ? 1 : 0),
+    if (api_check_work(madds, t->s.a->host.rows, (int64_t)t->s.runs + t->s.warmup + (t->s.verify ? 1 : 0),
                        atomic_load(&r->d->limits.max_request_work), &f) != 0) {
         api_error(r, f.status, f.code, "%s", f.message);
         return -1;
@@ -184,7 +172,7 @@ static int check_size(request *r)
 
 static int decode(request *r, const json_t *o)
 {
-    spmspm_task *t = T(r);
+    spmspm_req *t = T(r);
     spmv_params given;
     spmv_error err = {0};
     const char *key;
@@ -202,71 +190,22 @@ static int decode(request *r, const json_t *o)
         return -1;
     }
     if (pick_b(r, o) || check_operands(r) || pick_kernel(r, json_string_value(kn)) ||
-        int_field(r, o, "runs", 1, 1, max, &t->runs) || int_field(r, o, "warmup", 0, 0, max, &t->warmup) ||
-        bool_field(r, o, "store", &t->store) || bool_field(r, o, "verify", &t->verify) || params_field(r, o, &given))
+        int_field(r, o, "runs", 1, 1, max, &t->s.runs) || int_field(r, o, "warmup", 0, 0, max, &t->s.warmup) ||
+        bool_field(r, o, "store", &t->s.store) || bool_field(r, o, "verify", &t->s.verify) || params_field(r, o, &given))
         return -1;
-    if (spmv_params_resolve(t->k, &given, &t->p, &err) != SPMV_OK) {
+    if (spmv_params_resolve(t->s.k, &given, &t->s.p, &err) != SPMV_OK) {
         api_error(r, 400, "invalid_parameter", "%s", err.message);
         return -1;
     }
     return check_size(r);
 }
 
-/* ------------------------------------------------------------- running */
-
-/* The product as a new matrix, resident where A is (on this worker). */
-static int make_stored(spmspm_task *t, worker *w)
-{
-    matfile_meta meta;
-    memset(&meta, 0, sizeof meta);
-    store_new_id(meta.id);
-    snprintf(meta.name, sizeof meta.name, "%.120s*%.120s", t->a->meta.name, t->b->meta.name);
-    meta.symmetry = SPMV_MM_GENERAL;
-    meta.formats = SPMV_FMT_CSR;
-    meta.hack_size = t->a->meta.hack_size;
-    meta.device = w->gpu >= 0 ? w->gpu : MATFILE_DEVICE_HOST;
-    meta.created = (int64_t)time(NULL);
-    spmv_format_limits lim = spmvd_format_limits(w->d);
-    int rc = matrix_new_from_csr(&meta, &t->c, SPMV_FMT_CSR, &lim, &t->out, &t->err);
-    if (rc != SPMV_OK || w->gpu < 0)
-        return rc;
-    return w->ops->matrix_load(w, t->out, &t->err);
-}
-
-static void verify(spmspm_task *t)
-{
-    spmv_csr ref;
-    spmv_error err;
-    if (spmv_spmspm_reference(&t->a->host.csr, &t->b->host.csr, &ref, &t->err) != SPMV_OK) {
-        t->rc = t->err.status;
-        return;
-    }
-    if (spmv_csr_compare(&t->c, &ref, &t->max_rel_err, &err) != SPMV_OK)
-        t->max_rel_err = -1; /* structure differs: reported as -1 */
-    spmv_csr_free(&ref);
-}
-
-static void spmspm_run(task *base, worker *w)
-{
-    spmspm_task *t = (spmspm_task *)base;
-    t->queue_ms = base->queue_ms;
-    snprintf(t->worker_name, sizeof t->worker_name, "%s", w->name);
-    t->rc = worker_run_spmspm(w, t->a, t->b, t->k, &t->p, t->warmup, t->runs, &t->c, &t->st, &t->err);
-    if (t->rc == SPMV_OK && t->verify)
-        verify(t);
-    log_info("spmspm: %s on %s (%dx%d) x %s (%dx%d) by %s: C nnz %lld, %d runs, median %.4f ms%s", t->k->name,
-             t->a->meta.id, t->a->host.rows, t->a->host.cols, t->b->meta.id, t->b->host.rows, t->b->host.cols,
-             w->name, (long long)t->c.nnz, t->runs, t->st.median_ms, t->rc ? " FAILED" : "");
-    if (t->rc == SPMV_OK && t->store)
-        t->rc = make_stored(t, w);
-}
-
 static void spmspm_finish(task *base, int status)
 {
-    spmspm_task *t = (spmspm_task *)base;
+    spmspm_req *t = (spmspm_req *)base;
     if (status != SPMV_OK) {
-        t->rc = status;
-        spmv_error_set(&t->err, status, 0, "the daemon is shutting down");
+        t->s.rc = status;
+        spmv_error_set(&t->s.err, status, 0, "the daemon is shutting down");
     }
     api_task_done(t->r);
 }
@@ -275,24 +214,24 @@ static void spmspm_finish(task *base, int status)
 
 
 /* Everything of the answer but C's entries. */
-static json_t *result_json(const spmspm_task *t)
+static json_t *result_json(const spmspm_req *t)
 {
-    json_t *params = api_params_json(t->k, &t->p);
-    json_t *o = json_pack("{s:s, s:s, s:s, s:s, s:s, s:o, s:o, s:o, s:I}", "kernel", t->k->name, "a", t->a->meta.id,
-                          "b", t->b->meta.id, "device", t->worker_name, "dtype", matrix_dtype_name(t->a),
-                          "params", params, "stats", api_stats_json(&t->st), "queue_ms", api_json_real(t->queue_ms),
-                          "madds", (json_int_t)spmv_spmspm_madds(&t->a->host.csr, &t->b->host.csr));
-    if (o && t->verify)
-        json_object_set_new(o, "verify", json_pack("{s:o, s:s}", "max_rel_err", api_json_real(t->max_rel_err),
+    json_t *params = api_params_json(t->s.k, &t->s.p);
+    json_t *o = json_pack("{s:s, s:s, s:s, s:s, s:s, s:o, s:o, s:o, s:I}", "kernel", t->s.k->name, "a", t->s.a->meta.id,
+                          "b", t->s.b->meta.id, "device", t->s.worker_name, "dtype", matrix_dtype_name(t->s.a),
+                          "params", params, "stats", api_stats_json(&t->s.st), "queue_ms", api_json_real(t->s.queue_ms),
+                          "madds", (json_int_t)spmv_spmspm_madds(&t->s.a->host.csr, &t->s.b->host.csr));
+    if (o && t->s.verify)
+        json_object_set_new(o, "verify", json_pack("{s:o, s:s}", "max_rel_err", api_json_real(t->s.max_rel_err),
                                                    "reference", "cpu.spmspm.serial"));
     return o;
 }
 
 /* {"rows","cols","nnz","row":[...],"col":[...],"val":[...], <result>}
  * written straight out (C can be millions of entries). */
-static char *json_answer(const spmspm_task *t, size_t *len)
+static char *json_answer(const spmspm_req *t, size_t *len)
 {
-    const spmv_csr *c = &t->c;
+    const spmv_csr *c = &t->s.c;
     json_t *rest = result_json(t);
     size_t rlen = 0;
     char *rtext = rest ? api_json_dump(rest, &rlen) : NULL, *text = NULL;
@@ -320,9 +259,9 @@ static char *json_answer(const spmspm_task *t, size_t *len)
 }
 
 /* nnz packed triplets: int32 row, int32 col, value (little-endian). */
-static void *binary_answer(const spmspm_task *t, size_t *len)
+static void *binary_answer(const spmspm_req *t, size_t *len)
 {
-    const spmv_csr *c = &t->c;
+    const spmv_csr *c = &t->s.c;
     size_t vs = spmv_dtype_size(c->dtype), rec = 8 + vs;
     char *buf = malloc((size_t)c->nnz * rec + 1), *q = buf;
     if (!buf)
@@ -339,40 +278,40 @@ static void *binary_answer(const spmspm_task *t, size_t *len)
 
 static void answer_stored(request *r)
 {
-    spmspm_task *t = T(r);
+    spmspm_req *t = T(r);
     spmv_error err = {0};
     char loc[64];
-    int rc = store_insert(r->d->store, t->out, &err);
+    int rc = store_insert(r->d->store, t->s.out, &err);
     if (rc != SPMV_OK) {
         log_error("spmspm: %s", err.message);
         api_error_spmv(r, rc, &err);
         return;
     }
-    json_t *o = api_matrix_json(r->d, t->out);
+    json_t *o = api_matrix_json(r->d, t->s.out);
     if (o)
         json_object_set_new(o, "product", result_json(t));
-    snprintf(loc, sizeof loc, "/v1/matrices/%s", t->out->meta.id);
+    snprintf(loc, sizeof loc, "/v1/matrices/%s", t->s.out->meta.id);
     api_json(r, 201, o);
     api_header(r, MHD_HTTP_HEADER_LOCATION, loc);
 }
 
 static void answer(request *r)
 {
-    spmspm_task *t = T(r);
+    spmspm_req *t = T(r);
     size_t len = 0;
-    if (t->rc != SPMV_OK) {
-        api_error_task(r, t->rc, &t->err);
+    if (t->s.rc != SPMV_OK) {
+        api_error_task(r, t->s.rc, &t->s.err);
         return;
     }
-    if (t->store) {
+    if (t->s.store) {
         answer_stored(r);
         return;
     }
     if (t->binary) {
         json_t *hdr = result_json(t);
         if (hdr)
-            json_object_set_new(hdr, "shape", json_pack("{s:i, s:i, s:I}", "rows", t->c.rows, "cols", t->c.cols,
-                                                         "nnz", (json_int_t)t->c.nnz));
+            json_object_set_new(hdr, "shape", json_pack("{s:i, s:i, s:I}", "rows", t->s.c.rows, "cols", t->s.c.cols,
+                                                         "nnz", (json_int_t)t->s.c.nnz));
         char *htext = hdr ? api_json_dump(hdr, NULL) : NULL;
         void *body = binary_answer(t, &len);
         json_decref(hdr);
@@ -404,15 +343,15 @@ static void spmspm_begin(request *r)
         api_error(r, 415, "unsupported_media_type", "Content-Type %s: the body is JSON (application/json)", ct);
         return;
     }
-    spmspm_task *t = calloc(1, sizeof *t);
+    spmspm_req *t = calloc(1, sizeof *t);
     if (!t) {
         api_error(r, 500, "out_of_memory", "out of memory");
         return;
     }
-    t->d = r->d;
+    t->s.d = r->d;
     t->binary = accept && strstr(accept, "application/octet-stream") != NULL;
     r->state = t;
-    if (!(t->a = api_get_matrix(r)) || api_refuse_sharded(r, t->a, "SpMSpM"))
+    if (!(t->s.a = api_get_matrix(r)) || api_refuse_sharded(r, t->s.a, "SpMSpM"))
         return;
     api_check_content_length(r, SPMSPM_BODY_MAX);
 }
@@ -424,7 +363,7 @@ static void spmspm_body(request *r, const char *data, size_t size)
 
 static void spmspm_end(request *r)
 {
-    spmspm_task *t = T(r);
+    spmspm_req *t = T(r);
     json_error_t jerr;
     json_t *o = json_loadb(r->body ? r->body : "", r->body_len, JSON_REJECT_DUPLICATES, &jerr);
     int rc = -1;
@@ -438,22 +377,19 @@ static void spmspm_end(request *r)
     json_decref(o);
     if (rc != 0)
         return;
-    worker *w = spmvd_worker_for(r->d, t->a, t->k);
-    t->base.run = spmspm_run;
-    t->base.finish = spmspm_finish;
+    worker *w = spmvd_worker_for(r->d, t->s.a, t->s.k);
+    t->s.base.run = spmspm_run;
+    t->s.base.finish = spmspm_finish;
     t->r = r;
-    api_submit_and_suspend(r, w, &t->base);
+    api_submit_and_suspend(r, w, &t->s.base);
 }
 
 static void spmspm_cleanup(request *r)
 {
-    spmspm_task *t = T(r);
+    spmspm_req *t = T(r);
     if (!t)
         return;
-    matrix_unref(t->a);
-    matrix_unref(t->b);
-    matrix_unref(t->out);
-    spmv_csr_free(&t->c);
+    spmspm_release(&t->s);
     free(t);
     r->state = NULL;
 }

@@ -15,49 +15,36 @@
 
 #include "api/api.h"
 #include "daemon/autotune.h"
-#include "daemon/log.h"
 
-typedef struct tune_task {
-    task base;
+typedef struct tune_req {
+    tune_task t;          /* what runs on the worker (daemon/autotune.h) */
     request *r;
-    spmvd *d;
-    matrix *m;
-    matrix_tuning tuned;
-    int rc;
-    spmv_error err;
-    char worker_name[16];
-} tune_task;
+} tune_req;
 
-static tune_task *TT(request *r) { return r->state; }
+static tune_task *TT(request *r) { return r->state ? &((tune_req *)r->state)->t : NULL; }
 
 static void tune_begin(request *r)
 {
-    tune_task *t = calloc(1, sizeof *t);
-    if (!t) {
+    tune_req *q = calloc(1, sizeof *q);
+    if (!q) {
         api_error(r, 500, "out_of_memory", "out of memory");
         return;
     }
+    tune_task *t = &q->t;
     t->d = r->d;
-    r->state = t;
+    r->state = q;
     t->m = api_get_matrix(r); /* answers 404 itself */
     api_refuse_sharded(r, t->m, "/tune");
 }
 
-static void tune_run(task *base, worker *w)
-{
-    tune_task *t = (tune_task *)base;
-    snprintf(t->worker_name, sizeof t->worker_name, "%s", w->name);
-    t->rc = autotune_get(t->d, w, t->m, true, &t->tuned, &t->err);
-}
-
 static void tune_finish(task *base, int status)
 {
-    tune_task *t = (tune_task *)base;
+    tune_req *q = (tune_req *)base;
     if (status != SPMV_OK) {
-        t->rc = status;
-        spmv_error_set(&t->err, status, 0, "the daemon is shutting down");
+        q->t.rc = status;
+        spmv_error_set(&q->t.err, status, 0, "the daemon is shutting down");
     }
-    api_task_done(t->r);
+    api_task_done(q->r);
 }
 
 static void tune_end(request *r)
@@ -70,7 +57,7 @@ static void tune_end(request *r)
         api_error(r, 409, "kernel_unavailable", "no worker holds matrix %s", t->m->meta.id);
         return;
     }
-    t->r = r;
+    ((tune_req *)r->state)->r = r;
     t->base.run = tune_run;
     t->base.finish = tune_finish;
     api_submit_and_suspend(r, w, &t->base);
@@ -92,7 +79,7 @@ static void tune_cleanup(request *r)
     tune_task *t = TT(r);
     if (t)
         matrix_unref(t->m);
-    free(t);
+    free(r->state);
     r->state = NULL;
 }
 

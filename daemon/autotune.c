@@ -211,3 +211,10 @@ int autotune_get_k(spmvd *d, worker *w, matrix *m, int32_t ncols, matrix_tuning 
     *out = t;
     return SPMV_OK;
 }
+
+void tune_run(task *base, worker *w)
+{
+    tune_task *t = (tune_task *)base;
+    snprintf(t->worker_name, sizeof t->worker_name, "%s", w->name);
+    t->rc = autotune_get(t->d, w, t->m, true, &t->tuned, &t->err);
+}

@@ -16,6 +16,7 @@
 #include <jansson.h>
 #include <stdbool.h>
 
+#include "daemon/queue.h"
 #include "daemon/store.h"
 #include "spmv.h"
 
@@ -37,6 +38,19 @@ int autotune_get_k(struct spmvd *d, struct worker *w, matrix *m, int32_t k, matr
 
 /* {"kernel","params","median_ms","tuning_ms","tuning_runs","timed","candidates","budget_hit","source"} */
 json_t *autotune_json(const matrix_tuning *t);
+
+/* POST /tune as a worker task: tune_run (the task body) tunes m afresh on
+ * the worker it runs on (autotune_worker's) and keeps the outcome here. */
+typedef struct tune_task {
+    task base;
+    struct spmvd *d;
+    matrix *m;
+    matrix_tuning tuned;
+    int rc;
+    spmv_error err;
+    char worker_name[16];
+} tune_task;
+void tune_run(task *t, struct worker *w);
 
 /* Unlinks <dir>/<id>.tune if present (the matrix was deleted). */
 void autotune_remove(const char *dir, const char *id);

@@ -1,6 +1,7 @@
-/* worker_spmspm.c — C = A*B as a worker runs it (SpMSpM, SPEC §8).
+/* spmspm.c — C = A*B as a worker runs it (SpMSpM, docs/api.md "SpMSpM"),
+ * and the task body of POST /spmspm (daemon/spmspm.h).
  *
- * The SpMSpM counterpart of worker_run_kernel: called from a task on the
+ * worker_run_spmspm is the SpMSpM counterpart of worker_run: called from a task on the
  * worker that spmvd_worker_for() picked for the kernel — the CPU worker
  * for cpu.spmspm.*, A's GPU worker for gpu.spmspm.* and cusparse.spgemm —
  * so a GPU context is still only ever touched by its own thread.
@@ -12,10 +13,13 @@
  * statistics are the product's), and it is why B's device is never
  * touched from here: another GPU's copy belongs to that GPU's thread.
  */
+#include <stdio.h>
 #include <string.h>
+#include <time.h>
 
 #include "daemon/daemon.h"
-#include "daemon/worker.h"
+#include "daemon/log.h"
+#include "daemon/spmspm.h"
 
 /* B on w's device: its own copy, or a temporary one in *tmp. */
 static int b_on_device(worker *w, matrix *b, spmv_gpu_matrix **out, spmv_gpu_matrix **tmp, spmv_error *err)
@@ -59,4 +63,62 @@ int worker_run_spmspm(worker *w, matrix *a, matrix *b, const spmv_kernel *k, con
     if (rc == SPMV_OK && w->d && w->d->metrics)
         metrics_kernel(w->d->metrics, k->name, st->mean_ms, st->runs);
     return rc;
+}
+
+/* ------------------------------------------------------ the task body */
+
+/* The product as a new matrix, resident where A is (on this worker). */
+static int make_stored(spmspm_task *t, worker *w)
+{
+    matfile_meta meta;
+    memset(&meta, 0, sizeof meta);
+    store_new_id(meta.id);
+    snprintf(meta.name, sizeof meta.name, "%.120s*%.120s", t->a->meta.name, t->b->meta.name);
+    meta.symmetry = SPMV_MM_GENERAL;
+    meta.formats = SPMV_FMT_CSR;
+    meta.hack_size = t->a->meta.hack_size;
+    meta.device = w->gpu >= 0 ? w->gpu : MATFILE_DEVICE_HOST;
+    meta.created = (int64_t)time(NULL);
+    spmv_format_limits lim = spmvd_format_limits(w->d);
+    int rc = matrix_new_from_csr(&meta, &t->c, SPMV_FMT_CSR, &lim, &t->out, &t->err);
+    if (rc != SPMV_OK || w->gpu < 0)
+        return rc;
+    return w->ops->matrix_load(w, t->out, &t->err);
+}
+
+static void verify(spmspm_task *t)
+{
+    spmv_csr ref;
+    spmv_error err;
+    if (spmv_spmspm_reference(&t->a->host.csr, &t->b->host.csr, &ref, &t->err) != SPMV_OK) {
+        t->rc = t->err.status;
+        return;
+    }
+    if (spmv_csr_compare(&t->c, &ref, &t->max_rel_err, &err) != SPMV_OK)
+        t->max_rel_err = -1; /* structure differs: reported as -1 */
+    spmv_csr_free(&ref);
+}
+
+void spmspm_run(task *base, worker *w)
+{
+    spmspm_task *t = (spmspm_task *)base;
+    t->queue_ms = base->queue_ms;
+    snprintf(t->worker_name, sizeof t->worker_name, "%s", w->name);
+    t->rc = worker_run_spmspm(w, t->a, t->b, t->k, &t->p, t->warmup, t->runs, &t->c, &t->st, &t->err);
+    if (t->rc == SPMV_OK && t->verify)
+        verify(t);
+    log_info("spmspm: %s on %s (%dx%d) x %s (%dx%d) by %s: C nnz %lld, %d runs, median %.4f ms%s", t->k->name,
+             t->a->meta.id, t->a->host.rows, t->a->host.cols, t->b->meta.id, t->b->host.rows, t->b->host.cols,
+             w->name, (long long)t->c.nnz, t->runs, t->st.median_ms, t->rc ? " FAILED" : "");
+    if (t->rc == SPMV_OK && t->store)
+        t->rc = make_stored(t, w);
+}
+
+void spmspm_release(spmspm_task *t)
+{
+    matrix_unref(t->a);
+    matrix_unref(t->b);
+    matrix_unref(t->out);
+    spmv_csr_free(&t->c);
+    t->a = t->b = t->out = NULL;
 }

@@ -540,7 +540,7 @@ int api_decode_bench_json(const char *body, size_t len, int64_t max_runs, bench_
     static const int32_t def_hs[] = {16, 32, 64};
     const spmv_param_desc *pb = spmv_param_get(SPMV_PARAM_BLOCK_SIZE), *ph = spmv_param_get(SPMV_PARAM_HACK_SIZE);
     int64_t runs, warmup, seed;
-    bool async; /* SPEC §6 lets any request say "async"; a bench is always a job, so it is checked and ignored */
+    bool async; /* any compute request may say "async" (docs/api.md, Conventions); a bench is always a job, so it is checked and ignored */
     int rc = -1;
     memset(out, 0, sizeof *out);
     json_t *o = len ? load_object(body, len, f) : json_object();

@@ -1,7 +1,7 @@
 /* routes.c — the route table: which path and method go to which handlers.
  *
- * Paths are matched segment by segment against the fixed shapes of SPEC
- * §6 ("/v1/matrices/{id}/spmv" ...). An {id} must be a UUID in the form
+ * Paths are matched segment by segment against the fixed shapes of docs/api.md
+ * ("/v1/matrices/{id}/spmv" ...). An {id} must be a UUID in the form
  * the daemon hands out (lower-case, strictly parsed); anything else is a
  * 404, not a lookup. Unknown paths are 404; a known path with a method it
  * does not take is 405 with Allow.

@@ -7,7 +7,7 @@
 # fails, so nothing half-builds.
 set -euo pipefail
 
-# Build: compiler, make, pkg-config and the -dev packages of SPEC §2.
+# Build: compiler, make, pkg-config and the -dev packages the build links (README.md, docs/operations.md).
 # Tests: curl (end-to-end), systemd (systemd-socket-activate, systemd-analyze),
 # clang with libFuzzer, openssl (a self-signed certificate for the TLS test).
 # NumPy and SciPy (solve.sh checks the daemon's solvers against SciPy's) and

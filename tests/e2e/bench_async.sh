@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # bench_async.sh — end to end: POST /v1/matrices/{id}/bench takes "async".
 #
-# SPEC §6 lets any request carry "async": true and be answered 202 with a
+# docs/api.md lets any compute request carry "async": true and be answered 202 with a
 # job. A bench is always a job, so the daemon accepts "async" (true or
 # false, a boolean only) and ignores it: both answer 202 and the job
 # finishes with cpu.csr.serial's result verified; a non-boolean "async" is

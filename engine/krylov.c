@@ -254,97 +254,144 @@ static int cg(solve_state *s, const spmv_vec *b, spmv_vec *x)
 
 /* ------------------------------------------------------------ BiCGSTAB */
 
-static int bicgstab(solve_state *s, const spmv_vec *b, spmv_vec *x)
+typedef struct bicg {
+    spmv_vec *r, *r0, *p, *v, *t, *ph, *sh;
+    double rho, alpha, omega;
+} bicg;
+
+/* A fresh start from the true residual in t (or r itself when t is r):
+ * r = r0 = t, no directions. */
+static int bicg_restart(solve_state *s, bicg *q, const spmv_vec *from)
+{
+    int st;
+    if (from != q->r)
+        TRY(spmv_vec_copy(s->ctx, from, q->r, s->err));
+    TRY(spmv_vec_copy(s->ctx, q->r, q->r0, s->err));
+    TRY(spmv_vec_fill(s->ctx, q->p, 0.0, s->err));
+    TRY(spmv_vec_fill(s->ctx, q->v, 0.0, s->err));
+    q->rho = q->alpha = q->omega = 1.0;
+    return SPMV_OK;
+}
+
+/* rnorm met tol: checked against the true residual (into t). *stop: the
+ * solve is done; else q restarts from it. */
+static int bicg_check(solve_state *s, bicg *q, const spmv_vec *b, spmv_vec *x, bool *stop)
+{
+    int st;
+    TRY(truly_converged(s, b, x, q->t, stop));
+    return *stop ? SPMV_OK : bicg_restart(s, q, q->t);
+}
+
+/* The first half-step: p, v = A M⁻¹p, alpha; r becomes s. *stop on a
+ * breakdown. */
+static int bicg_half(solve_state *s, bicg *q, spmv_vec *x, double rho_new, int32_t it, bool *stop)
 {
     spmv_gpu_ctx *c = s->ctx;
     spmv_error *e = s->err;
-    spmv_vec *r, *r0, *p, *v, *t, *ph, *sh;
-    double rnorm, rho = 1.0, alpha = 1.0, omega = 1.0;
+    double r0v;
     int st;
-    TRY(work(s, b, &r));
-    TRY(work(s, b, &r0));
-    TRY(work(s, b, &p));
-    TRY(work(s, b, &v));
-    TRY(work(s, b, &t));
-    ph = p;
-    sh = r;
-    if (s->o->inv_diag) {
-        TRY(work(s, b, &ph));
-        TRY(work(s, b, &sh));
+    double beta = (rho_new / q->rho) * (q->alpha / q->omega);
+    TRY(spmv_vec_axpy(c, -q->omega, q->v, q->p, e)); /* p = r + beta (p - omega v) */
+    TRY(spmv_vec_axpby(c, 1.0, q->r, beta, q->p, e));
+    if (s->o->inv_diag)
+        TRY(precond(s, q->p, q->ph));
+    TRY(apply(s, q->ph, q->v));
+    TRY(spmv_vec_dot(c, q->r0, q->v, &r0v, e));
+    if ((*stop = r0v == 0.0 || !isfinite(r0v))) {
+        breakdown(s, "r0·v", r0v, it);
+        return SPMV_OK;
     }
-    TRY(residual(s, b, x, r));
-    TRY(spmv_vec_nrm2(c, r, &rnorm, e));
+    q->alpha = rho_new / r0v;
+    TRY(spmv_vec_axpy(c, -q->alpha, q->v, q->r, e)); /* r is now s */
+    return spmv_vec_axpy(c, q->alpha, q->ph, x, e);
+}
+
+/* The second half-step: t = A M⁻¹s, omega, x and r. *stop on a breakdown. */
+static int bicg_stab(solve_state *s, bicg *q, spmv_vec *x, int32_t it, bool *stop)
+{
+    spmv_gpu_ctx *c = s->ctx;
+    spmv_error *e = s->err;
+    double ts, tt;
+    int st;
+    if (s->o->inv_diag)
+        TRY(precond(s, q->r, q->sh));
+    TRY(apply(s, q->sh, q->t));
+    TRY(spmv_vec_dot(c, q->t, q->r, &ts, e));
+    TRY(spmv_vec_dot(c, q->t, q->t, &tt, e));
+    if ((*stop = tt == 0.0 || !isfinite(tt))) {
+        breakdown(s, "t·t", tt, it);
+        return SPMV_OK;
+    }
+    q->omega = ts / tt;
+    TRY(spmv_vec_axpy(c, q->omega, q->sh, x, e));
+    return spmv_vec_axpy(c, -q->omega, q->t, q->r, e);
+}
+
+static int bicg_setup(solve_state *s, bicg *q, const spmv_vec *b)
+{
+    int st;
+    TRY(work(s, b, &q->r));
+    TRY(work(s, b, &q->r0));
+    TRY(work(s, b, &q->p));
+    TRY(work(s, b, &q->v));
+    TRY(work(s, b, &q->t));
+    q->ph = q->p;
+    q->sh = q->r;
+    if (s->o->inv_diag) {
+        TRY(work(s, b, &q->ph));
+        TRY(work(s, b, &q->sh));
+    }
+    return SPMV_OK;
+}
+
+static int bicgstab(solve_state *s, const spmv_vec *b, spmv_vec *x)
+{
+    bicg q;
+    double rnorm;
+    bool stop = false;
+    int st;
+    TRY(bicg_setup(s, &q, b));
+    TRY(residual(s, b, x, q.r));
+    TRY(spmv_vec_nrm2(s->ctx, q.r, &rnorm, s->err));
     if (record(s, 0, rnorm / s->bnorm) || converged(s, rnorm))
         return SPMV_OK;
-    TRY(spmv_vec_copy(c, r, r0, e));
-    TRY(spmv_vec_fill(c, p, 0.0, e));
-    TRY(spmv_vec_fill(c, v, 0.0, e));
+    TRY(bicg_restart(s, &q, q.r));
     for (int32_t it = 0; it < s->o->maxit; it++) {
-        double rho_new, r0v, ts, tt;
-        TRY(spmv_vec_dot(c, r0, r, &rho_new, e));
+        double rho_new;
+        TRY(spmv_vec_dot(s->ctx, q.r0, q.r, &rho_new, s->err));
         if (rho_new == 0.0 || !isfinite(rho_new)) {
             breakdown(s, "rho = r0·r", rho_new, it);
             return SPMV_OK;
         }
-        double beta = (rho_new / rho) * (alpha / omega);
-        /* p = r + beta (p - omega v) */
-        TRY(spmv_vec_axpy(c, -omega, v, p, e));
-        TRY(spmv_vec_axpby(c, 1.0, r, beta, p, e));
-        if (s->o->inv_diag)
-            TRY(precond(s, p, ph));
-        TRY(apply(s, ph, v));
-        TRY(spmv_vec_dot(c, r0, v, &r0v, e));
-        if (r0v == 0.0 || !isfinite(r0v)) {
-            breakdown(s, "r0·v", r0v, it);
+        TRY(bicg_half(s, &q, x, rho_new, it, &stop));
+        if (stop)
             return SPMV_OK;
-        }
-        alpha = rho_new / r0v;
-        TRY(spmv_vec_axpy(c, -alpha, v, r, e)); /* r is now s */
-        TRY(spmv_vec_axpy(c, alpha, ph, x, e));
-        TRY(spmv_vec_nrm2(c, r, &rnorm, e));
+        TRY(spmv_vec_nrm2(s->ctx, q.r, &rnorm, s->err));
         if (converged(s, rnorm)) {
-            bool yes;
-            TRY(truly_converged(s, b, x, t, &yes));
-            if (yes) {
+            TRY(bicg_check(s, &q, b, x, &stop));
+            if (stop)
                 record(s, it + 1, rnorm / s->bnorm);
+            if (stop)
                 return SPMV_OK;
-            }
-            goto restart; /* t holds b - A*x */
+            continue;
         }
-        if (s->o->inv_diag)
-            TRY(precond(s, r, sh));
-        TRY(apply(s, sh, t));
-        TRY(spmv_vec_dot(c, t, r, &ts, e));
-        TRY(spmv_vec_dot(c, t, t, &tt, e));
-        if (tt == 0.0 || !isfinite(tt)) {
-            breakdown(s, "t·t", tt, it);
+        TRY(bicg_stab(s, &q, x, it, &stop));
+        if (stop)
             return SPMV_OK;
-        }
-        omega = ts / tt;
-        TRY(spmv_vec_axpy(c, omega, sh, x, e));
-        TRY(spmv_vec_axpy(c, -omega, t, r, e));
-        TRY(spmv_vec_nrm2(c, r, &rnorm, e));
+        TRY(spmv_vec_nrm2(s->ctx, q.r, &rnorm, s->err));
         if (record(s, it + 1, rnorm / s->bnorm))
             return SPMV_OK;
         if (converged(s, rnorm)) {
-            bool yes;
-            TRY(truly_converged(s, b, x, t, &yes));
-            if (yes)
+            TRY(bicg_check(s, &q, b, x, &stop));
+            if (stop)
                 return SPMV_OK;
-            goto restart;
+            continue;
         }
-        if (omega == 0.0) {
-            breakdown(s, "omega", omega, it);
+        if (q.omega == 0.0) {
+            breakdown(s, "omega", q.omega, it);
             return SPMV_OK;
         }
-        rho = rho_new;
-        continue;
-    restart: /* from the true residual in t: r = r0 = t, fresh directions */
-        TRY(spmv_vec_copy(c, t, r, e));
-        TRY(spmv_vec_copy(c, r, r0, e));
-        TRY(spmv_vec_fill(c, p, 0.0, e));
-        TRY(spmv_vec_fill(c, v, 0.0, e));
-        rho = alpha = omega = 1.0;
+        q.rho = rho_new;
     }
     return SPMV_OK;
 }
@@ -353,134 +400,162 @@ static int bicgstab(solve_state *s, const spmv_vec *b, spmv_vec *x)
 
 /* Restarted GMRES(m), right-preconditioned, modified Gram-Schmidt, Givens
  * rotations on the host. The basis is m+1 vectors of the solve's device. */
-static int gmres(solve_state *s, const spmv_vec *b, spmv_vec *x)
+typedef struct gmres_state {
+    int32_t m;
+    spmv_vec *r, *zt, *V;
+    int32_t nv;                /* basis vectors allocated */
+    double *h, *cs, *sn, *g, *y;
+} gmres_state;
+
+#define H(i, j) q->h[(size_t)(j) * (q->m + 1) + (i)]
+
+static int gmres_setup(solve_state *s, gmres_state *q, const spmv_vec *b)
+{
+    int32_t m = q->m;
+    int st;
+    TRY(work(s, b, &q->r));
+    TRY(work(s, b, &q->zt));
+    q->V = calloc((size_t)m + 1, sizeof *q->V);
+    q->h = calloc((size_t)(m + 1) * m, sizeof *q->h);
+    q->cs = calloc((size_t)m, sizeof *q->cs);
+    q->sn = calloc((size_t)m, sizeof *q->sn);
+    q->g = calloc((size_t)m + 1, sizeof *q->g);
+    q->y = calloc((size_t)m, sizeof *q->y);
+    if (!q->V || !q->h || !q->cs || !q->sn || !q->g || !q->y)
+        return spmv_error_set(s->err, SPMV_ERR_NOMEM, 0, "out of memory for GMRES(%d)", m);
+    for (; q->nv <= m; q->nv++)
+        TRY(spmv_vec_alloc(s->ctx, b->device, b->dtype, b->n, 1, &q->V[q->nv], s->err));
+    return SPMV_OK;
+}
+
+static void gmres_free(solve_state *s, gmres_state *q)
+{
+    for (int32_t i = 0; i < q->nv; i++)
+        spmv_vec_free(s->ctx, &q->V[i]);
+    free(q->V);
+    free(q->h);
+    free(q->cs);
+    free(q->sn);
+    free(q->g);
+    free(q->y);
+}
+
+/* Column j of the Arnoldi process: V[j+1] = A M⁻¹ V[j] orthogonalised
+ * against V[0..j] (H's column), *hn its norm before scaling. */
+static int arnoldi(solve_state *s, gmres_state *q, int32_t j, double *hn)
 {
     spmv_gpu_ctx *c = s->ctx;
-    spmv_error *e = s->err;
-    int32_t m = s->o->restart > 0 ? s->o->restart : SPMV_GMRES_RESTART_DEFAULT;
-    if (m > s->o->maxit)
-        m = s->o->maxit;
-    spmv_vec *r, *zt;
-    double *h = NULL, *cs = NULL, *sn = NULL, *g = NULL, *yv = NULL;
-    double rnorm;
     int st;
-    TRY(work(s, b, &r));
-    TRY(work(s, b, &zt));
-    spmv_vec *V = calloc((size_t)m + 1, sizeof *V);
-    h = calloc((size_t)(m + 1) * m, sizeof *h);
-    cs = calloc((size_t)m, sizeof *cs);
-    sn = calloc((size_t)m, sizeof *sn);
-    g = calloc((size_t)m + 1, sizeof *g);
-    yv = calloc((size_t)m, sizeof *yv);
-    int32_t nv = 0;
-    if (!V || !h || !cs || !sn || !g || !yv) {
-        st = spmv_error_set(e, SPMV_ERR_NOMEM, 0, "out of memory for GMRES(%d)", m);
-        goto out;
+    const spmv_vec *in = &q->V[j];
+    if (s->o->inv_diag) {
+        TRY(precond(s, &q->V[j], q->zt));
+        in = q->zt;
     }
-    for (; nv <= m; nv++)
-        if ((st = spmv_vec_alloc(c, b->device, b->dtype, b->n, 1, &V[nv], e)))
-            goto out;
-    if ((st = residual(s, b, x, r)) || (st = spmv_vec_nrm2(c, r, &rnorm, e)))
-        goto out;
-    if (record(s, 0, rnorm / s->bnorm) || converged(s, rnorm))
-        goto out;
-#define H(i, j) h[(size_t)(j) * (m + 1) + (i)]
+    TRY(apply(s, in, &q->V[j + 1]));
+    for (int32_t i = 0; i <= j; i++) {
+        TRY(spmv_vec_dot(c, &q->V[i], &q->V[j + 1], &H(i, j), s->err));
+        TRY(spmv_vec_axpy(c, -H(i, j), &q->V[i], &q->V[j + 1], s->err));
+    }
+    TRY(spmv_vec_nrm2(c, &q->V[j + 1], hn, s->err));
+    H(j + 1, j) = *hn;
+    return SPMV_OK;
+}
+
+/* The earlier rotations on H's column j, then its own, which zeroes
+ * H(j+1, j) and updates g. false on a zero or non-finite column. */
+static bool givens(gmres_state *q, int32_t j, double *den)
+{
+    for (int32_t i = 0; i < j; i++) {
+        double t = q->cs[i] * H(i, j) + q->sn[i] * H(i + 1, j);
+        H(i + 1, j) = -q->sn[i] * H(i, j) + q->cs[i] * H(i + 1, j);
+        H(i, j) = t;
+    }
+    *den = hypot(H(j, j), H(j + 1, j));
+    if (*den == 0.0 || !isfinite(*den))
+        return false;
+    q->cs[j] = H(j, j) / *den;
+    q->sn[j] = H(j + 1, j) / *den;
+    H(j, j) = *den;
+    H(j + 1, j) = 0.0;
+    q->g[j + 1] = -q->sn[j] * q->g[j];
+    q->g[j] = q->cs[j] * q->g[j];
+    return true;
+}
+
+/* x += M⁻¹ V y, y from the triangular system H y = g of `used` columns. */
+static int gmres_update(solve_state *s, gmres_state *q, int32_t used, spmv_vec *x)
+{
+    spmv_gpu_ctx *c = s->ctx;
+    int st;
+    for (int32_t i = used - 1; i >= 0; i--) {
+        double t = q->g[i];
+        for (int32_t k = i + 1; k < used; k++)
+            t -= H(i, k) * q->y[k];
+        q->y[i] = t / H(i, i);
+    }
+    TRY(spmv_vec_fill(c, q->zt, 0.0, s->err));
+    for (int32_t i = 0; i < used; i++)
+        TRY(spmv_vec_axpy(c, q->y[i], &q->V[i], q->zt, s->err));
+    if (s->o->inv_diag)
+        TRY(spmv_vec_mul(c, s->o->inv_diag, q->zt, s->err));
+    return spmv_vec_axpy(c, 1.0, q->zt, x, s->err);
+}
+
+/* One cycle of at most m Arnoldi steps from r (norm rnorm), x updated;
+ * *it counts the iterations. */
+static int gmres_cycle(solve_state *s, gmres_state *q, double rnorm, int32_t *it, spmv_vec *x)
+{
+    int st;
+    int32_t used = 0;
+    TRY(spmv_vec_copy(s->ctx, q->r, &q->V[0], s->err));
+    TRY(spmv_vec_scal(s->ctx, 1.0 / rnorm, &q->V[0], s->err));
+    memset(q->g, 0, (size_t)(q->m + 1) * sizeof *q->g);
+    q->g[0] = rnorm;
+    for (int32_t j = 0; j < q->m && *it < s->o->maxit; j++) {
+        double hn, den;
+        TRY(arnoldi(s, q, j, &hn));
+        if (!givens(q, j, &den)) {
+            breakdown(s, "the Hessenberg column norm", den, *it);
+            break;
+        }
+        used = j + 1;
+        double est = fabs(q->g[j + 1]);
+        if (record(s, ++*it, est / s->bnorm))
+            break;
+        if (converged(s, est) || hn == 0.0) /* hn == 0: lucky breakdown, the solution is exact */
+            break;
+        TRY(spmv_vec_scal(s->ctx, 1.0 / hn, &q->V[j + 1], s->err));
+    }
+    return gmres_update(s, q, used, x);
+}
+
+static int gmres(solve_state *s, const spmv_vec *b, spmv_vec *x)
+{
+    gmres_state q = {.m = s->o->restart > 0 ? s->o->restart : SPMV_GMRES_RESTART_DEFAULT};
+    if (q.m > s->o->maxit)
+        q.m = s->o->maxit;
+    double rnorm;
     int32_t it = 0;
-    while (it < s->o->maxit) {
-        if ((st = spmv_vec_copy(c, r, &V[0], e)) || (st = spmv_vec_scal(c, 1.0 / rnorm, &V[0], e)))
-            goto out;
-        memset(g, 0, (size_t)(m + 1) * sizeof *g);
-        g[0] = rnorm;
-        int32_t j, used = 0;
-        bool done = false;
-        for (j = 0; j < m && it < s->o->maxit; j++) {
-            const spmv_vec *in = &V[j];
-            if (s->o->inv_diag) {
-                if ((st = precond(s, &V[j], zt)))
-                    goto out;
-                in = zt;
-            }
-            if ((st = apply(s, in, &V[j + 1])))
-                goto out;
-            for (int32_t i = 0; i <= j; i++) {
-                if ((st = spmv_vec_dot(c, &V[i], &V[j + 1], &H(i, j), e)) ||
-                    (st = spmv_vec_axpy(c, -H(i, j), &V[i], &V[j + 1], e)))
-                    goto out;
-            }
-            double hn;
-            if ((st = spmv_vec_nrm2(c, &V[j + 1], &hn, e)))
-                goto out;
-            H(j + 1, j) = hn;
-            for (int32_t i = 0; i < j; i++) { /* earlier rotations */
-                double t = cs[i] * H(i, j) + sn[i] * H(i + 1, j);
-                H(i + 1, j) = -sn[i] * H(i, j) + cs[i] * H(i + 1, j);
-                H(i, j) = t;
-            }
-            double den = hypot(H(j, j), H(j + 1, j));
-            if (den == 0.0 || !isfinite(den)) {
-                breakdown(s, "the Hessenberg column norm", den, it);
-                used = j;
-                done = true;
+    int st = gmres_setup(s, &q, b);
+    if (!st && !(st = residual(s, b, x, q.r)) && !(st = spmv_vec_nrm2(s->ctx, q.r, &rnorm, s->err)) &&
+        !record(s, 0, rnorm / s->bnorm) && !converged(s, rnorm)) {
+        while (it < s->o->maxit) {
+            if ((st = gmres_cycle(s, &q, rnorm, &it, x)))
                 break;
-            }
-            cs[j] = H(j, j) / den;
-            sn[j] = H(j + 1, j) / den;
-            H(j, j) = den;
-            H(j + 1, j) = 0.0;
-            g[j + 1] = -sn[j] * g[j];
-            g[j] = cs[j] * g[j];
-            it++;
-            used = j + 1;
-            double est = fabs(g[j + 1]);
-            if (record(s, it, est / s->bnorm)) {
-                done = true;
+            if (s->res->stop == SPMV_STOP_CANCELLED || s->res->stop == SPMV_STOP_BREAKDOWN)
                 break;
-            }
-            if (converged(s, est) || hn == 0.0) { /* hn == 0: lucky breakdown, the solution is exact */
-                done = true;
+            /* the true residual decides, whatever the estimate said; else restart from it */
+            s->res->stop = SPMV_STOP_MAXIT;
+            if ((st = residual(s, b, x, q.r)) || (st = spmv_vec_nrm2(s->ctx, q.r, &rnorm, s->err)) ||
+                converged(s, rnorm))
                 break;
-            }
-            if ((st = spmv_vec_scal(c, 1.0 / hn, &V[j + 1], e)))
-                goto out;
         }
-        /* x += M^-1 V y, y from the triangular system H y = g */
-        for (int32_t i = used - 1; i >= 0; i--) {
-            double t = g[i];
-            for (int32_t k = i + 1; k < used; k++)
-                t -= H(i, k) * yv[k];
-            yv[i] = t / H(i, i);
-        }
-        if ((st = spmv_vec_fill(c, zt, 0.0, e)))
-            goto out;
-        for (int32_t i = 0; i < used; i++)
-            if ((st = spmv_vec_axpy(c, yv[i], &V[i], zt, e)))
-                goto out;
-        if (s->o->inv_diag && (st = spmv_vec_mul(c, s->o->inv_diag, zt, e)))
-            goto out;
-        if ((st = spmv_vec_axpy(c, 1.0, zt, x, e)))
-            goto out;
-        if (s->res->stop == SPMV_STOP_CANCELLED || s->res->stop == SPMV_STOP_BREAKDOWN)
-            break;
-        /* the true residual decides, whatever the estimate said; else restart from it */
-        s->res->stop = SPMV_STOP_MAXIT;
-        if ((st = residual(s, b, x, r)) || (st = spmv_vec_nrm2(c, r, &rnorm, e)))
-            goto out;
-        if (converged(s, rnorm))
-            break;
-        (void)done;
     }
-#undef H
-out:
-    for (int32_t i = 0; i < nv; i++)
-        spmv_vec_free(c, &V[i]);
-    free(V);
-    free(h);
-    free(cs);
-    free(sn);
-    free(g);
-    free(yv);
+    gmres_free(s, &q);
     return st;
 }
+
+#undef H
 
 /* ---------------------------------------------------------------- solve */
 

@@ -214,6 +214,55 @@ static int send_shard(cluster *c, const cmd_header *base, const cluster_shard *s
     return rc;
 }
 
+/* m's shape and layout (taken from l). */
+static void describe(cluster_matrix *m, const char *id, const spmv_csr *a, bool gpu, cluster_layout *l)
+{
+    snprintf(m->id, sizeof m->id, "%s", id);
+    m->nranks = l->nranks;
+    m->rows = a->rows;
+    m->cols = a->cols;
+    m->nnz = a->nnz;
+    m->dtype = a->dtype;
+    m->gpu = gpu;
+    m->row_begin = l->row_begin;
+    m->col_begin = l->col_begin;
+    l->row_begin = l->col_begin = NULL;
+}
+
+/* Rank 0's own shard, on its GPU when the matrix's shards are. */
+static int own_shard(cluster *c, cluster_matrix *m, cluster_shard *sh, spmv_error *err)
+{
+    shard_info(&m->info[0], sh, "cpu", c->host, 0);
+    int rc = cluster_local_new(c, sh, m->dtype, &m->own, err);
+    if (rc == SPMV_OK && m->gpu)
+        rc = cluster_local_to_gpu(c, m->own, err);
+    if (m->own) {
+        snprintf(m->info[0].device, sizeof m->info[0].device, "%s", cluster_local_device(m->own));
+        m->info[0].bytes = cluster_local_bytes(m->own);
+    }
+    return rc;
+}
+
+/* Every other rank's answer to the load, and where its shard went. */
+static int load_replies(cluster *c, cluster_matrix *m, cmd_reply *rep, spmv_error *err)
+{
+    req_list r;
+    int rc = SPMV_OK;
+    reqs_init(&r);
+    for (int p = 1; p < c->size && rc == SPMV_OK; p++)
+        rc = reqs_recv(c, &r, &rep[p], sizeof rep[p], p, TAG_REPLY, err);
+    if (rc == SPMV_OK)
+        rc = reqs_wait(c, &r, "loading shards", err);
+    reqs_free(&r);
+    for (int p = 1; p < c->size && rc == SPMV_OK; p++) {
+        snprintf(m->info[p].device, sizeof m->info[p].device, "%s", rep[p].device);
+        snprintf(m->info[p].host, sizeof m->info[p].host, "%s", rep[p].host);
+        m->info[p].bytes = rep[p].bytes;
+        m->info[p].from_file = rep[p].from_file != 0;
+    }
+    return rc;
+}
+
 static int load_shards(cluster *c, const char *id, const spmv_csr *a, bool gpu, bool try_files, cluster_matrix **out,
                        spmv_error *err)
 {
@@ -234,16 +283,7 @@ static int load_shards(cluster *c, const char *id, const spmv_csr *a, bool gpu, 
         rc = spmv_error_set(err, SPMV_ERR_NOMEM, 0, "out of memory for %d shards", c->size);
         goto out;
     }
-    snprintf(m->id, sizeof m->id, "%s", id);
-    m->nranks = c->size;
-    m->rows = a->rows;
-    m->cols = a->cols;
-    m->nnz = a->nnz;
-    m->dtype = a->dtype;
-    m->gpu = gpu;
-    m->row_begin = l.row_begin;
-    m->col_begin = l.col_begin;
-    l.row_begin = l.col_begin = NULL;
+    describe(m, id, a, gpu, &l);
     if ((rc = cluster_shards_build(a, &(cluster_layout){c->size, a->rows, a->cols, a->nnz, m->row_begin, m->col_begin},
                                    shards, err)) != SPMV_OK)
         goto out;
@@ -260,31 +300,10 @@ static int load_shards(cluster *c, const char *id, const spmv_csr *a, bool gpu, 
     }
     if (rc != SPMV_OK)
         goto out;
-    shard_info(&m->info[0], &shards[0], "cpu", c->host, 0);
     spmv_error own_err = {0};
-    int own_rc = cluster_local_new(c, &shards[0], a->dtype, &m->own, &own_err);
-    if (own_rc == SPMV_OK && gpu)
-        own_rc = cluster_local_to_gpu(c, m->own, &own_err);
-    if (m->own) {
-        snprintf(m->info[0].device, sizeof m->info[0].device, "%s", cluster_local_device(m->own));
-        m->info[0].bytes = cluster_local_bytes(m->own);
-    }
-    /* every rank's answer, then the first failure */
-    req_list r;
-    reqs_init(&r);
-    for (int p = 1; p < c->size && rc == SPMV_OK; p++)
-        rc = reqs_recv(c, &r, &rep[p], sizeof rep[p], p, TAG_REPLY, err);
-    if (rc == SPMV_OK)
-        rc = reqs_wait(c, &r, "loading shards", err);
-    reqs_free(&r);
-    if (rc != SPMV_OK)
+    int own_rc = own_shard(c, m, &shards[0], &own_err);
+    if ((rc = load_replies(c, m, rep, err)) != SPMV_OK)
         goto out;
-    for (int p = 1; p < c->size; p++) {
-        snprintf(m->info[p].device, sizeof m->info[p].device, "%s", rep[p].device);
-        snprintf(m->info[p].host, sizeof m->info[p].host, "%s", rep[p].host);
-        m->info[p].bytes = rep[p].bytes;
-        m->info[p].from_file = rep[p].from_file != 0;
-    }
     if (own_rc != SPMV_OK) {
         *err = own_err;
         rc = spmv_error_set(err, own_rc, 0, "rank 0: %.500s", own_err.message);
@@ -420,6 +439,53 @@ static int operands_check(const cluster_matrix *m, const cluster_operands *io, s
     return SPMV_OK;
 }
 
+/* The product's command to every other rank, each with its x entries
+ * (hs[0] is rank 0's own copy of the header). */
+static int spmv_post(cluster *c, const cluster_matrix *m, const spmv_kernel *k, const spmv_params *p,
+                     const cluster_operands *io, int32_t warmup, int32_t runs, cmd_header *hs, req_list *r,
+                     spmv_error *err)
+{
+    size_t vs = spmv_dtype_size(m->dtype);
+    int rc = SPMV_OK;
+    cmd_init(c, &hs[0], CMD_SPMV, m->id);
+    snprintf(hs[0].kernel, sizeof hs[0].kernel, "%s", k->name);
+    memcpy(hs[0].params, p->v, sizeof hs[0].params);
+    hs[0].warmup = warmup;
+    hs[0].runs = runs;
+    hs[0].dtype = m->dtype;
+    hs[0].flags = (io->xv ? CMD_FLAG_XVEC : 0) | (io->yv ? CMD_FLAG_YVEC : 0);
+    if (io->xv)
+        snprintf(hs[0].xid, sizeof hs[0].xid, "%s", cluster_vec_id(io->xv));
+    if (io->yv)
+        snprintf(hs[0].yid, sizeof hs[0].yid, "%s", cluster_vec_id(io->yv));
+    hs[0].alpha = io->yv ? io->alpha : 1.0;
+    hs[0].beta = io->yv ? io->beta : 0.0;
+    for (int q = 1; q < m->nranks && rc == SPMV_OK; q++) {
+        hs[q] = hs[0];
+        hs[q].payload = io->xv ? 0 : (uint64_t)(m->col_begin[q + 1] - m->col_begin[q]) * vs;
+        rc = cmd_post(c, r, &hs[q], io->xv ? NULL : (const char *)io->x + (size_t)m->col_begin[q] * vs, q, err);
+    }
+    return rc == SPMV_OK ? reqs_wait(c, r, "sending x", err) : rc;
+}
+
+/* Every other rank's reply, its rows of y (unless y is a vector) and its
+ * times. */
+static int spmv_gather(cluster *c, const cluster_matrix *m, const cluster_operands *io, int32_t runs, cmd_reply *rep,
+                       double *times, req_list *r, spmv_error *err)
+{
+    size_t vs = spmv_dtype_size(m->dtype);
+    int rc = SPMV_OK;
+    for (int q = 1; q < m->nranks && rc == SPMV_OK; q++) {
+        size_t rows = (size_t)(m->row_begin[q + 1] - m->row_begin[q]);
+        if ((rc = reqs_recv(c, r, &rep[q], sizeof rep[q], q, TAG_REPLY, err)) == SPMV_OK && !io->yv)
+            rc = reqs_recv(c, r, (char *)io->y + (size_t)m->row_begin[q] * vs, rows * vs, q, TAG_Y, err);
+        if (rc == SPMV_OK)
+            rc = reqs_recv(c, r, times + (size_t)q * CLUSTER_TIME_ROWS * (size_t)runs,
+                           CLUSTER_TIME_ROWS * (size_t)runs * sizeof *times, q, TAG_TIMES, err);
+    }
+    return rc == SPMV_OK ? reqs_wait(c, r, "gathering y", err) : rc;
+}
+
 int cluster_spmv(cluster *c, cluster_matrix *m, const spmv_kernel *k, const spmv_params *p,
                  const cluster_operands *io, int32_t warmup, int32_t runs, cluster_spmv_stats *out, spmv_error *err)
 {
@@ -450,28 +516,7 @@ int cluster_spmv(cluster *c, cluster_matrix *m, const spmv_kernel *k, const spmv
     }
     if (m->gpu && !c->nccl && (rc = nccl_round(c, rep, err)) != SPMV_OK)
         goto out;
-    /* the command, with each rank's x entries */
-    cmd_init(c, &hs[0], CMD_SPMV, m->id);
-    snprintf(hs[0].kernel, sizeof hs[0].kernel, "%s", k->name);
-    memcpy(hs[0].params, p->v, sizeof hs[0].params);
-    hs[0].warmup = warmup;
-    hs[0].runs = runs;
-    hs[0].dtype = m->dtype;
-    hs[0].flags = (io->xv ? CMD_FLAG_XVEC : 0) | (io->yv ? CMD_FLAG_YVEC : 0);
-    if (io->xv)
-        snprintf(hs[0].xid, sizeof hs[0].xid, "%s", cluster_vec_id(io->xv));
-    if (io->yv)
-        snprintf(hs[0].yid, sizeof hs[0].yid, "%s", cluster_vec_id(io->yv));
-    hs[0].alpha = io->yv ? io->alpha : 1.0;
-    hs[0].beta = io->yv ? io->beta : 0.0;
-    for (int q = 1; q < m->nranks && rc == SPMV_OK; q++) {
-        hs[q] = hs[0];
-        hs[q].payload = io->xv ? 0 : (uint64_t)(m->col_begin[q + 1] - m->col_begin[q]) * vs;
-        rc = cmd_post(c, &r, &hs[q], io->xv ? NULL : (const char *)x + (size_t)m->col_begin[q] * vs, q, err);
-    }
-    if (rc == SPMV_OK)
-        rc = reqs_wait(c, &r, "sending x", err);
-    if (rc != SPMV_OK)
+    if ((rc = spmv_post(c, m, k, p, io, warmup, runs, hs, &r, err)) != SPMV_OK)
         goto out;
     /* rank 0's own part, exchanging with the others */
     const spmv_kernel *ran = NULL;
@@ -487,19 +532,8 @@ int cluster_spmv(cluster *c, cluster_matrix *m, const spmv_kernel *k, const spmv
         rc = SPMV_ERR_UNAVAILABLE;
         goto out;
     }
-    /* y and the times from every rank */
     double g0 = spmv_now_ms();
-    for (int q = 1; q < m->nranks && rc == SPMV_OK; q++) {
-        size_t rows = (size_t)(m->row_begin[q + 1] - m->row_begin[q]);
-        if ((rc = reqs_recv(c, &r, &rep[q], sizeof rep[q], q, TAG_REPLY, err)) == SPMV_OK && !io->yv)
-            rc = reqs_recv(c, &r, (char *)y + (size_t)m->row_begin[q] * vs, rows * vs, q, TAG_Y, err);
-        if (rc == SPMV_OK)
-            rc = reqs_recv(c, &r, times + (size_t)q * CLUSTER_TIME_ROWS * (size_t)runs,
-                           CLUSTER_TIME_ROWS * (size_t)runs * sizeof *times, q,
-                           TAG_TIMES, err);
-    }
-    if (rc == SPMV_OK)
-        rc = reqs_wait(c, &r, "gathering y", err);
+    rc = spmv_gather(c, m, io, runs, rep, times, &r, err);
     out->gather_ms = io->yv ? 0 : spmv_now_ms() - g0; /* a vector y is not gathered: only replies came */
     if (rc != SPMV_OK)
         goto out;

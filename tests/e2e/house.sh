@@ -1,10 +1,12 @@
 #!/usr/bin/env bash
-# layers.sh — the house's layering (docs/architecture.md), checked over the
-# #include lines by tools/check_layers.py: api -> daemon -> engine (cluster
-# a backend beside the engine), no arrow back, clients apart, and api/
-# calling no spmv_gpu_* function. The checker is first shown to fail on a
-# small tree with one planted violation of each kind, so a pass on the real
-# tree means something.
+# house.sh — the house's rules, checked over the sources:
+#  - the layering (docs/architecture.md), over the #include lines by
+#    tools/check_layers.py: api -> daemon -> engine (cluster a backend
+#    beside the engine), no arrow back, clients apart, and api/ calling no
+#    spmv_gpu_* function;
+#  - no function outside tests over 80 lines (tools/check_functions.py).
+# Each checker is first shown to fail on a small tree with a planted
+# violation, so a pass on the real tree means something.
 . "$(dirname "$0")/lib.sh"
 
 CHECK="$PYTHON $SPMV_ROOT/tools/check_layers.py"
@@ -55,5 +57,19 @@ else not_ok "a spmv_gpu_* name in an api/ comment is not a call" "$(cat "$E2E_TM
 # the project itself
 if $CHECK "$SPMV_ROOT" >"$E2E_TMP/out" 2>&1; then ok "spmvd's tree keeps the layering ($(tail -1 "$E2E_TMP/out"))"
 else not_ok "spmvd's tree keeps the layering" "$(cat "$E2E_TMP/out")"; fi
+
+# ------------------------------------------------------ function length
+FUNCS="$PYTHON $SPMV_ROOT/tools/check_functions.py"
+t=$E2E_TMP/funcs
+mkdir -p "$t/engine" "$t/api"
+{ printf 'static int short_one(int a)\n{\n'; for i in $(seq 80); do printf '    a += %d;\n' "$i"; done; printf '    return a;\n}\n'; } >"$t/engine/ok.c"
+if $FUNCS "$t" >"$E2E_TMP/out" 2>&1; then not_ok "a function of 81 lines fails" "passed: $(cat "$E2E_TMP/out")"
+elif grep -q 'engine/ok.c:1: short_one is 81 lines' "$E2E_TMP/out"; then ok "a function of 81 lines fails, named with its line"
+else not_ok "a function of 81 lines fails, named with its line" "$(cat "$E2E_TMP/out")"; fi
+{ printf 'int f(int a)\n{\n'; for i in $(seq 80); do printf '    a += %d;\n' "$i"; done; printf '}\n'; } >"$t/engine/ok.c"
+if $FUNCS "$t" >"$E2E_TMP/out" 2>&1; then ok "a function of 80 lines passes"
+else not_ok "a function of 80 lines passes" "$(cat "$E2E_TMP/out")"; fi
+if $FUNCS "$SPMV_ROOT" >"$E2E_TMP/out" 2>&1; then ok "no function of spmvd outside tests is over 80 lines ($(tail -1 "$E2E_TMP/out"))"
+else not_ok "no function of spmvd outside tests is over 80 lines" "$(cat "$E2E_TMP/out")"; fi
 
 done_testing

@@ -13,19 +13,6 @@
 #include "formats.h"
 #include "spmv.h"
 
-int spmv_check_shape(int32_t rows, int32_t cols, int64_t nnz, spmv_error *err)
-{
-    if (rows < 0 || cols < 0 || nnz < 0)
-        return spmv_error_set(err, SPMV_ERR_INVALID, 0,
-                              "negative shape: %d rows, %d columns, %lld non-zeros",
-                              rows, cols, (long long)nnz);
-    if (nnz > INT32_MAX)
-        return spmv_error_set(err, SPMV_ERR_LIMIT, 0,
-                              "%lld non-zeros exceed the limit of %d (32-bit indices)",
-                              (long long)nnz, INT32_MAX);
-    return SPMV_OK;
-}
-
 int spmv_coo_alloc(spmv_coo *m, int32_t rows, int32_t cols, int64_t nnz, spmv_dtype dtype, spmv_error *err)
 {
     int st = SPMV_OK;

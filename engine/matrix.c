@@ -22,6 +22,19 @@
 #define HUGE_PAGE ((size_t)2 << 20)
 #define HUGE_MIN (2 * HUGE_PAGE) /* below this the rounding would waste too much */
 
+int spmv_check_shape(int32_t rows, int32_t cols, int64_t nnz, spmv_error *err)
+{
+    if (rows < 0 || cols < 0 || nnz < 0)
+        return spmv_error_set(err, SPMV_ERR_INVALID, 0,
+                              "negative shape: %d rows, %d columns, %lld non-zeros",
+                              rows, cols, (long long)nnz);
+    if (nnz > INT32_MAX)
+        return spmv_error_set(err, SPMV_ERR_LIMIT, 0,
+                              "%lld non-zeros exceed the limit of %d (32-bit indices)",
+                              (long long)nnz, INT32_MAX);
+    return SPMV_OK;
+}
+
 void *spmv_array_alloc(int64_t n, size_t size, int *status)
 {
     if (n < 0 || (uint64_t)n > (SIZE_MAX - HUGE_PAGE) / size) {

@@ -4,9 +4,11 @@
  * Everything that lists kernels reads this table: GET /v1/kernels, the
  * docs (tools/spmv-kernels.c prints docs/kernels.md's catalogue from it and
  * test_registry checks the two agree), the benchmark sweeps and the tests.
- * A kernel exists here before its implementation does; the CPU kernels are
- * run by engine/cpu/run.c and the GPU ones by the CUDA backend, both
- * dispatching on these names. Parameters are validated here, once, so every
+ * Each entry names its implementation (spmv_impl), which its backend binds:
+ * engine/cpu/run.c and engine/cpu/spmspm.c the CPU kernels, engine/gpu/run.cu
+ * and engine/gpu/spmspm.cu the GPU ones (spmv_cpu_kernel_bound and
+ * spmv_gpu_kernel_bound say whether a kernel is bound; test_registry checks
+ * every one is). Parameters are validated here, once, so every
  * caller refuses a bad value with the same message.
  */
 #include <string.h>
@@ -35,89 +37,106 @@ static const spmv_param_desc params[SPMV_PARAM_COUNT] = {
 
 static const spmv_kernel kernels[] = {
     {"cpu.csr.serial", SPMV_DEVICE_CPU, SPMV_FMT_CSR, 0,
-     "one thread, row by row; the reference and the speedup baseline", SPMV_OP_SPMV, SPMV_MAX_K},
+     "one thread, row by row; the reference and the speedup baseline", SPMV_OP_SPMV, SPMV_MAX_K,
+     SPMV_IMPL_CPU_CSR_SERIAL},
     {"cpu.csr.chunked", SPMV_DEVICE_CPU, SPMV_FMT_CSR, P(SPMV_PARAM_CHUNK),
      "one thread; x split into `chunk` column chunks, one pass over the rows per chunk, "
-     "so each pass reads only its chunk of x (temporal locality)", SPMV_OP_SPMV, 1},
+     "so each pass reads only its chunk of x (temporal locality)", SPMV_OP_SPMV, 1, SPMV_IMPL_CPU_CSR_CHUNKED},
     {"cpu.csr.omp", SPMV_DEVICE_CPU, SPMV_FMT_CSR, P(SPMV_PARAM_THREADS),
      "OpenMP; rows split statically so each thread gets an equal share of non-zeros "
-     "(binary search on row_ptr)", SPMV_OP_SPMV, SPMV_MAX_K},
+     "(binary search on row_ptr)", SPMV_OP_SPMV, SPMV_MAX_K, SPMV_IMPL_CPU_CSR_OMP},
     {"cpu.ell.omp", SPMV_DEVICE_CPU, SPMV_FMT_ELL, P(SPMV_PARAM_THREADS),
-     "OpenMP over blocks of rows of the column-major ELL", SPMV_OP_SPMV, 1},
+     "OpenMP over blocks of rows of the column-major ELL", SPMV_OP_SPMV, 1, SPMV_IMPL_CPU_ELL_OMP},
     {"cpu.hll.omp", SPMV_DEVICE_CPU, SPMV_FMT_HLL, P(SPMV_PARAM_HACK_SIZE) | P(SPMV_PARAM_THREADS),
-     "OpenMP over HLL slices", SPMV_OP_SPMV, 1},
+     "OpenMP over HLL slices", SPMV_OP_SPMV, 1, SPMV_IMPL_CPU_HLL_OMP},
     {"cpu.pcsr.omp", SPMV_DEVICE_CPU, SPMV_FMT_PCSR, P(SPMV_PARAM_THREADS),
      "OpenMP over rows of the packed CSR, split as cpu.csr.omp splits them: 1/2-byte column deltas from a "
      "per-row base (wide rows' columns apart), values as codes into a table of the distinct values, or none "
-     "when every value is equal", SPMV_OP_SPMV, 1},
+     "when every value is equal", SPMV_OP_SPMV, 1, SPMV_IMPL_CPU_PCSR_OMP},
     {"cpu.psell.omp", SPMV_DEVICE_CPU, SPMV_FMT_PSELL, P(SPMV_PARAM_THREADS),
      "OpenMP over the 32-row slices of the packed sliced ELL: column indices of 0 (diagonal slice), 1, 2 or 4 "
      "bytes per slice (deltas from a per-slot base), values packed as in cpu.pcsr.omp (one a slot in a uniform "
-     "slice)", SPMV_OP_SPMV, 1},
-    {"gpu.csr.scalar", SPMV_DEVICE_GPU, SPMV_FMT_CSR, BS, "one thread per row", SPMV_OP_SPMV, 1},
+     "slice)", SPMV_OP_SPMV, 1, SPMV_IMPL_CPU_PSELL_OMP},
+    {"gpu.csr.scalar", SPMV_DEVICE_GPU, SPMV_FMT_CSR, BS, "one thread per row", SPMV_OP_SPMV, 1,
+     SPMV_IMPL_GPU_CSR_SCALAR},
     {"gpu.csr.warp_buffer", SPMV_DEVICE_GPU, SPMV_FMT_CSR, BS,
-     "one warp per row, partial sums reduced through a global buffer", SPMV_OP_SPMV, 1},
+     "one warp per row, partial sums reduced through a global buffer", SPMV_OP_SPMV, 1,
+     SPMV_IMPL_GPU_CSR_WARP_BUFFER},
     {"gpu.csr.vector", SPMV_DEVICE_GPU, SPMV_FMT_CSR, BS | P(SPMV_PARAM_THREADS),
      "`threads` threads per row (a power of two 2..32, 0: chosen from the mean row length), "
-     "shuffle reduction, read-only loads", SPMV_OP_SPMV, 1},
-    {"gpu.csr.tiled", SPMV_DEVICE_GPU, SPMV_FMT_CSR, BS, "per-warp shared-memory tiles of x (tile 128)", SPMV_OP_SPMV, 1},
-    {"gpu.csr.texture", SPMV_DEVICE_GPU, SPMV_FMT_CSR, BS, "thread per row, x read through a texture object", SPMV_OP_SPMV, 1},
+     "shuffle reduction, read-only loads", SPMV_OP_SPMV, 1, SPMV_IMPL_GPU_CSR_VECTOR},
+    {"gpu.csr.tiled", SPMV_DEVICE_GPU, SPMV_FMT_CSR, BS, "per-warp shared-memory tiles of x (tile 128)", SPMV_OP_SPMV, 1,
+     SPMV_IMPL_GPU_CSR_TILED},
+    {"gpu.csr.texture", SPMV_DEVICE_GPU, SPMV_FMT_CSR, BS, "thread per row, x read through a texture object", SPMV_OP_SPMV, 1,
+     SPMV_IMPL_GPU_CSR_TEXTURE},
     {"gpu.csr.adaptive", SPMV_DEVICE_GPU, SPMV_FMT_CSR, BS | P(SPMV_PARAM_NNZ_PER_WG),
-     "row blocks of about `nnz_per_wg` non-zeros: CSR-Stream / CSR-Vector / CSR-VectorL", SPMV_OP_SPMV, 1},
+     "row blocks of about `nnz_per_wg` non-zeros: CSR-Stream / CSR-Vector / CSR-VectorL", SPMV_OP_SPMV, 1,
+     SPMV_IMPL_GPU_CSR_ADAPTIVE},
     {"gpu.csr.merge", SPMV_DEVICE_GPU, SPMV_FMT_CSR, BS,
-     "merge-path split of rows and non-zeros, equal work per thread", SPMV_OP_SPMV, 1},
-    {"gpu.ell", SPMV_DEVICE_GPU, SPMV_FMT_ELL, BS, "thread per row over the column-major ELL", SPMV_OP_SPMV, 1},
-    {"gpu.hll", SPMV_DEVICE_GPU, SPMV_FMT_HLL, BS | P(SPMV_PARAM_HACK_SIZE), "thread per row over HLL slices", SPMV_OP_SPMV, 1},
-    {"gpu.coo.atomic", SPMV_DEVICE_GPU, SPMV_FMT_COO, BS, "thread per non-zero, atomic adds into y", SPMV_OP_SPMV, 1},
-    {"gpu.coo.sliced", SPMV_DEVICE_GPU, SPMV_FMT_COO, BS, "sliced COO with shared-memory accumulation", SPMV_OP_SPMV, 1},
-    {"gpu.hyb", SPMV_DEVICE_GPU, SPMV_FMT_HYB, BS, "ELL part (thread per row) plus COO part (atomics)", SPMV_OP_SPMV, 1},
+     "merge-path split of rows and non-zeros, equal work per thread", SPMV_OP_SPMV, 1, SPMV_IMPL_GPU_CSR_MERGE},
+    {"gpu.ell", SPMV_DEVICE_GPU, SPMV_FMT_ELL, BS, "thread per row over the column-major ELL", SPMV_OP_SPMV, 1,
+     SPMV_IMPL_GPU_ELL},
+    {"gpu.hll", SPMV_DEVICE_GPU, SPMV_FMT_HLL, BS | P(SPMV_PARAM_HACK_SIZE), "thread per row over HLL slices", SPMV_OP_SPMV, 1,
+     SPMV_IMPL_GPU_HLL},
+    {"gpu.coo.atomic", SPMV_DEVICE_GPU, SPMV_FMT_COO, BS, "thread per non-zero, atomic adds into y", SPMV_OP_SPMV, 1,
+     SPMV_IMPL_GPU_COO_ATOMIC},
+    {"gpu.coo.sliced", SPMV_DEVICE_GPU, SPMV_FMT_COO, BS, "sliced COO with shared-memory accumulation", SPMV_OP_SPMV, 1,
+     SPMV_IMPL_GPU_COO_SLICED},
+    {"gpu.hyb", SPMV_DEVICE_GPU, SPMV_FMT_HYB, BS, "ELL part (thread per row) plus COO part (atomics)", SPMV_OP_SPMV, 1,
+     SPMV_IMPL_GPU_HYB},
     {"cusparse.csr", SPMV_DEVICE_GPU, SPMV_FMT_CSR, P(SPMV_PARAM_ALG),
-     "cuSPARSE generic SpMV on CSR; buffer and preprocessing done once per matrix", SPMV_OP_SPMV, SPMV_MAX_K},
-    {"cusparse.coo", SPMV_DEVICE_GPU, SPMV_FMT_COO, P(SPMV_PARAM_ALG), "cuSPARSE generic SpMV on COO", SPMV_OP_SPMV, 1},
+     "cuSPARSE generic SpMV on CSR; buffer and preprocessing done once per matrix", SPMV_OP_SPMV, SPMV_MAX_K,
+     SPMV_IMPL_CUSPARSE_CSR},
+    {"cusparse.coo", SPMV_DEVICE_GPU, SPMV_FMT_COO, P(SPMV_PARAM_ALG), "cuSPARSE generic SpMV on COO", SPMV_OP_SPMV, 1,
+     SPMV_IMPL_CUSPARSE_COO},
     {"cusparse.sell", SPMV_DEVICE_GPU, SPMV_FMT_HLL, P(SPMV_PARAM_HACK_SIZE),
-     "cuSPARSE generic SpMV on sliced ELL (cusparseCreateSlicedEll)", SPMV_OP_SPMV, 1},
+     "cuSPARSE generic SpMV on sliced ELL (cusparseCreateSlicedEll)", SPMV_OP_SPMV, 1, SPMV_IMPL_CUSPARSE_SELL},
     {"gpu.csr.light", SPMV_DEVICE_GPU, SPMV_FMT_CSR, BS | P(SPMV_PARAM_THREADS),
      "`threads` lanes per row (1..32, 0: from the mean row length), streaming loads of the matrix so x "
-     "stays in L2, rows over 8192 entries cut into 4096-entry chunks (one block each, atomics)", SPMV_OP_SPMV, 1},
+     "stays in L2, rows over 8192 entries cut into 4096-entry chunks (one block each, atomics)", SPMV_OP_SPMV, 1,
+     SPMV_IMPL_GPU_CSR_LIGHT},
     {"gpu.csr.binned", SPMV_DEVICE_GPU, SPMV_FMT_CSR, BS,
      "gpu.csr.light with rows binned by length (1, 2, 4, 8, 16 or 32 lanes per row, one launch per bin, "
-     "a row list per bin), long rows chunked", SPMV_OP_SPMV, 1},
+     "a row list per bin), long rows chunked", SPMV_OP_SPMV, 1, SPMV_IMPL_GPU_CSR_BINNED},
     {"gpu.csr.spmm", SPMV_DEVICE_GPU, SPMV_FMT_CSR, BS,
      "SpMM: a warp per row, all k columns of x in one pass over A (register tiles of up to 8 columns)",
-     SPMV_OP_SPMV, SPMV_MAX_K},
+     SPMV_OP_SPMV, SPMV_MAX_K, SPMV_IMPL_GPU_CSR_SPMM},
     {"gpu.pcsr", SPMV_DEVICE_GPU, SPMV_FMT_PCSR, BS | P(SPMV_PARAM_THREADS),
      "packed CSR (built on first use): 1/2-byte column deltas from a per-row base, values as 1/2-byte codes "
      "into a table of the distinct values (none when all are equal); `threads` lanes per row (1..32, 0: from "
-     "the mean row length)", SPMV_OP_SPMV, 1},
+     "the mean row length)", SPMV_OP_SPMV, 1, SPMV_IMPL_GPU_PCSR},
     {"gpu.psell", SPMV_DEVICE_GPU, SPMV_FMT_PSELL, BS,
      "packed sliced ELL (built on first use): a warp per 32-row slice, 1/2-byte column deltas from a base "
      "per slice and slot (none in a diagonal slice), values as codes into a table kept in shared memory (one a "
      "slot in a uniform slice, none when all are equal)",
-     SPMV_OP_SPMV, 1},
+     SPMV_OP_SPMV, 1, SPMV_IMPL_GPU_PSELL},
     {"auto", SPMV_DEVICE_GPU, SPMV_FMT_CSR, 0,
      "tunes on first use (or POST /v1/matrices/{id}/tune): times candidate kernels x parameters of the "
      "matrix's device within a budget, keeps the fastest verified one with the matrix (the best cuSPARSE "
      "candidate on a GPU, cpu.csr.omp on the host, unless another is 3 % faster; engine/tune.c)",
-     SPMV_OP_SPMV, SPMV_MAX_K},
+     SPMV_OP_SPMV, SPMV_MAX_K, SPMV_IMPL_AUTO},
     /* SpMSpM, C = A*B (engine/spmspm.c, cpu/spmspm.c, gpu/spmspm.cu) */
     {"cpu.spmspm.serial", SPMV_DEVICE_CPU, SPMV_FMT_CSR, 0,
      "C = A*B row by row, dense accumulator over B's columns (sort and merge when B is wide); the reference",
-     SPMV_OP_SPMSPM, 1},
+     SPMV_OP_SPMSPM, 1, SPMV_IMPL_CPU_SPMSPM_SERIAL},
     {"cpu.spmspm.omp", SPMV_DEVICE_CPU, SPMV_FMT_CSR, P(SPMV_PARAM_THREADS),
-     "C = A*B, rows of A over OpenMP threads, a dense accumulator per thread", SPMV_OP_SPMSPM, 1},
+     "C = A*B, rows of A over OpenMP threads, a dense accumulator per thread", SPMV_OP_SPMSPM, 1,
+     SPMV_IMPL_CPU_SPMSPM_OMP},
     {"gpu.spmspm.thread_row", SPMV_DEVICE_GPU, SPMV_FMT_CSR, BS,
-     "C = A*B, a thread per row of A, output columns in chunks of 32 with a private accumulator", SPMV_OP_SPMSPM, 1},
+     "C = A*B, a thread per row of A, output columns in chunks of 32 with a private accumulator", SPMV_OP_SPMSPM, 1,
+     SPMV_IMPL_GPU_SPMSPM_THREAD_ROW},
     {"gpu.spmspm.block_row", SPMV_DEVICE_GPU, SPMV_FMT_CSR, BS,
      "C = A*B, a block per row of A, shared-memory accumulator over column chunks (shared atomics)",
-     SPMV_OP_SPMSPM, 1},
+     SPMV_OP_SPMSPM, 1, SPMV_IMPL_GPU_SPMSPM_BLOCK_ROW},
     {"gpu.spmspm.block_counter", SPMV_DEVICE_GPU, SPMV_FMT_CSR, BS,
      "C = A*B as block_row, output through a block-private counter and one global atomic per block, "
-     "then a segmented sort", SPMV_OP_SPMSPM, 1},
+     "then a segmented sort", SPMV_OP_SPMSPM, 1, SPMV_IMPL_GPU_SPMSPM_BLOCK_COUNTER},
     {"gpu.spmspm.warp_nnz", SPMV_DEVICE_GPU, SPMV_FMT_CSR, BS,
      "C = A*B, a warp per non-zero of A walking B's row coalesced, ballot/popc compaction, one atomic per warp "
-     "per chunk; then sort and reduce", SPMV_OP_SPMSPM, 1},
+     "per chunk; then sort and reduce", SPMV_OP_SPMSPM, 1, SPMV_IMPL_GPU_SPMSPM_WARP_NNZ},
     {"cusparse.spgemm", SPMV_DEVICE_GPU, SPMV_FMT_CSR, 0,
-     "C = A*B with cuSPARSE generic SpGEMM (work estimation, compute, copy)", SPMV_OP_SPMSPM, 1},
+     "C = A*B with cuSPARSE generic SpGEMM (work estimation, compute, copy)", SPMV_OP_SPMSPM, 1,
+     SPMV_IMPL_CUSPARSE_SPGEMM},
 };
 
 #define NKERNELS (sizeof kernels / sizeof kernels[0])
@@ -169,11 +188,11 @@ static int check_special(const spmv_kernel *k, const spmv_params *r, spmv_error 
         return spmv_error_set(err, SPMV_ERR_INVALID, 0,
                               "%s: block_size %d is not a multiple of 32 (range 32..1024)", k->name, bs);
     int32_t t = r->v[SPMV_PARAM_THREADS];
-    if (strcmp(k->name, "gpu.csr.vector") == 0 && t != 0 && (t < 2 || t > 32 || (t & (t - 1))))
+    if (k->impl == SPMV_IMPL_GPU_CSR_VECTOR && t != 0 && (t < 2 || t > 32 || (t & (t - 1))))
         return spmv_error_set(err, SPMV_ERR_INVALID, 0,
                               "%s: threads %d per row must be 0 (auto) or a power of two in 2..32",
                               k->name, t);
-    if ((strcmp(k->name, "gpu.csr.light") == 0 || strcmp(k->name, "gpu.pcsr") == 0) && t != 0 && (t > 32 || (t & (t - 1))))
+    if ((k->impl == SPMV_IMPL_GPU_CSR_LIGHT || k->impl == SPMV_IMPL_GPU_PCSR) && t != 0 && (t > 32 || (t & (t - 1))))
         return spmv_error_set(err, SPMV_ERR_INVALID, 0,
                               "%s: threads %d per row must be 0 (auto) or a power of two in 1..32", k->name, t);
     return SPMV_OK;
@@ -243,4 +262,18 @@ void spmv_registry_markdown(FILE *out)
         fprintf(out, "| `%s` | %d | %d..%d | %s |\n", params[id].name, params[id].def, params[id].min,
                 params[id].max, params[id].doc);
     fprintf(out, "\n%s\n", SPMV_REGISTRY_MD_END);
+}
+
+int32_t spmv_kernel_max_k(const spmv_kernel *k)
+{
+    return k && k->max_k > 1 ? k->max_k : 1;
+}
+
+int64_t spmv_kernel_bytes_k(const spmv_kernel *k, const spmv_matrix *m, int32_t ncols)
+{
+    if (!k || !m)
+        return 0;
+    int64_t vs = (int64_t)spmv_dtype_size(m->dtype);
+    int64_t vectors = ((int64_t)m->cols + m->rows) * vs;
+    return spmv_kernel_bytes(k, m) + (ncols > 1 ? (int64_t)(ncols - 1) * vectors : 0);
 }

@@ -601,6 +601,51 @@ typedef enum spmv_op { SPMV_OP_SPMV = 0, SPMV_OP_SPMSPM = 1 } spmv_op;
 
 const char *spmv_op_name(spmv_op op);                /* "spmv" / "spmspm" */
 
+/* The implementation that runs a kernel: the registry's entry names it,
+ * and each backend binds it in a table of its own (engine/cpu/run.c,
+ * engine/gpu/run.cu, engine/cpu/spmspm.c, engine/gpu/spmspm.cu), so no
+ * backend matches kernel names; test_registry checks every kernel of the
+ * catalogue is bound in its backend. */
+typedef enum spmv_impl {
+    SPMV_IMPL_NONE = 0,
+    SPMV_IMPL_CPU_CSR_SERIAL,
+    SPMV_IMPL_CPU_CSR_CHUNKED,
+    SPMV_IMPL_CPU_CSR_OMP,
+    SPMV_IMPL_CPU_ELL_OMP,
+    SPMV_IMPL_CPU_HLL_OMP,
+    SPMV_IMPL_CPU_PCSR_OMP,
+    SPMV_IMPL_CPU_PSELL_OMP,
+    SPMV_IMPL_GPU_CSR_SCALAR,
+    SPMV_IMPL_GPU_CSR_WARP_BUFFER,
+    SPMV_IMPL_GPU_CSR_VECTOR,
+    SPMV_IMPL_GPU_CSR_TILED,
+    SPMV_IMPL_GPU_CSR_TEXTURE,
+    SPMV_IMPL_GPU_CSR_ADAPTIVE,
+    SPMV_IMPL_GPU_CSR_MERGE,
+    SPMV_IMPL_GPU_ELL,
+    SPMV_IMPL_GPU_HLL,
+    SPMV_IMPL_GPU_COO_ATOMIC,
+    SPMV_IMPL_GPU_COO_SLICED,
+    SPMV_IMPL_GPU_HYB,
+    SPMV_IMPL_CUSPARSE_CSR,
+    SPMV_IMPL_CUSPARSE_COO,
+    SPMV_IMPL_CUSPARSE_SELL,
+    SPMV_IMPL_GPU_CSR_LIGHT,
+    SPMV_IMPL_GPU_CSR_BINNED,
+    SPMV_IMPL_GPU_CSR_SPMM,
+    SPMV_IMPL_GPU_PCSR,
+    SPMV_IMPL_GPU_PSELL,
+    SPMV_IMPL_AUTO,
+    SPMV_IMPL_CPU_SPMSPM_SERIAL,
+    SPMV_IMPL_CPU_SPMSPM_OMP,
+    SPMV_IMPL_GPU_SPMSPM_THREAD_ROW,
+    SPMV_IMPL_GPU_SPMSPM_BLOCK_ROW,
+    SPMV_IMPL_GPU_SPMSPM_BLOCK_COUNTER,
+    SPMV_IMPL_GPU_SPMSPM_WARP_NNZ,
+    SPMV_IMPL_CUSPARSE_SPGEMM,
+    SPMV_IMPL_COUNT
+} spmv_impl;
+
 typedef struct spmv_kernel {
     const char *name;          /* "cpu.csr.omp" */
     spmv_device_kind device;
@@ -609,6 +654,7 @@ typedef struct spmv_kernel {
     const char *summary;       /* one line for /v1/kernels and docs */
     spmv_op op;                /* last, so positional rows without it are SpMV kernels */
     int32_t max_k;             /* columns of x it takes at once (SpMM); 0 or 1: one (spmv_kernel_max_k) */
+    spmv_impl impl;            /* what runs it (its backend's binding) */
 } spmv_kernel;
 
 /* Most columns a block vector (and so an SpMM) may have. */
@@ -646,6 +692,10 @@ double spmv_now_ms(void);  /* monotonic clock */
 
 /* ------------------------------------------------------------ CPU kernels */
 
+/* Whether k's implementation is bound in the CPU backend (a CPU kernel of
+ * the catalogue always is: test_registry checks it). */
+bool spmv_cpu_kernel_bound(const spmv_kernel *k);
+
 /* Runs a CPU kernel `warmup` times, then `runs` timed times, y = A*x.
  * x has m->cols and y m->rows values of m->dtype. Builds a missing format
  * (or an HLL of another hack_size) into a scratch copy before timing. */
@@ -665,6 +715,9 @@ double spmv_max_rel_err(spmv_dtype dtype, const void *y, const void *ref, int32_
 
 /* ------------------------------------------------------------ GPU backend */
 
+/* Whether k's implementation is bound in the GPU backend (every GPU kernel
+ * of the catalogue, in a CUDA build; none without CUDA). */
+bool spmv_gpu_kernel_bound(const spmv_kernel *k);
 /* Number of usable GPUs; 0 with *reason set when none (no driver, no
  * device, or a build without CUDA). */
 int spmv_gpu_count(const char **reason);

@@ -7,7 +7,7 @@
  * of x: cpu.csr.serial, the reference (k independent row-by-row products),
  * and cpu.csr.omp (one pass over A for all k columns: each non-zero is read
  * once and used k times, which is where an SpMM beats k SpMVs). Also the
- * host transpose that op "t" runs on, and the byte count of an SpMM.
+ * host transpose that op "t" runs on.
  */
 #include <math.h>
 #include <omp.h>
@@ -17,20 +17,6 @@
 #include "formats.h"
 #include "kernels.h"
 #include "spmv.h"
-
-int32_t spmv_kernel_max_k(const spmv_kernel *k)
-{
-    return k && k->max_k > 1 ? k->max_k : 1;
-}
-
-int64_t spmv_kernel_bytes_k(const spmv_kernel *k, const spmv_matrix *m, int32_t ncols)
-{
-    if (!k || !m)
-        return 0;
-    int64_t vs = (int64_t)spmv_dtype_size(m->dtype);
-    int64_t vectors = ((int64_t)m->cols + m->rows) * vs;
-    return spmv_kernel_bytes(k, m) + (ncols > 1 ? (int64_t)(ncols - 1) * vectors : 0);
-}
 
 /* ------------------------------------------------------------ SpMM */
 
@@ -88,7 +74,7 @@ static int cpu_spmm_run(const spmv_kernel *kern, const spmv_matrix *m, const spm
     int st = spmv_csr_need_narrow(&m->csr, "k > 1 columns", err);
     if (st || (st = spmv_params_resolve(kern, p, &par, err)))
         return st;
-    bool omp = strcmp(kern->name, "cpu.csr.omp") == 0;
+    bool omp = kern->impl == SPMV_IMPL_CPU_CSR_OMP;
     int32_t threads = par.v[SPMV_PARAM_THREADS] > 0 ? par.v[SPMV_PARAM_THREADS] : omp_get_max_threads();
     int32_t *bounds = NULL;
     double *times = spmv_array_alloc(runs, sizeof(double), &st);

@@ -12,6 +12,9 @@
 
 #include "spmv.h"
 
+/* Whether k is one of the CPU SpMSpM kernels (engine/cpu/spmspm.c). */
+bool spmv_cpu_spmspm_bound(const spmv_kernel *k);
+
 /* cpu.csr.serial: row by row, one thread (also spmv_reference). */
 void spmv_cpu_csr_serial(const spmv_csr *a, const void *x, void *y);
 

@@ -7,7 +7,8 @@
  * cpu.csr.chunked cursors are made once. Then `warmup` untimed runs and
  * `runs` timed ones, each timed alone with the monotonic clock;
  * engine/stats.c turns the times into the reported statistics. The registry (engine/registry.c) lists the
- * kernels; this file maps each CPU name to its implementation.
+ * kernels, each naming its implementation (spmv_impl); run_once binds the
+ * CPU ones.
  */
 #include <omp.h>
 #include <string.h>
@@ -21,25 +22,31 @@
  * (m->limits, engine/limits.c): one long row must not make cpu.ell.omp
  * allocate the machine away. */
 
-typedef enum cpu_impl { CSR_SERIAL, CSR_CHUNKED, CSR_OMP, ELL_OMP, HLL_OMP, PCSR_OMP, PSELL_OMP, IMPL_NONE } cpu_impl;
-
-static cpu_impl impl_of(const spmv_kernel *k)
+/* The CPU SpMV kernels' bindings: the registry entry's impl (spmv.h), one
+ * case each in run_once. */
+static bool cpu_spmv_impl(spmv_impl i)
 {
-    static const struct { const char *name; cpu_impl impl; } impls[] = {
-        {"cpu.csr.serial", CSR_SERIAL}, {"cpu.csr.chunked", CSR_CHUNKED}, {"cpu.csr.omp", CSR_OMP},
-        {"cpu.ell.omp", ELL_OMP},       {"cpu.hll.omp", HLL_OMP},         {"cpu.pcsr.omp", PCSR_OMP},
-        {"cpu.psell.omp", PSELL_OMP},
-    };
-    for (size_t i = 0; i < sizeof impls / sizeof impls[0]; i++)
-        if (strcmp(k->name, impls[i].name) == 0)
-            return impls[i].impl;
-    return IMPL_NONE;
+    switch (i) {
+    case SPMV_IMPL_CPU_CSR_SERIAL: case SPMV_IMPL_CPU_CSR_CHUNKED: case SPMV_IMPL_CPU_CSR_OMP:
+    case SPMV_IMPL_CPU_ELL_OMP: case SPMV_IMPL_CPU_HLL_OMP: case SPMV_IMPL_CPU_PCSR_OMP: case SPMV_IMPL_CPU_PSELL_OMP:
+        return true;
+    default:
+        return false;
+    }
 }
+
+bool spmv_cpu_kernel_bound(const spmv_kernel *k)
+{
+    return k && k->device == SPMV_DEVICE_CPU &&
+           (k->op == SPMV_OP_SPMV ? cpu_spmv_impl(k->impl) : spmv_cpu_spmspm_bound(k));
+}
+
+static spmv_impl impl_of(const spmv_kernel *k) { return cpu_spmv_impl(k->impl) ? k->impl : SPMV_IMPL_NONE; }
 
 /* What one call needs, set up before timing. `view` is the caller's matrix
  * with scratch formats swapped in; scratch is what this call owns. */
 typedef struct cpu_plan {
-    cpu_impl impl;
+    spmv_impl impl;
     spmv_params par;
     int32_t threads;
     spmv_matrix view;
@@ -66,7 +73,7 @@ static void plan_free(cpu_plan *pl)
 static int prepare_format(cpu_plan *pl, const spmv_matrix *m, spmv_error *err)
 {
     int st = SPMV_OK;
-    if (pl->impl == ELL_OMP && !(m->formats & SPMV_FMT_ELL)) {
+    if (pl->impl == SPMV_IMPL_CPU_ELL_OMP && !(m->formats & SPMV_FMT_ELL)) {
         int64_t slots = 0, bytes = 0;
         if ((st = spmv_format_plan(&m->csr, SPMV_FMT_ELL, 0, &slots, &bytes, err)) ||
             (st = spmv_format_check(&m->limits, SPMV_FMT_ELL, m->nnz, slots, bytes, err)) ||
@@ -76,19 +83,19 @@ static int prepare_format(cpu_plan *pl, const spmv_matrix *m, spmv_error *err)
         pl->view.formats |= SPMV_FMT_ELL;
     }
     /* The packed conversions ask the padding rule themselves. */
-    if (pl->impl == PCSR_OMP && !(m->formats & SPMV_FMT_PCSR)) {
+    if (pl->impl == SPMV_IMPL_CPU_PCSR_OMP && !(m->formats & SPMV_FMT_PCSR)) {
         if ((st = spmv_csr_to_pcsr(&m->csr, &m->limits, &pl->pcsr, err)))
             return st;
         pl->view.pcsr = pl->pcsr;
         pl->view.formats |= SPMV_FMT_PCSR;
     }
-    if (pl->impl == PSELL_OMP && !(m->formats & SPMV_FMT_PSELL)) {
+    if (pl->impl == SPMV_IMPL_CPU_PSELL_OMP && !(m->formats & SPMV_FMT_PSELL)) {
         if ((st = spmv_csr_to_psell(&m->csr, &m->limits, &pl->psell, err)))
             return st;
         pl->view.psell = pl->psell;
         pl->view.formats |= SPMV_FMT_PSELL;
     }
-    if (pl->impl == HLL_OMP) {
+    if (pl->impl == SPMV_IMPL_CPU_HLL_OMP) {
         /* hack_size 0 (the default): the matrix's own HLL, if it holds one. */
         int32_t hs = pl->par.v[SPMV_PARAM_HACK_SIZE];
         if (hs == 0)
@@ -117,12 +124,12 @@ static int prepare_scratch(cpu_plan *pl, const spmv_matrix *m, int32_t runs, spm
     int st = SPMV_OK;
     if (!(pl->times = spmv_array_alloc(runs, sizeof(double), &st)))
         goto fail;
-    if (pl->impl == CSR_OMP || pl->impl == PCSR_OMP) {
+    if (pl->impl == SPMV_IMPL_CPU_CSR_OMP || pl->impl == SPMV_IMPL_CPU_PCSR_OMP) {
         if (!(pl->bounds = spmv_array_alloc((int64_t)pl->threads + 1, sizeof(int32_t), &st)))
             goto fail;
         spmv_cpu_csr_partition(&m->csr, pl->threads, pl->bounds);
     }
-    if (pl->impl == CSR_CHUNKED && !(pl->cursor = spmv_array_alloc(m->rows, sizeof(int32_t), &st)))
+    if (pl->impl == SPMV_IMPL_CPU_CSR_CHUNKED && !(pl->cursor = spmv_array_alloc(m->rows, sizeof(int32_t), &st)))
         goto fail;
     return SPMV_OK;
 fail:
@@ -137,11 +144,11 @@ static int check_call(const spmv_kernel *k, const spmv_matrix *m, const void *x,
     if (k->op != SPMV_OP_SPMV)
         return spmv_error_set(err, SPMV_ERR_INVALID, 0, "%s computes C = A*B (%s), not y = A*x", k->name,
                               spmv_op_name(k->op));
-    if (impl_of(k) == IMPL_NONE)
+    if (impl_of(k) == SPMV_IMPL_NONE)
         return spmv_error_set(err, SPMV_ERR_UNAVAILABLE, 0, "%s has no CPU implementation", k->name);
     if (!m || !(m->formats & SPMV_FMT_CSR) || (!m->csr.row_ptr && !m->csr.row_ptr64))
         return spmv_error_set(err, SPMV_ERR_INVALID, 0, "matrix holds no CSR");
-    if (impl_of(k) != CSR_SERIAL && impl_of(k) != CSR_OMP && spmv_csr_need_narrow(&m->csr, k->name, err))
+    if (impl_of(k) != SPMV_IMPL_CPU_CSR_SERIAL && impl_of(k) != SPMV_IMPL_CPU_CSR_OMP && spmv_csr_need_narrow(&m->csr, k->name, err))
         return SPMV_ERR_LIMIT;
     if (!x || !y)
         return spmv_error_set(err, SPMV_ERR_INVALID, 0, "x and y are required");
@@ -156,14 +163,14 @@ static void run_once(const cpu_plan *pl, const void *x, void *y)
 {
     const spmv_matrix *v = &pl->view;
     switch (pl->impl) {
-    case CSR_SERIAL: spmv_cpu_csr_serial(&v->csr, x, y); break;
-    case CSR_CHUNKED: spmv_cpu_csr_chunked(&v->csr, pl->par.v[SPMV_PARAM_CHUNK], pl->cursor, x, y); break;
-    case CSR_OMP: spmv_cpu_csr_omp(&v->csr, pl->threads, pl->bounds, x, y); break;
-    case ELL_OMP: spmv_cpu_ell_omp(&v->ell, pl->threads, x, y); break;
-    case HLL_OMP: spmv_cpu_hll_omp(&v->hll, pl->threads, x, y); break;
-    case PCSR_OMP: spmv_cpu_pcsr_omp(&v->pcsr, pl->threads, pl->bounds, x, y); break;
-    case PSELL_OMP: spmv_cpu_psell_omp(&v->psell, pl->threads, x, y); break;
-    case IMPL_NONE: break;
+    case SPMV_IMPL_CPU_CSR_SERIAL: spmv_cpu_csr_serial(&v->csr, x, y); break;
+    case SPMV_IMPL_CPU_CSR_CHUNKED: spmv_cpu_csr_chunked(&v->csr, pl->par.v[SPMV_PARAM_CHUNK], pl->cursor, x, y); break;
+    case SPMV_IMPL_CPU_CSR_OMP: spmv_cpu_csr_omp(&v->csr, pl->threads, pl->bounds, x, y); break;
+    case SPMV_IMPL_CPU_ELL_OMP: spmv_cpu_ell_omp(&v->ell, pl->threads, x, y); break;
+    case SPMV_IMPL_CPU_HLL_OMP: spmv_cpu_hll_omp(&v->hll, pl->threads, x, y); break;
+    case SPMV_IMPL_CPU_PCSR_OMP: spmv_cpu_pcsr_omp(&v->pcsr, pl->threads, pl->bounds, x, y); break;
+    case SPMV_IMPL_CPU_PSELL_OMP: spmv_cpu_psell_omp(&v->psell, pl->threads, x, y); break;
+    default: break;
     }
 }
 

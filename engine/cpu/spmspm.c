@@ -357,7 +357,7 @@ int spmv_cpu_spmspm(const spmv_kernel *k, const spmv_csr *a, const spmv_csr *b, 
         return st;
     pl.a = a;
     pl.b = b;
-    pl.threads = strcmp(k->name, "cpu.spmspm.serial") == 0 ? 1
+    pl.threads = k->impl == SPMV_IMPL_CPU_SPMSPM_SERIAL ? 1
                  : par.v[SPMV_PARAM_THREADS] > 0         ? par.v[SPMV_PARAM_THREADS]
                                                           : omp_get_max_threads();
     if ((st = plan_make(&pl, runs, err)))
@@ -375,4 +375,9 @@ int spmv_cpu_spmspm(const spmv_kernel *k, const spmv_csr *a, const spmv_csr *b, 
 done:
     plan_free(&pl);
     return st;
+}
+
+bool spmv_cpu_spmspm_bound(const spmv_kernel *k)
+{
+    return k->impl == SPMV_IMPL_CPU_SPMSPM_SERIAL || k->impl == SPMV_IMPL_CPU_SPMSPM_OMP;
 }

@@ -223,3 +223,9 @@ void spmv_gpu_ipc_close(int device, void *dptr)
     UNUSED(device);
     UNUSED(dptr);
 }
+
+bool spmv_gpu_kernel_bound(const spmv_kernel *k)
+{
+    (void)k;
+    return false; /* no GPU backend in this build */
+}

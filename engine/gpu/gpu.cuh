@@ -403,6 +403,8 @@ void gpu_sparse_cache_free(spmv_gpu_ctx *ctx, spmv_gpu_matrix *m);
 void gpu_sparse_cache_drop(spmv_gpu_ctx *ctx, spmv_gpu_matrix *m, spmv_format f);
 /* Frees the adaptive row blocks. */
 void gpu_adaptive_free(spmv_gpu_ctx *ctx, spmv_gpu_matrix *m);
+/* Whether k is one of the GPU SpMSpM kernels (gpu/spmspm.cu binds it). */
+bool gpu_spmspm_bound(const spmv_kernel *k);
 
 /* ------------------------------------------------------ device helpers */
 

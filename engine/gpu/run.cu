@@ -1,7 +1,7 @@
 /* run.cu — spmv_gpu_run: one multiply job on a resident matrix.
  *
  * The registry (engine/registry.c) names every GPU kernel and its
- * parameters; this file maps each name to its launcher (and the optional
+ * parameters; this file maps each name to its launcher, keyed by the registry entry's impl (and the optional
  * prepare step that builds what the kernel caches: a format made on first
  * use, an HLL of another hack size, adaptive row blocks, cuSPARSE buffers
  * and preprocessing, a texture object). A new or faster kernel is one more
@@ -21,7 +21,7 @@
 #include "gpu.cuh"
 
 struct gpu_kernel_impl {
-    const char *name;
+    spmv_impl id;            /* the registry entry's impl (spmv.h) */
     spmv_format format;
     gpu_prepare_fn prepare;
     gpu_launch_fn launch;
@@ -29,34 +29,41 @@ struct gpu_kernel_impl {
 };
 
 static const struct gpu_kernel_impl impls[] = {
-    {"gpu.csr.scalar", SPMV_FMT_CSR, NULL, gpu_csr_scalar, false},
-    {"gpu.csr.warp_buffer", SPMV_FMT_CSR, NULL, gpu_csr_warp_buffer, false},
-    {"gpu.csr.vector", SPMV_FMT_CSR, NULL, gpu_csr_vector, true},
-    {"gpu.csr.tiled", SPMV_FMT_CSR, NULL, gpu_csr_tiled, false},
-    {"gpu.csr.texture", SPMV_FMT_CSR, gpu_csr_texture_prepare, gpu_csr_texture, false},
-    {"gpu.csr.adaptive", SPMV_FMT_CSR, gpu_csr_adaptive_prepare, gpu_csr_adaptive, false},
-    {"gpu.csr.merge", SPMV_FMT_CSR, NULL, gpu_csr_merge, false},
-    {"gpu.csr.light", SPMV_FMT_CSR, gpu_csr_light_prepare, gpu_csr_light, false},
-    {"gpu.csr.binned", SPMV_FMT_CSR, gpu_csr_binned_prepare, gpu_csr_binned, false},
-    {"gpu.csr.spmm", SPMV_FMT_CSR, NULL, gpu_csr_spmm, false},
-    {"gpu.ell", SPMV_FMT_ELL, NULL, gpu_ell_run, false},
-    {"gpu.hll", SPMV_FMT_HLL, NULL, gpu_hll_run, false},
-    {"gpu.coo.atomic", SPMV_FMT_COO, NULL, gpu_coo_atomic, false},
-    {"gpu.coo.sliced", SPMV_FMT_COO, NULL, gpu_coo_sliced, false},
-    {"gpu.hyb", SPMV_FMT_HYB, NULL, gpu_hyb_run, false},
-    {"cusparse.csr", SPMV_FMT_CSR, gpu_cusparse_csr_prepare, gpu_cusparse_csr, true},
-    {"cusparse.coo", SPMV_FMT_COO, gpu_cusparse_coo_prepare, gpu_cusparse_coo, false},
-    {"cusparse.sell", SPMV_FMT_HLL, gpu_cusparse_sell_prepare, gpu_cusparse_sell, false},
-    {"gpu.pcsr", SPMV_FMT_PCSR, NULL, gpu_pcsr_run, false},
-    {"gpu.psell", SPMV_FMT_PSELL, NULL, gpu_psell_run, false},
+    {SPMV_IMPL_GPU_CSR_SCALAR, SPMV_FMT_CSR, NULL, gpu_csr_scalar, false},
+    {SPMV_IMPL_GPU_CSR_WARP_BUFFER, SPMV_FMT_CSR, NULL, gpu_csr_warp_buffer, false},
+    {SPMV_IMPL_GPU_CSR_VECTOR, SPMV_FMT_CSR, NULL, gpu_csr_vector, true},
+    {SPMV_IMPL_GPU_CSR_TILED, SPMV_FMT_CSR, NULL, gpu_csr_tiled, false},
+    {SPMV_IMPL_GPU_CSR_TEXTURE, SPMV_FMT_CSR, gpu_csr_texture_prepare, gpu_csr_texture, false},
+    {SPMV_IMPL_GPU_CSR_ADAPTIVE, SPMV_FMT_CSR, gpu_csr_adaptive_prepare, gpu_csr_adaptive, false},
+    {SPMV_IMPL_GPU_CSR_MERGE, SPMV_FMT_CSR, NULL, gpu_csr_merge, false},
+    {SPMV_IMPL_GPU_CSR_LIGHT, SPMV_FMT_CSR, gpu_csr_light_prepare, gpu_csr_light, false},
+    {SPMV_IMPL_GPU_CSR_BINNED, SPMV_FMT_CSR, gpu_csr_binned_prepare, gpu_csr_binned, false},
+    {SPMV_IMPL_GPU_CSR_SPMM, SPMV_FMT_CSR, NULL, gpu_csr_spmm, false},
+    {SPMV_IMPL_GPU_ELL, SPMV_FMT_ELL, NULL, gpu_ell_run, false},
+    {SPMV_IMPL_GPU_HLL, SPMV_FMT_HLL, NULL, gpu_hll_run, false},
+    {SPMV_IMPL_GPU_COO_ATOMIC, SPMV_FMT_COO, NULL, gpu_coo_atomic, false},
+    {SPMV_IMPL_GPU_COO_SLICED, SPMV_FMT_COO, NULL, gpu_coo_sliced, false},
+    {SPMV_IMPL_GPU_HYB, SPMV_FMT_HYB, NULL, gpu_hyb_run, false},
+    {SPMV_IMPL_CUSPARSE_CSR, SPMV_FMT_CSR, gpu_cusparse_csr_prepare, gpu_cusparse_csr, true},
+    {SPMV_IMPL_CUSPARSE_COO, SPMV_FMT_COO, gpu_cusparse_coo_prepare, gpu_cusparse_coo, false},
+    {SPMV_IMPL_CUSPARSE_SELL, SPMV_FMT_HLL, gpu_cusparse_sell_prepare, gpu_cusparse_sell, false},
+    {SPMV_IMPL_GPU_PCSR, SPMV_FMT_PCSR, NULL, gpu_pcsr_run, false},
+    {SPMV_IMPL_GPU_PSELL, SPMV_FMT_PSELL, NULL, gpu_psell_run, false},
 };
 
-static const struct gpu_kernel_impl *find_impl(const char *name)
+static const struct gpu_kernel_impl *find_impl(spmv_impl id)
 {
     for (size_t i = 0; i < sizeof impls / sizeof impls[0]; i++)
-        if (strcmp(impls[i].name, name) == 0)
+        if (impls[i].id == id)
             return &impls[i];
     return NULL;
+}
+
+extern "C" bool spmv_gpu_kernel_bound(const spmv_kernel *k)
+{
+    if (!k || k->device != SPMV_DEVICE_GPU)
+        return false;
+    return k->op == SPMV_OP_SPMSPM ? gpu_spmspm_bound(k) : find_impl(k->impl) != NULL;
 }
 
 /* The format held for the kernel (built now if missing) and its bytes. */
@@ -83,7 +90,7 @@ static int setup_launch(spmv_gpu_ctx *ctx, const spmv_kernel *k, spmv_gpu_matrix
                         struct gpu_launch *l, const struct gpu_kernel_impl **impl, spmv_error *err)
 {
     int st;
-    if (!(*impl = find_impl(k->name)))
+    if (!(*impl = find_impl(k->impl)))
         return spmv_error_set(err, SPMV_ERR_UNAVAILABLE, 0, "%s has no GPU implementation in this build", k->name);
     memset(l, 0, sizeof *l);
     if ((st = spmv_params_resolve(k, p, &l->p, err)))
@@ -194,7 +201,7 @@ extern "C" int spmv_gpu_apply(spmv_gpu_ctx *ctx, const spmv_kernel *k, spmv_gpu_
     if ((st = ready_format(&l, impl, &fmt_bytes, err)))
         goto done;
     if (x->k > 1) { /* SpMM: ours or cuSPARSE's (spmv_apply_check refused the others) */
-        if (strcmp(k->name, "cusparse.csr") == 0) {
+        if (k->impl == SPMV_IMPL_CUSPARSE_CSR) {
             if ((st = gpu_cusparse_spmm_prepare(&l, err)))
                 goto done;
             fn = gpu_cusparse_csr_spmm;

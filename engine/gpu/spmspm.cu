@@ -772,17 +772,23 @@ static void call_free(struct sp_call *c)
 
 static int kind_of(const spmv_kernel *k, enum sp_kind *out)
 {
-    static const struct { const char *name; enum sp_kind kind; } kinds[] = {
-        {"gpu.spmspm.thread_row", SP_THREAD_ROW},       {"gpu.spmspm.block_row", SP_BLOCK_ROW},
-        {"gpu.spmspm.block_counter", SP_BLOCK_COUNTER}, {"gpu.spmspm.warp_nnz", SP_WARP_NNZ},
-        {"cusparse.spgemm", SP_CUSPARSE},
+    static const struct { spmv_impl id; enum sp_kind kind; } kinds[] = {
+        {SPMV_IMPL_GPU_SPMSPM_THREAD_ROW, SP_THREAD_ROW},       {SPMV_IMPL_GPU_SPMSPM_BLOCK_ROW, SP_BLOCK_ROW},
+        {SPMV_IMPL_GPU_SPMSPM_BLOCK_COUNTER, SP_BLOCK_COUNTER}, {SPMV_IMPL_GPU_SPMSPM_WARP_NNZ, SP_WARP_NNZ},
+        {SPMV_IMPL_CUSPARSE_SPGEMM, SP_CUSPARSE},
     };
     for (size_t i = 0; i < sizeof kinds / sizeof kinds[0]; i++)
-        if (strcmp(k->name, kinds[i].name) == 0) {
+        if (k->impl == kinds[i].id) {
             *out = kinds[i].kind;
             return 0;
         }
     return -1;
+}
+
+bool gpu_spmspm_bound(const spmv_kernel *k)
+{
+    enum sp_kind kind;
+    return kind_of(k, &kind) == 0;
 }
 
 static int check_call(spmv_gpu_ctx *ctx, const spmv_kernel *k, spmv_gpu_matrix *a, spmv_gpu_matrix *b,

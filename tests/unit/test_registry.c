@@ -1,7 +1,9 @@
 /* test_registry.c — the kernel catalogue (engine/registry.c) and its docs.
  *
- * The table must hold the whole catalogue of SPEC §5 / issue 4 with
- * consistent names, devices, formats and parameter masks; parameters must
+ * The table must hold the whole catalogue (docs/kernels.md) with
+ * consistent names, devices, formats and parameter masks; every kernel must
+ * name an implementation of its own that its backend binds (the CPU's
+ * always; the GPU's in a CUDA build); parameters must
  * resolve to their defaults and be refused (with parameter, value and range
  * in the message) when out of range or not taken; availability must follow
  * the GPU backend's answer; and docs/kernels.md must hold the catalogue
@@ -208,6 +210,45 @@ static char *read_docs(void)
     return buf;
 }
 
+static void test_kernels_bound(void **state)
+{
+    (void)state;
+    bool seen[SPMV_IMPL_COUNT] = {false};
+    size_t gpu_bound = 0, gpu = 0;
+    for (size_t i = 0; i < spmv_kernel_count(); i++) {
+        const spmv_kernel *k = spmv_kernel_at(i);
+        if (!(k->impl > SPMV_IMPL_NONE && k->impl < SPMV_IMPL_COUNT))
+            fail_msg("%s names no implementation (impl %d)", k->name, (int)k->impl);
+        if (seen[k->impl])
+            fail_msg("%s shares its implementation %d with another kernel", k->name, (int)k->impl);
+        seen[k->impl] = true;
+        if (spmv_kernel_is_auto(k)) {
+            assert_false(spmv_cpu_kernel_bound(k)); /* auto is the daemon's choice, run by no backend itself */
+            continue;
+        }
+        if (k->device == SPMV_DEVICE_CPU) {
+            if (!spmv_cpu_kernel_bound(k))
+                fail_msg("CPU kernel %s is not bound in engine/cpu", k->name);
+            assert_false(spmv_gpu_kernel_bound(k));
+            continue;
+        }
+        gpu++;
+        gpu_bound += spmv_gpu_kernel_bound(k);
+        assert_false(spmv_cpu_kernel_bound(k));
+    }
+#ifdef SPMV_HAVE_CUDA
+    if (gpu_bound != gpu) /* a CUDA build binds every GPU kernel of the catalogue */
+        for (size_t i = 0; i < spmv_kernel_count(); i++) {
+            const spmv_kernel *k = spmv_kernel_at(i);
+            if (k->device == SPMV_DEVICE_GPU && !spmv_kernel_is_auto(k) && !spmv_gpu_kernel_bound(k))
+                fail_msg("GPU kernel %s is not bound in engine/gpu", k->name);
+        }
+#else
+    assert_int_equal(gpu_bound, 0); /* no GPU backend: none bound */
+#endif
+    printf("# %zu GPU kernels, %zu bound in this build\n", gpu, gpu_bound);
+}
+
 static void test_docs_hold_the_table(void **state)
 {
     (void)state;
@@ -241,6 +282,7 @@ int main(void)
         cmocka_unit_test(test_catalogue_complete), cmocka_unit_test(test_table_sane),
         cmocka_unit_test(test_param_table),        cmocka_unit_test(test_params_resolve),
         cmocka_unit_test(test_availability),       cmocka_unit_test(test_docs_hold_the_table),
+        cmocka_unit_test(test_kernels_bound),
     };
     return cmocka_run_group_tests_name("registry", tests, NULL, NULL);
 }

@@ -406,6 +406,31 @@ void gpu_adaptive_free(spmv_gpu_ctx *ctx, spmv_gpu_matrix *m);
 /* Whether k is one of the GPU SpMSpM kernels (gpu/spmspm.cu binds it). */
 bool gpu_spmspm_bound(const spmv_kernel *k);
 
+/* ------------------------------------------- conversion helpers (host) */
+
+/* The block of the fill and conversion kernels (transfer.cu, build.cu). */
+#define FILL_BLOCK 256
+#define FILL_GRID(n) gpu_grid((n), FILL_BLOCK), FILL_BLOCK
+
+/* A grid-stride kernel's grid: enough blocks to fill the device, no more
+ * than the work needs. */
+static inline unsigned gpu_stride_grid(const spmv_gpu_ctx *ctx, int64_t n)
+{
+    int64_t want = (n + FILL_BLOCK - 1) / FILL_BLOCK, cap = (int64_t)ctx->sm_count * 32;
+    return (unsigned)(want < 1 ? 1 : want < cap ? want : cap);
+}
+
+static inline size_t gpu_vsize(const spmv_gpu_matrix *m) { return spmv_dtype_size(m->dtype); }
+
+/* Waits for the context's stream: SPMV_OK, or the CUDA error as `what`. */
+int gpu_sync_stream(spmv_gpu_ctx *ctx, spmv_error *err, const char *what);
+/* The device ELL, HLL and HYB freed, their bytes untracked (build.cu). */
+void gpu_free_ell(spmv_gpu_ctx *ctx, spmv_gpu_matrix *m, struct gpu_ell *e);
+void gpu_free_hll(spmv_gpu_ctx *ctx, spmv_gpu_matrix *m, struct gpu_hll *h);
+void gpu_free_hyb(spmv_gpu_ctx *ctx, spmv_gpu_matrix *m);
+/* The padding ratio of format f as held (residency.cu). */
+double gpu_format_padding(const spmv_gpu_matrix *m, spmv_format f);
+
 /* ------------------------------------------------------ device helpers */
 
 template <typename T> struct gpu_dtype_of;

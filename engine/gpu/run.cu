@@ -140,17 +140,10 @@ static int operand_buffers(spmv_gpu_ctx *ctx, spmv_gpu_matrix *m, spmv_error *er
     return st;
 }
 
-extern "C" int spmv_gpu_apply(spmv_gpu_ctx *ctx, const spmv_kernel *k, spmv_gpu_matrix *m, const spmv_params *p,
-                              const spmv_apply_args *a, const spmv_vec *x, spmv_vec *y, spmv_stats *stats,
-                              double *axpby_ms, spmv_error *err)
+/* What spmv_gpu_apply checks before anything runs. */
+static int apply_check(spmv_gpu_ctx *ctx, const spmv_kernel *k, spmv_gpu_matrix *m, const spmv_apply_args *a,
+                       const spmv_vec *x, const spmv_vec *y, spmv_error *err)
 {
-    struct gpu_launch l;
-    const struct gpu_kernel_impl *impl;
-    double *times = NULL;
-    size_t fmt_bytes = 0, vs, tmp_bytes = 0;
-    void *tmp = NULL;
-    gpu_launch_fn fn;
-    cudaError_t e;
     int st;
     if (!ctx || !m)
         return spmv_error_set(err, SPMV_ERR_INVALID, 0, "GPU apply: missing context or matrix");
@@ -164,6 +157,41 @@ extern "C" int spmv_gpu_apply(spmv_gpu_ctx *ctx, const spmv_kernel *k, spmv_gpu_
     if (a->warmup < 0 || a->runs < 1 || a->runs > 1000000 || a->warmup > 1000000)
         return spmv_error_set(err, SPMV_ERR_INVALID, 0, "GPU run: warmup %d / runs %d out of range (runs 1..1000000)",
                               a->warmup, a->runs);
+    return SPMV_OK;
+}
+
+/* y = alpha*target + beta*y once after the timed runs, timed by events. */
+static int timed_axpby(spmv_gpu_ctx *ctx, const spmv_apply_args *a, const spmv_vec *target, spmv_vec *y,
+                       double *axpby_ms, spmv_error *err)
+{
+    float ms = 0;
+    cudaError_t e;
+    int st = SPMV_OK;
+    if ((e = cudaEventRecord(ctx->ev_start, ctx->stream)) != cudaSuccess ||
+        (st = spmv_gpu_vec_axpby(ctx, a->alpha, target, a->beta, y, err)) ||
+        (e = cudaEventRecord(ctx->ev_stop, ctx->stream)) != cudaSuccess ||
+        (e = cudaEventSynchronize(ctx->ev_stop)) != cudaSuccess ||
+        (e = cudaEventElapsedTime(&ms, ctx->ev_start, ctx->ev_stop)) != cudaSuccess)
+        return st ? st : gpu_cuda_error(e, err, "axpby");
+    if (axpby_ms)
+        *axpby_ms = ms;
+    return SPMV_OK;
+}
+
+extern "C" int spmv_gpu_apply(spmv_gpu_ctx *ctx, const spmv_kernel *k, spmv_gpu_matrix *m, const spmv_params *p,
+                              const spmv_apply_args *a, const spmv_vec *x, spmv_vec *y, spmv_stats *stats,
+                              double *axpby_ms, spmv_error *err)
+{
+    struct gpu_launch l;
+    const struct gpu_kernel_impl *impl;
+    double *times = NULL;
+    size_t fmt_bytes = 0, vs, tmp_bytes = 0;
+    void *tmp = NULL;
+    gpu_launch_fn fn;
+    cudaError_t e;
+    int st;
+    if ((st = apply_check(ctx, k, m, a, x, y, err)))
+        return st;
     if ((st = setup_launch(ctx, k, m, p, &l, &impl, err)))
         return st;
     if ((!impl->wide || x->k > 1) && (st = gpu_need_narrow(m, x->k > 1 ? "an SpMM (k > 1)" : k->name, err)))
@@ -215,20 +243,8 @@ extern "C" int spmv_gpu_apply(spmv_gpu_ctx *ctx, const spmv_kernel *k, spmv_gpu_
         goto done;
     if (axpby_ms)
         *axpby_ms = 0;
-    if (!direct) {
-        float ms = 0;
-        if ((e = cudaEventRecord(ctx->ev_start, ctx->stream)) != cudaSuccess ||
-            (st = spmv_gpu_vec_axpby(ctx, a->alpha, &target, a->beta, y, err)) ||
-            (e = cudaEventRecord(ctx->ev_stop, ctx->stream)) != cudaSuccess ||
-            (e = cudaEventSynchronize(ctx->ev_stop)) != cudaSuccess ||
-            (e = cudaEventElapsedTime(&ms, ctx->ev_start, ctx->ev_stop)) != cudaSuccess) {
-            if (!st)
-                st = gpu_cuda_error(e, err, "axpby");
-            goto done;
-        }
-        if (axpby_ms)
-            *axpby_ms = ms;
-    }
+    if (!direct && (st = timed_axpby(ctx, a, &target, y, axpby_ms, err)))
+        goto done;
     if (stats)
         spmv_stats_compute(times, a->runs, a->warmup, 2 * m->nnz * x->k,
                            (int64_t)(fmt_bytes + ((size_t)m->rows + m->cols) * vs * (size_t)x->k), stats);
@@ -334,6 +350,56 @@ extern "C" int spmv_gpu_run_k(spmv_gpu_ctx *ctx, const spmv_kernel *k, spmv_gpu_
 
 /* Aᵀ as a resident CSR: cuSPARSE's csr2csc of A is the CSR of Aᵀ. Built
  * once, kept with m, freed with it; its bytes count in m's. */
+/* Aᵀ's CSR from A's by cuSPARSE's csr2csc, into t's arrays. */
+static int csr2csc(spmv_gpu_ctx *ctx, const spmv_gpu_matrix *m, spmv_gpu_matrix *t, spmv_error *err)
+{
+    size_t buf_bytes = 0;
+    void *buf = NULL;
+    cudaDataType vt = m->dtype == SPMV_FLOAT64 ? CUDA_R_64F : CUDA_R_32F;
+    cusparseStatus_t s;
+    cudaError_t e;
+    int st;
+    if (m->nnz == 0)
+        return (e = cudaMemsetAsync(t->row_ptr, 0, ((size_t)t->rows + 1) * 4, ctx->stream)) == cudaSuccess
+                   ? SPMV_OK
+                   : gpu_cuda_error(e, err, "transpose");
+    if ((s = cusparseCsr2cscEx2_bufferSize(ctx->sparse, m->rows, m->cols, (int)m->nnz, m->val, m->row_ptr, m->col,
+                                           t->val, t->row_ptr, t->col, vt, CUSPARSE_ACTION_NUMERIC,
+                                           CUSPARSE_INDEX_BASE_ZERO, CUSPARSE_CSR2CSC_ALG1, &buf_bytes)) !=
+        CUSPARSE_STATUS_SUCCESS)
+        return gpu_sparse_error(s, err, "transpose: csr2csc buffer size");
+    if ((st = gpu_ctx_alloc(ctx, &buf, buf_bytes, "transpose scratch", err)))
+        return st;
+    if ((s = cusparseCsr2cscEx2(ctx->sparse, m->rows, m->cols, (int)m->nnz, m->val, m->row_ptr, m->col, t->val,
+                                t->row_ptr, t->col, vt, CUSPARSE_ACTION_NUMERIC, CUSPARSE_INDEX_BASE_ZERO,
+                                CUSPARSE_CSR2CSC_ALG1, buf)) != CUSPARSE_STATUS_SUCCESS)
+        st = gpu_sparse_error(s, err, "transpose: csr2csc");
+    if (!st && (e = cudaStreamSynchronize(ctx->stream)) != cudaSuccess)
+        st = gpu_cuda_error(e, err, "transpose");
+    gpu_ctx_free(ctx, buf, buf_bytes);
+    return st;
+}
+
+/* The longest row of t (some kernels size their work by it). */
+static int longest_row(spmv_gpu_ctx *ctx, spmv_gpu_matrix *t, spmv_error *err)
+{
+    int32_t *host_ptr = (int32_t *)malloc(((size_t)t->rows + 1) * 4);
+    cudaError_t e;
+    if (!host_ptr)
+        return spmv_error_set(err, SPMV_ERR_NOMEM, 0, "transpose: out of host memory");
+    if ((e = cudaMemcpyAsync(host_ptr, t->row_ptr, ((size_t)t->rows + 1) * 4, cudaMemcpyDeviceToHost, ctx->stream)) !=
+            cudaSuccess ||
+        (e = cudaStreamSynchronize(ctx->stream)) != cudaSuccess) {
+        free(host_ptr);
+        return gpu_cuda_error(e, err, "transpose");
+    }
+    for (int32_t i = 0; i < t->rows; i++)
+        if (host_ptr[i + 1] - host_ptr[i] > t->max_row)
+            t->max_row = host_ptr[i + 1] - host_ptr[i];
+    free(host_ptr);
+    return SPMV_OK;
+}
+
 extern "C" int spmv_gpu_matrix_transpose(spmv_gpu_ctx *ctx, spmv_gpu_matrix *m, spmv_gpu_matrix **out,
                                          spmv_error *err)
 {
@@ -358,57 +424,14 @@ extern "C" int spmv_gpu_matrix_transpose(spmv_gpu_ctx *ctx, spmv_gpu_matrix *m, 
     t->parent = m;
     t->pinned = SPMV_FMT_CSR;
     t->cat = gpu_cat_of(SPMV_FMT_CSR);
-    size_t vs = spmv_dtype_size(m->dtype), buf_bytes = 0;
-    void *buf = NULL;
-    int32_t *host_ptr = NULL;
-    cudaDataType vt = m->dtype == SPMV_FLOAT64 ? CUDA_R_64F : CUDA_R_32F;
-    cusparseStatus_t s;
-    cudaError_t e;
+    size_t vs = spmv_dtype_size(m->dtype);
     if ((st = cudaSetDevice(ctx->device) == cudaSuccess ? SPMV_OK : SPMV_ERR_DEVICE) ||
         (st = gpu_alloc(ctx, t, (void **)&t->row_ptr, ((size_t)t->rows + 1) * 4, "transpose row_ptr", err)) ||
         (st = gpu_alloc(ctx, t, (void **)&t->col, (size_t)t->nnz * 4, "transpose col", err)) ||
         (st = gpu_alloc(ctx, t, &t->val, (size_t)t->nnz * vs, "transpose val", err)))
         goto fail;
     t->cat = GPU_CAT_OTHER;
-    if (m->nnz == 0) {
-        if ((e = cudaMemsetAsync(t->row_ptr, 0, ((size_t)t->rows + 1) * 4, ctx->stream)) != cudaSuccess) {
-            st = gpu_cuda_error(e, err, "transpose");
-            goto fail;
-        }
-    } else {
-        if ((s = cusparseCsr2cscEx2_bufferSize(ctx->sparse, m->rows, m->cols, (int)m->nnz, m->val, m->row_ptr, m->col,
-                                               t->val, t->row_ptr, t->col, vt, CUSPARSE_ACTION_NUMERIC,
-                                               CUSPARSE_INDEX_BASE_ZERO, CUSPARSE_CSR2CSC_ALG1, &buf_bytes)) !=
-            CUSPARSE_STATUS_SUCCESS) {
-            st = gpu_sparse_error(s, err, "transpose: csr2csc buffer size");
-            goto fail;
-        }
-        if ((st = gpu_ctx_alloc(ctx, &buf, buf_bytes, "transpose scratch", err)))
-            goto fail;
-        if ((s = cusparseCsr2cscEx2(ctx->sparse, m->rows, m->cols, (int)m->nnz, m->val, m->row_ptr, m->col, t->val,
-                                    t->row_ptr, t->col, vt, CUSPARSE_ACTION_NUMERIC, CUSPARSE_INDEX_BASE_ZERO,
-                                    CUSPARSE_CSR2CSC_ALG1, buf)) != CUSPARSE_STATUS_SUCCESS) {
-            st = gpu_sparse_error(s, err, "transpose: csr2csc");
-            goto fail;
-        }
-    }
-    /* the longest row of Aᵀ (some kernels size their work by it) */
-    if (!(host_ptr = (int32_t *)malloc(((size_t)t->rows + 1) * 4))) {
-        st = spmv_error_set(err, SPMV_ERR_NOMEM, 0, "transpose: out of host memory");
-        goto fail;
-    }
-    if ((e = cudaMemcpyAsync(host_ptr, t->row_ptr, ((size_t)t->rows + 1) * 4, cudaMemcpyDeviceToHost, ctx->stream)) !=
-            cudaSuccess ||
-        (e = cudaStreamSynchronize(ctx->stream)) != cudaSuccess) {
-        st = gpu_cuda_error(e, err, "transpose");
-        goto fail;
-    }
-    for (int32_t i = 0; i < t->rows; i++)
-        if (host_ptr[i + 1] - host_ptr[i] > t->max_row)
-            t->max_row = host_ptr[i + 1] - host_ptr[i];
-    free(host_ptr);
-    gpu_ctx_free(ctx, buf, buf_bytes);
-    if ((st = gpu_ctx_adopt(ctx, t, err)))
+    if ((st = csr2csc(ctx, m, t, err)) || (st = longest_row(ctx, t, err)) || (st = gpu_ctx_adopt(ctx, t, err)))
         goto fail;
     t->formats = SPMV_FMT_CSR;
     m->transpose = t;
@@ -417,8 +440,6 @@ extern "C" int spmv_gpu_matrix_transpose(spmv_gpu_ctx *ctx, spmv_gpu_matrix *m, 
 fail:
     if (st == SPMV_ERR_DEVICE && !err->message[0])
         spmv_error_set(err, st, 0, "transpose: cudaSetDevice failed");
-    free(host_ptr);
-    gpu_ctx_free(ctx, buf, buf_bytes);
     gpu_matrix_destroy(ctx, t);
     return st;
 }

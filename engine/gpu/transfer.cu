@@ -1,4 +1,4 @@
-/* convert.cu — upload, on-device format conversion, download and free.
+/* transfer.cu — a matrix onto the device and back: upload, download.
  *
  * An upload copies the host COO to the device once, as it is (row, col and
  * its values in the COO's own dtype), and does everything else there:
@@ -6,14 +6,8 @@
  * in range, sorted by row then column without duplicates), and if they are
  * not sorted they are sorted (CUB radix sort on the key row*cols+col, only
  * as many bits as the key needs) and duplicates summed (CUB reduce-by-key).
- * The CSR row pointers are a count per row and an exclusive scan; ELL, HLL
- * and HYB are filled from the CSR, one thread per row, in the layouts
- * engine/spmv.h documents (column-major, padding column -1 value 0; HLL
- * slices of hack_size rows with a row stride of hack_size, last slice
- * padded, which is also cuSPARSE's sliced-ELL layout). An ELL too big to be
- * worth it is skipped at upload (ell_worth_building). HYB's width is the
- * host's rule (engine/hyb.c): the 2/3 quantile of the row lengths, found
- * here by sorting the row lengths on the device.
+ * The CSR row pointers are a count per row and an exclusive scan; the
+ * formats the upload pins are then built by engine/gpu/build.cu.
  *
  * An upload from a host CSR (spmv_gpu_matrix_upload_csr, what the daemon
  * holds anyway) copies row_ptr, col and values as they are and skips the
@@ -21,9 +15,10 @@
  * construction, and its row pointers are checked on the host on the way.
  *
  * Every allocation is tracked on the matrix (gpu_alloc), so any failure
- * path ends in gpu_matrix_destroy() and leaves nothing on the device.
- * Download copies a format back into a host spmv_matrix, for the tests
- * that compare the device conversions with the host ones entry by entry.
+ * path ends in gpu_matrix_destroy() (engine/gpu/residency.cu) and leaves
+ * nothing on the device. Download copies a format back into a host
+ * spmv_matrix, for the tests that compare the device conversions with the
+ * host ones entry by entry.
  */
 #include <stdlib.h>
 #include <string.h>
@@ -33,6 +28,15 @@
 #include <cub/cub.cuh>
 
 #include "gpu.cuh"
+
+int gpu_copy_to_host(spmv_gpu_ctx *ctx, void *dst, const void *src, size_t bytes, const char *what,
+                     spmv_error *err)
+{
+    cudaError_t e = cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToHost, ctx->stream);
+    if (e == cudaSuccess)
+        e = cudaStreamSynchronize(ctx->stream);
+    return e == cudaSuccess ? SPMV_OK : gpu_cuda_error(e, err, what);
+}
 
 /* ------------------------------------------------------------- kernels */
 
@@ -94,137 +98,6 @@ __global__ void count_rows(int64_t n, const int32_t *__restrict__ row, int32_t *
         atomicAdd(&counts[row[i]], 1);
 }
 
-__global__ void rows_from_csr(int32_t rows, const int32_t *__restrict__ rp, int32_t *__restrict__ row)
-{
-    int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x;
-    if (i < rows)
-        for (int32_t k = rp[i]; k < rp[i + 1]; k++)
-            row[k] = (int32_t)i;
-}
-
-__global__ void row_lengths(int32_t rows, const int32_t *__restrict__ rp, int32_t *__restrict__ len)
-{
-    int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x;
-    if (i < rows)
-        len[i] = rp[i + 1] - rp[i];
-}
-
-/* The first `width` entries of each row into a column-major block with row
- * stride `stride`; slots past a row's length are padding. */
-template <typename T>
-__global__ void ell_fill(int32_t rows, int32_t width, int64_t stride, const int32_t *__restrict__ rp,
-                         const int32_t *__restrict__ col, const T *__restrict__ val, int32_t *__restrict__ ecol,
-                         T *__restrict__ eval)
-{
-    int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x;
-    if (i >= rows)
-        return;
-    int32_t start = rp[i], len = rp[i + 1] - start;
-    for (int32_t k = 0; k < width; k++) {
-        int64_t slot = (int64_t)k * stride + i;
-        bool real = k < len;
-        ecol[slot] = real ? col[start + k] : GPU_PAD_COL;
-        eval[slot] = real ? val[start + k] : (T)0;
-    }
-}
-
-/* Per slice: its width (longest row) and its slot count width*hack. */
-__global__ void hll_slice_widths(int32_t rows, int32_t hack, int32_t nslices, const int32_t *__restrict__ rp,
-                                 int32_t *__restrict__ width, int64_t *__restrict__ slots)
-{
-    int64_t s = blockIdx.x * (int64_t)blockDim.x + threadIdx.x;
-    if (s > nslices)
-        return;
-    if (s == nslices) {
-        slots[s] = 0; /* becomes the total after the exclusive scan */
-        return;
-    }
-    int64_t r0 = s * hack, r1 = r0 + hack < rows ? r0 + hack : rows;
-    int32_t w = 0;
-    for (int64_t r = r0; r < r1; r++)
-        w = max(w, rp[r + 1] - rp[r]);
-    width[s] = w;
-    slots[s] = (int64_t)w * hack;
-}
-
-/* One thread per row of the padded slices (nslices * hack threads). */
-template <typename T>
-__global__ void hll_fill(int32_t rows, int32_t hack, int32_t nslices, const int32_t *__restrict__ rp,
-                         const int32_t *__restrict__ col, const T *__restrict__ val,
-                         const int32_t *__restrict__ width, const int64_t *__restrict__ off,
-                         int32_t *__restrict__ hcol, T *__restrict__ hval)
-{
-    int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x;
-    if (i >= (int64_t)nslices * hack)
-        return;
-    int64_t s = i / hack, r = i % hack;
-    int32_t start = 0, len = 0;
-    if (i < rows) {
-        start = rp[i];
-        len = rp[i + 1] - start;
-    }
-    int32_t w = width[s];
-    int64_t base = off[s] + r;
-    for (int32_t k = 0; k < w; k++) {
-        int64_t slot = base + (int64_t)k * hack;
-        bool real = k < len;
-        hcol[slot] = real ? col[start + k] : GPU_PAD_COL;
-        hval[slot] = real ? val[start + k] : (T)0;
-    }
-}
-
-__global__ void hyb_counts(int32_t rows, int32_t width, const int32_t *__restrict__ rp, int32_t *__restrict__ cnt)
-{
-    int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x;
-    if (i < rows) {
-        int32_t len = rp[i + 1] - rp[i];
-        cnt[i] = len > width ? len - width : 0;
-    } else if (i == rows) {
-        cnt[i] = 0;
-    }
-}
-
-template <typename T>
-__global__ void hyb_fill_coo(int32_t rows, int32_t width, const int32_t *__restrict__ rp,
-                             const int32_t *__restrict__ col, const T *__restrict__ val,
-                             const int32_t *__restrict__ off, int32_t *__restrict__ crow,
-                             int32_t *__restrict__ ccol, T *__restrict__ cval)
-{
-    int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x;
-    if (i >= rows)
-        return;
-    int32_t o = off[i];
-    for (int32_t k = rp[i] + width; k < rp[i + 1]; k++, o++) {
-        crow[o] = (int32_t)i;
-        ccol[o] = col[k];
-        cval[o] = val[k];
-    }
-}
-
-/* ------------------------------------------------------------- helpers */
-
-#define FILL_BLOCK 256
-#define FILL_GRID(n) gpu_grid((n), FILL_BLOCK), FILL_BLOCK
-
-/* A grid-stride kernel's grid: enough blocks to fill the device, no more
- * than the work needs. */
-static unsigned stride_grid(const spmv_gpu_ctx *ctx, int64_t n)
-{
-    int64_t want = (n + FILL_BLOCK - 1) / FILL_BLOCK, cap = (int64_t)ctx->sm_count * 32;
-    return (unsigned)(want < 1 ? 1 : want < cap ? want : cap);
-}
-
-int gpu_copy_to_host(spmv_gpu_ctx *ctx, void *dst, const void *src, size_t bytes, const char *what,
-                     spmv_error *err)
-{
-    cudaError_t e = cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToHost, ctx->stream);
-    if (e == cudaSuccess)
-        e = cudaStreamSynchronize(ctx->stream);
-    return e == cudaSuccess ? SPMV_OK : gpu_cuda_error(e, err, what);
-}
-
-static size_t vsize(const spmv_gpu_matrix *m) { return spmv_dtype_size(m->dtype); }
-
 /* --------------------------------------------------- staging and sorting */
 
 /* The host triplets, copied once: row and col arrays and the values in
@@ -261,15 +134,15 @@ static int cast_staged(spmv_gpu_ctx *ctx, spmv_gpu_matrix *m, spmv_dtype src, st
         s->src_val = NULL;
         return SPMV_OK;
     }
-    size_t vb = (size_t)m->nnz * vsize(m);
+    size_t vb = (size_t)m->nnz * gpu_vsize(m);
     int st = gpu_alloc(ctx, m, &m->val, vb, "values", err);
     if (st)
         return st;
     if (src == SPMV_FLOAT64)
-        cast_values<<<stride_grid(ctx, m->nnz), FILL_BLOCK, 0, ctx->stream>>>(m->nnz, (const double *)s->src_val,
+        cast_values<<<gpu_stride_grid(ctx, m->nnz), FILL_BLOCK, 0, ctx->stream>>>(m->nnz, (const double *)s->src_val,
                                                                               (float *)m->val);
     else
-        cast_values<<<stride_grid(ctx, m->nnz), FILL_BLOCK, 0, ctx->stream>>>(m->nnz, (const float *)s->src_val,
+        cast_values<<<gpu_stride_grid(ctx, m->nnz), FILL_BLOCK, 0, ctx->stream>>>(m->nnz, (const float *)s->src_val,
                                                                               (double *)m->val);
     if ((st = gpu_check_launch(err, "cast_values")))
         return st;
@@ -286,7 +159,7 @@ static int check_order(spmv_gpu_ctx *ctx, spmv_gpu_matrix *m, const struct stage
     if (st)
         return st;
     cudaMemsetAsync(d_flags, 0, sizeof(unsigned), ctx->stream);
-    check_triplets<<<stride_grid(ctx, m->nnz), FILL_BLOCK, 0, ctx->stream>>>(m->nnz, m->rows, m->cols, s->row,
+    check_triplets<<<gpu_stride_grid(ctx, m->nnz), FILL_BLOCK, 0, ctx->stream>>>(m->nnz, m->rows, m->cols, s->row,
                                                                              s->col, d_flags);
     if (!(st = gpu_check_launch(err, "check_triplets")))
         st = gpu_copy_to_host(ctx, flags, d_flags, sizeof(unsigned), "reading the check flags", err);
@@ -320,7 +193,7 @@ static int sort_and_sum(spmv_gpu_ctx *ctx, spmv_gpu_matrix *m, struct staged *s,
         (st = gpu_alloc(ctx, m, (void **)&perm, n * 4, "sort permutation", err)) ||
         (st = gpu_alloc(ctx, m, (void **)&perm2, n * 4, "sort permutation", err)))
         goto done;
-    make_keys<<<stride_grid(ctx, n), FILL_BLOCK, 0, ctx->stream>>>(n, m->cols, s->row, s->col, keys, perm);
+    make_keys<<<gpu_stride_grid(ctx, n), FILL_BLOCK, 0, ctx->stream>>>(n, m->cols, s->row, s->col, keys, perm);
     if ((st = gpu_check_launch(err, "make_keys")))
         goto done;
     if ((st = gpu_cub_run(ctx, m, "radix sort of the COO", err, [&](void *t, size_t &b) {
@@ -330,7 +203,7 @@ static int sort_and_sum(spmv_gpu_ctx *ctx, spmv_gpu_matrix *m, struct staged *s,
     gpu_release_ptr(ctx, m, &perm);
     if ((st = gpu_alloc(ctx, m, (void **)&val2, n * sizeof(T), "sorted values", err)))
         goto done;
-    gather_values<<<stride_grid(ctx, n), FILL_BLOCK, 0, ctx->stream>>>(n, perm2, (const T *)m->val, val2);
+    gather_values<<<gpu_stride_grid(ctx, n), FILL_BLOCK, 0, ctx->stream>>>(n, perm2, (const T *)m->val, val2);
     if ((st = gpu_check_launch(err, "gather_values")))
         goto done;
     gpu_release_ptr(ctx, m, &perm2);
@@ -345,7 +218,7 @@ static int sort_and_sum(spmv_gpu_ctx *ctx, spmv_gpu_matrix *m, struct staged *s,
     if ((st = gpu_copy_to_host(ctx, &runs, d_runs, sizeof runs, "reading the run count", err)))
         goto done;
     m->nnz = runs;
-    split_keys<<<stride_grid(ctx, runs), FILL_BLOCK, 0, ctx->stream>>>(runs, m->cols, keys, s->row, s->col);
+    split_keys<<<gpu_stride_grid(ctx, runs), FILL_BLOCK, 0, ctx->stream>>>(runs, m->cols, keys, s->row, s->col);
     st = gpu_check_launch(err, "split_keys");
 done:
     gpu_release(ctx, m, keys);
@@ -371,7 +244,7 @@ static int build_csr(spmv_gpu_ctx *ctx, spmv_gpu_matrix *m, const int32_t *row, 
         goto done;
     cudaMemsetAsync(counts, 0, n1 * 4, ctx->stream);
     if (m->nnz > 0) {
-        count_rows<<<stride_grid(ctx, m->nnz), FILL_BLOCK, 0, ctx->stream>>>(m->nnz, row, counts);
+        count_rows<<<gpu_stride_grid(ctx, m->nnz), FILL_BLOCK, 0, ctx->stream>>>(m->nnz, row, counts);
         if ((st = gpu_check_launch(err, "count_rows")))
             goto done;
     }
@@ -391,443 +264,6 @@ done:
     gpu_release(ctx, m, counts);
     gpu_release(ctx, m, d_max);
     return st;
-}
-
-/* ------------------------------------------------------ ELL, HLL, HYB */
-
-/* `check`: apply the padding rule (plain ELL; HYB checks its two parts
- * together before filling either). */
-template <typename T>
-static int fill_ell(spmv_gpu_ctx *ctx, spmv_gpu_matrix *m, int32_t width, struct gpu_ell *e, const char *what,
-                    bool check, spmv_error *err)
-{
-    size_t cb = 0, vb = 0;
-    int st;
-    e->width = width;
-    e->slots = (int64_t)width * m->rows;
-    if ((st = gpu_array_bytes(e->slots, 4, &cb, err, what)) || (st = gpu_array_bytes(e->slots, sizeof(T), &vb, err, what)))
-        return st;
-    if (check && (st = spmv_format_check(&ctx->limits, SPMV_FMT_ELL, m->nnz, e->slots, (int64_t)(cb + vb), err)))
-        return st;
-    if ((st = gpu_alloc(ctx, m, (void **)&e->col, cb, what, err)) ||
-        (st = gpu_alloc(ctx, m, &e->val, vb, what, err)))
-        return st;
-    if (e->slots == 0)
-        return SPMV_OK;
-    ell_fill<<<FILL_GRID(m->rows), 0, ctx->stream>>>(m->rows, width, (int64_t)m->rows, m->row_ptr, m->col,
-                                                    (const T *)m->val, e->col, (T *)e->val);
-    return gpu_check_launch(err, "ell_fill");
-}
-
-static void free_ell(spmv_gpu_ctx *ctx, spmv_gpu_matrix *m, struct gpu_ell *e)
-{
-    gpu_release_ptr(ctx, m, &e->col);
-    gpu_release_ptr(ctx, m, &e->val);
-    memset(e, 0, sizeof *e);
-}
-
-static void free_hll(spmv_gpu_ctx *ctx, spmv_gpu_matrix *m, struct gpu_hll *h)
-{
-    gpu_release_ptr(ctx, m, &h->slice_off);
-    gpu_release_ptr(ctx, m, &h->slice_width);
-    gpu_release_ptr(ctx, m, &h->slice_off32);
-    gpu_release_ptr(ctx, m, &h->col);
-    gpu_release_ptr(ctx, m, &h->val);
-    memset(h, 0, sizeof *h);
-}
-
-static void free_hyb(spmv_gpu_ctx *ctx, spmv_gpu_matrix *m)
-{
-    free_ell(ctx, m, &m->hyb.ell);
-    gpu_release_ptr(ctx, m, &m->hyb.row);
-    gpu_release_ptr(ctx, m, &m->hyb.col);
-    gpu_release_ptr(ctx, m, &m->hyb.val);
-    memset(&m->hyb, 0, sizeof m->hyb);
-}
-
-template <typename T>
-static int fill_hll(spmv_gpu_ctx *ctx, spmv_gpu_matrix *m, int32_t hack, struct gpu_hll *h, spmv_error *err)
-{
-    int64_t *counts = NULL;
-    int64_t ns = ((int64_t)m->rows + hack - 1) / hack;
-    size_t cb = 0, vb = 0;
-    int st;
-    h->hack_size = hack;
-    h->nslices = (int32_t)ns;
-    if ((st = gpu_alloc(ctx, m, (void **)&h->slice_width, ns * 4, "HLL slice widths", err)) ||
-        (st = gpu_alloc(ctx, m, (void **)&h->slice_off, (ns + 1) * 8, "HLL slice offsets", err)) ||
-        (st = gpu_alloc(ctx, m, (void **)&counts, (ns + 1) * 8, "HLL slice sizes", err)))
-        goto done;
-    hll_slice_widths<<<FILL_GRID(ns + 1), 0, ctx->stream>>>(m->rows, hack, (int32_t)ns, m->row_ptr, h->slice_width,
-                                                           counts);
-    if ((st = gpu_check_launch(err, "hll_slice_widths")))
-        goto done;
-    if ((st = gpu_cub_run(ctx, m, "HLL offset scan", err, [&](void *t, size_t &b) {
-             return cub::DeviceScan::ExclusiveSum(t, b, counts, h->slice_off, (int)(ns + 1), ctx->stream);
-         })))
-        goto done;
-    if ((st = gpu_copy_to_host(ctx, &h->slots, h->slice_off + ns, 8, "reading the HLL size", err)))
-        goto done;
-    if ((st = gpu_array_bytes(h->slots, 4, &cb, err, "HLL")) || (st = gpu_array_bytes(h->slots, sizeof(T), &vb, err, "HLL")) ||
-        (st = spmv_format_check(&ctx->limits, SPMV_FMT_HLL, m->nnz, h->slots,
-                                (int64_t)(cb + vb) + ns * 4 + (ns + 1) * 8, err)) ||
-        (st = gpu_alloc(ctx, m, (void **)&h->col, cb, "HLL columns", err)) ||
-        (st = gpu_alloc(ctx, m, &h->val, vb, "HLL values", err)))
-        goto done;
-    if (h->slots > 0) {
-        hll_fill<<<FILL_GRID(ns * hack), 0, ctx->stream>>>(m->rows, hack, (int32_t)ns, m->row_ptr, m->col,
-                                                          (const T *)m->val, h->slice_width, h->slice_off, h->col,
-                                                          (T *)h->val);
-        st = gpu_check_launch(err, "hll_fill");
-    }
-done:
-    gpu_release(ctx, m, counts);
-    return st;
-}
-
-/* HYB's automatic width, as engine/hyb.c: the smallest width holding at
- * least ceil(2 rows / 3) rows whole, i.e. the (ceil(2 rows/3))-th smallest
- * row length. */
-static int hyb_width(spmv_gpu_ctx *ctx, spmv_gpu_matrix *m, int32_t *width, spmv_error *err)
-{
-    int32_t *len = NULL, *sorted = NULL;
-    int64_t need = ((int64_t)m->rows * 2 + 2) / 3;
-    int st;
-    *width = 0;
-    if (need <= 0)
-        return SPMV_OK;
-    if ((st = gpu_alloc(ctx, m, (void **)&len, (size_t)m->rows * 4, "row lengths", err)) ||
-        (st = gpu_alloc(ctx, m, (void **)&sorted, (size_t)m->rows * 4, "row lengths", err)))
-        goto done;
-    row_lengths<<<FILL_GRID(m->rows), 0, ctx->stream>>>(m->rows, m->row_ptr, len);
-    if ((st = gpu_check_launch(err, "row_lengths")))
-        goto done;
-    if ((st = gpu_cub_run(ctx, m, "row length sort", err, [&](void *t, size_t &b) {
-             return cub::DeviceRadixSort::SortKeys(t, b, len, sorted, (int)m->rows, 0, 32, ctx->stream);
-         })))
-        goto done;
-    st = gpu_copy_to_host(ctx, width, sorted + need - 1, 4, "reading the HYB width", err);
-done:
-    gpu_release(ctx, m, len);
-    gpu_release(ctx, m, sorted);
-    return st;
-}
-
-template <typename T>
-static int fill_hyb(spmv_gpu_ctx *ctx, spmv_gpu_matrix *m, spmv_error *err)
-{
-    struct gpu_hyb *h = &m->hyb;
-    int32_t *cnt = NULL, *off = NULL, width = 0, total = 0;
-    int64_t n1 = (int64_t)m->rows + 1;
-    int st;
-    if ((st = hyb_width(ctx, m, &width, err)))
-        goto done;
-    if ((st = gpu_alloc(ctx, m, (void **)&cnt, n1 * 4, "HYB counts", err)) ||
-        (st = gpu_alloc(ctx, m, (void **)&off, n1 * 4, "HYB offsets", err)))
-        goto done;
-    hyb_counts<<<FILL_GRID(n1), 0, ctx->stream>>>(m->rows, width, m->row_ptr, cnt);
-    if ((st = gpu_check_launch(err, "hyb_counts")))
-        goto done;
-    if ((st = gpu_cub_run(ctx, m, "HYB offset scan", err, [&](void *t, size_t &b) {
-             return cub::DeviceScan::ExclusiveSum(t, b, cnt, off, (int)n1, ctx->stream);
-         })))
-        goto done;
-    if ((st = gpu_copy_to_host(ctx, &total, off + m->rows, 4, "reading the HYB COO size", err)))
-        goto done;
-    /* the padding rule on both parts, before either is allocated */
-    if ((st = spmv_format_check(&ctx->limits, SPMV_FMT_HYB, m->nnz, (int64_t)width * m->rows + total,
-                                (int64_t)width * m->rows * (int64_t)(4 + sizeof(T)) + (int64_t)total * (8 + sizeof(T)),
-                                err)) ||
-        (st = fill_ell<T>(ctx, m, width, &h->ell, "HYB ELL part", false, err)))
-        goto done;
-    h->coo_nnz = total;
-    if ((st = gpu_alloc(ctx, m, (void **)&h->row, (size_t)total * 4, "HYB COO rows", err)) ||
-        (st = gpu_alloc(ctx, m, (void **)&h->col, (size_t)total * 4, "HYB COO columns", err)) ||
-        (st = gpu_alloc(ctx, m, &h->val, (size_t)total * sizeof(T), "HYB COO values", err)))
-        goto done;
-    if (total > 0 && m->rows > 0) {
-        hyb_fill_coo<<<FILL_GRID(m->rows), 0, ctx->stream>>>(m->rows, width, m->row_ptr, m->col, (const T *)m->val,
-                                                            off, h->row, h->col, (T *)h->val);
-        st = gpu_check_launch(err, "hyb_fill_coo");
-    }
-done:
-    gpu_release(ctx, m, cnt);
-    gpu_release(ctx, m, off);
-    return st;
-}
-
-static int build_coo_rows(spmv_gpu_ctx *ctx, spmv_gpu_matrix *m, spmv_error *err)
-{
-    int st = spmv_format_check(&ctx->limits, SPMV_FMT_COO, m->nnz, m->nnz, m->nnz * 4, err);
-    if (!st)
-        st = gpu_alloc(ctx, m, (void **)&m->coo_row, (size_t)m->nnz * 4, "COO rows", err);
-    if (st || m->rows == 0 || m->nnz == 0)
-        return st;
-    rows_from_csr<<<FILL_GRID(m->rows), 0, ctx->stream>>>(m->rows, m->row_ptr, m->coo_row);
-    return gpu_check_launch(err, "rows_from_csr");
-}
-
-static int sync_stream(spmv_gpu_ctx *ctx, spmv_error *err, const char *what)
-{
-    cudaError_t e = cudaStreamSynchronize(ctx->stream);
-    return e == cudaSuccess ? SPMV_OK : gpu_cuda_error(e, err, what);
-}
-
-int gpu_ensure_format(spmv_gpu_ctx *ctx, spmv_gpu_matrix *m, spmv_format f, spmv_error *err)
-{
-    int st = SPMV_OK;
-    if (m->formats & f) {
-        gpu_touch(ctx, m, f);
-        return SPMV_OK;
-    }
-    if ((st = gpu_need_narrow(m, spmv_format_name(f), err)))
-        return st;
-    bool f64 = m->dtype == SPMV_FLOAT64;
-    gpu_cat_scope scope(m, gpu_cat_of(f));
-    switch (f) {
-    case SPMV_FMT_CSR:
-        return SPMV_OK;
-    case SPMV_FMT_COO:
-        st = build_coo_rows(ctx, m, err);
-        break;
-    case SPMV_FMT_ELL:
-        st = f64 ? fill_ell<double>(ctx, m, m->max_row, &m->ell, "ELL", true, err)
-                 : fill_ell<float>(ctx, m, m->max_row, &m->ell, "ELL", true, err);
-        if (st)
-            free_ell(ctx, m, &m->ell);
-        break;
-    case SPMV_FMT_HLL: {
-        struct gpu_hll *h = NULL;
-        return gpu_get_hll(ctx, m, m->hack_size, &h, err);
-    }
-    case SPMV_FMT_HYB:
-        st = f64 ? fill_hyb<double>(ctx, m, err) : fill_hyb<float>(ctx, m, err);
-        if (st)
-            free_hyb(ctx, m);
-        break;
-    case SPMV_FMT_PCSR:
-        if ((st = gpu_build_pcsr(ctx, m, err)))
-            gpu_free_pcsr(ctx, m);
-        break;
-    case SPMV_FMT_PSELL:
-        if ((st = gpu_build_psell(ctx, m, err)))
-            gpu_free_psell(ctx, m);
-        break;
-    default:
-        return spmv_error_set(err, SPMV_ERR_INVALID, 0, "unknown format %u", (unsigned)f);
-    }
-    if (!st)
-        st = sync_stream(ctx, err, spmv_format_name(f));
-    if (!st) {
-        m->slots[gpu_cat_of(f)] = f == SPMV_FMT_ELL     ? m->ell.slots
-                                  : f == SPMV_FMT_HYB   ? m->hyb.ell.slots + m->hyb.coo_nnz
-                                  : f == SPMV_FMT_PSELL ? m->psell.slots
-                                                        : m->nnz;
-        m->formats |= f;
-        gpu_touch(ctx, m, f);
-    }
-    return st;
-}
-
-int gpu_get_hll(spmv_gpu_ctx *ctx, spmv_gpu_matrix *m, int32_t hack, struct gpu_hll **out, spmv_error *err)
-{
-    int st;
-    if ((st = gpu_need_narrow(m, "HLL", err)))
-        return st;
-    if (hack < 1 || hack > 1024)
-        return spmv_error_set(err, SPMV_ERR_INVALID, 0, "hack_size %d out of range 1..1024", hack);
-    if (m->hll.hack_size == hack || m->hll_alt.hack_size == hack) {
-        *out = m->hll.hack_size == hack ? &m->hll : &m->hll_alt;
-        gpu_touch(ctx, m, SPMV_FMT_HLL);
-        return SPMV_OK;
-    }
-    gpu_cat_scope scope(m, gpu_cat_of(SPMV_FMT_HLL));
-    /* The upload's HLL slot if it is empty and this is its hack size; else
-     * the one cached other size, replaced. */
-    struct gpu_hll *h = hack == m->hack_size ? &m->hll : &m->hll_alt;
-    if ((st = sync_stream(ctx, err, "HLL rebuild")))
-        return st;
-    free_hll(ctx, m, h);
-    st = m->dtype == SPMV_FLOAT64 ? fill_hll<double>(ctx, m, hack, h, err) : fill_hll<float>(ctx, m, hack, h, err);
-    if (!st)
-        st = sync_stream(ctx, err, "HLL build");
-    if (st) {
-        free_hll(ctx, m, h);
-        return st;
-    }
-    if (h == &m->hll) { /* the other hack size's copy counts under HLL's bytes, not as held */
-        m->slots[gpu_cat_of(SPMV_FMT_HLL)] = h->slots;
-        m->formats |= SPMV_FMT_HLL;
-    }
-    gpu_touch(ctx, m, SPMV_FMT_HLL);
-    *out = h;
-    return SPMV_OK;
-}
-
-/* --------------------------------------------------------- byte counts */
-
-size_t gpu_hll_bytes(const spmv_gpu_matrix *m, const struct gpu_hll *h)
-{
-    if (!h->hack_size)
-        return 0;
-    return (size_t)h->nslices * 4 + ((size_t)h->nslices + 1) * 8 + (size_t)h->slots * (4 + vsize(m));
-}
-
-size_t gpu_format_bytes(const spmv_gpu_matrix *m, spmv_format f)
-{
-    size_t vs = vsize(m), nnz = (size_t)m->nnz;
-    if (!(m->formats & f))
-        return 0;
-    switch (f) {
-    case SPMV_FMT_CSR: return ((size_t)m->rows + 1) * (m->row_ptr64 ? 8 : 4) + nnz * (4 + vs);
-    case SPMV_FMT_COO: return nnz * (8 + vs);
-    case SPMV_FMT_ELL: return (size_t)m->ell.slots * (4 + vs);
-    case SPMV_FMT_HLL: return gpu_hll_bytes(m, &m->hll);
-    case SPMV_FMT_HYB: return (size_t)m->hyb.ell.slots * (4 + vs) + (size_t)m->hyb.coo_nnz * (8 + vs);
-    case SPMV_FMT_PCSR: return gpu_pcsr_bytes(m);
-    case SPMV_FMT_PSELL: return gpu_psell_bytes(m);
-    default: return 0;
-    }
-}
-
-static double format_padding(const spmv_gpu_matrix *m, spmv_format f)
-{
-    int64_t slots = m->slots[gpu_cat_of(f)];
-    if (!(m->formats & f) || m->nnz == 0)
-        return 1.0;
-    return f == SPMV_FMT_ELL || f == SPMV_FMT_HLL || f == SPMV_FMT_HYB || f == SPMV_FMT_PSELL
-               ? (double)slots / (double)m->nnz
-               : 1.0;
-}
-
-/* Read by any thread (the descriptor, /metrics) while the owner's thread
- * may be changing them: every field read here is atomic. */
-extern "C" size_t spmv_gpu_matrix_bytes(const spmv_gpu_matrix *m)
-{
-    size_t b = 0;
-    if (m)
-        for (int c = 0; c < GPU_CATS; c++)
-            b += m->cat_bytes[c];
-    return b;
-}
-
-extern "C" void spmv_gpu_matrix_usage(const spmv_gpu_matrix *m, spmv_gpu_usage *u)
-{
-    memset(u, 0, sizeof *u);
-    if (!m)
-        return;
-    u->formats = m->formats;
-    for (unsigned i = 0; i < SPMV_FORMAT_COUNT; i++) {
-        u->bytes[i] = m->cat_bytes[i];
-        u->padding[i] = format_padding(m, (spmv_format)(1u << i));
-    }
-    u->transpose = m->cat_bytes[GPU_CAT_TRANSPOSE];
-    u->other = m->cat_bytes[GPU_CAT_OTHER];
-    u->total = spmv_gpu_matrix_bytes(m);
-}
-
-/* ------------------------------------------------------------- eviction */
-
-void gpu_drop_format(spmv_gpu_ctx *ctx, spmv_gpu_matrix *m, spmv_format f)
-{
-    if (f == SPMV_FMT_CSR)
-        return;
-    cudaStreamSynchronize(ctx->stream); /* nothing queued may still read it */
-    gpu_sparse_cache_drop(ctx, m, f);
-    switch (f) {
-    case SPMV_FMT_COO:
-        gpu_release_ptr(ctx, m, &m->coo_row);
-        break;
-    case SPMV_FMT_ELL:
-        free_ell(ctx, m, &m->ell);
-        break;
-    case SPMV_FMT_HLL:
-        free_hll(ctx, m, &m->hll);
-        free_hll(ctx, m, &m->hll_alt);
-        break;
-    case SPMV_FMT_HYB:
-        free_hyb(ctx, m);
-        break;
-    case SPMV_FMT_PCSR:
-        gpu_free_pcsr(ctx, m);
-        break;
-    case SPMV_FMT_PSELL:
-        gpu_free_psell(ctx, m);
-        break;
-    default:
-        return;
-    }
-    m->slots[gpu_cat_of(f)] = 0;
-    m->formats &= ~(unsigned)f;
-}
-
-/* Whether format f of m may be evicted now: derived, held (its bytes),
- * not pinned, not read by the running call. */
-static bool evictable(const spmv_gpu_matrix *m, spmv_format f)
-{
-    return f != SPMV_FMT_CSR && !(m->pinned & f) && !(m->busy & f) && m->cat_bytes[gpu_cat_of(f)] > 0;
-}
-
-bool gpu_evict(spmv_gpu_ctx *ctx)
-{
-    /* one format per call: the caller checks the room again and calls again */
-    spmv_gpu_matrix *victim = NULL;
-    spmv_format vf = SPMV_FMT_CSR;
-    uint64_t oldest = UINT64_MAX;
-    for (spmv_gpu_matrix *m : ctx->mats)
-        for (unsigned i = 0; i < SPMV_FORMAT_COUNT; i++) {
-            spmv_format f = (spmv_format)(1u << i);
-            if (evictable(m, f) && m->last_use[i] < oldest) {
-                oldest = m->last_use[i];
-                victim = m;
-                vf = f;
-            }
-        }
-    if (!victim)
-        return false;
-    gpu_drop_format(ctx, victim, vf);
-    ctx->evictions++;
-    return true;
-}
-
-extern "C" void spmv_gpu_matrix_trim(spmv_gpu_ctx *ctx, spmv_gpu_matrix *m, unsigned keep)
-{
-    if (!ctx || !m)
-        return;
-    cudaSetDevice(ctx->device);
-    for (unsigned i = 0; i < SPMV_FORMAT_COUNT; i++) {
-        spmv_format f = (spmv_format)(1u << i);
-        if (!(keep & f) && evictable(m, f))
-            gpu_drop_format(ctx, m, f);
-    }
-}
-
-extern "C" int spmv_gpu_ctx_set_limits(spmv_gpu_ctx *ctx, const spmv_format_limits *lim)
-{
-    if (!ctx || !lim || !(lim->max_padding >= 0) || lim->max_format_bytes < 0)
-        return SPMV_ERR_INVALID;
-    ctx->limits = *lim;
-    return SPMV_OK;
-}
-
-static void ctx_forget(spmv_gpu_ctx *ctx, spmv_gpu_matrix *m)
-{
-    for (size_t i = 0; i < ctx->mats.size(); i++)
-        if (ctx->mats[i] == m) {
-            ctx->mats[i] = ctx->mats.back();
-            ctx->mats.pop_back();
-            return;
-        }
-}
-
-int gpu_ctx_adopt(spmv_gpu_ctx *ctx, spmv_gpu_matrix *m, spmv_error *err)
-{
-    try {
-        ctx->mats.push_back(m);
-    } catch (...) {
-        return spmv_error_set(err, SPMV_ERR_NOMEM, 0, "out of host memory listing a resident matrix");
-    }
-    return SPMV_OK;
 }
 
 /* --------------------------------------------------------------- upload */
@@ -974,7 +410,7 @@ static int upload_done(spmv_gpu_ctx *ctx, spmv_gpu_matrix *m, struct staged *s, 
         stats->formats = m->formats;
         for (unsigned i = 0; i < SPMV_FORMAT_COUNT; i++) {
             stats->bytes[i] = m->cat_bytes[i];
-            stats->padding[i] = format_padding(m, (spmv_format)(1u << i));
+            stats->padding[i] = gpu_format_padding(m, (spmv_format)(1u << i));
         }
     }
     return SPMV_OK;
@@ -1179,33 +615,6 @@ fail:
     return st;
 }
 
-/* ----------------------------------------------------------------- free */
-
-void gpu_matrix_destroy(spmv_gpu_ctx *ctx, spmv_gpu_matrix *m)
-{
-    if (!m)
-        return;
-    cudaSetDevice(ctx->device);
-    cudaStreamSynchronize(ctx->stream);
-    ctx_forget(ctx, m);
-    if (m->tex_x)
-        cudaDestroyTextureObject(m->tex_x);
-    if (m->transpose)
-        gpu_matrix_destroy(ctx, m->transpose);
-    gpu_sparse_cache_free(ctx, m);
-    gpu_adaptive_free(ctx, m);
-    while (!m->allocs.empty())
-        gpu_release(ctx, m, m->allocs.back().ptr);
-    cudaGetLastError();
-    delete m;
-}
-
-extern "C" void spmv_gpu_matrix_free(spmv_gpu_ctx *ctx, spmv_gpu_matrix *m)
-{
-    if (ctx)
-        gpu_matrix_destroy(ctx, m);
-}
-
 /* ------------------------------------------------------------- download */
 
 /* A host copy of n elements of `size` bytes from the device (never NULL
@@ -1235,7 +644,7 @@ static int download_csr(spmv_gpu_ctx *ctx, const spmv_gpu_matrix *m, spmv_csr *c
                      : (st = download_array(ctx, m->row_ptr, (int64_t)m->rows + 1, 4, (void **)&c->row_ptr, err)))
         return st;
     if ((st = download_array(ctx, m->col, m->nnz, 4, (void **)&c->col, err)) ||
-        (st = download_array(ctx, m->val, m->nnz, vsize(m), &c->val, err)))
+        (st = download_array(ctx, m->val, m->nnz, gpu_vsize(m), &c->val, err)))
         return st;
     return SPMV_OK;
 }
@@ -1250,7 +659,7 @@ static int download_ell(spmv_gpu_ctx *ctx, const spmv_gpu_matrix *m, const struc
     e->width = g->width;
     e->dtype = m->dtype;
     if ((st = download_array(ctx, g->col, g->slots, 4, (void **)&e->col, err)) ||
-        (st = download_array(ctx, g->val, g->slots, vsize(m), &e->val, err)))
+        (st = download_array(ctx, g->val, g->slots, gpu_vsize(m), &e->val, err)))
         return st;
     return SPMV_OK;
 }
@@ -1268,7 +677,7 @@ static int download_hll(spmv_gpu_ctx *ctx, const spmv_gpu_matrix *m, spmv_hll *h
     if ((st = download_array(ctx, g->slice_off, (int64_t)g->nslices + 1, 8, (void **)&h->slice_off, err)) ||
         (st = download_array(ctx, g->slice_width, g->nslices, 4, (void **)&h->slice_width, err)) ||
         (st = download_array(ctx, g->col, g->slots, 4, (void **)&h->col, err)) ||
-        (st = download_array(ctx, g->val, g->slots, vsize(m), &h->val, err)))
+        (st = download_array(ctx, g->val, g->slots, gpu_vsize(m), &h->val, err)))
         return st;
     return SPMV_OK;
 }
@@ -1283,7 +692,7 @@ static int download_coo(spmv_gpu_ctx *ctx, const spmv_gpu_matrix *m, const int32
     c->dtype = m->dtype;
     if ((st = download_array(ctx, row, nnz, 4, (void **)&c->row, err)) ||
         (st = download_array(ctx, col, nnz, 4, (void **)&c->col, err)) ||
-        (st = download_array(ctx, val, nnz, vsize(m), &c->val, err)))
+        (st = download_array(ctx, val, nnz, gpu_vsize(m), &c->val, err)))
         return st;
     return SPMV_OK;
 }
@@ -1291,7 +700,7 @@ static int download_coo(spmv_gpu_ctx *ctx, const spmv_gpu_matrix *m, const int32
 static int download_values(spmv_gpu_ctx *ctx, const spmv_gpu_matrix *m, const struct gpu_packed_values *g,
                            int64_t n, spmv_packed_values *v, spmv_error *err)
 {
-    size_t vs = vsize(m);
+    size_t vs = gpu_vsize(m);
     size_t code = spmv_vcode_entry_bytes(g->mode, vs);
     int st;
     v->mode = g->mode;

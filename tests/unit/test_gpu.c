@@ -60,10 +60,6 @@
 #define MAX_TALLY 64
 
 static struct {
-    spmv_gpu_ctx *ctx;
-    const char *reason;
-    tu_rng rng;
-    int quick; /* SPMV_GPU_QUICK: 0 full, 1 subset, 2 smaller subset */
     size_t base_used; /* what the context holds besides the matrix under test (vectors of other cases: none) */
 } fx;
 
@@ -94,24 +90,6 @@ static void print_tallies(const char *title)
     memset(tallies, 0, sizeof tallies);
 }
 
-#define NEED_GPU() TU_NEED_GPU(fx.ctx, fx.reason)
-
-static int setup(void **state)
-{
-    (void)state;
-    tu_rng_init(&fx.rng, tu_seed());
-    fx.quick = getenv("SPMV_GPU_QUICK") ? atoi(getenv("SPMV_GPU_QUICK")) : 0;
-    fx.ctx = tu_gpu_open(&fx.reason);
-    return 0;
-}
-
-static int teardown(void **state)
-{
-    (void)state;
-    spmv_gpu_ctx_free(fx.ctx);
-    return 0;
-}
-
 /* ------------------------------------------------------------ matrices */
 
 /* Loads one real matrix by file name (float64 COO). */
@@ -128,7 +106,7 @@ static void load_real(const char *file, spmv_coo *out)
 /* The random matrices: testutil's shapes, the empty shapes 0 x 5, 5 x 0
  * and 0 x 0, and (not in the quick subset) one row of DENSE_LEN. */
 #define EMPTY_SHAPES 3
-static int random_count(void) { return TU_SHAPE_COUNT + EMPTY_SHAPES + (fx.quick ? 0 : 1); }
+static int random_count(void) { return TU_SHAPE_COUNT + EMPTY_SHAPES + (TG.quick ? 0 : 1); }
 
 static void random_matrix(int i, spmv_coo *out, char *label, size_t len)
 {
@@ -140,16 +118,16 @@ static void random_matrix(int i, spmv_coo *out, char *label, size_t len)
         snprintf(label, len, "empty %d x %d", sh[0], sh[1]);
         return;
     }
-    int32_t n = fx.quick > 1 ? 100 : fx.quick ? 300 : 3000;
+    int32_t n = TG.quick > 1 ? 100 : TG.quick ? 300 : 3000;
     if (i < TU_SHAPE_COUNT) {
-        tu_random_coo(&fx.rng, (tu_shape)i, n, SPMV_FLOAT64, out);
+        tu_random_coo(&TG.rng, (tu_shape)i, n, SPMV_FLOAT64, out);
         snprintf(label, len, "random %s (%d x %d, %lld nnz)", tu_shape_name((tu_shape)i), out->rows, out->cols,
                  (long long)out->nnz);
         return;
     }
     tu_gen g = {.rows = 1000, .cols = DENSE_LEN + 20000, .mean_per_row = 4, .empty_row_frac = 0.2,
                 .dense_rows = 1, .dense_len = DENSE_LEN};
-    tu_random_coo_gen(&fx.rng, &g, SPMV_FLOAT64, out);
+    tu_random_coo_gen(&TG.rng, &g, SPMV_FLOAT64, out);
     snprintf(label, len, "random dense row of %d (%d x %d, %lld nnz)", DENSE_LEN, out->rows, out->cols,
              (long long)out->nnz);
 }
@@ -202,7 +180,7 @@ static void problem_make(const spmv_coo *coo, spmv_dtype dt, struct problem *p)
     p->dt = dt;
     p->coo = coo;
     p->x = tu_vector_alloc(dt, coo->cols);
-    tu_random_vector(&fx.rng, dt, coo->cols, p->x);
+    tu_random_vector(&TG.rng, dt, coo->cols, p->x);
     double *x64 = tu_vector_alloc(SPMV_FLOAT64, coo->cols);
     tu_vector_convert(p->x, dt, x64, SPMV_FLOAT64, coo->cols);
     if (spmv_coo_convert(coo, dt, &in_dt, &err) || spmv_coo_convert(&in_dt, SPMV_FLOAT64, &rounded, &err) ||
@@ -265,7 +243,7 @@ static bool accounting_ok(const char *label, const spmv_kernel *k, spmv_gpu_matr
 {
     spmv_gpu_info info;
     spmv_gpu_usage u;
-    if (spmv_gpu_ctx_info(fx.ctx, &info) != SPMV_OK)
+    if (spmv_gpu_ctx_info(TG.ctx, &info) != SPMV_OK)
         return false;
     spmv_gpu_matrix_usage(gm, &u);
     size_t sum = u.transpose + u.other;
@@ -291,7 +269,7 @@ static bool run_one(const char *label, const spmv_kernel *k, spmv_gpu_matrix *gm
              p->v[SPMV_PARAM_BLOCK_SIZE], p->v[SPMV_PARAM_HACK_SIZE], p->v[SPMV_PARAM_ALG],
              p->v[SPMV_PARAM_THREADS], p->v[SPMV_PARAM_NNZ_PER_WG]);
     tu_poison(y, pb->dt, coo->rows);
-    int rc = spmv_gpu_run(fx.ctx, k, gm, p, pb->x, y, 1, 2, &st, &err);
+    int rc = spmv_gpu_run(TG.ctx, k, gm, p, pb->x, y, 1, 2, &st, &err);
     if (rc == SPMV_ERR_LIMIT && host_rule_refuses(pb, k, p)) {
         print_message("# refused by the padding rule, as the host's plan says: %s on %s\n", k->name, label);
         return accounting_ok(label, k, gm);
@@ -323,10 +301,10 @@ static int check_kernels(const char *label, const spmv_coo *coo, spmv_dtype dt)
     spmv_gpu_info before, after;
     problem_make(coo, dt, &pb);
     void *y = tu_vector_alloc(dt, coo->rows);
-    assert_int_equal(spmv_gpu_ctx_info(fx.ctx, &before), SPMV_OK);
+    assert_int_equal(spmv_gpu_ctx_info(TG.ctx, &before), SPMV_OK);
     fx.base_used = before.mem_used_by_spmvd - before.mem_scratch;
     /* CSR only: every other format is built by its first kernel */
-    if (spmv_gpu_matrix_upload(fx.ctx, coo, dt, SPMV_FMT_CSR, 32, &gm, &us, &err) != SPMV_OK) {
+    if (spmv_gpu_matrix_upload(TG.ctx, coo, dt, SPMV_FMT_CSR, 32, &gm, &us, &err) != SPMV_OK) {
         print_message("# FAIL upload of %s in %s: %s\n", label, spmv_dtype_name(dt), err.message);
         failures++;
         goto done;
@@ -366,8 +344,8 @@ static int check_kernels(const char *label, const spmv_coo *coo, spmv_dtype dt)
                         }
     }
 done:
-    spmv_gpu_matrix_free(fx.ctx, gm);
-    assert_int_equal(spmv_gpu_ctx_info(fx.ctx, &after), SPMV_OK);
+    spmv_gpu_matrix_free(TG.ctx, gm);
+    assert_int_equal(spmv_gpu_ctx_info(TG.ctx, &after), SPMV_OK);
     if (after.mem_used_by_spmvd - after.mem_scratch != fx.base_used) {
         print_message("# FAIL %s: %zu bytes held after the matrix was freed, %zu before it\n", label,
                       after.mem_used_by_spmvd - after.mem_scratch, fx.base_used);
@@ -380,14 +358,14 @@ done:
 
 static size_t real_count(size_t n)
 {
-    size_t keep = fx.quick > 1 ? 1 : fx.quick ? 4 : n;
+    size_t keep = TG.quick > 1 ? 1 : TG.quick ? 4 : n;
     return keep < n ? keep : n;
 }
 
 static void test_kernels_real(void **state)
 {
     (void)state;
-    NEED_GPU();
+    TU_NEED_GPU();
     tu_expected *ex = NULL;
     size_t n = 0;
     int failures = 0;
@@ -408,7 +386,7 @@ static void test_kernels_real(void **state)
 static void test_kernels_random(void **state)
 {
     (void)state;
-    NEED_GPU();
+    TU_NEED_GPU();
     int failures = 0;
     for (int i = 0; i < random_count(); i++) {
         spmv_coo coo;
@@ -555,13 +533,13 @@ static int upload_via(enum upload_via via, const spmv_coo *coo, const spmv_csr *
                       spmv_gpu_matrix **gm, spmv_gpu_upload_stats *us, spmv_error *err)
 {
     if (via == VIA_COO)
-        return spmv_gpu_matrix_upload(fx.ctx, coo, dt, SPMV_FMT_ALL, 32, gm, us, err);
+        return spmv_gpu_matrix_upload(TG.ctx, coo, dt, SPMV_FMT_ALL, 32, gm, us, err);
     if (via == VIA_CSR)
-        return spmv_gpu_matrix_upload_csr(fx.ctx, hcsr, dt, SPMV_FMT_ALL, 32, gm, us, err);
+        return spmv_gpu_matrix_upload_csr(TG.ctx, hcsr, dt, SPMV_FMT_ALL, 32, gm, us, err);
     spmv_csr wide;
     int rc = spmv_coo_to_csr(coo, SPMV_FLOAT64, &wide, err);
     if (rc == SPMV_OK)
-        rc = spmv_gpu_matrix_upload_csr(fx.ctx, &wide, dt, SPMV_FMT_ALL, 32, gm, us, err);
+        rc = spmv_gpu_matrix_upload_csr(TG.ctx, &wide, dt, SPMV_FMT_ALL, 32, gm, us, err);
     spmv_csr_free(&wide);
     return rc;
 }
@@ -619,7 +597,7 @@ static int check_conversions(const char *label, const spmv_coo *coo, spmv_dtype 
             print_message("# %s not built at upload (padding rule), as planned\n", what);
             continue;
         }
-        if (spmv_gpu_matrix_download(fx.ctx, gm, fmts[i], &dm, &err) != SPMV_OK) {
+        if (spmv_gpu_matrix_download(TG.ctx, gm, fmts[i], &dm, &err) != SPMV_OK) {
             print_message("# FAIL download %s: %s\n", what, err.message);
             failures++;
             continue;
@@ -639,7 +617,7 @@ static int check_conversions(const char *label, const spmv_coo *coo, spmv_dtype 
         failures += !ok;
         spmv_matrix_free(&dm);
     }
-    spmv_gpu_matrix_free(fx.ctx, gm);
+    spmv_gpu_matrix_free(TG.ctx, gm);
     gm = NULL;
     }
     spmv_coo_free(&hcoo);
@@ -655,7 +633,7 @@ static int check_conversions(const char *label, const spmv_coo *coo, spmv_dtype 
 static void test_conversions_real(void **state)
 {
     (void)state;
-    NEED_GPU();
+    TU_NEED_GPU();
     tu_expected *ex = NULL;
     size_t n = 0;
     int failures = 0;
@@ -674,7 +652,7 @@ static void test_conversions_real(void **state)
 static void test_conversions_random(void **state)
 {
     (void)state;
-    NEED_GPU();
+    TU_NEED_GPU();
     int failures = 0;
     /* Not the dense-row matrix: its ELL is 10^8 slots, too big to download. */
     for (int i = 0; i < TU_SHAPE_COUNT + EMPTY_SHAPES; i++) {
@@ -706,20 +684,20 @@ static void quantize(spmv_coo *c, double steps)
 static void test_packed(void **state)
 {
     (void)state;
-    NEED_GPU();
+    TU_NEED_GPU();
     int failures = 0;
-    uint64_t seed = tu_rng_next(&fx.rng);
-    int32_t side = fx.quick ? 40 : 300;
+    uint64_t seed = tu_rng_next(&TG.rng);
+    int32_t side = TG.quick ? 40 : 300;
     struct {
         spmv_gen_spec spec;
         double steps; /* values rounded to 1/steps; -1: to float32 (a mixed upload's); 0: as generated */
     } mats[] = {
         {{SPMV_GEN_POISSON2D, side, 0, 0, seed}, 0},
-        {{SPMV_GEN_STENCIL27, fx.quick ? 8 : 30, 0, 0, seed}, 0},
+        {{SPMV_GEN_STENCIL27, TG.quick ? 8 : 30, 0, 0, seed}, 0},
         {{SPMV_GEN_GRAPH_UNIFORM, side * side, 16, 0, seed}, 0},
         {{SPMV_GEN_GRAPH_POWERLAW, side * side, 8, 0, seed}, 0},
-        {{SPMV_GEN_BANDED_DENSE_ROW, side * side, 16, fx.quick ? 200 : 70000, seed}, 500},
-        {{SPMV_GEN_BANDED_DENSE_ROW, side * side, 16, fx.quick ? 200 : 70000, seed}, 40},
+        {{SPMV_GEN_BANDED_DENSE_ROW, side * side, 16, TG.quick ? 200 : 70000, seed}, 500},
+        {{SPMV_GEN_BANDED_DENSE_ROW, side * side, 16, TG.quick ? 200 : 70000, seed}, 40},
         {{SPMV_GEN_UNIFORM, side * side, 8, 0, seed}, 0},
         {{SPMV_GEN_UNIFORM, side * side, 8, 0, seed}, -1},
     };
@@ -744,7 +722,7 @@ static void test_packed(void **state)
        * then its values made uniform (one a slot: slot k of slice s holds 1 + (27s + k)/3, so
        * U16, or RAW past 65 536 slots) */
         spmv_coo coo;
-        tu_diagonal_coo(&fx.rng, fx.quick ? 1000 : 100000, 27, 3000, SPMV_FLOAT64, &coo);
+        tu_diagonal_coo(&TG.rng, TG.quick ? 1000 : 100000, 27, 3000, SPMV_FLOAT64, &coo);
         for (int pass = 0; pass < 2; pass++) {
             const char *label = pass ? "diagonal band, uniform values" : "diagonal band";
             for (int64_t k = 0, at = 0; pass && k < coo.nnz; k++, at++) {
@@ -767,7 +745,7 @@ static void test_packed(void **state)
                   seen.psell_idx[0], seen.psell_idx[1], seen.psell_idx[2], seen.psell_idx[4], seen.psell_uniform);
     assert_true(seen.psell_idx[0]); /* the diagonal band's, quick or not */
     assert_true(seen.psell_uniform > 0); /* 2-D Poisson's interior, quick or not */
-    if (!fx.quick) { /* the small quick matrices span less */
+    if (!TG.quick) { /* the small quick matrices span less */
         for (int m = 0; m < SPMV_VCODE_COUNT; m++)
             assert_true(seen.vcode[m] > 0);
         assert_true(seen.pcsr_idx[1] && seen.pcsr_idx[2] && seen.pcsr_idx[4]);
@@ -781,10 +759,10 @@ static void test_packed(void **state)
 static void test_unsorted_duplicates(void **state)
 {
     (void)state;
-    NEED_GPU();
+    TU_NEED_GPU();
     spmv_coo coo, messy;
     spmv_error err;
-    tu_random_coo(&fx.rng, TU_SHAPE_RANDOM, fx.quick ? 200 : 2000, SPMV_FLOAT64, &coo);
+    tu_random_coo(&TG.rng, TU_SHAPE_RANDOM, TG.quick ? 200 : 2000, SPMV_FLOAT64, &coo);
     int64_t extra = (coo.nnz + 2) / 3;
     assert_int_equal(spmv_coo_alloc(&messy, coo.rows, coo.cols, coo.nnz + extra, SPMV_FLOAT64, &err), SPMV_OK);
     const double *v = coo.val;
@@ -803,7 +781,7 @@ static void test_unsorted_duplicates(void **state)
     }
     assert_int_equal(w, messy.nnz);
     for (int64_t k = messy.nnz - 1; k > 0; k--) {
-        int64_t j = tu_rng_range(&fx.rng, 0, k);
+        int64_t j = tu_rng_range(&TG.rng, 0, k);
         int32_t tr = messy.row[k], tc = messy.col[k];
         double tv = mv[k];
         messy.row[k] = messy.row[j];
@@ -818,13 +796,13 @@ static void test_unsorted_duplicates(void **state)
         spmv_matrix got;
         spmv_gpu_matrix *gm = NULL;
         assert_int_equal(spmv_coo_to_csr(&coo, (spmv_dtype)d, &want, &err), SPMV_OK);
-        if (spmv_gpu_matrix_upload(fx.ctx, &messy, (spmv_dtype)d, SPMV_FMT_CSR, 0, &gm, NULL, &err) != SPMV_OK)
+        if (spmv_gpu_matrix_upload(TG.ctx, &messy, (spmv_dtype)d, SPMV_FMT_CSR, 0, &gm, NULL, &err) != SPMV_OK)
             fail_msg("upload of the shuffled COO: %s", err.message);
-        assert_int_equal(spmv_gpu_matrix_download(fx.ctx, gm, SPMV_FMT_CSR, &got, &err), SPMV_OK);
+        assert_int_equal(spmv_gpu_matrix_download(TG.ctx, gm, SPMV_FMT_CSR, &got, &err), SPMV_OK);
         assert_true(same_csr("shuffled COO with duplicates", &want, &got.csr));
         spmv_matrix_free(&got);
         spmv_csr_free(&want);
-        spmv_gpu_matrix_free(fx.ctx, gm);
+        spmv_gpu_matrix_free(TG.ctx, gm);
     }
     spmv_coo_free(&messy);
     spmv_coo_free(&coo);
@@ -835,9 +813,9 @@ static void test_unsorted_duplicates(void **state)
 static void test_info(void **state)
 {
     (void)state;
-    NEED_GPU();
+    TU_NEED_GPU();
     spmv_gpu_info info;
-    assert_int_equal(spmv_gpu_ctx_info(fx.ctx, &info), SPMV_OK);
+    assert_int_equal(spmv_gpu_ctx_info(TG.ctx, &info), SPMV_OK);
     print_message("# GPU 0: %s, compute capability %d.%d, %d SMs, %zu MiB total, %zu MiB free\n", info.name,
                   info.cc_major, info.cc_minor, info.sm_count, info.mem_total >> 20, info.mem_free >> 20);
     assert_true(info.name[0] != '\0');
@@ -851,15 +829,15 @@ static void test_info(void **state)
 static void test_memory_refused(void **state)
 {
     (void)state;
-    NEED_GPU();
+    TU_NEED_GPU();
     spmv_gpu_ctx *c = NULL;
     spmv_gpu_info info;
     spmv_gpu_matrix *gm = NULL;
     spmv_error err;
     spmv_coo coo;
     tu_gen g = {.rows = 2000, .cols = DENSE_LEN, .mean_per_row = 4, .dense_rows = 1, .dense_len = DENSE_LEN};
-    tu_random_coo_gen(&fx.rng, &g, SPMV_FLOAT64, &coo);
-    assert_int_equal(spmv_gpu_ctx_info(fx.ctx, &info), SPMV_OK);
+    tu_random_coo_gen(&TG.rng, &g, SPMV_FLOAT64, &coo);
+    assert_int_equal(spmv_gpu_ctx_info(TG.ctx, &info), SPMV_OK);
 
     assert_int_equal(spmv_gpu_ctx_new(0, info.mem_total, &c, &err), SPMV_OK);
     assert_int_equal(spmv_gpu_matrix_upload(c, &coo, SPMV_FLOAT64, SPMV_FMT_CSR, 0, &gm, NULL, &err),
@@ -880,7 +858,7 @@ static void test_memory_refused(void **state)
     /* HLL slices of 1024 rows x 100 000 x 12 bytes = 1.2 GB; leave 256 MiB:
      * the CSR fits, the HLL does not, and nothing stays behind. (An ELL
      * that does not fit is skipped instead: test_ell_skipped.) */
-    assert_int_equal(spmv_gpu_ctx_info(fx.ctx, &info), SPMV_OK);
+    assert_int_equal(spmv_gpu_ctx_info(TG.ctx, &info), SPMV_OK);
     assert_int_equal(spmv_gpu_ctx_new(0, info.mem_free - ((size_t)256 << 20), &c, &err), SPMV_OK);
     spmv_format_limits unbounded = {0, 0}; /* memory, not the padding rule, refuses here */
     assert_int_equal(spmv_gpu_ctx_set_limits(c, &unbounded), SPMV_OK);
@@ -905,18 +883,18 @@ static void test_memory_refused(void **state)
 static void test_upload_stats(void **state)
 {
     (void)state;
-    NEED_GPU();
+    TU_NEED_GPU();
     spmv_coo coo;
     spmv_gpu_matrix *gm = NULL;
     spmv_gpu_upload_stats st;
     spmv_error err;
-    tu_random_coo(&fx.rng, TU_SHAPE_POWER_LAW, 5000, SPMV_FLOAT64, &coo);
+    tu_random_coo(&TG.rng, TU_SHAPE_POWER_LAW, 5000, SPMV_FLOAT64, &coo);
     spmv_format_limits unbounded = {0, 0}, def = spmv_format_limits_default(); /* a pinned HLL, whatever it pads */
-    assert_int_equal(spmv_gpu_ctx_set_limits(fx.ctx, &unbounded), SPMV_OK);
-    assert_int_equal(spmv_gpu_matrix_upload(fx.ctx, &coo, SPMV_FLOAT32, SPMV_FMT_CSR | SPMV_FMT_HLL, 64, &gm, &st,
+    assert_int_equal(spmv_gpu_ctx_set_limits(TG.ctx, &unbounded), SPMV_OK);
+    assert_int_equal(spmv_gpu_matrix_upload(TG.ctx, &coo, SPMV_FLOAT32, SPMV_FMT_CSR | SPMV_FMT_HLL, 64, &gm, &st,
                                             &err),
                      SPMV_OK);
-    assert_int_equal(spmv_gpu_ctx_set_limits(fx.ctx, &def), SPMV_OK);
+    assert_int_equal(spmv_gpu_ctx_set_limits(TG.ctx, &def), SPMV_OK);
     assert_int_equal(st.formats, SPMV_FMT_CSR | SPMV_FMT_HLL);
     assert_int_equal(st.bytes[1], ((size_t)coo.rows + 1) * 4 + (size_t)coo.nnz * 8);
     assert_true(st.bytes[3] > 0 && st.padding[3] >= 1.0);
@@ -924,21 +902,21 @@ static void test_upload_stats(void **state)
     assert_true(st.transfer_ms >= 0 && st.convert_ms >= 0);
     print_message("# upload %lld nnz: transfer %.3f ms, convert %.3f ms, HLL padding %.3f\n", (long long)coo.nnz,
                   st.transfer_ms, st.convert_ms, st.padding[3]);
-    spmv_gpu_matrix_free(fx.ctx, gm);
+    spmv_gpu_matrix_free(TG.ctx, gm);
     /* the same from the host CSR in float32: the same bytes per format */
     spmv_gpu_upload_stats cs;
     spmv_csr csr;
     assert_int_equal(spmv_coo_to_csr(&coo, SPMV_FLOAT32, &csr, &err), SPMV_OK);
-    assert_int_equal(spmv_gpu_ctx_set_limits(fx.ctx, &unbounded), SPMV_OK);
-    assert_int_equal(spmv_gpu_matrix_upload_csr(fx.ctx, &csr, SPMV_FLOAT32, SPMV_FMT_CSR | SPMV_FMT_HLL, 64, &gm, &cs,
+    assert_int_equal(spmv_gpu_ctx_set_limits(TG.ctx, &unbounded), SPMV_OK);
+    assert_int_equal(spmv_gpu_matrix_upload_csr(TG.ctx, &csr, SPMV_FLOAT32, SPMV_FMT_CSR | SPMV_FMT_HLL, 64, &gm, &cs,
                                                 &err),
                      SPMV_OK);
-    assert_int_equal(spmv_gpu_ctx_set_limits(fx.ctx, &def), SPMV_OK);
+    assert_int_equal(spmv_gpu_ctx_set_limits(TG.ctx, &def), SPMV_OK);
     assert_int_equal(cs.formats, st.formats);
     for (int i = 0; i < SPMV_FORMAT_COUNT; i++)
         assert_int_equal(cs.bytes[i], st.bytes[i]);
     print_message("# upload from the CSR: transfer %.3f ms, convert %.3f ms\n", cs.transfer_ms, cs.convert_ms);
-    spmv_gpu_matrix_free(fx.ctx, gm);
+    spmv_gpu_matrix_free(TG.ctx, gm);
     spmv_csr_free(&csr);
     spmv_coo_free(&coo);
 }
@@ -952,7 +930,7 @@ static void test_upload_stats(void **state)
 static void test_padding_rule(void **state)
 {
     (void)state;
-    NEED_GPU();
+    TU_NEED_GPU();
     static const char *const padded[] = {"gpu.ell", "gpu.hll", "cusparse.sell", "gpu.hyb", "gpu.coo.atomic"};
     for (int shape = 0; shape < 2; shape++) {
         spmv_coo coo;
@@ -964,15 +942,15 @@ static void test_padding_rule(void **state)
         const char *label = shape ? "power-law" : "one full row";
         if (shape == 0) {
             tu_gen g = {.rows = 20000, .cols = 20000, .mean_per_row = 3, .dense_rows = 1, .dense_len = 20000};
-            tu_random_coo_gen(&fx.rng, &g, SPMV_FLOAT64, &coo);
+            tu_random_coo_gen(&TG.rng, &g, SPMV_FLOAT64, &coo);
         } else {
-            tu_random_coo(&fx.rng, TU_SHAPE_POWER_LAW, 200000, SPMV_FLOAT64, &coo);
+            tu_random_coo(&TG.rng, TU_SHAPE_POWER_LAW, 200000, SPMV_FLOAT64, &coo);
         }
         problem_make(&coo, SPMV_FLOAT64, &pb);
         void *y = tu_vector_alloc(SPMV_FLOAT64, coo.rows);
-        assert_int_equal(spmv_gpu_ctx_info(fx.ctx, &before), SPMV_OK);
+        assert_int_equal(spmv_gpu_ctx_info(TG.ctx, &before), SPMV_OK);
         fx.base_used = before.mem_used_by_spmvd - before.mem_scratch;
-        if (spmv_gpu_matrix_upload(fx.ctx, &coo, SPMV_FLOAT64, SPMV_FMT_ALL, 32, &gm, &us, &err) != SPMV_OK)
+        if (spmv_gpu_matrix_upload(TG.ctx, &coo, SPMV_FLOAT64, SPMV_FMT_ALL, 32, &gm, &us, &err) != SPMV_OK)
             fail_msg("upload: %s", err.message);
         int refusals = 0;
         spmv_params none = {{0}};
@@ -983,7 +961,7 @@ static void test_padding_rule(void **state)
             bool refuse = host_rule_refuses(&pb, k, &none);
             assert_int_equal(!(us.formats & k->format), refuse); /* pinned, skipped at upload iff refused */
             size_t held = spmv_gpu_matrix_bytes(gm);
-            int rc = spmv_gpu_run(fx.ctx, k, gm, NULL, pb.x, y, 0, 1, NULL, &err);
+            int rc = spmv_gpu_run(TG.ctx, k, gm, NULL, pb.x, y, 0, 1, NULL, &err);
             if (refuse) {
                 refusals++;
                 assert_int_equal(rc, SPMV_ERR_LIMIT);
@@ -996,8 +974,8 @@ static void test_padding_rule(void **state)
         }
         assert_true(refusals > 0); /* both shapes pad ELL far past 3 slots per non-zero */
         assert_true(run_one(label, spmv_kernel_find("gpu.csr.vector"), gm, &coo, &pb, &none, y));
-        spmv_gpu_matrix_free(fx.ctx, gm);
-        assert_int_equal(spmv_gpu_ctx_info(fx.ctx, &after), SPMV_OK);
+        spmv_gpu_matrix_free(TG.ctx, gm);
+        assert_int_equal(spmv_gpu_ctx_info(TG.ctx, &after), SPMV_OK);
         assert_int_equal(after.mem_used_by_spmvd - after.mem_scratch, before.mem_used_by_spmvd - before.mem_scratch);
         free(y);
         problem_free(&pb);
@@ -1014,7 +992,7 @@ static void test_padding_rule(void **state)
 static void test_lazy_eviction(void **state)
 {
     (void)state;
-    NEED_GPU();
+    TU_NEED_GPU();
     spmv_gpu_ctx *c = NULL;
     spmv_gpu_info info, start;
     spmv_gpu_matrix *a = NULL, *b = NULL;
@@ -1023,7 +1001,7 @@ static void test_lazy_eviction(void **state)
     spmv_coo coo;
     struct problem pb;
     tu_gen g = {.rows = 1000000, .cols = 1000000, .mean_per_row = 8};
-    tu_random_coo_gen(&fx.rng, &g, SPMV_FLOAT64, &coo);
+    tu_random_coo_gen(&TG.rng, &g, SPMV_FLOAT64, &coo);
     problem_make(&coo, SPMV_FLOAT64, &pb);
     void *y = tu_vector_alloc(SPMV_FLOAT64, coo.rows);
     spmv_params none = {{0}};
@@ -1116,57 +1094,57 @@ static void test_lazy_eviction(void **state)
 static void test_bad_requests(void **state)
 {
     (void)state;
-    NEED_GPU();
+    TU_NEED_GPU();
     spmv_coo coo;
     spmv_gpu_matrix *gm = NULL;
     spmv_error err;
-    tu_random_coo(&fx.rng, TU_SHAPE_RANDOM, 100, SPMV_FLOAT64, &coo);
-    assert_int_equal(spmv_gpu_matrix_upload(fx.ctx, &coo, SPMV_FLOAT64, SPMV_FMT_CSR, 0, &gm, NULL, &err), SPMV_OK);
+    tu_random_coo(&TG.rng, TU_SHAPE_RANDOM, 100, SPMV_FLOAT64, &coo);
+    assert_int_equal(spmv_gpu_matrix_upload(TG.ctx, &coo, SPMV_FLOAT64, SPMV_FMT_CSR, 0, &gm, NULL, &err), SPMV_OK);
     void *x = tu_vector_alloc(SPMV_FLOAT64, coo.cols), *y = tu_vector_alloc(SPMV_FLOAT64, coo.rows);
-    tu_random_vector(&fx.rng, SPMV_FLOAT64, coo.cols, x);
+    tu_random_vector(&TG.rng, SPMV_FLOAT64, coo.cols, x);
     spmv_params p = {{0}};
     p.v[SPMV_PARAM_BLOCK_SIZE] = 33;
-    assert_int_equal(spmv_gpu_run(fx.ctx, spmv_kernel_find("gpu.csr.scalar"), gm, &p, x, y, 0, 1, NULL, &err),
+    assert_int_equal(spmv_gpu_run(TG.ctx, spmv_kernel_find("gpu.csr.scalar"), gm, &p, x, y, 0, 1, NULL, &err),
                      SPMV_ERR_INVALID);
-    assert_int_equal(spmv_gpu_run(fx.ctx, spmv_kernel_find("cpu.csr.serial"), gm, NULL, x, y, 0, 1, NULL, &err),
+    assert_int_equal(spmv_gpu_run(TG.ctx, spmv_kernel_find("cpu.csr.serial"), gm, NULL, x, y, 0, 1, NULL, &err),
                      SPMV_ERR_INVALID);
-    assert_int_equal(spmv_gpu_run(fx.ctx, spmv_kernel_find("gpu.csr.scalar"), gm, NULL, x, y, 0, 0, NULL, &err),
+    assert_int_equal(spmv_gpu_run(TG.ctx, spmv_kernel_find("gpu.csr.scalar"), gm, NULL, x, y, 0, 0, NULL, &err),
                      SPMV_ERR_INVALID);
     /* An index outside the shape is refused, and nothing stays on the device. */
     spmv_gpu_info before, after;
-    assert_int_equal(spmv_gpu_ctx_info(fx.ctx, &before), SPMV_OK);
+    assert_int_equal(spmv_gpu_ctx_info(TG.ctx, &before), SPMV_OK);
     coo.col[coo.nnz / 2] = coo.cols + 5;
     spmv_gpu_matrix *bad = NULL;
-    assert_int_equal(spmv_gpu_matrix_upload(fx.ctx, &coo, SPMV_FLOAT64, SPMV_FMT_ALL, 0, &bad, NULL, &err),
+    assert_int_equal(spmv_gpu_matrix_upload(TG.ctx, &coo, SPMV_FLOAT64, SPMV_FMT_ALL, 0, &bad, NULL, &err),
                      SPMV_ERR_INVALID);
     assert_null(bad);
-    assert_int_equal(spmv_gpu_ctx_info(fx.ctx, &after), SPMV_OK);
+    assert_int_equal(spmv_gpu_ctx_info(TG.ctx, &after), SPMV_OK);
     assert_int_equal(before.mem_used_by_spmvd, after.mem_used_by_spmvd);
     /* A host CSR whose row pointers decrease, or do not end at nnz, is
      * refused before anything is allocated. */
     coo.col[coo.nnz / 2] = 0;
     spmv_coo_free(&coo);
-    tu_random_coo(&fx.rng, TU_SHAPE_RANDOM, 100, SPMV_FLOAT64, &coo);
+    tu_random_coo(&TG.rng, TU_SHAPE_RANDOM, 100, SPMV_FLOAT64, &coo);
     spmv_csr csr;
     assert_int_equal(spmv_coo_to_csr(&coo, SPMV_FLOAT64, &csr, &err), SPMV_OK);
     int32_t keep = csr.row_ptr[csr.rows / 2];
     csr.row_ptr[csr.rows / 2] = csr.row_ptr[csr.rows / 2 + 1] + 1;
-    assert_int_equal(spmv_gpu_matrix_upload_csr(fx.ctx, &csr, SPMV_FLOAT64, SPMV_FMT_ALL, 0, &bad, NULL, &err),
+    assert_int_equal(spmv_gpu_matrix_upload_csr(TG.ctx, &csr, SPMV_FLOAT64, SPMV_FMT_ALL, 0, &bad, NULL, &err),
                      SPMV_ERR_INVALID);
     print_message("# refused: %s\n", err.message);
     csr.row_ptr[csr.rows / 2] = keep;
     csr.row_ptr[csr.rows]--;
-    assert_int_equal(spmv_gpu_matrix_upload_csr(fx.ctx, &csr, SPMV_FLOAT64, SPMV_FMT_ALL, 0, &bad, NULL, &err),
+    assert_int_equal(spmv_gpu_matrix_upload_csr(TG.ctx, &csr, SPMV_FLOAT64, SPMV_FMT_ALL, 0, &bad, NULL, &err),
                      SPMV_ERR_INVALID);
     print_message("# refused: %s\n", err.message);
     assert_null(bad);
-    assert_int_equal(spmv_gpu_ctx_info(fx.ctx, &after), SPMV_OK);
+    assert_int_equal(spmv_gpu_ctx_info(TG.ctx, &after), SPMV_OK);
     assert_int_equal(before.mem_used_by_spmvd, after.mem_used_by_spmvd);
     csr.row_ptr[csr.rows]++;
     spmv_csr_free(&csr);
     free(x);
     free(y);
-    spmv_gpu_matrix_free(fx.ctx, gm);
+    spmv_gpu_matrix_free(TG.ctx, gm);
     spmv_coo_free(&coo);
 }
 
@@ -1187,7 +1165,5 @@ int main(void)
         cmocka_unit_test(test_memory_refused),
     };
     /* SPMV_GPU_ONLY=pattern runs the matching cases alone (cmocka's filter). */
-    if (getenv("SPMV_GPU_ONLY"))
-        cmocka_set_test_filter(getenv("SPMV_GPU_ONLY"));
-    return cmocka_run_group_tests_name("gpu", tests, setup, teardown);
+    return tu_gpu_run("gpu", tests);
 }

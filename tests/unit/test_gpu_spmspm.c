@@ -45,13 +45,8 @@ static const int32_t thin_cols[] = {1, 8, 32, 300};
 #define NTHIN (sizeof thin_cols / sizeof thin_cols[0])
 
 static struct {
-    spmv_gpu_ctx *ctx;
-    const char *reason;
-    tu_rng rng;
     int pass[NKERNELS][2], fail[NKERNELS][2];
 } fx;
-
-#define NEED_GPU() TU_NEED_GPU(fx.ctx, fx.reason)
 
 static void print_tallies(const char *title)
 {
@@ -81,13 +76,13 @@ static void operand_make(spmv_coo *coo, spmv_dtype dt, operand *o)
     memset(coo, 0, sizeof *coo);
     if (spmv_coo_to_csr(&o->coo, dt, &o->csr, &err) != SPMV_OK)
         fail_msg("coo -> csr: %s", err.message);
-    if (spmv_gpu_matrix_upload(fx.ctx, &o->coo, dt, SPMV_FMT_CSR, 32, &o->dev, &st, &err) != SPMV_OK)
+    if (spmv_gpu_matrix_upload(TG.ctx, &o->coo, dt, SPMV_FMT_CSR, 32, &o->dev, &st, &err) != SPMV_OK)
         fail_msg("upload %d x %d: %s", o->coo.rows, o->coo.cols, err.message);
 }
 
 static void operand_free(operand *o)
 {
-    spmv_gpu_matrix_free(fx.ctx, o->dev);
+    spmv_gpu_matrix_free(TG.ctx, o->dev);
     spmv_csr_free(&o->csr);
     spmv_coo_free(&o->coo);
 }
@@ -95,7 +90,7 @@ static void operand_free(operand *o)
 static void thin_coo(int32_t rows, int32_t cols, spmv_coo *out)
 {
     tu_gen g = {.rows = rows, .cols = cols, .mean_per_row = cols < 4 ? cols : 4, .empty_row_frac = 0.15};
-    tu_random_coo_gen(&fx.rng, &g, SPMV_FLOAT64, out);
+    tu_random_coo_gen(&TG.rng, &g, SPMV_FLOAT64, out);
 }
 
 static int64_t max_row_products(const spmv_csr *a, const spmv_csr *b)
@@ -134,7 +129,7 @@ static int check_kernels(const char *label, const operand *a, const operand *b, 
             p.v[SPMV_PARAM_BLOCK_SIZE] = block;
         else if (block != 256)
             continue; /* cuSPARSE takes no block size: once is enough */
-        int rc = spmv_gpu_spmspm(fx.ctx, kern, a->dev, b->dev, &p, 1, 2, &c, &st, &err);
+        int rc = spmv_gpu_spmspm(TG.ctx, kern, a->dev, b->dev, &p, 1, 2, &c, &st, &err);
         ok = rc == SPMV_OK && spmv_csr_compare(&c, &ref, &e, &err) == SPMV_OK && e <= bound && st.runs == 2;
         if (!ok) {
             print_message("# FAIL %s %s block %d on %s: %s (error %.3g, bound %.3g, seed %llu)\n", kern->name,
@@ -179,7 +174,7 @@ static int check_thin_products(const char *name, const spmv_coo *a64, const int3
 static void test_real_times_thin(void **state)
 {
     (void)state;
-    NEED_GPU();
+    TU_NEED_GPU();
     tu_expected *ex = NULL;
     size_t n = 0;
     int failures = 0;
@@ -203,14 +198,14 @@ static void test_real_times_thin(void **state)
 static void test_random_shapes(void **state)
 {
     (void)state;
-    NEED_GPU();
+    TU_NEED_GPU();
     int failures = 0;
     static const int32_t blocks[] = {32, 256, 1024};
     for (int s = 0; s < TU_SHAPE_COUNT; s++)
         for (size_t bl = 0; bl < sizeof blocks / sizeof blocks[0]; bl++) {
             spmv_coo coo;
             char label[128];
-            tu_random_coo(&fx.rng, (tu_shape)s, 2000, SPMV_FLOAT64, &coo);
+            tu_random_coo(&TG.rng, (tu_shape)s, 2000, SPMV_FLOAT64, &coo);
             snprintf(label, sizeof label, "random %s %d x %d", tu_shape_name((tu_shape)s), coo.rows, coo.cols);
             failures += check_thin_products(label, &coo, thin_cols, NTHIN, blocks[bl]);
             spmv_coo_free(&coo);
@@ -224,16 +219,16 @@ static void test_random_shapes(void **state)
 static void test_wide_and_long(void **state)
 {
     (void)state;
-    NEED_GPU();
+    TU_NEED_GPU();
     int failures = 0;
     static const int32_t wide[] = {3000};
     spmv_coo coo;
-    tu_random_coo(&fx.rng, TU_SHAPE_POWER_LAW, 3000, SPMV_FLOAT64, &coo);
+    tu_random_coo(&TG.rng, TU_SHAPE_POWER_LAW, 3000, SPMV_FLOAT64, &coo);
     failures += check_thin_products("random power-law 3000 x 3000", &coo, wide, 1, 256);
     spmv_coo_free(&coo);
     tu_gen g = {.rows = 500, .cols = 30000, .mean_per_row = 3, .empty_row_frac = 0.2, .dense_rows = 1,
                 .dense_len = 20000};
-    tu_random_coo_gen(&fx.rng, &g, SPMV_FLOAT64, &coo);
+    tu_random_coo_gen(&TG.rng, &g, SPMV_FLOAT64, &coo);
     failures += check_thin_products("a row of 20000 (500 x 30000)", &coo, thin_cols, NTHIN, 256);
     spmv_coo_free(&coo);
     print_tallies("wide B and a long row");
@@ -243,14 +238,14 @@ static void test_wide_and_long(void **state)
 static void test_empty_shapes(void **state)
 {
     (void)state;
-    NEED_GPU();
+    TU_NEED_GPU();
     static const int32_t shapes[][3] = {{0, 5, 7}, {5, 0, 7}, {0, 0, 0}, {5, 7, 0}, {7, 5, 3}};
     int failures = 0;
     for (size_t s = 0; s < sizeof shapes / sizeof shapes[0]; s++) {
         spmv_coo coo;
         char label[64];
         tu_gen g = {.rows = shapes[s][0], .cols = shapes[s][1], .mean_per_row = 2, .empty_row_frac = 0.3};
-        tu_random_coo_gen(&fx.rng, &g, SPMV_FLOAT64, &coo);
+        tu_random_coo_gen(&TG.rng, &g, SPMV_FLOAT64, &coo);
         snprintf(label, sizeof label, "%d x %d", shapes[s][0], shapes[s][1]);
         failures += check_thin_products(label, &coo, &shapes[s][2], 1, 256);
         spmv_coo_free(&coo);
@@ -262,7 +257,7 @@ static void test_empty_shapes(void **state)
 static void test_refusals(void **state)
 {
     (void)state;
-    NEED_GPU();
+    TU_NEED_GPU();
     operand a, b, b32;
     spmv_coo ca, cb, cb32;
     spmv_csr c;
@@ -274,14 +269,14 @@ static void test_refusals(void **state)
     operand_make(&ca, SPMV_FLOAT64, &a);
     operand_make(&cb, SPMV_FLOAT64, &b);
     operand_make(&cb32, SPMV_FLOAT32, &b32);
-    assert_int_equal(spmv_gpu_spmspm(fx.ctx, k, a.dev, b.dev, NULL, 0, 1, &c, NULL, &err), SPMV_ERR_SHAPE);
+    assert_int_equal(spmv_gpu_spmspm(TG.ctx, k, a.dev, b.dev, NULL, 0, 1, &c, NULL, &err), SPMV_ERR_SHAPE);
     assert_non_null(strstr(err.message, "10 x 20"));
     assert_non_null(strstr(err.message, "21 x 4"));
-    assert_int_equal(spmv_gpu_spmspm(fx.ctx, k, a.dev, b32.dev, NULL, 0, 1, &c, NULL, &err), SPMV_ERR_INVALID);
-    assert_int_equal(spmv_gpu_spmspm(fx.ctx, spmv_kernel_find("gpu.csr.scalar"), a.dev, b32.dev, NULL, 0, 1, &c,
+    assert_int_equal(spmv_gpu_spmspm(TG.ctx, k, a.dev, b32.dev, NULL, 0, 1, &c, NULL, &err), SPMV_ERR_INVALID);
+    assert_int_equal(spmv_gpu_spmspm(TG.ctx, spmv_kernel_find("gpu.csr.scalar"), a.dev, b32.dev, NULL, 0, 1, &c,
                                      NULL, &err),
                      SPMV_ERR_INVALID);
-    assert_int_equal(spmv_gpu_spmspm(fx.ctx, spmv_kernel_find("cpu.spmspm.serial"), a.dev, b32.dev, NULL, 0, 1, &c,
+    assert_int_equal(spmv_gpu_spmspm(TG.ctx, spmv_kernel_find("cpu.spmspm.serial"), a.dev, b32.dev, NULL, 0, 1, &c,
                                      NULL, &err),
                      SPMV_ERR_INVALID);
     spmv_params p = {{0}};
@@ -289,9 +284,9 @@ static void test_refusals(void **state)
     operand_free(&b32);
     thin_coo(20, 4, &cb32);
     operand_make(&cb32, SPMV_FLOAT64, &b32);
-    assert_int_equal(spmv_gpu_spmspm(fx.ctx, k, a.dev, b32.dev, &p, 0, 1, &c, NULL, &err), SPMV_ERR_INVALID);
-    assert_int_equal(spmv_gpu_spmspm(fx.ctx, k, a.dev, b32.dev, NULL, 0, 0, &c, NULL, &err), SPMV_ERR_INVALID);
-    assert_int_equal(spmv_gpu_spmspm(fx.ctx, k, a.dev, b32.dev, NULL, 0, 1, &c, NULL, &err), SPMV_OK);
+    assert_int_equal(spmv_gpu_spmspm(TG.ctx, k, a.dev, b32.dev, &p, 0, 1, &c, NULL, &err), SPMV_ERR_INVALID);
+    assert_int_equal(spmv_gpu_spmspm(TG.ctx, k, a.dev, b32.dev, NULL, 0, 0, &c, NULL, &err), SPMV_ERR_INVALID);
+    assert_int_equal(spmv_gpu_spmspm(TG.ctx, k, a.dev, b32.dev, NULL, 0, 1, &c, NULL, &err), SPMV_OK);
     spmv_csr_free(&c);
     operand_free(&a);
     operand_free(&b);
@@ -300,21 +295,6 @@ static void test_refusals(void **state)
 
 /* ---------------------------------------------------------------- main */
 
-static int setup(void **state)
-{
-    (void)state;
-    tu_rng_init(&fx.rng, tu_seed());
-    fx.ctx = tu_gpu_open(&fx.reason);
-    return 0;
-}
-
-static int teardown(void **state)
-{
-    (void)state;
-    spmv_gpu_ctx_free(fx.ctx);
-    return 0;
-}
-
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -322,7 +302,5 @@ int main(void)
         cmocka_unit_test(test_real_times_thin), cmocka_unit_test(test_random_shapes),
         cmocka_unit_test(test_wide_and_long),
     };
-    if (getenv("SPMV_GPU_ONLY")) /* e.g. the compute-sanitizer runs of bundle/run.sh */
-        cmocka_set_test_filter(getenv("SPMV_GPU_ONLY"));
-    return cmocka_run_group_tests_name("gpu_spmspm", tests, setup, teardown);
+    return tu_gpu_run("gpu_spmspm", tests);
 }

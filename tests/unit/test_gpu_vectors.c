@@ -26,20 +26,12 @@
 #include "spmv.h"
 #include "testutil.h"
 
-static struct {
-    spmv_gpu_ctx *ctx;
-    const char *reason;
-    tu_rng rng;
-} fx;
-
-#define NEED_GPU() TU_NEED_GPU(fx.ctx, fx.reason)
-
 /* Bytes spmvd holds on the device, less the context's kernel scratch
  * (grown by gpu.csr.merge and kept between calls on purpose). */
 static size_t used(void)
 {
     spmv_gpu_info info;
-    assert_int_equal(spmv_gpu_ctx_info(fx.ctx, &info), SPMV_OK);
+    assert_int_equal(spmv_gpu_ctx_info(TG.ctx, &info), SPMV_OK);
     return info.mem_used_by_spmvd - info.mem_scratch;
 }
 
@@ -47,15 +39,15 @@ static size_t used(void)
 static void to_device(const spmv_vec *h, spmv_vec *d)
 {
     spmv_error err = {0};
-    assert_int_equal(spmv_vec_alloc(fx.ctx, SPMV_DEVICE_GPU, h->dtype, h->n, h->k, d, &err), SPMV_OK);
-    assert_int_equal(spmv_vec_write(fx.ctx, d, h->data, &err), SPMV_OK);
+    assert_int_equal(spmv_vec_alloc(TG.ctx, SPMV_DEVICE_GPU, h->dtype, h->n, h->k, d, &err), SPMV_OK);
+    assert_int_equal(spmv_vec_write(TG.ctx, d, h->data, &err), SPMV_OK);
 }
 
 static void host_random(spmv_dtype dt, int64_t n, int32_t k, spmv_vec *v)
 {
     spmv_error err = {0};
     assert_int_equal(spmv_vec_alloc(NULL, SPMV_DEVICE_CPU, dt, n, k, v, &err), SPMV_OK);
-    tu_random_vector(&fx.rng, dt, n * k, v->data);
+    tu_random_vector(&TG.rng, dt, n * k, v->data);
 }
 
 static double at(const spmv_vec *v, int64_t i)
@@ -82,38 +74,38 @@ static void read_back(const spmv_vec *d, spmv_vec *h)
     spmv_error err = {0};
     assert_int_equal(spmv_vec_alloc(NULL, SPMV_DEVICE_CPU, d->dtype, d->n, d->k, h, &err), SPMV_OK);
     tu_poison(h->data, d->dtype, d->n * d->k);
-    assert_int_equal(spmv_vec_read(fx.ctx, d, h->data, &err), SPMV_OK);
+    assert_int_equal(spmv_vec_read(TG.ctx, d, h->data, &err), SPMV_OK);
 }
 
 static void test_blas1(void **state)
 {
     (void)state;
-    NEED_GPU();
+    TU_NEED_GPU();
     spmv_error err = {0};
     size_t u0 = used();
     for (int d = 0; d < 2; d++) {
         spmv_dtype dt = d ? SPMV_FLOAT32 : SPMV_FLOAT64;
         double tol = d ? 1e-6 : 1e-14;
         for (int32_t k = 1; k <= 3; k += 2) {
-            int64_t n = 1 + tu_rng_range(&fx.rng, 0, 3000000);
+            int64_t n = 1 + tu_rng_range(&TG.rng, 0, 3000000);
             spmv_vec hx, hy, dx, dy, back;
             host_random(dt, n, k, &hx);
             host_random(dt, n, k, &hy);
             to_device(&hx, &dx);
             to_device(&hy, &dy);
-            double a = tu_rng_value(&fx.rng), b = tu_rng_value(&fx.rng);
+            double a = tu_rng_value(&TG.rng), b = tu_rng_value(&TG.rng);
             double hd[3], dd[3], hn[3], dn[3];
             assert_int_equal(spmv_vec_dot(NULL, &hx, &hy, hd, &err), SPMV_OK);
-            assert_int_equal(spmv_vec_dot(fx.ctx, &dx, &dy, dd, &err), SPMV_OK);
+            assert_int_equal(spmv_vec_dot(TG.ctx, &dx, &dy, dd, &err), SPMV_OK);
             assert_int_equal(spmv_vec_nrm2(NULL, &hx, hn, &err), SPMV_OK);
-            assert_int_equal(spmv_vec_nrm2(fx.ctx, &dx, dn, &err), SPMV_OK);
+            assert_int_equal(spmv_vec_nrm2(TG.ctx, &dx, dn, &err), SPMV_OK);
             for (int32_t j = 0; j < k; j++) {
                 assert_true(fabs(hd[j] - dd[j]) <= 1e-10 * hn[j] * hn[j] + 1e-12);
                 assert_true(fabs(hn[j] - dn[j]) <= 1e-12 * hn[j]);
             }
             /* the same sequence on both sides, then compared */
             for (int side = 0; side < 2; side++) {
-                spmv_gpu_ctx *c = side ? fx.ctx : NULL;
+                spmv_gpu_ctx *c = side ? TG.ctx : NULL;
                 spmv_vec *x = side ? &dx : &hx, *y = side ? &dy : &hy;
                 assert_int_equal(spmv_vec_axpby(c, a, x, b, y, &err), SPMV_OK);
                 assert_int_equal(spmv_vec_axpy(c, b, x, y, &err), SPMV_OK);
@@ -130,19 +122,19 @@ static void test_blas1(void **state)
             assert_true(rel(&back, &hx) <= tol * 10);
             spmv_vec_free(NULL, &back);
             /* fill, random fill (same values as the host for one seed), copy */
-            assert_int_equal(spmv_vec_fill_random(fx.ctx, &dx, 99, &err), SPMV_OK);
+            assert_int_equal(spmv_vec_fill_random(TG.ctx, &dx, 99, &err), SPMV_OK);
             assert_int_equal(spmv_vec_fill_random(NULL, &hx, 99, &err), SPMV_OK);
-            assert_int_equal(spmv_vec_copy(fx.ctx, &dx, &dy, &err), SPMV_OK);
+            assert_int_equal(spmv_vec_copy(TG.ctx, &dx, &dy, &err), SPMV_OK);
             read_back(&dy, &back);
             assert_memory_equal(back.data, hx.data, spmv_vec_bytes(&hx));
             spmv_vec_free(NULL, &back);
-            assert_int_equal(spmv_vec_fill(fx.ctx, &dy, -2.5, &err), SPMV_OK);
+            assert_int_equal(spmv_vec_fill(TG.ctx, &dy, -2.5, &err), SPMV_OK);
             read_back(&dy, &back);
             for (int64_t i = 0; i < n * k; i++)
                 assert_true(at(&back, i) == -2.5);
             spmv_vec_free(NULL, &back);
-            spmv_vec_free(fx.ctx, &dx);
-            spmv_vec_free(fx.ctx, &dy);
+            spmv_vec_free(TG.ctx, &dx);
+            spmv_vec_free(TG.ctx, &dy);
             spmv_vec_free(NULL, &hx);
             spmv_vec_free(NULL, &hy);
         }
@@ -155,7 +147,7 @@ static void test_blas1(void **state)
 static void test_apply(void **state)
 {
     (void)state;
-    NEED_GPU();
+    TU_NEED_GPU();
     spmv_error err = {0};
     size_t u0 = used();
     static const tu_shape shapes[] = {TU_SHAPE_RANDOM, TU_SHAPE_POWER_LAW, TU_SHAPE_DENSE_ROW};
@@ -164,15 +156,15 @@ static void test_apply(void **state)
         double tol = d ? 1e-4 : 1e-11;
         for (size_t si = 0; si < 3; si++) {
             spmv_coo coo;
-            tu_random_coo(&fx.rng, shapes[si], 5000, SPMV_FLOAT64, &coo);
+            tu_random_coo(&TG.rng, shapes[si], 5000, SPMV_FLOAT64, &coo);
             spmv_matrix hm, ht;
             spmv_gpu_matrix *gm = NULL, *gt = NULL;
             spmv_gpu_upload_stats us;
             assert_int_equal(spmv_matrix_build(&coo, dt, SPMV_FMT_CSR, 32, 0, &hm, &err), SPMV_OK);
             assert_int_equal(spmv_matrix_transpose(&hm, &ht, &err), SPMV_OK);
-            assert_int_equal(spmv_gpu_matrix_upload(fx.ctx, &coo, dt, SPMV_FMT_CSR, 32, &gm, &us, &err), SPMV_OK);
+            assert_int_equal(spmv_gpu_matrix_upload(TG.ctx, &coo, dt, SPMV_FMT_CSR, 32, &gm, &us, &err), SPMV_OK);
             size_t before_t = spmv_gpu_matrix_bytes(gm);
-            assert_int_equal(spmv_gpu_matrix_transpose(fx.ctx, gm, &gt, &err), SPMV_OK);
+            assert_int_equal(spmv_gpu_matrix_transpose(TG.ctx, gm, &gt, &err), SPMV_OK);
             assert_true(spmv_gpu_matrix_bytes(gm) > before_t);
             static const char *const names[] = {"gpu.csr.spmm", "cusparse.csr", "gpu.csr.vector", "gpu.csr.light",
                                                 "gpu.csr.merge", "gpu.csr.texture"};
@@ -191,16 +183,16 @@ static void test_apply(void **state)
                         host_random(dt, hu->rows, k, &hy);
                         to_device(&hx, &dx);
                         to_device(&hy, &dy);
-                        double alpha = (k == 1 && !t) ? tu_rng_value(&fx.rng) : 1.0;
-                        double beta = (k == 1 && !t) ? tu_rng_value(&fx.rng) : 0.0;
+                        double alpha = (k == 1 && !t) ? tu_rng_value(&TG.rng) : 1.0;
+                        double beta = (k == 1 && !t) ? tu_rng_value(&TG.rng) : 0.0;
                         spmv_apply_args a = {alpha, beta, 1, 2};
                         spmv_stats st;
                         double axms = -1;
                         if (beta == 0.0) { /* y is output only: poison it */
                             tu_poison(hy.data, dt, hu->rows * (int64_t)k);
-                            assert_int_equal(spmv_vec_write(fx.ctx, &dy, hy.data, &err), SPMV_OK);
+                            assert_int_equal(spmv_vec_write(TG.ctx, &dy, hy.data, &err), SPMV_OK);
                         }
-                        int rc = spmv_gpu_apply(fx.ctx, kern, gu, NULL, &a, &dx, &dy, &st, &axms, &err);
+                        int rc = spmv_gpu_apply(TG.ctx, kern, gu, NULL, &a, &dx, &dy, &st, &axms, &err);
                         if (rc != SPMV_OK)
                             fail_msg("%s k=%d op %c %s: %s", names[kn], k, t ? 't' : 'n', spmv_dtype_name(dt),
                                      err.message);
@@ -219,8 +211,8 @@ static void test_apply(void **state)
                                      spmv_dtype_name(dt), si, e);
                         spmv_vec_free(NULL, &back);
                         spmv_vec_free(NULL, &want);
-                        spmv_vec_free(fx.ctx, &dx);
-                        spmv_vec_free(fx.ctx, &dy);
+                        spmv_vec_free(TG.ctx, &dx);
+                        spmv_vec_free(TG.ctx, &dy);
                         spmv_vec_free(NULL, &hx);
                         spmv_vec_free(NULL, &hy);
                     }
@@ -229,14 +221,14 @@ static void test_apply(void **state)
             }
             /* a one-column kernel refuses k = 2 */
             spmv_vec dx, dy;
-            assert_int_equal(spmv_vec_alloc(fx.ctx, SPMV_DEVICE_GPU, dt, hm.cols, 2, &dx, &err), SPMV_OK);
-            assert_int_equal(spmv_vec_alloc(fx.ctx, SPMV_DEVICE_GPU, dt, hm.rows, 2, &dy, &err), SPMV_OK);
+            assert_int_equal(spmv_vec_alloc(TG.ctx, SPMV_DEVICE_GPU, dt, hm.cols, 2, &dx, &err), SPMV_OK);
+            assert_int_equal(spmv_vec_alloc(TG.ctx, SPMV_DEVICE_GPU, dt, hm.rows, 2, &dy, &err), SPMV_OK);
             spmv_apply_args a = {1, 0, 0, 1};
-            assert_int_equal(spmv_gpu_apply(fx.ctx, spmv_kernel_find("gpu.csr.vector"), gm, NULL, &a, &dx, &dy, NULL,
+            assert_int_equal(spmv_gpu_apply(TG.ctx, spmv_kernel_find("gpu.csr.vector"), gm, NULL, &a, &dx, &dy, NULL,
                                             NULL, &err), SPMV_ERR_INVALID);
-            spmv_vec_free(fx.ctx, &dx);
-            spmv_vec_free(fx.ctx, &dy);
-            spmv_gpu_matrix_free(fx.ctx, gm);
+            spmv_vec_free(TG.ctx, &dx);
+            spmv_vec_free(TG.ctx, &dy);
+            spmv_gpu_matrix_free(TG.ctx, gm);
             spmv_matrix_free(&hm);
             spmv_matrix_free(&ht);
             spmv_coo_free(&coo);
@@ -255,7 +247,7 @@ static int gop_apply(void *ctx, const spmv_vec *x, spmv_vec *y, double *ms, spmv
     gop *g = ctx;
     spmv_apply_args a = {1, 0, 0, 1};
     spmv_stats st;
-    int rc = spmv_gpu_apply(fx.ctx, g->k, g->m, NULL, &a, x, y, &st, NULL, err);
+    int rc = spmv_gpu_apply(TG.ctx, g->k, g->m, NULL, &a, x, y, &st, NULL, err);
     *ms = st.median_ms;
     return rc;
 }
@@ -263,17 +255,17 @@ static int gop_apply(void *ctx, const spmv_vec *x, spmv_vec *y, double *ms, spmv
 static void test_solvers(void **state)
 {
     (void)state;
-    NEED_GPU();
+    TU_NEED_GPU();
     spmv_error err = {0};
     size_t u0 = used();
     spmv_coo coo;
-    spmv_gen_spec g = {.kind = SPMV_GEN_POISSON2D, .n = 200, .seed = tu_rng_next(&fx.rng)};
+    spmv_gen_spec g = {.kind = SPMV_GEN_POISSON2D, .n = 200, .seed = tu_rng_next(&TG.rng)};
     assert_int_equal(spmv_gen(&g, &coo, &err), SPMV_OK);
     spmv_matrix hm;
     spmv_gpu_matrix *gm;
     spmv_gpu_upload_stats us;
     assert_int_equal(spmv_matrix_build(&coo, SPMV_FLOAT64, SPMV_FMT_CSR, 32, 0, &hm, &err), SPMV_OK);
-    assert_int_equal(spmv_gpu_matrix_upload(fx.ctx, &coo, SPMV_FLOAT64, SPMV_FMT_CSR, 32, &gm, &us, &err), SPMV_OK);
+    assert_int_equal(spmv_gpu_matrix_upload(TG.ctx, &coo, SPMV_FLOAT64, SPMV_FMT_CSR, 32, &gm, &us, &err), SPMV_OK);
     gop op = {gm, spmv_kernel_find("cusparse.csr")};
     spmv_linop a = {hm.rows, hm.cols, &op, gop_apply};
     spmv_vec hxt, hb, db, dx, hx, hd, dd;
@@ -286,12 +278,12 @@ static void test_solvers(void **state)
     to_device(&hd, &dd);
     for (int meth = 0; meth < 3; meth++)
         for (int j = 0; j < 2; j++) {
-            assert_int_equal(spmv_vec_alloc(fx.ctx, SPMV_DEVICE_GPU, SPMV_FLOAT64, hm.rows, 1, &dx, &err), SPMV_OK);
-            assert_int_equal(spmv_vec_fill(fx.ctx, &dx, 0, &err), SPMV_OK);
+            assert_int_equal(spmv_vec_alloc(TG.ctx, SPMV_DEVICE_GPU, SPMV_FLOAT64, hm.rows, 1, &dx, &err), SPMV_OK);
+            assert_int_equal(spmv_vec_fill(TG.ctx, &dx, 0, &err), SPMV_OK);
             spmv_solve_options o = {.method = (spmv_solve_method)meth, .restart = 40, .tol = 1e-10, .maxit = 20000,
                                     .inv_diag = j ? &dd : NULL};
             spmv_solve_result r;
-            assert_int_equal(spmv_solve(fx.ctx, &a, &db, &dx, &o, &r, &err), SPMV_OK);
+            assert_int_equal(spmv_solve(TG.ctx, &a, &db, &dx, &o, &r, &err), SPMV_OK);
             read_back(&dx, &hx);
             /* the residual on the host */
             double *ax = malloc(sizeof(double) * (size_t)hm.rows), num = 0, den = 0;
@@ -309,32 +301,17 @@ static void test_solvers(void **state)
             assert_true(rr <= 1.01e-10);
             spmv_solve_result_free(&r);
             spmv_vec_free(NULL, &hx);
-            spmv_vec_free(fx.ctx, &dx);
+            spmv_vec_free(TG.ctx, &dx);
         }
-    spmv_vec_free(fx.ctx, &db);
-    spmv_vec_free(fx.ctx, &dd);
+    spmv_vec_free(TG.ctx, &db);
+    spmv_vec_free(TG.ctx, &dd);
     spmv_vec_free(NULL, &hb);
     spmv_vec_free(NULL, &hd);
     spmv_vec_free(NULL, &hxt);
-    spmv_gpu_matrix_free(fx.ctx, gm);
+    spmv_gpu_matrix_free(TG.ctx, gm);
     spmv_matrix_free(&hm);
     spmv_coo_free(&coo);
     assert_int_equal(used(), u0);
-}
-
-static int setup(void **state)
-{
-    (void)state;
-    tu_rng_init(&fx.rng, tu_seed());
-    fx.ctx = tu_gpu_open(&fx.reason);
-    return 0;
-}
-
-static int teardown(void **state)
-{
-    (void)state;
-    spmv_gpu_ctx_free(fx.ctx);
-    return 0;
 }
 
 int main(void)
@@ -344,5 +321,5 @@ int main(void)
         cmocka_unit_test(test_apply),
         cmocka_unit_test(test_solvers),
     };
-    return cmocka_run_group_tests(tests, setup, teardown);
+    return tu_gpu_run("gpu_vectors", tests);
 }

@@ -38,14 +38,6 @@
 #include "spmv.h"
 #include "testutil.h"
 
-static struct {
-    spmv_gpu_ctx *ctx;
-    const char *reason;
-    tu_rng rng;
-} fx;
-
-#define NEED_GPU() TU_NEED_GPU(fx.ctx, fx.reason)
-
 static double x_value(int64_t j) { return 1.0 + (double)(j % 5) / 4.0; }
 
 /* max over the checked rows of |y - ref| / sum |a x|. */
@@ -101,7 +93,7 @@ static double run_check(spmv_gpu_matrix *m, const spmv_band_spec *s, const char 
     spmv_params p = {{0}};
     p.v[SPMV_PARAM_ALG] = alg;
     memset(y, 0xff, (size_t)s->rows * spmv_dtype_size(s->dtype));
-    int rc = spmv_gpu_run(fx.ctx, spmv_kernel_find(kname), m, alg ? &p : NULL, x, y, 1, runs, st, &err);
+    int rc = spmv_gpu_run(TG.ctx, spmv_kernel_find(kname), m, alg ? &p : NULL, x, y, 1, runs, st, &err);
     if (rc != SPMV_OK)
         fail_msg("%s on the %lld x %lld band: %s", kname, (long long)s->rows, (long long)s->cols, err.message);
     return check_rows(s, y, rows, nrows);
@@ -110,16 +102,16 @@ static double run_check(spmv_gpu_matrix *m, const spmv_band_spec *s, const char 
 static void test_band_paths(void **state)
 {
     (void)state;
-    NEED_GPU();
+    TU_NEED_GPU();
     spmv_error err;
     for (int d = 0; d < 2; d++)
         for (int wide = 0; wide < 2; wide++) {
-            spmv_band_spec s = {.rows = 3000 + tu_rng_range(&fx.rng, 0, 4000), .cols = 3000 + tu_rng_range(&fx.rng, 0, 4000),
-                                .half_width = tu_rng_range(&fx.rng, 0, 40), .dtype = (spmv_dtype)d, .wide = wide};
+            spmv_band_spec s = {.rows = 3000 + tu_rng_range(&TG.rng, 0, 4000), .cols = 3000 + tu_rng_range(&TG.rng, 0, 4000),
+                                .half_width = tu_rng_range(&TG.rng, 0, 40), .dtype = (spmv_dtype)d, .wide = wide};
             spmv_gpu_info before, after;
             spmv_gpu_matrix *m = NULL;
-            assert_int_equal(spmv_gpu_ctx_info(fx.ctx, &before), SPMV_OK);
-            if (spmv_gpu_matrix_generate_band(fx.ctx, &s, &m, &err) != SPMV_OK)
+            assert_int_equal(spmv_gpu_ctx_info(TG.ctx, &before), SPMV_OK);
+            if (spmv_gpu_matrix_generate_band(TG.ctx, &s, &m, &err) != SPMV_OK)
                 fail_msg("generate: %s", err.message);
             spmv_gpu_usage u;
             spmv_gpu_matrix_usage(m, &u);
@@ -145,19 +137,19 @@ static void test_band_paths(void **state)
                                                      "gpu.coo.atomic", "cusparse.sell", "gpu.csr.spmm"};
                 size_t held = spmv_gpu_matrix_bytes(m);
                 for (size_t k = 0; k < sizeof narrow / sizeof narrow[0]; k++) {
-                    int rc = spmv_gpu_run(fx.ctx, spmv_kernel_find(narrow[k]), m, NULL, x, y, 0, 1, NULL, &err);
+                    int rc = spmv_gpu_run(TG.ctx, spmv_kernel_find(narrow[k]), m, NULL, x, y, 0, 1, NULL, &err);
                     assert_int_equal(rc, SPMV_ERR_LIMIT);
                     assert_non_null(strstr(err.message, "64-bit"));
                 }
                 assert_int_equal(spmv_gpu_matrix_bytes(m), held);
                 spmv_gpu_matrix *t = NULL;
-                assert_int_equal(spmv_gpu_matrix_transpose(fx.ctx, m, &t, &err), SPMV_ERR_LIMIT);
+                assert_int_equal(spmv_gpu_matrix_transpose(TG.ctx, m, &t, &err), SPMV_ERR_LIMIT);
                 spmv_matrix h;
-                assert_int_equal(spmv_gpu_matrix_download(fx.ctx, m, SPMV_FMT_ELL, &h, &err), SPMV_ERR_LIMIT);
+                assert_int_equal(spmv_gpu_matrix_download(TG.ctx, m, SPMV_FMT_ELL, &h, &err), SPMV_ERR_LIMIT);
                 print_message("# refused as expected: %s\n", err.message);
             }
-            spmv_gpu_matrix_free(fx.ctx, m);
-            assert_int_equal(spmv_gpu_ctx_info(fx.ctx, &after), SPMV_OK);
+            spmv_gpu_matrix_free(TG.ctx, m);
+            assert_int_equal(spmv_gpu_ctx_info(TG.ctx, &after), SPMV_OK);
             assert_int_equal(after.mem_used_by_spmvd - after.mem_scratch, before.mem_used_by_spmvd - before.mem_scratch);
             free(rows);
             free(x);
@@ -173,29 +165,29 @@ static void test_band_paths(void **state)
 static void test_wide_upload(void **state)
 {
     (void)state;
-    NEED_GPU();
+    TU_NEED_GPU();
     spmv_error err;
     for (int d = 0; d < 2; d++) {
-        int64_t n = 3000 + tu_rng_range(&fx.rng, 0, 4000), h = tu_rng_range(&fx.rng, 0, 40);
+        int64_t n = 3000 + tu_rng_range(&TG.rng, 0, 4000), h = tu_rng_range(&TG.rng, 0, 40);
         spmv_band_spec s = {.rows = n, .cols = n, .half_width = h, .dtype = (spmv_dtype)d, .wide = true};
         spmv_gen_spec g = {.kind = SPMV_GEN_BAND, .n = n, .per_row = (int32_t)(2 * h + 1)};
         spmv_csr host = {0};
         assert_int_equal(spmv_gen_csr(&g, s.dtype, true, INT64_MAX, &host, &err), SPMV_OK);
         assert_true(spmv_csr_wide(&host));
         spmv_gpu_info before, after;
-        assert_int_equal(spmv_gpu_ctx_info(fx.ctx, &before), SPMV_OK);
+        assert_int_equal(spmv_gpu_ctx_info(TG.ctx, &before), SPMV_OK);
         spmv_gpu_matrix *up = NULL, *gen = NULL;
-        assert_int_equal(spmv_gpu_matrix_upload_csr(fx.ctx, &host, s.dtype, SPMV_FMT_CSR | SPMV_FMT_ELL, 0, &up, NULL,
+        assert_int_equal(spmv_gpu_matrix_upload_csr(TG.ctx, &host, s.dtype, SPMV_FMT_CSR | SPMV_FMT_ELL, 0, &up, NULL,
                                                     &err), SPMV_ERR_LIMIT);
         print_message("# refused as expected: %s\n", err.message);
         assert_null(up);
-        if (spmv_gpu_matrix_upload_csr(fx.ctx, &host, s.dtype, SPMV_FMT_CSR, 0, &up, NULL, &err) != SPMV_OK)
+        if (spmv_gpu_matrix_upload_csr(TG.ctx, &host, s.dtype, SPMV_FMT_CSR, 0, &up, NULL, &err) != SPMV_OK)
             fail_msg("uploading a wide CSR: %s", err.message);
-        if (spmv_gpu_matrix_generate_band(fx.ctx, &s, &gen, &err) != SPMV_OK)
+        if (spmv_gpu_matrix_generate_band(TG.ctx, &s, &gen, &err) != SPMV_OK)
             fail_msg("generate: %s", err.message);
         spmv_matrix a, b;
-        assert_int_equal(spmv_gpu_matrix_download(fx.ctx, up, SPMV_FMT_CSR, &a, &err), SPMV_OK);
-        assert_int_equal(spmv_gpu_matrix_download(fx.ctx, gen, SPMV_FMT_CSR, &b, &err), SPMV_OK);
+        assert_int_equal(spmv_gpu_matrix_download(TG.ctx, up, SPMV_FMT_CSR, &a, &err), SPMV_OK);
+        assert_int_equal(spmv_gpu_matrix_download(TG.ctx, gen, SPMV_FMT_CSR, &b, &err), SPMV_OK);
         size_t vs = spmv_dtype_size(s.dtype);
         assert_true(spmv_csr_wide(&a.csr) && spmv_csr_wide(&b.csr));
         assert_int_equal(a.csr.nnz, host.nnz);
@@ -215,14 +207,14 @@ static void test_wide_upload(void **state)
         double bound = d == SPMV_FLOAT32 ? 1e-6 : 1e-14;
         assert_true(run_check(up, &s, "gpu.csr.vector", 0, x, y, rows, n, 2, NULL) <= bound);
         assert_true(run_check(up, &s, "cusparse.csr", 0, x, y, rows, n, 2, NULL) <= bound);
-        assert_int_equal(spmv_gpu_run(fx.ctx, spmv_kernel_find("gpu.ell"), up, NULL, x, y, 0, 1, NULL, &err),
+        assert_int_equal(spmv_gpu_run(TG.ctx, spmv_kernel_find("gpu.ell"), up, NULL, x, y, 0, 1, NULL, &err),
                          SPMV_ERR_LIMIT);
         print_message("# uploaded wide CSR %lld x %lld, %lld non-zeros, %s: equal to the device's band, "
                       "gpu.csr.vector and cusparse.csr right\n", (long long)n, (long long)n, (long long)host.nnz,
                       spmv_dtype_name(s.dtype));
-        spmv_gpu_matrix_free(fx.ctx, up);
-        spmv_gpu_matrix_free(fx.ctx, gen);
-        assert_int_equal(spmv_gpu_ctx_info(fx.ctx, &after), SPMV_OK);
+        spmv_gpu_matrix_free(TG.ctx, up);
+        spmv_gpu_matrix_free(TG.ctx, gen);
+        assert_int_equal(spmv_gpu_ctx_info(TG.ctx, &after), SPMV_OK);
         assert_int_equal(after.mem_used_by_spmvd - after.mem_scratch, before.mem_used_by_spmvd - before.mem_scratch);
         spmv_csr_free(&host);
         free(rows);
@@ -234,10 +226,10 @@ static void test_wide_upload(void **state)
 static void test_band_huge(void **state)
 {
     (void)state;
-    NEED_GPU();
+    TU_NEED_GPU();
     spmv_gpu_info info;
     spmv_error err;
-    assert_int_equal(spmv_gpu_ctx_info(fx.ctx, &info), SPMV_OK);
+    assert_int_equal(spmv_gpu_ctx_info(TG.ctx, &info), SPMV_OK);
     spmv_band_spec s = {.rows = 250000000, .cols = 250000000, .half_width = 16, .dtype = SPMV_FLOAT32, .wide = false};
     if (getenv("SPMV_GPU_QUICK")) { /* compute-sanitizer runs: 66 GB under memcheck would take hours */
         print_message("# SKIP SPMV_GPU_QUICK set: the 8.25e9-non-zero band is left out\n");
@@ -250,7 +242,7 @@ static void test_band_huge(void **state)
     }
     spmv_gpu_matrix *m = NULL;
     double t0 = spmv_now_ms();
-    if (spmv_gpu_matrix_generate_band(fx.ctx, &s, &m, &err) != SPMV_OK)
+    if (spmv_gpu_matrix_generate_band(TG.ctx, &s, &m, &err) != SPMV_OK)
         fail_msg("generate: %s", err.message);
     double gen_ms = spmv_now_ms() - t0;
     spmv_gpu_usage u;
@@ -261,7 +253,7 @@ static void test_band_huge(void **state)
     assert_true(nnz > 8000000000LL);
     int64_t nrows = 2000, *rows = malloc((size_t)nrows * sizeof *rows);
     for (int64_t k = 0; k < nrows; k++)
-        rows[k] = k < 500 ? k : k < 1000 ? s.rows - 1 - (k - 500) : tu_rng_range(&fx.rng, 0, s.rows - 1);
+        rows[k] = k < 500 ? k : k < 1000 ? s.rows - 1 - (k - 500) : tu_rng_range(&TG.rng, 0, s.rows - 1);
     void *x = make_x(&s), *y = malloc((size_t)s.rows * 4);
     spmv_stats st;
     memset(&st, 0, sizeof st);
@@ -273,7 +265,7 @@ static void test_band_huge(void **state)
      * more): right if it answers; an error it gives is reported, and the
      * matrix must still multiply right after it */
     memset(y, 0xff, (size_t)s.rows * 4);
-    int rc = spmv_gpu_run(fx.ctx, spmv_kernel_find("cusparse.csr"), m, NULL, x, y, 1, 5, &st, &err);
+    int rc = spmv_gpu_run(TG.ctx, spmv_kernel_find("cusparse.csr"), m, NULL, x, y, 1, 5, &st, &err);
     if (rc == SPMV_OK) {
         e = check_rows(&s, y, rows, nrows);
         print_message("# cusparse.csr on %lld non-zeros: median %.3f ms, %.0f GB/s, error %.3g\n", (long long)nnz,
@@ -284,7 +276,7 @@ static void test_band_huge(void **state)
         assert_true(rc == SPMV_ERR_DEVICE || rc == SPMV_ERR_DEVICE_MEMORY);
         assert_true(run_check(m, &s, "gpu.csr.vector", 0, x, y, rows, nrows, 1, NULL) <= 1e-6);
     }
-    spmv_gpu_matrix_free(fx.ctx, m);
+    spmv_gpu_matrix_free(TG.ctx, m);
     free(rows);
     free(x);
     free(y);
@@ -293,20 +285,20 @@ static void test_band_huge(void **state)
 static void test_offsets_cost(void **state)
 {
     (void)state;
-    NEED_GPU();
+    TU_NEED_GPU();
     spmv_error err;
     print_message("# offsets: kernel dtype 32-bit median ms, 64-bit median ms, 64/32\n");
     for (int d = 0; d < 2; d++) {
         spmv_band_spec s = {.rows = 8000000, .cols = 8000000, .half_width = 8, .dtype = (spmv_dtype)d};
         spmv_gpu_matrix *m32 = NULL, *m64 = NULL;
         s.wide = false;
-        assert_int_equal(spmv_gpu_matrix_generate_band(fx.ctx, &s, &m32, &err), SPMV_OK);
+        assert_int_equal(spmv_gpu_matrix_generate_band(TG.ctx, &s, &m32, &err), SPMV_OK);
         s.wide = true;
-        assert_int_equal(spmv_gpu_matrix_generate_band(fx.ctx, &s, &m64, &err), SPMV_OK);
+        assert_int_equal(spmv_gpu_matrix_generate_band(TG.ctx, &s, &m64, &err), SPMV_OK);
         void *x = make_x(&s), *y = malloc((size_t)s.rows * spmv_dtype_size(s.dtype));
         int64_t rows[64];
         for (int k = 0; k < 64; k++)
-            rows[k] = tu_rng_range(&fx.rng, 0, s.rows - 1);
+            rows[k] = tu_rng_range(&TG.rng, 0, s.rows - 1);
         static const char *const ks[] = {"gpu.csr.vector", "cusparse.csr"};
         for (int k = 0; k < 2; k++) {
             spmv_stats a, b;
@@ -315,26 +307,11 @@ static void test_offsets_cost(void **state)
             print_message("# offsets: %-15s %-8s %.4f %.4f %.3f\n", ks[k], spmv_dtype_name(s.dtype), a.median_ms,
                           b.median_ms, b.median_ms / a.median_ms);
         }
-        spmv_gpu_matrix_free(fx.ctx, m32);
-        spmv_gpu_matrix_free(fx.ctx, m64);
+        spmv_gpu_matrix_free(TG.ctx, m32);
+        spmv_gpu_matrix_free(TG.ctx, m64);
         free(x);
         free(y);
     }
-}
-
-static int setup(void **state)
-{
-    (void)state;
-    tu_rng_init(&fx.rng, tu_seed());
-    fx.ctx = tu_gpu_open(&fx.reason);
-    return 0;
-}
-
-static int teardown(void **state)
-{
-    (void)state;
-    spmv_gpu_ctx_free(fx.ctx);
-    return 0;
 }
 
 int main(void)
@@ -345,5 +322,5 @@ int main(void)
         cmocka_unit_test(test_offsets_cost),
         cmocka_unit_test(test_band_huge),
     };
-    return cmocka_run_group_tests_name("gpu_wide", tests, setup, teardown);
+    return tu_gpu_run("gpu_wide", tests);
 }

@@ -494,3 +494,22 @@ spmv_gpu_ctx *tu_gpu_open(const char **reason)
     }
     return ctx;
 }
+
+tu_gpu TG;
+
+int tu_gpu_setup(void **state)
+{
+    (void)state;
+    tu_rng_init(&TG.rng, tu_seed());
+    TG.quick = getenv("SPMV_GPU_QUICK") ? atoi(getenv("SPMV_GPU_QUICK")) : 0;
+    TG.ctx = tu_gpu_open(&TG.reason);
+    return 0;
+}
+
+int tu_gpu_teardown(void **state)
+{
+    (void)state;
+    spmv_gpu_ctx_free(TG.ctx);
+    TG.ctx = NULL;
+    return 0;
+}

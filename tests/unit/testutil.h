@@ -158,13 +158,33 @@ void tu_expected_free(tu_expected *e, size_t count);
 /* The GPU tests' context: device 0, or NULL with *reason saying why (no
  * GPU in this build or host, or a context that could not be made). */
 spmv_gpu_ctx *tu_gpu_open(const char **reason);
-/* In a cmocka case: skip it, with the reason, when there is no GPU. */
-#define TU_NEED_GPU(ctx, reason)                                 \
+
+/* What every GPU test file shares (test_gpu*.c): the context (NULL when
+ * this host has none, with the reason), a generator seeded by tu_seed(),
+ * and SPMV_GPU_QUICK (0 full, 1 subset, 2 smaller subset). tu_gpu_setup
+ * and tu_gpu_teardown are the cmocka group's setup and teardown; each
+ * case begins with TU_NEED_GPU(), which skips it, with the reason, when
+ * there is no GPU. SPMV_GPU_ONLY filters the cases (tu_gpu_run). */
+typedef struct tu_gpu {
+    spmv_gpu_ctx *ctx;
+    const char *reason;
+    tu_rng rng;
+    int quick;
+} tu_gpu;
+extern tu_gpu TG;
+int tu_gpu_setup(void **state);
+int tu_gpu_teardown(void **state);
+#define TU_NEED_GPU()                                            \
     do {                                                         \
-        if (!(ctx)) {                                            \
-            print_message("# SKIP no GPU: %s\n", (reason));      \
+        if (!TG.ctx) {                                           \
+            print_message("# SKIP no GPU: %s\n", TG.reason);     \
             skip();                                              \
         }                                                        \
     } while (0)
+/* cmocka_run_group_tests_name with tu_gpu_setup/teardown and the
+ * SPMV_GPU_ONLY filter. */
+#define tu_gpu_run(name, tests)                                                 \
+    (getenv("SPMV_GPU_ONLY") ? cmocka_set_test_filter(getenv("SPMV_GPU_ONLY")) : (void)0, \
+     cmocka_run_group_tests_name(name, tests, tu_gpu_setup, tu_gpu_teardown))
 
 #endif /* SPMV_TESTUTIL_H */

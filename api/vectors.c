@@ -105,21 +105,21 @@ static void task_free(vec_task *t)
 
 /* ------------------------------------------------------ on the worker */
 
-/* A region's values, or a place for them (shm_operand_stage): the pinned
- * pages on a GPU worker, else a pooled buffer (filled with pread for a
- * create or write). NULL with t->rc / t->shm_rc set. */
+/* A region's values, or a place for them (shm_operand_stage_pooled): the
+ * pinned pages on a GPU worker, else a pooled buffer (filled with pread
+ * for a create or write). NULL with t->rc / t->shm_rc set; a buffer the
+ * pool could not give is the vector's memory running short (507), as a
+ * failed allocation of the vector is. */
 static void *region_stage(vec_task *t, bufpool *pool, spmv_gpu_ctx *ctx)
 {
     void *where = NULL;
-    bool dma = ctx && shm_operand_dma(&t->so);
-    if (!dma && !(t->vbuf = bufpool_get(pool, t->so.bytes))) {
-        t->rc = spmv_error_set(&t->err, SPMV_ERR_NOMEM, 0, "out of memory for %zu bytes", t->so.bytes);
-        return NULL;
-    }
-    if ((t->shm_rc = shm_operand_stage(&t->so, ctx != NULL, dma ? NULL : t->vbuf->ptr, t->op != VEC_READ, &where,
-                                       t->err.message, sizeof t->err.message)))
-        t->rc = SPMV_ERR_INVALID;
-    return t->shm_rc ? NULL : where;
+    int st = shm_operand_stage_pooled(&t->so, ctx != NULL, t->op != VEC_READ, pool, &t->vbuf, &where, t->err.message,
+                                      sizeof t->err.message);
+    if (st == SHM_NOMEM)
+        t->rc = SPMV_ERR_NOMEM;
+    else if (st)
+        t->shm_rc = st, t->rc = SPMV_ERR_INVALID;
+    return st ? NULL : where;
 }
 
 /* After the worker: values read into the region go there, DMA is checked. */

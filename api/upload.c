@@ -556,21 +556,17 @@ static void upload_end(request *r)
         }
     }
     if (u->generate[0]) {
-        int rc;
         if (parse_options(r) != 0 || parse_recipe(r) != 0)
             return;
-        if ((rc = upload_generate(&u->up, &err)) != SPMV_OK || (rc = upload_build(&u->up, &err)) != SPMV_OK) {
-            api_error_spmv(r, rc, &err);
+    } else {
+        if (!u->decided)
+            decide(r); /* a body of fewer than 4 bytes */
+        if (r->failed || read_entries(r) != 0 || parse_options(r) != 0)
             return;
-        }
-        place(r);
-        return;
     }
-    if (!u->decided)
-        decide(r); /* a body of fewer than 4 bytes */
-    if (r->failed || read_entries(r) != 0 || parse_options(r) != 0)
-        return;
-    int rc = upload_build(&u->up, &err);
+    int rc = u->generate[0] ? upload_generate(&u->up, &err) : SPMV_OK;
+    if (rc == SPMV_OK)
+        rc = upload_build(&u->up, &err);
     if (rc != SPMV_OK) {
         api_error_spmv(r, rc, &err);
         return;

@@ -14,11 +14,12 @@
  * before any of it is allocated: its shape by max_rows, its entries by
  * max_nnz and by what the host's memory (MemAvailable) can hold.
  *
- * Under mpirun (issue 16) a matrix may be sharded by configuration: at
- * least shard_nnz entries, or (shard_when_full) bound for a GPU and larger
- * than every GPU of rank 0 can take. It is then held whole on rank 0's
- * host, which is what is stored and what a restart re-shards, and the
- * cluster worker sends every rank its shard while the file is written.
+ * Under mpirun (issue 16) a matrix is sharded when the request says so
+ * (shard=true) or by configuration: at least shard_nnz entries, or
+ * (shard_when_full) bound for a GPU and larger than every GPU of rank 0
+ * can take. It is held whole on rank 0's host, which is what is stored
+ * and what a restart re-shards, and the cluster worker cuts it into row
+ * blocks and sends every rank its shard while the file is written.
  */
 #include <stdio.h>
 #include <string.h>

@@ -80,11 +80,11 @@ typedef struct upload {
 } upload;
 
 void upload_init(upload *u, struct spmvd *d);
-/* u->recipe (defaults applied) built into u->csr in spec's dtype; past
+/* u->recipe (defaults applied) built into u->csr in u->spec.dtype; past
  * max_rows, max_nnz or the host's memory SPMV_ERR_LIMIT, the message
  * saying which bound and the numbers. */
 int upload_generate(upload *u, spmv_error *err);
-/* u->m from the entries, in spec's dtype (and offsets), with the host
+/* u->m from the entries, in u->spec.dtype (and offsets), with the host
  * formats asked for when it stays on the host. Sets spec.shard when the
  * configuration shards it (shard_nnz, shard_when_full). */
 int upload_build(upload *u, spmv_error *err);

@@ -7,20 +7,19 @@
  * their value under the name the step gives (`as`). There is no expression
  * language: the client computes its scalars between requests.
  *
- * The whole request is checked on the HTTP thread before anything runs
- * (ids, devices, shapes, dtypes, kernels, names, limits), so a bad request
- * changes nothing. Then one task on the operands' worker runs the steps,
- * each timed on the wall clock up to the point its device work is done
- * (spmv_vec_sync after the step on a GPU), so a step's `ms` is its own.
- * A step that fails on the device stops the list: the steps before it took
- * effect, and the answer (500) says which step failed.
+ * The whole request is checked here, on the HTTP thread, before anything
+ * runs (ids, devices, shapes, dtypes, kernels, names, limits), so a bad
+ * request changes nothing. Then one task on the operands' worker runs the
+ * steps: its body is daemon/ops.c (ops_run), each step timed on the wall
+ * clock up to the point its device work is done, so a step's `ms` is its
+ * own. A step that fails on the device stops the list: the steps before
+ * it took effect, and the answer (500) says which step failed.
  *
  * Vectors distributed like a sharded matrix (issue 16) run their steps on
- * the cluster worker: each step is one command every MPI rank runs on
- * its slice, a dot or nrm2 sums the ranks' partial sums, and a product
- * with the sharded matrix exchanges only the halo (cluster/vectors.c).
+ * the cluster worker, one command every MPI rank runs on its slice.
  */
 #include <math.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -28,53 +27,14 @@
 #include "api/api.h"
 #include "api/decode.h"
 #include "daemon/autotune.h"
-#include "daemon/log.h"
-#include "daemon/vectors.h"
+#include "daemon/ops.h"
 
-typedef enum op_kind { OP_SPMV, OP_DOT, OP_NRM2, OP_AXPY, OP_AXPBY, OP_SCAL, OP_COPY, OP_FILL, OP_COUNT } op_kind;
-
-static const char *const op_names[OP_COUNT] = {"spmv", "dot", "nrm2", "axpy", "axpby", "scal", "copy", "fill"};
-
-typedef struct step {
-    op_kind op;
-    rvec *x, *y;
-    matrix *m;                  /* spmv */
-    const spmv_kernel *k;       /* spmv; NULL until auto is resolved on the worker */
-    bool is_auto, trans;
-    spmv_params p;
-    double alpha, beta, value;
-    char as[64];
-    double ms;
-    double res[SPMV_MAX_K];
-} step;
-
-typedef struct ops_task {
-    task base;
+typedef struct ops_request {
+    ops_batch b;                /* first: the task's finish finds the request */
     request *r;
-    spmvd *d;
-    worker *w;
-    step *steps;
-    size_t nsteps;
-    double queue_ms, total_ms;
-    size_t failed_at;           /* the step that failed (rc != 0) */
-    int rc;
-    spmv_error err;
-} ops_task;
+} ops_request;
 
-static ops_task *T(request *r) { return r->state; }
-
-static void ops_free(ops_task *t)
-{
-    if (!t)
-        return;
-    for (size_t i = 0; i < t->nsteps; i++) {
-        rvec_unref(t->steps[i].x);
-        rvec_unref(t->steps[i].y);
-        matrix_unref(t->steps[i].m);
-    }
-    free(t->steps);
-    free(t);
-}
+static ops_batch *T(request *r) { return r->state; }
 
 /* ------------------------------------------------------------ checking */
 
@@ -95,7 +55,7 @@ static int bad(request *r, size_t i, int status, const char *code, const char *f
  * decides it). */
 static int vec_field(request *r, size_t i, const json_t *o, const char *key, rvec **out)
 {
-    ops_task *t = T(r);
+    ops_batch *t = T(r);
     const char *id = json_string_value(json_object_get(o, key));
     if (!id)
         return bad(r, i, 400, "invalid_request", "`%s` must be a vector id", key);
@@ -154,9 +114,9 @@ static int check_keys(request *r, size_t i, const json_t *o, const char *const *
 }
 
 /* A product with a sharded matrix: x and y distributed like it. */
-static int decode_sharded_spmv(request *r, size_t i, const json_t *o, step *s, const char *kn)
+static int decode_sharded_spmv(request *r, size_t i, const json_t *o, ops_step *s, const char *kn)
 {
-    ops_task *t = T(r);
+    ops_batch *t = T(r);
     char why[512];
     if (s->trans)
         return bad(r, i, 422, "unsupported_matrix", "matrix %s is sharded across the MPI ranks; its products take "
@@ -182,10 +142,10 @@ static int decode_sharded_spmv(request *r, size_t i, const json_t *o, step *s, c
     return 0;
 }
 
-static int decode_spmv(request *r, size_t i, const json_t *o, step *s)
+static int decode_spmv(request *r, size_t i, const json_t *o, ops_step *s)
 {
     static const char *const keys[] = {"matrix", "x", "y", "alpha", "beta", "trans", "kernel", NULL};
-    ops_task *t = T(r);
+    ops_batch *t = T(r);
     if (check_keys(r, i, o, keys))
         return -1;
     const char *mid = json_string_value(json_object_get(o, "matrix"));
@@ -239,37 +199,37 @@ static int decode_spmv(request *r, size_t i, const json_t *o, step *s)
     return 0;
 }
 
-static int decode_step(request *r, size_t i, const json_t *o, step *s)
+static int decode_step(request *r, size_t i, const json_t *o, ops_step *s)
 {
     static const char *const k_dot[] = {"x", "y", "as", NULL}, *const k_nrm2[] = {"x", "as", NULL},
                              *const k_axpy[] = {"alpha", "x", "y", NULL},
                              *const k_axpby[] = {"alpha", "x", "beta", "y", NULL},
                              *const k_scal[] = {"alpha", "x", NULL}, *const k_copy[] = {"x", "y", NULL},
                              *const k_fill[] = {"x", "value", NULL};
-    static const char *const *const keys[OP_COUNT] = {NULL, k_dot, k_nrm2, k_axpy, k_axpby, k_scal, k_copy, k_fill};
+    static const char *const *const keys[OPS_COUNT] = {NULL, k_dot, k_nrm2, k_axpy, k_axpby, k_scal, k_copy, k_fill};
     if (!json_is_object(o))
         return bad(r, i, 400, "invalid_request", "a step is an object with an `op`");
     const char *op = json_string_value(json_object_get(o, "op"));
     int kind = -1;
-    for (int j = 0; op && j < OP_COUNT; j++)
-        if (strcmp(op, op_names[j]) == 0)
+    for (int j = 0; op && j < OPS_COUNT; j++)
+        if (strcmp(op, ops_names[j]) == 0)
             kind = j;
     if (kind < 0)
         return bad(r, i, 400, "invalid_request", "`op` must be one of spmv, dot, nrm2, axpy, axpby, scal, copy, fill");
-    s->op = (op_kind)kind;
-    if (s->op == OP_SPMV)
+    s->op = (ops_kind)kind;
+    if (s->op == OPS_SPMV)
         return decode_spmv(r, i, o, s);
     if (check_keys(r, i, o, keys[kind]) || vec_field(r, i, o, "x", &s->x))
         return -1;
-    bool two = s->op == OP_DOT || s->op == OP_AXPY || s->op == OP_AXPBY || s->op == OP_COPY;
+    bool two = s->op == OPS_DOT || s->op == OPS_AXPY || s->op == OPS_AXPBY || s->op == OPS_COPY;
     if (two && (vec_field(r, i, o, "y", &s->y) || same_shape(r, i, s->x, s->y)))
         return -1;
-    bool alpha = s->op == OP_AXPY || s->op == OP_AXPBY || s->op == OP_SCAL;
+    bool alpha = s->op == OPS_AXPY || s->op == OPS_AXPBY || s->op == OPS_SCAL;
     if ((alpha && scalar(r, i, o, "alpha", 0, true, &s->alpha)) ||
-        (s->op == OP_AXPBY && scalar(r, i, o, "beta", 0, true, &s->beta)) ||
-        (s->op == OP_FILL && scalar(r, i, o, "value", 0, true, &s->value)))
+        (s->op == OPS_AXPBY && scalar(r, i, o, "beta", 0, true, &s->beta)) ||
+        (s->op == OPS_FILL && scalar(r, i, o, "value", 0, true, &s->value)))
         return -1;
-    if (s->op == OP_DOT || s->op == OP_NRM2) {
+    if (s->op == OPS_DOT || s->op == OPS_NRM2) {
         const char *as = json_string_value(json_object_get(o, "as"));
         if (!as || !*as || strlen(as) >= sizeof s->as)
             return bad(r, i, 400, "invalid_request", "`as` must name the result (1 to %zu characters)", sizeof s->as - 1);
@@ -280,7 +240,7 @@ static int decode_step(request *r, size_t i, const json_t *o, step *s)
 
 static int decode(request *r)
 {
-    ops_task *t = T(r);
+    ops_batch *t = T(r);
     json_error_t jerr;
     json_t *o = json_loadb(r->body ? r->body : "", r->body_len, JSON_REJECT_DUPLICATES, &jerr);
     int rc = -1;
@@ -307,7 +267,7 @@ static int decode(request *r)
     }
     int64_t work = 0;
     for (size_t i = 0; i < t->nsteps; i++) {
-        step *s = &t->steps[i];
+        ops_step *s = &t->steps[i];
         if (decode_step(r, i, json_array_get(steps, i), s))
             goto out;
         for (size_t j = 0; s->as[0] && j < i; j++)
@@ -315,7 +275,7 @@ static int decode(request *r)
                 bad(r, i, 400, "invalid_request", "`as` \"%s\" names steps[%zu] already", s->as, j);
                 goto out;
             }
-        if (s->op == OP_SPMV)
+        if (s->op == OPS_SPMV)
             work += s->m->host.nnz * s->x->v.k;
     }
     api_fail f = {0};
@@ -329,103 +289,19 @@ out:
     return rc;
 }
 
-/* ------------------------------------------------------------ running */
-
-/* A step on vectors distributed across the MPI ranks. */
-static int run_cluster_step(ops_task *t, worker *w, step *s)
-{
-    cluster *c = worker_cluster_of(w);
-    spmv_error *e = &t->err;
-    cluster_vec *x = s->x->dist, *y = s->y ? s->y->dist : NULL;
-    switch (s->op) {
-    case OP_SPMV: {
-        cluster_operands io = {.xv = x, .yv = y, .alpha = s->alpha, .beta = s->beta};
-        cluster_spmv_stats st;
-        int rc = worker_cluster_spmv(w, s->m, s->k, &s->p, &io, 0, 1, &st, e);
-        const spmv_kernel *ran = rc == SPMV_OK ? spmv_kernel_find(st.kernel) : NULL;
-        if (ran)
-            s->k = ran; /* auto: rank 0's choice */
-        return rc;
-    }
-    case OP_DOT: return cluster_vec_op(c, CLUSTER_VOP_DOT, 0, x, 0, y, s->res, e);
-    case OP_NRM2: return cluster_vec_op(c, CLUSTER_VOP_NRM2, 0, x, 0, NULL, s->res, e);
-    case OP_AXPY: return cluster_vec_op(c, CLUSTER_VOP_AXPY, s->alpha, x, 0, y, NULL, e);
-    case OP_AXPBY: return cluster_vec_op(c, CLUSTER_VOP_AXPBY, s->alpha, x, s->beta, y, NULL, e);
-    case OP_SCAL: return cluster_vec_op(c, CLUSTER_VOP_SCAL, s->alpha, x, 0, NULL, NULL, e);
-    case OP_COPY: return cluster_vec_op(c, CLUSTER_VOP_COPY, 0, x, 0, y, NULL, e);
-    case OP_FILL: return cluster_vec_op(c, CLUSTER_VOP_FILL, s->value, x, 0, NULL, NULL, e);
-    case OP_COUNT: break;
-    }
-    return spmv_error_set(e, SPMV_ERR_INVALID, 0, "unknown step");
-}
-
-static int run_step(ops_task *t, worker *w, step *s)
-{
-    if (worker_is_cluster(w))
-        return run_cluster_step(t, w, s);
-    spmv_gpu_ctx *ctx = worker_gpu_ctx(w);
-    spmv_error *e = &t->err;
-    switch (s->op) {
-    case OP_SPMV: {
-        if (s->is_auto) {
-            matrix_tuning tuned;
-            int rc = autotune_get_k(t->d, w, s->m, s->x->v.k, &tuned, e);
-            if (rc != SPMV_OK)
-                return rc;
-            s->k = tuned.kernel;
-            if ((rc = spmv_params_resolve(s->k, &tuned.params, &s->p, e)) != SPMV_OK)
-                return rc;
-        }
-        spmv_apply_args a = {s->alpha, s->beta, 0, 1};
-        spmv_stats st;
-        double axms;
-        return worker_run_apply(w, s->m, s->k, &s->p, s->trans, &a, &s->x->v, &s->y->v, &st, &axms, e);
-    }
-    case OP_DOT: return spmv_vec_dot(ctx, &s->x->v, &s->y->v, s->res, e);
-    case OP_NRM2: return spmv_vec_nrm2(ctx, &s->x->v, s->res, e);
-    case OP_AXPY: return spmv_vec_axpy(ctx, s->alpha, &s->x->v, &s->y->v, e);
-    case OP_AXPBY: return spmv_vec_axpby(ctx, s->alpha, &s->x->v, s->beta, &s->y->v, e);
-    case OP_SCAL: return spmv_vec_scal(ctx, s->alpha, &s->x->v, e);
-    case OP_COPY: return spmv_vec_copy(ctx, &s->x->v, &s->y->v, e);
-    case OP_FILL: return spmv_vec_fill(ctx, &s->x->v, s->value, e);
-    case OP_COUNT: break;
-    }
-    return spmv_error_set(e, SPMV_ERR_INVALID, 0, "unknown step");
-}
-
-static void ops_run(task *base, worker *w)
-{
-    ops_task *t = (ops_task *)base;
-    spmv_gpu_ctx *ctx = worker_gpu_ctx(w);
-    double t0 = spmv_now_ms();
-    t->queue_ms = base->queue_ms;
-    for (size_t i = 0; i < t->nsteps; i++) {
-        step *s = &t->steps[i];
-        double s0 = spmv_now_ms();
-        worker_heartbeat(w);
-        if ((t->rc = run_step(t, w, s)) == SPMV_OK)
-            t->rc = spmv_vec_sync(ctx, &t->err); /* the step's ms ends when its device work does */
-        s->ms = spmv_now_ms() - s0;
-        if (t->rc != SPMV_OK) {
-            t->failed_at = i;
-            break;
-        }
-        atomic_store(&s->x->last_used_ms, (long long)spmv_now_ms());
-    }
-    t->total_ms = spmv_now_ms() - t0;
-}
+/* ------------------------------------------------------------ answer */
 
 static void ops_finish(task *base, int status)
 {
-    ops_task *t = (ops_task *)base;
+    ops_request *q = (ops_request *)base;
     if (status != SPMV_OK) {
-        t->rc = status;
-        spmv_error_set(&t->err, status, 0, "the daemon is shutting down");
+        q->b.rc = status;
+        spmv_error_set(&q->b.err, status, 0, "the daemon is shutting down");
     }
-    api_task_done(t->r);
+    api_task_done(q->r);
 }
 
-static json_t *result_value(const step *s)
+static json_t *result_value(const ops_step *s)
 {
     int32_t k = s->x->v.k;
     if (k == 1)
@@ -438,7 +314,7 @@ static json_t *result_value(const step *s)
 
 static void answer(request *r)
 {
-    ops_task *t = T(r);
+    ops_batch *t = T(r);
     if (t->rc != SPMV_OK) {
         if (t->rc == SPMV_ERR_UNAVAILABLE && atomic_load(&r->d->draining))
             api_error_shutting_down(r);
@@ -447,19 +323,19 @@ static void answer(request *r)
             int http = api_status_of(t->rc, &code);
             api_error(r, http >= 500 ? http : 500, "step_failed",
                       "steps[%zu] (%s) failed: %s; the %zu step%s before it took effect", t->failed_at,
-                      op_names[t->steps[t->failed_at].op], t->err.message, t->failed_at, t->failed_at == 1 ? "" : "s");
+                      ops_names[t->steps[t->failed_at].op], t->err.message, t->failed_at, t->failed_at == 1 ? "" : "s");
         }
         return;
     }
     json_t *results = json_object(), *steps = json_array();
     for (size_t i = 0; i < t->nsteps; i++) {
-        const step *s = &t->steps[i];
-        json_t *o = json_pack("{s:s, s:o}", "op", op_names[s->op], "ms", api_json_real(s->ms));
+        const ops_step *s = &t->steps[i];
+        json_t *o = json_pack("{s:s, s:o}", "op", ops_names[s->op], "ms", api_json_real(s->ms));
         if (s->as[0]) {
             json_object_set_new(results, s->as, result_value(s));
             json_object_set_new(o, "as", json_string(s->as));
         }
-        if (s->op == OP_SPMV)
+        if (s->op == OPS_SPMV)
             json_object_set_new(o, "kernel", json_string(s->k->name));
         json_array_append_new(steps, o);
     }
@@ -472,13 +348,14 @@ static void answer(request *r)
 
 static void ops_begin(request *r)
 {
-    ops_task *t = calloc(1, sizeof *t);
-    if (!t) {
+    ops_request *q = calloc(1, sizeof *q);
+    if (!q) {
         api_error(r, 500, "out_of_memory", "out of memory");
         return;
     }
-    t->d = r->d;
-    r->state = t;
+    q->b.d = r->d;
+    q->r = r;
+    r->state = q;
     api_check_content_length(r, atomic_load(&r->d->limits.max_body_bytes));
 }
 
@@ -489,18 +366,18 @@ static void ops_body(request *r, const char *data, size_t size)
 
 static void ops_end(request *r)
 {
-    ops_task *t = T(r);
+    ops_batch *t = T(r);
     if (decode(r) != 0)
         return;
     t->base.run = ops_run;
     t->base.finish = ops_finish;
-    t->r = r;
     api_submit_and_suspend(r, t->w, &t->base);
 }
 
 static void ops_cleanup(request *r)
 {
-    ops_free(T(r));
+    ops_release(T(r));
+    free(r->state);
     r->state = NULL;
 }
 

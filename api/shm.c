@@ -21,6 +21,7 @@ int api_shm_status(int st, const char **code)
         {SHM_NOT_FOUND, 404, "shm_not_found"}, {SHM_FORBIDDEN, 403, "shm_forbidden"},
         {SHM_EXISTS, 409, "shm_exists"},     {SHM_GONE, 410, "shm_gone"},
         {SHM_LIMIT, 507, "shm_limit"},       {SHM_IO, 500, "io_error"},
+        {SHM_NOMEM, 500, "out_of_memory"},
     };
     for (size_t i = 0; i < sizeof map / sizeof map[0]; i++)
         if ((int)map[i].st == st) {

@@ -14,29 +14,26 @@
  * max_upload_bytes before any of the body is read; a body without one is
  * counted as it comes.
  *
- * When the body ends the host CSR is built in the asked dtype: an .npz is
- * read straight into it (a CSR archive with sorted rows: engine/npz.c),
- * a Matrix Market reader's COO is converted and freed at once; "mixed"
- * rounds its values to float32. Any other host formats asked for are
- * built, and then either the file is written and the answer is 201 (host
- * matrices), or a task copies the host CSR to the chosen GPU on that GPU's
- * worker while this thread writes the file under a temporary name; when
- * both are done the file gets its name and the answer is 201. If either
- * failed nothing is kept: a failed load (507 when the device is full, 503
- * when the daemon stops) removes the file, a failed write (500 naming the
- * step, a full disk too) frees the device copy with the matrix. The
- * answer is the descriptor plus Location.
+ * When the body ends the options are decoded and the daemon takes over
+ * (daemon/upload.h), each step a call from here: upload_build makes the
+ * matrix from the entries (the host CSR in the asked dtype, the host
+ * formats asked for); upload_place says where it goes. A host matrix is
+ * stored (upload_store) and the answer is 201. A matrix bound for a GPU,
+ * or sharded across the ranks (shard=true under mpirun, issue 16, or the
+ * configuration's shard_nnz / shard_when_full), is submitted as a task to
+ * that GPU's worker or the cluster worker (upload_load_run) while this
+ * thread writes its file under a temporary name (upload_stage); when both
+ * are done, upload_commit gives the file its name and lists the matrix,
+ * or says what failed: a failed load (507 when the device is full, 503
+ * when the daemon stops) wins over a failed write (500 naming the step, a
+ * full disk too), and nothing is kept. The answer is the descriptor plus
+ * Location.
  *
- * With `generate=<kind>` (no file, no body) the host CSR is built by
- * formula instead (spmv_gen_csr, counted against max_rows and max_nnz
- * before its entries are allocated) and everything after is the same; the
- * stored file then holds the recipe, not the arrays (daemon/matfile.h).
- *
- * With shard=true (under mpirun, issue 16) the matrix is held whole on
- * rank 0's host, as a host upload is (that copy is what is stored, and
- * what a restart re-shards), and a task on the cluster worker splits it
- * into row blocks and sends every rank its shard while the file is
- * written, as a GPU load does.
+ * With `generate=<kind>` (no file, no body) the recipe is decoded here
+ * and the host CSR built by formula (upload_generate: bounded by max_rows,
+ * max_nnz and the host's available memory before its entries are
+ * allocated); everything after is the same, and the stored file holds the
+ * recipe, not the arrays (daemon/matfile.h).
  */
 #include <errno.h>
 #include <limits.h>
@@ -45,16 +42,18 @@
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
-#include <time.h>
 #include <unistd.h>
 
 #include "api/api.h"
 #include "daemon/log.h"
+#include "daemon/upload.h"
 
 #define FIELD_MAX 256
 #define POST_BUFFER 65536
 
-typedef struct upload {
+typedef struct upload_req {
+    upload up;                  /* first: the load's finish finds the request */
+    request *r;
     spmv_mm_reader *reader;
     spmv_mm_options opts;       /* the reader's limits, for an .npz too */
     /* The body's first bytes decide its kind: a zip archive (.npz) is
@@ -72,38 +71,18 @@ typedef struct upload {
     char shard[FIELD_MAX], offsets[FIELD_MAX];
     char generate[FIELD_MAX], gen_n[FIELD_MAX], gen_per_row[FIELD_MAX], gen_dense_len[FIELD_MAX], gen_seed[FIELD_MAX];
     char filename[FIELD_MAX];
-    double parse_ms;
     uint64_t bytes;
-    /* after the body */
-    spmv_coo coo;               /* the Matrix Market reader's, until the CSR is built */
-    spmv_csr csr;               /* float64 from the reader, then the matrix's (moved into m) */
-    bool generated;             /* `generate`: csr built by formula in its dtype, `recipe` kept */
-    spmv_gen_spec recipe;
-    matrix *m;
-    worker *gpu;
-    bool shard_gpu;             /* shard=true: onto the ranks' GPUs */
-    int task_rc;
-    spmv_error task_err;
-    store_staged staged;        /* the file, written while the GPU loads */
-    int store_rc;
-    spmv_error store_err;
-    atomic_bool load_failed;    /* set by the load's finish: the write stops early */
-} upload;
+} upload_req;
 
-typedef struct load_task {
-    task base;
-    request *r;
-} load_task;
-
-static upload *U(request *r) { return r->state; }
+static upload_req *U(request *r) { return r->state; }
 
 static void mm_feed(request *r, const char *data, size_t size)
 {
-    upload *u = U(r);
+    upload_req *u = U(r);
     spmv_error err = {0};
     double t0 = spmv_now_ms();
     int rc = spmv_mm_reader_feed(u->reader, data, size, &err);
-    u->parse_ms += spmv_now_ms() - t0;
+    u->up.parse_ms += spmv_now_ms() - t0;
     if (rc == SPMV_ERR_NOMEM)
         api_error(r, 500, "out_of_memory", "%s", err.message);
     else if (rc != SPMV_OK)
@@ -112,7 +91,7 @@ static void mm_feed(request *r, const char *data, size_t size)
 
 static void spool_write(request *r, const void *data, size_t size)
 {
-    upload *u = U(r);
+    upload_req *u = U(r);
     const char *p = data;
     while (size > 0) {
         ssize_t n = write(u->spool_fd, p, size);
@@ -131,7 +110,7 @@ static void spool_write(request *r, const void *data, size_t size)
 /* Settles the body's kind from its first bytes (or from fewer, at its end). */
 static void decide(request *r)
 {
-    upload *u = U(r);
+    upload_req *u = U(r);
     u->decided = true;
     u->npz = spmv_npz_magic(u->head, u->head_len);
     if (!u->npz) {
@@ -153,7 +132,7 @@ static void decide(request *r)
  * file (.npz), timing it. */
 static void feed(request *r, const char *data, size_t size)
 {
-    upload *u = U(r);
+    upload_req *u = U(r);
     while (!u->decided && size > 0) {
         u->head[u->head_len++] = (unsigned char)*data++;
         size--;
@@ -168,7 +147,7 @@ static void feed(request *r, const char *data, size_t size)
         mm_feed(r, data, size);
 }
 
-static void spool_remove(upload *u)
+static void spool_remove(upload_req *u)
 {
     if (u->spool_fd >= 0) {
         close(u->spool_fd);
@@ -181,21 +160,21 @@ static void spool_remove(upload *u)
 }
 
 /* The upload's options, taken as form fields or query parameters (a form
- * field wins), each into its buffer of `upload`. */
+ * field wins), each into its buffer of `upload_req`. */
 static const struct {
     const char *name;
     size_t off;
 } options[] = {
-    {"name", offsetof(upload, name)},           {"dtype", offsetof(upload, dtype)},
-    {"formats", offsetof(upload, formats)},     {"hack_size", offsetof(upload, hack_size)},
-    {"device", offsetof(upload, device)},       {"shard", offsetof(upload, shard)},
-    {"offsets", offsetof(upload, offsets)},     {"generate", offsetof(upload, generate)},
-    {"n", offsetof(upload, gen_n)},             {"per_row", offsetof(upload, gen_per_row)},
-    {"dense_len", offsetof(upload, gen_dense_len)}, {"seed", offsetof(upload, gen_seed)},
+    {"name", offsetof(upload_req, name)},           {"dtype", offsetof(upload_req, dtype)},
+    {"formats", offsetof(upload_req, formats)},     {"hack_size", offsetof(upload_req, hack_size)},
+    {"device", offsetof(upload_req, device)},       {"shard", offsetof(upload_req, shard)},
+    {"offsets", offsetof(upload_req, offsets)},     {"generate", offsetof(upload_req, generate)},
+    {"n", offsetof(upload_req, gen_n)},             {"per_row", offsetof(upload_req, gen_per_row)},
+    {"dense_len", offsetof(upload_req, gen_dense_len)}, {"seed", offsetof(upload_req, gen_seed)},
 };
 #define OPTION_COUNT (sizeof options / sizeof options[0])
 
-static char *option_buf(upload *u, size_t i) { return (char *)u + options[i].off; }
+static char *option_buf(upload_req *u, size_t i) { return (char *)u + options[i].off; }
 
 /* Appends a form field's chunk to its (bounded) buffer. */
 static int field_append(char *buf, const char *data, uint64_t off, size_t size)
@@ -213,7 +192,7 @@ static enum MHD_Result on_field(void *cls, enum MHD_ValueKind kind, const char *
 {
     (void)kind; (void)content_type; (void)transfer_encoding;
     request *r = cls;
-    upload *u = U(r);
+    upload_req *u = U(r);
     if (r->failed)
         return MHD_NO;
     if (!key) { /* a part whose Content-Disposition has no name= (found by fuzz_multipart) */
@@ -252,14 +231,15 @@ static void upload_begin(request *r)
     spmvd *d = r->d;
     if (!api_check_content_length(r, atomic_load(&d->limits.max_upload_bytes)))
         return;
-    upload *u = calloc(1, sizeof *u);
+    upload_req *u = calloc(1, sizeof *u);
     if (!u) {
         api_error(r, 500, "out_of_memory", "out of memory");
         return;
     }
     r->state = u;
+    u->r = r;
     u->spool_fd = -1;
-    atomic_init(&u->load_failed, false);
+    upload_init(&u->up, d);
     /* query options first: form fields, when present, override them */
     for (size_t i = 0; i < OPTION_COUNT; i++) {
         const char *v = api_query(r, options[i].name);
@@ -287,7 +267,7 @@ static void upload_begin(request *r)
 
 static void upload_body(request *r, const char *data, size_t size)
 {
-    upload *u = U(r);
+    upload_req *u = U(r);
     int64_t limit = atomic_load(&r->d->limits.max_upload_bytes);
     u->bytes += size;
     if (u->bytes > (uint64_t)limit) {
@@ -303,18 +283,6 @@ static void upload_body(request *r, const char *data, size_t size)
 }
 
 /* ------------------------------------------------------------ options */
-
-typedef struct upload_opts {
-    spmv_dtype dtype;
-    bool mixed;        /* dtype "mixed": float64 held, values rounded to float32 */
-    unsigned formats;
-    int32_t hack_size;
-    int device;        /* -1: host only, -2: the GPU with most free memory, else GPU index */
-    bool shard;        /* across the ranks of the MPI job */
-    bool offsets64;    /* `offsets=64`: 64-bit row offsets whatever the size (nnz past INT32_MAX has them anyway) */
-    bool device_named; /* `device` was given (not auto) */
-    const char *name;
-} upload_opts;
 
 static bool name_ok(const char *s)
 {
@@ -356,9 +324,11 @@ static int parse_device(request *r, const char *s, int *out)
     return 0;
 }
 
-static int parse_options(request *r, upload_opts *o)
+/* The options into u->up.spec; 0, or -1 with the answer set. */
+static int parse_options(request *r)
 {
-    upload *u = U(r);
+    upload_req *u = U(r);
+    upload_spec *o = &u->up.spec;
     spmvd *d = r->d;
     spmv_error err = {0};
     const char *dt = u->dtype[0] ? u->dtype : d->cfg.default_dtype;
@@ -383,7 +353,7 @@ static int parse_options(request *r, upload_opts *o)
     }
     if (parse_device(r, u->device, &o->device) != 0)
         return -1;
-    o->device_named = u->device[0] && strcmp(u->device, "auto") != 0;
+    o->placed = u->device[0] || u->shard[0];
     if (u->offsets[0] && strcmp(u->offsets, "auto") && strcmp(u->offsets, "64")) {
         api_error(r, 400, "invalid_request", "`offsets` must be auto or 64, not \"%s\"", u->offsets);
         return -1;
@@ -419,183 +389,6 @@ static int parse_options(request *r, upload_opts *o)
     return 0;
 }
 
-/* ----------------------------------------------------------- finishing */
-
-static void answer_created(request *r)
-{
-    upload *u = U(r);
-    char loc[64];
-    snprintf(loc, sizeof loc, "/v1/matrices/%s", u->m->meta.id);
-    log_info("upload: stored %s \"%s\" %dx%d nnz %lld %s on %s (%llu bytes, parse %.1f ms)", u->m->meta.id,
-             u->m->meta.name, u->m->host.rows, u->m->host.cols, (long long)u->m->host.nnz,
-             matrix_dtype_name(u->m), u->m->dev_worker ? u->m->dev_worker->name : "cpu",
-             (unsigned long long)u->bytes, u->m->meta.parse_ms);
-    metrics_upload(r->d->metrics, u->bytes);
-    api_json(r, 201, api_matrix_json(r->d, u->m));
-    api_header(r, MHD_HTTP_HEADER_LOCATION, loc);
-}
-
-static void store_and_answer(request *r)
-{
-    upload *u = U(r);
-    spmv_error err = {0};
-    int rc = store_insert(r->d->store, u->m, &err);
-    if (rc != SPMV_OK) {
-        log_error("upload: %s", err.message);
-        api_error_spmv(r, rc, &err);
-        return;
-    }
-    answer_created(r);
-}
-
-static void load_run(task *t, worker *w)
-{
-    request *r = ((load_task *)t)->r;
-    upload *u = U(r);
-    if (u->m->meta.sharded)
-        u->task_rc = worker_cluster_load(w, u->m, u->shard_gpu, false, &u->task_err);
-    else
-        u->task_rc = w->ops->matrix_load(w, u->m, &u->task_err);
-}
-
-static void load_finish(task *t, int status)
-{
-    request *r = ((load_task *)t)->r;
-    if (status != SPMV_OK) {
-        U(r)->task_rc = status;
-        spmv_error_set(&U(r)->task_err, status, 0, "the daemon is shutting down");
-    }
-    if (U(r)->task_rc != SPMV_OK)
-        atomic_store(&U(r)->load_failed, true); /* a 507 need not wait for the file it would remove */
-    free(t);
-    api_task_done(r);
-}
-
-/* The load and the write are both done: a failed load wins (as when the
- * file was written after it), then a failed write; else the file gets its
- * name, the matrix is listed and the answer is 201. What is not kept goes:
- * the staged file here, the device copy with the matrix in cleanup. */
-static void upload_resumed(request *r)
-{
-    upload *u = U(r);
-    spmv_error err = {0};
-    if (u->task_rc != SPMV_OK) {
-        store_discard(&u->staged);
-        api_error_task(r, u->task_rc, &u->task_err);
-        return;
-    }
-    if (u->store_rc != SPMV_OK) {
-        log_error("upload: %s", u->store_err.message);
-        api_error_spmv(r, u->store_rc, &u->store_err);
-        return;
-    }
-    int rc = store_commit(r->d->store, u->m, &u->staged, &err);
-    if (rc != SPMV_OK) {
-        log_error("upload: %s", err.message);
-        api_error_spmv(r, rc, &err);
-        return;
-    }
-    answer_created(r);
-}
-
-/* The host CSR in the asked dtype, in u->csr: the Matrix Market reader's
- * COO converted (and freed: it is not needed past this), or the .npz
- * reader's float64 CSR as it is (its values cast for float32). */
-static int host_csr(upload *u, const upload_opts *o, spmv_error *err)
-{
-    int rc = SPMV_OK;
-    if (u->generated) {
-        /* built in its dtype (float64 for mixed) */
-    } else if (!u->npz) {
-        rc = spmv_coo_to_csr(&u->coo, o->dtype, &u->csr, err);
-        spmv_coo_free(&u->coo);
-    } else if (u->csr.dtype != o->dtype) {
-        rc = spmv_csr_to_dtype(&u->csr, o->dtype, err);
-    }
-    if (rc == SPMV_OK && o->mixed)
-        rc = spmv_csr_round_to_float32(&u->csr, err);
-    return rc;
-}
-
-/* Sharding by configuration (issue 16), for an upload under mpirun (more
- * than one rank, the cluster healthy) that names neither `shard` nor
- * `device`: at least shard_nnz entries, or (shard_when_full) bound for a
- * GPU with a CSR larger than the free memory of every GPU of rank 0 less
- * device_reserve_bytes. Says why in `why`. */
-static bool shard_by_config(request *r, const upload_opts *o, const spmv_csr *c, char *why, size_t len)
-{
-    upload *u = U(r);
-    spmvd *d = r->d;
-    if (u->shard[0] || u->device[0] || spmv_csr_wide(c) || !d->cluster_worker || cluster_size(d->cluster) < 2 ||
-        cluster_failed(d->cluster))
-        return false;
-    if (d->cfg.shard_nnz > 0 && c->nnz >= d->cfg.shard_nnz) {
-        snprintf(why, len, "%lld entries >= shard_nnz %lld", (long long)c->nnz, (long long)d->cfg.shard_nnz);
-        return true;
-    }
-    if (!d->cfg.shard_when_full || o->device != -2)
-        return false;
-    size_t need = ((size_t)c->rows + 1) * 4 + (size_t)c->nnz * (4 + spmv_dtype_size(o->dtype)), most = 0;
-    for (int i = 0; i < d->ngpus; i++) {
-        worker_info wi;
-        d->gpus[i]->ops->info(d->gpus[i], &wi);
-        size_t reserve = (size_t)d->cfg.device_reserve_bytes;
-        size_t avail = wi.have_gpu_info && wi.gpu_info.mem_free > reserve ? wi.gpu_info.mem_free - reserve : 0;
-        most = avail > most ? avail : most;
-    }
-    if (need <= most)
-        return false;
-    snprintf(why, len, "its CSR (%zu bytes) fits none of rank 0's GPUs (the most free: %zu bytes), shard_when_full",
-             need, most);
-    return true;
-}
-
-static int build_matrix(request *r, upload_opts *o, const spmv_mm_info *info)
-{
-    upload *u = U(r);
-    spmv_error err = {0};
-    matfile_meta meta;
-    memset(&meta, 0, sizeof meta);
-    store_new_id(meta.id);
-    snprintf(meta.name, sizeof meta.name, "%s", o->name);
-    meta.symmetry = info->symmetry;
-    meta.formats = o->formats;
-    meta.hack_size = o->hack_size;
-    meta.device = o->device == -1 ? MATFILE_DEVICE_HOST : 0;
-    meta.created = (int64_t)time(NULL);
-    meta.parse_ms = u->parse_ms;
-    meta.mixed = o->mixed;
-    meta.generated = u->generated;
-    meta.recipe = u->recipe;
-    double t0 = spmv_now_ms();
-    int rc = host_csr(u, o, &err);
-    if (rc == SPMV_OK && o->offsets64)
-        rc = spmv_csr_widen(&u->csr, &err);
-    if (rc == SPMV_OK && spmv_csr_wide(&u->csr) && (o->shard || o->formats != SPMV_FMT_CSR)) {
-        api_error(r, 422, "too_large", "matrix of %lld non-zeros with 64-bit row offsets%s: it is held as CSR only, "
-                  "on the host or one GPU, in this version, not %s", (long long)u->csr.nnz,
-                  o->offsets64 ? " (offsets=64)" : "", o->shard ? "sharded" : "with other formats (`formats`)");
-        return SPMV_ERR_LIMIT;
-    }
-    char why[256];
-    if (rc == SPMV_OK && shard_by_config(r, o, &u->csr, why, sizeof why)) {
-        log_info("upload %s: sharded across the ranks: %s", meta.id, why);
-        o->shard = true;
-    }
-    meta.sharded = o->shard;
-    /* a GPU matrix keeps only the CSR on the host; other formats live on the device */
-    spmv_format_limits lim = spmvd_format_limits(r->d);
-    if (rc == SPMV_OK)
-        rc = matrix_new_from_csr(&meta, &u->csr, o->device == -1 && !o->shard ? o->formats : SPMV_FMT_CSR, &lim,
-                                 &u->m, &err);
-    if (rc != SPMV_OK) {
-        api_error_spmv(r, rc, &err);
-        return rc;
-    }
-    u->m->meta.convert_ms = spmv_now_ms() - t0;
-    return SPMV_OK;
-}
-
 /* ----------------------------------------------------------- generate */
 
 static int gen_number(request *r, const char *key, const char *text, int64_t lo, int64_t hi, int64_t *out)
@@ -612,28 +405,14 @@ static int gen_number(request *r, const char *key, const char *text, int64_t lo,
     return 0;
 }
 
-/* Bytes the host can still give (MemAvailable), or -1 when unknown. */
-static int64_t host_available_bytes(void)
-{
-    FILE *f = fopen("/proc/meminfo", "r");
-    char line[256];
-    long long kb = -1;
-    while (f && fgets(line, sizeof line, f))
-        if (sscanf(line, "MemAvailable: %lld kB", &kb) == 1)
-            break;
-    if (f)
-        fclose(f);
-    return kb < 0 ? -1 : (int64_t)kb * 1024;
-}
-
 /* `generate=<kind>` (with n, per_row, dense_len, seed as spmv-gen takes
- * them): the matrix is built here by formula, straight into the CSR of the
- * asked dtype, instead of read from a body; the file keeps the recipe. */
-static int generate_csr(request *r, const upload_opts *o)
+ * them) into u->up.recipe: the matrix is built by formula
+ * (upload_generate) instead of read from a body; the file keeps the
+ * recipe. */
+static int parse_recipe(request *r)
 {
-    upload *u = U(r);
-    spmv_error err = {0};
-    spmv_gen_spec *g = &u->recipe;
+    upload_req *u = U(r);
+    spmv_gen_spec *g = &u->up.recipe;
     memset(g, 0, sizeof *g);
     if (u->file_seen || (!u->multipart && u->bytes > 0)) {
         api_error(r, 400, "invalid_request", "`generate` builds the matrix: the request must carry no file or body");
@@ -658,53 +437,114 @@ static int generate_csr(request *r, const upload_opts *o)
     g->per_row = (int32_t)per_row;
     g->seed = (uint64_t)seed;
     spmv_gen_defaults(g, u->gen_per_row[0], u->gen_dense_len[0], u->gen_seed[0]);
-    double t0 = spmv_now_ms();
-    int64_t rows = 0, cols = 0, max_rows = atomic_load(&r->d->limits.max_rows);
-    int rc = spmv_gen_shape(g, &rows, &cols, &err);
-    if (rc == SPMV_OK && (rows > max_rows || cols > max_rows)) /* max_rows bounds the columns too, as for uploads */
-        rc = spmv_error_set(&err, SPMV_ERR_LIMIT, 0, "%s with n = %lld is %lld x %lld, past max_rows",
-                            spmv_gen_kind_name(g->kind), (long long)g->n, (long long)rows, (long long)cols);
-    /* The host's memory bounds the build as max_nnz does (nothing of it is
-     * allocated before the count): the row offsets of pass 1 (8 bytes a
-     * row) and the entries (a column and a value each), a tenth of what
-     * is available kept for everything else. */
-    int64_t limit = atomic_load(&r->d->limits.max_nnz), avail = host_available_bytes();
-    if (rc == SPMV_OK && avail > 0) {
-        int64_t room = avail - avail / 10 - (rows + 1) * 8;
-        int64_t fit = room > 0 ? room / (int64_t)(4 + spmv_dtype_size(o->dtype)) : 0;
-        if (fit < 1 && rows > 0)
-            rc = spmv_error_set(&err, SPMV_ERR_LIMIT, 0, "%s with n = %lld: its %lld row offsets alone do not fit "
-                                "the host's memory", spmv_gen_kind_name(g->kind), (long long)g->n, (long long)rows);
-        limit = fit < limit ? fit : limit;
-    }
-    if (rc == SPMV_OK)
-        rc = spmv_gen_csr(g, o->dtype, o->offsets64, limit, &u->csr, &err);
-    u->parse_ms = spmv_now_ms() - t0;
-    if (rc != SPMV_OK) {
-        if (rc == SPMV_ERR_LIMIT)
-            api_error(r, 422, "too_large", "`generate`: %s (this daemon's max_nnz %lld, max_rows %lld; the host has "
-                      "%lld bytes of memory available, 90 %% of which a build may take)", err.message,
-                      (long long)atomic_load(&r->d->limits.max_nnz), (long long)atomic_load(&r->d->limits.max_rows),
-                      (long long)avail);
-        else
-            api_error_spmv(r, rc, &err);
-        return -1;
-    }
-    u->generated = true;
-    log_info("upload: generated %s n %lld per_row %d dense_len %lld seed %llu: %d x %d, %lld non-zeros in %.1f ms",
-             spmv_gen_kind_name(g->kind), (long long)g->n, g->per_row, (long long)g->dense_len,
-             (unsigned long long)g->seed, u->csr.rows, u->csr.cols, (long long)u->csr.nnz, u->parse_ms);
     return 0;
 }
 
-static void upload_place(request *r, const upload_opts *o);
+/* ------------------------------------------------------------ the file */
 
-static void upload_end(request *r)
+/* The file's entries, read to their end: the Matrix Market reader's COO,
+ * or the spooled .npz read straight into a CSR (the spool file removed).
+ * 0, or -1 with the answer set. */
+static int read_entries(request *r)
 {
-    upload *u = U(r);
+    upload_req *u = U(r);
     spmv_error err = {0};
     spmv_mm_info info;
-    upload_opts o;
+    double t0 = spmv_now_ms();
+    int rc;
+    if (u->npz) {
+        spmv_npz_info ninfo;
+        close(u->spool_fd);
+        u->spool_fd = -1;
+        rc = spmv_npz_read_file_csr(u->spool_path, &u->opts, &u->up.csr, &ninfo, &err);
+        spool_remove(u);
+        if (rc == SPMV_OK)
+            log_info("upload: .npz (%s layout) %lld x %lld, %lld entries, %lld duplicates summed, %s", ninfo.layout,
+                     (long long)ninfo.rows, (long long)ninfo.cols, (long long)ninfo.entries,
+                     (long long)ninfo.duplicates, ninfo.direct ? "read straight into the CSR" : "through a COO");
+    } else if ((rc = spmv_mm_reader_finish(u->reader, &u->up.coo, &info, &err)) == SPMV_OK) {
+        u->up.from_coo = true;
+        u->up.symmetry = info.symmetry;
+    }
+    u->up.parse_ms += spmv_now_ms() - t0;
+    spmv_mm_reader_free(u->reader);
+    u->reader = NULL;
+    if (rc == SPMV_OK)
+        return 0;
+    if (rc == SPMV_ERR_NOMEM)
+        api_error_spmv(r, rc, &err);
+    else
+        api_error(r, 422, rc == SPMV_ERR_UNSUPPORTED ? "unsupported_matrix" : "bad_matrix", "%s", err.message);
+    return -1;
+}
+
+/* ----------------------------------------------------------- finishing */
+
+static void answer_created(request *r)
+{
+    upload_req *u = U(r);
+    matrix *m = u->up.m;
+    char loc[64];
+    snprintf(loc, sizeof loc, "/v1/matrices/%s", m->meta.id);
+    log_info("upload: stored %s \"%s\" %dx%d nnz %lld %s on %s (%llu bytes, parse %.1f ms)", m->meta.id,
+             m->meta.name, m->host.rows, m->host.cols, (long long)m->host.nnz, matrix_dtype_name(m),
+             m->dev_worker ? m->dev_worker->name : "cpu", (unsigned long long)u->bytes, m->meta.parse_ms);
+    metrics_upload(r->d->metrics, u->bytes);
+    api_json(r, 201, api_matrix_json(r->d, m));
+    api_header(r, MHD_HTTP_HEADER_LOCATION, loc);
+}
+
+static void load_finish(task *t, int status)
+{
+    upload_req *u = (upload_req *)t;
+    upload_load_done(&u->up, status);
+    api_task_done(u->r);
+}
+
+/* The matrix built: stored and answered (host), or loaded by the worker
+ * upload_place chose while this thread writes the file. */
+static void place(request *r)
+{
+    upload_req *u = U(r);
+    spmv_error err = {0};
+    worker *w = upload_place(&u->up);
+    if (!w) {
+        int rc = upload_store(&u->up, &err);
+        if (rc != SPMV_OK)
+            api_error_spmv(r, rc, &err);
+        else
+            answer_created(r);
+        return;
+    }
+    u->up.base.run = upload_load_run;
+    u->up.base.finish = load_finish;
+    if (!api_submit_and_suspend(r, w, &u->up.base))
+        return;
+    /* While the worker loads the matrix, this thread writes the file; the
+     * connection stays suspended, and upload_resumed (on this thread, so
+     * only after this returns) answers once both are done. */
+    upload_stage(&u->up);
+}
+
+/* The load and the write are both done: 201, or what failed (a load the
+ * daemon's drain cancelled is a 503). */
+static void upload_resumed(request *r)
+{
+    upload_req *u = U(r);
+    spmv_error err = {0};
+    int rc = upload_commit(&u->up, &err);
+    if (rc != SPMV_OK)
+        api_error_task(r, rc, &err);
+    else
+        answer_created(r);
+}
+
+/* The body is in: the options decoded, the entries read (or generated),
+ * the matrix built and placed. */
+static void upload_end(request *r)
+{
+    upload_req *u = U(r);
+    spmv_error err = {0};
     if (u->pp) {
         MHD_destroy_post_processor(u->pp); /* flushes the last field */
         u->pp = NULL;
@@ -716,97 +556,34 @@ static void upload_end(request *r)
         }
     }
     if (u->generate[0]) {
-        memset(&info, 0, sizeof info);
-        info.symmetry = SPMV_MM_GENERAL;
-        if (parse_options(r, &o) != 0 || generate_csr(r, &o) != 0 || build_matrix(r, &o, &info) != 0)
+        if (parse_options(r) != 0 || parse_recipe(r) != 0)
             return;
-        upload_place(r, &o);
-        return;
-    }
-    if (!u->decided)
-        decide(r); /* a body of fewer than 4 bytes */
-    if (r->failed)
-        return;
-    double t0 = spmv_now_ms();
-    int rc;
-    if (u->npz) {
-        spmv_npz_info ninfo;
-        close(u->spool_fd);
-        u->spool_fd = -1;
-        rc = spmv_npz_read_file_csr(u->spool_path, &u->opts, &u->csr, &ninfo, &err);
-        spool_remove(u);
-        memset(&info, 0, sizeof info);
-        info.symmetry = SPMV_MM_GENERAL;
-        if (rc == SPMV_OK)
-            log_info("upload: .npz (%s layout) %lld x %lld, %lld entries, %lld duplicates summed, %s", ninfo.layout,
-                     (long long)ninfo.rows, (long long)ninfo.cols, (long long)ninfo.entries,
-                     (long long)ninfo.duplicates, ninfo.direct ? "read straight into the CSR" : "through a COO");
     } else {
-        rc = spmv_mm_reader_finish(u->reader, &u->coo, &info, &err);
+        if (!u->decided)
+            decide(r); /* a body of fewer than 4 bytes */
+        if (r->failed || read_entries(r) != 0 || parse_options(r) != 0)
+            return;
     }
-    u->parse_ms += spmv_now_ms() - t0;
-    spmv_mm_reader_free(u->reader);
-    u->reader = NULL;
+    int rc = u->generate[0] ? upload_generate(&u->up, &err) : SPMV_OK;
+    if (rc == SPMV_OK)
+        rc = upload_build(&u->up, &err);
     if (rc != SPMV_OK) {
-        if (rc == SPMV_ERR_NOMEM)
-            api_error_spmv(r, rc, &err);
-        else
-            api_error(r, 422, rc == SPMV_ERR_UNSUPPORTED ? "unsupported_matrix" : "bad_matrix", "%s", err.message);
+        api_error_spmv(r, rc, &err);
         return;
     }
-    if (parse_options(r, &o) != 0 || build_matrix(r, &o, &info) != 0)
-        return;
-    upload_place(r, &o);
-}
-
-/* The matrix built: stored and answered (host), or loaded onto its GPU or
- * the ranks while its file is written. */
-static void upload_place(request *r, const upload_opts *o)
-{
-    upload *u = U(r);
-    if (o->device == -1 && !o->shard) {
-        store_and_answer(r);
-        return;
-    }
-    if (o->shard) { /* the host CSR is what the shards are cut from */
-        u->shard_gpu = o->device != -1;
-        u->gpu = r->d->cluster_worker;
-    } else {
-        u->gpu = spmvd_pick_gpu(r->d, o->device == -2 ? -1 : o->device);
-        u->m->meta.device = u->gpu->gpu; /* known now: the file is written while the load runs */
-    }
-    matfile_meta meta = u->m->meta; /* a copy: the worker fills in its timings meanwhile */
-    load_task *t = calloc(1, sizeof *t);
-    if (!t) {
-        api_error(r, 500, "out_of_memory", "out of memory");
-        return;
-    }
-    t->base.run = load_run;
-    t->base.finish = load_finish;
-    t->r = r;
-    if (!api_submit_and_suspend(r, u->gpu, &t->base)) {
-        free(t);
-        return;
-    }
-    /* While the worker copies the CSR to its device, this thread writes the
-     * file; the connection stays suspended, and upload_resumed (on this
-     * thread, so only after this returns) answers once both are done. */
-    u->store_rc = store_stage(r->d->store, &meta, &u->m->host.csr, &u->load_failed, &u->staged, &u->store_err);
+    place(r);
 }
 
 static void upload_cleanup(request *r)
 {
-    upload *u = U(r);
+    upload_req *u = U(r);
     if (!u)
         return;
     if (u->pp)
         MHD_destroy_post_processor(u->pp);
     spool_remove(u);
     spmv_mm_reader_free(u->reader);
-    spmv_coo_free(&u->coo);
-    spmv_csr_free(&u->csr);
-    store_discard(&u->staged);
-    matrix_unref(u->m);
+    upload_release(&u->up);
     free(u);
     r->state = NULL;
 }

@@ -5,21 +5,21 @@
  * fill ({"n", "fill": value | "random", "seed"}), on the device a `like`
  * matrix lives on (its length from the matrix), a named `device`, or by
  * default where uploads go (the GPU with most free memory, else the CPU).
- * Everything is decoded and checked here, on the HTTP thread; the values
+ * Everything is decoded and checked here, on the HTTP thread, and the
+ * quotas are reserved before the task runs (507 past max_vectors or
+ * max_vector_bytes), so a refused request allocates nothing. The values
  * are allocated, written and read by a task on the owning worker, since a
- * GPU's memory belongs to its worker's thread. Quotas are reserved before
- * the task runs (507 past max_vectors or max_vector_bytes), so a refused
- * request allocates nothing; a failed allocation returns the reservation.
+ * GPU's memory belongs to its worker's thread: its body is
+ * daemon/vector_tasks.c (vector_task_run), which also lists a new vector
+ * and returns the reservation of a failed one.
  *
  * Values may also come from, or go to, a shared-memory region (daemon/shm.h):
- * {"values": {"shm": name, "offset": bytes}} and GET ?shm=&offset=. A GPU
- * worker copies a pinned region's pages by DMA; otherwise through a
- * buffer with pread/pwrite (shm.h).
+ * {"values": {"shm": name, "offset": bytes}} and GET ?shm=&offset=; the
+ * region is opened and checked here, copied on the worker.
  *
  * A vector made like a sharded matrix is distributed over the MPI ranks
- * (cluster/vectors.c): its task runs on the cluster worker, which
- * scatters the values to the ranks' slices (a fill runs on every rank)
- * and gathers them for a read; one column only.
+ * (cluster/vectors.c): its task runs on the cluster worker; one column
+ * only.
  */
 #include <math.h>
 #include <stdio.h>
@@ -29,38 +29,16 @@
 #include "api/api.h"
 #include "api/decode.h"
 #include "daemon/log.h"
-#include "daemon/vectors.h"
+#include "daemon/vector_tasks.h"
 
-typedef enum vec_op { VEC_CREATE, VEC_READ, VEC_WRITE } vec_op;
-typedef enum vec_fill { FILL_NONE, FILL_VALUE, FILL_RANDOM } vec_fill;
-
-typedef struct vec_task {
-    task base;
+typedef struct vec_request {
+    vector_task vt;       /* first: the task's finish finds the request */
     request *r;
-    vec_op op;
-    worker *w;
-    rvec *v;              /* READ/WRITE: the vector; CREATE: the record made on the worker */
-    spmv_dtype dtype;
-    int64_t n;
-    int32_t k;
-    char like[MATFILE_ID_LEN + 1];
-    matrix *m;            /* CREATE of a distributed vector: the sharded matrix it is cut like */
-    bool rows;            /* ... as its rows (y), else as its x entries */
-    void *values;         /* n*k host values: to write, or read back */
-    bool values_from_body;/* `values` is the request body (binary): r->body owns it */
-    vec_fill fill;
-    double fill_value;
-    uint64_t seed;
-    size_t reserved;      /* CREATE: bytes reserved in the quota */
-    bool binary_out;
-    shm_operand so;       /* values from (create, write) or into (read) a region */
-    bufpool_buf *vbuf;    /* their staging buffer when not by DMA */
-    int shm_rc;           /* shm_status of a region that failed on the worker */
-    int rc;
-    spmv_error err;
-} vec_task;
+    bool binary_out;      /* READ: the values as application/octet-stream */
+} vec_request;
 
-static vec_task *T(request *r) { return r->state; }
+static vec_request *Q(request *r) { return r->state; }
+static vector_task *T(request *r) { return &Q(r)->vt; }
 
 static double ttl(spmvd *d) { return (double)atomic_load(&d->vlimits.ttl_s); }
 
@@ -76,164 +54,34 @@ static bool body_is_binary(request *r)
     return ct && strncasecmp(ct, "application/octet-stream", 24) == 0;
 }
 
-static vec_task *task_new(request *r, vec_op op)
+static vector_task *task_new(request *r, vector_op op)
 {
-    vec_task *t = calloc(1, sizeof *t);
-    if (!t) {
+    vec_request *q = calloc(1, sizeof *q);
+    if (!q) {
         api_error(r, 500, "out_of_memory", "out of memory");
         return NULL;
     }
-    t->op = op;
-    t->k = 1;
-    r->state = t;
-    return t;
-}
-
-static void task_free(vec_task *t)
-{
-    if (!t)
-        return;
-    rvec_unref(t->v);
-    if (t->m)
-        matrix_unref(t->m);
-    if (!t->values_from_body)
-        free(t->values);
-    shm_operand_close(&t->so);
-    bufpool_put(t->vbuf);
-    free(t);
-}
-
-/* ------------------------------------------------------ on the worker */
-
-/* A region's values, or a place for them (shm_operand_stage): the pinned
- * pages on a GPU worker, else a pooled buffer (filled with pread for a
- * create or write). NULL with t->rc / t->shm_rc set. */
-static void *region_stage(vec_task *t, bufpool *pool, spmv_gpu_ctx *ctx)
-{
-    void *where = NULL;
-    bool dma = ctx && shm_operand_dma(&t->so);
-    if (!dma && !(t->vbuf = bufpool_get(pool, t->so.bytes))) {
-        t->rc = spmv_error_set(&t->err, SPMV_ERR_NOMEM, 0, "out of memory for %zu bytes", t->so.bytes);
-        return NULL;
-    }
-    if ((t->shm_rc = shm_operand_stage(&t->so, ctx != NULL, dma ? NULL : t->vbuf->ptr, t->op != VEC_READ, &where,
-                                       t->err.message, sizeof t->err.message)))
-        t->rc = SPMV_ERR_INVALID;
-    return t->shm_rc ? NULL : where;
-}
-
-/* After the worker: values read into the region go there, DMA is checked. */
-static void region_unstage(vec_task *t, const void *where)
-{
-    if ((t->shm_rc = shm_operand_unstage(&t->so, where, t->op == VEC_READ, t->err.message, sizeof t->err.message)))
-        t->rc = SPMV_ERR_INVALID;
-}
-
-/* The values of a distributed vector: scattered from or gathered into
- * host memory, a fill run on every rank's slice. */
-static int dist_values(vec_task *t, worker *w, rvec *v, void *host)
-{
-    cluster *c = worker_cluster_of(w);
-    if (t->op == VEC_READ)
-        return cluster_vec_read(c, v->dist, host, &t->err);
-    if (t->fill == FILL_VALUE)
-        return cluster_vec_op(c, CLUSTER_VOP_FILL, t->fill_value, v->dist, 0, NULL, NULL, &t->err);
-    if (t->fill != FILL_RANDOM)
-        return cluster_vec_write(c, v->dist, host, &t->err);
-    /* the same values as a vector of one device would get: drawn on the host, then scattered */
-    spmv_vec tmp;
-    int rc = spmv_vec_alloc(NULL, SPMV_DEVICE_CPU, v->v.dtype, v->v.n, 1, &tmp, &t->err);
-    if (rc == SPMV_OK && (rc = spmv_vec_fill_random(NULL, &tmp, t->seed, &t->err)) == SPMV_OK)
-        rc = cluster_vec_write(c, v->dist, tmp.data, &t->err);
-    spmv_vec_free(NULL, &tmp);
-    return rc;
-}
-
-static void dist_run(vec_task *t, worker *w, void *staged)
-{
-    void *host = staged ? staged : t->values;
-    if (t->op == VEC_CREATE) {
-        spmv_vec shape = {.device = SPMV_DEVICE_CPU, .dtype = t->dtype, .n = t->n, .k = 1};
-        rvec *v = rvec_new(w->d->vectors, w, &shape, t->like);
-        if (!v) {
-            t->rc = spmv_error_set(&t->err, SPMV_ERR_NOMEM, 0, "out of memory for the vector record");
-            return;
-        }
-        if ((t->rc = cluster_vec_new(worker_cluster_of(w), t->m->shards, t->rows, v->id, &v->dist, &t->err)) ||
-            (t->rc = dist_values(t, w, v, host))) {
-            v->store = NULL; /* the reservation is the task's to return */
-            rvec_unref(v);
-            return;
-        }
-        t->v = v;
-        t->reserved = 0;
-        vstore_insert(w->d->vectors, v);
-    } else {
-        t->rc = dist_values(t, w, t->v, host);
-    }
-    if (t->rc == SPMV_OK && staged)
-        region_unstage(t, staged);
-}
-
-static void vec_run(task *base, worker *w)
-{
-    vec_task *t = (vec_task *)base;
-    spmv_gpu_ctx *ctx = worker_gpu_ctx(w);
-    void *staged = NULL;
-    if (t->so.reg && !(staged = region_stage(t, w->d->iobufs, ctx)))
-        return;
-    if (worker_is_cluster(w)) {
-        dist_run(t, w, staged);
-        return;
-    }
-    if (t->op == VEC_READ) {
-        if (!(t->rc = spmv_vec_read(ctx, &t->v->v, staged ? staged : t->values, &t->err)) && ctx)
-            t->rc = spmv_vec_sync(ctx, &t->err);
-        if (!t->rc && staged)
-            region_unstage(t, staged);
-        return;
-    }
-    const void *src = staged ? staged : t->values;
-    spmv_vec nv = {0}, *dst = t->v ? &t->v->v : &nv;
-    if (t->op == VEC_CREATE &&
-        (t->rc = spmv_vec_alloc(ctx, ctx ? SPMV_DEVICE_GPU : SPMV_DEVICE_CPU, t->dtype, t->n, t->k, &nv, &t->err)))
-        return;
-    if (t->fill == FILL_VALUE)
-        t->rc = spmv_vec_fill(ctx, dst, t->fill_value, &t->err);
-    else if (t->fill == FILL_RANDOM)
-        t->rc = spmv_vec_fill_random(ctx, dst, t->seed, &t->err);
-    else
-        t->rc = spmv_vec_write(ctx, dst, src, &t->err);
-    if (t->rc == SPMV_OK && ctx)
-        t->rc = spmv_vec_sync(ctx, &t->err); /* the answer says the values are there */
-    if (t->rc == SPMV_OK && staged)
-        region_unstage(t, staged);
-    if (t->op != VEC_CREATE)
-        return;
-    if (t->rc != SPMV_OK || !(t->v = rvec_new(w->d->vectors, w, &nv, t->like))) {
-        if (t->rc == SPMV_OK)
-            t->rc = spmv_error_set(&t->err, SPMV_ERR_NOMEM, 0, "out of memory for the vector record");
-        spmv_vec_free(ctx, &nv);
-        return;
-    }
-    t->reserved = 0; /* the record owns the quota now; its last unref returns it */
-    vstore_insert(w->d->vectors, t->v);
+    q->vt.op = op;
+    q->vt.k = 1;
+    q->r = r;
+    r->state = q;
+    return &q->vt;
 }
 
 static void vec_finish(task *base, int status)
 {
-    vec_task *t = (vec_task *)base;
+    vec_request *q = (vec_request *)base;
     if (status != SPMV_OK) {
-        t->rc = status;
-        spmv_error_set(&t->err, status, 0, "the daemon is shutting down");
+        q->vt.rc = status;
+        spmv_error_set(&q->vt.err, status, 0, "the daemon is shutting down");
     }
-    api_task_done(t->r);
+    api_task_done(q->r);
 }
 
 /* ------------------------------------------------------------ answers */
 
 /* {"values": [...], <descriptor>}. */
-static char *values_json(spmvd *d, const vec_task *t, size_t *len)
+static char *values_json(spmvd *d, const vector_task *t, size_t *len)
 {
     const spmv_vec *v = &t->v->v;
     return api_json_values_answer("values", v->dtype, t->values, (int32_t)v->n, v->k, rvec_json(t->v, ttl(d)), len);
@@ -241,7 +89,7 @@ static char *values_json(spmvd *d, const vec_task *t, size_t *len)
 
 static void answer(request *r)
 {
-    vec_task *t = T(r);
+    vector_task *t = T(r);
     spmvd *d = r->d;
     if (t->shm_rc) {
         api_shm_error(r, t->shm_rc, t->err.message);
@@ -254,7 +102,7 @@ static void answer(request *r)
             api_error_spmv(r, t->rc, &t->err);
         return;
     }
-    if (t->op == VEC_CREATE) {
+    if (t->op == VECTOR_CREATE) {
         char loc[64];
         snprintf(loc, sizeof loc, "/v1/vectors/%s", t->v->id);
         api_json(r, 201, rvec_json(t->v, ttl(d)));
@@ -263,15 +111,15 @@ static void answer(request *r)
                  spmv_dtype_name(t->v->v.dtype), t->v->w->name);
         return;
     }
-    if (t->op == VEC_WRITE || t->so.reg) {
+    if (t->op == VECTOR_WRITE || t->so.reg) {
         json_t *o = rvec_json(t->v, ttl(d));
-        if (o && t->op == VEC_READ)
+        if (o && t->op == VECTOR_READ)
             json_object_set_new(o, "values", json_pack("{s:s, s:I}", "shm", t->so.reg->name, "offset",
                                                        (json_int_t)t->so.offset));
         api_json(r, 200, o);
         return;
     }
-    if (t->binary_out) {
+    if (Q(r)->binary_out) {
         json_t *desc = rvec_json(t->v, ttl(d));
         char *htext = desc ? api_json_dump(desc, NULL) : NULL;
         json_decref(desc);
@@ -292,10 +140,10 @@ static void answer(request *r)
 
 static void cleanup(request *r)
 {
-    vec_task *t = T(r);
-    if (t && t->reserved)
-        vstore_unreserve(r->d->vectors, t->w, t->reserved);
-    task_free(t);
+    vec_request *q = Q(r);
+    if (q)
+        vector_task_release(&q->vt);
+    free(q);
     r->state = NULL;
 }
 
@@ -314,7 +162,7 @@ static int parse_dtype(request *r, const char *s, spmv_dtype *out)
  * string: like/side/device/dtype/k/n. Sets t->w, dtype, n (0: unknown), k. */
 static int placement(request *r, const json_t *o)
 {
-    vec_task *t = T(r);
+    vector_task *t = T(r);
     spmvd *d = r->d;
 #define OPT(key) (o ? json_string_value(json_object_get(o, key)) : api_query(r, key))
     const char *like = OPT("like"), *side = OPT("side"), *dtype = OPT("dtype");
@@ -411,24 +259,38 @@ static int int_opt(request *r, const json_t *o, const char *key, int64_t lo, int
     return 0;
 }
 
+/* n and k of a fill or of values in a region: those of the vector when
+ * its shape is fixed (n_want, k_want > 0), else the body's `n` and `k`;
+ * without n the answer says what `needs` it. */
+static int shape_from_body(request *r, const json_t *body, int64_t n_want, int32_t k_want, const char *needs)
+{
+    vector_task *t = T(r);
+    int64_t n = n_want > 0 ? n_want : 0, k = k_want > 0 ? k_want : 1;
+    int64_t max_rows = atomic_load(&r->d->limits.max_rows);
+    if ((n_want <= 0 && int_opt(r, body, "n", 1, max_rows, &n)) ||
+        (k_want <= 0 && int_opt(r, body, "k", 1, SPMV_MAX_K, &k)))
+        return -1;
+    if (n < 1) {
+        api_error(r, 400, "invalid_request", "%s `n` (or `like` a matrix)", needs);
+        return -1;
+    }
+    t->n = n;
+    t->k = (int32_t)k;
+    return 0;
+}
+
 /* The values of a create or overwrite in a region: n (and k) given or
  * fixed, the region's bytes checked now, read on the worker. */
 static int values_from_region(request *r, const json_t *body, const char *name, int64_t offset, int64_t n_want,
                               int32_t k_want)
 {
-    vec_task *t = T(r);
+    vector_task *t = T(r);
     char msg[512];
-    int64_t n = n_want > 0 ? n_want : 0, k = k_want > 0 ? k_want : 1;
-    int64_t max_rows = atomic_load(&r->d->limits.max_rows);
-    if (!api_shm_enabled(r) || (n_want <= 0 && int_opt(r, body, "n", 1, max_rows, &n)) ||
-        (k_want <= 0 && int_opt(r, body, "k", 1, SPMV_MAX_K, &k)))
+    if (!api_shm_enabled(r) || shape_from_body(r, body, n_want, k_want, "values in a region need"))
         return -1;
-    if (n < 1) {
-        api_error(r, 400, "invalid_request", "values in a region need `n` (or `like` a matrix)");
-        return -1;
-    }
     size_t vs = spmv_dtype_size(t->dtype);
-    int st = shm_operand_open(r->d->shm, name, offset, (size_t)n * (size_t)k * vs, vs, "values", &t->so, msg, sizeof msg);
+    int st = shm_operand_open(r->d->shm, name, offset, (size_t)t->n * (size_t)t->k * vs, vs, "values", &t->so, msg,
+                              sizeof msg);
     if (st) {
         api_shm_error(r, st, msg);
         return -1;
@@ -438,78 +300,64 @@ static int values_from_region(request *r, const json_t *body, const char *name, 
                   "region serves spmv's x and y", name);
         return -1;
     }
-    t->n = n;
-    t->k = (int32_t)k;
     return 0;
 }
 
-/* The values of a create or overwrite: binary body, JSON array(s),
- * {"values"} or {"fill", "seed"}. n_want/k_want > 0 when the vector's
- * shape is already fixed (PUT, `like`, `n`). */
-static int decode_values(request *r, json_t *body, int64_t n_want, int32_t k_want)
+/* The values as the binary body (no copy): a whole number of columns of
+ * k (the query's `k`, or fixed) values, n of them when fixed. */
+static int values_from_binary(request *r, int64_t n_want, int32_t k_want)
 {
-    vec_task *t = T(r);
+    vector_task *t = T(r);
     size_t vs = spmv_dtype_size(t->dtype);
-    api_fail f = {0};
-    if (body_is_binary(r)) {
-        int64_t k = k_want > 0 ? k_want : 1;
-        if (k_want <= 0 && int_opt(r, NULL, "k", 1, SPMV_MAX_K, &k))
-            return -1;
-        size_t colbytes = vs * (size_t)k;
-        int64_t n = (int64_t)(r->body_len / colbytes);
-        if (r->body_len % colbytes || (n_want > 0 && n != n_want) || n < 1) {
-            api_error(r, 400, "shape_mismatch",
-                      "the body has %zu bytes: %s values of %d column%s of %s%s%lld%s are needed", r->body_len,
-                      n_want > 0 ? "" : "a whole number of", (int)k, k == 1 ? "" : "s", spmv_dtype_name(t->dtype),
-                      n_want > 0 ? " (" : "", (long long)(n_want > 0 ? n_want : 0), n_want > 0 ? " values a column)" : "");
-            return -1;
-        }
-        t->n = n;
-        t->k = (int32_t)k;
-        t->values = r->body; /* no copy */
-        t->values_from_body = true;
-        return 0;
-    }
-    const json_t *vals = json_is_array(body) ? body : json_object_get(body, "values");
-    const json_t *fill = json_is_object(body) ? json_object_get(body, "fill") : NULL;
-    if (vals && fill) {
-        api_error(r, 400, "invalid_request", "give `values` or `fill`, not both");
+    int64_t k = k_want > 0 ? k_want : 1;
+    if (k_want <= 0 && int_opt(r, NULL, "k", 1, SPMV_MAX_K, &k))
+        return -1;
+    size_t colbytes = vs * (size_t)k;
+    int64_t n = (int64_t)(r->body_len / colbytes);
+    if (r->body_len % colbytes || (n_want > 0 && n != n_want) || n < 1) {
+        api_error(r, 400, "shape_mismatch",
+                  "the body has %zu bytes: %s values of %d column%s of %s%s%lld%s are needed", r->body_len,
+                  n_want > 0 ? "" : "a whole number of", (int)k, k == 1 ? "" : "s", spmv_dtype_name(t->dtype),
+                  n_want > 0 ? " (" : "", (long long)(n_want > 0 ? n_want : 0), n_want > 0 ? " values a column)" : "");
         return -1;
     }
-    char name[SHM_NAME_MAX + 1];
-    int64_t offset;
-    int ref = vals ? api_shm_ref(vals, "values", name, &offset, &f) : 0;
-    if (ref < 0) {
+    t->n = n;
+    t->k = (int32_t)k;
+    t->values = r->body;
+    t->values_from_body = true;
+    return 0;
+}
+
+/* The values as a JSON array (or k arrays). */
+static int values_from_json(request *r, const json_t *vals, int64_t n_want, int32_t k_want)
+{
+    vector_task *t = T(r);
+    api_fail f = {0};
+    int64_t n;
+    int32_t k;
+    if (api_values_from_json(vals, n_want > 0 ? n_want : -1, t->dtype, "values", &t->values, &n, &k, &f)) {
         api_error(r, f.status, f.code, "%s", f.message);
         return -1;
     }
-    if (ref > 0)
-        return values_from_region(r, body, name, offset, n_want, k_want);
-    if (vals) {
-        int64_t n;
-        int32_t k;
-        if (api_values_from_json(vals, n_want > 0 ? n_want : -1, t->dtype, "values", &t->values, &n, &k, &f)) {
-            api_error(r, f.status, f.code, "%s", f.message);
-            return -1;
-        }
-        if ((k_want > 0 && k != k_want) || n < 1) {
-            api_error(r, 400, "shape_mismatch", "`values` has %d column%s of %lld; %d of %lld are needed", k,
-                      k == 1 ? "" : "s", (long long)n, k_want > 0 ? k_want : k, (long long)(n_want > 0 ? n_want : 1));
-            return -1;
-        }
-        t->n = n;
-        t->k = k;
-        return 0;
-    }
-    if (!fill) {
-        api_error(r, 400, "invalid_request", "the body needs `values` (or is an array) or `fill`");
+    if ((k_want > 0 && k != k_want) || n < 1) {
+        api_error(r, 400, "shape_mismatch", "`values` has %d column%s of %lld; %d of %lld are needed", k,
+                  k == 1 ? "" : "s", (long long)n, k_want > 0 ? k_want : k, (long long)(n_want > 0 ? n_want : 1));
         return -1;
     }
+    t->n = n;
+    t->k = k;
+    return 0;
+}
+
+/* {"fill": value | "random", "seed"}: the values made on the worker. */
+static int values_from_fill(request *r, const json_t *body, const json_t *fill, int64_t n_want, int32_t k_want)
+{
+    vector_task *t = T(r);
     if (json_is_number(fill) && isfinite(json_number_value(fill))) {
-        t->fill = FILL_VALUE;
+        t->fill = VECTOR_FILL_VALUE;
         t->fill_value = json_number_value(fill);
     } else if (json_is_string(fill) && strcmp(json_string_value(fill), "random") == 0) {
-        t->fill = FILL_RANDOM;
+        t->fill = VECTOR_FILL_RANDOM;
         json_t *s = json_object_get(body, "seed");
         if (s && (!json_is_integer(s) || json_integer_value(s) < 0)) {
             api_error(r, 400, "invalid_request", "`seed` must be a non-negative integer");
@@ -520,17 +368,39 @@ static int decode_values(request *r, json_t *body, int64_t n_want, int32_t k_wan
         api_error(r, 400, "invalid_request", "`fill` must be a finite number or \"random\"");
         return -1;
     }
-    int64_t n = n_want > 0 ? n_want : 0, k = k_want > 0 ? k_want : 1;
-    int64_t max_rows = atomic_load(&r->d->limits.max_rows);
-    if ((n_want <= 0 && int_opt(r, body, "n", 1, max_rows, &n)) || (k_want <= 0 && int_opt(r, body, "k", 1, SPMV_MAX_K, &k)))
-        return -1;
-    if (n < 1) {
-        api_error(r, 400, "invalid_request", "a fill needs `n` (or `like` a matrix)");
+    return shape_from_body(r, body, n_want, k_want, "a fill needs");
+}
+
+/* The values of a create or overwrite: binary body, JSON array(s),
+ * {"values"} or {"fill", "seed"}. n_want/k_want > 0 when the vector's
+ * shape is already fixed (PUT, `like`, `n`). */
+static int decode_values(request *r, json_t *body, int64_t n_want, int32_t k_want)
+{
+    if (body_is_binary(r))
+        return values_from_binary(r, n_want, k_want);
+    const json_t *vals = json_is_array(body) ? body : json_object_get(body, "values");
+    const json_t *fill = json_is_object(body) ? json_object_get(body, "fill") : NULL;
+    if (vals && fill) {
+        api_error(r, 400, "invalid_request", "give `values` or `fill`, not both");
         return -1;
     }
-    t->n = n;
-    t->k = (int32_t)k;
-    return 0;
+    char name[SHM_NAME_MAX + 1];
+    int64_t offset;
+    api_fail f = {0};
+    int ref = vals ? api_shm_ref(vals, "values", name, &offset, &f) : 0;
+    if (ref < 0) {
+        api_error(r, f.status, f.code, "%s", f.message);
+        return -1;
+    }
+    if (ref > 0)
+        return values_from_region(r, body, name, offset, n_want, k_want);
+    if (vals)
+        return values_from_json(r, vals, n_want, k_want);
+    if (!fill) {
+        api_error(r, 400, "invalid_request", "the body needs `values` (or is an array) or `fill`");
+        return -1;
+    }
+    return values_from_fill(r, body, fill, n_want, k_want);
 }
 
 static json_t *load_body(request *r)
@@ -575,23 +445,22 @@ static void collect(request *r, const char *data, size_t size)
 
 static void post_begin(request *r)
 {
-    if (task_new(r, VEC_CREATE))
+    if (task_new(r, VECTOR_CREATE))
         api_check_content_length(r, atomic_load(&r->d->limits.max_body_bytes));
 }
 
 static void submit(request *r)
 {
-    vec_task *t = T(r);
-    t->base.run = vec_run;
+    vector_task *t = T(r);
+    t->base.run = vector_task_run;
     t->base.finish = vec_finish;
-    t->r = r;
     api_submit_and_suspend(r, t->w, &t->base);
 }
 
 static void post_end(request *r)
 {
     static const char *const keys[] = {"values", "n", "k", "fill", "seed", "dtype", "like", "side", "device", NULL};
-    vec_task *t = T(r);
+    vector_task *t = T(r);
     json_t *body = NULL;
     int64_t max_rows = atomic_load(&r->d->limits.max_rows);
     if (!body_is_binary(r) && !(body = load_body(r)))
@@ -628,7 +497,7 @@ out:
 }
 
 /* The vector of r->id, referenced into the task, or a 404 answered. */
-static rvec *get_vector(request *r, vec_task *t)
+static rvec *get_vector(request *r, vector_task *t)
 {
     if (!(t->v = vstore_get(r->d->vectors, r->id)))
         api_error(r, 404, "vector_not_found", "no vector %s (deleted, expired after vector_ttl_s %lld s idle, or never "
@@ -640,7 +509,7 @@ static rvec *get_vector(request *r, vec_task *t)
 
 static void get_end(request *r)
 {
-    vec_task *t = task_new(r, VEC_READ);
+    vector_task *t = task_new(r, VECTOR_READ);
     if (!t || !get_vector(r, t))
         return;
     const char *name = api_query(r, "shm"), *off = api_query(r, "offset");
@@ -664,7 +533,7 @@ static void get_end(request *r)
             submit(r);
         return;
     }
-    t->binary_out = wants_binary(r);
+    Q(r)->binary_out = wants_binary(r);
     if (!(t->values = malloc(spmv_vec_bytes(&t->v->v) ? spmv_vec_bytes(&t->v->v) : 1))) {
         api_error(r, 507, "out_of_memory", "no host memory to read %zu bytes", spmv_vec_bytes(&t->v->v));
         return;
@@ -674,14 +543,14 @@ static void get_end(request *r)
 
 static void put_begin(request *r)
 {
-    if (task_new(r, VEC_WRITE))
+    if (task_new(r, VECTOR_WRITE))
         api_check_content_length(r, atomic_load(&r->d->limits.max_body_bytes));
 }
 
 static void put_end(request *r)
 {
     static const char *const keys[] = {"values", "fill", "seed", NULL};
-    vec_task *t = T(r);
+    vector_task *t = T(r);
     json_t *body = NULL;
     if (!get_vector(r, t))
         return;

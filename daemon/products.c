@@ -1,15 +1,15 @@
 /* products.c — the task body of a product (daemon/products.h).
  *
  * On the worker's thread: operands in regions are staged (the pinned pages
- * for DMA on a GPU, else a pooled buffer read with pread), y gets a pooled
- * buffer (poisoned on the host: a kernel that leaves a row unwritten shows
- * NaN), `auto` resolves to the tuned kernel, and the kernel runs through
- * the worker: plain y = A*x with host arrays (worker_run_kernel_k), or
- * y = alpha*op(A)*x + beta*y on vectors of the worker's device
- * (worker_run_apply) when any operand is resident or alpha is not 1. A
- * sharded product goes to the cluster worker's worker_cluster_spmv.
- * `verify` recomputes y with cpu.csr.serial and keeps the worst column's
- * relative error.
+ * for DMA on a GPU, else a pooled buffer read with pread: daemon/shm.h's
+ * shm_operand_stage_pooled), y gets a pooled buffer (poisoned on the host:
+ * a kernel that leaves a row unwritten shows NaN), `auto` resolves to the
+ * tuned kernel, and the kernel runs through the worker: plain y = A*x with
+ * host arrays (worker_run_kernel_k), or y = alpha*op(A)*x + beta*y on
+ * vectors of the worker's device (worker_run_apply) when any operand is
+ * resident or alpha is not 1. A sharded product goes to the cluster
+ * worker's worker_cluster_spmv. `verify` recomputes y with cpu.csr.serial
+ * and keeps the worst column's relative error.
  */
 #include <math.h>
 #include <stdio.h>
@@ -69,28 +69,23 @@ out:
     return rc;
 }
 
-/* Operands in regions onto the worker (shm_operand_stage): x from the
- * pinned pages or read into a pooled buffer, y to be written to the pinned
- * pages or staged in one. SPMV_OK, or SPMV_ERR_INVALID with t->shm_rc and
- * the message set. */
+/* Operands in regions onto the worker (shm_operand_stage_pooled): x from
+ * the pinned pages or read into a pooled buffer, y to be written to the
+ * pinned pages or staged in a pooled buffer. SPMV_OK, or
+ * SPMV_ERR_INVALID with t->shm_rc and the message set. */
 static int shm_stage(product *t, worker *w)
 {
     bool gpu = worker_gpu_ctx(w) != NULL;
     int st = SHM_OK;
-    void *where;
     if (t->xs.reg && !t->xcuda) {
-        bool dma = gpu && shm_operand_dma(&t->xs); /* then no buffer is needed */
-        if (!dma && !(t->x_buf = bufpool_get(t->d->iobufs, t->xs.bytes)))
-            return t->rc = spmv_error_set(&t->err, SPMV_ERR_NOMEM, 0, "out of memory for x");
-        st = shm_operand_stage(&t->xs, gpu, dma ? NULL : t->x_buf->ptr, true, &where, t->err.message,
-                               sizeof t->err.message);
-        t->x = where;
-        t->x_borrowed = dma;
+        st = shm_operand_stage_pooled(&t->xs, gpu, true, t->d->iobufs, &t->x_buf, &t->x, t->err.message,
+                                      sizeof t->err.message);
+        t->x_borrowed = !t->x_buf; /* the pinned pages */
     }
-    if (!st && t->ys.reg && !t->ycuda &&
-        !(st = shm_operand_stage(&t->ys, gpu, NULL, false, &where, t->err.message, sizeof t->err.message)) && where) {
-        t->y = where; /* the pinned pages; else y comes from the pool below */
-        t->y_borrowed = true;
+    if (!st && t->ys.reg && !t->ycuda) {
+        st = shm_operand_stage_pooled(&t->ys, gpu, false, t->d->iobufs, &t->y_buf, &t->y, t->err.message,
+                                      sizeof t->err.message);
+        t->y_borrowed = !t->y_buf;
     }
     if (st)
         t->shm_rc = st, t->rc = SPMV_ERR_INVALID;
@@ -127,16 +122,16 @@ void product_run(task *base, worker *w)
     }
     if (((t->xs.reg && !t->xcuda) || (t->ys.reg && !t->ycuda)) && shm_stage(t, w) != SPMV_OK)
         return;
-    if (!t->yv && !t->y_borrowed && !t->ycuda) {
+    if (!t->yv && !t->ycuda && !t->y) { /* y goes back in the answer */
         if (!(t->y_buf = bufpool_get(t->d->iobufs, bytes))) {
             t->rc = spmv_error_set(&t->err, SPMV_ERR_NOMEM, 0, "out of memory for y");
             return;
         }
         t->y = t->y_buf->ptr;
-        /* a GPU product poisons its device y and copies all of it back */
-        if (!worker_gpu_ctx(w))
-            poison(t->y, dt, (int32_t)(ny < INT32_MAX ? ny : INT32_MAX));
     }
+    /* a GPU product poisons its device y and copies all of it back */
+    if (t->y_buf && !worker_gpu_ctx(w))
+        poison(t->y, dt, (int32_t)(ny < INT32_MAX ? ny : INT32_MAX));
     if (t->sharded) {
         cluster_operands io = {.x = t->xv ? NULL : t->x, .xv = t->xv ? t->xv->dist : NULL,
                                .y = t->yv ? NULL : t->y, .yv = t->yv ? t->yv->dist : NULL,

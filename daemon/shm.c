@@ -495,8 +495,8 @@ shm_status shm_operand_write(const shm_operand *o, const void *src, char *msg, s
     return copy_operand(o, (char *)(uintptr_t)src, true, msg, msglen);
 }
 
-shm_status shm_operand_stage(const shm_operand *o, bool gpu, void *buf, bool in, void **where, char *msg,
-                             size_t msglen)
+shm_status shm_operand_stage_pooled(const shm_operand *o, bool gpu, bool in, bufpool *pool, bufpool_buf **buf,
+                                    void **where, char *msg, size_t msglen)
 {
     *where = NULL;
     shm_status st = shm_check_live(o->reg, msg, msglen);
@@ -504,8 +504,10 @@ shm_status shm_operand_stage(const shm_operand *o, bool gpu, void *buf, bool in,
         return st;
     if (gpu && (*where = shm_operand_dma(o)))
         return SHM_OK;
-    *where = buf;
-    return in ? shm_operand_read(o, buf, msg, msglen) : SHM_OK;
+    if (!(*buf = bufpool_get(pool, o->bytes)))
+        return fail(msg, msglen, SHM_NOMEM, "out of memory for %zu bytes", o->bytes);
+    *where = (*buf)->ptr;
+    return in ? shm_operand_read(o, *where, msg, msglen) : SHM_OK;
 }
 
 shm_status shm_operand_unstage(const shm_operand *o, const void *where, bool out, char *msg, size_t msglen)

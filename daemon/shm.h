@@ -28,7 +28,9 @@
  * cannot shrink under us; the client must unregister before it frees it.
  *
  * daemon/shm.c implements the registry, api/shm.c the /v1/shm routes;
- * api/spmv.c and api/vectors.c take operands in regions.
+ * api/spmv.c and api/vectors.c take operands in regions, which their
+ * task bodies (daemon/products.c, daemon/vector_tasks.c) stage on the
+ * worker with shm_operand_stage_pooled and shm_operand_unstage.
  */
 #ifndef SPMVD_SHM_H
 #define SPMVD_SHM_H
@@ -39,6 +41,8 @@
 #include <stddef.h>
 #include <stdint.h>
 #include <sys/types.h>
+
+#include "daemon/bufpool.h"
 
 #define SHM_NAME_MAX 200
 
@@ -55,6 +59,7 @@ typedef enum shm_status {
     SHM_GONE,         /* 410 shm_gone: shrunk or unlinked since registration */
     SHM_LIMIT,        /* 507 shm_limit: max_shm_regions */
     SHM_IO,           /* 500 io_error: mmap, pread, pwrite failed */
+    SHM_NOMEM,        /* 500 out_of_memory: no staging buffer for a worker */
 } shm_status;
 
 typedef struct shm_region {
@@ -138,10 +143,12 @@ shm_status shm_operand_write(const shm_operand *o, const void *src, char *msg, s
 void *shm_operand_dma(const shm_operand *o);
 /* Where a worker reads an operand (in: x, vector values) or writes one
  * (out: y, a vector read into the region): on a GPU worker with a pinned
- * region the pages themselves (DMA, no copy), else `buf` of o->bytes, filled
- * with pread when `in`. The region is checked first. SHM_OK with *where. */
-shm_status shm_operand_stage(const shm_operand *o, bool gpu, void *buf, bool in, void **where, char *msg,
-                             size_t msglen);
+ * region the pages themselves (DMA, no copy; *buf stays NULL), else a
+ * buffer of o->bytes from `pool` (*buf, the caller puts it back), filled
+ * with pread when `in`. The region is checked first. SHM_OK with *where,
+ * SHM_NOMEM when the pool has no buffer, another status with msg. */
+shm_status shm_operand_stage_pooled(const shm_operand *o, bool gpu, bool in, bufpool *pool, bufpool_buf **buf,
+                                    void **where, char *msg, size_t msglen);
 /* After the worker: an `out` operand staged in a buffer goes to the region
  * with pwrite; one moved by DMA is checked again (pinned pages outlive a
  * shrink, but what went through them is no longer the client's). */

@@ -14,8 +14,9 @@
  * its memory when the task is done.
  *
  * This header is the registry's interface: daemon/vectors.c implements the
- * registry, api/vectors.c the /v1/vectors routes, api/ops.c POST
- * /v1/ops; api/spmv.c and api/solve.c take vectors as operands.
+ * registry, api/vectors.c the /v1/vectors routes over the task bodies of
+ * daemon/vector_tasks.c, api/ops.c POST /v1/ops over daemon/ops.c;
+ * api/spmv.c and api/solve.c take vectors as operands.
  *
  * A vector made like a sharded matrix (issue 16) is distributed: each MPI
  * rank holds its slice where its shard is (cluster/vectors.c), and the

@@ -1,0 +1,291 @@
+/* upload.c — a new matrix built, placed and stored (daemon/upload.h).
+ *
+ * The host CSR is built in the asked dtype on the HTTP thread that read
+ * the body: a Matrix Market reader's COO converted (and freed at once),
+ * an .npz's float64 CSR cast, a generated one taken as built; "mixed"
+ * rounds the values to float32. Any other host formats asked for are built
+ * with the matrix when it stays on the host; a GPU matrix keeps only the
+ * CSR on the host and builds the rest on the device on first use.
+ *
+ * A device matrix is loaded by its worker while the HTTP thread writes its
+ * file under a temporary name: the two overlap, and either failing keeps
+ * nothing (a failed load removes the staged file; a failed write leaves
+ * the device copy to go with the matrix). A generated matrix is bounded
+ * before any of it is allocated: its shape by max_rows, its entries by
+ * max_nnz and by what the host's memory (MemAvailable) can hold.
+ *
+ * Under mpirun (issue 16) a matrix is sharded when the request says so
+ * (shard=true) or by configuration: at least shard_nnz entries, or
+ * (shard_when_full) bound for a GPU and larger than every GPU of rank 0
+ * can take. It is held whole on rank 0's host, which is what is stored
+ * and what a restart re-shards, and the cluster worker cuts it into row
+ * blocks and sends every rank its shard while the file is written.
+ */
+#include <stdio.h>
+#include <string.h>
+#include <time.h>
+
+#include "daemon/daemon.h"
+#include "daemon/log.h"
+#include "daemon/upload.h"
+
+void upload_init(upload *u, spmvd *d)
+{
+    u->d = d;
+    u->symmetry = SPMV_MM_GENERAL;
+    atomic_init(&u->load_failed, false);
+}
+
+/* ----------------------------------------------------------- generate */
+
+/* Bytes the host can still give (MemAvailable), or -1 when unknown. */
+static int64_t host_available_bytes(void)
+{
+    FILE *f = fopen("/proc/meminfo", "r");
+    char line[256];
+    long long kb = -1;
+    while (f && fgets(line, sizeof line, f))
+        if (sscanf(line, "MemAvailable: %lld kB", &kb) == 1)
+            break;
+    if (f)
+        fclose(f);
+    return kb < 0 ? -1 : (int64_t)kb * 1024;
+}
+
+/* The entries a generated matrix of `rows` rows may have: max_nnz, and
+ * what the host's memory (avail bytes, <= 0 unknown) holds: the row
+ * offsets of pass 1 (8 bytes a row) and the entries (a column and a value
+ * each), a tenth of what is available kept for everything else. */
+static int gen_nnz_limit(const upload *u, int64_t rows, int64_t avail, int64_t *limit, spmv_error *err)
+{
+    *limit = atomic_load(&u->d->limits.max_nnz);
+    if (avail <= 0)
+        return SPMV_OK;
+    int64_t room = avail - avail / 10 - (rows + 1) * 8;
+    int64_t fit = room > 0 ? room / (int64_t)(4 + spmv_dtype_size(u->spec.dtype)) : 0;
+    if (fit < 1 && rows > 0)
+        return spmv_error_set(err, SPMV_ERR_LIMIT, 0, "%s with n = %lld: its %lld row offsets alone do not fit "
+                              "the host's memory", spmv_gen_kind_name(u->recipe.kind), (long long)u->recipe.n,
+                              (long long)rows);
+    *limit = fit < *limit ? fit : *limit;
+    return SPMV_OK;
+}
+
+int upload_generate(upload *u, spmv_error *err)
+{
+    const spmv_gen_spec *g = &u->recipe;
+    double t0 = spmv_now_ms();
+    int64_t rows = 0, cols = 0, limit = 0, max_rows = atomic_load(&u->d->limits.max_rows);
+    int rc = spmv_gen_shape(g, &rows, &cols, err);
+    if (rc == SPMV_OK && (rows > max_rows || cols > max_rows)) /* max_rows bounds the columns too, as for uploads */
+        rc = spmv_error_set(err, SPMV_ERR_LIMIT, 0, "%s with n = %lld is %lld x %lld, past max_rows",
+                            spmv_gen_kind_name(g->kind), (long long)g->n, (long long)rows, (long long)cols);
+    /* the host's memory bounds the build as max_nnz does: nothing of it is allocated before the count */
+    int64_t avail = host_available_bytes();
+    if (rc == SPMV_OK)
+        rc = gen_nnz_limit(u, rows, avail, &limit, err);
+    if (rc == SPMV_OK)
+        rc = spmv_gen_csr(g, u->spec.dtype, u->spec.offsets64, limit, &u->csr, err);
+    u->parse_ms = spmv_now_ms() - t0;
+    if (rc == SPMV_ERR_LIMIT) {
+        char why[sizeof err->message];
+        snprintf(why, sizeof why, "%s", err->message);
+        return spmv_error_set(err, rc, 0, "`generate`: %s (this daemon's max_nnz %lld, max_rows %lld; the host has "
+                              "%lld bytes of memory available, 90 %% of which a build may take)", why,
+                              (long long)atomic_load(&u->d->limits.max_nnz), (long long)max_rows, (long long)avail);
+    }
+    if (rc != SPMV_OK)
+        return rc;
+    u->generated = true;
+    log_info("upload: generated %s n %lld per_row %d dense_len %lld seed %llu: %d x %d, %lld non-zeros in %.1f ms",
+             spmv_gen_kind_name(g->kind), (long long)g->n, g->per_row, (long long)g->dense_len,
+             (unsigned long long)g->seed, u->csr.rows, u->csr.cols, (long long)u->csr.nnz, u->parse_ms);
+    return SPMV_OK;
+}
+
+/* -------------------------------------------------------------- build */
+
+/* The host CSR in the asked dtype, in u->csr: the Matrix Market reader's
+ * COO converted (and freed: it is not needed past this), or the .npz
+ * reader's float64 CSR as it is (its values cast for float32); a
+ * generated CSR is in its dtype already. */
+static int host_csr(upload *u, spmv_error *err)
+{
+    const upload_spec *o = &u->spec;
+    int rc = SPMV_OK;
+    if (u->generated) {
+        /* built in its dtype (float64 for mixed) */
+    } else if (u->from_coo) {
+        rc = spmv_coo_to_csr(&u->coo, o->dtype, &u->csr, err);
+        spmv_coo_free(&u->coo);
+    } else if (u->csr.dtype != o->dtype) {
+        rc = spmv_csr_to_dtype(&u->csr, o->dtype, err);
+    }
+    if (rc == SPMV_OK && o->mixed)
+        rc = spmv_csr_round_to_float32(&u->csr, err);
+    return rc;
+}
+
+/* Sharding by configuration (issue 16), for an upload under mpirun (more
+ * than one rank, the cluster healthy) that names neither `shard` nor
+ * `device`: at least shard_nnz entries, or (shard_when_full) bound for a
+ * GPU with a CSR larger than the free memory of every GPU of rank 0 less
+ * device_reserve_bytes. Says why in `why`. */
+static bool shard_by_config(upload *u, char *why, size_t len)
+{
+    spmvd *d = u->d;
+    const upload_spec *o = &u->spec;
+    const spmv_csr *c = &u->csr;
+    if (o->placed || spmv_csr_wide(c) || !d->cluster_worker || cluster_size(d->cluster) < 2 ||
+        cluster_failed(d->cluster))
+        return false;
+    if (d->cfg.shard_nnz > 0 && c->nnz >= d->cfg.shard_nnz) {
+        snprintf(why, len, "%lld entries >= shard_nnz %lld", (long long)c->nnz, (long long)d->cfg.shard_nnz);
+        return true;
+    }
+    if (!d->cfg.shard_when_full || o->device != -2)
+        return false;
+    size_t need = ((size_t)c->rows + 1) * 4 + (size_t)c->nnz * (4 + spmv_dtype_size(o->dtype)), most = 0;
+    for (int i = 0; i < d->ngpus; i++) {
+        worker_info wi;
+        d->gpus[i]->ops->info(d->gpus[i], &wi);
+        size_t reserve = (size_t)d->cfg.device_reserve_bytes;
+        size_t avail = wi.have_gpu_info && wi.gpu_info.mem_free > reserve ? wi.gpu_info.mem_free - reserve : 0;
+        most = avail > most ? avail : most;
+    }
+    if (need <= most)
+        return false;
+    snprintf(why, len, "its CSR (%zu bytes) fits none of rank 0's GPUs (the most free: %zu bytes), shard_when_full",
+             need, most);
+    return true;
+}
+
+/* The new matrix's header: its id, what was asked, how it was read. */
+static void new_meta(const upload *u, matfile_meta *meta)
+{
+    const upload_spec *o = &u->spec;
+    memset(meta, 0, sizeof *meta);
+    store_new_id(meta->id);
+    snprintf(meta->name, sizeof meta->name, "%s", o->name);
+    meta->symmetry = u->symmetry;
+    meta->formats = o->formats;
+    meta->hack_size = o->hack_size;
+    meta->device = o->device == -1 ? MATFILE_DEVICE_HOST : 0;
+    meta->created = (int64_t)time(NULL);
+    meta->parse_ms = u->parse_ms;
+    meta->mixed = o->mixed;
+    meta->generated = u->generated;
+    meta->recipe = u->recipe;
+}
+
+int upload_build(upload *u, spmv_error *err)
+{
+    upload_spec *o = &u->spec;
+    matfile_meta meta;
+    new_meta(u, &meta);
+    double t0 = spmv_now_ms();
+    int rc = host_csr(u, err);
+    if (rc == SPMV_OK && o->offsets64)
+        rc = spmv_csr_widen(&u->csr, err);
+    if (rc == SPMV_OK && spmv_csr_wide(&u->csr) && (o->shard || o->formats != SPMV_FMT_CSR))
+        return spmv_error_set(err, SPMV_ERR_LIMIT, 0, "matrix of %lld non-zeros with 64-bit row offsets%s: it is "
+                              "held as CSR only, on the host or one GPU, in this version, not %s",
+                              (long long)u->csr.nnz, o->offsets64 ? " (offsets=64)" : "",
+                              o->shard ? "sharded" : "with other formats (`formats`)");
+    char why[256];
+    if (rc == SPMV_OK && shard_by_config(u, why, sizeof why)) {
+        log_info("upload %s: sharded across the ranks: %s", meta.id, why);
+        o->shard = true;
+    }
+    meta.sharded = o->shard;
+    /* a GPU matrix keeps only the CSR on the host; other formats live on the device */
+    spmv_format_limits lim = spmvd_format_limits(u->d);
+    if (rc == SPMV_OK)
+        rc = matrix_new_from_csr(&meta, &u->csr, o->device == -1 && !o->shard ? o->formats : SPMV_FMT_CSR, &lim,
+                                 &u->m, err);
+    if (rc != SPMV_OK)
+        return rc;
+    u->m->meta.convert_ms = spmv_now_ms() - t0;
+    return SPMV_OK;
+}
+
+/* -------------------------------------------------------------- place */
+
+worker *upload_place(upload *u)
+{
+    const upload_spec *o = &u->spec;
+    if (o->device == -1 && !o->shard)
+        return u->w = NULL;
+    if (o->shard) { /* the host CSR is what the shards are cut from */
+        u->shard_gpu = o->device != -1;
+        u->w = u->d->cluster_worker;
+    } else {
+        u->w = spmvd_pick_gpu(u->d, o->device == -2 ? -1 : o->device);
+        u->m->meta.device = u->w->gpu; /* known now: the file is written while the load runs */
+    }
+    u->meta = u->m->meta; /* a copy: the worker fills in its timings meanwhile */
+    return u->w;
+}
+
+int upload_store(upload *u, spmv_error *err)
+{
+    int rc = store_insert(u->d->store, u->m, err);
+    if (rc != SPMV_OK)
+        log_error("upload: %s", err->message);
+    return rc;
+}
+
+void upload_load_run(task *t, worker *w)
+{
+    upload *u = (upload *)t;
+    if (u->m->meta.sharded)
+        u->rc = worker_cluster_load(w, u->m, u->shard_gpu, false, &u->err);
+    else
+        u->rc = w->ops->matrix_load(w, u->m, &u->err);
+}
+
+void upload_load_done(upload *u, int status)
+{
+    if (status != SPMV_OK) {
+        u->rc = status;
+        spmv_error_set(&u->err, status, 0, "the daemon is shutting down");
+    }
+    if (u->rc != SPMV_OK)
+        atomic_store(&u->load_failed, true); /* a 507 need not wait for the file it would remove */
+}
+
+void upload_stage(upload *u)
+{
+    u->store_rc = store_stage(u->d->store, &u->meta, &u->m->host.csr, &u->load_failed, &u->staged, &u->store_err);
+}
+
+/* A failed load wins (as when the file was written after it), then a
+ * failed write; else the file gets its name and the matrix is listed.
+ * What is not kept goes: the staged file here, the device copy with the
+ * matrix in upload_release. */
+int upload_commit(upload *u, spmv_error *err)
+{
+    if (u->rc != SPMV_OK) {
+        store_discard(&u->staged);
+        *err = u->err;
+        return u->rc;
+    }
+    if (u->store_rc != SPMV_OK) {
+        log_error("upload: %s", u->store_err.message);
+        *err = u->store_err;
+        return u->store_rc;
+    }
+    int rc = store_commit(u->d->store, u->m, &u->staged, err);
+    if (rc != SPMV_OK)
+        log_error("upload: %s", err->message);
+    return rc;
+}
+
+void upload_release(upload *u)
+{
+    spmv_coo_free(&u->coo);
+    spmv_csr_free(&u->csr);
+    store_discard(&u->staged);
+    matrix_unref(u->m);
+    u->m = NULL;
+}

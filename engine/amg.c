@@ -1,0 +1,810 @@
+/* amg.c — smoothed aggregation AMG: the setup and the host V-cycle
+ * (amg.h says what the algorithm is).
+ *
+ * The setup's products (A T, A P, R (A P)) are the engine's own SpMSpM
+ * (cpu.spmspm.omp, sorted CSR out); strength, aggregation and the
+ * tentative prolongator are linear passes over a level's rows. The
+ * aggregation is PyAMG's "standard" one, serial (three passes: a root and
+ * its whole unaggregated neighbourhood; leftovers join a neighbouring
+ * aggregate; what remains forms new aggregates), so a hierarchy is the
+ * same whatever the number of threads. An isolated node (no strong
+ * neighbour: a Dirichlet row) is in no aggregate: the smoother alone
+ * handles it, as in PyAMG.
+ */
+#include <math.h>
+#include <omp.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "amg.h"
+#include "formats.h"
+
+#define MAX_K 16
+#define RHO_ITERS 20
+
+void spmv_amg_defaults(spmv_amg_options *o)
+{
+    memset(o, 0, sizeof *o);
+    o->max_levels = 10;
+    o->max_coarse = 500;
+    o->strength = 0.0;
+    o->smoother = SPMV_AMG_CHEBYSHEV;
+    o->presmooth = o->postsmooth = 1;
+    o->degree = 2;
+    o->block_size = 1;
+}
+
+int spmv_amg_check_options(const spmv_amg_options *o, int32_t rows, spmv_error *err)
+{
+    const char *bad = o->max_levels < 1 || o->max_levels > 32           ? "max_levels must be 1..32"
+                      : o->max_coarse < 1 || o->max_coarse > 10000     ? "max_coarse must be 1..10000"
+                      : !(o->strength >= 0.0 && o->strength < 1.0)     ? "strength must be in [0, 1)"
+                      : o->presmooth < 0 || o->presmooth > 10          ? "presmooth must be 0..10"
+                      : o->postsmooth < 0 || o->postsmooth > 10        ? "postsmooth must be 0..10"
+                      : o->degree < 1 || o->degree > 10                ? "degree must be 1..10"
+                      : o->block_size < 1 || o->block_size > 8         ? "block_size must be 1..8"
+                      : rows % o->block_size                           ? "the rows are not a multiple of block_size"
+                      : o->near_nullspace && (o->nullspace_k < 1 || o->nullspace_k > MAX_K)
+                          ? "near_nullspace must have 1..16 columns"
+                          : NULL;
+    if (bad)
+        return spmv_error_set(err, SPMV_ERR_INVALID, 0, "amg: %s", bad);
+    if ((unsigned)o->smoother > SPMV_AMG_JACOBI)
+        return spmv_error_set(err, SPMV_ERR_INVALID, 0, "amg: unknown smoother %d", (int)o->smoother);
+    return SPMV_OK;
+}
+
+/* ------------------------------------------------------------ CSR */
+
+static int csr_alloc(spmv_csr *m, int32_t rows, int32_t cols, int64_t nnz, spmv_error *err)
+{
+    int st = SPMV_OK;
+    memset(m, 0, sizeof *m);
+    m->rows = rows;
+    m->cols = cols;
+    m->nnz = nnz;
+    m->dtype = SPMV_FLOAT64;
+    m->row_ptr = spmv_array_alloc((int64_t)rows + 1, sizeof(int32_t), &st);
+    m->col = spmv_array_alloc(nnz, sizeof(int32_t), &st);
+    m->val = spmv_array_alloc(nnz, sizeof(double), &st);
+    if (!m->row_ptr || !m->col || !m->val) {
+        spmv_csr_free(m);
+        return spmv_error_set(err, st ? st : SPMV_ERR_NOMEM, 0, "amg: out of memory for a %d x %d matrix of %lld "
+                              "entries", rows, cols, (long long)nnz);
+    }
+    return SPMV_OK;
+}
+
+/* A float64 copy of a (32-bit offsets). */
+static int csr_to_f64(const spmv_csr *a, spmv_csr *out, spmv_error *err)
+{
+    int st = csr_alloc(out, a->rows, a->cols, a->nnz, err);
+    if (st)
+        return st;
+    memcpy(out->row_ptr, a->row_ptr, ((size_t)a->rows + 1) * sizeof(int32_t));
+    memcpy(out->col, a->col, (size_t)a->nnz * sizeof(int32_t));
+    double *v = out->val;
+    for (int64_t i = 0; i < a->nnz; i++)
+        v[i] = spmv_val_get(a->val, a->dtype, i);
+    return SPMV_OK;
+}
+
+/* out = a^T (columns sorted: rows are visited in order). */
+static int csr_transpose(const spmv_csr *a, spmv_csr *out, spmv_error *err)
+{
+    int st = csr_alloc(out, a->cols, a->rows, a->nnz, err);
+    if (st)
+        return st;
+    int32_t *rp = out->row_ptr;
+    memset(rp, 0, ((size_t)a->cols + 1) * sizeof(int32_t));
+    for (int64_t p = 0; p < a->nnz; p++)
+        rp[a->col[p] + 1]++;
+    for (int32_t j = 0; j < a->cols; j++)
+        rp[j + 1] += rp[j];
+    int32_t *next = malloc(((size_t)a->cols + 1) * sizeof(int32_t));
+    if (!next) {
+        spmv_csr_free(out);
+        return spmv_error_set(err, SPMV_ERR_NOMEM, 0, "amg: out of memory for a transpose");
+    }
+    memcpy(next, rp, ((size_t)a->cols + 1) * sizeof(int32_t));
+    const double *av = a->val;
+    double *ov = out->val;
+    for (int32_t i = 0; i < a->rows; i++)
+        for (int32_t p = a->row_ptr[i]; p < a->row_ptr[i + 1]; p++) {
+            int32_t q = next[a->col[p]]++;
+            out->col[q] = i;
+            ov[q] = av[p];
+        }
+    free(next);
+    return SPMV_OK;
+}
+
+/* c = a * b with the engine's parallel SpMSpM. */
+static int csr_mult(const spmv_csr *a, const spmv_csr *b, spmv_csr *c, spmv_error *err)
+{
+    return spmv_cpu_spmspm(spmv_kernel_find("cpu.spmspm.omp"), a, b, NULL, 0, 1, c, NULL, err);
+}
+
+/* y = A x over the rows, in parallel. */
+static void csr_apply(const spmv_csr *a, const double *x, double *y)
+{
+    const double *v = a->val;
+#pragma omp parallel for schedule(static) if (a->nnz > 50000)
+    for (int32_t i = 0; i < a->rows; i++) {
+        double s = 0;
+        for (int32_t p = a->row_ptr[i]; p < a->row_ptr[i + 1]; p++)
+            s += v[p] * x[a->col[p]];
+        y[i] = s;
+    }
+}
+
+/* ------------------------------------------------------- the diagonal */
+
+static int diag_inv(const spmv_csr *a, double **out, spmv_error *err)
+{
+    double *d = malloc(((size_t)a->rows + 1) * sizeof *d);
+    if (!d)
+        return spmv_error_set(err, SPMV_ERR_NOMEM, 0, "amg: out of memory for the diagonal");
+    const double *v = a->val;
+    for (int32_t i = 0; i < a->rows; i++) {
+        double di = 0;
+        for (int32_t p = a->row_ptr[i]; p < a->row_ptr[i + 1]; p++)
+            if (a->col[p] == i)
+                di += v[p];
+        if (di == 0.0 || !isfinite(di)) {
+            free(d);
+            return spmv_error_set(err, SPMV_ERR_INVALID, 0, "amg: row %d has a %s diagonal (%g): smoothed "
+                                  "aggregation needs a non-zero diagonal", i, di == 0.0 ? "zero" : "non-finite", di);
+        }
+        d[i] = 1.0 / di;
+    }
+    *out = d;
+    return SPMV_OK;
+}
+
+/* The spectral radius of D^-1 A by power iteration from a fixed start
+ * (the same hierarchy every time), a little over the estimate since power
+ * iteration approaches from below. */
+static double spectral_radius(const spmv_csr *a, const double *dinv, double *u, double *w)
+{
+    int32_t n = a->rows;
+    for (int32_t i = 0; i < n; i++)
+        u[i] = 1.0 + 0.5 * sin(0.7 * (double)i + 1.3);
+    double lambda = 0;
+    for (int it = 0; it < RHO_ITERS; it++) {
+        csr_apply(a, u, w);
+        double nw = 0, nu = 0;
+        for (int32_t i = 0; i < n; i++) {
+            w[i] *= dinv[i];
+            nw += w[i] * w[i];
+            nu += u[i] * u[i];
+        }
+        if (nw == 0.0)
+            return 1.0;
+        lambda = sqrt(nw / nu);
+        double s = 1.0 / sqrt(nw);
+        for (int32_t i = 0; i < n; i++)
+            u[i] = w[i] * s;
+    }
+    return lambda * 1.05;
+}
+
+/* ------------------------------------------------------------ strength */
+
+/* The strong graph between nodes (a node is block_size rows): S has an
+ * edge I-J (J != I) where the block's Frobenius norm is at least theta
+ * times the geometric mean of the diagonal blocks' norms. Pattern only
+ * (S->val unused). */
+typedef struct graph {
+    int32_t n;
+    int32_t *ptr, *adj;
+} graph;
+
+static void graph_free(graph *g)
+{
+    free(g->ptr);
+    free(g->adj);
+    memset(g, 0, sizeof *g);
+}
+
+/* Node I's block norms squared, by column node, merged from its rows into
+ * (cols, norms) sorted by column node; returns how many. */
+static int32_t node_row(const spmv_csr *a, int32_t b, int32_t I, int32_t *cols, double *norms)
+{
+    int32_t m = 0;
+    const double *v = a->val;
+    for (int32_t r = I * b; r < I * b + b; r++)
+        for (int32_t p = a->row_ptr[r]; p < a->row_ptr[r + 1]; p++) {
+            int32_t J = a->col[p] / b, q = m;
+            while (q > 0 && cols[q - 1] > J) /* insertion: rows are sorted, so this stays short */
+                q--;
+            if (q > 0 && cols[q - 1] == J) {
+                norms[q - 1] += v[p] * v[p];
+                continue;
+            }
+            memmove(cols + q + 1, cols + q, (size_t)(m - q) * sizeof *cols);
+            memmove(norms + q + 1, norms + q, (size_t)(m - q) * sizeof *norms);
+            cols[q] = J;
+            norms[q] = v[p] * v[p];
+            m++;
+        }
+    return m;
+}
+
+static int strength(const spmv_csr *a, int32_t b, double theta, graph *g, spmv_error *err)
+{
+    int32_t n = a->rows / b;
+    int32_t width = 0;
+    for (int32_t I = 0; I < n; I++) {
+        int32_t w = a->row_ptr[I * b + b] - a->row_ptr[I * b];
+        width = w > width ? w : width;
+    }
+    double *dn = malloc(((size_t)n + 1) * sizeof *dn), *norms = malloc(((size_t)width + 1) * sizeof *norms);
+    int32_t *cols = malloc(((size_t)width + 1) * sizeof *cols);
+    g->n = n;
+    g->ptr = calloc((size_t)n + 1, sizeof *g->ptr);
+    g->adj = malloc(((size_t)a->nnz + 1) * sizeof *g->adj);
+    int st = SPMV_OK;
+    if (!dn || !norms || !cols || !g->ptr || !g->adj) {
+        st = spmv_error_set(err, SPMV_ERR_NOMEM, 0, "amg: out of memory for the strength graph");
+        goto out;
+    }
+    for (int32_t I = 0; I < n; I++) { /* the diagonal blocks' norms */
+        int32_t m = node_row(a, b, I, cols, norms);
+        dn[I] = 0;
+        for (int32_t q = 0; q < m; q++)
+            if (cols[q] == I)
+                dn[I] = norms[q];
+    }
+    int64_t e = 0;
+    double t2 = theta * theta;
+    for (int32_t I = 0; I < n; I++) {
+        int32_t m = node_row(a, b, I, cols, norms);
+        for (int32_t q = 0; q < m; q++)
+            if (cols[q] != I && norms[q] > 0.0 && norms[q] >= t2 * sqrt(dn[I] * dn[cols[q]]))
+                g->adj[e++] = cols[q];
+        g->ptr[I + 1] = (int32_t)e;
+    }
+out:
+    free(dn);
+    free(norms);
+    free(cols);
+    if (st)
+        graph_free(g);
+    return st;
+}
+
+/* --------------------------------------------------------- aggregation */
+
+/* PyAMG's standard aggregation: agg[I] is node I's aggregate, or -1 for an
+ * isolated node. Returns the number of aggregates. */
+static int32_t aggregate(const graph *g, int32_t *agg)
+{
+    int32_t n = g->n, next = 1;
+    const int32_t isolated = INT32_MIN;
+    memset(agg, 0, (size_t)n * sizeof *agg); /* 0: not yet; > 0: pass-1 aggregate + 1; < 0: joined in pass 2 */
+    for (int32_t i = 0; i < n; i++) { /* pass 1: a root and its whole unaggregated neighbourhood */
+        if (agg[i])
+            continue;
+        bool neighbours = false, taken = false;
+        for (int32_t p = g->ptr[i]; p < g->ptr[i + 1] && !taken; p++) {
+            neighbours = true;
+            taken = agg[g->adj[p]] != 0;
+        }
+        if (!neighbours) {
+            agg[i] = isolated;
+        } else if (!taken) {
+            agg[i] = next;
+            for (int32_t p = g->ptr[i]; p < g->ptr[i + 1]; p++)
+                agg[g->adj[p]] = next;
+            next++;
+        }
+    }
+    for (int32_t i = 0; i < n; i++) /* pass 2: join a neighbouring pass-1 aggregate */
+        if (!agg[i])
+            for (int32_t p = g->ptr[i]; p < g->ptr[i + 1]; p++)
+                if (agg[g->adj[p]] > 0) {
+                    agg[i] = -agg[g->adj[p]];
+                    break;
+                }
+    next--;
+    for (int32_t i = 0; i < n; i++) { /* pass 3: what remains forms new aggregates */
+        int32_t a = agg[i];
+        if (a == isolated) {
+            agg[i] = -1;
+        } else if (a > 0) {
+            agg[i] = a - 1;
+        } else if (a < 0) {
+            agg[i] = -a - 1;
+        } else {
+            agg[i] = next;
+            for (int32_t p = g->ptr[i]; p < g->ptr[i + 1]; p++)
+                if (!agg[g->adj[p]])
+                    agg[g->adj[p]] = -(next + 1);
+            next++;
+        }
+    }
+    return next;
+}
+
+/* ---------------------------------------------- tentative prolongator */
+
+/* T (rows x naggs*k) and the coarse candidates Bc (naggs*k x k,
+ * column-major): on each aggregate's rows, B = Q R by modified
+ * Gram-Schmidt; Q's columns are T's, R is the aggregate's rows of Bc. A
+ * column that is (numerically) dependent on the ones before it is left
+ * zero. Rows of isolated nodes are zero in T. */
+typedef struct agg_rows {
+    int32_t *start, *rows; /* rows of aggregate a: rows[start[a] .. start[a+1]) */
+} agg_rows;
+
+static int group_rows(const int32_t *agg, int32_t nodes, int32_t b, int32_t naggs, agg_rows *g, spmv_error *err)
+{
+    g->start = calloc((size_t)naggs + 1, sizeof *g->start);
+    g->rows = malloc(((size_t)nodes * b + 1) * sizeof *g->rows);
+    if (!g->start || !g->rows)
+        return spmv_error_set(err, SPMV_ERR_NOMEM, 0, "amg: out of memory for the aggregates");
+    for (int32_t I = 0; I < nodes; I++)
+        if (agg[I] >= 0)
+            g->start[agg[I] + 1] += b;
+    for (int32_t a = 0; a < naggs; a++)
+        g->start[a + 1] += g->start[a];
+    int32_t *fill = malloc(((size_t)naggs + 1) * sizeof *fill);
+    if (!fill)
+        return spmv_error_set(err, SPMV_ERR_NOMEM, 0, "amg: out of memory for the aggregates");
+    memcpy(fill, g->start, ((size_t)naggs + 1) * sizeof *fill);
+    for (int32_t I = 0; I < nodes; I++)
+        for (int32_t c = 0; c < b && agg[I] >= 0; c++)
+            g->rows[fill[agg[I]]++] = I * b + c;
+    free(fill);
+    return SPMV_OK;
+}
+
+/* Q R of one aggregate's m x k block (q: m x k column-major, in place),
+ * r: k x k upper triangular, column-major. */
+static void qr_block(double *q, int32_t m, int32_t k, double *r)
+{
+    memset(r, 0, (size_t)k * k * sizeof *r);
+    for (int32_t j = 0; j < k; j++) {
+        double *qj = q + (size_t)j * m, before = 0, nrm = 0;
+        for (int32_t i = 0; i < m; i++)
+            before += qj[i] * qj[i];
+        for (int32_t l = 0; l < j; l++) {
+            const double *ql = q + (size_t)l * m;
+            double d = 0;
+            for (int32_t i = 0; i < m; i++)
+                d += ql[i] * qj[i];
+            r[(size_t)j * k + l] = d;
+            for (int32_t i = 0; i < m; i++)
+                qj[i] -= d * ql[i];
+        }
+        for (int32_t i = 0; i < m; i++)
+            nrm += qj[i] * qj[i];
+        nrm = sqrt(nrm);
+        if (nrm <= 1e-10 * sqrt(before) || nrm == 0.0) { /* dependent: a zero column */
+            memset(qj, 0, (size_t)m * sizeof *qj);
+            continue;
+        }
+        r[(size_t)j * k + j] = nrm;
+        for (int32_t i = 0; i < m; i++)
+            qj[i] /= nrm;
+    }
+}
+
+static int tentative(const double *B, int32_t rows, int32_t k, const agg_rows *g, int32_t naggs, spmv_csr *T,
+                     double **Bc, spmv_error *err)
+{
+    int32_t max_m = 0;
+    for (int32_t a = 0; a < naggs; a++)
+        max_m = g->start[a + 1] - g->start[a] > max_m ? g->start[a + 1] - g->start[a] : max_m;
+    int st = csr_alloc(T, rows, naggs * k, (int64_t)g->start[naggs] * k, err);
+    if (st)
+        return st;
+    double *q = malloc(((size_t)max_m * k + 1) * sizeof *q), *r = malloc((size_t)k * k * sizeof *r);
+    *Bc = calloc((size_t)naggs * k * k + 1, sizeof **Bc);
+    if (!q || !r || !*Bc) {
+        free(q);
+        free(r);
+        return spmv_error_set(err, SPMV_ERR_NOMEM, 0, "amg: out of memory for the prolongator");
+    }
+    /* row offsets first: a row of an aggregate holds k entries (its
+     * aggregate's columns), an isolated node's row none */
+    memset(T->row_ptr, 0, ((size_t)rows + 1) * sizeof(int32_t));
+    for (int32_t p = 0; p < g->start[naggs]; p++)
+        T->row_ptr[g->rows[p] + 1] = k;
+    for (int32_t i = 0; i < rows; i++)
+        T->row_ptr[i + 1] += T->row_ptr[i];
+    double *tv = T->val;
+    int64_t nk = (int64_t)naggs * k;
+    for (int32_t a = 0; a < naggs; a++) {
+        int32_t s = g->start[a], m = g->start[a + 1] - s;
+        for (int32_t j = 0; j < k; j++)
+            for (int32_t i = 0; i < m; i++)
+                q[(size_t)j * m + i] = B[(size_t)j * rows + g->rows[s + i]];
+        qr_block(q, m, k, r);
+        for (int32_t j = 0; j < k; j++)
+            for (int32_t l = 0; l < k; l++) /* Bc's row a*k + l, column j */
+                (*Bc)[j * nk + (int64_t)a * k + l] = r[(size_t)j * k + l];
+        for (int32_t i = 0; i < m; i++) {
+            int32_t e = T->row_ptr[g->rows[s + i]];
+            for (int32_t j = 0; j < k; j++) {
+                T->col[e + j] = a * k + j;
+                tv[e + j] = q[(size_t)j * m + i];
+            }
+        }
+    }
+    free(q);
+    free(r);
+    return SPMV_OK;
+}
+
+/* ----------------------------------------------------- smoothed P, A_c */
+
+/* P = T - omega D^-1 (A T), on A T's pattern (which holds T's: A's
+ * diagonal is non-zero). */
+static int smooth_prolongator(const spmv_csr *A, const double *dinv, double omega, const spmv_csr *T, spmv_csr *P,
+                              spmv_error *err)
+{
+    int st = csr_mult(A, T, P, err);
+    if (st)
+        return st;
+    double *pv = P->val;
+    const double *tv = T->val;
+#pragma omp parallel for schedule(static) if (P->nnz > 50000)
+    for (int32_t i = 0; i < P->rows; i++) {
+        int32_t t = T->row_ptr[i], te = T->row_ptr[i + 1];
+        for (int32_t p = P->row_ptr[i]; p < P->row_ptr[i + 1]; p++) {
+            double v = -omega * dinv[i] * pv[p];
+            while (t < te && T->col[t] < P->col[p])
+                t++;
+            if (t < te && T->col[t] == P->col[p])
+                v += tv[t];
+            pv[p] = v;
+        }
+    }
+    return SPMV_OK;
+}
+
+/* The near-nullspace of level 0: the caller's, or the constant per block
+ * component (block_size columns). */
+static double *candidates(const spmv_amg_options *o, int32_t rows, int32_t *k)
+{
+    *k = o->near_nullspace ? o->nullspace_k : o->block_size;
+    double *B = malloc(((size_t)rows * *k + 1) * sizeof *B);
+    if (!B)
+        return NULL;
+    if (o->near_nullspace) {
+        memcpy(B, o->near_nullspace, (size_t)rows * *k * sizeof *B);
+        return B;
+    }
+    for (int32_t j = 0; j < *k; j++)
+        for (int32_t i = 0; i < rows; i++)
+            B[(size_t)j * rows + i] = i % o->block_size == j ? 1.0 : 0.0;
+    return B;
+}
+
+/* One coarsening step: level l's A (with its dinv and rho) gives P, R and
+ * the next A; B (level l's candidates, k columns) becomes the next level's.
+ * *done when the level cannot coarsen (no aggregate, or too few fewer). */
+static int coarsen(spmv_amg *h, int32_t l, int32_t b, double **B, int32_t k, bool *done, spmv_error *err)
+{
+    spmv_amg_level *lv = &h->lv[l], *next = &h->lv[l + 1];
+    graph g = {0};
+    agg_rows ag = {0};
+    spmv_csr T = {0}, AP = {0};
+    double *Bc = NULL;
+    int32_t *agg = NULL;
+    int st = strength(&lv->A, b, l == 0 ? h->o.strength : h->o.strength, &g, err);
+    if (st)
+        goto out;
+    if (!(agg = malloc(((size_t)g.n + 1) * sizeof *agg))) {
+        st = spmv_error_set(err, SPMV_ERR_NOMEM, 0, "amg: out of memory for the aggregates");
+        goto out;
+    }
+    int32_t naggs = aggregate(&g, agg);
+    *done = naggs == 0 || (int64_t)naggs * k >= (int64_t)lv->A.rows * 9 / 10;
+    if (*done)
+        goto out;
+    if ((st = group_rows(agg, g.n, b, naggs, &ag, err)) || (st = tentative(*B, lv->A.rows, k, &ag, naggs, &T, &Bc, err)) ||
+        (st = smooth_prolongator(&lv->A, lv->dinv, 4.0 / 3.0 / lv->rho, &T, &lv->P, err)) ||
+        (st = csr_transpose(&lv->P, &lv->R, err)) || (st = csr_mult(&lv->A, &lv->P, &AP, err)) ||
+        (st = csr_mult(&lv->R, &AP, &next->A, err)))
+        goto out;
+    free(*B);
+    *B = Bc;
+    Bc = NULL;
+out:
+    graph_free(&g);
+    free(ag.start);
+    free(ag.rows);
+    free(agg);
+    free(Bc);
+    spmv_csr_free(&T);
+    spmv_csr_free(&AP);
+    return st;
+}
+
+/* What a level needs besides A: 1/diag, rho, the work vectors. */
+static int level_ready(spmv_amg_level *lv, spmv_error *err)
+{
+    size_t n = (size_t)lv->A.rows + 1;
+    int st = diag_inv(&lv->A, &lv->dinv, err);
+    if (st)
+        return st;
+    lv->r = malloc(n * sizeof(double));
+    lv->x = malloc(n * sizeof(double));
+    lv->b = malloc(n * sizeof(double));
+    lv->d = malloc(n * sizeof(double));
+    if (!lv->r || !lv->x || !lv->b || !lv->d)
+        return spmv_error_set(err, SPMV_ERR_NOMEM, 0, "amg: out of memory for the cycle's vectors");
+    lv->rho = spectral_radius(&lv->A, lv->dinv, lv->r, lv->d);
+    return SPMV_OK;
+}
+
+/* The coarsest level's dense inverse by Gauss-Jordan with partial
+ * pivoting; a pivot that vanishes (a singular coarse operator, e.g. a pure
+ * Neumann problem) leaves its row and column zero: a generalised inverse. */
+static int coarse_inverse(spmv_amg *h, spmv_error *err)
+{
+    const spmv_csr *A = &h->lv[h->nlevels - 1].A;
+    int32_t n = A->rows;
+    double *a = calloc((size_t)n * n + 1, sizeof *a), *inv = calloc((size_t)n * n + 1, sizeof *inv);
+    int32_t *skip = calloc((size_t)n + 1, sizeof *skip);
+    if (!a || !inv || !skip) {
+        free(a);
+        free(inv);
+        free(skip);
+        return spmv_error_set(err, SPMV_ERR_NOMEM, 0, "amg: out of memory for the coarse inverse (%d rows)", n);
+    }
+    double amax = 0;
+    for (int32_t i = 0; i < n; i++) {
+        inv[(size_t)i * n + i] = 1.0;
+        for (int32_t p = A->row_ptr[i]; p < A->row_ptr[i + 1]; p++) {
+            a[(size_t)i * n + A->col[p]] = ((const double *)A->val)[p];
+            amax = fmax(amax, fabs(((const double *)A->val)[p]));
+        }
+    }
+    for (int32_t c = 0; c < n; c++) {
+        int32_t piv = c;
+        for (int32_t i = c + 1; i < n; i++)
+            if (fabs(a[(size_t)i * n + c]) > fabs(a[(size_t)piv * n + c]))
+                piv = i;
+        if (fabs(a[(size_t)piv * n + c]) <= 1e-13 * amax) {
+            skip[c] = 1;
+            continue;
+        }
+        for (int32_t j = 0; j < n && piv != c; j++) {
+            double t = a[(size_t)c * n + j];
+            a[(size_t)c * n + j] = a[(size_t)piv * n + j];
+            a[(size_t)piv * n + j] = t;
+            t = inv[(size_t)c * n + j];
+            inv[(size_t)c * n + j] = inv[(size_t)piv * n + j];
+            inv[(size_t)piv * n + j] = t;
+        }
+        double d = 1.0 / a[(size_t)c * n + c];
+        for (int32_t j = 0; j < n; j++) {
+            a[(size_t)c * n + j] *= d;
+            inv[(size_t)c * n + j] *= d;
+        }
+        for (int32_t i = 0; i < n; i++) {
+            double f = a[(size_t)i * n + c];
+            if (i == c || f == 0.0)
+                continue;
+            for (int32_t j = 0; j < n; j++) {
+                a[(size_t)i * n + j] -= f * a[(size_t)c * n + j];
+                inv[(size_t)i * n + j] -= f * inv[(size_t)c * n + j];
+            }
+        }
+    }
+    for (int32_t c = 0; c < n; c++) /* a skipped pivot: its row and column out of the inverse */
+        for (int32_t j = 0; j < n && skip[c]; j++)
+            inv[(size_t)c * n + j] = inv[(size_t)j * n + c] = 0.0;
+    free(a);
+    free(skip);
+    h->coarse_n = n;
+    h->coarse_inv = inv;
+    return SPMV_OK;
+}
+
+/* --------------------------------------------------------------- setup */
+
+void spmv_amg_free(spmv_amg *h)
+{
+    if (!h)
+        return;
+    for (int32_t l = 0; l < h->nlevels; l++) {
+        spmv_amg_level *lv = &h->lv[l];
+        spmv_csr_free(&lv->A);
+        spmv_csr_free(&lv->P);
+        spmv_csr_free(&lv->R);
+        free(lv->dinv);
+        free(lv->r);
+        free(lv->x);
+        free(lv->b);
+        free(lv->d);
+    }
+    free(h->lv);
+    free(h->coarse_inv);
+    free(h);
+}
+
+static int64_t csr_bytes(const spmv_csr *m)
+{
+    return m->row_ptr ? ((int64_t)m->rows + 1) * 4 + m->nnz * 12 : 0;
+}
+
+static void complexities(spmv_amg *h)
+{
+    double nnz = 0, rows = 0;
+    h->bytes = (int64_t)h->coarse_n * h->coarse_n * 8;
+    for (int32_t l = 0; l < h->nlevels; l++) {
+        const spmv_amg_level *lv = &h->lv[l];
+        nnz += (double)lv->A.nnz;
+        rows += lv->A.rows;
+        h->bytes += (l ? csr_bytes(&lv->A) : 0) + csr_bytes(&lv->P) + csr_bytes(&lv->R) +
+                    5 * ((int64_t)lv->A.rows + 1) * 8;
+    }
+    h->operator_complexity = nnz / (double)(h->lv[0].A.nnz ? h->lv[0].A.nnz : 1);
+    h->grid_complexity = rows / (double)(h->lv[0].A.rows ? h->lv[0].A.rows : 1);
+}
+
+static int check_matrix(const spmv_csr *a, spmv_error *err)
+{
+    if (!a || a->rows != a->cols)
+        return spmv_error_set(err, SPMV_ERR_SHAPE, 0, "amg needs a square matrix%s", a ? "" : " (none given)");
+    if (spmv_csr_wide(a))
+        return spmv_error_set(err, SPMV_ERR_LIMIT, 0, "amg: a matrix of %lld non-zeros (64-bit row offsets) is "
+                              "beyond its 32-bit indices", (long long)a->nnz);
+    return SPMV_OK;
+}
+
+int spmv_amg_setup(const spmv_csr *a, const spmv_amg_options *opt, spmv_amg **out, spmv_error *err)
+{
+    double t0 = spmv_now_ms();
+    spmv_amg_options o;
+    if (opt)
+        o = *opt;
+    else
+        spmv_amg_defaults(&o);
+    *out = NULL;
+    int st = check_matrix(a, err);
+    if (st || (st = spmv_amg_check_options(&o, a->rows, err)))
+        return st;
+    spmv_amg *h = calloc(1, sizeof *h);
+    int32_t k = 0;
+    double *B = NULL;
+    if (!h || !(h->lv = calloc((size_t)o.max_levels, sizeof *h->lv)) || !(B = candidates(&o, a->rows, &k))) {
+        st = spmv_error_set(err, SPMV_ERR_NOMEM, 0, "amg: out of memory");
+        goto fail;
+    }
+    h->o = o;
+    h->o.near_nullspace = NULL; /* the caller's array is not kept */
+    h->nlevels = 1;
+    if ((st = csr_to_f64(a, &h->lv[0].A, err)))
+        goto fail;
+    for (int32_t l = 0;; l++) {
+        bool done = false;
+        if ((st = level_ready(&h->lv[l], err)))
+            goto fail;
+        if (l + 1 >= o.max_levels || h->lv[l].A.rows <= o.max_coarse)
+            break;
+        if ((st = coarsen(h, l, l == 0 ? o.block_size : k, &B, k, &done, err)))
+            goto fail;
+        if (done)
+            break;
+        h->nlevels++;
+    }
+    if ((st = coarse_inverse(h, err)))
+        goto fail;
+    free(B);
+    complexities(h);
+    h->setup_ms = spmv_now_ms() - t0;
+    *out = h;
+    return SPMV_OK;
+fail:
+    free(B);
+    spmv_amg_free(h);
+    return st;
+}
+
+/* --------------------------------------------------------------- cycle */
+
+/* r = b - A x */
+static void residual(const spmv_csr *a, const double *b, const double *x, double *r)
+{
+    const double *v = a->val;
+#pragma omp parallel for schedule(static) if (a->nnz > 50000)
+    for (int32_t i = 0; i < a->rows; i++) {
+        double s = b[i];
+        for (int32_t p = a->row_ptr[i]; p < a->row_ptr[i + 1]; p++)
+            s -= v[p] * x[a->col[p]];
+        r[i] = s;
+    }
+}
+
+/* `sweeps` smoothing sweeps on A x = b; `zero`: x is zero on entry (the
+ * first residual is b). Damped Jacobi: x += 4/3 / rho D^-1 (b - A x).
+ * Chebyshev: the polynomial of degree `degree` in D^-1 A that is smallest
+ * on [rho/30, 1.1 rho] (Saad, Iterative Methods, alg. 12.1). */
+static void smooth(const spmv_amg *h, spmv_amg_level *lv, const double *b, double *x, int32_t sweeps, bool zero)
+{
+    int32_t n = lv->A.rows;
+    double *r = lv->r, *d = lv->d;
+    for (int32_t s = 0; s < sweeps; s++, zero = false) {
+        if (zero)
+            memcpy(r, b, (size_t)n * sizeof *r);
+        else
+            residual(&lv->A, b, x, r);
+        if (h->o.smoother == SPMV_AMG_JACOBI) {
+            double w = 4.0 / 3.0 / lv->rho;
+            for (int32_t i = 0; i < n; i++)
+                x[i] = (zero ? 0.0 : x[i]) + w * lv->dinv[i] * r[i];
+            continue;
+        }
+        double hi = 1.1 * lv->rho, lo = lv->rho / 30.0;
+        double theta = (hi + lo) / 2, delta = (hi - lo) / 2, sigma = theta / delta, rk = 1.0 / sigma;
+        for (int32_t i = 0; i < n; i++) {
+            d[i] = lv->dinv[i] * r[i] / theta;
+            x[i] = (zero ? 0.0 : x[i]) + d[i];
+        }
+        for (int32_t j = 1; j < h->o.degree; j++) {
+            double rn = 1.0 / (2.0 * sigma - rk);
+            residual(&lv->A, b, x, r);
+#pragma omp parallel for schedule(static) if (n > 50000)
+            for (int32_t i = 0; i < n; i++) {
+                d[i] = rn * rk * d[i] + 2.0 * rn / delta * lv->dinv[i] * r[i];
+                x[i] += d[i];
+            }
+            rk = rn;
+        }
+    }
+}
+
+static void cycle(spmv_amg *h, int32_t l, const double *b, double *x)
+{
+    spmv_amg_level *lv = &h->lv[l];
+    int32_t n = lv->A.rows;
+    if (l == h->nlevels - 1) {
+        for (int32_t i = 0; i < n; i++) {
+            double s = 0;
+            for (int32_t j = 0; j < n; j++)
+                s += h->coarse_inv[(size_t)i * n + j] * b[j];
+            x[i] = s;
+        }
+        return;
+    }
+    spmv_amg_level *next = &h->lv[l + 1];
+    if (h->o.presmooth)
+        smooth(h, lv, b, x, h->o.presmooth, true);
+    else
+        memset(x, 0, (size_t)n * sizeof *x);
+    residual(&lv->A, b, x, lv->r);
+    csr_apply(&lv->R, lv->r, next->b);
+    cycle(h, l + 1, next->b, next->x);
+    csr_apply(&lv->P, next->x, lv->r);
+    for (int32_t i = 0; i < n; i++)
+        x[i] += lv->r[i];
+    smooth(h, lv, b, x, h->o.postsmooth, false);
+}
+
+void spmv_amg_vcycle(spmv_amg *h, const double *r, double *z) { cycle(h, 0, r, z); }
+
+/* ------------------------------------------------------------ elasticity */
+
+void spmv_amg_rigid_body(int64_t n, const double *xyz, double *out)
+{
+    int64_t rows = 3 * n;
+    memset(out, 0, (size_t)(6 * rows) * sizeof *out);
+    for (int64_t i = 0; i < n; i++) {
+        double x = xyz[3 * i], y = xyz[3 * i + 1], z = xyz[3 * i + 2];
+        for (int c = 0; c < 3; c++) /* translations */
+            out[c * rows + 3 * i + c] = 1.0;
+        /* rotations about z, x, y: (-y, x, 0), (0, -z, y), (z, 0, -x) */
+        out[3 * rows + 3 * i] = -y;
+        out[3 * rows + 3 * i + 1] = x;
+        out[4 * rows + 3 * i + 1] = -z;
+        out[4 * rows + 3 * i + 2] = y;
+        out[5 * rows + 3 * i] = z;
+        out[5 * rows + 3 * i + 2] = -x;
+    }
+}

@@ -1,0 +1,83 @@
+/* amg.h — smoothed aggregation algebraic multigrid, as a preconditioner.
+ *
+ * The algorithm PyAMG's smoothed_aggregation_solver and AmgX's aggregation
+ * AMG implement, written here: per level, the strength of connection
+ * (|a_ij| >= theta sqrt(|a_ii a_jj|), on blocks for block_size > 1), a
+ * standard three-pass aggregation of the strong graph, a tentative
+ * prolongator that fits the near-nullspace candidates on each aggregate
+ * (a QR per aggregate: the constant vector by default, the rigid-body
+ * modes for elasticity), smoothed by one damped Jacobi step
+ * (P = (I - omega D^-1 A) T, omega = 4/3 / rho(D^-1 A)), R = P^T and the
+ * Galerkin product A_c = R A P; until the coarsest level has at most
+ * max_coarse rows, whose inverse is kept dense. A V-cycle smooths with
+ * damped Jacobi or a Chebyshev polynomial in D^-1 A, the same before and
+ * after, so the preconditioner is symmetric when A is (what CG needs).
+ *
+ * The setup runs on the host in float64 (OpenMP where it pays); the
+ * hierarchy is what a device backend copies (engine/gpu/amg.cu), and
+ * spmv_amg_vcycle is the host's cycle, the reference the device's is
+ * tested against.
+ */
+#ifndef SPMV_AMG_H
+#define SPMV_AMG_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "spmv.h"
+
+typedef enum spmv_amg_smoother { SPMV_AMG_CHEBYSHEV = 0, SPMV_AMG_JACOBI = 1 } spmv_amg_smoother;
+
+typedef struct spmv_amg_options {
+    int32_t max_levels;           /* 10 */
+    int32_t max_coarse;           /* rows of the coarsest level, solved densely: 500 */
+    double strength;              /* theta of the strength test: 0.0 (every non-zero is strong) */
+    spmv_amg_smoother smoother;   /* Chebyshev (default) or damped Jacobi */
+    int32_t presmooth, postsmooth;/* sweeps before and after the coarse correction: 1, 1 */
+    int32_t degree;               /* Chebyshev degree: 2 */
+    int32_t block_size;           /* unknowns per node (3 for 3-D elasticity): 1 */
+    const double *near_nullspace; /* rows x k, column-major; NULL: the constant per block component */
+    int32_t nullspace_k;          /* its columns (k <= 16) */
+} spmv_amg_options;
+
+/* The defaults above. */
+void spmv_amg_defaults(spmv_amg_options *o);
+/* Checks the options' ranges: SPMV_OK or SPMV_ERR_INVALID naming the one
+ * out of range. */
+int spmv_amg_check_options(const spmv_amg_options *o, int32_t rows, spmv_error *err);
+
+/* One level: its operator, the interpolation to it from the next coarser
+ * level (P: rows x coarse rows) and back (R = P^T), and what the smoother
+ * needs. All float64 host CSR. Level 0's A is the caller's matrix (a copy
+ * when it was not float64). */
+typedef struct spmv_amg_level {
+    spmv_csr A, P, R;
+    double *dinv;                 /* 1 / diag(A) */
+    double rho;                   /* estimate of the spectral radius of D^-1 A */
+    double *r, *x, *b, *d;        /* the cycle's work vectors at this level */
+} spmv_amg_level;
+
+typedef struct spmv_amg {
+    spmv_amg_options o;
+    int32_t nlevels;
+    spmv_amg_level *lv;
+    int32_t coarse_n;             /* rows of the coarsest level */
+    double *coarse_inv;           /* its dense inverse, row-major */
+    double setup_ms;
+    double operator_complexity;   /* sum of nnz(A_l) / nnz(A_0) */
+    double grid_complexity;       /* sum of rows(A_l) / rows(A_0) */
+    int64_t bytes;                /* host bytes of the hierarchy (level 0's A not counted) */
+} spmv_amg;
+
+/* Builds the hierarchy of a square matrix (either dtype; the hierarchy is
+ * float64). *out is freshly allocated; spmv_amg_free frees it. */
+int spmv_amg_setup(const spmv_csr *a, const spmv_amg_options *o, spmv_amg **out, spmv_error *err);
+void spmv_amg_free(spmv_amg *h);
+/* z = M^-1 r: one V-cycle from z = 0 on the host (n = rows of level 0). */
+void spmv_amg_vcycle(spmv_amg *h, const double *r, double *z);
+/* The rigid-body modes of 3-D elasticity at nodes with coordinates xyz
+ * (n nodes, x y z interleaved): 6 columns of 3n rows, column-major, into
+ * out (18 n values): three translations, three rotations. */
+void spmv_amg_rigid_body(int64_t n, const double *xyz, double *out);
+
+#endif

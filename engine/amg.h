@@ -26,6 +26,10 @@
 
 #include "spmv.h"
 
+#ifdef __cplusplus
+extern "C" {
+#endif
+
 typedef enum spmv_amg_smoother { SPMV_AMG_CHEBYSHEV = 0, SPMV_AMG_JACOBI = 1 } spmv_amg_smoother;
 
 typedef struct spmv_amg_options {
@@ -79,5 +83,27 @@ void spmv_amg_vcycle(spmv_amg *h, const double *r, double *z);
  * (n nodes, x y z interleaved): 6 columns of 3n rows, column-major, into
  * out (18 n values): three translations, three rotations. */
 void spmv_amg_rigid_body(int64_t n, const double *xyz, double *out);
+
+/* ------------------------------------------------ on a GPU (gpu/amg.cu) */
+
+/* A hierarchy copied to a GPU: every level's A, P and R as device CSR
+ * (float64) with cuSPARSE descriptors, 1/diag, the work vectors, and the
+ * coarse inverse; the cycle runs on the context's stream, the same
+ * algorithm as spmv_amg_vcycle (its reference in the tests). */
+typedef struct spmv_gpu_amg spmv_gpu_amg;
+
+/* Copies h to ctx's device (on the context's own thread). */
+int spmv_gpu_amg_upload(spmv_gpu_ctx *ctx, const spmv_amg *h, spmv_gpu_amg **out, spmv_error *err);
+void spmv_gpu_amg_free(spmv_gpu_ctx *ctx, spmv_gpu_amg *g);
+/* Device bytes the hierarchy holds. */
+size_t spmv_gpu_amg_bytes(const spmv_gpu_amg *g);
+/* z = M^-1 r, one V-cycle from zero; r and z vectors of ctx's device, one
+ * column, of the hierarchy's rows, float64 or float32 (then converted on
+ * the way in and out). */
+int spmv_gpu_amg_vcycle(spmv_gpu_ctx *ctx, spmv_gpu_amg *g, const spmv_vec *r, spmv_vec *z, spmv_error *err);
+
+#ifdef __cplusplus
+}
+#endif
 
 #endif

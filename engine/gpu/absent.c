@@ -7,6 +7,7 @@
  */
 #include <string.h>
 
+#include "amg.h"
 #include "spmv.h"
 
 #define UNUSED(x) (void)(x)
@@ -228,4 +229,33 @@ bool spmv_gpu_kernel_bound(const spmv_kernel *k)
 {
     (void)k;
     return false; /* no GPU backend in this build */
+}
+
+int spmv_gpu_amg_upload(spmv_gpu_ctx *ctx, const spmv_amg *h, spmv_gpu_amg **out, spmv_error *err)
+{
+    UNUSED(ctx);
+    UNUSED(h);
+    *out = NULL;
+    return spmv_error_set(err, SPMV_ERR_UNAVAILABLE, 0, "AMG on a GPU: %s", no_cuda);
+}
+
+void spmv_gpu_amg_free(spmv_gpu_ctx *ctx, spmv_gpu_amg *g)
+{
+    UNUSED(ctx);
+    UNUSED(g);
+}
+
+size_t spmv_gpu_amg_bytes(const spmv_gpu_amg *g)
+{
+    UNUSED(g);
+    return 0;
+}
+
+int spmv_gpu_amg_vcycle(spmv_gpu_ctx *ctx, spmv_gpu_amg *g, const spmv_vec *r, spmv_vec *z, spmv_error *err)
+{
+    UNUSED(ctx);
+    UNUSED(g);
+    UNUSED(r);
+    UNUSED(z);
+    return spmv_error_set(err, SPMV_ERR_UNAVAILABLE, 0, "AMG on a GPU: %s", no_cuda);
 }

@@ -16,7 +16,7 @@
 
 #include "gpu.cuh"
 
-static int blas_handle(spmv_gpu_ctx *ctx, spmv_error *err)
+int gpu_blas_handle(spmv_gpu_ctx *ctx, spmv_error *err)
 {
     if (ctx->blas)
         return SPMV_OK;
@@ -334,7 +334,7 @@ static int dot32(spmv_gpu_ctx *ctx, int64_t n, const float *x, const float *y, d
 extern "C" int spmv_gpu_vec_dot(spmv_gpu_ctx *ctx, const spmv_vec *x, const spmv_vec *y, double *out,
                                 spmv_error *err)
 {
-    int st = blas_handle(ctx, err);
+    int st = gpu_blas_handle(ctx, err);
     if (st)
         return st;
     size_t vs = spmv_dtype_size(x->dtype);
@@ -359,7 +359,7 @@ extern "C" int spmv_gpu_vec_dot(spmv_gpu_ctx *ctx, const spmv_vec *x, const spmv
 
 extern "C" int spmv_gpu_vec_nrm2(spmv_gpu_ctx *ctx, const spmv_vec *x, double *out, spmv_error *err)
 {
-    int st = blas_handle(ctx, err);
+    int st = gpu_blas_handle(ctx, err);
     if (st)
         return st;
     size_t vs = spmv_dtype_size(x->dtype);

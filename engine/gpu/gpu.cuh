@@ -403,6 +403,8 @@ void gpu_sparse_cache_free(spmv_gpu_ctx *ctx, spmv_gpu_matrix *m);
 void gpu_sparse_cache_drop(spmv_gpu_ctx *ctx, spmv_gpu_matrix *m, spmv_format f);
 /* Frees the adaptive row blocks. */
 void gpu_adaptive_free(spmv_gpu_ctx *ctx, spmv_gpu_matrix *m);
+/* ctx's cuBLAS handle, made on first use on its stream (blas.cu). */
+int gpu_blas_handle(spmv_gpu_ctx *ctx, spmv_error *err);
 /* Whether k is one of the GPU SpMSpM kernels (gpu/spmspm.cu binds it). */
 bool gpu_spmspm_bound(const spmv_kernel *k);
 

@@ -22,6 +22,7 @@
 
 #include <cmocka.h>
 
+#include "amg.h"
 #include "krylov.h"
 #include "spmv.h"
 #include "testutil.h"
@@ -314,12 +315,74 @@ static void test_solvers(void **state)
     assert_int_equal(used(), u0);
 }
 
+/* The device V-cycle against the host's (engine/amg.c, the reference) on
+ * 2-D Poisson with both smoothers, in float64 and with float32 vectors,
+ * z poisoned first; every byte back after the free. */
+static void test_amg(void **state)
+{
+    (void)state;
+    TU_NEED_GPU();
+    spmv_error err = {0};
+    spmv_gen_spec g = {SPMV_GEN_POISSON2D, 120 + tu_rng_range(&TG.rng, 0, 40), 5, 0, 1};
+    spmv_coo coo;
+    spmv_csr a;
+    assert_int_equal(spmv_gen(&g, &coo, &err), SPMV_OK);
+    assert_int_equal(spmv_coo_to_csr(&coo, SPMV_FLOAT64, &a, &err), SPMV_OK);
+    size_t u0 = used();
+    for (int s = 0; s < 2; s++) {
+        spmv_amg_options o;
+        spmv_amg_defaults(&o);
+        o.smoother = s ? SPMV_AMG_JACOBI : SPMV_AMG_CHEBYSHEV;
+        o.max_coarse = 80;
+        spmv_amg *h;
+        spmv_gpu_amg *dg;
+        assert_int_equal(spmv_amg_setup(&a, &o, &h, &err), SPMV_OK);
+        assert_int_equal(spmv_gpu_amg_upload(TG.ctx, h, &dg, &err), SPMV_OK);
+        assert_true(spmv_gpu_amg_bytes(dg) > 0);
+        for (int d = 0; d < 2; d++) {
+            spmv_dtype dt = d ? SPMV_FLOAT32 : SPMV_FLOAT64;
+            spmv_vec hr, hz, dr, dz;
+            host_random(dt, a.rows, 1, &hr);
+            to_device(&hr, &dr);
+            assert_int_equal(spmv_vec_alloc(TG.ctx, SPMV_DEVICE_GPU, dt, a.rows, 1, &dz, &err), SPMV_OK);
+            assert_int_equal(spmv_vec_fill(TG.ctx, &dz, NAN, &err), SPMV_OK); /* poisoned */
+            assert_int_equal(spmv_gpu_amg_vcycle(TG.ctx, dg, &dr, &dz, &err), SPMV_OK);
+            assert_int_equal(spmv_vec_alloc(NULL, SPMV_DEVICE_CPU, dt, a.rows, 1, &hz, &err), SPMV_OK);
+            assert_int_equal(spmv_vec_read(TG.ctx, &dz, hz.data, &err), SPMV_OK);
+            double *r64 = malloc((size_t)a.rows * 8), *z64 = malloc((size_t)a.rows * 8);
+            for (int32_t i = 0; i < a.rows; i++)
+                r64[i] = at(&hr, i);
+            spmv_amg_vcycle(h, r64, z64);
+            double e = 0, m = 0;
+            for (int32_t i = 0; i < a.rows; i++) {
+                e = fmax(e, fabs(at(&hz, i) - z64[i]));
+                m = fmax(m, fabs(z64[i]));
+            }
+            print_message("# GPU amg %s %s: %d levels, max |z - z_host| / max |z_host| = %.3g\n",
+                          s ? "jacobi" : "chebyshev", spmv_dtype_name(dt), h->nlevels, e / m);
+            assert_true(isfinite(e) && e <= (d ? 1e-5 : 1e-11) * m);
+            free(r64);
+            free(z64);
+            spmv_vec_free(NULL, &hr);
+            spmv_vec_free(NULL, &hz);
+            spmv_vec_free(TG.ctx, &dr);
+            spmv_vec_free(TG.ctx, &dz);
+        }
+        spmv_gpu_amg_free(TG.ctx, dg);
+        spmv_amg_free(h);
+    }
+    assert_int_equal(used(), u0);
+    spmv_coo_free(&coo);
+    spmv_csr_free(&a);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_blas1),
         cmocka_unit_test(test_apply),
         cmocka_unit_test(test_solvers),
+        cmocka_unit_test(test_amg),
     };
     return tu_gpu_run("gpu_vectors", tests);
 }

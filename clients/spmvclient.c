@@ -31,6 +31,8 @@
  * a misbehaving server, not a bigger answer. */
 #define MAX_JSON_BODY ((size_t)64 << 20)
 #define DEFAULT_CONNECT_MS 10000L
+/* A query string (kernel parameters, ids, region names) stays short. */
+#define MAX_QUERY ((size_t)1 << 16)
 
 struct spmv_client {
     CURL *curl;
@@ -51,17 +53,29 @@ typedef struct buffer {
     size_t len, cap, limit;
 } buffer;
 
-/* What one request needs; zero-initialise and fill in. */
+/* What one request needs; zero-initialise and fill in. The path is either
+ * `path` as it stands or "/v1/<collection>/<escaped id><suffix>"; the
+ * query and a JSON body are built for this one request (query_add(),
+ * body_set()), and do_request() releases them. A step of building that
+ * runs out of memory marks the request, so the builder reads as a plain
+ * list of fields and do_request() reports the failure once. */
 typedef struct request {
-    const char *method;       /* "GET", "POST", "DELETE" */
+    const char *method;       /* "GET", "POST", "PUT", "DELETE" */
     const char *path;         /* appended to the base URL, starts with "/" */
-    const char *content_type; /* for body */
+    const char *collection;   /* ... or this, with id and suffix */
+    const char *id;
+    const char *suffix;
+    buffer query;             /* "?k=v&..." from query_add(), or empty */
+    json_t *json;             /* a JSON body (sent compact) ... */
+    const char *content_type; /* ... or a body of this type */
     const void *body;
     size_t body_len;
     curl_mime *mime;          /* multipart form instead of body */
     void *sink;               /* a 2xx answer's body goes here (binary) ... */
     size_t sink_cap;          /* ... at most this many bytes */
     bool sink_if_binary;      /* ... only when it is application/octet-stream */
+    bool want_json;           /* a 2xx answer must be JSON: parsed into response.json */
+    bool nomem;               /* building it ran out of memory: nothing is sent */
     const char *accept;       /* Accept header, or NULL */
     const char *meta_name;    /* a header to keep besides X-SpMV-Stats ("x-spmv-vector:") */
     spmv_client_progress_fn progress;
@@ -72,6 +86,7 @@ typedef struct request {
 typedef struct response {
     long status;
     buffer body;              /* the answer when there is no sink, or an error body */
+    json_t *json;             /* the answer parsed, when the request wants JSON */
     size_t sink_len;
     bool sink_overflow;
     char *stats_header;       /* X-SpMV-Stats */
@@ -416,55 +431,62 @@ static void set_options(spmv_client *h, const request *req, response *r, struct 
     }
 }
 
-/* Runs one request. On SPMV_CLIENT_OK the server answered 2xx and r holds
- * the answer; otherwise the handle holds the error. The caller frees r
- * with response_clear() either way. */
-static spmv_client_status do_request(spmv_client *h, const request *req, response *r)
+/* Appends one header line (printf-style) to *headers; false when memory
+ * runs out. */
+__attribute__((format(printf, 2, 3)))
+static bool add_header(struct curl_slist **headers, const char *fmt, ...)
 {
-    spmv_client_status st = SPMV_CLIENT_ERR_NOMEM;
-    struct curl_slist *headers = NULL, *tmp;
-    char *url = NULL, *ctype = NULL, *accept = NULL;
+    char *line;
+    va_list ap;
+    va_start(ap, fmt);
+    int n = vasprintf(&line, fmt, ap);
+    va_end(ap);
+    if (n < 0)
+        return false;
+    struct curl_slist *l = curl_slist_append(*headers, line);
+    free(line);
+    if (l)
+        *headers = l;
+    return l != NULL;
+}
 
-    memset(r, 0, sizeof *r);
-    r->req = req;
-    r->curl = h->curl;
-    r->to_sink = -1;
-    r->body.limit = MAX_JSON_BODY;
-    clear_error(h);
-
-    if (asprintf(&url, "%s%s", h->base, req->path) < 0) {
-        url = NULL;
-        goto fail;
-    }
+/* The headers of a request whose body has type ctype (NULL: none); NULL
+ * when memory runs out. */
+static struct curl_slist *request_headers(spmv_client *h, const request *req, const char *ctype)
+{
+    struct curl_slist *l = NULL;
     /* An empty Expect: avoids a 1 s stall on servers that ignore 100-continue. */
-    if (!(tmp = curl_slist_append(headers, "Expect:")))
-        goto fail;
-    headers = tmp;
-    if (h->auth_header) {
-        if (!(tmp = curl_slist_append(headers, h->auth_header)))
-            goto fail;
-        headers = tmp;
+    bool ok = add_header(&l, "Expect:") && (!h->auth_header || add_header(&l, "%s", h->auth_header)) &&
+              (!req->accept || add_header(&l, "Accept: %s", req->accept)) &&
+              (!ctype || add_header(&l, "Content-Type: %s", ctype));
+    if (!ok) {
+        curl_slist_free_all(l);
+        return NULL;
     }
-    if (req->accept) {
-        if (asprintf(&accept, "Accept: %s", req->accept) < 0) {
-            accept = NULL;
-            goto fail;
-        }
-        if (!(tmp = curl_slist_append(headers, accept)))
-            goto fail;
-        headers = tmp;
-    }
-    if (req->content_type) {
-        if (asprintf(&ctype, "Content-Type: %s", req->content_type) < 0) {
-            ctype = NULL;
-            goto fail;
-        }
-        if (!(tmp = curl_slist_append(headers, ctype)))
-            goto fail;
-        headers = tmp;
-    }
-    set_options(h, req, r, headers, url);
+    return l;
+}
 
+/* The whole URL: the base, the path (or /v1/<collection>/<escaped
+ * id><suffix>) and the query; NULL when memory runs out. */
+static char *request_url(spmv_client *h, const request *req)
+{
+    const char *q = req->query.data ? req->query.data : "";
+    char *url = NULL, *esc = NULL;
+    int n;
+    if (req->collection) {
+        if (!(esc = curl_easy_escape(h->curl, req->id, 0)))
+            return NULL;
+        n = asprintf(&url, "%s/v1/%s/%s%s%s", h->base, req->collection, esc, req->suffix ? req->suffix : "", q);
+        curl_free(esc);
+    } else {
+        n = asprintf(&url, "%s%s%s", h->base, req->path, q);
+    }
+    return n < 0 ? NULL : url;
+}
+
+/* Runs the transfer set_options() prepared; the status of what came back. */
+static spmv_client_status perform(spmv_client *h, response *r)
+{
     CURLcode rc = curl_easy_perform(h->curl);
     curl_off_t total_us = 0, retry = 0;
     curl_easy_getinfo(h->curl, CURLINFO_RESPONSE_CODE, &r->status);
@@ -473,53 +495,15 @@ static spmv_client_status do_request(spmv_client *h, const request *req, respons
     r->total_ms = (double)total_us / 1e3;
     h->http_status = r->status;
     h->retry_after = (long)retry;
-    if (rc != CURLE_OK)
-        st = status_from_curl(h, rc, r);
-    else if (r->status < 200 || r->status >= 300)
-        st = http_error(h, r);
-    else
-        st = SPMV_CLIENT_OK;
     /* Leave nothing on the handle that points into this call's memory. */
     curl_easy_setopt(h->curl, CURLOPT_HTTPHEADER, NULL);
     curl_easy_setopt(h->curl, CURLOPT_MIMEPOST, NULL);
-    free(url);
-    free(ctype);
-    free(accept);
-    curl_slist_free_all(headers);
-    return st;
-fail:
-    free(url);
-    free(ctype);
-    free(accept);
-    curl_slist_free_all(headers);
-    return fail(h, st, "out of memory building the request");
+    if (rc != CURLE_OK)
+        return status_from_curl(h, rc, r);
+    if (r->status < 200 || r->status >= 300)
+        return http_error(h, r);
+    return SPMV_CLIENT_OK;
 }
-
-static void response_clear(response *r)
-{
-    free(r->body.data);
-    free(r->stats_header);
-    free(r->meta_header);
-    memset(r, 0, sizeof *r);
-}
-
-/* A path "/v1/<what>/<escaped id><suffix>". */
-static char *id_path(spmv_client *h, const char *what, const char *id, const char *suffix)
-{
-    char *esc = curl_easy_escape(h->curl, id, 0);
-    char *path = NULL;
-    if (esc && asprintf(&path, "/v1/%s/%s%s", what, esc, suffix) < 0)
-        path = NULL;
-    curl_free(esc);
-    return path;
-}
-
-static bool id_ok(const char *id)
-{
-    return id && *id && strlen(id) < 64;
-}
-
-/* ------------------------------------------------------------------ JSON */
 
 /* Parses the answer body as JSON; PROTOCOL when it is not. */
 static spmv_client_status parse_body(spmv_client *h, const response *r, json_t **out)
@@ -530,6 +514,137 @@ static spmv_client_status parse_body(spmv_client *h, const response *r, json_t *
         return fail(h, SPMV_CLIENT_ERR_PROTOCOL, "answer is not JSON: %s (byte %d)", jerr.text, jerr.position);
     return SPMV_CLIENT_OK;
 }
+
+/* Runs one request: the one way every call reaches the server. On
+ * SPMV_CLIENT_OK the server answered 2xx and r holds the answer (parsed
+ * into r->json when the request wants JSON); otherwise the handle holds
+ * the error. The request's JSON body and query are released either way;
+ * the caller frees r with response_clear() either way. */
+static spmv_client_status do_request(spmv_client *h, request *req, response *r)
+{
+    spmv_client_status st = SPMV_CLIENT_ERR_NOMEM;
+    struct curl_slist *headers = NULL;
+    request sent = *req; /* with the JSON body as text */
+    char *url = NULL, *text = NULL;
+
+    memset(r, 0, sizeof *r);
+    r->req = req;
+    r->curl = h->curl;
+    r->to_sink = -1;
+    r->body.limit = MAX_JSON_BODY;
+    clear_error(h);
+    if (req->nomem)
+        goto done;
+    if (req->json) {
+        if (!(text = json_dumps(req->json, JSON_COMPACT)))
+            goto done;
+        sent.body = text;
+        sent.body_len = strlen(text);
+        sent.content_type = "application/json";
+    }
+    if (!(url = request_url(h, req)) || !(headers = request_headers(h, req, sent.content_type)))
+        goto done;
+    set_options(h, &sent, r, headers, url);
+    st = perform(h, r);
+    if (st == SPMV_CLIENT_OK && req->want_json)
+        st = parse_body(h, r, &r->json);
+done:
+    if (st == SPMV_CLIENT_ERR_NOMEM && !h->errmsg[0])
+        fail(h, st, "out of memory building the request");
+    free(url);
+    free(text);
+    curl_slist_free_all(headers);
+    json_decref(req->json);
+    free(req->query.data);
+    req->json = NULL;
+    req->query = (buffer){0};
+    return st;
+}
+
+static void response_clear(response *r)
+{
+    free(r->body.data);
+    free(r->stats_header);
+    free(r->meta_header);
+    json_decref(r->json);
+    memset(r, 0, sizeof *r);
+}
+
+/* Runs a request whose answer only matters for its status. */
+static spmv_client_status send_only(spmv_client *h, request *req)
+{
+    response r;
+    spmv_client_status st = do_request(h, req, &r);
+    response_clear(&r);
+    return st;
+}
+
+/* Appends "&key=value" (escaped) to the request's query. */
+static void query_add(spmv_client *h, request *req, const char *key, const char *value)
+{
+    buffer *q = &req->query;
+    char *k = curl_easy_escape(h->curl, key, 0), *v = curl_easy_escape(h->curl, value, 0);
+    if (!q->limit)
+        q->limit = MAX_QUERY;
+    if (!(k && v && buffer_append(q, q->len ? "&" : "?", 1) && buffer_append(q, k, strlen(k)) &&
+          buffer_append(q, "=", 1) && buffer_append(q, v, strlen(v))))
+        req->nomem = true;
+    curl_free(k);
+    curl_free(v);
+}
+
+static void query_add_int(spmv_client *h, request *req, const char *key, long value)
+{
+    char num[32];
+    snprintf(num, sizeof num, "%ld", value);
+    query_add(h, req, key, num);
+}
+
+static void query_add_u64(spmv_client *h, request *req, const char *key, uint64_t value)
+{
+    char num[32];
+    snprintf(num, sizeof num, "%llu", (unsigned long long)value);
+    query_add(h, req, key, num);
+}
+
+static void query_add_double(spmv_client *h, request *req, const char *key, double value)
+{
+    char num[40];
+    snprintf(num, sizeof num, "%.17g", value);
+    query_add(h, req, key, num);
+}
+
+/* Gives the request a JSON body, {} until body_set() fills it. */
+static void body_start(request *req)
+{
+    if (!req->json && !(req->json = json_object()))
+        req->nomem = true;
+}
+
+/* Sets "key": v (stolen) in the request's JSON body. */
+static void body_set(request *req, const char *key, json_t *v)
+{
+    body_start(req);
+    if (req->nomem)
+        json_decref(v);
+    else if (json_object_set_new(req->json, key, v) != 0)
+        req->nomem = true;
+}
+
+static bool id_ok(const char *id)
+{
+    return id && *id && strlen(id) < 64;
+}
+
+/* INVALID, "<what> id must be 1 to 63 characters", unless id is one. */
+static spmv_client_status check_id(spmv_client *h, const char *id, const char *what)
+{
+    if (id_ok(id))
+        return SPMV_CLIENT_OK;
+    return fail(h, SPMV_CLIENT_ERR_INVALID, "%s id must be 1 to 63 characters", what);
+}
+
+/* ------------------------------------------------------------------ JSON */
 
 /* A JSON number, or one of the strings "NaN", "Infinity", "-Infinity"
  * (SPEC §6); `fallback` when absent or anything else. */
@@ -577,6 +692,48 @@ static void copy_str(char *dst, size_t cap, const json_t *v)
 static char *dump_json(const json_t *v)
 {
     return v ? json_dumps(v, JSON_COMPACT | JSON_ENCODE_ANY) : NULL;
+}
+
+/* How to read one kind of descriptor (a matrix, vector, region, kernel):
+ * into an item of `size` bytes, by `parse`; `what` and `key` (what it
+ * cannot lack) name it in messages. */
+typedef bool (*parse_item_fn)(const json_t *d, void *item);
+typedef struct item_kind {
+    size_t size;
+    parse_item_fn parse;
+    const char *what;         /* "matrix" */
+    const char *key;          /* "an id" */
+} item_kind;
+
+/* One descriptor into a fresh item; PROTOCOL when it is incomplete or has
+ * a size out of range. `where` (" (answer)", or "") goes into the message. */
+static spmv_client_status parse_item(spmv_client *h, const item_kind *k, const json_t *d, const char *where,
+                                     void **out)
+{
+    void *item = calloc(1, k->size);
+    *out = NULL;
+    if (!item)
+        return fail(h, SPMV_CLIENT_ERR_NOMEM, "out of memory");
+    if (!k->parse(d, item)) {
+        free(item);
+        return fail(h, SPMV_CLIENT_ERR_PROTOCOL, "the %s descriptor%s lacks %s or has a size out of range", k->what,
+                    where, k->key);
+    }
+    *out = item;
+    return SPMV_CLIENT_OK;
+}
+
+/* Runs a request whose answer is one descriptor of kind k, parsed into a
+ * fresh item at *out (out NULL: the answer is not read). */
+static spmv_client_status request_item(spmv_client *h, request *req, const item_kind *k, void **out)
+{
+    response r;
+    req->want_json = out != NULL;
+    spmv_client_status st = do_request(h, req, &r);
+    if (st == SPMV_CLIENT_OK && out)
+        st = parse_item(h, k, r.json, "", out);
+    response_clear(&r);
+    return st;
 }
 
 static void parse_stats(const json_t *s, spmv_client_stats *st)
@@ -656,10 +813,11 @@ static void matrix_clear(spmv_client_matrix *m)
     memset(m, 0, sizeof *m);
 }
 
-/* Fills *m from a descriptor object. False (m cleared) when it lacks an id
- * or a size is out of range. */
-static bool parse_matrix(const json_t *d, spmv_client_matrix *m)
+/* Fills the spmv_client_matrix `item` from a descriptor object. False (m
+ * cleared) when it lacks an id or a size is out of range. */
+static bool parse_matrix(const json_t *d, void *item)
 {
+    spmv_client_matrix *m = item;
     const char *id = json_string_value(json_object_get(d, "id"));
     const char *name = json_string_value(json_object_get(d, "name"));
     const char *dtype = json_string_value(json_object_get(d, "dtype"));
@@ -691,25 +849,7 @@ fail:
     return false;
 }
 
-/* Parses a descriptor answer into a fresh spmv_client_matrix. */
-static spmv_client_status matrix_from_response(spmv_client *h, const response *r, spmv_client_matrix **out)
-{
-    json_t *root = NULL;
-    spmv_client_status st = parse_body(h, r, &root);
-    if (st != SPMV_CLIENT_OK)
-        return st;
-    spmv_client_matrix *m = calloc(1, sizeof *m);
-    if (!m) {
-        st = fail(h, SPMV_CLIENT_ERR_NOMEM, "out of memory");
-    } else if (!parse_matrix(root, m)) {
-        free(m);
-        m = NULL;
-        st = fail(h, SPMV_CLIENT_ERR_PROTOCOL, "the matrix descriptor lacks an id or has a size out of range");
-    }
-    json_decref(root);
-    *out = m;
-    return st;
-}
+static const item_kind matrix_kind = {sizeof(spmv_client_matrix), parse_matrix, "matrix", "an id"};
 
 void spmv_client_matrix_free(spmv_client_matrix *m)
 {
@@ -735,12 +875,11 @@ void spmv_client_matrix_list_free(spmv_client_matrix_list *l)
 /* GET path into a parsed JSON root (caller decrefs). */
 static spmv_client_status get_json(spmv_client *h, const char *path, json_t **root)
 {
-    request req = {.method = "GET", .path = path};
+    request req = {.method = "GET", .path = path, .want_json = true};
     response r;
-    *root = NULL;
     spmv_client_status st = do_request(h, &req, &r);
-    if (st == SPMV_CLIENT_OK)
-        st = parse_body(h, &r, root);
+    *root = r.json;
+    r.json = NULL;
     response_clear(&r);
     return st;
 }
@@ -775,10 +914,7 @@ spmv_client_status spmv_client_ready(spmv_client *h)
 {
     if (!h) return SPMV_CLIENT_ERR_INVALID;
     request req = {.method = "GET", .path = "/v1/ready"};
-    response r;
-    spmv_client_status st = do_request(h, &req, &r);
-    response_clear(&r);
-    return st;
+    return send_only(h, &req);
 }
 
 spmv_client_status spmv_client_info(spmv_client *h, char **json)
@@ -811,8 +947,9 @@ void spmv_client_kernel_list_free(spmv_client_kernel_list *l)
     free(l);
 }
 
-static bool parse_kernel(const json_t *v, spmv_client_kernel *k)
+static bool parse_kernel(const json_t *v, void *item)
 {
+    spmv_client_kernel *k = item;
     const char *name = json_is_string(v) ? json_string_value(v) : json_string_value(json_object_get(v, "name"));
     const char *reason = json_string_value(json_object_get(v, "reason"));
     const json_t *avail = json_object_get(v, "available");
@@ -828,14 +965,14 @@ static bool parse_kernel(const json_t *v, spmv_client_kernel *k)
     return k->name && (!reason || k->reason) && (!params || k->parameters);
 }
 
-/* A list route: GET path, the array under `key` (or the body when it is
- * one), each element parsed into the next `size`-byte item of *items. The
- * caller's list is {items, count, json}: every item tried is counted, so
- * its free releases what a failed parse left. */
-typedef bool (*parse_item_fn)(const json_t *d, void *item);
+static const item_kind kernel_kind = {sizeof(spmv_client_kernel), parse_kernel, "kernel", "a name"};
 
-static spmv_client_status fetch_list(spmv_client *h, const char *path, const char *key, const char *what,
-                                     size_t size, parse_item_fn parse, void **items, size_t *count, char **json)
+/* A list route: GET path, the array under `key` (or the body when it is
+ * one), each element parsed into the next item of *items. The caller's
+ * list is {items, count, json}: every item tried is counted, so its free
+ * releases what a failed parse left. */
+static spmv_client_status fetch_list(spmv_client *h, const char *path, const char *key, const item_kind *k,
+                                     void **items, size_t *count, char **json)
 {
     json_t *root;
     spmv_client_status st = get_json(h, path, &root);
@@ -844,24 +981,22 @@ static spmv_client_status fetch_list(spmv_client *h, const char *path, const cha
     const json_t *arr = json_is_array(root) ? root : json_object_get(root, key);
     size_t n = json_array_size(arr);
     if (!json_is_array(arr))
-        st = fail(h, SPMV_CLIENT_ERR_PROTOCOL, "the %s list is not a JSON array", what);
-    else if (n && !(*items = calloc(n, size)))
+        st = fail(h, SPMV_CLIENT_ERR_PROTOCOL, "the %s list is not a JSON array", k->what);
+    else if (n && !(*items = calloc(n, k->size)))
         st = fail(h, SPMV_CLIENT_ERR_NOMEM, "out of memory");
     for (size_t i = 0; st == SPMV_CLIENT_OK && i < n; i++, (*count)++)
-        if (!parse(json_array_get(arr, i), (char *)*items + i * size))
+        if (!k->parse(json_array_get(arr, i), (char *)*items + i * k->size))
             st = fail(h, SPMV_CLIENT_ERR_PROTOCOL, "%s descriptor %zu is incomplete or has a size out of range",
-                      what, i);
+                      k->what, i);
     if (st == SPMV_CLIENT_OK && !(*json = dump_json(root)))
         st = fail(h, SPMV_CLIENT_ERR_NOMEM, "out of memory");
     json_decref(root);
-    if (st == SPMV_CLIENT_OK)
-        h->errmsg[0] = '\0';
     return st;
 }
 
 /* GET a list route into a fresh list `l` of type T (freed with FREE on
  * failure). */
-#define FETCH_LIST(T, FREE, path, key, what, parse)                                                             \
+#define FETCH_LIST(T, FREE, path, key, kind)                                                                    \
     do {                                                                                                        \
         if (!h || !out)                                                                                         \
             return SPMV_CLIENT_ERR_INVALID;                                                                     \
@@ -869,8 +1004,7 @@ static spmv_client_status fetch_list(spmv_client *h, const char *path, const cha
         T *l = calloc(1, sizeof *l);                                                                            \
         if (!l)                                                                                                 \
             return fail(h, SPMV_CLIENT_ERR_NOMEM, "out of memory");                                             \
-        spmv_client_status st_ = fetch_list(h, path, key, what, sizeof *l->items, parse, (void **)&l->items,    \
-                                            &l->count, &l->json);                                               \
+        spmv_client_status st_ = fetch_list(h, path, key, kind, (void **)&l->items, &l->count, &l->json);       \
         if (st_ != SPMV_CLIENT_OK)                                                                              \
             FREE(l);                                                                                            \
         else                                                                                                    \
@@ -878,12 +1012,9 @@ static spmv_client_status fetch_list(spmv_client *h, const char *path, const cha
         return st_;                                                                                             \
     } while (0)
 
-static bool parse_kernel_item(const json_t *d, void *k) { return parse_kernel(d, k); }
-
 spmv_client_status spmv_client_kernels(spmv_client *h, spmv_client_kernel_list **out)
 {
-    FETCH_LIST(spmv_client_kernel_list, spmv_client_kernel_list_free, "/v1/kernels", "kernels", "kernel",
-               parse_kernel_item);
+    FETCH_LIST(spmv_client_kernel_list, spmv_client_kernel_list_free, "/v1/kernels", "kernels", &kernel_kind);
 }
 
 /* -------------------------------------------------------------- matrices */
@@ -894,8 +1025,8 @@ static bool mime_field(curl_mime *mime, const char *name, const char *value)
     return p && curl_mime_name(p, name) == CURLE_OK && curl_mime_data(p, value, CURL_ZERO_TERMINATED) == CURLE_OK;
 }
 
-/* The option fields of an upload form (SPEC §6: name, dtype, formats,
- * hack_size, device). */
+/* The option fields of an upload form (docs/api.md, POST /v1/matrices:
+ * name, dtype, formats, hack_size, device). */
 static spmv_client_status mime_options(spmv_client *h, curl_mime *mime, const spmv_client_upload_options *o)
 {
     char num[32];
@@ -915,28 +1046,43 @@ static spmv_client_status mime_options(spmv_client *h, curl_mime *mime, const sp
     return ok ? SPMV_CLIENT_OK : fail(h, SPMV_CLIENT_ERR_NOMEM, "out of memory building the form");
 }
 
-/* Sends a prepared form (whose "file" part is already added). */
-static spmv_client_status upload_form(spmv_client *h, curl_mime *mime, const spmv_client_upload_options *opts,
-                                      spmv_client_matrix **out)
+/* A new form whose first part is the "file" field, typed, for the caller
+ * to fill with the matrix; NULL when memory runs out. */
+static curl_mime *file_form(spmv_client *h, curl_mimepart **part)
 {
-    request req = {.method = "POST", .path = "/v1/matrices", .mime = mime};
-    response r;
-    if (opts && opts->progress) {
-        req.progress = opts->progress;
-        req.progress_user = opts->progress_user;
+    curl_mime *mime = curl_mime_init(h->curl);
+    if (mime && (*part = curl_mime_addpart(mime)) && curl_mime_name(*part, "file") == CURLE_OK &&
+        curl_mime_type(*part, "application/octet-stream") == CURLE_OK)
+        return mime;
+    curl_mime_free(mime);
+    return NULL;
+}
+
+/* Adds the options' fields to a form, sends it, frees it: the one way an
+ * upload or a generate goes out. `built` is false when filling the form
+ * ran out of memory. */
+static spmv_client_status upload_form(spmv_client *h, curl_mime *mime, bool built,
+                                      const spmv_client_upload_options *opts, spmv_client_matrix **out)
+{
+    spmv_client_status st = SPMV_CLIENT_ERR_NOMEM;
+    if (!built)
+        st = fail(h, st, "out of memory building the form");
+    else if ((st = mime_options(h, mime, opts)) == SPMV_CLIENT_OK) {
+        request req = {.method = "POST", .path = "/v1/matrices", .mime = mime};
+        if (opts) {
+            req.progress = opts->progress;
+            req.progress_user = opts->progress_user;
+        }
+        st = request_item(h, &req, &matrix_kind, (void **)out);
     }
-    spmv_client_status st = do_request(h, &req, &r);
-    if (st == SPMV_CLIENT_OK)
-        st = matrix_from_response(h, &r, out);
-    response_clear(&r);
+    curl_mime_free(mime);
     return st;
 }
 
 spmv_client_status spmv_client_upload_file(spmv_client *h, const char *path, const spmv_client_upload_options *opts,
                                            spmv_client_matrix **out)
 {
-    spmv_client_status st;
-    curl_mime *mime = NULL;
+    curl_mime *mime;
     curl_mimepart *part;
     FILE *f;
 
@@ -948,96 +1094,67 @@ spmv_client_status spmv_client_upload_file(spmv_client *h, const char *path, con
     if (!(f = fopen(path, "rb")))
         return fail(h, SPMV_CLIENT_ERR_IO, "%s: %s", path, strerror(errno));
     fclose(f);
-    st = fail(h, SPMV_CLIENT_ERR_NOMEM, "out of memory building the form");
-    if (!(mime = curl_mime_init(h->curl)) || !(part = curl_mime_addpart(mime)) ||
-        curl_mime_name(part, "file") != CURLE_OK || curl_mime_filedata(part, path) != CURLE_OK ||
-        curl_mime_type(part, "application/octet-stream") != CURLE_OK)
-        goto done;
-    if ((st = mime_options(h, mime, opts)) != SPMV_CLIENT_OK)
-        goto done;
-    st = upload_form(h, mime, opts, out);
-done:
-    curl_mime_free(mime);
-    return st;
+    mime = file_form(h, &part);
+    return upload_form(h, mime, mime && curl_mime_filedata(part, path) == CURLE_OK, opts, out);
 }
 
 spmv_client_status spmv_client_upload_memory(spmv_client *h, const void *data, size_t len,
                                              const spmv_client_upload_options *opts, spmv_client_matrix **out)
 {
-    spmv_client_status st;
-    curl_mime *mime = NULL;
+    curl_mime *mime;
     curl_mimepart *part;
 
     if (!h || !data || !out) return SPMV_CLIENT_ERR_INVALID;
     *out = NULL;
     clear_error(h);
-    st = fail(h, SPMV_CLIENT_ERR_NOMEM, "out of memory building the form");
-    if (!(mime = curl_mime_init(h->curl)) || !(part = curl_mime_addpart(mime)) ||
-        curl_mime_name(part, "file") != CURLE_OK || curl_mime_data(part, data, len) != CURLE_OK ||
-        curl_mime_filename(part, opts && opts->name ? opts->name : "matrix.mtx") != CURLE_OK ||
-        curl_mime_type(part, "application/octet-stream") != CURLE_OK)
-        goto done;
-    if ((st = mime_options(h, mime, opts)) != SPMV_CLIENT_OK)
-        goto done;
-    st = upload_form(h, mime, opts, out);
-done:
-    curl_mime_free(mime);
-    return st;
+    mime = file_form(h, &part);
+    return upload_form(h, mime,
+                       mime && curl_mime_data(part, data, len) == CURLE_OK &&
+                           curl_mime_filename(part, opts && opts->name ? opts->name : "matrix.mtx") == CURLE_OK,
+                       opts, out);
+}
+
+/* A form field holding an integer. */
+static bool mime_int(curl_mime *mime, const char *name, long long value)
+{
+    char num[24];
+    snprintf(num, sizeof num, "%lld", value);
+    return mime_field(mime, name, num);
 }
 
 spmv_client_status spmv_client_generate(spmv_client *h, const char *kind, int64_t n, int64_t per_row,
                                         int64_t dense_len, uint64_t seed, const spmv_client_upload_options *opts,
                                         spmv_client_matrix **out)
 {
-    spmv_client_status st;
-    curl_mime *mime = NULL;
-    char num[3][24];
+    spmv_client_upload_options o = opts ? *opts : (spmv_client_upload_options){0};
+    char sd[24];
+
     if (!h || !kind || !out) return SPMV_CLIENT_ERR_INVALID;
     *out = NULL;
     clear_error(h);
-    snprintf(num[0], sizeof num[0], "%lld", (long long)n);
-    snprintf(num[1], sizeof num[1], "%lld", (long long)per_row);
-    snprintf(num[2], sizeof num[2], "%lld", (long long)dense_len);
-    char sd[24];
+    o.progress = NULL; /* nothing to upload */
     snprintf(sd, sizeof sd, "%llu", (unsigned long long)seed);
-    st = fail(h, SPMV_CLIENT_ERR_NOMEM, "out of memory building the form");
-    if (!(mime = curl_mime_init(h->curl)) || !mime_field(mime, "generate", kind) || !mime_field(mime, "n", num[0]) ||
-        (per_row >= 0 && !mime_field(mime, "per_row", num[1])) ||
-        (dense_len >= 0 && !mime_field(mime, "dense_len", num[2])) || (seed && !mime_field(mime, "seed", sd)))
-        goto done;
-    if ((st = mime_options(h, mime, opts)) != SPMV_CLIENT_OK)
-        goto done;
-    clear_error(h);
-    st = upload_form(h, mime, NULL, out);
-done:
-    curl_mime_free(mime);
-    return st;
+    curl_mime *mime = curl_mime_init(h->curl);
+    bool built = mime && mime_field(mime, "generate", kind) && mime_int(mime, "n", n) &&
+                 (per_row < 0 || mime_int(mime, "per_row", per_row)) &&
+                 (dense_len < 0 || mime_int(mime, "dense_len", dense_len)) && (!seed || mime_field(mime, "seed", sd));
+    return upload_form(h, mime, built, &o, out);
 }
-
-static bool parse_matrix_item(const json_t *d, void *m) { return parse_matrix(d, m); }
 
 spmv_client_status spmv_client_list(spmv_client *h, spmv_client_matrix_list **out)
 {
-    FETCH_LIST(spmv_client_matrix_list, spmv_client_matrix_list_free, "/v1/matrices", "matrices", "matrix",
-               parse_matrix_item);
+    FETCH_LIST(spmv_client_matrix_list, spmv_client_matrix_list_free, "/v1/matrices", "matrices", &matrix_kind);
 }
 
 spmv_client_status spmv_client_describe(spmv_client *h, const char *id, spmv_client_matrix **out)
 {
+    spmv_client_status st;
     if (!h || !out) return SPMV_CLIENT_ERR_INVALID;
     *out = NULL;
     clear_error(h);
-    if (!id_ok(id)) return fail(h, SPMV_CLIENT_ERR_INVALID, "matrix id must be 1 to 63 characters");
-    char *path = id_path(h, "matrices", id, "");
-    if (!path) return fail(h, SPMV_CLIENT_ERR_NOMEM, "out of memory");
-    request req = {.method = "GET", .path = path};
-    response r;
-    spmv_client_status st = do_request(h, &req, &r);
-    if (st == SPMV_CLIENT_OK)
-        st = matrix_from_response(h, &r, out);
-    response_clear(&r);
-    free(path);
-    return st;
+    if ((st = check_id(h, id, "matrix")) != SPMV_CLIENT_OK) return st;
+    request req = {.method = "GET", .collection = "matrices", .id = id};
+    return request_item(h, &req, &matrix_kind, (void **)out);
 }
 
 /* DELETE /v1/<collection>/<name>; `valid` is the caller's check of the
@@ -1048,14 +1165,8 @@ static spmv_client_status delete_at(spmv_client *h, const char *collection, cons
     if (!h) return SPMV_CLIENT_ERR_INVALID;
     clear_error(h);
     if (!valid) return fail(h, SPMV_CLIENT_ERR_INVALID, "%s", invalid);
-    char *path = id_path(h, collection, name, "");
-    if (!path) return fail(h, SPMV_CLIENT_ERR_NOMEM, "out of memory");
-    request req = {.method = "DELETE", .path = path};
-    response r;
-    spmv_client_status st = do_request(h, &req, &r);
-    response_clear(&r);
-    free(path);
-    return st;
+    request req = {.method = "DELETE", .collection = collection, .id = name};
+    return send_only(h, &req);
 }
 
 spmv_client_status spmv_client_delete(spmv_client *h, const char *id)
@@ -1065,57 +1176,41 @@ spmv_client_status spmv_client_delete(spmv_client *h, const char *id)
 
 /* ------------------------------------------------------------------ spmv */
 
-/* Appends "&key=value" (escaped) to a growing query string. */
-static bool query_add(CURL *c, buffer *q, const char *key, const char *value)
-{
-    char *k = curl_easy_escape(c, key, 0), *v = curl_easy_escape(c, value, 0);
-    bool ok = k && v && buffer_append(q, q->len ? "&" : "?", 1) && buffer_append(q, k, strlen(k)) &&
-              buffer_append(q, "=", 1) && buffer_append(q, v, strlen(v));
-    curl_free(k);
-    curl_free(v);
-    return ok;
-}
-
-static bool query_add_int(CURL *c, buffer *q, const char *key, long value)
-{
-    char num[32];
-    snprintf(num, sizeof num, "%ld", value);
-    return query_add(c, q, key, num);
-}
-
-/* "key=value" strings into the query; false when one lacks its '='. */
-static bool query_add_params(CURL *c, buffer *q, const char *const *params, bool *malformed)
+/* True when every "key=value" kernel parameter has a key and its '='. */
+static bool params_ok(const char *const *params)
 {
     for (; params && *params; params++) {
         const char *eq = strchr(*params, '=');
-        if (!eq || eq == *params) {
-            *malformed = true;
-            return false;
-        }
-        char *key = strndup(*params, (size_t)(eq - *params));
-        bool ok = key && query_add(c, q, key, eq + 1);
-        free(key);
-        if (!ok)
+        if (!eq || eq == *params)
             return false;
     }
     return true;
 }
 
-static spmv_client_status spmv_query(spmv_client *h, const spmv_client_spmv_options *o, buffer *q)
+/* The spmv options into the request's query: kernel, runs, warmup, verify
+ * and the kernel parameters. */
+static spmv_client_status spmv_query(spmv_client *h, const spmv_client_spmv_options *o, request *req)
 {
-    bool malformed = false, ok = true;
     if (!o)
         return SPMV_CLIENT_OK;
     if (o->runs < 0)
         return fail(h, SPMV_CLIENT_ERR_INVALID, "runs must not be negative");
-    if (o->kernel) ok = ok && query_add(h->curl, q, "kernel", o->kernel);
-    if (o->runs) ok = ok && query_add_int(h->curl, q, "runs", o->runs);
-    if (o->warmup) ok = ok && query_add_int(h->curl, q, "warmup", o->warmup < 0 ? 0 : o->warmup);
-    if (o->verify) ok = ok && query_add(h->curl, q, "verify", "true");
-    ok = ok && query_add_params(h->curl, q, o->params, &malformed);
-    if (malformed)
+    if (!params_ok(o->params))
         return fail(h, SPMV_CLIENT_ERR_INVALID, "a kernel parameter is not of the form key=value");
-    return ok ? SPMV_CLIENT_OK : fail(h, SPMV_CLIENT_ERR_NOMEM, "out of memory");
+    if (o->kernel) query_add(h, req, "kernel", o->kernel);
+    if (o->runs) query_add_int(h, req, "runs", o->runs);
+    if (o->warmup) query_add_int(h, req, "warmup", o->warmup < 0 ? 0 : o->warmup);
+    if (o->verify) query_add(h, req, "verify", "true");
+    for (const char *const *p = o->params; p && *p; p++) {
+        const char *eq = strchr(*p, '=');
+        char *key = strndup(*p, (size_t)(eq - *p));
+        if (key)
+            query_add(h, req, key, eq + 1);
+        else
+            req->nomem = true;
+        free(key);
+    }
+    return SPMV_CLIENT_OK;
 }
 
 /* The X-SpMV-Stats header: either the stats object itself or an object
@@ -1138,87 +1233,71 @@ static spmv_client_status parse_stats_header(spmv_client *h, const char *text, s
     return SPMV_CLIENT_OK;
 }
 
+/* A fresh spmv result: zero, with what was not measured NaN. */
+static void spmv_result_start(spmv_client_spmv_result *res)
+{
+    memset(res, 0, sizeof *res);
+    res->max_rel_err = res->queue_ms = NAN;
+}
+
 spmv_client_status spmv_client_multiply(spmv_client *h, const char *id, spmv_client_dtype dtype, const void *x,
                                         size_t nx, void *y, size_t ny, const spmv_client_spmv_options *opts,
                                         spmv_client_spmv_result *res)
 {
-    buffer q = {.limit = 1 << 16};
-    char *path = NULL, *full = NULL;
-    response r = {0};
     spmv_client_spmv_result local;
     spmv_client_status st;
     size_t esize = dtype == SPMV_CLIENT_FLOAT32 ? 4 : 8;
 
     if (!h) return SPMV_CLIENT_ERR_INVALID;
     clear_error(h);
-    if (!id_ok(id)) return fail(h, SPMV_CLIENT_ERR_INVALID, "matrix id must be 1 to 63 characters");
+    if ((st = check_id(h, id, "matrix")) != SPMV_CLIENT_OK) return st;
     if ((dtype != SPMV_CLIENT_FLOAT64 && dtype != SPMV_CLIENT_FLOAT32) || (!x && nx) || (!y && ny))
         return fail(h, SPMV_CLIENT_ERR_INVALID, "bad dtype or a NULL vector");
     if (nx > SIZE_MAX / esize || ny > SIZE_MAX / esize)
         return fail(h, SPMV_CLIENT_ERR_INVALID, "vector length overflows size_t");
     if (!res) res = &local;
-    memset(res, 0, sizeof *res);
-    res->max_rel_err = res->queue_ms = NAN;
-
-    if ((st = spmv_query(h, opts, &q)) != SPMV_CLIENT_OK)
-        goto done;
-    st = fail(h, SPMV_CLIENT_ERR_NOMEM, "out of memory");
-    if (!(path = id_path(h, "matrices", id, "/spmv")) ||
-        asprintf(&full, "%s%s", path, q.data ? q.data : "") < 0) {
-        full = NULL;
-        goto done;
-    }
-    request req = {.method = "POST", .path = full, .content_type = "application/octet-stream",
-                   .body = nx ? x : "", .body_len = nx * esize, .sink = y, .sink_cap = ny * esize};
+    spmv_result_start(res);
+    request req = {.method = "POST", .collection = "matrices", .id = id, .suffix = "/spmv",
+                   .content_type = "application/octet-stream", .body = nx ? x : "", .body_len = nx * esize,
+                   .sink = y, .sink_cap = ny * esize};
+    if ((st = spmv_query(h, opts, &req)) != SPMV_CLIENT_OK)
+        return st;
+    response r;
     st = do_request(h, &req, &r);
     res->request_ms = r.total_ms;
-    if (st != SPMV_CLIENT_OK)
-        goto done;
-    if (r.sink_len != ny * esize) {
+    if (st == SPMV_CLIENT_OK && r.sink_len != ny * esize)
         st = fail(h, SPMV_CLIENT_ERR_PROTOCOL, "y has %zu bytes, expected %zu (%zu values of %zu bytes)",
                   r.sink_len, ny * esize, ny, esize);
-        goto done;
-    }
-    st = parse_stats_header(h, r.stats_header, res);
-done:
+    else if (st == SPMV_CLIENT_OK)
+        st = parse_stats_header(h, r.stats_header, res);
     response_clear(&r);
-    free(q.data);
-    free(path);
-    free(full);
     return st;
 }
 
 /* ---------------------------------------------------------------- spmspm */
 
-/* {"b", "kernel", "runs", "warmup", "verify", "store", params...}. */
-static json_t *spmspm_body(const char *b, const spmv_client_spmspm_options *o, bool *bad_param)
+/* The spmspm body: {"b", "kernel", "runs", "warmup", "verify", "store",
+ * params...}; false when a parameter is not "key=integer". */
+static bool spmspm_body(request *req, const char *b, const spmv_client_spmspm_options *o)
 {
-    json_t *body = json_pack("{s:s}", "b", b);
-    bool ok = body != NULL;
-    *bad_param = false;
+    body_set(req, "b", json_string(b));
     if (!o)
-        return body;
-    if (ok && o->kernel) ok = json_object_set_new(body, "kernel", json_string(o->kernel)) == 0;
-    if (ok && o->runs) ok = json_object_set_new(body, "runs", json_integer(o->runs)) == 0;
-    if (ok && o->warmup) ok = json_object_set_new(body, "warmup", json_integer(o->warmup)) == 0;
-    if (ok && o->verify) ok = json_object_set_new(body, "verify", json_true()) == 0;
-    if (ok && o->store) ok = json_object_set_new(body, "store", json_true()) == 0;
-    for (const char *const *p = o->params; ok && p && *p; p++) {
+        return true;
+    if (o->kernel) body_set(req, "kernel", json_string(o->kernel));
+    if (o->runs) body_set(req, "runs", json_integer(o->runs));
+    if (o->warmup) body_set(req, "warmup", json_integer(o->warmup));
+    if (o->verify) body_set(req, "verify", json_true());
+    if (o->store) body_set(req, "store", json_true());
+    for (const char *const *p = o->params; p && *p; p++) {
         const char *eq = strchr(*p, '=');
         char key[64], *end;
         long long v = eq ? strtoll(eq + 1, &end, 10) : 0;
-        if (!eq || eq == *p || (size_t)(eq - *p) >= sizeof key || !eq[1] || *end) {
-            *bad_param = true;
-            break;
-        }
+        if (!eq || eq == *p || (size_t)(eq - *p) >= sizeof key || !eq[1] || *end)
+            return false;
         snprintf(key, sizeof key, "%.*s", (int)(eq - *p), *p);
-        ok = json_object_set_new(body, key, json_integer(v)) == 0;
+        body_set(req, key, json_integer(v));
     }
-    if (!ok || *bad_param) {
-        json_decref(body);
-        return NULL;
-    }
-    return body;
+    return true;
 }
 
 static void spmspm_result(const json_t *o, spmv_client_spmspm_result *res)
@@ -1289,12 +1368,8 @@ spmv_client_status spmv_client_spmspm(spmv_client *h, const char *a, const char 
                                       const spmv_client_spmspm_options *opts, spmv_client_coo **c,
                                       spmv_client_matrix **stored, spmv_client_spmspm_result *res)
 {
-    json_t *body = NULL, *root = NULL;
-    char *text = NULL, *path = NULL;
-    response r = {0};
     spmv_client_spmspm_result local;
     spmv_client_status st;
-    bool bad_param = false;
 
     if (c) *c = NULL;
     if (stored) *stored = NULL;
@@ -1306,101 +1381,69 @@ spmv_client_status spmv_client_spmspm(spmv_client *h, const char *a, const char 
     if (!res) res = &local;
     memset(res, 0, sizeof *res);
     res->max_rel_err = res->queue_ms = NAN;
-    body = spmspm_body(b, opts, &bad_param);
-    if (bad_param) return fail(h, SPMV_CLIENT_ERR_INVALID, "a kernel parameter is not \"key=integer\"");
-    st = fail(h, SPMV_CLIENT_ERR_NOMEM, "out of memory");
-    if (!body || !(text = json_dumps(body, JSON_COMPACT)) || !(path = id_path(h, "matrices", a, "/spmspm")))
-        goto done;
-    request req = {.method = "POST", .path = path, .content_type = "application/json",
-                   .body = text, .body_len = strlen(text)};
+    request req = {.method = "POST", .collection = "matrices", .id = a, .suffix = "/spmspm", .want_json = true};
+    if (!spmspm_body(&req, b, opts)) {
+        json_decref(req.json);
+        return fail(h, SPMV_CLIENT_ERR_INVALID, "a kernel parameter is not \"key=integer\"");
+    }
+    response r;
     st = do_request(h, &req, &r);
     res->request_ms = r.total_ms;
-    if (st != SPMV_CLIENT_OK || (st = parse_body(h, &r, &root)) != SPMV_CLIENT_OK)
-        goto done;
-    if (opts && opts->store) {
-        spmspm_result(json_object_get(root, "product"), res);
+    if (st == SPMV_CLIENT_OK && opts && opts->store) {
+        spmspm_result(json_object_get(r.json, "product"), res);
         if (stored)
-            st = matrix_from_response(h, &r, stored);
-    } else {
-        spmspm_result(root, res);
+            st = parse_item(h, &matrix_kind, r.json, "", (void **)stored);
+    } else if (st == SPMV_CLIENT_OK) {
+        spmspm_result(r.json, res);
         if (c)
-            st = coo_from_json(h, root, c);
+            st = coo_from_json(h, r.json, c);
     }
-done:
     response_clear(&r);
-    json_decref(body);
-    json_decref(root);
-    free(text);
-    free(path);
     return st;
 }
 
 /* ----------------------------------------------------------- bench, jobs */
 
-static json_t *bench_body(const spmv_client_bench_options *o)
+/* The job id an answer names ({"job_id"}, {"job":{"id"}} or {"id"}) into
+ * id (cap bytes); PROTOCOL when it names none. `what` names the call. */
+static spmv_client_status take_job_id(spmv_client *h, const response *r, const char *what, char *id, size_t cap)
 {
-    json_t *body = json_object();
-    if (!body)
-        return NULL;
-    bool ok = true; /* bench is always a job: no "async" needed (or accepted) */
-    if (o && o->kernels) {
-        json_t *arr = json_array();
-        ok = ok && arr && json_object_set_new(body, "kernels", arr) == 0;
-        for (const char *const *k = o->kernels; ok && *k; k++)
-            ok = json_array_append_new(arr, json_string(*k)) == 0;
-    }
-    if (o && o->runs) ok = ok && json_object_set_new(body, "runs", json_integer(o->runs)) == 0;
-    if (o && o->warmup) ok = ok && json_object_set_new(body, "warmup", json_integer(o->warmup)) == 0;
-    if (!ok) {
-        json_decref(body);
-        return NULL;
-    }
-    return body;
-}
-
-/* A job id from {"id"}, {"job_id"} or {"job":{"id"}}. */
-static const char *job_id_of(const json_t *root)
-{
-    const char *id = json_string_value(json_object_get(root, "job_id"));
-    if (!id) id = json_string_value(json_object_get(json_object_get(root, "job"), "id"));
-    if (!id) id = json_string_value(json_object_get(root, "id"));
-    return id;
+    const char *jid = json_string_value(json_object_get(r->json, "job_id"));
+    if (!jid) jid = json_string_value(json_object_get(json_object_get(r->json, "job"), "id"));
+    if (!jid) jid = json_string_value(json_object_get(r->json, "id"));
+    if (!jid || !*jid || strlen(jid) >= cap)
+        return fail(h, SPMV_CLIENT_ERR_PROTOCOL, "the %s answer (HTTP %ld) names no job id", what, r->status);
+    snprintf(id, cap, "%s", jid);
+    return SPMV_CLIENT_OK;
 }
 
 spmv_client_status spmv_client_bench_start(spmv_client *h, const char *id, const spmv_client_bench_options *opts,
                                            char job_id[64])
 {
-    json_t *body = NULL, *root = NULL;
-    char *text = NULL, *path = NULL;
-    response r = {0};
     spmv_client_status st;
 
     if (!h || !job_id) return SPMV_CLIENT_ERR_INVALID;
     job_id[0] = '\0';
     clear_error(h);
-    if (!id_ok(id)) return fail(h, SPMV_CLIENT_ERR_INVALID, "matrix id must be 1 to 63 characters");
+    if ((st = check_id(h, id, "matrix")) != SPMV_CLIENT_OK) return st;
     if (opts && (opts->runs < 0 || opts->warmup < 0))
         return fail(h, SPMV_CLIENT_ERR_INVALID, "runs and warmup must not be negative");
-    st = fail(h, SPMV_CLIENT_ERR_NOMEM, "out of memory");
-    if (!(body = bench_body(opts)) || !(text = json_dumps(body, JSON_COMPACT)) ||
-        !(path = id_path(h, "matrices", id, "/bench")))
-        goto done;
-    request req = {.method = "POST", .path = path, .content_type = "application/json",
-                   .body = text, .body_len = strlen(text)};
-    if ((st = do_request(h, &req, &r)) != SPMV_CLIENT_OK || (st = parse_body(h, &r, &root)) != SPMV_CLIENT_OK)
-        goto done;
-    const char *jid = job_id_of(root);
-    if (!jid || !*jid || strlen(jid) >= 64) {
-        st = fail(h, SPMV_CLIENT_ERR_PROTOCOL, "the bench answer (HTTP %ld) names no job id", r.status);
-        goto done;
+    /* bench is always a job: no "async" needed (or accepted) */
+    request req = {.method = "POST", .collection = "matrices", .id = id, .suffix = "/bench", .want_json = true};
+    body_start(&req);
+    if (opts && opts->kernels) {
+        json_t *arr = json_array();
+        for (const char *const *k = opts->kernels; arr && *k; k++)
+            if (json_array_append_new(arr, json_string(*k)) != 0)
+                req.nomem = true;
+        body_set(&req, "kernels", arr);
     }
-    snprintf(job_id, 64, "%s", jid);
-done:
+    if (opts && opts->runs) body_set(&req, "runs", json_integer(opts->runs));
+    if (opts && opts->warmup) body_set(&req, "warmup", json_integer(opts->warmup));
+    response r;
+    if ((st = do_request(h, &req, &r)) == SPMV_CLIENT_OK)
+        st = take_job_id(h, &r, "bench", job_id, 64);
     response_clear(&r);
-    json_decref(body);
-    json_decref(root);
-    free(text);
-    free(path);
     return st;
 }
 
@@ -1445,32 +1488,32 @@ static spmv_client_status parse_job(spmv_client *h, const json_t *root, spmv_cli
     return SPMV_CLIENT_OK;
 }
 
+/* A job answer into a fresh spmv_client_job. */
+static spmv_client_status job_from_json(spmv_client *h, const json_t *root, spmv_client_job **out)
+{
+    spmv_client_job *j = calloc(1, sizeof *j);
+    spmv_client_status st = j ? parse_job(h, root, j) : fail(h, SPMV_CLIENT_ERR_NOMEM, "out of memory");
+    if (st == SPMV_CLIENT_OK)
+        *out = j;
+    else
+        spmv_client_job_free(j);
+    return st;
+}
+
 spmv_client_status spmv_client_job_get(spmv_client *h, const char *job_id, spmv_client_job **out)
 {
-    json_t *root = NULL;
-    spmv_client_job *j = NULL;
-    char *path = NULL;
     spmv_client_status st;
 
     if (!h || !out) return SPMV_CLIENT_ERR_INVALID;
     *out = NULL;
     clear_error(h);
-    if (!id_ok(job_id)) return fail(h, SPMV_CLIENT_ERR_INVALID, "job id must be 1 to 63 characters");
-    st = fail(h, SPMV_CLIENT_ERR_NOMEM, "out of memory");
-    if (!(path = id_path(h, "jobs", job_id, "")) || !(j = calloc(1, sizeof *j)))
-        goto fail;
-    if ((st = get_json(h, path, &root)) != SPMV_CLIENT_OK || (st = parse_job(h, root, j)) != SPMV_CLIENT_OK)
-        goto fail;
-    if (strcmp(j->state, "failed") == 0)
-        job_error(h, root);
-    json_decref(root);
-    free(path);
-    *out = j;
-    return SPMV_CLIENT_OK;
-fail:
-    json_decref(root);
-    free(path);
-    spmv_client_job_free(j);
+    if ((st = check_id(h, job_id, "job")) != SPMV_CLIENT_OK) return st;
+    request req = {.method = "GET", .collection = "jobs", .id = job_id, .want_json = true};
+    response r;
+    if ((st = do_request(h, &req, &r)) == SPMV_CLIENT_OK && (st = job_from_json(h, r.json, out)) == SPMV_CLIENT_OK &&
+        strcmp((*out)->state, "failed") == 0)
+        job_error(h, r.json);
+    response_clear(&r);
     return st;
 }
 
@@ -1516,35 +1559,19 @@ spmv_client_status spmv_client_job_wait(spmv_client *h, const char *job_id, long
 
 spmv_client_status spmv_client_job_cancel(spmv_client *h, const char *job_id, spmv_client_job **out)
 {
-    json_t *root = NULL;
-    spmv_client_job *j = NULL;
-    char *path = NULL;
-    response r = {0};
     spmv_client_status st;
 
     if (out) *out = NULL;
     if (!h) return SPMV_CLIENT_ERR_INVALID;
     clear_error(h);
-    if (!id_ok(job_id)) return fail(h, SPMV_CLIENT_ERR_INVALID, "job id must be 1 to 63 characters");
-    st = fail(h, SPMV_CLIENT_ERR_NOMEM, "out of memory");
-    if (!(path = id_path(h, "jobs", job_id, "")))
-        goto done;
-    request req = {.method = "DELETE", .path = path};
-    if ((st = do_request(h, &req, &r)) != SPMV_CLIENT_OK || r.status == 204 || !out)
-        goto done;
-    if (!(j = calloc(1, sizeof *j))) {
-        st = fail(h, SPMV_CLIENT_ERR_NOMEM, "out of memory");
-        goto done;
-    }
-    if ((st = parse_body(h, &r, &root)) == SPMV_CLIENT_OK && (st = parse_job(h, root, j)) == SPMV_CLIENT_OK) {
-        *out = j;
-        j = NULL;
-    }
-done:
-    spmv_client_job_free(j);
-    json_decref(root);
+    if ((st = check_id(h, job_id, "job")) != SPMV_CLIENT_OK) return st;
+    request req = {.method = "DELETE", .collection = "jobs", .id = job_id};
+    response r;
+    /* 204: cancelled with nothing to say; else the job as it stands */
+    if ((st = do_request(h, &req, &r)) == SPMV_CLIENT_OK && r.status != 204 && out &&
+        (st = parse_body(h, &r, &r.json)) == SPMV_CLIENT_OK)
+        st = job_from_json(h, r.json, out);
     response_clear(&r);
-    free(path);
     return st;
 }
 
@@ -1579,10 +1606,12 @@ void spmv_client_vector_list_free(spmv_client_vector_list *l)
     free(l);
 }
 
-/* Fills *v from a descriptor; false (v cleared) when it lacks an id or a
- * size is out of range (n·k values must be addressable here). */
-static bool parse_vector(const json_t *d, spmv_client_vector *v)
+/* Fills the spmv_client_vector `item` from a descriptor; false (cleared)
+ * when it lacks an id or a size is out of range (n·k values must be
+ * addressable here). */
+static bool parse_vector(const json_t *d, void *item)
 {
+    spmv_client_vector *v = item;
     const char *id = json_string_value(json_object_get(d, "id"));
     const char *dtype = json_string_value(json_object_get(d, "dtype"));
     int64_t bytes = 0;
@@ -1619,28 +1648,34 @@ fail:
     return false;
 }
 
+static const item_kind vector_kind = {sizeof(spmv_client_vector), parse_vector, "vector", "an id"};
+
 /* A descriptor from JSON text (an answer body or the X-SpMV-Vector
  * header) into a fresh spmv_client_vector. */
 static spmv_client_status vector_from_text(spmv_client *h, const char *text, size_t len, const char *where,
                                            spmv_client_vector **out)
 {
     json_t *root = text ? json_loadb(text, len, 0, NULL) : NULL;
-    spmv_client_vector *v = NULL;
-    spmv_client_status st = SPMV_CLIENT_OK;
+    char paren[64];
+    spmv_client_status st;
     *out = NULL;
-    if (!root) {
-        st = fail(h, SPMV_CLIENT_ERR_PROTOCOL, "the vector descriptor (%s) is %s", where,
-                  text ? "not JSON" : "missing");
-    } else if (!(v = calloc(1, sizeof *v))) {
-        st = fail(h, SPMV_CLIENT_ERR_NOMEM, "out of memory");
-    } else if (!parse_vector(root, v)) {
-        free(v);
-        v = NULL;
-        st = fail(h, SPMV_CLIENT_ERR_PROTOCOL, "the vector descriptor (%s) lacks an id or has a size out of range",
-                  where);
-    }
+    snprintf(paren, sizeof paren, " (%s)", where);
+    if (!root)
+        return fail(h, SPMV_CLIENT_ERR_PROTOCOL, "the vector descriptor%s is %s", paren, text ? "not JSON" : "missing");
+    st = parse_item(h, &vector_kind, root, paren, (void **)out);
     json_decref(root);
-    *out = v;
+    return st;
+}
+
+/* Runs a request whose answer is a vector descriptor, into *out (NULL:
+ * the answer is not read). */
+static spmv_client_status request_vector(spmv_client *h, request *req, spmv_client_vector **out)
+{
+    response r;
+    spmv_client_status st = do_request(h, req, &r);
+    if (st == SPMV_CLIENT_OK && out)
+        st = vector_from_text(h, r.body.data, r.body.len, "answer", out);
+    response_clear(&r);
     return st;
 }
 
@@ -1662,26 +1697,10 @@ static spmv_client_status vector_options_ok(spmv_client *h, const spmv_client_ve
     return SPMV_CLIENT_OK;
 }
 
-/* POSTs a create request (binary body with a query, or JSON) and parses
- * the descriptor. */
-static spmv_client_status vector_post(spmv_client *h, const char *path, const char *ctype, const void *body,
-                                      size_t len, spmv_client_vector **out)
-{
-    request req = {.method = "POST", .path = path, .content_type = ctype, .body = body, .body_len = len};
-    response r;
-    spmv_client_status st = do_request(h, &req, &r);
-    if (st == SPMV_CLIENT_OK)
-        st = vector_from_text(h, r.body.data, r.body.len, "answer", out);
-    response_clear(&r);
-    return st;
-}
-
 spmv_client_status spmv_client_vector_create(spmv_client *h, spmv_client_dtype dtype, const void *values,
                                              size_t count, const spmv_client_vector_options *opts,
                                              spmv_client_vector **out)
 {
-    buffer q = {.limit = 1 << 16};
-    char *path = NULL;
     spmv_client_status st;
     int64_t k = opts && opts->k ? opts->k : 1;
 
@@ -1694,58 +1713,43 @@ spmv_client_status spmv_client_vector_create(spmv_client *h, spmv_client_dtype d
     if ((st = vector_options_ok(h, opts)) != SPMV_CLIENT_OK) return st;
     if (count % (uint64_t)k != 0)
         return fail(h, SPMV_CLIENT_ERR_INVALID, "%zu values are not a multiple of k = %lld", count, (long long)k);
-    bool ok = query_add(h->curl, &q, "dtype", dtype_text(dtype));
-    if (ok && opts && opts->k) ok = query_add_int(h->curl, &q, "k", (long)opts->k);
-    if (ok && opts && opts->like) ok = query_add(h->curl, &q, "like", opts->like);
-    if (ok && opts && opts->side) ok = query_add(h->curl, &q, "side", opts->side);
-    if (ok && opts && opts->device) ok = query_add(h->curl, &q, "device", opts->device);
-    st = fail(h, SPMV_CLIENT_ERR_NOMEM, "out of memory");
-    if (ok && asprintf(&path, "/v1/vectors%s", q.data) >= 0)
-        st = vector_post(h, path, "application/octet-stream", values, count * dtype_size(dtype), out);
-    else
-        path = NULL;
-    free(q.data);
-    free(path);
-    return st;
+    request req = {.method = "POST", .path = "/v1/vectors", .content_type = "application/octet-stream",
+                   .body = values, .body_len = count * dtype_size(dtype)};
+    query_add(h, &req, "dtype", dtype_text(dtype));
+    if (opts && opts->k) query_add_int(h, &req, "k", (long)opts->k);
+    if (opts && opts->like) query_add(h, &req, "like", opts->like);
+    if (opts && opts->side) query_add(h, &req, "side", opts->side);
+    if (opts && opts->device) query_add(h, &req, "device", opts->device);
+    return request_vector(h, &req, out);
 }
 
 /* The JSON create: {"n","k",key: source,"seed","dtype","like","side","device"}, where key is
- * "fill" (a number or "random") or "values" (a region: {"shm","offset"}). */
-static spmv_client_status vector_create_json(spmv_client *h, int64_t n, const char *key, json_t *fill,
+ * "fill" (a number or "random") or "values" (a region: {"shm","offset"}); source is stolen. */
+static spmv_client_status vector_create_json(spmv_client *h, int64_t n, const char *key, json_t *source,
                                              const uint64_t *seed, const spmv_client_vector_options *opts,
                                              spmv_client_vector **out)
 {
-    json_t *body = json_object();
-    char *text = NULL;
     spmv_client_status st;
-
-    if (!fill) {
-        json_decref(body);
+    if (!source)
         return fail(h, strcmp(key, "fill") == 0 ? SPMV_CLIENT_ERR_INVALID : SPMV_CLIENT_ERR_NOMEM,
                     strcmp(key, "fill") == 0 ? "the fill value must be a finite number" : "out of memory");
+    if ((st = vector_options_ok(h, opts)) == SPMV_CLIENT_OK && (n < 0 || (n == 0 && !(opts && opts->like))))
+        st = fail(h, SPMV_CLIENT_ERR_INVALID, "n must be 1 or more, or 0 with like giving it (not %lld)",
+                  (long long)n);
+    if (st != SPMV_CLIENT_OK) {
+        json_decref(source);
+        return st;
     }
-    if ((st = vector_options_ok(h, opts)) != SPMV_CLIENT_OK)
-        goto done;
-    st = fail(h, SPMV_CLIENT_ERR_INVALID, "n must be 1 or more, or 0 with like giving it (not %lld)", (long long)n);
-    if (n < 0 || (n == 0 && !(opts && opts->like)))
-        goto done;
-    st = fail(h, SPMV_CLIENT_ERR_NOMEM, "out of memory");
-    bool ok = body != NULL;
-    if (ok && n) ok = json_object_set_new(body, "n", json_integer((json_int_t)n)) == 0;
-    if (ok && opts && opts->k) ok = json_object_set_new(body, "k", json_integer((json_int_t)opts->k)) == 0;
-    if (ok) ok = json_object_set(body, key, fill) == 0;
-    if (ok && seed) ok = json_object_set_new(body, "seed", json_integer((json_int_t)(*seed & INT64_MAX))) == 0;
-    if (ok && opts && opts->dtype) ok = json_object_set_new(body, "dtype", json_string(opts->dtype)) == 0;
-    if (ok && opts && opts->like) ok = json_object_set_new(body, "like", json_string(opts->like)) == 0;
-    if (ok && opts && opts->side) ok = json_object_set_new(body, "side", json_string(opts->side)) == 0;
-    if (ok && opts && opts->device) ok = json_object_set_new(body, "device", json_string(opts->device)) == 0;
-    if (ok && (text = json_dumps(body, JSON_COMPACT)))
-        st = vector_post(h, "/v1/vectors", "application/json", text, strlen(text), out);
-done:
-    json_decref(fill);
-    json_decref(body);
-    free(text);
-    return st;
+    request req = {.method = "POST", .path = "/v1/vectors"};
+    if (n) body_set(&req, "n", json_integer((json_int_t)n));
+    if (opts && opts->k) body_set(&req, "k", json_integer((json_int_t)opts->k));
+    body_set(&req, key, source);
+    if (seed) body_set(&req, "seed", json_integer((json_int_t)(*seed & INT64_MAX)));
+    if (opts && opts->dtype) body_set(&req, "dtype", json_string(opts->dtype));
+    if (opts && opts->like) body_set(&req, "like", json_string(opts->like));
+    if (opts && opts->side) body_set(&req, "side", json_string(opts->side));
+    if (opts && opts->device) body_set(&req, "device", json_string(opts->device));
+    return request_vector(h, &req, out);
 }
 
 spmv_client_status spmv_client_vector_fill(spmv_client *h, int64_t n, double value,
@@ -1766,87 +1770,86 @@ spmv_client_status spmv_client_vector_random(spmv_client *h, int64_t n, uint64_t
     return vector_create_json(h, n, "fill", json_string("random"), &seed, opts, out);
 }
 
+/* Why a read's answer did not fit the buffer, when the X-SpMV-Vector
+ * header tells (its dtype or length differs): INVALID with both; else st. */
+static spmv_client_status read_misfit(spmv_client *h, const response *r, const char *id, spmv_client_dtype dtype,
+                                      size_t count, spmv_client_status st)
+{
+    spmv_client_vector *v = NULL;
+    if (st == SPMV_CLIENT_ERR_PROTOCOL && r->meta_header &&
+        vector_from_text(h, r->meta_header, strlen(r->meta_header), "X-SpMV-Vector header", &v) == SPMV_CLIENT_OK &&
+        (v->dtype != dtype || (uint64_t)v->n * (uint64_t)v->k != count))
+        st = fail(h, SPMV_CLIENT_ERR_INVALID, "vector %s holds %lld x %lld %s values; the buffer takes %zu %s", id,
+                  (long long)v->n, (long long)v->k, dtype_text(v->dtype), count, dtype_text(dtype));
+    spmv_client_vector_free(v);
+    return st;
+}
+
+/* A read's binary answer checked against its X-SpMV-Vector descriptor
+ * (which goes to *desc when wanted). */
+static spmv_client_status read_answer(spmv_client *h, const response *r, const char *id, spmv_client_dtype dtype,
+                                      size_t count, spmv_client_vector **desc)
+{
+    spmv_client_vector *v = NULL;
+    spmv_client_status st;
+    if (r->to_sink != 1 && r->body.len)
+        return fail(h, SPMV_CLIENT_ERR_PROTOCOL, "the vector came back as %s, not as binary values",
+                    r->body.data[0] == '{' ? "JSON" : "something else");
+    if ((st = vector_from_text(h, r->meta_header, r->meta_header ? strlen(r->meta_header) : 0,
+                               "X-SpMV-Vector header", &v)) != SPMV_CLIENT_OK)
+        return st;
+    if (v->dtype != dtype)
+        st = fail(h, SPMV_CLIENT_ERR_INVALID, "vector %s holds %s values, the buffer %s", id, dtype_text(v->dtype),
+                  dtype_text(dtype));
+    else if (r->sink_len != count * dtype_size(dtype) || (uint64_t)v->n * (uint64_t)v->k != count)
+        st = fail(h, SPMV_CLIENT_ERR_PROTOCOL, "vector %s: %zu bytes for n = %lld, k = %lld, expected %zu values",
+                  id, r->sink_len, (long long)v->n, (long long)v->k, count);
+    if (st == SPMV_CLIENT_OK && desc) {
+        *desc = v;
+        v = NULL;
+    }
+    spmv_client_vector_free(v);
+    return st;
+}
+
 spmv_client_status spmv_client_vector_read(spmv_client *h, const char *id, spmv_client_dtype dtype, void *values,
                                            size_t count, spmv_client_vector **desc)
 {
-    char *path = NULL;
-    response r = {0};
-    spmv_client_vector *v = NULL;
     spmv_client_status st;
     size_t esize = dtype_size(dtype);
 
     if (desc) *desc = NULL;
     if (!h) return SPMV_CLIENT_ERR_INVALID;
     clear_error(h);
-    if (!id_ok(id)) return fail(h, SPMV_CLIENT_ERR_INVALID, "vector id must be 1 to 63 characters");
+    if ((st = check_id(h, id, "vector")) != SPMV_CLIENT_OK) return st;
     if (!dtype_ok(dtype) || (!values && count) || count > SIZE_MAX / esize)
         return fail(h, SPMV_CLIENT_ERR_INVALID, "bad dtype, a NULL buffer or a count that overflows size_t");
-    if (!(path = id_path(h, "vectors", id, "")))
-        return fail(h, SPMV_CLIENT_ERR_NOMEM, "out of memory");
-    request req = {.method = "GET", .path = path, .accept = "application/octet-stream", .sink = values,
-                   .sink_cap = count * esize, .sink_if_binary = true, .meta_name = "x-spmv-vector:"};
-    if ((st = do_request(h, &req, &r)) != SPMV_CLIENT_OK) {
-        /* an answer longer than the buffer: say why when the header tells (dtype or length) */
-        if (st == SPMV_CLIENT_ERR_PROTOCOL && r.meta_header &&
-            vector_from_text(h, r.meta_header, strlen(r.meta_header), "X-SpMV-Vector header", &v) == SPMV_CLIENT_OK &&
-            (v->dtype != dtype || (uint64_t)v->n * (uint64_t)v->k != count))
-            st = fail(h, SPMV_CLIENT_ERR_INVALID, "vector %s holds %lld x %lld %s values; the buffer takes %zu %s", id,
-                      (long long)v->n, (long long)v->k, dtype_text(v->dtype), count, dtype_text(dtype));
-        goto done;
-    }
-    if (r.to_sink != 1 && r.body.len) {
-        st = fail(h, SPMV_CLIENT_ERR_PROTOCOL, "the vector came back as %s, not as binary values",
-                  r.body.data[0] == '{' ? "JSON" : "something else");
-        goto done;
-    }
-    if ((st = vector_from_text(h, r.meta_header, r.meta_header ? strlen(r.meta_header) : 0, "X-SpMV-Vector header",
-                               &v)) != SPMV_CLIENT_OK)
-        goto done;
-    if (v->dtype != dtype) {
-        st = fail(h, SPMV_CLIENT_ERR_INVALID, "vector %s holds %s values, the buffer %s", id, dtype_text(v->dtype),
-                  dtype_text(dtype));
-        goto done;
-    }
-    if (r.sink_len != count * esize || (uint64_t)v->n * (uint64_t)v->k != count) {
-        st = fail(h, SPMV_CLIENT_ERR_PROTOCOL, "vector %s: %zu bytes for n = %lld, k = %lld, expected %zu values",
-                  id, r.sink_len, (long long)v->n, (long long)v->k, count);
-        goto done;
-    }
-    if (desc) {
-        *desc = v;
-        v = NULL;
-    }
-done:
-    spmv_client_vector_free(v);
+    request req = {.method = "GET", .collection = "vectors", .id = id, .accept = "application/octet-stream",
+                   .sink = values, .sink_cap = count * esize, .sink_if_binary = true,
+                   .meta_name = "x-spmv-vector:"};
+    response r;
+    if ((st = do_request(h, &req, &r)) != SPMV_CLIENT_OK)
+        st = read_misfit(h, &r, id, dtype, count, st);
+    else
+        st = read_answer(h, &r, id, dtype, count, desc);
     response_clear(&r);
-    free(path);
     return st;
 }
 
 spmv_client_status spmv_client_vector_write(spmv_client *h, const char *id, spmv_client_dtype dtype,
                                             const void *values, size_t count, spmv_client_vector **desc)
 {
-    char *path = NULL;
-    response r = {0};
-    spmv_client_vector *v = NULL;
     spmv_client_status st;
 
     if (desc) *desc = NULL;
     if (!h) return SPMV_CLIENT_ERR_INVALID;
     clear_error(h);
-    if (!id_ok(id)) return fail(h, SPMV_CLIENT_ERR_INVALID, "vector id must be 1 to 63 characters");
+    if ((st = check_id(h, id, "vector")) != SPMV_CLIENT_OK) return st;
     if (!dtype_ok(dtype) || !values || count == 0 || count > SIZE_MAX / dtype_size(dtype))
         return fail(h, SPMV_CLIENT_ERR_INVALID, "bad dtype, no values, or a count that overflows size_t");
-    if (!(path = id_path(h, "vectors", id, "")))
-        return fail(h, SPMV_CLIENT_ERR_NOMEM, "out of memory");
-    request req = {.method = "PUT", .path = path, .content_type = "application/octet-stream", .body = values,
-                   .body_len = count * dtype_size(dtype)};
-    if ((st = do_request(h, &req, &r)) == SPMV_CLIENT_OK && desc &&
-        (st = vector_from_text(h, r.body.data, r.body.len, "answer", &v)) == SPMV_CLIENT_OK)
-        *desc = v;
-    response_clear(&r);
-    free(path);
-    return st;
+    request req = {.method = "PUT", .collection = "vectors", .id = id, .content_type = "application/octet-stream",
+                   .body = values, .body_len = count * dtype_size(dtype)};
+    return request_vector(h, &req, desc);
 }
 
 spmv_client_status spmv_client_vector_delete(spmv_client *h, const char *id)
@@ -1854,29 +1857,12 @@ spmv_client_status spmv_client_vector_delete(spmv_client *h, const char *id)
     return delete_at(h, "vectors", id, id_ok(id), "vector id must be 1 to 63 characters");
 }
 
-static bool parse_vector_item(const json_t *d, void *v) { return parse_vector(d, v); }
-
 spmv_client_status spmv_client_vectors(spmv_client *h, spmv_client_vector_list **out)
 {
-    FETCH_LIST(spmv_client_vector_list, spmv_client_vector_list_free, "/v1/vectors", "vectors", "vector",
-               parse_vector_item);
+    FETCH_LIST(spmv_client_vector_list, spmv_client_vector_list_free, "/v1/vectors", "vectors", &vector_kind);
 }
 
 /* --------------------------------------- spmv with resident operands */
-
-static bool query_add_double(CURL *c, buffer *q, const char *key, double value)
-{
-    char num[40];
-    snprintf(num, sizeof num, "%.17g", value);
-    return query_add(c, q, key, num);
-}
-
-static bool query_add_u64(CURL *c, buffer *q, const char *key, uint64_t value)
-{
-    char num[32];
-    snprintf(num, sizeof num, "%llu", (unsigned long long)value);
-    return query_add(c, q, key, num);
-}
 
 static bool shm_name_ok(const char *name);
 
@@ -1923,20 +1909,26 @@ static spmv_client_status operands_ok(spmv_client *h, const spmv_client_operands
 
 /* The query of a product: dtype of an inline x, k, op, where x and y are
  * (vector ids, regions and offsets), alpha and beta. */
-static bool product_query(spmv_client *h, const spmv_client_operands *a, const spmv_client_shm_ref *xs,
-                          const spmv_client_shm_ref *ys, buffer *q)
+static void product_query(spmv_client *h, const spmv_client_operands *a, const spmv_client_shm_ref *xs,
+                          const spmv_client_shm_ref *ys, request *req)
 {
-    bool ok = true;
-    if (a->x) ok = query_add(h->curl, q, "dtype", dtype_text(a->dtype));
-    if (ok && a->k) ok = query_add_int(h->curl, q, "k", (long)a->k);
-    if (ok && a->op) ok = query_add(h->curl, q, "op", a->op == 't' ? "t" : "n");
-    if (ok && a->x_vector) ok = query_add(h->curl, q, "x", a->x_vector);
-    if (ok && a->y_vector) ok = query_add(h->curl, q, "y", a->y_vector);
-    if (ok && xs) ok = query_add(h->curl, q, "x_shm", xs->name) && query_add_u64(h->curl, q, "x_offset", xs->offset);
-    if (ok && ys) ok = query_add(h->curl, q, "y_shm", ys->name) && query_add_u64(h->curl, q, "y_offset", ys->offset);
-    if (ok && a->scale)
-        ok = query_add_double(h->curl, q, "alpha", a->alpha) && query_add_double(h->curl, q, "beta", a->beta);
-    return ok;
+    if (a->x) query_add(h, req, "dtype", dtype_text(a->dtype));
+    if (a->k) query_add_int(h, req, "k", (long)a->k);
+    if (a->op) query_add(h, req, "op", a->op == 't' ? "t" : "n");
+    if (a->x_vector) query_add(h, req, "x", a->x_vector);
+    if (a->y_vector) query_add(h, req, "y", a->y_vector);
+    if (xs) {
+        query_add(h, req, "x_shm", xs->name);
+        query_add_u64(h, req, "x_offset", xs->offset);
+    }
+    if (ys) {
+        query_add(h, req, "y_shm", ys->name);
+        query_add_u64(h, req, "y_offset", ys->offset);
+    }
+    if (a->scale) {
+        query_add_double(h, req, "alpha", a->alpha);
+        query_add_double(h, req, "beta", a->beta);
+    }
 }
 
 /* The statistics of a product whose y did not come back inline: from
@@ -1956,57 +1948,49 @@ static spmv_client_status product_stats(spmv_client *h, const response *r, spmv_
     return st;
 }
 
+/* What a product answered: y inline of the length asked for, or (y on the
+ * daemon's side) nothing but the statistics. */
+static spmv_client_status product_answer(spmv_client *h, const response *r, const spmv_client_operands *a,
+                                         const spmv_client_shm_ref *ys, spmv_client_product_result *res)
+{
+    size_t esize = dtype_size(a->dtype);
+    if (a->y && r->sink_len != a->ny * esize)
+        return fail(h, SPMV_CLIENT_ERR_PROTOCOL, "y has %zu bytes, expected %zu", r->sink_len, a->ny * esize);
+    /* y went into a vector (an empty answer) or a region (empty, or the JSON statistics) */
+    if (!a->y && r->body.len && !(ys && r->body.data[0] == '{'))
+        return fail(h, SPMV_CLIENT_ERR_PROTOCOL, "y went to the daemon's side, yet the answer has %zu bytes",
+                    r->body.len);
+    return product_stats(h, r, res);
+}
+
 static spmv_client_status product(spmv_client *h, const char *id, const spmv_client_operands *a,
                                   const spmv_client_shm_ref *xs, const spmv_client_shm_ref *ys,
                                   const spmv_client_spmv_options *opts, spmv_client_product_result *res)
 {
-    buffer q = {.limit = 1 << 16};
-    char *path = NULL, *full = NULL;
-    response r = {0};
     spmv_client_product_result local;
     spmv_client_status st;
 
     if (!h || !a) return SPMV_CLIENT_ERR_INVALID;
     clear_error(h);
-    if (!id_ok(id)) return fail(h, SPMV_CLIENT_ERR_INVALID, "matrix id must be 1 to 63 characters");
+    if ((st = check_id(h, id, "matrix")) != SPMV_CLIENT_OK) return st;
     if ((st = operands_ok(h, a, xs, ys)) != SPMV_CLIENT_OK) return st;
     if (!res) res = &local;
     memset(res, 0, sizeof *res);
     res->spmv.max_rel_err = res->spmv.queue_ms = res->axpby_ms = NAN;
     size_t esize = dtype_size(a->dtype);
-
-    if ((st = spmv_query(h, opts, &q)) != SPMV_CLIENT_OK)
-        goto done;
-    st = fail(h, SPMV_CLIENT_ERR_NOMEM, "out of memory");
-    if (!product_query(h, a, xs, ys, &q) || !(path = id_path(h, "matrices", id, "/spmv")) ||
-        asprintf(&full, "%s%s", path, q.data ? q.data : "") < 0) {
-        full = NULL;
-        goto done;
-    }
-    request req = {.method = "POST", .path = full, .content_type = "application/octet-stream",
-                   .body = a->x ? a->x : "", .body_len = a->x ? a->nx * esize : 0,
-                   .accept = "application/octet-stream", .sink = a->y, .sink_cap = a->y ? a->ny * esize : 0};
+    request req = {.method = "POST", .collection = "matrices", .id = id, .suffix = "/spmv",
+                   .content_type = "application/octet-stream", .body = a->x ? a->x : "",
+                   .body_len = a->x ? a->nx * esize : 0, .accept = "application/octet-stream", .sink = a->y,
+                   .sink_cap = a->y ? a->ny * esize : 0};
+    if ((st = spmv_query(h, opts, &req)) != SPMV_CLIENT_OK)
+        return st;
+    product_query(h, a, xs, ys, &req);
+    response r;
     st = do_request(h, &req, &r);
     res->spmv.request_ms = r.total_ms;
-    if (st != SPMV_CLIENT_OK)
-        goto done;
-    if (a->y) {
-        if (r.sink_len != a->ny * esize) {
-            st = fail(h, SPMV_CLIENT_ERR_PROTOCOL, "y has %zu bytes, expected %zu", r.sink_len, a->ny * esize);
-            goto done;
-        }
-    } else if (r.body.len && !(ys && r.body.data[0] == '{')) {
-        /* y went into a vector (an empty answer) or a region (empty, or the JSON statistics) */
-        st = fail(h, SPMV_CLIENT_ERR_PROTOCOL, "y went to the daemon's side, yet the answer has %zu bytes",
-                  r.body.len);
-        goto done;
-    }
-    st = product_stats(h, &r, res);
-done:
+    if (st == SPMV_CLIENT_OK)
+        st = product_answer(h, &r, a, ys, res);
     response_clear(&r);
-    free(q.data);
-    free(path);
-    free(full);
     return st;
 }
 
@@ -2071,10 +2055,11 @@ void spmv_client_shm_list_free(spmv_client_shm_list *l)
     free(l);
 }
 
-/* Fills *r from a descriptor; false (r cleared) when it lacks a valid name
- * or a size is out of range. */
-static bool parse_shm(const json_t *d, spmv_client_shm *r)
+/* Fills the spmv_client_shm `item` from a descriptor; false (cleared)
+ * when it lacks a valid name or a size is out of range. */
+static bool parse_shm(const json_t *d, void *item)
 {
+    spmv_client_shm *r = item;
     const char *name = json_string_value(json_object_get(d, "name"));
     const json_t *pinned = json_object_get(d, "pinned");
     int64_t offset = 0, size = 0, object = 0, uses = 0;
@@ -2106,36 +2091,13 @@ static bool parse_shm(const json_t *d, spmv_client_shm *r)
     return true;
 }
 
-/* A descriptor answer into a fresh spmv_client_shm (out may be NULL). */
-static spmv_client_status shm_from_response(spmv_client *h, const response *r, spmv_client_shm **out)
-{
-    json_t *root = NULL;
-    spmv_client_shm *d = NULL;
-    spmv_client_status st;
-    if (!out)
-        return SPMV_CLIENT_OK;
-    if ((st = parse_body(h, r, &root)) != SPMV_CLIENT_OK)
-        return st;
-    if (!(d = calloc(1, sizeof *d))) {
-        st = fail(h, SPMV_CLIENT_ERR_NOMEM, "out of memory");
-    } else if (!parse_shm(root, d)) {
-        free(d);
-        d = NULL;
-        st = fail(h, SPMV_CLIENT_ERR_PROTOCOL, "the region descriptor lacks a name or has a size out of range");
-    }
-    json_decref(root);
-    *out = d;
-    return st;
-}
+static const item_kind shm_kind = {sizeof(spmv_client_shm), parse_shm, "region", "a name"};
 
 /* Registers a region: POSIX when `ipc` is NULL, else CUDA on `device`. */
 static spmv_client_status shm_register(spmv_client *h, const char *name, const unsigned char *ipc, const char *device,
                                        uint64_t offset, uint64_t size, spmv_client_shm **out)
 {
-    char *text = NULL, hex[2 * SPMV_CLIENT_CUDA_IPC_HANDLE_BYTES + 1];
-    json_t *body = NULL;
-    response r = {0};
-    spmv_client_status st;
+    char hex[2 * SPMV_CLIENT_CUDA_IPC_HANDLE_BYTES + 1];
 
     if (!shm_name_ok(name))
         return fail(h, SPMV_CLIENT_ERR_INVALID, "a region name is 1 to 200 characters of A-Z a-z 0-9 _ . -, "
@@ -2143,27 +2105,17 @@ static spmv_client_status shm_register(spmv_client *h, const char *name, const u
     if (size == 0 || size > INT64_MAX || offset > INT64_MAX - size)
         return fail(h, SPMV_CLIENT_ERR_INVALID, "size must be > 0 and offset + size within 2^63 (offset %llu, "
                     "size %llu)", (unsigned long long)offset, (unsigned long long)size);
-    body = json_pack("{s:s, s:I, s:I}", "name", name, "offset", (json_int_t)offset, "size", (json_int_t)size);
-    if (body && ipc) {
+    request req = {.method = "POST", .path = "/v1/shm"};
+    body_set(&req, "name", json_string(name));
+    body_set(&req, "offset", json_integer((json_int_t)offset));
+    body_set(&req, "size", json_integer((json_int_t)size));
+    if (ipc) {
         for (int i = 0; i < SPMV_CLIENT_CUDA_IPC_HANDLE_BYTES; i++)
             snprintf(hex + 2 * i, 3, "%02x", ipc[i]);
-        if (json_object_set_new(body, "cuda_ipc", json_string(hex)) || json_object_set_new(body, "device",
-                                                                                           json_string(device)))
-            json_decref(body), body = NULL;
+        body_set(&req, "cuda_ipc", json_string(hex));
+        body_set(&req, "device", json_string(device));
     }
-    if (!body || !(text = json_dumps(body, JSON_COMPACT))) {
-        st = fail(h, SPMV_CLIENT_ERR_NOMEM, "out of memory");
-        goto done;
-    }
-    request req = {.method = "POST", .path = "/v1/shm", .content_type = "application/json", .body = text,
-                   .body_len = strlen(text)};
-    if ((st = do_request(h, &req, &r)) == SPMV_CLIENT_OK)
-        st = shm_from_response(h, &r, out);
-done:
-    response_clear(&r);
-    json_decref(body);
-    free(text);
-    return st;
+    return request_item(h, &req, &shm_kind, (void **)out);
 }
 
 spmv_client_status spmv_client_shm_register(spmv_client *h, const char *name, uint64_t offset, uint64_t size,
@@ -2193,23 +2145,13 @@ spmv_client_status spmv_client_shm_get(spmv_client *h, const char *name, spmv_cl
     if (!h || !out) return SPMV_CLIENT_ERR_INVALID;
     clear_error(h);
     if (!shm_name_ok(name)) return fail(h, SPMV_CLIENT_ERR_INVALID, "not a region name");
-    char *path = id_path(h, "shm", name, "");
-    if (!path) return fail(h, SPMV_CLIENT_ERR_NOMEM, "out of memory");
-    request req = {.method = "GET", .path = path};
-    response r;
-    spmv_client_status st = do_request(h, &req, &r);
-    if (st == SPMV_CLIENT_OK)
-        st = shm_from_response(h, &r, out);
-    response_clear(&r);
-    free(path);
-    return st;
+    request req = {.method = "GET", .collection = "shm", .id = name};
+    return request_item(h, &req, &shm_kind, (void **)out);
 }
-
-static bool parse_shm_item(const json_t *d, void *r) { return parse_shm(d, r); }
 
 spmv_client_status spmv_client_shm_regions(spmv_client *h, spmv_client_shm_list **out)
 {
-    FETCH_LIST(spmv_client_shm_list, spmv_client_shm_list_free, "/v1/shm", "regions", "region", parse_shm_item);
+    FETCH_LIST(spmv_client_shm_list, spmv_client_shm_list_free, "/v1/shm", "regions", &shm_kind);
 }
 
 spmv_client_status spmv_client_shm_unregister(spmv_client *h, const char *name)
@@ -2248,60 +2190,32 @@ spmv_client_status spmv_client_vector_create_shm(spmv_client *h, const spmv_clie
 spmv_client_status spmv_client_vector_write_shm(spmv_client *h, const char *id, const spmv_client_shm_ref *values,
                                                 spmv_client_vector **desc)
 {
-    char *path = NULL, *text = NULL;
-    json_t *body = NULL;
-    response r = {0};
     spmv_client_status st;
 
     if (desc) *desc = NULL;
     if (!h) return SPMV_CLIENT_ERR_INVALID;
     clear_error(h);
-    if (!id_ok(id)) return fail(h, SPMV_CLIENT_ERR_INVALID, "vector id must be 1 to 63 characters");
+    if ((st = check_id(h, id, "vector")) != SPMV_CLIENT_OK) return st;
     if ((st = shm_ref_ok(h, values)) != SPMV_CLIENT_OK) return st;
-    st = fail(h, SPMV_CLIENT_ERR_NOMEM, "out of memory");
-    if (!(body = json_pack("{s:o}", "values", shm_ref_json(values))) || !(text = json_dumps(body, JSON_COMPACT)) ||
-        !(path = id_path(h, "vectors", id, "")))
-        goto done;
-    request req = {.method = "PUT", .path = path, .content_type = "application/json", .body = text,
-                   .body_len = strlen(text)};
-    if ((st = do_request(h, &req, &r)) == SPMV_CLIENT_OK && desc)
-        st = vector_from_text(h, r.body.data, r.body.len, "answer", desc);
-done:
-    response_clear(&r);
-    json_decref(body);
-    free(text);
-    free(path);
-    return st;
+    request req = {.method = "PUT", .collection = "vectors", .id = id};
+    body_set(&req, "values", shm_ref_json(values));
+    return request_vector(h, &req, desc);
 }
 
 spmv_client_status spmv_client_vector_read_shm(spmv_client *h, const char *id, const spmv_client_shm_ref *into,
                                                spmv_client_vector **desc)
 {
-    buffer q = {.limit = 1 << 12};
-    char *path = NULL, *full = NULL;
-    response r = {0};
     spmv_client_status st;
 
     if (desc) *desc = NULL;
     if (!h) return SPMV_CLIENT_ERR_INVALID;
     clear_error(h);
-    if (!id_ok(id)) return fail(h, SPMV_CLIENT_ERR_INVALID, "vector id must be 1 to 63 characters");
+    if ((st = check_id(h, id, "vector")) != SPMV_CLIENT_OK) return st;
     if ((st = shm_ref_ok(h, into)) != SPMV_CLIENT_OK) return st;
-    st = fail(h, SPMV_CLIENT_ERR_NOMEM, "out of memory");
-    if (!query_add(h->curl, &q, "shm", into->name) || !query_add_u64(h->curl, &q, "offset", into->offset) ||
-        !(path = id_path(h, "vectors", id, "")) || asprintf(&full, "%s%s", path, q.data) < 0) {
-        full = NULL;
-        goto done;
-    }
-    request req = {.method = "GET", .path = full, .accept = "application/json"};
-    if ((st = do_request(h, &req, &r)) == SPMV_CLIENT_OK && desc)
-        st = vector_from_text(h, r.body.data, r.body.len, "answer", desc);
-done:
-    response_clear(&r);
-    free(q.data);
-    free(path);
-    free(full);
-    return st;
+    request req = {.method = "GET", .collection = "vectors", .id = id, .accept = "application/json"};
+    query_add(h, &req, "shm", into->name);
+    query_add_u64(h, &req, "offset", into->offset);
+    return request_vector(h, &req, desc);
 }
 
 /* --------------------------------------------------------- batched steps */
@@ -2508,11 +2422,23 @@ static bool parse_ops(const json_t *root, spmv_client_ops_result *r)
     return (r->json = dump_json(root)) != NULL;
 }
 
+/* The ops answer into a fresh result. */
+static spmv_client_status ops_from_json(spmv_client *h, const response *r, spmv_client_ops_result **out)
+{
+    spmv_client_ops_result *res = calloc(1, sizeof *res);
+    if (!res)
+        return fail(h, SPMV_CLIENT_ERR_NOMEM, "out of memory");
+    if (!parse_ops(r->json, res)) {
+        spmv_client_ops_result_free(res);
+        return fail(h, SPMV_CLIENT_ERR_PROTOCOL, "the ops answer's results or steps are malformed (or memory ran out)");
+    }
+    res->request_ms = r->total_ms;
+    *out = res;
+    return SPMV_CLIENT_OK;
+}
+
 spmv_client_status spmv_client_ops_post(spmv_client *h, const char *json, spmv_client_ops_result **out)
 {
-    json_t *root = NULL;
-    spmv_client_ops_result *res = NULL;
-    response r = {0};
     spmv_client_status st;
 
     if (out) *out = NULL;
@@ -2520,24 +2446,10 @@ spmv_client_status spmv_client_ops_post(spmv_client *h, const char *json, spmv_c
     clear_error(h);
     if (!json || !*json) return fail(h, SPMV_CLIENT_ERR_INVALID, "the steps are empty");
     request req = {.method = "POST", .path = "/v1/ops", .content_type = "application/json", .body = json,
-                   .body_len = strlen(json)};
-    if ((st = do_request(h, &req, &r)) != SPMV_CLIENT_OK || !out || (st = parse_body(h, &r, &root)) != SPMV_CLIENT_OK)
-        goto done;
-    st = fail(h, SPMV_CLIENT_ERR_NOMEM, "out of memory");
-    if (!(res = calloc(1, sizeof *res)))
-        goto done;
-    if (!parse_ops(root, res)) {
-        st = fail(h, SPMV_CLIENT_ERR_PROTOCOL, "the ops answer's results or steps are malformed (or memory ran out)");
-        goto done;
-    }
-    res->request_ms = r.total_ms;
-    st = SPMV_CLIENT_OK;
-    h->errmsg[0] = '\0';
-    *out = res;
-    res = NULL;
-done:
-    spmv_client_ops_result_free(res);
-    json_decref(root);
+                   .body_len = strlen(json), .want_json = out != NULL};
+    response r;
+    if ((st = do_request(h, &req, &r)) == SPMV_CLIENT_OK && out)
+        st = ops_from_json(h, &r, out);
     response_clear(&r);
     return st;
 }
@@ -2588,26 +2500,26 @@ static json_t *operand_json(const char *vector, const double *v, size_t n, bool 
     return a;
 }
 
-static spmv_client_status solve_body(spmv_client *h, const spmv_client_solve_options *o, char **text)
+/* The solve body: method, tol, maxit, restart, preconditioner, kernel, b,
+ * x0, x_out, async; INVALID when an inline value is not finite. */
+static spmv_client_status solve_body(spmv_client *h, const spmv_client_solve_options *o, request *req)
 {
-    json_t *body = json_object();
-    bool ok = body != NULL, finite = true;
-    *text = NULL;
-    if (ok && o->method) ok = json_object_set_new(body, "method", json_string(o->method)) == 0;
-    if (ok && o->tol) ok = json_object_set_new(body, "tol", json_real(o->tol)) == 0;
-    if (ok && o->maxit) ok = json_object_set_new(body, "maxit", json_integer(o->maxit)) == 0;
-    if (ok && o->restart) ok = json_object_set_new(body, "restart", json_integer(o->restart)) == 0;
-    if (ok && o->preconditioner) ok = json_object_set_new(body, "preconditioner", json_string(o->preconditioner)) == 0;
-    if (ok && o->kernel) ok = json_object_set_new(body, "kernel", json_string(o->kernel)) == 0;
-    if (ok) ok = json_object_set_new(body, "b", operand_json(o->b_vector, o->b, o->nb, &finite)) == 0;
-    if (ok && (o->x0_vector || o->x0))
-        ok = json_object_set_new(body, "x0", operand_json(o->x0_vector, o->x0, o->nx0, &finite)) == 0;
-    if (ok && o->x_out_vector) ok = json_object_set_new(body, "x_out", json_pack("{s:s}", "vector", o->x_out_vector)) == 0;
-    if (ok && o->async) ok = json_object_set_new(body, "async", json_true()) == 0;
-    if (ok && finite) *text = json_dumps(body, JSON_COMPACT);
-    json_decref(body);
-    if (!finite) return fail(h, SPMV_CLIENT_ERR_INVALID, "b and x0 must hold finite values");
-    return *text ? SPMV_CLIENT_OK : fail(h, SPMV_CLIENT_ERR_NOMEM, "out of memory");
+    bool finite = true;
+    if (o->method) body_set(req, "method", json_string(o->method));
+    if (o->tol) body_set(req, "tol", json_real(o->tol));
+    if (o->maxit) body_set(req, "maxit", json_integer(o->maxit));
+    if (o->restart) body_set(req, "restart", json_integer(o->restart));
+    if (o->preconditioner) body_set(req, "preconditioner", json_string(o->preconditioner));
+    if (o->kernel) body_set(req, "kernel", json_string(o->kernel));
+    body_set(req, "b", operand_json(o->b_vector, o->b, o->nb, &finite));
+    if (o->x0_vector || o->x0) body_set(req, "x0", operand_json(o->x0_vector, o->x0, o->nx0, &finite));
+    if (o->x_out_vector) body_set(req, "x_out", json_pack("{s:s}", "vector", o->x_out_vector));
+    if (o->async) body_set(req, "async", json_true());
+    if (finite)
+        return SPMV_CLIENT_OK;
+    json_decref(req->json);
+    req->json = NULL;
+    return fail(h, SPMV_CLIENT_ERR_INVALID, "b and x0 must hold finite values");
 }
 
 /* Fills *r from a solve answer (x excluded); false when a count is out of
@@ -2695,19 +2607,10 @@ done:
     return st;
 }
 
-spmv_client_status spmv_client_solve(spmv_client *h, const char *id, const spmv_client_solve_options *opts,
-                                     double *x, size_t nx, spmv_client_solve_result **out)
+/* Everything spmv_client_solve() refuses before sending. */
+static spmv_client_status solve_options_ok(spmv_client *h, const spmv_client_solve_options *opts, const double *x,
+                                           size_t nx)
 {
-    char *text = NULL, *path = NULL;
-    json_t *root = NULL;
-    response r = {0};
-    spmv_client_solve_result *res = NULL;
-    spmv_client_status st;
-
-    if (!h || !out) return SPMV_CLIENT_ERR_INVALID;
-    *out = NULL;
-    clear_error(h);
-    if (!id_ok(id)) return fail(h, SPMV_CLIENT_ERR_INVALID, "matrix id must be 1 to 63 characters");
     if (!opts || !opts->b_vector == !opts->b)
         return fail(h, SPMV_CLIENT_ERR_INVALID, "give b either as a vector id (b_vector) or inline (b, nb), not %s",
                     opts && opts->b ? "both" : "neither");
@@ -2722,65 +2625,73 @@ spmv_client_status spmv_client_solve(spmv_client *h, const char *id, const spmv_
         return fail(h, SPMV_CLIENT_ERR_INVALID, "vector ids must be 1 to 63 characters");
     if (x && nx > SIZE_MAX / 8)
         return fail(h, SPMV_CLIENT_ERR_INVALID, "x length overflows size_t");
-    if ((st = solve_body(h, opts, &text)) != SPMV_CLIENT_OK)
-        return st;
-    st = fail(h, SPMV_CLIENT_ERR_NOMEM, "out of memory");
-    if (!(path = id_path(h, "matrices", id, "/solve")) || !(res = calloc(1, sizeof *res)))
-        goto done;
-    bool binary = x && !opts->x_out_vector && !opts->async;
-    request req = {.method = "POST", .path = path, .content_type = "application/json", .body = text,
-                   .body_len = strlen(text), .accept = binary ? "application/octet-stream" : NULL,
-                   .sink = binary ? x : NULL, .sink_cap = binary ? nx * 8 : 0, .sink_if_binary = true,
-                   .meta_name = "x-spmv-solve:"};
-    if ((st = do_request(h, &req, &r)) != SPMV_CLIENT_OK)
-        goto done;
-    res->request_ms = r.total_ms;
-    if (opts->async) {
-        if ((st = parse_body(h, &r, &root)) != SPMV_CLIENT_OK)
-            goto done;
-        const char *jid = job_id_of(root);
-        if (!jid || !*jid || strlen(jid) >= sizeof res->job_id) {
-            st = fail(h, SPMV_CLIENT_ERR_PROTOCOL, "the async solve answer (HTTP %ld) names no job id", r.status);
-            goto done;
-        }
-        snprintf(res->job_id, sizeof res->job_id, "%s", jid);
-        res->json = dump_json(root);
-    } else if (r.to_sink == 1) {
-        if (r.sink_len != nx * 8) {
-            st = fail(h, SPMV_CLIENT_ERR_PROTOCOL, "x has %zu bytes, expected %zu (%zu float64 values)", r.sink_len,
-                      nx * 8, nx);
-            goto done;
-        }
-        if (!r.meta_header || !(root = json_loads(r.meta_header, 0, NULL))) {
-            st = fail(h, SPMV_CLIENT_ERR_PROTOCOL, "the X-SpMV-Solve header is %s",
-                      r.meta_header ? "not JSON" : "missing");
-            goto done;
-        }
+    return SPMV_CLIENT_OK;
+}
+
+/* The answer to an async solve: the job's id, and the answer as JSON. */
+static spmv_client_status solve_job(spmv_client *h, response *r, spmv_client_solve_result *res)
+{
+    spmv_client_status st = parse_body(h, r, &r->json);
+    if (st == SPMV_CLIENT_OK)
+        st = take_job_id(h, r, "async solve", res->job_id, sizeof res->job_id);
+    if (st == SPMV_CLIENT_OK && (!(res->json = dump_json(r->json)) || !(res->stop_detail = strdup(""))))
+        st = fail(h, SPMV_CLIENT_ERR_NOMEM, "out of memory");
+    return st;
+}
+
+/* The answer to a solve run to its end: x in binary with the rest in the
+ * X-SpMV-Solve header, or all of it as JSON. */
+static spmv_client_status solve_done(spmv_client *h, response *r, double *x, size_t nx,
+                                     spmv_client_solve_result *res)
+{
+    spmv_client_status st;
+    if (r->to_sink == 1) {
+        if (r->sink_len != nx * 8)
+            return fail(h, SPMV_CLIENT_ERR_PROTOCOL, "x has %zu bytes, expected %zu (%zu float64 values)",
+                        r->sink_len, nx * 8, nx);
+        if (!r->meta_header || !(r->json = json_loads(r->meta_header, 0, NULL)))
+            return fail(h, SPMV_CLIENT_ERR_PROTOCOL, "the X-SpMV-Solve header is %s",
+                        r->meta_header ? "not JSON" : "missing");
         res->has_x = 1;
-    } else {
-        if ((st = parse_body(h, &r, &root)) != SPMV_CLIENT_OK || (st = solve_x(h, root, x, nx, res)) != SPMV_CLIENT_OK)
-            goto done;
+    } else if ((st = parse_body(h, r, &r->json)) != SPMV_CLIENT_OK ||
+               (st = solve_x(h, r->json, x, nx, res)) != SPMV_CLIENT_OK) {
+        return st;
     }
-    if (!opts->async && !parse_solve(root, res)) {
-        st = fail(h, SPMV_CLIENT_ERR_PROTOCOL, "the solve answer has a count out of range (or memory ran out)");
-        goto done;
+    if (!parse_solve(r->json, res))
+        return fail(h, SPMV_CLIENT_ERR_PROTOCOL, "the solve answer has a count out of range (or memory ran out)");
+    return SPMV_CLIENT_OK;
+}
+
+spmv_client_status spmv_client_solve(spmv_client *h, const char *id, const spmv_client_solve_options *opts,
+                                     double *x, size_t nx, spmv_client_solve_result **out)
+{
+    spmv_client_solve_result *res;
+    spmv_client_status st;
+
+    if (!h || !out) return SPMV_CLIENT_ERR_INVALID;
+    *out = NULL;
+    clear_error(h);
+    if ((st = check_id(h, id, "matrix")) != SPMV_CLIENT_OK || (st = solve_options_ok(h, opts, x, nx)) != SPMV_CLIENT_OK)
+        return st;
+    bool binary = x && !opts->x_out_vector && !opts->async;
+    request req = {.method = "POST", .collection = "matrices", .id = id, .suffix = "/solve",
+                   .accept = binary ? "application/octet-stream" : NULL, .sink = binary ? x : NULL,
+                   .sink_cap = binary ? nx * 8 : 0, .sink_if_binary = true, .meta_name = "x-spmv-solve:"};
+    if ((st = solve_body(h, opts, &req)) != SPMV_CLIENT_OK)
+        return st;
+    if (!(res = calloc(1, sizeof *res))) {
+        json_decref(req.json);
+        return fail(h, SPMV_CLIENT_ERR_NOMEM, "out of memory");
     }
-    if (opts->async && !res->json) {
-        st = fail(h, SPMV_CLIENT_ERR_NOMEM, "out of memory");
-        goto done;
+    response r;
+    if ((st = do_request(h, &req, &r)) == SPMV_CLIENT_OK) {
+        res->request_ms = r.total_ms;
+        st = opts->async ? solve_job(h, &r, res) : solve_done(h, &r, x, nx, res);
     }
-    if (!res->stop_detail && !(res->stop_detail = strdup(""))) {
-        st = fail(h, SPMV_CLIENT_ERR_NOMEM, "out of memory");
-        goto done;
-    }
-    st = SPMV_CLIENT_OK;
-    *out = res;
-    res = NULL;
-done:
-    spmv_client_solve_result_free(res);
-    json_decref(root);
     response_clear(&r);
-    free(text);
-    free(path);
+    if (st == SPMV_CLIENT_OK)
+        *out = res;
+    else
+        spmv_client_solve_result_free(res);
     return st;
 }

@@ -584,7 +584,7 @@ spmv_client_status spmvc_check_id(spmv_client *h, const char *id, const char *wh
 /* ------------------------------------------------------------------ JSON */
 
 /* A JSON number, or one of the strings "NaN", "Infinity", "-Infinity"
- * (SPEC §6); `fallback` when absent or anything else. */
+ * (docs/api.md, "Conventions"); `fallback` when absent or anything else. */
 double spmvc_json_num(const json_t *v, double fallback)
 {
     if (json_is_number(v))

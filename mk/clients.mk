@@ -45,7 +45,7 @@ all-for-test: $(CLIENT_ALL)
 .PHONY: clients install uninstall install-clients uninstall-clients
 clients: $(CLIENT_ALL)
 
-$(BUILD)/clients/%.o: clients/%.c clients/spmvclient.h $(wildcard clients/client_internal.h)
+$(BUILD)/clients/%.o: clients/%.c clients/spmvclient.h clients/client_internal.h
 	@mkdir -p $(dir $@)
 	$(CC) $(CLIENT_CFLAGS) -c $< -o $@
 

@@ -651,6 +651,21 @@ spmv_client_status spmvc_parse_item(spmv_client *h, const item_kind *k, const js
     return SPMV_CLIENT_OK;
 }
 
+void spmvc_free_item(const item_kind *k, void *item)
+{
+    if (!item)
+        return;
+    k->clear(item);
+    free(item);
+}
+
+void spmvc_free_items(const item_kind *k, void *items, size_t count)
+{
+    for (size_t i = 0; i < count; i++)
+        k->clear((char *)items + i * k->size);
+    free(items);
+}
+
 /* Runs a request whose answer is one descriptor of kind k, parsed into a
  * fresh item at *out (out NULL: the answer is not read). */
 spmv_client_status spmvc_request_item(spmv_client *h, request *req, const item_kind *k, void **out)

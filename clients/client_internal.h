@@ -90,12 +90,13 @@ typedef struct response {
 } response;
 
 /* How to read one kind of descriptor (a matrix, vector, region, kernel):
- * into an item of `size` bytes, by `parse`; `what` and `key` (what it
- * cannot lack) name it in messages. */
+ * into an item of `size` bytes, by `parse`, released by `clear`; `what`
+ * and `key` (what it cannot lack) name it in messages. */
 typedef bool (*parse_item_fn)(const json_t *d, void *item);
 typedef struct item_kind {
     size_t size;
     parse_item_fn parse;
+    void (*clear)(void *item);
     const char *what;         /* "matrix" */
     const char *key;          /* "an id" */
 } item_kind;
@@ -116,6 +117,17 @@ typedef struct item_kind {
         else                                                                                                        \
             *out = l;                                                                                               \
         return st_;                                                                                                 \
+    } while (0)
+
+/* Frees a list {items, count, json} of items of `kind`: the public
+ * spmv_client_*_list_free(). */
+#define FREE_LIST(kind, l)                                                                                          \
+    do {                                                                                                            \
+        if (l) {                                                                                                    \
+            spmvc_free_items(kind, (l)->items, (l)->count);                                                         \
+            free((l)->json);                                                                                        \
+            free(l);                                                                                                \
+        }                                                                                                           \
     } while (0)
 
 /* --------------------------------------------------------------- errors */
@@ -169,6 +181,9 @@ double spmvc_json_num(const json_t *v, double fallback);
 bool spmvc_json_count(const json_t *v, int64_t max, int64_t *out);
 void spmvc_copy_str(char *dst, size_t cap, const json_t *v);
 char *spmvc_dump_json(const json_t *v);
+/* Frees one item of kind k (NULL: nothing), or an array of count. */
+void spmvc_free_item(const item_kind *k, void *item);
+void spmvc_free_items(const item_kind *k, void *items, size_t count);
 /* One descriptor into a fresh item of kind k; `where` goes into the message. */
 spmv_client_status spmvc_parse_item(spmv_client *h, const item_kind *k, const json_t *d, const char *where,
                                     void **out);

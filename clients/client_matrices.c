@@ -71,8 +71,9 @@ static void parse_timings(const json_t *d, spmv_client_matrix *m)
     if (isnan(m->convert_ms)) m->convert_ms = spmvc_json_num(json_object_get(t, "convert"), NAN);
 }
 
-static void matrix_clear(spmv_client_matrix *m)
+static void matrix_clear(void *item)
 {
+    spmv_client_matrix *m = item;
     free(m->name);
     free(m->formats);
     free(m->json);
@@ -115,25 +116,16 @@ fail:
     return false;
 }
 
-const item_kind spmvc_matrix_kind = {sizeof(spmv_client_matrix), parse_matrix, "matrix", "an id"};
+const item_kind spmvc_matrix_kind = {sizeof(spmv_client_matrix), parse_matrix, matrix_clear, "matrix", "an id"};
 
 void spmv_client_matrix_free(spmv_client_matrix *m)
 {
-    if (!m)
-        return;
-    matrix_clear(m);
-    free(m);
+    spmvc_free_item(&spmvc_matrix_kind, m);
 }
 
 void spmv_client_matrix_list_free(spmv_client_matrix_list *l)
 {
-    if (!l)
-        return;
-    for (size_t i = 0; i < l->count; i++)
-        matrix_clear(&l->items[i]);
-    free(l->items);
-    free(l->json);
-    free(l);
+    FREE_LIST(&spmvc_matrix_kind, l);
 }
 
 /* ---------------------------------------------------------------- routes */

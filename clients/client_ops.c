@@ -15,7 +15,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-
 struct spmv_client_ops {
     json_t *steps;            /* the array of step objects */
     char error[256];          /* the first failed append, "" when none */

@@ -9,7 +9,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-
 static spmv_client_status maybe_dump(spmv_client *h, const json_t *root, char **json)
 {
     if (!json)
@@ -55,22 +54,12 @@ spmv_client_status spmv_client_info(spmv_client *h, char **json)
     return st;
 }
 
-static void kernel_clear(spmv_client_kernel *k)
+static void kernel_clear(void *item)
 {
+    spmv_client_kernel *k = item;
     free(k->name);
     free(k->reason);
     free(k->parameters);
-}
-
-void spmv_client_kernel_list_free(spmv_client_kernel_list *l)
-{
-    if (!l)
-        return;
-    for (size_t i = 0; i < l->count; i++)
-        kernel_clear(&l->items[i]);
-    free(l->items);
-    free(l->json);
-    free(l);
 }
 
 static bool parse_kernel(const json_t *v, void *item)
@@ -91,7 +80,13 @@ static bool parse_kernel(const json_t *v, void *item)
     return k->name && (!reason || k->reason) && (!params || k->parameters);
 }
 
-static const item_kind kernel_kind = {sizeof(spmv_client_kernel), parse_kernel, "kernel", "a name"};
+static const item_kind kernel_kind = {sizeof(spmv_client_kernel), parse_kernel, kernel_clear, "kernel",
+                                       "a name"};
+
+void spmv_client_kernel_list_free(spmv_client_kernel_list *l)
+{
+    FREE_LIST(&kernel_kind, l);
+}
 
 spmv_client_status spmv_client_kernels(spmv_client *h, spmv_client_kernel_list **out)
 {

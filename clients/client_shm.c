@@ -12,7 +12,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-
 /* The daemon's rule for a region name (docs/api.md): 1-200 characters of
  * A-Z a-z 0-9 _ . -, not starting with a dot. Checked here too, so that a
  * name never needs escaping in a path and a '/' never reaches the server. */
@@ -30,29 +29,11 @@ bool spmvc_shm_name_ok(const char *name)
     return true;
 }
 
-static void shm_clear(spmv_client_shm *r)
+static void shm_clear(void *item)
 {
+    spmv_client_shm *r = item;
     free(r->json);
     memset(r, 0, sizeof *r);
-}
-
-void spmv_client_shm_free(spmv_client_shm *r)
-{
-    if (!r)
-        return;
-    shm_clear(r);
-    free(r);
-}
-
-void spmv_client_shm_list_free(spmv_client_shm_list *l)
-{
-    if (!l)
-        return;
-    for (size_t i = 0; i < l->count; i++)
-        shm_clear(&l->items[i]);
-    free(l->items);
-    free(l->json);
-    free(l);
 }
 
 /* Fills the spmv_client_shm `item` from a descriptor; false (cleared)
@@ -91,7 +72,17 @@ static bool parse_shm(const json_t *d, void *item)
     return true;
 }
 
-static const item_kind shm_kind = {sizeof(spmv_client_shm), parse_shm, "region", "a name"};
+static const item_kind shm_kind = {sizeof(spmv_client_shm), parse_shm, shm_clear, "region", "a name"};
+
+void spmv_client_shm_free(spmv_client_shm *r)
+{
+    spmvc_free_item(&shm_kind, r);
+}
+
+void spmv_client_shm_list_free(spmv_client_shm_list *l)
+{
+    FREE_LIST(&shm_kind, l);
+}
 
 /* Registers a region: POSIX when `ipc` is NULL, else CUDA on `device`. */
 static spmv_client_status shm_register(spmv_client *h, const char *name, const unsigned char *ipc, const char *device,

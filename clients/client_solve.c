@@ -13,7 +13,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-
 void spmv_client_solve_result_free(spmv_client_solve_result *r)
 {
     if (!r)

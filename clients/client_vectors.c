@@ -15,30 +15,11 @@
 #include <stdlib.h>
 #include <string.h>
 
-
-static void vector_clear(spmv_client_vector *v)
+static void vector_clear(void *item)
 {
+    spmv_client_vector *v = item;
     free(v->json);
     memset(v, 0, sizeof *v);
-}
-
-void spmv_client_vector_free(spmv_client_vector *v)
-{
-    if (!v)
-        return;
-    vector_clear(v);
-    free(v);
-}
-
-void spmv_client_vector_list_free(spmv_client_vector_list *l)
-{
-    if (!l)
-        return;
-    for (size_t i = 0; i < l->count; i++)
-        vector_clear(&l->items[i]);
-    free(l->items);
-    free(l->json);
-    free(l);
 }
 
 /* Fills the spmv_client_vector `item` from a descriptor; false (cleared)
@@ -83,7 +64,17 @@ fail:
     return false;
 }
 
-static const item_kind vector_kind = {sizeof(spmv_client_vector), parse_vector, "vector", "an id"};
+static const item_kind vector_kind = {sizeof(spmv_client_vector), parse_vector, vector_clear, "vector", "an id"};
+
+void spmv_client_vector_free(spmv_client_vector *v)
+{
+    spmvc_free_item(&vector_kind, v);
+}
+
+void spmv_client_vector_list_free(spmv_client_vector_list *l)
+{
+    FREE_LIST(&vector_kind, l);
+}
 
 /* A descriptor from JSON text (an answer body or the X-SpMV-Vector
  * header) into a fresh spmv_client_vector. */
@@ -313,16 +304,25 @@ spmv_client_status spmv_client_vector_create_shm(spmv_client *h, const spmv_clie
     return vector_create_json(h, n, "values", spmvc_shm_ref_json(values), NULL, opts, out);
 }
 
+/* What writing a vector from a region and reading one into a region check
+ * before sending: the vector's id and the region operand. */
+static spmv_client_status shm_vector_ok(spmv_client *h, const char *id, const spmv_client_shm_ref *r,
+                                        spmv_client_vector **desc)
+{
+    spmv_client_status st;
+    if (desc) *desc = NULL;
+    if (!h) return SPMV_CLIENT_ERR_INVALID;
+    spmvc_clear_error(h);
+    if ((st = spmvc_check_id(h, id, "vector")) != SPMV_CLIENT_OK) return st;
+    return spmvc_shm_ref_ok(h, r);
+}
+
 spmv_client_status spmv_client_vector_write_shm(spmv_client *h, const char *id, const spmv_client_shm_ref *values,
                                                 spmv_client_vector **desc)
 {
     spmv_client_status st;
 
-    if (desc) *desc = NULL;
-    if (!h) return SPMV_CLIENT_ERR_INVALID;
-    spmvc_clear_error(h);
-    if ((st = spmvc_check_id(h, id, "vector")) != SPMV_CLIENT_OK) return st;
-    if ((st = spmvc_shm_ref_ok(h, values)) != SPMV_CLIENT_OK) return st;
+    if ((st = shm_vector_ok(h, id, values, desc)) != SPMV_CLIENT_OK) return st;
     request req = {.method = "PUT", .collection = "vectors", .id = id};
     spmvc_body_set(&req, "values", spmvc_shm_ref_json(values));
     return request_vector(h, &req, desc);
@@ -333,11 +333,7 @@ spmv_client_status spmv_client_vector_read_shm(spmv_client *h, const char *id, c
 {
     spmv_client_status st;
 
-    if (desc) *desc = NULL;
-    if (!h) return SPMV_CLIENT_ERR_INVALID;
-    spmvc_clear_error(h);
-    if ((st = spmvc_check_id(h, id, "vector")) != SPMV_CLIENT_OK) return st;
-    if ((st = spmvc_shm_ref_ok(h, into)) != SPMV_CLIENT_OK) return st;
+    if ((st = shm_vector_ok(h, id, into, desc)) != SPMV_CLIENT_OK) return st;
     request req = {.method = "GET", .collection = "vectors", .id = id, .accept = "application/json"};
     spmvc_query_add(h, &req, "shm", into->name);
     spmvc_query_add_u64(h, &req, "offset", into->offset);

@@ -320,18 +320,26 @@ static int cmd_info(ctl *c, int argc, char **argv)
     return EXIT_OK;
 }
 
-static int cmd_rm(ctl *c, int argc, char **argv)
+/* rm, vec rm and shm rm: `drop` each name, saying `done` of each; the exit
+ * code of the last refusal. */
+static int drop_each(ctl *c, int argc, char **argv, spmv_client_status (*drop)(spmv_client *, const char *),
+                     const char *done)
 {
     int rc = EXIT_OK;
-    if (argc == 0) return usage_error("rm needs a matrix id%s", "");
     for (int i = 0; i < argc; i++) {
-        spmv_client_status st = spmv_client_delete(c->h, argv[i]);
+        spmv_client_status st = drop(c->h, argv[i]);
         if (st != SPMV_CLIENT_OK)
             rc = report(c, argv[i], st);
         else if (!c->json)
-            printf("deleted %s\n", argv[i]);
+            printf("%s %s\n", done, argv[i]);
     }
     return rc;
+}
+
+static int cmd_rm(ctl *c, int argc, char **argv)
+{
+    if (argc == 0) return usage_error("rm needs a matrix id%s", "");
+    return drop_each(c, argc, argv, spmv_client_delete, "deleted");
 }
 
 static int cmd_upload(ctl *c, int argc, char **argv)
@@ -630,16 +638,8 @@ static int vec_put(ctl *c, int argc, char **argv)
 
 static int vec_rm(ctl *c, int argc, char **argv)
 {
-    int rc = EXIT_OK;
     if (argc == 0) return usage_error("vec rm needs a vector id%s", "");
-    for (int i = 0; i < argc; i++) {
-        spmv_client_status st = spmv_client_vector_delete(c->h, argv[i]);
-        if (st != SPMV_CLIENT_OK)
-            rc = report(c, argv[i], st);
-        else if (!c->json)
-            printf("deleted %s\n", argv[i]);
-    }
-    return rc;
+    return drop_each(c, argc, argv, spmv_client_vector_delete, "deleted");
 }
 
 static int vec_ls(ctl *c, int argc, char **argv)
@@ -1335,16 +1335,8 @@ static int shm_list(ctl *c, int argc, char **argv)
 
 static int shm_rm(ctl *c, int argc, char **argv)
 {
-    int rc = EXIT_OK;
     if (argc == 0) return usage_error("shm rm needs a region name%s", "");
-    for (int i = 0; i < argc; i++) {
-        spmv_client_status st = spmv_client_shm_unregister(c->h, argv[i]);
-        if (st != SPMV_CLIENT_OK)
-            rc = report(c, argv[i], st);
-        else if (!c->json)
-            printf("unregistered %s\n", argv[i]);
-    }
-    return rc;
+    return drop_each(c, argc, argv, spmv_client_shm_unregister, "unregistered");
 }
 
 static int cmd_shm(ctl *c, int argc, char **argv)

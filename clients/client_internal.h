@@ -25,6 +25,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <stdlib.h> /* FETCH_LIST, FREE_LIST */
 
 struct spmv_client {
     CURL *curl;

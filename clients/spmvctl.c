@@ -187,6 +187,12 @@ static void print_json_text(const char *text)
     json_decref(v);
 }
 
+/* JSON has no NaN: a number that is not finite is written as null. */
+static json_t *json_finite(double v)
+{
+    return isfinite(v) ? json_real(v) : json_null();
+}
+
 static const char *dtype_name(spmv_client_dtype d)
 {
     return d == SPMV_CLIENT_FLOAT32 ? "float32" : "float64";
@@ -314,18 +320,26 @@ static int cmd_info(ctl *c, int argc, char **argv)
     return EXIT_OK;
 }
 
-static int cmd_rm(ctl *c, int argc, char **argv)
+/* rm, vec rm and shm rm: `drop` each name, saying `done` of each; the exit
+ * code of the last refusal. */
+static int drop_each(ctl *c, int argc, char **argv, spmv_client_status (*drop)(spmv_client *, const char *),
+                     const char *done)
 {
     int rc = EXIT_OK;
-    if (argc == 0) return usage_error("rm needs a matrix id%s", "");
     for (int i = 0; i < argc; i++) {
-        spmv_client_status st = spmv_client_delete(c->h, argv[i]);
+        spmv_client_status st = drop(c->h, argv[i]);
         if (st != SPMV_CLIENT_OK)
             rc = report(c, argv[i], st);
         else if (!c->json)
-            printf("deleted %s\n", argv[i]);
+            printf("%s %s\n", done, argv[i]);
     }
     return rc;
+}
+
+static int cmd_rm(ctl *c, int argc, char **argv)
+{
+    if (argc == 0) return usage_error("rm needs a matrix id%s", "");
+    return drop_each(c, argc, argv, spmv_client_delete, "deleted");
 }
 
 static int cmd_upload(ctl *c, int argc, char **argv)
@@ -363,43 +377,73 @@ static int cmd_generate(ctl *c, int argc, char **argv)
 
 /* ---------------------------------------------------------------- vectors */
 
-/* Reads whitespace-separated numbers ("-": stdin); exactly n of them. */
-static int read_vector(const char *path, double *x, size_t n)
+/* Vectors on the command line are files of numbers separated by white
+ * space ("-": stdin or stdout), in float64: x and y of spmv, b, x0 and x
+ * of solve, the values of a resident vector (column after column when it
+ * holds k > 1). */
+
+#define ANY_COUNT SIZE_MAX /* read_values: as many values as the file holds, at least one */
+
+/* Reads the numbers of `path` into a fresh array of *count values. `want`
+ * is how many there must be (`what` names whose size that is: "columns"
+ * of the matrix), or ANY_COUNT. */
+static int read_values(const char *path, size_t want, const char *what, double **out, size_t *count)
 {
     FILE *f = strcmp(path, "-") == 0 ? stdin : fopen(path, "r");
-    size_t i = 0;
+    size_t n = 0, cap = 0;
+    double *v = NULL;
     char tok[128];
     int rc = EXIT_LOCAL;
 
+    *out = NULL;
+    *count = 0;
     if (!f) {
         fprintf(stderr, "spmvctl: %s: %s\n", path, strerror(errno));
         return EXIT_LOCAL;
     }
     while (fscanf(f, "%127s", tok) == 1) {
         char *end;
-        errno = 0;
-        double v = strtod(tok, &end);
+        double d = strtod(tok, &end);
         if (*end || end == tok) {
-            fprintf(stderr, "spmvctl: %s: value %zu is not a number: %s\n", path, i + 1, tok);
+            fprintf(stderr, "spmvctl: %s: value %zu is not a number: %s\n", path, n + 1, tok);
             goto done;
         }
-        if (i == n) {
-            fprintf(stderr, "spmvctl: %s: more than the %zu values the matrix has columns\n", path, n);
+        if (n == want) {
+            fprintf(stderr, "spmvctl: %s: more than the %zu values the matrix has %s\n", path, want, what);
             goto done;
         }
-        x[i++] = v;
+        if (n == cap) {
+            cap = cap ? cap * 2 : 1024;
+            double *p = cap < SIZE_MAX / sizeof *v ? realloc(v, cap * sizeof *v) : NULL;
+            if (!p) {
+                fprintf(stderr, "spmvctl: %s: out of memory after %zu values\n", path, n);
+                goto done;
+            }
+            v = p;
+        }
+        v[n++] = d;
     }
-    if (i != n) {
-        fprintf(stderr, "spmvctl: %s: %zu values, the matrix has %zu columns\n", path, i, n);
+    if (want == ANY_COUNT && n == 0) {
+        fprintf(stderr, "spmvctl: %s: no values\n", path);
         goto done;
     }
-    rc = EXIT_OK;
+    if (want != ANY_COUNT && n != want) {
+        fprintf(stderr, "spmvctl: %s: %zu values, the matrix has %zu %s\n", path, n, want, what);
+        goto done;
+    }
+    *out = v ? v : malloc(sizeof *v); /* none wanted and none given: still an array to free */
+    *count = n;
+    v = NULL;
+    rc = *out ? EXIT_OK : EXIT_LOCAL;
 done:
+    free(v);
     if (f != stdin) fclose(f);
     return rc;
 }
 
-static int write_vector(const char *path, const double *y, size_t n)
+/* Writes n rows of k values (v holds them column after column), one row a
+ * line, 17 significant digits. */
+static int write_values(const char *path, const double *v, size_t n, size_t k)
 {
     FILE *f = strcmp(path, "-") == 0 ? stdout : fopen(path, "w");
     if (!f) {
@@ -407,7 +451,7 @@ static int write_vector(const char *path, const double *y, size_t n)
         return EXIT_LOCAL;
     }
     for (size_t i = 0; i < n; i++)
-        fprintf(f, "%.17g\n", y[i]);
+        for (size_t col = 0; col < k; col++) fprintf(f, "%.17g%c", v[col * n + i], col + 1 < k ? ' ' : '\n');
     bool ok = !ferror(f);
     if (f != stdout) ok = fclose(f) == 0 && ok;
     if (!ok) {
@@ -417,11 +461,217 @@ static int write_vector(const char *path, const double *y, size_t n)
     return EXIT_OK;
 }
 
-/* JSON has no NaN: a number that is not finite is written as null. */
-static json_t *json_finite(double v)
+/* `count` doubles as the vector's dtype: float32 rounds into a copy. */
+static const void *as_dtype(spmv_client_dtype d, const double *v, size_t count, float **tmp)
 {
-    return isfinite(v) ? json_real(v) : json_null();
+    *tmp = NULL;
+    if (d == SPMV_CLIENT_FLOAT64)
+        return v;
+    if (!(*tmp = malloc((count ? count : 1) * sizeof **tmp)))
+        return NULL;
+    for (size_t i = 0; i < count; i++) (*tmp)[i] = (float)v[i];
+    return *tmp;
 }
+
+static spmv_client_dtype dtype_of(const char *name)
+{
+    return name && strcmp(name, "float32") == 0 ? SPMV_CLIENT_FLOAT32 : SPMV_CLIENT_FLOAT64;
+}
+
+static void print_vector_header(void)
+{
+    printf("%-36s %10s %4s  %-7s  %-6s %12s %8s %8s  %s\n", "ID", "N", "K", "DTYPE", "DEVICE", "BYTES", "IDLE_S",
+           "TTL_S", "LIKE");
+}
+
+static void print_vector_row(const spmv_client_vector *v)
+{
+    printf("%-36s %10" PRId64 " %4" PRId64 "  %-7s  %-6s %12" PRIu64 " %8.0f %8.0f  %s\n", v->id, v->n, v->k,
+           dtype_name(v->dtype), v->device, v->bytes, v->idle_s, v->expires_in_s, v->like);
+}
+
+/* The descriptor of vector `id`, from the listing (there is no GET of a
+ * descriptor alone: GET /v1/vectors/{id} carries the values). */
+static spmv_client_status find_vector(ctl *c, const char *id, spmv_client_vector *out)
+{
+    spmv_client_vector_list *l;
+    spmv_client_status st = spmv_client_vectors(c->h, &l);
+    if (st != SPMV_CLIENT_OK)
+        return st;
+    st = SPMV_CLIENT_ERR_NOT_FOUND;
+    for (size_t i = 0; i < l->count; i++) {
+        if (strcmp(l->items[i].id, id) == 0) {
+            *out = l->items[i];
+            out->json = NULL; /* owned by the list */
+            st = SPMV_CLIENT_OK;
+        }
+    }
+    spmv_client_vector_list_free(l);
+    return st;
+}
+
+static int vec_create(ctl *c, int argc, char **argv)
+{
+    (void)argv;
+    spmv_client_vector_options o = {.like = c->like, .side = c->side, .device = c->device, .dtype = c->dtype,
+                                    .k = c->k};
+    spmv_client_vector *v = NULL;
+    spmv_client_status st;
+    int sources = (c->values_file != NULL) + c->has_fill + c->random;
+
+    if (argc != 0) return usage_error("vec create takes no arguments, only options%s", "");
+    if (sources != 1) return usage_error("vec create needs exactly one of --values FILE, --fill V, --random%s", "");
+    if (c->values_file) {
+        double *vals;
+        size_t count;
+        float *tmp;
+        int rc = read_values(c->values_file, ANY_COUNT, NULL, &vals, &count);
+        if (rc != EXIT_OK) return rc;
+        spmv_client_dtype d = dtype_of(c->dtype);
+        const void *buf = as_dtype(d, vals, count, &tmp);
+        st = buf ? spmv_client_vector_create(c->h, d, buf, count, &o, &v) : SPMV_CLIENT_ERR_NOMEM;
+        free(tmp);
+        free(vals);
+    } else if (c->has_fill) {
+        st = spmv_client_vector_fill(c->h, c->n, c->fill, &o, &v);
+    } else {
+        st = spmv_client_vector_random(c->h, c->n, c->seed, &o, &v);
+    }
+    if (st != SPMV_CLIENT_OK) return report(c, "vec create", st);
+    if (c->json) {
+        print_json_text(v->json);
+    } else {
+        print_vector_header();
+        print_vector_row(v);
+    }
+    spmv_client_vector_free(v);
+    return EXIT_OK;
+}
+
+static int vec_get(ctl *c, int argc, char **argv)
+{
+    spmv_client_vector d;
+    spmv_client_vector *desc = NULL;
+    double *vals = NULL;
+    float *vf = NULL;
+    int rc = EXIT_LOCAL;
+
+    if (argc != 1) return usage_error("vec get needs exactly one vector id%s", "");
+    spmv_client_status st = find_vector(c, argv[0], &d);
+    if (st == SPMV_CLIENT_ERR_NOT_FOUND) {
+        fprintf(stderr, "spmvctl: vector %s not found\n", argv[0]);
+        return EXIT_REFUSED;
+    }
+    if (st != SPMV_CLIENT_OK) return report(c, "vec get", st);
+    size_t n = (size_t)d.n, k = (size_t)d.k, count = n * k; /* bounded by the library's parse */
+    if (!(vals = malloc((count ? count : 1) * sizeof *vals)) ||
+        (d.dtype == SPMV_CLIENT_FLOAT32 && !(vf = malloc((count ? count : 1) * sizeof *vf)))) {
+        fprintf(stderr, "spmvctl: out of memory for %zu values\n", count);
+        goto done;
+    }
+    st = spmv_client_vector_read(c->h, argv[0], d.dtype, vf ? (void *)vf : (void *)vals, count, &desc);
+    if (st != SPMV_CLIENT_OK) {
+        rc = report(c, argv[0], st);
+        goto done;
+    }
+    for (size_t i = 0; vf && i < count; i++) vals[i] = vf[i];
+    if (c->json) {
+        json_t *o = json_loads(desc->json, 0, NULL), *a = json_array();
+        for (size_t col = 0; a && col < k; col++) {
+            json_t *cv = k > 1 ? json_array() : a;
+            for (size_t i = 0; cv && i < n; i++) json_array_append_new(cv, json_finite(vals[col * n + i]));
+            if (k > 1) json_array_append_new(a, cv);
+        }
+        json_object_set_new(o, "values", a);
+        char *text = json_dumps(o, JSON_INDENT(2));
+        puts(text ? text : "{}");
+        free(text);
+        json_decref(o);
+        rc = EXIT_OK;
+        goto done;
+    }
+    rc = write_values(c->out_file ? c->out_file : "-", vals, n, k);
+done:
+    free(vals);
+    free(vf);
+    spmv_client_vector_free(desc);
+    return rc;
+}
+
+static int vec_put(ctl *c, int argc, char **argv)
+{
+    spmv_client_vector d, *desc = NULL;
+    double *vals = NULL;
+    size_t count;
+    float *tmp = NULL;
+    int rc;
+
+    if (argc != 1) return usage_error("vec put needs exactly one vector id%s", "");
+    if (!c->values_file) return usage_error("vec put needs --values FILE%s", "");
+    spmv_client_status st = find_vector(c, argv[0], &d);
+    if (st == SPMV_CLIENT_ERR_NOT_FOUND) {
+        fprintf(stderr, "spmvctl: vector %s not found\n", argv[0]);
+        return EXIT_REFUSED;
+    }
+    if (st != SPMV_CLIENT_OK) return report(c, "vec put", st);
+    if ((rc = read_values(c->values_file, ANY_COUNT, NULL, &vals, &count)) != EXIT_OK) return rc;
+    if ((uint64_t)count != (uint64_t)d.n * (uint64_t)d.k) {
+        fprintf(stderr, "spmvctl: %s: %zu values, vector %s holds %" PRId64 " x %" PRId64 "\n", c->values_file, count,
+                argv[0], d.n, d.k);
+        free(vals);
+        return EXIT_LOCAL;
+    }
+    const void *buf = as_dtype(d.dtype, vals, count, &tmp);
+    st = buf ? spmv_client_vector_write(c->h, argv[0], d.dtype, buf, count, &desc) : SPMV_CLIENT_ERR_NOMEM;
+    free(tmp);
+    free(vals);
+    if (st != SPMV_CLIENT_OK) return report(c, argv[0], st);
+    if (c->json) {
+        print_json_text(desc->json);
+    } else {
+        print_vector_header();
+        print_vector_row(desc);
+    }
+    spmv_client_vector_free(desc);
+    return EXIT_OK;
+}
+
+static int vec_rm(ctl *c, int argc, char **argv)
+{
+    if (argc == 0) return usage_error("vec rm needs a vector id%s", "");
+    return drop_each(c, argc, argv, spmv_client_vector_delete, "deleted");
+}
+
+static int vec_ls(ctl *c, int argc, char **argv)
+{
+    (void)argv;
+    if (argc > 0) return usage_error("vec ls takes no arguments%s", "");
+    spmv_client_vector_list *l;
+    spmv_client_status st = spmv_client_vectors(c->h, &l);
+    if (st != SPMV_CLIENT_OK) return report(c, "vec ls", st);
+    if (c->json) {
+        print_json_text(l->json);
+    } else {
+        print_vector_header();
+        for (size_t i = 0; i < l->count; i++) print_vector_row(&l->items[i]);
+    }
+    spmv_client_vector_list_free(l);
+    return EXIT_OK;
+}
+
+static int cmd_vec(ctl *c, int argc, char **argv)
+{
+    static const struct {
+        const char *name;
+        int (*run)(ctl *, int, char **);
+    } acts[] = {{"create", vec_create}, {"get", vec_get}, {"put", vec_put}, {"rm", vec_rm}, {"ls", vec_ls}};
+    if (argc == 0) return usage_error("vec needs an action: create, get, put, rm or ls%s", "");
+    for (size_t i = 0; i < sizeof acts / sizeof *acts; i++)
+        if (strcmp(argv[0], acts[i].name) == 0) return acts[i].run(c, argc - 1, argv + 1);
+    return usage_error("unknown vec action '%s' (create, get, put, rm, ls)", argv[0]);
+}
+
+/* ------------------------------------------------------------------- spmv */
 
 static void print_spmv_result(const ctl *c, const spmv_client_spmv_result *r, size_t n, double norm)
 {
@@ -460,28 +710,37 @@ static void print_spmv_result(const ctl *c, const spmv_client_spmv_result *r, si
     if (!isnan(norm)) printf("y            %zu values, 2-norm %.17g\n", n, norm);
 }
 
+/* y of a product in the matrix's dtype (ybuf) widened into y; its 2-norm. */
+static double widen_y(spmv_client_dtype d, const void *ybuf, double *y, size_t ny)
+{
+    double norm = 0;
+    for (size_t i = 0; i < ny; i++) {
+        y[i] = d == SPMV_CLIENT_FLOAT32 ? (double)((const float *)ybuf)[i] : ((const double *)ybuf)[i];
+        norm += y[i] * y[i];
+    }
+    return sqrt(norm);
+}
+
 /* spmv works in float64 on the command line; a float32 matrix gets its x
- * rounded and its y widened here. */
-static int run_spmv(ctl *c, const spmv_client_matrix *m, const double *x, double *y, spmv_client_spmv_result *res)
+ * rounded and its y widened here. *norm is y's 2-norm. */
+static int run_spmv(ctl *c, const spmv_client_matrix *m, const double *x, double *y, spmv_client_spmv_result *res,
+                    double *norm)
 {
     spmv_client_spmv_options o = {.kernel = c->kernel, .runs = c->runs, .warmup = c->warmup,
                                   .verify = c->verify, .params = c->params};
     size_t nx = (size_t)m->cols, ny = (size_t)m->rows;
-    spmv_client_status st;
-    if (m->dtype == SPMV_CLIENT_FLOAT64) {
-        st = spmv_client_multiply(c->h, m->id, SPMV_CLIENT_FLOAT64, x, nx, y, ny, &o, res);
-    } else {
-        float *xf = malloc((nx ? nx : 1) * sizeof *xf), *yf = malloc((ny ? ny : 1) * sizeof *yf);
-        if (!xf || !yf) {
-            free(xf), free(yf);
-            fprintf(stderr, "spmvctl: out of memory\n");
-            return EXIT_LOCAL;
-        }
-        for (size_t i = 0; i < nx; i++) xf[i] = (float)x[i];
-        st = spmv_client_multiply(c->h, m->id, SPMV_CLIENT_FLOAT32, xf, nx, yf, ny, &o, res);
-        for (size_t i = 0; st == SPMV_CLIENT_OK && i < ny; i++) y[i] = yf[i];
+    float *xf, *yf = NULL;
+    const void *xbuf = as_dtype(m->dtype, x, nx, &xf);
+    void *ybuf = m->dtype == SPMV_CLIENT_FLOAT64 ? (void *)y : (void *)(yf = malloc((ny ? ny : 1) * sizeof *yf));
+    if (!xbuf || !ybuf) {
         free(xf), free(yf);
+        fprintf(stderr, "spmvctl: out of memory\n");
+        return EXIT_LOCAL;
     }
+    spmv_client_status st = spmv_client_multiply(c->h, m->id, m->dtype, xbuf, nx, ybuf, ny, &o, res);
+    if (st == SPMV_CLIENT_OK)
+        *norm = widen_y(m->dtype, ybuf, y, ny);
+    free(xf), free(yf);
     return st == SPMV_CLIENT_OK ? EXIT_OK : report(c, "spmv", st);
 }
 
@@ -522,7 +781,8 @@ static int spmv_shm(ctl *c, const spmv_client_matrix *m)
     spmv_client_product_result res;
     size_t nx = (size_t)m->cols, ny = (size_t)m->rows, esize = m->dtype == SPMV_CLIENT_FLOAT32 ? 4 : 8;
     double *x = NULL, *y = NULL;
-    void *xbuf = NULL, *ybuf = NULL;
+    float *xf = NULL;
+    void *ybuf = NULL;
     int rc = EXIT_LOCAL;
 
     if (c->x_shm && !parse_shm_ref(c->x_shm, xname, sizeof xname, &xr.offset))
@@ -535,17 +795,12 @@ static int spmv_shm(ctl *c, const spmv_client_matrix *m)
     xr.name = xname;
     yr.name = yname;
     if (!c->x_shm) {
-        if (!(x = malloc((nx ? nx : 1) * sizeof *x)) || !(xbuf = malloc((nx ? nx : 1) * esize))) {
+        if ((rc = read_values(c->x_file, nx, "columns", &x, &a.nx)) != EXIT_OK) goto done;
+        rc = EXIT_LOCAL;
+        if (!(a.x = as_dtype(m->dtype, x, nx, &xf))) {
             fprintf(stderr, "spmvctl: out of memory for %zu values\n", nx);
             goto done;
         }
-        if ((rc = read_vector(c->x_file, x, nx)) != EXIT_OK) goto done;
-        for (size_t i = 0; i < nx; i++) {
-            if (esize == 4) ((float *)xbuf)[i] = (float)x[i];
-            else ((double *)xbuf)[i] = x[i];
-        }
-        a.x = xbuf, a.nx = nx;
-        rc = EXIT_LOCAL;
     }
     if (!c->y_shm) {
         if (!(y = malloc((ny ? ny : 1) * sizeof *y)) || !(ybuf = malloc((ny ? ny : 1) * esize))) {
@@ -562,13 +817,8 @@ static int spmv_shm(ctl *c, const spmv_client_matrix *m)
     }
     double norm = NAN;
     if (y) {
-        norm = 0;
-        for (size_t i = 0; i < ny; i++) {
-            y[i] = esize == 4 ? (double)((float *)ybuf)[i] : ((double *)ybuf)[i];
-            norm += y[i] * y[i];
-        }
-        norm = sqrt(norm);
-        if (c->y_out && (rc = write_vector(c->y_out, y, ny)) != EXIT_OK) goto done;
+        norm = widen_y(m->dtype, ybuf, y, ny);
+        if (c->y_out && (rc = write_values(c->y_out, y, ny, 1)) != EXIT_OK) goto done;
     }
     if (!c->y_out || strcmp(c->y_out, "-") != 0) {
         print_spmv_result(c, &res.spmv, y ? ny : 0, norm);
@@ -579,7 +829,7 @@ static int spmv_shm(ctl *c, const spmv_client_matrix *m)
     }
     rc = EXIT_OK;
 done:
-    free(x), free(y), free(xbuf), free(ybuf);
+    free(x), free(y), free(xf), free(ybuf);
     return rc;
 }
 
@@ -605,20 +855,18 @@ static int cmd_spmv(ctl *c, int argc, char **argv)
         rc = spmv_shm(c, m);
         goto done;
     }
-    x = malloc((size_t)(m->cols ? m->cols : 1) * sizeof *x);
-    y = malloc((size_t)(m->rows ? m->rows : 1) * sizeof *y);
+    size_t nx;
+    double norm = NAN;
+    if ((rc = read_values(c->x_file, (size_t)m->cols, "columns", &x, &nx)) != EXIT_OK) goto done;
     rc = EXIT_LOCAL;
-    if (!x || !y) {
+    if (!(y = malloc((size_t)(m->rows ? m->rows : 1) * sizeof *y))) {
         fprintf(stderr, "spmvctl: out of memory for %" PRId64 " x %" PRId64 "\n", m->rows, m->cols);
         goto done;
     }
-    if ((rc = read_vector(c->x_file, x, (size_t)m->cols)) != EXIT_OK) goto done;
-    if ((rc = run_spmv(c, m, x, y, &res)) != EXIT_OK) goto done;
-    double norm = 0;
-    for (int64_t i = 0; i < m->rows; i++) norm += y[i] * y[i];
-    if (c->y_out && (rc = write_vector(c->y_out, y, (size_t)m->rows)) != EXIT_OK) goto done;
+    if ((rc = run_spmv(c, m, x, y, &res, &norm)) != EXIT_OK) goto done;
+    if (c->y_out && (rc = write_values(c->y_out, y, (size_t)m->rows, 1)) != EXIT_OK) goto done;
     if (!c->y_out || strcmp(c->y_out, "-") != 0)
-        print_spmv_result(c, &res, (size_t)m->rows, sqrt(norm));
+        print_spmv_result(c, &res, (size_t)m->rows, norm);
 done:
     free(x);
     free(y);
@@ -864,287 +1112,6 @@ static int cmd_job(ctl *c, int argc, char **argv)
     return rc;
 }
 
-/* ---------------------------------------------------------------- vectors */
-
-/* Reads every whitespace-separated number of `path` ("-": stdin) into a
- * fresh array; *count values. */
-static int read_values(const char *path, double **out, size_t *count)
-{
-    FILE *f = strcmp(path, "-") == 0 ? stdin : fopen(path, "r");
-    size_t n = 0, cap = 0;
-    double *v = NULL;
-    char tok[128];
-    int rc = EXIT_LOCAL;
-
-    *out = NULL;
-    *count = 0;
-    if (!f) {
-        fprintf(stderr, "spmvctl: %s: %s\n", path, strerror(errno));
-        return EXIT_LOCAL;
-    }
-    while (fscanf(f, "%127s", tok) == 1) {
-        char *end;
-        double d = strtod(tok, &end);
-        if (*end || end == tok) {
-            fprintf(stderr, "spmvctl: %s: value %zu is not a number: %s\n", path, n + 1, tok);
-            goto done;
-        }
-        if (n == cap) {
-            cap = cap ? cap * 2 : 1024;
-            double *p = cap < SIZE_MAX / sizeof *v ? realloc(v, cap * sizeof *v) : NULL;
-            if (!p) {
-                fprintf(stderr, "spmvctl: %s: out of memory after %zu values\n", path, n);
-                goto done;
-            }
-            v = p;
-        }
-        v[n++] = d;
-    }
-    if (n == 0) {
-        fprintf(stderr, "spmvctl: %s: no values\n", path);
-        goto done;
-    }
-    *out = v;
-    *count = n;
-    v = NULL;
-    rc = EXIT_OK;
-done:
-    free(v);
-    if (f != stdin) fclose(f);
-    return rc;
-}
-
-/* `count` doubles as the vector's dtype: float32 rounds into a copy. */
-static const void *as_dtype(spmv_client_dtype d, const double *v, size_t count, float **tmp)
-{
-    *tmp = NULL;
-    if (d == SPMV_CLIENT_FLOAT64)
-        return v;
-    if (!(*tmp = malloc(count * sizeof **tmp)))
-        return NULL;
-    for (size_t i = 0; i < count; i++) (*tmp)[i] = (float)v[i];
-    return *tmp;
-}
-
-static spmv_client_dtype dtype_of(const char *name)
-{
-    return name && strcmp(name, "float32") == 0 ? SPMV_CLIENT_FLOAT32 : SPMV_CLIENT_FLOAT64;
-}
-
-static void print_vector_header(void)
-{
-    printf("%-36s %10s %4s  %-7s  %-6s %12s %8s %8s  %s\n", "ID", "N", "K", "DTYPE", "DEVICE", "BYTES", "IDLE_S",
-           "TTL_S", "LIKE");
-}
-
-static void print_vector_row(const spmv_client_vector *v)
-{
-    printf("%-36s %10" PRId64 " %4" PRId64 "  %-7s  %-6s %12" PRIu64 " %8.0f %8.0f  %s\n", v->id, v->n, v->k,
-           dtype_name(v->dtype), v->device, v->bytes, v->idle_s, v->expires_in_s, v->like);
-}
-
-/* The descriptor of vector `id`, from the listing (there is no GET of a
- * descriptor alone: GET /v1/vectors/{id} carries the values). */
-static spmv_client_status find_vector(ctl *c, const char *id, spmv_client_vector *out)
-{
-    spmv_client_vector_list *l;
-    spmv_client_status st = spmv_client_vectors(c->h, &l);
-    if (st != SPMV_CLIENT_OK)
-        return st;
-    st = SPMV_CLIENT_ERR_NOT_FOUND;
-    for (size_t i = 0; i < l->count; i++) {
-        if (strcmp(l->items[i].id, id) == 0) {
-            *out = l->items[i];
-            out->json = NULL; /* owned by the list */
-            st = SPMV_CLIENT_OK;
-        }
-    }
-    spmv_client_vector_list_free(l);
-    return st;
-}
-
-static int vec_create(ctl *c, int argc, char **argv)
-{
-    (void)argv;
-    spmv_client_vector_options o = {.like = c->like, .side = c->side, .device = c->device, .dtype = c->dtype,
-                                    .k = c->k};
-    spmv_client_vector *v = NULL;
-    spmv_client_status st;
-    int sources = (c->values_file != NULL) + c->has_fill + c->random;
-
-    if (argc != 0) return usage_error("vec create takes no arguments, only options%s", "");
-    if (sources != 1) return usage_error("vec create needs exactly one of --values FILE, --fill V, --random%s", "");
-    if (c->values_file) {
-        double *vals;
-        size_t count;
-        float *tmp;
-        int rc = read_values(c->values_file, &vals, &count);
-        if (rc != EXIT_OK) return rc;
-        spmv_client_dtype d = dtype_of(c->dtype);
-        const void *buf = as_dtype(d, vals, count, &tmp);
-        st = buf ? spmv_client_vector_create(c->h, d, buf, count, &o, &v) : SPMV_CLIENT_ERR_NOMEM;
-        free(tmp);
-        free(vals);
-    } else if (c->has_fill) {
-        st = spmv_client_vector_fill(c->h, c->n, c->fill, &o, &v);
-    } else {
-        st = spmv_client_vector_random(c->h, c->n, c->seed, &o, &v);
-    }
-    if (st != SPMV_CLIENT_OK) return report(c, "vec create", st);
-    if (c->json) {
-        print_json_text(v->json);
-    } else {
-        print_vector_header();
-        print_vector_row(v);
-    }
-    spmv_client_vector_free(v);
-    return EXIT_OK;
-}
-
-static int vec_get(ctl *c, int argc, char **argv)
-{
-    spmv_client_vector d;
-    spmv_client_vector *desc = NULL;
-    double *vals = NULL;
-    float *vf = NULL;
-    int rc = EXIT_LOCAL;
-
-    if (argc != 1) return usage_error("vec get needs exactly one vector id%s", "");
-    spmv_client_status st = find_vector(c, argv[0], &d);
-    if (st == SPMV_CLIENT_ERR_NOT_FOUND) {
-        fprintf(stderr, "spmvctl: vector %s not found\n", argv[0]);
-        return EXIT_REFUSED;
-    }
-    if (st != SPMV_CLIENT_OK) return report(c, "vec get", st);
-    size_t n = (size_t)d.n, k = (size_t)d.k, count = n * k; /* bounded by the library's parse */
-    if (!(vals = malloc((count ? count : 1) * sizeof *vals)) ||
-        (d.dtype == SPMV_CLIENT_FLOAT32 && !(vf = malloc((count ? count : 1) * sizeof *vf)))) {
-        fprintf(stderr, "spmvctl: out of memory for %zu values\n", count);
-        goto done;
-    }
-    st = spmv_client_vector_read(c->h, argv[0], d.dtype, vf ? (void *)vf : (void *)vals, count, &desc);
-    if (st != SPMV_CLIENT_OK) {
-        rc = report(c, argv[0], st);
-        goto done;
-    }
-    for (size_t i = 0; vf && i < count; i++) vals[i] = vf[i];
-    if (c->json) {
-        json_t *o = json_loads(desc->json, 0, NULL), *a = json_array();
-        for (size_t col = 0; a && col < k; col++) {
-            json_t *cv = k > 1 ? json_array() : a;
-            for (size_t i = 0; cv && i < n; i++) json_array_append_new(cv, json_finite(vals[col * n + i]));
-            if (k > 1) json_array_append_new(a, cv);
-        }
-        json_object_set_new(o, "values", a);
-        char *text = json_dumps(o, JSON_INDENT(2));
-        puts(text ? text : "{}");
-        free(text);
-        json_decref(o);
-        rc = EXIT_OK;
-        goto done;
-    }
-    FILE *f = !c->out_file || strcmp(c->out_file, "-") == 0 ? stdout : fopen(c->out_file, "w");
-    if (!f) {
-        fprintf(stderr, "spmvctl: %s: %s\n", c->out_file, strerror(errno));
-        goto done;
-    }
-    for (size_t i = 0; i < n; i++) /* one row per line, k values on it */
-        for (size_t col = 0; col < k; col++) fprintf(f, "%.17g%c", vals[col * n + i], col + 1 < k ? ' ' : '\n');
-    bool ok = !ferror(f);
-    if (f != stdout) ok = fclose(f) == 0 && ok;
-    if (!ok) {
-        fprintf(stderr, "spmvctl: writing %s failed\n", c->out_file);
-        goto done;
-    }
-    rc = EXIT_OK;
-done:
-    free(vals);
-    free(vf);
-    spmv_client_vector_free(desc);
-    return rc;
-}
-
-static int vec_put(ctl *c, int argc, char **argv)
-{
-    spmv_client_vector d, *desc = NULL;
-    double *vals = NULL;
-    size_t count;
-    float *tmp = NULL;
-    int rc;
-
-    if (argc != 1) return usage_error("vec put needs exactly one vector id%s", "");
-    if (!c->values_file) return usage_error("vec put needs --values FILE%s", "");
-    spmv_client_status st = find_vector(c, argv[0], &d);
-    if (st == SPMV_CLIENT_ERR_NOT_FOUND) {
-        fprintf(stderr, "spmvctl: vector %s not found\n", argv[0]);
-        return EXIT_REFUSED;
-    }
-    if (st != SPMV_CLIENT_OK) return report(c, "vec put", st);
-    if ((rc = read_values(c->values_file, &vals, &count)) != EXIT_OK) return rc;
-    if ((uint64_t)count != (uint64_t)d.n * (uint64_t)d.k) {
-        fprintf(stderr, "spmvctl: %s: %zu values, vector %s holds %" PRId64 " x %" PRId64 "\n", c->values_file, count,
-                argv[0], d.n, d.k);
-        free(vals);
-        return EXIT_LOCAL;
-    }
-    const void *buf = as_dtype(d.dtype, vals, count, &tmp);
-    st = buf ? spmv_client_vector_write(c->h, argv[0], d.dtype, buf, count, &desc) : SPMV_CLIENT_ERR_NOMEM;
-    free(tmp);
-    free(vals);
-    if (st != SPMV_CLIENT_OK) return report(c, argv[0], st);
-    if (c->json) {
-        print_json_text(desc->json);
-    } else {
-        print_vector_header();
-        print_vector_row(desc);
-    }
-    spmv_client_vector_free(desc);
-    return EXIT_OK;
-}
-
-static int vec_rm(ctl *c, int argc, char **argv)
-{
-    int rc = EXIT_OK;
-    if (argc == 0) return usage_error("vec rm needs a vector id%s", "");
-    for (int i = 0; i < argc; i++) {
-        spmv_client_status st = spmv_client_vector_delete(c->h, argv[i]);
-        if (st != SPMV_CLIENT_OK)
-            rc = report(c, argv[i], st);
-        else if (!c->json)
-            printf("deleted %s\n", argv[i]);
-    }
-    return rc;
-}
-
-static int vec_ls(ctl *c, int argc, char **argv)
-{
-    (void)argv;
-    if (argc > 0) return usage_error("vec ls takes no arguments%s", "");
-    spmv_client_vector_list *l;
-    spmv_client_status st = spmv_client_vectors(c->h, &l);
-    if (st != SPMV_CLIENT_OK) return report(c, "vec ls", st);
-    if (c->json) {
-        print_json_text(l->json);
-    } else {
-        print_vector_header();
-        for (size_t i = 0; i < l->count; i++) print_vector_row(&l->items[i]);
-    }
-    spmv_client_vector_list_free(l);
-    return EXIT_OK;
-}
-
-static int cmd_vec(ctl *c, int argc, char **argv)
-{
-    static const struct {
-        const char *name;
-        int (*run)(ctl *, int, char **);
-    } acts[] = {{"create", vec_create}, {"get", vec_get}, {"put", vec_put}, {"rm", vec_rm}, {"ls", vec_ls}};
-    if (argc == 0) return usage_error("vec needs an action: create, get, put, rm or ls%s", "");
-    for (size_t i = 0; i < sizeof acts / sizeof *acts; i++)
-        if (strcmp(argv[0], acts[i].name) == 0) return acts[i].run(c, argc - 1, argv + 1);
-    return usage_error("unknown vec action '%s' (create, get, put, rm, ls)", argv[0]);
-}
-
 /* -------------------------------------------------------------------- ops */
 
 static int cmd_ops(ctl *c, int argc, char **argv)
@@ -1213,14 +1180,80 @@ static void print_solve(const ctl *c, const spmv_client_solve_result *r)
         for (size_t i = 0; i < r->nhistory; i++) printf("iter %5zu  residual %.6e\n", i, r->history[i]);
 }
 
+/* The order of the matrix of a solve: square, and of a size this host can
+ * hold. */
+static int solve_order(const spmv_client_matrix *m, size_t *n)
+{
+    if ((uint64_t)m->rows > SIZE_MAX / 8 || m->rows != m->cols) {
+        fprintf(stderr, "spmvctl: %s: a solve needs a square matrix of a size this host can hold (%" PRId64
+                        " x %" PRId64 ")\n", m->id, m->rows, m->cols);
+        return m->rows != m->cols ? EXIT_USAGE : EXIT_LOCAL;
+    }
+    *n = (size_t)m->rows;
+    return EXIT_OK;
+}
+
+/* b and x0 of a solve, n values each, from their files; b is all ones
+ * unless a file or a vector gives it. */
+static int solve_inputs(const ctl *c, size_t n, double **b, size_t *nb, double **x0, size_t *nx0)
+{
+    int rc;
+    if (c->b_file && (rc = read_values(c->b_file, n, "rows", b, nb)) != EXIT_OK)
+        return rc;
+    if (!c->b_file && !c->b_vector) {
+        if (!(*b = malloc((n ? n : 1) * sizeof **b)))
+            return EXIT_LOCAL;
+        for (size_t i = 0; i < n; i++) (*b)[i] = 1;
+        *nb = n;
+    }
+    if (c->x0_file && (rc = read_values(c->x0_file, n, "columns", x0, nx0)) != EXIT_OK)
+        return rc;
+    return EXIT_OK;
+}
+
+/* Waits for an async solve's job and reads its result into *r (which held
+ * the job's answer) and x. */
+static int solve_wait(ctl *c, spmv_client_solve_result **r, double *x, size_t n)
+{
+    spmv_client_job *j = NULL;
+    bar bb = {.label = "solve"};
+    spmv_client_status st =
+        spmv_client_job_wait(c->h, (*r)->job_id, 100, isatty(STDERR_FILENO) ? progress_bar : NULL, &bb, &j);
+    progress_end(&bb);
+    if (st != SPMV_CLIENT_OK) {
+        int rc = report(c, (*r)->job_id, st);
+        spmv_client_job_free(j);
+        return rc;
+    }
+    spmv_client_solve_result_free(*r);
+    *r = NULL;
+    st = spmv_client_solve_parse(c->h, j->result, x, n, r);
+    spmv_client_job_free(j);
+    return st == SPMV_CLIENT_OK ? EXIT_OK : report(c, "solve job result", st);
+}
+
+/* x to --x-out and the report; EXIT_SOLVE when it did not converge. */
+static int solve_output(const ctl *c, const spmv_client_solve_result *r, const double *x, size_t n)
+{
+    int rc;
+    if (c->x_out && !r->has_x) {
+        fprintf(stderr, "spmvctl: the answer carries no x\n");
+        return EXIT_PROTOCOL;
+    }
+    if (c->x_out && (rc = write_values(c->x_out, x, n, 1)) != EXIT_OK)
+        return rc;
+    if (!c->x_out || strcmp(c->x_out, "-") != 0)
+        print_solve(c, r);
+    return r->converged ? EXIT_OK : EXIT_SOLVE;
+}
+
 static int cmd_solve(ctl *c, int argc, char **argv)
 {
     spmv_client_matrix *m = NULL;
     spmv_client_solve_result *r = NULL;
-    spmv_client_job *j = NULL;
     double *b = NULL, *x0 = NULL, *x = NULL;
-    size_t nb = 0, nx0 = 0, n;
-    int rc = EXIT_LOCAL;
+    size_t nb = 0, nx0 = 0, n = 0;
+    int rc;
 
     if (argc != 1) return usage_error("solve needs exactly one matrix id%s", "");
     if (c->b_file && c->b_vector) return usage_error("--b and --b-vector exclude each other%s", "");
@@ -1228,33 +1261,9 @@ static int cmd_solve(ctl *c, int argc, char **argv)
     if (c->x_out && c->x_vector) return usage_error("--x-out and --x-vector exclude each other%s", "");
     spmv_client_status st = spmv_client_describe(c->h, argv[0], &m);
     if (st != SPMV_CLIENT_OK) return report(c, argv[0], st);
-    if ((uint64_t)m->rows > SIZE_MAX / 8 || m->rows != m->cols) {
-        fprintf(stderr, "spmvctl: %s: a solve needs a square matrix of a size this host can hold (%" PRId64
-                        " x %" PRId64 ")\n", m->id, m->rows, m->cols);
-        rc = m->rows != m->cols ? EXIT_USAGE : EXIT_LOCAL;
+    if ((rc = solve_order(m, &n)) != EXIT_OK || (rc = solve_inputs(c, n, &b, &nb, &x0, &nx0)) != EXIT_OK)
         goto done;
-    }
-    n = (size_t)m->rows;
-    if (c->b_file) {
-        if ((rc = read_values(c->b_file, &b, &nb)) != EXIT_OK) goto done;
-        rc = EXIT_LOCAL;
-        if (nb != n) {
-            fprintf(stderr, "spmvctl: %s: %zu values, the matrix has %zu rows\n", c->b_file, nb, n);
-            goto done;
-        }
-    } else if (!c->b_vector) { /* default b: all ones */
-        if (!(b = malloc(n * sizeof *b))) goto done;
-        for (size_t i = 0; i < n; i++) b[i] = 1;
-        nb = n;
-    }
-    if (c->x0_file) {
-        if ((rc = read_values(c->x0_file, &x0, &nx0)) != EXIT_OK) goto done;
-        rc = EXIT_LOCAL;
-        if (nx0 != n) {
-            fprintf(stderr, "spmvctl: %s: %zu values, the matrix has %zu columns\n", c->x0_file, nx0, n);
-            goto done;
-        }
-    }
+    rc = EXIT_LOCAL;
     if (c->x_out && !(x = malloc((n ? n : 1) * sizeof *x))) goto done;
     spmv_client_solve_options o = {.method = c->method, .tol = c->tol, .maxit = c->maxit, .restart = (int)c->restart,
                                    .preconditioner = c->precond, .kernel = c->kernel, .b_vector = c->b_vector,
@@ -1262,38 +1271,13 @@ static int cmd_solve(ctl *c, int argc, char **argv)
                                    .x_out_vector = c->x_vector, .async = c->async || c->no_wait};
     if ((st = spmv_client_solve(c->h, m->id, &o, x, n, &r)) != SPMV_CLIENT_OK) {
         rc = report(c, "solve", st);
-        goto done;
+    } else if (c->no_wait) {
+        printf(c->json ? "{\"job\": \"%s\"}\n" : "%s\n", r->job_id);
+        rc = EXIT_OK;
+    } else if (!o.async || (rc = solve_wait(c, &r, x, n)) == EXIT_OK) {
+        rc = solve_output(c, r, x, n);
     }
-    if (o.async) {
-        if (c->no_wait) {
-            printf(c->json ? "{\"job\": \"%s\"}\n" : "%s\n", r->job_id);
-            rc = EXIT_OK;
-            goto done;
-        }
-        bar bb = {.label = "solve"};
-        st = spmv_client_job_wait(c->h, r->job_id, 100, isatty(STDERR_FILENO) ? progress_bar : NULL, &bb, &j);
-        progress_end(&bb);
-        if (st != SPMV_CLIENT_OK) {
-            rc = report(c, r->job_id, st);
-            goto done;
-        }
-        spmv_client_solve_result_free(r);
-        r = NULL;
-        if ((st = spmv_client_solve_parse(c->h, j->result, x, n, &r)) != SPMV_CLIENT_OK) {
-            rc = report(c, "solve job result", st);
-            goto done;
-        }
-    }
-    if (c->x_out && !r->has_x) {
-        fprintf(stderr, "spmvctl: the answer carries no x\n");
-        rc = EXIT_PROTOCOL;
-        goto done;
-    }
-    if (c->x_out && (rc = write_vector(c->x_out, x, n)) != EXIT_OK) goto done;
-    if (!c->x_out || strcmp(c->x_out, "-") != 0) print_solve(c, r);
-    rc = r->converged ? EXIT_OK : EXIT_SOLVE;
 done:
-    spmv_client_job_free(j);
     spmv_client_solve_result_free(r);
     spmv_client_matrix_free(m);
     free(b), free(x0), free(x);
@@ -1351,16 +1335,8 @@ static int shm_list(ctl *c, int argc, char **argv)
 
 static int shm_rm(ctl *c, int argc, char **argv)
 {
-    int rc = EXIT_OK;
     if (argc == 0) return usage_error("shm rm needs a region name%s", "");
-    for (int i = 0; i < argc; i++) {
-        spmv_client_status st = spmv_client_shm_unregister(c->h, argv[i]);
-        if (st != SPMV_CLIENT_OK)
-            rc = report(c, argv[i], st);
-        else if (!c->json)
-            printf("unregistered %s\n", argv[i]);
-    }
-    return rc;
+    return drop_each(c, argc, argv, spmv_client_shm_unregister, "unregistered");
 }
 
 static int cmd_shm(ctl *c, int argc, char **argv)
@@ -1529,12 +1505,43 @@ static bool parse_int(const char *s, long lo, long hi, long *out)
     return true;
 }
 
-/* One option into c; EXIT_OK or EXIT_USAGE. */
-static int take_option(ctl *c, int opt, const char *arg, bool *help)
+/* An integer option in [lo, hi] into *out; else EXIT_USAGE with `usage`
+ * ("--runs wants a positive integer, not %s"). */
+static int int_option(const char *arg, long lo, long hi, const char *usage, long *out)
 {
-    long v;
-    double secs;
+    *out = 0;
+    return parse_int(arg, lo, hi, out) ? EXIT_OK : usage_error(usage, arg);
+}
+
+/* A number option (strtod) into *out that `ok` accepts; else EXIT_USAGE. */
+static int num_option(const char *arg, bool (*ok)(double), const char *usage, double *out)
+{
     char *end;
+    *out = strtod(arg, &end);
+    return *end || end == arg || !ok(*out) ? usage_error(usage, arg) : EXIT_OK;
+}
+
+/* An unsigned 64-bit option (bytes, a seed) into *out; else EXIT_USAGE. */
+static int u64_option(const char *arg, const char *usage, uint64_t *out)
+{
+    char *end;
+    errno = 0;
+    *out = strtoull(arg, &end, 10);
+    return errno || *end || end == arg || *arg == '-' ? usage_error(usage, arg) : EXIT_OK;
+}
+
+static bool is_finite(double v) { return isfinite(v); }
+static bool is_positive(double v) { return v > 0 && isfinite(v); }
+static bool is_timeout(double v) { return v > 0 && v < 1e6; }
+
+/* What take_option's helpers say of an option that is not theirs. */
+#define NOT_MINE (-1)
+
+/* The global options: where the daemon is and how to talk to it. */
+static int take_global_option(ctl *c, int opt, const char *arg)
+{
+    double secs;
+    int rc = EXIT_OK;
     switch (opt) {
     case OPT_URL: c->url = arg; break;
     case OPT_TOKEN_FILE: c->token_file = arg; break;
@@ -1542,27 +1549,37 @@ static int take_option(ctl *c, int opt, const char *arg, bool *help)
     case OPT_INSECURE: c->insecure = true; break;
     case OPT_JSON: c->json = true; break;
     case OPT_TIMEOUT:
-        secs = strtod(arg, &end);
-        if (*end || end == arg || !(secs > 0 && secs < 1e6)) return usage_error("--timeout wants seconds > 0, not %s", arg);
-        c->timeout_ms = (long)ceil(secs * 1000);
+        if ((rc = num_option(arg, is_timeout, "--timeout wants seconds > 0, not %s", &secs)) == EXIT_OK)
+            c->timeout_ms = (long)ceil(secs * 1000);
         break;
+    default: return NOT_MINE;
+    }
+    return rc;
+}
+
+/* The options of upload, generate, spmv, spmspm and bench. */
+static int take_matrix_option(ctl *c, int opt, const char *arg)
+{
+    long v = 0;
+    int rc = EXIT_OK;
+    switch (opt) {
     case OPT_NAME: c->name = arg; break;
     case OPT_DTYPE: c->dtype = arg; break;
     case OPT_FORMATS: c->formats = arg; break;
     case OPT_DEVICE: c->device = arg; break;
     case OPT_HACK:
-        if (!parse_int(arg, 1, 1 << 20, &v)) return usage_error("--hack-size wants a positive integer, not %s", arg);
+        rc = int_option(arg, 1, 1 << 20, "--hack-size wants a positive integer, not %s", &v);
         c->hack_size = (int)v;
         break;
     case OPT_KERNEL: c->kernel = arg; break;
     case OPT_X: c->x_file = arg; break;
     case OPT_Y_OUT: c->y_out = arg; break;
     case OPT_RUNS:
-        if (!parse_int(arg, 1, INT_MAX, &v)) return usage_error("--runs wants a positive integer, not %s", arg);
+        rc = int_option(arg, 1, INT_MAX, "--runs wants a positive integer, not %s", &v);
         c->runs = (int)v;
         break;
     case OPT_WARMUP:
-        if (!parse_int(arg, 0, INT_MAX, &v)) return usage_error("--warmup wants an integer >= 0, not %s", arg);
+        rc = int_option(arg, 0, INT_MAX, "--warmup wants an integer >= 0, not %s", &v);
         c->warmup = v ? (int)v : -1; /* -1: send warmup=0 explicitly */
         break;
     case OPT_VERIFY: c->verify = true; break;
@@ -1575,54 +1592,55 @@ static int take_option(ctl *c, int opt, const char *arg, bool *help)
     case OPT_NO_WAIT: c->no_wait = true; break;
     case OPT_STORE: c->store = true; break;
     case OPT_C_OUT: c->c_out = arg; break;
-    case OPT_LIKE: c->like = arg; break;
-    case OPT_SIDE:
-        if (strcmp(arg, "rows") != 0 && strcmp(arg, "cols") != 0) return usage_error("--side wants rows or cols, not %s", arg);
-        c->side = arg;
-        break;
-    case OPT_K:
-        if (!parse_int(arg, 1, INT_MAX, &v)) return usage_error("--k wants a positive integer, not %s", arg);
-        c->k = v;
-        break;
-    case OPT_N:
-        if (!parse_int(arg, 1, LONG_MAX, &v)) return usage_error("--n wants a positive integer, not %s", arg);
-        c->n = v;
-        break;
     case OPT_PER_ROW:
-        if (!parse_int(arg, 0, INT_MAX, &v)) return usage_error("--per-row wants an integer >= 0, not %s", arg);
-        c->per_row = v;
+        rc = int_option(arg, 0, INT_MAX, "--per-row wants an integer >= 0, not %s", &c->per_row);
         c->has_per_row = true;
         break;
     case OPT_DENSE_LEN:
-        if (!parse_int(arg, 0, INT_MAX, &v)) return usage_error("--dense-len wants an integer >= 0, not %s", arg);
-        c->dense_len = v;
+        rc = int_option(arg, 0, INT_MAX, "--dense-len wants an integer >= 0, not %s", &c->dense_len);
         c->has_dense_len = true;
         break;
+    default: return NOT_MINE;
+    }
+    return rc;
+}
+
+/* The options of vec. */
+static int take_vector_option(ctl *c, int opt, const char *arg)
+{
+    int rc = EXIT_OK;
+    switch (opt) {
+    case OPT_LIKE: c->like = arg; break;
+    case OPT_SIDE:
+        if (strcmp(arg, "rows") != 0 && strcmp(arg, "cols") != 0)
+            return usage_error("--side wants rows or cols, not %s", arg);
+        c->side = arg;
+        break;
+    case OPT_K: rc = int_option(arg, 1, INT_MAX, "--k wants a positive integer, not %s", &c->k); break;
+    case OPT_N: rc = int_option(arg, 1, LONG_MAX, "--n wants a positive integer, not %s", &c->n); break;
     case OPT_VALUES: c->values_file = arg; break;
     case OPT_FILL:
-        c->fill = strtod(arg, &end);
-        if (*end || end == arg || !isfinite(c->fill)) return usage_error("--fill wants a finite number, not %s", arg);
+        rc = num_option(arg, is_finite, "--fill wants a finite number, not %s", &c->fill);
         c->has_fill = true;
         break;
     case OPT_RANDOM: c->random = true; break;
-    case OPT_SEED:
-        errno = 0;
-        c->seed = strtoull(arg, &end, 10);
-        if (errno || *end || end == arg || *arg == '-') return usage_error("--seed wants an integer >= 0, not %s", arg);
-        break;
+    case OPT_SEED: rc = u64_option(arg, "--seed wants an integer >= 0, not %s", &c->seed); break;
     case OPT_OUT: c->out_file = arg; break;
+    default: return NOT_MINE;
+    }
+    return rc;
+}
+
+/* The options of solve and job. */
+static int take_solve_option(ctl *c, int opt, const char *arg)
+{
+    int rc = EXIT_OK;
+    switch (opt) {
     case OPT_METHOD: c->method = arg; break;
-    case OPT_TOL:
-        c->tol = strtod(arg, &end);
-        if (*end || end == arg || !(c->tol > 0 && isfinite(c->tol))) return usage_error("--tol wants a number > 0, not %s", arg);
-        break;
-    case OPT_MAXIT:
-        if (!parse_int(arg, 1, LONG_MAX, &v)) return usage_error("--maxit wants a positive integer, not %s", arg);
-        c->maxit = v;
-        break;
+    case OPT_TOL: rc = num_option(arg, is_positive, "--tol wants a number > 0, not %s", &c->tol); break;
+    case OPT_MAXIT: rc = int_option(arg, 1, LONG_MAX, "--maxit wants a positive integer, not %s", &c->maxit); break;
     case OPT_RESTART:
-        if (!parse_int(arg, 1, INT_MAX, &v)) return usage_error("--restart wants a positive integer, not %s", arg);
-        c->restart = v;
+        rc = int_option(arg, 1, INT_MAX, "--restart wants a positive integer, not %s", &c->restart);
         break;
     case OPT_PRECOND: c->precond = arg; break;
     case OPT_B: c->b_file = arg; break;
@@ -1634,23 +1652,42 @@ static int take_option(ctl *c, int opt, const char *arg, bool *help)
     case OPT_ASYNC: c->async = true; break;
     case OPT_HISTORY: c->history = true; break;
     case OPT_CANCEL: c->cancel = true; break;
-    case OPT_OFFSET:
-    case OPT_SIZE: {
-        uint64_t *dst = opt == OPT_OFFSET ? &c->shm_offset : &c->shm_size;
-        errno = 0;
-        *dst = strtoull(arg, &end, 10);
-        if (errno || *end || end == arg || *arg == '-' || (opt == OPT_SIZE && *dst == 0))
-            return usage_error(opt == OPT_SIZE ? "--size wants bytes > 0, not %s" : "--offset wants bytes >= 0, not %s",
-                               arg);
-        if (opt == OPT_SIZE) c->has_shm_size = true;
-        break;
+    default: return NOT_MINE;
     }
-    case OPT_X_SHM: c->x_shm = arg; break;
-    case OPT_Y_SHM: c->y_shm = arg; break;
-    case 'h': *help = true; break;
-    default: return usage_error("unknown option%s", "");
+    return rc;
+}
+
+/* The options of shm, and spmv's operands in regions. */
+static int take_shm_option(ctl *c, int opt, const char *arg)
+{
+    switch (opt) {
+    case OPT_OFFSET: return u64_option(arg, "--offset wants bytes >= 0, not %s", &c->shm_offset);
+    case OPT_SIZE:
+        c->has_shm_size = true;
+        if (u64_option(arg, "--size wants bytes > 0, not %s", &c->shm_size) != EXIT_OK)
+            return EXIT_USAGE;
+        return c->shm_size ? EXIT_OK : usage_error("--size wants bytes > 0, not %s", arg);
+    case OPT_X_SHM: c->x_shm = arg; return EXIT_OK;
+    case OPT_Y_SHM: c->y_shm = arg; return EXIT_OK;
+    default: return NOT_MINE;
     }
-    return EXIT_OK;
+}
+
+/* One option into c; EXIT_OK or EXIT_USAGE. */
+static int take_option(ctl *c, int opt, const char *arg, bool *help)
+{
+    static int (*const groups[])(ctl *, int, const char *) = {take_global_option, take_matrix_option,
+                                                              take_vector_option, take_solve_option, take_shm_option};
+    if (opt == 'h') {
+        *help = true;
+        return EXIT_OK;
+    }
+    for (size_t i = 0; i < sizeof groups / sizeof *groups; i++) {
+        int rc = groups[i](c, opt, arg);
+        if (rc != NOT_MINE)
+            return rc;
+    }
+    return usage_error("unknown option%s", "");
 }
 
 /* Reads the token file (first line, trailing white space dropped). */

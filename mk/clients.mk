@@ -4,9 +4,10 @@
 #   make install PREFIX=DIR   header, libraries, spmvclient.pc and spmvctl into $(DESTDIR)DIR
 #   make uninstall PREFIX=DIR removes them again
 #
-# The library is compiled once, position-independent, with
+# The library is every clients/*.c but spmvctl.c (the transport, one file
+# per resource), each compiled once, position-independent, with
 # -fvisibility=hidden: only what spmvclient.h marks SPMV_CLIENT_API is
-# exported. The shared library carries the soname libspmvclient.so.0 (ABI
+# exported; the same objects go into the archive and the shared library. The shared library carries the soname libspmvclient.so.0 (ABI
 # major 0) and the file name libspmvclient.so.0.3.0 (minor 2 added the calls
 # of resident vectors, ops and solvers, minor 3 those of shared-memory
 # regions; nothing changed or went);
@@ -21,7 +22,8 @@ CLIENT_CFLAGS  := -std=c11 -D_GNU_SOURCE -O2 -g $(WARN) -fPIC -fvisibility=hidde
                   $(SANFLAGS) $(shell pkg-config --cflags $(CLIENT_PKGS) 2>/dev/null)
 CLIENT_LIBS    := $(shell pkg-config --libs $(CLIENT_PKGS) 2>/dev/null) -lm
 
-CLIENT_OBJ    := $(BUILD)/clients/spmvclient.o
+CLIENT_SRC    := $(filter-out clients/spmvctl.c,$(wildcard clients/*.c))
+CLIENT_OBJ    := $(patsubst clients/%.c,$(BUILD)/clients/%.o,$(CLIENT_SRC))
 CLIENT_A      := $(BUILD)/libspmvclient.a
 CLIENT_SO     := $(BUILD)/libspmvclient.so.$(CLIENT_VERSION)
 CLIENT_SONAME := libspmvclient.so.$(CLIENT_SOMAJOR)
@@ -43,7 +45,7 @@ all-for-test: $(CLIENT_ALL)
 .PHONY: clients install uninstall install-clients uninstall-clients
 clients: $(CLIENT_ALL)
 
-$(BUILD)/clients/%.o: clients/%.c clients/spmvclient.h
+$(BUILD)/clients/%.o: clients/%.c clients/spmvclient.h clients/client_internal.h
 	@mkdir -p $(dir $@)
 	$(CC) $(CLIENT_CFLAGS) -c $< -o $@
 

@@ -472,7 +472,14 @@ done:
     return rc;
 }
 
-int main(int argc, char **argv)
+/* The command line beyond the solver's own settings. */
+typedef struct cli {
+    const char *url, *x_out, *matrix_id, *path;
+    bool json;
+} cli;
+
+/* Reads the command line into *s and *a; 0, or usage()'s exit status. */
+static int parse_args(int argc, char **argv, solver *s, cli *a)
 {
     static const struct option opts[] = {
         {"url", required_argument, NULL, 'u'},   {"kernel", required_argument, NULL, 'k'},
@@ -482,82 +489,103 @@ int main(int argc, char **argv)
         {"json", no_argument, NULL, 'j'},        {"help", no_argument, NULL, 'h'},
         {NULL, 0, NULL, 0},
     };
-    const char *url = getenv("SPMV_URL"), *x_out = NULL, *matrix_id = NULL;
     long iters = 0;
-    bool json = false;
-    solver s = {.tol = 1e-10, .maxit = 10000};
     char *end;
     int opt;
 
+    a->url = getenv("SPMV_URL");
     while ((opt = getopt_long(argc, argv, "h", opts, NULL)) != -1) {
         switch (opt) {
-        case 'u': url = optarg; break;
-        case 'k': s.kernel = optarg; break;
+        case 'u': a->url = optarg; break;
+        case 'k': s->kernel = optarg; break;
         case 't':
-            s.tol = strtod(optarg, &end);
-            if (*end || !(s.tol > 0 && s.tol < 1)) return usage();
+            s->tol = strtod(optarg, &end);
+            if (*end || !(s->tol > 0 && s->tol < 1)) return usage();
             break;
         case 'm':
-            s.maxit = strtol(optarg, &end, 10);
-            if (*end || s.maxit < 1) return usage();
+            s->maxit = strtol(optarg, &end, 10);
+            if (*end || s->maxit < 1) return usage();
             break;
         case 'i':
             iters = strtol(optarg, &end, 10);
             if (*end || iters < 1) return usage();
             break;
         case 'M':
-            if (strcmp(optarg, "local") == 0) s.mode = MODE_LOCAL;
-            else if (strcmp(optarg, "resident") == 0) s.mode = MODE_RESIDENT;
-            else if (strcmp(optarg, "server") == 0) s.mode = MODE_SERVER;
+            if (strcmp(optarg, "local") == 0) s->mode = MODE_LOCAL;
+            else if (strcmp(optarg, "resident") == 0) s->mode = MODE_RESIDENT;
+            else if (strcmp(optarg, "server") == 0) s->mode = MODE_SERVER;
             else return usage();
             break;
-        case 'I': matrix_id = optarg; break;
-        case 'o': x_out = optarg; break;
-        case 'j': json = true; break;
+        case 'I': a->matrix_id = optarg; break;
+        case 'o': a->x_out = optarg; break;
+        case 'j': a->json = true; break;
         default: return usage();
         }
     }
-    if (optind != argc - (matrix_id ? 0 : 1)) return usage();
+    if (optind != argc - (a->matrix_id ? 0 : 1)) return usage();
+    a->path = a->matrix_id ? NULL : argv[optind];
     if (iters) {
-        s.tol = 0;
-        s.maxit = iters;
+        s->tol = 0;
+        s->maxit = iters;
     }
-    if (!url || !*url) url = "http://127.0.0.1:8080";
+    if (!a->url || !*a->url) a->url = "http://127.0.0.1:8080";
+    return 0;
+}
 
-    spmv_client_options co = {.token = getenv("SPMV_TOKEN")};
-    spmv_client_status st;
-    if (!(s.h = spmv_client_new(url, &co, &st))) {
-        fprintf(stderr, "cg_solve: %s: %s\n", url, spmv_client_strerror(st));
-        return 1;
-    }
+/* The matrix to solve with: --matrix-id's, or the file uploaded as float64. */
+static spmv_client_status open_matrix(solver *s, const cli *a, spmv_client_matrix **m)
+{
     spmv_client_upload_options uo = {.dtype = "float64"};
-    spmv_client_matrix *m = NULL;
-    int rc = 3;
-    if (matrix_id)
-        st = spmv_client_describe(s.h, matrix_id, &m);
-    else
-        st = spmv_client_upload_file(s.h, argv[optind], &uo, &m);
+    const char *what = a->matrix_id ? a->matrix_id : a->path;
+    spmv_client_status st = a->matrix_id ? spmv_client_describe(s->h, a->matrix_id, m)
+                                         : spmv_client_upload_file(s->h, a->path, &uo, m);
     if (st != SPMV_CLIENT_OK) {
-        fprintf(stderr, "cg_solve: %s: %s: %s\n", matrix_id ? matrix_id : argv[optind], spmv_client_strerror(st),
-                spmv_client_errmsg(s.h));
-        goto done;
+        fprintf(stderr, "cg_solve: %s: %s: %s\n", what, spmv_client_strerror(st), spmv_client_errmsg(s->h));
+        return st;
     }
-    printf("%s %s as %s: %" PRId64 " x %" PRId64 ", %" PRId64 " non-zeros, mode %s\n", matrix_id ? "using" : "uploaded",
-           matrix_id ? matrix_id : argv[optind], m->id, m->rows, m->cols, m->nnz, mode_names[s.mode]);
+    printf("%s %s as %s: %" PRId64 " x %" PRId64 ", %" PRId64 " non-zeros, mode %s\n",
+           a->matrix_id ? "using" : "uploaded", what, (*m)->id, (*m)->rows, (*m)->cols, (*m)->nnz,
+           mode_names[s->mode]);
+    return SPMV_CLIENT_OK;
+}
+
+/* Solves with m when CG can: square, of a size this host can hold, float64. */
+static int solve_matrix(solver *s, const spmv_client_matrix *m, const cli *a)
+{
     if (m->rows != m->cols || m->rows < 1 || (uint64_t)m->rows > SIZE_MAX / sizeof(double)) {
         fprintf(stderr, "cg_solve: CG needs a square matrix of a size this host can hold\n");
-        rc = 2;
-    } else if (m->dtype != SPMV_CLIENT_FLOAT64) {
-        fprintf(stderr, "cg_solve: matrix %s is float32; cg_solve works in float64\n", m->id);
-        rc = 2;
-    } else {
-        s.id = m->id;
-        s.n = (size_t)m->rows;
-        rc = solve(&s, x_out, json);
+        return 2;
     }
-    if (!matrix_id && (st = spmv_client_delete(s.h, m->id)) != SPMV_CLIENT_OK)
-        fprintf(stderr, "cg_solve: deleting %s: %s: %s\n", m->id, spmv_client_strerror(st), spmv_client_errmsg(s.h));
-done:
+    if (m->dtype != SPMV_CLIENT_FLOAT64) {
+        fprintf(stderr, "cg_solve: matrix %s is float32; cg_solve works in float64\n", m->id);
+        return 2;
+    }
+    s->id = m->id;
+    s->n = (size_t)m->rows;
+    return solve(s, a->x_out, a->json);
+}
+
+int main(int argc, char **argv)
+{
+    solver s = {.tol = 1e-10, .maxit = 10000};
+    cli a = {0};
+    spmv_client_matrix *m = NULL;
+    spmv_client_status st;
+    int rc;
+
+    if ((rc = parse_args(argc, argv, &s, &a)) != 0) return rc;
+    spmv_client_options co = {.token = getenv("SPMV_TOKEN")};
+    if (!(s.h = spmv_client_new(a.url, &co, &st))) {
+        fprintf(stderr, "cg_solve: %s: %s\n", a.url, spmv_client_strerror(st));
+        return 1;
+    }
+    rc = 3;
+    if (open_matrix(&s, &a, &m) == SPMV_CLIENT_OK) {
+        rc = solve_matrix(&s, m, &a);
+        if (!a.matrix_id && (st = spmv_client_delete(s.h, m->id)) != SPMV_CLIENT_OK)
+            fprintf(stderr, "cg_solve: deleting %s: %s: %s\n", m->id, spmv_client_strerror(st),
+                    spmv_client_errmsg(s.h));
+    }
     spmv_client_matrix_free(m);
     spmv_client_free(s.h);
     return rc;

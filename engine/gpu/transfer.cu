@@ -268,25 +268,46 @@ done:
 
 /* --------------------------------------------------------------- upload */
 
-static int check_upload_args(const spmv_gpu_ctx *ctx, const spmv_coo *coo, spmv_dtype dtype, unsigned formats,
-                             int32_t hack_size, spmv_error *err)
+/* The checks both uploads make of their arguments; `kind` ("COO" or
+ * "CSR") names the host matrix and src_dtype is its dtype. */
+static int check_common_args(const spmv_gpu_ctx *ctx, const void *host, const char *kind, spmv_dtype dtype,
+                             spmv_dtype src_dtype, unsigned formats, int32_t hack_size, spmv_error *err)
 {
-    if (!ctx || !coo)
+    if (!ctx || !host)
         return spmv_error_set(err, SPMV_ERR_INVALID, 0, "GPU upload: no context or no matrix");
     if (dtype != SPMV_FLOAT64 && dtype != SPMV_FLOAT32)
         return spmv_error_set(err, SPMV_ERR_INVALID, 0, "GPU upload: unknown dtype %d", (int)dtype);
-    if (coo->dtype != SPMV_FLOAT64 && coo->dtype != SPMV_FLOAT32)
-        return spmv_error_set(err, SPMV_ERR_INVALID, 0, "GPU upload: COO has unknown dtype %d", (int)coo->dtype);
+    if (src_dtype != SPMV_FLOAT64 && src_dtype != SPMV_FLOAT32)
+        return spmv_error_set(err, SPMV_ERR_INVALID, 0, "GPU upload: %s has unknown dtype %d", kind, (int)src_dtype);
     if (formats & ~(unsigned)SPMV_FMT_ALL)
         return spmv_error_set(err, SPMV_ERR_INVALID, 0, "GPU upload: unknown format bits 0x%x", formats);
     if (hack_size < 0 || hack_size > 1024)
         return spmv_error_set(err, SPMV_ERR_INVALID, 0, "GPU upload: hack_size %d out of range 1..1024", hack_size);
-    if (coo->rows < 0 || coo->cols < 0 || coo->nnz < 0 || coo->nnz > INT32_MAX)
-        return spmv_error_set(err, SPMV_ERR_LIMIT, 0, "GPU upload: shape %d x %d with %lld entries is out of range",
-                              coo->rows, coo->cols, (long long)coo->nnz);
-    if (coo->nnz > (int64_t)coo->rows * coo->cols)
+    return SPMV_OK;
+}
+
+/* A shape both uploads accept: nothing negative, at most max_nnz entries
+ * (`why` ends the message when there are more) and no more entries than
+ * the shape has places. */
+static int check_upload_shape(int32_t rows, int32_t cols, int64_t nnz, int64_t max_nnz, const char *why,
+                              spmv_error *err)
+{
+    if (rows < 0 || cols < 0 || nnz < 0 || nnz > max_nnz)
+        return spmv_error_set(err, SPMV_ERR_LIMIT, 0, "GPU upload: shape %d x %d with %lld entries is out of range%s",
+                              rows, cols, (long long)nnz, why);
+    if (nnz > (int64_t)rows * cols)
         return spmv_error_set(err, SPMV_ERR_INVALID, 0, "GPU upload: %lld entries in a %d x %d matrix",
-                              (long long)coo->nnz, coo->rows, coo->cols);
+                              (long long)nnz, rows, cols);
+    return SPMV_OK;
+}
+
+static int check_upload_args(const spmv_gpu_ctx *ctx, const spmv_coo *coo, spmv_dtype dtype, unsigned formats,
+                             int32_t hack_size, spmv_error *err)
+{
+    int st;
+    if ((st = check_common_args(ctx, coo, "COO", dtype, coo ? coo->dtype : dtype, formats, hack_size, err)) ||
+        (st = check_upload_shape(coo->rows, coo->cols, coo->nnz, INT32_MAX, "", err)))
+        return st;
     if (coo->nnz > 0 && (!coo->row || !coo->col || !coo->val))
         return spmv_error_set(err, SPMV_ERR_INVALID, 0, "GPU upload: COO arrays missing");
     return SPMV_OK;
@@ -416,39 +437,57 @@ static int upload_done(spmv_gpu_ctx *ctx, spmv_gpu_matrix *m, struct staged *s, 
     return SPMV_OK;
 }
 
-extern "C" int spmv_gpu_matrix_upload(spmv_gpu_ctx *ctx, const spmv_coo *coo, spmv_dtype dtype, unsigned formats,
-                                      int32_t hack_size, spmv_gpu_matrix **out, spmv_gpu_upload_stats *stats,
-                                      spmv_error *err)
+/* The start both uploads share: the device chosen, the room checked, an
+ * empty matrix of the shape made (CSR-less until the staging). */
+static int new_upload(spmv_gpu_ctx *ctx, int32_t rows, int32_t cols, int64_t nnz, double need, spmv_dtype dtype,
+                      int32_t hack_size, spmv_gpu_matrix **out, spmv_error *err)
 {
-    struct staged s = {NULL, NULL, NULL};
-    spmv_gpu_matrix *m = NULL;
     cudaError_t e;
     int st;
-    *out = NULL;
-    if ((st = check_upload_args(ctx, coo, dtype, formats, hack_size, err)))
-        return st;
     if ((e = cudaSetDevice(ctx->device)) != cudaSuccess)
         return gpu_cuda_error(e, err, "cudaSetDevice");
-    if ((st = precheck(ctx, coo->rows, coo->cols, coo->nnz, coo_need(coo, dtype), err)))
+    if ((st = precheck(ctx, rows, cols, nnz, need, err)))
         return st;
-    m = new (std::nothrow) spmv_gpu_matrix();
+    spmv_gpu_matrix *m = new (std::nothrow) spmv_gpu_matrix();
     if (!m)
         return spmv_error_set(err, SPMV_ERR_NOMEM, 0, "cannot allocate a GPU matrix");
-    m->rows = coo->rows;
-    m->cols = coo->cols;
-    m->nnz = coo->nnz;
+    m->rows = rows;
+    m->cols = cols;
+    m->nnz = nnz;
     m->dtype = dtype;
     m->hack_size = hack_size ? hack_size : SPMV_HACK_SIZE_DEFAULT;
+    *out = m;
+    return SPMV_OK;
+}
 
-    cudaEventRecord(ctx->ev_start, ctx->stream);
-    if ((st = stage_coo(ctx, m, coo, &s, err)))
-        goto fail;
+/* The staging copies are queued (ctx->ev_start recorded before them):
+ * their time goes into the stats and the conversion's time starts. */
+static void staging_queued(spmv_gpu_ctx *ctx, spmv_gpu_upload_stats *stats)
+{
     cudaEventRecord(ctx->ev_stop, ctx->stream);
     if (stats) {
         memset(stats, 0, sizeof *stats);
         stats->transfer_ms = elapsed_ms(ctx);
     }
     cudaEventRecord(ctx->ev_start, ctx->stream);
+}
+
+extern "C" int spmv_gpu_matrix_upload(spmv_gpu_ctx *ctx, const spmv_coo *coo, spmv_dtype dtype, unsigned formats,
+                                      int32_t hack_size, spmv_gpu_matrix **out, spmv_gpu_upload_stats *stats,
+                                      spmv_error *err)
+{
+    struct staged s = {NULL, NULL, NULL};
+    spmv_gpu_matrix *m = NULL;
+    int st;
+    *out = NULL;
+    if ((st = check_upload_args(ctx, coo, dtype, formats, hack_size, err)) ||
+        (st = new_upload(ctx, coo->rows, coo->cols, coo->nnz, coo_need(coo, dtype), dtype, hack_size, &m, err)))
+        return st;
+
+    cudaEventRecord(ctx->ev_start, ctx->stream);
+    if ((st = stage_coo(ctx, m, coo, &s, err)))
+        goto fail;
+    staging_queued(ctx, stats);
     st = dtype == SPMV_FLOAT64 ? convert_all<double>(ctx, m, coo, &s, formats, err)
                                : convert_all<float>(ctx, m, coo, &s, formats, err);
     if (st)
@@ -467,24 +506,13 @@ fail:
 static int check_csr_args(const spmv_gpu_ctx *ctx, const spmv_csr *csr, spmv_dtype dtype, unsigned formats,
                           int32_t hack_size, spmv_error *err)
 {
-    if (!ctx || !csr)
-        return spmv_error_set(err, SPMV_ERR_INVALID, 0, "GPU upload: no context or no matrix");
-    if (dtype != SPMV_FLOAT64 && dtype != SPMV_FLOAT32)
-        return spmv_error_set(err, SPMV_ERR_INVALID, 0, "GPU upload: unknown dtype %d", (int)dtype);
-    if (csr->dtype != SPMV_FLOAT64 && csr->dtype != SPMV_FLOAT32)
-        return spmv_error_set(err, SPMV_ERR_INVALID, 0, "GPU upload: CSR has unknown dtype %d", (int)csr->dtype);
-    if (formats & ~(unsigned)SPMV_FMT_ALL)
-        return spmv_error_set(err, SPMV_ERR_INVALID, 0, "GPU upload: unknown format bits 0x%x", formats);
-    if (hack_size < 0 || hack_size > 1024)
-        return spmv_error_set(err, SPMV_ERR_INVALID, 0, "GPU upload: hack_size %d out of range 1..1024", hack_size);
+    int st;
+    if ((st = check_common_args(ctx, csr, "CSR", dtype, csr ? csr->dtype : dtype, formats, hack_size, err)))
+        return st;
     bool wide = spmv_csr_wide(csr);
-    if (csr->rows < 0 || csr->cols < 0 || csr->nnz < 0 || (!wide && csr->nnz > INT32_MAX))
-        return spmv_error_set(err, SPMV_ERR_LIMIT, 0, "GPU upload: shape %d x %d with %lld entries is out of range%s",
-                              csr->rows, csr->cols, (long long)csr->nnz,
-                              wide ? "" : " for 32-bit row offsets");
-    if (csr->nnz > (int64_t)csr->rows * csr->cols)
-        return spmv_error_set(err, SPMV_ERR_INVALID, 0, "GPU upload: %lld entries in a %d x %d matrix",
-                              (long long)csr->nnz, csr->rows, csr->cols);
+    if ((st = check_upload_shape(csr->rows, csr->cols, csr->nnz, wide ? INT64_MAX : INT32_MAX,
+                                 wide ? "" : " for 32-bit row offsets", err)))
+        return st;
     if ((!csr->row_ptr && !wide) || (csr->nnz > 0 && (!csr->col || !csr->val)))
         return spmv_error_set(err, SPMV_ERR_INVALID, 0, "GPU upload: CSR arrays missing");
     /* a wide CSR (64-bit row offsets) stays CSR on the device: every other
@@ -566,39 +594,23 @@ extern "C" int spmv_gpu_matrix_upload_csr(spmv_gpu_ctx *ctx, const spmv_csr *csr
     struct staged s = {NULL, NULL, NULL};
     spmv_gpu_matrix *m = NULL;
     int32_t max_row = 0;
-    cudaError_t e;
     int st;
     *out = NULL;
     if ((st = check_csr_args(ctx, csr, dtype, formats, hack_size, err)) || (st = check_row_ptr(csr, &max_row, err)))
         return st;
-    if ((e = cudaSetDevice(ctx->device)) != cudaSuccess)
-        return gpu_cuda_error(e, err, "cudaSetDevice");
     /* the CSR, the values in the CSR's dtype while they are cast, the operand buffers */
     size_t vs = spmv_dtype_size(dtype);
     double need = ((double)csr->rows + 1) * (spmv_csr_wide(csr) ? 8 : 4) + (double)csr->nnz * (4 + vs) +
                   (csr->dtype != dtype ? (double)csr->nnz * spmv_dtype_size(csr->dtype) : 0) +
                   ((double)csr->rows + csr->cols) * vs;
-    if ((st = precheck(ctx, csr->rows, csr->cols, csr->nnz, need, err)))
+    if ((st = new_upload(ctx, csr->rows, csr->cols, csr->nnz, need, dtype, hack_size, &m, err)))
         return st;
-    m = new (std::nothrow) spmv_gpu_matrix();
-    if (!m)
-        return spmv_error_set(err, SPMV_ERR_NOMEM, 0, "cannot allocate a GPU matrix");
-    m->rows = csr->rows;
-    m->cols = csr->cols;
-    m->nnz = csr->nnz;
-    m->dtype = dtype;
-    m->hack_size = hack_size ? hack_size : SPMV_HACK_SIZE_DEFAULT;
     m->max_row = max_row;
 
     cudaEventRecord(ctx->ev_start, ctx->stream);
     if ((st = stage_csr(ctx, m, csr, &s, err)))
         goto fail;
-    cudaEventRecord(ctx->ev_stop, ctx->stream);
-    if (stats) {
-        memset(stats, 0, sizeof *stats);
-        stats->transfer_ms = elapsed_ms(ctx);
-    }
-    cudaEventRecord(ctx->ev_start, ctx->stream);
+    staging_queued(ctx, stats);
     if ((st = cast_staged(ctx, m, csr->dtype, &s, err)))
         goto fail;
     gpu_retag(m, m->row_ptr64 ? (void *)m->row_ptr64 : (void *)m->row_ptr, gpu_cat_of(SPMV_FMT_CSR));

@@ -27,11 +27,7 @@ void spmv_ell_free(spmv_ell *m)
 spmv_format_info spmv_ell_info(const spmv_ell *m)
 {
     int64_t slots = (int64_t)m->width * m->rows;
-    spmv_format_info info = {
-        .bytes = (size_t)slots * (sizeof(int32_t) + spmv_dtype_size(m->dtype)),
-        .padding_ratio = m->nnz > 0 ? (double)slots / (double)m->nnz : 1.0,
-    };
-    return info;
+    return spmv_info_of((size_t)slots * (sizeof(int32_t) + spmv_dtype_size(m->dtype)), slots, m->nnz);
 }
 
 /* Checks width x rows against the bound and against size_t overflow. */

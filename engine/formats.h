@@ -48,6 +48,18 @@ static inline void spmv_val_copy(void *dst, int64_t di, const void *src, int64_t
         ((double *)dst)[di] = ((const double *)src)[si];
 }
 
+/* A format's info: its bytes and the slots it holds per entry (slots over
+ * nnz; 1 without entries, and for a format without padding, which passes
+ * slots and nnz 0). */
+static inline spmv_format_info spmv_info_of(size_t bytes, int64_t slots, int64_t nnz)
+{
+    spmv_format_info info = {
+        .bytes = bytes,
+        .padding_ratio = nnz > 0 ? (double)slots / (double)nnz : 1.0,
+    };
+    return info;
+}
+
 /* Longest row of a CSR (0 for no rows). */
 static inline int32_t spmv_csr_max_row(const spmv_csr *a)
 {

@@ -33,12 +33,9 @@ static int64_t hll_slots(const spmv_hll *m)
 spmv_format_info spmv_hll_info(const spmv_hll *m)
 {
     int64_t slots = hll_slots(m);
-    spmv_format_info info = {
-        .bytes = (size_t)slots * (sizeof(int32_t) + spmv_dtype_size(m->dtype)) +
-                 ((size_t)m->nslices + 1) * sizeof(int64_t) + (size_t)m->nslices * sizeof(int32_t),
-        .padding_ratio = m->nnz > 0 ? (double)slots / (double)m->nnz : 1.0,
-    };
-    return info;
+    return spmv_info_of((size_t)slots * (sizeof(int32_t) + spmv_dtype_size(m->dtype)) +
+                            ((size_t)m->nslices + 1) * sizeof(int64_t) + (size_t)m->nslices * sizeof(int32_t),
+                        slots, m->nnz);
 }
 
 /* Rows [*r0, *r1) of slice s, in 64-bit so rows near INT32_MAX cannot

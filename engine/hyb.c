@@ -27,11 +27,7 @@ spmv_format_info spmv_hyb_info(const spmv_hyb *m)
     spmv_format_info e = spmv_ell_info(&m->ell), c = spmv_coo_info(&m->coo);
     int64_t nnz = m->ell.nnz + m->coo.nnz;
     int64_t slots = (int64_t)m->ell.width * m->ell.rows + m->coo.nnz;
-    spmv_format_info info = {
-        .bytes = e.bytes + c.bytes,
-        .padding_ratio = nnz > 0 ? (double)slots / (double)nnz : 1.0,
-    };
-    return info;
+    return spmv_info_of(e.bytes + c.bytes, slots, nnz);
 }
 
 /* The 2/3 quantile of the row lengths (0 for no rows); SPMV_ERR_NOMEM

@@ -294,11 +294,7 @@ spmv_format_info spmv_pcsr_info(const spmv_pcsr *m)
 {
     int64_t vs = (int64_t)spmv_dtype_size(m->dtype);
     int64_t b = m->idx_bytes ? pcsr_index_bytes(m->idx_bytes, m->rows, m->nnz, m->wide_nnz) : 0;
-    spmv_format_info info = {
-        .bytes = (size_t)(b + values_bytes(m->v.mode, m->v.ntable, m->nnz, vs)),
-        .padding_ratio = 1.0,
-    };
-    return info;
+    return spmv_info_of((size_t)(b + values_bytes(m->v.mode, m->v.ntable, m->nnz, vs)), 0, 0);
 }
 
 /* The index width with the fewest bytes (ties: narrower) and its wide
@@ -475,11 +471,7 @@ spmv_format_info spmv_psell_info(const spmv_psell *m)
     int64_t nvals = m->val_off ? m->val_off[m->nslices] : 0;
     if (m->slot_off && m->idx_off)
         b = psell_index_bytes(m->nslices, m->slot_off[m->nslices], m->idx_off[m->nslices]);
-    spmv_format_info info = {
-        .bytes = (size_t)(b + values_bytes(m->v.mode, m->v.ntable, nvals, vs)),
-        .padding_ratio = m->nnz > 0 ? (double)m->slots / (double)m->nnz : 1.0,
-    };
-    return info;
+    return spmv_info_of((size_t)(b + values_bytes(m->v.mode, m->v.ntable, nvals, vs)), m->slots, m->nnz);
 }
 
 /* Rows [*r0, *r1) of slice s (64-bit: rows near INT32_MAX). */

@@ -97,24 +97,14 @@ int spmv_hyb_to_coo(const spmv_hyb *in, spmv_coo *out, spmv_error *err)
 {
     const spmv_ell *e = &in->ell;
     const spmv_coo *c = &in->coo;
-    int64_t n = c->nnz;
-    for (int64_t s = 0; s < (int64_t)e->width * e->rows; s++)
-        n += e->col[s] != SPMV_PAD_COL;
+    int64_t n = c->nnz + spmv_ell_count_entries(e->col, (int64_t)e->width * e->rows);
     int st = spmv_coo_alloc(out, e->rows, e->cols, n, e->dtype, err);
     if (st)
         return st;
     /* Per row: its ELL entries (its first ones), then its COO entries. */
     int64_t w = 0, ci = 0;
     for (int32_t i = 0; i < e->rows; i++) {
-        for (int64_t k = 0; k < e->width; k++) {
-            int64_t slot = k * e->rows + i;
-            if (e->col[slot] == SPMV_PAD_COL)
-                continue;
-            out->row[w] = i;
-            out->col[w] = e->col[slot];
-            spmv_val_copy(out->val, w, e->val, slot, e->dtype);
-            w++;
-        }
+        w = spmv_ell_row_to_coo(e->col, e->val, e->dtype, i, e->rows, e->width, i, out, w);
         for (; ci < c->nnz && c->row[ci] == i; ci++, w++) {
             out->row[w] = i;
             out->col[w] = c->col[ci];

@@ -688,9 +688,7 @@ static int timed_runs(struct sp_call *c, int32_t warmup, int32_t runs, double *t
         if (st)
             return st;
         float ms = 0;
-        if ((e = cudaEventRecord(ctx->ev_stop, ctx->stream)) != cudaSuccess ||
-            (e = cudaEventSynchronize(ctx->ev_stop)) != cudaSuccess ||
-            (e = cudaEventElapsedTime(&ms, ctx->ev_start, ctx->ev_stop)) != cudaSuccess)
+        if ((e = gpu_timed_stop(ctx, &ms)) != cudaSuccess)
             return gpu_cuda_error(e, err, "timing an SpMSpM");
         if (i >= warmup)
             times[i - warmup] = ms;

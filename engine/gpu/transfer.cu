@@ -221,12 +221,7 @@ static int sort_and_sum(spmv_gpu_ctx *ctx, spmv_gpu_matrix *m, struct staged *s,
     split_keys<<<gpu_stride_grid(ctx, runs), FILL_BLOCK, 0, ctx->stream>>>(runs, m->cols, keys, s->row, s->col);
     st = gpu_check_launch(err, "split_keys");
 done:
-    gpu_release(ctx, m, keys);
-    gpu_release(ctx, m, keys2);
-    gpu_release(ctx, m, perm);
-    gpu_release(ctx, m, perm2);
-    gpu_release(ctx, m, val2);
-    gpu_release(ctx, m, d_runs);
+    gpu_release_each(ctx, m, {keys, keys2, perm, perm2, val2, d_runs});
     return st;
 }
 
@@ -261,8 +256,7 @@ static int build_csr(spmv_gpu_ctx *ctx, spmv_gpu_matrix *m, const int32_t *row, 
         st = gpu_copy_to_host(ctx, &m->max_row, d_max, 4, "reading the longest row", err);
     }
 done:
-    gpu_release(ctx, m, counts);
-    gpu_release(ctx, m, d_max);
+    gpu_release_each(ctx, m, {counts, d_max});
     return st;
 }
 

@@ -982,6 +982,10 @@ int64_t spmv_kernel_bytes_k(const spmv_kernel *k, const spmv_matrix *m, int32_t 
 /* SPMV_ERR_SHAPE when a->cols != b->rows (the message gives both shapes),
  * SPMV_ERR_INVALID when the dtypes differ or a CSR is missing. */
 int spmv_spmspm_check(const spmv_csr *a, const spmv_csr *b, spmv_error *err);
+/* The same two answers from the shapes and dtypes alone (A a_rows x a_cols,
+ * B b_rows x b_cols): what spmv_spmspm_check and the GPU SpMSpM both ask. */
+int spmv_spmspm_check_shapes(int32_t a_rows, int32_t a_cols, spmv_dtype a_dtype, int32_t b_rows, int32_t b_cols,
+                             spmv_dtype b_dtype, spmv_error *err);
 /* Multiply-adds of C = A*B: sum over A's non-zeros a_ik of nnz(B row k).
  * GFLOPS of an SpMSpM count 2 flops per multiply-add. */
 int64_t spmv_spmspm_madds(const spmv_csr *a, const spmv_csr *b);

@@ -796,13 +796,9 @@ static int check_call(spmv_gpu_ctx *ctx, const spmv_kernel *k, spmv_gpu_matrix *
         return spmv_error_set(err, SPMV_ERR_INVALID, 0, "GPU SpMSpM: missing context, kernel, operand or C");
     if (k->device != SPMV_DEVICE_GPU || k->op != SPMV_OP_SPMSPM)
         return spmv_error_set(err, SPMV_ERR_INVALID, 0, "%s is not a GPU SpMSpM kernel", k->name);
-    if (a->cols != b->rows)
-        return spmv_error_set(err, SPMV_ERR_SHAPE, 0,
-                              "A is %d x %d and B is %d x %d: A's columns (%d) must equal B's rows (%d)", a->rows,
-                              a->cols, b->rows, b->cols, a->cols, b->rows);
-    if (a->dtype != b->dtype)
-        return spmv_error_set(err, SPMV_ERR_INVALID, 0, "A is %s and B is %s: an SpMSpM needs one dtype",
-                              spmv_dtype_name(a->dtype), spmv_dtype_name(b->dtype));
+    int st = spmv_spmspm_check_shapes(a->rows, a->cols, a->dtype, b->rows, b->cols, b->dtype, err);
+    if (st)
+        return st;
     if (warmup < 0 || runs < 1 || runs > MAX_RUNS || warmup > MAX_RUNS)
         return spmv_error_set(err, SPMV_ERR_INVALID, 0, "GPU SpMSpM: warmup %d / runs %d out of range (runs 1..%d)",
                               warmup, runs, MAX_RUNS);

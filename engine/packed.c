@@ -373,10 +373,7 @@ int spmv_csr_to_pcsr(const spmv_csr *in, const spmv_format_limits *lim, spmv_pcs
     spmv_vcode mode = values_mode(&s, in->nnz, in->nnz, (int64_t)spmv_dtype_size(in->dtype), &vbytes);
     if ((st = spmv_format_check(lim, SPMV_FMT_PCSR, in->nnz, in->nnz, ibytes + vbytes, err)))
         goto done;
-    out->rows = in->rows;
-    out->cols = in->cols;
-    out->nnz = in->nnz;
-    out->dtype = in->dtype;
+    SPMV_COPY_SHAPE(out, in);
     out->row_ptr = in->row_ptr;
     out->idx_bytes = ib;
     out->wide_nnz = wide;
@@ -666,10 +663,7 @@ int spmv_csr_to_psell(const spmv_csr *in, const spmv_format_limits *lim, spmv_ps
     if ((st = spmv_format_check(lim, SPMV_FMT_PSELL, in->nnz, widths * C,
                                 psell_index_bytes(ns, widths, idx_total) + vbytes, err)))
         goto done;
-    out->rows = in->rows;
-    out->cols = in->cols;
-    out->nnz = in->nnz;
-    out->dtype = in->dtype;
+    SPMV_COPY_SHAPE(out, in);
     out->nslices = (int32_t)ns;
     out->slots = widths * C;
     out->slot_off = spmv_array_alloc(ns + 1, sizeof(int64_t), &st);

@@ -101,6 +101,12 @@ int spmv_formats_parse(const char *list, unsigned *mask, spmv_error *err);
 
 #define SPMV_HACK_SIZE_DEFAULT 32
 
+/* Every matrix struct (the host formats, spmv_matrix, a cluster matrix,
+ * the device's) carries rows, cols, nnz and dtype: this copies the four
+ * from src to dst, whatever their two types. */
+#define SPMV_COPY_SHAPE(dst, src)                                                                                  \
+    ((dst)->rows = (src)->rows, (dst)->cols = (src)->cols, (dst)->nnz = (src)->nnz, (dst)->dtype = (src)->dtype)
+
 /* COO: triplets sorted by row, then column, no duplicates (the reader sums
  * them). `val` holds nnz values of `dtype`. */
 typedef struct spmv_coo {

@@ -642,10 +642,7 @@ static int download_array(spmv_gpu_ctx *ctx, const void *src, int64_t n, size_t 
 static int download_csr(spmv_gpu_ctx *ctx, const spmv_gpu_matrix *m, spmv_csr *c, spmv_error *err)
 {
     int st;
-    c->rows = m->rows;
-    c->cols = m->cols;
-    c->nnz = m->nnz;
-    c->dtype = m->dtype;
+    SPMV_COPY_SHAPE(c, m);
     if (m->row_ptr64 ? (st = download_array(ctx, m->row_ptr64, (int64_t)m->rows + 1, 8, (void **)&c->row_ptr64, err))
                      : (st = download_array(ctx, m->row_ptr, (int64_t)m->rows + 1, 4, (void **)&c->row_ptr, err)))
         return st;
@@ -674,12 +671,9 @@ static int download_hll(spmv_gpu_ctx *ctx, const spmv_gpu_matrix *m, spmv_hll *h
 {
     const struct gpu_hll *g = &m->hll;
     int st;
-    h->rows = m->rows;
-    h->cols = m->cols;
-    h->nnz = m->nnz;
+    SPMV_COPY_SHAPE(h, m);
     h->hack_size = g->hack_size;
     h->nslices = g->nslices;
-    h->dtype = m->dtype;
     if ((st = download_array(ctx, g->slice_off, (int64_t)g->nslices + 1, 8, (void **)&h->slice_off, err)) ||
         (st = download_array(ctx, g->slice_width, g->nslices, 4, (void **)&h->slice_width, err)) ||
         (st = download_array(ctx, g->col, g->slots, 4, (void **)&h->col, err)) ||
@@ -725,10 +719,7 @@ static int download_pcsr(spmv_gpu_ctx *ctx, const spmv_gpu_matrix *m, const spmv
 {
     const struct gpu_pcsr *g = &m->pcsr;
     int st;
-    p->rows = m->rows;
-    p->cols = m->cols;
-    p->nnz = m->nnz;
-    p->dtype = m->dtype;
+    SPMV_COPY_SHAPE(p, m);
     p->row_ptr = csr->row_ptr;
     p->idx_bytes = g->idx_bytes;
     p->wide_nnz = g->wide_nnz;
@@ -744,10 +735,7 @@ static int download_psell(spmv_gpu_ctx *ctx, const spmv_gpu_matrix *m, spmv_psel
 {
     const struct gpu_psell *g = &m->psell;
     int st;
-    p->rows = m->rows;
-    p->cols = m->cols;
-    p->nnz = m->nnz;
-    p->dtype = m->dtype;
+    SPMV_COPY_SHAPE(p, m);
     p->nslices = g->nslices;
     p->slots = g->slots;
     if ((st = download_array(ctx, g->slot_off, (int64_t)g->nslices + 1, 8, (void **)&p->slot_off, err)) ||
@@ -788,10 +776,7 @@ extern "C" int spmv_gpu_matrix_download(spmv_gpu_ctx *ctx, const spmv_gpu_matrix
                               spmv_format_name(f));
     if ((e = cudaSetDevice(ctx->device)) != cudaSuccess)
         return gpu_cuda_error(e, err, "cudaSetDevice");
-    out->rows = m->rows;
-    out->cols = m->cols;
-    out->nnz = m->nnz;
-    out->dtype = m->dtype;
+    SPMV_COPY_SHAPE(out, m);
     out->hack_size = m->hack_size;
     if ((st = download_csr(ctx, m, &out->csr, err)))
         goto fail;

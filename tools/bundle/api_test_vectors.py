@@ -26,7 +26,6 @@ import json
 import math
 import os
 import random
-import signal
 import struct
 import subprocess
 import sys
@@ -255,11 +254,7 @@ def main():
         time.sleep(1.0)
         check(used() == used0, "device bytes back to the start after deletes (%s -> %s)" % (used0, used()))
     finally:
-        d.send_signal(signal.SIGTERM)
-        try:
-            d.wait(30)
-        except subprocess.TimeoutExpired:
-            d.kill()
+        spmvd_http.stop(d)
     print("%d passed, %d failed" % (PASS, FAIL))
     sys.exit(1 if FAIL else 0)
 

@@ -21,7 +21,6 @@ asserts: the numbers go to OUT/bench-remote.md and OUT/bench-remote.json.
 import argparse
 import json
 import os
-import signal
 import struct
 import subprocess
 import sys
@@ -169,11 +168,7 @@ def main():
             results["spmm"] += sweep
             req("DELETE", "/v1/matrices/%s" % d["id"])
     finally:
-        daemon.send_signal(signal.SIGTERM)
-        try:
-            daemon.wait(30)
-        except subprocess.TimeoutExpired:
-            daemon.kill()
+        spmvd_http.stop(daemon)
     with open(os.path.join(OUT, "bench-remote.json"), "w") as f:
         json.dump(results, f, indent=1)
     md = ["# bench-remote (%s)" % time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()), "",

@@ -1,13 +1,16 @@
-"""spmvd_http.py — the bundle scripts' one HTTP call to spmvd, and the wait for it to be ready.
+"""spmvd_http.py — the bundle scripts' one HTTP call to spmvd, the wait for it to be ready, its stop.
 
 api_test_vectors.py and bench_remote.py each start spmvd on a loopback port
 of their own and talk to it through these: request() sends bytes as
 application/octet-stream and anything else (not None) as JSON, and returns
 (status, body bytes, headers) for an error answer as for a success; a
-connection that fails raises (OSError). wait_ready() polls /v1/ready.
+connection that fails raises (OSError). wait_ready() polls /v1/ready;
+stop() ends the daemon's process.
 Standard library only (the GPU host has nothing else).
 """
 import json
+import signal
+import subprocess
 import time
 import urllib.error
 import urllib.request
@@ -40,3 +43,12 @@ def wait_ready(base, tries, pause=0.2):
             pass
         time.sleep(pause)
     return False
+
+
+def stop(proc, grace=30):
+    """SIGTERM to spmvd's process, then SIGKILL if it has not exited within `grace` seconds."""
+    proc.send_signal(signal.SIGTERM)
+    try:
+        proc.wait(grace)
+    except subprocess.TimeoutExpired:
+        proc.kill()

@@ -17,7 +17,7 @@ import os
 import re
 import sys
 
-from house_sources import read_text, sources
+from house_check import read_text, report, sources
 
 FOLDERS = ["api", "daemon", "engine", "cluster", "clients", "tools"]
 NAME = re.compile(r"([A-Za-z_][A-Za-z_0-9]*)\s*\(")
@@ -60,10 +60,7 @@ def main():
             count += 1
             if length > limit:
                 over.append(f"{rel}:{line}: {name} is {length} lines (at most {limit})")
-    for o in over:
-        print(o)
-    print(f"check_functions: {count} functions, {len(over)} over {limit} lines", file=sys.stderr)
-    return 1 if over else 0
+    return report(over, f"check_functions: {count} functions, {len(over)} over {limit} lines")
 
 
 if __name__ == "__main__":

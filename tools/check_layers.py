@@ -25,7 +25,7 @@ import os
 import re
 import sys
 
-from house_sources import read_text, sources
+from house_check import read_text, report, sources
 
 ALLOWED = {
     "api": {"api", "daemon", "cluster", "engine"},
@@ -89,10 +89,7 @@ def main():
     for rel in sources(root, sorted(LAYERS)):
         check_file(root, rel, out)
         files += 1
-    for line in out:
-        print(line)
-    print(f"check_layers: {files} files, {len(out)} violation{'s' if len(out) != 1 else ''}", file=sys.stderr)
-    return 1 if out else 0
+    return report(out, f"check_layers: {files} files, {len(out)} violation{'s' if len(out) != 1 else ''}")
 
 
 if __name__ == "__main__":

@@ -219,10 +219,7 @@ static void describe(cluster_matrix *m, const char *id, const spmv_csr *a, bool 
 {
     snprintf(m->id, sizeof m->id, "%s", id);
     m->nranks = l->nranks;
-    m->rows = a->rows;
-    m->cols = a->cols;
-    m->nnz = a->nnz;
-    m->dtype = a->dtype;
+    SPMV_COPY_SHAPE(m, a);
     m->gpu = gpu;
     m->row_begin = l->row_begin;
     m->col_begin = l->col_begin;

@@ -121,10 +121,7 @@ int cluster_nccl_setup(cluster *c, spmv_error *err)
 static int host_matrix(spmv_csr *csr, const spmv_format_limits *lim, spmv_matrix *m)
 {
     memset(m, 0, sizeof *m);
-    m->rows = csr->rows;
-    m->cols = csr->cols;
-    m->nnz = csr->nnz;
-    m->dtype = csr->dtype;
+    SPMV_COPY_SHAPE(m, csr);
     m->hack_size = SPMV_HACK_SIZE_DEFAULT;
     m->formats = SPMV_FMT_CSR;
     m->csr = *csr;

@@ -48,11 +48,7 @@ void spmv_coo_free(spmv_coo *m)
 
 spmv_format_info spmv_coo_info(const spmv_coo *m)
 {
-    spmv_format_info info = {
-        .bytes = (size_t)m->nnz * (2 * sizeof(int32_t) + spmv_dtype_size(m->dtype)),
-        .padding_ratio = 1.0,
-    };
-    return info;
+    return spmv_info_of((size_t)m->nnz * (2 * sizeof(int32_t) + spmv_dtype_size(m->dtype)), 0, 0);
 }
 
 int spmv_coo_convert(const spmv_coo *in, spmv_dtype dtype, spmv_coo *out, spmv_error *err)

@@ -25,12 +25,9 @@ void spmv_csr_free(spmv_csr *m)
 
 spmv_format_info spmv_csr_info(const spmv_csr *m)
 {
-    spmv_format_info info = {
-        .bytes = ((size_t)m->rows + 1) * (m->row_ptr64 ? sizeof(int64_t) : sizeof(int32_t)) +
-                 (size_t)m->nnz * (sizeof(int32_t) + spmv_dtype_size(m->dtype)),
-        .padding_ratio = 1.0,
-    };
-    return info;
+    return spmv_info_of(((size_t)m->rows + 1) * (m->row_ptr64 ? sizeof(int64_t) : sizeof(int32_t)) +
+                            (size_t)m->nnz * (sizeof(int32_t) + spmv_dtype_size(m->dtype)),
+                        0, 0);
 }
 
 int spmv_csr_widen(spmv_csr *a, spmv_error *err)

@@ -27,11 +27,7 @@ void spmv_ell_free(spmv_ell *m)
 spmv_format_info spmv_ell_info(const spmv_ell *m)
 {
     int64_t slots = (int64_t)m->width * m->rows;
-    spmv_format_info info = {
-        .bytes = (size_t)slots * (sizeof(int32_t) + spmv_dtype_size(m->dtype)),
-        .padding_ratio = m->nnz > 0 ? (double)slots / (double)m->nnz : 1.0,
-    };
-    return info;
+    return spmv_info_of((size_t)slots * (sizeof(int32_t) + spmv_dtype_size(m->dtype)), slots, m->nnz);
 }
 
 /* Checks width x rows against the bound and against size_t overflow. */
@@ -103,12 +99,26 @@ int spmv_csr_to_ell(const spmv_csr *in, int64_t max_slots, spmv_ell *out, spmv_e
     return spmv_ell_build(in, spmv_csr_max_row(in), max_slots, out, err);
 }
 
-/* Non-padding slots of an ELL block (the true nnz, not trusting ->nnz). */
-static int64_t count_entries(const int32_t *col, int64_t slots)
+int64_t spmv_ell_count_entries(const int32_t *col, int64_t slots)
 {
     int64_t n = 0;
     for (int64_t s = 0; s < slots; s++)
         n += col[s] != SPMV_PAD_COL;
+    return n;
+}
+
+int64_t spmv_ell_row_to_coo(const int32_t *col, const void *val, spmv_dtype dtype, int64_t first, int64_t stride,
+                            int64_t width, int32_t row, spmv_coo *out, int64_t n)
+{
+    for (int64_t k = 0; k < width; k++) {
+        int64_t slot = first + k * stride;
+        if (col[slot] == SPMV_PAD_COL)
+            continue;
+        out->row[n] = row;
+        out->col[n] = col[slot];
+        spmv_val_copy(out->val, n, val, slot, dtype);
+        n++;
+    }
     return n;
 }
 
@@ -117,19 +127,11 @@ int spmv_ell_to_coo(const spmv_ell *in, spmv_coo *out, spmv_error *err)
     if (in->rows < 0 || in->width < 0)
         return spmv_error_set(err, SPMV_ERR_INVALID, 0, "negative ELL shape");
     int64_t slots = (int64_t)in->width * in->rows;
-    int st = spmv_coo_alloc(out, in->rows, in->cols, count_entries(in->col, slots), in->dtype, err);
+    int st = spmv_coo_alloc(out, in->rows, in->cols, spmv_ell_count_entries(in->col, slots), in->dtype, err);
     if (st)
         return st;
     int64_t n = 0;
     for (int32_t i = 0; i < in->rows; i++)
-        for (int64_t k = 0; k < in->width; k++) {
-            int64_t slot = k * in->rows + i;
-            if (in->col[slot] == SPMV_PAD_COL)
-                continue;
-            out->row[n] = i;
-            out->col[n] = in->col[slot];
-            spmv_val_copy(out->val, n, in->val, slot, in->dtype);
-            n++;
-        }
+        n = spmv_ell_row_to_coo(in->col, in->val, in->dtype, i, in->rows, in->width, i, out, n);
     return SPMV_OK;
 }

@@ -4,8 +4,11 @@
  * kernels all need the same three things: overflow-checked array allocation (every
  * count that sizes an array may come from an upload), reading and writing a
  * value of either dtype by index (conversions are not performance critical,
- * so they go through double), and the one padding marker. Not part of the
- * public API (engine/spmv.h); nothing outside engine/ includes this.
+ * so they go through double), and the one padding marker. Beside those,
+ * the pieces several format files share: the info a format reports, the
+ * longest row, filling and walking an ELL block (ELL, HLL slices, HYB's
+ * ELL part). Not part of the public API (engine/spmv.h); nothing outside
+ * engine/ includes this.
  */
 #ifndef SPMV_FORMATS_H
 #define SPMV_FORMATS_H
@@ -48,6 +51,18 @@ static inline void spmv_val_copy(void *dst, int64_t di, const void *src, int64_t
         ((double *)dst)[di] = ((const double *)src)[si];
 }
 
+/* A format's info: its bytes and the slots it holds per entry (slots over
+ * nnz; 1 without entries, and for a format without padding, which passes
+ * slots and nnz 0). */
+static inline spmv_format_info spmv_info_of(size_t bytes, int64_t slots, int64_t nnz)
+{
+    spmv_format_info info = {
+        .bytes = bytes,
+        .padding_ratio = nnz > 0 ? (double)slots / (double)nnz : 1.0,
+    };
+    return info;
+}
+
 /* Longest row of a CSR (0 for no rows). */
 static inline int32_t spmv_csr_max_row(const spmv_csr *a)
 {
@@ -66,6 +81,17 @@ static inline int32_t spmv_csr_max_row(const spmv_csr *a)
  * are all padding); returns the entries stored. Defined in ell.c. */
 int64_t spmv_ell_fill_block(const spmv_csr *in, int32_t r0, int32_t r1, int32_t width, int32_t stride,
                             int32_t *col, void *val);
+
+/* The non-padding slots of an ELL block (the true nnz, not trusting a
+ * format's ->nnz). Defined in ell.c. */
+int64_t spmv_ell_count_entries(const int32_t *col, int64_t slots);
+
+/* Appends row `row`'s entries of an ELL block to the COO out from entry n
+ * (its `width` slots at first, first + stride, ..., padding skipped: ELL
+ * and HYB's ELL part with stride rows, an HLL slice with hack_size);
+ * returns the next free entry. Defined in ell.c. */
+int64_t spmv_ell_row_to_coo(const int32_t *col, const void *val, spmv_dtype dtype, int64_t first, int64_t stride,
+                            int64_t width, int32_t row, spmv_coo *out, int64_t n);
 
 /* An ELL holding the first `width` entries of every row (HYB's ELL part;
  * plain ELL when width is the longest row). Defined in ell.c. */

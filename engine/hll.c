@@ -33,12 +33,9 @@ static int64_t hll_slots(const spmv_hll *m)
 spmv_format_info spmv_hll_info(const spmv_hll *m)
 {
     int64_t slots = hll_slots(m);
-    spmv_format_info info = {
-        .bytes = (size_t)slots * (sizeof(int32_t) + spmv_dtype_size(m->dtype)) +
-                 ((size_t)m->nslices + 1) * sizeof(int64_t) + (size_t)m->nslices * sizeof(int32_t),
-        .padding_ratio = m->nnz > 0 ? (double)slots / (double)m->nnz : 1.0,
-    };
-    return info;
+    return spmv_info_of((size_t)slots * (sizeof(int32_t) + spmv_dtype_size(m->dtype)) +
+                            ((size_t)m->nslices + 1) * sizeof(int64_t) + (size_t)m->nslices * sizeof(int32_t),
+                        slots, m->nnz);
 }
 
 /* Rows [*r0, *r1) of slice s, in 64-bit so rows near INT32_MAX cannot
@@ -122,25 +119,14 @@ int spmv_hll_to_coo(const spmv_hll *in, spmv_coo *out, spmv_error *err)
     if (in->rows < 0 || in->hack_size < 1 || (in->rows > 0 && !in->slice_off))
         return spmv_error_set(err, SPMV_ERR_INVALID, 0, "malformed HLL (%d rows, hack_size %d)",
                               in->rows, in->hack_size);
-    int64_t slots = hll_slots(in);
-    int64_t n = 0;
-    for (int64_t s = 0; s < slots; s++)
-        n += in->col[s] != SPMV_PAD_COL;
-    int st = spmv_coo_alloc(out, in->rows, in->cols, n, in->dtype, err);
+    int st = spmv_coo_alloc(out, in->rows, in->cols, spmv_ell_count_entries(in->col, hll_slots(in)), in->dtype, err);
     if (st)
         return st;
-    n = 0;
+    int64_t n = 0;
     for (int32_t i = 0; i < in->rows; i++) {
         int32_t s = i / in->hack_size, r = i % in->hack_size;
-        for (int64_t k = 0; k < in->slice_width[s]; k++) {
-            int64_t slot = in->slice_off[s] + k * in->hack_size + r;
-            if (in->col[slot] == SPMV_PAD_COL)
-                continue;
-            out->row[n] = i;
-            out->col[n] = in->col[slot];
-            spmv_val_copy(out->val, n, in->val, slot, in->dtype);
-            n++;
-        }
+        n = spmv_ell_row_to_coo(in->col, in->val, in->dtype, in->slice_off[s] + r, in->hack_size, in->slice_width[s],
+                                i, out, n);
     }
     return SPMV_OK;
 }

@@ -27,11 +27,7 @@ spmv_format_info spmv_hyb_info(const spmv_hyb *m)
     spmv_format_info e = spmv_ell_info(&m->ell), c = spmv_coo_info(&m->coo);
     int64_t nnz = m->ell.nnz + m->coo.nnz;
     int64_t slots = (int64_t)m->ell.width * m->ell.rows + m->coo.nnz;
-    spmv_format_info info = {
-        .bytes = e.bytes + c.bytes,
-        .padding_ratio = nnz > 0 ? (double)slots / (double)nnz : 1.0,
-    };
-    return info;
+    return spmv_info_of(e.bytes + c.bytes, slots, nnz);
 }
 
 /* The 2/3 quantile of the row lengths (0 for no rows); SPMV_ERR_NOMEM
@@ -101,24 +97,14 @@ int spmv_hyb_to_coo(const spmv_hyb *in, spmv_coo *out, spmv_error *err)
 {
     const spmv_ell *e = &in->ell;
     const spmv_coo *c = &in->coo;
-    int64_t n = c->nnz;
-    for (int64_t s = 0; s < (int64_t)e->width * e->rows; s++)
-        n += e->col[s] != SPMV_PAD_COL;
+    int64_t n = c->nnz + spmv_ell_count_entries(e->col, (int64_t)e->width * e->rows);
     int st = spmv_coo_alloc(out, e->rows, e->cols, n, e->dtype, err);
     if (st)
         return st;
     /* Per row: its ELL entries (its first ones), then its COO entries. */
     int64_t w = 0, ci = 0;
     for (int32_t i = 0; i < e->rows; i++) {
-        for (int64_t k = 0; k < e->width; k++) {
-            int64_t slot = k * e->rows + i;
-            if (e->col[slot] == SPMV_PAD_COL)
-                continue;
-            out->row[w] = i;
-            out->col[w] = e->col[slot];
-            spmv_val_copy(out->val, w, e->val, slot, e->dtype);
-            w++;
-        }
+        w = spmv_ell_row_to_coo(e->col, e->val, e->dtype, i, e->rows, e->width, i, out, w);
         for (; ci < c->nnz && c->row[ci] == i; ci++, w++) {
             out->row[w] = i;
             out->col[w] = c->col[ci];

@@ -349,7 +349,7 @@ static int parse_serial(spmv_mm_reader *r, const char *p, const char *end, spmv_
     int64_t lines = 0;
     int st = spmv_mm_parse_range(&r->ctx, p, end, &r->ent, r->ctx.h.entries, &lines, &pe);
     if (st)
-        return fail(r, err, st, r->line + 1 + pe.line, "%s", pe.msg);
+        return fail(r, err, st, r->line + 1 + pe.line, "%s", pe.message);
     r->line += lines;
     return SPMV_OK;
 }

@@ -79,12 +79,9 @@ typedef struct mm_ctx {
 } mm_ctx;
 
 /* An error found inside a range of lines, before the range's first line
- * number is known (parallel parts): `line` is 0-based within the range. */
-typedef struct mm_perr {
-    int status;
-    int64_t line;
-    char msg[400];
-} mm_perr;
+ * number is known (parallel parts): `line` is 0-based within the range.
+ * Set with spmv_error_set; the reader's message puts "line N: " before it. */
+typedef spmv_error mm_perr;
 
 static inline bool mm_is_blank(char c) { return c == ' ' || c == '\t' || c == '\r'; }
 

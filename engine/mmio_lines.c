@@ -52,20 +52,6 @@ const char *spmv_mm_show(char *buf, size_t size, const char *s, const char *e)
     return buf;
 }
 
-static void perr_set(mm_perr *pe, int status, int64_t line, const char *fmt, ...)
-    __attribute__((format(printf, 4, 5)));
-
-static void perr_set(mm_perr *pe, int status, int64_t line, const char *fmt, ...)
-{
-    va_list ap;
-    pe->status = status;
-    pe->line = line;
-    va_start(ap, fmt);
-    vsnprintf(pe->msg, sizeof pe->msg, fmt, ap);
-    va_end(ap);
-}
-
-
 bool spmv_mm_next_token(const char **s, const char *e, const char **ts, const char **te)
 {
     const char *p = *s;
@@ -210,13 +196,13 @@ static bool parse_index_token(const char *ts, const char *te, int64_t limit, con
     mm_num_result res;
     const char *q = spmv_mm_parse_int64(ts, &v, &res);
     if (q != te || res == MM_NUM_MALFORMED) {
-        perr_set(pe, SPMV_ERR_PARSE, line, "malformed %s index '%s': expected an integer from 1 to %lld",
-                 what, spmv_mm_show(shown, sizeof shown, ts, te), (long long)limit);
+        spmv_error_set(pe, SPMV_ERR_PARSE, line, "malformed %s index '%s': expected an integer from 1 to %lld",
+                       what, spmv_mm_show(shown, sizeof shown, ts, te), (long long)limit);
         return false;
     }
     if (res == MM_NUM_OVERFLOW || v < 1 || v > limit) {
-        perr_set(pe, SPMV_ERR_PARSE, line, "%s index %s is out of range: expected 1 to %lld", what,
-                 spmv_mm_show(shown, sizeof shown, ts, te), (long long)limit);
+        spmv_error_set(pe, SPMV_ERR_PARSE, line, "%s index %s is out of range: expected 1 to %lld", what,
+                       spmv_mm_show(shown, sizeof shown, ts, te), (long long)limit);
         return false;
     }
     *out = (int32_t)(v - 1);
@@ -238,19 +224,19 @@ static bool parse_value_token(const mm_ctx *c, const char *ts, const char *te, d
         q = spmv_mm_parse_real(ts, te, out, &res, c->c_locale);
     }
     if (q != te || res == MM_NUM_MALFORMED) {
-        perr_set(pe, SPMV_ERR_PARSE, line, "malformed value '%s': expected %s",
-                 spmv_mm_show(shown, sizeof shown, ts, te),
-                 c->h.field == SPMV_MM_INTEGER ? "an integer (the field is integer)" : "a real number");
+        spmv_error_set(pe, SPMV_ERR_PARSE, line, "malformed value '%s': expected %s",
+                       spmv_mm_show(shown, sizeof shown, ts, te),
+                       c->h.field == SPMV_MM_INTEGER ? "an integer (the field is integer)" : "a real number");
         return false;
     }
     if (res == MM_NUM_OVERFLOW) {
         if (c->h.field == SPMV_MM_INTEGER)
-            perr_set(pe, SPMV_ERR_PARSE, line, "integer value %s overflows int64",
-                     spmv_mm_show(shown, sizeof shown, ts, te));
+            spmv_error_set(pe, SPMV_ERR_PARSE, line, "integer value %s overflows int64",
+                           spmv_mm_show(shown, sizeof shown, ts, te));
         else
-            perr_set(pe, SPMV_ERR_PARSE, line,
-                     "value %s overflows float64 (largest finite magnitude 1.8e308)",
-                     spmv_mm_show(shown, sizeof shown, ts, te));
+            spmv_error_set(pe, SPMV_ERR_PARSE, line,
+                           "value %s overflows float64 (largest finite magnitude 1.8e308)",
+                           spmv_mm_show(shown, sizeof shown, ts, te));
         return false;
     }
     return true;
@@ -275,7 +261,7 @@ static const char *slow_line(const mm_ctx *c, const char *ls, const char *end, m
         n++;
     }
     if (n != want) {
-        perr_set(pe, SPMV_ERR_PARSE, line, "expected %s, found %lld", field_list(&c->h), (long long)n);
+        spmv_error_set(pe, SPMV_ERR_PARSE, line, "expected %s, found %lld", field_list(&c->h), (long long)n);
         return NULL;
     }
     double v = 1.0;
@@ -312,6 +298,18 @@ static inline const char *fast_index(const char *p, uint64_t *out)
     return p;
 }
 
+/* A value of the header's field (integer or real) at p, as a double;
+ * returns the end of its text, *res says whether it parsed. */
+static inline const char *fast_value(const mm_ctx *c, const char *p, const char *end, double *v, mm_num_result *res)
+{
+    if (c->h.field != SPMV_MM_INTEGER)
+        return spmv_mm_parse_real(p, end, v, res, c->c_locale);
+    int64_t iv;
+    p = spmv_mm_parse_int64(p, &iv, res);
+    *v = (double)iv;
+    return p;
+}
+
 /* The hot path: one plain coordinate line at p (leading blanks skipped).
  * Returns the next line, or NULL if the careful parser must look. */
 static inline const char *fast_coord_line(const mm_ctx *c, const char *p, const char *end, mm_entries *e)
@@ -328,14 +326,7 @@ static inline const char *fast_coord_line(const mm_ctx *c, const char *p, const 
         mm_num_result res;
         if (!is_blank(*p))
             return NULL;
-        p = skip_blank(p);
-        if (c->h.field == SPMV_MM_INTEGER) {
-            int64_t iv;
-            p = spmv_mm_parse_int64(p, &iv, &res);
-            v = (double)iv;
-        } else {
-            p = spmv_mm_parse_real(p, end, &v, &res, c->c_locale);
-        }
+        p = fast_value(c, skip_blank(p), end, &v, &res);
         if (res != MM_NUM_OK)
             return NULL;
     }
@@ -353,13 +344,7 @@ static inline const char *fast_array_line(const mm_ctx *c, const char *p, const 
 {
     mm_num_result res;
     double v;
-    if (c->h.field == SPMV_MM_INTEGER) {
-        int64_t iv;
-        p = spmv_mm_parse_int64(p, &iv, &res);
-        v = (double)iv;
-    } else {
-        p = spmv_mm_parse_real(p, end, &v, &res, c->c_locale);
-    }
+    p = fast_value(c, p, end, &v, &res);
     if (res != MM_NUM_OK || *(p = skip_blank(p)) != '\n')
         return NULL;
     e->val[e->n++] = v;
@@ -369,13 +354,13 @@ static inline const char *fast_array_line(const mm_ctx *c, const char *p, const 
 static void too_many(const mm_ctx *c, int64_t line, mm_perr *pe)
 {
     if (c->h.format == SPMV_MM_ARRAY)
-        perr_set(pe, SPMV_ERR_PARSE, line,
-                 "more values than the %lld that the %lld x %lld %s array on line %lld holds",
-                 (long long)c->h.entries, (long long)c->h.rows, (long long)c->h.cols,
-                 spmv_mm_symmetry_name(c->h.symmetry), (long long)c->h.size_line);
+        spmv_error_set(pe, SPMV_ERR_PARSE, line,
+                       "more values than the %lld that the %lld x %lld %s array on line %lld holds",
+                       (long long)c->h.entries, (long long)c->h.rows, (long long)c->h.cols,
+                       spmv_mm_symmetry_name(c->h.symmetry), (long long)c->h.size_line);
     else
-        perr_set(pe, SPMV_ERR_PARSE, line, "more entries than the %lld declared on line %lld",
-                 (long long)c->h.entries, (long long)c->h.size_line);
+        spmv_error_set(pe, SPMV_ERR_PARSE, line, "more entries than the %lld declared on line %lld",
+                       (long long)c->h.entries, (long long)c->h.size_line);
 }
 
 int spmv_mm_parse_range(const mm_ctx *c, const char *p, const char *end, mm_entries *e,
@@ -399,7 +384,7 @@ int spmv_mm_parse_range(const mm_ctx *c, const char *p, const char *end, mm_entr
                 break;
             }
             if (spmv_mm_entries_grow(e, limit, !array)) {
-                perr_set(pe, SPMV_ERR_NOMEM, line, "out of memory after %lld entries", (long long)e->n);
+                spmv_error_set(pe, SPMV_ERR_NOMEM, line, "out of memory after %lld entries", (long long)e->n);
                 st = pe->status;
                 break;
             }

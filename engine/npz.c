@@ -489,42 +489,41 @@ static int check_ptr_end(const npy *a, int64_t end, int64_t prev, int64_t nnz, s
     return SPMV_OK;
 }
 
-static int take_ptr(void *ctx, const npy *a, int64_t off, const int64_t *iv, const double *dv, int64_t n,
-                    spmv_error *err)
+/* The pointers of one chunk, each checked, then expanded into the major
+ * index of the entries it opens (expand: the COO read) or kept as they are
+ * (the CSR's row_ptr in the direct read, or a wide CSR's row_ptr64). */
+static int store_ptrs(ptr_ctx *c, const npy *a, int64_t off, const int64_t *iv, int64_t n, bool expand,
+                      spmv_error *err)
 {
-    (void)dv;
-    ptr_ctx *c = ctx;
     for (int64_t i = 0; i < n; i++) {
         int64_t k = off + i, v = iv[i];
         int st = check_ptr(a, k, v, c->prev, c->nnz, err);
         if (st)
             return st;
-        for (int64_t p = c->prev; p < v; p++)
-            c->major[p] = (int32_t)(k - 1);
-        c->prev = v;
-    }
-    return check_ptr_end(a, off + n, c->prev, c->nnz, err);
-}
-
-/* indptr kept as it is: the CSR's row_ptr (the direct read), or a wide
- * CSR's row_ptr64. */
-static int take_row_ptr(void *ctx, const npy *a, int64_t off, const int64_t *iv, const double *dv, int64_t n,
-                        spmv_error *err)
-{
-    (void)dv;
-    ptr_ctx *c = ctx;
-    for (int64_t i = 0; i < n; i++) {
-        int64_t k = off + i, v = iv[i];
-        int st = check_ptr(a, k, v, c->prev, c->nnz, err);
-        if (st)
-            return st;
-        if (c->major64)
+        if (expand)
+            for (int64_t p = c->prev; p < v; p++)
+                c->major[p] = (int32_t)(k - 1);
+        else if (c->major64)
             c->major64[k] = v;
         else
             c->major[k] = (int32_t)v;
         c->prev = v;
     }
     return check_ptr_end(a, off + n, c->prev, c->nnz, err);
+}
+
+static int take_ptr(void *ctx, const npy *a, int64_t off, const int64_t *iv, const double *dv, int64_t n,
+                    spmv_error *err)
+{
+    (void)dv;
+    return store_ptrs(ctx, a, off, iv, n, true, err);
+}
+
+static int take_row_ptr(void *ctx, const npy *a, int64_t off, const int64_t *iv, const double *dv, int64_t n,
+                        spmv_error *err)
+{
+    (void)dv;
+    return store_ptrs(ctx, a, off, iv, n, false, err);
 }
 
 static int read_member(zip_t *za, const char *name, bool as_double, chunk_fn use, void *ctx,
@@ -849,56 +848,47 @@ static int open_buffer(const void *data, size_t len, zip_t **za, spmv_error *err
     return SPMV_OK; /* zip_discard frees src too */
 }
 
+/* One archive, opened from the file `path` (from_file) or from the
+ * buffer data/len, read into the COO coo or, where csr is given, into the
+ * CSR csr; the archive is closed again either way. */
+static int read_npz(bool from_file, const char *path, const void *data, size_t len, const spmv_mm_options *opts,
+                    spmv_coo *coo, spmv_csr *csr, spmv_npz_info *info, spmv_error *err)
+{
+    zip_t *za;
+    if (csr)
+        memset(csr, 0, sizeof *csr);
+    else
+        memset(coo, 0, sizeof *coo);
+    int st = from_file ? open_file(path, &za, err) : open_buffer(data, len, &za, err);
+    if (st)
+        return st;
+    st = csr ? read_archive_csr(za, opts, csr, info, err) : read_archive(za, opts, coo, info, err);
+    zip_discard(za);
+    return st;
+}
+
 int spmv_npz_read_file(const char *path, const spmv_mm_options *opts, spmv_coo *out, spmv_npz_info *info,
                        spmv_error *err)
 {
-    zip_t *za;
-    memset(out, 0, sizeof *out);
-    int st = open_file(path, &za, err);
-    if (st)
-        return st;
-    st = read_archive(za, opts, out, info, err);
-    zip_discard(za);
-    return st;
+    return read_npz(true, path, NULL, 0, opts, out, NULL, info, err);
 }
 
 int spmv_npz_read_buffer(const void *data, size_t len, const spmv_mm_options *opts, spmv_coo *out,
                          spmv_npz_info *info, spmv_error *err)
 {
-    zip_t *za;
-    memset(out, 0, sizeof *out);
-    int st = open_buffer(data, len, &za, err);
-    if (st)
-        return st;
-    st = read_archive(za, opts, out, info, err);
-    zip_discard(za);
-    return st;
+    return read_npz(false, NULL, data, len, opts, out, NULL, info, err);
 }
 
 int spmv_npz_read_file_csr(const char *path, const spmv_mm_options *opts, spmv_csr *out, spmv_npz_info *info,
                            spmv_error *err)
 {
-    zip_t *za;
-    memset(out, 0, sizeof *out);
-    int st = open_file(path, &za, err);
-    if (st)
-        return st;
-    st = read_archive_csr(za, opts, out, info, err);
-    zip_discard(za);
-    return st;
+    return read_npz(true, path, NULL, 0, opts, NULL, out, info, err);
 }
 
 int spmv_npz_read_buffer_csr(const void *data, size_t len, const spmv_mm_options *opts, spmv_csr *out,
                              spmv_npz_info *info, spmv_error *err)
 {
-    zip_t *za;
-    memset(out, 0, sizeof *out);
-    int st = open_buffer(data, len, &za, err);
-    if (st)
-        return st;
-    st = read_archive_csr(za, opts, out, info, err);
-    zip_discard(za);
-    return st;
+    return read_npz(false, NULL, data, len, opts, NULL, out, info, err);
 }
 
 /* ------------------------------------------------------------- writer */

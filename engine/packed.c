@@ -294,11 +294,7 @@ spmv_format_info spmv_pcsr_info(const spmv_pcsr *m)
 {
     int64_t vs = (int64_t)spmv_dtype_size(m->dtype);
     int64_t b = m->idx_bytes ? pcsr_index_bytes(m->idx_bytes, m->rows, m->nnz, m->wide_nnz) : 0;
-    spmv_format_info info = {
-        .bytes = (size_t)(b + values_bytes(m->v.mode, m->v.ntable, m->nnz, vs)),
-        .padding_ratio = 1.0,
-    };
-    return info;
+    return spmv_info_of((size_t)(b + values_bytes(m->v.mode, m->v.ntable, m->nnz, vs)), 0, 0);
 }
 
 /* The index width with the fewest bytes (ties: narrower) and its wide
@@ -377,10 +373,7 @@ int spmv_csr_to_pcsr(const spmv_csr *in, const spmv_format_limits *lim, spmv_pcs
     spmv_vcode mode = values_mode(&s, in->nnz, in->nnz, (int64_t)spmv_dtype_size(in->dtype), &vbytes);
     if ((st = spmv_format_check(lim, SPMV_FMT_PCSR, in->nnz, in->nnz, ibytes + vbytes, err)))
         goto done;
-    out->rows = in->rows;
-    out->cols = in->cols;
-    out->nnz = in->nnz;
-    out->dtype = in->dtype;
+    SPMV_COPY_SHAPE(out, in);
     out->row_ptr = in->row_ptr;
     out->idx_bytes = ib;
     out->wide_nnz = wide;
@@ -475,11 +468,7 @@ spmv_format_info spmv_psell_info(const spmv_psell *m)
     int64_t nvals = m->val_off ? m->val_off[m->nslices] : 0;
     if (m->slot_off && m->idx_off)
         b = psell_index_bytes(m->nslices, m->slot_off[m->nslices], m->idx_off[m->nslices]);
-    spmv_format_info info = {
-        .bytes = (size_t)(b + values_bytes(m->v.mode, m->v.ntable, nvals, vs)),
-        .padding_ratio = m->nnz > 0 ? (double)m->slots / (double)m->nnz : 1.0,
-    };
-    return info;
+    return spmv_info_of((size_t)(b + values_bytes(m->v.mode, m->v.ntable, nvals, vs)), m->slots, m->nnz);
 }
 
 /* Rows [*r0, *r1) of slice s (64-bit: rows near INT32_MAX). */
@@ -674,10 +663,7 @@ int spmv_csr_to_psell(const spmv_csr *in, const spmv_format_limits *lim, spmv_ps
     if ((st = spmv_format_check(lim, SPMV_FMT_PSELL, in->nnz, widths * C,
                                 psell_index_bytes(ns, widths, idx_total) + vbytes, err)))
         goto done;
-    out->rows = in->rows;
-    out->cols = in->cols;
-    out->nnz = in->nnz;
-    out->dtype = in->dtype;
+    SPMV_COPY_SHAPE(out, in);
     out->nslices = (int32_t)ns;
     out->slots = widths * C;
     out->slot_off = spmv_array_alloc(ns + 1, sizeof(int64_t), &st);

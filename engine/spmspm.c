@@ -25,13 +25,19 @@ int spmv_spmspm_check(const spmv_csr *a, const spmv_csr *b, spmv_error *err)
         return st;
     if (!a || !b || !a->row_ptr || !b->row_ptr)
         return spmv_error_set(err, SPMV_ERR_INVALID, 0, "SpMSpM: an operand holds no CSR");
-    if (a->cols != b->rows)
+    return spmv_spmspm_check_shapes(a->rows, a->cols, a->dtype, b->rows, b->cols, b->dtype, err);
+}
+
+int spmv_spmspm_check_shapes(int32_t a_rows, int32_t a_cols, spmv_dtype a_dtype, int32_t b_rows, int32_t b_cols,
+                             spmv_dtype b_dtype, spmv_error *err)
+{
+    if (a_cols != b_rows)
         return spmv_error_set(err, SPMV_ERR_SHAPE, 0,
-                              "A is %d x %d and B is %d x %d: A's columns (%d) must equal B's rows (%d)", a->rows,
-                              a->cols, b->rows, b->cols, a->cols, b->rows);
-    if (a->dtype != b->dtype)
+                              "A is %d x %d and B is %d x %d: A's columns (%d) must equal B's rows (%d)", a_rows,
+                              a_cols, b_rows, b_cols, a_cols, b_rows);
+    if (a_dtype != b_dtype)
         return spmv_error_set(err, SPMV_ERR_INVALID, 0, "A is %s and B is %s: an SpMSpM needs one dtype",
-                              spmv_dtype_name(a->dtype), spmv_dtype_name(b->dtype));
+                              spmv_dtype_name(a_dtype), spmv_dtype_name(b_dtype));
     return SPMV_OK;
 }
 

@@ -101,6 +101,12 @@ int spmv_formats_parse(const char *list, unsigned *mask, spmv_error *err);
 
 #define SPMV_HACK_SIZE_DEFAULT 32
 
+/* Every matrix struct (the host formats, spmv_matrix, a cluster matrix,
+ * the device's) carries rows, cols, nnz and dtype: this copies the four
+ * from src to dst, whatever their two types. */
+#define SPMV_COPY_SHAPE(dst, src)                                                                                  \
+    ((dst)->rows = (src)->rows, (dst)->cols = (src)->cols, (dst)->nnz = (src)->nnz, (dst)->dtype = (src)->dtype)
+
 /* COO: triplets sorted by row, then column, no duplicates (the reader sums
  * them). `val` holds nnz values of `dtype`. */
 typedef struct spmv_coo {
@@ -982,6 +988,10 @@ int64_t spmv_kernel_bytes_k(const spmv_kernel *k, const spmv_matrix *m, int32_t 
 /* SPMV_ERR_SHAPE when a->cols != b->rows (the message gives both shapes),
  * SPMV_ERR_INVALID when the dtypes differ or a CSR is missing. */
 int spmv_spmspm_check(const spmv_csr *a, const spmv_csr *b, spmv_error *err);
+/* The same two answers from the shapes and dtypes alone (A a_rows x a_cols,
+ * B b_rows x b_cols): what spmv_spmspm_check and the GPU SpMSpM both ask. */
+int spmv_spmspm_check_shapes(int32_t a_rows, int32_t a_cols, spmv_dtype a_dtype, int32_t b_rows, int32_t b_cols,
+                             spmv_dtype b_dtype, spmv_error *err);
 /* Multiply-adds of C = A*B: sum over A's non-zeros a_ik of nnz(B row k).
  * GFLOPS of an SpMSpM count 2 flops per multiply-add. */
 int64_t spmv_spmspm_madds(const spmv_csr *a, const spmv_csr *b);

@@ -17,8 +17,9 @@ import os
 import re
 import sys
 
+from house_check import read_text, report, sources
+
 FOLDERS = ["api", "daemon", "engine", "cluster", "clients", "tools"]
-SOURCE = re.compile(r"\.(c|cu|h|cuh)$")
 NAME = re.compile(r"([A-Za-z_][A-Za-z_0-9]*)\s*\(")
 
 
@@ -54,22 +55,12 @@ def main():
     root = os.path.abspath(args[0] if args else os.path.join(os.path.dirname(__file__), ".."))
     over = []
     count = 0
-    for folder in FOLDERS:
-        for dirpath, _, names in os.walk(os.path.join(root, folder)):
-            for n in sorted(names):
-                if not SOURCE.search(n):
-                    continue
-                path = os.path.join(dirpath, n)
-                with open(path, encoding="utf-8", errors="replace") as f:
-                    lines = f.read().split("\n")
-                for line, name, length in functions(lines):
-                    count += 1
-                    if length > limit:
-                        over.append(f"{os.path.relpath(path, root)}:{line}: {name} is {length} lines (at most {limit})")
-    for o in over:
-        print(o)
-    print(f"check_functions: {count} functions, {len(over)} over {limit} lines", file=sys.stderr)
-    return 1 if over else 0
+    for rel in sources(root, FOLDERS):
+        for line, name, length in functions(read_text(root, rel).split("\n")):
+            count += 1
+            if length > limit:
+                over.append(f"{rel}:{line}: {name} is {length} lines (at most {limit})")
+    return report(over, f"check_functions: {count} functions, {len(over)} over {limit} lines")
 
 
 if __name__ == "__main__":

@@ -25,6 +25,8 @@ import os
 import re
 import sys
 
+from house_check import read_text, report, sources
+
 ALLOWED = {
     "api": {"api", "daemon", "cluster", "engine"},
     "daemon": {"daemon", "cluster", "engine"},
@@ -34,7 +36,6 @@ ALLOWED = {
     "tools": {"tools", "engine", "clients"},
 }
 LAYERS = set(ALLOWED)
-SOURCE = re.compile(r"\.(c|h|cu|cuh)$")
 INCLUDE = re.compile(r'^\s*#\s*include\s+"([^"]+)"')
 GPU_CALL = re.compile(r"\bspmv_gpu_[a-z0-9_]+\s*\(")
 # the compiler's search path after the file's own folder (-I. -Iengine)
@@ -61,8 +62,7 @@ def strip_comments(text):
 
 def check_file(root, rel, out):
     layer = layer_of(rel)
-    with open(os.path.join(root, rel), encoding="utf-8", errors="replace") as f:
-        text = f.read()
+    text = read_text(root, rel)
     for no, line in enumerate(text.splitlines(), 1):
         m = INCLUDE.match(line)
         if not m:
@@ -86,17 +86,10 @@ def main():
     root = os.path.abspath(root)
     out = []
     files = 0
-    for layer in sorted(LAYERS):
-        for dirpath, _, names in os.walk(os.path.join(root, layer)):
-            for n in sorted(names):
-                if SOURCE.search(n):
-                    rel = os.path.relpath(os.path.join(dirpath, n), root)
-                    check_file(root, rel, out)
-                    files += 1
-    for line in out:
-        print(line)
-    print(f"check_layers: {files} files, {len(out)} violation{'s' if len(out) != 1 else ''}", file=sys.stderr)
-    return 1 if out else 0
+    for rel in sources(root, sorted(LAYERS)):
+        check_file(root, rel, out)
+        files += 1
+    return report(out, f"check_layers: {files} files, {len(out)} violation{'s' if len(out) != 1 else ''}")
 
 
 if __name__ == "__main__":

@@ -226,10 +226,7 @@ int spmv_matrix_transpose(const spmv_matrix *m, spmv_matrix *out, spmv_error *er
             memcpy((char *)t.val + (size_t)q * vs, (const char *)a->val + (size_t)p * vs, vs);
         }
     free(next);
-    out->rows = t.rows;
-    out->cols = t.cols;
-    out->nnz = t.nnz;
-    out->dtype = t.dtype;
+    SPMV_COPY_SHAPE(out, &t);
     out->hack_size = m->hack_size;
     out->limits = m->limits;
     out->formats = SPMV_FMT_CSR;

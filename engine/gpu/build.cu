@@ -244,8 +244,7 @@ static int hyb_width(spmv_gpu_ctx *ctx, spmv_gpu_matrix *m, int32_t *width, spmv
         goto done;
     st = gpu_copy_to_host(ctx, width, sorted + need - 1, 4, "reading the HYB width", err);
 done:
-    gpu_release(ctx, m, len);
-    gpu_release(ctx, m, sorted);
+    gpu_release_each(ctx, m, {len, sorted});
     return st;
 }
 
@@ -287,8 +286,7 @@ static int fill_hyb(spmv_gpu_ctx *ctx, spmv_gpu_matrix *m, spmv_error *err)
         st = gpu_check_launch(err, "hyb_fill_coo");
     }
 done:
-    gpu_release(ctx, m, cnt);
-    gpu_release(ctx, m, off);
+    gpu_release_each(ctx, m, {cnt, off});
     return st;
 }
 

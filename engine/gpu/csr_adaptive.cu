@@ -178,23 +178,8 @@ void gpu_adaptive_free(spmv_gpu_ctx *ctx, spmv_gpu_matrix *m)
     memset(&m->adaptive, 0, sizeof m->adaptive);
 }
 
-template <typename F>
-static int cub_tmp(spmv_gpu_ctx *ctx, spmv_gpu_matrix *m, spmv_error *err, F f)
-{
-    size_t bytes = 0;
-    void *tmp = NULL;
-    cudaError_t e = f((void *)NULL, bytes);
-    if (e != cudaSuccess)
-        return gpu_cuda_error(e, err, "gpu.csr.adaptive: scan");
-    int st = gpu_alloc(ctx, m, &tmp, bytes ? bytes : 16, "gpu.csr.adaptive: scan", err);
-    if (st)
-        return st;
-    e = f(tmp, bytes);
-    if (e == cudaSuccess)
-        e = cudaStreamSynchronize(ctx->stream);
-    gpu_release(ctx, m, tmp);
-    return e == cudaSuccess ? SPMV_OK : gpu_cuda_error(e, err, "gpu.csr.adaptive: scan");
-}
+/* What a failed CUB step of the row-block build is called. */
+#define ADAPTIVE_SCAN "gpu.csr.adaptive: scan"
 
 static int build_row_blocks(spmv_gpu_ctx *ctx, spmv_gpu_matrix *m, int32_t w, spmv_error *err)
 {
@@ -207,9 +192,10 @@ static int build_row_blocks(spmv_gpu_ctx *ctx, spmv_gpu_matrix *m, int32_t w, sp
         (st = gpu_alloc(ctx, m, (void **)&pos, n1 * 4, "row-block positions", err)))
         goto done;
     adaptive_flags<<<gpu_grid(n1, 256), 256, 0, ctx->stream>>>(m->rows, w, m->row_ptr, flag);
-    if ((st = gpu_check_launch(err, "adaptive_flags")) || (st = cub_tmp(ctx, m, err, [&](void *t, size_t &b) {
-            return cub::DeviceScan::ExclusiveSum(t, b, flag, pos, (int)n1, ctx->stream);
-        })))
+    if ((st = gpu_check_launch(err, "adaptive_flags")) ||
+        (st = gpu_cub_run(ctx, m, ADAPTIVE_SCAN, err, [&](void *t, size_t &b) {
+             return cub::DeviceScan::ExclusiveSum(t, b, flag, pos, (int)n1, ctx->stream);
+         })))
         goto done;
     if ((e = cudaMemcpy(&nrb, pos + m->rows, 4, cudaMemcpyDeviceToHost)) != cudaSuccess) {
         st = gpu_cuda_error(e, err, "gpu.csr.adaptive: row-block count");
@@ -223,11 +209,13 @@ static int build_row_blocks(spmv_gpu_ctx *ctx, spmv_gpu_matrix *m, int32_t w, sp
     adaptive_scatter<<<gpu_grid(m->rows, 256), 256, 0, ctx->stream>>>(m->rows, flag, pos, starts);
     adaptive_chunks<<<gpu_grid((int64_t)nrb + 1, 256), 256, 0, ctx->stream>>>(nrb, m->rows, w, starts, m->row_ptr,
                                                                               cnt);
-    if ((st = gpu_check_launch(err, "adaptive_chunks")) || (st = cub_tmp(ctx, m, err, [&](void *t, size_t &b) {
-            return cub::DeviceScan::ExclusiveSum(t, b, cnt, off, nrb + 1, ctx->stream);
-        })) || (st = cub_tmp(ctx, m, err, [&](void *t, size_t &b) {
-            return cub::DeviceReduce::Max(t, b, cnt, d_max, nrb + 1, ctx->stream);
-        })))
+    if ((st = gpu_check_launch(err, "adaptive_chunks")) ||
+        (st = gpu_cub_run(ctx, m, ADAPTIVE_SCAN, err, [&](void *t, size_t &b) {
+             return cub::DeviceScan::ExclusiveSum(t, b, cnt, off, nrb + 1, ctx->stream);
+         })) ||
+        (st = gpu_cub_run(ctx, m, ADAPTIVE_SCAN, err, [&](void *t, size_t &b) {
+             return cub::DeviceReduce::Max(t, b, cnt, d_max, nrb + 1, ctx->stream);
+         })))
         goto done;
     if ((e = cudaMemcpy(&nblocks, off + nrb, 4, cudaMemcpyDeviceToHost)) != cudaSuccess ||
         (e = cudaMemcpy(&maxc, d_max, 4, cudaMemcpyDeviceToHost)) != cudaSuccess) {
@@ -249,12 +237,7 @@ static int build_row_blocks(spmv_gpu_ctx *ctx, spmv_gpu_matrix *m, int32_t w, sp
     m->adaptive.nblocks = nblocks;
     m->adaptive.has_chunks = maxc > 1;
 done:
-    gpu_release(ctx, m, flag);
-    gpu_release(ctx, m, pos);
-    gpu_release(ctx, m, starts);
-    gpu_release(ctx, m, cnt);
-    gpu_release(ctx, m, off);
-    gpu_release(ctx, m, d_max);
+    gpu_release_each(ctx, m, {flag, pos, starts, cnt, off, d_max});
     if (st)
         gpu_adaptive_free(ctx, m);
     return st;

@@ -159,6 +159,17 @@ static int zero_y(struct gpu_launch *l, spmv_error *err)
 }
 
 static int alg_index(const struct gpu_launch *l) { return l->p.v[SPMV_PARAM_ALG] == 2 ? 1 : 0; }
+static cusparseSpMVAlg_t csr_alg(int a) { return a ? CUSPARSE_SPMV_CSR_ALG2 : CUSPARSE_SPMV_CSR_ALG1; }
+static cusparseSpMVAlg_t coo_alg(int a) { return a ? CUSPARSE_SPMV_COO_ALG2 : CUSPARSE_SPMV_COO_ALG1; }
+
+/* The start of every prepare: an empty matrix needs nothing (*c stays
+ * NULL); otherwise the cache, whose x and y descriptors are pointed at
+ * this call's operands on every call. */
+static int prepare_start(struct gpu_launch *l, struct gpu_sparse_cache **c, spmv_error *err)
+{
+    *c = NULL;
+    return l->m->nnz == 0 ? SPMV_OK : sparse_cache(l, c, err);
+}
 
 /* ----------------------------------------------------------------- CSR */
 
@@ -173,14 +184,10 @@ int gpu_cusparse_csr_prepare(struct gpu_launch *l, spmv_error *err)
     spmv_gpu_matrix *m = l->m;
     struct gpu_sparse_cache *c = NULL;
     int a = alg_index(l), st;
-    cusparseSpMVAlg_t alg = a ? CUSPARSE_SPMV_CSR_ALG2 : CUSPARSE_SPMV_CSR_ALG1;
+    cusparseSpMVAlg_t alg = csr_alg(a);
     cusparseStatus_t s;
-    if (m->nnz == 0)
-        return SPMV_OK;
-    if ((st = sparse_cache(l, &c, err))) /* every call: it points the descriptors at this call's x and y */
+    if ((st = prepare_start(l, &c, err)) || !c || c->csr_ready[a])
         return st;
-    if (c->csr_ready[a])
-        return SPMV_OK;
     if (m->row_ptr64 && !c->col64) {
         if ((st = gpu_alloc(l->ctx, m, (void **)&c->col64, (size_t)m->nnz * 8, "cusparse.csr: 64-bit columns", err)))
             return st;
@@ -216,8 +223,7 @@ int gpu_cusparse_csr(struct gpu_launch *l, spmv_error *err)
     int a = alg_index(l);
     if (l->m->nnz == 0)
         return zero_y(l, err);
-    return run_spmv(l, l->m->sparse->csr[a], a ? CUSPARSE_SPMV_CSR_ALG2 : CUSPARSE_SPMV_CSR_ALG1,
-                    l->m->sparse->csr_buf[a], "cusparse.csr", err);
+    return run_spmv(l, l->m->sparse->csr[a], csr_alg(a), l->m->sparse->csr_buf[a], "cusparse.csr", err);
 }
 
 /* ----------------------------------------------------------------- COO */
@@ -227,14 +233,10 @@ int gpu_cusparse_coo_prepare(struct gpu_launch *l, spmv_error *err)
     spmv_gpu_matrix *m = l->m;
     struct gpu_sparse_cache *c = NULL;
     int a = alg_index(l), st;
-    cusparseSpMVAlg_t alg = a ? CUSPARSE_SPMV_COO_ALG2 : CUSPARSE_SPMV_COO_ALG1;
+    cusparseSpMVAlg_t alg = coo_alg(a);
     cusparseStatus_t s;
-    if (m->nnz == 0)
-        return SPMV_OK;
-    if ((st = sparse_cache(l, &c, err))) /* every call: it points the descriptors at this call's x and y */
+    if ((st = prepare_start(l, &c, err)) || !c || c->coo_ready[a])
         return st;
-    if (c->coo_ready[a])
-        return SPMV_OK;
     if (!c->coo[a] &&
         (s = cusparseCreateCoo(&c->coo[a], m->rows, m->cols, m->nnz, m->coo_row, m->col, m->val, CUSPARSE_INDEX_32I,
                                CUSPARSE_INDEX_BASE_ZERO, value_type(m))) != CUSPARSE_STATUS_SUCCESS) {
@@ -252,8 +254,7 @@ int gpu_cusparse_coo(struct gpu_launch *l, spmv_error *err)
     int a = alg_index(l);
     if (l->m->nnz == 0)
         return zero_y(l, err);
-    return run_spmv(l, l->m->sparse->coo[a], a ? CUSPARSE_SPMV_COO_ALG2 : CUSPARSE_SPMV_COO_ALG1,
-                    l->m->sparse->coo_buf[a], "cusparse.coo", err);
+    return run_spmv(l, l->m->sparse->coo[a], coo_alg(a), l->m->sparse->coo_buf[a], "cusparse.coo", err);
 }
 
 /* ---------------------------------------------------------------- SELL */
@@ -272,11 +273,9 @@ int gpu_cusparse_sell_prepare(struct gpu_launch *l, spmv_error *err)
     struct gpu_sparse_cache *c = NULL;
     cusparseStatus_t s;
     int st;
-    if (m->nnz == 0)
-        return SPMV_OK;
-    if ((st = sparse_cache(l, &c, err))) /* every call: it points the descriptors at this call's x and y */
+    if ((st = prepare_start(l, &c, err)) || !c)
         return st;
-    if (c && c->sell && c->sell_hack == h->hack_size && c->sell_arrays[0] == h->slice_off32 &&
+    if (c->sell && c->sell_hack == h->hack_size && c->sell_arrays[0] == h->slice_off32 &&
         c->sell_arrays[1] == h->col && c->sell_arrays[2] == h->val)
         return SPMV_OK;
     if (h->slots > INT32_MAX)

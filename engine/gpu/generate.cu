@@ -101,8 +101,7 @@ static int band_build(spmv_gpu_ctx *ctx, spmv_gpu_matrix *m, int64_t h, O *rp, s
             st = gpu_cuda_error(e, err, "generating the band");
     }
 done:
-    gpu_release(ctx, m, tmp);
-    gpu_release(ctx, m, len);
+    gpu_release_each(ctx, m, {tmp, len});
     return st;
 }
 

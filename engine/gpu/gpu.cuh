@@ -32,6 +32,7 @@
 
 #include <stdint.h>
 #include <atomic>
+#include <initializer_list>
 #include <vector>
 
 #include "spmv.h"
@@ -269,6 +270,13 @@ template <typename P> static inline void gpu_release_ptr(spmv_gpu_ctx *ctx, spmv
     gpu_release(ctx, m, (void *)*p);
     *p = NULL;
 }
+/* gpu_release of each pointer listed (NULL ones skipped): the scratch a
+ * build frees on every way out. */
+static inline void gpu_release_each(spmv_gpu_ctx *ctx, spmv_gpu_matrix *m, std::initializer_list<void *> ps)
+{
+    for (void *p : ps)
+        gpu_release(ctx, m, p);
+}
 /* At least `bytes` of context scratch (contents undefined). */
 int gpu_scratch(spmv_gpu_ctx *ctx, size_t bytes, void **out, spmv_error *err);
 
@@ -296,6 +304,17 @@ static int gpu_cub_run(spmv_gpu_ctx *ctx, spmv_gpu_matrix *m, const char *what, 
 /* Copies device bytes to the host on ctx's stream and waits. */
 int gpu_copy_to_host(spmv_gpu_ctx *ctx, void *dst, const void *src, size_t bytes, const char *what,
                      spmv_error *err);
+
+/* Ends a span timed from ctx->ev_start (recorded on ctx's stream):
+ * records ev_stop, waits for it and puts the milliseconds between in *ms. */
+static inline cudaError_t gpu_timed_stop(spmv_gpu_ctx *ctx, float *ms)
+{
+    cudaError_t e;
+    if ((e = cudaEventRecord(ctx->ev_stop, ctx->stream)) != cudaSuccess ||
+        (e = cudaEventSynchronize(ctx->ev_stop)) != cudaSuccess)
+        return e;
+    return cudaEventElapsedTime(ms, ctx->ev_start, ctx->ev_stop);
+}
 
 /* Overflow-checked n * size. */
 static inline int gpu_array_bytes(int64_t n, size_t size, size_t *out, spmv_error *err, const char *what)

@@ -232,10 +232,7 @@ static int pk_values(spmv_gpu_ctx *ctx, spmv_gpu_matrix *m, int64_t n, struct gp
             st = gpu_cuda_error(e, err, "copying the value table");
     }
 done:
-    gpu_release(ctx, m, a);
-    gpu_release(ctx, m, b);
-    gpu_release(ctx, m, d_count);
-    gpu_release(ctx, m, d_flag);
+    gpu_release_each(ctx, m, {a, b, d_count, d_flag});
     return st;
 }
 
@@ -400,10 +397,7 @@ template <typename T> static int build_pcsr(spmv_gpu_ctx *ctx, spmv_gpu_matrix *
         st = gpu_check_launch(err, "pk_codes");
     }
 done:
-    gpu_release(ctx, m, w1);
-    gpu_release(ctx, m, w2);
-    gpu_release(ctx, m, o1);
-    gpu_release(ctx, m, o2);
+    gpu_release_each(ctx, m, {w1, w2, o1, o2});
     return st;
 }
 
@@ -592,9 +586,7 @@ template <typename T> static int build_psell(spmv_gpu_ctx *ctx, spmv_gpu_matrix 
     if (!st)
         p->built = true;
 done:
-    gpu_release(ctx, m, width);
-    gpu_release(ctx, m, ibytes);
-    gpu_release(ctx, m, nvals);
+    gpu_release_each(ctx, m, {width, ibytes, nvals});
     return st;
 }
 

@@ -117,9 +117,7 @@ static int timed_fn(struct gpu_launch *l, gpu_launch_fn fn, const char *name, in
         if (st)
             return st;
         float ms = 0;
-        if ((e = cudaEventRecord(ctx->ev_stop, ctx->stream)) != cudaSuccess ||
-            (e = cudaEventSynchronize(ctx->ev_stop)) != cudaSuccess ||
-            (e = cudaEventElapsedTime(&ms, ctx->ev_start, ctx->ev_stop)) != cudaSuccess)
+        if ((e = gpu_timed_stop(ctx, &ms)) != cudaSuccess)
             return gpu_cuda_error(e, err, name);
         times[i] = ms;
     }
@@ -169,9 +167,7 @@ static int timed_axpby(spmv_gpu_ctx *ctx, const spmv_apply_args *a, const spmv_v
     int st = SPMV_OK;
     if ((e = cudaEventRecord(ctx->ev_start, ctx->stream)) != cudaSuccess ||
         (st = spmv_gpu_vec_axpby(ctx, a->alpha, target, a->beta, y, err)) ||
-        (e = cudaEventRecord(ctx->ev_stop, ctx->stream)) != cudaSuccess ||
-        (e = cudaEventSynchronize(ctx->ev_stop)) != cudaSuccess ||
-        (e = cudaEventElapsedTime(&ms, ctx->ev_start, ctx->ev_stop)) != cudaSuccess)
+        (e = gpu_timed_stop(ctx, &ms)) != cudaSuccess)
         return st ? st : gpu_cuda_error(e, err, "axpby");
     if (axpby_ms)
         *axpby_ms = ms;

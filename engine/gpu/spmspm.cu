@@ -103,6 +103,26 @@ __global__ void madds_kernel(int32_t rows, const int32_t *__restrict__ arp, cons
         atomicAdd(total, n);
 }
 
+/* B row k's entries whose columns fall in the chunk [c0, c0 + width), each
+ * handed to take(j - c0, q) (j its column, q its place in B); the first
+ * column past the chunk lowers *next (B's rows are sorted: the rest lie
+ * further right). thread_row's and the block kernels' inner loop. */
+template <typename F>
+__device__ __forceinline__ void chunk_b_row(const int32_t *__restrict__ brp, const int32_t *__restrict__ bcol,
+                                            int32_t k, int32_t c0, int32_t width, int32_t *next, F take)
+{
+    for (int32_t q = brp[k]; q < brp[k + 1]; q++) {
+        int32_t j = bcol[q];
+        if (j < c0)
+            continue;
+        if (j - c0 >= width) {
+            *next = min(*next, j);
+            break;
+        }
+        take(j - c0, q);
+    }
+}
+
 /* thread_row: count (FILL false: counts[i]) or fill (row i at crp[i]). */
 template <typename T, bool FILL>
 __global__ void __launch_bounds__(1024)
@@ -122,19 +142,12 @@ __global__ void __launch_bounds__(1024)
         for (int32_t p = arp[i]; p < arp[i + 1]; p++) {
             int32_t k = acol[p];
             T a = FILL ? aval[p] : T(0);
-            for (int32_t q = brp[k]; q < brp[k + 1]; q++) {
-                int32_t j = bcol[q];
-                if (j < c0)
-                    continue;
-                if (j - c0 >= CHUNK_T) { /* B's rows are sorted: the rest lie further right */
-                    next = min(next, j);
-                    break;
-                }
-                uint32_t bit = 1u << (j - c0);
+            chunk_b_row(brp, bcol, k, c0, CHUNK_T, &next, [&](int32_t d, int32_t q) {
+                uint32_t bit = 1u << d;
                 if (FILL)
-                    acc[j - c0] = (mask & bit) ? acc[j - c0] + a * bval[q] : a * bval[q];
+                    acc[d] = (mask & bit) ? acc[d] + a * bval[q] : a * bval[q];
                 mask |= bit;
-            }
+            });
         }
         if (FILL) {
             for (uint32_t m = mask; m; m &= m - 1) {
@@ -181,18 +194,11 @@ __device__ void chunk_accumulate(chunk_smem<T> *s, int64_t i, int32_t c0, const 
     for (int32_t p = arp[i] + threadIdx.x; p < arp[i + 1]; p += blockDim.x) {
         int32_t k = acol[p];
         T a = VALUES ? aval[p] : T(0);
-        for (int32_t q = brp[k]; q < brp[k + 1]; q++) {
-            int32_t j = bcol[q];
-            if (j < c0)
-                continue;
-            if (j - c0 >= CHUNK_W) {
-                next = min(next, j);
-                break;
-            }
+        chunk_b_row(brp, bcol, k, c0, CHUNK_W, &next, [&](int32_t d, int32_t q) {
             if (VALUES)
-                atomicAdd(&s->acc[j - c0], a * bval[q]);
-            s->flag[j - c0] = 1;
-        }
+                atomicAdd(&s->acc[d], a * bval[q]);
+            s->flag[d] = 1;
+        });
     }
     if (next != NO_COL)
         atomicMin(&s->next, next);
@@ -688,9 +694,7 @@ static int timed_runs(struct sp_call *c, int32_t warmup, int32_t runs, double *t
         if (st)
             return st;
         float ms = 0;
-        if ((e = cudaEventRecord(ctx->ev_stop, ctx->stream)) != cudaSuccess ||
-            (e = cudaEventSynchronize(ctx->ev_stop)) != cudaSuccess ||
-            (e = cudaEventElapsedTime(&ms, ctx->ev_start, ctx->ev_stop)) != cudaSuccess)
+        if ((e = gpu_timed_stop(ctx, &ms)) != cudaSuccess)
             return gpu_cuda_error(e, err, "timing an SpMSpM");
         if (i >= warmup)
             times[i - warmup] = ms;
@@ -798,13 +802,9 @@ static int check_call(spmv_gpu_ctx *ctx, const spmv_kernel *k, spmv_gpu_matrix *
         return spmv_error_set(err, SPMV_ERR_INVALID, 0, "GPU SpMSpM: missing context, kernel, operand or C");
     if (k->device != SPMV_DEVICE_GPU || k->op != SPMV_OP_SPMSPM)
         return spmv_error_set(err, SPMV_ERR_INVALID, 0, "%s is not a GPU SpMSpM kernel", k->name);
-    if (a->cols != b->rows)
-        return spmv_error_set(err, SPMV_ERR_SHAPE, 0,
-                              "A is %d x %d and B is %d x %d: A's columns (%d) must equal B's rows (%d)", a->rows,
-                              a->cols, b->rows, b->cols, a->cols, b->rows);
-    if (a->dtype != b->dtype)
-        return spmv_error_set(err, SPMV_ERR_INVALID, 0, "A is %s and B is %s: an SpMSpM needs one dtype",
-                              spmv_dtype_name(a->dtype), spmv_dtype_name(b->dtype));
+    int st = spmv_spmspm_check_shapes(a->rows, a->cols, a->dtype, b->rows, b->cols, b->dtype, err);
+    if (st)
+        return st;
     if (warmup < 0 || runs < 1 || runs > MAX_RUNS || warmup > MAX_RUNS)
         return spmv_error_set(err, SPMV_ERR_INVALID, 0, "GPU SpMSpM: warmup %d / runs %d out of range (runs 1..%d)",
                               warmup, runs, MAX_RUNS);

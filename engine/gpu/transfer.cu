@@ -221,12 +221,7 @@ static int sort_and_sum(spmv_gpu_ctx *ctx, spmv_gpu_matrix *m, struct staged *s,
     split_keys<<<gpu_stride_grid(ctx, runs), FILL_BLOCK, 0, ctx->stream>>>(runs, m->cols, keys, s->row, s->col);
     st = gpu_check_launch(err, "split_keys");
 done:
-    gpu_release(ctx, m, keys);
-    gpu_release(ctx, m, keys2);
-    gpu_release(ctx, m, perm);
-    gpu_release(ctx, m, perm2);
-    gpu_release(ctx, m, val2);
-    gpu_release(ctx, m, d_runs);
+    gpu_release_each(ctx, m, {keys, keys2, perm, perm2, val2, d_runs});
     return st;
 }
 
@@ -261,32 +256,52 @@ static int build_csr(spmv_gpu_ctx *ctx, spmv_gpu_matrix *m, const int32_t *row, 
         st = gpu_copy_to_host(ctx, &m->max_row, d_max, 4, "reading the longest row", err);
     }
 done:
-    gpu_release(ctx, m, counts);
-    gpu_release(ctx, m, d_max);
+    gpu_release_each(ctx, m, {counts, d_max});
     return st;
 }
 
 /* --------------------------------------------------------------- upload */
 
-static int check_upload_args(const spmv_gpu_ctx *ctx, const spmv_coo *coo, spmv_dtype dtype, unsigned formats,
-                             int32_t hack_size, spmv_error *err)
+/* The checks both uploads make of their arguments; `kind` ("COO" or
+ * "CSR") names the host matrix and src_dtype is its dtype. */
+static int check_common_args(const spmv_gpu_ctx *ctx, const void *host, const char *kind, spmv_dtype dtype,
+                             spmv_dtype src_dtype, unsigned formats, int32_t hack_size, spmv_error *err)
 {
-    if (!ctx || !coo)
+    if (!ctx || !host)
         return spmv_error_set(err, SPMV_ERR_INVALID, 0, "GPU upload: no context or no matrix");
     if (dtype != SPMV_FLOAT64 && dtype != SPMV_FLOAT32)
         return spmv_error_set(err, SPMV_ERR_INVALID, 0, "GPU upload: unknown dtype %d", (int)dtype);
-    if (coo->dtype != SPMV_FLOAT64 && coo->dtype != SPMV_FLOAT32)
-        return spmv_error_set(err, SPMV_ERR_INVALID, 0, "GPU upload: COO has unknown dtype %d", (int)coo->dtype);
+    if (src_dtype != SPMV_FLOAT64 && src_dtype != SPMV_FLOAT32)
+        return spmv_error_set(err, SPMV_ERR_INVALID, 0, "GPU upload: %s has unknown dtype %d", kind, (int)src_dtype);
     if (formats & ~(unsigned)SPMV_FMT_ALL)
         return spmv_error_set(err, SPMV_ERR_INVALID, 0, "GPU upload: unknown format bits 0x%x", formats);
     if (hack_size < 0 || hack_size > 1024)
         return spmv_error_set(err, SPMV_ERR_INVALID, 0, "GPU upload: hack_size %d out of range 1..1024", hack_size);
-    if (coo->rows < 0 || coo->cols < 0 || coo->nnz < 0 || coo->nnz > INT32_MAX)
-        return spmv_error_set(err, SPMV_ERR_LIMIT, 0, "GPU upload: shape %d x %d with %lld entries is out of range",
-                              coo->rows, coo->cols, (long long)coo->nnz);
-    if (coo->nnz > (int64_t)coo->rows * coo->cols)
+    return SPMV_OK;
+}
+
+/* A shape both uploads accept: nothing negative, at most max_nnz entries
+ * (`why` ends the message when there are more) and no more entries than
+ * the shape has places. */
+static int check_upload_shape(int32_t rows, int32_t cols, int64_t nnz, int64_t max_nnz, const char *why,
+                              spmv_error *err)
+{
+    if (rows < 0 || cols < 0 || nnz < 0 || nnz > max_nnz)
+        return spmv_error_set(err, SPMV_ERR_LIMIT, 0, "GPU upload: shape %d x %d with %lld entries is out of range%s",
+                              rows, cols, (long long)nnz, why);
+    if (nnz > (int64_t)rows * cols)
         return spmv_error_set(err, SPMV_ERR_INVALID, 0, "GPU upload: %lld entries in a %d x %d matrix",
-                              (long long)coo->nnz, coo->rows, coo->cols);
+                              (long long)nnz, rows, cols);
+    return SPMV_OK;
+}
+
+static int check_upload_args(const spmv_gpu_ctx *ctx, const spmv_coo *coo, spmv_dtype dtype, unsigned formats,
+                             int32_t hack_size, spmv_error *err)
+{
+    int st;
+    if ((st = check_common_args(ctx, coo, "COO", dtype, coo ? coo->dtype : dtype, formats, hack_size, err)) ||
+        (st = check_upload_shape(coo->rows, coo->cols, coo->nnz, INT32_MAX, "", err)))
+        return st;
     if (coo->nnz > 0 && (!coo->row || !coo->col || !coo->val))
         return spmv_error_set(err, SPMV_ERR_INVALID, 0, "GPU upload: COO arrays missing");
     return SPMV_OK;
@@ -416,39 +431,57 @@ static int upload_done(spmv_gpu_ctx *ctx, spmv_gpu_matrix *m, struct staged *s, 
     return SPMV_OK;
 }
 
-extern "C" int spmv_gpu_matrix_upload(spmv_gpu_ctx *ctx, const spmv_coo *coo, spmv_dtype dtype, unsigned formats,
-                                      int32_t hack_size, spmv_gpu_matrix **out, spmv_gpu_upload_stats *stats,
-                                      spmv_error *err)
+/* The start both uploads share: the device chosen, the room checked, an
+ * empty matrix of the shape made (CSR-less until the staging). */
+static int new_upload(spmv_gpu_ctx *ctx, int32_t rows, int32_t cols, int64_t nnz, double need, spmv_dtype dtype,
+                      int32_t hack_size, spmv_gpu_matrix **out, spmv_error *err)
 {
-    struct staged s = {NULL, NULL, NULL};
-    spmv_gpu_matrix *m = NULL;
     cudaError_t e;
     int st;
-    *out = NULL;
-    if ((st = check_upload_args(ctx, coo, dtype, formats, hack_size, err)))
-        return st;
     if ((e = cudaSetDevice(ctx->device)) != cudaSuccess)
         return gpu_cuda_error(e, err, "cudaSetDevice");
-    if ((st = precheck(ctx, coo->rows, coo->cols, coo->nnz, coo_need(coo, dtype), err)))
+    if ((st = precheck(ctx, rows, cols, nnz, need, err)))
         return st;
-    m = new (std::nothrow) spmv_gpu_matrix();
+    spmv_gpu_matrix *m = new (std::nothrow) spmv_gpu_matrix();
     if (!m)
         return spmv_error_set(err, SPMV_ERR_NOMEM, 0, "cannot allocate a GPU matrix");
-    m->rows = coo->rows;
-    m->cols = coo->cols;
-    m->nnz = coo->nnz;
+    m->rows = rows;
+    m->cols = cols;
+    m->nnz = nnz;
     m->dtype = dtype;
     m->hack_size = hack_size ? hack_size : SPMV_HACK_SIZE_DEFAULT;
+    *out = m;
+    return SPMV_OK;
+}
 
-    cudaEventRecord(ctx->ev_start, ctx->stream);
-    if ((st = stage_coo(ctx, m, coo, &s, err)))
-        goto fail;
+/* The staging copies are queued (ctx->ev_start recorded before them):
+ * their time goes into the stats and the conversion's time starts. */
+static void staging_queued(spmv_gpu_ctx *ctx, spmv_gpu_upload_stats *stats)
+{
     cudaEventRecord(ctx->ev_stop, ctx->stream);
     if (stats) {
         memset(stats, 0, sizeof *stats);
         stats->transfer_ms = elapsed_ms(ctx);
     }
     cudaEventRecord(ctx->ev_start, ctx->stream);
+}
+
+extern "C" int spmv_gpu_matrix_upload(spmv_gpu_ctx *ctx, const spmv_coo *coo, spmv_dtype dtype, unsigned formats,
+                                      int32_t hack_size, spmv_gpu_matrix **out, spmv_gpu_upload_stats *stats,
+                                      spmv_error *err)
+{
+    struct staged s = {NULL, NULL, NULL};
+    spmv_gpu_matrix *m = NULL;
+    int st;
+    *out = NULL;
+    if ((st = check_upload_args(ctx, coo, dtype, formats, hack_size, err)) ||
+        (st = new_upload(ctx, coo->rows, coo->cols, coo->nnz, coo_need(coo, dtype), dtype, hack_size, &m, err)))
+        return st;
+
+    cudaEventRecord(ctx->ev_start, ctx->stream);
+    if ((st = stage_coo(ctx, m, coo, &s, err)))
+        goto fail;
+    staging_queued(ctx, stats);
     st = dtype == SPMV_FLOAT64 ? convert_all<double>(ctx, m, coo, &s, formats, err)
                                : convert_all<float>(ctx, m, coo, &s, formats, err);
     if (st)
@@ -467,24 +500,13 @@ fail:
 static int check_csr_args(const spmv_gpu_ctx *ctx, const spmv_csr *csr, spmv_dtype dtype, unsigned formats,
                           int32_t hack_size, spmv_error *err)
 {
-    if (!ctx || !csr)
-        return spmv_error_set(err, SPMV_ERR_INVALID, 0, "GPU upload: no context or no matrix");
-    if (dtype != SPMV_FLOAT64 && dtype != SPMV_FLOAT32)
-        return spmv_error_set(err, SPMV_ERR_INVALID, 0, "GPU upload: unknown dtype %d", (int)dtype);
-    if (csr->dtype != SPMV_FLOAT64 && csr->dtype != SPMV_FLOAT32)
-        return spmv_error_set(err, SPMV_ERR_INVALID, 0, "GPU upload: CSR has unknown dtype %d", (int)csr->dtype);
-    if (formats & ~(unsigned)SPMV_FMT_ALL)
-        return spmv_error_set(err, SPMV_ERR_INVALID, 0, "GPU upload: unknown format bits 0x%x", formats);
-    if (hack_size < 0 || hack_size > 1024)
-        return spmv_error_set(err, SPMV_ERR_INVALID, 0, "GPU upload: hack_size %d out of range 1..1024", hack_size);
+    int st;
+    if ((st = check_common_args(ctx, csr, "CSR", dtype, csr ? csr->dtype : dtype, formats, hack_size, err)))
+        return st;
     bool wide = spmv_csr_wide(csr);
-    if (csr->rows < 0 || csr->cols < 0 || csr->nnz < 0 || (!wide && csr->nnz > INT32_MAX))
-        return spmv_error_set(err, SPMV_ERR_LIMIT, 0, "GPU upload: shape %d x %d with %lld entries is out of range%s",
-                              csr->rows, csr->cols, (long long)csr->nnz,
-                              wide ? "" : " for 32-bit row offsets");
-    if (csr->nnz > (int64_t)csr->rows * csr->cols)
-        return spmv_error_set(err, SPMV_ERR_INVALID, 0, "GPU upload: %lld entries in a %d x %d matrix",
-                              (long long)csr->nnz, csr->rows, csr->cols);
+    if ((st = check_upload_shape(csr->rows, csr->cols, csr->nnz, wide ? INT64_MAX : INT32_MAX,
+                                 wide ? "" : " for 32-bit row offsets", err)))
+        return st;
     if ((!csr->row_ptr && !wide) || (csr->nnz > 0 && (!csr->col || !csr->val)))
         return spmv_error_set(err, SPMV_ERR_INVALID, 0, "GPU upload: CSR arrays missing");
     /* a wide CSR (64-bit row offsets) stays CSR on the device: every other
@@ -566,39 +588,23 @@ extern "C" int spmv_gpu_matrix_upload_csr(spmv_gpu_ctx *ctx, const spmv_csr *csr
     struct staged s = {NULL, NULL, NULL};
     spmv_gpu_matrix *m = NULL;
     int32_t max_row = 0;
-    cudaError_t e;
     int st;
     *out = NULL;
     if ((st = check_csr_args(ctx, csr, dtype, formats, hack_size, err)) || (st = check_row_ptr(csr, &max_row, err)))
         return st;
-    if ((e = cudaSetDevice(ctx->device)) != cudaSuccess)
-        return gpu_cuda_error(e, err, "cudaSetDevice");
     /* the CSR, the values in the CSR's dtype while they are cast, the operand buffers */
     size_t vs = spmv_dtype_size(dtype);
     double need = ((double)csr->rows + 1) * (spmv_csr_wide(csr) ? 8 : 4) + (double)csr->nnz * (4 + vs) +
                   (csr->dtype != dtype ? (double)csr->nnz * spmv_dtype_size(csr->dtype) : 0) +
                   ((double)csr->rows + csr->cols) * vs;
-    if ((st = precheck(ctx, csr->rows, csr->cols, csr->nnz, need, err)))
+    if ((st = new_upload(ctx, csr->rows, csr->cols, csr->nnz, need, dtype, hack_size, &m, err)))
         return st;
-    m = new (std::nothrow) spmv_gpu_matrix();
-    if (!m)
-        return spmv_error_set(err, SPMV_ERR_NOMEM, 0, "cannot allocate a GPU matrix");
-    m->rows = csr->rows;
-    m->cols = csr->cols;
-    m->nnz = csr->nnz;
-    m->dtype = dtype;
-    m->hack_size = hack_size ? hack_size : SPMV_HACK_SIZE_DEFAULT;
     m->max_row = max_row;
 
     cudaEventRecord(ctx->ev_start, ctx->stream);
     if ((st = stage_csr(ctx, m, csr, &s, err)))
         goto fail;
-    cudaEventRecord(ctx->ev_stop, ctx->stream);
-    if (stats) {
-        memset(stats, 0, sizeof *stats);
-        stats->transfer_ms = elapsed_ms(ctx);
-    }
-    cudaEventRecord(ctx->ev_start, ctx->stream);
+    staging_queued(ctx, stats);
     if ((st = cast_staged(ctx, m, csr->dtype, &s, err)))
         goto fail;
     gpu_retag(m, m->row_ptr64 ? (void *)m->row_ptr64 : (void *)m->row_ptr, gpu_cat_of(SPMV_FMT_CSR));
@@ -636,10 +642,7 @@ static int download_array(spmv_gpu_ctx *ctx, const void *src, int64_t n, size_t 
 static int download_csr(spmv_gpu_ctx *ctx, const spmv_gpu_matrix *m, spmv_csr *c, spmv_error *err)
 {
     int st;
-    c->rows = m->rows;
-    c->cols = m->cols;
-    c->nnz = m->nnz;
-    c->dtype = m->dtype;
+    SPMV_COPY_SHAPE(c, m);
     if (m->row_ptr64 ? (st = download_array(ctx, m->row_ptr64, (int64_t)m->rows + 1, 8, (void **)&c->row_ptr64, err))
                      : (st = download_array(ctx, m->row_ptr, (int64_t)m->rows + 1, 4, (void **)&c->row_ptr, err)))
         return st;
@@ -668,12 +671,9 @@ static int download_hll(spmv_gpu_ctx *ctx, const spmv_gpu_matrix *m, spmv_hll *h
 {
     const struct gpu_hll *g = &m->hll;
     int st;
-    h->rows = m->rows;
-    h->cols = m->cols;
-    h->nnz = m->nnz;
+    SPMV_COPY_SHAPE(h, m);
     h->hack_size = g->hack_size;
     h->nslices = g->nslices;
-    h->dtype = m->dtype;
     if ((st = download_array(ctx, g->slice_off, (int64_t)g->nslices + 1, 8, (void **)&h->slice_off, err)) ||
         (st = download_array(ctx, g->slice_width, g->nslices, 4, (void **)&h->slice_width, err)) ||
         (st = download_array(ctx, g->col, g->slots, 4, (void **)&h->col, err)) ||
@@ -719,10 +719,7 @@ static int download_pcsr(spmv_gpu_ctx *ctx, const spmv_gpu_matrix *m, const spmv
 {
     const struct gpu_pcsr *g = &m->pcsr;
     int st;
-    p->rows = m->rows;
-    p->cols = m->cols;
-    p->nnz = m->nnz;
-    p->dtype = m->dtype;
+    SPMV_COPY_SHAPE(p, m);
     p->row_ptr = csr->row_ptr;
     p->idx_bytes = g->idx_bytes;
     p->wide_nnz = g->wide_nnz;
@@ -738,10 +735,7 @@ static int download_psell(spmv_gpu_ctx *ctx, const spmv_gpu_matrix *m, spmv_psel
 {
     const struct gpu_psell *g = &m->psell;
     int st;
-    p->rows = m->rows;
-    p->cols = m->cols;
-    p->nnz = m->nnz;
-    p->dtype = m->dtype;
+    SPMV_COPY_SHAPE(p, m);
     p->nslices = g->nslices;
     p->slots = g->slots;
     if ((st = download_array(ctx, g->slot_off, (int64_t)g->nslices + 1, 8, (void **)&p->slot_off, err)) ||
@@ -782,10 +776,7 @@ extern "C" int spmv_gpu_matrix_download(spmv_gpu_ctx *ctx, const spmv_gpu_matrix
                               spmv_format_name(f));
     if ((e = cudaSetDevice(ctx->device)) != cudaSuccess)
         return gpu_cuda_error(e, err, "cudaSetDevice");
-    out->rows = m->rows;
-    out->cols = m->cols;
-    out->nnz = m->nnz;
-    out->dtype = m->dtype;
+    SPMV_COPY_SHAPE(out, m);
     out->hack_size = m->hack_size;
     if ((st = download_csr(ctx, m, &out->csr, err)))
         goto fail;

@@ -26,14 +26,13 @@ import json
 import math
 import os
 import random
-import signal
 import struct
 import subprocess
 import sys
 import tempfile
 import time
-import urllib.error
-import urllib.request
+
+import spmvd_http
 
 PORT = 18082
 BASE = "http://127.0.0.1:%d" % PORT
@@ -41,21 +40,7 @@ PASS = FAIL = 0
 
 
 def req(method, path, body=None, headers=None, timeout=300):
-    data = None
-    hdrs = dict(headers or {})
-    if isinstance(body, (bytes, bytearray)):
-        data = bytes(body)
-        hdrs.setdefault("Content-Type", "application/octet-stream")
-    elif body is not None:
-        data = json.dumps(body).encode()
-        hdrs.setdefault("Content-Type", "application/json")
-    r = urllib.request.Request(BASE + path, data=data, method=method, headers=hdrs)
-    try:
-        with urllib.request.urlopen(r, timeout=timeout) as resp:
-            raw = resp.read()
-            return resp.status, raw, dict(resp.headers)
-    except urllib.error.HTTPError as e:
-        return e.code, e.read(), dict(e.headers)
+    return spmvd_http.request(BASE, method, path, body, headers, timeout)
 
 
 def js(raw):
@@ -146,13 +131,7 @@ def main():
     d = subprocess.Popen([os.path.join(a.bundle, "bin", "spmvd"), "--listen", "127.0.0.1:%d" % PORT, "--state-dir",
                           os.path.join(tmp, "state"), "--log-level", "warn"], stdout=log, stderr=subprocess.STDOUT)
     try:
-        for _ in range(300):
-            try:
-                if req("GET", "/v1/ready", timeout=2)[0] == 200:
-                    break
-            except OSError:
-                pass
-            time.sleep(0.2)
+        spmvd_http.wait_ready(BASE, 300)
         info = js(req("GET", "/v1/info")[1])
         def used():
             """Bytes held by spmvd on each GPU less its kept scratch (kernel scratch, the reductions' scalar)."""
@@ -275,11 +254,7 @@ def main():
         time.sleep(1.0)
         check(used() == used0, "device bytes back to the start after deletes (%s -> %s)" % (used0, used()))
     finally:
-        d.send_signal(signal.SIGTERM)
-        try:
-            d.wait(30)
-        except subprocess.TimeoutExpired:
-            d.kill()
+        spmvd_http.stop(d)
     print("%d passed, %d failed" % (PASS, FAIL))
     sys.exit(1 if FAIL else 0)
 

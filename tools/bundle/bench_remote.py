@@ -21,34 +21,20 @@ asserts: the numbers go to OUT/bench-remote.md and OUT/bench-remote.json.
 import argparse
 import json
 import os
-import signal
 import struct
 import subprocess
 import sys
 import tempfile
 import time
-import urllib.error
-import urllib.request
+
+import spmvd_http
 
 PORT = 18081
 BASE = "http://127.0.0.1:%d" % PORT
 
 
 def req(method, path, body=None, headers=None, timeout=600):
-    data = None
-    hdrs = dict(headers or {})
-    if isinstance(body, (bytes, bytearray)):
-        data = bytes(body)
-        hdrs.setdefault("Content-Type", "application/octet-stream")
-    elif body is not None:
-        data = json.dumps(body).encode()
-        hdrs.setdefault("Content-Type", "application/json")
-    r = urllib.request.Request(BASE + path, data=data, method=method, headers=hdrs)
-    try:
-        with urllib.request.urlopen(r, timeout=timeout) as resp:
-            return resp.status, resp.read(), dict(resp.headers)
-    except urllib.error.HTTPError as e:
-        return e.code, e.read(), dict(e.headers)
+    return spmvd_http.request(BASE, method, path, body, headers, timeout)
 
 
 def start_daemon(bundle, state):
@@ -57,14 +43,8 @@ def start_daemon(bundle, state):
                           "--state-dir", state, "--max-upload-bytes", str(8 << 30),
                           "--max-body-bytes", str(2 << 30), "--log-level", "warn"],
                          stdout=log, stderr=subprocess.STDOUT)
-    for _ in range(600):
-        try:
-            st, _, _ = req("GET", "/v1/ready", timeout=2)
-            if st == 200:
-                return p
-        except OSError:
-            pass
-        time.sleep(0.2)
+    if spmvd_http.wait_ready(BASE, 600):
+        return p
     p.kill()
     sys.exit("spmvd did not become ready; see spmvd-bench-remote.log")
 
@@ -188,11 +168,7 @@ def main():
             results["spmm"] += sweep
             req("DELETE", "/v1/matrices/%s" % d["id"])
     finally:
-        daemon.send_signal(signal.SIGTERM)
-        try:
-            daemon.wait(30)
-        except subprocess.TimeoutExpired:
-            daemon.kill()
+        spmvd_http.stop(daemon)
     with open(os.path.join(OUT, "bench-remote.json"), "w") as f:
         json.dump(results, f, indent=1)
     md = ["# bench-remote (%s)" % time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()), "",

@@ -17,12 +17,9 @@
 # pass/fail per step.
 set -u
 B=$(cd "$(dirname "$0")" && pwd)
-OUT=${OUT:-$B/out}
-mkdir -p "$OUT"
-export SPMV_ROOT="$B/work" CMOCKA_MESSAGE_OUTPUT=TAP PYTHONUNBUFFERED=1 NCCL_NVLS_ENABLE=0
-summary="$OUT/summary-cluster.txt"
-: >"$summary"
 . "$B/common.sh"
+bundle_out summary-cluster.txt
+export NCCL_NVLS_ENABLE=0
 {
   nvidia-smi --query-gpu=index,name,memory.total --format=csv,noheader
   nvidia-smi topo -m 2>&1 | head -4

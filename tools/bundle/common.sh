@@ -1,6 +1,25 @@
 # common.sh — what the GPU host's scripts share (sourced by run.sh,
-# shm-gpu.sh and packed-gpu.sh; copied into the bundle by make-bundle.sh).
+# shm-gpu.sh, packed-gpu.sh, wide-gpu.sh and cluster-gpu.sh; copied into
+# the bundle by make-bundle.sh). They set B, the bundle's folder, first.
 #
+# bundle_out SUMMARY: makes $OUT (default $B/out), exports what the test
+# binaries and Python want (SPMV_ROOT, TAP output, unbuffered Python) and
+# starts $summary, $OUT/SUMMARY, empty.
+bundle_out() {
+  OUT=${OUT:-$B/out}
+  mkdir -p "$OUT"
+  export SPMV_ROOT="$B/work" CMOCKA_MESSAGE_OUTPUT=TAP PYTHONUNBUFFERED=1
+  summary="$OUT/$1"
+  : >"$summary"
+}
+
+# wait_ready PORT: waits up to 20 s for spmvd on 127.0.0.1:PORT to answer
+# /v1/ready; status 1 if it never does.
+wait_ready() {
+  for _ in $(seq 200); do curl -sf "http://127.0.0.1:$1/v1/ready" >/dev/null && return 0; sleep 0.1; done
+  return 1
+}
+
 # step NAME LOG LIMIT CMD...: runs CMD with its output in LOG under a time
 # limit and appends one line to $summary: the exit status and the TAP
 # lines it printed (ok, not ok, skipped), with the seconds it took.

@@ -18,12 +18,8 @@
 # under $OUT; summary.txt says pass/fail per step.
 set -u
 B=$(cd "$(dirname "$0")" && pwd)
-OUT=${OUT:-$B/out}
-mkdir -p "$OUT"
-export SPMV_ROOT="$B/work" CMOCKA_MESSAGE_OUTPUT=TAP PYTHONUNBUFFERED=1
-summary="$OUT/summary.txt"
-: >"$summary"
 . "$B/common.sh"
+bundle_out summary.txt
 nvidia-smi --query-gpu=name,driver_version,memory.total,clocks.max.sm,clocks.max.mem --format=csv,noheader | tee -a "$summary"
 
 if [ "${TESTS:-1}" = 1 ]; then
@@ -44,7 +40,7 @@ if [ "${TESTS:-1}" = 1 ]; then
   mkdir -p "$B/state.mixed"
   "$B/bin/spmvd" --listen 127.0.0.1:18611 --state-dir "$B/state.mixed" --log-level warn >"$OUT/spmvd.mixed.log" 2>&1 &
   pid=$!
-  for _ in $(seq 200); do curl -sf http://127.0.0.1:18611/v1/ready >/dev/null && break; sleep 0.1; done
+  wait_ready 18611
   MIXED_DEVICE=gpu SPMV_SEED=${SPMV_SEED:-$RANDOM} step mixed_check "$OUT/mixed_check.log" 200 "$PY" \
     "$B/mixed_check.py" http://127.0.0.1:18611 "$B/shared/matrices" "$B/state.mixed/ids.json"
   grep -E '^not ok|^# (seed|error)' "$OUT/mixed_check.log" | head -20 | tee -a "$summary"

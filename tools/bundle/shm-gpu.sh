@@ -15,12 +15,8 @@
 # present. Logs and results under $OUT; summary.txt says pass/fail per step.
 set -u
 B=$(cd "$(dirname "$0")" && pwd)
-OUT=${OUT:-$B/out}
-mkdir -p "$OUT"
-export SPMV_ROOT="$B/work" CMOCKA_MESSAGE_OUTPUT=TAP PYTHONUNBUFFERED=1
-summary="$OUT/summary.txt"
-: >"$summary"
 . "$B/common.sh"
+bundle_out summary.txt
 nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader | tee -a "$summary"
 "$PY" -c 'import numpy, scipy, sys; print(sys.version.split()[0], numpy.__version__, scipy.__version__)' | tee -a "$summary"
 
@@ -30,7 +26,7 @@ start() { # port, flags...: a daemon of the bundle on 127.0.0.1:port
   mkdir -p "$B/state.$port"
   "$B/bin/spmvd" --listen "127.0.0.1:$port" --state-dir "$B/state.$port" --log-level warn "$@" >"$OUT/spmvd.$port.log" 2>&1 &
   PIDS+=($!)
-  for _ in $(seq 200); do curl -sf "http://127.0.0.1:$port/v1/ready" >/dev/null && return 0; sleep 0.1; done
+  wait_ready "$port" && return 0
   echo "spmvd on $port did not start" | tee -a "$summary"; tail -5 "$OUT/spmvd.$port.log"
 }
 trap 'kill ${PIDS[@]} 2>/dev/null; wait' EXIT
@@ -43,7 +39,7 @@ if [ -x "$B/bin/real/spmvd-old" ]; then # the binary path before this issue, for
   LD_LIBRARY_PATH="$B/lib" "$B/bin/real/spmvd-old" --listen 127.0.0.1:18604 --state-dir "$B/state.18604" \
     --log-level warn >"$OUT/spmvd.18604.log" 2>&1 &
   PIDS+=($!)
-  for _ in $(seq 200); do curl -sf http://127.0.0.1:18604/v1/ready >/dev/null && break; sleep 0.1; done
+  wait_ready 18604
   BASE=(--baseline http://127.0.0.1:18604)
 fi
 SHM_GPU=1 step shm_check "$OUT/shm_check.log" 240 "$PY" "$B/shm_check.py" http://127.0.0.1:18601 \

@@ -19,12 +19,8 @@
 # Logs under $OUT; summary-wide.txt says pass/fail per step.
 set -u
 B=$(cd "$(dirname "$0")" && pwd)
-OUT=${OUT:-$B/out}
-mkdir -p "$OUT"
-export SPMV_ROOT="$B/work" CMOCKA_MESSAGE_OUTPUT=TAP PYTHONUNBUFFERED=1
-summary="$OUT/summary-wide.txt"
-: >"$summary"
 . "$B/common.sh"
+bundle_out summary-wide.txt
 {
   nvidia-smi --query-gpu=index,name,memory.total,driver_version --format=csv,noheader
   free -g | head -2

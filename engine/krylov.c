@@ -155,9 +155,13 @@ static bool converged(solve_state *s, double rnorm)
  * caller restarts from it, and the stop is back to "not yet". */
 static int truly_converged(solve_state *s, const spmv_vec *b, const spmv_vec *x, spmv_vec *tmp, bool *yes);
 
-/* z = D^-1 r (Jacobi) or z = r. */
+static bool preconditioned(const solve_state *s) { return s->o->inv_diag || s->o->precond; }
+
+/* z = M^-1 r: the preconditioner's, D^-1 r (Jacobi), or z = r. */
 static int precond(solve_state *s, const spmv_vec *r, spmv_vec *z)
 {
+    if (s->o->precond)
+        return s->o->precond(s->o->precond_ctx, r, z, s->err);
     int st = spmv_vec_copy(s->ctx, r, z, s->err);
     if (st == SPMV_OK && s->o->inv_diag)
         st = spmv_vec_mul(s->ctx, s->o->inv_diag, z, s->err);
@@ -204,7 +208,7 @@ static int cg(solve_state *s, const spmv_vec *b, spmv_vec *x)
     TRY(work(s, b, &p));
     TRY(work(s, b, &q));
     z = r;
-    if (s->o->inv_diag)
+    if (preconditioned(s))
         TRY(work(s, b, &z));
     TRY(residual(s, b, x, r));
     TRY(spmv_vec_nrm2(c, r, &rnorm, e));
@@ -237,7 +241,7 @@ static int cg(solve_state *s, const spmv_vec *b, spmv_vec *x)
             restart = true;
         }
         double rz_new;
-        if (s->o->inv_diag) {
+        if (preconditioned(s)) {
             TRY(precond(s, r, z));
             TRY(spmv_vec_dot(c, r, z, &rz_new, e));
         } else
@@ -293,7 +297,7 @@ static int bicg_half(solve_state *s, bicg *q, spmv_vec *x, double rho_new, int32
     double beta = (rho_new / q->rho) * (q->alpha / q->omega);
     TRY(spmv_vec_axpy(c, -q->omega, q->v, q->p, e)); /* p = r + beta (p - omega v) */
     TRY(spmv_vec_axpby(c, 1.0, q->r, beta, q->p, e));
-    if (s->o->inv_diag)
+    if (preconditioned(s))
         TRY(precond(s, q->p, q->ph));
     TRY(apply(s, q->ph, q->v));
     TRY(spmv_vec_dot(c, q->r0, q->v, &r0v, e));
@@ -313,7 +317,7 @@ static int bicg_stab(solve_state *s, bicg *q, spmv_vec *x, int32_t it, bool *sto
     spmv_error *e = s->err;
     double ts, tt;
     int st;
-    if (s->o->inv_diag)
+    if (preconditioned(s))
         TRY(precond(s, q->r, q->sh));
     TRY(apply(s, q->sh, q->t));
     TRY(spmv_vec_dot(c, q->t, q->r, &ts, e));
@@ -337,7 +341,7 @@ static int bicg_setup(solve_state *s, bicg *q, const spmv_vec *b)
     TRY(work(s, b, &q->t));
     q->ph = q->p;
     q->sh = q->r;
-    if (s->o->inv_diag) {
+    if (preconditioned(s)) {
         TRY(work(s, b, &q->ph));
         TRY(work(s, b, &q->sh));
     }
@@ -447,7 +451,7 @@ static int arnoldi(solve_state *s, gmres_state *q, int32_t j, double *hn)
     spmv_gpu_ctx *c = s->ctx;
     int st;
     const spmv_vec *in = &q->V[j];
-    if (s->o->inv_diag) {
+    if (preconditioned(s)) {
         TRY(precond(s, &q->V[j], q->zt));
         in = q->zt;
     }
@@ -496,9 +500,10 @@ static int gmres_update(solve_state *s, gmres_state *q, int32_t used, spmv_vec *
     TRY(spmv_vec_fill(c, q->zt, 0.0, s->err));
     for (int32_t i = 0; i < used; i++)
         TRY(spmv_vec_axpy(c, q->y[i], &q->V[i], q->zt, s->err));
-    if (s->o->inv_diag)
-        TRY(spmv_vec_mul(c, s->o->inv_diag, q->zt, s->err));
-    return spmv_vec_axpy(c, 1.0, q->zt, x, s->err);
+    if (!preconditioned(s))
+        return spmv_vec_axpy(c, 1.0, q->zt, x, s->err);
+    TRY(precond(s, q->zt, q->r)); /* r is free until the caller recomputes the residual */
+    return spmv_vec_axpy(c, 1.0, q->r, x, s->err);
 }
 
 /* One cycle of at most m Arnoldi steps from r (norm rnorm), x updated;

@@ -1,7 +1,7 @@
 /* krylov.h — iterative solvers that run where the matrix lives.
  *
- * CG, BiCGSTAB and restarted GMRES, optionally with a Jacobi (diagonal)
- * preconditioner, written once against the engine's vector calls
+ * CG, BiCGSTAB and restarted GMRES, optionally preconditioned (Jacobi, or
+ * any preconditioner of engine/precond.h), written once against the engine's vector calls
  * (spmv_vec_*: the same operations POST /v1/ops runs step by step) and an
  * operator callback for y = A*x. The vectors are host vectors (ctx NULL) or
  * vectors on ctx's GPU; the solver allocates its work vectors on the same
@@ -51,6 +51,11 @@ typedef struct spmv_solve_options {
     double tol;                      /* relative residual to reach, finite and > 0 */
     int32_t maxit;                   /* iterations (GMRES: inner iterations, all cycles counted) */
     const spmv_vec *inv_diag;        /* Jacobi: 1/diag(A) on the solve's device; NULL: none */
+    /* Any other preconditioner: z = M^-1 r on the solve's device
+     * (engine/precond.h spmv_precond_apply_cb with a binding); NULL: none.
+     * CG needs it symmetric positive definite. */
+    int (*precond)(void *ctx, const spmv_vec *r, spmv_vec *z, spmv_error *err);
+    void *precond_ctx;
     /* After every iteration: (it, relative residual of the recurrence).
      * A non-zero return stops the solve as SPMV_STOP_CANCELLED. */
     int (*progress)(void *ctx, int32_t it, double relres);

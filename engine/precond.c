@@ -1,0 +1,249 @@
+/* precond.c — the preconditioner objects (precond.h): one table of types,
+ * each with its host setup, its optional copy to a GPU, its apply on the
+ * host and on a GPU, and its free.
+ *
+ * jacobi and amg live here; the other types have files of their own
+ * (engine/precond_*.c) and register in `types` below. A preconditioner
+ * built for a GPU keeps nothing on the host beyond its small header.
+ */
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "formats.h"
+#include "krylov.h"
+#include "precond.h"
+#include "precond_impl.h"
+
+static const char *const names[SPMV_PRECOND_COUNT] = {
+    [SPMV_PRECOND_NONE] = "none",           [SPMV_PRECOND_JACOBI] = "jacobi", [SPMV_PRECOND_BLOCK_JACOBI] = "block_jacobi",
+    [SPMV_PRECOND_CHEBYSHEV] = "chebyshev", [SPMV_PRECOND_AMG] = "amg",       [SPMV_PRECOND_IC0] = "ic0",
+    [SPMV_PRECOND_ILU0] = "ilu0",
+};
+
+const char *spmv_precond_type_name(spmv_precond_type t)
+{
+    return (unsigned)t < SPMV_PRECOND_COUNT ? names[t] : "?";
+}
+
+int spmv_precond_type_parse(const char *name, spmv_precond_type *out)
+{
+    for (int t = 0; t < SPMV_PRECOND_COUNT; t++)
+        if (name && strcmp(name, names[t]) == 0 && (t == SPMV_PRECOND_NONE || precond_ops_of((spmv_precond_type)t))) {
+            *out = (spmv_precond_type)t;
+            return SPMV_OK;
+        }
+    return SPMV_ERR_INVALID;
+}
+
+void spmv_precond_defaults(spmv_precond_options *o, spmv_precond_type t)
+{
+    memset(o, 0, sizeof *o);
+    o->type = t;
+    o->block_size = 1;
+    o->degree = 3;
+    spmv_amg_defaults(&o->amg);
+}
+
+/* ------------------------------------------------------------ jacobi */
+
+typedef struct jacobi {
+    spmv_vec dinv; /* 1/diag(A) in the vectors' dtype, on the device */
+} jacobi;
+
+static int jacobi_setup(spmv_gpu_ctx *ctx, spmv_precond *p, const spmv_csr *a, spmv_error *err)
+{
+    jacobi *j = calloc(1, sizeof *j);
+    size_t vs = spmv_dtype_size(a->dtype);
+    void *h = malloc((size_t)(a->rows ? a->rows : 1) * vs);
+    int st = j && h ? SPMV_OK : spmv_error_set(err, SPMV_ERR_NOMEM, 0, "jacobi: out of memory");
+    p->impl = j;
+    if (st || (st = spmv_csr_inv_diag(a, h, err)) ||
+        (st = spmv_vec_alloc(ctx, ctx ? SPMV_DEVICE_GPU : SPMV_DEVICE_CPU, a->dtype, a->rows, 1, &j->dinv, err)))
+        goto out;
+    st = spmv_vec_write(ctx, &j->dinv, h, err);
+    if (ctx)
+        p->device_bytes = spmv_vec_bytes(&j->dinv);
+    else
+        p->host_bytes = spmv_vec_bytes(&j->dinv);
+out:
+    free(h);
+    return st;
+}
+
+static int jacobi_apply(spmv_gpu_ctx *ctx, spmv_precond *p, const spmv_vec *r, spmv_vec *z, spmv_error *err)
+{
+    jacobi *j = p->impl;
+    int st = spmv_vec_copy(ctx, r, z, err);
+    return st ? st : spmv_vec_mul(ctx, &j->dinv, z, err);
+}
+
+static void jacobi_free(spmv_gpu_ctx *ctx, spmv_precond *p)
+{
+    jacobi *j = p->impl;
+    if (j)
+        spmv_vec_free(ctx, &j->dinv);
+    free(j);
+}
+
+static const precond_ops jacobi_ops = {jacobi_setup, jacobi_apply, jacobi_free, true};
+
+/* --------------------------------------------------------------- amg */
+
+typedef struct amg {
+    spmv_amg *h;       /* the hierarchy (kept on the host only for a host solve) */
+    spmv_gpu_amg *g;   /* its copy on the GPU */
+    double *in, *out;  /* float32 vectors on the host: through float64 */
+} amg;
+
+static int amg_setup(spmv_gpu_ctx *ctx, spmv_precond *p, const spmv_csr *a, spmv_error *err)
+{
+    amg *m = calloc(1, sizeof *m);
+    p->impl = m;
+    if (!m)
+        return spmv_error_set(err, SPMV_ERR_NOMEM, 0, "amg: out of memory");
+    spmv_amg_options o = p->o.amg;
+    o.block_size = p->o.block_size > 1 ? p->o.block_size : o.block_size;
+    int st = spmv_amg_setup(a, &o, &m->h, err);
+    if (st)
+        return st;
+    p->levels = m->h->nlevels;
+    p->operator_complexity = m->h->operator_complexity;
+    p->coarse_rows = m->h->coarse_n;
+    if (!ctx) {
+        p->host_bytes = (size_t)m->h->bytes + (size_t)a->nnz * 12;
+        return SPMV_OK;
+    }
+    st = spmv_gpu_amg_upload(ctx, m->h, &m->g, err);
+    if (st == SPMV_OK)
+        p->device_bytes = spmv_gpu_amg_bytes(m->g);
+    spmv_amg_free(m->h); /* the device holds the hierarchy now */
+    m->h = NULL;
+    return st;
+}
+
+static int amg_apply_host(amg *m, const spmv_vec *r, spmv_vec *z, spmv_error *err)
+{
+    int64_t n = r->n;
+    if (r->dtype == SPMV_FLOAT64) {
+        spmv_amg_vcycle(m->h, r->data, z->data);
+        return SPMV_OK;
+    }
+    if (!m->in && (!(m->in = malloc((size_t)n * 8)) || !(m->out = malloc((size_t)n * 8))))
+        return spmv_error_set(err, SPMV_ERR_NOMEM, 0, "amg: out of memory for float32 staging");
+    for (int64_t i = 0; i < n; i++)
+        m->in[i] = ((const float *)r->data)[i];
+    spmv_amg_vcycle(m->h, m->in, m->out);
+    for (int64_t i = 0; i < n; i++)
+        ((float *)z->data)[i] = (float)m->out[i];
+    return SPMV_OK;
+}
+
+static int amg_apply(spmv_gpu_ctx *ctx, spmv_precond *p, const spmv_vec *r, spmv_vec *z, spmv_error *err)
+{
+    amg *m = p->impl;
+    return ctx ? spmv_gpu_amg_vcycle(ctx, m->g, r, z, err) : amg_apply_host(m, r, z, err);
+}
+
+static void amg_free(spmv_gpu_ctx *ctx, spmv_precond *p)
+{
+    amg *m = p->impl;
+    if (!m)
+        return;
+    spmv_gpu_amg_free(ctx, m->g);
+    spmv_amg_free(m->h);
+    free(m->in);
+    free(m->out);
+    free(m);
+}
+
+static const precond_ops amg_ops = {amg_setup, amg_apply, amg_free, true};
+
+/* ------------------------------------------------------------- objects */
+
+const precond_ops *precond_ops_of(spmv_precond_type t)
+{
+    switch (t) {
+    case SPMV_PRECOND_JACOBI: return &jacobi_ops;
+    case SPMV_PRECOND_AMG: return &amg_ops;
+    default: return NULL;
+    }
+}
+
+static int check_setup(const spmv_csr *a, const spmv_precond_options *o, spmv_error *err)
+{
+    if (!a || a->rows != a->cols)
+        return spmv_error_set(err, SPMV_ERR_SHAPE, 0, "a preconditioner needs a square matrix");
+    if (!precond_ops_of(o->type))
+        return spmv_error_set(err, SPMV_ERR_INVALID, 0, "no preconditioner of type %s", spmv_precond_type_name(o->type));
+    if (o->block_size < 1 || o->block_size > 8 || a->rows % o->block_size)
+        return spmv_error_set(err, SPMV_ERR_INVALID, 0, "block_size %d: must be 1..8 and divide the rows (%d)",
+                              o->block_size, a->rows);
+    if (o->degree < 1 || o->degree > 10)
+        return spmv_error_set(err, SPMV_ERR_INVALID, 0, "degree %d: must be 1..10", o->degree);
+    return SPMV_OK;
+}
+
+int spmv_precond_setup(spmv_gpu_ctx *ctx, const spmv_csr *a, const spmv_precond_options *o, spmv_precond **out,
+                       spmv_error *err)
+{
+    double t0 = spmv_now_ms();
+    *out = NULL;
+    int st = check_setup(a, o, err);
+    if (st)
+        return st;
+    spmv_precond *p = calloc(1, sizeof *p);
+    if (!p)
+        return spmv_error_set(err, SPMV_ERR_NOMEM, 0, "out of memory for a preconditioner");
+    p->o = *o;
+    p->o.amg.near_nullspace = NULL; /* the caller's array is not kept */
+    p->ops = precond_ops_of(o->type);
+    p->device = ctx ? SPMV_DEVICE_GPU : SPMV_DEVICE_CPU;
+    p->rows = a->rows;
+    if ((st = p->ops->setup(ctx, p, a, err))) {
+        spmv_precond_free(ctx, p);
+        return st;
+    }
+    p->setup_ms = spmv_now_ms() - t0;
+    *out = p;
+    return SPMV_OK;
+}
+
+void spmv_precond_free(spmv_gpu_ctx *ctx, spmv_precond *p)
+{
+    if (!p)
+        return;
+    p->ops->free(ctx, p);
+    free(p);
+}
+
+int spmv_precond_apply(spmv_gpu_ctx *ctx, spmv_precond *p, const spmv_vec *r, spmv_vec *z, spmv_error *err)
+{
+    spmv_device_kind dev = ctx ? SPMV_DEVICE_GPU : SPMV_DEVICE_CPU;
+    if (!p || !r || !z || p->device != dev || r->device != dev || z->device != dev || r->n != p->rows ||
+        z->n != p->rows || r->k != 1 || z->k != 1 || r->dtype != z->dtype || r->data == z->data)
+        return spmv_error_set(err, SPMV_ERR_INVALID, 0, "preconditioner %s: r and z must be distinct vectors of its "
+                              "device, %d values, one column, one dtype", p ? spmv_precond_type_name(p->o.type) : "?",
+                              p ? p->rows : 0);
+    return p->ops->apply(ctx, p, r, z, err);
+}
+
+void spmv_precond_info_of(const spmv_precond *p, spmv_precond_info *out)
+{
+    memset(out, 0, sizeof *out);
+    out->type = p->o.type;
+    out->device = p->device;
+    out->setup_ms = p->setup_ms;
+    out->host_bytes = p->host_bytes;
+    out->device_bytes = p->device_bytes;
+    out->symmetric = p->ops->symmetric;
+    out->levels = p->levels;
+    out->operator_complexity = p->operator_complexity;
+    out->coarse_rows = p->coarse_rows;
+}
+
+int spmv_precond_apply_cb(void *binding, const spmv_vec *r, spmv_vec *z, spmv_error *err)
+{
+    spmv_precond_binding *b = binding;
+    return spmv_precond_apply(b->gpu, b->p, r, z, err);
+}

@@ -22,6 +22,7 @@
 #include <uuid/uuid.h>
 
 #include "daemon/log.h"
+#include "daemon/preconds.h"
 #include "daemon/store.h"
 #include "daemon/autotune.h"
 #include "daemon/worker.h"
@@ -103,6 +104,7 @@ void matrix_unref(matrix *m)
 {
     if (!m || atomic_fetch_sub(&m->refs, 1) != 1)
         return;
+    preconds_clear(m); /* each freed on its worker: before the device copy's release, queued after them */
     if (m->dev && m->dev_worker)
         m->dev_worker->ops->matrix_release(m->dev_worker, m->dev);
     if (m->shards && m->shard_worker) /* freed on every rank, from the cluster worker's thread */

@@ -50,6 +50,8 @@ typedef struct matrix {
     int32_t tuned_k_cols[8];
     spmv_matrix *host_t;        /* Aᵀ on the host, built on first use of op "t" by a CPU kernel, under `lock` */
     struct worker *shard_worker; /* the cluster worker (daemon/worker_cluster.c) when sharded, else NULL */
+    struct rprecond *preconds;  /* its resident preconditioners (daemon/preconds.c), under `lock` */
+    uint64_t values_version;    /* bumped when its values change: cached preconditioners are stale then */
     void *shards;               /* its shards across the MPI ranks (a cluster_matrix), opaque outside it */
     _Atomic int refs;
     struct matrix *next;        /* store list */

@@ -200,3 +200,40 @@ int worker_cluster_spmv(worker *w, matrix *m, const spmv_kernel *k, const spmv_p
                          .st = &st->st, .err = err};
     return worker_run(w, &a);
 }
+
+/* ------------------------------------------------------- housekeeping */
+
+typedef struct post_task {
+    task base;
+    void (*fn)(worker *w, void *arg);
+    void *arg;
+} post_task;
+
+static void post_run(task *t, worker *w)
+{
+    post_task *p = (post_task *)t;
+    p->fn(w, p->arg);
+}
+
+static void post_finish(task *t, int status)
+{
+    post_task *p = (post_task *)t;
+    if (status != SPMV_OK) /* the worker stopped first: fn learns it, and frees host memory only */
+        p->fn(NULL, p->arg);
+    free(p);
+}
+
+void worker_post(worker *w, void (*fn)(worker *w, void *arg), void *arg)
+{
+    post_task *p = calloc(1, sizeof *p);
+    if (!p) {
+        log_error("%s: out of memory queueing housekeeping; its memory leaks until shutdown", w->name);
+        return;
+    }
+    p->base.run = post_run;
+    p->base.finish = post_finish;
+    p->fn = fn;
+    p->arg = arg;
+    if (queue_push(&w->queue, &p->base, true) != SPMV_OK)
+        post_finish(&p->base, SPMV_ERR_UNAVAILABLE);
+}

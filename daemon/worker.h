@@ -174,6 +174,11 @@ spmv_gpu_ctx *worker_gpu_ctx(worker *w);
  * resident; B is copied there for the call when it is not. *c gets C. */
 int worker_run_spmspm(worker *w, matrix *a, matrix *b, const spmv_kernel *k, const spmv_params *p,
                       int32_t warmup, int32_t runs, spmv_csr *c, spmv_stats *st, spmv_error *err);
+/* Runs fn(w, arg) on w's thread as a forced task, without waiting:
+ * housekeeping that must happen where the memory belongs (freeing a GPU
+ * object). When the worker is stopping, fn(NULL, arg) runs instead, on the
+ * caller's thread: it may free host memory only. */
+void worker_post(worker *w, void (*fn)(worker *w, void *arg), void *arg);
 /* Marks the worker alive (the loop and long tasks call it). */
 void worker_heartbeat(worker *w);
 /* Whether the worker's loop is healthy: it ticked within stale_ms, or it is

@@ -109,6 +109,13 @@ json_t *api_matrix_json(spmvd *d, matrix *m)
         json_object_set_new(o, "row_offsets", json_integer(spmv_csr_wide(&m->host.csr) ? 64 : 32));
     if (o && m->shards)
         json_object_set_new(o, "shards", shards_json(m));
+    if (o) { /* under the lock: PUT .../values changes it */
+        char hex[65];
+        pthread_mutex_lock(&m->lock);
+        spmv_sha256_hex(m->meta.sha256, hex);
+        pthread_mutex_unlock(&m->lock);
+        json_object_set_new(o, "sha256", json_string(hex));
+    }
     if (o && m->meta.generated) { /* built by formula; the file keeps this recipe */
         const spmv_gen_spec *g = &m->meta.recipe;
         json_object_set_new(o, "generated", json_pack("{s:s, s:I, s:i, s:I, s:I}", "kind", spmv_gen_kind_name(g->kind),
@@ -183,6 +190,12 @@ static void delete_begin(request *r)
         api_bytes(r, 204, NULL, NULL, 0);
 }
 
-const route_handlers api_matrices_get = {.begin = list_begin};
-const route_handlers api_matrix_get = {.begin = get_begin};
-const route_handlers api_matrix_delete = {.begin = delete_begin};
+const route_handlers api_matrices_get = {.begin = list_begin, .body_kind = API_BODY_NONE, .query = api_no_query};
+const route_handlers api_matrix_get = {.begin = get_begin, .body_kind = API_BODY_NONE, .query = api_no_query};
+const route_handlers api_matrix_delete = {.begin = delete_begin, .body_kind = API_BODY_NONE, .query = api_no_query};
+
+static void values_begin(request *r)
+{
+    api_error(r, 500, "internal", "not yet");
+}
+const route_handlers api_values_put = {.begin = values_begin, .body_kind = API_BODY_BINARY, .query = api_no_query};

@@ -225,7 +225,8 @@ static void delete_begin(request *r)
         api_bytes(r, 204, NULL, NULL, 0);
 }
 
-const route_handlers api_shm_list = {.begin = list_begin};
-const route_handlers api_shm_post = {.begin = post_begin, .body = collect, .end = post_end, .accepts_body = true};
-const route_handlers api_shm_get = {.begin = get_begin};
-const route_handlers api_shm_delete = {.begin = delete_begin};
+const route_handlers api_shm_list = {.begin = list_begin, .body_kind = API_BODY_NONE, .query = api_no_query};
+const route_handlers api_shm_post = {.begin = post_begin, .body = collect, .end = post_end, .accepts_body = true,
+                                     .body_kind = API_BODY_JSON, .query = api_no_query};
+const route_handlers api_shm_get = {.begin = get_begin, .body_kind = API_BODY_NONE, .query = api_no_query};
+const route_handlers api_shm_delete = {.begin = delete_begin, .body_kind = API_BODY_NONE, .query = api_no_query};

@@ -350,4 +350,6 @@ static void solve_cleanup(request *r)
 const route_handlers api_solve_post = {
     .begin = solve_begin, .body = solve_body, .end = solve_end, .resumed = answer, .cleanup = solve_cleanup,
     .accepts_body = true,
+    .body_kind = API_BODY_JSON,
+    .query = api_no_query,
 };

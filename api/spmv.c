@@ -78,16 +78,7 @@ static int64_t body_limit(request *r, const spmv_task *t)
 
 static void spmv_begin(request *r)
 {
-    const char *ct = api_header_in(r, MHD_HTTP_HEADER_CONTENT_TYPE);
-    bool binary = ct && strncasecmp(ct, "application/octet-stream", 24) == 0;
-    bool json = !ct || strncasecmp(ct, "application/json", 16) == 0 ||
-                strncasecmp(ct, "application/x-www-form-urlencoded", 33) == 0 ||
-                strncasecmp(ct, "text/plain", 10) == 0;
-    if (!binary && !json) {
-        api_error(r, 415, "unsupported_media_type",
-                  "Content-Type %s: send application/json or application/octet-stream", ct);
-        return;
-    }
+    bool binary = r->binary; /* Content-Type checked by request_begin */
     spmv_task *t = calloc(1, sizeof *t);
     if (!t) {
         api_error(r, 500, "out_of_memory", "out of memory");
@@ -622,6 +613,10 @@ static void spmv_cleanup(request *r)
     r->state = NULL;
 }
 
+/* The binary form's options (api_decode_spmv_query reads them). */
+static const char *const spmv_query[] = {"kernel", "runs", "warmup", "verify", "async", "k", "op", "alpha", "beta", "x",
+                                         "y", "x_shm", "x_offset", "y_shm", "y_offset", API_QUERY_PARAMS, NULL};
+
 const route_handlers api_spmv_post = {
     .begin = spmv_begin,
     .body = spmv_body,
@@ -629,4 +624,6 @@ const route_handlers api_spmv_post = {
     .resumed = answer,
     .cleanup = spmv_cleanup,
     .accepts_body = true,
+    .body_kind = API_BODY_JSON_OR_BINARY,
+    .query = spmv_query,
 };

@@ -68,7 +68,7 @@ typedef struct upload_req {
     bool multipart;             /* the body is form fields (pp), not the file itself */
     bool file_seen;
     char name[FIELD_MAX], dtype[FIELD_MAX], formats[FIELD_MAX], hack_size[FIELD_MAX], device[FIELD_MAX];
-    char shard[FIELD_MAX], offsets[FIELD_MAX];
+    char shard[FIELD_MAX], offsets[FIELD_MAX], if_exists[FIELD_MAX];
     char generate[FIELD_MAX], gen_n[FIELD_MAX], gen_per_row[FIELD_MAX], gen_dense_len[FIELD_MAX], gen_seed[FIELD_MAX];
     char filename[FIELD_MAX];
     uint64_t bytes;
@@ -160,21 +160,21 @@ static void spool_remove(upload_req *u)
 }
 
 /* The upload's options, taken as form fields or query parameters (a form
- * field wins), each into its buffer of `upload_req`. */
-static const struct {
-    const char *name;
-    size_t off;
-} options[] = {
-    {"name", offsetof(upload_req, name)},           {"dtype", offsetof(upload_req, dtype)},
-    {"formats", offsetof(upload_req, formats)},     {"hack_size", offsetof(upload_req, hack_size)},
-    {"device", offsetof(upload_req, device)},       {"shard", offsetof(upload_req, shard)},
-    {"offsets", offsetof(upload_req, offsets)},     {"generate", offsetof(upload_req, generate)},
-    {"n", offsetof(upload_req, gen_n)},             {"per_row", offsetof(upload_req, gen_per_row)},
-    {"dense_len", offsetof(upload_req, gen_dense_len)}, {"seed", offsetof(upload_req, gen_seed)},
+ * field wins), each into its buffer of `upload_req`: the names are the
+ * route's query parameters, in the order of their buffers. */
+static const char *const option_names[] = {"name", "dtype", "formats", "hack_size", "device", "shard", "offsets",
+                                           "if_exists", "generate", "n", "per_row", "dense_len", "seed", NULL};
+static const size_t option_off[] = {
+    offsetof(upload_req, name),      offsetof(upload_req, dtype),       offsetof(upload_req, formats),
+    offsetof(upload_req, hack_size), offsetof(upload_req, device),      offsetof(upload_req, shard),
+    offsetof(upload_req, offsets),   offsetof(upload_req, if_exists),   offsetof(upload_req, generate),
+    offsetof(upload_req, gen_n),     offsetof(upload_req, gen_per_row), offsetof(upload_req, gen_dense_len),
+    offsetof(upload_req, gen_seed),
 };
-#define OPTION_COUNT (sizeof options / sizeof options[0])
+#define OPTION_COUNT (sizeof option_off / sizeof option_off[0])
+_Static_assert(OPTION_COUNT + 1 == sizeof option_names / sizeof option_names[0], "a buffer for every option");
 
-static char *option_buf(upload_req *u, size_t i) { return (char *)u + options[i].off; }
+static char *option_buf(upload_req *u, size_t i) { return (char *)u + option_off[i]; }
 
 /* Appends a form field's chunk to its (bounded) buffer. */
 static int field_append(char *buf, const char *data, uint64_t off, size_t size)
@@ -212,7 +212,7 @@ static enum MHD_Result on_field(void *cls, enum MHD_ValueKind kind, const char *
         return r->failed ? MHD_NO : MHD_YES;
     }
     for (size_t i = 0; i < OPTION_COUNT; i++)
-        if (strcmp(key, options[i].name) == 0) {
+        if (strcmp(key, option_names[i]) == 0) {
             if (field_append(option_buf(u, i), data, off, size) != 0) {
                 api_error(r, 400, "bad_request", "form field `%s` is longer than %d bytes", key, FIELD_MAX - 1);
                 return MHD_NO;
@@ -221,7 +221,7 @@ static enum MHD_Result on_field(void *cls, enum MHD_ValueKind kind, const char *
         }
     char known[256] = "file";
     for (size_t i = 0; i < OPTION_COUNT; i++)
-        snprintf(known + strlen(known), sizeof known - strlen(known), ", %s", options[i].name);
+        snprintf(known + strlen(known), sizeof known - strlen(known), ", %s", option_names[i]);
     api_error(r, 400, "bad_request", "unknown form field `%s` (known: %s)", key, known);
     return MHD_NO;
 }
@@ -242,7 +242,7 @@ static void upload_begin(request *r)
     upload_init(&u->up, d);
     /* query options first: form fields, when present, override them */
     for (size_t i = 0; i < OPTION_COUNT; i++) {
-        const char *v = api_query(r, options[i].name);
+        const char *v = api_query(r, option_names[i]);
         if (v)
             snprintf(option_buf(u, i), FIELD_MAX, "%s", v);
     }
@@ -595,4 +595,6 @@ const route_handlers api_upload_post = {
     .resumed = upload_resumed,
     .cleanup = upload_cleanup,
     .accepts_body = true,
+    .body_kind = API_BODY_OWN,
+    .query = option_names,
 };

@@ -66,6 +66,11 @@ int matrix_new_from_csr(const matfile_meta *meta, spmv_csr *csr, unsigned format
     if (!m)
         return spmv_error_set(err, SPMV_ERR_NOMEM, 0, "out of memory");
     m->meta = *meta;
+    if (!m->meta.has_sha256 && spmv_csr_sha256(csr, m->meta.sha256) != SPMV_OK) {
+        free(m);
+        return spmv_error_set(err, SPMV_ERR_NOMEM, 0, "out of memory hashing the matrix");
+    }
+    m->meta.has_sha256 = true;
     pthread_mutex_init(&m->lock, NULL);
     atomic_store(&m->refs, 1);
     m->host.rows = csr->rows;
@@ -293,6 +298,20 @@ matrix *store_get(store *s, const char *id)
         }
     pthread_mutex_unlock(&s->lock);
     return found;
+}
+
+size_t store_named(store *s, const char *name, matrix **out, size_t max)
+{
+    size_t n = 0;
+    pthread_mutex_lock(&s->lock);
+    for (matrix *m = s->head; m; m = m->next)
+        if (strcmp(m->meta.name, name) == 0) {
+            if (n < max)
+                out[n] = matrix_ref(m);
+            n++;
+        }
+    pthread_mutex_unlock(&s->lock);
+    return n;
 }
 
 int store_remove(store *s, const char *id, spmv_error *err)

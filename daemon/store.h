@@ -65,7 +65,8 @@ const char *store_dir(const store *s);
 
 /* A fresh matrix with one reference, its host matrix taking ownership of
  * *csr (zeroed), and the other host formats in `formats` built (pinned);
- * one the padding rule `lim` refuses is skipped. */
+ * one the padding rule `lim` refuses is skipped. The content hash is
+ * computed unless meta has it. */
 int matrix_new_from_csr(const matfile_meta *meta, spmv_csr *csr, unsigned formats, const spmv_format_limits *lim,
                         matrix **out, spmv_error *err);
 matrix *matrix_ref(matrix *m);
@@ -114,6 +115,9 @@ int store_commit(store *s, matrix *m, store_staged *st, spmv_error *err);
 void store_discard(store_staged *st);
 /* A referenced matrix, or NULL. */
 matrix *store_get(store *s, const char *id);
+/* How many matrices are named `name`; the first `max` of them (oldest
+ * first) referenced into out. */
+size_t store_named(store *s, const char *name, matrix **out, size_t max);
 /* Unlinks the file and drops the store's reference. SPMV_ERR_NOT_FOUND if
  * absent. */
 int store_remove(store *s, const char *id, spmv_error *err);

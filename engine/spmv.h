@@ -136,6 +136,14 @@ static inline int64_t spmv_csr_row_begin(const spmv_csr *a, int64_t i)
 {
     return a->row_ptr64 ? a->row_ptr64[i] : a->row_ptr[i];
 }
+/* The content hash of a CSR: SHA-256 over, in this order and
+ * little-endian, rows and cols as two int64, the rows + 1 row offsets as
+ * int64 (whether the CSR holds them in 32 or 64 bits), the nnz columns as
+ * int32 and the nnz values as stored (float64 or float32). NumPy:
+ * sha256(int64[rows, cols] + indptr as <i8 + indices as <i4 + data). */
+int spmv_csr_sha256(const spmv_csr *m, unsigned char out[32]);
+/* 64 lower-case hex digits and a NUL. */
+void spmv_sha256_hex(const unsigned char sum[32], char hex[65]);
 /* Makes a 32-bit CSR wide (64-bit offsets, the same entries); a no-op on a
  * wide one. */
 int spmv_csr_widen(spmv_csr *a, spmv_error *err);

@@ -177,11 +177,7 @@ static void get_begin(request *r)
 static void delete_begin(request *r)
 {
     spmv_error err = {0};
-    matrix *m = store_get(r->d->store, r->id);
-    if (m && m->shards) /* the ranks' shard files go with it */
-        cluster_matrix_forget(m->shards);
-    matrix_unref(m);
-    int rc = store_remove(r->d->store, r->id, &err);
+    int rc = spmvd_remove_matrix(r->d, r->id, &err);
     if (rc == SPMV_ERR_NOT_FOUND)
         api_error(r, 404, "not_found", "no matrix %s", r->id);
     else if (rc != SPMV_OK)

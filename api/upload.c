@@ -226,6 +226,45 @@ static enum MHD_Result on_field(void *cls, enum MHD_ValueKind kind, const char *
     return MHD_NO;
 }
 
+static int hex_digit(char c)
+{
+    return c >= '0' && c <= '9' ? c - '0' : c >= 'a' && c <= 'f' ? c - 'a' + 10 : c >= 'A' && c <= 'F' ? c - 'A' + 10 : -1;
+}
+
+/* The file name a raw body's Content-Disposition gives (RFC 6266:
+ * filename*=UTF-8''percent-encoded wins over filename="quoted" or
+ * filename=token), its directories dropped; empty when it gives none. */
+static void disposition_name(const char *cd, char out[FIELD_MAX])
+{
+    const char *v = strcasestr(cd, "filename*=");
+    size_t n = 0;
+    bool ext = v && strncasecmp(v + 10, "UTF-8''", 7) == 0, quoted = false;
+    v = ext ? v + 17 : strcasestr(cd, "filename=");
+    if (v && !ext) {
+        v += 9;
+        quoted = *v == '"';
+        v += quoted;
+    }
+    for (; v && *v && n + 1 < FIELD_MAX; v++) {
+        if (quoted ? *v == '"' : (*v == ';' || *v == ' '))
+            break;
+        if (quoted && *v == '\\' && v[1])
+            v++;
+        else if (ext && *v == '%' && hex_digit(v[1]) >= 0 && hex_digit(v[2]) >= 0) {
+            out[n++] = (char)(hex_digit(v[1]) * 16 + hex_digit(v[2]));
+            v += 2;
+            continue;
+        }
+        out[n++] = *v;
+    }
+    out[n] = '\0';
+    const char *base = out;
+    for (const char *p = out; *p; p++)
+        if (*p == '/' || *p == '\\')
+            base = p + 1;
+    memmove(out, base, strlen(base) + 1);
+}
+
 static void upload_begin(request *r)
 {
     spmvd *d = r->d;
@@ -257,6 +296,9 @@ static void upload_begin(request *r)
         return;
     }
     const char *ct = api_header_in(r, MHD_HTTP_HEADER_CONTENT_TYPE);
+    const char *cd = api_header_in(r, "Content-Disposition");
+    if (cd && !(ct && strncasecmp(ct, "multipart/form-data", 19) == 0))
+        disposition_name(cd, u->filename);
     if (ct && strncasecmp(ct, "multipart/form-data", 19) == 0) {
         u->multipart = true;
         u->pp = MHD_create_post_processor(r->conn, POST_BUFFER, on_field, r);
@@ -380,10 +422,17 @@ static int parse_options(request *r)
         api_error(r, 503, "cluster_failed", "`shard`: the cluster has failed: %s", cluster_failed(d->cluster));
         return -1;
     }
+    static const char *const modes[] = {[UPLOAD_NEW] = "new", [UPLOAD_REUSE] = "reuse", [UPLOAD_REPLACE] = "replace"};
+    o->if_exists = UPLOAD_NEW;
+    while (u->if_exists[0] && strcmp(u->if_exists, modes[o->if_exists]) != 0)
+        if (++o->if_exists > UPLOAD_REPLACE) {
+            api_error(r, 400, "invalid_request", "`if_exists` must be new, reuse or replace, not \"%.64s\"", u->if_exists);
+            return -1;
+        }
     o->name = u->name[0] ? u->name : u->filename[0] ? u->filename : "matrix";
     if (strlen(o->name) > MATFILE_NAME_MAX || !name_ok(o->name)) {
-        api_error(r, 400, "invalid_request", "`name` must be at most %d bytes of UTF-8 text without control characters",
-                  MATFILE_NAME_MAX);
+        api_error(r, 400, "invalid_request", "`name` (or the file name) must be at most %d bytes of UTF-8 text without "
+                  "control characters", MATFILE_NAME_MAX);
         return -1;
     }
     return 0;
@@ -486,6 +535,8 @@ static void answer_created(request *r)
     matrix *m = u->up.m;
     char loc[64];
     snprintf(loc, sizeof loc, "/v1/matrices/%s", m->meta.id);
+    if (u->up.spec.if_exists == UPLOAD_REPLACE)
+        upload_replace(&u->up);
     log_info("upload: stored %s \"%s\" %dx%d nnz %lld %s on %s (%llu bytes, parse %.1f ms)", m->meta.id,
              m->meta.name, m->host.rows, m->host.cols, (long long)m->host.nnz, matrix_dtype_name(m),
              m->dev_worker ? m->dev_worker->name : "cpu", (unsigned long long)u->bytes, m->meta.parse_ms);
@@ -569,6 +620,17 @@ static void upload_end(request *r)
         rc = upload_build(&u->up, &err);
     if (rc != SPMV_OK) {
         api_error_spmv(r, rc, &err);
+        return;
+    }
+    matrix *same = u->up.spec.if_exists == UPLOAD_REUSE ? upload_reusable(&u->up) : NULL;
+    if (same) { /* 200, not 201: nothing new was stored */
+        char loc[64];
+        snprintf(loc, sizeof loc, "/v1/matrices/%s", same->meta.id);
+        log_info("upload: \"%s\" is %s already (same sha256 and dtype): reused, nothing stored", same->meta.name,
+                 same->meta.id);
+        api_json(r, 200, api_matrix_json(r->d, same));
+        api_header(r, MHD_HTTP_HEADER_LOCATION, loc);
+        matrix_unref(same);
         return;
     }
     place(r);

@@ -39,6 +39,8 @@ not_ok() {
 skip() { T_COUNT=$((T_COUNT + 1)); echo "ok $T_COUNT # SKIP $*"; }
 # check DESCRIPTION COMMAND...: ok when the command succeeds.
 check() { local d=$1; shift; if "$@" >/dev/null 2>&1; then ok "$d"; else not_ok "$d" "failed: $*"; fi; }
+# that DESC 'CONDITION': check for a shell condition (&&, ||, pipes), evaluated as written.
+that() { local d=$1; shift; if eval "$*" >/dev/null 2>&1; then ok "$d"; else not_ok "$d" "failed: $*"; fi; }
 # expect_code DESCRIPTION WANT: compares with $CODE, shows the body if not.
 expect_code() {
   if [ "$CODE" = "$2" ]; then ok "$1"

@@ -35,16 +35,16 @@ else not_ok "binary spmv ?kernal=&run=: 400 unknown_parameter" "HTTP $CODE $(hea
 
 req POST "/v1/matrices/$ID/spmv?kernel=cpu.hll.omp&runs=50&kernel=cpu.csr.serial" --data-binary "@$E2E_TMP/x.f64" \
     -H 'Content-Type: application/octet-stream'
-check "binary spmv with ?kernel= twice: 400 naming it" \
-  [ "$CODE" = 400 ] && jget 'd["error"]["message"]' | grep -q '`kernel` is given twice'
+that "binary spmv with ?kernel= twice: 400 naming it" \
+  '[ "$CODE" = 400 ] && jget "d[\"error\"][\"message\"]" | grep -q "\`kernel\` is given twice"'
 
 x=$("$PYTHON" -c 'print(list(range(50)))')
 req POST "/v1/matrices/$ID/spmv?kernel=cpu.hll.omp" -H 'Content-Type: application/json' -d "{\"x\": $x}"
-check "JSON spmv with a query string: 400 unknown_parameter (the options are in the body)" \
-  [ "$CODE" = 400 ] && [ "$(jget 'd["error"]["code"]')" = unknown_parameter ]
+that "JSON spmv with a query string: 400 unknown_parameter (the options are in the body)" \
+  '[ "$CODE" = 400 ] && [ "$(jget "d[\"error\"][\"code\"]")" = unknown_parameter ]'
 req POST "/v1/matrices/$ID/spmv" -H 'Content-Type: application/json' -d "{\"x\": $x, \"kernel\": \"cpu.hll.omp\"}"
-check "JSON spmv without a query string: 200 with the kernel asked" \
-  [ "$CODE" = 200 ] && [ "$(jget 'd["kernel"]')" = cpu.hll.omp ]
+that "JSON spmv without a query string: 200 with the kernel asked" \
+  '[ "$CODE" = 200 ] && [ "$(jget "d[\"kernel\"]")" = cpu.hll.omp ]'
 req POST "/v1/matrices/$ID/spmv" -H 'Content-Type: text/plain' -d "{\"x\": $x}"
 check "JSON spmv as text/plain: 415" [ "$CODE" = 415 ]
 
@@ -57,10 +57,10 @@ else not_ok "raw upload ?dtyp=&nmae=: 400" "HTTP $CODE $msg"; fi
 check "nothing was stored by it" [ "$(ls "$SPMVD_STATE" | grep -c '\.csr$')" -eq "$before" ]
 
 req POST "/v1/vectors?like=$ID" -H 'Content-Type: application/json' -d '{"fill": 1}'
-check "a vector from a JSON object with a query string: 400 unknown_parameter" \
-  [ "$CODE" = 400 ] && [ "$(jget 'd["error"]["code"]')" = unknown_parameter ]
+that "a vector from a JSON object with a query string: 400 unknown_parameter" \
+  '[ "$CODE" = 400 ] && [ "$(jget "d[\"error\"][\"code\"]")" = unknown_parameter ]'
 req POST "/v1/vectors?like=$ID" -H 'Content-Type: application/json' -d "$x"
-check "a vector from a JSON array takes its options from the query: 201" [ "$CODE" = 201 ] && [ "$(jget 'd["n"]')" = 50 ]
+that "a vector from a JSON array takes its options from the query: 201" '[ "$CODE" = 201 ] && [ "$(jget "d[\"n\"]")" = 50 ]'
 check "the daemon logged no undeclared query read" bash -c "! grep -q 'do not declare' '$SPMVD_LOG'"
 
 done_testing

@@ -15,41 +15,22 @@ For every route and method:
 any lookup, so nothing has to exist. Prints TAP; SPMVD_URL, SPMVD and
 SPMV_ROOT from the environment.
 """
-import http.client
 import json
 import os
 import subprocess
-import sys
-import urllib.parse
 import uuid
 
-URL = urllib.parse.urlsplit(os.environ["SPMVD_URL"])
+import tap
+
+BASE = os.environ["SPMVD_URL"]
 ROOT = os.environ.get("SPMV_ROOT", ".")
-n_test = 0
-failed = 0
 
 
-def tap(good, what, why=""):
-    global n_test, failed
-    n_test += 1
-    print(("ok %d - %s" if good else "not ok %d - %s") % (n_test, what))
-    if not good:
-        failed += 1
-        print("# " + why.replace("\n", "\n# "))
-
-
-def call(method, path, body=b"", ctype=None):
-    c = http.client.HTTPConnection(URL.hostname, URL.port, timeout=60)
-    h = {"Content-Type": ctype} if ctype else {}
-    c.request(method, path, body=body if method in ("POST", "PUT") else None, headers=h)
-    r = c.getresponse()
-    data = r.read()
-    c.close()
-    try:
-        err = json.loads(data).get("error", {}) if data[:1] == b"{" else {}
-    except ValueError:
-        err = {}
-    return r.status, err.get("code", ""), err.get("message", "")
+def call(method, path, body=None, ctype=None):
+    """(status, error code, error message) of one request."""
+    st, d = tap.call(BASE, method, path, body if method in ("POST", "PUT") else None, ctype or "application/json")
+    err = d.get("error", {}) if isinstance(d, dict) else {}
+    return st, err.get("code", ""), err.get("message", "")
 
 
 def concrete(path):
@@ -67,45 +48,44 @@ def body_for(route):
 
 routes = [json.loads(l) for l in subprocess.run([os.environ["SPMVD"], "--routes"], check=True,
                                                 stdout=subprocess.PIPE, text=True).stdout.splitlines()]
-tap(len(routes) >= 29, "spmvd --routes lists every route and method (%d)" % len(routes))
+tap.ok(len(routes) >= 29, "spmvd --routes lists every route and method (%d)" % len(routes))
 api_md = open(os.path.join(ROOT, "docs/api.md")).read()
 
 for rt in routes:
     m, p = rt["method"], rt["path"]
     name = "%s %s" % (m, p)
     if rt["query"] is None:
-        tap(False, name + ": declares its query parameters", "the handlers' .query is NULL (api/api.h)")
+        tap.ok(False, name + ": declares its query parameters", "the handlers' .query is NULL (api/api.h)")
         continue
     body, ctype = body_for(rt)
     st, code, msg = call(m, concrete(p) + "?zz_unknown=1", body, ctype)
     listed = all(q in msg for q in rt["query"])
-    tap(st == 400 and code == "unknown_parameter" and "zz_unknown" in msg and listed and
+    tap.ok(st == 400 and code == "unknown_parameter" and "zz_unknown" in msg and listed and
         (rt["query"] or "no query parameters" in msg),
         name + ": an unknown query parameter is 400 unknown_parameter naming it and the %d it takes" % len(rt["query"]),
         "HTTP %d %s: %s" % (st, code, msg))
     for q in rt["query"]:
         st, code, msg = call(m, concrete(p) + "?" + q + "=1", body, ctype)
         if code == "unknown_parameter":
-            tap(False, "%s: ?%s= is read" % (name, q), "HTTP %d %s: %s" % (st, code, msg))
+            tap.ok(False, "%s: ?%s= is read" % (name, q), "HTTP %d %s: %s" % (st, code, msg))
     st, code, msg = call(m, concrete(p) + "?" + (rt["query"] + ["zz"])[0] + "=1&" + (rt["query"] + ["zz"])[0] + "=2",
                          body, ctype)
-    tap(st == 400 and code in ("invalid_parameter", "unknown_parameter"),
+    tap.ok(st == 400 and code in ("invalid_parameter", "unknown_parameter"),
         name + ": a query parameter given twice is 400", "HTTP %d %s: %s" % (st, code, msg))
     undocumented = [q for q in rt["query"] if "`%s`" % q not in api_md and "?%s=" % q not in api_md]
-    tap(not undocumented, name + ": its query parameters are in docs/api.md", "missing: %s" % undocumented)
+    tap.ok(not undocumented, name + ": its query parameters are in docs/api.md", "missing: %s" % undocumented)
     if rt["body"] == "json_or_binary" and rt["query"] and not rt["query_with_json"]:
         st, code, msg = call(m, concrete(p) + "?" + rt["query"][0] + "=1", b"{}", "application/json")
-        tap(st == 400 and code == "unknown_parameter" and "JSON body" in msg,
+        tap.ok(st == 400 and code == "unknown_parameter" and "JSON body" in msg,
             name + ": with a JSON body, a query parameter is 400 unknown_parameter",
             "HTTP %d %s: %s" % (st, code, msg))
     if rt["body"] in ("json", "json_or_binary", "binary"):
         st, code, msg = call(m, concrete(p), b"x=1", "text/plain")
-        tap(st == 415 and code == "unsupported_media_type" and "text/plain" in msg,
+        tap.ok(st == 415 and code == "unsupported_media_type" and "text/plain" in msg,
             name + ": Content-Type text/plain is 415", "HTTP %d %s: %s" % (st, code, msg))
     if rt["body"] == "json":
         st, code, msg = call(m, concrete(p), b"{}", "application/json; charset=utf-8")
-        tap(code != "unsupported_media_type", name + ": application/json with a charset is JSON",
+        tap.ok(code != "unsupported_media_type", name + ": application/json with a charset is JSON",
             "HTTP %d %s: %s" % (st, code, msg))
 
-print("1..%d" % n_test)
-sys.exit(1 if failed else 0)
+tap.done()

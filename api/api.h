@@ -122,6 +122,9 @@ const char *api_route_path(route_id route);
 /* ----------------------------------------------------------- answers */
 void api_json(request *r, int status, json_t *body);       /* steals body */
 void api_bytes(request *r, int status, const char *content_type, void *data, size_t len); /* takes data (malloc) */
+/* The answer is the file open on fd, size bytes from its start (MHD
+ * closes it when sent). */
+void api_file(request *r, int status, const char *content_type, int fd, uint64_t size);
 /* The same from a pooled buffer, answered without a copy and put back
  * when sent. */
 void api_bytes_pooled(request *r, int status, const char *content_type, bufpool_buf *b, size_t len);
@@ -232,6 +235,6 @@ int api_shm_status(int st, const char **code);
 bool api_shm_enabled(request *r);
 extern const route_handlers api_solve_post;  /* api/solve.c */
 extern const route_handlers api_job_delete, api_jobs_get; /* api/info.c (jobs) */
-extern const route_handlers api_values_put;  /* api/matrices.c */
+extern const route_handlers api_values_put;  /* api/values.c */
 
 #endif

@@ -165,12 +165,33 @@ static void list_begin(request *r)
     api_json(r, 200, json_pack("{s:o, s:I}", "matrices", a, "count", (json_int_t)n));
 }
 
+/* Accept: application/x-npz: the CSR as scipy.sparse.load_npz reads it. */
+static void answer_npz(request *r, matrix *m)
+{
+    spmv_error err = {0};
+    int fd;
+    uint64_t size;
+    int rc = store_export_npz(r->d->store, m, &fd, &size, &err);
+    if (rc != SPMV_OK) {
+        api_error_spmv(r, rc, &err);
+        return;
+    }
+    char cd[80];
+    snprintf(cd, sizeof cd, "attachment; filename=\"%s.npz\"", m->meta.id);
+    api_file(r, 200, "application/x-npz", fd, size);
+    api_header(r, "Content-Disposition", cd);
+}
+
 static void get_begin(request *r)
 {
     matrix *m = api_get_matrix(r);
     if (!m)
         return;
-    api_json(r, 200, api_matrix_json(r->d, m));
+    const char *accept = api_header_in(r, MHD_HTTP_HEADER_ACCEPT);
+    if (accept && strstr(accept, "application/x-npz"))
+        answer_npz(r, m);
+    else
+        api_json(r, 200, api_matrix_json(r->d, m));
     matrix_unref(m);
 }
 
@@ -189,9 +210,3 @@ static void delete_begin(request *r)
 const route_handlers api_matrices_get = {.begin = list_begin, .body_kind = API_BODY_NONE, .query = api_no_query};
 const route_handlers api_matrix_get = {.begin = get_begin, .body_kind = API_BODY_NONE, .query = api_no_query};
 const route_handlers api_matrix_delete = {.begin = delete_begin, .body_kind = API_BODY_NONE, .query = api_no_query};
-
-static void values_begin(request *r)
-{
-    api_error(r, 500, "internal", "not yet");
-}
-const route_handlers api_values_put = {.begin = values_begin, .body_kind = API_BODY_BINARY, .query = api_no_query};

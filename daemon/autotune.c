@@ -212,6 +212,16 @@ int autotune_get_k(spmvd *d, worker *w, matrix *m, int32_t ncols, matrix_tuning 
     return SPMV_OK;
 }
 
+void autotune_forget(spmvd *d, matrix *m)
+{
+    pthread_mutex_lock(&m->lock);
+    memset(&m->tuned, 0, sizeof m->tuned);
+    memset(m->tuned_k, 0, sizeof m->tuned_k);
+    memset(m->tuned_k_cols, 0, sizeof m->tuned_k_cols);
+    pthread_mutex_unlock(&m->lock);
+    autotune_remove(store_dir(d->store), m->meta.id);
+}
+
 void tune_run(task *base, worker *w)
 {
     tune_task *t = (tune_task *)base;

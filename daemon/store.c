@@ -17,6 +17,7 @@
 #include <string.h>
 #include <sys/file.h>
 #include <sys/stat.h>
+#include <time.h>
 #include <unistd.h>
 
 #include <uuid/uuid.h>
@@ -312,6 +313,42 @@ size_t store_named(store *s, const char *name, matrix **out, size_t max)
         }
     pthread_mutex_unlock(&s->lock);
     return n;
+}
+
+#define EXPORT_TRIES 4
+
+int store_export_npz(store *s, matrix *m, int *fd, uint64_t *size, spmv_error *err)
+{
+    char path[PATH_MAX];
+    for (int attempt = 0; attempt < EXPORT_TRIES; attempt++) {
+        unsigned gen = atomic_load(&m->values_gen);
+        struct stat st;
+        int tmp = -1, rc = SPMV_OK;
+        if (gen & 1u) { /* the worker is copying new values in */
+            struct timespec ts = {0, 10 * 1000 * 1000};
+            nanosleep(&ts, NULL);
+            continue;
+        }
+        if (snprintf(path, sizeof path, "%s/.download-XXXXXX.tmp", s->dir) >= (int)sizeof path || (tmp = mkstemps(path, 4)) < 0)
+            return spmv_error_set(err, SPMV_ERR_IO, 0, "a temporary file in %s: %s", s->dir, strerror(errno));
+        close(tmp);
+        rc = spmv_npz_write_csr_file(path, &m->host.csr, false, err);
+        tmp = rc == SPMV_OK ? open(path, O_RDONLY | O_CLOEXEC) : -1;
+        if (rc == SPMV_OK && (tmp < 0 || fstat(tmp, &st) != 0))
+            rc = spmv_error_set(err, SPMV_ERR_IO, 0, "reading back %s: %s", path, strerror(errno));
+        unlink(path);
+        if (rc == SPMV_OK && atomic_load(&m->values_gen) == gen) {
+            *fd = tmp;
+            *size = (uint64_t)st.st_size;
+            return SPMV_OK;
+        }
+        if (tmp >= 0)
+            close(tmp);
+        if (rc != SPMV_OK)
+            return rc;
+    }
+    return spmv_error_set(err, SPMV_ERR_UNAVAILABLE, 0, "the values of %s kept changing while it was written; try again",
+                          m->meta.id);
 }
 
 int store_remove(store *s, const char *id, spmv_error *err)

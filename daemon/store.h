@@ -48,6 +48,8 @@ typedef struct matrix {
     matrix_tuning tuned;        /* `auto`'s choice, under `lock` */
     matrix_tuning tuned_k[8];   /* `auto`'s choices for k > 1 columns (kernel NULL: free), under `lock` */
     int32_t tuned_k_cols[8];
+    atomic_bool values_changing; /* a PUT .../values is under way (daemon/values.c): one at a time */
+    _Atomic unsigned values_gen; /* odd while the host values change: readers outside the worker retry */
     spmv_matrix *host_t;        /* Aᵀ on the host, built on first use of op "t" by a CPU kernel, under `lock` */
     struct worker *shard_worker; /* the cluster worker (daemon/worker_cluster.c) when sharded, else NULL */
     void *shards;               /* its shards across the MPI ranks (a cluster_matrix), opaque outside it */
@@ -125,6 +127,13 @@ int store_remove(store *s, const char *id, spmv_error *err);
 int store_list(store *s, matrix ***out, size_t *n);
 void store_list_free(matrix **list, size_t n);
 size_t store_count(store *s);
+
+/* GET with Accept: application/x-npz: m's CSR as SciPy's .npz (members
+ * stored, not deflated) in an unlinked temporary file of the state
+ * directory, read back from *fd (its size in *size). Values that change
+ * meanwhile (PUT .../values) make it write again; SPMV_ERR_UNAVAILABLE
+ * after a few tries. */
+int store_export_npz(store *s, matrix *m, int *fd, uint64_t *size, spmv_error *err);
 
 /* Reload at start. For each <id>.csr file: read and verify it; a damaged
  * one is moved to damaged/ with a log line; a good one is handed to `load`

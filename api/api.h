@@ -187,9 +187,11 @@ const char *api_header_in(request *r, const char *key);
 void api_body_pooled(request *r, int64_t limit);
 /* Frees or puts back r->body. */
 void api_body_free(request *r);
-void api_body_collect(request *r, const char *data, size_t size, int64_t limit);
+/* `key` in both: what sets the limit, for the 413 that names it (the
+ * configuration key to raise, or what fixes the bound). */
+void api_body_collect(request *r, const char *data, size_t size, int64_t limit, const char *key);
 /* Checks Content-Length against a limit on the first call: 413 answer. */
-bool api_check_content_length(request *r, int64_t limit);
+bool api_check_content_length(request *r, int64_t limit, const char *key);
 /* Suspends r and submits t to w; on a full queue answers 503 with
  * Retry-After. Returns true when the task was queued. */
 bool api_submit_and_suspend(request *r, worker *w, task *t);

@@ -177,9 +177,14 @@ static int64_t bench_body_limit(request *r)
     return limit < (1 << 20) ? limit : (1 << 20);
 }
 
+static const char *bench_limit_key(request *r)
+{
+    return bench_body_limit(r) < (1 << 20) ? "max_body_bytes" : "a bench body's fixed 1 MiB";
+}
+
 static void bench_begin(request *r)
 {
-    if (!api_check_content_length(r, bench_body_limit(r)))
+    if (!api_check_content_length(r, bench_body_limit(r), bench_limit_key(r)))
         return;
     bench_task *b = calloc(1, sizeof *b);
     if (!b) {
@@ -194,7 +199,7 @@ static void bench_begin(request *r)
 
 static void bench_body(request *r, const char *data, size_t size)
 {
-    api_body_collect(r, data, size, bench_body_limit(r));
+    api_body_collect(r, data, size, bench_body_limit(r), bench_limit_key(r));
 }
 
 static void bench_end(request *r)

@@ -360,12 +360,12 @@ static void ops_begin(request *r)
     q->b.d = r->d;
     q->r = r;
     r->state = q;
-    api_check_content_length(r, atomic_load(&r->d->limits.max_body_bytes));
+    api_check_content_length(r, atomic_load(&r->d->limits.max_body_bytes), "max_body_bytes");
 }
 
 static void ops_body(request *r, const char *data, size_t size)
 {
-    api_body_collect(r, data, size, atomic_load(&r->d->limits.max_body_bytes));
+    api_body_collect(r, data, size, atomic_load(&r->d->limits.max_body_bytes), "max_body_bytes");
 }
 
 static void ops_end(request *r)

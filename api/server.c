@@ -64,7 +64,7 @@ const char *api_header_in(request *r, const char *key)
     return MHD_lookup_connection_value(r->conn, MHD_HEADER_KIND, key);
 }
 
-bool api_check_content_length(request *r, int64_t limit)
+bool api_check_content_length(request *r, int64_t limit, const char *key)
 {
     const char *cl = api_header_in(r, MHD_HTTP_HEADER_CONTENT_LENGTH);
     if (!cl)
@@ -77,7 +77,7 @@ bool api_check_content_length(request *r, int64_t limit)
         return false;
     }
     if (n > (unsigned long long)limit) {
-        api_error(r, 413, "too_large", "body of %llu bytes is over the limit of %" PRId64 " bytes", n, limit);
+        api_error(r, 413, "too_large", "body of %llu bytes is over the limit of %" PRId64 " bytes (%s)", n, limit, key);
         return false;
     }
     return true;
@@ -106,13 +106,14 @@ void api_body_pooled(request *r, int64_t limit)
     }
 }
 
-void api_body_collect(request *r, const char *data, size_t size, int64_t limit)
+void api_body_collect(request *r, const char *data, size_t size, int64_t limit, const char *key)
 {
     if (r->failed)
         return;
     r->body_seen += size;
     if (r->body_seen > (uint64_t)limit) {
-        api_error(r, 413, "too_large", "body is over the limit of %" PRId64 " bytes", limit);
+        api_error(r, 413, "too_large", "body of at least %" PRId64 " bytes is over the limit of %" PRId64 " bytes (%s)",
+                  (int64_t)r->body_seen, limit, key);
         api_body_free(r);
         r->body_len = r->body_cap = 0;
         return;

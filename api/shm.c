@@ -55,13 +55,13 @@ static const char *path_name(request *r)
 
 static void collect(request *r, const char *data, size_t size)
 {
-    api_body_collect(r, data, size, 64 * 1024);
+    api_body_collect(r, data, size, 64 * 1024, "a registration's fixed 64 KiB");
 }
 
 static void post_begin(request *r)
 {
     if (api_shm_enabled(r))
-        api_check_content_length(r, 64 * 1024);
+        api_check_content_length(r, 64 * 1024, "a registration's fixed 64 KiB");
 }
 
 static int int_field(request *r, const json_t *o, const char *key, int64_t def, int64_t *out)

@@ -317,12 +317,12 @@ static void solve_begin(request *r)
     r->state = t;
     if (!(t->s.m = api_get_matrix(r)) || api_refuse_sharded(r, t->s.m, "/solve"))
         return;
-    api_check_content_length(r, atomic_load(&r->d->limits.max_body_bytes));
+    api_check_content_length(r, atomic_load(&r->d->limits.max_body_bytes), "max_body_bytes");
 }
 
 static void solve_body(request *r, const char *data, size_t size)
 {
-    api_body_collect(r, data, size, atomic_load(&r->d->limits.max_body_bytes));
+    api_body_collect(r, data, size, atomic_load(&r->d->limits.max_body_bytes), "max_body_bytes");
 }
 
 static void solve_end(request *r)

@@ -345,12 +345,12 @@ static void spmspm_begin(request *r)
     r->state = t;
     if (!(t->s.a = api_get_matrix(r)) || api_refuse_sharded(r, t->s.a, "SpMSpM"))
         return;
-    api_check_content_length(r, SPMSPM_BODY_MAX);
+    api_check_content_length(r, SPMSPM_BODY_MAX, "an SpMSpM body's fixed 64 KiB");
 }
 
 static void spmspm_body(request *r, const char *data, size_t size)
 {
-    api_body_collect(r, data, size, SPMSPM_BODY_MAX);
+    api_body_collect(r, data, size, SPMSPM_BODY_MAX, "an SpMSpM body's fixed 64 KiB");
 }
 
 static void spmspm_end(request *r)

@@ -51,6 +51,7 @@ typedef struct spmv_task {
     request *r;           /* NULL when async */
     bool binary;          /* x in the body and y in the answer as raw values */
     int64_t body_limit;
+    const char *limit_key; /* what sets body_limit (body_limit()) */
 } spmv_task;
 
 /* ------------------------------------------------------ the request */
@@ -63,7 +64,7 @@ static spmv_task *T(request *r) { return r->state; }
  * little off still gets the 400 that names both lengths). A body beyond
  * that is refused before it is read, so jansson never builds a tree many
  * times the size of any legitimate request. */
-static int64_t body_limit(request *r, const spmv_task *t)
+static int64_t body_limit(request *r, spmv_task *t)
 {
     int64_t limit = atomic_load(&r->d->limits.max_body_bytes);
     int64_t len = t->pr.m->host.cols > t->pr.m->host.rows ? t->pr.m->host.cols : t->pr.m->host.rows; /* op t takes rows */
@@ -73,6 +74,9 @@ static int64_t body_limit(request *r, const spmv_task *t)
         k = ks && atoll(ks) >= 1 && atoll(ks) <= SPMV_MAX_K ? atoll(ks) : 1;
     int64_t shape = t->binary ? 4096 + 2 * k * len * (int64_t)spmv_dtype_size(t->pr.m->host.dtype)
                               : 4096 + 64 * k * len;
+    t->limit_key = shape < limit ? (t->binary ? "what x of this matrix can take in binary: 4096 + 2 x k x n x value size"
+                                              : "what x of this matrix can take in JSON: 4096 + 64 x k x n")
+                                 : "max_body_bytes";
     return shape < limit ? shape : limit;
 }
 
@@ -90,13 +94,13 @@ static void spmv_begin(request *r)
     if (!(t->pr.m = api_get_matrix(r)))
         return;
     t->body_limit = body_limit(r, t);
-    if (api_check_content_length(r, t->body_limit) && binary)
+    if (api_check_content_length(r, t->body_limit, t->limit_key) && binary)
         api_body_pooled(r, t->body_limit);
 }
 
 static void spmv_body(request *r, const char *data, size_t size)
 {
-    api_body_collect(r, data, size, T(r)->body_limit);
+    api_body_collect(r, data, size, T(r)->body_limit, T(r)->limit_key);
 }
 
 /* The checks every compute route makes of the kernel it was asked for:

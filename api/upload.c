@@ -86,7 +86,8 @@ static void mm_feed(request *r, const char *data, size_t size)
     if (rc == SPMV_ERR_NOMEM)
         api_error(r, 500, "out_of_memory", "%s", err.message);
     else if (rc != SPMV_OK)
-        api_error(r, 422, rc == SPMV_ERR_UNSUPPORTED ? "unsupported_matrix" : "bad_matrix", "%s", err.message);
+        api_error(r, 422, rc == SPMV_ERR_UNSUPPORTED ? "unsupported_matrix" : rc == SPMV_ERR_LIMIT ? "too_large" : "bad_matrix",
+                  "%s", err.message);
 }
 
 static void spool_write(request *r, const void *data, size_t size)
@@ -268,7 +269,7 @@ static void disposition_name(const char *cd, char out[FIELD_MAX])
 static void upload_begin(request *r)
 {
     spmvd *d = r->d;
-    if (!api_check_content_length(r, atomic_load(&d->limits.max_upload_bytes)))
+    if (!api_check_content_length(r, atomic_load(&d->limits.max_upload_bytes), "max_upload_bytes"))
         return;
     upload_req *u = calloc(1, sizeof *u);
     if (!u) {
@@ -313,7 +314,8 @@ static void upload_body(request *r, const char *data, size_t size)
     int64_t limit = atomic_load(&r->d->limits.max_upload_bytes);
     u->bytes += size;
     if (u->bytes > (uint64_t)limit) {
-        api_error(r, 413, "too_large", "upload is over the limit of %lld bytes", (long long)limit);
+        api_error(r, 413, "too_large", "upload of at least %llu bytes is over the limit of %lld bytes (max_upload_bytes)",
+                  (unsigned long long)u->bytes, (long long)limit);
         return;
     }
     if (u->pp) {
@@ -523,7 +525,8 @@ static int read_entries(request *r)
     if (rc == SPMV_ERR_NOMEM)
         api_error_spmv(r, rc, &err);
     else
-        api_error(r, 422, rc == SPMV_ERR_UNSUPPORTED ? "unsupported_matrix" : "bad_matrix", "%s", err.message);
+        api_error(r, 422, rc == SPMV_ERR_UNSUPPORTED ? "unsupported_matrix" : rc == SPMV_ERR_LIMIT ? "too_large" : "bad_matrix",
+                  "%s", err.message);
     return -1;
 }
 

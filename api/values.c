@@ -50,13 +50,13 @@ static void values_begin_route(request *r)
     if (cl && strtoll(cl, NULL, 10) != q->want && strtoll(cl, NULL, 10) <= limit)
         api_error(r, 400, "shape_mismatch", "the body has %s bytes; matrix %s takes its %" PRId64 " non-zeros' values "
                   "as %s, %" PRId64 " bytes", cl, r->id, q->t.m->host.nnz, spmv_dtype_name(q->t.m->host.dtype), q->want);
-    else if (api_check_content_length(r, limit))
+    else if (api_check_content_length(r, limit, "max_upload_bytes"))
         api_body_pooled(r, q->want);
 }
 
 static void values_body(request *r, const char *data, size_t size)
 {
-    api_body_collect(r, data, size, V(r)->want);
+    api_body_collect(r, data, size, V(r)->want, "the matrix's non-zeros' values");
 }
 
 static void values_finish(task *base, int status)

@@ -434,13 +434,13 @@ static int check_keys(request *r, const json_t *o, const char *const *keys)
 
 static void collect(request *r, const char *data, size_t size)
 {
-    api_body_collect(r, data, size, atomic_load(&r->d->limits.max_body_bytes));
+    api_body_collect(r, data, size, atomic_load(&r->d->limits.max_body_bytes), "max_body_bytes");
 }
 
 static void post_begin(request *r)
 {
     if (task_new(r, VECTOR_CREATE))
-        api_check_content_length(r, atomic_load(&r->d->limits.max_body_bytes));
+        api_check_content_length(r, atomic_load(&r->d->limits.max_body_bytes), "max_body_bytes");
 }
 
 static void submit(request *r)
@@ -540,7 +540,7 @@ static void get_end(request *r)
 static void put_begin(request *r)
 {
     if (task_new(r, VECTOR_WRITE))
-        api_check_content_length(r, atomic_load(&r->d->limits.max_body_bytes));
+        api_check_content_length(r, atomic_load(&r->d->limits.max_body_bytes), "max_body_bytes");
 }
 
 static void put_end(request *r)

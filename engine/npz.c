@@ -584,7 +584,7 @@ static int read_head(zip_t *za, const spmv_mm_options *opts, npz_head *h, spmv_e
                         (long long)cols);
     if (rows > limit_or(opts->max_rows) || cols > limit_or(opts->max_cols))
         return npz_fail(err, SPMV_ERR_LIMIT, "shape.npy", "shape %lld x %lld is over the limit of %lld rows and %lld "
-                        "columns", (long long)rows, (long long)cols, (long long)limit_or(opts->max_rows),
+                        "columns (max_rows)", (long long)rows, (long long)cols, (long long)limit_or(opts->max_rows),
                         (long long)limit_or(opts->max_cols));
     /* nnz from data's header, checked before anything is allocated from it */
     if ((st = npy_open(za, "data.npy", &a, err)))

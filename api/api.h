@@ -147,7 +147,8 @@ int api_status_of(int spmv_st, const char **code);
 void api_header(request *r, const char *name, const char *value);
 
 /* ------------------------------------------------------------- JSON */
-/* Serialises with 17 significant digits (full float64 precision). */
+/* Serialises compactly: each real in the shortest form that reads back the
+ * same, measurements (*_ms, *_s, gflops, gbps, speedup) to 6 digits. */
 char *api_json_dump(const json_t *v, size_t *len);
 /* A real; non-finite values as "NaN", "Infinity", "-Infinity". */
 json_t *api_json_real(double v);
@@ -160,8 +161,9 @@ int api_kernel_check(request *r, const spmv_kernel *k, const char *name, spmv_op
                      const char *what);
 /* The statistics object of every compute answer (spmv, spmspm, bench). */
 json_t *api_stats_json(const spmv_stats *s);
-/* The parameters kernel k takes, with the values p used. */
-json_t *api_params_json(const spmv_kernel *k, const spmv_params *p);
+/* The parameters kernel k takes, with the values p used (hack_size 0, the
+ * kernel's own choice, as the matrix m's hack_size it then runs with). */
+json_t *api_params_json(const spmv_kernel *k, const spmv_params *p, const matrix *m);
 /* Appends a vector as a JSON array text ("[1,2.5,...]", %.17g) to f. */
 void api_json_write_vector(FILE *f, spmv_dtype dtype, const void *v, int32_t n);
 /* k columns of n values: one array when k is 1, else a list of k arrays. */

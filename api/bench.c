@@ -99,7 +99,7 @@ static double tolerance(spmv_dtype dt) { return dt == SPMV_FLOAT32 ? 1e-4 : 1e-1
 static json_t *entry_json(const bench_task *b, const bench_entry *e, double base_ms, double cus_ms)
 {
     const spmv_kernel *ran = e->ran ? e->ran : e->k;
-    json_t *params = api_params_json(ran, &e->p);
+    json_t *params = api_params_json(ran, &e->p, b->m);
     json_t *o = json_pack("{s:s, s:s, s:o}", "kernel", e->k->name,
                           "device", ran->device == SPMV_DEVICE_CPU ? "cpu" : "gpu", "params", params);
     if (o && e->ran && e->ran != e->k && e->tuned.valid)

@@ -163,8 +163,10 @@ static void kernels_begin(request *r)
         const spmv_kernel *k = spmv_kernel_at(i);
         const char *reason = NULL;
         bool avail = spmvd_kernel_available(r->d, k, &reason);
+        /* auto runs on the matrix's device: the host's CPU when no GPU is in use */
+        bool cpu = k->device == SPMV_DEVICE_CPU || (spmv_kernel_is_auto(k) && r->d->ngpus == 0);
         json_t *o = json_pack("{s:s, s:s, s:s, s:s, s:s, s:o, s:b}", "name", k->name, "op", spmv_op_name(k->op),
-                              "device", k->device == SPMV_DEVICE_CPU ? "cpu" : "gpu",
+                              "device", cpu ? "cpu" : "gpu",
                               "format", spmv_format_name(k->format), "summary", k->summary,
                               "params", params_json(k), "available", avail);
         if (o && !avail)

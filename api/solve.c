@@ -246,7 +246,7 @@ static json_t *result_json(const solve_req *t)
                           "residual_history", hist, "time", "total_ms", api_json_real(s->total_ms), "spmv_ms",
                           api_json_real(s->spmv_ms), "vector_ms", api_json_real(s->vector_ms), "setup_ms",
                           api_json_real(s->setup_ms), "queue_ms", api_json_real(t->s.queue_ms), "spmv_calls",
-                          s->spmv_calls, "kernel", t->s.k->name, "params", api_params_json(t->s.k, &t->s.p), "matrix",
+                          s->spmv_calls, "kernel", t->s.k->name, "params", api_params_json(t->s.k, &t->s.p, t->s.m), "matrix",
                           t->s.m->meta.id, "device", t->s.w->name);
     if (o && t->s.xout)
         json_object_set_new(o, "x", json_pack("{s:s}", "vector", t->s.xout->id));

@@ -214,7 +214,7 @@ static void spmspm_finish(task *base, int status)
 /* Everything of the answer but C's entries. */
 static json_t *result_json(const spmspm_req *t)
 {
-    json_t *params = api_params_json(t->s.k, &t->s.p);
+    json_t *params = api_params_json(t->s.k, &t->s.p, NULL);
     json_t *o = json_pack("{s:s, s:s, s:s, s:s, s:s, s:o, s:o, s:o, s:I}", "kernel", t->s.k->name, "a", t->s.a->meta.id,
                           "b", t->s.b->meta.id, "device", t->s.worker_name, "dtype", matrix_dtype_name(t->s.a),
                           "params", params, "stats", api_stats_json(&t->s.st), "queue_ms", api_json_real(t->s.queue_ms),

@@ -441,7 +441,7 @@ static json_t *sharded_json(const spmv_task *t)
 static json_t *result_json(const spmv_task *t)
 {
     json_t *o = json_pack("{s:s, s:s, s:s, s:o, s:o, s:o, s:s, s:i, s:o, s:o}", "kernel", t->pr.k->name, "matrix",
-                          t->pr.m->meta.id, "device", t->pr.worker_name, "params", api_params_json(t->pr.k, &t->pr.p), "stats",
+                          t->pr.m->meta.id, "device", t->pr.worker_name, "params", api_params_json(t->pr.k, &t->pr.p, t->pr.m), "stats",
                           stats_json(t), "queue_ms", api_json_real(t->pr.queue_ms), "op", t->pr.trans ? "t" : "n",
                           "k", t->pr.ncols, "alpha", api_json_real(t->pr.alpha), "beta", api_json_real(t->pr.beta));
     if (o && (t->pr.alpha != 1.0 || t->pr.beta != 0.0))

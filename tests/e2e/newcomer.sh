@@ -5,7 +5,8 @@
 # (pinned and built by the user's calls); timings carry at most 6
 # significant digits while other numbers keep every digit of their
 # float64; spmvctl bench sums up the kernels it skipped for one reason on
-# one line. A random matrix from $SPMV_SEED or $RANDOM (printed).
+# one line; a C program builds against the build folder without `make
+# install` (docs/client.md). A random matrix from $SPMV_SEED or $RANDOM (printed).
 . "$(dirname "$0")/lib.sh"
 
 SPMVCTL=${SPMVCTL:-$BUILD_DIR/spmvctl}
@@ -81,5 +82,18 @@ if [ -x "$SPMVCTL" ]; then
   fi
 else
   skip "no spmvctl in $BUILD_DIR"
+fi
+
+# -------------------------------- a C program against the build folder
+if command -v cc >/dev/null && [ -f "$BUILD_DIR/libspmvclient.so" ]; then
+  hello=$SPMV_ROOT/clients/examples/hello.c
+  flags=$(PKG_CONFIG_PATH=$BUILD_DIR pkg-config --cflags --libs spmvclient 2>&1)
+  that "pkg-config with PKG_CONFIG_PATH=\$BUILD finds spmvclient-uninstalled.pc: a program builds and runs" \
+    'cc "$hello" $flags -o "$E2E_TMP/hello1" && "$E2E_TMP/hello1" "$SPMVD_URL" | grep -q "\"status\":\"ok\""'
+  that "docs/client.md's -I clients -L build recipe builds and runs" \
+    'cc "$hello" -I "$SPMV_ROOT/clients" -L "$BUILD_DIR" -Wl,-rpath,"$BUILD_DIR" -lspmvclient -o "$E2E_TMP/hello2" &&
+     "$E2E_TMP/hello2" "$SPMVD_URL" | grep -q "\"status\":\"ok\""'
+else
+  skip "no C compiler or no libspmvclient.so in $BUILD_DIR"
 fi
 done_testing

@@ -214,7 +214,7 @@ void api_job_finish_answer(job *j, int rc, const spmv_error *err, char *text, si
 matrix *api_get_matrix(request *r);
 /* The matrix `ref` names: an id, or the name of exactly one matrix.
  * Referenced, or NULL with 404 (none) or 409 ambiguous_name (the ids of
- * those named so) answered; `what` says where ref came from. */
+ * those named so) answered; `what` says where ref came from (NULL: the path). */
 matrix *api_matrix_ref(request *r, const char *ref, const char *what);
 /* Whether m is sharded across the MPI ranks (issue 16), and if so answers
  * 422: `what` (the route) multiplies whole matrices only. */

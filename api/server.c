@@ -186,17 +186,19 @@ matrix *api_get_matrix(request *r)
 matrix *api_matrix_ref(request *r, const char *ref, const char *what)
 {
     matrix *found[NAMED_LISTED];
+    const char *sep = what ? ": " : "";
+    what = what ? what : "";
     if (store_id_valid(ref)) {
         matrix *m = store_get(r->d->store, ref);
         if (!m)
-            api_error(r, 404, "not_found", "%s: no matrix %s", what, ref);
+            api_error(r, 404, "not_found", "%s%sno matrix %s", what, sep, ref);
         return m;
     }
     size_t n = store_named(r->d->store, ref, found, NAMED_LISTED);
     if (n == 1)
         return found[0];
     if (n == 0) {
-        api_error(r, 404, "not_found", "%s: no matrix has the id or name \"%.255s\"", what, ref);
+        api_error(r, 404, "not_found", "%s%sno matrix has the id or name \"%.255s\"", what, sep, ref);
         return NULL;
     }
     char ids[NAMED_LISTED * (MATFILE_ID_LEN + 2) + 8] = "";
@@ -204,15 +206,15 @@ matrix *api_matrix_ref(request *r, const char *ref, const char *what)
         snprintf(ids + strlen(ids), sizeof ids - strlen(ids), "%s%s", i ? ", " : "", found[i]->meta.id);
         matrix_unref(found[i]);
     }
-    api_error(r, 409, "ambiguous_name", "%s: %zu matrices are named \"%.255s\" (%s%s); use an id", what, n, ref, ids,
-              n > NAMED_LISTED ? ", ..." : "");
+    api_error(r, 409, "ambiguous_name", "%s%s%zu matrices are named \"%.255s\" (%s%s); use an id", what, sep, n, ref,
+              ids, n > NAMED_LISTED ? ", ..." : "");
     return NULL;
 }
 
 /* The path named a matrix by its name: r->id becomes its id. */
 static bool resolve_name(request *r)
 {
-    matrix *m = api_matrix_ref(r, r->name, "the path");
+    matrix *m = api_matrix_ref(r, r->name, NULL);
     if (!m)
         return false;
     memcpy(r->id, m->meta.id, sizeof r->id);

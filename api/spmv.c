@@ -334,6 +334,24 @@ static int resolve_operands(request *r, const spmv_req *q)
     return resolve_shm(r, q);
 }
 
+/* ?dtype= with a binary body: the dtype the client says its values are
+ * (the C client sends it), which must be the one x of this matrix takes. */
+static int check_dtype(request *r, api_fail *f)
+{
+    const char *s = api_query(r, "dtype");
+    spmv_dtype said, dt = T(r)->pr.m->host.dtype;
+    if (!s)
+        return 0;
+    if (spmv_dtype_parse(s, &said) != SPMV_OK)
+        return (f->status = 400, f->code = "invalid_request",
+                snprintf(f->message, sizeof f->message, "`dtype` must be float64 or float32, not \"%.32s\"", s), -1);
+    if (said != dt)
+        return (f->status = 400, f->code = "dtype_mismatch",
+                snprintf(f->message, sizeof f->message, "`dtype` %s: matrix %s takes x and gives y as %s",
+                         spmv_dtype_name(said), T(r)->pr.m->meta.id, spmv_dtype_name(dt)), -1);
+    return 0;
+}
+
 /* The body (JSON) or the query string (binary) through the decoders, then
  * the kernel against this daemon and matrix. */
 static int decode_request(request *r, spmv_params *given, bool *async)
@@ -346,6 +364,8 @@ static int decode_request(request *r, spmv_params *given, bool *async)
     int64_t max_runs = atomic_load(&r->d->limits.max_runs);
     int rc = t->binary ? api_decode_spmv_query(lookup_query, r, max_runs, &q, &f)
                        : api_decode_spmv_json(r->body, r->body_len, rows, cols, dt, max_runs, &q, &f);
+    if (rc == 0 && t->binary)
+        rc = check_dtype(r, &f);
     if (rc == 0 && t->binary && !q.x_vector[0] && !q.x_shm[0])
         rc = api_check_x_binary(r->body_len, q.trans ? rows : cols, q.k, dt, &f);
     if (rc == 0 && t->binary && (q.x_vector[0] || q.x_shm[0]) && r->body_len)
@@ -619,7 +639,8 @@ static void spmv_cleanup(request *r)
 
 /* The binary form's options (api_decode_spmv_query reads them). */
 static const char *const spmv_query[] = {"kernel", "runs", "warmup", "verify", "async", "k", "op", "alpha", "beta", "x",
-                                         "y", "x_shm", "x_offset", "y_shm", "y_offset", API_QUERY_PARAMS, NULL};
+                                         "y", "x_shm", "x_offset", "y_shm", "y_offset", "dtype", API_QUERY_PARAMS,
+                                         NULL};
 
 const route_handlers api_spmv_post = {
     .begin = spmv_begin,

@@ -1238,6 +1238,18 @@ static void print_solve(const ctl *c, const spmv_client_solve_result *r)
         for (size_t i = 0; i < r->nhistory; i++) printf("iter %5zu  residual %.6e\n", i, r->history[i]);
 }
 
+/* An operand's values from a file, which must hold n of them (the
+ * matrix's `what`); EXIT_OK, or the exit status with the reason said. */
+static int read_n_values(const char *path, size_t n, const char *what, double **out, size_t *count)
+{
+    int rc = read_values(path, out, count);
+    if (rc == EXIT_OK && *count != n) {
+        fprintf(stderr, "spmvctl: %s: %zu values, the matrix has %zu %s\n", path, *count, n, what);
+        rc = EXIT_LOCAL;
+    }
+    return rc;
+}
+
 static int cmd_solve(ctl *c, int argc, char **argv)
 {
     spmv_client_matrix *m = NULL;
@@ -1261,25 +1273,14 @@ static int cmd_solve(ctl *c, int argc, char **argv)
     }
     n = (size_t)m->rows;
     if (c->b_file) {
-        if ((rc = read_values(c->b_file, &b, &nb)) != EXIT_OK) goto done;
-        rc = EXIT_LOCAL;
-        if (nb != n) {
-            fprintf(stderr, "spmvctl: %s: %zu values, the matrix has %zu rows\n", c->b_file, nb, n);
-            goto done;
-        }
+        if ((rc = read_n_values(c->b_file, n, "rows", &b, &nb)) != EXIT_OK) goto done;
     } else if (!c->b_vector) { /* default b: all ones */
         if (!(b = malloc(n * sizeof *b))) goto done;
         for (size_t i = 0; i < n; i++) b[i] = 1;
         nb = n;
     }
-    if (c->x0_file) {
-        if ((rc = read_values(c->x0_file, &x0, &nx0)) != EXIT_OK) goto done;
-        rc = EXIT_LOCAL;
-        if (nx0 != n) {
-            fprintf(stderr, "spmvctl: %s: %zu values, the matrix has %zu columns\n", c->x0_file, nx0, n);
-            goto done;
-        }
-    }
+    if (c->x0_file && (rc = read_n_values(c->x0_file, n, "columns", &x0, &nx0)) != EXIT_OK) goto done;
+    rc = EXIT_LOCAL;
     if (c->x_out && !(x = malloc((n ? n : 1) * sizeof *x))) goto done;
     spmv_client_solve_options o = {.method = c->method, .tol = c->tol, .maxit = c->maxit, .restart = (int)c->restart,
                                    .preconditioner = c->precond, .kernel = c->kernel, .b_vector = c->b_vector,
@@ -1554,6 +1555,9 @@ static bool parse_int(const char *s, long lo, long hi, long *out)
     return true;
 }
 
+/* The options of vectors, solves and regions (take_option's second half). */
+static int take_more_option(ctl *c, int opt, const char *arg, bool *help);
+
 /* One option into c; EXIT_OK or EXIT_USAGE. */
 static int take_option(ctl *c, int opt, const char *arg, bool *help)
 {
@@ -1600,6 +1604,16 @@ static int take_option(ctl *c, int opt, const char *arg, bool *help)
     case OPT_NO_WAIT: c->no_wait = true; break;
     case OPT_STORE: c->store = true; break;
     case OPT_C_OUT: c->c_out = arg; break;
+    default: return take_more_option(c, opt, arg, help);
+    }
+    return EXIT_OK;
+}
+
+static int take_more_option(ctl *c, int opt, const char *arg, bool *help)
+{
+    long v;
+    char *end;
+    switch (opt) {
     case OPT_LIKE: c->like = arg; break;
     case OPT_SIDE:
         if (strcmp(arg, "rows") != 0 && strcmp(arg, "cols") != 0) return usage_error("--side wants rows or cols, not %s", arg);

@@ -38,6 +38,11 @@ req POST "/v1/matrices/$ID/spmv?kernel=cpu.hll.omp&runs=50&kernel=cpu.csr.serial
 that "binary spmv with ?kernel= twice: 400 naming it" \
   '[ "$CODE" = 400 ] && jget "d[\"error\"][\"message\"]" | grep -q "\`kernel\` is given twice"'
 
+req POST "/v1/matrices/$ID/spmv?dtype=float32" --data-binary "@$E2E_TMP/x.f64" -H 'Content-Type: application/octet-stream'
+that "binary spmv saying ?dtype=float32 to a float64 matrix: 400 dtype_mismatch, not bytes read as the wrong type" \
+  '[ "$CODE" = 400 ] && [ "$(jget "d[\"error\"][\"code\"]")" = dtype_mismatch ]'
+req POST "/v1/matrices/$ID/spmv?dtype=float64" --data-binary "@$E2E_TMP/x.f64" -H 'Content-Type: application/octet-stream'
+expect_code "binary spmv saying ?dtype=float64: 200" 200
 x=$("$PYTHON" -c 'print(list(range(50)))')
 req POST "/v1/matrices/$ID/spmv?kernel=cpu.hll.omp" -H 'Content-Type: application/json' -d "{\"x\": $x}"
 that "JSON spmv with a query string: 400 unknown_parameter (the options are in the body)" \

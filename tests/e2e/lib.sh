@@ -151,6 +151,12 @@ wait_job() {
   return 1
 }
 
+# need_scipy: the suite is skipped (and ends) where NumPy or SciPy is missing.
+need_scipy() {
+  "$PYTHON" -c 'import numpy, scipy' 2>/dev/null && return 0
+  skip "SciPy is not installed (tools/bootstrap.sh installs python3-scipy)"; done_testing; exit 0
+}
+
 # gen_matrix FILE N PER_ROW: a random general matrix (the project's generator).
 gen_matrix() {
   "$BUILD_DIR/spmv-gen" --kind uniform --n "$2" --per-row "$3" --seed "${SPMV_SEED:-$RANDOM}" --out "$1" >/dev/null

@@ -5,39 +5,22 @@ descriptor's sha256 against its definition computed here, raw uploads
 named from Content-Disposition. A random matrix from argv[1] (the seed,
 printed by names.sh). Prints TAP; SPMVD_URL and SPMVD from the environment.
 """
-import hashlib
-import io
 import json
 import os
 import subprocess
 import sys
 import urllib.parse
+import urllib.request
 
 import numpy as np
 import scipy.sparse as sp
 
 import tap
+from sparse_util import npz, sha256
 
 BASE = os.environ["SPMVD_URL"]
 seed = int(sys.argv[1])
 rng = np.random.default_rng(seed)
-
-
-def npz(A):
-    f = io.BytesIO()
-    sp.save_npz(f, A.tocsr(), compressed=False)
-    return f.getvalue()
-
-
-def sha256(A, dtype):
-    """docs/api.md's definition: rows, cols (int64), indptr (int64), indices (int32), data (the dtype)."""
-    A = A.tocsr()
-    A.sum_duplicates()
-    A.sort_indices()
-    h = hashlib.sha256(np.array(A.shape, "<i8").tobytes())
-    for a in (A.indptr.astype("<i8"), A.indices.astype("<i4"), A.data.astype(dtype)):
-        h.update(a.tobytes())
-    return h.hexdigest()
 
 
 def upload(body, query="", headers=None):

@@ -4,9 +4,7 @@
 # values_check.py, then a restart: the rewritten files hold the new values.
 . "$(dirname "$0")/lib.sh"
 
-if ! "$PYTHON" -c 'import numpy, scipy' 2>/dev/null; then
-  skip "SciPy is not installed (tools/bootstrap.sh installs python3-scipy)"; done_testing; exit
-fi
+need_scipy
 SEED=${SPMV_SEED:-$RANDOM}
 diag "seed $SEED"
 start_spmvd || { not_ok "spmvd starts" "$(tail -3 "$SPMVD_LOG")"; done_testing; exit; }

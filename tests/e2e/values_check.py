@@ -9,7 +9,6 @@ seed (printed by values.sh) and a file to leave {name: [id, sha256,
 values' sum]} in for the restart check. Prints TAP; SPMVD_URL from the
 environment.
 """
-import hashlib
 import io
 import json
 import os
@@ -20,24 +19,11 @@ import numpy as np
 import scipy.sparse as sp
 
 import tap
+from sparse_util import npz, sha256
 
 BASE = os.environ["SPMVD_URL"]
 seed, keep_file = int(sys.argv[1]), sys.argv[2]
 rng = np.random.default_rng(seed)
-
-
-def npz(A):
-    f = io.BytesIO()
-    sp.save_npz(f, A.tocsr(), compressed=False)
-    return f.getvalue()
-
-
-def sha256(A, dtype):
-    A = A.tocsr()
-    h = hashlib.sha256(np.array(A.shape, "<i8").tobytes())
-    for a in (A.indptr.astype("<i8"), A.indices.astype("<i4"), A.data.astype(dtype)):
-        h.update(a.tobytes())
-    return h.hexdigest()
 
 
 def upload(A, query):

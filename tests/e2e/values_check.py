@@ -54,34 +54,58 @@ A = (sp.random(n, n, density=0.06, random_state=seed % 2**32, format="csr") + sp
 A.sort_indices()
 x = rng.uniform(-1, 1, n)
 keep = {}
-kernels = ["cpu.csr.serial", "cpu.csr.omp", "cpu.hll.omp", "cpu.ell.omp", "cpu.csr.chunked", "cpu.pcsr.omp", "cpu.psell.omp"]
+catalogue = tap.call(BASE, "GET", "/v1/kernels")[1]["kernels"]
+devices = [dv["name"] for dv in tap.call(BASE, "GET", "/v1/info")[1]["devices"]]
 
-for dtype, npdt in (("float64", "<f8"), ("float32", "<f4")):
-    st, d = upload(A, "name=values-%s&dtype=%s&formats=csr,hll" % (dtype, dtype))
+
+def kernels_of(device):
+    """The available spmv kernels of a device kind (not auto: it is checked on its own)."""
+    kind = "cpu" if device == "cpu" else "gpu"
+    return [k["name"] for k in catalogue if k["available"] and k["op"] == "spmv" and k["device"] == kind and
+            k["name"] != "auto" and not k["name"].endswith(".spmm")]
+
+
+def check_device(dtype, npdt, device):
+    """Formats built, values changed, every kernel of the device right after; the matrix's id."""
+    kernels = kernels_of(device)
+    ref = "cpu.csr.serial" if device == "cpu" else "gpu.csr.vector"
+    st, d = upload(A, "name=values-%s-%s&dtype=%s&formats=csr,hll&device=%s" % (dtype, device, dtype, device))
     mid = d["id"]
     for k in kernels:  # every format built before the change
         spmv(mid, x, k)
-    spmv(mid, x, "cpu.csr.serial", op="t")
+    spmv(mid, x, ref, op="t")
     st, a1 = spmv(mid, x, "auto")
-    tap.ok(st == 200 and a1["auto"]["source"] in ("tuned", "cached"), "%s: auto chose %s" % (dtype, a1.get("kernel")))
+    tap.ok(st == 200 and a1["auto"]["source"] in ("tuned", "cached"), "%s %s: auto chose %s" % (dtype, device,
+           a1.get("kernel")), "%d %s" % (st, str(a1)[:300]))
     B = A.copy()
     B.data = rng.uniform(-2, 2, B.nnz)
     st, desc = put_values(mid, B.data.astype(npdt).tobytes())
     tap.ok(st == 200 and desc["sha256"] == sha256(B, npdt) and desc["nnz"] == A.nnz,
-           "%s: PUT .../values: 200 with the descriptor, its sha256 the new values'" % dtype, "%d %s" % (st, desc))
+           "%s %s: PUT .../values: 200 with the descriptor, its sha256 the new values'" % (dtype, device),
+           "%d %s" % (st, desc))
     want = B.astype(np.float32 if dtype == "float32" else np.float64) @ x
     for k in kernels:
         st, y = spmv(mid, x, k)
-        tap.ok(st == 200 and close(y["y"], want, dtype), "%s: %s multiplies the new values" % (dtype, k),
+        if st == 422 and y.get("error", {}).get("code") == "too_large":
+            continue  # the padding rule refuses its format for this matrix, before and after alike
+        tap.ok(st == 200 and close(y["y"], want, dtype), "%s %s: %s multiplies the new values" % (dtype, device, k),
                "%d %s" % (st, str(y)[:300]))
-    st, y = spmv(mid, x, "cpu.csr.serial", op="t")
-    tap.ok(st == 200 and close(y["y"], B.T @ x, dtype), "%s: op t (a transpose built before) has the new values" % dtype)
+    st, y = spmv(mid, x, ref, op="t")
+    tap.ok(st == 200 and close(y["y"], B.T @ x, dtype),
+           "%s %s: op t (a transpose built before) has the new values" % (dtype, device))
     st, y = spmv(mid, x, "auto")
     tap.ok(st == 200 and y["auto"]["source"] == "tuned" and close(y["y"], want, dtype),
-           "%s: auto tunes again after the change, and is right" % dtype, "%d %s" % (st, str(y)[:300]))
+           "%s %s: auto tunes again after the change, and is right" % (dtype, device), "%d %s" % (st, str(y)[:300]))
     st, desc = tap.call(BASE, "GET", "/v1/matrices/" + mid)
     tap.ok("hll" in desc["pinned"] and any(f["format"] == "hll" for f in desc["formats"]),
-           "%s: the pinned hll is held again" % dtype, str(desc["formats"]))
+           "%s %s: the pinned hll is held again" % (dtype, device), str(desc["formats"]))
+    return mid, B, desc
+
+
+for dtype, npdt in (("float64", "<f8"), ("float32", "<f4")):
+    for device in devices[1:]:  # a GPU host's GPUs too
+        check_device(dtype, npdt, device)
+    mid, B, desc = check_device(dtype, npdt, "cpu")
     st, D = download(mid)
     tap.ok(st == 200 and D.format == "csr" and D.shape == B.shape and D.dtype == np.dtype(npdt) and
            np.array_equal(D.indptr, B.indptr) and np.array_equal(D.indices, B.indices) and

@@ -317,8 +317,11 @@ static bool content_length_conflicts(request *r)
 static const char *id_kind(route_id route)
 {
     const char *p = api_route_path(route);
-    return !strstr(p, "{id}") ? NULL : strncmp(p, "/v1/jobs/", 9) == 0 ? "job" : strncmp(p, "/v1/vectors/", 12) == 0 ? "vector"
-                                                                                                               : "matrix";
+    if (!strstr(p, "{id}"))
+        return NULL;
+    if (strncmp(p, "/v1/jobs/", 9) == 0)
+        return "job";
+    return strncmp(p, "/v1/vectors/", 12) == 0 ? "vector" : "matrix";
 }
 
 /* The {id} segment: a UUID goes to r->id; a matrix's may be its name

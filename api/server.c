@@ -194,7 +194,7 @@ matrix *api_matrix_ref(request *r, const char *ref, const char *what)
             api_error(r, 404, "not_found", "%s%sno matrix %s", what, sep, ref);
         return m;
     }
-    size_t n = store_named(r->d->store, ref, found, NAMED_LISTED);
+    size_t n = store_named(r->d->store, ref, true, found, NAMED_LISTED);
     if (n == 1)
         return found[0];
     if (n == 0) {

@@ -301,16 +301,31 @@ matrix *store_get(store *s, const char *id)
     return found;
 }
 
-size_t store_named(store *s, const char *name, matrix **out, size_t max)
+/* Whether a matrix's name is `name`, or (file) `name` and a matrix file's
+ * extension. */
+static bool name_is(const char *have, const char *name, bool file)
+{
+    static const char *const ext[] = {".mtx", ".mtx.gz", ".npz"};
+    size_t n = strlen(name);
+    if (!file)
+        return strcmp(have, name) == 0;
+    for (size_t i = 0; i < sizeof ext / sizeof ext[0]; i++)
+        if (strncmp(have, name, n) == 0 && strcmp(have + n, ext[i]) == 0)
+            return true;
+    return false;
+}
+
+size_t store_named(store *s, const char *name, bool ext, matrix **out, size_t max)
 {
     size_t n = 0;
     pthread_mutex_lock(&s->lock);
-    for (matrix *m = s->head; m; m = m->next)
-        if (strcmp(m->meta.name, name) == 0) {
-            if (n < max)
-                out[n] = matrix_ref(m);
-            n++;
-        }
+    for (int file = 0; file < (ext ? 2 : 1) && n == 0; file++)
+        for (matrix *m = s->head; m; m = m->next)
+            if (name_is(m->meta.name, name, file)) {
+                if (n < max)
+                    out[n] = matrix_ref(m);
+                n++;
+            }
     pthread_mutex_unlock(&s->lock);
     return n;
 }

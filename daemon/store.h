@@ -117,9 +117,10 @@ int store_commit(store *s, matrix *m, store_staged *st, spmv_error *err);
 void store_discard(store_staged *st);
 /* A referenced matrix, or NULL. */
 matrix *store_get(store *s, const char *id);
-/* How many matrices are named `name`; the first `max` of them (oldest
- * first) referenced into out. */
-size_t store_named(store *s, const char *name, matrix **out, size_t max);
+/* How many matrices are named `name` (or, with ext and when none is,
+ * `name` and a matrix file's extension: .mtx, .mtx.gz, .npz); the first
+ * `max` of them (oldest first) referenced into out. */
+size_t store_named(store *s, const char *name, bool ext, matrix **out, size_t max);
 /* Unlinks the file and drops the store's reference. SPMV_ERR_NOT_FOUND if
  * absent. */
 int store_remove(store *s, const char *id, spmv_error *err);

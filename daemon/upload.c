@@ -216,7 +216,7 @@ int upload_build(upload *u, spmv_error *err)
 matrix *upload_reusable(upload *u)
 {
     matrix *named[NAMED_MAX], *found = NULL;
-    size_t n = store_named(u->d->store, u->m->meta.name, named, NAMED_MAX);
+    size_t n = store_named(u->d->store, u->m->meta.name, false, named, NAMED_MAX);
     for (size_t i = 0; i < n && i < NAMED_MAX; i++) {
         matrix *m = named[i];
         pthread_mutex_lock(&m->lock);
@@ -232,7 +232,7 @@ matrix *upload_reusable(upload *u)
 size_t upload_replace(upload *u)
 {
     matrix *named[NAMED_MAX];
-    size_t n = store_named(u->d->store, u->m->meta.name, named, NAMED_MAX), gone = 0;
+    size_t n = store_named(u->d->store, u->m->meta.name, false, named, NAMED_MAX), gone = 0;
     for (size_t i = 0; i < n && i < NAMED_MAX; i++) {
         spmv_error err = {0};
         int rc = named[i] == u->m ? SPMV_ERR_NOT_FOUND : spmvd_remove_matrix(u->d, named[i]->meta.id, &err);

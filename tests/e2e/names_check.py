@@ -82,6 +82,19 @@ tap.ok(st == 201 and v["n"] == n, "`like` takes a name", "%d %s" % (st, v))
 st, c = tap.call(BASE, "POST", "/v1/matrices/%s/spmspm" % uid, {"b": "unique name"})
 tap.ok(st == 200 and c["b"] == uid, "spmspm's `b` takes a name", "%d %s" % (st, str(c)[:300]))
 
+# a file's name without its extension, when nothing is named so exactly
+st, f1, _ = upload(npz(A), "?name=stem.mtx")
+st, g = tap.call(BASE, "GET", "/v1/matrices/stem")
+tap.ok(st == 200 and g["id"] == f1["id"], "`stem` finds the matrix named stem.mtx", "%d %s" % (st, g))
+st, f2, _ = upload(npz(A), "?name=stem")
+st, g = tap.call(BASE, "GET", "/v1/matrices/stem")
+tap.ok(st == 200 and g["id"] == f2["id"], "... and the matrix named `stem` exactly once there is one", "%d %s" % (st, g))
+upload(npz(A), "?name=twin.npz")
+upload(npz(A), "?name=twin.mtx.gz")
+st, e = tap.call(BASE, "GET", "/v1/matrices/twin")
+tap.ok(st == 409 and e["error"]["code"] == "ambiguous_name", "`twin` with twin.npz and twin.mtx.gz stored: 409",
+       "%d %s" % (st, e))
+
 routes = [json.loads(l) for l in subprocess.run([os.environ["SPMVD"], "--routes"], check=True, stdout=subprocess.PIPE,
                                                 text=True).stdout.splitlines()]
 by_name = [r for r in routes if r["path"].startswith("/v1/matrices/{id}")]

@@ -36,6 +36,7 @@ def test_get_by_file_name(client: spmvd.Client) -> None:
         pytest.skip("no shared bcsstk13.mtx")
     m = client.upload(path, if_exists="reuse")
     assert client.get("bcsstk13.mtx").id == m.id
+    assert client.get("bcsstk13").id == m.id, "a file's name without its extension finds it when nothing else is named so"
     assert client.upload(path, if_exists="reuse").id == m.id
 
 

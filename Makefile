@@ -53,7 +53,7 @@ LDFLAGS += -fopenmp $(SANFLAGS)
 LDLIBS  := -lz -lm
 
 # Every dependency is a Debian package found through pkg-config.
-PKGS      := libmicrohttpd jansson uuid libsystemd libpng zlib libzip
+PKGS      := libmicrohttpd jansson uuid libsystemd libpng zlib libzip libcrypto
 PKG_CFLAGS := $(shell pkg-config --cflags $(PKGS) 2>/dev/null)
 PKG_LIBS   := $(shell pkg-config --libs $(PKGS) 2>/dev/null)
 

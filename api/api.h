@@ -28,13 +28,25 @@
 typedef enum route_id {
     ROUTE_HEALTH, ROUTE_READY, ROUTE_INFO, ROUTE_KERNELS, ROUTE_MATRICES, ROUTE_MATRIX,
     ROUTE_SPY, ROUTE_SPMV, ROUTE_BENCH, ROUTE_JOB, ROUTE_METRICS, ROUTE_SPMSPM, ROUTE_TUNE,
-    ROUTE_VECTORS, ROUTE_VECTOR, ROUTE_OPS, ROUTE_SOLVE, ROUTE_SHM, ROUTE_SHM_REGION, ROUTE_UNKNOWN,
+    ROUTE_VECTORS, ROUTE_VECTOR, ROUTE_OPS, ROUTE_SOLVE, ROUTE_SHM, ROUTE_SHM_REGION, ROUTE_JOBS, ROUTE_VALUES,
+    ROUTE_UNKNOWN,
     ROUTE_COUNT
 } route_id;
 
 extern const char *const api_route_names[ROUTE_COUNT];
 
 typedef struct request request;
+
+/* What a route's body is: request_begin checks Content-Type against it
+ * before the route's begin, so every JSON route refuses the same types. */
+typedef enum api_body {
+    API_BODY_NONE,           /* none read; Content-Type not looked at */
+    API_BODY_JSON,           /* JSON: application/json, no Content-Type, or curl -d's
+                              * application/x-www-form-urlencoded; anything else 415 */
+    API_BODY_JSON_OR_BINARY, /* the same, or application/octet-stream (options in the query) */
+    API_BODY_BINARY,         /* application/octet-stream (or no Content-Type) */
+    API_BODY_OWN,            /* the route reads its own kinds (an upload's file) */
+} api_body;
 
 typedef struct route_handlers {
     void (*begin)(request *r);
@@ -43,7 +55,23 @@ typedef struct route_handlers {
     void (*resumed)(request *r);
     void (*cleanup)(request *r);
     bool accepts_body;   /* false: a body is read and ignored */
+    api_body body_kind;
+    /* The query parameters the route reads, NULL-terminated: every
+     * handler declares its list (api_no_query when it reads none;
+     * tests/unit/test_routes.c fails on a NULL). With a JSON body the
+     * options are the body's, so the query must be empty. request_begin
+     * refuses any other with 400 unknown_parameter. */
+    const char *const *query;
+    bool query_with_json; /* the query is read with a JSON body too */
 } route_handlers;
+
+extern const char *const api_no_query[];
+/* In a query list: every kernel parameter's name (spmv_param_get). */
+#define API_QUERY_PARAMS "{kernel parameters}"
+#define API_QUERY_MAX 64
+/* The names of a query list, API_QUERY_PARAMS expanded; the count (the
+ * first `max` of them into out). */
+size_t api_query_names(const char *const *list, const char **out, size_t max);
 
 struct request {
     spmvd *d;
@@ -52,7 +80,9 @@ struct request {
     const route_handlers *h;
     char method[16];
     char *path;
-    char id[MATFILE_ID_LEN + 1];    /* {id} of the path, validated */
+    bool binary;                    /* the body is application/octet-stream (API_BODY_JSON_OR_BINARY) */
+    char id[MATFILE_ID_LEN + 1];    /* {id} of the path, validated (a matrix's name resolved to its id) */
+    char name[MATFILE_NAME_MAX + 1]; /* the matrix's name when the path named it so, else empty */
     double t0;
 
     /* the answer */
@@ -80,14 +110,21 @@ struct request {
 };
 
 /* ------------------------------------------------------------ routes */
-route_id api_route_match(const char *path, char id_out[MATFILE_ID_LEN + 1], bool *bad_id);
+/* The route whose shape path has (ROUTE_UNKNOWN: none), and the text of
+ * its {id} or {name} segment (*seg NULL when it has none). */
+route_id api_route_match(const char *path, const char **seg, size_t *seglen);
 /* The handlers of a route for a method; NULL with *allow set when the
  * method is not allowed there. */
 const route_handlers *api_route_handlers(route_id route, const char *method, const char **allow);
+/* The path of a route as docs/api.md writes it ("/v1/matrices/{id}/spmv"). */
+const char *api_route_path(route_id route);
 
 /* ----------------------------------------------------------- answers */
 void api_json(request *r, int status, json_t *body);       /* steals body */
 void api_bytes(request *r, int status, const char *content_type, void *data, size_t len); /* takes data (malloc) */
+/* The answer is the file open on fd, size bytes from its start (MHD
+ * closes it when sent). */
+void api_file(request *r, int status, const char *content_type, int fd, uint64_t size);
 /* The same from a pooled buffer, answered without a copy and put back
  * when sent. */
 void api_bytes_pooled(request *r, int status, const char *content_type, bufpool_buf *b, size_t len);
@@ -110,7 +147,8 @@ int api_status_of(int spmv_st, const char **code);
 void api_header(request *r, const char *name, const char *value);
 
 /* ------------------------------------------------------------- JSON */
-/* Serialises with 17 significant digits (full float64 precision). */
+/* Serialises compactly: each real in the shortest form that reads back the
+ * same, measurements (*_ms, *_s, gflops, gbps, speedup) to 6 digits. */
 char *api_json_dump(const json_t *v, size_t *len);
 /* A real; non-finite values as "NaN", "Infinity", "-Infinity". */
 json_t *api_json_real(double v);
@@ -123,8 +161,9 @@ int api_kernel_check(request *r, const spmv_kernel *k, const char *name, spmv_op
                      const char *what);
 /* The statistics object of every compute answer (spmv, spmspm, bench). */
 json_t *api_stats_json(const spmv_stats *s);
-/* The parameters kernel k takes, with the values p used. */
-json_t *api_params_json(const spmv_kernel *k, const spmv_params *p);
+/* The parameters kernel k takes, with the values p used (hack_size 0, the
+ * kernel's own choice, as the matrix m's hack_size it then runs with). */
+json_t *api_params_json(const spmv_kernel *k, const spmv_params *p, const matrix *m);
 /* Appends a vector as a JSON array text ("[1,2.5,...]", %.17g) to f. */
 void api_json_write_vector(FILE *f, spmv_dtype dtype, const void *v, int32_t n);
 /* k columns of n values: one array when k is 1, else a list of k arrays. */
@@ -139,6 +178,9 @@ char *api_json_values_answer(const char *key, spmv_dtype dtype, const void *v, i
 /* ---------------------------------------------------------- requests */
 /* Query-string argument, or NULL. */
 const char *api_query(request *r, const char *key);
+/* Whether the query string is empty; if not, 400 unknown_parameter naming
+ * the first, with `why` (a body that carries the options itself). */
+bool api_query_empty(request *r, const char *why);
 const char *api_header_in(request *r, const char *key);
 /* Collects a body chunk into r->body, bounded by limit (413 beyond). */
 /* The body of exactly Content-Length bytes goes into a pooled buffer
@@ -147,9 +189,11 @@ const char *api_header_in(request *r, const char *key);
 void api_body_pooled(request *r, int64_t limit);
 /* Frees or puts back r->body. */
 void api_body_free(request *r);
-void api_body_collect(request *r, const char *data, size_t size, int64_t limit);
+/* `key` in both: what sets the limit, for the 413 that names it (the
+ * configuration key to raise, or what fixes the bound). */
+void api_body_collect(request *r, const char *data, size_t size, int64_t limit, const char *key);
 /* Checks Content-Length against a limit on the first call: 413 answer. */
-bool api_check_content_length(request *r, int64_t limit);
+bool api_check_content_length(request *r, int64_t limit, const char *key);
 /* Suspends r and submits t to w; on a full queue answers 503 with
  * Retry-After. Returns true when the task was queued. */
 bool api_submit_and_suspend(request *r, worker *w, task *t);
@@ -168,6 +212,10 @@ void api_job_finish_answer(job *j, int rc, const spmv_error *err, char *text, si
 
 /* The matrix of r->id, or a 404 answer and NULL. */
 matrix *api_get_matrix(request *r);
+/* The matrix `ref` names: an id, or the name of exactly one matrix.
+ * Referenced, or NULL with 404 (none) or 409 ambiguous_name (the ids of
+ * those named so) answered; `what` says where ref came from (NULL: the path). */
+matrix *api_matrix_ref(request *r, const char *ref, const char *what);
 /* Whether m is sharded across the MPI ranks (issue 16), and if so answers
  * 422: `what` (the route) multiplies whole matrices only. */
 bool api_refuse_sharded(request *r, const matrix *m, const char *what);
@@ -190,6 +238,7 @@ int api_shm_status(int st, const char **code);
 /* allow_shm is on; otherwise 403 shm_disabled is answered and false. */
 bool api_shm_enabled(request *r);
 extern const route_handlers api_solve_post;  /* api/solve.c */
-extern const route_handlers api_job_delete;  /* api/matrices.c (jobs) */
+extern const route_handlers api_job_delete, api_jobs_get; /* api/info.c (jobs) */
+extern const route_handlers api_values_put;  /* api/values.c */
 
 #endif

@@ -99,7 +99,7 @@ static double tolerance(spmv_dtype dt) { return dt == SPMV_FLOAT32 ? 1e-4 : 1e-1
 static json_t *entry_json(const bench_task *b, const bench_entry *e, double base_ms, double cus_ms)
 {
     const spmv_kernel *ran = e->ran ? e->ran : e->k;
-    json_t *params = api_params_json(ran, &e->p);
+    json_t *params = api_params_json(ran, &e->p, b->m);
     json_t *o = json_pack("{s:s, s:s, s:o}", "kernel", e->k->name,
                           "device", ran->device == SPMV_DEVICE_CPU ? "cpu" : "gpu", "params", params);
     if (o && e->ran && e->ran != e->k && e->tuned.valid)
@@ -177,15 +177,14 @@ static int64_t bench_body_limit(request *r)
     return limit < (1 << 20) ? limit : (1 << 20);
 }
 
+static const char *bench_limit_key(request *r)
+{
+    return bench_body_limit(r) < (1 << 20) ? "max_body_bytes" : "a bench body's fixed 1 MiB";
+}
+
 static void bench_begin(request *r)
 {
-    const char *ct = api_header_in(r, MHD_HTTP_HEADER_CONTENT_TYPE);
-    if (ct && strncasecmp(ct, "application/json", 16) != 0 &&
-        strncasecmp(ct, "application/x-www-form-urlencoded", 33) != 0) {
-        api_error(r, 415, "unsupported_media_type", "Content-Type %s: send application/json", ct);
-        return;
-    }
-    if (!api_check_content_length(r, bench_body_limit(r)))
+    if (!api_check_content_length(r, bench_body_limit(r), bench_limit_key(r)))
         return;
     bench_task *b = calloc(1, sizeof *b);
     if (!b) {
@@ -200,7 +199,7 @@ static void bench_begin(request *r)
 
 static void bench_body(request *r, const char *data, size_t size)
 {
-    api_body_collect(r, data, size, bench_body_limit(r));
+    api_body_collect(r, data, size, bench_body_limit(r), bench_limit_key(r));
 }
 
 static void bench_end(request *r)
@@ -245,4 +244,6 @@ const route_handlers api_bench_post = {
     .end = bench_end,
     .cleanup = bench_cleanup,
     .accepts_body = true,
+    .body_kind = API_BODY_JSON,
+    .query = api_no_query,
 };

@@ -10,6 +10,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "api/api.h"
 
@@ -36,6 +37,19 @@ void api_bytes(request *r, int status, const char *content_type, void *data, siz
         return;
     }
     set_response(r, status, resp, len);
+    if (content_type)
+        MHD_add_response_header(resp, MHD_HTTP_HEADER_CONTENT_TYPE, content_type);
+}
+
+void api_file(request *r, int status, const char *content_type, int fd, uint64_t size)
+{
+    struct MHD_Response *resp = MHD_create_response_from_fd64(size, fd);
+    if (!resp) {
+        close(fd);
+        api_error(r, 500, "out_of_memory", "out of memory answering a file");
+        return;
+    }
+    set_response(r, status, resp, (size_t)size);
     if (content_type)
         MHD_add_response_header(resp, MHD_HTTP_HEADER_CONTENT_TYPE, content_type);
 }

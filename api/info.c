@@ -163,8 +163,10 @@ static void kernels_begin(request *r)
         const spmv_kernel *k = spmv_kernel_at(i);
         const char *reason = NULL;
         bool avail = spmvd_kernel_available(r->d, k, &reason);
+        /* auto runs on the matrix's device: the host's CPU when no GPU is in use */
+        bool cpu = k->device == SPMV_DEVICE_CPU || (spmv_kernel_is_auto(k) && r->d->ngpus == 0);
         json_t *o = json_pack("{s:s, s:s, s:s, s:s, s:s, s:o, s:b}", "name", k->name, "op", spmv_op_name(k->op),
-                              "device", k->device == SPMV_DEVICE_CPU ? "cpu" : "gpu",
+                              "device", cpu ? "cpu" : "gpu",
                               "format", spmv_format_name(k->format), "summary", k->summary,
                               "params", params_json(k), "available", avail);
         if (o && !avail)
@@ -200,6 +202,18 @@ static void job_begin(request *r)
     job_unref(j);
 }
 
+static void jobs_begin(request *r)
+{
+    spmvd *d = r->d;
+    jobs_sweep(d->jobs, (double)atomic_load(&d->limits.job_retention));
+    json_t *a = jobs_to_json(d->jobs);
+    if (!a) {
+        api_error(r, 500, "out_of_memory", "out of memory listing the jobs");
+        return;
+    }
+    api_json(r, 200, json_pack("{s:I, s:o}", "count", (json_int_t)json_array_size(a), "jobs", a));
+}
+
 static void job_delete_begin(request *r)
 {
     spmvd *d = r->d;
@@ -221,10 +235,11 @@ static void job_delete_begin(request *r)
     job_unref(j);
 }
 
-const route_handlers api_job_delete = {.begin = job_delete_begin};
-const route_handlers api_health_get = {.begin = health_begin};
-const route_handlers api_ready_get = {.begin = ready_begin};
-const route_handlers api_info_get = {.begin = info_begin};
-const route_handlers api_kernels_get = {.begin = kernels_begin};
-const route_handlers api_metrics_get = {.begin = metrics_begin};
-const route_handlers api_job_get = {.begin = job_begin};
+const route_handlers api_job_delete = {.begin = job_delete_begin, .body_kind = API_BODY_NONE, .query = api_no_query};
+const route_handlers api_health_get = {.begin = health_begin, .body_kind = API_BODY_NONE, .query = api_no_query};
+const route_handlers api_ready_get = {.begin = ready_begin, .body_kind = API_BODY_NONE, .query = api_no_query};
+const route_handlers api_info_get = {.begin = info_begin, .body_kind = API_BODY_NONE, .query = api_no_query};
+const route_handlers api_kernels_get = {.begin = kernels_begin, .body_kind = API_BODY_NONE, .query = api_no_query};
+const route_handlers api_metrics_get = {.begin = metrics_begin, .body_kind = API_BODY_NONE, .query = api_no_query};
+const route_handlers api_job_get = {.begin = job_begin, .body_kind = API_BODY_NONE, .query = api_no_query};
+const route_handlers api_jobs_get = {.begin = jobs_begin, .body_kind = API_BODY_NONE, .query = api_no_query};

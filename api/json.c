@@ -1,7 +1,12 @@
 /* json.c — JSON conventions of the API on top of jansson.
  *
- * Numbers go out with 17 significant digits (every float64 round-trips);
- * JSON has no NaN or infinities, so those travel as the strings "NaN",
+ * A number goes out in the shortest form that reads back as the same
+ * float64 (0.1 as 0.1, not 0.10000000000000001), except measurements: a
+ * member named *_ms or *_s (a time), gflops, gbps, speedup or
+ * ratio_cusparse is rounded to MEASURED_DIGITS significant digits, all a
+ * timer's reading carries. So the answer is written here, walking the
+ * jansson tree, rather than by json_dumps, whose %.17g knows neither. JSON
+ * has no NaN or infinities, so those travel as the strings "NaN",
  * "Infinity" and "-Infinity", both ways. Vectors (x in, y out) can be
  * millions of values: y is written straight from the array with %.17g
  * instead of building a jansson array of that many nodes.
@@ -13,11 +18,96 @@
 
 #include "api/api.h"
 
+#define MEASURED_DIGITS 6
+
+static bool measured(const char *key)
+{
+    size_t n = key ? strlen(key) : 0;
+    return n && ((n > 3 && strcmp(key + n - 3, "_ms") == 0) || (n > 2 && strcmp(key + n - 2, "_s") == 0) ||
+                 !strcmp(key, "gflops") || !strcmp(key, "gbps") || !strcmp(key, "speedup") ||
+                 !strcmp(key, "ratio_cusparse"));
+}
+
+/* The shortest of %.15g .. %.17g that reads back as v (or, measured, %.6g),
+ * with ".0" when it would read back as an integer. */
+static void write_real(FILE *f, double v, bool rounded)
+{
+    char buf[40];
+    for (int p = rounded ? MEASURED_DIGITS : 15; p <= 17; p++) {
+        snprintf(buf, sizeof buf, "%.*g", p, v);
+        if (rounded || strtod(buf, NULL) == v)
+            break;
+    }
+    fputs(buf, f);
+    if (!strpbrk(buf, ".eEn"))
+        fputs(".0", f);
+}
+
+static void write_string(FILE *f, const char *s, size_t n)
+{
+    fputc('"', f);
+    for (size_t i = 0; i < n; i++) {
+        unsigned char c = (unsigned char)s[i];
+        if (c == '"' || c == '\\')
+            fprintf(f, "\\%c", c);
+        else if (c < 0x20)
+            fprintf(f, "\\u%04x", c);
+        else
+            fputc(c, f);
+    }
+    fputc('"', f);
+}
+
+static void write_value(FILE *f, const json_t *v, const char *key)
+{
+    const char *k;
+    size_t i;
+    json_t *m;
+    switch (json_typeof(v)) {
+    case JSON_OBJECT:
+        fputc('{', f);
+        i = 0;
+        json_object_foreach((json_t *)v, k, m) {
+            if (i++)
+                fputc(',', f);
+            write_string(f, k, strlen(k));
+            fputc(':', f);
+            write_value(f, m, k);
+        }
+        fputc('}', f);
+        break;
+    case JSON_ARRAY:
+        fputc('[', f);
+        json_array_foreach(v, i, m) {
+            if (i)
+                fputc(',', f);
+            write_value(f, m, key); /* a list of times is times */
+        }
+        fputc(']', f);
+        break;
+    case JSON_STRING: write_string(f, json_string_value(v), json_string_length(v)); break;
+    case JSON_INTEGER: fprintf(f, "%" JSON_INTEGER_FORMAT, json_integer_value(v)); break;
+    case JSON_REAL: write_real(f, json_real_value(v), measured(key)); break;
+    case JSON_TRUE: fputs("true", f); break;
+    case JSON_FALSE: fputs("false", f); break;
+    default: fputs("null", f); break;
+    }
+}
+
 char *api_json_dump(const json_t *v, size_t *len)
 {
-    char *s = json_dumps(v, JSON_COMPACT | JSON_REAL_PRECISION(17) | JSON_PRESERVE_ORDER);
-    if (s && len)
-        *len = strlen(s);
+    char *s = NULL;
+    size_t n = 0;
+    FILE *f = open_memstream(&s, &n);
+    if (!f)
+        return NULL;
+    write_value(f, v, NULL);
+    if (fclose(f) != 0) {
+        free(s);
+        return NULL;
+    }
+    if (len)
+        *len = n;
     return s;
 }
 
@@ -39,12 +129,16 @@ json_t *api_stats_json(const spmv_stats *s)
                      "gbps", api_json_real(s->gbps));
 }
 
-json_t *api_params_json(const spmv_kernel *k, const spmv_params *p)
+json_t *api_params_json(const spmv_kernel *k, const spmv_params *p, const matrix *m)
 {
     json_t *o = json_object();
-    for (int id = 0; id < SPMV_PARAM_COUNT; id++)
+    for (int id = 0; id < SPMV_PARAM_COUNT; id++) {
+        int32_t v = p->v[id];
+        if (id == SPMV_PARAM_HACK_SIZE && v == 0 && m) /* 0: the matrix's own, which every HLL kernel then uses */
+            v = m->host.hack_size;
         if (k->params & (1u << id))
-            json_object_set_new(o, spmv_param_get((spmv_param_id)id)->name, json_integer(p->v[id]));
+            json_object_set_new(o, spmv_param_get((spmv_param_id)id)->name, json_integer(v));
+    }
     return o;
 }
 

@@ -8,6 +8,7 @@
  * one place that knows both, so the daemon never includes the API.
  */
 #include <stdatomic.h>
+#include <string.h>
 
 #include "api/server.h"
 #include "daemon/daemon.h"
@@ -20,6 +21,9 @@ int main(int argc, char **argv)
     static spmvd d; /* the one daemon object, handed to everything by pointer */
     api_server *server = NULL;
     spmv_error err = {0};
+    /* the route table, for tests and tools (tests/e2e/params.sh): no daemon */
+    if (argc == 2 && strcmp(argv[1], "--routes") == 0)
+        return api_routes_print(stdout);
     int status = spmvd_boot(&d, &argc, &argv);
     if (status >= 0)
         return status;

@@ -109,6 +109,13 @@ json_t *api_matrix_json(spmvd *d, matrix *m)
         json_object_set_new(o, "row_offsets", json_integer(spmv_csr_wide(&m->host.csr) ? 64 : 32));
     if (o && m->shards)
         json_object_set_new(o, "shards", shards_json(m));
+    if (o) { /* under the lock: PUT .../values changes it */
+        char hex[65];
+        pthread_mutex_lock(&m->lock);
+        spmv_sha256_hex(m->meta.sha256, hex);
+        pthread_mutex_unlock(&m->lock);
+        json_object_set_new(o, "sha256", json_string(hex));
+    }
     if (o && m->meta.generated) { /* built by formula; the file keeps this recipe */
         const spmv_gen_spec *g = &m->meta.recipe;
         json_object_set_new(o, "generated", json_pack("{s:s, s:I, s:i, s:I, s:I}", "kind", spmv_gen_kind_name(g->kind),
@@ -158,23 +165,40 @@ static void list_begin(request *r)
     api_json(r, 200, json_pack("{s:o, s:I}", "matrices", a, "count", (json_int_t)n));
 }
 
+/* Accept: application/x-npz: the CSR as scipy.sparse.load_npz reads it. */
+static void answer_npz(request *r, matrix *m)
+{
+    spmv_error err = {0};
+    int fd;
+    uint64_t size;
+    int rc = store_export_npz(r->d->store, m, &fd, &size, &err);
+    if (rc != SPMV_OK) {
+        api_error_spmv(r, rc, &err);
+        return;
+    }
+    char cd[80];
+    snprintf(cd, sizeof cd, "attachment; filename=\"%s.npz\"", m->meta.id);
+    api_file(r, 200, "application/x-npz", fd, size);
+    api_header(r, "Content-Disposition", cd);
+}
+
 static void get_begin(request *r)
 {
     matrix *m = api_get_matrix(r);
     if (!m)
         return;
-    api_json(r, 200, api_matrix_json(r->d, m));
+    const char *accept = api_header_in(r, MHD_HTTP_HEADER_ACCEPT);
+    if (accept && strstr(accept, "application/x-npz"))
+        answer_npz(r, m);
+    else
+        api_json(r, 200, api_matrix_json(r->d, m));
     matrix_unref(m);
 }
 
 static void delete_begin(request *r)
 {
     spmv_error err = {0};
-    matrix *m = store_get(r->d->store, r->id);
-    if (m && m->shards) /* the ranks' shard files go with it */
-        cluster_matrix_forget(m->shards);
-    matrix_unref(m);
-    int rc = store_remove(r->d->store, r->id, &err);
+    int rc = spmvd_remove_matrix(r->d, r->id, &err);
     if (rc == SPMV_ERR_NOT_FOUND)
         api_error(r, 404, "not_found", "no matrix %s", r->id);
     else if (rc != SPMV_OK)
@@ -183,6 +207,6 @@ static void delete_begin(request *r)
         api_bytes(r, 204, NULL, NULL, 0);
 }
 
-const route_handlers api_matrices_get = {.begin = list_begin};
-const route_handlers api_matrix_get = {.begin = get_begin};
-const route_handlers api_matrix_delete = {.begin = delete_begin};
+const route_handlers api_matrices_get = {.begin = list_begin, .body_kind = API_BODY_NONE, .query = api_no_query};
+const route_handlers api_matrix_get = {.begin = get_begin, .body_kind = API_BODY_NONE, .query = api_no_query};
+const route_handlers api_matrix_delete = {.begin = delete_begin, .body_kind = API_BODY_NONE, .query = api_no_query};

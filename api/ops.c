@@ -149,8 +149,12 @@ static int decode_spmv(request *r, size_t i, const json_t *o, ops_step *s)
     if (check_keys(r, i, o, keys))
         return -1;
     const char *mid = json_string_value(json_object_get(o, "matrix"));
-    if (!mid || !store_id_valid(mid) || !(s->m = store_get(r->d->store, mid)))
-        return bad(r, i, 404, "not_found", "`matrix`: no matrix %.40s", mid ? mid : "(missing)");
+    char what[48];
+    snprintf(what, sizeof what, "steps[%zu]: `matrix`", i);
+    if (!mid)
+        return bad(r, i, 400, "invalid_request", "`matrix` (an id or name) is missing or not a string");
+    if (!(s->m = api_matrix_ref(r, mid, what)))
+        return -1;
     const char *tr = json_string_value(json_object_get(o, "trans"));
     if (json_object_get(o, "trans") && (!tr || (strcmp(tr, "n") && strcmp(tr, "t"))))
         return bad(r, i, 400, "invalid_request", "`trans` must be \"n\" or \"t\"");
@@ -356,12 +360,12 @@ static void ops_begin(request *r)
     q->b.d = r->d;
     q->r = r;
     r->state = q;
-    api_check_content_length(r, atomic_load(&r->d->limits.max_body_bytes));
+    api_check_content_length(r, atomic_load(&r->d->limits.max_body_bytes), "max_body_bytes");
 }
 
 static void ops_body(request *r, const char *data, size_t size)
 {
-    api_body_collect(r, data, size, atomic_load(&r->d->limits.max_body_bytes));
+    api_body_collect(r, data, size, atomic_load(&r->d->limits.max_body_bytes), "max_body_bytes");
 }
 
 static void ops_end(request *r)
@@ -384,4 +388,6 @@ static void ops_cleanup(request *r)
 const route_handlers api_ops_post = {
     .begin = ops_begin, .body = ops_body, .end = ops_end, .resumed = answer, .cleanup = ops_cleanup,
     .accepts_body = true,
+    .body_kind = API_BODY_JSON,
+    .query = api_no_query,
 };

@@ -48,6 +48,14 @@ const char *const *api_route_labels(size_t *count)
 
 const char *api_query(request *r, const char *key)
 {
+    const char *names[API_QUERY_MAX];
+    size_t n = r->h ? api_query_names(r->h->query, names, API_QUERY_MAX) : 0;
+    bool declared = false;
+    for (size_t i = 0; i < n && i < API_QUERY_MAX && !declared; i++)
+        declared = strcmp(names[i], key) == 0;
+    if (!declared) /* a route reading what it does not declare: request_begin refused it as unknown */
+        log_error("internal: %s %s reads query parameter `%s`, which its handlers do not declare (api.h)", r->method,
+                  api_route_path(r->route), key);
     return MHD_lookup_connection_value(r->conn, MHD_GET_ARGUMENT_KIND, key);
 }
 
@@ -56,7 +64,7 @@ const char *api_header_in(request *r, const char *key)
     return MHD_lookup_connection_value(r->conn, MHD_HEADER_KIND, key);
 }
 
-bool api_check_content_length(request *r, int64_t limit)
+bool api_check_content_length(request *r, int64_t limit, const char *key)
 {
     const char *cl = api_header_in(r, MHD_HTTP_HEADER_CONTENT_LENGTH);
     if (!cl)
@@ -69,7 +77,7 @@ bool api_check_content_length(request *r, int64_t limit)
         return false;
     }
     if (n > (unsigned long long)limit) {
-        api_error(r, 413, "too_large", "body of %llu bytes is over the limit of %" PRId64 " bytes", n, limit);
+        api_error(r, 413, "too_large", "body of %llu bytes is over the limit of %" PRId64 " bytes (%s)", n, limit, key);
         return false;
     }
     return true;
@@ -98,13 +106,14 @@ void api_body_pooled(request *r, int64_t limit)
     }
 }
 
-void api_body_collect(request *r, const char *data, size_t size, int64_t limit)
+void api_body_collect(request *r, const char *data, size_t size, int64_t limit, const char *key)
 {
     if (r->failed)
         return;
     r->body_seen += size;
     if (r->body_seen > (uint64_t)limit) {
-        api_error(r, 413, "too_large", "body is over the limit of %" PRId64 " bytes", limit);
+        api_error(r, 413, "too_large", "body of at least %" PRId64 " bytes is over the limit of %" PRId64 " bytes (%s)",
+                  (int64_t)r->body_seen, limit, key);
         api_body_free(r);
         r->body_len = r->body_cap = 0;
         return;
@@ -172,6 +181,47 @@ matrix *api_get_matrix(request *r)
     return m;
 }
 
+#define NAMED_LISTED 8
+
+matrix *api_matrix_ref(request *r, const char *ref, const char *what)
+{
+    matrix *found[NAMED_LISTED];
+    const char *sep = what ? ": " : "";
+    what = what ? what : "";
+    if (store_id_valid(ref)) {
+        matrix *m = store_get(r->d->store, ref);
+        if (!m)
+            api_error(r, 404, "not_found", "%s%sno matrix %s", what, sep, ref);
+        return m;
+    }
+    size_t n = store_named(r->d->store, ref, true, found, NAMED_LISTED);
+    if (n == 1)
+        return found[0];
+    if (n == 0) {
+        api_error(r, 404, "not_found", "%s%sno matrix has the id or name \"%.255s\"", what, sep, ref);
+        return NULL;
+    }
+    char ids[NAMED_LISTED * (MATFILE_ID_LEN + 2) + 8] = "";
+    for (size_t i = 0; i < n && i < NAMED_LISTED; i++) {
+        snprintf(ids + strlen(ids), sizeof ids - strlen(ids), "%s%s", i ? ", " : "", found[i]->meta.id);
+        matrix_unref(found[i]);
+    }
+    api_error(r, 409, "ambiguous_name", "%s%s%zu matrices are named \"%.255s\" (%s%s); use an id", what, sep, n, ref,
+              ids, n > NAMED_LISTED ? ", ..." : "");
+    return NULL;
+}
+
+/* The path named a matrix by its name: r->id becomes its id. */
+static bool resolve_name(request *r)
+{
+    matrix *m = api_matrix_ref(r, r->name, NULL);
+    if (!m)
+        return false;
+    memcpy(r->id, m->meta.id, sizeof r->id);
+    matrix_unref(m);
+    return true;
+}
+
 bool api_refuse_sharded(request *r, const matrix *m, const char *what)
 {
     if (!m || !m->shards)
@@ -218,7 +268,7 @@ static bool needs_ready(route_id route)
     return route == ROUTE_MATRICES || route == ROUTE_MATRIX || route == ROUTE_SPY ||
            route == ROUTE_SPMV || route == ROUTE_BENCH || route == ROUTE_JOB || route == ROUTE_SPMSPM ||
            route == ROUTE_TUNE || route == ROUTE_VECTORS || route == ROUTE_VECTOR || route == ROUTE_OPS ||
-           route == ROUTE_SOLVE;
+           route == ROUTE_SOLVE || route == ROUTE_JOBS || route == ROUTE_VALUES;
 }
 
 static request *request_new(spmvd *d, struct MHD_Connection *conn, const char *url, const char *method)
@@ -263,11 +313,152 @@ static bool content_length_conflicts(request *r)
     return c.conflict;
 }
 
+/* What a route's {id} names, for its 404 (NULL: no id, or a shm name). */
+static const char *id_kind(route_id route)
+{
+    const char *p = api_route_path(route);
+    if (!strstr(p, "{id}"))
+        return NULL;
+    if (strncmp(p, "/v1/jobs/", 9) == 0)
+        return "job";
+    return strncmp(p, "/v1/vectors/", 12) == 0 ? "vector" : "matrix";
+}
+
+/* The {id} segment: a UUID goes to r->id; a matrix's may be its name
+ * (r->name, resolved once the store is ready). false with 404 answered. */
+static bool take_id(request *r, const char *seg, size_t n)
+{
+    const char *kind = id_kind(r->route);
+    if (!kind)
+        return true;
+    if (n == MATFILE_ID_LEN) {
+        memcpy(r->id, seg, n);
+        r->id[n] = '\0';
+        if (store_id_valid(r->id))
+            return true;
+        r->id[0] = '\0';
+    }
+    if (strcmp(kind, "matrix") == 0 && n <= MATFILE_NAME_MAX) {
+        memcpy(r->name, seg, n);
+        r->name[n] = '\0';
+        return true;
+    }
+    api_error(r, 404, "not_found", "%s is not a %s id (ids are UUIDs as the daemon returns them%s)", r->path, kind,
+              strcmp(kind, "matrix") == 0 ? "; a matrix's name has at most 255 bytes" : "");
+    return false;
+}
+
+/* Whether Content-Type is what the route reads (api_body); 415 if not.
+ * Types are compared whole, up to their parameters. */
+static bool media_is(const char *ct, const char *type)
+{
+    size_t n = strlen(type);
+    return strncasecmp(ct, type, n) == 0 && (ct[n] == '\0' || ct[n] == ';' || ct[n] == ' ');
+}
+
+static bool content_type_ok(request *r)
+{
+    const char *ct = api_header_in(r, MHD_HTTP_HEADER_CONTENT_TYPE);
+    api_body b = r->h->body_kind;
+    if (b == API_BODY_NONE || b == API_BODY_OWN)
+        return true;
+    if (b != API_BODY_JSON && ct && media_is(ct, "application/octet-stream")) {
+        r->binary = true;
+        return true;
+    }
+    if (b != API_BODY_BINARY && (!ct || media_is(ct, "application/json") || media_is(ct, "application/x-www-form-urlencoded")))
+        return true;
+    if (b == API_BODY_BINARY && !ct) {
+        r->binary = true;
+        return true;
+    }
+    api_error(r, 415, "unsupported_media_type", "Content-Type %s: %s %s reads %s", ct ? ct : "(none)", r->method,
+              api_route_path(r->route), b == API_BODY_JSON ? "application/json"
+                                        : b == API_BODY_BINARY ? "application/octet-stream"
+                                                               : "application/json or application/octet-stream");
+    return false;
+}
+
+/* Every query parameter must be one the route reads (api.h); with a JSON
+ * body, none. The first that is not, or one given twice, is answered. */
+typedef struct query_seen {
+    const char *names[API_QUERY_MAX];
+    size_t n;
+    uint64_t seen;
+    const char *bad;
+    bool twice;
+} query_seen;
+
+static enum MHD_Result note_query(void *cls, enum MHD_ValueKind kind, const char *key, const char *value)
+{
+    (void)kind;
+    (void)value;
+    query_seen *q = cls;
+    for (size_t i = 0; i < q->n; i++)
+        if (strcmp(q->names[i], key) == 0) {
+            q->twice = q->seen & (UINT64_C(1) << i);
+            q->seen |= UINT64_C(1) << i;
+            if (!q->twice)
+                return MHD_YES;
+            break;
+        }
+    q->bad = key;
+    return MHD_NO;
+}
+
+/* The first query parameter not in list (or given twice), or NULL. */
+static const char *query_check(request *r, const char *const *list, query_seen *q)
+{
+    memset(q, 0, sizeof *q);
+    q->n = api_query_names(list, q->names, API_QUERY_MAX);
+    if (q->n > API_QUERY_MAX)
+        q->n = API_QUERY_MAX;
+    MHD_get_connection_values(r->conn, MHD_GET_ARGUMENT_KIND, note_query, q);
+    return q->bad;
+}
+
+static bool query_ok(request *r)
+{
+    const char *const *allowed = r->h->query ? r->h->query : api_no_query;
+    bool json = !r->h->query_with_json &&
+                (r->h->body_kind == API_BODY_JSON || (r->h->body_kind == API_BODY_JSON_OR_BINARY && !r->binary));
+    query_seen q;
+    if (!query_check(r, json ? api_no_query : allowed, &q))
+        return true;
+    if (q.twice) {
+        api_error(r, 400, "invalid_parameter", "query parameter `%.64s` is given twice", q.bad);
+        return false;
+    }
+    const char *route = api_route_path(r->route);
+    char list[1024] = "";
+    size_t n = api_query_names(allowed, q.names, API_QUERY_MAX);
+    for (size_t i = 0; i < n && i < API_QUERY_MAX; i++)
+        snprintf(list + strlen(list), sizeof list - strlen(list), "%s%s", i ? ", " : "", q.names[i]);
+    if (json && n)
+        api_error(r, 400, "unknown_parameter", "unknown query parameter `%.64s`: with a JSON body %s %s takes its options "
+                  "in the body (the query string, %s, goes with Content-Type: application/octet-stream)", q.bad,
+                  r->method, route, list);
+    else if (json)
+        api_error(r, 400, "unknown_parameter", "unknown query parameter `%.64s`: %s %s takes no query parameters (its "
+                  "options are in the JSON body)", q.bad, r->method, route);
+    else
+        api_error(r, 400, "unknown_parameter", "unknown query parameter `%.64s`: %s %s takes %s%s", q.bad, r->method,
+                  route, n ? "" : "no query parameters", list);
+    return false;
+}
+
+bool api_query_empty(request *r, const char *why)
+{
+    query_seen q;
+    if (query_check(r, api_no_query, &q))
+        api_error(r, 400, "unknown_parameter", "unknown query parameter `%.64s`: %s", q.bad, why);
+    return !q.bad;
+}
 static void request_begin(request *r)
 {
-    bool bad_id;
-    const char *allow;
-    r->route = api_route_match(r->path ? r->path : "", r->id, &bad_id);
+    const char *allow, *seg;
+    size_t seglen;
+    r->route = api_route_match(r->path ? r->path : "", &seg, &seglen);
     /* before anything that tells routes apart (404, 405): without the
      * token a client learns nothing but that it needs one */
     if (!authorized(r))
@@ -286,11 +477,8 @@ static void request_begin(request *r)
         api_header(r, MHD_HTTP_HEADER_ALLOW, allow);
         return;
     }
-    if (bad_id) {
-        api_error(r, 404, "not_found", "%s is not a %s id (ids are UUIDs as the daemon returns them)",
-                  r->path, r->route == ROUTE_JOB ? "job" : r->route == ROUTE_VECTOR ? "vector" : "matrix");
+    if ((seg && !take_id(r, seg, seglen)) || !content_type_ok(r) || !query_ok(r))
         return;
-    }
     if (atomic_load(&r->d->draining)) {
         api_error_shutting_down(r);
         return;
@@ -299,6 +487,8 @@ static void request_begin(request *r)
         api_error(r, 503, "not_ready", "the daemon is still loading its stored matrices");
         return;
     }
+    if (r->name[0] && !resolve_name(r))
+        return;
     if (r->h->begin)
         r->h->begin(r);
 }

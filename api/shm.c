@@ -55,13 +55,13 @@ static const char *path_name(request *r)
 
 static void collect(request *r, const char *data, size_t size)
 {
-    api_body_collect(r, data, size, 64 * 1024);
+    api_body_collect(r, data, size, 64 * 1024, "a registration's fixed 64 KiB");
 }
 
 static void post_begin(request *r)
 {
     if (api_shm_enabled(r))
-        api_check_content_length(r, 64 * 1024);
+        api_check_content_length(r, 64 * 1024, "a registration's fixed 64 KiB");
 }
 
 static int int_field(request *r, const json_t *o, const char *key, int64_t def, int64_t *out)
@@ -225,7 +225,8 @@ static void delete_begin(request *r)
         api_bytes(r, 204, NULL, NULL, 0);
 }
 
-const route_handlers api_shm_list = {.begin = list_begin};
-const route_handlers api_shm_post = {.begin = post_begin, .body = collect, .end = post_end, .accepts_body = true};
-const route_handlers api_shm_get = {.begin = get_begin};
-const route_handlers api_shm_delete = {.begin = delete_begin};
+const route_handlers api_shm_list = {.begin = list_begin, .body_kind = API_BODY_NONE, .query = api_no_query};
+const route_handlers api_shm_post = {.begin = post_begin, .body = collect, .end = post_end, .accepts_body = true,
+                                     .body_kind = API_BODY_JSON, .query = api_no_query};
+const route_handlers api_shm_get = {.begin = get_begin, .body_kind = API_BODY_NONE, .query = api_no_query};
+const route_handlers api_shm_delete = {.begin = delete_begin, .body_kind = API_BODY_NONE, .query = api_no_query};

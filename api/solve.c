@@ -246,7 +246,7 @@ static json_t *result_json(const solve_req *t)
                           "residual_history", hist, "time", "total_ms", api_json_real(s->total_ms), "spmv_ms",
                           api_json_real(s->spmv_ms), "vector_ms", api_json_real(s->vector_ms), "setup_ms",
                           api_json_real(s->setup_ms), "queue_ms", api_json_real(t->s.queue_ms), "spmv_calls",
-                          s->spmv_calls, "kernel", t->s.k->name, "params", api_params_json(t->s.k, &t->s.p), "matrix",
+                          s->spmv_calls, "kernel", t->s.k->name, "params", api_params_json(t->s.k, &t->s.p, t->s.m), "matrix",
                           t->s.m->meta.id, "device", t->s.w->name);
     if (o && t->s.xout)
         json_object_set_new(o, "x", json_pack("{s:s}", "vector", t->s.xout->id));
@@ -317,12 +317,12 @@ static void solve_begin(request *r)
     r->state = t;
     if (!(t->s.m = api_get_matrix(r)) || api_refuse_sharded(r, t->s.m, "/solve"))
         return;
-    api_check_content_length(r, atomic_load(&r->d->limits.max_body_bytes));
+    api_check_content_length(r, atomic_load(&r->d->limits.max_body_bytes), "max_body_bytes");
 }
 
 static void solve_body(request *r, const char *data, size_t size)
 {
-    api_body_collect(r, data, size, atomic_load(&r->d->limits.max_body_bytes));
+    api_body_collect(r, data, size, atomic_load(&r->d->limits.max_body_bytes), "max_body_bytes");
 }
 
 static void solve_end(request *r)
@@ -350,4 +350,6 @@ static void solve_cleanup(request *r)
 const route_handlers api_solve_post = {
     .begin = solve_begin, .body = solve_body, .end = solve_end, .resumed = answer, .cleanup = solve_cleanup,
     .accepts_body = true,
+    .body_kind = API_BODY_JSON,
+    .query = api_no_query,
 };

@@ -109,13 +109,11 @@ static int pick_b(request *r, const json_t *o)
     spmspm_req *t = T(r);
     const char *id = json_string_value(json_object_get(o, "b"));
     if (!id) {
-        api_error(r, 400, "invalid_request", "`b` (the id of the stored matrix B) is missing or not a string");
+        api_error(r, 400, "invalid_request", "`b` (the id or name of the stored matrix B) is missing or not a string");
         return -1;
     }
-    if (!store_id_valid(id) || !(t->s.b = store_get(r->d->store, id))) {
-        api_error(r, 404, "not_found", "no matrix %s (B): upload it first", id);
+    if (!(t->s.b = api_matrix_ref(r, id, "`b`")))
         return -1;
-    }
     if (api_refuse_sharded(r, t->s.b, "SpMSpM"))
         return -1;
     return 0;
@@ -216,7 +214,7 @@ static void spmspm_finish(task *base, int status)
 /* Everything of the answer but C's entries. */
 static json_t *result_json(const spmspm_req *t)
 {
-    json_t *params = api_params_json(t->s.k, &t->s.p);
+    json_t *params = api_params_json(t->s.k, &t->s.p, NULL);
     json_t *o = json_pack("{s:s, s:s, s:s, s:s, s:s, s:o, s:o, s:o, s:I}", "kernel", t->s.k->name, "a", t->s.a->meta.id,
                           "b", t->s.b->meta.id, "device", t->s.worker_name, "dtype", matrix_dtype_name(t->s.a),
                           "params", params, "stats", api_stats_json(&t->s.st), "queue_ms", api_json_real(t->s.queue_ms),
@@ -336,13 +334,7 @@ static void answer(request *r)
 
 static void spmspm_begin(request *r)
 {
-    const char *ct = api_header_in(r, MHD_HTTP_HEADER_CONTENT_TYPE);
     const char *accept = api_header_in(r, MHD_HTTP_HEADER_ACCEPT);
-    if (ct && strncasecmp(ct, "application/json", 16) != 0 && strncasecmp(ct, "text/plain", 10) != 0 &&
-        strncasecmp(ct, "application/x-www-form-urlencoded", 33) != 0) {
-        api_error(r, 415, "unsupported_media_type", "Content-Type %s: the body is JSON (application/json)", ct);
-        return;
-    }
     spmspm_req *t = calloc(1, sizeof *t);
     if (!t) {
         api_error(r, 500, "out_of_memory", "out of memory");
@@ -353,12 +345,12 @@ static void spmspm_begin(request *r)
     r->state = t;
     if (!(t->s.a = api_get_matrix(r)) || api_refuse_sharded(r, t->s.a, "SpMSpM"))
         return;
-    api_check_content_length(r, SPMSPM_BODY_MAX);
+    api_check_content_length(r, SPMSPM_BODY_MAX, "an SpMSpM body's fixed 64 KiB");
 }
 
 static void spmspm_body(request *r, const char *data, size_t size)
 {
-    api_body_collect(r, data, size, SPMSPM_BODY_MAX);
+    api_body_collect(r, data, size, SPMSPM_BODY_MAX, "an SpMSpM body's fixed 64 KiB");
 }
 
 static void spmspm_end(request *r)
@@ -401,4 +393,6 @@ const route_handlers api_spmspm_post = {
     .resumed = answer,
     .cleanup = spmspm_cleanup,
     .accepts_body = true,
+    .body_kind = API_BODY_JSON,
+    .query = api_no_query,
 };

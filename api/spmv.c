@@ -51,6 +51,7 @@ typedef struct spmv_task {
     request *r;           /* NULL when async */
     bool binary;          /* x in the body and y in the answer as raw values */
     int64_t body_limit;
+    const char *limit_key; /* what sets body_limit (body_limit()) */
 } spmv_task;
 
 /* ------------------------------------------------------ the request */
@@ -63,7 +64,7 @@ static spmv_task *T(request *r) { return r->state; }
  * little off still gets the 400 that names both lengths). A body beyond
  * that is refused before it is read, so jansson never builds a tree many
  * times the size of any legitimate request. */
-static int64_t body_limit(request *r, const spmv_task *t)
+static int64_t body_limit(request *r, spmv_task *t)
 {
     int64_t limit = atomic_load(&r->d->limits.max_body_bytes);
     int64_t len = t->pr.m->host.cols > t->pr.m->host.rows ? t->pr.m->host.cols : t->pr.m->host.rows; /* op t takes rows */
@@ -73,21 +74,15 @@ static int64_t body_limit(request *r, const spmv_task *t)
         k = ks && atoll(ks) >= 1 && atoll(ks) <= SPMV_MAX_K ? atoll(ks) : 1;
     int64_t shape = t->binary ? 4096 + 2 * k * len * (int64_t)spmv_dtype_size(t->pr.m->host.dtype)
                               : 4096 + 64 * k * len;
+    t->limit_key = shape < limit ? (t->binary ? "what x of this matrix can take in binary: 4096 + 2 x k x n x value size"
+                                              : "what x of this matrix can take in JSON: 4096 + 64 x k x n")
+                                 : "max_body_bytes";
     return shape < limit ? shape : limit;
 }
 
 static void spmv_begin(request *r)
 {
-    const char *ct = api_header_in(r, MHD_HTTP_HEADER_CONTENT_TYPE);
-    bool binary = ct && strncasecmp(ct, "application/octet-stream", 24) == 0;
-    bool json = !ct || strncasecmp(ct, "application/json", 16) == 0 ||
-                strncasecmp(ct, "application/x-www-form-urlencoded", 33) == 0 ||
-                strncasecmp(ct, "text/plain", 10) == 0;
-    if (!binary && !json) {
-        api_error(r, 415, "unsupported_media_type",
-                  "Content-Type %s: send application/json or application/octet-stream", ct);
-        return;
-    }
+    bool binary = r->binary; /* Content-Type checked by request_begin */
     spmv_task *t = calloc(1, sizeof *t);
     if (!t) {
         api_error(r, 500, "out_of_memory", "out of memory");
@@ -99,13 +94,13 @@ static void spmv_begin(request *r)
     if (!(t->pr.m = api_get_matrix(r)))
         return;
     t->body_limit = body_limit(r, t);
-    if (api_check_content_length(r, t->body_limit) && binary)
+    if (api_check_content_length(r, t->body_limit, t->limit_key) && binary)
         api_body_pooled(r, t->body_limit);
 }
 
 static void spmv_body(request *r, const char *data, size_t size)
 {
-    api_body_collect(r, data, size, T(r)->body_limit);
+    api_body_collect(r, data, size, T(r)->body_limit, T(r)->limit_key);
 }
 
 /* The checks every compute route makes of the kernel it was asked for:
@@ -339,6 +334,24 @@ static int resolve_operands(request *r, const spmv_req *q)
     return resolve_shm(r, q);
 }
 
+/* ?dtype= with a binary body: the dtype the client says its values are
+ * (the C client sends it), which must be the one x of this matrix takes. */
+static int check_dtype(request *r, api_fail *f)
+{
+    const char *s = api_query(r, "dtype");
+    spmv_dtype said, dt = T(r)->pr.m->host.dtype;
+    if (!s)
+        return 0;
+    if (spmv_dtype_parse(s, &said) != SPMV_OK)
+        return (f->status = 400, f->code = "invalid_request",
+                snprintf(f->message, sizeof f->message, "`dtype` must be float64 or float32, not \"%.32s\"", s), -1);
+    if (said != dt)
+        return (f->status = 400, f->code = "dtype_mismatch",
+                snprintf(f->message, sizeof f->message, "`dtype` %s: matrix %s takes x and gives y as %s",
+                         spmv_dtype_name(said), T(r)->pr.m->meta.id, spmv_dtype_name(dt)), -1);
+    return 0;
+}
+
 /* The body (JSON) or the query string (binary) through the decoders, then
  * the kernel against this daemon and matrix. */
 static int decode_request(request *r, spmv_params *given, bool *async)
@@ -351,6 +364,8 @@ static int decode_request(request *r, spmv_params *given, bool *async)
     int64_t max_runs = atomic_load(&r->d->limits.max_runs);
     int rc = t->binary ? api_decode_spmv_query(lookup_query, r, max_runs, &q, &f)
                        : api_decode_spmv_json(r->body, r->body_len, rows, cols, dt, max_runs, &q, &f);
+    if (rc == 0 && t->binary)
+        rc = check_dtype(r, &f);
     if (rc == 0 && t->binary && !q.x_vector[0] && !q.x_shm[0])
         rc = api_check_x_binary(r->body_len, q.trans ? rows : cols, q.k, dt, &f);
     if (rc == 0 && t->binary && (q.x_vector[0] || q.x_shm[0]) && r->body_len)
@@ -446,7 +461,7 @@ static json_t *sharded_json(const spmv_task *t)
 static json_t *result_json(const spmv_task *t)
 {
     json_t *o = json_pack("{s:s, s:s, s:s, s:o, s:o, s:o, s:s, s:i, s:o, s:o}", "kernel", t->pr.k->name, "matrix",
-                          t->pr.m->meta.id, "device", t->pr.worker_name, "params", api_params_json(t->pr.k, &t->pr.p), "stats",
+                          t->pr.m->meta.id, "device", t->pr.worker_name, "params", api_params_json(t->pr.k, &t->pr.p, t->pr.m), "stats",
                           stats_json(t), "queue_ms", api_json_real(t->pr.queue_ms), "op", t->pr.trans ? "t" : "n",
                           "k", t->pr.ncols, "alpha", api_json_real(t->pr.alpha), "beta", api_json_real(t->pr.beta));
     if (o && (t->pr.alpha != 1.0 || t->pr.beta != 0.0))
@@ -622,6 +637,11 @@ static void spmv_cleanup(request *r)
     r->state = NULL;
 }
 
+/* The binary form's options (api_decode_spmv_query reads them). */
+static const char *const spmv_query[] = {"kernel", "runs", "warmup", "verify", "async", "k", "op", "alpha", "beta", "x",
+                                         "y", "x_shm", "x_offset", "y_shm", "y_offset", "dtype", API_QUERY_PARAMS,
+                                         NULL};
+
 const route_handlers api_spmv_post = {
     .begin = spmv_begin,
     .body = spmv_body,
@@ -629,4 +649,6 @@ const route_handlers api_spmv_post = {
     .resumed = answer,
     .cleanup = spmv_cleanup,
     .accepts_body = true,
+    .body_kind = API_BODY_JSON_OR_BINARY,
+    .query = spmv_query,
 };

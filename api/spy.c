@@ -140,4 +140,5 @@ done:
     matrix_unref(m);
 }
 
-const route_handlers api_spy_get = {.begin = spy_begin};
+static const char *const spy_query[] = {"size", NULL};
+const route_handlers api_spy_get = {.begin = spy_begin, .body_kind = API_BODY_NONE, .query = spy_query};

@@ -89,4 +89,6 @@ const route_handlers api_tune_post = {
     .resumed = tune_answer,
     .cleanup = tune_cleanup,
     .accepts_body = false,
+    .body_kind = API_BODY_NONE,
+    .query = api_no_query,
 };

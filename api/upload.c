@@ -68,7 +68,7 @@ typedef struct upload_req {
     bool multipart;             /* the body is form fields (pp), not the file itself */
     bool file_seen;
     char name[FIELD_MAX], dtype[FIELD_MAX], formats[FIELD_MAX], hack_size[FIELD_MAX], device[FIELD_MAX];
-    char shard[FIELD_MAX], offsets[FIELD_MAX];
+    char shard[FIELD_MAX], offsets[FIELD_MAX], if_exists[FIELD_MAX];
     char generate[FIELD_MAX], gen_n[FIELD_MAX], gen_per_row[FIELD_MAX], gen_dense_len[FIELD_MAX], gen_seed[FIELD_MAX];
     char filename[FIELD_MAX];
     uint64_t bytes;
@@ -86,7 +86,8 @@ static void mm_feed(request *r, const char *data, size_t size)
     if (rc == SPMV_ERR_NOMEM)
         api_error(r, 500, "out_of_memory", "%s", err.message);
     else if (rc != SPMV_OK)
-        api_error(r, 422, rc == SPMV_ERR_UNSUPPORTED ? "unsupported_matrix" : "bad_matrix", "%s", err.message);
+        api_error(r, 422, rc == SPMV_ERR_UNSUPPORTED ? "unsupported_matrix" : rc == SPMV_ERR_LIMIT ? "too_large" : "bad_matrix",
+                  "%s", err.message);
 }
 
 static void spool_write(request *r, const void *data, size_t size)
@@ -160,21 +161,21 @@ static void spool_remove(upload_req *u)
 }
 
 /* The upload's options, taken as form fields or query parameters (a form
- * field wins), each into its buffer of `upload_req`. */
-static const struct {
-    const char *name;
-    size_t off;
-} options[] = {
-    {"name", offsetof(upload_req, name)},           {"dtype", offsetof(upload_req, dtype)},
-    {"formats", offsetof(upload_req, formats)},     {"hack_size", offsetof(upload_req, hack_size)},
-    {"device", offsetof(upload_req, device)},       {"shard", offsetof(upload_req, shard)},
-    {"offsets", offsetof(upload_req, offsets)},     {"generate", offsetof(upload_req, generate)},
-    {"n", offsetof(upload_req, gen_n)},             {"per_row", offsetof(upload_req, gen_per_row)},
-    {"dense_len", offsetof(upload_req, gen_dense_len)}, {"seed", offsetof(upload_req, gen_seed)},
+ * field wins), each into its buffer of `upload_req`: the names are the
+ * route's query parameters, in the order of their buffers. */
+static const char *const option_names[] = {"name", "dtype", "formats", "hack_size", "device", "shard", "offsets",
+                                           "if_exists", "generate", "n", "per_row", "dense_len", "seed", NULL};
+static const size_t option_off[] = {
+    offsetof(upload_req, name),      offsetof(upload_req, dtype),       offsetof(upload_req, formats),
+    offsetof(upload_req, hack_size), offsetof(upload_req, device),      offsetof(upload_req, shard),
+    offsetof(upload_req, offsets),   offsetof(upload_req, if_exists),   offsetof(upload_req, generate),
+    offsetof(upload_req, gen_n),     offsetof(upload_req, gen_per_row), offsetof(upload_req, gen_dense_len),
+    offsetof(upload_req, gen_seed),
 };
-#define OPTION_COUNT (sizeof options / sizeof options[0])
+#define OPTION_COUNT (sizeof option_off / sizeof option_off[0])
+_Static_assert(OPTION_COUNT + 1 == sizeof option_names / sizeof option_names[0], "a buffer for every option");
 
-static char *option_buf(upload_req *u, size_t i) { return (char *)u + options[i].off; }
+static char *option_buf(upload_req *u, size_t i) { return (char *)u + option_off[i]; }
 
 /* Appends a form field's chunk to its (bounded) buffer. */
 static int field_append(char *buf, const char *data, uint64_t off, size_t size)
@@ -212,7 +213,7 @@ static enum MHD_Result on_field(void *cls, enum MHD_ValueKind kind, const char *
         return r->failed ? MHD_NO : MHD_YES;
     }
     for (size_t i = 0; i < OPTION_COUNT; i++)
-        if (strcmp(key, options[i].name) == 0) {
+        if (strcmp(key, option_names[i]) == 0) {
             if (field_append(option_buf(u, i), data, off, size) != 0) {
                 api_error(r, 400, "bad_request", "form field `%s` is longer than %d bytes", key, FIELD_MAX - 1);
                 return MHD_NO;
@@ -221,15 +222,54 @@ static enum MHD_Result on_field(void *cls, enum MHD_ValueKind kind, const char *
         }
     char known[256] = "file";
     for (size_t i = 0; i < OPTION_COUNT; i++)
-        snprintf(known + strlen(known), sizeof known - strlen(known), ", %s", options[i].name);
+        snprintf(known + strlen(known), sizeof known - strlen(known), ", %s", option_names[i]);
     api_error(r, 400, "bad_request", "unknown form field `%s` (known: %s)", key, known);
     return MHD_NO;
+}
+
+static int hex_digit(char c)
+{
+    return c >= '0' && c <= '9' ? c - '0' : c >= 'a' && c <= 'f' ? c - 'a' + 10 : c >= 'A' && c <= 'F' ? c - 'A' + 10 : -1;
+}
+
+/* The file name a raw body's Content-Disposition gives (RFC 6266:
+ * filename*=UTF-8''percent-encoded wins over filename="quoted" or
+ * filename=token), its directories dropped; empty when it gives none. */
+static void disposition_name(const char *cd, char out[FIELD_MAX])
+{
+    const char *v = strcasestr(cd, "filename*=");
+    size_t n = 0;
+    bool ext = v && strncasecmp(v + 10, "UTF-8''", 7) == 0, quoted = false;
+    v = ext ? v + 17 : strcasestr(cd, "filename=");
+    if (v && !ext) {
+        v += 9;
+        quoted = *v == '"';
+        v += quoted;
+    }
+    for (; v && *v && n + 1 < FIELD_MAX; v++) {
+        if (quoted ? *v == '"' : (*v == ';' || *v == ' '))
+            break;
+        if (quoted && *v == '\\' && v[1])
+            v++;
+        else if (ext && *v == '%' && hex_digit(v[1]) >= 0 && hex_digit(v[2]) >= 0) {
+            out[n++] = (char)(hex_digit(v[1]) * 16 + hex_digit(v[2]));
+            v += 2;
+            continue;
+        }
+        out[n++] = *v;
+    }
+    out[n] = '\0';
+    const char *base = out;
+    for (const char *p = out; *p; p++)
+        if (*p == '/' || *p == '\\')
+            base = p + 1;
+    memmove(out, base, strlen(base) + 1);
 }
 
 static void upload_begin(request *r)
 {
     spmvd *d = r->d;
-    if (!api_check_content_length(r, atomic_load(&d->limits.max_upload_bytes)))
+    if (!api_check_content_length(r, atomic_load(&d->limits.max_upload_bytes), "max_upload_bytes"))
         return;
     upload_req *u = calloc(1, sizeof *u);
     if (!u) {
@@ -242,7 +282,7 @@ static void upload_begin(request *r)
     upload_init(&u->up, d);
     /* query options first: form fields, when present, override them */
     for (size_t i = 0; i < OPTION_COUNT; i++) {
-        const char *v = api_query(r, options[i].name);
+        const char *v = api_query(r, option_names[i]);
         if (v)
             snprintf(option_buf(u, i), FIELD_MAX, "%s", v);
     }
@@ -257,6 +297,9 @@ static void upload_begin(request *r)
         return;
     }
     const char *ct = api_header_in(r, MHD_HTTP_HEADER_CONTENT_TYPE);
+    const char *cd = api_header_in(r, "Content-Disposition");
+    if (cd && !(ct && strncasecmp(ct, "multipart/form-data", 19) == 0))
+        disposition_name(cd, u->filename);
     if (ct && strncasecmp(ct, "multipart/form-data", 19) == 0) {
         u->multipart = true;
         u->pp = MHD_create_post_processor(r->conn, POST_BUFFER, on_field, r);
@@ -271,7 +314,8 @@ static void upload_body(request *r, const char *data, size_t size)
     int64_t limit = atomic_load(&r->d->limits.max_upload_bytes);
     u->bytes += size;
     if (u->bytes > (uint64_t)limit) {
-        api_error(r, 413, "too_large", "upload is over the limit of %lld bytes", (long long)limit);
+        api_error(r, 413, "too_large", "upload of at least %llu bytes is over the limit of %lld bytes (max_upload_bytes)",
+                  (unsigned long long)u->bytes, (long long)limit);
         return;
     }
     if (u->pp) {
@@ -380,10 +424,17 @@ static int parse_options(request *r)
         api_error(r, 503, "cluster_failed", "`shard`: the cluster has failed: %s", cluster_failed(d->cluster));
         return -1;
     }
+    static const char *const modes[] = {[UPLOAD_NEW] = "new", [UPLOAD_REUSE] = "reuse", [UPLOAD_REPLACE] = "replace"};
+    o->if_exists = UPLOAD_NEW;
+    while (u->if_exists[0] && strcmp(u->if_exists, modes[o->if_exists]) != 0)
+        if (++o->if_exists > UPLOAD_REPLACE) {
+            api_error(r, 400, "invalid_request", "`if_exists` must be new, reuse or replace, not \"%.64s\"", u->if_exists);
+            return -1;
+        }
     o->name = u->name[0] ? u->name : u->filename[0] ? u->filename : "matrix";
     if (strlen(o->name) > MATFILE_NAME_MAX || !name_ok(o->name)) {
-        api_error(r, 400, "invalid_request", "`name` must be at most %d bytes of UTF-8 text without control characters",
-                  MATFILE_NAME_MAX);
+        api_error(r, 400, "invalid_request", "`name` (or the file name) must be at most %d bytes of UTF-8 text without "
+                  "control characters", MATFILE_NAME_MAX);
         return -1;
     }
     return 0;
@@ -474,7 +525,8 @@ static int read_entries(request *r)
     if (rc == SPMV_ERR_NOMEM)
         api_error_spmv(r, rc, &err);
     else
-        api_error(r, 422, rc == SPMV_ERR_UNSUPPORTED ? "unsupported_matrix" : "bad_matrix", "%s", err.message);
+        api_error(r, 422, rc == SPMV_ERR_UNSUPPORTED ? "unsupported_matrix" : rc == SPMV_ERR_LIMIT ? "too_large" : "bad_matrix",
+                  "%s", err.message);
     return -1;
 }
 
@@ -486,6 +538,8 @@ static void answer_created(request *r)
     matrix *m = u->up.m;
     char loc[64];
     snprintf(loc, sizeof loc, "/v1/matrices/%s", m->meta.id);
+    if (u->up.spec.if_exists == UPLOAD_REPLACE)
+        upload_replace(&u->up);
     log_info("upload: stored %s \"%s\" %dx%d nnz %lld %s on %s (%llu bytes, parse %.1f ms)", m->meta.id,
              m->meta.name, m->host.rows, m->host.cols, (long long)m->host.nnz, matrix_dtype_name(m),
              m->dev_worker ? m->dev_worker->name : "cpu", (unsigned long long)u->bytes, m->meta.parse_ms);
@@ -571,6 +625,17 @@ static void upload_end(request *r)
         api_error_spmv(r, rc, &err);
         return;
     }
+    matrix *same = u->up.spec.if_exists == UPLOAD_REUSE ? upload_reusable(&u->up) : NULL;
+    if (same) { /* 200, not 201: nothing new was stored */
+        char loc[64];
+        snprintf(loc, sizeof loc, "/v1/matrices/%s", same->meta.id);
+        log_info("upload: \"%s\" is %s already (same sha256 and dtype): reused, nothing stored", same->meta.name,
+                 same->meta.id);
+        api_json(r, 200, api_matrix_json(r->d, same));
+        api_header(r, MHD_HTTP_HEADER_LOCATION, loc);
+        matrix_unref(same);
+        return;
+    }
     place(r);
 }
 
@@ -595,4 +660,6 @@ const route_handlers api_upload_post = {
     .resumed = upload_resumed,
     .cleanup = upload_cleanup,
     .accepts_body = true,
+    .body_kind = API_BODY_OWN,
+    .query = option_names,
 };

@@ -48,11 +48,7 @@ static bool wants_binary(request *r)
     return a && strstr(a, "application/octet-stream");
 }
 
-static bool body_is_binary(request *r)
-{
-    const char *ct = api_header_in(r, MHD_HTTP_HEADER_CONTENT_TYPE);
-    return ct && strncasecmp(ct, "application/octet-stream", 24) == 0;
-}
+static bool body_is_binary(request *r) { return r->binary; /* Content-Type checked by request_begin */ }
 
 static vector_task *task_new(request *r, vector_op op)
 {
@@ -183,11 +179,9 @@ static int placement(request *r, const json_t *o)
     t->dtype = SPMV_FLOAT64;
     spmv_dtype_parse(d->cfg.default_dtype, &t->dtype);
     if (like) {
-        matrix *m = store_id_valid(like) ? store_get(d->store, like) : NULL;
-        if (!m) {
-            api_error(r, 404, "not_found", "`like`: no matrix %.40s", like);
+        matrix *m = api_matrix_ref(r, like, "`like`");
+        if (!m)
             return -1;
-        }
         bool rows = side && strcmp(side, "rows") == 0;
         if (side && !rows && strcmp(side, "cols") != 0) {
             matrix_unref(m);
@@ -440,13 +434,13 @@ static int check_keys(request *r, const json_t *o, const char *const *keys)
 
 static void collect(request *r, const char *data, size_t size)
 {
-    api_body_collect(r, data, size, atomic_load(&r->d->limits.max_body_bytes));
+    api_body_collect(r, data, size, atomic_load(&r->d->limits.max_body_bytes), "max_body_bytes");
 }
 
 static void post_begin(request *r)
 {
     if (task_new(r, VECTOR_CREATE))
-        api_check_content_length(r, atomic_load(&r->d->limits.max_body_bytes));
+        api_check_content_length(r, atomic_load(&r->d->limits.max_body_bytes), "max_body_bytes");
 }
 
 static void submit(request *r)
@@ -466,7 +460,9 @@ static void post_end(request *r)
     if (!body_is_binary(r) && !(body = load_body(r)))
         return;
     json_t *opts = json_is_object(body) ? body : NULL;
-    if (check_keys(r, body, keys) || placement(r, opts))
+    if ((opts && !api_query_empty(r, "a JSON object carries its own options (a query string goes with a binary body "
+                                     "or a JSON array)")) ||
+        check_keys(r, body, keys) || placement(r, opts))
         goto out;
     int64_t k = 0;
     if (int_opt(r, opts, "k", 1, SPMV_MAX_K, &k))
@@ -544,7 +540,7 @@ static void get_end(request *r)
 static void put_begin(request *r)
 {
     if (task_new(r, VECTOR_WRITE))
-        api_check_content_length(r, atomic_load(&r->d->limits.max_body_bytes));
+        api_check_content_length(r, atomic_load(&r->d->limits.max_body_bytes), "max_body_bytes");
 }
 
 static void put_end(request *r)
@@ -588,12 +584,20 @@ static void list_begin(request *r)
     api_json(r, 200, json_pack("{s:o}", "vectors", a));
 }
 
-const route_handlers api_vectors_get = {.begin = list_begin};
+/* A create's options with a binary body or a bare JSON array (a JSON
+ * object carries its own: post_end refuses a query then). */
+static const char *const create_query[] = {"like", "side", "dtype", "device", "k", NULL};
+static const char *const read_query[] = {"shm", "offset", NULL};
+
+const route_handlers api_vectors_get = {.begin = list_begin, .body_kind = API_BODY_NONE, .query = api_no_query};
 const route_handlers api_vectors_post = {
     .begin = post_begin, .body = collect, .end = post_end, .resumed = answer, .cleanup = cleanup, .accepts_body = true,
+    .body_kind = API_BODY_JSON_OR_BINARY, .query = create_query, .query_with_json = true,
 };
-const route_handlers api_vector_get = {.end = get_end, .resumed = answer, .cleanup = cleanup};
+const route_handlers api_vector_get = {.end = get_end, .resumed = answer, .cleanup = cleanup,
+                                       .body_kind = API_BODY_NONE, .query = read_query};
 const route_handlers api_vector_put = {
     .begin = put_begin, .body = collect, .end = put_end, .resumed = answer, .cleanup = cleanup, .accepts_body = true,
+    .body_kind = API_BODY_JSON_OR_BINARY, .query = api_no_query,
 };
-const route_handlers api_vector_delete = {.begin = delete_begin};
+const route_handlers api_vector_delete = {.begin = delete_begin, .body_kind = API_BODY_NONE, .query = api_no_query};

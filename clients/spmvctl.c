@@ -1002,6 +1002,36 @@ static void params_text(const json_t *p, char *buf, size_t cap)
     }
 }
 
+/* The kernels a bench skipped, one line per reason (a CPU host skips
+ * every GPU kernel for the same one): "skipped 20 kernels (gpu.csr.scalar,
+ * gpu.csr.vector, ... and 17 more): no GPU on this host". */
+static void print_skipped(const json_t *skipped)
+{
+    size_t n = json_array_size(skipped);
+    bool *done = calloc(n ? n : 1, sizeof *done);
+    for (size_t i = 0; done && i < n; i++) {
+        if (done[i])
+            continue;
+        const char *why = json_string_value(json_object_get(json_array_get(skipped, i), "reason"));
+        char names[160] = "";
+        size_t count = 0;
+        for (size_t j = i; j < n; j++) {
+            const json_t *row = json_array_get(skipped, j);
+            const char *w = json_string_value(json_object_get(row, "reason"));
+            if (done[j] || strcmp(w ? w : "", why ? why : "") != 0)
+                continue;
+            done[j] = true;
+            const char *k = json_string_value(json_object_get(row, "kernel"));
+            if (count++ < 3)
+                snprintf(names + strlen(names), sizeof names - strlen(names), "%s%s", count > 1 ? ", " : "", k ? k : "?");
+        }
+        if (count > 3)
+            snprintf(names + strlen(names), sizeof names - strlen(names), " and %zu more", count - 3);
+        printf("skipped %zu kernel%s (%s): %s\n", count, count == 1 ? "" : "s", names, why ? why : "");
+    }
+    free(done);
+}
+
 static void print_bench_table(const char *result_text)
 {
     json_t *result = json_loads(result_text ? result_text : "null", JSON_DECODE_ANY, NULL);
@@ -1029,12 +1059,7 @@ static void print_bench_table(const char *result_text)
                row_num(row, "mean_ms"), row_num(row, "median_ms"), row_num(row, "gflops"), row_num(row, "gbps"),
                row_num(row, "speedup"), err, error ? "  " : "", error ? error : "");
     }
-    const json_t *skipped = json_object_get(result, "skipped");
-    json_array_foreach(skipped, i, row) {
-        const char *k = json_string_value(json_object_get(row, "kernel"));
-        const char *why = json_string_value(json_object_get(row, "reason"));
-        printf("skipped %s: %s\n", k ? k : "?", why ? why : "");
-    }
+    print_skipped(json_object_get(result, "skipped"));
     const char *best = json_string_value(json_object_get(json_object_get(result, "best"), "kernel"));
     if (best)
         printf("best: %s\n", best);

@@ -135,13 +135,20 @@ static int tune_now(spmvd *d, worker *w, matrix *m, int32_t ncols, matrix_tuning
     for (const char *s = m->meta.id; *s; s++) /* x from the id: the same matrix is tuned on the same x */
         seed = seed * 131 + (unsigned char)*s;
     o.seed = seed;
+    /* what the matrix held before: the upload's pinned formats and those
+     * the user's own calls built, which tuning leaves as it found them */
+    spmv_gpu_usage dev_before;
+    matrix_device_usage(m, &dev_before);
+    pthread_mutex_lock(&m->lock);
+    unsigned host_before = m->host.formats;
+    pthread_mutex_unlock(&m->lock);
     int rc = spmv_tune(&m->host.csr, &o, run_on_worker, &c, &r, err);
     /* Tuning built a format per candidate; only the winner's stays (and
-     * what the upload pinned): the rest would hold memory no call reads. */
+     * what was there before): the rest would hold memory no call reads. */
     unsigned keep = rc == SPMV_OK ? (unsigned)r.kernel->format : 0u;
     if (m->dev)
-        spmv_gpu_matrix_trim(worker_gpu_ctx(w), m->dev, keep);
-    worker_cpu_trim(m, keep);
+        spmv_gpu_matrix_trim(worker_gpu_ctx(w), m->dev, keep | dev_before.formats);
+    worker_cpu_trim(m, keep | host_before);
     if (rc != SPMV_OK)
         return rc;
     memset(out, 0, sizeof *out);
@@ -210,6 +217,16 @@ int autotune_get_k(spmvd *d, worker *w, matrix *m, int32_t ncols, matrix_tuning 
     pthread_mutex_unlock(&m->lock);
     *out = t;
     return SPMV_OK;
+}
+
+void autotune_forget(spmvd *d, matrix *m)
+{
+    pthread_mutex_lock(&m->lock);
+    memset(&m->tuned, 0, sizeof m->tuned);
+    memset(m->tuned_k, 0, sizeof m->tuned_k);
+    memset(m->tuned_k_cols, 0, sizeof m->tuned_k_cols);
+    pthread_mutex_unlock(&m->lock);
+    autotune_remove(store_dir(d->store), m->meta.id);
 }
 
 void tune_run(task *base, worker *w)

@@ -52,6 +52,11 @@ typedef struct tune_task {
 } tune_task;
 void tune_run(task *t, struct worker *w);
 
+/* m's values changed (PUT .../values): every choice forgotten, in memory
+ * and its side file, so the next `auto` call tunes again. On the worker
+ * that tunes m (autotune_worker's), which runs no tuning meanwhile. */
+void autotune_forget(struct spmvd *d, matrix *m);
+
 /* Unlinks <dir>/<id>.tune if present (the matrix was deleted). */
 void autotune_remove(const char *dir, const char *id);
 

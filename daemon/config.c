@@ -586,6 +586,7 @@ void config_print_help(const char *prog)
            "spmvd keeps sparse matrices resident and serves y = A*x over HTTP.\n\n"
            "  --config FILE     JSON configuration (default %s if it exists)\n"
            "  --check-config    validate the configuration, print it as JSON, exit\n"
+           "  --routes          print every route, its body and query parameters (JSON lines), exit\n"
            "  --help, --version\n\n"
            "Every configuration key is also a flag (flags win over the file);\n"
            "integers take k/M/G/T suffixes, an empty value clears a file or token key:\n\n",

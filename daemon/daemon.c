@@ -88,6 +88,15 @@ worker *spmvd_pick_gpu(spmvd *d, int want)
     return best;
 }
 
+int spmvd_remove_matrix(spmvd *d, const char *id, spmv_error *err)
+{
+    matrix *m = store_get(d->store, id);
+    if (m && m->shards) /* the ranks' shard files go with it */
+        cluster_matrix_forget(m->shards);
+    matrix_unref(m);
+    return store_remove(d->store, id, err);
+}
+
 worker *spmvd_worker_for(spmvd *d, matrix *m, const spmv_kernel *k)
 {
     if (k->device == SPMV_DEVICE_CPU)

@@ -74,6 +74,10 @@ worker *spmvd_worker_for(spmvd *d, matrix *m, const spmv_kernel *k);
 /* Whether kernel k can run in this daemon (build, host, configured
  * devices); *reason says why not. */
 bool spmvd_kernel_available(spmvd *d, const spmv_kernel *k, const char **reason);
+/* DELETE of a matrix: its file removed and the store's reference dropped
+ * (the ranks forget a sharded one's shard files). SPMV_ERR_NOT_FOUND if
+ * there is no such matrix. */
+int spmvd_remove_matrix(spmvd *d, const char *id, spmv_error *err);
 /* Runs fn(w, arg) on worker w's thread and waits for its result (start-up
  * reload puts matrices on their GPU this way). SPMV_ERR_UNAVAILABLE if the
  * worker is stopping. */

@@ -216,6 +216,19 @@ json_t *job_to_json(job *j)
     return o;
 }
 
+json_t *jobs_to_json(job_registry *r)
+{
+    json_t *a = json_array();
+    pthread_mutex_lock(&r->lock);
+    for (job *j = r->head; j && a; j = j->next) {
+        json_t *o = job_to_json(j);
+        json_object_del(o, "result");
+        json_array_append_new(a, o);
+    }
+    pthread_mutex_unlock(&r->lock);
+    return a;
+}
+
 size_t jobs_sweep(job_registry *r, double retention_s)
 {
     double now = spmv_now_ms();

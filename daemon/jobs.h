@@ -49,6 +49,9 @@ void job_finish(job *j, int http_status, json_t *body);
  * created/started/finished, and result or error once finished. */
 json_t *job_to_json(job *j);
 
+/* Every job held, newest first, as job_to_json shows it but without its
+ * result (GET /v1/jobs/{id} has it): GET /v1/jobs. */
+json_t *jobs_to_json(job_registry *r);
 /* Drops finished jobs older than retention_s; returns how many remain. */
 size_t jobs_sweep(job_registry *r, double retention_s);
 /* Counts by state for /metrics. */

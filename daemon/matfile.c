@@ -31,6 +31,7 @@ enum {
     /* a generated matrix's recipe (FLAG_RECIPE): spmv_gen_spec's fields */
     OFF_RECIPE_KIND = 400, OFF_RECIPE_PER_ROW = 404, OFF_RECIPE_N = 408, OFF_RECIPE_DENSE = 416,
     OFF_RECIPE_SEED = 424,
+    OFF_SHA256 = 440,           /* 32 bytes: the CSR's content hash (FLAG_SHA256; spmv_csr_sha256) */
     OFF_PAYLOAD_CRC = 504, OFF_HEADER_CRC = 508,
 };
 
@@ -40,6 +41,7 @@ enum {
     FLAG_SHARDED = 1u << 1,
     FLAG_WIDE = 1u << 2,        /* 64-bit row pointers (a wide CSR: spmv_csr_wide) */
     FLAG_RECIPE = 1u << 3,      /* no arrays: the recipe at OFF_RECIPE_* builds them */
+    FLAG_SHA256 = 1u << 4,      /* OFF_SHA256 holds the content hash (else a reload computes it) */
 };
 
 int matfile_path(const char *dir, const char *id, char *buf, size_t len)
@@ -95,7 +97,10 @@ static void encode_header(unsigned char *h, const matfile_meta *m, const spmv_cs
     put32(h, OFF_DEVICE, (uint32_t)m->device);
     put64(h, OFF_CREATED, (uint64_t)m->created);
     put32(h, OFF_FLAGS, (m->mixed ? FLAG_MIXED : 0) | (m->sharded ? FLAG_SHARDED : 0) |
-                            (spmv_csr_wide(csr) ? FLAG_WIDE : 0) | (m->generated ? FLAG_RECIPE : 0));
+                            (spmv_csr_wide(csr) ? FLAG_WIDE : 0) | (m->generated ? FLAG_RECIPE : 0) |
+                            (m->has_sha256 ? FLAG_SHA256 : 0));
+    if (m->has_sha256)
+        memcpy(h + OFF_SHA256, m->sha256, sizeof m->sha256);
     if (m->generated) {
         put32(h, OFF_RECIPE_KIND, (uint32_t)m->recipe.kind);
         put32(h, OFF_RECIPE_PER_ROW, (uint32_t)m->recipe.per_row);
@@ -302,12 +307,15 @@ static int decode_header(const unsigned char *h, matfile_meta *m, spmv_csr *csr,
     m->device = (int32_t)get32(h, OFF_DEVICE);
     m->created = (int64_t)get64(h, OFF_CREATED);
     uint32_t flags = get32(h, OFF_FLAGS);
-    if ((flags & ~(uint32_t)(FLAG_MIXED | FLAG_SHARDED | FLAG_WIDE | FLAG_RECIPE)) ||
+    if ((flags & ~(uint32_t)(FLAG_MIXED | FLAG_SHARDED | FLAG_WIDE | FLAG_RECIPE | FLAG_SHA256)) ||
         ((flags & FLAG_MIXED) && dtype != SPMV_FLOAT64))
         return spmv_error_set(err, SPMV_ERR_CORRUPT, 0, "%s: header flags 0x%x unknown or inconsistent", path, flags);
     m->mixed = (flags & FLAG_MIXED) != 0;
     m->sharded = (flags & FLAG_SHARDED) != 0;
     m->generated = (flags & FLAG_RECIPE) != 0;
+    m->has_sha256 = (flags & FLAG_SHA256) != 0;
+    if (m->has_sha256)
+        memcpy(m->sha256, h + OFF_SHA256, sizeof m->sha256);
     if (m->generated) {
         m->recipe.kind = (spmv_gen_kind)get32(h, OFF_RECIPE_KIND);
         m->recipe.per_row = (int32_t)get32(h, OFF_RECIPE_PER_ROW);

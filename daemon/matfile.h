@@ -2,8 +2,10 @@
  *
  * The state directory holds one file per matrix, named <uuid>.csr. A file is
  * a 512-byte header (magic, format version, dtype, sizes, name, flags (mixed), symmetry as
- * read, upload options and timings, CRC-32 of the payload, CRC-32 of the
- * header) followed by the CSR arrays row_ptr, col and val, little-endian.
+ * read, upload options and timings, the content hash (SHA-256, spmv_csr_sha256;
+ * files written before it have none and get it computed at reload), CRC-32 of
+ * the payload, CRC-32 of the header) followed by the CSR arrays row_ptr, col
+ * and val, little-endian.
  * A generated matrix (upload option `generate`) is stored as its recipe in
  * the header, with no arrays: matfile_read builds it again by formula
  * (spmv_gen_csr) and checks its shape and non-zeros against the header's,
@@ -46,6 +48,8 @@ typedef struct matfile_meta {
     bool sharded;              /* uploaded with shard=true: re-sharded over the ranks at every start */
     bool generated;            /* made by `generate`: the file holds its recipe, not its arrays */
     spmv_gen_spec recipe;      /* when generated: spmv_gen_csr rebuilds the CSR from it at reload */
+    bool has_sha256;           /* sha256 is set (matrix_new_from_csr computes it when not) */
+    unsigned char sha256[32];  /* the CSR's content hash (spmv_csr_sha256) */
     double parse_ms, convert_ms, transfer_ms, store_ms;
 } matfile_meta;
 

@@ -63,9 +63,7 @@ int preconds_build(worker *w, matrix *m, rprecond *r, spmv_error *err)
 {
     spmv_precond_options o = r->o;
     o.amg.near_nullspace = r->near_nullspace;
-    pthread_mutex_lock(&m->lock);
-    r->values_version = m->values_version;
-    pthread_mutex_unlock(&m->lock);
+    r->values_version = atomic_load(&m->values_gen);
     worker_heartbeat(w);
     int st = spmv_precond_setup(worker_gpu_ctx(w), &m->host.csr, &o, &r->p, err);
     worker_heartbeat(w);
@@ -115,7 +113,7 @@ rprecond *preconds_cached(matrix *m, const spmv_precond_options *o)
     rprecond *found = NULL;
     pthread_mutex_lock(&m->lock);
     for (rprecond *r = m->preconds; r && !found; r = r->next)
-        if (r->inline_cache && r->values_version == m->values_version && same_options(&r->o, o))
+        if (r->inline_cache && r->values_version == atomic_load(&m->values_gen) && same_options(&r->o, o))
             found = rprecond_ref(r);
     pthread_mutex_unlock(&m->lock);
     return found;
@@ -164,19 +162,35 @@ void preconds_list_free(rprecond **list, size_t n)
     free(list);
 }
 
-void preconds_clear(matrix *m)
+/* Unlists every preconditioner of m, or only the inline caches built from
+ * values it no longer holds. */
+static void prune(matrix *m, bool stale_cache_only)
 {
+    rprecond *gone = NULL;
+    uint64_t now = atomic_load(&m->values_gen);
     pthread_mutex_lock(&m->lock);
-    rprecond *r = m->preconds;
-    m->preconds = NULL;
+    for (rprecond **pp = &m->preconds; *pp;) {
+        rprecond *r = *pp;
+        if (!stale_cache_only || (r->inline_cache && r->values_version != now)) {
+            *pp = r->next;
+            r->next = gone;
+            gone = r;
+        } else {
+            pp = &r->next;
+        }
+    }
     pthread_mutex_unlock(&m->lock);
-    while (r) {
+    for (rprecond *r = gone; r;) {
         rprecond *next = r->next;
         r->listed = false;
         rprecond_unref(r);
         r = next;
     }
 }
+
+void preconds_clear(matrix *m) { prune(m, false); }
+
+void preconds_values_changed(matrix *m) { prune(m, true); }
 
 size_t preconds_bytes(matrix *m)
 {
@@ -225,6 +239,8 @@ json_t *rprecond_json(const rprecond *r, const matrix *m)
                           r->w ? r->w->name : "cpu", "setup_ms", r->setup_ms, "bytes", (json_int_t)r->bytes,
                           "symmetric", info.symmetric, "inline", r->inline_cache, "options", options_json(&r->o),
                           "created", created);
+    if (o) /* built from values the matrix no longer holds (PUT .../values since) */
+        json_object_set_new(o, "stale", json_boolean(r->values_version != atomic_load(&((matrix *)m)->values_gen)));
     if (o && r->o.type == SPMV_PRECOND_AMG)
         json_object_set_new(o, "hierarchy", json_pack("{s:i, s:f, s:i}", "levels", info.levels,
                                                       "operator_complexity", info.operator_complexity,

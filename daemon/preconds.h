@@ -8,7 +8,8 @@
  * dropped) and when DELETE /v1/matrices/{id}/preconditioners/{pid} asks.
  * A solve names one by id, or inline by type: an inline one is built on
  * first use, kept on the matrix as its cache for that type and options,
- * and reused until the matrix's values change (preconds_values_changed).
+ * and reused until the matrix's values change (m->values_gen moves on:
+ * preconds_values_changed).
  *
  * Records are reference counted like resident vectors: the matrix's list
  * holds one reference, each solve using it another, so a DELETE during a
@@ -33,7 +34,7 @@ typedef struct rprecond {
     spmv_precond *p;            /* NULL until built */
     worker *w;                  /* the worker that built it and frees it */
     bool inline_cache;          /* built by a solve's inline preconditioner (the matrix's cache) */
-    uint64_t values_version;    /* the matrix values it was built from */
+    uint64_t values_version;    /* the matrix's values_gen it was built from */
     size_t bytes;               /* host + device bytes */
     double setup_ms;
     long long created_wall;
@@ -66,8 +67,12 @@ int preconds_remove(matrix *m, const char *id, spmv_error *err);
 /* A referenced snapshot of m's list (free with preconds_list_free). */
 int preconds_list(matrix *m, rprecond ***out, size_t *n);
 void preconds_list_free(rprecond **list, size_t n);
-/* Unlists every preconditioner of m (its values changed, or it goes). */
+/* Unlists every preconditioner of m (it goes). */
 void preconds_clear(matrix *m);
+/* m's values changed: its inline caches are stale and go; preconditioners
+ * the client built by id stay (still a valid preconditioner, built from
+ * the old values: their descriptor says so). */
+void preconds_values_changed(matrix *m);
 /* Bytes of m's listed preconditioners. */
 size_t preconds_bytes(matrix *m);
 

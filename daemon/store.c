@@ -17,6 +17,7 @@
 #include <string.h>
 #include <sys/file.h>
 #include <sys/stat.h>
+#include <time.h>
 #include <unistd.h>
 
 #include <uuid/uuid.h>
@@ -67,6 +68,11 @@ int matrix_new_from_csr(const matfile_meta *meta, spmv_csr *csr, unsigned format
     if (!m)
         return spmv_error_set(err, SPMV_ERR_NOMEM, 0, "out of memory");
     m->meta = *meta;
+    if (!m->meta.has_sha256 && spmv_csr_sha256(csr, m->meta.sha256) != SPMV_OK) {
+        free(m);
+        return spmv_error_set(err, SPMV_ERR_NOMEM, 0, "out of memory hashing the matrix");
+    }
+    m->meta.has_sha256 = true;
     pthread_mutex_init(&m->lock, NULL);
     atomic_store(&m->refs, 1);
     m->host.rows = csr->rows;
@@ -295,6 +301,71 @@ matrix *store_get(store *s, const char *id)
         }
     pthread_mutex_unlock(&s->lock);
     return found;
+}
+
+/* Whether a matrix's name is `name`, or (file) `name` and a matrix file's
+ * extension. */
+static bool name_is(const char *have, const char *name, bool file)
+{
+    static const char *const ext[] = {".mtx", ".mtx.gz", ".npz"};
+    size_t n = strlen(name);
+    if (!file)
+        return strcmp(have, name) == 0;
+    for (size_t i = 0; i < sizeof ext / sizeof ext[0]; i++)
+        if (strncmp(have, name, n) == 0 && strcmp(have + n, ext[i]) == 0)
+            return true;
+    return false;
+}
+
+size_t store_named(store *s, const char *name, bool ext, matrix **out, size_t max)
+{
+    size_t n = 0;
+    pthread_mutex_lock(&s->lock);
+    for (int file = 0; file < (ext ? 2 : 1) && n == 0; file++)
+        for (matrix *m = s->head; m; m = m->next)
+            if (name_is(m->meta.name, name, file)) {
+                if (n < max)
+                    out[n] = matrix_ref(m);
+                n++;
+            }
+    pthread_mutex_unlock(&s->lock);
+    return n;
+}
+
+#define EXPORT_TRIES 4
+
+int store_export_npz(store *s, matrix *m, int *fd, uint64_t *size, spmv_error *err)
+{
+    char path[PATH_MAX];
+    for (int attempt = 0; attempt < EXPORT_TRIES; attempt++) {
+        unsigned gen = atomic_load(&m->values_gen);
+        struct stat st;
+        int tmp = -1, rc = SPMV_OK;
+        if (gen & 1u) { /* the worker is copying new values in */
+            struct timespec ts = {0, 10 * 1000 * 1000};
+            nanosleep(&ts, NULL);
+            continue;
+        }
+        if (snprintf(path, sizeof path, "%s/.download-XXXXXX.tmp", s->dir) >= (int)sizeof path || (tmp = mkstemps(path, 4)) < 0)
+            return spmv_error_set(err, SPMV_ERR_IO, 0, "a temporary file in %s: %s", s->dir, strerror(errno));
+        close(tmp);
+        rc = spmv_npz_write_csr_file(path, &m->host.csr, false, err);
+        tmp = rc == SPMV_OK ? open(path, O_RDONLY | O_CLOEXEC) : -1;
+        if (rc == SPMV_OK && (tmp < 0 || fstat(tmp, &st) != 0))
+            rc = spmv_error_set(err, SPMV_ERR_IO, 0, "reading back %s: %s", path, strerror(errno));
+        unlink(path);
+        if (rc == SPMV_OK && atomic_load(&m->values_gen) == gen) {
+            *fd = tmp;
+            *size = (uint64_t)st.st_size;
+            return SPMV_OK;
+        }
+        if (tmp >= 0)
+            close(tmp);
+        if (rc != SPMV_OK)
+            return rc;
+    }
+    return spmv_error_set(err, SPMV_ERR_UNAVAILABLE, 0, "the values of %s kept changing while it was written; try again",
+                          m->meta.id);
 }
 
 int store_remove(store *s, const char *id, spmv_error *err)

@@ -48,10 +48,11 @@ typedef struct matrix {
     matrix_tuning tuned;        /* `auto`'s choice, under `lock` */
     matrix_tuning tuned_k[8];   /* `auto`'s choices for k > 1 columns (kernel NULL: free), under `lock` */
     int32_t tuned_k_cols[8];
+    atomic_bool values_changing; /* a PUT .../values is under way (daemon/values.c): one at a time */
+    _Atomic unsigned values_gen; /* odd while the host values change: readers outside the worker retry */
     spmv_matrix *host_t;        /* Aᵀ on the host, built on first use of op "t" by a CPU kernel, under `lock` */
     struct worker *shard_worker; /* the cluster worker (daemon/worker_cluster.c) when sharded, else NULL */
     struct rprecond *preconds;  /* its resident preconditioners (daemon/preconds.c), under `lock` */
-    uint64_t values_version;    /* bumped when its values change: cached preconditioners are stale then */
     void *shards;               /* its shards across the MPI ranks (a cluster_matrix), opaque outside it */
     _Atomic int refs;
     struct matrix *next;        /* store list */
@@ -67,7 +68,8 @@ const char *store_dir(const store *s);
 
 /* A fresh matrix with one reference, its host matrix taking ownership of
  * *csr (zeroed), and the other host formats in `formats` built (pinned);
- * one the padding rule `lim` refuses is skipped. */
+ * one the padding rule `lim` refuses is skipped. The content hash is
+ * computed unless meta has it. */
 int matrix_new_from_csr(const matfile_meta *meta, spmv_csr *csr, unsigned formats, const spmv_format_limits *lim,
                         matrix **out, spmv_error *err);
 matrix *matrix_ref(matrix *m);
@@ -116,6 +118,10 @@ int store_commit(store *s, matrix *m, store_staged *st, spmv_error *err);
 void store_discard(store_staged *st);
 /* A referenced matrix, or NULL. */
 matrix *store_get(store *s, const char *id);
+/* How many matrices are named `name` (or, with ext and when none is,
+ * `name` and a matrix file's extension: .mtx, .mtx.gz, .npz); the first
+ * `max` of them (oldest first) referenced into out. */
+size_t store_named(store *s, const char *name, bool ext, matrix **out, size_t max);
 /* Unlinks the file and drops the store's reference. SPMV_ERR_NOT_FOUND if
  * absent. */
 int store_remove(store *s, const char *id, spmv_error *err);
@@ -123,6 +129,13 @@ int store_remove(store *s, const char *id, spmv_error *err);
 int store_list(store *s, matrix ***out, size_t *n);
 void store_list_free(matrix **list, size_t n);
 size_t store_count(store *s);
+
+/* GET with Accept: application/x-npz: m's CSR as SciPy's .npz (members
+ * stored, not deflated) in an unlinked temporary file of the state
+ * directory, read back from *fd (its size in *size). Values that change
+ * meanwhile (PUT .../values) make it write again; SPMV_ERR_UNAVAILABLE
+ * after a few tries. */
+int store_export_npz(store *s, matrix *m, int *fd, uint64_t *size, spmv_error *err);
 
 /* Reload at start. For each <id>.csr file: read and verify it; a damaged
  * one is moved to damaged/ with a log line; a good one is handed to `load`

@@ -209,6 +209,45 @@ int upload_build(upload *u, spmv_error *err)
     return SPMV_OK;
 }
 
+/* --------------------------------------------------------- if_exists */
+
+#define NAMED_MAX 64
+
+matrix *upload_reusable(upload *u)
+{
+    matrix *named[NAMED_MAX], *found = NULL;
+    size_t n = store_named(u->d->store, u->m->meta.name, false, named, NAMED_MAX);
+    for (size_t i = 0; i < n && i < NAMED_MAX; i++) {
+        matrix *m = named[i];
+        pthread_mutex_lock(&m->lock);
+        bool same = memcmp(m->meta.sha256, u->m->meta.sha256, sizeof m->meta.sha256) == 0;
+        pthread_mutex_unlock(&m->lock);
+        if (!found && same && m->meta.mixed == u->m->meta.mixed && m->host.dtype == u->m->host.dtype)
+            found = matrix_ref(m);
+        matrix_unref(m);
+    }
+    return found;
+}
+
+size_t upload_replace(upload *u)
+{
+    matrix *named[NAMED_MAX];
+    size_t n = store_named(u->d->store, u->m->meta.name, false, named, NAMED_MAX), gone = 0;
+    for (size_t i = 0; i < n && i < NAMED_MAX; i++) {
+        spmv_error err = {0};
+        int rc = named[i] == u->m ? SPMV_ERR_NOT_FOUND : spmvd_remove_matrix(u->d, named[i]->meta.id, &err);
+        if (rc == SPMV_OK) {
+            log_info("upload %s: replaces %s \"%s\" (if_exists=replace)", u->m->meta.id, named[i]->meta.id,
+                     named[i]->meta.name);
+            gone++;
+        } else if (rc != SPMV_ERR_NOT_FOUND) {
+            log_error("upload %s: if_exists=replace: %s", u->m->meta.id, err.message);
+        }
+        matrix_unref(named[i]);
+    }
+    return gone;
+}
+
 /* -------------------------------------------------------------- place */
 
 worker *upload_place(upload *u)

@@ -41,6 +41,12 @@
 
 struct spmvd;
 
+/* What an upload does when a matrix of its name is stored already: store
+ * another (new), answer the stored one when its content (sha256) and dtype
+ * are the same (reuse), or store this one and delete every other of the
+ * name (replace). */
+typedef enum upload_if_exists { UPLOAD_NEW, UPLOAD_REUSE, UPLOAD_REPLACE } upload_if_exists;
+
 /* What the request asks for, decoded by the API. */
 typedef struct upload_spec {
     const char *name;  /* the matrix's name; read by upload_build */
@@ -52,6 +58,7 @@ typedef struct upload_spec {
     bool shard;        /* across the ranks of the MPI job */
     bool placed;       /* `shard` or `device` was given, whatever its value: no sharding by configuration */
     bool offsets64;    /* 64-bit row offsets whatever the size (nnz past INT32_MAX has them anyway) */
+    upload_if_exists if_exists;
 } upload_spec;
 
 typedef struct upload {
@@ -91,6 +98,12 @@ int upload_build(upload *u, spmv_error *err);
 /* Where m goes: NULL for the host (then upload_store), else the worker
  * to submit the load to (u->w), m's device set in its header. */
 worker *upload_place(upload *u);
+/* if_exists=reuse: a referenced stored matrix of m's name, content hash
+ * and dtype, or NULL (then m is stored as usual). */
+matrix *upload_reusable(upload *u);
+/* if_exists=replace, once m is stored: every other matrix of its name
+ * deleted; how many. */
+size_t upload_replace(upload *u);
 /* A host matrix: the file written, the matrix listed. */
 int upload_store(upload *u, spmv_error *err);
 /* The task body (u->base.run) on u->w's thread. */

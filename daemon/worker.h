@@ -74,6 +74,11 @@ typedef struct worker_ops {
      * writes the matrix file from it). */
     int (*matrix_load)(worker *w, matrix *m, spmv_error *err);
     void (*matrix_release)(worker *w, void *dev);
+    /* On the worker thread (the one that runs m's kernels): m's values
+     * replaced by val (nnz, in m's dtype, CSR order), host and device;
+     * every derived format and transpose dropped, the pinned formats
+     * rebuilt. NULL: the worker's matrices take no new values (cluster). */
+    int (*matrix_set_values)(worker *w, matrix *m, const void *val, spmv_error *err);
     /* Frees a resident vector's values on the owning thread (any thread
      * may call it; the GPU queues a forced task, the CPU frees at once). */
     void (*vec_release)(worker *w, const spmv_vec *v);
@@ -148,6 +153,9 @@ int worker_cpu_acquire(struct spmvd *d, matrix *m, const spmv_kernel *k, const s
 void worker_cpu_release(matrix *m, const spmv_kernel *k);
 /* Frees the host formats neither pinned nor in `keep` (auto's winner). */
 void worker_cpu_trim(matrix *m, unsigned keep);
+/* The host half of matrix_set_values (the CPU worker's, and the GPU
+ * worker's before its device copy). */
+int worker_host_set_values(matrix *m, const void *val, spmv_error *err);
 /* Runs one kernel from worker w's thread through its ops table: CPU
  * kernels on the host copy, GPU kernels through w's device, a sharded
  * product on the cluster worker. Records the kernel time in the metrics.

@@ -195,6 +195,33 @@ void worker_cpu_trim(matrix *m, unsigned keep)
     pthread_mutex_unlock(&m->lock);
 }
 
+int worker_host_set_values(matrix *m, const void *val, spmv_error *err)
+{
+    unsigned pinned = matrix_host_pinned(m);
+    int rc = SPMV_OK;
+    pthread_mutex_lock(&m->lock);
+    memcpy(m->host.csr.val, val, (size_t)m->host.nnz * spmv_dtype_size(m->host.dtype));
+    for (int i = 0; i < SPMV_FORMAT_COUNT; i++) /* each holds its own copy of the old values */
+        if ((m->host.formats & (1u << i)) && (1u << i) != SPMV_FMT_CSR)
+            spmv_matrix_drop_format(&m->host, (spmv_format)(1u << i));
+    if (m->host_t) {
+        spmv_matrix_free(m->host_t);
+        free(m->host_t);
+        m->host_t = NULL;
+    }
+    for (unsigned f = SPMV_FMT_COO; f <= SPMV_FMT_PSELL && rc != SPMV_ERR_NOMEM; f <<= 1)
+        if ((pinned & f) && f != SPMV_FMT_CSR)
+            rc = spmv_matrix_add_format(&m->host, (spmv_format)f, err);
+    pthread_mutex_unlock(&m->lock);
+    return rc == SPMV_ERR_LIMIT ? SPMV_OK : rc; /* past the padding rule: not built, as at upload */
+}
+
+static int cpu_set_values(worker *w, matrix *m, const void *val, spmv_error *err)
+{
+    (void)w;
+    return worker_host_set_values(m, val, err);
+}
+
 static int cpu_matrix_load(worker *w, matrix *m, spmv_error *err)
 {
     (void)w; (void)m; (void)err;
@@ -220,6 +247,7 @@ static const worker_ops cpu_ops = {
     .stop = worker_generic_stop,
     .info = worker_generic_info,
     .matrix_load = cpu_matrix_load,
+    .matrix_set_values = cpu_set_values,
     .matrix_release = cpu_matrix_release,
     .vec_release = cpu_vec_release,
     .run = worker_host_run,

@@ -84,6 +84,15 @@ static int gpu_matrix_load(worker *w, matrix *m, spmv_error *err)
     return SPMV_OK;
 }
 
+static int gpu_set_values(worker *w, matrix *m, const void *val, spmv_error *err)
+{
+    int rc = worker_host_set_values(m, val, err);
+    if (rc == SPMV_OK && m->dev)
+        rc = spmv_gpu_matrix_set_values(w->ctx, m->dev, val, err);
+    refresh_info(w);
+    return rc;
+}
+
 typedef struct release_task {
     task base;
     void *dev;
@@ -174,6 +183,7 @@ static const worker_ops gpu_ops = {
     .info = worker_generic_info,
     .matrix_load = gpu_matrix_load,
     .matrix_release = gpu_matrix_release,
+    .matrix_set_values = gpu_set_values,
     .vec_release = gpu_vec_release,
     .run = gpu_run,
     .thread_init = gpu_thread_init,

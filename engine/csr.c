@@ -1,4 +1,5 @@
-/* csr.c — the CSR format: freeing, byte count, dtype change, CSR -> COO.
+/* csr.c — the CSR format: freeing, byte count, dtype change, CSR -> COO,
+ * the content hash.
  *
  * CSR is the format every matrix is held in (spmv_matrix always has it) and
  * the source of every other conversion (ell.c, hll.c, hyb.c read it); going
@@ -7,7 +8,10 @@
  */
 #include <float.h>
 #include <math.h>
+#include <stdio.h>
 #include <string.h>
+
+#include <openssl/evp.h>
 
 #include "formats.h"
 #include "spmv.h"
@@ -118,4 +122,33 @@ int spmv_csr_to_dtype(spmv_csr *m, spmv_dtype dtype, spmv_error *err)
     m->val = val;
     m->dtype = dtype;
     return SPMV_OK;
+}
+
+/* The offsets go through the digest as int64 whatever the CSR holds, in
+ * slices of this many. */
+#define HASH_SLICE 8192
+
+int spmv_csr_sha256(const spmv_csr *m, unsigned char out[32])
+{
+    EVP_MD_CTX *ctx = EVP_MD_CTX_new();
+    int ok = ctx && EVP_DigestInit_ex(ctx, EVP_sha256(), NULL);
+    int64_t head[2] = {m->rows, m->cols}, wide[HASH_SLICE];
+    ok = ok && EVP_DigestUpdate(ctx, head, sizeof head);
+    for (int64_t i = 0; ok && i <= m->rows; i += HASH_SLICE) {
+        int64_t n = m->rows + 1 - i < HASH_SLICE ? m->rows + 1 - i : HASH_SLICE;
+        for (int64_t j = 0; j < n; j++)
+            wide[j] = spmv_csr_row_begin(m, i + j);
+        ok = EVP_DigestUpdate(ctx, wide, (size_t)n * sizeof wide[0]);
+    }
+    ok = ok && EVP_DigestUpdate(ctx, m->col, (size_t)m->nnz * sizeof(int32_t)) &&
+         EVP_DigestUpdate(ctx, m->val, (size_t)m->nnz * spmv_dtype_size(m->dtype)) &&
+         EVP_DigestFinal_ex(ctx, out, NULL);
+    EVP_MD_CTX_free(ctx);
+    return ok ? SPMV_OK : SPMV_ERR_NOMEM;
+}
+
+void spmv_sha256_hex(const unsigned char sum[32], char hex[65])
+{
+    for (int i = 0; i < 32; i++)
+        snprintf(hex + 2 * i, 3, "%02x", sum[i]);
 }

@@ -231,13 +231,15 @@ static int parse_banner(spmv_mm_reader *r, const char *s, const char *e, spmv_er
     return SPMV_OK;
 }
 
-static int check_limit(spmv_mm_reader *r, spmv_error *err, int64_t v, int64_t limit, const char *what)
+/* The message names the reader option (the daemon's configuration key of
+ * the same name) unless the limit is the format's own 32-bit one. */
+static int check_limit(spmv_mm_reader *r, spmv_error *err, int64_t v, int64_t limit, const char *what, const char *key)
 {
     if (v <= limit)
         return SPMV_OK;
-    return fail(r, err, SPMV_ERR_LIMIT, r->line + 1, "%lld %s is over the limit of %lld%s", (long long)v, what,
+    return fail(r, err, SPMV_ERR_LIMIT, r->line + 1, "%lld %s is over the limit of %lld (%s)", (long long)v, what,
                 (long long)limit,
-                limit == INT32_MAX ? " (rows, columns and non-zeros must fit 32-bit signed integers)" : "");
+                limit == INT32_MAX ? "rows, columns and non-zeros must fit 32-bit signed integers" : key);
 }
 
 /* Counts an array's stored values and its entries after expansion; both
@@ -307,20 +309,20 @@ static int parse_size_line(spmv_mm_reader *r, const char *s, const char *e, spmv
     h->rows = v[0];
     h->cols = v[1];
     h->size_line = line;
-    if ((st = check_limit(r, err, h->rows, r->max_rows, "rows")) ||
-        (st = check_limit(r, err, h->cols, r->max_cols, "columns")))
+    if ((st = check_limit(r, err, h->rows, r->max_rows, "rows", "max_rows")) ||
+        (st = check_limit(r, err, h->cols, r->max_cols, "columns", "max_rows")))
         return st;
     if (h->symmetry != SPMV_MM_GENERAL && h->rows != h->cols)
         return fail(r, err, SPMV_ERR_PARSE, line, "a %s matrix must be square, found %lld x %lld",
                     spmv_mm_symmetry_name(h->symmetry), (long long)h->rows, (long long)h->cols);
     if (h->format == SPMV_MM_COORDINATE) {
         h->entries = v[2];
-        if ((st = check_limit(r, err, h->entries, r->max_nnz, "entries")))
+        if ((st = check_limit(r, err, h->entries, r->max_nnz, "entries", "max_nnz")))
             return st;
     } else {
         int64_t expanded;
         array_counts(h, &h->entries, &expanded);
-        if ((st = check_limit(r, err, expanded, r->max_nnz, "array entries")))
+        if ((st = check_limit(r, err, expanded, r->max_nnz, "array entries", "max_nnz")))
             return st;
     }
     reserve_entries(r);

@@ -340,9 +340,9 @@ static int build_coordinate(const mm_header *h, const mm_entries *e, int threads
     int64_t total = expanded_count(h, e);
     if (total > h->max_nnz)
         return spmv_error_set(err, SPMV_ERR_LIMIT, h->size_line,
-                              "line %lld: %lld entries after symmetric expansion are over the limit of %lld%s",
+                              "line %lld: %lld entries after symmetric expansion are over the limit of %lld (%s)",
                               (long long)h->size_line, (long long)total, (long long)h->max_nnz,
-                              h->max_nnz == INT32_MAX ? " (non-zeros must fit a 32-bit signed integer)" : "");
+                              h->max_nnz == INT32_MAX ? "non-zeros must fit a 32-bit signed integer" : "max_nnz");
     int st = spmv_coo_alloc(&m, (int32_t)h->rows, (int32_t)h->cols, total, SPMV_FLOAT64, err);
     if (st)
         return st;

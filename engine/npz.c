@@ -583,7 +583,7 @@ static int read_head(zip_t *za, const spmv_mm_options *opts, npz_head *h, spmv_e
                         (long long)cols);
     if (rows > limit_or(opts->max_rows) || cols > limit_or(opts->max_cols))
         return npz_fail(err, SPMV_ERR_LIMIT, "shape.npy", "shape %lld x %lld is over the limit of %lld rows and %lld "
-                        "columns", (long long)rows, (long long)cols, (long long)limit_or(opts->max_rows),
+                        "columns (max_rows)", (long long)rows, (long long)cols, (long long)limit_or(opts->max_rows),
                         (long long)limit_or(opts->max_cols));
     /* nnz from data's header, checked before anything is allocated from it */
     if ((st = npy_open(za, "data.npy", &a, err)))
@@ -894,16 +894,16 @@ int spmv_npz_read_buffer_csr(const void *data, size_t len, const spmv_mm_options
 /* ------------------------------------------------------------- writer */
 
 /* One .npy member (version 1.0, little-endian) from n elements of `descr`
- * in `data`, added to za under `name`; the bytes live until zip_close, so
- * *keep collects them for the caller to free after. */
+ * in `data`, added to za under `name`: its header (kept in *keep until
+ * zip_close, for the caller to free) and the data as two fragments, the
+ * data read where it is, never copied. */
 static int add_npy(zip_t *za, const char *name, const char *descr, const char *shape, const void *data, size_t bytes,
                    bool compress, void **keep, spmv_error *err)
 {
     char dict[128];
     int dl = snprintf(dict, sizeof dict, "{'descr': '%s', 'fortran_order': False, 'shape': %s, }", descr, shape);
     size_t hlen = ((size_t)dl + 1 + 10 + 63) / 64 * 64 - 10; /* header padded so data starts 64-aligned */
-    size_t total = 10 + hlen + bytes;
-    unsigned char *buf = malloc(total);
+    unsigned char *buf = malloc(10 + hlen);
     if (!buf)
         return spmv_error_set(err, SPMV_ERR_NOMEM, 0, "out of memory writing %s", name);
     memcpy(buf, "\x93NUMPY\x01\x00", 8);
@@ -912,10 +912,9 @@ static int add_npy(zip_t *za, const char *name, const char *descr, const char *s
     memset(buf + 10, ' ', hlen);
     memcpy(buf + 10, dict, (size_t)dl);
     buf[10 + hlen - 1] = '\n';
-    if (bytes)
-        memcpy(buf + 10 + hlen, data, bytes);
     *keep = buf;
-    zip_source_t *src = zip_source_buffer(za, buf, total, 0);
+    zip_buffer_fragment_t frag[2] = {{buf, 10 + hlen}, {(zip_uint8_t *)(uintptr_t)data, bytes}};
+    zip_source_t *src = zip_source_buffer_fragment(za, frag, bytes ? 2 : 1, 0);
     zip_int64_t idx = src ? zip_file_add(za, name, src, ZIP_FL_OVERWRITE) : -1;
     if (idx < 0) {
         if (src)
@@ -926,33 +925,27 @@ static int add_npy(zip_t *za, const char *name, const char *descr, const char *s
     return SPMV_OK;
 }
 
-int spmv_npz_write_file(const char *path, const spmv_coo *m, bool compress, spmv_error *err)
+/* save_npz's CSR layout from the arrays as they are: row offsets of 32 or
+ * 64 bits (ptr64), int32 columns, values in dtype. */
+static int write_csr(const char *path, int64_t rows, int64_t cols, int64_t nnz, const void *ptr, bool ptr64,
+                     const int32_t *col, const void *val, spmv_dtype dtype, bool compress, spmv_error *err)
 {
     int zerr = 0, st = SPMV_OK;
     void *keep[5] = {NULL, NULL, NULL, NULL, NULL};
-    int32_t *ptr = NULL;
-    char shape[64], n1[40], nn[40];
+    char n1[40], nn[40];
     zip_t *za = zip_open(path, ZIP_CREATE | ZIP_TRUNCATE, &zerr);
     if (!za)
         return spmv_error_set(err, SPMV_ERR_IO, 0, "npz: cannot create %s (libzip error %d)", path, zerr);
-    if (!(ptr = calloc((size_t)m->rows + 1, sizeof *ptr))) {
-        st = spmv_error_set(err, SPMV_ERR_NOMEM, 0, "out of memory writing %s", path);
-        goto done;
-    }
-    for (int64_t k = 0; k < m->nnz; k++) /* the COO is sorted by row: CSR is its row counts */
-        ptr[m->row[k] + 1]++;
-    for (int32_t i = 0; i < m->rows; i++)
-        ptr[i + 1] += ptr[i];
-    int64_t shp[2] = {m->rows, m->cols};
-    snprintf(shape, sizeof shape, "(2,)");
-    snprintf(n1, sizeof n1, "(%lld,)", (long long)m->rows + 1);
-    snprintf(nn, sizeof nn, "(%lld,)", (long long)m->nnz);
+    int64_t shp[2] = {rows, cols};
+    snprintf(n1, sizeof n1, "(%lld,)", (long long)rows + 1);
+    snprintf(nn, sizeof nn, "(%lld,)", (long long)nnz);
     if ((st = add_npy(za, "format.npy", "|S3", "()", "csr", 3, compress, &keep[0], err)) ||
-        (st = add_npy(za, "shape.npy", "<i8", shape, shp, sizeof shp, compress, &keep[1], err)) ||
-        (st = add_npy(za, "indptr.npy", "<i4", n1, ptr, ((size_t)m->rows + 1) * 4, compress, &keep[2], err)) ||
-        (st = add_npy(za, "indices.npy", "<i4", nn, m->col, (size_t)m->nnz * 4, compress, &keep[3], err)) ||
-        (st = add_npy(za, "data.npy", m->dtype == SPMV_FLOAT32 ? "<f4" : "<f8", nn, m->val,
-                      (size_t)m->nnz * spmv_dtype_size(m->dtype), compress, &keep[4], err)))
+        (st = add_npy(za, "shape.npy", "<i8", "(2,)", shp, sizeof shp, compress, &keep[1], err)) ||
+        (st = add_npy(za, "indptr.npy", ptr64 ? "<i8" : "<i4", n1, ptr, ((size_t)rows + 1) * (ptr64 ? 8 : 4), compress,
+                      &keep[2], err)) ||
+        (st = add_npy(za, "indices.npy", "<i4", nn, col, (size_t)nnz * 4, compress, &keep[3], err)) ||
+        (st = add_npy(za, "data.npy", dtype == SPMV_FLOAT32 ? "<f4" : "<f8", nn, val,
+                      (size_t)nnz * spmv_dtype_size(dtype), compress, &keep[4], err)))
         goto done;
     if (zip_close(za) != 0) {
         st = spmv_error_set(err, SPMV_ERR_IO, 0, "npz: cannot write %s (%s)", path, zip_strerror(za));
@@ -964,6 +957,26 @@ done:
         zip_discard(za);
     for (int i = 0; i < 5; i++)
         free(keep[i]);
+    return st;
+}
+
+int spmv_npz_write_file(const char *path, const spmv_coo *m, bool compress, spmv_error *err)
+{
+    int32_t *ptr = calloc((size_t)m->rows + 1, sizeof *ptr);
+    if (!ptr)
+        return spmv_error_set(err, SPMV_ERR_NOMEM, 0, "out of memory writing %s", path);
+    for (int64_t k = 0; k < m->nnz; k++) /* the COO is sorted by row: CSR is its row counts */
+        ptr[m->row[k] + 1]++;
+    for (int32_t i = 0; i < m->rows; i++)
+        ptr[i + 1] += ptr[i];
+    int st = write_csr(path, m->rows, m->cols, m->nnz, ptr, false, m->col, m->val, m->dtype, compress, err);
     free(ptr);
     return st;
+}
+
+int spmv_npz_write_csr_file(const char *path, const spmv_csr *m, bool compress, spmv_error *err)
+{
+    bool wide = spmv_csr_wide(m);
+    return write_csr(path, m->rows, m->cols, m->nnz, wide ? (const void *)m->row_ptr64 : (const void *)m->row_ptr, wide,
+                     m->col, m->val, m->dtype, compress, err);
 }

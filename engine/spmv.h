@@ -142,6 +142,14 @@ static inline int64_t spmv_csr_row_begin(const spmv_csr *a, int64_t i)
 {
     return a->row_ptr64 ? a->row_ptr64[i] : a->row_ptr[i];
 }
+/* The content hash of a CSR: SHA-256 over, in this order and
+ * little-endian, rows and cols as two int64, the rows + 1 row offsets as
+ * int64 (whether the CSR holds them in 32 or 64 bits), the nnz columns as
+ * int32 and the nnz values as stored (float64 or float32). NumPy:
+ * sha256(int64[rows, cols] + indptr as <i8 + indices as <i4 + data). */
+int spmv_csr_sha256(const spmv_csr *m, unsigned char out[32]);
+/* 64 lower-case hex digits and a NUL. */
+void spmv_sha256_hex(const unsigned char sum[32], char hex[65]);
 /* Makes a 32-bit CSR wide (64-bit offsets, the same entries); a no-op on a
  * wide one. */
 int spmv_csr_widen(spmv_csr *a, spmv_error *err);
@@ -479,6 +487,9 @@ int spmv_npz_read_buffer_csr(const void *data, size_t len, const spmv_mm_options
 /* Writes a sorted COO as save_npz's CSR layout (int32 indices, values in
  * the COO's dtype), members deflated or stored (the generator, the tests). */
 int spmv_npz_write_file(const char *path, const spmv_coo *m, bool compress, spmv_error *err);
+/* The same from a CSR, its arrays written where they are (a wide CSR's
+ * 64-bit offsets as int64 indptr): what scipy.sparse.load_npz reads. */
+int spmv_npz_write_csr_file(const char *path, const spmv_csr *m, bool compress, spmv_error *err);
 
 /* Writes a COO as a Matrix Market coordinate real general file (full
  * precision); used by the generator and the tests. */
@@ -798,6 +809,12 @@ void spmv_gpu_matrix_usage(const spmv_gpu_matrix *m, spmv_gpu_usage *out);
 /* Frees the derived formats that are neither pinned nor in `keep` (auto
  * keeps its winner's format after tuning). Context thread only. */
 void spmv_gpu_matrix_trim(spmv_gpu_ctx *ctx, spmv_gpu_matrix *m, unsigned keep);
+
+/* New values on the same pattern (nnz of them, in the matrix's dtype, CSR
+ * order): copied into the CSR; every derived format and the transpose are
+ * dropped, the pinned ones rebuilt now, the others on their next use.
+ * Context thread only. */
+int spmv_gpu_matrix_set_values(spmv_gpu_ctx *ctx, spmv_gpu_matrix *m, const void *val, spmv_error *err);
 
 /* A banded matrix built on the device by formula (engine/gpu/generate.cu),
  * the way in for matrices too large to pass through the host: row i holds

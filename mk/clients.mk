@@ -1,6 +1,7 @@
 # clients.mk — libspmvclient, spmvctl and the example programs.
 #
-#   make                      also builds $(BUILD)/libspmvclient.{so,a}, spmvctl, cg_solve
+#   make                      also builds $(BUILD)/libspmvclient.{so,a}, spmvctl, cg_solve, and
+#                             spmvclient-uninstalled.pc (PKG_CONFIG_PATH=$(BUILD): no install needed)
 #   make install PREFIX=DIR   header, libraries, spmvclient.pc and spmvctl into $(DESTDIR)DIR
 #   make uninstall PREFIX=DIR removes them again
 #
@@ -28,11 +29,15 @@ CLIENT_A      := $(BUILD)/libspmvclient.a
 CLIENT_SO     := $(BUILD)/libspmvclient.so.$(CLIENT_VERSION)
 CLIENT_SONAME := libspmvclient.so.$(CLIENT_SOMAJOR)
 CLIENT_PC     := $(BUILD)/spmvclient.pc
+# For programs built against the build folder, without `make install`:
+# pkg-config prefers NAME-uninstalled.pc when PKG_CONFIG_PATH names its folder.
+CLIENT_PC_UNINSTALLED := $(BUILD)/spmvclient-uninstalled.pc
 SPMVCTL       := $(BUILD)/spmvctl
 CG_SOLVE      := $(BUILD)/cg_solve
 # The docs' example programs (clients/examples/*.c but cg_solve) build too.
 CLIENT_EXAMPLES := $(patsubst clients/examples/%.c,$(BUILD)/examples/%,$(filter-out clients/examples/cg_solve.c,$(wildcard clients/examples/*.c)))
-CLIENT_ALL    := $(CLIENT_A) $(CLIENT_SO) $(BUILD)/$(CLIENT_SONAME) $(BUILD)/libspmvclient.so $(CLIENT_PC) $(SPMVCTL) $(CG_SOLVE) $(CLIENT_EXAMPLES)
+CLIENT_ALL    := $(CLIENT_A) $(CLIENT_SO) $(BUILD)/$(CLIENT_SONAME) $(BUILD)/libspmvclient.so $(CLIENT_PC) \
+                 $(CLIENT_PC_UNINSTALLED) $(SPMVCTL) $(CG_SOLVE) $(CLIENT_EXAMPLES)
 
 EXTRA_ALL += $(CLIENT_ALL)
 # all: was read before this file, so its prerequisites were already fixed;
@@ -63,6 +68,14 @@ $(BUILD)/$(CLIENT_SONAME) $(BUILD)/libspmvclient.so: $(CLIENT_SO)
 $(CLIENT_PC): clients/spmvclient.pc.in mk/clients.mk
 	@mkdir -p $(dir $@)
 	sed -e 's|@PREFIX@|$(PREFIX)|g' -e 's|@VERSION@|$(CLIENT_VERSION)|g' $< > $@
+
+# The header in clients/, the libraries in the build folder (absolute
+# paths, and an rpath so the program runs without LD_LIBRARY_PATH).
+$(CLIENT_PC_UNINSTALLED): mk/clients.mk
+	@mkdir -p $(dir $@)
+	printf '%s\n' 'Name: spmvclient' 'Description: spmvd C client library (uninstalled: $(abspath $(BUILD)))' \
+	    'Version: $(CLIENT_VERSION)' 'Requires.private: libcurl jansson' 'Cflags: -I$(abspath clients)' \
+	    'Libs: -L$(abspath $(BUILD)) -Wl,-rpath,$(abspath $(BUILD)) -lspmvclient' 'Libs.private: -lm' > $@
 
 $(SPMVCTL): $(BUILD)/clients/spmvctl.o $(CLIENT_A)
 	$(CC) $(SANFLAGS) -o $@ $< $(CLIENT_A) $(CLIENT_LIBS)

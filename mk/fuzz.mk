@@ -70,8 +70,8 @@ FUZZ_NET_TARGETS := fuzz_multipart fuzz_json fuzz_vector
 FUZZ_TARGETS     := $(FUZZ_NET_TARGETS) fuzz_store fuzz_npz fuzz_shard
 FUZZ_ENGINE_SRCS := $(wildcard engine/*.c engine/cpu/*.c engine/gpu/absent*.c)
 FUZZ_DAEMON_SRCS := $(filter-out api/main.c,$(wildcard api/*.c daemon/*.c cluster/*.c))
-FUZZ_PKG_LIBS     = $(shell pkg-config --libs libmicrohttpd jansson uuid libsystemd libpng zlib libzip)
-FUZZ_PKG_CFLAGS   = $(shell pkg-config --cflags libmicrohttpd jansson uuid libsystemd libpng zlib libzip)
+FUZZ_PKG_LIBS     = $(shell pkg-config --libs libmicrohttpd jansson uuid libsystemd libpng zlib libzip libcrypto)
+FUZZ_PKG_CFLAGS   = $(shell pkg-config --cflags libmicrohttpd jansson uuid libsystemd libpng zlib libzip libcrypto)
 
 # The daemon and engine are compiled once into objects (instrumented for
 # coverage, sanitizers on) that every target links: three targets do not

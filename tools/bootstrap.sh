@@ -17,7 +17,7 @@ set -euo pipefail
 # with the CUDA toolkit).
 PACKAGES=(
   build-essential pkg-config
-  libmicrohttpd-dev libjansson-dev uuid-dev libsystemd-dev zlib1g-dev libzip-dev
+  libmicrohttpd-dev libjansson-dev uuid-dev libsystemd-dev zlib1g-dev libzip-dev libssl-dev
   libpng-dev libcurl4-openssl-dev libcmocka-dev
   curl systemd clang libclang-rt-14-dev openssl python3 wrk
   python3-numpy python3-scipy python3-requests python3-matplotlib python3-pytest python3-tqdm

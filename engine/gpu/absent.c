@@ -74,6 +74,12 @@ void spmv_gpu_matrix_trim(spmv_gpu_ctx *ctx, spmv_gpu_matrix *m, unsigned keep)
     UNUSED(ctx); UNUSED(m); UNUSED(keep);
 }
 
+int spmv_gpu_matrix_set_values(spmv_gpu_ctx *ctx, spmv_gpu_matrix *m, const void *val, spmv_error *err)
+{
+    UNUSED(ctx); UNUSED(m); UNUSED(val);
+    return spmv_error_set(err, SPMV_ERR_UNAVAILABLE, 0, "%s", no_cuda);
+}
+
 int spmv_gpu_ctx_set_limits(spmv_gpu_ctx *ctx, const spmv_format_limits *lim)
 {
     UNUSED(ctx); UNUSED(lim);

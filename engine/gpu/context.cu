@@ -15,6 +15,7 @@
  */
 #include <stdio.h>
 #include <string.h>
+#include <unistd.h>
 
 #include <new>
 #include <string>
@@ -34,7 +35,15 @@ static gpu_probe probe_devices(void)
     p.count = 0;
     int n = 0;
     cudaError_t e = cudaGetDeviceCount(&n);
-    if (e != cudaSuccess) {
+    /* without a GPU the runtime says its driver is too old (there is none):
+     * say what the host lacks instead of suggesting an upgrade */
+    bool driver = access("/proc/driver/nvidia/version", F_OK) == 0;
+    if (e == cudaErrorNoDevice || (e == cudaErrorInsufficientDriver && !driver)) {
+        p.reason = "no GPU on this host (no NVIDIA driver is loaded: /proc/driver/nvidia is absent)";
+        if (driver)
+            p.reason = "no GPU on this host (the NVIDIA driver reports no device)";
+        cudaGetLastError();
+    } else if (e != cudaSuccess) {
         p.reason = std::string("no CUDA-capable device: ") + cudaGetErrorString(e);
         cudaGetLastError();
     } else if (n <= 0) {

@@ -813,3 +813,24 @@ fail:
     free_host_matrix(out);
     return st;
 }
+
+/* New values on the same pattern: the CSR's copied over in place (the
+ * arrays and the cuSPARSE descriptors over them stay); every other format,
+ * each holding its own copy of the values, and the transpose are dropped,
+ * and the pinned formats rebuilt from the new CSR. */
+extern "C" int spmv_gpu_matrix_set_values(spmv_gpu_ctx *ctx, spmv_gpu_matrix *m, const void *val, spmv_error *err)
+{
+    cudaSetDevice(ctx->device);
+    cudaStreamSynchronize(ctx->stream);
+    for (unsigned i = 0; i < SPMV_FORMAT_COUNT; i++)
+        gpu_drop_format(ctx, m, (spmv_format)(1u << i)); /* all but CSR */
+    if (m->transpose) {
+        gpu_matrix_destroy(ctx, m->transpose);
+        m->transpose = NULL;
+    }
+    gpu_sparse_cache_free(ctx, m); /* cuSPARSE's descriptors and analyses of the old values: made again on use */
+    cudaError_t e = cudaMemcpy(m->val, val, (size_t)m->nnz * gpu_vsize(m), cudaMemcpyHostToDevice);
+    if (e != cudaSuccess)
+        return gpu_cuda_error(e, err, "copying the new values to the device");
+    return build_pinned(ctx, m, m->pinned & ~(unsigned)SPMV_FMT_CSR, err);
+}

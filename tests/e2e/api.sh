@@ -23,8 +23,9 @@ ok "spmvd starts and is ready on $SPMVD_URL"
 # --------------------------------------------------------- kernels, info
 req GET /v1/kernels
 expect_code "GET /v1/kernels" 200
-CPU_KERNELS=$(jget '" ".join(k["name"] for k in d["kernels"] if k["device"] == "cpu" and k["available"] and k.get("op", "spmv") == "spmv")')
+CPU_KERNELS=$(jget '" ".join(k["name"] for k in d["kernels"] if k["device"] == "cpu" and k["available"] and k.get("op", "spmv") == "spmv" and k["name"] != "auto")')
 check "every CPU kernel is listed available ($CPU_KERNELS)" [ "$(echo $CPU_KERNELS | wc -w)" -ge 5 ]
+cp "$BODY_FILE" "$OUT/kernels.json"
 check "GPU kernels list a reason when unavailable" \
   jget 'all(k["available"] or k.get("reason") for k in d["kernels"]) or 1/0'
 check "every kernel names its operation (spmv or spmspm)" jget 'all(k["op"] in ("spmv", "spmspm") for k in d["kernels"]) or 1/0'
@@ -34,6 +35,14 @@ req GET /v1/info
 expect_code "GET /v1/info" 200
 check "info: version, build, devices with the CPU, limits" \
   jget '(d["version"] and "cuda" in d["build"] and d["devices"][0]["name"] == "cpu" and d["limits"]["max_upload_bytes"] > 0) or 1/0'
+if [ "$(jget 'len(d["devices"])')" = 1 ]; then
+  check "a CPU-only host lists auto on the device it runs on: cpu" \
+    jget '[k["device"] for k in d["kernels"] if k["name"] == "auto"] == ["cpu"] or 1/0' "$OUT/kernels.json"
+  if [ "$(jget 'd["build"]["cuda"]')" = True ] && [ ! -e /proc/driver/nvidia/version ]; then
+    check "a CUDA build on a host without a GPU says so, not that a driver is too old" \
+      jget '"no GPU on this host" in d["gpu_unavailable_reason"] or 1/0'
+  fi
+fi
 
 # ----------------------------------------------------------------- upload
 # x files for every matrix and dtype: JSON bodies per kernel and raw binary.

@@ -39,6 +39,8 @@ not_ok() {
 skip() { T_COUNT=$((T_COUNT + 1)); echo "ok $T_COUNT # SKIP $*"; }
 # check DESCRIPTION COMMAND...: ok when the command succeeds.
 check() { local d=$1; shift; if "$@" >/dev/null 2>&1; then ok "$d"; else not_ok "$d" "failed: $*"; fi; }
+# that DESC 'CONDITION': check for a shell condition (&&, ||, pipes), evaluated as written.
+that() { local d=$1; shift; if eval "$*" >/dev/null 2>&1; then ok "$d"; else not_ok "$d" "failed: $*"; fi; }
 # expect_code DESCRIPTION WANT: compares with $CODE, shows the body if not.
 expect_code() {
   if [ "$CODE" = "$2" ]; then ok "$1"
@@ -147,6 +149,12 @@ wait_job() {
     sleep 0.1
   done
   return 1
+}
+
+# need_scipy: the suite is skipped (and ends) where NumPy or SciPy is missing.
+need_scipy() {
+  "$PYTHON" -c 'import numpy, scipy' 2>/dev/null && return 0
+  skip "SciPy is not installed (tools/bootstrap.sh installs python3-scipy)"; done_testing; exit 0
 }
 
 # gen_matrix FILE N PER_ROW: a random general matrix (the project's generator).

@@ -110,10 +110,10 @@ spmv_bin "" "$E2E_TMP/x-short"
 expect "binary x of 100 bytes: 400 naming the sizes" 400 '100'
 head -c 200000 /dev/zero >"$E2E_TMP/big"
 spmv_bin "" "$E2E_TMP/big"
-expect_code "binary x of 200000 bytes (over max_body_bytes 64 KiB): 413" 413
+expect "binary x of 200000 bytes: 413 naming what sets the bound for x" 413 'what x of this matrix can take in binary'
 "$PYTHON" -c 'print("{\"x\":[" + ",".join(["1"] * 40000) + "]}")' >"$E2E_TMP/big.json"
 req POST "/v1/matrices/$K/spmv" -H 'Content-Type: application/json' --data-binary "@$E2E_TMP/big.json"
-expect_code "a JSON body over the limit: 413" 413
+expect "a JSON body over max_body_bytes: 413 naming the key" 413 'over the limit of 65536 bytes (max_body_bytes)'
 
 # raw HTTP for Content-Length values curl would not send
 raw_http() {
@@ -179,13 +179,14 @@ check "a chunked upload over max_upload_bytes (no Content-Length): 413 as it arr
 # --------------------------------------------------------- uploads' sizes
 up_text() { printf '%s' "$1" >"$E2E_TMP/m.mtx"; upload_raw "$E2E_TMP/m.mtx" "device=cpu"; }
 up_text $'%%MatrixMarket matrix coordinate real general\n1001 5 1\n1 1 1\n'
-expect "1001 rows > max_rows 1000: 422 naming the limit" 422 '1000'
+expect "1001 rows > max_rows 1000: 422 naming the limit and the key" 422 'over the limit of 1000 (max_rows)'
 up_text $'%%MatrixMarket matrix coordinate real general\n5 1001 1\n1 1 1\n'
-expect "1001 columns > max_rows 1000: 422" 422 '1000'
+expect "1001 columns > max_rows 1000: 422 naming the key" 422 '1000 (max_rows)'
 up_text $'%%MatrixMarket matrix coordinate real general\n100 100 5001\n1 1 1\n'
-expect "5001 entries > max_nnz 5000: 422 naming the limit" 422 '5000'
+expect "5001 entries > max_nnz 5000: 422 too_large naming the limit and the key" 422 '"too_large".*5000 (max_nnz)'
 up_text $'%%MatrixMarket matrix coordinate real symmetric\n1000 1000 3000\n'"$(for i in $(seq 2 3001); do echo "$(( (i % 999) + 2 )) 1 1"; done)"
-expect_code "a symmetric file expanding past max_nnz: 422" 422
+expect "a symmetric file expanding past max_nnz: 422 too_large naming max_nnz" 422 \
+  '"too_large".*after symmetric expansion are over the limit of 5000 (max_nnz)'
 up_text $'%%MatrixMarket matrix coordinate real general\n4294967297 4294967297 1\n1 1 1\n'
 expect_code "sizes 2^32+1 (overflowing int32): 422" 422
 up_text $'%%MatrixMarket matrix coordinate real general\n3 3 18446744073709551617\n1 1 1\n'
@@ -194,7 +195,11 @@ up_text $'%%MatrixMarket matrix array real general\n1000 1000\n1\n'
 expect_code "a dense 1000x1000 array (10^6 entries > max_nnz): 422" 422
 head -c 300000 /dev/zero | tr '\0' '1' >"$E2E_TMP/huge.mtx"
 upload_raw "$E2E_TMP/huge.mtx" "device=cpu"
-expect_code "an upload of 300000 bytes > max_upload_bytes: 413" 413
+expect "an upload of 300000 bytes > max_upload_bytes: 413 naming the key" 413 \
+  'body of 300000 bytes is over the limit of 262144 bytes (max_upload_bytes)'
+req POST "/v1/matrices?device=cpu" -H 'Transfer-Encoding: chunked' -H 'Content-Type: application/octet-stream' \
+  --data-binary "@$E2E_TMP/huge.mtx"
+expect "a chunked upload past max_upload_bytes: 413 naming the key" 413 'over the limit of 262144 bytes (max_upload_bytes)'
 for q in "hack_size=0" "hack_size=99999999999999999999" "hack_size=16x" "dtype=float16" "device=gpu99999999999" "formats=csr,nope"; do
   upload_raw "$MATRICES/real/karate.mtx" "$q"
   case $CODE in 400 | 409) ok "upload option $q: $CODE" ;; *) not_ok "upload option $q: 400/409" "got $CODE: $(head -c 200 "$BODY_FILE")" ;; esac

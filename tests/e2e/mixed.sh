@@ -9,9 +9,7 @@
 # with default_dtype mixed an upload naming no dtype is mixed.
 . "$(dirname "$0")/lib.sh"
 
-if ! "$PYTHON" -c 'import numpy, scipy' 2>/dev/null; then
-  skip "SciPy is not installed (tools/bootstrap.sh installs python3-scipy)"; done_testing; exit
-fi
+need_scipy
 SEED=${SPMV_SEED:-$RANDOM}
 diag "seed $SEED"
 start_spmvd || { not_ok "spmvd starts" "$(tail -3 "$SPMVD_LOG")"; done_testing; exit; }

@@ -1148,9 +1148,63 @@ static void test_bad_requests(void **state)
     spmv_coo_free(&coo);
 }
 
+/* New values on the same pattern (PUT .../values): every format built
+ * before (ELL, the transpose, cuSPARSE's analyses) goes, the pinned HLL is
+ * built again, and every kernel then multiplies the new values. */
+static void test_set_values(void **state)
+{
+    (void)state;
+    TU_NEED_GPU();
+    spmv_coo coo, next;
+    spmv_csr csr;
+    spmv_gpu_matrix *gm = NULL, *gt = NULL;
+    spmv_gpu_upload_stats us;
+    spmv_gpu_usage u;
+    spmv_error err;
+    struct problem pb;
+    int failures = 0;
+    tu_random_coo(&TG.rng, TU_SHAPE_RANDOM, 3000, SPMV_FLOAT64, &coo);
+    assert_int_equal(spmv_gpu_matrix_upload(TG.ctx, &coo, SPMV_FLOAT64, SPMV_FMT_CSR | SPMV_FMT_HLL, 32, &gm, &us, &err),
+                     SPMV_OK);
+    void *y = tu_vector_alloc(SPMV_FLOAT64, coo.rows);
+    problem_make(&coo, SPMV_FLOAT64, &pb);
+    for (size_t i = 0; i < spmv_kernel_count(); i++) { /* every format built once, the old values in it */
+        const spmv_kernel *k = spmv_kernel_at(i);
+        spmv_params p = {{0}};
+        spmv_stats st;
+        if (k->device == SPMV_DEVICE_GPU && k->op == SPMV_OP_SPMV && !spmv_kernel_is_auto(k))
+            spmv_gpu_run(TG.ctx, k, gm, &p, pb.x, y, 0, 1, &st, &err);
+    }
+    assert_int_equal(spmv_gpu_matrix_transpose(TG.ctx, gm, &gt, &err), SPMV_OK);
+    problem_free(&pb);
+    assert_int_equal(spmv_coo_convert(&coo, SPMV_FLOAT64, &next, &err), SPMV_OK);
+    for (int64_t k = 0; k < next.nnz; k++)
+        ((double *)next.val)[k] = tu_rng_value(&TG.rng);
+    assert_int_equal(spmv_coo_to_csr(&next, SPMV_FLOAT64, &csr, &err), SPMV_OK);
+    assert_int_equal(spmv_gpu_matrix_set_values(TG.ctx, gm, csr.val, &err), SPMV_OK);
+    spmv_gpu_matrix_usage(gm, &u);
+    assert_int_equal(u.formats, SPMV_FMT_CSR | SPMV_FMT_HLL);
+    assert_int_equal(u.transpose, 0);
+    problem_make(&next, SPMV_FLOAT64, &pb);
+    for (size_t i = 0; i < spmv_kernel_count(); i++) {
+        const spmv_kernel *k = spmv_kernel_at(i);
+        spmv_params p = {{0}};
+        if (k->device == SPMV_DEVICE_GPU && k->op == SPMV_OP_SPMV && !spmv_kernel_is_auto(k))
+            failures += !run_one("new values", k, gm, &next, &pb, &p, y);
+    }
+    assert_int_equal(failures, 0);
+    problem_free(&pb);
+    free(y);
+    spmv_csr_free(&csr);
+    spmv_coo_free(&next);
+    spmv_coo_free(&coo);
+    spmv_gpu_matrix_free(TG.ctx, gm);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_set_values),
         cmocka_unit_test(test_info),
         cmocka_unit_test(test_conversions_real),
         cmocka_unit_test(test_conversions_random),

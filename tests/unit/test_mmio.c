@@ -1000,11 +1000,11 @@ static void test_limits(void **state)
     spmv_mm_options small = {.max_rows = 10, .max_cols = 20, .max_nnz = 5, .threads = 1};
     const char *big = MM "coordinate real general\n11 2 0\n";
     assert_int_equal(read_text(big, &small, &m, NULL, &err), SPMV_ERR_LIMIT);
-    assert_non_null(strstr(err.message, "11 rows is over the limit of 10"));
+    assert_non_null(strstr(err.message, "11 rows is over the limit of 10 (max_rows)"));
     assert_int_equal(err.line, 2);
     const char *sym = MM "coordinate real symmetric\n4 4 4\n2 1 1\n3 1 1\n4 1 1\n4 4 1\n";
     assert_int_equal(read_text(sym, &small, &m, NULL, &err), SPMV_ERR_LIMIT);
-    assert_non_null(strstr(err.message, "7 entries after symmetric expansion are over the limit of 5"));
+    assert_non_null(strstr(err.message, "7 entries after symmetric expansion are over the limit of 5 (max_nnz)"));
     assert_names_line("expansion limit", &err);
     spmv_mm_options neg = {.max_rows = -1, .threads = 1};
     spmv_mm_reader *r;

@@ -495,7 +495,8 @@ static void bad_archives(void)
     member over[] = {M_FORMAT("csr"), {"shape.npy", "<i8", "(2,)", big, sizeof big, 1}, PTR(csr_ptr), IND(csr_ind),
                      DATA};
     spmv_mm_options lim = {.max_rows = 10, .max_cols = 10, .max_nnz = 3};
-    expect_bad("rows over the limit", over, 5, &lim, SPMV_ERR_LIMIT, "11 x 5 is over the limit of 10 rows");
+    expect_bad("rows over the limit", over, 5, &lim, SPMV_ERR_LIMIT,
+               "11 x 5 is over the limit of 10 rows and 10 columns (max_rows)");
     lim.max_rows = 100;
     member ok[] = {M_FORMAT("csr"), M_SHAPE, PTR(csr_ptr), IND(csr_ind), DATA};
     expect_bad("nnz over the limit", ok, 5, &lim, SPMV_ERR_LIMIT, "4 entries are over the limit of 3");

@@ -23,6 +23,7 @@
 #include <unistd.h>
 
 #include <cmocka.h>
+#include <openssl/evp.h>
 
 #include "daemon/matfile.h"
 #include "daemon/store.h"
@@ -116,6 +117,64 @@ static void test_round_trip(void **state)
             spmv_csr_free(&b);
         }
     }
+    remove_tree(dir);
+    free(dir);
+}
+
+/* The content hash: its definition computed here (a hand-fed digest of
+ * the same bytes), the same for 32- and 64-bit offsets, kept in the
+ * header, and computed by matrix_new_from_csr for a file without one. */
+static void test_sha256(void **state)
+{
+    (void)state;
+    char *dir = make_dir();
+    spmv_csr a, b;
+    spmv_error err;
+    unsigned char want[32], got[32], wide[32];
+    random_csr(SPMV_FLOAT32, (int32_t)tu_rng_range(&rng, 1, 300), &a);
+    EVP_MD_CTX *ctx = EVP_MD_CTX_new();
+    int64_t head[2] = {a.rows, a.cols};
+    EVP_DigestInit_ex(ctx, EVP_sha256(), NULL);
+    EVP_DigestUpdate(ctx, head, sizeof head);
+    for (int32_t i = 0; i <= a.rows; i++) {
+        int64_t off = a.row_ptr[i];
+        EVP_DigestUpdate(ctx, &off, sizeof off);
+    }
+    EVP_DigestUpdate(ctx, a.col, (size_t)a.nnz * 4);
+    EVP_DigestUpdate(ctx, a.val, (size_t)a.nnz * 4);
+    EVP_DigestFinal_ex(ctx, want, NULL);
+    EVP_MD_CTX_free(ctx);
+    assert_int_equal(spmv_csr_sha256(&a, got), SPMV_OK);
+    assert_memory_equal(got, want, 32);
+    char hex[65];
+    spmv_sha256_hex(got, hex);
+    assert_int_equal(strlen(hex), 64);
+
+    matfile_meta m, back;
+    char path[PATH_MAX];
+    meta_for(&m, "hashed");
+    memcpy(m.sha256, got, 32);
+    m.has_sha256 = true;
+    assert_int_equal(spmv_csr_widen(&a, &err), SPMV_OK);
+    assert_int_equal(spmv_csr_sha256(&a, wide), SPMV_OK);
+    assert_memory_equal(wide, want, 32);
+    assert_int_equal(matfile_write(dir, &m, &a, &err), SPMV_OK);
+    matfile_path(dir, m.id, path, sizeof path);
+    assert_int_equal(matfile_read(path, &back, &b, &err), SPMV_OK);
+    assert_true(back.has_sha256);
+    assert_memory_equal(back.sha256, want, 32);
+    spmv_csr_free(&b);
+
+    m.has_sha256 = false; /* a file written before the hash: computed when the matrix is made */
+    assert_int_equal(matfile_write(dir, &m, &a, &err), SPMV_OK);
+    assert_int_equal(matfile_read(path, &back, &b, &err), SPMV_OK);
+    assert_false(back.has_sha256);
+    matrix *mx;
+    assert_int_equal(matrix_new_from_csr(&back, &b, SPMV_FMT_CSR, NULL, &mx, &err), SPMV_OK);
+    assert_true(mx->meta.has_sha256);
+    assert_memory_equal(mx->meta.sha256, want, 32);
+    matrix_unref(mx);
+    spmv_csr_free(&a);
     remove_tree(dir);
     free(dir);
 }
@@ -481,6 +540,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_round_trip),
         cmocka_unit_test(test_empty_matrix),
+        cmocka_unit_test(test_sha256),
         cmocka_unit_test(test_damage_detected),
         cmocka_unit_test(test_store_reload),
         cmocka_unit_test(test_staged_file),

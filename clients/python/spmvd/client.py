@@ -26,6 +26,7 @@ import os
 import sys
 import tempfile
 import time
+import urllib.parse
 from dataclasses import dataclass, field
 from typing import (IO, TYPE_CHECKING, Any, Callable, Dict, Iterator, List, Mapping, Optional, Sequence, Tuple, Union)
 
@@ -346,9 +347,11 @@ class Client:
         return [RemoteMatrix(self, d) for d in self._json("GET", "/v1/matrices")["matrices"]]
 
     def get(self, matrix: MatrixRef) -> "RemoteMatrix":
-        """``GET /v1/matrices/{id}``: a fresh descriptor, as a :class:`RemoteMatrix`."""
+        """``GET /v1/matrices/{id}``: a fresh descriptor, as a :class:`RemoteMatrix`; a matrix's
+        unique name works as its id (``c.get("bcsstk13.mtx")``; a name two matrices have is
+        :class:`~spmvd.errors.Conflict` listing their ids)."""
         from .matrix import RemoteMatrix
-        return RemoteMatrix(self, self._json("GET", f"/v1/matrices/{_id(matrix)}"))
+        return RemoteMatrix(self, self._json("GET", f"/v1/matrices/{urllib.parse.quote(_id(matrix), safe='')}"))
 
     def delete(self, matrix: MatrixRef) -> None:
         """``DELETE /v1/matrices/{id}``."""
@@ -357,7 +360,7 @@ class Client:
     def upload(self, source: Any, *, name: Optional[str] = None, dtype: Optional[str] = None,
                formats: Optional[Sequence[str]] = None, hack_size: Optional[int] = None,
                device: Optional[str] = None, shape: Optional[Tuple[int, int]] = None,
-               kernel: Optional[str] = None) -> "RemoteMatrix":
+               kernel: Optional[str] = None, if_exists: Optional[str] = None) -> "RemoteMatrix":
         """Stores a matrix on the daemon and returns it as a :class:`RemoteMatrix`.
 
         ``source`` is one of:
@@ -372,7 +375,9 @@ class Client:
 
         ``dtype`` defaults to the source's when it is float32 or float64, else
         the daemon's ``default_dtype``. Complex values raise ``TypeError``.
-        The other options are the upload route's (``docs/api.md``);
+        The other options are the upload route's (``docs/api.md``;
+        ``if_exists="reuse"`` answers the stored matrix of the same name and
+        content instead of storing another copy);
         ``kernel`` is the :class:`RemoteMatrix`'s kernel for its products.
         """
         from .matrix import RemoteMatrix
@@ -410,8 +415,10 @@ class Client:
             params["hack_size"] = int(hack_size)
         if device is not None:
             params["device"] = str(device)
+        if if_exists is not None:
+            params["if_exists"] = if_exists
         r = self.request("POST", "/v1/matrices", params=params, data=body,
-                         headers={"Content-Type": "application/octet-stream"}, ok=(201,))
+                         headers={"Content-Type": "application/octet-stream"}, ok=(200, 201))
         m = RemoteMatrix(self, r.json(), kernel=kernel)
         m._source = src
         return m

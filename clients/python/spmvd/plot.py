@@ -54,11 +54,18 @@ def _ok(r: Mapping[str, Any]) -> bool:
 
 
 def best_per_kernel(bench: Any) -> List[Dict[str, Any]]:
-    """Each kernel's fastest combination (verified ones first), in the table's order."""
+    """Each kernel's fastest combination (verified ones first), in the table's order.
+
+    ``auto``'s row repeats the kernel it chose (timed again: its difference
+    is noise), so it is no bar of its own: the chosen kernel's record gets
+    ``auto_choice`` True instead, and its label says so."""
     best: Dict[str, Dict[str, Any]] = {}
-    for r in records(bench):
-        if not _ok(r):
+    rows = records(bench)
+    chosen = {r.get("auto_kernel") for r in rows if r.get("kernel") == "auto"}
+    for r in rows:
+        if not _ok(r) or r["kernel"] == "auto":
             continue
+        r = dict(r, auto_choice=r["kernel"] in chosen)
         k = r["kernel"]
         cur = best.get(k)
         rank = (r.get("verified") is False, r["median_ms"])
@@ -86,7 +93,7 @@ def _save(fig: Any, path: str) -> str:
 def _bars(bench: Any, key: str, label: str, path: str, log: bool = False, title: Optional[str] = None) -> str:
     rows = best_per_kernel(bench)
     fig, ax = plt.subplots(figsize=(8, 0.35 * max(4, len(rows)) + 1.2))
-    names = [r["kernel"] + ("" if not r.get("auto_kernel") else f" ({r['auto_kernel']})") for r in rows]
+    names = [r["kernel"] + (" (auto's choice)" if r.get("auto_choice") else "") for r in rows]
     vals = [float(r.get(key) or 0.0) for r in rows]
     colors = ["tab:green" if r["device"] == "gpu" else "tab:blue" for r in rows]
     bars = ax.barh(range(len(rows)), vals, color=colors)

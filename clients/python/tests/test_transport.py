@@ -82,6 +82,12 @@ def test_spmv_makes_no_copy_of_x_or_y(client: spmvd.Client) -> None:
     (y, _), peak = _peak(lambda: client.spmv(A, x, kernel="cpu.csr.serial"))
     assert y.shape == (A.shape[0],) and y[500 * 1000 + 500] == 0.0  # an interior row of the Laplacian
     assert peak < y.nbytes + (2 << 20), f"{peak} bytes allocated for an {y.nbytes}-byte y"
+    out = np.full(A.shape[0], np.nan)
+    (y2, _), peak = _peak(lambda: client.spmv(A, x, kernel="cpu.csr.serial", out=out))
+    assert y2 is out and np.array_equal(out, y), "out= receives y"
+    assert peak < (2 << 20), f"{peak} bytes allocated with out="
+    with pytest.raises(ValueError):
+        client.spmv(A, x, out=np.empty(3))
     A.delete()
 
 

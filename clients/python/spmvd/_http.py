@@ -126,8 +126,7 @@ class Connection:
             assert conn is not None and conn.sock is not None
             conn.sock.settimeout(read_t)
             try:
-                conn.request(method, self.base + target, body=body, headers=hdrs)
-                resp = conn.getresponse()
+                resp = self._exchange(conn, method, target, body, hdrs)
             except _STALE:
                 self.close()
                 if not reused or attempt or (hasattr(body, "read") and reopen is None):
@@ -144,6 +143,20 @@ class Connection:
                 self.close()
                 raise
         raise AssertionError("unreachable")
+
+    def _exchange(self, conn: http.client.HTTPConnection, method: str, target: str, body: Any,
+                  hdrs: Mapping[str, str]) -> http.client.HTTPResponse:
+        """Sends the request and returns the answer's head. The daemon may answer early and close
+        (a 413 for a body over its limit, sent after the headers) while the body is still going: the
+        send then fails, and the answer, if it came, is read all the same."""
+        try:
+            conn.request(method, self.base + target, body=body, headers=hdrs)
+        except _STALE as sent:
+            try:
+                return conn.getresponse()
+            except (OSError, http.client.HTTPException):
+                raise sent from None
+        return conn.getresponse()
 
     def _read(self, resp: http.client.HTTPResponse, method: str, target: str, into: Optional[IntoFn]) -> Response:
         bufs = into(resp.status, resp.headers) if into is not None else None

@@ -35,6 +35,7 @@ numbers.
 import argparse
 import http.client
 import json
+import math
 import os
 import subprocess
 import sys
@@ -46,7 +47,10 @@ from multiprocessing import shared_memory
 import numpy as np
 import scipy.sparse as sp
 
-sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "clients", "python"))
+# --client-path DIR: time another copy of the Python client (an older one, for a before/after)
+_cp = sys.argv[sys.argv.index("--client-path") + 1] if "--client-path" in sys.argv else \
+    os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "clients", "python")
+sys.path.insert(0, _cp)
 import spmvd  # noqa: E402
 
 ap = argparse.ArgumentParser()
@@ -58,6 +62,7 @@ ap.add_argument("--reps", type=int, default=10)
 ap.add_argument("--copyrate", default="", help="program printing pinned H2D and D2H GB/s for N bytes")
 ap.add_argument("--json", default="")
 ap.add_argument("--baseline", default="", help="a second daemon (an older build) for the binary path")
+ap.add_argument("--client-path", default="", help="the directory of the spmvd package to time (default this tree's)")
 ap.add_argument("--seed", type=int, default=int.from_bytes(os.urandom(4), "little"))
 a = ap.parse_args()
 print("# seed %d" % a.seed, file=sys.stderr)
@@ -180,14 +185,19 @@ for n in [int(v) for v in a.rows.split(",")]:
         yc = client.spmv(rm, x, kernel=a.kernel, runs=1, warmup=0).y
         dt = (time.perf_counter() - t0) * 1e3
         t0 = time.perf_counter()
-        client.spmv(rm, x, kernel=a.kernel, runs=1, warmup=0, out=yo)
+        try:
+            client.spmv(rm, x, kernel=a.kernel, runs=1, warmup=0, out=yo)
+        except TypeError:  # a client without out= (--client-path to an older one)
+            yo[:] = yc
+            t0 = math.nan
         dt_out = (time.perf_counter() - t0) * 1e3
         if i:
             cl_ms.append(dt)
             cl_out_ms.append(dt_out)
     bin_ok = bin_ok and np.array_equal(yc, y) and np.array_equal(yo, y)
     del yc
-    client.close()
+    if hasattr(client, "close"):
+        client.close()
     base_ms = None
     if a.baseline:  # the same binary products through another daemon (an older build)
         saved = conn

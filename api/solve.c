@@ -9,7 +9,9 @@
  * values of the matrix dtype, the options are in the query string, and x
  * comes back the same way with the report in the X-SpMV-Solve header (the
  * residual histories after x in the body with ?history=true: a header
- * line of thousands of numbers would pass clients' header limits).
+ * line of thousands of numbers would pass clients' header limits). A JSON
+ * request answered in binary keeps the history in the header unless it
+ * asks "history": true, as it did before binary bodies.
  *
  * k columns are k solves in turn on the worker (daemon/solve.c), each
  * with its own report under "columns". The operator is one kernel of the
@@ -38,6 +40,8 @@ typedef struct solve_req {
     bool x0_in_body;       /* binary: x0 follows b in the body (?x0=body) */
     bool binary_out;       /* x in the answer as raw values (binary in, or Accept: application/octet-stream) */
     bool history_out;      /* binary answer: the residual histories follow x (?history=true) */
+    bool history_header;   /* a JSON request's binary answer without "history": the history stays in
+                            * X-SpMV-Solve, as before binary bodies (the C client reads it there) */
     int64_t body_limit;
 } solve_req;
 
@@ -268,6 +272,7 @@ static int decode_object(request *r, const json_t *o)
     const char *accept = api_header_in(r, MHD_HTTP_HEADER_ACCEPT);
     t->binary_out = !t->s.xout && (t->binary_in || (accept && strstr(accept, "application/octet-stream")));
     t->history_out = t->binary_out && json_is_true(history);
+    t->history_header = t->binary_out && !t->binary_in && !history;
     return json_is_true(async) ? 1 : 0;
 }
 
@@ -452,7 +457,7 @@ static void binary_answer(request *r)
             xbytes += (size_t)t->s.res[c].history_len * sizeof(double);
         }
     }
-    json_t *hdr = result_json(t, false);
+    json_t *hdr = result_json(t, t->history_header);
     char *htext = hdr ? api_json_dump(hdr, NULL) : NULL;
     json_decref(hdr);
     api_bytes(r, 200, "application/octet-stream", t->s.x, xbytes);

@@ -147,6 +147,18 @@ res = j.get("result", {})
 tap(j.get("state") == "done" and res.get("k") == 2 and np.array_equal(np.array(res["x"]).T, xk[:, :2]),
     "… the job's result holds both columns, the same bits as the synchronous solve", j.get("state"))
 
+# a JSON request answered in binary keeps the history in the header, unless "history": true
+jb = json.dumps({"b": list(B[:, 0]), "tol": 1e-10, "kernel": "cpu.csr.serial"}).encode()
+st, h, out = call("POST", f"/v1/matrices/{A64}/solve", jb, ctype="application/json", accept="application/octet-stream")
+rep = json.loads(h["X-SpMV-Solve"]) if st == 200 else {}
+tap(st == 200 and len(out) == 8 * n and len(rep.get("residual_history", [])) == rep.get("iterations", -2) + 1,
+    "JSON in, binary out: x alone in the body, residual_history in X-SpMV-Solve (as before)", rep.keys())
+jb = json.dumps({"b": list(B[:, 0]), "tol": 1e-10, "kernel": "cpu.csr.serial", "history": True}).encode()
+st, h, out = call("POST", f"/v1/matrices/{A64}/solve", jb, ctype="application/json", accept="application/octet-stream")
+rep = json.loads(h["X-SpMV-Solve"]) if st == 200 else {}
+tap(st == 200 and "residual_history" not in rep and len(out) == 8 * (n + rep.get("residual_history_len", 0)),
+    "… with \"history\": true the history follows x in the body", rep.keys())
+
 # JSON with k columns; the answer x is k lists
 st, _, out = call("POST", f"/v1/matrices/{A64}/solve",
                   json.dumps({"b": [list(B[:, 0]), list(B[:, 1])], "tol": 1e-10, "preconditioner": "jacobi",

@@ -14,21 +14,14 @@ import urllib.parse
 import numpy as np
 import scipy.sparse as sp
 
+from tap import done
+from tap import ok as tap
+
 URL = urllib.parse.urlsplit(sys.argv[1])
 SEED = int(os.environ.get("SPMV_SEED", "1"))
+print("# seed %d (SPMV_SEED=%d repeats this run)" % (SEED, SEED), flush=True)
 rng = np.random.default_rng(SEED)
-count = failed = 0
 conn = http.client.HTTPConnection(URL.hostname, URL.port, timeout=120)
-
-
-def tap(ok, what, detail=""):
-    global count, failed
-    count += 1
-    failed += not ok
-    print(("ok %d - %s" if ok else "not ok %d - %s") % (count, what))
-    if not ok and detail:
-        print("# " + str(detail)[:400])
-    sys.stdout.flush()
 
 
 def call(method, path, body=None, ctype="application/octet-stream", accept=None):
@@ -170,5 +163,4 @@ tap(st == 200 and d.get("k") == 2 and np.array_equal(np.array(d["x"]).T, xk[:, :
 st, _, out = call("POST", f"/v1/matrices/{A64}/solve", json.dumps({"b": list(B[:, 0])}).encode(), ctype="application/json")
 tap(st == 200, "a JSON solve without async waits for the answer (synchronous by default)", out[:200])
 
-print("1..%d" % count)
-sys.exit(1 if failed else 0)
+done()

@@ -17,6 +17,14 @@ within each rep so that the load of a shared host falls on all alike
   Jacobi preconditioner (a LinearOperator dividing by the diagonal), the
   same relative tolerance, zero x0; its wall time and iterations.
 
+With --wall N it measures instead what the client adds to a long solve
+(issue 28's "Python solve" goal: wall time within the daemon's own solve
+time + 5 ms + b and x at the binary rate): a 2-D Poisson matrix of N^2
+rows that the daemon generates, CG for exactly --maxit iterations (tol
+1e-300), the client's wall time against the daemon's `time.total_ms`.
+--client-path DIR times another copy of the Python client (the one before
+issue 28: a job polled every 50 ms backing off to 1 s, b and x as JSON).
+
 Several URLs compare daemons in one run (--labels names them), e.g. one
 started with --serial-below 0 (every host loop on the whole OpenMP team,
 as before issue 28) and one with the default. The ratio spmvd / SciPy is
@@ -35,7 +43,9 @@ import scipy.io
 import scipy.sparse.linalg as sla
 
 HERE = os.path.dirname(os.path.abspath(__file__))
-sys.path.insert(0, os.path.join(HERE, "..", "clients", "python"))
+_cp = sys.argv[sys.argv.index("--client-path") + 1] if "--client-path" in sys.argv else \
+    os.path.join(HERE, "..", "clients", "python")
+sys.path.insert(0, _cp)
 import spmvd  # noqa: E402
 
 ap = argparse.ArgumentParser()
@@ -47,13 +57,46 @@ ap.add_argument("--maxit", type=int, default=20000)
 ap.add_argument("--reps", type=int, default=5)
 ap.add_argument("--kernel", default="auto")
 ap.add_argument("--json", default="")
+ap.add_argument("--wall", type=int, default=0, help="N: the client's overhead on an N^2-row Poisson CG instead")
+ap.add_argument("--client-path", default="", help="the directory of the spmvd package to time (default this tree's)")
 a = ap.parse_args()
 labels = a.labels.split(",") if a.labels else a.urls
-
 
 def median(v):
     v = sorted(v)
     return v[len(v) // 2] if len(v) % 2 else 0.5 * (v[len(v) // 2 - 1] + v[len(v) // 2])
+
+
+def wall_bench():
+    """The client's wall time around a long daemon solve, against the daemon's own time."""
+    rows = []
+    for label, url in zip(labels, a.urls):
+        c = spmvd.Client(url, timeout=600)
+        A = c.generate("poisson2d", a.wall)
+        b = np.ones(A.shape[0])
+        walls, totals = [], []
+        for i in range(a.reps + 1):
+            t0 = time.perf_counter()
+            res = c.solve(A, b, tol=1e-300, maxit=a.maxit, kernel=a.kernel, progress=None)
+            wall = (time.perf_counter() - t0) * 1e3
+            if i:
+                walls.append(wall)
+                totals.append(res.raw["time"]["total_ms"] + res.raw["time"].get("queue_ms", 0.0))
+        A.delete()
+        rows.append((label, A.shape[0], res.iterations, median(walls), median(totals)))
+    print("| client, daemon | rows | iterations | client wall ms | daemon solve ms | wall - solve ms |")
+    print("| --- | ---: | ---: | ---: | ---: | ---: |")
+    for label, n, its, w, t in rows:
+        print("| %s | %d | %d | %.1f | %.1f | %.1f |" % (label, n, its, w, t, w - t))
+    print()
+    print("CG (no preconditioner) for %d iterations, tol 1e-300, kernel %s; %d reps (medians, one warm-up); client %s; "
+          "load average %s." % (a.maxit, a.kernel, a.reps, os.path.abspath(_cp),
+                                " ".join("%.1f" % v for v in os.getloadavg())))
+
+
+if a.wall:
+    wall_bench()
+    sys.exit(0)
 
 
 M = scipy.io.mmread(a.matrix).tocsr().astype(np.float64)

@@ -194,11 +194,20 @@ void api_body_free(request *r);
 void api_body_collect(request *r, const char *data, size_t size, int64_t limit, const char *key);
 /* Checks Content-Length against a limit on the first call: 413 answer. */
 bool api_check_content_length(request *r, int64_t limit, const char *key);
+/* Suspends r while hand_off(r, ctx) gives it to whoever will call
+ * api_task_done (a worker's queue, a job's waiters), under r->lock so that
+ * no resume precedes the suspend; hand_off's false resumes r at once.
+ * Returns hand_off's answer. */
+bool api_suspend(request *r, bool (*hand_off)(request *r, void *ctx), void *ctx);
 /* Suspends r and submits t to w; on a full queue answers 503 with
  * Retry-After. Returns true when the task was queued. */
 bool api_submit_and_suspend(request *r, worker *w, task *t);
 /* Called from a task's finish (any thread): marks done and resumes. */
 void api_task_done(request *r);
+
+/* The longest long poll, GET /v1/jobs/{id}?wait=S, in seconds: under
+ * common proxies' and clients' idle timeouts (60 s and more). */
+#define API_JOB_WAIT_MAX_S 60
 
 /* 202 + Location + the job as JSON. */
 void api_answer_job(request *r, job *j);

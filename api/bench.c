@@ -1,6 +1,8 @@
 /* bench.c — POST /v1/matrices/{id}/bench: many kernels, one x, a table.
  *
- * Always a job (202 + /v1/jobs/{id}): a sweep can take minutes. The body
+ * A job by default (202 + /v1/jobs/{id}, waited for with ?wait=S): a sweep
+ * can take minutes; with "async": false the request waits and the table is
+ * the answer (200), as a script timing a few kernels wants. The body
  * is optional JSON: {"kernels":[...] (default: every kernel available for
  * this matrix), "runs" (10), "warmup" (2), "block_sizes" (32..1024, powers
  * of two), "hack_sizes" (16, 32, 64), "verify" (true), "seed"}. Each kernel
@@ -152,20 +154,50 @@ static json_t *table_json(const bench_task *b)
     return o;
 }
 
+/* A bench and the request waiting for it ("async": false; r NULL for a
+ * job). bench_task first: bench_free frees the whole. */
+typedef struct bench_call {
+    bench_task b;
+    request *r;
+    int status;            /* the answer, for the request: built by the finish */
+    json_t *answer;
+} bench_call;
+
 static void bench_finish(task *base, int status)
 {
-    bench_task *b = (bench_task *)base;
+    bench_call *c = (bench_call *)base;
+    bench_task *b = &c->b;
+    int http = 200;
+    json_t *body;
     if (status != SPMV_OK) {
-        job_finish(b->job, 503, api_error_body("shutting_down", "the daemon shut down before the bench ran"));
+        http = 503;
+        body = api_error_body("shutting_down", "the daemon shut down before the bench ran");
+    } else if (!(body = table_json(b))) {
+        http = 500;
+        body = api_error_body("out_of_memory", "out of memory writing the table");
     } else {
-        json_t *table = table_json(b);
-        if (table)
-            job_finish(b->job, 200, table);
-        else
-            job_finish(b->job, 500, api_error_body("out_of_memory", "out of memory writing the table"));
         log_info("bench: %s: %zu runs done", b->m->meta.id, b->nentries);
     }
+    if (c->r) {
+        c->status = http;
+        c->answer = body;
+        api_task_done(c->r);
+        return;
+    }
+    job_finish(b->job, http, body);
     bench_free(b);
+}
+
+/* A synchronous bench's answer, on an HTTP thread once resumed. */
+static void bench_answer(request *r)
+{
+    bench_call *c = r->state;
+    json_t *body = c->answer;
+    c->answer = NULL;
+    if (body)
+        api_json(r, c->status, body);
+    else
+        api_error(r, 500, "out_of_memory", "out of memory writing the table");
 }
 
 /* ------------------------------------------------------------ request */
@@ -186,12 +218,13 @@ static void bench_begin(request *r)
 {
     if (!api_check_content_length(r, bench_body_limit(r), bench_limit_key(r)))
         return;
-    bench_task *b = calloc(1, sizeof *b);
-    if (!b) {
+    bench_call *c = calloc(1, sizeof *c);
+    if (!c) {
         api_error(r, 500, "out_of_memory", "out of memory");
         return;
     }
-    r->state = b;
+    bench_task *b = &c->b;
+    r->state = c;
     b->d = r->d;
     b->m = api_get_matrix(r);
     api_refuse_sharded(r, b->m, "/bench");
@@ -229,11 +262,19 @@ static void bench_end(request *r)
     worker *w = b->m->dev ? b->m->dev_worker : r->d->cpu;
     b->base.run = bench_run;
     b->base.finish = bench_finish;
+    if (!q.async) {
+        ((bench_call *)b)->r = r;
+        api_submit_and_suspend(r, w, &b->base);
+        return;
+    }
     api_submit_async(r, w, &b->base, &b->job, "bench", b->m->meta.id);
 }
 
 static void bench_cleanup(request *r)
 {
+    bench_call *c = r->state;
+    if (c)
+        json_decref(c->answer);
     bench_free(r->state);
     r->state = NULL;
 }
@@ -242,6 +283,7 @@ const route_handlers api_bench_post = {
     .begin = bench_begin,
     .body = bench_body,
     .end = bench_end,
+    .resumed = bench_answer,
     .cleanup = bench_cleanup,
     .accepts_body = true,
     .body_kind = API_BODY_JSON,

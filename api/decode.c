@@ -540,7 +540,6 @@ int api_decode_bench_json(const char *body, size_t len, int64_t max_runs, bench_
     static const int32_t def_hs[] = {16, 32, 64};
     const spmv_param_desc *pb = spmv_param_get(SPMV_PARAM_BLOCK_SIZE), *ph = spmv_param_get(SPMV_PARAM_HACK_SIZE);
     int64_t runs, warmup, seed;
-    bool async; /* any compute request may say "async" (docs/api.md, Conventions); a bench is always a job, so it is checked and ignored */
     int rc = -1;
     memset(out, 0, sizeof *out);
     json_t *o = len ? load_object(body, len, f) : json_object();
@@ -552,7 +551,7 @@ int api_decode_bench_json(const char *body, size_t len, int64_t max_runs, bench_
         json_int(o, "runs", max_runs < 10 ? max_runs : 10, 1, max_runs, &runs, f) ||
         json_int(o, "warmup", max_runs < 2 ? max_runs : 2, 0, max_runs, &warmup, f) ||
         json_int(o, "seed", 0, 0, INT64_MAX, &seed, f) || json_bool(o, "verify", true, &out->verify, f) ||
-        json_bool(o, "async", true, &async, f))
+        json_bool(o, "async", true, &out->async, f))
         goto out;
     out->runs = (int32_t)runs;
     out->warmup = (int32_t)warmup;

@@ -82,6 +82,7 @@ typedef struct bench_req {
     int32_t runs, warmup;
     bool verify;
     uint64_t seed;         /* 0: draw one */
+    bool async;            /* default true: a job; false: the request waits for the table */
 } bench_req;
 
 /* The cumulative limit of a request: `execs` kernel executions (timed and

@@ -3,7 +3,8 @@
  *
  * Each answers on the first call from state the daemon already holds; none
  * touches a queue, so they stay fast while workers are busy (a health
- * check must not wait behind a benchmark).
+ * check must not wait behind a benchmark). The one that waits, a job's
+ * long poll (?wait=S), waits on the job registry, not on a queue.
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -188,18 +189,87 @@ static void metrics_begin(request *r)
     api_bytes(r, 200, "text/plain; version=0.0.4; charset=utf-8", text, strlen(text));
 }
 
-static void job_begin(request *r)
+/* GET /v1/jobs/{id}?wait=S: a long poll. The request is suspended until the
+ * job ends or S seconds pass (jobs_wait: the finishing worker, the
+ * registry's timer or the drain resumes it), then answered with the job
+ * as it stands. Without wait, or for a finished job, at once. */
+typedef struct job_get {
+    job *j;
+    double wait_s;
+    job_waiter w;
+} job_get;
+
+static job *find_job(request *r)
 {
     spmvd *d = r->d;
     jobs_sweep(d->jobs, (double)atomic_load(&d->limits.job_retention));
     job *j = jobs_get(d->jobs, r->id);
-    if (!j) {
+    if (!j)
         api_error(r, 404, "not_found", "no job %s (unknown, or finished more than %lld s ago)", r->id,
                   (long long)atomic_load(&d->limits.job_retention));
+    return j;
+}
+
+static void job_begin(request *r)
+{
+    const char *ws = api_query(r, "wait");
+    double wait_s = 0;
+    if (ws) {
+        char *end;
+        wait_s = strtod(ws, &end);
+        if (end == ws || *end || !(wait_s >= 0 && wait_s <= API_JOB_WAIT_MAX_S)) {
+            api_error(r, 400, "invalid_parameter", "`wait` must be a number of seconds in 0..%d, not \"%s\"",
+                      API_JOB_WAIT_MAX_S, ws);
+            return;
+        }
+    }
+    job *j = find_job(r);
+    if (!j)
+        return;
+    if (!(wait_s > 0)) {
+        api_json(r, 200, job_to_json(j));
+        job_unref(j);
         return;
     }
-    api_json(r, 200, job_to_json(j));
-    job_unref(j);
+    job_get *g = calloc(1, sizeof *g);
+    if (!g) {
+        job_unref(j);
+        api_error(r, 500, "out_of_memory", "out of memory");
+        return;
+    }
+    *g = (job_get){.j = j, .wait_s = wait_s};
+    r->state = g; /* job_end waits, or answers at once */
+}
+
+static void job_answer(request *r)
+{
+    job_get *g = r->state;
+    api_json(r, 200, job_to_json(g->j));
+}
+
+static void job_wake(void *arg) { api_task_done(arg); }
+
+static bool job_arm(request *r, void *ctx)
+{
+    job_get *g = ctx;
+    return jobs_wait(r->d->jobs, g->j, g->wait_s, job_wake, r, &g->w) == 1;
+}
+
+static void job_end(request *r)
+{
+    if (!api_suspend(r, job_arm, r->state))
+        job_answer(r); /* finished already, no wait, or draining */
+}
+
+static void job_cleanup(request *r)
+{
+    job_get *g = r->state;
+    if (!g)
+        return;
+    jobs_unwait(r->d->jobs, &g->w);
+    job_unref(g->j);
+    free(g);
+    r->state = NULL;
 }
 
 static void jobs_begin(request *r)
@@ -217,12 +287,9 @@ static void jobs_begin(request *r)
 static void job_delete_begin(request *r)
 {
     spmvd *d = r->d;
-    job *j = jobs_get(d->jobs, r->id);
-    if (!j) {
-        api_error(r, 404, "not_found", "no job %s (unknown, or finished more than %lld s ago)", r->id,
-                  (long long)atomic_load(&d->limits.job_retention));
+    job *j = find_job(r);
+    if (!j)
         return;
-    }
     int rc = job_cancel(j);
     if (rc == 1) { /* finished: the record goes */
         jobs_drop(d->jobs, r->id);
@@ -241,5 +308,7 @@ const route_handlers api_ready_get = {.begin = ready_begin, .body_kind = API_BOD
 const route_handlers api_info_get = {.begin = info_begin, .body_kind = API_BODY_NONE, .query = api_no_query};
 const route_handlers api_kernels_get = {.begin = kernels_begin, .body_kind = API_BODY_NONE, .query = api_no_query};
 const route_handlers api_metrics_get = {.begin = metrics_begin, .body_kind = API_BODY_NONE, .query = api_no_query};
-const route_handlers api_job_get = {.begin = job_begin, .body_kind = API_BODY_NONE, .query = api_no_query};
+static const char *const job_query[] = {"wait", NULL};
+const route_handlers api_job_get = {.begin = job_begin, .end = job_end, .resumed = job_answer, .cleanup = job_cleanup,
+                                    .body_kind = API_BODY_NONE, .query = job_query};
 const route_handlers api_jobs_get = {.begin = jobs_begin, .body_kind = API_BODY_NONE, .query = api_no_query};

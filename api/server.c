@@ -146,20 +146,41 @@ void api_body_collect(request *r, const char *data, size_t size, int64_t limit, 
     r->body[r->body_len] = '\0';
 }
 
-bool api_submit_and_suspend(request *r, worker *w, task *t)
+bool api_suspend(request *r, bool (*hand_off)(request *r, void *ctx), void *ctx)
 {
     pthread_mutex_lock(&r->lock);
     MHD_suspend_connection(r->conn);
     r->suspended = true;
-    int rc = w->ops->submit(w, t, false);
-    if (rc != SPMV_OK) {
+    bool handed = hand_off(r, ctx);
+    if (!handed) {
         MHD_resume_connection(r->conn);
         r->suspended = false;
     }
     pthread_mutex_unlock(&r->lock);
-    if (rc != SPMV_OK)
-        api_error_submit(r, w, rc);
-    return rc == SPMV_OK;
+    return handed;
+}
+
+typedef struct submit_ctx {
+    worker *w;
+    task *t;
+    int rc;
+} submit_ctx;
+
+static bool submit_to_worker(request *r, void *ctx)
+{
+    (void)r;
+    submit_ctx *c = ctx;
+    c->rc = c->w->ops->submit(c->w, c->t, false);
+    return c->rc == SPMV_OK;
+}
+
+bool api_submit_and_suspend(request *r, worker *w, task *t)
+{
+    submit_ctx c = {w, t, SPMV_OK};
+    if (api_suspend(r, submit_to_worker, &c))
+        return true;
+    api_error_submit(r, w, c.rc);
+    return false;
 }
 
 void api_task_done(request *r)

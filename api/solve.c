@@ -1,15 +1,27 @@
 /* solve.c — POST /v1/matrices/{id}/solve: a Krylov solve next to the matrix.
  *
- * The HTTP face of engine/krylov.c (docs/api.md, "Solvers"). b and x0
- * come inline or as resident vectors, the answer x goes back in the body
- * (JSON, or binary with Accept: application/octet-stream) or into a
- * resident vector (`x_out`). The operator is one kernel of the catalogue
- * (default `auto`, tuned once per matrix) on the matrix's device, run by
- * the daemon's worker, so a GPU solve moves no vector over PCIe between
- * iterations. Everything is checked on the HTTP thread; a breakdown or
- * maxit is a 200 whose `stop` says why. With "async": true the solve is a
- * job that reports its iteration and residual, and DELETE /v1/jobs/{id}
- * stops it at the next iteration.
+ * The HTTP face of engine/krylov.c (docs/api.md, "Solvers"). Two
+ * encodings, as for spmv. JSON: b and x0 inline (numbers) or resident
+ * vectors, options beside them, the answer x in the body (JSON, or binary
+ * with Accept: application/octet-stream) or in a resident vector (`x_out`).
+ * Binary (Content-Type: application/octet-stream): the body is b (k
+ * columns with ?k=, then x0 the same way with ?x0=body) as little-endian
+ * values of the matrix dtype, the options are in the query string, and x
+ * comes back the same way with the report in the X-SpMV-Solve header (the
+ * residual histories after x in the body with ?history=true: a header
+ * line of thousands of numbers would pass clients' header limits). A JSON
+ * request answered in binary keeps the history in the header unless it
+ * asks "history": true, as it did before binary bodies.
+ *
+ * k columns are k solves in turn on the worker (daemon/solve.c), each
+ * with its own report under "columns". The operator is one kernel of the
+ * catalogue (default `auto`, tuned once per matrix) on the matrix's device,
+ * run by the daemon's worker, so a GPU solve moves no vector over PCIe
+ * between iterations. Everything is checked on the HTTP thread; a
+ * breakdown or maxit is a 200 whose `stop` says why. The request waits for
+ * the solve by default; with "async": true it is a job that reports its
+ * iteration and residual (GET /v1/jobs/{id}?wait=S waits for it), and
+ * DELETE /v1/jobs/{id} stops it at the next iteration.
  */
 #include <math.h>
 #include <stdio.h>
@@ -24,7 +36,13 @@
 typedef struct solve_req {
     solve_task s;          /* what runs on the worker (daemon/solve.h) */
     request *r;            /* NULL when async */
-    bool binary_out;       /* x in the answer as raw values (Accept: application/octet-stream) */
+    bool binary_in;        /* b (and x0) in the body as raw values, the options in the query */
+    bool x0_in_body;       /* binary: x0 follows b in the body (?x0=body) */
+    bool binary_out;       /* x in the answer as raw values (binary in, or Accept: application/octet-stream) */
+    bool history_out;      /* binary answer: the residual histories follow x (?history=true) */
+    bool history_header;   /* a JSON request's binary answer without "history": the history stays in
+                            * X-SpMV-Solve, as before binary bodies (the C client reads it there) */
+    int64_t body_limit;
 } solve_req;
 
 static solve_req *T(request *r) { return r->state; }
@@ -40,8 +58,9 @@ static void solve_free(solve_req *t)
 
 /* ------------------------------------------------------------ checking */
 
-/* An operand: inline values (into *vals) or a resident vector (into *v). */
-static int operand(request *r, const json_t *o, const char *key, bool required, void **vals, rvec **v)
+/* An operand: inline values (into *vals, *k columns) or a resident vector
+ * (into *v, one column). */
+static int operand(request *r, const json_t *o, const char *key, bool required, void **vals, int32_t *k, rvec **v)
 {
     solve_req *t = T(r);
     const json_t *j = json_object_get(o, key);
@@ -62,17 +81,12 @@ static int operand(request *r, const json_t *o, const char *key, bool required, 
     }
     if (ref == 0) {
         int64_t len;
-        int32_t k;
         if (!vals) {
             api_error(r, 400, "invalid_request", "`%s` must be {\"vector\": \"<id>\"}", key);
             return -1;
         }
-        if (api_values_from_json(j, n, t->s.m->host.dtype, key, vals, &len, &k, &f)) {
+        if (api_values_from_json(j, n, t->s.m->host.dtype, key, vals, &len, k, &f)) {
             api_error(r, f.status, f.code, "%s", f.message);
-            return -1;
-        }
-        if (k != 1) {
-            api_error(r, 400, "shape_mismatch", "`%s` must be one column of %d values, not %d columns", key, n, k);
             return -1;
         }
         return 0;
@@ -158,14 +172,49 @@ static int decode_kernel(request *r, const json_t *o)
     return 0;
 }
 
+/* b and x0 of a binary request: views into the body (b's k columns, then
+ * x0's with ?x0=body), which lives as long as a synchronous request; an
+ * async one copies them (solve_end). */
+static int body_operands(request *r)
+{
+    solve_req *t = T(r);
+    size_t col = (size_t)t->s.m->host.rows * spmv_dtype_size(t->s.m->host.dtype);
+    size_t want = col * (size_t)t->s.ncols * (t->x0_in_body ? 2 : 1);
+    if (r->body_len != want) {
+        api_error(r, 400, "shape_mismatch", "the body has %zu bytes; b%s as %d column%s of %d %s values is %zu bytes",
+                  r->body_len, t->x0_in_body ? " then x0" : "", t->s.ncols, t->s.ncols == 1 ? "" : "s",
+                  t->s.m->host.rows, spmv_dtype_name(t->s.m->host.dtype), want);
+        return -1;
+    }
+    t->s.b_vals = r->body;
+    t->s.x0_vals = t->x0_in_body ? r->body + col * (size_t)t->s.ncols : NULL;
+    t->s.vals_borrowed = true;
+    return 0;
+}
+
 /* b, x0 and x_out (inline values or resident vectors on the solve's device); a zero diagonal
  * under Jacobi is refused here, not after queueing: it is the client's mistake. */
 static int decode_operands(request *r, const json_t *o)
 {
     solve_req *t = T(r);
-    if (operand(r, o, "b", true, &t->s.b_vals, &t->s.bv) || operand(r, o, "x0", false, &t->s.x0_vals, &t->s.x0v) ||
-        operand(r, o, "x_out", false, NULL, &t->s.xout))
+    int32_t kb = 1, kx = 0;
+    if (t->binary_in ? body_operands(r) || operand(r, o, "x0", false, NULL, NULL, &t->s.x0v)
+                     : operand(r, o, "b", true, &t->s.b_vals, &kb, &t->s.bv) ||
+                           operand(r, o, "x0", false, &t->s.x0_vals, &kx, &t->s.x0v))
         return -1;
+    if (operand(r, o, "x_out", false, NULL, NULL, &t->s.xout))
+        return -1;
+    if (!t->binary_in)
+        t->s.ncols = kb;
+    if (kx && kx != kb) {
+        api_error(r, 400, "shape_mismatch", "`x0` has %d columns and `b` %d", kx, kb);
+        return -1;
+    }
+    if (t->s.ncols > 1 && (t->s.x0v || t->s.xout)) {
+        api_error(r, 400, "invalid_request", "with %d columns, x0 and x travel inline: resident vectors are one column",
+                  t->s.ncols);
+        return -1;
+    }
     if (t->s.xout && t->s.bv && t->s.xout == t->s.bv) {
         api_error(r, 400, "invalid_request", "`x_out` and `b` are the same vector");
         return -1;
@@ -183,19 +232,9 @@ static int decode_operands(request *r, const json_t *o)
     return 0;
 }
 
-static int decode(request *r)
+/* Refuses fields outside keys (NULL-terminated). */
+static int known_fields(request *r, json_t *o, const char *const *keys)
 {
-    static const char *const keys[] = {"method", "restart", "b", "x0", "tol", "maxit", "preconditioner", "kernel",
-                                       "x_out", "async", NULL};
-    solve_req *t = T(r);
-    json_error_t jerr;
-    json_t *o = json_loadb(r->body ? r->body : "", r->body_len, JSON_REJECT_DUPLICATES, &jerr);
-    int rc = -1;
-    if (!o || !json_is_object(o)) {
-        api_error(r, 400, "invalid_json", "body must be a JSON object%s%s", o ? "" : ": ", o ? "" : jerr.text);
-        json_decref(o);
-        return -1;
-    }
     const char *key;
     json_t *v;
     json_object_foreach(o, key, v) {
@@ -204,26 +243,123 @@ static int decode(request *r)
             known = strcmp(key, keys[i]) == 0;
         if (!known) {
             api_error(r, 400, "invalid_request", "unknown field `%s`", key);
-            goto out;
+            return -1;
         }
     }
+    return 0;
+}
+
+/* The options of either encoding, as one object; 1 when async, 0 when
+ * not, -1 answered. */
+static int decode_object(request *r, const json_t *o)
+{
+    solve_req *t = T(r);
     if (t->s.m->host.rows != t->s.m->host.cols) {
         api_error(r, 400, "shape_mismatch", "solve needs a square matrix; %s is %d x %d", t->s.m->meta.id,
                   t->s.m->host.rows, t->s.m->host.cols);
-        goto out;
+        return -1;
     }
     if (decode_options(r, o) || decode_kernel(r, o))
-        goto out;
-    json_t *async = json_object_get(o, "async");
-    if (async && !json_is_boolean(async)) {
-        api_error(r, 400, "invalid_request", "`async` must be true or false");
-        goto out;
+        return -1;
+    json_t *async = json_object_get(o, "async"), *history = json_object_get(o, "history");
+    if ((async && !json_is_boolean(async)) || (history && !json_is_boolean(history))) {
+        api_error(r, 400, "invalid_request", "`%s` must be true or false",
+                  async && !json_is_boolean(async) ? "async" : "history");
+        return -1;
     }
     if (decode_operands(r, o))
+        return -1;
+    const char *accept = api_header_in(r, MHD_HTTP_HEADER_ACCEPT);
+    t->binary_out = !t->s.xout && (t->binary_in || (accept && strstr(accept, "application/octet-stream")));
+    t->history_out = t->binary_out && json_is_true(history);
+    t->history_header = t->binary_out && !t->binary_in && !history;
+    return json_is_true(async) ? 1 : 0;
+}
+
+static int decode_json(request *r)
+{
+    static const char *const keys[] = {"method", "restart", "b", "x0", "tol", "maxit", "preconditioner", "kernel",
+                                       "x_out", "async", "history", NULL};
+    json_error_t jerr;
+    json_t *o = json_loadb(r->body ? r->body : "", r->body_len, JSON_REJECT_DUPLICATES, &jerr);
+    if (!o || !json_is_object(o)) {
+        api_error(r, 400, "invalid_json", "body must be a JSON object%s%s", o ? "" : ": ", o ? "" : jerr.text);
+        json_decref(o);
+        return -1;
+    }
+    int rc = known_fields(r, o, keys) ? -1 : decode_object(r, o);
+    json_decref(o);
+    return rc;
+}
+
+/* One query value as the JSON a body would hold: 'i' an integer, 'f' a
+ * number, 'b' a boolean, 'v' {"vector": id}, else a string; NULL with the
+ * 400 answered. */
+static json_t *query_value(request *r, const char *key, const char *v, char type)
+{
+    char *end = NULL;
+    json_t *j = NULL;
+    if (type == 'i') {
+        long long x = strtoll(v, &end, 10);
+        j = end != v && !*end ? json_integer(x) : NULL;
+    } else if (type == 'f') {
+        double x = strtod(v, &end);
+        j = end != v && !*end ? json_real(x) : NULL;
+    } else if (type == 'b') {
+        j = !strcmp(v, "true") || !strcmp(v, "1") ? json_true() : !strcmp(v, "false") || !strcmp(v, "0") ? json_false() : NULL;
+    } else {
+        j = type == 'v' ? json_pack("{s:s}", "vector", v) : json_string(v);
+    }
+    if (!j)
+        api_error(r, 400, "invalid_parameter", "`%s` must be %s, not \"%s\"", key,
+                  type == 'i' ? "an integer" : type == 'f' ? "a number" : type == 'b' ? "true or false" : "a string", v);
+    return j;
+}
+
+/* The query keys of a binary solve and their types (query_value); b is
+ * the body, and x0=body says x0 follows it there. */
+static const struct {
+    const char *key;
+    char type;
+} query_keys[] = {
+    {"method", 's'}, {"tol", 'f'}, {"maxit", 'i'}, {"restart", 'i'}, {"preconditioner", 's'}, {"kernel", 's'},
+    {"x0", 'v'}, {"x_out", 'v'}, {"async", 'b'}, {"history", 'b'},
+};
+
+/* The columns of a binary request (?k=, default 1); 0 when malformed. */
+static int32_t query_k(request *r)
+{
+    const char *ks = api_query(r, "k");
+    char *end = NULL;
+    long long k = ks ? strtoll(ks, &end, 10) : 1;
+    return !ks || (end != ks && !*end && k >= 1 && k <= SPMV_MAX_K) ? (int32_t)k : 0;
+}
+
+/* A binary request: the query string as the object a JSON body would be. */
+static int decode_query(request *r)
+{
+    solve_req *t = T(r);
+    json_t *o = json_object();
+    int rc = -1;
+    if (!o) {
+        api_error(r, 500, "out_of_memory", "out of memory");
+        return -1;
+    }
+    for (size_t i = 0; i < sizeof query_keys / sizeof query_keys[0]; i++) {
+        const char *v = api_query(r, query_keys[i].key);
+        if (!v || (strcmp(query_keys[i].key, "x0") == 0 && strcmp(v, "body") == 0))
+            continue;
+        json_t *j = query_value(r, query_keys[i].key, v, query_keys[i].type);
+        if (!j)
+            goto out;
+        json_object_set_new(o, query_keys[i].key, j);
+    }
+    if (!(t->s.ncols = query_k(r))) {
+        api_error(r, 400, "invalid_parameter", "`k` must be an integer in 1..%d (the columns of b), not \"%s\"",
+                  SPMV_MAX_K, api_query(r, "k"));
         goto out;
-    t->binary_out = !t->s.xout && api_header_in(r, MHD_HTTP_HEADER_ACCEPT) &&
-                    strstr(api_header_in(r, MHD_HTTP_HEADER_ACCEPT), "application/octet-stream");
-    rc = async && json_is_true(async) ? 1 : 0;
+    }
+    rc = decode_object(r, o);
 out:
     json_decref(o);
     return rc;
@@ -231,34 +367,104 @@ out:
 
 /* ------------------------------------------------------------ answers */
 
-static json_t *result_json(const solve_req *t)
+/* One column's report: stop, iterations, relres, the residual history (or
+ * its length when it goes in a binary body), time, products. */
+static json_t *column_json(const spmv_solve_result *s, bool history_inline)
 {
-    const spmv_solve_result *s = &t->s.res;
-    json_t *hist = json_array();
-    for (int32_t i = 0; i < s->history_len; i++)
-        json_array_append_new(hist, api_json_real(s->history[i]));
     json_t *stop = json_pack("{s:s, s:s}", "reason", spmv_solve_stop_name(s->stop), "detail", s->detail);
-    if (s->stop == SPMV_STOP_BREAKDOWN)
+    if (stop && s->stop == SPMV_STOP_BREAKDOWN)
         json_object_set_new(stop, "value", api_json_real(s->breakdown_value));
-    json_t *o = json_pack("{s:s, s:b, s:o, s:i, s:o, s:o, s:{s:o, s:o, s:o, s:o, s:o}, s:i, s:s, s:o, s:s, s:s}",
-                          "method", spmv_solve_method_name(t->s.o.method), "converged", s->stop == SPMV_STOP_CONVERGED,
-                          "stop", stop, "iterations", s->iterations, "relres", api_json_real(s->relres),
-                          "residual_history", hist, "time", "total_ms", api_json_real(s->total_ms), "spmv_ms",
+    json_t *o = json_pack("{s:b, s:o, s:i, s:o, s:{s:o, s:o, s:o, s:o}, s:i}", "converged",
+                          s->stop == SPMV_STOP_CONVERGED, "stop", stop, "iterations", s->iterations, "relres",
+                          api_json_real(s->relres), "time", "total_ms", api_json_real(s->total_ms), "spmv_ms",
                           api_json_real(s->spmv_ms), "vector_ms", api_json_real(s->vector_ms), "setup_ms",
-                          api_json_real(s->setup_ms), "queue_ms", api_json_real(t->s.queue_ms), "spmv_calls",
-                          s->spmv_calls, "kernel", t->s.k->name, "params", api_params_json(t->s.k, &t->s.p, t->s.m), "matrix",
-                          t->s.m->meta.id, "device", t->s.w->name);
-    if (o && t->s.xout)
+                          api_json_real(s->setup_ms), "spmv_calls", s->spmv_calls);
+    if (o && history_inline) {
+        json_t *hist = json_array();
+        for (int32_t i = 0; i < s->history_len; i++)
+            json_array_append_new(hist, api_json_real(s->history[i]));
+        json_object_set_new(o, "residual_history", hist);
+    } else if (o) {
+        json_object_set_new(o, "residual_history_len", json_integer(s->history_len));
+    }
+    return o;
+}
+
+/* k columns: each one's report under "columns", and the whole: converged
+ * when every column did, iterations and times summed, the worst relres. */
+static json_t *columns_json(const solve_req *t, bool history_inline)
+{
+    json_t *cols = json_array();
+    bool all = true;
+    long long its = 0, calls = 0;
+    double worst = 0, total = 0, spmv = 0, vec = 0, setup = 0;
+    for (int32_t c = 0; c < t->s.ncols; c++) {
+        const spmv_solve_result *s = &t->s.res[c];
+        json_array_append_new(cols, column_json(s, history_inline));
+        all = all && s->stop == SPMV_STOP_CONVERGED;
+        its += s->iterations;
+        calls += s->spmv_calls;
+        worst = isnan(s->relres) || s->relres > worst ? s->relres : worst;
+        total += s->total_ms, spmv += s->spmv_ms, vec += s->vector_ms, setup += s->setup_ms;
+    }
+    return json_pack("{s:i, s:b, s:I, s:o, s:{s:o, s:o, s:o, s:o}, s:I, s:o}", "k", t->s.ncols, "converged", all,
+                     "iterations", (json_int_t)its, "relres", api_json_real(worst), "time", "total_ms",
+                     api_json_real(total), "spmv_ms", api_json_real(spmv), "vector_ms", api_json_real(vec), "setup_ms",
+                     api_json_real(setup), "spmv_calls", (json_int_t)calls, "columns", cols);
+}
+
+static json_t *result_json(const solve_req *t, bool history_inline)
+{
+    json_t *o = t->s.ncols > 1 ? columns_json(t, history_inline) : column_json(&t->s.res[0], history_inline);
+    if (!o)
+        return NULL;
+    json_object_set_new(json_object_get(o, "time"), "queue_ms", api_json_real(t->s.queue_ms));
+    json_object_set_new(o, "method", json_string(spmv_solve_method_name(t->s.o.method)));
+    json_object_set_new(o, "kernel", json_string(t->s.k->name));
+    json_object_set_new(o, "params", api_params_json(t->s.k, &t->s.p, t->s.m));
+    json_object_set_new(o, "matrix", json_string(t->s.m->meta.id));
+    json_object_set_new(o, "device", json_string(t->s.w->name));
+    if (t->s.xout)
         json_object_set_new(o, "x", json_pack("{s:s}", "vector", t->s.xout->id));
-    if (o)
-        json_object_set_new(o, "preconditioner", json_string(t->s.jacobi ? "jacobi" : "none"));
+    json_object_set_new(o, "preconditioner", json_string(t->s.jacobi ? "jacobi" : "none"));
     return o;
 }
 
 /* {"x":[...], <rest>}, or the rest alone when x went into a vector. */
 static char *json_answer(const solve_req *t, size_t *len)
 {
-    return api_json_values_answer("x", t->s.m->host.dtype, t->s.x, t->s.m->host.rows, 1, result_json(t), len);
+    return api_json_values_answer("x", t->s.m->host.dtype, t->s.x, t->s.m->host.rows, t->s.ncols,
+                                  result_json(t, true), len);
+}
+
+/* x as raw values, then (history_out) each column's residual history as
+ * float64 values; the report in X-SpMV-Solve. */
+static void binary_answer(request *r)
+{
+    solve_req *t = T(r);
+    size_t xbytes = (size_t)t->s.m->host.rows * (size_t)t->s.ncols * spmv_dtype_size(t->s.m->host.dtype), hist = 0;
+    for (int32_t c = 0; t->history_out && c < t->s.ncols; c++)
+        hist += (size_t)t->s.res[c].history_len * sizeof(double);
+    if (hist) { /* grown in place where the allocator can (large blocks are remapped, not copied) */
+        char *body = realloc(t->s.x, xbytes + hist);
+        if (!body) {
+            api_error(r, 500, "out_of_memory", "out of memory writing the answer");
+            return;
+        }
+        t->s.x = body;
+        for (int32_t c = 0; c < t->s.ncols; c++) {
+            memcpy(body + xbytes, t->s.res[c].history, (size_t)t->s.res[c].history_len * sizeof(double));
+            xbytes += (size_t)t->s.res[c].history_len * sizeof(double);
+        }
+    }
+    json_t *hdr = result_json(t, t->history_header);
+    char *htext = hdr ? api_json_dump(hdr, NULL) : NULL;
+    json_decref(hdr);
+    api_bytes(r, 200, "application/octet-stream", t->s.x, xbytes);
+    t->s.x = NULL;
+    if (htext)
+        api_header(r, "X-SpMV-Solve", htext);
+    free(htext);
 }
 
 static void answer(request *r)
@@ -269,14 +475,7 @@ static void answer(request *r)
         return;
     }
     if (t->binary_out) {
-        json_t *hdr = result_json(t);
-        char *htext = hdr ? api_json_dump(hdr, NULL) : NULL;
-        json_decref(hdr);
-        api_bytes(r, 200, "application/octet-stream", t->s.x, (size_t)t->s.m->host.rows * spmv_dtype_size(t->s.m->host.dtype));
-        t->s.x = NULL;
-        if (htext)
-            api_header(r, "X-SpMV-Solve", htext);
-        free(htext);
+        binary_answer(r);
         return;
     }
     size_t len;
@@ -306,6 +505,19 @@ static void solve_finish(task *base, int status)
 
 /* ------------------------------------------------------------ route */
 
+/* max_body_bytes, and for a binary body twice b's (and x0's) exact size
+ * plus 4 KiB (a body a little off still gets the 400 that names both). */
+static int64_t body_limit(request *r, const solve_req *t)
+{
+    int64_t limit = atomic_load(&r->d->limits.max_body_bytes);
+    if (!t->binary_in)
+        return limit;
+    int64_t k = query_k(r) ? query_k(r) : 1;
+    int64_t shape = 4096 + 2 * (t->x0_in_body ? 2 : 1) * k * (int64_t)t->s.m->host.rows *
+                               (int64_t)spmv_dtype_size(t->s.m->host.dtype);
+    return shape < limit ? shape : limit;
+}
+
 static void solve_begin(request *r)
 {
     solve_req *t = calloc(1, sizeof *t);
@@ -317,18 +529,46 @@ static void solve_begin(request *r)
     r->state = t;
     if (!(t->s.m = api_get_matrix(r)) || api_refuse_sharded(r, t->s.m, "/solve"))
         return;
-    api_check_content_length(r, atomic_load(&r->d->limits.max_body_bytes), "max_body_bytes");
+    const char *ct = api_header_in(r, MHD_HTTP_HEADER_CONTENT_TYPE), *x0 = api_query(r, "x0");
+    t->binary_in = ct && strncasecmp(ct, "application/octet-stream", 24) == 0;
+    t->x0_in_body = t->binary_in && x0 && strcmp(x0, "body") == 0;
+    t->body_limit = body_limit(r, t);
+    if (api_check_content_length(r, t->body_limit, "max_body_bytes") && t->binary_in)
+        api_body_pooled(r, t->body_limit);
 }
 
 static void solve_body(request *r, const char *data, size_t size)
 {
-    api_body_collect(r, data, size, atomic_load(&r->d->limits.max_body_bytes), "max_body_bytes");
+    api_body_collect(r, data, size, T(r)->body_limit, "max_body_bytes");
+}
+
+/* An async request outlives its body: b and x0 become the task's own. */
+static int own_values(request *r)
+{
+    solve_req *t = T(r);
+    if (!t->s.vals_borrowed)
+        return 0;
+    size_t bytes = (size_t)t->s.m->host.rows * (size_t)t->s.ncols * spmv_dtype_size(t->s.m->host.dtype);
+    void *b = malloc(bytes ? bytes : 1), *x0 = t->s.x0_vals ? malloc(bytes ? bytes : 1) : NULL;
+    if (!b || (t->s.x0_vals && !x0)) {
+        free(b);
+        free(x0);
+        api_error(r, 500, "out_of_memory", "out of memory");
+        return -1;
+    }
+    memcpy(b, t->s.b_vals, bytes);
+    if (x0)
+        memcpy(x0, t->s.x0_vals, bytes);
+    t->s.b_vals = b;
+    t->s.x0_vals = x0;
+    t->s.vals_borrowed = false;
+    return 0;
 }
 
 static void solve_end(request *r)
 {
     solve_req *t = T(r);
-    int async = decode(r);
+    int async = t->binary_in ? decode_query(r) : decode_json(r);
     if (async < 0)
         return;
     t->s.base.run = solve_run;
@@ -338,7 +578,8 @@ static void solve_end(request *r)
         api_submit_and_suspend(r, t->s.w, &t->s.base);
         return;
     }
-    api_submit_async(r, t->s.w, &t->s.base, &t->s.job, "solve", t->s.m->meta.id);
+    if (own_values(r) == 0)
+        api_submit_async(r, t->s.w, &t->s.base, &t->s.job, "solve", t->s.m->meta.id);
 }
 
 static void solve_cleanup(request *r)
@@ -347,9 +588,13 @@ static void solve_cleanup(request *r)
     r->state = NULL;
 }
 
+/* A binary solve's options (query_keys) and its columns. */
+static const char *const solve_query[] = {"method", "tol", "maxit", "restart", "preconditioner", "kernel", "x0",
+                                          "x_out", "async", "history", "k", NULL};
+
 const route_handlers api_solve_post = {
     .begin = solve_begin, .body = solve_body, .end = solve_end, .resumed = answer, .cleanup = solve_cleanup,
     .accepts_body = true,
-    .body_kind = API_BODY_JSON,
-    .query = api_no_query,
+    .body_kind = API_BODY_JSON_OR_BINARY,
+    .query = solve_query,
 };

@@ -47,7 +47,8 @@ void bench_run(task *base, worker *w)
     size_t es = spmv_dtype_size(dt);
     size_t xn = (size_t)(b->m->host.cols ? b->m->host.cols : 1), yn = (size_t)(b->m->host.rows ? b->m->host.rows : 1);
     void *x = malloc(xn * es), *y = malloc(yn * es), *ref = malloc(yn * es);
-    job_set_running(b->job);
+    if (b->job) /* none for a synchronous bench */
+        job_set_running(b->job);
     if (!x || !y || !ref) {
         for (size_t i = 0; i < b->nentries; i++) {
             b->entries[i].rc = SPMV_ERR_NOMEM;
@@ -66,7 +67,8 @@ void bench_run(task *base, worker *w)
             break;
         }
         run_entry(b, w, &b->entries[i], x, y, ref);
-        job_set_progress(b->job, (double)(i + 1) / (double)b->nentries);
+        if (b->job)
+            job_set_progress(b->job, (double)(i + 1) / (double)b->nentries);
     }
 out:
     free(x);

@@ -36,7 +36,7 @@ typedef struct bench_entry {
 typedef struct bench_task {
     task base;
     struct spmvd *d;
-    job *job;
+    job *job;              /* NULL for a synchronous bench ("async": false) */
     matrix *m;
     int32_t runs, warmup;
     bool verify;

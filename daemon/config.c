@@ -105,6 +105,9 @@ static const key_desc keys[] = {
     {"host_format_bytes", KEY_INT, OFF(host_format_bytes), 0, 64 * TiB, 4 * GiB, NULL, NULL,
      "host memory for formats built on first use by CPU kernels; past it the least recently used are freed (0: no "
      "bound)"},
+    {"serial_below", KEY_INT, OFF(serial_below), 0, INT64_C(1) << 40, SPMV_SERIAL_BELOW_DEFAULT, NULL, NULL,
+     "host loops (BLAS-1 on host vectors, CPU kernels at their default thread count) under this many values or "
+     "non-zeros run on one thread (0: never)"},
     {"allow_shm", KEY_BOOL, OFF(allow_shm), 0, 1, 0, NULL, NULL,
      "let same-host clients register POSIX shared-memory regions (/v1/shm) for x and y (docs/security.md)"},
     {"max_shm_regions", KEY_INT, OFF(max_shm_regions), 0, 65536, 64, NULL, NULL,

@@ -21,6 +21,7 @@ void spmvd_limits_from_config(spmvd_limits *l, const spmvd_config *c)
     atomic_store(&l->max_padding, c->max_padding);
     atomic_store(&l->max_format_bytes, c->max_format_bytes);
     atomic_store(&l->host_format_bytes, c->host_format_bytes);
+    atomic_store(&l->serial_below, c->serial_below);
     atomic_store(&l->allow_shm, c->allow_shm);
     atomic_store(&l->max_shm_regions, c->max_shm_regions);
     atomic_store(&l->io_buffer_bytes, c->io_buffer_bytes);

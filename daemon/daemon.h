@@ -29,6 +29,7 @@ typedef struct spmvd_limits {
     _Atomic int64_t max_rows, max_nnz;
     _Atomic int64_t max_ops_steps, max_solve_iterations;
     _Atomic int64_t max_padding, max_format_bytes, host_format_bytes; /* the padding rule, the host format cache */
+    _Atomic int64_t serial_below;   /* small host work on one thread (spmv_cpu_set_serial_below) */
     _Atomic int64_t allow_shm, max_shm_regions, io_buffer_bytes;
 } spmvd_limits;
 

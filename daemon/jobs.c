@@ -5,6 +5,16 @@
  * Each job has its own mutex for the fields a worker writes while a client
  * reads (state, result); progress is an atomic so a bench can report it
  * after every kernel without taking a lock.
+ *
+ * Long polls: the waiters of every job are one list under the registry's
+ * waiter lock (a few dozen at most: each is an open connection), woken by
+ * job_finish for their job or by the timer thread at their deadline. The
+ * timer is a thread of its own rather than the main loop's tick (up to a
+ * second late) or a worker (busy with the very job being waited for): it
+ * sleeps on a condition variable until the earliest deadline, so a wait of
+ * S seconds answers within a millisecond of S. Lock order: waiter lock,
+ * then a job's lock; job_finish takes them one after the other, never
+ * both, so the two cannot deadlock.
  */
 #include <math.h>
 #include <pthread.h>
@@ -32,21 +42,44 @@ struct job {
     double created_ms, started_ms, finished_ms;  /* monotonic */
     time_t created_wall;
     _Atomic int refs;
+    job_registry *reg;           /* to wake its waiters when it finishes */
     job *next;
 };
 
 struct job_registry {
     pthread_mutex_t lock;
     job *head;
+    /* long polls */
+    pthread_mutex_t wait_lock;
+    pthread_cond_t wait_cond;    /* on CLOCK_MONOTONIC: a new waiter, or stop */
+    job_waiter *waiters;
+    bool draining, stopping;
+    pthread_t timer;
 };
 
 static const char *const state_names[] = {"queued", "running", "done", "failed"};
 
+static void *timer_main(void *arg);
+
 job_registry *jobs_new(void)
 {
     job_registry *r = calloc(1, sizeof *r);
-    if (r)
-        pthread_mutex_init(&r->lock, NULL);
+    if (!r)
+        return NULL;
+    pthread_condattr_t ca;
+    pthread_condattr_init(&ca);
+    pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
+    pthread_cond_init(&r->wait_cond, &ca);
+    pthread_condattr_destroy(&ca);
+    pthread_mutex_init(&r->lock, NULL);
+    pthread_mutex_init(&r->wait_lock, NULL);
+    if (pthread_create(&r->timer, NULL, timer_main, r) != 0) {
+        pthread_cond_destroy(&r->wait_cond);
+        pthread_mutex_destroy(&r->wait_lock);
+        pthread_mutex_destroy(&r->lock);
+        free(r);
+        return NULL;
+    }
     return r;
 }
 
@@ -54,6 +87,14 @@ void jobs_free(job_registry *r)
 {
     if (!r)
         return;
+    jobs_wake_all(r);
+    pthread_mutex_lock(&r->wait_lock);
+    r->stopping = true;
+    pthread_cond_signal(&r->wait_cond);
+    pthread_mutex_unlock(&r->wait_lock);
+    pthread_join(r->timer, NULL);
+    pthread_cond_destroy(&r->wait_cond);
+    pthread_mutex_destroy(&r->wait_lock);
     job *j = r->head;
     while (j) {
         job *next = j->next;
@@ -78,6 +119,7 @@ job *jobs_create(job_registry *r, const char *kind, const char *matrix_id)
     j->created_ms = spmv_now_ms();
     j->created_wall = time(NULL);
     atomic_store(&j->refs, 2);
+    j->reg = r;
     pthread_mutex_lock(&r->lock);
     j->next = r->head;
     r->head = j;
@@ -171,6 +213,45 @@ bool jobs_drop(job_registry *r, const char *id)
     return found != NULL;
 }
 
+static bool job_finished(job *j)
+{
+    pthread_mutex_lock(&j->lock);
+    bool done = j->state == JOB_DONE || j->state == JOB_FAILED;
+    pthread_mutex_unlock(&j->lock);
+    return done;
+}
+
+/* Unlinks and wakes the waiters that `hit` picks (one job's, the overdue,
+ * or all); the waiter lock is held. Returns the earliest deadline left. */
+static double wake_where(job_registry *r, bool (*hit)(const job_waiter *w, const void *ctx), const void *ctx)
+{
+    double earliest = INFINITY;
+    job_waiter **link = &r->waiters;
+    while (*link) {
+        job_waiter *w = *link;
+        if (hit(w, ctx)) {
+            *link = w->next;
+            w->armed = false;
+            w->next = NULL;
+            w->wake(w->arg);
+        } else {
+            if (w->deadline_ms < earliest)
+                earliest = w->deadline_ms;
+            link = &w->next;
+        }
+    }
+    return earliest;
+}
+
+static bool of_job(const job_waiter *w, const void *ctx) { return w->j == ctx; }
+static bool overdue(const job_waiter *w, const void *ctx) { return w->deadline_ms <= *(const double *)ctx; }
+static bool any(const job_waiter *w, const void *ctx)
+{
+    (void)w;
+    (void)ctx;
+    return true;
+}
+
 void job_finish(job *j, int http_status, json_t *body)
 {
     pthread_mutex_lock(&j->lock);
@@ -182,6 +263,70 @@ void job_finish(job *j, int http_status, json_t *body)
     if (j->state == JOB_DONE)
         atomic_store(&j->progress, 1.0);
     pthread_mutex_unlock(&j->lock);
+    pthread_mutex_lock(&j->reg->wait_lock);
+    wake_where(j->reg, of_job, j);
+    pthread_mutex_unlock(&j->reg->wait_lock);
+}
+
+int jobs_wait(job_registry *r, job *j, double wait_s, job_wake_fn wake, void *arg, job_waiter *w)
+{
+    memset(w, 0, sizeof *w);
+    pthread_mutex_lock(&r->wait_lock);
+    /* checked under the waiter lock: a job_finish after this check wakes w */
+    bool now = r->draining || job_finished(j) || !(wait_s > 0);
+    if (!now) {
+        *w = (job_waiter){.j = j, .deadline_ms = spmv_now_ms() + wait_s * 1000.0, .wake = wake, .arg = arg,
+                          .armed = true, .next = r->waiters};
+        r->waiters = w;
+        pthread_cond_signal(&r->wait_cond); /* perhaps the earliest deadline now */
+    }
+    pthread_mutex_unlock(&r->wait_lock);
+    return now ? 0 : 1;
+}
+
+void jobs_unwait(job_registry *r, job_waiter *w)
+{
+    pthread_mutex_lock(&r->wait_lock);
+    if (w->armed)
+        for (job_waiter **link = &r->waiters; *link; link = &(*link)->next)
+            if (*link == w) {
+                *link = w->next;
+                w->armed = false;
+                break;
+            }
+    pthread_mutex_unlock(&r->wait_lock);
+}
+
+void jobs_wake_all(job_registry *r)
+{
+    pthread_mutex_lock(&r->wait_lock);
+    r->draining = true;
+    wake_where(r, any, NULL);
+    pthread_mutex_unlock(&r->wait_lock);
+}
+
+/* The timer thread: wakes each waiter at its deadline. */
+static void *timer_main(void *arg)
+{
+    job_registry *r = arg;
+    pthread_mutex_lock(&r->wait_lock);
+    while (!r->stopping) {
+        double now = spmv_now_ms();
+        double next = wake_where(r, overdue, &now);
+        if (isinf(next)) {
+            pthread_cond_wait(&r->wait_cond, &r->wait_lock);
+            continue;
+        }
+        struct timespec ts = {(time_t)(next / 1000.0), 0};
+        ts.tv_nsec = (long)((next - 1000.0 * (double)ts.tv_sec) * 1e6);
+        if (ts.tv_nsec >= 1000000000L) {
+            ts.tv_sec++;
+            ts.tv_nsec -= 1000000000L;
+        }
+        pthread_cond_timedwait(&r->wait_cond, &r->wait_lock, &ts);
+    }
+    pthread_mutex_unlock(&r->wait_lock);
+    return NULL;
 }
 
 json_t *job_to_json(job *j)

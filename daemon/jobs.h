@@ -6,6 +6,12 @@
  * the error) as JSON with the HTTP status it would have had. Finished jobs
  * are kept job_retention seconds, then swept. Records are reference counted
  * because the worker running one and a client reading it meet at any time.
+ *
+ * A client can wait for a job to end (GET /v1/jobs/{id}?wait=S, a long
+ * poll): jobs_wait registers a waiter whose wake function is called exactly
+ * once, when the job finishes (on the thread that finishes it), when its
+ * deadline passes (on the registry's timer thread, the one thread jobs_new
+ * starts), or when the daemon drains (jobs_wake_all), whichever is first.
  */
 #ifndef SPMVD_JOBS_H
 #define SPMVD_JOBS_H
@@ -19,6 +25,18 @@ typedef enum job_state { JOB_QUEUED, JOB_RUNNING, JOB_DONE, JOB_FAILED } job_sta
 
 typedef struct job job;
 typedef struct job_registry job_registry;
+
+/* A wait for one job to end, in the waiter's own memory (a request's
+ * state): filled by jobs_wait, read by nobody else. */
+typedef void (*job_wake_fn)(void *arg);
+typedef struct job_waiter {
+    job *j;
+    double deadline_ms;          /* monotonic, as spmv_now_ms */
+    job_wake_fn wake;
+    void *arg;
+    bool armed;                  /* registered and not yet woken */
+    struct job_waiter *next;
+} job_waiter;
 
 job_registry *jobs_new(void);
 void jobs_free(job_registry *r);
@@ -52,6 +70,18 @@ json_t *job_to_json(job *j);
 /* Every job held, newest first, as job_to_json shows it but without its
  * result (GET /v1/jobs/{id} has it): GET /v1/jobs. */
 json_t *jobs_to_json(job_registry *r);
+
+/* Waits for j to finish, at most wait_s seconds: 1 when w is armed (wake(arg)
+ * is called exactly once later, on any thread, under the registry's waiter
+ * lock: it must not call back into the registry), 0 when j is finished
+ * already or the daemon drains (nothing is armed: answer now). */
+int jobs_wait(job_registry *r, job *j, double wait_s, job_wake_fn wake, void *arg, job_waiter *w);
+/* Disarms w if it is still armed; once it returns, wake is not running and
+ * never will be. A waiter never armed (zeroed) is fine. */
+void jobs_unwait(job_registry *r, job_waiter *w);
+/* Wakes every waiter now, and every later jobs_wait answers 0 (drain). */
+void jobs_wake_all(job_registry *r);
+
 /* Drops finished jobs older than retention_s; returns how many remain. */
 size_t jobs_sweep(job_registry *r, double retention_s);
 /* Counts by state for /metrics. */

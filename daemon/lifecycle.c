@@ -535,6 +535,7 @@ void spmvd_reload(spmvd *d)
 void spmvd_drain(spmvd *d)
 {
     atomic_store(&d->draining, true);
+    jobs_wake_all(d->jobs); /* long polls answer now, not at their deadline */
     notify_stopping();
 }
 

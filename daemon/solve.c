@@ -7,7 +7,8 @@
  * through worker_run_apply, the job told of every iteration (a DELETE of
  * the job stops the solve at the next one) and the worker's heartbeat
  * ticked, so a long solve is busy, not stuck. x is read back unless it
- * went into x_out.
+ * went into x_out. k columns are k solves in turn, sharing the device
+ * vectors and the Jacobi diagonal (the job's progress runs over all k).
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -35,12 +36,84 @@ static int apply(void *c, const spmv_vec *x, spmv_vec *y, double *ms, spmv_error
 static int progress(void *c, int32_t it, double relres)
 {
     op_ctx *o = c;
+    solve_task *t = o->t;
     worker_heartbeat(o->w);
-    if (o->t->job) {
-        job_set_iteration(o->t->job, it, relres);
-        job_set_progress(o->t->job, (double)it / (double)o->t->o.maxit);
+    if (t->job) {
+        job_set_iteration(t->job, it, relres);
+        job_set_progress(t->job, ((double)t->col * t->o.maxit + it) / ((double)t->ncols * t->o.maxit));
     }
-    return job_cancelled(o->t->job);
+    return job_cancelled(t->job);
+}
+
+/* The vectors of the device every column shares: b (the resident one, or
+ * scratch), x (x_out, or scratch), 1/diag under Jacobi. */
+typedef struct solve_vecs {
+    spmv_vec b, x, dinv;
+} solve_vecs;
+
+static int vecs_alloc(solve_task *t, spmv_gpu_ctx *ctx, spmv_device_kind dev, solve_vecs *v, spmv_error *e)
+{
+    spmv_dtype dt = t->m->host.dtype;
+    int32_t n = t->m->host.rows;
+    int rc = SPMV_OK;
+    if (t->bv)
+        v->b = t->bv->v;
+    else if ((rc = spmv_vec_alloc(ctx, dev, dt, n, 1, &v->b, e)))
+        return rc;
+    if (t->xout)
+        v->x = t->xout->v;
+    else if ((rc = spmv_vec_alloc(ctx, dev, dt, n, 1, &v->x, e)))
+        return rc;
+    if (!t->jacobi)
+        return SPMV_OK;
+    void *h = malloc((size_t)(n ? n : 1) * spmv_dtype_size(dt));
+    if (!h)
+        rc = spmv_error_set(e, SPMV_ERR_NOMEM, 0, "out of memory for the Jacobi diagonal");
+    else if (!(rc = spmv_csr_inv_diag(&t->m->host.csr, h, e)) && !(rc = spmv_vec_alloc(ctx, dev, dt, n, 1, &v->dinv, e)))
+        rc = spmv_vec_write(ctx, &v->dinv, h, e);
+    free(h);
+    t->o.inv_diag = &v->dinv;
+    return rc;
+}
+
+static void vecs_free(solve_task *t, spmv_gpu_ctx *ctx, solve_vecs *v)
+{
+    if (!t->bv)
+        spmv_vec_free(ctx, &v->b);
+    if (!t->xout)
+        spmv_vec_free(ctx, &v->x);
+    spmv_vec_free(ctx, &v->dinv);
+}
+
+/* Column c: b and x0 (from x0, or zeros) written, solved, x read back. */
+static int solve_column(solve_task *t, worker *w, spmv_gpu_ctx *ctx, solve_vecs *v, int32_t c, spmv_error *e)
+{
+    size_t col_bytes = (size_t)t->m->host.rows * spmv_dtype_size(t->m->host.dtype);
+    int rc = SPMV_OK;
+    t->col = c;
+    if (!t->bv && (rc = spmv_vec_write(ctx, &v->b, (const char *)t->b_vals + (size_t)c * col_bytes, e)))
+        return rc;
+    if (t->x0v && (!t->xout || t->x0v != t->xout))
+        rc = spmv_vec_copy(ctx, &t->x0v->v, &v->x, e);
+    else if (t->x0_vals)
+        rc = spmv_vec_write(ctx, &v->x, (const char *)t->x0_vals + (size_t)c * col_bytes, e);
+    else if (!t->x0v)
+        rc = spmv_vec_fill(ctx, &v->x, 0.0, e);
+    if (rc)
+        return rc;
+    op_ctx oc = {t, w};
+    spmv_linop a = {t->m->host.rows, t->m->host.rows, &oc, apply};
+    t->o.progress = progress;
+    t->o.progress_ctx = &oc;
+    spmv_solve_result *res = &t->res[c];
+    if ((rc = spmv_solve(ctx, &a, &v->b, &v->x, &t->o, res, e)))
+        return rc;
+    if (!t->xout && (rc = spmv_vec_read(ctx, &v->x, (char *)t->x + (size_t)c * col_bytes, e)))
+        return rc;
+    log_info("solve: %s on %s by %s with %s%s: %s after %d iterations, relres %.3g, %.1f ms",
+             spmv_solve_method_name(t->o.method), t->m->meta.id, w->name, t->k->name, t->ncols > 1 ? " (a column)" : "",
+             spmv_solve_stop_name(res->stop), res->iterations, res->relres, res->total_ms);
+    return SPMV_OK;
 }
 
 void solve_run(task *base, worker *w)
@@ -48,75 +121,34 @@ void solve_run(task *base, worker *w)
     solve_task *t = (solve_task *)base;
     spmv_gpu_ctx *ctx = worker_gpu_ctx(w);
     spmv_device_kind dev = ctx ? SPMV_DEVICE_GPU : SPMV_DEVICE_CPU;
-    spmv_dtype dt = t->m->host.dtype;
-    int32_t n = t->m->host.rows;
-    spmv_vec b = {0}, x = {0}, dinv = {0};
+    size_t n = (size_t)t->m->host.rows, k = (size_t)(t->ncols > 0 ? t->ncols : 1);
+    solve_vecs v = {0};
+    spmv_error *e = &t->err;
+    t->ncols = (int32_t)k;
     t->queue_ms = base->queue_ms;
     if (t->job)
         job_set_running(t->job);
     if (job_cancelled(t->job)) {
-        t->rc = spmv_error_set(&t->err, SPMV_ERR_UNAVAILABLE, 0, "cancelled (DELETE /v1/jobs/%s) before it ran",
+        t->rc = spmv_error_set(e, SPMV_ERR_UNAVAILABLE, 0, "cancelled (DELETE /v1/jobs/%s) before it ran",
                                job_id(t->job));
         return;
     }
     if (t->is_auto) {
         matrix_tuning tuned;
-        if ((t->rc = autotune_get(t->d, w, t->m, false, &tuned, &t->err)) ||
-            (t->rc = spmv_params_resolve(tuned.kernel, &tuned.params, &t->p, &t->err)))
+        if ((t->rc = autotune_get(t->d, w, t->m, false, &tuned, e)) ||
+            (t->rc = spmv_params_resolve(tuned.kernel, &tuned.params, &t->p, e)))
             return;
         t->k = tuned.kernel;
     }
-    spmv_error *e = &t->err;
     int rc = SPMV_OK;
-    /* b, x (x_out or scratch, starting from x0 or zeros), 1/diag */
-    if (t->bv)
-        b = t->bv->v;
-    else if ((rc = spmv_vec_alloc(ctx, dev, dt, n, 1, &b, e)) || (rc = spmv_vec_write(ctx, &b, t->b_vals, e)))
-        goto out;
-    if (t->xout)
-        x = t->xout->v;
-    else if ((rc = spmv_vec_alloc(ctx, dev, dt, n, 1, &x, e)))
-        goto out;
-    if (t->x0v && (!t->xout || t->x0v != t->xout))
-        rc = spmv_vec_copy(ctx, &t->x0v->v, &x, e);
-    else if (t->x0_vals)
-        rc = spmv_vec_write(ctx, &x, t->x0_vals, e);
-    else if (!t->x0v)
-        rc = spmv_vec_fill(ctx, &x, 0.0, e);
-    if (rc)
-        goto out;
-    if (t->jacobi) {
-        void *h = malloc((size_t)(n ? n : 1) * spmv_dtype_size(dt));
-        if (!h)
-            rc = spmv_error_set(e, SPMV_ERR_NOMEM, 0, "out of memory for the Jacobi diagonal");
-        else if (!(rc = spmv_csr_inv_diag(&t->m->host.csr, h, e)) && !(rc = spmv_vec_alloc(ctx, dev, dt, n, 1, &dinv, e)))
-            rc = spmv_vec_write(ctx, &dinv, h, e);
-        free(h);
-        if (rc)
-            goto out;
-        t->o.inv_diag = &dinv;
-    }
-    op_ctx oc = {t, w};
-    spmv_linop a = {n, n, &oc, apply};
-    t->o.progress = progress;
-    t->o.progress_ctx = &oc;
-    if ((rc = spmv_solve(ctx, &a, &b, &x, &t->o, &t->res, e)))
-        goto out;
-    if (!t->xout) {
-        if (!(t->x = malloc((size_t)(n ? n : 1) * spmv_dtype_size(dt))))
-            rc = spmv_error_set(e, SPMV_ERR_NOMEM, 0, "out of memory for x");
-        else
-            rc = spmv_vec_read(ctx, &x, t->x, e);
-    }
-    log_info("solve: %s on %s by %s with %s: %s after %d iterations, relres %.3g, %.1f ms",
-             spmv_solve_method_name(t->o.method), t->m->meta.id, w->name, t->k->name,
-             spmv_solve_stop_name(t->res.stop), t->res.iterations, t->res.relres, t->res.total_ms);
-out:
-    if (!t->bv)
-        spmv_vec_free(ctx, &b);
-    if (!t->xout)
-        spmv_vec_free(ctx, &x);
-    spmv_vec_free(ctx, &dinv);
+    if (!(t->res = calloc(k, sizeof *t->res)) ||
+        (!t->xout && !(t->x = malloc((n ? n : 1) * k * spmv_dtype_size(t->m->host.dtype)))))
+        rc = spmv_error_set(e, SPMV_ERR_NOMEM, 0, "out of memory for x");
+    else
+        rc = vecs_alloc(t, ctx, dev, &v, e);
+    for (int32_t c = 0; rc == SPMV_OK && c < t->ncols; c++)
+        rc = solve_column(t, w, ctx, &v, c, e);
+    vecs_free(t, ctx, &v);
     t->rc = rc;
 }
 
@@ -129,10 +161,15 @@ void solve_release(solve_task *t)
     rvec_unref(t->bv);
     rvec_unref(t->x0v);
     rvec_unref(t->xout);
-    free(t->b_vals);
-    free(t->x0_vals);
+    if (!t->vals_borrowed) {
+        free(t->b_vals);
+        free(t->x0_vals);
+    }
     free(t->x);
-    spmv_solve_result_free(&t->res);
+    for (int32_t c = 0; t->res && c < t->ncols; c++)
+        spmv_solve_result_free(&t->res[c]);
+    free(t->res);
+    t->res = NULL;
     t->x = t->b_vals = t->x0_vals = NULL;
 }
 

@@ -8,7 +8,9 @@
  * runs spmv_solve with every product through the worker (worker_run_apply)
  * and a heartbeat, progress and cancellation through the job each
  * iteration, and leaves x (unless it went into x_out) and the report for
- * the API to encode.
+ * the API to encode. k right-hand sides (ncols) are k solves in turn on
+ * the same set-up, each with its own report: sequential, not a block
+ * method that would share the products.
  */
 #ifndef SPMVD_SOLVE_H
 #define SPMVD_SOLVE_H
@@ -33,17 +35,20 @@ typedef struct solve_task {
     spmv_params p;
     spmv_solve_options o;
     bool jacobi;
-    void *b_vals, *x0_vals; /* inline b, x0 (n values) */
-    rvec *bv, *x0v, *xout;
-    void *x;               /* the answer for the body (n values) */
-    spmv_solve_result res;
+    int32_t ncols;         /* k systems with one A, solved one after the other (>= 1) */
+    void *b_vals, *x0_vals; /* inline b, x0 (n x ncols values, column after column) */
+    bool vals_borrowed;    /* b_vals, x0_vals point into the request's body: not freed here */
+    rvec *bv, *x0v, *xout;  /* resident b, x0, x_out (one column) */
+    void *x;               /* the answer for the body (n x ncols values) */
+    spmv_solve_result *res; /* one per column */
+    int32_t col;           /* the column being solved */
     double queue_ms;
     int rc;
     spmv_error err;
 } solve_task;
 
 /* The task body (t->base.run), on worker t->w's thread: t->rc and t->err,
- * t->res and t->x. */
+ * t->res[ncols] and t->x. */
 void solve_run(task *t, worker *w);
 /* Releases what t holds (matrix, job, vectors, values, result); not t. */
 void solve_release(solve_task *t);

@@ -38,6 +38,8 @@ static void run_one(worker *w, task *t)
         spmv_format_limits lim = spmvd_format_limits(w->d);
         spmv_gpu_ctx_set_limits(w->ctx, &lim);
     }
+    if (w->d) /* this thread's host loops: small work on one thread (SIGHUP may change it) */
+        spmv_cpu_set_serial_below(atomic_load(&w->d->limits.serial_below));
     t->run(t, w);
     atomic_fetch_add(&w->busy_us, (long long)((spmv_now_ms() - t0) * 1000.0));
     atomic_fetch_add(&w->tasks_run, 1);

@@ -11,13 +11,37 @@
  * for blocks (k > 1: one result per column). nrm2 scales as LAPACK's dnrm2
  * does, so a vector of huge or tiny values neither overflows nor
  * underflows to a wrong norm.
+ *
+ * Every host loop asks OpenMP for its team only from spmv_cpu_serial_below()
+ * values up (the `if` clause, PAR below): a Krylov iteration on a matrix of
+ * a few thousand rows is a dozen such loops of microseconds each, and a
+ * team woken for each of them cost a CPU solve of bcsstk13 several times
+ * SciPy's time (issue 28). The threshold is the calling thread's
+ * (spmv.h); the kernels' thread count follows the same rule.
  */
 #include <math.h>
+#include <omp.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "formats.h"
 #include "spmv.h"
+
+static _Thread_local int64_t serial_below = SPMV_SERIAL_BELOW_DEFAULT;
+
+void spmv_cpu_set_serial_below(int64_t values) { serial_below = values > 0 ? values : 0; }
+
+int64_t spmv_cpu_serial_below(void) { return serial_below; }
+
+int32_t spmv_cpu_threads(int32_t threads, int64_t work)
+{
+    if (threads > 0)
+        return threads;
+    return work < serial_below ? 1 : omp_get_max_threads();
+}
+
+/* The team for a loop over n values: OpenMP's `if` clause. */
+#define PAR(n) ((n) >= serial_below)
 
 size_t spmv_vec_bytes(const spmv_vec *v)
 {
@@ -124,12 +148,12 @@ int spmv_vec_fill(spmv_gpu_ctx *ctx, spmv_vec *v, double value, spmv_error *err)
     int64_t n = LEN(v);
     if (v->dtype == SPMV_FLOAT64) {
         double *p = v->data;
-#pragma omp parallel for schedule(static)
+#pragma omp parallel for if (PAR(n)) schedule(static)
         for (int64_t i = 0; i < n; i++)
             p[i] = value;
     } else {
         float *p = v->data, f = (float)value;
-#pragma omp parallel for schedule(static)
+#pragma omp parallel for if (PAR(n)) schedule(static)
         for (int64_t i = 0; i < n; i++)
             p[i] = f;
     }
@@ -183,12 +207,12 @@ int spmv_vec_scal(spmv_gpu_ctx *ctx, double alpha, spmv_vec *x, spmv_error *err)
     int64_t n = LEN(x);
     if (x->dtype == SPMV_FLOAT64) {
         double *p = x->data;
-#pragma omp parallel for schedule(static)
+#pragma omp parallel for if (PAR(n)) schedule(static)
         for (int64_t i = 0; i < n; i++)
             p[i] *= alpha;
     } else {
         float *p = x->data, a = (float)alpha;
-#pragma omp parallel for schedule(static)
+#pragma omp parallel for if (PAR(n)) schedule(static)
         for (int64_t i = 0; i < n; i++)
             p[i] *= a;
     }
@@ -203,15 +227,15 @@ static void host_axpby(double alpha, const spmv_vec *x, double beta, spmv_vec *y
         const double *a = x->data;
         double *b = y->data;
         if (beta == 1.0) {
-#pragma omp parallel for schedule(static)
+#pragma omp parallel for if (PAR(n)) schedule(static)
             for (int64_t i = 0; i < n; i++)
                 b[i] += alpha * a[i];
         } else if (beta == 0.0) { /* y's old values, NaN or not, are not read */
-#pragma omp parallel for schedule(static)
+#pragma omp parallel for if (PAR(n)) schedule(static)
             for (int64_t i = 0; i < n; i++)
                 b[i] = alpha * a[i];
         } else {
-#pragma omp parallel for schedule(static)
+#pragma omp parallel for if (PAR(n)) schedule(static)
             for (int64_t i = 0; i < n; i++)
                 b[i] = alpha * a[i] + beta * b[i];
         }
@@ -219,11 +243,11 @@ static void host_axpby(double alpha, const spmv_vec *x, double beta, spmv_vec *y
         const float *a = x->data;
         float *b = y->data, al = (float)alpha, be = (float)beta;
         if (beta == 0.0) {
-#pragma omp parallel for schedule(static)
+#pragma omp parallel for if (PAR(n)) schedule(static)
             for (int64_t i = 0; i < n; i++)
                 b[i] = al * a[i];
         } else {
-#pragma omp parallel for schedule(static)
+#pragma omp parallel for if (PAR(n)) schedule(static)
             for (int64_t i = 0; i < n; i++)
                 b[i] = al * a[i] + be * b[i];
         }
@@ -257,13 +281,13 @@ int spmv_vec_mul(spmv_gpu_ctx *ctx, const spmv_vec *x, spmv_vec *y, spmv_error *
     if (x->dtype == SPMV_FLOAT64) {
         const double *a = x->data;
         double *b = y->data;
-#pragma omp parallel for schedule(static)
+#pragma omp parallel for if (PAR(n)) schedule(static)
         for (int64_t i = 0; i < n; i++)
             b[i] *= a[i];
     } else {
         const float *a = x->data;
         float *b = y->data;
-#pragma omp parallel for schedule(static)
+#pragma omp parallel for if (PAR(n)) schedule(static)
         for (int64_t i = 0; i < n; i++)
             b[i] *= a[i];
     }
@@ -275,12 +299,12 @@ static double host_dot_col(spmv_dtype dt, const void *x, const void *y, int64_t 
     double s = 0.0;
     if (dt == SPMV_FLOAT64) {
         const double *a = x, *b = y;
-#pragma omp parallel for reduction(+ : s) schedule(static)
+#pragma omp parallel for if (PAR(n)) reduction(+ : s) schedule(static)
         for (int64_t i = 0; i < n; i++)
             s += a[i] * b[i];
     } else {
         const float *a = x, *b = y;
-#pragma omp parallel for reduction(+ : s) schedule(static)
+#pragma omp parallel for if (PAR(n)) reduction(+ : s) schedule(static)
         for (int64_t i = 0; i < n; i++)
             s += (double)a[i] * (double)b[i];
     }
@@ -307,24 +331,24 @@ static double host_nrm2_col(spmv_dtype dt, const void *x, int64_t n)
     double amax = 0.0, s = 0.0;
     if (dt == SPMV_FLOAT64) {
         const double *a = x;
-#pragma omp parallel for reduction(max : amax) schedule(static)
+#pragma omp parallel for if (PAR(n)) reduction(max : amax) schedule(static)
         for (int64_t i = 0; i < n; i++)
             amax = fmax(amax, fabs(a[i]));
         if (amax == 0.0 || !isfinite(amax))
             return amax;
-#pragma omp parallel for reduction(+ : s) schedule(static)
+#pragma omp parallel for if (PAR(n)) reduction(+ : s) schedule(static)
         for (int64_t i = 0; i < n; i++) {
             double t = a[i] / amax;
             s += t * t;
         }
     } else {
         const float *a = x;
-#pragma omp parallel for reduction(max : amax) schedule(static)
+#pragma omp parallel for if (PAR(n)) reduction(max : amax) schedule(static)
         for (int64_t i = 0; i < n; i++)
             amax = fmax(amax, fabs((double)a[i]));
         if (amax == 0.0 || !isfinite(amax))
             return amax;
-#pragma omp parallel for reduction(+ : s) schedule(static)
+#pragma omp parallel for if (PAR(n)) reduction(+ : s) schedule(static)
         for (int64_t i = 0; i < n; i++) {
             double t = (double)a[i] / amax;
             s += t * t;

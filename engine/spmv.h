@@ -897,6 +897,25 @@ int spmv_vec_nrm2(spmv_gpu_ctx *ctx, const spmv_vec *x, double *out, spmv_error 
 /* Waits until every call queued on ctx's stream is done (no-op on host). */
 int spmv_vec_sync(spmv_gpu_ctx *ctx, spmv_error *err);
 
+/* Small work stays serial. Host loops run on one thread below this many
+ * values: the BLAS-1 calls above on host vectors (n*k values), and the CPU
+ * kernels at their default thread count (the `threads` parameter 0:
+ * non-zeros of the matrix; an explicit `threads` is obeyed). Below it,
+ * waking OpenMP's team costs more than the threads save: microseconds on
+ * an idle host, milliseconds when another process holds a core and the
+ * team waits for a descheduled thread. On one thread every loop runs in
+ * the serial order, so a result is bitwise the serial one. The host side
+ * has no context object, so this is a setting of the calling thread, as
+ * OpenMP's own (omp_set_num_threads) are: the daemon's workers set it from
+ * the configuration (`serial_below`) before each task. 0: never serial
+ * (every loop on the whole team). */
+#define SPMV_SERIAL_BELOW_DEFAULT 131072
+void spmv_cpu_set_serial_below(int64_t values);
+int64_t spmv_cpu_serial_below(void);
+/* The team for a CPU kernel: `threads` when > 0, else one thread for work
+ * under spmv_cpu_serial_below(), else omp_get_max_threads(). */
+int32_t spmv_cpu_threads(int32_t threads, int64_t work);
+
 /* Host memory the GPUs can reach by DMA (engine/gpu/blas.cu; absent.c
  * answers SPMV_ERR_UNAVAILABLE). spmv_gpu_host_pin registers n bytes at p
  * (memory mapped elsewhere: a shared-memory region) with every device,

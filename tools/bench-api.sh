@@ -11,16 +11,21 @@
 #     binary, each repeated $REPS times (median), against the kernel time
 #     the daemon reports (stats.median_ms) and against two 8 MB memory
 #     copies (x in, y out) timed in python3 (bytes(bytearray): a memcpy);
-#  3. large round trips (tools/bench_roundtrip.py): 1, 9 and 16 M rows over
-#     binary HTTP and over a shared-memory region, against kernel + copies
-#     and a plain loopback socket (the daemon runs with allow_shm).
+#  3. large round trips (tools/bench_roundtrip.py): 1 and 16 M rows over
+#     a bare loopback TCP echo of the same bytes, binary HTTP (raw
+#     http.client and the Python client) and a shared-memory region,
+#     against kernel + copies (the daemon runs with allow_shm);
+#  4. a CPU solve (tools/bench_solve_cpu.py): Jacobi PCG on bcsstk13 in the
+#     daemon against SciPy's own, with small work serial (the default) and
+#     with --serial-below 0 (every host loop on the whole team, as before
+#     issue 28), taking turns in one run.
 # The machine is shared: the load average is printed before and after
 # every measurement. Markdown goes to stdout; make bench-api tees it to
 # $BUILD/bench-api.md.
 #
 # Environment: BUILD (build dir), SMALL (matrix, default real/karate.mtx),
 # DURATION (wrk seconds, 5), REPS (round trips, 10), BIG_N (poisson2d n, 1000),
-# LARGE_ROWS (the large round trips' sizes, 1,9,16 M), LARGE_REPS (5),
+# LARGE_ROWS (the large round trips' sizes, 1,16 M), LARGE_REPS (5), SOLVE_REPS (9),
 # BASELINE_URL (another daemon, e.g. an older build, for the binary path).
 . "$(dirname "$0")/../tests/e2e/lib.sh"
 
@@ -29,8 +34,9 @@ SMALL=${SMALL:-$MATRICES/real/karate.mtx}
 DURATION=${DURATION:-5}
 REPS=${REPS:-10}
 BIG_N=${BIG_N:-1000}
-LARGE_ROWS=${LARGE_ROWS:-1000000,9000000,16000000}
+LARGE_ROWS=${LARGE_ROWS:-1000000,16000000}
 LARGE_REPS=${LARGE_REPS:-5}
+SOLVE_REPS=${SOLVE_REPS:-9}
 command -v wrk >/dev/null || { echo "bench-api: wrk is not installed (tools/bootstrap.sh)" >&2; exit 1; }
 
 load() { uptime | sed 's/.*load average: //; s/,//g'; }
@@ -182,18 +188,37 @@ for mode in binary json; do
   echo "| $mode | $rt | $rtmin | $km | $qm | $base | $(awk -v r="$rt" -v b="$base" 'BEGIN {printf "%.2f", r / b}') | $l0 | $l1 |"
 done
 echo
-echo "## Large round trips: binary HTTP against shared memory"
+echo "## Large round trips: loopback TCP, binary HTTP, the Python client, shared memory"
 echo
-echo "\`python3 tools/bench_roundtrip.py\` (issue 17): tridiagonal float64 matrices of ${LARGE_ROWS} rows,"
-echo "one cpu.csr.omp product each (runs 1), $LARGE_REPS reps each way on one kept-alive connection; the floor is"
-echo "kernel + two host memory copies of the vector (no GPU here), the loopback column what a plain TCP socket"
-echo "pair moves the same bytes in. load before: $(load)"
+echo "\`python3 tools/bench_roundtrip.py\` (issues 17, 28): tridiagonal float64 matrices of ${LARGE_ROWS} rows,"
+echo "one cpu.csr.omp product each (runs 1), $LARGE_REPS reps each way on one kept-alive connection; the"
+echo "loopback column is a bare TCP echo of the same bytes between two processes in the same run, the floor"
+echo "kernel + two host memory copies of the vector (no GPU here). load before: $(load)"
 echo
 if "$PYTHON" -c 'import numpy, scipy' 2>/dev/null; then
   "$PYTHON" "$SPMV_ROOT/tools/bench_roundtrip.py" "$SPMVD_URL" --rows "$LARGE_ROWS" --reps "$LARGE_REPS" \
     --kernel cpu.csr.omp --device cpu ${BASELINE_URL:+--baseline "$BASELINE_URL"} 2>&1
 else
   echo "(skipped: NumPy and SciPy are not installed)"
+fi
+echo
+echo "## A CPU solve against SciPy"
+echo
+echo "\`python3 tools/bench_solve_cpu.py\` (issue 28): Jacobi PCG on bcsstk13 to tol 1e-8 in the daemon"
+echo "(\`Client.solve\`, synchronous, binary) and in SciPy in this process, $SOLVE_REPS reps taking turns;"
+echo "the daemon as configured (serial_below 131072) and a second one started with --serial-below 0."
+echo "load before: $(load)"
+echo
+if "$PYTHON" -c 'import numpy, scipy' 2>/dev/null && [ -f "$MATRICES/real/bcsstk13.mtx" ]; then
+  MAIN_URL=$SPMVD_URL MAIN_PID=$SPMVD_PID
+  SPMVD_STATE=""
+  start_spmvd --log-level warn --serial-below 0 || { echo "bench-api: a second spmvd did not start" >&2; exit 1; }
+  "$PYTHON" "$SPMV_ROOT/tools/bench_solve_cpu.py" "$MAIN_URL" "$SPMVD_URL" --matrix "$MATRICES/real/bcsstk13.mtx" \
+    --reps "$SOLVE_REPS" --labels "serial_below 131072 (default),serial_below 0 (as before)" 2>&1
+  stop_spmvd >/dev/null
+  SPMVD_URL=$MAIN_URL SPMVD_PID=$MAIN_PID
+else
+  echo "(skipped: NumPy/SciPy or $MATRICES/real/bcsstk13.mtx missing)"
 fi
 echo
 echo "- load average at end: $(load)"

@@ -10,7 +10,6 @@
  * host transpose that op "t" runs on.
  */
 #include <math.h>
-#include <omp.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -61,6 +60,10 @@ static void spmm_serial(const spmv_csr *a, int32_t k, const void *x, void *y)
 
 static void spmm_omp(const spmv_csr *a, int32_t k, int32_t parts, const int32_t *bounds, const void *x, void *y)
 {
+    if (parts == 1) { /* no team to wake for one part */
+        spmm_block(a, k, x, y, 0, a->rows);
+        return;
+    }
 #pragma omp parallel for num_threads(parts) schedule(static, 1)
     for (int32_t t = 0; t < parts; t++)
         spmm_block(a, k, x, y, bounds[t], bounds[t + 1]);
@@ -75,7 +78,7 @@ static int cpu_spmm_run(const spmv_kernel *kern, const spmv_matrix *m, const spm
     if (st || (st = spmv_params_resolve(kern, p, &par, err)))
         return st;
     bool omp = kern->impl == SPMV_IMPL_CPU_CSR_OMP;
-    int32_t threads = par.v[SPMV_PARAM_THREADS] > 0 ? par.v[SPMV_PARAM_THREADS] : omp_get_max_threads();
+    int32_t threads = spmv_cpu_threads(par.v[SPMV_PARAM_THREADS], m->nnz * k); /* small work: one thread */
     int32_t *bounds = NULL;
     double *times = spmv_array_alloc(runs, sizeof(double), &st);
     if (!times)

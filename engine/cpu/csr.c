@@ -7,7 +7,9 @@
  * inner loop let the compiler keep the sum in a register and stream
  * val/col, which is what makes a CSR SpMV run at memory bandwidth. A wide
  * CSR (64-bit row offsets) has the same loop over int64 offsets; the
- * 32-bit one stays as it was, so small matrices lose nothing.
+ * 32-bit one stays as it was, so small matrices lose nothing. cpu.csr.omp
+ * on one part (a matrix under spmv_cpu_serial_below() non-zeros at the
+ * default thread count) is the serial loop itself, with no team woken.
  */
 #include <omp.h>
 
@@ -119,6 +121,10 @@ void spmv_cpu_csr_partition(const spmv_csr *a, int32_t nparts, int32_t *bounds)
 
 void spmv_cpu_csr_omp(const spmv_csr *a, int32_t nparts, const int32_t *bounds, const void *x, void *y)
 {
+    if (nparts == 1) { /* small work (spmv_cpu_threads): the serial loop, no team to wake */
+        csr_rows(a, x, y, 0, a->rows);
+        return;
+    }
     /* One iteration per part, not one thread id per part: if OpenMP grants
      * fewer threads than asked, every part still runs. */
 #pragma omp parallel for schedule(static, 1) num_threads(nparts)

@@ -10,7 +10,6 @@
  * kernels, each naming its implementation (spmv_impl); run_once binds the
  * CPU ones.
  */
-#include <omp.h>
 #include <string.h>
 
 #include "formats.h"
@@ -185,7 +184,7 @@ int spmv_cpu_run(const spmv_kernel *k, const spmv_matrix *m, const spmv_params *
         return st;
     pl.impl = impl_of(k);
     pl.view = *m;
-    pl.threads = pl.par.v[SPMV_PARAM_THREADS] > 0 ? pl.par.v[SPMV_PARAM_THREADS] : omp_get_max_threads();
+    pl.threads = spmv_cpu_threads(pl.par.v[SPMV_PARAM_THREADS], m->nnz); /* small work: one thread */
     if ((st = prepare_format(&pl, m, err)) || (st = prepare_scratch(&pl, m, runs, err)))
         goto done;
 

@@ -15,13 +15,13 @@
 PY=${SPMVD_PYTHON:-$PYTHON}
 if ! missing=$("$PY" - <<'PY' 2>&1
 import importlib, sys
-need = ["numpy", "requests", "pytest", "scipy", "matplotlib"]
+need = ["numpy", "pytest", "scipy", "matplotlib"]
 gone = [m for m in need if importlib.util.find_spec(m) is None]
 print(" ".join(gone)); sys.exit(1 if gone else 0)
 PY
 ); then
   not_ok "Python modules for the client's tests: missing $missing" \
-    "run tools/bootstrap.sh as root (python3-numpy python3-scipy python3-requests python3-matplotlib python3-pytest)"
+    "run tools/bootstrap.sh as root (python3-numpy python3-scipy python3-matplotlib python3-pytest)"
   done_testing; exit
 fi
 

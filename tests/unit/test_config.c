@@ -16,6 +16,7 @@
 #include <cmocka.h>
 
 #include "daemon/config.h"
+#include "spmv.h"
 
 static char errbuf[512];
 
@@ -36,6 +37,7 @@ static void test_defaults(void **state)
     assert_null(c.auth_token_file);
     assert_null(c.tls_cert);
     assert_true(c.queue_depth >= 1);
+    assert_int_equal(c.serial_below, SPMV_SERIAL_BELOW_DEFAULT);
     assert_int_equal(config_validate(&c, errbuf, sizeof errbuf), 0);
     config_free(&c);
 }
@@ -47,13 +49,14 @@ static void test_file_keys(void **state)
     config_defaults(&c);
     assert_int_equal(apply(&c, "{\"listen\":\"[::1]:9000\",\"threads\":8,\"queue_depth\":1,"
                                "\"devices\":[0,2],\"log_level\":\"debug\",\"tls_cert\":null,"
-                               "\"max_upload_bytes\":1048576}"), 0);
+                               "\"max_upload_bytes\":1048576,\"serial_below\":0}"), 0);
     assert_string_equal(c.listen, "[::1]:9000");
     assert_int_equal(c.threads, 8);
     assert_int_equal(c.queue_depth, 1);
     assert_string_equal(c.devices, "0,2");
     assert_string_equal(c.log_level, "debug");
     assert_int_equal(c.max_upload_bytes, 1048576);
+    assert_int_equal(c.serial_below, 0);
     config_free(&c);
 }
 
@@ -101,6 +104,8 @@ static void test_refusals_name_the_key(void **state)
     expect_refused("{\"state_dir\":null}", "state_dir");
     expect_refused("{\"no_such_key\":1}", "no_such_key");
     expect_refused("{\"default_hack_size\":4096}", "default_hack_size");
+    expect_refused("{\"serial_below\":-1}", "serial_below");
+    expect_refused("{\"serial_below\":\"small\"}", "serial_below");
 }
 
 static void test_not_an_object(void **state)

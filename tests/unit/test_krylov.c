@@ -8,9 +8,14 @@
  * poisoned first; the solvers by the true residual ||b - A x|| / ||b||
  * computed here and the distance to a known x_true, on generated 2-D
  * Poisson matrices (SPD) and a non-symmetric one, plus every stop reason
- * (converged, maxit, breakdown, cancelled) and the refusals.
+ * (converged, maxit, breakdown, cancelled) and the refusals. Small work
+ * stays serial: under spmv_cpu_serial_below() values dot and nrm2 are the
+ * in-order sums bit for bit and cpu.csr.omp's team is one thread, and the
+ * threshold is the calling thread's alone.
  */
 #include <math.h>
+#include <omp.h>
+#include <pthread.h>
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -126,6 +131,59 @@ static void coo_product(const spmv_coo *a, bool trans, const spmv_vec *x, int32_
         else
             y[r] += v * at(x, (int64_t)col * nx + c);
     }
+}
+
+static void *other_thread_threshold(void *arg)
+{
+    *(int64_t *)arg = spmv_cpu_serial_below();
+    return NULL;
+}
+
+/* Below the threshold a host loop runs alone, in order: dot is the plain
+ * in-order float64 sum and nrm2 the scaled one, bit for bit (a team of two
+ * splits the sum in halves, which rounds differently on random values), and
+ * a CPU kernel at the default thread count gets one thread. */
+static void test_small_work_serial(void **state)
+{
+    (void)state;
+    spmv_error err = {0};
+    assert_int_equal(spmv_cpu_serial_below(), SPMV_SERIAL_BELOW_DEFAULT);
+    int64_t n = tu_rng_range(&rng, 1000, 50000);
+    spmv_vec x, y;
+    hv(SPMV_FLOAT64, n, 1, &x);
+    hv(SPMV_FLOAT64, n, 1, &y);
+    double want = 0.0, amax = 0.0, ss = 0.0, got, norm;
+    for (int64_t i = 0; i < n; i++) {
+        want += at(&x, i) * at(&y, i);
+        amax = fmax(amax, fabs(at(&x, i)));
+    }
+    for (int64_t i = 0; i < n; i++)
+        ss += (at(&x, i) / amax) * (at(&x, i) / amax);
+    spmv_cpu_set_serial_below(n + 1);
+    assert_int_equal(spmv_vec_dot(NULL, &x, &y, &got, &err), SPMV_OK);
+    assert_memory_equal(&got, &want, sizeof got);
+    assert_int_equal(spmv_vec_nrm2(NULL, &x, &norm, &err), SPMV_OK);
+    double want_norm = amax * sqrt(ss);
+    assert_memory_equal(&norm, &want_norm, sizeof norm);
+    /* the kernels' team: one thread under it, the whole team from it, an explicit count obeyed */
+    assert_int_equal(spmv_cpu_threads(0, n), 1);
+    assert_int_equal(spmv_cpu_threads(0, n + 1), omp_get_max_threads());
+    assert_int_equal(spmv_cpu_threads(3, n), 3);
+    spmv_cpu_set_serial_below(0); /* never serial */
+    assert_int_equal(spmv_cpu_threads(0, 1), omp_get_max_threads());
+    assert_int_equal(spmv_vec_dot(NULL, &x, &y, &got, &err), SPMV_OK);
+    assert_true(fabs(got - want) <= 1e-12 * (fabs(want) + 1.0));
+    /* another thread keeps the default: the setting is this thread's */
+    int64_t other = -1;
+    pthread_t t;
+    assert_int_equal(pthread_create(&t, NULL, other_thread_threshold, &other), 0);
+    pthread_join(t, NULL);
+    assert_int_equal(other, SPMV_SERIAL_BELOW_DEFAULT);
+    spmv_cpu_set_serial_below(-5);
+    assert_int_equal(spmv_cpu_serial_below(), 0);
+    spmv_cpu_set_serial_below(SPMV_SERIAL_BELOW_DEFAULT);
+    spmv_vec_free(NULL, &x);
+    spmv_vec_free(NULL, &y);
 }
 
 static void test_apply(void **state)
@@ -399,6 +457,7 @@ int main(void)
     tu_rng_init(&rng, seed);
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_blas1),
+        cmocka_unit_test(test_small_work_serial),
         cmocka_unit_test(test_apply),
         cmocka_unit_test(test_solvers_poisson),
         cmocka_unit_test(test_solvers_nonsymmetric),

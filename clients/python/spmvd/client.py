@@ -1,8 +1,9 @@
-"""Client: one connection pool to one spmvd daemon, and every route as a method.
+"""Client: one keep-alive connection to one spmvd daemon, and every route as a method.
 
-The client holds a ``requests.Session`` (HTTP keep-alive; uploads are
-streamed from the file, never read into memory whole), the bearer token,
-the timeout and the retry policy:
+The client holds one HTTP/1.1 connection (:mod:`spmvd._http`: reused from
+request to request, opened again transparently when the daemon closed it;
+uploads are streamed from the file, never read into memory whole), the
+bearer token, the timeout and the retry policy:
 
 - a 503 answer (queue full, not ready, shutting down) is retried up to
   ``retries`` times after the ``Retry-After`` seconds it carries (at most
@@ -12,10 +13,13 @@ the timeout and the retry policy:
 - every other error answer raises the :class:`~spmvd.errors.ApiError`
   subclass of its status, carrying the daemon's ``code`` and ``message``.
 
-Products always travel over the binary path (little-endian values of the
-matrix dtype both ways, statistics in the ``X-SpMV-Stats`` header), or, on
-the daemon's host, through shared-memory regions (:mod:`spmvd.shm`): x and
-y stay in pages both processes map.
+Products and solves travel over the binary path (little-endian values of
+the matrix dtype both ways, sent from the array's own buffer and received
+straight into a new array; the report in the ``X-SpMV-Stats`` or
+``X-SpMV-Solve`` header), or, on the daemon's host, through shared-memory
+regions (:mod:`spmvd.shm`): x and y stay in pages both processes map.
+Jobs are waited for with long polls (``GET /v1/jobs/{id}?wait=S``), never
+by sleeping between polls.
 """
 from __future__ import annotations
 
@@ -31,12 +35,26 @@ from dataclasses import dataclass, field
 from typing import (IO, TYPE_CHECKING, Any, Callable, Dict, Iterator, List, Mapping, Optional, Sequence, Tuple, Union)
 
 import numpy as np
-import requests
 
-from . import errors
+from . import _http, errors
 from ._version import __version__
 
-__all__ = ["Client", "SpmvResult", "BenchResult", "SolveResult", "ProgressFn"]
+__all__ = ["Client", "SpmvResult", "BenchResult", "SolveResult", "ProgressFn", "default_url"]
+
+URL_VARIABLES = ("SPMVD_URL", "SPMV_URL")
+"""The environment variables :func:`default_url` reads, in order: ``SPMVD_URL``, and ``SPMV_URL`` as an alias."""
+DEFAULT_URL = "http://127.0.0.1:8080"
+JOB_WAIT_MAX_S = 60.0
+"""The longest long poll the daemon takes (``GET /v1/jobs/{id}?wait=S``, S in 0..60)."""
+
+
+def default_url() -> str:
+    """The daemon's URL when none is given: ``$SPMVD_URL``, else ``$SPMV_URL``, else ``http://127.0.0.1:8080``."""
+    for var in URL_VARIABLES:
+        if os.environ.get(var):
+            return os.environ[var]
+    return DEFAULT_URL
+
 
 ProgressFn = Callable[[float, Dict[str, Any]], None]
 """A job progress callback: ``fn(fraction_done, job_json)``."""
@@ -151,12 +169,18 @@ def _flatten(r: Mapping[str, Any]) -> Dict[str, Any]:
     return out
 
 
-@dataclass
+@dataclass(repr=False)
 class SolveResult:
     """The answer of ``POST /v1/matrices/{id}/solve``.
 
     ``x`` is the solution (``None`` when it went into a resident vector with
-    ``x_out``); ``raw`` the daemon's whole JSON (times, kernel, device...).
+    ``x_out``; ``(n, k)`` for k right-hand sides); ``raw`` the daemon's
+    report (times, kernel, device...). With k columns, ``columns`` holds one
+    SolveResult per column (``x`` a column of the whole's), ``converged`` is
+    true when all did, ``iterations`` is their sum, ``relres`` the largest,
+    and ``stop`` and ``residual_history`` are the columns' own. ``repr``
+    is one short line (``residual_history`` is summarised, never printed
+    whole).
     """
 
     x: Optional[np.ndarray]
@@ -166,6 +190,25 @@ class SolveResult:
     relres: float
     residual_history: List[float] = field(default_factory=list)
     raw: Dict[str, Any] = field(default_factory=dict)
+    columns: List["SolveResult"] = field(default_factory=list)
+
+    def __repr__(self) -> str:
+        x = "None" if self.x is None else f"<{self.x.dtype} array {self.x.shape}>"
+        more = f", columns={len(self.columns)}" if self.columns else ""
+        reason = self.stop.get("reason", "converged" if self.converged else "?") if not self.columns else \
+            ("converged" if self.converged else "not all converged")
+        return (f"SolveResult(converged={self.converged}, stop={reason!r}, iterations={self.iterations}, "
+                f"relres={self.relres:.3g}, x={x}, residual_history=<{len(self.residual_history)} values>{more})")
+
+    __str__ = __repr__
+
+    @classmethod
+    def from_report(cls, rep: Mapping[str, Any], x: Optional[np.ndarray],
+                    history: Optional[Sequence[float]] = None) -> "SolveResult":
+        """From a report (a column's or the whole's) and x; ``history`` overrides ``residual_history``."""
+        hist = rep.get("residual_history", []) if history is None else history
+        return cls(x, bool(rep.get("converged")), dict(rep.get("stop", {})), int(rep.get("iterations", 0)),
+                   float(_number(rep.get("relres", math.nan))), [float(_number(v)) for v in hist], dict(rep))
 
 
 def _retry_after(value: Optional[str]) -> Optional[float]:
@@ -183,6 +226,21 @@ def _retry_after(value: Optional[str]) -> Optional[float]:
         return None
 
 
+def _progress_display(progress: Union[None, bool, str, ProgressFn], job_id: str) -> Tuple[Optional[ProgressFn], Any]:
+    """(callback, tqdm bar) for :meth:`Client.wait`'s ``progress`` argument."""
+    if callable(progress):
+        return progress, None
+    if progress is True or (progress == "auto" and sys.stderr.isatty()):
+        try:
+            from tqdm import tqdm  # type: ignore[import-untyped]
+            return None, tqdm(total=1.0, desc=f"job {job_id[:8]}", unit="job",
+                              bar_format="{desc}: {percentage:3.0f}%|{bar}| {elapsed}<{remaining}")
+        except ImportError:
+            if progress is True:
+                raise
+    return None, None
+
+
 def _json_values(a: np.ndarray) -> Any:
     """A float array as JSON-ready lists, NaN and infinities as the daemon's strings."""
     def conv(v: float) -> Any:
@@ -198,32 +256,33 @@ class Client:
     """A connection to one spmvd daemon.
 
     Args:
-        url: the daemon's base URL, e.g. ``"http://127.0.0.1:8080"``.
+        url: the daemon's base URL, e.g. ``"http://127.0.0.1:8080"``; by
+            default ``$SPMVD_URL`` (``$SPMV_URL`` is accepted as an alias),
+            else ``http://127.0.0.1:8080`` (:func:`default_url`).
         token: the bearer token when the daemon has ``auth_token_file``.
         timeout: seconds to wait for a connection and for each answer
             (a float, or ``(connect, read)``). Long products need a larger one.
         retries: how many times a 503 answer is retried after its ``Retry-After``.
         max_retry_wait: the longest ``Retry-After`` honoured, in seconds.
         job_timeout: default bound, in seconds, of :meth:`wait` (``None``: none).
-        session: a ``requests.Session`` to use instead of a new one.
 
-    A Client is safe to use from one thread at a time (``requests.Session``'s
-    rule); use one Client per thread otherwise. It is a context manager that
-    closes its connections.
+    A Client holds one keep-alive connection and is safe to use from one
+    thread at a time; use one Client per thread otherwise. It is a context
+    manager that closes its connection.
     """
 
-    def __init__(self, url: str = "http://127.0.0.1:8080", token: Optional[str] = None,
+    def __init__(self, url: Optional[str] = None, token: Optional[str] = None,
                  timeout: Union[float, Tuple[float, float]] = 60.0, retries: int = 3, max_retry_wait: float = 30.0,
-                 job_timeout: Optional[float] = 3600.0, session: Optional[requests.Session] = None) -> None:
-        self.url = url.rstrip("/")
+                 job_timeout: Optional[float] = 3600.0) -> None:
+        self.url = (url or default_url()).rstrip("/")
         self.timeout = timeout
         self.retries = int(retries)
         self.max_retry_wait = float(max_retry_wait)
         self.job_timeout = job_timeout
-        self.session = session or requests.Session()
-        self.session.headers["User-Agent"] = f"spmvd-python/{__version__}"
+        self.headers: Dict[str, str] = {"User-Agent": f"spmvd-python/{__version__}"}
         if token:
-            self.session.headers["Authorization"] = f"Bearer {token}"
+            self.headers["Authorization"] = f"Bearer {token}"
+        self.connection = _http.Connection(self.url)
         self._kernels: Optional[Dict[str, Dict[str, Any]]] = None
         self._no_k: set = set()       # (op, kernel) the daemon took no k > 1 for
         self._no_trans: set = set()   # kernels the daemon took no op=t for
@@ -231,8 +290,8 @@ class Client:
     # ------------------------------------------------------------ plumbing
 
     def close(self) -> None:
-        """Closes the pooled connections."""
-        self.session.close()
+        """Closes the connection (the next request opens a new one)."""
+        self.connection.close()
 
     def __enter__(self) -> "Client":
         return self
@@ -243,17 +302,26 @@ class Client:
     def __repr__(self) -> str:
         return f"spmvd.Client({self.url!r})"
 
+    def _timeouts(self, timeout: Any) -> Tuple[Optional[float], Optional[float]]:
+        t = self.timeout if timeout is None else timeout
+        return (t[0], t[1]) if isinstance(t, tuple) else (t, t)
+
     def request(self, method: str, path: str, *, params: Optional[Mapping[str, Any]] = None, json_body: Any = None,
-                data: Union[None, bytes, Callable[[], Any]] = None, headers: Optional[Mapping[str, str]] = None,
-                ok: Sequence[int] = (200,), timeout: Any = None) -> requests.Response:
+                data: Any = None, headers: Optional[Mapping[str, str]] = None,
+                ok: Sequence[int] = (200,), timeout: Any = None,
+                into: Optional[_http.IntoFn] = None) -> _http.Response:
         """One request with the client's retry and error rules; the answer when its status is in ``ok``.
 
-        ``data`` is bytes, or a callable returning a fresh body (a file object
-        to stream) for each attempt. Raises :class:`~spmvd.errors.ApiError`,
-        :class:`~spmvd.errors.ConnectionFailed` or :class:`~spmvd.errors.Timeout`.
+        ``data`` is bytes or any buffer (a ``memoryview`` of an array: sent
+        without a copy), or a callable returning a fresh body (a file object
+        to stream) for each attempt. ``into(status, headers)`` may return
+        buffers the body is read into (see :mod:`spmvd._http`). Raises
+        :class:`~spmvd.errors.ApiError`, :class:`~spmvd.errors.ConnectionFailed`
+        or :class:`~spmvd.errors.Timeout`.
         """
-        url = self.url + path
-        hdrs = dict(headers or {})
+        target = path + _http.encode_query(params)
+        hdrs = dict(self.headers)
+        hdrs.update(headers or {})
         body: Any = None
         if json_body is not None:
             body = json.dumps(json_body, allow_nan=False).encode()
@@ -266,15 +334,14 @@ class Client:
             elif data is not None:
                 body = data
             try:
-                r = self.session.request(method, url, params=params, data=body, headers=hdrs,
-                                         timeout=timeout if timeout is not None else self.timeout)
-            except requests.exceptions.Timeout as e:
-                raise errors.Timeout("timeout", f"{method} {url}: no answer within {self.timeout} s ({e})") from e
-            except requests.exceptions.ConnectionError as e:
-                raise errors.ConnectionFailed("connection_failed",
-                                              f"{method} {url}: cannot reach spmvd at {self.url} ({e})") from e
-            except requests.exceptions.RequestException as e:
-                raise errors.ConnectionFailed("connection_failed", f"{method} {url}: {e}") from e
+                r = self.connection.request(method, target, body=body, headers=hdrs, timeout=self._timeouts(timeout),
+                                            into=into, reopen=data if callable(data) else None)
+            except _http.TIMEOUT_ERRORS as e:
+                raise errors.Timeout("timeout", f"{method} {self.url}{target}: no answer within "
+                                     f"{self._timeouts(timeout)[1]} s ({e})") from e
+            except _http.TRANSPORT_ERRORS as e:
+                raise errors.ConnectionFailed("connection_failed", f"{method} {self.url}{target}: cannot reach "
+                                              f"spmvd at {self.url} ({e})") from e
             finally:
                 if opened is not None and hasattr(opened, "close"):
                     opened.close()
@@ -282,13 +349,13 @@ class Client:
                 return r
             if r.status_code == 503 and attempt < self.retries:
                 wait = _retry_after(r.headers.get("Retry-After"))
-                time.sleep(min(self.max_retry_wait, 1.0 if wait is None else wait))
+                time.sleep(min(self.max_retry_wait, 1.0 if wait is None else wait))  # the daemon asked for it
                 attempt += 1
                 continue
             raise self._error(r)
 
     @staticmethod
-    def _error(r: requests.Response) -> errors.ApiError:
+    def _error(r: _http.Response) -> errors.ApiError:
         code, message, body = f"http_{r.status_code}", (r.text or r.reason or "")[:300], None
         try:
             body = r.json()
@@ -297,7 +364,7 @@ class Client:
         except (ValueError, KeyError, TypeError):
             pass
         if not message:
-            message = f"HTTP {r.status_code} from {r.request.method} {r.url}"
+            message = f"HTTP {r.status_code} from {r.method} {r.url}"
         return errors.error_for(r.status_code, code, message, _retry_after(r.headers.get("Retry-After")), body)
 
     def _json(self, method: str, path: str, **kw: Any) -> Any:
@@ -461,7 +528,7 @@ class Client:
 
     def spmv(self, matrix: MatrixRef, x: Any, *, kernel: Optional[str] = None, runs: int = 1, warmup: int = 0,
              verify: bool = False, op: str = "n", alpha: Optional[float] = None, beta: Optional[float] = None,
-             y: Any = None, k: Optional[int] = None, **params: int) -> SpmvResult:
+             y: Any = None, k: Optional[int] = None, out: Optional[np.ndarray] = None, **params: int) -> SpmvResult:
         """y = A·x (``op="t"``: Aᵀ·x) over the binary path; an :class:`SpmvResult`.
 
         ``x`` is a 1-D array (one vector) or a 2-D ``(n, k)`` array (k
@@ -479,6 +546,12 @@ class Client:
         NumPy view onto the region, written by the daemon before it answered.
         ``k`` gives the columns of an x in a region (default: the
         SharedArrays', else 1).
+
+        x is sent from its own buffer (no copy when it is contiguous in the
+        matrix dtype) and y read from the socket straight into a new array,
+        or into ``out`` (an array of y's shape, in the matrix's little-endian
+        dtype, C- or, for k columns, Fortran-contiguous), which a loop of
+        products can reuse: no allocation, no page faults on fresh memory.
 
         With ``op="t"`` or k > 1 on a daemon that does not take them, this
         raises (:class:`~spmvd.errors.Unsupported` when the daemon ignored
@@ -531,7 +604,7 @@ class Client:
             k = 1 if xa.ndim == 1 else xa.shape[1]
             if k < 1:
                 raise ValueError("x has no columns")
-            body = np.asfortranarray(xa).tobytes(order="F") if xa.ndim == 2 else np.ascontiguousarray(xa).tobytes()
+            body = _http.as_buffer(np.asfortranarray(xa) if xa.ndim == 2 else np.ascontiguousarray(xa))
         if k > 1:
             q["k"] = k
         if ys is not None:
@@ -543,8 +616,21 @@ class Client:
             q["y"] = y.id
         if beta not in (None, 0, 0.0) and (y is None or ys is not None):
             raise ValueError("beta != 0 needs y as a resident Vector")
+        if out is not None and (ys is not None or y is not None):
+            raise ValueError("out= receives y from the answer; y is going into a vector or a region here")
+        if out is not None:
+            want = (n_out,) if k == 1 else (n_out, k)
+            if out.shape != want or out.dtype != dt or not (out.flags.c_contiguous if k == 1 else out.flags.f_contiguous):
+                raise ValueError(f"out must be a {'C' if k == 1 else 'Fortran'}-contiguous {dt} array of shape {want}, "
+                                 f"not {out.dtype} {out.shape}")
+        dest = out
+        out = None if ys is not None or y is not None else \
+            (np.empty(n_out * k, dtype=dt) if dest is None else dest.reshape(-1, order="F"))
+
+        def into(status: int, headers: Any) -> Optional[List[memoryview]]:
+            return [memoryview(out).cast("B")] if out is not None and status == 200 else None
         r = self.request("POST", f"/v1/matrices/{m.id}/spmv", params=q, data=body,
-                         headers={"Content-Type": "application/octet-stream"})
+                         headers={"Content-Type": "application/octet-stream"}, into=into)
         if "X-SpMV-Stats" in r.headers or ys is None:
             stats = json.loads(r.headers.get("X-SpMV-Stats", "{}"))
         else:
@@ -558,11 +644,13 @@ class Client:
             return SpmvResult(ys.view(dt.newbyteorder("="), (n_out,) if k == 1 else (n_out, k)), stats)
         if y is not None:
             return SpmvResult(None, stats)
-        out = np.frombuffer(r.content, dtype=dt)
-        if out.size != n_out * k:
+        if not r.received_into:  # y went straight into `out`, unless the length was not the expected one
             raise errors.SpmvdError("bad_answer", f"the daemon answered {len(r.content)} bytes; expected {k} x "
                                     f"{n_out} values of {dt.name}", r.status_code)
-        out = out.astype(dt.newbyteorder("="), copy=True)
+        assert out is not None
+        if dest is not None:
+            return SpmvResult(dest, stats)
+        out = out.astype(dt.newbyteorder("="), copy=False)  # a no-op on a little-endian host
         return SpmvResult(out if k == 1 else out.reshape((n_out, k), order="F"), stats)
 
     def bench(self, matrix: MatrixRef, *, kernels: Optional[Sequence[str]] = None, runs: Optional[int] = None,
@@ -671,9 +759,15 @@ class Client:
 
     # --------------------------------------------------------------- jobs
 
-    def job(self, job_id: str) -> Dict[str, Any]:
-        """``GET /v1/jobs/{id}``."""
-        return self._json("GET", f"/v1/jobs/{job_id}")
+    def job(self, job_id: str, wait: Optional[float] = None) -> Dict[str, Any]:
+        """``GET /v1/jobs/{id}``; with ``wait`` (seconds, at most 60) a long poll: the daemon answers when
+        the job ends or ``wait`` seconds pass, whichever is first."""
+        if wait is None or wait <= 0:
+            return self._json("GET", f"/v1/jobs/{job_id}")
+        wait = min(float(wait), JOB_WAIT_MAX_S)
+        connect, read = self._timeouts(None)
+        return self._json("GET", f"/v1/jobs/{job_id}", params={"wait": f"{wait:.3f}"},
+                          timeout=(connect, None if read is None else read + wait))
 
     def cancel(self, job_id: str) -> Optional[Dict[str, Any]]:
         """``DELETE /v1/jobs/{id}``: cancels a queued or running job (drops a finished one's record)."""
@@ -681,36 +775,28 @@ class Client:
         return r.json() if r.content else None
 
     def wait(self, job_id: str, *, progress: Union[None, bool, str, ProgressFn] = "auto",
-             timeout: Optional[float] = None, poll: float = 0.05) -> Dict[str, Any]:
-        """Polls a job until it is ``done``; its last JSON (``result`` holds the answer).
+             timeout: Optional[float] = None, poll: Optional[float] = None) -> Dict[str, Any]:
+        """Waits for a job to be ``done`` with long polls; its last JSON (``result`` holds the answer).
 
-        ``progress``: a callable ``fn(fraction, job)`` called after every poll;
-        ``True`` for a tqdm bar (``ImportError`` without tqdm); ``"auto"``
-        (default) for a tqdm bar when tqdm is installed and stderr is a
-        terminal; ``None``/``False`` for nothing. ``timeout`` (default the
+        Each ``GET /v1/jobs/{id}?wait=S`` returns the moment the job ends,
+        so nothing sleeps and the end is seen at once. ``progress``: a
+        callable ``fn(fraction, job)`` called after every poll; ``True`` for a
+        tqdm bar (``ImportError`` without tqdm); ``"auto"`` (default) for a
+        tqdm bar when tqdm is installed and stderr is a terminal;
+        ``None``/``False`` for nothing. ``poll`` is the longest single long
+        poll in seconds (default 1 with a progress display, to update it
+        every second, else 60, the daemon's most). ``timeout`` (default the
         client's ``job_timeout``) bounds the wait: :class:`~spmvd.errors.Timeout`
         after it, naming the job (which keeps running). A failed job raises
-        :class:`~spmvd.errors.JobFailed`. Polls start at ``poll`` seconds and
-        back off to one second.
+        :class:`~spmvd.errors.JobFailed`.
         """
         limit = self.job_timeout if timeout is None else timeout
         deadline = None if limit is None else time.monotonic() + limit
-        bar = None
-        fn: Optional[ProgressFn] = None
-        if callable(progress):
-            fn = progress
-        elif progress is True or (progress == "auto" and sys.stderr.isatty()):
-            try:
-                from tqdm import tqdm  # type: ignore[import-untyped]
-                bar = tqdm(total=1.0, desc=f"job {job_id[:8]}", unit="job",
-                           bar_format="{desc}: {percentage:3.0f}%|{bar}| {elapsed}<{remaining}")
-            except ImportError:
-                if progress is True:
-                    raise
+        fn, bar = _progress_display(progress, job_id)
+        step = float(poll) if poll is not None else (1.0 if fn or bar is not None else JOB_WAIT_MAX_S)
         try:
-            delay = poll
+            j = self.job(job_id)
             while True:
-                j = self.job(job_id)
                 frac = float(j.get("progress", 0.0) or 0.0)
                 if fn:
                     fn(frac, j)
@@ -724,12 +810,17 @@ class Client:
                     raise errors.JobFailed(str(err.get("code", "job_failed")),
                                            str(err.get("message", f"job {job_id} failed")),
                                            int(j.get("status", 500) or 500), j)
-                if deadline is not None and time.monotonic() + delay > deadline:
+                left = math.inf if deadline is None else deadline - time.monotonic()
+                if left <= 0:
                     raise errors.Timeout("timeout", f"job {job_id} was still {j.get('state')} after {limit} s "
                                          f"(progress {frac:.0%}); it keeps running: Client.wait() it again or "
                                          "Client.cancel() it")
-                time.sleep(delay)
-                delay = min(1.0, delay * 1.5)
+                wait = max(0.001, min(step, left))
+                t0 = time.monotonic()
+                j = self.job(job_id, wait=wait)
+                if j.get("state") not in ("done", "failed") and time.monotonic() - t0 < wait / 2:
+                    # a daemon that predates long polls answered at once: pace the polls instead
+                    time.sleep(min(wait, 0.25))
         finally:
             if bar is not None:
                 bar.close()
@@ -784,7 +875,7 @@ class Client:
                 raise ValueError(f"n={n} but values has {a.shape[0]} rows")
             kk = 1 if a.ndim == 1 else a.shape[1]
             q = dict(opts, dtype=dtype, k=kk)
-            body = np.asfortranarray(a).tobytes(order="F")
+            body = _http.as_buffer(np.asfortranarray(a))
             r = self.request("POST", "/v1/vectors", params=q, data=body,
                              headers={"Content-Type": "application/octet-stream"}, ok=(201,))
         else:
@@ -825,56 +916,137 @@ class Client:
     def solve(self, matrix: MatrixRef, b: Any, *, method: str = "cg", tol: Optional[float] = None,
               maxit: Optional[int] = None, restart: Optional[int] = None, x0: Any = None,
               preconditioner: Optional[str] = None, kernel: Optional[str] = None, x_out: Any = None,
-              wait: bool = True, progress: Union[None, bool, str, ProgressFn] = "auto",
+              wait: bool = True, progress: Union[None, bool, str, ProgressFn] = None,
               timeout: Optional[float] = None) -> Any:
         """``POST /v1/matrices/{id}/solve``: Ax = b on the daemon; a :class:`SolveResult`.
 
-        ``b`` and ``x0`` are arrays (sent as JSON numbers, 17 digits) or
-        resident Vectors; ``x_out`` a Vector to write x into. ``method`` is
-        ``cg``, ``bicgstab`` or ``gmres`` (``restart``); ``preconditioner``
-        ``none`` or ``jacobi``. With ``wait=False`` the job is started
-        (``"async": true``) and its id returned; otherwise it runs
-        asynchronously and is waited on with ``progress`` (see :meth:`wait`).
-        A daemon without the route raises :class:`~spmvd.errors.Unsupported`
-        (use ``scipy.sparse.linalg.cg(RemoteMatrix)`` there).
+        ``b`` is a 1-D array, or ``(n, k)`` for k right-hand sides (solved
+        one after the other on the daemon, each with its own report in
+        ``columns``), sent in binary from the array's own buffer; or a
+        resident Vector. ``x0`` likewise (an array of b's shape, or a
+        Vector); ``x_out`` a Vector to write x into. ``method`` is ``cg``,
+        ``bicgstab`` or ``gmres`` (``restart``); ``preconditioner`` ``none`` or
+        ``jacobi``. By default the request waits for the answer: x comes
+        back in binary straight into a new array, the residual history after
+        it, the report in a header. With ``progress`` (see :meth:`wait`) the
+        solve runs as a job (``"async": true``) waited for with long polls
+        that report its iteration, and x comes back as the job's JSON; with
+        ``wait=False`` the job is started and its id returned. A daemon
+        without the route raises :class:`~spmvd.errors.Unsupported` (use
+        ``scipy.sparse.linalg.cg(RemoteMatrix)`` there).
         """
         from .vector import Vector
         m = matrix if hasattr(matrix, "descriptor") else self.get(matrix)
-        dt = dtype_of(m.descriptor["dtype"])
-
-        def operand(v: Any, what: str) -> Any:
-            if isinstance(v, Vector):
-                return {"vector": v.id}
-            a = as_values(v, np.dtype("<f8"), what)
-            if a.ndim != 1 or a.shape[0] != int(m.descriptor["rows"]):
-                raise ValueError(f"{what} must be 1-D of length {m.descriptor['rows']}, not {a.shape}")
-            return _json_values(a)
-        body: Dict[str, Any] = {"method": method, "b": operand(b, "b")}
-        for key, v in (("tol", tol), ("maxit", maxit), ("restart", restart), ("preconditioner", preconditioner),
-                       ("kernel", kernel)):
-            if v is not None:
-                body[key] = v
-        if x0 is not None:
-            body["x0"] = operand(x0, "x0")
+        n, dt = int(m.descriptor["rows"]), dtype_of(m.descriptor["dtype"])
+        as_job = not wait or progress not in (None, False)
+        q: Dict[str, Any] = {"method": method, "tol": None if tol is None else repr(float(tol)), "maxit": maxit,
+                             "restart": restart, "preconditioner": preconditioner, "kernel": kernel}
         if x_out is not None:
-            body["x_out"] = {"vector": x_out.id if isinstance(x_out, Vector) else str(x_out)}
-        body["async"] = True
+            q["x_out"] = x_out.id if isinstance(x_out, Vector) else str(x_out)
+        if isinstance(x0, Vector):
+            q["x0"] = x0.id
+        path = f"/v1/matrices/{m.id}/solve"
+        if isinstance(b, Vector):  # b stays on the daemon: the JSON route, x still binary
+            return self._solve_send(path, n, 1, dt, as_job, wait, progress, timeout,
+                                    json_body=_solve_json(b, x0, q, as_job),
+                                    headers={"Accept": "application/octet-stream"})
+        else:
+            bv = as_values(b, dt, "b")
+            if bv.ndim not in (1, 2) or bv.shape[0] != n or (bv.ndim == 2 and not 1 <= bv.shape[1] <= 64):
+                raise ValueError(f"b must be 1-D of length {n} or (n, k) with k in 1..64, not {bv.shape}")
+            k = 1 if bv.ndim == 1 else bv.shape[1]
+            parts = [np.asfortranarray(bv)]
+            if x0 is not None and not isinstance(x0, Vector):
+                xa = as_values(x0, dt, "x0")
+                if xa.shape != bv.shape:
+                    raise ValueError(f"x0 must have b's shape {bv.shape}, not {xa.shape}")
+                parts.append(np.asfortranarray(xa))
+                q["x0"] = "body"
+            body = _http.as_buffer(parts[0] if len(parts) == 1 else
+                                   np.concatenate([p.reshape(-1, order="F") for p in parts]))
+            q.update({"k": k if k > 1 else None, "async": True if as_job else None, "history": None if as_job else True})
+            return self._solve_send(path, n, k, dt, as_job, wait, progress, timeout, params=q, data=body,
+                                    headers={"Content-Type": "application/octet-stream"})
+
+    def _solve_post(self, path: str, **kw: Any) -> _http.Response:
         try:
-            job = self._json("POST", f"/v1/matrices/{m.id}/solve", json_body=body, ok=(202,))
+            return self.request("POST", path, **kw)
         except errors.NotFound as e:
             if "no route" in e.message:
                 raise errors.Unsupported("no_solve", "this daemon has no /solve route (it predates resident "
                                          "vectors and solvers): use scipy.sparse.linalg.cg(RemoteMatrix, b)") from e
             raise
-        if not wait:
-            return job["id"]
-        res = self.wait(job["id"], progress=progress, timeout=timeout)["result"]
-        rx = res.get("x")  # a list, or {"vector": id} when x went into x_out
-        x = None if not isinstance(rx, list) else np.asarray([_number(v) for v in rx], dtype=np.float64).astype(
-            dt.newbyteorder("="))
-        return SolveResult(x, bool(res.get("converged")), dict(res.get("stop", {})), int(res.get("iterations", 0)),
-                           float(_number(res.get("relres", math.nan))),
-                           [float(_number(v)) for v in res.get("residual_history", [])], res)
+
+    def _solve_send(self, path: str, n: int, k: int, dt: np.dtype, as_job: bool, wait: bool, progress: Any,
+                    timeout: Optional[float], **post: Any) -> Any:
+        """Posts the solve; a binary answer's x (n, k) and residual histories go straight into new arrays."""
+        got: Dict[str, Any] = {}
+
+        def into(status: int, headers: Any) -> Optional[List[memoryview]]:
+            rep = headers.get("X-SpMV-Solve")
+            if status != 200 or not rep:
+                return None
+            got["report"] = report = json.loads(rep)
+            cols = report.get("columns") or [report]
+            got["x"] = np.empty((n, k), dtype=dt, order="F")
+            got["hist"] = np.empty(sum(int(c.get("residual_history_len", 0)) for c in cols), dtype="<f8")
+            return [memoryview(got["x"].reshape(-1, order="F")).cast("B"), memoryview(got["hist"]).cast("B")]
+        r = self._solve_post(path, ok=(202,) if as_job else (200,), into=None if as_job else into, **post)
+        if as_job or not r.received_into:
+            return self._solve_answer(r, n, dt, as_job, wait, progress, timeout)
+        x = got["x"].astype(dt.newbyteorder("="), copy=False)
+        return _solve_result(got["report"], x if k > 1 else x[:, 0], got["hist"])
+
+    def _solve_answer(self, r: _http.Response, n: int, dt: np.dtype, as_job: bool, wait: bool, progress: Any,
+                      timeout: Optional[float]) -> Any:
+        """A JSON answer, or the job's (waited for unless wait=False), as a SolveResult."""
+        if as_job:
+            job_id = r.json()["id"]
+            if not wait:
+                return job_id
+            res = self.wait(job_id, progress=progress, timeout=timeout)["result"]
+        else:
+            res = r.json()
+        rx = res.get("x")  # numbers, k lists of numbers, or {"vector": id} when x went into x_out
+        x = None
+        if isinstance(rx, list):
+            cols = rx if rx and isinstance(rx[0], list) else [rx]
+            x = np.asarray([[_number(v) for v in c] for c in cols], dtype=np.float64).T.astype(dt.newbyteorder("="))
+            x = x[:, 0] if not (rx and isinstance(rx[0], list)) else np.asfortranarray(x)
+        return _solve_result(res, x, None)
+
+
+def _solve_json(b: Any, x0: Any, q: Mapping[str, Any], as_job: bool) -> Dict[str, Any]:
+    """The JSON body of a solve whose b is a resident Vector (x0 a Vector or values)."""
+    body: Dict[str, Any] = {k: v for k, v in q.items() if v is not None and k not in ("x_out", "x0", "tol")}
+    if q.get("tol") is not None:
+        body["tol"] = float(q["tol"])
+    body["b"] = {"vector": b.id}
+    if q.get("x_out"):
+        body["x_out"] = {"vector": q["x_out"]}
+    if q.get("x0"):
+        body["x0"] = {"vector": q["x0"]}
+    elif x0 is not None:
+        body["x0"] = _json_values(as_values(x0, np.dtype("<f8"), "x0"))
+    body["async" if as_job else "history"] = True
+    return body
+
+
+def _solve_result(rep: Mapping[str, Any], x: Optional[np.ndarray], hist: Optional[np.ndarray]) -> SolveResult:
+    """A SolveResult from a report, x and (binary answers) the histories that followed x."""
+    cols = rep.get("columns")
+    if not cols:
+        return SolveResult.from_report(rep, x, None if hist is None else hist.tolist())
+    results, at = [], 0
+    for c, col in enumerate(cols):
+        h = None
+        if hist is not None:
+            h = hist[at:at + int(col.get("residual_history_len", 0))].tolist()
+            at += len(h)
+        results.append(SolveResult.from_report(col, None if x is None else x[:, c], h))
+    whole = SolveResult.from_report(rep, x, [])
+    whole.columns = results
+    return whole
 
 
 # ---------------------------------------------------------------- helpers
@@ -955,8 +1127,8 @@ def _npz_body(coo: Any) -> Tuple[Callable[[], IO[bytes]], Optional[str]]:
     fd = tmp.fileno()
 
     def reopen() -> IO[bytes]:
-        # a new descriptor per attempt (requests closes nothing of ours; the
-        # client closes it): the temporary file lives as long as this closure
+        # a new descriptor per attempt (the client closes it after the
+        # attempt): the temporary file lives as long as this closure
         f = os.fdopen(os.dup(fd), "rb")
         f.seek(0)
         return f

@@ -65,11 +65,20 @@ class ShmOperand:
     memory: Optional[shared_memory.SharedMemory] = None
 
     def view(self, dtype: np.dtype, shape: Tuple[int, ...]) -> np.ndarray:
-        """A NumPy view of ``shape`` values of ``dtype`` at this operand (column-major for 2-D)."""
+        """A NumPy view of ``shape`` values of ``dtype`` at this operand (column-major for 2-D).
+
+        A view onto ``memory`` holds a buffer export of its mapping
+        (``np.frombuffer``; ``np.ndarray(buffer=...)`` would not), so the
+        mapping cannot be unmapped under it: ``memory.close()`` raises
+        ``BufferError`` while the view lives, as Python's rule for shared
+        memory with exported buffers says, instead of leaving a dangling
+        pointer that crashes the interpreter at the next access.
+        """
         count = int(np.prod(shape))
         order = "F" if len(shape) == 2 else "C"
         if self.memory is not None:
-            return np.ndarray(shape, dtype=dtype, buffer=self.memory.buf, offset=self.offset, order=order)
+            flat = np.frombuffer(self.memory.buf, dtype=dtype, count=count, offset=self.offset)
+            return flat.reshape(shape, order=order)
         # Only a name: map the object directly (attaching a SharedMemory
         # would enrol it with the resource tracker, which unlinks it at exit).
         path = os.path.join("/dev/shm", self.name)
@@ -123,7 +132,10 @@ class SharedArrays:
     memory. The object is created with mode 0600, which serves a daemon of
     the same user; ``group`` shares it with another (docs/security.md).
     On exit (or :meth:`close`) the region is unregistered and the object
-    unlinked; the views must not be used after that.
+    unlinked. Views still held then (``x``, ``y``, a result's ``y``) stay
+    valid: they keep the values they had at release, in a mapping that is
+    unmapped when the last of them goes (no one else writes there any
+    more). They never crash the interpreter.
     """
 
     def __init__(self, client: Client, matrix: Any, *, k: int = 1, op: str = "n", name: Optional[str] = None,
@@ -197,6 +209,14 @@ class SharedArrays:
             self._release()
 
     def _release(self) -> None:
+        """Unlinks the object and drops this SharedArrays' hold on the mapping.
+
+        Views handed out (``x``, ``y``, ``result.y``) hold buffer exports of
+        the mapping (:meth:`ShmOperand.view`), so it is unmapped only when the
+        last of them goes: until then they keep the values they had, in
+        memory no one else shares any more (the region is unregistered and
+        the name unlinked). They never point at unmapped pages.
+        """
         mem, self.memory = self.memory, None
         self.x = self.y = None  # type: ignore[assignment]
         if mem is None:
@@ -204,7 +224,12 @@ class SharedArrays:
         try:
             mem.close()
         except BufferError:
-            pass  # a view is still held somewhere: the mapping goes with it
+            # A view still exports the mapping: the mmap object now lives as
+            # long as the views do (each export holds it) and unmaps when the
+            # last goes. Detached from `mem`, so that closing `mem` (now, for
+            # its descriptor, and again when it is collected) does not try.
+            mem._mmap = None  # type: ignore[attr-defined]
+            mem.close()
         mem.unlink()
 
     def __enter__(self) -> "SharedArrays":

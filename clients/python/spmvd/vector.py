@@ -20,6 +20,7 @@ from typing import Any, Dict, List, Mapping, Optional, Tuple, Union
 
 import numpy as np
 
+from . import _http
 from .client import Client, _id, as_values, dtype_of
 
 __all__ = ["Vector", "Batch"]
@@ -90,13 +91,18 @@ class Vector:
                                                      params={"shm": so.name, "offset": so.offset}))
             self.descriptor.pop("values", None)
             return so.view(self.dtype, self.shape)
-        r = self.client.request("GET", f"/v1/vectors/{self.id}", headers={"Accept": "application/octet-stream"})
+        out = np.empty(self.n * self.k, dtype=dtype_of(self.descriptor["dtype"]))
+
+        def into(status: int, headers: Any) -> Optional[List[memoryview]]:
+            return [memoryview(out).cast("B")] if status == 200 else None
+        r = self.client.request("GET", f"/v1/vectors/{self.id}", headers={"Accept": "application/octet-stream"},
+                                into=into)
         hdr = r.headers.get("X-SpMV-Vector")
         if hdr:
             self.descriptor.update(json.loads(hdr))
-        a = np.frombuffer(r.content, dtype=dtype_of(self.descriptor["dtype"])).astype(self.dtype, copy=True)
-        if a.size != self.n * self.k:
-            raise ValueError(f"vector {self.id}: {a.size} values came back for n={self.n}, k={self.k}")
+        if not r.received_into:
+            raise ValueError(f"vector {self.id}: {len(r.content)} bytes came back for n={self.n}, k={self.k}")
+        a = out.astype(self.dtype, copy=False)
         return a if self.k == 1 else a.reshape((self.n, self.k), order="F")
 
     def __array__(self, dtype: Any = None) -> np.ndarray:
@@ -125,7 +131,7 @@ class Vector:
         a = as_values(values, self.dtype, "values")
         if a.shape != self.shape and not (self.k == 1 and a.shape == (self.n, 1)):
             raise ValueError(f"values has shape {a.shape}; vector {self.id} is {self.shape}")
-        body = np.asfortranarray(a).astype(dtype_of(self.descriptor["dtype"]), copy=False).tobytes(order="F")
+        body = _http.as_buffer(np.asfortranarray(a).astype(dtype_of(self.descriptor["dtype"]), copy=False))
         self.descriptor = dict(self.client._json("PUT", f"/v1/vectors/{self.id}", data=body,
                                                  headers={"Content-Type": "application/octet-stream"}))
         return self

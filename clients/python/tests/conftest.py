@@ -60,14 +60,16 @@ class Daemon:
                                       os.path.join(self.state, "st"), "--threads", "2", *flags],
                                      stdout=self.log, stderr=subprocess.STDOUT)
         os.makedirs(os.path.join(self.state, "st"), exist_ok=True)
-        import requests
+        import urllib.error
+        import urllib.request
         for _ in range(600):
             if self.proc.poll() is not None:
                 raise RuntimeError(f"spmvd exited with {self.proc.returncode}: {self.tail()}")
             try:
-                if requests.get(self.url + "/v1/health", timeout=1).status_code == 200:
-                    break
-            except requests.RequestException:
+                with urllib.request.urlopen(self.url + "/v1/health", timeout=1) as r:
+                    if r.status == 200:
+                        break
+            except (urllib.error.URLError, OSError):
                 pass
             time.sleep(0.05)
         else:
@@ -145,17 +147,26 @@ def poisoned(n: int) -> np.ndarray:
 # ----------------------------------------------------------------- fake server
 
 class Fake:
-    """A scripted HTTP server: ``routes[(method, path)]`` is a list of answers used in turn
-    (the last repeats): ``(status, headers, body)`` or ``"hang"`` (never answer)."""
+    """A scripted HTTP/1.1 server (keep-alive): ``routes[(method, path)]`` is a list of answers used
+    in turn (the last repeats): ``(status, headers, body)`` or ``"hang"`` (never answer). A header
+    ``X-Fake-Drop: 1`` in an answer is not sent: the connection is closed after that answer without
+    ``Connection: close``, as a daemon's idle timeout would. ``connections`` counts the connections
+    accepted, ``queries`` the query strings received."""
 
     def __init__(self) -> None:
         self.routes: Dict[tuple, List[Any]] = {}
         self.hits: List[tuple] = []
+        self.queries: List[str] = []
+        self.connections = 0
         self.stop_event = threading.Event()
         fake = self
 
         class Handler(http.server.BaseHTTPRequestHandler):
             protocol_version = "HTTP/1.1"
+
+            def setup(self) -> None:
+                fake.connections += 1
+                super().setup()
 
             def log_message(self, *a: Any) -> None:
                 pass
@@ -164,8 +175,9 @@ class Fake:
                 n = int(self.headers.get("Content-Length") or 0)
                 if n:
                     self.rfile.read(n)
-                path = self.path.split("?")[0]
+                path, _, query = self.path.partition("?")
                 fake.hits.append((self.command, path, time.monotonic()))
+                fake.queries.append(query)
                 answers = fake.routes.get((self.command, path)) or [(404, {}, b'{"error":{"code":"not_found",'
                                                                              b'"message":"no route"}}')]
                 a = answers.pop(0) if len(answers) > 1 else answers[0]
@@ -176,10 +188,13 @@ class Fake:
                 body = body if isinstance(body, bytes) else json.dumps(body).encode()
                 self.send_response(status)
                 for k, v in headers.items():
-                    self.send_header(k, v)
+                    if k != "X-Fake-Drop":
+                        self.send_header(k, v)
                 self.send_header("Content-Length", str(len(body)))
                 self.end_headers()
                 self.wfile.write(body)
+                if headers.get("X-Fake-Drop"):
+                    self.close_connection = True
 
             do_GET = do_POST = do_DELETE = do_PUT = handle_any
 

@@ -4,6 +4,7 @@ where a real one will not misbehave on demand; each path ends in its exception, 
 """
 from __future__ import annotations
 
+import json
 import time
 
 import numpy as np
@@ -129,10 +130,23 @@ def test_vector_and_solve_follow_the_contract_on_a_scripted_daemon(fake) -> None
     assert v.dot(v) == [5.0, 14.0]
     desc = {"id": "m", "rows": 3, "cols": 3, "nnz": 3, "dtype": "float64", "symmetry": "general"}
     fake.routes[("GET", "/v1/matrices/m")] = [(200, {}, desc)]
+    # synchronous (the default): b in binary, x and then the history back in binary, the report in a header
+    rep = {"method": "cg", "converged": False, "iterations": 7, "relres": 0.5, "residual_history_len": 2,
+           "stop": {"reason": "maxit", "detail": "7 iterations"}}
+    fake.routes[("POST", "/v1/matrices/m/solve")] = [
+        (200, {"X-SpMV-Solve": json.dumps(rep), "Content-Type": "application/octet-stream"},
+         np.array([1.0, np.nan, 3.0, 1.0, 0.5], "<f8").tobytes())]
+    res = c.solve("m", np.ones(3), maxit=7)
+    assert not res.converged and res.stop["reason"] == "maxit" and res.iterations == 7
+    assert res.x[0] == 1.0 and np.isnan(res.x[1]) and res.residual_history == [1.0, 0.5]
+    assert "history=true" in fake.queries[-1] and "maxit=7" in fake.queries[-1] and "async" not in fake.queries[-1]
+    # with progress: a job, waited for with long polls, x in its JSON result
     fake.routes[("POST", "/v1/matrices/m/solve")] = [(202, {}, {"id": JOB, "state": "queued"})]
     fake.routes[("GET", f"/v1/jobs/{JOB}")] = [(200, {}, {"id": JOB, "state": "done", "progress": 1.0, "result": {
         "x": [1.0, "NaN", 3.0], "method": "cg", "converged": False, "iterations": 7, "relres": 0.5,
         "stop": {"reason": "maxit", "detail": "7 iterations"}, "residual_history": [1.0, 0.5]}})]
-    res = c.solve("m", np.ones(3), maxit=7, progress=None)
-    assert not res.converged and res.stop["reason"] == "maxit" and res.iterations == 7
+    seen = []
+    res = c.solve("m", np.ones(3), maxit=7, progress=lambda f, j: seen.append(f))
+    assert not res.converged and res.stop["reason"] == "maxit" and res.iterations == 7 and seen == [1.0]
     assert res.x[0] == 1.0 and np.isnan(res.x[1]) and res.residual_history == [1.0, 0.5]
+    assert "async=true" in fake.queries[-2]

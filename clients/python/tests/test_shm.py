@@ -295,3 +295,58 @@ def test_disabled(client: spmvd.Client, shm: Any) -> None:
         assert e.value.code == "shm_disabled"
     finally:
         A.delete()
+
+
+# Run in a subprocess: before the fix, each of these ended in SIGSEGV (rc -11 here, 139 from a shell).
+_AFTER_RELEASE = r'''
+import sys
+from multiprocessing import shared_memory
+import numpy as np
+import spmvd
+c = spmvd.Client(sys.argv[1])
+A = c.upload((np.arange(4), np.arange(4), np.full(4, 2.0)), shape=(4, 4))
+if sys.argv[2] == "shared_arrays":
+    with A.shared_arrays() as arrs:
+        arrs.x[:] = 1.0
+        res = arrs.spmv()
+        x, y = arrs.x, res.y
+    # released: the object is unlinked and unregistered; the views keep their values
+    assert arrs.memory is None and arrs.x is None
+    import os
+    y[:] += 1.0                      # written to and read after release: no crash
+    print("after release", float(x.sum()), float(y.sum()))
+else:
+    m = shared_memory.SharedMemory(create=True, size=4096)
+    c.register_shm(m)
+    np.frombuffer(m.buf, "<f8", 4)[:] = 1.0
+    y = c.spmv(A, (m, 0), y=(m, 64)).y
+    c.unregister_shm(m)
+    try:
+        m.close()                    # the view onto m still lives
+        print("closed under a live view")
+    except BufferError as e:
+        print("BufferError:", e)
+    print("after close", float(y.sum()))
+    del y
+    m.close()
+    m.unlink()
+    print("closed after the view went")
+'''
+
+
+@pytest.mark.parametrize("how", ["shared_arrays", "region_tuple"])
+def test_views_after_release_never_crash(shm_url: str, how: str) -> None:
+    """SharedArrays' views stay valid after the with block (they keep the values they had); a user's
+    SharedMemory under a result's y refuses m.close() with BufferError instead of unmapping the pages."""
+    import subprocess
+    import sys
+    env = dict(os.environ, PYTHONPATH=os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+    p = subprocess.run([sys.executable, "-c", _AFTER_RELEASE, shm_url, how], capture_output=True, text=True,
+                       timeout=120, env=env)
+    assert p.returncode == 0, f"rc {p.returncode} (a signal is negative): {p.stderr[-500:]}"
+    if how == "shared_arrays":
+        assert "after release 4.0 12.0" in p.stdout, p.stdout
+    else:
+        assert "BufferError: cannot close exported pointers exist" in p.stdout, p.stdout
+        assert "after close 8.0" in p.stdout and "closed after the view went" in p.stdout, p.stdout
+    assert "Exception ignored" not in p.stderr, p.stderr

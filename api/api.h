@@ -36,6 +36,15 @@ extern const char *const api_route_names[ROUTE_COUNT];
 
 typedef struct request request;
 
+/* The bodies a route takes (Content-Type), checked before its begin:
+ * anything else is 415. JSON also stands for no Content-Type and for
+ * curl -d's application/x-www-form-urlencoded. */
+typedef enum route_media {
+    MEDIA_JSON,        /* application/json */
+    MEDIA_BINARY,      /* JSON, or application/octet-stream */
+    MEDIA_UPLOAD,      /* a matrix file: multipart/form-data, octet-stream, text, gzip, zip */
+} route_media;
+
 typedef struct route_handlers {
     void (*begin)(request *r);
     void (*body)(request *r, const char *data, size_t size);
@@ -43,6 +52,7 @@ typedef struct route_handlers {
     void (*resumed)(request *r);
     void (*cleanup)(request *r);
     bool accepts_body;   /* false: a body is read and ignored */
+    route_media media;   /* with accepts_body */
 } route_handlers;
 
 struct request {
@@ -54,6 +64,9 @@ struct request {
     char *path;
     char id[MATFILE_ID_LEN + 1];    /* {id} of the path, validated */
     double t0;
+    bool begun;                     /* the access handler's first call (headers in) was made */
+    size_t query_args;              /* > 0: more query arguments than are read (414) */
+    struct conn_watch *watch;       /* the connection's deadlines (api/conns.h), or NULL */
 
     /* the answer */
     struct MHD_Response *resp;

@@ -179,12 +179,6 @@ static int64_t bench_body_limit(request *r)
 
 static void bench_begin(request *r)
 {
-    const char *ct = api_header_in(r, MHD_HTTP_HEADER_CONTENT_TYPE);
-    if (ct && strncasecmp(ct, "application/json", 16) != 0 &&
-        strncasecmp(ct, "application/x-www-form-urlencoded", 33) != 0) {
-        api_error(r, 415, "unsupported_media_type", "Content-Type %s: send application/json", ct);
-        return;
-    }
     if (!api_check_content_length(r, bench_body_limit(r)))
         return;
     bench_task *b = calloc(1, sizeof *b);

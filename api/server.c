@@ -26,6 +26,7 @@
 #include <unistd.h>
 
 #include "api/api.h"
+#include "api/conns.h"
 #include "api/server.h"
 #include "daemon/log.h"
 #include "daemon/notify.h"
@@ -36,6 +37,7 @@ struct api_server {
     char *tls_cert, *tls_key;   /* PEM text; MHD keeps pointers to it */
     struct sockaddr_storage addr;
     int listen_fd;              /* socket activation fd, or -1 */
+    conn_watcher *watcher;      /* the deadlines of slow clients (api/conns.c) */
 };
 
 const char *const *api_route_labels(size_t *count)
@@ -221,7 +223,9 @@ static bool needs_ready(route_id route)
            route == ROUTE_SOLVE;
 }
 
-static request *request_new(spmvd *d, struct MHD_Connection *conn, const char *url, const char *method)
+/* A request's state, made when its request line is in (on_uri) and
+ * completed with its path and method on the access handler's first call. */
+static request *request_new(spmvd *d, struct MHD_Connection *conn)
 {
     request *r = calloc(1, sizeof *r);
     if (!r)
@@ -229,8 +233,7 @@ static request *request_new(spmvd *d, struct MHD_Connection *conn, const char *u
     r->d = d;
     r->conn = conn;
     r->t0 = spmv_now_ms();
-    r->path = strdup(url);
-    snprintf(r->method, sizeof r->method, "%s", method);
+    r->route = ROUTE_UNKNOWN;
     pthread_mutex_init(&r->lock, NULL);
     atomic_fetch_add(&d->open_requests, 1);
     return r;
@@ -263,6 +266,69 @@ static bool content_length_conflicts(request *r)
     return c.conflict;
 }
 
+/* The most query arguments a request may carry: libmicrohttpd keeps each
+ * in the connection's memory pool, and one that runs out of it while it
+ * parses them never answers (the client waits for connection_timeout). */
+static size_t max_query_args(const spmvd *d) { return (size_t)d->cfg.connection_memory_limit / 256; }
+
+/* Whether a body follows the headers (a Content-Length above 0, or chunks). */
+static bool has_body(request *r)
+{
+    const char *cl = api_header_in(r, MHD_HTTP_HEADER_CONTENT_LENGTH);
+    return api_header_in(r, MHD_HTTP_HEADER_TRANSFER_ENCODING) || (cl && strtoull(cl, NULL, 10) > 0);
+}
+
+/* What the headers alone can refuse, before the route is known. */
+static bool headers_ok(request *r)
+{
+    if (r->query_args) {
+        api_error(r, 414, "uri_too_long", "the query string has %zu arguments; at most %zu are read",
+                  r->query_args, max_query_args(r->d));
+        return false;
+    }
+    if (content_length_conflicts(r)) {
+        api_error(r, 400, "bad_request", "Content-Length given twice with different values");
+        return false;
+    }
+    /* a proxy in front may have framed the body by the other one (request
+     * smuggling): RFC 9112 6.3 lets a server refuse, and we do */
+    if (api_header_in(r, MHD_HTTP_HEADER_TRANSFER_ENCODING) && api_header_in(r, MHD_HTTP_HEADER_CONTENT_LENGTH)) {
+        api_error(r, 400, "bad_request", "Content-Length together with Transfer-Encoding: send one of them");
+        return false;
+    }
+    return true;
+}
+
+static bool type_is(const char *ct, const char *const *types)
+{
+    for (; *types; types++) {
+        size_t n = strlen(*types);
+        if (strncasecmp(ct, *types, n) == 0 && (ct[n] == '\0' || ct[n] == ';' || ct[n] == ' ' || (*types)[n - 1] == '/'))
+            return true;
+    }
+    return false;
+}
+
+/* The Content-Type against what the route takes (route_media); 415. */
+static bool media_ok(request *r)
+{
+    static const char *const json[] = {"application/json", "application/x-www-form-urlencoded", NULL};
+    static const char *const binary[] = {"application/octet-stream", NULL};
+    static const char *const upload[] = {"multipart/form-data", "application/octet-stream", "text/",
+                                         "application/x-www-form-urlencoded", "application/gzip", "application/x-gzip",
+                                         "application/zip", "application/x-zip-compressed", "application/x-npz",
+                                         "application/x-matrix-market", NULL};
+    const char *ct = api_header_in(r, MHD_HTTP_HEADER_CONTENT_TYPE);
+    route_media m = r->h->media;
+    if (!r->h->accepts_body || !ct || (m == MEDIA_UPLOAD ? type_is(ct, upload) : type_is(ct, json)) ||
+        (m == MEDIA_BINARY && type_is(ct, binary)))
+        return true;
+    api_error(r, 415, "unsupported_media_type", "Content-Type %.100s: %s takes %s", ct, r->path,
+              m == MEDIA_UPLOAD ? "a Matrix Market or .npz file (raw, or multipart/form-data)"
+              : m == MEDIA_BINARY ? "application/json or application/octet-stream" : "application/json");
+    return false;
+}
+
 static void request_begin(request *r)
 {
     bool bad_id;
@@ -270,12 +336,8 @@ static void request_begin(request *r)
     r->route = api_route_match(r->path ? r->path : "", r->id, &bad_id);
     /* before anything that tells routes apart (404, 405): without the
      * token a client learns nothing but that it needs one */
-    if (!authorized(r))
+    if (!authorized(r) || !headers_ok(r))
         return;
-    if (content_length_conflicts(r)) {
-        api_error(r, 400, "bad_request", "Content-Length given twice with different values");
-        return;
-    }
     if (r->route == ROUTE_UNKNOWN) {
         api_error(r, 404, "not_found", "no route %s %s", r->method, r->path ? r->path : "");
         return;
@@ -291,6 +353,8 @@ static void request_begin(request *r)
                   r->path, r->route == ROUTE_JOB ? "job" : r->route == ROUTE_VECTOR ? "vector" : "matrix");
         return;
     }
+    if (!media_ok(r))
+        return;
     if (atomic_load(&r->d->draining)) {
         api_error_shutting_down(r);
         return;
@@ -321,14 +385,27 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
     (void)version;
     spmvd *d = cls;
     request *r = *con_cls;
-    if (!r) {
-        if (!(r = request_new(d, conn, url, method)))
-            return MHD_NO;
-        *con_cls = r;
+    if (!r && !(r = *con_cls = request_new(d, conn)))
+        return MHD_NO;
+    if (!r->begun) {
+        /* The headers are in. The answer is queued only once the whole
+         * request is, so the connection can stay open for the next one;
+         * a request refused before its body is answered at once (its body
+         * is never read, and MHD closes the connection after). */
+        r->begun = true;
+        r->path = strdup(url);
+        snprintf(r->method, sizeof r->method, "%s", method);
+        r->watch = conn_watch_of(conn);
+        bool body = has_body(r);
+        conn_watch_headers_in(r->watch, body);
         request_begin(r);
+        if (!r->resp || !body)
+            return MHD_YES;
+        conn_watch_body_in(r->watch);
         return flush(r);
     }
     if (*upload_data_size > 0) {
+        conn_watch_bytes(r->watch, *upload_data_size);
         if (!r->failed && !r->resp && r->h && r->h->accepts_body && r->h->body)
             r->h->body(r, upload_data, *upload_data_size);
         *upload_data_size = 0;
@@ -336,6 +413,7 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
     }
     if (r->queued)
         return MHD_YES;
+    conn_watch_body_in(r->watch);
     if (!r->ended) {
         r->ended = true;
         if (!r->resp && r->h && r->h->end)
@@ -368,11 +446,13 @@ static void on_completed(void *cls, struct MHD_Connection *conn, void **con_cls,
     if (status)
         log_info("%s %s %d %zu B %.3f ms", r->method, r->path ? r->path : "?", status, r->resp_bytes, ms);
     else
-        log_info("%s %s aborted (%s) after %.3f ms", r->method, r->path ? r->path : "?",
+        log_info("%s %s aborted (%s) after %.3f ms", r->begun ? r->method : "a request",
+                 r->path ? r->path : "(headers incomplete)",
                  toe == MHD_REQUEST_TERMINATED_TIMEOUT_REACHED ? "timeout" : "connection closed", ms);
     metrics_request(d->metrics, r->route, status, ms);
     if (r->h && r->h->cleanup)
         r->h->cleanup(r);
+    conn_watch_answered(r->watch); /* kept alive: the next request's headers are awaited */
     if (r->resp)
         MHD_destroy_response(r->resp);
     api_body_free(r);
@@ -381,6 +461,26 @@ static void on_completed(void *cls, struct MHD_Connection *conn, void **con_cls,
     free(r);
     *con_cls = NULL;
     atomic_fetch_sub(&d->open_requests, 1);
+}
+
+/* The request line is in: the request's state is made here, before
+ * libmicrohttpd parses the query string. One with too many arguments is
+ * cut at its `?` (the pool could not hold them) and answered 414. */
+static void *on_uri(void *cls, const char *uri, struct MHD_Connection *conn)
+{
+    spmvd *d = cls;
+    request *r = request_new(d, conn);
+    char *q = strchr(uri, '?');
+    if (!r || !q)
+        return r;
+    size_t args = 1;
+    for (const char *p = q; *p; p++)
+        args += *p == '&';
+    if (args > max_query_args(d)) {
+        r->query_args = args;
+        q[1] = '\0'; /* MHD's own buffer, parsed after this returns: no arguments are left to it */
+    }
+    return r;
 }
 
 static int hex_value(char c)
@@ -527,7 +627,11 @@ int api_server_start(spmvd *d, api_server **out, spmv_error *err)
         flags |= MHD_USE_IPv6;
     if (s->tls_cert)
         flags |= MHD_USE_TLS;
-    struct MHD_OptionItem opts[16];
+    if (!(s->watcher = conn_watcher_new(c))) {
+        rc = spmv_error_set(err, SPMV_ERR_NOMEM, 0, "cannot start the connection watcher");
+        goto fail;
+    }
+    struct MHD_OptionItem opts[20];
     int n = 0;
     /* first, so MHD's own start-up messages go through it too */
     opts[n++] = (struct MHD_OptionItem){MHD_OPTION_EXTERNAL_LOGGER, (intptr_t)mhd_log, NULL};
@@ -539,6 +643,8 @@ int api_server_start(spmvd *d, api_server **out, spmv_error *err)
     if (c->per_ip_connections > 0)
         opts[n++] = (struct MHD_OptionItem){MHD_OPTION_PER_IP_CONNECTION_LIMIT, (intptr_t)c->per_ip_connections, NULL};
     opts[n++] = (struct MHD_OptionItem){MHD_OPTION_NOTIFY_COMPLETED, (intptr_t)on_completed, d};
+    opts[n++] = (struct MHD_OptionItem){MHD_OPTION_NOTIFY_CONNECTION, (intptr_t)conn_watcher_notify, s->watcher};
+    opts[n++] = (struct MHD_OptionItem){MHD_OPTION_URI_LOG_CALLBACK, (intptr_t)on_uri, d};
     opts[n++] = (struct MHD_OptionItem){MHD_OPTION_UNESCAPE_CALLBACK, (intptr_t)unescape_no_nul, NULL};
     if (s->listen_fd >= 0)
         opts[n++] = (struct MHD_OptionItem){MHD_OPTION_LISTEN_SOCKET, s->listen_fd, NULL};
@@ -561,6 +667,7 @@ int api_server_start(spmvd *d, api_server **out, spmv_error *err)
     *out = s;
     return SPMV_OK;
 fail:
+    conn_watcher_free(s->watcher);
     free(s->tls_cert);
     free(s->tls_key);
     free(s);
@@ -588,7 +695,9 @@ void api_server_stop(api_server *s, double wait_ms)
     long left = atomic_load(&s->d->open_requests);
     if (left > 0)
         log_warn("stopping with %ld request(s) still open (clients slow to send or read)", left);
+    conn_watcher_halt(s->watcher);
     MHD_stop_daemon(s->mhd);
+    conn_watcher_free(s->watcher);
     free(s->tls_cert);
     free(s->tls_key);
     free(s);

@@ -336,13 +336,7 @@ static void answer(request *r)
 
 static void spmspm_begin(request *r)
 {
-    const char *ct = api_header_in(r, MHD_HTTP_HEADER_CONTENT_TYPE);
     const char *accept = api_header_in(r, MHD_HTTP_HEADER_ACCEPT);
-    if (ct && strncasecmp(ct, "application/json", 16) != 0 && strncasecmp(ct, "text/plain", 10) != 0 &&
-        strncasecmp(ct, "application/x-www-form-urlencoded", 33) != 0) {
-        api_error(r, 415, "unsupported_media_type", "Content-Type %s: the body is JSON (application/json)", ct);
-        return;
-    }
     spmspm_req *t = calloc(1, sizeof *t);
     if (!t) {
         api_error(r, 500, "out_of_memory", "out of memory");

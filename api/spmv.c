@@ -79,15 +79,7 @@ static int64_t body_limit(request *r, const spmv_task *t)
 static void spmv_begin(request *r)
 {
     const char *ct = api_header_in(r, MHD_HTTP_HEADER_CONTENT_TYPE);
-    bool binary = ct && strncasecmp(ct, "application/octet-stream", 24) == 0;
-    bool json = !ct || strncasecmp(ct, "application/json", 16) == 0 ||
-                strncasecmp(ct, "application/x-www-form-urlencoded", 33) == 0 ||
-                strncasecmp(ct, "text/plain", 10) == 0;
-    if (!binary && !json) {
-        api_error(r, 415, "unsupported_media_type",
-                  "Content-Type %s: send application/json or application/octet-stream", ct);
-        return;
-    }
+    bool binary = ct && strncasecmp(ct, "application/octet-stream", 24) == 0; /* else JSON (media_ok checked it) */
     spmv_task *t = calloc(1, sizeof *t);
     if (!t) {
         api_error(r, 500, "out_of_memory", "out of memory");
@@ -628,5 +620,5 @@ const route_handlers api_spmv_post = {
     .end = spmv_end,
     .resumed = answer,
     .cleanup = spmv_cleanup,
-    .accepts_body = true,
+    .accepts_body = true, .media = MEDIA_BINARY,
 };

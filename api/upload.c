@@ -595,4 +595,5 @@ const route_handlers api_upload_post = {
     .resumed = upload_resumed,
     .cleanup = upload_cleanup,
     .accepts_body = true,
+    .media = MEDIA_UPLOAD,
 };

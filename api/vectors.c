@@ -591,9 +591,11 @@ static void list_begin(request *r)
 const route_handlers api_vectors_get = {.begin = list_begin};
 const route_handlers api_vectors_post = {
     .begin = post_begin, .body = collect, .end = post_end, .resumed = answer, .cleanup = cleanup, .accepts_body = true,
+    .media = MEDIA_BINARY,
 };
 const route_handlers api_vector_get = {.end = get_end, .resumed = answer, .cleanup = cleanup};
 const route_handlers api_vector_put = {
     .begin = put_begin, .body = collect, .end = put_end, .resumed = answer, .cleanup = cleanup, .accepts_body = true,
+    .media = MEDIA_BINARY,
 };
 const route_handlers api_vector_delete = {.begin = delete_begin};

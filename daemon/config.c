@@ -126,8 +126,16 @@ static const key_desc keys[] = {
      "bytes libmicrohttpd may use per connection for headers and read buffers"},
     {"max_connections", KEY_INT, OFF(max_connections), 1, 65536, 1024, NULL, NULL,
      "most simultaneous connections"},
-    {"per_ip_connections", KEY_INT, OFF(per_ip_connections), 0, 65536, 0, NULL, NULL,
+    {"per_ip_connections", KEY_INT, OFF(per_ip_connections), 0, 65536, 64, NULL, NULL,
      "most simultaneous connections from one client address (0: no limit)"},
+    {"header_timeout_s", KEY_INT, OFF(header_timeout_s), 1, 3600, 20, NULL, NULL,
+     "seconds a client may take to send a request's line and headers, counted from the connection's opening or its "
+     "previous answer (so also how long an idle keep-alive connection stays open)"},
+    {"body_timeout_s", KEY_INT, OFF(body_timeout_s), 1, 86400, 10, NULL, NULL,
+     "seconds a request body may take before its pace is checked against body_min_rate"},
+    {"body_min_rate", KEY_INT, OFF(body_min_rate), 0, INT64_C(1) << 40, 1024, NULL, NULL,
+     "bytes a second a request body must average once body_timeout_s has passed, or the connection is closed (0: no "
+     "bound)"},
     {"log_level", KEY_STRING, OFF(log_level), 0, 0, 0, "info", check_log_level,
      "error, warn, info or debug"},
     {"auth_token_file", KEY_OPTSTRING, OFF(auth_token_file), 0, 0, 0, NULL, NULL,

@@ -52,6 +52,9 @@ typedef struct spmvd_config {
     int64_t connection_memory_limit;
     int64_t max_connections;
     int64_t per_ip_connections;    /* 0: unlimited */
+    int64_t header_timeout_s;      /* request line and headers, from the connection or the previous answer */
+    int64_t body_timeout_s;        /* a body's grace before body_min_rate applies */
+    int64_t body_min_rate;         /* bytes/s a body must average past body_timeout_s; 0: none */
     char *log_level;
     char *auth_token_file;         /* NULL: no authentication */
     char *tls_cert;                /* NULL: plain HTTP */

@@ -23,6 +23,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 
 #include "api/api.h"
 #include "api/decode.h"
@@ -152,9 +153,11 @@ static int decode_spmv(request *r, size_t i, const json_t *o, ops_step *s)
     if (!mid || !store_id_valid(mid) || !(s->m = store_get(r->d->store, mid)))
         return bad(r, i, 404, "not_found", "`matrix`: no matrix %.40s", mid ? mid : "(missing)");
     const char *tr = json_string_value(json_object_get(o, "trans"));
-    if (json_object_get(o, "trans") && (!tr || (strcmp(tr, "n") && strcmp(tr, "t"))))
-        return bad(r, i, 400, "invalid_request", "`trans` must be \"n\" or \"t\"");
-    s->trans = tr && strcmp(tr, "t") == 0;
+    /* as /spmv's `op`: either case */
+    if (json_object_get(o, "trans") && (!tr || (strcasecmp(tr, "n") && strcasecmp(tr, "t"))))
+        return bad(r, i, 400, "invalid_request", "`trans` must be \"n\" (A) or \"t\" (A transposed), not \"%.32s\"",
+                   tr ? tr : "(not a string)");
+    s->trans = tr && strcasecmp(tr, "t") == 0;
     const char *kn = json_string_value(json_object_get(o, "kernel"));
     if (json_object_get(o, "kernel") && !kn)
         return bad(r, i, 400, "invalid_request", "`kernel` must be a kernel name");

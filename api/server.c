@@ -200,12 +200,19 @@ static bool authorized(request *r)
     spmvd *d = r->d;
     if (!d->auth_token || r->route == ROUTE_HEALTH)
         return true;
-    const char *h = api_header_in(r, MHD_HTTP_HEADER_AUTHORIZATION);
-    if (h && strncasecmp(h, "Bearer ", 7) == 0) {
+    const char *h = NULL;
+    size_t hlen = 0;
+    if (MHD_lookup_connection_value_n(r->conn, MHD_HEADER_KIND, MHD_HTTP_HEADER_AUTHORIZATION,
+                                      strlen(MHD_HTTP_HEADER_AUTHORIZATION), &h, &hlen) != MHD_YES)
+        h = NULL;
+    /* the header's whole length: a NUL inside would cut a C string short,
+     * so "Bearer <token>\0anything" must not read as the token (libmicrohttpd
+     * 0.9.75 itself ends the value at the NUL, so there it cannot be seen) */
+    if (h && !memchr(h, '\0', hlen) && strncasecmp(h, "Bearer ", 7) == 0) {
         const char *tok = h + 7;
         while (*tok == ' ')
             tok++;
-        if (token_equal(tok, strlen(tok), d->auth_token, d->auth_token_len))
+        if (token_equal(tok, hlen - (size_t)(tok - h), d->auth_token, d->auth_token_len))
             return true;
     }
     api_error(r, 401, "unauthorized", "%s", h ? "the bearer token is not valid" : "this route needs Authorization: Bearer <token>");

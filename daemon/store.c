@@ -385,8 +385,9 @@ static int list_files(store *s, char ***names, size_t *count)
     size_t k = 0;
     for (int i = 0; i < n; i++) {
         const char *name = entries[i]->d_name;
-        if (out && name[0] == '.' && has_suffix(name, ".tmp")) {
-            /* a store interrupted by a crash: never answered, never valid */
+        if (out && has_suffix(name, ".tmp")) {
+            /* a store, spool or tuning choice (<id>.tune.tmp) interrupted
+             * by a crash: never answered, never valid */
             char path[PATH_MAX];
             snprintf(path, sizeof path, "%s/%s", s->dir, name);
             if (unlink(path) == 0)

@@ -223,6 +223,7 @@ static void bench_end(request *r)
     }
     worker *w = b->m->dev ? b->m->dev_worker : r->d->cpu;
     b->base.run = bench_run;
+    b->base.sliced = true; /* kernel by kernel */
     b->base.finish = bench_finish;
     api_submit_async(r, w, &b->base, &b->job, "bench", b->m->meta.id);
 }

@@ -5,9 +5,10 @@
  * this device (x from x0 or zeros), the Jacobi diagonal is inverted on the
  * host and written there, and engine/krylov.c iterates with each product
  * through worker_run_apply, the job told of every iteration (a DELETE of
- * the job stops the solve at the next one) and the worker's heartbeat
- * ticked, so a long solve is busy, not stuck. x is read back unless it
- * went into x_out.
+ * the job stops the solve at the next one). Every iteration is a slice
+ * (worker_slice): the products queued meanwhile run between two, the
+ * watchdog sees a long solve busy, not stuck, and a SIGTERM stops it (503).
+ * x is read back unless it went into x_out.
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -20,6 +21,7 @@
 typedef struct op_ctx {
     solve_task *t;
     worker *w;
+    bool draining;             /* worker_slice saw SIGTERM: the solve stops, answered 503 */
 } op_ctx;
 
 static int apply(void *c, const spmv_vec *x, spmv_vec *y, double *ms, spmv_error *err)
@@ -32,15 +34,18 @@ static int apply(void *c, const spmv_vec *x, spmv_vec *y, double *ms, spmv_error
     return rc;
 }
 
+/* Between two iterations: a slice boundary (the products queued meanwhile
+ * run), the job told, a cancel or a SIGTERM stops the solve. */
 static int progress(void *c, int32_t it, double relres)
 {
     op_ctx *o = c;
-    worker_heartbeat(o->w);
+    if (worker_slice(o->w))
+        o->draining = true;
     if (o->t->job) {
         job_set_iteration(o->t->job, it, relres);
         job_set_progress(o->t->job, (double)it / (double)o->t->o.maxit);
     }
-    return job_cancelled(o->t->job);
+    return o->draining || job_cancelled(o->t->job);
 }
 
 void solve_run(task *base, worker *w)
@@ -96,12 +101,17 @@ void solve_run(task *base, worker *w)
             goto out;
         t->o.inv_diag = &dinv;
     }
-    op_ctx oc = {t, w};
+    op_ctx oc = {t, w, false};
     spmv_linop a = {n, n, &oc, apply};
     t->o.progress = progress;
     t->o.progress_ctx = &oc;
     if ((rc = spmv_solve(ctx, &a, &b, &x, &t->o, &t->res, e)))
         goto out;
+    if (oc.draining) {
+        rc = spmv_error_set(e, SPMV_ERR_UNAVAILABLE, 0, "the daemon is shutting down: the solve stopped after %d "
+                            "iterations", t->res.iterations);
+        goto out;
+    }
     if (!t->xout) {
         if (!(t->x = malloc((size_t)(n ? n : 1) * spmv_dtype_size(dt))))
             rc = spmv_error_set(e, SPMV_ERR_NOMEM, 0, "out of memory for x");

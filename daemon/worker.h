@@ -100,6 +100,8 @@ struct worker {
     bool started;
     _Atomic long long heartbeat_ms;  /* last loop tick: the watchdog checks it */
     _Atomic long long task_started_ms; /* 0 while idle */
+    _Atomic long long slice_ms;      /* a sliced task's last slice boundary (worker_slice) */
+    bool in_slice;                   /* worker thread only: running short tasks inside a slice */
     _Atomic unsigned long long tasks_run;
     _Atomic long long busy_us, wait_us;
     /* start handshake */
@@ -177,9 +179,18 @@ int worker_run_spmspm(worker *w, matrix *a, matrix *b, const spmv_kernel *k, con
 /* Marks the worker alive (the loop and long tasks call it). */
 void worker_heartbeat(worker *w);
 /* Whether the worker's loop is healthy: it ticked within stale_ms, or it is
- * inside one task that began less than WORKER_TASK_GRACE_MS ago (a kernel
- * with many runs is busy, not stuck; one running ten minutes is stuck). */
+ * inside a task that began, or ended a slice (worker_slice), less than
+ * WORKER_TASK_GRACE_MS ago (a kernel with many runs is busy, not stuck; a
+ * long task whose slices keep ending is busy however old it is; one slice
+ * running ten minutes is stuck). */
 #define WORKER_TASK_GRACE_MS (600.0 * 1000.0)
 bool worker_alive(worker *w, double stale_ms);
+/* On the worker's thread, between two slices of a long task (task.sliced:
+ * a step of an ops batch, an iteration of a solve, a kernel of a bench):
+ * marks progress for the watchdog, runs the short tasks waiting now (not
+ * sliced ones: they keep their place), and returns true when the daemon
+ * drains (SIGTERM), so the task stops here. A task with a job checks its
+ * cancel beside it. */
+bool worker_slice(worker *w);
 
 #endif

@@ -595,6 +595,35 @@ static int load_tls(api_server *s, const spmvd_config *c, spmv_error *err)
     return SPMV_OK;
 }
 
+/* libmicrohttpd's options from the configuration, into opts (20 at most). */
+static void mhd_options(api_server *s, struct MHD_OptionItem *opts)
+{
+    const spmvd_config *c = &s->d->cfg;
+    int n = 0;
+    /* first, so MHD's own start-up messages go through it too */
+    opts[n++] = (struct MHD_OptionItem){MHD_OPTION_EXTERNAL_LOGGER, (intptr_t)mhd_log, NULL};
+    if (c->threads > 1)
+        opts[n++] = (struct MHD_OptionItem){MHD_OPTION_THREAD_POOL_SIZE, (intptr_t)c->threads, NULL};
+    opts[n++] = (struct MHD_OptionItem){MHD_OPTION_CONNECTION_TIMEOUT, (intptr_t)c->connection_timeout, NULL};
+    opts[n++] = (struct MHD_OptionItem){MHD_OPTION_CONNECTION_MEMORY_LIMIT, (intptr_t)c->connection_memory_limit, NULL};
+    opts[n++] = (struct MHD_OptionItem){MHD_OPTION_CONNECTION_LIMIT, (intptr_t)c->max_connections, NULL};
+    if (c->per_ip_connections > 0)
+        opts[n++] = (struct MHD_OptionItem){MHD_OPTION_PER_IP_CONNECTION_LIMIT, (intptr_t)c->per_ip_connections, NULL};
+    opts[n++] = (struct MHD_OptionItem){MHD_OPTION_NOTIFY_COMPLETED, (intptr_t)on_completed, s->d};
+    opts[n++] = (struct MHD_OptionItem){MHD_OPTION_NOTIFY_CONNECTION, (intptr_t)conn_watcher_notify, s->watcher};
+    opts[n++] = (struct MHD_OptionItem){MHD_OPTION_URI_LOG_CALLBACK, (intptr_t)on_uri, s->d};
+    opts[n++] = (struct MHD_OptionItem){MHD_OPTION_UNESCAPE_CALLBACK, (intptr_t)unescape_no_nul, NULL};
+    if (s->listen_fd >= 0)
+        opts[n++] = (struct MHD_OptionItem){MHD_OPTION_LISTEN_SOCKET, s->listen_fd, NULL};
+    else
+        opts[n++] = (struct MHD_OptionItem){MHD_OPTION_SOCK_ADDR, 0, &s->addr};
+    if (s->tls_cert) {
+        opts[n++] = (struct MHD_OptionItem){MHD_OPTION_HTTPS_MEM_CERT, 0, s->tls_cert};
+        opts[n++] = (struct MHD_OptionItem){MHD_OPTION_HTTPS_MEM_KEY, 0, s->tls_key};
+    }
+    opts[n++] = (struct MHD_OptionItem){MHD_OPTION_END, 0, NULL};
+}
+
 int api_server_start(spmvd *d, api_server **out, spmv_error *err)
 {
     const spmvd_config *c = &d->cfg;
@@ -628,41 +657,15 @@ int api_server_start(spmvd *d, api_server **out, spmv_error *err)
     if ((rc = load_tls(s, c, err)) != 0)
         goto fail;
 
-    unsigned flags = MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_EPOLL | MHD_ALLOW_SUSPEND_RESUME |
-                     MHD_USE_ERROR_LOG;
-    if (s->addr.ss_family == AF_INET6)
-        flags |= MHD_USE_IPv6;
-    if (s->tls_cert)
-        flags |= MHD_USE_TLS;
     if (!(s->watcher = conn_watcher_new(c))) {
         rc = spmv_error_set(err, SPMV_ERR_NOMEM, 0, "cannot start the connection watcher");
         goto fail;
     }
     struct MHD_OptionItem opts[20];
-    int n = 0;
-    /* first, so MHD's own start-up messages go through it too */
-    opts[n++] = (struct MHD_OptionItem){MHD_OPTION_EXTERNAL_LOGGER, (intptr_t)mhd_log, NULL};
-    if (c->threads > 1)
-        opts[n++] = (struct MHD_OptionItem){MHD_OPTION_THREAD_POOL_SIZE, (intptr_t)c->threads, NULL};
-    opts[n++] = (struct MHD_OptionItem){MHD_OPTION_CONNECTION_TIMEOUT, (intptr_t)c->connection_timeout, NULL};
-    opts[n++] = (struct MHD_OptionItem){MHD_OPTION_CONNECTION_MEMORY_LIMIT, (intptr_t)c->connection_memory_limit, NULL};
-    opts[n++] = (struct MHD_OptionItem){MHD_OPTION_CONNECTION_LIMIT, (intptr_t)c->max_connections, NULL};
-    if (c->per_ip_connections > 0)
-        opts[n++] = (struct MHD_OptionItem){MHD_OPTION_PER_IP_CONNECTION_LIMIT, (intptr_t)c->per_ip_connections, NULL};
-    opts[n++] = (struct MHD_OptionItem){MHD_OPTION_NOTIFY_COMPLETED, (intptr_t)on_completed, d};
-    opts[n++] = (struct MHD_OptionItem){MHD_OPTION_NOTIFY_CONNECTION, (intptr_t)conn_watcher_notify, s->watcher};
-    opts[n++] = (struct MHD_OptionItem){MHD_OPTION_URI_LOG_CALLBACK, (intptr_t)on_uri, d};
-    opts[n++] = (struct MHD_OptionItem){MHD_OPTION_UNESCAPE_CALLBACK, (intptr_t)unescape_no_nul, NULL};
-    if (s->listen_fd >= 0)
-        opts[n++] = (struct MHD_OptionItem){MHD_OPTION_LISTEN_SOCKET, s->listen_fd, NULL};
-    else
-        opts[n++] = (struct MHD_OptionItem){MHD_OPTION_SOCK_ADDR, 0, &s->addr};
-    if (s->tls_cert) {
-        opts[n++] = (struct MHD_OptionItem){MHD_OPTION_HTTPS_MEM_CERT, 0, s->tls_cert};
-        opts[n++] = (struct MHD_OptionItem){MHD_OPTION_HTTPS_MEM_KEY, 0, s->tls_key};
-    }
-    opts[n++] = (struct MHD_OptionItem){MHD_OPTION_END, 0, NULL};
-
+    mhd_options(s, opts);
+    unsigned flags = MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_EPOLL | MHD_ALLOW_SUSPEND_RESUME |
+                     MHD_USE_ERROR_LOG | (s->addr.ss_family == AF_INET6 ? MHD_USE_IPv6 : 0) |
+                     (s->tls_cert ? MHD_USE_TLS : 0);
     s->mhd = MHD_start_daemon(flags, 0, NULL, NULL, on_request, d, MHD_OPTION_ARRAY, opts, MHD_OPTION_END);
     if (!s->mhd) {
         rc = spmv_error_set(err, SPMV_ERR_IO, 0, "cannot start the HTTP server on %s (address in use? bad TLS files?)",

@@ -87,6 +87,8 @@ static const key_desc keys[] = {
      "largest maxit a solve may ask for"},
     {"queue_depth", KEY_INT, OFF(queue_depth), 1, 1000000, 64, NULL, NULL,
      "jobs waiting per device queue before requests get 503"},
+    {"upload_workers", KEY_INT, OFF(upload_workers), 1, CONFIG_MAX_UPLOAD_WORKERS, 2, NULL, NULL,
+     "threads that read, build and store uploads (never the HTTP threads); each has a queue of queue_depth"},
     {"job_retention", KEY_INT, OFF(job_retention), 1, 7 * 86400, 600, NULL, NULL,
      "seconds a finished job's result stays readable at /v1/jobs/{id}"},
     {"devices", KEY_STRING, OFF(devices), 0, 0, 0, "all", check_devices,

@@ -66,6 +66,16 @@ worker *spmvd_worker_named(spmvd *d, const char *name, const char **why)
     return NULL;
 }
 
+worker *spmvd_upload_worker(spmvd *d)
+{
+    worker *best = d->loaders[0];
+    for (int i = 1; i < d->nloaders; i++)
+        if (queue_depth(&d->loaders[i]->queue) + (atomic_load(&d->loaders[i]->task_started_ms) > 0) <
+            queue_depth(&best->queue) + (atomic_load(&best->task_started_ms) > 0))
+            best = d->loaders[i];
+    return best;
+}
+
 worker *spmvd_pick_gpu(spmvd *d, int want)
 {
     worker *best = NULL;

@@ -45,6 +45,8 @@ typedef struct spmvd {
     bufpool *iobufs;             /* bodies and answers of binary products */
     metrics *metrics;
     worker *cpu;
+    worker *loaders[CONFIG_MAX_UPLOAD_WORKERS]; /* upload workers: read, build, store (daemon/upload.c) */
+    int nloaders;
     worker *gpus[CONFIG_MAX_DEVICES];
     int ngpus;
     char gpu_reason[256];        /* why there are none, when ngpus is 0 */
@@ -62,6 +64,8 @@ void spmvd_vlimits_from_config(vstore_limits *l, const spmvd_config *c);
 /* The padding rule now in force (max_padding, max_format_bytes). */
 spmv_format_limits spmvd_format_limits(spmvd *d);
 
+/* The upload worker with the fewest tasks waiting. */
+worker *spmvd_upload_worker(spmvd *d);
 /* The GPU worker an upload goes to: `want` < 0 picks the one with the most
  * free memory; NULL when there is no GPU (or `want` is not one). */
 worker *spmvd_pick_gpu(spmvd *d, int want);

@@ -1,6 +1,13 @@
-/* upload.c — a new matrix built, placed and stored (daemon/upload.h).
+/* upload.c — a new matrix read, built, placed and stored (daemon/upload.h).
  *
- * The host CSR is built in the asked dtype on the HTTP thread that read
+ * The HTTP thread only spools the body to a file in the state directory
+ * (libzip needs to seek in an .npz anyway, and a gzip chunk may expand a
+ * thousandfold: no parsing on a thread that serves /v1/health). The rest
+ * is one task on an upload worker: the spool read in chunks through the
+ * Matrix Market reader (gzip found by its magic bytes), or as an .npz
+ * (zip magic) straight into a CSR; the spool removed.
+ *
+ * The host CSR is built in the asked dtype on the upload worker that read
  * the body: a Matrix Market reader's COO converted (and freed at once),
  * an .npz's float64 CSR cast, a generated one taken as built; "mixed"
  * rounds the values to float32. Any other host formats asked for are built
@@ -21,19 +28,172 @@
  * and what a restart re-shards, and the cluster worker cuts it into row
  * blocks and sends every rank its shard while the file is written.
  */
+#include <errno.h>
+#include <fcntl.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "daemon/daemon.h"
 #include "daemon/log.h"
 #include "daemon/upload.h"
 
+#define READ_CHUNK (1 << 20)
+
 void upload_init(upload *u, spmvd *d)
 {
     u->d = d;
     u->symmetry = SPMV_MM_GENERAL;
+    u->spool_fd = -1;
     atomic_init(&u->load_failed, false);
+    atomic_init(&u->pending, 0);
+}
+
+/* ------------------------------------------------------------- spool */
+
+int upload_spool_write(upload *u, const void *data, size_t size, spmv_error *err)
+{
+    if (u->spool_fd < 0) {
+        const char *dir = store_dir(u->d->store);
+        int n = snprintf(u->spool_path, sizeof u->spool_path, "%s/.upload-XXXXXX.tmp", dir);
+        if (n < 0 || (size_t)n >= sizeof u->spool_path || (u->spool_fd = mkostemps(u->spool_path, 4, O_CLOEXEC)) < 0) {
+            u->spool_fd = -1;
+            u->spool_path[0] = '\0';
+            return spmv_error_set(err, SPMV_ERR_IO, 0, "cannot create a spool file for the upload in %s: %s", dir,
+                                  strerror(errno));
+        }
+    }
+    for (const char *p = data; size > 0;) {
+        ssize_t n = write(u->spool_fd, p, size);
+        if (n < 0 && errno == EINTR)
+            continue;
+        if (n <= 0)
+            return spmv_error_set(err, SPMV_ERR_IO, 0, "spooling the upload to %s: %s", u->spool_path,
+                                  n < 0 ? strerror(errno) : "short write");
+        p += n;
+        size -= (size_t)n;
+        u->spooled += (uint64_t)n;
+    }
+    return SPMV_OK;
+}
+
+static void spool_remove(upload *u)
+{
+    if (u->spool_fd >= 0)
+        close(u->spool_fd);
+    u->spool_fd = -1;
+    if (u->spool_path[0])
+        unlink(u->spool_path);
+    u->spool_path[0] = '\0';
+}
+
+/* -------------------------------------------------------------- read */
+
+/* The spool through the Matrix Market reader, a chunk at a time, into
+ * u->coo; the daemon's drain stops it between two chunks. */
+static int read_mm(upload *u, worker *w, const spmv_mm_options *opts, spmv_error *err)
+{
+    spmv_mm_reader *reader = NULL;
+    spmv_mm_info info;
+    char *buf = malloc(READ_CHUNK);
+    int rc = buf ? spmv_mm_reader_new(opts, &reader, err)
+                 : spmv_error_set(err, SPMV_ERR_NOMEM, 0, "out of memory for the read buffer");
+    if (rc == SPMV_OK && u->spool_fd >= 0 && lseek(u->spool_fd, 0, SEEK_SET) != 0)
+        rc = spmv_error_set(err, SPMV_ERR_IO, 0, "reading the spooled upload %s: %s", u->spool_path, strerror(errno));
+    while (rc == SPMV_OK && u->spool_fd >= 0) {
+        ssize_t n = read(u->spool_fd, buf, READ_CHUNK);
+        if (n < 0 && errno == EINTR)
+            continue;
+        if (n < 0)
+            rc = spmv_error_set(err, SPMV_ERR_IO, 0, "reading the spooled upload %s: %s", u->spool_path,
+                                strerror(errno));
+        if (n <= 0)
+            break;
+        if (w)
+            worker_heartbeat(w);
+        if (atomic_load(&u->d->draining))
+            rc = spmv_error_set(err, SPMV_ERR_UNAVAILABLE, 0, "the daemon is shutting down");
+        else
+            rc = spmv_mm_reader_feed(reader, buf, (size_t)n, err);
+    }
+    if (rc == SPMV_OK && (rc = spmv_mm_reader_finish(reader, &u->coo, &info, err)) == SPMV_OK) {
+        u->from_coo = true;
+        u->symmetry = info.symmetry;
+    }
+    spmv_mm_reader_free(reader);
+    free(buf);
+    return rc;
+}
+
+/* Whether the spool starts as a zip archive does (an .npz). */
+static bool spool_is_npz(upload *u)
+{
+    unsigned char head[4];
+    return u->spool_fd >= 0 && pread(u->spool_fd, head, sizeof head, 0) == (ssize_t)sizeof head &&
+           spmv_npz_magic(head, sizeof head);
+}
+
+int upload_read(upload *u, worker *w, spmv_error *err)
+{
+    spmv_mm_options opts = {.max_rows = atomic_load(&u->d->limits.max_rows),
+                            .max_cols = atomic_load(&u->d->limits.max_rows),
+                            .max_nnz = atomic_load(&u->d->limits.max_nnz), .threads = 0};
+    double t0 = spmv_now_ms();
+    int rc;
+    if (spool_is_npz(u)) {
+        spmv_npz_info ninfo;
+        rc = spmv_npz_read_file_csr(u->spool_path, &opts, &u->csr, &ninfo, err);
+        if (rc == SPMV_OK)
+            log_info("upload: .npz (%s layout) %lld x %lld, %lld entries, %lld duplicates summed, %s", ninfo.layout,
+                     (long long)ninfo.rows, (long long)ninfo.cols, (long long)ninfo.entries,
+                     (long long)ninfo.duplicates, ninfo.direct ? "read straight into the CSR" : "through a COO");
+    } else {
+        rc = read_mm(u, w, &opts, err);
+    }
+    spool_remove(u);
+    u->parse_ms += spmv_now_ms() - t0;
+    return rc;
+}
+
+/* ------------------------------------------------------------ ingest */
+
+/* The built matrix where upload_place sends it: stored now (the host), or
+ * its load submitted to the device's worker while this thread stages the
+ * file. */
+static void place_and_store(upload *u)
+{
+    worker *lw = upload_place(u);
+    if (!lw) {
+        u->phase = UPLOAD_STORE;
+        u->ingest_rc = upload_store(u, &u->ingest_err);
+        return;
+    }
+    u->phase = UPLOAD_SUBMIT;
+    u->base.run = upload_load_run;
+    atomic_fetch_add(&u->pending, 1); /* the load's finish, as the ingest's, must come before the answer */
+    int rc = lw->ops->submit(lw, &u->base, false);
+    if (rc != SPMV_OK) {
+        atomic_fetch_sub(&u->pending, 1);
+        u->ingest_rc = rc;
+        return;
+    }
+    u->phase = UPLOAD_LOAD;
+    upload_stage(u);
+}
+
+void upload_ingest_run(task *t, worker *w)
+{
+    upload *u = (upload *)((char *)t - offsetof(upload, ingest));
+    u->phase = UPLOAD_READ;
+    if (!u->generate && (u->ingest_rc = upload_read(u, w, &u->ingest_err)) != SPMV_OK)
+        return;
+    u->phase = UPLOAD_BUILD;
+    if ((u->generate && (u->ingest_rc = upload_generate(u, &u->ingest_err)) != SPMV_OK) ||
+        (u->ingest_rc = upload_build(u, &u->ingest_err)) != SPMV_OK)
+        return;
+    place_and_store(u);
 }
 
 /* ----------------------------------------------------------- generate */
@@ -283,6 +443,7 @@ int upload_commit(upload *u, spmv_error *err)
 
 void upload_release(upload *u)
 {
+    spool_remove(u);
     spmv_coo_free(&u->coo);
     spmv_csr_free(&u->csr);
     store_discard(&u->staged);

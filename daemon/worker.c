@@ -178,6 +178,21 @@ worker *worker_alloc(struct spmvd *d, const worker_ops *ops, const char *name, i
     return w;
 }
 
+static const worker_ops upload_ops = {
+    .kind = "upload",
+    .start = worker_generic_start,
+    .submit = worker_generic_submit,
+    .stop = worker_generic_stop,
+    .info = worker_generic_info,
+};
+
+worker *worker_upload_new(struct spmvd *d, int index, size_t queue_depth)
+{
+    char name[16];
+    snprintf(name, sizeof name, "upload%d", index);
+    return worker_alloc(d, &upload_ops, name, -1, queue_depth);
+}
+
 void worker_free(worker *w)
 {
     if (!w)

@@ -116,6 +116,10 @@ struct worker {
 };
 
 worker *worker_cpu_new(struct spmvd *d, size_t queue_depth);
+/* An upload worker ("upload0", ...): a thread and its queue that runs the
+ * uploads' reads and builds, off the HTTP threads and off the devices'
+ * workers; it runs no kernel. */
+worker *worker_upload_new(struct spmvd *d, int index, size_t queue_depth);
 worker *worker_gpu_new(struct spmvd *d, int device, size_t reserve_bytes, size_t queue_depth);
 /* The cluster worker (rank 0 under mpirun): the only thread that calls
  * MPI. Its idle loop pings every rank once a second; stopping it sends

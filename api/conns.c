@@ -144,40 +144,62 @@ void conn_watch_bytes(conn_watch *w, size_t n)
         atomic_fetch_add(&w->bytes, (unsigned long long)n);
 }
 
-/* Why w is past its deadline (a log line's reason), or NULL. */
-static const char *overdue(conn_watcher *cw, conn_watch *w, long long now, char *why, size_t len)
+enum { CUT_NONE, CUT_HEADER, CUT_BODY };
+
+/* Whether w is past its deadline, and which (CUT_*); a body's pace in *rate. */
+static int overdue(conn_watcher *cw, conn_watch *w, long long now, double *rate)
 {
     long long since = atomic_load(&w->since_ms);
     int phase = atomic_load(&w->phase);
-    if (phase == PHASE_HEADER && now - since > cw->header_ms) {
-        snprintf(why, len, "its request line and headers took over %lld s (header_timeout_s)",
-                 (long long)(cw->header_ms / 1000));
-        return why;
-    }
+    if (phase == PHASE_HEADER && now - since > cw->header_ms)
+        return CUT_HEADER;
     if (phase != PHASE_BODY || cw->min_rate <= 0 || now - since <= cw->body_ms)
-        return NULL;
+        return CUT_NONE;
     double secs = (double)(now - since) / 1000.0;
-    unsigned long long got = atomic_load(&w->bytes);
-    if ((double)got >= (double)cw->min_rate * secs)
-        return NULL;
-    snprintf(why, len, "its body came at %.0f bytes a second over %.1f s, under body_min_rate %lld",
-             (double)got / secs, secs, (long long)cw->min_rate);
-    return why;
+    *rate = (double)atomic_load(&w->bytes) / secs;
+    return *rate < (double)cw->min_rate ? CUT_BODY : CUT_NONE;
+}
+
+/* One sweep's cuts, counted by kind, logged once the lock is released: a
+ * hundred slow sockets cut at once make two lines, not two hundred. */
+typedef struct cut_tally {
+    unsigned n[3];
+    char peer[3][64];
+    double worst_rate;
+} cut_tally;
+
+static void log_cuts(const conn_watcher *cw, const cut_tally *t)
+{
+    if (t->n[CUT_HEADER])
+        log_warn("closed %u connection%s (%s%s) whose request line and headers took over %lld s (header_timeout_s)",
+                 t->n[CUT_HEADER], t->n[CUT_HEADER] == 1 ? "" : "s", t->n[CUT_HEADER] == 1 ? "from " : "e.g. from ",
+                 t->peer[CUT_HEADER], (long long)(cw->header_ms / 1000));
+    if (t->n[CUT_BODY])
+        log_warn("closed %u connection%s (%s%s) whose body came under body_min_rate %lld bytes a second after %lld s "
+                 "(the slowest at %.0f)", t->n[CUT_BODY], t->n[CUT_BODY] == 1 ? "" : "s",
+                 t->n[CUT_BODY] == 1 ? "from " : "e.g. from ", t->peer[CUT_BODY], (long long)cw->min_rate,
+                 (long long)(cw->body_ms / 1000), t->worst_rate);
 }
 
 static void reap(conn_watcher *cw)
 {
     long long now = now_ms();
-    char why[160];
+    cut_tally t = {.worst_rate = 1e300};
     pthread_mutex_lock(&cw->lock);
     for (conn_watch *w = cw->head; w; w = w->next) {
-        if (w->cut || w->fd < 0 || !overdue(cw, w, now, why, sizeof why))
+        double rate = 0;
+        int kind = w->cut || w->fd < 0 ? CUT_NONE : overdue(cw, w, now, &rate);
+        if (kind == CUT_NONE)
             continue;
         w->cut = true;
         shutdown(w->fd, SHUT_RDWR); /* under the lock: MHD closes the fd only after CLOSED unlinked w */
-        log_warn("closing a connection from %s: %s", w->peer, why);
+        if (t.n[kind]++ == 0)
+            snprintf(t.peer[kind], sizeof t.peer[kind], "%s", w->peer);
+        if (kind == CUT_BODY && rate < t.worst_rate)
+            t.worst_rate = rate;
     }
     pthread_mutex_unlock(&cw->lock);
+    log_cuts(cw, &t);
 }
 
 static void *reaper_main(void *arg)

@@ -167,22 +167,66 @@ static void get_begin(request *r)
     matrix_unref(m);
 }
 
-static void delete_begin(request *r)
+/* A DELETE is a task on an upload worker: the file's unlink and the
+ * directory's fsync are disk work, kept off the HTTP threads as uploads'. */
+typedef struct delete_task {
+    task base;
+    spmvd *d;
+    request *r;
+    char id[MATFILE_ID_LEN + 1];
+    int rc;
+    spmv_error err;
+} delete_task;
+
+static void delete_run(task *t, worker *w)
 {
-    spmv_error err = {0};
-    matrix *m = store_get(r->d->store, r->id);
+    (void)w;
+    delete_task *q = (delete_task *)t;
+    matrix *m = store_get(q->d->store, q->id);
     if (m && m->shards) /* the ranks' shard files go with it */
         cluster_matrix_forget(m->shards);
     matrix_unref(m);
-    int rc = store_remove(r->d->store, r->id, &err);
-    if (rc == SPMV_ERR_NOT_FOUND)
+    q->rc = store_remove(q->d->store, q->id, &q->err);
+}
+
+static void delete_finish(task *t, int status)
+{
+    delete_task *q = (delete_task *)t;
+    if (status != SPMV_OK)
+        q->rc = spmv_error_set(&q->err, status, 0, "the daemon is shutting down");
+    api_task_done(q->r);
+}
+
+static void delete_end(request *r)
+{
+    delete_task *q = calloc(1, sizeof *q);
+    if (!q) {
+        api_error(r, 500, "out_of_memory", "out of memory");
+        return;
+    }
+    r->state = q;
+    *q = (delete_task){.base = {.run = delete_run, .finish = delete_finish}, .d = r->d, .r = r};
+    snprintf(q->id, sizeof q->id, "%s", r->id);
+    api_submit_and_suspend(r, spmvd_upload_worker(r->d), &q->base);
+}
+
+static void delete_answer(request *r)
+{
+    delete_task *q = r->state;
+    if (q->rc == SPMV_ERR_NOT_FOUND)
         api_error(r, 404, "not_found", "no matrix %s", r->id);
-    else if (rc != SPMV_OK)
-        api_error_spmv(r, rc, &err);
+    else if (q->rc != SPMV_OK)
+        api_error_task(r, q->rc, &q->err);
     else
         api_bytes(r, 204, NULL, NULL, 0);
 }
 
+static void delete_cleanup(request *r)
+{
+    free(r->state);
+    r->state = NULL;
+}
+
 const route_handlers api_matrices_get = {.begin = list_begin};
 const route_handlers api_matrix_get = {.begin = get_begin};
-const route_handlers api_matrix_delete = {.begin = delete_begin};
+const route_handlers api_matrix_delete = {.end = delete_end, .resumed = delete_answer, .cleanup = delete_cleanup};

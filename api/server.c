@@ -38,6 +38,7 @@ struct api_server {
     struct sockaddr_storage addr;
     int listen_fd;              /* socket activation fd, or -1 */
     conn_watcher *watcher;      /* the deadlines of slow clients (api/conns.c) */
+    atomic_bool serving;        /* MHD started: its messages are about connections (mhd_log) */
 };
 
 const char *const *api_route_labels(size_t *count)
@@ -517,15 +518,22 @@ static size_t unescape_no_nul(void *cls, struct MHD_Connection *conn, char *s)
     return (size_t)(w - s);
 }
 
+/* libmicrohttpd's messages: at warn while it starts (why it cannot), at
+ * info once it serves, where they are about single connections (a client
+ * that closed, a header too large): a flood of slow clients cut by the
+ * deadlines would otherwise write a warning a socket. */
 static void mhd_log(void *cls, const char *fmt, va_list ap)
 {
-    (void)cls;
+    const api_server *s = cls;
     char msg[512];
     vsnprintf(msg, sizeof msg, fmt, ap);
     size_t n = strlen(msg);
     while (n && (msg[n - 1] == '\n' || msg[n - 1] == '\r'))
         msg[--n] = '\0';
-    log_warn("http: %s", msg);
+    if (s && atomic_load(&s->serving))
+        log_info("http: %s", msg);
+    else
+        log_warn("http: %s", msg);
 }
 
 /* ---------------------------------------------------------- start */
@@ -601,7 +609,7 @@ static void mhd_options(api_server *s, struct MHD_OptionItem *opts)
     const spmvd_config *c = &s->d->cfg;
     int n = 0;
     /* first, so MHD's own start-up messages go through it too */
-    opts[n++] = (struct MHD_OptionItem){MHD_OPTION_EXTERNAL_LOGGER, (intptr_t)mhd_log, NULL};
+    opts[n++] = (struct MHD_OptionItem){MHD_OPTION_EXTERNAL_LOGGER, (intptr_t)mhd_log, s};
     if (c->threads > 1)
         opts[n++] = (struct MHD_OptionItem){MHD_OPTION_THREAD_POOL_SIZE, (intptr_t)c->threads, NULL};
     opts[n++] = (struct MHD_OptionItem){MHD_OPTION_CONNECTION_TIMEOUT, (intptr_t)c->connection_timeout, NULL};
@@ -672,6 +680,7 @@ int api_server_start(spmvd *d, api_server **out, spmv_error *err)
                             s->listen_fd >= 0 ? "the socket-activation fd" : c->listen);
         goto fail;
     }
+    atomic_store(&s->serving, true);
     log_info("listening on %s%s%s", s->listen_fd >= 0 ? "the socket passed by systemd" : c->listen,
              s->tls_cert ? " (TLS)" : "", d->auth_token ? " (bearer token required)" : "");
     *out = s;

@@ -1,8 +1,11 @@
 /* upload.c — a new matrix read, built, placed and stored (daemon/upload.h).
  *
- * The HTTP thread only spools the body to a file in the state directory
- * (libzip needs to seek in an .npz anyway, and a gzip chunk may expand a
- * thousandfold: no parsing on a thread that serves /v1/health). The rest
+ * The HTTP thread only spools the body (a gzip chunk may expand a
+ * thousandfold: no parsing on a thread that serves /v1/health): in memory
+ * up to UPLOAD_MEMORY_BYTES, past it to a file in the state directory
+ * (libzip needs to seek in an .npz anyway). Small uploads, most of them,
+ * so never cost the HTTP thread a file's creation and unlink, which wait
+ * behind the fsyncs of the stores on a busy disk. The rest
  * is one task on an upload worker: the spool read in chunks through the
  * Matrix Market reader (gzip found by its magic bytes), or as an .npz
  * (zip magic) straight into a CSR; the spool removed.
@@ -53,18 +56,29 @@ void upload_init(upload *u, spmvd *d)
 
 /* ------------------------------------------------------------- spool */
 
-int upload_spool_write(upload *u, const void *data, size_t size, spmv_error *err)
+/* Appends to the in-memory head when it still fits UPLOAD_MEMORY_BYTES. */
+static bool head_append(upload *u, const void *data, size_t size)
 {
-    if (u->spool_fd < 0) {
-        const char *dir = store_dir(u->d->store);
-        int n = snprintf(u->spool_path, sizeof u->spool_path, "%s/.upload-XXXXXX.tmp", dir);
-        if (n < 0 || (size_t)n >= sizeof u->spool_path || (u->spool_fd = mkostemps(u->spool_path, 4, O_CLOEXEC)) < 0) {
-            u->spool_fd = -1;
-            u->spool_path[0] = '\0';
-            return spmv_error_set(err, SPMV_ERR_IO, 0, "cannot create a spool file for the upload in %s: %s", dir,
-                                  strerror(errno));
-        }
+    if (u->spool_fd >= 0 || u->head_len + size > UPLOAD_MEMORY_BYTES)
+        return false;
+    if (u->head_len + size > u->head_cap) {
+        size_t cap = u->head_cap ? u->head_cap : 16384;
+        while (cap < u->head_len + size)
+            cap *= 2;
+        char *nb = realloc(u->head, cap < UPLOAD_MEMORY_BYTES ? cap : UPLOAD_MEMORY_BYTES);
+        if (!nb)
+            return false; /* to the file then */
+        u->head = nb;
+        u->head_cap = cap < UPLOAD_MEMORY_BYTES ? cap : UPLOAD_MEMORY_BYTES;
     }
+    memcpy(u->head + u->head_len, data, size);
+    u->head_len += size;
+    u->spooled += size;
+    return true;
+}
+
+static int spool_out(upload *u, const void *data, size_t size, spmv_error *err)
+{
     for (const char *p = data; size > 0;) {
         ssize_t n = write(u->spool_fd, p, size);
         if (n < 0 && errno == EINTR)
@@ -79,8 +93,35 @@ int upload_spool_write(upload *u, const void *data, size_t size, spmv_error *err
     return SPMV_OK;
 }
 
+int upload_spool_write(upload *u, const void *data, size_t size, spmv_error *err)
+{
+    if (head_append(u, data, size))
+        return SPMV_OK;
+    if (u->spool_fd < 0) {
+        const char *dir = store_dir(u->d->store);
+        int n = snprintf(u->spool_path, sizeof u->spool_path, "%s/.upload-XXXXXX.tmp", dir);
+        if (n < 0 || (size_t)n >= sizeof u->spool_path || (u->spool_fd = mkostemps(u->spool_path, 4, O_CLOEXEC)) < 0) {
+            u->spool_fd = -1;
+            u->spool_path[0] = '\0';
+            return spmv_error_set(err, SPMV_ERR_IO, 0, "cannot create a spool file for the upload in %s: %s", dir,
+                                  strerror(errno));
+        }
+        u->spooled -= u->head_len; /* counted again as it goes to the file */
+        int rc = spool_out(u, u->head, u->head_len, err);
+        free(u->head);
+        u->head = NULL;
+        u->head_len = u->head_cap = 0;
+        if (rc != SPMV_OK)
+            return rc;
+    }
+    return spool_out(u, data, size, err);
+}
+
 static void spool_remove(upload *u)
 {
+    free(u->head);
+    u->head = NULL;
+    u->head_len = u->head_cap = 0;
     if (u->spool_fd >= 0)
         close(u->spool_fd);
     u->spool_fd = -1;
@@ -100,6 +141,8 @@ static int read_mm(upload *u, worker *w, const spmv_mm_options *opts, spmv_error
     char *buf = malloc(READ_CHUNK);
     int rc = buf ? spmv_mm_reader_new(opts, &reader, err)
                  : spmv_error_set(err, SPMV_ERR_NOMEM, 0, "out of memory for the read buffer");
+    if (rc == SPMV_OK && u->head_len) /* a body that stayed in memory */
+        rc = spmv_mm_reader_feed(reader, u->head, u->head_len, err);
     if (rc == SPMV_OK && u->spool_fd >= 0 && lseek(u->spool_fd, 0, SEEK_SET) != 0)
         rc = spmv_error_set(err, SPMV_ERR_IO, 0, "reading the spooled upload %s: %s", u->spool_path, strerror(errno));
     while (rc == SPMV_OK && u->spool_fd >= 0) {
@@ -131,8 +174,9 @@ static int read_mm(upload *u, worker *w, const spmv_mm_options *opts, spmv_error
 static bool spool_is_npz(upload *u)
 {
     unsigned char head[4];
-    return u->spool_fd >= 0 && pread(u->spool_fd, head, sizeof head, 0) == (ssize_t)sizeof head &&
-           spmv_npz_magic(head, sizeof head);
+    if (u->spool_fd < 0)
+        return spmv_npz_magic(u->head, u->head_len);
+    return pread(u->spool_fd, head, sizeof head, 0) == (ssize_t)sizeof head && spmv_npz_magic(head, sizeof head);
 }
 
 int upload_read(upload *u, worker *w, spmv_error *err)
@@ -144,7 +188,8 @@ int upload_read(upload *u, worker *w, spmv_error *err)
     int rc;
     if (spool_is_npz(u)) {
         spmv_npz_info ninfo;
-        rc = spmv_npz_read_file_csr(u->spool_path, &opts, &u->csr, &ninfo, err);
+        rc = u->spool_fd >= 0 ? spmv_npz_read_file_csr(u->spool_path, &opts, &u->csr, &ninfo, err)
+                              : spmv_npz_read_buffer_csr(u->head, u->head_len, &opts, &u->csr, &ninfo, err);
         if (rc == SPMV_OK)
             log_info("upload: .npz (%s layout) %lld x %lld, %lld entries, %lld duplicates summed, %s", ninfo.layout,
                      (long long)ninfo.rows, (long long)ninfo.cols, (long long)ninfo.entries,

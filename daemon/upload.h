@@ -75,8 +75,11 @@ typedef struct upload {
     task ingest;                /* read, build, place (upload_ingest_run) on an upload worker */
     struct spmvd *d;
     upload_spec spec;
-    /* the body, spooled by the HTTP thread */
-    int spool_fd;               /* -1: none (no byte yet) */
+    /* the body, spooled by the HTTP thread: in memory while it fits
+     * UPLOAD_MEMORY_BYTES, then in a file */
+    char *head;
+    size_t head_len, head_cap;
+    int spool_fd;               /* -1: none (the body is in head) */
     char spool_path[PATH_MAX];
     uint64_t spooled;           /* bytes written */
     bool generate;              /* no body: u->recipe is built */
@@ -107,9 +110,10 @@ typedef struct upload {
 } upload;
 
 void upload_init(upload *u, struct spmvd *d);
-/* HTTP thread: the body's next bytes appended to the spool file (made in
- * the state directory on the first call: .upload-*.tmp, which a restart
- * removes). SPMV_ERR_IO with err saying why. */
+/* HTTP thread: the body's next bytes appended to the spool: memory up to
+ * UPLOAD_MEMORY_BYTES, then a file in the state directory (.upload-*.tmp,
+ * which a restart removes). SPMV_ERR_IO with err saying why. */
+#define UPLOAD_MEMORY_BYTES (256 * 1024)
 int upload_spool_write(upload *u, const void *data, size_t size, spmv_error *err);
 /* The task body (u->ingest.run) on an upload worker: reads the spool (or
  * generates), builds, places; stores a host matrix, or submits the load

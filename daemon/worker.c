@@ -17,14 +17,19 @@
  * there, on the thread that will own it) and reports back before start
  * returns, so a device that cannot be opened is known at start-up.
  */
+#include <errno.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
+#include <sys/syscall.h>
+#include <unistd.h>
 
 #include "daemon/daemon.h"
 #include "daemon/log.h"
 #include "daemon/worker.h"
 
 #define WORKER_TICK_MS 250
+#define UPLOAD_WORKER_NICE 10
 
 void worker_heartbeat(worker *w) { atomic_store(&w->heartbeat_ms, (long long)spmv_now_ms()); }
 
@@ -178,8 +183,21 @@ worker *worker_alloc(struct spmvd *d, const worker_ops *ops, const char *name, i
     return w;
 }
 
+/* An upload worker yields the CPU to the HTTP threads and the devices'
+ * workers: a gzip file's parse or a 2^26-row build must not make
+ * /v1/health wait for a core (nice 10 for this thread only, as Linux
+ * allows per thread). */
+static int upload_thread_init(worker *w, spmv_error *err)
+{
+    (void)err;
+    if (setpriority(PRIO_PROCESS, (id_t)syscall(SYS_gettid), UPLOAD_WORKER_NICE) != 0)
+        log_warn("%s: cannot lower its priority: %s", w->name, strerror(errno));
+    return SPMV_OK;
+}
+
 static const worker_ops upload_ops = {
     .kind = "upload",
+    .thread_init = upload_thread_init,
     .start = worker_generic_start,
     .submit = worker_generic_submit,
     .stop = worker_generic_stop,

@@ -34,7 +34,7 @@ ok "spmvd starts with header_timeout_s 2, body_timeout_s 2, body_min_rate 1024"
 "$PYTHON" "$(dirname "$0")/http_check.py" "$SPMVD_URL" deadlines >"$E2E_TMP/deadlines.tap" 2>&1
 relay_tap "$E2E_TMP/deadlines.tap" $? "http_check.py deadlines"
 check "the log says why a header was cut" grep -q 'headers took over 2 s (header_timeout_s)' "$SPMVD_LOG"
-check "the log says why a body was cut" grep -q 'under body_min_rate 1024' "$SPMVD_LOG"
+check "the log says why a body was cut" grep -q 'under body_min_rate 1024 bytes a second' "$SPMVD_LOG"
 stop_spmvd
 check "spmvd stops cleanly" [ $? -eq 0 ]
 done_testing

@@ -204,21 +204,22 @@ def flood():
         s.close()
 
 
-def dribble_header():
-    s = conn()
+def dribble(s, parts):
+    """Sends parts every 0.5 s; seconds until the server cut s, or None."""
     t0 = time.time()
-    parts = [b"GET /v1/health HTTP/1.1\r\n"] + [b"X-Slow-%d: 1\r\n" % i for i in range(40)]
-    cut = None
     for p in parts:
         try:
             s.sendall(p)
         except OSError:
-            cut = time.time() - t0
-            break
-        c = closed_within(s, 0.5)
-        if c is not None:
-            cut = time.time() - t0
-            break
+            return time.time() - t0
+        if closed_within(s, 0.5) is not None:
+            return time.time() - t0
+    return None
+
+
+def dribble_header():
+    s = conn()
+    cut = dribble(s, [b"GET /v1/health HTTP/1.1\r\n"] + [b"X-Slow-%d: 1\r\n" % i for i in range(40)])
     ok(cut is not None and 1.5 <= cut <= 8, "headers dribbled a line every 0.5 s are cut after header_timeout_s 2 "
        "(at %s s)" % (cut and "%.1f" % cut))
     s.close()
@@ -227,17 +228,7 @@ def dribble_header():
 def dribble_body():
     s = conn()
     s.sendall(request("POST", "/v1/ops", b"", "application/json").replace(b"Content-Length: 0", b"Content-Length: 100"))
-    t0 = time.time()
-    cut = None
-    for _ in range(40):
-        try:
-            s.sendall(b" ")
-        except OSError:
-            cut = time.time() - t0
-            break
-        if closed_within(s, 0.5) is not None:
-            cut = time.time() - t0
-            break
+    cut = dribble(s, [b" "] * 40)
     ok(cut is not None and 1.5 <= cut <= 8, "a body dribbled a byte every 0.5 s is cut once body_timeout_s 2 has passed "
        "(at %s s)" % (cut and "%.1f" % cut))
     s.close()

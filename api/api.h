@@ -84,6 +84,9 @@ struct request {
     char id[MATFILE_ID_LEN + 1];    /* {id} of the path, validated (a matrix's name resolved to its id) */
     char name[MATFILE_NAME_MAX + 1]; /* the matrix's name when the path named it so, else empty */
     double t0;
+    bool begun;                     /* the access handler's first call (headers in) was made */
+    size_t query_args;              /* > 0: more query arguments than are read (414) */
+    struct conn_watch *watch;       /* the connection's deadlines (api/conns.h), or NULL */
 
     /* the answer */
     struct MHD_Response *resp;

@@ -261,6 +261,7 @@ static void bench_end(request *r)
     }
     worker *w = b->m->dev ? b->m->dev_worker : r->d->cpu;
     b->base.run = bench_run;
+    b->base.sliced = true; /* kernel by kernel */
     b->base.finish = bench_finish;
     if (!q.async) {
         ((bench_call *)b)->r = r;

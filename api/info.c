@@ -60,10 +60,19 @@ static json_t *device_json(worker *w)
     return o;
 }
 
+/* The deadlines of slow clients (api/conns.c), added to `limits`. */
+static json_t *with_deadlines(json_t *o, const spmvd_config *c)
+{
+    json_object_set_new(o, "header_timeout_s", json_integer((json_int_t)c->header_timeout_s));
+    json_object_set_new(o, "body_timeout_s", json_integer((json_int_t)c->body_timeout_s));
+    json_object_set_new(o, "body_min_rate", json_integer((json_int_t)c->body_min_rate));
+    return o;
+}
+
 static json_t *limits_json(spmvd *d)
 {
     const spmvd_limits *l = &d->limits;
-    return json_pack("{s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I}",
+    return with_deadlines(json_pack("{s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I}",
                      "max_upload_bytes", (json_int_t)atomic_load(&l->max_upload_bytes),
                      "max_body_bytes", (json_int_t)atomic_load(&l->max_body_bytes),
                      "max_rows", (json_int_t)atomic_load(&l->max_rows),
@@ -81,7 +90,7 @@ static json_t *limits_json(spmvd *d)
                      "connection_timeout_s", (json_int_t)d->cfg.connection_timeout,
                      "max_padding", (json_int_t)atomic_load(&l->max_padding),
                      "max_format_bytes", (json_int_t)atomic_load(&l->max_format_bytes),
-                     "host_format_bytes", (json_int_t)atomic_load(&l->host_format_bytes));
+                     "host_format_bytes", (json_int_t)atomic_load(&l->host_format_bytes)), &d->cfg);
 }
 
 static void info_begin(request *r)

@@ -195,18 +195,53 @@ static void get_begin(request *r)
     matrix_unref(m);
 }
 
-static void delete_begin(request *r)
+/* A DELETE is a task on an upload worker (daemon.h remove_task): the
+ * file's unlink and the directory's fsync are disk work, kept off the HTTP
+ * threads as uploads'. */
+typedef struct delete_req {
+    remove_task t;
+    request *r;
+} delete_req;
+
+static void delete_finish(task *t, int status)
 {
-    spmv_error err = {0};
-    int rc = spmvd_remove_matrix(r->d, r->id, &err);
-    if (rc == SPMV_ERR_NOT_FOUND)
+    delete_req *q = (delete_req *)t;
+    if (status != SPMV_OK)
+        q->t.rc = spmv_error_set(&q->t.err, status, 0, "the daemon is shutting down");
+    api_task_done(q->r);
+}
+
+static void delete_end(request *r)
+{
+    delete_req *q = calloc(1, sizeof *q);
+    if (!q) {
+        api_error(r, 500, "out_of_memory", "out of memory");
+        return;
+    }
+    r->state = q;
+    *q = (delete_req){.t = {.base = {.run = spmvd_remove_run, .finish = delete_finish}, .d = r->d}, .r = r};
+    snprintf(q->t.id, sizeof q->t.id, "%s", r->id);
+    api_submit_and_suspend(r, spmvd_upload_worker(r->d), &q->t.base);
+}
+
+static void delete_answer(request *r)
+{
+    delete_req *q = r->state;
+    if (q->t.rc == SPMV_ERR_NOT_FOUND)
         api_error(r, 404, "not_found", "no matrix %s", r->id);
-    else if (rc != SPMV_OK)
-        api_error_spmv(r, rc, &err);
+    else if (q->t.rc != SPMV_OK)
+        api_error_task(r, q->t.rc, &q->t.err);
     else
         api_bytes(r, 204, NULL, NULL, 0);
 }
 
+static void delete_cleanup(request *r)
+{
+    free(r->state);
+    r->state = NULL;
+}
+
 const route_handlers api_matrices_get = {.begin = list_begin, .body_kind = API_BODY_NONE, .query = api_no_query};
 const route_handlers api_matrix_get = {.begin = get_begin, .body_kind = API_BODY_NONE, .query = api_no_query};
-const route_handlers api_matrix_delete = {.begin = delete_begin, .body_kind = API_BODY_NONE, .query = api_no_query};
+const route_handlers api_matrix_delete = {.end = delete_end, .resumed = delete_answer, .cleanup = delete_cleanup,
+                                          .body_kind = API_BODY_NONE, .query = api_no_query};

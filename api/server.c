@@ -26,6 +26,7 @@
 #include <unistd.h>
 
 #include "api/api.h"
+#include "api/conns.h"
 #include "api/server.h"
 #include "daemon/log.h"
 #include "daemon/notify.h"
@@ -36,6 +37,8 @@ struct api_server {
     char *tls_cert, *tls_key;   /* PEM text; MHD keeps pointers to it */
     struct sockaddr_storage addr;
     int listen_fd;              /* socket activation fd, or -1 */
+    conn_watcher *watcher;      /* the deadlines of slow clients (api/conns.c) */
+    atomic_bool serving;        /* MHD started: its messages are about connections (mhd_log) */
 };
 
 const char *const *api_route_labels(size_t *count)
@@ -269,12 +272,19 @@ static bool authorized(request *r)
     spmvd *d = r->d;
     if (!d->auth_token || r->route == ROUTE_HEALTH)
         return true;
-    const char *h = api_header_in(r, MHD_HTTP_HEADER_AUTHORIZATION);
-    if (h && strncasecmp(h, "Bearer ", 7) == 0) {
+    const char *h = NULL;
+    size_t hlen = 0;
+    if (MHD_lookup_connection_value_n(r->conn, MHD_HEADER_KIND, MHD_HTTP_HEADER_AUTHORIZATION,
+                                      strlen(MHD_HTTP_HEADER_AUTHORIZATION), &h, &hlen) != MHD_YES)
+        h = NULL;
+    /* the header's whole length: a NUL inside would cut a C string short,
+     * so "Bearer <token>\0anything" must not read as the token (libmicrohttpd
+     * 0.9.75 itself ends the value at the NUL, so there it cannot be seen) */
+    if (h && !memchr(h, '\0', hlen) && strncasecmp(h, "Bearer ", 7) == 0) {
         const char *tok = h + 7;
         while (*tok == ' ')
             tok++;
-        if (token_equal(tok, strlen(tok), d->auth_token, d->auth_token_len))
+        if (token_equal(tok, hlen - (size_t)(tok - h), d->auth_token, d->auth_token_len))
             return true;
     }
     api_error(r, 401, "unauthorized", "%s", h ? "the bearer token is not valid" : "this route needs Authorization: Bearer <token>");
@@ -292,7 +302,9 @@ static bool needs_ready(route_id route)
            route == ROUTE_SOLVE || route == ROUTE_JOBS || route == ROUTE_VALUES;
 }
 
-static request *request_new(spmvd *d, struct MHD_Connection *conn, const char *url, const char *method)
+/* A request's state, made when its request line is in (on_uri) and
+ * completed with its path and method on the access handler's first call. */
+static request *request_new(spmvd *d, struct MHD_Connection *conn)
 {
     request *r = calloc(1, sizeof *r);
     if (!r)
@@ -300,8 +312,7 @@ static request *request_new(spmvd *d, struct MHD_Connection *conn, const char *u
     r->d = d;
     r->conn = conn;
     r->t0 = spmv_now_ms();
-    r->path = strdup(url);
-    snprintf(r->method, sizeof r->method, "%s", method);
+    r->route = ROUTE_UNKNOWN;
     pthread_mutex_init(&r->lock, NULL);
     atomic_fetch_add(&d->open_requests, 1);
     return r;
@@ -377,12 +388,32 @@ static bool media_is(const char *ct, const char *type)
     return strncasecmp(ct, type, n) == 0 && (ct[n] == '\0' || ct[n] == ';' || ct[n] == ' ');
 }
 
+/* What an upload (API_BODY_OWN) takes: a matrix file, raw or in a form. */
+static bool upload_type(const char *ct)
+{
+    static const char *const types[] = {"multipart/form-data", "application/octet-stream",
+                                        "application/x-www-form-urlencoded", "application/gzip", "application/x-gzip",
+                                        "application/zip", "application/x-zip-compressed", "application/x-npz",
+                                        "application/x-matrix-market", NULL};
+    if (strncasecmp(ct, "text/", 5) == 0)
+        return true;
+    for (const char *const *t = types; *t; t++)
+        if (media_is(ct, *t))
+            return true;
+    return false;
+}
+
 static bool content_type_ok(request *r)
 {
     const char *ct = api_header_in(r, MHD_HTTP_HEADER_CONTENT_TYPE);
     api_body b = r->h->body_kind;
-    if (b == API_BODY_NONE || b == API_BODY_OWN)
+    if (b == API_BODY_NONE || (b == API_BODY_OWN && (!ct || upload_type(ct))))
         return true;
+    if (b == API_BODY_OWN) {
+        api_error(r, 415, "unsupported_media_type", "Content-Type %.100s: %s %s takes a Matrix Market or .npz file "
+                  "(raw, gzip, or multipart/form-data)", ct, r->method, api_route_path(r->route));
+        return false;
+    }
     if (b != API_BODY_JSON && ct && media_is(ct, "application/octet-stream")) {
         r->binary = true;
         return true;
@@ -475,6 +506,40 @@ bool api_query_empty(request *r, const char *why)
         api_error(r, 400, "unknown_parameter", "unknown query parameter `%.64s`: %s", q.bad, why);
     return !q.bad;
 }
+
+/* The most query arguments a request may carry: libmicrohttpd keeps each
+ * in the connection's memory pool, and one that runs out of it while it
+ * parses them never answers (the client waits for connection_timeout). */
+static size_t max_query_args(const spmvd *d) { return (size_t)d->cfg.connection_memory_limit / 256; }
+
+/* Whether a body follows the headers (a Content-Length above 0, or chunks). */
+static bool has_body(request *r)
+{
+    const char *cl = api_header_in(r, MHD_HTTP_HEADER_CONTENT_LENGTH);
+    return api_header_in(r, MHD_HTTP_HEADER_TRANSFER_ENCODING) || (cl && strtoull(cl, NULL, 10) > 0);
+}
+
+/* What the headers alone can refuse, before the route is known. */
+static bool headers_ok(request *r)
+{
+    if (r->query_args) {
+        api_error(r, 414, "uri_too_long", "the query string has %zu arguments; at most %zu are read",
+                  r->query_args, max_query_args(r->d));
+        return false;
+    }
+    if (content_length_conflicts(r)) {
+        api_error(r, 400, "bad_request", "Content-Length given twice with different values");
+        return false;
+    }
+    /* a proxy in front may have framed the body by the other one (request
+     * smuggling): RFC 9112 6.3 lets a server refuse, and we do */
+    if (api_header_in(r, MHD_HTTP_HEADER_TRANSFER_ENCODING) && api_header_in(r, MHD_HTTP_HEADER_CONTENT_LENGTH)) {
+        api_error(r, 400, "bad_request", "Content-Length together with Transfer-Encoding: send one of them");
+        return false;
+    }
+    return true;
+}
+
 static void request_begin(request *r)
 {
     const char *allow, *seg;
@@ -482,12 +547,8 @@ static void request_begin(request *r)
     r->route = api_route_match(r->path ? r->path : "", &seg, &seglen);
     /* before anything that tells routes apart (404, 405): without the
      * token a client learns nothing but that it needs one */
-    if (!authorized(r))
+    if (!authorized(r) || !headers_ok(r))
         return;
-    if (content_length_conflicts(r)) {
-        api_error(r, 400, "bad_request", "Content-Length given twice with different values");
-        return;
-    }
     if (r->route == ROUTE_UNKNOWN) {
         api_error(r, 404, "not_found", "no route %s %s", r->method, r->path ? r->path : "");
         return;
@@ -532,14 +593,27 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
     (void)version;
     spmvd *d = cls;
     request *r = *con_cls;
-    if (!r) {
-        if (!(r = request_new(d, conn, url, method)))
-            return MHD_NO;
-        *con_cls = r;
+    if (!r && !(r = *con_cls = request_new(d, conn)))
+        return MHD_NO;
+    if (!r->begun) {
+        /* The headers are in. The answer is queued only once the whole
+         * request is, so the connection can stay open for the next one;
+         * a request refused before its body is answered at once (its body
+         * is never read, and MHD closes the connection after). */
+        r->begun = true;
+        r->path = strdup(url);
+        snprintf(r->method, sizeof r->method, "%s", method);
+        r->watch = conn_watch_of(conn);
+        bool body = has_body(r);
+        conn_watch_headers_in(r->watch, body);
         request_begin(r);
+        if (!r->resp || !body)
+            return MHD_YES;
+        conn_watch_body_in(r->watch);
         return flush(r);
     }
     if (*upload_data_size > 0) {
+        conn_watch_bytes(r->watch, *upload_data_size);
         if (!r->failed && !r->resp && r->h && r->h->accepts_body && r->h->body)
             r->h->body(r, upload_data, *upload_data_size);
         *upload_data_size = 0;
@@ -547,6 +621,7 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
     }
     if (r->queued)
         return MHD_YES;
+    conn_watch_body_in(r->watch);
     if (!r->ended) {
         r->ended = true;
         if (!r->resp && r->h && r->h->end)
@@ -579,11 +654,13 @@ static void on_completed(void *cls, struct MHD_Connection *conn, void **con_cls,
     if (status)
         log_info("%s %s %d %zu B %.3f ms", r->method, r->path ? r->path : "?", status, r->resp_bytes, ms);
     else
-        log_info("%s %s aborted (%s) after %.3f ms", r->method, r->path ? r->path : "?",
+        log_info("%s %s aborted (%s) after %.3f ms", r->begun ? r->method : "a request",
+                 r->path ? r->path : "(headers incomplete)",
                  toe == MHD_REQUEST_TERMINATED_TIMEOUT_REACHED ? "timeout" : "connection closed", ms);
     metrics_request(d->metrics, r->route, status, ms);
     if (r->h && r->h->cleanup)
         r->h->cleanup(r);
+    conn_watch_answered(r->watch); /* kept alive: the next request's headers are awaited */
     if (r->resp)
         MHD_destroy_response(r->resp);
     api_body_free(r);
@@ -592,6 +669,26 @@ static void on_completed(void *cls, struct MHD_Connection *conn, void **con_cls,
     free(r);
     *con_cls = NULL;
     atomic_fetch_sub(&d->open_requests, 1);
+}
+
+/* The request line is in: the request's state is made here, before
+ * libmicrohttpd parses the query string. One with too many arguments is
+ * cut at its `?` (the pool could not hold them) and answered 414. */
+static void *on_uri(void *cls, const char *uri, struct MHD_Connection *conn)
+{
+    spmvd *d = cls;
+    request *r = request_new(d, conn);
+    char *q = strchr(uri, '?');
+    if (!r || !q)
+        return r;
+    size_t args = 1;
+    for (const char *p = q; *p; p++)
+        args += *p == '&';
+    if (args > max_query_args(d)) {
+        r->query_args = args;
+        q[1] = '\0'; /* MHD's own buffer, parsed after this returns: no arguments are left to it */
+    }
+    return r;
 }
 
 static int hex_value(char c)
@@ -621,15 +718,22 @@ static size_t unescape_no_nul(void *cls, struct MHD_Connection *conn, char *s)
     return (size_t)(w - s);
 }
 
+/* libmicrohttpd's messages: at warn while it starts (why it cannot), at
+ * info once it serves, where they are about single connections (a client
+ * that closed, a header too large): a flood of slow clients cut by the
+ * deadlines would otherwise write a warning a socket. */
 static void mhd_log(void *cls, const char *fmt, va_list ap)
 {
-    (void)cls;
+    const api_server *s = cls;
     char msg[512];
     vsnprintf(msg, sizeof msg, fmt, ap);
     size_t n = strlen(msg);
     while (n && (msg[n - 1] == '\n' || msg[n - 1] == '\r'))
         msg[--n] = '\0';
-    log_warn("http: %s", msg);
+    if (s && atomic_load(&s->serving))
+        log_info("http: %s", msg);
+    else
+        log_warn("http: %s", msg);
 }
 
 /* ---------------------------------------------------------- start */
@@ -699,6 +803,35 @@ static int load_tls(api_server *s, const spmvd_config *c, spmv_error *err)
     return SPMV_OK;
 }
 
+/* libmicrohttpd's options from the configuration, into opts (20 at most). */
+static void mhd_options(api_server *s, struct MHD_OptionItem *opts)
+{
+    const spmvd_config *c = &s->d->cfg;
+    int n = 0;
+    /* first, so MHD's own start-up messages go through it too */
+    opts[n++] = (struct MHD_OptionItem){MHD_OPTION_EXTERNAL_LOGGER, (intptr_t)mhd_log, s};
+    if (c->threads > 1)
+        opts[n++] = (struct MHD_OptionItem){MHD_OPTION_THREAD_POOL_SIZE, (intptr_t)c->threads, NULL};
+    opts[n++] = (struct MHD_OptionItem){MHD_OPTION_CONNECTION_TIMEOUT, (intptr_t)c->connection_timeout, NULL};
+    opts[n++] = (struct MHD_OptionItem){MHD_OPTION_CONNECTION_MEMORY_LIMIT, (intptr_t)c->connection_memory_limit, NULL};
+    opts[n++] = (struct MHD_OptionItem){MHD_OPTION_CONNECTION_LIMIT, (intptr_t)c->max_connections, NULL};
+    if (c->per_ip_connections > 0)
+        opts[n++] = (struct MHD_OptionItem){MHD_OPTION_PER_IP_CONNECTION_LIMIT, (intptr_t)c->per_ip_connections, NULL};
+    opts[n++] = (struct MHD_OptionItem){MHD_OPTION_NOTIFY_COMPLETED, (intptr_t)on_completed, s->d};
+    opts[n++] = (struct MHD_OptionItem){MHD_OPTION_NOTIFY_CONNECTION, (intptr_t)conn_watcher_notify, s->watcher};
+    opts[n++] = (struct MHD_OptionItem){MHD_OPTION_URI_LOG_CALLBACK, (intptr_t)on_uri, s->d};
+    opts[n++] = (struct MHD_OptionItem){MHD_OPTION_UNESCAPE_CALLBACK, (intptr_t)unescape_no_nul, NULL};
+    if (s->listen_fd >= 0)
+        opts[n++] = (struct MHD_OptionItem){MHD_OPTION_LISTEN_SOCKET, s->listen_fd, NULL};
+    else
+        opts[n++] = (struct MHD_OptionItem){MHD_OPTION_SOCK_ADDR, 0, &s->addr};
+    if (s->tls_cert) {
+        opts[n++] = (struct MHD_OptionItem){MHD_OPTION_HTTPS_MEM_CERT, 0, s->tls_cert};
+        opts[n++] = (struct MHD_OptionItem){MHD_OPTION_HTTPS_MEM_KEY, 0, s->tls_key};
+    }
+    opts[n++] = (struct MHD_OptionItem){MHD_OPTION_END, 0, NULL};
+}
+
 int api_server_start(spmvd *d, api_server **out, spmv_error *err)
 {
     const spmvd_config *c = &d->cfg;
@@ -732,46 +865,28 @@ int api_server_start(spmvd *d, api_server **out, spmv_error *err)
     if ((rc = load_tls(s, c, err)) != 0)
         goto fail;
 
-    unsigned flags = MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_EPOLL | MHD_ALLOW_SUSPEND_RESUME |
-                     MHD_USE_ERROR_LOG;
-    if (s->addr.ss_family == AF_INET6)
-        flags |= MHD_USE_IPv6;
-    if (s->tls_cert)
-        flags |= MHD_USE_TLS;
-    struct MHD_OptionItem opts[16];
-    int n = 0;
-    /* first, so MHD's own start-up messages go through it too */
-    opts[n++] = (struct MHD_OptionItem){MHD_OPTION_EXTERNAL_LOGGER, (intptr_t)mhd_log, NULL};
-    if (c->threads > 1)
-        opts[n++] = (struct MHD_OptionItem){MHD_OPTION_THREAD_POOL_SIZE, (intptr_t)c->threads, NULL};
-    opts[n++] = (struct MHD_OptionItem){MHD_OPTION_CONNECTION_TIMEOUT, (intptr_t)c->connection_timeout, NULL};
-    opts[n++] = (struct MHD_OptionItem){MHD_OPTION_CONNECTION_MEMORY_LIMIT, (intptr_t)c->connection_memory_limit, NULL};
-    opts[n++] = (struct MHD_OptionItem){MHD_OPTION_CONNECTION_LIMIT, (intptr_t)c->max_connections, NULL};
-    if (c->per_ip_connections > 0)
-        opts[n++] = (struct MHD_OptionItem){MHD_OPTION_PER_IP_CONNECTION_LIMIT, (intptr_t)c->per_ip_connections, NULL};
-    opts[n++] = (struct MHD_OptionItem){MHD_OPTION_NOTIFY_COMPLETED, (intptr_t)on_completed, d};
-    opts[n++] = (struct MHD_OptionItem){MHD_OPTION_UNESCAPE_CALLBACK, (intptr_t)unescape_no_nul, NULL};
-    if (s->listen_fd >= 0)
-        opts[n++] = (struct MHD_OptionItem){MHD_OPTION_LISTEN_SOCKET, s->listen_fd, NULL};
-    else
-        opts[n++] = (struct MHD_OptionItem){MHD_OPTION_SOCK_ADDR, 0, &s->addr};
-    if (s->tls_cert) {
-        opts[n++] = (struct MHD_OptionItem){MHD_OPTION_HTTPS_MEM_CERT, 0, s->tls_cert};
-        opts[n++] = (struct MHD_OptionItem){MHD_OPTION_HTTPS_MEM_KEY, 0, s->tls_key};
+    if (!(s->watcher = conn_watcher_new(c))) {
+        rc = spmv_error_set(err, SPMV_ERR_NOMEM, 0, "cannot start the connection watcher");
+        goto fail;
     }
-    opts[n++] = (struct MHD_OptionItem){MHD_OPTION_END, 0, NULL};
-
+    struct MHD_OptionItem opts[20];
+    mhd_options(s, opts);
+    unsigned flags = MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_EPOLL | MHD_ALLOW_SUSPEND_RESUME |
+                     MHD_USE_ERROR_LOG | (s->addr.ss_family == AF_INET6 ? MHD_USE_IPv6 : 0) |
+                     (s->tls_cert ? MHD_USE_TLS : 0);
     s->mhd = MHD_start_daemon(flags, 0, NULL, NULL, on_request, d, MHD_OPTION_ARRAY, opts, MHD_OPTION_END);
     if (!s->mhd) {
         rc = spmv_error_set(err, SPMV_ERR_IO, 0, "cannot start the HTTP server on %s (address in use? bad TLS files?)",
                             s->listen_fd >= 0 ? "the socket-activation fd" : c->listen);
         goto fail;
     }
+    atomic_store(&s->serving, true);
     log_info("listening on %s%s%s", s->listen_fd >= 0 ? "the socket passed by systemd" : c->listen,
              s->tls_cert ? " (TLS)" : "", d->auth_token ? " (bearer token required)" : "");
     *out = s;
     return SPMV_OK;
 fail:
+    conn_watcher_free(s->watcher);
     free(s->tls_cert);
     free(s->tls_key);
     free(s);
@@ -799,7 +914,9 @@ void api_server_stop(api_server *s, double wait_ms)
     long left = atomic_load(&s->d->open_requests);
     if (left > 0)
         log_warn("stopping with %ld request(s) still open (clients slow to send or read)", left);
+    conn_watcher_halt(s->watcher);
     MHD_stop_daemon(s->mhd);
+    conn_watcher_free(s->watcher);
     free(s->tls_cert);
     free(s->tls_key);
     free(s);

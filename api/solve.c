@@ -572,6 +572,7 @@ static void solve_end(request *r)
     if (async < 0)
         return;
     t->s.base.run = solve_run;
+    t->s.base.sliced = true; /* iteration by iteration: products queued meanwhile run between two */
     t->s.base.finish = solve_finish;
     if (!async) {
         t->r = r;

@@ -3,46 +3,41 @@
  *
  * Two shapes of body: multipart/form-data (curl -F file=@m.mtx, options as
  * more fields) through MHD's post processor, and a raw body (curl
- * --data-binary @m.mtx, options in the query string). Either way each
- * chunk of the file goes straight into the engine's streaming reader as it
- * arrives, so the text is never held whole; gzip is detected by the reader
- * from the magic bytes. A body that starts as a zip archive does (SciPy's
- * .npz, engine/npz.c) is spooled as it arrives to a temporary file in the
- * state directory (.upload-*.tmp: a crash leaves it for the next start to
- * remove) and read from there when the body ends, never held in memory;
- * the file is removed in every outcome. The Content-Length is checked against
- * max_upload_bytes before any of the body is read; a body without one is
- * counted as it comes.
+ * --data-binary @m.mtx, options in the query string). Either way this
+ * thread only writes the file's bytes, as they arrive, to a spool file in
+ * the state directory (upload_spool_write: .upload-*.tmp, which a crash
+ * leaves for the next start to remove); nothing is parsed here, so an
+ * upload never holds up the other requests this thread serves (8 uploads
+ * of 2^26-row matrices held /v1/health for 7 s when they were built here).
+ * The Content-Length is checked against max_upload_bytes before any of the
+ * body is read; a body without one is counted as it comes.
  *
- * When the body ends the options are decoded and the daemon takes over
- * (daemon/upload.h), each step a call from here: upload_build makes the
- * matrix from the entries (the host CSR in the asked dtype, the host
- * formats asked for); upload_place says where it goes. A host matrix is
- * stored (upload_store) and the answer is 201. A matrix bound for a GPU,
- * or sharded across the ranks (shard=true under mpirun, issue 16, or the
- * configuration's shard_nnz / shard_when_full), is submitted as a task to
- * that GPU's worker or the cluster worker (upload_load_run) while this
- * thread writes its file under a temporary name (upload_stage); when both
- * are done, upload_commit gives the file its name and lists the matrix,
- * or says what failed: a failed load (507 when the device is full, 503
- * when the daemon stops) wins over a failed write (500 naming the step, a
- * full disk too), and nothing is kept. The answer is the descriptor plus
- * Location.
+ * When the body ends the options are decoded here and the rest is one task
+ * on an upload worker (daemon/upload.h, upload_ingest_run): the spool read
+ * (gzip and .npz found by their magic bytes), or the recipe built; the
+ * matrix built and placed; a host matrix stored, or the load submitted to
+ * the GPU's worker or the cluster worker (sharded: shard=true under
+ * mpirun, or the configuration's shard_nnz / shard_when_full) while the
+ * upload worker writes its file under a temporary name. The connection
+ * stays suspended until the ingest and the load (when there is one) have
+ * both finished; then, here, upload_commit gives the file its name and
+ * lists the matrix, or says what failed: a failed load (507 when the
+ * device is full, 503 when the daemon stops) wins over a failed write (500
+ * naming the step, a full disk too), and nothing is kept. The answer is
+ * the descriptor plus Location.
  *
  * With `generate=<kind>` (no file, no body) the recipe is decoded here
- * and the host CSR built by formula (upload_generate: bounded by max_rows,
- * max_nnz and the host's available memory before its entries are
- * allocated); everything after is the same, and the stored file holds the
- * recipe, not the arrays (daemon/matfile.h).
+ * and the host CSR built by formula on the upload worker (upload_generate:
+ * bounded by max_rows, max_nnz and the host's available memory before its
+ * entries are allocated); everything after is the same, and the stored
+ * file holds the recipe, not the arrays (daemon/matfile.h).
  */
 #include <errno.h>
-#include <limits.h>
 #include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
-#include <unistd.h>
 
 #include "api/api.h"
 #include "daemon/log.h"
@@ -52,18 +47,8 @@
 #define POST_BUFFER 65536
 
 typedef struct upload_req {
-    upload up;                  /* first: the load's finish finds the request */
+    upload up;                  /* first: the tasks' finishes find the request */
     request *r;
-    spmv_mm_reader *reader;
-    spmv_mm_options opts;       /* the reader's limits, for an .npz too */
-    /* The body's first bytes decide its kind: a zip archive (.npz) is
-     * spooled to a temporary file in the state directory (libzip needs to
-     * seek), anything else streams into the Matrix Market reader. */
-    unsigned char head[4];
-    size_t head_len;
-    bool decided, npz;
-    int spool_fd;               /* -1: none */
-    char spool_path[PATH_MAX];
     struct MHD_PostProcessor *pp;
     bool multipart;             /* the body is form fields (pp), not the file itself */
     bool file_seen;
@@ -76,88 +61,13 @@ typedef struct upload_req {
 
 static upload_req *U(request *r) { return r->state; }
 
-static void mm_feed(request *r, const char *data, size_t size)
-{
-    upload_req *u = U(r);
-    spmv_error err = {0};
-    double t0 = spmv_now_ms();
-    int rc = spmv_mm_reader_feed(u->reader, data, size, &err);
-    u->up.parse_ms += spmv_now_ms() - t0;
-    if (rc == SPMV_ERR_NOMEM)
-        api_error(r, 500, "out_of_memory", "%s", err.message);
-    else if (rc != SPMV_OK)
-        api_error(r, 422, rc == SPMV_ERR_UNSUPPORTED ? "unsupported_matrix" : rc == SPMV_ERR_LIMIT ? "too_large" : "bad_matrix",
-                  "%s", err.message);
-}
-
-static void spool_write(request *r, const void *data, size_t size)
-{
-    upload_req *u = U(r);
-    const char *p = data;
-    while (size > 0) {
-        ssize_t n = write(u->spool_fd, p, size);
-        if (n < 0 && errno == EINTR)
-            continue;
-        if (n <= 0) {
-            api_error(r, 500, "io_error", "spooling the .npz upload to %s: %s", u->spool_path,
-                      n < 0 ? strerror(errno) : "short write");
-            return;
-        }
-        p += n;
-        size -= (size_t)n;
-    }
-}
-
-/* Settles the body's kind from its first bytes (or from fewer, at its end). */
-static void decide(request *r)
-{
-    upload_req *u = U(r);
-    u->decided = true;
-    u->npz = spmv_npz_magic(u->head, u->head_len);
-    if (!u->npz) {
-        if (u->head_len)
-            mm_feed(r, (const char *)u->head, u->head_len);
-        return;
-    }
-    int n = snprintf(u->spool_path, sizeof u->spool_path, "%s/.upload-XXXXXX.tmp", store_dir(r->d->store));
-    if (n < 0 || (size_t)n >= sizeof u->spool_path || (u->spool_fd = mkstemps(u->spool_path, 4)) < 0) {
-        u->spool_fd = -1;
-        api_error(r, 500, "io_error", "cannot create a spool file for the .npz upload in %s: %s",
-                  store_dir(r->d->store), strerror(errno));
-        return;
-    }
-    spool_write(r, u->head, u->head_len);
-}
-
-/* Feeds a chunk of the file to the reader (Matrix Market) or the spool
- * file (.npz), timing it. */
+/* A chunk of the file: to the spool, nothing more on this thread. */
 static void feed(request *r, const char *data, size_t size)
 {
-    upload_req *u = U(r);
-    while (!u->decided && size > 0) {
-        u->head[u->head_len++] = (unsigned char)*data++;
-        size--;
-        if (u->head_len == sizeof u->head)
-            decide(r);
-    }
-    if (r->failed || size == 0)
-        return;
-    if (u->npz)
-        spool_write(r, data, size);
-    else
-        mm_feed(r, data, size);
-}
-
-static void spool_remove(upload_req *u)
-{
-    if (u->spool_fd >= 0) {
-        close(u->spool_fd);
-        u->spool_fd = -1;
-    }
-    if (u->spool_path[0]) {
-        unlink(u->spool_path);
-        u->spool_path[0] = '\0';
-    }
+    spmv_error err = {0};
+    int rc = upload_spool_write(&U(r)->up, data, size, &err);
+    if (rc != SPMV_OK)
+        api_error_spmv(r, rc, &err);
 }
 
 /* The upload's options, taken as form fields or query parameters (a form
@@ -278,23 +188,12 @@ static void upload_begin(request *r)
     }
     r->state = u;
     u->r = r;
-    u->spool_fd = -1;
     upload_init(&u->up, d);
     /* query options first: form fields, when present, override them */
     for (size_t i = 0; i < OPTION_COUNT; i++) {
         const char *v = api_query(r, option_names[i]);
         if (v)
             snprintf(option_buf(u, i), FIELD_MAX, "%s", v);
-    }
-    spmv_mm_options opts = {.max_rows = atomic_load(&d->limits.max_rows),
-                            .max_cols = atomic_load(&d->limits.max_rows),
-                            .max_nnz = atomic_load(&d->limits.max_nnz), .threads = 0};
-    u->opts = opts;
-    spmv_error err = {0};
-    int rc = spmv_mm_reader_new(&opts, &u->reader, &err);
-    if (rc != SPMV_OK) {
-        api_error_spmv(r, rc, &err);
-        return;
     }
     const char *ct = api_header_in(r, MHD_HTTP_HEADER_CONTENT_TYPE);
     const char *cd = api_header_in(r, "Content-Disposition");
@@ -491,45 +390,6 @@ static int parse_recipe(request *r)
     return 0;
 }
 
-/* ------------------------------------------------------------ the file */
-
-/* The file's entries, read to their end: the Matrix Market reader's COO,
- * or the spooled .npz read straight into a CSR (the spool file removed).
- * 0, or -1 with the answer set. */
-static int read_entries(request *r)
-{
-    upload_req *u = U(r);
-    spmv_error err = {0};
-    spmv_mm_info info;
-    double t0 = spmv_now_ms();
-    int rc;
-    if (u->npz) {
-        spmv_npz_info ninfo;
-        close(u->spool_fd);
-        u->spool_fd = -1;
-        rc = spmv_npz_read_file_csr(u->spool_path, &u->opts, &u->up.csr, &ninfo, &err);
-        spool_remove(u);
-        if (rc == SPMV_OK)
-            log_info("upload: .npz (%s layout) %lld x %lld, %lld entries, %lld duplicates summed, %s", ninfo.layout,
-                     (long long)ninfo.rows, (long long)ninfo.cols, (long long)ninfo.entries,
-                     (long long)ninfo.duplicates, ninfo.direct ? "read straight into the CSR" : "through a COO");
-    } else if ((rc = spmv_mm_reader_finish(u->reader, &u->up.coo, &info, &err)) == SPMV_OK) {
-        u->up.from_coo = true;
-        u->up.symmetry = info.symmetry;
-    }
-    u->up.parse_ms += spmv_now_ms() - t0;
-    spmv_mm_reader_free(u->reader);
-    u->reader = NULL;
-    if (rc == SPMV_OK)
-        return 0;
-    if (rc == SPMV_ERR_NOMEM)
-        api_error_spmv(r, rc, &err);
-    else
-        api_error(r, 422, rc == SPMV_ERR_UNSUPPORTED ? "unsupported_matrix" : rc == SPMV_ERR_LIMIT ? "too_large" : "bad_matrix",
-                  "%s", err.message);
-    return -1;
-}
-
 /* ----------------------------------------------------------- finishing */
 
 static void answer_created(request *r)
@@ -538,8 +398,6 @@ static void answer_created(request *r)
     matrix *m = u->up.m;
     char loc[64];
     snprintf(loc, sizeof loc, "/v1/matrices/%s", m->meta.id);
-    if (u->up.spec.if_exists == UPLOAD_REPLACE)
-        upload_replace(&u->up);
     log_info("upload: stored %s \"%s\" %dx%d nnz %lld %s on %s (%llu bytes, parse %.1f ms)", m->meta.id,
              m->meta.name, m->host.rows, m->host.cols, (long long)m->host.nnz, matrix_dtype_name(m),
              m->dev_worker ? m->dev_worker->name : "cpu", (unsigned long long)u->bytes, m->meta.parse_ms);
@@ -548,57 +406,89 @@ static void answer_created(request *r)
     api_header(r, MHD_HTTP_HEADER_LOCATION, loc);
 }
 
+/* One of the upload's tasks (the ingest, the load) finished; the last
+ * resumes the connection. */
+static void part_done(upload_req *u)
+{
+    if (atomic_fetch_sub(&u->up.pending, 1) == 1)
+        api_task_done(u->r);
+}
+
 static void load_finish(task *t, int status)
 {
     upload_req *u = (upload_req *)t;
     upload_load_done(&u->up, status);
-    api_task_done(u->r);
+    part_done(u);
 }
 
-/* The matrix built: stored and answered (host), or loaded by the worker
- * upload_place chose while this thread writes the file. */
-static void place(request *r)
+static void ingest_finish(task *t, int status)
 {
-    upload_req *u = U(r);
-    spmv_error err = {0};
-    worker *w = upload_place(&u->up);
-    if (!w) {
-        int rc = upload_store(&u->up, &err);
-        if (rc != SPMV_OK)
-            api_error_spmv(r, rc, &err);
-        else
-            answer_created(r);
-        return;
+    upload_req *u = (upload_req *)((char *)t - offsetof(upload_req, up.ingest));
+    if (status != SPMV_OK) { /* never ran: the daemon stopped */
+        u->up.ingest_rc = status;
+        spmv_error_set(&u->up.ingest_err, status, 0, "the daemon is shutting down");
     }
-    u->up.base.run = upload_load_run;
-    u->up.base.finish = load_finish;
-    if (!api_submit_and_suspend(r, w, &u->up.base))
-        return;
-    /* While the worker loads the matrix, this thread writes the file; the
-     * connection stays suspended, and upload_resumed (on this thread, so
-     * only after this returns) answers once both are done. */
-    upload_stage(&u->up);
+    part_done(u);
 }
 
-/* The load and the write are both done: 201, or what failed (a load the
- * daemon's drain cancelled is a 503). */
+/* What the ingest stopped at, answered as each step answered when it ran
+ * on this thread: the file unreadable is a 422 (but memory, I/O and the
+ * drain are the daemon's), a refused load is the device queue's 503. */
+static void answer_ingest_failure(request *r)
+{
+    upload *up = &U(r)->up;
+    int rc = up->ingest_rc;
+    if (up->phase == UPLOAD_QUEUED || rc == SPMV_ERR_UNAVAILABLE)
+        api_error_task(r, rc, &up->ingest_err);
+    else if (up->phase == UPLOAD_SUBMIT)
+        api_error_submit(r, up->w, rc);
+    else if (up->phase == UPLOAD_READ && rc != SPMV_ERR_NOMEM && rc != SPMV_ERR_IO)
+        api_error(r, 422, rc == SPMV_ERR_UNSUPPORTED ? "unsupported_matrix" : rc == SPMV_ERR_LIMIT ? "too_large" : "bad_matrix",
+                  "%s", up->ingest_err.message);
+    else
+        api_error_spmv(r, rc, &up->ingest_err);
+}
+
+/* if_exists=reuse found the same matrix: 200, not 201, nothing stored. */
+static void answer_reused(request *r)
+{
+    matrix *same = U(r)->up.reused;
+    char loc[64];
+    snprintf(loc, sizeof loc, "/v1/matrices/%s", same->meta.id);
+    log_info("upload: \"%s\" is %s already (same sha256 and dtype): reused, nothing stored", same->meta.name,
+             same->meta.id);
+    api_json(r, 200, api_matrix_json(r->d, same));
+    api_header(r, MHD_HTTP_HEADER_LOCATION, loc);
+}
+
+/* The tasks are done: 201 (200 for a reuse), or what failed. */
 static void upload_resumed(request *r)
 {
     upload_req *u = U(r);
     spmv_error err = {0};
-    int rc = upload_commit(&u->up, &err);
-    if (rc != SPMV_OK)
+    if (u->up.ingest_rc != SPMV_OK) {
+        answer_ingest_failure(r);
+        return;
+    }
+    if (u->up.reused) {
+        answer_reused(r);
+        return;
+    }
+    int rc = u->up.phase == UPLOAD_STORE ? SPMV_OK : upload_commit(&u->up, &err);
+    if (rc != SPMV_OK) {
         api_error_task(r, rc, &err);
-    else
-        answer_created(r);
+        return;
+    }
+    if (u->up.spec.if_exists == UPLOAD_REPLACE)
+        upload_replace(&u->up);
+    answer_created(r);
 }
 
-/* The body is in: the options decoded, the entries read (or generated),
- * the matrix built and placed. */
+/* The body is in: the options decoded here, the rest handed to an upload
+ * worker (the connection suspended until it is done). */
 static void upload_end(request *r)
 {
     upload_req *u = U(r);
-    spmv_error err = {0};
     if (u->pp) {
         MHD_destroy_post_processor(u->pp); /* flushes the last field */
         u->pp = NULL;
@@ -609,34 +499,14 @@ static void upload_end(request *r)
             return;
         }
     }
-    if (u->generate[0]) {
-        if (parse_options(r) != 0 || parse_recipe(r) != 0)
-            return;
-    } else {
-        if (!u->decided)
-            decide(r); /* a body of fewer than 4 bytes */
-        if (r->failed || read_entries(r) != 0 || parse_options(r) != 0)
-            return;
-    }
-    int rc = u->generate[0] ? upload_generate(&u->up, &err) : SPMV_OK;
-    if (rc == SPMV_OK)
-        rc = upload_build(&u->up, &err);
-    if (rc != SPMV_OK) {
-        api_error_spmv(r, rc, &err);
+    if (r->failed || parse_options(r) != 0 || (u->generate[0] && parse_recipe(r) != 0))
         return;
-    }
-    matrix *same = u->up.spec.if_exists == UPLOAD_REUSE ? upload_reusable(&u->up) : NULL;
-    if (same) { /* 200, not 201: nothing new was stored */
-        char loc[64];
-        snprintf(loc, sizeof loc, "/v1/matrices/%s", same->meta.id);
-        log_info("upload: \"%s\" is %s already (same sha256 and dtype): reused, nothing stored", same->meta.name,
-                 same->meta.id);
-        api_json(r, 200, api_matrix_json(r->d, same));
-        api_header(r, MHD_HTTP_HEADER_LOCATION, loc);
-        matrix_unref(same);
-        return;
-    }
-    place(r);
+    u->up.generate = u->generate[0] != '\0';
+    u->up.base.finish = load_finish;
+    u->up.ingest.run = upload_ingest_run;
+    u->up.ingest.finish = ingest_finish;
+    atomic_store(&u->up.pending, 1);
+    api_submit_and_suspend(r, spmvd_upload_worker(r->d), &u->up.ingest);
 }
 
 static void upload_cleanup(request *r)
@@ -646,8 +516,6 @@ static void upload_cleanup(request *r)
         return;
     if (u->pp)
         MHD_destroy_post_processor(u->pp);
-    spool_remove(u);
-    spmv_mm_reader_free(u->reader);
     upload_release(&u->up);
     free(u);
     r->state = NULL;

@@ -21,6 +21,7 @@
  * (cluster/vectors.c): its task runs on the cluster worker; one column
  * only.
  */
+#include <errno.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -264,6 +265,11 @@ static int shape_from_body(request *r, const json_t *body, int64_t n_want, int32
     if ((n_want <= 0 && int_opt(r, body, "n", 1, max_rows, &n)) ||
         (k_want <= 0 && int_opt(r, body, "k", 1, SPMV_MAX_K, &k)))
         return -1;
+    if (n < 1 && t->like[0]) { /* `n` is the matrix's: asking for it would be wrong */
+        api_error(r, 400, "invalid_request", "`like` %s: the matrix has 0 %s, so a vector like it would hold no "
+                  "values; a vector holds at least one", t->like, t->rows ? "rows" : "columns");
+        return -1;
+    }
     if (n < 1) {
         api_error(r, 400, "invalid_request", "%s `n` (or `like` a matrix)", needs);
         return -1;
@@ -309,10 +315,12 @@ static int values_from_binary(request *r, int64_t n_want, int32_t k_want)
     size_t colbytes = vs * (size_t)k;
     int64_t n = (int64_t)(r->body_len / colbytes);
     if (r->body_len % colbytes || (n_want > 0 && n != n_want) || n < 1) {
-        api_error(r, 400, "shape_mismatch",
-                  "the body has %zu bytes: %s values of %d column%s of %s%s%lld%s are needed", r->body_len,
-                  n_want > 0 ? "" : "a whole number of", (int)k, k == 1 ? "" : "s", spmv_dtype_name(t->dtype),
-                  n_want > 0 ? " (" : "", (long long)(n_want > 0 ? n_want : 0), n_want > 0 ? " values a column)" : "");
+        char want[64] = "";
+        if (n_want > 0)
+            snprintf(want, sizeof want, " (%lld values a column)", (long long)n_want);
+        api_error(r, 400, "shape_mismatch", "the body has %zu bytes: %svalues of %d column%s of %s%s are needed",
+                  r->body_len, n_want > 0 ? "" : "a whole number of ", (int)k, k == 1 ? "" : "s",
+                  spmv_dtype_name(t->dtype), want);
         return -1;
     }
     t->n = n;
@@ -511,9 +519,10 @@ static void get_end(request *r)
     const char *name = api_query(r, "shm"), *off = api_query(r, "offset");
     if (name || off) {
         char msg[512], *end = NULL;
-        long long o = off ? strtoll(off, &end, 10) : 0;
+        errno = 0;
+        long long o = off ? strtoll(off, &end, 10) : 0; /* past 2^63-1 ERANGE, not a wrong number in the answer */
         size_t vs = spmv_dtype_size(t->v->v.dtype);
-        if (!name || (off && (!*off || *end || o < 0))) {
+        if (!name || (off && (!*off || *end || o < 0 || errno))) {
             api_error(r, 400, "invalid_request", name ? "`offset` must be a byte offset >= 0, not \"%.64s\""
                                                       : "`offset` without `shm`%.0s", off);
             return;

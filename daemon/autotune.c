@@ -9,6 +9,7 @@
  * ignored (and overwritten by the next tuning), never an error.
  */
 #include <errno.h>
+#include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -58,6 +59,27 @@ json_t *autotune_json(const matrix_tuning *t)
 
 /* --------------------------------------------------------- side file */
 
+/* o as compact JSON into a new file at path, fsynced; 0 or -1 (errno). */
+static int write_synced(const json_t *o, const char *path)
+{
+    char *text = json_dumps(o, JSON_COMPACT);
+    int fd = text ? open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644) : -1;
+    size_t len = text ? strlen(text) : 0, done = 0;
+    while (fd >= 0 && done < len) {
+        ssize_t n = write(fd, text + done, len - done);
+        if (n < 0 && errno == EINTR)
+            continue;
+        if (n <= 0)
+            break;
+        done += (size_t)n;
+    }
+    int rc = fd >= 0 && done == len && fsync(fd) == 0 ? 0 : -1;
+    if (fd >= 0 && close(fd) != 0)
+        rc = -1;
+    free(text);
+    return rc;
+}
+
 static void store_side_file(const char *dir, const matrix *m, const matrix_tuning *t)
 {
     char path[4096], tmp[4096];
@@ -66,7 +88,9 @@ static void store_side_file(const char *dir, const matrix *m, const matrix_tunin
         goto done;
     json_object_set_new(o, "device", json_string(device_of(m) == SPMV_DEVICE_GPU ? "gpu" : "cpu"));
     json_object_del(o, "source");
-    if (json_dump_file(o, tmp, JSON_COMPACT) != 0 || rename(tmp, path) != 0) {
+    /* written and fsynced before the rename: after a crash the name holds
+     * the old choice or the new one, never an empty file */
+    if (write_synced(o, tmp) != 0 || rename(tmp, path) != 0) {
         log_warn("auto: cannot store the choice for %s in %s: %s", m->meta.id, path, strerror(errno));
         unlink(tmp);
         goto done;

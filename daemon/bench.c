@@ -59,10 +59,13 @@ void bench_run(task *base, worker *w)
     spmv_random_vector(dt, b->m->host.cols, b->seed, x);
     spmv_reference(&b->m->host.csr, x, ref);
     for (size_t i = 0; i < b->nentries; i++) {
-        if (job_cancelled(b->job)) { /* DELETE /v1/jobs/{id}: the kernels not run say so */
+        /* a slice a kernel: products queued meanwhile run between two */
+        bool draining = i > 0 && worker_slice(w);
+        if (draining || job_cancelled(b->job)) { /* SIGTERM, DELETE /v1/jobs/{id}: the kernels not run say so */
             for (size_t j = i; j < b->nentries; j++) {
                 b->entries[j].rc = SPMV_ERR_UNAVAILABLE;
-                snprintf(b->entries[j].error, sizeof b->entries[j].error, "not run: the job was cancelled");
+                snprintf(b->entries[j].error, sizeof b->entries[j].error, "not run: %s",
+                         draining ? "the daemon is shutting down" : "the job was cancelled");
             }
             break;
         }

@@ -15,6 +15,7 @@
 
 #define CONFIG_DEFAULT_FILE "/etc/spmvd/spmvd.json"
 #define CONFIG_MAX_DEVICES 64
+#define CONFIG_MAX_UPLOAD_WORKERS 16
 
 typedef struct spmvd_config {
     char *listen;                  /* "host:port" or "[v6]:port" */
@@ -52,7 +53,11 @@ typedef struct spmvd_config {
     int64_t connection_timeout;    /* seconds */
     int64_t connection_memory_limit;
     int64_t max_connections;
+    int64_t upload_workers;        /* threads that read and build uploads (d->loaders) */
     int64_t per_ip_connections;    /* 0: unlimited */
+    int64_t header_timeout_s;      /* request line and headers, from the connection or the previous answer */
+    int64_t body_timeout_s;        /* a body's grace before body_min_rate applies */
+    int64_t body_min_rate;         /* bytes/s a body must average past body_timeout_s; 0: none */
     char *log_level;
     char *auth_token_file;         /* NULL: no authentication */
     char *tls_cert;                /* NULL: plain HTTP */

@@ -67,6 +67,16 @@ worker *spmvd_worker_named(spmvd *d, const char *name, const char **why)
     return NULL;
 }
 
+worker *spmvd_upload_worker(spmvd *d)
+{
+    worker *best = d->loaders[0];
+    for (int i = 1; i < d->nloaders; i++)
+        if (queue_depth(&d->loaders[i]->queue) + (atomic_load(&d->loaders[i]->task_started_ms) > 0) <
+            queue_depth(&best->queue) + (atomic_load(&best->task_started_ms) > 0))
+            best = d->loaders[i];
+    return best;
+}
+
 worker *spmvd_pick_gpu(spmvd *d, int want)
 {
     worker *best = NULL;
@@ -96,6 +106,13 @@ int spmvd_remove_matrix(spmvd *d, const char *id, spmv_error *err)
         cluster_matrix_forget(m->shards);
     matrix_unref(m);
     return store_remove(d->store, id, err);
+}
+
+void spmvd_remove_run(task *t, worker *w)
+{
+    (void)w;
+    remove_task *q = (remove_task *)t;
+    q->rc = spmvd_remove_matrix(q->d, q->id, &q->err);
 }
 
 worker *spmvd_worker_for(spmvd *d, matrix *m, const spmv_kernel *k)

@@ -46,6 +46,8 @@ typedef struct spmvd {
     bufpool *iobufs;             /* bodies and answers of binary products */
     metrics *metrics;
     worker *cpu;
+    worker *loaders[CONFIG_MAX_UPLOAD_WORKERS]; /* upload workers: read, build, store (daemon/upload.c) */
+    int nloaders;
     worker *gpus[CONFIG_MAX_DEVICES];
     int ngpus;
     char gpu_reason[256];        /* why there are none, when ngpus is 0 */
@@ -63,6 +65,8 @@ void spmvd_vlimits_from_config(vstore_limits *l, const spmvd_config *c);
 /* The padding rule now in force (max_padding, max_format_bytes). */
 spmv_format_limits spmvd_format_limits(spmvd *d);
 
+/* The upload worker with the fewest tasks waiting. */
+worker *spmvd_upload_worker(spmvd *d);
 /* The GPU worker an upload goes to: `want` < 0 picks the one with the most
  * free memory; NULL when there is no GPU (or `want` is not one). */
 worker *spmvd_pick_gpu(spmvd *d, int want);
@@ -75,6 +79,16 @@ worker *spmvd_worker_for(spmvd *d, matrix *m, const spmv_kernel *k);
 /* Whether kernel k can run in this daemon (build, host, configured
  * devices); *reason says why not. */
 bool spmvd_kernel_available(spmvd *d, const spmv_kernel *k, const char **reason);
+/* DELETE of a matrix as a task (on an upload worker: the unlink and the
+ * directory's fsync are disk work): spmvd_remove_run is its body. */
+typedef struct remove_task {
+    task base;
+    struct spmvd *d;
+    char id[MATFILE_ID_LEN + 1];
+    int rc;
+    spmv_error err;
+} remove_task;
+void spmvd_remove_run(task *t, worker *w);
 /* DELETE of a matrix: its file removed and the store's reference dropped
  * (the ranks forget a sharded one's shard files). SPMV_ERR_NOT_FOUND if
  * there is no such matrix. */

@@ -93,6 +93,15 @@ static int read_token(spmvd *d, char *err, size_t errlen)
 static int start_workers(spmvd *d)
 {
     spmv_error err = {0};
+    for (int i = 0; i < (int)d->cfg.upload_workers; i++) {
+        worker *w = worker_upload_new(d, i, (size_t)d->cfg.queue_depth);
+        if (!w || w->ops->start(w, &err) != SPMV_OK) {
+            log_error("cannot start upload worker %d: %s", i, err.message);
+            worker_free(w);
+            return -1;
+        }
+        d->loaders[d->nloaders++] = w;
+    }
     d->cpu = worker_cpu_new(d, (size_t)d->cfg.queue_depth);
     if (!d->cpu || d->cpu->ops->start(d->cpu, &err) != SPMV_OK) {
         log_error("cannot start the CPU worker: %s", err.message);
@@ -154,6 +163,9 @@ static int start_cluster_worker(spmvd *d)
 
 void spmvd_stop_workers(spmvd *d)
 {
+    /* first: a running ingest may still hand its load to a device's worker */
+    for (int i = 0; i < d->nloaders; i++)
+        d->loaders[i]->ops->stop(d->loaders[i]);
     if (d->cluster_worker) /* sends shutdown to every rank */
         d->cluster_worker->ops->stop(d->cluster_worker);
     if (d->cpu)
@@ -164,6 +176,9 @@ void spmvd_stop_workers(spmvd *d)
 
 static void free_workers(spmvd *d)
 {
+    for (int i = 0; i < d->nloaders; i++)
+        worker_free(d->loaders[i]);
+    d->nloaders = 0;
     worker_free(d->cluster_worker);
     d->cluster_worker = NULL;
     worker_free(d->cpu);
@@ -321,6 +336,8 @@ static void reload_config(spmvd *d, int argc, char **argv)
             log_warn("SIGHUP: allow_shm is off: %zu shared-memory region%s unregistered", n, n == 1 ? "" : "s");
     }
     queue_set_capacity(&d->cpu->queue, (size_t)c.queue_depth);
+    for (int i = 0; i < d->nloaders; i++)
+        queue_set_capacity(&d->loaders[i]->queue, (size_t)c.queue_depth);
     for (int i = 0; i < d->ngpus; i++)
         queue_set_capacity(&d->gpus[i]->queue, (size_t)c.queue_depth);
     /* at warn so it shows under any level but error; the new level applies after it */
@@ -337,6 +354,9 @@ static bool workers_alive(spmvd *d, double stale_ms)
 {
     if (!worker_alive(d->cpu, stale_ms))
         return false;
+    for (int i = 0; i < d->nloaders; i++)
+        if (!worker_alive(d->loaders[i], stale_ms))
+            return false;
     for (int i = 0; i < d->ngpus; i++)
         if (!worker_alive(d->gpus[i], stale_ms))
             return false;

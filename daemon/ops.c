@@ -86,8 +86,12 @@ void ops_run(task *base, worker *w)
     b->queue_ms = base->queue_ms;
     for (size_t i = 0; i < b->nsteps; i++) {
         ops_step *s = &b->steps[i];
+        if (i > 0 && worker_slice(w)) { /* SIGTERM: the steps before took effect, the rest never run */
+            b->rc = spmv_error_set(&b->err, SPMV_ERR_UNAVAILABLE, 0, "the daemon is shutting down");
+            b->failed_at = i;
+            break;
+        }
         double s0 = spmv_now_ms();
-        worker_heartbeat(w);
         if ((b->rc = run_step(b, w, s)) == SPMV_OK)
             b->rc = spmv_vec_sync(ctx, &b->err); /* the step's ms ends when its device work does */
         s->ms = spmv_now_ms() - s0;

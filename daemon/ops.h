@@ -7,7 +7,9 @@
  * order, a product through the worker (worker_run_apply) and BLAS-1 steps
  * through the engine's spmv_vec_* calls, each timed up to the point its
  * device work is done. The first step that fails stops the batch; the
- * steps before it have taken effect. Steps on vectors distributed across
+ * steps before it have taken effect. The batch is a sliced task: between
+ * two steps the short tasks queued meanwhile run (worker_slice), and a
+ * SIGTERM stops it there. Steps on vectors distributed across
  * the MPI ranks run on the cluster worker, each one command every rank
  * runs on its slice (cluster/vectors.c).
  */

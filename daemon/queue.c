@@ -81,6 +81,28 @@ task *queue_pop(task_queue *q, int timeout_ms, bool *closed)
     return t;
 }
 
+task *queue_take_short(task_queue *q)
+{
+    pthread_mutex_lock(&q->lock);
+    task *prev = NULL, *t = q->head;
+    while (t && t->sliced) {
+        prev = t;
+        t = t->next;
+    }
+    if (t) {
+        if (prev)
+            prev->next = t->next;
+        else
+            q->head = t->next;
+        if (q->tail == t)
+            q->tail = prev;
+        q->depth--;
+        t->next = NULL;
+    }
+    pthread_mutex_unlock(&q->lock);
+    return t;
+}
+
 task *queue_close(task_queue *q)
 {
     pthread_mutex_lock(&q->lock);

@@ -27,6 +27,7 @@ struct task {
     double queue_ms;      /* time spent waiting, set when the worker takes it */
     void (*run)(task *t, struct worker *w);
     void (*finish)(task *t, int status);
+    bool sliced;          /* runs in slices (worker_slice): never run inside another task's slice */
 };
 
 typedef struct task_queue {
@@ -46,6 +47,10 @@ int queue_push(task_queue *q, task *t, bool force);
 /* The next task, waiting up to timeout_ms; NULL on timeout or when closed
  * and empty (*closed says which). */
 task *queue_pop(task_queue *q, int timeout_ms, bool *closed);
+/* The first waiting task that is not sliced, taken out of the queue
+ * (the others keep their order), or NULL: what a long task runs between
+ * two of its slices. */
+task *queue_take_short(task_queue *q);
 /* Closes the queue; returns the waiting tasks as a list (via ->next). */
 task *queue_close(task_queue *q);
 size_t queue_depth(task_queue *q);

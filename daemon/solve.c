@@ -5,10 +5,12 @@
  * this device (x from x0 or zeros), the Jacobi diagonal is inverted on the
  * host and written there, and engine/krylov.c iterates with each product
  * through worker_run_apply, the job told of every iteration (a DELETE of
- * the job stops the solve at the next one) and the worker's heartbeat
- * ticked, so a long solve is busy, not stuck. x is read back unless it
- * went into x_out. k columns are k solves in turn, sharing the device
- * vectors and the Jacobi diagonal (the job's progress runs over all k).
+ * the job stops the solve at the next one). Every iteration is a slice
+ * (worker_slice): the products queued meanwhile run between two, the
+ * watchdog sees a long solve busy, not stuck, and a SIGTERM stops it (503).
+ * x is read back unless it went into x_out. k columns are k solves in
+ * turn, sharing the device vectors and the Jacobi diagonal (the job's
+ * progress runs over all k).
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -21,6 +23,7 @@
 typedef struct op_ctx {
     solve_task *t;
     worker *w;
+    bool draining;             /* worker_slice saw SIGTERM: the solve stops, answered 503 */
 } op_ctx;
 
 static int apply(void *c, const spmv_vec *x, spmv_vec *y, double *ms, spmv_error *err)
@@ -33,16 +36,19 @@ static int apply(void *c, const spmv_vec *x, spmv_vec *y, double *ms, spmv_error
     return rc;
 }
 
+/* Between two iterations: a slice boundary (the products queued meanwhile
+ * run), the job told, a cancel or a SIGTERM stops the solve. */
 static int progress(void *c, int32_t it, double relres)
 {
     op_ctx *o = c;
     solve_task *t = o->t;
-    worker_heartbeat(o->w);
+    if (worker_slice(o->w))
+        o->draining = true;
     if (t->job) {
         job_set_iteration(t->job, it, relres);
         job_set_progress(t->job, ((double)t->col * t->o.maxit + it) / ((double)t->ncols * t->o.maxit));
     }
-    return job_cancelled(t->job);
+    return o->draining || job_cancelled(t->job);
 }
 
 /* The vectors of the device every column shares: b (the resident one, or
@@ -101,13 +107,16 @@ static int solve_column(solve_task *t, worker *w, spmv_gpu_ctx *ctx, solve_vecs 
         rc = spmv_vec_fill(ctx, &v->x, 0.0, e);
     if (rc)
         return rc;
-    op_ctx oc = {t, w};
+    op_ctx oc = {t, w, false};
     spmv_linop a = {t->m->host.rows, t->m->host.rows, &oc, apply};
     t->o.progress = progress;
     t->o.progress_ctx = &oc;
     spmv_solve_result *res = &t->res[c];
     if ((rc = spmv_solve(ctx, &a, &v->b, &v->x, &t->o, res, e)))
         return rc;
+    if (oc.draining)
+        return spmv_error_set(e, SPMV_ERR_UNAVAILABLE, 0, "the daemon is shutting down: the solve stopped after %d "
+                              "iterations", res->iterations);
     if (!t->xout && (rc = spmv_vec_read(ctx, &v->x, (char *)t->x + (size_t)c * col_bytes, e)))
         return rc;
     log_info("solve: %s on %s by %s with %s%s: %s after %d iterations, relres %.3g, %.1f ms",

@@ -372,17 +372,25 @@ int store_remove(store *s, const char *id, spmv_error *err)
 {
     matrix *prev = NULL, *m;
     int rc = SPMV_OK;
+    matrix *known = store_get(s, id);
+    if (!known)
+        return spmv_error_set(err, SPMV_ERR_NOT_FOUND, 0, "no matrix %s", id);
+    matrix_unref(known);
+    /* The file goes first, outside the lock: the unlink and the directory's
+     * fsync can take a disk's while, and every lookup (each product's) waits
+     * on the lock. A crash in between brings the matrix back at the next
+     * start, before its DELETE was answered. */
+    if ((rc = matfile_remove(s->dir, id, err)) != 0)
+        return rc;
+    autotune_remove(s->dir, id); /* the auto kernel's stored choice, if any */
     pthread_mutex_lock(&s->lock);
     for (m = s->head; m; prev = m, m = m->next)
         if (strcmp(m->meta.id, id) == 0)
             break;
-    if (!m) {
+    if (!m) { /* a DELETE beside this one took it */
         rc = spmv_error_set(err, SPMV_ERR_NOT_FOUND, 0, "no matrix %s", id);
         goto out;
     }
-    if ((rc = matfile_remove(s->dir, id, err)) != 0)
-        goto out;
-    autotune_remove(s->dir, id); /* the auto kernel's stored choice, if any */
     if (prev)
         prev->next = m->next;
     else
@@ -458,8 +466,9 @@ static int list_files(store *s, char ***names, size_t *count)
     size_t k = 0;
     for (int i = 0; i < n; i++) {
         const char *name = entries[i]->d_name;
-        if (out && name[0] == '.' && has_suffix(name, ".tmp")) {
-            /* a store interrupted by a crash: never answered, never valid */
+        if (out && has_suffix(name, ".tmp")) {
+            /* a store, spool or tuning choice (<id>.tune.tmp) interrupted
+             * by a crash: never answered, never valid */
             char path[PATH_MAX];
             snprintf(path, sizeof path, "%s/%s", s->dir, name);
             if (unlink(path) == 0)

@@ -1,6 +1,16 @@
-/* upload.c — a new matrix built, placed and stored (daemon/upload.h).
+/* upload.c — a new matrix read, built, placed and stored (daemon/upload.h).
  *
- * The host CSR is built in the asked dtype on the HTTP thread that read
+ * The HTTP thread only spools the body (a gzip chunk may expand a
+ * thousandfold: no parsing on a thread that serves /v1/health): in memory
+ * up to UPLOAD_MEMORY_BYTES, past it to a file in the state directory
+ * (libzip needs to seek in an .npz anyway). Small uploads, most of them,
+ * so never cost the HTTP thread a file's creation and unlink, which wait
+ * behind the fsyncs of the stores on a busy disk. The rest
+ * is one task on an upload worker: the spool read in chunks through the
+ * Matrix Market reader (gzip found by its magic bytes), or as an .npz
+ * (zip magic) straight into a CSR; the spool removed.
+ *
+ * The host CSR is built in the asked dtype on the upload worker that read
  * the body: a Matrix Market reader's COO converted (and freed at once),
  * an .npz's float64 CSR cast, a generated one taken as built; "mixed"
  * rounds the values to float32. Any other host formats asked for are built
@@ -21,19 +31,216 @@
  * and what a restart re-shards, and the cluster worker cuts it into row
  * blocks and sends every rank its shard while the file is written.
  */
+#include <errno.h>
+#include <fcntl.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "daemon/daemon.h"
 #include "daemon/log.h"
 #include "daemon/upload.h"
 
+#define READ_CHUNK (1 << 20)
+
 void upload_init(upload *u, spmvd *d)
 {
     u->d = d;
     u->symmetry = SPMV_MM_GENERAL;
+    u->spool_fd = -1;
     atomic_init(&u->load_failed, false);
+    atomic_init(&u->pending, 0);
+}
+
+/* ------------------------------------------------------------- spool */
+
+/* Appends to the in-memory head when it still fits UPLOAD_MEMORY_BYTES. */
+static bool head_append(upload *u, const void *data, size_t size)
+{
+    if (u->spool_fd >= 0 || u->head_len + size > UPLOAD_MEMORY_BYTES)
+        return false;
+    if (u->head_len + size > u->head_cap) {
+        size_t cap = u->head_cap ? u->head_cap : 16384;
+        while (cap < u->head_len + size)
+            cap *= 2;
+        char *nb = realloc(u->head, cap < UPLOAD_MEMORY_BYTES ? cap : UPLOAD_MEMORY_BYTES);
+        if (!nb)
+            return false; /* to the file then */
+        u->head = nb;
+        u->head_cap = cap < UPLOAD_MEMORY_BYTES ? cap : UPLOAD_MEMORY_BYTES;
+    }
+    memcpy(u->head + u->head_len, data, size);
+    u->head_len += size;
+    u->spooled += size;
+    return true;
+}
+
+static int spool_out(upload *u, const void *data, size_t size, spmv_error *err)
+{
+    for (const char *p = data; size > 0;) {
+        ssize_t n = write(u->spool_fd, p, size);
+        if (n < 0 && errno == EINTR)
+            continue;
+        if (n <= 0)
+            return spmv_error_set(err, SPMV_ERR_IO, 0, "spooling the upload to %s: %s", u->spool_path,
+                                  n < 0 ? strerror(errno) : "short write");
+        p += n;
+        size -= (size_t)n;
+        u->spooled += (uint64_t)n;
+    }
+    return SPMV_OK;
+}
+
+int upload_spool_write(upload *u, const void *data, size_t size, spmv_error *err)
+{
+    if (head_append(u, data, size))
+        return SPMV_OK;
+    if (u->spool_fd < 0) {
+        const char *dir = store_dir(u->d->store);
+        int n = snprintf(u->spool_path, sizeof u->spool_path, "%s/.upload-XXXXXX.tmp", dir);
+        if (n < 0 || (size_t)n >= sizeof u->spool_path || (u->spool_fd = mkostemps(u->spool_path, 4, O_CLOEXEC)) < 0) {
+            u->spool_fd = -1;
+            u->spool_path[0] = '\0';
+            return spmv_error_set(err, SPMV_ERR_IO, 0, "cannot create a spool file for the upload in %s: %s", dir,
+                                  strerror(errno));
+        }
+        u->spooled -= u->head_len; /* counted again as it goes to the file */
+        int rc = spool_out(u, u->head, u->head_len, err);
+        free(u->head);
+        u->head = NULL;
+        u->head_len = u->head_cap = 0;
+        if (rc != SPMV_OK)
+            return rc;
+    }
+    return spool_out(u, data, size, err);
+}
+
+static void spool_remove(upload *u)
+{
+    free(u->head);
+    u->head = NULL;
+    u->head_len = u->head_cap = 0;
+    if (u->spool_fd >= 0)
+        close(u->spool_fd);
+    u->spool_fd = -1;
+    if (u->spool_path[0])
+        unlink(u->spool_path);
+    u->spool_path[0] = '\0';
+}
+
+/* -------------------------------------------------------------- read */
+
+/* The spool through the Matrix Market reader, a chunk at a time, into
+ * u->coo; the daemon's drain stops it between two chunks. */
+static int read_mm(upload *u, worker *w, const spmv_mm_options *opts, spmv_error *err)
+{
+    spmv_mm_reader *reader = NULL;
+    spmv_mm_info info;
+    char *buf = malloc(READ_CHUNK);
+    int rc = buf ? spmv_mm_reader_new(opts, &reader, err)
+                 : spmv_error_set(err, SPMV_ERR_NOMEM, 0, "out of memory for the read buffer");
+    if (rc == SPMV_OK && u->head_len) /* a body that stayed in memory */
+        rc = spmv_mm_reader_feed(reader, u->head, u->head_len, err);
+    if (rc == SPMV_OK && u->spool_fd >= 0 && lseek(u->spool_fd, 0, SEEK_SET) != 0)
+        rc = spmv_error_set(err, SPMV_ERR_IO, 0, "reading the spooled upload %s: %s", u->spool_path, strerror(errno));
+    while (rc == SPMV_OK && u->spool_fd >= 0) {
+        ssize_t n = read(u->spool_fd, buf, READ_CHUNK);
+        if (n < 0 && errno == EINTR)
+            continue;
+        if (n < 0)
+            rc = spmv_error_set(err, SPMV_ERR_IO, 0, "reading the spooled upload %s: %s", u->spool_path,
+                                strerror(errno));
+        if (n <= 0)
+            break;
+        if (w)
+            worker_heartbeat(w);
+        if (atomic_load(&u->d->draining))
+            rc = spmv_error_set(err, SPMV_ERR_UNAVAILABLE, 0, "the daemon is shutting down");
+        else
+            rc = spmv_mm_reader_feed(reader, buf, (size_t)n, err);
+    }
+    if (rc == SPMV_OK && (rc = spmv_mm_reader_finish(reader, &u->coo, &info, err)) == SPMV_OK) {
+        u->from_coo = true;
+        u->symmetry = info.symmetry;
+    }
+    spmv_mm_reader_free(reader);
+    free(buf);
+    return rc;
+}
+
+/* Whether the spool starts as a zip archive does (an .npz). */
+static bool spool_is_npz(upload *u)
+{
+    unsigned char head[4];
+    if (u->spool_fd < 0)
+        return spmv_npz_magic(u->head, u->head_len);
+    return pread(u->spool_fd, head, sizeof head, 0) == (ssize_t)sizeof head && spmv_npz_magic(head, sizeof head);
+}
+
+int upload_read(upload *u, worker *w, spmv_error *err)
+{
+    spmv_mm_options opts = {.max_rows = atomic_load(&u->d->limits.max_rows),
+                            .max_cols = atomic_load(&u->d->limits.max_rows),
+                            .max_nnz = atomic_load(&u->d->limits.max_nnz), .threads = 0};
+    double t0 = spmv_now_ms();
+    int rc;
+    if (spool_is_npz(u)) {
+        spmv_npz_info ninfo;
+        rc = u->spool_fd >= 0 ? spmv_npz_read_file_csr(u->spool_path, &opts, &u->csr, &ninfo, err)
+                              : spmv_npz_read_buffer_csr(u->head, u->head_len, &opts, &u->csr, &ninfo, err);
+        if (rc == SPMV_OK)
+            log_info("upload: .npz (%s layout) %lld x %lld, %lld entries, %lld duplicates summed, %s", ninfo.layout,
+                     (long long)ninfo.rows, (long long)ninfo.cols, (long long)ninfo.entries,
+                     (long long)ninfo.duplicates, ninfo.direct ? "read straight into the CSR" : "through a COO");
+    } else {
+        rc = read_mm(u, w, &opts, err);
+    }
+    spool_remove(u);
+    u->parse_ms += spmv_now_ms() - t0;
+    return rc;
+}
+
+/* ------------------------------------------------------------ ingest */
+
+/* The built matrix where upload_place sends it: stored now (the host), or
+ * its load submitted to the device's worker while this thread stages the
+ * file. */
+static void place_and_store(upload *u)
+{
+    worker *lw = upload_place(u);
+    if (!lw) {
+        u->phase = UPLOAD_STORE;
+        u->ingest_rc = upload_store(u, &u->ingest_err);
+        return;
+    }
+    u->phase = UPLOAD_SUBMIT;
+    u->base.run = upload_load_run;
+    atomic_fetch_add(&u->pending, 1); /* the load's finish, as the ingest's, must come before the answer */
+    int rc = lw->ops->submit(lw, &u->base, false);
+    if (rc != SPMV_OK) {
+        atomic_fetch_sub(&u->pending, 1);
+        u->ingest_rc = rc;
+        return;
+    }
+    u->phase = UPLOAD_LOAD;
+    upload_stage(u);
+}
+
+void upload_ingest_run(task *t, worker *w)
+{
+    upload *u = (upload *)((char *)t - offsetof(upload, ingest));
+    u->phase = UPLOAD_READ;
+    if (!u->generate && (u->ingest_rc = upload_read(u, w, &u->ingest_err)) != SPMV_OK)
+        return;
+    u->phase = UPLOAD_BUILD;
+    if ((u->generate && (u->ingest_rc = upload_generate(u, &u->ingest_err)) != SPMV_OK) ||
+        (u->ingest_rc = upload_build(u, &u->ingest_err)) != SPMV_OK)
+        return;
+    if (u->spec.if_exists == UPLOAD_REUSE && (u->reused = upload_reusable(u)))
+        return; /* the same matrix is stored already: nothing placed or stored */
+    place_and_store(u);
 }
 
 /* ----------------------------------------------------------- generate */
@@ -322,6 +529,9 @@ int upload_commit(upload *u, spmv_error *err)
 
 void upload_release(upload *u)
 {
+    matrix_unref(u->reused);
+    u->reused = NULL;
+    spool_remove(u);
     spmv_coo_free(&u->coo);
     spmv_csr_free(&u->csr);
     store_discard(&u->staged);

@@ -1,30 +1,35 @@
-/* upload.h — a new matrix's way into the daemon: built, placed, stored.
+/* upload.h — a new matrix's way into the daemon: read, built, placed, stored.
  *
- * The API streams and decodes POST /v1/matrices (api/upload.c): a Matrix
- * Market file's entries (COO), an .npz's CSR or a generator's recipe, and
- * the options (upload_spec), into an `upload`. What follows is the
- * daemon's, in this order:
+ * The API streams POST /v1/matrices (api/upload.c): the HTTP thread only
+ * writes the file's bytes to a spool file (upload_spool_write) and decodes
+ * the options (upload_spec) or a generator's recipe. Everything heavy then
+ * runs on an upload worker (d->loaders), one task, `ingest`:
  *
- *   upload_generate   HTTP thread: a generated matrix's CSR, bounded by
- *                     max_rows, max_nnz and the host's available memory;
- *   upload_build      HTTP thread: the host CSR in the asked dtype, the
- *                     sharding by configuration, the matrix;
- *   upload_place      HTTP thread: where it goes (the host, a GPU, the
- *                     ranks) and so which worker loads it;
- *   upload_store      HTTP thread: a host matrix's file written, listed.
+ *   upload_ingest_run  an upload worker's thread, in this order:
+ *     upload_read      the spool read: a Matrix Market file's entries
+ *                      (COO) or an .npz's CSR; or upload_generate, a
+ *                      generated matrix's CSR, bounded by max_rows, max_nnz
+ *                      and the host's available memory;
+ *     upload_build     the host CSR in the asked dtype, the sharding by
+ *                      configuration, the matrix;
+ *     upload_place     where it goes (the host, a GPU, the ranks) and so
+ *                      which worker loads it;
+ *     upload_store     a host matrix's file written, listed; or the load
+ *                      submitted to the device's worker (`base`), and the
+ *                      file staged meanwhile:
  *
- * A matrix bound for a device goes there as a task: the API submits the
- * upload (its `base`) to the worker upload_place chose, with
+ *   upload_load_run    the device worker's thread: the host CSR copied to
+ *                      its GPU, or cut into shards sent to the ranks;
+ *   upload_stage       the upload worker, meanwhile: the file written under
+ *                      a temporary name;
+ *   upload_load_done   the load's finish (any thread): a failed load stops
+ *                      the write early;
+ *   upload_commit      HTTP thread, once both tasks finished (`pending`): a
+ *                      failed load wins, then a failed write; else the file
+ *                      gets its name and the matrix is listed.
  *
- *   upload_load_run   the worker's thread: the host CSR copied to its GPU,
- *                     or cut into shards sent to the ranks;
- *   upload_stage      HTTP thread, meanwhile: the file written under a
- *                     temporary name;
- *   upload_load_done  the task's finish (any thread): a failed load stops
- *                     the write early;
- *   upload_commit     HTTP thread, once both are done: a failed load wins,
- *                     then a failed write; else the file gets its name and
- *                     the matrix is listed.
+ * `phase` and ingest_rc say how far the ingest got and what failed there,
+ * so the API answers each failure as it did when these steps ran on it.
  *
  * upload_release frees what was not kept: the entries, a staged file, a
  * matrix never listed (its device copy with it).
@@ -32,6 +37,7 @@
 #ifndef SPMVD_UPLOAD_H
 #define SPMVD_UPLOAD_H
 
+#include <limits.h>
 #include <stdatomic.h>
 #include <stdbool.h>
 #include <stdint.h>
@@ -61,10 +67,35 @@ typedef struct upload_spec {
     upload_if_exists if_exists;
 } upload_spec;
 
+/* How far the ingest got (upload_ingest_run); with ingest_rc, what failed. */
+typedef enum upload_phase {
+    UPLOAD_QUEUED,              /* never ran: the daemon stopped first */
+    UPLOAD_READ,                /* reading the spooled file */
+    UPLOAD_BUILD,               /* generating, building the matrix */
+    UPLOAD_STORE,               /* a host matrix: stored (the answer is 201 once ingest_rc is 0) */
+    UPLOAD_SUBMIT,              /* the load refused by the device's queue (ingest_rc its status) */
+    UPLOAD_LOAD,                /* the load submitted, the file staged: upload_commit decides */
+} upload_phase;
+
 typedef struct upload {
     task base;                  /* the load (upload_load_run) on w */
+    task ingest;                /* read, build, place (upload_ingest_run) on an upload worker */
     struct spmvd *d;
     upload_spec spec;
+    /* the body, spooled by the HTTP thread: in memory while it fits
+     * UPLOAD_MEMORY_BYTES, then in a file */
+    char *head;
+    size_t head_len, head_cap;
+    int spool_fd;               /* -1: none (the body is in head) */
+    char spool_path[PATH_MAX];
+    uint64_t spooled;           /* bytes written */
+    bool generate;              /* no body: u->recipe is built */
+    /* the ingest's outcome */
+    upload_phase phase;
+    int ingest_rc;
+    spmv_error ingest_err;
+    matrix *reused;             /* if_exists=reuse: the stored matrix of the same name and content (referenced) */
+    atomic_int pending;         /* tasks (ingest, load) whose finish has not come */
     /* the entries, as the API parsed them */
     spmv_coo coo;               /* a Matrix Market file's (from_coo), until the CSR is built */
     bool from_coo;
@@ -87,6 +118,18 @@ typedef struct upload {
 } upload;
 
 void upload_init(upload *u, struct spmvd *d);
+/* HTTP thread: the body's next bytes appended to the spool: memory up to
+ * UPLOAD_MEMORY_BYTES, then a file in the state directory (.upload-*.tmp,
+ * which a restart removes). SPMV_ERR_IO with err saying why. */
+#define UPLOAD_MEMORY_BYTES (256 * 1024)
+int upload_spool_write(upload *u, const void *data, size_t size, spmv_error *err);
+/* The task body (u->ingest.run) on an upload worker: reads the spool (or
+ * generates), builds, places; stores a host matrix, or submits the load
+ * (u->base, its finish set by the caller) to the device's worker and
+ * stages the file meanwhile. u->phase and u->ingest_rc say how it went. */
+void upload_ingest_run(task *t, worker *w);
+/* The spooled file's entries: u->coo (Matrix Market) or u->csr (.npz). */
+int upload_read(upload *u, worker *w, spmv_error *err);
 /* u->recipe (defaults applied) built into u->csr in u->spec.dtype; past
  * max_rows, max_nnz or the host's memory SPMV_ERR_LIMIT, the message
  * saying which bound and the numbers. */
@@ -110,7 +153,7 @@ int upload_store(upload *u, spmv_error *err);
 void upload_load_run(task *t, worker *w);
 /* From the task's finish, with its status (not 0: it never ran). */
 void upload_load_done(upload *u, int status);
-/* On the HTTP thread while the load runs: the file under a temporary name. */
+/* On the upload worker while the load runs: the file under a temporary name. */
 void upload_stage(upload *u);
 /* Once the load and the stage are done: the load's status (a failed load,
  * its staged file removed), the write's, or the commit's. */

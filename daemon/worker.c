@@ -3,34 +3,51 @@
  * The loop pops a task, runs it, finishes it, and ticks a heartbeat at
  * least every WORKER_TICK_MS even when idle; the main thread sends the
  * systemd watchdog ping only while every worker's heartbeat is fresh, so a
- * worker stuck in a kernel stops the pings. Start is a handshake: the
+ * worker stuck in a kernel stops the pings.
+ *
+ * A long task (an ops batch, a solve, a bench: task.sliced) runs in slices
+ * (a step, an iteration, a kernel) and calls worker_slice between two: that
+ * marks progress, runs the short tasks waiting meanwhile (so a product
+ * queued behind a long batch waits one slice, not the batch), and says
+ * whether the daemon drains. The watchdog trusts a task for
+ * WORKER_TASK_GRACE_MS from its start or its last slice, whichever is
+ * later: a long task that progresses is busy however old it is, one slice
+ * that runs past the grace is stuck. Start is a handshake: the
  * thread runs the implementation's thread_init (a GPU creates its context
  * there, on the thread that will own it) and reports back before start
  * returns, so a device that cannot be opened is known at start-up.
  */
+#include <errno.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
+#include <sys/syscall.h>
+#include <unistd.h>
 
 #include "daemon/daemon.h"
 #include "daemon/log.h"
 #include "daemon/worker.h"
 
 #define WORKER_TICK_MS 250
+#define UPLOAD_WORKER_NICE 10
 
 void worker_heartbeat(worker *w) { atomic_store(&w->heartbeat_ms, (long long)spmv_now_ms()); }
 
 bool worker_alive(worker *w, double stale_ms)
 {
     double now = spmv_now_ms();
-    long long started = atomic_load(&w->task_started_ms);
+    long long started = atomic_load(&w->task_started_ms), slice = atomic_load(&w->slice_ms);
     if (started > 0)
-        return now - (double)started < WORKER_TASK_GRACE_MS;
+        return now - (double)(slice > started ? slice : started) < WORKER_TASK_GRACE_MS;
     return now - (double)atomic_load(&w->heartbeat_ms) < stale_ms;
 }
 
-static void run_one(worker *w, task *t)
+/* Runs t and finishes it; inside a slice (nested) the outer task's start
+ * is put back after, and the time counts as the outer task's busy time. */
+static void run_one(worker *w, task *t, bool nested)
 {
     double t0 = spmv_now_ms();
+    long long outer = atomic_load(&w->task_started_ms);
     t->queue_ms = t0 - t->enqueued_ms;
     atomic_store(&w->task_started_ms, (long long)t0);
     atomic_fetch_add(&w->wait_us, (long long)(t->queue_ms * 1000.0));
@@ -41,10 +58,32 @@ static void run_one(worker *w, task *t)
     if (w->d) /* this thread's host loops: small work on one thread (SIGHUP may change it) */
         spmv_cpu_set_serial_below(atomic_load(&w->d->limits.serial_below));
     t->run(t, w);
-    atomic_fetch_add(&w->busy_us, (long long)((spmv_now_ms() - t0) * 1000.0));
+    if (!nested)
+        atomic_fetch_add(&w->busy_us, (long long)((spmv_now_ms() - t0) * 1000.0));
     atomic_fetch_add(&w->tasks_run, 1);
-    atomic_store(&w->task_started_ms, 0);
+    atomic_store(&w->task_started_ms, nested ? outer : 0);
+    worker_heartbeat(w);
     t->finish(t, SPMV_OK);
+}
+
+bool worker_slice(worker *w)
+{
+    bool draining = w->d && atomic_load(&w->d->draining);
+    atomic_store(&w->slice_ms, (long long)spmv_now_ms());
+    worker_heartbeat(w);
+    if (draining || w->in_slice)
+        return draining;
+    /* only those waiting now: a stream of new ones cannot hold the long task */
+    w->in_slice = true;
+    for (size_t n = queue_depth(&w->queue); n > 0; n--) {
+        task *t = queue_take_short(&w->queue);
+        if (!t)
+            break;
+        run_one(w, t, true);
+    }
+    w->in_slice = false;
+    atomic_store(&w->slice_ms, (long long)spmv_now_ms());
+    return w->d && atomic_load(&w->d->draining);
 }
 
 static void *worker_main(void *arg)
@@ -64,7 +103,7 @@ static void *worker_main(void *arg)
         worker_heartbeat(w);
         task *t = queue_pop(&w->queue, WORKER_TICK_MS, &closed);
         if (t)
-            run_one(w, t);
+            run_one(w, t, false);
         else if (closed)
             break;
         else if (w->ops->idle)
@@ -144,6 +183,34 @@ worker *worker_alloc(struct spmvd *d, const worker_ops *ops, const char *name, i
     pthread_cond_init(&w->cond, NULL);
     queue_init(&w->queue, queue_depth);
     return w;
+}
+
+/* An upload worker yields the CPU to the HTTP threads and the devices'
+ * workers: a gzip file's parse or a 2^26-row build must not make
+ * /v1/health wait for a core (nice 10 for this thread only, as Linux
+ * allows per thread). */
+static int upload_thread_init(worker *w, spmv_error *err)
+{
+    (void)err;
+    if (setpriority(PRIO_PROCESS, (id_t)syscall(SYS_gettid), UPLOAD_WORKER_NICE) != 0)
+        log_warn("%s: cannot lower its priority: %s", w->name, strerror(errno));
+    return SPMV_OK;
+}
+
+static const worker_ops upload_ops = {
+    .kind = "upload",
+    .thread_init = upload_thread_init,
+    .start = worker_generic_start,
+    .submit = worker_generic_submit,
+    .stop = worker_generic_stop,
+    .info = worker_generic_info,
+};
+
+worker *worker_upload_new(struct spmvd *d, int index, size_t queue_depth)
+{
+    char name[16];
+    snprintf(name, sizeof name, "upload%d", index);
+    return worker_alloc(d, &upload_ops, name, -1, queue_depth);
 }
 
 void worker_free(worker *w)

@@ -105,6 +105,8 @@ struct worker {
     bool started;
     _Atomic long long heartbeat_ms;  /* last loop tick: the watchdog checks it */
     _Atomic long long task_started_ms; /* 0 while idle */
+    _Atomic long long slice_ms;      /* a sliced task's last slice boundary (worker_slice) */
+    bool in_slice;                   /* worker thread only: running short tasks inside a slice */
     _Atomic unsigned long long tasks_run;
     _Atomic long long busy_us, wait_us;
     /* start handshake */
@@ -119,6 +121,10 @@ struct worker {
 };
 
 worker *worker_cpu_new(struct spmvd *d, size_t queue_depth);
+/* An upload worker ("upload0", ...): a thread and its queue that runs the
+ * uploads' reads and builds, off the HTTP threads and off the devices'
+ * workers; it runs no kernel. */
+worker *worker_upload_new(struct spmvd *d, int index, size_t queue_depth);
 worker *worker_gpu_new(struct spmvd *d, int device, size_t reserve_bytes, size_t queue_depth);
 /* The cluster worker (rank 0 under mpirun): the only thread that calls
  * MPI. Its idle loop pings every rank once a second; stopping it sends
@@ -190,9 +196,18 @@ void worker_post(worker *w, void (*fn)(worker *w, void *arg), void *arg);
 /* Marks the worker alive (the loop and long tasks call it). */
 void worker_heartbeat(worker *w);
 /* Whether the worker's loop is healthy: it ticked within stale_ms, or it is
- * inside one task that began less than WORKER_TASK_GRACE_MS ago (a kernel
- * with many runs is busy, not stuck; one running ten minutes is stuck). */
+ * inside a task that began, or ended a slice (worker_slice), less than
+ * WORKER_TASK_GRACE_MS ago (a kernel with many runs is busy, not stuck; a
+ * long task whose slices keep ending is busy however old it is; one slice
+ * running ten minutes is stuck). */
 #define WORKER_TASK_GRACE_MS (600.0 * 1000.0)
 bool worker_alive(worker *w, double stale_ms);
+/* On the worker's thread, between two slices of a long task (task.sliced:
+ * a step of an ops batch, an iteration of a solve, a kernel of a bench):
+ * marks progress for the watchdog, runs the short tasks waiting now (not
+ * sliced ones: they keep their place), and returns true when the daemon
+ * drains (SIGTERM), so the task stops here. A task with a job checks its
+ * cancel beside it. */
+bool worker_slice(worker *w);
 
 #endif

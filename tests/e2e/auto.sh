@@ -64,10 +64,36 @@ assert '$CODE' == '200' and d['auto']['source'] == 'stored' and d['kernel'] == '
 assert d['verify']['max_rel_err'] <= 1e-12, d"
 
 echo '{"kernel":"gpu.nonexistent"' >"$SPMVD_STATE/$id.tune"
+echo '{"kernel":' >"$SPMVD_STATE/$id.tune.tmp" # a write a crash cut short
 stop_spmvd
 start_spmvd --tune-max-runs $BUDGET --devices none
+check "a <id>.tune.tmp left by a crash is removed at start" [ ! -e "$SPMVD_STATE/$id.tune.tmp" ]
 req POST "/v1/matrices/$id/spmv" -H 'Content-Type: application/json' -d "{\"kernel\":\"auto\",\"x\":[$x]}"
 check "a damaged side file is ignored: tuned again" [ "$CODE" = 200 -a "$(jget 'd["auto"]["source"]')" = tuned ]
+# the choice is fsynced before its rename (else a crash can leave an empty .tune under the name)
+if command -v strace >/dev/null && strace -f -e trace=none true >/dev/null 2>&1; then
+  timeout 60 strace -f -qq -o "$E2E_TMP/tune.strace" -e trace=openat,fsync,rename -p "$SPMVD_PID" &
+  tracer=$!
+  sleep 1
+  req POST "/v1/matrices/$id/tune"
+  sleep 0.5
+  kill "$tracer" 2>/dev/null; wait "$tracer" 2>/dev/null
+  check "POST .../tune: the .tune.tmp is fsynced before it is renamed" "$PYTHON" - "$E2E_TMP/tune.strace" <<'PY'
+import re, sys
+fd, synced = None, False
+for line in open(sys.argv[1]):
+    m = re.search(r'openat\(.*\.tune\.tmp".*= (\d+)$', line)
+    if m:
+        fd, synced = m.group(1), False
+    if fd and re.search(r"fsync\(%s\)\s+= 0" % fd, line):
+        synced = True
+    if re.search(r'rename\(".*\.tune\.tmp"', line):
+        sys.exit(0 if synced else 1)
+sys.exit(2)
+PY
+else
+  skip "strace cannot trace here: the fsync of .tune is not checked"
+fi
 
 req DELETE "/v1/matrices/$id"
 check "DELETE removes the stored choice too" [ "$CODE" = 204 -a ! -e "$SPMVD_STATE/$id.tune" ]

@@ -87,11 +87,13 @@ fi
 # -------------------------------- a C program against the build folder
 if command -v cc >/dev/null && [ -f "$BUILD_DIR/libspmvclient.so" ]; then
   hello=$SPMV_ROOT/clients/examples/hello.c
-  flags=$(PKG_CONFIG_PATH=$BUILD_DIR pkg-config --cflags --libs spmvclient 2>&1)
+  # A sanitizer build's library needs the sanitizer runtimes in the program too.
+  san_flags=; [ "${SAN:-0}" = 1 ] && san_flags="-fsanitize=address,undefined"
+  flags="$(PKG_CONFIG_PATH=$BUILD_DIR pkg-config --cflags --libs spmvclient 2>&1) $san_flags"
   that "pkg-config with PKG_CONFIG_PATH=\$BUILD finds spmvclient-uninstalled.pc: a program builds and runs" \
     'cc "$hello" $flags -o "$E2E_TMP/hello1" && "$E2E_TMP/hello1" "$SPMVD_URL" | grep -q "\"status\":\"ok\""'
   that "docs/client.md's -I clients -L build recipe builds and runs" \
-    'cc "$hello" -I "$SPMV_ROOT/clients" -L "$BUILD_DIR" -Wl,-rpath,"$BUILD_DIR" -lspmvclient -o "$E2E_TMP/hello2" &&
+    'cc "$hello" -I "$SPMV_ROOT/clients" -L "$BUILD_DIR" -Wl,-rpath,"$BUILD_DIR" -lspmvclient $san_flags -o "$E2E_TMP/hello2" &&
      "$E2E_TMP/hello2" "$SPMVD_URL" | grep -q "\"status\":\"ok\""'
 else
   skip "no C compiler or no libspmvclient.so in $BUILD_DIR"

@@ -305,6 +305,7 @@ ok(len(ids) >= 10 and all(s is not None for s in snap.values()), "%d vectors to 
 NOID = "00000000-0000-4000-8000-000000000000"
 TOUCH = {"op": "fill", "x": X, "value": 12345}   # the first step of every refused request
 BIG = [{"op": "spmv", "matrix": A, "x": X, "y": Y, "kernel": "cpu.csr.serial"}] * (MAX_WORK // NNZ + 1)
+BLAS = [{"op": "axpby", "alpha": 1, "x": X, "beta": 1, "y": Y}] * (MAX_WORK // (3 * N) + 1)
 cases = [
     ("an unknown vector id", [TOUCH, {"op": "nrm2", "x": NOID, "as": "a"}], 404, "vector_not_found", NOID),
     ("a deleted vector", [TOUCH, {"op": "copy", "x": GONE, "y": Y}], 404, "vector_not_found", GONE),
@@ -345,6 +346,9 @@ cases = [
      [TOUCH] + [{"op": "scal", "alpha": 1, "x": Y}] * MAX_STEPS, 400, "too_many_steps", "max_ops_steps"),
     ("%d products over max_request_work %d" % (len(BIG), MAX_WORK), [TOUCH] + BIG, 400, "too_much_work",
      "max_request_work"),
+    # vector steps count too: each value read or written is a unit (axpby: 3 a row)
+    ("%d axpby on %d values (%d values moved) over max_request_work %d" % (len(BLAS), N, 3 * N * len(BLAS), MAX_WORK),
+     [TOUCH] + BLAS, 400, "too_much_work", "max_request_work"),
 ]
 for what, steps, code, ecode, needle in cases:
     st, d = ops(steps)

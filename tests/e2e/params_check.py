@@ -43,6 +43,8 @@ def body_for(route):
         return b"{}", "application/json"
     if route["body"] in ("binary", "json_or_binary"):
         return b"\0" * 8, "application/octet-stream"
+    if route["body"] == "own":  # an upload: a file, never JSON (415)
+        return b"", "application/octet-stream"
     return b"", None
 
 

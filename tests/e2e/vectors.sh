@@ -13,7 +13,7 @@
 SEED=${SPMV_SEED:-$RANDOM}
 diag "seed $SEED"
 start_spmvd --max-vectors 6 --max-vector-bytes 200000 --max-ops-steps 8 --max-solve-iterations 5000 \
-  --vector-ttl-s 3 || { not_ok "spmvd starts" "$(tail -3 "$SPMVD_LOG")"; done_testing; exit; }
+  --vector-ttl-s 8 || { not_ok "spmvd starts" "$(tail -3 "$SPMVD_LOG")"; done_testing; exit; }
 ok "spmvd starts with small vector limits"
 
 body_has() { grep -q -- "$1" "$BODY_FILE"; }
@@ -164,6 +164,21 @@ jpost /v1/ops '{"steps":[{"op":"launch","x":"a"}]}'
 expect "an unknown op: 400" 400 'op'
 jpost /v1/ops "{\"steps\":[{\"op\":\"scal\",\"alpha\":1e999,\"x\":\"$VQ\"}]}"
 check "a non-finite scalar: 400" [ "$CODE" = 400 ]
+jpost /v1/ops "{\"steps\":[{\"op\":\"spmv\",\"matrix\":\"$A\",\"x\":\"$VX\",\"y\":\"$VQ\",\"trans\":\"T\",\"kernel\":\"cpu.csr.serial\"}]}"
+expect "ops spmv with \"trans\":\"T\" is taken as /spmv's \"op\":\"T\" is: 200" 200 '"steps"'
+jpost /v1/ops "{\"steps\":[{\"op\":\"spmv\",\"matrix\":\"$A\",\"x\":\"$VX\",\"y\":\"$VQ\",\"trans\":\"x\"}]}"
+expect "ops spmv with \"trans\":\"x\": 400 naming what it got" 400 'not \\"x\\"'
+
+# ------------------------------------------------------------ error texts
+req POST /v1/vectors -H 'Content-Type: application/octet-stream' --data-binary "@/dev/null"
+expect "an empty binary vector: 400 naming float64 (not \"float640\")" 400 '1 column of float64 are needed'
+printf '%%%%MatrixMarket matrix coordinate real general\n0 5 0\n' >"$E2E_TMP/zero-rows.mtx"
+upload_raw "$E2E_TMP/zero-rows.mtx" "device=cpu"; Z=$MATRIX_ID
+jpost /v1/vectors "{\"like\":\"$Z\",\"side\":\"rows\",\"fill\":1}"
+expect "a fill like a 0-row matrix: 400 saying the matrix has 0 rows (not \"needs n\")" 400 'the matrix has 0 rows'
+req GET "/v1/vectors/$VQ?shm=none&offset=9223372036854775808"
+expect "an offset of 2^63: 400 quoting it, not a wrapped number" 400 '9223372036854775808'
+req DELETE "/v1/matrices/$Z"
 
 # ------------------------------------------------------------ solve
 B=$(prod "$("$PYTHON" -c 'print([1.0]*30)')" 1 0 "$Y0" n)
@@ -222,7 +237,7 @@ check "/metrics has spmvd_vectors{device=\"cpu\"}" grep -q 'spmvd_vectors{device
 check "/metrics has spmvd_vector_bytes" grep -q 'spmvd_vector_bytes{device="cpu"}' "$BODY_FILE"
 req GET /v1/info
 check "/v1/info shows the vector limits" "$PYTHON" -c 'import json,sys; d=json.load(open(sys.argv[1])); sys.exit(0 if d["limits"]["max_vectors"]==6 and "vectors" in d else 1)' "$BODY_FILE"
-sleep 5  # vector_ttl_s 3, swept by the main loop
+sleep 10  # vector_ttl_s 8 (long enough for a loaded 2-core CI between uses), swept by the main loop
 req GET "/v1/vectors/$VX"
 expect "an idle vector expires after vector_ttl_s: 404" 404 'vector_not_found'
 req GET /v1/vectors

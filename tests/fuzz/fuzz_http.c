@@ -1,7 +1,8 @@
 /* fuzz_http.c — the in-process spmvd of the network fuzz targets.
  *
  * See fuzz_http.h. The daemon is assembled the way api/main.c does it
- * (store, jobs, metrics, the CPU worker, the HTTP server), without GPUs,
+ * (store, jobs, metrics, the CPU worker, an upload worker, the HTTP
+ * server), without GPUs,
  * signals or the reload; its state directory is a fresh temporary one
  * (under /dev/shm when it exists, so fsync costs nothing). Limits are
  * small: 1 MiB bodies, 4096 rows, 65536 entries, 20 runs, so an input
@@ -128,6 +129,10 @@ void fuzz_http_init(void)
     D.cpu = worker_cpu_new(&D, (size_t)D.cfg.queue_depth);
     if (!D.jobs || !D.vectors || !D.shm || !D.iobufs || !D.metrics || !D.cpu || D.cpu->ops->start(D.cpu, &err) != SPMV_OK)
         die("cannot start the CPU worker");
+    D.loaders[0] = worker_upload_new(&D, 0, (size_t)D.cfg.queue_depth); /* uploads are read and built there */
+    if (!D.loaders[0] || D.loaders[0]->ops->start(D.loaders[0], &err) != SPMV_OK)
+        die("cannot start the upload worker");
+    D.nloaders = 1;
     if (api_server_start(&D, &server, &err) != SPMV_OK)
         die(err.message);
     atomic_store(&D.ready, true);

@@ -13,15 +13,30 @@ anything else is an unexpected error and fails the run.
 
 RSS of the daemon is sampled from /proc/PID/status every few seconds and
 reported with its start, maximum, end, and the slope of a least-squares
-line over the second half of the run (flat: no growth trend).
+line over the second half of the run (flat: no growth trend); past
+--rss-limit-mib the run fails.
+
+Beside the clients run the attacks of issue 33 (--attacks, on unless 0):
+- slow clients: from 127.0.0.2, sockets that send a request header a byte
+  every second, and from 127.0.0.3 uploads that promise a large body and
+  send it a byte a second; each is reopened as soon as the daemon cuts it
+  (header_timeout_s, body_min_rate), so they press for the whole run;
+- big declarations: from 127.0.0.1, uploads of a few bytes declaring
+  matrices past max_rows or max_nnz (422), a matrix of max_rows rows with
+  one entry, and gzip files of a million "1 1 1" lines (both 201, then
+  deleted);
+- a prober asks /v1/health every 100 ms; its p99 must stay under
+  --health-p99-ms (50).
 
 Only the standard library: http.client, threads, struct, random.
 
     python3 tests/soak/soak.py --spmvd build/spmvd --seconds 30 --clients 64
 """
 import argparse
+import gzip
 import http.client
 import json
+import multiprocessing
 import os
 import random
 import shutil
@@ -100,6 +115,159 @@ class Stats:
     def error(self, msg):
         with self.lock:
             self.errors.append(msg)
+
+
+def percentile(values, q):
+    v = sorted(values)
+    return v[min(len(v) - 1, int(len(v) * q))] if v else 0.0
+
+
+class Slow(threading.Thread):
+    """Slow-client attackers from one source address: `count` sockets each
+    dribbling `head` then one byte a second, reopened when cut."""
+
+    def __init__(self, args, src, head, count, stop, stats, kind):
+        super().__init__(daemon=True)
+        self.args, self.src, self.head, self.count, self.stop, self.stats, self.kind = \
+            args, src, head, count, stop, stats, kind
+
+    def open(self):
+        s = socket.socket()
+        s.setblocking(True)
+        s.settimeout(2)
+        try:
+            s.bind((self.src, 0))
+            s.connect((self.args.host, self.args.port))
+            s.sendall(self.head)
+            s.setblocking(False)
+            self.stats.add(self.kind + "_opened")
+            return s
+        except OSError:
+            s.close()
+            return None
+
+    def run(self):
+        socks = []
+        while not self.stop.is_set():
+            while len(socks) < self.count and not self.stop.is_set():
+                s = self.open()
+                if not s:
+                    break  # refused (per_ip_connections): try again next round
+                socks.append(s)
+            alive = []
+            for s in socks:
+                try:
+                    if s.recv(4096) == b"":
+                        raise ConnectionResetError
+                except BlockingIOError:
+                    pass
+                except OSError:
+                    self.stats.add(self.kind + "_cut")
+                    s.close()
+                    continue
+                try:
+                    s.send(b"x")
+                    alive.append(s)
+                except OSError:
+                    self.stats.add(self.kind + "_cut")
+                    s.close()
+            socks = alive
+            self.stop.wait(1.0)
+        for s in socks:
+            s.close()
+
+
+class BigDeclarations(threading.Thread):
+    """Small uploads declaring large matrices, one after another."""
+
+    def __init__(self, args, stats, stop, seed):
+        super().__init__(daemon=True)
+        self.args, self.stats, self.stop = args, stats, stop
+        self.rng = random.Random(seed)
+        self.conn = None
+        gz = b"%%%%MatrixMarket matrix coordinate real general\n1 1 %d\n" % 1000000 + b"1 1 1\n" * 1000000
+        self.cases = [
+            ("past_max_rows", b"%%%%MatrixMarket matrix coordinate real general\n2147483647 2147483647 1\n1 1 1\n",
+             422),
+            ("past_max_nnz", b"%%%%MatrixMarket matrix coordinate real general\n10 10 %d\n1 1 1\n" %
+             (args.max_nnz + 1), 422),
+            ("max_rows_one_entry", b"%%%%MatrixMarket matrix coordinate real general\n%d %d 1\n1 1 1\n" %
+             (args.max_rows, args.max_rows), 201),
+            ("gzip_million_lines", gzip.compress(gz, 9), 201),
+        ]
+
+    def request(self, method, path, body=None, headers=None):
+        if self.conn is None:
+            self.conn = http.client.HTTPConnection(self.args.host, self.args.port, timeout=300)
+        try:
+            self.conn.request(method, path, body=body, headers=headers or {})
+            resp = self.conn.getresponse()
+            data = resp.read()
+            if resp.getheader("Connection", "").lower() == "close":
+                self.conn.close()
+                self.conn = None
+            return resp.status, data
+        except (OSError, http.client.HTTPException):
+            if self.conn:
+                self.conn.close()
+            self.conn = None
+            return None, b""
+
+    def run(self):
+        while not self.stop.is_set():
+            kind, body, want = self.rng.choice(self.cases)
+            st, data = self.request("POST", "/v1/matrices?device=cpu", body,
+                                    {"Content-Type": "application/octet-stream"})
+            if st is None:
+                continue  # an idle keep-alive connection closed under us: not an answer
+            if st == 503:
+                self.stats.add("503")
+            elif st != want:
+                self.stats.error("big declaration %s: HTTP %s, expected %d: %s" % (kind, st, want, data[:200]))
+            else:
+                self.stats.add("big_" + kind)
+                if st == 201:
+                    self.request("DELETE", "/v1/matrices/" + json.loads(data)["id"])
+            self.stop.wait(self.args.big_every)
+
+
+def probe_loop(host, port, stop, out):
+    """/v1/health every 100 ms on a connection of its own, in a process of
+    its own (the clients' threads would otherwise hold the GIL while the
+    answer waits): the latencies go back through `out` at the end."""
+    conn, lat, failed = None, [], 0
+    while not stop.is_set():
+        t0 = time.time()
+        try:
+            if conn is None:
+                conn = http.client.HTTPConnection(host, port, timeout=30)
+            conn.request("GET", "/v1/health")
+            conn.getresponse().read()
+            lat.append(time.time() - t0)
+        except (OSError, http.client.HTTPException):
+            failed += 1
+            if conn:
+                conn.close()
+            conn = None
+        stop.wait(0.1)
+    out.put((lat, failed))
+
+
+class Prober:
+    """The probe process (forked before any client thread starts)."""
+
+    def __init__(self, args):
+        self.stop, self.out = multiprocessing.Event(), multiprocessing.Queue()
+        self.proc = multiprocessing.Process(target=probe_loop, args=(args.host, args.port, self.stop, self.out))
+        self.lat, self.failed = [], 0
+
+    def start(self):
+        self.proc.start()
+
+    def finish(self):
+        self.stop.set()
+        self.lat, self.failed = self.out.get(timeout=120)
+        self.proc.join(60)
 
 
 class Client(threading.Thread):
@@ -267,6 +435,24 @@ class Client(threading.Thread):
                 pass
 
 
+def attack_threads(args, stats, stop, seed):
+    """The attacks of issue 33 beside the load (none with --attacks 0)."""
+    if not args.attacks:
+        return []
+    out = [BigDeclarations(args, stats, stop, seed + 7)]
+    try:
+        for a in ("127.0.0.2", "127.0.0.3"):
+            socket.socket().bind((a, 0))
+    except OSError:
+        print("# cannot use 127.0.0.2/3 as client addresses: no slow-client attack", flush=True)
+        return out
+    out.append(Slow(args, "127.0.0.2", b"GET /v1/health HTTP/1.1\r\nHost: x\r\nX-Slow: ", args.attack_conns, stop,
+                    stats, "slow_header"))
+    out.append(Slow(args, "127.0.0.3", b"POST /v1/matrices HTTP/1.1\r\nHost: x\r\nContent-Type: text/plain\r\n"
+                    b"Content-Length: 1000000\r\n\r\n%", args.attack_conns, stop, stats, "slow_body"))
+    return out
+
+
 # ---------------------------------------------------------------- daemon
 
 def free_port():
@@ -324,6 +510,13 @@ def main():
     ap.add_argument("--token", help="bearer token")
     ap.add_argument("--sample", type=float, default=5, help="RSS sample period (s)")
     ap.add_argument("--json", help="write the summary here as JSON")
+    ap.add_argument("--attacks", type=int, default=1, help="run the slow-client and big-declaration attacks (0: off)")
+    ap.add_argument("--attack-conns", type=int, default=100, help="slow sockets per attacking address")
+    ap.add_argument("--big-every", type=float, default=0.5, help="seconds between two big declarations")
+    ap.add_argument("--max-rows", type=int, default=1 << 22, help="spmvd --max-rows (the big declarations use it)")
+    ap.add_argument("--max-nnz", type=int, default=1 << 24, help="spmvd --max-nnz")
+    ap.add_argument("--rss-limit-mib", type=float, default=1024, help="fail when spmvd's RSS goes past it")
+    ap.add_argument("--health-p99-ms", type=float, default=50, help="fail when /v1/health's p99 goes past it")
     args = ap.parse_args()
     seed = int(os.environ.get("SPMV_SEED", "0")) or (int(time.time()) ^ os.getpid())
     print("# soak: seed %d (SPMV_SEED), %d clients, %.0f s" % (seed, args.clients, args.seconds), flush=True)
@@ -335,9 +528,13 @@ def main():
         state = tempfile.mkdtemp(prefix="spmvd-soak.")
         log = open(os.path.join(state, "spmvd.log"), "w")
         # queue_depth stays at its default so the 503 path is exercised too
+        # per_ip_connections 128: the clients, the prober and the big
+        # declarations share 127.0.0.1 and keep their connections open
         proc = subprocess.Popen([args.spmvd, "--listen", "127.0.0.1:%d" % args.port, "--state-dir",
                                  os.path.join(state, "state"), "--threads", str(args.threads),
-                                 "--log-level", "warn", "--connection-timeout", "30"], stdout=log, stderr=log)
+                                 "--log-level", os.environ.get("SOAK_LOG_LEVEL", "warn"), "--connection-timeout", "30",
+                                 "--per-ip-connections", "128", "--max-rows", str(args.max_rows),
+                                 "--max-nnz", str(args.max_nnz)], stdout=log, stderr=log)
         pid = proc.pid
     else:
         u = args.url.split("//")[-1]
@@ -351,15 +548,18 @@ def main():
         c = http.client.HTTPConnection(args.host, args.port, timeout=10)
         c.request("GET", "/v1/kernels", headers={"Authorization": "Bearer " + args.token} if args.token else {})
         kernels = [k for k in json.loads(c.getresponse().read())["kernels"]
-                   if k.get("device") == "cpu" and k.get("available", True)]
+                   if k.get("device") == "cpu" and k.get("op", "spmv") == "spmv" and k.get("available", True)]
         if not kernels:
             print("not ok - no CPU kernels listed")
             return 1
         stats, stop = Stats(), threading.Event()
         clients = [Client(i, args, kernels, stats, stop, seed * 1000003 + i) for i in range(args.clients)]
+        prober = Prober(args)
+        prober.start()
+        attackers = attack_threads(args, stats, stop, seed)
         samples = []
         t0 = time.time()
-        for cl in clients:
+        for cl in clients + attackers:
             cl.start()
         last_print = t0
         while time.time() - t0 < args.seconds:
@@ -376,7 +576,8 @@ def main():
                                                                samples[-1][1] if samples else "?"), flush=True)
         elapsed = time.time() - t0
         stop.set()
-        for cl in clients:
+        prober.finish()
+        for cl in clients + attackers:
             cl.join(180)
         if pid and rss_kib(pid):
             samples.append((time.time() - t0, rss_kib(pid)))
@@ -386,6 +587,10 @@ def main():
             "per_second": {k: round(v / elapsed, 1) for k, v in stats.count.items()},
             "total_per_second": round(sum(stats.count.values()) / elapsed, 1),
             "unexpected_errors": len(stats.errors),
+            "health_ms": {"probes": len(prober.lat), "failed": prober.failed,
+                          "p50": round(percentile(prober.lat, 0.5) * 1e3, 2),
+                          "p99": round(percentile(prober.lat, 0.99) * 1e3, 2),
+                          "max": round(max(prober.lat or [0]) * 1e3, 2)},
             "rss_kib": {"start": samples[0][1], "max": max(r for _, r in samples), "end": samples[-1][1],
                         "slope_second_half_kib_per_min": round(slope_kib_per_min(samples), 1),
                         "samples": [[round(t, 1), r] for t, r in samples]} if samples else None,
@@ -402,6 +607,16 @@ def main():
                 json.dump(summary, f, indent=1)
         alive = proc is None or proc.poll() is None
         good = not stats.errors and alive and sum(stats.count.values()) > 0
+        h = summary["health_ms"]
+        health_ok = h["probes"] > 0 and h["failed"] == 0 and h["p99"] < args.health_p99_ms
+        print(("ok" if health_ok else "not ok") + " - /v1/health: %d probes, %d failed, p50 %.1f ms, p99 %.1f ms, "
+              "max %.1f ms (p99 bound %.0f ms)" % (h["probes"], h["failed"], h["p50"], h["p99"], h["max"],
+                                                   args.health_p99_ms))
+        rss_ok = not summary["rss_kib"] or summary["rss_kib"]["max"] < args.rss_limit_mib * 1024
+        if summary["rss_kib"]:
+            print(("ok" if rss_ok else "not ok") + " - RSS: max %.0f MiB, limit %.0f MiB" %
+                  (summary["rss_kib"]["max"] / 1024, args.rss_limit_mib))
+        good = good and health_ok and rss_ok
         print(("ok" if good else "not ok") + " - soak: %d requests, %d deliberate 503s, %d unexpected errors%s" %
               (sum(stats.count.values()), stats.count.get("503", 0), len(stats.errors),
                "" if alive else ", spmvd died"))

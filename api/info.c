@@ -62,7 +62,7 @@ static json_t *device_json(worker *w)
 static json_t *limits_json(spmvd *d)
 {
     const spmvd_limits *l = &d->limits;
-    return json_pack("{s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I}",
+    json_t *o = json_pack("{s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I}",
                      "max_upload_bytes", (json_int_t)atomic_load(&l->max_upload_bytes),
                      "max_body_bytes", (json_int_t)atomic_load(&l->max_body_bytes),
                      "max_rows", (json_int_t)atomic_load(&l->max_rows),
@@ -81,6 +81,13 @@ static json_t *limits_json(spmvd *d)
                      "max_padding", (json_int_t)atomic_load(&l->max_padding),
                      "max_format_bytes", (json_int_t)atomic_load(&l->max_format_bytes),
                      "host_format_bytes", (json_int_t)atomic_load(&l->host_format_bytes));
+    /* the memory bounds (issue 33), resolved: a 0 in the configuration is shown as what it was sized to */
+    if (o) {
+        json_object_set_new(o, "max_matrix_bytes", json_integer((json_int_t)atomic_load(&l->max_matrix_bytes)));
+        json_object_set_new(o, "max_spmspm_nnz", json_integer((json_int_t)atomic_load(&l->max_spmspm_nnz)));
+        json_object_set_new(o, "max_job_result_bytes", json_integer((json_int_t)atomic_load(&l->max_job_result_bytes)));
+    }
+    return o;
 }
 
 static void info_begin(request *r)

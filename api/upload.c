@@ -246,12 +246,9 @@ static void upload_begin(request *r)
         if (v)
             snprintf(option_buf(u, i), FIELD_MAX, "%s", v);
     }
-    spmv_mm_options opts = {.max_rows = atomic_load(&d->limits.max_rows),
-                            .max_cols = atomic_load(&d->limits.max_rows),
-                            .max_nnz = atomic_load(&d->limits.max_nnz), .threads = 0};
-    u->opts = opts;
+    upload_reader_options(&u->up, &u->opts);
     spmv_error err = {0};
-    int rc = spmv_mm_reader_new(&opts, &u->reader, &err);
+    int rc = spmv_mm_reader_new(&u->opts, &u->reader, &err);
     if (rc != SPMV_OK) {
         api_error_spmv(r, rc, &err);
         return;

@@ -404,7 +404,7 @@ static int list_files(store *s, char ***names, size_t *count)
     return 0;
 }
 
-size_t store_reload(store *s, store_load_fn load, store_progress_fn progress, void *ctx)
+size_t store_reload(store *s, matfile_admit_fn admit, store_load_fn load, store_progress_fn progress, void *ctx)
 {
     char **names;
     size_t total, loaded = 0;
@@ -419,7 +419,7 @@ size_t store_reload(store *s, store_load_fn load, store_progress_fn progress, vo
         spmv_error err = {0};
         snprintf(path, sizeof path, "%s/%s", s->dir, names[i]);
         size_t stem = strlen(names[i]) - strlen(MATFILE_SUFFIX);
-        int rc = matfile_read(path, &meta, &csr, &err);
+        int rc = matfile_read(path, admit, ctx, &meta, &csr, &err);
         if (rc == SPMV_OK && (stem != MATFILE_ID_LEN || strncmp(names[i], meta.id, stem) != 0 ||
                               !store_id_valid(meta.id))) {
             rc = spmv_error_set(&err, SPMV_ERR_CORRUPT, 0, "file name does not match the id inside");

@@ -123,13 +123,15 @@ void store_list_free(matrix **list, size_t n);
 size_t store_count(store *s);
 
 /* Reload at start. For each <id>.csr file: read and verify it; a damaged
- * one is moved to damaged/ with a log line; a good one is handed to `load`
+ * one is moved to damaged/ with a log line; one `admit` refuses (NULL:
+ * none; matfile_read) is skipped with a log line and kept, nothing of it
+ * allocated; a good one is handed to `load`
  * (which builds the matrix, puts it on its device and lists it with
  * store_adopt). `progress` is called after each file (done, total). Returns
  * the number of files loaded. */
 typedef int (*store_load_fn)(void *ctx, const matfile_meta *meta, spmv_csr *csr, spmv_error *err);
 typedef void (*store_progress_fn)(void *ctx, size_t done, size_t total);
-size_t store_reload(store *s, store_load_fn load, store_progress_fn progress, void *ctx);
+size_t store_reload(store *s, matfile_admit_fn admit, store_load_fn load, store_progress_fn progress, void *ctx);
 /* Lists an already stored matrix (reload) without writing its file. */
 void store_adopt(store *s, matrix *m);
 

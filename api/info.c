@@ -203,8 +203,13 @@ static void job_begin(request *r)
                   (long long)atomic_load(&d->limits.job_retention));
         return;
     }
-    api_json(r, 200, job_to_json(j));
+    size_t len = 0;
+    char *text = job_to_text(j, &len); /* a result kept as text is never parsed back */
     job_unref(j);
+    if (text)
+        api_bytes(r, 200, "application/json", text, len);
+    else
+        api_error(r, 500, "out_of_memory", "out of memory writing the job");
 }
 
 static void job_delete_begin(request *r)

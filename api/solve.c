@@ -189,6 +189,8 @@ static int decode(request *r)
                                        "x_out", "async", NULL};
     solve_req *t = T(r);
     json_error_t jerr;
+    if (!api_json_body_fits(r))
+        return -1;
     json_t *o = json_loadb(r->body ? r->body : "", r->body_len, JSON_REJECT_DUPLICATES, &jerr);
     int rc = -1;
     if (!o || !json_is_object(o)) {
@@ -300,7 +302,7 @@ static void solve_finish(task *base, int status)
     }
     size_t len = 0;
     char *text = t->s.rc == SPMV_OK ? json_answer(t, &len) : NULL; /* before len is read */
-    api_job_finish_answer(t->s.job, t->s.rc, &t->s.err, text, len);
+    api_job_finish_answer(t->s.d, t->s.job, t->s.rc, &t->s.err, text, len);
     solve_free(t);
 }
 
@@ -330,6 +332,9 @@ static void solve_end(request *r)
     solve_req *t = T(r);
     int async = decode(r);
     if (async < 0)
+        return;
+    /* x inline as JSON (an answer or a job's result) is bounded before the solve runs */
+    if ((async || !t->binary_out) && !t->s.xout && !api_json_values_fit(r, t->s.m->host.rows, 1, "x"))
         return;
     t->s.base.run = solve_run;
     t->s.base.finish = solve_finish;

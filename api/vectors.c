@@ -406,6 +406,8 @@ static int decode_values(request *r, json_t *body, int64_t n_want, int32_t k_wan
 static json_t *load_body(request *r)
 {
     json_error_t jerr;
+    if (!api_json_body_fits(r))
+        return NULL;
     json_t *o = json_loadb(r->body ? r->body : "", r->body_len, JSON_REJECT_DUPLICATES, &jerr);
     if (!o)
         api_error(r, 400, "invalid_json", "body is not valid JSON: line %d column %d: %s", jerr.line, jerr.column,
@@ -534,6 +536,8 @@ static void get_end(request *r)
         return;
     }
     Q(r)->binary_out = wants_binary(r);
+    if (!Q(r)->binary_out && !api_json_values_fit(r, t->v->v.n, t->v->v.k, "the vector's values"))
+        return;
     if (!(t->values = malloc(spmv_vec_bytes(&t->v->v) ? spmv_vec_bytes(&t->v->v) : 1))) {
         api_error(r, 507, "out_of_memory", "no host memory to read %zu bytes", spmv_vec_bytes(&t->v->v));
         return;

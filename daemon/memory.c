@@ -73,8 +73,14 @@ void memory_release(spmvd *d, int64_t *held)
     *held = 0;
 }
 
+/* Frees since the last trim, summed: many small frees (results of a few
+ * megabytes each, dropped one by one) add up to one trim. */
+static _Atomic size_t freed_since_trim;
+
 void memory_trim(size_t bytes)
 {
-    if (bytes >= MEMORY_TRIM_BYTES)
-        malloc_trim(0);
+    if (bytes == 0 || atomic_fetch_add(&freed_since_trim, bytes) + bytes < MEMORY_TRIM_BYTES)
+        return;
+    atomic_store(&freed_since_trim, 0);
+    malloc_trim(0);
 }

@@ -42,8 +42,9 @@ int memory_admit_matrix(struct spmvd *d, int64_t csr_bytes, int64_t peak, const 
                         spmv_error *err);
 /* Gives back *held (and zeroes it). */
 void memory_release(struct spmvd *d, int64_t *held);
-/* After `bytes` were freed: at MEMORY_TRIM_BYTES or more, the heap's free
- * pages go back to the system (malloc_trim). */
+/* After `bytes` were freed: once MEMORY_TRIM_BYTES or more were freed
+ * since the last trim, the heap's free pages go back to the system
+ * (malloc_trim). */
 void memory_trim(size_t bytes);
 #define MEMORY_TRIM_BYTES ((size_t)64 << 20)
 

@@ -83,7 +83,8 @@ static int gen_admit(upload *u, int64_t rows, int64_t *nnz, spmv_error *err)
     if (rc != SPMV_OK)
         return rc;
     if (*nnz > max_nnz)
-        return spmv_error_set(err, SPMV_ERR_LIMIT, 0, "%s with n = %lld has %lld non-zeros, over max_nnz (%lld)",
+        return spmv_error_set(err, SPMV_ERR_LIMIT, 0, "%s with n = %lld has %lld non-zeros; at most %lld are allowed "
+                              "(max_nnz)",
                               spmv_gen_kind_name(g->kind), (long long)g->n, (long long)*nnz, (long long)max_nnz);
     int64_t offset = u->spec.offsets64 || *nnz > INT32_MAX ? 8 : 4;
     int64_t csr = (rows + 1) * offset + *nnz * (int64_t)(4 + spmv_dtype_size(u->spec.dtype));

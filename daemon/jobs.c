@@ -230,7 +230,6 @@ int64_t jobs_result_bytes(job_registry *r) { return atomic_load(&r->result_bytes
 /* The job's fields but its result (or error). Under j->lock. */
 static json_t *envelope(job *j)
 {
-    pthread_mutex_lock(&j->lock);
     json_t *o = json_pack("{s:s, s:s, s:s, s:f, s:f}", "id", j->id, "kind", j->kind,
                           "state", state_names[j->state], "progress", atomic_load(&j->progress),
                           "age_s", (spmv_now_ms() - j->created_ms) / 1000.0);

@@ -121,10 +121,26 @@ const char *matrix_dtype_name(const matrix *m)
     return m->meta.mixed ? "mixed" : spmv_dtype_name(m->host.dtype);
 }
 
+static size_t transpose_bytes(const matrix *m)
+{
+    return m->host_t ? spmv_matrix_format_bytes(m->host_t, SPMV_FMT_ALL) : 0;
+}
+
+size_t matrix_drop_transpose(matrix *m)
+{
+    size_t bytes = transpose_bytes(m);
+    if (!m->host_t || m->host_t_busy)
+        return 0;
+    spmv_matrix_free(m->host_t);
+    free(m->host_t);
+    m->host_t = NULL;
+    return bytes;
+}
+
 size_t matrix_host_bytes(matrix *m)
 {
     pthread_mutex_lock(&m->lock);
-    size_t total = spmv_matrix_format_bytes(&m->host, SPMV_FMT_ALL);
+    size_t total = spmv_matrix_format_bytes(&m->host, SPMV_FMT_ALL) + transpose_bytes(m);
     pthread_mutex_unlock(&m->lock);
     return total;
 }
@@ -146,7 +162,7 @@ unsigned matrix_host_pinned(const matrix *m)
 size_t matrix_host_cache_bytes(matrix *m)
 {
     pthread_mutex_lock(&m->lock);
-    size_t total = spmv_matrix_format_bytes(&m->host, SPMV_FMT_ALL & ~matrix_host_pinned(m));
+    size_t total = spmv_matrix_format_bytes(&m->host, SPMV_FMT_ALL & ~matrix_host_pinned(m)) + transpose_bytes(m);
     pthread_mutex_unlock(&m->lock);
     return total;
 }

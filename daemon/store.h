@@ -48,7 +48,10 @@ typedef struct matrix {
     matrix_tuning tuned;        /* `auto`'s choice, under `lock` */
     matrix_tuning tuned_k[8];   /* `auto`'s choices for k > 1 columns (kernel NULL: free), under `lock` */
     int32_t tuned_k_cols[8];
-    spmv_matrix *host_t;        /* Aᵀ on the host, built on first use of op "t" by a CPU kernel, under `lock` */
+    spmv_matrix *host_t;        /* Aᵀ on the host, built on first use of op "t" by a CPU kernel, under `lock`; in
+                                 * the host format cache (host_format_bytes) like a format built on demand */
+    uint64_t host_t_use;        /* when host_t was last read (the cache's LRU), under `lock` */
+    int host_t_busy;            /* CPU kernels reading host_t now (never evicted then), under `lock` */
     struct worker *shard_worker; /* the cluster worker (daemon/worker_cluster.c) when sharded, else NULL */
     void *shards;               /* its shards across the MPI ranks (a cluster_matrix), opaque outside it */
     _Atomic int refs;
@@ -72,8 +75,11 @@ matrix *matrix_ref(matrix *m);
 /* Drops a reference; the last one frees host memory and hands the device
  * copy back to its worker. */
 void matrix_unref(matrix *m);
-/* Host bytes of all formats held. */
+/* Host bytes of all formats held, and of the transpose. */
 size_t matrix_host_bytes(matrix *m);
+/* Frees the host transpose unless a kernel reads it; its bytes (0: none
+ * or busy). Under m->lock. */
+size_t matrix_drop_transpose(matrix *m);
 /* What m holds on its GPU, per format (zeros when it is on none), and in
  * all: the API reads a matrix's device memory through these. */
 void matrix_device_usage(const matrix *m, spmv_gpu_usage *u);
@@ -84,8 +90,8 @@ const char *matrix_dtype_name(const matrix *m);
 /* Host formats never evicted: CSR, and for a host matrix the formats its
  * upload asked for. */
 unsigned matrix_host_pinned(const matrix *m);
-/* Host bytes of the derived formats held that are not pinned (the host
- * format cache, daemon/worker_cpu.c). */
+/* Host bytes of the derived formats held that are not pinned, and of the
+ * transpose (the host format cache, daemon/worker_cpu.c). */
 size_t matrix_host_cache_bytes(matrix *m);
 
 /* Writes the file (timing it into meta.store_ms), then lists the matrix.

@@ -257,13 +257,16 @@ int spmv_gen_shape(const spmv_gen_spec *spec, int64_t *rows, int64_t *cols, spmv
 
 /* ------------------------------------------------------------ row lengths */
 
-static int64_t banded_len(const gen_plan *p, int64_t i)
+static int64_t band_len(const gen_plan *p, int64_t i)
 {
-    if (i == p->dense_row)
-        return p->dense_len;
     int64_t lo = i - p->half < 0 ? 0 : i - p->half;
     int64_t hi = i + p->half > p->cols - 1 ? p->cols - 1 : i + p->half;
     return hi - lo + 1;
+}
+
+static int64_t banded_len(const gen_plan *p, int64_t i)
+{
+    return i == p->dense_row ? p->dense_len : band_len(p, i);
 }
 
 static int64_t powerlaw_draw_len(const gen_plan *p, gen_rng *r)
@@ -556,6 +559,14 @@ static int64_t plan_count(const gen_plan *p)
         if (n > 2 * p->half)
             return n * (2 * p->half + 1) - p->half * (p->half + 1);
         break;
+    case SPMV_GEN_BANDED_DENSE_ROW: /* the band, its dense row's band length swapped for dense_len */
+        if (n > 2 * p->half)
+            return n * (2 * p->half + 1) - p->half * (p->half + 1) +
+                   (p->dense_row >= 0 ? p->dense_len - band_len(p, p->dense_row) : 0);
+        break;
+    case SPMV_GEN_LP: /* every row per_row + its slack; one in LP_DENSE_EVERY (from row 0) n/2 + slack if longer */
+        return p->rows * (p->per_row + 1) +
+               (p->per_row < n / 2 ? (p->rows + LP_DENSE_EVERY - 1) / LP_DENSE_EVERY * (n / 2 - p->per_row) : 0);
     default: break;
     }
     const int64_t rows = p->rows;

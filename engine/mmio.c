@@ -333,10 +333,11 @@ static int parse_size_line(spmv_mm_reader *r, const char *s, const char *e, spmv
         h->entries = v[2];
         if ((st = check_limit(r, err, h->entries, r->max_nnz, "entries")))
             return st;
-        if (h->entries > h->rows * h->cols) /* both at most INT32_MAX: no overflow */
+        if (h->entries > h->rows * h->cols + SPMV_MM_DUPLICATE_SLACK) /* both at most INT32_MAX: no overflow */
             return fail(r, err, SPMV_ERR_LIMIT, line, "%lld entries declared, more than the %lld positions of a %lld x "
-                        "%lld matrix: only duplicates could fill them", (long long)h->entries,
-                        (long long)(h->rows * h->cols), (long long)h->rows, (long long)h->cols);
+                        "%lld matrix (and %d duplicates): only duplicates could fill them", (long long)h->entries,
+                        (long long)(h->rows * h->cols), (long long)h->rows, (long long)h->cols,
+                        SPMV_MM_DUPLICATE_SLACK);
         expanded = h->symmetry == SPMV_MM_GENERAL ? h->entries : 2 * h->entries;
         expanded = expanded < h->rows * h->cols ? expanded : h->rows * h->cols;
     } else {

@@ -640,10 +640,10 @@ static int read_head(zip_t *za, const spmv_mm_options *opts, npz_head *h, spmv_e
     if (nnz > nnz_limit(opts->max_nnz))
         return npz_fail(err, SPMV_ERR_LIMIT, "data.npy", "%lld entries are over the limit of %lld (max_nnz)",
                         (long long)nnz, (long long)nnz_limit(opts->max_nnz));
-    if (nnz > rows * cols) /* both at most INT32_MAX: no overflow */
+    if (nnz > rows * cols + SPMV_MM_DUPLICATE_SLACK) /* both at most INT32_MAX: no overflow */
         return npz_fail(err, SPMV_ERR_LIMIT, "data.npy", "%lld entries, more than the %lld positions of a %lld x %lld "
-                        "matrix: only duplicates could fill them", (long long)nnz, (long long)(rows * cols),
-                        (long long)rows, (long long)cols);
+                        "matrix (and %d duplicates): only duplicates could fill them", (long long)nnz,
+                        (long long)(rows * cols), (long long)rows, (long long)cols, SPMV_MM_DUPLICATE_SLACK);
     h->rows = rows;
     h->cols = cols;
     h->nnz = nnz;
@@ -864,6 +864,9 @@ static int read_archive_csr(zip_t *za, const spmv_mm_options *opts, spmv_csr *ou
 
 static int open_failed(int zerr, const char *what, spmv_error *err)
 {
+    if (zerr == ZIP_ER_EXISTS) /* ZIP_CHECKCONS: two members of one name */
+        return spmv_error_set(err, SPMV_ERR_PARSE, 0, "npz: %s holds a member twice under one name: which one is the "
+                              "matrix would be a guess", what);
     zip_error_t ze;
     zip_error_init_with_code(&ze, zerr);
     int st = spmv_error_set(err, SPMV_ERR_PARSE, 0, "npz: %s is not a readable zip archive (%s)", what,

@@ -347,6 +347,13 @@ void spmv_hyb_free(spmv_hyb *m);
 void spmv_pcsr_free(spmv_pcsr *m);
 void spmv_psell_free(spmv_psell *m);
 
+/* Whether float64 v is finite but becomes an infinity as float32 (past
+ * FLT_MAX by more than half an ulp): stored as float32 it would be a
+ * silent infinity, which uploads, vectors and fills refuse instead. */
+bool spmv_float32_overflows(double v);
+/* The first of n float64 values that overflows float32 (-1: none). */
+int64_t spmv_float32_overflow_at(const double *v, int64_t n);
+
 /* Host conversions. Outputs are freshly allocated; on failure nothing is
  * left allocated in *out. `max_slots` bounds padded ELL storage (0: no bound
  * beyond int64/size_t overflow); past it SPMV_ERR_LIMIT says width and rows. */
@@ -402,6 +409,12 @@ typedef struct spmv_mm_info {
     bool gzip;              /* input was gzip-compressed */
 } spmv_mm_info;
 
+/* Duplicates a file may hold beyond its matrix's rows x cols positions
+ * (summed, as SciPy does): more declared entries than positions plus
+ * these are refused at the size line, before the entries are held (a
+ * small gzip of one repeated line cannot make the reader hold billions). */
+#define SPMV_MM_DUPLICATE_SLACK (1 << 20)
+
 /* What a matrix declares before any of it is read (a Matrix Market size
  * line, an .npz's shape and data header), with what reading it will cost:
  * the reader's caller may refuse it then (spmv_mm_options.admit). */
@@ -416,8 +429,9 @@ typedef struct spmv_mm_declared {
  * is allocated from it; zero fields mean the built-in maximum (INT32_MAX:
  * rows and cols must fit 32-bit signed; so must a Matrix Market file's
  * entries, while an .npz CSR archive may hold up to max_nnz, its CSR then
- * wide). More entries than the matrix has positions (rows x cols) are
- * refused too: only duplicates could fill them. `threads` is the number of
+ * wide). More entries than the matrix has positions (rows x cols) plus
+ * SPMV_MM_DUPLICATE_SLACK are refused too: only duplicates could fill
+ * them. `threads` is the number of
  * parsing threads (0: all OpenMP threads, 1: serial). `offsets64`: an .npz
  * read straight into a CSR gets 64-bit row offsets even below INT32_MAX
  * entries (tests). `admit`, when set, is called once the sizes are known

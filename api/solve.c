@@ -110,6 +110,11 @@ static int decode_options(request *r, const json_t *o)
         api_error(r, 400, "invalid_request", "`tol` must be a finite number > 0 (the relative residual to reach)");
         return -1;
     }
+    if (t->s.o.tol < spmv_solve_min_tol(t->s.m->host.dtype)) {
+        api_error(r, 400, "invalid_request", "`tol` %g is below what %s can reach: at least %.2g (10 eps)", t->s.o.tol,
+                  matrix_dtype_name(t->s.m), spmv_solve_min_tol(t->s.m->host.dtype));
+        return -1;
+    }
     int64_t max_it = atomic_load(&r->d->limits.max_solve_iterations);
     if (maxit && (!json_is_integer(maxit) || json_integer_value(maxit) < 1 || json_integer_value(maxit) > max_it)) {
         api_error(r, 400, "invalid_request", "`maxit` must be an integer in 1..%lld (max_solve_iterations)",

@@ -371,6 +371,36 @@ static int values_from_fill(request *r, const json_t *body, const json_t *fill, 
     return shape_from_body(r, body, n_want, k_want, "a fill needs");
 }
 
+/* `n` when the request gives one (body or query): the shape the values
+ * must have (values, a binary body or a region of another length are 400
+ * shape_mismatch, not taken as they come); a `like` of another length is
+ * a 400 too. *n: the matrix's from `like`, or 0. */
+static int given_n(request *r, const json_t *opts, int64_t *n)
+{
+    int64_t want = 0;
+    if (int_opt(r, opts, "n", 1, atomic_load(&r->d->limits.max_rows), &want))
+        return -1;
+    if (want && *n && want != *n) {
+        api_error(r, 400, "shape_mismatch", "`n` %lld conflicts with `like`, whose vectors hold %lld", (long long)want,
+                  (long long)*n);
+        return -1;
+    }
+    *n = want ? want : *n;
+    return 0;
+}
+
+/* A fill value past float32's range on a float32 vector: 422, not a
+ * vector of infinities. */
+static bool fill_fits(request *r)
+{
+    vector_task *t = T(r);
+    if (t->fill != VECTOR_FILL_VALUE || t->dtype != SPMV_FLOAT32 || !spmv_float32_overflows(t->fill_value))
+        return true;
+    api_error(r, 422, "out_of_range", "`fill` %.17g is outside float32's range (|v| <= 3.40282347e+38): the vector "
+              "would hold infinities", t->fill_value);
+    return false;
+}
+
 /* The values of a create or overwrite: binary body, JSON array(s),
  * {"values"} or {"fill", "seed"}. n_want/k_want > 0 when the vector's
  * shape is already fixed (PUT, `like`, `n`). */
@@ -479,7 +509,7 @@ static void post_end(request *r)
                   cluster_matrix_nranks(t->m->shards), (long long)k);
         goto out;
     }
-    if (decode_values(r, body, t->n, (int32_t)k))
+    if (given_n(r, opts, &t->n) || decode_values(r, body, t->n, (int32_t)k) || !fill_fits(r))
         goto out;
     if (t->n > max_rows) {
         api_error(r, 400, "too_large", "a vector of %lld values a column is over max_rows (%lld)", (long long)t->n,
@@ -561,7 +591,7 @@ static void put_end(request *r)
     t->dtype = t->v->v.dtype;
     if (!body_is_binary(r) && !(body = load_body(r)))
         return;
-    if (check_keys(r, body, keys) || decode_values(r, body, t->v->v.n, t->v->v.k))
+    if (check_keys(r, body, keys) || decode_values(r, body, t->v->v.n, t->v->v.k) || !fill_fits(r))
         goto out;
     submit(r);
 out:

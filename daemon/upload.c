@@ -26,6 +26,7 @@
  * and what a restart re-shards, and the cluster worker cuts it into row
  * blocks and sends every rank its shard while the file is written.
  */
+#include <float.h>
 #include <stdio.h>
 #include <string.h>
 #include <time.h>
@@ -126,6 +127,24 @@ int upload_generate(upload *u, spmv_error *err)
 
 /* -------------------------------------------------------------- build */
 
+/* dtype float32: the first value the reader's float64 entries hold past
+ * float32's range, refused naming its entry (docs/matrix-market.md: no
+ * silent infinity). */
+static int fits_float32(const upload *u, spmv_error *err)
+{
+    bool coo = u->from_coo;
+    int64_t k = coo ? spmv_float32_overflow_at(u->coo.val, u->coo.nnz) : spmv_float32_overflow_at(u->csr.val, u->csr.nnz);
+    if (k < 0)
+        return SPMV_OK;
+    int32_t i = 0;
+    while (!coo && spmv_csr_row_begin(&u->csr, i + 1) <= k) /* the row of entry k (an error path: a scan is fine) */
+        i++;
+    double v = coo ? ((const double *)u->coo.val)[k] : ((const double *)u->csr.val)[k];
+    return spmv_error_set(err, SPMV_ERR_LIMIT, 0, "dtype float32: entry (%d, %d) = %.17g is outside float32's range "
+                          "(|v| <= %.9g): it would be stored as infinity (upload it as float64)",
+                          (coo ? u->coo.row[k] : i) + 1, (coo ? u->coo.col[k] : u->csr.col[k]) + 1, v, (double)FLT_MAX);
+}
+
 /* The host CSR in the asked dtype, in u->csr: the Matrix Market reader's
  * COO converted (and freed: it is not needed past this), or the .npz
  * reader's float64 CSR as it is (its values cast for float32); a
@@ -134,6 +153,10 @@ static int host_csr(upload *u, spmv_error *err)
 {
     const upload_spec *o = &u->spec;
     int rc = SPMV_OK;
+    /* float32 asked for: a value past its range is refused, not made infinite (the reader's values are float64) */
+    if (!u->generated && o->dtype == SPMV_FLOAT32 && (u->from_coo || u->csr.dtype == SPMV_FLOAT64) &&
+        (rc = fits_float32(u, err)) != SPMV_OK)
+        return rc;
     if (u->generated) {
         /* built in its dtype (float64 for mixed) */
     } else if (u->from_coo) {

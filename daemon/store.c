@@ -22,6 +22,7 @@
 #include <uuid/uuid.h>
 
 #include "daemon/log.h"
+#include "daemon/memory.h"
 #include "daemon/store.h"
 #include "daemon/autotune.h"
 #include "daemon/worker.h"
@@ -99,6 +100,8 @@ matrix *matrix_ref(matrix *m)
     return m;
 }
 
+static size_t transpose_bytes(const matrix *m);
+
 void matrix_unref(matrix *m)
 {
     if (!m || atomic_fetch_sub(&m->refs, 1) != 1)
@@ -107,6 +110,7 @@ void matrix_unref(matrix *m)
         m->dev_worker->ops->matrix_release(m->dev_worker, m->dev);
     if (m->shards && m->shard_worker) /* freed on every rank, from the cluster worker's thread */
         m->shard_worker->ops->matrix_release(m->shard_worker, m->shards);
+    size_t freed = spmv_matrix_format_bytes(&m->host, SPMV_FMT_ALL) + transpose_bytes(m);
     spmv_matrix_free(&m->host);
     if (m->host_t) {
         spmv_matrix_free(m->host_t);
@@ -114,6 +118,7 @@ void matrix_unref(matrix *m)
     }
     pthread_mutex_destroy(&m->lock);
     free(m);
+    memory_trim(freed); /* a deleted matrix's memory goes back to the system */
 }
 
 const char *matrix_dtype_name(const matrix *m)

@@ -27,6 +27,10 @@ BOUND_MB=64
 # the default limits; a queue of 100 so the 86 jobs below all wait their turn
 start_spmvd --queue-depth 100 || { not_ok "spmvd starts" "$(tail -3 "$SPMVD_LOG")"; done_testing; exit; }
 ok "spmvd starts with the default limits"
+req GET /v1/info
+check "/v1/info shows max_matrix_bytes, max_spmspm_nnz (sized to memory) and max_job_result_bytes 256 MiB" \
+  jget "(d['limits']['max_matrix_bytes'] > 0 and d['limits']['max_spmspm_nnz'] > 0 and
+         d['limits']['max_job_result_bytes'] == 268435456) or 1/0"
 
 status_kb() { awk -v k="$1:" '$1 == k {print $2}' "/proc/$SPMVD_PID/status"; }
 body_has() { grep -q -- "$1" "$BODY_FILE"; }

@@ -57,6 +57,9 @@ static void unlisted(job_registry *r, job *j)
     pthread_mutex_unlock(&j->lock);
 }
 
+/* As the API writes JSON (api_json_dump): reals round-trip, keys in order. */
+#define DUMP_FLAGS (JSON_COMPACT | JSON_REAL_PRECISION(17) | JSON_PRESERVE_ORDER)
+
 static const char *const state_names[] = {"queued", "running", "done", "failed"};
 
 job_registry *jobs_new(void)
@@ -277,13 +280,18 @@ char *job_to_text(job *j, size_t *len)
     if (!j->text || j->state != JOB_DONE) {
         pthread_mutex_unlock(&j->lock);
         json_t *o = job_to_json(j);
-        char *s = o ? json_dumps(o, JSON_COMPACT | JSON_REAL_PRECISION(17) | JSON_PRESERVE_ORDER) : NULL;
+        char *s = o ? json_dumps(o, DUMP_FLAGS) : NULL, *nl;
         json_decref(o);
         *len = s ? strlen(s) : 0;
+        if (s && (nl = realloc(s, *len + 2))) { /* a trailing newline, as every answer has */
+            s = nl;
+            s[(*len)++] = '\n';
+            s[*len] = '\0';
+        }
         return s;
     }
     json_t *o = envelope(j);
-    char *head = o ? json_dumps(o, JSON_COMPACT | JSON_REAL_PRECISION(17) | JSON_PRESERVE_ORDER) : NULL; /* {...}: the result goes before its '}' */
+    char *head = o ? json_dumps(o, DUMP_FLAGS) : NULL; /* {...}: the result goes before its '}' */
     json_decref(o);
     size_t hl = head ? strlen(head) : 0, tl = j->text_len;
     while (tl > 0 && (j->text[tl - 1] == '\n' || j->text[tl - 1] == ' '))
@@ -296,6 +304,7 @@ char *job_to_text(job *j, size_t *len)
         memcpy(s + *len, j->text, tl);
         *len += tl;
         s[(*len)++] = '}';
+        s[(*len)++] = '\n';
         s[*len] = '\0';
     }
     pthread_mutex_unlock(&j->lock);

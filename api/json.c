@@ -4,7 +4,11 @@
  * JSON has no NaN or infinities, so those travel as the strings "NaN",
  * "Infinity" and "-Infinity", both ways. Vectors (x in, y out) can be
  * millions of values: y is written straight from the array with %.17g
- * instead of building a jansson array of that many nodes.
+ * instead of building a jansson array of that many nodes, into one buffer
+ * of its bound. Both ways JSON of values is bounded by
+ * max_job_result_bytes before the memory is taken: an answer by its bound
+ * (25 bytes a value), a body by the tree jansson would build of it (48
+ * bytes a value: ten times the text of short numbers).
  */
 #include <math.h>
 #include <stdio.h>

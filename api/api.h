@@ -169,14 +169,24 @@ json_t *api_stats_json(const spmv_stats *s);
 json_t *api_params_json(const spmv_kernel *k, const spmv_params *p, const matrix *m);
 /* Appends a vector as a JSON array text ("[1,2.5,...]", %.17g) to f. */
 void api_json_write_vector(FILE *f, spmv_dtype dtype, const void *v, int32_t n);
-/* k columns of n values: one array when k is 1, else a list of k arrays. */
-void api_json_write_columns(FILE *f, spmv_dtype dtype, const void *v, int32_t n, int32_t k);
 /* An answer {"<key>": values, <rest's members>} written straight out
  * (values can be millions of numbers, too many to build as jansson nodes
- * first); without values (v NULL) rest alone. Takes rest; NULL when out of
- * memory. */
+ * first) into one buffer of api_json_values_bound; without values (v
+ * NULL) rest alone. k columns of n values: one array when k is 1, else a
+ * list of k arrays. Takes rest; NULL when out of memory. */
 char *api_json_values_answer(const char *key, spmv_dtype dtype, const void *v, int32_t n, int32_t k, json_t *rest,
                              size_t *len);
+/* Whether r's JSON body, parsed into a tree (about JSON_NODE_BYTES a
+ * value, 10 and more times its text for short numbers), fits
+ * max_job_result_bytes; else 422 too_large naming it and the binary way,
+ * and false. Asked before every body that may carry values is parsed. */
+bool api_json_body_fits(request *r);
+/* The most bytes n x k values take as JSON text. */
+int64_t api_json_values_bound(int64_t n, int32_t k);
+/* Whether n x k values (`what`: "y") as JSON fit max_job_result_bytes,
+ * which bounds every JSON answer of values and every job's result; else
+ * 422 too_large naming it and the binary way, and false. */
+bool api_json_values_fit(request *r, int64_t n, int32_t k, const char *what);
 
 /* ---------------------------------------------------------- requests */
 /* Query-string argument, or NULL. */
@@ -218,9 +228,10 @@ void api_answer_job(request *r, job *j);
  * answered; false (answered 500/503) when it could not be queued, the task
  * then still r->state. */
 bool api_submit_async(request *r, worker *w, task *t, job **slot, const char *kind, const char *matrix_id);
-/* Finishes an async task's job: the error of rc, or the answer text (taken,
- * parsed as its JSON result). */
-void api_job_finish_answer(job *j, int rc, const spmv_error *err, char *text, size_t len);
+/* Finishes an async task's job: the error of rc, or the answer text
+ * (taken, kept as text; past max_job_result_bytes the job fails with 507
+ * result_too_large). */
+void api_job_finish_answer(spmvd *d, job *j, int rc, const spmv_error *err, char *text, size_t len);
 
 /* The matrix of r->id, or a 404 answer and NULL. */
 matrix *api_get_matrix(request *r);

@@ -156,6 +156,9 @@ static int column_from_json(const json_t *a, int64_t n, spmv_dtype dt, const cha
             return fail(f, 400, "invalid_request", "`%s[%lld]` is not a number (nor \"NaN\", \"Infinity\", \"-Infinity\")",
                         what, (long long)i);
         }
+        if (dt == SPMV_FLOAT32 && spmv_float32_overflows(v))
+            return fail(f, 422, "out_of_range", "`%s[%lld]` = %.17g is outside float32's range (|v| <= 3.40282347e+38): "
+                        "it would be stored as infinity", what, (long long)i, v);
         if (dt == SPMV_FLOAT32)
             ((float *)buf)[i] = (float)v;
         else

@@ -72,7 +72,7 @@ static json_t *with_deadlines(json_t *o, const spmvd_config *c)
 static json_t *limits_json(spmvd *d)
 {
     const spmvd_limits *l = &d->limits;
-    return with_deadlines(json_pack("{s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I}",
+    json_t *o = json_pack("{s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I}",
                      "max_upload_bytes", (json_int_t)atomic_load(&l->max_upload_bytes),
                      "max_body_bytes", (json_int_t)atomic_load(&l->max_body_bytes),
                      "max_rows", (json_int_t)atomic_load(&l->max_rows),
@@ -90,7 +90,14 @@ static json_t *limits_json(spmvd *d)
                      "connection_timeout_s", (json_int_t)d->cfg.connection_timeout,
                      "max_padding", (json_int_t)atomic_load(&l->max_padding),
                      "max_format_bytes", (json_int_t)atomic_load(&l->max_format_bytes),
-                     "host_format_bytes", (json_int_t)atomic_load(&l->host_format_bytes)), &d->cfg);
+                     "host_format_bytes", (json_int_t)atomic_load(&l->host_format_bytes));
+    /* the memory bounds (issue 33), resolved: a 0 in the configuration is shown as what it was sized to */
+    if (o) {
+        json_object_set_new(o, "max_matrix_bytes", json_integer((json_int_t)atomic_load(&l->max_matrix_bytes)));
+        json_object_set_new(o, "max_spmspm_nnz", json_integer((json_int_t)atomic_load(&l->max_spmspm_nnz)));
+        json_object_set_new(o, "max_job_result_bytes", json_integer((json_int_t)atomic_load(&l->max_job_result_bytes)));
+    }
+    return o ? with_deadlines(o, &d->cfg) : NULL;
 }
 
 static void info_begin(request *r)
@@ -219,6 +226,17 @@ static job *find_job(request *r)
     return j;
 }
 
+/* A job as its text: a result kept as text is never parsed back. */
+static void job_answer_text(request *r, job *j)
+{
+    size_t len = 0;
+    char *text = job_to_text(j, &len);
+    if (text)
+        api_bytes(r, 200, "application/json", text, len);
+    else
+        api_error(r, 500, "out_of_memory", "out of memory writing the job");
+}
+
 static void job_begin(request *r)
 {
     const char *ws = api_query(r, "wait");
@@ -236,7 +254,7 @@ static void job_begin(request *r)
     if (!j)
         return;
     if (!(wait_s > 0)) {
-        api_json(r, 200, job_to_json(j));
+        job_answer_text(r, j);
         job_unref(j);
         return;
     }
@@ -253,7 +271,7 @@ static void job_begin(request *r)
 static void job_answer(request *r)
 {
     job_get *g = r->state;
-    api_json(r, 200, job_to_json(g->j));
+    job_answer_text(r, g->j);
 }
 
 static void job_wake(void *arg) { api_task_done(arg); }

@@ -9,7 +9,11 @@
  * has no NaN or infinities, so those travel as the strings "NaN",
  * "Infinity" and "-Infinity", both ways. Vectors (x in, y out) can be
  * millions of values: y is written straight from the array with %.17g
- * instead of building a jansson array of that many nodes.
+ * instead of building a jansson array of that many nodes, into one buffer
+ * of its bound. Both ways JSON of values is bounded by
+ * max_job_result_bytes before the memory is taken: an answer by its bound
+ * (25 bytes a value), a body by the tree jansson would build of it (48
+ * bytes a value: ten times the text of short numbers).
  */
 #include <math.h>
 #include <stdio.h>
@@ -94,6 +98,9 @@ static void write_value(FILE *f, const json_t *v, const char *key)
     }
 }
 
+/* The longest value written: "-2.2250738585072014e-308" (%.17g), or "-Infinity" quoted. */
+#define JSON_VALUE_MAX 24
+
 char *api_json_dump(const json_t *v, size_t *len)
 {
     char *s = NULL;
@@ -163,39 +170,99 @@ void api_json_write_vector(FILE *f, spmv_dtype dtype, const void *v, int32_t n)
     fputc(']', f);
 }
 
-void api_json_write_columns(FILE *f, spmv_dtype dtype, const void *v, int32_t n, int32_t k)
+/* One value as write_number writes it, into p (room for JSON_VALUE_MAX). */
+static size_t put_number(char *p, double v)
 {
-    if (k <= 1) {
-        api_json_write_vector(f, dtype, v, n);
-        return;
-    }
-    size_t col = (size_t)n * spmv_dtype_size(dtype);
-    for (int32_t j = 0; j < k; j++) {
-        fputc(j ? ',' : '[', f);
-        api_json_write_vector(f, dtype, (const char *)v + (size_t)j * col, n);
-    }
-    fputc(']', f);
+    if (isnan(v))
+        return (size_t)sprintf(p, "\"NaN\"");
+    if (isinf(v))
+        return (size_t)sprintf(p, v > 0 ? "\"Infinity\"" : "\"-Infinity\"");
+    return (size_t)sprintf(p, "%.17g", v);
 }
 
+static size_t put_columns(char *p, spmv_dtype dtype, const void *v, int32_t n, int32_t k)
+{
+    char *q = p;
+    for (int32_t j = 0; j < (k > 1 ? k : 1); j++) {
+        if (k > 1)
+            *q++ = j ? ',' : '[';
+        *q++ = '[';
+        const char *col = (const char *)v + (size_t)j * (size_t)n * spmv_dtype_size(dtype);
+        for (int32_t i = 0; i < n; i++) {
+            if (i)
+                *q++ = ',';
+            q += put_number(q, dtype == SPMV_FLOAT32 ? (double)((const float *)col)[i] : ((const double *)col)[i]);
+        }
+        *q++ = ']';
+    }
+    if (k > 1)
+        *q++ = ']';
+    return (size_t)(q - p);
+}
+
+/* What jansson holds a number in as a node: the node (a json_real_t, 24
+ * bytes), its allocation's header and an array slot, rounded up. */
+#define JSON_NODE_BYTES 48
+
+bool api_json_body_fits(request *r)
+{
+    const char *p = r->body, *end = r->body ? r->body + r->body_len : NULL;
+    int64_t values = 1; /* commas + 1 counts every element at least (one in a string too: an overestimate) */
+    while (p && (p = memchr(p, ',', (size_t)(end - p))) != NULL) {
+        values++;
+        p++;
+    }
+    int64_t cost = values * JSON_NODE_BYTES, budget = atomic_load(&r->d->limits.max_job_result_bytes);
+    if (cost <= budget)
+        return true;
+    api_error(r, 422, "too_large", "a JSON body of %lld values would take about %lld bytes as a tree, over "
+              "max_job_result_bytes (%lld): send the values binary (Content-Type: application/octet-stream) or as a "
+              "resident vector", (long long)values, (long long)cost, (long long)budget);
+    return false;
+}
+
+int64_t api_json_values_bound(int64_t n, int32_t k)
+{
+    int64_t cols = k > 1 ? k : 1;
+    return n * cols * (JSON_VALUE_MAX + 1) + 2 * cols + 64;
+}
+
+bool api_json_values_fit(request *r, int64_t n, int32_t k, const char *what)
+{
+    int64_t bound = api_json_values_bound(n, k), budget = atomic_load(&r->d->limits.max_job_result_bytes);
+    if (bound <= budget)
+        return true;
+    api_error(r, 422, "too_large", "%s: %lld values as JSON may take %lld bytes, over max_job_result_bytes (%lld): ask "
+              "for them binary (Accept: application/octet-stream)", what, (long long)n * (k > 1 ? k : 1),
+              (long long)bound, (long long)budget);
+    return false;
+}
+
+/* Written into one buffer sized for the longest values (no stream that
+ * doubles as it grows), then trimmed to what was written. */
 char *api_json_values_answer(const char *key, spmv_dtype dtype, const void *v, int32_t n, int32_t k, json_t *rest,
                              size_t *len)
 {
     size_t rlen = 0;
     char *rtext = rest ? api_json_dump(rest, &rlen) : NULL;
     json_decref(rest);
-    char *text = NULL;
-    FILE *f = rtext ? open_memstream(&text, len) : NULL;
-    if (f) {
-        fputc('{', f);
+    size_t room = rlen + strlen(key) + 8 + (v ? (size_t)api_json_values_bound(n, k) : 0);
+    char *text = rtext ? malloc(room) : NULL, *q = text;
+    if (text) {
+        *q++ = '{';
         if (v) {
-            fprintf(f, "\"%s\":", key);
-            api_json_write_columns(f, dtype, v, n, k);
+            q += sprintf(q, "\"%s\":", key);
+            q += put_columns(q, dtype, v, n, k);
             if (rlen > 2)
-                fputc(',', f);
+                *q++ = ',';
         }
-        fwrite(rtext + 1, 1, rlen - 1, f); /* the object without its '{' */
-        fputc('\n', f);
-        fclose(f);
+        memcpy(q, rtext + 1, rlen - 1); /* the object without its '{' */
+        q += rlen - 1;
+        *q++ = '\n';
+        *q = '\0';
+        *len = (size_t)(q - text);
+        char *fit = realloc(text, *len + 1);
+        text = fit ? fit : text;
     }
     free(rtext);
     return text;

@@ -267,6 +267,8 @@ static int decode(request *r)
 {
     ops_batch *t = T(r);
     json_error_t jerr;
+    if (!api_json_body_fits(r))
+        return -1;
     json_t *o = json_loadb(r->body ? r->body : "", r->body_len, JSON_REJECT_DUPLICATES, &jerr);
     int rc = -1;
     if (!o) {

@@ -124,6 +124,11 @@ static int decode_options(request *r, const json_t *o)
         api_error(r, 400, "invalid_request", "`tol` must be a finite number > 0 (the relative residual to reach)");
         return -1;
     }
+    if (t->s.o.tol < spmv_solve_min_tol(t->s.m->host.dtype)) {
+        api_error(r, 400, "invalid_request", "`tol` %g is below what %s can reach: at least %.2g (10 eps)", t->s.o.tol,
+                  matrix_dtype_name(t->s.m), spmv_solve_min_tol(t->s.m->host.dtype));
+        return -1;
+    }
     int64_t max_it = atomic_load(&r->d->limits.max_solve_iterations);
     if (maxit && (!json_is_integer(maxit) || json_integer_value(maxit) < 1 || json_integer_value(maxit) > max_it)) {
         api_error(r, 400, "invalid_request", "`maxit` must be an integer in 1..%lld (max_solve_iterations)",
@@ -281,6 +286,8 @@ static int decode_json(request *r)
     static const char *const keys[] = {"method", "restart", "b", "x0", "tol", "maxit", "preconditioner", "kernel",
                                        "x_out", "async", "history", NULL};
     json_error_t jerr;
+    if (!api_json_body_fits(r))
+        return -1;
     json_t *o = json_loadb(r->body ? r->body : "", r->body_len, JSON_REJECT_DUPLICATES, &jerr);
     if (!o || !json_is_object(o)) {
         api_error(r, 400, "invalid_json", "body must be a JSON object%s%s", o ? "" : ": ", o ? "" : jerr.text);
@@ -499,7 +506,7 @@ static void solve_finish(task *base, int status)
     }
     size_t len = 0;
     char *text = t->s.rc == SPMV_OK ? json_answer(t, &len) : NULL; /* before len is read */
-    api_job_finish_answer(t->s.job, t->s.rc, &t->s.err, text, len);
+    api_job_finish_answer(t->s.d, t->s.job, t->s.rc, &t->s.err, text, len);
     solve_free(t);
 }
 
@@ -570,6 +577,9 @@ static void solve_end(request *r)
     solve_req *t = T(r);
     int async = t->binary_in ? decode_query(r) : decode_json(r);
     if (async < 0)
+        return;
+    /* x inline as JSON (an answer or a job's result) is bounded before the solve runs */
+    if ((async || !t->binary_out) && !t->s.xout && !api_json_values_fit(r, t->s.m->host.rows, 1, "x"))
         return;
     t->s.base.run = solve_run;
     t->s.base.sliced = true; /* iteration by iteration: products queued meanwhile run between two */

@@ -152,17 +152,16 @@ static int check_size(request *r)
     api_fail f = {0};
     int64_t madds = spmv_spmspm_madds(&t->s.a->host.csr, &t->s.b->host.csr);
     int64_t cells = (int64_t)t->s.a->host.rows * t->s.b->host.cols;
-    int64_t c_max = madds < cells ? madds : cells, max_nnz = atomic_load(&r->d->limits.max_nnz);
-    if (max_nnz > INT32_MAX) /* C is built with 32-bit row offsets */
-        max_nnz = INT32_MAX;
+    int64_t c_max = madds < cells ? madds : cells;
+    spmv_error err = {0};
     if (api_check_work(madds, t->s.a->host.rows, (int64_t)t->s.runs + t->s.warmup + (t->s.verify ? 1 : 0),
                        atomic_load(&r->d->limits.max_request_work), &f) != 0) {
         api_error(r, f.status, f.code, "%s", f.message);
         return -1;
     }
-    if (c_max > max_nnz) {
-        api_error(r, 422, "too_large", "C = A*B may hold up to %lld entries (%lld multiply-adds), over max_nnz (%lld)",
-                  (long long)c_max, (long long)madds, (long long)max_nnz);
+    /* json: C's entries go into the answer as JSON (not binary, not stored) */
+    if (spmspm_admit(&t->s, c_max, !t->binary && !t->s.store, &err) != SPMV_OK) {
+        api_error(r, 422, "too_large", "%s", err.message);
         return -1;
     }
     return 0;

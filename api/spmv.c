@@ -362,6 +362,8 @@ static int decode_request(request *r, spmv_params *given, bool *async)
     int32_t cols = t->pr.m->host.cols, rows = t->pr.m->host.rows;
     spmv_dtype dt = t->pr.m->host.dtype;
     int64_t max_runs = atomic_load(&r->d->limits.max_runs);
+    if (!t->binary && !api_json_body_fits(r))
+        return -1;
     int rc = t->binary ? api_decode_spmv_query(lookup_query, r, max_runs, &q, &f)
                        : api_decode_spmv_json(r->body, r->body_len, rows, cols, dt, max_runs, &q, &f);
     if (rc == 0 && t->binary)
@@ -559,7 +561,7 @@ static void spmv_finish(task *base, int status)
         int http = api_shm_status(t->pr.shm_rc, &code);
         job_finish(t->pr.job, http, api_error_body(code, t->pr.err.message));
     } else
-        api_job_finish_answer(t->pr.job, t->pr.rc, &t->pr.err, text, len);
+        api_job_finish_answer(t->pr.d, t->pr.job, t->pr.rc, &t->pr.err, text, len);
     spmv_task_free(t);
 }
 
@@ -571,7 +573,7 @@ void api_answer_job(request *r, job *j)
     api_header(r, MHD_HTTP_HEADER_LOCATION, loc);
 }
 
-void api_job_finish_answer(job *j, int rc, const spmv_error *err, char *text, size_t len)
+void api_job_finish_answer(spmvd *d, job *j, int rc, const spmv_error *err, char *text, size_t len)
 {
     if (rc != SPMV_OK) {
         const char *code;
@@ -580,12 +582,18 @@ void api_job_finish_answer(job *j, int rc, const spmv_error *err, char *text, si
         free(text);
         return;
     }
-    json_t *body = text ? json_loadb(text, len, JSON_DECODE_ANY, NULL) : NULL;
-    free(text);
-    if (body)
-        job_finish(j, 200, body);
-    else
+    if (!text) {
         job_finish(j, 500, api_error_body("out_of_memory", "out of memory writing the result"));
+        return;
+    }
+    int64_t budget = atomic_load(&d->limits.max_job_result_bytes);
+    if (!job_finish_text(d->jobs, j, text, len, budget)) {
+        char msg[300];
+        snprintf(msg, sizeof msg, "the result, %zu bytes of JSON, does not fit max_job_result_bytes (%lld; finished "
+                 "jobs hold %lld): ask for it synchronously or binary, or drop finished jobs (DELETE /v1/jobs/{id})",
+                 len, (long long)budget, (long long)jobs_result_bytes(d->jobs));
+        job_finish(j, 507, api_error_body("result_too_large", msg));
+    }
 }
 
 bool api_submit_async(request *r, worker *w, task *t, job **slot, const char *kind, const char *matrix_id)
@@ -619,6 +627,9 @@ static void spmv_end(request *r)
             api_error(r, 500, "out_of_memory", "out of memory");
         return;
     }
+    /* y inline as JSON (an answer or a job's result) is bounded before the product runs */
+    if ((async || !t->binary) && !t->pr.yv && !t->pr.ys.reg && !api_json_values_fit(r, t->pr.ylen, t->pr.ncols, "y"))
+        return;
     worker *w = product_worker(r->d, &t->pr);
     t->pr.base.run = product_run;
     t->pr.base.finish = spmv_finish;

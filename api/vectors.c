@@ -373,6 +373,36 @@ static int values_from_fill(request *r, const json_t *body, const json_t *fill, 
     return shape_from_body(r, body, n_want, k_want, "a fill needs");
 }
 
+/* `n` when the request gives one (body or query): the shape the values
+ * must have (values, a binary body or a region of another length are 400
+ * shape_mismatch, not taken as they come); a `like` of another length is
+ * a 400 too. *n: the matrix's from `like`, or 0. */
+static int given_n(request *r, const json_t *opts, int64_t *n)
+{
+    int64_t want = 0;
+    if (int_opt(r, opts, "n", 1, atomic_load(&r->d->limits.max_rows), &want))
+        return -1;
+    if (want && *n && want != *n) {
+        api_error(r, 400, "shape_mismatch", "`n` %lld conflicts with `like`, whose vectors hold %lld", (long long)want,
+                  (long long)*n);
+        return -1;
+    }
+    *n = want ? want : *n;
+    return 0;
+}
+
+/* A fill value past float32's range on a float32 vector: 422, not a
+ * vector of infinities. */
+static bool fill_fits(request *r)
+{
+    vector_task *t = T(r);
+    if (t->fill != VECTOR_FILL_VALUE || t->dtype != SPMV_FLOAT32 || !spmv_float32_overflows(t->fill_value))
+        return true;
+    api_error(r, 422, "out_of_range", "`fill` %.17g is outside float32's range (|v| <= 3.40282347e+38): the vector "
+              "would hold infinities", t->fill_value);
+    return false;
+}
+
 /* The values of a create or overwrite: binary body, JSON array(s),
  * {"values"} or {"fill", "seed"}. n_want/k_want > 0 when the vector's
  * shape is already fixed (PUT, `like`, `n`). */
@@ -408,6 +438,8 @@ static int decode_values(request *r, json_t *body, int64_t n_want, int32_t k_wan
 static json_t *load_body(request *r)
 {
     json_error_t jerr;
+    if (!api_json_body_fits(r))
+        return NULL;
     json_t *o = json_loadb(r->body ? r->body : "", r->body_len, JSON_REJECT_DUPLICATES, &jerr);
     if (!o)
         api_error(r, 400, "invalid_json", "body is not valid JSON: line %d column %d: %s", jerr.line, jerr.column,
@@ -481,7 +513,7 @@ static void post_end(request *r)
                   cluster_matrix_nranks(t->m->shards), (long long)k);
         goto out;
     }
-    if (decode_values(r, body, t->n, (int32_t)k))
+    if (given_n(r, opts, &t->n) || decode_values(r, body, t->n, (int32_t)k) || !fill_fits(r))
         goto out;
     if (t->n > max_rows) {
         api_error(r, 400, "too_large", "a vector of %lld values a column is over max_rows (%lld)", (long long)t->n,
@@ -539,6 +571,8 @@ static void get_end(request *r)
         return;
     }
     Q(r)->binary_out = wants_binary(r);
+    if (!Q(r)->binary_out && !api_json_values_fit(r, t->v->v.n, t->v->v.k, "the vector's values"))
+        return;
     if (!(t->values = malloc(spmv_vec_bytes(&t->v->v) ? spmv_vec_bytes(&t->v->v) : 1))) {
         api_error(r, 507, "out_of_memory", "no host memory to read %zu bytes", spmv_vec_bytes(&t->v->v));
         return;
@@ -562,7 +596,7 @@ static void put_end(request *r)
     t->dtype = t->v->v.dtype;
     if (!body_is_binary(r) && !(body = load_body(r)))
         return;
-    if (check_keys(r, body, keys) || decode_values(r, body, t->v->v.n, t->v->v.k))
+    if (check_keys(r, body, keys) || decode_values(r, body, t->v->v.n, t->v->v.k) || !fill_fits(r))
         goto out;
     submit(r);
 out:
@@ -595,7 +629,7 @@ static void list_begin(request *r)
 
 /* A create's options with a binary body or a bare JSON array (a JSON
  * object carries its own: post_end refuses a query then). */
-static const char *const create_query[] = {"like", "side", "dtype", "device", "k", NULL};
+static const char *const create_query[] = {"like", "side", "dtype", "device", "k", "n", NULL};
 static const char *const read_query[] = {"shm", "offset", NULL};
 
 const route_handlers api_vectors_get = {.begin = list_begin, .body_kind = API_BODY_NONE, .query = api_no_query};

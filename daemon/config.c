@@ -67,6 +67,15 @@ static const key_desc keys[] = {
     {"max_nnz", KEY_INT, OFF(max_nnz), 0, INT64_C(1) << 40, INT64_C(1) << 36, NULL, NULL,
      "most entries an uploaded matrix may declare (after symmetric expansion); past INT32_MAX only an .npz CSR "
      "archive with sorted rows or a generated matrix (64-bit row offsets), a Matrix Market file stops at INT32_MAX"},
+    {"max_matrix_bytes", KEY_INT, OFF(max_matrix_bytes), 0, 64 * TiB, 0, NULL, NULL,
+     "host bytes one matrix's CSR (row offsets, columns, values) may take, from its declared sizes before anything is "
+     "allocated: uploads, generate, a stored SpMSpM product, the reload at start (0: a quarter of the host's memory)"},
+    {"max_spmspm_nnz", KEY_INT, OFF(max_spmspm_nnz), 0, INT32_MAX, 0, NULL, NULL,
+     "most entries an SpMSpM's C may have by its estimate (sum over A's non-zeros of B's row lengths, at most rows x "
+     "cols), refused before the product (0: max_matrix_bytes / 16)"},
+    {"max_job_result_bytes", KEY_INT, OFF(max_job_result_bytes), 1, 64 * TiB, 256 * MiB, NULL, NULL,
+     "bytes the finished jobs' results may hold together (kept binary), and the most one JSON answer or JSON request "
+     "body's values may take: past it a job fails with 507 and an answer is 413, both naming this key"},
     {"max_runs", KEY_INT, OFF(max_runs), 1, 1000000, 1000, NULL, NULL,
      "most timed runs (and warm-up runs) one spmv request may ask for"},
     {"max_request_work", KEY_INT, OFF(max_request_work), 1, INT64_C(1) << 62, INT64_C(1000000000000), NULL, NULL,

@@ -25,6 +25,9 @@ typedef struct spmvd_config {
     int64_t max_body_bytes;
     int64_t max_rows;              /* rows and columns of an uploaded matrix */
     int64_t max_nnz;
+    int64_t max_matrix_bytes;      /* host bytes one matrix's CSR may take (0: a quarter of the host's memory) */
+    int64_t max_spmspm_nnz;        /* entries an SpMSpM's C may have by its estimate (0: sized to memory) */
+    int64_t max_job_result_bytes;  /* finished jobs' results together, and one JSON answer */
     int64_t max_runs;
     int64_t max_request_work;      /* multiply-adds one spmv/bench request may ask for */
     int64_t tune_budget_ms;        /* wall time the auto kernel may spend tuning one matrix */

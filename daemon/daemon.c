@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include "daemon/daemon.h"
+#include "daemon/memory.h"
 
 void spmvd_limits_from_config(spmvd_limits *l, const spmvd_config *c)
 {
@@ -16,6 +17,11 @@ void spmvd_limits_from_config(spmvd_limits *l, const spmvd_config *c)
     atomic_store(&l->job_retention, c->job_retention);
     atomic_store(&l->max_rows, c->max_rows);
     atomic_store(&l->max_nnz, c->max_nnz);
+    /* 0: sized to the host: a matrix may take a quarter of its memory (reading one takes about twice its size) */
+    int64_t total = memory_total(), most = c->max_matrix_bytes ? c->max_matrix_bytes : total > 0 ? total / 4 : INT64_MAX;
+    atomic_store(&l->max_matrix_bytes, most);
+    atomic_store(&l->max_spmspm_nnz, c->max_spmspm_nnz ? c->max_spmspm_nnz : most / 16 < INT32_MAX ? most / 16 : INT32_MAX);
+    atomic_store(&l->max_job_result_bytes, c->max_job_result_bytes);
     atomic_store(&l->max_ops_steps, c->max_ops_steps);
     atomic_store(&l->max_solve_iterations, c->max_solve_iterations);
     atomic_store(&l->max_padding, c->max_padding);

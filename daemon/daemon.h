@@ -27,6 +27,7 @@
 typedef struct spmvd_limits {
     _Atomic int64_t max_upload_bytes, max_body_bytes, max_runs, job_retention, max_request_work;
     _Atomic int64_t max_rows, max_nnz;
+    _Atomic int64_t max_matrix_bytes, max_spmspm_nnz, max_job_result_bytes; /* resolved: never 0 */
     _Atomic int64_t max_ops_steps, max_solve_iterations;
     _Atomic int64_t max_padding, max_format_bytes, host_format_bytes; /* the padding rule, the host format cache */
     _Atomic int64_t serial_below;   /* small host work on one thread (spmv_cpu_set_serial_below) */
@@ -55,6 +56,7 @@ typedef struct spmvd {
     worker *cluster_worker;      /* the one thread that talks MPI (daemon/worker_cluster.c) */
     _Atomic bool ready;          /* store reloaded, workers up */
     _Atomic bool draining;       /* SIGTERM seen: no new work */
+    _Atomic int64_t mem_reserved; /* host bytes requests reserved before allocating (daemon/memory.h) */
     _Atomic long open_requests;  /* requests not yet completed */
     double started_ms;
     sigset_t signals;            /* SIGTERM, SIGINT, SIGHUP: blocked in every thread, taken by spmvd_serve */

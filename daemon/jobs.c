@@ -19,11 +19,13 @@
 #include <math.h>
 #include <pthread.h>
 #include <stdatomic.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
 
 #include "daemon/jobs.h"
+#include "daemon/memory.h"
 #include "daemon/store.h"
 #include "spmv.h"
 
@@ -39,6 +41,9 @@ struct job {
     _Atomic double relres;
     int http_status;
     json_t *body;
+    char *text;                  /* a result kept as its JSON text (job_finish_text), or NULL */
+    size_t text_len;
+    bool counted;                /* text_len counts in the registry's result_bytes */
     double created_ms, started_ms, finished_ms;  /* monotonic */
     time_t created_wall;
     _Atomic int refs;
@@ -55,7 +60,22 @@ struct job_registry {
     job_waiter *waiters;
     bool draining, stopping;
     pthread_t timer;
+    _Atomic int64_t result_bytes; /* the text of the listed jobs' results */
 };
+
+/* A job leaves the registry (swept, dropped, the registry freed): its
+ * result no longer counts, whoever still holds a reference. */
+static void unlisted(job_registry *r, job *j)
+{
+    pthread_mutex_lock(&j->lock);
+    if (j->counted)
+        atomic_fetch_sub(&r->result_bytes, (int64_t)j->text_len);
+    j->counted = false;
+    pthread_mutex_unlock(&j->lock);
+}
+
+/* As the API writes JSON (api_json_dump): reals round-trip, keys in order. */
+#define DUMP_FLAGS (JSON_COMPACT | JSON_REAL_PRECISION(17) | JSON_PRESERVE_ORDER)
 
 static const char *const state_names[] = {"queued", "running", "done", "failed"};
 
@@ -98,6 +118,7 @@ void jobs_free(job_registry *r)
     job *j = r->head;
     while (j) {
         job *next = j->next;
+        unlisted(r, j);
         job_unref(j);
         j = next;
     }
@@ -152,8 +173,11 @@ void job_unref(job *j)
     if (!j || atomic_fetch_sub(&j->refs, 1) != 1)
         return;
     json_decref(j->body);
+    size_t freed = j->text ? j->text_len : 0;
+    free(j->text);
     pthread_mutex_destroy(&j->lock);
     free(j);
+    memory_trim(freed);
 }
 
 const char *job_id(const job *j) { return j->id; }
@@ -209,6 +233,8 @@ bool jobs_drop(job_registry *r, const char *id)
             break;
         }
     pthread_mutex_unlock(&r->lock);
+    if (found)
+        unlisted(r, found);
     job_unref(found);
     return found != NULL;
 }
@@ -252,13 +278,20 @@ static bool any(const job_waiter *w, const void *ctx)
     return true;
 }
 
-void job_finish(job *j, int http_status, json_t *body)
+/* The job's end: its outcome (a body, or a result's text) set under its
+ * lock, then its waiters woken, so a woken poll sees all of it. */
+static void finish(job *j, int http_status, json_t *body, char *text, size_t len)
 {
     pthread_mutex_lock(&j->lock);
     j->state = http_status < 300 ? JOB_DONE : JOB_FAILED;
     j->http_status = http_status;
     json_decref(j->body);
     j->body = body;
+    if (text) {
+        j->text = text;
+        j->text_len = len;
+        j->counted = true;
+    }
     j->finished_ms = spmv_now_ms();
     if (j->state == JOB_DONE)
         atomic_store(&j->progress, 1.0);
@@ -267,6 +300,8 @@ void job_finish(job *j, int http_status, json_t *body)
     wake_where(j->reg, of_job, j);
     pthread_mutex_unlock(&j->reg->wait_lock);
 }
+
+void job_finish(job *j, int http_status, json_t *body) { finish(j, http_status, body, NULL, 0); }
 
 int jobs_wait(job_registry *r, job *j, double wait_s, job_wake_fn wake, void *arg, job_waiter *w)
 {
@@ -329,9 +364,24 @@ static void *timer_main(void *arg)
     return NULL;
 }
 
-json_t *job_to_json(job *j)
+bool job_finish_text(job_registry *r, job *j, char *text, size_t len, int64_t budget)
 {
-    pthread_mutex_lock(&j->lock);
+    int64_t used = atomic_load(&r->result_bytes);
+    do {
+        if ((int64_t)len > budget - used) {
+            free(text);
+            return false;
+        }
+    } while (!atomic_compare_exchange_weak(&r->result_bytes, &used, used + (int64_t)len));
+    finish(j, 200, NULL, text, len);
+    return true;
+}
+
+int64_t jobs_result_bytes(job_registry *r) { return atomic_load(&r->result_bytes); }
+
+/* The job's fields but its result (or error). Under j->lock. */
+static json_t *envelope(job *j)
+{
     json_t *o = json_pack("{s:s, s:s, s:s, s:f, s:f}", "id", j->id, "kind", j->kind,
                           "state", state_names[j->state], "progress", atomic_load(&j->progress),
                           "age_s", (spmv_now_ms() - j->created_ms) / 1000.0);
@@ -349,7 +399,19 @@ json_t *job_to_json(job *j)
     if (o && j->finished_ms > 0) {
         json_object_set_new(o, "run_ms", json_real(j->finished_ms - (j->started_ms > 0 ? j->started_ms : j->created_ms)));
         json_object_set_new(o, "status", json_integer(j->http_status));
-        if (j->state == JOB_DONE) {
+    }
+    return o;
+}
+
+json_t *job_to_json(job *j)
+{
+    pthread_mutex_lock(&j->lock);
+    json_t *o = envelope(j);
+    if (o && j->finished_ms > 0) {
+        if (j->state == JOB_DONE && j->text) {
+            json_t *t = json_loadb(j->text, j->text_len, JSON_DECODE_ANY, NULL);
+            json_object_set_new(o, "result", t ? t : json_null());
+        } else if (j->state == JOB_DONE) {
             json_object_set(o, "result", j->body ? j->body : json_null());
         } else {
             /* an error body is {"error":{code,message}}: show its inside */
@@ -372,6 +434,44 @@ json_t *jobs_to_json(job_registry *r)
     }
     pthread_mutex_unlock(&r->lock);
     return a;
+}
+
+char *job_to_text(job *j, size_t *len)
+{
+    pthread_mutex_lock(&j->lock);
+    if (!j->text || j->state != JOB_DONE) {
+        pthread_mutex_unlock(&j->lock);
+        json_t *o = job_to_json(j);
+        char *s = o ? json_dumps(o, DUMP_FLAGS) : NULL, *nl;
+        json_decref(o);
+        *len = s ? strlen(s) : 0;
+        if (s && (nl = realloc(s, *len + 2))) { /* a trailing newline, as every answer has */
+            s = nl;
+            s[(*len)++] = '\n';
+            s[*len] = '\0';
+        }
+        return s;
+    }
+    json_t *o = envelope(j);
+    char *head = o ? json_dumps(o, DUMP_FLAGS) : NULL; /* {...}: the result goes before its '}' */
+    json_decref(o);
+    size_t hl = head ? strlen(head) : 0, tl = j->text_len;
+    while (tl > 0 && (j->text[tl - 1] == '\n' || j->text[tl - 1] == ' '))
+        tl--;
+    char *s = head ? malloc(hl + tl + 16) : NULL;
+    if (s) {
+        memcpy(s, head, hl - 1);
+        *len = hl - 1;
+        *len += (size_t)sprintf(s + *len, "%s\"result\":", hl > 2 ? "," : "");
+        memcpy(s + *len, j->text, tl);
+        *len += tl;
+        s[(*len)++] = '}';
+        s[(*len)++] = '\n';
+        s[*len] = '\0';
+    }
+    pthread_mutex_unlock(&j->lock);
+    free(head);
+    return s;
 }
 
 size_t jobs_sweep(job_registry *r, double retention_s)
@@ -398,6 +498,7 @@ size_t jobs_sweep(job_registry *r, double retention_s)
     pthread_mutex_unlock(&r->lock);
     while (dead) {
         job *next = dead->next;
+        unlisted(r, dead);
         job_unref(dead);
         dead = next;
     }

@@ -4,7 +4,8 @@
  * job record: an id, its state (queued, running, done, failed), a progress
  * fraction the worker updates as it goes, and when finished the result (or
  * the error) as JSON with the HTTP status it would have had. Finished jobs
- * are kept job_retention seconds, then swept. Records are reference counted
+ * are kept job_retention seconds, then swept. Results are kept as JSON
+ * text, all of them together bounded by max_job_result_bytes. Records are reference counted
  * because the worker running one and a client reading it meet at any time.
  *
  * A client can wait for a job to end (GET /v1/jobs/{id}?wait=S, a long
@@ -63,9 +64,19 @@ bool job_cancelled(job *j);   /* NULL: false */
 bool jobs_drop(job_registry *r, const char *id);
 /* Finishes with a result (status 2xx) or an error body; takes `body`. */
 void job_finish(job *j, int http_status, json_t *body);
+/* Finishes with a result as its JSON text (taken: freed on refusal too),
+ * kept as text, not as a tree (a tree costs about twice the text's bytes
+ * a value). The text of every listed job's result counts against
+ * `budget` (max_job_result_bytes): false, the job untouched, when this
+ * one would take the count past it. */
+bool job_finish_text(job_registry *r, job *j, char *text, size_t len, int64_t budget);
+/* The bytes the listed jobs' results hold (for /metrics and the tests). */
+int64_t jobs_result_bytes(job_registry *r);
 /* The job as the API shows it: id, kind, matrix, state, progress,
  * created/started/finished, and result or error once finished. */
 json_t *job_to_json(job *j);
+/* The same as JSON text, a result kept as text spliced in unparsed. */
+char *job_to_text(job *j, size_t *len);
 
 /* Every job held, newest first, as job_to_json shows it but without its
  * result (GET /v1/jobs/{id} has it): GET /v1/jobs. */

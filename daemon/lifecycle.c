@@ -36,6 +36,7 @@
 
 #include "daemon/daemon.h"
 #include "daemon/log.h"
+#include "daemon/memory.h"
 #include "daemon/notify.h"
 
 static int fail_config(const char *msg)
@@ -273,6 +274,21 @@ static int reload_one(void *ctx, const matfile_meta *meta, spmv_csr *csr, spmv_e
     return SPMV_OK;
 }
 
+/* A stored matrix is admitted as an upload is, before its arrays are
+ * read: a file stored before the bounds, or under a larger
+ * max_matrix_bytes, or too large for the memory the host has now, is
+ * skipped and kept (so a restart never loops into the OOM killer). */
+static int reload_admit(void *ctx, const matfile_meta *meta, int64_t csr_bytes, int64_t peak, spmv_error *err)
+{
+    reload_ctx *rc = ctx;
+    int64_t held = 0;
+    char what[96];
+    snprintf(what, sizeof what, "stored matrix %s", meta->id);
+    int st = memory_admit_matrix(rc->d, csr_bytes, peak, what, &held, err);
+    memory_release(rc->d, &held); /* one at a time: the check is all */
+    return st;
+}
+
 static void reload_progress(void *ctx, size_t done, size_t total)
 {
     reload_ctx *rc = ctx;
@@ -290,7 +306,7 @@ static void reload_store(spmvd *d)
     reload_ctx rc = {.d = d, .last_status_ms = spmv_now_ms()};
     double t0 = spmv_now_ms();
     notify_status("loading stored matrices from %s", d->cfg.state_dir);
-    size_t n = store_reload(d->store, reload_one, reload_progress, &rc);
+    size_t n = store_reload(d->store, reload_admit, reload_one, reload_progress, &rc);
     log_info("store: %zu matrices loaded from %s in %.1f ms", n, d->cfg.state_dir, spmv_now_ms() - t0);
 }
 

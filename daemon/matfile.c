@@ -385,7 +385,21 @@ static int rebuild(const char *path, const matfile_meta *meta, const spmv_csr *w
     return SPMV_OK;
 }
 
-int matfile_read(const char *path, matfile_meta *meta, spmv_csr *out, spmv_error *err)
+/* The caller's say on the sizes the header gives, before the arrays are
+ * allocated: the CSR as read, and a rebuild's pass-1 offsets (8 bytes a
+ * row) beside it. */
+static int admit_header(matfile_admit_fn admit, void *ctx, const matfile_meta *meta, const spmv_csr *c, bool wide,
+                        spmv_error *err)
+{
+    size_t sz[3];
+    if (!admit || payload_sizes(c->rows, c->nnz, c->dtype, wide, sz) != 0)
+        return SPMV_OK; /* bad sizes are decode_header's and the size check's to report */
+    int64_t csr = (int64_t)(sz[0] + sz[1] + sz[2]);
+    return admit(ctx, meta, csr, meta->generated ? csr + ((int64_t)c->rows + 1) * 8 : csr, err);
+}
+
+int matfile_read(const char *path, matfile_admit_fn admit, void *ctx, matfile_meta *meta, spmv_csr *out,
+                 spmv_error *err)
 {
     unsigned char h[MATFILE_HEADER_BYTES];
     spmv_csr c = {0};
@@ -401,7 +415,8 @@ int matfile_read(const char *path, matfile_meta *meta, spmv_csr *out, spmv_error
         goto fail;
     }
     bool wide = false;
-    if ((rc = decode_header(h, meta, &c, &wide, &want_crc, path, err)) != 0)
+    if ((rc = decode_header(h, meta, &c, &wide, &want_crc, path, err)) != 0 ||
+        (rc = admit_header(admit, ctx, meta, &c, wide, err)) != 0)
         goto fail;
     if (meta->generated) {
         close(fd);

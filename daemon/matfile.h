@@ -84,8 +84,17 @@ int matfile_commit(const char *dir, matfile_staged *st, const matfile_meta *meta
                    spmv_error *err);
 void matfile_discard(matfile_staged *st);
 
-/* Reads and verifies a file; on success *out owns fresh arrays. */
-int matfile_read(const char *path, matfile_meta *meta, spmv_csr *out, spmv_error *err);
+/* Asked between the header and the arrays: a matrix whose CSR takes
+ * `csr_bytes` and whose reading (or rebuilding, when generated) `peak`
+ * bytes at most; non-zero refuses the file with that status, nothing of
+ * it allocated. */
+typedef int (*matfile_admit_fn)(void *ctx, const matfile_meta *meta, int64_t csr_bytes, int64_t peak,
+                                spmv_error *err);
+
+/* Reads and verifies a file; on success *out owns fresh arrays. `admit`
+ * (NULL: none) may refuse it once its header is read. */
+int matfile_read(const char *path, matfile_admit_fn admit, void *ctx, matfile_meta *meta, spmv_csr *out,
+                 spmv_error *err);
 
 /* Unlinks <dir>/<id>.csr and fsyncs the directory. */
 int matfile_remove(const char *dir, const char *id, spmv_error *err);

@@ -6,12 +6,15 @@
  * listed (open, mode, size, map, pin), so a refused registration leaves
  * nothing open or mapped. The last reference unpins, unmaps and closes.
  *
- * Why pread/pwrite and not the mapping for host copies: the client owns
- * the object and may ftruncate it under us; a load from a mapped page past
- * the new end raises SIGBUS in whichever thread touches it (an OpenMP
- * worker inside a kernel, say), which no handler can unwind safely. A
- * read(2) on the descriptor returns short instead. Pinned pages are held
- * by the driver and stay valid for DMA whatever happens to the file.
+ * Why not plain loads and stores on the mapping for host copies: the
+ * client owns the object and may ftruncate it under us; a load from a
+ * mapped page past the new end raises SIGBUS in whichever thread touches
+ * it (an OpenMP worker inside a kernel, say), which no handler can unwind
+ * safely. Reads go through the descriptor (pread returns short instead);
+ * writes go to the mapping through process_vm_writev on ourselves, which
+ * returns EFAULT there instead, and which, unlike pwrite, cannot grow a
+ * shrunk object back. Pinned pages are held by the driver and stay valid
+ * for DMA whatever happens to the file.
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -23,6 +26,7 @@
 #include <string.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
+#include <sys/uio.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -432,14 +436,38 @@ void shm_operand_close(shm_operand *o)
     o->reg = NULL;
 }
 
-/* Copies one piece [from, to) of the operand through the descriptor: 0,
- * or errno (ENODATA: the object ended first). */
+/* Writes [done, to) of buf into the region's mapping with
+ * process_vm_writev on this process: a page past the object's end (a
+ * client's ftruncate at any moment, even mid-copy) fails the call with
+ * EFAULT where a store would raise SIGBUS, and, unlike pwrite, nothing
+ * written can grow the object back. -1 with errno ENOSYS or EPERM when a
+ * filter denies the call (the caller falls back to pwrite). */
+static ssize_t write_mapped(const shm_operand *o, const char *buf, size_t done, size_t to)
+{
+    struct iovec local = {(void *)(uintptr_t)(buf + done), to - done};
+    struct iovec remote = {o->reg->base + o->offset + (int64_t)done, to - done};
+    ssize_t n = process_vm_writev(getpid(), &local, 1, &remote, 1, 0);
+    if (n < 0 && errno == EFAULT)
+        return 0; /* the object ended first */
+    return n;
+}
+
+/* Copies one piece [from, to) of the operand: reads through the
+ * descriptor (pread returns short past the end), writes through the
+ * mapping (write_mapped) or, where that is denied, the descriptor: 0, or
+ * errno (ENODATA: the object ended first). */
 static int copy_piece(const shm_operand *o, char *buf, size_t from, size_t to, bool write)
 {
     size_t done = from;
+    bool mapped = write && o->reg->base;
     while (done < to) {
         off_t at = (off_t)(o->reg->offset + o->offset + (int64_t)done);
-        ssize_t n = write ? pwrite(o->reg->fd, buf + done, to - done, at) : pread(o->reg->fd, buf + done, to - done, at);
+        ssize_t n = mapped ? write_mapped(o, buf, done, to) : write ? pwrite(o->reg->fd, buf + done, to - done, at)
+                                                                    : pread(o->reg->fd, buf + done, to - done, at);
+        if (n < 0 && mapped && (errno == ENOSYS || errno == EPERM)) {
+            mapped = false;
+            continue;
+        }
         if (n < 0 && errno == EINTR)
             continue;
         if (n < 0)
@@ -453,9 +481,10 @@ static int copy_piece(const shm_operand *o, char *buf, size_t from, size_t to, b
 
 /* The operand to or from buf in 16 MiB pieces, over the OpenMP threads when
  * it is large: one core copies a 128 MB vector at a few GB/s, a socket's
- * worth of cores at the memory's speed. Checked before (a pwrite past a
- * shrunk end would grow the object back, which the client did not ask
- * for) and after. */
+ * worth of cores at the memory's speed. Checked before and after; a
+ * shrink in between stops the writes at the new end rather than growing
+ * the object back (write_mapped; a pwrite past the end would regrow it,
+ * which the client did not ask for). */
 #define PIECE ((size_t)16 << 20)
 
 static shm_status copy_operand(const shm_operand *o, char *buf, bool write, char *msg, size_t msglen)

@@ -19,6 +19,7 @@
 
 #include "daemon/daemon.h"
 #include "daemon/log.h"
+#include "daemon/memory.h"
 #include "daemon/spmspm.h"
 
 /* B on w's device: its own copy, or a temporary one in *tmp. */
@@ -114,8 +115,36 @@ void spmspm_run(task *base, worker *w)
         t->rc = make_stored(t, w);
 }
 
+/* A JSON answer writes about this many bytes an entry of C: its row,
+ * its column and its value as text (api/spmspm.c). */
+#define SPMSPM_JSON_ENTRY_BYTES 32
+
+int spmspm_admit(spmspm_task *t, int64_t c_max, bool json, spmv_error *err)
+{
+    spmvd *d = t->d;
+    int64_t most = atomic_load(&d->limits.max_spmspm_nnz), budget = atomic_load(&d->limits.max_job_result_bytes);
+    if (c_max > most)
+        return spmv_error_set(err, SPMV_ERR_LIMIT, 0, "C = A*B may hold up to %lld entries (its estimate: the sum "
+                              "over A's non-zeros of B's row lengths, at most rows x cols), over max_spmspm_nnz (%lld)",
+                              (long long)c_max, (long long)most);
+    if (json && c_max > budget / SPMSPM_JSON_ENTRY_BYTES)
+        return spmv_error_set(err, SPMV_ERR_LIMIT, 0, "C = A*B may hold up to %lld entries, about %lld bytes as "
+                              "JSON, over max_job_result_bytes (%lld): ask for it binary (Accept: "
+                              "application/octet-stream) or stored (\"store\": true)", (long long)c_max,
+                              (long long)c_max * SPMSPM_JSON_ENTRY_BYTES, (long long)budget);
+    int64_t c_bytes = ((int64_t)t->a->host.rows + 1) * 4 + c_max * (4 + (int64_t)spmv_dtype_size(t->a->host.dtype));
+    if (t->store) /* C becomes a matrix: bounded as an upload is */
+        return memory_admit_matrix(d, c_bytes, c_bytes, "C = A*B, stored", &t->mem_held, err);
+    return memory_reserve(d, c_bytes, "C = A*B", &t->mem_held, err);
+}
+
 void spmspm_release(spmspm_task *t)
 {
+    if (t->d) {
+        size_t held = (size_t)t->mem_held;
+        memory_release(t->d, &t->mem_held);
+        memory_trim(held);
+    }
     matrix_unref(t->a);
     matrix_unref(t->b);
     matrix_unref(t->out);

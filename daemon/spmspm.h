@@ -26,6 +26,7 @@ typedef struct spmspm_task {
     bool store, verify;
     spmv_csr c;
     matrix *out;          /* store: the new matrix */
+    int64_t mem_held;     /* host bytes reserved for C (spmspm_admit) */
     spmv_stats st;
     double max_rel_err;
     double queue_ms;
@@ -37,6 +38,12 @@ typedef struct spmspm_task {
 /* The task body (t->base.run): t->rc and t->err, C in t->c (and t->out
  * for `store`), the statistics in t->st. */
 void spmspm_run(task *t, worker *w);
+/* Before the product: C's most entries (`c_max`: the multiply-adds, sum
+ * over A's non-zeros of B's row lengths, at most rows x cols) against
+ * max_spmspm_nnz, a JSON answer of them (`json`) against
+ * max_job_result_bytes, and C's CSR reserved against the host's memory
+ * until spmspm_release. SPMV_ERR_LIMIT names the bound and the estimate. */
+int spmspm_admit(spmspm_task *t, int64_t c_max, bool json, spmv_error *err);
 /* Releases what t holds (A, B, C, the stored matrix); not t. */
 void spmspm_release(spmspm_task *t);
 

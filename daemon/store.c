@@ -23,6 +23,7 @@
 #include <uuid/uuid.h>
 
 #include "daemon/log.h"
+#include "daemon/memory.h"
 #include "daemon/preconds.h"
 #include "daemon/store.h"
 #include "daemon/autotune.h"
@@ -106,6 +107,8 @@ matrix *matrix_ref(matrix *m)
     return m;
 }
 
+static size_t transpose_bytes(const matrix *m);
+
 void matrix_unref(matrix *m)
 {
     if (!m || atomic_fetch_sub(&m->refs, 1) != 1)
@@ -115,6 +118,7 @@ void matrix_unref(matrix *m)
         m->dev_worker->ops->matrix_release(m->dev_worker, m->dev);
     if (m->shards && m->shard_worker) /* freed on every rank, from the cluster worker's thread */
         m->shard_worker->ops->matrix_release(m->shard_worker, m->shards);
+    size_t freed = spmv_matrix_format_bytes(&m->host, SPMV_FMT_ALL) + transpose_bytes(m);
     spmv_matrix_free(&m->host);
     if (m->host_t) {
         spmv_matrix_free(m->host_t);
@@ -122,6 +126,7 @@ void matrix_unref(matrix *m)
     }
     pthread_mutex_destroy(&m->lock);
     free(m);
+    memory_trim(freed); /* a deleted matrix's memory goes back to the system */
 }
 
 const char *matrix_dtype_name(const matrix *m)
@@ -129,10 +134,26 @@ const char *matrix_dtype_name(const matrix *m)
     return m->meta.mixed ? "mixed" : spmv_dtype_name(m->host.dtype);
 }
 
+static size_t transpose_bytes(const matrix *m)
+{
+    return m->host_t ? spmv_matrix_format_bytes(m->host_t, SPMV_FMT_ALL) : 0;
+}
+
+size_t matrix_drop_transpose(matrix *m)
+{
+    size_t bytes = transpose_bytes(m);
+    if (!m->host_t || m->host_t_busy)
+        return 0;
+    spmv_matrix_free(m->host_t);
+    free(m->host_t);
+    m->host_t = NULL;
+    return bytes;
+}
+
 size_t matrix_host_bytes(matrix *m)
 {
     pthread_mutex_lock(&m->lock);
-    size_t total = spmv_matrix_format_bytes(&m->host, SPMV_FMT_ALL);
+    size_t total = spmv_matrix_format_bytes(&m->host, SPMV_FMT_ALL) + transpose_bytes(m);
     pthread_mutex_unlock(&m->lock);
     return total;
 }
@@ -154,7 +175,7 @@ unsigned matrix_host_pinned(const matrix *m)
 size_t matrix_host_cache_bytes(matrix *m)
 {
     pthread_mutex_lock(&m->lock);
-    size_t total = spmv_matrix_format_bytes(&m->host, SPMV_FMT_ALL & ~matrix_host_pinned(m));
+    size_t total = spmv_matrix_format_bytes(&m->host, SPMV_FMT_ALL & ~matrix_host_pinned(m)) + transpose_bytes(m);
     pthread_mutex_unlock(&m->lock);
     return total;
 }
@@ -486,7 +507,7 @@ static int list_files(store *s, char ***names, size_t *count)
     return 0;
 }
 
-size_t store_reload(store *s, store_load_fn load, store_progress_fn progress, void *ctx)
+size_t store_reload(store *s, matfile_admit_fn admit, store_load_fn load, store_progress_fn progress, void *ctx)
 {
     char **names;
     size_t total, loaded = 0;
@@ -501,7 +522,7 @@ size_t store_reload(store *s, store_load_fn load, store_progress_fn progress, vo
         spmv_error err = {0};
         snprintf(path, sizeof path, "%s/%s", s->dir, names[i]);
         size_t stem = strlen(names[i]) - strlen(MATFILE_SUFFIX);
-        int rc = matfile_read(path, &meta, &csr, &err);
+        int rc = matfile_read(path, admit, ctx, &meta, &csr, &err);
         if (rc == SPMV_OK && (stem != MATFILE_ID_LEN || strncmp(names[i], meta.id, stem) != 0 ||
                               !store_id_valid(meta.id))) {
             rc = spmv_error_set(&err, SPMV_ERR_CORRUPT, 0, "file name does not match the id inside");

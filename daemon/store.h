@@ -50,7 +50,10 @@ typedef struct matrix {
     int32_t tuned_k_cols[8];
     atomic_bool values_changing; /* a PUT .../values is under way (daemon/values.c): one at a time */
     _Atomic unsigned values_gen; /* odd while the host values change: readers outside the worker retry */
-    spmv_matrix *host_t;        /* Aᵀ on the host, built on first use of op "t" by a CPU kernel, under `lock` */
+    spmv_matrix *host_t;        /* Aᵀ on the host, built on first use of op "t" by a CPU kernel, under `lock`; in
+                                 * the host format cache (host_format_bytes) like a format built on demand */
+    uint64_t host_t_use;        /* when host_t was last read (the cache's LRU), under `lock` */
+    int host_t_busy;            /* CPU kernels reading host_t now (never evicted then), under `lock` */
     struct worker *shard_worker; /* the cluster worker (daemon/worker_cluster.c) when sharded, else NULL */
     struct rprecond *preconds;  /* its resident preconditioners (daemon/preconds.c), under `lock` */
     void *shards;               /* its shards across the MPI ranks (a cluster_matrix), opaque outside it */
@@ -76,8 +79,11 @@ matrix *matrix_ref(matrix *m);
 /* Drops a reference; the last one frees host memory and hands the device
  * copy back to its worker. */
 void matrix_unref(matrix *m);
-/* Host bytes of all formats held. */
+/* Host bytes of all formats held, and of the transpose. */
 size_t matrix_host_bytes(matrix *m);
+/* Frees the host transpose unless a kernel reads it; its bytes (0: none
+ * or busy). Under m->lock. */
+size_t matrix_drop_transpose(matrix *m);
 /* What m holds on its GPU, per format (zeros when it is on none), and in
  * all: the API reads a matrix's device memory through these. */
 void matrix_device_usage(const matrix *m, spmv_gpu_usage *u);
@@ -88,8 +94,8 @@ const char *matrix_dtype_name(const matrix *m);
 /* Host formats never evicted: CSR, and for a host matrix the formats its
  * upload asked for. */
 unsigned matrix_host_pinned(const matrix *m);
-/* Host bytes of the derived formats held that are not pinned (the host
- * format cache, daemon/worker_cpu.c). */
+/* Host bytes of the derived formats held that are not pinned, and of the
+ * transpose (the host format cache, daemon/worker_cpu.c). */
 size_t matrix_host_cache_bytes(matrix *m);
 
 /* Writes the file (timing it into meta.store_ms), then lists the matrix.
@@ -138,13 +144,15 @@ size_t store_count(store *s);
 int store_export_npz(store *s, matrix *m, int *fd, uint64_t *size, spmv_error *err);
 
 /* Reload at start. For each <id>.csr file: read and verify it; a damaged
- * one is moved to damaged/ with a log line; a good one is handed to `load`
+ * one is moved to damaged/ with a log line; one `admit` refuses (NULL:
+ * none; matfile_read) is skipped with a log line and kept, nothing of it
+ * allocated; a good one is handed to `load`
  * (which builds the matrix, puts it on its device and lists it with
  * store_adopt). `progress` is called after each file (done, total). Returns
  * the number of files loaded. */
 typedef int (*store_load_fn)(void *ctx, const matfile_meta *meta, spmv_csr *csr, spmv_error *err);
 typedef void (*store_progress_fn)(void *ctx, size_t done, size_t total);
-size_t store_reload(store *s, store_load_fn load, store_progress_fn progress, void *ctx);
+size_t store_reload(store *s, matfile_admit_fn admit, store_load_fn load, store_progress_fn progress, void *ctx);
 /* Lists an already stored matrix (reload) without writing its file. */
 void store_adopt(store *s, matrix *m);
 

@@ -20,9 +20,14 @@
  * A device matrix is loaded by its worker while the HTTP thread writes its
  * file under a temporary name: the two overlap, and either failing keeps
  * nothing (a failed load removes the staged file; a failed write leaves
- * the device copy to go with the matrix). A generated matrix is bounded
- * before any of it is allocated: its shape by max_rows, its entries by
- * max_nnz and by what the host's memory (MemAvailable) can hold.
+ * the device copy to go with the matrix).
+ *
+ * Nothing a request declares is allocated before it is admitted
+ * (upload_admit, daemon/memory.h): a file's sizes reach it through the
+ * reader's hook as soon as they are read (the Matrix Market size line, an
+ * .npz's shape and data header), a generated matrix's once counted; its
+ * CSR must fit max_matrix_bytes, and the reading's peak is reserved
+ * against the host's available memory until the request ends.
  *
  * Under mpirun (issue 16) a matrix is sharded when the request says so
  * (shard=true) or by configuration: at least shard_nnz entries, or
@@ -33,6 +38,7 @@
  */
 #include <errno.h>
 #include <fcntl.h>
+#include <float.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -41,6 +47,7 @@
 
 #include "daemon/daemon.h"
 #include "daemon/log.h"
+#include "daemon/memory.h"
 #include "daemon/upload.h"
 
 #define READ_CHUNK (1 << 20)
@@ -181,9 +188,8 @@ static bool spool_is_npz(upload *u)
 
 int upload_read(upload *u, worker *w, spmv_error *err)
 {
-    spmv_mm_options opts = {.max_rows = atomic_load(&u->d->limits.max_rows),
-                            .max_cols = atomic_load(&u->d->limits.max_rows),
-                            .max_nnz = atomic_load(&u->d->limits.max_nnz), .threads = 0};
+    spmv_mm_options opts;
+    upload_reader_options(u, &opts);
     double t0 = spmv_now_ms();
     int rc;
     if (spool_is_npz(u)) {
@@ -243,63 +249,78 @@ void upload_ingest_run(task *t, worker *w)
     place_and_store(u);
 }
 
-/* ----------------------------------------------------------- generate */
+/* ---------------------------------------------------------- admission */
 
-/* Bytes the host can still give (MemAvailable), or -1 when unknown. */
-static int64_t host_available_bytes(void)
+/* The reader's hook (spmv_mm_options.admit): the sizes a file declares,
+ * before anything is allocated from them. */
+static int reader_admit(void *ctx, const spmv_mm_declared *dcl, spmv_error *err)
 {
-    FILE *f = fopen("/proc/meminfo", "r");
-    char line[256];
-    long long kb = -1;
-    while (f && fgets(line, sizeof line, f))
-        if (sscanf(line, "MemAvailable: %lld kB", &kb) == 1)
-            break;
-    if (f)
-        fclose(f);
-    return kb < 0 ? -1 : (int64_t)kb * 1024;
+    return upload_admit(ctx, dcl, err);
 }
 
-/* The entries a generated matrix of `rows` rows may have: max_nnz, and
- * what the host's memory (avail bytes, <= 0 unknown) holds: the row
- * offsets of pass 1 (8 bytes a row) and the entries (a column and a value
- * each), a tenth of what is available kept for everything else. */
-static int gen_nnz_limit(const upload *u, int64_t rows, int64_t avail, int64_t *limit, spmv_error *err)
+void upload_reader_options(upload *u, spmv_mm_options *o)
 {
-    *limit = atomic_load(&u->d->limits.max_nnz);
-    if (avail <= 0)
-        return SPMV_OK;
-    int64_t room = avail - avail / 10 - (rows + 1) * 8;
-    int64_t fit = room > 0 ? room / (int64_t)(4 + spmv_dtype_size(u->spec.dtype)) : 0;
-    if (fit < 1 && rows > 0)
-        return spmv_error_set(err, SPMV_ERR_LIMIT, 0, "%s with n = %lld: its %lld row offsets alone do not fit "
-                              "the host's memory", spmv_gen_kind_name(u->recipe.kind), (long long)u->recipe.n,
-                              (long long)rows);
-    *limit = fit < *limit ? fit : *limit;
-    return SPMV_OK;
+    spmvd *d = u->d;
+    memset(o, 0, sizeof *o);
+    o->max_rows = o->max_cols = atomic_load(&d->limits.max_rows);
+    o->max_nnz = atomic_load(&d->limits.max_nnz);
+    o->admit = reader_admit;
+    o->admit_ctx = u;
+}
+
+int upload_admit(upload *u, const spmv_mm_declared *dcl, spmv_error *err)
+{
+    char what[160];
+    snprintf(what, sizeof what, "a %lld x %lld matrix of %lld entries", (long long)dcl->rows, (long long)dcl->cols,
+             (long long)dcl->entries);
+    return memory_admit_matrix(u->d, dcl->csr_bytes, dcl->peak_bytes, what, &u->mem_held, err);
+}
+
+/* ----------------------------------------------------------- generate */
+
+/* A recipe's matrix counted (spmv_gen_count allocates nothing) and
+ * admitted before it is built: its entries against max_nnz, its CSR
+ * against max_matrix_bytes, and the build's peak (pass 1's 8-byte row
+ * offsets beside the CSR) reserved. *nnz: the count. */
+static int gen_admit(upload *u, int64_t rows, int64_t *nnz, spmv_error *err)
+{
+    const spmv_gen_spec *g = &u->recipe;
+    int rc = spmv_gen_count(g, nnz, err);
+    int64_t max_nnz = atomic_load(&u->d->limits.max_nnz);
+    if (rc != SPMV_OK)
+        return rc;
+    if (*nnz > max_nnz)
+        return spmv_error_set(err, SPMV_ERR_LIMIT, 0, "%s with n = %lld has %lld non-zeros; at most %lld are allowed "
+                              "(max_nnz)",
+                              spmv_gen_kind_name(g->kind), (long long)g->n, (long long)*nnz, (long long)max_nnz);
+    int64_t offset = u->spec.offsets64 || *nnz > INT32_MAX ? 8 : 4;
+    int64_t csr = (rows + 1) * offset + *nnz * (int64_t)(4 + spmv_dtype_size(u->spec.dtype));
+    char what[160];
+    snprintf(what, sizeof what, "%s with n = %lld (%lld x %lld rows, %lld non-zeros)", spmv_gen_kind_name(g->kind),
+             (long long)g->n, (long long)rows, (long long)rows, (long long)*nnz);
+    return memory_admit_matrix(u->d, csr, csr + (rows + 1) * 8, what, &u->mem_held, err);
 }
 
 int upload_generate(upload *u, spmv_error *err)
 {
     const spmv_gen_spec *g = &u->recipe;
     double t0 = spmv_now_ms();
-    int64_t rows = 0, cols = 0, limit = 0, max_rows = atomic_load(&u->d->limits.max_rows);
+    int64_t rows = 0, cols = 0, nnz = 0, max_rows = atomic_load(&u->d->limits.max_rows);
     int rc = spmv_gen_shape(g, &rows, &cols, err);
     if (rc == SPMV_OK && (rows > max_rows || cols > max_rows)) /* max_rows bounds the columns too, as for uploads */
-        rc = spmv_error_set(err, SPMV_ERR_LIMIT, 0, "%s with n = %lld is %lld x %lld, past max_rows",
-                            spmv_gen_kind_name(g->kind), (long long)g->n, (long long)rows, (long long)cols);
-    /* the host's memory bounds the build as max_nnz does: nothing of it is allocated before the count */
-    int64_t avail = host_available_bytes();
+        rc = spmv_error_set(err, SPMV_ERR_LIMIT, 0, "%s with n = %lld is %lld x %lld, past max_rows (%lld)",
+                            spmv_gen_kind_name(g->kind), (long long)g->n, (long long)rows, (long long)cols,
+                            (long long)max_rows);
+    /* counted and admitted first: nothing of it is allocated before */
     if (rc == SPMV_OK)
-        rc = gen_nnz_limit(u, rows, avail, &limit, err);
+        rc = gen_admit(u, rows, &nnz, err);
     if (rc == SPMV_OK)
-        rc = spmv_gen_csr(g, u->spec.dtype, u->spec.offsets64, limit, &u->csr, err);
+        rc = spmv_gen_csr(g, u->spec.dtype, u->spec.offsets64, nnz, &u->csr, err);
     u->parse_ms = spmv_now_ms() - t0;
     if (rc == SPMV_ERR_LIMIT) {
         char why[sizeof err->message];
         snprintf(why, sizeof why, "%s", err->message);
-        return spmv_error_set(err, rc, 0, "`generate`: %s (this daemon's max_nnz %lld, max_rows %lld; the host has "
-                              "%lld bytes of memory available, 90 %% of which a build may take)", why,
-                              (long long)atomic_load(&u->d->limits.max_nnz), (long long)max_rows, (long long)avail);
+        return spmv_error_set(err, rc, 0, "`generate`: %s", why);
     }
     if (rc != SPMV_OK)
         return rc;
@@ -312,6 +333,24 @@ int upload_generate(upload *u, spmv_error *err)
 
 /* -------------------------------------------------------------- build */
 
+/* dtype float32: the first value the reader's float64 entries hold past
+ * float32's range, refused naming its entry (docs/matrix-market.md: no
+ * silent infinity). */
+static int fits_float32(const upload *u, spmv_error *err)
+{
+    bool coo = u->from_coo;
+    int64_t k = coo ? spmv_float32_overflow_at(u->coo.val, u->coo.nnz) : spmv_float32_overflow_at(u->csr.val, u->csr.nnz);
+    if (k < 0)
+        return SPMV_OK;
+    int32_t i = 0;
+    while (!coo && spmv_csr_row_begin(&u->csr, i + 1) <= k) /* the row of entry k (an error path: a scan is fine) */
+        i++;
+    double v = coo ? ((const double *)u->coo.val)[k] : ((const double *)u->csr.val)[k];
+    return spmv_error_set(err, SPMV_ERR_LIMIT, 0, "dtype float32: entry (%d, %d) = %.17g is outside float32's range "
+                          "(|v| <= %.9g): it would be stored as infinity (upload it as float64)",
+                          (coo ? u->coo.row[k] : i) + 1, (coo ? u->coo.col[k] : u->csr.col[k]) + 1, v, (double)FLT_MAX);
+}
+
 /* The host CSR in the asked dtype, in u->csr: the Matrix Market reader's
  * COO converted (and freed: it is not needed past this), or the .npz
  * reader's float64 CSR as it is (its values cast for float32); a
@@ -320,6 +359,10 @@ static int host_csr(upload *u, spmv_error *err)
 {
     const upload_spec *o = &u->spec;
     int rc = SPMV_OK;
+    /* float32 asked for: a value past its range is refused, not made infinite (the reader's values are float64) */
+    if (!u->generated && o->dtype == SPMV_FLOAT32 && (u->from_coo || u->csr.dtype == SPMV_FLOAT64) &&
+        (rc = fits_float32(u, err)) != SPMV_OK)
+        return rc;
     if (u->generated) {
         /* built in its dtype (float64 for mixed) */
     } else if (u->from_coo) {
@@ -537,4 +580,8 @@ void upload_release(upload *u)
     store_discard(&u->staged);
     matrix_unref(u->m);
     u->m = NULL;
+    /* what the reading reserved is freed or held by the stored matrix now */
+    size_t held = (size_t)u->mem_held;
+    memory_release(u->d, &u->mem_held);
+    memory_trim(held);
 }

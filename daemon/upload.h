@@ -7,9 +7,11 @@
  *
  *   upload_ingest_run  an upload worker's thread, in this order:
  *     upload_read      the spool read: a Matrix Market file's entries
- *                      (COO) or an .npz's CSR; or upload_generate, a
- *                      generated matrix's CSR, bounded by max_rows, max_nnz
- *                      and the host's available memory;
+ *                      (COO) or an .npz's CSR, its declared sizes admitted
+ *                      first (upload_admit: max_matrix_bytes, the host's
+ *                      available memory); or upload_generate, a generated
+ *                      matrix's CSR, bounded by max_rows, max_nnz,
+ *                      max_matrix_bytes and the host's available memory;
  *     upload_build     the host CSR in the asked dtype, the sharding by
  *                      configuration, the matrix;
  *     upload_place     where it goes (the host, a GPU, the ranks) and so
@@ -112,6 +114,7 @@ typedef struct upload {
     int rc;                     /* the load, with err */
     spmv_error err;
     atomic_bool load_failed;    /* set by upload_load_done: the write stops early */
+    int64_t mem_held;           /* host bytes reserved for the reading (daemon/memory.h) */
     store_staged staged;        /* the file, written while the load runs */
     int store_rc;
     spmv_error store_err;
@@ -130,9 +133,18 @@ int upload_spool_write(upload *u, const void *data, size_t size, spmv_error *err
 void upload_ingest_run(task *t, worker *w);
 /* The spooled file's entries: u->coo (Matrix Market) or u->csr (.npz). */
 int upload_read(upload *u, worker *w, spmv_error *err);
-/* u->recipe (defaults applied) built into u->csr in u->spec.dtype; past
- * max_rows, max_nnz or the host's memory SPMV_ERR_LIMIT, the message
- * saying which bound and the numbers. */
+/* The reader's options for u's file (Matrix Market or .npz): max_rows,
+ * max_nnz, and upload_admit as the hook on the declared sizes. */
+void upload_reader_options(upload *u, spmv_mm_options *o);
+/* A file's declared sizes, before anything is allocated from them: its
+ * CSR within max_matrix_bytes, the reading's peak reserved against the
+ * host's memory (held until upload_release). SPMV_ERR_LIMIT names the
+ * bound and the numbers. Any thread. */
+int upload_admit(upload *u, const spmv_mm_declared *dcl, spmv_error *err);
+/* u->recipe (defaults applied) counted, admitted as a file is, then built
+ * into u->csr in u->spec.dtype; past max_rows, max_nnz, max_matrix_bytes
+ * or the host's memory SPMV_ERR_LIMIT, the message saying which bound and
+ * the numbers. */
 int upload_generate(upload *u, spmv_error *err);
 /* u->m from the entries, in u->spec.dtype (and offsets), with the host
  * formats asked for when it stays on the host. Sets spec.shard when the

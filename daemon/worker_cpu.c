@@ -7,7 +7,8 @@
  * (the descriptor then lists it). The cache of such formats across all
  * matrices is bounded by host_format_bytes: before a build would pass it,
  * the least recently used formats that no kernel is reading and that the
- * upload did not pin are freed. An HLL with a hack size other than the
+ * upload did not pin are freed; the transpose that op t builds is one of
+ * them. An HLL with a hack size other than the
  * matrix's is left to the engine, which builds a scratch copy per call
  * rather than growing the cache without bound.
  */
@@ -16,12 +17,15 @@
 
 #include "daemon/daemon.h"
 #include "daemon/log.h"
+#include "daemon/memory.h"
 #include "daemon/worker.h"
 
 static _Atomic uint64_t host_tick; /* orders host format uses (LRU) */
 
-/* The least recently used host format nobody reads now, across every
- * matrix, freed; false when there is none. */
+#define TRANSPOSE SPMV_FORMAT_COUNT /* evict_one's index of the transpose */
+
+/* The least recently used host format or transpose nobody reads now,
+ * across every matrix, freed; false when there is none. */
 static bool evict_one(spmvd *d)
 {
     matrix **list, *victim = NULL;
@@ -42,11 +46,18 @@ static bool evict_one(spmvd *d)
                 vi = i;
             }
         }
+        if (m->host_t && m->host_t_busy == 0 && m->host_t_use < oldest) {
+            oldest = m->host_t_use;
+            victim = m;
+            vi = TRANSPOSE;
+        }
         pthread_mutex_unlock(&m->lock);
     }
     if (victim) {
         pthread_mutex_lock(&victim->lock);
-        if (victim->host_busy[vi] == 0) /* unless someone started reading it meanwhile */
+        if (vi == TRANSPOSE)
+            memory_trim(matrix_drop_transpose(victim)); /* unless someone started reading it meanwhile */
+        else if (victim->host_busy[vi] == 0)
             spmv_matrix_drop_format(&victim->host, (spmv_format)(1u << vi));
         pthread_mutex_unlock(&victim->lock);
         if (d->metrics)
@@ -119,12 +130,37 @@ void worker_cpu_release(matrix *m, const spmv_kernel *k)
     pthread_mutex_unlock(&m->lock);
 }
 
-/* Aᵀ on the host for CPU kernels: built once under the matrix's lock and
- * kept (the descriptor's host bytes do not count it; it is freed with the
- * matrix). */
-static int host_transpose(matrix *m, spmv_matrix **out, spmv_error *err)
+/* Whether Aᵀ may be built: its CSR (the columns become the rows) within
+ * max_format_bytes, room made for it in the host format cache, and the
+ * build (the CSR and a 64-bit count a column) within the host's memory. */
+static int transpose_admit(spmvd *d, matrix *m, spmv_error *err)
+{
+    int64_t cols = m->host.cols, nnz = m->host.nnz;
+    int64_t bytes = (cols + 1) * 4 + nnz * (4 + (int64_t)spmv_dtype_size(m->host.dtype));
+    int64_t most = d ? atomic_load(&d->limits.max_format_bytes) : 0, room = d ? memory_room(d) : INT64_MAX;
+    if (most > 0 && bytes > most)
+        return spmv_error_set(err, SPMV_ERR_LIMIT, 0, "the transpose of %s (op t) would take %lld bytes, over "
+                              "max_format_bytes (%lld)", m->meta.id, (long long)bytes, (long long)most);
+    make_room(d, bytes);
+    if (bytes + (cols + 1) * 8 > room)
+        return spmv_error_set(err, SPMV_ERR_LIMIT, 0, "the transpose of %s (op t) would take %lld bytes to build; "
+                              "the host can give %lld", m->meta.id, (long long)(bytes + (cols + 1) * 8),
+                              (long long)room);
+    return SPMV_OK;
+}
+
+/* Aᵀ on the host for CPU kernels: built on first use (after
+ * transpose_admit) and kept in the host format cache, counted in the
+ * matrix's host bytes and evicted as a format built on demand is; marked
+ * in use (host_t_busy) until worker_host_run is done with it. */
+static int host_transpose(spmvd *d, matrix *m, spmv_matrix *snap, spmv_error *err)
 {
     int rc = SPMV_OK;
+    pthread_mutex_lock(&m->lock);
+    bool missing = !m->host_t;
+    pthread_mutex_unlock(&m->lock);
+    if (missing && (rc = transpose_admit(d, m, err)) != SPMV_OK)
+        return rc;
     pthread_mutex_lock(&m->lock);
     if (!m->host_t) {
         spmv_matrix *t = calloc(1, sizeof *t);
@@ -135,30 +171,37 @@ static int host_transpose(matrix *m, spmv_matrix **out, spmv_error *err)
         else
             m->host_t = t;
     }
-    *out = m->host_t;
+    if (rc == SPMV_OK) {
+        m->host_t_use = atomic_fetch_add(&host_tick, 1) + 1;
+        m->host_t_busy++;
+        *snap = *m->host_t;
+    }
     pthread_mutex_unlock(&m->lock);
     return rc;
 }
 
 /* The host matrix a CPU kernel runs on, with the formats it reads; *held
- * says whether worker_cpu_release must release a cached format after. */
+ * says whether host_operand_release must release it after. */
 static int host_operand(spmvd *d, const worker_run_args *a, spmv_matrix *snap, bool *held)
 {
     *held = false;
-    if (a->trans) {
-        spmv_matrix *t;
-        int rc = host_transpose(a->m, &t, a->err);
-        if (rc != SPMV_OK)
-            return rc;
-        if (a->k->format != SPMV_FMT_CSR)
-            return spmv_error_set(a->err, SPMV_ERR_INVALID, 0,
-                                  "op t runs CSR kernels on the host (cpu.csr.*), not %s", a->k->name);
-        *snap = *t;
-        return SPMV_OK;
-    }
-    int rc = worker_cpu_acquire(d, a->m, a->k, a->p, snap, a->err);
+    if (a->trans && a->k->format != SPMV_FMT_CSR)
+        return spmv_error_set(a->err, SPMV_ERR_INVALID, 0, "op t runs CSR kernels on the host (cpu.csr.*), not %s",
+                              a->k->name);
+    int rc = a->trans ? host_transpose(d, a->m, snap, a->err) : worker_cpu_acquire(d, a->m, a->k, a->p, snap, a->err);
     *held = rc == SPMV_OK;
     return rc;
+}
+
+static void host_operand_release(const worker_run_args *a)
+{
+    if (!a->trans) {
+        worker_cpu_release(a->m, a->k);
+        return;
+    }
+    pthread_mutex_lock(&a->m->lock);
+    a->m->host_t_busy--;
+    pthread_mutex_unlock(&a->m->lock);
 }
 
 int worker_host_run(worker *w, const worker_run_args *a)
@@ -178,7 +221,7 @@ int worker_host_run(worker *w, const worker_run_args *a)
     else
         rc = spmv_cpu_run_k(a->k, &snap, a->p, a->ncols, a->x, a->y, a->warmup, a->runs, a->st, a->err);
     if (held)
-        worker_cpu_release(a->m, a->k);
+        host_operand_release(a);
     return rc;
 }
 

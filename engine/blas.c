@@ -325,15 +325,22 @@ int spmv_vec_dot(spmv_gpu_ctx *ctx, const spmv_vec *x, const spmv_vec *y, double
 }
 
 /* ||x||_2 of one column: the largest magnitude first, then the sum of
- * squares scaled by it (two passes; no overflow for values near DBL_MAX). */
+ * squares scaled by it (two passes; no overflow for values near DBL_MAX).
+ * NaN anywhere is NaN, else an infinity is Inf: fmax (and OpenMP's max)
+ * would skip a NaN, so the first pass counts them apart. */
 static double host_nrm2_col(spmv_dtype dt, const void *x, int64_t n)
 {
     double amax = 0.0, s = 0.0;
+    int nans = 0;
     if (dt == SPMV_FLOAT64) {
         const double *a = x;
-#pragma omp parallel for if (PAR(n)) reduction(max : amax) schedule(static)
-        for (int64_t i = 0; i < n; i++)
+#pragma omp parallel for if (PAR(n)) reduction(max : amax) reduction(| : nans) schedule(static)
+        for (int64_t i = 0; i < n; i++) {
             amax = fmax(amax, fabs(a[i]));
+            nans |= isnan(a[i]);
+        }
+        if (nans)
+            return NAN;
         if (amax == 0.0 || !isfinite(amax))
             return amax;
 #pragma omp parallel for if (PAR(n)) reduction(+ : s) schedule(static)
@@ -343,9 +350,13 @@ static double host_nrm2_col(spmv_dtype dt, const void *x, int64_t n)
         }
     } else {
         const float *a = x;
-#pragma omp parallel for if (PAR(n)) reduction(max : amax) schedule(static)
-        for (int64_t i = 0; i < n; i++)
+#pragma omp parallel for if (PAR(n)) reduction(max : amax) reduction(| : nans) schedule(static)
+        for (int64_t i = 0; i < n; i++) {
             amax = fmax(amax, fabs((double)a[i]));
+            nans |= isnan(a[i]);
+        }
+        if (nans)
+            return NAN;
         if (amax == 0.0 || !isfinite(amax))
             return amax;
 #pragma omp parallel for if (PAR(n)) reduction(+ : s) schedule(static)

@@ -78,6 +78,18 @@ int spmv_csr_to_coo(const spmv_csr *in, spmv_coo *out, spmv_error *err)
     return SPMV_OK;
 }
 
+bool spmv_float32_overflows(double v) { return isfinite(v) && isinf((float)v); }
+
+int64_t spmv_float32_overflow_at(const double *v, int64_t n)
+{
+    int64_t first = n;
+#pragma omp parallel for reduction(min : first) schedule(static)
+    for (int64_t k = 0; k < n; k++)
+        if (k < first && spmv_float32_overflows(v[k]))
+            first = k;
+    return first < n ? first : -1;
+}
+
 int spmv_csr_round_to_float32(spmv_csr *m, spmv_error *err)
 {
     if (m->dtype != SPMV_FLOAT64)
@@ -86,7 +98,7 @@ int spmv_csr_round_to_float32(spmv_csr *m, spmv_error *err)
     double *v = m->val;
     for (int32_t i = 0; i < m->rows; i++)
         for (int64_t k = spmv_csr_row_begin(m, i); k < spmv_csr_row_begin(m, i + 1); k++) {
-            if (isfinite(v[k]) && fabs(v[k]) > FLT_MAX)
+            if (spmv_float32_overflows(v[k]))
                 return spmv_error_set(err, SPMV_ERR_LIMIT, 0,
                                       "dtype mixed: entry (%d, %d) = %.17g is outside float32's range (|v| <= %.9g)",
                                       i + 1, m->col[k] + 1, v[k], (double)FLT_MAX);

@@ -257,13 +257,16 @@ int spmv_gen_shape(const spmv_gen_spec *spec, int64_t *rows, int64_t *cols, spmv
 
 /* ------------------------------------------------------------ row lengths */
 
-static int64_t banded_len(const gen_plan *p, int64_t i)
+static int64_t band_len(const gen_plan *p, int64_t i)
 {
-    if (i == p->dense_row)
-        return p->dense_len;
     int64_t lo = i - p->half < 0 ? 0 : i - p->half;
     int64_t hi = i + p->half > p->cols - 1 ? p->cols - 1 : i + p->half;
     return hi - lo + 1;
+}
+
+static int64_t banded_len(const gen_plan *p, int64_t i)
+{
+    return i == p->dense_row ? p->dense_len : band_len(p, i);
 }
 
 static int64_t powerlaw_draw_len(const gen_plan *p, gen_rng *r)
@@ -535,29 +538,59 @@ static int plan_offsets(const gen_plan *p, int64_t *off, int64_t limit, spmv_err
     return SPMV_OK;
 }
 
-/* Early refusal for the kinds whose non-zero count is known from the spec,
- * so a huge request fails before the offset table is allocated; the others
- * are counted exactly in pass 1. The products are below 2^62 because rows
- * and per_row are below 2^31 (and n <= 1290 for 3-D). */
+/* The exact non-zero count, before anything is allocated: a closed form
+ * where the spec gives one, else a pass over the row lengths that keeps
+ * nothing (a row's length is a function of the row alone). Without it the
+ * kinds that draw or vary their rows (powerlaw, graph_powerlaw, lp,
+ * banded_dense_row) would allocate the offset table, 8 bytes a row, before
+ * a huge request could be refused. The products are below 2^62 because
+ * rows and per_row are below 2^31 (and n <= 1290 for 3-D); so is the sum,
+ * each row being shorter than 2^31. */
+static int64_t plan_count(const gen_plan *p)
+{
+    int64_t n = p->n, nnz = 0;
+    switch (p->kind) {
+    case SPMV_GEN_POISSON2D: return 5 * n * n - 4 * n;
+    case SPMV_GEN_POISSON3D: return 7 * n * n * n - 6 * n * n;
+    case SPMV_GEN_STENCIL27: return (3 * n - 2) * (3 * n - 2) * (3 * n - 2);
+    case SPMV_GEN_UNIFORM:
+    case SPMV_GEN_GRAPH_UNIFORM: return p->rows * p->per_row;
+    case SPMV_GEN_BAND: /* every row but the h at either end is whole */
+        if (n > 2 * p->half)
+            return n * (2 * p->half + 1) - p->half * (p->half + 1);
+        break;
+    case SPMV_GEN_BANDED_DENSE_ROW: /* the band, its dense row's band length swapped for dense_len */
+        if (n > 2 * p->half)
+            return n * (2 * p->half + 1) - p->half * (p->half + 1) +
+                   (p->dense_row >= 0 ? p->dense_len - band_len(p, p->dense_row) : 0);
+        break;
+    case SPMV_GEN_LP: /* every row per_row + its slack; one in LP_DENSE_EVERY (from row 0) n/2 + slack if longer */
+        return p->rows * (p->per_row + 1) +
+               (p->per_row < n / 2 ? (p->rows + LP_DENSE_EVERY - 1) / LP_DENSE_EVERY * (n / 2 - p->per_row) : 0);
+    default: break;
+    }
+    const int64_t rows = p->rows;
+#pragma omp parallel for reduction(+ : nnz) schedule(static)
+    for (int64_t i = 0; i < rows; i++)
+        nnz += row_len(p, i);
+    return nnz;
+}
+
 static int plan_precheck_nnz(const gen_plan *p, int64_t limit, spmv_error *err)
 {
-    int64_t n = p->n, nnz;
-    switch (p->kind) {
-    case SPMV_GEN_POISSON2D: nnz = 5 * n * n - 4 * n; break;
-    case SPMV_GEN_POISSON3D: nnz = 7 * n * n * n - 6 * n * n; break;
-    case SPMV_GEN_STENCIL27: nnz = (3 * n - 2) * (3 * n - 2) * (3 * n - 2); break;
-    case SPMV_GEN_UNIFORM:
-    case SPMV_GEN_GRAPH_UNIFORM: nnz = p->rows * p->per_row; break;
-    case SPMV_GEN_BAND: /* every row but the h at either end is whole */
-        if (n <= 2 * p->half)
-            return SPMV_OK;
-        nnz = n * (2 * p->half + 1) - p->half * (p->half + 1);
-        break;
-    default: return SPMV_OK;
-    }
-    if (nnz > limit)
-        return nnz_refusal(p, nnz, limit, err);
-    return SPMV_OK;
+    int64_t nnz = plan_count(p);
+    return nnz > limit ? nnz_refusal(p, nnz, limit, err) : SPMV_OK;
+}
+
+int spmv_gen_count(const spmv_gen_spec *spec, int64_t *nnz, spmv_error *err)
+{
+    gen_plan p;
+    if (!spec)
+        return spmv_error_set(err, SPMV_ERR_INVALID, 0, "spmv_gen_count: no spec");
+    int rc = plan_make(spec, &p, err);
+    if (rc == SPMV_OK)
+        *nnz = plan_count(&p);
+    return rc;
 }
 
 /* The plan and pass 1 (every row's first entry in a fresh *off) of a

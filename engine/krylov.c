@@ -12,6 +12,7 @@
  * the work vectors and the first residual, `vector` the rest (BLAS-1 and
  * the waits of dots for the device).
  */
+#include <float.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -110,8 +111,12 @@ static int apply(solve_state *s, const spmv_vec *x, spmv_vec *y)
     return st;
 }
 
+static void breakdown(solve_state *s, const char *what, double value, int32_t it);
+
 /* Records the relative residual of iteration `it`; non-zero when the
- * caller cancels. */
+ * caller cancels, or when it is not finite (a breakdown: every norm and
+ * dot carries NaN and Inf, so one in A, x0 or an iterate shows here, and
+ * nothing after can undo it). */
 static int record(solve_state *s, int32_t it, double relres)
 {
     spmv_solve_result *r = s->res;
@@ -125,6 +130,10 @@ static int record(solve_state *s, int32_t it, double relres)
     }
     r->history[r->history_len++] = relres;
     r->iterations = it;
+    if (!isfinite(relres)) {
+        breakdown(s, "non-finite: the residual norm ||r|| / ||b||", relres, it - 1);
+        return 1;
+    }
     if (it > 0 && s->o->progress && s->o->progress(s->o->progress_ctx, it, relres)) {
         r->stop = SPMV_STOP_CANCELLED;
         snprintf(r->detail, sizeof r->detail, "cancelled after %d iterations", it);
@@ -564,6 +573,27 @@ static int gmres(solve_state *s, const spmv_vec *b, spmv_vec *x)
 
 /* ---------------------------------------------------------------- solve */
 
+double spmv_solve_min_tol(spmv_dtype dtype)
+{
+    return 10.0 * (dtype == SPMV_FLOAT32 ? (double)FLT_EPSILON : DBL_EPSILON);
+}
+
+/* Whether the method's squares of residual norms stay normal float64
+ * numbers from ||b|| down to tol ||b||: a b of 1e-320 (subnormal) makes
+ * every r·r zero, which CG would read as "not positive definite". */
+static int check_scale(double bnorm, double tol, spmv_error *err)
+{
+    if (tol * bnorm < sqrt(DBL_MIN))
+        return spmv_error_set(err, SPMV_ERR_INVALID, 0, "b is too small to solve: ||b|| = %.3g, and at tol %g the "
+                              "squared residual norms the method forms (down to (tol ||b||)^2, tol ||b|| = %.3g < "
+                              "%.3g) underflow float64's smallest normal number %.3g; scale b (and x0) up", bnorm, tol,
+                              tol * bnorm, sqrt(DBL_MIN), DBL_MIN);
+    if (bnorm > sqrt(DBL_MAX) / 4)
+        return spmv_error_set(err, SPMV_ERR_INVALID, 0, "b is too large to solve: ||b|| = %.3g, and its square "
+                              "overflows float64; scale b (and x0) down", bnorm);
+    return SPMV_OK;
+}
+
 static int check_args(const spmv_linop *a, const spmv_vec *b, const spmv_vec *x, const spmv_solve_options *o,
                       spmv_error *err)
 {
@@ -579,6 +609,9 @@ static int check_args(const spmv_linop *a, const spmv_vec *b, const spmv_vec *x,
         return spmv_error_set(err, SPMV_ERR_INVALID, 0, "solve: b and x must share device and dtype");
     if (!isfinite(o->tol) || o->tol <= 0.0)
         return spmv_error_set(err, SPMV_ERR_INVALID, 0, "tol must be finite and > 0, not %g", o->tol);
+    if (o->tol < spmv_solve_min_tol(b->dtype))
+        return spmv_error_set(err, SPMV_ERR_INVALID, 0, "tol %g is below what %s can reach: at least %.2g (10 eps)",
+                              o->tol, spmv_dtype_name(b->dtype), spmv_solve_min_tol(b->dtype));
     if (o->maxit < 1)
         return spmv_error_set(err, SPMV_ERR_INVALID, 0, "maxit must be at least 1, not %d", o->maxit);
     if (o->restart < 0 || o->restart > SPMV_GMRES_RESTART_MAX)
@@ -613,6 +646,8 @@ int spmv_solve(spmv_gpu_ctx *ctx, const spmv_linop *a, const spmv_vec *b, spmv_v
         st = spmv_error_set(err, SPMV_ERR_INVALID, 0, "b holds a non-finite value (||b|| = %g)", s.bnorm);
         goto done;
     }
+    if ((st = check_scale(s.bnorm, o->tol, err)))
+        goto done;
     res->setup_ms = spmv_now_ms() - t0;
     switch (o->method) {
     case SPMV_SOLVE_CG: st = cg(&s, b, x); break;

@@ -74,10 +74,21 @@ typedef struct spmv_solve_result {
     double spmv_ms, vector_ms, setup_ms, total_ms;  /* vector_ms = total - spmv - setup */
 } spmv_solve_result;
 
+/* The smallest tol a solve in `dtype` may ask for: 10 eps (float64
+ * 2.2e-15, float32 1.2e-6). Below it the relative residual is rounding
+ * noise: a method would run to maxit, or break down, without ever
+ * meeting it. */
+double spmv_solve_min_tol(spmv_dtype dtype);
+
 /* Solves A*x = b: x holds x0 on entry and the answer on return (also when
  * the stop is not convergence). b and x: one column, n = A's rows = cols,
  * A's dtype. SPMV_OK for every stop reason (res->stop says which); an error
- * only when a call failed (device, memory) or the arguments are wrong. */
+ * only when a call failed (device, memory) or the arguments are wrong
+ * (tol below spmv_solve_min_tol; a b whose norm squares under- or
+ * overflow float64, so that no residual could be told from zero or
+ * infinity). A residual that is not finite (NaN or Inf in A, x0 or an
+ * iterate) stops the method as SPMV_STOP_BREAKDOWN, detail "breakdown:
+ * non-finite ...": no further iteration could bring it back. */
 int spmv_solve(spmv_gpu_ctx *ctx, const spmv_linop *a, const spmv_vec *b, spmv_vec *x,
                const spmv_solve_options *o, spmv_solve_result *res, spmv_error *err);
 void spmv_solve_result_free(spmv_solve_result *res);

@@ -60,6 +60,8 @@ typedef struct mm_part {
 
 struct spmv_mm_reader {
     int64_t max_rows, max_cols, max_nnz;
+    int (*admit)(void *ctx, const spmv_mm_declared *d, spmv_error *err);
+    void *admit_ctx;
     int threads;
     size_t block_size;
     enum mm_state state;
@@ -276,6 +278,19 @@ static void reserve_entries(spmv_mm_reader *r)
     spmv_mm_entries_reserve(&r->ent, h->entries, h->format == SPMV_MM_COORDINATE);
 }
 
+/* The caller's say (spmv_mm_options.admit) on the declared sizes, before
+ * anything is allocated from them. */
+static int admit(spmv_mm_reader *r, int64_t expanded, spmv_error *err)
+{
+    if (!r->admit)
+        return SPMV_OK;
+    spmv_mm_declared d;
+    spmv_error why = {0};
+    spmv_mm_declare(r->ctx.h.rows, r->ctx.h.cols, expanded, r->threads, &d);
+    int st = r->admit(r->admit_ctx, &d, &why);
+    return st ? fail(r, err, st, r->line + 1, "%s", why.message) : SPMV_OK;
+}
+
 static int parse_size_line(spmv_mm_reader *r, const char *s, const char *e, spmv_error *err)
 {
     static const char *const names[3] = {"rows", "columns", "entries"};
@@ -315,16 +330,25 @@ static int parse_size_line(spmv_mm_reader *r, const char *s, const char *e, spmv
     if (h->symmetry != SPMV_MM_GENERAL && h->rows != h->cols)
         return fail(r, err, SPMV_ERR_PARSE, line, "a %s matrix must be square, found %lld x %lld",
                     spmv_mm_symmetry_name(h->symmetry), (long long)h->rows, (long long)h->cols);
+    int64_t expanded;
     if (h->format == SPMV_MM_COORDINATE) {
         h->entries = v[2];
         if ((st = check_limit(r, err, h->entries, r->max_nnz, "entries", "max_nnz")))
             return st;
+        if (h->entries > h->rows * h->cols + SPMV_MM_DUPLICATE_SLACK) /* both at most INT32_MAX: no overflow */
+            return fail(r, err, SPMV_ERR_LIMIT, line, "%lld entries declared, more than the %lld positions of a %lld x "
+                        "%lld matrix (and %d duplicates): only duplicates could fill them", (long long)h->entries,
+                        (long long)(h->rows * h->cols), (long long)h->rows, (long long)h->cols,
+                        SPMV_MM_DUPLICATE_SLACK);
+        expanded = h->symmetry == SPMV_MM_GENERAL ? h->entries : 2 * h->entries;
+        expanded = expanded < h->rows * h->cols ? expanded : h->rows * h->cols;
     } else {
-        int64_t expanded;
         array_counts(h, &h->entries, &expanded);
         if ((st = check_limit(r, err, expanded, r->max_nnz, "array entries", "max_nnz")))
             return st;
     }
+    if ((st = admit(r, expanded, err)))
+        return st;
     reserve_entries(r);
     r->state = ST_DATA;
     return SPMV_OK;
@@ -841,6 +865,8 @@ int spmv_mm_reader_new(const spmv_mm_options *opts, spmv_mm_reader **out, spmv_e
     r->max_cols = o.max_cols == 0 || o.max_cols > INT32_MAX ? INT32_MAX : o.max_cols;
     r->max_nnz = o.max_nnz == 0 || o.max_nnz > INT32_MAX ? INT32_MAX : o.max_nnz;
     r->ctx.h.max_nnz = r->max_nnz;
+    r->admit = o.admit;
+    r->admit_ctx = o.admit_ctx;
 #ifdef _OPENMP
     r->threads = o.threads == 0 ? omp_get_max_threads() : o.threads;
 #else

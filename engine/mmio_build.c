@@ -408,3 +408,26 @@ int spmv_mm_build_coo(const mm_header *h, const mm_entries *e, int threads,
         return build_array(h, e, out, err);
     return build_coordinate(h, e, threads, out, duplicates, err);
 }
+
+/* The peak of a read, stage by stage, each as this file and the CSR
+ * conversion allocate: the parsed entries (a row, a column and a float64
+ * each) live until the COO is built; the build adds the COO and its sort's
+ * scratch (the row histograms, a set per thread, or the key pairs twice
+ * over) and, when duplicates are summed, the COO again at its final size;
+ * then the COO and the CSR (32-bit offsets, as spmv_coo_to_csr makes them;
+ * 64-bit past INT32_MAX entries) live together. Symmetric input is counted
+ * expanded already. */
+void spmv_mm_declare(int64_t rows, int64_t cols, int64_t entries, int threads, spmv_mm_declared *out)
+{
+    const int64_t entry = 2 * (int64_t)sizeof(int32_t) + (int64_t)sizeof(double);
+    int nt = threads < 1 ? 1 : (threads > 8 ? 8 : threads);
+    int64_t scratch = rows <= 4 * entries + COUNTING_SLACK ? (rows + 1) * 8 * (1 + nt) : entries * 2 * (int64_t)sizeof(kv);
+    int64_t build = entries * entry * 3 + scratch;
+    int64_t offset = entries > INT32_MAX ? 8 : 4;
+    out->rows = rows;
+    out->cols = cols;
+    out->entries = entries;
+    out->csr_bytes = (rows + 1) * offset + entries * (int64_t)(sizeof(int32_t) + sizeof(double));
+    int64_t convert = entries * entry + out->csr_bytes;
+    out->peak_bytes = build > convert ? build : convert;
+}

@@ -51,6 +51,7 @@
 
 #define NPY_HEADER_MAX 65536
 #define CHUNK 65536 /* elements converted at a time */
+#define DEFLATE_RATIO 1032u /* the most bytes one deflated byte can become (RFC 1951: a 258-byte match in under 2 bits) */
 
 bool spmv_npz_magic(const void *buf, size_t len)
 {
@@ -204,6 +205,32 @@ static void open_window(zip_t *za, npy *a, const zip_stat_t *zs, size_t at)
 
 static int npy_open_header(zip_t *za, const char *name, npy *a, spmv_error *err);
 
+/* The bytes a member's elements may take after its .npy header (`head`
+ * bytes), from the bytes really in the archive rather than the size its
+ * directory claims: a stored member's size is its compressed size, a
+ * deflated one's at most DEFLATE_RATIO times it, and the compressed bytes
+ * lie within the archive (ZIP_CHECKCONS at open checks that). */
+static int member_bytes(const npy *a, const zip_stat_t *zs, size_t head, uint64_t *holds, spmv_error *err)
+{
+    const zip_uint64_t need = ZIP_STAT_SIZE | ZIP_STAT_COMP_SIZE | ZIP_STAT_COMP_METHOD;
+    if ((zs->valid & need) != need)
+        return npz_fail(err, SPMV_ERR_PARSE, a->name, "has no sizes in the archive's directory");
+    uint64_t most;
+    if (zs->comp_method == ZIP_CM_STORE)
+        most = zs->comp_size;
+    else if (zs->comp_method == ZIP_CM_DEFLATE)
+        most = zs->comp_size > UINT64_MAX / DEFLATE_RATIO ? UINT64_MAX : zs->comp_size * DEFLATE_RATIO;
+    else
+        return npz_fail(err, SPMV_ERR_UNSUPPORTED, a->name, "is compressed by method %d: only stored and deflated "
+                        "members are read", (int)zs->comp_method);
+    if (zs->size > most)
+        return npz_fail(err, SPMV_ERR_PARSE, a->name, "claims %llu bytes, more than its %llu compressed bytes can "
+                        "hold (%llu at most)", (unsigned long long)zs->size, (unsigned long long)zs->comp_size,
+                        (unsigned long long)most);
+    *holds = zs->size > head ? zs->size - head : 0;
+    return SPMV_OK;
+}
+
 /* Opens member `name` and reads its .npy header; checks the member's
  * uncompressed size holds n * size bytes after it. Closed again on failure. */
 static int npy_open(zip_t *za, const char *name, npy *a, spmv_error *err)
@@ -253,9 +280,12 @@ static int npy_open_header(zip_t *za, const char *name, npy *a, spmv_error *err)
     free(h);
     if (st)
         return st;
-    if ((zs.valid & ZIP_STAT_SIZE) && (uint64_t)a->n > (zs.size - pre_len - hlen) / (uint64_t)a->size)
+    uint64_t holds = 0;
+    if ((st = member_bytes(a, &zs, pre_len + hlen, &holds, err)))
+        return st;
+    if ((uint64_t)a->n > holds / (uint64_t)a->size)
         return npz_fail(err, SPMV_ERR_PARSE, name, "declares %lld elements of %d bytes but holds %llu bytes",
-                        (long long)a->n, a->size, (unsigned long long)(zs.size - pre_len - hlen));
+                        (long long)a->n, a->size, (unsigned long long)holds);
     open_window(za, a, &zs, pre_len + hlen);
     return SPMV_OK;
 }
@@ -564,6 +594,22 @@ typedef struct npz_head {
     int64_t rows, cols, nnz;
 } npz_head;
 
+static int threads_of(const spmv_mm_options *opts);
+
+/* The caller's say on the declared sizes (spmv_mm_options.admit), before
+ * anything is allocated from them. Past INT32_MAX entries only the direct
+ * read can hold the matrix, and it holds the CSR alone. */
+static int admit(const spmv_mm_options *opts, const npz_head *h, spmv_error *err)
+{
+    if (!opts->admit)
+        return SPMV_OK;
+    spmv_mm_declared d;
+    spmv_mm_declare(h->rows, h->cols, h->nnz, threads_of(opts), &d);
+    if (h->nnz > INT32_MAX)
+        d.peak_bytes = d.csr_bytes;
+    return opts->admit(opts->admit_ctx, &d, err);
+}
+
 static int read_head(zip_t *za, const spmv_mm_options *opts, npz_head *h, spmv_error *err)
 {
     shape_ctx shape = {{-1, -1}};
@@ -593,10 +639,14 @@ static int read_head(zip_t *za, const spmv_mm_options *opts, npz_head *h, spmv_e
     if (nnz > nnz_limit(opts->max_nnz))
         return npz_fail(err, SPMV_ERR_LIMIT, "data.npy", "%lld entries are over the limit of %lld (max_nnz)",
                         (long long)nnz, (long long)nnz_limit(opts->max_nnz));
+    if (nnz > rows * cols + SPMV_MM_DUPLICATE_SLACK) /* both at most INT32_MAX: no overflow */
+        return npz_fail(err, SPMV_ERR_LIMIT, "data.npy", "%lld entries, more than the %lld positions of a %lld x %lld "
+                        "matrix (and %d duplicates): only duplicates could fill them", (long long)nnz,
+                        (long long)(rows * cols), (long long)rows, (long long)cols, SPMV_MM_DUPLICATE_SLACK);
     h->rows = rows;
     h->cols = cols;
     h->nnz = nnz;
-    return SPMV_OK;
+    return admit(opts, h, err);
 }
 
 static void set_info(spmv_npz_info *info, const npz_head *h, int64_t duplicates, bool direct)
@@ -813,6 +863,9 @@ static int read_archive_csr(zip_t *za, const spmv_mm_options *opts, spmv_csr *ou
 
 static int open_failed(int zerr, const char *what, spmv_error *err)
 {
+    if (zerr == ZIP_ER_EXISTS) /* ZIP_CHECKCONS: two members of one name */
+        return spmv_error_set(err, SPMV_ERR_PARSE, 0, "npz: %s holds a member twice under one name: which one is the "
+                              "matrix would be a guess", what);
     zip_error_t ze;
     zip_error_init_with_code(&ze, zerr);
     int st = spmv_error_set(err, SPMV_ERR_PARSE, 0, "npz: %s is not a readable zip archive (%s)", what,
@@ -821,11 +874,37 @@ static int open_failed(int zerr, const char *what, spmv_error *err)
     return st;
 }
 
+/* Each member read must be there once: with two of a name, which one is
+ * the matrix is a guess (NumPy's reader takes the last, libzip's lookup
+ * the first), so the archive is refused rather than read either way. */
+static int members_unique(zip_t *za, spmv_error *err)
+{
+    static const char *const read[] = {"format.npy", "shape.npy", "data.npy", "indices.npy", "indptr.npy",
+                                       "row.npy", "col.npy", "coords.npy"};
+    int seen[sizeof read / sizeof read[0]] = {0};
+    zip_int64_t n = zip_get_num_entries(za, 0);
+    for (zip_int64_t i = 0; i < n; i++) {
+        const char *name = zip_get_name(za, (zip_uint64_t)i, 0);
+        for (size_t k = 0; name && k < sizeof read / sizeof read[0]; k++)
+            if (strcmp(name, read[k]) == 0 && seen[k]++)
+                return npz_fail(err, SPMV_ERR_PARSE, read[k], "is in the archive twice: which one is the matrix "
+                                "would be a guess");
+    }
+    return SPMV_OK;
+}
+
 static int open_file(const char *path, zip_t **za, spmv_error *err)
 {
     int zerr = 0;
-    *za = zip_open(path, ZIP_RDONLY, &zerr);
-    return *za ? SPMV_OK : open_failed(zerr, "the file", err);
+    *za = zip_open(path, ZIP_RDONLY | ZIP_CHECKCONS, &zerr);
+    if (!*za)
+        return open_failed(zerr, "the file", err);
+    int st = members_unique(*za, err);
+    if (st) {
+        zip_discard(*za);
+        *za = NULL;
+    }
+    return st;
 }
 
 static int open_buffer(const void *data, size_t len, zip_t **za, spmv_error *err)
@@ -837,7 +916,7 @@ static int open_buffer(const void *data, size_t len, zip_t **za, spmv_error *err
         zip_error_fini(&ze);
         return spmv_error_set(err, SPMV_ERR_NOMEM, 0, "npz: out of memory");
     }
-    *za = zip_open_from_source(src, ZIP_RDONLY, &ze);
+    *za = zip_open_from_source(src, ZIP_RDONLY | ZIP_CHECKCONS, &ze);
     if (!*za) {
         int code = zip_error_code_zip(&ze);
         zip_source_free(src);
@@ -845,7 +924,12 @@ static int open_buffer(const void *data, size_t len, zip_t **za, spmv_error *err
         return open_failed(code, "the body", err);
     }
     zip_error_fini(&ze);
-    return SPMV_OK; /* zip_discard frees src too */
+    int st = members_unique(*za, err); /* zip_discard frees src too */
+    if (st) {
+        zip_discard(*za);
+        *za = NULL;
+    }
+    return st;
 }
 
 /* One archive, opened from the file `path` (from_file) or from the

@@ -361,6 +361,13 @@ void spmv_hyb_free(spmv_hyb *m);
 void spmv_pcsr_free(spmv_pcsr *m);
 void spmv_psell_free(spmv_psell *m);
 
+/* Whether float64 v is finite but becomes an infinity as float32 (past
+ * FLT_MAX by more than half an ulp): stored as float32 it would be a
+ * silent infinity, which uploads, vectors and fills refuse instead. */
+bool spmv_float32_overflows(double v);
+/* The first of n float64 values that overflows float32 (-1: none). */
+int64_t spmv_float32_overflow_at(const double *v, int64_t n);
+
 /* Host conversions. Outputs are freshly allocated; on failure nothing is
  * left allocated in *out. `max_slots` bounds padded ELL storage (0: no bound
  * beyond int64/size_t overflow); past it SPMV_ERR_LIMIT says width and rows. */
@@ -416,18 +423,46 @@ typedef struct spmv_mm_info {
     bool gzip;              /* input was gzip-compressed */
 } spmv_mm_info;
 
+/* Duplicates a file may hold beyond its matrix's rows x cols positions
+ * (summed, as SciPy does): more declared entries than positions plus
+ * these are refused at the size line, before the entries are held (a
+ * small gzip of one repeated line cannot make the reader hold billions). */
+#define SPMV_MM_DUPLICATE_SLACK (1 << 20)
+
+/* What a matrix declares before any of it is read (a Matrix Market size
+ * line, an .npz's shape and data header), with what reading it will cost:
+ * the reader's caller may refuse it then (spmv_mm_options.admit). */
+typedef struct spmv_mm_declared {
+    int64_t rows, cols;
+    int64_t entries;        /* after symmetric expansion, at most */
+    int64_t peak_bytes;     /* the most bytes reading it and making its float64 CSR take at once */
+    int64_t csr_bytes;      /* its float64 CSR, at most */
+} spmv_mm_declared;
+
 /* Reader options. The limits are checked against the header before anything
  * is allocated from it; zero fields mean the built-in maximum (INT32_MAX:
  * rows and cols must fit 32-bit signed; so must a Matrix Market file's
  * entries, while an .npz CSR archive may hold up to max_nnz, its CSR then
- * wide). `threads` is the number of parsing threads (0: all OpenMP
- * threads, 1: serial). `offsets64`: an .npz read straight into a CSR gets
- * 64-bit row offsets even below INT32_MAX entries (tests). */
+ * wide). More entries than the matrix has positions (rows x cols) plus
+ * SPMV_MM_DUPLICATE_SLACK are refused too: only duplicates could fill
+ * them. `threads` is the number of
+ * parsing threads (0: all OpenMP threads, 1: serial). `offsets64`: an .npz
+ * read straight into a CSR gets 64-bit row offsets even below INT32_MAX
+ * entries (tests). `admit`, when set, is called once the sizes are known
+ * and checked, before anything is allocated from them: a non-zero status
+ * (with *err set) refuses the matrix with that error. */
 typedef struct spmv_mm_options {
     int64_t max_rows, max_cols, max_nnz;
     int32_t threads;
     bool offsets64;
+    int (*admit)(void *ctx, const spmv_mm_declared *d, spmv_error *err);
+    void *admit_ctx;
 } spmv_mm_options;
+
+/* The spmv_mm_declared of a matrix of `rows` x `cols` with `entries`
+ * (after expansion) read by `threads` threads: what the reader's entries,
+ * its sort and the CSR built from its COO take at their peak. */
+void spmv_mm_declare(int64_t rows, int64_t cols, int64_t entries, int threads, spmv_mm_declared *out);
 
 /* Streaming reader: feed bytes in chunks as they arrive (any split, even in
  * the middle of a number or of the gzip stream), then finish. The text is
@@ -536,6 +571,9 @@ void spmv_gen_defaults(spmv_gen_spec *s, bool per_row_given, bool dense_len_give
 /* The matrix's rows and columns, from the spec alone (nothing built);
  * the spec's errors as spmv_gen gives them. */
 int spmv_gen_shape(const spmv_gen_spec *spec, int64_t *rows, int64_t *cols, spmv_error *err);
+/* The exact non-zeros spec gives, counted without allocating (a pass over
+ * the row lengths for the kinds that draw them). */
+int spmv_gen_count(const spmv_gen_spec *spec, int64_t *nnz, spmv_error *err);
 /* Builds the matrix as sorted float64 COO (at most INT32_MAX non-zeros). */
 int spmv_gen(const spmv_gen_spec *spec, spmv_coo *out, spmv_error *err);
 /* Builds the same matrix straight into a CSR of `dtype` (values rounded

@@ -30,7 +30,8 @@
  *
  * With --json one more line follows: the same numbers as one JSON object,
  * for scripts. --iters N runs exactly N iterations whatever the residual
- * (tol 0; in server mode the smallest positive tol and maxit N), for
+ * (tol 0; in server mode the smallest tol the daemon takes for float64,
+ * SERVER_TOL_MIN, which no few iterations reach, and maxit N), for
  * benchmarks: the last line then reads "ran N iterations, ...".
  *
  * The matrix must be symmetric positive definite; CG stops with an error
@@ -42,7 +43,6 @@
  */
 #include "spmvclient.h"
 
-#include <float.h>
 #include <getopt.h>
 #include <inttypes.h>
 #include <math.h>
@@ -52,6 +52,10 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+
+/* The smallest tol the daemon's /solve takes for a float64 matrix: 10 eps
+ * (below it the residual is rounding noise, and the request is a 400). */
+#define SERVER_TOL_MIN 2.3e-15
 
 enum mode { MODE_LOCAL, MODE_RESIDENT, MODE_SERVER };
 static const char *const mode_names[] = {"local", "resident", "server"};
@@ -311,7 +315,7 @@ static int solve_server(solver *s, const double *b, double *x)
         return 3;
     }
     double b_ms = now_ms() - t0;
-    spmv_client_solve_options o = {.method = "cg", .tol = s->tol > 0 ? s->tol : DBL_MIN, .maxit = s->maxit,
+    spmv_client_solve_options o = {.method = "cg", .tol = s->tol > 0 ? s->tol : SERVER_TOL_MIN, .maxit = s->maxit,
                                    .kernel = s->kernel, .b_vector = vb->id};
     spmv_client_solve_result *r = NULL;
     st = spmv_client_solve(s->h, s->id, &o, x, s->n, &r);

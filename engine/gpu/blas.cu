@@ -307,17 +307,57 @@ extern "C" int spmv_gpu_vec_mul(spmv_gpu_ctx *ctx, const spmv_vec *x, spmv_vec *
     return gpu_check_launch(err, "mul");
 }
 
-/* float32 column reduction in float64 through the context's device scalar. */
-static int dot32(spmv_gpu_ctx *ctx, int64_t n, const float *x, const float *y, double *out, spmv_error *err)
+/* The context's device scalar (8 bytes), allocated on first use, zeroed. */
+static int scalar_zero(spmv_gpu_ctx *ctx, const char *what, spmv_error *err)
 {
     int st;
-    if (!ctx->dev_scalar) {
-        if ((st = gpu_ctx_alloc(ctx, (void **)&ctx->dev_scalar, sizeof(double), "dot: the device scalar", err)))
-            return st;
-    }
+    if (!ctx->dev_scalar &&
+        (st = gpu_ctx_alloc(ctx, (void **)&ctx->dev_scalar, sizeof(double), "the device scalar", err)))
+        return st;
     cudaError_t e = cudaMemsetAsync(ctx->dev_scalar, 0, sizeof(double), ctx->stream);
-    if (e != cudaSuccess)
-        return gpu_cuda_error(e, err, "dot");
+    return e == cudaSuccess ? SPMV_OK : gpu_cuda_error(e, err, what);
+}
+
+/* Bit 2 where x holds a NaN, bit 1 where it holds an infinity: cuBLAS's
+ * nrm2 scales by the largest magnitude and need not carry a NaN through
+ * (the host's norm is NaN for any NaN, Inf for any infinity). */
+static __global__ void nonfinite_kernel(int64_t n, const double *x, unsigned *flags)
+{
+    unsigned f = 0;
+    for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < n; i += (int64_t)gridDim.x * blockDim.x)
+        f |= isnan(x[i]) ? 2u : isinf(x[i]) ? 1u : 0u;
+    if (f)
+        atomicOr(flags, f);
+}
+
+static int nonfinite64(spmv_gpu_ctx *ctx, int64_t n, const double *x, unsigned *flags, spmv_error *err)
+{
+    int st = scalar_zero(ctx, "nrm2", err);
+    if (st)
+        return st;
+    *flags = 0;
+    if (n == 0)
+        return SPMV_OK;
+    nonfinite_kernel<<<grid_of(n, BLOCK) > 4096 ? 4096 : grid_of(n, BLOCK), BLOCK, 0, ctx->stream>>>(
+        n, x, (unsigned *)ctx->dev_scalar);
+    if ((st = gpu_check_launch(err, "nrm2")))
+        return st;
+    cudaError_t e;
+    if ((e = cudaMemcpyAsync(flags, ctx->dev_scalar, sizeof *flags, cudaMemcpyDeviceToHost, ctx->stream)) !=
+            cudaSuccess ||
+        (e = cudaStreamSynchronize(ctx->stream)) != cudaSuccess)
+        return gpu_cuda_error(e, err, "nrm2");
+    return SPMV_OK;
+}
+
+/* float32 column reduction in float64 through the context's device scalar
+ * (a sum: NaN and infinities carry through). */
+static int dot32(spmv_gpu_ctx *ctx, int64_t n, const float *x, const float *y, double *out, spmv_error *err)
+{
+    int st = scalar_zero(ctx, "dot", err);
+    cudaError_t e;
+    if (st)
+        return st;
     if (n > 0) {
         dot_kernel<float><<<grid_of(n, BLOCK) > 4096 ? 4096 : grid_of(n, BLOCK), BLOCK, 0, ctx->stream>>>(
             n, x, y, ctx->dev_scalar);
@@ -380,6 +420,10 @@ extern "C" int spmv_gpu_vec_nrm2(spmv_gpu_ctx *ctx, const spmv_vec *x, double *o
                                 : CUBLAS_STATUS_SUCCESS;
         if (s != CUBLAS_STATUS_SUCCESS)
             return blas_error(s, err, "cublasDnrm2");
+        unsigned flags;
+        if ((st = nonfinite64(ctx, x->n, (const double *)xj, &flags, err)))
+            return st;
+        out[j] = flags & 2u ? NAN : flags & 1u ? INFINITY : out[j];
     }
     return SPMV_OK;
 }

@@ -14,7 +14,7 @@
 . "$(dirname "$0")/lib.sh"
 
 start_spmvd --max-runs 50 --max-request-work 100000 --max-body-bytes 64k --max-upload-bytes 256k \
-  --max-rows 1000 --max-nnz 5000 || { not_ok "spmvd starts with small limits" "$(tail -3 "$SPMVD_LOG")"; done_testing; exit; }
+  --max-rows 1000 --max-nnz 5000 --max-spmspm-nnz 5000 || { not_ok "spmvd starts with small limits" "$(tail -3 "$SPMVD_LOG")"; done_testing; exit; }
 ok "spmvd starts with small limits"
 
 # body_has TEXT: the last answer's body holds TEXT.
@@ -89,14 +89,14 @@ req POST "/v1/matrices/$K/bench" -H 'Content-Type: application/json' -d '{"hack_
 expect "bench: hack size 0: 400" 400 'hack_sizes'
 
 # ---------------------------------------------- cumulative: SpMSpM C = A*B
-# A 100x1 and B 1x100, 100 entries each: C is dense, 10000 entries > max_nnz
+# A 100x1 and B 1x100, 100 entries each: C is dense, 10000 entries > max_spmspm_nnz
 "$PYTHON" -c 'print("%%MatrixMarket matrix coordinate real general\n100 1 100"); [print(i + 1, 1, 0.5) for i in range(100)]' >"$E2E_TMP/col.mtx"
 "$PYTHON" -c 'print("%%MatrixMarket matrix coordinate real general\n1 100 100"); [print(1, j + 1, 2) for j in range(100)]' >"$E2E_TMP/row.mtx"
 upload_raw "$E2E_TMP/col.mtx" "device=cpu"; COL=$MATRIX_ID
 upload_raw "$E2E_TMP/row.mtx" "device=cpu"; ROW=$MATRIX_ID
 spmspm() { req POST "/v1/matrices/$1/spmspm" -H 'Content-Type: application/json' -d "$2"; }
 spmspm "$COL" "{\"b\":\"$ROW\"}"
-expect "spmspm whose C may hold 10000 entries > max_nnz 5000: 422 naming max_nnz" 422 'max_nnz'
+expect "spmspm whose C may hold 10000 entries > max_spmspm_nnz 5000: 422 naming max_spmspm_nnz" 422 'up to 10000 entries.*over max_spmspm_nnz (5000)'
 spmspm "$K" "{\"b\":\"$K\",\"runs\":50,\"warmup\":50}"
 expect "spmspm karate*karate 100 times over max_request_work: 400 naming it" 400 'max_request_work'
 spmspm "$K" "{\"b\":\"$K\",\"runs\":2}"

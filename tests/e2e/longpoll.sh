@@ -6,7 +6,7 @@
 # or when the daemon drains (SIGTERM), with the job as it stands then; a
 # finished job or no wait answers at once; S beyond 0..60 is a 400.
 #
-# The long job is an async CG solve that cannot converge (tol 1e-300,
+# The long job is an async CG solve that cannot converge (tol 3e-15, just above float64's 10 eps,
 # maxit 10^6 on a 2-D Poisson matrix): it runs until DELETE stops it. The
 # bounds on elapsed time are behaviour (woken or not), loose enough for a
 # loaded host: a woken poll answers well before its deadline.
@@ -23,7 +23,7 @@ A=$(header Location | sed 's|.*/||')
 # iterations); its job id in $JOB.
 start_solve() {
   req POST "/v1/matrices/$A/solve" -H 'Content-Type: application/json' \
-    -d '{"b":{"vector":"'"$B"'"},"tol":1e-300,"maxit":'"${1:-1000000}"',"kernel":"cpu.csr.serial","async":true}'
+    -d '{"b":{"vector":"'"$B"'"},"tol":3e-15,"maxit":'"${1:-1000000}"',"kernel":"cpu.csr.serial","async":true}'
   JOB=$(jget 'd["id"]' 2>/dev/null)
 }
 # poll WAIT: GET /v1/jobs/$JOB?wait=WAIT; $CODE, the body, and $ELAPSED (s).

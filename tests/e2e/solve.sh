@@ -95,14 +95,14 @@ jpost "/v1/matrices/$SPD/solve" '{"b":{"vector":"00000000-0000-4000-8000-0000000
 expect "b an unknown vector: 404" 404 "vector_not_found"
 
 # ------------------------------------------------ async: progress, cancel
-# A 250 000-row 2-D Poisson matrix and CG with an unreachable tol: seconds
+# A 250 000-row 2-D Poisson matrix and CG with an unreachable tol (3e-15, just above 10 eps): seconds
 # per thousand iterations, long enough to watch and cancel. A small solve
 # queued behind it on the same (CPU) worker is cancelled before it runs.
 "$BUILD_DIR/spmv-gen" --kind poisson2d --n 500 --out "$E2E_TMP/big.mtx" >/dev/null
 upload_raw "$E2E_TMP/big.mtx" "device=cpu&formats=csr"; BIG=$MATRIX_ID
 expect_code "the 250 000-row matrix uploads" 201
 jpost "/v1/vectors" "{\"like\":\"$BIG\",\"fill\":\"random\",\"seed\":3}"; VB=$(jget 'd["id"]')
-jpost "/v1/matrices/$BIG/solve" "{\"b\":{\"vector\":\"$VB\"},\"tol\":1e-300,\"maxit\":$MAX_IT,\"kernel\":\"cpu.csr.omp\",\"async\":true}"
+jpost "/v1/matrices/$BIG/solve" "{\"b\":{\"vector\":\"$VB\"},\"tol\":3e-15,\"maxit\":$MAX_IT,\"kernel\":\"cpu.csr.omp\",\"async\":true}"
 expect "async solve: 202 with a job of kind solve" 202 '"kind":"solve"'
 J1=$(jget 'd["id"]')
 check "Location names the job" grep -qi "location: /v1/jobs/$J1" "$HDR_FILE"

@@ -2,8 +2,9 @@
 """upload_threads_check.py URL — uploads never hold up /v1/health (issue 33).
 
 Driven by tests/e2e/upload_threads.sh. Eight uploads at once, each a small
-gzip file that expands to LINES lines of "1 1 1" (a 1 x 1 matrix whose
-entries are summed): seconds of parsing each, all of which used to run on
+gzip file that expands to LINES lines of "1 1 1" (a 2048 x 2048 matrix,
+room for that many entries (docs/matrix-market.md), whose one entry sums
+them): seconds of parsing each, all of which used to run on
 the HTTP threads. Meanwhile /v1/health is asked every 20 ms on fresh
 connections. Checks: every upload is stored (201, one entry summing to
 LINES); health was answered many times while uploads were still running;
@@ -24,7 +25,7 @@ from tap import call, ok
 URL = sys.argv[1]
 LINES = int(sys.argv[2]) if len(sys.argv) > 2 else 4000000
 HOST, PORT = urllib.parse.urlsplit(URL).hostname, urllib.parse.urlsplit(URL).port
-body = gzip.compress(b"%%%%MatrixMarket matrix coordinate real general\n1 1 %d\n" % LINES + b"1 1 1\n" * LINES, 9)
+body = gzip.compress(b"%%%%MatrixMarket matrix coordinate real general\n2048 2048 %d\n" % LINES + b"1 1 1\n" * LINES, 9)
 print("# %d uploads of %d bytes of gzip, %d lines each" % (8, len(body), LINES), flush=True)
 
 results, running = [], [8]
@@ -68,7 +69,7 @@ while True:
 for t in threads:
     t.join()
 ok(all(st == 201 for st, _, _ in results), "the 8 uploads are stored (201)", [st for st, _, _ in results])
-ok(all(d.get("nnz") == 1 for _, d, _ in results), "each is the 1 x 1 matrix of its summed entries")
+ok(all(d.get("nnz") == 1 for _, d, _ in results), "each holds the one entry its lines sum to")
 up = max(t for _, _, t in results)
 ok(len(lat) >= 10, "/v1/health was asked %d times while the uploads ran (%.1f s)" % (len(lat), up))
 ok(bad == 0, "every one of them answered 200")

@@ -187,7 +187,7 @@ def generated_uploads():
     bad = [("generate=nosuch&n=10", 400, "nosuch"), ("generate=band", 400, "`n`"),
            ("generate=band&n=0", 400, "`n`"), ("generate=band&n=10&per_row=-1", 400, "per_row"),
            ("generate=poisson2d&n=50000", 422, "46340"), ("generate=band&n=2147483647&per_row=65", 422, "max_nnz"),
-           ("generate=band&n=2147483647&per_row=17", 422, "memory available"),
+           ("generate=band&n=2147483647&per_row=17", 422, "max_matrix_bytes"),
            ("generate=band&n=10&offsets=32", 400, "offsets"), ("generate=band&n=10&dtype=half", 400, "dtype")]
     for q, want, word in bad:
         st, d = generate(q)

@@ -86,7 +86,7 @@ static void round_trip(const matfile_meta *meta, const spmv_csr *c)
     snprintf(again, sizeof again, "%s/%s%s", dir, m2.id, MATFILE_SUFFIX);
     if (matfile_write(dir, &m2, c, &err) != SPMV_OK)
         __builtin_trap();
-    if (matfile_read(again, &m3, &back, &err) != SPMV_OK)
+    if (matfile_read(again, NULL, NULL, &m3, &back, &err) != SPMV_OK)
         __builtin_trap();
     size_t vs = spmv_dtype_size(c->dtype);
     bool wide = spmv_csr_wide(c);
@@ -136,7 +136,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     matfile_meta meta;
     spmv_csr c;
     spmv_error err = {0};
-    int rc = matfile_read(path, &meta, &c, &err);
+    int rc = matfile_read(path, NULL, NULL, &meta, &c, &err);
     if (rc == SPMV_OK) {
         check_sound(&c);
         round_trip(&meta, &c);

@@ -471,6 +471,9 @@ static void test_gen_csr(void **state)
                 assert_int_equal(got.rows, want.rows);
                 assert_int_equal(got.cols, want.cols);
                 assert_int_equal(got.nnz, want.nnz);
+                int64_t counted = -1; /* the count before anything is allocated is the build's */
+                assert_int_equal(spmv_gen_count(&spec, &counted, &err), SPMV_OK);
+                assert_int_equal(counted, got.nnz);
                 for (int32_t i = 0; i <= got.rows; i++)
                     assert_int_equal(spmv_csr_row_begin(&got, i), want.row_ptr[i]);
                 assert_memory_equal(got.col, want.col, (size_t)got.nnz * 4);
@@ -491,6 +494,14 @@ static void test_gen_csr(void **state)
     spmv_csr c;
     assert_int_equal(spmv_gen_csr(&band, SPMV_FLOAT32, false, INT64_C(1) << 36, &c, &err), SPMV_ERR_LIMIT);
     assert_non_null(strstr(err.message, "allowed"));
+    /* issue 33: lp and banded_dense_row allocated 8 bytes a row before they
+     * counted (8.45 GB for this one); now their count is a formula */
+    spmv_gen_spec lp = {.kind = SPMV_GEN_LP, .n = 1073741823, .per_row = 1, .seed = 1};
+    double t0 = spmv_now_ms();
+    assert_int_equal(spmv_gen_csr(&lp, SPMV_FLOAT64, false, INT64_C(1) << 36, &c, &err), SPMV_ERR_LIMIT);
+    spmv_gen_spec bdr = {.kind = SPMV_GEN_BANDED_DENSE_ROW, .n = INT32_MAX, .per_row = 65, .dense_len = 1000, .seed = 1};
+    assert_int_equal(spmv_gen_csr(&bdr, SPMV_FLOAT64, false, INT64_C(1) << 36, &c, &err), SPMV_ERR_LIMIT);
+    assert_true(spmv_now_ms() - t0 < 1000.0); /* a formula, not a pass over 2^31 rows */
     spmv_gen_spec pl = {.kind = SPMV_GEN_POWERLAW, .n = 1000, .per_row = 8, .seed = 3};
     assert_int_equal(spmv_gen_csr(&pl, SPMV_FLOAT64, false, 100, &c, &err), SPMV_ERR_LIMIT);
     assert_int_equal(spmv_gen_csr(&pl, (spmv_dtype)7, false, 100, &c, &err), SPMV_ERR_INVALID);

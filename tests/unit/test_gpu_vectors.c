@@ -143,6 +143,53 @@ static void test_blas1(void **state)
     assert_int_equal(used(), u0);
 }
 
+/* Issue 33: norms and dots carry NaN and infinities, on the device as on
+ * the host: ||[NaN, 0, ...]|| is NaN (cuBLAS's Dnrm2 and a max-based
+ * scaling may skip it), ||[Inf, 1, ...]|| is Inf, ||[NaN, Inf, ...]|| is
+ * NaN; a dot with a NaN is NaN. Both dtypes, the bad value at the start, in
+ * the middle and at the end of a vector long enough for many blocks. */
+static void test_nonfinite(void **state)
+{
+    (void)state;
+    TU_NEED_GPU();
+    spmv_error err = {0};
+    size_t u0 = used();
+    const int64_t n = 1000003, where[3] = {0, 500001, 1000002};
+    for (int d = 0; d < 2; d++)
+        for (int w = 0; w < 3; w++)
+            for (int kind = 0; kind < 3; kind++) { /* NaN, Inf, NaN and Inf */
+                spmv_dtype dt = d ? SPMV_FLOAT32 : SPMV_FLOAT64;
+                spmv_vec hx, dx;
+                host_random(dt, n, 1, &hx);
+                double bad = kind == 1 ? INFINITY : NAN;
+                if (dt == SPMV_FLOAT64)
+                    ((double *)hx.data)[where[w]] = bad;
+                else
+                    ((float *)hx.data)[where[w]] = (float)bad;
+                if (kind == 2)
+                    dt == SPMV_FLOAT64 ? (void)(((double *)hx.data)[(where[w] + 7) % n] = -INFINITY)
+                                       : (void)(((float *)hx.data)[(where[w] + 7) % n] = -INFINITY);
+                to_device(&hx, &dx);
+                double hn, dn, hd, dd;
+                assert_int_equal(spmv_vec_nrm2(NULL, &hx, &hn, &err), SPMV_OK);
+                assert_int_equal(spmv_vec_nrm2(TG.ctx, &dx, &dn, &err), SPMV_OK);
+                assert_int_equal(spmv_vec_dot(TG.ctx, &dx, &dx, &dd, &err), SPMV_OK);
+                assert_int_equal(spmv_vec_dot(NULL, &hx, &hx, &hd, &err), SPMV_OK);
+                print_message("# nonfinite %s at %lld kind %d: host %g device %g, dot %g / %g\n", spmv_dtype_name(dt),
+                              (long long)where[w], kind, hn, dn, hd, dd);
+                if (kind == 1) {
+                    assert_true(isinf(hn) && hn > 0 && isinf(dn) && dn > 0);
+                    assert_true(isinf(dd) && isinf(hd));
+                } else {
+                    assert_true(isnan(hn) && isnan(dn));
+                    assert_true(isnan(dd) && isnan(hd));
+                }
+                spmv_vec_free(TG.ctx, &dx);
+                spmv_vec_free(NULL, &hx);
+            }
+    assert_int_equal(used(), u0);
+}
+
 /* Products: every kernel taking k columns with k = 1, 3, 8, 17; alpha and
  * beta through several single-column kernels; Aᵀ. */
 static void test_apply(void **state)
@@ -380,6 +427,7 @@ int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_blas1),
+        cmocka_unit_test(test_nonfinite),
         cmocka_unit_test(test_apply),
         cmocka_unit_test(test_solvers),
         cmocka_unit_test(test_amg),

@@ -451,6 +451,86 @@ static void test_solver_stops(void **state)
     spmv_matrix_free(&m);
 }
 
+/* One solve of m from b (all `bval`) and x0 (all `x0`): the result. */
+static int solve_filled(const spmv_matrix *m, spmv_solve_method meth, double bval, double x0, double tol,
+                        spmv_solve_result *r, spmv_error *err)
+{
+    spmv_vec b, x;
+    hv(SPMV_FLOAT64, m->rows, 1, &b);
+    hv(SPMV_FLOAT64, m->rows, 1, &x);
+    spmv_vec_fill(NULL, &b, bval, err);
+    spmv_vec_fill(NULL, &x, x0, err);
+    host_op h = {m};
+    spmv_linop op = {m->rows, m->cols, &h, host_apply};
+    spmv_solve_options o = {.method = meth, .tol = tol, .maxit = 500};
+    int rc = spmv_solve(NULL, &op, &b, &x, &o, r, err);
+    print_message("# %s b %g x0 %g tol %g: rc %d, %s, %s\n", spmv_solve_method_name(meth), bval, x0, tol, rc,
+                  rc ? err->message : spmv_solve_stop_name(r->stop), rc ? "" : r->detail);
+    spmv_vec_free(NULL, &b);
+    spmv_vec_free(NULL, &x);
+    return rc;
+}
+
+/* Issue 33: NaN never converges. Norms carry NaN and Inf (fmax skipped a
+ * NaN: ||[NaN, 0, 0, 0]|| was 0); a residual that is not finite (NaN in
+ * A, x0 all NaN or all Inf) stops every method as a non-finite breakdown,
+ * never "converged, relres 0"; tol below 10 eps of the dtype is refused
+ * with the bound (1e-300 ran 75 208 iterations, then "not positive
+ * definite"); a b of 1e-320 is refused as too small, not diagnosed as an
+ * indefinite matrix, while one of 1e-100 still solves. */
+static void test_solver_nonfinite(void **state)
+{
+    (void)state;
+    spmv_error err = {0};
+    for (int d = 0; d < 2; d++) {
+        spmv_dtype dt = d ? SPMV_FLOAT32 : SPMV_FLOAT64;
+        spmv_vec v;
+        double n2, dot;
+        hv(dt, 4, 1, &v);
+        spmv_vec_fill(NULL, &v, 0, &err);
+        d ? (void)(((float *)v.data)[0] = NAN) : (void)(((double *)v.data)[0] = NAN);
+        assert_int_equal(spmv_vec_nrm2(NULL, &v, &n2, &err), SPMV_OK);
+        assert_true(isnan(n2));
+        assert_int_equal(spmv_vec_dot(NULL, &v, &v, &dot, &err), SPMV_OK);
+        assert_true(isnan(dot));
+        d ? (void)(((float *)v.data)[0] = INFINITY) : (void)(((double *)v.data)[0] = INFINITY);
+        d ? (void)(((float *)v.data)[3] = 1) : (void)(((double *)v.data)[3] = 1);
+        assert_int_equal(spmv_vec_nrm2(NULL, &v, &n2, &err), SPMV_OK);
+        assert_true(isinf(n2) && n2 > 0);
+        d ? (void)(((float *)v.data)[2] = NAN) : (void)(((double *)v.data)[2] = NAN);
+        assert_int_equal(spmv_vec_nrm2(NULL, &v, &n2, &err), SPMV_OK);
+        assert_true(isnan(n2));
+        spmv_vec_free(NULL, &v);
+    }
+    spmv_matrix m, nan3;
+    build(SPMV_GEN_POISSON2D, 12, &m);
+    build(SPMV_GEN_POISSON2D, 1, &nan3); /* 1 x 1, its one value made NaN */
+    ((double *)nan3.csr.val)[0] = NAN;
+    spmv_solve_result r;
+    for (int meth = 0; meth < 3; meth++) {
+        spmv_solve_method sm = (spmv_solve_method)meth;
+        const double x0s[3] = {NAN, INFINITY, -INFINITY};
+        for (int k = 0; k < 4; k++) {
+            assert_int_equal(solve_filled(k < 3 ? &m : &nan3, sm, 1.0, k < 3 ? x0s[k] : 0.0, 1e-8, &r, &err), SPMV_OK);
+            assert_int_equal(r.stop, SPMV_STOP_BREAKDOWN);
+            assert_non_null(strstr(r.detail, "breakdown: non-finite"));
+            assert_false(r.relres == 0.0);
+            spmv_solve_result_free(&r);
+        }
+        assert_int_equal(solve_filled(&m, sm, 1.0, 0.0, 1e-300, &r, &err), SPMV_ERR_INVALID);
+        assert_non_null(strstr(err.message, "below what float64 can reach: at least 2.2e-15"));
+        assert_int_equal(solve_filled(&m, sm, 1e-320, 0.0, 1e-8, &r, &err), SPMV_ERR_INVALID);
+        assert_non_null(strstr(err.message, "too small"));
+        assert_null(strstr(err.message, "positive definite"));
+        assert_int_equal(solve_filled(&m, sm, 1e-100, 0.0, 1e-8, &r, &err), SPMV_OK);
+        assert_int_equal(r.stop, SPMV_STOP_CONVERGED);
+        spmv_solve_result_free(&r);
+    }
+    assert_true(spmv_solve_min_tol(SPMV_FLOAT32) > 1e-6 && spmv_solve_min_tol(SPMV_FLOAT32) < 1.3e-6);
+    spmv_matrix_free(&m);
+    spmv_matrix_free(&nan3);
+}
+
 int main(void)
 {
     uint64_t seed = tu_seed();
@@ -462,6 +542,7 @@ int main(void)
         cmocka_unit_test(test_solvers_poisson),
         cmocka_unit_test(test_solvers_nonsymmetric),
         cmocka_unit_test(test_solver_stops),
+        cmocka_unit_test(test_solver_nonfinite),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

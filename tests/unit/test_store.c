@@ -103,7 +103,7 @@ static void test_round_trip(void **state)
             m.mixed = dt == SPMV_FLOAT64 && i % 2; /* dtype "mixed": a float64 file with the flag */
             assert_int_equal(matfile_write(dir, &m, &a, &err), SPMV_OK);
             matfile_path(dir, m.id, path, sizeof path);
-            assert_int_equal(matfile_read(path, &back, &b, &err), SPMV_OK);
+            assert_int_equal(matfile_read(path, NULL, NULL, &back, &b, &err), SPMV_OK);
             assert_csr_equal(&a, &b);
             assert_string_equal(back.id, m.id);
             assert_string_equal(back.name, m.name);
@@ -160,14 +160,14 @@ static void test_sha256(void **state)
     assert_memory_equal(wide, want, 32);
     assert_int_equal(matfile_write(dir, &m, &a, &err), SPMV_OK);
     matfile_path(dir, m.id, path, sizeof path);
-    assert_int_equal(matfile_read(path, &back, &b, &err), SPMV_OK);
+    assert_int_equal(matfile_read(path, NULL, NULL, &back, &b, &err), SPMV_OK);
     assert_true(back.has_sha256);
     assert_memory_equal(back.sha256, want, 32);
     spmv_csr_free(&b);
 
     m.has_sha256 = false; /* a file written before the hash: computed when the matrix is made */
     assert_int_equal(matfile_write(dir, &m, &a, &err), SPMV_OK);
-    assert_int_equal(matfile_read(path, &back, &b, &err), SPMV_OK);
+    assert_int_equal(matfile_read(path, NULL, NULL, &back, &b, &err), SPMV_OK);
     assert_false(back.has_sha256);
     matrix *mx;
     assert_int_equal(matrix_new_from_csr(&back, &b, SPMV_FMT_CSR, NULL, &mx, &err), SPMV_OK);
@@ -192,7 +192,7 @@ static void test_empty_matrix(void **state)
     meta_for(&m, "empty");
     assert_int_equal(matfile_write(dir, &m, &a, &err), SPMV_OK);
     matfile_path(dir, m.id, path, sizeof path);
-    assert_int_equal(matfile_read(path, &back, &b, &err), SPMV_OK);
+    assert_int_equal(matfile_read(path, NULL, NULL, &back, &b, &err), SPMV_OK);
     assert_int_equal(b.rows, 3);
     assert_int_equal(b.nnz, 0);
     spmv_csr_free(&b);
@@ -233,7 +233,7 @@ static void expect_corrupt(const char *path, const char *why)
     matfile_meta m;
     spmv_csr b;
     spmv_error err = {0};
-    int rc = matfile_read(path, &m, &b, &err);
+    int rc = matfile_read(path, NULL, NULL, &m, &b, &err);
     if (rc != SPMV_ERR_CORRUPT)
         fail_msg("%s: expected SPMV_ERR_CORRUPT, got %d (%s)", why, rc, err.message);
 }
@@ -340,7 +340,7 @@ static void test_store_reload(void **state)
     fclose(f);
 
     assert_int_equal(store_open(dir, &s, &err), SPMV_OK);
-    assert_int_equal(store_reload(s, load_into, NULL, s), 3);
+    assert_int_equal(store_reload(s, NULL, load_into, NULL, s), 3);
     assert_int_equal(store_count(s), 3);
     for (int i = 0; i < 3; i++) {
         matrix *m = store_get(s, ids[i]);
@@ -389,7 +389,7 @@ static void test_staged_file(void **state)
     assert_int_equal(matfile_commit(dir, &st, &later, &a, &err), SPMV_OK);
     assert_int_equal(count_files(dir, ".tmp"), 0);
     matfile_path(dir, m.id, path, sizeof path);
-    assert_int_equal(matfile_read(path, &back, &b, &err), SPMV_OK);
+    assert_int_equal(matfile_read(path, NULL, NULL, &back, &b, &err), SPMV_OK);
     assert_csr_equal(&a, &b);
     assert_true(back.transfer_ms == 12.5 && back.convert_ms == 3.25);
     assert_int_equal(back.device, 1);
@@ -445,7 +445,7 @@ static void test_store_staged(void **state)
     assert_int_equal(store_count(s), 1);
     assert_true(m->meta.store_ms > 0);
     matfile_path(dir, m->meta.id, path, sizeof path);
-    assert_int_equal(matfile_read(path, &back, &a, &err), SPMV_OK);
+    assert_int_equal(matfile_read(path, NULL, NULL, &back, &a, &err), SPMV_OK);
     assert_true(back.transfer_ms == 7.5 && back.store_ms == 0);
     spmv_csr_free(&a);
     random_csr(SPMV_FLOAT32, 100, &a);
@@ -494,7 +494,7 @@ static void test_recipe(void **state)
         matfile_path(dir, m.id, path, sizeof path);
         assert_int_equal(stat(path, &st), 0);
         assert_int_equal(st.st_size, MATFILE_HEADER_BYTES);
-        assert_int_equal(matfile_read(path, &back, &b, &err), SPMV_OK);
+        assert_int_equal(matfile_read(path, NULL, NULL, &back, &b, &err), SPMV_OK);
         assert_true(back.generated && back.mixed == m.mixed);
         assert_int_equal(back.recipe.kind, g.kind);
         assert_int_equal(back.recipe.n, g.n);

@@ -3,8 +3,13 @@
  * host and on a GPU, and its free.
  *
  * jacobi and amg live here; the other types have files of their own
- * (engine/precond_*.c) and register in `types` below. A preconditioner
- * built for a GPU keeps nothing on the host beyond its small header.
+ * (precond_block.c, precond_cheb.c, precond_ilu.c) and register in
+ * precond_ops_of() below. A preconditioner built for a GPU keeps nothing
+ * on the host beyond its small header. The host applies run in float64
+ * whatever the vectors' dtype (float32 vectors are converted on the way:
+ * precond_host_f64), and "precision": "float32" changes only what a GPU
+ * holds (amg's hierarchy, ic0/ilu0's factors): a host preconditioner stays
+ * float64.
  */
 #include <math.h>
 #include <stdlib.h>
@@ -114,7 +119,7 @@ static int amg_setup(spmv_gpu_ctx *ctx, spmv_precond *p, const spmv_csr *a, spmv
         p->host_bytes = (size_t)m->h->bytes + (size_t)a->nnz * 12;
         return SPMV_OK;
     }
-    st = spmv_gpu_amg_upload(ctx, m->h, &m->g, err);
+    st = spmv_gpu_amg_upload(ctx, m->h, p->o.float32 ? SPMV_FLOAT32 : SPMV_FLOAT64, &m->g, err);
     if (st == SPMV_OK)
         p->device_bytes = spmv_gpu_amg_bytes(m->g);
     spmv_amg_free(m->h); /* the device holds the hierarchy now */
@@ -122,27 +127,32 @@ static int amg_setup(spmv_gpu_ctx *ctx, spmv_precond *p, const spmv_csr *a, spmv
     return st;
 }
 
-static int amg_apply_host(amg *m, const spmv_vec *r, spmv_vec *z, spmv_error *err)
+int precond_host_f64(const spmv_vec *r, spmv_vec *z, double **in, double **out,
+                     void (*f)(void *arg, const double *r, double *z), void *arg, spmv_error *err)
 {
     int64_t n = r->n;
     if (r->dtype == SPMV_FLOAT64) {
-        spmv_amg_vcycle(m->h, r->data, z->data);
+        f(arg, r->data, z->data);
         return SPMV_OK;
     }
-    if (!m->in && (!(m->in = malloc((size_t)n * 8)) || !(m->out = malloc((size_t)n * 8))))
-        return spmv_error_set(err, SPMV_ERR_NOMEM, 0, "amg: out of memory for float32 staging");
+    if (!*in && (!(*in = malloc((size_t)(n ? n : 1) * 8)) || !(*out = malloc((size_t)(n ? n : 1) * 8))))
+        return spmv_error_set(err, SPMV_ERR_NOMEM, 0, "out of memory for float32 staging");
     for (int64_t i = 0; i < n; i++)
-        m->in[i] = ((const float *)r->data)[i];
-    spmv_amg_vcycle(m->h, m->in, m->out);
+        (*in)[i] = ((const float *)r->data)[i];
+    f(arg, *in, *out);
     for (int64_t i = 0; i < n; i++)
-        ((float *)z->data)[i] = (float)m->out[i];
+        ((float *)z->data)[i] = (float)(*out)[i];
     return SPMV_OK;
 }
+
+static void amg_vcycle(void *h, const double *r, double *z) { spmv_amg_vcycle(h, r, z); }
 
 static int amg_apply(spmv_gpu_ctx *ctx, spmv_precond *p, const spmv_vec *r, spmv_vec *z, spmv_error *err)
 {
     amg *m = p->impl;
-    return ctx ? spmv_gpu_amg_vcycle(ctx, m->g, r, z, err) : amg_apply_host(m, r, z, err);
+    if (ctx)
+        return spmv_gpu_amg_vcycle(ctx, m->g, r, z, err);
+    return precond_host_f64(r, z, &m->in, &m->out, amg_vcycle, m->h, err);
 }
 
 static void amg_free(spmv_gpu_ctx *ctx, spmv_precond *p)
@@ -165,7 +175,11 @@ const precond_ops *precond_ops_of(spmv_precond_type t)
 {
     switch (t) {
     case SPMV_PRECOND_JACOBI: return &jacobi_ops;
+    case SPMV_PRECOND_BLOCK_JACOBI: return &precond_block_jacobi_ops;
+    case SPMV_PRECOND_CHEBYSHEV: return &precond_chebyshev_ops;
     case SPMV_PRECOND_AMG: return &amg_ops;
+    case SPMV_PRECOND_IC0: return &precond_ic0_ops;
+    case SPMV_PRECOND_ILU0: return &precond_ilu0_ops;
     default: return NULL;
     }
 }
@@ -240,6 +254,7 @@ void spmv_precond_info_of(const spmv_precond *p, spmv_precond_info *out)
     out->levels = p->levels;
     out->operator_complexity = p->operator_complexity;
     out->coarse_rows = p->coarse_rows;
+    out->rho = p->rho;
 }
 
 int spmv_precond_apply_cb(void *binding, const spmv_vec *r, spmv_vec *z, spmv_error *err)

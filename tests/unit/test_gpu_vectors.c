@@ -337,7 +337,7 @@ static void test_amg(void **state)
         spmv_amg *h;
         spmv_gpu_amg *dg;
         assert_int_equal(spmv_amg_setup(&a, &o, &h, &err), SPMV_OK);
-        assert_int_equal(spmv_gpu_amg_upload(TG.ctx, h, &dg, &err), SPMV_OK);
+        assert_int_equal(spmv_gpu_amg_upload(TG.ctx, h, SPMV_FLOAT64, &dg, &err), SPMV_OK);
         assert_true(spmv_gpu_amg_bytes(dg) > 0);
         for (int d = 0; d < 2; d++) {
             spmv_dtype dt = d ? SPMV_FLOAT32 : SPMV_FLOAT64;

@@ -251,6 +251,8 @@ void spmv_precond_info_of(const spmv_precond *p, spmv_precond_info *out)
     out->host_bytes = p->host_bytes;
     out->device_bytes = p->device_bytes;
     out->symmetric = p->ops->symmetric;
+    out->float32 = p->o.float32 && p->device == SPMV_DEVICE_GPU &&
+                   (p->o.type == SPMV_PRECOND_AMG || p->o.type == SPMV_PRECOND_IC0 || p->o.type == SPMV_PRECOND_ILU0);
     out->levels = p->levels;
     out->operator_complexity = p->operator_complexity;
     out->coarse_rows = p->coarse_rows;

@@ -66,6 +66,7 @@ typedef struct spmv_precond_info {
     double setup_ms;             /* host setup plus the copy to the device */
     size_t host_bytes, device_bytes;
     bool symmetric;
+    bool float32;                /* held in float32: "precision": "float32" on a GPU (amg, ic0, ilu0) */
     int32_t levels;              /* amg */
     double operator_complexity;  /* amg */
     int32_t coarse_rows;         /* amg */

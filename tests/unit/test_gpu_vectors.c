@@ -448,6 +448,7 @@ static void test_precond_apply(void **state)
         spmv_precond_info info;
         spmv_precond_info_of(dp, &info);
         assert_true(info.device == SPMV_DEVICE_GPU && info.device_bytes > 0 && info.host_bytes == 0);
+        assert_int_equal(info.float32, po.float32);
         for (int d = 0; d < 2; d++) {
             spmv_dtype dt = d ? SPMV_FLOAT32 : SPMV_FLOAT64;
             spmv_vec hr, hz, dr, dz, back;

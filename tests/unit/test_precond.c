@@ -506,6 +506,9 @@ static void test_host_float32_option(void **state)
             assert_int_equal(spmv_precond_apply(NULL, p[f], &r, &z[f], &err), SPMV_OK);
         }
         assert_memory_equal(z[0].data, z[1].data, (size_t)n * 8);
+        spmv_precond_info info;
+        spmv_precond_info_of(p[1], &info);
+        assert_false(info.float32); /* reported as held: float64 */
         for (int f = 0; f < 2; f++) {
             spmv_precond_free(NULL, p[f]);
             spmv_vec_free(NULL, &z[f]);

@@ -98,7 +98,7 @@ static const precond_ops jacobi_ops = {jacobi_setup, jacobi_apply, jacobi_free, 
 typedef struct amg {
     spmv_amg *h;       /* the hierarchy (kept on the host only for a host solve) */
     spmv_gpu_amg *g;   /* its copy on the GPU */
-    double *in, *out;  /* float32 vectors on the host: through float64 */
+    precond_staging st; /* float32 vectors on the host: through float64 */
 } amg;
 
 static int amg_setup(spmv_gpu_ctx *ctx, spmv_precond *p, const spmv_csr *a, spmv_error *err)
@@ -127,7 +127,7 @@ static int amg_setup(spmv_gpu_ctx *ctx, spmv_precond *p, const spmv_csr *a, spmv
     return st;
 }
 
-int precond_host_f64(const spmv_vec *r, spmv_vec *z, double **in, double **out,
+int precond_host_f64(const spmv_vec *r, spmv_vec *z, precond_staging *s,
                      void (*f)(void *arg, const double *r, double *z), void *arg, spmv_error *err)
 {
     int64_t n = r->n;
@@ -135,14 +135,21 @@ int precond_host_f64(const spmv_vec *r, spmv_vec *z, double **in, double **out,
         f(arg, r->data, z->data);
         return SPMV_OK;
     }
-    if (!*in && (!(*in = malloc((size_t)(n ? n : 1) * 8)) || !(*out = malloc((size_t)(n ? n : 1) * 8))))
+    if (!s->out && (!(s->in = malloc((size_t)(n ? n : 1) * 8)) || !(s->out = malloc((size_t)(n ? n : 1) * 8))))
         return spmv_error_set(err, SPMV_ERR_NOMEM, 0, "out of memory for float32 staging");
     for (int64_t i = 0; i < n; i++)
-        (*in)[i] = ((const float *)r->data)[i];
-    f(arg, *in, *out);
+        s->in[i] = ((const float *)r->data)[i];
+    f(arg, s->in, s->out);
     for (int64_t i = 0; i < n; i++)
-        ((float *)z->data)[i] = (float)(*out)[i];
+        ((float *)z->data)[i] = (float)s->out[i];
     return SPMV_OK;
+}
+
+void precond_staging_free(precond_staging *s)
+{
+    free(s->in);
+    free(s->out);
+    s->in = s->out = NULL;
 }
 
 static void amg_vcycle(void *h, const double *r, double *z) { spmv_amg_vcycle(h, r, z); }
@@ -152,7 +159,7 @@ static int amg_apply(spmv_gpu_ctx *ctx, spmv_precond *p, const spmv_vec *r, spmv
     amg *m = p->impl;
     if (ctx)
         return spmv_gpu_amg_vcycle(ctx, m->g, r, z, err);
-    return precond_host_f64(r, z, &m->in, &m->out, amg_vcycle, m->h, err);
+    return precond_host_f64(r, z, &m->st, amg_vcycle, m->h, err);
 }
 
 static void amg_free(spmv_gpu_ctx *ctx, spmv_precond *p)
@@ -162,8 +169,7 @@ static void amg_free(spmv_gpu_ctx *ctx, spmv_precond *p)
         return;
     spmv_gpu_amg_free(ctx, m->g);
     spmv_amg_free(m->h);
-    free(m->in);
-    free(m->out);
+    precond_staging_free(&m->st);
     free(m);
 }
 

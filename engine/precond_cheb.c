@@ -22,7 +22,7 @@ typedef struct cheb {
     spmv_amg_level lv;  /* the host's level (a host preconditioner only) */
     spmv_gpu_amg *g;    /* the device's copy of it */
     int32_t degree;
-    double *in, *out;   /* float32 vectors on the host: through float64 */
+    precond_staging st;  /* float32 vectors on the host: through float64 */
 } cheb;
 
 static int chebyshev_setup(spmv_gpu_ctx *ctx, spmv_precond *p, const spmv_csr *a, spmv_error *err)
@@ -58,7 +58,7 @@ static int chebyshev_apply(spmv_gpu_ctx *ctx, spmv_precond *p, const spmv_vec *r
     cheb *c = p->impl;
     if (ctx)
         return spmv_gpu_amg_vcycle(ctx, c->g, r, z, err);
-    return precond_host_f64(r, z, &c->in, &c->out, sweep, c, err);
+    return precond_host_f64(r, z, &c->st, sweep, c, err);
 }
 
 static void chebyshev_free(spmv_gpu_ctx *ctx, spmv_precond *p)
@@ -68,8 +68,7 @@ static void chebyshev_free(spmv_gpu_ctx *ctx, spmv_precond *p)
         return;
     spmv_gpu_amg_free(ctx, c->g);
     spmv_amg_level_free(&c->lv);
-    free(c->in);
-    free(c->out);
+    precond_staging_free(&c->st);
     free(c);
 }
 

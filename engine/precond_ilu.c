@@ -28,7 +28,7 @@ typedef struct ilu {
     bool lower;          /* ic0: f is L (the lower triangle); ilu0: f is L\U on A's pattern */
     spmv_csr f;          /* the host's factors, float64 */
     int32_t *diag;       /* each row's diagonal position in f */
-    double *in, *out;    /* float32 vectors on the host: through float64 */
+    precond_staging st;  /* float32 vectors on the host: through float64 */
     spmv_gpu_ilu *g;     /* the device's factors */
 } ilu;
 
@@ -203,7 +203,7 @@ static int factor_apply(spmv_gpu_ctx *ctx, spmv_precond *p, const spmv_vec *r, s
     ilu *u = p->impl;
     if (ctx)
         return spmv_gpu_ilu_apply(ctx, u->g, r, z, err);
-    return precond_host_f64(r, z, &u->in, &u->out, solve, u, err);
+    return precond_host_f64(r, z, &u->st, solve, u, err);
 }
 
 static void factor_free(spmv_gpu_ctx *ctx, spmv_precond *p)
@@ -214,8 +214,7 @@ static void factor_free(spmv_gpu_ctx *ctx, spmv_precond *p)
     spmv_gpu_ilu_free(ctx, u->g);
     spmv_csr_free(&u->f);
     free(u->diag);
-    free(u->in);
-    free(u->out);
+    precond_staging_free(&u->st);
     free(u);
 }
 

@@ -45,11 +45,17 @@ extern const precond_ops precond_chebyshev_ops;    /* precond_cheb.c */
 extern const precond_ops precond_ic0_ops;          /* precond_ilu.c */
 extern const precond_ops precond_ilu0_ops;         /* precond_ilu.c */
 
+/* A host preconditioner's float64 staging for float32 vectors: r in, z
+ * out, made on first use. */
+typedef struct precond_staging {
+    double *in, *out;
+} precond_staging;
+
 /* A float64 host apply f(arg, r, z) on host vectors r and z of either
- * dtype: float32 ones go through float64 staging (*in and *out, made on
- * first use, n values each; the type frees them). */
-int precond_host_f64(const spmv_vec *r, spmv_vec *z, double **in, double **out,
+ * dtype: float32 ones go through s. */
+int precond_host_f64(const spmv_vec *r, spmv_vec *z, precond_staging *s,
                      void (*f)(void *arg, const double *r, double *z), void *arg, spmv_error *err);
+void precond_staging_free(precond_staging *s);
 
 /* ----------------------------------------------------- their GPU halves
  * (engine/gpu/precond.cu; without CUDA engine/gpu/absent.c answers

@@ -83,24 +83,21 @@ static cudaDataType ilu_type(const spmv_gpu_ilu *g) { return g->dtype == SPMV_FL
 #pragma GCC diagnostic ignored "-Wdeprecated-declarations"
 #pragma nv_diag_suppress 1444
 
-/* The legacy calls of each precision, picked by the factors' dtype. */
+/* The legacy calls of each precision (P: cuSPARSE's D or S), picked by
+ * the factors' dtype. */
+#define LEGACY_CALLS(T, P)                                                     \
+    template <> struct legacy<T> {                                             \
+        static constexpr auto ic_size = cusparse##P##csric02_bufferSize;       \
+        static constexpr auto ic_analysis = cusparse##P##csric02_analysis;     \
+        static constexpr auto ic = cusparse##P##csric02;                       \
+        static constexpr auto ilu_size = cusparse##P##csrilu02_bufferSize;     \
+        static constexpr auto ilu_analysis = cusparse##P##csrilu02_analysis;   \
+        static constexpr auto ilu = cusparse##P##csrilu02;                     \
+    };
 template <typename T> struct legacy;
-template <> struct legacy<double> {
-    static constexpr auto ic_size = cusparseDcsric02_bufferSize;
-    static constexpr auto ic_analysis = cusparseDcsric02_analysis;
-    static constexpr auto ic = cusparseDcsric02;
-    static constexpr auto ilu_size = cusparseDcsrilu02_bufferSize;
-    static constexpr auto ilu_analysis = cusparseDcsrilu02_analysis;
-    static constexpr auto ilu = cusparseDcsrilu02;
-};
-template <> struct legacy<float> {
-    static constexpr auto ic_size = cusparseScsric02_bufferSize;
-    static constexpr auto ic_analysis = cusparseScsric02_analysis;
-    static constexpr auto ic = cusparseScsric02;
-    static constexpr auto ilu_size = cusparseScsrilu02_bufferSize;
-    static constexpr auto ilu_analysis = cusparseScsrilu02_analysis;
-    static constexpr auto ilu = cusparseScsrilu02;
-};
+LEGACY_CALLS(double, D)
+LEGACY_CALLS(float, S)
+#undef LEGACY_CALLS
 
 /* One factorisation of g->f in place with one family's calls (Info its
  * info type): buffer, analysis, factorisation, each checked for a zero

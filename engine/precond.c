@@ -96,9 +96,9 @@ static const precond_ops jacobi_ops = {jacobi_setup, jacobi_apply, jacobi_free, 
 /* --------------------------------------------------------------- amg */
 
 typedef struct amg {
-    spmv_amg *h;       /* the hierarchy (kept on the host only for a host solve) */
-    spmv_gpu_amg *g;   /* its copy on the GPU */
-    precond_staging st; /* float32 vectors on the host: through float64 */
+    spmv_amg *h;         /* the hierarchy (kept on the host only for a host solve) */
+    spmv_gpu_amg *g;     /* its copy on the GPU */
+    precond_staging st;  /* float32 vectors on the host: through float64 */
 } amg;
 
 static int amg_setup(spmv_gpu_ctx *ctx, spmv_precond *p, const spmv_csr *a, spmv_error *err)

@@ -19,8 +19,8 @@
 #include "precond_impl.h"
 
 typedef struct cheb {
-    spmv_amg_level lv;  /* the host's level (a host preconditioner only) */
-    spmv_gpu_amg *g;    /* the device's copy of it */
+    spmv_amg_level lv;   /* the host's level (a host preconditioner only) */
+    spmv_gpu_amg *g;     /* the device's copy of it */
     int32_t degree;
     precond_staging st;  /* float32 vectors on the host: through float64 */
 } cheb;

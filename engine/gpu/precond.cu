@@ -78,7 +78,10 @@ static cudaDataType ilu_type(const spmv_gpu_ilu *g) { return g->dtype == SPMV_FL
  * types) with no generic-API replacement for an incomplete factorisation;
  * CUDA 13 still ships them, and they are what issue 29 asks for. The
  * deprecation warnings are silenced here only, from the calls' wrappers to
- * the end of the factorisation, so the build warns on nothing. */
+ * the end of the factorisation, so the build warns on nothing: the host
+ * compiler's -Wdeprecated-declarations (what CUDA 13 reports), and nvcc's
+ * own diagnostic 1444 (its front end's word for the same, in versions that
+ * report it). */
 #pragma GCC diagnostic push
 #pragma GCC diagnostic ignored "-Wdeprecated-declarations"
 #pragma nv_diag_suppress 1444

@@ -53,34 +53,31 @@ void spmv_precond_defaults(spmv_precond_options *o, spmv_precond_type t)
 /* ------------------------------------------------------------ jacobi */
 
 typedef struct jacobi {
-    spmv_vec dinv; /* 1/diag(A) in the vectors' dtype, on the device */
+    spmv_vec dinv; /* 1/diag(A) in float64, on the preconditioner's device */
 } jacobi;
 
 static int jacobi_setup(spmv_gpu_ctx *ctx, spmv_precond *p, const spmv_csr *a, spmv_error *err)
 {
     jacobi *j = calloc(1, sizeof *j);
-    size_t vs = spmv_dtype_size(a->dtype);
-    void *h = malloc((size_t)(a->rows ? a->rows : 1) * vs);
+    void *h = malloc((size_t)(a->rows ? a->rows : 1) * spmv_dtype_size(a->dtype));
     int st = j && h ? SPMV_OK : spmv_error_set(err, SPMV_ERR_NOMEM, 0, "jacobi: out of memory");
     p->impl = j;
     if (st || (st = spmv_csr_inv_diag(a, h, err)) ||
-        (st = spmv_vec_alloc(ctx, ctx ? SPMV_DEVICE_GPU : SPMV_DEVICE_CPU, a->dtype, a->rows, 1, &j->dinv, err)))
+        (st = spmv_vec_alloc(NULL, SPMV_DEVICE_CPU, SPMV_FLOAT64, a->rows, 1, &j->dinv, err)))
         goto out;
-    st = spmv_vec_write(ctx, &j->dinv, h, err);
-    if (ctx)
-        p->device_bytes = spmv_vec_bytes(&j->dinv);
-    else
-        p->host_bytes = spmv_vec_bytes(&j->dinv);
+    for (int32_t i = 0; i < a->rows; i++)
+        ((double *)j->dinv.data)[i] = spmv_val_get(h, a->dtype, i);
+    st = precond_rows_place(ctx, p, &j->dinv, err);
 out:
     free(h);
     return st;
 }
 
+/* Blocks of one row: float64 1/diag times r, whatever r's dtype. */
 static int jacobi_apply(spmv_gpu_ctx *ctx, spmv_precond *p, const spmv_vec *r, spmv_vec *z, spmv_error *err)
 {
     jacobi *j = p->impl;
-    int st = spmv_vec_copy(ctx, r, z, err);
-    return st ? st : spmv_vec_mul(ctx, &j->dinv, z, err);
+    return precond_rows_apply(ctx, &j->dinv, 1, r, z, err);
 }
 
 static void jacobi_free(spmv_gpu_ctx *ctx, spmv_precond *p)

@@ -6,9 +6,11 @@
  * either offsets), factors it by dense LU with partial pivoting and keeps
  * its inverse, row by row: row i's block_size coefficients at i *
  * block_size, float64 whatever the matrix's dtype. An apply is then one
- * short dense dot product per row: a loop on the host, one thread a row on
- * a GPU (engine/gpu/precond.cu), where the inverses are copied once. A
- * (numerically) singular block is refused, naming its first row.
+ * short dense dot product per row, in float64 whatever the vectors' dtype:
+ * a loop on the host, one thread a row on a GPU (engine/gpu/precond.cu),
+ * where the inverses are copied once. A (numerically) singular block is
+ * refused, naming its first row. jacobi (precond.c) is the same apply
+ * with blocks of one row.
  */
 #include <math.h>
 #include <stdlib.h>
@@ -100,35 +102,45 @@ static int block_jacobi_setup(spmv_gpu_ctx *ctx, spmv_precond *p, const spmv_csr
     int st = spmv_vec_alloc(NULL, SPMV_DEVICE_CPU, SPMV_FLOAT64, (int64_t)a->rows * b, 1, &j->inv, err);
     if (st || (st = invert_blocks(a, b, j->inv.data, err)))
         return st;
+    return precond_rows_place(ctx, p, &j->inv, err);
+}
+
+int precond_rows_place(spmv_gpu_ctx *ctx, spmv_precond *p, spmv_vec *inv, spmv_error *err)
+{
     if (!ctx) {
-        p->host_bytes = spmv_vec_bytes(&j->inv);
+        p->host_bytes = spmv_vec_bytes(inv);
         return SPMV_OK;
     }
-    spmv_vec host = j->inv;
-    if (!(st = spmv_vec_alloc(ctx, SPMV_DEVICE_GPU, SPMV_FLOAT64, host.n, 1, &j->inv, err)) &&
-        !(st = spmv_vec_write(ctx, &j->inv, host.data, err)))
-        p->device_bytes = spmv_vec_bytes(&j->inv);
+    spmv_vec host = *inv;
+    int st = spmv_vec_alloc(ctx, SPMV_DEVICE_GPU, SPMV_FLOAT64, host.n, 1, inv, err);
+    if (!st && !(st = spmv_vec_write(ctx, inv, host.data, err)))
+        p->device_bytes = spmv_vec_bytes(inv);
     spmv_vec_free(NULL, &host);
     return st;
 }
 
-static int block_jacobi_apply(spmv_gpu_ctx *ctx, spmv_precond *p, const spmv_vec *r, spmv_vec *z, spmv_error *err)
+int precond_rows_apply(spmv_gpu_ctx *ctx, const spmv_vec *inv, int32_t b, const spmv_vec *r, spmv_vec *z,
+                       spmv_error *err)
 {
-    bjacobi *j = p->impl;
-    int32_t b = p->o.block_size;
     if (ctx)
-        return spmv_gpu_block_jacobi_apply(ctx, &j->inv, b, r, z, err);
-    const double *inv = j->inv.data;
+        return spmv_gpu_block_jacobi_apply(ctx, inv, b, r, z, err);
+    const double *iv = inv->data;
     int64_t n = r->n;
 #pragma omp parallel for schedule(static) if (n > 50000)
     for (int64_t i = 0; i < n; i++) {
         int64_t s = i - i % b;
         double v = 0;
         for (int32_t c = 0; c < b; c++)
-            v += inv[i * b + c] * spmv_val_get(r->data, r->dtype, s + c);
+            v += iv[i * b + c] * spmv_val_get(r->data, r->dtype, s + c);
         spmv_val_set(z->data, z->dtype, i, v);
     }
     return SPMV_OK;
+}
+
+static int block_jacobi_apply(spmv_gpu_ctx *ctx, spmv_precond *p, const spmv_vec *r, spmv_vec *z, spmv_error *err)
+{
+    bjacobi *j = p->impl;
+    return precond_rows_apply(ctx, &j->inv, p->o.block_size, r, z, err);
 }
 
 static void block_jacobi_free(spmv_gpu_ctx *ctx, spmv_precond *p)

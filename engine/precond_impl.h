@@ -45,6 +45,14 @@ extern const precond_ops precond_chebyshev_ops;    /* precond_cheb.c */
 extern const precond_ops precond_ic0_ops;          /* precond_ilu.c */
 extern const precond_ops precond_ilu0_ops;         /* precond_ilu.c */
 
+/* Blocks of b rows (precond_block.c; jacobi's b is 1): *inv (a float64
+ * host vector, rows x b coefficients, row i's at i*b) stays on the host
+ * (ctx NULL) or moves to ctx's device, its bytes counted in p; then z_i =
+ * sum_c inv[i*b + c] r[i - i%b + c] in float64, r and z of either dtype. */
+int precond_rows_place(spmv_gpu_ctx *ctx, spmv_precond *p, spmv_vec *inv, spmv_error *err);
+int precond_rows_apply(spmv_gpu_ctx *ctx, const spmv_vec *inv, int32_t b, const spmv_vec *r, spmv_vec *z,
+                       spmv_error *err);
+
 /* A host preconditioner's float64 staging for float32 vectors: r in, z
  * out, made on first use. */
 typedef struct precond_staging {

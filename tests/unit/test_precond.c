@@ -13,7 +13,8 @@
  * diagonal gives r back; chebyshev's residual D^-1 (r - A z) is the
  * Chebyshev residual polynomial R_m(D^-1 A) D^-1 r evaluated by the
  * three-term recurrence; ic0's and ilu0's z solve L L^T z = r and L U z = r
- * with L and U from dense factorisations written here. The refusals: an
+ * with L and U from dense factorisations written here. Every type takes
+ * both dtypes of vectors on a matrix of either dtype. The refusals: an
  * unknown type name, a vector of the wrong length, a block_size or degree
  * out of range, a singular block, a zero pivot. Inputs drawn afresh (seed
  * printed), outputs poisoned before each apply.
@@ -518,6 +519,46 @@ static void test_host_float32_option(void **state)
     spmv_matrix_free(&o.m);
 }
 
+/* Every type takes float64 and float32 vectors whatever the matrix's
+ * dtype: the same r (float32 values) gives the same z to float32 rounding. */
+static void test_vector_dtypes(void **state)
+{
+    (void)state;
+    for (int md = 0; md < 2; md++) {
+        op_ctx o;
+        poisson(2 * (8 + tu_rng_range(&rng, 0, 8)), md ? SPMV_FLOAT32 : SPMV_FLOAT64, &o.m);
+        int32_t n = o.m.rows;
+        for (int t = 1; t < NTYPES; t++) {
+            spmv_precond *p = setup(&o.m.csr, (spmv_precond_type)t, t == SPMV_PRECOND_BLOCK_JACOBI ? 4 : 1);
+            spmv_vec r[2], z[2];
+            spmv_error err = {0};
+            for (int d = 0; d < 2; d++) {
+                spmv_dtype dt = d ? SPMV_FLOAT32 : SPMV_FLOAT64;
+                assert_int_equal(spmv_vec_alloc(NULL, SPMV_DEVICE_CPU, dt, n, 1, &r[d], &err), SPMV_OK);
+                assert_int_equal(spmv_vec_alloc(NULL, SPMV_DEVICE_CPU, dt, n, 1, &z[d], &err), SPMV_OK);
+                tu_poison(z[d].data, dt, n);
+            }
+            tu_random_vector(&rng, SPMV_FLOAT32, n, r[1].data);
+            tu_vector_convert(r[1].data, SPMV_FLOAT32, r[0].data, SPMV_FLOAT64, n);
+            double z64[4096], z32[4096];
+            for (int d = 0; d < 2; d++)
+                if (spmv_precond_apply(NULL, p, &r[d], &z[d], &err) != SPMV_OK)
+                    fail_msg("%s, %s vectors: %s", name_of(p), d ? "float32" : "float64", err.message);
+            tu_vector_convert(z[0].data, SPMV_FLOAT64, z64, SPMV_FLOAT64, n);
+            tu_vector_convert(z[1].data, SPMV_FLOAT32, z32, SPMV_FLOAT64, n);
+            double e = max_rel(z32, z64, n);
+            if (!(e <= 1e-5))
+                fail_msg("%s on a %s matrix: float32 vectors off by %.3g", name_of(p), md ? "float32" : "float64", e);
+            for (int d = 0; d < 2; d++) {
+                spmv_vec_free(NULL, &r[d]);
+                spmv_vec_free(NULL, &z[d]);
+            }
+            spmv_precond_free(NULL, p);
+        }
+        spmv_matrix_free(&o.m);
+    }
+}
+
 /* ------------------------------------------------------------- refusals */
 
 /* Setup of type t (block_size b, degree deg) on a must fail with st and a
@@ -629,6 +670,7 @@ int main(void)
         cmocka_unit_test(test_types_converge),      cmocka_unit_test(test_nonsymmetric),
         cmocka_unit_test(test_block_jacobi_apply),  cmocka_unit_test(test_chebyshev_apply),
         cmocka_unit_test(test_factor_apply),        cmocka_unit_test(test_host_float32_option),
+        cmocka_unit_test(test_vector_dtypes),
         cmocka_unit_test(test_refusals),            cmocka_unit_test(test_numerical_refusals),
     };
     return cmocka_run_group_tests_name("precond", tests, NULL, NULL);

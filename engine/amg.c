@@ -144,7 +144,7 @@ static int diag_inv(const spmv_csr *a, double **out, spmv_error *err)
 {
     double *d = malloc(((size_t)a->rows + 1) * sizeof *d);
     if (!d)
-        return spmv_error_set(err, SPMV_ERR_NOMEM, 0, "amg: out of memory for the diagonal");
+        return spmv_error_set(err, SPMV_ERR_NOMEM, 0, "out of memory for the diagonal");
     const double *v = a->val;
     for (int32_t i = 0; i < a->rows; i++) {
         double di = 0;
@@ -153,8 +153,8 @@ static int diag_inv(const spmv_csr *a, double **out, spmv_error *err)
                 di += v[p];
         if (di == 0.0 || !isfinite(di)) {
             free(d);
-            return spmv_error_set(err, SPMV_ERR_INVALID, 0, "amg: row %d has a %s diagonal (%g): smoothed "
-                                  "aggregation needs a non-zero diagonal", i, di == 0.0 ? "zero" : "non-finite", di);
+            return spmv_error_set(err, SPMV_ERR_INVALID, 0, "row %d has a %s diagonal (%g): smoothing in "
+                                  "D^-1 A needs a non-zero diagonal", i, di == 0.0 ? "zero" : "non-finite", di);
         }
         d[i] = 1.0 / di;
     }
@@ -165,7 +165,7 @@ static int diag_inv(const spmv_csr *a, double **out, spmv_error *err)
 /* The spectral radius of D^-1 A by power iteration from a fixed start
  * (the same hierarchy every time), a little over the estimate since power
  * iteration approaches from below. */
-static double spectral_radius(const spmv_csr *a, const double *dinv, double *u, double *w)
+double spmv_amg_spectral_radius(const spmv_csr *a, const double *dinv, double *u, double *w)
 {
     int32_t n = a->rows;
     for (int32_t i = 0; i < n; i++)
@@ -537,7 +537,7 @@ static int level_ready(spmv_amg_level *lv, spmv_error *err)
     lv->d = malloc(n * sizeof(double));
     if (!lv->r || !lv->x || !lv->b || !lv->d)
         return spmv_error_set(err, SPMV_ERR_NOMEM, 0, "amg: out of memory for the cycle's vectors");
-    lv->rho = spectral_radius(&lv->A, lv->dinv, lv->r, lv->d);
+    lv->rho = spmv_amg_spectral_radius(&lv->A, lv->dinv, lv->r, lv->d);
     return SPMV_OK;
 }
 
@@ -608,21 +608,25 @@ static int coarse_inverse(spmv_amg *h, spmv_error *err)
 
 /* --------------------------------------------------------------- setup */
 
+void spmv_amg_level_free(spmv_amg_level *lv)
+{
+    spmv_csr_free(&lv->A);
+    spmv_csr_free(&lv->P);
+    spmv_csr_free(&lv->R);
+    free(lv->dinv);
+    free(lv->r);
+    free(lv->x);
+    free(lv->b);
+    free(lv->d);
+    memset(lv, 0, sizeof *lv);
+}
+
 void spmv_amg_free(spmv_amg *h)
 {
     if (!h)
         return;
-    for (int32_t l = 0; l < h->nlevels; l++) {
-        spmv_amg_level *lv = &h->lv[l];
-        spmv_csr_free(&lv->A);
-        spmv_csr_free(&lv->P);
-        spmv_csr_free(&lv->R);
-        free(lv->dinv);
-        free(lv->r);
-        free(lv->x);
-        free(lv->b);
-        free(lv->d);
-    }
+    for (int32_t l = 0; l < h->nlevels; l++)
+        spmv_amg_level_free(&h->lv[l]);
     free(h->lv);
     free(h->coarse_inv);
     free(h);
@@ -656,6 +660,15 @@ static int check_matrix(const spmv_csr *a, spmv_error *err)
         return spmv_error_set(err, SPMV_ERR_LIMIT, 0, "amg: a matrix of %lld non-zeros (64-bit row offsets) is "
                               "beyond its 32-bit indices", (long long)a->nnz);
     return SPMV_OK;
+}
+
+int spmv_amg_level_init(const spmv_csr *a, spmv_amg_level *lv, spmv_error *err)
+{
+    memset(lv, 0, sizeof *lv);
+    int st = check_matrix(a, err);
+    if (st || (st = csr_to_f64(a, &lv->A, err)) || (st = level_ready(lv, err)))
+        spmv_amg_level_free(lv);
+    return st;
 }
 
 int spmv_amg_setup(const spmv_csr *a, const spmv_amg_options *opt, spmv_amg **out, spmv_error *err)
@@ -722,41 +735,54 @@ static void residual(const spmv_csr *a, const double *b, const double *x, double
     }
 }
 
-/* `sweeps` smoothing sweeps on A x = b; `zero`: x is zero on entry (the
- * first residual is b). Damped Jacobi: x += 4/3 / rho D^-1 (b - A x).
- * Chebyshev: the polynomial of degree `degree` in D^-1 A that is smallest
- * on [rho/30, 1.1 rho] (Saad, Iterative Methods, alg. 12.1). */
-static void smooth(const spmv_amg *h, spmv_amg_level *lv, const double *b, double *x, int32_t sweeps, bool zero)
+/* One Chebyshev sweep on A x = b: the polynomial of degree `degree` in
+ * D^-1 A that is smallest on [rho/30, 1.1 rho] (Saad, Iterative Methods,
+ * alg. 12.1); `zero`: x is zero on entry (the first residual is b). */
+void spmv_amg_chebyshev(spmv_amg_level *lv, int32_t degree, const double *b, double *x, bool zero)
 {
     int32_t n = lv->A.rows;
     double *r = lv->r, *d = lv->d;
+    if (zero)
+        memcpy(r, b, (size_t)n * sizeof *r);
+    else
+        residual(&lv->A, b, x, r);
+    double hi = 1.1 * lv->rho, lo = lv->rho / 30.0;
+    double theta = (hi + lo) / 2, delta = (hi - lo) / 2, sigma = theta / delta, rk = 1.0 / sigma;
+    for (int32_t i = 0; i < n; i++) {
+        d[i] = lv->dinv[i] * r[i] / theta;
+        x[i] = (zero ? 0.0 : x[i]) + d[i];
+    }
+    for (int32_t j = 1; j < degree; j++) {
+        double rn = 1.0 / (2.0 * sigma - rk);
+        residual(&lv->A, b, x, r);
+#pragma omp parallel for schedule(static) if (n > 50000)
+        for (int32_t i = 0; i < n; i++) {
+            d[i] = rn * rk * d[i] + 2.0 * rn / delta * lv->dinv[i] * r[i];
+            x[i] += d[i];
+        }
+        rk = rn;
+    }
+}
+
+/* `sweeps` smoothing sweeps on A x = b; `zero`: x is zero on entry.
+ * Damped Jacobi: x += 4/3 / rho D^-1 (b - A x); Chebyshev: the sweep
+ * above. */
+static void smooth(const spmv_amg *h, spmv_amg_level *lv, const double *b, double *x, int32_t sweeps, bool zero)
+{
+    int32_t n = lv->A.rows;
+    double *r = lv->r;
     for (int32_t s = 0; s < sweeps; s++, zero = false) {
+        if (h->o.smoother == SPMV_AMG_CHEBYSHEV) {
+            spmv_amg_chebyshev(lv, h->o.degree, b, x, zero);
+            continue;
+        }
         if (zero)
             memcpy(r, b, (size_t)n * sizeof *r);
         else
             residual(&lv->A, b, x, r);
-        if (h->o.smoother == SPMV_AMG_JACOBI) {
-            double w = 4.0 / 3.0 / lv->rho;
-            for (int32_t i = 0; i < n; i++)
-                x[i] = (zero ? 0.0 : x[i]) + w * lv->dinv[i] * r[i];
-            continue;
-        }
-        double hi = 1.1 * lv->rho, lo = lv->rho / 30.0;
-        double theta = (hi + lo) / 2, delta = (hi - lo) / 2, sigma = theta / delta, rk = 1.0 / sigma;
-        for (int32_t i = 0; i < n; i++) {
-            d[i] = lv->dinv[i] * r[i] / theta;
-            x[i] = (zero ? 0.0 : x[i]) + d[i];
-        }
-        for (int32_t j = 1; j < h->o.degree; j++) {
-            double rn = 1.0 / (2.0 * sigma - rk);
-            residual(&lv->A, b, x, r);
-#pragma omp parallel for schedule(static) if (n > 50000)
-            for (int32_t i = 0; i < n; i++) {
-                d[i] = rn * rk * d[i] + 2.0 * rn / delta * lv->dinv[i] * r[i];
-                x[i] += d[i];
-            }
-            rk = rn;
-        }
+        double w = 4.0 / 3.0 / lv->rho;
+        for (int32_t i = 0; i < n; i++)
+            x[i] = (zero ? 0.0 : x[i]) + w * lv->dinv[i] * r[i];
     }
 }
 

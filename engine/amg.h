@@ -79,6 +79,21 @@ int spmv_amg_setup(const spmv_csr *a, const spmv_amg_options *o, spmv_amg **out,
 void spmv_amg_free(spmv_amg *h);
 /* z = M^-1 r: one V-cycle from z = 0 on the host (n = rows of level 0). */
 void spmv_amg_vcycle(spmv_amg *h, const double *r, double *z);
+
+/* A level on its own, for a smoother used alone (engine/precond_cheb.c's
+ * chebyshev preconditioner): a float64 copy of square matrix a (either
+ * dtype, 32-bit offsets), 1/diag (SPMV_ERR_INVALID naming a row whose
+ * diagonal is zero), rho and the work vectors; P and R empty. Nothing is
+ * left allocated on failure. */
+int spmv_amg_level_init(const spmv_csr *a, spmv_amg_level *lv, spmv_error *err);
+void spmv_amg_level_free(spmv_amg_level *lv);
+/* The spectral radius of D^-1 A (a float64), estimated by 20 steps of
+ * power iteration from a fixed start, times 1.05; u and w: rows scratch. */
+double spmv_amg_spectral_radius(const spmv_csr *a, const double *dinv, double *u, double *w);
+/* One Chebyshev sweep on lv->A x = b with the level's rho: the polynomial
+ * of `degree` in D^-1 A smallest on [rho/30, 1.1 rho]; `zero`: x is zero
+ * on entry, and then x = p(D^-1 A) D^-1 b. Uses lv->r and lv->d. */
+void spmv_amg_chebyshev(spmv_amg_level *lv, int32_t degree, const double *b, double *x, bool zero);
 /* The rigid-body modes of 3-D elasticity at nodes with coordinates xyz
  * (n nodes, x y z interleaved): 6 columns of 3n rows, column-major, into
  * out (18 n values): three translations, three rotations. */
@@ -87,19 +102,27 @@ void spmv_amg_rigid_body(int64_t n, const double *xyz, double *out);
 /* ------------------------------------------------ on a GPU (gpu/amg.cu) */
 
 /* A hierarchy copied to a GPU: every level's A, P and R as device CSR
- * (float64) with cuSPARSE descriptors, 1/diag, the work vectors, and the
- * coarse inverse; the cycle runs on the context's stream, the same
- * algorithm as spmv_amg_vcycle (its reference in the tests). */
+ * with cuSPARSE descriptors, 1/diag, the work vectors, and the coarse
+ * inverse, all in float64, or all in float32 (issue 29's "precision":
+ * "float32": half the bytes and memory traffic, the cycle in float32); the
+ * cycle runs on the context's stream, the same algorithm as
+ * spmv_amg_vcycle (its reference in the tests). */
 typedef struct spmv_gpu_amg spmv_gpu_amg;
 
-/* Copies h to ctx's device (on the context's own thread). */
-int spmv_gpu_amg_upload(spmv_gpu_ctx *ctx, const spmv_amg *h, spmv_gpu_amg **out, spmv_error *err);
+/* Copies h to ctx's device (on the context's own thread), its values
+ * converted to dtype. */
+int spmv_gpu_amg_upload(spmv_gpu_ctx *ctx, const spmv_amg *h, spmv_dtype dtype, spmv_gpu_amg **out, spmv_error *err);
+/* A smoother alone on a GPU (the chebyshev preconditioner): level lv
+ * (spmv_amg_level_init's) copied in float64; spmv_gpu_amg_vcycle then runs
+ * one Chebyshev sweep of `degree` from zero, spmv_amg_chebyshev's. */
+int spmv_gpu_amg_upload_smoother(spmv_gpu_ctx *ctx, const spmv_amg_level *lv, int32_t degree, spmv_gpu_amg **out,
+                                 spmv_error *err);
 void spmv_gpu_amg_free(spmv_gpu_ctx *ctx, spmv_gpu_amg *g);
 /* Device bytes the hierarchy holds. */
 size_t spmv_gpu_amg_bytes(const spmv_gpu_amg *g);
 /* z = M^-1 r, one V-cycle from zero; r and z vectors of ctx's device, one
- * column, of the hierarchy's rows, float64 or float32 (then converted on
- * the way in and out). */
+ * column, of the hierarchy's rows, float64 or float32 (converted on the
+ * way in and out when not the hierarchy's dtype). */
 int spmv_gpu_amg_vcycle(spmv_gpu_ctx *ctx, spmv_gpu_amg *g, const spmv_vec *r, spmv_vec *z, spmv_error *err);
 
 #ifdef __cplusplus

@@ -3,8 +3,13 @@
  * host and on a GPU, and its free.
  *
  * jacobi and amg live here; the other types have files of their own
- * (engine/precond_*.c) and register in `types` below. A preconditioner
- * built for a GPU keeps nothing on the host beyond its small header.
+ * (precond_block.c, precond_cheb.c, precond_ilu.c) and register in
+ * precond_ops_of() below. A preconditioner built for a GPU keeps nothing
+ * on the host beyond its small header. The host applies run in float64
+ * whatever the vectors' dtype (float32 vectors are converted on the way:
+ * precond_host_f64), and "precision": "float32" changes only what a GPU
+ * holds (amg's hierarchy, ic0/ilu0's factors): a host preconditioner stays
+ * float64.
  */
 #include <math.h>
 #include <stdlib.h>
@@ -48,34 +53,31 @@ void spmv_precond_defaults(spmv_precond_options *o, spmv_precond_type t)
 /* ------------------------------------------------------------ jacobi */
 
 typedef struct jacobi {
-    spmv_vec dinv; /* 1/diag(A) in the vectors' dtype, on the device */
+    spmv_vec dinv; /* 1/diag(A) in float64, on the preconditioner's device */
 } jacobi;
 
 static int jacobi_setup(spmv_gpu_ctx *ctx, spmv_precond *p, const spmv_csr *a, spmv_error *err)
 {
     jacobi *j = calloc(1, sizeof *j);
-    size_t vs = spmv_dtype_size(a->dtype);
-    void *h = malloc((size_t)(a->rows ? a->rows : 1) * vs);
+    void *h = malloc((size_t)(a->rows ? a->rows : 1) * spmv_dtype_size(a->dtype));
     int st = j && h ? SPMV_OK : spmv_error_set(err, SPMV_ERR_NOMEM, 0, "jacobi: out of memory");
     p->impl = j;
     if (st || (st = spmv_csr_inv_diag(a, h, err)) ||
-        (st = spmv_vec_alloc(ctx, ctx ? SPMV_DEVICE_GPU : SPMV_DEVICE_CPU, a->dtype, a->rows, 1, &j->dinv, err)))
+        (st = spmv_vec_alloc(NULL, SPMV_DEVICE_CPU, SPMV_FLOAT64, a->rows, 1, &j->dinv, err)))
         goto out;
-    st = spmv_vec_write(ctx, &j->dinv, h, err);
-    if (ctx)
-        p->device_bytes = spmv_vec_bytes(&j->dinv);
-    else
-        p->host_bytes = spmv_vec_bytes(&j->dinv);
+    for (int32_t i = 0; i < a->rows; i++)
+        ((double *)j->dinv.data)[i] = spmv_val_get(h, a->dtype, i);
+    st = precond_rows_place(ctx, p, &j->dinv, err);
 out:
     free(h);
     return st;
 }
 
+/* Blocks of one row: float64 1/diag times r, whatever r's dtype. */
 static int jacobi_apply(spmv_gpu_ctx *ctx, spmv_precond *p, const spmv_vec *r, spmv_vec *z, spmv_error *err)
 {
     jacobi *j = p->impl;
-    int st = spmv_vec_copy(ctx, r, z, err);
-    return st ? st : spmv_vec_mul(ctx, &j->dinv, z, err);
+    return precond_rows_apply(ctx, &j->dinv, 1, r, z, err);
 }
 
 static void jacobi_free(spmv_gpu_ctx *ctx, spmv_precond *p)
@@ -91,9 +93,9 @@ static const precond_ops jacobi_ops = {jacobi_setup, jacobi_apply, jacobi_free, 
 /* --------------------------------------------------------------- amg */
 
 typedef struct amg {
-    spmv_amg *h;       /* the hierarchy (kept on the host only for a host solve) */
-    spmv_gpu_amg *g;   /* its copy on the GPU */
-    double *in, *out;  /* float32 vectors on the host: through float64 */
+    spmv_amg *h;         /* the hierarchy (kept on the host only for a host solve) */
+    spmv_gpu_amg *g;     /* its copy on the GPU */
+    precond_staging st;  /* float32 vectors on the host: through float64 */
 } amg;
 
 static int amg_setup(spmv_gpu_ctx *ctx, spmv_precond *p, const spmv_csr *a, spmv_error *err)
@@ -114,7 +116,7 @@ static int amg_setup(spmv_gpu_ctx *ctx, spmv_precond *p, const spmv_csr *a, spmv
         p->host_bytes = (size_t)m->h->bytes + (size_t)a->nnz * 12;
         return SPMV_OK;
     }
-    st = spmv_gpu_amg_upload(ctx, m->h, &m->g, err);
+    st = spmv_gpu_amg_upload(ctx, m->h, p->o.float32 ? SPMV_FLOAT32 : SPMV_FLOAT64, &m->g, err);
     if (st == SPMV_OK)
         p->device_bytes = spmv_gpu_amg_bytes(m->g);
     spmv_amg_free(m->h); /* the device holds the hierarchy now */
@@ -122,27 +124,39 @@ static int amg_setup(spmv_gpu_ctx *ctx, spmv_precond *p, const spmv_csr *a, spmv
     return st;
 }
 
-static int amg_apply_host(amg *m, const spmv_vec *r, spmv_vec *z, spmv_error *err)
+int precond_host_f64(const spmv_vec *r, spmv_vec *z, precond_staging *s,
+                     void (*f)(void *arg, const double *r, double *z), void *arg, spmv_error *err)
 {
     int64_t n = r->n;
     if (r->dtype == SPMV_FLOAT64) {
-        spmv_amg_vcycle(m->h, r->data, z->data);
+        f(arg, r->data, z->data);
         return SPMV_OK;
     }
-    if (!m->in && (!(m->in = malloc((size_t)n * 8)) || !(m->out = malloc((size_t)n * 8))))
-        return spmv_error_set(err, SPMV_ERR_NOMEM, 0, "amg: out of memory for float32 staging");
+    if (!s->out && (!(s->in = malloc((size_t)(n ? n : 1) * 8)) || !(s->out = malloc((size_t)(n ? n : 1) * 8))))
+        return spmv_error_set(err, SPMV_ERR_NOMEM, 0, "out of memory for float32 staging");
     for (int64_t i = 0; i < n; i++)
-        m->in[i] = ((const float *)r->data)[i];
-    spmv_amg_vcycle(m->h, m->in, m->out);
+        s->in[i] = ((const float *)r->data)[i];
+    f(arg, s->in, s->out);
     for (int64_t i = 0; i < n; i++)
-        ((float *)z->data)[i] = (float)m->out[i];
+        ((float *)z->data)[i] = (float)s->out[i];
     return SPMV_OK;
 }
+
+void precond_staging_free(precond_staging *s)
+{
+    free(s->in);
+    free(s->out);
+    s->in = s->out = NULL;
+}
+
+static void amg_vcycle(void *h, const double *r, double *z) { spmv_amg_vcycle(h, r, z); }
 
 static int amg_apply(spmv_gpu_ctx *ctx, spmv_precond *p, const spmv_vec *r, spmv_vec *z, spmv_error *err)
 {
     amg *m = p->impl;
-    return ctx ? spmv_gpu_amg_vcycle(ctx, m->g, r, z, err) : amg_apply_host(m, r, z, err);
+    if (ctx)
+        return spmv_gpu_amg_vcycle(ctx, m->g, r, z, err);
+    return precond_host_f64(r, z, &m->st, amg_vcycle, m->h, err);
 }
 
 static void amg_free(spmv_gpu_ctx *ctx, spmv_precond *p)
@@ -152,8 +166,7 @@ static void amg_free(spmv_gpu_ctx *ctx, spmv_precond *p)
         return;
     spmv_gpu_amg_free(ctx, m->g);
     spmv_amg_free(m->h);
-    free(m->in);
-    free(m->out);
+    precond_staging_free(&m->st);
     free(m);
 }
 
@@ -165,7 +178,11 @@ const precond_ops *precond_ops_of(spmv_precond_type t)
 {
     switch (t) {
     case SPMV_PRECOND_JACOBI: return &jacobi_ops;
+    case SPMV_PRECOND_BLOCK_JACOBI: return &precond_block_jacobi_ops;
+    case SPMV_PRECOND_CHEBYSHEV: return &precond_chebyshev_ops;
     case SPMV_PRECOND_AMG: return &amg_ops;
+    case SPMV_PRECOND_IC0: return &precond_ic0_ops;
+    case SPMV_PRECOND_ILU0: return &precond_ilu0_ops;
     default: return NULL;
     }
 }
@@ -237,9 +254,12 @@ void spmv_precond_info_of(const spmv_precond *p, spmv_precond_info *out)
     out->host_bytes = p->host_bytes;
     out->device_bytes = p->device_bytes;
     out->symmetric = p->ops->symmetric;
+    out->float32 = p->o.float32 && p->device == SPMV_DEVICE_GPU &&
+                   (p->o.type == SPMV_PRECOND_AMG || p->o.type == SPMV_PRECOND_IC0 || p->o.type == SPMV_PRECOND_ILU0);
     out->levels = p->levels;
     out->operator_complexity = p->operator_complexity;
     out->coarse_rows = p->coarse_rows;
+    out->rho = p->rho;
 }
 
 int spmv_precond_apply_cb(void *binding, const spmv_vec *r, spmv_vec *z, spmv_error *err)

@@ -50,7 +50,8 @@ typedef struct spmv_precond_options {
     int32_t block_size;          /* block_jacobi, amg: rows per node (1) */
     int32_t degree;              /* chebyshev: polynomial degree (3) */
     spmv_amg_options amg;        /* amg (spmv_amg_defaults) */
-    bool float32;                /* "precision": "float32": the hierarchy or factors held in float32 */
+    bool float32;                /* "precision": "float32": amg's hierarchy or ic0/ilu0's factors held
+                                  * in float32 on a GPU (the host's stay float64) */
 } spmv_precond_options;
 
 /* Defaults for type t. */
@@ -65,9 +66,11 @@ typedef struct spmv_precond_info {
     double setup_ms;             /* host setup plus the copy to the device */
     size_t host_bytes, device_bytes;
     bool symmetric;
+    bool float32;                /* held in float32: "precision": "float32" on a GPU (amg, ic0, ilu0) */
     int32_t levels;              /* amg */
     double operator_complexity;  /* amg */
     int32_t coarse_rows;         /* amg */
+    double rho;                  /* chebyshev: the estimate of rho(D^-1 A) its interval is built on */
 } spmv_precond_info;
 
 /* Builds a preconditioner of square matrix a (the host CSR of either

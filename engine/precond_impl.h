@@ -12,6 +12,10 @@
 
 #include "precond.h"
 
+#ifdef __cplusplus
+extern "C" {
+#endif
+
 typedef struct precond_ops {
     int (*setup)(spmv_gpu_ctx *ctx, spmv_precond *p, const spmv_csr *a, spmv_error *err);
     int (*apply)(spmv_gpu_ctx *ctx, spmv_precond *p, const spmv_vec *r, spmv_vec *z, spmv_error *err);
@@ -28,10 +32,63 @@ struct spmv_precond {
     size_t host_bytes, device_bytes;
     int32_t levels, coarse_rows;  /* amg */
     double operator_complexity;   /* amg */
+    double rho;                   /* chebyshev */
     void *impl;
 };
 
 /* The ops of type t, or NULL when this build has none. */
 const precond_ops *precond_ops_of(spmv_precond_type t);
+
+/* The types with files of their own. */
+extern const precond_ops precond_block_jacobi_ops; /* precond_block.c */
+extern const precond_ops precond_chebyshev_ops;    /* precond_cheb.c */
+extern const precond_ops precond_ic0_ops;          /* precond_ilu.c */
+extern const precond_ops precond_ilu0_ops;         /* precond_ilu.c */
+
+/* Blocks of b rows (precond_block.c; jacobi's b is 1): *inv (a float64
+ * host vector, rows x b coefficients, row i's at i*b) stays on the host
+ * (ctx NULL) or moves to ctx's device, its bytes counted in p; then z_i =
+ * sum_c inv[i*b + c] r[i - i%b + c] in float64, r and z of either dtype. */
+int precond_rows_place(spmv_gpu_ctx *ctx, spmv_precond *p, spmv_vec *inv, spmv_error *err);
+int precond_rows_apply(spmv_gpu_ctx *ctx, const spmv_vec *inv, int32_t b, const spmv_vec *r, spmv_vec *z,
+                       spmv_error *err);
+
+/* A host preconditioner's float64 staging for float32 vectors: r in, z
+ * out, made on first use. */
+typedef struct precond_staging {
+    double *in, *out;
+} precond_staging;
+
+/* A float64 host apply f(arg, r, z) on host vectors r and z of either
+ * dtype: float32 ones go through s. */
+int precond_host_f64(const spmv_vec *r, spmv_vec *z, precond_staging *s,
+                     void (*f)(void *arg, const double *r, double *z), void *arg, spmv_error *err);
+void precond_staging_free(precond_staging *s);
+
+/* ----------------------------------------------------- their GPU halves
+ * (engine/gpu/precond.cu; without CUDA engine/gpu/absent.c answers
+ * SPMV_ERR_UNAVAILABLE). On ctx's thread, on its stream. */
+
+/* block_jacobi: z = blockdiag(A)^-1 r, inv (float64, rows x b values on
+ * ctx's device) holding row i's b coefficients at i*b; r and z either
+ * dtype. */
+int spmv_gpu_block_jacobi_apply(spmv_gpu_ctx *ctx, const spmv_vec *inv, int32_t b, const spmv_vec *r, spmv_vec *z,
+                                spmv_error *err);
+
+/* ic0 and ilu0 on a GPU: f (float64 host CSR, sorted columns, every
+ * diagonal present) is A's lower triangle (lower: the ic0 of it, L L^T) or
+ * A (ilu0: L U, L unit lower), factored by cuSPARSE in dtype; an apply is
+ * two cusparseSpSV triangular solves. A zero or (ic0) non-positive pivot
+ * is SPMV_ERR_INVALID naming its row. */
+typedef struct spmv_gpu_ilu spmv_gpu_ilu;
+int spmv_gpu_ilu_setup(spmv_gpu_ctx *ctx, const spmv_csr *f, bool lower, spmv_dtype dtype, spmv_gpu_ilu **out,
+                       spmv_error *err);
+int spmv_gpu_ilu_apply(spmv_gpu_ctx *ctx, spmv_gpu_ilu *g, const spmv_vec *r, spmv_vec *z, spmv_error *err);
+void spmv_gpu_ilu_free(spmv_gpu_ctx *ctx, spmv_gpu_ilu *g);
+size_t spmv_gpu_ilu_bytes(const spmv_gpu_ilu *g);
+
+#ifdef __cplusplus
+}
+#endif
 
 #endif

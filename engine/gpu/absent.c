@@ -8,6 +8,7 @@
 #include <string.h>
 
 #include "amg.h"
+#include "precond_impl.h"
 #include "spmv.h"
 
 #define UNUSED(x) (void)(x)
@@ -237,12 +238,23 @@ bool spmv_gpu_kernel_bound(const spmv_kernel *k)
     return false; /* no GPU backend in this build */
 }
 
-int spmv_gpu_amg_upload(spmv_gpu_ctx *ctx, const spmv_amg *h, spmv_gpu_amg **out, spmv_error *err)
+int spmv_gpu_amg_upload(spmv_gpu_ctx *ctx, const spmv_amg *h, spmv_dtype dtype, spmv_gpu_amg **out, spmv_error *err)
 {
     UNUSED(ctx);
     UNUSED(h);
+    UNUSED(dtype);
     *out = NULL;
     return spmv_error_set(err, SPMV_ERR_UNAVAILABLE, 0, "AMG on a GPU: %s", no_cuda);
+}
+
+int spmv_gpu_amg_upload_smoother(spmv_gpu_ctx *ctx, const spmv_amg_level *lv, int32_t degree, spmv_gpu_amg **out,
+                                 spmv_error *err)
+{
+    UNUSED(ctx);
+    UNUSED(lv);
+    UNUSED(degree);
+    *out = NULL;
+    return spmv_error_set(err, SPMV_ERR_UNAVAILABLE, 0, "a smoother on a GPU: %s", no_cuda);
 }
 
 void spmv_gpu_amg_free(spmv_gpu_ctx *ctx, spmv_gpu_amg *g)
@@ -264,4 +276,46 @@ int spmv_gpu_amg_vcycle(spmv_gpu_ctx *ctx, spmv_gpu_amg *g, const spmv_vec *r, s
     UNUSED(r);
     UNUSED(z);
     return spmv_error_set(err, SPMV_ERR_UNAVAILABLE, 0, "AMG on a GPU: %s", no_cuda);
+}
+
+int spmv_gpu_block_jacobi_apply(spmv_gpu_ctx *ctx, const spmv_vec *inv, int32_t b, const spmv_vec *r, spmv_vec *z,
+                                spmv_error *err)
+{
+    UNUSED(ctx);
+    UNUSED(inv);
+    UNUSED(b);
+    UNUSED(r);
+    UNUSED(z);
+    return spmv_error_set(err, SPMV_ERR_UNAVAILABLE, 0, "block_jacobi on a GPU: %s", no_cuda);
+}
+
+int spmv_gpu_ilu_setup(spmv_gpu_ctx *ctx, const spmv_csr *f, bool lower, spmv_dtype dtype, spmv_gpu_ilu **out,
+                       spmv_error *err)
+{
+    UNUSED(ctx);
+    UNUSED(f);
+    UNUSED(dtype);
+    *out = NULL;
+    return spmv_error_set(err, SPMV_ERR_UNAVAILABLE, 0, "%s on a GPU: %s", lower ? "ic0" : "ilu0", no_cuda);
+}
+
+int spmv_gpu_ilu_apply(spmv_gpu_ctx *ctx, spmv_gpu_ilu *g, const spmv_vec *r, spmv_vec *z, spmv_error *err)
+{
+    UNUSED(ctx);
+    UNUSED(g);
+    UNUSED(r);
+    UNUSED(z);
+    return spmv_error_set(err, SPMV_ERR_UNAVAILABLE, 0, "ic0/ilu0 on a GPU: %s", no_cuda);
+}
+
+void spmv_gpu_ilu_free(spmv_gpu_ctx *ctx, spmv_gpu_ilu *g)
+{
+    UNUSED(ctx);
+    UNUSED(g);
+}
+
+size_t spmv_gpu_ilu_bytes(const spmv_gpu_ilu *g)
+{
+    UNUSED(g);
+    return 0;
 }

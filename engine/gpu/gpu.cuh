@@ -452,6 +452,44 @@ void gpu_free_hyb(spmv_gpu_ctx *ctx, spmv_gpu_matrix *m);
 /* The padding ratio of format f as held (residency.cu). */
 double gpu_format_padding(const spmv_gpu_matrix *m, spmv_format f);
 
+/* ------------------------------- operators of solver objects (devcsr.cu) */
+
+/* Every array of a solver object (AMG hierarchy, preconditioner) is at
+ * least one byte, an empty one too: a pointer is NULL only when never
+ * allocated, and a free gives back what was taken (gpu_nz on both sides). */
+static inline size_t gpu_nz(size_t bytes) { return bytes ? bytes : 1; }
+/* gpu_ctx_alloc of gpu_nz(bytes), added to *count (the object's bytes). */
+int gpu_alloc_counted(spmv_gpu_ctx *ctx, void **p, size_t bytes, size_t *count, const char *what, spmv_error *err);
+/* n float64 host values to dst on the device as dtype (converted on the
+ * host); waits when it converted, so the staging can go. */
+int gpu_put_values(spmv_gpu_ctx *ctx, void *dst, const double *src, int64_t n, spmv_dtype dtype, spmv_error *err);
+/* out = in, n values converted from one dtype to the other (a copy when
+ * the same), on ctx's stream. */
+int gpu_cast(spmv_gpu_ctx *ctx, const void *in, spmv_dtype from, void *out, spmv_dtype to, int64_t n,
+             spmv_error *err);
+
+/* A CSR a solver object owns on the device (not a resident matrix: no
+ * formats, no eviction), float64 or float32, with its cuSPARSE descriptor
+ * and an SpMV buffer made on first use. */
+struct gpu_dcsr {
+    int32_t rows, cols;
+    int64_t nnz;
+    spmv_dtype dtype;
+    int32_t *row_ptr, *col;
+    void *val;
+    cusparseSpMatDescr_t descr;
+    void *buf;
+    size_t buf_bytes;
+};
+
+/* Copies float64 host CSR h (32-bit offsets) to d, values as dtype. */
+int gpu_dcsr_copy(spmv_gpu_ctx *ctx, const spmv_csr *h, spmv_dtype dtype, struct gpu_dcsr *d, size_t *count,
+                  spmv_error *err);
+/* y = alpha M x + beta y with cuSPARSE, x and y of M's dtype. */
+int gpu_dcsr_mv(spmv_gpu_ctx *ctx, struct gpu_dcsr *m, double alpha, const void *x, double beta, void *y,
+                size_t *count, spmv_error *err);
+void gpu_dcsr_free(spmv_gpu_ctx *ctx, struct gpu_dcsr *m);
+
 /* ------------------------------------------------------ device helpers */
 
 template <typename T> struct gpu_dtype_of;

@@ -1,7 +1,9 @@
 /* test_gpu_vectors.c — resident vectors on a GPU, BLAS-1 there, products
  * with resident operands (alpha, beta, k columns, Aᵀ) and the solvers on
  * the device (engine/gpu/blas.cu, engine/gpu/spmm.cu, engine/gpu/run.cu,
- * engine/krylov.c with device vectors).
+ * engine/krylov.c with device vectors), the AMG cycle and every
+ * preconditioner of engine/precond.h on the device (engine/gpu/amg.cu,
+ * engine/gpu/precond.cu), each against its host implementation.
  *
  * On a host without a GPU every case is skipped with spmv_gpu_count()'s
  * reason; the GPU host runs the binary from the bundle. Every device result
@@ -24,6 +26,7 @@
 
 #include "amg.h"
 #include "krylov.h"
+#include "precond.h"
 #include "spmv.h"
 #include "testutil.h"
 
@@ -363,8 +366,9 @@ static void test_solvers(void **state)
 }
 
 /* The device V-cycle against the host's (engine/amg.c, the reference) on
- * 2-D Poisson with both smoothers, in float64 and with float32 vectors,
- * z poisoned first; every byte back after the free. */
+ * 2-D Poisson with both smoothers, the hierarchy in float64 and in float32
+ * (issue 29's mixed precision), with float64 and float32 vectors, z
+ * poisoned first; every byte back after the free. */
 static void test_amg(void **state)
 {
     (void)state;
@@ -376,15 +380,16 @@ static void test_amg(void **state)
     assert_int_equal(spmv_gen(&g, &coo, &err), SPMV_OK);
     assert_int_equal(spmv_coo_to_csr(&coo, SPMV_FLOAT64, &a, &err), SPMV_OK);
     size_t u0 = used();
-    for (int s = 0; s < 2; s++) {
+    for (int s = 0; s < 4; s++) {
+        spmv_dtype ht = s / 2 ? SPMV_FLOAT32 : SPMV_FLOAT64; /* the hierarchy's */
         spmv_amg_options o;
         spmv_amg_defaults(&o);
-        o.smoother = s ? SPMV_AMG_JACOBI : SPMV_AMG_CHEBYSHEV;
+        o.smoother = s % 2 ? SPMV_AMG_JACOBI : SPMV_AMG_CHEBYSHEV;
         o.max_coarse = 80;
         spmv_amg *h;
         spmv_gpu_amg *dg;
         assert_int_equal(spmv_amg_setup(&a, &o, &h, &err), SPMV_OK);
-        assert_int_equal(spmv_gpu_amg_upload(TG.ctx, h, &dg, &err), SPMV_OK);
+        assert_int_equal(spmv_gpu_amg_upload(TG.ctx, h, ht, &dg, &err), SPMV_OK);
         assert_true(spmv_gpu_amg_bytes(dg) > 0);
         for (int d = 0; d < 2; d++) {
             spmv_dtype dt = d ? SPMV_FLOAT32 : SPMV_FLOAT64;
@@ -405,9 +410,10 @@ static void test_amg(void **state)
                 e = fmax(e, fabs(at(&hz, i) - z64[i]));
                 m = fmax(m, fabs(z64[i]));
             }
-            print_message("# GPU amg %s %s: %d levels, max |z - z_host| / max |z_host| = %.3g\n",
-                          s ? "jacobi" : "chebyshev", spmv_dtype_name(dt), h->nlevels, e / m);
-            assert_true(isfinite(e) && e <= (d ? 1e-5 : 1e-11) * m);
+            print_message("# GPU amg %s, %s hierarchy, %s vectors: %d levels, max |z - z_host| / max |z_host| = "
+                          "%.3g\n", s % 2 ? "jacobi" : "chebyshev", spmv_dtype_name(ht), spmv_dtype_name(dt),
+                          h->nlevels, e / m);
+            assert_true(isfinite(e) && e <= (s / 2 ? 1e-4 : d ? 1e-5 : 1e-11) * m);
             free(r64);
             free(z64);
             spmv_vec_free(NULL, &hr);
@@ -423,6 +429,213 @@ static void test_amg(void **state)
     spmv_csr_free(&a);
 }
 
+/* ------------------------------------------------------ preconditioners */
+
+/* The preconditioners of engine/precond.h to try on a GPU: every type, and
+ * the float32 ("precision": "float32") variants of amg, ic0 and ilu0. */
+typedef struct pc_case {
+    spmv_precond_type type;
+    bool float32;
+} pc_case;
+
+static const pc_case pc_cases[] = {
+    {SPMV_PRECOND_JACOBI, false}, {SPMV_PRECOND_BLOCK_JACOBI, false}, {SPMV_PRECOND_CHEBYSHEV, false},
+    {SPMV_PRECOND_AMG, false},    {SPMV_PRECOND_AMG, true},           {SPMV_PRECOND_IC0, false},
+    {SPMV_PRECOND_IC0, true},     {SPMV_PRECOND_ILU0, false},         {SPMV_PRECOND_ILU0, true},
+};
+#define NPC (sizeof pc_cases / sizeof *pc_cases)
+
+static void pc_options(const pc_case *c, spmv_precond_options *po)
+{
+    spmv_precond_defaults(po, c->type);
+    po->float32 = c->float32;
+    if (c->type == SPMV_PRECOND_BLOCK_JACOBI)
+        po->block_size = 4;
+    if (c->type == SPMV_PRECOND_CHEBYSHEV)
+        po->degree = 1 + (int32_t)tu_rng_range(&TG.rng, 0, 9);
+}
+
+/* 2-D Poisson of an even side scaled to S A S (S random, positive): SPD,
+ * a diagonal that varies, rows a multiple of 4. */
+static void scaled_poisson(int64_t side, spmv_csr *a)
+{
+    spmv_error err = {0};
+    spmv_gen_spec g = {SPMV_GEN_POISSON2D, side, 5, 0, 1};
+    spmv_coo coo;
+    assert_int_equal(spmv_gen(&g, &coo, &err), SPMV_OK);
+    assert_int_equal(spmv_coo_to_csr(&coo, SPMV_FLOAT64, a, &err), SPMV_OK);
+    spmv_coo_free(&coo);
+    double *s = malloc((size_t)a->rows * 8);
+    for (int32_t i = 0; i < a->rows; i++)
+        s[i] = 0.5 + tu_rng_uniform(&TG.rng);
+    for (int32_t i = 0; i < a->rows; i++)
+        for (int32_t p = a->row_ptr[i]; p < a->row_ptr[i + 1]; p++)
+            ((double *)a->val)[p] *= s[i] * s[a->col[p]];
+    free(s);
+}
+
+/* Every preconditioner's GPU apply against its host apply on the same r
+ * (float64 and float32 vectors, z poisoned); its device bytes reported and
+ * all given back after the free. */
+static void test_precond_apply(void **state)
+{
+    (void)state;
+    TU_NEED_GPU();
+    spmv_error err = {0};
+    spmv_csr a;
+    scaled_poisson(100 + 2 * tu_rng_range(&TG.rng, 0, 20), &a);
+    size_t u0 = used();
+    for (size_t c = 0; c < NPC; c++) {
+        spmv_precond_options po;
+        pc_options(&pc_cases[c], &po);
+        spmv_precond *hp, *dp;
+        assert_int_equal(spmv_precond_setup(NULL, &a, &po, &hp, &err), SPMV_OK);
+        if (spmv_precond_setup(TG.ctx, &a, &po, &dp, &err) != SPMV_OK)
+            fail_msg("GPU %s setup: %s", spmv_precond_type_name(po.type), err.message);
+        spmv_precond_info info;
+        spmv_precond_info_of(dp, &info);
+        assert_true(info.device == SPMV_DEVICE_GPU && info.device_bytes > 0 && info.host_bytes == 0);
+        assert_int_equal(info.float32, po.float32);
+        for (int d = 0; d < 2; d++) {
+            spmv_dtype dt = d ? SPMV_FLOAT32 : SPMV_FLOAT64;
+            spmv_vec hr, hz, dr, dz, back;
+            host_random(dt, a.rows, 1, &hr);
+            host_random(dt, a.rows, 1, &hz);
+            tu_poison(hz.data, dt, a.rows);
+            to_device(&hr, &dr);
+            assert_int_equal(spmv_vec_alloc(TG.ctx, SPMV_DEVICE_GPU, dt, a.rows, 1, &dz, &err), SPMV_OK);
+            assert_int_equal(spmv_vec_fill(TG.ctx, &dz, NAN, &err), SPMV_OK);
+            assert_int_equal(spmv_precond_apply(NULL, hp, &hr, &hz, &err), SPMV_OK);
+            if (spmv_precond_apply(TG.ctx, dp, &dr, &dz, &err) != SPMV_OK)
+                fail_msg("GPU %s apply: %s", spmv_precond_type_name(po.type), err.message);
+            read_back(&dz, &back);
+            double e = rel(&back, &hz), tol = po.float32 ? 1e-3 : d ? 1e-5 : 1e-10;
+            print_message("# GPU %s%s (%zu bytes), %s vectors: max |z - z_host| / max |z_host| = %.3g\n",
+                          spmv_precond_type_name(po.type), po.float32 ? " float32" : "", info.device_bytes,
+                          spmv_dtype_name(dt), e);
+            assert_true(e <= tol);
+            spmv_vec_free(NULL, &hr);
+            spmv_vec_free(NULL, &hz);
+            spmv_vec_free(NULL, &back);
+            spmv_vec_free(TG.ctx, &dr);
+            spmv_vec_free(TG.ctx, &dz);
+        }
+        spmv_precond_free(NULL, hp);
+        spmv_precond_free(TG.ctx, dp);
+        assert_int_equal(used(), u0);
+    }
+    spmv_csr_free(&a);
+}
+
+/* Iterations of a float64 GPU solve of A x = b by `method` with the
+ * preconditioner of case c, the residual checked on the host. */
+static int32_t gpu_solve(const spmv_csr *a, spmv_gpu_matrix *gm, const spmv_vec *hb, const spmv_vec *db,
+                         spmv_solve_method method, const pc_case *c)
+{
+    spmv_error err = {0};
+    spmv_precond_options po;
+    pc_options(c, &po);
+    spmv_precond *p;
+    assert_int_equal(spmv_precond_setup(TG.ctx, a, &po, &p, &err), SPMV_OK);
+    spmv_precond_binding bind = {TG.ctx, p};
+    gop op = {gm, spmv_kernel_find("cusparse.csr")};
+    spmv_linop l = {a->rows, a->cols, &op, gop_apply};
+    spmv_vec dx, hx;
+    assert_int_equal(spmv_vec_alloc(TG.ctx, SPMV_DEVICE_GPU, SPMV_FLOAT64, a->rows, 1, &dx, &err), SPMV_OK);
+    assert_int_equal(spmv_vec_fill(TG.ctx, &dx, 0, &err), SPMV_OK);
+    spmv_solve_options o = {.method = method, .tol = 1e-8, .maxit = 5000, .precond = spmv_precond_apply_cb,
+                            .precond_ctx = &bind};
+    spmv_solve_result r;
+    assert_int_equal(spmv_solve(TG.ctx, &l, db, &dx, &o, &r, &err), SPMV_OK);
+    read_back(&dx, &hx);
+    double *ax = malloc(sizeof(double) * (size_t)a->rows), num = 0, den = 0;
+    spmv_reference(a, hx.data, ax);
+    for (int32_t i = 0; i < a->rows; i++) {
+        num += (at(hb, i) - ax[i]) * (at(hb, i) - ax[i]);
+        den += at(hb, i) * at(hb, i);
+    }
+    free(ax);
+    print_message("# GPU %s + %s%s: %s, %d iterations, relres %.3g (host %.3g), %.1f ms\n",
+                  spmv_solve_method_name(method), spmv_precond_type_name(po.type), po.float32 ? " float32" : "",
+                  spmv_solve_stop_name(r.stop), r.iterations, r.relres, sqrt(num / den), r.total_ms);
+    assert_int_equal(r.stop, SPMV_STOP_CONVERGED);
+    assert_true(sqrt(num / den) <= 1.01e-8);
+    int32_t it = r.iterations;
+    spmv_solve_result_free(&r);
+    spmv_vec_free(NULL, &hx);
+    spmv_vec_free(TG.ctx, &dx);
+    spmv_precond_free(TG.ctx, p);
+    return it;
+}
+
+/* A float64 GPU CG with every symmetric preconditioner converges to 1e-8;
+ * a float32 AMG hierarchy needs at most 3 iterations more than a float64
+ * one; ilu0 (not symmetric) under BiCGSTAB. */
+static void test_precond_solve(void **state)
+{
+    (void)state;
+    TU_NEED_GPU();
+    spmv_error err = {0};
+    spmv_csr a;
+    scaled_poisson(200 + 2 * tu_rng_range(&TG.rng, 0, 20), &a);
+    size_t u0 = used();
+    spmv_coo coo;
+    assert_int_equal(spmv_csr_to_coo(&a, &coo, &err), SPMV_OK);
+    spmv_gpu_matrix *gm;
+    spmv_gpu_upload_stats us;
+    assert_int_equal(spmv_gpu_matrix_upload(TG.ctx, &coo, SPMV_FLOAT64, SPMV_FMT_CSR, 32, &gm, &us, &err), SPMV_OK);
+    spmv_vec hb, db;
+    host_random(SPMV_FLOAT64, a.rows, 1, &hb);
+    to_device(&hb, &db);
+    int32_t its[NPC];
+    for (size_t c = 0; c < NPC; c++) {
+        bool sym = pc_cases[c].type != SPMV_PRECOND_ILU0;
+        its[c] = gpu_solve(&a, gm, &hb, &db, sym ? SPMV_SOLVE_CG : SPMV_SOLVE_BICGSTAB, &pc_cases[c]);
+    }
+    assert_true(its[4] <= its[3] + 3); /* amg float32 against amg float64 */
+    spmv_vec_free(TG.ctx, &db);
+    spmv_vec_free(NULL, &hb);
+    spmv_gpu_matrix_free(TG.ctx, gm);
+    spmv_coo_free(&coo);
+    spmv_csr_free(&a);
+    assert_int_equal(used(), u0);
+}
+
+/* cuSPARSE's zero pivot, and a singular block, refused on the GPU as on
+ * the host, naming the row; nothing left on the device. */
+static void test_precond_refusals(void **state)
+{
+    (void)state;
+    TU_NEED_GPU();
+    spmv_error err = {0};
+    spmv_csr a;
+    scaled_poisson(20, &a);
+    size_t u0 = used();
+    int32_t k = (int32_t)tu_rng_range(&TG.rng, 1, a.rows - 2);
+    for (int32_t i = 0; i < a.rows; i++) /* row and column k zero, kept in the pattern */
+        for (int32_t p = a.row_ptr[i]; p < a.row_ptr[i + 1]; p++)
+            if (i == k || a.col[p] == k)
+                ((double *)a.val)[p] = 0.0;
+    char want[64];
+    snprintf(want, sizeof want, "pivot at row %d", k);
+    for (size_t c = 0; c < NPC; c++) {
+        spmv_precond_type t = pc_cases[c].type;
+        if (t != SPMV_PRECOND_IC0 && t != SPMV_PRECOND_ILU0 && t != SPMV_PRECOND_BLOCK_JACOBI)
+            continue;
+        spmv_precond_options po;
+        pc_options(&pc_cases[c], &po);
+        spmv_precond *p = NULL;
+        assert_int_equal(spmv_precond_setup(TG.ctx, &a, &po, &p, &err), SPMV_ERR_INVALID);
+        assert_null(p);
+        print_message("# GPU %s%s refused: %s\n", spmv_precond_type_name(t), po.float32 ? " float32" : "",
+                      err.message);
+        if (t != SPMV_PRECOND_BLOCK_JACOBI)
+            assert_non_null(strstr(err.message, want));
+        assert_int_equal(used(), u0);
+    }
+    spmv_csr_free(&a);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -431,6 +644,9 @@ int main(void)
         cmocka_unit_test(test_apply),
         cmocka_unit_test(test_solvers),
         cmocka_unit_test(test_amg),
+        cmocka_unit_test(test_precond_apply),
+        cmocka_unit_test(test_precond_solve),
+        cmocka_unit_test(test_precond_refusals),
     };
     return tu_gpu_run("gpu_vectors", tests);
 }

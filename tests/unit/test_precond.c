@@ -1,14 +1,23 @@
-/* test_precond.c — the preconditioner objects (engine/precond.c) under the
- * Krylov solvers (engine/krylov.c), on the host.
+/* test_precond.c — the preconditioner objects (engine/precond.c and
+ * engine/precond_*.c) under the Krylov solvers (engine/krylov.c), on the
+ * host.
  *
  * Each type is built on a generated 2-D Poisson matrix (SPD) and used by
- * CG, BiCGSTAB and GMRES through spmv_solve_options.precond; the answer is
- * checked by its true residual ||b - Ax|| / ||b|| computed here, and AMG
- * must need fewer iterations than Jacobi, which needs fewer than none.
- * Jacobi through the object is the same iteration as the solver's own
- * inv_diag. The refusals: an unknown type name, a vector of the wrong
- * length or device, a non-square matrix. Inputs drawn afresh (seed
- * printed).
+ * CG (the symmetric types), BiCGSTAB and GMRES through
+ * spmv_solve_options.precond; the answer is checked by its true residual
+ * ||b - Ax|| / ||b|| computed here. The ones that should help must need
+ * fewer iterations than Jacobi (which needs no more than none): AMG, ic0,
+ * ilu0 and chebyshev. ilu0 also on a non-symmetric convection-diffusion
+ * matrix built here. Each type's apply is checked against an independent
+ * computation in this file: block_jacobi's z multiplied by the block
+ * diagonal gives r back; chebyshev's residual D^-1 (r - A z) is the
+ * Chebyshev residual polynomial R_m(D^-1 A) D^-1 r evaluated by the
+ * three-term recurrence; ic0's and ilu0's z solve L L^T z = r and L U z = r
+ * with L and U from dense factorisations written here. Every type takes
+ * both dtypes of vectors on a matrix of either dtype. The refusals: an
+ * unknown type name, a vector of the wrong length, a block_size or degree
+ * out of range, a singular block, a zero pivot. Inputs drawn afresh (seed
+ * printed), outputs poisoned before each apply.
  */
 #include <math.h>
 #include <setjmp.h>
@@ -41,15 +50,58 @@ static int apply(void *c, const spmv_vec *x, spmv_vec *y, double *ms, spmv_error
     return rc;
 }
 
+static void build(spmv_coo *coo, spmv_dtype dt, spmv_matrix *m)
+{
+    spmv_error err = {0};
+    memset(m, 0, sizeof *m);
+    assert_int_equal(spmv_matrix_build(coo, dt, SPMV_FMT_CSR, 32, 0, m, &err), SPMV_OK);
+    spmv_coo_free(coo);
+}
+
 static void poisson(int64_t side, spmv_dtype dt, spmv_matrix *m)
 {
     spmv_gen_spec g = {SPMV_GEN_POISSON2D, side, 5, 0, 1};
     spmv_coo coo;
     spmv_error err = {0};
-    memset(m, 0, sizeof *m);
     assert_int_equal(spmv_gen(&g, &coo, &err), SPMV_OK);
-    assert_int_equal(spmv_matrix_build(&coo, dt, SPMV_FMT_CSR, 32, 0, m, &err), SPMV_OK);
-    spmv_coo_free(&coo);
+    build(&coo, dt, m);
+}
+
+/* -div grad u + c (u_x + u_y) on a side x side grid, first-order upwind:
+ * non-symmetric, diagonally dominant. */
+static void convection_diffusion(int32_t side, double c, spmv_dtype dt, spmv_matrix *m)
+{
+    int32_t n = side * side;
+    spmv_coo coo;
+    spmv_error err = {0};
+    assert_int_equal(spmv_coo_alloc(&coo, n, n, (int64_t)n * 5, SPMV_FLOAT64, &err), SPMV_OK);
+    int64_t e = 0;
+    for (int32_t y = 0; y < side; y++)
+        for (int32_t x = 0; x < side; x++) {
+            int32_t i = y * side + x;
+            int32_t nb[4] = {y > 0 ? i - side : -1, x > 0 ? i - 1 : -1, x + 1 < side ? i + 1 : -1,
+                             y + 1 < side ? i + side : -1};
+            double w[4] = {-1.0 - c, -1.0 - c, -1.0, -1.0}; /* upwind: the flow comes from -x and -y */
+            for (int k = 0; k < 5; k++) {
+                int32_t j = k < 2 ? nb[k] : k == 2 ? i : nb[k - 1];
+                if (j < 0)
+                    continue;
+                coo.row[e] = i;
+                coo.col[e] = j;
+                ((double *)coo.val)[e++] = k == 2 ? 4.0 + 2.0 * c : w[k < 2 ? k : k - 1];
+            }
+        }
+    coo.nnz = e;
+    build(&coo, dt, m);
+}
+
+static const char *name_of(const spmv_precond *p)
+{
+    spmv_precond_info info;
+    if (!p)
+        return "none";
+    spmv_precond_info_of(p, &info);
+    return spmv_precond_type_name(info.type);
 }
 
 /* Iterations of `method` preconditioned by p (NULL: none), after checking
@@ -77,13 +129,55 @@ static int32_t solve(op_ctx *o, spmv_solve_method method, spmv_precond *p, const
     assert_int_equal(spmv_vec_axpby(NULL, 1.0, b, -1.0, &r, &err), SPMV_OK);
     assert_int_equal(spmv_vec_nrm2(NULL, &r, &rn, &err), SPMV_OK);
     assert_int_equal(spmv_vec_nrm2(NULL, b, &bn, &err), SPMV_OK);
-    assert_int_equal(res.stop, SPMV_STOP_CONVERGED);
+    if (res.stop != SPMV_STOP_CONVERGED)
+        fail_msg("%s with %s: %s", spmv_solve_method_name(method), name_of(p), res.detail);
     assert_true(rn <= tol * bn * 1.01);
     int32_t it = res.iterations;
     spmv_solve_result_free(&res);
     spmv_vec_free(NULL, &x);
     spmv_vec_free(NULL, &r);
     return it;
+}
+
+static spmv_precond *setup(const spmv_csr *a, spmv_precond_type t, int32_t block_size)
+{
+    spmv_error err = {0};
+    spmv_precond *p = NULL;
+    spmv_precond_options po;
+    spmv_precond_defaults(&po, t);
+    po.block_size = block_size;
+    if (spmv_precond_setup(NULL, a, &po, &p, &err) != SPMV_OK)
+        fail_msg("%s setup: %s", spmv_precond_type_name(t), err.message);
+    return p;
+}
+
+#define NTYPES SPMV_PRECOND_COUNT
+
+/* Iterations of every type (its[type]; -1: not run) with `method`. */
+static void iterations(op_ctx *o, spmv_solve_method method, const spmv_vec *b, double tol, int32_t *its)
+{
+    char line[256];
+    int at = snprintf(line, sizeof line, "# %s %s %d rows:", spmv_dtype_name(b->dtype),
+                      spmv_solve_method_name(method), o->m.rows);
+    for (int t = 0; t < NTYPES; t++) {
+        its[t] = -1;
+        spmv_precond *p = t ? setup(&o->m.csr, (spmv_precond_type)t, t == SPMV_PRECOND_BLOCK_JACOBI ? 4 : 1) : NULL;
+        if (p) {
+            spmv_precond_info info;
+            spmv_precond_info_of(p, &info);
+            assert_int_equal(info.symmetric, t != SPMV_PRECOND_ILU0);
+            assert_true(info.host_bytes > 0 && info.device_bytes == 0 && info.device == SPMV_DEVICE_CPU);
+            if (method == SPMV_SOLVE_CG && !info.symmetric) {
+                spmv_precond_free(NULL, p);
+                continue;
+            }
+        }
+        its[t] = solve(o, method, p, b, tol);
+        spmv_precond_free(NULL, p);
+        at += snprintf(line + at, sizeof line - (size_t)at, " %s %d", spmv_precond_type_name((spmv_precond_type)t),
+                       its[t]);
+    }
+    print_message("%s\n", line);
 }
 
 static void test_types_converge(void **state)
@@ -93,30 +187,394 @@ static void test_types_converge(void **state)
         spmv_dtype dt = d ? SPMV_FLOAT32 : SPMV_FLOAT64;
         double tol = d ? 1e-5 : 1e-9;
         op_ctx o;
-        poisson(60 + tu_rng_range(&rng, 0, 20), dt, &o.m);
+        poisson(40 + 2 * tu_rng_range(&rng, 0, 8), dt, &o.m); /* an even side: block_size 4 divides the rows */
         spmv_error err = {0};
         spmv_vec b;
         assert_int_equal(spmv_vec_alloc(NULL, SPMV_DEVICE_CPU, dt, o.m.rows, 1, &b, &err), SPMV_OK);
         tu_random_vector(&rng, dt, o.m.rows, b.data);
         for (int method = 0; method < 3; method++) {
-            int32_t its[3];
-            for (int t = 0; t < 3; t++) {
-                spmv_precond *p = NULL;
-                spmv_precond_options po;
-                spmv_precond_type type = t == 0 ? SPMV_PRECOND_NONE : t == 1 ? SPMV_PRECOND_JACOBI : SPMV_PRECOND_AMG;
-                spmv_precond_defaults(&po, type);
-                if (t)
-                    assert_int_equal(spmv_precond_setup(NULL, &o.m.csr, &po, &p, &err), SPMV_OK);
-                its[t] = solve(&o, (spmv_solve_method)method, p, &b, tol);
-                spmv_precond_free(NULL, p);
-            }
-            print_message("# %s %s: none %d, jacobi %d, amg %d iterations\n", spmv_dtype_name(dt),
-                          spmv_solve_method_name((spmv_solve_method)method), its[0], its[1], its[2]);
-            assert_true(its[2] < its[1] && its[1] <= its[0]);
+            int32_t its[NTYPES];
+            iterations(&o, (spmv_solve_method)method, &b, tol, its);
+            int32_t jac = its[SPMV_PRECOND_JACOBI];
+            assert_true(jac <= its[SPMV_PRECOND_NONE]);
+            assert_true(its[SPMV_PRECOND_AMG] < jac && its[SPMV_PRECOND_IC0] < jac &&
+                        its[SPMV_PRECOND_CHEBYSHEV] < jac);
+            assert_true(method == SPMV_SOLVE_CG ? its[SPMV_PRECOND_ILU0] == -1 : its[SPMV_PRECOND_ILU0] < jac);
+            if (method == SPMV_SOLVE_CG) /* the blocks hold each row's x neighbours: some help */
+                assert_true(its[SPMV_PRECOND_BLOCK_JACOBI] < jac);
         }
         spmv_vec_free(NULL, &b);
         spmv_matrix_free(&o.m);
     }
+}
+
+/* ilu0 (and block_jacobi) under BiCGSTAB and GMRES on convection-diffusion. */
+static void test_nonsymmetric(void **state)
+{
+    (void)state;
+    op_ctx o;
+    double c = 0.5 + 2.0 * tu_rng_uniform(&rng);
+    convection_diffusion(30 + 2 * (int32_t)tu_rng_range(&rng, 0, 10), c, SPMV_FLOAT64, &o.m);
+    spmv_error err = {0};
+    spmv_vec b;
+    assert_int_equal(spmv_vec_alloc(NULL, SPMV_DEVICE_CPU, SPMV_FLOAT64, o.m.rows, 1, &b, &err), SPMV_OK);
+    tu_random_vector(&rng, SPMV_FLOAT64, o.m.rows, b.data);
+    for (int method = 1; method < 3; method++) {
+        int32_t none = solve(&o, (spmv_solve_method)method, NULL, &b, 1e-9);
+        spmv_precond *j = setup(&o.m.csr, SPMV_PRECOND_JACOBI, 1), *ilu = setup(&o.m.csr, SPMV_PRECOND_ILU0, 1),
+                     *bj = setup(&o.m.csr, SPMV_PRECOND_BLOCK_JACOBI, 2);
+        int32_t jac = solve(&o, (spmv_solve_method)method, j, &b, 1e-9);
+        int32_t il = solve(&o, (spmv_solve_method)method, ilu, &b, 1e-9);
+        int32_t bl = solve(&o, (spmv_solve_method)method, bj, &b, 1e-9);
+        print_message("# convection-diffusion c=%.2f %d rows %s: none %d, jacobi %d, block_jacobi %d, ilu0 %d\n", c,
+                      o.m.rows, spmv_solve_method_name((spmv_solve_method)method), none, jac, bl, il);
+        assert_true(il < jac && il < none);
+        spmv_precond_free(NULL, j);
+        spmv_precond_free(NULL, ilu);
+        spmv_precond_free(NULL, bj);
+    }
+    spmv_vec_free(NULL, &b);
+    spmv_matrix_free(&o.m);
+}
+
+/* ------------------------------------------- applies, checked independently */
+
+/* z = M^-1 r for random r of dtype dt (z poisoned first); r and z in float64 into r64, z64. */
+static void apply_random(spmv_precond *p, int32_t n, spmv_dtype dt, double *r64, double *z64)
+{
+    spmv_error err = {0};
+    spmv_vec r, z;
+    assert_int_equal(spmv_vec_alloc(NULL, SPMV_DEVICE_CPU, dt, n, 1, &r, &err), SPMV_OK);
+    assert_int_equal(spmv_vec_alloc(NULL, SPMV_DEVICE_CPU, dt, n, 1, &z, &err), SPMV_OK);
+    tu_random_vector(&rng, dt, n, r.data);
+    tu_poison(z.data, dt, n);
+    if (spmv_precond_apply(NULL, p, &r, &z, &err) != SPMV_OK)
+        fail_msg("%s apply: %s", name_of(p), err.message);
+    tu_vector_convert(r.data, dt, r64, SPMV_FLOAT64, n);
+    tu_vector_convert(z.data, dt, z64, SPMV_FLOAT64, n);
+    spmv_vec_free(NULL, &r);
+    spmv_vec_free(NULL, &z);
+}
+
+/* max |x - y| / max |y| */
+static double max_rel(const double *x, const double *y, int32_t n)
+{
+    double e = 0, s = 1e-300;
+    for (int32_t i = 0; i < n; i++) {
+        e = isnan(x[i]) ? INFINITY : fmax(e, fabs(x[i] - y[i]));
+        s = fmax(s, fabs(y[i]));
+    }
+    return e / s;
+}
+
+/* a's values scaled by (1 + 0.5 u) each, u in [-1, 1): a non-symmetric
+ * matrix on Poisson's pattern, still diagonally dominant enough. */
+static void perturb(spmv_csr *a)
+{
+    for (int32_t i = 0; i < a->rows; i++)
+        for (int32_t p = a->row_ptr[i]; p < a->row_ptr[i + 1]; p++)
+            if (a->col[p] != i)
+                ((double *)a->val)[p] *= 1.0 + 0.5 * tu_rng_value(&rng);
+}
+
+static void test_block_jacobi_apply(void **state)
+{
+    (void)state;
+    int32_t b = (int32_t)tu_rng_range(&rng, 1, 8);
+    op_ctx o;
+    poisson(b * (3 + tu_rng_range(&rng, 0, 4)), SPMV_FLOAT64, &o.m);
+    perturb(&o.m.csr);
+    int32_t n = o.m.rows;
+    spmv_precond *p = setup(&o.m.csr, SPMV_PRECOND_BLOCK_JACOBI, b);
+    double *r = malloc((size_t)n * 8), *z = malloc((size_t)n * 8), *y = malloc((size_t)n * 8);
+    for (int d = 0; d < 2; d++) {
+        apply_random(p, n, d ? SPMV_FLOAT32 : SPMV_FLOAT64, r, z);
+        for (int32_t i = 0; i < n; i++) { /* y = blockdiag(A) z */
+            y[i] = 0;
+            for (int32_t q = o.m.csr.row_ptr[i]; q < o.m.csr.row_ptr[i + 1]; q++)
+                if (o.m.csr.col[q] / b == i / b)
+                    y[i] += ((double *)o.m.csr.val)[q] * z[o.m.csr.col[q]];
+        }
+        double e = max_rel(y, r, n);
+        print_message("# block_jacobi b=%d %d rows %s: max |B z - r| / max |r| = %.3g\n", b, n, d ? "float32" : "float64",
+                      e);
+        assert_true(e <= (d ? 1e-5 : 1e-12));
+    }
+    free(r);
+    free(z);
+    free(y);
+    spmv_precond_free(NULL, p);
+    spmv_matrix_free(&o.m);
+}
+
+/* D^-1 (r - A z) against R_m(M) D^-1 r, M = D^-1 A and R_m(t) =
+ * T_m((theta - t) / delta) / T_m(theta / delta) on [rho/30, 1.1 rho]: the
+ * residual polynomial of the Chebyshev iteration from zero, by the
+ * three-term recurrence of T_m. */
+static void test_chebyshev_apply(void **state)
+{
+    (void)state;
+    op_ctx o;
+    poisson(10 + tu_rng_range(&rng, 0, 20), SPMV_FLOAT64, &o.m);
+    const spmv_csr *a = &o.m.csr;
+    int32_t n = a->rows;
+    double *r = malloc((size_t)n * 8), *z = malloc((size_t)n * 8), *u = malloc((size_t)n * 8),
+           *t0 = malloc((size_t)n * 8), *t1 = malloc((size_t)n * 8), *t2 = malloc((size_t)n * 8),
+           *dinv = malloc((size_t)n * 8), *got = malloc((size_t)n * 8);
+    for (int32_t i = 0; i < n; i++) /* a random positive diagonal scaling: D is not a multiple of I */
+        for (int32_t q = a->row_ptr[i]; q < a->row_ptr[i + 1]; q++)
+            if (a->col[q] == i)
+                ((double *)a->val)[q] *= 1.0 + tu_rng_uniform(&rng);
+    assert_int_equal(spmv_csr_inv_diag(a, dinv, &(spmv_error){0}), SPMV_OK);
+    for (int32_t degree = 1; degree <= 10; degree++) {
+        spmv_precond_options po;
+        spmv_precond *p = NULL;
+        spmv_error err = {0};
+        spmv_precond_defaults(&po, SPMV_PRECOND_CHEBYSHEV);
+        po.degree = degree;
+        assert_int_equal(spmv_precond_setup(NULL, a, &po, &p, &err), SPMV_OK);
+        spmv_precond_info info;
+        spmv_precond_info_of(p, &info);
+        double hi = 1.1 * info.rho, lo = info.rho / 30, theta = (hi + lo) / 2, delta = (hi - lo) / 2;
+        int d = degree % 2; /* both dtypes of vectors over the degrees */
+        apply_random(p, n, d ? SPMV_FLOAT32 : SPMV_FLOAT64, r, z);
+        for (int32_t i = 0; i < n; i++) {
+            double az = 0;
+            for (int32_t q = a->row_ptr[i]; q < a->row_ptr[i + 1]; q++)
+                az += ((double *)a->val)[q] * z[a->col[q]];
+            got[i] = dinv[i] * (r[i] - az);
+            u[i] = t0[i] = dinv[i] * r[i];
+        }
+        /* t1 = X t0, X = (theta I - M) / delta; T_{j+1} = 2 X T_j - T_{j-1} */
+        double s0 = 1, s1 = theta / delta, sigma = theta / delta;
+        for (int32_t j = 0; j < degree; j++) {
+            for (int32_t i = 0; i < n; i++) {
+                double mt = 0;
+                for (int32_t q = a->row_ptr[i]; q < a->row_ptr[i + 1]; q++)
+                    mt += ((double *)a->val)[q] * (j ? t1 : t0)[a->col[q]];
+                double xt = (theta * (j ? t1 : t0)[i] - dinv[i] * mt) / delta;
+                t2[i] = j ? 2 * xt - t0[i] : xt;
+            }
+            if (j) {
+                double s2 = 2 * sigma * s1 - s0;
+                s0 = s1;
+                s1 = s2;
+                memcpy(t0, t1, (size_t)n * 8);
+            }
+            memcpy(t1, t2, (size_t)n * 8);
+        }
+        double e = 0, un = 0;
+        for (int32_t i = 0; i < n; i++) {
+            e = isnan(got[i]) ? INFINITY : fmax(e, fabs(got[i] - t1[i] / s1));
+            un = fmax(un, fabs(u[i]));
+        }
+        print_message("# chebyshev degree %d rho %.4f %s: max |D^-1(r - Az) - R(M) D^-1 r| / max |D^-1 r| = %.3g\n",
+                      degree, info.rho, d ? "float32" : "float64", e / un);
+        assert_true(e <= (d ? 1e-5 : 1e-12) * un);
+        spmv_precond_free(NULL, p);
+    }
+    free(r), free(z), free(u), free(t0), free(t1), free(t2), free(dinv), free(got);
+    spmv_matrix_free(&o.m);
+}
+
+/* a as a dense n x n matrix, with its pattern. */
+static void dense_of(const spmv_csr *a, double *m, char *mask)
+{
+    int32_t n = a->rows;
+    memset(m, 0, (size_t)n * n * 8);
+    memset(mask, 0, (size_t)n * n);
+    for (int32_t i = 0; i < n; i++)
+        for (int32_t q = a->row_ptr[i]; q < a->row_ptr[i + 1]; q++) {
+            m[(size_t)i * n + a->col[q]] = ((double *)a->val)[q];
+            mask[(size_t)i * n + a->col[q]] = 1;
+        }
+}
+
+/* IC(0) by columns on the dense matrix (left-looking Cholesky kept to the
+ * pattern): L in the lower triangle of m. */
+static void dense_ic0(double *m, const char *mask, int32_t n)
+{
+    for (int32_t j = 0; j < n; j++) {
+        double d = m[(size_t)j * n + j];
+        for (int32_t k = 0; k < j; k++)
+            d -= m[(size_t)j * n + k] * m[(size_t)j * n + k];
+        assert_true(d > 0);
+        m[(size_t)j * n + j] = sqrt(d);
+        for (int32_t i = j + 1; i < n; i++) {
+            if (!mask[(size_t)i * n + j])
+                continue;
+            double s = m[(size_t)i * n + j];
+            for (int32_t k = 0; k < j; k++)
+                s -= m[(size_t)i * n + k] * m[(size_t)j * n + k];
+            m[(size_t)i * n + j] = s / m[(size_t)j * n + j];
+        }
+    }
+}
+
+/* ILU(0), KIJ order (right-looking Gaussian elimination kept to the
+ * pattern): L (unit) below the diagonal of m, U on and above it. */
+static void dense_ilu0(double *m, const char *mask, int32_t n)
+{
+    for (int32_t k = 0; k < n; k++)
+        for (int32_t i = k + 1; i < n; i++) {
+            if (!mask[(size_t)i * n + k])
+                continue;
+            double l = m[(size_t)i * n + k] /= m[(size_t)k * n + k];
+            for (int32_t j = k + 1; j < n; j++)
+                if (mask[(size_t)i * n + j])
+                    m[(size_t)i * n + j] -= l * m[(size_t)k * n + j];
+        }
+}
+
+/* y = L L^T z (lower) or L U z from the dense factors in m. */
+static void dense_product(const double *m, int32_t n, bool lower, const double *z, double *y)
+{
+    double *t = malloc((size_t)n * 8);
+    for (int32_t i = 0; i < n; i++) { /* t = L^T z or U z */
+        double s = 0;
+        for (int32_t j = i; j < n; j++)
+            s += (lower ? m[(size_t)j * n + i] : m[(size_t)i * n + j]) * z[j];
+        t[i] = s;
+    }
+    for (int32_t i = 0; i < n; i++) { /* y = L t */
+        double s = lower ? 0 : t[i];
+        for (int32_t j = 0; j < i + lower; j++)
+            s += m[(size_t)i * n + j] * t[j];
+        y[i] = s;
+    }
+    free(t);
+}
+
+static void test_factor_apply(void **state)
+{
+    (void)state;
+    for (int lower = 0; lower < 2; lower++) {
+        op_ctx o;
+        poisson(6 + tu_rng_range(&rng, 0, 8), SPMV_FLOAT64, &o.m);
+        spmv_csr *a = &o.m.csr;
+        int32_t n = a->rows;
+        if (lower) /* S A S with a random positive S: still SPD, no longer a constant diagonal */
+            for (int32_t i = 0, k = 0; i < n; i++, k = 0)
+                for (int32_t q = a->row_ptr[i]; q < a->row_ptr[i + 1]; q++, k++)
+                    ((double *)a->val)[q] *= (1.5 + sin(1.0 + i)) * (1.5 + sin(1.0 + a->col[q]));
+        else
+            perturb(a);
+        double *m = malloc((size_t)n * n * 8), *r = malloc((size_t)n * 8), *z = malloc((size_t)n * 8),
+               *y = malloc((size_t)n * 8);
+        char *mask = malloc((size_t)n * n);
+        dense_of(a, m, mask);
+        if (lower)
+            dense_ic0(m, mask, n);
+        else
+            dense_ilu0(m, mask, n);
+        spmv_precond *p = setup(a, lower ? SPMV_PRECOND_IC0 : SPMV_PRECOND_ILU0, 1);
+        for (int d = 0; d < 2; d++) {
+            apply_random(p, n, d ? SPMV_FLOAT32 : SPMV_FLOAT64, r, z);
+            dense_product(m, n, lower, z, y);
+            double e = max_rel(y, r, n);
+            print_message("# %s %d rows %s: max |L%s z - r| / max |r| = %.3g\n", lower ? "ic0" : "ilu0", n,
+                          d ? "float32" : "float64", lower ? " L^T" : " U", e);
+            assert_true(e <= (d ? 1e-5 : 1e-12));
+        }
+        spmv_precond_free(NULL, p);
+        free(m), free(r), free(z), free(y), free(mask);
+        spmv_matrix_free(&o.m);
+    }
+}
+
+/* "precision": "float32" on the host: documented to stay float64, so the
+ * same z as the float64 preconditioner, bit for bit. */
+static void test_host_float32_option(void **state)
+{
+    (void)state;
+    op_ctx o;
+    poisson(20 + tu_rng_range(&rng, 0, 10), SPMV_FLOAT64, &o.m);
+    int32_t n = o.m.rows;
+    static const spmv_precond_type types[] = {SPMV_PRECOND_AMG, SPMV_PRECOND_IC0, SPMV_PRECOND_ILU0};
+    for (size_t t = 0; t < 3; t++) {
+        spmv_precond *p[2];
+        spmv_vec r, z[2];
+        spmv_error err = {0};
+        assert_int_equal(spmv_vec_alloc(NULL, SPMV_DEVICE_CPU, SPMV_FLOAT64, n, 1, &r, &err), SPMV_OK);
+        tu_random_vector(&rng, SPMV_FLOAT64, n, r.data);
+        for (int f = 0; f < 2; f++) {
+            spmv_precond_options po;
+            spmv_precond_defaults(&po, types[t]);
+            po.float32 = f;
+            assert_int_equal(spmv_precond_setup(NULL, &o.m.csr, &po, &p[f], &err), SPMV_OK);
+            assert_int_equal(spmv_vec_alloc(NULL, SPMV_DEVICE_CPU, SPMV_FLOAT64, n, 1, &z[f], &err), SPMV_OK);
+            tu_poison(z[f].data, SPMV_FLOAT64, n);
+            assert_int_equal(spmv_precond_apply(NULL, p[f], &r, &z[f], &err), SPMV_OK);
+        }
+        assert_memory_equal(z[0].data, z[1].data, (size_t)n * 8);
+        spmv_precond_info info;
+        spmv_precond_info_of(p[1], &info);
+        assert_false(info.float32); /* reported as held: float64 */
+        for (int f = 0; f < 2; f++) {
+            spmv_precond_free(NULL, p[f]);
+            spmv_vec_free(NULL, &z[f]);
+        }
+        spmv_vec_free(NULL, &r);
+    }
+    spmv_matrix_free(&o.m);
+}
+
+/* Every type takes float64 and float32 vectors whatever the matrix's
+ * dtype: the same r (float32 values) gives the same z to float32 rounding. */
+static void test_vector_dtypes(void **state)
+{
+    (void)state;
+    for (int md = 0; md < 2; md++) {
+        op_ctx o;
+        poisson(2 * (8 + tu_rng_range(&rng, 0, 8)), md ? SPMV_FLOAT32 : SPMV_FLOAT64, &o.m);
+        int32_t n = o.m.rows;
+        for (int t = 1; t < NTYPES; t++) {
+            spmv_precond *p = setup(&o.m.csr, (spmv_precond_type)t, t == SPMV_PRECOND_BLOCK_JACOBI ? 4 : 1);
+            spmv_vec r[2], z[2];
+            spmv_error err = {0};
+            for (int d = 0; d < 2; d++) {
+                spmv_dtype dt = d ? SPMV_FLOAT32 : SPMV_FLOAT64;
+                assert_int_equal(spmv_vec_alloc(NULL, SPMV_DEVICE_CPU, dt, n, 1, &r[d], &err), SPMV_OK);
+                assert_int_equal(spmv_vec_alloc(NULL, SPMV_DEVICE_CPU, dt, n, 1, &z[d], &err), SPMV_OK);
+                tu_poison(z[d].data, dt, n);
+            }
+            tu_random_vector(&rng, SPMV_FLOAT32, n, r[1].data);
+            tu_vector_convert(r[1].data, SPMV_FLOAT32, r[0].data, SPMV_FLOAT64, n);
+            double z64[4096], z32[4096];
+            for (int d = 0; d < 2; d++)
+                if (spmv_precond_apply(NULL, p, &r[d], &z[d], &err) != SPMV_OK)
+                    fail_msg("%s, %s vectors: %s", name_of(p), d ? "float32" : "float64", err.message);
+            tu_vector_convert(z[0].data, SPMV_FLOAT64, z64, SPMV_FLOAT64, n);
+            tu_vector_convert(z[1].data, SPMV_FLOAT32, z32, SPMV_FLOAT64, n);
+            double e = max_rel(z32, z64, n);
+            if (!(e <= 1e-5))
+                fail_msg("%s on a %s matrix: float32 vectors off by %.3g", name_of(p), md ? "float32" : "float64", e);
+            for (int d = 0; d < 2; d++) {
+                spmv_vec_free(NULL, &r[d]);
+                spmv_vec_free(NULL, &z[d]);
+            }
+            spmv_precond_free(NULL, p);
+        }
+        spmv_matrix_free(&o.m);
+    }
+}
+
+/* ------------------------------------------------------------- refusals */
+
+/* Setup of type t (block_size b, degree deg) on a must fail with st and a
+ * message holding `want`. */
+static void refused(const spmv_csr *a, spmv_precond_type t, int32_t b, int32_t deg, int st, const char *want)
+{
+    spmv_error err = {0};
+    spmv_precond *p = (spmv_precond *)&err; /* must come back NULL */
+    spmv_precond_options po;
+    spmv_precond_defaults(&po, t);
+    po.block_size = b;
+    po.degree = deg;
+    assert_int_equal(spmv_precond_setup(NULL, a, &po, &p, &err), st);
+    assert_null(p);
+    if (!strstr(err.message, want))
+        fail_msg("%s: \"%s\" does not say \"%s\"", spmv_precond_type_name(t), err.message, want);
 }
 
 static void test_refusals(void **state)
@@ -130,11 +588,16 @@ static void test_refusals(void **state)
     poisson(12, SPMV_FLOAT64, &o.m);
     assert_int_equal(spmv_precond_type_parse("amg", &t), SPMV_OK);
     assert_int_equal(t, SPMV_PRECOND_AMG);
+    for (int k = 1; k < NTYPES; k++) { /* every type is built in */
+        assert_int_equal(spmv_precond_type_parse(spmv_precond_type_name((spmv_precond_type)k), &t), SPMV_OK);
+        assert_int_equal(t, k);
+    }
     assert_int_equal(spmv_precond_type_parse("multigrid", &t), SPMV_ERR_INVALID);
-    spmv_precond_defaults(&po, SPMV_PRECOND_AMG);
-    po.block_size = 7; /* 144 rows */
-    assert_int_equal(spmv_precond_setup(NULL, &o.m.csr, &po, &p, &err), SPMV_ERR_INVALID);
-    assert_null(p);
+    refused(&o.m.csr, SPMV_PRECOND_AMG, 7, 3, SPMV_ERR_INVALID, "block_size 7"); /* 144 rows */
+    refused(&o.m.csr, SPMV_PRECOND_BLOCK_JACOBI, 9, 3, SPMV_ERR_INVALID, "block_size 9");
+    refused(&o.m.csr, SPMV_PRECOND_BLOCK_JACOBI, 0, 3, SPMV_ERR_INVALID, "block_size 0");
+    refused(&o.m.csr, SPMV_PRECOND_CHEBYSHEV, 1, 0, SPMV_ERR_INVALID, "degree 0");
+    refused(&o.m.csr, SPMV_PRECOND_CHEBYSHEV, 1, 11, SPMV_ERR_INVALID, "degree 11");
     spmv_precond_defaults(&po, SPMV_PRECOND_JACOBI);
     assert_int_equal(spmv_precond_setup(NULL, &o.m.csr, &po, &p, &err), SPMV_OK);
     spmv_vec r, z;
@@ -152,12 +615,63 @@ static void test_refusals(void **state)
     spmv_matrix_free(&o.m);
 }
 
+/* A singular block (one row zero inside it), a zero pivot (row and column
+ * k of Poisson zeroed, its entries kept in the pattern), a zero diagonal,
+ * a missing one. */
+static void test_numerical_refusals(void **state)
+{
+    (void)state;
+    op_ctx o;
+    poisson(12, SPMV_FLOAT64, &o.m);
+    spmv_csr *a = &o.m.csr;
+    double *v = a->val;
+    int32_t b = 2 + 2 * (int32_t)tu_rng_range(&rng, 0, 1), s = b * (int32_t)tu_rng_range(&rng, 1, 144 / b - 1);
+    double saved[8];
+    int32_t row = s + (int32_t)tu_rng_range(&rng, 0, b - 1); /* one row of the block zero inside it */
+    for (int32_t q = a->row_ptr[row]; q < a->row_ptr[row + 1]; q++)
+        if (a->col[q] >= s && a->col[q] < s + b) {
+            saved[q - a->row_ptr[row]] = v[q];
+            v[q] = 0.0;
+        }
+    char want[64];
+    snprintf(want, sizeof want, "at row %d is singular", s);
+    refused(a, SPMV_PRECOND_BLOCK_JACOBI, b, 3, SPMV_ERR_INVALID, want);
+    for (int32_t q = a->row_ptr[row]; q < a->row_ptr[row + 1]; q++)
+        if (a->col[q] >= s && a->col[q] < s + b)
+            v[q] = saved[q - a->row_ptr[row]];
+    int32_t k = (int32_t)tu_rng_range(&rng, 1, 142);
+    for (int32_t i = 0; i < a->rows; i++)
+        for (int32_t q = a->row_ptr[i]; q < a->row_ptr[i + 1]; q++)
+            if (i == k || a->col[q] == k)
+                v[q] = 0.0;
+    snprintf(want, sizeof want, "pivot at row %d", k);
+    refused(a, SPMV_PRECOND_IC0, 1, 3, SPMV_ERR_INVALID, want);
+    refused(a, SPMV_PRECOND_ILU0, 1, 3, SPMV_ERR_INVALID, want);
+    snprintf(want, sizeof want, "row %d has a zero diagonal", k);
+    refused(a, SPMV_PRECOND_CHEBYSHEV, 1, 3, SPMV_ERR_INVALID, want);
+    spmv_matrix_free(&o.m);
+    /* no diagonal in the pattern at row 0: a 2 x 2 [[0 1] [1 0]] */
+    spmv_coo coo;
+    spmv_error err = {0};
+    assert_int_equal(spmv_coo_alloc(&coo, 2, 2, 2, SPMV_FLOAT64, &err), SPMV_OK);
+    coo.row[0] = coo.col[1] = 0;
+    coo.row[1] = coo.col[0] = 1;
+    ((double *)coo.val)[0] = ((double *)coo.val)[1] = 1.0;
+    build(&coo, SPMV_FLOAT64, &o.m);
+    refused(&o.m.csr, SPMV_PRECOND_ILU0, 1, 3, SPMV_ERR_INVALID, "row 0 has no diagonal");
+    refused(&o.m.csr, SPMV_PRECOND_IC0, 1, 3, SPMV_ERR_INVALID, "row 0 has no diagonal");
+    spmv_matrix_free(&o.m);
+}
+
 int main(void)
 {
     tu_rng_init(&rng, tu_seed());
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_types_converge),
-        cmocka_unit_test(test_refusals),
+        cmocka_unit_test(test_types_converge),      cmocka_unit_test(test_nonsymmetric),
+        cmocka_unit_test(test_block_jacobi_apply),  cmocka_unit_test(test_chebyshev_apply),
+        cmocka_unit_test(test_factor_apply),        cmocka_unit_test(test_host_float32_option),
+        cmocka_unit_test(test_vector_dtypes),
+        cmocka_unit_test(test_refusals),            cmocka_unit_test(test_numerical_refusals),
     };
     return cmocka_run_group_tests_name("precond", tests, NULL, NULL);
 }

@@ -87,10 +87,10 @@ typedef struct spmv_gpu_fz spmv_gpu_fz;
 
 /* The device block for a solve of n values: scalars, a history ring of
  * hist_len entries, reduction scratch, and for GMRES (m > 0) the
- * Hessenberg matrix, rotations and g of restart m over the basis `basis`
- * (m+1 columns of n values, one allocation). */
-int spmv_gpu_fz_new(spmv_gpu_ctx *ctx, int64_t n, int32_t hist_len, int32_t m, const spmv_vec *basis,
-                    spmv_gpu_fz **out, spmv_error *err);
+ * Hessenberg matrix, rotations, g and y of restart m. GMRES's basis V is
+ * one allocation of m+1 columns of n values, passed to its kernels. */
+int spmv_gpu_fz_new(spmv_gpu_ctx *ctx, int64_t n, int32_t hist_len, int32_t m, spmv_gpu_fz **out,
+                    spmv_error *err);
 void spmv_gpu_fz_free(spmv_gpu_ctx *ctx, spmv_gpu_fz *fz);
 /* Host <-> device copies of the scalars that wait (a (re)start, the end). */
 int spmv_gpu_fz_put(spmv_gpu_ctx *ctx, spmv_gpu_fz *fz, const fz_scalars *sc, spmv_error *err);

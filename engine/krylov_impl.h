@@ -47,7 +47,10 @@ bool krylov_converged(solve_state *s, double rnorm);
  * back to "not yet" and tmp holds the residual to restart from. */
 int krylov_truly_converged(solve_state *s, const spmv_vec *b, const spmv_vec *x, spmv_vec *tmp, bool *yes);
 
-/* MINRES on the host-scalar path (engine/minres.c). */
+/* MINRES on the host-scalar path (engine/minres.c), and its breakdowns'
+ * words (both paths). */
+#define KRYLOV_BD_MINRES_M "r·M⁻¹r (the preconditioner is not positive definite)"
+#define KRYLOV_BD_MINRES_GAMMA "gamma (the rotated Lanczos diagonal)"
 int krylov_minres(solve_state *s, const spmv_vec *b, spmv_vec *x);
 
 /* The fused path (engine/krylov_fused.c): whether this solve takes it (a

@@ -49,7 +49,7 @@ static int mr_start(solve_state *s, mr *q, double rnorm, int32_t it, bool *bad)
         TRY(krylov_precond(s, q->r2, q->y));
     TRY(spmv_vec_dot(c, q->r2, mr_z(s, q), &rz, s->err));
     if ((*bad = !(rz > 0.0) || !isfinite(rz))) {
-        krylov_breakdown(s, "r·M⁻¹r (the preconditioner is not positive definite)", rz, it);
+        krylov_breakdown(s, KRYLOV_BD_MINRES_M, rz, it);
         return SPMV_OK;
     }
     q->beta = sqrt(rz);
@@ -115,13 +115,13 @@ static int mr_iteration(solve_state *s, mr *q, const spmv_vec *b, spmv_vec *x, i
     TRY(mr_lanczos(s, q, &alfa));
     TRY(spmv_vec_dot(s->ctx, q->r2, mr_z(s, q), &rz, s->err));
     if ((*stop = rz < 0.0 || !isfinite(rz) || !isfinite(alfa))) {
-        krylov_breakdown(s, "r·M⁻¹r (the preconditioner is not positive definite)", rz, it);
+        krylov_breakdown(s, KRYLOV_BD_MINRES_M, rz, it);
         return SPMV_OK;
     }
     double beta_new = sqrt(rz);
     TRY(mr_update(s, q, alfa, beta_new, x, &gamma));
     if ((*stop = gamma == 0.0 || !isfinite(gamma))) {
-        krylov_breakdown(s, "gamma (the rotated Lanczos diagonal)", gamma, it);
+        krylov_breakdown(s, KRYLOV_BD_MINRES_GAMMA, gamma, it);
         return SPMV_OK;
     }
     q->oldb = q->beta;

@@ -312,6 +312,7 @@ static bool capture(fused *f)
     spmv_error scratch = {0}, *err = f->s->err;
     int32_t calls = res->spmv_calls;
     double ms = res->spmv_ms;
+    int phase = f->phase;
     if (spmv_gpu_fz_capture_begin(f->s->ctx, f->z, &scratch))
         return false;
     f->s->err = &scratch; /* a refusal to be captured is not the solve's error */
@@ -320,6 +321,7 @@ static bool capture(fused *f)
     f->per_chunk = res->spmv_calls - calls;
     res->spmv_calls = calls;
     res->spmv_ms = ms;
+    f->phase = phase; /* nothing ran: a chunk that failed half-way must not move it */
     return spmv_gpu_fz_capture_end(f->s->ctx, f->z, st == SPMV_OK, &scratch) == SPMV_OK;
 }
 
@@ -414,7 +416,10 @@ static int drive(fused *f)
             continue;
         TRY(spmv_gpu_fz_wait(s->ctx, f->z, read++ & 1, &sc, &hist, s->err));
         s->res->checks++;
+        int32_t before = f->seen;
         bool cancel = consume(f, sc, hist);
+        if (sc->stop == FZ_RUNNING && !cancel && f->seen == before)
+            return spmv_error_set(s->err, SPMV_ERR_DEVICE, 0, "fused solver: a chunk made no iteration at %d", before);
         if (sc->stop == FZ_RUNNING && !cancel)
             continue;
         while (read < posted) { /* the chunk queued after it: empty, or run on by a cancel */

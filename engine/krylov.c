@@ -11,6 +11,10 @@
  * The time split: `spmv_ms` is the sum of the operator's own times, `setup`
  * the work vectors and the first residual, `vector` the rest (BLAS-1 and
  * the waits of dots for the device).
+ *
+ * MINRES is engine/minres.c, and the fused path of all four methods on a GPU
+ * (scalars on the device) engine/krylov_fused.c; spmv_solve dispatches to
+ * them, and they share this file's state and helpers (engine/krylov_impl.h).
  */
 #include <float.h>
 #include <math.h>
@@ -19,19 +23,20 @@
 #include <string.h>
 #include <strings.h>
 
-#include "krylov.h"
+#include "krylov_impl.h"
 
-static const char *const method_names[] = {"cg", "bicgstab", "gmres"};
+static const char *const method_names[] = {"cg", "bicgstab", "gmres", "minres"};
+#define NMETHODS ((int)(sizeof method_names / sizeof *method_names))
 static const char *const stop_names[] = {"converged", "maxit", "breakdown", "cancelled"};
 
 const char *spmv_solve_method_name(spmv_solve_method m)
 {
-    return (unsigned)m < 3 ? method_names[m] : "?";
+    return (unsigned)m < NMETHODS ? method_names[m] : "?";
 }
 
 int spmv_solve_method_parse(const char *name, spmv_solve_method *out)
 {
-    for (int i = 0; name && i < 3; i++)
+    for (int i = 0; name && i < NMETHODS; i++)
         if (strcasecmp(name, method_names[i]) == 0) {
             *out = (spmv_solve_method)i;
             return SPMV_OK;
@@ -74,20 +79,6 @@ int spmv_csr_inv_diag(const spmv_csr *a, void *out, spmv_error *err)
 }
 
 /* ------------------------------------------------------------ the state */
-
-#define MAX_WORK 8
-
-typedef struct solve_state {
-    spmv_gpu_ctx *ctx;
-    const spmv_linop *a;
-    const spmv_solve_options *o;
-    spmv_solve_result *res;
-    spmv_error *err;
-    spmv_vec w[MAX_WORK];      /* work vectors, like b */
-    int nw;
-    double bnorm;
-    int32_t hist_cap;
-} solve_state;
 
 static int work(solve_state *s, const spmv_vec *like, spmv_vec **out)
 {
@@ -198,11 +189,22 @@ static int truly_converged(solve_state *s, const spmv_vec *b, const spmv_vec *x,
     return st;
 }
 
-#define TRY(call)                     \
-    do {                              \
-        if ((st = (call)) != SPMV_OK) \
-            return st;                \
-    } while (0)
+/* The helpers under the names the other solver files call (krylov_impl.h). */
+int krylov_work(solve_state *s, const spmv_vec *like, spmv_vec **out) { return work(s, like, out); }
+int krylov_apply(solve_state *s, const spmv_vec *x, spmv_vec *y) { return apply(s, x, y); }
+int krylov_residual(solve_state *s, const spmv_vec *b, const spmv_vec *x, spmv_vec *r)
+{
+    return residual(s, b, x, r);
+}
+int krylov_precond(solve_state *s, const spmv_vec *r, spmv_vec *z) { return precond(s, r, z); }
+bool krylov_preconditioned(const solve_state *s) { return preconditioned(s); }
+int krylov_record(solve_state *s, int32_t it, double relres) { return record(s, it, relres); }
+void krylov_breakdown(solve_state *s, const char *what, double value, int32_t it) { breakdown(s, what, value, it); }
+bool krylov_converged(solve_state *s, double rnorm) { return converged(s, rnorm); }
+int krylov_truly_converged(solve_state *s, const spmv_vec *b, const spmv_vec *x, spmv_vec *tmp, bool *yes)
+{
+    return truly_converged(s, b, x, tmp, yes);
+}
 
 /* ------------------------------------------------------------------ CG */
 
@@ -617,7 +619,10 @@ static int check_args(const spmv_linop *a, const spmv_vec *b, const spmv_vec *x,
     if (o->restart < 0 || o->restart > SPMV_GMRES_RESTART_MAX)
         return spmv_error_set(err, SPMV_ERR_INVALID, 0, "restart must be 1..%d, not %d", SPMV_GMRES_RESTART_MAX,
                               o->restart);
-    if ((unsigned)o->method > SPMV_SOLVE_GMRES)
+    if (o->check_every < 0 || o->check_every > SPMV_CHECK_EVERY_MAX)
+        return spmv_error_set(err, SPMV_ERR_INVALID, 0, "check_every must be 1..%d (0: %d), not %d",
+                              SPMV_CHECK_EVERY_MAX, SPMV_CHECK_EVERY_DEFAULT, o->check_every);
+    if ((unsigned)o->method > SPMV_SOLVE_MINRES)
         return spmv_error_set(err, SPMV_ERR_INVALID, 0, "unknown solver method %d", (int)o->method);
     return SPMV_OK;
 }
@@ -649,10 +654,13 @@ int spmv_solve(spmv_gpu_ctx *ctx, const spmv_linop *a, const spmv_vec *b, spmv_v
     if ((st = check_scale(s.bnorm, o->tol, err)))
         goto done;
     res->setup_ms = spmv_now_ms() - t0;
-    switch (o->method) {
+    if (krylov_fused_eligible(&s, b)) /* scalars on the device (krylov_fused.c) */
+        st = krylov_fused(&s, b, x);
+    else switch (o->method) {
     case SPMV_SOLVE_CG: st = cg(&s, b, x); break;
     case SPMV_SOLVE_BICGSTAB: st = bicgstab(&s, b, x); break;
     case SPMV_SOLVE_GMRES: st = gmres(&s, b, x); break;
+    case SPMV_SOLVE_MINRES: st = krylov_minres(&s, b, x); break;
     }
     if (st)
         goto done;

@@ -1,6 +1,7 @@
 /* krylov.h — iterative solvers that run where the matrix lives.
  *
- * CG, BiCGSTAB and restarted GMRES, optionally preconditioned (Jacobi, or
+ * CG, BiCGSTAB, restarted GMRES and MINRES (symmetric indefinite A, an SPD
+ * preconditioner), optionally preconditioned (Jacobi, or
  * any preconditioner of engine/precond.h), written once against the engine's vector calls
  * (spmv_vec_*: the same operations POST /v1/ops runs step by step) and an
  * operator callback for y = A*x. The vectors are host vectors (ctx NULL) or
@@ -8,6 +9,17 @@
  * device and frees them before it returns. Scalars (alpha, beta, the
  * Hessenberg matrix and Givens rotations of GMRES) live on the host: each
  * dot or nrm2 waits for the device, as a hand-written CG over cuBLAS does.
+ *
+ * The fused path: on a GPU, when the options carry the operator's device_apply,
+ * the scalars stay on the device instead (engine/krylov_fused.c,
+ * engine/gpu/krylov_fused.cu). Each dot is computed in the kernel that
+ * updates the vectors it needs, the next scalars are formed there too,
+ * and the host learns the state only every check_every iterations (an
+ * asynchronous copy of a small status block). A device flag stops the
+ * iteration where it converged, broke down or hit maxit, so no work after
+ * it changes x. Plain CG, BiCGSTAB and MINRES (no callback preconditioner)
+ * replay a CUDA graph of check_every iterations. Same stop rules, messages
+ * and history as the host path; docs/kernels.md ("Solvers") has the design.
  *
  * Stopping: converged when the residual norm ||b - A*x|| <= tol * ||b||
  * (SciPy's rtol rule; for b = 0, x = 0 is returned at once), maxit
@@ -25,12 +37,14 @@
 extern "C" {
 #endif
 
-typedef enum spmv_solve_method { SPMV_SOLVE_CG = 0, SPMV_SOLVE_BICGSTAB, SPMV_SOLVE_GMRES } spmv_solve_method;
+typedef enum spmv_solve_method {
+    SPMV_SOLVE_CG = 0, SPMV_SOLVE_BICGSTAB, SPMV_SOLVE_GMRES, SPMV_SOLVE_MINRES
+} spmv_solve_method;
 typedef enum spmv_solve_stop {
     SPMV_STOP_CONVERGED = 0, SPMV_STOP_MAXIT, SPMV_STOP_BREAKDOWN, SPMV_STOP_CANCELLED
 } spmv_solve_stop;
 
-const char *spmv_solve_method_name(spmv_solve_method m);   /* "cg", "bicgstab", "gmres" */
+const char *spmv_solve_method_name(spmv_solve_method m);   /* "cg", "bicgstab", "gmres", "minres" */
 int spmv_solve_method_parse(const char *name, spmv_solve_method *out);
 const char *spmv_solve_stop_name(spmv_solve_stop s);       /* "converged", "maxit", "breakdown", "cancelled" */
 
@@ -42,8 +56,23 @@ typedef struct spmv_linop {
     int (*apply)(void *ctx, const spmv_vec *x, spmv_vec *y, double *ms, spmv_error *err);
 } spmv_linop;
 
+/* An operator of a resident matrix and one GPU SpMV kernel: its apply is
+ * spmv_gpu_apply (timed by events), its device_apply (for
+ * spmv_solve_options.device_apply) spmv_gpu_launch. op must outlive the
+ * solve; params may be NULL. */
+typedef struct spmv_gpu_op {
+    spmv_gpu_ctx *ctx;
+    const spmv_kernel *kernel;
+    spmv_gpu_matrix *m;
+    const spmv_params *params;
+} spmv_gpu_op;
+int spmv_gpu_op_apply(void *op, const spmv_vec *x, spmv_vec *y, double *ms, spmv_error *err);
+int spmv_gpu_op_device_apply(void *op, const spmv_vec *x, spmv_vec *y, spmv_error *err);
+
 #define SPMV_GMRES_RESTART_DEFAULT 30
 #define SPMV_GMRES_RESTART_MAX 1000
+#define SPMV_CHECK_EVERY_DEFAULT 8
+#define SPMV_CHECK_EVERY_MAX 4096
 
 typedef struct spmv_solve_options {
     spmv_solve_method method;
@@ -60,6 +89,20 @@ typedef struct spmv_solve_options {
      * A non-zero return stops the solve as SPMV_STOP_CANCELLED. */
     int (*progress)(void *ctx, int32_t it, double relres);
     void *progress_ctx;
+    /* The fused path: the host reads the device's status every check_every
+     * iterations (0: SPMV_CHECK_EVERY_DEFAULT; GMRES: at each cycle's end),
+     * so progress is called in bursts and a cancel lands up to two checks
+     * late (the iterations done by then are counted). no_graph: launch each
+     * iteration's kernels instead of replaying a captured graph. */
+    int32_t check_every;
+    bool no_graph;
+    /* The operator's product for the fused path (GPU only; NULL: the host
+     * path): y = A*x queued on the context's stream and not waited for,
+     * with no timing, poisoning or host synchronisation, so that a CUDA
+     * graph can capture it; called with the operator's ctx (a->ctx), and
+     * only after its apply has run once (formats and caches are built by
+     * then). spmv_gpu_op_device_apply is one. */
+    int (*device_apply)(void *ctx, const spmv_vec *x, spmv_vec *y, spmv_error *err);
 } spmv_solve_options;
 
 typedef struct spmv_solve_result {
@@ -72,6 +115,10 @@ typedef struct spmv_solve_result {
     int32_t history_len;
     int32_t spmv_calls;
     double spmv_ms, vector_ms, setup_ms, total_ms;  /* vector_ms = total - spmv - setup */
+    /* The fused path: taken, with a graph, and the host's status reads.
+     * spmv_ms there is spmv_calls times the first product's timed apply. */
+    bool fused, graph;
+    int32_t checks;
 } spmv_solve_result;
 
 /* The smallest tol a solve in `dtype` may ask for: 10 eps (float64

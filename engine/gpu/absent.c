@@ -9,6 +9,7 @@
 
 #include "amg.h"
 #include "precond_impl.h"
+#include "krylov_fused.h"
 #include "spmv.h"
 
 #define UNUSED(x) (void)(x)
@@ -318,4 +319,52 @@ size_t spmv_gpu_ilu_bytes(const spmv_gpu_ilu *g)
 {
     UNUSED(g);
     return 0;
+}
+
+/* The fused Krylov path (engine/krylov_fused.h): never asked for without a
+ * context, so these only keep the link whole. */
+#define FZ_ABSENT return spmv_error_set(err, SPMV_ERR_UNAVAILABLE, 0, "fused solver: %s", no_cuda)
+int spmv_gpu_fz_new(spmv_gpu_ctx *ctx, int64_t n, int32_t hist_len, int32_t m, spmv_gpu_fz **out, spmv_error *err)
+{
+    UNUSED(ctx); UNUSED(n); UNUSED(hist_len); UNUSED(m);
+    *out = NULL;
+    FZ_ABSENT;
+}
+void spmv_gpu_fz_free(spmv_gpu_ctx *ctx, spmv_gpu_fz *fz) { UNUSED(ctx); UNUSED(fz); }
+int spmv_gpu_fz_put(spmv_gpu_ctx *ctx, spmv_gpu_fz *fz, const fz_scalars *sc, spmv_error *err)
+{
+    UNUSED(ctx); UNUSED(fz); UNUSED(sc);
+    FZ_ABSENT;
+}
+int spmv_gpu_fz_post(spmv_gpu_ctx *ctx, spmv_gpu_fz *fz, int slot, spmv_error *err)
+{
+    UNUSED(ctx); UNUSED(fz); UNUSED(slot);
+    FZ_ABSENT;
+}
+int spmv_gpu_fz_wait(spmv_gpu_ctx *ctx, spmv_gpu_fz *fz, int slot, const fz_scalars **sc, const double **hist,
+                     spmv_error *err)
+{
+    UNUSED(ctx); UNUSED(fz); UNUSED(slot); UNUSED(sc); UNUSED(hist);
+    FZ_ABSENT;
+}
+int spmv_gpu_fz_run(spmv_gpu_ctx *ctx, spmv_gpu_fz *fz, int op, int32_t i, int32_t j, const spmv_vec *const *v,
+                    spmv_error *err)
+{
+    UNUSED(ctx); UNUSED(fz); UNUSED(op); UNUSED(i); UNUSED(j); UNUSED(v);
+    FZ_ABSENT;
+}
+int spmv_gpu_fz_capture_begin(spmv_gpu_ctx *ctx, spmv_gpu_fz *fz, spmv_error *err)
+{
+    UNUSED(ctx); UNUSED(fz);
+    FZ_ABSENT;
+}
+int spmv_gpu_fz_capture_end(spmv_gpu_ctx *ctx, spmv_gpu_fz *fz, bool ok, spmv_error *err)
+{
+    UNUSED(ctx); UNUSED(fz); UNUSED(ok);
+    FZ_ABSENT;
+}
+int spmv_gpu_fz_replay(spmv_gpu_ctx *ctx, spmv_gpu_fz *fz, spmv_error *err)
+{
+    UNUSED(ctx); UNUSED(fz);
+    FZ_ABSENT;
 }

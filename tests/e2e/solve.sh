@@ -4,7 +4,7 @@
 # on the shared real matrices (tests/e2e/solve_scipy.py says how they are
 # compared; it needs NumPy and SciPy, which tools/bootstrap.sh installs, and
 # is skipped with the reason without them). Then, in plain shell and
-# Python: every method on a matrix with a known solution, the binary
+# Python: every method (MINRES too) on a matrix with a known solution, the binary
 # answer, x0, the maxit stop and a CG breakdown (200s with their reason),
 # every refusal (tol, maxit, restart, method, preconditioner, lengths,
 # dtypes, a non-square matrix, unknown vectors), and an async solve whose
@@ -47,7 +47,7 @@ upload_raw "$E2E_TMP/neg.mtx" "device=cpu"; NEG=$MATRIX_ID
 printf '%%%%MatrixMarket matrix coordinate real general\n3 2 3\n1 1 1\n2 2 1\n3 1 1\n' >"$E2E_TMP/rect.mtx"
 upload_raw "$E2E_TMP/rect.mtx" "device=cpu"; RECT=$MATRIX_ID
 check "the matrices upload" [ -n "$SPD" -a -n "$NEG" -a -n "$RECT" ]
-for m in cg bicgstab gmres; do for p in none jacobi; do
+for m in cg bicgstab gmres minres; do for p in none jacobi; do
   jpost "/v1/matrices/$SPD/solve" "{\"method\":\"$m\",\"preconditioner\":\"$p\",\"b\":$B,\"tol\":1e-12,\"maxit\":500,\"kernel\":\"cpu.csr.serial\"}"
   check "$m $p: x = 1 on the (2, -1) tridiagonal, relres <= tol, history of iterations + 1" "$PYTHON" -c '
 import json,sys; d=json.load(open(sys.argv[1]))
@@ -76,7 +76,7 @@ jpost "/v1/matrices/$SPD/solve" "{\"b\":$B,\"maxit\":0}"
 expect "maxit 0: 400" 400 "maxit"
 jpost "/v1/matrices/$SPD/solve" "{\"b\":$B,\"method\":\"gmres\",\"restart\":1001}"
 expect "restart 1001: 400 naming 1..1000" 400 "1000"
-jpost "/v1/matrices/$SPD/solve" "{\"b\":$B,\"method\":\"minres\"}"
+jpost "/v1/matrices/$SPD/solve" "{\"b\":$B,\"method\":\"qmr\"}"
 expect "an unknown method: 400" 400 "method"
 jpost "/v1/matrices/$SPD/solve" "{\"b\":$B,\"preconditioner\":\"ilu\"}"
 expect "an unknown preconditioner: 400" 400 "preconditioner"

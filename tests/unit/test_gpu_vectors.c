@@ -3,7 +3,10 @@
  * the device (engine/gpu/blas.cu, engine/gpu/spmm.cu, engine/gpu/run.cu,
  * engine/krylov.c with device vectors), the AMG cycle and every
  * preconditioner of engine/precond.h on the device (engine/gpu/amg.cu,
- * engine/gpu/precond.cu), each against its host implementation.
+ * engine/gpu/precond.cu), each against its host implementation, and the
+ * fused path (engine/krylov_fused.c, engine/gpu/krylov_fused.cu) against
+ * the host-scalar one on the same GPU: same stop, iteration counts within
+ * 2, the true residual (recomputed on the host) under tol.
  *
  * On a host without a GPU every case is skipped with spmv_gpu_count()'s
  * reason; the GPU host runs the binary from the bundle. Every device result
@@ -636,6 +639,291 @@ static void test_precond_refusals(void **state)
     spmv_csr_free(&a);
 }
 
+/* ------------------------------------------------- the fused path */
+
+/* A device copy of host matrix hm (2-D Poisson of side n, plus skew for
+ * a non-symmetric one, minus sigma on the diagonal for an indefinite one),
+ * its operator and Jacobi diagonal. */
+typedef struct fz_case {
+    spmv_matrix hm;
+    spmv_gpu_matrix *gm;
+    spmv_gpu_op op;
+    spmv_linop a;
+    spmv_vec hb, db, dd;
+} fz_case;
+
+static void fz_case_new(int64_t side, double skew, double sigma, spmv_dtype dt, const char *kernel, fz_case *c)
+{
+    spmv_error err = {0};
+    spmv_coo coo;
+    spmv_gen_spec g = {.kind = SPMV_GEN_POISSON2D, .n = side, .seed = tu_rng_next(&TG.rng)};
+    assert_int_equal(spmv_gen(&g, &coo, &err), SPMV_OK);
+    for (int64_t p = 0; p < coo.nnz; p++) {
+        double *v = &((double *)coo.val)[p];
+        *v += coo.col[p] > coo.row[p] ? skew : coo.col[p] == coo.row[p] ? -sigma : 0.0;
+    }
+    spmv_gpu_upload_stats us;
+    assert_int_equal(spmv_matrix_build(&coo, SPMV_FLOAT64, SPMV_FMT_CSR, 32, 0, &c->hm, &err), SPMV_OK);
+    assert_int_equal(spmv_gpu_matrix_upload(TG.ctx, &coo, dt, SPMV_FMT_CSR, 32, &c->gm, &us, &err), SPMV_OK);
+    spmv_coo_free(&coo);
+    c->op = (spmv_gpu_op){TG.ctx, spmv_kernel_find(kernel), c->gm, NULL};
+    c->a = (spmv_linop){c->hm.rows, c->hm.cols, &c->op, spmv_gpu_op_apply};
+    spmv_vec hxt, h32, hd;
+    host_random(SPMV_FLOAT64, c->hm.rows, 1, &hxt);
+    host_random(SPMV_FLOAT64, c->hm.rows, 1, &c->hb);
+    spmv_reference(&c->hm.csr, hxt.data, c->hb.data);
+    host_random(SPMV_FLOAT64, c->hm.rows, 1, &hd);
+    assert_int_equal(spmv_csr_inv_diag(&c->hm.csr, hd.data, &err), SPMV_OK);
+    for (int k = 0; k < 2; k++) { /* b and 1/diag in the solve's dtype */
+        spmv_vec *src = k ? &hd : &c->hb;
+        host_random(dt, c->hm.rows, 1, &h32);
+        for (int32_t i = 0; i < c->hm.rows; i++)
+            if (dt == SPMV_FLOAT32)
+                ((float *)h32.data)[i] = (float)at(src, i);
+            else
+                ((double *)h32.data)[i] = at(src, i);
+        to_device(&h32, k ? &c->dd : &c->db);
+        spmv_vec_free(NULL, &h32);
+    }
+    spmv_vec_free(NULL, &hxt);
+    spmv_vec_free(NULL, &hd);
+}
+
+static void fz_case_free(fz_case *c)
+{
+    spmv_vec_free(TG.ctx, &c->db);
+    spmv_vec_free(TG.ctx, &c->dd);
+    spmv_vec_free(NULL, &c->hb);
+    spmv_gpu_matrix_free(TG.ctx, c->gm);
+    spmv_matrix_free(&c->hm);
+}
+
+/* ||b - A x|| / ||b|| on the host for device x, in float64. */
+static double fz_true_relres(const fz_case *c, const spmv_vec *dx)
+{
+    spmv_vec hx;
+    read_back(dx, &hx);
+    double *x64 = malloc(sizeof(double) * (size_t)c->hm.rows), *ax = malloc(sizeof(double) * (size_t)c->hm.rows);
+    double num = 0, den = 0;
+    for (int32_t i = 0; i < c->hm.rows; i++)
+        x64[i] = at(&hx, i);
+    spmv_reference(&c->hm.csr, x64, ax);
+    for (int32_t i = 0; i < c->hm.rows; i++) {
+        num += (at(&c->hb, i) - ax[i]) * (at(&c->hb, i) - ax[i]);
+        den += at(&c->hb, i) * at(&c->hb, i);
+    }
+    free(x64);
+    free(ax);
+    spmv_vec_free(NULL, &hx);
+    return sqrt(num / den);
+}
+
+/* One solve from x = 0, fused (o->device_apply set) or not; *rr the true
+ * relative residual. */
+static void fz_solve(fz_case *c, const spmv_solve_options *o, spmv_solve_result *r, double *rr)
+{
+    spmv_error err = {0};
+    spmv_vec dx;
+    assert_int_equal(spmv_vec_alloc(TG.ctx, SPMV_DEVICE_GPU, c->db.dtype, c->hm.rows, 1, &dx, &err), SPMV_OK);
+    assert_int_equal(spmv_vec_fill(TG.ctx, &dx, 0, &err), SPMV_OK);
+    int rc = spmv_solve(TG.ctx, &c->a, &c->db, &dx, o, r, &err);
+    if (rc != SPMV_OK)
+        fail_msg("%s%s: %s", spmv_solve_method_name(o->method), o->device_apply ? " fused" : "", err.message);
+    *rr = fz_true_relres(c, &dx);
+    assert_int_equal(r->fused, o->device_apply != NULL);
+    print_message("# %s %s%s%s every %d: %s, %d iterations, relres %.3g (host %.3g), %.2f ms (spmv %.2f), "
+                  "%d checks, graph %d\n",
+                  spmv_dtype_name(c->db.dtype), spmv_solve_method_name(o->method),
+                  o->inv_diag ? "+jacobi" : o->precond ? "+amg" : "", o->device_apply ? " fused" : " host",
+                  o->check_every, spmv_solve_stop_name(r->stop), r->iterations, r->relres, *rr, r->total_ms,
+                  r->spmv_ms, r->checks, r->graph);
+    spmv_vec_free(TG.ctx, &dx);
+}
+
+/* The fused solve against the host-scalar one with the same options:
+ * both converge, counts within 2 (BiCGSTAB: 2%), the history complete,
+ * the true residual under tol. */
+static void fz_compare(fz_case *c, spmv_solve_options o)
+{
+    spmv_solve_result rh, rf;
+    double rrh, rrf;
+    o.device_apply = NULL;
+    fz_solve(c, &o, &rh, &rrh);
+    o.device_apply = spmv_gpu_op_device_apply;
+    fz_solve(c, &o, &rf, &rrf);
+    assert_int_equal(rh.stop, SPMV_STOP_CONVERGED);
+    assert_int_equal(rf.stop, SPMV_STOP_CONVERGED);
+    /* BiCGSTAB's residual is erratic: where it crosses tol moves with rounding */
+    int slack = o.method == SPMV_SOLVE_BICGSTAB ? 2 + rh.iterations / 50 : 2;
+    assert_true(abs(rf.iterations - rh.iterations) <= slack);
+    assert_int_equal(rf.history_len, rf.iterations + 1);
+    assert_true(rrf <= o.tol * (c->db.dtype == SPMV_FLOAT32 ? 1.1 : 1.01));
+    assert_true(fabs(rf.relres - rrf) <= 1e-3 * o.tol + 1e-15 || c->db.dtype == SPMV_FLOAT32);
+    assert_int_equal(rf.graph, !o.precond && !o.no_graph);
+    assert_true(rf.checks >= 1);
+    spmv_solve_result_free(&rh);
+    spmv_solve_result_free(&rf);
+}
+
+/* Every method, plain and Jacobi, on SPD Poisson (MINRES too), and
+ * BiCGSTAB and GMRES on a non-symmetric one, with cuSPARSE and with one
+ * of our kernels behind the operator. */
+static void test_fused(void **state)
+{
+    (void)state;
+    TU_NEED_GPU();
+    size_t u0 = used();
+    static const char *const kernels[] = {"cusparse.csr", "gpu.csr.vector"};
+    for (int kn = 0; kn < 2; kn++) {
+        fz_case c;
+        fz_case_new(100 + tu_rng_range(&TG.rng, 0, 30), 0.0, 0.0, SPMV_FLOAT64, kernels[kn], &c);
+        for (int meth = 0; meth < 4; meth++)
+            for (int j = 0; j < 2; j++)
+                fz_compare(&c, (spmv_solve_options){.method = (spmv_solve_method)meth, .restart = 40, .tol = 1e-10,
+                                                    .maxit = 20000, .inv_diag = j ? &c.dd : NULL});
+        fz_case_free(&c);
+    }
+    fz_case c;
+    fz_case_new(60 + tu_rng_range(&TG.rng, 0, 20), 0.4, 0.0, SPMV_FLOAT64, "cusparse.csr", &c);
+    for (int meth = 1; meth < 3; meth++)
+        for (int j = 0; j < 2; j++)
+            fz_compare(&c, (spmv_solve_options){.method = (spmv_solve_method)meth, .restart = 25, .tol = 1e-9,
+                                                .maxit = 20000, .inv_diag = j ? &c.dd : NULL});
+    fz_case_free(&c);
+    assert_int_equal(used(), u0);
+}
+
+/* MINRES on a symmetric indefinite matrix (Poisson shifted into its
+ * spectrum), plain and Jacobi; a callback preconditioner (the device AMG)
+ * under CG, MINRES, BiCGSTAB and GMRES; float32 CG. */
+static void test_fused_minres_amg(void **state)
+{
+    (void)state;
+    TU_NEED_GPU();
+    spmv_error err = {0};
+    size_t u0 = used();
+    fz_case c;
+    fz_case_new(100 + tu_rng_range(&TG.rng, 0, 30), 0.0, 0.7 + 0.3 * fabs(tu_rng_value(&TG.rng)), SPMV_FLOAT64,
+                "cusparse.csr", &c);
+    for (int j = 0; j < 2; j++)
+        fz_compare(&c, (spmv_solve_options){.method = SPMV_SOLVE_MINRES, .tol = 1e-9, .maxit = 20000,
+                                            .inv_diag = j ? &c.dd : NULL});
+    fz_case_free(&c);
+    fz_case_new(120, 0.0, 0.0, SPMV_FLOAT64, "cusparse.csr", &c);
+    spmv_precond_options po;
+    spmv_precond_defaults(&po, SPMV_PRECOND_AMG);
+    spmv_precond *p;
+    assert_int_equal(spmv_precond_setup(TG.ctx, &c.hm.csr, &po, &p, &err), SPMV_OK);
+    spmv_precond_binding bind = {TG.ctx, p};
+    for (int meth = 0; meth < 4; meth++)
+        fz_compare(&c, (spmv_solve_options){.method = (spmv_solve_method)meth, .restart = 30, .tol = 1e-10,
+                                            .maxit = 2000, .precond = spmv_precond_apply_cb, .precond_ctx = &bind});
+    spmv_precond_free(TG.ctx, p);
+    fz_case_free(&c);
+    fz_case_new(100, 0.0, 0.0, SPMV_FLOAT32, "cusparse.csr", &c);
+    fz_compare(&c, (spmv_solve_options){.method = SPMV_SOLVE_CG, .tol = 1e-4, .maxit = 5000});
+    fz_case_free(&c);
+    assert_int_equal(used(), u0);
+}
+
+/* The check interval: 1, 3, 8, 64 and a graph-less run all stop on a
+ * right answer, with the same count (one device arithmetic); tol met in
+ * the middle of a chunk leaves x at that iteration. */
+static void test_fused_check_every(void **state)
+{
+    (void)state;
+    TU_NEED_GPU();
+    size_t u0 = used();
+    fz_case c;
+    fz_case_new(90 + tu_rng_range(&TG.rng, 0, 30), 0.0, 0.0, SPMV_FLOAT64, "cusparse.csr", &c);
+    static const int32_t every[] = {1, 3, 8, 64, 8};
+    for (int meth = 0; meth < 4; meth++) {
+        int32_t its = -1;
+        for (int k = 0; k < 5; k++) {
+            spmv_solve_options o = {.method = (spmv_solve_method)meth, .restart = 30, .tol = 1e-9, .maxit = 20000,
+                                    .check_every = every[k], .no_graph = k == 4,
+                                    .device_apply = spmv_gpu_op_device_apply};
+            spmv_solve_result r;
+            double rr;
+            fz_solve(&c, &o, &r, &rr);
+            assert_int_equal(r.stop, SPMV_STOP_CONVERGED);
+            assert_true(rr <= o.tol * 1.01);
+            assert_int_equal(r.graph, k != 4);
+            if (its < 0)
+                its = r.iterations;
+            assert_true(abs(r.iterations - its) <= 1);
+            if (meth != SPMV_SOLVE_GMRES && every[k] > 1)
+                assert_true(r.checks <= r.iterations / every[k] + 6);
+            spmv_solve_result_free(&r);
+        }
+    }
+    fz_case_free(&c);
+    assert_int_equal(used(), u0);
+}
+
+static int cancel_at_5(void *ctx, int32_t it, double relres)
+{
+    (void)ctx;
+    (void)relres;
+    return it >= 5;
+}
+
+/* The stops on the fused path: maxit exactly, a cancel (late by at most
+ * two chunks, the iterations done counted), CG's breakdown on -A worded
+ * as the host's, MINRES's on a negative preconditioner. */
+static void test_fused_stops(void **state)
+{
+    (void)state;
+    TU_NEED_GPU();
+    size_t u0 = used();
+    fz_case c;
+    fz_case_new(80, 0.0, 0.0, SPMV_FLOAT64, "cusparse.csr", &c);
+    for (int meth = 0; meth < 4; meth++) {
+        spmv_solve_options o = {.method = (spmv_solve_method)meth, .restart = 10, .tol = 1e-14, .maxit = 13,
+                                .check_every = 4, .device_apply = spmv_gpu_op_device_apply};
+        spmv_solve_result r;
+        double rr;
+        fz_solve(&c, &o, &r, &rr);
+        assert_int_equal(r.stop, SPMV_STOP_MAXIT);
+        assert_int_equal(r.iterations, 13);
+        assert_true(fabs(r.relres - rr) < 1e-10);
+        assert_int_equal(r.history_len, 14);
+        spmv_solve_result_free(&r);
+        o.maxit = 1000;
+        o.progress = cancel_at_5;
+        fz_solve(&c, &o, &r, &rr);
+        assert_int_equal(r.stop, SPMV_STOP_CANCELLED);
+        int32_t chunk = meth == SPMV_SOLVE_GMRES ? 10 : meth == SPMV_SOLVE_MINRES ? 6 : 4; /* MINRES: 3s */
+        assert_true(r.iterations >= 5 && r.iterations <= 5 + 2 * chunk);
+        assert_non_null(strstr(r.detail, "cancelled after"));
+        spmv_solve_result_free(&r);
+    }
+    spmv_error err = {0};
+    assert_int_equal(spmv_vec_scal(TG.ctx, -1.0, &c.dd, &err), SPMV_OK); /* negative definite Jacobi */
+    spmv_solve_options o = {.method = SPMV_SOLVE_MINRES, .tol = 1e-10, .maxit = 100, .inv_diag = &c.dd,
+                            .device_apply = spmv_gpu_op_device_apply};
+    spmv_solve_result r;
+    double rr;
+    fz_solve(&c, &o, &r, &rr);
+    assert_int_equal(r.stop, SPMV_STOP_BREAKDOWN);
+    assert_non_null(strstr(r.detail, "not positive definite"));
+    spmv_solve_result_free(&r);
+    fz_case_free(&c);
+    fz_case_new(60, 0.0, 8.5, SPMV_FLOAT64, "cusparse.csr", &c); /* negative definite: CG breaks down at once */
+    for (int f = 0; f < 2; f++) {
+        o = (spmv_solve_options){.method = SPMV_SOLVE_CG, .tol = 1e-10, .maxit = 100,
+                                 .device_apply = f ? spmv_gpu_op_device_apply : NULL};
+        fz_solve(&c, &o, &r, &rr);
+        assert_int_equal(r.stop, SPMV_STOP_BREAKDOWN);
+        assert_true(r.breakdown_value < 0);
+        assert_non_null(strstr(r.detail, "p·Ap"));
+        assert_non_null(strstr(r.detail, "at iteration 1"));
+        spmv_solve_result_free(&r);
+    }
+    fz_case_free(&c);
+    assert_int_equal(used(), u0);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -647,6 +935,10 @@ int main(void)
         cmocka_unit_test(test_precond_apply),
         cmocka_unit_test(test_precond_solve),
         cmocka_unit_test(test_precond_refusals),
+        cmocka_unit_test(test_fused),
+        cmocka_unit_test(test_fused_minres_amg),
+        cmocka_unit_test(test_fused_check_every),
+        cmocka_unit_test(test_fused_stops),
     };
     return tu_gpu_run("gpu_vectors", tests);
 }

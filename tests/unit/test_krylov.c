@@ -7,11 +7,12 @@
  * against products computed here from the COO triplets, with the outputs
  * poisoned first; the solvers by the true residual ||b - A x|| / ||b||
  * computed here and the distance to a known x_true, on generated 2-D
- * Poisson matrices (SPD) and a non-symmetric one, plus every stop reason
- * (converged, maxit, breakdown, cancelled) and the refusals. Small work
- * stays serial: under spmv_cpu_serial_below() values dot and nrm2 are the
- * in-order sums bit for bit and cpu.csr.omp's team is one thread, and the
- * threshold is the calling thread's alone.
+ * Poisson matrices (SPD), a non-symmetric one and a shifted, symmetric
+ * indefinite one (MINRES), plus every stop reason (converged, maxit,
+ * breakdown, cancelled) and the refusals. Small work stays serial: under
+ * spmv_cpu_serial_below() values dot and nrm2 are the in-order sums bit
+ * for bit and cpu.csr.omp's team is one thread, and the threshold is the
+ * calling thread's alone.
  */
 #include <math.h>
 #include <omp.h>
@@ -355,7 +356,7 @@ static void test_solvers_poisson(void **state)
     (void)state;
     spmv_matrix m;
     build(SPMV_GEN_POISSON2D, 30, &m);
-    for (int meth = 0; meth < 3; meth++)
+    for (int meth = 0; meth < 4; meth++) /* MINRES too: Poisson is symmetric */
         for (int j = 0; j < 2; j++)
             solve_one(&m, (spmv_solve_method)meth, j, 1e-10, true);
     spmv_matrix_free(&m);
@@ -401,7 +402,7 @@ static void test_solver_stops(void **state)
     /* cancelled */
     o.maxit = 1000;
     o.progress = cancel_at_5;
-    for (int meth = 0; meth < 3; meth++) {
+    for (int meth = 0; meth < 4; meth++) {
         o.method = (spmv_solve_method)meth;
         spmv_vec_fill(NULL, &x, 0, &err);
         assert_int_equal(spmv_solve(NULL, &op, &b, &x, &o, &r, &err), SPMV_OK);
@@ -507,7 +508,7 @@ static void test_solver_nonfinite(void **state)
     build(SPMV_GEN_POISSON2D, 1, &nan3); /* 1 x 1, its one value made NaN */
     ((double *)nan3.csr.val)[0] = NAN;
     spmv_solve_result r;
-    for (int meth = 0; meth < 3; meth++) {
+    for (int meth = 0; meth <= SPMV_SOLVE_MINRES; meth++) {
         spmv_solve_method sm = (spmv_solve_method)meth;
         const double x0s[3] = {NAN, INFINITY, -INFINITY};
         for (int k = 0; k < 4; k++) {
@@ -531,6 +532,105 @@ static void test_solver_nonfinite(void **state)
     spmv_matrix_free(&nan3);
 }
 
+/* 2-D Poisson (grid side n) minus sigma on the diagonal: symmetric, and
+ * indefinite for sigma inside (0, 8), its spectrum. */
+static void shifted_poisson(int64_t n, double sigma, spmv_matrix *m)
+{
+    build(SPMV_GEN_POISSON2D, n, m);
+    for (int32_t i = 0; i < m->rows; i++)
+        for (int32_t p = m->csr.row_ptr[i]; p < m->csr.row_ptr[i + 1]; p++)
+            if (m->csr.col[p] == i)
+                ((double *)m->csr.val)[p] -= sigma;
+}
+
+/* MINRES on a symmetric indefinite matrix, plain and with Jacobi (SPD
+ * there: the diagonal 4 - sigma is positive), against the true residual
+ * and x_true; CG on the same matrix breaks down (p·Ap < 0 somewhere). */
+static void test_minres(void **state)
+{
+    (void)state;
+    spmv_matrix m;
+    double sigma = 0.9 + 0.5 * tu_rng_value(&rng) * tu_rng_value(&rng);
+    shifted_poisson(24 + tu_rng_range(&rng, 0, 8), sigma, &m);
+    print_message("# minres: shifted Poisson, %d rows, sigma %.4f\n", m.rows, sigma);
+    solve_one(&m, SPMV_SOLVE_MINRES, false, 1e-10, true);
+    solve_one(&m, SPMV_SOLVE_MINRES, true, 1e-10, true);
+    spmv_error err = {0};
+    spmv_vec b, x;
+    hv(SPMV_FLOAT64, m.rows, 1, &b);
+    hv(SPMV_FLOAT64, m.rows, 1, &x);
+    spmv_vec_fill(NULL, &x, 0, &err);
+    host_op h = {&m};
+    spmv_linop op = {m.rows, m.cols, &h, host_apply};
+    spmv_solve_options o = {.method = SPMV_SOLVE_CG, .tol = 1e-10, .maxit = 5000};
+    spmv_solve_result r;
+    assert_int_equal(spmv_solve(NULL, &op, &b, &x, &o, &r, &err), SPMV_OK);
+    assert_int_equal(r.stop, SPMV_STOP_BREAKDOWN);
+    spmv_solve_result_free(&r);
+    spmv_vec_free(NULL, &b);
+    spmv_vec_free(NULL, &x);
+    spmv_matrix_free(&m);
+}
+
+/* MINRES's stops: maxit, a preconditioner that is not positive definite
+ * (a breakdown named as such), b = 0, the name (test_solver_stops cancels
+ * it with the others). */
+static void test_minres_stops(void **state)
+{
+    (void)state;
+    spmv_error err = {0};
+    spmv_matrix m;
+    shifted_poisson(20, 1.1, &m);
+    host_op h = {&m};
+    spmv_linop op = {m.rows, m.cols, &h, host_apply};
+    spmv_vec b, x, dneg;
+    hv(SPMV_FLOAT64, m.rows, 1, &b);
+    hv(SPMV_FLOAT64, m.rows, 1, &x);
+    hv(SPMV_FLOAT64, m.rows, 1, &dneg);
+    spmv_solve_result r;
+    spmv_solve_options o = {.method = SPMV_SOLVE_MINRES, .tol = 1e-14, .maxit = 7};
+    spmv_vec_fill(NULL, &x, 0, &err);
+    assert_int_equal(spmv_solve(NULL, &op, &b, &x, &o, &r, &err), SPMV_OK);
+    assert_int_equal(r.stop, SPMV_STOP_MAXIT);
+    assert_int_equal(r.iterations, 7);
+    assert_int_equal(r.history_len, 8);
+    assert_true(fabs(r.relres - true_relres(&m, &b, &x)) < 1e-12);
+    /* MINRES minimises the residual: the history never rises */
+    for (int32_t i = 1; i < r.history_len; i++)
+        assert_true(r.history[i] <= r.history[i - 1] * (1 + 1e-12));
+    spmv_solve_result_free(&r);
+    o.maxit = 1000;
+    spmv_vec_fill(NULL, &dneg, -0.25, &err); /* M = -4 I: negative definite */
+    o.inv_diag = &dneg;
+    spmv_vec_fill(NULL, &x, 0, &err);
+    assert_int_equal(spmv_solve(NULL, &op, &b, &x, &o, &r, &err), SPMV_OK);
+    assert_int_equal(r.stop, SPMV_STOP_BREAKDOWN);
+    assert_true(r.breakdown_value < 0);
+    assert_non_null(strstr(r.detail, "not positive definite"));
+    spmv_solve_result_free(&r);
+    o.inv_diag = NULL;
+    spmv_vec_fill(NULL, &b, 0, &err);
+    spmv_vec_fill(NULL, &x, 3, &err);
+    assert_int_equal(spmv_solve(NULL, &op, &b, &x, &o, &r, &err), SPMV_OK);
+    assert_int_equal(r.stop, SPMV_STOP_CONVERGED);
+    assert_true(at(&x, 0) == 0.0);
+    spmv_solve_result_free(&r);
+    spmv_solve_method meth;
+    assert_int_equal(spmv_solve_method_parse("MINRES", &meth), SPMV_OK);
+    assert_int_equal(meth, SPMV_SOLVE_MINRES);
+    assert_string_equal(spmv_solve_method_name(SPMV_SOLVE_MINRES), "minres");
+    o.method = (spmv_solve_method)(SPMV_SOLVE_MINRES + 1);
+    assert_int_equal(spmv_solve(NULL, &op, &b, &x, &o, &r, &err), SPMV_ERR_INVALID);
+    o.method = SPMV_SOLVE_MINRES;
+    o.check_every = SPMV_CHECK_EVERY_MAX + 1;
+    assert_int_equal(spmv_solve(NULL, &op, &b, &x, &o, &r, &err), SPMV_ERR_INVALID);
+    assert_non_null(strstr(err.message, "check_every"));
+    spmv_vec_free(NULL, &b);
+    spmv_vec_free(NULL, &x);
+    spmv_vec_free(NULL, &dneg);
+    spmv_matrix_free(&m);
+}
+
 int main(void)
 {
     uint64_t seed = tu_seed();
@@ -543,6 +643,8 @@ int main(void)
         cmocka_unit_test(test_solvers_nonsymmetric),
         cmocka_unit_test(test_solver_stops),
         cmocka_unit_test(test_solver_nonfinite),
+        cmocka_unit_test(test_minres),
+        cmocka_unit_test(test_minres_stops),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

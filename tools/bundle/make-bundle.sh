@@ -42,7 +42,7 @@ bins=("$BUILD/tests/test_gpu")
 [ -x "$BUILD/tests/test_gpu_vectors" ] && bins+=("$BUILD/tests/test_gpu_vectors")
 [ -x "$BUILD/tests/test_gpu_wide" ] && bins+=("$BUILD/tests/test_gpu_wide")
 [ -x "$BUILD/tests/mpi_cluster" ] && bins+=("$BUILD/tests/mpi_cluster")
-for b in spmvd spmv-gen spmv-kernels spmvctl bench-spmspm cg_solve cg-ref spmv-copyrate spmv-gatherrate; do
+for b in spmvd spmv-gen spmv-kernels spmvctl bench-spmspm cg_solve cg-ref spmv-copyrate spmv-gatherrate spmv-cgbench; do
   [ -x "$BUILD/$b" ] && bins+=("$BUILD/$b")
 done
 cp "${bins[@]}" "$BUNDLE/bin/real/"

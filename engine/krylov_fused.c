@@ -1,0 +1,512 @@
+/* krylov_fused.c — CG, BiCGSTAB, GMRES and MINRES with their scalars on the GPU.
+ *
+ * The host-scalar loops of krylov.c and minres.c wait for the device at
+ * every dot product. Here the host only queues work: each iteration is the
+ * operator's device_apply (a product queued on the context's stream, not
+ * waited for) and a few kernels of engine/gpu/krylov_fused.cu, each one
+ * pass over the vectors that also forms the dots the next step needs and,
+ * in its last block, the next scalars and the stop flag. The host queues a
+ * chunk of check_every iterations (GMRES: one restart cycle), then the
+ * copy of the device's scalars and history into pinned memory, and reads
+ * the copy of the chunk before while this one runs; so it learns the
+ * residual every check_every iterations and the GPU never waits for it.
+ *
+ * Stopping is the device's: once a kernel sets the flag the rest of the
+ * queued chunk does nothing (its products still run, on work vectors, and
+ * are counted), and x is exactly the iterate of the stop. Then the host
+ * does what the host path does: a breakdown is worded the same, maxit is
+ * maxit, and a recurrence that met tol is checked against the true
+ * residual b - A x, restarting from it on a miss (GMRES computes its true
+ * residual on the device at each cycle's end).
+ *
+ * With no callback preconditioner (none or Jacobi, which the kernels apply
+ * themselves), the first chunk is captured as a CUDA graph and every chunk
+ * replays it; a capture that fails (an operator that cannot be captured)
+ * falls back to queuing each chunk. MINRES's three Lanczos vectors and
+ * three directions rotate through fixed buffers, so its chunks are a
+ * multiple of three iterations and a graph starts and ends at one phase.
+ *
+ * spmv_ms: the products are not timed one by one here; the first product
+ * (the initial residual, through the operator's timed apply) gives the
+ * time of one, and each queued product adds it.
+ */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "krylov_fused.h"
+#include "krylov_impl.h"
+
+typedef struct fused fused;
+
+/* What differs by method: queue one chunk; restart from the residual in
+ * *from (norm rnorm) after a miss of the true residual. */
+typedef struct fz_method {
+    int32_t period;            /* chunk lengths are multiples of it */
+    bool pipelined;            /* queue the next chunk before reading this one */
+    int (*chunk)(fused *f);
+    int (*start)(fused *f, spmv_vec *from, double rnorm);
+} fz_method;
+
+struct fused {
+    solve_state *s;
+    const fz_method *m;
+    const spmv_vec *b;
+    spmv_vec *x;
+    spmv_gpu_fz *z;
+    int32_t chunk;             /* iterations a chunk queues (GMRES: the restart m) */
+    int32_t seen;              /* iterations recorded so far (the device's count at the last read) */
+    double ms1;                /* one product's time */
+    const spmv_vec *d;         /* Jacobi's 1/diag, or NULL */
+    bool cb;                   /* a callback preconditioner (never in a graph) */
+    bool graph;                /* the chunk is a graph */
+    bool try_graph;
+    int32_t per_chunk;         /* products a replay runs */
+    spmv_vec *v[8];            /* the method's vectors (below) */
+    spmv_vec basis;            /* GMRES's V, m+1 columns */
+    int phase;                 /* MINRES's rotation */
+};
+
+#define KRUN(f, op, i, j, ...) \
+    spmv_gpu_fz_run((f)->s->ctx, (f)->z, (op), (i), (j), (const spmv_vec *const[]){__VA_ARGS__}, (f)->s->err)
+
+/* y = A x queued, counted. */
+static int dev_apply(fused *f, const spmv_vec *x, spmv_vec *y)
+{
+    solve_state *s = f->s;
+    s->res->spmv_calls++;
+    s->res->spmv_ms += f->ms1;
+    return s->o->device_apply(s->a->ctx, x, y, s->err);
+}
+
+static int callback(fused *f, const spmv_vec *r, spmv_vec *z)
+{
+    return f->s->o->precond(f->s->o->precond_ctx, r, z, f->s->err);
+}
+
+/* The scalars of a fresh (re)start: the count so far, the limits. */
+static fz_scalars fresh(const fused *f)
+{
+    fz_scalars sc;
+    memset(&sc, 0, sizeof sc);
+    sc.it = f->seen;
+    sc.maxit = f->s->o->maxit;
+    sc.live = 1;
+    sc.thresh = f->s->o->tol * f->s->bnorm;
+    sc.bnorm = f->s->bnorm;
+    return sc;
+}
+
+static int put(fused *f, const fz_scalars *sc) { return spmv_gpu_fz_put(f->s->ctx, f->z, sc, f->s->err); }
+
+/* ------------------------------------------------------------------ CG */
+
+enum { CG_R, CG_P, CG_Q, CG_Z };
+
+/* p = z = M⁻¹r, rz = r·z. */
+static int cg_start(fused *f, spmv_vec *from, double rnorm)
+{
+    solve_state *s = f->s;
+    spmv_vec *r = f->v[CG_R], *p = f->v[CG_P];
+    int st;
+    (void)rnorm;
+    if (from != r)
+        TRY(spmv_vec_copy(s->ctx, from, r, s->err));
+    fz_scalars sc = fresh(f);
+    TRY(krylov_precond(s, r, p));
+    TRY(spmv_vec_dot(s->ctx, r, p, &sc.rz, s->err));
+    return put(f, &sc);
+}
+
+static int cg_chunk(fused *f)
+{
+    spmv_vec *r = f->v[CG_R], *p = f->v[CG_P], *q = f->v[CG_Q], *z = f->cb ? f->v[CG_Z] : NULL;
+    int st;
+    for (int32_t k = 0; k < f->chunk; k++) {
+        TRY(dev_apply(f, p, q));
+        TRY(KRUN(f, FZ_CG_PQ, 0, 0, p, q));
+        TRY(KRUN(f, FZ_CG_R, f->cb, 0, q, r, f->d));
+        if (f->cb) {
+            TRY(callback(f, r, z));
+            TRY(KRUN(f, FZ_CG_RZ, 0, 0, r, z));
+        }
+        TRY(KRUN(f, FZ_CG_P, 0, 0, r, f->d, z, p, f->x));
+    }
+    return SPMV_OK;
+}
+
+static const fz_method cg_method = {1, true, cg_chunk, cg_start};
+
+/* ------------------------------------------------------------ BiCGSTAB */
+
+enum { BI_R, BI_R0, BI_P, BI_V, BI_T, BI_PH, BI_SH };
+
+/* r0 = r, p = v = 0, rho = alpha = omega = 1, rho_new = r·r: beta = rho_new. */
+static int bi_start(fused *f, spmv_vec *from, double rnorm)
+{
+    solve_state *s = f->s;
+    int st;
+    if (from != f->v[BI_R])
+        TRY(spmv_vec_copy(s->ctx, from, f->v[BI_R], s->err));
+    TRY(spmv_vec_copy(s->ctx, f->v[BI_R], f->v[BI_R0], s->err));
+    TRY(spmv_vec_fill(s->ctx, f->v[BI_P], 0.0, s->err));
+    TRY(spmv_vec_fill(s->ctx, f->v[BI_V], 0.0, s->err));
+    fz_scalars sc = fresh(f);
+    sc.rho = sc.alpha = sc.omega = 1.0;
+    sc.rho_new = sc.beta = rnorm * rnorm;
+    return put(f, &sc);
+}
+
+static int bi_chunk(fused *f)
+{
+    spmv_vec **v = f->v, *ph = v[BI_PH], *sh = v[BI_SH];
+    const spmv_vec *jd = f->d; /* Jacobi: the kernels write ph and sh */
+    int st;
+    for (int32_t k = 0; k < f->chunk; k++) {
+        TRY(KRUN(f, FZ_BI_P, 0, 0, v[BI_R], v[BI_V], v[BI_P], jd ? ph : NULL, jd));
+        if (f->cb)
+            TRY(callback(f, v[BI_P], ph));
+        TRY(dev_apply(f, ph, v[BI_V]));
+        TRY(KRUN(f, FZ_BI_ALPHA, 0, 0, v[BI_R0], v[BI_V]));
+        TRY(KRUN(f, FZ_BI_S, 0, 0, v[BI_R], v[BI_V], f->x, ph, jd ? sh : NULL, jd));
+        if (f->cb)
+            TRY(callback(f, v[BI_R], sh));
+        TRY(dev_apply(f, sh, v[BI_T]));
+        TRY(KRUN(f, FZ_BI_OMEGA, 0, 0, v[BI_T], v[BI_R]));
+        TRY(KRUN(f, FZ_BI_END, 0, 0, f->x, v[BI_R], v[BI_T], sh, v[BI_R0]));
+    }
+    return SPMV_OK;
+}
+
+static const fz_method bi_method = {1, true, bi_chunk, bi_start};
+
+/* -------------------------------------------------------------- MINRES */
+
+/* R[3] hold r1, r2, y and W[3] w1, w2, w; at phase p, r1 = R[p], r2 =
+ * R[p+1], y = R[p+2] (mod 3), and the same for w. */
+enum { MR_R0, MR_R1, MR_R2, MR_W0, MR_W1, MR_W2, MR_V };
+
+static spmv_vec *mr_r(fused *f, int k) { return f->v[MR_R0 + (f->phase + k) % 3]; }
+static spmv_vec *mr_w(fused *f, int k) { return f->v[MR_W0 + (f->phase + k) % 3]; }
+
+/* From the residual in R[0]: r2 = r1, z = M⁻¹r2, beta1 = sqrt(r2·z), v =
+ * z / beta1, directions zero, phase 0. */
+static int mr_start(fused *f, spmv_vec *from, double rnorm)
+{
+    solve_state *s = f->s;
+    spmv_gpu_ctx *c = s->ctx;
+    int st;
+    f->phase = 0;
+    spmv_vec *r1 = mr_r(f, 0), *r2 = mr_r(f, 1), *z = krylov_preconditioned(s) ? mr_r(f, 2) : r2;
+    if (from != r1)
+        TRY(spmv_vec_copy(c, from, r1, s->err));
+    TRY(spmv_vec_copy(c, r1, r2, s->err));
+    if (z != r2)
+        TRY(krylov_precond(s, r2, z));
+    fz_scalars sc = fresh(f);
+    double rz;
+    TRY(spmv_vec_dot(c, r2, z, &rz, s->err));
+    if (!(rz > 0.0) || !isfinite(rz)) {
+        krylov_breakdown(s, KRYLOV_BD_MINRES_M, rz, f->seen);
+        sc.live = 0;
+        sc.stop = FZ_BREAKDOWN;
+        return put(f, &sc);
+    }
+    sc.mbeta = sc.phibar = sqrt(rz);
+    sc.cs = -1.0;
+    sc.scale = rnorm / sc.mbeta;
+    TRY(spmv_vec_axpby(c, 1.0 / sc.mbeta, z, 0.0, f->v[MR_V], s->err));
+    for (int k = 0; k < 3; k++)
+        TRY(spmv_vec_fill(c, mr_w(f, k), 0.0, s->err));
+    return put(f, &sc);
+}
+
+static int mr_chunk(fused *f)
+{
+    spmv_vec *v = f->v[MR_V];
+    const spmv_vec *jd = f->d;
+    int st;
+    for (int32_t k = 0; k < f->chunk; k++) {
+        spmv_vec *r1 = mr_r(f, 0), *r2 = mr_r(f, 1), *y = mr_r(f, 2);
+        TRY(dev_apply(f, v, y));
+        TRY(KRUN(f, FZ_MR_ALFA, 0, 0, y, r1, v));
+        TRY(KRUN(f, FZ_MR_BETA, f->cb, 0, y, r2, jd));
+        f->phase = (f->phase + 1) % 3; /* r1, r2, y = r2, y, r1 */
+        if (f->cb) {
+            TRY(callback(f, mr_r(f, 1), mr_r(f, 2)));
+            TRY(KRUN(f, FZ_MR_RZ, 0, 0, mr_r(f, 1), mr_r(f, 2)));
+        }
+        TRY(KRUN(f, FZ_MR_WXV, 0, 0, v, mr_w(f, 2), mr_w(f, 0), mr_w(f, 1), f->x, mr_r(f, 1), jd,
+                 f->cb ? mr_r(f, 2) : NULL));
+    }
+    return SPMV_OK;
+}
+
+static const fz_method mr_method = {3, true, mr_chunk, mr_start};
+
+/* --------------------------------------------------------------- GMRES */
+
+enum { GM_R, GM_ZT };
+
+static spmv_vec gm_col(const fused *f, int32_t j)
+{
+    spmv_vec c = f->basis;
+    c.n = f->b->n;
+    c.data = (char *)f->basis.data + (size_t)j * (size_t)c.n * spmv_dtype_size(c.dtype);
+    return c;
+}
+
+static int gm_start(fused *f, spmv_vec *from, double rnorm)
+{
+    int st;
+    if (from != f->v[GM_R])
+        TRY(spmv_vec_copy(f->s->ctx, from, f->v[GM_R], f->s->err));
+    fz_scalars sc = fresh(f);
+    sc.rnorm = rnorm;
+    TRY(put(f, &sc));
+    return KRUN(f, FZ_GM_START, 0, 0, f->v[GM_R], &f->basis, f->d ? f->v[GM_ZT] : NULL, f->d);
+}
+
+/* Column j: V[j+1] = A M⁻¹ V[j], orthogonalised and scaled. */
+static int gm_arnoldi(fused *f, int32_t j)
+{
+    spmv_vec vj = gm_col(f, j), vn = gm_col(f, j + 1);
+    const spmv_vec *in = f->cb || f->d ? f->v[GM_ZT] : &vj;
+    int st;
+    if (f->cb)
+        TRY(callback(f, &vj, f->v[GM_ZT]));
+    TRY(dev_apply(f, in, &vn));
+    for (int32_t i = 0; i <= j + 1; i++)
+        TRY(KRUN(f, FZ_GM_MGS, i, j, &f->basis));
+    return KRUN(f, FZ_GM_SCALE, 0, j, &f->basis, f->d ? f->v[GM_ZT] : NULL, f->d);
+}
+
+/* One cycle: m columns (those after the cycle's end do nothing), x += M⁻¹
+ * V y, the true residual, the next cycle's start. */
+static int gm_chunk(fused *f)
+{
+    spmv_vec *r = f->v[GM_R], *zt = f->v[GM_ZT];
+    int st;
+    for (int32_t j = 0; j < f->chunk; j++)
+        TRY(gm_arnoldi(f, j));
+    TRY(KRUN(f, FZ_GM_SOLVE, 0, 0, NULL));
+    if (f->cb) {
+        TRY(KRUN(f, FZ_GM_UPDATE, 1, 0, &f->basis, zt, NULL));
+        TRY(callback(f, zt, r));
+        TRY(KRUN(f, FZ_GM_ADD, 0, 0, r, f->x));
+    } else
+        TRY(KRUN(f, FZ_GM_UPDATE, 0, 0, &f->basis, f->x, f->d));
+    TRY(dev_apply(f, f->x, r));
+    TRY(KRUN(f, FZ_GM_RESID, 0, 0, f->b, r));
+    return KRUN(f, FZ_GM_START, 0, 0, r, &f->basis, f->d ? zt : NULL, f->d);
+}
+
+static const fz_method gm_method = {1, false, gm_chunk, gm_start};
+
+/* ------------------------------------------------------------ the loop */
+
+/* Captures one chunk as the graph (false: it cannot be; chunks are then
+ * queued one by one). The products counted while capturing run at each
+ * replay instead. */
+static bool capture(fused *f)
+{
+    spmv_solve_result *res = f->s->res;
+    spmv_error scratch = {0}, *err = f->s->err;
+    int32_t calls = res->spmv_calls;
+    double ms = res->spmv_ms;
+    int phase = f->phase;
+    if (spmv_gpu_fz_capture_begin(f->s->ctx, f->z, &scratch))
+        return false;
+    f->s->err = &scratch; /* a refusal to be captured is not the solve's error */
+    int st = f->m->chunk(f);
+    f->s->err = err;
+    f->per_chunk = res->spmv_calls - calls;
+    res->spmv_calls = calls;
+    res->spmv_ms = ms;
+    f->phase = phase; /* nothing ran: a chunk that failed half-way must not move it */
+    return spmv_gpu_fz_capture_end(f->s->ctx, f->z, st == SPMV_OK, &scratch) == SPMV_OK;
+}
+
+static int run_chunk(fused *f)
+{
+    if (f->try_graph) {
+        f->try_graph = false;
+        f->graph = f->s->res->graph = capture(f);
+    }
+    if (!f->graph)
+        return f->m->chunk(f);
+    f->s->res->spmv_calls += f->per_chunk;
+    f->s->res->spmv_ms += f->per_chunk * f->ms1;
+    return spmv_gpu_fz_replay(f->s->ctx, f->z, f->s->err);
+}
+
+/* Records the iterations a status copy holds beyond those seen; true when
+ * the progress callback cancels (the rest are recorded without it). */
+static bool consume(fused *f, const fz_scalars *sc, const double *hist)
+{
+    solve_state *s = f->s;
+    const spmv_solve_options *o = s->o;
+    spmv_solve_options quiet = *o;
+    quiet.progress = NULL;
+    if (s->res->stop == SPMV_STOP_CANCELLED)
+        s->o = &quiet;
+    bool cancel = false;
+    for (; f->seen < sc->it; f->seen++) {
+        int32_t it = f->seen + 1;
+        if (krylov_record(s, it, hist[it % f->chunk]) && !cancel) {
+            cancel = true;
+            s->o = &quiet;
+        }
+    }
+    s->o = o;
+    return cancel;
+}
+
+/* The breakdowns' words, as the host path has them (enum fz_what). */
+static const char *const bd_names[] = {
+    [FZ_BD_PAP] = "p·Ap (the matrix is not positive definite)",
+    [FZ_BD_RZ] = "r·z",
+    [FZ_BD_RHO] = "rho = r0·r",
+    [FZ_BD_R0V] = "r0·v",
+    [FZ_BD_TT] = "t·t",
+    [FZ_BD_OMEGA] = "omega",
+    [FZ_BD_MR_RZ] = KRYLOV_BD_MINRES_M,
+    [FZ_BD_GAMMA] = KRYLOV_BD_MINRES_GAMMA,
+    [FZ_BD_HESS] = "the Hessenberg column norm",
+};
+
+/* What the device's stop means, once all that was queued is done.
+ * *again: the true residual missed tol and the method restarted from it. */
+static int settle(fused *f, const fz_scalars *sc, bool *again)
+{
+    solve_state *s = f->s;
+    int st;
+    *again = false;
+    if (s->res->stop == SPMV_STOP_CANCELLED) { /* the iterations done by the cancel's check count */
+        snprintf(s->res->detail, sizeof s->res->detail, "cancelled after %d iterations", s->res->iterations);
+        return SPMV_OK;
+    }
+    if (sc->stop == FZ_BREAKDOWN && (unsigned)sc->what < sizeof bd_names / sizeof *bd_names)
+        krylov_breakdown(s, bd_names[sc->what], sc->value, sc->bd_it);
+    if (sc->stop != FZ_CONVERGED)
+        return SPMV_OK;
+    krylov_converged(s, sc->rnorm);
+    if (f->m == &gm_method) /* GMRES's rnorm is the true residual already */
+        return SPMV_OK;
+    double rnorm;
+    TRY(krylov_truly_converged(s, f->b, f->x, f->v[0], again));
+    if ((*again = !*again) == false)
+        return SPMV_OK;
+    TRY(spmv_vec_nrm2(s->ctx, f->v[0], &rnorm, s->err));
+    TRY(f->m->start(f, f->v[0], rnorm));
+    *again = s->res->stop != SPMV_STOP_BREAKDOWN;
+    return SPMV_OK;
+}
+
+/* Chunks until the device stops: each one's status is read while the next
+ * runs (pipelined methods), or right after it (GMRES's cycles). */
+static int drive(fused *f)
+{
+    solve_state *s = f->s;
+    const fz_scalars *sc;
+    const double *hist;
+    int st, posted = 0, read = 0;
+    for (;;) {
+        TRY(run_chunk(f));
+        TRY(spmv_gpu_fz_post(s->ctx, f->z, posted++ & 1, s->err));
+        if (f->m->pipelined && posted - read < 2)
+            continue;
+        TRY(spmv_gpu_fz_wait(s->ctx, f->z, read++ & 1, &sc, &hist, s->err));
+        s->res->checks++;
+        int32_t before = f->seen;
+        bool cancel = consume(f, sc, hist);
+        if (sc->stop == FZ_RUNNING && !cancel && f->seen == before)
+            return spmv_error_set(s->err, SPMV_ERR_DEVICE, 0, "fused solver: a chunk made no iteration at %d", before);
+        if (sc->stop == FZ_RUNNING && !cancel)
+            continue;
+        while (read < posted) { /* the chunk queued after it: empty, or run on by a cancel */
+            TRY(spmv_gpu_fz_wait(s->ctx, f->z, read++ & 1, &sc, &hist, s->err));
+            consume(f, sc, hist);
+        }
+        bool again;
+        TRY(settle(f, sc, &again));
+        if (!again)
+            return SPMV_OK;
+        posted = read = 0;
+    }
+}
+
+/* ----------------------------------------------------------- the solve */
+
+bool krylov_fused_eligible(const solve_state *s, const spmv_vec *b)
+{
+    return s->ctx && s->o->device_apply && b->device == SPMV_DEVICE_GPU;
+}
+
+/* The method, its chunk, its vectors and the device block. */
+static int setup(fused *f)
+{
+    solve_state *s = f->s;
+    const spmv_solve_options *o = s->o;
+    static const fz_method *const methods[] = {&cg_method, &bi_method, &gm_method, &mr_method};
+    static const int nvec[] = {3, 5, 2, 7};
+    int st, nv = nvec[o->method];
+    f->m = methods[o->method];
+    f->chunk = o->check_every > 0 ? o->check_every : SPMV_CHECK_EVERY_DEFAULT;
+    f->chunk = (f->chunk + f->m->period - 1) / f->m->period * f->m->period;
+    if (o->method == SPMV_SOLVE_GMRES) {
+        f->chunk = o->restart > 0 ? o->restart : SPMV_GMRES_RESTART_DEFAULT;
+        f->chunk = f->chunk < o->maxit ? f->chunk : o->maxit;
+        TRY(spmv_vec_alloc(s->ctx, SPMV_DEVICE_GPU, f->b->dtype, f->b->n * (f->chunk + 1), 1, &f->basis, s->err));
+    }
+    if ((o->method == SPMV_SOLVE_CG && f->cb) || (o->method == SPMV_SOLVE_BICGSTAB && krylov_preconditioned(s)))
+        nv += o->method == SPMV_SOLVE_CG ? 1 : 2;
+    for (int k = 0; k < nv; k++)
+        TRY(krylov_work(s, f->b, &f->v[k]));
+    if (o->method == SPMV_SOLVE_BICGSTAB && !krylov_preconditioned(s)) {
+        f->v[BI_PH] = f->v[BI_P];
+        f->v[BI_SH] = f->v[BI_R];
+    }
+    return spmv_gpu_fz_new(s->ctx, f->b->n, f->chunk, o->method == SPMV_SOLVE_GMRES ? f->chunk : 0, &f->z, s->err);
+}
+
+int krylov_fused(solve_state *s, const spmv_vec *b, spmv_vec *x)
+{
+    fused f = {.s = s, .b = b, .x = x};
+    f.cb = s->o->precond != NULL;
+    f.d = f.cb ? NULL : s->o->inv_diag;
+    f.try_graph = !f.cb && !s->o->no_graph;
+    s->res->fused = true;
+    double rnorm;
+    int st = setup(&f);
+    if (!st && !(st = krylov_residual(s, b, x, f.v[0])) && !(st = spmv_vec_nrm2(s->ctx, f.v[0], &rnorm, s->err))) {
+        f.ms1 = s->res->spmv_ms; /* the first product, timed */
+        if (!krylov_record(s, 0, rnorm / s->bnorm) && !krylov_converged(s, rnorm) &&
+            !(st = f.m->start(&f, f.v[0], rnorm)) && s->res->stop != SPMV_STOP_BREAKDOWN)
+            st = drive(&f);
+    }
+    if (st)
+        spmv_vec_sync(s->ctx, s->err); /* nothing queued may outlive the vectors */
+    spmv_gpu_fz_free(s->ctx, f.z);
+    spmv_vec_free(s->ctx, &f.basis);
+    return st;
+}
+
+/* ------------------------------------------------- the GPU operator */
+
+int spmv_gpu_op_apply(void *op, const spmv_vec *x, spmv_vec *y, double *ms, spmv_error *err)
+{
+    spmv_gpu_op *g = op;
+    spmv_apply_args a = {1.0, 0.0, 0, 1};
+    spmv_stats st;
+    int rc = spmv_gpu_apply(g->ctx, g->kernel, g->m, g->params, &a, x, y, &st, NULL, err);
+    *ms = rc == SPMV_OK ? st.median_ms : 0;
+    return rc;
+}
+
+int spmv_gpu_op_device_apply(void *op, const spmv_vec *x, spmv_vec *y, spmv_error *err)
+{
+    spmv_gpu_op *g = op;
+    return spmv_gpu_launch(g->ctx, g->kernel, g->m, g->params, x, y, err);
+}

@@ -11,7 +11,9 @@
  * so keep-alive still works) so no option leaks from one call to the next.
  * The rest of this file is what the resource files share around it: the
  * status names, the query and body builders, id checks, the JSON readers,
- * and the readers of one descriptor and of a list.
+ * and the readers of one descriptor and of a list; and the default URL
+ * ($SPMVD_URL, else $SPMV_URL) of spmv_client_new(NULL, ...). A long poll
+ * (request.hold_ms) has its wait added to the handle's timeout.
  *
  * Nothing from the server is trusted: bodies are capped in size, JSON
  * numbers that become counts are checked for range and integrality, and a

@@ -6,6 +6,9 @@
  * libcurl, or from the caller's memory) and the option fields, sent by
  * upload_form() through the transport (client_http.c). The descriptor
  * parser here (spmvc_matrix_kind) also reads the product spmspm stores.
+ * The handle remembers the dtypes of the last matrices described,
+ * uploaded or generated, by id: spmvc_matrix_dtype() answers a binary
+ * solve (client_solve.c) from there, else with one GET.
  */
 #include "client_internal.h"
 

@@ -817,12 +817,14 @@ SPMV_CLIENT_API void spmv_client_solve_result_free(spmv_client_solve_result *r);
  * (then x0, when inline) as raw values of the matrix's dtype (float64 for
  * a mixed matrix; float32 values are rounded, and must be finite as
  * float32), the options in the query string. The library learns the
- * dtype from GET /v1/matrices/{id} (it remembers the last matrix
- * described or uploaded by id, so a loop of solves asks once). With b a
+ * dtype from GET /v1/matrices/{id} (it remembers the last four matrices
+ * described, uploaded or generated, by id, so a loop of solves asks
+ * once). With b a
  * resident vector the request is JSON. When x (room for nx float64
  * values) is given and x_out_vector is not, x comes back binary straight
- * into the buffer, widened from float32 there for a float32 matrix, and
- * must be exactly nx values (else PROTOCOL); the report comes in the
+ * into the buffer in the matrix's dtype (learnt the same way for a JSON
+ * request), widened from float32 there for a float32 matrix, and must
+ * be exactly nx values (else PROTOCOL); the report comes in the
  * X-SpMV-Solve header and, for a binary request, the residual history
  * after x (?history=true). A JSON answer is taken too. *out (required)
  * receives the rest; with opts->async it only carries job_id: wait for

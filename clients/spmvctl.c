@@ -8,7 +8,8 @@
  * scripts). Exit codes are part of the interface and listed in usage():
  * scripts tell "the server said no" from "the server is not there".
  * Progress bars (uploads, benchmark jobs) go to stderr and only to a
- * terminal.
+ * terminal. The daemon's address: --url, else the library's default
+ * ($SPMVD_URL, else $SPMV_URL, else http://127.0.0.1:8080).
  */
 #include "spmvclient.h"
 

@@ -555,6 +555,9 @@ else
 fi
 expect_rc 0 "hello runs against the daemon (installed .so)" env LD_LIBRARY_PATH="$P/lib" "$W/hello" "$URL"
 check "hello prints the health answer" grep -q '"ok"' "$W/out"
+expect_rc 0 "hello without a URL runs against \$SPMVD_URL (spmv_client_new(NULL))" \
+  env -u SPMV_URL SPMVD_URL="$URL" LD_LIBRARY_PATH="$P/lib" "$W/hello"
+check "hello at \$SPMVD_URL prints the health answer" grep -q '"ok"' "$W/out"
 check "hello is linked to the installed libspmvclient.so.0" sh -c "LD_LIBRARY_PATH='$P/lib' ldd '$W/hello' | grep -q '$P/lib/libspmvclient.so.0'"
 check "docs/client.md includes hello.c verbatim" python3 -c '
 import sys; doc = open("docs/client.md").read(); src = open("clients/examples/hello.c").read()

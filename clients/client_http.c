@@ -11,7 +11,9 @@
  * so keep-alive still works) so no option leaks from one call to the next.
  * The rest of this file is what the resource files share around it: the
  * status names, the query and body builders, id checks, the JSON readers,
- * and the readers of one descriptor and of a list.
+ * and the readers of one descriptor and of a list; and the default URL
+ * ($SPMVD_URL, else $SPMV_URL) of spmv_client_new(NULL, ...). A long poll
+ * (request.hold_ms) has its wait added to the handle's timeout.
  *
  * Nothing from the server is trusted: bodies are capped in size, JSON
  * numbers that become counts are checked for range and integrality, and a
@@ -122,12 +124,26 @@ static bool url_is_http(const char *url)
     return strncmp(url, "http://", 7) == 0 || strncmp(url, "https://", 8) == 0;
 }
 
+/* $SPMVD_URL, else $SPMV_URL (its older name), else the default address. */
+const char *spmv_client_default_url(void)
+{
+    static const char *const vars[] = {"SPMVD_URL", "SPMV_URL"};
+    for (size_t i = 0; i < sizeof vars / sizeof vars[0]; i++) {
+        const char *v = getenv(vars[i]);
+        if (v && *v)
+            return v;
+    }
+    return "http://127.0.0.1:8080";
+}
+
 spmv_client *spmv_client_new(const char *url, const spmv_client_options *opts, spmv_client_status *why)
 {
     spmv_client_status st = SPMV_CLIENT_ERR_INVALID;
     spmv_client *h = NULL;
     bool global = false;
 
+    if (!url)
+        url = spmv_client_default_url();
     if (!url || !url_is_http(url) || strlen(url) > 4096)
         goto fail;
     if (opts && (opts->connect_timeout_ms < 0 || opts->timeout_ms < 0))
@@ -224,13 +240,16 @@ static size_t on_body(char *data, size_t size, size_t nmemb, void *user)
                       (ctype && strncasecmp(ctype, "application/octet-stream", 24) == 0));
     }
     if (r->to_sink) {
-        if (n > r->req->sink_cap - r->sink_len) {
+        size_t room = r->req->sink_cap - r->sink_len, take = n < room ? n : room;
+        if (n > room && !r->req->sink_then_body) {
             r->sink_overflow = true;
             return 0; /* aborts the transfer with CURLE_WRITE_ERROR */
         }
-        memcpy((char *)r->req->sink + r->sink_len, data, n);
-        r->sink_len += n;
-        return n;
+        memcpy((char *)r->req->sink + r->sink_len, data, take);
+        r->sink_len += take;
+        if (take == n)
+            return n;
+        return buffer_append(&r->body, data + take, n - take) ? n : 0; /* what follows the sink */
     }
     return buffer_append(&r->body, data, n) ? n : 0;
 }
@@ -334,7 +353,8 @@ static void set_options(spmv_client *h, const request *req, response *r, struct 
     curl_easy_setopt(c, CURLOPT_ERRORBUFFER, h->curl_err);
     curl_easy_setopt(c, CURLOPT_NOSIGNAL, 1L);
     curl_easy_setopt(c, CURLOPT_CONNECTTIMEOUT_MS, h->connect_ms);
-    curl_easy_setopt(c, CURLOPT_TIMEOUT_MS, h->total_ms);
+    /* A long poll may be held its whole wait before the answer starts. */
+    curl_easy_setopt(c, CURLOPT_TIMEOUT_MS, h->total_ms ? h->total_ms + req->hold_ms : 0L);
     curl_easy_setopt(c, CURLOPT_USERAGENT, "libspmvclient/" SPMV_CLIENT_VERSION);
     curl_easy_setopt(c, CURLOPT_PROTOCOLS_STR, "http,https");
     curl_easy_setopt(c, CURLOPT_HTTPHEADER, headers);

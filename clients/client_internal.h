@@ -38,6 +38,14 @@ struct spmv_client {
     char errcode[64];
     char errmsg[1024];
     char curl_err[CURL_ERROR_SIZE];
+    /* The dtypes of the last matrices described or uploaded, by id (a
+     * binary solve sends b in its matrix's): ids are never reused and a
+     * matrix keeps its dtype, so an entry is never stale. Empty id: none. */
+    struct {
+        char id[64];
+        spmv_client_dtype dtype;
+    } known[4];
+    unsigned known_next;      /* the entry the next one replaces */
 };
 
 /* A growable byte buffer, NUL-terminated, with a hard cap. */
@@ -67,10 +75,12 @@ typedef struct request {
     void *sink;               /* a 2xx answer's body goes here (binary) ... */
     size_t sink_cap;          /* ... at most this many bytes */
     bool sink_if_binary;      /* ... only when it is application/octet-stream */
+    bool sink_then_body;      /* ... and what follows sink_cap goes to response.body */
     bool want_json;           /* a 2xx answer must be JSON: parsed into response.json */
     bool nomem;               /* building it ran out of memory: nothing is sent */
     const char *accept;       /* Accept header, or NULL */
     const char *meta_name;    /* a header to keep besides X-SpMV-Stats ("x-spmv-vector:") */
+    long hold_ms;             /* a long poll: the server may hold the answer this long (added to the timeout) */
     spmv_client_progress_fn progress;
     void *progress_user;
 } request;
@@ -192,6 +202,9 @@ spmv_client_status spmvc_parse_item(spmv_client *h, const item_kind *k, const js
 /* ------------------------------------------------------------ resources */
 
 extern const item_kind spmvc_matrix_kind;       /* client_matrices.c */
+/* The dtype of a matrix's vectors (float64 for a mixed one), from the
+ * handle's memory or GET /v1/matrices/{id}; client_matrices.c. */
+spmv_client_status spmvc_matrix_dtype(spmv_client *h, const char *id, spmv_client_dtype *out);
 /* The job id an answer names, into id (cap bytes); client_jobs.c. */
 spmv_client_status spmvc_take_job_id(spmv_client *h, const response *r, const char *what, char *id, size_t cap);
 /* Region names and region operands; client_shm.c. */

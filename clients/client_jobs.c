@@ -1,5 +1,7 @@
 /* client_jobs.c — the jobs resource: GET and DELETE /v1/jobs/{id}, and
- * waiting for a job to end (docs/api.md).
+ * waiting for a job to end with long polls, GET /v1/jobs/{id}?wait=S
+ * (docs/api.md): no sleeping between polls, the daemon answers the moment
+ * the job ends.
  *
  * A bench and an async solve answer with the job they started;
  * spmvc_take_job_id() reads its id for them (client_spmv.c,
@@ -9,11 +11,13 @@
 #include "client_internal.h"
 
 #include <errno.h>
-#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+
+/* The longest long poll the daemon takes (?wait=S, S in 0..60). */
+#define SPMVC_JOB_WAIT_MAX_MS 60000L
 
 /* The job id an answer names ({"job_id"}, {"job":{"id"}} or {"id"}) into
  * id (cap bytes); PROTOCOL when it names none. `what` names the call. */
@@ -82,7 +86,9 @@ static spmv_client_status job_from_json(spmv_client *h, const json_t *root, spmv
     return st;
 }
 
-spmv_client_status spmv_client_job_get(spmv_client *h, const char *job_id, spmv_client_job **out)
+/* GET /v1/jobs/{id}, with wait_ms > 0 a long poll (?wait=S): the daemon
+ * answers when the job ends or S seconds pass, whichever is first. */
+static spmv_client_status job_poll(spmv_client *h, const char *job_id, long wait_ms, spmv_client_job **out)
 {
     spmv_client_status st;
 
@@ -90,7 +96,12 @@ spmv_client_status spmv_client_job_get(spmv_client *h, const char *job_id, spmv_
     *out = NULL;
     spmvc_clear_error(h);
     if ((st = spmvc_check_id(h, job_id, "job")) != SPMV_CLIENT_OK) return st;
-    request req = {.method = "GET", .collection = "jobs", .id = job_id, .want_json = true};
+    request req = {.method = "GET", .collection = "jobs", .id = job_id, .want_json = true, .hold_ms = wait_ms};
+    if (wait_ms > 0) {
+        char secs[32];
+        snprintf(secs, sizeof secs, "%.3f", (double)wait_ms / 1000);
+        spmvc_query_add(h, &req, "wait", secs);
+    }
     response r;
     if ((st = spmvc_request(h, &req, &r)) == SPMV_CLIENT_OK && (st = job_from_json(h, r.json, out)) == SPMV_CLIENT_OK &&
         strcmp((*out)->state, "failed") == 0)
@@ -99,10 +110,9 @@ spmv_client_status spmv_client_job_get(spmv_client *h, const char *job_id, spmv_
     return st;
 }
 
-static void sleep_ms(long ms)
+spmv_client_status spmv_client_job_get(spmv_client *h, const char *job_id, spmv_client_job **out)
 {
-    struct timespec ts = {ms / 1000, (ms % 1000) * 1000000L};
-    while (nanosleep(&ts, &ts) != 0 && errno == EINTR) {}
+    return job_poll(h, job_id, 0, out);
 }
 
 static bool job_finished(const spmv_client_job *j)
@@ -111,15 +121,41 @@ static bool job_finished(const spmv_client_job *j)
            strcmp(j->state, "succeeded") == 0 || strcmp(j->state, "cancelled") == 0;
 }
 
+static double now_ms(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec * 1e3 + (double)ts.tv_nsec / 1e6;
+}
+
+/* A daemon that predates long polls answers ?wait= at once: when a poll
+ * came back in under half its wait with the job still running, the next
+ * one is paced instead of sent straight away (a daemon with long polls
+ * never gets here: it holds each poll until the job ends or the wait
+ * passes). */
+static void pace_old_daemon(double asked_at, long wait_ms)
+{
+    double held = now_ms() - asked_at;
+    if (held >= wait_ms / 2.0)
+        return;
+    long ms = wait_ms < 250 ? wait_ms : 250;
+    struct timespec ts = {ms / 1000, (ms % 1000) * 1000000L};
+    while (nanosleep(&ts, &ts) != 0 && errno == EINTR) {}
+}
+
+/* Waits with long polls of at most `slice_ms` each, calling `progress`
+ * after every one; see spmvclient.h. */
 spmv_client_status spmv_client_job_wait(spmv_client *h, const char *job_id, long interval_ms,
                                         spmv_client_progress_fn progress, void *user, spmv_client_job **out)
 {
     if (!h || !out) return SPMV_CLIENT_ERR_INVALID;
     *out = NULL;
-    if (interval_ms <= 0) interval_ms = 200;
+    long slice_ms = !progress ? SPMVC_JOB_WAIT_MAX_MS : interval_ms > 0 ? interval_ms : 1000;
+    if (slice_ms > SPMVC_JOB_WAIT_MAX_MS) slice_ms = SPMVC_JOB_WAIT_MAX_MS;
     for (;;) {
         spmv_client_job *j;
-        spmv_client_status st = spmv_client_job_get(h, job_id, &j);
+        double asked_at = now_ms();
+        spmv_client_status st = job_poll(h, job_id, slice_ms, &j);
         if (st != SPMV_CLIENT_OK)
             return st;
         if (progress && progress(user, (uint64_t)(j->progress * 1000 + 0.5), 1000)) {
@@ -135,7 +171,7 @@ spmv_client_status spmv_client_job_wait(spmv_client *h, const char *job_id, long
             return SPMV_CLIENT_ERR_JOB_FAILED;
         }
         spmv_client_job_free(j);
-        sleep_ms(interval_ms);
+        pace_old_daemon(asked_at, slice_ms);
     }
 }
 

@@ -6,6 +6,9 @@
  * libcurl, or from the caller's memory) and the option fields, sent by
  * upload_form() through the transport (client_http.c). The descriptor
  * parser here (spmvc_matrix_kind) also reads the product spmspm stores.
+ * The handle remembers the dtypes of the last matrices described,
+ * uploaded or generated, by id: spmvc_matrix_dtype() answers a binary
+ * solve (client_solve.c) from there, else with one GET.
  */
 #include "client_internal.h"
 
@@ -169,6 +172,21 @@ static curl_mime *file_form(spmv_client *h, curl_mimepart **part)
     return NULL;
 }
 
+/* Keeps a described matrix's dtype on the handle under its id (not a
+ * name, which may come to mean another matrix), for the binary solve. */
+static void remember(spmv_client *h, spmv_client_status st, const spmv_client_matrix *m)
+{
+    const size_t slots = sizeof h->known / sizeof h->known[0];
+    if (st != SPMV_CLIENT_OK || !m)
+        return;
+    for (size_t i = 0; i < slots; i++)
+        if (strcmp(h->known[i].id, m->id) == 0)
+            return;
+    size_t i = h->known_next++ % slots;
+    snprintf(h->known[i].id, sizeof h->known[i].id, "%s", m->id);
+    h->known[i].dtype = m->dtype;
+}
+
 /* Adds the options' fields to a form, sends it, frees it: the one way an
  * upload or a generate goes out. `built` is false when filling the form
  * ran out of memory. */
@@ -185,6 +203,7 @@ static spmv_client_status upload_form(spmv_client *h, curl_mime *mime, bool buil
             req.progress_user = opts->progress_user;
         }
         st = spmvc_request_item(h, &req, &spmvc_matrix_kind, (void **)out);
+        remember(h, st, *out);
     }
     curl_mime_free(mime);
     return st;
@@ -265,7 +284,24 @@ spmv_client_status spmv_client_describe(spmv_client *h, const char *id, spmv_cli
     spmvc_clear_error(h);
     if ((st = spmvc_check_id(h, id, "matrix")) != SPMV_CLIENT_OK) return st;
     request req = {.method = "GET", .collection = "matrices", .id = id};
-    return spmvc_request_item(h, &req, &spmvc_matrix_kind, (void **)out);
+    st = spmvc_request_item(h, &req, &spmvc_matrix_kind, (void **)out);
+    remember(h, st, *out);
+    return st;
+}
+
+spmv_client_status spmvc_matrix_dtype(spmv_client *h, const char *id, spmv_client_dtype *out)
+{
+    spmv_client_matrix *m = NULL;
+    for (size_t i = 0; i < sizeof h->known / sizeof h->known[0]; i++)
+        if (h->known[i].id[0] && strcmp(h->known[i].id, id) == 0) {
+            *out = h->known[i].dtype;
+            return SPMV_CLIENT_OK;
+        }
+    spmv_client_status st = spmv_client_describe(h, id, &m);
+    if (st == SPMV_CLIENT_OK)
+        *out = m->dtype;
+    spmv_client_matrix_free(m);
+    return st;
 }
 
 spmv_client_status spmv_client_delete(spmv_client *h, const char *id)

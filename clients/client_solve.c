@@ -1,13 +1,19 @@
 /* client_solve.c — POST /v1/matrices/{id}/solve (docs/api.md), and the
  * parser of a finished solve job's result.
  *
- * A solve run to its end answers x in binary with the rest in the
- * X-SpMV-Solve header when the caller gives a buffer, else all as JSON;
- * an async one answers with a job (client_jobs.c). b and x0 go as
- * resident vector ids or inline values.
+ * Inline b (and x0) go binary: their raw values in the matrix's dtype
+ * (float64 for a mixed matrix; the handle knows it from a describe) are
+ * the body, the options the query string, and x comes back the same way
+ * straight into the caller's buffer, the residual history after it
+ * (?history=true) and the report in the X-SpMV-Solve header. A resident
+ * b, or spmv_client_solve_json(), sends JSON; x then still comes back
+ * binary when the caller gives a buffer (Accept), in the matrix's dtype
+ * too. float32 values are widened into the caller's float64 buffer in
+ * place. An async solve answers with a job (client_jobs.c).
  */
 #include "client_internal.h"
 
+#include <float.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -106,7 +112,7 @@ static spmv_client_status solve_x(spmv_client *h, const json_t *root, double *x,
                                   spmv_client_solve_result *r)
 {
     const json_t *a = json_object_get(root, "x");
-    if (!x || !a)
+    if (!x || !a || json_is_object(a)) /* {"vector": id}: x went into x_out */
         return SPMV_CLIENT_OK;
     if (!json_is_array(a) || json_array_size(a) != nx)
         return spmvc_fail(h, SPMV_CLIENT_ERR_PROTOCOL, "the answer's x has %zu values, expected %zu",
@@ -172,6 +178,18 @@ static spmv_client_status solve_options_ok(spmv_client *h, const spmv_client_sol
     return SPMV_CLIENT_OK;
 }
 
+/* What one solve call sends and where its answer goes. */
+typedef struct solve_call {
+    const spmv_client_solve_options *o;
+    double *x;          /* x's destination: the caller's buffer, scratch, or NULL */
+    size_t nx;
+    size_t dsize;       /* bytes per value of a binary x: the matrix's dtype */
+    bool callers_x;     /* x is the caller's buffer (result->has_x) */
+    bool history_body;  /* the residual history follows x in the body */
+    void *body;         /* the binary body when b could not be sent as it stands */
+    double *scratch;    /* x of a binary answer the caller gave no buffer for */
+} solve_call;
+
 /* The answer to an async solve: the job's id, and the answer as JSON. */
 static spmv_client_status solve_job(spmv_client *h, response *r, spmv_client_solve_result *res)
 {
@@ -183,33 +201,185 @@ static spmv_client_status solve_job(spmv_client *h, response *r, spmv_client_sol
     return st;
 }
 
+/* n float32 values at the start of x's memory widened into n doubles, in
+ * place: from the last, so each float is read before its bytes are
+ * overwritten (double i starts at byte 8i >= 4i + 4 for i >= 1). */
+static void widen_f32(double *x, size_t n)
+{
+    for (size_t i = n; i-- > 0;) {
+        float f;
+        memcpy(&f, (const char *)x + 4 * i, sizeof f);
+        double d = f;
+        memcpy((char *)x + 8 * i, &d, sizeof d);
+    }
+}
+
+/* x as it came in binary: nx values of the matrix's dtype (c->dsize
+ * bytes each), float32 widened to float64. */
+static spmv_client_status binary_x(spmv_client *h, const response *r, const solve_call *c)
+{
+    size_t dsize = c->dsize;
+    if (r->sink_len != c->nx * dsize)
+        return spmvc_fail(h, SPMV_CLIENT_ERR_PROTOCOL, "x has %zu bytes, expected %zu (%zu %s values)", r->sink_len,
+                          c->nx * dsize, c->nx, dsize == 4 ? "float32" : "float64");
+    if (dsize == 4)
+        widen_f32(c->x, c->nx);
+    return SPMV_CLIENT_OK;
+}
+
+/* The residual history that follows x in a binary answer: the
+ * residual_history_len float64 values X-SpMV-Solve counts. */
+static spmv_client_status binary_history(spmv_client *h, const response *r, spmv_client_solve_result *res)
+{
+    int64_t n = 0;
+    if (!spmvc_json_count(json_object_get(r->json, "residual_history_len"), (int64_t)(SIZE_MAX / 8), &n) ||
+        r->body.len != (size_t)n * 8)
+        return spmvc_fail(h, SPMV_CLIENT_ERR_PROTOCOL,
+                          "the answer has %zu bytes after x, not the %lld float64 residuals X-SpMV-Solve counts",
+                          r->body.len, (long long)n);
+    if (n == 0)
+        return SPMV_CLIENT_OK;
+    free(res->history);
+    res->nhistory = 0;
+    if (!(res->history = malloc((size_t)n * 8)))
+        return spmvc_fail(h, SPMV_CLIENT_ERR_NOMEM, "out of memory");
+    memcpy(res->history, r->body.data, (size_t)n * 8);
+    res->nhistory = (size_t)n;
+    return SPMV_CLIENT_OK;
+}
+
 /* The answer to a solve run to its end: x in binary with the rest in the
- * X-SpMV-Solve header, or all of it as JSON. */
-static spmv_client_status solve_done(spmv_client *h, response *r, double *x, size_t nx,
-                                     spmv_client_solve_result *res)
+ * X-SpMV-Solve header (and the history after x), or all of it as JSON. */
+static spmv_client_status solve_done(spmv_client *h, response *r, const solve_call *c, spmv_client_solve_result *res)
 {
     spmv_client_status st;
     if (r->to_sink == 1) {
-        if (r->sink_len != nx * 8)
-            return spmvc_fail(h, SPMV_CLIENT_ERR_PROTOCOL, "x has %zu bytes, expected %zu (%zu float64 values)",
-                              r->sink_len, nx * 8, nx);
+        if ((st = binary_x(h, r, c)) != SPMV_CLIENT_OK)
+            return st;
         if (!r->meta_header || !(r->json = json_loads(r->meta_header, 0, NULL)))
             return spmvc_fail(h, SPMV_CLIENT_ERR_PROTOCOL, "the X-SpMV-Solve header is %s",
                               r->meta_header ? "not JSON" : "missing");
-        res->has_x = 1;
+        res->has_x = c->callers_x;
     } else if ((st = spmvc_parse_body(h, r, &r->json)) != SPMV_CLIENT_OK ||
-               (st = solve_x(h, r->json, x, nx, res)) != SPMV_CLIENT_OK) {
+               (st = solve_x(h, r->json, c->callers_x ? c->x : NULL, c->nx, res)) != SPMV_CLIENT_OK) {
         return st;
     }
     if (!parse_solve(r->json, res))
         return spmvc_fail(h, SPMV_CLIENT_ERR_PROTOCOL, "the solve answer has a count out of range (or memory ran out)");
+    return r->to_sink == 1 && c->history_body ? binary_history(h, r, res) : SPMV_CLIENT_OK;
+}
+
+/* One operand's values into a binary body of dtype dt (dst NULL: only
+ * checked); false when one is not finite (for float32: not as a float). */
+static bool pack_values(const double *v, size_t n, spmv_client_dtype dt, char *dst)
+{
+    for (size_t i = 0; i < n; i++) {
+        if (!isfinite(v[i]) || (dt == SPMV_CLIENT_FLOAT32 && fabs(v[i]) > FLT_MAX))
+            return false;
+        if (dst && dt == SPMV_CLIENT_FLOAT32) {
+            float f = (float)v[i];
+            memcpy(dst + 4 * i, &f, sizeof f);
+        } else if (dst) {
+            memcpy(dst + 8 * i, &v[i], sizeof v[i]);
+        }
+    }
+    return true;
+}
+
+/* The body of a binary solve: b, then x0 (?x0=body), as raw values of the
+ * matrix's dtype; float64 b alone goes as it stands. */
+static spmv_client_status binary_body(spmv_client *h, solve_call *c, spmv_client_dtype dt, request *req)
+{
+    const spmv_client_solve_options *o = c->o;
+    size_t n = o->nb, parts = o->x0 ? 2 : 1, dsize = spmvc_dtype_size(dt);
+    bool ok;
+    if (o->x0 && o->nx0 != n)
+        return spmvc_fail(h, SPMV_CLIENT_ERR_INVALID, "inline x0 has %zu values and b %zu", o->nx0, n);
+    if (n > SIZE_MAX / 16)
+        return spmvc_fail(h, SPMV_CLIENT_ERR_INVALID, "b's length overflows size_t");
+    if (dt == SPMV_CLIENT_FLOAT64 && parts == 1) {
+        ok = pack_values(o->b, n, dt, NULL);
+        req->body = o->b;
+    } else {
+        char *body = c->body = malloc(parts * n * dsize);
+        if (!body)
+            return spmvc_fail(h, SPMV_CLIENT_ERR_NOMEM, "out of memory");
+        ok = pack_values(o->b, n, dt, body) && (!o->x0 || pack_values(o->x0, n, dt, body + n * dsize));
+        req->body = body;
+    }
+    if (!ok)
+        return spmvc_fail(h, SPMV_CLIENT_ERR_INVALID, "b and x0 must hold finite values%s",
+                          dt == SPMV_CLIENT_FLOAT32 ? " within float32's range (the matrix is float32)" : "");
+    req->body_len = parts * n * dsize;
+    req->content_type = "application/octet-stream";
     return SPMV_CLIENT_OK;
 }
 
-spmv_client_status spmv_client_solve(spmv_client *h, const char *id, const spmv_client_solve_options *opts,
-                                     double *x, size_t nx, spmv_client_solve_result **out)
+/* The options of a binary solve in its query string, with the JSON
+ * route's names. */
+static void solve_query(spmv_client *h, const spmv_client_solve_options *o, request *req)
 {
-    spmv_client_solve_result *res;
+    if (o->method) spmvc_query_add(h, req, "method", o->method);
+    if (o->tol) spmvc_query_add_double(h, req, "tol", o->tol);
+    if (o->maxit) spmvc_query_add_int(h, req, "maxit", o->maxit);
+    if (o->restart) spmvc_query_add_int(h, req, "restart", o->restart);
+    if (o->preconditioner) spmvc_query_add(h, req, "preconditioner", o->preconditioner);
+    if (o->kernel) spmvc_query_add(h, req, "kernel", o->kernel);
+    if (o->x0 || o->x0_vector) spmvc_query_add(h, req, "x0", o->x0 ? "body" : o->x0_vector);
+    if (o->x_out_vector) spmvc_query_add(h, req, "x_out", o->x_out_vector);
+    if (o->async) spmvc_query_add(h, req, "async", "true");
+}
+
+/* A binary solve: b (and x0) as the body in the matrix's dtype, and x
+ * back in it, into the caller's buffer (or scratch when it gave none),
+ * the residual history after it. */
+static spmv_client_status binary_request(spmv_client *h, const char *id, solve_call *c, request *req)
+{
+    spmv_client_dtype dt;
+    spmv_client_status st = spmvc_matrix_dtype(h, id, &dt);
+    if (st != SPMV_CLIENT_OK || (st = binary_body(h, c, dt, req)) != SPMV_CLIENT_OK)
+        return st;
+    solve_query(h, c->o, req);
+    if (c->o->x_out_vector || c->o->async)
+        return SPMV_CLIENT_OK;
+    c->dsize = spmvc_dtype_size(dt);
+    if (!c->x) {
+        if (!(c->x = c->scratch = malloc((c->o->nb ? c->o->nb : 1) * sizeof *c->x)))
+            return spmvc_fail(h, SPMV_CLIENT_ERR_NOMEM, "out of memory");
+        c->nx = c->o->nb;
+    }
+    req->sink = c->x;
+    req->sink_cap = c->nx * c->dsize;
+    req->sink_then_body = c->history_body = true;
+    spmvc_query_add(h, req, "history", "true");
+    return SPMV_CLIENT_OK;
+}
+
+/* A JSON solve: x, when the caller gives a buffer and it is to come back,
+ * in binary (Accept), in the matrix's dtype (learnt as for a binary
+ * request: x's length alone cannot tell nx float32 values from nx / 2
+ * float64 ones). */
+static spmv_client_status json_request(spmv_client *h, const char *id, solve_call *c, request *req)
+{
+    if (c->x && !c->o->x_out_vector && !c->o->async) {
+        spmv_client_dtype dt;
+        spmv_client_status st = spmvc_matrix_dtype(h, id, &dt);
+        if (st != SPMV_CLIENT_OK)
+            return st;
+        c->dsize = spmvc_dtype_size(dt);
+        req->accept = "application/octet-stream";
+        req->sink = c->x;
+        req->sink_cap = c->nx * c->dsize;
+    }
+    return solve_body(h, c->o, req);
+}
+
+/* spmv_client_solve() and spmv_client_solve_json(): binary unless `json`
+ * or b is a resident vector. */
+static spmv_client_status solve(spmv_client *h, const char *id, const spmv_client_solve_options *opts, double *x,
+                                size_t nx, bool json, spmv_client_solve_result **out)
+{
+    spmv_client_solve_result *res = NULL;
     spmv_client_status st;
 
     if (!h || !out) return SPMV_CLIENT_ERR_INVALID;
@@ -217,25 +387,37 @@ spmv_client_status spmv_client_solve(spmv_client *h, const char *id, const spmv_
     spmvc_clear_error(h);
     if ((st = spmvc_check_id(h, id, "matrix")) != SPMV_CLIENT_OK) return st;
     if ((st = solve_options_ok(h, opts, x, nx)) != SPMV_CLIENT_OK) return st;
-    bool binary = x && !opts->x_out_vector && !opts->async;
-    request req = {.method = "POST", .collection = "matrices", .id = id, .suffix = "/solve",
-                   .accept = binary ? "application/octet-stream" : NULL, .sink = binary ? x : NULL,
-                   .sink_cap = binary ? nx * 8 : 0, .sink_if_binary = true, .meta_name = "x-spmv-solve:"};
-    if ((st = solve_body(h, opts, &req)) != SPMV_CLIENT_OK)
-        return st;
-    if (!(res = calloc(1, sizeof *res))) {
-        json_decref(req.json);
-        return spmvc_fail(h, SPMV_CLIENT_ERR_NOMEM, "out of memory");
-    }
-    response r;
-    if ((st = spmvc_request(h, &req, &r)) == SPMV_CLIENT_OK) {
+    solve_call c = {.o = opts, .x = x, .nx = nx, .callers_x = x != NULL};
+    request req = {.method = "POST", .collection = "matrices", .id = id, .suffix = "/solve", .sink_if_binary = true,
+                   .meta_name = "x-spmv-solve:"};
+    st = !json && opts->b ? binary_request(h, id, &c, &req) : json_request(h, id, &c, &req);
+    if (st == SPMV_CLIENT_OK && !(res = calloc(1, sizeof *res)))
+        st = spmvc_fail(h, SPMV_CLIENT_ERR_NOMEM, "out of memory");
+    response r = {0};
+    if (st == SPMV_CLIENT_OK && (st = spmvc_request(h, &req, &r)) == SPMV_CLIENT_OK) {
         res->request_ms = r.total_ms;
-        st = opts->async ? solve_job(h, &r, res) : solve_done(h, &r, x, nx, res);
+        st = opts->async ? solve_job(h, &r, res) : solve_done(h, &r, &c, res);
     }
+    json_decref(req.json);
+    free(req.query.data);
     spmvc_response_clear(&r);
+    free(c.body);
+    free(c.scratch);
     if (st == SPMV_CLIENT_OK)
         *out = res;
     else
         spmv_client_solve_result_free(res);
     return st;
+}
+
+spmv_client_status spmv_client_solve(spmv_client *h, const char *id, const spmv_client_solve_options *opts,
+                                     double *x, size_t nx, spmv_client_solve_result **out)
+{
+    return solve(h, id, opts, x, nx, false, out);
+}
+
+spmv_client_status spmv_client_solve_json(spmv_client *h, const char *id, const spmv_client_solve_options *opts,
+                                          double *x, size_t nx, spmv_client_solve_result **out)
+{
+    return solve(h, id, opts, x, nx, true, out);
 }

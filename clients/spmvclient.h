@@ -42,7 +42,11 @@
  * cancellation. SPMV_CLIENT_VERSION_MINOR >= 2 tells a program it has them.
  * 0.3 adds shared-memory regions (spmv_client_shm_*, spmv_client_spmv_shm)
  * as new calls and new structures only: no 0.2 structure changed size,
- * so programs built against 0.2 run unchanged.
+ * so programs built against 0.2 run unchanged. 0.4 adds
+ * spmv_client_solve_json() and spmv_client_default_url(), and changes no
+ * signature or structure: spmv_client_job_wait() waits with long polls,
+ * spmv_client_solve() sends inline b and x0 in binary, and
+ * spmv_client_new(NULL, ...) takes the URL from the environment.
  *
  * Link with pkg-config: cc prog.c $(pkg-config --cflags --libs spmvclient)
  */
@@ -56,9 +60,9 @@
 extern "C" {
 #endif
 
-#define SPMV_CLIENT_VERSION "0.3.0"
+#define SPMV_CLIENT_VERSION "0.4.0"
 #define SPMV_CLIENT_VERSION_MAJOR 0
-#define SPMV_CLIENT_VERSION_MINOR 3
+#define SPMV_CLIENT_VERSION_MINOR 4
 #define SPMV_CLIENT_VERSION_PATCH 0
 
 /* The library is built with -fvisibility=hidden; only what carries this
@@ -120,13 +124,20 @@ typedef struct spmv_client_options {
 } spmv_client_options;
 
 /* Creates a handle for the daemon at `url` ("http://127.0.0.1:8080", with
- * or without a trailing slash; http or https only). `opts` may be NULL for
- * the defaults. Nothing is sent until the first call. Returns NULL when
- * `url` is not an http(s) URL, an option is out of range, or memory or
- * libcurl initialisation fails; `why` (if not NULL) then receives the
- * status. Free with spmv_client_free(). */
+ * or without a trailing slash; http or https only; NULL:
+ * spmv_client_default_url()). `opts` may be NULL for the defaults.
+ * Nothing is sent until the first call. Returns NULL when `url` is not an
+ * http(s) URL, an option is out of range, or memory or libcurl
+ * initialisation fails; `why` (if not NULL) then receives the status.
+ * Free with spmv_client_free(). */
 SPMV_CLIENT_API spmv_client *spmv_client_new(const char *url, const spmv_client_options *opts,
                                              spmv_client_status *why);
+
+/* The daemon's URL when none is given (0.4): $SPMVD_URL, else $SPMV_URL
+ * (the older name, kept as an alias), else "http://127.0.0.1:8080" (the
+ * Python client's spmvd.default_url()). The string is the environment's
+ * or a static one: do not free it. */
+SPMV_CLIENT_API const char *spmv_client_default_url(void);
 SPMV_CLIENT_API void spmv_client_free(spmv_client *h);
 
 /* The last call's error detail, valid until the next call on the handle.
@@ -388,11 +399,16 @@ SPMV_CLIENT_API spmv_client_status spmv_client_bench_start(spmv_client *h, const
 SPMV_CLIENT_API spmv_client_status spmv_client_job_get(spmv_client *h, const char *job_id,
                                                        spmv_client_job **out);
 
-/* Polls a job every `interval_ms` (0: 200 ms) until it is done or failed,
- * calling `progress` (may be NULL) with progress*1000 out of 1000 after
- * each poll; a nonzero return stops waiting (ABORTED). A job that ends
- * "failed" returns JOB_FAILED with the job's error in errmsg; *out is then
- * still set to the job. */
+/* Waits until a job is done or failed with long polls, GET
+ * /v1/jobs/{id}?wait=S: the daemon answers the moment the job ends, and
+ * the library never sleeps between polls. With `progress` (may be NULL)
+ * each poll waits at most `interval_ms` (0: 1000 ms; at most 60 s) and
+ * `progress` is called after it with progress*1000 out of 1000; a nonzero
+ * return stops waiting (ABORTED). Without it each poll waits up to 60 s.
+ * The handle's timeout_ms bounds each poll beyond its wait. A job that
+ * ends "failed" returns JOB_FAILED with the job's error in errmsg; *out
+ * is then still set to the job. (A daemon that predates long polls
+ * answers at once; the polls are then paced, at most 4 a second.) */
 SPMV_CLIENT_API spmv_client_status spmv_client_job_wait(spmv_client *h, const char *job_id, long interval_ms,
                                                         spmv_client_progress_fn progress, void *user,
                                                         spmv_client_job **out);
@@ -797,20 +813,38 @@ typedef struct spmv_client_solve_result {
 
 SPMV_CLIENT_API void spmv_client_solve_result_free(spmv_client_solve_result *r);
 
-/* POST /v1/matrices/{id}/solve. When x (room for nx float64 values) is
- * given and x_out_vector is not, the answer is asked for as binary
- * (Accept: application/octet-stream): x comes straight into the buffer
- * and must be exactly nx values (else PROTOCOL); the rest comes in the
- * X-SpMV-Solve header. A JSON answer is taken too. *out (required)
+/* POST /v1/matrices/{id}/solve. With b inline the request is binary: b
+ * (then x0, when inline) as raw values of the matrix's dtype (float64 for
+ * a mixed matrix; float32 values are rounded, and must be finite as
+ * float32), the options in the query string. The library learns the
+ * dtype from GET /v1/matrices/{id} (it remembers the last four matrices
+ * described, uploaded or generated, by id, so a loop of solves asks
+ * once). With b a
+ * resident vector the request is JSON. When x (room for nx float64
+ * values) is given and x_out_vector is not, x comes back binary straight
+ * into the buffer in the matrix's dtype (learnt the same way for a JSON
+ * request), widened from float32 there for a float32 matrix, and must
+ * be exactly nx values (else PROTOCOL); the report comes in the
+ * X-SpMV-Solve header and, for a binary request, the residual history
+ * after x (?history=true). A JSON answer is taken too. *out (required)
  * receives the rest; with opts->async it only carries job_id: wait for
  * the job with spmv_client_job_wait() and read its result with
  * spmv_client_solve_parse(). Non-convergence is not an error: the call is
  * OK and result->converged says. Errors: INVALID (no b, b or x0 given
- * both ways, negative tol or maxit), BAD_REQUEST (tol, maxit, shape, a
- * zero diagonal for Jacobi: errmsg names the row), NOT_FOUND, CONFLICT. */
+ * both ways, negative tol or maxit, inline x0 not b's length, a value
+ * not finite), BAD_REQUEST (tol, maxit, shape, a zero diagonal for
+ * Jacobi: errmsg names the row), NOT_FOUND, CONFLICT. */
 SPMV_CLIENT_API spmv_client_status spmv_client_solve(spmv_client *h, const char *id,
                                                      const spmv_client_solve_options *opts, double *x, size_t nx,
                                                      spmv_client_solve_result **out);
+
+/* spmv_client_solve() with a JSON request whatever b is (0.4): b and x0
+ * inline as JSON numbers, as before 0.4; x still comes back binary into
+ * x when given. For a daemon older than binary solves, or to see the
+ * request as curl would send it. */
+SPMV_CLIENT_API spmv_client_status spmv_client_solve_json(spmv_client *h, const char *id,
+                                                          const spmv_client_solve_options *opts, double *x,
+                                                          size_t nx, spmv_client_solve_result **out);
 
 /* Parses a solve answer given as JSON text (a finished solve job's
  * result): *out receives it, and x (may be NULL) the answer's "x", which

@@ -8,7 +8,8 @@
  * scripts). Exit codes are part of the interface and listed in usage():
  * scripts tell "the server said no" from "the server is not there".
  * Progress bars (uploads, benchmark jobs) go to stderr and only to a
- * terminal.
+ * terminal. The daemon's address: --url, else the library's default
+ * ($SPMVD_URL, else $SPMV_URL, else http://127.0.0.1:8080).
  */
 #include "spmvclient.h"
 
@@ -55,7 +56,7 @@ typedef struct ctl {
     bool has_per_row, has_dense_len;
     double fill, tol;
     uint64_t seed;
-    bool has_fill, random, async, history, cancel;
+    bool has_fill, random, async, history, cancel, json_request;
     /* shm: a region's window, and spmv operands in regions */
     uint64_t shm_offset, shm_size;
     bool has_shm_size;
@@ -88,7 +89,8 @@ static const char usage_text[] =
     "  health                 check that the daemon answers\n"
     "\n"
     "Global options (anywhere on the line):\n"
-    "  --url URL              daemon address (default $SPMV_URL, else http://127.0.0.1:8080)\n"
+    "  --url URL              daemon address (default $SPMVD_URL, else $SPMV_URL, else\n"
+    "                         http://127.0.0.1:8080)\n"
     "  --token-file FILE      bearer token read from FILE (default $SPMV_TOKEN)\n"
     "  --ca-file FILE         CA bundle for https; --insecure skips verification\n"
     "  --timeout SECONDS      limit for each request (default none)\n"
@@ -1104,7 +1106,7 @@ static int cmd_bench(ctl *c, int argc, char **argv)
         return EXIT_OK;
     }
     bar b = {.label = "bench"};
-    st = spmv_client_job_wait(c->h, job_id, 200, isatty(STDERR_FILENO) ? progress_bar : NULL, &b, &j);
+    st = spmv_client_job_wait(c->h, job_id, 1000, isatty(STDERR_FILENO) ? progress_bar : NULL, &b, &j);
     progress_end(&b);
     if (st != SPMV_CLIENT_OK) {
         rc = report(c, job_id, st);
@@ -1243,7 +1245,7 @@ static int solve_wait(ctl *c, spmv_client_solve_result **r, double *x, size_t n)
     spmv_client_job *j = NULL;
     bar bb = {.label = "solve"};
     spmv_client_status st =
-        spmv_client_job_wait(c->h, (*r)->job_id, 100, isatty(STDERR_FILENO) ? progress_bar : NULL, &bb, &j);
+        spmv_client_job_wait(c->h, (*r)->job_id, 1000, isatty(STDERR_FILENO) ? progress_bar : NULL, &bb, &j);
     progress_end(&bb);
     if (st != SPMV_CLIENT_OK) {
         int rc = report(c, (*r)->job_id, st);
@@ -1294,7 +1296,8 @@ static int cmd_solve(ctl *c, int argc, char **argv)
                                    .preconditioner = c->precond, .kernel = c->kernel, .b_vector = c->b_vector,
                                    .b = b, .nb = nb, .x0_vector = c->x0_vector, .x0 = x0, .nx0 = nx0,
                                    .x_out_vector = c->x_vector, .async = c->async || c->no_wait};
-    if ((st = spmv_client_solve(c->h, m->id, &o, x, n, &r)) != SPMV_CLIENT_OK) {
+    st = (c->json_request ? spmv_client_solve_json : spmv_client_solve)(c->h, m->id, &o, x, n, &r);
+    if (st != SPMV_CLIENT_OK) {
         rc = report(c, "solve", st);
     } else if (c->no_wait) {
         printf(c->json ? "{\"job\": \"%s\"}\n" : "%s\n", r->job_id);
@@ -1434,12 +1437,14 @@ static const command commands[] = {
      "usage: spmvctl solve ID [--method cg|bicgstab|gmres] [--tol T] [--maxit N] [--restart N]\n"
      "                       [--precond none|jacobi] [--kernel K] [--b FILE | --b-vector VID]\n"
      "                       [--x0 FILE | --x0-vector VID] [--x-out FILE | --x-vector VID]\n"
-     "                       [--async] [--no-wait] [--history]\n"
+     "                       [--async] [--no-wait] [--history] [--json-request]\n"
      "Solves A x = b on the daemon (b defaults to all ones) and prints the method, whether\n"
      "it converged and why it stopped, iterations, relative residual and the time split.\n"
      "--x-out writes x one value per line (\"-\": stdout); --x-vector leaves it in a vector.\n"
-     "--async runs it as a job and waits (a progress bar on a terminal); --no-wait prints\n"
-     "the job id. Exit status 7 when it did not converge.\n"},
+     "b and x0 from files go in binary in the matrix's dtype (--json-request: as JSON\n"
+     "numbers instead). --async runs it as a job and waits for it with long polls (a\n"
+     "progress bar on a terminal); --no-wait prints the job id. Exit status 7 when it did\n"
+     "not converge.\n"},
     {"shm", cmd_shm,
      "usage: spmvctl shm register NAME [--offset BYTES] --size BYTES\n"
      "       spmvctl shm list\n"
@@ -1461,7 +1466,7 @@ enum {
     OPT_PER_ROW, OPT_DENSE_LEN,
     OPT_LIKE, OPT_SIDE, OPT_K, OPT_N, OPT_VALUES, OPT_FILL, OPT_RANDOM, OPT_SEED, OPT_OUT, OPT_METHOD, OPT_TOL,
     OPT_MAXIT, OPT_RESTART, OPT_PRECOND, OPT_B, OPT_B_VECTOR, OPT_X0, OPT_X0_VECTOR, OPT_X_OUT, OPT_X_VECTOR,
-    OPT_ASYNC, OPT_HISTORY, OPT_CANCEL, OPT_OFFSET, OPT_SIZE, OPT_X_SHM, OPT_Y_SHM,
+    OPT_ASYNC, OPT_HISTORY, OPT_JSON_REQUEST, OPT_CANCEL, OPT_OFFSET, OPT_SIZE, OPT_X_SHM, OPT_Y_SHM,
 };
 
 static const struct option long_opts[] = {
@@ -1511,6 +1516,7 @@ static const struct option long_opts[] = {
     {"x-vector", required_argument, NULL, OPT_X_VECTOR},
     {"async", no_argument, NULL, OPT_ASYNC},
     {"history", no_argument, NULL, OPT_HISTORY},
+    {"json-request", no_argument, NULL, OPT_JSON_REQUEST},
     {"cancel", no_argument, NULL, OPT_CANCEL},
     {"offset", required_argument, NULL, OPT_OFFSET},
     {"size", required_argument, NULL, OPT_SIZE},
@@ -1676,6 +1682,7 @@ static int take_solve_option(ctl *c, int opt, const char *arg)
     case OPT_X_VECTOR: c->x_vector = arg; break;
     case OPT_ASYNC: c->async = true; break;
     case OPT_HISTORY: c->history = true; break;
+    case OPT_JSON_REQUEST: c->json_request = true; break;
     case OPT_CANCEL: c->cancel = true; break;
     default: return NOT_MINE;
     }
@@ -1740,8 +1747,7 @@ static int connect_client(ctl *c)
 {
     char *token = NULL;
     const char *env_token = getenv("SPMV_TOKEN");
-    if (!c->url) c->url = getenv("SPMV_URL");
-    if (!c->url || !*c->url) c->url = "http://127.0.0.1:8080";
+    if (!c->url) c->url = spmv_client_default_url(); /* $SPMVD_URL, else $SPMV_URL */
     if (c->token_file && !(token = read_token(c->token_file))) return EXIT_LOCAL;
     spmv_client_options o = {.token = token ? token : env_token, .ca_file = c->ca_file,
                              .insecure = c->insecure, .timeout_ms = c->timeout_ms};

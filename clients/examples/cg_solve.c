@@ -411,7 +411,7 @@ static int usage(void)
     fprintf(stderr,
             "usage: cg_solve [--url URL] [--mode local|resident|server] [--kernel K] [--tol T] [--maxit N]\n"
             "                [--iters N] [--x-out FILE] [--json] (MATRIX.mtx | --matrix-id ID)\n"
-            "  --url        daemon address (default $SPMV_URL, else http://127.0.0.1:8080)\n"
+            "  --url        daemon address (default $SPMVD_URL, else $SPMV_URL, else http://127.0.0.1:8080)\n"
             "  --mode       local: vectors here, one binary spmv per iteration (default);\n"
             "               resident: x, r, p, Ap in the daemon, two /v1/ops requests per iteration;\n"
             "               server: one /solve request\n"
@@ -497,7 +497,7 @@ static int parse_args(int argc, char **argv, solver *s, cli *a)
     char *end;
     int opt;
 
-    a->url = getenv("SPMV_URL");
+    a->url = NULL;
     while ((opt = getopt_long(argc, argv, "h", opts, NULL)) != -1) {
         switch (opt) {
         case 'u': a->url = optarg; break;
@@ -532,7 +532,7 @@ static int parse_args(int argc, char **argv, solver *s, cli *a)
         s->tol = 0;
         s->maxit = iters;
     }
-    if (!a->url || !*a->url) a->url = "http://127.0.0.1:8080";
+    if (!a->url || !*a->url) a->url = spmv_client_default_url(); /* $SPMVD_URL, else $SPMV_URL */
     return 0;
 }
 

@@ -5,7 +5,8 @@
 
 int main(int argc, char **argv)
 {
-    spmv_client *h = spmv_client_new(argc > 1 ? argv[1] : "http://127.0.0.1:8080", NULL, NULL);
+    /* NULL: $SPMVD_URL, else $SPMV_URL, else http://127.0.0.1:8080 */
+    spmv_client *h = spmv_client_new(argc > 1 ? argv[1] : NULL, NULL, NULL);
     char *json = NULL;
     spmv_client_status st = spmv_client_health(h, &json);
     printf("%s\n", st == SPMV_CLIENT_OK ? json : spmv_client_errmsg(h));

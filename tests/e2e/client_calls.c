@@ -13,13 +13,19 @@
  * operands, ops, solve, job cancel) are checked the same way: values read
  * back and compared with C references (y = A·x, Aᵀ·x, BLAS-1 done here, a
  * random SPD system whose solution is all ones); they are skipped as a
- * group when the daemon has no /v1/vectors. Prints "ok N - ..." lines and
- * last "# tests N".
+ * group when the daemon has no /v1/vectors. The 0.4 ones: solves of
+ * float32, mixed and float64 matrices with b in binary against the JSON
+ * request (the same x), spmv_client_new(NULL) with $SPMVD_URL and
+ * $SPMV_URL, and job_wait's long polls timed against the daemon's clock
+ * on jobs a second handle cancels from a thread. Prints "ok N - ..."
+ * lines and last "# tests N".
  */
 #include "spmvclient.h"
 
 #include <inttypes.h>
+#include <jansson.h>
 #include <math.h>
+#include <pthread.h>
 #include <stdarg.h>
 #include <stdbool.h>
 #include <stdio.h>
@@ -73,6 +79,28 @@ static void test_handles(const char *url)
             distinct = distinct && strcmp(spmv_client_strerror(s), spmv_client_strerror(t)) != 0;
     check(distinct && strcmp(spmv_client_strerror(12345), "unknown status") == 0,
           "strerror names every status distinctly");
+}
+
+/* spmv_client_new(NULL): $SPMVD_URL, else $SPMV_URL (the alias). */
+static void test_default_url(const char *url, const char *dead_url)
+{
+    setenv("SPMVD_URL", url, 1);
+    setenv("SPMV_URL", dead_url, 1);
+    spmv_client *h = spmv_client_new(NULL, NULL, NULL);
+    EXPECT(h, spmv_client_health(h, NULL), SPMV_CLIENT_OK, "new(NULL): health at $SPMVD_URL (over $SPMV_URL)");
+    spmv_client_free(h);
+    unsetenv("SPMVD_URL");
+    setenv("SPMV_URL", url, 1);
+    h = spmv_client_new(NULL, NULL, NULL);
+    EXPECT(h, spmv_client_health(h, NULL), SPMV_CLIENT_OK, "new(NULL): health at $SPMV_URL, the alias");
+    spmv_client_free(h);
+    setenv("SPMVD_URL", dead_url, 1);
+    h = spmv_client_new(NULL, NULL, NULL);
+    EXPECT(h, spmv_client_health(h, NULL), SPMV_CLIENT_ERR_UNREACHABLE, "new(NULL): $SPMVD_URL comes first");
+    spmv_client_free(h);
+    unsetenv("SPMVD_URL");
+    unsetenv("SPMV_URL");
+    check(strcmp(spmv_client_default_url(), "http://127.0.0.1:8080") == 0, "default_url without the variables");
 }
 
 static void test_server(spmv_client *h)
@@ -681,6 +709,179 @@ static bool spd_coo(coo *m, int64_t n)
     return true;
 }
 
+/* ------------------------------------------------ long polls of job_wait */
+
+typedef struct polls {
+    int calls;
+    uint64_t last;
+    double give_up_at;        /* the callback stops the wait past this (s): no hang */
+} polls;
+
+static double seconds_now(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
+}
+
+static int count_poll(void *user, uint64_t done, uint64_t total)
+{
+    polls *p = user;
+    (void)total;
+    p->calls++;
+    p->last = done;
+    return seconds_now() > p->give_up_at;
+}
+
+/* Cancels a job from a handle of its own after delay_ms (a thread): the
+ * job ends when the test says, not when the solver does. */
+typedef struct cancel_later {
+    const char *url, *job_id;
+    long delay_ms;
+    spmv_client_status st;
+} cancel_later;
+
+static void *cancel_after(void *arg)
+{
+    cancel_later *c = arg;
+    struct timespec ts = {c->delay_ms / 1000, (c->delay_ms % 1000) * 1000000L};
+    while (nanosleep(&ts, &ts) != 0) {}
+    spmv_client *h2 = spmv_client_new(c->url, NULL, NULL);
+    c->st = h2 ? spmv_client_job_cancel(h2, c->job_id, NULL) : SPMV_CLIENT_ERR_NOMEM;
+    spmv_client_free(h2);
+    return NULL;
+}
+
+/* How long after the job ended the daemon answered, by its own clock:
+ * age_s (at the answer) less queue_ms and run_ms (at the end); NaN when
+ * the job does not say. */
+static double job_lateness_ms(const spmv_client_job *j, double *run_ms)
+{
+    json_t *root = j ? json_loads(j->json, 0, NULL) : NULL;
+    double age = json_number_value(json_object_get(root, "age_s")) * 1000;
+    double queue = json_number_value(json_object_get(root, "queue_ms"));
+    *run_ms = json_number_value(json_object_get(root, "run_ms"));
+    bool known = json_is_number(json_object_get(root, "age_s")) && json_is_number(json_object_get(root, "run_ms"));
+    json_decref(root);
+    return known ? age - queue - *run_ms : NAN;
+}
+
+/* An async GMRES solve that would run for minutes (tol 1e-300), cancelled
+ * from a second handle after cancel_ms, waited for in slices of slice_ms:
+ * the wait must end as soon as the job does (within 150 ms by the
+ * daemon's clock), each poll held by the daemon (at most wall/slice + 2
+ * polls: one for a 60 s slice; a client sleeping between quick polls
+ * makes many more, and answers up to its interval late). */
+static void long_poll_case(spmv_client *h, const char *url, const char *id, const double *b, size_t n,
+                           long slice_ms, long cancel_ms)
+{
+    spmv_client_solve_options as = {.method = "gmres", .tol = 1e-300, .maxit = 1000000, .b = b, .nb = n,
+                                    .kernel = "cpu.csr.serial", .async = 1};
+    spmv_client_solve_result *r = NULL;
+    spmv_client_job *j = NULL;
+    EXPECT(h, spmv_client_solve(h, id, &as, NULL, 0, &r), SPMV_CLIENT_OK, "long poll: async gmres started");
+    if (!r) return;
+    cancel_later c = {.url = url, .job_id = r->job_id, .delay_ms = cancel_ms, .st = SPMV_CLIENT_ERR_INVALID};
+    pthread_t t;
+    bool started = pthread_create(&t, NULL, cancel_after, &c) == 0;
+    double t0 = seconds_now();
+    polls p = {.give_up_at = t0 + 60};
+    spmv_client_status st = started ? spmv_client_job_wait(h, r->job_id, slice_ms, count_poll, &p, &j) : SPMV_CLIENT_ERR_NOMEM;
+    double wall_ms = (seconds_now() - t0) * 1000, run_ms = NAN;
+    if (started) pthread_join(t, NULL);
+    double late = job_lateness_ms(j, &run_ms);
+    if (!check(st == SPMV_CLIENT_OK && c.st == SPMV_CLIENT_OK && j && strcmp(j->state, "done") == 0,
+               "long poll, %ld ms slices: cancelled after %ld ms, job_wait OK, state done", slice_ms, cancel_ms))
+        diag(h, st);
+    check(run_ms >= 0.8 * (double)cancel_ms && late < 150 && wall_ms < run_ms + 300,
+          "long poll, %ld ms slices: answered %.1f ms after the job ended (ran %.0f ms, waited %.0f ms)", slice_ms,
+          late, run_ms, wall_ms);
+    check(p.calls >= 1 && p.calls <= (int)(wall_ms / (double)slice_ms) + 2 && (slice_ms < cancel_ms || p.calls == 1) &&
+              p.last == 1000,
+          "long poll, %ld ms slices: %d polls in %.0f ms, the last at %llu/1000", slice_ms, p.calls, wall_ms,
+          (unsigned long long)p.last);
+    spmv_client_job_free(j);
+    spmv_client_solve_result_free(r);
+}
+
+/* job_wait's long polls on a generated 2-D Poisson matrix (10^4 rows). */
+static void test_job_long_poll(spmv_client *h, const char *url)
+{
+    spmv_client_upload_options uo = {.device = "cpu", .name = "calls-poisson"};
+    spmv_client_matrix *a = NULL;
+    EXPECT(h, spmv_client_generate(h, "poisson2d", 100, -1, -1, 0, &uo, &a), SPMV_CLIENT_OK, "generate poisson2d 100");
+    size_t n = a ? (size_t)a->rows : 0;
+    double *b = n ? malloc(n * sizeof *b) : NULL;
+    for (size_t i = 0; b && i < n; i++) b[i] = uniform();
+    if (b) {
+        long cancel_ms = 300 + (long)(rng() % 300);
+        long_poll_case(h, url, a->id, b, n, 60000, cancel_ms);
+        long_poll_case(h, url, a->id, b, n, 100, cancel_ms);
+    }
+    if (a) spmv_client_delete(h, a->id);
+    spmv_client_matrix_free(a);
+    free(b);
+}
+
+/* --------------------------------------------- binary and JSON solves */
+
+/* One solve of a dtypes case: binary request (or JSON), x into x; the
+ * iterations taken, -1 on failure. */
+static int64_t solve_once(spmv_client *h, const char *dtype, const char *id, const spmv_client_solve_options *o,
+                          double *x, size_t n, bool json, const double *want, double err)
+{
+    spmv_client_solve_result *r = NULL;
+    poison(x, n);
+    EXPECT(h, (json ? spmv_client_solve_json : spmv_client_solve)(h, id, o, x, n, &r), SPMV_CLIENT_OK,
+           "solve %s (%s request%s)", dtype, json ? "JSON" : "binary", o->x0 ? ", x0 inline" : "");
+    double e = max_abs_diff(x, want, n);
+    check(r && r->converged && r->has_x && r->nhistory == (size_t)r->iterations + 1 && e < err,
+          "solve %s (%s%s): converged, a residual per iteration and x0's, x = x_true within %g (%.3g)", dtype,
+          json ? "JSON" : "binary", o->x0 ? ", x0 inline" : "", err, e);
+    int64_t its = r && r->converged ? r->iterations : -1;
+    spmv_client_solve_result_free(r);
+    return its;
+}
+
+/* Inline b in binary on float32, mixed and float64 matrices against the
+ * JSON request: b = A·x_true for a random x_true; both come back in the
+ * matrix's dtype, widened by the library, and must agree (the same b
+ * after rounding, the serial kernel: the same iterations); x0 inline
+ * goes after b in the body. */
+static void test_solve_dtypes(spmv_client *h, const coo *m)
+{
+    static const char *const dtypes[] = {"float32", "mixed", "float64"};
+    size_t n = (size_t)m->rows, len = 0;
+    char *text = matrix_market(m, &len, "solve dtypes");
+    double *xt = malloc(n * sizeof *xt), *b = malloc(n * sizeof *b), *x = malloc(n * sizeof *x),
+           *xj = malloc(n * sizeof *xj);
+    for (size_t i = 0; xt && b && i < n; i++) xt[i] = uniform();
+    if (xt && b) reference_y(m, xt, b);
+    for (int i = 0; text && xt && b && x && xj && i < 3; i++) {
+        spmv_client_upload_options uo = {.dtype = dtypes[i], .device = "cpu"};
+        spmv_client_matrix *a = NULL;
+        EXPECT(h, spmv_client_upload_memory(h, text, len, &uo, &a), SPMV_CLIENT_OK, "upload the SPD matrix %s", dtypes[i]);
+        if (!a) continue;
+        double tol = i == 0 ? 1e-5 : 1e-10, err = i == 0 ? 1e-3 : i == 1 ? 1e-5 : 1e-7;
+        double same = i == 0 ? 1e-6 : 1e-12; /* binary against JSON */
+        spmv_client_solve_options o = {.b = b, .nb = n, .tol = tol, .maxit = 1000, .kernel = "cpu.csr.serial"};
+        int64_t its = solve_once(h, dtypes[i], a->id, &o, x, n, false, xt, err);
+        int64_t its_json = solve_once(h, dtypes[i], a->id, &o, xj, n, true, xt, err);
+        double d = max_abs_diff(x, xj, n);
+        check(d <= same && its == its_json && its > 0,
+              "solve %s: binary and JSON requests give the same x (max diff %.3g <= %g) in %lld and %lld iterations",
+              dtypes[i], d, same, (long long)its, (long long)its_json);
+        o.x0 = xt, o.nx0 = n; /* from (nearly) the answer: fewer iterations than from 0 */
+        int64_t its0 = solve_once(h, dtypes[i], a->id, &o, x, n, false, xt, err);
+        check(its0 >= 0 && its0 < its, "solve %s from x0 = x_true: %lld iterations, %lld from 0", dtypes[i],
+              (long long)its0, (long long)its);
+        spmv_client_delete(h, a->id);
+        spmv_client_matrix_free(a);
+    }
+    free(text);
+    free(xt), free(b), free(x), free(xj);
+}
+
 static void test_solve(spmv_client *h)
 {
     coo m = {0};
@@ -767,6 +968,7 @@ static void test_solve(spmv_client *h)
     EXPECT(h, spmv_client_solve(h, a->id, &(spmv_client_solve_options){.b = b, .nb = (size_t)n, .method = "lu"}, x,
                                 (size_t)n, &r),
            SPMV_CLIENT_ERR_BAD_REQUEST, "solve: an unknown method is BAD_REQUEST");
+    test_solve_dtypes(h, &m);
 done:
     if (vb) spmv_client_vector_delete(h, vb->id);
     if (vx) spmv_client_vector_delete(h, vx->id);
@@ -840,12 +1042,14 @@ int main(int argc, char **argv)
     printf("# client_calls seed %" PRIu64 " (set SPMV_SEED to repeat)\n", seed);
 
     test_handles(argv[1]);
+    test_default_url(argv[1], argv[2]);
     spmv_client *h = spmv_client_new(argv[1], NULL, NULL);
     if (!check(h != NULL, "new: handle for %s", argv[1])) return 1;
     test_server(h);
     test_matrices(h, argv[4]);
     test_bad_uploads(h, argv[4]);
     test_resident(h);
+    test_job_long_poll(h, argv[1]);
     spmv_client_free(h);
     test_unreachable(argv[2], argv[3]);
     printf("# tests %d\n", tests);

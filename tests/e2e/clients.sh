@@ -161,9 +161,11 @@ check "client_calls exited 0 (rc $calls_rc)" [ "$calls_rc" -eq 0 ]
 # ----------------------------------------------------------------- spmvctl
 ctl() { "$SPMVCTL" "$@"; }
 
-expect_rc 0 "spmvctl health (SPMV_URL from the environment)" ctl health
+expect_rc 0 "spmvctl health (SPMV_URL, the alias, from the environment)" env -u SPMVD_URL "$SPMVCTL" health
 check "spmvctl health prints ok" grep -qx ok "$W/out"
-expect_rc 0 "spmvctl --url health" env -u SPMV_URL "$SPMVCTL" --url "$URL" health
+expect_rc 0 "spmvctl health (SPMVD_URL from the environment)" env -u SPMV_URL SPMVD_URL="$URL" "$SPMVCTL" health
+expect_rc 3 "spmvctl: SPMVD_URL comes before SPMV_URL" env SPMVD_URL="$DEAD_URL" "$SPMVCTL" health
+expect_rc 0 "spmvctl --url health" env -u SPMV_URL -u SPMVD_URL "$SPMVCTL" --url "$URL" health
 expect_rc 3 "spmvctl health on a closed port exits 3" ctl --url "$DEAD_URL" health
 check "unreachable message names the address" grep -q "unreachable" "$W/err"
 expect_rc 3 "spmvctl --timeout 0.3 on a silent socket exits 3" ctl --url "$SILENT_URL" --timeout 0.3 health
@@ -414,6 +416,34 @@ else
   expect_rc 0 "spmvctl job --cancel" ctl job "$SJOB" --cancel
   expect_rc 7 "spmvctl solve that hits maxit exits 7" ctl solve "$SID" --maxit 2 --tol 1e-14
   check "maxit: the answer is still printed" grep -q '^converged *no (maxit' "$W/out"
+  # float32 and mixed matrices: b goes in the matrix's dtype and x comes back
+  # in it, widened by the library (x of a float32 matrix was "64 bytes,
+  # expected 128" before 0.4); binary and --json-request give the same x;
+  # x0 in the body.
+  for dt in float32 mixed; do
+    expect_rc 0 "spmvctl upload --dtype $dt of the SPD matrix" ctl --json upload --name "spd-$dt" --dtype $dt "$SPD"
+    DID=$(json_field "$W/out" 'd["id"]')
+    expect_rc 0 "spmvctl solve of a $dt matrix --x-out - (binary)" ctl solve "$DID" --tol 1e-5 --b "$W/b.txt" --x-out -
+    cp "$W/out" "$W/solve-$dt.x"
+    check "$dt solve --x-out -: stdout is x, $N numbers and nothing else" \
+      sh -c "[ \$(wc -l <'$W/solve-$dt.x') = $N ] && [ \$(grep -cE '^-?[0-9][0-9.e+-]*\$' '$W/solve-$dt.x') = $N ]"
+    res=$(python3 "$W/mtx_tool.py" residual "$SPD" "$W/solve-$dt.x" 2>&1)
+    check "$dt solve: true residual $res < 1e-4 (python)" lt "$res" 1e-4
+    expect_rc 0 "spmvctl solve of a $dt matrix --json-request --x-out -" \
+      ctl solve "$DID" --tol 1e-5 --b "$W/b.txt" --json-request --x-out -
+    cp "$W/out" "$W/solve-$dt-json.x"
+    d=$(vt maxdiff "$W/solve-$dt.x" "$W/solve-$dt-json.x")
+    check "$dt solve: binary and --json-request give the same x (max diff $d)" lt "$d" 1e-6
+    expect_rc 0 "spmvctl solve of a $dt matrix --json-request --x0 --x-out FILE" \
+      ctl solve "$DID" --tol 1e-5 --b "$W/b.txt" --x0 "$W/solve-$dt.x" --json-request --x-out "$W/solve-$dt-json0.x"
+    res=$(python3 "$W/mtx_tool.py" residual "$SPD" "$W/solve-$dt-json0.x" 2>&1)
+    check "$dt solve --json-request from x0: true residual $res < 1e-4 (python)" lt "$res" 1e-4
+    expect_rc 0 "spmvctl solve of a $dt matrix --x0 (binary, x0 in the body) --async" \
+      ctl solve "$DID" --tol 1e-5 --b "$W/b.txt" --x0 "$W/solve-$dt.x" --async --x-out "$W/solve-$dt-x0.x"
+    res=$(python3 "$W/mtx_tool.py" residual "$SPD" "$W/solve-$dt-x0.x" 2>&1)
+    check "$dt solve --async from x0: true residual $res < 1e-4 (python)" lt "$res" 1e-4
+    ctl rm "$DID" >/dev/null 2>&1
+  done
   expect_rc 0 "spmvctl vec rm" ctl vec rm "$VID" "$FID" "$RID" "$BID"
   expect_rc 2 "spmvctl vec rm of a deleted vector exits 2" ctl vec rm "$VID"
   expect_rc 2 "spmvctl vec get of a deleted vector exits 2" ctl vec get "$VID"
@@ -525,6 +555,9 @@ else
 fi
 expect_rc 0 "hello runs against the daemon (installed .so)" env LD_LIBRARY_PATH="$P/lib" "$W/hello" "$URL"
 check "hello prints the health answer" grep -q '"ok"' "$W/out"
+expect_rc 0 "hello without a URL runs against \$SPMVD_URL (spmv_client_new(NULL))" \
+  env -u SPMV_URL SPMVD_URL="$URL" LD_LIBRARY_PATH="$P/lib" "$W/hello"
+check "hello at \$SPMVD_URL prints the health answer" grep -q '"ok"' "$W/out"
 check "hello is linked to the installed libspmvclient.so.0" sh -c "LD_LIBRARY_PATH='$P/lib' ldd '$W/hello' | grep -q '$P/lib/libspmvclient.so.0'"
 check "docs/client.md includes hello.c verbatim" python3 -c '
 import sys; doc = open("docs/client.md").read(); src = open("clients/examples/hello.c").read()

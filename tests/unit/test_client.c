@@ -8,11 +8,14 @@
  * error status to its spmv_client_status, keeps the server's message, and
  * refuses bad arguments before sending anything; and that the requests
  * of the 0.2 calls (vectors, resident spmv, ops, solve, job cancel) and
- * the 0.3 ones (shared-memory regions, spmv with operands in them) have
- * the URL, query and body the contract (docs/api.md) gives. The "server" is a thread
- * on a loopback port that reads one request and writes back a canned
- * answer; the test sets the answer before each call and can read the
- * request the library sent.
+ * the 0.3 ones (shared-memory regions, spmv with operands in them) and
+ * the 0.4 ones (binary solves in the matrix's dtype, long polls of
+ * job_wait, the URL from $SPMVD_URL or $SPMV_URL) have the URL, query and
+ * body the contract (docs/api.md) gives. The "server" is a thread on a
+ * loopback port that reads one request and writes back a canned answer,
+ * held back a while if asked (as a long poll is); the test queues the
+ * answers before each call and can read the request lines the library
+ * sent.
  */
 #include <stdarg.h>
 #include <stddef.h>
@@ -27,21 +30,33 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "clients/spmvclient.h"
 
 /* ---------------------------------------------------------- canned server */
 
+/* Answers are queued: each request takes the first, and the last one
+ * stays for every request after it. A delay holds the answer back, as a
+ * long poll does. */
+#define MAX_ANSWERS 4
+typedef struct canned_answer {
+    char text[1 << 16];
+    size_t len;
+    int delay_ms;
+} canned_answer;
+
 typedef struct canned {
     int listen_fd;
     int port;
     pthread_t thread;
     pthread_mutex_t lock;
-    char answer[1 << 16];
-    size_t answer_len;
+    canned_answer answers[MAX_ANSWERS];
+    int nanswers;
     char request[1 << 16];    /* the last request's head and body */
     size_t request_len;
+    char lines[8192];         /* every request line since the last answer() */
 } canned;
 
 static size_t content_length(const char *head)
@@ -75,33 +90,68 @@ static void *serve(void *arg)
         if (fd < 0) return NULL;
         pthread_mutex_lock(&s->lock);
         read_request(s, fd);
+        size_t line = strcspn(s->request, "\r"), used = strlen(s->lines);
+        snprintf(s->lines + used, sizeof s->lines - used, "%.*s\n", (int)line, s->request);
+        canned_answer *a = &s->answers[0];
+        if (a->delay_ms) usleep((useconds_t)a->delay_ms * 1000);
         size_t off = 0;
-        while (off < s->answer_len) {
-            ssize_t n = write(fd, s->answer + off, s->answer_len - off);
+        while (off < a->len) {
+            ssize_t n = write(fd, a->text + off, a->len - off);
             if (n <= 0) break;
             off += (size_t)n;
         }
+        if (s->nanswers > 1)
+            memmove(&s->answers[0], &s->answers[1], (size_t)--s->nanswers * sizeof *a);
         pthread_mutex_unlock(&s->lock);
         close(fd);
     }
 }
 
-/* Sets the next answer: status line, extra headers, body of len bytes. */
+/* Queues an answer, held back delay_ms: status line, extra headers, body
+ * of len bytes. */
+static void queue_answer(canned *s, int delay_ms, const char *status, const char *headers, const void *body,
+                         size_t len)
+{
+    pthread_mutex_lock(&s->lock);
+    assert_true(s->nanswers < MAX_ANSWERS);
+    canned_answer *a = &s->answers[s->nanswers++];
+    int n = snprintf(a->text, sizeof a->text, "HTTP/1.1 %s\r\nConnection: close\r\nContent-Length: %zu\r\n%s\r\n",
+                     status, len, headers ? headers : "");
+    assert_true(n > 0 && (size_t)n + len < sizeof a->text);
+    memcpy(a->text + n, body, len);
+    a->len = (size_t)n + len;
+    a->delay_ms = delay_ms;
+    pthread_mutex_unlock(&s->lock);
+}
+
+/* Sets the answer to every request from now on (forgetting the queue and
+ * the request lines). */
 static void answer(canned *s, const char *status, const char *headers, const void *body, size_t len)
 {
     pthread_mutex_lock(&s->lock);
-    int n = snprintf(s->answer, sizeof s->answer,
-                     "HTTP/1.1 %s\r\nConnection: close\r\nContent-Length: %zu\r\n%s\r\n", status, len,
-                     headers ? headers : "");
-    assert_true(n > 0 && (size_t)n + len < sizeof s->answer);
-    memcpy(s->answer + n, body, len);
-    s->answer_len = (size_t)n + len;
+    s->nanswers = 0;
+    s->lines[0] = '\0';
     pthread_mutex_unlock(&s->lock);
+    queue_answer(s, 0, status, headers, body, len);
+}
+
+static void queue_json(canned *s, int delay_ms, const char *status, const char *json)
+{
+    queue_answer(s, delay_ms, status, "Content-Type: application/json\r\n", json, strlen(json));
 }
 
 static void answer_json(canned *s, const char *status, const char *json)
 {
     answer(s, status, "Content-Type: application/json\r\n", json, strlen(json));
+}
+
+/* The last request's body (after the blank line), and its length. */
+static const char *request_body(const canned *s, size_t *len)
+{
+    const char *b = memmem(s->request, s->request_len, "\r\n\r\n", 4);
+    assert_non_null(b);
+    *len = s->request_len - (size_t)(b + 4 - s->request);
+    return b + 4;
 }
 
 static canned server;
@@ -162,8 +212,10 @@ static void test_new_refuses_bad_options(void **state)
 {
     (void)state;
     spmv_client_status why = SPMV_CLIENT_OK;
+    setenv("SPMVD_URL", "ftp://x", 1); /* NULL: the environment's URL, still checked */
     assert_null(spmv_client_new(NULL, NULL, &why));
     assert_int_equal(why, SPMV_CLIENT_ERR_INVALID);
+    unsetenv("SPMVD_URL");
     assert_null(spmv_client_new("127.0.0.1:8080", NULL, &why)); /* no scheme */
     assert_int_equal(why, SPMV_CLIENT_ERR_INVALID);
     spmv_client_options o = {.connect_timeout_ms = -5};
@@ -174,6 +226,32 @@ static void test_new_refuses_bad_options(void **state)
     assert_int_equal(why, SPMV_CLIENT_OK);
     spmv_client_free(ok);
     spmv_client_free(NULL);
+}
+
+/* $SPMVD_URL, else $SPMV_URL (the alias), else the default address. */
+static void test_default_url(void **state)
+{
+    (void)state;
+    setenv("SPMVD_URL", "http://first:1", 1);
+    setenv("SPMV_URL", "http://alias:2", 1);
+    assert_string_equal(spmv_client_default_url(), "http://first:1");
+    setenv("SPMVD_URL", "", 1);
+    assert_string_equal(spmv_client_default_url(), "http://alias:2");
+    unsetenv("SPMVD_URL");
+    unsetenv("SPMV_URL");
+    assert_string_equal(spmv_client_default_url(), "http://127.0.0.1:8080");
+    /* the handle of spmv_client_new(NULL) talks to it */
+    char url[64];
+    snprintf(url, sizeof url, "http://127.0.0.1:%d", server.port);
+    setenv("SPMV_URL", url, 1);
+    spmv_client *d = spmv_client_new(NULL, NULL, NULL);
+    unsetenv("SPMV_URL");
+    assert_non_null(d);
+    answer_json(&server, "200 OK", "{\"status\":\"ok\"}");
+    char *json = NULL;
+    assert_int_equal(spmv_client_health(d, &json), SPMV_CLIENT_OK);
+    spmv_client_string_free(json);
+    spmv_client_free(d);
 }
 
 static void test_arguments_checked_before_sending(void **state)
@@ -351,6 +429,72 @@ static void test_jobs(void **state)
     answer_json(&server, "200 OK", "{\"id\":\"j1\",\"state\":\"done\",\"progress\":1,\"result\":{\"results\":[]}}");
     assert_int_equal(spmv_client_job_wait(h, "j1", 10, NULL, NULL, &j), SPMV_CLIENT_OK);
     assert_string_equal(j->result, "{\"results\":[]}");
+    /* without a callback one long poll of the daemon's longest wait */
+    assert_string_equal(server.lines, "GET /v1/jobs/j1?wait=60.000 HTTP/1.1\n");
+    spmv_client_job_free(j);
+}
+
+static double seconds(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
+}
+
+typedef struct calls {
+    uint64_t done[8];
+    int n;
+    int stop_at;
+} calls;
+
+static int record(void *user, uint64_t done, uint64_t total)
+{
+    calls *c = user;
+    assert_int_equal(total, 1000);
+    if (c->n < 8) c->done[c->n] = done;
+    return ++c->n == c->stop_at;
+}
+
+/* job_wait: long polls (?wait=) held by the daemon, the callback between
+ * them, and no sleeping between polls the daemon held. */
+static void test_job_long_poll(void **state)
+{
+    (void)state;
+    spmv_client_job *j = NULL;
+    calls c = {.stop_at = -1};
+    answer_json(&server, "200 OK", "{\"id\":\"j2\",\"state\":\"running\",\"progress\":0.25}");
+    server.answers[0].delay_ms = 120; /* held most of the 0.2 s wait, as the daemon does */
+    queue_json(&server, 120, "200 OK", "{\"id\":\"j2\",\"state\":\"running\",\"progress\":0.5}");
+    queue_json(&server, 30, "200 OK", "{\"id\":\"j2\",\"state\":\"done\",\"progress\":1,\"result\":{}}");
+    double t0 = seconds();
+    assert_int_equal(spmv_client_job_wait(h, "j2", 200, record, &c, &j), SPMV_CLIENT_OK);
+    double took = seconds() - t0;
+    assert_string_equal(server.lines, "GET /v1/jobs/j2?wait=0.200 HTTP/1.1\n"
+                                      "GET /v1/jobs/j2?wait=0.200 HTTP/1.1\n"
+                                      "GET /v1/jobs/j2?wait=0.200 HTTP/1.1\n");
+    assert_int_equal(c.n, 3);
+    assert_true(c.done[0] == 250 && c.done[1] == 500 && c.done[2] == 1000);
+    /* the daemon's 270 ms of holding and no sleep of the client's own (one of
+     * 200 ms between polls, as before 0.4, makes it 670 ms) */
+    assert_true(took >= 0.27 && took < 0.27 + 0.15);
+    assert_string_equal(j->state, "done");
+    spmv_client_job_free(j);
+
+    /* a callback's nonzero return stops waiting */
+    answer_json(&server, "200 OK", "{\"id\":\"j2\",\"state\":\"running\",\"progress\":0.5}");
+    server.answers[0].delay_ms = 60;
+    c = (calls){.stop_at = 2};
+    assert_int_equal(spmv_client_job_wait(h, "j2", 100, record, &c, &j), SPMV_CLIENT_ERR_ABORTED);
+    assert_null(j);
+    assert_int_equal(c.n, 2);
+
+    /* a daemon that predates long polls answers at once: the polls are paced */
+    answer_json(&server, "200 OK", "{\"id\":\"j2\",\"state\":\"running\",\"progress\":0.5}");
+    queue_json(&server, 0, "200 OK", "{\"id\":\"j2\",\"state\":\"done\",\"progress\":1}");
+    c = (calls){.stop_at = -1};
+    t0 = seconds();
+    assert_int_equal(spmv_client_job_wait(h, "j2", 100, record, &c, &j), SPMV_CLIENT_OK);
+    assert_true(seconds() - t0 >= 0.1);
     spmv_client_job_free(j);
 }
 
@@ -620,6 +764,74 @@ static const char solve_answer[] =
     "\"spmv_ms\":1,\"vector_ms\":0.5,\"setup_ms\":0.25,\"queue_ms\":0.125},\"spmv_calls\":4,\"kernel\":\"cpu.csr.omp\","
     "\"device\":\"cpu\"";
 
+static const char solve_binary[] = /* the header of a binary answer: the history's length only */
+    "{\"method\":\"cg\",\"converged\":true,\"stop\":{\"reason\":\"converged\",\"detail\":\"relres under tol\"},"
+    "\"iterations\":3,\"relres\":1e-9,\"residual_history_len\":4,\"time\":{\"total_ms\":2,"
+    "\"spmv_ms\":1,\"vector_ms\":0.5,\"setup_ms\":0.25,\"queue_ms\":0.125},\"spmv_calls\":4,\"kernel\":\"cpu.csr.omp\","
+    "\"device\":\"cpu\"";
+
+static const char descriptor_m64[] = "{\"id\":\"m64\",\"rows\":3,\"cols\":3,\"nnz\":3,\"dtype\":\"float64\"}";
+static const char descriptor_m32[] = "{\"id\":\"m32\",\"rows\":3,\"cols\":3,\"nnz\":3,\"dtype\":\"float32\"}";
+
+/* A float32 matrix: b and x0 go as float32 values (x0=body), x comes
+ * back as float32 and is widened into the float64 buffer; the JSON
+ * request's binary x too. */
+static void solve_float32(const spmv_client_solve_options *base)
+{
+    double b[3] = {1, 2, 3}, x0[3] = {0.25, 0.5, 0.75}, x[3] = {NAN, NAN, NAN};
+    float b32[6] = {1, 2, 3, 0.25f, 0.5f, 0.75f};
+    char xh[3 * 4 + 4 * 8], hdr[1024];
+    float x32[3] = {0.5f, -1.5f, 2.25f};
+    double hist[4] = {1, 0.1, 0.001, 1e-9};
+    memcpy(xh, x32, sizeof x32);
+    memcpy(xh + sizeof x32, hist, sizeof hist);
+    snprintf(hdr, sizeof hdr, "Content-Type: application/octet-stream\r\nX-SpMV-Solve: %s}\r\n", solve_binary);
+    answer_json(&server, "200 OK", descriptor_m32);
+    queue_answer(&server, 0, "200 OK", hdr, xh, sizeof xh);
+    spmv_client_solve_options o = *base;
+    o.x0_vector = NULL, o.x0 = x0, o.nx0 = 3, o.b = b;
+    spmv_client_solve_result *r = NULL;
+    assert_int_equal(spmv_client_solve(h, "m32", &o, x, 3, &r), SPMV_CLIENT_OK);
+    assert_non_null(strstr(server.lines, "&x0=body&history=true HTTP/1.1\n"));
+    size_t blen;
+    const char *body_sent = request_body(&server, &blen);
+    assert_int_equal(blen, sizeof b32);
+    assert_memory_equal(body_sent, b32, sizeof b32);
+    assert_true(r->has_x && x[0] == 0.5 && x[1] == -1.5 && x[2] == 2.25 && r->nhistory == 4 && r->history[2] == 0.001);
+    spmv_client_solve_result_free(r);
+
+    /* the JSON request: b as numbers, x asked for in binary, its float32 widened */
+    answer(&server, "200 OK", hdr, x32, sizeof x32);
+    x[0] = x[1] = x[2] = NAN;
+    assert_int_equal(spmv_client_solve_json(h, "m32", &o, x, 3, &r), SPMV_CLIENT_OK);
+    assert_string_equal(server.lines, "POST /v1/matrices/m32/solve HTTP/1.1\n");
+    assert_non_null(strstr(server.request, "Accept: application/octet-stream"));
+    assert_non_null(strstr(server.request, "\"b\":[1.0,2.0,3.0],\"x0\":[0.25,0.5,0.75]}"));
+    assert_true(r->has_x && x[0] == 0.5 && x[1] == -1.5 && x[2] == 2.25);
+    spmv_client_solve_result_free(r);
+
+    /* a matrix not seen yet: its descriptor first, then x read in its
+     * dtype (3 float64 values are 24 bytes, as 6 float32 ones would be:
+     * a buffer of 6 is a PROTOCOL error, not 6 widened floats) */
+    double x6[6], x64[3] = {4, 5, 6};
+    answer_json(&server, "200 OK", "{\"id\":\"n64\",\"rows\":3,\"cols\":3,\"nnz\":3,\"dtype\":\"float64\"}");
+    queue_answer(&server, 0, "200 OK", hdr, x64, sizeof x64);
+    assert_int_equal(spmv_client_solve_json(h, "n64", &o, x6, 6, &r), SPMV_CLIENT_ERR_PROTOCOL);
+    assert_string_equal(server.lines, "GET /v1/matrices/n64 HTTP/1.1\nPOST /v1/matrices/n64/solve HTTP/1.1\n");
+    answer(&server, "200 OK", hdr, x64, sizeof x64);
+    assert_int_equal(spmv_client_solve_json(h, "n64", &o, x, 3, &r), SPMV_CLIENT_OK);
+    assert_true(r->has_x && x[0] == 4 && x[1] == 5 && x[2] == 6);
+    spmv_client_solve_result_free(r);
+
+    /* refused before sending: a value float32 cannot hold, x0 not b's length */
+    double big[3] = {1, 1e300, 1};
+    o.b = big;
+    assert_int_equal(spmv_client_solve(h, "m32", &o, x, 3, &r), SPMV_CLIENT_ERR_INVALID);
+    o.b = b, o.nx0 = 2;
+    assert_int_equal(spmv_client_solve(h, "m32", &o, x, 3, &r), SPMV_CLIENT_ERR_INVALID);
+    assert_string_equal(server.lines, "POST /v1/matrices/n64/solve HTTP/1.1\n"); /* m32 known: nothing more sent */
+}
+
 static void test_solve(void **state)
 {
     (void)state;
@@ -636,41 +848,55 @@ static void test_solve(void **state)
     spmv_client_solve_options nan = {.b = bad, .nb = 3};
     assert_int_equal(spmv_client_solve(h, "abc", &nan, x, 3, &r), SPMV_CLIENT_ERR_INVALID);
 
-    /* x inline: asked for as binary, the rest in X-SpMV-Solve */
+    /* b inline: a binary request (the matrix's dtype learnt from its
+     * descriptor), the options in the query, x back into the buffer, the
+     * history after it, the rest in X-SpMV-Solve */
     char hdr[1024];
-    snprintf(hdr, sizeof hdr, "Content-Type: application/octet-stream\r\nX-SpMV-Solve: %s}\r\n", solve_answer);
-    answer(&server, "200 OK", hdr, want, sizeof want);
+    snprintf(hdr, sizeof hdr, "Content-Type: application/octet-stream\r\nX-SpMV-Solve: %s}\r\n", solve_binary);
+    double xh[7] = {0.5, -1, 2, 1, 0.1, 0.001, 1e-9}; /* x, then the history */
+    answer_json(&server, "200 OK", descriptor_m64);
+    queue_answer(&server, 0, "200 OK", hdr, xh, sizeof xh);
     spmv_client_solve_options o = {.method = "cg", .tol = 1e-10, .maxit = 50, .preconditioner = "jacobi",
                                    .kernel = "cpu.csr.omp", .b = b, .nb = 3, .x0_vector = "x0"};
-    assert_int_equal(spmv_client_solve(h, "abc", &o, x, 3, &r), SPMV_CLIENT_OK);
-    assert_non_null(strstr(server.request, "POST /v1/matrices/abc/solve HTTP/1.1"));
-    assert_non_null(strstr(server.request, "Accept: application/octet-stream"));
-    assert_non_null(strstr(server.request, "\r\n\r\n{\"method\":\"cg\",\"tol\":1e-10,\"maxit\":50,"
-                                           "\"preconditioner\":\"jacobi\",\"kernel\":\"cpu.csr.omp\","
-                                           "\"b\":[1.0,2.0,3.0],\"x0\":{\"vector\":\"x0\"}}"));
+    assert_int_equal(spmv_client_solve(h, "m64", &o, x, 3, &r), SPMV_CLIENT_OK);
+    assert_string_equal(server.lines, "GET /v1/matrices/m64 HTTP/1.1\n"
+                                      "POST /v1/matrices/m64/solve?method=cg&tol=1e-10&maxit=50&preconditioner=jacobi"
+                                      "&kernel=cpu.csr.omp&x0=x0&history=true HTTP/1.1\n");
+    assert_non_null(strstr(server.request, "Content-Type: application/octet-stream"));
+    size_t blen;
+    const char *body_sent = request_body(&server, &blen);
+    assert_int_equal(blen, sizeof b);
+    assert_memory_equal(body_sent, b, sizeof b);
     assert_memory_equal(x, want, sizeof want);
     assert_true(r->has_x && r->converged && r->iterations == 3 && r->relres == 1e-9 && r->spmv_calls == 4);
     assert_string_equal(r->stop_reason, "converged");
     assert_string_equal(r->stop_detail, "relres under tol");
     assert_true(isnan(r->stop_value));
     assert_int_equal(r->nhistory, 4);
-    assert_true(r->history[3] == 1e-9 && r->total_ms == 2 && r->queue_ms == 0.125 && r->setup_ms == 0.25);
+    assert_true(r->history[1] == 0.1 && r->history[3] == 1e-9);
+    assert_true(r->total_ms == 2 && r->queue_ms == 0.125 && r->setup_ms == 0.25);
     assert_string_equal(r->kernel, "cpu.csr.omp");
     spmv_client_solve_result_free(r);
+    /* the same matrix again: its dtype is known, one request */
+    answer(&server, "200 OK", hdr, xh, 3 * 8); /* the history missing after x */
+    assert_int_equal(spmv_client_solve(h, "m64", &o, x, 3, &r), SPMV_CLIENT_ERR_PROTOCOL);
+    assert_string_equal(server.lines, "POST /v1/matrices/m64/solve?method=cg&tol=1e-10&maxit=50&preconditioner=jacobi"
+                                      "&kernel=cpu.csr.omp&x0=x0&history=true HTTP/1.1\n");
     answer(&server, "200 OK", hdr, want, 16); /* x one value short */
-    assert_int_equal(spmv_client_solve(h, "abc", &o, x, 3, &r), SPMV_CLIENT_ERR_PROTOCOL);
+    assert_int_equal(spmv_client_solve(h, "m64", &o, x, 3, &r), SPMV_CLIENT_ERR_PROTOCOL);
+    solve_float32(&o);
 
     /* A JSON answer is taken as well; maxit is no error */
     char body[1024];
     snprintf(body, sizeof body, "%s,\"x\":[3,2,1]}", solve_answer);
     memcpy(strstr(body, "\"converged\":true") + 12, "null", 4); /* not converged */
     answer_json(&server, "200 OK", body);
-    assert_int_equal(spmv_client_solve(h, "abc", &o, x, 3, &r), SPMV_CLIENT_OK);
+    assert_int_equal(spmv_client_solve(h, "m64", &o, x, 3, &r), SPMV_CLIENT_OK);
     assert_true(r->has_x && x[0] == 3 && x[2] == 1 && !r->converged);
     assert_null(strstr(r->json, "\"x\""));
     spmv_client_solve_result_free(r);
     answer_json(&server, "200 OK", body);
-    assert_int_equal(spmv_client_solve(h, "abc", &o, x, 4, &r), SPMV_CLIENT_ERR_PROTOCOL); /* x is 3, not 4 */
+    assert_int_equal(spmv_client_solve(h, "m64", &o, x, 4, &r), SPMV_CLIENT_ERR_PROTOCOL); /* x is 3, not 4 */
 
     /* x into a vector: JSON asked for, no Accept */
     snprintf(body, sizeof body, "%s}", solve_answer);
@@ -686,8 +912,8 @@ static void test_solve(void **state)
     /* async: 202 and a job; its result parses with solve_parse */
     answer_json(&server, "202 Accepted", "{\"id\":\"j9\",\"state\":\"queued\",\"progress\":0}");
     spmv_client_solve_options as = {.b = b, .nb = 3, .async = 1};
-    assert_int_equal(spmv_client_solve(h, "abc", &as, x, 3, &r), SPMV_CLIENT_OK);
-    assert_non_null(strstr(server.request, "\"async\":true"));
+    assert_int_equal(spmv_client_solve(h, "m64", &as, x, 3, &r), SPMV_CLIENT_OK);
+    assert_string_equal(server.lines, "POST /v1/matrices/m64/solve?async=true HTTP/1.1\n");
     assert_string_equal(r->job_id, "j9");
     spmv_client_solve_result_free(r);
     snprintf(body, sizeof body, "%s,\"x\":[7,8,9]}", solve_answer);
@@ -887,12 +1113,14 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_strerror_and_groups),
         cmocka_unit_test(test_new_refuses_bad_options),
+        cmocka_unit_test(test_default_url),
         cmocka_unit_test(test_arguments_checked_before_sending),
         cmocka_unit_test(test_descriptor_parsed_and_request_formed),
         cmocka_unit_test(test_bad_descriptors_are_protocol_errors),
         cmocka_unit_test(test_http_errors_map_and_keep_message),
         cmocka_unit_test(test_multiply_checks_lengths_and_stats),
         cmocka_unit_test(test_jobs),
+        cmocka_unit_test(test_job_long_poll),
         cmocka_unit_test(test_lists),
         cmocka_unit_test(test_vector_arguments),
         cmocka_unit_test(test_vector_requests),

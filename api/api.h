@@ -24,11 +24,13 @@
 #include <microhttpd.h>
 
 #include "daemon/daemon.h"
+#include "daemon/preconds.h"
 
 typedef enum route_id {
     ROUTE_HEALTH, ROUTE_READY, ROUTE_INFO, ROUTE_KERNELS, ROUTE_MATRICES, ROUTE_MATRIX,
     ROUTE_SPY, ROUTE_SPMV, ROUTE_BENCH, ROUTE_JOB, ROUTE_METRICS, ROUTE_SPMSPM, ROUTE_TUNE,
     ROUTE_VECTORS, ROUTE_VECTOR, ROUTE_OPS, ROUTE_SOLVE, ROUTE_SHM, ROUTE_SHM_REGION, ROUTE_JOBS, ROUTE_VALUES,
+    ROUTE_PRECONDS, ROUTE_PRECOND,
     ROUTE_UNKNOWN,
     ROUTE_COUNT
 } route_id;
@@ -263,5 +265,14 @@ bool api_shm_enabled(request *r);
 extern const route_handlers api_solve_post;  /* api/solve.c */
 extern const route_handlers api_job_delete, api_jobs_get; /* api/info.c (jobs) */
 extern const route_handlers api_values_put;  /* api/values.c */
+extern const route_handlers api_preconds_get, api_preconds_post, api_precond_get,
+    api_precond_delete;                      /* api/precond.c */
+/* A preconditioner's options from a JSON object ({"type", options}; the
+ * keys of docs/api.md "Preconditioners", and `extra`, which the caller
+ * reads itself) for matrix m, built on worker w (a resident
+ * near-nullspace must live on the host or w's device): *out, and *src
+ * where amg's near-nullspace comes from. 0, or -1 answered (400). */
+int api_precond_options(request *r, const json_t *o, matrix *m, worker *w, const char *const *extra,
+                        spmv_precond_options *out, precond_source *src);
 
 #endif

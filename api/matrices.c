@@ -109,6 +109,8 @@ json_t *api_matrix_json(spmvd *d, matrix *m)
         json_object_set_new(o, "row_offsets", json_integer(spmv_csr_wide(&m->host.csr) ? 64 : 32));
     if (o && m->shards)
         json_object_set_new(o, "shards", shards_json(m));
+    if (o) /* its resident preconditioners (daemon/preconds.h), counted with it */
+        json_object_set_new(o, "preconditioner_bytes", json_integer((json_int_t)preconds_bytes(m)));
     if (o) { /* under the lock: PUT .../values changes it */
         char hex[65];
         pthread_mutex_lock(&m->lock);

@@ -21,7 +21,7 @@ const char *const api_route_names[ROUTE_COUNT] = {
     [ROUTE_SPMSPM] = "spmspm",     [ROUTE_TUNE] = "tune",     [ROUTE_VECTORS] = "vectors",
     [ROUTE_VECTOR] = "vector",     [ROUTE_OPS] = "ops",       [ROUTE_SOLVE] = "solve",
     [ROUTE_SHM] = "shm",           [ROUTE_SHM_REGION] = "shm_region", [ROUTE_JOBS] = "jobs",
-    [ROUTE_VALUES] = "values",
+    [ROUTE_VALUES] = "values",     [ROUTE_PRECONDS] = "preconditioners", [ROUTE_PRECOND] = "preconditioner",
 };
 
 const char *const api_no_query[] = {NULL};
@@ -58,6 +58,7 @@ static const char *const paths[ROUTE_COUNT] = {
     [ROUTE_VECTORS] = "/v1/vectors",       [ROUTE_VECTOR] = "/v1/vectors/{id}",
     [ROUTE_OPS] = "/v1/ops",               [ROUTE_SHM] = "/v1/shm",
     [ROUTE_SHM_REGION] = "/v1/shm/{name}",
+    [ROUTE_PRECONDS] = "/v1/matrices/{id}/preconditioners", [ROUTE_PRECOND] = "/v1/preconditioners/{id}",
 };
 
 const char *api_route_path(route_id route)
@@ -126,6 +127,8 @@ static const route_methods *methods_of(route_id route)
         [ROUTE_SHM_REGION] = {"GET, HEAD, DELETE", &api_shm_get, NULL, &api_shm_delete},
         [ROUTE_JOBS] = {"GET, HEAD", &api_jobs_get, NULL, NULL},
         [ROUTE_VALUES] = {"PUT", NULL, NULL, NULL, &api_values_put},
+        [ROUTE_PRECONDS] = {"GET, HEAD, POST", &api_preconds_get, &api_preconds_post, NULL},
+        [ROUTE_PRECOND] = {"GET, HEAD, DELETE", &api_precond_get, NULL, &api_precond_delete},
     };
     return route < ROUTE_UNKNOWN ? &table[route] : NULL;
 }

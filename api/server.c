@@ -299,7 +299,8 @@ static bool needs_ready(route_id route)
     return route == ROUTE_MATRICES || route == ROUTE_MATRIX || route == ROUTE_SPY ||
            route == ROUTE_SPMV || route == ROUTE_BENCH || route == ROUTE_JOB || route == ROUTE_SPMSPM ||
            route == ROUTE_TUNE || route == ROUTE_VECTORS || route == ROUTE_VECTOR || route == ROUTE_OPS ||
-           route == ROUTE_SOLVE || route == ROUTE_JOBS || route == ROUTE_VALUES;
+           route == ROUTE_SOLVE || route == ROUTE_JOBS || route == ROUTE_VALUES || route == ROUTE_PRECONDS ||
+           route == ROUTE_PRECOND;
 }
 
 /* A request's state, made when its request line is in (on_uri) and
@@ -353,6 +354,8 @@ static const char *id_kind(route_id route)
         return NULL;
     if (strncmp(p, "/v1/jobs/", 9) == 0)
         return "job";
+    if (strncmp(p, "/v1/preconditioners/", 20) == 0)
+        return "preconditioner";
     return strncmp(p, "/v1/vectors/", 12) == 0 ? "vector" : "matrix";
 }
 

@@ -115,7 +115,7 @@ static int decode_options(request *r, const json_t *o)
     solve_req *t = T(r);
     const char *method = json_object_get(o, "method") ? json_string_value(json_object_get(o, "method")) : "cg";
     if (!method || spmv_solve_method_parse(method, &t->s.o.method) != SPMV_OK) {
-        api_error(r, 400, "invalid_request", "`method` must be \"cg\", \"bicgstab\" or \"gmres\"");
+        api_error(r, 400, "invalid_request", "`method` must be \"cg\", \"bicgstab\", \"gmres\" or \"minres\"");
         return -1;
     }
     json_t *tol = json_object_get(o, "tol"), *maxit = json_object_get(o, "maxit"), *restart = json_object_get(o, "restart");
@@ -142,13 +142,42 @@ static int decode_options(request *r, const json_t *o)
         return -1;
     }
     t->s.o.restart = restart ? (int32_t)json_integer_value(restart) : 0;
-    const char *pre = json_string_value(json_object_get(o, "preconditioner"));
-    if (json_object_get(o, "preconditioner") && (!pre || (strcmp(pre, "none") && strcmp(pre, "jacobi")))) {
-        api_error(r, 400, "invalid_request", "`preconditioner` must be \"none\" or \"jacobi\"");
-        return -1;
-    }
-    t->s.jacobi = pre && strcmp(pre, "jacobi") == 0;
     return 0;
+}
+
+/* "preconditioner": "none" | "jacobi" (the diagonal, as before objects),
+ * another type's name (inline, its defaults), {"type", options} (inline),
+ * or {"id": ...} (a resident one, which must live on the solve's device).
+ * Read after the kernel: the worker decides where an inline one is built. */
+static int decode_precond(request *r, const json_t *o)
+{
+    solve_req *t = T(r);
+    const json_t *p = json_object_get(o, "preconditioner");
+    const char *name = json_string_value(p);
+    if (!p || (name && strcmp(name, "none") == 0))
+        return 0;
+    if (name && strcmp(name, "jacobi") == 0) {
+        t->s.jacobi = true;
+        return 0;
+    }
+    json_t *spec = name ? json_pack("{s:s}", "type", name) : json_incref((json_t *)p);
+    const char *id = json_string_value(json_object_get(spec, "id"));
+    int rc = -1;
+    if (!json_is_object(spec))
+        api_error(r, 400, "invalid_request", "`preconditioner` must be a type's name, {\"type\": ..., options} or "
+                  "{\"id\": ...}");
+    else if (id && json_object_size(spec) != 1)
+        api_error(r, 400, "invalid_request", "`preconditioner` {\"id\"} names a resident one: no other options");
+    else if (id && !(t->s.pc = preconds_get(t->s.m, id)))
+        api_error(r, 404, "not_found", "matrix %s has no preconditioner %s", t->s.m->meta.id, id);
+    else if (id && t->s.pc->w != t->s.w)
+        api_error(r, 409, "conflict", "preconditioner %s lives on %s; this solve runs on %s: pick a kernel of %s",
+                  id, t->s.pc->w->name, t->s.w ? t->s.w->name : "no device", t->s.pc->w->name);
+    else if (id || api_precond_options(r, spec, t->s.m, t->s.w, NULL, &t->s.pc_opts, &t->s.pc_src) == 0)
+        rc = 0;
+    t->s.pc_inline = rc == 0 && !id;
+    json_decref(spec);
+    return rc;
 }
 
 /* The operator's kernel (default auto, tuned for the matrix) and the worker it runs on. */
@@ -264,7 +293,7 @@ static int decode_object(request *r, const json_t *o)
                   t->s.m->host.rows, t->s.m->host.cols);
         return -1;
     }
-    if (decode_options(r, o) || decode_kernel(r, o))
+    if (decode_options(r, o) || decode_kernel(r, o) || decode_precond(r, o))
         return -1;
     json_t *async = json_object_get(o, "async"), *history = json_object_get(o, "history");
     if ((async && !json_is_boolean(async)) || (history && !json_is_boolean(history))) {
@@ -433,7 +462,13 @@ static json_t *result_json(const solve_req *t, bool history_inline)
     json_object_set_new(o, "device", json_string(t->s.w->name));
     if (t->s.xout)
         json_object_set_new(o, "x", json_pack("{s:s}", "vector", t->s.xout->id));
-    json_object_set_new(o, "preconditioner", json_string(t->s.jacobi ? "jacobi" : "none"));
+    json_object_set_new(o, "preconditioner", json_string(t->s.pc ? spmv_precond_type_name(t->s.pc->o.type)
+                                                         : t->s.jacobi ? "jacobi" : "none"));
+    if (t->s.pc) /* the object: which, and whether this solve paid its setup */
+        json_object_set_new(o, "preconditioner_object",
+                            json_pack("{s:s, s:b, s:b, s:o}", "id", t->s.pc->id, "inline", t->s.pc->inline_cache,
+                                      "built", t->s.pc_built, "setup_ms",
+                                      api_json_real(t->s.pc_built ? t->s.pc->setup_ms : 0.0)));
     return o;
 }
 

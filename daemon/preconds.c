@@ -13,6 +13,7 @@
 
 #include "daemon/log.h"
 #include "daemon/preconds.h"
+#include "daemon/vectors.h"
 
 rprecond *rprecond_new(worker *w, const spmv_precond_options *o, double *near_nullspace)
 {
@@ -108,14 +109,30 @@ static bool same_options(const spmv_precond_options *a, const spmv_precond_optio
            a->float32 == b->float32 && memcmp(&a->amg, &b->amg, sizeof a->amg) == 0;
 }
 
-rprecond *preconds_cached(matrix *m, const spmv_precond_options *o)
+rprecond *preconds_cached(matrix *m, worker *w, const spmv_precond_options *o, uint64_t nullspace_hash)
 {
     rprecond *found = NULL;
     pthread_mutex_lock(&m->lock);
     for (rprecond *r = m->preconds; r && !found; r = r->next)
-        if (r->inline_cache && r->values_version == atomic_load(&m->values_gen) && same_options(&r->o, o))
+        if (r->inline_cache && r->w == w && r->values_version == atomic_load(&m->values_gen) &&
+            r->nullspace_hash == nullspace_hash && same_options(&r->o, o))
             found = rprecond_ref(r);
     pthread_mutex_unlock(&m->lock);
+    return found;
+}
+
+rprecond *preconds_find(store *s, const char *id, matrix **m)
+{
+    matrix **list;
+    size_t n;
+    rprecond *found = NULL;
+    *m = NULL;
+    if (store_list(s, &list, &n) != SPMV_OK)
+        return NULL;
+    for (size_t i = 0; i < n && !found; i++)
+        if ((found = preconds_get(list[i], id)))
+            *m = matrix_ref(list[i]);
+    store_list_free(list, n);
     return found;
 }
 
@@ -246,4 +263,129 @@ json_t *rprecond_json(const rprecond *r, const matrix *m)
                                                       "operator_complexity", info.operator_complexity,
                                                       "coarse_rows", info.coarse_rows));
     return o;
+}
+
+/* ------------------------------------------------------- building one */
+
+void precond_source_release(precond_source *s)
+{
+    free(s->values);
+    rvec_unref(s->v);
+    *s = (precond_source){0};
+}
+
+/* A resident vector's values as float64 on the host, read on w's thread
+ * (the vector is on the host or on w's device: api/precond.c checks). */
+static int read_vector(worker *w, const rvec *v, double **out, spmv_error *err)
+{
+    size_t n = (size_t)v->v.n * (size_t)v->v.k;
+    double *d = malloc((n ? n : 1) * sizeof *d);
+    void *raw = v->v.dtype == SPMV_FLOAT64 ? (void *)d : malloc((n ? n : 1) * sizeof(float));
+    int rc = d && raw ? SPMV_OK : spmv_error_set(err, SPMV_ERR_NOMEM, 0, "out of memory reading the near-nullspace");
+    spmv_gpu_ctx *ctx = v->v.device == SPMV_DEVICE_GPU ? worker_gpu_ctx(w) : NULL;
+    if (rc == SPMV_OK)
+        rc = spmv_vec_read(ctx, &v->v, raw, err);
+    if (rc == SPMV_OK && raw != d)
+        for (size_t i = 0; i < n; i++)
+            d[i] = ((const float *)raw)[i];
+    if (raw != d)
+        free(raw);
+    if (rc != SPMV_OK) {
+        free(d);
+        d = NULL;
+    }
+    *out = d;
+    return rc;
+}
+
+/* FNV-1a of the values: a cache entry's near-nullspace must be the same. */
+static uint64_t hash_values(const double *v, size_t n)
+{
+    uint64_t h = 1469598103934665603ull;
+    const unsigned char *b = (const unsigned char *)v;
+    for (size_t i = 0; i < n * sizeof *v; i++)
+        h = (h ^ b[i]) * 1099511628211ull;
+    return h ? h : 1;
+}
+
+/* src's near-nullspace (rows x *k, malloc'd; NULL with *k 0: none). */
+static int source_values(worker *w, int32_t rows, precond_source *src, double **out, int32_t *k, spmv_error *err)
+{
+    double *vals = src->values;
+    int32_t cols = src->k;
+    src->values = NULL;
+    *out = NULL;
+    *k = 0;
+    if (src->v) {
+        int rc = read_vector(w, src->v, &vals, err);
+        if (rc != SPMV_OK)
+            return rc;
+        cols = src->v->v.k;
+    }
+    if (!vals)
+        return SPMV_OK;
+    if (src->rigid) { /* the coordinates: x y z of each of rows / 3 nodes */
+        double *modes = malloc((size_t)rows * 6 * sizeof *modes);
+        if (!modes) {
+            free(vals);
+            return spmv_error_set(err, SPMV_ERR_NOMEM, 0, "out of memory for the rigid-body modes");
+        }
+        spmv_amg_rigid_body(rows / 3, vals, modes);
+        free(vals);
+        vals = modes;
+        cols = 6;
+    }
+    *out = vals;
+    *k = cols;
+    return SPMV_OK;
+}
+
+int precond_obtain(worker *w, matrix *m, const spmv_precond_options *o, precond_source *src, bool cache,
+                   rprecond **out, bool *built, spmv_error *err)
+{
+    double *ns;
+    int32_t k;
+    *out = NULL;
+    *built = false;
+    int rc = source_values(w, m->host.rows, src, &ns, &k, err);
+    if (rc != SPMV_OK)
+        return rc;
+    spmv_precond_options opts = *o;
+    opts.amg.nullspace_k = k;
+    uint64_t hash = ns ? hash_values(ns, (size_t)m->host.rows * (size_t)k) : 0;
+    if (cache && (*out = preconds_cached(m, w, &opts, hash))) {
+        free(ns);
+        return SPMV_OK;
+    }
+    rprecond *r = rprecond_new(w, &opts, ns);
+    if (!r)
+        return spmv_error_set(err, SPMV_ERR_NOMEM, 0, "out of memory for the preconditioner");
+    r->nullspace_hash = hash;
+    r->inline_cache = cache;
+    if ((rc = preconds_build(w, m, r, err)) != SPMV_OK) {
+        rprecond_unref(r);
+        return rc;
+    }
+    preconds_insert(m, r);
+    *out = r;
+    *built = true;
+    return SPMV_OK;
+}
+
+void precond_task_run(task *base, worker *w)
+{
+    precond_task *t = (precond_task *)base;
+    bool built;
+    t->rc = precond_obtain(w, t->m, &t->o, &t->src, false, &t->r, &built, &t->err);
+}
+
+void precond_task_release(precond_task *t)
+{
+    if (!t)
+        return;
+    precond_source_release(&t->src);
+    rprecond_unref(t->r);
+    matrix_unref(t->m);
+    t->r = NULL;
+    t->m = NULL;
 }

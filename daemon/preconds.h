@@ -5,7 +5,7 @@
  * that device's worker, and lives with the matrix: it is listed on the
  * matrix (m->preconds, under m->lock), its bytes are counted in the
  * matrix's, it goes when the matrix goes (deleted, or its last reference
- * dropped) and when DELETE /v1/matrices/{id}/preconditioners/{pid} asks.
+ * dropped) and when DELETE /v1/preconditioners/{id} asks.
  * A solve names one by id, or inline by type: an inline one is built on
  * first use, kept on the matrix as its cache for that type and options,
  * and reused until the matrix's values change (m->values_gen moves on:
@@ -24,6 +24,7 @@
 #include <stdbool.h>
 
 #include "daemon/store.h"
+#include "daemon/vectors.h"
 #include "daemon/worker.h"
 #include "precond.h"
 
@@ -34,6 +35,7 @@ typedef struct rprecond {
     spmv_precond *p;            /* NULL until built */
     worker *w;                  /* the worker that built it and frees it */
     bool inline_cache;          /* built by a solve's inline preconditioner (the matrix's cache) */
+    uint64_t nullspace_hash;    /* of amg's near-nullspace values (0: none given): part of the cache's key */
     uint64_t values_version;    /* the matrix's values_gen it was built from */
     size_t bytes;               /* host + device bytes */
     double setup_ms;
@@ -59,9 +61,12 @@ int preconds_build(worker *w, matrix *m, rprecond *r, spmv_error *err);
 void preconds_insert(matrix *m, rprecond *r);
 /* The listed preconditioner `id` of m, referenced, or NULL. */
 rprecond *preconds_get(matrix *m, const char *id);
-/* m's inline cache for options o (same type and options, built from the
- * current values), referenced, or NULL. */
-rprecond *preconds_cached(matrix *m, const spmv_precond_options *o);
+/* m's inline cache for options o on worker w (same type, options and
+ * near-nullspace, built from the current values), referenced, or NULL. */
+rprecond *preconds_cached(matrix *m, worker *w, const spmv_precond_options *o, uint64_t nullspace_hash);
+/* The listed preconditioner `id` of any stored matrix, referenced, and
+ * its matrix (referenced) in *m; NULL if none. */
+rprecond *preconds_find(store *s, const char *id, matrix **m);
 /* Unlists `id`: SPMV_ERR_NOT_FOUND if m has none of that id. */
 int preconds_remove(matrix *m, const char *id, spmv_error *err);
 /* A referenced snapshot of m's list (free with preconds_list_free). */
@@ -75,6 +80,45 @@ void preconds_clear(matrix *m);
 void preconds_values_changed(matrix *m);
 /* Bytes of m's listed preconditioners. */
 size_t preconds_bytes(matrix *m);
+
+/* ------------------------------------------------------- building one */
+
+/* Where amg's near-nullspace comes from, read on the building worker:
+ * values given inline (rows x k, float64, column-major), or a resident
+ * vector (k columns of rows values, on the host or the building worker's
+ * device); with `rigid` they are the nodes' coordinates instead (one
+ * column: x y z of each node interleaved, rows values), from which the six
+ * rigid-body modes are made. Neither: none (the constant). */
+typedef struct precond_source {
+    double *values;            /* inline (malloc'd; taken by precond_obtain) */
+    rvec *v;                   /* resident (referenced) */
+    int32_t k;                 /* columns of `values` */
+    bool rigid;
+} precond_source;
+
+void precond_source_release(precond_source *s);
+
+/* On worker w's thread: the preconditioner of options o for m, from its
+ * source: with `cache` m's inline cache when it holds one (*built false),
+ * else built now (*built true) and listed on m (as its inline cache when
+ * `cache`). *out referenced. */
+int precond_obtain(worker *w, matrix *m, const spmv_precond_options *o, precond_source *src, bool cache,
+                   rprecond **out, bool *built, spmv_error *err);
+
+/* POST /v1/matrices/{id}/preconditioners as a task on the worker of the
+ * device it is built for: r (referenced) and rc. */
+typedef struct precond_task {
+    task base;
+    matrix *m;
+    spmv_precond_options o;
+    precond_source src;
+    rprecond *r;
+    int rc;
+    spmv_error err;
+} precond_task;
+
+void precond_task_run(task *t, worker *w);
+void precond_task_release(precond_task *t);
 
 /* {"id","type","matrix","device","setup_ms","bytes","symmetric","options":{...},"levels"...} */
 json_t *rprecond_json(const rprecond *r, const matrix *m);

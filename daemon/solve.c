@@ -8,6 +8,10 @@
  * the job stops the solve at the next one). Every iteration is a slice
  * (worker_slice): the products queued meanwhile run between two, the
  * watchdog sees a long solve busy, not stuck, and a SIGTERM stops it (503).
+ * A preconditioner object named or given inline is bound before the
+ * first column: a named one must live on this worker's device; an
+ * inline one is the matrix's cache, or built now (its setup counted in
+ * the first column's setup time).
  * x is read back unless it went into x_out. k columns are k solves in
  * turn, sharing the device vectors and the Jacobi diagonal (the job's
  * progress runs over all k).
@@ -125,6 +129,26 @@ static int solve_column(solve_task *t, worker *w, spmv_gpu_ctx *ctx, solve_vecs 
     return SPMV_OK;
 }
 
+/* The preconditioner object of the solve, bound into t->o. */
+static int precond_bind(solve_task *t, worker *w, spmv_error *e)
+{
+    if (t->pc_inline) {
+        int rc = precond_obtain(w, t->m, &t->pc_opts, &t->pc_src, true, &t->pc, &t->pc_built, e);
+        if (rc != SPMV_OK)
+            return rc;
+    }
+    if (!t->pc)
+        return SPMV_OK;
+    if (t->pc->w != w)
+        return spmv_error_set(e, SPMV_ERR_INVALID, 0, "preconditioner %s lives on %s; this solve runs on %s (kernel "
+                              "%s): build one there, or pick a kernel of %s", t->pc->id, t->pc->w->name, w->name,
+                              t->k->name, t->pc->w->name);
+    t->pc_bind = (spmv_precond_binding){worker_gpu_ctx(w), t->pc->p};
+    t->o.precond = spmv_precond_apply_cb;
+    t->o.precond_ctx = &t->pc_bind;
+    return SPMV_OK;
+}
+
 void solve_run(task *base, worker *w)
 {
     solve_task *t = (solve_task *)base;
@@ -153,7 +177,7 @@ void solve_run(task *base, worker *w)
     if (!(t->res = calloc(k, sizeof *t->res)) ||
         (!t->xout && !(t->x = malloc((n ? n : 1) * k * spmv_dtype_size(t->m->host.dtype)))))
         rc = spmv_error_set(e, SPMV_ERR_NOMEM, 0, "out of memory for x");
-    else
+    else if (!(rc = precond_bind(t, w, e)))
         rc = vecs_alloc(t, ctx, dev, &v, e);
     for (int32_t c = 0; rc == SPMV_OK && c < t->ncols; c++)
         rc = solve_column(t, w, ctx, &v, c, e);
@@ -170,6 +194,9 @@ void solve_release(solve_task *t)
     rvec_unref(t->bv);
     rvec_unref(t->x0v);
     rvec_unref(t->xout);
+    rprecond_unref(t->pc);
+    t->pc = NULL;
+    precond_source_release(&t->pc_src);
     if (!t->vals_borrowed) {
         free(t->b_vals);
         free(t->x0_vals);

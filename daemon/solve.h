@@ -4,7 +4,8 @@
  * `solve_task`: the method and its options (engine/krylov.h), the operator's
  * kernel (or auto) on the matrix's device, b and x0 inline or as resident
  * vectors, and x_out. solve_run is the task body, on the worker `w` of the
- * kernel's device: it sets up b, x and the Jacobi diagonal on that device,
+ * kernel's device: it sets up b, x and the Jacobi diagonal (or finds or
+ * builds the preconditioner object, daemon/preconds.h) on that device,
  * runs spmv_solve with every product through the worker (worker_run_apply)
  * and a heartbeat, progress and cancellation through the job each
  * iteration, and leaves x (unless it went into x_out) and the report for
@@ -18,6 +19,7 @@
 #include <stdbool.h>
 
 #include "daemon/jobs.h"
+#include "daemon/preconds.h"
 #include "daemon/vectors.h"
 #include "daemon/worker.h"
 #include "krylov.h"
@@ -35,6 +37,16 @@ typedef struct solve_task {
     spmv_params p;
     spmv_solve_options o;
     bool jacobi;
+    /* A preconditioner object (engine/precond.h): named by id (pc,
+     * referenced by the API), or inline (pc_inline: pc_opts and its
+     * near-nullspace source), then the matrix's cached one or one built
+     * on the worker, which sets pc. pc_built: this solve paid its setup. */
+    bool pc_inline;
+    spmv_precond_options pc_opts;
+    precond_source pc_src;
+    rprecond *pc;
+    bool pc_built;
+    spmv_precond_binding pc_bind;
     int32_t ncols;         /* k systems with one A, solved one after the other (>= 1) */
     void *b_vals, *x0_vals; /* inline b, x0 (n x ncols values, column after column) */
     bool vals_borrowed;    /* b_vals, x0_vals point into the request's body: not freed here */

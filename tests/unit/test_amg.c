@@ -28,15 +28,17 @@
 
 static tu_rng rng;
 
-static void poisson(int64_t side, spmv_csr *a)
+static void poisson_d(spmv_gen_kind kind, int64_t side, spmv_csr *a)
 {
-    spmv_gen_spec g = {SPMV_GEN_POISSON2D, side, 5, 0, 1};
+    spmv_gen_spec g = {kind, side, kind == SPMV_GEN_POISSON3D ? 7 : 5, 0, 1};
     spmv_coo coo;
     spmv_error err = {0};
     assert_int_equal(spmv_gen(&g, &coo, &err), SPMV_OK);
     assert_int_equal(spmv_coo_to_csr(&coo, SPMV_FLOAT64, a, &err), SPMV_OK);
     spmv_coo_free(&coo);
 }
+
+static void poisson(int64_t side, spmv_csr *a) { poisson_d(SPMV_GEN_POISSON2D, side, a); }
 
 static void apply(const spmv_csr *a, const double *x, double *y)
 {
@@ -195,9 +197,9 @@ static void test_symmetric(void **state)
     spmv_csr_free(&a);
 }
 
-/* AMG-PCG converges, in fewer iterations than Jacobi-PCG, to the true
- * residual asked for. */
-static void converges(const char *what, const spmv_csr *a, const spmv_amg_options *o)
+/* AMG-PCG converges, in 1/gain of Jacobi-PCG's iterations at most, to
+ * the true residual asked for; its iterations. */
+static int32_t converges_by(const char *what, const spmv_csr *a, const spmv_amg_options *o, int gain)
 {
     spmv_amg *h;
     spmv_error err = {0};
@@ -206,9 +208,16 @@ static void converges(const char *what, const spmv_csr *a, const spmv_amg_option
     int32_t amg = pcg(a, h, b), jac = pcg(a, NULL, b);
     print_message("# %s (%d rows): %d levels, oc %.3f; AMG-PCG %d iterations, Jacobi-PCG %d\n", what, a->rows,
                   h->nlevels, h->operator_complexity, amg, jac);
-    assert_true(amg < jac);
+    assert_true(gain * amg < jac);
     free(b);
     spmv_amg_free(h);
+    return amg;
+}
+
+/* A problem with a grid: a quarter at most. */
+static int32_t converges(const char *what, const spmv_csr *a, const spmv_amg_options *o)
+{
+    return converges_by(what, a, o, 4);
 }
 
 static void test_poisson_converges(void **state)
@@ -219,7 +228,25 @@ static void test_poisson_converges(void **state)
     poisson(100 + tu_rng_range(&rng, 0, 28), &a);
     spmv_amg_defaults(&o);
     o.max_coarse = 100;
-    converges("2-D Poisson, Chebyshev", &a, &o);
+    /* no Chebyshev degree diverges: a spectral radius estimated low (power
+     * iteration from a smooth start) made degree 3 amplify the modes past
+     * its interval, 274 iterations where 11 do */
+    for (int dim = 2; dim <= 3; dim++) {
+        spmv_csr g;
+        if (dim == 3)
+            poisson_d(SPMV_GEN_POISSON3D, 24 + tu_rng_range(&rng, 0, 6), &g);
+        int32_t first = 0;
+        for (o.degree = 1; o.degree <= 4; o.degree++) {
+            int32_t its = converges(dim == 2 ? "2-D Poisson, Chebyshev" : "3-D Poisson, Chebyshev", dim == 2 ? &a : &g,
+                                    &o);
+            first = first ? first : its;
+            assert_true(its <= 2 * first);
+        }
+        if (dim == 3)
+            spmv_csr_free(&g);
+    }
+    spmv_amg_defaults(&o);
+    o.max_coarse = 100;
     o.smoother = SPMV_AMG_JACOBI;
     converges("2-D Poisson, Jacobi", &a, &o);
     spmv_csr_free(&a);
@@ -283,7 +310,7 @@ static void test_real_spd(void **state)
     spmv_amg_options o;
     spmv_amg_defaults(&o);
     o.max_coarse = 100;
-    converges("bcsstk13", &a, &o);
+    converges_by("bcsstk13", &a, &o, 2); /* a shell structure, scalar AMG: 3.5 times fewer */
     spmv_coo_free(&coo);
     spmv_csr_free(&a);
 }

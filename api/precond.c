@@ -80,7 +80,7 @@ static int scalar_options(request *r, const json_t *o, spmv_precond_options *out
     if (sm)
         a->smoother = strcmp(sm, "jacobi") == 0 ? SPMV_AMG_JACOBI : SPMV_AMG_CHEBYSHEV;
     int32_t degree = t == SPMV_PRECOND_AMG ? a->degree : out->degree;
-    if (int_option(r, o, "block_size", 1, 64, &out->block_size) || int_option(r, o, "degree", 1, 32, &degree) ||
+    if (int_option(r, o, "block_size", 1, 64, &out->block_size) || int_option(r, o, "degree", 1, 10, &degree) ||
         int_option(r, o, "max_levels", 1, 32, &a->max_levels) || int_option(r, o, "max_coarse", 1, 100000, &a->max_coarse) ||
         int_option(r, o, "presmooth", 0, 16, &a->presmooth) || int_option(r, o, "postsmooth", 0, 16, &a->postsmooth))
         return -1;

@@ -87,8 +87,10 @@ void spmv_amg_vcycle(spmv_amg *h, const double *r, double *z);
  * left allocated on failure. */
 int spmv_amg_level_init(const spmv_csr *a, spmv_amg_level *lv, spmv_error *err);
 void spmv_amg_level_free(spmv_amg_level *lv);
-/* The spectral radius of D^-1 A (a float64), estimated by 20 steps of
- * power iteration from a fixed start, times 1.05; u and w: rows scratch. */
+/* The spectral radius of D^-1 A (a float64), estimated by 20 Lanczos
+ * steps on D^-1/2 A D^-1/2 from a fixed start of every frequency (power
+ * iteration when the diagonal is not positive), times 1.05; u and w:
+ * rows scratch. */
 double spmv_amg_spectral_radius(const spmv_csr *a, const double *dinv, double *u, double *w);
 /* One Chebyshev sweep on lv->A x = b with the level's rho: the polynomial
  * of `degree` in D^-1 A smallest on [rho/30, 1.1 rho]; `zero`: x is zero

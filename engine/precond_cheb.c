@@ -4,8 +4,8 @@
  *
  * It is AMG's Chebyshev smoother used alone: one sweep from z = 0 on
  * A z = r, so the setup is engine/amg.c's for one level
- * (spmv_amg_level_init: a float64 copy of A, 1/diag, rho by power
- * iteration) and the apply is spmv_amg_chebyshev on the host or the same
+ * (spmv_amg_level_init: a float64 copy of A, 1/diag, rho by Lanczos,
+ * spmv_amg_spectral_radius) and the apply is spmv_amg_chebyshev on the host or the same
  * sweep on a GPU (spmv_gpu_amg_upload_smoother: A as a device CSR with a
  * cuSPARSE descriptor, the sweep's fused kernels). The polynomial is fixed
  * by rho and the degree, so it is symmetric where A is: CG may use it.

@@ -17,7 +17,7 @@ $(BUILD)/spmv-gatherrate: tools/gatherrate.cu
 
 $(BUILD)/spmv-cgbench: tools/cgbench.cu $(LIBSPMV)
 	@mkdir -p $(dir $@)
-	$(NVCC) $(NVCCFLAGS) -o $@ $< $(LIBSPMV) -Xcompiler -fopenmp -lcusparse -lcublas -lzip -lz -lm
+	$(NVCC) $(NVCCFLAGS) -o $@ $< $(LIBSPMV) -Xcompiler -fopenmp -lcusparse -lcublas -lzip -lcrypto -lz -lm
 
 bundle: $(BUILD)/spmv-copyrate $(BUILD)/spmv-gatherrate $(BUILD)/spmv-cgbench
 all-for-test: $(BUILD)/spmv-copyrate $(BUILD)/spmv-gatherrate $(BUILD)/spmv-cgbench

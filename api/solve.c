@@ -147,7 +147,8 @@ static int decode_options(request *r, const json_t *o)
 
 /* "preconditioner": "none" | "jacobi" (the diagonal, as before objects),
  * another type's name (inline, its defaults), {"type", options} (inline),
- * or {"id": ...} (a resident one, which must live on the solve's device).
+ * or {"id": ...} or the id alone (a resident one, which must live on the
+ * solve's device; the binary form's query can only say the id).
  * Read after the kernel: the worker decides where an inline one is built. */
 static int decode_precond(request *r, const json_t *o)
 {
@@ -160,7 +161,8 @@ static int decode_precond(request *r, const json_t *o)
         t->s.jacobi = true;
         return 0;
     }
-    json_t *spec = name ? json_pack("{s:s}", "type", name) : json_incref((json_t *)p);
+    json_t *spec = name && store_id_valid(name) ? json_pack("{s:s}", "id", name) /* a resident one's id */
+                   : name ? json_pack("{s:s}", "type", name) : json_incref((json_t *)p);
     const char *id = json_string_value(json_object_get(spec, "id"));
     int rc = -1;
     if (!json_is_object(spec))

@@ -107,6 +107,8 @@ extern "C" void spmv_gpu_amg_free(spmv_gpu_ctx *ctx, spmv_gpu_amg *g)
         return;
     cudaStreamSynchronize(ctx->stream);
     size_t vs = spmv_dtype_size(g->dtype);
+    /* the staging vectors' size, read before the free below resets level 0's A */
+    size_t n0 = gpu_nz(g->lv ? (size_t)g->lv[0].A.rows * vs : 0);
     for (int32_t l = 0; l < g->nlevels && g->lv; l++) {
         gpu_amg_level *dl = &g->lv[l];
         size_t n = gpu_nz((size_t)dl->A.rows * vs);
@@ -116,7 +118,6 @@ extern "C" void spmv_gpu_amg_free(spmv_gpu_ctx *ctx, spmv_gpu_amg *g)
         for (void *v : {dl->dinv, dl->r, dl->x, dl->b, dl->d})
             gpu_ctx_free(ctx, v, n);
     }
-    size_t n0 = gpu_nz(g->lv ? (size_t)g->lv[0].A.rows * vs : 0);
     gpu_ctx_free(ctx, g->in, n0);
     gpu_ctx_free(ctx, g->out, n0);
     gpu_ctx_free(ctx, g->coarse_inv, gpu_nz((size_t)g->coarse_n * g->coarse_n * vs));

@@ -12,9 +12,11 @@
  * first column: a named one must live on this worker's device; an
  * inline one is the matrix's cache, or built now (its setup counted in
  * the first column's setup time).
- * x is read back unless it went into x_out. k columns are k solves in
- * turn, sharing the device vectors and the Jacobi diagonal (the job's
- * progress runs over all k).
+ * x is read back unless it went into x_out. k columns under CG, with a
+ * kernel that takes them at once, run in lockstep (spmv_solve_block: one
+ * product of the k directions an iteration; `auto` picks its kernel for
+ * k columns); other methods solve them in turn, sharing the device
+ * vectors and the Jacobi diagonal (the job's progress runs over all k).
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -50,7 +52,8 @@ static int progress(void *c, int32_t it, double relres)
         o->draining = true;
     if (t->job) {
         job_set_iteration(t->job, it, relres);
-        job_set_progress(t->job, ((double)t->col * t->o.maxit + it) / ((double)t->ncols * t->o.maxit));
+        job_set_progress(t->job, t->lockstep ? (double)it / t->o.maxit
+                                              : ((double)t->col * t->o.maxit + it) / ((double)t->ncols * t->o.maxit));
     }
     return o->draining || job_cancelled(t->job);
 }
@@ -60,6 +63,24 @@ static int progress(void *c, int32_t it, double relres)
 typedef struct solve_vecs {
     spmv_vec b, x, dinv;
 } solve_vecs;
+
+/* Under Jacobi, 1/diag on the device, bound into the options. */
+static int dinv_alloc(solve_task *t, spmv_gpu_ctx *ctx, spmv_device_kind dev, spmv_vec *dinv, spmv_error *e)
+{
+    spmv_dtype dt = t->m->host.dtype;
+    int32_t n = t->m->host.rows;
+    int rc;
+    if (!t->jacobi)
+        return SPMV_OK;
+    void *h = malloc((size_t)(n ? n : 1) * spmv_dtype_size(dt));
+    if (!h)
+        rc = spmv_error_set(e, SPMV_ERR_NOMEM, 0, "out of memory for the Jacobi diagonal");
+    else if (!(rc = spmv_csr_inv_diag(&t->m->host.csr, h, e)) && !(rc = spmv_vec_alloc(ctx, dev, dt, n, 1, dinv, e)))
+        rc = spmv_vec_write(ctx, dinv, h, e);
+    free(h);
+    t->o.inv_diag = dinv;
+    return rc;
+}
 
 static int vecs_alloc(solve_task *t, spmv_gpu_ctx *ctx, spmv_device_kind dev, solve_vecs *v, spmv_error *e)
 {
@@ -74,16 +95,7 @@ static int vecs_alloc(solve_task *t, spmv_gpu_ctx *ctx, spmv_device_kind dev, so
         v->x = t->xout->v;
     else if ((rc = spmv_vec_alloc(ctx, dev, dt, n, 1, &v->x, e)))
         return rc;
-    if (!t->jacobi)
-        return SPMV_OK;
-    void *h = malloc((size_t)(n ? n : 1) * spmv_dtype_size(dt));
-    if (!h)
-        rc = spmv_error_set(e, SPMV_ERR_NOMEM, 0, "out of memory for the Jacobi diagonal");
-    else if (!(rc = spmv_csr_inv_diag(&t->m->host.csr, h, e)) && !(rc = spmv_vec_alloc(ctx, dev, dt, n, 1, &v->dinv, e)))
-        rc = spmv_vec_write(ctx, &v->dinv, h, e);
-    free(h);
-    t->o.inv_diag = &v->dinv;
-    return rc;
+    return dinv_alloc(t, ctx, dev, &v->dinv, e);
 }
 
 static void vecs_free(solve_task *t, spmv_gpu_ctx *ctx, solve_vecs *v)
@@ -129,6 +141,47 @@ static int solve_column(solve_task *t, worker *w, spmv_gpu_ctx *ctx, solve_vecs 
     return SPMV_OK;
 }
 
+/* The k columns in lockstep (engine/krylov_block.c): b and x as n x k
+ * blocks of the device, one product of the k directions an iteration. */
+static int solve_lockstep(solve_task *t, worker *w, spmv_gpu_ctx *ctx, spmv_device_kind dev, spmv_error *e)
+{
+    spmv_dtype dt = t->m->host.dtype;
+    int32_t n = t->m->host.rows, k = t->ncols;
+    spmv_vec b = {0}, x = {0}, dinv = {0};
+    op_ctx oc = {t, w, false};
+    spmv_linop a = {n, n, &oc, apply};
+    int rc = spmv_vec_alloc(ctx, dev, dt, n, k, &b, e);
+    if (!rc && !(rc = spmv_vec_alloc(ctx, dev, dt, n, k, &x, e)) && !(rc = spmv_vec_write(ctx, &b, t->b_vals, e)))
+        rc = t->x0_vals ? spmv_vec_write(ctx, &x, t->x0_vals, e) : spmv_vec_fill(ctx, &x, 0.0, e);
+    if (!rc)
+        rc = dinv_alloc(t, ctx, dev, &dinv, e);
+    t->o.progress = progress;
+    t->o.progress_ctx = &oc;
+    if (!rc)
+        rc = spmv_solve_block(ctx, &a, &b, &x, &t->o, t->res, e);
+    if (!rc && oc.draining) {
+        for (int32_t c = 0; c < k; c++)
+            spmv_solve_result_free(&t->res[c]);
+        rc = spmv_error_set(e, SPMV_ERR_UNAVAILABLE, 0, "the daemon is shutting down: the solve stopped");
+    }
+    if (!rc)
+        rc = spmv_vec_read(ctx, &x, t->x, e);
+    if (!rc)
+        log_info("solve: %s of %d columns in lockstep on %s by %s with %s: %.1f ms", spmv_solve_method_name(t->o.method),
+                 k, t->m->meta.id, w->name, t->k->name, t->res[0].total_ms);
+    spmv_vec_free(ctx, &b);
+    spmv_vec_free(ctx, &x);
+    spmv_vec_free(ctx, &dinv);
+    return rc;
+}
+
+/* Whether the k columns go in lockstep: CG, a kernel that takes them at
+ * once, no resident x_out (which is one column). */
+static bool lockstep_fits(const solve_task *t)
+{
+    return t->ncols > 1 && t->o.method == SPMV_SOLVE_CG && !t->xout && spmv_kernel_max_k(t->k) >= t->ncols;
+}
+
 /* The preconditioner object of the solve, bound into t->o. */
 static int precond_bind(solve_task *t, worker *w, spmv_error *e)
 {
@@ -166,9 +219,11 @@ void solve_run(task *base, worker *w)
                                job_id(t->job));
         return;
     }
-    if (t->is_auto) {
+    if (t->is_auto) { /* k columns: `auto`'s choice for k at once, when CG can use it */
         matrix_tuning tuned;
-        if ((t->rc = autotune_get(t->d, w, t->m, false, &tuned, e)) ||
+        bool block = t->ncols > 1 && t->o.method == SPMV_SOLVE_CG;
+        if ((t->rc = block ? autotune_get_k(t->d, w, t->m, t->ncols, &tuned, e)
+                           : autotune_get(t->d, w, t->m, false, &tuned, e)) ||
             (t->rc = spmv_params_resolve(tuned.kernel, &tuned.params, &t->p, e)))
             return;
         t->k = tuned.kernel;
@@ -177,9 +232,11 @@ void solve_run(task *base, worker *w)
     if (!(t->res = calloc(k, sizeof *t->res)) ||
         (!t->xout && !(t->x = malloc((n ? n : 1) * k * spmv_dtype_size(t->m->host.dtype)))))
         rc = spmv_error_set(e, SPMV_ERR_NOMEM, 0, "out of memory for x");
-    else if (!(rc = precond_bind(t, w, e)))
+    else if (!(rc = precond_bind(t, w, e)) && (t->lockstep = lockstep_fits(t)))
+        rc = solve_lockstep(t, w, ctx, dev, e);
+    else if (!rc)
         rc = vecs_alloc(t, ctx, dev, &v, e);
-    for (int32_t c = 0; rc == SPMV_OK && c < t->ncols; c++)
+    for (int32_t c = 0; rc == SPMV_OK && !t->lockstep && c < t->ncols; c++)
         rc = solve_column(t, w, ctx, &v, c, e);
     vecs_free(t, ctx, &v);
     t->rc = rc;

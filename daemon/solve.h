@@ -9,9 +9,10 @@
  * runs spmv_solve with every product through the worker (worker_run_apply)
  * and a heartbeat, progress and cancellation through the job each
  * iteration, and leaves x (unless it went into x_out) and the report for
- * the API to encode. k right-hand sides (ncols) are k solves in turn on
- * the same set-up, each with its own report: sequential, not a block
- * method that would share the products.
+ * the API to encode. k right-hand sides (ncols) each get their own report:
+ * under CG they run in lockstep, one product of the k directions an
+ * iteration (spmv_solve_block); other methods solve them in turn on the
+ * same set-up.
  */
 #ifndef SPMVD_SOLVE_H
 #define SPMVD_SOLVE_H
@@ -47,7 +48,8 @@ typedef struct solve_task {
     rprecond *pc;
     bool pc_built;
     spmv_precond_binding pc_bind;
-    int32_t ncols;         /* k systems with one A, solved one after the other (>= 1) */
+    int32_t ncols;         /* k systems with one A (>= 1) */
+    bool lockstep;         /* ... solved at once (CG, engine/krylov_block.c), not one after the other */
     void *b_vals, *x0_vals; /* inline b, x0 (n x ncols values, column after column) */
     bool vals_borrowed;    /* b_vals, x0_vals point into the request's body: not freed here */
     rvec *bv, *x0v, *xout;  /* resident b, x0, x_out (one column) */

@@ -627,6 +627,53 @@ static int check_args(const spmv_linop *a, const spmv_vec *b, const spmv_vec *x,
     return SPMV_OK;
 }
 
+int krylov_begin(solve_state *s, const spmv_vec *b, spmv_vec *x, bool *zero_b)
+{
+    spmv_solve_result *res = s->res;
+    int st;
+    *zero_b = false;
+    res->stop = SPMV_STOP_MAXIT;
+    if ((st = spmv_vec_nrm2(s->ctx, b, &s->bnorm, s->err)))
+        return st;
+    if (s->bnorm == 0.0) { /* A x = 0: x = 0 is the answer */
+        *zero_b = true;
+        if ((st = spmv_vec_fill(s->ctx, x, 0.0, s->err)) == SPMV_OK) {
+            res->stop = SPMV_STOP_CONVERGED;
+            snprintf(res->detail, sizeof res->detail, "b is zero: x = 0");
+            record(s, 0, 0.0);
+        }
+        return st;
+    }
+    if (!isfinite(s->bnorm))
+        return spmv_error_set(s->err, SPMV_ERR_INVALID, 0, "b holds a non-finite value (||b|| = %g)", s->bnorm);
+    return check_scale(s->bnorm, s->o->tol, s->err);
+}
+
+void krylov_conclude(solve_state *s, double rnorm)
+{
+    spmv_solve_result *res = s->res;
+    const spmv_solve_options *o = s->o;
+    res->relres = rnorm / s->bnorm;
+    if (res->stop != SPMV_STOP_CANCELLED && rnorm <= o->tol * s->bnorm) {
+        /* maxit's last step or a breakdown right at the answer still converged */
+        if (res->stop == SPMV_STOP_BREAKDOWN)
+            res->detail[0] = '\0';
+        res->stop = SPMV_STOP_CONVERGED;
+    }
+    if (res->stop == SPMV_STOP_CONVERGED && !res->detail[0])
+        snprintf(res->detail, sizeof res->detail, "||b - Ax|| / ||b|| = %.3g <= tol %.3g after %d iterations",
+                 res->relres, o->tol, res->iterations);
+    else if (res->stop == SPMV_STOP_MAXIT)
+        snprintf(res->detail, sizeof res->detail, "maxit %d reached with ||b - Ax|| / ||b|| = %.3g > tol %.3g",
+                 o->maxit, res->relres, o->tol);
+}
+
+int krylov_check(const spmv_linop *a, const spmv_vec *b, const spmv_vec *x, const spmv_solve_options *o,
+                 spmv_error *err)
+{
+    return check_args(a, b, x, o, err);
+}
+
 int spmv_solve(spmv_gpu_ctx *ctx, const spmv_linop *a, const spmv_vec *b, spmv_vec *x,
                const spmv_solve_options *o, spmv_solve_result *res, spmv_error *err)
 {
@@ -636,22 +683,8 @@ int spmv_solve(spmv_gpu_ctx *ctx, const spmv_linop *a, const spmv_vec *b, spmv_v
         return st;
     double t0 = spmv_now_ms();
     solve_state s = {.ctx = ctx, .a = a, .o = o, .res = res, .err = err};
-    res->stop = SPMV_STOP_MAXIT;
-    if ((st = spmv_vec_nrm2(ctx, b, &s.bnorm, err)))
-        goto done;
-    if (s.bnorm == 0.0) { /* A x = 0: x = 0 is the answer */
-        if ((st = spmv_vec_fill(ctx, x, 0.0, err)) == SPMV_OK) {
-            res->stop = SPMV_STOP_CONVERGED;
-            snprintf(res->detail, sizeof res->detail, "b is zero: x = 0");
-            record(&s, 0, 0.0);
-        }
-        goto done;
-    }
-    if (!isfinite(s.bnorm)) {
-        st = spmv_error_set(err, SPMV_ERR_INVALID, 0, "b holds a non-finite value (||b|| = %g)", s.bnorm);
-        goto done;
-    }
-    if ((st = check_scale(s.bnorm, o->tol, err)))
+    bool zero_b;
+    if ((st = krylov_begin(&s, b, x, &zero_b)) || zero_b)
         goto done;
     res->setup_ms = spmv_now_ms() - t0;
     if (krylov_fused_eligible(&s, b)) /* scalars on the device (krylov_fused.c) */
@@ -669,19 +702,7 @@ int spmv_solve(spmv_gpu_ctx *ctx, const spmv_linop *a, const spmv_vec *b, spmv_v
     double rnorm = NAN;
     if ((st = work(&s, b, &r)) || (st = residual(&s, b, x, r)) || (st = spmv_vec_nrm2(ctx, r, &rnorm, err)))
         goto done;
-    res->relres = rnorm / s.bnorm;
-    if (res->stop != SPMV_STOP_CANCELLED && rnorm <= o->tol * s.bnorm) {
-        /* maxit's last step or a breakdown right at the answer still converged */
-        if (res->stop == SPMV_STOP_BREAKDOWN)
-            res->detail[0] = '\0';
-        res->stop = SPMV_STOP_CONVERGED;
-    }
-    if (res->stop == SPMV_STOP_CONVERGED && !res->detail[0])
-        snprintf(res->detail, sizeof res->detail, "||b - Ax|| / ||b|| = %.3g <= tol %.3g after %d iterations",
-                 res->relres, o->tol, res->iterations);
-    else if (res->stop == SPMV_STOP_MAXIT)
-        snprintf(res->detail, sizeof res->detail, "maxit %d reached with ||b - Ax|| / ||b|| = %.3g > tol %.3g",
-                 o->maxit, res->relres, o->tol);
+    krylov_conclude(&s, rnorm);
 done:
     for (int i = 0; i < s.nw; i++)
         spmv_vec_free(ctx, &s.w[i]);

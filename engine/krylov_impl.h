@@ -47,6 +47,16 @@ bool krylov_converged(solve_state *s, double rnorm);
  * back to "not yet" and tmp holds the residual to restart from. */
 int krylov_truly_converged(solve_state *s, const spmv_vec *b, const spmv_vec *x, spmv_vec *tmp, bool *yes);
 
+/* A column's start: ||b|| into s->bnorm; b = 0 answered (x = 0,
+ * converged: *zero_b); a non-finite b or one whose squares under- or
+ * overflow refused. */
+int krylov_begin(solve_state *s, const spmv_vec *b, spmv_vec *x, bool *zero_b);
+/* A column's end: relres from the true residual's norm, the stop (a
+ * maxit or breakdown at the answer converged) and its words. */
+void krylov_conclude(solve_state *s, double rnorm);
+/* spmv_solve's argument checks (one column each of b and x). */
+int krylov_check(const spmv_linop *a, const spmv_vec *b, const spmv_vec *x, const spmv_solve_options *o,
+                 spmv_error *err);
 /* MINRES on the host-scalar path (engine/minres.c), and its breakdowns'
  * words (both paths). */
 #define KRYLOV_BD_MINRES_M "r·M⁻¹r (the preconditioner is not positive definite)"

@@ -631,6 +631,80 @@ static void test_minres_stops(void **state)
     spmv_matrix_free(&m);
 }
 
+/* k right-hand sides in lockstep (spmv_solve_block): each column's
+ * iterations, stop and x as spmv_solve gives them one by one (the same
+ * arithmetic, one SpMM for the k products), with a zero column (answered
+ * at once), plain and Jacobi, CG; and a column poisoned by NaN stops alone
+ * as a non-finite breakdown while the others converge. */
+static void test_block(void **state)
+{
+    (void)state;
+    spmv_error err = {0};
+    spmv_matrix m;
+    build(SPMV_GEN_POISSON2D, 20 + tu_rng_range(&rng, 0, 10), &m);
+    int32_t n = m.rows, k = 2 + (int32_t)tu_rng_range(&rng, 0, 5), zero = (int32_t)tu_rng_range(&rng, 0, k - 1);
+    host_op h = {&m};
+    spmv_linop op = {n, n, &h, host_apply};
+    spmv_vec b, x, dinv;
+    hv(SPMV_FLOAT64, n, k, &b);
+    hv(SPMV_FLOAT64, n, k, &x);
+    hv(SPMV_FLOAT64, n, 1, &dinv);
+    for (int64_t i = 0; i < (int64_t)n * k; i++)
+        ((double *)b.data)[i] = i / n == zero ? 0.0 : tu_rng_value(&rng);
+    assert_int_equal(spmv_csr_inv_diag(&m.csr, dinv.data, &err), SPMV_OK);
+    print_message("# block: %d rows, k = %d, column %d zero\n", n, k, zero);
+    for (int jac = 0; jac < 2; jac++) {
+        spmv_solve_options o = {.method = SPMV_SOLVE_CG, .tol = 1e-10, .maxit = 2000, .inv_diag = jac ? &dinv : NULL};
+        spmv_solve_result *res = calloc((size_t)k, sizeof *res);
+        spmv_vec_fill(NULL, &x, NAN, &err); /* poisoned: x0 below */
+        spmv_vec_fill(NULL, &x, 0.0, &err);
+        assert_int_equal(spmv_solve_block(NULL, &op, &b, &x, &o, res, &err), SPMV_OK);
+        for (int32_t j = 0; j < k; j++) {
+            spmv_vec bj = {SPMV_DEVICE_CPU, SPMV_FLOAT64, n, 1, (double *)b.data + (size_t)j * n}, xj;
+            hv(SPMV_FLOAT64, n, 1, &xj);
+            spmv_vec_fill(NULL, &xj, 0.0, &err);
+            spmv_solve_result one;
+            assert_int_equal(spmv_solve(NULL, &op, &bj, &xj, &o, &one, &err), SPMV_OK);
+            double d = 0, mx = 0;
+            for (int32_t i = 0; i < n; i++) {
+                d = fmax(d, fabs(((double *)x.data)[(size_t)j * n + i] - ((double *)xj.data)[i]));
+                mx = fmax(mx, fabs(((double *)xj.data)[i]));
+            }
+            print_message("# %s column %d: %d iterations (alone %d), %s, x within %.2g\n", jac ? "jacobi" : "plain", j,
+                          res[j].iterations, one.iterations, spmv_solve_stop_name(res[j].stop), mx ? d / mx : d);
+            assert_int_equal(res[j].stop, SPMV_STOP_CONVERGED);
+            assert_int_equal(res[j].iterations, one.iterations);
+            assert_int_equal(res[j].history_len, one.history_len);
+            assert_true(d <= 1e-12 * fmax(mx, 1.0));
+            assert_true(fabs(res[j].relres - true_relres(&m, &bj, &(spmv_vec){SPMV_DEVICE_CPU, SPMV_FLOAT64, n, 1,
+                                                                             (double *)x.data + (size_t)j * n})) <
+                        1e-12 || j == zero);
+            if (j == zero)
+                assert_int_equal(res[j].iterations, 0);
+            spmv_solve_result_free(&one);
+            spmv_solve_result_free(&res[j]);
+            spmv_vec_free(NULL, &xj);
+        }
+        free(res);
+    }
+    /* a NaN in one column's b past the start: its x0 NaN, the others fine */
+    spmv_solve_options o = {.method = SPMV_SOLVE_CG, .tol = 1e-10, .maxit = 2000};
+    spmv_solve_result *res = calloc((size_t)k, sizeof *res);
+    spmv_vec_fill(NULL, &x, 0.0, &err);
+    int32_t bad = (zero + 1) % k;
+    ((double *)x.data)[(size_t)bad * n + n / 2] = NAN;
+    assert_int_equal(spmv_solve_block(NULL, &op, &b, &x, &o, res, &err), SPMV_OK);
+    for (int32_t j = 0; j < k; j++) {
+        assert_int_equal(res[j].stop, j == bad ? SPMV_STOP_BREAKDOWN : SPMV_STOP_CONVERGED);
+        spmv_solve_result_free(&res[j]);
+    }
+    free(res);
+    spmv_vec_free(NULL, &b);
+    spmv_vec_free(NULL, &x);
+    spmv_vec_free(NULL, &dinv);
+    spmv_matrix_free(&m);
+}
+
 int main(void)
 {
     uint64_t seed = tu_seed();
@@ -645,6 +719,7 @@ int main(void)
         cmocka_unit_test(test_solver_nonfinite),
         cmocka_unit_test(test_minres),
         cmocka_unit_test(test_minres_stops),
+        cmocka_unit_test(test_block),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -14,7 +14,9 @@ the time to ||b - A x|| / ||b|| <= 1e-8 and the iterations of:
   - CuPy's cg on the same GPU, no preconditioner and Jacobi
     (tools/bench_solve_cupy.py under CuPy's Python; transfer_s is the CSR
     and b copied to the GPU);
-  - PyAMG's smoothed aggregation on the host's cores (setup_s, solve_s).
+  - PyAMG's smoothed aggregation on the host's cores (setup_s, solve_s);
+  - k = 8 right-hand sides in one solve (CG in lockstep) against one, with
+    Jacobi and with the AMG object, on the problems up to 2 M rows.
 
 Every x is checked here: the true relative residual is recomputed with
 SciPy, and a row whose x misses the tolerance says so. Writes
@@ -72,9 +74,9 @@ def relres(a, b, x):
     return float(np.linalg.norm(b - a @ x) / np.linalg.norm(b))
 
 
-def daemon_solve(base, mid, b, pc, method="cg"):
-    """A binary solve: (wall s, report, x)."""
-    q = "tol=%g&maxit=%d&method=%s&preconditioner=%s" % (TOL, MAXIT, method, pc)
+def daemon_solve(base, mid, b, pc, method="cg", k=1):
+    """A binary solve of k columns (b: n*k values, column after column): (wall s, report, x)."""
+    q = "tol=%g&maxit=%d&method=%s&preconditioner=%s&k=%d" % (TOL, MAXIT, method, pc, k)
     t0 = time.perf_counter()
     st, raw, hdr = call("%s/v1/matrices/%s/solve?%s" % (base, mid, q), "POST", b.astype("<f8").tobytes(),
                         "application/octet-stream", accept="application/octet-stream")
@@ -90,7 +92,7 @@ def daemon_rows(base, name, a, b, device, preconds):
     t0 = time.perf_counter()
     st, raw, _ = call("%s/v1/matrices/%s/tune" % (base, mid), "POST")
     tune = time.perf_counter() - t0
-    rows = []
+    rows, pids = [], {}
     for label, spec in preconds:
         try:
             setup, pid = 0.0, spec
@@ -101,6 +103,7 @@ def daemon_rows(base, name, a, b, device, preconds):
                 if st != 201:
                     raise RuntimeError("POST %s: %d %s" % (label, st, raw[:300]))
                 pid = json.loads(raw)["id"]
+                pids[label] = pid
             method = "bicgstab" if label.startswith("ilu0") else "cg"
             wall, rep, x = daemon_solve(base, mid, b, pid or "none", method)
             again = daemon_solve(base, mid, b, pid or "none", method)[0] if isinstance(spec, dict) else None
@@ -112,8 +115,33 @@ def daemon_rows(base, name, a, b, device, preconds):
         except Exception as e:  # a failed row is reported, the rest still run
             rows.append({"problem": name, "who": "spmvd " + device, "method": label, "error": str(e)[:300]})
         print(json.dumps(rows[-1]), flush=True)
+    if a.shape[0] <= 2_000_000:  # k = 8 at once, against one (the large problem would spend the budget)
+        rows += k_rows(base, name, mid, a, b, "jacobi", "jacobi")
+        if "amg" in pids:
+            rows += k_rows(base, name, mid, a, b, pids["amg"], "amg")
     call("%s/v1/matrices/%s" % (base, mid), "DELETE")
     return rows
+
+
+def k_rows(base, name, mid, a, b, pc, label, k=8):
+    """k right-hand sides at once (CG in lockstep) against one, same preconditioner."""
+    rng = np.random.default_rng(8)
+    bk = np.concatenate([b] + [rng.uniform(-1, 1, a.shape[0]) for _ in range(k - 1)])
+    try:
+        daemon_solve(base, mid, b, pc)  # warm: the k = 1 kernel and the preconditioner are built
+        one = daemon_solve(base, mid, b, pc)
+        daemon_solve(base, mid, bk, pc, k=k)  # warm: auto's choice for k columns
+        wall, rep, x = daemon_solve(base, mid, bk, pc, k=k)
+        n = a.shape[0]
+        worst = max(relres(a, bk[j * n:(j + 1) * n], x[j * n:(j + 1) * n]) for j in range(k))
+        r = {"problem": name, "who": "spmvd", "method": "cg + %s, k = %d at once (lockstep %s)" % (label, k,
+             rep.get("lockstep")), "iterations": rep.get("lockstep_iterations", rep["iterations"]), "setup_s": 0.0,
+             "solve_s": wall, "total_s": wall, "relres": worst, "k1_s": one[0], "ratio_to_k1": wall / one[0],
+             "kernel": rep.get("kernel")}
+    except Exception as e:
+        r = {"problem": name, "who": "spmvd", "method": "k = %d at once" % k, "error": str(e)[:300]}
+    print(json.dumps(r), flush=True)
+    return [r]
 
 
 def cupy_rows(py, name, a, b, tmp, methods):
@@ -175,6 +203,10 @@ def table(rows, name, shape, nnz):
         out.append("| %s | %s | %s | %s | %s | %s | %s | %.2e%s |" % (
             r["who"], r["method"], r["iterations"], fmt(r.get("setup_s")), fmt(r["solve_s"]), fmt(r["total_s"]),
             fmt(r.get("again_s")), r["relres"], miss))
+    for r in rows:
+        if "ratio_to_k1" in r:
+            out += ["", "%s: %.3g s for k = 8 against %.3g s for one (%.2fx), kernel %s." %
+                    (r["method"], r["total_s"], r["k1_s"], r["ratio_to_k1"], r.get("kernel"))]
     up = next((r for r in rows if "upload_s" in r), None)
     if up:
         out += ["", "Paid once per matrix by the daemon: upload %.2f s, kernel tuning %.2f s (%s)." %

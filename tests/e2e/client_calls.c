@@ -766,7 +766,7 @@ static double job_lateness_ms(const spmv_client_job *j, double *run_ms)
     return known ? age - queue - *run_ms : NAN;
 }
 
-/* An async GMRES solve that would run for minutes (tol 1e-300), cancelled
+/* An async GMRES solve that would run for minutes (tol 3e-15, just above float64's 10 eps), cancelled
  * from a second handle after cancel_ms, waited for in slices of slice_ms:
  * the wait must end as soon as the job does (within 150 ms by the
  * daemon's clock), each poll held by the daemon (at most wall/slice + 2
@@ -775,7 +775,7 @@ static double job_lateness_ms(const spmv_client_job *j, double *run_ms)
 static void long_poll_case(spmv_client *h, const char *url, const char *id, const double *b, size_t n,
                            long slice_ms, long cancel_ms)
 {
-    spmv_client_solve_options as = {.method = "gmres", .tol = 1e-300, .maxit = 1000000, .b = b, .nb = n,
+    spmv_client_solve_options as = {.method = "gmres", .tol = 3e-15, .maxit = 1000000, .b = b, .nb = n,
                                     .kernel = "cpu.csr.serial", .async = 1};
     spmv_client_solve_result *r = NULL;
     spmv_client_job *j = NULL;

@@ -173,7 +173,7 @@ static int decode_precond(request *r, const json_t *o)
     else if (id && !(t->s.pc = preconds_get(t->s.m, id)))
         api_error(r, 404, "not_found", "matrix %s has no preconditioner %s", t->s.m->meta.id, id);
     else if (id && t->s.pc->w != t->s.w)
-        api_error(r, 409, "conflict", "preconditioner %s lives on %s; this solve runs on %s: pick a kernel of %s",
+        api_error(r, 409, "wrong_device", "preconditioner %s lives on %s; this solve runs on %s: pick a kernel of %s",
                   id, t->s.pc->w->name, t->s.w ? t->s.w->name : "no device", t->s.pc->w->name);
     else if (id || api_precond_options(r, spec, t->s.m, t->s.w, NULL, &t->s.pc_opts, &t->s.pc_src) == 0)
         rc = 0;

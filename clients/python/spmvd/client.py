@@ -913,20 +913,52 @@ class Client:
             return Batch(self)
         return self._json("POST", "/v1/ops", json_body={"steps": [_step(s) for s in steps]})
 
+    def preconditioner(self, matrix: MatrixRef, type: str, *, device: Optional[str] = None,
+                       **options: Any) -> Dict[str, Any]:
+        """``POST /v1/matrices/{id}/preconditioners``: a preconditioner resident with the matrix.
+
+        ``type`` is ``jacobi``, ``block_jacobi``, ``chebyshev``, ``amg``,
+        ``ic0`` or ``ilu0``; ``options`` are the route's (``block_size``,
+        ``degree``, ``precision``, AMG's ``max_levels``, ``strength``,
+        ``smoother``, ``near_nullspace``, ``coordinates``...: docs/api.md,
+        "Preconditioners"); ``device`` where it is built (default the
+        matrix's). Returns its descriptor; pass it (or its ``id``) as
+        :meth:`solve`'s ``preconditioner`` to use it.
+        """
+        body = dict(options, type=type)
+        for key, v in list(body.items()):
+            if isinstance(v, np.ndarray):
+                body[key] = v.tolist()
+        if device is not None:
+            body["device"] = device
+        return self._json("POST", f"/v1/matrices/{_id(matrix)}/preconditioners", json_body=body, ok=(201,))
+
+    def preconditioners(self, matrix: MatrixRef) -> List[Dict[str, Any]]:
+        """``GET /v1/matrices/{id}/preconditioners``: the matrix's resident ones (named and cached)."""
+        return self._json("GET", f"/v1/matrices/{_id(matrix)}/preconditioners")["preconditioners"]
+
+    def delete_preconditioner(self, pc: Any) -> None:
+        """``DELETE /v1/preconditioners/{id}`` (a descriptor or an id)."""
+        pid = pc["id"] if isinstance(pc, dict) else str(pc)
+        self.request("DELETE", f"/v1/preconditioners/{pid}", ok=(204,))
+
     def solve(self, matrix: MatrixRef, b: Any, *, method: str = "cg", tol: Optional[float] = None,
               maxit: Optional[int] = None, restart: Optional[int] = None, x0: Any = None,
-              preconditioner: Optional[str] = None, kernel: Optional[str] = None, x_out: Any = None,
+              preconditioner: Any = None, kernel: Optional[str] = None, x_out: Any = None,
               wait: bool = True, progress: Union[None, bool, str, ProgressFn] = None,
               timeout: Optional[float] = None) -> Any:
         """``POST /v1/matrices/{id}/solve``: Ax = b on the daemon; a :class:`SolveResult`.
 
-        ``b`` is a 1-D array, or ``(n, k)`` for k right-hand sides (solved
-        one after the other on the daemon, each with its own report in
-        ``columns``), sent in binary from the array's own buffer; or a
-        resident Vector. ``x0`` likewise (an array of b's shape, or a
-        Vector); ``x_out`` a Vector to write x into. ``method`` is ``cg``,
-        ``bicgstab`` or ``gmres`` (``restart``); ``preconditioner`` ``none`` or
-        ``jacobi``. By default the request waits for the answer: x comes
+        ``b`` is a 1-D array, or ``(n, k)`` for k right-hand sides (CG
+        solves them in lockstep, one product of the k directions an
+        iteration; each has its own report in ``columns``), sent in binary
+        from the array's own buffer; or a resident Vector. ``x0`` likewise
+        (an array of b's shape, or a Vector); ``x_out`` a Vector to write x
+        into. ``method`` is ``cg``, ``bicgstab``, ``gmres`` (``restart``) or
+        ``minres``; ``preconditioner`` ``none``, ``jacobi``, another type's
+        name (``amg``, ``ic0``...: built on the daemon and cached with the
+        matrix), or a resident one from :meth:`preconditioner` (its
+        descriptor or id). By default the request waits for the answer: x comes
         back in binary straight into a new array, the residual history after
         it, the report in a header. With ``progress`` (see :meth:`wait`) the
         solve runs as a job (``"async": true``) waited for with long polls
@@ -939,6 +971,10 @@ class Client:
         m = matrix if hasattr(matrix, "descriptor") else self.get(matrix)
         n, dt = int(m.descriptor["rows"]), dtype_of(m.descriptor["dtype"])
         as_job = not wait or progress not in (None, False)
+        if isinstance(preconditioner, dict):  # a resident one's descriptor: its id
+            if "id" not in preconditioner:
+                raise ValueError("preconditioner: a type's name, or a resident one (Client.preconditioner) or its id")
+            preconditioner = preconditioner["id"]
         q: Dict[str, Any] = {"method": method, "tol": None if tol is None else repr(float(tol)), "maxit": maxit,
                              "restart": restart, "preconditioner": preconditioner, "kernel": kernel}
         if x_out is not None:

@@ -118,3 +118,29 @@ def test_daemon_solve_matches_scipy(vc: spmvd.Client, rng) -> None:
     for w in (bv, xo):
         w.delete()
     A.delete()
+
+
+def test_preconditioners_resident_and_inline(vc: spmvd.Client, rng) -> None:
+    A = vc.generate("poisson2d", 40)
+    n = A.shape[0]
+    b = rng.uniform(-1, 1, n)
+    plain = vc.solve(A, b, tol=1e-10, maxit=2000, kernel="cpu.csr.serial")
+    pc = vc.preconditioner(A, "amg", device="cpu")
+    assert pc["type"] == "amg" and pc["bytes"] > 0 and pc["device"] == "cpu"
+    for ref in (pc, pc["id"], "amg"):  # its descriptor, its id, the inline name (cached on the matrix)
+        res = vc.solve(A, b, tol=1e-10, maxit=2000, preconditioner=ref, kernel="cpu.csr.serial")
+        assert res.converged and res.iterations < plain.iterations / 3, (res.iterations, plain.iterations)
+        assert np.linalg.norm(res.x - plain.x) <= 1e-7 * np.linalg.norm(plain.x)
+    listed = {p["id"]: p for p in vc.preconditioners(A)}
+    assert pc["id"] in listed and any(p["inline"] for p in listed.values())
+    vc.delete_preconditioner(pc)
+    assert pc["id"] not in {p["id"] for p in vc.preconditioners(A)}
+    with pytest.raises(spmvd.NotFound):
+        vc.solve(A, b, preconditioner=pc["id"], kernel="cpu.csr.serial")
+    with pytest.raises(ValueError):
+        vc.solve(A, b, preconditioner={"type": "amg"})
+    B = rng.uniform(-1, 1, (n, 3))  # k columns: CG in lockstep, each as alone
+    res = vc.solve(A, B, tol=1e-10, maxit=2000, preconditioner="jacobi", kernel="cpu.csr.serial")
+    one = vc.solve(A, B[:, 1], tol=1e-10, maxit=2000, preconditioner="jacobi", kernel="cpu.csr.serial")
+    assert res.x.shape == (n, 3) and np.allclose(res.x[:, 1], one.x, rtol=1e-9, atol=1e-12)
+    A.delete()

@@ -200,10 +200,7 @@ static int decode(request *r, const json_t *o)
 static void spmspm_finish(task *base, int status)
 {
     spmspm_req *t = (spmspm_req *)base;
-    if (status != SPMV_OK) {
-        t->s.rc = status;
-        spmv_error_set(&t->s.err, status, 0, "the daemon is shutting down");
-    }
+    api_task_status(status, &t->s.rc, &t->s.err);
     api_task_done(t->r);
 }
 
@@ -323,10 +320,7 @@ static void answer(request *r)
         return;
     }
     char *text = json_answer(t, &len);
-    if (!text)
-        api_error(r, 500, "out_of_memory", "out of memory writing the answer");
-    else
-        api_bytes(r, 200, "application/json", text, len);
+    api_json_text(r, text, len);
 }
 
 /* ------------------------------------------------------------ handlers */

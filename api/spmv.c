@@ -512,8 +512,6 @@ static void answer(request *r)
     }
     if (t->binary && !t->pr.ys.reg) { /* y in a region: the JSON result is the answer */
         json_t *hdr = result_json(t);
-        char *htext = hdr ? api_json_dump(hdr, NULL) : NULL;
-        json_decref(hdr);
         size_t n = t->pr.yv ? 0 : (size_t)t->pr.ylen * (size_t)t->pr.ncols * spmv_dtype_size(t->pr.m->host.dtype);
         if (t->pr.yv)
             api_bytes(r, 200, "application/octet-stream", NULL, 0);
@@ -521,17 +519,12 @@ static void answer(request *r)
             api_bytes_pooled(r, 200, "application/octet-stream", t->pr.y_buf, n);
         if (!t->pr.yv)
             t->pr.y = NULL, t->pr.y_buf = NULL; /* the response owns it now */
-        if (htext)
-            api_header(r, "X-SpMV-Stats", htext);
-        free(htext);
+        api_header_json(r, "X-SpMV-Stats", hdr);
         return;
     }
     size_t len;
     char *text = json_answer(t, &len);
-    if (!text)
-        api_error(r, 500, "out_of_memory", "out of memory writing the answer");
-    else
-        api_bytes(r, 200, "application/json", text, len);
+    api_json_text(r, text, len);
 }
 
 static void spmv_task_free(spmv_task *t)
@@ -545,10 +538,7 @@ static void spmv_task_free(spmv_task *t)
 static void spmv_finish(task *base, int status)
 {
     spmv_task *t = (spmv_task *)base;
-    if (status != SPMV_OK) {
-        t->pr.rc = status;
-        spmv_error_set(&t->pr.err, status, 0, "the daemon is shutting down");
-    }
+    api_task_status(status, &t->pr.rc, &t->pr.err);
     if (t->r) {
         api_task_done(t->r);
         return;

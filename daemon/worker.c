@@ -200,10 +200,7 @@ static int upload_thread_init(worker *w, spmv_error *err)
 static const worker_ops upload_ops = {
     .kind = "upload",
     .thread_init = upload_thread_init,
-    .start = worker_generic_start,
-    .submit = worker_generic_submit,
-    .stop = worker_generic_stop,
-    .info = worker_generic_info,
+    WORKER_GENERIC_OPS,
 };
 
 worker *worker_upload_new(struct spmvd *d, int index, size_t queue_depth)

@@ -147,6 +147,11 @@ int worker_generic_start(worker *w, spmv_error *err);
 int worker_generic_submit(worker *w, task *t, bool force);
 void worker_generic_stop(worker *w);
 void worker_generic_info(worker *w, worker_info *out);
+/* The entries of a worker_ops that every kind shares: the thread and queue
+ * of worker.c (each kind's table names only what is its own). */
+#define WORKER_GENERIC_OPS                                                                         \
+    .start = worker_generic_start, .submit = worker_generic_submit, .stop = worker_generic_stop,   \
+    .info = worker_generic_info
 
 /* A CPU kernel on the host copy, caching a format it builds: the CPU
  * worker's run, which a GPU worker calls for CPU kernels too. */

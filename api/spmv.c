@@ -431,7 +431,7 @@ static int decode_request(request *r, spmv_params *given, bool *async)
 
 static json_t *stats_json(const spmv_task *t)
 {
-    json_t *s = api_stats_json(&t->pr.st);
+    json_t *s = api_stats_json(&t->pr.report.st);
     if (s && t->pr.sharded) {
         json_object_set_new(s, "compute_ms", api_json_real(t->pr.cst.compute_ms));
         json_object_set_new(s, "comm_ms", api_json_real(t->pr.cst.comm_ms));
@@ -462,9 +462,10 @@ static json_t *sharded_json(const spmv_task *t)
 /* Everything of the answer but y. */
 static json_t *result_json(const spmv_task *t)
 {
+    const run_report *rep = &t->pr.report;
     json_t *o = json_pack("{s:s, s:s, s:s, s:o, s:o, s:o, s:s, s:i, s:o, s:o}", "kernel", t->pr.k->name, "matrix",
-                          t->pr.m->meta.id, "device", t->pr.worker_name, "params", api_params_json(t->pr.k, &t->pr.p, t->pr.m), "stats",
-                          stats_json(t), "queue_ms", api_json_real(t->pr.queue_ms), "op", t->pr.trans ? "t" : "n",
+                          t->pr.m->meta.id, "device", rep->worker_name, "params", api_params_json(t->pr.k, &t->pr.p, t->pr.m),
+                          "stats", stats_json(t), "queue_ms", api_json_real(rep->queue_ms), "op", t->pr.trans ? "t" : "n",
                           "k", t->pr.ncols, "alpha", api_json_real(t->pr.alpha), "beta", api_json_real(t->pr.beta));
     if (o && (t->pr.alpha != 1.0 || t->pr.beta != 0.0))
         json_object_set_new(o, "axpby_ms", api_json_real(t->pr.axpby_ms));
@@ -477,7 +478,7 @@ static json_t *result_json(const spmv_task *t)
     if (o && t->pr.is_auto) /* the choice and what tuning cost, in every answer that used it */
         json_object_set_new(o, "auto", autotune_json(&t->pr.tuned));
     if (o && t->pr.verify)
-        json_object_set_new(o, "verify", json_pack("{s:o, s:s}", "max_rel_err", api_json_real(t->pr.max_rel_err),
+        json_object_set_new(o, "verify", json_pack("{s:o, s:s}", "max_rel_err", api_json_real(rep->max_rel_err),
                                                    "reference", "cpu.csr.serial"));
     return o;
 }

@@ -154,6 +154,12 @@ void worker_generic_stop(worker *w)
     }
 }
 
+void run_report_start(run_report *r, const task *t, const worker *w)
+{
+    r->queue_ms = t->queue_ms;
+    snprintf(r->worker_name, sizeof r->worker_name, "%s", w->name);
+}
+
 void worker_generic_info(worker *w, worker_info *out)
 {
     memset(out, 0, sizeof *out);

@@ -127,6 +127,9 @@ const char *api_route_path(route_id route);
 /* ----------------------------------------------------------- answers */
 void api_json(request *r, int status, json_t *body);       /* steals body */
 void api_bytes(request *r, int status, const char *content_type, void *data, size_t len); /* takes data (malloc) */
+/* 200 application/json with text (taken), or 500 out_of_memory when text
+ * is NULL: the answer could not be written. */
+void api_json_text(request *r, char *text, size_t len);
 /* The answer is the file open on fd, size bytes from its start (MHD
  * closes it when sent). */
 void api_file(request *r, int status, const char *content_type, int fd, uint64_t size);
@@ -150,6 +153,9 @@ json_t *api_error_body(const char *code, const char *message);
 int api_status_of(int spmv_st, const char **code);
 /* Adds a header to the pending answer. */
 void api_header(request *r, const char *name, const char *value);
+/* Adds header `name` holding v as compact JSON (the report of a binary
+ * answer); takes v. Nothing when v is NULL or could not be written. */
+void api_header_json(request *r, const char *name, json_t *v);
 
 /* ------------------------------------------------------------- JSON */
 /* Serialises compactly: each real in the shortest form that reads back the
@@ -183,6 +189,9 @@ char *api_json_values_answer(const char *key, spmv_dtype dtype, const void *v, i
  * max_job_result_bytes; else 422 too_large naming it and the binary way,
  * and false. Asked before every body that may carry values is parsed. */
 bool api_json_body_fits(request *r);
+/* The first field of object o not in keys (NULL-terminated) answered 400
+ * invalid_request and -1; else 0 (a non-object has no fields). */
+int api_known_fields(request *r, const json_t *o, const char *const *keys);
 /* The most bytes n x k values take as JSON text. */
 int64_t api_json_values_bound(int64_t n, int32_t k);
 /* Whether n x k values (`what`: "y") as JSON fit max_job_result_bytes,
@@ -219,6 +228,9 @@ bool api_suspend(request *r, bool (*hand_off)(request *r, void *ctx), void *ctx)
 bool api_submit_and_suspend(request *r, worker *w, task *t);
 /* Called from a task's finish (any thread): marks done and resumes. */
 void api_task_done(request *r);
+/* A task's finish called with `status`: anything but SPMV_OK (the task
+ * never ran: the daemon is shutting down) becomes the task's *rc and err. */
+void api_task_status(int status, int *rc, spmv_error *err);
 
 /* The longest long poll, GET /v1/jobs/{id}?wait=S, in seconds: under
  * common proxies' and clients' idle timeouts (60 s and more). */

@@ -20,6 +20,15 @@ void api_header(request *r, const char *name, const char *value)
         MHD_add_response_header(r->resp, name, value);
 }
 
+void api_header_json(request *r, const char *name, json_t *v)
+{
+    char *text = v ? api_json_dump(v, NULL) : NULL;
+    json_decref(v);
+    if (text)
+        api_header(r, name, text);
+    free(text);
+}
+
 static void set_response(request *r, int status, struct MHD_Response *resp, size_t len)
 {
     if (r->resp)
@@ -39,6 +48,14 @@ void api_bytes(request *r, int status, const char *content_type, void *data, siz
     set_response(r, status, resp, len);
     if (content_type)
         MHD_add_response_header(resp, MHD_HTTP_HEADER_CONTENT_TYPE, content_type);
+}
+
+void api_json_text(request *r, char *text, size_t len)
+{
+    if (!text)
+        api_error(r, 500, "out_of_memory", "out of memory writing the answer");
+    else
+        api_bytes(r, 200, "application/json", text, len);
 }
 
 void api_file(request *r, int status, const char *content_type, int fd, uint64_t size)

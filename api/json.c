@@ -221,6 +221,24 @@ bool api_json_body_fits(request *r)
     return false;
 }
 
+int api_known_fields(request *r, const json_t *o, const char *const *keys)
+{
+    const char *key;
+    json_t *v;
+    if (!json_is_object(o))
+        return 0;
+    json_object_foreach((json_t *)o, key, v) {
+        bool known = false;
+        for (int i = 0; keys[i] && !known; i++)
+            known = strcmp(key, keys[i]) == 0;
+        if (!known) {
+            api_error(r, 400, "invalid_request", "unknown field `%s`", key);
+            return -1;
+        }
+    }
+    return 0;
+}
+
 int64_t api_json_values_bound(int64_t n, int32_t k)
 {
     int64_t cols = k > 1 ? k : 1;

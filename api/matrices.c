@@ -208,8 +208,7 @@ typedef struct delete_req {
 static void delete_finish(task *t, int status)
 {
     delete_req *q = (delete_req *)t;
-    if (status != SPMV_OK)
-        q->t.rc = spmv_error_set(&q->t.err, status, 0, "the daemon is shutting down");
+    api_task_status(status, &q->t.rc, &q->t.err);
     api_task_done(q->r);
 }
 

@@ -323,10 +323,7 @@ out:
 static void ops_finish(task *base, int status)
 {
     ops_request *q = (ops_request *)base;
-    if (status != SPMV_OK) {
-        q->b.rc = status;
-        spmv_error_set(&q->b.err, status, 0, "the daemon is shutting down");
-    }
+    api_task_status(status, &q->b.rc, &q->b.err);
     api_task_done(q->r);
 }
 

@@ -186,6 +186,14 @@ bool api_submit_and_suspend(request *r, worker *w, task *t)
     return false;
 }
 
+void api_task_status(int status, int *rc, spmv_error *err)
+{
+    if (status != SPMV_OK) {
+        *rc = status;
+        spmv_error_set(err, status, 0, "the daemon is shutting down");
+    }
+}
+
 void api_task_done(request *r)
 {
     pthread_mutex_lock(&r->lock);

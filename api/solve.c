@@ -268,23 +268,6 @@ static int decode_operands(request *r, const json_t *o)
     return 0;
 }
 
-/* Refuses fields outside keys (NULL-terminated). */
-static int known_fields(request *r, json_t *o, const char *const *keys)
-{
-    const char *key;
-    json_t *v;
-    json_object_foreach(o, key, v) {
-        bool known = false;
-        for (int i = 0; keys[i] && !known; i++)
-            known = strcmp(key, keys[i]) == 0;
-        if (!known) {
-            api_error(r, 400, "invalid_request", "unknown field `%s`", key);
-            return -1;
-        }
-    }
-    return 0;
-}
-
 /* The options of either encoding, as one object; 1 when async, 0 when
  * not, -1 answered. */
 static int decode_object(request *r, const json_t *o)
@@ -325,7 +308,7 @@ static int decode_json(request *r)
         json_decref(o);
         return -1;
     }
-    int rc = known_fields(r, o, keys) ? -1 : decode_object(r, o);
+    int rc = api_known_fields(r, o, keys) ? -1 : decode_object(r, o);
     json_decref(o);
     return rc;
 }
@@ -511,13 +494,9 @@ static void binary_answer(request *r)
         }
     }
     json_t *hdr = result_json(t, t->history_header);
-    char *htext = hdr ? api_json_dump(hdr, NULL) : NULL;
-    json_decref(hdr);
     api_bytes(r, 200, "application/octet-stream", t->s.x, xbytes);
     t->s.x = NULL;
-    if (htext)
-        api_header(r, "X-SpMV-Solve", htext);
-    free(htext);
+    api_header_json(r, "X-SpMV-Solve", hdr);
 }
 
 static void answer(request *r)
@@ -533,19 +512,13 @@ static void answer(request *r)
     }
     size_t len;
     char *text = json_answer(t, &len);
-    if (!text)
-        api_error(r, 500, "out_of_memory", "out of memory writing the answer");
-    else
-        api_bytes(r, 200, "application/json", text, len);
+    api_json_text(r, text, len);
 }
 
 static void solve_finish(task *base, int status)
 {
     solve_req *t = (solve_req *)base;
-    if (status != SPMV_OK) {
-        t->s.rc = status;
-        spmv_error_set(&t->s.err, status, 0, "the daemon is shutting down");
-    }
+    api_task_status(status, &t->s.rc, &t->s.err);
     if (t->r) {
         api_task_done(t->r);
         return;

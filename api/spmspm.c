@@ -200,10 +200,7 @@ static int decode(request *r, const json_t *o)
 static void spmspm_finish(task *base, int status)
 {
     spmspm_req *t = (spmspm_req *)base;
-    if (status != SPMV_OK) {
-        t->s.rc = status;
-        spmv_error_set(&t->s.err, status, 0, "the daemon is shutting down");
-    }
+    api_task_status(status, &t->s.rc, &t->s.err);
     api_task_done(t->r);
 }
 
@@ -214,12 +211,13 @@ static void spmspm_finish(task *base, int status)
 static json_t *result_json(const spmspm_req *t)
 {
     json_t *params = api_params_json(t->s.k, &t->s.p, NULL);
+    const run_report *rep = &t->s.report;
     json_t *o = json_pack("{s:s, s:s, s:s, s:s, s:s, s:o, s:o, s:o, s:I}", "kernel", t->s.k->name, "a", t->s.a->meta.id,
-                          "b", t->s.b->meta.id, "device", t->s.worker_name, "dtype", matrix_dtype_name(t->s.a),
-                          "params", params, "stats", api_stats_json(&t->s.st), "queue_ms", api_json_real(t->s.queue_ms),
+                          "b", t->s.b->meta.id, "device", rep->worker_name, "dtype", matrix_dtype_name(t->s.a),
+                          "params", params, "stats", api_stats_json(&rep->st), "queue_ms", api_json_real(rep->queue_ms),
                           "madds", (json_int_t)spmv_spmspm_madds(&t->s.a->host.csr, &t->s.b->host.csr));
     if (o && t->s.verify)
-        json_object_set_new(o, "verify", json_pack("{s:o, s:s}", "max_rel_err", api_json_real(t->s.max_rel_err),
+        json_object_set_new(o, "verify", json_pack("{s:o, s:s}", "max_rel_err", api_json_real(rep->max_rel_err),
                                                    "reference", "cpu.spmspm.serial"));
     return o;
 }
@@ -323,10 +321,7 @@ static void answer(request *r)
         return;
     }
     char *text = json_answer(t, &len);
-    if (!text)
-        api_error(r, 500, "out_of_memory", "out of memory writing the answer");
-    else
-        api_bytes(r, 200, "application/json", text, len);
+    api_json_text(r, text, len);
 }
 
 /* ------------------------------------------------------------ handlers */

@@ -431,7 +431,7 @@ static int decode_request(request *r, spmv_params *given, bool *async)
 
 static json_t *stats_json(const spmv_task *t)
 {
-    json_t *s = api_stats_json(&t->pr.st);
+    json_t *s = api_stats_json(&t->pr.report.st);
     if (s && t->pr.sharded) {
         json_object_set_new(s, "compute_ms", api_json_real(t->pr.cst.compute_ms));
         json_object_set_new(s, "comm_ms", api_json_real(t->pr.cst.comm_ms));
@@ -462,9 +462,10 @@ static json_t *sharded_json(const spmv_task *t)
 /* Everything of the answer but y. */
 static json_t *result_json(const spmv_task *t)
 {
+    const run_report *rep = &t->pr.report;
     json_t *o = json_pack("{s:s, s:s, s:s, s:o, s:o, s:o, s:s, s:i, s:o, s:o}", "kernel", t->pr.k->name, "matrix",
-                          t->pr.m->meta.id, "device", t->pr.worker_name, "params", api_params_json(t->pr.k, &t->pr.p, t->pr.m), "stats",
-                          stats_json(t), "queue_ms", api_json_real(t->pr.queue_ms), "op", t->pr.trans ? "t" : "n",
+                          t->pr.m->meta.id, "device", rep->worker_name, "params", api_params_json(t->pr.k, &t->pr.p, t->pr.m),
+                          "stats", stats_json(t), "queue_ms", api_json_real(rep->queue_ms), "op", t->pr.trans ? "t" : "n",
                           "k", t->pr.ncols, "alpha", api_json_real(t->pr.alpha), "beta", api_json_real(t->pr.beta));
     if (o && (t->pr.alpha != 1.0 || t->pr.beta != 0.0))
         json_object_set_new(o, "axpby_ms", api_json_real(t->pr.axpby_ms));
@@ -477,7 +478,7 @@ static json_t *result_json(const spmv_task *t)
     if (o && t->pr.is_auto) /* the choice and what tuning cost, in every answer that used it */
         json_object_set_new(o, "auto", autotune_json(&t->pr.tuned));
     if (o && t->pr.verify)
-        json_object_set_new(o, "verify", json_pack("{s:o, s:s}", "max_rel_err", api_json_real(t->pr.max_rel_err),
+        json_object_set_new(o, "verify", json_pack("{s:o, s:s}", "max_rel_err", api_json_real(rep->max_rel_err),
                                                    "reference", "cpu.csr.serial"));
     return o;
 }
@@ -512,8 +513,6 @@ static void answer(request *r)
     }
     if (t->binary && !t->pr.ys.reg) { /* y in a region: the JSON result is the answer */
         json_t *hdr = result_json(t);
-        char *htext = hdr ? api_json_dump(hdr, NULL) : NULL;
-        json_decref(hdr);
         size_t n = t->pr.yv ? 0 : (size_t)t->pr.ylen * (size_t)t->pr.ncols * spmv_dtype_size(t->pr.m->host.dtype);
         if (t->pr.yv)
             api_bytes(r, 200, "application/octet-stream", NULL, 0);
@@ -521,17 +520,12 @@ static void answer(request *r)
             api_bytes_pooled(r, 200, "application/octet-stream", t->pr.y_buf, n);
         if (!t->pr.yv)
             t->pr.y = NULL, t->pr.y_buf = NULL; /* the response owns it now */
-        if (htext)
-            api_header(r, "X-SpMV-Stats", htext);
-        free(htext);
+        api_header_json(r, "X-SpMV-Stats", hdr);
         return;
     }
     size_t len;
     char *text = json_answer(t, &len);
-    if (!text)
-        api_error(r, 500, "out_of_memory", "out of memory writing the answer");
-    else
-        api_bytes(r, 200, "application/json", text, len);
+    api_json_text(r, text, len);
 }
 
 static void spmv_task_free(spmv_task *t)
@@ -545,10 +539,7 @@ static void spmv_task_free(spmv_task *t)
 static void spmv_finish(task *base, int status)
 {
     spmv_task *t = (spmv_task *)base;
-    if (status != SPMV_OK) {
-        t->pr.rc = status;
-        spmv_error_set(&t->pr.err, status, 0, "the daemon is shutting down");
-    }
+    api_task_status(status, &t->pr.rc, &t->pr.err);
     if (t->r) {
         api_task_done(t->r);
         return;

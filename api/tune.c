@@ -40,10 +40,7 @@ static void tune_begin(request *r)
 static void tune_finish(task *base, int status)
 {
     tune_req *q = (tune_req *)base;
-    if (status != SPMV_OK) {
-        q->t.rc = status;
-        spmv_error_set(&q->t.err, status, 0, "the daemon is shutting down");
-    }
+    api_task_status(status, &q->t.rc, &q->t.err);
     api_task_done(q->r);
 }
 

@@ -424,10 +424,7 @@ static void load_finish(task *t, int status)
 static void ingest_finish(task *t, int status)
 {
     upload_req *u = (upload_req *)((char *)t - offsetof(upload_req, up.ingest));
-    if (status != SPMV_OK) { /* never ran: the daemon stopped */
-        u->up.ingest_rc = status;
-        spmv_error_set(&u->up.ingest_err, status, 0, "the daemon is shutting down");
-    }
+    api_task_status(status, &u->up.ingest_rc, &u->up.ingest_err); /* never ran: the daemon stopped */
     part_done(u);
 }
 

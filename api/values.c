@@ -62,9 +62,7 @@ static void values_body(request *r, const char *data, size_t size)
 static void values_finish(task *base, int status)
 {
     values_req *q = (values_req *)base;
-    q->t.rc = status != SPMV_OK ? status : q->t.rc;
-    if (status != SPMV_OK)
-        spmv_error_set(&q->t.err, status, 0, "the daemon is shutting down");
+    api_task_status(status, &q->t.rc, &q->t.err);
     api_task_done(q->r);
 }
 

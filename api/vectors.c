@@ -68,10 +68,7 @@ static vector_task *task_new(request *r, vector_op op)
 static void vec_finish(task *base, int status)
 {
     vec_request *q = (vec_request *)base;
-    if (status != SPMV_OK) {
-        q->vt.rc = status;
-        spmv_error_set(&q->vt.err, status, 0, "the daemon is shutting down");
-    }
+    api_task_status(status, &q->vt.rc, &q->vt.err);
     api_task_done(q->r);
 }
 
@@ -118,21 +115,14 @@ static void answer(request *r)
     }
     if (Q(r)->binary_out) {
         json_t *desc = rvec_json(t->v, ttl(d));
-        char *htext = desc ? api_json_dump(desc, NULL) : NULL;
-        json_decref(desc);
         api_bytes(r, 200, "application/octet-stream", t->values, spmv_vec_bytes(&t->v->v));
         t->values = NULL; /* the response owns it */
-        if (htext)
-            api_header(r, "X-SpMV-Vector", htext);
-        free(htext);
+        api_header_json(r, "X-SpMV-Vector", desc);
         return;
     }
     size_t len;
     char *text = values_json(d, t, &len);
-    if (!text)
-        api_error(r, 500, "out_of_memory", "out of memory writing the answer");
-    else
-        api_bytes(r, 200, "application/json", text, len);
+    api_json_text(r, text, len);
 }
 
 static void cleanup(request *r)
@@ -452,24 +442,6 @@ static json_t *load_body(request *r)
     return o;
 }
 
-static int check_keys(request *r, const json_t *o, const char *const *keys)
-{
-    const char *key;
-    json_t *v;
-    if (!json_is_object(o))
-        return 0;
-    json_object_foreach((json_t *)o, key, v) {
-        bool known = false;
-        for (int i = 0; keys[i] && !known; i++)
-            known = strcmp(key, keys[i]) == 0;
-        if (!known) {
-            api_error(r, 400, "invalid_request", "unknown field `%s`", key);
-            return -1;
-        }
-    }
-    return 0;
-}
-
 /* ------------------------------------------------------------ routes */
 
 static void collect(request *r, const char *data, size_t size)
@@ -502,7 +474,7 @@ static void post_end(request *r)
     json_t *opts = json_is_object(body) ? body : NULL;
     if ((opts && !api_query_empty(r, "a JSON object carries its own options (a query string goes with a binary body "
                                      "or a JSON array)")) ||
-        check_keys(r, body, keys) || placement(r, opts))
+        api_known_fields(r, body, keys) || placement(r, opts))
         goto out;
     int64_t k = 0;
     if (int_opt(r, opts, "k", 1, SPMV_MAX_K, &k))
@@ -596,7 +568,7 @@ static void put_end(request *r)
     t->dtype = t->v->v.dtype;
     if (!body_is_binary(r) && !(body = load_body(r)))
         return;
-    if (check_keys(r, body, keys) || decode_values(r, body, t->v->v.n, t->v->v.k) || !fill_fits(r))
+    if (api_known_fields(r, body, keys) || decode_values(r, body, t->v->v.n, t->v->v.k) || !fill_fits(r))
         goto out;
     submit(r);
 out:

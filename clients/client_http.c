@@ -617,6 +617,12 @@ double spmvc_json_num(const json_t *v, double fallback)
     return fallback;
 }
 
+void spmvc_json_nums(const json_t *o, const spmvc_num_field *fields, size_t n, void *out)
+{
+    for (size_t i = 0; i < n; i++)
+        *(double *)(void *)((char *)out + fields[i].offset) = spmvc_json_num(json_object_get(o, fields[i].key), NAN);
+}
+
 /* A count: a non-negative integer (written as integer or integral real) not
  * above `max`. Absent gives 0; anything else is false. */
 bool spmvc_json_count(const json_t *v, int64_t max, int64_t *out)

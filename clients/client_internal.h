@@ -189,6 +189,16 @@ spmv_client_status spmvc_check_id(spmv_client *h, const char *id, const char *wh
 /* ----------------------------------------------------------------- JSON */
 
 double spmvc_json_num(const json_t *v, double fallback);
+/* A double member of a result and the key it is read from: the member's
+ * own name (SPMVC_NUM(spmv_client_stats, mean_ms) reads "mean_ms"). */
+typedef struct spmvc_num_field {
+    const char *key;
+    size_t offset;
+} spmvc_num_field;
+#define SPMVC_NUM(type, member) {#member, offsetof(type, member)}
+/* Each of the n fields of object o into its double in out, through
+ * spmvc_json_num (NAN when absent). */
+void spmvc_json_nums(const json_t *o, const spmvc_num_field *fields, size_t n, void *out);
 bool spmvc_json_count(const json_t *v, int64_t max, int64_t *out);
 void spmvc_copy_str(char *dst, size_t cap, const json_t *v);
 char *spmvc_dump_json(const json_t *v);

@@ -74,6 +74,10 @@ static spmv_client_status solve_body(spmv_client *h, const spmv_client_solve_opt
  * range or memory runs out. */
 static bool parse_solve(const json_t *root, spmv_client_solve_result *r)
 {
+    static const spmvc_num_field times[] = {
+        SPMVC_NUM(spmv_client_solve_result, total_ms), SPMVC_NUM(spmv_client_solve_result, spmv_ms),
+        SPMVC_NUM(spmv_client_solve_result, vector_ms), SPMVC_NUM(spmv_client_solve_result, setup_ms),
+        SPMVC_NUM(spmv_client_solve_result, queue_ms)};
     const json_t *stop = json_object_get(root, "stop"), *t = json_object_get(root, "time");
     const json_t *hist = json_object_get(root, "residual_history");
     const char *detail = json_string_value(json_object_get(stop, "detail"));
@@ -87,11 +91,7 @@ static bool parse_solve(const json_t *root, spmv_client_solve_result *r)
     spmvc_copy_str(r->stop_reason, sizeof r->stop_reason, json_object_get(stop, "reason"));
     r->stop_value = spmvc_json_num(json_object_get(stop, "value"), NAN);
     r->relres = spmvc_json_num(json_object_get(root, "relres"), NAN);
-    r->total_ms = spmvc_json_num(json_object_get(t, "total_ms"), NAN);
-    r->spmv_ms = spmvc_json_num(json_object_get(t, "spmv_ms"), NAN);
-    r->vector_ms = spmvc_json_num(json_object_get(t, "vector_ms"), NAN);
-    r->setup_ms = spmvc_json_num(json_object_get(t, "setup_ms"), NAN);
-    r->queue_ms = spmvc_json_num(json_object_get(t, "queue_ms"), NAN);
+    spmvc_json_nums(t, times, sizeof times / sizeof *times, r);
     spmvc_copy_str(r->kernel, sizeof r->kernel, json_object_get(root, "kernel"));
     const json_t *dev = json_object_get(root, "device");
     spmvc_copy_str(r->device, sizeof r->device, json_is_object(dev) ? json_object_get(dev, "name") : dev);

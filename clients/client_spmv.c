@@ -20,17 +20,16 @@
 
 static void parse_stats(const json_t *s, spmv_client_stats *st)
 {
+    static const spmvc_num_field nums[] = {
+        SPMVC_NUM(spmv_client_stats, mean_ms), SPMVC_NUM(spmv_client_stats, stddev_ms),
+        SPMVC_NUM(spmv_client_stats, min_ms),  SPMVC_NUM(spmv_client_stats, median_ms),
+        SPMVC_NUM(spmv_client_stats, max_ms),  SPMVC_NUM(spmv_client_stats, gflops),
+        SPMVC_NUM(spmv_client_stats, gbps)};
     int64_t n;
     memset(st, 0, sizeof *st);
     if (spmvc_json_count(json_object_get(s, "runs"), INT_MAX, &n)) st->runs = (int)n;
     if (spmvc_json_count(json_object_get(s, "warmup"), INT_MAX, &n)) st->warmup = (int)n;
-    st->mean_ms = spmvc_json_num(json_object_get(s, "mean_ms"), NAN);
-    st->stddev_ms = spmvc_json_num(json_object_get(s, "stddev_ms"), NAN);
-    st->min_ms = spmvc_json_num(json_object_get(s, "min_ms"), NAN);
-    st->median_ms = spmvc_json_num(json_object_get(s, "median_ms"), NAN);
-    st->max_ms = spmvc_json_num(json_object_get(s, "max_ms"), NAN);
-    st->gflops = spmvc_json_num(json_object_get(s, "gflops"), NAN);
-    st->gbps = spmvc_json_num(json_object_get(s, "gbps"), NAN);
+    spmvc_json_nums(s, nums, sizeof nums / sizeof *nums, st);
 }
 
 /* ------------------------------------------------------------------ spmv */

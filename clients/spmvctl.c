@@ -189,6 +189,16 @@ static void print_json_text(const char *text)
     json_decref(v);
 }
 
+/* An answer this client built, indented, then released ("{}" when it
+ * could not be built). */
+static void print_json_object(json_t *o)
+{
+    char *text = o ? json_dumps(o, JSON_INDENT(2)) : NULL;
+    puts(text ? text : "{}");
+    free(text);
+    json_decref(o);
+}
+
 /* JSON has no NaN: a number that is not finite is written as null. */
 static json_t *json_finite(double v)
 {
@@ -249,6 +259,15 @@ static void print_matrix(const spmv_client_matrix *m)
             printf("%-8s %-8s %14" PRIu64 " %9.3f\n", m->formats[i].name, m->formats[i].device, m->formats[i].bytes,
                    m->formats[i].padding);
     }
+}
+
+/* A matrix's descriptor: the server's JSON, or a table; then released. */
+static int show_matrix(const ctl *c, spmv_client_matrix *m)
+{
+    if (c->json) print_json_text(m->json);
+    else print_matrix(m);
+    spmv_client_matrix_free(m);
+    return EXIT_OK;
 }
 
 /* ------------------------------------------------------------ subcommands */
@@ -316,10 +335,7 @@ static int cmd_info(ctl *c, int argc, char **argv)
     }
     spmv_client_matrix *m;
     if ((st = spmv_client_describe(c->h, argv[0], &m)) != SPMV_CLIENT_OK) return report(c, argv[0], st);
-    if (c->json) print_json_text(m->json);
-    else print_matrix(m);
-    spmv_client_matrix_free(m);
-    return EXIT_OK;
+    return show_matrix(c, m);
 }
 
 /* rm, vec rm and shm rm: `drop` each name, saying `done` of each; the exit
@@ -355,10 +371,7 @@ static int cmd_upload(ctl *c, int argc, char **argv)
     spmv_client_status st = spmv_client_upload_file(c->h, argv[0], &o, &m);
     progress_end(&b);
     if (st != SPMV_CLIENT_OK) return report(c, argv[0], st);
-    if (c->json) print_json_text(m->json);
-    else print_matrix(m);
-    spmv_client_matrix_free(m);
-    return EXIT_OK;
+    return show_matrix(c, m);
 }
 
 static int cmd_generate(ctl *c, int argc, char **argv)
@@ -371,10 +384,7 @@ static int cmd_generate(ctl *c, int argc, char **argv)
     spmv_client_status st = spmv_client_generate(c->h, argv[0], c->n, c->has_per_row ? c->per_row : -1,
                                                  c->has_dense_len ? c->dense_len : -1, c->seed, &o, &m);
     if (st != SPMV_CLIENT_OK) return report(c, argv[0], st);
-    if (c->json) print_json_text(m->json);
-    else print_matrix(m);
-    spmv_client_matrix_free(m);
-    return EXIT_OK;
+    return show_matrix(c, m);
 }
 
 /* ---------------------------------------------------------------- vectors */
@@ -512,6 +522,32 @@ static spmv_client_status find_vector(ctl *c, const char *id, spmv_client_vector
     return st;
 }
 
+/* find_vector for the action `what` (vec get, vec put): EXIT_OK, or the
+ * exit code once said why not. */
+static int find_vector_or_say(ctl *c, const char *id, const char *what, spmv_client_vector *out)
+{
+    spmv_client_status st = find_vector(c, id, out);
+    if (st == SPMV_CLIENT_ERR_NOT_FOUND) {
+        fprintf(stderr, "spmvctl: vector %s not found\n", id);
+        return EXIT_REFUSED;
+    }
+    return st == SPMV_CLIENT_OK ? EXIT_OK : report(c, what, st);
+}
+
+/* A vector's descriptor: the server's JSON, or a table of one row; then
+ * released. */
+static int show_vector(const ctl *c, spmv_client_vector *v)
+{
+    if (c->json) {
+        print_json_text(v->json);
+    } else {
+        print_vector_header();
+        print_vector_row(v);
+    }
+    spmv_client_vector_free(v);
+    return EXIT_OK;
+}
+
 static int vec_create(ctl *c, int argc, char **argv)
 {
     (void)argv;
@@ -540,14 +576,7 @@ static int vec_create(ctl *c, int argc, char **argv)
         st = spmv_client_vector_random(c->h, c->n, c->seed, &o, &v);
     }
     if (st != SPMV_CLIENT_OK) return report(c, "vec create", st);
-    if (c->json) {
-        print_json_text(v->json);
-    } else {
-        print_vector_header();
-        print_vector_row(v);
-    }
-    spmv_client_vector_free(v);
-    return EXIT_OK;
+    return show_vector(c, v);
 }
 
 static int vec_get(ctl *c, int argc, char **argv)
@@ -556,22 +585,19 @@ static int vec_get(ctl *c, int argc, char **argv)
     spmv_client_vector *desc = NULL;
     double *vals = NULL;
     float *vf = NULL;
-    int rc = EXIT_LOCAL;
+    int rc;
 
     if (argc != 1) return usage_error("vec get needs exactly one vector id%s", "");
-    spmv_client_status st = find_vector(c, argv[0], &d);
-    if (st == SPMV_CLIENT_ERR_NOT_FOUND) {
-        fprintf(stderr, "spmvctl: vector %s not found\n", argv[0]);
-        return EXIT_REFUSED;
-    }
-    if (st != SPMV_CLIENT_OK) return report(c, "vec get", st);
+    if ((rc = find_vector_or_say(c, argv[0], "vec get", &d)) != EXIT_OK) return rc;
+    rc = EXIT_LOCAL;
     size_t n = (size_t)d.n, k = (size_t)d.k, count = n * k; /* bounded by the library's parse */
     if (!(vals = malloc((count ? count : 1) * sizeof *vals)) ||
         (d.dtype == SPMV_CLIENT_FLOAT32 && !(vf = malloc((count ? count : 1) * sizeof *vf)))) {
         fprintf(stderr, "spmvctl: out of memory for %zu values\n", count);
         goto done;
     }
-    st = spmv_client_vector_read(c->h, argv[0], d.dtype, vf ? (void *)vf : (void *)vals, count, &desc);
+    spmv_client_status st =
+        spmv_client_vector_read(c->h, argv[0], d.dtype, vf ? (void *)vf : (void *)vals, count, &desc);
     if (st != SPMV_CLIENT_OK) {
         rc = report(c, argv[0], st);
         goto done;
@@ -585,10 +611,7 @@ static int vec_get(ctl *c, int argc, char **argv)
             if (k > 1) json_array_append_new(a, cv);
         }
         json_object_set_new(o, "values", a);
-        char *text = json_dumps(o, JSON_INDENT(2));
-        puts(text ? text : "{}");
-        free(text);
-        json_decref(o);
+        print_json_object(o);
         rc = EXIT_OK;
         goto done;
     }
@@ -610,12 +633,7 @@ static int vec_put(ctl *c, int argc, char **argv)
 
     if (argc != 1) return usage_error("vec put needs exactly one vector id%s", "");
     if (!c->values_file) return usage_error("vec put needs --values FILE%s", "");
-    spmv_client_status st = find_vector(c, argv[0], &d);
-    if (st == SPMV_CLIENT_ERR_NOT_FOUND) {
-        fprintf(stderr, "spmvctl: vector %s not found\n", argv[0]);
-        return EXIT_REFUSED;
-    }
-    if (st != SPMV_CLIENT_OK) return report(c, "vec put", st);
+    if ((rc = find_vector_or_say(c, argv[0], "vec put", &d)) != EXIT_OK) return rc;
     if ((rc = read_values(c->values_file, ANY_COUNT, NULL, &vals, &count)) != EXIT_OK) return rc;
     if ((uint64_t)count != (uint64_t)d.n * (uint64_t)d.k) {
         fprintf(stderr, "spmvctl: %s: %zu values, vector %s holds %" PRId64 " x %" PRId64 "\n", c->values_file, count,
@@ -624,18 +642,12 @@ static int vec_put(ctl *c, int argc, char **argv)
         return EXIT_LOCAL;
     }
     const void *buf = as_dtype(d.dtype, vals, count, &tmp);
-    st = buf ? spmv_client_vector_write(c->h, argv[0], d.dtype, buf, count, &desc) : SPMV_CLIENT_ERR_NOMEM;
+    spmv_client_status st =
+        buf ? spmv_client_vector_write(c->h, argv[0], d.dtype, buf, count, &desc) : SPMV_CLIENT_ERR_NOMEM;
     free(tmp);
     free(vals);
     if (st != SPMV_CLIENT_OK) return report(c, argv[0], st);
-    if (c->json) {
-        print_json_text(desc->json);
-    } else {
-        print_vector_header();
-        print_vector_row(desc);
-    }
-    spmv_client_vector_free(desc);
-    return EXIT_OK;
+    return show_vector(c, desc);
 }
 
 static int vec_rm(ctl *c, int argc, char **argv)
@@ -675,6 +687,23 @@ static int cmd_vec(ctl *c, int argc, char **argv)
 
 /* ------------------------------------------------------------------- spmv */
 
+/* The lines the reports of spmv and spmspm share: the kernel, its timing
+ * (with the multiply-adds when madds >= 0), queue and request, verify. */
+static void print_run_text(const char *kernel, const spmv_client_stats *s, int64_t madds, double queue_ms,
+                           double request_ms, double max_rel_err)
+{
+    printf("kernel       %s\n", kernel);
+    printf("runs         %d (+%d warm-up)\n", s->runs, s->warmup);
+    printf("time         mean %.4f ms, stddev %.4f, min %.4f, median %.4f, max %.4f\n", s->mean_ms, s->stddev_ms,
+           s->min_ms, s->median_ms, s->max_ms);
+    if (madds >= 0)
+        printf("throughput   %.3f GFLOP/s (%" PRId64 " multiply-adds), %.3f GB/s\n", s->gflops, madds, s->gbps);
+    else
+        printf("throughput   %.3f GFLOP/s, %.3f GB/s\n", s->gflops, s->gbps);
+    printf("queue        %.3f ms\nrequest      %.3f ms (client side, whole exchange)\n", queue_ms, request_ms);
+    if (!isnan(max_rel_err)) printf("verify       max relative error %.3g\n", max_rel_err);
+}
+
 static void print_spmv_result(const ctl *c, const spmv_client_spmv_result *r, size_t n, double norm)
 {
     const spmv_client_stats *s = &r->stats;
@@ -696,19 +725,10 @@ static void print_spmv_result(const ctl *c, const spmv_client_spmv_result *r, si
         json_object_set_new(o, "max_rel_err", json_finite(r->max_rel_err));
         json_object_set_new(o, "rows", json_integer((json_int_t)n));
         json_object_set_new(o, "y_norm2", json_finite(norm));
-        char *text = json_dumps(o, JSON_INDENT(2));
-        puts(text ? text : "{}");
-        free(text);
-        json_decref(o);
+        print_json_object(o);
         return;
     }
-    printf("kernel       %s\n", r->kernel);
-    printf("runs         %d (+%d warm-up)\n", s->runs, s->warmup);
-    printf("time         mean %.4f ms, stddev %.4f, min %.4f, median %.4f, max %.4f\n", s->mean_ms, s->stddev_ms,
-           s->min_ms, s->median_ms, s->max_ms);
-    printf("throughput   %.3f GFLOP/s, %.3f GB/s\n", s->gflops, s->gbps);
-    printf("queue        %.3f ms\nrequest      %.3f ms (client side, whole exchange)\n", r->queue_ms, r->request_ms);
-    if (!isnan(r->max_rel_err)) printf("verify       max relative error %.3g\n", r->max_rel_err);
+    print_run_text(r->kernel, s, -1, r->queue_ms, r->request_ms, r->max_rel_err);
     if (!isnan(norm)) printf("y            %zu values, 2-norm %.17g\n", n, norm);
 }
 
@@ -914,19 +934,10 @@ static void print_spmspm_result(const ctl *c, const spmv_client_spmspm_result *r
                                                   (json_int_t)m->nnz));
         if (o && stored)
             json_object_set_new(o, "stored", json_string(stored->id));
-        char *text = o ? json_dumps(o, JSON_INDENT(2)) : NULL;
-        puts(text ? text : "{}");
-        free(text);
-        json_decref(o);
+        print_json_object(o);
         return;
     }
-    printf("kernel       %s\n", r->kernel);
-    printf("runs         %d (+%d warm-up)\n", s->runs, s->warmup);
-    printf("time         mean %.4f ms, stddev %.4f, min %.4f, median %.4f, max %.4f\n", s->mean_ms, s->stddev_ms,
-           s->min_ms, s->median_ms, s->max_ms);
-    printf("throughput   %.3f GFLOP/s (%" PRId64 " multiply-adds), %.3f GB/s\n", s->gflops, r->madds, s->gbps);
-    printf("queue        %.3f ms\nrequest      %.3f ms (client side, whole exchange)\n", r->queue_ms, r->request_ms);
-    if (!isnan(r->max_rel_err)) printf("verify       max relative error %.3g\n", r->max_rel_err);
+    print_run_text(r->kernel, s, r->madds, r->queue_ms, r->request_ms, r->max_rel_err);
     if (m) printf("C            %d x %d, %" PRId64 " non-zeros\n", m->rows, m->cols, m->nnz);
     if (stored) {
         printf("stored as    %s\n", stored->id);

@@ -135,15 +135,8 @@ int shard_file_read(const cluster *c, const char *id, uint64_t len, uint32_t crc
                             path, (long long)st.st_size, (unsigned long long)(len + sizeof t));
     else if (!(buf = malloc(len ? len : 1)))
         rc = spmv_error_set(err, SPMV_ERR_NOMEM, 0, "out of memory for %s", path);
-    for (size_t at = 0; rc == SPMV_OK && at < len;) {
-        ssize_t n = read(fd, buf + at, len - at > (1u << 30) ? (1u << 30) : len - at);
-        if (n < 0 && errno == EINTR)
-            continue;
-        if (n <= 0)
-            rc = spmv_error_set(err, SPMV_ERR_IO, errno, "reading %s", path);
-        else
-            at += (size_t)n;
-    }
+    if (rc == SPMV_OK && spmv_read_all(fd, buf, len) != 0)
+        rc = spmv_error_set(err, SPMV_ERR_IO, errno, "reading %s", path);
     if (rc == SPMV_OK && read(fd, &t, sizeof t) != (ssize_t)sizeof t)
         rc = spmv_error_set(err, SPMV_ERR_IO, errno, "reading the trailer of %s", path);
     close(fd);

@@ -156,22 +156,6 @@ static int write_payload(payload_writer *w, const void *data, size_t len)
     return 0;
 }
 
-static int pwrite_all(int fd, const void *data, size_t len, off_t off)
-{
-    const char *p = data;
-    while (len > 0) {
-        ssize_t n = pwrite(fd, p, len, off);
-        if (n < 0 && errno == EINTR)
-            continue;
-        if (n <= 0)
-            return -1;
-        p += n;
-        off += n;
-        len -= (size_t)n;
-    }
-    return 0;
-}
-
 static int staged_fail(matfile_staged *st, const char *what, spmv_error *err)
 {
     int e = errno;
@@ -209,7 +193,7 @@ int matfile_stage(const char *dir, const matfile_meta *meta, const spmv_csr *csr
         return staged_fail(st, "write", err);
     st->payload_crc = w.crc;
     encode_header(h, meta, csr, st->payload_crc);
-    if (pwrite_all(st->fd, h, sizeof h, 0) != 0)
+    if (spmv_pwrite_all(st->fd, h, sizeof h, 0) != 0)
         return staged_fail(st, "write", err);
     if (fsync(st->fd) != 0)
         return staged_fail(st, "fsync", err);
@@ -222,7 +206,7 @@ int matfile_commit(const char *dir, matfile_staged *st, const matfile_meta *meta
     if (meta) {
         unsigned char h[MATFILE_HEADER_BYTES];
         encode_header(h, meta, csr, st->payload_crc);
-        if (pwrite_all(st->fd, h, sizeof h, 0) != 0)
+        if (spmv_pwrite_all(st->fd, h, sizeof h, 0) != 0)
             return staged_fail(st, "write", err);
         if (fdatasync(st->fd) != 0)
             return staged_fail(st, "fsync", err);
@@ -262,21 +246,6 @@ int matfile_write(const char *dir, const matfile_meta *meta, const spmv_csr *csr
     matfile_staged st;
     int rc = matfile_stage(dir, meta, csr, NULL, &st, err);
     return rc ? rc : matfile_commit(dir, &st, NULL, csr, err);
-}
-
-static int read_all(int fd, void *data, size_t len)
-{
-    char *p = data;
-    while (len > 0) {
-        ssize_t n = read(fd, p, len > (1u << 30) ? (1u << 30) : len);
-        if (n < 0 && errno == EINTR)
-            continue;
-        if (n <= 0)
-            return -1;
-        p += n;
-        len -= (size_t)n;
-    }
-    return 0;
 }
 
 static int decode_header(const unsigned char *h, matfile_meta *m, spmv_csr *csr, bool *wide_out,
@@ -410,7 +379,7 @@ int matfile_read(const char *path, matfile_admit_fn admit, void *ctx, matfile_me
     int fd = open(path, O_RDONLY | O_CLOEXEC);
     if (fd < 0)
         return spmv_error_set(err, SPMV_ERR_IO, 0, "%s: %s", path, strerror(errno));
-    if (fstat(fd, &st) != 0 || st.st_size < MATFILE_HEADER_BYTES || read_all(fd, h, sizeof h) != 0) {
+    if (fstat(fd, &st) != 0 || st.st_size < MATFILE_HEADER_BYTES || spmv_read_all(fd, h, sizeof h) != 0) {
         rc = spmv_error_set(err, SPMV_ERR_CORRUPT, 0, "%s: shorter than a header", path);
         goto fail;
     }
@@ -440,7 +409,7 @@ int matfile_read(const char *path, matfile_admit_fn admit, void *ctx, matfile_me
         rc = spmv_error_set(err, SPMV_ERR_NOMEM, 0, "%s: out of memory", path);
         goto fail;
     }
-    if (read_all(fd, ptr, sz[0]) || read_all(fd, c.col, sz[1]) || read_all(fd, c.val, sz[2])) {
+    if (spmv_read_all(fd, ptr, sz[0]) || spmv_read_all(fd, c.col, sz[1]) || spmv_read_all(fd, c.val, sz[2])) {
         rc = spmv_error_set(err, SPMV_ERR_IO, 0, "%s: read failed", path);
         goto fail;
     }

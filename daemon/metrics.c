@@ -196,6 +196,30 @@ static void render_kernel_histogram(metrics *m, FILE *f)
                              kernel_bounds, KERNEL_BUCKETS - 1);
 }
 
+/* The four series every worker has (queue depth, queue wait, tasks, busy
+ * time), each with its HELP and TYPE, then one line per worker. */
+static void render_worker_series(FILE *f, const worker_info *info, int n)
+{
+    static const char *const names[4] = {"spmvd_queue_depth", "spmvd_queue_wait_seconds_total", "spmvd_tasks_total",
+                                         "spmvd_worker_busy_seconds_total"};
+    static const char *const types[4] = {"gauge", "counter", "counter", "counter"};
+    static const char *const help[4] = {
+        "Tasks waiting in a device queue.", "Time tasks waited in a queue before running.",
+        "Tasks a device worker ran.", "Time a device worker spent running tasks."};
+    for (int which = 0; which < 4; which++) {
+        fprintf(f, "# HELP %s %s\n# TYPE %s %s\n", names[which], help[which], names[which], types[which]);
+        for (int i = 0; i < n; i++) {
+            fprintf(f, "%s{device=\"%s\"} ", names[which], info[i].name);
+            if (which == 0)
+                fprintf(f, "%zu\n", info[i].queue_depth);
+            else if (which == 2)
+                fprintf(f, "%llu\n", info[i].tasks_run);
+            else
+                fprintf(f, "%.6f\n", (which == 1 ? info[i].queue_wait_ms_sum : info[i].busy_ms) / 1e3);
+        }
+    }
+}
+
 static void render_workers(FILE *f, spmvd *d)
 {
     worker *all[CONFIG_MAX_DEVICES + 1];
@@ -207,20 +231,7 @@ static void render_workers(FILE *f, spmvd *d)
     worker_info info[CONFIG_MAX_DEVICES + 1];
     for (int i = 0; i < n; i++)
         all[i]->ops->info(all[i], &info[i]);
-    fputs("# HELP spmvd_queue_depth Tasks waiting in a device queue.\n# TYPE spmvd_queue_depth gauge\n", f);
-    for (int i = 0; i < n; i++)
-        fprintf(f, "spmvd_queue_depth{device=\"%s\"} %zu\n", info[i].name, info[i].queue_depth);
-    fputs("# HELP spmvd_queue_wait_seconds_total Time tasks waited in a queue before running.\n"
-          "# TYPE spmvd_queue_wait_seconds_total counter\n", f);
-    for (int i = 0; i < n; i++)
-        fprintf(f, "spmvd_queue_wait_seconds_total{device=\"%s\"} %.6f\n", info[i].name, info[i].queue_wait_ms_sum / 1e3);
-    fputs("# HELP spmvd_tasks_total Tasks a device worker ran.\n# TYPE spmvd_tasks_total counter\n", f);
-    for (int i = 0; i < n; i++)
-        fprintf(f, "spmvd_tasks_total{device=\"%s\"} %llu\n", info[i].name, info[i].tasks_run);
-    fputs("# HELP spmvd_worker_busy_seconds_total Time a device worker spent running tasks.\n"
-          "# TYPE spmvd_worker_busy_seconds_total counter\n", f);
-    for (int i = 0; i < n; i++)
-        fprintf(f, "spmvd_worker_busy_seconds_total{device=\"%s\"} %.6f\n", info[i].name, info[i].busy_ms / 1e3);
+    render_worker_series(f, info, n);
     fputs("# HELP spmvd_device_memory_bytes GPU memory (total, free, used by spmvd matrices).\n"
           "# TYPE spmvd_device_memory_bytes gauge\n", f);
     for (int i = 0; i < n; i++) {

@@ -57,7 +57,7 @@ static int run_resident(product *t, worker *w)
         goto out;
     if (!t->yv && !t->ycuda && (rc = spmv_vec_alloc(ctx, dev, dt, t->ylen, t->ncols, &ys, &t->err)))
         goto out;
-    if ((rc = worker_run_apply(w, t->m, t->k, &t->p, t->trans, &a, x, y, &t->st, &t->axpby_ms, &t->err)))
+    if ((rc = worker_run_apply(w, t->m, t->k, &t->p, t->trans, &a, x, y, &t->report.st, &t->axpby_ms, &t->err)))
         goto out;
     if (!t->yv && !t->ycuda)
         rc = spmv_vec_read(ctx, &ys, t->y, &t->err);
@@ -111,8 +111,7 @@ void product_run(task *base, worker *w)
     spmv_dtype dt = t->m->host.dtype;
     int64_t ny = (int64_t)t->ylen * t->ncols;
     size_t bytes = (size_t)(ny ? ny : 1) * spmv_dtype_size(dt);
-    t->queue_ms = base->queue_ms;
-    snprintf(t->worker_name, sizeof t->worker_name, "%s", w->name);
+    run_report_start(&t->report, base, w);
     if (t->job)
         job_set_running(t->job);
     if (job_cancelled(t->job)) {
@@ -137,7 +136,7 @@ void product_run(task *base, worker *w)
                                .y = t->yv ? NULL : t->y, .yv = t->yv ? t->yv->dist : NULL,
                                .alpha = t->alpha, .beta = t->beta};
         t->rc = worker_cluster_spmv(w, t->m, t->k, &t->p, &io, t->warmup, t->runs, &t->cst, &t->err);
-        t->st = t->cst.st;
+        t->report.st = t->cst.st;
     } else if (t->is_auto) {
         if ((t->rc = autotune_get_k(t->d, w, t->m, t->ncols, &t->tuned, &t->err)) != SPMV_OK)
             return;
@@ -151,7 +150,7 @@ void product_run(task *base, worker *w)
         t->rc = run_resident(t, w);
     else
         t->rc = worker_run_kernel_k(w, t->m, t->k, &t->p, t->trans, t->ncols, t->x, t->y, t->warmup, t->runs,
-                                    &t->st, &t->err);
+                                    &t->report.st, &t->err);
     if (t->rc == SPMV_OK && (t->xs.reg || t->ys.reg))
         shm_unstage(t);
     if (t->rc == SPMV_OK && t->verify) {
@@ -161,18 +160,18 @@ void product_run(task *base, worker *w)
             return;
         }
         size_t vs = spmv_dtype_size(dt);
-        t->max_rel_err = 0;
+        t->report.max_rel_err = 0;
         for (int32_t j = 0; j < t->ncols; j++) { /* the worst column */
             spmv_reference(&t->m->host.csr, (char *)t->x + (size_t)j * t->xlen * vs, (char *)ref + (size_t)j * rows * vs);
             double e = spmv_max_rel_err(dt, (char *)t->y + (size_t)j * rows * vs, (char *)ref + (size_t)j * rows * vs, rows);
-            if (!(e <= t->max_rel_err))
-                t->max_rel_err = e;
+            if (!(e <= t->report.max_rel_err))
+                t->report.max_rel_err = e;
         }
         free(ref);
     }
     log_info("spmv: %s on %s (%dx%d nnz %lld) by %s: %d runs, median %.4f ms, queued %.3f ms%s",
              t->k->name, t->m->meta.id, t->m->host.rows, t->m->host.cols, (long long)t->m->host.nnz, w->name,
-             t->runs, t->st.median_ms, t->queue_ms, t->rc ? " FAILED" : "");
+             t->runs, t->report.st.median_ms, t->report.queue_ms, t->rc ? " FAILED" : "");
 }
 
 

@@ -35,12 +35,9 @@ typedef struct product {
     int32_t runs, warmup;
     bool verify;
     void *x, *y;
-    spmv_stats st;
-    double max_rel_err;
-    double queue_ms;
+    run_report report;    /* statistics, verify, queue wait, worker */
     int rc;
     spmv_error err;
-    char worker_name[16];
     bool is_auto;         /* "kernel":"auto": k becomes the tuned choice on the worker */
     matrix_tuning tuned;
     /* resident operands, scaling, op and columns (the API decodes them) */

@@ -95,22 +95,21 @@ static void verify(spmspm_task *t)
         t->rc = t->err.status;
         return;
     }
-    if (spmv_csr_compare(&t->c, &ref, &t->max_rel_err, &err) != SPMV_OK)
-        t->max_rel_err = -1; /* structure differs: reported as -1 */
+    if (spmv_csr_compare(&t->c, &ref, &t->report.max_rel_err, &err) != SPMV_OK)
+        t->report.max_rel_err = -1; /* structure differs: reported as -1 */
     spmv_csr_free(&ref);
 }
 
 void spmspm_run(task *base, worker *w)
 {
     spmspm_task *t = (spmspm_task *)base;
-    t->queue_ms = base->queue_ms;
-    snprintf(t->worker_name, sizeof t->worker_name, "%s", w->name);
-    t->rc = worker_run_spmspm(w, t->a, t->b, t->k, &t->p, t->warmup, t->runs, &t->c, &t->st, &t->err);
+    run_report_start(&t->report, base, w);
+    t->rc = worker_run_spmspm(w, t->a, t->b, t->k, &t->p, t->warmup, t->runs, &t->c, &t->report.st, &t->err);
     if (t->rc == SPMV_OK && t->verify)
         verify(t);
     log_info("spmspm: %s on %s (%dx%d) x %s (%dx%d) by %s: C nnz %lld, %d runs, median %.4f ms%s", t->k->name,
              t->a->meta.id, t->a->host.rows, t->a->host.cols, t->b->meta.id, t->b->host.rows, t->b->host.cols,
-             w->name, (long long)t->c.nnz, t->runs, t->st.median_ms, t->rc ? " FAILED" : "");
+             w->name, (long long)t->c.nnz, t->runs, t->report.st.median_ms, t->rc ? " FAILED" : "");
     if (t->rc == SPMV_OK && t->store)
         t->rc = make_stored(t, w);
 }

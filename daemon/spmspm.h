@@ -27,12 +27,9 @@ typedef struct spmspm_task {
     spmv_csr c;
     matrix *out;          /* store: the new matrix */
     int64_t mem_held;     /* host bytes reserved for C (spmspm_admit) */
-    spmv_stats st;
-    double max_rel_err;
-    double queue_ms;
+    run_report report;    /* statistics, verify, queue wait, worker */
     int rc;
     spmv_error err;
-    char worker_name[16];
 } spmspm_task;
 
 /* The task body (t->base.run): t->rc and t->err, C in t->c (and t->out

@@ -154,6 +154,12 @@ void worker_generic_stop(worker *w)
     }
 }
 
+void run_report_start(run_report *r, const task *t, const worker *w)
+{
+    r->queue_ms = t->queue_ms;
+    snprintf(r->worker_name, sizeof r->worker_name, "%s", w->name);
+}
+
 void worker_generic_info(worker *w, worker_info *out)
 {
     memset(out, 0, sizeof *out);
@@ -200,10 +206,7 @@ static int upload_thread_init(worker *w, spmv_error *err)
 static const worker_ops upload_ops = {
     .kind = "upload",
     .thread_init = upload_thread_init,
-    .start = worker_generic_start,
-    .submit = worker_generic_submit,
-    .stop = worker_generic_stop,
-    .info = worker_generic_info,
+    WORKER_GENERIC_OPS,
 };
 
 worker *worker_upload_new(struct spmvd *d, int index, size_t queue_depth)

@@ -35,6 +35,16 @@ typedef struct worker_info {
     double queue_wait_ms_sum;
 } worker_info;
 
+/* What a timed product (spmv, spmspm) reports of its run: the statistics,
+ * the verify error against the reference, the queue wait and the worker
+ * it ran on (the last two from run_report_start). */
+typedef struct run_report {
+    spmv_stats st;
+    double max_rel_err;
+    double queue_ms;
+    char worker_name[16];
+} run_report;
+
 /* One kernel run on a worker (worker_run): host arrays x and y of `ncols`
  * columns (swapped for trans), or, when `apply` is set, vectors xv and yv
  * of the worker's device with y = alpha*op(A)*x + beta*y; on the cluster
@@ -141,12 +151,20 @@ cluster *worker_cluster_of(worker *w);
 bool worker_is_cluster(const worker *w);
 void worker_free(worker *w);
 
+/* On w's thread as task t starts: its queue wait and w's name into r. */
+void run_report_start(run_report *r, const task *t, const worker *w);
+
 /* Shared pieces both implementations use. */
 worker *worker_alloc(struct spmvd *d, const worker_ops *ops, const char *name, int gpu, size_t queue_depth);
 int worker_generic_start(worker *w, spmv_error *err);
 int worker_generic_submit(worker *w, task *t, bool force);
 void worker_generic_stop(worker *w);
 void worker_generic_info(worker *w, worker_info *out);
+/* The entries of a worker_ops that every kind shares: the thread and queue
+ * of worker.c (each kind's table names only what is its own). */
+#define WORKER_GENERIC_OPS                                                                         \
+    .start = worker_generic_start, .submit = worker_generic_submit, .stop = worker_generic_stop,   \
+    .info = worker_generic_info
 
 /* A CPU kernel on the host copy, caching a format it builds: the CPU
  * worker's run, which a GPU worker calls for CPU kernels too. */

@@ -137,8 +137,6 @@ static const worker_ops cluster_ops;
 cluster *worker_cluster_of(worker *w) { return C(w); }
 bool worker_is_cluster(const worker *w) { return w && w->ops == &cluster_ops; }
 
-static void cluster_worker_info(worker *w, worker_info *out) { worker_generic_info(w, out); }
-
 /* The sharded product: every rank's shard with the halo exchange. */
 static int cluster_run(worker *w, const worker_run_args *a)
 {
@@ -149,10 +147,7 @@ static int cluster_run(worker *w, const worker_run_args *a)
 
 static const worker_ops cluster_ops = {
     .kind = "cluster",
-    .start = worker_generic_start,
-    .submit = worker_generic_submit,
-    .stop = worker_generic_stop,
-    .info = cluster_worker_info,
+    WORKER_GENERIC_OPS,
     .matrix_release = cluster_matrix_release,
     .dist_release = cluster_dist_release,
     .run = cluster_run,

@@ -285,10 +285,7 @@ static void cpu_vec_release(worker *w, const spmv_vec *v)
 
 static const worker_ops cpu_ops = {
     .kind = "cpu",
-    .start = worker_generic_start,
-    .submit = worker_generic_submit,
-    .stop = worker_generic_stop,
-    .info = worker_generic_info,
+    WORKER_GENERIC_OPS,
     .matrix_load = cpu_matrix_load,
     .matrix_set_values = cpu_set_values,
     .matrix_release = cpu_matrix_release,

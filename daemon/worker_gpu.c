@@ -177,10 +177,7 @@ static int gpu_run(worker *w, const worker_run_args *a)
 
 static const worker_ops gpu_ops = {
     .kind = "gpu",
-    .start = worker_generic_start,
-    .submit = worker_generic_submit,
-    .stop = worker_generic_stop,
-    .info = worker_generic_info,
+    WORKER_GENERIC_OPS,
     .matrix_load = gpu_matrix_load,
     .matrix_release = gpu_matrix_release,
     .matrix_set_values = gpu_set_values,

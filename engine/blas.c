@@ -114,6 +114,72 @@ static int check_one(const spmv_vec *x, const char *op, spmv_error *err)
 #define GPU(v) ((v)->device == SPMV_DEVICE_GPU)
 #define LEN(v) ((int64_t)(v)->n * (v)->k)
 
+/* The host loops of fill, scal, mul, dot and nrm2, once per dtype. Sums
+ * are float64 whatever T is (the (double) casts are no-ops for double). */
+#define DEFINE_HOST_LOOPS(T, SFX)                                                                  \
+    static void host_fill_##SFX(T *p, int64_t n, double value)                                    \
+    {                                                                                              \
+        T f = (T)value;                                                                            \
+        _Pragma("omp parallel for if (PAR(n)) schedule(static)")                                   \
+        for (int64_t i = 0; i < n; i++)                                                            \
+            p[i] = f;                                                                              \
+    }                                                                                              \
+                                                                                                   \
+    static void host_scal_##SFX(T *p, int64_t n, double alpha)                                    \
+    {                                                                                              \
+        T a = (T)alpha;                                                                            \
+        _Pragma("omp parallel for if (PAR(n)) schedule(static)")                                   \
+        for (int64_t i = 0; i < n; i++)                                                            \
+            p[i] *= a;                                                                             \
+    }                                                                                              \
+                                                                                                   \
+    static void host_mul_##SFX(const T *a, T *b, int64_t n)                                       \
+    {                                                                                              \
+        _Pragma("omp parallel for if (PAR(n)) schedule(static)")                                   \
+        for (int64_t i = 0; i < n; i++)                                                            \
+            b[i] *= a[i];                                                                          \
+    }                                                                                              \
+                                                                                                   \
+    static double host_dot_col_##SFX(const T *a, const T *b, int64_t n)                           \
+    {                                                                                              \
+        double s = 0.0;                                                                            \
+        _Pragma("omp parallel for if (PAR(n)) reduction(+ : s) schedule(static)")                  \
+        for (int64_t i = 0; i < n; i++)                                                            \
+            s += (double)a[i] * (double)b[i];                                                      \
+        return s;                                                                                  \
+    }
+
+/* ||x||_2 of one column: the largest magnitude first, then the sum of
+ * squares scaled by it (two passes; no overflow for values near DBL_MAX).
+ * NaN anywhere is NaN, else an infinity is Inf: fmax (and OpenMP's max)
+ * would skip a NaN, so the first pass counts them apart. */
+#define DEFINE_HOST_NRM2(T, SFX)                                                                   \
+    static double host_nrm2_col_##SFX(const T *a, int64_t n)                                      \
+    {                                                                                              \
+        double amax = 0.0, s = 0.0;                                                                \
+        int nans = 0;                                                                              \
+        _Pragma("omp parallel for if (PAR(n)) reduction(max : amax) reduction(| : nans) schedule(static)") \
+        for (int64_t i = 0; i < n; i++) {                                                          \
+            amax = fmax(amax, fabs((double)a[i]));                                                 \
+            nans |= isnan(a[i]);                                                                   \
+        }                                                                                          \
+        if (nans)                                                                                  \
+            return NAN;                                                                            \
+        if (amax == 0.0 || !isfinite(amax))                                                        \
+            return amax;                                                                           \
+        _Pragma("omp parallel for if (PAR(n)) reduction(+ : s) schedule(static)")                  \
+        for (int64_t i = 0; i < n; i++) {                                                          \
+            double t = (double)a[i] / amax;                                                        \
+            s += t * t;                                                                            \
+        }                                                                                          \
+        return isnan(s) ? s : amax * sqrt(s);                                                      \
+    }
+
+DEFINE_HOST_LOOPS(double, f64)
+DEFINE_HOST_LOOPS(float, f32)
+DEFINE_HOST_NRM2(double, f64)
+DEFINE_HOST_NRM2(float, f32)
+
 int spmv_vec_write(spmv_gpu_ctx *ctx, spmv_vec *v, const void *src, spmv_error *err)
 {
     int st = check_one(v, "write", err);
@@ -145,18 +211,10 @@ int spmv_vec_fill(spmv_gpu_ctx *ctx, spmv_vec *v, double value, spmv_error *err)
         return st;
     if (GPU(v))
         return spmv_gpu_vec_fill(ctx, v, value, err);
-    int64_t n = LEN(v);
-    if (v->dtype == SPMV_FLOAT64) {
-        double *p = v->data;
-#pragma omp parallel for if (PAR(n)) schedule(static)
-        for (int64_t i = 0; i < n; i++)
-            p[i] = value;
-    } else {
-        float *p = v->data, f = (float)value;
-#pragma omp parallel for if (PAR(n)) schedule(static)
-        for (int64_t i = 0; i < n; i++)
-            p[i] = f;
-    }
+    if (v->dtype == SPMV_FLOAT64)
+        host_fill_f64(v->data, LEN(v), value);
+    else
+        host_fill_f32(v->data, LEN(v), value);
     return SPMV_OK;
 }
 
@@ -204,18 +262,10 @@ int spmv_vec_scal(spmv_gpu_ctx *ctx, double alpha, spmv_vec *x, spmv_error *err)
         return st;
     if (GPU(x))
         return spmv_gpu_vec_scal(ctx, alpha, x, err);
-    int64_t n = LEN(x);
-    if (x->dtype == SPMV_FLOAT64) {
-        double *p = x->data;
-#pragma omp parallel for if (PAR(n)) schedule(static)
-        for (int64_t i = 0; i < n; i++)
-            p[i] *= alpha;
-    } else {
-        float *p = x->data, a = (float)alpha;
-#pragma omp parallel for if (PAR(n)) schedule(static)
-        for (int64_t i = 0; i < n; i++)
-            p[i] *= a;
-    }
+    if (x->dtype == SPMV_FLOAT64)
+        host_scal_f64(x->data, LEN(x), alpha);
+    else
+        host_scal_f32(x->data, LEN(x), alpha);
     return SPMV_OK;
 }
 
@@ -277,38 +327,16 @@ int spmv_vec_mul(spmv_gpu_ctx *ctx, const spmv_vec *x, spmv_vec *y, spmv_error *
         return st;
     if (GPU(x))
         return spmv_gpu_vec_mul(ctx, x, y, err);
-    int64_t n = LEN(x);
-    if (x->dtype == SPMV_FLOAT64) {
-        const double *a = x->data;
-        double *b = y->data;
-#pragma omp parallel for if (PAR(n)) schedule(static)
-        for (int64_t i = 0; i < n; i++)
-            b[i] *= a[i];
-    } else {
-        const float *a = x->data;
-        float *b = y->data;
-#pragma omp parallel for if (PAR(n)) schedule(static)
-        for (int64_t i = 0; i < n; i++)
-            b[i] *= a[i];
-    }
+    if (x->dtype == SPMV_FLOAT64)
+        host_mul_f64(x->data, y->data, LEN(x));
+    else
+        host_mul_f32(x->data, y->data, LEN(x));
     return SPMV_OK;
 }
 
 static double host_dot_col(spmv_dtype dt, const void *x, const void *y, int64_t n)
 {
-    double s = 0.0;
-    if (dt == SPMV_FLOAT64) {
-        const double *a = x, *b = y;
-#pragma omp parallel for if (PAR(n)) reduction(+ : s) schedule(static)
-        for (int64_t i = 0; i < n; i++)
-            s += a[i] * b[i];
-    } else {
-        const float *a = x, *b = y;
-#pragma omp parallel for if (PAR(n)) reduction(+ : s) schedule(static)
-        for (int64_t i = 0; i < n; i++)
-            s += (double)a[i] * (double)b[i];
-    }
-    return s;
+    return dt == SPMV_FLOAT64 ? host_dot_col_f64(x, y, n) : host_dot_col_f32(x, y, n);
 }
 
 int spmv_vec_dot(spmv_gpu_ctx *ctx, const spmv_vec *x, const spmv_vec *y, double *out, spmv_error *err)
@@ -324,48 +352,9 @@ int spmv_vec_dot(spmv_gpu_ctx *ctx, const spmv_vec *x, const spmv_vec *y, double
     return SPMV_OK;
 }
 
-/* ||x||_2 of one column: the largest magnitude first, then the sum of
- * squares scaled by it (two passes; no overflow for values near DBL_MAX).
- * NaN anywhere is NaN, else an infinity is Inf: fmax (and OpenMP's max)
- * would skip a NaN, so the first pass counts them apart. */
 static double host_nrm2_col(spmv_dtype dt, const void *x, int64_t n)
 {
-    double amax = 0.0, s = 0.0;
-    int nans = 0;
-    if (dt == SPMV_FLOAT64) {
-        const double *a = x;
-#pragma omp parallel for if (PAR(n)) reduction(max : amax) reduction(| : nans) schedule(static)
-        for (int64_t i = 0; i < n; i++) {
-            amax = fmax(amax, fabs(a[i]));
-            nans |= isnan(a[i]);
-        }
-        if (nans)
-            return NAN;
-        if (amax == 0.0 || !isfinite(amax))
-            return amax;
-#pragma omp parallel for if (PAR(n)) reduction(+ : s) schedule(static)
-        for (int64_t i = 0; i < n; i++) {
-            double t = a[i] / amax;
-            s += t * t;
-        }
-    } else {
-        const float *a = x;
-#pragma omp parallel for if (PAR(n)) reduction(max : amax) reduction(| : nans) schedule(static)
-        for (int64_t i = 0; i < n; i++) {
-            amax = fmax(amax, fabs((double)a[i]));
-            nans |= isnan(a[i]);
-        }
-        if (nans)
-            return NAN;
-        if (amax == 0.0 || !isfinite(amax))
-            return amax;
-#pragma omp parallel for if (PAR(n)) reduction(+ : s) schedule(static)
-        for (int64_t i = 0; i < n; i++) {
-            double t = (double)a[i] / amax;
-            s += t * t;
-        }
-    }
-    return isnan(s) ? s : amax * sqrt(s);
+    return dt == SPMV_FLOAT64 ? host_nrm2_col_f64(x, n) : host_nrm2_col_f32(x, n);
 }
 
 int spmv_vec_nrm2(spmv_gpu_ctx *ctx, const spmv_vec *x, double *out, spmv_error *err)

@@ -100,10 +100,9 @@ typedef struct amg {
 
 static int amg_setup(spmv_gpu_ctx *ctx, spmv_precond *p, const spmv_csr *a, spmv_error *err)
 {
-    amg *m = calloc(1, sizeof *m);
-    p->impl = m;
+    amg *m = precond_impl_alloc(p, sizeof *m, "amg", err);
     if (!m)
-        return spmv_error_set(err, SPMV_ERR_NOMEM, 0, "amg: out of memory");
+        return SPMV_ERR_NOMEM;
     spmv_amg_options o = p->o.amg;
     o.block_size = p->o.block_size > 1 ? p->o.block_size : o.block_size;
     int st = spmv_amg_setup(a, &o, &m->h, err);
@@ -122,6 +121,14 @@ static int amg_setup(spmv_gpu_ctx *ctx, spmv_precond *p, const spmv_csr *a, spmv
     spmv_amg_free(m->h); /* the device holds the hierarchy now */
     m->h = NULL;
     return st;
+}
+
+void *precond_impl_alloc(spmv_precond *p, size_t size, const char *what, spmv_error *err)
+{
+    p->impl = calloc(1, size);
+    if (!p->impl)
+        spmv_error_set(err, SPMV_ERR_NOMEM, 0, "%s: out of memory", what);
+    return p->impl;
 }
 
 int precond_host_f64(const spmv_vec *r, spmv_vec *z, precond_staging *s,

@@ -95,10 +95,9 @@ static int invert_blocks(const spmv_csr *a, int32_t b, double *inv, spmv_error *
 static int block_jacobi_setup(spmv_gpu_ctx *ctx, spmv_precond *p, const spmv_csr *a, spmv_error *err)
 {
     int32_t b = p->o.block_size;
-    bjacobi *j = calloc(1, sizeof *j);
-    p->impl = j;
+    bjacobi *j = precond_impl_alloc(p, sizeof *j, "block_jacobi", err);
     if (!j)
-        return spmv_error_set(err, SPMV_ERR_NOMEM, 0, "block_jacobi: out of memory");
+        return SPMV_ERR_NOMEM;
     int st = spmv_vec_alloc(NULL, SPMV_DEVICE_CPU, SPMV_FLOAT64, (int64_t)a->rows * b, 1, &j->inv, err);
     if (st || (st = invert_blocks(a, b, j->inv.data, err)))
         return st;

@@ -27,10 +27,9 @@ typedef struct cheb {
 
 static int chebyshev_setup(spmv_gpu_ctx *ctx, spmv_precond *p, const spmv_csr *a, spmv_error *err)
 {
-    cheb *c = calloc(1, sizeof *c);
-    p->impl = c;
+    cheb *c = precond_impl_alloc(p, sizeof *c, "chebyshev", err);
     if (!c)
-        return spmv_error_set(err, SPMV_ERR_NOMEM, 0, "chebyshev: out of memory");
+        return SPMV_ERR_NOMEM;
     c->degree = p->o.degree;
     int st = spmv_amg_level_init(a, &c->lv, err);
     if (st)

@@ -38,6 +38,9 @@ struct spmv_precond {
 
 /* The ops of type t, or NULL when this build has none. */
 const precond_ops *precond_ops_of(spmv_precond_type t);
+/* A setup's first step: p->impl, `size` zeroed bytes; NULL with
+ * SPMV_ERR_NOMEM in err ("<what>: out of memory"). */
+void *precond_impl_alloc(spmv_precond *p, size_t size, const char *what, spmv_error *err);
 
 /* The types with files of their own. */
 extern const precond_ops precond_block_jacobi_ops; /* precond_block.c */

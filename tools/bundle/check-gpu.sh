@@ -15,9 +15,7 @@
 set -u
 B=$(cd "$(dirname "$0")" && pwd)
 . "$B/common.sh"
-bundle_out summary.txt
-export PYTHONPATH="$B/pyx${PYTHONPATH:+:$PYTHONPATH}" NCCL_NVLS_ENABLE=0
-nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader | tee -a "$summary"
+gpu_bundle_out summary.txt
 
 step test_gpu_vectors "$OUT/test_gpu_vectors.log" ${T_VECTORS:-90} "$B/bin/test_gpu_vectors"
 grep -E '^not ok|lockstep' "$OUT/test_gpu_vectors.log" | head -20 | tee -a "$summary"
@@ -28,10 +26,7 @@ tail -5 "$OUT/api_test.log" | tee -a "$summary"
 step api_test_vectors "$OUT/api_test_vectors.log" ${T_APIV:-70} python3 "$B/api_test_vectors.py" --bundle "$B" --out "$OUT"
 grep -E '^not ok|passed, ' "$OUT/api_test_vectors.log" | head -20 | tee -a "$summary"
 
-mkdir -p "$B/state.18621"
-"$B/bin/spmvd" --listen 127.0.0.1:18621 --state-dir "$B/state.18621" --log-level warn >"$OUT/spmvd.log" 2>&1 &
-PID=$!
-trap 'kill $PID 2>/dev/null; wait' EXIT
+start_spmvd 18621
 if wait_ready 18621; then
   step bench_solve "$OUT/bench_solve.log" ${T_BENCH:-110} python3 "$B/bench_solve.py" http://127.0.0.1:18621 \
     "$OUT/solve" ${CHECK_SOLVE_ARGS:---poisson 100 --fv 0 --elast 6}

@@ -1,6 +1,7 @@
 # common.sh — what the GPU host's scripts share (sourced by run.sh,
-# shm-gpu.sh, packed-gpu.sh, wide-gpu.sh and cluster-gpu.sh; copied into
-# the bundle by make-bundle.sh). They set B, the bundle's folder, first.
+# shm-gpu.sh, packed-gpu.sh, wide-gpu.sh, cluster-gpu.sh, check-gpu.sh and
+# solve-gpu.sh; copied into the bundle by make-bundle.sh). They set B, the
+# bundle's folder, first.
 #
 # bundle_out SUMMARY: makes $OUT (default $B/out), exports what the test
 # binaries and Python want (SPMV_ROOT, TAP output, unbuffered Python) and
@@ -11,6 +12,25 @@ bundle_out() {
   export SPMV_ROOT="$B/work" CMOCKA_MESSAGE_OUTPUT=TAP PYTHONUNBUFFERED=1
   summary="$OUT/$1"
   : >"$summary"
+}
+
+# gpu_bundle_out SUMMARY: bundle_out SUMMARY, then bundle/pyx first on
+# PYTHONPATH, NVLink multicast off for NCCL, and the GPU's name, driver and
+# memory as the summary's first line.
+gpu_bundle_out() {
+  bundle_out "$1"
+  export PYTHONPATH="$B/pyx${PYTHONPATH:+:$PYTHONPATH}" NCCL_NVLS_ENABLE=0
+  nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader | tee -a "$summary"
+}
+
+# start_spmvd PORT: the bundle's spmvd on 127.0.0.1:PORT (state in
+# $B/state.PORT, log $OUT/spmvd.log), PID its pid, killed when the script
+# exits. wait_ready PORT then waits for it.
+start_spmvd() {
+  mkdir -p "$B/state.$1"
+  "$B/bin/spmvd" --listen "127.0.0.1:$1" --state-dir "$B/state.$1" --log-level warn >"$OUT/spmvd.log" 2>&1 &
+  PID=$!
+  trap 'kill $PID 2>/dev/null; wait' EXIT
 }
 
 # wait_ready PORT: waits up to 20 s for spmvd on 127.0.0.1:PORT to answer

@@ -19,9 +19,7 @@
 set -u
 B=$(cd "$(dirname "$0")" && pwd)
 . "$B/common.sh"
-bundle_out summary.txt
-export PYTHONPATH="$B/pyx${PYTHONPATH:+:$PYTHONPATH}" NCCL_NVLS_ENABLE=0
-nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader | tee -a "$summary"
+gpu_bundle_out summary.txt
 python3 -c 'import numpy, scipy, sys; print(sys.version.split()[0], numpy.__version__, scipy.__version__)' | tee -a "$summary"
 python3 -c 'import pyamg, skfem; print("pyamg", pyamg.__version__, "skfem", skfem.__version__)' 2>&1 | tail -1 | tee -a "$summary"
 
@@ -30,10 +28,7 @@ grep -E '^not ok|FAIL|ERROR|^# (fused|precond|GPU)' "$OUT/test_gpu_vectors.log" 
 [ -x "$B/bin/spmv-cgbench" ] && step cgbench "$OUT/cgbench.log" 60 "$B/bin/spmv-cgbench" --n 1000 &&
   tail -12 "$OUT/cgbench.log" | tee -a "$summary"
 
-mkdir -p "$B/state.18611"
-"$B/bin/spmvd" --listen 127.0.0.1:18611 --state-dir "$B/state.18611" --log-level warn >"$OUT/spmvd.log" 2>&1 &
-PID=$!
-trap 'kill $PID 2>/dev/null; wait' EXIT
+start_spmvd 18611
 wait_ready 18611 || { echo "spmvd did not start" | tee -a "$summary"; tail -5 "$OUT/spmvd.log"; exit 1; }
 SEED=$RANDOM
 echo "preconds_check seed $SEED" | tee -a "$summary"

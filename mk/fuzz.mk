@@ -33,7 +33,7 @@ fuzz-build: $(FUZZ_BIN)
 
 $(FUZZ_BIN): $(FUZZ_SRCS) $(wildcard engine/*.h)
 	@mkdir -p $(FUZZ_DIR)
-	$(FUZZ_CC) $(FUZZ_CFLAGS) -o $@ $(FUZZ_SRCS) -lzip -lz -lm
+	$(FUZZ_CC) $(FUZZ_CFLAGS) -o $@ $(FUZZ_SRCS) -lzip -lcrypto -lz -lm
 
 # Each seed gets three leading option bytes (chunk cuts, options) so the
 # target reads it as the file it is.
@@ -90,15 +90,15 @@ $(FUZZ_NET_TARGETS:%=$(FUZZ_DIR)/%): $(FUZZ_DIR)/%: $(FUZZ_OBJ_DIR)/tests/fuzz/%
 
 $(FUZZ_DIR)/fuzz_store: $(FUZZ_OBJ_DIR)/tests/fuzz/fuzz_store.o $(FUZZ_OBJ_DIR)/daemon/matfile.o \
     $(patsubst %.c,$(FUZZ_OBJ_DIR)/%.o,$(FUZZ_ENGINE_SRCS))
-	$(FUZZ_CC) $(FUZZ_CFLAGS) -o $@ $^ -lzip -lz -lm
+	$(FUZZ_CC) $(FUZZ_CFLAGS) -o $@ $^ -lzip -lcrypto -lz -lm
 
 $(FUZZ_DIR)/fuzz_npz: $(FUZZ_OBJ_DIR)/tests/fuzz/fuzz_npz.o $(patsubst %.c,$(FUZZ_OBJ_DIR)/%.o,$(FUZZ_ENGINE_SRCS))
-	$(FUZZ_CC) $(FUZZ_CFLAGS) -o $@ $^ -lzip -lz -lm
+	$(FUZZ_CC) $(FUZZ_CFLAGS) -o $@ $^ -lzip -lcrypto -lz -lm
 
 # fuzz_shard: a shard's wire form (cluster/partition.c, no MPI in it)
 $(FUZZ_DIR)/fuzz_shard: $(FUZZ_OBJ_DIR)/tests/fuzz/fuzz_shard.o $(FUZZ_OBJ_DIR)/cluster/partition.o \
     $(patsubst %.c,$(FUZZ_OBJ_DIR)/%.o,$(FUZZ_ENGINE_SRCS))
-	$(FUZZ_CC) $(FUZZ_CFLAGS) -o $@ $^ -lzip -lz -lm
+	$(FUZZ_CC) $(FUZZ_CFLAGS) -o $@ $^ -lzip -lcrypto -lz -lm
 
 fuzz-build: $(FUZZ_TARGETS:%=$(FUZZ_DIR)/%)
 

@@ -47,11 +47,14 @@ static void values_begin_route(request *r)
     q->want = q->t.m->host.nnz * (int64_t)spmv_dtype_size(q->t.m->host.dtype);
     int64_t limit = atomic_load(&r->d->limits.max_upload_bytes);
     const char *cl = api_header_in(r, MHD_HTTP_HEADER_CONTENT_LENGTH);
-    if (cl && strtoll(cl, NULL, 10) != q->want && strtoll(cl, NULL, 10) <= limit)
+    if (cl && strtoll(cl, NULL, 10) != q->want && strtoll(cl, NULL, 10) <= limit) {
         api_error(r, 400, "shape_mismatch", "the body has %s bytes; matrix %s takes its %" PRId64 " non-zeros' values "
                   "as %s, %" PRId64 " bytes", cl, r->id, q->t.m->host.nnz, spmv_dtype_name(q->t.m->host.dtype), q->want);
-    else if (api_check_content_length(r, limit, "max_upload_bytes"))
+        values_release(&q->t); /* the claim goes with the answer, not after it is sent */
+    } else if (api_check_content_length(r, limit, "max_upload_bytes"))
         api_body_pooled(r, q->want);
+    else
+        values_release(&q->t);
 }
 
 static void values_body(request *r, const char *data, size_t size)
@@ -77,11 +80,13 @@ static void values_end(request *r)
         api_error(r, rc == SPMV_ERR_INVALID ? 400 : rc == SPMV_ERR_LIMIT ? 422 : 500,
                   rc == SPMV_ERR_INVALID ? "shape_mismatch" : rc == SPMV_ERR_LIMIT ? "too_large" : "io_error", "%s",
                   err.message);
+        values_release(&q->t);
         return;
     }
     if (!q->t.w->ops->matrix_set_values) {
         api_error(r, 422, "unsupported_matrix", "matrix %s lives on %s, whose matrices take no new values", r->id,
                   q->t.w->name);
+        values_release(&q->t);
         return;
     }
     q->t.base.run = values_run;
@@ -94,10 +99,15 @@ static void values_resumed(request *r)
     values_req *q = V(r);
     spmv_error err = {0};
     int rc = values_commit(&q->t, SPMV_OK, &err);
+    json_t *desc = rc == SPMV_OK ? api_matrix_json(r->d, q->t.m) : NULL;
+    /* the matrix is free for the next change before the client hears of
+     * this one: the cleanup runs only once the answer is sent, and a
+     * client's next PUT may come before it */
+    values_release(&q->t);
     if (rc != SPMV_OK)
         api_error_task(r, rc, &err);
     else
-        api_json(r, 200, api_matrix_json(r->d, q->t.m));
+        api_json(r, 200, desc);
 }
 
 static void values_cleanup(request *r)

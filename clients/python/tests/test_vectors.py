@@ -104,13 +104,18 @@ def test_daemon_solve_matches_scipy(vc: spmvd.Client, rng) -> None:
     res = A.solve(b, method="cg", tol=1e-12, maxit=1000, progress=None)
     assert res.converged and res.stop["reason"] == "converged" and res.iterations > 0
     x_ref = np.linalg.solve(M.toarray(), b)
-    assert np.linalg.norm(res.x - x_ref) <= 1e-6 * np.linalg.norm(x_ref)
+    # LFAT5 has cond 1.4e8: a residual below tol bounds the error only by cond * tol (1.4e-4; SciPy's own
+    # CG reaches 5e-5 on some right-hand sides), so check the residual tightly and the error by that bound.
+    bound = 2 * np.linalg.cond(M.toarray()) * 1e-12 * np.linalg.norm(x_ref)
+    assert np.linalg.norm(M @ res.x - b) <= 1e-11 * np.linalg.norm(b)
+    assert np.linalg.norm(res.x - x_ref) <= bound
     res = A.solve(b, method="gmres", restart=14, tol=1e-12, maxit=100, progress=None)
     assert res.converged and np.linalg.norm(M @ res.x - b) <= 1e-10 * np.linalg.norm(b)
     bv = vc.vector(b, like=A, side="rows")
     xo = vc.vector(n=14, fill=0.0, like=A)
-    res = A.solve(bv, x_out=xo, tol=1e-12, maxit=1000, progress=None)  # LFAT5: cond 1.4e8, so x needs a tight tol
-    assert res.x is None and np.linalg.norm(xo.to_numpy() - x_ref) <= 1e-6 * np.linalg.norm(x_ref)
+    res = A.solve(bv, x_out=xo, tol=1e-12, maxit=1000, progress=None)
+    assert res.x is None and np.linalg.norm(M @ xo.to_numpy() - b) <= 1e-11 * np.linalg.norm(b)
+    assert np.linalg.norm(xo.to_numpy() - x_ref) <= bound
     with pytest.raises(spmvd.BadRequest):
         A.solve(b, tol=-1.0, progress=None)
     with pytest.raises(ValueError):

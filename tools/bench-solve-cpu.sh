@@ -4,10 +4,10 @@
 # no CuPy), at sizes a workstation solves in a minute (3-D Poisson 60^3,
 # log-normal finite volumes 60^3, P2 elasticity n = 4; SOLVE_ARGS to
 # change them). PyAMG and scikit-fem from .whl/ when Python can import
-# them there. Results in OUTDIR (default bench-solve-cpu/).
+# them there. Results in OUTDIR (default build/bench-solve-cpu/, ignored).
 set -eu
 SPMVD=$1
-OUT=${2:-bench-solve-cpu}
+OUT=${2:-build/bench-solve-cpu}
 STATE=$(mktemp -d)
 PORT=$((20000 + RANDOM % 10000))
 "$SPMVD" --listen "127.0.0.1:$PORT" --state-dir "$STATE" --log-level warn >"$STATE/spmvd.log" 2>&1 &

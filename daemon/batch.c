@@ -20,6 +20,7 @@
 #include "daemon/batch.h"
 #include "daemon/daemon.h"
 #include "daemon/log.h"
+#include "daemon/metrics.h"
 
 /* May product `o` (any queued task) run in the lead's SpMM? */
 static bool joins(const task *lead, const task *o)
@@ -99,6 +100,8 @@ static void run_batch(product **all, int32_t n, worker *w)
         rc = worker_run_kernel_k(w, lead->m, lead->k, &lead->p, false, n, X->ptr, Y->ptr, 0, 1, &st, &err);
     }
     scatter(all, n, Y ? Y->ptr : NULL, rc, &st, &err, w, start_ms);
+    if (rc == SPMV_OK)
+        metrics_batch(lead->d->metrics, (int)n);
     bufpool_put(X);
     bufpool_put(Y);
     log_info("spmv: batch of %d on %s by %s (%s): %.4f ms, the lead queued %.3f ms%s", (int)n, lead->m->meta.id,

@@ -136,11 +136,12 @@ static json_t *matrix_json(spmvd *d, matrix *m)
     gmtime_r(&t, &tm);
     strftime(created, sizeof created, "%Y-%m-%dT%H:%M:%SZ", &tm);
     const matfile_meta *mt = &m->meta;
-    return json_pack("{s:s, s:s, s:I, s:I, s:I, s:s, s:s, s:i, s:s, s:o, s:o, s:I, s:I, s:o, s:s,"
+    return json_pack("{s:s, s:s, s:I, s:I, s:I, s:s, s:s, s:o, s:i, s:s, s:o, s:o, s:I, s:I, s:o, s:s,"
                      " s:{s:o, s:o, s:o, s:o}}",
                      "id", mt->id, "name", mt->name, "rows", (json_int_t)m->host.rows,
                      "cols", (json_int_t)m->host.cols, "nnz", (json_int_t)m->host.nnz,
                      "dtype", matrix_dtype_name(m), "symmetry", spmv_mm_symmetry_name(mt->symmetry),
+                     "symmetric", json_boolean(matrix_symmetric(m)),
                      "hack_size", m->host.hack_size,
                      "device", m->shards ? "cluster" : m->dev && m->dev_worker ? m->dev_worker->name : "cpu",
                      "formats", formats_json(m), "pinned", pinned_json(m),

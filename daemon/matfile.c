@@ -42,6 +42,8 @@ enum {
     FLAG_WIDE = 1u << 2,        /* 64-bit row pointers (a wide CSR: spmv_csr_wide) */
     FLAG_RECIPE = 1u << 3,      /* no arrays: the recipe at OFF_RECIPE_* builds them */
     FLAG_SHA256 = 1u << 4,      /* OFF_SHA256 holds the content hash (else a reload computes it) */
+    FLAG_SYMMETRY_KNOWN = 1u << 5, /* FLAG_SYMMETRIC says whether A equals its transpose (else a reload finds out) */
+    FLAG_SYMMETRIC = 1u << 6,
 };
 
 int matfile_path(const char *dir, const char *id, char *buf, size_t len)
@@ -98,7 +100,8 @@ static void encode_header(unsigned char *h, const matfile_meta *m, const spmv_cs
     put64(h, OFF_CREATED, (uint64_t)m->created);
     put32(h, OFF_FLAGS, (m->mixed ? FLAG_MIXED : 0) | (m->sharded ? FLAG_SHARDED : 0) |
                             (spmv_csr_wide(csr) ? FLAG_WIDE : 0) | (m->generated ? FLAG_RECIPE : 0) |
-                            (m->has_sha256 ? FLAG_SHA256 : 0));
+                            (m->has_sha256 ? FLAG_SHA256 : 0) | (m->symmetry_known ? FLAG_SYMMETRY_KNOWN : 0) |
+                            (m->symmetry_known && m->symmetric ? FLAG_SYMMETRIC : 0));
     if (m->has_sha256)
         memcpy(h + OFF_SHA256, m->sha256, sizeof m->sha256);
     if (m->generated) {
@@ -276,13 +279,16 @@ static int decode_header(const unsigned char *h, matfile_meta *m, spmv_csr *csr,
     m->device = (int32_t)get32(h, OFF_DEVICE);
     m->created = (int64_t)get64(h, OFF_CREATED);
     uint32_t flags = get32(h, OFF_FLAGS);
-    if ((flags & ~(uint32_t)(FLAG_MIXED | FLAG_SHARDED | FLAG_WIDE | FLAG_RECIPE | FLAG_SHA256)) ||
+    if ((flags & ~(uint32_t)(FLAG_MIXED | FLAG_SHARDED | FLAG_WIDE | FLAG_RECIPE | FLAG_SHA256 | FLAG_SYMMETRY_KNOWN |
+                             FLAG_SYMMETRIC)) ||
         ((flags & FLAG_MIXED) && dtype != SPMV_FLOAT64))
         return spmv_error_set(err, SPMV_ERR_CORRUPT, 0, "%s: header flags 0x%x unknown or inconsistent", path, flags);
     m->mixed = (flags & FLAG_MIXED) != 0;
     m->sharded = (flags & FLAG_SHARDED) != 0;
     m->generated = (flags & FLAG_RECIPE) != 0;
     m->has_sha256 = (flags & FLAG_SHA256) != 0;
+    m->symmetry_known = (flags & FLAG_SYMMETRY_KNOWN) != 0;
+    m->symmetric = m->symmetry_known && (flags & FLAG_SYMMETRIC) != 0;
     if (m->has_sha256)
         memcpy(m->sha256, h + OFF_SHA256, sizeof m->sha256);
     if (m->generated) {

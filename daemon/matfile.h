@@ -49,6 +49,8 @@ typedef struct matfile_meta {
     bool generated;            /* made by `generate`: the file holds its recipe, not its arrays */
     spmv_gen_spec recipe;      /* when generated: spmv_gen_csr rebuilds the CSR from it at reload */
     bool has_sha256;           /* sha256 is set (matrix_new_from_csr computes it when not) */
+    bool symmetry_known;       /* `symmetric` is set (matrix_new_from_csr finds it when not) */
+    bool symmetric;            /* the CSR equals its transpose exactly (spmv_csr_symmetric): op t is op n */
     unsigned char sha256[32];  /* the CSR's content hash (spmv_csr_sha256) */
     double parse_ms, convert_ms, transfer_ms, store_ms;
 } matfile_meta;

@@ -74,6 +74,10 @@ int matrix_new_from_csr(const matfile_meta *meta, spmv_csr *csr, unsigned format
         return spmv_error_set(err, SPMV_ERR_NOMEM, 0, "out of memory hashing the matrix");
     }
     m->meta.has_sha256 = true;
+    if (!m->meta.symmetry_known) {
+        m->meta.symmetric = spmv_csr_symmetric(csr);
+        m->meta.symmetry_known = true;
+    }
     pthread_mutex_init(&m->lock, NULL);
     atomic_store(&m->refs, 1);
     m->host.rows = csr->rows;
@@ -137,6 +141,14 @@ const char *matrix_dtype_name(const matrix *m)
 static size_t transpose_bytes(const matrix *m)
 {
     return m->host_t ? spmv_matrix_format_bytes(m->host_t, SPMV_FMT_ALL) : 0;
+}
+
+bool matrix_symmetric(matrix *m)
+{
+    pthread_mutex_lock(&m->lock);
+    bool s = m->meta.symmetric;
+    pthread_mutex_unlock(&m->lock);
+    return s;
 }
 
 size_t matrix_drop_transpose(matrix *m)

@@ -81,6 +81,10 @@ matrix *matrix_ref(matrix *m);
 void matrix_unref(matrix *m);
 /* Host bytes of all formats held, and of the transpose. */
 size_t matrix_host_bytes(matrix *m);
+/* Whether m equals its transpose exactly (found at upload and at every
+ * change of values: spmv_csr_symmetric); op t then runs as op n. Takes
+ * m->lock. */
+bool matrix_symmetric(matrix *m);
 /* Frees the host transpose unless a kernel reads it; its bytes (0: none
  * or busy). Under m->lock. */
 size_t matrix_drop_transpose(matrix *m);

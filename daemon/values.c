@@ -47,6 +47,8 @@ int values_prepare(values_task *t, void *body, size_t len, spmv_error *err)
     t->meta = m->meta;
     pthread_mutex_unlock(&m->lock);
     t->meta.generated = false; /* the file now holds the arrays, not a recipe */
+    t->meta.symmetric = spmv_csr_symmetric(&view); /* new values may make or break it */
+    t->meta.symmetry_known = true;
     return spmv_csr_sha256(&view, t->meta.sha256);
 }
 
@@ -73,6 +75,7 @@ void values_run(task *base, worker *w)
     preconds_values_changed(m);
     pthread_mutex_lock(&m->lock);
     memcpy(m->meta.sha256, t->meta.sha256, sizeof m->meta.sha256);
+    m->meta.symmetric = t->meta.symmetric;
     m->meta.generated = false;
     pthread_mutex_unlock(&m->lock);
 }

@@ -267,11 +267,13 @@ int worker_run_kernel(worker *w, matrix *m, const spmv_kernel *k, const spmv_par
     return worker_run(w, &a);
 }
 
+/* op t on a matrix equal to its transpose (matrix_symmetric) runs as op n:
+ * no transpose built, the kernel asked for on A itself. */
 int worker_run_kernel_k(worker *w, matrix *m, const spmv_kernel *k, const spmv_params *p, bool trans,
                         int32_t ncols, const void *x, void *y, int32_t warmup, int32_t runs, spmv_stats *st,
                         spmv_error *err)
 {
-    worker_run_args a = {.m = m, .k = k, .p = p, .trans = trans, .warmup = warmup, .runs = runs, .ncols = ncols,
+    worker_run_args a = {.m = m, .k = k, .p = p, .trans = trans && !matrix_symmetric(m), .warmup = warmup, .runs = runs, .ncols = ncols,
                          .x = x, .y = y, .st = st, .err = err};
     return worker_run(w, &a);
 }
@@ -280,7 +282,8 @@ int worker_run_apply(worker *w, matrix *m, const spmv_kernel *k, const spmv_para
                      const spmv_apply_args *apply, const spmv_vec *x, spmv_vec *y, spmv_stats *st, double *axpby_ms,
                      spmv_error *err)
 {
-    worker_run_args a = {.m = m, .k = k, .p = p, .trans = trans, .warmup = apply->warmup, .runs = apply->runs,
+    worker_run_args a = {.m = m, .k = k, .p = p, .trans = trans && !matrix_symmetric(m), .warmup = apply->warmup,
+                         .runs = apply->runs,
                          .apply = apply, .xv = x, .yv = y, .axpby_ms = axpby_ms, .st = st, .err = err};
     return worker_run(w, &a);
 }

@@ -8,6 +8,7 @@
  */
 #include <float.h>
 #include <math.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -163,4 +164,53 @@ void spmv_sha256_hex(const unsigned char sum[32], char hex[65])
 {
     for (int i = 0; i < 32; i++)
         snprintf(hex + 2 * i, 3, "%02x", sum[i]);
+}
+
+/* ------------------------------------------------------------ symmetry */
+
+/* The entry (i, j) of a row-sorted CSR, or -1. */
+static int64_t find_entry(const spmv_csr *a, int64_t i, int32_t j)
+{
+    int64_t lo = spmv_csr_row_begin(a, i), hi = spmv_csr_row_begin(a, i + 1);
+    while (lo < hi) {
+        int64_t mid = lo + (hi - lo) / 2;
+        if (a->col[mid] < j)
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
+    return lo < spmv_csr_row_begin(a, i + 1) && a->col[lo] == j ? lo : -1;
+}
+
+/* Every entry above the diagonal has its mirror with the same bits, and
+ * there are as many below as above: then the mirror map (injective) is
+ * onto, and A equals its transpose. */
+bool spmv_csr_symmetric(const spmv_csr *a)
+{
+    if (a->rows != a->cols)
+        return false;
+    size_t vs = spmv_dtype_size(a->dtype);
+    int64_t upper = 0, lower = 0;
+    _Atomic bool broken = false;
+#pragma omp parallel for schedule(dynamic, 1024) reduction(+ : upper, lower)
+    for (int64_t i = 0; i < a->rows; i++) {
+        if (atomic_load_explicit(&broken, memory_order_relaxed))
+            continue;
+        for (int64_t p = spmv_csr_row_begin(a, i); p < spmv_csr_row_begin(a, i + 1); p++) {
+            int32_t j = a->col[p];
+            if (j < i) {
+                lower++;
+                continue;
+            }
+            if (j == i)
+                continue;
+            upper++;
+            int64_t q = find_entry(a, j, (int32_t)i);
+            if (q < 0 || memcmp((const char *)a->val + (size_t)p * vs, (const char *)a->val + (size_t)q * vs, vs)) {
+                atomic_store_explicit(&broken, true, memory_order_relaxed);
+                break;
+            }
+        }
+    }
+    return !atomic_load(&broken) && upper == lower;
 }

@@ -148,6 +148,11 @@ static inline int64_t spmv_csr_row_begin(const spmv_csr *a, int64_t i)
  * int32 and the nnz values as stored (float64 or float32). NumPy:
  * sha256(int64[rows, cols] + indptr as <i8 + indices as <i4 + data). */
 int spmv_csr_sha256(const spmv_csr *m, unsigned char out[32]);
+/* Whether A equals its transpose exactly: square, every entry (i, j)
+ * mirrored by an entry (j, i) with the same value bit for bit. Needs each
+ * row's columns sorted (every CSR the engine builds). O(nnz log row
+ * length), on the OpenMP team; stops early at the first mismatch. */
+bool spmv_csr_symmetric(const spmv_csr *a);
 /* 64 lower-case hex digits and a NUL. */
 void spmv_sha256_hex(const unsigned char sum[32], char hex[65]);
 /* Makes a 32-bit CSR wide (64-bit offsets, the same entries); a no-op on a

@@ -90,10 +90,21 @@ def refusals(mid, A, what, device="cpu", kernels=CPU_KERNELS):
             bad.append((k, st, d))
     ok(names and not bad, "%s: every other %s kernel (%d) refused naming the 64-bit offsets"
        % (what, device.upper(), len(names)), bad[:3])
-    if device != "cpu":
-        return
-    st, d = call("POST", "/v1/matrices/%s/spmv" % mid, {"kernel": "cpu.csr.omp", "x": [1.0] * A.shape[0], "op": "t"})
-    ok(st in (409, 422) and "64-bit" in json.dumps(d), "%s: op t refused (%d)" % (what, st), d)
+    if device == "cpu":
+        op_t(mid, A, what)
+
+
+def op_t(mid, A, what):
+    """op t on 64-bit offsets: the transpose (32-bit only) is refused, unless the matrix equals it
+    (descriptor `symmetric`: op t runs as op n, nothing to build)."""
+    sym = call("GET", "/v1/matrices/%s" % mid)[1].get("symmetric")
+    x = rng.uniform(-1, 1, A.shape[0])
+    st, d = call("POST", "/v1/matrices/%s/spmv" % mid, {"kernel": "cpu.csr.omp", "x": x.tolist(), "op": "t"})
+    if sym:
+        ref = A.T.astype(np.float64) @ x
+        ok(st == 200 and close(d.get("y", []), ref, 1e-12), "%s (symmetric): op t runs as op n (%d)" % (what, st), d)
+    else:
+        ok(st in (409, 422) and "64-bit" in json.dumps(d), "%s: op t refused (%d)" % (what, st), d)
     st, d = call("POST", "/v1/matrices/%s/spmv" % mid, {"kernel": "cpu.csr.omp", "x": [[1.0] * A.shape[1]] * 2})
     ok(st in (409, 422) and "64-bit" in json.dumps(d), "%s: k = 2 columns refused (%d)" % (what, st), d)
     st, d = call("POST", "/v1/matrices/%s/spmspm" % mid, {"b": mid})
@@ -281,6 +292,7 @@ products(ids["mtx"], A, "float64", "bcsstk13 (Matrix Market)")
 refusals(ids["mtx"], A, "bcsstk13")
 R = sp.load_npz(json.load(open(os.path.join(OUT, "wide.json")))["npz"]).tocsr()
 products(ids["npz"], R.astype(np.float32), "float32", "random 900 x 700 (.npz)")
+op_t(ids["npz"], R, "random 900 x 700 (.npz)")
 products(ids["band"], band(5000, 33), "float64", "generated band")
 products(ids["p2d"], poisson2d(40).astype(np.float32), "float32", "generated 2-D Poisson")
 x, ref = products(ids["mtx"], A, "float64", "bcsstk13 after the refusals")

@@ -15,8 +15,10 @@
 #
 # Environment: BUILD, DURATION (10), BATCH_ROWS (200000; 1000000 on a GPU
 # host gives 16 M entries), BATCH_PER_ROW (16), BATCH_WINDOWS ("0 100 500
-# 2000"), BATCH_CONNS (32), BATCH_KERNEL, BATCH_THREADS (HTTP threads, 4).
-. "$(dirname "$0")/../tests/e2e/lib.sh"
+# 2000"), BATCH_CONNS (32), BATCH_KERNEL, BATCH_THREADS (HTTP threads, 4);
+# in the GPU bundle (tools/bundle/batch-gpu.sh) also SPMV_E2E_LIB, WRK and
+# BATCH_LUA, where its copies of lib.sh, wrk and the Lua script lie.
+. "${SPMV_E2E_LIB:-$(dirname "$0")/../tests/e2e/lib.sh}"
 
 DURATION=${DURATION:-10}
 BATCH_ROWS=${BATCH_ROWS:-200000}
@@ -24,8 +26,9 @@ BATCH_PER_ROW=${BATCH_PER_ROW:-16}
 BATCH_WINDOWS=${BATCH_WINDOWS:-0 100 500 2000}
 BATCH_CONNS=${BATCH_CONNS:-32}
 BATCH_THREADS=${BATCH_THREADS:-4}
-LUA=$SPMV_ROOT/tools/bench-api-binary.lua
-command -v wrk >/dev/null || { echo "bench-batch: wrk is not installed (tools/bootstrap.sh)" >&2; exit 1; }
+LUA=${BATCH_LUA:-$SPMV_ROOT/tools/bench-api-binary.lua}
+WRK=${WRK:-wrk}
+command -v "$WRK" >/dev/null || { echo "bench-batch: wrk is not installed (tools/bootstrap.sh)" >&2; exit 1; }
 load() { uptime | sed 's/.*load average: //; s/,//g'; }
 kv() { sed -n "s/.* $1=\\([^ ]*\\).*/\\1/p"; }
 metric() { curl -s "$SPMVD_URL/metrics" | awk -v n="$1" '$1 == n {print $2}'; }
@@ -65,7 +68,7 @@ for w in $BATCH_WINDOWS; do
     first=0
   fi
   l0=$(load)
-  line=$(SPMV_X=$X wrk -t 2 -c "$BATCH_CONNS" -d "${DURATION}s" --latency -s "$LUA" "$url" 2>&1 | grep '^BENCH-API')
+  line=$(SPMV_X=$X "$WRK" -t 2 -c "$BATCH_CONNS" -d "${DURATION}s" --latency -s "$LUA" "$url" 2>&1 | grep '^BENCH-API')
   l1=$(load)
   b=$(metric spmvd_batches_total); p=$(metric spmvd_batched_products_total)
   mean=$(awk -v b="${b:-0}" -v p="${p:-0}" 'BEGIN {if (b > 0) printf "%.1f", p / b; else print "-"}')

@@ -26,7 +26,8 @@
 #              as ../shared/matrices is beside the repository, with
 #   work/      an empty folder that serves as SPMV_ROOT (tests find the
 #              matrices at $SPMV_ROOT/../shared/matrices)
-#   run.sh, api_test.py  (from tools/bundle/)
+#   run.sh, api_test.py  (from tools/bundle/); wrk (bin/, when this host has
+#              it) with bench-batch.sh for batch-gpu.sh
 # Binaries built here (Debian 12, glibc 2.36) run on the newer glibc there.
 set -euo pipefail
 BUILD=${BUILD:-build}
@@ -45,6 +46,8 @@ bins=("$BUILD/tests/test_gpu")
 for b in spmvd spmv-gen spmv-kernels spmvctl bench-spmspm cg_solve cg-ref spmv-copyrate spmv-gatherrate spmv-cgbench; do
   [ -x "$BUILD/$b" ] && bins+=("$BUILD/$b")
 done
+wrk=$(command -v wrk || true) # make bench-api's load generator, for batch-gpu.sh
+[ -n "$wrk" ] && bins+=("$wrk")
 cp "${bins[@]}" "$BUNDLE/bin/real/"
 for b in "${bins[@]}"; do
   n=$(basename "$b")
@@ -75,7 +78,8 @@ cp tools/bundle/run.sh tools/bundle/common.sh tools/bundle/shm-gpu.sh tools/bund
   tools/bundle/spmvd_http.py tools/bundle/bench_memory.py tools/bundle/padding.py tools/bench-upload.sh tools/bench_roundtrip.py \
   tests/e2e/shm_check.py tests/e2e/tap.py tests/e2e/mixed_check.py tools/bundle/packed-gpu.sh tools/bundle/cluster-gpu.sh \
   tools/bundle/bench_scaling.py tools/bundle/wide-gpu.sh tools/bundle/wide_goal.py tools/bundle/solve-gpu.sh tools/bundle/check-gpu.sh \
-  tools/bench_solve.py tools/bench_solve_cupy.py tools/solve_problems.py "$BUNDLE/"
+  tools/bench_solve.py tools/bench_solve_cupy.py tools/solve_problems.py tools/bench-batch.sh tools/bench-api-binary.lua \
+  tools/bundle/batch-gpu.sh "$BUNDLE/"
 cp tests/e2e/lib.sh tests/e2e/cluster.sh tests/e2e/cluster_vectors.py tests/e2e/tap.py tests/e2e/wide.sh \
   tests/e2e/wide_check.py tests/e2e/preconds_check.py tests/e2e/sparse_util.py "$BUNDLE/e2e/"
 chmod +x "$BUNDLE/run.sh"

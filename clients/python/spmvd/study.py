@@ -75,7 +75,7 @@ def _cpu_model() -> str:
                     return line.split(":", 1)[1].strip()
     except OSError:
         pass
-    return platform.processor() or "unknown"
+    return "unknown"
 
 
 def _server(info: Mapping[str, Any]) -> Dict[str, Any]:
@@ -177,7 +177,7 @@ def _spmspm_records(client: Any, m: Any, file: str, dtype: str, kernels: Sequenc
             body = {"b": b.id, "kernel": k, "runs": runs, "warmup": warmup}
             try:
                 ans = client._json("POST", f"/v1/matrices/{m.id}/spmspm", json_body=body)
-                out.append(_record(file, dtype, "spmspm", k, ans.get("params", {}), ans.get("stats")))
+                out.append(_record(file, dtype, "spmspm", k, {}, ans.get("stats")))
             except Exception as e:
                 out.append(_record(file, dtype, "spmspm", k, {}, None, str(e)))
     finally:
@@ -261,7 +261,6 @@ def collect(client: Any, folder: str, *, kernels: Optional[Sequence[str]] = None
         matrices.append({"file": f, "rows": 0, "cols": 0, "nnz": 0, "status": "ignored",
                          "reason": "not a matrix file (.mtx, .mtx.gz, .npz)"})
     server = opts.pop("server")
-    opts.pop("device")
     return {"format": FORMAT, "tool": f"spmvd.study {__version__}",
             "command": command or f"spmvd.study.collect(client, {folder!r})", "started": started,
             "elapsed_s": round(time.monotonic() - t0, 3), "url": getattr(client, "url", ""),
@@ -437,11 +436,11 @@ def report_md(res: Mapping[str, Any]) -> str:
     lines += _table_per_matrix(res, best, "gbps", "Bandwidth (GB/s at the mean, best combination)")
     lines += _table_per_matrix(res, best, "gflops", "GFLOP/s (at the mean, best combination)")
     lines += _table_spmspm(res) + _table_problems(res)
-    return "\n".join(lines)
+    return "".join(line + "\n" for line in lines)
 
 
 def _csv_num(v: Any) -> str:
-    return "" if v is None else repr(float(v))
+    return "" if v is None else "%.17g" % v
 
 
 def results_csv(res: Mapping[str, Any]) -> str:

@@ -5,7 +5,8 @@ kernel) that spmvd.study computed for the tables, so figures and tables show the
 
 - ``matrices_gflops.png``, ``matrices_gbps.png``: per matrix (by nnz), one bar per kernel, a panel per dtype;
 - ``speedup_distribution.png``: each kernel's speedup over cpu.csr.serial against the matrix's nnz;
-- ``threads.png``: GFLOP/s over the thread counts, a panel per CPU kernel taking ``threads``;
+- ``threads.png``: GFLOP/s over the thread counts, a panel per CPU kernel taking ``threads``
+  (one line per matrix: the 8 largest by nnz, as in the sweeps below);
 - ``block_sizes.png``, ``hack_sizes.png``: GFLOP/s over the bench's sweep of that parameter, a panel
   per kernel taking it (a CPU-only study has no ``block_size`` kernel: the picture says so);
 - ``spmspm.png``: SpMSpM mean time per kernel (log scale) and the speedup over the first kernel.
@@ -24,6 +25,7 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 
 DPI = 80
+LINES = 8
 Best = Mapping[Tuple[str, str, str], Mapping[str, Any]]
 
 
@@ -104,11 +106,14 @@ def _lines(ax: Any, data: Mapping[str, List[Tuple[int, float]]], xlabel: str) ->
 
 
 def param_sweep(res: Mapping[str, Any], kind: str, param: str, path: str) -> str:
-    """GFLOP/s over one parameter, a panel per kernel, one line per matrix (the last dtype)."""
+    """GFLOP/s over one parameter, a panel per kernel, one line per matrix (the last dtype; the
+    LINES largest matrices by nnz, so that the picture stays readable and small)."""
     d = res["options"]["dtypes"][-1]
+    shown = {m["file"] for m in _ok_matrices(res)[-LINES:]}
     data: Dict[str, Dict[str, List[Tuple[int, float]]]] = {}
     for r in res["records"]:
-        if r["kind"] == kind and r["dtype"] == d and param in r["params"] and r.get("gflops") and not r.get("error"):
+        if r["kind"] == kind and r["dtype"] == d and param in r["params"] and r.get("gflops") \
+                and not r.get("error") and r["file"] in shown:
             data.setdefault(r["kernel"], {}).setdefault(r["file"], []).append((int(r["params"][param]), r["gflops"]))
     n = max(1, len(data))
     cols = min(n, 3)
@@ -122,7 +127,7 @@ def param_sweep(res: Mapping[str, Any], kind: str, param: str, path: str) -> str
         ax.text(0.5, 0.5, f"no kernel in this study takes {param}", ha="center", va="center", transform=ax.transAxes)
     for ax, (k, lines) in zip(axes.flat, sorted(data.items())):
         _lines(ax, lines, param)
-        ax.set_title(f"{k} ({d})", fontsize=9)
+        ax.set_title(f"{k} ({d}; the {len(lines)} largest matrices)", fontsize=9)
     return _save(fig, path)
 
 

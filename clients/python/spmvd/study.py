@@ -219,6 +219,11 @@ def _one_matrix(client: Any, path: str, opts: Mapping[str, Any], entry: Dict[str
 def _options(client: Any, folder: str, kernels: Optional[Sequence[str]], dtypes: Sequence[str], runs: int,
              warmup: int, max_nnz: Optional[int], spmspm: Optional[Sequence[str]], threads: Optional[Sequence[int]],
              device: Optional[str]) -> Dict[str, Any]:
+    if runs < 1 or warmup < 1:
+        raise ValueError(f"runs and warmup must be at least 1 (the bench route reads a warmup of 0 as its default), "
+                         f"not {runs} and {warmup}")
+    if not dtypes or len(set(dtypes)) != len(dtypes) or any(d not in ("float32", "float64") for d in dtypes):
+        raise ValueError(f"dtypes takes float32 and/or float64, not {list(dtypes)}")
     info = client.info()
     server = _server(info)
     cat = client.kernels()
@@ -538,9 +543,10 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         return 0
     from .client import Client
     dtypes = _csv_list(a.dtypes) or []
-    bad = [d for d in dtypes if d not in ("float32", "float64")]
-    if bad or not dtypes:
-        raise SystemExit(f"--dtypes takes float32 and/or float64, not {a.dtypes!r}")
+    if not dtypes or len(set(dtypes)) != len(dtypes) or any(d not in ("float32", "float64") for d in dtypes):
+        raise SystemExit(f"--dtypes takes float32 and/or float64, comma-separated, not {a.dtypes!r}")
+    if a.warmup < 1 or a.runs < 1:
+        raise SystemExit("--runs and --warmup must be at least 1 (the bench route reads a warmup of 0 as its default)")
     threads = [int(t) for t in a.threads.split(",")] if a.threads else None
     cmd = "python3 -m spmvd.study " + " ".join(sys.argv[1:] if argv is None else argv)
     with Client(a.url) as c:

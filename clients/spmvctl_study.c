@@ -231,9 +231,11 @@ static json_t *record(const char *file, const char *dtype, const char *kind, con
 {
     double mean = s ? s->mean_ms : NAN, med = s ? s->median_ms : NAN;
     bool scale = isfinite(mean) && isfinite(med) && mean != 0 && med != 0;
-    return json_pack("{s:s, s:s, s:s, s:s, s:o, s:o, s:o, s:o, s:o, s:n, s:n, s:o}", "file", file, "dtype", dtype,
-                     "kind", kind, "kernel", kernel, "params", params ? params : json_object(),
+    return json_pack("{s:s, s:s, s:s, s:s, s:o, s:o, s:o, s:o, s:o, s:o, s:o, s:o, s:n, s:n, s:o}", "file", file,
+                     "dtype", dtype, "kind", kind, "kernel", kernel, "params", params ? params : json_object(),
                      "mean_ms", num_or_null(mean), "median_ms", num_or_null(med),
+                     "min_ms", num_or_null(s ? s->min_ms : NAN), "max_ms", num_or_null(s ? s->max_ms : NAN),
+                     "stddev_ms", num_or_null(s ? s->stddev_ms : NAN),
                      "gflops", num_or_null(scale ? s->gflops * med / mean : NAN),
                      "gbps", num_or_null(scale ? s->gbps * med / mean : NAN), "verified", "max_rel_err",
                      "error", str_or_null(error));
@@ -243,7 +245,8 @@ static json_t *record(const char *file, const char *dtype, const char *kind, con
 static spmv_client_stats stats_of(const json_t *st)
 {
     spmv_client_stats s = {.mean_ms = nget(st, "mean_ms"), .median_ms = nget(st, "median_ms"),
-                           .gflops = nget(st, "gflops"), .gbps = nget(st, "gbps")};
+                           .min_ms = nget(st, "min_ms"), .max_ms = nget(st, "max_ms"),
+                           .stddev_ms = nget(st, "stddev_ms"), .gflops = nget(st, "gflops"), .gbps = nget(st, "gbps")};
     return s;
 }
 
@@ -306,6 +309,8 @@ static void *make_x(int64_t n, bool f32)
     return x;
 }
 
+/* The thread sweep, one spmv call per kernel and count (the bench route sweeps no threads yet: once
+ * it does, these records come from its table, kind "threads" kept, and this function goes). */
 static void thread_records(spmv_client *h, json_t *recs, const spmv_client_matrix *m, const char *file,
                            const char *dtype, const json_t *opts)
 {
@@ -874,7 +879,8 @@ static void write_csv(FILE *f, const json_t *res, const best_set *b)
     const json_t *r, *m;
     size_t i, j;
     char params[512];
-    fputs("file,dtype,kind,kernel,params,nnz,mean_ms,median_ms,gflops,gbps,speedup,verified,max_rel_err,error\n", f);
+    fputs("file,dtype,kind,kernel,params,nnz,mean_ms,median_ms,min_ms,max_ms,stddev_ms,gflops,gbps,speedup,verified,"
+          "max_rel_err,error\n", f);
     json_array_foreach(json_object_get(res, "records"), i, r) {
         long long nnz = 0;
         json_array_foreach(json_object_get(res, "matrices"), j, m) if (!strcmp(sget(m, "file"), sget(r, "file"))) nnz = iget(m, "nnz");
@@ -890,6 +896,9 @@ static void write_csv(FILE *f, const json_t *res, const best_set *b)
         fprintf(f, "%lld,", nnz);
         csv_num(f, mean);
         csv_num(f, nget(r, "median_ms"));
+        csv_num(f, nget(r, "min_ms"));
+        csv_num(f, nget(r, "max_ms"));
+        csv_num(f, nget(r, "stddev_ms"));
         csv_num(f, nget(r, "gflops"));
         csv_num(f, nget(r, "gbps"));
         csv_num(f, bm != 0 && isfinite(bm) && mean != 0 && isfinite(mean) ? bm / mean : NAN);

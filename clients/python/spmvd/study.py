@@ -46,8 +46,8 @@ BASELINE = "cpu.csr.serial"
 SPMSPM_COLS = 8
 NNZ_LIMITS = (0, 10000, 100000)
 SUFFIXES = (".mtx", ".mtx.gz", ".npz")
-CSV_COLUMNS = ("file", "dtype", "kind", "kernel", "params", "nnz", "mean_ms", "median_ms", "gflops", "gbps",
-               "speedup", "verified", "max_rel_err", "error")
+CSV_COLUMNS = ("file", "dtype", "kind", "kernel", "params", "nnz", "mean_ms", "median_ms", "min_ms", "max_ms",
+               "stddev_ms", "gflops", "gbps", "speedup", "verified", "max_rel_err", "error")
 
 
 # ------------------------------------------------------------------ collecting
@@ -105,7 +105,8 @@ def _num(v: Any) -> Optional[float]:
 def at_mean(stats: Mapping[str, Any]) -> Dict[str, Optional[float]]:
     """mean_ms, median_ms and GFLOP/s, GB/s at the mean (the daemon gives them at the median)."""
     mean, med = _num(stats.get("mean_ms")), _num(stats.get("median_ms"))
-    out = {"mean_ms": mean, "median_ms": med, "gflops": None, "gbps": None}
+    out = {"mean_ms": mean, "median_ms": med, "min_ms": _num(stats.get("min_ms")), "max_ms": _num(stats.get("max_ms")),
+           "stddev_ms": _num(stats.get("stddev_ms")), "gflops": None, "gbps": None}
     for k in ("gflops", "gbps"):
         v = _num(stats.get(k))
         if v is not None and mean and med:
@@ -143,6 +144,8 @@ def _x(cols: int, dtype: str) -> Any:
 
 def _thread_records(client: Any, m: Any, file: str, dtype: str, kernels: Sequence[str], threads: Sequence[int],
                     runs: int, warmup: int) -> List[Dict[str, Any]]:
+    """The thread sweep, one spmv call per kernel and count (the bench route sweeps no threads yet: once it
+    does, these records come from its table, kind "threads" kept, and this function goes)."""
     x = _x(int(m.descriptor["cols"]), dtype)
     out = []
     for k in kernels:
@@ -460,7 +463,8 @@ def results_csv(res: Mapping[str, Any]) -> str:
         sp = b / r["mean_ms"] if b and r.get("mean_ms") else None
         ver = "" if r.get("verified") is None else ("true" if r["verified"] else "false")
         w.writerow([r["file"], r["dtype"], r["kind"], r["kernel"], _params_text(r["params"]), nnz.get(r["file"], 0),
-                    _csv_num(r.get("mean_ms")), _csv_num(r.get("median_ms")), _csv_num(r.get("gflops")),
+                    _csv_num(r.get("mean_ms")), _csv_num(r.get("median_ms")), _csv_num(r.get("min_ms")),
+                    _csv_num(r.get("max_ms")), _csv_num(r.get("stddev_ms")), _csv_num(r.get("gflops")),
                     _csv_num(r.get("gbps")), _csv_num(sp), ver, _csv_num(r.get("max_rel_err")), r.get("error") or ""])
     return buf.getvalue()
 

@@ -183,7 +183,22 @@ static json_t *thread_counts(const char *list, long long cores)
     return a;
 }
 
-/* "options" of results.json; NULL (and a message) when the daemon is not there. */
+/* The first name of `names` that no kernel of `op` in the catalogue has, or NULL. */
+static const char *unknown_kernel(const json_t *cat, const json_t *names, const char *op)
+{
+    size_t i, j;
+    const json_t *n, *k;
+    json_array_foreach(names, i, n) {
+        bool found = false;
+        json_array_foreach(cat, j, k) found |= !strcmp(sget(k, "name"), json_string_value(n)) &&
+                                               !strcmp(json_object_get(k, "op") ? sget(k, "op") : "spmv", op);
+        if (!found) return json_string_value(n);
+    }
+    return NULL;
+}
+
+/* "options" of results.json; NULL (and a message) when the daemon is not there
+ * or a kernel named is none of its catalogue's. */
 static json_t *options_of(spmv_client *h, const study_options *o, json_t **server, int *rc)
 {
     char *info_text = NULL;
@@ -206,6 +221,12 @@ static json_t *options_of(spmv_client *h, const study_options *o, json_t **serve
     json_t *ks = o->kernels ? split_names(o->kernels) : default_kernels(cat, dev, "spmv", BASELINE);
     if (!array_has(ks, BASELINE)) json_array_insert_new(ks, 0, json_string(BASELINE));
     json_t *sk = o->spmspm ? split_names(o->spmspm) : default_kernels(cat, dev, "spmspm", SPMSPM_BASE);
+    const char *bad = unknown_kernel(cat, ks, "spmv"), *bad2 = unknown_kernel(cat, sk, "spmspm");
+    if (bad || bad2) {
+        fprintf(stderr, "spmvctl: study: %s names %s, which is no %s kernel of the daemon's catalogue (spmvctl "
+                        "kernels lists them)\n", bad ? "--kernels" : "--spmspm", bad ? bad : bad2, bad ? "SpMV" : "SpMSpM");
+        *rc = 1;
+    }
     char dir[PATH_MAX];
     if (!realpath(o->dir, dir)) snprintf(dir, sizeof dir, "%s", o->dir);
     json_t *opts = json_pack("{s:s, s:O, s:o, s:o, s:o, s:o, s:I, s:I, s:I, s:s}", "dir", dir, "kernels", ks,
@@ -220,6 +241,11 @@ static json_t *options_of(spmv_client *h, const study_options *o, json_t **serve
     json_decref(katalog);
     spmv_client_string_free(info_text);
     spmv_client_kernel_list_free(kl);
+    if (bad || bad2) {
+        json_decref(opts);
+        json_decref(*server);
+        return NULL;
+    }
     return opts;
 }
 
@@ -437,9 +463,11 @@ static void one_matrix(spmv_client *h, const char *dir, const char *file, const 
         char reason[4096] = "";
         size_t n = 0;
         const json_t *r;
-        json_array_foreach(recs, i, r)
-            n += (size_t)snprintf(reason + n, n < sizeof reason ? sizeof reason - n : 0, "%s%s: %s", i ? "; " : "",
-                                  sget(r, "dtype"), sget(r, "error"));
+        json_array_foreach(recs, i, r) {
+            if (n >= sizeof reason) break;
+            n += (size_t)snprintf(reason + n, sizeof reason - n, "%s%s: %s", i ? "; " : "", sget(r, "dtype"),
+                                  sget(r, "error"));
+        }
         json_object_set_new(entry, "status", json_string("error"));
         json_object_set_new(entry, "reason", json_string(reason));
         json_array_clear(recs);

@@ -73,6 +73,13 @@ for bad in "--bogus" "--store" "--x y" "--json" "--dtypes float16" "--dtypes flo
 done
 ctl study --out "$E2E_TMP/never" >/dev/null 2>&1
 that "study without a folder is refused" "[ $? -eq 1 ]"
+ctl study "$DIR" --kernels cpu.csr.serial,no.such.kernel --out "$E2E_TMP/never" 2>"$E2E_TMP/err"
+that "an unknown kernel is refused before any upload, named" \
+  "[ $? -eq 1 ] && grep -q 'no.such.kernel' '$E2E_TMP/err' && [ ! -e '$E2E_TMP/never' ]"
+ctl study "$DIR" --spmspm cpu.csr.omp --out "$E2E_TMP/never" 2>"$E2E_TMP/err"
+that "an SpMV kernel in --spmspm is refused" "[ $? -eq 1 ] && grep -q 'no SpMSpM kernel' '$E2E_TMP/err'"
+req GET /v1/matrices
+that "refused studies uploaded nothing" "[ \"\$(jget 'd[\"count\"]')\" = 0 ]"
 ctl study "$E2E_TMP/no-such-dir" --kernels cpu.csr.serial --out "$E2E_TMP/never" 2>"$E2E_TMP/err"
 that "a folder that is not there is exit 6 naming it" "[ $? -eq 6 ] && grep -q 'no-such-dir' '$E2E_TMP/err'"
 

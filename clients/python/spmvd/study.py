@@ -237,6 +237,10 @@ def _options(client: Any, folder: str, kernels: Optional[Sequence[str]], dtypes:
     tk = [k for k in ks if by_name.get(k, {}).get("device") == "cpu"
           and any(p["name"] == "threads" for p in by_name.get(k, {}).get("params", []))]
     sk = list(spmspm) if spmspm is not None else default_kernels(cat, dev, "spmspm")
+    for names, op, what in ((ks, "spmv", "kernels"), (sk, "spmspm", "spmspm")):
+        bad = [k for k in names if by_name.get(k, {}).get("op", "spmv" if k in by_name else None) != op]
+        if bad:
+            raise ValueError(f"{what} names {bad[0]}, which is no {op} kernel of the daemon's catalogue")
     return {"dir": os.path.abspath(folder), "kernels": ks, "spmspm_kernels": sk, "thread_kernels": tk,
             "threads": list(threads) if threads else _thread_counts(server["cores"]), "dtypes": list(dtypes),
             "runs": runs, "warmup": warmup, "max_nnz": max_nnz or 0, "device": device, "stat": "mean",
@@ -554,9 +558,12 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     threads = [int(t) for t in a.threads.split(",")] if a.threads else None
     cmd = "python3 -m spmvd.study " + " ".join(sys.argv[1:] if argv is None else argv)
     with Client(a.url) as c:
-        res = run(c, a.dir, out=a.out, plot=not a.no_plot, kernels=_csv_list(a.kernels), dtypes=dtypes,
-                  runs=a.runs, warmup=a.warmup, max_nnz=a.max_nnz, spmspm=_csv_list(a.spmspm), threads=threads,
-                  device=a.device, command=cmd)
+        try:
+            res = run(c, a.dir, out=a.out, plot=not a.no_plot, kernels=_csv_list(a.kernels), dtypes=dtypes,
+                      runs=a.runs, warmup=a.warmup, max_nnz=a.max_nnz, spmspm=_csv_list(a.spmspm), threads=threads,
+                      device=a.device, command=cmd)
+        except ValueError as e:
+            raise SystemExit(f"python3 -m spmvd.study: {e}")
     print(f"{a.out}/report.md: {sum(m['status'] == 'ok' for m in res['matrices'])} matrices, "
           f"{len(res['records'])} records, {res['elapsed_s']:.1f} s")
     return 0

@@ -128,3 +128,13 @@ def test_cli_refuses_bad_options(tmp_path):
         study.main(["run", str(tmp_path), "--bogus"])
     with pytest.raises(SystemExit):
         study.main(["run", str(tmp_path), "--warmup", "0"])
+
+
+def test_unknown_kernels_are_refused_before_any_upload(client, tmp_path):
+    shutil.copy(os.path.join(REAL, "karate.mtx"), tmp_path / "karate.mtx")
+    before = len(client.list())
+    with pytest.raises(ValueError, match="no.such.kernel"):
+        study.collect(client, str(tmp_path), kernels=["cpu.csr.serial", "no.such.kernel"])
+    with pytest.raises(ValueError, match="no spmspm kernel"):
+        study.collect(client, str(tmp_path), spmspm=["cpu.csr.omp"])
+    assert len(client.list()) == before

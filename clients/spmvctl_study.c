@@ -39,7 +39,9 @@
 
 #define FORMAT "spmvd-study/1"
 #define BASELINE "cpu.csr.serial"
-#define SPMSPM_BASE "cpu.spmspm.serial"
+/* SpMSpM's kernel 0, the first of these the catalogue has: report 003's
+ * sequential baseline where the daemon has it, else the reference. */
+static const char *const spmspm_bases[] = {"cpu.spmspm.hash", "cpu.spmspm.serial"};
 #define SPMSPM_COLS 8
 
 enum { S_OK = 0, S_USAGE = 1, S_LOCAL = 6 };
@@ -220,7 +222,13 @@ static json_t *options_of(spmv_client *h, const study_options *o, json_t **serve
                       ? "gpu" : "cpu";
     json_t *ks = o->kernels ? split_names(o->kernels) : default_kernels(cat, dev, "spmv", BASELINE);
     if (!array_has(ks, BASELINE)) json_array_insert_new(ks, 0, json_string(BASELINE));
-    json_t *sk = o->spmspm ? split_names(o->spmspm) : default_kernels(cat, dev, "spmspm", SPMSPM_BASE);
+    const char *sbase = spmspm_bases[1];
+    size_t i;
+    const json_t *k;
+    for (int b = 1; b >= 0; b--)
+        json_array_foreach(cat, i, k) if (!strcmp(sget(k, "name"), spmspm_bases[b]) &&
+                                          json_is_true(json_object_get(k, "available"))) sbase = spmspm_bases[b];
+    json_t *sk = o->spmspm ? split_names(o->spmspm) : default_kernels(cat, dev, "spmspm", sbase);
     const char *bad = unknown_kernel(cat, ks, "spmv"), *bad2 = unknown_kernel(cat, sk, "spmspm");
     if (bad || bad2) {
         fprintf(stderr, "spmvctl: study: %s names %s, which is no %s kernel of the daemon's catalogue (spmvctl "

@@ -43,6 +43,9 @@ __all__ = ["collect", "render", "plots", "run", "matrix_files", "default_kernels
 
 FORMAT = "spmvd-study/1"
 BASELINE = "cpu.csr.serial"
+# SpMSpM's kernel 0, the first of these the catalogue has: report 003's sequential baseline
+# (cpu.spmspm.hash) where the daemon has it, else the reference cpu.spmspm.serial.
+SPMSPM_BASES = ("cpu.spmspm.hash", "cpu.spmspm.serial")
 SPMSPM_COLS = 8
 NNZ_LIMITS = (0, 10000, 100000)
 SUFFIXES = (".mtx", ".mtx.gz", ".npz")
@@ -60,8 +63,10 @@ def matrix_files(folder: str) -> Tuple[List[str], List[str]]:
 
 
 def default_kernels(catalogue: Sequence[Mapping[str, Any]], device: str, op: str = "spmv") -> List[str]:
-    """Every available kernel of ``op`` on ``device`` (``auto`` left out: it repeats another), the baseline first."""
-    base = BASELINE if op == "spmv" else "cpu.spmspm.serial"
+    """Every available kernel of ``op`` on ``device`` (``auto`` left out: it repeats another), the baseline first
+    (SpMSpM: the first of SPMSPM_BASES in the catalogue)."""
+    have = {k["name"] for k in catalogue if k.get("available")}
+    base = BASELINE if op == "spmv" else next((b for b in SPMSPM_BASES if b in have), SPMSPM_BASES[-1])
     names = [k["name"] for k in catalogue if k.get("available") and k.get("op", "spmv") == op
              and k.get("device") == device and k["name"] != "auto"]
     return [base] + [n for n in names if n != base]
@@ -256,7 +261,7 @@ def collect(client: Any, folder: str, *, kernels: Optional[Sequence[str]] = None
 
     ``kernels``: SpMV kernels (default every available one of the daemon's device; the baseline
     ``cpu.csr.serial`` is always added first); ``spmspm``: SpMSpM kernels (default every available
-    one, ``cpu.spmspm.serial`` first; ``[]`` for none); ``threads``: the counts of the thread
+    one, kernel 0 first: the first of SPMSPM_BASES available; ``[]`` for none); ``threads``: the counts of the thread
     sweep (default 1, 2, 4 ... the daemon's cores); ``max_nnz``: matrices past it are listed as
     skipped. ``device`` is the upload's (``cpu`` to keep matrices on the host)."""
     t0 = time.monotonic()

@@ -138,3 +138,14 @@ def test_unknown_kernels_are_refused_before_any_upload(client, tmp_path):
     with pytest.raises(ValueError, match="no spmspm kernel"):
         study.collect(client, str(tmp_path), spmspm=["cpu.csr.omp"])
     assert len(client.list()) == before
+
+
+def test_default_kernels_read_the_catalogue():
+    def k(name, op="spmv", device="cpu", available=True):
+        return {"name": name, "op": op, "device": device, "available": available}
+    cat = [k("cpu.csr.serial"), k("cpu.csr.omp"), k("auto"), k("gpu.csr.vector", device="gpu", available=False),
+           k("cpu.spmspm.serial", "spmspm"), k("cpu.spmspm.omp", "spmspm"), k("cpu.spmspm.hash", "spmspm")]
+    assert study.default_kernels(cat, "cpu") == ["cpu.csr.serial", "cpu.csr.omp"]
+    assert study.default_kernels(cat, "gpu") == ["cpu.csr.serial"]
+    assert study.default_kernels(cat, "cpu", "spmspm") == ["cpu.spmspm.hash", "cpu.spmspm.serial", "cpu.spmspm.omp"]
+    assert study.default_kernels(cat[:-1], "cpu", "spmspm") == ["cpu.spmspm.serial", "cpu.spmspm.omp"]

@@ -3,7 +3,8 @@
  * One subcommand per library call: upload, ls, info, rm, spmv, spmspm, bench, job,
  * kernels, health; vec (create, get, put, rm, ls) for resident vectors, ops
  * for a JSON list of batched steps, solve for the daemon's Krylov solvers,
- * shm (register, list, rm) for shared-memory regions. Output is a human table by default and the server's JSON
+ * shm (register, list, rm) for shared-memory regions, study for a
+ * collection study of a folder of matrices (spmvctl_study.c). Output is a human table by default and the server's JSON
  * with --json (so `spmvctl --json upload m.mtx | jq -r .id` works in
  * scripts). Exit codes are part of the interface and listed in usage():
  * scripts tell "the server said no" from "the server is not there".
@@ -12,6 +13,7 @@
  * ($SPMVD_URL, else $SPMV_URL, else http://127.0.0.1:8080).
  */
 #include "spmvclient.h"
+#include "spmvctl_study.h"
 
 #include <jansson.h>
 
@@ -63,6 +65,13 @@ typedef struct ctl {
     const char *x_shm, *y_shm;
     const char *params[32];
     int nparams;
+    /* study */
+    const char *dtypes, *from, *spmspm, *threads;
+    long long max_nnz;
+    bool plot;
+    unsigned char seen[128];    /* the long options given (index: OPT_* - 256), for commands that check */
+    int argc;
+    char **argv;                /* the whole command line, for study's report */
     spmv_client *h;
 } ctl;
 
@@ -86,6 +95,7 @@ static const char usage_text[] =
     "  ops FILE|-             run a JSON list of steps on resident vectors\n"
     "  solve ID               solve A x = b on the daemon (cg, bicgstab, gmres)\n"
     "  shm register|list|rm   shared-memory regions (x and y without the HTTP body)\n"
+    "  study DIR              a collection study: every matrix of DIR, every kernel, a report\n"
     "  health                 check that the daemon answers\n"
     "\n"
     "Global options (anywhere on the line):\n"
@@ -133,6 +143,8 @@ static int exit_for(spmv_client_status st)
     default: return EXIT_LOCAL;
     }
 }
+
+int spmvctl_exit_for(spmv_client_status st) { return exit_for(st); }
 
 /* Prints "spmvctl: what: <strerror>: <server message> [code]" and maps the
  * status to the exit code. */
@@ -1390,6 +1402,27 @@ static int cmd_shm(ctl *c, int argc, char **argv)
     return usage_error("unknown shm action '%s' (register, list, rm)", argv[0]);
 }
 
+/* ------------------------------------------------------------------ study */
+
+static int study_check_options(const ctl *c);
+
+static int cmd_study(ctl *c, int argc, char **argv)
+{
+    char line[4096] = "spmvctl";
+    size_t len = strlen(line);
+    int rc = study_check_options(c);
+    if (rc != EXIT_OK) return rc;
+    if (c->from ? argc != 0 : argc != 1)
+        return usage_error(c->from ? "study --from FILE takes no folder%s" : "study needs exactly one folder of matrices%s", "");
+    for (int i = 1; i < c->argc && len < sizeof line; i++)
+        len += (size_t)snprintf(line + len, sizeof line - len, " %s", c->argv[i]);
+    study_options o = {.dir = argc ? argv[0] : NULL, .out = c->out_file ? c->out_file : "study", .from = c->from,
+                       .kernels = c->kernels, .spmspm = c->spmspm, .dtypes = c->dtypes, .threads = c->threads,
+                       .device = c->device, .url = c->url, .command = line, .runs = c->runs ? c->runs : 10,
+                       .warmup = c->warmup ? c->warmup : 3, .max_nnz = c->max_nnz, .plot = c->plot};
+    return spmvctl_study(c->h, &o);
+}
+
 static const command commands[] = {
     {"upload", cmd_upload,
      "usage: spmvctl upload FILE [--name NAME] [--dtype float64|float32|mixed] [--formats csr,hll,...]\n"
@@ -1464,6 +1497,21 @@ static const command commands[] = {
      "memory object (/dev/shm/NAME, shm_open's name without its slash) that you created;\n"
      "register makes SIZE bytes of it from OFFSET a region named NAME, for spmv's --x-shm\n"
      "and --y-shm. rm unregisters it (the object stays: remove it yourself).\n"},
+    {"study", cmd_study,
+     "usage: spmvctl study DIR [--kernels a,b] [--spmspm a,b|none] [--dtypes float32,float64] [--runs N]\n"
+     "                         [--warmup N] [--threads 1,2,4] [--max-nnz N] [--device cpu|gpu] [--out DIR]\n"
+     "                         [--plot]\n"
+     "       spmvctl study --from RESULTS.json [--out DIR] [--plot]\n"
+     "A collection study: uploads every .mtx, .mtx.gz and .npz file of DIR once per dtype,\n"
+     "benches the kernels (default: every available SpMV kernel of the daemon's device,\n"
+     "cpu.csr.serial first), times the CPU kernels taking threads at 1, 2, 4 ... cores, runs\n"
+     "the SpMSpM kernels against a thin B (cols x 8), deletes what it uploaded, and writes\n"
+     "report.md (speedups over cpu.csr.serial for nnz >= 10k and 100k, wins, GB/s, GFLOP/s,\n"
+     "SpMSpM, what was refused and why), results.csv and results.json into --out (default\n"
+     "./study). Times are means over --runs (default 10) after --warmup (default 3, at\n"
+     "least 1). --max-nnz lists larger matrices as skipped. --from renders the report of an\n"
+     "existing results.json (the same tables python3 -m spmvd.study writes). --plot draws\n"
+     "the PNGs with python3 -m spmvd.study plot ($SPMVD_PYTHON; the package spmvd importable).\n"},
     {"kernels", cmd_kernels, "usage: spmvctl kernels\nLists the kernel catalogue with availability.\n"},
     {"health", cmd_health, "usage: spmvctl health\nChecks that the daemon answers; exit status 0 when it does.\n"},
 };
@@ -1478,6 +1526,7 @@ enum {
     OPT_LIKE, OPT_SIDE, OPT_K, OPT_N, OPT_VALUES, OPT_FILL, OPT_RANDOM, OPT_SEED, OPT_OUT, OPT_METHOD, OPT_TOL,
     OPT_MAXIT, OPT_RESTART, OPT_PRECOND, OPT_B, OPT_B_VECTOR, OPT_X0, OPT_X0_VECTOR, OPT_X_OUT, OPT_X_VECTOR,
     OPT_ASYNC, OPT_HISTORY, OPT_JSON_REQUEST, OPT_CANCEL, OPT_OFFSET, OPT_SIZE, OPT_X_SHM, OPT_Y_SHM,
+    OPT_DTYPES, OPT_FROM, OPT_SPMSPM, OPT_THREADS, OPT_MAX_NNZ, OPT_PLOT, OPT_LAST
 };
 
 static const struct option long_opts[] = {
@@ -1533,6 +1582,12 @@ static const struct option long_opts[] = {
     {"size", required_argument, NULL, OPT_SIZE},
     {"x-shm", required_argument, NULL, OPT_X_SHM},
     {"y-shm", required_argument, NULL, OPT_Y_SHM},
+    {"dtypes", required_argument, NULL, OPT_DTYPES},
+    {"from", required_argument, NULL, OPT_FROM},
+    {"spmspm", required_argument, NULL, OPT_SPMSPM},
+    {"threads", required_argument, NULL, OPT_THREADS},
+    {"max-nnz", required_argument, NULL, OPT_MAX_NNZ},
+    {"plot", no_argument, NULL, OPT_PLOT},
     {"help", no_argument, NULL, 'h'},
     {NULL, 0, NULL, 0},
 };
@@ -1716,21 +1771,77 @@ static int take_shm_option(ctl *c, int opt, const char *arg)
     }
 }
 
+/* The options of study. */
+static int take_study_option(ctl *c, int opt, const char *arg)
+{
+    long v = 0;
+    int rc = EXIT_OK;
+    switch (opt) {
+    case OPT_DTYPES: c->dtypes = arg; break;
+    case OPT_FROM: c->from = arg; break;
+    case OPT_SPMSPM: c->spmspm = arg; break;
+    case OPT_THREADS: c->threads = arg; break;
+    case OPT_PLOT: c->plot = true; break;
+    case OPT_MAX_NNZ:
+        rc = int_option(arg, 1, LONG_MAX, "--max-nnz wants a positive integer, not %s", &v);
+        c->max_nnz = v;
+        break;
+    default: return NOT_MINE;
+    }
+    return rc;
+}
+
+static const char *option_name(int opt)
+{
+    for (size_t i = 0; long_opts[i].name; i++)
+        if (long_opts[i].val == opt) return long_opts[i].name;
+    return "?";
+}
+
 /* One option into c; EXIT_OK or EXIT_USAGE. */
 static int take_option(ctl *c, int opt, const char *arg, bool *help)
 {
     static int (*const groups[])(ctl *, int, const char *) = {take_global_option, take_matrix_option,
-                                                              take_vector_option, take_solve_option, take_shm_option};
+                                                              take_vector_option, take_solve_option, take_shm_option,
+                                                              take_study_option};
     if (opt == 'h') {
         *help = true;
         return EXIT_OK;
     }
+    if (opt >= 256 && opt - 256 < (int)sizeof c->seen) c->seen[opt - 256] = 1;
     for (size_t i = 0; i < sizeof groups / sizeof *groups; i++) {
         int rc = groups[i](c, opt, arg);
         if (rc != NOT_MINE)
             return rc;
     }
     return usage_error("unknown option%s", "");
+}
+
+/* The options study takes besides the global ones; any other given is refused. */
+static const int study_takes[] = {OPT_KERNELS, OPT_SPMSPM, OPT_DTYPES, OPT_RUNS, OPT_WARMUP, OPT_OUT, OPT_PLOT,
+                                  OPT_FROM, OPT_MAX_NNZ, OPT_THREADS, OPT_DEVICE};
+
+static int study_check_options(const ctl *c)
+{
+    for (int opt = OPT_NAME; opt < OPT_LAST; opt++) {
+        bool ok = false;
+        for (size_t i = 0; i < sizeof study_takes / sizeof *study_takes; i++) ok |= study_takes[i] == opt;
+        if (c->seen[opt - 256] && !ok) return usage_error("study does not take --%s (spmvctl study --help)", option_name(opt));
+    }
+    if (c->json) return usage_error("study writes its report into --out; it does not take --json%s", "");
+    if (c->warmup < 0) return usage_error("study's --warmup must be at least 1 (the bench route reads 0 as its default)%s", "");
+    if (c->dtypes) {
+        char *copy = strdup(c->dtypes), *save = NULL;
+        int n = 0, bad = !copy;
+        for (char *t = copy ? strtok_r(copy, ",", &save) : NULL; t; t = strtok_r(NULL, ",", &save), n++)
+            bad |= strcmp(t, "float32") != 0 && strcmp(t, "float64") != 0;
+        bad |= n == 0 || n > 2 || strcmp(c->dtypes, "float32,float32") == 0 || strcmp(c->dtypes, "float64,float64") == 0;
+        free(copy);
+        if (bad) return usage_error("--dtypes takes float32 and/or float64, comma-separated, not %s", c->dtypes);
+    }
+    if (c->threads && strspn(c->threads, "0123456789,") != strlen(c->threads))
+        return usage_error("--threads takes thread counts, comma-separated (1,2,4), not %s", c->threads);
+    return EXIT_OK;
 }
 
 /* Reads the token file (first line, trailing white space dropped). */
@@ -1774,7 +1885,7 @@ static int connect_client(ctl *c)
 
 int main(int argc, char **argv)
 {
-    ctl c = {0};
+    ctl c = {.argc = argc, .argv = argv};
     bool help = false;
     int opt, rc;
     const command *cmd = NULL;

@@ -5,7 +5,7 @@
 #   make install PREFIX=DIR   header, libraries, spmvclient.pc and spmvctl into $(DESTDIR)DIR
 #   make uninstall PREFIX=DIR removes them again
 #
-# The library is every clients/*.c but spmvctl.c (the transport, one file
+# The library is every clients/*.c but spmvctl*.c (the transport, one file
 # per resource), each compiled once, position-independent, with
 # -fvisibility=hidden: only what spmvclient.h marks SPMV_CLIENT_API is
 # exported; the same objects go into the archive and the shared library. The shared library carries the soname libspmvclient.so.0 (ABI
@@ -23,7 +23,7 @@ CLIENT_CFLAGS  := -std=c11 -D_GNU_SOURCE -O2 -g $(WARN) -fPIC -fvisibility=hidde
                   $(SANFLAGS) $(shell pkg-config --cflags $(CLIENT_PKGS) 2>/dev/null)
 CLIENT_LIBS    := $(shell pkg-config --libs $(CLIENT_PKGS) 2>/dev/null) -lm
 
-CLIENT_SRC    := $(filter-out clients/spmvctl.c,$(wildcard clients/*.c))
+CLIENT_SRC    := $(filter-out clients/spmvctl%.c,$(wildcard clients/*.c))
 CLIENT_OBJ    := $(patsubst clients/%.c,$(BUILD)/clients/%.o,$(CLIENT_SRC))
 CLIENT_A      := $(BUILD)/libspmvclient.a
 CLIENT_SO     := $(BUILD)/libspmvclient.so.$(CLIENT_VERSION)
@@ -77,8 +77,8 @@ $(CLIENT_PC_UNINSTALLED): mk/clients.mk
 	    'Version: $(CLIENT_VERSION)' 'Requires.private: libcurl jansson' 'Cflags: -I$(abspath clients)' \
 	    'Libs: -L$(abspath $(BUILD)) -Wl,-rpath,$(abspath $(BUILD)) -lspmvclient' 'Libs.private: -lm' > $@
 
-$(SPMVCTL): $(BUILD)/clients/spmvctl.o $(CLIENT_A)
-	$(CC) $(SANFLAGS) -o $@ $< $(CLIENT_A) $(CLIENT_LIBS)
+$(SPMVCTL): $(BUILD)/clients/spmvctl.o $(BUILD)/clients/spmvctl_study.o $(CLIENT_A)
+	$(CC) $(SANFLAGS) -o $@ $(filter %.o,$^) $(CLIENT_A) $(CLIENT_LIBS)
 
 $(CG_SOLVE): $(BUILD)/clients/examples/cg_solve.o $(CLIENT_A)
 	$(CC) $(SANFLAGS) -o $@ $< $(CLIENT_A) $(CLIENT_LIBS)

@@ -12,7 +12,8 @@
 - :class:`SharedArrays`, :class:`ShmOperand`: x and y through POSIX shared
   memory on the daemon's host (``/v1/shm``, :mod:`spmvd.shm`);
 - :mod:`spmvd.errors`: the exceptions (also exported here);
-- :mod:`spmvd.plot`: PNG plots of a bench (matplotlib, imported on demand).
+- :mod:`spmvd.plot`: PNG plots of a bench (matplotlib, imported on demand);
+- :mod:`spmvd.study`: a collection study of a folder of matrices (report.md, results.csv, PNGs).
 
 The guide is docs/python.md in the spmvd tree.
 """

@@ -631,10 +631,12 @@ typedef enum spmv_device_kind { SPMV_DEVICE_CPU = 0, SPMV_DEVICE_GPU = 1 } spmv_
 typedef enum spmv_param_id {
     SPMV_PARAM_BLOCK_SIZE = 0,  /* GPU threads per block */
     SPMV_PARAM_HACK_SIZE,       /* HLL / SELL slice height */
-    SPMV_PARAM_CHUNK,           /* cpu.csr.chunked column chunk */
+    SPMV_PARAM_CHUNK,           /* cpu.csr.chunked: number of column chunks (the count form of span) */
     SPMV_PARAM_ALG,             /* cuSPARSE algorithm (1 or 2) */
     SPMV_PARAM_THREADS,         /* CPU threads; GPU threads per row (0 = auto) */
     SPMV_PARAM_NNZ_PER_WG,      /* gpu.csr.adaptive row-block size */
+    SPMV_PARAM_SPAN,            /* cpu.csr.chunked: chunk width over x, in columns */
+    SPMV_PARAM_SCHEDULE,        /* cpu.hll.omp: 1 static block partition, 2 dynamic */
     SPMV_PARAM_COUNT
 } spmv_param_id;
 
@@ -727,6 +729,23 @@ bool spmv_kernel_available(const spmv_kernel *k, const char **reason);
 /* Checks every parameter set in p applies to k and lies in its range; fills
  * defaults into *resolved. */
 int spmv_params_resolve(const spmv_kernel *k, const spmv_params *p, spmv_params *resolved, spmv_error *err);
+
+/* cpu.csr.chunked's chunk width in columns for parameters p (resolved or
+ * not: span, else ceil(cols / chunk), else the default span), at least 1. */
+int64_t spmv_chunked_width(const spmv_params *p, int32_t cols);
+/* Units of work one run of k costs on a rows x cols matrix of nnz entries,
+ * the unit max_request_work counts (docs/api.md): max(nnz, rows) for every
+ * kernel (a multiply-add an entry, a store a row), plus rows for every pass
+ * over the rows after the first for cpu.csr.chunked (ceil(cols / width)
+ * passes). p as given (0 = default). Never overflows: saturates at
+ * INT64_MAX. */
+int64_t spmv_kernel_work(const spmv_kernel *k, const spmv_params *p, int32_t rows, int32_t cols, int64_t nnz);
+/* Whether work per run is pathological for a sweep (auto tuning, a bench
+ * of every kernel): over SPMV_WORK_EXCESS times max(nnz, rows) and over
+ * SPMV_WORK_EXCESS_FLOOR units. Such a setting runs only when named. */
+#define SPMV_WORK_EXCESS 16
+#define SPMV_WORK_EXCESS_FLOOR (INT64_C(1) << 26)
+bool spmv_kernel_work_excessive(int64_t work, int32_t rows, int64_t nnz);
 
 /* ----------------------------------------------------------- statistics */
 

@@ -82,6 +82,14 @@ req POST "/v1/matrices/$K/bench" -H 'Content-Type: application/json' \
 expect "bench: every run of every kernel and combination counts: 400 naming max_request_work" 400 'max_request_work'
 req POST "/v1/matrices/$K/bench" -H 'Content-Type: application/json' -d '{"runs":2,"warmup":0,"kernels":["cpu.csr.omp"]}'
 expect_code "bench within the budget: 202" 202
+# cpu.csr.chunked counts its passes: span 1 on 34 columns is 34 passes, 156 + 33 * 34 = 1278 units a run;
+# 101 runs = 129078 > 100000, where cpu.csr.serial's 15756 fit; span 34 (one pass) fits again
+spmv_json "{\"x\":$X34,\"runs\":50,\"warmup\":50,\"verify\":true,\"kernel\":\"cpu.csr.chunked\",\"span\":1}"
+expect "chunked span 1, 101 runs: 400 counting the passes (1278 units a run) against max_request_work" 400 '1278 units of work a run.*max_request_work'
+spmv_json "{\"x\":$X34,\"runs\":50,\"warmup\":50,\"verify\":true,\"kernel\":\"cpu.csr.chunked\",\"span\":34}"
+expect_code "chunked span 34 (one pass), 101 runs: fits" 200
+spmv_json "{\"x\":$X34,\"kernel\":\"cpu.csr.chunked\",\"span\":4,\"chunk\":4}"
+expect "chunked with span and chunk both: 400 naming both" 400 'span.*chunk.*not both'
 req POST "/v1/matrices/$K/bench" -H 'Content-Type: application/json' \
   -d '{"block_sizes":[32,32,32,32,32,32,32,32,32,32,32,32,32,32,32,32,32]}'
 expect "bench: 17 block sizes: 400" 400 'block_sizes'

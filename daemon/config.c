@@ -111,6 +111,10 @@ static const key_desc keys[] = {
     {"max_padding", KEY_INT, OFF(max_padding), 0, 1000000, 3, NULL, NULL,
      "a padded format (ELL, HLL, HYB) holding more than this many slots per non-zero (plus 65536) is not built: its "
      "kernels answer 422 (0: no bound)"},
+    {"padding_allowance_bytes", KEY_INT, OFF(padding_allowance_bytes), 0, 64 * TiB, SPMV_PADDING_ALLOWANCE_DEFAULT,
+     NULL, NULL,
+     "a format past max_padding is still built while its bytes stay within this (and, on the host, half the host's "
+     "available memory): small matrices keep their ELL whatever it pads (0: max_padding alone)"},
     {"max_format_bytes", KEY_INT, OFF(max_format_bytes), 0, 64 * TiB, 0, NULL, NULL,
      "bytes one derived format may hold; past it the format is not built and its kernels answer 422 (0: no bound)"},
     {"host_format_bytes", KEY_INT, OFF(host_format_bytes), 0, 64 * TiB, 4 * GiB, NULL, NULL,

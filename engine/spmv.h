@@ -324,18 +324,27 @@ spmv_format_info spmv_psell_info(const spmv_psell *m);
  * within max_padding x nnz + SPMV_PADDING_SLACK (slots: ELL width x rows,
  * HLL the slices' width x hack_size, HYB its ELL part plus its COO part,
  * PCSR nnz, PSELL its 32-row slices' width x 32; the slack keeps tiny
- * matrices, whose padding costs kilobytes, usable) and its bytes within
- * max_format_bytes. Past either, SPMV_ERR_LIMIT with the numbers and
- * nothing allocated. Zero fields mean no bound. */
+ * matrices, whose padding costs kilobytes, usable) or, past that, its
+ * bytes within padding_allowance_bytes (a small matrix's ELL of a few MB
+ * is worth building whatever its padding ratio) and, where host_memory is
+ * set (a host format), within half the host's available memory; and in
+ * every case its bytes within max_format_bytes. Past them, SPMV_ERR_LIMIT
+ * with the numbers and the keys, nothing allocated. Zero fields mean no
+ * bound (no allowance). */
 typedef struct spmv_format_limits {
-    double max_padding;        /* slots per non-zero */
-    int64_t max_format_bytes;  /* bytes of one derived format */
+    double max_padding;               /* slots per non-zero */
+    int64_t max_format_bytes;         /* bytes of one derived format */
+    int64_t padding_allowance_bytes;  /* bytes any format may take whatever its padding */
+    bool host_memory;                 /* the allowance also asks the host's available memory */
 } spmv_format_limits;
 
 #define SPMV_MAX_PADDING_DEFAULT 3.0
 #define SPMV_PADDING_SLACK INT64_C(65536)
+/* The daemon's padding_allowance_bytes default (256 MiB). */
+#define SPMV_PADDING_ALLOWANCE_DEFAULT (INT64_C(256) << 20)
 
-/* {SPMV_MAX_PADDING_DEFAULT, 0}. */
+/* {SPMV_MAX_PADDING_DEFAULT, 0, 0, true}: the slot rule alone (the
+ * daemon adds its padding_allowance_bytes). */
 spmv_format_limits spmv_format_limits_default(void);
 /* The slots and bytes format f would hold for CSR a (HLL in slices of
  * hack_size; HYB at its automatic width; PCSR without the CSR's row_ptr

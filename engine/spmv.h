@@ -554,6 +554,7 @@ typedef enum spmv_gen_kind {
     SPMV_GEN_GRAPH_UNIFORM,  /* uniform's pattern, every value 1 (an unweighted graph) */
     SPMV_GEN_GRAPH_POWERLAW, /* powerlaw's pattern, every value 1 (a scale-free graph) */
     SPMV_GEN_BAND,        /* n rows, columns i-h..i+h (h = per_row/2), entries spmv_band_value: checkable by formula */
+    SPMV_GEN_RANDOM,      /* n rows x cols, exactly nnz entries at random places (report 000's 30000 x 20000) */
 } spmv_gen_kind;
 
 /* The entry (i, j) of a band (SPMV_GEN_BAND, spmv_gpu_matrix_generate_band):
@@ -564,11 +565,14 @@ static inline SPMV_HOST_DEVICE double spmv_band_value(int64_t i, int64_t j)
     return 1.0 + (double)((i + 3 * j) % 7) / 8.0;
 }
 
+/* A recipe: five numbers for every kind (so the tools' tables and a stored
+ * matrix's file hold them as they are). `random` has no per_row nor
+ * dense_len: those slots hold its columns and its non-zeros. */
 typedef struct spmv_gen_spec {
     spmv_gen_kind kind;
     int64_t n;            /* grid side (Poisson) or rows */
-    int32_t per_row;      /* mean non-zeros per row where it applies */
-    int64_t dense_len;    /* length of the dense row (banded) */
+    int32_t per_row;      /* mean non-zeros per row where it applies; random: its columns */
+    int64_t dense_len;    /* length of the dense row (banded); random: its non-zeros */
     uint64_t seed;
 } spmv_gen_spec;
 

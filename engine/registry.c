@@ -132,6 +132,10 @@ static const spmv_kernel kernels[] = {
     {"cpu.spmspm.omp", SPMV_DEVICE_CPU, SPMV_FMT_CSR, P(SPMV_PARAM_THREADS),
      "C = A*B, rows of A over OpenMP threads, a dense accumulator per thread", SPMV_OP_SPMSPM, 1,
      SPMV_IMPL_CPU_SPMSPM_OMP},
+    {"cpu.spmspm.hash", SPMV_DEVICE_CPU, SPMV_FMT_CSR, 0,
+     "C = A*B as report 003's sequential baseline: A's entries as COO triplets, each times B's row (CSR), "
+     "summed into a hash map keyed by i*cols(B)+j, sorted into C at the end; one thread",
+     SPMV_OP_SPMSPM, 1, SPMV_IMPL_CPU_SPMSPM_HASH},
     {"gpu.spmspm.thread_row", SPMV_DEVICE_GPU, SPMV_FMT_CSR, BS,
      "C = A*B, a thread per row of A, output columns in chunks of 32 with a private accumulator", SPMV_OP_SPMSPM, 1,
      SPMV_IMPL_GPU_SPMSPM_THREAD_ROW},

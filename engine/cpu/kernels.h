@@ -14,6 +14,10 @@
 
 /* Whether k is one of the CPU SpMSpM kernels (engine/cpu/spmspm.c). */
 bool spmv_cpu_spmspm_bound(const spmv_kernel *k);
+/* cpu.spmspm.hash, one whole product into a fresh *c (engine/cpu/
+ * spmspm_hash.c): A's entries as COO triplets (arow[p], a->col[p],
+ * a->val[p]) times B's rows, summed in a hash map keyed by i * cols(B) + j. */
+int spmv_cpu_spmspm_hash(const spmv_csr *a, const int32_t *arow, const spmv_csr *b, spmv_csr *c, spmv_error *err);
 
 /* cpu.csr.serial: row by row, one thread (also spmv_reference). */
 void spmv_cpu_csr_serial(const spmv_csr *a, const void *x, void *y);

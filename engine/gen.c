@@ -6,7 +6,8 @@
  * dense row, a tiny LP-like rectangular matrix, the two random patterns
  * again with every value 1 (unweighted graphs: what pattern-only uploads
  * look like), and `random`: M x N with exactly Z entries at uniformly
- * random places (report 000's 30000 x 20000 with 6 M). bench-cpu (tools/bench-cpu.c) builds its set in memory
+ * random places (the CSR study's 30000 x 20000 with 6 M: docs/kernels.md,
+ * the studies' items). bench-cpu (tools/bench-cpu.c) builds its set in memory
  * with it, spmv-gen (tools/spmv-gen.c) writes .mtx files from it, and the
  * unit tests draw random shapes from it. spmv_random_vector (at the end)
  * is the one seeded x that the bench route, tuning and the benchmark tools

@@ -35,11 +35,11 @@ static const spmv_param_desc params[SPMV_PARAM_COUNT] = {
     [SPMV_PARAM_NNZ_PER_WG] = {"nnz_per_wg", 2048, 64, 1048576,
                                "gpu.csr.adaptive: non-zeros per row block (work group)"},
     [SPMV_PARAM_SPAN] = {"span", 8, 1, INT32_MAX,
-                         "cpu.csr.chunked: chunk width over x in columns (report 000's span); one pass over the "
+                         "cpu.csr.chunked: chunk width over x in columns (the CSR study's span, docs/kernels.md); one pass over the "
                          "rows per chunk, ceil(cols/span) passes, each counted in max_request_work"},
     [SPMV_PARAM_SCHEDULE] = {"schedule", 1, 1, 2,
                              "cpu.hll.omp: 1 = static (each thread one contiguous, equal range of slices, "
-                             "report 004), 2 = dynamic (groups of 8 slices handed to whichever thread is free)"},
+                             "as the HLL study), 2 = dynamic (groups of 8 slices handed to whichever thread is free)"},
 };
 
 static const spmv_kernel kernels[] = {
@@ -133,7 +133,7 @@ static const spmv_kernel kernels[] = {
      "C = A*B, rows of A over OpenMP threads, a dense accumulator per thread", SPMV_OP_SPMSPM, 1,
      SPMV_IMPL_CPU_SPMSPM_OMP},
     {"cpu.spmspm.hash", SPMV_DEVICE_CPU, SPMV_FMT_CSR, 0,
-     "C = A*B as report 003's sequential baseline: A's entries as COO triplets, each times B's row (CSR), "
+     "C = A*B as the SpMSpM study's sequential baseline (docs/kernels.md): A's entries as COO triplets, each times B's row (CSR), "
      "summed into a hash map keyed by i*cols(B)+j, sorted into C at the end; one thread",
      SPMV_OP_SPMSPM, 1, SPMV_IMPL_CPU_SPMSPM_HASH},
     {"gpu.spmspm.thread_row", SPMV_DEVICE_GPU, SPMV_FMT_CSR, BS,

@@ -554,7 +554,7 @@ typedef enum spmv_gen_kind {
     SPMV_GEN_GRAPH_UNIFORM,  /* uniform's pattern, every value 1 (an unweighted graph) */
     SPMV_GEN_GRAPH_POWERLAW, /* powerlaw's pattern, every value 1 (a scale-free graph) */
     SPMV_GEN_BAND,        /* n rows, columns i-h..i+h (h = per_row/2), entries spmv_band_value: checkable by formula */
-    SPMV_GEN_RANDOM,      /* n rows x cols, exactly nnz entries at random places (report 000's 30000 x 20000) */
+    SPMV_GEN_RANDOM,      /* n rows x cols, exactly nnz entries at random places (the CSR study's 30000 x 20000) */
 } spmv_gen_kind;
 
 /* The entry (i, j) of a band (SPMV_GEN_BAND, spmv_gpu_matrix_generate_band):

@@ -3,7 +3,8 @@
  * A slice is a small column-major ELL block of hack_size rows (stride
  * hack_size) and its own width, so one thread handles a whole slice with
  * its partial sums in a hack_size array on the stack. By default the
- * slices are partitioned statically as report 004 does it: thread t of n
+ * slices are partitioned statically as the HLL study does it (docs/kernels.md, the
+ * studies' items #4): thread t of n
  * takes the contiguous range [t*S/n, (t+1)*S/n) of the S slices, decided
  * before the loop, no scheduling cost and each thread's rows (and y)
  * contiguous. Slices differ in width (that is HLL's point), so on a

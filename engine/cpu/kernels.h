@@ -22,7 +22,7 @@ int spmv_cpu_spmspm_hash(const spmv_csr *a, const int32_t *arow, const spmv_csr 
 /* cpu.csr.serial: row by row, one thread (also spmv_reference). */
 void spmv_cpu_csr_serial(const spmv_csr *a, const void *x, void *y);
 
-/* cpu.csr.chunked (report 000's Algorithm 2): x in column ranges of
+/* cpu.csr.chunked (docs/kernels.md, the studies' items #2): x in column ranges of
  * `span` columns (spmv_chunked_width); one pass over all rows per range,
  * each pass adding the row's entries in that range (contiguous, since rows
  * are sorted by column, and found from the row's cursor) to y. `cursor` is
@@ -38,7 +38,7 @@ void spmv_cpu_csr_omp(const spmv_csr *a, int32_t nparts, const int32_t *bounds, 
 
 /* cpu.ell.omp and cpu.hll.omp; threads 0 means all OpenMP threads.
  * cpu.hll.omp's schedule: 1 (or 0) static, each thread one contiguous
- * range of about nslices/threads slices (report 004); 2 dynamic, groups
+ * range of about nslices/threads slices (docs/kernels.md, the studies' items #4); 2 dynamic, groups
  * of slices to whichever thread is free. */
 void spmv_cpu_ell_omp(const spmv_ell *e, int32_t threads, const void *x, void *y);
 void spmv_cpu_hll_omp(const spmv_hll *h, int32_t threads, int32_t schedule, const void *x, void *y);

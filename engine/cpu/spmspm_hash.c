@@ -1,7 +1,7 @@
-/* spmspm_hash.c — cpu.spmspm.hash: report 003's sequential baseline.
+/* spmspm_hash.c — cpu.spmspm.hash: the SpMSpM study's sequential baseline.
  *
  * The study's first C = A*B, kept as it describes it (docs/kernels.md,
- * "The studies' items"): A as COO triplets (i, k, a_ik), B as CSR; each
+ * "The studies' items" #17): A as COO triplets (i, k, a_ik), B as CSR; each
  * triplet multiplies row k of B, and every product a_ik * b_kj is added
  * into a hash map keyed by the flattened index i * cols(B) + j; at the end
  * the keys are turned back into (i, j) and C comes out of the map. Here

@@ -43,7 +43,7 @@ req POST "/v1/matrices?generate=band&n=500&per_row=5&device=cpu"
 expect "generate=band n=500 per_row=5 (2494 non-zeros): 201" 201 '"nnz": *2494'
 [ "$CODE" = 201 ] && req DELETE "/v1/matrices/$(jget 'd["id"]')"
 
-# random (report 000's rectangular matrices): rows, cols, nnz, bounded as the others, deterministic by seed
+# random (the CSR study's rectangular matrices, docs/kernels.md): rows, cols, nnz, bounded as the others, deterministic by seed
 req POST "/v1/matrices?generate=random&rows=10&cols=1001&nnz=5&device=cpu"
 expect "generate=random 10 x 1001 (cols > max_rows 1000): 422 naming max_rows" 422 'max_rows'
 req POST "/v1/matrices?generate=random&rows=100&cols=100&nnz=5001&device=cpu"

@@ -126,7 +126,7 @@ static void test_params_resolve(void **state)
     assert_int_equal(r.v[SPMV_PARAM_SPAN], 8); /* the study's default width */
     assert_int_equal(r.v[SPMV_PARAM_CHUNK], 0);
     assert_int_equal(spmv_params_resolve(spmv_kernel_find("cpu.hll.omp"), &p, &r, &err), SPMV_OK);
-    assert_int_equal(r.v[SPMV_PARAM_SCHEDULE], 1); /* static, as report 004 */
+    assert_int_equal(r.v[SPMV_PARAM_SCHEDULE], 1); /* static, as the HLL study (docs/kernels.md) */
     p.v[SPMV_PARAM_HACK_SIZE] = 64;
     p.v[SPMV_PARAM_THREADS] = 3;
     assert_int_equal(spmv_params_resolve(spmv_kernel_find("cpu.hll.omp"), &p, &r, &err), SPMV_OK);

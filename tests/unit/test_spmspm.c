@@ -213,7 +213,7 @@ static void check_all(const char *label, const spmv_csr *a, const spmv_csr *b)
     check_product(what, &co, &r);
     assert_int_equal(st.runs, 2);
     assert_memory_equal(co.val, cs.val, (size_t)cs.nnz * spmv_dtype_size(cs.dtype));
-    /* report 003's baseline: COO x CSR through a hash map, the same sums in
+    /* the SpMSpM study's baseline (docs/kernels.md #17): COO x CSR through a hash map, the same sums in
      * the same order, so bitwise the serial kernel's too */
     spmv_csr ch;
     snprintf(what, sizeof what, "cpu.spmspm.hash %s on %s", spmv_dtype_name(a->dtype), label);

@@ -135,6 +135,11 @@ spmv A "$A" cpu.ell.omp
 check "C's pinned ELL stayed through B's and A's builds" [ "$(host_formats "$C")" = "csr,ell" ]
 spmv C "$C" cpu.ell.omp
 
+# a generated random matrix is stored as its recipe and built again at restart (below)
+req POST "/v1/matrices?generate=random&rows=500&cols=3000&nnz=4000&seed=3&device=cpu"
+expect_code "generate=random 500 x 3000, 4000 entries" 201
+RND=$(jget 'd["id"]'); RND_SHA=$(jget 'd["sha256"]')
+
 # ------------------------------------------------------- padding rule
 for name in FULL POW; do
   upload_raw "$E2E_TMP/$name.mtx" "device=cpu&name=$name"; expect_code "$name uploads" 201; id=$MATRIX_ID
@@ -185,6 +190,9 @@ stop_spmvd
 # ------------------------------------ the allowance: padding_allowance_bytes
 check "BP's ELL ($(meta 'm["BP_ell_bytes"]') bytes) is past the slot rule (Python says)" [ "$(meta 'm["BP_slot_rule"]')" = True ]
 start_spmvd || { not_ok "spmvd restarts with the default allowance" "$(tail -3 "$SPMVD_LOG")"; done_testing; exit; }
+req GET "/v1/matrices/$RND"
+check "the random matrix came back after the restart, rebuilt from its recipe: the same sha256, 500 x 3000, 4000 entries" \
+  jget '(d["sha256"], d["rows"], d["cols"], d["nnz"], d["generated"]["kind"]) == ("'"$RND_SHA"'", 500, 3000, 4000, "random") or 1/0'
 req GET /v1/info
 check "/v1/info lists padding_allowance_bytes 268435456 (256 MiB, the default)" \
   jget "(d['limits']['padding_allowance_bytes'] == 268435456) or 1/0"

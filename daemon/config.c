@@ -79,7 +79,8 @@ static const key_desc keys[] = {
     {"max_runs", KEY_INT, OFF(max_runs), 1, 1000000, 1000, NULL, NULL,
      "most timed runs (and warm-up runs) one spmv request may ask for"},
     {"max_request_work", KEY_INT, OFF(max_request_work), 1, INT64_C(1) << 62, INT64_C(1000000000000), NULL, NULL,
-     "most multiply-adds one spmv or bench request may ask for: nnz x every run (timed and warm-up) of every kernel"},
+     "most multiply-adds one spmv or bench request may ask for: nnz x every run (timed and warm-up) of every kernel "
+     "(cpu.csr.chunked: plus the rows once per extra pass over them)"},
     {"tune_budget_ms", KEY_INT, OFF(tune_budget_ms), 1, 3600000, 2000, NULL, NULL,
      "milliseconds the auto kernel may spend tuning one matrix (first use or POST .../tune)"},
     {"tune_max_runs", KEY_INT, OFF(tune_max_runs), 0, 1000000, 0, NULL, NULL,

@@ -9,6 +9,9 @@
  * runs once per combination of the swept parameters it takes, on one
  * random x drawn from the seed (reported, so a run can be repeated).
  * cpu.csr.serial always runs first: it is the baseline of every "speedup";
+ * a default sweep skips cpu.csr.chunked where its passes make it
+ * pathological (excessive, below), and every entry counts at its own work
+ * against max_request_work;
  * "ratio_cusparse" compares with cusparse.csr when that ran too.
  *
  * `auto` is benched like a kernel wherever it serves spmv, a CPU-only host
@@ -23,6 +26,7 @@
  * GPU's worker thread, a documented trade-off (they may overlap a CPU
  * queue job). Progress is reported after every run.
  */
+#include <inttypes.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -70,6 +74,19 @@ static bool kernel_usable(request *r, matrix *m, const spmv_kernel *k, const cha
     return true;
 }
 
+/* A default sweep (no kernel list) leaves out a kernel whose work a run at
+ * its defaults is pathological (spmv_kernel_work_excessive: cpu.csr.chunked
+ * with span 8 on a wide matrix); naming it runs it. */
+static bool excessive(const matrix *m, const spmv_kernel *k, const char **why)
+{
+    const spmv_matrix *h = &m->host;
+    if (!spmv_kernel_work_excessive(spmv_kernel_work(k, NULL, h->rows, h->cols, h->nnz), h->rows, h->nnz))
+        return false;
+    *why = "its passes over the rows at the default span cost over 16 times a product's work on this matrix "
+           "(name it in \"kernels\" to run it anyway)";
+    return true;
+}
+
 static int plan(request *r, bench_task *b, const bench_req *q)
 {
     size_t cap = spmv_kernel_count() * API_BENCH_MAX_SWEEP * API_BENCH_MAX_SWEEP + 1;
@@ -89,9 +106,27 @@ static int plan(request *r, bench_task *b, const bench_req *q)
             json_array_append_new(b->skipped, json_pack("{s:s, s:s}", "kernel", k->name, "reason", why));
             continue;
         }
+        if (!q->nkernels && excessive(b->m, k, &why)) {
+            json_array_append_new(b->skipped, json_pack("{s:s, s:s}", "kernel", k->name, "reason", why));
+            continue;
+        }
         plan_kernel(b, k, q->block_sizes, q->nblock_sizes, q->hack_sizes, q->nhack_sizes, cap);
     }
     return 0;
+}
+
+/* The whole sweep's work: every entry at its kernel's work a run. */
+static int64_t plan_work(const bench_task *b)
+{
+    const spmv_matrix *h = &b->m->host;
+    int64_t total = 0, runs = (int64_t)b->runs + b->warmup;
+    for (size_t i = 0; i < b->nentries; i++) {
+        int64_t w = spmv_kernel_work(b->entries[i].k, &b->entries[i].p, h->rows, h->cols, h->nnz);
+        if (w > (INT64_MAX - total) / (runs > 0 ? runs : 1))
+            return INT64_MAX;
+        total += w * runs;
+    }
+    return total;
 }
 
 /* -------------------------------------------------------------- table */
@@ -253,10 +288,15 @@ static void bench_end(request *r)
         api_error(r, 500, "out_of_memory", "out of memory");
         return;
     }
-    /* cumulative: every combination of the sweep runs runs + warmup times */
-    if (api_check_work(b->m->host.nnz, b->m->host.rows, (int64_t)b->nentries * ((int64_t)b->runs + b->warmup),
-                       atomic_load(&r->d->limits.max_request_work), &f) != 0) {
-        api_error(r, f.status, f.code, "%s", f.message);
+    /* cumulative: every combination of the sweep runs runs + warmup times,
+     * each at its kernel's work (cpu.csr.chunked's passes included) */
+    int64_t work = plan_work(b), max_work = atomic_load(&r->d->limits.max_request_work);
+    if (work > max_work) {
+        api_error(r, 400, "too_much_work",
+                  "the sweep's %zu kernel and parameter combinations, %d runs each, come to %" PRId64 " units of "
+                  "work (a multiply-add per entry of the %" PRId64 ", plus the rows once per pass of "
+                  "cpu.csr.chunked), over max_request_work (%" PRId64 " multiply-adds); ask for fewer runs or kernels",
+                  b->nentries, b->runs + b->warmup, work, b->m->host.nnz, max_work);
         return;
     }
     worker *w = b->m->dev ? b->m->dev_worker : r->d->cpu;

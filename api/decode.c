@@ -565,15 +565,20 @@ out:
     return rc;
 }
 
-int api_check_work(int64_t nnz, int32_t rows, int64_t execs, int64_t max_work, api_fail *f)
+int api_check_work_per(int64_t per, int64_t nnz, int64_t execs, int64_t max_work, api_fail *f)
 {
-    int64_t per = nnz > rows ? nnz : rows;
     if (per < 1)
         per = 1;
     if (execs < 0 || execs > max_work / per)
         return fail(f, 400, "too_much_work",
-                    "the request asks for %" PRId64 " kernel runs of a matrix with %" PRId64
-                    " entries, over max_request_work (%" PRId64 " multiply-adds); ask for fewer runs or kernels",
-                    execs, nnz, max_work);
+                    "the request asks for %" PRId64 " kernel runs of a matrix with %" PRId64 " entries, %" PRId64
+                    " units of work a run (cpu.csr.chunked: plus the rows once per pass), over max_request_work (%"
+                    PRId64 " multiply-adds); ask for fewer runs or kernels, or a wider span",
+                    execs, nnz, per, max_work);
     return 0;
+}
+
+int api_check_work(int64_t nnz, int32_t rows, int64_t execs, int64_t max_work, api_fail *f)
+{
+    return api_check_work_per(nnz > rows ? nnz : rows, nnz, execs, max_work, f);
 }

@@ -91,6 +91,9 @@ typedef struct bench_req {
  * store) must stay within max_work multiply-adds (max_request_work). The
  * product is never formed, so it cannot overflow. */
 int api_check_work(int64_t nnz, int32_t rows, int64_t execs, int64_t max_work, api_fail *f);
+/* The same with `per` units of work a run (spmv_kernel_work: cpu.csr.chunked
+ * adds the rows once per pass over them). */
+int api_check_work_per(int64_t per, int64_t nnz, int64_t execs, int64_t max_work, api_fail *f);
 
 /* An optional JSON body (len 0: every default). */
 int api_decode_bench_json(const char *body, size_t len, int64_t max_runs, bench_req *out, api_fail *f);

@@ -72,7 +72,7 @@ static json_t *with_deadlines(json_t *o, const spmvd_config *c)
 static json_t *limits_json(spmvd *d)
 {
     const spmvd_limits *l = &d->limits;
-    json_t *o = json_pack("{s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I}",
+    json_t *o = json_pack("{s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I}",
                      "max_upload_bytes", (json_int_t)atomic_load(&l->max_upload_bytes),
                      "max_body_bytes", (json_int_t)atomic_load(&l->max_body_bytes),
                      "max_rows", (json_int_t)atomic_load(&l->max_rows),
@@ -90,6 +90,7 @@ static json_t *limits_json(spmvd *d)
                      "connection_timeout_s", (json_int_t)d->cfg.connection_timeout,
                      "max_padding", (json_int_t)atomic_load(&l->max_padding),
                      "max_format_bytes", (json_int_t)atomic_load(&l->max_format_bytes),
+                     "padding_allowance_bytes", (json_int_t)atomic_load(&l->padding_allowance_bytes),
                      "host_format_bytes", (json_int_t)atomic_load(&l->host_format_bytes));
     /* the memory bounds (issue 33), resolved: a 0 in the configuration is shown as what it was sized to */
     if (o) {

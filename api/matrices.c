@@ -120,9 +120,15 @@ json_t *api_matrix_json(spmvd *d, matrix *m)
     }
     if (o && m->meta.generated) { /* built by formula; the file keeps this recipe */
         const spmv_gen_spec *g = &m->meta.recipe;
-        json_object_set_new(o, "generated", json_pack("{s:s, s:I, s:i, s:I, s:I}", "kind", spmv_gen_kind_name(g->kind),
-                                                      "n", (json_int_t)g->n, "per_row", g->per_row, "dense_len",
-                                                      (json_int_t)g->dense_len, "seed", (json_int_t)g->seed));
+        if (g->kind == SPMV_GEN_RANDOM) /* its cols and nnz in per_row's and dense_len's slots (spmv_gen_spec) */
+            json_object_set_new(o, "generated", json_pack("{s:s, s:I, s:i, s:I, s:I}", "kind", "random", "rows",
+                                                          (json_int_t)g->n, "cols", g->per_row, "nnz",
+                                                          (json_int_t)g->dense_len, "seed", (json_int_t)g->seed));
+        else
+            json_object_set_new(o, "generated",
+                                json_pack("{s:s, s:I, s:i, s:I, s:I}", "kind", spmv_gen_kind_name(g->kind), "n",
+                                          (json_int_t)g->n, "per_row", g->per_row, "dense_len",
+                                          (json_int_t)g->dense_len, "seed", (json_int_t)g->seed));
     }
     return o;
 }

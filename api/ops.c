@@ -257,8 +257,8 @@ static int64_t step_work(const ops_step *s)
     static const int streams[OPS_COUNT] = {[OPS_DOT] = 2, [OPS_NRM2] = 1, [OPS_AXPY] = 3, [OPS_AXPBY] = 3,
                                            [OPS_SCAL] = 2, [OPS_COPY] = 2, [OPS_FILL] = 1};
     if (s->op == OPS_SPMV) {
-        int64_t per = s->m->host.nnz > s->m->host.rows ? s->m->host.nnz : s->m->host.rows;
-        return (per > 0 ? per : 1) * s->x->v.k;
+        const spmv_matrix *h = &s->m->host; /* cpu.csr.chunked: its passes too (spmv_kernel_work) */
+        return spmv_kernel_work(s->is_auto ? NULL : s->k, &s->p, h->rows, h->cols, h->nnz) * s->x->v.k;
     }
     return s->x->v.n * s->x->v.k * streams[s->op];
 }

@@ -388,10 +388,12 @@ static int decode_request(request *r, spmv_params *given, bool *async)
         return -1;
     }
     /* cumulative: every run of the request, timed, warm-up and the
-     * reference of verify, against max_request_work */
-    if (api_check_work(t->pr.m->host.nnz, t->pr.m->host.rows,
-                       ((int64_t)q.runs + q.warmup + (q.verify ? 1 : 0)) * (q.k > 0 ? q.k : 1),
-                       atomic_load(&r->d->limits.max_request_work), &f) != 0) {
+     * reference of verify, each at the kernel's work (cpu.csr.chunked's
+     * passes included), against max_request_work */
+    const spmv_matrix *hm = &t->pr.m->host;
+    if (api_check_work_per(spmv_kernel_work(t->pr.is_auto ? NULL : t->pr.k, &q.params, hm->rows, hm->cols, hm->nnz),
+                           hm->nnz, ((int64_t)q.runs + q.warmup + (q.verify ? 1 : 0)) * (q.k > 0 ? q.k : 1),
+                           atomic_load(&r->d->limits.max_request_work), &f) != 0) {
         api_error(r, f.status, f.code, "%s", f.message);
         api_spmv_req_free(&q);
         return -1;

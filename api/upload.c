@@ -55,6 +55,7 @@ typedef struct upload_req {
     char name[FIELD_MAX], dtype[FIELD_MAX], formats[FIELD_MAX], hack_size[FIELD_MAX], device[FIELD_MAX];
     char shard[FIELD_MAX], offsets[FIELD_MAX], if_exists[FIELD_MAX];
     char generate[FIELD_MAX], gen_n[FIELD_MAX], gen_per_row[FIELD_MAX], gen_dense_len[FIELD_MAX], gen_seed[FIELD_MAX];
+    char gen_rows[FIELD_MAX], gen_cols[FIELD_MAX], gen_nnz[FIELD_MAX]; /* generate=random */
     char filename[FIELD_MAX];
     uint64_t bytes;
 } upload_req;
@@ -74,13 +75,15 @@ static void feed(request *r, const char *data, size_t size)
  * field wins), each into its buffer of `upload_req`: the names are the
  * route's query parameters, in the order of their buffers. */
 static const char *const option_names[] = {"name", "dtype", "formats", "hack_size", "device", "shard", "offsets",
-                                           "if_exists", "generate", "n", "per_row", "dense_len", "seed", NULL};
+                                           "if_exists", "generate", "n", "per_row", "dense_len", "seed",
+                                           "rows", "cols", "nnz", NULL};
 static const size_t option_off[] = {
     offsetof(upload_req, name),      offsetof(upload_req, dtype),       offsetof(upload_req, formats),
     offsetof(upload_req, hack_size), offsetof(upload_req, device),      offsetof(upload_req, shard),
     offsetof(upload_req, offsets),   offsetof(upload_req, if_exists),   offsetof(upload_req, generate),
     offsetof(upload_req, gen_n),     offsetof(upload_req, gen_per_row), offsetof(upload_req, gen_dense_len),
-    offsetof(upload_req, gen_seed),
+    offsetof(upload_req, gen_seed),  offsetof(upload_req, gen_rows),    offsetof(upload_req, gen_cols),
+    offsetof(upload_req, gen_nnz),
 };
 #define OPTION_COUNT (sizeof option_off / sizeof option_off[0])
 _Static_assert(OPTION_COUNT + 1 == sizeof option_names / sizeof option_names[0], "a buffer for every option");
@@ -355,6 +358,30 @@ static int gen_number(request *r, const char *key, const char *text, int64_t lo,
     return 0;
 }
 
+/* generate=random: `rows`, `cols`, `nnz` (all three) and `seed`; what the
+ * other kinds take is refused. The spec keeps cols in per_row's slot and
+ * nnz in dense_len's (spmv_gen_spec). */
+static int parse_random(request *r, spmv_gen_spec *g)
+{
+    upload_req *u = U(r);
+    int64_t cols = 0, seed = 0;
+    if (u->gen_n[0] || u->gen_per_row[0] || u->gen_dense_len[0] || !u->gen_rows[0] || !u->gen_cols[0] ||
+        !u->gen_nnz[0]) {
+        api_error(r, 400, "invalid_request", "generate=random takes `rows`, `cols` and `nnz` (and `seed`), not `n`, "
+                  "`per_row` or `dense_len`");
+        return -1;
+    }
+    if (gen_number(r, "rows", u->gen_rows, 1, INT32_MAX, &g->n) != 0 ||
+        gen_number(r, "cols", u->gen_cols, 1, INT32_MAX, &cols) != 0 ||
+        gen_number(r, "nnz", u->gen_nnz, 0, INT64_MAX, &g->dense_len) != 0 ||
+        (u->gen_seed[0] && gen_number(r, "seed", u->gen_seed, 0, INT64_MAX, &seed) != 0))
+        return -1;
+    g->per_row = (int32_t)cols;
+    g->seed = (uint64_t)seed;
+    spmv_gen_defaults(g, true, true, u->gen_seed[0]);
+    return 0;
+}
+
 /* `generate=<kind>` (with n, per_row, dense_len, seed as spmv-gen takes
  * them) into u->up.recipe: the matrix is built by formula
  * (upload_generate) instead of read from a body; the file keeps the
@@ -370,8 +397,15 @@ static int parse_recipe(request *r)
     }
     if (spmv_gen_kind_parse(u->generate, &g->kind) != SPMV_OK) {
         api_error(r, 400, "invalid_request", "`generate` must name a generator (poisson2d, poisson3d, stencil27, "
-                  "uniform, powerlaw, graph_uniform, graph_powerlaw, banded_dense_row, lp, band), not \"%s\"",
+                  "uniform, powerlaw, graph_uniform, graph_powerlaw, banded_dense_row, lp, band, random), not \"%s\"",
                   u->generate);
+        return -1;
+    }
+    if (g->kind == SPMV_GEN_RANDOM)
+        return parse_random(r, g);
+    if (u->gen_rows[0] || u->gen_cols[0] || u->gen_nnz[0]) {
+        api_error(r, 400, "invalid_request", "`rows`, `cols` and `nnz` are for generate=random only (%s takes `n`)",
+                  spmv_gen_kind_name(g->kind));
         return -1;
     }
     if (!u->gen_n[0]) {

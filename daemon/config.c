@@ -79,7 +79,8 @@ static const key_desc keys[] = {
     {"max_runs", KEY_INT, OFF(max_runs), 1, 1000000, 1000, NULL, NULL,
      "most timed runs (and warm-up runs) one spmv request may ask for"},
     {"max_request_work", KEY_INT, OFF(max_request_work), 1, INT64_C(1) << 62, INT64_C(1000000000000), NULL, NULL,
-     "most multiply-adds one spmv or bench request may ask for: nnz x every run (timed and warm-up) of every kernel"},
+     "most multiply-adds one spmv or bench request may ask for: nnz x every run (timed and warm-up) of every kernel "
+     "(cpu.csr.chunked: plus the rows once per extra pass over them)"},
     {"tune_budget_ms", KEY_INT, OFF(tune_budget_ms), 1, 3600000, 2000, NULL, NULL,
      "milliseconds the auto kernel may spend tuning one matrix (first use or POST .../tune)"},
     {"tune_max_runs", KEY_INT, OFF(tune_max_runs), 0, 1000000, 0, NULL, NULL,
@@ -115,6 +116,10 @@ static const key_desc keys[] = {
     {"max_padding", KEY_INT, OFF(max_padding), 0, 1000000, 3, NULL, NULL,
      "a padded format (ELL, HLL, HYB) holding more than this many slots per non-zero (plus 65536) is not built: its "
      "kernels answer 422 (0: no bound)"},
+    {"padding_allowance_bytes", KEY_INT, OFF(padding_allowance_bytes), 0, 64 * TiB, SPMV_PADDING_ALLOWANCE_DEFAULT,
+     NULL, NULL,
+     "a format past max_padding is still built while its bytes stay within this (and, on the host, half the host's "
+     "available memory): small matrices keep their ELL whatever it pads (0: max_padding alone)"},
     {"max_format_bytes", KEY_INT, OFF(max_format_bytes), 0, 64 * TiB, 0, NULL, NULL,
      "bytes one derived format may hold; past it the format is not built and its kernels answer 422 (0: no bound)"},
     {"host_format_bytes", KEY_INT, OFF(host_format_bytes), 0, 64 * TiB, 4 * GiB, NULL, NULL,

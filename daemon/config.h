@@ -46,6 +46,7 @@ typedef struct spmvd_config {
     int64_t device_reserve_bytes;
     int64_t max_padding;           /* padded slots per non-zero a derived format may hold (0: no bound) */
     int64_t max_format_bytes;      /* bytes one derived format may hold (0: no bound) */
+    int64_t padding_allowance_bytes; /* bytes a format past max_padding may still take (0: none) */
     int64_t host_format_bytes;     /* host memory for derived formats built on demand (0: no bound) */
     int64_t serial_below;          /* host loops under this many values run on one thread (engine/spmv.h) */
     int64_t allow_shm;             /* 0/1: POST /v1/shm and operands in regions */

@@ -26,6 +26,7 @@ void spmvd_limits_from_config(spmvd_limits *l, const spmvd_config *c)
     atomic_store(&l->max_solve_iterations, c->max_solve_iterations);
     atomic_store(&l->max_padding, c->max_padding);
     atomic_store(&l->max_format_bytes, c->max_format_bytes);
+    atomic_store(&l->padding_allowance_bytes, c->padding_allowance_bytes);
     atomic_store(&l->host_format_bytes, c->host_format_bytes);
     atomic_store(&l->serial_below, c->serial_below);
     atomic_store(&l->allow_shm, c->allow_shm);
@@ -36,7 +37,8 @@ void spmvd_limits_from_config(spmvd_limits *l, const spmvd_config *c)
 
 spmv_format_limits spmvd_format_limits(spmvd *d)
 {
-    spmv_format_limits l = {(double)atomic_load(&d->limits.max_padding), atomic_load(&d->limits.max_format_bytes)};
+    spmv_format_limits l = {(double)atomic_load(&d->limits.max_padding), atomic_load(&d->limits.max_format_bytes),
+                            atomic_load(&d->limits.padding_allowance_bytes), true};
     return l;
 }
 

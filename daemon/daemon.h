@@ -30,6 +30,7 @@ typedef struct spmvd_limits {
     _Atomic int64_t max_matrix_bytes, max_spmspm_nnz, max_job_result_bytes; /* resolved: never 0 */
     _Atomic int64_t max_ops_steps, max_solve_iterations;
     _Atomic int64_t max_padding, max_format_bytes, host_format_bytes; /* the padding rule, the host format cache */
+    _Atomic int64_t padding_allowance_bytes;                          /* the padding rule's room for small formats */
     _Atomic int64_t serial_below;   /* small host work on one thread (spmv_cpu_set_serial_below) */
     _Atomic int64_t allow_shm, max_shm_regions, io_buffer_bytes;
     _Atomic int64_t batch_window_us; /* dynamic batching of products (daemon/batch.c); 0: off */
@@ -65,7 +66,9 @@ typedef struct spmvd {
 
 void spmvd_limits_from_config(spmvd_limits *l, const spmvd_config *c);
 void spmvd_vlimits_from_config(vstore_limits *l, const spmvd_config *c);
-/* The padding rule now in force (max_padding, max_format_bytes). */
+/* The padding rule now in force (max_padding, padding_allowance_bytes,
+ * max_format_bytes), for host formats (the allowance also asks the host's
+ * available memory; a GPU worker clears host_memory). */
 spmv_format_limits spmvd_format_limits(spmvd *d);
 
 /* The upload worker with the fewest tasks waiting. */

@@ -53,6 +53,7 @@ static void run_one(worker *w, task *t, bool nested)
     atomic_fetch_add(&w->wait_us, (long long)(t->queue_ms * 1000.0));
     if (w->gpu >= 0 && w->ctx && w->d) { /* the padding rule in force now (SIGHUP may change it) */
         spmv_format_limits lim = spmvd_format_limits(w->d);
+        lim.host_memory = false; /* the device's conversions check its free memory themselves */
         spmv_gpu_ctx_set_limits(w->ctx, &lim);
     }
     if (w->d) /* this thread's host loops: small work on one thread (SIGHUP may change it) */

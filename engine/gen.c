@@ -3,9 +3,11 @@
  * spmv_gen() builds, as sorted float64 COO, matrices shaped like those of the
  * published SpMV studies: 2-D and 3-D Poisson stencils, a 3-D 27-point
  * stencil, uniform random rows, power-law row lengths, a band with one
- * dense row, a tiny LP-like rectangular matrix, and the two random patterns
+ * dense row, a tiny LP-like rectangular matrix, the two random patterns
  * again with every value 1 (unweighted graphs: what pattern-only uploads
- * look like). bench-cpu (tools/bench-cpu.c) builds its set in memory
+ * look like), and `random`: M x N with exactly Z entries at uniformly
+ * random places (the CSR study's 30000 x 20000 with 6 M: docs/kernels.md,
+ * the studies' items). bench-cpu (tools/bench-cpu.c) builds its set in memory
  * with it, spmv-gen (tools/spmv-gen.c) writes .mtx files from it, and the
  * unit tests draw random shapes from it. spmv_random_vector (at the end)
  * is the one seeded x that the bench route, tuning and the benchmark tools
@@ -93,6 +95,7 @@ static const char *const kind_names[] = {
     [SPMV_GEN_GRAPH_UNIFORM] = "graph_uniform",
     [SPMV_GEN_GRAPH_POWERLAW] = "graph_powerlaw",
     [SPMV_GEN_BAND] = "band",
+    [SPMV_GEN_RANDOM] = "random",
 };
 #define KIND_COUNT ((int)(sizeof kind_names / sizeof kind_names[0]))
 
@@ -122,6 +125,11 @@ int spmv_gen_kind_parse(const char *name, spmv_gen_kind *out)
 
 void spmv_gen_defaults(spmv_gen_spec *s, bool per_row_given, bool dense_len_given, bool seed_given)
 {
+    if (s->kind == SPMV_GEN_RANDOM) { /* its cols and nnz are given, never defaulted */
+        if (!seed_given)
+            s->seed = 1;
+        return;
+    }
     if (!per_row_given)
         s->per_row = s->kind == SPMV_GEN_LP ? 4 : 16;
     if (!dense_len_given)
@@ -144,6 +152,7 @@ typedef struct gen_plan {
     int64_t dense_row;  /* banded: index of the dense row, -1 if none */
     int64_t dense_len;  /* banded: its length */
     double xm;          /* powerlaw: Pareto scale */
+    int64_t total;      /* random: the non-zeros */
 } gen_plan;
 
 /* Power-law rows: lengths are floor(X) with X Pareto of shape ALPHA, i.e.
@@ -167,6 +176,24 @@ static int plan_check_rows(const gen_plan *p, spmv_error *err)
                               spmv_gen_kind_name(p->kind), (long long)p->n, (long long)p->rows,
                               (long long)p->cols, INT32_MAX);
     return SPMV_OK;
+}
+
+/* random: n rows (checked by the caller) x cols, exactly nnz entries; the
+ * spec holds its columns in per_row's slot, its non-zeros in dense_len's. */
+static int plan_random(const spmv_gen_spec *s, gen_plan *p, spmv_error *err)
+{
+    int64_t cols = s->per_row, nnz = s->dense_len;
+    p->rows = s->n;
+    p->cols = cols;
+    p->total = nnz;
+    p->per_row = 0;
+    if (cols < 1)
+        return spmv_error_set(err, SPMV_ERR_INVALID, 0, "random needs cols in 1..%d, got %lld", INT32_MAX,
+                              (long long)cols);
+    if (nnz < 0 || nnz > s->n * cols)
+        return spmv_error_set(err, SPMV_ERR_INVALID, 0, "random: nnz = %lld must lie in [0, rows x cols = %lld]",
+                              (long long)nnz, (long long)(s->n * cols));
+    return plan_check_rows(p, err);
 }
 
 static int plan_make(const spmv_gen_spec *s, gen_plan *p, spmv_error *err)
@@ -228,6 +255,8 @@ static int plan_make(const spmv_gen_spec *s, gen_plan *p, spmv_error *err)
             p->dense_len = s->dense_len;
         }
         break;
+    case SPMV_GEN_RANDOM:
+        return plan_random(s, p, err);
     case SPMV_GEN_LP:
         /* lp_afiro is 27 x 51: about twice as many columns (structural
          * plus one slack per row) as rows. */
@@ -285,6 +314,56 @@ static int64_t lp_len(const gen_plan *p, int64_t i)
     return structural + 1; /* + the row's slack column */
 }
 
+/* How many of `count` entries spread uniformly over n rows of `cols`
+ * columns fall in the first nl rows: a binomial draw, exact (count coin
+ * tosses) when count is small, else its normal approximation (the sum of
+ * 12 uniforms less 6: only additions and a sqrt, so every libm gives the
+ * same), clamped so that neither part holds more than its rows can. */
+static int64_t split_draw(gen_rng *r, int64_t count, int64_t nl, int64_t n, int64_t cols)
+{
+    double q = (double)nl / (double)n;
+    int64_t left = 0;
+    if (count <= 32) {
+        for (int64_t k = 0; k < count; k++)
+            left += rng_unit(r) < q;
+    } else {
+        double z = -6.0;
+        for (int k = 0; k < 12; k++)
+            z += rng_unit(r);
+        left = llround((double)count * q + z * sqrt((double)count * q * (1.0 - q)));
+    }
+    int64_t lo = count - (n - nl) * cols, hi = nl * cols < count ? nl * cols : count;
+    return left < lo ? lo : left > hi ? hi : left < 0 ? 0 : left;
+}
+
+/* Row i's length in a `random` matrix: its share of the `total` entries
+ * split down a binary tree over the rows, each node drawing how many of its
+ * entries go to its left half (split_draw) from a stream of its own. Every
+ * split is a function of (seed, node), so a row's length needs only the
+ * log2(rows) nodes above it (rows stay independent: pass 1 runs in
+ * parallel), the lengths sum to total exactly, and they spread as a
+ * uniform placement's would. Node streams take negative "rows", apart from
+ * the rows' own. */
+static int64_t random_len(const gen_plan *p, int64_t i)
+{
+    int64_t lo = 0, hi = p->rows, count = p->total, node = 1;
+    while (hi - lo > 1) {
+        int64_t mid = lo + (hi - lo) / 2;
+        gen_rng r = rng_for_row(p->seed, SPMV_GEN_RANDOM, -node);
+        int64_t left = split_draw(&r, count, mid - lo, hi - lo, p->cols);
+        if (i < mid) {
+            hi = mid;
+            count = left;
+            node = 2 * node;
+        } else {
+            lo = mid;
+            count -= left;
+            node = 2 * node + 1;
+        }
+    }
+    return count;
+}
+
 /* A graph kind draws the very pattern of its weighted twin (same seed,
  * same rows), so the two can be compared format for format. */
 static spmv_gen_kind pattern_kind(spmv_gen_kind k)
@@ -321,6 +400,8 @@ static int64_t row_len(const gen_plan *p, int64_t i)
         return banded_len(p, i);
     case SPMV_GEN_LP:
         return lp_len(p, i);
+    case SPMV_GEN_RANDOM:
+        return random_len(p, i);
     }
     return 0;
 }
@@ -480,6 +561,7 @@ static void fill_row(const gen_plan *p, int64_t i, int64_t len, int32_t *row, in
         return;
     case SPMV_GEN_UNIFORM:
     case SPMV_GEN_GRAPH_UNIFORM:
+    case SPMV_GEN_RANDOM:
         sample_cols(&r, 0, p->cols, len, col);
         fill_values_random(&r, val, len);
         break;
@@ -555,6 +637,7 @@ static int64_t plan_count(const gen_plan *p)
     case SPMV_GEN_STENCIL27: return (3 * n - 2) * (3 * n - 2) * (3 * n - 2);
     case SPMV_GEN_UNIFORM:
     case SPMV_GEN_GRAPH_UNIFORM: return p->rows * p->per_row;
+    case SPMV_GEN_RANDOM: return p->total;
     case SPMV_GEN_BAND: /* every row but the h at either end is whole */
         if (n > 2 * p->half)
             return n * (2 * p->half + 1) - p->half * (p->half + 1);

@@ -12,16 +12,69 @@
  * formats' bytes also need their columns and distinct values, counted in
  * engine/packed.c); the device computes the same counts on the device
  * before its big allocations.
+ *
+ * A ratio alone refuses too much on small matrices: one row of 200 in an
+ * 822-row matrix of 4726 non-zeros (bp_1200) makes an ELL of 2 MB, padding
+ * 35. So a format past the ratio is still built when its bytes stay within
+ * padding_allowance_bytes (the daemon's default 256 MiB) and, for a host
+ * format, within half the host's available memory (MemAvailable); a
+ * device's conversions check the device's free memory themselves. The
+ * 26 GB ELL of a band with one dense row stays refused by both.
  */
 #include <math.h>
+#include <stdio.h>
+#include <unistd.h>
 
 #include "formats.h"
 #include "spmv.h"
 
 spmv_format_limits spmv_format_limits_default(void)
 {
-    spmv_format_limits l = {SPMV_MAX_PADDING_DEFAULT, 0};
+    spmv_format_limits l = {SPMV_MAX_PADDING_DEFAULT, 0, 0, true};
     return l;
+}
+
+/* The host's available memory in bytes (MemAvailable; the free pages where
+ * /proc is not mounted), -1 when neither says. */
+static int64_t host_available(void)
+{
+    FILE *f = fopen("/proc/meminfo", "r");
+    char line[256];
+    long long kb = -1;
+    while (f && fgets(line, sizeof line, f))
+        if (sscanf(line, "MemAvailable: %lld kB", &kb) == 1)
+            break;
+    if (f)
+        fclose(f);
+    if (kb >= 0)
+        return (int64_t)kb * 1024;
+    long pages = sysconf(_SC_AVPHYS_PAGES), size = sysconf(_SC_PAGESIZE);
+    return pages > 0 && size > 0 ? (int64_t)pages * size : -1;
+}
+
+/* Past the ratio: built if within padding_allowance_bytes and, for a host
+ * format, half the host's available memory. */
+static int allowance_check(const spmv_format_limits *lim, spmv_format f, int64_t nnz, int64_t slots, int64_t bytes,
+                           double allowed, spmv_error *err)
+{
+    double ratio = nnz > 0 ? (double)slots / (double)nnz : 0.0;
+    if (bytes > lim->padding_allowance_bytes)
+        return spmv_error_set(err, SPMV_ERR_LIMIT, 0,
+                              "the %s format of this matrix would hold %lld slots for %lld non-zeros (padding "
+                              "%.2f, %lld bytes); max_padding %.2f allows %.0f slots and padding_allowance_bytes "
+                              "%lld bytes: not built (use a CSR kernel, or raise max_padding or "
+                              "padding_allowance_bytes)",
+                              spmv_format_name(f), (long long)slots, (long long)nnz, ratio, (long long)bytes,
+                              lim->max_padding, floor(allowed), (long long)lim->padding_allowance_bytes);
+    int64_t avail = lim->host_memory ? host_available() : -1;
+    if (avail >= 0 && bytes > avail / 2)
+        return spmv_error_set(err, SPMV_ERR_LIMIT, 0,
+                              "the %s format of this matrix would hold %lld bytes (%lld slots for %lld non-zeros, "
+                              "past max_padding %.2f): within padding_allowance_bytes but over half the host's "
+                              "available memory (%lld bytes): not built",
+                              spmv_format_name(f), (long long)bytes, (long long)slots, (long long)nnz,
+                              lim->max_padding, (long long)avail);
+    return SPMV_OK;
 }
 
 int spmv_format_check(const spmv_format_limits *lim, spmv_format f, int64_t nnz, int64_t slots, int64_t bytes,
@@ -31,13 +84,17 @@ int spmv_format_check(const spmv_format_limits *lim, spmv_format f, int64_t nnz,
         return SPMV_OK;
     double allowed = lim->max_padding * (double)nnz + (double)SPMV_PADDING_SLACK;
     double ratio = nnz > 0 ? (double)slots / (double)nnz : 0.0;
-    if (lim->max_padding > 0 && (double)slots > allowed)
+    int st;
+    if (lim->max_padding > 0 && (double)slots > allowed && lim->padding_allowance_bytes <= 0)
         return spmv_error_set(err, SPMV_ERR_LIMIT, 0,
                               "the %s format of this matrix would hold %lld slots for %lld non-zeros (padding "
                               "%.2f, %lld bytes); max_padding %.2f allows %.0f slots: not built (use a CSR kernel, "
-                              "or raise max_padding)",
+                              "or raise max_padding or padding_allowance_bytes)",
                               spmv_format_name(f), (long long)slots, (long long)nnz, ratio, (long long)bytes,
                               lim->max_padding, floor(allowed));
+    if (lim->max_padding > 0 && (double)slots > allowed &&
+        (st = allowance_check(lim, f, nnz, slots, bytes, allowed, err)) != SPMV_OK)
+        return st;
     if (lim->max_format_bytes > 0 && bytes > lim->max_format_bytes)
         return spmv_error_set(err, SPMV_ERR_LIMIT, 0,
                               "the %s format of this matrix would hold %lld bytes (%lld slots for %lld non-zeros), "

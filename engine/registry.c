@@ -25,30 +25,40 @@ static const spmv_param_desc params[SPMV_PARAM_COUNT] = {
     [SPMV_PARAM_HACK_SIZE] = {"hack_size", 0, 1, 1024,
                               "rows per HLL / sliced-ELL slice (0 = the matrix's own, set at upload, 32 unless "
                               "given there)"},
-    [SPMV_PARAM_CHUNK] = {"chunk", 8, 1, 65536,
-                          "cpu.csr.chunked: number of column chunks x is split into"},
+    [SPMV_PARAM_CHUNK] = {"chunk", 0, 1, 65536,
+                          "cpu.csr.chunked, the count form of `span`: x split into `chunk` chunks of "
+                          "ceil(cols/chunk) columns (0 = not given: `span` rules); never with `span`"},
     [SPMV_PARAM_ALG] = {"alg", 1, 1, 2, "cuSPARSE SpMV algorithm: 1 = ALG1, 2 = ALG2"},
     [SPMV_PARAM_THREADS] = {"threads", 0, 0, 1024,
                             "CPU: OpenMP threads (0 = all); gpu.csr.vector: threads per row "
                             "(0 = from the mean row length, else a power of two 2..32)"},
     [SPMV_PARAM_NNZ_PER_WG] = {"nnz_per_wg", 2048, 64, 1048576,
                                "gpu.csr.adaptive: non-zeros per row block (work group)"},
+    [SPMV_PARAM_SPAN] = {"span", 8, 1, INT32_MAX,
+                         "cpu.csr.chunked: chunk width over x in columns (the CSR study's span, docs/kernels.md); one pass over the "
+                         "rows per chunk, ceil(cols/span) passes, each counted in max_request_work"},
+    [SPMV_PARAM_SCHEDULE] = {"schedule", 1, 1, 2,
+                             "cpu.hll.omp: 1 = static (each thread one contiguous, equal range of slices, "
+                             "as the HLL study), 2 = dynamic (groups of 8 slices handed to whichever thread is free)"},
 };
 
 static const spmv_kernel kernels[] = {
     {"cpu.csr.serial", SPMV_DEVICE_CPU, SPMV_FMT_CSR, 0,
      "one thread, row by row; the reference and the speedup baseline", SPMV_OP_SPMV, SPMV_MAX_K,
      SPMV_IMPL_CPU_CSR_SERIAL},
-    {"cpu.csr.chunked", SPMV_DEVICE_CPU, SPMV_FMT_CSR, P(SPMV_PARAM_CHUNK),
-     "one thread; x split into `chunk` column chunks, one pass over the rows per chunk, "
-     "so each pass reads only its chunk of x (temporal locality)", SPMV_OP_SPMV, 1, SPMV_IMPL_CPU_CSR_CHUNKED},
+    {"cpu.csr.chunked", SPMV_DEVICE_CPU, SPMV_FMT_CSR, P(SPMV_PARAM_SPAN) | P(SPMV_PARAM_CHUNK),
+     "one thread; x in chunks of `span` columns (or `chunk` chunks), a cursor per row, one pass over the rows "
+     "per chunk adding each row's entries in that chunk, so a pass reads only its chunk of x (temporal locality)",
+     SPMV_OP_SPMV, 1, SPMV_IMPL_CPU_CSR_CHUNKED},
     {"cpu.csr.omp", SPMV_DEVICE_CPU, SPMV_FMT_CSR, P(SPMV_PARAM_THREADS),
      "OpenMP; rows split statically so each thread gets an equal share of non-zeros "
      "(binary search on row_ptr)", SPMV_OP_SPMV, SPMV_MAX_K, SPMV_IMPL_CPU_CSR_OMP},
     {"cpu.ell.omp", SPMV_DEVICE_CPU, SPMV_FMT_ELL, P(SPMV_PARAM_THREADS),
      "OpenMP over blocks of rows of the column-major ELL", SPMV_OP_SPMV, 1, SPMV_IMPL_CPU_ELL_OMP},
-    {"cpu.hll.omp", SPMV_DEVICE_CPU, SPMV_FMT_HLL, P(SPMV_PARAM_HACK_SIZE) | P(SPMV_PARAM_THREADS),
-     "OpenMP over HLL slices", SPMV_OP_SPMV, 1, SPMV_IMPL_CPU_HLL_OMP},
+    {"cpu.hll.omp", SPMV_DEVICE_CPU, SPMV_FMT_HLL,
+     P(SPMV_PARAM_HACK_SIZE) | P(SPMV_PARAM_THREADS) | P(SPMV_PARAM_SCHEDULE),
+     "OpenMP over HLL slices: by default each thread one contiguous, equal range of slices; `schedule` 2 hands "
+     "out groups of 8 slices dynamically", SPMV_OP_SPMV, 1, SPMV_IMPL_CPU_HLL_OMP},
     {"cpu.pcsr.omp", SPMV_DEVICE_CPU, SPMV_FMT_PCSR, P(SPMV_PARAM_THREADS),
      "OpenMP over rows of the packed CSR, split as cpu.csr.omp splits them: 1/2-byte column deltas from a "
      "per-row base (wide rows' columns apart), values as codes into a table of the distinct values, or none "
@@ -122,6 +132,10 @@ static const spmv_kernel kernels[] = {
     {"cpu.spmspm.omp", SPMV_DEVICE_CPU, SPMV_FMT_CSR, P(SPMV_PARAM_THREADS),
      "C = A*B, rows of A over OpenMP threads, a dense accumulator per thread", SPMV_OP_SPMSPM, 1,
      SPMV_IMPL_CPU_SPMSPM_OMP},
+    {"cpu.spmspm.hash", SPMV_DEVICE_CPU, SPMV_FMT_CSR, 0,
+     "C = A*B as the SpMSpM study's sequential baseline (docs/kernels.md): A's entries as COO triplets, each times B's row (CSR), "
+     "summed into a hash map keyed by i*cols(B)+j, sorted into C at the end; one thread",
+     SPMV_OP_SPMSPM, 1, SPMV_IMPL_CPU_SPMSPM_HASH},
     {"gpu.spmspm.thread_row", SPMV_DEVICE_GPU, SPMV_FMT_CSR, BS,
      "C = A*B, a thread per row of A, output columns in chunks of 32 with a private accumulator", SPMV_OP_SPMSPM, 1,
      SPMV_IMPL_GPU_SPMSPM_THREAD_ROW},
@@ -198,6 +212,20 @@ static int check_special(const spmv_kernel *k, const spmv_params *r, spmv_error 
     return SPMV_OK;
 }
 
+/* cpu.csr.chunked takes its width as `span` or as a count `chunk`, one of
+ * the two: given `chunk`, the default span does not apply. */
+static int resolve_chunked(const spmv_kernel *k, const spmv_params *p, spmv_params *r, spmv_error *err)
+{
+    if (k->impl != SPMV_IMPL_CPU_CSR_CHUNKED || !p || p->v[SPMV_PARAM_CHUNK] == 0)
+        return SPMV_OK;
+    if (p->v[SPMV_PARAM_SPAN] != 0)
+        return spmv_error_set(err, SPMV_ERR_INVALID, 0,
+                              "%s: give span (chunk width, %d given) or chunk (number of chunks, %d given), not both",
+                              k->name, p->v[SPMV_PARAM_SPAN], p->v[SPMV_PARAM_CHUNK]);
+    r->v[SPMV_PARAM_SPAN] = 0;
+    return SPMV_OK;
+}
+
 int spmv_params_resolve(const spmv_kernel *k, const spmv_params *p, spmv_params *resolved, spmv_error *err)
 {
     spmv_params r;
@@ -221,9 +249,44 @@ int spmv_params_resolve(const spmv_kernel *k, const spmv_params *p, spmv_params 
         r.v[id] = v;
     }
     int st = check_special(k, &r, err);
+    if (st == SPMV_OK)
+        st = resolve_chunked(k, p, &r, err);
     if (st == SPMV_OK && resolved)
         *resolved = r;
     return st;
+}
+
+/* ----------------------------------------------------------------- work */
+
+int64_t spmv_chunked_width(const spmv_params *p, int32_t cols)
+{
+    int64_t span = p ? p->v[SPMV_PARAM_SPAN] : 0, chunks = p ? p->v[SPMV_PARAM_CHUNK] : 0;
+    if (span <= 0 && chunks > 0)
+        span = ((int64_t)cols + chunks - 1) / chunks;
+    if (span <= 0 && chunks <= 0)
+        span = params[SPMV_PARAM_SPAN].def;
+    return span < 1 ? 1 : span;
+}
+
+int64_t spmv_kernel_work(const spmv_kernel *k, const spmv_params *p, int32_t rows, int32_t cols, int64_t nnz)
+{
+    int64_t base = nnz > rows ? nnz : rows;
+    if (base < 1)
+        base = 1;
+    if (!k || k->impl != SPMV_IMPL_CPU_CSR_CHUNKED || cols <= 0)
+        return base;
+    int64_t w = spmv_chunked_width(p, cols), passes = ((int64_t)cols + w - 1) / w;
+    /* passes <= 2^31 and rows < 2^31: the product fits in 62 bits */
+    int64_t extra = (passes - 1) * (int64_t)rows;
+    return extra > INT64_MAX - base ? INT64_MAX : base + extra;
+}
+
+bool spmv_kernel_work_excessive(int64_t work, int32_t rows, int64_t nnz)
+{
+    int64_t base = nnz > rows ? nnz : rows;
+    if (base < 1)
+        base = 1;
+    return work > SPMV_WORK_EXCESS_FLOOR && work / SPMV_WORK_EXCESS > base;
 }
 
 /* ------------------------------------------------------------- markdown */

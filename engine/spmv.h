@@ -329,18 +329,27 @@ spmv_format_info spmv_psell_info(const spmv_psell *m);
  * within max_padding x nnz + SPMV_PADDING_SLACK (slots: ELL width x rows,
  * HLL the slices' width x hack_size, HYB its ELL part plus its COO part,
  * PCSR nnz, PSELL its 32-row slices' width x 32; the slack keeps tiny
- * matrices, whose padding costs kilobytes, usable) and its bytes within
- * max_format_bytes. Past either, SPMV_ERR_LIMIT with the numbers and
- * nothing allocated. Zero fields mean no bound. */
+ * matrices, whose padding costs kilobytes, usable) or, past that, its
+ * bytes within padding_allowance_bytes (a small matrix's ELL of a few MB
+ * is worth building whatever its padding ratio) and, where host_memory is
+ * set (a host format), within half the host's available memory; and in
+ * every case its bytes within max_format_bytes. Past them, SPMV_ERR_LIMIT
+ * with the numbers and the keys, nothing allocated. Zero fields mean no
+ * bound (no allowance). */
 typedef struct spmv_format_limits {
-    double max_padding;        /* slots per non-zero */
-    int64_t max_format_bytes;  /* bytes of one derived format */
+    double max_padding;               /* slots per non-zero */
+    int64_t max_format_bytes;         /* bytes of one derived format */
+    int64_t padding_allowance_bytes;  /* bytes any format may take whatever its padding */
+    bool host_memory;                 /* the allowance also asks the host's available memory */
 } spmv_format_limits;
 
 #define SPMV_MAX_PADDING_DEFAULT 3.0
 #define SPMV_PADDING_SLACK INT64_C(65536)
+/* The daemon's padding_allowance_bytes default (256 MiB). */
+#define SPMV_PADDING_ALLOWANCE_DEFAULT (INT64_C(256) << 20)
 
-/* {SPMV_MAX_PADDING_DEFAULT, 0}. */
+/* {SPMV_MAX_PADDING_DEFAULT, 0, 0, true}: the slot rule alone (the
+ * daemon adds its padding_allowance_bytes). */
 spmv_format_limits spmv_format_limits_default(void);
 /* The slots and bytes format f would hold for CSR a (HLL in slices of
  * hack_size; HYB at its automatic width; PCSR without the CSR's row_ptr
@@ -550,6 +559,7 @@ typedef enum spmv_gen_kind {
     SPMV_GEN_GRAPH_UNIFORM,  /* uniform's pattern, every value 1 (an unweighted graph) */
     SPMV_GEN_GRAPH_POWERLAW, /* powerlaw's pattern, every value 1 (a scale-free graph) */
     SPMV_GEN_BAND,        /* n rows, columns i-h..i+h (h = per_row/2), entries spmv_band_value: checkable by formula */
+    SPMV_GEN_RANDOM,      /* n rows x cols, exactly nnz entries at random places (the CSR study's 30000 x 20000) */
 } spmv_gen_kind;
 
 /* The entry (i, j) of a band (SPMV_GEN_BAND, spmv_gpu_matrix_generate_band):
@@ -560,11 +570,14 @@ static inline SPMV_HOST_DEVICE double spmv_band_value(int64_t i, int64_t j)
     return 1.0 + (double)((i + 3 * j) % 7) / 8.0;
 }
 
+/* A recipe: five numbers for every kind (so the tools' tables and a stored
+ * matrix's file hold them as they are). `random` has no per_row nor
+ * dense_len: those slots hold its columns and its non-zeros. */
 typedef struct spmv_gen_spec {
     spmv_gen_kind kind;
     int64_t n;            /* grid side (Poisson) or rows */
-    int32_t per_row;      /* mean non-zeros per row where it applies */
-    int64_t dense_len;    /* length of the dense row (banded) */
+    int32_t per_row;      /* mean non-zeros per row where it applies; random: its columns */
+    int64_t dense_len;    /* length of the dense row (banded); random: its non-zeros */
     uint64_t seed;
 } spmv_gen_spec;
 
@@ -636,10 +649,12 @@ typedef enum spmv_device_kind { SPMV_DEVICE_CPU = 0, SPMV_DEVICE_GPU = 1 } spmv_
 typedef enum spmv_param_id {
     SPMV_PARAM_BLOCK_SIZE = 0,  /* GPU threads per block */
     SPMV_PARAM_HACK_SIZE,       /* HLL / SELL slice height */
-    SPMV_PARAM_CHUNK,           /* cpu.csr.chunked column chunk */
+    SPMV_PARAM_CHUNK,           /* cpu.csr.chunked: number of column chunks (the count form of span) */
     SPMV_PARAM_ALG,             /* cuSPARSE algorithm (1 or 2) */
     SPMV_PARAM_THREADS,         /* CPU threads; GPU threads per row (0 = auto) */
     SPMV_PARAM_NNZ_PER_WG,      /* gpu.csr.adaptive row-block size */
+    SPMV_PARAM_SPAN,            /* cpu.csr.chunked: chunk width over x, in columns */
+    SPMV_PARAM_SCHEDULE,        /* cpu.hll.omp: 1 static block partition, 2 dynamic */
     SPMV_PARAM_COUNT
 } spmv_param_id;
 
@@ -703,6 +718,7 @@ typedef enum spmv_impl {
     SPMV_IMPL_GPU_SPMSPM_BLOCK_COUNTER,
     SPMV_IMPL_GPU_SPMSPM_WARP_NNZ,
     SPMV_IMPL_CUSPARSE_SPGEMM,
+    SPMV_IMPL_CPU_SPMSPM_HASH,
     SPMV_IMPL_COUNT
 } spmv_impl;
 
@@ -732,6 +748,23 @@ bool spmv_kernel_available(const spmv_kernel *k, const char **reason);
 /* Checks every parameter set in p applies to k and lies in its range; fills
  * defaults into *resolved. */
 int spmv_params_resolve(const spmv_kernel *k, const spmv_params *p, spmv_params *resolved, spmv_error *err);
+
+/* cpu.csr.chunked's chunk width in columns for parameters p (resolved or
+ * not: span, else ceil(cols / chunk), else the default span), at least 1. */
+int64_t spmv_chunked_width(const spmv_params *p, int32_t cols);
+/* Units of work one run of k costs on a rows x cols matrix of nnz entries,
+ * the unit max_request_work counts (docs/api.md): max(nnz, rows) for every
+ * kernel (a multiply-add an entry, a store a row), plus rows for every pass
+ * over the rows after the first for cpu.csr.chunked (ceil(cols / width)
+ * passes). p as given (0 = default). Never overflows: saturates at
+ * INT64_MAX. */
+int64_t spmv_kernel_work(const spmv_kernel *k, const spmv_params *p, int32_t rows, int32_t cols, int64_t nnz);
+/* Whether work per run is pathological for a sweep (auto tuning, a bench
+ * of every kernel): over SPMV_WORK_EXCESS times max(nnz, rows) and over
+ * SPMV_WORK_EXCESS_FLOOR units. Such a setting runs only when named. */
+#define SPMV_WORK_EXCESS 16
+#define SPMV_WORK_EXCESS_FLOOR (INT64_C(1) << 26)
+bool spmv_kernel_work_excessive(int64_t work, int32_t rows, int64_t nnz);
 
 /* ----------------------------------------------------------- statistics */
 

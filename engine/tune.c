@@ -15,6 +15,9 @@
  * in docs/benchmarks/gpu.md, so a short budget still tries the likely
  * winners: cuSPARSE CSR first (the baseline auto must never lose to), the
  * two gpu.csr.light forms, the sliced ELLs (Poisson), then the rest.
+ * A candidate whose work per run is pathological for this matrix
+ * (spmv_kernel_work_excessive: cpu.csr.chunked's passes over the rows of a
+ * wide matrix) is not tried at all: its one probe could outlast the budget.
  * The caller supplies the runner, so the same loop tunes a GPU-resident
  * matrix (spmv_gpu_run) or a host one (spmv_cpu_run).
  *
@@ -92,6 +95,7 @@ static const tune_candidate cpu_candidates[] = {
     {"cpu.csr.serial", NONE, 0},
     {"cpu.ell.omp", NONE, 0},
     {"cpu.hll.omp", NONE, 0},
+    {"cpu.hll.omp", SPMV_PARAM_SCHEDULE, 2},
     {"cpu.psell.omp", NONE, 0},
     {"cpu.pcsr.omp", NONE, 0},
     {"cpu.csr.chunked", NONE, 0},
@@ -194,6 +198,10 @@ static bool tune_one(tune_state *s, const tune_candidate *c)
     if (c->param != NONE)
         p.v[c->param] = c->value;
     if (spmv_params_resolve(k, &p, NULL, &e) != SPMV_OK)
+        return true;
+    /* cpu.csr.chunked's passes on a wide matrix: one probe could take
+     * minutes, and a run that costs 16x the product cannot win */
+    if (spmv_kernel_work_excessive(spmv_kernel_work(k, &p, s->a->rows, s->a->cols, s->a->nnz), s->a->rows, s->a->nnz))
         return true;
     bool none_yet = !s->res->kernel; /* then only max_runs stops the loop */
     if (s->o->max_runs > 0 && s->res->runs + 1 > s->o->max_runs)

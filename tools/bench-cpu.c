@@ -361,6 +361,12 @@ static void bench_kernel(const bench_opts *o, const bench_matrix *bm, const spmv
         return;
     }
     memset(&p, 0, sizeof p);
+    if (spmv_kernel_work_excessive(spmv_kernel_work(k, &p, m->rows, m->cols, m->nnz), m->rows, m->nnz)) {
+        printf(" skipped: %" PRId64 " passes over the rows at span %" PRId64 " (16x a product's work) | | | | | |\n",
+               ((int64_t)m->cols + spmv_chunked_width(&p, m->cols) - 1) / spmv_chunked_width(&p, m->cols),
+               spmv_chunked_width(&p, m->cols));
+        return;
+    }
     vec_poison(m->dtype, m->rows, y);
     if (spmv_cpu_run(k, m, &p, x, y, o->warmup, runs_for(o, m->nnz), &st, &err) != SPMV_OK) {
         printf(" skipped: %s | | | | | |\n", err.message);

@@ -1,6 +1,7 @@
 /* spmv-gen.c — writes a seeded generated matrix as a Matrix Market file.
  *
  *   spmv-gen --kind K --n N [--per-row P] [--dense-len L] [--seed S] [--gzip | --npz[=stored]] --out FILE
+ *   spmv-gen --kind random --rows M --cols N --nnz Z [--seed S] ... --out FILE
  *
  * The matrix comes from spmv_gen() (engine/gen.c), the file from
  * spmv_mm_write_file() (coordinate real general, full precision). With
@@ -27,9 +28,11 @@ static void usage(FILE *to)
     fprintf(to,
             "usage: spmv-gen --kind K --n N [--per-row P] [--dense-len L] [--seed S] [--gzip | --npz[=stored]]\n"
             "                --out FILE\n"
+            "       spmv-gen --kind random --rows M --cols N --nnz Z [--seed S] [--gzip | --npz[=stored]] --out FILE\n"
             "  K: poisson2d (n^2 rows), poisson3d (n^3 rows), stencil27 (n^3 rows), uniform, powerlaw,\n"
             "     graph_uniform, graph_powerlaw (their patterns, every value 1),\n"
-            "     banded_dense_row, lp (n x 2n), band (entries by formula: spmv_band_value)\n"
+            "     banded_dense_row, lp (n x 2n), band (entries by formula: spmv_band_value),\n"
+            "     random (M x N, exactly Z entries at uniformly random places, values in [-1, 1))\n"
             "  --per-row   non-zeros per row (uniform, lp), mean (powerlaw), band width (banded, band);\n"
             "              default 16 (lp: 4)\n"
             "  --dense-len length of the dense row of banded_dense_row (default n/2, 0: none)\n"
@@ -97,8 +100,87 @@ typedef struct gen_args {
     const char *out;
     int gzip;
     int npz;            /* 0: Matrix Market; 1: .npz deflated; 2: .npz stored */
-    int have_kind, have_n, have_per_row, have_dense_len;
+    int have_kind, have_n, have_per_row, have_dense_len, have_rows, have_cols, have_nnz;
 } gen_args;
+
+/* A count option into *out (at least lo); *seen set. */
+static int count_opt(const char *name, const char *arg, int64_t lo, int64_t hi, int64_t *out, int *seen)
+{
+    if (parse_i64(arg, out) != 0 || *out < lo || *out > hi) {
+        fprintf(stderr, "spmv-gen: --%s wants an integer in [%lld, %lld], got '%s'\n", name, (long long)lo,
+                (long long)hi, arg);
+        return -1;
+    }
+    *seen = 1;
+    return 0;
+}
+
+/* One option; -1 after printing why it is wrong. */
+static int parse_opt(int c, gen_args *a)
+{
+    int64_t v;
+    switch (c) {
+    case 'k':
+        if (spmv_gen_kind_parse(optarg, &a->spec.kind) != SPMV_OK) {
+            fprintf(stderr, "spmv-gen: unknown kind '%s'\n", optarg);
+            return -1;
+        }
+        a->have_kind = 1;
+        return 0;
+    case 'n': return count_opt("n", optarg, 1, INT64_MAX, &a->spec.n, &a->have_n);
+    case 'R': return count_opt("rows", optarg, 1, INT32_MAX, &a->spec.n, &a->have_rows);
+    case 'C':
+        if (count_opt("cols", optarg, 1, INT32_MAX, &v, &a->have_cols) != 0)
+            return -1;
+        a->spec.per_row = (int32_t)v; /* random's columns (spmv_gen_spec) */
+        return 0;
+    case 'Z': return count_opt("nnz", optarg, 0, INT64_MAX, &a->spec.dense_len, &a->have_nnz); /* random's nnz */
+    case 'p':
+        if (count_opt("per-row", optarg, 0, INT32_MAX, &v, &a->have_per_row) != 0)
+            return -1;
+        a->spec.per_row = (int32_t)v;
+        return 0;
+    case 'd': return count_opt("dense-len", optarg, 0, INT64_MAX, &a->spec.dense_len, &a->have_dense_len);
+    case 's':
+        if (parse_u64(optarg, &a->spec.seed) != 0) {
+            fprintf(stderr, "spmv-gen: --seed wants an unsigned integer, got '%s'\n", optarg);
+            return -1;
+        }
+        return 0;
+    case 'o': a->out = optarg; return 0;
+    case 'z': a->gzip = 1; return 0;
+    case 'N':
+        if (optarg && strcmp(optarg, "stored") != 0 && strcmp(optarg, "deflated") != 0) {
+            fprintf(stderr, "spmv-gen: --npz takes stored or deflated, not '%s'\n", optarg);
+            return -1;
+        }
+        a->npz = optarg && strcmp(optarg, "stored") == 0 ? 2 : 1;
+        return 0;
+    case 'h': usage(stdout); exit(0);
+    default: return -1;
+    }
+}
+
+/* The options that go together: random takes --rows, --cols and --nnz and
+ * nothing of the others' shape; the others --n. */
+static int check_shape_opts(const gen_args *a)
+{
+    bool random = a->spec.kind == SPMV_GEN_RANDOM;
+    if (random && (a->have_n || a->have_per_row || a->have_dense_len || !a->have_rows || !a->have_cols ||
+                   !a->have_nnz)) {
+        fprintf(stderr, "spmv-gen: --kind random takes --rows, --cols and --nnz (not --n, --per-row, --dense-len)\n");
+        return -1;
+    }
+    if (!random && (a->have_rows || a->have_cols || a->have_nnz)) {
+        fprintf(stderr, "spmv-gen: --rows, --cols and --nnz are for --kind random only\n");
+        return -1;
+    }
+    if (!random && !a->have_n) {
+        fprintf(stderr, "spmv-gen: --n is required\n");
+        return -1;
+    }
+    return 0;
+}
 
 static int parse_args(int argc, char **argv, gen_args *a)
 {
@@ -107,72 +189,26 @@ static int parse_args(int argc, char **argv, gen_args *a)
         {"per-row", required_argument, 0, 'p'},   {"dense-len", required_argument, 0, 'd'},
         {"seed", required_argument, 0, 's'},      {"out", required_argument, 0, 'o'},
         {"gzip", no_argument, 0, 'z'},            {"help", no_argument, 0, 'h'},
-        {"npz", optional_argument, 0, 'N'},
+        {"npz", optional_argument, 0, 'N'},       {"rows", required_argument, 0, 'R'},
+        {"cols", required_argument, 0, 'C'},      {"nnz", required_argument, 0, 'Z'},
         {0, 0, 0, 0},
     };
     int c;
-    int64_t v;
-
     memset(a, 0, sizeof *a);
     a->spec.seed = 1;
-    while ((c = getopt_long(argc, argv, "k:n:p:d:s:o:zh", opts, NULL)) != -1) {
-        switch (c) {
-        case 'k':
-            if (spmv_gen_kind_parse(optarg, &a->spec.kind) != SPMV_OK) {
-                fprintf(stderr, "spmv-gen: unknown kind '%s'\n", optarg);
-                return -1;
-            }
-            a->have_kind = 1;
-            break;
-        case 'n':
-            if (parse_i64(optarg, &a->spec.n) != 0 || a->spec.n < 1) {
-                fprintf(stderr, "spmv-gen: --n wants a positive integer, got '%s'\n", optarg);
-                return -1;
-            }
-            a->have_n = 1;
-            break;
-        case 'p':
-            if (parse_i64(optarg, &v) != 0 || v < 0 || v > INT32_MAX) {
-                fprintf(stderr, "spmv-gen: --per-row wants an integer in [0, %d], got '%s'\n", INT32_MAX, optarg);
-                return -1;
-            }
-            a->spec.per_row = (int32_t)v;
-            a->have_per_row = 1;
-            break;
-        case 'd':
-            if (parse_i64(optarg, &a->spec.dense_len) != 0 || a->spec.dense_len < 0) {
-                fprintf(stderr, "spmv-gen: --dense-len wants a non-negative integer, got '%s'\n", optarg);
-                return -1;
-            }
-            a->have_dense_len = 1;
-            break;
-        case 's':
-            if (parse_u64(optarg, &a->spec.seed) != 0) {
-                fprintf(stderr, "spmv-gen: --seed wants an unsigned integer, got '%s'\n", optarg);
-                return -1;
-            }
-            break;
-        case 'o': a->out = optarg; break;
-        case 'z': a->gzip = 1; break;
-        case 'N':
-            if (optarg && strcmp(optarg, "stored") != 0 && strcmp(optarg, "deflated") != 0) {
-                fprintf(stderr, "spmv-gen: --npz takes stored or deflated, not '%s'\n", optarg);
-                return -1;
-            }
-            a->npz = optarg && strcmp(optarg, "stored") == 0 ? 2 : 1;
-            break;
-        case 'h': usage(stdout); exit(0);
-        default: return -1;
-        }
-    }
+    while ((c = getopt_long(argc, argv, "k:n:p:d:s:o:zh", opts, NULL)) != -1)
+        if (parse_opt(c, a) != 0)
+            return -1;
     if (a->gzip && a->npz) {
         fprintf(stderr, "spmv-gen: --gzip and --npz exclude each other (an .npz compresses its members)\n");
         return -1;
     }
-    if (optind != argc || !a->have_kind || !a->have_n || !a->out) {
-        fprintf(stderr, "spmv-gen: --kind, --n and --out are required\n");
+    if (optind != argc || !a->have_kind || !a->out) {
+        fprintf(stderr, "spmv-gen: --kind and --out are required\n");
         return -1;
     }
+    if (check_shape_opts(a) != 0)
+        return -1;
     spmv_gen_defaults(&a->spec, a->have_per_row, a->have_dense_len, true);
     return 0;
 }

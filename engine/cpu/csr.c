@@ -49,19 +49,15 @@
         }                                                                                          \
     }                                                                                              \
                                                                                                    \
-    static void csr_chunked_##SFX(const spmv_csr *a, int32_t chunks, int32_t *cursor,             \
-                                  const T *x, T *y)                                                \
+    static void csr_chunked_##SFX(const spmv_csr *a, int64_t span, int32_t *cursor, const T *x, T *y)  \
     {                                                                                              \
-        int64_t w = chunks > 0 ? ((int64_t)a->cols + chunks - 1) / chunks : a->cols;               \
-        if (w < 1)                                                                                 \
-            w = 1;                                                                                 \
         for (int32_t i = 0; i < a->rows; i++) {                                                    \
             cursor[i] = a->row_ptr[i];                                                             \
             y[i] = 0;                                                                              \
         }                                                                                          \
-        for (int64_t c0 = 0; c0 < a->cols; c0 += w)                                                \
+        for (int64_t c0 = 0; c0 < a->cols; c0 += span)                                             \
             csr_chunk_pass_##SFX(a->row_ptr, a->col, (const T *)a->val, x, y, cursor, a->rows,     \
-                                 c0 + w);                                                          \
+                                 c0 + span);                                                       \
     }
 
 DEFINE_CSR_KERNELS(double, f64)
@@ -89,12 +85,14 @@ void spmv_reference(const spmv_csr *a, const void *x, void *y)
     csr_rows(a, x, y, 0, a->rows);
 }
 
-void spmv_cpu_csr_chunked(const spmv_csr *a, int32_t chunks, int32_t *cursor, const void *x, void *y)
+void spmv_cpu_csr_chunked(const spmv_csr *a, int64_t span, int32_t *cursor, const void *x, void *y)
 {
+    if (span < 1)
+        span = 1;
     if (a->dtype == SPMV_FLOAT32)
-        csr_chunked_f32(a, chunks, cursor, x, y);
+        csr_chunked_f32(a, span, cursor, x, y);
     else
-        csr_chunked_f64(a, chunks, cursor, x, y);
+        csr_chunked_f64(a, span, cursor, x, y);
 }
 
 /* First row r in [lo, rows] with row_ptr[r] >= target. */

@@ -163,10 +163,12 @@ static void run_once(const cpu_plan *pl, const void *x, void *y)
     const spmv_matrix *v = &pl->view;
     switch (pl->impl) {
     case SPMV_IMPL_CPU_CSR_SERIAL: spmv_cpu_csr_serial(&v->csr, x, y); break;
-    case SPMV_IMPL_CPU_CSR_CHUNKED: spmv_cpu_csr_chunked(&v->csr, pl->par.v[SPMV_PARAM_CHUNK], pl->cursor, x, y); break;
+    case SPMV_IMPL_CPU_CSR_CHUNKED:
+        spmv_cpu_csr_chunked(&v->csr, spmv_chunked_width(&pl->par, v->csr.cols), pl->cursor, x, y);
+        break;
     case SPMV_IMPL_CPU_CSR_OMP: spmv_cpu_csr_omp(&v->csr, pl->threads, pl->bounds, x, y); break;
     case SPMV_IMPL_CPU_ELL_OMP: spmv_cpu_ell_omp(&v->ell, pl->threads, x, y); break;
-    case SPMV_IMPL_CPU_HLL_OMP: spmv_cpu_hll_omp(&v->hll, pl->threads, x, y); break;
+    case SPMV_IMPL_CPU_HLL_OMP: spmv_cpu_hll_omp(&v->hll, pl->threads, pl->par.v[SPMV_PARAM_SCHEDULE], x, y); break;
     case SPMV_IMPL_CPU_PCSR_OMP: spmv_cpu_pcsr_omp(&v->pcsr, pl->threads, pl->bounds, x, y); break;
     case SPMV_IMPL_CPU_PSELL_OMP: spmv_cpu_psell_omp(&v->psell, pl->threads, x, y); break;
     default: break;

@@ -1,4 +1,5 @@
-/* spmspm.c — the CPU SpMSpM kernels: cpu.spmspm.serial and cpu.spmspm.omp.
+/* spmspm.c — the CPU SpMSpM kernels: cpu.spmspm.serial and cpu.spmspm.omp,
+ * and the timing of cpu.spmspm.hash (its product: spmspm_hash.c).
  *
  * C = A*B row by row (Gustavson): row i of C is the sum over A's entries
  * a_ik of a_ik times row k of B. Two passes, so C is allocated once at its
@@ -29,6 +30,7 @@
 #include <string.h>
 
 #include "formats.h"
+#include "kernels.h"
 #include "spmv.h"
 
 /* Past this many columns of B the per-thread dense accumulator (12 bytes
@@ -59,6 +61,7 @@ typedef struct sp_plan {
     bool wide;
     int32_t threads;
     int64_t max_row_madds;   /* wide: products of the busiest row */
+    int32_t *arow;           /* cpu.spmspm.hash: A's row per entry (A as COO), made before timing */
     sp_ws *ws;
     double *times;
 } sp_plan;
@@ -239,6 +242,8 @@ static int product(const sp_plan *pl, spmv_csr *c, spmv_error *err)
     const spmv_csr *a = pl->a;
     int st = SPMV_OK;
     int64_t total = 0;
+    if (pl->arow)
+        return spmv_cpu_spmspm_hash(a, pl->arow, pl->b, c, err);
     memset(c, 0, sizeof *c);
     c->rows = a->rows;
     c->cols = pl->b->cols;
@@ -294,6 +299,17 @@ static void plan_free(sp_plan *pl)
     }
     free(pl->ws);
     free(pl->times);
+    free(pl->arow);
+}
+
+/* A's COO rows for cpu.spmspm.hash: row i once per entry of the row. */
+static int32_t *coo_rows(const spmv_csr *a, int *st)
+{
+    int32_t *r = spmv_array_alloc(a->nnz, sizeof *r, st);
+    for (int32_t i = 0; r && i < a->rows; i++)
+        for (int32_t p = a->row_ptr[i]; p < a->row_ptr[i + 1]; p++)
+            r[p] = i;
+    return r;
 }
 
 static int ws_alloc(const sp_plan *pl, sp_ws *w)
@@ -310,9 +326,15 @@ static int ws_alloc(const sp_plan *pl, sp_ws *w)
     return st;
 }
 
-static int plan_make(sp_plan *pl, int32_t runs, spmv_error *err)
+static int plan_make(sp_plan *pl, bool hash, int32_t runs, spmv_error *err)
 {
     int st = SPMV_OK;
+    if (hash) { /* its map is the product's own, made in the timed run */
+        if (!(pl->times = spmv_array_alloc(runs, sizeof(double), &st)) || !(pl->arow = coo_rows(pl->a, &st)))
+            return spmv_error_set(err, st, 0, "cannot allocate cpu.spmspm.hash's COO rows of A (%lld entries)",
+                                  (long long)pl->a->nnz);
+        return SPMV_OK;
+    }
     pl->wide = pl->b->cols > DENSE_MAX_COLS;
     if (pl->wide)
         pl->max_row_madds = max_row_madds(pl->a, pl->b);
@@ -357,10 +379,10 @@ int spmv_cpu_spmspm(const spmv_kernel *k, const spmv_csr *a, const spmv_csr *b, 
         return st;
     pl.a = a;
     pl.b = b;
-    pl.threads = k->impl == SPMV_IMPL_CPU_SPMSPM_SERIAL ? 1
+    pl.threads = k->impl != SPMV_IMPL_CPU_SPMSPM_OMP ? 1
                  : par.v[SPMV_PARAM_THREADS] > 0         ? par.v[SPMV_PARAM_THREADS]
                                                           : omp_get_max_threads();
-    if ((st = plan_make(&pl, runs, err)))
+    if ((st = plan_make(&pl, k->impl == SPMV_IMPL_CPU_SPMSPM_HASH, runs, err)))
         goto done;
     for (int32_t i = 0; i < warmup + runs; i++) {
         spmv_csr_free(c); /* the previous run's C, outside the clock */
@@ -379,5 +401,6 @@ done:
 
 bool spmv_cpu_spmspm_bound(const spmv_kernel *k)
 {
-    return k->impl == SPMV_IMPL_CPU_SPMSPM_SERIAL || k->impl == SPMV_IMPL_CPU_SPMSPM_OMP;
+    return k->impl == SPMV_IMPL_CPU_SPMSPM_SERIAL || k->impl == SPMV_IMPL_CPU_SPMSPM_OMP ||
+           k->impl == SPMV_IMPL_CPU_SPMSPM_HASH;
 }

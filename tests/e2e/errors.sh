@@ -69,7 +69,7 @@ upload_raw "$small" "formats=csr,bogus"
 expect_code "upload with an unknown format: 400" 400
 upload_multipart "$small" "colour=blue"
 expect_code "multipart with an unknown field: 400" 400
-check "its message names the field and lists the known ones" grep -q 'colour.*known: file, name, dtype.*generate, n, per_row, dense_len, seed)' "$BODY_FILE"
+check "its message names the field and lists the known ones" grep -q 'colour.*known: file, name, dtype.*generate, n, per_row, dense_len, seed, rows, cols, nnz)' "$BODY_FILE"
 req POST /v1/matrices -F "name=x"
 expect_code "multipart without a file field: 400" 400
 upload_raw "$small" "device=gpu7"

@@ -43,6 +43,42 @@ req POST "/v1/matrices?generate=band&n=500&per_row=5&device=cpu"
 expect "generate=band n=500 per_row=5 (2494 non-zeros): 201" 201 '"nnz": *2494'
 [ "$CODE" = 201 ] && req DELETE "/v1/matrices/$(jget 'd["id"]')"
 
+# random (the CSR study's rectangular matrices, docs/kernels.md): rows, cols, nnz, bounded as the others, deterministic by seed
+req POST "/v1/matrices?generate=random&rows=10&cols=1001&nnz=5&device=cpu"
+expect "generate=random 10 x 1001 (cols > max_rows 1000): 422 naming max_rows" 422 'max_rows'
+req POST "/v1/matrices?generate=random&rows=100&cols=100&nnz=5001&device=cpu"
+expect "generate=random nnz=5001 > max_nnz 5000: 422 naming it" 422 'at most 5000'
+req POST "/v1/matrices?generate=random&rows=10&cols=10&nnz=101&device=cpu"
+expect "generate=random nnz 101 > 10 x 10 places: 400" 400 'rows x cols = 100'
+req POST "/v1/matrices?generate=random&rows=20&cols=1000&device=cpu"
+expect "generate=random without nnz: 400 naming rows, cols and nnz" 400 'takes `rows`, `cols` and `nnz`'
+req POST "/v1/matrices?generate=random&rows=20&cols=1000&nnz=400&per_row=3&device=cpu"
+expect "generate=random with per_row: 400" 400 'not `n`, `per_row`'
+req POST "/v1/matrices?generate=uniform&n=20&cols=40&device=cpu"
+expect "generate=uniform with cols: 400 (random's only)" 400 'generate=random only'
+req POST "/v1/matrices?generate=random&rows=20&cols=1000&nnz=400&color=3&device=cpu"
+expect_code "generate=random with an unknown parameter: 400" 400
+req POST "/v1/matrices?generate=random&rows=20&cols=1000&nnz=400&seed=7&device=cpu"
+expect "generate=random 20 x 1000, nnz 400, seed 7: 201" 201 '"nnz": *400'
+check "its descriptor: 20 x 1000, generated {kind random, rows, cols, nnz, seed}" \
+  jget '(d["rows"], d["cols"], d["generated"]) == (20, 1000, {"kind": "random", "rows": 20, "cols": 1000, "nnz": 400, "seed": 7}) or 1/0'
+R=$(jget 'd["id"]'); RSHA=$(jget 'd["sha256"]')
+req POST "/v1/matrices?generate=random&rows=20&cols=1000&nnz=400&seed=7&device=cpu"
+check "the same seed again: the same matrix (sha256)" [ "$(jget 'd["sha256"]')" = "$RSHA" ]
+[ "$CODE" = 201 ] && req DELETE "/v1/matrices/$(jget 'd["id"]')"
+req POST "/v1/matrices?generate=random&rows=20&cols=1000&nnz=400&seed=8&device=cpu"
+check "seed 8: another matrix" [ "$(jget 'd["sha256"]')" != "$RSHA" ]
+[ "$CODE" = 201 ] && req DELETE "/v1/matrices/$(jget 'd["id"]')"
+# a bench counts cpu.csr.chunked's passes: span 8 over 1000 columns is 125 passes, 400 + 124 * 20 = 2880 a run,
+# with the baseline's 400: 3280 a run; 31 runs = 101680 > 100000, 30 fit
+req POST "/v1/matrices/$R/bench" -H 'Content-Type: application/json' -d '{"runs":30,"warmup":1,"kernels":["cpu.csr.chunked"]}'
+expect "bench of chunked on 20 x 1000, 31 runs: 400 counting the passes (101680 units)" 400 '101680 units of work.*max_request_work'
+req POST "/v1/matrices/$R/bench" -H 'Content-Type: application/json' -d '{"runs":29,"warmup":1,"async":false,"kernels":["cpu.csr.chunked"]}'
+expect_code "bench of chunked, 30 runs (98400 units): 200" 200
+check "its table: chunked at span 8 verified against the baseline" \
+  jget '[e for e in d["results"] if e["kernel"] == "cpu.csr.chunked"][0]["params"]["span"] == 8 and all(e["verified"] for e in d["results"]) or 1/0'
+req DELETE "/v1/matrices/$R"
+
 # ------------------------------------------------------------ runs, warmup
 spmv_json "{\"x\":$X34,\"runs\":51}"
 expect "runs 51 > max_runs 50: 400 naming the range" 400 '1\.\.50'
@@ -82,6 +118,14 @@ req POST "/v1/matrices/$K/bench" -H 'Content-Type: application/json' \
 expect "bench: every run of every kernel and combination counts: 400 naming max_request_work" 400 'max_request_work'
 req POST "/v1/matrices/$K/bench" -H 'Content-Type: application/json' -d '{"runs":2,"warmup":0,"kernels":["cpu.csr.omp"]}'
 expect_code "bench within the budget: 202" 202
+# cpu.csr.chunked counts its passes: span 1 on 34 columns is 34 passes, 156 + 33 * 34 = 1278 units a run;
+# 101 runs = 129078 > 100000, where cpu.csr.serial's 15756 fit; span 34 (one pass) fits again
+spmv_json "{\"x\":$X34,\"runs\":50,\"warmup\":50,\"verify\":true,\"kernel\":\"cpu.csr.chunked\",\"span\":1}"
+expect "chunked span 1, 101 runs: 400 counting the passes (1278 units a run) against max_request_work" 400 '1278 units of work a run.*max_request_work'
+spmv_json "{\"x\":$X34,\"runs\":50,\"warmup\":50,\"verify\":true,\"kernel\":\"cpu.csr.chunked\",\"span\":34}"
+expect_code "chunked span 34 (one pass), 101 runs: fits" 200
+spmv_json "{\"x\":$X34,\"kernel\":\"cpu.csr.chunked\",\"span\":4,\"chunk\":4}"
+expect "chunked with span and chunk both: 400 naming both" 400 'span.*chunk.*not both'
 req POST "/v1/matrices/$K/bench" -H 'Content-Type: application/json' \
   -d '{"block_sizes":[32,32,32,32,32,32,32,32,32,32,32,32,32,32,32,32,32]}'
 expect "bench: 17 block sizes: 400" 400 'block_sizes'

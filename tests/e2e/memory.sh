@@ -11,7 +11,10 @@
 # (ELL, HLL, PSELL; PCSR, unpadded, always builds and holds fewer bytes
 # than the CSR); a pinned format the rule refuses is skipped at upload; auto keeps only its
 # winner's format; max_padding 0 lifts the rule and max_format_bytes
-# refuses by size. Products are checked against Python's. Matrices are
+# refuses by size; padding_allowance_bytes (default 256 MiB) builds a
+# format past the ratio that is small (a bp_1200-like matrix, the
+# one-full-row one), never the 43 GB ELL of a generated band with a dense
+# row, and refuses one past it naming both keys. Products are checked against Python's. Matrices are
 # drawn from $SPMV_SEED or $RANDOM (printed).
 . "$(dirname "$0")/lib.sh"
 
@@ -44,8 +47,8 @@ def write(name, n, lens):
             f.write("%d %d %.17g\n" % (i + 1, j + 1, v))
     real = [min(l, n) for l in lens]
     return real
-def rule(lens):
-    return {f: refused(lens, f) for f in ("ell", "hll", "hyb", "psell")}
+def rule(lens):  # the slot rule alone: the first daemon runs with padding_allowance_bytes 0
+    return {f: refused(lens, f, allowance=0) for f in ("ell", "hll", "hyb", "psell")}
 n = 3000
 meta = {}
 for name in ("A", "B"):
@@ -56,6 +59,13 @@ full[rng.randrange(n)] = n
 meta["FULL"] = rule(write("FULL", n, full))
 pw = [max(1, min(n, int(rng.paretovariate(1.2)))) for _ in range(n)]
 meta["POW"] = rule(write("POW", n, pw))
+# BP: shaped like bp_1200 (a few entries a row, one row of 300): its ELL pads
+# ~100x but takes ~10 MB, under padding_allowance_bytes' default
+bp = [rng.randint(1, 2) for _ in range(n)]
+bp[rng.randrange(n)] = 300
+meta["BP_ell_bytes"] = max(bp) * n * 12
+meta["BP_slot_rule"] = refused(bp, "ell", allowance=0)
+write("BP", n, bp)
 json.dump(meta, open(f"{out}/meta.json", "w"))
 EOF
 meta() { "$PYTHON" -c 'import json,sys; print(eval(sys.argv[1], {"m": json.load(open(sys.argv[2]))}))' "$1" "$E2E_TMP/meta.json"; }
@@ -63,11 +73,11 @@ ELL_A=$(meta 'm["A_ell_bytes"]'); ELL_B=$(meta 'm["B_ell_bytes"]')
 BUDGET=$(( (ELL_A > ELL_B ? ELL_A : ELL_B) * 3 / 2 ))
 diag "ELL bytes A $ELL_A, B $ELL_B; host_format_bytes $BUDGET"
 
-start_spmvd --host-format-bytes "$BUDGET" || { not_ok "spmvd starts" "$(tail -3 "$SPMVD_LOG")"; done_testing; exit; }
-ok "spmvd starts with host_format_bytes $BUDGET"
+start_spmvd --host-format-bytes "$BUDGET" --padding-allowance-bytes 0 || { not_ok "spmvd starts" "$(tail -3 "$SPMVD_LOG")"; done_testing; exit; }
+ok "spmvd starts with host_format_bytes $BUDGET, padding_allowance_bytes 0 (the slot rule alone)"
 req GET /v1/info
-check "/v1/info lists max_padding 3, max_format_bytes 0, host_format_bytes" \
-  jget "(d['limits']['max_padding'] == 3 and d['limits']['max_format_bytes'] == 0 and d['limits']['host_format_bytes'] == $BUDGET) or 1/0"
+check "/v1/info lists max_padding 3, max_format_bytes 0, host_format_bytes, padding_allowance_bytes 0" \
+  jget "(d['limits']['max_padding'] == 3 and d['limits']['max_format_bytes'] == 0 and d['limits']['host_format_bytes'] == $BUDGET and d['limits']['padding_allowance_bytes'] == 0) or 1/0"
 
 XJSON=$("$PYTHON" -c "print([1 + (j % 7) / 8 for j in range(3000)])")
 # spmv NAME ID KERNEL: runs it with x = 1 + (j mod 7)/8 and checks y against Python's product
@@ -125,6 +135,11 @@ spmv A "$A" cpu.ell.omp
 check "C's pinned ELL stayed through B's and A's builds" [ "$(host_formats "$C")" = "csr,ell" ]
 spmv C "$C" cpu.ell.omp
 
+# a generated random matrix is stored as its recipe and built again at restart (below)
+req POST "/v1/matrices?generate=random&rows=500&cols=3000&nnz=4000&seed=3&device=cpu"
+expect_code "generate=random 500 x 3000, 4000 entries" 201
+RND=$(jget 'd["id"]'); RND_SHA=$(jget 'd["sha256"]')
+
 # ------------------------------------------------------- padding rule
 for name in FULL POW; do
   upload_raw "$E2E_TMP/$name.mtx" "device=cpu&name=$name"; expect_code "$name uploads" 201; id=$MATRIX_ID
@@ -171,6 +186,34 @@ stop_spmvd
 start_spmvd --max-padding 0 || { not_ok "spmvd restarts" "$(tail -3 "$SPMVD_LOG")"; done_testing; exit; }
 spmv FULL "$ID_FULL" cpu.ell.omp
 ok "max_padding 0 lifts the rule: the one-full-row matrix's ELL is built"
+stop_spmvd
+# ------------------------------------ the allowance: padding_allowance_bytes
+check "BP's ELL ($(meta 'm["BP_ell_bytes"]') bytes) is past the slot rule (Python says)" [ "$(meta 'm["BP_slot_rule"]')" = True ]
+start_spmvd || { not_ok "spmvd restarts with the default allowance" "$(tail -3 "$SPMVD_LOG")"; done_testing; exit; }
+req GET "/v1/matrices/$RND"
+check "the random matrix came back after the restart, rebuilt from its recipe: the same sha256, 500 x 3000, 4000 entries" \
+  jget '(d["sha256"], d["rows"], d["cols"], d["nnz"], d["generated"]["kind"]) == ("'"$RND_SHA"'", 500, 3000, 4000, "random") or 1/0'
+req GET /v1/info
+check "/v1/info lists padding_allowance_bytes 268435456 (256 MiB, the default)" \
+  jget "(d['limits']['padding_allowance_bytes'] == 268435456) or 1/0"
+upload_raw "$E2E_TMP/BP.mtx" "device=cpu&name=BP"; expect_code "BP uploads" 201; BP=$MATRIX_ID
+spmv BP "$BP" cpu.ell.omp
+check "BP holds its ELL after cpu.ell.omp (past max_padding, within the allowance)" \
+  "$PYTHON" -c "import sys; sys.exit(0 if 'ell' in '$(host_formats "$BP")'.split(',') else 1)"
+spmv FULL "$ID_FULL" cpu.ell.omp
+ok "the one-full-row matrix's ELL ($((3000 * 3000 * 12)) bytes) is built within the allowance"
+# a generated band of 60000 rows with a dense row of 60000: ELL 60000^2 slots, 43 GB: still refused, naming both keys
+req POST "/v1/matrices?generate=banded_dense_row&n=60000&per_row=4&dense_len=60000&device=cpu"
+expect_code "banded_dense_row n=60000 generated" 201; BIG=$(jget 'd["id"]')
+hb=$(host_bytes "$BIG")
+"$PYTHON" -c 'import json; print(json.dumps({"kernel": "cpu.ell.omp", "runs": 1, "x": [1.0] * 60000}))' >"$E2E_TMP/x60k.json"
+req POST "/v1/matrices/$BIG/spmv" -H 'Content-Type: application/json' --data-binary "@$E2E_TMP/x60k.json"
+expect "its 43 GB ELL: 422 naming max_padding and padding_allowance_bytes" 422 'max_padding 3.00 allows.*padding_allowance_bytes 268435456'
+check "nothing built for it (host bytes $hb unchanged)" [ "$(host_bytes "$BIG")" = "$hb" ]
+stop_spmvd
+start_spmvd --padding-allowance-bytes 1000000 || { not_ok "spmvd restarts" "$(tail -3 "$SPMVD_LOG")"; done_testing; exit; }
+req POST "/v1/matrices/$BP/spmv" -H 'Content-Type: application/json' -d "{\"kernel\":\"cpu.ell.omp\",\"x\":$XJSON}"
+expect "padding_allowance_bytes 1000000: BP's ELL refused, naming both keys" 422 'max_padding 3.00.*padding_allowance_bytes 1000000'
 stop_spmvd
 start_spmvd --max-format-bytes 1000 || { not_ok "spmvd restarts" "$(tail -3 "$SPMVD_LOG")"; done_testing; exit; }
 req POST "/v1/matrices/$A/spmv" -H 'Content-Type: application/json' -d "{\"kernel\":\"cpu.ell.omp\",\"x\":$XJSON}"

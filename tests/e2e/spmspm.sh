@@ -86,9 +86,10 @@ ok "spmvd starts and is ready on $SPMVD_URL"
 req GET /v1/kernels
 SP_CPU=$(jget '" ".join(k["name"] for k in d["kernels"] if k["op"] == "spmspm" and k["device"] == "cpu" and k["available"])')
 SP_GPU=$(jget '" ".join(k["name"] for k in d["kernels"] if k["op"] == "spmspm" and k["device"] == "gpu" and k["available"])')
-check "the CPU SpMSpM kernels are listed available ($SP_CPU)" [ "$(echo $SP_CPU | wc -w)" -eq 2 ]
-check "seven SpMSpM kernels are listed with op spmspm" \
-  jget '1 / (sum(k["op"] == "spmspm" for k in d["kernels"]) == 7)'
+check "the CPU SpMSpM kernels are listed available, the study's hash baseline among them ($SP_CPU)" \
+  [ "$(echo $SP_CPU | wc -w):$(echo " $SP_CPU " | grep -c ' cpu.spmspm.hash ')" = "3:1" ]
+check "eight SpMSpM kernels are listed with op spmspm" \
+  jget '1 / (sum(k["op"] == "spmspm" for k in d["kernels"]) == 8)'
 
 # ------------------------------------------------------------- operands
 A=$REAL/west0067.mtx; R=$REAL/lp_afiro.mtx

@@ -2,8 +2,9 @@
  * timing statistics and byte counts (engine/cpu/, engine/stats.c).
  *
  * For every CPU kernel of the registry, in both dtypes, at the edges of its
- * parameters (chunk 1..65536, threads 1..16 and auto, hack sizes 1, 7, 32,
- * 64, 1024 and the matrix's own), on random matrices of every test shape
+ * parameters (span 1..INT32_MAX and the count form chunk 1..65536, threads
+ * 1..16 and auto, hack sizes 1, 7, 32, 64, 1024 and the matrix's own, both
+ * cpu.hll.omp schedules), on random matrices (rectangular ones included) of every test shape
  * drawn afresh each run (seed printed): y is poisoned with NaN, the kernel
  * runs through spmv_cpu_run, and y must match cpu.csr.serial (float64:
  * 1e-12 of ||y||_inf; float32: 1e-5 of ||y||_2, both against the float32
@@ -40,12 +41,19 @@ typedef struct edge_set {
 
 static const edge_set edges[] = {
     {"cpu.csr.serial", SPMV_PARAM_COUNT, {0}, 1},
-    {"cpu.csr.chunked", SPMV_PARAM_CHUNK, {0, 1, 2, 7, 300, 65536}, 6},
+    {"cpu.csr.chunked", SPMV_PARAM_SPAN, {0, 1, 2, 7, 300, INT32_MAX}, 6},
     {"cpu.csr.omp", SPMV_PARAM_THREADS, {0, 1, 2, 3, 16}, 5},
     {"cpu.ell.omp", SPMV_PARAM_THREADS, {0, 1, 3}, 3},
     {"cpu.hll.omp", SPMV_PARAM_HACK_SIZE, {0, 1, 7, 32, 64, 1024}, 6},
     {"cpu.pcsr.omp", SPMV_PARAM_THREADS, {0, 1, 2, 3, 16}, 5},
     {"cpu.psell.omp", SPMV_PARAM_THREADS, {0, 1, 3}, 3},
+};
+
+/* More edges of kernels with a second parameter, run after the first. */
+static const edge_set more_edges[] = {
+    {"cpu.csr.chunked", SPMV_PARAM_CHUNK, {1, 2, 7, 300, 65536}, 5},
+    {"cpu.hll.omp", SPMV_PARAM_SCHEDULE, {1, 2}, 2},
+    {"cpu.hll.omp", SPMV_PARAM_THREADS, {1, 2, 3, 16}, 4},
 };
 
 static const int32_t sizes[] = {1, 33, 200};
@@ -136,21 +144,12 @@ static void run_and_check(const spmv_kernel *k, const fixture *f, const spmv_par
     free(y);
 }
 
-static void check_kernel(const char *name, uint64_t salt)
+static void check_edges(const spmv_kernel *k, const edge_set *e, tu_rng *r)
 {
-    const spmv_kernel *k = spmv_kernel_find(name);
-    const edge_set *e = NULL;
-    assert_non_null(k);
-    for (size_t i = 0; i < sizeof edges / sizeof edges[0]; i++)
-        if (strcmp(edges[i].kernel, name) == 0)
-            e = &edges[i];
-    assert_non_null(e);
-    tu_rng r;
-    tu_rng_init(&r, tu_seed() ^ salt);
     for (int s = 0; s < TU_SHAPE_COUNT; s++)
         for (size_t n = 0; n < sizeof sizes / sizeof sizes[0]; n++) {
             fixture f;
-            fixture_make(&f, &r, (tu_shape)s, sizes[n]);
+            fixture_make(&f, r, (tu_shape)s, sizes[n]);
             for (int v = 0; v < e->nvalues; v++) {
                 spmv_params p = {{0}};
                 char label[64] = "defaults";
@@ -163,6 +162,94 @@ static void check_kernel(const char *name, uint64_t salt)
             }
             fixture_free(&f);
         }
+}
+
+static void check_kernel(const char *name, uint64_t salt)
+{
+    const spmv_kernel *k = spmv_kernel_find(name);
+    const edge_set *e = NULL;
+    assert_non_null(k);
+    for (size_t i = 0; i < sizeof edges / sizeof edges[0]; i++)
+        if (strcmp(edges[i].kernel, name) == 0)
+            e = &edges[i];
+    assert_non_null(e);
+    tu_rng r;
+    tu_rng_init(&r, tu_seed() ^ salt);
+    check_edges(k, e, &r);
+    for (size_t i = 0; i < sizeof more_edges / sizeof more_edges[0]; i++)
+        if (strcmp(more_edges[i].kernel, name) == 0)
+            check_edges(k, &more_edges[i], &r);
+}
+
+/* cpu.csr.chunked on wide and tall rectangular random matrices, at span 1
+ * (a pass per column), spans around the width and past it (one pass), and
+ * the count form; the work it reports counts the passes. */
+static void test_csr_chunked_rectangular(void **state)
+{
+    (void)state;
+    tu_rng r;
+    tu_rng_init(&r, tu_seed() ^ 31);
+    const spmv_kernel *k = spmv_kernel_find("cpu.csr.chunked");
+    for (int t = 0; t < 4; t++) {
+        int32_t rows = (int32_t)tu_rng_range(&r, 1, t % 2 ? 3000 : 60);
+        int32_t cols = (int32_t)tu_rng_range(&r, 1, t % 2 ? 60 : 3000);
+        tu_gen g = {.rows = rows, .cols = cols, .mean_per_row = (double)tu_rng_range(&r, 1, 12)};
+        fixture f;
+        memset(&f, 0, sizeof f);
+        tu_random_coo_gen(&r, &g, SPMV_FLOAT64, &f.coo);
+        snprintf(f.what, sizeof f.what, "random %d x %d (nnz %lld)", rows, cols, (long long)f.coo.nnz);
+        fixture_build(&f, &r);
+        const int32_t spans[] = {1, 3, 8, cols - 1 > 0 ? cols - 1 : 1, cols, cols + 1, INT32_MAX};
+        for (size_t i = 0; i < sizeof spans / sizeof spans[0]; i++) {
+            spmv_params p = {{0}};
+            char label[64];
+            p.v[SPMV_PARAM_SPAN] = spans[i];
+            snprintf(label, sizeof label, "span=%d", spans[i]);
+            run_and_check(k, &f, &p, SPMV_FLOAT64, label);
+            run_and_check(k, &f, &p, SPMV_FLOAT32, label);
+            int64_t passes = ((int64_t)cols + spans[i] - 1) / spans[i], base = f.coo.nnz > rows ? f.coo.nnz : rows;
+            assert_int_equal(spmv_kernel_work(k, &p, rows, cols, f.coo.nnz), (base ? base : 1) + (passes - 1) * rows);
+        }
+        spmv_params p = {{0}};
+        p.v[SPMV_PARAM_CHUNK] = (int32_t)tu_rng_range(&r, 1, 70);
+        run_and_check(k, &f, &p, SPMV_FLOAT64, "chunk");
+        fixture_free(&f);
+    }
+}
+
+/* Span and chunk together are refused; a span of 8 on a wide matrix is
+ * counted as its passes and judged pathological for sweeps; other kernels
+ * cost max(nnz, rows). */
+static void test_chunked_work(void **state)
+{
+    (void)state;
+    const spmv_kernel *k = spmv_kernel_find("cpu.csr.chunked"), *omp = spmv_kernel_find("cpu.csr.omp");
+    spmv_params p = {{0}}, res;
+    spmv_error err = {0};
+    p.v[SPMV_PARAM_SPAN] = 4;
+    p.v[SPMV_PARAM_CHUNK] = 4;
+    assert_int_equal(spmv_params_resolve(k, &p, &res, &err), SPMV_ERR_INVALID);
+    assert_non_null(strstr(err.message, "span"));
+    assert_non_null(strstr(err.message, "not both"));
+    p.v[SPMV_PARAM_SPAN] = 0;
+    assert_int_equal(spmv_params_resolve(k, &p, &res, &err), SPMV_OK);
+    assert_int_equal(res.v[SPMV_PARAM_SPAN], 0);
+    assert_int_equal(spmv_chunked_width(&res, 1000), 250);
+    assert_int_equal(spmv_params_resolve(k, NULL, &res, &err), SPMV_OK);
+    assert_int_equal(res.v[SPMV_PARAM_SPAN], 8);
+    /* 1M columns at span 8: 125000 passes over 1M rows */
+    int64_t w = spmv_kernel_work(k, NULL, 1000000, 1000000, 5000000);
+    assert_int_equal(w, 5000000 + INT64_C(124999) * 1000000);
+    assert_true(spmv_kernel_work_excessive(w, 1000000, 5000000));
+    assert_int_equal(spmv_kernel_work(omp, NULL, 1000000, 1000000, 5000000), 5000000);
+    assert_false(spmv_kernel_work_excessive(5000000, 1000000, 5000000));
+    /* the study's 30000 x 20000 random matrix (6 M entries): 2500 passes, kept */
+    assert_false(spmv_kernel_work_excessive(spmv_kernel_work(k, NULL, 30000, 20000, 6000000), 30000, 6000000));
+    /* small matrices never are, whatever the ratio */
+    assert_false(spmv_kernel_work_excessive(spmv_kernel_work(k, NULL, 1200, 1200, 4726), 1200, 4726));
+    p.v[SPMV_PARAM_CHUNK] = 0;
+    p.v[SPMV_PARAM_SPAN] = INT32_MAX;
+    assert_int_equal(spmv_kernel_work(k, &p, 1000000, 1000000, 5000000), 5000000);
 }
 
 static void test_csr_serial(void **state) { (void)state; check_kernel("cpu.csr.serial", 11); }
@@ -772,6 +859,8 @@ int main(void)
         cmocka_unit_test(test_reference_dense),
         cmocka_unit_test(test_csr_serial),
         cmocka_unit_test(test_csr_chunked),
+        cmocka_unit_test(test_csr_chunked_rectangular),
+        cmocka_unit_test(test_chunked_work),
         cmocka_unit_test(test_csr_omp),
         cmocka_unit_test(test_ell_omp),
         cmocka_unit_test(test_hll_omp),

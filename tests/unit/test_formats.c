@@ -307,7 +307,7 @@ static void test_ell_slot_limit(void **state)
      * of 32 x 25 slots, PSELL the same slots (1825 bytes); HYB (width 1:
      * 4 slots + 24 COO), COO and PCSR (151 bytes) fit. */
     spmv_matrix m;
-    spmv_format_limits lim = {SPMV_MAX_PADDING_DEFAULT, 799};
+    spmv_format_limits lim = {.max_padding = SPMV_MAX_PADDING_DEFAULT, .max_format_bytes = 799};
     assert_int_equal(spmv_matrix_build(&coo, SPMV_FLOAT32, SPMV_FMT_ALL, 0, &lim, &m, &err), SPMV_OK);
     assert_int_equal(m.formats, SPMV_FMT_CSR | SPMV_FMT_COO | SPMV_FMT_HYB | SPMV_FMT_PCSR);
     assert_int_equal(spmv_matrix_format_bytes(&m, SPMV_FMT_PCSR), 151);
@@ -334,8 +334,9 @@ static void test_ell_slot_limit(void **state)
     spmv_coo_free(&coo);
 }
 
-/* The padding rule: slots <= max_padding * nnz + SPMV_PADDING_SLACK and
- * bytes <= max_format_bytes, exact at the bounds; the plan of each format
+/* The padding rule: slots <= max_padding * nnz + SPMV_PADDING_SLACK (or
+ * bytes <= padding_allowance_bytes and, on the host, half its available
+ * memory) and bytes <= max_format_bytes, exact at the bounds; the plan of each format
  * equals what the conversion then holds. */
 static void test_padding_rule(void **state)
 {
@@ -351,6 +352,23 @@ static void test_padding_rule(void **state)
     assert_non_null(strstr(err.message, want));
     assert_non_null(strstr(err.message, "max_padding 3.00"));
     assert_int_equal(spmv_format_check(NULL, SPMV_FMT_ELL, nnz, INT64_MAX / 2, INT64_MAX / 2, &err), SPMV_OK);
+    /* past the ratio, padding_allowance_bytes still builds what is small,
+     * exact at its bound, and names both keys when it refuses */
+    int64_t allow = 1000 + (int64_t)(tu_seed() % 100000);
+    lim.padding_allowance_bytes = allow;
+    assert_int_equal(spmv_format_check(&lim, SPMV_FMT_ELL, nnz, edge + 1, allow, &err), SPMV_OK);
+    assert_int_equal(spmv_format_check(&lim, SPMV_FMT_ELL, nnz, edge + 1, allow + 1, &err), SPMV_ERR_LIMIT);
+    assert_non_null(strstr(err.message, "max_padding 3.00"));
+    snprintf(want, sizeof want, "padding_allowance_bytes %lld", (long long)allow);
+    assert_non_null(strstr(err.message, want));
+    /* ... and, for a host format, only within half the host's available memory */
+    lim.padding_allowance_bytes = INT64_MAX;
+    assert_true(lim.host_memory);
+    assert_int_equal(spmv_format_check(&lim, SPMV_FMT_ELL, nnz, INT64_MAX / 4, INT64_MAX / 4, &err), SPMV_ERR_LIMIT);
+    assert_non_null(strstr(err.message, "available memory"));
+    lim.host_memory = false; /* a device's conversions check its own memory */
+    assert_int_equal(spmv_format_check(&lim, SPMV_FMT_ELL, nnz, INT64_MAX / 4, INT64_MAX / 4, &err), SPMV_OK);
+    lim.padding_allowance_bytes = 0;
     lim.max_padding = 0; /* no bound */
     assert_int_equal(spmv_format_check(&lim, SPMV_FMT_HLL, nnz, INT64_MAX / 2, 5, &err), SPMV_OK);
     lim.max_format_bytes = 5;

@@ -128,7 +128,7 @@ static void test_kind_names(void **state)
     const spmv_gen_kind all[] = {SPMV_GEN_POISSON2D, SPMV_GEN_POISSON3D, SPMV_GEN_UNIFORM,
                                  SPMV_GEN_POWERLAW, SPMV_GEN_BANDED_DENSE_ROW, SPMV_GEN_LP,
                                  SPMV_GEN_STENCIL27, SPMV_GEN_GRAPH_UNIFORM, SPMV_GEN_GRAPH_POWERLAW,
-                                 SPMV_GEN_BAND};
+                                 SPMV_GEN_BAND, SPMV_GEN_RANDOM};
     for (size_t i = 0; i < sizeof all / sizeof all[0]; i++) {
         assert_int_equal(spmv_gen_kind_parse(spmv_gen_kind_name(all[i]), &k), SPMV_OK);
         assert_int_equal(k, all[i]);
@@ -247,6 +247,70 @@ static void test_uniform(void **state)
         free(c);
         spmv_coo_free(&m);
     }
+}
+
+/* random: rows x cols with exactly nnz entries (cols in per_row's slot,
+ * nnz in dense_len's), no duplicates, columns in range, sorted, values in
+ * [-1, 1); rectangular both ways, empty, full, one row, one column; the
+ * same for the same seed whatever the thread count, another for another
+ * seed; row lengths spread as a uniform placement's (mean nnz/rows, no row
+ * past cols); bad shapes refused. */
+static void test_random(void **state)
+{
+    (void)state;
+    int threads = omp_get_max_threads();
+    for (int t = 0; t < 8; t++) {
+        int64_t rows = t == 2 ? 1 : draw_in(1, 3000), cols = t == 3 ? 1 : draw_in(1, 3000);
+        int64_t nnz = t == 0 ? 0 : t == 1 ? rows * cols : draw_in(0, rows * cols < 200000 ? rows * cols : 200000);
+        uint64_t seed = draw();
+        omp_set_num_threads(1);
+        spmv_coo m = gen_ok(SPMV_GEN_RANDOM, rows, (int32_t)cols, nnz, seed);
+        omp_set_num_threads(threads > 1 ? threads : 2);
+        spmv_coo same = gen_ok(SPMV_GEN_RANDOM, rows, (int32_t)cols, nnz, seed);
+        omp_set_num_threads(threads);
+        assert_int_equal(m.rows, rows);
+        assert_int_equal(m.cols, cols);
+        assert_int_equal(m.nnz, nnz);
+        assert_sorted_coo(&m); /* sorted strictly: no duplicate (i, j) */
+        assert_values_in_unit_range(&m);
+        assert_true(coo_equal(&m, &same));
+        spmv_coo other = gen_ok(SPMV_GEN_RANDOM, rows, (int32_t)cols, nnz, seed + 1);
+        if (nnz > 0 && nnz < rows * cols) /* empty and full matrices have one pattern; values still differ */
+            assert_false(coo_equal(&m, &other));
+        spmv_coo_free(&m);
+        spmv_coo_free(&same);
+        spmv_coo_free(&other);
+    }
+    /* the study's 30000 x 20000 with 6 M entries: counted exactly without
+     * building; a 3000 x 2000 of 60000 built, its rows ~ binomial(60000, 1/3000) */
+    spmv_gen_spec big = {.kind = SPMV_GEN_RANDOM, .n = 30000, .per_row = 20000, .dense_len = 6000000, .seed = draw()};
+    int64_t count = 0, r0 = 0, c0 = 0;
+    spmv_error err = {0};
+    assert_int_equal(spmv_gen_count(&big, &count, &err), SPMV_OK);
+    assert_int_equal(count, 6000000);
+    assert_int_equal(spmv_gen_shape(&big, &r0, &c0, &err), SPMV_OK);
+    assert_true(r0 == 30000 && c0 == 20000);
+    spmv_coo m = gen_ok(SPMV_GEN_RANDOM, 3000, 2000, 60000, draw());
+    int64_t *c = row_counts(&m), lo = INT64_MAX, hi = 0;
+    for (int64_t i = 0; i < 3000; i++) {
+        lo = c[i] < lo ? c[i] : lo;
+        hi = c[i] > hi ? c[i] : hi;
+    }
+    if (lo < 1 || hi > 45 || hi - lo < 8) /* mean 20, sd 4.5: 3000 rows all within 20 +- 19, yet not all equal */
+        fail_msg("random 3000 x 2000, 60000: row lengths %lld..%lld (SPMV_SEED=%llu)", (long long)lo, (long long)hi,
+                 (unsigned long long)test_seed);
+    free(c);
+    spmv_coo_free(&m);
+    /* refused: no columns, more entries than places, negative nnz */
+    spmv_gen_spec bad = {.kind = SPMV_GEN_RANDOM, .n = 10, .per_row = 0, .dense_len = 5, .seed = 1};
+    assert_int_equal(spmv_gen(&bad, &m, &err), SPMV_ERR_INVALID);
+    assert_non_null(strstr(err.message, "cols"));
+    bad.per_row = 10;
+    bad.dense_len = 101;
+    assert_int_equal(spmv_gen(&bad, &m, &err), SPMV_ERR_INVALID);
+    assert_non_null(strstr(err.message, "rows x cols = 100"));
+    bad.dense_len = -1;
+    assert_int_equal(spmv_gen_count(&bad, &count, &err), SPMV_ERR_INVALID);
 }
 
 static void test_powerlaw(void **state)
@@ -450,7 +514,7 @@ static void test_gen_csr(void **state)
     static const spmv_gen_kind kinds[] = {SPMV_GEN_POISSON2D, SPMV_GEN_POISSON3D, SPMV_GEN_UNIFORM,
                                           SPMV_GEN_POWERLAW, SPMV_GEN_BANDED_DENSE_ROW, SPMV_GEN_LP,
                                           SPMV_GEN_STENCIL27, SPMV_GEN_GRAPH_UNIFORM, SPMV_GEN_GRAPH_POWERLAW,
-                                          SPMV_GEN_BAND};
+                                          SPMV_GEN_BAND, SPMV_GEN_RANDOM};
     spmv_error err = {0};
     for (size_t k = 0; k < sizeof kinds / sizeof kinds[0]; k++)
         for (int d = 0; d < 2; d++)
@@ -552,7 +616,7 @@ int main(void)
         cmocka_unit_test(test_lp),               cmocka_unit_test(test_determinism),
         cmocka_unit_test(test_limits),           cmocka_unit_test(test_write_read_round_trip),
         cmocka_unit_test(test_stencil27),        cmocka_unit_test(test_graphs),
-        cmocka_unit_test(test_gen_csr),
+        cmocka_unit_test(test_gen_csr),          cmocka_unit_test(test_random),
     };
     return cmocka_run_group_tests(tests, setup_seed, NULL);
 }

@@ -860,7 +860,7 @@ static void test_memory_refused(void **state)
      * that does not fit is skipped instead: test_ell_skipped.) */
     assert_int_equal(spmv_gpu_ctx_info(TG.ctx, &info), SPMV_OK);
     assert_int_equal(spmv_gpu_ctx_new(0, info.mem_free - ((size_t)256 << 20), &c, &err), SPMV_OK);
-    spmv_format_limits unbounded = {0, 0}; /* memory, not the padding rule, refuses here */
+    spmv_format_limits unbounded = {.max_padding = 0}; /* memory, not the padding rule, refuses here */
     assert_int_equal(spmv_gpu_ctx_set_limits(c, &unbounded), SPMV_OK);
     assert_int_equal(spmv_gpu_matrix_upload(c, &coo, SPMV_FLOAT64, SPMV_FMT_CSR | SPMV_FMT_HLL, 1024, &gm, NULL, &err),
                      SPMV_ERR_DEVICE_MEMORY);
@@ -889,7 +889,7 @@ static void test_upload_stats(void **state)
     spmv_gpu_upload_stats st;
     spmv_error err;
     tu_random_coo(&TG.rng, TU_SHAPE_POWER_LAW, 5000, SPMV_FLOAT64, &coo);
-    spmv_format_limits unbounded = {0, 0}, def = spmv_format_limits_default(); /* a pinned HLL, whatever it pads */
+    spmv_format_limits unbounded = {.max_padding = 0}, def = spmv_format_limits_default(); /* a pinned HLL, whatever it pads */
     assert_int_equal(spmv_gpu_ctx_set_limits(TG.ctx, &unbounded), SPMV_OK);
     assert_int_equal(spmv_gpu_matrix_upload(TG.ctx, &coo, SPMV_FLOAT32, SPMV_FMT_CSR | SPMV_FMT_HLL, 64, &gm, &st,
                                             &err),

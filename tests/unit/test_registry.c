@@ -82,8 +82,9 @@ static void test_param_table(void **state)
     (void)state;
     static const struct { spmv_param_id id; const char *name; int32_t def, min, max; } want[] = {
         {SPMV_PARAM_BLOCK_SIZE, "block_size", 256, 32, 1024}, {SPMV_PARAM_HACK_SIZE, "hack_size", 0, 1, 1024},
-        {SPMV_PARAM_CHUNK, "chunk", 8, 1, 65536},             {SPMV_PARAM_ALG, "alg", 1, 1, 2},
+        {SPMV_PARAM_CHUNK, "chunk", 0, 1, 65536},             {SPMV_PARAM_ALG, "alg", 1, 1, 2},
         {SPMV_PARAM_THREADS, "threads", 0, 0, 1024},          {SPMV_PARAM_NNZ_PER_WG, "nnz_per_wg", 2048, 64, 1048576},
+        {SPMV_PARAM_SPAN, "span", 8, 1, INT32_MAX},           {SPMV_PARAM_SCHEDULE, "schedule", 1, 1, 2},
     };
     for (size_t i = 0; i < sizeof want / sizeof want[0]; i++) {
         const spmv_param_desc *d = spmv_param_get(want[i].id);
@@ -122,7 +123,10 @@ static void test_params_resolve(void **state)
     assert_int_equal(r.v[SPMV_PARAM_NNZ_PER_WG], 2048);
     assert_int_equal(r.v[SPMV_PARAM_HACK_SIZE], 0);
     assert_int_equal(spmv_params_resolve(spmv_kernel_find("cpu.csr.chunked"), &p, &r, &err), SPMV_OK);
-    assert_int_equal(r.v[SPMV_PARAM_CHUNK], 8);
+    assert_int_equal(r.v[SPMV_PARAM_SPAN], 8); /* the study's default width */
+    assert_int_equal(r.v[SPMV_PARAM_CHUNK], 0);
+    assert_int_equal(spmv_params_resolve(spmv_kernel_find("cpu.hll.omp"), &p, &r, &err), SPMV_OK);
+    assert_int_equal(r.v[SPMV_PARAM_SCHEDULE], 1); /* static, as the HLL study (docs/kernels.md) */
     p.v[SPMV_PARAM_HACK_SIZE] = 64;
     p.v[SPMV_PARAM_THREADS] = 3;
     assert_int_equal(spmv_params_resolve(spmv_kernel_find("cpu.hll.omp"), &p, &r, &err), SPMV_OK);
@@ -156,6 +160,9 @@ static void test_params_resolve(void **state)
     expect_refused("gpu.csr.scalar", SPMV_PARAM_BLOCK_SIZE, -32, (const char *const[]){"-32", NULL});
     expect_refused("cpu.hll.omp", SPMV_PARAM_HACK_SIZE, 1025, (const char *const[]){"hack_size", "1..1024", NULL});
     expect_refused("cpu.csr.chunked", SPMV_PARAM_CHUNK, 65537, (const char *const[]){"chunk", "65537", NULL});
+    expect_refused("cpu.csr.chunked", SPMV_PARAM_SPAN, -1, (const char *const[]){"span", "-1", NULL});
+    expect_refused("cpu.hll.omp", SPMV_PARAM_SCHEDULE, 3, (const char *const[]){"schedule", "1..2", NULL});
+    expect_refused("cpu.csr.omp", SPMV_PARAM_SPAN, 8, (const char *const[]){"takes no parameter span", NULL});
     expect_refused("cusparse.csr", SPMV_PARAM_ALG, 3, (const char *const[]){"alg", "3", "1..2", NULL});
     expect_refused("cpu.csr.omp", SPMV_PARAM_THREADS, 1025, (const char *const[]){"threads", "0..1024", NULL});
     expect_refused("gpu.csr.adaptive", SPMV_PARAM_NNZ_PER_WG, 63, (const char *const[]){"nnz_per_wg", NULL});

@@ -1,4 +1,5 @@
-/* test_spmspm.c — the CPU SpMSpM kernels (cpu.spmspm.serial, cpu.spmspm.omp)
+/* test_spmspm.c — the CPU SpMSpM kernels (cpu.spmspm.serial, cpu.spmspm.omp,
+ * cpu.spmspm.hash)
  * and the helpers of engine/spmspm.c.
  *
  * The reference here is the test's own: C = A*B computed in double from
@@ -212,6 +213,18 @@ static void check_all(const char *label, const spmv_csr *a, const spmv_csr *b)
     check_product(what, &co, &r);
     assert_int_equal(st.runs, 2);
     assert_memory_equal(co.val, cs.val, (size_t)cs.nnz * spmv_dtype_size(cs.dtype));
+    /* the SpMSpM study's baseline (docs/kernels.md #17): COO x CSR through a hash map, the same sums in
+     * the same order, so bitwise the serial kernel's too */
+    spmv_csr ch;
+    snprintf(what, sizeof what, "cpu.spmspm.hash %s on %s", spmv_dtype_name(a->dtype), label);
+    if (spmv_cpu_spmspm(spmv_kernel_find("cpu.spmspm.hash"), a, b, NULL, 1, 2, &ch, &st, &err) != SPMV_OK)
+        fail_msg("%s: %s", what, err.message);
+    check_product(what, &ch, &r);
+    assert_int_equal(st.runs, 2);
+    assert_memory_equal(ch.row_ptr, cs.row_ptr, ((size_t)cs.rows + 1) * sizeof(int32_t));
+    assert_memory_equal(ch.col, cs.col, (size_t)cs.nnz * sizeof(int32_t));
+    assert_memory_equal(ch.val, cs.val, (size_t)cs.nnz * spmv_dtype_size(cs.dtype));
+    spmv_csr_free(&ch);
     spmv_csr_free(&cs);
     spmv_csr_free(&co);
     ref_free(&r);

@@ -25,6 +25,7 @@ typedef struct runner {
     const char *corrupt;   /* this kernel's y is made wrong (and claims 0 ms) */
     int32_t runs;          /* kernel runs asked for, warm-up included */
     double omp_ms, serial_ms, other_ms; /* when other_ms > 0: the medians reported (y stays the kernel's) */
+    int32_t chunked_calls, hll_dynamic_calls; /* calls of cpu.csr.chunked, of cpu.hll.omp with schedule 2 */
 } runner;
 
 static int run_cpu(void *ctx, const spmv_kernel *k, const spmv_params *p, const void *x, void *y, int32_t warmup,
@@ -32,6 +33,8 @@ static int run_cpu(void *ctx, const spmv_kernel *k, const spmv_params *p, const 
 {
     runner *r = ctx;
     r->runs += warmup + runs;
+    r->chunked_calls += k->impl == SPMV_IMPL_CPU_CSR_CHUNKED;
+    r->hll_dynamic_calls += k->impl == SPMV_IMPL_CPU_HLL_OMP && p && p->v[SPMV_PARAM_SCHEDULE] == 2;
     int rc = spmv_cpu_run(k, r->m, p, x, y, warmup, runs, st, err);
     if (rc == SPMV_OK && r->corrupt && strcmp(k->name, r->corrupt) == 0) {
         if (r->m->dtype == SPMV_FLOAT64)
@@ -69,7 +72,7 @@ static void test_tune_picks_verified(void **state)
         spmv_error err;
         spmv_stats st;
         random_matrix(31 + d, (spmv_dtype)d, &m);
-        runner rn = {&m, NULL, 0, 0, 0, 0};
+        runner rn = {&m, NULL, 0, 0, 0, 0, 0, 0};
         spmv_tune_options o = {SPMV_DEVICE_CPU, 60000, 0, 3, tu_seed(), 1};
         assert_int_equal(spmv_tune(&m.csr, &o, run_cpu, &rn, &res, &err), SPMV_OK);
         assert_non_null(res.kernel);
@@ -102,7 +105,7 @@ static void test_tune_rejects_wrong(void **state)
     spmv_tune_result res;
     spmv_error err;
     random_matrix(41, SPMV_FLOAT64, &m);
-    runner rn = {&m, "cpu.csr.omp", 0, 0, 0, 0};
+    runner rn = {&m, "cpu.csr.omp", 0, 0, 0, 0, 0, 0};
     spmv_tune_options o = {SPMV_DEVICE_CPU, 60000, 0, 3, tu_seed(), 1};
     assert_int_equal(spmv_tune(&m.csr, &o, run_cpu, &rn, &res, &err), SPMV_OK);
     assert_string_not_equal(res.kernel->name, "cpu.csr.omp");
@@ -121,7 +124,7 @@ static void test_tune_budget_runs(void **state)
     random_matrix(51, SPMV_FLOAT32, &m);
     int32_t budgets[] = {1, 2, 5, 13, 20, 40};
     for (size_t i = 0; i < sizeof budgets / sizeof *budgets; i++) {
-        runner rn = {&m, NULL, 0, 0, 0, 0};
+        runner rn = {&m, NULL, 0, 0, 0, 0, 0, 0};
         spmv_tune_options o = {SPMV_DEVICE_CPU, 600000, budgets[i], 3, tu_seed(), 1};
         int rc = spmv_tune(&m.csr, &o, run_cpu, &rn, &res, &err);
         assert_true(rn.runs <= budgets[i]);
@@ -133,7 +136,7 @@ static void test_tune_budget_runs(void **state)
             assert_int_equal(res.timed, 0);
         }
     }
-    runner rn = {&m, NULL, 0, 0, 0, 0};
+    runner rn = {&m, NULL, 0, 0, 0, 0, 0, 0};
     spmv_tune_options o = {SPMV_DEVICE_CPU, 1e-9, 0, 3, tu_seed(), 1};
     assert_int_equal(spmv_tune(&m.csr, &o, run_cpu, &rn, &res, &err), SPMV_OK);
     assert_non_null(res.kernel);
@@ -153,12 +156,42 @@ static void test_tune_prefers_baseline(void **state)
     const double serial[] = {0.99, 0.5, 1.2};
     const char *want[] = {"cpu.csr.omp", "cpu.csr.serial", "cpu.csr.omp"};
     for (int i = 0; i < 3; i++) {
-        runner rn = {&m, NULL, 0, 1.0, serial[i], 5.0};
+        runner rn = {&m, NULL, 0, 1.0, serial[i], 5.0, 0, 0};
         spmv_tune_options o = {SPMV_DEVICE_CPU, 600000, 0, 3, tu_seed(), 1};
         assert_int_equal(spmv_tune(&m.csr, &o, run_cpu, &rn, &res, &err), SPMV_OK);
         assert_string_equal(res.kernel->name, want[i]);
     }
     spmv_matrix_free(&m);
+}
+
+/* auto never probes a pathological setting: cpu.csr.chunked at span 8 on
+ * 1000 x 1000000 (125000 passes over the rows, 1.25e8 units a run against
+ * a few thousand for a product) is not run at all, while on a narrow
+ * matrix it is a candidate like the others, and cpu.hll.omp's dynamic
+ * schedule is tried beside the static one. */
+static void test_tune_skips_pathological(void **state)
+{
+    (void)state;
+    spmv_gen_spec g = {.kind = SPMV_GEN_RANDOM, .n = 1000, .per_row = 1000000, .dense_len = 3000, .seed = tu_seed()};
+    spmv_coo coo;
+    spmv_matrix wide, narrow;
+    spmv_tune_result res;
+    spmv_error err;
+    assert_int_equal(spmv_gen(&g, &coo, &err), SPMV_OK);
+    assert_int_equal(spmv_matrix_build(&coo, SPMV_FLOAT64, SPMV_FMT_CSR, 32, 0, &wide, &err), SPMV_OK);
+    spmv_coo_free(&coo);
+    spmv_tune_options o = {SPMV_DEVICE_CPU, 60000, 0, 2, tu_seed(), 1};
+    runner rn = {.m = &wide};
+    assert_int_equal(spmv_tune(&wide.csr, &o, run_cpu, &rn, &res, &err), SPMV_OK);
+    assert_int_equal(rn.chunked_calls, 0);
+    assert_true(res.kernel->impl != SPMV_IMPL_CPU_CSR_CHUNKED);
+    random_matrix(57, SPMV_FLOAT64, &narrow);
+    runner rn2 = {.m = &narrow};
+    assert_int_equal(spmv_tune(&narrow.csr, &o, run_cpu, &rn2, &res, &err), SPMV_OK);
+    assert_true(rn2.chunked_calls >= 1);
+    assert_true(rn2.hll_dynamic_calls >= 1);
+    spmv_matrix_free(&wide);
+    spmv_matrix_free(&narrow);
 }
 
 static void test_auto_in_registry(void **state)
@@ -183,6 +216,7 @@ int main(void)
         cmocka_unit_test(test_tune_rejects_wrong),
         cmocka_unit_test(test_tune_budget_runs),
         cmocka_unit_test(test_tune_prefers_baseline),
+        cmocka_unit_test(test_tune_skips_pathological),
     };
     tu_seed();
     return cmocka_run_group_tests(tests, NULL, NULL);

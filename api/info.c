@@ -96,6 +96,7 @@ static json_t *limits_json(spmvd *d)
         json_object_set_new(o, "max_matrix_bytes", json_integer((json_int_t)atomic_load(&l->max_matrix_bytes)));
         json_object_set_new(o, "max_spmspm_nnz", json_integer((json_int_t)atomic_load(&l->max_spmspm_nnz)));
         json_object_set_new(o, "max_job_result_bytes", json_integer((json_int_t)atomic_load(&l->max_job_result_bytes)));
+        json_object_set_new(o, "batch_window_us", json_integer((json_int_t)atomic_load(&l->batch_window_us)));
     }
     return o ? with_deadlines(o, &d->cfg) : NULL;
 }

@@ -489,6 +489,8 @@ static json_t *result_json(const spmv_task *t)
         json_object_set_new(o, "cluster", sharded_json(t));
     if (o && t->pr.is_auto) /* the choice and what tuning cost, in every answer that used it */
         json_object_set_new(o, "auto", autotune_json(&t->pr.tuned));
+    if (o && t->pr.batched > 0) /* the window was open: the columns of the SpMM it ran in (stats are the SpMM's) */
+        json_object_set_new(o, "batched", json_integer(t->pr.batched));
     if (o && t->pr.verify)
         json_object_set_new(o, "verify", json_pack("{s:o, s:s}", "max_rel_err", api_json_real(rep->max_rel_err),
                                                    "reference", "cpu.csr.serial"));
@@ -620,6 +622,16 @@ bool api_submit_async(request *r, worker *w, task *t, job **slot, const char *ki
     return true;
 }
 
+/* May this product run in one SpMM with others that arrive meanwhile
+ * (daemon/batch.c)? A plain y = A*x of one column, x from the request, y
+ * in the answer, one run, on a kernel that takes several columns. */
+static bool batchable(const product *p, bool async)
+{
+    return !async && !p->verify && p->ncols == 1 && !p->trans && p->alpha == 1.0 && p->beta == 0.0 && p->runs == 1 &&
+           p->warmup == 0 && !p->sharded && !p->xv && !p->yv && !p->xs.reg && !p->ys.reg && !p->xcuda && !p->ycuda &&
+           (p->is_auto || p->k->max_k > 1);
+}
+
 static void spmv_end(request *r)
 {
     spmv_task *t = T(r);
@@ -634,6 +646,7 @@ static void spmv_end(request *r)
     if ((async || !t->binary) && !t->pr.yv && !t->pr.ys.reg && !api_json_values_fit(r, t->pr.ylen, t->pr.ncols, "y"))
         return;
     worker *w = product_worker(r->d, &t->pr);
+    t->pr.batchable = batchable(&t->pr, async);
     t->pr.base.run = product_run;
     t->pr.base.finish = spmv_finish;
     if (!async) {

@@ -96,6 +96,10 @@ static const key_desc keys[] = {
      "largest maxit a solve may ask for"},
     {"queue_depth", KEY_INT, OFF(queue_depth), 1, 1000000, 64, NULL, NULL,
      "jobs waiting per device queue before requests get 503"},
+    {"batch_window_us", KEY_INT, OFF(batch_window_us), 0, 1000000, 0, NULL, NULL,
+     "dynamic batching: a product (one column, x inline, y in the answer, one run) waits up to this many "
+     "microseconds from its arrival for others on the same matrix, kernel and parameters, and all run as one "
+     "SpMM of up to 64 columns (0: off)"},
     {"upload_workers", KEY_INT, OFF(upload_workers), 1, CONFIG_MAX_UPLOAD_WORKERS, 2, NULL, NULL,
      "threads that read, build and store uploads (never the HTTP threads); each has a queue of queue_depth"},
     {"job_retention", KEY_INT, OFF(job_retention), 1, 7 * 86400, 600, NULL, NULL,

@@ -38,6 +38,7 @@ typedef struct spmvd_config {
     int64_t max_ops_steps;
     int64_t max_solve_iterations;
     int64_t queue_depth;
+    int64_t batch_window_us;       /* products arriving within it run as one SpMM (daemon/batch.c); 0: off */
     int64_t job_retention;         /* seconds */
     char *devices;                 /* "all", "none" or "0,2" */
     char *default_dtype;

@@ -31,6 +31,7 @@ void spmvd_limits_from_config(spmvd_limits *l, const spmvd_config *c)
     atomic_store(&l->allow_shm, c->allow_shm);
     atomic_store(&l->max_shm_regions, c->max_shm_regions);
     atomic_store(&l->io_buffer_bytes, c->io_buffer_bytes);
+    atomic_store(&l->batch_window_us, c->batch_window_us);
 }
 
 spmv_format_limits spmvd_format_limits(spmvd *d)

@@ -32,6 +32,7 @@ typedef struct spmvd_limits {
     _Atomic int64_t max_padding, max_format_bytes, host_format_bytes; /* the padding rule, the host format cache */
     _Atomic int64_t serial_below;   /* small host work on one thread (spmv_cpu_set_serial_below) */
     _Atomic int64_t allow_shm, max_shm_regions, io_buffer_bytes;
+    _Atomic int64_t batch_window_us; /* dynamic batching of products (daemon/batch.c); 0: off */
 } spmvd_limits;
 
 typedef struct spmvd {

@@ -91,6 +91,7 @@ struct metrics {
     _Atomic unsigned long long *kernel_ns;
     _Atomic unsigned long long upload_bytes;
     _Atomic unsigned long long host_evictions;
+    _Atomic unsigned long long batches, batched_products; /* dynamic batching (daemon/batch.c) */
     histogram request_hist[METRICS_MAX_ROUTES]; /* spmvd_request_duration_seconds{route} */
     histogram *kernel_hist;                     /* spmvd_kernel_duration_seconds{kernel}, nkernels + 1 */
 };
@@ -149,6 +150,14 @@ void metrics_upload(metrics *m, size_t bytes)
 {
     if (m)
         atomic_fetch_add(&m->upload_bytes, bytes);
+}
+
+void metrics_batch(metrics *m, int products)
+{
+    if (m) {
+        atomic_fetch_add(&m->batches, 1);
+        atomic_fetch_add(&m->batched_products, (unsigned long long)products);
+    }
 }
 
 void metrics_host_eviction(metrics *m)
@@ -351,6 +360,11 @@ char *metrics_render(metrics *m, struct spmvd *d)
     fprintf(f, "# HELP spmvd_upload_bytes_total Matrix upload bytes received.\n"
                "# TYPE spmvd_upload_bytes_total counter\nspmvd_upload_bytes_total %llu\n",
             atomic_load(&m->upload_bytes));
+    fprintf(f, "# HELP spmvd_batches_total SpMMs run by dynamic batching (batch_window_us), each of two or more products.\n"
+               "# TYPE spmvd_batches_total counter\nspmvd_batches_total %llu\n"
+               "# HELP spmvd_batched_products_total Products answered from those SpMMs.\n"
+               "# TYPE spmvd_batched_products_total counter\nspmvd_batched_products_total %llu\n",
+            atomic_load(&m->batches), atomic_load(&m->batched_products));
     fclose(f);
     return text;
 }

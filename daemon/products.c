@@ -16,6 +16,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "daemon/batch.h"
 #include "daemon/daemon.h"
 #include "daemon/log.h"
 #include "daemon/products.h"
@@ -27,10 +28,10 @@ worker *product_worker(spmvd *d, const product *t)
     return t->is_auto ? autotune_worker(d, t->m) : spmvd_worker_for(d, t->m, t->k);
 }
 
-static void poison(void *y, spmv_dtype dt, int32_t n)
+void product_poison(void *y, spmv_dtype dt, int64_t n)
 {
 #pragma omp parallel for schedule(static) if (n > (1 << 20))
-    for (int32_t i = 0; i < n; i++) {
+    for (int64_t i = 0; i < n; i++) {
         if (dt == SPMV_FLOAT32)
             ((float *)y)[i] = NAN;
         else
@@ -119,6 +120,8 @@ void product_run(task *base, worker *w)
                                job_id(t->job));
         return;
     }
+    if (product_batch(t, w))
+        return;
     if (((t->xs.reg && !t->xcuda) || (t->ys.reg && !t->ycuda)) && shm_stage(t, w) != SPMV_OK)
         return;
     if (!t->yv && !t->ycuda && !t->y) { /* y goes back in the answer */
@@ -130,7 +133,7 @@ void product_run(task *base, worker *w)
     }
     /* a GPU product poisons its device y and copies all of it back */
     if (t->y_buf && !worker_gpu_ctx(w))
-        poison(t->y, dt, (int32_t)(ny < INT32_MAX ? ny : INT32_MAX));
+        product_poison(t->y, dt, ny);
     if (t->sharded) {
         cluster_operands io = {.x = t->xv ? NULL : t->x, .xv = t->xv ? t->xv->dist : NULL,
                                .y = t->yv ? NULL : t->y, .yv = t->yv ? t->yv->dist : NULL,

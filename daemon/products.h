@@ -53,6 +53,8 @@ typedef struct product {
     spmv_vec xdv, ydv;    /* x, y in CUDA regions: views of the client's device memory */
     bool xcuda, ycuda;
     bool sharded;         /* the matrix's shards, across the MPI ranks, multiply */
+    bool batchable;       /* may run in one SpMM with others (daemon/batch.c; the API decides) */
+    int32_t batched;      /* columns of the SpMM it ran in (0: the window was off) */
     cluster_spmv_stats cst;
 } product;
 
@@ -62,6 +64,9 @@ worker *product_worker(struct spmvd *d, const product *p);
 /* The task body (p->base.run): on worker w's thread. The outcome is
  * p->rc with p->err, or p->shm_rc (a shm_status) when a region failed. */
 void product_run(task *t, worker *w);
+/* NaN into the n values of a host y before a kernel writes it: a row the
+ * kernel leaves unwritten shows. */
+void product_poison(void *y, spmv_dtype dt, int64_t n);
 /* Releases what p holds (matrix, vectors, regions, buffers, job); not p. */
 void product_release(product *p);
 

@@ -103,6 +103,57 @@ task *queue_take_short(task_queue *q)
     return t;
 }
 
+/* Unlinks from the list the waiting tasks `joins` accepts, in order, into
+ * out[*n..max). Under q->lock. */
+static void take_joining(task_queue *q, const task *lead, bool (*joins)(const task *, const task *), task **out,
+                         size_t max, size_t *n)
+{
+    task *prev = NULL, *t = q->head;
+    while (t && *n < max) {
+        task *next = t->next;
+        if (joins(lead, t)) {
+            if (prev)
+                prev->next = next;
+            else
+                q->head = next;
+            if (q->tail == t)
+                q->tail = prev;
+            q->depth--;
+            t->next = NULL;
+            out[(*n)++] = t;
+        } else
+            prev = t;
+        t = next;
+    }
+}
+
+size_t queue_take_joining(task_queue *q, const task *lead, bool (*joins)(const task *, const task *), task **out,
+                          size_t max, double until_ms)
+{
+    size_t n = 0;
+    struct timespec now, until;
+    clock_gettime(CLOCK_MONOTONIC, &now);
+    double wait_ms = until_ms - spmv_now_ms();
+    long long ns = wait_ms > 0 ? (long long)(wait_ms * 1e6) : 0;
+    until.tv_sec = now.tv_sec + (time_t)(ns / 1000000000LL);
+    until.tv_nsec = now.tv_nsec + (long)(ns % 1000000000LL);
+    if (until.tv_nsec >= 1000000000L) {
+        until.tv_sec++;
+        until.tv_nsec -= 1000000000L;
+    }
+    pthread_mutex_lock(&q->lock);
+    for (;;) {
+        take_joining(q, lead, joins, out, max, &n);
+        if (n >= max || q->closed || ns == 0 ||
+            pthread_cond_timedwait(&q->nonempty, &q->lock, &until) == ETIMEDOUT) {
+            take_joining(q, lead, joins, out, max, &n); /* what came with the timeout */
+            break;
+        }
+    }
+    pthread_mutex_unlock(&q->lock);
+    return n;
+}
+
 task *queue_close(task_queue *q)
 {
     pthread_mutex_lock(&q->lock);

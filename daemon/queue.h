@@ -51,6 +51,12 @@ task *queue_pop(task_queue *q, int timeout_ms, bool *closed);
  * (the others keep their order), or NULL: what a long task runs between
  * two of its slices. */
 task *queue_take_short(task_queue *q);
+/* Dynamic batching (daemon/batch.c): takes out of the queue, in order,
+ * the waiting tasks joins(lead, t) accepts, into out[0..max), waiting for
+ * more until the monotonic time until_ms (spmv_now_ms's clock) or until
+ * max are taken; returns how many. The others keep their order. */
+size_t queue_take_joining(task_queue *q, const task *lead, bool (*joins)(const task *lead, const task *t),
+                          task **out, size_t max, double until_ms);
 /* Closes the queue; returns the waiting tasks as a list (via ->next). */
 task *queue_close(task_queue *q);
 size_t queue_depth(task_queue *q);

@@ -66,6 +66,26 @@ static void run_one(worker *w, task *t, bool nested)
     t->finish(t, SPMV_OK);
 }
 
+size_t worker_join(worker *w, const task *lead, bool (*joins)(const task *lead, const task *t), task **out,
+                   size_t max, double until_ms)
+{
+    /* inside another task's slice: only what waits now, the long task must not wait for a window */
+    size_t n = queue_take_joining(&w->queue, lead, joins, out, max, w->in_slice ? 0 : until_ms);
+    double now = spmv_now_ms();
+    for (size_t i = 0; i < n; i++) {
+        out[i]->queue_ms = now - out[i]->enqueued_ms;
+        atomic_fetch_add(&w->wait_us, (long long)(out[i]->queue_ms * 1000.0));
+    }
+    worker_heartbeat(w);
+    return n;
+}
+
+void worker_finish_joined(worker *w, task *t)
+{
+    atomic_fetch_add(&w->tasks_run, 1);
+    t->finish(t, SPMV_OK);
+}
+
 bool worker_slice(worker *w)
 {
     bool draining = w->d && atomic_load(&w->d->draining);

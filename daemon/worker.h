@@ -151,6 +151,14 @@ cluster *worker_cluster_of(worker *w);
 bool worker_is_cluster(const worker *w);
 void worker_free(worker *w);
 
+/* On w's thread, from the running task `lead`: the tasks waiting in w's
+ * queue that joins(lead, t) accepts, taken out into out[0..max) (waiting
+ * until until_ms for more, except inside a slice); their queue_ms is set.
+ * The lead runs them with itself and ends each with worker_finish_joined
+ * (daemon/batch.c). */
+size_t worker_join(worker *w, const task *lead, bool (*joins)(const task *lead, const task *t), task **out,
+                   size_t max, double until_ms);
+void worker_finish_joined(worker *w, task *t);
 /* On w's thread as task t starts: its queue wait and w's name into r. */
 void run_report_start(run_report *r, const task *t, const worker *w);
 

@@ -7,14 +7,22 @@
 #                                           $(BUILD)/bench-api.md (docs/benchmarks/api.md
 #                                           is made from it)
 #   make bench-api BENCH_API_ENV='DURATION=2 REPS=3 BIG_N=300'   a quick smoke run
+#   make bench-api-batch                    only its last section: dynamic batching
+#                                           (batch_window_us 0 and on, 32 clients;
+#                                           tools/bench-batch.sh) to $(BUILD)/bench-batch.md
 #
 # Needs wrk (tools/bootstrap.sh installs it). The status of the script is
 # kept through the tee.
 
 BENCH_API_ENV ?=
 
-.PHONY: bench-api
+.PHONY: bench-api bench-api-batch
 bench-api: $(SPMVD) $(BUILD)/spmv-gen
 	@{ env BUILD=$(BUILD) $(BENCH_API_ENV) bash tools/bench-api.sh; echo $$? > $(BUILD)/bench-api.rc; } | tee $(BUILD)/bench-api.md
 	@echo "report: $(BUILD)/bench-api.md"
+	@exit $$(cat $(BUILD)/bench-api.rc)
+
+bench-api-batch: $(SPMVD) $(BUILD)/spmv-gen
+	@{ env BUILD=$(BUILD) $(BENCH_API_ENV) bash tools/bench-batch.sh; echo $$? > $(BUILD)/bench-api.rc; } | tee $(BUILD)/bench-batch.md
+	@echo "report: $(BUILD)/bench-batch.md"
 	@exit $$(cat $(BUILD)/bench-api.rc)

@@ -18,7 +18,9 @@
 #  4. a CPU solve (tools/bench_solve_cpu.py): Jacobi PCG on bcsstk13 in the
 #     daemon against SciPy's own, with small work serial (the default) and
 #     with --serial-below 0 (every host loop on the whole team, as before
-#     issue 28), taking turns in one run.
+#     issue 28), taking turns in one run;
+#  5. dynamic batching (tools/bench-batch.sh, issue 29): 32 clients of binary
+#     products on a random-column matrix, with batch_window_us 0 and on.
 # The machine is shared: the load average is printed before and after
 # every measurement. Markdown goes to stdout; make bench-api tees it to
 # $BUILD/bench-api.md.
@@ -220,6 +222,7 @@ if "$PYTHON" -c 'import numpy, scipy' 2>/dev/null && [ -f "$MATRICES/real/bcsstk
 else
   echo "(skipped: NumPy/SciPy or $MATRICES/real/bcsstk13.mtx missing)"
 fi
+stop_spmvd >/dev/null
+bash "$SPMV_ROOT/tools/bench-batch.sh" || exit 1
 echo
 echo "- load average at end: $(load)"
-stop_spmvd >/dev/null

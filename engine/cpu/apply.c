@@ -6,10 +6,13 @@
  * adds the k-column product (SpMM) of the two CPU kernels that take a block
  * of x: cpu.csr.serial, the reference (k independent row-by-row products),
  * and cpu.csr.omp (one pass over A for all k columns: each non-zero is read
- * once and used k times, which is where an SpMM beats k SpMVs). Also the
+ * once and used k times, which is where an SpMM beats k SpMVs; X is first
+ * interleaved row-major, so the k values a non-zero gathers share a cache
+ * line instead of lying cols apart). Also the
  * host transpose that op "t" runs on.
  */
 #include <math.h>
+#include <omp.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -42,12 +45,82 @@
 SPMM_ROWS(double)
 SPMM_ROWS(float)
 
-static void spmm_block(const spmv_csr *a, int32_t k, const void *x, void *y, int32_t r0, int32_t r1)
+/* The same rows from X in tiles of SPMM_TILE_MAX columns, each tile
+ * interleaved (xt: tile from column j0 at j0 * cols, its row c holding
+ * x_c of its W columns), one tile at a time: W is a constant, so the W
+ * sums stay in registers (a variable-length accumulator array does not,
+ * and made the block product slower per column than k SpMVs), and the x
+ * one pass gathers from is W * cols values, a working set the cache holds
+ * where all k columns interleaved (k * cols) did not. A is read once per
+ * tile. Then X into that layout. */
+#define SPMM_TILE_MAX 4
+#define SPMM_TILE(T, W)                                                                                 \
+    static void spmm_tile##W##_##T(const spmv_csr *a, int32_t j0, const T *xt, T *y, int32_t r0, \
+                                   int32_t r1)                                                          \
+    {                                                                                                   \
+        const T *v = (const T *)a->val;                                                                 \
+        for (int32_t i = r0; i < r1; i++) {                                                             \
+            T acc[W] = {0};                                                                             \
+            for (int32_t p = a->row_ptr[i]; p < a->row_ptr[i + 1]; p++) {                               \
+                T av = v[p];                                                                            \
+                const T *xc = xt + (int64_t)j0 * a->cols + (int64_t)a->col[p] * W;                      \
+                for (int32_t j = 0; j < W; j++)                                                         \
+                    acc[j] += av * xc[j];                                                               \
+            }                                                                                           \
+            for (int32_t j = 0; j < W; j++)                                                             \
+                y[(int64_t)(j0 + j) * a->rows + i] = acc[j];                                            \
+        }                                                                                               \
+    }
+#define SPMM_ROWS_INTERLEAVED(T)                                                                        \
+    SPMM_TILE(T, 1)                                                                                     \
+    SPMM_TILE(T, 2)                                                                                     \
+    SPMM_TILE(T, 4)                                                                                     \
+    static void spmm_rows_il_##T(const spmv_csr *a, int32_t k, const T *xt, T *y, int32_t r0, int32_t r1) \
+    {                                                                                                   \
+        int32_t j = 0;                                                                                  \
+        for (; j + 4 <= k; j += 4)                                                                      \
+            spmm_tile4_##T(a, j, xt, y, r0, r1);                                                     \
+        if (j + 2 <= k)                                                                                 \
+            spmm_tile2_##T(a, j, xt, y, r0, r1), j += 2;                                             \
+        if (j < k)                                                                                      \
+            spmm_tile1_##T(a, j, xt, y, r0, r1);                                                     \
+    }                                                                                                   \
+    static void interleave_##T(int32_t cols, int32_t k, const T *x, T *xt, int32_t c0, int32_t c1)     \
+    {                                                                                                   \
+        for (int32_t j0 = 0; j0 < k; j0 += SPMM_TILE_MAX) {                                             \
+            int32_t w = k - j0 < SPMM_TILE_MAX ? k - j0 : SPMM_TILE_MAX;                                \
+            w = w == 3 ? 2 : w; /* the tiles spmm_rows_il takes: 4s, then a 2 and a 1 */                \
+            for (int32_t c = c0; c < c1; c++)                                                           \
+                for (int32_t j = 0; j < w; j++)                                                         \
+                    xt[(int64_t)j0 * cols + (int64_t)c * w + j] = x[(int64_t)(j0 + j) * cols + c];     \
+            if (w == 2 && k - j0 == 3) /* the last column, its own tile of 1 */                         \
+                for (int32_t c = c0; c < c1; c++)                                                       \
+                    xt[(int64_t)(j0 + 2) * cols + c] = x[(int64_t)(j0 + 2) * cols + c];                 \
+        }                                                                                               \
+    }
+SPMM_ROWS_INTERLEAVED(double)
+SPMM_ROWS_INTERLEAVED(float)
+
+/* Rows [r0, r1) of Y = A*X: from the interleaved xt when there is one. */
+static void spmm_block(const spmv_csr *a, int32_t k, const void *x, const void *xt, void *y, int32_t r0, int32_t r1)
 {
-    if (a->dtype == SPMV_FLOAT64)
+    if (a->dtype == SPMV_FLOAT64 && xt)
+        spmm_rows_il_double(a, k, xt, y, r0, r1);
+    else if (a->dtype == SPMV_FLOAT64)
         spmm_rows_double(a, k, x, y, r0, r1);
+    else if (xt)
+        spmm_rows_il_float(a, k, xt, y, r0, r1);
     else
         spmm_rows_float(a, k, x, y, r0, r1);
+}
+
+/* Columns [c0, c1) of X into xt. */
+static void interleave(const spmv_csr *a, int32_t k, const void *x, void *xt, int32_t c0, int32_t c1)
+{
+    if (a->dtype == SPMV_FLOAT64)
+        interleave_double(a->cols, k, x, xt, c0, c1);
+    else
+        interleave_float(a->cols, k, x, xt, c0, c1);
 }
 
 /* cpu.csr.serial with k columns: k products, each the reference's own. */
@@ -58,15 +131,27 @@ static void spmm_serial(const spmv_csr *a, int32_t k, const void *x, void *y)
         spmv_cpu_csr_serial(a, (const char *)x + (size_t)j * a->cols * vs, (char *)y + (size_t)j * a->rows * vs);
 }
 
-static void spmm_omp(const spmv_csr *a, int32_t k, int32_t parts, const int32_t *bounds, const void *x, void *y)
+/* xt: scratch of cols * k values for the interleaved X (NULL: X read as it is). */
+static void spmm_omp(const spmv_csr *a, int32_t k, int32_t parts, const int32_t *bounds, const void *x, void *xt,
+                     void *y)
 {
     if (parts == 1) { /* no team to wake for one part */
-        spmm_block(a, k, x, y, 0, a->rows);
+        if (xt)
+            interleave(a, k, x, xt, 0, a->cols);
+        spmm_block(a, k, x, xt, y, 0, a->rows);
         return;
     }
-#pragma omp parallel for num_threads(parts) schedule(static, 1)
-    for (int32_t t = 0; t < parts; t++)
-        spmm_block(a, k, x, y, bounds[t], bounds[t + 1]);
+#pragma omp parallel num_threads(parts)
+    {
+        int32_t t = omp_get_thread_num(), n = omp_get_num_threads();
+        if (xt) {
+            interleave(a, k, x, xt, (int32_t)((int64_t)a->cols * t / n), (int32_t)((int64_t)a->cols * (t + 1) / n));
+#pragma omp barrier
+        }
+#pragma omp for schedule(static, 1)
+        for (int32_t q = 0; q < parts; q++)
+            spmm_block(a, k, x, xt, y, bounds[q], bounds[q + 1]);
+    }
 }
 
 /* Warm-up and timed runs of a k-column product of a CPU kernel that takes k. */
@@ -80,9 +165,12 @@ static int cpu_spmm_run(const spmv_kernel *kern, const spmv_matrix *m, const spm
     bool omp = kern->impl == SPMV_IMPL_CPU_CSR_OMP;
     int32_t threads = spmv_cpu_threads(par.v[SPMV_PARAM_THREADS], m->nnz * k); /* small work: one thread */
     int32_t *bounds = NULL;
+    void *xt = NULL;
     double *times = spmv_array_alloc(runs, sizeof(double), &st);
     if (!times)
         return spmv_error_set(err, st, 0, "cannot allocate %d timings", runs);
+    if (omp && k > 1) /* without the scratch the product reads X as it lies: slower, still right */
+        xt = spmv_array_alloc((int64_t)m->csr.cols * k, spmv_dtype_size(m->dtype), &st);
     if (omp) {
         if (!(bounds = spmv_array_alloc((int64_t)threads + 1, sizeof(int32_t), &st))) {
             free(times);
@@ -93,7 +181,7 @@ static int cpu_spmm_run(const spmv_kernel *kern, const spmv_matrix *m, const spm
     for (int32_t i = 0; i < warmup + runs; i++) {
         double t0 = spmv_now_ms();
         if (omp)
-            spmm_omp(&m->csr, k, threads, bounds, x, y);
+            spmm_omp(&m->csr, k, threads, bounds, x, xt, y);
         else
             spmm_serial(&m->csr, k, x, y);
         if (i >= warmup)
@@ -102,6 +190,7 @@ static int cpu_spmm_run(const spmv_kernel *kern, const spmv_matrix *m, const spm
     if (stats)
         spmv_stats_compute(times, runs, warmup, 2 * m->nnz * k, spmv_kernel_bytes_k(kern, m, k), stats);
     free(bounds);
+    free(xt);
     free(times);
     return SPMV_OK;
 }

@@ -1,0 +1,74 @@
+#!/usr/bin/env bash
+# bench-batch.sh — dynamic batching (batch_window_us, issue 29) under many
+# concurrent clients: the last section of make bench-api, or alone with
+# make bench-api-batch. Reports, never asserts.
+#
+# A gather-bound matrix (spmv-gen --kind uniform: random columns,
+# BATCH_ROWS rows x BATCH_PER_ROW entries, uploaded as .npz), then for
+# each window of BATCH_WINDOWS (microseconds; 0 = off) a fresh daemon
+# with it, and wrk with BATCH_CONNS connections sending binary products
+# (tools/bench-api-binary.lua) on BATCH_KERNEL for DURATION seconds:
+# requests/s, p50 and p99 latency, errors, and the mean batch from
+# /metrics (spmvd_batched_products_total / spmvd_batches_total). The
+# kernel defaults to cusparse.csr where the daemon has a GPU, else
+# cpu.csr.omp. Markdown to stdout.
+#
+# Environment: BUILD, DURATION (10), BATCH_ROWS (200000; 1000000 on a GPU
+# host gives 16 M entries), BATCH_PER_ROW (16), BATCH_WINDOWS ("0 100 500
+# 2000"), BATCH_CONNS (32), BATCH_KERNEL, BATCH_THREADS (HTTP threads, 4).
+. "$(dirname "$0")/../tests/e2e/lib.sh"
+
+DURATION=${DURATION:-10}
+BATCH_ROWS=${BATCH_ROWS:-200000}
+BATCH_PER_ROW=${BATCH_PER_ROW:-16}
+BATCH_WINDOWS=${BATCH_WINDOWS:-0 100 500 2000}
+BATCH_CONNS=${BATCH_CONNS:-32}
+BATCH_THREADS=${BATCH_THREADS:-4}
+LUA=$SPMV_ROOT/tools/bench-api-binary.lua
+command -v wrk >/dev/null || { echo "bench-batch: wrk is not installed (tools/bootstrap.sh)" >&2; exit 1; }
+load() { uptime | sed 's/.*load average: //; s/,//g'; }
+kv() { sed -n "s/.* $1=\\([^ ]*\\).*/\\1/p"; }
+metric() { curl -s "$SPMVD_URL/metrics" | awk -v n="$1" '$1 == n {print $2}'; }
+
+M=$E2E_TMP/batch.npz
+"$BUILD_DIR/spmv-gen" --kind uniform --n "$BATCH_ROWS" --per-row "$BATCH_PER_ROW" --seed 29 --npz --out "$M" >/dev/null ||
+  { echo "bench-batch: spmv-gen failed" >&2; exit 1; }
+X=$E2E_TMP/batch.x
+"$PYTHON" -c 'import sys, numpy as np; np.random.default_rng(29).uniform(-1, 1, int(sys.argv[1])).astype("<f8").tofile(sys.argv[2])' \
+  "$BATCH_ROWS" "$X"
+
+echo
+echo "## Dynamic batching: $BATCH_CONNS clients, binary products"
+echo
+first=1
+for w in $BATCH_WINDOWS; do
+  SPMVD_STATE=""
+  start_spmvd --log-level warn --threads "$BATCH_THREADS" --batch-window-us "$w" ||
+    { echo "bench-batch: spmvd did not start: $(tail -n 3 "$SPMVD_LOG")" >&2; exit 1; }
+  upload_raw "$M" "name=batch"
+  [ "$CODE" = 201 ] || { echo "bench-batch: upload failed: HTTP $CODE $(head -c 300 "$BODY_FILE")" >&2; exit 1; }
+  nnz=$(jget 'd["nnz"]')
+  if [ -z "${BATCH_KERNEL:-}" ]; then
+    req GET /v1/info
+    BATCH_KERNEL=$(jget '"cusparse.csr" if any(x.get("kind") == "gpu" for x in d["devices"]) else "cpu.csr.omp"')
+  fi
+  url="$SPMVD_URL/v1/matrices/$MATRIX_ID/spmv?kernel=$BATCH_KERNEL"
+  curl -s -o /dev/null -H 'Content-Type: application/octet-stream' --data-binary "@$X" "$url" # formats built, warm
+  if [ "$first" = 1 ]; then
+    echo "Matrix: spmv-gen uniform (random columns), $BATCH_ROWS rows, $nnz entries, float64; kernel $BATCH_KERNEL;"
+    echo "\`wrk -t 2 -c $BATCH_CONNS -d ${DURATION}s --latency -s tools/bench-api-binary.lua\`, a fresh daemon"
+    echo "(\`--threads $BATCH_THREADS --batch-window-us W\`) for each window; mean batch = products answered from"
+    echo "SpMMs / SpMMs run (/metrics); products that ran alone are not in it."
+    echo
+    echo "| batch_window_us | requests/s | p50 ms | p99 ms | errors (non-2xx) | SpMMs | mean batch | load before | load after |"
+    echo "| ---: | ---: | ---: | ---: | ---: | ---: | ---: | --- | --- |"
+    first=0
+  fi
+  l0=$(load)
+  line=$(SPMV_X=$X wrk -t 2 -c "$BATCH_CONNS" -d "${DURATION}s" --latency -s "$LUA" "$url" 2>&1 | grep '^BENCH-API')
+  l1=$(load)
+  b=$(metric spmvd_batches_total); p=$(metric spmvd_batched_products_total)
+  mean=$(awk -v b="${b:-0}" -v p="${p:-0}" 'BEGIN {if (b > 0) printf "%.1f", p / b; else print "-"}')
+  echo "| $w | $(kv rps <<<"$line") | $(kv p50_ms <<<"$line") | $(kv p99_ms <<<"$line") | $(kv errors <<<"$line") ($(kv non2xx <<<"$line")) | ${b:-0} | $mean | $l0 | $l1 |"
+  stop_spmvd >/dev/null
+done

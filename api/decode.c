@@ -96,6 +96,24 @@ static int json_bool(const json_t *o, const char *key, bool def, bool *out, api_
     return 0;
 }
 
+/* "stat": which statistic the rates come from. s NULL: the default. */
+static int stat_value(const char *s, spmv_stat *out, api_fail *f)
+{
+    *out = SPMV_STAT_MEDIAN;
+    if (s && spmv_stat_parse(s, out) != SPMV_OK)
+        return fail(f, 400, "invalid_request", "`stat` must be " SPMV_STAT_NAMES " (the statistic of the timed "
+                    "runs that GFLOP/s and GB/s come from), not \"%.32s\"", s);
+    return 0;
+}
+
+static int json_stat(const json_t *o, spmv_stat *out, api_fail *f)
+{
+    const json_t *v = json_object_get(o, "stat");
+    if (v && !json_is_null(v) && !json_is_string(v))
+        return fail(f, 400, "invalid_request", "`stat` must be a string, " SPMV_STAT_NAMES);
+    return stat_value(json_string_value(v), out, f);
+}
+
 /* Strict integer text within [min, max]. */
 static int parse_long(const char *s, long long min, long long max, long long *out)
 {
@@ -328,7 +346,8 @@ static json_t *load_object(const char *body, size_t len, api_fail *f)
 int api_decode_spmv_json(const char *body, size_t len, int32_t rows, int32_t cols, spmv_dtype dtype,
                          int64_t max_runs, spmv_req *out, api_fail *f)
 {
-    static const char *const keys[] = {"kernel", "x", "y", "k", "alpha", "beta", "op", "runs", "warmup", "verify", "async", NULL};
+    static const char *const keys[] = {"kernel", "x", "y", "k", "alpha", "beta", "op", "runs", "warmup", "stat",
+                                       "verify", "async", NULL};
     int64_t runs, warmup;
     int rc = -1;
     memset(out, 0, sizeof *out);
@@ -346,8 +365,8 @@ int api_decode_spmv_json(const char *body, size_t len, int32_t rows, int32_t col
         snprintf(out->kernel, sizeof out->kernel, "%s", json_string_value(kn));
     }
     if (json_int(o, "runs", 1, 1, max_runs, &runs, f) || json_int(o, "warmup", 0, 0, max_runs, &warmup, f) ||
-        json_bool(o, "verify", false, &out->verify, f) || json_bool(o, "async", false, &out->async, f) ||
-        params_from_json(o, &out->params, f))
+        json_stat(o, &out->stat, f) || json_bool(o, "verify", false, &out->verify, f) ||
+        json_bool(o, "async", false, &out->async, f) || params_from_json(o, &out->params, f))
         goto out;
     out->runs = (int32_t)runs;
     out->warmup = (int32_t)warmup;
@@ -452,7 +471,7 @@ int api_decode_spmv_query(api_lookup_fn get, void *ctx, int64_t max_runs, spmv_r
         snprintf(out->kernel, sizeof out->kernel, "%s", kn);
     }
     if (query_int(get, ctx, "runs", 1, 1, max_runs, &out->runs, f) ||
-        query_int(get, ctx, "warmup", 0, 0, max_runs, &out->warmup, f) ||
+        query_int(get, ctx, "warmup", 0, 0, max_runs, &out->warmup, f) || stat_value(get(ctx, "stat"), &out->stat, f) ||
         query_bool(get, ctx, "verify", &out->verify, f) || query_bool(get, ctx, "async", &out->async, f) ||
         query_int(get, ctx, "k", 1, 1, SPMV_MAX_K, &out->k, f) || op_field(get(ctx, "op"), &out->trans, f) ||
         query_real(get, ctx, "alpha", 1.0, &out->alpha, f) || query_real(get, ctx, "beta", 0.0, &out->beta, f) ||
@@ -492,16 +511,17 @@ int api_check_x_binary(size_t len, int32_t cols, int32_t k, spmv_dtype dtype, ap
 /* ------------------------------------------------------------ bench */
 
 static int int_list(const json_t *o, const char *key, const int32_t *def, size_t ndef, int32_t lo, int32_t hi,
-                    int32_t *out, size_t *n, api_fail *f)
+                    size_t max, int32_t *out, size_t *n, api_fail *f)
 {
     json_t *a = json_object_get(o, key);
     if (!a) {
-        memcpy(out, def, ndef * sizeof *def);
+        if (ndef)
+            memcpy(out, def, ndef * sizeof *def);
         *n = ndef;
         return 0;
     }
-    if (!json_is_array(a) || json_array_size(a) == 0 || json_array_size(a) > API_BENCH_MAX_SWEEP)
-        return fail(f, 400, "invalid_request", "`%s` must be a list of 1 to %d integers", key, API_BENCH_MAX_SWEEP);
+    if (!json_is_array(a) || json_array_size(a) == 0 || json_array_size(a) > max)
+        return fail(f, 400, "invalid_request", "`%s` must be a list of 1 to %zu integers", key, max);
     size_t i;
     json_t *v;
     json_array_foreach(a, i, v) {
@@ -535,10 +555,26 @@ static int kernel_list(const json_t *o, bench_req *out, api_fail *f)
     return 0;
 }
 
+/* "threads": a list of thread counts, or "sweep" (1..the host's
+ * threads, which the route knows); absent: no sweep. */
+static int threads_list(const json_t *o, bench_req *out, api_fail *f)
+{
+    const spmv_param_desc *pt = spmv_param_get(SPMV_PARAM_THREADS);
+    const json_t *v = json_object_get(o, "threads");
+    if (json_is_string(v) && strcmp(json_string_value(v), "sweep") == 0) {
+        out->threads_sweep = true;
+        return 0;
+    }
+    if (v && !json_is_array(v))
+        return fail(f, 400, "invalid_request", "`threads` must be a list of 1 to %d thread counts (%d..%d, 0: the "
+                    "kernel's default) or \"sweep\" (1..the host's threads)", API_BENCH_MAX_THREADS, pt->min, pt->max);
+    return int_list(o, "threads", NULL, 0, pt->min, pt->max, API_BENCH_MAX_THREADS, out->threads, &out->nthreads, f);
+}
+
 int api_decode_bench_json(const char *body, size_t len, int64_t max_runs, bench_req *out, api_fail *f)
 {
-    static const char *const keys[] = {"kernels", "runs", "warmup", "block_sizes", "hack_sizes", "verify", "seed",
-                                       "async", NULL};
+    static const char *const keys[] = {"kernels", "runs", "warmup", "block_sizes", "hack_sizes", "threads", "stat",
+                                       "verify", "seed", "async", NULL};
     static const int32_t def_bs[] = {32, 64, 128, 256, 512, 1024};
     static const int32_t def_hs[] = {16, 32, 64};
     const spmv_param_desc *pb = spmv_param_get(SPMV_PARAM_BLOCK_SIZE), *ph = spmv_param_get(SPMV_PARAM_HACK_SIZE);
@@ -549,8 +585,11 @@ int api_decode_bench_json(const char *body, size_t len, int64_t max_runs, bench_
     if (!o)
         return -1;
     if (check_known_keys(o, keys, false, f) || kernel_list(o, out, f) ||
-        int_list(o, "block_sizes", def_bs, 6, pb->min, pb->max, out->block_sizes, &out->nblock_sizes, f) ||
-        int_list(o, "hack_sizes", def_hs, 3, ph->min, ph->max, out->hack_sizes, &out->nhack_sizes, f) ||
+        int_list(o, "block_sizes", def_bs, 6, pb->min, pb->max, API_BENCH_MAX_SWEEP, out->block_sizes,
+                 &out->nblock_sizes, f) ||
+        int_list(o, "hack_sizes", def_hs, 3, ph->min, ph->max, API_BENCH_MAX_SWEEP, out->hack_sizes,
+                 &out->nhack_sizes, f) ||
+        threads_list(o, out, f) || json_stat(o, &out->stat, f) ||
         json_int(o, "runs", max_runs < 10 ? max_runs : 10, 1, max_runs, &runs, f) ||
         json_int(o, "warmup", max_runs < 2 ? max_runs : 2, 0, max_runs, &warmup, f) ||
         json_int(o, "seed", 0, 0, INT64_MAX, &seed, f) || json_bool(o, "verify", true, &out->verify, f) ||

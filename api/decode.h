@@ -33,6 +33,7 @@ typedef struct spmv_req {
     char kernel[128];      /* "" when not given */
     spmv_params params;    /* as given: 0 where not given, else within range */
     int32_t runs, warmup;
+    spmv_stat stat;        /* the statistic the rates come from ("stat"; median unless given) */
     bool verify, async;
     void *x;               /* JSON only: k*cols values of the dtype (malloc), NULL with x_vector */
     char x_vector[40], y_vector[40];  /* resident operands ("" when not given; ids unchecked here) */
@@ -60,7 +61,7 @@ int api_vector_ref(const json_t *v, const char *what, char id[40], api_fail *f);
  * malformed. */
 int api_shm_ref(const json_t *v, const char *what, char name[SHM_NAME_MAX + 1], int64_t *offset, api_fail *f);
 
-/* {"kernel","x","runs","warmup","verify","async", params...}: unknown
+/* {"kernel","x","runs","warmup","stat","verify","async", params...}: unknown
  * fields, wrong types, values out of range and x of the wrong length are
  * refused. On success out->x owns cols values of dtype. */
 int api_decode_spmv_json(const char *body, size_t len, int32_t rows, int32_t cols, spmv_dtype dtype,
@@ -72,6 +73,7 @@ int api_check_x_binary(size_t len, int32_t cols, int32_t k, spmv_dtype dtype, ap
 void api_spmv_req_free(spmv_req *r);
 
 #define API_BENCH_MAX_SWEEP 16
+#define API_BENCH_MAX_THREADS 64
 #define API_BENCH_MAX_KERNELS 64
 
 typedef struct bench_req {
@@ -79,7 +81,14 @@ typedef struct bench_req {
     size_t nkernels;       /* 0: every kernel */
     int32_t block_sizes[API_BENCH_MAX_SWEEP], hack_sizes[API_BENCH_MAX_SWEEP];
     size_t nblock_sizes, nhack_sizes;
+    /* "threads": the CPU kernels' thread counts to sweep (nthreads 0: not
+     * swept, each runs at its default); "sweep" sets threads_sweep, which
+     * the route turns into 1..the host's OpenMP threads */
+    int32_t threads[API_BENCH_MAX_THREADS];
+    size_t nthreads;
+    bool threads_sweep;
     int32_t runs, warmup;
+    spmv_stat stat;        /* what speedup, efficiency, best and the rates use */
     bool verify;
     uint64_t seed;         /* 0: draw one */
     bool async;            /* default true: a job; false: the request waits for the table */

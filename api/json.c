@@ -2,8 +2,8 @@
  *
  * A number goes out in the shortest form that reads back as the same
  * float64 (0.1 as 0.1, not 0.10000000000000001), except measurements: a
- * member named *_ms or *_s (a time), gflops, gbps, speedup or
- * ratio_cusparse is rounded to MEASURED_DIGITS significant digits, all a
+ * member named *_ms or *_s (a time), gflops, gbps, speedup,
+ * ratio_cusparse or efficiency is rounded to MEASURED_DIGITS significant digits, all a
  * timer's reading carries. So the answer is written here, walking the
  * jansson tree, rather than by json_dumps, whose %.17g knows neither. JSON
  * has no NaN or infinities, so those travel as the strings "NaN",
@@ -29,7 +29,7 @@ static bool measured(const char *key)
     size_t n = key ? strlen(key) : 0;
     return n && ((n > 3 && strcmp(key + n - 3, "_ms") == 0) || (n > 2 && strcmp(key + n - 2, "_s") == 0) ||
                  !strcmp(key, "gflops") || !strcmp(key, "gbps") || !strcmp(key, "speedup") ||
-                 !strcmp(key, "ratio_cusparse"));
+                 !strcmp(key, "ratio_cusparse") || !strcmp(key, "efficiency"));
 }
 
 /* The shortest of %.15g .. %.17g that reads back as v (or, measured, %.6g),
@@ -129,11 +129,11 @@ json_t *api_json_real(double v)
 
 json_t *api_stats_json(const spmv_stats *s)
 {
-    return json_pack("{s:i, s:i, s:o, s:o, s:o, s:o, s:o, s:o, s:o}", "runs", s->runs, "warmup", s->warmup,
+    return json_pack("{s:i, s:i, s:o, s:o, s:o, s:o, s:o, s:o, s:o, s:s}", "runs", s->runs, "warmup", s->warmup,
                      "mean_ms", api_json_real(s->mean_ms), "stddev_ms", api_json_real(s->stddev_ms),
                      "min_ms", api_json_real(s->min_ms), "median_ms", api_json_real(s->median_ms),
                      "max_ms", api_json_real(s->max_ms), "gflops", api_json_real(s->gflops),
-                     "gbps", api_json_real(s->gbps));
+                     "gbps", api_json_real(s->gbps), "stat", spmv_stat_name(s->stat));
 }
 
 json_t *api_params_json(const spmv_kernel *k, const spmv_params *p, const matrix *m)

@@ -1,7 +1,9 @@
 /* spmv.c — POST /v1/matrices/{id}/spmv: one kernel, y = A*x.
  *
- * Two encodings. JSON: {"kernel","x":[...],"runs","warmup","verify",
- * "async", params...}, answered with {"y":[...],"kernel","stats",...}.
+ * Two encodings. JSON: {"kernel","x":[...],"runs","warmup","stat","verify",
+ * "async", params...}, answered with {"y":[...],"kernel","stats",...};
+ * "stat" (median, the default, or mean) is the statistic the rates in
+ * stats come from, named there as stats.stat.
  * Binary (Content-Type: application/octet-stream): the body is x as
  * little-endian values of the matrix dtype, the options are in the query
  * string, and the answer is y the same way with the statistics as JSON in
@@ -52,6 +54,7 @@ typedef struct spmv_task {
     bool binary;          /* x in the body and y in the answer as raw values */
     int64_t body_limit;
     const char *limit_key; /* what sets body_limit (body_limit()) */
+    spmv_stat stat;        /* the statistic the answer's rates come from */
 } spmv_task;
 
 /* ------------------------------------------------------ the request */
@@ -400,6 +403,7 @@ static int decode_request(request *r, spmv_params *given, bool *async)
     }
     t->pr.runs = q.runs;
     t->pr.warmup = q.warmup;
+    t->stat = q.stat;
     t->pr.verify = q.verify;
     t->pr.alpha = q.alpha;
     t->pr.beta = q.beta;
@@ -431,9 +435,17 @@ static int decode_request(request *r, spmv_params *given, bool *async)
     return t->pr.x ? 0 : -1;
 }
 
+/* The statistics with the rates at the statistic asked for (stat). */
+static json_t *stats_at(const spmv_stats *st, spmv_stat which)
+{
+    spmv_stats s = *st;
+    spmv_stats_use(&s, which);
+    return api_stats_json(&s);
+}
+
 static json_t *stats_json(const spmv_task *t)
 {
-    json_t *s = api_stats_json(&t->pr.report.st);
+    json_t *s = stats_at(&t->pr.report.st, t->stat);
     if (s && t->pr.sharded) {
         json_object_set_new(s, "compute_ms", api_json_real(t->pr.cst.compute_ms));
         json_object_set_new(s, "comm_ms", api_json_real(t->pr.cst.comm_ms));
@@ -457,7 +469,7 @@ static json_t *sharded_json(const spmv_task *t)
                           api_json_real(t->pr.cst.gather_ms), "halo_values", (json_int_t)t->pr.cst.halo_values, "kernels",
                           kernels);
     if (o && t->pr.cst.device.runs > 0)
-        json_object_set_new(o, "device_stats", api_stats_json(&t->pr.cst.device));
+        json_object_set_new(o, "device_stats", stats_at(&t->pr.cst.device, t->stat));
     return o;
 }
 
@@ -655,9 +667,9 @@ static void spmv_cleanup(request *r)
 }
 
 /* The binary form's options (api_decode_spmv_query reads them). */
-static const char *const spmv_query[] = {"kernel", "runs", "warmup", "verify", "async", "k", "op", "alpha", "beta", "x",
-                                         "y", "x_shm", "x_offset", "y_shm", "y_offset", "dtype", API_QUERY_PARAMS,
-                                         NULL};
+static const char *const spmv_query[] = {"kernel", "runs", "warmup", "stat", "verify", "async", "k", "op", "alpha",
+                                         "beta", "x", "y", "x_shm", "x_offset", "y_shm", "y_offset", "dtype",
+                                         API_QUERY_PARAMS, NULL};
 
 const route_handlers api_spmv_post = {
     .begin = spmv_begin,

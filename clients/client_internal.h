@@ -46,6 +46,7 @@ struct spmv_client {
         spmv_client_dtype dtype;
     } known[4];
     unsigned known_next;      /* the entry the next one replaces */
+    char stat[8];             /* spmv_client_set_stat: sent as `stat` with products and benches; "" not sent */
 };
 
 /* A growable byte buffer, NUL-terminated, with a hard cap. */

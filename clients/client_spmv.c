@@ -8,7 +8,8 @@
  * the query; the timings come back in the X-SpMV-Stats header.
  * spmv_client_spmspm() sends a JSON body and reads C as COO, or the
  * stored product's descriptor; spmv_client_bench_start() starts a job
- * that client_jobs.c follows.
+ * that client_jobs.c follows. The handle's statistic (spmv_client_set_stat)
+ * goes with every product and bench as `stat`.
  */
 #include "client_internal.h"
 
@@ -45,10 +46,22 @@ static bool params_ok(const char *const *params)
     return true;
 }
 
-/* The spmv options into the request's query: kernel, runs, warmup, verify
- * and the kernel parameters. */
+spmv_client_status spmv_client_set_stat(spmv_client *h, const char *stat)
+{
+    if (!h) return SPMV_CLIENT_ERR_INVALID;
+    spmvc_clear_error(h);
+    if (stat && *stat && strcmp(stat, "mean") != 0 && strcmp(stat, "median") != 0)
+        return spmvc_fail(h, SPMV_CLIENT_ERR_INVALID, "stat must be \"median\" or \"mean\", not \"%.32s\"", stat);
+    snprintf(h->stat, sizeof h->stat, "%s", stat ? stat : "");
+    return SPMV_CLIENT_OK;
+}
+
+/* The spmv options into the request's query: the handle's stat, kernel,
+ * runs, warmup, verify and the kernel parameters. */
 static spmv_client_status spmv_query(spmv_client *h, const spmv_client_spmv_options *o, request *req)
 {
+    if (h->stat[0])
+        spmvc_query_add(h, req, "stat", h->stat);
     if (!o)
         return SPMV_CLIENT_OK;
     if (o->runs < 0)
@@ -436,6 +449,7 @@ spmv_client_status spmv_client_bench_start(spmv_client *h, const char *id, const
     }
     if (opts && opts->runs) spmvc_body_set(&req, "runs", json_integer(opts->runs));
     if (opts && opts->warmup) spmvc_body_set(&req, "warmup", json_integer(opts->warmup));
+    if (h->stat[0]) spmvc_body_set(&req, "stat", json_string(h->stat));
     response r;
     if ((st = spmvc_request(h, &req, &r)) == SPMV_CLIENT_OK)
         st = spmvc_take_job_id(h, &r, "bench", job_id, 64);

@@ -46,7 +46,9 @@
  * spmv_client_solve_json() and spmv_client_default_url(), and changes no
  * signature or structure: spmv_client_job_wait() waits with long polls,
  * spmv_client_solve() sends inline b and x0 in binary, and
- * spmv_client_new(NULL, ...) takes the URL from the environment.
+ * spmv_client_new(NULL, ...) takes the URL from the environment. 0.5
+ * adds spmv_client_set_stat() (rates at the mean or the median), a new
+ * call only.
  *
  * Link with pkg-config: cc prog.c $(pkg-config --cflags --libs spmvclient)
  */
@@ -60,9 +62,9 @@
 extern "C" {
 #endif
 
-#define SPMV_CLIENT_VERSION "0.4.0"
+#define SPMV_CLIENT_VERSION "0.5.0"
 #define SPMV_CLIENT_VERSION_MAJOR 0
-#define SPMV_CLIENT_VERSION_MINOR 4
+#define SPMV_CLIENT_VERSION_MINOR 5
 #define SPMV_CLIENT_VERSION_PATCH 0
 
 /* The library is built with -fvisibility=hidden; only what carries this
@@ -302,6 +304,13 @@ typedef struct spmv_client_spmv_result {
     double max_rel_err;       /* from verify, NAN when not verified */
     double request_ms;        /* wall time of the whole HTTP exchange, client side */
 } spmv_client_spmv_result;
+
+/* The statistic of the timed runs that the rates (gflops, gbps) of this
+ * handle's later products (spmv_client_multiply, _spmv, _spmv_shm) and
+ * benchmarks (speedup, efficiency, best too) come from: "median", the
+ * daemon's default, or "mean"; NULL or "" sends nothing (the default).
+ * Anything else is INVALID, the setting unchanged. Since 0.5. */
+SPMV_CLIENT_API spmv_client_status spmv_client_set_stat(spmv_client *h, const char *stat);
 
 /* POST /v1/matrices/{id}/spmv with a binary body: y = A·x.
  * `x` holds nx values and `y` room for ny values, both of `dtype`, which

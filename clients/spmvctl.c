@@ -50,6 +50,7 @@ typedef struct ctl {
     int hack_size, runs, warmup;
     bool verify, no_wait, store;
     const char *c_out;
+    const char *stat;           /* --stat: the statistic of spmv's and bench's rates (NULL: the daemon's median) */
     /* vec, ops, solve */
     const char *like, *side, *values_file, *out_file, *method, *precond;
     const char *b_file, *b_vector, *x0_file, *x0_vector, *x_out, *x_vector;
@@ -701,17 +702,18 @@ static int cmd_vec(ctl *c, int argc, char **argv)
 
 /* The lines the reports of spmv and spmspm share: the kernel, its timing
  * (with the multiply-adds when madds >= 0), queue and request, verify. */
-static void print_run_text(const char *kernel, const spmv_client_stats *s, int64_t madds, double queue_ms,
-                           double request_ms, double max_rel_err)
+static void print_run_text(const char *kernel, const spmv_client_stats *s, const char *stat, int64_t madds,
+                           double queue_ms, double request_ms, double max_rel_err)
 {
     printf("kernel       %s\n", kernel);
     printf("runs         %d (+%d warm-up)\n", s->runs, s->warmup);
     printf("time         mean %.4f ms, stddev %.4f, min %.4f, median %.4f, max %.4f\n", s->mean_ms, s->stddev_ms,
            s->min_ms, s->median_ms, s->max_ms);
     if (madds >= 0)
-        printf("throughput   %.3f GFLOP/s (%" PRId64 " multiply-adds), %.3f GB/s\n", s->gflops, madds, s->gbps);
+        printf("throughput   %.3f GFLOP/s (%" PRId64 " multiply-adds), %.3f GB/s, at the %s time\n", s->gflops, madds,
+               s->gbps, stat);
     else
-        printf("throughput   %.3f GFLOP/s, %.3f GB/s\n", s->gflops, s->gbps);
+        printf("throughput   %.3f GFLOP/s, %.3f GB/s, at the %s time\n", s->gflops, s->gbps, stat);
     printf("queue        %.3f ms\nrequest      %.3f ms (client side, whole exchange)\n", queue_ms, request_ms);
     if (!isnan(max_rel_err)) printf("verify       max relative error %.3g\n", max_rel_err);
 }
@@ -730,6 +732,7 @@ static void print_spmv_result(const ctl *c, const spmv_client_spmv_result *r, si
         json_object_set_new(st, "max_ms", json_finite(s->max_ms));
         json_object_set_new(st, "gflops", json_finite(s->gflops));
         json_object_set_new(st, "gbps", json_finite(s->gbps));
+        json_object_set_new(st, "stat", json_string(c->stat ? c->stat : "median"));
         json_object_set_new(o, "kernel", json_string(r->kernel));
         json_object_set_new(o, "stats", st);
         json_object_set_new(o, "queue_ms", json_finite(r->queue_ms));
@@ -740,7 +743,7 @@ static void print_spmv_result(const ctl *c, const spmv_client_spmv_result *r, si
         print_json_object(o);
         return;
     }
-    print_run_text(r->kernel, s, -1, r->queue_ms, r->request_ms, r->max_rel_err);
+    print_run_text(r->kernel, s, c->stat ? c->stat : "median", -1, r->queue_ms, r->request_ms, r->max_rel_err);
     if (!isnan(norm)) printf("y            %zu values, 2-norm %.17g\n", n, norm);
 }
 
@@ -949,7 +952,7 @@ static void print_spmspm_result(const ctl *c, const spmv_client_spmspm_result *r
         print_json_object(o);
         return;
     }
-    print_run_text(r->kernel, s, r->madds, r->queue_ms, r->request_ms, r->max_rel_err);
+    print_run_text(r->kernel, s, "median", r->madds, r->queue_ms, r->request_ms, r->max_rel_err);
     if (m) printf("C            %d x %d, %" PRId64 " non-zeros\n", m->rows, m->cols, m->nnz);
     if (stored) {
         printf("stored as    %s\n", stored->id);
@@ -1066,8 +1069,12 @@ static void print_bench_table(const char *result_text)
         json_decref(result);
         return;
     }
-    printf("%-24s %-26s %10s %10s %9s %9s %9s %10s\n", "KERNEL", "PARAMS", "MEAN_MS", "MEDIAN_MS", "GFLOPS", "GB/S",
-           "SPEEDUP", "MAX_ERR");
+    const char *stat = json_string_value(json_object_get(result, "stat"));
+    const char *base = json_string_value(json_object_get(result, "baseline"));
+    if (stat)
+        printf("rates, speedup and efficiency at the %s time; baseline %s\n", stat, base ? base : "?");
+    printf("%-24s %-26s %10s %10s %9s %9s %9s %7s %10s\n", "KERNEL", "PARAMS", "MEAN_MS", "MEDIAN_MS", "GFLOPS", "GB/S",
+           "SPEEDUP", "EFFIC", "MAX_ERR");
     size_t i;
     const json_t *row;
     json_array_foreach(rows, i, row) {
@@ -1080,9 +1087,9 @@ static void print_bench_table(const char *result_text)
         double err = json_is_object(ver) ? row_num(ver, "max_rel_err") : row_num(row, "max_rel_err");
         const json_t *ev = json_object_get(row, "error");
         const char *error = json_is_string(ev) ? json_string_value(ev) : json_string_value(json_object_get(ev, "message"));
-        printf("%-24s %-26s %10.4f %10.4f %9.3f %9.3f %9.2f %10.2g%s%s\n", k ? k : "?", ptext,
+        printf("%-24s %-26s %10.4f %10.4f %9.3f %9.3f %9.2f %7.2f %10.2g%s%s\n", k ? k : "?", ptext,
                row_num(row, "mean_ms"), row_num(row, "median_ms"), row_num(row, "gflops"), row_num(row, "gbps"),
-               row_num(row, "speedup"), err, error ? "  " : "", error ? error : "");
+               row_num(row, "speedup"), row_num(row, "efficiency"), err, error ? "  " : "", error ? error : "");
     }
     print_skipped(json_object_get(result, "skipped"));
     const char *best = json_string_value(json_object_get(json_object_get(result, "best"), "kernel"));
@@ -1441,16 +1448,20 @@ static const command commands[] = {
     {"rm", cmd_rm, "usage: spmvctl rm ID...\nDeletes matrices (host, device and stored copies).\n"},
     {"spmv", cmd_spmv,
      "usage: spmvctl spmv ID (--x FILE | --x-shm NAME[:OFFSET]) [--y-out FILE | --y-shm NAME[:OFFSET]]\n"
-     "                       [--kernel K] [--runs N] [--warmup N] [--verify] [--param KEY=VALUE]...\n"
+     "                       [--kernel K] [--runs N] [--warmup N] [--stat mean|median] [--verify]\n"
+     "                       [--param KEY=VALUE]...\n"
      "Computes y = A*x on the daemon. FILE holds x as numbers separated by white space\n"
      "(\"-\" reads stdin), as many as the matrix has columns. --y-out writes y one value\n"
      "per line with 17 significant digits (\"-\" for stdout). Prints the kernel's timing.\n"
      "--x-shm reads x from a registered shared-memory region at byte OFFSET (default 0),\n"
-     "--y-shm writes y into one (see spmvctl shm); values of the matrix's dtype.\n"},
+     "--y-shm writes y into one (see spmvctl shm); values of the matrix's dtype.\n"
+     "--stat mean puts GFLOP/s and GB/s at the mean time of the runs (default: the median).\n"},
     {"bench", cmd_bench,
-     "usage: spmvctl bench ID [--kernels a,b,...] [--runs N] [--warmup N] [--no-wait]\n"
+     "usage: spmvctl bench ID [--kernels a,b,...] [--runs N] [--warmup N] [--stat mean|median] [--no-wait]\n"
      "Benchmarks the listed kernels (default: all available) as a job, waits for it\n"
-     "(a progress bar on a terminal) and prints the table. --no-wait prints the job id.\n"},
+     "(a progress bar on a terminal) and prints the table. --no-wait prints the job id.\n"
+     "--stat mean puts the rates, speedup and efficiency (speedup over cpu.csr.serial\n"
+     "per thread) at the mean time of the runs (default: the median).\n"},
     {"spmspm", cmd_spmspm,
      "usage: spmvctl spmspm A B [--kernel K] [--store] [--c-out FILE] [--runs N] [--warmup N]\n"
      "                         [--verify] [--param KEY=VALUE]...\n"
@@ -1525,7 +1536,7 @@ enum {
     OPT_PER_ROW, OPT_DENSE_LEN,
     OPT_LIKE, OPT_SIDE, OPT_K, OPT_N, OPT_VALUES, OPT_FILL, OPT_RANDOM, OPT_SEED, OPT_OUT, OPT_METHOD, OPT_TOL,
     OPT_MAXIT, OPT_RESTART, OPT_PRECOND, OPT_B, OPT_B_VECTOR, OPT_X0, OPT_X0_VECTOR, OPT_X_OUT, OPT_X_VECTOR,
-    OPT_ASYNC, OPT_HISTORY, OPT_JSON_REQUEST, OPT_CANCEL, OPT_OFFSET, OPT_SIZE, OPT_X_SHM, OPT_Y_SHM,
+    OPT_ASYNC, OPT_HISTORY, OPT_JSON_REQUEST, OPT_CANCEL, OPT_OFFSET, OPT_SIZE, OPT_X_SHM, OPT_Y_SHM, OPT_STAT,
     OPT_DTYPES, OPT_FROM, OPT_SPMSPM, OPT_THREADS, OPT_MAX_NNZ, OPT_PLOT, OPT_LAST
 };
 
@@ -1588,6 +1599,7 @@ static const struct option long_opts[] = {
     {"threads", required_argument, NULL, OPT_THREADS},
     {"max-nnz", required_argument, NULL, OPT_MAX_NNZ},
     {"plot", no_argument, NULL, OPT_PLOT},
+    {"stat", required_argument, NULL, OPT_STAT},
     {"help", no_argument, NULL, 'h'},
     {NULL, 0, NULL, 0},
 };
@@ -1689,6 +1701,11 @@ static int take_matrix_option(ctl *c, int opt, const char *arg)
     case OPT_NO_WAIT: c->no_wait = true; break;
     case OPT_STORE: c->store = true; break;
     case OPT_C_OUT: c->c_out = arg; break;
+    case OPT_STAT:
+        if (strcmp(arg, "mean") != 0 && strcmp(arg, "median") != 0)
+            return usage_error("--stat wants mean or median, not %s", arg);
+        c->stat = arg;
+        break;
     case OPT_PER_ROW:
         rc = int_option(arg, 0, INT_MAX, "--per-row wants an integer >= 0, not %s", &c->per_row);
         c->has_per_row = true;
@@ -1880,6 +1897,8 @@ static int connect_client(ctl *c)
         fprintf(stderr, "spmvctl: %s: %s\n", c->url, spmv_client_strerror(why));
         return why == SPMV_CLIENT_ERR_INVALID ? EXIT_USAGE : EXIT_LOCAL;
     }
+    if (c->stat && spmv_client_set_stat(c->h, c->stat) != SPMV_CLIENT_OK) /* checked by take_matrix_option */
+        return report(c, "--stat", SPMV_CLIENT_ERR_INVALID);
     return EXIT_OK;
 }
 

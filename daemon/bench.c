@@ -1,10 +1,27 @@
-/* bench.c — the task body of a bench sweep (daemon/bench.h). */
+/* bench.c — the task body of a bench sweep (daemon/bench.h).
+ *
+ * Each entry runs with the bench's runs and warmup exactly (auto's row
+ * too: its tuning is separate, and not part of the row's stats), and
+ * records the team a CPU kernel ran on, which the table's efficiency
+ * divides by. */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 
 #include "daemon/bench.h"
 #include "daemon/daemon.h"
+
+/* The threads a CPU kernel ran on: its `threads` as spmv_cpu_run
+ * resolves it, on this thread (the default, 0, is one thread for small
+ * work, set by the worker per task), or one for a kernel without it. */
+static int32_t team(const bench_task *b, const spmv_kernel *k, const spmv_params *p)
+{
+    if (k->device != SPMV_DEVICE_CPU)
+        return 0;
+    if (!(k->params & (1u << SPMV_PARAM_THREADS)))
+        return 1;
+    return spmv_cpu_threads(p->v[SPMV_PARAM_THREADS], b->m->host.nnz);
+}
 
 static void run_entry(bench_task *b, worker *w, bench_entry *e, const void *x, void *y, const void *ref)
 {
@@ -37,6 +54,7 @@ static void run_entry(bench_task *b, worker *w, bench_entry *e, const void *x, v
         snprintf(e->error, sizeof e->error, "%s", err.message[0] ? err.message : spmv_strerror(e->rc));
         return;
     }
+    e->threads = team(b, e->ran, &e->p);
     e->max_rel_err = b->verify ? spmv_max_rel_err(dt, y, ref, rows) : NAN;
 }
 

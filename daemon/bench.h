@@ -1,8 +1,9 @@
 /* bench.h — a sweep of many kernels on one matrix, as a worker task.
  *
  * The API plans the sweep from POST /v1/matrices/{id}/bench (api/bench.c):
- * one entry per kernel and combination of the swept parameters, `auto`
- * included where it serves. bench_run is the task body, on the matrix's
+ * one entry per kernel and combination of the swept parameters (block
+ * and hack sizes, the CPU kernels' thread counts), `auto` included where
+ * it serves. bench_run is the task body, on the matrix's
  * device worker: one random x from the seed, the reference y, then every
  * entry in turn (auto tuned first when nothing was chosen yet), each y
  * poisoned first and compared with the reference, progress reported to
@@ -28,6 +29,7 @@ typedef struct bench_entry {
     matrix_tuning tuned;        /* auto's choice (k is auto) */
     spmv_params p;
     spmv_stats st;
+    int32_t threads;            /* CPU rows: the team that ran (what efficiency divides by); 0 on a GPU */
     double max_rel_err;
     int rc;
     char error[512];

@@ -768,16 +768,38 @@ bool spmv_kernel_work_excessive(int64_t work, int32_t rows, int64_t nnz);
 
 /* ----------------------------------------------------------- statistics */
 
+/* The statistic of the timed runs that the rates (gflops, gbps) and the
+ * comparisons built on them (a bench's speedup, efficiency, best) use:
+ * the median by default, which one preempted run cannot move; the mean,
+ * as the studies the catalogue reproduces report (SPEC §5). */
+typedef enum spmv_stat {
+    SPMV_STAT_MEDIAN = 0,
+    SPMV_STAT_MEAN,
+} spmv_stat;
+
 typedef struct spmv_stats {
     int32_t runs, warmup;
     double mean_ms, stddev_ms, min_ms, median_ms, max_ms;
-    double gflops;   /* 2*nnz / median time */
-    double gbps;     /* spmv_kernel_bytes() / median time */
+    double gflops;   /* flops / the `stat` time (2*nnz per run for SpMV) */
+    double gbps;     /* bytes (spmv_kernel_bytes()) / the `stat` time */
+    spmv_stat stat;  /* which time the rates divide: the median unless spmv_stats_use changed it */
+    int64_t flops, bytes; /* one run's counts, as spmv_stats_compute was given them */
 } spmv_stats;
 
-/* Fills stats from `runs` timings in ms (the array is reordered). */
+/* Fills stats from `runs` timings in ms (the array is reordered); the
+ * rates at the median. */
 void spmv_stats_compute(double *times_ms, int32_t runs, int32_t warmup,
                         int64_t flops, int64_t bytes, spmv_stats *out);
+/* The rates of s again at statistic `which` (its flops and bytes over
+ * mean_ms or median_ms); s->stat says which. */
+void spmv_stats_use(spmv_stats *s, spmv_stat which);
+/* s's time at `which`: median_ms or mean_ms. */
+double spmv_stats_ms(const spmv_stats *s, spmv_stat which);
+/* "median", "mean"; spmv_stat_parse takes those names (SPMV_OK), anything
+ * else is SPMV_ERR_INVALID. SPMV_STAT_NAMES lists them for messages. */
+#define SPMV_STAT_NAMES "\"median\" or \"mean\""
+const char *spmv_stat_name(spmv_stat s);
+int spmv_stat_parse(const char *name, spmv_stat *out);
 /* Bytes a kernel must move once: the arrays of its format + x once + y once
  * (the count documented in docs/kernels.md). */
 int64_t spmv_kernel_bytes(const spmv_kernel *k, const spmv_matrix *m);

@@ -3,7 +3,9 @@
  * Kernels are timed per run (spmv_now_ms around each call on the CPU, CUDA
  * events on the GPU); this file turns the list of times into the figures
  * the API reports. Throughput uses the median, which one preempted run
- * cannot move. The byte count per format is the minimum traffic of one
+ * cannot move, unless the caller asks for the mean (spmv_stats_use: the
+ * rates are kept as one run's flops and bytes, so either time divides
+ * them). The byte count per format is the minimum traffic of one
  * SpMV (every array of the format once, x once, y once), the convention of
  * the SpMV literature; docs/kernels.md writes the formulas down and they
  * must stay in step with spmv_kernel_bytes below.
@@ -11,6 +13,7 @@
 #include <float.h>
 #include <math.h>
 #include <stdlib.h>
+#include <string.h>
 #include <time.h>
 
 #include "formats.h"
@@ -47,10 +50,38 @@ void spmv_stats_compute(double *times_ms, int32_t runs, int32_t warmup,
     out->min_ms = times_ms[0];
     out->max_ms = times_ms[runs - 1];
     out->median_ms = runs % 2 ? times_ms[runs / 2] : 0.5 * (times_ms[runs / 2 - 1] + times_ms[runs / 2]);
-    if (out->median_ms > 0) {
-        out->gflops = (double)flops / (out->median_ms * 1e6);
-        out->gbps = (double)bytes / (out->median_ms * 1e6);
-    }
+    out->flops = flops;
+    out->bytes = bytes;
+    spmv_stats_use(out, SPMV_STAT_MEDIAN);
+}
+
+double spmv_stats_ms(const spmv_stats *s, spmv_stat which)
+{
+    return which == SPMV_STAT_MEAN ? s->mean_ms : s->median_ms;
+}
+
+void spmv_stats_use(spmv_stats *s, spmv_stat which)
+{
+    double ms = spmv_stats_ms(s, which);
+    s->stat = which;
+    s->gflops = ms > 0 ? (double)s->flops / (ms * 1e6) : 0.0;
+    s->gbps = ms > 0 ? (double)s->bytes / (ms * 1e6) : 0.0;
+}
+
+const char *spmv_stat_name(spmv_stat s)
+{
+    return s == SPMV_STAT_MEAN ? "mean" : "median";
+}
+
+int spmv_stat_parse(const char *name, spmv_stat *out)
+{
+    if (name && strcmp(name, "median") == 0)
+        *out = SPMV_STAT_MEDIAN;
+    else if (name && strcmp(name, "mean") == 0)
+        *out = SPMV_STAT_MEAN;
+    else
+        return SPMV_ERR_INVALID;
+    return SPMV_OK;
 }
 
 /* ----------------------------------------------------------- byte counts */

@@ -5,6 +5,9 @@
 #                                  $(BUILD)/bench-cpu.md (docs/benchmarks/cpu.md is made
 #                                  from it)
 #   make bench-cpu BENCH_ARGS='--scale 0.05 --reader-mb 20'   a quick smoke run
+#   make bench-cpu BENCH_ARGS='--stat mean --threads 1,2,4'    the studies' measures: means, a
+#                                  thread sweep (default 1..the OpenMP threads) crossed with
+#                                  --hack-sizes for cpu.hll.omp, efficiency vs cpu.csr.serial
 #   make bench                     every benchmark this build can run (bench-gpu adds
 #                                  itself to it from its own mk file)
 #

@@ -6,8 +6,14 @@
  *      counted per element, best of several passes, as STREAM reports it);
  *   2. every CPU kernel of the registry, float64 and float32, on a set of
  *      seeded generated matrices (engine/gen.c) built in memory, most of
- *      them several times the size of the LLC: median of >= 20 timed runs
- *      after warm-up (spmv_cpu_run), each y checked against cpu.csr.serial;
+ *      them several times the size of the LLC: median (--stat mean: mean)
+ *      of >= 20 timed runs after a fixed warm-up (spmv_cpu_run), each y
+ *      checked against cpu.csr.serial. Each kernel taking `threads` runs
+ *      at every count of the sweep (default 1..the OpenMP threads), and
+ *      cpu.hll.omp at every hack size crossed with them; every row has its
+ *      speedup over cpu.csr.serial and its efficiency, that speedup per
+ *      thread (the studies' measure, not the kernel against itself at one
+ *      thread);
  *   3. the Matrix Market reader's throughput on a generated file of at least
  *      150 MB, with one parsing thread and with all cores.
  * It prints markdown (the tables docs/benchmarks/cpu.md is made from) and
@@ -30,8 +36,13 @@
 
 /* ------------------------------------------------------------- options */
 
+#define MAX_SWEEP 64
+
 typedef struct bench_opts {
     int32_t runs, warmup;
+    spmv_stat stat;      /* the statistic of a row's time, rates and ratios */
+    int32_t threads[MAX_SWEEP], hack_sizes[MAX_SWEEP];
+    int nthreads, nhack_sizes;
     uint64_t seed;
     double scale;        /* multiplies the matrix sizes (quick checks: 0.05) */
     const char *only;    /* comma-separated names: run only the matrices named */
@@ -44,10 +55,15 @@ typedef struct bench_opts {
 static void usage(FILE *to)
 {
     fprintf(to,
-            "usage: bench-cpu [--runs N] [--warmup N] [--seed S] [--scale F] [--only NAME]\n"
+            "usage: bench-cpu [--runs N] [--warmup N] [--stat median|mean] [--threads LIST]\n"
+            "                 [--hack-sizes LIST] [--seed S] [--scale F] [--only NAME]\n"
             "                 [--reader-mb MB] [--no-kernels] [--tmpdir DIR]\n"
             "  --runs      timed runs per kernel (default 20, at least 20 reported as the goal)\n"
             "  --warmup    untimed runs before them (default 3)\n"
+            "  --stat      the statistic of the timed runs each row reports (default median)\n"
+            "  --threads   thread counts of the kernels taking `threads` (comma-separated;\n"
+            "              default 1,2,...,the OpenMP threads)\n"
+            "  --hack-sizes cpu.hll.omp's slice heights, crossed with --threads (default 16,32,64)\n"
             "  --scale     multiplies the matrix sizes (default 1; 0.05 for a smoke run)\n"
             "  --only      only these matrices (comma-separated names, e.g. poisson2d,lp)\n"
             "  --kernels   only these kernels (comma-separated; cpu.csr.serial always runs)\n"
@@ -56,13 +72,37 @@ static void usage(FILE *to)
             "  --tmpdir    where the reader's file goes (default $TMPDIR or /tmp)\n");
 }
 
+/* "1,2,4": 1 to MAX_SWEEP integers in [lo, hi]. */
+static int int_list(const char *s, int32_t lo, int32_t hi, int32_t *out, int *n)
+{
+    *n = 0;
+    for (const char *p = s; *p;) {
+        char *end;
+        errno = 0;
+        long v = strtol(p, &end, 10);
+        if (end == p || errno || v < lo || v > hi || *n == MAX_SWEEP || (*end && *end != ','))
+            return -1;
+        out[(*n)++] = (int32_t)v;
+        p = *end ? end + 1 : end;
+    }
+    return *n ? 0 : -1;
+}
+
+static int list_error(const char *opt, const char *arg, int32_t lo, int32_t hi)
+{
+    fprintf(stderr, "bench-cpu: %s wants 1 to %d comma-separated integers in %d..%d, not '%s'\n", opt, MAX_SWEEP, lo,
+            hi, arg);
+    return -1;
+}
+
 static int parse_opts(int argc, char **argv, bench_opts *o)
 {
     static const struct option lo[] = {
         {"runs", required_argument, 0, 'r'},   {"warmup", required_argument, 0, 'w'},
         {"seed", required_argument, 0, 's'},   {"scale", required_argument, 0, 'x'},
         {"only", required_argument, 0, 'o'},   {"reader-mb", required_argument, 0, 'm'},
-        {"kernels", required_argument, 0, 'k'},
+        {"kernels", required_argument, 0, 'k'},   {"stat", required_argument, 0, 'S'},
+        {"threads", required_argument, 0, 'T'},   {"hack-sizes", required_argument, 0, 'H'},
         {"tmpdir", required_argument, 0, 't'}, {"no-kernels", no_argument, 0, 'K'},
         {"help", no_argument, 0, 'h'},         {0, 0, 0, 0},
     };
@@ -71,10 +111,27 @@ static int parse_opts(int argc, char **argv, bench_opts *o)
     const char *t = getenv("TMPDIR");
 
     *o = (bench_opts){.runs = 20, .warmup = 3, .seed = 20261122, .scale = 1.0, .tmpdir = t && *t ? t : "/tmp",
-                      .reader_mb = 160};
+                      .reader_mb = 160, .hack_sizes = {16, 32, 64}, .nhack_sizes = 3};
+    o->nthreads = omp_get_max_threads() < MAX_SWEEP ? omp_get_max_threads() : MAX_SWEEP;
+    for (int i = 0; i < o->nthreads; i++)
+        o->threads[i] = i + 1;
     while ((c = getopt_long(argc, argv, "h", lo, NULL)) != -1) {
         errno = 0;
         switch (c) {
+        case 'S':
+            if (spmv_stat_parse(optarg, &o->stat) != SPMV_OK) {
+                fprintf(stderr, "bench-cpu: --stat takes median or mean, not '%s'\n", optarg);
+                return -1;
+            }
+            continue;
+        case 'T':
+            if (int_list(optarg, 1, 1024, o->threads, &o->nthreads) != 0)
+                return list_error("--threads", optarg, 1, 1024);
+            continue;
+        case 'H':
+            if (int_list(optarg, 1, 1024, o->hack_sizes, &o->nhack_sizes) != 0)
+                return list_error("--hack-sizes", optarg, 1, 1024);
+            continue;
         case 'r': o->runs = (int32_t)strtol(optarg, &end, 10); break;
         case 'w': o->warmup = (int32_t)strtol(optarg, &end, 10); break;
         case 's': o->seed = strtoull(optarg, &end, 0); break;
@@ -336,58 +393,110 @@ static void print_ms(double ms)
     printf(" %.4g |", ms);
 }
 
-/* One kernel on one matrix: a table row. *serial_ms is the baseline for
- * the speedup column (set by cpu.csr.serial, which runs first). */
-static void bench_kernel(const bench_opts *o, const bench_matrix *bm, const spmv_kernel *k, const spmv_matrix *m,
-                         const void *x, void *y, const void *ref, double triad_gbps, double *serial_ms,
-                         int *mismatches)
-{
-    bool wide = spmv_csr_wide(&m->csr);
-    const char *reason = NULL;
-    spmv_error err = {0};
-    spmv_params p;
-    spmv_stats st;
+/* What every row of one matrix in one dtype shares. serial_ms is the
+ * baseline of the speedup and efficiency columns, set by cpu.csr.serial,
+ * which runs first (on 32-bit offsets: the wide rows compare with it). */
+typedef struct row_ctx {
+    const bench_opts *o;
+    const bench_matrix *bm;
+    const spmv_matrix *m;
+    const void *x, *ref;
+    void *y;
+    double triad_gbps, serial_ms;
+    int *mismatches;
+} row_ctx;
 
-    printf("| %s | %" PRId32 " | %" PRId64 " | %s%s | %s |", bm->name, m->rows, m->nnz, k->name,
-           wide ? " (64-bit offsets)" : "", spmv_dtype_name(m->dtype));
+/* Why k with p is not timed on m (NULL: it is): unavailable here, an HLL
+ * over the scratch budget, or cpu.csr.chunked whose passes over the rows
+ * make it pathological (spmv_kernel_work_excessive). */
+static const char *not_run(const spmv_kernel *k, const spmv_params *p, const spmv_matrix *m, char *why, size_t len)
+{
+    const char *reason = NULL;
+    int32_t hack = p->v[SPMV_PARAM_HACK_SIZE] ? p->v[SPMV_PARAM_HACK_SIZE] : SPMV_HACK_SIZE_DEFAULT;
     if (!spmv_kernel_available(k, &reason)) {
-        printf(" unavailable: %s | | | | | |\n", reason ? reason : "?");
+        snprintf(why, len, "unavailable: %s", reason ? reason : "?");
+        return why;
+    }
+    if (k->format == SPMV_FMT_HLL && hll_bytes_for(m, hack) > SCRATCH_BUDGET_BYTES) {
+        snprintf(why, len, "skipped: its HLL (hack_size %d) would take %.1f GB, over the benchmark's %.1f GB scratch "
+                 "budget", hack, (double)hll_bytes_for(m, hack) / 1e9, (double)SCRATCH_BUDGET_BYTES / 1e9);
+        return why;
+    }
+    if (spmv_kernel_work_excessive(spmv_kernel_work(k, p, m->rows, m->cols, m->nnz), m->rows, m->nnz)) {
+        int64_t w = spmv_chunked_width(p, m->cols);
+        snprintf(why, len, "skipped: %" PRId64 " passes over the rows at span %" PRId64 " (16x a product's work)",
+                 ((int64_t)m->cols + w - 1) / w, w);
+        return why;
+    }
+    return NULL;
+}
+
+/* The threads k runs on with p: its `threads` (0: as spmv_cpu_run
+ * resolves the default), one for a kernel without. */
+static int32_t team(const spmv_kernel *k, const spmv_params *p, int64_t nnz)
+{
+    if (!(k->params & (1u << SPMV_PARAM_THREADS)))
+        return 1;
+    return spmv_cpu_threads(p->v[SPMV_PARAM_THREADS], nnz);
+}
+
+/* One kernel with parameters p on one matrix: a table row. */
+static void bench_kernel(row_ctx *c, const spmv_kernel *k, const spmv_params *p)
+{
+    const spmv_matrix *m = c->m;
+    bool wide = spmv_csr_wide(&m->csr);
+    spmv_error err = {0};
+    spmv_stats st;
+    char ps[128], why[256];
+
+    spmv_params_format(k, p, ps, sizeof ps);
+    printf("| %s | %" PRId32 " | %" PRId64 " | %s%s | %s | %s |", c->bm->name, m->rows, m->nnz, k->name,
+           wide ? " (64-bit offsets)" : "", spmv_dtype_name(m->dtype), ps[0] ? ps : "-");
+    if (not_run(k, p, m, why, sizeof why)) {
+        printf(" %s | | | | | | |\n", why);
         return;
     }
-    if (k->format == SPMV_FMT_HLL && hll_bytes_for(m, SPMV_HACK_SIZE_DEFAULT) > SCRATCH_BUDGET_BYTES) {
-        printf(" skipped: its HLL (hack_size %d) would take %.1f GB, over the benchmark's %.1f GB scratch budget | | | | | |\n",
-               SPMV_HACK_SIZE_DEFAULT, (double)hll_bytes_for(m, SPMV_HACK_SIZE_DEFAULT) / 1e9,
-               (double)SCRATCH_BUDGET_BYTES / 1e9);
-        return;
-    }
-    memset(&p, 0, sizeof p);
-    if (spmv_kernel_work_excessive(spmv_kernel_work(k, &p, m->rows, m->cols, m->nnz), m->rows, m->nnz)) {
-        printf(" skipped: %" PRId64 " passes over the rows at span %" PRId64 " (16x a product's work) | | | | | |\n",
-               ((int64_t)m->cols + spmv_chunked_width(&p, m->cols) - 1) / spmv_chunked_width(&p, m->cols),
-               spmv_chunked_width(&p, m->cols));
-        return;
-    }
-    vec_poison(m->dtype, m->rows, y);
-    if (spmv_cpu_run(k, m, &p, x, y, o->warmup, runs_for(o, m->nnz), &st, &err) != SPMV_OK) {
-        printf(" skipped: %s | | | | | |\n", err.message);
+    vec_poison(m->dtype, m->rows, c->y);
+    if (spmv_cpu_run(k, m, p, c->x, c->y, c->o->warmup, runs_for(c->o, m->nnz), &st, &err) != SPMV_OK) {
+        printf(" skipped: %s | | | | | | |\n", err.message);
         fflush(stdout);
         return;
     }
-    double e = spmv_max_rel_err(m->dtype, y, ref, m->rows);
+    double e = spmv_max_rel_err(m->dtype, c->y, c->ref, m->rows);
     /* The kernels sum each row in the reference's order except where the
      * format reorders it (chunked passes); float32 rounding of another
      * order over a 2 M-entry row stays below 1e-3 of ||y||_inf, a wrong
      * result is of order 1. */
     double bound = m->dtype == SPMV_FLOAT32 ? 1e-3 : 1e-10;
     if (!(e <= bound))
-        (*mismatches)++;
+        (*c->mismatches)++;
+    spmv_stats_use(&st, c->o->stat);
+    double ms = spmv_stats_ms(&st, c->o->stat);
     if (strcmp(k->name, "cpu.csr.serial") == 0 && !wide)
-        *serial_ms = st.median_ms;
-    print_ms(st.median_ms);
-    printf(" %.2f | %.1f | %.0f%% | %.2fx | %.1e%s |\n", st.gflops, st.gbps,
-           100.0 * st.gbps / triad_gbps, *serial_ms > 0 ? *serial_ms / st.median_ms : 0.0, e,
-           e <= bound ? "" : " MISMATCH");
+        c->serial_ms = ms;
+    double speedup = c->serial_ms > 0 && ms > 0 ? c->serial_ms / ms : 0.0;
+    print_ms(ms);
+    printf(" %.2f | %.1f | %.0f%% | %.2fx | %.2f | %.1e%s |\n", st.gflops, st.gbps, 100.0 * st.gbps / c->triad_gbps,
+           speedup, speedup / team(k, p, m->nnz), e, e <= bound ? "" : " MISMATCH");
     fflush(stdout);
+}
+
+/* k at every combination of the sweep it takes: --hack-sizes crossed
+ * with --threads; once at its defaults when it takes neither. */
+static void sweep_kernel(row_ctx *c, const spmv_kernel *k)
+{
+    bool th = k->params & (1u << SPMV_PARAM_THREADS), hs = k->params & (1u << SPMV_PARAM_HACK_SIZE);
+    int nt = th ? c->o->nthreads : 1, nh = hs ? c->o->nhack_sizes : 1;
+    for (int h = 0; h < nh; h++)
+        for (int t = 0; t < nt; t++) {
+            spmv_params p;
+            memset(&p, 0, sizeof p);
+            if (th)
+                p.v[SPMV_PARAM_THREADS] = c->o->threads[t];
+            if (hs)
+                p.v[SPMV_PARAM_HACK_SIZE] = c->o->hack_sizes[h];
+            bench_kernel(c, k, &p);
+        }
 }
 
 /* Every CPU kernel on one matrix in one dtype, cpu.csr.serial first. */
@@ -397,8 +506,8 @@ static int bench_dtype(const bench_opts *o, const bench_matrix *bm, const spmv_c
     const spmv_kernel *serial = spmv_kernel_find("cpu.csr.serial");
     spmv_matrix m;
     spmv_error err = {0};
-    void *x = NULL, *y = NULL, *ref = NULL;
-    double serial_ms = 0;
+    row_ctx c = {.o = o, .bm = bm, .m = &m, .triad_gbps = triad_gbps, .mismatches = mismatches};
+    void *x = NULL, *ref = NULL;
     int rc = -1;
 
     memset(&m, 0, sizeof m);
@@ -410,34 +519,38 @@ static int bench_dtype(const bench_opts *o, const bench_matrix *bm, const spmv_c
         fprintf(stderr, "bench-cpu: %s %s: %s\n", bm->name, spmv_dtype_name(dt), err.message);
         goto fail;
     }
-    x = vec_alloc(dt, m.cols);
-    y = vec_alloc(dt, m.rows);
-    ref = vec_alloc(dt, m.rows);
-    if (!x || !y || !ref)
+    c.x = x = vec_alloc(dt, m.cols);
+    c.y = vec_alloc(dt, m.rows);
+    c.ref = ref = vec_alloc(dt, m.rows);
+    if (!x || !c.y || !ref)
         goto fail;
     spmv_random_vector(dt, m.cols, o->seed ^ 0x5eedull, x);
     spmv_reference(&m.csr, x, ref);
 
-    bench_kernel(o, bm, serial, &m, x, y, ref, triad_gbps, &serial_ms, mismatches);
+    sweep_kernel(&c, serial);
     for (size_t i = 0; i < spmv_kernel_count(); i++) {
         const spmv_kernel *k = spmv_kernel_at(i);
         if (k->device == SPMV_DEVICE_CPU && k->op == SPMV_OP_SPMV && k != serial && selected(o->kernels, k->name))
-            bench_kernel(o, bm, k, &m, x, y, ref, triad_gbps, &serial_ms, mismatches);
+            sweep_kernel(&c, k);
     }
     /* the CSR kernels again on 64-bit row offsets (what a matrix past
      * INT32_MAX non-zeros holds): the price of the wider offsets, which
-     * smaller matrices do not pay */
+     * smaller matrices do not pay; cpu.csr.omp at the most threads swept */
     if (spmv_csr_widen(&m.csr, &err) != SPMV_OK) {
         fprintf(stderr, "bench-cpu: %s %s: %s\n", bm->name, spmv_dtype_name(dt), err.message);
         goto fail;
     }
-    bench_kernel(o, bm, serial, &m, x, y, ref, triad_gbps, &serial_ms, mismatches);
+    spmv_params none, most;
+    memset(&none, 0, sizeof none);
+    most = none;
+    most.v[SPMV_PARAM_THREADS] = o->threads[o->nthreads - 1];
+    bench_kernel(&c, serial, &none);
     if (selected(o->kernels, "cpu.csr.omp"))
-        bench_kernel(o, bm, spmv_kernel_find("cpu.csr.omp"), &m, x, y, ref, triad_gbps, &serial_ms, mismatches);
+        bench_kernel(&c, spmv_kernel_find("cpu.csr.omp"), &most);
     rc = 0;
 fail:
     free(x);
-    free(y);
+    free(c.y);
     free(ref);
     spmv_matrix_free(&m);
     return rc;
@@ -482,10 +595,21 @@ static int bench_matrices(const bench_opts *o, int64_t llc, const triad_result *
                llc > 0 ? csr / (double)llc : 0.0, ms);
         spmv_coo_free(&coo);
     }
-    printf("\n## Kernels (median of %d timed runs after %d warm-up; 2000 runs for matrices under 100k non-zeros)\n\n",
-           o->runs, o->warmup);
-    printf("| matrix | rows | nnz | kernel | dtype | median ms | GFLOPS | GB/s | %% of triad | speedup vs serial | max rel err |\n"
-           "| --- | ---: | ---: | --- | --- | ---: | ---: | ---: | ---: | ---: | ---: |\n");
+    printf("\n## Kernels (%s of %d timed runs after %d warm-up; 2000 runs for matrices under 100k non-zeros)\n\n",
+           spmv_stat_name(o->stat), o->runs, o->warmup);
+    printf("Threads swept:");
+    for (int i = 0; i < o->nthreads; i++)
+        printf("%s %d", i ? "," : "", o->threads[i]);
+    printf("; cpu.hll.omp's hack sizes:");
+    for (int i = 0; i < o->nhack_sizes; i++)
+        printf("%s %d", i ? "," : "", o->hack_sizes[i]);
+    printf(". Speedup = cpu.csr.serial's time / the row's, efficiency = speedup / the row's threads (1 for the\n"
+           "serial kernels), both at the %s and against the serial CSR of the same matrix and dtype.\n\n",
+           spmv_stat_name(o->stat));
+    printf("| matrix | rows | nnz | kernel | dtype | params | %s ms | GFLOPS | GB/s | %% of triad | speedup vs "
+           "cpu.csr.serial | efficiency vs cpu.csr.serial | max rel err |\n"
+           "| --- | ---: | ---: | --- | --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: |\n",
+           spmv_stat_name(o->stat));
     fflush(stdout);
     for (size_t i = 0; i < count && rc == 0; i++) {
         if (!selected(o->only, set[i].name))

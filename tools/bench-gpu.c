@@ -9,8 +9,9 @@
  *      memory; then every matrix of the real set (small: the launch-bound
  *      regime). For each matrix x dtype the matrix is uploaded once and
  *      every GPU SpMV kernel of the registry runs with its parameter sweep
- *      (block sizes, hack sizes, cuSPARSE algorithms, lanes per row):
- *      median of >= 50 timed runs after warm-up (spmv_gpu_run, CUDA events
+ *      (block sizes 32..1024, hack sizes, cuSPARSE algorithms, lanes per
+ *      row): median (--stat mean: mean) of >= 50 timed runs after warm-up
+ *      (spmv_gpu_run, CUDA events
  *      around each launch), y checked against spmv_reference; `auto` tunes
  *      (engine/tune.c) and its choice is timed like the others.
  *   3. per matrix the best verified kernel, and the geometric mean over the
@@ -53,13 +54,16 @@ typedef struct bench_opts {
     const char *csv;        /* per-kernel lines for the plots */
     double deadline_s;      /* stop starting new matrices past this */
     int quick;              /* fewer block sizes */
+    spmv_stat stat;         /* the time of a row (median or mean of its runs) */
 } bench_opts;
 
 static void usage(FILE *to)
 {
     fprintf(to, "usage: bench-gpu [--runs N] [--warmup N] [--seed S] [--scale F] [--only NAME]\n"
-                "                 [--real DIR | --no-real] [--csv FILE] [--deadline S] [--quick]\n"
+                "                 [--real DIR | --no-real] [--csv FILE] [--deadline S] [--quick] [--stat S]\n"
                 "  --runs      timed runs per kernel configuration (default 50)\n"
+                "  --stat      median or mean: the statistic of the runs each row's time and\n"
+                "              GB/s come from (default median)\n"
                 "  --scale     multiplies the generated matrix sizes (default 1)\n"
                 "  --real      folder of Matrix Market files (default $SPMV_ROOT/../shared/matrices/real)\n"
                 "  --deadline  seconds after which no further matrix is started (default 300)\n"
@@ -74,9 +78,10 @@ static int parse_opts(int argc, char **argv, bench_opts *o, char *real_buf, size
         {"only", required_argument, 0, 'o'},  {"real", required_argument, 0, 'R'},
         {"no-real", no_argument, 0, 'N'},     {"csv", required_argument, 0, 'c'},
         {"deadline", required_argument, 0, 'd'}, {"quick", no_argument, 0, 'q'},
-        {"help", no_argument, 0, 'h'},        {0, 0, 0, 0}};
+        {"stat", required_argument, 0, 'S'},  {"help", no_argument, 0, 'h'},
+        {0, 0, 0, 0}};
     const char *root = getenv("SPMV_ROOT");
-    *o = (bench_opts){50, 5, 20261122, 1.0, NULL, NULL, NULL, 300, 0};
+    *o = (bench_opts){50, 5, 20261122, 1.0, NULL, NULL, NULL, 300, 0, SPMV_STAT_MEDIAN};
     snprintf(real_buf, real_len, "%s/../shared/matrices/real", root ? root : ".");
     o->real_dir = real_buf;
     int c;
@@ -92,6 +97,12 @@ static int parse_opts(int argc, char **argv, bench_opts *o, char *real_buf, size
         case 'c': o->csv = optarg; break;
         case 'd': o->deadline_s = atof(optarg); break;
         case 'q': o->quick = 1; break;
+        case 'S':
+            if (spmv_stat_parse(optarg, &o->stat) != SPMV_OK) {
+                fprintf(stderr, "bench-gpu: --stat takes median or mean, not '%s'\n", optarg);
+                return -1;
+            }
+            break;
         case 'h': usage(stdout); exit(0);
         default: return -1;
         }
@@ -229,16 +240,29 @@ typedef struct config {
 
 #define MAX_CONFIGS 256
 
+/* Where a configuration the sweep does not run is reported, with the
+ * reason (the registry's refusal): stdout once before the table, NULL
+ * while the sweep is rebuilt per matrix. */
+static FILE *skip_notes;
+
 static void add_config(config *c, size_t *n, const spmv_kernel *k, spmv_param_id id, int32_t v)
 {
-    if (*n >= MAX_CONFIGS)
+    spmv_error err = {0};
+    if (*n >= MAX_CONFIGS) {
+        if (skip_notes)
+            fprintf(skip_notes, "- `%s` %s %d: not run, past the sweep's %d configurations\n", k->name,
+                    id < SPMV_PARAM_COUNT ? spmv_param_get(id)->name : "default", v, MAX_CONFIGS);
         return;
+    }
     memset(&c[*n], 0, sizeof c[*n]);
     c[*n].k = k;
     if (id < SPMV_PARAM_COUNT)
         c[*n].p.v[id] = v;
-    if (spmv_params_resolve(k, &c[*n].p, NULL, NULL) == SPMV_OK)
+    if (spmv_params_resolve(k, &c[*n].p, NULL, &err) == SPMV_OK)
         (*n)++;
+    else if (skip_notes)
+        fprintf(skip_notes, "- `%s` %s %d: not run: %s\n", k->name,
+                id < SPMV_PARAM_COUNT ? spmv_param_get(id)->name : "default", v, err.message);
 }
 
 static int is_cusparse(const spmv_kernel *k) { return strncmp(k->name, "cusparse.", 9) == 0; }
@@ -265,11 +289,16 @@ static size_t sweep(const bench_opts *o, config *c, size_t *ncusp)
     return n;
 }
 
-/* One kernel: block sizes at the other defaults, then each other
- * parameter's values at block size 256. */
+/* One kernel: block sizes 32..1024 at the other defaults, then each
+ * other parameter's values at block size 256. Every kernel that takes
+ * block_size accepts all six (the registry's range is 32..1024 in
+ * multiples of 32, and no launch needs more than one warp a block:
+ * gpu.csr.adaptive's block reduction and gpu.coo.sliced's shared slice
+ * scale with the block, test_gpu runs each kernel at 32 and 1024); one
+ * the registry refuses is listed with its reason before the table. */
 static void sweep_kernel(const bench_opts *o, config *c, size_t *np, const spmv_kernel *k)
 {
-    static const int32_t bs[] = {128, 256, 512, 1024}, hack[] = {16, 32, 64}, lanes[] = {1, 2, 4, 8, 16, 32};
+    static const int32_t bs[] = {32, 64, 128, 256, 512, 1024}, hack[] = {16, 32, 64}, lanes[] = {1, 2, 4, 8, 16, 32};
     size_t n = *np;
     unsigned ps = k->params;
     if (ps & (1u << SPMV_PARAM_ALG)) /* ALG1 by name: cusparse.csr ALG1 is the first row, the old baseline */
@@ -367,9 +396,10 @@ static void time_config(const bench_opts *o, run_ctx *rc, const config *c, const
     } else {
         runs = 1;
     }
+    spmv_stats_use(&st, o->stat);
     out->ran = 1;
     out->runs = runs;
-    out->ms = st.median_ms;
+    out->ms = spmv_stats_ms(&st, o->stat);
     out->gbps = st.gbps;
     out->err = spmv_max_rel_err(a->dtype, y, ref, a->rows);
     out->ok = out->err <= bound;
@@ -521,6 +551,27 @@ fail:
     return rc_;
 }
 
+/* The sweep once, before the table, listing each configuration it leaves
+ * out and why (add_config); a line says so when it leaves out none. */
+static void print_left_out(const bench_opts *o)
+{
+    static config probe[MAX_CONFIGS];
+    size_t ncusp = 0;
+    char *notes = NULL;
+    size_t len = 0;
+    skip_notes = open_memstream(&notes, &len);
+    sweep(o, probe, &ncusp);
+    if (skip_notes)
+        fclose(skip_notes);
+    skip_notes = NULL;
+    if (notes && len)
+        printf("Configurations the sweep leaves out:\n\n%s\n", notes);
+    else
+        printf("The sweep runs every block size 32..1024 of every kernel taking one%s.\n\n",
+               o->quick ? " (--quick: 256 only)" : "");
+    free(notes);
+}
+
 /* ------------------------------------------------------------- summary */
 
 static void print_summary(const summary *s, size_t n)
@@ -589,21 +640,22 @@ int main(int argc, char **argv)
         goto done;
     }
     if (csv)
-        fprintf(csv, "matrix,dtype,kernel,params,median_ms,gbps,frac_copy,vs_alg1,max_rel_err,status,vs_best_cusparse,"
-                "floor_ms\n");
+        fprintf(csv, "matrix,dtype,kernel,params,%s_ms,gbps,frac_copy,vs_alg1,max_rel_err,status,vs_best_cusparse,"
+                "floor_ms\n", spmv_stat_name(o.stat));
     copy = copy_bandwidth();
     printf("# spmvd GPU benchmark\n\n%s, GPU 0: %s (cc %d.%d, %d SMs, %.0f GiB), %s", SPMV_VERSION, info.name,
            info.cc_major, info.cc_minor, info.sm_count, (double)info.mem_total / 1073741824.0, ctime(&now));
     printf("\nDevice-to-device copy (2 GiB, read + write): **%.0f GB/s**\n\n", copy);
-    printf("Median of %d timed runs after %d warm-up (4x the runs under 100k non-zeros); seed %" PRIu64
+    printf("The %s of %d timed runs after %d warm-up (4x the runs under 100k non-zeros); seed %" PRIu64
            ", scale %g. Ratio = best cuSPARSE time / time (> 1: faster than every cuSPARSE format and algorithm "
            "tried on that matrix: CSR ALG1/ALG2, COO ALG1/ALG2, SELL 16/32/64); floor = the kernel's own bytes "
            "at the copy bandwidth.\n\n",
-           o.runs, o.warmup, o.seed, o.scale);
+           spmv_stat_name(o.stat), o.runs, o.warmup, o.seed, o.scale);
+    print_left_out(&o);
     nset = large_set(o.scale, o.seed, set);
     nset += real_set(o.real_dir, set + nset, MAX_MATRICES - nset);
-    printf("| matrix | dtype | kernel | params | median ms | floor ms | GB/s | %% of copy | vs best cuSPARSE | max rel err | "
-           "note |\n| --- | --- | --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | --- |\n");
+    printf("| matrix | dtype | kernel | params | %s ms | floor ms | GB/s | %% of copy | vs best cuSPARSE | max rel err | "
+           "note |\n| --- | --- | --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | --- |\n", spmv_stat_name(o.stat));
     for (size_t i = 0; i < nset; i++) {
         spmv_coo coo;
         if (o.only && !strstr(set[i].name, o.only))

@@ -266,6 +266,45 @@ static void test_bench(spmv_client *h, const char *id)
            SPMV_CLIENT_ERR_NOT_FOUND, "bench_start: unknown matrix is NOT_FOUND");
 }
 
+/* The handle's statistic (0.5): refused locally unless mean or median;
+ * with "mean" a product's GFLOP/s is 2*nnz over the mean time and a
+ * bench's table says stat mean; NULL goes back to the median. */
+static void stat_multiply(spmv_client *h, const char *id, const coo *m, int64_t nnz, const char *which)
+{
+    size_t nx = (size_t)m->cols, ny = (size_t)m->rows;
+    double *x = malloc(nx * sizeof *x), *y = malloc(ny * sizeof *y);
+    for (size_t j = 0; j < nx; j++) x[j] = uniform();
+    spmv_client_spmv_options o = {.kernel = "cpu.csr.omp", .runs = 7, .warmup = 2};
+    spmv_client_spmv_result r;
+    EXPECT(h, spmv_client_multiply(h, id, SPMV_CLIENT_FLOAT64, x, nx, y, ny, &o, &r), SPMV_CLIENT_OK,
+           "multiply at the %s", which);
+    double ms = strcmp(which, "mean") == 0 ? r.stats.mean_ms : r.stats.median_ms;
+    double want = 2.0 * (double)nnz / (ms * 1e6); /* times and rates carry 6 digits */
+    check(fabs(r.stats.gflops - want) <= 3e-5 * want, "multiply at the %s: gflops %.6g = 2*nnz / %s_ms (%.6g)", which,
+          r.stats.gflops, which, want);
+    free(x), free(y);
+}
+
+static void test_stat(spmv_client *h, const char *id, const coo *m, int64_t nnz)
+{
+    EXPECT(h, spmv_client_set_stat(h, "p99"), SPMV_CLIENT_ERR_INVALID, "set_stat p99: INVALID");
+    check(strstr(spmv_client_errmsg(h), "mean") && strstr(spmv_client_errmsg(h), "p99"),
+          "set_stat p99: the message names the value and the statistics ('%s')", spmv_client_errmsg(h));
+    EXPECT(h, spmv_client_set_stat(h, "mean"), SPMV_CLIENT_OK, "set_stat mean");
+    stat_multiply(h, id, m, nnz, "mean");
+    const char *kernels[] = {"cpu.csr.serial", "cpu.csr.omp", NULL};
+    spmv_client_bench_options o = {.kernels = kernels, .runs = 3, .warmup = 1};
+    char job[64];
+    spmv_client_job *j = NULL;
+    EXPECT(h, spmv_client_bench_start(h, id, &o, job), SPMV_CLIENT_OK, "bench_start at the mean");
+    EXPECT(h, spmv_client_job_wait(h, job, 0, NULL, NULL, &j), SPMV_CLIENT_OK, "job_wait of the bench at the mean");
+    check(j && j->result && strstr(j->result, "\"stat\":\"mean\"") && strstr(j->result, "\"efficiency\""),
+          "bench at the mean: the table says stat mean and carries efficiency");
+    spmv_client_job_free(j);
+    EXPECT(h, spmv_client_set_stat(h, NULL), SPMV_CLIENT_OK, "set_stat NULL: back to the default");
+    stat_multiply(h, id, m, nnz, "median");
+}
+
 static void test_bad_uploads(spmv_client *h, const char *tmpdir)
 {
     static const char bad[] = "%%MatrixMarket matrix coordinate real general\n2 2 2\n1 1 1.0\n3 1 2.0\n";
@@ -336,6 +375,7 @@ static void test_matrices(spmv_client *h, const char *tmpdir)
     test_multiply_once(h, d->id, &m, "cpu.csr.omp");
     test_multiply_errors(h, d->id, &m);
     test_bench(h, d->id);
+    test_stat(h, d->id, &m, d->nnz);
     test_float32(h, &m, text, len);
     test_mixed(h, &m, text, len);
 

@@ -233,10 +233,21 @@ expect_rc 6 "spmvctl spmv with an x one value short exits 6" ctl spmv "$ID" --x 
 expect_rc 1 "spmvctl spmv without --x exits 1" ctl spmv "$ID"
 expect_rc 2 "spmvctl spmv with an unknown kernel exits 2" ctl spmv "$ID" --kernel no.such.kernel --x "$W/x.txt"
 check "unknown kernel: the server's message names it" grep -q "no.such.kernel" "$W/err"
+expect_rc 0 "spmvctl --json spmv --stat mean" ctl --json spmv "$ID" --kernel cpu.csr.omp --x "$W/x.txt" --runs 5 --stat mean
+NNZ=$("$SPMVCTL" --json info "$ID" | python3 -c 'import json, sys; print(json.load(sys.stdin)["nnz"])')
+check "--stat mean: the rates are at the mean (stats.stat mean, gflops = 2 nnz / mean_ms)" python3 -c '
+import json, sys
+s = json.load(open(sys.argv[1]))["stats"]
+assert s["stat"] == "mean" and abs(s["gflops"] * s["mean_ms"] * 1e6 / (2 * int(sys.argv[2])) - 1) < 3e-5, s' "$W/out" "$NNZ"
+expect_rc 1 "spmvctl spmv --stat p99 exits 1" ctl spmv "$ID" --x "$W/x.txt" --stat p99
+check "--stat p99: the message names mean and median" grep -q "mean or median" "$W/err"
 
 # bench, with its job
 expect_rc 0 "spmvctl bench --kernels cpu.csr.serial,cpu.csr.omp" ctl bench "$ID" --kernels cpu.csr.serial,cpu.csr.omp --runs 2
 check "bench table lists both kernels" sh -c "grep -q '^cpu.csr.serial ' '$W/out' && grep -q '^cpu.csr.omp ' '$W/out'"
+expect_rc 0 "spmvctl bench --stat mean" ctl bench "$ID" --kernels cpu.csr.serial,cpu.csr.omp --runs 2 --stat mean
+check "bench --stat mean: the table says the mean, the baseline and has an efficiency column" \
+  sh -c "grep -q 'at the mean time; baseline cpu.csr.serial' '$W/out' && grep -q 'EFFIC' '$W/out'"
 expect_rc 0 "spmvctl --json bench --no-wait prints the job" ctl --json bench "$ID" --kernels cpu.csr.serial --no-wait
 JOB=$(json_field "$W/out" 'd["job"]')
 check "bench --no-wait gives a job id" [ -n "$JOB" ]

@@ -683,6 +683,44 @@ static void test_stats_compute(void **state)
     assert_true(b >= a && a > 0);
 }
 
+/* The rates at either statistic: flops and bytes over that time, from
+ * the same timings; a statistic's name goes both ways and nothing else
+ * is taken. The times are random (tu_seed), so mean and median differ. */
+static void test_stats_use(void **state)
+{
+    (void)state;
+    tu_rng r;
+    tu_rng_init(&r, tu_seed());
+    double t[9], sum = 0;
+    for (int i = 0; i < 9; i++)
+        sum += t[i] = (i == 8 ? 10.0 : 0.1) + tu_rng_uniform(&r); /* one slow run pulls the mean up */
+    spmv_stats s;
+    spmv_stats_compute(t, 9, 3, 2000000, 7000000, &s);
+    assert_int_equal(s.stat, SPMV_STAT_MEDIAN);
+    assert_true(s.flops == 2000000 && s.bytes == 7000000 && fabs(s.mean_ms - sum / 9) < 1e-12);
+    assert_true(fabs(s.gflops - 2e6 / (s.median_ms * 1e6)) < 1e-12 * s.gflops);
+    spmv_stats_use(&s, SPMV_STAT_MEAN);
+    assert_int_equal(s.stat, SPMV_STAT_MEAN);
+    assert_true(s.mean_ms != s.median_ms);
+    assert_true(fabs(s.gflops - 2e6 / (s.mean_ms * 1e6)) < 1e-12 * s.gflops);
+    assert_true(fabs(s.gbps - 7e6 / (s.mean_ms * 1e6)) < 1e-12 * s.gbps);
+    assert_true(spmv_stats_ms(&s, SPMV_STAT_MEAN) == s.mean_ms && spmv_stats_ms(&s, SPMV_STAT_MEDIAN) == s.median_ms);
+    spmv_stats_use(&s, SPMV_STAT_MEDIAN);
+    assert_true(fabs(s.gbps - 7e6 / (s.median_ms * 1e6)) < 1e-12 * s.gbps);
+    spmv_stat st = SPMV_STAT_MEDIAN;
+    assert_int_equal(spmv_stat_parse("mean", &st), SPMV_OK);
+    assert_int_equal(st, SPMV_STAT_MEAN);
+    assert_string_equal(spmv_stat_name(st), "mean");
+    assert_int_equal(spmv_stat_parse("median", &st), SPMV_OK);
+    assert_string_equal(spmv_stat_name(st), "median");
+    assert_int_equal(spmv_stat_parse("Mean", &st), SPMV_ERR_INVALID);
+    assert_int_equal(spmv_stat_parse("min", &st), SPMV_ERR_INVALID);
+    assert_int_equal(spmv_stat_parse(NULL, &st), SPMV_ERR_INVALID);
+    spmv_stats z = {0}; /* no timed run: no rate, at either statistic */
+    spmv_stats_use(&z, SPMV_STAT_MEAN);
+    assert_true(z.gflops == 0 && z.gbps == 0);
+}
+
 static void test_max_rel_err(void **state)
 {
     (void)state;
@@ -874,6 +912,7 @@ int main(void)
         cmocka_unit_test(test_run_refusals),
         cmocka_unit_test(test_run_stats),
         cmocka_unit_test(test_stats_compute),
+        cmocka_unit_test(test_stats_use),
         cmocka_unit_test(test_max_rel_err),
         cmocka_unit_test(test_kernel_bytes),
         cmocka_unit_test(test_wide_csr),

@@ -124,12 +124,15 @@ class BenchResult(List[Dict[str, Any]]):
     Each record holds ``kernel``, ``device``, ``params`` (dict) and each
     parameter at the top level too (``block_size``, ``hack_size``,
     ``threads``...), the statistics (``median_ms``, ``mean_ms``, ``min_ms``,
-    ``max_ms``, ``stddev_ms``, ``gflops``, ``gbps``), ``speedup`` over
-    ``cpu.csr.serial``, ``ratio_cusparse``, ``max_rel_err``, ``verified``,
+    ``max_ms``, ``stddev_ms``, ``gflops``, ``gbps``, ``stat``: the time the
+    rates are at), ``speedup`` over ``cpu.csr.serial``, ``efficiency``
+    (CPU rows: speedup / ``threads_used``, the team that ran),
+    ``ratio_cusparse``, ``max_rel_err``, ``verified``,
     ``error`` (for a combination that failed) and ``auto_kernel`` (the row of
     ``auto``: the kernel it chose). ``raw`` is the daemon's whole table;
-    ``matrix``, ``rows``, ``cols``, ``nnz``, ``dtype``, ``seed``, ``skipped``
-    and ``best`` are copied from it.
+    ``matrix``, ``rows``, ``cols``, ``nnz``, ``dtype``, ``seed``, ``stat``
+    (``"median"`` or ``"mean"``: the statistic of the rates, speedups,
+    efficiencies and ``best``), ``skipped`` and ``best`` are copied from it.
     """
 
     def __init__(self, table: Dict[str, Any]) -> None:
@@ -141,11 +144,12 @@ class BenchResult(List[Dict[str, Any]]):
         self.nnz: int = int(table.get("nnz", 0))
         self.dtype: str = table.get("dtype", "")
         self.seed: Optional[int] = table.get("seed")
+        self.stat: str = table.get("stat", "median")
         self.skipped: List[Dict[str, Any]] = list(table.get("skipped", []))
         self.best: Optional[Dict[str, Any]] = table.get("best")
 
 
-_STAT_KEYS = ("median_ms", "mean_ms", "min_ms", "max_ms", "stddev_ms", "gflops", "gbps", "runs", "warmup")
+_STAT_KEYS = ("median_ms", "mean_ms", "min_ms", "max_ms", "stddev_ms", "gflops", "gbps", "runs", "warmup", "stat")
 
 
 def _number(v: Any) -> Any:
@@ -161,8 +165,9 @@ def _flatten(r: Mapping[str, Any]) -> Dict[str, Any]:
     st = r.get("stats") or {}
     for k in _STAT_KEYS:
         out[k] = _number(st.get(k, math.nan))
-    for k in ("speedup", "ratio_cusparse", "max_rel_err"):
+    for k in ("speedup", "efficiency", "ratio_cusparse", "max_rel_err"):
         out[k] = _number(r.get(k, math.nan))
+    out["threads_used"] = r.get("threads_used")
     out["verified"] = r.get("verified")
     out["error"] = r.get("error")
     out["auto_kernel"] = (r.get("auto") or {}).get("kernel")
@@ -528,7 +533,8 @@ class Client:
 
     def spmv(self, matrix: MatrixRef, x: Any, *, kernel: Optional[str] = None, runs: int = 1, warmup: int = 0,
              verify: bool = False, op: str = "n", alpha: Optional[float] = None, beta: Optional[float] = None,
-             y: Any = None, k: Optional[int] = None, out: Optional[np.ndarray] = None, **params: int) -> SpmvResult:
+             y: Any = None, k: Optional[int] = None, out: Optional[np.ndarray] = None, stat: Optional[str] = None,
+             **params: int) -> SpmvResult:
         """y = A·x (``op="t"``: Aᵀ·x) over the binary path; an :class:`SpmvResult`.
 
         ``x`` is a 1-D array (one vector) or a 2-D ``(n, k)`` array (k
@@ -537,6 +543,8 @@ class Client:
         not contiguous; or a resident :class:`~spmvd.Vector`. ``y`` may be a
         resident Vector to write into (then ``result.y`` is ``None``; ``beta``
         needs it). ``params`` are kernel parameters (``block_size``, ``threads``...).
+        ``stat="mean"`` puts GFLOP/s and GB/s at the mean time of the runs
+        (default: the daemon's, the median); ``stats["stats"]["stat"]`` says which.
 
         Shared memory (:mod:`spmvd.shm`): ``x`` and/or ``y`` may be in a
         registered region, as a :class:`~spmvd.ShmOperand` or a ``(region,
@@ -571,6 +579,8 @@ class Client:
         if op not in ("n", "t"):
             raise ValueError(f"op must be 'n' or 't', not {op!r}")
         q: Dict[str, Any] = {"runs": int(runs), "warmup": int(warmup)}
+        if stat is not None:
+            q["stat"] = str(stat)
         if kernel:
             q["kernel"] = kernel
         if verify:
@@ -657,15 +667,20 @@ class Client:
               warmup: Optional[int] = None, block_sizes: Optional[Sequence[int]] = None,
               hack_sizes: Optional[Sequence[int]] = None, verify: Optional[bool] = None,
               seed: Optional[int] = None, progress: Union[None, bool, str, ProgressFn] = "auto",
-              timeout: Optional[float] = None) -> BenchResult:
+              timeout: Optional[float] = None, threads: Union[None, str, Sequence[int]] = None,
+              stat: Optional[str] = None) -> BenchResult:
         """``POST /v1/matrices/{id}/bench`` and :meth:`wait` for it; the table as a :class:`BenchResult`.
 
-        Options left ``None`` take the daemon's defaults. ``progress`` is as
-        in :meth:`wait`.
+        Options left ``None`` take the daemon's defaults. ``threads`` sweeps
+        the CPU kernels' thread counts (a list, or ``"sweep"``: 1..the
+        daemon's threads); ``stat`` (``"median"`` or ``"mean"``) is the
+        statistic of the rates, speedups, efficiencies and ``best``.
+        ``progress`` is as in :meth:`wait`.
         """
         body: Dict[str, Any] = {}
         for key, v in (("kernels", kernels), ("runs", runs), ("warmup", warmup), ("block_sizes", block_sizes),
-                       ("hack_sizes", hack_sizes), ("verify", verify), ("seed", seed)):
+                       ("hack_sizes", hack_sizes), ("threads", threads), ("stat", stat), ("verify", verify),
+                       ("seed", seed)):
             if v is not None:
                 body[key] = list(v) if isinstance(v, (list, tuple)) else v
         job = self._json("POST", f"/v1/matrices/{_id(matrix)}/bench", json_body=body, ok=(202,))

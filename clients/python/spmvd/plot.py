@@ -8,9 +8,9 @@ a list of records):
 - :func:`speedup`: each kernel's best over ``cpu.csr.serial`` (log scale);
 - :func:`block_sizes` and :func:`hack_sizes`: median time over the swept
   ``block_size`` / ``hack_size``, one line per kernel that takes it;
-- :func:`omp_efficiency`: speedup / threads over thread counts, from
-  :func:`thread_sweep` (the bench does not sweep threads: the sweep times
-  each CPU kernel taking ``threads`` at 1, 2, 4, ... threads with spmv);
+- :func:`omp_efficiency`: speedup over ``cpu.csr.serial`` / threads over
+  thread counts, from :func:`thread_sweep` (one bench sweeping the CPU
+  kernels' ``threads`` at 1, 2, 4, ... with the serial baseline);
 - :func:`spy`: the daemon's ``spy.png`` of the matrix, titled;
 - :func:`all_plots`: every one of them into a folder.
 
@@ -167,16 +167,18 @@ def hack_sizes(bench: Any, path: str = "hack_sizes.png") -> str:
 
 
 def thread_sweep(client: Client, matrix: Any, threads: Optional[Sequence[int]] = None,
-                 kernels: Optional[Iterable[str]] = None, runs: int = 10, warmup: int = 2) -> List[Dict[str, Any]]:
+                 kernels: Optional[Iterable[str]] = None, runs: int = 10, warmup: int = 2,
+                 stat: str = "median") -> List[Dict[str, Any]]:
     """Times each CPU kernel taking ``threads`` at each thread count: records for :func:`omp_efficiency`.
 
-    ``threads`` defaults to 1, 2, 4, ... up to the daemon's CPU cores
-    (``/v1/info``); ``kernels`` to every available CPU spmv kernel with a
-    ``threads`` parameter. Each record: ``kernel``, ``threads``, ``median_ms``,
-    ``speedup`` (over the same kernel at 1 thread) and ``efficiency``
+    One bench (``threads`` swept, ``cpu.csr.serial`` its baseline, at the
+    statistic ``stat``). ``threads`` defaults to 1, 2, 4, ... up to the
+    daemon's CPU cores (``/v1/info``); ``kernels`` to every available CPU
+    spmv kernel with a ``threads`` parameter. Each record: ``kernel``,
+    ``threads``, ``median_ms``, ``mean_ms``, ``speedup`` (over
+    ``cpu.csr.serial``, the ``baseline``, at ``stat``) and ``efficiency``
     (speedup / threads).
     """
-    import numpy as np
     if threads is None:
         cores = 1
         for d in client.info().get("devices", []):
@@ -191,23 +193,16 @@ def thread_sweep(client: Client, matrix: Any, threads: Optional[Sequence[int]] =
     if kernels is None:
         kernels = [k["name"] for k in client.kernels() if k.get("device") == "cpu" and k.get("available")
                    and k.get("op", "spmv") == "spmv" and any(p["name"] == "threads" for p in k.get("params", []))]
-    m = matrix if hasattr(matrix, "descriptor") else client.get(matrix)
-    x = np.random.default_rng(1).uniform(-1, 1, int(m.descriptor["cols"]))
-    out: List[Dict[str, Any]] = []
-    for k in kernels:
-        one = None
-        for t in threads:
-            res = client.spmv(m, x, kernel=k, runs=runs, warmup=warmup, threads=t)
-            ms = res.median_ms
-            if t == 1:
-                one = ms
-            sp = one / ms if one and ms > 0 else math.nan
-            out.append({"kernel": k, "threads": t, "median_ms": ms, "speedup": sp, "efficiency": sp / t})
-    return out
+    kernels = list(kernels)
+    b = client.bench(matrix, kernels=kernels, threads=threads, runs=runs, warmup=warmup, stat=stat, progress=None)
+    return [{"kernel": r["kernel"], "threads": int(r["threads"]), "median_ms": r["median_ms"], "mean_ms": r["mean_ms"],
+             "speedup": r["speedup"], "efficiency": r["efficiency"], "baseline": BASELINE, "stat": b.stat}
+            for r in b if r["kernel"] in kernels and not r["error"] and r.get("threads")]
 
 
 def omp_efficiency(sweep: Sequence[Mapping[str, Any]], path: str = "omp_efficiency.png") -> str:
-    """Parallel efficiency (speedup / threads) over thread counts, one line per kernel, 1 drawn as ideal."""
+    """Parallel efficiency (speedup over cpu.csr.serial / threads) over thread counts, one line per kernel, 1 drawn
+    as ideal."""
     data: Dict[str, List[tuple]] = {}
     for r in sweep:
         data.setdefault(r["kernel"], []).append((int(r["threads"]), float(r["efficiency"])))
@@ -219,9 +214,9 @@ def omp_efficiency(sweep: Sequence[Mapping[str, Any]], path: str = "omp_efficien
     ax.plot(ts, [1.0] * len(ts), "k--", lw=0.8, label="ideal")
     ax.set_xscale("log", base=2)
     ax.set_xlabel("threads")
-    ax.set_ylabel("efficiency = speedup / threads")
+    ax.set_ylabel("efficiency = (serial time / time) / threads")
     ax.set_ylim(bottom=0)
-    ax.set_title("OpenMP efficiency (speedup over the kernel at 1 thread)", fontsize=9)
+    ax.set_title("OpenMP efficiency (speedup over %s, per thread)" % BASELINE, fontsize=9)
     ax.legend(fontsize=7)
     ax.grid(alpha=0.3)
     return _save(fig, path)

@@ -262,6 +262,30 @@ def test_bench_records_progress_and_auto(client: spmvd.Client) -> None:
     A.delete()
 
 
+def test_stat_and_thread_sweep(client: spmvd.Client, rng) -> None:
+    """stat= puts the rates at the mean or the median; bench threads= sweeps, efficiency is vs cpu.csr.serial."""
+    A = client.upload(os.path.join(REAL, "bcsstk13.mtx"))
+    x = rng.uniform(-1, 1, A.shape[1])
+    for stat in ("mean", "median"):
+        s = client.spmv(A, x, kernel="cpu.csr.omp", runs=7, warmup=2, stat=stat).stats["stats"]
+        assert s["stat"] == stat and abs(s["gflops"] * s[stat + "_ms"] * 1e6 / (2 * A.nnz) - 1) < 3e-5, s
+    assert client.spmv(A, x, runs=2).stats["stats"]["stat"] == "median"
+    with pytest.raises(spmvd.BadRequest) as e:
+        client.spmv(A, x, stat="p99")
+    assert "`stat`" in e.value.message and "mean" in e.value.message
+    b = client.bench(A, kernels=["cpu.csr.serial", "cpu.csr.omp"], threads=[1, 2], runs=3, warmup=1, stat="mean",
+                     progress=None)
+    assert b.stat == "mean" and b.raw["threads"] == [1, 2]
+    serial = [r for r in b if r["kernel"] == "cpu.csr.serial"][0]
+    omp = sorted((r for r in b if r["kernel"] == "cpu.csr.omp"), key=lambda r: r["threads"])
+    assert [r["threads"] for r in omp] == [1, 2] and [r["threads_used"] for r in omp] == [1, 2]
+    for r in omp + [serial]:
+        assert r["stat"] == "mean"
+        want = serial["mean_ms"] / r["mean_ms"] / r["threads_used"]
+        assert abs(r["efficiency"] - want) <= 3e-5 * want, (r, want)
+    A.delete()
+
+
 def test_plots_write_pngs(client: spmvd.Client, tmp_path) -> None:
     pytest.importorskip("matplotlib")
     import spmvd.plot as plot
@@ -275,10 +299,11 @@ def test_plots_write_pngs(client: spmvd.Client, tmp_path) -> None:
         with open(p, "rb") as f:
             head = f.read(8)
         assert head == b"\x89PNG\r\n\x1a\n" and os.path.getsize(p) > 2000, p
-    sweep = plot.thread_sweep(client, A, threads=[1, 2], runs=2, warmup=0)
-    assert sweep and all(r["threads"] in (1, 2) for r in sweep)
-    assert all(abs(r["efficiency"] - r["speedup"] / r["threads"]) < 1e-12 for r in sweep)
-    assert [r["speedup"] for r in sweep if r["threads"] == 1] == [1.0] * (len(sweep) // 2)
+    sweep = plot.thread_sweep(client, A, threads=[1, 2], runs=2, warmup=0, stat="mean")
+    assert sweep and sorted(r["threads"] for r in sweep) == sorted([1, 2] * (len(sweep) // 2))
+    # efficiency against cpu.csr.serial (the bench's baseline), not the kernel at one thread; 6 digits each
+    assert all(r["baseline"] == "cpu.csr.serial" and r["stat"] == "mean" for r in sweep)
+    assert all(abs(r["efficiency"] - r["speedup"] / r["threads"]) <= 2e-5 * r["efficiency"] for r in sweep)
     # the raw table and a list of records plot too
     assert os.path.exists(plot.gflops(b.raw, str(tmp_path / "raw.png")))
     assert os.path.exists(plot.speedup(list(b), str(tmp_path / "list.png")))

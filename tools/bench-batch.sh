@@ -7,7 +7,7 @@
 # BATCH_ROWS rows x BATCH_PER_ROW entries, uploaded as .npz), then for
 # each window of BATCH_WINDOWS (microseconds; 0 = off) a fresh daemon
 # with it, and wrk with BATCH_CONNS connections sending binary products
-# (tools/bench-api-binary.lua) on BATCH_KERNEL for DURATION seconds:
+# (tools/bench-api-spmv.lua) on BATCH_KERNEL for DURATION seconds:
 # requests/s, p50 and p99 latency, errors, and the mean batch from
 # /metrics (spmvd_batched_products_total / spmvd_batches_total). The
 # kernel defaults to cusparse.csr where the daemon has a GPU, else
@@ -26,7 +26,7 @@ BATCH_PER_ROW=${BATCH_PER_ROW:-16}
 BATCH_WINDOWS=${BATCH_WINDOWS:-0 100 500 2000}
 BATCH_CONNS=${BATCH_CONNS:-32}
 BATCH_THREADS=${BATCH_THREADS:-4}
-LUA=${BATCH_LUA:-$SPMV_ROOT/tools/bench-api-binary.lua}
+LUA=${BATCH_LUA:-$SPMV_ROOT/tools/bench-api-spmv.lua}
 WRK=${WRK:-wrk}
 command -v "$WRK" >/dev/null || { echo "bench-batch: wrk is not installed (tools/bootstrap.sh)" >&2; exit 1; }
 load() { uptime | sed 's/.*load average: //; s/,//g'; }
@@ -59,7 +59,7 @@ for w in $BATCH_WINDOWS; do
   curl -s -o /dev/null -H 'Content-Type: application/octet-stream' --data-binary "@$X" "$url" # formats built, warm
   if [ "$first" = 1 ]; then
     echo "Matrix: spmv-gen uniform (random columns), $BATCH_ROWS rows, $nnz entries, float64; kernel $BATCH_KERNEL;"
-    echo "\`wrk -t 2 -c $BATCH_CONNS -d ${DURATION}s --latency -s tools/bench-api-binary.lua\`, a fresh daemon"
+    echo "\`wrk -t 2 -c $BATCH_CONNS -d ${DURATION}s --latency -s tools/bench-api-spmv.lua\`, a fresh daemon"
     echo "(\`--threads $BATCH_THREADS --batch-window-us W\`) for each window; mean batch = products answered from"
     echo "SpMMs / SpMMs run (/metrics); products that ran alone are not in it."
     echo

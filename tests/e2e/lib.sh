@@ -82,6 +82,17 @@ start_spmvd() {
   wait_ready "$SPMVD_URL" 30
 }
 
+# python_suite_start [FLAGS...]: what a suite driving a Python check does
+# first: ends (skipped) without NumPy/SciPy, draws $SEED (SPMV_SEED repeats a
+# run) and prints it, starts spmvd with FLAGS or ends the suite saying why.
+python_suite_start() {
+  need_scipy
+  SEED=${SPMV_SEED:-$RANDOM}
+  diag "seed $SEED"
+  start_spmvd "$@" || { not_ok "spmvd starts" "$(tail -3 "$SPMVD_LOG")"; done_testing; exit; }
+  ok "spmvd starts"
+}
+
 # stop_spmvd [PID]: SIGTERM, waits up to 60 s; returns the exit status (124
 # if it had to be killed).
 stop_spmvd() {

@@ -9,11 +9,7 @@
 # with default_dtype mixed an upload naming no dtype is mixed.
 . "$(dirname "$0")/lib.sh"
 
-need_scipy
-SEED=${SPMV_SEED:-$RANDOM}
-diag "seed $SEED"
-start_spmvd || { not_ok "spmvd starts" "$(tail -3 "$SPMVD_LOG")"; done_testing; exit; }
-ok "spmvd starts"
+python_suite_start
 SPMV_SEED=$SEED "$PYTHON" "$(dirname "$0")/mixed_check.py" "$SPMVD_URL" "$MATRICES" "$E2E_TMP/ids.json" \
   >"$E2E_TMP/mixed.tap" 2>&1
 relay_tap "$E2E_TMP/mixed.tap" $? mixed_check.py

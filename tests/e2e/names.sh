@@ -4,11 +4,7 @@
 # restart: kept in the stored file's header.
 . "$(dirname "$0")/lib.sh"
 
-need_scipy
-SEED=${SPMV_SEED:-$RANDOM}
-diag "seed $SEED"
-start_spmvd || { not_ok "spmvd starts" "$(tail -3 "$SPMVD_LOG")"; done_testing; exit; }
-ok "spmvd starts"
+python_suite_start
 
 SPMVD_URL=$SPMVD_URL SPMVD=$SPMVD "$PYTHON" "$SPMV_ROOT/tests/e2e/names_check.py" \
   "$SEED" >"$E2E_TMP/names.tap" 2>&1

@@ -4,11 +4,7 @@
 # dropped by new values, deleted; preconds_check.py drives the daemon.
 . "$(dirname "$0")/lib.sh"
 
-need_scipy
-SEED=${SPMV_SEED:-$RANDOM}
-diag "seed $SEED"
-start_spmvd || { not_ok "spmvd starts" "$(tail -3 "$SPMVD_LOG")"; done_testing; exit; }
-ok "spmvd starts"
+python_suite_start
 SPMVD_URL=$SPMVD_URL "$PYTHON" "$SPMV_ROOT/tests/e2e/preconds_check.py" "$SEED" >"$E2E_TMP/pc.tap" 2>&1
 relay_tap "$E2E_TMP/pc.tap" $? "preconds_check.py"
 stop_spmvd

@@ -3,11 +3,7 @@
 # (symmetric_check.py), then a restart: the stored files keep what was found.
 . "$(dirname "$0")/lib.sh"
 
-need_scipy
-SEED=${SPMV_SEED:-$RANDOM}
-diag "seed $SEED"
-start_spmvd || { not_ok "spmvd starts" "$(tail -3 "$SPMVD_LOG")"; done_testing; exit; }
-ok "spmvd starts"
+python_suite_start
 SPMVD_URL=$SPMVD_URL MATRICES=$MATRICES "$PYTHON" "$SPMV_ROOT/tests/e2e/symmetric_check.py" "$SEED" "$E2E_TMP/keep.json" \
   >"$E2E_TMP/symmetric.tap" 2>&1
 relay_tap "$E2E_TMP/symmetric.tap" $? "symmetric_check.py"

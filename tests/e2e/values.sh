@@ -4,11 +4,7 @@
 # values_check.py, then a restart: the rewritten files hold the new values.
 . "$(dirname "$0")/lib.sh"
 
-need_scipy
-SEED=${SPMV_SEED:-$RANDOM}
-diag "seed $SEED"
-start_spmvd || { not_ok "spmvd starts" "$(tail -3 "$SPMVD_LOG")"; done_testing; exit; }
-ok "spmvd starts"
+python_suite_start
 
 SPMVD_URL=$SPMVD_URL "$PYTHON" "$SPMV_ROOT/tests/e2e/values_check.py" "$SEED" "$E2E_TMP/keep.json" \
   >"$E2E_TMP/values.tap" 2>&1

@@ -1,6 +1,6 @@
 /* spmvctl_study.c — `spmvctl study DIR`: a collection study through libspmvclient.
  *
- * Two halves, joined by results.json (format "spmvd-study/1", the same as
+ * Two halves, joined by results.json (format "spmvd-study/2", the same as
  * the Python package's spmvd.study writes):
  *
  * - collecting: every .mtx, .mtx.gz and .npz file of DIR is uploaded once

@@ -456,3 +456,28 @@ spmv_client_status spmv_client_bench_start(spmv_client *h, const char *id, const
     spmvc_response_clear(&r);
     return st;
 }
+
+spmv_client_status spmv_client_bench_start_json(spmv_client *h, const char *id, const char *json, char job_id[64])
+{
+    spmv_client_status st;
+    json_error_t e;
+
+    if (!h || !job_id) return SPMV_CLIENT_ERR_INVALID;
+    job_id[0] = '\0';
+    spmvc_clear_error(h);
+    if ((st = spmvc_check_id(h, id, "matrix")) != SPMV_CLIENT_OK) return st;
+    json_t *body = json ? json_loads(json, JSON_REJECT_DUPLICATES, &e) : NULL;
+    if (!json_is_object(body)) {
+        const char *why = !json ? "NULL" : body ? "not an object" : e.text;
+        json_decref(body);
+        return spmvc_fail(h, SPMV_CLIENT_ERR_INVALID, "the bench's body is no JSON object: %s", why);
+    }
+    request req = {.method = "POST", .collection = "matrices", .id = id, .suffix = "/bench", .want_json = true,
+                   .json = body};
+    if (h->stat[0] && !json_object_get(body, "stat")) spmvc_body_set(&req, "stat", json_string(h->stat));
+    response r;
+    if ((st = spmvc_request(h, &req, &r)) == SPMV_CLIENT_OK)
+        st = spmvc_take_job_id(h, &r, "bench", job_id, 64);
+    spmvc_response_clear(&r);
+    return st;
+}

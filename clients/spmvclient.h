@@ -48,7 +48,8 @@
  * spmv_client_solve() sends inline b and x0 in binary, and
  * spmv_client_new(NULL, ...) takes the URL from the environment. 0.5
  * adds spmv_client_set_stat() (rates at the mean or the median), a new
- * call only.
+ * call only. 0.6 adds spmv_client_bench_start_json() (a bench with any of
+ * the route's fields: thread sweeps, hack sizes, seed), a new call only.
  *
  * Link with pkg-config: cc prog.c $(pkg-config --cflags --libs spmvclient)
  */
@@ -62,9 +63,9 @@
 extern "C" {
 #endif
 
-#define SPMV_CLIENT_VERSION "0.5.0"
+#define SPMV_CLIENT_VERSION "0.6.0"
 #define SPMV_CLIENT_VERSION_MAJOR 0
-#define SPMV_CLIENT_VERSION_MINOR 5
+#define SPMV_CLIENT_VERSION_MINOR 6
 #define SPMV_CLIENT_VERSION_PATCH 0
 
 /* The library is built with -fvisibility=hidden; only what carries this
@@ -400,6 +401,17 @@ SPMV_CLIENT_API void spmv_client_job_free(spmv_client_job *j);
 SPMV_CLIENT_API spmv_client_status spmv_client_bench_start(spmv_client *h, const char *id,
                                                            const spmv_client_bench_options *opts,
                                                            char job_id[64]);
+
+/* spmv_client_bench_start() with the body as JSON text, sent as it is
+ * (one object: "kernels", "runs", "warmup", "block_sizes", "hack_sizes",
+ * "threads", "stat", "verify", "seed" as docs/api.md gives them), so a
+ * bench can sweep thread counts without the options structure growing.
+ * The handle's statistic (spmv_client_set_stat) is added as "stat" when
+ * the body names none. Errors: INVALID (no object, unparsable text),
+ * NOT_FOUND, BAD_REQUEST (the server names the field), and the transfer
+ * statuses. Since 0.6. */
+SPMV_CLIENT_API spmv_client_status spmv_client_bench_start_json(spmv_client *h, const char *id, const char *json,
+                                                                char job_id[64]);
 
 /* GET /v1/jobs/{id}: the job's state now. NOT_FOUND for an unknown id
  * (finished jobs are swept after the daemon's job_retention). A job in

@@ -1,14 +1,15 @@
 /* spmvctl_study.c — `spmvctl study DIR`: a collection study through libspmvclient.
  *
- * Two halves, joined by results.json (format "spmvd-study/1", the same as
+ * Two halves, joined by results.json (format "spmvd-study/2", the same as
  * the Python package's spmvd.study writes):
  *
  * - collecting: every .mtx, .mtx.gz and .npz file of DIR is uploaded once
- *   per dtype, benched (POST .../bench: the kernels, mean times), the CPU
- *   kernels taking `threads` are timed at 1, 2, 4 ... cores with spmv (the
- *   bench sweeps no threads yet), the SpMSpM kernels multiply it by a thin
- *   B (cols x 8, row i one entry in column i mod 8), and what was uploaded
- *   is deleted. Each measurement becomes one flat record; an upload or a
+ *   per dtype, benched (POST .../bench with "stat": "mean", and "threads":
+ *   0 (each kernel's default team: the "spmv" records) then 1, 2, 4 ...
+ *   cores, the bench's thread sweep of the CPU kernels taking `threads`:
+ *   the "threads" records, with the bench's efficiency against
+ *   cpu.csr.serial), the SpMSpM kernels multiply it by a thin B (cols x 8,
+ *   row i one entry in column i mod 8), and what was uploaded is deleted. Each measurement becomes one flat record; an upload or a
  *   kernel the daemon refused becomes a record with its error, a file
  *   that is no matrix an entry "ignored": nothing is dropped silently.
  * - rendering: report.md and results.csv from results.json. The tables,
@@ -16,9 +17,9 @@
  *   line by line, so the two tools print the same bytes for the same JSON
  *   (tests/e2e/study.sh compares them). `--from FILE` renders only.
  *
- * Times are means; GFLOP/s and GB/s are taken at the mean (the daemon gives
- * them at the median: at_mean() scales them, the one place to change once
- * the bench answers at the mean). --plot hands results.json to
+ * Times are means; GFLOP/s and GB/s are the bench's, at the mean (SpMSpM's
+ * route takes no `stat`: spmspm_at_mean() scales its median rates). The host's
+ * load average at the start goes into results.json. --plot hands results.json to
  * `python3 -m spmvd.study plot` ($SPMVD_PYTHON, else python3) for the PNGs.
  */
 #include "spmvctl_study.h"
@@ -37,7 +38,7 @@
 #include <time.h>
 #include <unistd.h>
 
-#define FORMAT "spmvd-study/1"
+#define FORMAT "spmvd-study/2"
 #define BASELINE "cpu.csr.serial"
 /* SpMSpM's kernel 0, the first of these the catalogue has: report 003's
  * sequential baseline where the daemon has it, else the reference. */
@@ -259,20 +260,25 @@ static json_t *options_of(spmv_client *h, const study_options *o, json_t **serve
 
 /* ----------------------------------------------------------------- records */
 
-/* One flat record; mean/median/gflops/gbps at the mean from `stats` (may be NULL). */
+/* One flat record from `stats` (may be NULL), whose rates are at the mean. */
 static json_t *record(const char *file, const char *dtype, const char *kind, const char *kernel, json_t *params,
                       const spmv_client_stats *s, const char *error)
 {
-    double mean = s ? s->mean_ms : NAN, med = s ? s->median_ms : NAN;
-    bool scale = isfinite(mean) && isfinite(med) && mean != 0 && med != 0;
-    return json_pack("{s:s, s:s, s:s, s:s, s:o, s:o, s:o, s:o, s:o, s:o, s:o, s:o, s:n, s:n, s:o}", "file", file,
-                     "dtype", dtype, "kind", kind, "kernel", kernel, "params", params ? params : json_object(),
-                     "mean_ms", num_or_null(mean), "median_ms", num_or_null(med),
-                     "min_ms", num_or_null(s ? s->min_ms : NAN), "max_ms", num_or_null(s ? s->max_ms : NAN),
-                     "stddev_ms", num_or_null(s ? s->stddev_ms : NAN),
-                     "gflops", num_or_null(scale ? s->gflops * med / mean : NAN),
-                     "gbps", num_or_null(scale ? s->gbps * med / mean : NAN), "verified", "max_rel_err",
-                     "error", str_or_null(error));
+    return json_pack("{s:s, s:s, s:s, s:s, s:o, s:o, s:o, s:o, s:o, s:o, s:o, s:o, s:n, s:n, s:n, s:n, s:o}",
+                     "file", file, "dtype", dtype, "kind", kind, "kernel", kernel,
+                     "params", params ? params : json_object(), "mean_ms", num_or_null(s ? s->mean_ms : NAN),
+                     "median_ms", num_or_null(s ? s->median_ms : NAN), "min_ms", num_or_null(s ? s->min_ms : NAN),
+                     "max_ms", num_or_null(s ? s->max_ms : NAN), "stddev_ms", num_or_null(s ? s->stddev_ms : NAN),
+                     "gflops", num_or_null(s ? s->gflops : NAN), "gbps", num_or_null(s ? s->gbps : NAN),
+                     "verified", "max_rel_err", "threads_used", "efficiency", "error", str_or_null(error));
+}
+
+/* SpMSpM's rates at the mean: its route takes no `stat` and answers at the median. */
+static void spmspm_at_mean(spmv_client_stats *s)
+{
+    bool ok = isfinite(s->mean_ms) && isfinite(s->median_ms) && s->mean_ms != 0 && s->median_ms != 0;
+    s->gflops = ok ? s->gflops * s->median_ms / s->mean_ms : NAN;
+    s->gbps = ok ? s->gbps * s->median_ms / s->mean_ms : NAN;
 }
 
 /* A bench row's stats object as the library's struct. */
@@ -284,6 +290,7 @@ static spmv_client_stats stats_of(const json_t *st)
     return s;
 }
 
+/* The bench's rows: "threads" records where the sweep set a count, "spmv" ones at the default team (0). */
 static void bench_records(json_t *recs, const char *file, const char *dtype, const json_t *table)
 {
     size_t i;
@@ -291,12 +298,15 @@ static void bench_records(json_t *recs, const char *file, const char *dtype, con
     json_array_foreach(json_object_get(table, "results"), i, row) {
         const json_t *ev = json_object_get(row, "error"), *st = json_object_get(row, "stats");
         const char *err = json_is_string(ev) ? json_string_value(ev) : json_string_value(json_object_get(ev, "message"));
+        const json_t *params = json_object_get(row, "params"), *ver = json_object_get(row, "verified");
+        const char *kind = json_integer_value(json_object_get(params, "threads")) > 0 ? "threads" : "spmv";
         spmv_client_stats s = stats_of(st);
-        json_t *r = record(file, dtype, "spmv", sget(row, "kernel"), json_deep_copy(json_object_get(row, "params")),
-                           st ? &s : NULL, err);
-        const json_t *ver = json_object_get(row, "verified");
+        json_t *r = record(file, dtype, kind, sget(row, "kernel"), json_deep_copy(params), st ? &s : NULL, err);
         if (json_is_boolean(ver)) json_object_set(r, "verified", (json_t *)ver);
         json_object_set_new(r, "max_rel_err", num_or_null(nget(row, "max_rel_err")));
+        if (json_is_integer(json_object_get(row, "threads_used")))
+            json_object_set(r, "threads_used", json_object_get(row, "threads_used"));
+        json_object_set_new(r, "efficiency", num_or_null(nget(row, "efficiency")));
         json_array_append_new(recs, r);
     }
     json_array_foreach(json_object_get(table, "skipped"), i, row) {
@@ -305,19 +315,30 @@ static void bench_records(json_t *recs, const char *file, const char *dtype, con
     }
 }
 
+/* The bench's body: the kernels, runs, warm-ups, "stat": "mean" and, when a kernel takes threads, the
+ * thread counts after 0 (each kernel's default team, what the tables compare). */
+static char *bench_body(const json_t *opts)
+{
+    json_t *ts = json_pack("[i]", 0);
+    size_t i;
+    const json_t *t;
+    json_array_foreach(json_object_get(opts, "threads"), i, t)
+        if (json_integer_value(t) != 0) json_array_append(ts, (json_t *)t);
+    json_t *b = json_pack("{s:O, s:I, s:I, s:s}", "kernels", json_object_get(opts, "kernels"), "runs",
+                          (json_int_t)iget(opts, "runs"), "warmup", (json_int_t)iget(opts, "warmup"), "stat", "mean");
+    if (json_array_size(json_object_get(opts, "thread_kernels"))) json_object_set(b, "threads", ts);
+    char *text = json_dumps(b, JSON_COMPACT);
+    json_decref(ts);
+    json_decref(b);
+    return text;
+}
+
 static void bench_one(spmv_client *h, json_t *recs, const char *id, const char *file, const char *dtype,
                       const json_t *opts)
 {
-    const json_t *ks = json_object_get(opts, "kernels");
-    const char **names = calloc(json_array_size(ks) + 1, sizeof *names);
-    char job[64], why[1200];
+    char job[64], why[1200], *body = bench_body(opts);
     spmv_client_job *j = NULL;
-    size_t i;
-    const json_t *k;
-    json_array_foreach(ks, i, k) names[i] = json_string_value(k);
-    spmv_client_bench_options bo = {.kernels = names, .runs = (int)iget(opts, "runs"),
-                                    .warmup = (int)iget(opts, "warmup")};
-    spmv_client_status st = spmv_client_bench_start(h, id, &bo, job);
+    spmv_client_status st = body ? spmv_client_bench_start_json(h, id, body, job) : SPMV_CLIENT_ERR_NOMEM;
     if (st == SPMV_CLIENT_OK) st = spmv_client_job_wait(h, job, 1000, NULL, NULL, &j);
     json_t *table = st == SPMV_CLIENT_OK && j->result ? json_loads(j->result, 0, NULL) : NULL;
     if (table) {
@@ -328,46 +349,7 @@ static void bench_one(spmv_client *h, json_t *recs, const char *id, const char *
     }
     json_decref(table);
     spmv_client_job_free(j);
-    free(names);
-}
-
-/* x[j] = 1 + (j mod 7)/8 in the dtype (what spmvd.study sends too). */
-static void *make_x(int64_t n, bool f32)
-{
-    void *x = malloc((size_t)(n ? n : 1) * (f32 ? sizeof(float) : sizeof(double)));
-    for (int64_t j = 0; x && j < n; j++) {
-        double v = 1.0 + (double)(j % 7) / 8.0;
-        if (f32) ((float *)x)[j] = (float)v;
-        else ((double *)x)[j] = v;
-    }
-    return x;
-}
-
-/* The thread sweep, one spmv call per kernel and count (the bench route sweeps no threads yet: once
- * it does, these records come from its table, kind "threads" kept, and this function goes). */
-static void thread_records(spmv_client *h, json_t *recs, const spmv_client_matrix *m, const char *file,
-                           const char *dtype, const json_t *opts)
-{
-    bool f32 = strcmp(dtype, "float32") == 0;
-    void *x = make_x(m->cols, f32), *y = make_x(m->rows, f32);
-    size_t i, j;
-    const json_t *k, *t;
-    json_array_foreach(json_object_get(opts, "thread_kernels"), i, k) json_array_foreach(json_object_get(opts, "threads"), j, t) {
-        char p[32], why[1200];
-        snprintf(p, sizeof p, "threads=%lld", (long long)json_integer_value(t));
-        const char *params[] = {p, NULL};
-        spmv_client_spmv_options so = {.kernel = json_string_value(k), .runs = (int)iget(opts, "runs"),
-                                       .warmup = (int)iget(opts, "warmup"), .params = params};
-        spmv_client_spmv_result res;
-        spmv_client_status st = spmv_client_multiply(h, m->id, f32 ? SPMV_CLIENT_FLOAT32 : SPMV_CLIENT_FLOAT64, x,
-                                                     (size_t)m->cols, y, (size_t)m->rows, &so, &res);
-        if (st != SPMV_CLIENT_OK) error_text(h, st, why, sizeof why);
-        json_array_append_new(recs, record(file, dtype, "threads", json_string_value(k),
-                                           json_pack("{s:O}", "threads", t), st == SPMV_CLIENT_OK ? &res.stats : NULL,
-                                           st == SPMV_CLIENT_OK ? NULL : why));
-    }
-    free(x);
-    free(y);
+    free(body);
 }
 
 /* B = cols x 8, row i: (i, i mod 8) = 1 + (i mod 7)/8, as Matrix Market text. */
@@ -411,6 +393,7 @@ static void spmspm_records(spmv_client *h, json_t *recs, const spmv_client_matri
                                          .warmup = (int)iget(opts, "warmup")};
         spmv_client_status s2 = b ? spmv_client_spmspm(h, a->id, b->id, &so, &c, NULL, &res) : st;
         if (b && s2 != SPMV_CLIENT_OK) error_text(h, s2, why, sizeof why);
+        if (s2 == SPMV_CLIENT_OK) spmspm_at_mean(&res.stats);
         json_array_append_new(recs, record(file, dtype, "spmspm", json_string_value(k), NULL,
                                            s2 == SPMV_CLIENT_OK ? &res.stats : NULL, s2 == SPMV_CLIENT_OK ? NULL : why));
         spmv_client_coo_free(c);
@@ -443,7 +426,6 @@ static bool one_dtype(spmv_client *h, const char *path, const char *file, const 
     } else {
         json_object_set_new(entry, "status", json_string("ok"));
         bench_one(h, recs, m->id, file, dtype, opts);
-        thread_records(h, recs, m, file, dtype, opts);
         spmspm_records(h, recs, m, file, dtype, opts);
     }
     spmv_client_delete(h, m->id);
@@ -535,11 +517,15 @@ static json_t *collect(spmv_client *h, const study_options *o, int *rc)
     double t0 = now_s();
     char started[32], model[256], host[256] = "", tool[64];
     time_t now = time(NULL);
+    double la[3] = {NAN, NAN, NAN};
     strftime(started, sizeof started, "%Y-%m-%dT%H:%M:%SZ", gmtime(&now));
-    json_t *server = NULL, *opts = options_of(h, o, &server, rc);
-    if (!opts) return NULL;
+    json_t *server = NULL, *opts = options_of(h, o, &server, rc), *load = json_array();
+    if (!opts) return json_decref(load), NULL;
+    getloadavg(la, 3); /* the load when the study starts: the host is shared, the report says how busy it was */
+    for (int i = 0; i < 3; i++) json_array_append_new(load, num_or_null(round(la[i] * 100) / 100));
     json_t *matrices = json_array(), *recs = json_array();
     if ((*rc = collect_dir(h, o->dir, opts, matrices, recs)) != S_OK) {
+        json_decref(load);
         json_decref(opts);
         json_decref(server);
         json_decref(matrices);
@@ -549,10 +535,10 @@ static json_t *collect(spmv_client *h, const study_options *o, int *rc)
     cpu_model(model, sizeof model);
     gethostname(host, sizeof host - 1);
     snprintf(tool, sizeof tool, "spmvctl %s", SPMV_CLIENT_VERSION);
-    return json_pack("{s:s, s:s, s:s, s:s, s:f, s:s, s:{s:s, s:s}, s:o, s:o, s:o, s:o}", "format", FORMAT, "tool",
+    return json_pack("{s:s, s:s, s:s, s:s, s:f, s:s, s:{s:s, s:s, s:o}, s:o, s:o, s:o, s:o}", "format", FORMAT, "tool",
                      tool, "command", o->command, "started", started, "elapsed_s", round((now_s() - t0) * 1000) / 1000,
-                     "url", o->url ? o->url : "", "host", "cpu_model", model, "hostname", host, "server", server,
-                     "options", opts, "matrices", matrices, "records", recs);
+                     "url", o->url ? o->url : "", "host", "cpu_model", model, "hostname", host, "loadavg", load,
+                     "server", server, "options", opts, "matrices", matrices, "records", recs);
 }
 
 /* ------------------------------------------------------------------ tables */
@@ -626,16 +612,21 @@ static void header(FILE *f, const json_t *res)
             sget(res, "started"), nget(res, "elapsed_s"));
     fprintf(f, "- spmvd %s (CUDA build: %s) at %s\n", sget(s, "version"),
             json_is_true(json_object_get(s, "cuda")) ? "yes" : "no", sget(res, "url"));
-    fprintf(f, "- host: %s, %lld cores for the daemon; GPU: ", sget(json_object_get(res, "host"), "cpu_model"),
-            iget(s, "cores"));
+    const json_t *la = json_object_get(json_object_get(res, "host"), "loadavg");
+    char load[3][32];
+    for (i = 0; i < 3; i++)
+        fnum(load[i], sizeof load[i], "%.2f", json_is_number(json_array_get(la, i)) ? json_number_value(json_array_get(la, i)) : NAN);
+    fprintf(f, "- host: %s, %lld cores for the daemon, load average %s %s %s (1, 5, 15 min) at the start; GPU: ",
+            sget(json_object_get(res, "host"), "cpu_model"), iget(s, "cores"), load[0], load[1], load[2]);
     json_array_foreach(gpus, i, v) fprintf(f, "%s%s", i ? ", " : "", json_string_value(v));
     if (!json_array_size(gpus)) fprintf(f, "none (%s)", sget(s, "gpu_unavailable_reason"));
-    fprintf(f, "\n- measure: the mean over %lld timed runs after %lld warm-ups (bench route, one random x); a "
-               "kernel's figure for a matrix is its best parameter combination among the verified ones; GFLOP/s "
-               "(2 nnz) and GB/s at the mean\n", iget(o, "runs"), iget(o, "warmup"));
+    fprintf(f, "\n- measure: the mean over %lld timed runs after %lld warm-ups (bench route, `stat` mean, one "
+               "random x); a kernel's figure for a matrix is its best parameter combination among the verified "
+               "ones; GFLOP/s (2 nnz) and GB/s at the mean, as the bench gives them\n", iget(o, "runs"),
+            iget(o, "warmup"));
     static const char *const lists[] = {"kernels", "spmspm_kernels", "thread_kernels", "threads"};
-    static const char *const labels[] = {"- dtypes: ", "; SpMV kernels: ", "; SpMSpM kernels: ", "; thread sweep: ",
-                                         " at "};
+    static const char *const labels[] = {"- dtypes: ", "; SpMV kernels: ", "; SpMSpM kernels: ",
+                                         "; thread sweep (the bench's `threads`): ", " at "};
     fputs(labels[0], f);
     json_array_foreach(json_object_get(o, "dtypes"), i, v) fprintf(f, "%s%s", i ? ", " : "", json_string_value(v));
     for (size_t l = 0; l < 4; l++) {
@@ -774,6 +765,72 @@ static void table_per_matrix(FILE *f, const json_t *res, const best_set *b, cons
         fputs("\n", f);
     }
     json_decref(ks);
+}
+
+/* The "threads" record of lowest mean (verified, no error) of (file, dtype, kernel) at t threads. */
+static const json_t *thread_best(const json_t *res, const char *file, const char *dtype, const char *kernel,
+                                 long long t)
+{
+    const json_t *r, *best = NULL;
+    size_t i;
+    json_array_foreach(json_object_get(res, "records"), i, r) {
+        if (strcmp(sget(r, "kind"), "threads") || strcmp(sget(r, "file"), file) || strcmp(sget(r, "dtype"), dtype) ||
+            strcmp(sget(r, "kernel"), kernel) || iget(json_object_get(r, "params"), "threads") != t ||
+            json_is_string(json_object_get(r, "error")) || json_is_false(json_object_get(r, "verified")) ||
+            !isfinite(nget(r, "mean_ms")))
+            continue;
+        if (!best || nget(r, "mean_ms") < nget(best, "mean_ms")) best = r;
+    }
+    return best;
+}
+
+static void thread_cells(FILE *f, const json_t *res, const best_set *b, const char *k, long long t, const char *d,
+                         long long lim)
+{
+    const json_t *m;
+    size_t i, n = 0;
+    double sp = 0, eff = 0, emax = -INFINITY;
+    char b1[32], b2[32], b3[32];
+    json_array_foreach(json_object_get(res, "matrices"), i, m) {
+        if (!matrix_ok(m) || iget(m, "nnz") < lim) continue;
+        const json_t *base = best_get(b, sget(m, "file"), d, BASELINE), *r = thread_best(res, sget(m, "file"), d, k, t);
+        if (!base || !r || !(nget(r, "mean_ms") > 0) || !isfinite(nget(r, "efficiency"))) continue;
+        sp += nget(base, "mean_ms") / nget(r, "mean_ms");
+        eff += nget(r, "efficiency");
+        emax = nget(r, "efficiency") > emax ? nget(r, "efficiency") : emax;
+        n++;
+    }
+    fprintf(f, " %s | %s | %s | %zu |", fnum(b1, sizeof b1, "%.2f", n ? sp / (double)n : NAN),
+            fnum(b2, sizeof b2, "%.2f", n ? eff / (double)n : NAN), fnum(b3, sizeof b3, "%.2f", n ? emax : NAN), n);
+}
+
+static void table_threads(FILE *f, const json_t *res, const best_set *b)
+{
+    const json_t *o = json_object_get(res, "options"), *dts = json_object_get(o, "dtypes"), *d, *k, *t;
+    size_t i, j, l;
+    if (!json_array_size(json_object_get(o, "thread_kernels"))) return;
+    fputs("## Threads\n\n"
+          "The bench's thread sweep: each kernel at each count, its best mean over its other parameters;\n"
+          "speedup: cpu.csr.serial's mean over it; efficiency: the bench's, that speedup over the threads\n"
+          "(against the serial CSR kernel, not the same kernel at one thread); averaged (avg) and the largest\n"
+          "(max) over the matrices with at least that many non-zeros; n: how many matrices.\n\n"
+          "| kernel | threads | nnz >= |", f);
+    json_array_foreach(dts, i, d) {
+        const char *n = json_string_value(d);
+        fprintf(f, " %s speedup avg | %s efficiency avg | %s efficiency max | %s n |", n, n, n, n);
+    }
+    fputs("\n|---|---|---|", f);
+    for (i = 0; i < json_array_size(dts); i++) fputs("---|---|---|---|", f);
+    fputs("\n", f);
+    json_array_foreach(json_object_get(o, "thread_kernels"), j, k) json_array_foreach(json_object_get(o, "threads"), l, t) {
+        for (size_t q = 0; q < 3 && json_integer_value(t) > 0; q++) {
+            fprintf(f, "| %s | %lld | %lld |", json_string_value(k), (long long)json_integer_value(t), nnz_limits[q]);
+            json_array_foreach(dts, i, d) thread_cells(f, res, b, json_string_value(k), json_integer_value(t),
+                                                       json_string_value(d), nnz_limits[q]);
+            fputs("\n", f);
+        }
+    }
+    fputs("\n", f);
 }
 
 /* The last spmspm record of (file, dtype, kernel), as spmvd.study's dict keeps it. */
@@ -915,12 +972,14 @@ static void write_csv(FILE *f, const json_t *res, const best_set *b)
     const json_t *r, *m;
     size_t i, j;
     char params[512];
-    fputs("file,dtype,kind,kernel,params,nnz,mean_ms,median_ms,min_ms,max_ms,stddev_ms,gflops,gbps,speedup,verified,"
-          "max_rel_err,error\n", f);
+    fputs("file,dtype,kind,kernel,params,nnz,mean_ms,median_ms,min_ms,max_ms,stddev_ms,gflops,gbps,speedup,efficiency,"
+          "verified,max_rel_err,error\n", f);
     json_array_foreach(json_object_get(res, "records"), i, r) {
         long long nnz = 0;
         json_array_foreach(json_object_get(res, "matrices"), j, m) if (!strcmp(sget(m, "file"), sget(r, "file"))) nnz = iget(m, "nnz");
-        const json_t *base = !strcmp(sget(r, "kind"), "spmv") ? best_get(b, sget(r, "file"), sget(r, "dtype"), BASELINE) : NULL;
+        const char *kind = sget(r, "kind");
+        const json_t *base = !strcmp(kind, "spmv") || !strcmp(kind, "threads")
+                             ? best_get(b, sget(r, "file"), sget(r, "dtype"), BASELINE) : NULL;
         double mean = nget(r, "mean_ms"), bm = base ? nget(base, "mean_ms") : NAN;
         const json_t *ver = json_object_get(r, "verified");
         csv_field(f, sget(r, "file"), false);
@@ -938,6 +997,7 @@ static void write_csv(FILE *f, const json_t *res, const best_set *b)
         csv_num(f, nget(r, "gflops"));
         csv_num(f, nget(r, "gbps"));
         csv_num(f, bm != 0 && isfinite(bm) && mean != 0 && isfinite(mean) ? bm / mean : NAN);
+        csv_num(f, nget(r, "efficiency"));
         fputs(json_is_boolean(ver) ? (json_is_true(ver) ? "true," : "false,") : ",", f);
         csv_num(f, nget(r, "max_rel_err"));
         csv_field(f, sget(r, "error"), true);
@@ -972,6 +1032,7 @@ static int render(const json_t *res, const char *out)
     table_wins(f, res, &b);
     table_per_matrix(f, res, &b, "gbps", "Bandwidth (GB/s at the mean, best combination)");
     table_per_matrix(f, res, &b, "gflops", "GFLOP/s (at the mean, best combination)");
+    table_threads(f, res, &b);
     table_spmspm(f, res);
     table_problems(f, res);
     if (fclose(f) != 0 || !(f = open_out(out, "results.csv", path, sizeof path))) goto err;

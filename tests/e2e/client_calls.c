@@ -301,6 +301,18 @@ static void test_stat(spmv_client *h, const char *id, const coo *m, int64_t nnz)
     check(j && j->result && strstr(j->result, "\"stat\":\"mean\"") && strstr(j->result, "\"efficiency\""),
           "bench at the mean: the table says stat mean and carries efficiency");
     spmv_client_job_free(j);
+    j = NULL;
+    EXPECT(h, spmv_client_bench_start_json(h, id, "{\"kernels\":[\"cpu.csr.omp\"],\"runs\":2,\"warmup\":1,"
+                                                  "\"threads\":[1,2]}", job),
+           SPMV_CLIENT_OK, "bench_start_json with a thread sweep");
+    EXPECT(h, spmv_client_job_wait(h, job, 0, NULL, NULL, &j), SPMV_CLIENT_OK, "job_wait of the JSON bench");
+    check(j && j->result && strstr(j->result, "\"threads\":[1,2]") && strstr(j->result, "\"stat\":\"mean\"") &&
+              strstr(j->result, "\"threads_used\":2"),
+          "bench_start_json: the table sweeps threads 1 and 2, at the handle's statistic (mean)");
+    spmv_client_job_free(j);
+    EXPECT(h, spmv_client_bench_start_json(h, id, "[1]", job), SPMV_CLIENT_ERR_INVALID, "bench_start_json [1]: INVALID");
+    EXPECT(h, spmv_client_bench_start_json(h, id, "{\"threads\":\"many\"}", job), SPMV_CLIENT_ERR_BAD_REQUEST,
+           "bench_start_json with threads \"many\": BAD_REQUEST from the daemon");
     EXPECT(h, spmv_client_set_stat(h, NULL), SPMV_CLIENT_OK, "set_stat NULL: back to the default");
     stat_multiply(h, id, m, nnz, "median");
 }

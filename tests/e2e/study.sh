@@ -8,9 +8,11 @@
 # and a text file. spmvctl study runs three CPU kernels on it; the suite
 # checks that every matrix is in the report, the broken files with their
 # errors, the refused kernel with the daemon's reason, that cpu.csr.serial's
-# speedup is 1, that every number of the speedup, win, GB/s and GFLOP/s
-# tables is what results.csv gives (study_check.py, which is shown to fail on
-# a changed number), that what was uploaded is deleted, that unknown or
+# speedup is 1, that the bench ran at the mean with its thread sweep (the
+# "threads" rows carry the bench's efficiency against cpu.csr.serial, the
+# header the load average), that every number of the speedup, win, GB/s,
+# GFLOP/s and Threads tables is what results.csv gives (study_check.py, which
+# is shown to fail on a changed number), that what was uploaded is deleted, that unknown or
 # foreign options are refused, --max-nnz, and that the Python package renders
 # the same report.md and results.csv from spmvctl's results.json and the other
 # way round. Then the whole shared real folder with every CPU kernel, as CI's
@@ -52,6 +54,16 @@ that "gone.mtx (unreadable) is listed with its error" "grep -q '^| gone.mtx .*er
 that "notes.txt is listed as ignored" "grep -q '^| notes.txt .*ignored: not a matrix file' '$OUT/report.md'"
 that "cpu.ell.omp refused on G51 is listed with the padding rule" \
   "grep -q '^| G51.mtx | float64 | spmv cpu.ell.omp | threads=0 | .*max_padding' '$OUT/report.md'"
+that "the header gives the load average at the start and the bench's statistic" \
+  "grep -q '^- host: .* cores for the daemon, load average [0-9.]* [0-9.]* [0-9.]* (1, 5, 15 min) at the start; GPU' '$OUT/report.md' && grep -q '(bench route, \`stat\` mean, ' '$OUT/report.md'"
+that "results.json says spmvd-study/2, stat mean, and every bench row's stats came at the mean" \
+  "'$PYTHON' -c 'import json,sys; d=json.load(open(sys.argv[1])); sys.exit(not (d[\"format\"]==\"spmvd-study/2\" and d[\"options\"][\"stat\"]==\"mean\" and len(d[\"host\"][\"loadavg\"])==3))' '$OUT/results.json'"
+that "the bench's sweep: cpu.csr.omp at 1 and 2 threads, efficiency = speedup / threads, both dtypes" \
+  "awk -F, '\$3==\"threads\" && \$4==\"cpu.csr.omp\" && \$14!=\"\" {n++; t=substr(\$5,9); d=\$15*t/\$14-1; if (d>1e-3||d<-1e-3) bad++} END {exit !(n == 12 && !bad)}' '$OUT/results.csv'"
+that "the Threads table has cpu.csr.omp at 2 threads over all 3 matrices" \
+  "grep -q '^| cpu.csr.omp | 2 | 0 | [0-9.]* | [0-9.]* | [0-9.]* | 3 | [0-9.]* | [0-9.]* | [0-9.]* | 3 |$' '$OUT/report.md'"
+that "cpu.ell.omp refused on G51 in the sweep too" \
+  "grep -q '^| G51.mtx | float64 | threads cpu.ell.omp | threads=2 | .*max_padding' '$OUT/report.md'"
 that "cpu.csr.serial's speedup is 1.00 over all 3 matrices, both dtypes" \
   "grep -q '^| cpu.csr.serial | 0 | 1.00 | 1.00 | 3 | 1.00 | 1.00 | 3 |$' '$OUT/report.md'"
 that "the csv's cpu.csr.serial rows have speedup 1" \
@@ -63,6 +75,9 @@ that "the report's tables equal those recomputed from results.csv" "[ $? -eq 0 ]
 mkdir -p "$E2E_TMP/tampered" && cp "$OUT/results.csv" "$E2E_TMP/tampered/"
 sed '/^| cpu.csr.omp | 0 |/s/| [0-9]*\.[0-9][0-9] |/| 99.99 |/' "$OUT/report.md" >"$E2E_TMP/tampered/report.md"
 that "study_check.py fails on a changed speedup" "! '$PYTHON' '$CHECK' '$E2E_TMP/tampered'"
+sed '/^| cpu.csr.omp | 2 | 0 |/s/| [0-9]*\.[0-9][0-9] | [0-9]*\.[0-9][0-9] |/| 0.01 | 0.01 |/' "$OUT/report.md" >"$E2E_TMP/tampered/report.md"
+that "study_check.py fails on a changed efficiency" \
+  "! cmp -s '$OUT/report.md' '$E2E_TMP/tampered/report.md' && ! '$PYTHON' '$CHECK' '$E2E_TMP/tampered'"
 req GET /v1/matrices
 that "the study deleted every matrix it uploaded" "[ \"\$(jget 'd[\"count\"]')\" = 0 ]"
 
@@ -89,6 +104,8 @@ ctl study "$DIR" --kernels cpu.csr.serial --spmspm none --dtypes float64 --runs 
   --out "$E2E_TMP/small" >/dev/null 2>&1
 that "--max-nnz 1000 lists G51 as skipped" "grep -q '^| G51.mtx | 1000 | 1000 | 11818 | skipped: nnz 11818 is over --max-nnz 1000 |$' '$E2E_TMP/small/report.md'"
 that "--spmspm none: no SpMSpM section" "! grep -q '^## SpMSpM' '$E2E_TMP/small/report.md'"
+that "no kernel taking threads: no Threads section, no threads rows" \
+  "! grep -q '^## Threads' '$E2E_TMP/small/report.md' && ! grep -q ',threads,' '$E2E_TMP/small/results.csv'"
 
 # ------------------------------------------------------------ both tools, one JSON
 "$PYTHON" -m spmvd.study report "$OUT/results.json" --out "$E2E_TMP/c-py" >/dev/null 2>"$E2E_TMP/err"
@@ -105,7 +122,7 @@ check "same report.md from spmvd.study's JSON" cmp "$E2E_TMP/py/report.md" "$E2E
 check "same results.csv from spmvd.study's JSON" cmp "$E2E_TMP/py/results.csv" "$E2E_TMP/py-c/results.csv"
 echo '{"format":"something else"}' >"$E2E_TMP/other.json"
 ctl study --from "$E2E_TMP/other.json" --out "$E2E_TMP/never" 2>"$E2E_TMP/err"
-that "--from a JSON that is no study's is refused" "[ $? -ne 0 ] && grep -q 'spmvd-study/1' '$E2E_TMP/err'"
+that "--from a JSON that is no study's is refused" "[ $? -ne 0 ] && grep -q 'spmvd-study/2' '$E2E_TMP/err'"
 
 # ------------------------------------------------------------ the shared real folder, --plot
 t0=$(date +%s.%N)

@@ -11,7 +11,11 @@ OUT/report.md, and checks
 - each speedup cell (avg, max, n for nnz >= 0, 10000, 100000, per dtype) equals the one
   recomputed from the CSV: per matrix and kernel the lowest mean_ms among the spmv rows
   without error and not unverified, the baseline's over it;
-- each cell of the win tables and of the GB/s and GFLOP/s tables likewise.
+- each cell of the win tables and of the GB/s and GFLOP/s tables likewise;
+- each cell of the Threads table (when there is one): per matrix, kernel and thread count the
+  "threads" row of lowest mean_ms (without error, not unverified), cpu.csr.serial's best mean
+  over it (speedup) and the row's efficiency column (the bench's), avg and max over the matrices
+  with that many non-zeros; and that efficiency is the CSV's speedup over the threads.
 
 Prints one line per mismatch and exits 1 if there is any.
 """
@@ -40,6 +44,45 @@ def best_of(rows):
         if key not in best or float(r["mean_ms"]) < float(best[key]["mean_ms"]):
             best[key] = r
     return best, nnz
+
+
+def thread_best(rows):
+    best = {}
+    for r in rows:
+        if r["kind"] != "threads" or r["error"] or r["verified"] == "false" or not r["mean_ms"]:
+            continue
+        t = int(dict(kv.split("=") for kv in r["params"].split(";"))["threads"])
+        key = (r["file"], r["dtype"], r["kernel"], t)
+        if key not in best or float(r["mean_ms"]) < float(best[key]["mean_ms"]):
+            best[key] = r
+    return best
+
+
+def check_threads(rows, report, best, nnz, ok, dtypes):
+    """The Threads table against the CSV's "threads" rows; [] when the report has none."""
+    if "\n## Threads\n" not in report:
+        return []
+    bad, tb = [], thread_best(rows)
+    for r in tb.values():
+        t = int(dict(kv.split("=") for kv in r["params"].split(";"))["threads"])
+        if r["efficiency"] and r["speedup"] and abs(float(r["efficiency"]) * t / float(r["speedup"]) - 1) > 1e-3:
+            bad.append(f"efficiency of {r['file']} {r['kernel']} {r['params']}: {r['efficiency']} is not the "
+                       f"speedup {r['speedup']} over {t} threads")
+    for r in section(report, "Threads")[1:]:
+        k, t, lim = r[0], int(r[1]), int(r[2])
+        for i, d in enumerate(dtypes):
+            pts = [(float(best[(f, d, BASE)]["mean_ms"]) / float(tb[(f, d, k, t)]["mean_ms"]),
+                   float(tb[(f, d, k, t)]["efficiency"]))
+                   for f in ok if nnz[f] >= lim and (f, d, BASE) in best and (f, d, k, t) in tb
+                   and tb[(f, d, k, t)]["efficiency"]]
+            n = len(pts)
+            want = [fmt("%.2f", sum(p[0] for p in pts) / n if n else None),
+                    fmt("%.2f", sum(p[1] for p in pts) / n if n else None),
+                    fmt("%.2f", max(p[1] for p in pts) if n else None), str(n)]
+            got = r[3 + 4 * i: 7 + 4 * i]
+            if got != want:
+                bad.append(f"threads {k} at {t} nnz>={lim} {d}: report {got}, from the CSV {want}")
+    return bad
 
 
 def section(report, title):
@@ -98,7 +141,7 @@ def check(out, files):
                     want = fmt("%.3g", float(rec[key]) if rec and rec[key] else None)
                     if got != want:
                         bad.append(f"{key} {r[0]} {k} {d}: report {got}, from the CSV {want}")
-    return bad
+    return bad + check_threads(rows, report, best, nnz, ok, dtypes)
 
 
 if __name__ == "__main__":

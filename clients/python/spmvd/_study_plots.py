@@ -5,8 +5,10 @@ kernel) that spmvd.study computed for the tables, so figures and tables show the
 
 - ``matrices_gflops.png``, ``matrices_gbps.png``: per matrix (by nnz), one bar per kernel, a panel per dtype;
 - ``speedup_distribution.png``: each kernel's speedup over cpu.csr.serial against the matrix's nnz;
-- ``threads.png``: GFLOP/s over the thread counts, a panel per CPU kernel taking ``threads``
-  (one line per matrix: the 8 largest by nnz, as in the sweeps below);
+- ``threads.png``: over the bench's thread sweep, the efficiency against cpu.csr.serial (the bench's
+  ``efficiency``: the speedup over the serial CSR kernel divided by the threads), a panel per CPU
+  kernel taking ``threads`` (one line per matrix: the 8 largest by nnz, as in the sweeps below; at
+  each count the kernel's best mean over its other parameters, as the report's Threads table);
 - ``block_sizes.png``, ``hack_sizes.png``: GFLOP/s over the bench's sweep of that parameter, a panel
   per kernel taking it (a CPU-only study has no ``block_size`` kernel: the picture says so);
 - ``spmspm.png``: SpMSpM mean time per kernel (log scale) and the speedup over the first kernel.
@@ -131,6 +133,40 @@ def param_sweep(res: Mapping[str, Any], kind: str, param: str, path: str) -> str
     return _save(fig, path)
 
 
+def thread_efficiency(res: Mapping[str, Any], path: str) -> str:
+    """The bench's efficiency against cpu.csr.serial over the thread counts, a panel per kernel, one line per
+    matrix (the last dtype; the LINES largest matrices by nnz); 1 is the serial kernel's speed a thread."""
+    from .study import thread_best
+    d = res["options"]["dtypes"][-1]
+    shown = [m["file"] for m in _ok_matrices(res)[-LINES:]]
+    tb = thread_best(res)
+    ks = list(res["options"]["thread_kernels"])
+    cols = min(max(1, len(ks)), 3)
+    rows = math.ceil(max(1, len(ks)) / cols)
+    fig, axes = plt.subplots(rows, cols, figsize=(5 * cols, 3.8 * rows), squeeze=False)
+    for ax in axes.flat[len(ks):]:
+        ax.set_axis_off()
+    if not ks:
+        axes[0][0].set_axis_on()
+        axes[0][0].text(0.5, 0.5, "no kernel in this study takes threads", ha="center", va="center",
+                        transform=axes[0][0].transAxes)
+    for ax, k in zip(axes.flat, ks):
+        for f in shown:
+            pts = sorted((t, r["efficiency"]) for (f2, d2, k2, t), r in tb.items()
+                         if (f2, d2, k2) == (f, d, k) and r.get("efficiency") is not None)
+            if pts:
+                ax.plot([p[0] for p in pts], [p[1] for p in pts], marker="o", ms=3, lw=1, label=f)
+        ax.axhline(1.0, color="k", lw=0.8, ls="--")
+        ax.set_xscale("log", base=2)
+        ax.set_xlabel("threads")
+        ax.set_ylabel("efficiency vs cpu.csr.serial")
+        ax.set_title(f"{k} ({d}; speedup over cpu.csr.serial / threads)", fontsize=9)
+        ax.grid(alpha=0.3)
+        if ax.lines[1:]:
+            ax.legend(fontsize=5, ncol=2)
+    return _save(fig, path)
+
+
 def spmspm(res: Mapping[str, Any], path: str) -> str:
     ks = res["options"]["spmspm_kernels"]
     dts = res["options"]["dtypes"]
@@ -159,7 +195,7 @@ def all_figures(res: Mapping[str, Any], best: Best, out: str) -> List[str]:
     paths = [per_matrix(res, best, "gflops", "GFLOP/s", p("matrices_gflops.png")),
              per_matrix(res, best, "gbps", "GB/s", p("matrices_gbps.png")),
              speedup_distribution(res, best, p("speedup_distribution.png")),
-             param_sweep(res, "threads", "threads", p("threads.png")),
+             thread_efficiency(res, p("threads.png")),
              param_sweep(res, "spmv", "block_size", p("block_sizes.png")),
              param_sweep(res, "spmv", "hack_size", p("hack_sizes.png"))]
     if res["options"]["spmspm_kernels"]:

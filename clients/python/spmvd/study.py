@@ -3,22 +3,23 @@
 What the five studies spmvd began from measured (/work/shared/seeds, docs/studies/README.md),
 over a folder of matrices (``.mtx``, ``.mtx.gz``, ``.npz``) on a running daemon:
 
-- :func:`collect` uploads each file once per dtype, benches the kernels (``POST .../bench``,
-  default: every available SpMV kernel of the daemon's device, ``cpu.csr.serial`` first), times
-  the CPU kernels taking ``threads`` at 1, 2, 4 ... cores (spmv calls: the bench sweeps no
-  threads yet), runs the SpMSpM kernels against a thin B (``cols`` x 8, one entry a row),
-  deletes what it uploaded and returns the results: a dict of flat records (``results.json``);
+- :func:`collect` uploads each file once per dtype, benches the kernels (``POST .../bench`` with
+  ``"stat": "mean"``, default: every available SpMV kernel of the daemon's device,
+  ``cpu.csr.serial`` first) with the bench's thread sweep (``"threads"``: 0, each kernel's default
+  team, then 1, 2, 4 ... cores for the CPU kernels taking ``threads``, with the bench's efficiency
+  against cpu.csr.serial), runs the SpMSpM kernels against a thin B (``cols`` x 8, one entry a
+  row), deletes what it uploaded and returns the results: a dict of flat records (``results.json``);
 - :func:`render` turns those results into ``report.md`` and ``results.csv``; ``spmvctl study``
   renders the same tables, byte for byte, from the same JSON (tests/e2e/study.sh compares them);
 - :func:`plots` draws the PNGs (per-matrix GFLOP/s and GB/s bars, speedup distributions,
-  GFLOP/s over threads, block sizes and hack sizes, SpMSpM times); ``spmvctl study --plot``
+  efficiency over threads, GFLOP/s over block sizes and hack sizes, SpMSpM times); ``spmvctl study --plot``
   runs ``python3 -m spmvd.study plot``;
 - :func:`run` does all three into a folder.
 
 Times are the **mean** over the timed runs after the warm-ups, as the studies reported them;
-GFLOP/s and GB/s are taken at the mean (the bench reports them at the median: they are scaled
-by median/mean, the one place to change once the bench answers at the mean). A kernel's
-figure for a matrix is its best parameter combination (lowest mean) among the verified ones.
+GFLOP/s and GB/s are the bench's at the mean (SpMSpM's route takes no ``stat``: its median rates
+are scaled by median/mean). A kernel's figure for a matrix is its best parameter combination
+(lowest mean) among the verified ones. The host's load average at the start is recorded.
 Matrices that fail to upload, kernels refused or failing, appear in the report with the
 daemon's reason; nothing is dropped silently.
 """
@@ -41,7 +42,7 @@ from ._version import __version__
 __all__ = ["collect", "render", "plots", "run", "matrix_files", "default_kernels", "FORMAT", "BASELINE",
            "SPMSPM_COLS", "NNZ_LIMITS", "tables_from_json"]
 
-FORMAT = "spmvd-study/1"
+FORMAT = "spmvd-study/2"
 BASELINE = "cpu.csr.serial"
 # SpMSpM's kernel 0, the first of these the catalogue has: report 003's sequential baseline
 # (cpu.spmspm.hash) where the daemon has it, else the reference cpu.spmspm.serial.
@@ -50,7 +51,7 @@ SPMSPM_COLS = 8
 NNZ_LIMITS = (0, 10000, 100000)
 SUFFIXES = (".mtx", ".mtx.gz", ".npz")
 CSV_COLUMNS = ("file", "dtype", "kind", "kernel", "params", "nnz", "mean_ms", "median_ms", "min_ms", "max_ms",
-               "stddev_ms", "gflops", "gbps", "speedup", "verified", "max_rel_err", "error")
+               "stddev_ms", "gflops", "gbps", "speedup", "efficiency", "verified", "max_rel_err", "error")
 
 
 # ------------------------------------------------------------------ collecting
@@ -107,59 +108,48 @@ def _num(v: Any) -> Optional[float]:
     return float(v) if isinstance(v, (int, float)) and math.isfinite(v) else None
 
 
-def at_mean(stats: Mapping[str, Any]) -> Dict[str, Optional[float]]:
-    """mean_ms, median_ms and GFLOP/s, GB/s at the mean (the daemon gives them at the median)."""
+def _stats(stats: Mapping[str, Any]) -> Dict[str, Optional[float]]:
+    """mean_ms, median_ms, ... and GFLOP/s, GB/s as the stats object gives them (the bench's: at the mean)."""
+    return {k: _num(stats.get(k)) for k in ("mean_ms", "median_ms", "min_ms", "max_ms", "stddev_ms", "gflops", "gbps")}
+
+
+def spmspm_at_mean(stats: Mapping[str, Any]) -> Dict[str, Any]:
+    """An SpMSpM answer's stats with GFLOP/s and GB/s at the mean: its route takes no ``stat`` and answers at
+    the median (a stats object saying ``"stat": "mean"`` is kept as it is)."""
+    out = dict(stats)
     mean, med = _num(stats.get("mean_ms")), _num(stats.get("median_ms"))
-    out = {"mean_ms": mean, "median_ms": med, "min_ms": _num(stats.get("min_ms")), "max_ms": _num(stats.get("max_ms")),
-           "stddev_ms": _num(stats.get("stddev_ms")), "gflops": None, "gbps": None}
-    for k in ("gflops", "gbps"):
-        v = _num(stats.get(k))
-        if v is not None and mean and med:
-            out[k] = v * med / mean
+    if stats.get("stat") != "mean":
+        for k in ("gflops", "gbps"):
+            v = _num(stats.get(k))
+            out[k] = v * med / mean if v is not None and mean and med else None
     return out
 
 
 def _record(file: str, dtype: str, kind: str, kernel: str, params: Mapping[str, Any],
             stats: Optional[Mapping[str, Any]] = None, error: Optional[str] = None,
-            verified: Optional[bool] = None, max_rel_err: Any = None) -> Dict[str, Any]:
+            verified: Optional[bool] = None, max_rel_err: Any = None, threads_used: Optional[int] = None,
+            efficiency: Any = None) -> Dict[str, Any]:
     r: Dict[str, Any] = {"file": file, "dtype": dtype, "kind": kind, "kernel": kernel,
                          "params": {k: params[k] for k in sorted(params)}}
-    r.update(at_mean(stats or {}))
-    r.update({"verified": verified, "max_rel_err": _num(max_rel_err), "error": error})
+    r.update(_stats(stats or {}))
+    r.update({"verified": verified, "max_rel_err": _num(max_rel_err), "threads_used": threads_used,
+              "efficiency": _num(efficiency), "error": error})
     return r
 
 
 def _bench_records(file: str, dtype: str, table: Mapping[str, Any]) -> List[Dict[str, Any]]:
+    """The bench's rows: "threads" records where its sweep set a count, "spmv" ones at the default team (0)."""
     out = []
     for row in table.get("results", []):
         err = row.get("error")
         if isinstance(err, Mapping):
             err = err.get("message")
-        out.append(_record(file, dtype, "spmv", row["kernel"], row.get("params", {}), row.get("stats"),
-                           err, row.get("verified"), row.get("max_rel_err")))
+        params = row.get("params", {})
+        kind = "threads" if isinstance(params.get("threads"), int) and params["threads"] > 0 else "spmv"
+        out.append(_record(file, dtype, kind, row["kernel"], params, row.get("stats"), err, row.get("verified"),
+                           row.get("max_rel_err"), row.get("threads_used"), row.get("efficiency")))
     for s in table.get("skipped", []):
         out.append(_record(file, dtype, "spmv", s["kernel"], {}, None, s.get("reason", "skipped")))
-    return out
-
-
-def _x(cols: int, dtype: str) -> Any:
-    import numpy as np
-    return (1.0 + (np.arange(cols) % 7) / 8.0).astype(dtype)
-
-
-def _thread_records(client: Any, m: Any, file: str, dtype: str, kernels: Sequence[str], threads: Sequence[int],
-                    runs: int, warmup: int) -> List[Dict[str, Any]]:
-    """The thread sweep, one spmv call per kernel and count (the bench route sweeps no threads yet: once it
-    does, these records come from its table, kind "threads" kept, and this function goes)."""
-    x = _x(int(m.descriptor["cols"]), dtype)
-    out = []
-    for k in kernels:
-        for t in threads:
-            try:
-                res = client.spmv(m, x, kernel=k, runs=runs, warmup=warmup, threads=t)
-                out.append(_record(file, dtype, "threads", k, {"threads": t}, res.stats.get("stats")))
-            except Exception as e:  # the daemon's refusal, kept in the report
-                out.append(_record(file, dtype, "threads", k, {"threads": t}, None, str(e)))
     return out
 
 
@@ -185,7 +175,7 @@ def _spmspm_records(client: Any, m: Any, file: str, dtype: str, kernels: Sequenc
             body = {"b": b.id, "kernel": k, "runs": runs, "warmup": warmup}
             try:
                 ans = client._json("POST", f"/v1/matrices/{m.id}/spmspm", json_body=body)
-                out.append(_record(file, dtype, "spmspm", k, {}, ans.get("stats")))
+                out.append(_record(file, dtype, "spmspm", k, {}, spmspm_at_mean(ans.get("stats") or {})))
             except Exception as e:
                 out.append(_record(file, dtype, "spmspm", k, {}, None, str(e)))
     finally:
@@ -194,7 +184,7 @@ def _spmspm_records(client: Any, m: Any, file: str, dtype: str, kernels: Sequenc
 
 
 def _one_matrix(client: Any, path: str, opts: Mapping[str, Any], entry: Dict[str, Any]) -> List[Dict[str, Any]]:
-    """Every dtype of one file: upload, bench, threads, SpMSpM, delete. Fills entry (shape, status)."""
+    """Every dtype of one file: upload, bench (its thread sweep too), SpMSpM, delete. Fills entry (shape, status)."""
     file = os.path.basename(path)
     recs: List[Dict[str, Any]] = []
     for dtype in opts["dtypes"]:
@@ -210,11 +200,10 @@ def _one_matrix(client: Any, path: str, opts: Mapping[str, Any], entry: Dict[str
                 entry.update(status="skipped", reason=f'nnz {entry["nnz"]} is over --max-nnz {opts["max_nnz"]}')
                 return []
             entry["status"] = "ok"
+            threads = [0] + [t for t in opts["threads"] if t != 0] if opts["thread_kernels"] else None
             table = client.bench(m, kernels=opts["kernels"], runs=opts["runs"], warmup=opts["warmup"],
-                                 progress=None).raw
+                                 threads=threads, stat="mean", progress=None).raw
             recs += _bench_records(file, dtype, table)
-            recs += _thread_records(client, m, file, dtype, opts["thread_kernels"], opts["threads"],
-                                    opts["runs"], opts["warmup"])
             recs += _spmspm_records(client, m, file, dtype, opts["spmspm_kernels"], opts["runs"], opts["warmup"])
         finally:
             client.delete(m)
@@ -267,6 +256,7 @@ def collect(client: Any, folder: str, *, kernels: Optional[Sequence[str]] = None
     t0 = time.monotonic()
     started = datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
     opts = _options(client, folder, kernels, dtypes, runs, warmup, max_nnz, spmspm, threads, device)
+    load = [round(v, 2) for v in os.getloadavg()]  # the host is shared: the report says how busy it was
     files, others = matrix_files(folder)
     matrices: List[Dict[str, Any]] = []
     records: List[Dict[str, Any]] = []
@@ -281,7 +271,7 @@ def collect(client: Any, folder: str, *, kernels: Optional[Sequence[str]] = None
     return {"format": FORMAT, "tool": f"spmvd.study {__version__}",
             "command": command or f"spmvd.study.collect(client, {folder!r})", "started": started,
             "elapsed_s": round(time.monotonic() - t0, 3), "url": getattr(client, "url", ""),
-            "host": {"cpu_model": _cpu_model(), "hostname": platform.node()}, "server": server,
+            "host": {"cpu_model": _cpu_model(), "hostname": platform.node(), "loadavg": load}, "server": server,
             "options": opts, "matrices": matrices, "records": records}
 
 
@@ -377,6 +367,48 @@ def _table_per_matrix(res: Mapping[str, Any], best: Mapping[Tuple[str, str, str]
     return lines
 
 
+def thread_best(res: Mapping[str, Any]) -> Dict[Tuple[str, str, str, int], Dict[str, Any]]:
+    """(file, dtype, kernel, threads) -> the "threads" record of lowest mean among those verified without error."""
+    best: Dict[Tuple[str, str, str, int], Dict[str, Any]] = {}
+    for r in res["records"]:
+        if r["kind"] != "threads" or r.get("error") or r.get("verified") is False or r.get("mean_ms") is None:
+            continue
+        key = (r["file"], r["dtype"], r["kernel"], int(r["params"].get("threads", 0)))
+        if key not in best or r["mean_ms"] < best[key]["mean_ms"]:
+            best[key] = r
+    return best
+
+
+def _table_threads(res: Mapping[str, Any], best: Mapping[Tuple[str, str, str], Dict[str, Any]]) -> List[str]:
+    o = res["options"]
+    if not o["thread_kernels"]:
+        return []
+    tb, dts = thread_best(res), o["dtypes"]
+    lines = ["## Threads", "",
+             "The bench's thread sweep: each kernel at each count, its best mean over its other parameters;",
+             "speedup: cpu.csr.serial's mean over it; efficiency: the bench's, that speedup over the threads",
+             "(against the serial CSR kernel, not the same kernel at one thread); averaged (avg) and the largest",
+             "(max) over the matrices with at least that many non-zeros; n: how many matrices.", "",
+             "| kernel | threads | nnz >= |" + "".join(f" {d} speedup avg | {d} efficiency avg | {d} efficiency max |"
+                                                   f" {d} n |" for d in dts),
+             "|---|---|---|" + "---|---|---|---|" * len(dts)]
+    for k in o["thread_kernels"]:
+        for t in (t for t in o["threads"] if t > 0):
+            for lim in NNZ_LIMITS:
+                cells = ""
+                for d in dts:
+                    pts = [(best[(m["file"], d, BASELINE)]["mean_ms"] / r["mean_ms"], r["efficiency"])
+                           for m in res["matrices"] if m["status"] == "ok" and m["nnz"] >= lim
+                           for r in [tb.get((m["file"], d, k, t))] if r and (m["file"], d, BASELINE) in best
+                           and r["mean_ms"] > 0 and r.get("efficiency") is not None]
+                    n = len(pts)
+                    cells += (f" {_f('%.2f', sum(p[0] for p in pts) / n if n else None)} |"
+                              f" {_f('%.2f', sum(p[1] for p in pts) / n if n else None)} |"
+                              f" {_f('%.2f', max(p[1] for p in pts) if n else None)} | {n} |")
+                lines.append(f"| {k} | {t} | {lim} |{cells}")
+    return lines + [""]
+
+
 def _table_spmspm(res: Mapping[str, Any]) -> List[str]:
     ks = res["options"]["spmspm_kernels"]
     if not ks:
@@ -427,16 +459,18 @@ def _header(res: Mapping[str, Any]) -> List[str]:
     o, s, h = res["options"], res["server"], res["host"]
     ok = [m for m in res["matrices"] if m["status"] == "ok"]
     gpus = ", ".join(s["gpus"]) if s["gpus"] else f'none ({s["gpu_unavailable_reason"]})'
+    load = " ".join(_f("%.2f", _num(v)) for v in (list(h.get("loadavg") or []) + [None] * 3)[:3])
     lines = [f'# Collection study of {os.path.basename(o["dir"].rstrip("/"))}', "",
              f'- command: `{res["command"]}` ({res["tool"]}), started {res["started"]}, {res["elapsed_s"]:.1f} s',
              f'- spmvd {s["version"]} (CUDA build: {"yes" if s["cuda"] else "no"}) at {res["url"]}',
-             f'- host: {h["cpu_model"]}, {s["cores"]} cores for the daemon; GPU: {gpus}',
-             f'- measure: the mean over {o["runs"]} timed runs after {o["warmup"]} warm-ups (bench route, one '
-             f'random x); a kernel\'s figure for a matrix is its best parameter combination among the verified '
-             f'ones; GFLOP/s (2 nnz) and GB/s at the mean',
+             f'- host: {h["cpu_model"]}, {s["cores"]} cores for the daemon, load average {load} (1, 5, 15 min) at '
+             f'the start; GPU: {gpus}',
+             f'- measure: the mean over {o["runs"]} timed runs after {o["warmup"]} warm-ups (bench route, `stat` '
+             f'mean, one random x); a kernel\'s figure for a matrix is its best parameter combination among the '
+             f'verified ones; GFLOP/s (2 nnz) and GB/s at the mean, as the bench gives them',
              f'- dtypes: {", ".join(o["dtypes"])}; SpMV kernels: {", ".join(o["kernels"])}; SpMSpM kernels: '
-             f'{", ".join(o["spmspm_kernels"]) or "none"}; thread sweep: {", ".join(o["thread_kernels"]) or "none"} '
-             f'at {", ".join(str(t) for t in o["threads"])} threads',
+             f'{", ".join(o["spmspm_kernels"]) or "none"}; thread sweep (the bench\'s `threads`): '
+             f'{", ".join(o["thread_kernels"]) or "none"} at {", ".join(str(t) for t in o["threads"])} threads',
              f'- matrices: {len(ok)} studied of {len(res["matrices"])} entries in {o["dir"]}'
              + (f' (--max-nnz {o["max_nnz"]})' if o["max_nnz"] else ""), "",
              "## Collection", "", "| matrix | rows | cols | nnz | status |", "|---|---|---|---|---|"]
@@ -447,12 +481,12 @@ def _header(res: Mapping[str, Any]) -> List[str]:
 
 
 def report_md(res: Mapping[str, Any]) -> str:
-    """report.md's text: header, collection, speedups, wins, GB/s, GFLOP/s, SpMSpM, problems."""
+    """report.md's text: header, collection, speedups, wins, GB/s, GFLOP/s, threads, SpMSpM, problems."""
     best = _best(res)
     lines = _header(res) + _table_speedup(res, best) + _table_wins(res, best)
     lines += _table_per_matrix(res, best, "gbps", "Bandwidth (GB/s at the mean, best combination)")
     lines += _table_per_matrix(res, best, "gflops", "GFLOP/s (at the mean, best combination)")
-    lines += _table_spmspm(res) + _table_problems(res)
+    lines += _table_threads(res, best) + _table_spmspm(res) + _table_problems(res)
     return "".join(line + "\n" for line in lines)
 
 
@@ -461,20 +495,22 @@ def _csv_num(v: Any) -> str:
 
 
 def results_csv(res: Mapping[str, Any]) -> str:
-    """Every record, one line each: CSV_COLUMNS (speedup: the baseline's mean over this record's, spmv only)."""
+    """Every record, one line each: CSV_COLUMNS (speedup: the baseline's mean over this record's, spmv and threads
+    records only; efficiency: the bench's)."""
     nnz = {m["file"]: m["nnz"] for m in res["matrices"]}
     base = {(r["file"], r["dtype"]): r["mean_ms"] for r in _best(res).values() if r["kernel"] == BASELINE}
     buf = io.StringIO()
     w = csv.writer(buf, lineterminator="\n")
     w.writerow(CSV_COLUMNS)
     for r in res["records"]:
-        b = base.get((r["file"], r["dtype"])) if r["kind"] == "spmv" else None
+        b = base.get((r["file"], r["dtype"])) if r["kind"] in ("spmv", "threads") else None
         sp = b / r["mean_ms"] if b and r.get("mean_ms") else None
         ver = "" if r.get("verified") is None else ("true" if r["verified"] else "false")
         w.writerow([r["file"], r["dtype"], r["kind"], r["kernel"], _params_text(r["params"]), nnz.get(r["file"], 0),
                     _csv_num(r.get("mean_ms")), _csv_num(r.get("median_ms")), _csv_num(r.get("min_ms")),
                     _csv_num(r.get("max_ms")), _csv_num(r.get("stddev_ms")), _csv_num(r.get("gflops")),
-                    _csv_num(r.get("gbps")), _csv_num(sp), ver, _csv_num(r.get("max_rel_err")), r.get("error") or ""])
+                    _csv_num(r.get("gbps")), _csv_num(sp), _csv_num(r.get("efficiency")), ver,
+                    _csv_num(r.get("max_rel_err")), r.get("error") or ""])
     return buf.getvalue()
 
 

@@ -97,6 +97,31 @@ def test_csv_json_and_records(ran):
     assert res["options"]["stat"] == "mean" and res["format"] == study.FORMAT
 
 
+def test_the_bench_sweeps_threads_at_the_mean(ran):
+    res, out, _, _ = ran
+    threads = [r for r in res["records"] if r["kind"] == "threads"]
+    assert {r["kernel"] for r in threads} == {"cpu.csr.omp", "cpu.hll.omp"} == set(res["options"]["thread_kernels"])
+    assert {r["params"]["threads"] for r in threads} == set(res["options"]["threads"]) - {0}
+    hll = {(r["params"]["hack_size"], r["params"]["threads"]) for r in threads if r["kernel"] == "cpu.hll.omp"
+           and r["file"] == "G51.mtx" and r["dtype"] == "float64"}
+    assert hll == {(h, t) for h in (16, 32, 64) for t in res["options"]["threads"] if t}
+    base = {(r["file"], r["dtype"]): r["mean_ms"] for r in res["records"]
+            if r["kind"] == "spmv" and r["kernel"] == "cpu.csr.serial"}
+    for r in threads:
+        assert r["threads_used"] == r["params"]["threads"]
+        assert r["efficiency"] == pytest.approx(base[(r["file"], r["dtype"])] / r["mean_ms"] / r["threads_used"],
+                                                rel=1e-3)
+    spmv = [r for r in res["records"] if r["kind"] == "spmv" and r["mean_ms"]]
+    assert all(r["gflops"] == pytest.approx(2 * _nnz(res, r["file"]) / (r["mean_ms"] * 1e6), rel=1e-4) for r in spmv)
+    report = (out / "report.md").read_text()
+    assert "\n## Threads\n" in report and "| cpu.hll.omp | 1 | 0 |" in report
+    assert len(res["host"]["loadavg"]) == 3 and "load average" in report and "`stat` mean" in report
+
+
+def _nnz(res, file):
+    return next(m["nnz"] for m in res["matrices"] if m["file"] == file)
+
+
 def test_uploads_are_deleted(ran):
     _, _, before, after = ran
     assert after == before
@@ -117,7 +142,7 @@ def test_pngs_are_valid_and_small(ran):
 
 
 def test_render_refuses_other_json(tmp_path):
-    with pytest.raises(ValueError, match="spmvd-study/1"):
+    with pytest.raises(ValueError, match="spmvd-study/2"):
         study.render({"format": "other"}, str(tmp_path))
 
 

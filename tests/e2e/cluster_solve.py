@@ -91,9 +91,12 @@ def check_answer(A, b, d, tol, what, x_ref=None, bound=None, want_converged=True
     if x.shape != b.shape:
         return ok(False, what + ": x of %d values" % len(b), json.dumps(d)[:400])
     rr = true_relres(A, b, x)
+    # b - A x itself rounds by about eps |A| |x| (summed in another order on the ranks): on an
+    # ill-conditioned matrix at a small residual that is most of it
+    noise = 64 * np.finfo(float).eps * np.linalg.norm(abs(A) @ abs(x)) / np.linalg.norm(b)
     conv = d.get("converged") is True
-    good = (conv == want_converged and (not conv or rr <= tol * 1.001)
-            and abs(rr - d.get("relres", -1)) <= 1e-6 * rr + 1e-15)
+    good = (conv == want_converged and (not conv or rr <= tol * 1.001 + noise)
+            and abs(rr - d.get("relres", -1)) <= 1e-6 * rr + noise)
     ok(good, "%s: %s after %d iterations, SciPy's true residual %.3g = reported %.3g%s"
        % (what, d.get("stop", {}).get("reason"), d.get("iterations", -1), rr, d.get("relres", -1),
           " <= tol" if conv else ""), json.dumps({k: v for k, v in d.items() if k != "x"})[:500])

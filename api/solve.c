@@ -595,12 +595,19 @@ static void binary_answer(request *r)
     api_header_json(r, "X-SpMV-Solve", hdr);
 }
 
+/* A sharded solve that failed because the cluster did (a rank lost
+ * mid-solve): 503 cluster_failed, as a sharded product's. */
+static bool cluster_lost(const solve_req *t)
+{
+    return t->s.m->shards && t->s.rc == SPMV_ERR_UNAVAILABLE && !atomic_load(&t->s.d->draining) &&
+           cluster_failed(t->s.d->cluster);
+}
+
 static void answer(request *r)
 {
     solve_req *t = T(r);
     if (t->s.rc != SPMV_OK) {
-        if (t->s.m->shards && t->s.rc == SPMV_ERR_UNAVAILABLE && !atomic_load(&r->d->draining) &&
-            cluster_failed(r->d->cluster))
+        if (cluster_lost(t))
             api_error(r, 503, "cluster_failed", "%s", t->s.err.message);
         else
             api_error_task(r, t->s.rc, &t->s.err);
@@ -621,6 +628,11 @@ static void solve_finish(task *base, int status)
     api_task_status(status, &t->s.rc, &t->s.err);
     if (t->r) {
         api_task_done(t->r);
+        return;
+    }
+    if (cluster_lost(t)) { /* the job says so as the synchronous answer would */
+        job_finish(t->s.job, 503, api_error_body("cluster_failed", t->s.err.message));
+        solve_free(t);
         return;
     }
     size_t len = 0;

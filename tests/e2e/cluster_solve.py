@@ -204,11 +204,14 @@ call("GET", "/v1/ready")
 
 # ------------------------------------------------------------ bcsstk13
 bk = rng.uniform(-1, 1, K.shape[0])
+# CG with Jacobi converges on it (SciPy's in ~1500 iterations); BiCGSTAB's rho = r0·r may vanish first
+# on so ill-conditioned a matrix (SciPy's too, for some b): a breakdown is then a fair answer
 for method in ("cg", "bicgstab"):
     st, d = solve(BC, {"method": method, "b": bk.tolist(), "tol": 1e-8, "maxit": 10000, "preconditioner": "jacobi"})
     what = "bcsstk13, %s, jacobi" % method
-    if ok(st == 200, what + ": 200", d):
-        check_answer(K, bk, d, 1e-8, what)
+    if ok(st == 200 and (method == "cg" or d.get("stop", {}).get("reason") in ("converged", "breakdown")),
+          what + ": 200, %s" % d.get("stop", {}).get("reason"), d):
+        check_answer(K, bk, d, 1e-8, what, want_converged=method == "cg" or d.get("converged") is True)
 st, d = solve(BC, {"method": "cg", "b": bk.tolist(), "tol": 1e-8, "maxit": 300})
 if ok(st == 200, "bcsstk13, cg, none, maxit 300: 200", d):
     check_answer(K, bk, d, 1e-8, "bcsstk13, cg, none (too ill-conditioned for 300 iterations)", want_converged=False)

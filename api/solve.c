@@ -22,6 +22,11 @@
  * the solve by default; with "async": true it is a job that reports its
  * iteration and residual (GET /v1/jobs/{id}?wait=S waits for it), and
  * DELETE /v1/jobs/{id} stops it at the next iteration.
+ *
+ * A sharded matrix (issue 32) solves on the cluster worker, every MPI rank
+ * iterating on its rows (cluster/solve.c); what it does not take yet is a
+ * 422 naming it (sharded_check), and the answer's "cluster" has each
+ * rank's time split.
  */
 #include <math.h>
 #include <stdio.h>
@@ -90,6 +95,11 @@ static int operand(request *r, const json_t *o, const char *key, bool required, 
             return -1;
         }
         return 0;
+    }
+    if (t->s.m->shards) { /* not yet: b and x0 travel inline (or binary), x in the answer */
+        api_error(r, 422, "unsupported_matrix", "matrix %s is sharded across the MPI ranks; its solves take `%s` "
+                  "inline (or in a binary body), not as a resident vector", t->s.m->meta.id, key);
+        return -1;
     }
     if (!(*v = vstore_get(r->d->vectors, id))) {
         api_error(r, 404, "vector_not_found", "`%s`: no vector %s (deleted, expired or never created)", key, id);
@@ -191,6 +201,17 @@ static int decode_kernel(request *r, const json_t *o)
         api_error(r, 400, "invalid_request", "`kernel` must be a kernel name");
         return -1;
     }
+    if (t->s.m->shards) { /* the ranks' shards: a kernel of their device, or auto (each rank tunes its own) */
+        t->s.w = r->d->cluster_worker;
+        if (!(t->s.k = api_sharded_kernel(r, kn, t->s.m)))
+            return -1;
+        spmv_error err = {0};
+        if (!spmv_kernel_is_auto(t->s.k) && spmv_params_resolve(t->s.k, NULL, &t->s.p, &err) != SPMV_OK) {
+            api_error(r, 400, "invalid_parameter", "%s", err.message);
+            return -1;
+        }
+        return 0;
+    }
     t->s.k = spmv_kernel_find(kn ? kn : "auto");
     if (spmv_kernel_is_auto(t->s.k)) {
         t->s.is_auto = true;
@@ -268,6 +289,44 @@ static int decode_operands(request *r, const json_t *o)
     return 0;
 }
 
+/* What a solve on a sharded matrix does not take yet, each a 422 naming
+ * it: k right-hand sides, a resident preconditioner (resident vectors:
+ * operand), a type other than the three that shard without
+ * communication, and block_jacobi blocks that straddle two ranks. A
+ * failed cluster is a 503 at once. 0, or -1 answered. */
+static int sharded_check(request *r)
+{
+    solve_req *t = T(r);
+    const matrix *m = t->s.m;
+    const cluster_shard_info *info;
+    int n = cluster_matrix_shards(m->shards, &info);
+    spmv_precond_type pt = t->s.pc_inline ? t->s.pc_opts.type : SPMV_PRECOND_NONE;
+    const char *what = t->s.ncols > 1 ? "k right-hand sides (one column a solve)"
+                       : t->s.pc ? "a resident preconditioner (name its type inline)"
+                       : pt != SPMV_PRECOND_NONE && pt != SPMV_PRECOND_JACOBI && pt != SPMV_PRECOND_BLOCK_JACOBI &&
+                               pt != SPMV_PRECOND_CHEBYSHEV ? spmv_precond_type_name(pt)
+                                                            : NULL;
+    if (what) {
+        api_error(r, 422, "unsupported_matrix", "matrix %s is sharded across %d ranks; its solves take CG, BiCGSTAB, "
+                  "GMRES or MINRES with b (and x0) inline, one column, and the preconditioners none, jacobi, "
+                  "block_jacobi or chebyshev (each rank's on its diagonal block); not %s", m->meta.id, n, what);
+        return -1;
+    }
+    for (int q = 0; pt == SPMV_PRECOND_BLOCK_JACOBI && q < n; q++)
+        if ((info[q].row_end - info[q].row_begin) % t->s.pc_opts.block_size) {
+            api_error(r, 422, "unsupported_matrix", "matrix %s is sharded; rank %d holds rows %d..%d, which blocks of "
+                      "%d rows do not tile: block_jacobi's blocks must not straddle two ranks", m->meta.id, q,
+                      info[q].row_begin, info[q].row_end, t->s.pc_opts.block_size);
+            return -1;
+        }
+    if (cluster_failed(r->d->cluster)) {
+        api_error(r, 503, "cluster_failed", "matrix %s is sharded and the cluster has failed: %s", m->meta.id,
+                  cluster_failed(r->d->cluster));
+        return -1;
+    }
+    return 0;
+}
+
 /* The options of either encoding, as one object; 1 when async, 0 when
  * not, -1 answered. */
 static int decode_object(request *r, const json_t *o)
@@ -286,7 +345,7 @@ static int decode_object(request *r, const json_t *o)
                   async && !json_is_boolean(async) ? "async" : "history");
         return -1;
     }
-    if (decode_operands(r, o))
+    if (decode_operands(r, o) || (t->s.m->shards && sharded_check(r)))
         return -1;
     const char *accept = api_header_in(r, MHD_HTTP_HEADER_ACCEPT);
     t->binary_out = !t->s.xout && (t->binary_in || (accept && strstr(accept, "application/octet-stream")));
@@ -443,6 +502,37 @@ static json_t *columns_json(const solve_req *t, bool history_inline)
     return o;
 }
 
+/* A sharded solve's split: each rank's compute (its products), exchange
+ * (their halo), reductions (the dots' and norms' all-gathers, with the
+ * waits for slower ranks in them), preconditioner and whole time; and at
+ * the top the slowest rank's of each. */
+static json_t *cluster_json(const solve_req *t)
+{
+    const cluster_solve_stats *s = &t->s.cst;
+    const cluster_shard_info *info;
+    int n = cluster_matrix_shards(t->s.m->shards, &info);
+    json_t *ranks = json_array();
+    double cp = 0, ex = 0, rd = 0;
+    for (int q = 0; q < n && q < s->nranks && q < CLUSTER_SOLVE_REPORT_RANKS; q++) {
+        const cluster_solve_rank *k = &s->rank[q];
+        cp = k->compute_ms > cp ? k->compute_ms : cp;
+        ex = k->exchange_ms > ex ? k->exchange_ms : ex;
+        rd = k->reduce_ms > rd ? k->reduce_ms : rd;
+        json_array_append_new(ranks, json_pack("{s:i, s:s, s:s, s:[i,i], s:s, s:i, s:o, s:o, s:o, s:I, s:o, s:o, s:o}",
+                                               "rank", q, "host", info[q].host, "device", info[q].device, "rows",
+                                               info[q].row_begin, info[q].row_end, "kernel", k->kernel, "iterations",
+                                               k->iterations, "compute_ms", api_json_real(k->compute_ms), "exchange_ms",
+                                               api_json_real(k->exchange_ms), "reduce_ms", api_json_real(k->reduce_ms),
+                                               "reductions", (json_int_t)k->reductions, "precond_ms",
+                                               api_json_real(k->precond_ms), "precond_setup_ms",
+                                               api_json_real(k->precond_setup_ms), "total_ms",
+                                               api_json_real(k->total_ms)));
+    }
+    return json_pack("{s:i, s:I, s:o, s:o, s:o, s:o}", "ranks", n, "halo_values", (json_int_t)s->halo_values,
+                     "compute_ms", api_json_real(cp), "exchange_ms", api_json_real(ex), "reduce_ms", api_json_real(rd),
+                     "per_rank", ranks);
+}
+
 static json_t *result_json(const solve_req *t, bool history_inline)
 {
     json_t *o = t->s.ncols > 1 ? columns_json(t, history_inline) : column_json(&t->s.res[0], history_inline);
@@ -450,14 +540,20 @@ static json_t *result_json(const solve_req *t, bool history_inline)
         return NULL;
     json_object_set_new(json_object_get(o, "time"), "queue_ms", api_json_real(t->s.queue_ms));
     json_object_set_new(o, "method", json_string(spmv_solve_method_name(t->s.o.method)));
-    json_object_set_new(o, "kernel", json_string(t->s.k->name));
-    json_object_set_new(o, "params", api_params_json(t->s.k, &t->s.p, t->s.m));
+    bool each_rank_tuned = t->s.m->shards && spmv_kernel_is_auto(t->s.k);
+    json_object_set_new(o, "kernel", json_string(each_rank_tuned ? t->s.cst.kernel : t->s.k->name));
+    if (!each_rank_tuned) /* auto on shards: each rank's own choice and parameters (cluster.per_rank) */
+        json_object_set_new(o, "params", api_params_json(t->s.k, &t->s.p, t->s.m));
+    if (t->s.m->shards)
+        json_object_set_new(o, "cluster", cluster_json(t));
     json_object_set_new(o, "matrix", json_string(t->s.m->meta.id));
     json_object_set_new(o, "device", json_string(t->s.w->name));
     if (t->s.xout)
         json_object_set_new(o, "x", json_pack("{s:s}", "vector", t->s.xout->id));
-    json_object_set_new(o, "preconditioner", json_string(t->s.pc ? spmv_precond_type_name(t->s.pc->o.type)
-                                                         : t->s.jacobi ? "jacobi" : "none"));
+    json_object_set_new(o, "preconditioner", json_string(t->s.pc          ? spmv_precond_type_name(t->s.pc->o.type)
+                                                         : t->s.pc_inline ? spmv_precond_type_name(t->s.pc_opts.type)
+                                                         : t->s.jacobi    ? "jacobi"
+                                                                          : "none"));
     if (t->s.pc) /* the object: which, and whether this solve paid its setup */
         json_object_set_new(o, "preconditioner_object",
                             json_pack("{s:s, s:b, s:b, s:o}", "id", t->s.pc->id, "inline", t->s.pc->inline_cache,
@@ -499,11 +595,22 @@ static void binary_answer(request *r)
     api_header_json(r, "X-SpMV-Solve", hdr);
 }
 
+/* A sharded solve that failed because the cluster did (a rank lost
+ * mid-solve): 503 cluster_failed, as a sharded product's. */
+static bool cluster_lost(const solve_req *t)
+{
+    return t->s.m->shards && t->s.rc == SPMV_ERR_UNAVAILABLE && !atomic_load(&t->s.d->draining) &&
+           cluster_failed(t->s.d->cluster);
+}
+
 static void answer(request *r)
 {
     solve_req *t = T(r);
     if (t->s.rc != SPMV_OK) {
-        api_error_task(r, t->s.rc, &t->s.err);
+        if (cluster_lost(t))
+            api_error(r, 503, "cluster_failed", "%s", t->s.err.message);
+        else
+            api_error_task(r, t->s.rc, &t->s.err);
         return;
     }
     if (t->binary_out) {
@@ -521,6 +628,11 @@ static void solve_finish(task *base, int status)
     api_task_status(status, &t->s.rc, &t->s.err);
     if (t->r) {
         api_task_done(t->r);
+        return;
+    }
+    if (cluster_lost(t)) { /* the job says so as the synchronous answer would */
+        job_finish(t->s.job, 503, api_error_body("cluster_failed", t->s.err.message));
+        solve_free(t);
         return;
     }
     size_t len = 0;
@@ -553,7 +665,7 @@ static void solve_begin(request *r)
     }
     t->s.d = r->d;
     r->state = t;
-    if (!(t->s.m = api_get_matrix(r)) || api_refuse_sharded(r, t->s.m, "/solve"))
+    if (!(t->s.m = api_get_matrix(r)))
         return;
     const char *ct = api_header_in(r, MHD_HTTP_HEADER_CONTENT_TYPE), *x0 = api_query(r, "x0");
     t->binary_in = ct && strncasecmp(ct, "application/octet-stream", 24) == 0;

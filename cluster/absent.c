@@ -109,6 +109,13 @@ int cluster_vec_op(cluster *c, cluster_vop op, double alpha, cluster_vec *x, dou
     return spmv_error_set(err, SPMV_ERR_UNAVAILABLE, 0, "%s", no_mpi);
 }
 
+int cluster_solve(cluster *c, cluster_matrix *m, const cluster_solve_args *a, spmv_solve_result *res,
+                  cluster_solve_stats *st, spmv_error *err)
+{
+    UNUSED(c); UNUSED(m); UNUSED(a); UNUSED(res); UNUSED(st);
+    return spmv_error_set(err, SPMV_ERR_UNAVAILABLE, 0, "%s", no_mpi);
+}
+
 int cluster_ping(cluster *c, spmv_error *err)
 {
     UNUSED(c);

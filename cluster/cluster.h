@@ -2,8 +2,8 @@
  *
  * `mpirun -np N spmvd` runs one spmvd per rank: rank 0 serves HTTP as a
  * single daemon does, the other ranks run cluster_rank_loop() and take
- * ordered commands from rank 0 (load a shard, multiply, free, ping,
- * shutdown), so every rank sees collective work in the same order. A
+ * ordered commands from rank 0 (load a shard, multiply, solve, free,
+ * ping, shutdown), so every rank sees collective work in the same order. A
  * sharded matrix is split into row blocks with their non-zeros balanced
  * across the ranks, as PETSc's MPIAIJ, Ginkgo's distributed matrices and
  * AmgX split theirs: each rank holds
@@ -39,6 +39,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "krylov.h"
+#include "precond.h"
 #include "spmv.h"
 
 /* ------------------------------------------------------------ partition */
@@ -268,6 +270,58 @@ typedef struct cluster_operands {
  * multiply into scratch and y is updated once, after the last. */
 int cluster_spmv(cluster *c, cluster_matrix *m, const spmv_kernel *k, const spmv_params *p,
                  const cluster_operands *io, int32_t warmup, int32_t runs, cluster_spmv_stats *out, spmv_error *err);
+
+/* ------------------------------------------------ distributed solves */
+
+/* A Krylov solve of A x = b on a square sharded matrix, every rank running
+ * the same engine loop (spmv_solve) on its own rows (cluster/solve.c): b,
+ * x and the work vectors are cut like the matrix's rows, each product
+ * exchanges the halo and multiplies the rank's shard, each dot and norm
+ * is every rank's partial sum gathered by all of them (MPI_Iallgather,
+ * polled against cluster_timeout_ms) and added in rank order, so every
+ * rank holds the same bits and takes the same branch. The preconditioner
+ * is set up by each rank on its diagonal block (the local block), so its
+ * apply needs no communication: jacobi, block_jacobi (blocks must not
+ * straddle two ranks: block_size divides every rank's rows) and
+ * chebyshev (its polynomial in D^-1 A_rr on each rank's block). One
+ * command from rank 0 starts it; rank 0's progress callback may stop it
+ * (every rank stops at the same iteration, one reduction later). */
+typedef struct cluster_solve_args {
+    const spmv_kernel *k;         /* a kernel of the shards' device, or auto (each rank tunes its shard) */
+    const spmv_params *p;
+    spmv_solve_options o;         /* method, tol, maxit, restart; the hooks are each rank's own */
+    spmv_precond_options pc;      /* type none, jacobi, block_jacobi or chebyshev */
+    const void *b, *x0;           /* rows values on rank 0's host (x0 NULL: zeros) */
+    void *x;                      /* the answer: rows values on rank 0's host */
+    int (*progress)(void *ctx, int32_t it, double relres); /* rank 0, after each iteration; non-zero stops */
+    void *progress_ctx;
+} cluster_solve_args;
+
+/* What one rank spent: its products' compute and halo exchange, its
+ * reductions (their waits include the slower ranks'), its preconditioner
+ * (setup and applies), and the whole solve on it. */
+#define CLUSTER_SOLVE_REPORT_RANKS 64
+typedef struct cluster_solve_rank {
+    double compute_ms, exchange_ms, reduce_ms, precond_ms, precond_setup_ms, total_ms;
+    int64_t reductions;
+    int32_t iterations;
+    char kernel[64];
+} cluster_solve_rank;
+
+typedef struct cluster_solve_stats {
+    int nranks;
+    cluster_solve_rank rank[CLUSTER_SOLVE_REPORT_RANKS];  /* the first 64 ranks */
+    int64_t halo_values;          /* x entries exchanged per product, all ranks */
+    char kernel[64];              /* rank 0's kernel (auto: its choice) */
+} cluster_solve_stats;
+
+/* The solve: SPMV_OK for every stop reason (res says which, as
+ * spmv_solve's: rank 0's report; every rank's iterations agree), res's
+ * history to free with spmv_solve_result_free. SPMV_ERR_UNAVAILABLE and
+ * the cluster failed when a rank is lost mid-solve (every wait is
+ * deadline-bounded). */
+int cluster_solve(cluster *c, cluster_matrix *m, const cluster_solve_args *a, spmv_solve_result *res,
+                  cluster_solve_stats *st, spmv_error *err);
 
 /* Every rank answers within the timeout (the idle health check). */
 int cluster_ping(cluster *c, spmv_error *err);

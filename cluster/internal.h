@@ -40,6 +40,7 @@ enum {
     CMD_VWRITE = 9,     /* payload: the rank's slice of vector xid */
     CMD_VREAD = 10,     /* the rank answers its slice of xid (TAG_Y) after the reply */
     CMD_VOP = 11,       /* BLAS-1 `vop` on xid (and yid); dot/nrm2: the partial sum in the reply */
+    CMD_SOLVE = 12,     /* payload: the rank's rows of b (and of x0); x (TAG_Y) and times (TAG_TIMES) back */
 };
 
 #define CMD_FLAG_GPU 1u
@@ -49,6 +50,7 @@ enum {
 #define CMD_FLAG_ROWS 16u     /* CMD_VNEW: y's layout (the shards' rows), else x's */
 #define CMD_FLAG_XVEC 32u     /* CMD_SPMV: x is the rank's slice of vector xid (no payload) */
 #define CMD_FLAG_YVEC 64u     /* CMD_SPMV: y = alpha*A*x + beta*y into the slice of yid (nothing gathered) */
+#define CMD_FLAG_X0 128u      /* CMD_SOLVE: x0's rows follow b's in the payload */
 #define CMD_MAGIC 0x53504d56u /* "SPMV" */
 
 typedef struct cmd_header {
@@ -66,6 +68,10 @@ typedef struct cmd_header {
     int32_t vop;                  /* CMD_VOP: a cluster_vop */
     char xid[40], yid[40];        /* vector operands */
     double alpha, beta;
+    /* CMD_SOLVE: the method and its options (spmv_solve_options), the
+     * preconditioner each rank sets up on its diagonal block */
+    int32_t method, maxit, restart, pc_type, pc_block, pc_degree;
+    double tol;
 } cmd_header;
 
 typedef struct cmd_reply {
@@ -177,6 +183,12 @@ void cluster_vec_command(cluster *c, const cmd_header *h, cmd_reply *rep);
 /* Frees every slice (cluster_finish, before the GPU context). */
 void cluster_vec_table_free(cluster *c);
 
+/* ----------------------------------------------------------- solve.c */
+
+/* Ranks > 0: CMD_SOLVE (the rank's part of the solve; reply, x and times
+ * sent unless the cluster failed meanwhile). */
+void cluster_solve_command(cluster *c, const cmd_header *h, cmd_reply *rep);
+
 /* ------------------------------------------------------- shardfile.c */
 
 uint32_t shard_crc(const void *buf, size_t len);
@@ -196,6 +208,9 @@ int cluster_gpu(cluster *c, spmv_gpu_ctx **out, spmv_error *err);
 /* The NCCL communicator over every rank: rank 0 draws the id and sends it
  * (each rank calls this at the same point, from a CMD_NCCL). */
 int cluster_nccl_setup(cluster *c, spmv_error *err);
+/* The shard's local block (its diagonal block for a square matrix), on
+ * the host whatever device the shard is on. */
+const spmv_csr *cluster_local_csr(const cluster_local *l);
 /* Bytes of the shard held in host memory. */
 size_t cluster_local_bytes(const cluster_local *l);
 /* cluster_local_spmv with x and y given either way: host values (xh, yh)

@@ -864,6 +864,9 @@ int cluster_rank_loop(cluster *c)
         case CMD_VOP:
             cluster_vec_command(c, &s.h, &s.rep);
             break;
+        case CMD_SOLVE:
+            cluster_solve_command(c, &s.h, &s.rep);
+            break;
         case CMD_SHUTDOWN:
             if (!(s.h.flags & CMD_FLAG_FINALIZE))
                 cluster_fail(c, NULL, "rank 0 stopped a failed cluster");

@@ -194,6 +194,7 @@ static void local_drop_gpu(cluster *c, cluster_local *l)
 
 const cluster_shard *cluster_local_shard(const cluster_local *l) { return &l->s; }
 const char *cluster_local_device(const cluster_local *l) { return l->device; }
+const spmv_csr *cluster_local_csr(const cluster_local *l) { return &l->loc.csr; }
 
 size_t cluster_local_bytes(const cluster_local *l)
 {

@@ -17,6 +17,12 @@
  * product of the k directions an iteration; `auto` picks its kernel for
  * k columns); other methods solve them in turn, sharing the device
  * vectors and the Jacobi diagonal (the job's progress runs over all k).
+ * A sharded matrix solves on the cluster worker with cluster_solve: b and
+ * x0 inline, one column, every rank iterating on its rows; nothing else
+ * runs on that worker between two iterations (its other tasks are
+ * commands to the ranks, which are inside the solve), and its
+ * preconditioner (jacobi, block_jacobi, chebyshev) is set up by each rank
+ * on its diagonal block.
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -202,6 +208,37 @@ static int precond_bind(solve_task *t, worker *w, spmv_error *e)
     return SPMV_OK;
 }
 
+/* A sharded matrix: the solve on every rank (cluster_solve), rank 0's
+ * report, x gathered. Iterations are no slices here: the worker's queue
+ * holds commands for the ranks, which are inside this solve, so between
+ * two only progress is marked (in_slice: worker_slice runs nothing) and
+ * the job told; a SIGTERM or a cancel stops every rank at once. */
+static int solve_sharded(solve_task *t, worker *w, spmv_error *e)
+{
+    size_t bytes = (size_t)t->m->host.rows * spmv_dtype_size(t->m->host.dtype);
+    if (!(t->res = calloc(1, sizeof *t->res)) || !(t->x = malloc(bytes ? bytes : 1)))
+        return spmv_error_set(e, SPMV_ERR_NOMEM, 0, "out of memory for x");
+    op_ctx oc = {t, w, false};
+    cluster_solve_args a = {.k = t->k, .p = &t->p, .o = t->o, .pc = t->pc_opts, .b = t->b_vals, .x0 = t->x0_vals,
+                            .x = t->x, .progress = progress, .progress_ctx = &oc};
+    if (!t->pc_inline)
+        spmv_precond_defaults(&a.pc, t->jacobi ? SPMV_PRECOND_JACOBI : SPMV_PRECOND_NONE);
+    bool was = w->in_slice;
+    w->in_slice = true;
+    int rc = cluster_solve(worker_cluster_of(w), t->m->shards, &a, t->res, &t->cst, e);
+    w->in_slice = was;
+    if (rc == SPMV_OK && oc.draining) {
+        spmv_solve_result_free(t->res);
+        return spmv_error_set(e, SPMV_ERR_UNAVAILABLE, 0, "the daemon is shutting down: the solve stopped after %d "
+                              "iterations", t->res->iterations);
+    }
+    if (rc == SPMV_OK)
+        log_info("solve: %s on sharded %s over %d ranks with %s: %s after %d iterations, relres %.3g, %.1f ms",
+                 spmv_solve_method_name(t->o.method), t->m->meta.id, t->cst.nranks, t->cst.kernel,
+                 spmv_solve_stop_name(t->res->stop), t->res->iterations, t->res->relres, t->res->total_ms);
+    return rc;
+}
+
 void solve_run(task *base, worker *w)
 {
     solve_task *t = (solve_task *)base;
@@ -217,6 +254,11 @@ void solve_run(task *base, worker *w)
     if (job_cancelled(t->job)) {
         t->rc = spmv_error_set(e, SPMV_ERR_UNAVAILABLE, 0, "cancelled (DELETE /v1/jobs/%s) before it ran",
                                job_id(t->job));
+        return;
+    }
+    if (t->m->shards) {
+        t->ncols = 1;
+        t->rc = solve_sharded(t, w, e);
         return;
     }
     if (t->is_auto) { /* k columns: `auto`'s choice for k at once, when CG can use it */

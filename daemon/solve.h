@@ -12,7 +12,9 @@
  * the API to encode. k right-hand sides (ncols) each get their own report:
  * under CG they run in lockstep, one product of the k directions an
  * iteration (spmv_solve_block); other methods solve them in turn on the
- * same set-up.
+ * same set-up. A sharded matrix's solve runs on the cluster worker
+ * instead: one cluster_solve (cluster/solve.c), every MPI rank iterating
+ * on its own rows, with the time split of each rank in `cst`.
  */
 #ifndef SPMVD_SOLVE_H
 #define SPMVD_SOLVE_H
@@ -56,6 +58,7 @@ typedef struct solve_task {
     void *x;               /* the answer for the body (n x ncols values) */
     spmv_solve_result *res; /* one per column */
     int32_t col;           /* the column being solved */
+    cluster_solve_stats cst; /* a sharded matrix's solve: each rank's time split */
     double queue_ms;
     int rc;
     spmv_error err;

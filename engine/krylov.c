@@ -12,6 +12,11 @@
  * the work vectors and the first residual, `vector` the rest (BLAS-1 and
  * the waits of dots for the device).
  *
+ * A distributed solve runs these same loops on every MPI rank's rows
+ * (cluster/solve.c): each dot and norm is krylov_dot / krylov_nrm2, which
+ * sum the ranks' parts through the options' reduce hook, and the operator
+ * exchanges the halo.
+ *
  * MINRES is engine/minres.c, and the fused path of all four methods on a GPU
  * (scalars on the device) engine/krylov_fused.c; spmv_solve dispatches to
  * them, and they share this file's state and helpers (engine/krylov_impl.h).
@@ -102,6 +107,30 @@ static int apply(solve_state *s, const spmv_vec *x, spmv_vec *y)
     return st;
 }
 
+/* x·y over the whole vector: this process's part, summed over the ranks
+ * of a distributed solve by the options' reduce hook (every rank gets the
+ * same bits, so every rank takes the same branch after it). */
+int krylov_dot(solve_state *s, const spmv_vec *x, const spmv_vec *y, double *out)
+{
+    int st = spmv_vec_dot(s->ctx, x, y, out, s->err);
+    if (st == SPMV_OK && s->o->reduce)
+        st = s->o->reduce(s->o->reduce_ctx, out, 1, s->err);
+    return st;
+}
+
+/* ||x||: spmv_vec_nrm2's scaled norm on one process; distributed, the
+ * root of the summed squares (a norm that over- or underflows there was
+ * refused with b, check_scale). */
+int krylov_nrm2(solve_state *s, const spmv_vec *x, double *out)
+{
+    if (!s->o->reduce)
+        return spmv_vec_nrm2(s->ctx, x, out, s->err);
+    int st = krylov_dot(s, x, x, out);
+    if (st == SPMV_OK)
+        *out = sqrt(*out);
+    return st;
+}
+
 static void breakdown(solve_state *s, const char *what, double value, int32_t it);
 
 /* Records the relative residual of iteration `it`; non-zero when the
@@ -182,7 +211,7 @@ static int truly_converged(solve_state *s, const spmv_vec *b, const spmv_vec *x,
     double tn;
     int st = residual(s, b, x, tmp);
     if (st == SPMV_OK)
-        st = spmv_vec_nrm2(s->ctx, tmp, &tn, s->err);
+        st = krylov_nrm2(s, tmp, &tn);
     *yes = st == SPMV_OK && tn <= s->o->tol * s->bnorm;
     if (st == SPMV_OK && !*yes)
         s->res->stop = SPMV_STOP_MAXIT; /* not converged after all: go on */
@@ -222,16 +251,16 @@ static int cg(solve_state *s, const spmv_vec *b, spmv_vec *x)
     if (preconditioned(s))
         TRY(work(s, b, &z));
     TRY(residual(s, b, x, r));
-    TRY(spmv_vec_nrm2(c, r, &rnorm, e));
+    TRY(krylov_nrm2(s, r, &rnorm));
     if (record(s, 0, rnorm / s->bnorm) || converged(s, rnorm))
         return SPMV_OK;
     TRY(precond(s, r, z));
     TRY(spmv_vec_copy(c, z, p, e));
-    TRY(spmv_vec_dot(c, r, z, &rz, e));
+    TRY(krylov_dot(s, r, z, &rz));
     for (int32_t it = 0; it < s->o->maxit; it++) {
         double pq;
         TRY(apply(s, p, q));
-        TRY(spmv_vec_dot(c, p, q, &pq, e));
+        TRY(krylov_dot(s, p, q, &pq));
         if (!(pq > 0.0) || !isfinite(pq)) {
             breakdown(s, "p·Ap (the matrix is not positive definite)", pq, it);
             return SPMV_OK;
@@ -239,7 +268,7 @@ static int cg(solve_state *s, const spmv_vec *b, spmv_vec *x)
         double alpha = rz / pq;
         TRY(spmv_vec_axpy(c, alpha, p, x, e));
         TRY(spmv_vec_axpy(c, -alpha, q, r, e));
-        TRY(spmv_vec_nrm2(c, r, &rnorm, e));
+        TRY(krylov_nrm2(s, r, &rnorm));
         if (record(s, it + 1, rnorm / s->bnorm))
             return SPMV_OK;
         bool restart = false;
@@ -254,7 +283,7 @@ static int cg(solve_state *s, const spmv_vec *b, spmv_vec *x)
         double rz_new;
         if (preconditioned(s)) {
             TRY(precond(s, r, z));
-            TRY(spmv_vec_dot(c, r, z, &rz_new, e));
+            TRY(krylov_dot(s, r, z, &rz_new));
         } else
             rz_new = rnorm * rnorm;
         if (rz == 0.0 || !isfinite(rz_new)) {
@@ -311,7 +340,7 @@ static int bicg_half(solve_state *s, bicg *q, spmv_vec *x, double rho_new, int32
     if (preconditioned(s))
         TRY(precond(s, q->p, q->ph));
     TRY(apply(s, q->ph, q->v));
-    TRY(spmv_vec_dot(c, q->r0, q->v, &r0v, e));
+    TRY(krylov_dot(s, q->r0, q->v, &r0v));
     if ((*stop = r0v == 0.0 || !isfinite(r0v))) {
         breakdown(s, "r0·v", r0v, it);
         return SPMV_OK;
@@ -331,8 +360,8 @@ static int bicg_stab(solve_state *s, bicg *q, spmv_vec *x, int32_t it, bool *sto
     if (preconditioned(s))
         TRY(precond(s, q->r, q->sh));
     TRY(apply(s, q->sh, q->t));
-    TRY(spmv_vec_dot(c, q->t, q->r, &ts, e));
-    TRY(spmv_vec_dot(c, q->t, q->t, &tt, e));
+    TRY(krylov_dot(s, q->t, q->r, &ts));
+    TRY(krylov_dot(s, q->t, q->t, &tt));
     if ((*stop = tt == 0.0 || !isfinite(tt))) {
         breakdown(s, "t·t", tt, it);
         return SPMV_OK;
@@ -367,13 +396,13 @@ static int bicgstab(solve_state *s, const spmv_vec *b, spmv_vec *x)
     int st;
     TRY(bicg_setup(s, &q, b));
     TRY(residual(s, b, x, q.r));
-    TRY(spmv_vec_nrm2(s->ctx, q.r, &rnorm, s->err));
+    TRY(krylov_nrm2(s, q.r, &rnorm));
     if (record(s, 0, rnorm / s->bnorm) || converged(s, rnorm))
         return SPMV_OK;
     TRY(bicg_restart(s, &q, q.r));
     for (int32_t it = 0; it < s->o->maxit; it++) {
         double rho_new;
-        TRY(spmv_vec_dot(s->ctx, q.r0, q.r, &rho_new, s->err));
+        TRY(krylov_dot(s, q.r0, q.r, &rho_new));
         if (rho_new == 0.0 || !isfinite(rho_new)) {
             breakdown(s, "rho = r0·r", rho_new, it);
             return SPMV_OK;
@@ -381,7 +410,7 @@ static int bicgstab(solve_state *s, const spmv_vec *b, spmv_vec *x)
         TRY(bicg_half(s, &q, x, rho_new, it, &stop));
         if (stop)
             return SPMV_OK;
-        TRY(spmv_vec_nrm2(s->ctx, q.r, &rnorm, s->err));
+        TRY(krylov_nrm2(s, q.r, &rnorm));
         if (converged(s, rnorm)) {
             TRY(bicg_check(s, &q, b, x, &stop));
             if (stop)
@@ -393,7 +422,7 @@ static int bicgstab(solve_state *s, const spmv_vec *b, spmv_vec *x)
         TRY(bicg_stab(s, &q, x, it, &stop));
         if (stop)
             return SPMV_OK;
-        TRY(spmv_vec_nrm2(s->ctx, q.r, &rnorm, s->err));
+        TRY(krylov_nrm2(s, q.r, &rnorm));
         if (record(s, it + 1, rnorm / s->bnorm))
             return SPMV_OK;
         if (converged(s, rnorm)) {
@@ -468,10 +497,10 @@ static int arnoldi(solve_state *s, gmres_state *q, int32_t j, double *hn)
     }
     TRY(apply(s, in, &q->V[j + 1]));
     for (int32_t i = 0; i <= j; i++) {
-        TRY(spmv_vec_dot(c, &q->V[i], &q->V[j + 1], &H(i, j), s->err));
+        TRY(krylov_dot(s, &q->V[i], &q->V[j + 1], &H(i, j)));
         TRY(spmv_vec_axpy(c, -H(i, j), &q->V[i], &q->V[j + 1], s->err));
     }
-    TRY(spmv_vec_nrm2(c, &q->V[j + 1], hn, s->err));
+    TRY(krylov_nrm2(s, &q->V[j + 1], hn));
     H(j + 1, j) = *hn;
     return SPMV_OK;
 }
@@ -553,7 +582,7 @@ static int gmres(solve_state *s, const spmv_vec *b, spmv_vec *x)
     double rnorm;
     int32_t it = 0;
     int st = gmres_setup(s, &q, b);
-    if (!st && !(st = residual(s, b, x, q.r)) && !(st = spmv_vec_nrm2(s->ctx, q.r, &rnorm, s->err)) &&
+    if (!st && !(st = residual(s, b, x, q.r)) && !(st = krylov_nrm2(s, q.r, &rnorm)) &&
         !record(s, 0, rnorm / s->bnorm) && !converged(s, rnorm)) {
         while (it < s->o->maxit) {
             if ((st = gmres_cycle(s, &q, rnorm, &it, x)))
@@ -562,7 +591,7 @@ static int gmres(solve_state *s, const spmv_vec *b, spmv_vec *x)
                 break;
             /* the true residual decides, whatever the estimate said; else restart from it */
             s->res->stop = SPMV_STOP_MAXIT;
-            if ((st = residual(s, b, x, q.r)) || (st = spmv_vec_nrm2(s->ctx, q.r, &rnorm, s->err)) ||
+            if ((st = residual(s, b, x, q.r)) || (st = krylov_nrm2(s, q.r, &rnorm)) ||
                 converged(s, rnorm))
                 break;
         }
@@ -633,7 +662,7 @@ int krylov_begin(solve_state *s, const spmv_vec *b, spmv_vec *x, bool *zero_b)
     int st;
     *zero_b = false;
     res->stop = SPMV_STOP_MAXIT;
-    if ((st = spmv_vec_nrm2(s->ctx, b, &s->bnorm, s->err)))
+    if ((st = krylov_nrm2(s, b, &s->bnorm)))
         return st;
     if (s->bnorm == 0.0) { /* A x = 0: x = 0 is the answer */
         *zero_b = true;
@@ -700,7 +729,7 @@ int spmv_solve(spmv_gpu_ctx *ctx, const spmv_linop *a, const spmv_vec *b, spmv_v
     /* the answer's own residual, recomputed: never the recurrence's word */
     spmv_vec *r = NULL;
     double rnorm = NAN;
-    if ((st = work(&s, b, &r)) || (st = residual(&s, b, x, r)) || (st = spmv_vec_nrm2(ctx, r, &rnorm, err)))
+    if ((st = work(&s, b, &r)) || (st = residual(&s, b, x, r)) || (st = krylov_nrm2(&s, r, &rnorm)))
         goto done;
     krylov_conclude(&s, rnorm);
 done:

@@ -103,6 +103,15 @@ typedef struct spmv_solve_options {
      * only after its apply has run once (formats and caches are built by
      * then). spmv_gpu_op_device_apply is one. */
     int (*device_apply)(void *ctx, const spmv_vec *x, spmv_vec *y, spmv_error *err);
+    /* A distributed solve (cluster/solve.c): every process runs this same
+     * solve on its own rows (b, x and the work vectors are its slices, the
+     * operator's apply exchanges what the product needs), and reduce sums
+     * v[0..n) over the processes in place, giving every one the same bits,
+     * so every one takes the same branch. Each dot and norm goes through
+     * it; the fused path is not taken, and one column only. NULL: one
+     * process. */
+    int (*reduce)(void *ctx, double *v, int32_t n, spmv_error *err);
+    void *reduce_ctx;
 } spmv_solve_options;
 
 typedef struct spmv_solve_result {

@@ -237,6 +237,8 @@ int spmv_solve_block(spmv_gpu_ctx *ctx, const spmv_linop *a, const spmv_vec *b, 
     if (!b || !x || b->k != x->k || b->k < 1)
         return spmv_error_set(err, SPMV_ERR_SHAPE, 0, "solve: b and x need the same number of columns (b %d, x %d)",
                               b ? b->k : 0, x ? x->k : 0);
+    if (o && o->reduce && b->k > 1)
+        return spmv_error_set(err, SPMV_ERR_INVALID, 0, "solve: k columns do not run distributed (one column a solve)");
     spmv_vec b0 = col(b, 0), x0 = col(x, 0);
     int st = krylov_check(a, &b0, &x0, o, err);
     if (st)

@@ -441,7 +441,7 @@ static int drive(fused *f)
 
 bool krylov_fused_eligible(const solve_state *s, const spmv_vec *b)
 {
-    return s->ctx && s->o->device_apply && b->device == SPMV_DEVICE_GPU;
+    return s->ctx && s->o->device_apply && !s->o->reduce && b->device == SPMV_DEVICE_GPU; /* distributed: host scalars */
 }
 
 /* The method, its chunk, its vectors and the device block. */

@@ -30,6 +30,10 @@ typedef struct solve_state {
 
 /* A work vector like `like`, freed when the solve ends. */
 int krylov_work(solve_state *s, const spmv_vec *like, spmv_vec **out);
+/* x·y and ||x|| of the whole vector (summed over the ranks by the options'
+ * reduce hook when the solve is distributed). */
+int krylov_dot(solve_state *s, const spmv_vec *x, const spmv_vec *y, double *out);
+int krylov_nrm2(solve_state *s, const spmv_vec *x, double *out);
 /* y = A*x through the operator's timed apply (counted in spmv_ms, spmv_calls). */
 int krylov_apply(solve_state *s, const spmv_vec *x, spmv_vec *y);
 /* r = b - A*x. */

@@ -47,7 +47,7 @@ static int mr_start(solve_state *s, mr *q, double rnorm, int32_t it, bool *bad)
     TRY(spmv_vec_copy(c, q->r1, q->r2, s->err));
     if (krylov_preconditioned(s))
         TRY(krylov_precond(s, q->r2, q->y));
-    TRY(spmv_vec_dot(c, q->r2, mr_z(s, q), &rz, s->err));
+    TRY(krylov_dot(s, q->r2, mr_z(s, q), &rz));
     if ((*bad = !(rz > 0.0) || !isfinite(rz))) {
         krylov_breakdown(s, KRYLOV_BD_MINRES_M, rz, it);
         return SPMV_OK;
@@ -74,7 +74,7 @@ static int mr_lanczos(solve_state *s, mr *q, double *alfa)
     TRY(krylov_apply(s, q->v, q->y));
     if (q->oldb != 0.0)
         TRY(spmv_vec_axpy(c, -q->beta / q->oldb, q->r1, q->y, e));
-    TRY(spmv_vec_dot(c, q->v, q->y, alfa, e));
+    TRY(krylov_dot(s, q->v, q->y, alfa));
     TRY(spmv_vec_axpy(c, -*alfa / q->beta, q->r2, q->y, e));
     rotate3(&q->r1, &q->r2, &q->y); /* y's buffer (the old r1) is free */
     return krylov_preconditioned(s) ? krylov_precond(s, q->r2, q->y) : SPMV_OK;
@@ -113,7 +113,7 @@ static int mr_iteration(solve_state *s, mr *q, const spmv_vec *b, spmv_vec *x, i
     double alfa, rz, gamma;
     int st;
     TRY(mr_lanczos(s, q, &alfa));
-    TRY(spmv_vec_dot(s->ctx, q->r2, mr_z(s, q), &rz, s->err));
+    TRY(krylov_dot(s, q->r2, mr_z(s, q), &rz));
     if ((*stop = rz < 0.0 || !isfinite(rz) || !isfinite(alfa))) {
         krylov_breakdown(s, KRYLOV_BD_MINRES_M, rz, it);
         return SPMV_OK;
@@ -135,7 +135,7 @@ static int mr_iteration(solve_state *s, mr *q, const spmv_vec *b, spmv_vec *x, i
     if (*stop)
         return SPMV_OK;
     double rnorm; /* restart from the true residual, now in r1 */
-    TRY(spmv_vec_nrm2(s->ctx, q->r1, &rnorm, s->err));
+    TRY(krylov_nrm2(s, q->r1, &rnorm));
     return mr_start(s, q, rnorm, it, stop);
 }
 
@@ -149,7 +149,7 @@ int krylov_minres(solve_state *s, const spmv_vec *b, spmv_vec *x)
     for (size_t i = 0; i < sizeof bufs / sizeof *bufs; i++)
         TRY(krylov_work(s, b, bufs[i]));
     TRY(krylov_residual(s, b, x, q.r1));
-    TRY(spmv_vec_nrm2(s->ctx, q.r1, &rnorm, s->err));
+    TRY(krylov_nrm2(s, q.r1, &rnorm));
     if (krylov_record(s, 0, rnorm / s->bnorm) || krylov_converged(s, rnorm))
         return SPMV_OK;
     TRY(mr_start(s, &q, rnorm, 0, &stop));

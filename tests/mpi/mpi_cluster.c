@@ -21,7 +21,12 @@
  * GPUs and multiplies with GPU kernels (the halo over NCCL) and auto; the
  * case is skipped, with the reason, elsewhere. Distributed vectors (x and
  * y kept on the ranks, BLAS-1 on their slices) are checked the same way,
- * on the ranks' hosts and, where there are GPUs, on them.
+ * on the ranks' hosts and, where there are GPUs, on them. Distributed
+ * solves (cluster_solve: every rank iterating on its rows) of every method
+ * with and without each preconditioner that shards are checked against
+ * the true residual and the same solve on one process, on shifted Poisson
+ * matrices of random sizes; a preconditioner whose setup fails on a rank
+ * must leave the cluster healthy and the ranks in step.
  */
 #include <math.h>
 #include <setjmp.h>
@@ -448,6 +453,172 @@ static void each_matrix(uint64_t salt, void (*fn)(const spmv_csr *, const char *
     tu_expected_free(e, n);
 }
 
+/* ------------------------------------------------ distributed solves */
+
+/* A g x g grid's 5-point Laplacian with a random positive shift on the
+ * diagonal (so symmetric positive definite), float64, columns sorted. */
+static void shifted_poisson(tu_rng *rng, int32_t g, spmv_csr *a)
+{
+    int32_t n = g * g;
+    int64_t cap = 5 * (int64_t)n;
+    memset(a, 0, sizeof *a);
+    a->rows = a->cols = n;
+    a->dtype = SPMV_FLOAT64;
+    a->row_ptr = calloc((size_t)n + 1, sizeof *a->row_ptr);
+    a->col = malloc((size_t)cap * sizeof *a->col);
+    a->val = malloc((size_t)cap * sizeof(double));
+    assert_non_null(a->row_ptr);
+    assert_non_null(a->col);
+    assert_non_null(a->val);
+    int64_t k = 0;
+    for (int32_t i = 0; i < n; i++) {
+        int32_t r = i / g, c = i % g, nb[5] = {i - g, i - 1, i, i + 1, i + g};
+        bool in[5] = {r > 0, c > 0, true, c < g - 1, r < g - 1};
+        for (int e = 0; e < 5; e++)
+            if (in[e]) {
+                a->col[k] = nb[e];
+                ((double *)a->val)[k++] = e == 2 ? 4.0 + 0.5 * tu_rng_uniform(rng) : -1.0;
+            }
+        a->row_ptr[i + 1] = (int32_t)k;
+    }
+    a->nnz = k;
+}
+
+/* ||b - A x|| / ||b|| on the host. */
+static double true_relres(const spmv_csr *a, const double *b, const double *x)
+{
+    double *ax = malloc((size_t)a->rows * sizeof *ax), rr = 0, bb = 0;
+    assert_non_null(ax);
+    spmv_reference(a, x, ax);
+    for (int32_t i = 0; i < a->rows; i++) {
+        rr += (b[i] - ax[i]) * (b[i] - ax[i]);
+        bb += b[i] * b[i];
+    }
+    free(ax);
+    return sqrt(rr / bb);
+}
+
+static int whole_apply(void *ctx, const spmv_vec *x, spmv_vec *y, double *ms, spmv_error *err)
+{
+    (void)err;
+    *ms = 0;
+    spmv_reference(ctx, x->data, y->data);
+    return SPMV_OK;
+}
+
+/* The same solve on one process (the engine's, A whole): its iterations
+ * and x. */
+static int32_t whole_solve(const spmv_csr *a, spmv_solve_method method, spmv_precond_type pt, const double *b,
+                           double *x)
+{
+    spmv_vec bv = {.device = SPMV_DEVICE_CPU, .dtype = SPMV_FLOAT64, .n = a->rows, .k = 1, .data = (void *)b};
+    spmv_vec xv = {.device = SPMV_DEVICE_CPU, .dtype = SPMV_FLOAT64, .n = a->rows, .k = 1, .data = x};
+    spmv_linop op = {a->rows, a->rows, (void *)a, whole_apply};
+    spmv_solve_options o = {.method = method, .tol = 1e-10, .maxit = 2000};
+    spmv_precond *pc = NULL;
+    spmv_precond_options po;
+    spmv_precond_binding bind;
+    spmv_error err;
+    spmv_solve_result res;
+    memset(x, 0, (size_t)a->rows * sizeof *x);
+    if (pt != SPMV_PRECOND_NONE) {
+        spmv_precond_defaults(&po, pt);
+        assert_int_equal(spmv_precond_setup(NULL, a, &po, &pc, &err), SPMV_OK);
+        bind = (spmv_precond_binding){NULL, pc};
+        o.precond = spmv_precond_apply_cb;
+        o.precond_ctx = &bind;
+    }
+    assert_int_equal(spmv_solve(NULL, &op, &bv, &xv, &o, &res, &err), SPMV_OK);
+    int32_t its = res.stop == SPMV_STOP_CONVERGED ? res.iterations : -1;
+    spmv_solve_result_free(&res);
+    spmv_precond_free(NULL, pc);
+    return its;
+}
+
+/* cluster_solve of every method, with and without preconditioners,
+ * against the residual and the whole solve; then setups that fail on the
+ * ranks leave the cluster healthy and in step. */
+static void solve_on(const spmv_csr *a, const char *what)
+{
+    static const spmv_precond_type pts[] = {SPMV_PRECOND_NONE, SPMV_PRECOND_JACOBI, SPMV_PRECOND_BLOCK_JACOBI,
+                                            SPMV_PRECOND_CHEBYSHEV};
+    cluster_matrix *m;
+    spmv_error err;
+    spmv_solve_result res;
+    cluster_solve_stats st;
+    if (cluster_load(C, "00000000-0000-4000-8000-000000000005", a, false, &m, &err) != SPMV_OK)
+        fail_msg("%s: cluster_load: %s", what, err.message);
+    int32_t n = a->rows;
+    tu_rng rng;
+    tu_rng_init(&rng, seed ^ (uint64_t)n);
+    double *b = malloc((size_t)n * sizeof *b), *x = malloc((size_t)n * sizeof *x), *xw = malloc((size_t)n * sizeof *xw);
+    assert_true(b && x && xw);
+    for (int32_t i = 0; i < n; i++)
+        b[i] = tu_rng_value(&rng);
+    for (int meth = SPMV_SOLVE_CG; meth <= SPMV_SOLVE_MINRES; meth++)
+        for (size_t p = 0; p < sizeof pts / sizeof *pts; p++) {
+            cluster_solve_args s = {.k = spmv_kernel_find(meth & 1 ? "cpu.csr.omp" : "cpu.csr.serial"),
+                                    .o = {.method = (spmv_solve_method)meth, .tol = 1e-10, .maxit = 2000}, .b = b,
+                                    .x = x};
+            spmv_precond_defaults(&s.pc, pts[p]);
+            int rc = cluster_solve(C, m, &s, &res, &st, &err);
+            const char *mn = spmv_solve_method_name((spmv_solve_method)meth), *pn = spmv_precond_type_name(pts[p]);
+            if (rc != SPMV_OK)
+                fail_msg("%s, %s, %s: %s", what, mn, pn, err.message);
+            double rr = true_relres(a, b, x);
+            int32_t its = res.iterations, wits = pts[p] <= SPMV_PRECOND_JACOBI ? whole_solve(a, meth, pts[p], b, xw) : 0;
+            bool same_its = st.nranks == size_;
+            for (int q = 0; q < size_; q++)
+                same_its = same_its && st.rank[q].iterations == its && st.rank[q].reductions == st.rank[0].reductions;
+            if (res.stop != SPMV_STOP_CONVERGED || !(rr <= 1.001e-10) || fabs(rr - res.relres) > 1e-6 * rr || !same_its ||
+                (pts[p] <= SPMV_PRECOND_JACOBI && (wits < 0 || abs(wits - its) > 2 + wits / 10)))
+                fail_msg("%s, %s, %s: stop %s after %d iterations (whole: %d), true relres %g, reported %g, ranks in "
+                         "step %d (seed %llu)", what, mn, pn, spmv_solve_stop_name(res.stop), its, wits, rr, res.relres,
+                         same_its, (unsigned long long)seed);
+            spmv_solve_result_free(&res);
+        }
+    /* refused before any rank runs, and a setup failing on a rank: an error, the cluster healthy */
+    cluster_solve_args s = {.k = spmv_kernel_find("cpu.csr.serial"), .o = {.tol = 1e-10, .maxit = 100}, .b = b, .x = x};
+    spmv_precond_defaults(&s.pc, SPMV_PRECOND_AMG);
+    assert_int_equal(cluster_solve(C, m, &s, &res, &st, &err), SPMV_ERR_INVALID);
+    spmv_precond_defaults(&s.pc, SPMV_PRECOND_BLOCK_JACOBI);
+    const cluster_shard_info *info;
+    cluster_matrix_shards(m, &info);
+    for (s.pc.block_size = 2; s.pc.block_size <= 8; s.pc.block_size++) {
+        bool tiles = true;
+        for (int q = 0; q < size_; q++)
+            tiles = tiles && (info[q].row_end - info[q].row_begin) % s.pc.block_size == 0;
+        if (!tiles)
+            break;
+    }
+    if (s.pc.block_size <= 8 && cluster_solve(C, m, &s, &res, &st, &err) == SPMV_OK)
+        fail_msg("%s: block_jacobi of %d rows straddling ranks solved", what, s.pc.block_size);
+    assert_null(cluster_failed(C));
+    spmv_precond_defaults(&s.pc, SPMV_PRECOND_NONE);
+    assert_int_equal(cluster_solve(C, m, &s, &res, &st, &err), SPMV_OK); /* the ranks are still in step */
+    spmv_solve_result_free(&res);
+    free(b);
+    free(x);
+    free(xw);
+    cluster_unload(C, m);
+}
+
+static void test_solve(void **state)
+{
+    (void)state;
+    tu_rng rng;
+    tu_rng_init(&rng, seed ^ 0x501e);
+    for (int i = 0; i < 3; i++) {
+        spmv_csr a;
+        char what[64];
+        int32_t g = (int32_t)tu_rng_range(&rng, 12, 40);
+        shifted_poisson(&rng, g, &a);
+        snprintf(what, sizeof what, "shifted Poisson %d x %d", g, g);
+        solve_on(&a, what);
+        spmv_csr_free(&a);
+    }
+}
+
 static void test_gpu_commands(void **state)
 {
     (void)state;
@@ -513,9 +684,10 @@ int main(int argc, char **argv)
     int rc = _cmocka_run_group_tests(name, local, 2, NULL, NULL);
     if (rank_ == 0) {
         const struct CMUnitTest cmds[] = {cmocka_unit_test(test_commands), cmocka_unit_test(test_gpu_commands),
-                                          cmocka_unit_test(test_vectors), cmocka_unit_test(test_gpu_vectors)};
+                                          cmocka_unit_test(test_vectors), cmocka_unit_test(test_gpu_vectors),
+                                          cmocka_unit_test(test_solve)};
         snprintf(name, sizeof name, "cluster_commands_np%d", size_);
-        rc |= _cmocka_run_group_tests(name, cmds, 4, NULL, NULL);
+        rc |= _cmocka_run_group_tests(name, cmds, 5, NULL, NULL);
         cluster_shutdown(C);
     } else {
         rc |= cluster_rank_loop(C);

@@ -24,7 +24,9 @@
  * cudaStreamQuery) and gives up after cluster_timeout_ms with a message
  * naming the rank and the step, and the cluster is then marked failed:
  * sharded requests answer 503, /v1/ready turns 503, the daemon's other
- * matrices keep working. MPI is called only from one thread per process
+ * matrices keep working. While idle, rank 0 pings every rank several times
+ * a second with the much shorter cluster_heartbeat_ms, so a rank that dies
+ * between requests is seen in about a second (heartbeat.c). MPI is called only from one thread per process
  * (rank 0's cluster worker, the other ranks' main thread).
  *
  * This file is the room's whole interface. partition.c (pure: layouts,
@@ -117,6 +119,7 @@ typedef struct cluster cluster;
 
 typedef struct cluster_options {
     double timeout_ms;          /* every wait: cluster_timeout_ms */
+    double heartbeat_ms;        /* an idle rank answers the heartbeat within it: cluster_heartbeat_ms */
     int32_t tune_budget_ms;     /* `auto` on a shard */
     int32_t tune_max_runs;
     spmv_format_limits limits;  /* the padding rule for formats built on a shard */
@@ -269,8 +272,16 @@ typedef struct cluster_operands {
 int cluster_spmv(cluster *c, cluster_matrix *m, const spmv_kernel *k, const spmv_params *p,
                  const cluster_operands *io, int32_t warmup, int32_t runs, cluster_spmv_stats *out, spmv_error *err);
 
-/* Every rank answers within the timeout (the idle health check). */
+/* Every rank answers within the timeout. */
 int cluster_ping(cluster *c, spmv_error *err);
+/* The idle health check (heartbeat.c): every rank answers a ping within
+ * heartbeat_ms, else the cluster is marked failed. Until every rank has
+ * answered once the deadline is timeout_ms, so a rank slow to start (a
+ * GPU context) is not taken for dead. Call it only while no command is in
+ * flight: an idle rank answers in well under a millisecond, so a short
+ * deadline tells a dead or stopped rank within heartbeat_ms of the ping
+ * where a command's wait would give it cluster_timeout_ms. */
+int cluster_heartbeat(cluster *c, spmv_error *err);
 /* Sends `shutdown` to every rank (failed or not: the live ones exit). */
 void cluster_shutdown(cluster *c);
 /* NULL while healthy; else why the cluster failed. Any thread may call it. */

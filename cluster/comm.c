@@ -67,6 +67,8 @@ int cluster_init(int *argc, char ***argv, const cluster_options *o, cluster **ou
     c->o = *o;
     if (c->o.timeout_ms <= 0)
         c->o.timeout_ms = 30000;
+    if (c->o.heartbeat_ms <= 0)
+        c->o.heartbeat_ms = 1000;
     MPI_Comm_dup(MPI_COMM_WORLD, &c->comm);
     MPI_Comm_set_errhandler(c->comm, MPI_ERRORS_RETURN);
     MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN);
@@ -175,7 +177,12 @@ static void nap(long ns)
 
 int reqs_wait(cluster *c, req_list *r, const char *what, spmv_error *err)
 {
-    double start = spmv_now_ms(), deadline = start + c->o.timeout_ms;
+    return reqs_wait_within(c, r, what, c->o.timeout_ms, "cluster_timeout_ms", err);
+}
+
+int reqs_wait_within(cluster *c, req_list *r, const char *what, double timeout_ms, const char *key, spmv_error *err)
+{
+    double start = spmv_now_ms(), deadline = start + timeout_ms;
     long sleep_ns = 20000;
     int rc = SPMV_OK;
     for (long polls = 0;; polls++) {
@@ -203,8 +210,8 @@ int reqs_wait(cluster *c, req_list *r, const char *what, spmv_error *err)
                 listed[nlisted++] = r->peer[i];
                 used += (size_t)snprintf(who + used, sizeof who - used, "%s%d", used ? ", " : "", r->peer[i]);
             }
-            rc = cluster_fail(c, err, "%s: rank %s did not answer within %.0f ms (cluster_timeout_ms); the cluster "
-                              "is marked failed", what, who, c->o.timeout_ms);
+            rc = cluster_fail(c, err, "%s: rank %s did not answer within %.0f ms (%s); the cluster is marked failed",
+                              what, who, timeout_ms, key);
             break;
         }
         /* MPI moves a large message in fragments, and only while it is

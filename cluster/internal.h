@@ -103,6 +103,7 @@ struct cluster {
     cluster_options o;
     uint64_t seq;
     _Atomic bool failed;
+    bool heard;                   /* rank 0: every rank has answered a heartbeat (heartbeat.c) */
     char failed_msg[512];         /* written once, before `failed` is set */
     local_entry *table;           /* ranks > 0: their shards */
     vec_entry *vtable;            /* every rank: its slices of distributed vectors */
@@ -132,6 +133,9 @@ int reqs_recv(cluster *c, req_list *r, void *buf, size_t len, int peer, int tag,
  * polling; past it the receives are cancelled and SPMV_ERR_UNAVAILABLE
  * names `what` and the ranks not heard from. The list is emptied. */
 int reqs_wait(cluster *c, req_list *r, const char *what, spmv_error *err);
+/* The same with a deadline of timeout_ms, which the message names as the
+ * configuration key `key` (the heartbeat's is shorter). */
+int reqs_wait_within(cluster *c, req_list *r, const char *what, double timeout_ms, const char *key, spmv_error *err);
 /* Marks the cluster failed (the first message wins) and returns
  * SPMV_ERR_UNAVAILABLE with err set to it. */
 int cluster_fail(cluster *c, spmv_error *err, const char *fmt, ...) __attribute__((format(printf, 3, 4)));

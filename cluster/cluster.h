@@ -24,9 +24,10 @@
  * cudaStreamQuery) and gives up after cluster_timeout_ms with a message
  * naming the rank and the step, and the cluster is then marked failed:
  * sharded requests answer 503, /v1/ready turns 503, the daemon's other
- * matrices keep working. While idle, rank 0 pings every rank several times
- * a second with the much shorter cluster_heartbeat_ms, so a rank that dies
- * between requests is seen in about a second (heartbeat.c). MPI is called only from one thread per process
+ * matrices keep working. A dead rank is seen much sooner than that
+ * (liveness.c): a rank on rank 0's host by its process gone from /proc, in
+ * any long wait of rank 0's, and any rank, while the job is idle, by a
+ * heartbeat ping it must answer within cluster_heartbeat_ms. MPI is called only from one thread per process
  * (rank 0's cluster worker, the other ranks' main thread).
  *
  * This file is the room's whole interface. partition.c (pure: layouts,
@@ -274,13 +275,12 @@ int cluster_spmv(cluster *c, cluster_matrix *m, const spmv_kernel *k, const spmv
 
 /* Every rank answers within the timeout. */
 int cluster_ping(cluster *c, spmv_error *err);
-/* The idle health check (heartbeat.c): every rank answers a ping within
+/* The idle health check (liveness.c): every rank answers a ping within
  * heartbeat_ms, else the cluster is marked failed. Until every rank has
  * answered once the deadline is timeout_ms, so a rank slow to start (a
- * GPU context) is not taken for dead. Call it only while no command is in
- * flight: an idle rank answers in well under a millisecond, so a short
- * deadline tells a dead or stopped rank within heartbeat_ms of the ping
- * where a command's wait would give it cluster_timeout_ms. */
+ * GPU context) is not taken for dead. Call it only between commands: an
+ * idle rank answers in well under a millisecond, so the short deadline
+ * tells a dead or stopped rank within heartbeat_ms of the ping. */
 int cluster_heartbeat(cluster *c, spmv_error *err);
 /* Sends `shutdown` to every rank (failed or not: the live ones exit). */
 void cluster_shutdown(cluster *c);

@@ -26,6 +26,7 @@ enum {
     TAG_Y = 15,         /* a rank's rows of y, rank -> rank 0 */
     TAG_TIMES = 16,     /* a rank's per-run times, rank -> rank 0 */
     TAG_NCCL_ID = 17,   /* the NCCL unique id, rank 0 -> rank */
+    TAG_IDENT = 18,     /* a rank's host, pid and start time, rank -> rank 0, once at start (liveness.c) */
 };
 
 enum {
@@ -103,7 +104,11 @@ struct cluster {
     cluster_options o;
     uint64_t seq;
     _Atomic bool failed;
-    bool heard;                   /* rank 0: every rank has answered a heartbeat (heartbeat.c) */
+    bool heard;                   /* rank 0: every rank has answered a heartbeat (liveness.c) */
+    struct rank_watch {           /* rank 0: each rank's process, if it can see it (liveness.c) */
+        int32_t pid;
+        bool local;
+    } *watch;
     char failed_msg[512];         /* written once, before `failed` is set */
     local_entry *table;           /* ranks > 0: their shards */
     vec_entry *vtable;            /* every rank: its slices of distributed vectors */
@@ -153,6 +158,18 @@ struct cluster_matrix {
     cluster_local *own;               /* rank 0's shard */
     _Atomic bool forget;              /* deleted: the ranks remove their shard files at the unload */
 };
+
+/* ------------------------------------------------------- liveness.c */
+
+/* Every rank tells rank 0 its host, pid and start time (cluster_init). */
+int cluster_liveness_init(cluster *c, spmv_error *err);
+void cluster_liveness_free(cluster *c);
+/* Whether a wait that has lasted waited_ms should look at the ranks'
+ * processes now (next_ms: the wait's own schedule, start it at 0). */
+bool cluster_liveness_due(const cluster *c, double waited_ms, double *next_ms);
+/* Rank 0: a rank on this host whose process has exited fails the cluster
+ * (SPMV_ERR_UNAVAILABLE naming `what` and the rank). */
+int cluster_liveness_look(cluster *c, const char *what, spmv_error *err);
 
 /* ------------------------------------------------------------ rank.c */
 

@@ -5,7 +5,7 @@
  * queue, exactly as a GPU's work is a task on that GPU's worker, so MPI is
  * called from this thread alone (MPI_THREAD_SERIALIZED) and the other
  * ranks see the commands in the order the tasks run. Between tasks the
- * loop sends the heartbeat (cluster/heartbeat.c) at every tick, four times
+ * loop sends the heartbeat (cluster/liveness.c) at every tick, four times
  * a second: a rank that does not answer within cluster_heartbeat_ms (1 s)
  * marks the cluster failed (cluster_failed), so a rank killed between
  * requests is seen in about a second rather than cluster_timeout_ms;

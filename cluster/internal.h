@@ -107,6 +107,7 @@ struct cluster {
     bool heard;                   /* rank 0: every rank has answered a heartbeat (liveness.c) */
     struct rank_watch {           /* rank 0: each rank's process, if it can see it (liveness.c) */
         int32_t pid;
+        uint64_t start;           /* its start time in /proc (clock ticks since boot) */
         bool local;
     } *watch;
     char failed_msg[512];         /* written once, before `failed` is set */

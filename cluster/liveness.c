@@ -107,6 +107,7 @@ int cluster_liveness_init(cluster *c, spmv_error *err)
         uint64_t start = 0;
         all[p].host[sizeof all[p].host - 1] = '\0';
         c->watch[p].pid = all[p].pid;
+        c->watch[p].start = all[p].start;
         /* the very process: this host, and the start time it gave (not
          * another pid namespace's process that has its number here) */
         c->watch[p].local = all[p].start != 0 && strcmp(all[p].host, c->host) == 0 &&
@@ -133,8 +134,9 @@ int cluster_liveness_look(cluster *c, const char *what, spmv_error *err)
         uint64_t start = 0;
         if (!c->watch[p].local)
             continue;
+        /* gone, a zombie, or its pid already another process's */
         bool seen = proc_stat(c->watch[p].pid, &state, &start);
-        if (!seen || state == 'Z' || state == 'X')
+        if (!seen || state == 'Z' || state == 'X' || start != c->watch[p].start)
             return cluster_fail(c, err, "%s: rank %d (pid %d on this host) has exited; the cluster is marked failed",
                                 what, p, (int)c->watch[p].pid);
     }

@@ -7,8 +7,9 @@
  * ranks see the commands in the order the tasks run. Between tasks the
  * loop sends the heartbeat (cluster/liveness.c) at every tick, four times
  * a second: a rank that does not answer within cluster_heartbeat_ms (1 s)
- * marks the cluster failed (cluster_failed), so a rank killed between
- * requests is seen in about a second rather than cluster_timeout_ms;
+ * marks the cluster failed (cluster_failed), so a rank killed, stopped or
+ * cut off between requests is seen in about a second rather than
+ * cluster_timeout_ms (a rank on this host that exits, sooner: liveness.c);
  * /v1/ready then answers 503 and sharded requests fail at once, while the
  * daemon's other matrices, on the CPU and GPU workers, keep being served.
  * The product path pays next to nothing for it: a task that comes while a
@@ -24,8 +25,8 @@
 #include "daemon/log.h"
 #include "daemon/worker.h"
 
-/* Every idle tick (the worker loop's 250 ms), with slack for the tick's
- * jitter: a ping at most every 250 ms, at least every 500 ms. */
+/* Below the worker loop's idle tick (250 ms), so that a heartbeat goes at
+ * every tick whatever the tick's jitter. */
 #define PING_EVERY_MS 200.0
 
 typedef struct cluster_state {

@@ -127,9 +127,10 @@ static void info_begin(request *r)
         json_object_set_new(o, "gpu_unavailable_reason", json_string(d->gpu_reason));
     if (o && d->cluster) { /* under mpirun: the job and its state */
         const char *why = cluster_failed(d->cluster);
-        json_t *cl = json_pack("{s:i, s:s, s:s, s:I, s:I}", "ranks", cluster_size(d->cluster), "host",
+        json_t *cl = json_pack("{s:i, s:s, s:s, s:I, s:I, s:I}", "ranks", cluster_size(d->cluster), "host",
                                cluster_host(d->cluster), "state", why ? "failed" : "ok", "timeout_ms",
-                               (json_int_t)d->cfg.cluster_timeout_ms, "queue_depth",
+                               (json_int_t)d->cfg.cluster_timeout_ms, "heartbeat_ms",
+                               (json_int_t)d->cfg.cluster_heartbeat_ms, "queue_depth",
                                (json_int_t)(d->cluster_worker ? queue_depth(&d->cluster_worker->queue) : 0));
         if (cl && why)
             json_object_set_new(cl, "error", json_string(why));

@@ -122,6 +122,12 @@ int cluster_ping(cluster *c, spmv_error *err)
     return spmv_error_set(err, SPMV_ERR_UNAVAILABLE, 0, "%s", no_mpi);
 }
 
+int cluster_heartbeat(cluster *c, spmv_error *err)
+{
+    UNUSED(c);
+    return spmv_error_set(err, SPMV_ERR_UNAVAILABLE, 0, "%s", no_mpi);
+}
+
 void cluster_shutdown(cluster *c) { UNUSED(c); }
 const char *cluster_failed(cluster *c) { UNUSED(c); return no_mpi; }
 

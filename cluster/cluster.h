@@ -24,7 +24,10 @@
  * cudaStreamQuery) and gives up after cluster_timeout_ms with a message
  * naming the rank and the step, and the cluster is then marked failed:
  * sharded requests answer 503, /v1/ready turns 503, the daemon's other
- * matrices keep working. MPI is called only from one thread per process
+ * matrices keep working. A dead rank is seen much sooner than that
+ * (liveness.c): a rank on rank 0's host by its process gone from /proc, in
+ * any long wait of rank 0's, and any rank, while the job is idle, by a
+ * heartbeat ping it must answer within cluster_heartbeat_ms. MPI is called only from one thread per process
  * (rank 0's cluster worker, the other ranks' main thread).
  *
  * This file is the room's whole interface. partition.c (pure: layouts,
@@ -119,6 +122,7 @@ typedef struct cluster cluster;
 
 typedef struct cluster_options {
     double timeout_ms;          /* every wait: cluster_timeout_ms */
+    double heartbeat_ms;        /* an idle rank answers the heartbeat within it: cluster_heartbeat_ms */
     int32_t tune_budget_ms;     /* `auto` on a shard */
     int32_t tune_max_runs;
     spmv_format_limits limits;  /* the padding rule for formats built on a shard */
@@ -323,8 +327,15 @@ typedef struct cluster_solve_stats {
 int cluster_solve(cluster *c, cluster_matrix *m, const cluster_solve_args *a, spmv_solve_result *res,
                   cluster_solve_stats *st, spmv_error *err);
 
-/* Every rank answers within the timeout (the idle health check). */
+/* Every rank answers within the timeout. */
 int cluster_ping(cluster *c, spmv_error *err);
+/* The idle health check (liveness.c): every rank answers a ping within
+ * heartbeat_ms, else the cluster is marked failed. Until every rank has
+ * answered once the deadline is timeout_ms, so a rank slow to start (a
+ * GPU context) is not taken for dead. Call it only between commands: an
+ * idle rank answers in well under a millisecond, so the short deadline
+ * tells a dead or stopped rank within heartbeat_ms of the ping. */
+int cluster_heartbeat(cluster *c, spmv_error *err);
 /* Sends `shutdown` to every rank (failed or not: the live ones exit). */
 void cluster_shutdown(cluster *c);
 /* NULL while healthy; else why the cluster failed. Any thread may call it. */

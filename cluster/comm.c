@@ -3,7 +3,9 @@
  * Start and end of the job (MPI_Init_thread, MPI_Finalize), and the one
  * way this room waits for MPI: operations are posted non-blocking into a
  * request list and reqs_wait polls MPI_Testall until all are done or
- * cluster_timeout_ms has passed. A blocking MPI call, or a collective,
+ * cluster_timeout_ms has passed (rank 0's heartbeat waits less), or, on
+ * rank 0, a rank on its host has exited (liveness.c: MPI itself never
+ * says). A blocking MPI call, or a collective,
  * would wait for a dead rank forever; a poll can give up. Giving up
  * cancels the receives still open (so no late message lands in memory the
  * caller frees) and marks the cluster failed: after a lost message no
@@ -67,6 +69,8 @@ int cluster_init(int *argc, char ***argv, const cluster_options *o, cluster **ou
     c->o = *o;
     if (c->o.timeout_ms <= 0)
         c->o.timeout_ms = 30000;
+    if (c->o.heartbeat_ms <= 0)
+        c->o.heartbeat_ms = 1000;
     MPI_Comm_dup(MPI_COMM_WORLD, &c->comm);
     MPI_Comm_set_errhandler(c->comm, MPI_ERRORS_RETURN);
     MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN);
@@ -77,6 +81,12 @@ int cluster_init(int *argc, char ***argv, const cluster_options *o, cluster **ou
     if (MPI_Get_processor_name(name, &len) == MPI_SUCCESS)
         snprintf(c->host, sizeof c->host, "%.*s", len, name);
     c->gpu_index = -1;
+    if ((rc = cluster_liveness_init(c, err)) != SPMV_OK) {
+        cluster_liveness_free(c);
+        free(c);
+        MPI_Finalize();
+        return rc;
+    }
     *out = c;
     return SPMV_OK;
 }
@@ -98,6 +108,7 @@ void cluster_finish(cluster *c)
     }
     spmv_gpu_comm_free(c->nccl, !healthy);
     spmv_gpu_ctx_free(c->gpu);
+    cluster_liveness_free(c);
     if (healthy) {
         MPI_Comm_free(&c->comm);
         MPI_Finalize();
@@ -175,7 +186,12 @@ static void nap(long ns)
 
 int reqs_wait(cluster *c, req_list *r, const char *what, spmv_error *err)
 {
-    double start = spmv_now_ms(), deadline = start + c->o.timeout_ms;
+    return reqs_wait_within(c, r, what, c->o.timeout_ms, "cluster_timeout_ms", err);
+}
+
+int reqs_wait_within(cluster *c, req_list *r, const char *what, double timeout_ms, const char *key, spmv_error *err)
+{
+    double start = spmv_now_ms(), deadline = start + timeout_ms, look = 0;
     long sleep_ns = 20000;
     int rc = SPMV_OK;
     for (long polls = 0;; polls++) {
@@ -186,6 +202,10 @@ int reqs_wait(cluster *c, req_list *r, const char *what, spmv_error *err)
             break;
         }
         if (done)
+            break;
+        /* a long wait: has a rank on this host exited? (liveness.c) */
+        if (polls > 200 && cluster_liveness_due(c, spmv_now_ms() - start, &look) &&
+            (rc = cluster_liveness_look(c, what, err)) != SPMV_OK)
             break;
         if (spmv_now_ms() > deadline) {
             char who[128] = "";
@@ -203,8 +223,8 @@ int reqs_wait(cluster *c, req_list *r, const char *what, spmv_error *err)
                 listed[nlisted++] = r->peer[i];
                 used += (size_t)snprintf(who + used, sizeof who - used, "%s%d", used ? ", " : "", r->peer[i]);
             }
-            rc = cluster_fail(c, err, "%s: rank %s did not answer within %.0f ms (cluster_timeout_ms); the cluster "
-                              "is marked failed", what, who, c->o.timeout_ms);
+            rc = cluster_fail(c, err, "%s: rank %s did not answer within %.0f ms (%s); the cluster is marked failed",
+                              what, who, timeout_ms, key);
             break;
         }
         /* MPI moves a large message in fragments, and only while it is

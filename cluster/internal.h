@@ -26,6 +26,7 @@ enum {
     TAG_Y = 15,         /* a rank's rows of y, rank -> rank 0 */
     TAG_TIMES = 16,     /* a rank's per-run times, rank -> rank 0 */
     TAG_NCCL_ID = 17,   /* the NCCL unique id, rank 0 -> rank */
+    TAG_IDENT = 18,     /* a rank's host, pid and start time, rank -> rank 0, once at start (liveness.c) */
 };
 
 enum {
@@ -109,6 +110,12 @@ struct cluster {
     cluster_options o;
     uint64_t seq;
     _Atomic bool failed;
+    bool heard;                   /* rank 0: every rank has answered a heartbeat (liveness.c) */
+    struct rank_watch {           /* rank 0: each rank's process, if it can see it (liveness.c) */
+        int32_t pid;
+        uint64_t start;           /* its start time in /proc (clock ticks since boot) */
+        bool local;
+    } *watch;
     char failed_msg[512];         /* written once, before `failed` is set */
     local_entry *table;           /* ranks > 0: their shards */
     vec_entry *vtable;            /* every rank: its slices of distributed vectors */
@@ -138,6 +145,9 @@ int reqs_recv(cluster *c, req_list *r, void *buf, size_t len, int peer, int tag,
  * polling; past it the receives are cancelled and SPMV_ERR_UNAVAILABLE
  * names `what` and the ranks not heard from. The list is emptied. */
 int reqs_wait(cluster *c, req_list *r, const char *what, spmv_error *err);
+/* The same with a deadline of timeout_ms, which the message names as the
+ * configuration key `key` (the heartbeat's is shorter). */
+int reqs_wait_within(cluster *c, req_list *r, const char *what, double timeout_ms, const char *key, spmv_error *err);
 /* Marks the cluster failed (the first message wins) and returns
  * SPMV_ERR_UNAVAILABLE with err set to it. */
 int cluster_fail(cluster *c, spmv_error *err, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
@@ -155,6 +165,18 @@ struct cluster_matrix {
     cluster_local *own;               /* rank 0's shard */
     _Atomic bool forget;              /* deleted: the ranks remove their shard files at the unload */
 };
+
+/* ------------------------------------------------------- liveness.c */
+
+/* Every rank tells rank 0 its host, pid and start time (cluster_init). */
+int cluster_liveness_init(cluster *c, spmv_error *err);
+void cluster_liveness_free(cluster *c);
+/* Whether a wait that has lasted waited_ms should look at the ranks'
+ * processes now (next_ms: the wait's own schedule, start it at 0). */
+bool cluster_liveness_due(const cluster *c, double waited_ms, double *next_ms);
+/* Rank 0: a rank on this host whose process has exited fails the cluster
+ * (SPMV_ERR_UNAVAILABLE naming `what` and the rank). */
+int cluster_liveness_look(cluster *c, const char *what, spmv_error *err);
 
 /* ------------------------------------------------------------ rank.c */
 

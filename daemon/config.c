@@ -135,8 +135,11 @@ static const key_desc keys[] = {
     {"io_buffer_bytes", KEY_INT, OFF(io_buffer_bytes), 0, 64 * TiB, 1 * GiB, NULL, NULL,
      "idle host buffers kept for the bodies and answers of binary products (page-locked on a GPU host); 0: none kept"},
     {"cluster_timeout_ms", KEY_INT, OFF(cluster_timeout_ms), 100, 3600000, 30000, NULL, NULL,
-     "under mpirun: how long rank 0 waits for any rank at any step (a shard, an exchange, y, a ping); past it the "
+     "under mpirun: how long rank 0 waits for any rank at any step of a request (a shard, an exchange, y); past it the "
      "cluster is marked failed (/v1/ready 503, sharded requests 503) and nothing waits longer"},
+    {"cluster_heartbeat_ms", KEY_INT, OFF(cluster_heartbeat_ms), 50, 3600000, 1000, NULL, NULL,
+     "under mpirun: how long an idle rank may take to answer the heartbeat rank 0 sends four times a second; past it "
+     "the cluster is marked failed, so a dead rank is seen in about this long (capped at cluster_timeout_ms)"},
     {"shard_nnz", KEY_INT, OFF(shard_nnz), 0, INT32_MAX, 0, NULL, NULL,
      "under mpirun: an upload naming neither `shard` nor `device` with at least this many entries is sharded across the "
      "ranks (0: only when asked)"},

@@ -437,6 +437,7 @@ static int join_job(spmvd *d, int *argc, char ***argv)
     static char shard_dir[4200]; /* each rank's own shard files (ranks > 0) */
     snprintf(shard_dir, sizeof shard_dir, "%s/shards", d->cfg.state_dir);
     cluster_options o = {.timeout_ms = (double)d->cfg.cluster_timeout_ms,
+                         .heartbeat_ms = (double)d->cfg.cluster_heartbeat_ms,
                          .tune_budget_ms = (int32_t)d->cfg.tune_budget_ms,
                          .tune_max_runs = (int32_t)d->cfg.tune_max_runs,
                          .limits = spmvd_format_limits(d),

@@ -5,12 +5,18 @@
  * queue, exactly as a GPU's work is a task on that GPU's worker, so MPI is
  * called from this thread alone (MPI_THREAD_SERIALIZED) and the other
  * ranks see the commands in the order the tasks run. Between tasks the
- * loop pings every rank once a second; a rank that does not answer within
- * cluster_timeout_ms marks the cluster failed (cluster_failed): /v1/ready
- * then answers 503 and sharded requests fail at once, while the daemon's
- * other matrices, on the CPU and GPU workers, keep being served. Stopping
- * the worker (SIGTERM) sends `shutdown` to every rank from this thread
- * before it exits.
+ * loop sends the heartbeat (cluster/liveness.c) at every tick, four times
+ * a second: a rank that does not answer within cluster_heartbeat_ms (1 s)
+ * marks the cluster failed (cluster_failed), so a rank killed, stopped or
+ * cut off between requests is seen in about a second rather than
+ * cluster_timeout_ms (a rank on this host that exits, sooner: liveness.c);
+ * /v1/ready then answers 503 and sharded requests fail at once, while the
+ * daemon's other matrices, on the CPU and GPU workers, keep being served.
+ * The product path pays next to nothing for it: a task that comes while a
+ * heartbeat is in flight waits for the answer (idle ranks give it in well
+ * under a millisecond), and tasks that follow one another leave no idle
+ * tick for one. Stopping the worker (SIGTERM) sends `shutdown` to every
+ * rank from this thread before it exits.
  */
 #include <stdlib.h>
 #include <string.h>
@@ -19,7 +25,9 @@
 #include "daemon/log.h"
 #include "daemon/worker.h"
 
-#define PING_EVERY_MS 1000.0
+/* Below the worker loop's idle tick (250 ms), so that a heartbeat goes at
+ * every tick whatever the tick's jitter. */
+#define PING_EVERY_MS 200.0
 
 typedef struct cluster_state {
     double last_ping;
@@ -43,7 +51,7 @@ static void cluster_idle(worker *w)
         return;
     s->last_ping = now;
     spmv_error err = {0};
-    if (cluster_ping(C(w), &err) != SPMV_OK && !s->reported) {
+    if (cluster_heartbeat(C(w), &err) != SPMV_OK && !s->reported) {
         log_error("cluster: %s", err.message);
         s->reported = true;
     }

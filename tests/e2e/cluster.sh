@@ -11,10 +11,14 @@
 # /v1/ops and a CG on the ranks' slices against Python),
 # sharding by configuration (shard_nnz), each rank's shard files (a restart
 # with as many ranks reads them; a damaged one is sent again; DELETE
-# removes them), and failures: a rank stopped with SIGSTOP (a hang) and a rank killed with
-# SIGKILL each turn /v1/ready to 503 and sharded requests to a clear 503
-# within cluster_timeout_ms, while unsharded matrices keep working, and
-# SIGTERM to rank 0 still ends the job. Skipped with the reason in a build
+# removes them), and failures: a rank stopped with SIGSTOP in the middle of
+# a product fails it with a clear 503 at cluster_timeout_ms, no hang; with
+# cluster_timeout_ms at 30 s, a rank stopped while the job is idle is seen
+# by the heartbeat (cluster_heartbeat_ms) and a rank killed with SIGKILL by
+# rank 0's look at its host's processes, even with a product in flight,
+# each within seconds (the times from the signal to /v1/ready's 503 and to
+# a sharded product's 503 are measured and printed); unsharded matrices keep
+# working, and SIGTERM to rank 0 still ends the job. Skipped with the reason in a build
 # without MPI or on a host without mpirun.
 #
 # With SPMV_CLUSTER_GPU=1 (the GPU bundle, tools/bundle/cluster-gpu.sh, on
@@ -274,21 +278,78 @@ kill -CONT "$victim"
 end_job
 check "SIGTERM to rank 0 after the hang ends the job (no hang; rc $JOB_RC)" [ "$JOB_RC" -ne 124 ]
 
-# ------------------------------------------------------ a rank dies
+# ------------------------------------------------------ a dead rank is seen in seconds (issue 32)
+# cluster_timeout_ms at its default 30 s: what sees the failure is the
+# heartbeat (cluster_heartbeat_ms, 1 s: a rank stopped while the job is
+# idle) and rank 0's look at the processes on its host (a rank killed, even
+# in the middle of a product). The issue's bound is 2 s from the signal to
+# /v1/ready's 503 and to a sharded product's 503; the checks allow
+# DEAD_BOUND_MS (3 s) on a loaded CI host and print what was measured.
+DEAD_BOUND_MS=${SPMV_DEAD_BOUND_MS:-3000}
+now_ms() { echo $(($(date +%s%N) / 1000000)); }
+X34=$("$PYTHON" -c 'import json; print(json.dumps([1.0] * 34))')
+X2003_ONES=$("$PYTHON" -c 'import json; print(json.dumps([1.0] * 2003))')
+# ready_503_ms T0: polls /v1/ready until 503; the ms since T0 (-1: not within 20 s)
+ready_503_ms() {
+  while [ $(($(now_ms) - $1)) -lt 20000 ]; do
+    if [ "$(curl -s -o /dev/null -w '%{http_code}' --max-time 2 "$SPMVD_URL/v1/ready")" = 503 ]; then
+      echo $(($(now_ms) - $1)); return
+    fi
+    sleep 0.05
+  done
+  echo -1
+}
+TIMEOUT_MS=30000
+if ! start_job $NP; then not_ok "restart with $NP ranks" "$(tail -20 "$JOB_LOG")"; done_testing; exit; fi
+req GET /v1/info
+check "/v1/info shows the heartbeat: cluster.heartbeat_ms 1000 beside timeout_ms 30000" \
+  [ "$(jget 'd["cluster"]["heartbeat_ms"], d["cluster"]["timeout_ms"]')" = "(1000, 30000)" ]
+sleep 1.5  # past the first heartbeat (which waits cluster_timeout_ms): the short deadline is in force
+victim=$(other_ranks | head -1)
+kill -STOP "$victim"
+t_sig=$(now_ms)
+ready_ms=$(ready_503_ms "$t_sig")
+req POST "/v1/matrices/$ID/spmv" -d "{\"kernel\":\"$OK_K\",\"x\":$X2003_ONES}"
+spmv_ms=$(($(now_ms) - t_sig))
+diag "a rank stopped (SIGSTOP) while idle: /v1/ready 503 after $ready_ms ms, then a sharded product's 503 after $spmv_ms ms"
+check "a rank stopped while idle: the heartbeat turns /v1/ready 503 within $ready_ms ms (bound $DEAD_BOUND_MS)" \
+  [ "$ready_ms" -ge 0 ] && [ "$ready_ms" -le "$DEAD_BOUND_MS" ]
+check "then a sharded spmv: 503 cluster_failed at once ($spmv_ms ms after the signal)" \
+  [ "$CODE" = 503 ] && grep -q cluster_failed "$BODY_FILE" && [ "$spmv_ms" -le "$DEAD_BOUND_MS" ]
+req GET /v1/ready
+check "/v1/ready names the heartbeat and cluster_heartbeat_ms" [ "$CODE" = 503 ] && grep -q cluster_failed "$BODY_FILE" && \
+  grep -q 'heartbeat: rank .* cluster_heartbeat_ms' "$BODY_FILE"
+kill -CONT "$victim"
+end_job
+check "SIGTERM to rank 0 after the stop ends the job (rc $JOB_RC)" [ "$JOB_RC" -ne 124 ]
+
 if ! start_job $NP; then not_ok "restart with $NP ranks" "$(tail -20 "$JOB_LOG")"; done_testing; exit; fi
 victim=$(other_ranks | tail -1)
 kill -KILL "$victim"
-t0=$SECONDS
-for ((i = 0; i < 200; i++)); do
-  [ "$(curl -s -o /dev/null -w '%{http_code}' "$SPMVD_URL/v1/ready")" = 503 ] && break
-  sleep 0.1
-done
-check "a rank killed (SIGKILL): /v1/ready turns 503 within $((SECONDS - t0)) s" \
-  [ "$(curl -s -o /dev/null -w '%{http_code}' "$SPMVD_URL/v1/ready")" = 503 ]
-req POST "/v1/matrices/$ID/spmv" -d "{\"kernel\":\"$OK_K\",\"x\":$("$PYTHON" -c 'import json; print(json.dumps([1.0] * 2003))')}"
-check "a sharded spmv then: 503 cluster_failed at once" [ "$CODE" = 503 ] && grep -q "rank" "$BODY_FILE"
-req POST "/v1/matrices/$WHOLE/spmv" -d '{"kernel":"cpu.csr.serial","x":'"$("$PYTHON" -c 'import json; print(json.dumps([1.0] * 34))')"'}'
-check "an unsharded matrix still multiplies (200)" [ "$CODE" = 200 ]
+t_sig=$(now_ms)
+# at once: the product is on its way while rank 0 has not yet seen the death
+req POST "/v1/matrices/$ID/spmv" -d "{\"kernel\":\"$OK_K\",\"x\":$X2003_ONES}"
+spmv_ms=$(($(now_ms) - t_sig))
+spmv_code=$CODE
+cp "$BODY_FILE" "$E2E_TMP/killed_spmv.json"
+ready_ms=$(ready_503_ms "$t_sig")
+diag "a rank killed (SIGKILL): a sharded product sent at once answered $spmv_code after $spmv_ms ms, /v1/ready 503 after $ready_ms ms (issue 32: 2000 ms)"
+check "a rank killed (SIGKILL), a sharded spmv sent at once: 503 cluster_failed naming the rank within $spmv_ms ms (bound $DEAD_BOUND_MS)" \
+  [ "$spmv_code" = 503 ] && grep -q cluster_failed "$E2E_TMP/killed_spmv.json" && \
+  grep -q "rank" "$E2E_TMP/killed_spmv.json" && [ "$spmv_ms" -le "$DEAD_BOUND_MS" ]
+check "a rank killed: /v1/ready turns 503 within $ready_ms ms (bound $DEAD_BOUND_MS)" \
+  [ "$ready_ms" -ge 0 ] && [ "$ready_ms" -le "$DEAD_BOUND_MS" ]
+req GET /v1/ready
+check "/v1/ready says the rank has exited" [ "$CODE" = 503 ] && grep -q cluster_failed "$BODY_FILE" && grep -q "has exited" "$BODY_FILE"
+req POST "/v1/matrices/$ID/spmv" -d "{\"kernel\":\"$OK_K\",\"x\":$X2003_ONES}"
+check "a later sharded spmv: 503 cluster_failed" [ "$CODE" = 503 ] && grep -q cluster_failed "$BODY_FILE"
+req POST "/v1/matrices/$WHOLE/spmv" -d '{"kernel":"cpu.csr.serial","x":'"$X34"',"verify":true}'
+check "an unsharded matrix on rank 0 still multiplies (200, verified)" [ "$CODE" = 200 ] && \
+  [ "$(jget 'd["verify"]["max_rel_err"] <= 1e-12')" = True ]
+upload_multipart "$REAL/karate.mtx" "name=after_death"
+check "an unsharded upload after the death: 201, not sharded" [ "$CODE" = 201 ] && [ "$(jget 'd["sharded"]')" = False ]
+req GET /v1/info
+check "/v1/info: cluster.state failed, with the error" [ "$(jget 'd["cluster"]["state"] == "failed" and "rank" in d["cluster"]["error"]')" = True ]
 end_job
 check "SIGTERM to rank 0 after the death ends the job (rc $JOB_RC)" [ "$JOB_RC" -ne 124 ]
 check "no spmvd of the job is left" [ -z "$(pgrep -f "state-dir $STATE" || true)" ]

@@ -263,6 +263,10 @@ static void commands_on(const spmv_csr *a, const char *what)
                                   &err), SPMV_ERR_UNAVAILABLE);
     assert_null(cluster_failed(C));
     assert_int_equal(cluster_ping(C, &err), SPMV_OK);
+    /* the heartbeat: the first waits cluster_timeout_ms, the next cluster_heartbeat_ms; idle ranks answer both */
+    assert_int_equal(cluster_heartbeat(C, &err), SPMV_OK);
+    assert_int_equal(cluster_heartbeat(C, &err), SPMV_OK);
+    assert_null(cluster_failed(C));
     cluster_unload(C, m);
     free(x);
     free(y);

@@ -137,7 +137,8 @@ worker *worker_cpu_new(struct spmvd *d, size_t queue_depth);
 worker *worker_upload_new(struct spmvd *d, int index, size_t queue_depth);
 worker *worker_gpu_new(struct spmvd *d, int device, size_t reserve_bytes, size_t queue_depth);
 /* The cluster worker (rank 0 under mpirun): the only thread that calls
- * MPI. Its idle loop pings every rank once a second; stopping it sends
+ * MPI. Its idle loop pings every rank at each idle tick (cluster_heartbeat:
+ * a rank silent past cluster_heartbeat_ms fails the cluster); stopping it sends
  * `shutdown` to every rank. */
 worker *worker_cluster_new(struct spmvd *d, size_t queue_depth);
 /* On the cluster worker's thread: shards m over the ranks (gpu: onto

@@ -12,7 +12,7 @@
  * check three things between polls: a `shutdown` (exit, finalising MPI
  * when the cluster is healthy), a SIGTERM to themselves (ignored while
  * rank 0 talks: rank 0 stops the job), and silence — rank 0 pings at each
-^ * idle tick (250 ms), so no command for RANK_SILENCE_MS means rank 0 is
+ * idle tick (250 ms), so no command for RANK_SILENCE_MS means rank 0 is
  * gone (killed, or it marked the cluster failed and stopped talking), and
  * the rank exits rather than wait forever.
  */

@@ -3,8 +3,9 @@
 #
 # Suites speak TAP: the cmocka unit tests ($BUILD/tests/test_*, with
 # CMOCKA_MESSAGE_OUTPUT=TAP) and the shell suites tests/e2e/*.sh (which use
-# tests/e2e/lib.sh). Each suite's output goes to $BUILD/test-logs/NAME.log and
-# its failing lines to the terminal. A suite that dies without reporting a
+# tests/e2e/lib.sh; it and the other *_lib.sh files are sourced, not
+# suites). Each suite's output goes to $BUILD/test-logs/NAME.log and its
+# failing lines to the terminal. A suite that dies without reporting a
 # failure (crash, sanitizer abort) counts as one failure. The last line is
 # "N passed, N failed, N skipped"; the exit status is 0 only if none failed.
 set -u
@@ -71,7 +72,7 @@ else
 fi
 for s in tests/e2e/*.sh; do
   [ -f "$s" ] || continue
-  [ "$(basename "$s")" = lib.sh ] && continue
+  case $(basename "$s") in lib.sh | *_lib.sh) continue ;; esac # sourced by the suites, not suites
   run_suite "e2e_$(basename "$s" .sh)" bash "$s"
 done
 

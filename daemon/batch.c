@@ -96,7 +96,7 @@ static void run_batch(product **all, int32_t n, worker *w)
         for (int32_t j = 0; j < n; j++)
             memcpy((char *)X->ptr + (size_t)j * xcol, all[j]->x, xcol);
         if (!worker_gpu_ctx(w)) /* a GPU poisons its device y */
-            product_poison(Y->ptr, dt, (int64_t)n * lead->ylen);
+            spmv_host_poison(dt, Y->ptr, (int64_t)n * lead->ylen);
         rc = worker_run_kernel_k(w, lead->m, lead->k, &lead->p, false, n, X->ptr, Y->ptr, 0, 1, &st, &err);
     }
     scatter(all, n, Y ? Y->ptr : NULL, rc, &st, &err, w, start_ms);

@@ -28,17 +28,6 @@ worker *product_worker(spmvd *d, const product *t)
     return t->is_auto ? autotune_worker(d, t->m) : spmvd_worker_for(d, t->m, t->k);
 }
 
-void product_poison(void *y, spmv_dtype dt, int64_t n)
-{
-#pragma omp parallel for schedule(static) if (n > (1 << 20))
-    for (int64_t i = 0; i < n; i++) {
-        if (dt == SPMV_FLOAT32)
-            ((float *)y)[i] = NAN;
-        else
-            ((double *)y)[i] = NAN;
-    }
-}
-
 /* y = alpha*op(A)*x + beta*y with at least one resident operand: an
  * inline x is staged into a vector of the worker's device, a y that goes
  * back in the answer is read from one. */
@@ -133,7 +122,7 @@ void product_run(task *base, worker *w)
     }
     /* a GPU product poisons its device y and copies all of it back */
     if (t->y_buf && !worker_gpu_ctx(w))
-        product_poison(t->y, dt, ny);
+        spmv_host_poison(dt, t->y, ny);
     if (t->sharded) {
         cluster_operands io = {.x = t->xv ? NULL : t->x, .xv = t->xv ? t->xv->dist : NULL,
                                .y = t->yv ? NULL : t->y, .yv = t->yv ? t->yv->dist : NULL,

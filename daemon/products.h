@@ -64,9 +64,6 @@ worker *product_worker(struct spmvd *d, const product *p);
 /* The task body (p->base.run): on worker w's thread. The outcome is
  * p->rc with p->err, or p->shm_rc (a shm_status) when a region failed. */
 void product_run(task *t, worker *w);
-/* NaN into the n values of a host y before a kernel writes it: a row the
- * kernel leaves unwritten shows. */
-void product_poison(void *y, spmv_dtype dt, int64_t n);
 /* Releases what p holds (matrix, vectors, regions, buffers, job); not p. */
 void product_release(product *p);
 

@@ -1093,6 +1093,9 @@ int spmv_gpu_run_k(spmv_gpu_ctx *ctx, const spmv_kernel *k, spmv_gpu_matrix *m, 
                    int32_t ncols, const void *x, void *y, int32_t warmup, int32_t runs, spmv_stats *stats,
                    spmv_error *err);
 /* The same on the host (spmv_cpu_run for k columns). */
+/* NaN into n host values of dtype dt, before a kernel writes them: a row
+ * the kernel leaves unwritten shows (OpenMP past a million values). */
+void spmv_host_poison(spmv_dtype dt, void *y, int64_t n);
 int spmv_cpu_run_k(const spmv_kernel *k, const spmv_matrix *m, const spmv_params *p, int32_t ncols,
                    const void *x, void *y, int32_t warmup, int32_t runs, spmv_stats *stats, spmv_error *err);
 

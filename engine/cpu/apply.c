@@ -197,14 +197,15 @@ static int cpu_spmm_run(const spmv_kernel *kern, const spmv_matrix *m, const spm
 
 /* ------------------------------------------------------------ apply */
 
-static void poison(spmv_dtype dt, void *y, int64_t n)
+void spmv_host_poison(spmv_dtype dt, void *y, int64_t n)
 {
-    if (dt == SPMV_FLOAT64)
-        for (int64_t i = 0; i < n; i++)
-            ((double *)y)[i] = NAN;
-    else
-        for (int64_t i = 0; i < n; i++)
+#pragma omp parallel for schedule(static) if (n > (1 << 20))
+    for (int64_t i = 0; i < n; i++) {
+        if (dt == SPMV_FLOAT32)
             ((float *)y)[i] = NAN;
+        else
+            ((double *)y)[i] = NAN;
+    }
 }
 
 /* The checks every apply makes, host or device (shared with gpu/run.cu's
@@ -248,7 +249,7 @@ int spmv_cpu_apply(const spmv_kernel *k, const spmv_matrix *m, const spmv_params
     spmv_vec t = *y;
     if (!direct && (st = spmv_vec_alloc(NULL, SPMV_DEVICE_CPU, y->dtype, y->n, y->k, &t, err)))
         return st;
-    poison(t.dtype, t.data, t.n * t.k);
+    spmv_host_poison(t.dtype, t.data, t.n * t.k);
     if (x->k == 1)
         st = spmv_cpu_run(k, m, p, x->data, t.data, a->warmup, a->runs, stats, err);
     else if (a->runs < 1 || a->warmup < 0)

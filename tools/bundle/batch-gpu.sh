@@ -11,7 +11,7 @@ B=$(cd "$(dirname "$0")" && pwd)
 . "$B/common.sh"
 gpu_bundle_out summary.txt
 [ -x "$B/bin/wrk" ] || { echo "batch-gpu: the bundle has no wrk (make bundle on a host with wrk)" | tee -a "$summary"; exit 1; }
-SPMV_E2E_LIB=$B/e2e/lib.sh BUILD=$B/bin WRK=$B/bin/wrk BATCH_LUA=$B/bench-api-spmv.lua \
+PYTHON=$PY SPMV_E2E_LIB=$B/e2e/lib.sh BUILD=$B/bin WRK=$B/bin/wrk BATCH_LUA=$B/bench-api-spmv.lua \
   BATCH_ROWS=${BATCH_ROWS:-1000000} DURATION=${DURATION:-10} bash "$B/bench-batch.sh" >"$OUT/batch.md" 2>&1
 echo "bench-batch rc=$?" | tee -a "$summary"
 cat "$OUT/batch.md" | tee -a "$summary"

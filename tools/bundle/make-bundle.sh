@@ -26,6 +26,7 @@
 #              as ../shared/matrices is beside the repository, with
 #   work/      an empty folder that serves as SPMV_ROOT (tests find the
 #              matrices at $SPMV_ROOT/../shared/matrices)
+#   client/    the Python client (clients/python/spmvd), for edges-gpu.sh
 #   run.sh, api_test.py  (from tools/bundle/); wrk (bin/, when this host has
 #              it) with bench-batch.sh for batch-gpu.sh
 # Binaries built here (Debian 12, glibc 2.36) run on the newer glibc there.
@@ -79,9 +80,10 @@ cp tools/bundle/run.sh tools/bundle/common.sh tools/bundle/shm-gpu.sh tools/bund
   tests/e2e/shm_check.py tests/e2e/tap.py tests/e2e/mixed_check.py tools/bundle/packed-gpu.sh tools/bundle/cluster-gpu.sh \
   tools/bundle/bench_scaling.py tools/bundle/wide-gpu.sh tools/bundle/wide_goal.py tools/bundle/solve-gpu.sh tools/bundle/check-gpu.sh \
   tools/bench_solve.py tools/bench_solve_cupy.py tools/solve_problems.py tools/bench-batch.sh tools/bench-api-spmv.lua \
-  tools/bundle/batch-gpu.sh "$BUNDLE/"
+  tools/bundle/batch-gpu.sh tools/bundle/edges-gpu.sh tools/bench_solve_cpu.py "$BUNDLE/"
 cp tests/e2e/lib.sh tests/e2e/cluster_lib.sh tests/e2e/cluster.sh tests/e2e/cluster_vectors.py tests/e2e/tap.py tests/e2e/wide.sh \
   tests/e2e/wide_check.py tests/e2e/preconds_check.py tests/e2e/sparse_util.py "$BUNDLE/e2e/"
+mkdir -p "$BUNDLE/client" && cp -r clients/python/spmvd "$BUNDLE/client/" && rm -rf "$BUNDLE/client/spmvd/__pycache__"
 chmod +x "$BUNDLE/run.sh"
 
 echo "bundle: $(ls "$BUNDLE/bin/real" | tr '\n' ' ')"

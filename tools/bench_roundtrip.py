@@ -10,10 +10,13 @@ uncompressed .npz on --device, and one product of --kernel (runs 1,
 warmup 0) is timed --reps times each way, on one kept-alive connection:
 
 - binary: x as the body (http.client sends it from the NumPy buffer), y read
-  into a preallocated buffer (readinto);
+  into a preallocated buffer (readinto); and the same with http.client's
+  own read() (a fresh buffer each time, as the issue's "raw http.client"
+  figure was taken and as Client.spmv without out= must do);
 - client: the same product through the Python client (spmvd.Client.spmv on
   its own keep-alive connection: y into a new array each time, and with
-  out= into one preallocated array), against the raw binary time;
+  out= into one preallocated array), against the raw binary time and
+  against read();
 - shm: x and y in one registered POSIX shared-memory region, the request a
   small JSON body naming them (the client writes x into the region before
   the clock starts, as a solver whose x lives there would).
@@ -175,6 +178,19 @@ for n in [int(v) for v in a.rows.split(",")]:
             bin_ms.append(dt)
             bin_kernel.append(json.loads(r.getheader("X-SpMV-Stats"))["stats"]["median_ms"])
     bin_ok = bool(np.allclose(y, ref, rtol=1e-12, atol=1e-12))
+    # the same with http.client's own read(): a fresh bytes object each time, as a new y must be
+    fresh_ms = []
+    for i in range(a.reps + 1):
+        t0 = time.perf_counter()
+        r, body = call("POST", "/v1/matrices/%s/spmv?kernel=%s&runs=1&warmup=0" % (mid, a.kernel),
+                       body=memoryview(x).cast("B"), headers={"Content-Type": "application/octet-stream"})
+        dt = (time.perf_counter() - t0) * 1e3
+        if r.status != 200 or len(body) != nbytes:
+            sys.exit("binary spmv (read()): %d %d" % (r.status, len(body)))
+        if i:
+            fresh_ms.append(dt)
+    bin_ok = bin_ok and np.frombuffer(body, np.float64).tobytes() == y.tobytes()
+    del body
     # the Python client, on its own keep-alive connection: a new y each time, then into one array
     client = spmvd.Client(a.url, timeout=600)
     rm = client.get(mid)
@@ -257,7 +273,7 @@ for n in [int(v) for v in a.rows.split(",")]:
     h2d, d2h, how = copy_floor(nbytes)
     k = median(bin_kernel + shm_kernel)
     res = {"rows": n, "bytes_each_way": nbytes, "loopback_ms": loopback_ms(nbytes), "baseline_binary_ms": base_ms,
-           "kernel_ms": k, "binary_ms": median(bin_ms), "client_ms": median(cl_ms), "client_out_ms": median(cl_out_ms),
+           "kernel_ms": k, "binary_ms": median(bin_ms), "read_ms": median(fresh_ms), "client_ms": median(cl_ms), "client_out_ms": median(cl_out_ms),
            "shm_ms": median(shm_ms),
            "h2d_ms": h2d, "d2h_ms": d2h, "copies": how, "floor_ms": k + h2d + d2h, "pinned": pinned,
            "binary_y_ok": bin_ok, "shm_y_ok": shm_ok, "reps": a.reps, "kernel": a.kernel, "device": a.device}
@@ -268,26 +284,31 @@ for n in [int(v) for v in a.rows.split(",")]:
     res["binary_of_loopback"] = res["loopback_ms"] / res["binary_ms"]
     res["client_over_binary"] = res["client_ms"] / res["binary_ms"]
     res["client_out_over_binary"] = res["client_out_ms"] / res["binary_ms"]
+    res["client_over_read"] = res["client_ms"] / res["read_ms"]
     results.append(res)
     print("# %d rows: binary %.2f ms, shm %.2f ms, kernel %.3f ms, floor %.2f ms" %
           (n, res["binary_ms"], res["shm_ms"], k, res["floor_ms"]), file=sys.stderr, flush=True)
 
 print("| rows | MB each way | loopback TCP echo ms (GB/s) | binary HTTP ms (GB/s) | binary / loopback rate "
-      "| Client.spmv ms (GB/s) | Client / binary | Client out= ms (/ binary) | kernel ms | H2D + D2H ms | floor ms "
+      "| read() ms | Client.spmv ms (GB/s) | Client / binary | Client / read() | Client out= ms (/ binary) | kernel ms | H2D + D2H ms | floor ms "
       "| baseline binary ms | shm ms | shm / floor | region pinned | y right |")
-print("| ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | --- | --- |")
+print("| ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: "
+      "| --- | --- |")
 for r in results:
-    print("| %g M | %.0f | %.2f (%.2f) | %.2f (%.2f) | %.0f %% | %.2f (%.2f) | %.2f | %.2f (%.2f) | %.3f | %.2f + %.2f "
+    print("| %g M | %.0f | %.2f (%.2f) | %.2f (%.2f) | %.0f %% | %.2f | %.2f (%.2f) | %.2f | %.2f | %.2f (%.2f) | %.3f | %.2f + %.2f "
           "| %.2f | %s | %.2f | %.2f | %s | %s |" % (
               r["rows"] / 1e6, r["bytes_each_way"] / 1e6, r["loopback_ms"], r["loopback_gbs"], r["binary_ms"],
-              r["binary_gbs"], 100 * r["binary_of_loopback"], r["client_ms"], r["client_gbs"], r["client_over_binary"],
+              r["binary_gbs"], 100 * r["binary_of_loopback"], r["read_ms"], r["client_ms"], r["client_gbs"],
+              r["client_over_binary"], r["client_over_read"],
               r["client_out_ms"], r["client_out_over_binary"], r["kernel_ms"], r["h2d_ms"], r["d2h_ms"], r["floor_ms"],
               "%.2f" % r["baseline_binary_ms"] if r["baseline_binary_ms"] else "-", r["shm_ms"],
               r["shm_ms"] / r["floor_ms"], "yes" if r["pinned"] else "no",
               "yes" if r["binary_y_ok"] and r["shm_y_ok"] else "NO"))
 print()
 print("Kernel %s on %s, %d reps each (medians; the first request of each kind not counted); copies: %s. GB/s "
-      "counts x + y; \"binary / loopback rate\" is the loopback echo's time over the binary round trip's." % (
+      "counts x + y; \"binary / loopback rate\" is the loopback echo's time over the binary round trip's; \"binary HTTP\" "
+      "reads y into one array kept across requests, \"read()\" is http.client's own read() (a fresh buffer each time, "
+      "as Client.spmv makes a fresh y)." % (
           a.kernel, a.device, a.reps, results[0]["copies"] if results else "-"))
 if a.json:
     json.dump(results, open(a.json, "w"), indent=1)

@@ -25,6 +25,7 @@
 #include <time.h>
 
 #include "daemon/jobs.h"
+#include "daemon/jsondump.h"
 #include "daemon/memory.h"
 #include "daemon/store.h"
 #include "spmv.h"
@@ -74,8 +75,6 @@ static void unlisted(job_registry *r, job *j)
     pthread_mutex_unlock(&j->lock);
 }
 
-/* As the API writes JSON (api_json_dump): reals round-trip, keys in order. */
-#define DUMP_FLAGS (JSON_COMPACT | JSON_REAL_PRECISION(17) | JSON_PRESERVE_ORDER)
 
 static const char *const state_names[] = {"queued", "running", "done", "failed"};
 
@@ -442,7 +441,7 @@ char *job_to_text(job *j, size_t *len)
     if (!j->text || j->state != JOB_DONE) {
         pthread_mutex_unlock(&j->lock);
         json_t *o = job_to_json(j);
-        char *s = o ? json_dumps(o, DUMP_FLAGS) : NULL, *nl;
+        char *s = o ? spmvd_json_dump(o, NULL) : NULL, *nl;
         json_decref(o);
         *len = s ? strlen(s) : 0;
         if (s && (nl = realloc(s, *len + 2))) { /* a trailing newline, as every answer has */
@@ -453,7 +452,7 @@ char *job_to_text(job *j, size_t *len)
         return s;
     }
     json_t *o = envelope(j);
-    char *head = o ? json_dumps(o, DUMP_FLAGS) : NULL; /* {...}: the result goes before its '}' */
+    char *head = o ? spmvd_json_dump(o, NULL) : NULL; /* {...}: the result goes before its '}' */
     json_decref(o);
     size_t hl = head ? strlen(head) : 0, tl = j->text_len;
     while (tl > 0 && (j->text[tl - 1] == '\n' || j->text[tl - 1] == ' '))

@@ -69,6 +69,22 @@ sys.exit(0 if timings and not long_ones else 1)
 PY
 check "timings are written with at most 6 significant digits ($(head -1 "$E2E_TMP/digits"))" [ $? -eq 0 ]
 check "y keeps every float64 digit" grep -q 'y_round_trip True' "$E2E_TMP/digits"
+# a job's envelope (queue_ms, run_ms, age_s) is written as the answers are
+curl -s -H 'Content-Type: application/json' -d '{"runs": 3, "kernels": ["cpu.csr.serial"]}' \
+  "$SPMVD_URL/v1/matrices/$ID/bench" >"$E2E_TMP/job.json"
+JOB=$(jget 'd["id"]' "$E2E_TMP/job.json")
+curl -s "$SPMVD_URL/v1/jobs/$JOB?wait=30" >"$E2E_TMP/job.json"
+"$PYTHON" - "$E2E_TMP/job.json" >"$E2E_TMP/jobdigits" <<'PY'
+import json, re, sys
+text = open(sys.argv[1]).read()
+d = json.loads(text)
+timings = re.findall(r'"(\w+_ms|\w+_s|gflops|gbps)":(-?[0-9.eE+-]+)', text)
+digits = lambda v: len(re.sub(r"[eE].*$", "", v).replace("-", "").replace(".", "").lstrip("0").rstrip("0") or "0")
+long_ones = [(k, v) for k, v in timings if digits(v) > 6]
+print("state", d.get("state"), "timings", len(timings), "longer than 6 digits:", long_ones)
+sys.exit(0 if d.get("state") == "done" and "run_ms" in d and "queue_ms" in d and not long_ones else 1)
+PY
+check "a job's text (envelope and result) writes timings with at most 6 digits ($(head -1 "$E2E_TMP/jobdigits"))" [ $? -eq 0 ]
 
 # ---------------------------------------------- spmvctl bench, skipped
 if [ -x "$SPMVCTL" ]; then

@@ -17,6 +17,7 @@
 
 #include <jansson.h>
 
+#include <ctype.h>
 #include <errno.h>
 #include <getopt.h>
 #include <inttypes.h>
@@ -1110,6 +1111,28 @@ static int show_job(const ctl *c, const spmv_client_job *j)
     return EXIT_OK;
 }
 
+/* {"kernels":[...],"runs":N,"warmup":N,"threads":[1,2,4]} for bench --threads
+ * (checked by take_option to be digits and commas), or NULL. */
+static char *bench_sweep_body(const ctl *c, const char *const *kernels)
+{
+    json_t *o = json_object(), *ts = json_array();
+    char *copy = strdup(c->threads), *save = NULL;
+    for (char *t = copy ? strtok_r(copy, ",", &save) : NULL; t; t = strtok_r(NULL, ",", &save))
+        json_array_append_new(ts, json_integer(atoll(t)));
+    free(copy);
+    if (kernels) {
+        json_t *ks = json_array();
+        for (size_t i = 0; kernels[i]; i++) json_array_append_new(ks, json_string(kernels[i]));
+        json_object_set_new(o, "kernels", ks);
+    }
+    if (c->runs) json_object_set_new(o, "runs", json_integer(c->runs));
+    if (c->warmup) json_object_set_new(o, "warmup", json_integer(c->warmup));
+    json_object_set_new(o, "threads", ts);
+    char *text = json_dumps(o, JSON_COMPACT);
+    json_decref(o);
+    return text;
+}
+
 static int cmd_bench(ctl *c, int argc, char **argv)
 {
     const char *names[64];
@@ -1128,7 +1151,14 @@ static int cmd_bench(ctl *c, int argc, char **argv)
         }
         o.kernels = names;
     }
-    spmv_client_status st = spmv_client_bench_start(c->h, argv[0], &o, job_id);
+    spmv_client_status st;
+    if (c->threads) { /* a thread sweep: the route's body as JSON (since client 0.6) */
+        char *body = bench_sweep_body(c, o.kernels);
+        st = body ? spmv_client_bench_start_json(c->h, argv[0], body, job_id) : SPMV_CLIENT_ERR_INVALID;
+        free(body);
+    } else {
+        st = spmv_client_bench_start(c->h, argv[0], &o, job_id);
+    }
     free(list);
     if (st != SPMV_CLIENT_OK) return report(c, argv[0], st);
     if (c->no_wait) {
@@ -1457,9 +1487,11 @@ static const command commands[] = {
      "--y-shm writes y into one (see spmvctl shm); values of the matrix's dtype.\n"
      "--stat mean puts GFLOP/s and GB/s at the mean time of the runs (default: the median).\n"},
     {"bench", cmd_bench,
-     "usage: spmvctl bench ID [--kernels a,b,...] [--runs N] [--warmup N] [--stat mean|median] [--no-wait]\n"
+     "usage: spmvctl bench ID [--kernels a,b,...] [--runs N] [--warmup N] [--stat mean|median] [--threads 1,2,4]\n"
+     "                        [--no-wait]\n"
      "Benchmarks the listed kernels (default: all available) as a job, waits for it\n"
      "(a progress bar on a terminal) and prints the table. --no-wait prints the job id.\n"
+     "--threads sweeps the CPU kernels that take threads over those counts (a row each).\n"
      "--stat mean puts the rates, speedup and efficiency (speedup over cpu.csr.serial\n"
      "per thread) at the mean time of the runs (default: the median).\n"},
     {"spmspm", cmd_spmspm,
@@ -1799,7 +1831,11 @@ static int take_study_option(ctl *c, int opt, const char *arg)
     case OPT_DTYPES: c->dtypes = arg; break;
     case OPT_FROM: c->from = arg; break;
     case OPT_SPMSPM: c->spmspm = arg; break;
-    case OPT_THREADS: c->threads = arg; break;
+    case OPT_THREADS:
+        if (!arg[0] || strspn(arg, "0123456789,") != strlen(arg) || strstr(arg, ",,") || arg[0] == ',')
+            return usage_error("--threads takes thread counts, comma-separated (1,2,4), not %s", arg);
+        c->threads = arg;
+        break;
     case OPT_PLOT: c->plot = true; break;
     case OPT_MAX_NNZ:
         rc = int_option(arg, 1, LONG_MAX, "--max-nnz wants a positive integer, not %s", &v);
@@ -1858,8 +1894,6 @@ static int study_check_options(const ctl *c)
         free(copy);
         if (bad) return usage_error("--dtypes takes float32 and/or float64, comma-separated, not %s", c->dtypes);
     }
-    if (c->threads && strspn(c->threads, "0123456789,") != strlen(c->threads))
-        return usage_error("--threads takes thread counts, comma-separated (1,2,4), not %s", c->threads);
     return EXIT_OK;
 }
 
@@ -1904,6 +1938,29 @@ static int connect_client(ctl *c)
     return EXIT_OK;
 }
 
+/* Every command option given is one the command's usage names: an option
+ * another command takes is refused, never ignored (the global ones, --url
+ * to --json, go with every command). */
+static int command_takes_options(const ctl *c, const command *cmd)
+{
+    for (int opt = OPT_NAME; opt < OPT_LAST; opt++) {
+        if (opt - 256 >= (int)sizeof c->seen || !c->seen[opt - 256]) continue;
+        const char *name = option_name(opt), *p = cmd->help;
+        size_t n = strlen(name);
+        bool named = false;
+        while (!named && (p = strstr(p, "--"))) {
+            p += 2;
+            named = strncmp(p, name, n) == 0 && !(isalnum((unsigned char)p[n]) || p[n] == '-');
+        }
+        if (!named) {
+            fprintf(stderr, "spmvctl: %s does not take --%s (spmvctl %s --help lists its options)\n", cmd->name, name,
+                    cmd->name);
+            return EXIT_USAGE;
+        }
+    }
+    return EXIT_OK;
+}
+
 int main(int argc, char **argv)
 {
     ctl c = {.argc = argc, .argv = argv};
@@ -1926,6 +1983,7 @@ int main(int argc, char **argv)
         fputs(cmd->help, stdout);
         return EXIT_OK;
     }
+    if ((rc = command_takes_options(&c, cmd)) != EXIT_OK) return rc;
     if ((rc = connect_client(&c)) != EXIT_OK) return rc;
     rc = cmd->run(&c, argc - optind - 1, argv + optind + 1);
     spmv_client_free(c.h);

@@ -248,6 +248,13 @@ check "bench table lists both kernels" sh -c "grep -q '^cpu.csr.serial ' '$W/out
 expect_rc 0 "spmvctl bench --stat mean" ctl bench "$ID" --kernels cpu.csr.serial,cpu.csr.omp --runs 2 --stat mean
 check "bench --stat mean: the table says the mean, the baseline and has an efficiency column" \
   sh -c "grep -q 'at the mean time; baseline cpu.csr.serial' '$W/out' && grep -q 'EFFIC' '$W/out'"
+expect_rc 0 "spmvctl bench --threads 1,2 (a thread sweep)" ctl --json bench "$ID" --kernels cpu.csr.omp --runs 2 --threads 1,2
+check "bench --threads 1,2: cpu.csr.omp timed at 1 and at 2 threads" json_field "$W/out" \
+  'sorted(r["threads_used"] for r in d["result"]["results"] if r["kernel"] == "cpu.csr.omp") == [1, 2]'
+expect_rc 1 "spmvctl bench --threads 1,,2 is a usage error" ctl bench "$ID" --threads 1,,2
+expect_rc 1 "spmvctl ls --threads 2: an option ls does not take is refused" ctl ls --threads 2
+check "... naming the command and the option" grep -q "ls does not take --threads" "$W/err"
+expect_rc 1 "spmvctl spmv --kernels (bench's option) is refused, not ignored" ctl spmv "$ID" --x /dev/null --kernels cpu.csr.omp
 expect_rc 0 "spmvctl --json bench --no-wait prints the job" ctl --json bench "$ID" --kernels cpu.csr.serial --no-wait
 JOB=$(json_field "$W/out" 'd["job"]')
 check "bench --no-wait gives a job id" [ -n "$JOB" ]

@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
 """cluster_solve.py URL NP MATRICES_DIR — solves on sharded matrices against SciPy.
 
-Driven by tests/e2e/cluster_solve.sh on `mpirun -np NP spmvd` (CPU ranks).
+Driven by tests/e2e/cluster_solve.sh on `mpirun -np NP spmvd` (CPU ranks;
+GPU ranks with SPMV_CLUSTER_GPU=1).
 Every rank runs the same Krylov loop on its rows (cluster/solve.c); this
 checks the answers the way a user would, from the outside:
 
@@ -45,6 +46,7 @@ import tap
 from tap import ok
 
 URL, NP, MDIR = sys.argv[1], int(sys.argv[2]), sys.argv[3]
+GPU = os.environ.get("SPMV_CLUSTER_GPU", "0") == "1"  # the shards on the ranks' GPUs
 SEED = int(os.environ.get("SPMV_SEED", random.randrange(1 << 30)))
 print("# seed %d" % SEED, flush=True)
 rng = np.random.default_rng(SEED)
@@ -110,7 +112,9 @@ def check_answer(A, b, d, tol, what, x_ref=None, bound=None, want_converged=True
 
 # ------------------------------------------------------------ matrices
 st, d = upload_file(os.path.join(MDIR, "real", "bcsstk13.mtx"), "shard=true&name=bcsstk13.mtx")
-ok(st == 201 and d.get("sharded") and len(d.get("shards", [])) == NP, "bcsstk13 uploads sharded over %d ranks" % NP, d)
+ok(st == 201 and d.get("sharded") and len(d.get("shards", [])) == NP and
+   all(s.get("device", "").startswith("gpu") == GPU for s in d.get("shards", [])),
+   "bcsstk13 uploads sharded over %d ranks, on their %s" % (NP, "GPUs" if GPU else "hosts"), d)
 BC = d.get("id")
 K = scipy.io.mmread(os.path.join(MDIR, "real", "bcsstk13.mtx")).tocsr()
 G = 50
@@ -245,8 +249,12 @@ if bs:
        "block_jacobi with blocks of %d rows across ranks holding %s rows: 422" % (bs, rows), d)
 else:
     tap.skip("every block size dividing the rows tiles every rank's rows here (%s)" % rows)
-st, d = solve(PO, {"b": bl, "kernel": "gpu.csr.vector"})
-ok(st == 409, "a GPU kernel on host shards: 409", d)
+if GPU:
+    st, d = solve(PO, {"b": bl, "kernel": "cpu.csr.omp"})
+    ok(st == 409, "a CPU kernel on GPU shards: 409", d)
+else:
+    st, d = solve(PO, {"b": bl, "kernel": "gpu.csr.vector"})
+    ok(st == 409, "a GPU kernel on host shards: 409", d)
 
 for m in (BC, PO, PW):
     call("DELETE", "/v1/matrices/%s" % m)

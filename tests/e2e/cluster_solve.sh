@@ -12,10 +12,17 @@
 # is a 503 cluster_failed at once, the whole matrix on rank 0 still
 # solves, and SIGTERM to rank 0 still ends the job. Skipped with the reason
 # in a build without MPI, on a host without mpirun, or without SciPy.
+#
+# With SPMV_CLUSTER_GPU=1 (tools/bundle/cluster-gpu.sh on a 2-GPU host) the
+# same on 2 ranks with the shards on their GPUs: the ranks' products on
+# the GPUs, the halo over NCCL, the sums over MPI.
 . "$(dirname "$0")/lib.sh"
 
+GPU=${SPMV_CLUSTER_GPU:-0}
 NP=3
+[ "$GPU" = 1 ] && NP=2
 . "$(dirname "$0")/cluster_lib.sh"
+[ "$GPU" = 1 ] && MPI_FLAGS+=(-x NCCL_NVLS_ENABLE=0)
 need_scipy
 
 if ! start_job $NP; then not_ok "mpirun -np $NP spmvd starts and turns ready" "$(tail -20 "$JOB_LOG")"; done_testing; exit; fi
@@ -23,7 +30,7 @@ ok "mpirun -np $NP spmvd starts and turns ready"
 
 SEED=${SPMV_SEED:-$RANDOM}
 diag "seed $SEED"
-SPMV_SEED=$SEED "$PYTHON" "$(dirname "$0")/cluster_solve.py" "$SPMVD_URL" $NP "$MATRICES" \
+SPMV_SEED=$SEED SPMV_CLUSTER_GPU=$GPU "$PYTHON" "$(dirname "$0")/cluster_solve.py" "$SPMVD_URL" $NP "$MATRICES" \
   >"$E2E_TMP/cluster_solve.tap" 2>&1
 relay_tap "$E2E_TMP/cluster_solve.tap" $? cluster_solve.py
 check "the job is still healthy after the solves" [ "$(curl -s -o /dev/null -w '%{http_code}' "$SPMVD_URL/v1/ready")" = 200 ]

@@ -10,6 +10,9 @@
 #    every shared real matrix sharded onto the two GPUs and multiplied with
 #    every GPU kernel against SciPy's answer, what sharded matrices refuse,
 #    SIGTERM and restart on 1 rank, a rank hung (SIGSTOP) and one killed;
+#    then tests/e2e/cluster_solve.sh the same way: CG, BiCGSTAB, GMRES and
+#    MINRES on matrices sharded onto the two GPUs against SciPy, and a
+#    rank killed mid-solve;
 # 3. bench_scaling.py (unless BENCH=0): 1 GPU against 2 on a 2-D Poisson
 #    matrix of 205 M non-zeros and a power-law one, and a matrix larger
 #    than one GPU's free memory held across both (options in SCALING_ARGS).
@@ -45,12 +48,23 @@ fi
 MPI=(mpirun --allow-run-as-root --bind-to none -x NCCL_NVLS_ENABLE -x SPMV_ROOT -x CMOCKA_MESSAGE_OUTPUT
   -x OMP_NUM_THREADS=4 ${LD_LIBRARY_PATH:+-x LD_LIBRARY_PATH})
 
-if [ "${TESTS:-1}" = 1 ]; then
+# SUITES: which of mpi (mpi_cluster), products (cluster.sh) and solves
+# (cluster_solve.sh) run; TESTS=0 runs none.
+SUITES=",${SUITES:-mpi,products,solves},"
+[ "${TESTS:-1}" = 1 ] || SUITES=","
+if [[ $SUITES == *,mpi,* ]]; then
   step mpi_cluster_np2 "$OUT/mpi_cluster.log" 240 "${MPI[@]}" -np 2 "$B/bin/mpi_cluster"
   grep -E '^# (SKIP|FAIL)|^not ok|on 2 GPUs' "$OUT/mpi_cluster.log" | head -40 | tee -a "$summary"
+fi
+if [[ $SUITES == *,products,* ]]; then
   step e2e_cluster_gpu "$OUT/e2e_cluster_gpu.log" 300 env SPMV_CLUSTER_GPU=1 SPMVD="$B/bin/spmvd" \
     BUILD="$B/bin" PYTHON="$PY" bash "$B/e2e/cluster.sh"
   grep -E '^not ok|^# ' "$OUT/e2e_cluster_gpu.log" | head -40 | tee -a "$summary"
+fi
+if [[ $SUITES == *,solves,* ]]; then
+  step e2e_cluster_solve_gpu "$OUT/e2e_cluster_solve_gpu.log" 300 env SPMV_CLUSTER_GPU=1 SPMVD="$B/bin/spmvd" \
+    BUILD="$B/bin" PYTHON="$PY" bash "$B/e2e/cluster_solve.sh"
+  grep -E '^not ok|^# ' "$OUT/e2e_cluster_solve_gpu.log" | head -40 | tee -a "$summary"
 fi
 if [ "${BENCH:-1}" = 1 ]; then
   timeout --kill-after=10 "${BENCH_LIMIT:-420}" "$PY" "$B/bench_scaling.py" --bundle "$B" --out "$OUT" \

@@ -20,7 +20,7 @@
 #              device tool carries at most 64 MiB, so a bundle sent that way
 #              leaves lib-nccl/ behind: its GPU hosts have NCCL 2.28 in
 #              /usr/lib/x86_64-linux-gnu.
-#   e2e/       tests/e2e/lib.sh, cluster.sh and cluster_vectors.py (cluster-gpu.sh runs them),
+#   e2e/       tests/e2e/lib.sh, cluster.sh, cluster_vectors.py, cluster_solve.sh and .py (cluster-gpu.sh runs them),
 #              wide.sh and wide_check.py (wide-gpu.sh runs them)
 #   shared/matrices/{real,conformance/invalid}  the test matrices, laid out
 #              as ../shared/matrices is beside the repository, with
@@ -81,7 +81,8 @@ cp tools/bundle/run.sh tools/bundle/common.sh tools/bundle/shm-gpu.sh tools/bund
   tools/bundle/bench_scaling.py tools/bundle/wide-gpu.sh tools/bundle/wide_goal.py tools/bundle/solve-gpu.sh tools/bundle/check-gpu.sh \
   tools/bench_solve.py tools/bench_solve_cupy.py tools/solve_problems.py tools/bench-batch.sh tools/bench-api-spmv.lua \
   tools/bundle/batch-gpu.sh tools/bundle/edges-gpu.sh tools/bundle/study-gpu.sh tools/bench_solve_cpu.py "$BUNDLE/"
-cp tests/e2e/lib.sh tests/e2e/cluster_lib.sh tests/e2e/cluster.sh tests/e2e/cluster_vectors.py tests/e2e/tap.py tests/e2e/wide.sh \
+cp tests/e2e/lib.sh tests/e2e/cluster_lib.sh tests/e2e/cluster.sh tests/e2e/cluster_vectors.py tests/e2e/cluster_solve.sh \
+  tests/e2e/cluster_solve.py tests/e2e/tap.py tests/e2e/wide.sh \
   tests/e2e/wide_check.py tests/e2e/preconds_check.py tests/e2e/sparse_util.py "$BUNDLE/e2e/"
 mkdir -p "$BUNDLE/client" && cp -r clients/python/spmvd "$BUNDLE/client/" && rm -rf "$BUNDLE/client/spmvd/__pycache__"
 chmod +x "$BUNDLE/run.sh"

@@ -36,3 +36,16 @@ else
 bench-solve:
 	@echo "bench-solve: needs a CUDA build and a GPU host (or BENCH_SOLVE_CPU=1 for the CPU)"
 endif
+
+# make bench-realistic — issue 30's realistic benchmark set
+# (tools/bench_realistic.py): the same bundle and wheels; on the GPU host
+# `bash bundle/realistic-gpu.sh` (docs/benchmarks/realistic.md).
+.PHONY: bench-realistic
+ifeq ($(HAVE_CUDA),1)
+bench-realistic: bench-solve
+	@echo "bench-realistic: on the GPU host run: bash $(BUNDLE)/realistic-gpu.sh (results under \$$OUT)"
+else
+bench-realistic:
+	@echo "bench-realistic: needs a CUDA build and a GPU host; on this host's CPU kernels:" \
+	  "python3 tools/bench_realistic.py URL OUT --device cpu --size small"
+endif

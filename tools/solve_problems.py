@@ -16,6 +16,15 @@ Three problems people really solve (issue 29's benchmark):
                       three dofs (interleaved: x y z of node i at rows 3i..3i+2),
                       from which the rigid-body modes follow.
 
+And for issue 30's realistic benchmark set (tools/bench_realistic.py):
+
+  p1_poisson_disk(r)  P1 Poisson on scikit-fem's unstructured triangulation
+                      of the unit disk refined r times (its own node order),
+                      Dirichlet boundary kept as identity rows;
+  convection_diffusion(n, peclet)  the 7-point upwind discretisation of
+                      -lap u + v . grad u on an n^3 grid with a rotating
+                      velocity field v (non-symmetric), Dirichlet boundary.
+
 Each returns a scipy.sparse CSR (float64) with sorted indices. NumPy and
 SciPy only, but elasticity_p2 (scikit-fem, a PyPI package carried as a
 wheel to the GPU host).
@@ -93,6 +102,53 @@ def elasticity_p2(n, young=1e3, poisson=0.3):
     a.sort_indices()
     xyz = basis.doflocs[:, keep].T[0::3]  # the dofs come in x, y, z triples per node
     return a, np.ascontiguousarray(xyz)
+
+
+def p1_poisson_disk(r):
+    import skfem
+    from skfem.models.poisson import laplace
+    m = skfem.MeshTri.init_circle(r)
+    basis = skfem.Basis(m, skfem.ElementTriP1())
+    a = skfem.asm(laplace, basis).tocsr()
+    bnd = basis.get_dofs().all()
+    keep = np.ones(a.shape[0], bool)
+    keep[bnd] = False
+    d = sp.diags(keep.astype(float))
+    a = (d @ a @ d + sp.diags((~keep).astype(float))).tocsr()  # boundary rows and columns: identity
+    a.eliminate_zeros()
+    a.sort_indices()
+    return a
+
+
+def convection_diffusion(n, peclet=50.0):
+    N = n ** 3
+    h = 1.0 / (n + 1)
+    c = (np.arange(n) + 1) * h - 0.5
+    x, y, _ = np.meshgrid(c, c, c, indexing="ij")
+    vel = [-peclet * y, peclet * x, np.full_like(x, 0.2 * peclet)]  # a rotation about z, and a drift along it
+    idx = np.arange(N, dtype=np.int64).reshape(n, n, n)
+    diag = np.full(N, 6.0 / h ** 2)
+    rows, cols, vals = [], [], []
+    for ax in range(3):
+        v = vel[ax].ravel()
+        up = np.maximum(v, 0) / h  # upwind: the neighbour the flow comes from
+        dn = np.maximum(-v, 0) / h
+        diag += up + dn
+        for shift, w in ((-1, up), (1, dn)):
+            src = [slice(None)] * 3
+            dst = [slice(None)] * 3
+            src[ax] = slice(1, n) if shift == -1 else slice(0, n - 1)
+            dst[ax] = slice(0, n - 1) if shift == -1 else slice(1, n)
+            i, j = idx[tuple(src)].ravel(), idx[tuple(dst)].ravel()
+            rows.append(i)
+            cols.append(j)
+            vals.append(-1.0 / h ** 2 - w[i])
+    rows.append(np.arange(N))
+    cols.append(np.arange(N))
+    vals.append(diag)
+    a = sp.csr_matrix((np.concatenate(vals), (np.concatenate(rows), np.concatenate(cols))), shape=(N, N))
+    a.sort_indices()
+    return a
 
 
 def rigid_body_modes(xyz):

@@ -1,5 +1,5 @@
 # common.sh — what the GPU host's scripts share (sourced by run.sh,
-# shm-gpu.sh, packed-gpu.sh, wide-gpu.sh, cluster-gpu.sh, check-gpu.sh, batch-gpu.sh, edges-gpu.sh, study-gpu.sh, realistic-gpu.sh and
+# shm-gpu.sh, packed-gpu.sh, wide-gpu.sh, cluster-gpu.sh, check-gpu.sh, batch-gpu.sh, edges-gpu.sh, study-gpu.sh, realistic-gpu.sh, kernels-gpu.sh and
 # solve-gpu.sh; copied into the bundle by make-bundle.sh). They set B, the
 # bundle's folder, first.
 #

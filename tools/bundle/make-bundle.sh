@@ -81,7 +81,7 @@ cp tools/bundle/run.sh tools/bundle/common.sh tools/bundle/shm-gpu.sh tools/bund
   tools/bundle/bench_scaling.py tools/bundle/wide-gpu.sh tools/bundle/wide_goal.py tools/bundle/solve-gpu.sh tools/bundle/check-gpu.sh \
   tools/bench_solve.py tools/bench_solve_cupy.py tools/solve_problems.py tools/bench-batch.sh tools/bench-api-spmv.lua \
   tools/bundle/batch-gpu.sh tools/bundle/edges-gpu.sh tools/bundle/study-gpu.sh tools/bench_solve_cpu.py \
-  tools/bundle/realistic-gpu.sh tools/bench_realistic.py "$BUNDLE/"
+  tools/bundle/realistic-gpu.sh tools/bench_realistic.py tools/bundle/kernels-gpu.sh "$BUNDLE/"
 cp tests/e2e/lib.sh tests/e2e/cluster_lib.sh tests/e2e/cluster.sh tests/e2e/cluster_vectors.py tests/e2e/cluster_solve.sh \
   tests/e2e/cluster_solve.py tests/e2e/tap.py tests/e2e/wide.sh \
   tests/e2e/wide_check.py tests/e2e/preconds_check.py tests/e2e/sparse_util.py "$BUNDLE/e2e/"

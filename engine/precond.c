@@ -219,12 +219,13 @@ int spmv_precond_setup(spmv_gpu_ctx *ctx, const spmv_csr *a, const spmv_precond_
     spmv_precond *p = calloc(1, sizeof *p);
     if (!p)
         return spmv_error_set(err, SPMV_ERR_NOMEM, 0, "out of memory for a preconditioner");
-    p->o = *o;
-    p->o.amg.near_nullspace = NULL; /* the caller's array is not kept */
+    p->o = *o; /* the setup reads the caller's near-nullspace; it is not kept after */
     p->ops = precond_ops_of(o->type);
     p->device = ctx ? SPMV_DEVICE_GPU : SPMV_DEVICE_CPU;
     p->rows = a->rows;
-    if ((st = p->ops->setup(ctx, p, a, err))) {
+    st = p->ops->setup(ctx, p, a, err);
+    p->o.amg.near_nullspace = NULL;
+    if (st) {
         spmv_precond_free(ctx, p);
         return st;
     }

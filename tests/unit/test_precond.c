@@ -208,6 +208,73 @@ static void test_types_converge(void **state)
     }
 }
 
+/* AMG built through spmv_precond_setup with a near-nullspace uses it: on
+ * three decoupled copies of a 2-D Poisson matrix (blocks of 3) with the six
+ * rigid-body modes of its grid, each aggregate holds more coarse unknowns
+ * than the 3 of the default candidates, so the coarse level has more rows
+ * than the same setup without the near-nullspace (the setup once read a
+ * copy of the options whose near-nullspace had already been cleared, and
+ * silently used the 3 translations). The caller's array is not kept. */
+static void test_amg_near_nullspace(void **state)
+{
+    (void)state;
+    int64_t side = 20 + tu_rng_range(&rng, 0, 6);
+    op_ctx o;
+    poisson(side, SPMV_FLOAT64, &o.m);
+    int32_t n = o.m.rows;
+    const spmv_csr *s = &o.m.csr;
+    spmv_coo coo;
+    spmv_error err = {0};
+    assert_int_equal(spmv_coo_alloc(&coo, 3 * n, 3 * n, 3 * s->nnz, SPMV_FLOAT64, &err), SPMV_OK);
+    int64_t e = 0;
+    for (int32_t i = 0; i < n; i++)
+        for (int c = 0; c < 3; c++)
+            for (int32_t p = s->row_ptr[i]; p < s->row_ptr[i + 1]; p++, e++) {
+                coo.row[e] = 3 * i + c;
+                coo.col[e] = 3 * s->col[p] + c;
+                ((double *)coo.val)[e] = ((const double *)s->val)[p];
+            }
+    spmv_matrix v;
+    build(&coo, SPMV_FLOAT64, &v);
+    double *xyz = malloc((size_t)n * 3 * sizeof *xyz), *ns = malloc((size_t)n * 18 * sizeof *ns);
+    assert_non_null(xyz);
+    assert_non_null(ns);
+    for (int32_t i = 0; i < n; i++) {
+        xyz[3 * i] = (double)(i % side);
+        xyz[3 * i + 1] = (double)(i / side);
+        xyz[3 * i + 2] = 0.25 * (double)((i * 7) % 3); /* off the plane: no mode is dependent on an aggregate */
+    }
+    spmv_amg_rigid_body(n, xyz, ns);
+    int32_t coarse[2];
+    for (int with = 0; with < 2; with++) {
+        spmv_precond_options po;
+        spmv_precond_defaults(&po, SPMV_PRECOND_AMG);
+        po.block_size = 3;
+        po.amg.block_size = 3;
+        po.amg.max_coarse = 50;
+        po.amg.max_levels = 2;
+        if (with) {
+            po.amg.near_nullspace = ns;
+            po.amg.nullspace_k = 6;
+        }
+        spmv_precond *p = NULL;
+        assert_int_equal(spmv_precond_setup(NULL, &v.csr, &po, &p, &err), SPMV_OK);
+        spmv_precond_info info;
+        spmv_precond_info_of(p, &info);
+        coarse[with] = info.coarse_rows;
+        assert_true(info.levels == 2);
+        spmv_precond_free(NULL, p);
+    }
+    print_message("# amg on %d rows, blocks of 3: coarse rows %d with the 3 translations, %d with the 6 rigid-body "
+                  "modes\n", 3 * n, coarse[0], coarse[1]);
+    assert_true(coarse[0] % 3 == 0 && coarse[1] > coarse[0]);
+    assert_true(coarse[1] == 2 * coarse[0]); /* the same aggregates, 6 columns each instead of 3 */
+    free(xyz);
+    free(ns);
+    spmv_matrix_free(&v);
+    spmv_matrix_free(&o.m);
+}
+
 /* ilu0 (and block_jacobi) under BiCGSTAB and GMRES on convection-diffusion. */
 static void test_nonsymmetric(void **state)
 {
@@ -667,7 +734,8 @@ int main(void)
 {
     tu_rng_init(&rng, tu_seed());
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_types_converge),      cmocka_unit_test(test_nonsymmetric),
+        cmocka_unit_test(test_types_converge),      cmocka_unit_test(test_amg_near_nullspace),
+        cmocka_unit_test(test_nonsymmetric),
         cmocka_unit_test(test_block_jacobi_apply),  cmocka_unit_test(test_chebyshev_apply),
         cmocka_unit_test(test_factor_apply),        cmocka_unit_test(test_host_float32_option),
         cmocka_unit_test(test_vector_dtypes),

@@ -40,6 +40,16 @@ static const spmv_param_desc params[SPMV_PARAM_COUNT] = {
     [SPMV_PARAM_SCHEDULE] = {"schedule", 1, 1, 2,
                              "cpu.hll.omp: 1 = static (each thread one contiguous, equal range of slices, "
                              "as the HLL study), 2 = dynamic (groups of 8 slices handed to whichever thread is free)"},
+    [SPMV_PARAM_OUTPUT] = {"output", 1, 1, 2,
+                           "gpu.spmspm.thread_row and block_row, how C's entries find their place: 1 = atomic (the "
+                           "SpMSpM study's kernels 0 and 1: one global atomic counter hands each entry a slot, C "
+                           "comes out as unordered COO triplets and is sorted into CSR), 2 = scan (a count pass, a "
+                           "scan of the row counts, each row written in place in order)"},
+    [SPMV_PARAM_ACCUMULATE] = {"accumulate", 1, 1, 2,
+                               "gpu.spmspm.warp_nnz, where products are summed: 1 = shared (the SpMSpM study's "
+                               "kernel 3: a block per row of A, a shared-memory row accumulator of 32 columns, the "
+                               "first warp writing), 2 = sort (every product written, then a radix sort and a "
+                               "reduce-by-key)"},
 };
 
 static const spmv_kernel kernels[] = {
@@ -136,18 +146,26 @@ static const spmv_kernel kernels[] = {
      "C = A*B as the SpMSpM study's sequential baseline (docs/kernels.md): A's entries as COO triplets, each times B's row (CSR), "
      "summed into a hash map keyed by i*cols(B)+j, sorted into C at the end; one thread",
      SPMV_OP_SPMSPM, 1, SPMV_IMPL_CPU_SPMSPM_HASH},
-    {"gpu.spmspm.thread_row", SPMV_DEVICE_GPU, SPMV_FMT_CSR, BS,
-     "C = A*B, a thread per row of A, output columns in chunks of 32 with a private accumulator", SPMV_OP_SPMSPM, 1,
-     SPMV_IMPL_GPU_SPMSPM_THREAD_ROW},
-    {"gpu.spmspm.block_row", SPMV_DEVICE_GPU, SPMV_FMT_CSR, BS,
-     "C = A*B, a block per row of A, shared-memory accumulator over column chunks (shared atomics)",
+    {"gpu.spmspm.thread_row", SPMV_DEVICE_GPU, SPMV_FMT_CSR, BS | P(SPMV_PARAM_OUTPUT),
+     "C = A*B, a thread per row of A, output columns in chunks of 32 with a private accumulator; `output` 1: each "
+     "entry's slot from one global atomic counter (COO triplets, then sorted), 2: count pass and scan",
+     SPMV_OP_SPMSPM, 1, SPMV_IMPL_GPU_SPMSPM_THREAD_ROW},
+    {"gpu.spmspm.block_row", SPMV_DEVICE_GPU, SPMV_FMT_CSR, BS | P(SPMV_PARAM_OUTPUT),
+     "C = A*B, a block per row of A, shared-memory accumulator over column chunks (shared atomics); `output` 1: "
+     "each entry's slot from one global atomic counter (COO triplets, then sorted), 2: count pass and scan",
      SPMV_OP_SPMSPM, 1, SPMV_IMPL_GPU_SPMSPM_BLOCK_ROW},
     {"gpu.spmspm.block_counter", SPMV_DEVICE_GPU, SPMV_FMT_CSR, BS,
      "C = A*B as block_row, output through a block-private counter and one global atomic per block, "
      "then a segmented sort", SPMV_OP_SPMSPM, 1, SPMV_IMPL_GPU_SPMSPM_BLOCK_COUNTER},
-    {"gpu.spmspm.warp_nnz", SPMV_DEVICE_GPU, SPMV_FMT_CSR, BS,
-     "C = A*B, a warp per non-zero of A walking B's row coalesced, ballot/popc compaction, one atomic per warp "
-     "per chunk; then sort and reduce", SPMV_OP_SPMSPM, 1, SPMV_IMPL_GPU_SPMSPM_WARP_NNZ},
+    {"gpu.spmspm.warp_nnz", SPMV_DEVICE_GPU, SPMV_FMT_CSR, BS | P(SPMV_PARAM_ACCUMULATE),
+     "C = A*B, a warp per non-zero of A walking B's row coalesced; `accumulate` 1: a block per row of A, products "
+     "summed in a shared row accumulator of 32 columns, the first warp writing with ballot/popc and one global "
+     "atomic per chunk (COO triplets, then sorted); 2: every product written (ballot/popc, one atomic per warp "
+     "per 32 products), then sort and reduce", SPMV_OP_SPMSPM, 1, SPMV_IMPL_GPU_SPMSPM_WARP_NNZ},
+    {"gpu.spmspm.warp_nnz_wide", SPMV_DEVICE_GPU, SPMV_FMT_CSR, BS,
+     "C = A*B as warp_nnz `accumulate` 1 with column chunks of 512, every warp of the block writing its 32-column "
+     "part (ballot/popc, one global atomic per warp per part); COO triplets, then sorted",
+     SPMV_OP_SPMSPM, 1, SPMV_IMPL_GPU_SPMSPM_WARP_NNZ_WIDE},
     {"cusparse.spgemm", SPMV_DEVICE_GPU, SPMV_FMT_CSR, 0,
      "C = A*B with cuSPARSE generic SpGEMM (work estimation, compute, copy)", SPMV_OP_SPMSPM, 1,
      SPMV_IMPL_CUSPARSE_SPGEMM},

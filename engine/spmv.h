@@ -655,6 +655,8 @@ typedef enum spmv_param_id {
     SPMV_PARAM_NNZ_PER_WG,      /* gpu.csr.adaptive row-block size */
     SPMV_PARAM_SPAN,            /* cpu.csr.chunked: chunk width over x, in columns */
     SPMV_PARAM_SCHEDULE,        /* cpu.hll.omp: 1 static block partition, 2 dynamic */
+    SPMV_PARAM_OUTPUT,          /* gpu.spmspm.thread_row / block_row: 1 global atomic counter, 2 count + scan */
+    SPMV_PARAM_ACCUMULATE,      /* gpu.spmspm.warp_nnz: 1 shared row accumulator, 2 every product, sorted */
     SPMV_PARAM_COUNT
 } spmv_param_id;
 
@@ -719,6 +721,7 @@ typedef enum spmv_impl {
     SPMV_IMPL_GPU_SPMSPM_WARP_NNZ,
     SPMV_IMPL_CUSPARSE_SPGEMM,
     SPMV_IMPL_CPU_SPMSPM_HASH,
+    SPMV_IMPL_GPU_SPMSPM_WARP_NNZ_WIDE,
     SPMV_IMPL_COUNT
 } spmv_impl;
 

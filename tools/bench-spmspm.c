@@ -10,7 +10,9 @@
  * identical structure and max |c - ref| / max |ref|. It prints one
  * Markdown table per (A, width): median ms, GFLOP/s (2 flops per
  * multiply-add), C's non-zeros, and the speed relative to cusparse.spgemm
- * (its median over the kernel's). Asserts nothing on timings; the exit
+ * and to gpu.spmspm.thread_row's default (the SpMSpM study's kernel 0, the
+ * study's baseline): its median over the kernel's. A kernel with an
+ * algorithm parameter (`output`, `accumulate`) has a row per value. Asserts nothing on timings; the exit
  * status is non-zero only when a kernel fails or disagrees.
  */
 #include <getopt.h>
@@ -126,8 +128,12 @@ static int thin_b(int32_t rows, int32_t cols, int32_t per_row, uint64_t seed, sp
 
 /* -------------------------------------------------------------- kernels */
 
+#define MAX_ROWS 32
+
 typedef struct row {
     const spmv_kernel *k;
+    spmv_params p;
+    char label[96]; /* the kernel, and its algorithm parameter when one is set */
     spmv_stats st;
     spmv_csr c;
     int rc;
@@ -139,38 +145,80 @@ static void run_kernel(spmv_gpu_ctx *ctx, spmv_gpu_matrix *ga, spmv_gpu_matrix *
 {
     spmv_error err = {0};
     if (r->k->device == SPMV_DEVICE_GPU)
-        r->rc = spmv_gpu_spmspm(ctx, r->k, ga, gb, NULL, o->warmup, o->runs, &r->c, &r->st, &err);
+        r->rc = spmv_gpu_spmspm(ctx, r->k, ga, gb, &r->p, o->warmup, o->runs, &r->c, &r->st, &err);
     else
-        r->rc = spmv_cpu_spmspm(r->k, a, b, NULL, o->warmup, o->runs, &r->c, &r->st, &err);
+        r->rc = spmv_cpu_spmspm(r->k, a, b, &r->p, o->warmup, o->runs, &r->c, &r->st, &err);
     if (r->rc)
         snprintf(r->why, sizeof r->why, "%.190s", err.message);
 }
 
-static int print_table(const char *name, const spmv_csr *a, const spmv_csr *b, row *rows, int n, int ref)
+/* The algorithm parameters whose every value the table times (the
+ * default's row comes first, then one row per other value). */
+static const spmv_param_id variant_params[] = {SPMV_PARAM_OUTPUT, SPMV_PARAM_ACCUMULATE};
+
+/* Rows for kernel k: its defaults, then each other value of a parameter
+ * in variant_params it takes. Returns how many were added. */
+static int add_rows(const spmv_kernel *k, row *rows, int room)
+{
+    int n = 0;
+    if (room < 1)
+        return 0;
+    memset(&rows[0], 0, sizeof rows[0]);
+    rows[0].k = k;
+    snprintf(rows[0].label, sizeof rows[0].label, "%s", k->name);
+    n = 1;
+    for (size_t v = 0; v < sizeof variant_params / sizeof variant_params[0]; v++) {
+        const spmv_param_desc *d = spmv_param_get(variant_params[v]);
+        if (!(k->params & (1u << variant_params[v])))
+            continue;
+        snprintf(rows[0].label, sizeof rows[0].label, "%s %s=%d", k->name, d->name, d->def);
+        for (int32_t x = d->min; x <= d->max && n < room; x++) {
+            if (x == d->def)
+                continue;
+            memset(&rows[n], 0, sizeof rows[n]);
+            rows[n].k = k;
+            rows[n].p.v[variant_params[v]] = x;
+            snprintf(rows[n].label, sizeof rows[n].label, "%s %s=%d", k->name, d->name, x);
+            n++;
+        }
+    }
+    return n;
+}
+
+/* `base` (gpu.spmspm.thread_row with its defaults, the study's kernel 0)
+ * is the second speedup column's baseline, as the study's tables are. */
+static int print_table(const char *name, const spmv_csr *a, const spmv_csr *b, row *rows, int n, int ref, int base)
 {
     int bad = 0;
     double ref_ms = ref >= 0 && rows[ref].rc == 0 ? rows[ref].st.median_ms : NAN;
+    double base_ms = base >= 0 && rows[base].rc == 0 ? rows[base].st.median_ms : NAN;
     printf("\n### %s (%d x %d, %" PRId64 " nnz) x B %d x %d (%" PRId64 " nnz), %s\n\n", name, a->rows, a->cols,
            a->nnz, b->rows, b->cols, b->nnz, spmv_dtype_name(a->dtype));
-    printf("| kernel | median ms | GFLOP/s | C nnz | vs %s | max rel. diff |\n| --- | ---: | ---: | ---: | ---: | ---: |\n",
-           ref >= 0 ? rows[ref].k->name : "-");
+    /* the kernel-0 column only where kernel 0 ran (a GPU) */
+    const char *bcol = base >= 0 ? " |" : "", *bsep = base >= 0 ? " ---: |" : "";
+    printf("| kernel | median ms | GFLOP/s | C nnz | vs %s |%s%s max rel. diff |\n"
+           "| --- | ---: | ---: | ---: | ---: |%s ---: |\n",
+           ref >= 0 ? rows[ref].label : "-", base >= 0 ? " vs " : "", base >= 0 ? rows[base].label : "", bsep);
     for (int i = 0; i < n; i++) {
         row *r = &rows[i];
         double e = 0;
         spmv_error err;
         if (r->rc) {
-            printf("| `%s` | failed: %s | | | | |\n", r->k->name, r->why);
+            printf("| `%s` | failed: %s | | | | |%s\n", r->label, r->why, bcol);
             bad++;
             continue;
         }
         if (ref >= 0 && rows[ref].rc == 0 && spmv_csr_compare(&r->c, &rows[ref].c, &e, &err) != SPMV_OK) {
-            printf("| `%s` | %.4f | structure differs: %s | | | |\n", r->k->name, r->st.median_ms, err.message);
+            printf("| `%s` | %.4f | structure differs: %s | | | |%s\n", r->label, r->st.median_ms, err.message, bcol);
             bad++;
             continue;
         }
         bad += e > (a->dtype == SPMV_FLOAT32 ? 1e-4 : 1e-10);
-        printf("| `%s` | %.4f | %.2f | %" PRId64 " | %.2fx | %.1e |\n", r->k->name, r->st.median_ms, r->st.gflops,
-               r->c.nnz, ref_ms / r->st.median_ms, e);
+        printf("| `%s` | %.4f | %.2f | %" PRId64 " | %.2fx |", r->label, r->st.median_ms, r->st.gflops, r->c.nnz,
+               ref_ms / r->st.median_ms);
+        if (base >= 0)
+            printf(" %.2fx |", base_ms / r->st.median_ms);
+        printf(" %.1e |\n", e);
     }
     fflush(stdout);
     return bad;
@@ -181,8 +229,8 @@ static int bench_pair(spmv_gpu_ctx *ctx, const char *name, const spmv_coo *ca, c
     spmv_csr a = {0}, b = {0};
     spmv_gpu_matrix *ga = NULL, *gb = NULL;
     spmv_error err;
-    row rows[16];
-    int n = 0, ref = -1, bad = 0;
+    row rows[MAX_ROWS];
+    int n = 0, ref = -1, base = -1, bad = 0;
     memset(rows, 0, sizeof rows);
     if (spmv_coo_to_csr(ca, o->dtype, &a, &err) || spmv_coo_to_csr(cb, o->dtype, &b, &err) ||
         (ctx && (spmv_gpu_matrix_upload(ctx, ca, o->dtype, SPMV_FMT_CSR, 32, &ga, NULL, &err) ||
@@ -191,18 +239,21 @@ static int bench_pair(spmv_gpu_ctx *ctx, const char *name, const spmv_coo *ca, c
         bad = 1;
         goto done;
     }
-    for (size_t i = 0; i < spmv_kernel_count() && n < 16; i++) {
+    for (size_t i = 0; i < spmv_kernel_count() && n < MAX_ROWS; i++) {
         const spmv_kernel *k = spmv_kernel_at(i);
         if (k->op != SPMV_OP_SPMSPM || strcmp(k->name, "cpu.spmspm.serial") == 0 ||
             (k->device == SPMV_DEVICE_GPU && !ctx))
             continue;
-        rows[n].k = k;
-        run_kernel(ctx, ga, gb, &a, &b, o, &rows[n]);
+        int added = add_rows(k, &rows[n], MAX_ROWS - n);
         if (strcmp(k->name, ctx ? "cusparse.spgemm" : "cpu.spmspm.omp") == 0)
             ref = n;
-        n++;
+        if (strcmp(k->name, "gpu.spmspm.thread_row") == 0)
+            base = n;
+        for (int j = 0; j < added; j++)
+            run_kernel(ctx, ga, gb, &a, &b, o, &rows[n + j]);
+        n += added;
     }
-    bad = print_table(name, &a, &b, rows, n, ref);
+    bad = print_table(name, &a, &b, rows, n, ref, base);
 done:
     for (int i = 0; i < n; i++)
         spmv_csr_free(&rows[i].c);

@@ -1,47 +1,75 @@
 /* spmspm.cu — the GPU SpMSpM kernels, C = A*B on two resident CSR matrices
- * (SPEC §8): gpu.spmspm.thread_row, block_row, block_counter, warp_nnz and
- * cusparse.spgemm. spmv_gpu_spmspm is the entry point (the SpMSpM
- * counterpart of run.cu's spmv_gpu_run).
+ * (SPEC §8): gpu.spmspm.thread_row, block_row, block_counter, warp_nnz,
+ * warp_nnz_wide and cusparse.spgemm. spmv_gpu_spmspm is the entry point
+ * (the SpMSpM counterpart of run.cu's spmv_gpu_run).
  *
- * The kernels are the steps of the study this operation comes from, each
- * one changing who owns which products and how output space is found:
- *   thread_row     a thread per row of A; the row's output columns are
- *                  visited in chunks of 32 starting at the smallest column
- *                  not yet done (empty chunks are skipped), accumulated in
- *                  a private array with a bit mask, emitted in mask order.
- *   block_row      a block per row of A; a shared-memory accumulator of
- *                  CHUNK_W columns filled with shared atomics, compacted in
- *                  column order with ballot/popc per 32-column tile and a
- *                  scan over the tiles.
- *   block_counter  block_row's accumulation, but output goes through a
- *                  block-private counter (shared atomics, any order) into
- *                  space the block reserved with one global atomic; rows
- *                  land anywhere in a staging buffer, are gathered to their
- *                  CSR place and sorted per row (CUB segmented sort).
- *   warp_nnz       a warp per non-zero a_ik of A walks row k of B 32 entries
- *                  at a time (coalesced), every warp writing its products
- *                  as (row*cols + col, value) pairs through one atomic per
- *                  warp per 32-entry chunk (ballot/popc compaction); a radix
- *                  sort and a reduce-by-key then sum duplicates into sorted
- *                  CSR.
+ * The kernels are the steps of the study this operation comes from
+ * (docs/kernels.md, "The studies' items"), each one changing who owns which
+ * products and how output space is found:
+ *   thread_row     kernel 0: a thread per row of A; the row's output
+ *                  columns are visited in chunks of 32 starting at the
+ *                  smallest column not yet done (empty chunks are
+ *                  skipped), accumulated in a private array with a bit
+ *                  mask, emitted in mask order.
+ *   block_row      kernel 1: a block per row of A; a shared-memory
+ *                  accumulator of CHUNK_W columns filled with shared
+ *                  atomics.
+ *     Both take `output`: 1 (atomic, the study's form) gives every entry
+ *     of C its slot with one atomicAdd on a global counter, so C comes out
+ *     as unordered COO triplets (row, col, val) that are then put in order
+ *     (below); 2 (scan) counts each row first (same walk, no values),
+ *     scans the counts into row_ptr and writes each row in place in order
+ *     (block_row compacting with ballot/popc per 32-column tile).
+ *   block_counter  kernel 2: block_row's accumulation, but output goes
+ *                  through a block-private counter (shared atomics, any
+ *                  order) into space the block reserved with one global
+ *                  atomic; rows land anywhere in a staging buffer, are
+ *                  gathered to their CSR place and sorted per row (CUB
+ *                  segmented sort).
+ *   warp_nnz       `accumulate` 1, kernel 3: a block per row of A, a warp
+ *                  per non-zero a_ik of the row walking row k of B 32
+ *                  entries at a time (coalesced) into a shared row
+ *                  accumulator of 32 columns (shared atomics); the first
+ *                  warp writes the chunk back: a ballot of the lanes whose
+ *                  column was hit, one global atomic for the popc, each
+ *                  lane's slot from the popc of the lanes below it. COO
+ *                  triplets, then put in order.
+ *                  `accumulate` 2: a warp per non-zero of A (grid-wide),
+ *                  every warp writing its products as (row*cols + col,
+ *                  value) pairs through one atomic per warp per 32-entry
+ *                  chunk (ballot/popc compaction); a radix sort and a
+ *                  reduce-by-key then sum duplicates into sorted CSR.
+ *   warp_nnz_wide  kernel 4: warp_nnz `accumulate` 1 with chunks of 512
+ *                  columns, every warp of the block writing its 32-column
+ *                  parts of the chunk the same way (one atomic per warp per
+ *                  part).
  *   cusparse.spgemm  cuSPARSE's generic SpGEMM: work estimation, compute,
  *                  copy.
+ * Like thread_row and block_row, the chunked kernels start each chunk at
+ * the smallest column past the last one (B's rows are sorted), so a wide B
+ * costs chunks only where C has entries.
+ *
  * Whatever the internal order, C leaves here as sorted CSR without
- * duplicates: thread_row and block_row count each row first (same walk,
- * no values), scan the counts into row_ptr and write each row in place in
- * order; block_counter and warp_nnz sort; cuSPARSE's rows are checked and
- * sorted on the host if its output is not (not timed). The pattern is the
- * symbolic product for every kernel (see spmv.h).
+ * duplicates. The COO triplets of the atomic kernels become CSR the way
+ * block_counter's staged rows do: each producing kernel also leaves its
+ * rows' entry counts, a scan makes row_ptr, a scatter puts each triplet in
+ * its row (a per-row atomic cursor), and the segmented sort orders each
+ * row by column. The scan forms write rows in place in order; warp_nnz
+ * `accumulate` 2 sorts; cuSPARSE's rows are checked and sorted on the host
+ * if its output is not (not timed). The pattern is the symbolic product for
+ * every kernel (see spmv.h): an entry is written where a product landed,
+ * even when the sum is 0.
  *
  * Timing: buffers whose size follows from A and B alone (row counts, C
- * sized for min(multiply-adds, rows*cols) entries, sort buffers, CUB's
- * temporary storage, cuSPARSE's buffers from an untimed first pass) are
- * allocated once per call, before warm-up; a timed run is every pass of
- * the product on the stream between two CUDA events, so kernels compare
- * on the work they do, not on cudaMalloc. Temporaries are tracked
- * allocations of a holder matrix (gpu_alloc: the reserve is respected and
- * they show in the device's bytes while the call runs), all freed when the
- * call returns. C is copied back to the host at its exact size.
+ * sized for min(multiply-adds, rows*cols) entries, triplet and sort
+ * buffers, CUB's temporary storage, cuSPARSE's buffers from an untimed
+ * first pass) are allocated once per call, before warm-up; a timed run is
+ * every pass of the product on the stream between two CUDA events, so
+ * kernels compare on the work they do, not on cudaMalloc. Temporaries are
+ * tracked allocations of a holder matrix (gpu_alloc: the reserve is
+ * respected and they show in the device's bytes while the call runs), all
+ * freed when the call returns. C is copied back to the host at its exact
+ * size.
  */
 #include <stdlib.h>
 #include <string.h>
@@ -54,12 +82,16 @@
 
 #define CHUNK_T 32          /* thread_row: columns per private chunk */
 #define CHUNK_W 1024        /* block_row / block_counter: columns per shared chunk */
+#define CHUNK_WARP 32       /* warp_nnz (kernel 3): columns per chunk, one warp writes */
+#define CHUNK_WIDE 512      /* warp_nnz_wide (kernel 4): columns per chunk, every warp writes */
 #define TILES (CHUNK_W / GPU_WARP)
 #define NO_COL INT32_MAX
 #define MAX_RUNS 1000000
 #define MAX_GRID (1u << 20)
 
-enum sp_kind { SP_THREAD_ROW, SP_BLOCK_ROW, SP_BLOCK_COUNTER, SP_WARP_NNZ, SP_CUSPARSE };
+/* SP_WARP_ROW is warp_nnz `accumulate` 1 (the study's kernel 3),
+ * SP_WARP_NNZ its `accumulate` 2. */
+enum sp_kind { SP_THREAD_ROW, SP_BLOCK_ROW, SP_BLOCK_COUNTER, SP_WARP_NNZ, SP_WARP_ROW, SP_WARP_WIDE, SP_CUSPARSE };
 
 /* Everything one call holds: operands, sizes, device buffers. */
 struct sp_call {
@@ -67,12 +99,13 @@ struct sp_call {
     spmv_gpu_matrix *a, *b;
     spmv_gpu_matrix *hold;        /* owner of the temporaries (gpu_alloc) */
     enum sp_kind kind;
+    bool triplets;                /* C comes as COO triplets through a global counter */
     int block;
     int64_t madds, cap;           /* multiply-adds; C's capacity */
     int32_t *counts, *row_ptr, *ccol;
     void *cval;
-    /* block_counter */
-    int32_t *seg, *ucol, *gcol;
+    /* block_counter; the triplet kernels (urow their rows) */
+    int32_t *seg, *urow, *ucol, *gcol;
     void *uval, *gval;
     unsigned long long *counter;
     /* warp_nnz */
@@ -123,46 +156,97 @@ __device__ __forceinline__ void chunk_b_row(const int32_t *__restrict__ brp, con
     }
 }
 
-/* thread_row: count (FILL false: counts[i]) or fill (row i at crp[i]). */
-template <typename T, bool FILL>
+/* C as unordered COO triplets: the atomic kernels take each entry's slot
+ * (or a warp's run of slots) from one global counter. */
+template <typename T> struct triplets {
+    unsigned long long *counter;
+    int32_t *__restrict__ row, *__restrict__ col;
+    T *__restrict__ val;
+};
+
+/* One entry through the global counter (kernels 0 and 1). */
+template <typename T> __device__ __forceinline__ void emit(const triplets<T> &out, int32_t i, int32_t j, T v)
+{
+    unsigned long long pos = atomicAdd(out.counter, 1ull);
+    out.row[pos] = i;
+    out.col[pos] = j;
+    out.val[pos] = v;
+}
+
+/* A warp's entries through one atomic (kernels 3 and 4): the lanes with
+ * `hit` write (row i, column j, v) to consecutive slots in lane order;
+ * returns how many did. Every lane of the warp must call it. */
+template <typename T>
+__device__ __forceinline__ int warp_emit(const triplets<T> &out, bool hit, int32_t i, int32_t j, T v)
+{
+    int lane = threadIdx.x % GPU_WARP;
+    unsigned ball = __ballot_sync(GPU_FULL_MASK, hit);
+    if (!ball)
+        return 0;
+    unsigned long long base = 0;
+    if (lane == 0)
+        base = atomicAdd(out.counter, (unsigned long long)__popc(ball));
+    base = __shfl_sync(GPU_FULL_MASK, base, 0);
+    if (hit) {
+        unsigned long long pos = base + __popc(ball & ((1u << lane) - 1));
+        out.row[pos] = i;
+        out.col[pos] = j;
+        out.val[pos] = v;
+    }
+    return __popc(ball);
+}
+
+/* What a pass of thread_row or block_row does: count each row's entries
+ * (counts[i]), fill rows in place at crp[i] in column order, or emit
+ * triplets through the global counter (counts[i] too, for the sort). */
+enum sp_pass { PASS_COUNT, PASS_FILL, PASS_ATOMIC };
+
+/* thread_row (kernel 0), one pass of it. */
+template <typename T, sp_pass PASS>
 __global__ void __launch_bounds__(1024)
     thread_row_kernel(int32_t rows, const int32_t *__restrict__ arp, const int32_t *__restrict__ acol,
                       const T *__restrict__ aval, const int32_t *__restrict__ brp, const int32_t *__restrict__ bcol,
                       const T *__restrict__ bval, int32_t *counts, const int32_t *__restrict__ crp,
-                      int32_t *__restrict__ ccol, T *__restrict__ cval)
+                      int32_t *__restrict__ ccol, T *__restrict__ cval, triplets<T> trip)
 {
+    const bool values = PASS != PASS_COUNT;
     int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x;
     if (i >= rows)
         return;
     T acc[CHUNK_T];
-    int32_t out = FILL ? crp[i] : 0, c0 = 0;
+    int32_t out = PASS == PASS_FILL ? crp[i] : 0, c0 = 0;
     for (;;) {
         uint32_t mask = 0;
         int32_t next = NO_COL;
         for (int32_t p = arp[i]; p < arp[i + 1]; p++) {
             int32_t k = acol[p];
-            T a = FILL ? aval[p] : T(0);
+            T a = values ? aval[p] : T(0);
             chunk_b_row(brp, bcol, k, c0, CHUNK_T, &next, [&](int32_t d, int32_t q) {
                 uint32_t bit = 1u << d;
-                if (FILL)
+                if (values)
                     acc[d] = (mask & bit) ? acc[d] + a * bval[q] : a * bval[q];
                 mask |= bit;
             });
         }
-        if (FILL) {
+        if (PASS == PASS_COUNT) {
+            out += __popc(mask);
+        } else {
             for (uint32_t m = mask; m; m &= m - 1) {
                 int b = __ffs(m) - 1;
-                ccol[out] = c0 + b;
-                cval[out++] = acc[b];
+                if (PASS == PASS_ATOMIC) {
+                    emit(trip, (int32_t)i, c0 + b, acc[b]);
+                    out++;
+                } else {
+                    ccol[out] = c0 + b;
+                    cval[out++] = acc[b];
+                }
             }
-        } else {
-            out += __popc(mask);
         }
         if (next == NO_COL)
             break;
         c0 = next;
     }
-    if (!FILL)
+    if (PASS != PASS_FILL)
         counts[i] = out;
 }
 
@@ -224,40 +308,57 @@ template <typename T> __device__ void chunk_offsets(chunk_smem<T> *s)
     __syncthreads();
 }
 
-/* block_row: a block per row; count (counts[i]) or fill in column order. */
-template <typename T, bool FILL>
+/* block_row (kernel 1), one pass of it: a block per row. */
+template <typename T, sp_pass PASS>
 __global__ void __launch_bounds__(1024)
     block_row_kernel(const int32_t *__restrict__ arp, const int32_t *__restrict__ acol, const T *__restrict__ aval,
                      const int32_t *__restrict__ brp, const int32_t *__restrict__ bcol, const T *__restrict__ bval,
                      int32_t *counts, const int32_t *__restrict__ crp, int32_t *__restrict__ ccol,
-                     T *__restrict__ cval)
+                     T *__restrict__ cval, triplets<T> trip)
 {
     __shared__ chunk_smem<T> s;
     int64_t i = blockIdx.x;
     int warp = threadIdx.x / GPU_WARP, lane = threadIdx.x % GPU_WARP, nwarps = blockDim.x / GPU_WARP;
-    int32_t out = FILL ? crp[i] : 0, c0 = 0;
+    int32_t out = PASS == PASS_FILL ? crp[i] : 0, c0 = 0, mine = 0;
+    if (threadIdx.x == 0)
+        s.count = 0; /* ordered before its atomics by chunk_accumulate's barrier */
     for (;;) {
-        chunk_accumulate<T, FILL>(&s, i, c0, arp, acol, aval, brp, bcol, bval);
-        chunk_offsets(&s);
-        if (FILL)
-            for (int t = warp; t < TILES; t += nwarps) {
-                int c = t * GPU_WARP + lane;
-                unsigned ball = __ballot_sync(GPU_FULL_MASK, s.flag[c] != 0);
+        chunk_accumulate<T, PASS != PASS_COUNT>(&s, i, c0, arp, acol, aval, brp, bcol, bval);
+        if (PASS == PASS_ATOMIC) { /* the study's kernel 1: one global atomic per entry */
+            for (int c = threadIdx.x; c < CHUNK_W; c += blockDim.x)
                 if (s.flag[c]) {
-                    int32_t pos = out + s.tile_off[t] + __popc(ball & ((1u << lane) - 1));
-                    ccol[pos] = c0 + c;
-                    cval[pos] = s.acc[c];
+                    emit(trip, (int32_t)i, c0 + c, s.acc[c]);
+                    mine++;
                 }
-            }
-        out += s.tile_off[TILES];
+        } else {
+            chunk_offsets(&s);
+            if (PASS == PASS_FILL)
+                for (int t = warp; t < TILES; t += nwarps) {
+                    int c = t * GPU_WARP + lane;
+                    unsigned ball = __ballot_sync(GPU_FULL_MASK, s.flag[c] != 0);
+                    if (s.flag[c]) {
+                        int32_t pos = out + s.tile_off[t] + __popc(ball & ((1u << lane) - 1));
+                        ccol[pos] = c0 + c;
+                        cval[pos] = s.acc[c];
+                    }
+                }
+            out += s.tile_off[TILES];
+        }
         int32_t next = s.next;
         __syncthreads(); /* everyone has read s before the next chunk clears it */
         if (next == NO_COL)
             break;
         c0 = next;
     }
-    if (!FILL && threadIdx.x == 0)
+    if (PASS == PASS_ATOMIC) {
+        if (mine)
+            atomicAdd(&s.count, mine);
+        __syncthreads();
+        if (threadIdx.x == 0)
+            counts[i] = s.count;
+    } else if (PASS == PASS_COUNT && threadIdx.x == 0) {
         counts[i] = out;
+    }
 }
 
 /* block_counter: the row's space reserved with one global atomic; entries
@@ -309,6 +410,92 @@ __global__ void gather_rows_kernel(int32_t rows, const int32_t *__restrict__ seg
             gcol[crp[i] + p] = ucol[seg[i] + p];
             gval[crp[i] + p] = uval[seg[i] + p];
         }
+}
+
+/* warp_nnz `accumulate` 1 (kernel 3, W = CHUNK_WARP, warp 0 writes) and
+ * warp_nnz_wide (kernel 4, W = CHUNK_WIDE, every warp writes): a block per
+ * row i of A, warp w taking the row's non-zeros w, w + nwarps, ...; each
+ * walks its row k of B 32 entries at a time, adding the products whose
+ * columns fall in [c0, c0 + W) into the shared accumulator. B's rows are
+ * sorted, so a warp stops at the first stride that reaches past the chunk,
+ * and the smallest column past it starts the next chunk. */
+template <typename T, int W>
+__global__ void __launch_bounds__(1024)
+    warp_row_kernel(const int32_t *__restrict__ arp, const int32_t *__restrict__ acol, const T *__restrict__ aval,
+                    const int32_t *__restrict__ brp, const int32_t *__restrict__ bcol, const T *__restrict__ bval,
+                    int32_t *counts, triplets<T> trip)
+{
+    __shared__ T acc[W];
+    __shared__ int32_t flag[W];
+    __shared__ int32_t next_s, total_s;
+    int32_t i = (int32_t)blockIdx.x;
+    int warp = threadIdx.x / GPU_WARP, lane = threadIdx.x % GPU_WARP, nwarps = blockDim.x / GPU_WARP;
+    int32_t c0 = 0, a0 = arp[i], a1 = arp[i + 1];
+    if (threadIdx.x == 0)
+        total_s = 0;
+    for (;;) {
+        for (int t = threadIdx.x; t < W; t += blockDim.x) {
+            acc[t] = T(0);
+            flag[t] = 0;
+        }
+        if (threadIdx.x == 0)
+            next_s = NO_COL;
+        __syncthreads();
+        int32_t next = NO_COL;
+        for (int32_t p = a0 + warp; p < a1; p += nwarps) { /* warp-uniform: p, k, end */
+            int32_t k = acol[p], end = brp[k + 1];
+            T a = aval[p];
+            for (int32_t q0 = brp[k]; q0 < end; q0 += GPU_WARP) {
+                int32_t q = q0 + lane;
+                bool valid = q < end;
+                int32_t j = valid ? bcol[q] : 0;
+                bool past = valid && j - c0 >= W; /* j >= c0 there: no overflow */
+                if (valid && j >= c0 && !past) {
+                    atomicAdd(&acc[j - c0], a * bval[q]);
+                    flag[j - c0] = 1;
+                }
+                if (past)
+                    next = min(next, j);
+                if (__any_sync(GPU_FULL_MASK, past))
+                    break;
+            }
+        }
+        if (next != NO_COL)
+            atomicMin(&next_s, next);
+        __syncthreads();
+        /* write-back: kernel 3 the first warp only (W is one warp wide),
+         * kernel 4 every warp over its 32-column parts */
+        for (int c = warp * GPU_WARP; c < W; c += nwarps * GPU_WARP) {
+            int n = warp_emit(trip, flag[c + lane] != 0, i, c0 + c + lane, acc[c + lane]);
+            if (n && lane == 0)
+                atomicAdd(&total_s, n);
+        }
+        int32_t nx = next_s;
+        __syncthreads(); /* the chunk is written and next_s read before it is cleared */
+        if (nx == NO_COL)
+            break;
+        c0 = nx;
+    }
+    if (threadIdx.x == 0)
+        counts[i] = total_s;
+}
+
+/* The triplets into their rows (row_ptr = crp, the scan of counts): each
+ * takes a slot in its row from counts[row], counting it back down to 0
+ * (ready for the next run); the order within a row is any, the segmented
+ * sort fixes it. */
+template <typename T>
+__global__ void scatter_rows_kernel(int64_t n, const int32_t *__restrict__ urow, const int32_t *__restrict__ ucol,
+                                    const T *__restrict__ uval, const int32_t *__restrict__ crp, int32_t *counts,
+                                    int32_t *__restrict__ gcol, T *__restrict__ gval)
+{
+    int64_t e = blockIdx.x * (int64_t)blockDim.x + threadIdx.x;
+    if (e >= n)
+        return;
+    int32_t r = urow[e];
+    int32_t pos = crp[r] + atomicSub(&counts[r], 1) - 1;
+    gcol[pos] = ucol[e];
+    gval[pos] = uval[e];
 }
 
 /* warp_nnz: a warp per non-zero of A (grid-stride over warps). */
@@ -409,7 +596,7 @@ template <typename T> static int size_cub(struct sp_call *c, spmv_error *err)
     int32_t rows = c->a->rows;
     cub::DeviceScan::ExclusiveSum(NULL, n, c->counts, c->row_ptr, rows + 1, s);
     need = n;
-    if (c->kind == SP_BLOCK_COUNTER) {
+    if (c->kind == SP_BLOCK_COUNTER || c->triplets) {
         cub::DeviceSegmentedSort::SortPairs(NULL, n, c->gcol, c->ccol, (T *)c->gval, (T *)c->cval, c->cap, rows,
                                             c->row_ptr, c->row_ptr + 1, s);
         need = n > need ? n : need;
@@ -424,6 +611,16 @@ template <typename T> static int size_cub(struct sp_call *c, spmv_error *err)
     }
     c->cub_bytes = need;
     return sp_alloc(c, &c->cub_tmp, (int64_t)need, 1, "SpMSpM CUB storage", err);
+}
+
+/* All bits set (column -1, NaN in both dtypes), untimed: an entry of C
+ * that no pass writes shows in a comparison as a wrong column or a NaN,
+ * not as a plausible value. */
+static int poison(struct sp_call *c, void *p, int64_t bytes)
+{
+    if (!p || bytes <= 0)
+        return SPMV_OK;
+    return cudaMemsetAsync(p, 0xff, (size_t)bytes, c->ctx->stream) == cudaSuccess ? SPMV_OK : SPMV_ERR_DEVICE;
 }
 
 template <typename T> static int buffers(struct sp_call *c, spmv_error *err)
@@ -444,6 +641,14 @@ template <typename T> static int buffers(struct sp_call *c, spmv_error *err)
          (st = sp_alloc(c, (void **)&c->gcol, c->cap, 4, "SpMSpM gather", err)) ||
          (st = sp_alloc(c, &c->gval, c->cap, vs, "SpMSpM gather", err))))
         return st;
+    if (c->triplets &&
+        ((st = sp_alloc(c, (void **)&c->counter, 1, 8, "SpMSpM counter", err)) ||
+         (st = sp_alloc(c, (void **)&c->urow, c->cap, 4, "C as COO triplets", err)) ||
+         (st = sp_alloc(c, (void **)&c->ucol, c->cap, 4, "C as COO triplets", err)) ||
+         (st = sp_alloc(c, &c->uval, c->cap, vs, "C as COO triplets", err)) ||
+         (st = sp_alloc(c, (void **)&c->gcol, c->cap, 4, "SpMSpM rows to sort", err)) ||
+         (st = sp_alloc(c, &c->gval, c->cap, vs, "SpMSpM rows to sort", err))))
+        return st;
     if (c->kind == SP_WARP_NNZ &&
         ((st = sp_alloc(c, (void **)&c->counter, 1, 8, "SpMSpM counter", err)) ||
          (st = sp_alloc(c, (void **)&c->nruns, 1, 8, "SpMSpM run count", err)) ||
@@ -455,6 +660,11 @@ template <typename T> static int buffers(struct sp_call *c, spmv_error *err)
         return st;
     if (c->kind != SP_CUSPARSE && (st = size_cub<T>(c, err)))
         return st;
+    if ((st = poison(c, c->row_ptr, (rows + 1) * 4)) || (st = poison(c, c->ccol, c->cap * 4)) ||
+        (st = poison(c, c->cval, c->cap * (int64_t)vs)) ||
+        (c->triplets && ((st = poison(c, c->urow, c->cap * 4)) || (st = poison(c, c->ucol, c->cap * 4)) ||
+                         (st = poison(c, c->uval, c->cap * (int64_t)vs)))))
+        return spmv_error_set(err, st, 0, "poisoning C");
     return cuda_ok(cudaMemsetAsync(c->counts, 0, (size_t)(rows + 1) * 4, c->ctx->stream), err, "cudaMemsetAsync");
 }
 
@@ -467,27 +677,100 @@ static int scan_counts(struct sp_call *c, spmv_error *err)
                    err, "scanning C's row counts");
 }
 
+template <typename T> static triplets<T> trip_of(const struct sp_call *c)
+{
+    triplets<T> t = {c->counter, c->urow, c->ucol, (T *)c->uval};
+    return t;
+}
+
+/* C's entry count, the last of row_ptr, to the host (the sort's item
+ * count). With `counter`, the triplet counter too, which must agree: a
+ * row count that misses an entry, or an entry written twice, shows here. */
+static int read_nnz(struct sp_call *c, bool counter, const char *what, int32_t *nnz, spmv_error *err)
+{
+    cudaStream_t s = c->ctx->stream;
+    unsigned long long written = 0;
+    int st;
+    *nnz = 0;
+    if ((st = cuda_ok(cudaMemcpyAsync(nnz, c->row_ptr + c->a->rows, 4, cudaMemcpyDeviceToHost, s), err,
+                      "reading C's size")) ||
+        (counter && (st = cuda_ok(cudaMemcpyAsync(&written, c->counter, 8, cudaMemcpyDeviceToHost, s), err,
+                                  "reading C's size"))) ||
+        (st = cuda_ok(cudaStreamSynchronize(s), err, what)))
+        return st;
+    if (counter && written != (unsigned long long)*nnz)
+        return spmv_error_set(err, SPMV_ERR_DEVICE, 0, "%s: %llu entries written, the row counts say %d", what,
+                              written, *nnz);
+    return SPMV_OK;
+}
+
+/* Each row of (gcol, gval), placed by row_ptr, sorted by column into C. */
+template <typename T> static int sort_rows(struct sp_call *c, int32_t nnz, const char *what, spmv_error *err)
+{
+    size_t n = c->cub_bytes;
+    return cuda_ok(cub::DeviceSegmentedSort::SortPairs(c->cub_tmp, n, c->gcol, c->ccol, (const T *)c->gval,
+                                                       (T *)c->cval, nnz, c->a->rows, c->row_ptr, c->row_ptr + 1,
+                                                       c->ctx->stream),
+                   err, what);
+}
+
+/* The atomic kernels' COO triplets (and row counts) to sorted CSR: scan,
+ * scatter into rows, segmented sort. */
+template <typename T> static int triplets_to_csr(struct sp_call *c, const char *what, spmv_error *err)
+{
+    int32_t nnz = 0;
+    int st;
+    if ((st = scan_counts(c, err)) || (st = read_nnz(c, true, what, &nnz, err)))
+        return st;
+    if (nnz == 0)
+        return SPMV_OK;
+    scatter_rows_kernel<T><<<gpu_grid(nnz, 256), 256, 0, c->ctx->stream>>>(
+        nnz, c->urow, c->ucol, (const T *)c->uval, c->row_ptr, c->counts, c->gcol, (T *)c->gval);
+    if ((st = launched(err, what)))
+        return st;
+    return sort_rows<T>(c, nnz, what, err);
+}
+
+static int zero_counter(struct sp_call *c, spmv_error *err)
+{
+    return cuda_ok(cudaMemsetAsync(c->counter, 0, 8, c->ctx->stream), err, "cudaMemsetAsync");
+}
+
 template <typename T> static int run_thread_row(struct sp_call *c, spmv_error *err)
 {
     spmv_gpu_matrix *a = c->a, *b = c->b;
     unsigned g = gpu_grid(a->rows, c->block);
     cudaStream_t s = c->ctx->stream;
+    triplets<T> none = {};
     int st;
-    thread_row_kernel<T, false><<<g, c->block, 0, s>>>(a->rows, a->row_ptr, a->col, (const T *)a->val, b->row_ptr,
-                                                       b->col, (const T *)b->val, c->counts, NULL, NULL, NULL);
+    if (c->triplets) {
+        if ((st = zero_counter(c, err)))
+            return st;
+        thread_row_kernel<T, PASS_ATOMIC><<<g, c->block, 0, s>>>(a->rows, a->row_ptr, a->col, (const T *)a->val,
+                                                                 b->row_ptr, b->col, (const T *)b->val, c->counts,
+                                                                 NULL, NULL, NULL, trip_of<T>(c));
+        if ((st = launched(err, "gpu.spmspm.thread_row")))
+            return st;
+        return triplets_to_csr<T>(c, "gpu.spmspm.thread_row to CSR", err);
+    }
+    thread_row_kernel<T, PASS_COUNT><<<g, c->block, 0, s>>>(a->rows, a->row_ptr, a->col, (const T *)a->val,
+                                                            b->row_ptr, b->col, (const T *)b->val, c->counts, NULL,
+                                                            NULL, NULL, none);
     if ((st = launched(err, "gpu.spmspm.thread_row count")) || (st = scan_counts(c, err)))
         return st;
-    thread_row_kernel<T, true><<<g, c->block, 0, s>>>(a->rows, a->row_ptr, a->col, (const T *)a->val, b->row_ptr,
-                                                      b->col, (const T *)b->val, NULL, c->row_ptr, c->ccol,
-                                                      (T *)c->cval);
+    thread_row_kernel<T, PASS_FILL><<<g, c->block, 0, s>>>(a->rows, a->row_ptr, a->col, (const T *)a->val,
+                                                           b->row_ptr, b->col, (const T *)b->val, NULL, c->row_ptr,
+                                                           c->ccol, (T *)c->cval, none);
     return launched(err, "gpu.spmspm.thread_row fill");
 }
 
 template <typename T> static int count_block_rows(struct sp_call *c, const char *what, spmv_error *err)
 {
     spmv_gpu_matrix *a = c->a, *b = c->b;
-    block_row_kernel<T, false><<<(unsigned)a->rows, c->block, 0, c->ctx->stream>>>(
-        a->row_ptr, a->col, (const T *)a->val, b->row_ptr, b->col, (const T *)b->val, c->counts, NULL, NULL, NULL);
+    triplets<T> none = {};
+    block_row_kernel<T, PASS_COUNT><<<(unsigned)a->rows, c->block, 0, c->ctx->stream>>>(
+        a->row_ptr, a->col, (const T *)a->val, b->row_ptr, b->col, (const T *)b->val, c->counts, NULL, NULL, NULL,
+        none);
     int st = launched(err, what);
     return st ? st : scan_counts(c, err);
 }
@@ -495,12 +778,24 @@ template <typename T> static int count_block_rows(struct sp_call *c, const char 
 template <typename T> static int run_block_row(struct sp_call *c, spmv_error *err)
 {
     spmv_gpu_matrix *a = c->a, *b = c->b;
-    int st = count_block_rows<T>(c, "gpu.spmspm.block_row count", err);
-    if (st)
+    cudaStream_t s = c->ctx->stream;
+    triplets<T> none = {};
+    int st;
+    if (c->triplets) {
+        if ((st = zero_counter(c, err)))
+            return st;
+        block_row_kernel<T, PASS_ATOMIC><<<(unsigned)a->rows, c->block, 0, s>>>(
+            a->row_ptr, a->col, (const T *)a->val, b->row_ptr, b->col, (const T *)b->val, c->counts, NULL, NULL,
+            NULL, trip_of<T>(c));
+        if ((st = launched(err, "gpu.spmspm.block_row")))
+            return st;
+        return triplets_to_csr<T>(c, "gpu.spmspm.block_row to CSR", err);
+    }
+    if ((st = count_block_rows<T>(c, "gpu.spmspm.block_row count", err)))
         return st;
-    block_row_kernel<T, true><<<(unsigned)a->rows, c->block, 0, c->ctx->stream>>>(
+    block_row_kernel<T, PASS_FILL><<<(unsigned)a->rows, c->block, 0, s>>>(
         a->row_ptr, a->col, (const T *)a->val, b->row_ptr, b->col, (const T *)b->val, NULL, c->row_ptr, c->ccol,
-        (T *)c->cval);
+        (T *)c->cval, none);
     return launched(err, "gpu.spmspm.block_row fill");
 }
 
@@ -508,10 +803,9 @@ template <typename T> static int run_block_counter(struct sp_call *c, spmv_error
 {
     spmv_gpu_matrix *a = c->a, *b = c->b;
     cudaStream_t s = c->ctx->stream;
-    int64_t nnz = 0;
-    size_t n = c->cub_bytes;
+    int32_t nnz = 0;
     int st = count_block_rows<T>(c, "gpu.spmspm.block_counter count", err);
-    if (st || (st = cuda_ok(cudaMemsetAsync(c->counter, 0, 8, s), err, "cudaMemsetAsync")))
+    if (st || (st = zero_counter(c, err)))
         return st;
     block_counter_kernel<T><<<(unsigned)a->rows, c->block, 0, s>>>(a->row_ptr, a->col, (const T *)a->val,
                                                                     b->row_ptr, b->col, (const T *)b->val, c->counts,
@@ -523,18 +817,30 @@ template <typename T> static int run_block_counter(struct sp_call *c, spmv_error
                                 : MAX_GRID,
                             256, 0, s>>>(a->rows, c->seg, c->row_ptr, c->ucol, (const T *)c->uval, c->gcol,
                                          (T *)c->gval);
-    if ((st = launched(err, "gpu.spmspm.block_counter gather")))
+    if ((st = launched(err, "gpu.spmspm.block_counter gather")) ||
+        (st = read_nnz(c, false, "gpu.spmspm.block_counter", &nnz, err)))
         return st;
-    /* the sort's item count: C's non-zeros, from the scan */
-    int32_t last = 0;
-    if ((st = cuda_ok(cudaMemcpyAsync(&last, c->row_ptr + a->rows, 4, cudaMemcpyDeviceToHost, s), err,
-                      "reading C's size")) ||
-        (st = cuda_ok(cudaStreamSynchronize(s), err, "gpu.spmspm.block_counter")))
+    return sort_rows<T>(c, nnz, "gpu.spmspm.block_counter segmented sort", err);
+}
+
+/* warp_nnz `accumulate` 1 (kernel 3) and warp_nnz_wide (kernel 4). */
+template <typename T> static int run_warp_row(struct sp_call *c, spmv_error *err)
+{
+    spmv_gpu_matrix *a = c->a, *b = c->b;
+    cudaStream_t s = c->ctx->stream;
+    const char *name = c->kind == SP_WARP_WIDE ? "gpu.spmspm.warp_nnz_wide" : "gpu.spmspm.warp_nnz";
+    int st = zero_counter(c, err);
+    if (st)
         return st;
-    nnz = last;
-    return cuda_ok(cub::DeviceSegmentedSort::SortPairs(c->cub_tmp, n, c->gcol, c->ccol, (const T *)c->gval,
-                                                       (T *)c->cval, nnz, a->rows, c->row_ptr, c->row_ptr + 1, s),
-                   err, "gpu.spmspm.block_counter segmented sort");
+    if (c->kind == SP_WARP_WIDE)
+        warp_row_kernel<T, CHUNK_WIDE><<<(unsigned)a->rows, c->block, 0, s>>>(
+            a->row_ptr, a->col, (const T *)a->val, b->row_ptr, b->col, (const T *)b->val, c->counts, trip_of<T>(c));
+    else
+        warp_row_kernel<T, CHUNK_WARP><<<(unsigned)a->rows, c->block, 0, s>>>(
+            a->row_ptr, a->col, (const T *)a->val, b->row_ptr, b->col, (const T *)b->val, c->counts, trip_of<T>(c));
+    if ((st = launched(err, name)))
+        return st;
+    return triplets_to_csr<T>(c, name, err);
 }
 
 static int key_bits(uint64_t max_key)
@@ -678,6 +984,8 @@ template <typename T> static int product(struct sp_call *c, spmv_error *err)
     case SP_BLOCK_ROW: return run_block_row<T>(c, err);
     case SP_BLOCK_COUNTER: return run_block_counter<T>(c, err);
     case SP_WARP_NNZ: return run_warp_nnz<T>(c, err);
+    case SP_WARP_ROW:
+    case SP_WARP_WIDE: return run_warp_row<T>(c, err);
     case SP_CUSPARSE: return run_cusparse<T>(c, false, err);
     }
     return SPMV_ERR_INVALID;
@@ -779,7 +1087,7 @@ static int kind_of(const spmv_kernel *k, enum sp_kind *out)
     static const struct { spmv_impl id; enum sp_kind kind; } kinds[] = {
         {SPMV_IMPL_GPU_SPMSPM_THREAD_ROW, SP_THREAD_ROW},       {SPMV_IMPL_GPU_SPMSPM_BLOCK_ROW, SP_BLOCK_ROW},
         {SPMV_IMPL_GPU_SPMSPM_BLOCK_COUNTER, SP_BLOCK_COUNTER}, {SPMV_IMPL_GPU_SPMSPM_WARP_NNZ, SP_WARP_NNZ},
-        {SPMV_IMPL_CUSPARSE_SPGEMM, SP_CUSPARSE},
+        {SPMV_IMPL_GPU_SPMSPM_WARP_NNZ_WIDE, SP_WARP_WIDE}, {SPMV_IMPL_CUSPARSE_SPGEMM, SP_CUSPARSE},
     };
     for (size_t i = 0; i < sizeof kinds / sizeof kinds[0]; i++)
         if (k->impl == kinds[i].id) {
@@ -832,6 +1140,10 @@ extern "C" int spmv_gpu_spmspm(spmv_gpu_ctx *ctx, const spmv_kernel *k, spmv_gpu
     call.a = a;
     call.b = b;
     call.block = par.v[SPMV_PARAM_BLOCK_SIZE] > 0 ? par.v[SPMV_PARAM_BLOCK_SIZE] : 256;
+    if (call.kind == SP_WARP_NNZ && par.v[SPMV_PARAM_ACCUMULATE] != 2)
+        call.kind = SP_WARP_ROW; /* accumulate 1: the study's kernel 3 */
+    call.triplets = call.kind == SP_WARP_ROW || call.kind == SP_WARP_WIDE ||
+                    ((call.kind == SP_THREAD_ROW || call.kind == SP_BLOCK_ROW) && par.v[SPMV_PARAM_OUTPUT] != 2);
     cudaError_t e = cudaSetDevice(ctx->device);
     if (e != cudaSuccess)
         return gpu_cuda_error(e, err, "cudaSetDevice");

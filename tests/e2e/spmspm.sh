@@ -88,8 +88,10 @@ SP_CPU=$(jget '" ".join(k["name"] for k in d["kernels"] if k["op"] == "spmspm" a
 SP_GPU=$(jget '" ".join(k["name"] for k in d["kernels"] if k["op"] == "spmspm" and k["device"] == "gpu" and k["available"])')
 check "the CPU SpMSpM kernels are listed available, the study's hash baseline among them ($SP_CPU)" \
   [ "$(echo $SP_CPU | wc -w):$(echo " $SP_CPU " | grep -c ' cpu.spmspm.hash ')" = "3:1" ]
-check "eight SpMSpM kernels are listed with op spmspm" \
-  jget '1 / (sum(k["op"] == "spmspm" for k in d["kernels"]) == 8)'
+check "nine SpMSpM kernels are listed with op spmspm" \
+  jget '1 / (sum(k["op"] == "spmspm" for k in d["kernels"]) == 9)'
+check "thread_row and block_row list output (default 1, atomic), warp_nnz accumulate (default 1, shared)" \
+  jget '1 / all([p["name"], p["default"], p["min"], p["max"]] == [n, 1, 1, 2] for k in d["kernels"] for p in k["params"] for n in ["output", "accumulate"] if p["name"] == n and k["name"] in ("gpu.spmspm.thread_row", "gpu.spmspm.block_row", "gpu.spmspm.warp_nnz")) and 3 == sum(p["name"] in ("output", "accumulate") for k in d["kernels"] for p in k["params"])'
 
 # ------------------------------------------------------------- operands
 A=$REAL/west0067.mtx; R=$REAL/lp_afiro.mtx
@@ -181,6 +183,17 @@ if [ -n "$SP_GPU" ]; then
       not_ok "$k on the GPU" "HTTP $CODE $(head -c 300 "$BODY_FILE") $(tail -1 "$W/err")"
     fi
   done
+  for kp in "gpu.spmspm.thread_row output 2" "gpu.spmspm.block_row output 2" "gpu.spmspm.warp_nnz accumulate 2"; do
+    read -r kn pn pv <<<"$kp"
+    spmspm "$AG" "{\"b\":\"$B300\",\"kernel\":\"$kn\",\"$pn\":$pv,\"runs\":2}"
+    if [ "$CODE" = 200 ] && check_product "$A" "$W/b300.mtx" "$BODY_FILE" 1e-11 2>"$W/err"; then
+      ok "$kn $pn=$pv: west0067 on the GPU x B"
+    else
+      not_ok "$kn $pn=$pv on the GPU" "HTTP $CODE $(head -c 300 "$BODY_FILE") $(tail -1 "$W/err")"
+    fi
+  done
+  spmspm "$AG" "{\"b\":\"$B300\",\"kernel\":\"gpu.spmspm.block_row\",\"output\":3}"
+  expect_code "output 3 (1 atomic, 2 scan) is a 400" 400
   upload_raw "$W/b8.mtx" "device=gpu"; BG=$MATRIX_ID
   spmspm "$AG" "{\"b\":\"$BG\",\"kernel\":\"gpu.spmspm.warp_nnz\",\"verify\":true}"
   if [ "$CODE" = 200 ] && check_product "$A" "$W/b8.mtx" "$BODY_FILE" 1e-11 2>"$W/err"; then
@@ -241,6 +254,8 @@ spmspm "$A_ID" "{\"b\":\"$B8\",\"x\":[1]}"
 expect_code "an unknown field is a 400" 400
 spmspm "$A_ID" "{\"b\":\"$B8\",\"kernel\":\"cpu.spmspm.omp\",\"block_size\":64}"
 expect_code "a parameter the kernel does not take is a 400" 400
+spmspm "$A_ID" "{\"b\":\"$B8\",\"kernel\":\"cpu.spmspm.serial\",\"output\":2}"
+expect_code "output (a GPU SpMSpM kernel's parameter) to a CPU kernel is a 400" 400
 req GET "/v1/matrices/$A_ID/spmspm"
 expect_code "GET /spmspm is a 405" 405
 

@@ -1,6 +1,7 @@
 /* test_gpu_spmspm.c — the GPU SpMSpM kernels (engine/gpu/spmspm.cu):
- * gpu.spmspm.thread_row, block_row, block_counter, warp_nnz and
- * cusparse.spgemm, each in float64 and float32.
+ * gpu.spmspm.thread_row and block_row (`output` 1 atomic and 2 scan),
+ * block_counter, warp_nnz (`accumulate` 1 shared and 2 sort),
+ * warp_nnz_wide and cusparse.spgemm, each in float64 and float32.
  *
  * On a host without a GPU every case is skipped with spmv_gpu_count()'s
  * reason, so `make test` passes there and says why; the GPU host runs the
@@ -16,7 +17,11 @@
  * 300 columns (drawn afresh; the seed is printed, SPMV_SEED repeats a
  * run); testutil's random shapes times B; B of 3000 columns (several
  * shared-memory chunks per row); a row of 20 000 entries; the empty shapes
- * 0 x 5, 5 x 0, 0 x 0 on either side; block_size 32 and 1024. Refusals:
+ * 0 x 5, 5 x 0, 0 x 0 on either side; block_size 32 and 1024. The
+ * engine poisons C's device arrays (and the triplet buffers) before the
+ * first run, and each call runs three times on the same buffers (one
+ * warm-up, two timed), so a counter or row count not reset between runs
+ * shows. Refusals:
  * a shape mismatch (SPMV_ERR_SHAPE naming both shapes), mixed dtypes, an
  * SpMV kernel. A table "# kernel dtype passed failed" closes each case.
  * SPMV_GPU_ONLY=pattern runs only the cases whose name matches.
@@ -36,11 +41,26 @@
 
 #define F64_BOUND 1e-12
 #define F32_BOUND 1e-5
-#define NKERNELS 5
 
-static const char *const kernel_names[NKERNELS] = {"gpu.spmspm.thread_row", "gpu.spmspm.block_row",
-                                                   "gpu.spmspm.block_counter", "gpu.spmspm.warp_nnz",
-                                                   "cusparse.spgemm"};
+/* Every kernel and every value of its algorithm parameter (`output`,
+ * `accumulate`): the GPU run checks each form against the reference. */
+static const struct variant {
+    const char *kernel, *label;
+    spmv_param_id param; /* SPMV_PARAM_COUNT: none */
+    int32_t value;
+} variants[] = {
+    {"gpu.spmspm.thread_row", "thread_row output=1", SPMV_PARAM_OUTPUT, 1},
+    {"gpu.spmspm.thread_row", "thread_row output=2", SPMV_PARAM_OUTPUT, 2},
+    {"gpu.spmspm.block_row", "block_row output=1", SPMV_PARAM_OUTPUT, 1},
+    {"gpu.spmspm.block_row", "block_row output=2", SPMV_PARAM_OUTPUT, 2},
+    {"gpu.spmspm.block_counter", "block_counter", SPMV_PARAM_COUNT, 0},
+    {"gpu.spmspm.warp_nnz", "warp_nnz accumulate=1", SPMV_PARAM_ACCUMULATE, 1},
+    {"gpu.spmspm.warp_nnz", "warp_nnz accumulate=2", SPMV_PARAM_ACCUMULATE, 2},
+    {"gpu.spmspm.warp_nnz_wide", "warp_nnz_wide", SPMV_PARAM_COUNT, 0},
+    {"cusparse.spgemm", "cusparse.spgemm", SPMV_PARAM_COUNT, 0},
+};
+#define NKERNELS ((int)(sizeof variants / sizeof variants[0]))
+
 static const int32_t thin_cols[] = {1, 8, 32, 300};
 #define NTHIN (sizeof thin_cols / sizeof thin_cols[0])
 
@@ -53,7 +73,7 @@ static void print_tallies(const char *title)
     print_message("# %s\n# %-26s %-8s %6s %6s\n", title, "kernel", "dtype", "passed", "failed");
     for (int k = 0; k < NKERNELS; k++)
         for (int d = 0; d < 2; d++)
-            print_message("# %-26s %-8s %6d %6d %s\n", kernel_names[k], spmv_dtype_name((spmv_dtype)d),
+            print_message("# %-26s %-8s %6d %6d %s\n", variants[k].label, spmv_dtype_name((spmv_dtype)d),
                           fx.pass[k][d], fx.fail[k][d], fx.fail[k][d] ? "FAIL" : "ok");
     memset(fx.pass, 0, sizeof fx.pass);
     memset(fx.fail, 0, sizeof fx.fail);
@@ -119,8 +139,10 @@ static int check_kernels(const char *label, const operand *a, const operand *b, 
     if (spmv_spmspm_reference(&a->csr, &b->csr, &ref, &err) != SPMV_OK)
         fail_msg("reference on %s: %s", label, err.message);
     for (int k = 0; k < NKERNELS; k++) {
-        const spmv_kernel *kern = spmv_kernel_find(kernel_names[k]);
+        const spmv_kernel *kern = spmv_kernel_find(variants[k].kernel);
         spmv_params p = {{0}};
+        if (variants[k].param != SPMV_PARAM_COUNT)
+            p.v[variants[k].param] = variants[k].value;
         spmv_csr c;
         spmv_stats st;
         double e = -1;
@@ -132,7 +154,7 @@ static int check_kernels(const char *label, const operand *a, const operand *b, 
         int rc = spmv_gpu_spmspm(TG.ctx, kern, a->dev, b->dev, &p, 1, 2, &c, &st, &err);
         ok = rc == SPMV_OK && spmv_csr_compare(&c, &ref, &e, &err) == SPMV_OK && e <= bound && st.runs == 2;
         if (!ok) {
-            print_message("# FAIL %s %s block %d on %s: %s (error %.3g, bound %.3g, seed %llu)\n", kern->name,
+            print_message("# FAIL %s %s block %d on %s: %s (error %.3g, bound %.3g, seed %llu)\n", variants[k].label,
                           spmv_dtype_name(dt), block, label, rc ? err.message : e > bound ? "values" : err.message,
                           e, bound, (unsigned long long)tu_seed());
             failures++;
@@ -284,6 +306,13 @@ static void test_refusals(void **state)
     operand_free(&b32);
     thin_coo(20, 4, &cb32);
     operand_make(&cb32, SPMV_FLOAT64, &b32);
+    assert_int_equal(spmv_gpu_spmspm(TG.ctx, k, a.dev, b32.dev, &p, 0, 1, &c, NULL, &err), SPMV_ERR_INVALID);
+    p.v[SPMV_PARAM_BLOCK_SIZE] = 0;
+    p.v[SPMV_PARAM_OUTPUT] = 3; /* 1 atomic, 2 scan */
+    assert_int_equal(spmv_gpu_spmspm(TG.ctx, k, a.dev, b32.dev, &p, 0, 1, &c, NULL, &err), SPMV_ERR_INVALID);
+    assert_non_null(strstr(err.message, "output"));
+    p.v[SPMV_PARAM_OUTPUT] = 0;
+    p.v[SPMV_PARAM_ACCUMULATE] = 2; /* warp_nnz's, not block_row's */
     assert_int_equal(spmv_gpu_spmspm(TG.ctx, k, a.dev, b32.dev, &p, 0, 1, &c, NULL, &err), SPMV_ERR_INVALID);
     assert_int_equal(spmv_gpu_spmspm(TG.ctx, k, a.dev, b32.dev, NULL, 0, 0, &c, NULL, &err), SPMV_ERR_INVALID);
     assert_int_equal(spmv_gpu_spmspm(TG.ctx, k, a.dev, b32.dev, NULL, 0, 1, &c, NULL, &err), SPMV_OK);

@@ -85,6 +85,7 @@ static void test_param_table(void **state)
         {SPMV_PARAM_CHUNK, "chunk", 0, 1, 65536},             {SPMV_PARAM_ALG, "alg", 1, 1, 2},
         {SPMV_PARAM_THREADS, "threads", 0, 0, 1024},          {SPMV_PARAM_NNZ_PER_WG, "nnz_per_wg", 2048, 64, 1048576},
         {SPMV_PARAM_SPAN, "span", 8, 1, INT32_MAX},           {SPMV_PARAM_SCHEDULE, "schedule", 1, 1, 2},
+        {SPMV_PARAM_OUTPUT, "output", 1, 1, 2},               {SPMV_PARAM_ACCUMULATE, "accumulate", 1, 1, 2},
     };
     for (size_t i = 0; i < sizeof want / sizeof want[0]; i++) {
         const spmv_param_desc *d = spmv_param_get(want[i].id);
@@ -127,6 +128,15 @@ static void test_params_resolve(void **state)
     assert_int_equal(r.v[SPMV_PARAM_CHUNK], 0);
     assert_int_equal(spmv_params_resolve(spmv_kernel_find("cpu.hll.omp"), &p, &r, &err), SPMV_OK);
     assert_int_equal(r.v[SPMV_PARAM_SCHEDULE], 1); /* static, as the HLL study (docs/kernels.md) */
+    /* the SpMSpM study's forms by default: the global atomic counter
+     * (kernels 0 and 1), the shared row accumulator (kernel 3) */
+    assert_int_equal(spmv_params_resolve(spmv_kernel_find("gpu.spmspm.thread_row"), &p, &r, &err), SPMV_OK);
+    assert_int_equal(r.v[SPMV_PARAM_OUTPUT], 1);
+    assert_int_equal(spmv_params_resolve(spmv_kernel_find("gpu.spmspm.block_row"), &p, &r, &err), SPMV_OK);
+    assert_int_equal(r.v[SPMV_PARAM_OUTPUT], 1);
+    assert_int_equal(spmv_params_resolve(spmv_kernel_find("gpu.spmspm.warp_nnz"), &p, &r, &err), SPMV_OK);
+    assert_int_equal(r.v[SPMV_PARAM_ACCUMULATE], 1);
+    assert_int_equal(r.v[SPMV_PARAM_OUTPUT], 0);
     p.v[SPMV_PARAM_HACK_SIZE] = 64;
     p.v[SPMV_PARAM_THREADS] = 3;
     assert_int_equal(spmv_params_resolve(spmv_kernel_find("cpu.hll.omp"), &p, &r, &err), SPMV_OK);
@@ -162,6 +172,13 @@ static void test_params_resolve(void **state)
     expect_refused("cpu.csr.chunked", SPMV_PARAM_CHUNK, 65537, (const char *const[]){"chunk", "65537", NULL});
     expect_refused("cpu.csr.chunked", SPMV_PARAM_SPAN, -1, (const char *const[]){"span", "-1", NULL});
     expect_refused("cpu.hll.omp", SPMV_PARAM_SCHEDULE, 3, (const char *const[]){"schedule", "1..2", NULL});
+    expect_refused("gpu.spmspm.thread_row", SPMV_PARAM_OUTPUT, 3, (const char *const[]){"output", "1..2", NULL});
+    expect_refused("gpu.spmspm.block_row", SPMV_PARAM_OUTPUT, -1, (const char *const[]){"output", "1..2", NULL});
+    expect_refused("gpu.spmspm.warp_nnz", SPMV_PARAM_ACCUMULATE, 3,
+                   (const char *const[]){"accumulate", "1..2", NULL});
+    expect_refused("gpu.spmspm.warp_nnz", SPMV_PARAM_OUTPUT, 2, (const char *const[]){"takes no parameter output", NULL});
+    expect_refused("gpu.spmspm.warp_nnz_wide", SPMV_PARAM_ACCUMULATE, 1,
+                   (const char *const[]){"takes no parameter accumulate", NULL});
     expect_refused("cpu.csr.omp", SPMV_PARAM_SPAN, 8, (const char *const[]){"takes no parameter span", NULL});
     expect_refused("cusparse.csr", SPMV_PARAM_ALG, 3, (const char *const[]){"alg", "3", "1..2", NULL});
     expect_refused("cpu.csr.omp", SPMV_PARAM_THREADS, 1025, (const char *const[]){"threads", "0..1024", NULL});

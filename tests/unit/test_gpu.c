@@ -264,10 +264,8 @@ static bool run_one(const char *label, const spmv_kernel *k, spmv_gpu_matrix *gm
 {
     spmv_error err;
     spmv_stats st;
-    char ps[128];
-    snprintf(ps, sizeof ps, "block_size=%d hack_size=%d alg=%d threads=%d nnz_per_wg=%d",
-             p->v[SPMV_PARAM_BLOCK_SIZE], p->v[SPMV_PARAM_HACK_SIZE], p->v[SPMV_PARAM_ALG],
-             p->v[SPMV_PARAM_THREADS], p->v[SPMV_PARAM_NNZ_PER_WG]);
+    char ps[256];
+    spmv_params_format(k, p, ps, sizeof ps);
     tu_poison(y, pb->dt, coo->rows);
     int rc = spmv_gpu_run(TG.ctx, k, gm, p, pb->x, y, 1, 2, &st, &err);
     if (rc == SPMV_ERR_LIMIT && host_rule_refuses(pb, k, p)) {
@@ -324,24 +322,24 @@ static int check_kernels(const char *label, const spmv_coo *coo, spmv_dtype dt)
         struct tally *t = tally_of(k->name);
         for (int id = 0; id < SPMV_PARAM_COUNT; id++)
             n[id] = edges(k, (spmv_param_id)id, e[id]);
-        for (int a = 0; a < n[0]; a++)
-            for (int b = 0; b < n[1]; b++)
-                for (int c = 0; c < n[3]; c++)
-                    for (int d = 0; d < n[4]; d++)
-                        for (int f = 0; f < n[5]; f++) {
-                            spmv_params p = {{0}};
-                            p.v[SPMV_PARAM_BLOCK_SIZE] = e[SPMV_PARAM_BLOCK_SIZE][a];
-                            p.v[SPMV_PARAM_HACK_SIZE] = e[SPMV_PARAM_HACK_SIZE][b];
-                            p.v[SPMV_PARAM_ALG] = e[SPMV_PARAM_ALG][c];
-                            p.v[SPMV_PARAM_THREADS] = e[SPMV_PARAM_THREADS][d];
-                            p.v[SPMV_PARAM_NNZ_PER_WG] = e[SPMV_PARAM_NNZ_PER_WG][f];
-                            bool ok = run_one(label, k, gm, coo, &pb, &p, y);
-                            if (ok)
-                                t->pass[dt]++;
-                            else
-                                t->fail[dt]++;
-                            failures += !ok;
-                        }
+        /* every combination of the edges: an odometer over the parameters */
+        int at[SPMV_PARAM_COUNT] = {0};
+        for (;;) {
+            spmv_params p = {{0}};
+            for (int id = 0; id < SPMV_PARAM_COUNT; id++)
+                p.v[id] = e[id][at[id]];
+            bool ok = run_one(label, k, gm, coo, &pb, &p, y);
+            if (ok)
+                t->pass[dt]++;
+            else
+                t->fail[dt]++;
+            failures += !ok;
+            int id = 0;
+            while (id < SPMV_PARAM_COUNT && ++at[id] == n[id])
+                at[id++] = 0;
+            if (id == SPMV_PARAM_COUNT)
+                break;
+        }
     }
 done:
     spmv_gpu_matrix_free(TG.ctx, gm);

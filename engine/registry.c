@@ -70,7 +70,8 @@ static const spmv_kernel kernels[] = {
     {"gpu.csr.scalar", SPMV_DEVICE_GPU, SPMV_FMT_CSR, BS, "one thread per row", SPMV_OP_SPMV, 1,
      SPMV_IMPL_GPU_CSR_SCALAR},
     {"gpu.csr.warp_buffer", SPMV_DEVICE_GPU, SPMV_FMT_CSR, BS,
-     "one warp per row, partial sums reduced through a global buffer", SPMV_OP_SPMV, 1,
+     "one warp per row, the 32 partial sums through a global buffer, reduced there by the warp as a tree",
+     SPMV_OP_SPMV, 1,
      SPMV_IMPL_GPU_CSR_WARP_BUFFER},
     {"gpu.csr.vector", SPMV_DEVICE_GPU, SPMV_FMT_CSR, BS | P(SPMV_PARAM_THREADS),
      "`threads` threads per row (a power of two 2..32, 0: chosen from the mean row length), "

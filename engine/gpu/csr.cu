@@ -4,8 +4,9 @@
  * They differ in how many threads share a row and where x comes from:
  *   gpu.csr.scalar       one thread per row (uncoalesced, the baseline);
  *   gpu.csr.warp_buffer  one warp per row, the 32 partial sums written to a
- *                        global buffer and summed by lane 0 (the pre-shuffle
- *                        way, kept as a point of comparison);
+ *                        global buffer and reduced there by the warp as a
+ *                        tree (the pre-shuffle way of report 000, kept as a
+ *                        point of comparison);
  *   gpu.csr.vector       2-32 threads per row (a power of two chosen from the
  *                        mean row length, or `threads`), shuffle reduction,
  *                        read-only loads;
@@ -39,8 +40,12 @@ __global__ void __launch_bounds__(1024)
 }
 
 /* A persistent grid of warps walks the rows; each warp owns 32 slots of
- * buf (its partial sums). __syncwarp orders the writes before lane 0 reads
- * them, and lane 0's reads before the next row's writes. */
+ * buf (its partial sums). The warp then reduces them cooperatively as a
+ * tree, report 000's "Improved GPU" (report 001 Alg. 1): at step s = 1, 2,
+ * 4, 8, 16 the lanes whose id is a multiple of 2s add the slot s above
+ * theirs, so after five steps slot 0 holds the row's sum. __syncwarp
+ * orders each step's writes before the next step's reads, and lane 0's
+ * last read before the next row's writes. */
 template <typename T>
 __global__ void __launch_bounds__(1024)
     csr_warp_buffer_kernel(int32_t rows, const int32_t *__restrict__ rp, const int32_t *__restrict__ col,
@@ -55,13 +60,14 @@ __global__ void __launch_bounds__(1024)
         for (int32_t j = rp[r] + lane; j < rp[r + 1]; j += GPU_WARP)
             s += val[j] * x[col[j]];
         mine[lane] = s;
-        __syncwarp();
-        if (lane == 0) {
-            T t = 0;
-            for (int k = 0; k < GPU_WARP; k++)
-                t += mine[k];
-            y[r] = t;
+        for (int step = 1; step < GPU_WARP; step *= 2) {
+            __syncwarp();
+            if ((lane & (2 * step - 1)) == 0)
+                mine[lane] = mine[lane] + mine[lane + step];
         }
+        __syncwarp();
+        if (lane == 0)
+            y[r] = mine[0];
         __syncwarp();
     }
 }

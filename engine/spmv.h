@@ -655,6 +655,10 @@ typedef enum spmv_param_id {
     SPMV_PARAM_NNZ_PER_WG,      /* gpu.csr.adaptive row-block size */
     SPMV_PARAM_SPAN,            /* cpu.csr.chunked: chunk width over x, in columns */
     SPMV_PARAM_SCHEDULE,        /* cpu.hll.omp: 1 static block partition, 2 dynamic */
+    SPMV_PARAM_X_CACHE,         /* gpu.hll: x through 1 the texture cache, 2 the read-only cache (__ldg) */
+    SPMV_PARAM_WIDTH,           /* gpu.hyb: the ELL part's width (0 = the 2/3 quantile of row lengths) */
+    SPMV_PARAM_LAUNCHES,        /* gpu.hyb: 1 one kernel, both parts atomic; 2 ELL then COO */
+    SPMV_PARAM_ROW_BLOCKS,      /* gpu.csr.adaptive: 1 the study's row blocks, 2 bins of nnz_per_wg */
     SPMV_PARAM_COUNT
 } spmv_param_id;
 

@@ -19,6 +19,7 @@
  * Every kernel writes every y[i] (empty rows get 0), so none needs y zeroed.
  * __launch_bounds__(1024) keeps each kernel launchable at block_size 1024.
  */
+#include <stdio.h>
 #include <string.h>
 
 #include "gpu.cuh"
@@ -136,17 +137,6 @@ __global__ void __launch_bounds__(1024)
         y[r] = s;
 }
 
-template <typename T> __device__ __forceinline__ T tex_x(cudaTextureObject_t t, int32_t i);
-template <> __device__ __forceinline__ float tex_x<float>(cudaTextureObject_t t, int32_t i)
-{
-    return tex1Dfetch<float>(t, i);
-}
-template <> __device__ __forceinline__ double tex_x<double>(cudaTextureObject_t t, int32_t i)
-{
-    int2 v = tex1Dfetch<int2>(t, i);
-    return __hiloint2double(v.y, v.x);
-}
-
 template <typename T>
 __global__ void __launch_bounds__(1024)
     csr_texture_kernel(int32_t rows, const int32_t *__restrict__ rp, const int32_t *__restrict__ col,
@@ -157,7 +147,7 @@ __global__ void __launch_bounds__(1024)
         return;
     T s = 0;
     for (int32_t j = rp[i]; j < rp[i + 1]; j++)
-        s += val[j] * tex_x<T>(x, col[j]);
+        s += val[j] * gpu_tex_x<T>(x, col[j]);
     y[i] = s;
 }
 
@@ -267,21 +257,23 @@ int gpu_csr_tiled(struct gpu_launch *l, spmv_error *err)
     return gpu_check_launch(err, "gpu.csr.tiled");
 }
 
-/* The texture object over the matrix's x buffer, made once and kept (the
- * buffer does not move while the matrix lives). */
-int gpu_csr_texture_prepare(struct gpu_launch *l, spmv_error *err)
+/* The texture object over the launch's x buffer, made once and kept with
+ * the matrix (the buffer does not move while the matrix lives); made anew
+ * when a launch reads another x (a resident vector). gpu.csr.texture and
+ * gpu.hll (x_cache 1) read x through it. */
+int gpu_tex_x_prepare(struct gpu_launch *l, const char *kernel, spmv_error *err)
 {
     spmv_gpu_matrix *m = l->m;
+    char what[96];
     if ((m->tex_x && m->tex_x_ptr == l->x) || m->cols == 0)
         return SPMV_OK;
-    if (m->tex_x) { /* made over another x (a resident vector): make it anew */
+    if (m->tex_x) {
         cudaDestroyTextureObject(m->tex_x);
         m->tex_x = 0;
     }
     if (m->cols > l->ctx->tex1d_linear_max)
-        return spmv_error_set(err, SPMV_ERR_LIMIT, 0,
-                              "gpu.csr.texture: %d columns exceed the %d elements a linear texture spans", m->cols,
-                              l->ctx->tex1d_linear_max);
+        return spmv_error_set(err, SPMV_ERR_LIMIT, 0, "%s: %d columns exceed the %d elements a linear texture spans",
+                              kernel, m->cols, l->ctx->tex1d_linear_max);
     cudaResourceDesc res;
     memset(&res, 0, sizeof res);
     res.resType = cudaResourceTypeLinear;
@@ -294,10 +286,17 @@ int gpu_csr_texture_prepare(struct gpu_launch *l, spmv_error *err)
     cudaError_t e = cudaCreateTextureObject(&m->tex_x, &res, &td, NULL);
     if (e != cudaSuccess) {
         m->tex_x = 0;
-        return gpu_cuda_error(e, err, "gpu.csr.texture: cudaCreateTextureObject");
+        snprintf(what, sizeof what, "%s: cudaCreateTextureObject", kernel);
+        return gpu_cuda_error(e, err, what);
     }
     m->tex_x_ptr = l->x;
     return SPMV_OK;
+}
+
+/* The texture object over the x buffer of this launch (gpu_tex_x_prepare). */
+int gpu_csr_texture_prepare(struct gpu_launch *l, spmv_error *err)
+{
+    return gpu_tex_x_prepare(l, "gpu.csr.texture", err);
 }
 
 template <typename T> static void launch_texture(struct gpu_launch *l)

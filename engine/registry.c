@@ -54,6 +54,9 @@ static const spmv_param_desc params[SPMV_PARAM_COUNT] = {
                                "gpu.csr.adaptive: 1 = the study's row blocks (rows gathered while their non-zeros fit "
                                "`nnz_per_wg`, a longer row alone), 2 = blocks starting at bins of `nnz_per_wg` "
                                "non-zeros, every 1024 rows and around long rows"},
+    [SPMV_PARAM_LANES] = {"lanes", 4, 1, 32,
+                          "gpu.coo.scoo: shared-memory lanes per row (thread t adds into lane t mod `lanes`); a slice "
+                          "holds 16 KiB / (`lanes` x value size) rows, so fewer lanes, taller slices"},
 };
 
 static const spmv_kernel kernels[] = {
@@ -110,6 +113,10 @@ static const spmv_kernel kernels[] = {
      SPMV_IMPL_GPU_COO_ATOMIC},
     {"gpu.coo.sliced", SPMV_DEVICE_GPU, SPMV_FMT_COO, BS, "sliced COO with shared-memory accumulation", SPMV_OP_SPMV, 1,
      SPMV_IMPL_GPU_COO_SLICED},
+    {"gpu.coo.scoo", SPMV_DEVICE_GPU, SPMV_FMT_COO, BS | P(SPMV_PARAM_LANES),
+     "sliced COO (SCOO): the row-sorted COO in slices of rows whose accumulator of `lanes` lanes per row fits 16 "
+     "KiB of shared memory, blocks per slice adding their entries there (shared atomics, lane = thread mod "
+     "`lanes`), lanes summed per row into y", SPMV_OP_SPMV, 1, SPMV_IMPL_GPU_SCOO},
     {"gpu.hyb", SPMV_DEVICE_GPU, SPMV_FMT_HYB, BS | P(SPMV_PARAM_WIDTH) | P(SPMV_PARAM_LAUNCHES),
      "ELL part of `width` entries per row (thread per row) plus COO part, in one launch both added atomically "
      "into y (`launches` 2: the ELL kernel writes y, then the COO atomics)", SPMV_OP_SPMV, 1, SPMV_IMPL_GPU_HYB},

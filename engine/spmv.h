@@ -659,6 +659,7 @@ typedef enum spmv_param_id {
     SPMV_PARAM_WIDTH,           /* gpu.hyb: the ELL part's width (0 = the 2/3 quantile of row lengths) */
     SPMV_PARAM_LAUNCHES,        /* gpu.hyb: 1 one kernel, both parts atomic; 2 ELL then COO */
     SPMV_PARAM_ROW_BLOCKS,      /* gpu.csr.adaptive: 1 the study's row blocks, 2 bins of nnz_per_wg */
+    SPMV_PARAM_LANES,           /* gpu.coo.scoo: shared-memory lanes per row */
     SPMV_PARAM_COUNT
 } spmv_param_id;
 
@@ -723,6 +724,7 @@ typedef enum spmv_impl {
     SPMV_IMPL_GPU_SPMSPM_WARP_NNZ,
     SPMV_IMPL_CUSPARSE_SPGEMM,
     SPMV_IMPL_CPU_SPMSPM_HASH,
+    SPMV_IMPL_GPU_SCOO,
     SPMV_IMPL_COUNT
 } spmv_impl;
 

@@ -422,6 +422,7 @@ int gpu_hll_run(struct gpu_launch *l, spmv_error *err);
 int gpu_hyb_run(struct gpu_launch *l, spmv_error *err);
 int gpu_coo_atomic(struct gpu_launch *l, spmv_error *err);
 int gpu_coo_sliced(struct gpu_launch *l, spmv_error *err);
+int gpu_scoo(struct gpu_launch *l, spmv_error *err);
 int gpu_cusparse_csr_prepare(struct gpu_launch *l, spmv_error *err);
 int gpu_cusparse_csr(struct gpu_launch *l, spmv_error *err);
 int gpu_cusparse_coo_prepare(struct gpu_launch *l, spmv_error *err);

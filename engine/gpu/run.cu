@@ -43,6 +43,7 @@ static const struct gpu_kernel_impl impls[] = {
     {SPMV_IMPL_GPU_HLL, SPMV_FMT_HLL, gpu_hll_prepare, gpu_hll_run, false},
     {SPMV_IMPL_GPU_COO_ATOMIC, SPMV_FMT_COO, NULL, gpu_coo_atomic, false},
     {SPMV_IMPL_GPU_COO_SLICED, SPMV_FMT_COO, NULL, gpu_coo_sliced, false},
+    {SPMV_IMPL_GPU_SCOO, SPMV_FMT_COO, NULL, gpu_scoo, false},
     {SPMV_IMPL_GPU_HYB, SPMV_FMT_HYB, NULL, gpu_hyb_run, false},
     {SPMV_IMPL_CUSPARSE_CSR, SPMV_FMT_CSR, gpu_cusparse_csr_prepare, gpu_cusparse_csr, true},
     {SPMV_IMPL_CUSPARSE_COO, SPMV_FMT_COO, gpu_cusparse_coo_prepare, gpu_cusparse_coo, false},

@@ -9,7 +9,8 @@
  * combination of the parameter edges it takes (block_size 32 and 1024,
  * hack_size 1 and 64, alg 1 and 2, threads per row auto/2/32, nnz_per_wg
  * default and 64, gpu.csr.adaptive's row_blocks 1 and 2, gpu.hll's x_cache
- * 1 (texture) and 2 (__ldg), gpu.hyb's width auto/1/3 and launches 1 and 2;
+ * 1 (texture) and 2 (__ldg), gpu.hyb's width auto/1/3 and launches 1 and 2,
+ * gpu.coo.scoo's lanes default (4)/1/32;
  * the quick subsets keep every combination, on fewer matrices) on every
  * ../shared/matrices/real/ matrix and on random matrices drawn afresh (the
  * seed is printed; SPMV_SEED repeats a run): testutil's shapes (empty rows,
@@ -222,6 +223,7 @@ static int edges(const spmv_kernel *k, spmv_param_id id, int32_t *v)
     case SPMV_PARAM_WIDTH: v[0] = 0; v[1] = 1; v[2] = 3; return 3;
     case SPMV_PARAM_LAUNCHES: v[0] = 1; v[1] = 2; return 2;
     case SPMV_PARAM_ROW_BLOCKS: v[0] = 1; v[1] = 2; return 2;
+    case SPMV_PARAM_LANES: v[0] = 0; v[1] = 1; v[2] = 32; return 3;
     default: v[0] = 0; return 1;
     }
 }

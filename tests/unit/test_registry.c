@@ -27,7 +27,7 @@ static const char *const required[] = {
     "cpu.csr.serial", "cpu.csr.chunked", "cpu.csr.omp", "cpu.ell.omp", "cpu.hll.omp",
     "gpu.csr.scalar", "gpu.csr.warp_buffer", "gpu.csr.vector", "gpu.csr.tiled", "gpu.csr.texture",
     "gpu.csr.adaptive", "gpu.csr.merge", "gpu.ell", "gpu.hll", "gpu.coo.atomic", "gpu.coo.sliced",
-    "gpu.hyb", "cusparse.csr", "cusparse.coo", "cusparse.sell",
+    "gpu.hyb", "cusparse.csr", "cusparse.coo", "cusparse.sell", "gpu.coo.scoo",
 };
 
 static void test_catalogue_complete(void **state)
@@ -87,6 +87,7 @@ static void test_param_table(void **state)
         {SPMV_PARAM_SPAN, "span", 8, 1, INT32_MAX},           {SPMV_PARAM_SCHEDULE, "schedule", 1, 1, 2},
         {SPMV_PARAM_X_CACHE, "x_cache", 1, 1, 2},             {SPMV_PARAM_WIDTH, "width", 0, 1, INT32_MAX},
         {SPMV_PARAM_LAUNCHES, "launches", 1, 1, 2},           {SPMV_PARAM_ROW_BLOCKS, "row_blocks", 1, 1, 2},
+        {SPMV_PARAM_LANES, "lanes", 4, 1, 32},
     };
     for (size_t i = 0; i < sizeof want / sizeof want[0]; i++) {
         const spmv_param_desc *d = spmv_param_get(want[i].id);
@@ -143,6 +144,8 @@ static void test_params_resolve(void **state)
     assert_int_equal(spmv_params_resolve(spmv_kernel_find("gpu.hyb"), &p, &r, &err), SPMV_OK);
     assert_int_equal(r.v[SPMV_PARAM_LAUNCHES], 1); /* one launch, the atomic case */
     assert_int_equal(r.v[SPMV_PARAM_WIDTH], 0);    /* the automatic width */
+    assert_int_equal(spmv_params_resolve(spmv_kernel_find("gpu.coo.scoo"), &p, &r, &err), SPMV_OK);
+    assert_int_equal(r.v[SPMV_PARAM_LANES], 4);
     p.v[SPMV_PARAM_WIDTH] = INT32_MAX; /* clamped to the longest row when built */
     assert_int_equal(spmv_params_resolve(spmv_kernel_find("gpu.hyb"), &p, &r, &err), SPMV_OK);
     assert_int_equal(r.v[SPMV_PARAM_WIDTH], INT32_MAX);
@@ -188,6 +191,8 @@ static void test_params_resolve(void **state)
     expect_refused("gpu.hyb", SPMV_PARAM_WIDTH, -1, (const char *const[]){"width", "-1", NULL});
     expect_refused("gpu.ell", SPMV_PARAM_WIDTH, 4, (const char *const[]){"takes no parameter width", NULL});
     expect_refused("gpu.csr.adaptive", SPMV_PARAM_ROW_BLOCKS, 3, (const char *const[]){"row_blocks", "1..2", NULL});
+    expect_refused("gpu.coo.scoo", SPMV_PARAM_LANES, 33, (const char *const[]){"lanes", "33", "1..32", NULL});
+    expect_refused("gpu.coo.sliced", SPMV_PARAM_LANES, 4, (const char *const[]){"takes no parameter lanes", NULL});
     assert_int_equal(spmv_params_resolve(NULL, &p, &r, &err), SPMV_ERR_INVALID);
 }
 

@@ -50,6 +50,23 @@ static const spmv_param_desc params[SPMV_PARAM_COUNT] = {
                                "kernel 3: a block per row of A, a shared-memory row accumulator of 32 columns, the "
                                "first warp writing), 2 = sort (every product written, then a radix sort and a "
                                "reduce-by-key)"},
+    [SPMV_PARAM_X_CACHE] = {"x_cache", 1, 1, 2,
+                            "gpu.hll: how x is read: 1 = through the texture cache (tex1Dfetch on a texture object, "
+                            "as the HLL study), 2 = through the read-only data cache (__ldg)"},
+    [SPMV_PARAM_WIDTH] = {"width", 0, 1, INT32_MAX,
+                          "gpu.hyb: entries per row in the ELL part, the rest of a longer row in the COO part "
+                          "(0 = the smallest width holding two thirds of the rows whole; clamped to the longest row)"},
+    [SPMV_PARAM_LAUNCHES] = {"launches", 1, 1, 2,
+                             "gpu.hyb: 1 = one kernel, the ELL rows and the COO entries both added atomically into a "
+                             "zeroed y (the HYB study's atomic case), 2 = the ELL kernel writes y, then the COO "
+                             "entries are added atomically"},
+    [SPMV_PARAM_ROW_BLOCKS] = {"row_blocks", 1, 1, 2,
+                               "gpu.csr.adaptive: 1 = the study's row blocks (rows gathered while their non-zeros fit "
+                               "`nnz_per_wg`, a longer row alone), 2 = blocks starting at bins of `nnz_per_wg` "
+                               "non-zeros, every 1024 rows and around long rows"},
+    [SPMV_PARAM_LANES] = {"lanes", 4, 1, 32,
+                          "gpu.coo.scoo: shared-memory lanes per row (thread t adds into lane t mod `lanes`); a slice "
+                          "holds 16 KiB / (`lanes` x value size) rows, so fewer lanes, taller slices"},
 };
 
 static const spmv_kernel kernels[] = {
@@ -80,7 +97,8 @@ static const spmv_kernel kernels[] = {
     {"gpu.csr.scalar", SPMV_DEVICE_GPU, SPMV_FMT_CSR, BS, "one thread per row", SPMV_OP_SPMV, 1,
      SPMV_IMPL_GPU_CSR_SCALAR},
     {"gpu.csr.warp_buffer", SPMV_DEVICE_GPU, SPMV_FMT_CSR, BS,
-     "one warp per row, partial sums reduced through a global buffer", SPMV_OP_SPMV, 1,
+     "one warp per row, the 32 partial sums through a global buffer, reduced there by the warp as a tree",
+     SPMV_OP_SPMV, 1,
      SPMV_IMPL_GPU_CSR_WARP_BUFFER},
     {"gpu.csr.vector", SPMV_DEVICE_GPU, SPMV_FMT_CSR, BS | P(SPMV_PARAM_THREADS),
      "`threads` threads per row (a power of two 2..32, 0: chosen from the mean row length), "
@@ -89,21 +107,29 @@ static const spmv_kernel kernels[] = {
      SPMV_IMPL_GPU_CSR_TILED},
     {"gpu.csr.texture", SPMV_DEVICE_GPU, SPMV_FMT_CSR, BS, "thread per row, x read through a texture object", SPMV_OP_SPMV, 1,
      SPMV_IMPL_GPU_CSR_TEXTURE},
-    {"gpu.csr.adaptive", SPMV_DEVICE_GPU, SPMV_FMT_CSR, BS | P(SPMV_PARAM_NNZ_PER_WG),
-     "row blocks of about `nnz_per_wg` non-zeros: CSR-Stream / CSR-Vector / CSR-VectorL", SPMV_OP_SPMV, 1,
+    {"gpu.csr.adaptive", SPMV_DEVICE_GPU, SPMV_FMT_CSR, BS | P(SPMV_PARAM_NNZ_PER_WG) | P(SPMV_PARAM_ROW_BLOCKS),
+     "row blocks gathering rows while their non-zeros fit `nnz_per_wg`: CSR-Stream (several threads per row, "
+     "tree in shared memory) / CSR-Vector (a row of up to 64, one warp) / CSR-VectorL (a longer row, the block; "
+     "past 4 `nnz_per_wg`, blocks and atomics); `row_blocks` 2: the earlier binned form", SPMV_OP_SPMV, 1,
      SPMV_IMPL_GPU_CSR_ADAPTIVE},
     {"gpu.csr.merge", SPMV_DEVICE_GPU, SPMV_FMT_CSR, BS,
      "merge-path split of rows and non-zeros, equal work per thread", SPMV_OP_SPMV, 1, SPMV_IMPL_GPU_CSR_MERGE},
     {"gpu.ell", SPMV_DEVICE_GPU, SPMV_FMT_ELL, BS, "thread per row over the column-major ELL", SPMV_OP_SPMV, 1,
      SPMV_IMPL_GPU_ELL},
-    {"gpu.hll", SPMV_DEVICE_GPU, SPMV_FMT_HLL, BS | P(SPMV_PARAM_HACK_SIZE), "thread per row over HLL slices", SPMV_OP_SPMV, 1,
-     SPMV_IMPL_GPU_HLL},
+    {"gpu.hll", SPMV_DEVICE_GPU, SPMV_FMT_HLL, BS | P(SPMV_PARAM_HACK_SIZE) | P(SPMV_PARAM_X_CACHE),
+     "thread per row over HLL slices, x through the texture cache (`x_cache` 2: the read-only cache)", SPMV_OP_SPMV,
+     1, SPMV_IMPL_GPU_HLL},
     {"gpu.coo.atomic", SPMV_DEVICE_GPU, SPMV_FMT_COO, BS, "thread per non-zero, atomic adds into y", SPMV_OP_SPMV, 1,
      SPMV_IMPL_GPU_COO_ATOMIC},
     {"gpu.coo.sliced", SPMV_DEVICE_GPU, SPMV_FMT_COO, BS, "sliced COO with shared-memory accumulation", SPMV_OP_SPMV, 1,
      SPMV_IMPL_GPU_COO_SLICED},
-    {"gpu.hyb", SPMV_DEVICE_GPU, SPMV_FMT_HYB, BS, "ELL part (thread per row) plus COO part (atomics)", SPMV_OP_SPMV, 1,
-     SPMV_IMPL_GPU_HYB},
+    {"gpu.coo.scoo", SPMV_DEVICE_GPU, SPMV_FMT_COO, BS | P(SPMV_PARAM_LANES),
+     "sliced COO (SCOO): the row-sorted COO in slices of rows whose accumulator of `lanes` lanes per row fits 16 "
+     "KiB of shared memory, blocks per slice adding their entries there (shared atomics, lane = thread mod "
+     "`lanes`), lanes summed per row into y", SPMV_OP_SPMV, 1, SPMV_IMPL_GPU_SCOO},
+    {"gpu.hyb", SPMV_DEVICE_GPU, SPMV_FMT_HYB, BS | P(SPMV_PARAM_WIDTH) | P(SPMV_PARAM_LAUNCHES),
+     "ELL part of `width` entries per row (thread per row) plus COO part, in one launch both added atomically "
+     "into y (`launches` 2: the ELL kernel writes y, then the COO atomics)", SPMV_OP_SPMV, 1, SPMV_IMPL_GPU_HYB},
     {"cusparse.csr", SPMV_DEVICE_GPU, SPMV_FMT_CSR, P(SPMV_PARAM_ALG),
      "cuSPARSE generic SpMV on CSR; buffer and preprocessing done once per matrix", SPMV_OP_SPMV, SPMV_MAX_K,
      SPMV_IMPL_CUSPARSE_CSR},

@@ -657,6 +657,11 @@ typedef enum spmv_param_id {
     SPMV_PARAM_SCHEDULE,        /* cpu.hll.omp: 1 static block partition, 2 dynamic */
     SPMV_PARAM_OUTPUT,          /* gpu.spmspm.thread_row / block_row: 1 global atomic counter, 2 count + scan */
     SPMV_PARAM_ACCUMULATE,      /* gpu.spmspm.warp_nnz: 1 shared row accumulator, 2 every product, sorted */
+    SPMV_PARAM_X_CACHE,         /* gpu.hll: x through 1 the texture cache, 2 the read-only cache (__ldg) */
+    SPMV_PARAM_WIDTH,           /* gpu.hyb: the ELL part's width (0 = the 2/3 quantile of row lengths) */
+    SPMV_PARAM_LAUNCHES,        /* gpu.hyb: 1 one kernel, both parts atomic; 2 ELL then COO */
+    SPMV_PARAM_ROW_BLOCKS,      /* gpu.csr.adaptive: 1 the study's row blocks, 2 bins of nnz_per_wg */
+    SPMV_PARAM_LANES,           /* gpu.coo.scoo: shared-memory lanes per row */
     SPMV_PARAM_COUNT
 } spmv_param_id;
 
@@ -722,6 +727,7 @@ typedef enum spmv_impl {
     SPMV_IMPL_CUSPARSE_SPGEMM,
     SPMV_IMPL_CPU_SPMSPM_HASH,
     SPMV_IMPL_GPU_SPMSPM_WARP_NNZ_WIDE,
+    SPMV_IMPL_GPU_SCOO,
     SPMV_IMPL_COUNT
 } spmv_impl;
 

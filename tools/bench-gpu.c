@@ -10,7 +10,9 @@
  *      regime). For each matrix x dtype the matrix is uploaded once and
  *      every GPU SpMV kernel of the registry runs with its parameter sweep
  *      (block sizes 32..1024, hack sizes, cuSPARSE algorithms, lanes per
- *      row): median (--stat mean: mean) of >= 50 timed runs after warm-up
+ *      row, and beside each study's form the project's variant: gpu.hll
+ *      x_cache 2, gpu.hyb launches 2, gpu.csr.adaptive row_blocks 2;
+ *      gpu.coo.scoo's lanes 1..32): median (--stat mean: mean) of >= 50 timed runs after warm-up
  *      (spmv_gpu_run, CUDA events
  *      around each launch), y checked against spmv_reference; `auto` tunes
  *      (engine/tune.c) and its choice is timed like the others.
@@ -318,6 +320,17 @@ static void sweep_kernel(const bench_opts *o, config *c, size_t *np, const spmv_
     if (ps & (1u << SPMV_PARAM_THREADS))
         for (size_t t = 0; t < sizeof lanes / sizeof *lanes; t++)
             add_config(c, &n, k, SPMV_PARAM_THREADS, lanes[t]);
+    /* the project's own variants beside the studies' forms (the defaults) */
+    if (ps & (1u << SPMV_PARAM_X_CACHE))
+        add_config(c, &n, k, SPMV_PARAM_X_CACHE, 2);
+    if (ps & (1u << SPMV_PARAM_LAUNCHES))
+        add_config(c, &n, k, SPMV_PARAM_LAUNCHES, 2);
+    if (ps & (1u << SPMV_PARAM_ROW_BLOCKS))
+        add_config(c, &n, k, SPMV_PARAM_ROW_BLOCKS, 2);
+    if (ps & (1u << SPMV_PARAM_LANES))
+        for (size_t t = 0; t < sizeof lanes / sizeof *lanes; t++)
+            if (lanes[t] != 4)
+                add_config(c, &n, k, SPMV_PARAM_LANES, lanes[t]);
     *np = n;
 }
 

@@ -172,13 +172,13 @@ void gpu_free_hll(spmv_gpu_ctx *ctx, spmv_gpu_matrix *m, struct gpu_hll *h)
     memset(h, 0, sizeof *h);
 }
 
-void gpu_free_hyb(spmv_gpu_ctx *ctx, spmv_gpu_matrix *m)
+void gpu_free_hyb(spmv_gpu_ctx *ctx, spmv_gpu_matrix *m, struct gpu_hyb *h)
 {
-    gpu_free_ell(ctx, m, &m->hyb.ell);
-    gpu_release_ptr(ctx, m, &m->hyb.row);
-    gpu_release_ptr(ctx, m, &m->hyb.col);
-    gpu_release_ptr(ctx, m, &m->hyb.val);
-    memset(&m->hyb, 0, sizeof m->hyb);
+    gpu_free_ell(ctx, m, &h->ell);
+    gpu_release_ptr(ctx, m, &h->row);
+    gpu_release_ptr(ctx, m, &h->col);
+    gpu_release_ptr(ctx, m, &h->val);
+    memset(h, 0, sizeof *h);
 }
 
 template <typename T>
@@ -248,14 +248,14 @@ done:
     return st;
 }
 
+/* The HYB of ELL width `want` (0: the automatic width) into h. */
 template <typename T>
-static int fill_hyb(spmv_gpu_ctx *ctx, spmv_gpu_matrix *m, spmv_error *err)
+static int fill_hyb(spmv_gpu_ctx *ctx, spmv_gpu_matrix *m, int32_t want, struct gpu_hyb *h, spmv_error *err)
 {
-    struct gpu_hyb *h = &m->hyb;
-    int32_t *cnt = NULL, *off = NULL, width = 0, total = 0;
+    int32_t *cnt = NULL, *off = NULL, width = want < m->max_row ? want : m->max_row, total = 0;
     int64_t n1 = (int64_t)m->rows + 1;
     int st;
-    if ((st = hyb_width(ctx, m, &width, err)))
+    if (want == 0 && (st = hyb_width(ctx, m, &width, err)))
         goto done;
     if ((st = gpu_alloc(ctx, m, (void **)&cnt, n1 * 4, "HYB counts", err)) ||
         (st = gpu_alloc(ctx, m, (void **)&off, n1 * 4, "HYB offsets", err)))
@@ -285,6 +285,7 @@ static int fill_hyb(spmv_gpu_ctx *ctx, spmv_gpu_matrix *m, spmv_error *err)
                                                             off, h->row, h->col, (T *)h->val);
         st = gpu_check_launch(err, "hyb_fill_coo");
     }
+    h->built = st == SPMV_OK;
 done:
     gpu_release_each(ctx, m, {cnt, off});
     return st;
@@ -335,9 +336,9 @@ int gpu_ensure_format(spmv_gpu_ctx *ctx, spmv_gpu_matrix *m, spmv_format f, spmv
         return gpu_get_hll(ctx, m, m->hack_size, &h, err);
     }
     case SPMV_FMT_HYB:
-        st = f64 ? fill_hyb<double>(ctx, m, err) : fill_hyb<float>(ctx, m, err);
+        st = f64 ? fill_hyb<double>(ctx, m, 0, &m->hyb, err) : fill_hyb<float>(ctx, m, 0, &m->hyb, err);
         if (st)
-            gpu_free_hyb(ctx, m);
+            gpu_free_hyb(ctx, m, &m->hyb);
         break;
     case SPMV_FMT_PCSR:
         if ((st = gpu_build_pcsr(ctx, m, err)))
@@ -394,6 +395,43 @@ int gpu_get_hll(spmv_gpu_ctx *ctx, spmv_gpu_matrix *m, int32_t hack, struct gpu_
         m->formats |= SPMV_FMT_HLL;
     }
     gpu_touch(ctx, m, SPMV_FMT_HLL);
+    *out = h;
+    return SPMV_OK;
+}
+
+int gpu_get_hyb(spmv_gpu_ctx *ctx, spmv_gpu_matrix *m, int32_t width, struct gpu_hyb **out, spmv_error *err)
+{
+    int st;
+    if (width < 0)
+        return spmv_error_set(err, SPMV_ERR_INVALID, 0, "HYB width %d is negative", width);
+    if (width == 0 || ((m->formats & SPMV_FMT_HYB) && m->hyb.ell.width == (width < m->max_row ? width : m->max_row))) {
+        if ((st = gpu_ensure_format(ctx, m, SPMV_FMT_HYB, err)))
+            return st;
+        *out = &m->hyb;
+        return SPMV_OK;
+    }
+    if ((st = gpu_need_narrow(m, "HYB", err)))
+        return st;
+    if (width > m->max_row)
+        width = m->max_row;
+    struct gpu_hyb *h = &m->hyb_alt;
+    if (!h->built || h->ell.width != width) {
+        /* another width: it replaces the cached one, and counts under
+         * HYB's bytes, not as the format held */
+        gpu_cat_scope scope(m, gpu_cat_of(SPMV_FMT_HYB));
+        if ((st = gpu_sync_stream(ctx, err, "HYB rebuild")))
+            return st;
+        gpu_free_hyb(ctx, m, h);
+        st = m->dtype == SPMV_FLOAT64 ? fill_hyb<double>(ctx, m, width, h, err)
+                                      : fill_hyb<float>(ctx, m, width, h, err);
+        if (!st)
+            st = gpu_sync_stream(ctx, err, "HYB build");
+        if (st) {
+            gpu_free_hyb(ctx, m, h);
+            return st;
+        }
+    }
+    gpu_touch(ctx, m, SPMV_FMT_HYB);
     *out = h;
     return SPMV_OK;
 }

@@ -4,8 +4,9 @@
  * They differ in how many threads share a row and where x comes from:
  *   gpu.csr.scalar       one thread per row (uncoalesced, the baseline);
  *   gpu.csr.warp_buffer  one warp per row, the 32 partial sums written to a
- *                        global buffer and summed by lane 0 (the pre-shuffle
- *                        way, kept as a point of comparison);
+ *                        global buffer and reduced there by the warp as a
+ *                        tree (the pre-shuffle way of report 000, kept as a
+ *                        point of comparison);
  *   gpu.csr.vector       2-32 threads per row (a power of two chosen from the
  *                        mean row length, or `threads`), shuffle reduction,
  *                        read-only loads;
@@ -18,6 +19,7 @@
  * Every kernel writes every y[i] (empty rows get 0), so none needs y zeroed.
  * __launch_bounds__(1024) keeps each kernel launchable at block_size 1024.
  */
+#include <stdio.h>
 #include <string.h>
 
 #include "gpu.cuh"
@@ -39,8 +41,12 @@ __global__ void __launch_bounds__(1024)
 }
 
 /* A persistent grid of warps walks the rows; each warp owns 32 slots of
- * buf (its partial sums). __syncwarp orders the writes before lane 0 reads
- * them, and lane 0's reads before the next row's writes. */
+ * buf (its partial sums). The warp then reduces them cooperatively as a
+ * tree, report 000's "Improved GPU" (report 001 Alg. 1): at step s = 1, 2,
+ * 4, 8, 16 the lanes whose id is a multiple of 2s add the slot s above
+ * theirs, so after five steps slot 0 holds the row's sum. __syncwarp
+ * orders each step's writes before the next step's reads, and lane 0's
+ * last read before the next row's writes. */
 template <typename T>
 __global__ void __launch_bounds__(1024)
     csr_warp_buffer_kernel(int32_t rows, const int32_t *__restrict__ rp, const int32_t *__restrict__ col,
@@ -55,13 +61,14 @@ __global__ void __launch_bounds__(1024)
         for (int32_t j = rp[r] + lane; j < rp[r + 1]; j += GPU_WARP)
             s += val[j] * x[col[j]];
         mine[lane] = s;
-        __syncwarp();
-        if (lane == 0) {
-            T t = 0;
-            for (int k = 0; k < GPU_WARP; k++)
-                t += mine[k];
-            y[r] = t;
+        for (int step = 1; step < GPU_WARP; step *= 2) {
+            __syncwarp();
+            if ((lane & (2 * step - 1)) == 0)
+                mine[lane] = mine[lane] + mine[lane + step];
         }
+        __syncwarp();
+        if (lane == 0)
+            y[r] = mine[0];
         __syncwarp();
     }
 }
@@ -130,17 +137,6 @@ __global__ void __launch_bounds__(1024)
         y[r] = s;
 }
 
-template <typename T> __device__ __forceinline__ T tex_x(cudaTextureObject_t t, int32_t i);
-template <> __device__ __forceinline__ float tex_x<float>(cudaTextureObject_t t, int32_t i)
-{
-    return tex1Dfetch<float>(t, i);
-}
-template <> __device__ __forceinline__ double tex_x<double>(cudaTextureObject_t t, int32_t i)
-{
-    int2 v = tex1Dfetch<int2>(t, i);
-    return __hiloint2double(v.y, v.x);
-}
-
 template <typename T>
 __global__ void __launch_bounds__(1024)
     csr_texture_kernel(int32_t rows, const int32_t *__restrict__ rp, const int32_t *__restrict__ col,
@@ -151,7 +147,7 @@ __global__ void __launch_bounds__(1024)
         return;
     T s = 0;
     for (int32_t j = rp[i]; j < rp[i + 1]; j++)
-        s += val[j] * tex_x<T>(x, col[j]);
+        s += val[j] * gpu_tex_x<T>(x, col[j]);
     y[i] = s;
 }
 
@@ -261,21 +257,23 @@ int gpu_csr_tiled(struct gpu_launch *l, spmv_error *err)
     return gpu_check_launch(err, "gpu.csr.tiled");
 }
 
-/* The texture object over the matrix's x buffer, made once and kept (the
- * buffer does not move while the matrix lives). */
-int gpu_csr_texture_prepare(struct gpu_launch *l, spmv_error *err)
+/* The texture object over the launch's x buffer, made once and kept with
+ * the matrix (the buffer does not move while the matrix lives); made anew
+ * when a launch reads another x (a resident vector). gpu.csr.texture and
+ * gpu.hll (x_cache 1) read x through it. */
+int gpu_tex_x_prepare(struct gpu_launch *l, const char *kernel, spmv_error *err)
 {
     spmv_gpu_matrix *m = l->m;
+    char what[96];
     if ((m->tex_x && m->tex_x_ptr == l->x) || m->cols == 0)
         return SPMV_OK;
-    if (m->tex_x) { /* made over another x (a resident vector): make it anew */
+    if (m->tex_x) {
         cudaDestroyTextureObject(m->tex_x);
         m->tex_x = 0;
     }
     if (m->cols > l->ctx->tex1d_linear_max)
-        return spmv_error_set(err, SPMV_ERR_LIMIT, 0,
-                              "gpu.csr.texture: %d columns exceed the %d elements a linear texture spans", m->cols,
-                              l->ctx->tex1d_linear_max);
+        return spmv_error_set(err, SPMV_ERR_LIMIT, 0, "%s: %d columns exceed the %d elements a linear texture spans",
+                              kernel, m->cols, l->ctx->tex1d_linear_max);
     cudaResourceDesc res;
     memset(&res, 0, sizeof res);
     res.resType = cudaResourceTypeLinear;
@@ -288,10 +286,17 @@ int gpu_csr_texture_prepare(struct gpu_launch *l, spmv_error *err)
     cudaError_t e = cudaCreateTextureObject(&m->tex_x, &res, &td, NULL);
     if (e != cudaSuccess) {
         m->tex_x = 0;
-        return gpu_cuda_error(e, err, "gpu.csr.texture: cudaCreateTextureObject");
+        snprintf(what, sizeof what, "%s: cudaCreateTextureObject", kernel);
+        return gpu_cuda_error(e, err, what);
     }
     m->tex_x_ptr = l->x;
     return SPMV_OK;
+}
+
+/* The texture object over the x buffer of this launch (gpu_tex_x_prepare). */
+int gpu_csr_texture_prepare(struct gpu_launch *l, spmv_error *err)
+{
+    return gpu_tex_x_prepare(l, "gpu.csr.texture", err);
 }
 
 template <typename T> static void launch_texture(struct gpu_launch *l)

@@ -89,6 +89,7 @@ struct gpu_hll {
 };
 
 struct gpu_hyb {
+    bool built;
     struct gpu_ell ell;
     int64_t coo_nnz;
     int32_t *row, *col;
@@ -134,6 +135,7 @@ struct gpu_row_block {
 
 struct gpu_adaptive {
     int32_t nnz_per_wg;          /* 0: not built */
+    int32_t rule;                /* row_blocks: 1 the study's gathering, 2 bins of nnz_per_wg */
     int32_t nblocks;
     bool has_chunks;             /* some long row is split across blocks (atomics: zero y first) */
     struct gpu_row_block *blocks;
@@ -191,7 +193,8 @@ struct spmv_gpu_matrix {
     struct gpu_ell ell;
     struct gpu_hll hll;          /* the upload's hack_size */
     struct gpu_hll hll_alt;      /* the last other hack_size asked for */
-    struct gpu_hyb hyb;
+    struct gpu_hyb hyb;          /* the automatic width's */
+    struct gpu_hyb hyb_alt;      /* the last other width asked for (gpu.hyb `width`) */
     struct gpu_pcsr pcsr;
     struct gpu_psell psell;
 
@@ -342,6 +345,10 @@ int gpu_ensure_format(spmv_gpu_ctx *ctx, spmv_gpu_matrix *m, spmv_format f, spmv
  * build replacing the cached other one. */
 int gpu_get_hll(spmv_gpu_ctx *ctx, spmv_gpu_matrix *m, int32_t hack_size, struct gpu_hll **out,
                 spmv_error *err);
+/* The HYB of ELL width `width` (0: the automatic one, the HYB format;
+ * else clamped to the longest row): the held one when its width is that,
+ * the cached other one, or a fresh build replacing the cached other one. */
+int gpu_get_hyb(spmv_gpu_ctx *ctx, spmv_gpu_matrix *m, int32_t width, struct gpu_hyb **out, spmv_error *err);
 /* The packed formats (packed.cu): build (under the padding rule, tracked
  * allocations, nothing left on failure), free, bytes as held (PCSR without
  * the CSR's row_ptr it reads). */
@@ -356,6 +363,7 @@ size_t gpu_psell_bytes(const spmv_gpu_matrix *m);
 /* Device bytes of one format as held (COO counts its shared col/val). */
 size_t gpu_format_bytes(const spmv_gpu_matrix *m, spmv_format f);
 size_t gpu_hll_bytes(const spmv_gpu_matrix *m, const struct gpu_hll *h);
+size_t gpu_hyb_bytes(const spmv_gpu_matrix *m, const struct gpu_hyb *h);
 
 /* ------------------------------------------------------------- kernels */
 
@@ -370,7 +378,22 @@ struct gpu_launch {
     int32_t ncols;               /* columns of x and y (SpMM kernels; 1 otherwise) */
     struct gpu_spmm *spmm;       /* cuSPARSE SpMM descriptors of this call (spmm.cu) */
     struct gpu_hll *hll;         /* the HLL of p's hack_size (HLL kernels) */
+    struct gpu_hyb *hyb;         /* the HYB of p's width (gpu.hyb) */
 };
+
+/* x[i] through the texture cache (a texture object over x, made by
+ * gpu_tex_x_prepare): float as it is, float64 read as int2 and
+ * reassembled (textures hold no doubles). */
+template <typename T> __device__ __forceinline__ T gpu_tex_x(cudaTextureObject_t t, int32_t i);
+template <> __device__ __forceinline__ float gpu_tex_x<float>(cudaTextureObject_t t, int32_t i)
+{
+    return tex1Dfetch<float>(t, i);
+}
+template <> __device__ __forceinline__ double gpu_tex_x<double>(cudaTextureObject_t t, int32_t i)
+{
+    int2 v = tex1Dfetch<int2>(t, i);
+    return __hiloint2double(v.y, v.x);
+}
 
 /* prepare: runs once per call before warm-up (builds caches, formats);
  * launch: queues one y = A*x on ctx->stream, checking the launch. */
@@ -382,6 +405,10 @@ int gpu_csr_warp_buffer(struct gpu_launch *l, spmv_error *err);
 int gpu_csr_vector(struct gpu_launch *l, spmv_error *err);
 int gpu_csr_tiled(struct gpu_launch *l, spmv_error *err);
 int gpu_csr_texture_prepare(struct gpu_launch *l, spmv_error *err);
+/* The texture object over l->x (m->tex_x), made on first need; `kernel`
+ * names the caller in errors (csr.cu). */
+int gpu_tex_x_prepare(struct gpu_launch *l, const char *kernel, spmv_error *err);
+int gpu_hll_prepare(struct gpu_launch *l, spmv_error *err);
 int gpu_csr_texture(struct gpu_launch *l, spmv_error *err);
 int gpu_csr_adaptive_prepare(struct gpu_launch *l, spmv_error *err);
 int gpu_csr_adaptive(struct gpu_launch *l, spmv_error *err);
@@ -395,6 +422,7 @@ int gpu_hll_run(struct gpu_launch *l, spmv_error *err);
 int gpu_hyb_run(struct gpu_launch *l, spmv_error *err);
 int gpu_coo_atomic(struct gpu_launch *l, spmv_error *err);
 int gpu_coo_sliced(struct gpu_launch *l, spmv_error *err);
+int gpu_scoo(struct gpu_launch *l, spmv_error *err);
 int gpu_cusparse_csr_prepare(struct gpu_launch *l, spmv_error *err);
 int gpu_cusparse_csr(struct gpu_launch *l, spmv_error *err);
 int gpu_cusparse_coo_prepare(struct gpu_launch *l, spmv_error *err);
@@ -448,7 +476,7 @@ int gpu_sync_stream(spmv_gpu_ctx *ctx, spmv_error *err, const char *what);
 /* The device ELL, HLL and HYB freed, their bytes untracked (build.cu). */
 void gpu_free_ell(spmv_gpu_ctx *ctx, spmv_gpu_matrix *m, struct gpu_ell *e);
 void gpu_free_hll(spmv_gpu_ctx *ctx, spmv_gpu_matrix *m, struct gpu_hll *h);
-void gpu_free_hyb(spmv_gpu_ctx *ctx, spmv_gpu_matrix *m);
+void gpu_free_hyb(spmv_gpu_ctx *ctx, spmv_gpu_matrix *m, struct gpu_hyb *h);
 /* The padding ratio of format f as held (residency.cu). */
 double gpu_format_padding(const spmv_gpu_matrix *m, spmv_format f);
 

@@ -21,6 +21,12 @@ size_t gpu_hll_bytes(const spmv_gpu_matrix *m, const struct gpu_hll *h)
     return (size_t)h->nslices * 4 + ((size_t)h->nslices + 1) * 8 + (size_t)h->slots * (4 + gpu_vsize(m));
 }
 
+size_t gpu_hyb_bytes(const spmv_gpu_matrix *m, const struct gpu_hyb *h)
+{
+    size_t vs = gpu_vsize(m);
+    return h->built ? (size_t)h->ell.slots * (4 + vs) + (size_t)h->coo_nnz * (8 + vs) : 0;
+}
+
 size_t gpu_format_bytes(const spmv_gpu_matrix *m, spmv_format f)
 {
     size_t vs = gpu_vsize(m), nnz = (size_t)m->nnz;
@@ -31,7 +37,7 @@ size_t gpu_format_bytes(const spmv_gpu_matrix *m, spmv_format f)
     case SPMV_FMT_COO: return nnz * (8 + vs);
     case SPMV_FMT_ELL: return (size_t)m->ell.slots * (4 + vs);
     case SPMV_FMT_HLL: return gpu_hll_bytes(m, &m->hll);
-    case SPMV_FMT_HYB: return (size_t)m->hyb.ell.slots * (4 + vs) + (size_t)m->hyb.coo_nnz * (8 + vs);
+    case SPMV_FMT_HYB: return gpu_hyb_bytes(m, &m->hyb);
     case SPMV_FMT_PCSR: return gpu_pcsr_bytes(m);
     case SPMV_FMT_PSELL: return gpu_psell_bytes(m);
     default: return 0;
@@ -94,7 +100,8 @@ void gpu_drop_format(spmv_gpu_ctx *ctx, spmv_gpu_matrix *m, spmv_format f)
         gpu_free_hll(ctx, m, &m->hll_alt);
         break;
     case SPMV_FMT_HYB:
-        gpu_free_hyb(ctx, m);
+        gpu_free_hyb(ctx, m, &m->hyb);
+        gpu_free_hyb(ctx, m, &m->hyb_alt);
         break;
     case SPMV_FMT_PCSR:
         gpu_free_pcsr(ctx, m);

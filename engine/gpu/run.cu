@@ -40,9 +40,10 @@ static const struct gpu_kernel_impl impls[] = {
     {SPMV_IMPL_GPU_CSR_BINNED, SPMV_FMT_CSR, gpu_csr_binned_prepare, gpu_csr_binned, false},
     {SPMV_IMPL_GPU_CSR_SPMM, SPMV_FMT_CSR, NULL, gpu_csr_spmm, false},
     {SPMV_IMPL_GPU_ELL, SPMV_FMT_ELL, NULL, gpu_ell_run, false},
-    {SPMV_IMPL_GPU_HLL, SPMV_FMT_HLL, NULL, gpu_hll_run, false},
+    {SPMV_IMPL_GPU_HLL, SPMV_FMT_HLL, gpu_hll_prepare, gpu_hll_run, false},
     {SPMV_IMPL_GPU_COO_ATOMIC, SPMV_FMT_COO, NULL, gpu_coo_atomic, false},
     {SPMV_IMPL_GPU_COO_SLICED, SPMV_FMT_COO, NULL, gpu_coo_sliced, false},
+    {SPMV_IMPL_GPU_SCOO, SPMV_FMT_COO, NULL, gpu_scoo, false},
     {SPMV_IMPL_GPU_HYB, SPMV_FMT_HYB, NULL, gpu_hyb_run, false},
     {SPMV_IMPL_CUSPARSE_CSR, SPMV_FMT_CSR, gpu_cusparse_csr_prepare, gpu_cusparse_csr, true},
     {SPMV_IMPL_CUSPARSE_COO, SPMV_FMT_COO, gpu_cusparse_coo_prepare, gpu_cusparse_coo, false},
@@ -66,7 +67,8 @@ extern "C" bool spmv_gpu_kernel_bound(const spmv_kernel *k)
     return k->op == SPMV_OP_SPMSPM ? gpu_spmspm_bound(k) : find_impl(k->impl) != NULL;
 }
 
-/* The format held for the kernel (built now if missing) and its bytes. */
+/* The format held for the kernel (built now if missing; the HLL of its
+ * hack_size, the HYB of its width) and its bytes. */
 static int ready_format(struct gpu_launch *l, const struct gpu_kernel_impl *impl, size_t *fmt_bytes, spmv_error *err)
 {
     spmv_gpu_matrix *m = l->m;
@@ -76,6 +78,12 @@ static int ready_format(struct gpu_launch *l, const struct gpu_kernel_impl *impl
         if ((st = gpu_get_hll(l->ctx, m, hack, &l->hll, err)))
             return st;
         *fmt_bytes = gpu_hll_bytes(m, l->hll);
+        return SPMV_OK;
+    }
+    if (impl->format == SPMV_FMT_HYB) {
+        if ((st = gpu_get_hyb(l->ctx, m, l->p.v[SPMV_PARAM_WIDTH], &l->hyb, err)))
+            return st;
+        *fmt_bytes = gpu_hyb_bytes(m, l->hyb);
         return SPMV_OK;
     }
     if ((st = gpu_ensure_format(l->ctx, m, impl->format, err)))

@@ -6,8 +6,12 @@
  * `make test` passes there and says why.
  *
  * Kernels: every GPU kernel of the registry x float64/float32 x each
- * parameter edge it takes (block_size 32 and 1024, hack_size 1 and 64, alg 1
- * and 2, threads per row auto/2/32, nnz_per_wg default and 64) on every
+ * combination of the parameter edges it takes (block_size 32 and 1024,
+ * hack_size 1 and 64, alg 1 and 2, threads per row auto/2/32, nnz_per_wg
+ * default and 64, gpu.csr.adaptive's row_blocks 1 and 2, gpu.hll's x_cache
+ * 1 (texture) and 2 (__ldg), gpu.hyb's width auto/1/3 and launches 1 and 2,
+ * gpu.coo.scoo's lanes default (4)/1/32;
+ * the quick subsets keep every combination, on fewer matrices) on every
  * ../shared/matrices/real/ matrix and on random matrices drawn afresh (the
  * seed is printed; SPMV_SEED repeats a run): testutil's shapes (empty rows,
  * a full row, power-law rows, 1x1, n x 1, 1 x n, no non-zeros), the empty
@@ -215,6 +219,11 @@ static int edges(const spmv_kernel *k, spmv_param_id id, int32_t *v)
     case SPMV_PARAM_ALG: v[0] = 1; v[1] = 2; return 2;
     case SPMV_PARAM_THREADS: v[0] = 0; v[1] = 2; v[2] = 32; return 3;
     case SPMV_PARAM_NNZ_PER_WG: v[0] = 0; v[1] = 64; return 2;
+    case SPMV_PARAM_X_CACHE: v[0] = 1; v[1] = 2; return 2;
+    case SPMV_PARAM_WIDTH: v[0] = 0; v[1] = 1; v[2] = 3; return 3;
+    case SPMV_PARAM_LAUNCHES: v[0] = 1; v[1] = 2; return 2;
+    case SPMV_PARAM_ROW_BLOCKS: v[0] = 1; v[1] = 2; return 2;
+    case SPMV_PARAM_LANES: v[0] = 0; v[1] = 1; v[2] = 32; return 3;
     default: v[0] = 0; return 1;
     }
 }
@@ -264,10 +273,8 @@ static bool run_one(const char *label, const spmv_kernel *k, spmv_gpu_matrix *gm
 {
     spmv_error err;
     spmv_stats st;
-    char ps[128];
-    snprintf(ps, sizeof ps, "block_size=%d hack_size=%d alg=%d threads=%d nnz_per_wg=%d",
-             p->v[SPMV_PARAM_BLOCK_SIZE], p->v[SPMV_PARAM_HACK_SIZE], p->v[SPMV_PARAM_ALG],
-             p->v[SPMV_PARAM_THREADS], p->v[SPMV_PARAM_NNZ_PER_WG]);
+    char ps[256];
+    spmv_params_format(k, p, ps, sizeof ps);
     tu_poison(y, pb->dt, coo->rows);
     int rc = spmv_gpu_run(TG.ctx, k, gm, p, pb->x, y, 1, 2, &st, &err);
     if (rc == SPMV_ERR_LIMIT && host_rule_refuses(pb, k, p)) {
@@ -324,24 +331,24 @@ static int check_kernels(const char *label, const spmv_coo *coo, spmv_dtype dt)
         struct tally *t = tally_of(k->name);
         for (int id = 0; id < SPMV_PARAM_COUNT; id++)
             n[id] = edges(k, (spmv_param_id)id, e[id]);
-        for (int a = 0; a < n[0]; a++)
-            for (int b = 0; b < n[1]; b++)
-                for (int c = 0; c < n[3]; c++)
-                    for (int d = 0; d < n[4]; d++)
-                        for (int f = 0; f < n[5]; f++) {
-                            spmv_params p = {{0}};
-                            p.v[SPMV_PARAM_BLOCK_SIZE] = e[SPMV_PARAM_BLOCK_SIZE][a];
-                            p.v[SPMV_PARAM_HACK_SIZE] = e[SPMV_PARAM_HACK_SIZE][b];
-                            p.v[SPMV_PARAM_ALG] = e[SPMV_PARAM_ALG][c];
-                            p.v[SPMV_PARAM_THREADS] = e[SPMV_PARAM_THREADS][d];
-                            p.v[SPMV_PARAM_NNZ_PER_WG] = e[SPMV_PARAM_NNZ_PER_WG][f];
-                            bool ok = run_one(label, k, gm, coo, &pb, &p, y);
-                            if (ok)
-                                t->pass[dt]++;
-                            else
-                                t->fail[dt]++;
-                            failures += !ok;
-                        }
+        /* every combination of the edges: an odometer over the parameters */
+        int at[SPMV_PARAM_COUNT] = {0};
+        for (;;) {
+            spmv_params p = {{0}};
+            for (int id = 0; id < SPMV_PARAM_COUNT; id++)
+                p.v[id] = e[id][at[id]];
+            bool ok = run_one(label, k, gm, coo, &pb, &p, y);
+            if (ok)
+                t->pass[dt]++;
+            else
+                t->fail[dt]++;
+            failures += !ok;
+            int id = 0;
+            while (id < SPMV_PARAM_COUNT && ++at[id] == n[id])
+                at[id++] = 0;
+            if (id == SPMV_PARAM_COUNT)
+                break;
+        }
     }
 done:
     spmv_gpu_matrix_free(TG.ctx, gm);

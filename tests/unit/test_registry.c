@@ -27,7 +27,7 @@ static const char *const required[] = {
     "cpu.csr.serial", "cpu.csr.chunked", "cpu.csr.omp", "cpu.ell.omp", "cpu.hll.omp",
     "gpu.csr.scalar", "gpu.csr.warp_buffer", "gpu.csr.vector", "gpu.csr.tiled", "gpu.csr.texture",
     "gpu.csr.adaptive", "gpu.csr.merge", "gpu.ell", "gpu.hll", "gpu.coo.atomic", "gpu.coo.sliced",
-    "gpu.hyb", "cusparse.csr", "cusparse.coo", "cusparse.sell",
+    "gpu.hyb", "cusparse.csr", "cusparse.coo", "cusparse.sell", "gpu.coo.scoo",
 };
 
 static void test_catalogue_complete(void **state)
@@ -86,6 +86,9 @@ static void test_param_table(void **state)
         {SPMV_PARAM_THREADS, "threads", 0, 0, 1024},          {SPMV_PARAM_NNZ_PER_WG, "nnz_per_wg", 2048, 64, 1048576},
         {SPMV_PARAM_SPAN, "span", 8, 1, INT32_MAX},           {SPMV_PARAM_SCHEDULE, "schedule", 1, 1, 2},
         {SPMV_PARAM_OUTPUT, "output", 1, 1, 2},               {SPMV_PARAM_ACCUMULATE, "accumulate", 1, 1, 2},
+        {SPMV_PARAM_X_CACHE, "x_cache", 1, 1, 2},             {SPMV_PARAM_WIDTH, "width", 0, 1, INT32_MAX},
+        {SPMV_PARAM_LAUNCHES, "launches", 1, 1, 2},           {SPMV_PARAM_ROW_BLOCKS, "row_blocks", 1, 1, 2},
+        {SPMV_PARAM_LANES, "lanes", 4, 1, 32},
     };
     for (size_t i = 0; i < sizeof want / sizeof want[0]; i++) {
         const spmv_param_desc *d = spmv_param_get(want[i].id);
@@ -142,6 +145,20 @@ static void test_params_resolve(void **state)
     assert_int_equal(spmv_params_resolve(spmv_kernel_find("cpu.hll.omp"), &p, &r, &err), SPMV_OK);
     assert_int_equal(r.v[SPMV_PARAM_HACK_SIZE], 64);
     assert_int_equal(r.v[SPMV_PARAM_THREADS], 3);
+    /* the studies' forms are the defaults (docs/kernels.md, "The studies' items") */
+    memset(&p, 0, sizeof p);
+    assert_int_equal(spmv_params_resolve(spmv_kernel_find("gpu.csr.adaptive"), &p, &r, &err), SPMV_OK);
+    assert_int_equal(r.v[SPMV_PARAM_ROW_BLOCKS], 1);
+    assert_int_equal(spmv_params_resolve(spmv_kernel_find("gpu.hll"), &p, &r, &err), SPMV_OK);
+    assert_int_equal(r.v[SPMV_PARAM_X_CACHE], 1); /* the texture cache */
+    assert_int_equal(spmv_params_resolve(spmv_kernel_find("gpu.hyb"), &p, &r, &err), SPMV_OK);
+    assert_int_equal(r.v[SPMV_PARAM_LAUNCHES], 1); /* one launch, the atomic case */
+    assert_int_equal(r.v[SPMV_PARAM_WIDTH], 0);    /* the automatic width */
+    assert_int_equal(spmv_params_resolve(spmv_kernel_find("gpu.coo.scoo"), &p, &r, &err), SPMV_OK);
+    assert_int_equal(r.v[SPMV_PARAM_LANES], 4);
+    p.v[SPMV_PARAM_WIDTH] = INT32_MAX; /* clamped to the longest row when built */
+    assert_int_equal(spmv_params_resolve(spmv_kernel_find("gpu.hyb"), &p, &r, &err), SPMV_OK);
+    assert_int_equal(r.v[SPMV_PARAM_WIDTH], INT32_MAX);
     /* hack_size defaults to 0, the matrix's own: kept, not range-checked */
     memset(&p, 0, sizeof p);
     assert_int_equal(spmv_params_resolve(spmv_kernel_find("gpu.hll"), &p, &r, &err), SPMV_OK);
@@ -185,6 +202,14 @@ static void test_params_resolve(void **state)
     expect_refused("gpu.csr.adaptive", SPMV_PARAM_NNZ_PER_WG, 63, (const char *const[]){"nnz_per_wg", NULL});
     expect_refused("gpu.csr.vector", SPMV_PARAM_THREADS, 3, (const char *const[]){"power of two", NULL});
     expect_refused("gpu.csr.vector", SPMV_PARAM_THREADS, 64, (const char *const[]){"threads", "64", NULL});
+    expect_refused("gpu.hll", SPMV_PARAM_X_CACHE, 3, (const char *const[]){"x_cache", "3", "1..2", NULL});
+    expect_refused("gpu.csr.texture", SPMV_PARAM_X_CACHE, 2, (const char *const[]){"takes no parameter x_cache", NULL});
+    expect_refused("gpu.hyb", SPMV_PARAM_LAUNCHES, 3, (const char *const[]){"launches", "1..2", NULL});
+    expect_refused("gpu.hyb", SPMV_PARAM_WIDTH, -1, (const char *const[]){"width", "-1", NULL});
+    expect_refused("gpu.ell", SPMV_PARAM_WIDTH, 4, (const char *const[]){"takes no parameter width", NULL});
+    expect_refused("gpu.csr.adaptive", SPMV_PARAM_ROW_BLOCKS, 3, (const char *const[]){"row_blocks", "1..2", NULL});
+    expect_refused("gpu.coo.scoo", SPMV_PARAM_LANES, 33, (const char *const[]){"lanes", "33", "1..32", NULL});
+    expect_refused("gpu.coo.sliced", SPMV_PARAM_LANES, 4, (const char *const[]){"takes no parameter lanes", NULL});
     assert_int_equal(spmv_params_resolve(NULL, &p, &r, &err), SPMV_ERR_INVALID);
 }
 

@@ -524,7 +524,7 @@ template <typename T> __global__ void diag_k_kernel(int64_t n, colscal m, const 
 }
 
 /* The block's sum of v, in thread 0 (every thread calls it). */
-__device__ double block_sum(double v)
+static __device__ double block_sum(double v)
 {
     __shared__ double part[BLOCK / GPU_WARP];
     int lane = threadIdx.x % GPU_WARP, warp = threadIdx.x / GPU_WARP;

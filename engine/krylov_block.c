@@ -16,7 +16,8 @@
  * counting iterations, and is masked off in the k-column calls, so the
  * others go on and each column's arithmetic is its own CG's: on the host
  * the calls run the one-column loops, and the iterations, history and x
- * are spmv_solve's bit for bit. A preconditioner callback (AMG, ...) is
+ * are spmv_solve's bit for bit (where those loops run serially: an OpenMP
+ * team's reductions may add in another order). A preconditioner callback (AMG, ...) is
  * applied column by column (engine/precond.h takes one column), as is the
  * rare residual replacement of a column. The answer's residuals are
  * recomputed at the end with one more SpMM, as spmv_solve recomputes its

@@ -1000,7 +1000,9 @@ int spmv_vec_nrm2(spmv_gpu_ctx *ctx, const spmv_vec *x, double *out, spmv_error 
  * and a reduction waits once and brings its k (2k) results back in one
  * copy; on the host each column runs the loop of the one-column call
  * above, so a column's numbers are those of spmv_vec_axpy, _axpby, _mul,
- * _dot and _nrm2 on it, bit for bit.
+ * _dot and _nrm2 on it (bit for bit where the loops run serially, under
+ * spmv_cpu_serial_below(): an OpenMP team's sums may add in another order
+ * from one call to the next).
  *   axpy_k:     y_j += alpha_j x_j
  *   xpay_k:     y_j  = x_j + beta_j y_j (beta_j == 0: y_j = x_j, its old
  *               values not read, NaN or not)

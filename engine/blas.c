@@ -388,18 +388,23 @@ static spmv_vec column(const spmv_vec *v, int32_t j)
 
 #define ON(on, j) (!(on) || (on)[j])
 
-/* A k-column call's scalars: present. Any value goes, as in axpby (a
- * solver's breakdown shows in the next reduction, not as an error here). */
-static int check_scalars(const double *s, const char *op, spmv_error *err)
+/* A k-column update's scalars: present (any value goes, as in axpby: a
+ * solver's breakdown shows in the next reduction, not as an error here),
+ * and x and y two blocks (the device kernels read x while writing y). */
+static int check_update(const double *s, const spmv_vec *x, const spmv_vec *y, const char *op, spmv_error *err)
 {
-    return s ? SPMV_OK : spmv_error_set(err, SPMV_ERR_INVALID, 0, "%s: missing scalars", op);
+    if (!s)
+        return spmv_error_set(err, SPMV_ERR_INVALID, 0, "%s: missing scalars", op);
+    if (x->data && x->data == y->data)
+        return spmv_error_set(err, SPMV_ERR_INVALID, 0, "%s: x and y are one block", op);
+    return SPMV_OK;
 }
 
 int spmv_vec_axpy_k(spmv_gpu_ctx *ctx, const double *alpha, const spmv_vec *x, spmv_vec *y, const bool *on,
                     spmv_error *err)
 {
     int st = check_pair(x, y, "axpy_k", err);
-    if (st || (st = check_scalars(alpha, "axpy_k", err)))
+    if (st || (st = check_update(alpha, x, y, "axpy_k", err)))
         return st;
     if (GPU(x))
         return spmv_gpu_vec_axpy_k(ctx, alpha, x, y, on, err);
@@ -415,7 +420,7 @@ int spmv_vec_xpay_k(spmv_gpu_ctx *ctx, const spmv_vec *x, const double *beta, sp
                     spmv_error *err)
 {
     int st = check_pair(x, y, "xpay_k", err);
-    if (st || (st = check_scalars(beta, "xpay_k", err)))
+    if (st || (st = check_update(beta, x, y, "xpay_k", err)))
         return st;
     if (GPU(x))
         return spmv_gpu_vec_xpay_k(ctx, x, beta, y, on, err);

@@ -996,7 +996,8 @@ int spmv_vec_nrm2(spmv_gpu_ctx *ctx, const spmv_vec *x, double *out, spmv_error 
  * block with its own scalar (alpha[j], beta[j]: k values in host memory),
  * and `on` (k flags in host memory; NULL: every column) masking columns
  * off: a column whose flag is false is neither read nor written, and its
- * reductions give 0. On a GPU each call is one launch for all k columns,
+ * reductions give 0; x and y of an update are two blocks (diag_k's may be
+ * one). On a GPU each call is one launch for all k columns,
  * and a reduction waits once and brings its k (2k) results back in one
  * copy; on the host each column runs the loop of the one-column call
  * above, so a column's numbers are those of spmv_vec_axpy, _axpby, _mul,
@@ -1007,7 +1008,7 @@ int spmv_vec_nrm2(spmv_gpu_ctx *ctx, const spmv_vec *x, double *out, spmv_error 
  *   xpay_k:     y_j  = x_j + beta_j y_j (beta_j == 0: y_j = x_j, its old
  *               values not read, NaN or not)
  *   diag_k:     y_j  = d .* x_j, d one column of n values (Jacobi's D^-1 on
- *               k columns; x and y may be one block)
+ *               k columns)
  *   dot_k:      out[j] = x_j·y_j
  *   nrm2_dot_k: nrm[j] = ||x_j|| and, y not NULL, dot[j] = x_j·y_j, in one
  *               pass (a preconditioned CG's ||r|| and r·z). */

@@ -471,6 +471,15 @@ static colscal colscal_of(const double *s, const bool *on, int32_t k)
     return c;
 }
 
+/* The k of a k-column call: 1..SPMV_MAX_K (the scalars and the mask
+ * travel in the launch, the results in the reductions' area). */
+static int k_fits(const spmv_vec *x, const char *op, spmv_error *err)
+{
+    if (x->k >= 1 && x->k <= SPMV_MAX_K)
+        return SPMV_OK;
+    return spmv_error_set(err, SPMV_ERR_INVALID, 0, "%s: %d columns (1..%d)", op, x->k, SPMV_MAX_K);
+}
+
 static dim3 grid_k(int64_t n, int32_t k, unsigned cap)
 {
     unsigned g = grid_of(n, BLOCK);
@@ -614,7 +623,7 @@ static void launch_reduce(spmv_gpu_ctx *ctx, const spmv_vec *x, const spmv_vec *
  * the one-column call gives. A NaN anywhere is NaN already. */
 static int norm_of(spmv_gpu_ctx *ctx, const spmv_vec *x, int32_t j, double ss, double *out, spmv_error *err)
 {
-    if (x->dtype == SPMV_FLOAT32 || isnan(ss) || (isfinite(ss) && ss >= 1e-280)) {
+    if (x->dtype == SPMV_FLOAT32 || x->n == 0 || isnan(ss) || (isfinite(ss) && ss >= 1e-280)) {
         *out = sqrt(ss);
         return SPMV_OK;
     }
@@ -627,14 +636,16 @@ static int norm_of(spmv_gpu_ctx *ctx, const spmv_vec *x, int32_t j, double ss, d
 extern "C" int spmv_gpu_vec_nrm2_dot_k(spmv_gpu_ctx *ctx, const spmv_vec *x, const spmv_vec *y, const bool *on,
                                        double *nrm, double *dot, spmv_error *err)
 {
+    int st = k_fits(x, "nrm2_dot_k", err);
+    if (st)
+        return st;
     int32_t k = x->k;
     colscal m = colscal_of(NULL, on, k);
     double res[2 * SPMV_MAX_K];
     for (int32_t j = 0; j < 2 * k; j++)
         res[j] = 0.0;
     bool want_dot = y && dot;
-    int st = red_area(ctx, "nrm2_dot_k", err);
-    if (st)
+    if ((st = red_area(ctx, "nrm2_dot_k", err)))
         return st;
     if (x->n > 0 && m.on) {
         if (x->dtype == SPMV_FLOAT64)
@@ -665,6 +676,9 @@ extern "C" int spmv_gpu_vec_nrm2_dot_k(spmv_gpu_ctx *ctx, const spmv_vec *x, con
 extern "C" int spmv_gpu_vec_axpy_k(spmv_gpu_ctx *ctx, const double *alpha, const spmv_vec *x, spmv_vec *y,
                                    const bool *on, spmv_error *err)
 {
+    int st = k_fits(x, "axpy_k", err);
+    if (st)
+        return st;
     colscal a = colscal_of(alpha, on, x->k);
     if (x->n == 0 || !a.on)
         return SPMV_OK;
@@ -679,6 +693,9 @@ extern "C" int spmv_gpu_vec_axpy_k(spmv_gpu_ctx *ctx, const double *alpha, const
 extern "C" int spmv_gpu_vec_xpay_k(spmv_gpu_ctx *ctx, const spmv_vec *x, const double *beta, spmv_vec *y,
                                    const bool *on, spmv_error *err)
 {
+    int st = k_fits(x, "xpay_k", err);
+    if (st)
+        return st;
     colscal b = colscal_of(beta, on, x->k);
     if (x->n == 0 || !b.on)
         return SPMV_OK;
@@ -693,6 +710,9 @@ extern "C" int spmv_gpu_vec_xpay_k(spmv_gpu_ctx *ctx, const spmv_vec *x, const d
 extern "C" int spmv_gpu_vec_diag_k(spmv_gpu_ctx *ctx, const spmv_vec *d, const spmv_vec *x, spmv_vec *y,
                                    const bool *on, spmv_error *err)
 {
+    int st = k_fits(x, "diag_k", err);
+    if (st)
+        return st;
     colscal m = colscal_of(NULL, on, x->k);
     if (x->n == 0 || !m.on)
         return SPMV_OK;

@@ -278,12 +278,13 @@ static void test_blas_k(void **state)
         assert_int_equal(spmv_vec_diag_k(TG.ctx, &dd, &dy, &dy, NULL, &err), SPMV_OK);
         blas_k_compare("diag_k in place", &hy, &dy, tol * 10);
         double hdot[SPMV_MAX_K], hn[SPMV_MAX_K], ddot[SPMV_MAX_K], dn[SPMV_MAX_K], ddot2[SPMV_MAX_K],
-            dn2[SPMV_MAX_K], dn3[SPMV_MAX_K];
+            ddot3[SPMV_MAX_K], dn2[SPMV_MAX_K], dn3[SPMV_MAX_K];
         for (int32_t j = 0; j < k; j++)
-            ddot[j] = dn[j] = ddot2[j] = dn2[j] = dn3[j] = NAN;
+            ddot[j] = dn[j] = ddot2[j] = ddot3[j] = dn2[j] = dn3[j] = NAN;
         assert_int_equal(spmv_vec_nrm2_dot_k(NULL, &hx, &hy, on, hn, hdot, &err), SPMV_OK);
         assert_int_equal(spmv_vec_nrm2_dot_k(TG.ctx, &dx, &dy, on, dn, ddot, &err), SPMV_OK);
         assert_int_equal(spmv_vec_dot_k(TG.ctx, &dx, &dy, on, ddot2, &err), SPMV_OK);
+        assert_int_equal(spmv_vec_dot_k(TG.ctx, &dx, &dy, on, ddot3, &err), SPMV_OK);
         assert_int_equal(spmv_vec_nrm2_dot_k(TG.ctx, &dx, NULL, on, dn2, NULL, &err), SPMV_OK);
         assert_int_equal(spmv_vec_nrm2_dot_k(TG.ctx, &dx, NULL, on, dn3, NULL, &err), SPMV_OK);
         for (int32_t j = 0; j < k; j++) {
@@ -292,13 +293,15 @@ static void test_blas_k(void **state)
                 spmv_vec yj = column_of(&hy, j);
                 spmv_vec_nrm2(NULL, &yj, &ny, &err);
             }
-            assert_true(fabs(ddot[j] - hdot[j]) <= (dt == SPMV_FLOAT32 ? 1e-9 : 1e-12) * hn[j] * ny + 1e-300);
+            double dtol = 1e-12 * hn[j] * ny + 1e-300;
+            assert_true(fabs(ddot[j] - hdot[j]) <= dtol);
+            assert_true(fabs(ddot2[j] - hdot[j]) <= dtol);
             assert_true(fabs(dn[j] - hn[j]) <= 1e-12 * hn[j]);
-            assert_memory_equal(&ddot2[j], &ddot[j], sizeof(double)); /* deterministic, and fused or not alike */
-            assert_memory_equal(&dn2[j], &dn[j], sizeof(double));
+            assert_true(fabs(dn2[j] - hn[j]) <= 1e-12 * hn[j]);
+            assert_memory_equal(&ddot3[j], &ddot2[j], sizeof(double)); /* deterministic: the same call, the same bits */
             assert_memory_equal(&dn3[j], &dn2[j], sizeof(double));
             if (!on[j])
-                assert_true(ddot[j] == 0.0 && dn[j] == 0.0);
+                assert_true(ddot[j] == 0.0 && dn[j] == 0.0 && ddot2[j] == 0.0 && dn2[j] == 0.0);
         }
         spmv_vec_free(TG.ctx, &dx);
         spmv_vec_free(TG.ctx, &dy);

@@ -229,6 +229,10 @@ static void test_blas_k(void **state)
         assert_int_equal(spmv_vec_diag_k(NULL, &d2, &x, &y1, on, &err), SPMV_ERR_SHAPE);
         spmv_vec_free(NULL, &d2);
         assert_int_equal(spmv_vec_axpy_k(NULL, NULL, &x, &y1, on, &err), SPMV_ERR_INVALID);
+        if (n > 0) {
+            assert_int_equal(spmv_vec_xpay_k(NULL, &x, be, &x, on, &err), SPMV_ERR_INVALID);
+            assert_non_null(strstr(err.message, "one block"));
+        }
         assert_int_equal(spmv_vec_nrm2_dot_k(NULL, &x, &y, on, nk, NULL, &err), SPMV_ERR_INVALID);
         spmv_vec_free(NULL, &x);
         spmv_vec_free(NULL, &y);

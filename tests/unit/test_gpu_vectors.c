@@ -806,8 +806,9 @@ static int host_apply(void *ctx, const spmv_vec *x, spmv_vec *y, double *ms, spm
  * 2..7, then k = 8 (issue 29's case), one column of b zero (answered at
  * once, masked off from the start); plain, Jacobi (diag_k on the k
  * columns) and AMG (a callback, column by column). Each column against
- * the host's CG alone on it: converged, iterations within 2 (the device
- * sums in another order), x within 1e-8. */
+ * the host's CG alone on it: converged, its recomputed residual under tol,
+ * iterations within 2 (the device sums in another order), x within 1e-8
+ * (AMG: 1e-6). */
 static void test_block_solve(void **state)
 {
     (void)state;
@@ -875,7 +876,8 @@ static void test_block_solve(void **state)
                               m > 0 ? d / m : d);
                 assert_int_equal(res[j].stop, SPMV_STOP_CONVERGED);
                 assert_true(abs(res[j].iterations - one.iterations) <= 2);
-                assert_true(d <= 1e-8 * m);
+                assert_true(res[j].relres <= 1.01e-10); /* recomputed from b - A x at the end */
+                assert_true(d <= (mode == 2 ? 1e-6 : 1e-8) * m); /* AMG: a count off by one moves x more */
                 if (j == zero)
                     assert_true(res[j].iterations == 0 && m == 0 && d == 0);
                 spmv_solve_result_free(&one);

@@ -374,3 +374,133 @@ int spmv_vec_sync(spmv_gpu_ctx *ctx, spmv_error *err)
 {
     return ctx ? spmv_gpu_sync(ctx, err) : SPMV_OK;
 }
+
+/* ------------------------------------------------ k columns, each its own */
+
+/* Column j of v, a one-column vector over the same memory. */
+static spmv_vec column(const spmv_vec *v, int32_t j)
+{
+    spmv_vec c = *v;
+    c.k = 1;
+    c.data = (char *)v->data + (size_t)j * (size_t)v->n * spmv_dtype_size(v->dtype);
+    return c;
+}
+
+#define ON(on, j) (!(on) || (on)[j])
+
+/* A k-column update's scalars: present (any value goes, as in axpby: a
+ * solver's breakdown shows in the next reduction, not as an error here),
+ * and x and y two blocks (the device kernels read x while writing y). */
+static int check_update(const double *s, const spmv_vec *x, const spmv_vec *y, const char *op, spmv_error *err)
+{
+    if (!s)
+        return spmv_error_set(err, SPMV_ERR_INVALID, 0, "%s: missing scalars", op);
+    if (x->data && x->data == y->data)
+        return spmv_error_set(err, SPMV_ERR_INVALID, 0, "%s: x and y are one block", op);
+    return SPMV_OK;
+}
+
+int spmv_vec_axpy_k(spmv_gpu_ctx *ctx, const double *alpha, const spmv_vec *x, spmv_vec *y, const bool *on,
+                    spmv_error *err)
+{
+    int st = check_pair(x, y, "axpy_k", err);
+    if (st || (st = check_update(alpha, x, y, "axpy_k", err)))
+        return st;
+    if (GPU(x))
+        return spmv_gpu_vec_axpy_k(ctx, alpha, x, y, on, err);
+    for (int32_t j = 0; j < x->k; j++)
+        if (ON(on, j)) {
+            spmv_vec xj = column(x, j), yj = column(y, j);
+            host_axpby(alpha[j], &xj, 1.0, &yj);
+        }
+    return SPMV_OK;
+}
+
+int spmv_vec_xpay_k(spmv_gpu_ctx *ctx, const spmv_vec *x, const double *beta, spmv_vec *y, const bool *on,
+                    spmv_error *err)
+{
+    int st = check_pair(x, y, "xpay_k", err);
+    if (st || (st = check_update(beta, x, y, "xpay_k", err)))
+        return st;
+    if (GPU(x))
+        return spmv_gpu_vec_xpay_k(ctx, x, beta, y, on, err);
+    for (int32_t j = 0; j < x->k; j++)
+        if (ON(on, j)) {
+            spmv_vec xj = column(x, j), yj = column(y, j);
+            host_axpby(1.0, &xj, beta[j], &yj);
+        }
+    return SPMV_OK;
+}
+
+/* y_j = d .* x_j: with x and y one block, spmv_vec_mul's own loop. */
+#define DEFINE_HOST_DIAG(T, SFX)                                                                   \
+    static void host_diag_##SFX(const T *d, const T *x, T *y, int64_t n)                          \
+    {                                                                                              \
+        _Pragma("omp parallel for if (PAR(n)) schedule(static)")                                   \
+        for (int64_t i = 0; i < n; i++)                                                            \
+            y[i] = x[i] * d[i];                                                                    \
+    }
+DEFINE_HOST_DIAG(double, f64)
+DEFINE_HOST_DIAG(float, f32)
+
+int spmv_vec_diag_k(spmv_gpu_ctx *ctx, const spmv_vec *d, const spmv_vec *x, spmv_vec *y, const bool *on,
+                    spmv_error *err)
+{
+    int st = check_pair(x, y, "diag_k", err);
+    if (st || (st = check_one(d, "diag_k", err)))
+        return st;
+    spmv_vec like = *x;
+    like.k = 1;
+    like.data = d->data;
+    if (d->k != 1 || (st = check_pair(d, &like, "diag_k (the diagonal against one column of x)", err)))
+        return st ? st : spmv_error_set(err, SPMV_ERR_SHAPE, 0, "diag_k: the diagonal has %d columns, not 1", d->k);
+    if (GPU(x))
+        return spmv_gpu_vec_diag_k(ctx, d, x, y, on, err);
+    for (int32_t j = 0; j < x->k; j++)
+        if (ON(on, j)) {
+            spmv_vec xj = column(x, j), yj = column(y, j);
+            if (x->dtype == SPMV_FLOAT64)
+                host_diag_f64(d->data, xj.data, yj.data, x->n);
+            else
+                host_diag_f32(d->data, xj.data, yj.data, x->n);
+        }
+    return SPMV_OK;
+}
+
+int spmv_vec_dot_k(spmv_gpu_ctx *ctx, const spmv_vec *x, const spmv_vec *y, const bool *on, double *out,
+                   spmv_error *err)
+{
+    int st = check_pair(x, y, "dot_k", err);
+    if (st)
+        return st;
+    if (!out)
+        return spmv_error_set(err, SPMV_ERR_INVALID, 0, "dot_k: missing output");
+    if (GPU(x))
+        return spmv_gpu_vec_nrm2_dot_k(ctx, x, y, on, NULL, out, err);
+    for (int32_t j = 0; j < x->k; j++) {
+        spmv_vec xj = column(x, j), yj = column(y, j);
+        out[j] = ON(on, j) ? host_dot_col(x->dtype, xj.data, yj.data, x->n) : 0.0;
+    }
+    return SPMV_OK;
+}
+
+int spmv_vec_nrm2_dot_k(spmv_gpu_ctx *ctx, const spmv_vec *x, const spmv_vec *y, const bool *on, double *nrm,
+                        double *dot, spmv_error *err)
+{
+    int st = y ? check_pair(x, y, "nrm2_dot_k", err) : check_one(x, "nrm2_dot_k", err);
+    if (st)
+        return st;
+    if (!nrm || (y && !dot))
+        return spmv_error_set(err, SPMV_ERR_INVALID, 0, "nrm2_dot_k: missing output");
+    if (GPU(x))
+        return spmv_gpu_vec_nrm2_dot_k(ctx, x, y, on, nrm, y ? dot : NULL, err);
+    for (int32_t j = 0; j < x->k; j++) {
+        spmv_vec xj = column(x, j);
+        nrm[j] = ON(on, j) ? host_nrm2_col(x->dtype, xj.data, x->n) : 0.0;
+        if (y) {
+            spmv_vec yj = column(y, j);
+            dot[j] = ON(on, j) ? host_dot_col(x->dtype, xj.data, yj.data, x->n) : 0.0;
+        }
+    }
+    return SPMV_OK;
+}

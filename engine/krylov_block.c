@@ -5,11 +5,23 @@
  * its stop, its residual history and report, one solve_state each, so it
  * records, stops and words its messages as spmv_solve does — and the k
  * products of an iteration are one product of the n x k direction block
- * (an SpMM: one pass over A for all k). A column that has stopped leaves
- * its direction zero and stops counting iterations while the others go
- * on. The preconditioner is applied column by column (engine/precond.h
- * takes one column). The answer's residuals are recomputed at the end
- * with one more SpMM, as spmv_solve recomputes its own.
+ * (an SpMM: one pass over A for all k). The vector steps run on the k
+ * columns at once too (the k-column calls of engine/spmv.h, spmv_vec_*_k,
+ * each column with its own scalar): an iteration is the SpMM, one
+ * reduction for the k p·q, two updates (x, r), Jacobi's D^-1 r, one
+ * reduction for the k ||r|| and r·z together, and one update of the
+ * directions — on a GPU six launches and two waits for the host
+ * whatever k is, where column by column it was k of each. A column that
+ * has stopped leaves its direction zero (the SpMM leaves it alone), stops
+ * counting iterations, and is masked off in the k-column calls, so the
+ * others go on and each column's arithmetic is its own CG's: on the host
+ * the calls run the one-column loops, and the iterations, history and x
+ * are spmv_solve's bit for bit (where those loops run serially: an OpenMP
+ * team's reductions may add in another order). A preconditioner callback (AMG, ...) is
+ * applied column by column (engine/precond.h takes one column), as is the
+ * rare residual replacement of a column. The answer's residuals are
+ * recomputed at the end with one more SpMM, as spmv_solve recomputes its
+ * own.
  *
  * Other methods, one column, and the fused path go to spmv_solve column
  * after column: the block is CG's.
@@ -23,8 +35,9 @@
 typedef struct block {
     solve_state *s;            /* one per column */
     int32_t k;
-    bool *active;
-    double *rz;
+    bool *active;              /* the columns still iterating: the k-column calls' mask */
+    double *rz;                /* r·z of each column's current direction */
+    double *sc, *pq, *rnorm, *rznew; /* one reduction's or one update's k scalars */
     spmv_vec R, Z, P, Q;       /* n x k; Z is R without a preconditioner */
     bool own_z;
 } block;
@@ -57,7 +70,7 @@ static int block_apply(block *bk, const spmv_vec *x, spmv_vec *y)
 }
 
 /* Column j stops: its direction becomes zero, so the block's products
- * leave it alone. */
+ * leave it alone, and the k-column calls mask it off. */
 static int retire(block *bk, int32_t j)
 {
     spmv_vec p = col(&bk->P, j);
@@ -65,45 +78,46 @@ static int retire(block *bk, int32_t j)
     return spmv_vec_fill(bk->s[0].ctx, &p, 0.0, bk->s[0].err);
 }
 
-/* z = M^-1 r, r·z and the new direction for column j (beta 0: restart). */
-static int direction(block *bk, int32_t j, double rnorm, bool first, bool restart)
+/* Z = M^-1 R for the running columns: Jacobi in one call for all of them;
+ * a preconditioner callback column by column (engine/precond.h takes one
+ * column). */
+static int block_precond(block *bk)
 {
-    solve_state *s = &bk->s[j];
-    spmv_vec r = col(&bk->R, j), z = col(&bk->Z, j), p = col(&bk->P, j);
-    double rz_new = rnorm * rnorm;
+    solve_state *s = &bk->s[0];
     int st;
-    if (krylov_preconditioned(s)) {
-        TRY(krylov_precond(s, &r, &z));
-        TRY(spmv_vec_dot(s->ctx, &r, &z, &rz_new, s->err));
-    }
-    if (!first && (bk->rz[j] == 0.0 || !isfinite(rz_new))) {
-        krylov_breakdown(s, "r·z", rz_new, s->res->iterations - 1);
-        return retire(bk, j);
-    }
-    if (first || restart) /* a fresh direction: p's memory may hold anything before */
-        TRY(spmv_vec_copy(s->ctx, &z, &p, s->err));
-    else
-        TRY(spmv_vec_axpby(s->ctx, 1.0, &z, rz_new / bk->rz[j], &p, s->err));
-    bk->rz[j] = rz_new;
+    if (!s->o->precond)
+        return spmv_vec_diag_k(s->ctx, s->o->inv_diag, &bk->R, &bk->Z, bk->active, s->err);
+    for (int32_t j = 0; j < bk->k; j++)
+        if (bk->active[j]) {
+            spmv_vec r = col(&bk->R, j), z = col(&bk->Z, j);
+            TRY(krylov_precond(&bk->s[j], &r, &z));
+        }
     return SPMV_OK;
 }
 
-/* One CG step of column j after Q = A P: x, r, the history, the stop. */
-static int step(block *bk, int32_t j, const spmv_vec *b, spmv_vec *x, int32_t it)
+/* ||r_j|| of every running column into bk->rnorm and, under a
+ * preconditioner (Z = M^-1 R first) or when `dot` asks, r_j·z_j into
+ * bk->rznew: one reduction. (CG's first r·z is a dot even with z = r, its
+ * later ones ||r||^2: spmv_solve's arithmetic.) */
+static int block_norms(block *bk, bool dot)
+{
+    solve_state *s = &bk->s[0];
+    int st;
+    if (krylov_preconditioned(s))
+        TRY(block_precond(bk));
+    else if (!dot)
+        return spmv_vec_nrm2_dot_k(s->ctx, &bk->R, NULL, bk->active, bk->rnorm, NULL, s->err);
+    return spmv_vec_nrm2_dot_k(s->ctx, &bk->R, &bk->Z, bk->active, bk->rnorm, bk->rznew, s->err);
+}
+
+/* After column j's x and r moved: its history, its stop, and the scalar
+ * of its next direction into bk->sc[j] (0: a fresh one, p = z). */
+static int finish(block *bk, int32_t j, const spmv_vec *b, spmv_vec *x, int32_t it)
 {
     solve_state *s = &bk->s[j];
-    spmv_vec p = col(&bk->P, j), q = col(&bk->Q, j), r = col(&bk->R, j), bj = col(b, j), xj = col(x, j);
-    double pq, rnorm;
+    spmv_vec q = col(&bk->Q, j), r = col(&bk->R, j), z = col(&bk->Z, j), bj = col(b, j), xj = col(x, j);
+    double rnorm = bk->rnorm[j], rz_new = bk->rznew[j];
     int st;
-    TRY(spmv_vec_dot(s->ctx, &p, &q, &pq, s->err));
-    if (!(pq > 0.0) || !isfinite(pq)) {
-        krylov_breakdown(s, "p·Ap (the matrix is not positive definite)", pq, it);
-        return retire(bk, j);
-    }
-    double alpha = bk->rz[j] / pq;
-    TRY(spmv_vec_axpy(s->ctx, alpha, &p, &xj, s->err));
-    TRY(spmv_vec_axpy(s->ctx, -alpha, &q, &r, s->err));
-    TRY(spmv_vec_nrm2(s->ctx, &r, &rnorm, s->err));
     if (krylov_record(s, it + 1, rnorm / s->bnorm))
         return retire(bk, j);
     bool restart = false;
@@ -114,11 +128,55 @@ static int step(block *bk, int32_t j, const spmv_vec *b, spmv_vec *x, int32_t it
             return retire(bk, j);
         TRY(spmv_vec_copy(s->ctx, &q, &r, s->err)); /* residual replacement, then a fresh direction */
         restart = true;
+        if (krylov_preconditioned(s)) { /* z and r·z of the replaced r: this column alone */
+            TRY(krylov_precond(s, &r, &z));
+            TRY(spmv_vec_dot(s->ctx, &r, &z, &rz_new, s->err));
+        }
     }
-    return direction(bk, j, rnorm, false, restart);
+    if (!krylov_preconditioned(s))
+        rz_new = rnorm * rnorm;
+    if (bk->rz[j] == 0.0 || !isfinite(rz_new)) {
+        krylov_breakdown(s, "r·z", rz_new, it);
+        return retire(bk, j);
+    }
+    bk->sc[j] = restart ? 0.0 : rz_new / bk->rz[j];
+    bk->rz[j] = rz_new;
+    return SPMV_OK;
 }
 
-/* R = B - A X, each column's start (or its answer when b = 0 or x0 is). */
+/* One iteration of every running column after Q = A P: p·q, x and r
+ * (one reduction, two k-column updates), ||r|| and r·z (one reduction),
+ * each column's stop, the new directions (one update). */
+static int iterate(block *bk, const spmv_vec *b, spmv_vec *x, int32_t it)
+{
+    spmv_gpu_ctx *c = bk->s[0].ctx;
+    spmv_error *e = bk->s[0].err;
+    int st;
+    TRY(spmv_vec_dot_k(c, &bk->P, &bk->Q, bk->active, bk->pq, e));
+    for (int32_t j = 0; j < bk->k; j++) {
+        if (!bk->active[j])
+            continue;
+        double pq = bk->pq[j];
+        if (!(pq > 0.0) || !isfinite(pq)) {
+            krylov_breakdown(&bk->s[j], "p·Ap (the matrix is not positive definite)", pq, it);
+            TRY(retire(bk, j));
+            continue;
+        }
+        bk->sc[j] = bk->rz[j] / pq;
+    }
+    TRY(spmv_vec_axpy_k(c, bk->sc, &bk->P, x, bk->active, e));   /* x += alpha p */
+    for (int32_t j = 0; j < bk->k; j++)
+        bk->sc[j] = -bk->sc[j];
+    TRY(spmv_vec_axpy_k(c, bk->sc, &bk->Q, &bk->R, bk->active, e)); /* r -= alpha q */
+    TRY(block_norms(bk, false));
+    for (int32_t j = 0; j < bk->k; j++)
+        if (bk->active[j])
+            TRY(finish(bk, j, b, x, it));
+    return spmv_vec_xpay_k(c, &bk->Z, bk->sc, &bk->P, bk->active, e); /* p = z + beta p */
+}
+
+/* R = B - A X, each column's start (or its answer when b = 0 or x0 is),
+ * and the first directions P = Z. */
 static int start(block *bk, const spmv_vec *b, spmv_vec *x)
 {
     int st;
@@ -126,23 +184,26 @@ static int start(block *bk, const spmv_vec *b, spmv_vec *x)
     TRY(block_apply(bk, x, &bk->Q));
     TRY(spmv_vec_copy(c, b, &bk->R, bk->s[0].err));
     TRY(spmv_vec_axpy(c, -1.0, &bk->Q, &bk->R, bk->s[0].err));
+    for (int32_t j = 0; j < bk->k; j++)
+        if (!bk->active[j])
+            TRY(retire(bk, j));
+    TRY(block_norms(bk, true));
     for (int32_t j = 0; j < bk->k; j++) {
-        if (!bk->active[j]) {
+        if (!bk->active[j])
+            continue;
+        double rnorm = bk->rnorm[j];
+        if (krylov_record(&bk->s[j], 0, rnorm / bk->s[j].bnorm) || krylov_converged(&bk->s[j], rnorm)) {
             TRY(retire(bk, j));
             continue;
         }
-        spmv_vec r = col(&bk->R, j);
-        double rnorm;
-        TRY(spmv_vec_nrm2(c, &r, &rnorm, bk->s[j].err));
-        if (krylov_record(&bk->s[j], 0, rnorm / bk->s[j].bnorm) || krylov_converged(&bk->s[j], rnorm))
-            TRY(retire(bk, j));
-        else
-            TRY(direction(bk, j, rnorm, true, false));
+        bk->rz[j] = bk->rznew[j];
+        bk->sc[j] = 0.0;
     }
-    return SPMV_OK;
+    return spmv_vec_xpay_k(c, &bk->Z, bk->sc, &bk->P, bk->active, bk->s[0].err);
 }
 
-/* The answers' residuals, recomputed with one product; each column's report. */
+/* The answers' residuals, recomputed with one product and one reduction;
+ * each column's report. */
 static int conclude(block *bk, const spmv_vec *b, const spmv_vec *x)
 {
     int st;
@@ -150,13 +211,10 @@ static int conclude(block *bk, const spmv_vec *b, const spmv_vec *x)
     TRY(bk->s[0].a->apply(bk->s[0].a->ctx, x, &bk->Q, &(double){0}, bk->s[0].err));
     TRY(spmv_vec_copy(c, b, &bk->R, bk->s[0].err));
     TRY(spmv_vec_axpy(c, -1.0, &bk->Q, &bk->R, bk->s[0].err));
-    for (int32_t j = 0; j < bk->k; j++) {
-        spmv_vec r = col(&bk->R, j);
-        double rnorm;
-        TRY(spmv_vec_nrm2(c, &r, &rnorm, bk->s[j].err));
+    TRY(spmv_vec_nrm2_dot_k(c, &bk->R, NULL, NULL, bk->rnorm, NULL, bk->s[0].err));
+    for (int32_t j = 0; j < bk->k; j++)
         if (bk->s[j].bnorm > 0)
-            krylov_conclude(&bk->s[j], rnorm);
-    }
+            krylov_conclude(&bk->s[j], bk->rnorm[j]);
     return SPMV_OK;
 }
 
@@ -208,9 +266,7 @@ static int lockstep(block *bk, const spmv_vec *b, spmv_vec *x)
         if (!any)
             break;
         TRY(block_apply(bk, &bk->P, &bk->Q));
-        for (int32_t j = 0; j < bk->k; j++)
-            if (bk->active[j])
-                TRY(step(bk, j, b, x, it));
+        TRY(iterate(bk, b, x, it));
     }
     return conclude(bk, b, x);
 }
@@ -248,13 +304,17 @@ int spmv_solve_block(spmv_gpu_ctx *ctx, const spmv_linop *a, const spmv_vec *b, 
         return column_by_column(ctx, a, b, x, o, res, err);
     double t0 = spmv_now_ms();
     block bk = {.k = b->k, .s = calloc((size_t)b->k, sizeof *bk.s), .active = calloc((size_t)b->k, sizeof(bool)),
-                .rz = calloc((size_t)b->k, sizeof(double))};
+                .rz = calloc(5 * (size_t)b->k, sizeof(double))};
     if (!bk.s || !bk.active || !bk.rz) {
         free(bk.s);
         free(bk.active);
         free(bk.rz);
         return spmv_error_set(err, SPMV_ERR_NOMEM, 0, "out of memory for %d columns", b->k);
     }
+    bk.sc = bk.rz + b->k;
+    bk.pq = bk.sc + b->k;
+    bk.rnorm = bk.pq + b->k;
+    bk.rznew = bk.rnorm + b->k;
     for (int32_t j = 0; j < b->k; j++) {
         memset(&res[j], 0, sizeof res[j]);
         bk.s[j] = (solve_state){.ctx = ctx, .a = a, .o = o, .res = &res[j], .err = err};

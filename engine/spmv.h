@@ -1001,6 +1001,36 @@ int spmv_vec_mul(spmv_gpu_ctx *ctx, const spmv_vec *x, spmv_vec *y, spmv_error *
  * float64 whatever the dtype; these wait for the device. */
 int spmv_vec_dot(spmv_gpu_ctx *ctx, const spmv_vec *x, const spmv_vec *y, double *out, spmv_error *err);
 int spmv_vec_nrm2(spmv_gpu_ctx *ctx, const spmv_vec *x, double *out, spmv_error *err);
+/* The k-column calls of a lockstep (engine/krylov_block.c): column j of a
+ * block with its own scalar (alpha[j], beta[j]: k values in host memory),
+ * and `on` (k flags in host memory; NULL: every column) masking columns
+ * off: a column whose flag is false is neither read nor written, and its
+ * reductions give 0; x and y of an update are two blocks (diag_k's may be
+ * one). On a GPU each call is one launch for all k columns,
+ * and a reduction waits once and brings its k (2k) results back in one
+ * copy; on the host each column runs the loop of the one-column call
+ * above, so a column's numbers are those of spmv_vec_axpy, _axpby, _mul,
+ * _dot and _nrm2 on it (bit for bit where the loops run serially, under
+ * spmv_cpu_serial_below(): an OpenMP team's sums may add in another order
+ * from one call to the next).
+ *   axpy_k:     y_j += alpha_j x_j
+ *   xpay_k:     y_j  = x_j + beta_j y_j (beta_j == 0: y_j = x_j, its old
+ *               values not read, NaN or not)
+ *   diag_k:     y_j  = d .* x_j, d one column of n values (Jacobi's D^-1 on
+ *               k columns)
+ *   dot_k:      out[j] = x_j·y_j
+ *   nrm2_dot_k: nrm[j] = ||x_j|| and, y not NULL, dot[j] = x_j·y_j, in one
+ *               pass (a preconditioned CG's ||r|| and r·z). */
+int spmv_vec_axpy_k(spmv_gpu_ctx *ctx, const double *alpha, const spmv_vec *x, spmv_vec *y, const bool *on,
+                    spmv_error *err);
+int spmv_vec_xpay_k(spmv_gpu_ctx *ctx, const spmv_vec *x, const double *beta, spmv_vec *y, const bool *on,
+                    spmv_error *err);
+int spmv_vec_diag_k(spmv_gpu_ctx *ctx, const spmv_vec *d, const spmv_vec *x, spmv_vec *y, const bool *on,
+                    spmv_error *err);
+int spmv_vec_dot_k(spmv_gpu_ctx *ctx, const spmv_vec *x, const spmv_vec *y, const bool *on, double *out,
+                   spmv_error *err);
+int spmv_vec_nrm2_dot_k(spmv_gpu_ctx *ctx, const spmv_vec *x, const spmv_vec *y, const bool *on, double *nrm,
+                        double *dot, spmv_error *err);
 /* Waits until every call queued on ctx's stream is done (no-op on host). */
 int spmv_vec_sync(spmv_gpu_ctx *ctx, spmv_error *err);
 
@@ -1058,6 +1088,14 @@ int spmv_gpu_vec_mul(spmv_gpu_ctx *ctx, const spmv_vec *x, spmv_vec *y, spmv_err
 int spmv_gpu_vec_dot(spmv_gpu_ctx *ctx, const spmv_vec *x, const spmv_vec *y, double *out, spmv_error *err);
 int spmv_gpu_vec_nrm2(spmv_gpu_ctx *ctx, const spmv_vec *x, double *out, spmv_error *err);
 int spmv_gpu_sync(spmv_gpu_ctx *ctx, spmv_error *err);
+int spmv_gpu_vec_axpy_k(spmv_gpu_ctx *ctx, const double *alpha, const spmv_vec *x, spmv_vec *y, const bool *on,
+                        spmv_error *err);
+int spmv_gpu_vec_xpay_k(spmv_gpu_ctx *ctx, const spmv_vec *x, const double *beta, spmv_vec *y, const bool *on,
+                        spmv_error *err);
+int spmv_gpu_vec_diag_k(spmv_gpu_ctx *ctx, const spmv_vec *d, const spmv_vec *x, spmv_vec *y, const bool *on,
+                        spmv_error *err);
+int spmv_gpu_vec_nrm2_dot_k(spmv_gpu_ctx *ctx, const spmv_vec *x, const spmv_vec *y, const bool *on, double *nrm,
+                            double *dot, spmv_error *err);  /* nrm NULL: the dots only */
 
 /* ------------------------------------- products with resident operands */
 

@@ -160,6 +160,30 @@ int spmv_gpu_vec_nrm2(spmv_gpu_ctx *ctx, const spmv_vec *x, double *out, spmv_er
     UNUSED(ctx); UNUSED(x); UNUSED(out);
     VEC_ABSENT("nrm2");
 }
+int spmv_gpu_vec_axpy_k(spmv_gpu_ctx *ctx, const double *alpha, const spmv_vec *x, spmv_vec *y, const bool *on,
+                        spmv_error *err)
+{
+    UNUSED(ctx); UNUSED(alpha); UNUSED(x); UNUSED(y); UNUSED(on);
+    VEC_ABSENT("axpy_k");
+}
+int spmv_gpu_vec_xpay_k(spmv_gpu_ctx *ctx, const spmv_vec *x, const double *beta, spmv_vec *y, const bool *on,
+                        spmv_error *err)
+{
+    UNUSED(ctx); UNUSED(x); UNUSED(beta); UNUSED(y); UNUSED(on);
+    VEC_ABSENT("xpay_k");
+}
+int spmv_gpu_vec_diag_k(spmv_gpu_ctx *ctx, const spmv_vec *d, const spmv_vec *x, spmv_vec *y, const bool *on,
+                        spmv_error *err)
+{
+    UNUSED(ctx); UNUSED(d); UNUSED(x); UNUSED(y); UNUSED(on);
+    VEC_ABSENT("diag_k");
+}
+int spmv_gpu_vec_nrm2_dot_k(spmv_gpu_ctx *ctx, const spmv_vec *x, const spmv_vec *y, const bool *on, double *nrm,
+                            double *dot, spmv_error *err)
+{
+    UNUSED(ctx); UNUSED(x); UNUSED(y); UNUSED(on); UNUSED(nrm); UNUSED(dot);
+    VEC_ABSENT("nrm2_dot_k");
+}
 int spmv_gpu_sync(spmv_gpu_ctx *ctx, spmv_error *err)
 {
     UNUSED(ctx);

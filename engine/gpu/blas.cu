@@ -307,12 +307,24 @@ extern "C" int spmv_gpu_vec_mul(spmv_gpu_ctx *ctx, const spmv_vec *x, spmv_vec *
     return gpu_check_launch(err, "mul");
 }
 
-/* The context's device scalar (8 bytes), allocated on first use, zeroed. */
+/* The context's reduction area (GPU_RED_BYTES), allocated on first use
+ * with its counters zeroed (the k-column reductions leave them zero). */
+static int red_area(spmv_gpu_ctx *ctx, const char *what, spmv_error *err)
+{
+    if (ctx->dev_scalar)
+        return SPMV_OK;
+    int st = gpu_ctx_alloc(ctx, (void **)&ctx->dev_scalar, GPU_RED_BYTES, "the reductions' area", err);
+    if (st)
+        return st;
+    cudaError_t e = cudaMemsetAsync(ctx->dev_scalar, 0, GPU_RED_BYTES, ctx->stream);
+    return e == cudaSuccess ? SPMV_OK : gpu_cuda_error(e, err, what);
+}
+
+/* The context's device scalar (8 bytes at the area's start), zeroed. */
 static int scalar_zero(spmv_gpu_ctx *ctx, const char *what, spmv_error *err)
 {
-    int st;
-    if (!ctx->dev_scalar &&
-        (st = gpu_ctx_alloc(ctx, (void **)&ctx->dev_scalar, sizeof(double), "the device scalar", err)))
+    int st = red_area(ctx, what, err);
+    if (st)
         return st;
     cudaError_t e = cudaMemsetAsync(ctx->dev_scalar, 0, sizeof(double), ctx->stream);
     return e == cudaSuccess ? SPMV_OK : gpu_cuda_error(e, err, what);
@@ -374,6 +386,8 @@ static int dot32(spmv_gpu_ctx *ctx, int64_t n, const float *x, const float *y, d
 extern "C" int spmv_gpu_vec_dot(spmv_gpu_ctx *ctx, const spmv_vec *x, const spmv_vec *y, double *out,
                                 spmv_error *err)
 {
+    if (x->k > 1) /* one launch and one copy for the k columns */
+        return spmv_gpu_vec_nrm2_dot_k(ctx, x, y, NULL, NULL, out, err);
     int st = gpu_blas_handle(ctx, err);
     if (st)
         return st;
@@ -399,6 +413,8 @@ extern "C" int spmv_gpu_vec_dot(spmv_gpu_ctx *ctx, const spmv_vec *x, const spmv
 
 extern "C" int spmv_gpu_vec_nrm2(spmv_gpu_ctx *ctx, const spmv_vec *x, double *out, spmv_error *err)
 {
+    if (x->k > 1)
+        return spmv_gpu_vec_nrm2_dot_k(ctx, x, NULL, NULL, out, NULL, err);
     int st = gpu_blas_handle(ctx, err);
     if (st)
         return st;
@@ -426,4 +442,286 @@ extern "C" int spmv_gpu_vec_nrm2(spmv_gpu_ctx *ctx, const spmv_vec *x, double *o
         out[j] = flags & 2u ? NAN : flags & 1u ? INFINITY : out[j];
     }
     return SPMV_OK;
+}
+
+/* ------------------------------------------------- k columns at once
+ *
+ * The lockstep's calls (engine/krylov_block.c): a 2-D grid, blockIdx.y
+ * the column, its scalar and its flag passed by value in the launch (no
+ * copy to the device first), a masked column's blocks returning at once.
+ * The reductions are deterministic: each block writes its partial sums,
+ * the last block of a column to finish (a counter per column, reset by
+ * that block) adds them in block order, so one input gives one answer
+ * bit for bit, and one copy brings every column's results to the host. */
+
+struct colscal {
+    double s[SPMV_MAX_K];
+    unsigned long long on; /* bit j: column j runs */
+};
+
+static colscal colscal_of(const double *s, const bool *on, int32_t k)
+{
+    colscal c;
+    memset(&c, 0, sizeof c);
+    for (int32_t j = 0; j < k; j++) {
+        c.s[j] = s ? s[j] : 0.0;
+        if (!on || on[j])
+            c.on |= 1ull << j;
+    }
+    return c;
+}
+
+/* The k of a k-column call: 1..SPMV_MAX_K (the scalars and the mask
+ * travel in the launch, the results in the reductions' area). */
+static int k_fits(const spmv_vec *x, const char *op, spmv_error *err)
+{
+    if (x->k >= 1 && x->k <= SPMV_MAX_K)
+        return SPMV_OK;
+    return spmv_error_set(err, SPMV_ERR_INVALID, 0, "%s: %d columns (1..%d)", op, x->k, SPMV_MAX_K);
+}
+
+static dim3 grid_k(int64_t n, int32_t k, unsigned cap)
+{
+    unsigned g = grid_of(n, BLOCK);
+    return dim3(g < cap ? g : cap, (unsigned)k);
+}
+
+#define COLUMN_LOOP(n) for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < (n); \
+                            i += (int64_t)gridDim.x * blockDim.x)
+
+template <typename T>
+__global__ void axpy_k_kernel(int64_t n, colscal a, const T *__restrict__ x, T *__restrict__ y)
+{
+    int j = blockIdx.y;
+    if (!(a.on >> j & 1ull))
+        return;
+    T al = (T)a.s[j];
+    const T *xj = x + (size_t)j * n;
+    T *yj = y + (size_t)j * n;
+    COLUMN_LOOP(n)
+    yj[i] += al * xj[i];
+}
+
+template <typename T>
+__global__ void xpay_k_kernel(int64_t n, const T *__restrict__ x, colscal b, T *__restrict__ y)
+{
+    int j = blockIdx.y;
+    if (!(b.on >> j & 1ull))
+        return;
+    T be = (T)b.s[j];
+    const T *xj = x + (size_t)j * n;
+    T *yj = y + (size_t)j * n;
+    if (be == T(0)) {
+        COLUMN_LOOP(n)
+        yj[i] = xj[i];
+    } else {
+        COLUMN_LOOP(n)
+        yj[i] = xj[i] + be * yj[i];
+    }
+}
+
+/* x and y may be one block: no __restrict__. */
+template <typename T> __global__ void diag_k_kernel(int64_t n, colscal m, const T *d, const T *x, T *y)
+{
+    int j = blockIdx.y;
+    if (!(m.on >> j & 1ull))
+        return;
+    const T *xj = x + (size_t)j * n;
+    T *yj = y + (size_t)j * n;
+    COLUMN_LOOP(n)
+    yj[i] = xj[i] * d[i];
+}
+
+/* The block's sum of v, in thread 0 (every thread calls it). */
+static __device__ double block_sum(double v)
+{
+    __shared__ double part[BLOCK / GPU_WARP];
+    int lane = threadIdx.x % GPU_WARP, warp = threadIdx.x / GPU_WARP;
+    v = gpu_group_sum(v, GPU_WARP);
+    __syncthreads(); /* part may still be read by a previous call */
+    if (lane == 0)
+        part[warp] = v;
+    __syncthreads();
+    if (warp == 0) {
+        v = lane < (int)(blockDim.x / GPU_WARP) ? part[lane] : 0.0;
+        v = gpu_group_sum(v, GPU_WARP);
+    }
+    return v;
+}
+
+/* Column j's sums x·y (DOT) and x·x (NRM) in float64: partials in
+ * part[(2j + s) * GPU_RED_BLOCKS + block], the column's results in
+ * out[j] (x·y) and out[k + j] (x·x) by its last block. */
+template <typename T, bool DOT, bool NRM>
+__global__ void __launch_bounds__(BLOCK) reduce_k_kernel(int64_t n, int32_t k, unsigned long long on, const T *x,
+                                                         const T *y, double *part, unsigned *count, double *out)
+{
+    int j = blockIdx.y;
+    if (!(on >> j & 1ull))
+        return;
+    const T *xj = x + (size_t)j * n;
+    const T *yj = DOT ? y + (size_t)j * n : NULL;
+    double sd = 0, sn = 0;
+    COLUMN_LOOP(n) {
+        double a = (double)xj[i];
+        if (DOT)
+            sd += a * (double)yj[i];
+        if (NRM)
+            sn += a * a;
+    }
+    if (DOT)
+        sd = block_sum(sd);
+    if (NRM)
+        sn = block_sum(sn);
+    __shared__ bool last;
+    if (threadIdx.x == 0) {
+        part[(2 * j) * GPU_RED_BLOCKS + blockIdx.x] = sd;
+        part[(2 * j + 1) * GPU_RED_BLOCKS + blockIdx.x] = sn;
+        __threadfence(); /* the partials are seen before the count */
+        last = atomicAdd(&count[j], 1u) == gridDim.x - 1;
+    }
+    __syncthreads();
+    if (!last)
+        return;
+    __threadfence();
+    sd = sn = 0;
+    for (unsigned b = threadIdx.x; b < gridDim.x; b += blockDim.x) {
+        if (DOT)
+            sd += __ldcg(&part[(2 * j) * GPU_RED_BLOCKS + b]);
+        if (NRM)
+            sn += __ldcg(&part[(2 * j + 1) * GPU_RED_BLOCKS + b]);
+    }
+    if (DOT)
+        sd = block_sum(sd);
+    if (NRM)
+        sn = block_sum(sn);
+    if (threadIdx.x == 0) {
+        out[j] = sd;
+        out[k + j] = sn;
+        count[j] = 0;
+    }
+}
+
+template <typename T>
+static void launch_reduce(spmv_gpu_ctx *ctx, const spmv_vec *x, const spmv_vec *y, bool nrm, unsigned long long on)
+{
+    dim3 g = grid_k(x->n, x->k, GPU_RED_BLOCKS);
+    double *out = ctx->dev_scalar + 1, *part = out + 2 * SPMV_MAX_K;
+    unsigned *count = (unsigned *)(part + GPU_RED_PARTS);
+    const T *xd = (const T *)x->data, *yd = y ? (const T *)y->data : NULL;
+    if (y && nrm)
+        reduce_k_kernel<T, true, true><<<g, BLOCK, 0, ctx->stream>>>(x->n, x->k, on, xd, yd, part, count, out);
+    else if (y)
+        reduce_k_kernel<T, true, false><<<g, BLOCK, 0, ctx->stream>>>(x->n, x->k, on, xd, yd, part, count, out);
+    else
+        reduce_k_kernel<T, false, true><<<g, BLOCK, 0, ctx->stream>>>(x->n, x->k, on, xd, yd, part, count, out);
+}
+
+/* ||x_j|| from its float64 sum of squares, which is exact enough unless
+ * it over- or underflowed (float64 values past 1e154 or all under 1e-140):
+ * then cuBLAS's scaled norm of that column (and its NaN/Inf flags), as
+ * the one-column call gives. A NaN anywhere is NaN already. */
+static int norm_of(spmv_gpu_ctx *ctx, const spmv_vec *x, int32_t j, double ss, double *out, spmv_error *err)
+{
+    if (x->dtype == SPMV_FLOAT32 || x->n == 0 || isnan(ss) || (isfinite(ss) && ss >= 1e-280)) {
+        *out = sqrt(ss);
+        return SPMV_OK;
+    }
+    spmv_vec c = *x;
+    c.k = 1;
+    c.data = (char *)x->data + (size_t)j * (size_t)x->n * spmv_dtype_size(x->dtype);
+    return spmv_gpu_vec_nrm2(ctx, &c, out, err);
+}
+
+extern "C" int spmv_gpu_vec_nrm2_dot_k(spmv_gpu_ctx *ctx, const spmv_vec *x, const spmv_vec *y, const bool *on,
+                                       double *nrm, double *dot, spmv_error *err)
+{
+    int st = k_fits(x, "nrm2_dot_k", err);
+    if (st)
+        return st;
+    int32_t k = x->k;
+    colscal m = colscal_of(NULL, on, k);
+    double res[2 * SPMV_MAX_K];
+    for (int32_t j = 0; j < 2 * k; j++)
+        res[j] = 0.0;
+    bool want_dot = y && dot;
+    if ((st = red_area(ctx, "nrm2_dot_k", err)))
+        return st;
+    if (x->n > 0 && m.on) {
+        if (x->dtype == SPMV_FLOAT64)
+            launch_reduce<double>(ctx, x, want_dot ? y : NULL, nrm != NULL, m.on);
+        else
+            launch_reduce<float>(ctx, x, want_dot ? y : NULL, nrm != NULL, m.on);
+        if ((st = gpu_check_launch(err, "nrm2_dot_k")))
+            return st;
+        cudaError_t e;
+        if ((e = cudaMemcpyAsync(res, ctx->dev_scalar + 1, 2 * (size_t)k * sizeof(double), cudaMemcpyDeviceToHost,
+                                 ctx->stream)) != cudaSuccess ||
+            (e = cudaStreamSynchronize(ctx->stream)) != cudaSuccess)
+            return gpu_cuda_error(e, err, "nrm2_dot_k");
+    }
+    for (int32_t j = 0; j < k; j++) {
+        bool run = m.on >> j & 1ull;
+        if (want_dot)
+            dot[j] = run ? res[j] : 0.0;
+        if (nrm) {
+            nrm[j] = 0.0;
+            if (run && (st = norm_of(ctx, x, j, res[k + j], &nrm[j], err)))
+                return st;
+        }
+    }
+    return SPMV_OK;
+}
+
+extern "C" int spmv_gpu_vec_axpy_k(spmv_gpu_ctx *ctx, const double *alpha, const spmv_vec *x, spmv_vec *y,
+                                   const bool *on, spmv_error *err)
+{
+    int st = k_fits(x, "axpy_k", err);
+    if (st)
+        return st;
+    colscal a = colscal_of(alpha, on, x->k);
+    if (x->n == 0 || !a.on)
+        return SPMV_OK;
+    dim3 g = grid_k(x->n, x->k, 65535u * 16u);
+    if (x->dtype == SPMV_FLOAT64)
+        axpy_k_kernel<double><<<g, BLOCK, 0, ctx->stream>>>(x->n, a, (const double *)x->data, (double *)y->data);
+    else
+        axpy_k_kernel<float><<<g, BLOCK, 0, ctx->stream>>>(x->n, a, (const float *)x->data, (float *)y->data);
+    return gpu_check_launch(err, "axpy_k");
+}
+
+extern "C" int spmv_gpu_vec_xpay_k(spmv_gpu_ctx *ctx, const spmv_vec *x, const double *beta, spmv_vec *y,
+                                   const bool *on, spmv_error *err)
+{
+    int st = k_fits(x, "xpay_k", err);
+    if (st)
+        return st;
+    colscal b = colscal_of(beta, on, x->k);
+    if (x->n == 0 || !b.on)
+        return SPMV_OK;
+    dim3 g = grid_k(x->n, x->k, 65535u * 16u);
+    if (x->dtype == SPMV_FLOAT64)
+        xpay_k_kernel<double><<<g, BLOCK, 0, ctx->stream>>>(x->n, (const double *)x->data, b, (double *)y->data);
+    else
+        xpay_k_kernel<float><<<g, BLOCK, 0, ctx->stream>>>(x->n, (const float *)x->data, b, (float *)y->data);
+    return gpu_check_launch(err, "xpay_k");
+}
+
+extern "C" int spmv_gpu_vec_diag_k(spmv_gpu_ctx *ctx, const spmv_vec *d, const spmv_vec *x, spmv_vec *y,
+                                   const bool *on, spmv_error *err)
+{
+    int st = k_fits(x, "diag_k", err);
+    if (st)
+        return st;
+    colscal m = colscal_of(NULL, on, x->k);
+    if (x->n == 0 || !m.on)
+        return SPMV_OK;
+    dim3 g = grid_k(x->n, x->k, 65535u * 16u);
+    if (x->dtype == SPMV_FLOAT64)
+        diag_k_kernel<double><<<g, BLOCK, 0, ctx->stream>>>(x->n, m, (const double *)d->data,
+                                                             (const double *)x->data, (double *)y->data);
+    else
+        diag_k_kernel<float><<<g, BLOCK, 0, ctx->stream>>>(x->n, m, (const float *)d->data, (const float *)x->data,
+                                                            (float *)y->data);
+    return gpu_check_launch(err, "diag_k");
 }

@@ -184,7 +184,7 @@ extern "C" int spmv_gpu_ctx_info(spmv_gpu_ctx *ctx, spmv_gpu_info *info)
     info->cc_minor = ctx->cc_minor;
     info->sm_count = ctx->sm_count;
     info->mem_used_by_spmvd = ctx->used;
-    info->mem_scratch = ctx->scratch_bytes + (ctx->dev_scalar ? sizeof(double) : 0);
+    info->mem_scratch = ctx->scratch_bytes + (ctx->dev_scalar ? GPU_RED_BYTES : 0);
     info->evictions = ctx->evictions;
     if (cudaSetDevice(ctx->device) != cudaSuccess || cudaMemGetInfo(&free_b, &total_b) != cudaSuccess) {
         cudaGetLastError();

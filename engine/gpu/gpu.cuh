@@ -44,6 +44,14 @@
 
 /* --------------------------------------------------------------- context */
 
+/* The k-column reductions (blas.cu): at most GPU_RED_BLOCKS blocks a
+ * column, two sums each, their partials, results and one counter a column
+ * in the context's reduction area of GPU_RED_BYTES. */
+#define GPU_RED_BLOCKS 256
+#define GPU_RED_RESULTS (1 + 2 * SPMV_MAX_K)
+#define GPU_RED_PARTS (2 * SPMV_MAX_K * GPU_RED_BLOCKS)
+#define GPU_RED_BYTES ((GPU_RED_RESULTS + GPU_RED_PARTS) * sizeof(double) + SPMV_MAX_K * sizeof(unsigned))
+
 struct spmv_gpu_ctx {
     int device;
     size_t reserve;          /* bytes kept free on the device */
@@ -57,7 +65,10 @@ struct spmv_gpu_ctx {
     void *scratch;           /* grown by gpu_scratch() */
     size_t scratch_bytes;
     cublasHandle_t blas;     /* BLAS-1 of resident vectors (blas.cu), made on first use, on `stream` */
-    double *dev_scalar;      /* one double on the device for reductions (blas.cu), counted in scratch */
+    /* The reductions' device area (blas.cu, GPU_RED_BYTES, made on first
+     * use, counted in scratch): dev_scalar[0] the one-column scalar, then
+     * the k-column reductions' results, block partials and counters. */
+    double *dev_scalar;
     spmv_format_limits limits; /* the padding rule every device build obeys (engine/limits.c) */
     /* Matrices resident here (transposes included), for eviction: when an
      * allocation would eat into the reserve, derived formats that are not

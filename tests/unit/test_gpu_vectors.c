@@ -10,8 +10,10 @@
  *
  * On a host without a GPU every case is skipped with spmv_gpu_count()'s
  * reason; the GPU host runs the binary from the bundle. Every device result
- * is compared with the host: BLAS-1 with the host vector calls on the same
- * values, products with spmv_reference (k columns: column by column) or a
+ * is compared with the host: BLAS-1 and the lockstep's k-column calls with
+ * the host vector calls on the same values, the lockstep of k columns
+ * (plain, Jacobi, AMG; k = 8 among them) with the host's CG column by
+ * column, products with spmv_reference (k columns: column by column) or a
  * host loop over Aᵀ, solvers by the residual recomputed on the host. Inputs
  * are drawn afresh (seed printed, SPMV_SEED repeats); outputs are poisoned
  * (NaN) before each kernel. The context's used bytes must come back to
@@ -193,6 +195,151 @@ static void test_nonfinite(void **state)
                 spmv_vec_free(TG.ctx, &dx);
                 spmv_vec_free(NULL, &hx);
             }
+    assert_int_equal(used(), u0);
+}
+
+/* Column j of v as a one-column vector. */
+static spmv_vec column_of(const spmv_vec *v, int32_t j)
+{
+    spmv_vec c = *v;
+    c.k = 1;
+    c.data = (char *)v->data + (size_t)j * (size_t)v->n * spmv_dtype_size(v->dtype);
+    return c;
+}
+
+/* One k-column call on the host and on the device, the device's result
+ * read back and compared with the host's (NaN where the host has NaN:
+ * a masked column keeps its poison, a beta 0 column loses it). */
+static void blas_k_compare(const char *op, const spmv_vec *hy, const spmv_vec *dy, double tol)
+{
+    spmv_vec back;
+    read_back(dy, &back);
+    double e = rel(&back, hy);
+    print_message("#   %s: rel %.3g\n", op, e);
+    assert_true(e <= tol);
+    spmv_vec_free(NULL, &back);
+}
+
+/* The k-column calls of the lockstep (engine/gpu/blas.cu, one launch for
+ * all columns) against the host's (the one-column loops): random n and k
+ * (up to SPMV_MAX_K), a random mask, outputs poisoned; the reductions
+ * deterministic (two calls, the same bits), 0 where masked, and a float64
+ * norm that over- or underflows its sum of squares (1e300, 1e-200) or
+ * holds NaN or Inf as the host's. */
+static void test_blas_k(void **state)
+{
+    (void)state;
+    TU_NEED_GPU();
+    spmv_error err = {0};
+    size_t u0 = used();
+    for (int round = 0; round < 8; round++) {
+        spmv_dtype dt = round % 2 ? SPMV_FLOAT32 : SPMV_FLOAT64;
+        double tol = dt == SPMV_FLOAT32 ? 1e-6 : 1e-14;
+        int64_t n = round == 0 ? 0 : 1 + tu_rng_range(&TG.rng, 0, round < 4 ? 5000 : round < 6 ? 2000000 : 40000);
+        int32_t k = round >= 6 ? SPMV_MAX_K : round == 1 ? 1 : 2 + (int32_t)tu_rng_range(&TG.rng, 0, 8);
+        bool on[SPMV_MAX_K];
+        double al[SPMV_MAX_K], be[SPMV_MAX_K];
+        int32_t non = 0;
+        for (int32_t j = 0; j < k; j++) {
+            on[j] = k == 1 || tu_rng_range(&TG.rng, 0, 3) > 0;
+            non += on[j];
+            al[j] = tu_rng_value(&TG.rng);
+            be[j] = j % 3 == 0 ? 0.0 : tu_rng_value(&TG.rng);
+        }
+        print_message("# blas_k %s n=%lld k=%d, %d columns on\n", spmv_dtype_name(dt), (long long)n, k, non);
+        spmv_vec hx, hy, hd, hz, dx, dy, dd, dz;
+        host_random(dt, n, k, &hx);
+        host_random(dt, n, k, &hy);
+        host_random(dt, n, 1, &hd);
+        host_random(dt, n, k, &hz);
+        for (int32_t j = 0; j < k; j++)
+            if (be[j] == 0.0) { /* xpay must not read these */
+                spmv_vec zj = column_of(&hz, j);
+                spmv_vec_fill(NULL, &zj, NAN, &err);
+            }
+        to_device(&hx, &dx);
+        to_device(&hy, &dy);
+        to_device(&hd, &dd);
+        to_device(&hz, &dz);
+        for (int side = 0; side < 2; side++) {
+            spmv_gpu_ctx *c = side ? TG.ctx : NULL;
+            spmv_vec *x = side ? &dx : &hx, *y = side ? &dy : &hy, *z = side ? &dz : &hz;
+            assert_int_equal(spmv_vec_axpy_k(c, al, x, y, on, &err), SPMV_OK);
+            assert_int_equal(spmv_vec_xpay_k(c, x, be, z, on, &err), SPMV_OK);
+        }
+        blas_k_compare("axpy_k", &hy, &dy, tol * 10);
+        blas_k_compare("xpay_k", &hz, &dz, tol * 10);
+        spmv_vec_fill(NULL, &hz, NAN, &err); /* diag_k into a poisoned block, then in place */
+        spmv_vec_fill(TG.ctx, &dz, NAN, &err);
+        assert_int_equal(spmv_vec_diag_k(NULL, &hd, &hx, &hz, on, &err), SPMV_OK);
+        assert_int_equal(spmv_vec_diag_k(TG.ctx, &dd, &dx, &dz, on, &err), SPMV_OK);
+        blas_k_compare("diag_k", &hz, &dz, tol);
+        assert_int_equal(spmv_vec_diag_k(NULL, &hd, &hy, &hy, NULL, &err), SPMV_OK);
+        assert_int_equal(spmv_vec_diag_k(TG.ctx, &dd, &dy, &dy, NULL, &err), SPMV_OK);
+        blas_k_compare("diag_k in place", &hy, &dy, tol * 10);
+        double hdot[SPMV_MAX_K], hn[SPMV_MAX_K], ddot[SPMV_MAX_K], dn[SPMV_MAX_K], ddot2[SPMV_MAX_K],
+            ddot3[SPMV_MAX_K], dn2[SPMV_MAX_K], dn3[SPMV_MAX_K];
+        for (int32_t j = 0; j < k; j++)
+            ddot[j] = dn[j] = ddot2[j] = ddot3[j] = dn2[j] = dn3[j] = NAN;
+        assert_int_equal(spmv_vec_nrm2_dot_k(NULL, &hx, &hy, on, hn, hdot, &err), SPMV_OK);
+        assert_int_equal(spmv_vec_nrm2_dot_k(TG.ctx, &dx, &dy, on, dn, ddot, &err), SPMV_OK);
+        assert_int_equal(spmv_vec_dot_k(TG.ctx, &dx, &dy, on, ddot2, &err), SPMV_OK);
+        assert_int_equal(spmv_vec_dot_k(TG.ctx, &dx, &dy, on, ddot3, &err), SPMV_OK);
+        assert_int_equal(spmv_vec_nrm2_dot_k(TG.ctx, &dx, NULL, on, dn2, NULL, &err), SPMV_OK);
+        assert_int_equal(spmv_vec_nrm2_dot_k(TG.ctx, &dx, NULL, on, dn3, NULL, &err), SPMV_OK);
+        for (int32_t j = 0; j < k; j++) {
+            double ny = 0;
+            if (on[j]) {
+                spmv_vec yj = column_of(&hy, j);
+                spmv_vec_nrm2(NULL, &yj, &ny, &err);
+            }
+            double dtol = 1e-12 * hn[j] * ny + 1e-300;
+            assert_true(fabs(ddot[j] - hdot[j]) <= dtol);
+            assert_true(fabs(ddot2[j] - hdot[j]) <= dtol);
+            assert_true(fabs(dn[j] - hn[j]) <= 1e-12 * hn[j]);
+            assert_true(fabs(dn2[j] - hn[j]) <= 1e-12 * hn[j]);
+            assert_memory_equal(&ddot3[j], &ddot2[j], sizeof(double)); /* deterministic: the same call, the same bits */
+            assert_memory_equal(&dn3[j], &dn2[j], sizeof(double));
+            if (!on[j])
+                assert_true(ddot[j] == 0.0 && dn[j] == 0.0 && ddot2[j] == 0.0 && dn2[j] == 0.0);
+        }
+        spmv_vec_free(TG.ctx, &dx);
+        spmv_vec_free(TG.ctx, &dy);
+        spmv_vec_free(TG.ctx, &dd);
+        spmv_vec_free(TG.ctx, &dz);
+        spmv_vec_free(NULL, &hx);
+        spmv_vec_free(NULL, &hy);
+        spmv_vec_free(NULL, &hd);
+        spmv_vec_free(NULL, &hz);
+    }
+    /* float64 norms past the plain sum of squares, NaN and Inf: 6 columns */
+    const int64_t n = 300007;
+    const double fill[6] = {1e300, 1e-200, 0.0, 1.0, 1.0, 1.0};
+    spmv_vec hx, dx;
+    host_random(SPMV_FLOAT64, n, 6, &hx);
+    for (int32_t j = 0; j < 6; j++)
+        for (int64_t i = 0; i < n; i++)
+            ((double *)hx.data)[j * n + i] *= fill[j];
+    ((double *)hx.data)[3 * n + n / 2] = NAN;
+    ((double *)hx.data)[4 * n + n - 1] = -INFINITY;
+    ((double *)hx.data)[5 * n] = NAN;
+    ((double *)hx.data)[5 * n + 1] = INFINITY;
+    to_device(&hx, &dx);
+    double hn[6], dn[6];
+    assert_int_equal(spmv_vec_nrm2_dot_k(NULL, &hx, NULL, NULL, hn, NULL, &err), SPMV_OK);
+    assert_int_equal(spmv_vec_nrm2_dot_k(TG.ctx, &dx, NULL, NULL, dn, NULL, &err), SPMV_OK);
+    for (int32_t j = 0; j < 6; j++) {
+        print_message("# nrm2_k column %d: host %.17g device %.17g\n", j, hn[j], dn[j]);
+        if (j == 3 || j == 5)
+            assert_true(isnan(hn[j]) && isnan(dn[j]));
+        else if (j == 4)
+            assert_true(isinf(hn[j]) && isinf(dn[j]));
+        else
+            assert_true(fabs(dn[j] - hn[j]) <= 1e-12 * hn[j]);
+    }
+    assert_true(hn[0] > 1e300 && isfinite(hn[0]) && hn[1] > 0 && hn[2] == 0);
+    spmv_vec_free(TG.ctx, &dx);
+    spmv_vec_free(NULL, &hx);
     assert_int_equal(used(), u0);
 }
 
@@ -654,10 +801,14 @@ static int host_apply(void *ctx, const spmv_vec *x, spmv_vec *y, double *ms, spm
     return rc;
 }
 
-/* k right-hand sides in lockstep on the GPU (engine/krylov_block.c): one
- * SpMM a step (gpu.csr.spmm), each column against the host's CG on that
- * column alone: converged, iterations within 2, x within 1e-8; plain and
- * Jacobi; every byte back. */
+/* k right-hand sides in lockstep on the GPU (spmv_solve_block over
+ * gpu.csr.spmm and the k-column calls of engine/gpu/blas.cu): k random in
+ * 2..7, then k = 8 (issue 29's case), one column of b zero (answered at
+ * once, masked off from the start); plain, Jacobi (diag_k on the k
+ * columns) and AMG (a callback, column by column). Each column against
+ * the host's CG alone on it: converged, its recomputed residual under tol,
+ * iterations within 2 (the device sums in another order), x within 1e-8
+ * (AMG: 1e-6). */
 static void test_block_solve(void **state)
 {
     (void)state;
@@ -672,54 +823,77 @@ static void test_block_solve(void **state)
     spmv_gpu_upload_stats us;
     assert_int_equal(spmv_matrix_build(&coo, SPMV_FLOAT64, SPMV_FMT_CSR, 32, 0, &hm, &err), SPMV_OK);
     assert_int_equal(spmv_gpu_matrix_upload(TG.ctx, &coo, SPMV_FLOAT64, SPMV_FMT_CSR, 32, &gm, &us, &err), SPMV_OK);
-    int32_t n = hm.rows, k = 2 + (int32_t)tu_rng_range(&TG.rng, 0, 6);
+    int32_t n = hm.rows;
     gop op = {gm, spmv_kernel_find("gpu.csr.spmm")};
     spmv_linop a = {n, n, &op, gop_apply};
-    spmv_vec hb, db, dx, hx, hd, dd;
-    host_random(SPMV_FLOAT64, n, k, &hb);
+    spmv_vec hd, dd;
     host_random(SPMV_FLOAT64, n, 1, &hd);
     assert_int_equal(spmv_csr_inv_diag(&hm.csr, hd.data, &err), SPMV_OK);
-    to_device(&hb, &db);
     to_device(&hd, &dd);
-    assert_int_equal(spmv_vec_alloc(TG.ctx, SPMV_DEVICE_GPU, SPMV_FLOAT64, n, k, &dx, &err), SPMV_OK);
-    for (int jac = 0; jac < 2; jac++) {
-        spmv_solve_options o = {.method = SPMV_SOLVE_CG, .tol = 1e-10, .maxit = 3000, .inv_diag = jac ? &dd : NULL};
-        spmv_solve_result *res = calloc((size_t)k, sizeof *res);
-        assert_int_equal(spmv_vec_fill(TG.ctx, &dx, NAN, &err), SPMV_OK); /* poisoned, then x0 = 0 */
-        assert_int_equal(spmv_vec_fill(TG.ctx, &dx, 0.0, &err), SPMV_OK);
-        assert_int_equal(spmv_solve_block(TG.ctx, &a, &db, &dx, &o, res, &err), SPMV_OK);
-        read_back(&dx, &hx);
-        spmv_solve_options ho = o;
-        ho.inv_diag = jac ? &hd : NULL;
-        host_op h = {&hm};
-        spmv_linop ha = {n, n, &h, host_apply};
-        for (int32_t j = 0; j < k; j++) {
-            spmv_vec bj = {SPMV_DEVICE_CPU, SPMV_FLOAT64, n, 1, (double *)hb.data + (size_t)j * n}, xj;
-            assert_int_equal(spmv_vec_alloc(NULL, SPMV_DEVICE_CPU, SPMV_FLOAT64, n, 1, &xj, &err), SPMV_OK);
-            spmv_vec_fill(NULL, &xj, 0.0, &err);
-            spmv_solve_result one;
-            assert_int_equal(spmv_solve(NULL, &ha, &bj, &xj, &ho, &one, &err), SPMV_OK);
-            double d = 0, m = 0;
-            for (int32_t i = 0; i < n; i++) {
-                d = fmax(d, fabs(((double *)hx.data)[(size_t)j * n + i] - ((double *)xj.data)[i]));
-                m = fmax(m, fabs(((double *)xj.data)[i]));
+    spmv_precond_options po;
+    spmv_precond_defaults(&po, SPMV_PRECOND_AMG);
+    spmv_precond *hp, *dp;
+    assert_int_equal(spmv_precond_setup(NULL, &hm.csr, &po, &hp, &err), SPMV_OK);
+    assert_int_equal(spmv_precond_setup(TG.ctx, &hm.csr, &po, &dp, &err), SPMV_OK);
+    spmv_precond_binding hbind = {NULL, hp}, dbind = {TG.ctx, dp};
+    static const char *const mode_name[3] = {"plain", "jacobi", "amg"};
+    for (int round = 0; round < 2; round++) {
+        int32_t k = round ? 8 : 2 + (int32_t)tu_rng_range(&TG.rng, 0, 6), zero = (int32_t)tu_rng_range(&TG.rng, 0, k - 1);
+        spmv_vec hb, db, dx, hx;
+        host_random(SPMV_FLOAT64, n, k, &hb);
+        memset((double *)hb.data + (size_t)zero * n, 0, sizeof(double) * (size_t)n);
+        to_device(&hb, &db);
+        assert_int_equal(spmv_vec_alloc(TG.ctx, SPMV_DEVICE_GPU, SPMV_FLOAT64, n, k, &dx, &err), SPMV_OK);
+        for (int mode = 0; mode < 3; mode++) {
+            spmv_solve_options o = {.method = SPMV_SOLVE_CG, .tol = 1e-10, .maxit = 3000,
+                                    .inv_diag = mode == 1 ? &dd : NULL,
+                                    .precond = mode == 2 ? spmv_precond_apply_cb : NULL,
+                                    .precond_ctx = mode == 2 ? &dbind : NULL};
+            spmv_solve_result *res = calloc((size_t)k, sizeof *res);
+            assert_int_equal(spmv_vec_fill(TG.ctx, &dx, NAN, &err), SPMV_OK); /* poisoned, then x0 = 0 */
+            assert_int_equal(spmv_vec_fill(TG.ctx, &dx, 0.0, &err), SPMV_OK);
+            if (spmv_solve_block(TG.ctx, &a, &db, &dx, &o, res, &err) != SPMV_OK)
+                fail_msg("GPU lockstep %s k=%d: %s", mode_name[mode], k, err.message);
+            read_back(&dx, &hx);
+            spmv_solve_options ho = o;
+            ho.inv_diag = mode == 1 ? &hd : NULL;
+            ho.precond_ctx = mode == 2 ? &hbind : NULL;
+            host_op h = {&hm};
+            spmv_linop ha = {n, n, &h, host_apply};
+            for (int32_t j = 0; j < k; j++) {
+                spmv_vec bj = {SPMV_DEVICE_CPU, SPMV_FLOAT64, n, 1, (double *)hb.data + (size_t)j * n}, xj;
+                assert_int_equal(spmv_vec_alloc(NULL, SPMV_DEVICE_CPU, SPMV_FLOAT64, n, 1, &xj, &err), SPMV_OK);
+                spmv_vec_fill(NULL, &xj, 0.0, &err);
+                spmv_solve_result one;
+                assert_int_equal(spmv_solve(NULL, &ha, &bj, &xj, &ho, &one, &err), SPMV_OK);
+                double d = 0, m = 0;
+                for (int32_t i = 0; i < n; i++) {
+                    d = fmax(d, fabs(((double *)hx.data)[(size_t)j * n + i] - ((double *)xj.data)[i]));
+                    m = fmax(m, fabs(((double *)xj.data)[i]));
+                }
+                print_message("# GPU lockstep %s column %d of %d%s: %d iterations (host alone %d), x within %.2g\n",
+                              mode_name[mode], j, k, j == zero ? " (b = 0)" : "", res[j].iterations, one.iterations,
+                              m > 0 ? d / m : d);
+                assert_int_equal(res[j].stop, SPMV_STOP_CONVERGED);
+                assert_true(abs(res[j].iterations - one.iterations) <= 2);
+                assert_true(res[j].relres <= 1.01e-10); /* recomputed from b - A x at the end */
+                assert_true(d <= (mode == 2 ? 1e-6 : 1e-8) * m); /* AMG: a count off by one moves x more */
+                if (j == zero)
+                    assert_true(res[j].iterations == 0 && m == 0 && d == 0);
+                spmv_solve_result_free(&one);
+                spmv_solve_result_free(&res[j]);
+                spmv_vec_free(NULL, &xj);
             }
-            print_message("# GPU lockstep %s column %d of %d: %d iterations (host alone %d), x within %.2g\n",
-                          jac ? "jacobi" : "plain", j, k, res[j].iterations, one.iterations, d / m);
-            assert_int_equal(res[j].stop, SPMV_STOP_CONVERGED);
-            assert_true(abs(res[j].iterations - one.iterations) <= 2);
-            assert_true(d <= 1e-8 * m);
-            spmv_solve_result_free(&one);
-            spmv_solve_result_free(&res[j]);
-            spmv_vec_free(NULL, &xj);
+            spmv_vec_free(NULL, &hx);
+            free(res);
         }
-        spmv_vec_free(NULL, &hx);
-        free(res);
+        spmv_vec_free(TG.ctx, &db);
+        spmv_vec_free(TG.ctx, &dx);
+        spmv_vec_free(NULL, &hb);
     }
-    spmv_vec_free(TG.ctx, &db);
-    spmv_vec_free(TG.ctx, &dx);
+    spmv_precond_free(NULL, hp);
+    spmv_precond_free(TG.ctx, dp);
     spmv_vec_free(TG.ctx, &dd);
-    spmv_vec_free(NULL, &hb);
     spmv_vec_free(NULL, &hd);
     spmv_gpu_matrix_free(TG.ctx, gm);
     spmv_matrix_free(&hm);
@@ -1022,6 +1196,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_blas1),
         cmocka_unit_test(test_nonfinite),
+        cmocka_unit_test(test_blas_k),
         cmocka_unit_test(test_apply),
         cmocka_unit_test(test_solvers),
         cmocka_unit_test(test_amg),

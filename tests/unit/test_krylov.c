@@ -3,7 +3,8 @@
  * engine/cpu/apply.c, engine/krylov.c).
  *
  * Inputs are drawn afresh each run (seed printed). BLAS-1 calls are checked
- * against plain loops in float64; apply with alpha/beta, k columns and Aᵀ
+ * against plain loops in float64, the k-column calls of the lockstep
+ * (spmv_vec_*_k) against the one-column calls on each column, bit for bit; apply with alpha/beta, k columns and Aᵀ
  * against products computed here from the COO triplets, with the outputs
  * poisoned first; the solvers by the true residual ||b - A x|| / ||b||
  * computed here and the distance to a known x_true, on generated 2-D
@@ -116,6 +117,129 @@ static void test_blas1(void **state)
     spmv_vec_nrm2(NULL, &h, &nn, &err);
     assert_true(fabs(nn - 2e300) < 1e285);
     spmv_vec_free(NULL, &h);
+}
+
+/* Column j of v as a one-column vector. */
+static spmv_vec column_of(const spmv_vec *v, int32_t j)
+{
+    spmv_vec c = *v;
+    c.k = 1;
+    c.data = (char *)v->data + (size_t)j * (size_t)v->n * spmv_dtype_size(v->dtype);
+    return c;
+}
+
+/* The k-column calls of the lockstep (spmv_vec_*_k) against the
+ * one-column calls on each column, bit for bit: random n and k, a random
+ * mask (masked columns keep their poison, reductions give 0 there), the
+ * outputs poisoned with NaN where the call must not read them. */
+static void test_blas_k(void **state)
+{
+    (void)state;
+    spmv_error err = {0};
+    for (int round = 0; round < 6; round++) {
+        spmv_dtype dt = round % 2 ? SPMV_FLOAT32 : SPMV_FLOAT64;
+        int64_t n = round == 0 ? 0 : 1 + tu_rng_range(&rng, 0, round < 4 ? 3000 : 200000);
+        int32_t k = round == 5 ? SPMV_MAX_K : 1 + (int32_t)tu_rng_range(&rng, 0, 9);
+        bool on[SPMV_MAX_K];
+        double al[SPMV_MAX_K], be[SPMV_MAX_K];
+        int32_t non = 0;
+        for (int32_t j = 0; j < k; j++) {
+            on[j] = k == 1 || tu_rng_range(&rng, 0, 3) > 0;
+            non += on[j];
+            al[j] = tu_rng_value(&rng);
+            be[j] = j % 3 == 0 ? 0.0 : tu_rng_value(&rng); /* 0: y not read */
+        }
+        print_message("# blas_k: %s, n %lld, k %d, %d columns on\n", spmv_dtype_name(dt), (long long)n, k, non);
+        spmv_vec x, y, y1, d, want;
+        hv(dt, n, k, &x);
+        hv(dt, n, k, &y);
+        hv(dt, n, k, &y1);
+        hv(dt, n, k, &want);
+        hv(dt, n, 1, &d);
+        /* axpy_k: y_j += alpha_j x_j */
+        memcpy(y1.data, y.data, spmv_vec_bytes(&y));
+        memcpy(want.data, y.data, spmv_vec_bytes(&y));
+        assert_int_equal(spmv_vec_axpy_k(NULL, al, &x, &y1, on, &err), SPMV_OK);
+        for (int32_t j = 0; j < k; j++)
+            if (on[j]) {
+                spmv_vec xj = column_of(&x, j), wj = column_of(&want, j);
+                assert_int_equal(spmv_vec_axpy(NULL, al[j], &xj, &wj, &err), SPMV_OK);
+            }
+        assert_memory_equal(y1.data, want.data, spmv_vec_bytes(&y));
+        /* xpay_k: y_j = x_j + beta_j y_j; beta_j 0 reads no y (poisoned) */
+        memcpy(y1.data, y.data, spmv_vec_bytes(&y));
+        for (int32_t j = 0; j < k; j++)
+            if (be[j] == 0.0) {
+                spmv_vec yj = column_of(&y1, j);
+                spmv_vec_fill(NULL, &yj, NAN, &err);
+            }
+        memcpy(want.data, y1.data, spmv_vec_bytes(&y));
+        assert_int_equal(spmv_vec_xpay_k(NULL, &x, be, &y1, on, &err), SPMV_OK);
+        for (int32_t j = 0; j < k; j++)
+            if (on[j]) {
+                spmv_vec xj = column_of(&x, j), wj = column_of(&want, j);
+                assert_int_equal(spmv_vec_axpby(NULL, 1.0, &xj, be[j], &wj, &err), SPMV_OK);
+            }
+        assert_memory_equal(y1.data, want.data, spmv_vec_bytes(&y));
+        /* diag_k: y_j = d .* x_j into a poisoned y, then in place */
+        spmv_vec_fill(NULL, &y1, NAN, &err);
+        spmv_vec_fill(NULL, &want, NAN, &err);
+        assert_int_equal(spmv_vec_diag_k(NULL, &d, &x, &y1, on, &err), SPMV_OK);
+        for (int32_t j = 0; j < k; j++)
+            if (on[j]) {
+                spmv_vec xj = column_of(&x, j), wj = column_of(&want, j);
+                assert_int_equal(spmv_vec_copy(NULL, &xj, &wj, &err), SPMV_OK);
+                assert_int_equal(spmv_vec_mul(NULL, &d, &wj, &err), SPMV_OK);
+            }
+        assert_memory_equal(y1.data, want.data, spmv_vec_bytes(&y));
+        memcpy(y1.data, x.data, spmv_vec_bytes(&x));
+        assert_int_equal(spmv_vec_diag_k(NULL, &d, &y1, &y1, NULL, &err), SPMV_OK);
+        for (int32_t j = 0; j < k; j++) {
+            spmv_vec xj = column_of(&x, j), wj = column_of(&want, j);
+            spmv_vec_copy(NULL, &xj, &wj, &err);
+            spmv_vec_mul(NULL, &d, &wj, &err);
+        }
+        assert_memory_equal(y1.data, want.data, spmv_vec_bytes(&y));
+        /* dot_k and nrm2_dot_k: the one-column numbers, 0 where masked */
+        double dk[SPMV_MAX_K], nk[SPMV_MAX_K], dk2[SPMV_MAX_K], nk1[SPMV_MAX_K];
+        for (int32_t j = 0; j < k; j++)
+            dk[j] = nk[j] = dk2[j] = nk1[j] = NAN;
+        assert_int_equal(spmv_vec_dot_k(NULL, &x, &y, on, dk, &err), SPMV_OK);
+        assert_int_equal(spmv_vec_nrm2_dot_k(NULL, &x, &y, on, nk, dk2, &err), SPMV_OK);
+        assert_int_equal(spmv_vec_nrm2_dot_k(NULL, &x, NULL, on, nk1, NULL, &err), SPMV_OK);
+        for (int32_t j = 0; j < k; j++) {
+            spmv_vec xj = column_of(&x, j), yj = column_of(&y, j);
+            double dw = 0.0, nw = 0.0;
+            if (on[j]) {
+                assert_int_equal(spmv_vec_dot(NULL, &xj, &yj, &dw, &err), SPMV_OK);
+                assert_int_equal(spmv_vec_nrm2(NULL, &xj, &nw, &err), SPMV_OK);
+            }
+            assert_memory_equal(&dk[j], &dw, sizeof dw);
+            assert_memory_equal(&dk2[j], &dw, sizeof dw);
+            assert_memory_equal(&nk[j], &nw, sizeof nw);
+            assert_memory_equal(&nk1[j], &nw, sizeof nw);
+        }
+        /* refusals: a diagonal of two columns, of another length; no scalars */
+        spmv_vec d2;
+        hv(dt, n, 2, &d2);
+        assert_int_equal(spmv_vec_diag_k(NULL, &d2, &x, &y1, on, &err), SPMV_ERR_SHAPE);
+        assert_non_null(strstr(err.message, "diag_k"));
+        spmv_vec_free(NULL, &d2);
+        hv(dt, n + 1, 1, &d2);
+        assert_int_equal(spmv_vec_diag_k(NULL, &d2, &x, &y1, on, &err), SPMV_ERR_SHAPE);
+        spmv_vec_free(NULL, &d2);
+        assert_int_equal(spmv_vec_axpy_k(NULL, NULL, &x, &y1, on, &err), SPMV_ERR_INVALID);
+        if (n > 0) {
+            assert_int_equal(spmv_vec_xpay_k(NULL, &x, be, &x, on, &err), SPMV_ERR_INVALID);
+            assert_non_null(strstr(err.message, "one block"));
+        }
+        assert_int_equal(spmv_vec_nrm2_dot_k(NULL, &x, &y, on, nk, NULL, &err), SPMV_ERR_INVALID);
+        spmv_vec_free(NULL, &x);
+        spmv_vec_free(NULL, &y);
+        spmv_vec_free(NULL, &y1);
+        spmv_vec_free(NULL, &want);
+        spmv_vec_free(NULL, &d);
+    }
 }
 
 /* y = A x straight from the COO (float64). */
@@ -633,7 +757,8 @@ static void test_minres_stops(void **state)
 
 /* k right-hand sides in lockstep (spmv_solve_block): each column's
  * iterations, stop and x as spmv_solve gives them one by one (the same
- * arithmetic, one SpMM for the k products), with a zero column (answered
+ * arithmetic through the k-column calls, one SpMM for the k products: x
+ * bit for bit), with a zero column (answered
  * at once), plain and Jacobi, CG; and a column poisoned by NaN stops alone
  * as a non-finite breakdown while the others converge. */
 static void test_block(void **state)
@@ -675,7 +800,7 @@ static void test_block(void **state)
             assert_int_equal(res[j].stop, SPMV_STOP_CONVERGED);
             assert_int_equal(res[j].iterations, one.iterations);
             assert_int_equal(res[j].history_len, one.history_len);
-            assert_true(d <= 1e-12 * fmax(mx, 1.0));
+            assert_true(d == 0.0); /* the one-column loops: x bit for bit */
             assert_true(fabs(res[j].relres - true_relres(&m, &bj, &(spmv_vec){SPMV_DEVICE_CPU, SPMV_FLOAT64, n, 1,
                                                                              (double *)x.data + (size_t)j * n})) <
                         1e-12 || j == zero);
@@ -711,6 +836,7 @@ int main(void)
     tu_rng_init(&rng, seed);
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_blas1),
+        cmocka_unit_test(test_blas_k),
         cmocka_unit_test(test_small_work_serial),
         cmocka_unit_test(test_apply),
         cmocka_unit_test(test_solvers_poisson),

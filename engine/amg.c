@@ -650,7 +650,8 @@ static int coarsen(spmv_amg *h, const spmv_amg_products *prod, int32_t l, int32_
     *done = naggs == 0 || (int64_t)naggs * k >= (int64_t)lv->A.rows * 9 / 10;
     if (*done)
         goto out;
-    if ((st = group_rows(agg, g.n, b, naggs, &ag, err)) || (st = tentative(*B, lv->A.rows, k, &ag, naggs, &T, &Bc, err)))
+    if ((st = group_rows(agg, g.n, b, naggs, &ag, err)) ||
+        (st = tentative(*B, lv->A.rows, k, &ag, naggs, &T, &Bc, err)))
         goto out;
     lap(ms, SPMV_AMG_TENTATIVE, &t0);
     if ((st = prod->fn(prod->arg, &lv->A, lv->dinv, 4.0 / 3.0 / lv->rho, &T, &lv->P, &lv->R, &next->A, ms, err)))

@@ -14,15 +14,22 @@
  *   R = P^T       cusparseCsr2cscEx2 (SpGEMM takes no transposed operand)
  *   A P, R (A P)  cuSPARSE SpGEMM
  *
- * and P, R and A_c come back as host CSR (rows sorted on the host when
- * cuSPARSE left one unsorted; the pattern is the symbolic product's, as
- * the host's cpu.spmspm.omp gives). Everything the call allocates on the
+ * Every SpGEMM output is checked for sorted rows on the device and, if
+ * cuSPARSE left one unsorted (it promises nothing), sorted there (CUB
+ * segmented sort) before it is the next step's operand: the smoothing's
+ * pattern, the transpose and the next products then see what the host's
+ * sorted CSR would be.
+ *
+ * and P, R and A_c come back as host CSR (the pattern is the symbolic
+ * product's, as the host's cpu.spmspm.omp gives). Everything the call allocates on the
  * device is freed before it returns: the hierarchy is uploaded afterwards
  * by spmv_gpu_amg_upload (amg.cu) in the solve's dtype. Each phase waits
  * for the stream before it is timed (a setup, not a hot path).
  */
 #include <stdlib.h>
 #include <string.h>
+
+#include <cub/cub.cuh>
 
 #include "amg.h"
 #include "gpu.cuh"
@@ -78,6 +85,8 @@ __global__ void amg_smooth_p(int32_t rows, const int32_t *__restrict__ prp, cons
     }
 }
 
+static int sort_rows(struct prod_call *c, gpu_dcsr *m, spmv_error *err);
+
 /* c = a b by cuSPARSE SpGEMM in float64; c's arrays are allocated once
  * its size is known, its descriptor kept (c may be the next product's
  * operand). The SpGEMM buffers are freed before returning. */
@@ -130,13 +139,76 @@ static int spgemm(struct prod_call *c, gpu_dcsr *a, gpu_dcsr *b, gpu_dcsr *out, 
         (st = sparse_ok(cusparseCsrSetPointers(out->descr, out->row_ptr, out->col, out->val), err,
                         "cusparseCsrSetPointers")))
         goto done;
-    st = sparse_ok(cusparseSpGEMM_copy(h, op, op, &one, a->descr, b->descr, &zero, out->descr, CUDA_R_64F, alg, d),
-                   err, "cusparseSpGEMM_copy");
+    if (!(st = sparse_ok(cusparseSpGEMM_copy(h, op, op, &one, a->descr, b->descr, &zero, out->descr, CUDA_R_64F,
+                                             alg, d),
+                         err, "cusparseSpGEMM_copy")))
+        st = sort_rows(c, out, err);
 done:
     if (d)
         cusparseSpGEMM_destroyDescr(d);
     gpu_ctx_free(ctx, buf1, gpu_nz(n1)); /* cudaFree waits for the work that reads it */
     gpu_ctx_free(ctx, buf2, gpu_nz(n2));
+    return st;
+}
+
+/* *flag = 1 when a row of m has a column not above the one before it. */
+__global__ void amg_rows_unsorted(int32_t rows, const int32_t *__restrict__ rp, const int32_t *__restrict__ col,
+                                  int *flag)
+{
+    int32_t i = blockIdx.x * blockDim.x + threadIdx.x;
+    if (i >= rows)
+        return;
+    for (int32_t p = rp[i] + 1; p < rp[i + 1]; p++)
+        if (col[p] <= col[p - 1]) {
+            *flag = 1;
+            return;
+        }
+}
+
+/* Sorts m's rows by column on the device when one is not (values
+ * follow): new col and val arrays of the same sizes, the descriptor
+ * pointed at them. */
+static int sort_rows(struct prod_call *c, gpu_dcsr *m, spmv_error *err)
+{
+    spmv_gpu_ctx *ctx = c->ctx;
+    cudaStream_t s = ctx->stream;
+    int *flag = NULL, unsorted = 0;
+    int32_t *col2 = NULL;
+    void *val2 = NULL, *tmp = NULL;
+    size_t nt = 0, cb = gpu_nz((size_t)m->nnz * 4), vb = gpu_nz((size_t)m->nnz * 8);
+    int st = gpu_ctx_alloc(ctx, (void **)&flag, sizeof(int), "amg setup flag", err);
+    if (st || m->nnz == 0 || (st = cuda_ok(cudaMemsetAsync(flag, 0, sizeof(int), s), err, "amg setup flag")))
+        goto done;
+    amg_rows_unsorted<<<gpu_grid(m->rows, 256), 256, 0, s>>>(m->rows, m->row_ptr, m->col, flag);
+    if ((st = gpu_check_launch(err, "amg_rows_unsorted")) ||
+        (st = cuda_ok(cudaMemcpyAsync(&unsorted, flag, sizeof(int), cudaMemcpyDeviceToHost, s), err,
+                      "amg setup flag")) ||
+        (st = cuda_ok(cudaStreamSynchronize(s), err, "amg setup flag")) || !unsorted)
+        goto done;
+    if ((st = cuda_ok(cub::DeviceSegmentedSort::SortPairs(NULL, nt, m->col, col2, (const double *)m->val,
+                                                          (double *)val2, m->nnz, m->rows, m->row_ptr,
+                                                          m->row_ptr + 1, s),
+                      err, "sorting a product's rows")) ||
+        (st = gpu_ctx_alloc(ctx, &tmp, gpu_nz(nt), "amg setup sort", err)) ||
+        (st = gpu_ctx_alloc(ctx, (void **)&col2, cb, "amg setup sort", err)) ||
+        (st = gpu_ctx_alloc(ctx, &val2, vb, "amg setup sort", err)) ||
+        (st = cuda_ok(cub::DeviceSegmentedSort::SortPairs(tmp, nt, m->col, col2, (const double *)m->val,
+                                                          (double *)val2, m->nnz, m->rows, m->row_ptr,
+                                                          m->row_ptr + 1, s),
+                      err, "sorting a product's rows")) ||
+        (st = sparse_ok(cusparseCsrSetPointers(m->descr, m->row_ptr, col2, val2), err, "cusparseCsrSetPointers")))
+        goto done;
+    gpu_ctx_free(ctx, m->col, cb); /* waits for the sort */
+    gpu_ctx_free(ctx, m->val, vb);
+    m->col = col2;
+    m->val = val2;
+    col2 = NULL;
+    val2 = NULL;
+done:
+    gpu_ctx_free(ctx, flag, sizeof(int));
+    gpu_ctx_free(ctx, tmp, gpu_nz(nt));
+    gpu_ctx_free(ctx, col2, cb);
+    gpu_ctx_free(ctx, val2, vb);
     return st;
 }
 
@@ -199,7 +271,7 @@ static int download(struct prod_call *c, const gpu_dcsr *d, spmv_csr *h, spmv_er
                                  "copying an AMG operator back"))) ||
         (st = cuda_ok(cudaStreamSynchronize(s), err, "copying an AMG operator back")))
         return st;
-    return spmv_csr_sort_rows(h, err); /* cuSPARSE does not promise sorted rows; a sorted one is left alone */
+    return SPMV_OK;
 }
 
 static void call_free(struct prod_call *c)
@@ -248,7 +320,8 @@ extern "C" int spmv_gpu_amg_products(void *arg, const spmv_csr *A, const double 
     amg_smooth_p<<<gpu_grid(n, 256), 256, 0, ctx->stream>>>(n, c.P.row_ptr, c.P.col, (double *)c.P.val, c.T.row_ptr,
                                                             c.T.col, (const double *)c.T.val, c.dinv, omega);
     if ((st = gpu_check_launch(err, "amg_smooth_p")) || (st = lap(&c, SPMV_AMG_SMOOTH, err)) ||
-        (st = transpose(&c, err)) || (st = lap(&c, SPMV_AMG_TRANSPOSE, err)) ||
+        (st = transpose(&c, err)) || (st = sort_rows(&c, &c.R, err)) ||
+        (st = lap(&c, SPMV_AMG_TRANSPOSE, err)) ||
         (st = spgemm(&c, &c.A, &c.P, &c.AP, err)) || (st = lap(&c, SPMV_AMG_AP, err)) ||
         (st = spgemm(&c, &c.R, &c.AP, &c.Ac, err)) || (st = lap(&c, SPMV_AMG_RAP, err)) ||
         (st = download(&c, &c.P, P, err)) || (st = download(&c, &c.R, R, err)) ||

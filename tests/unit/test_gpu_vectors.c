@@ -658,9 +658,9 @@ static void amg_setup_pair(const char *what, const spmv_csr *a)
     for (int32_t i = 0; i < a->rows; i++)
         b[i] = tu_rng_value(&TG.rng);
     int32_t ith = amg_pcg(a, hh, b), itg = amg_pcg(a, hg, b);
-    print_message("# %s (%d rows): %d levels, oc %.3f, max rel diff %.2g; CG %d iterations (host setup), %d (GPU "
-                  "products); setup %.1f ms host, %.1f ms with GPU products (A*T %.1f, A*P %.1f, R*(A*P) %.1f, "
-                  "copies %.1f)\n",
+    print_message("# GPU amg setup, %s (%d rows): %d levels, oc %.3f, max rel diff %.2g; CG %d iterations "
+                  "(host setup), %d (GPU products); setup %.1f ms host, %.1f ms with GPU products (A*T %.1f, "
+                  "A*P %.1f, R*(A*P) %.1f, copies %.1f)\n",
                   what, a->rows, hh->nlevels, hh->operator_complexity, worst, ith, itg, hh->setup_ms, hg->setup_ms,
                   hg->phase_ms[SPMV_AMG_AT], hg->phase_ms[SPMV_AMG_AP], hg->phase_ms[SPMV_AMG_RAP],
                   hg->phase_ms[SPMV_AMG_COPY]);

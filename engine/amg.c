@@ -2,7 +2,9 @@
  * (amg.h says what the algorithm is).
  *
  * The setup's products (A T, A P, R (A P)) are the engine's own SpMSpM
- * (cpu.spmspm.omp, sorted CSR out); strength, aggregation and the
+ * (cpu.spmspm.omp, sorted CSR out) in spmv_amg_host_products, or whatever
+ * hook the caller passes to spmv_amg_setup_with (the GPU's, from
+ * engine/precond.c, so this file stays free of CUDA); strength, aggregation and the
  * tentative prolongator are linear passes over a level's rows. The
  * aggregation is PyAMG's "standard" one, serial (three passes: a root and
  * its whole unaggregated neighbourhood; leftovers join a neighbouring
@@ -52,6 +54,17 @@ int spmv_amg_check_options(const spmv_amg_options *o, int32_t rows, spmv_error *
     if ((unsigned)o->smoother > SPMV_AMG_JACOBI)
         return spmv_error_set(err, SPMV_ERR_INVALID, 0, "amg: unknown smoother %d", (int)o->smoother);
     return SPMV_OK;
+}
+
+const char *spmv_amg_phase_name(spmv_amg_phase p)
+{
+    static const char *const names[SPMV_AMG_PHASES] = {
+        [SPMV_AMG_STRENGTH] = "strength",  [SPMV_AMG_AGGREGATE] = "aggregation", [SPMV_AMG_TENTATIVE] = "tentative",
+        [SPMV_AMG_AT] = "A*T",             [SPMV_AMG_SMOOTH] = "smoothing",      [SPMV_AMG_TRANSPOSE] = "R=P^T",
+        [SPMV_AMG_AP] = "A*P",             [SPMV_AMG_RAP] = "R*(A*P)",           [SPMV_AMG_COPY] = "device copies",
+        [SPMV_AMG_LEVEL] = "diag+rho",     [SPMV_AMG_COARSE] = "coarse inverse",
+    };
+    return (unsigned)p < SPMV_AMG_PHASES ? names[p] : "?";
 }
 
 /* ------------------------------------------------------------ CSR */
@@ -541,14 +554,10 @@ static int tentative(const double *B, int32_t rows, int32_t k, const agg_rows *g
 
 /* ----------------------------------------------------- smoothed P, A_c */
 
-/* P = T - omega D^-1 (A T), on A T's pattern (which holds T's: A's
- * diagonal is non-zero). */
-static int smooth_prolongator(const spmv_csr *A, const double *dinv, double omega, const spmv_csr *T, spmv_csr *P,
-                              spmv_error *err)
+/* P = T - omega D^-1 (A T) in place of A T, on its pattern (which holds
+ * T's: A's diagonal is non-zero). */
+static void smooth_prolongator(const double *dinv, double omega, const spmv_csr *T, spmv_csr *P)
 {
-    int st = csr_mult(A, T, P, err);
-    if (st)
-        return st;
     double *pv = P->val;
     const double *tv = T->val;
 #pragma omp parallel for schedule(static) if (P->nnz > 50000)
@@ -563,7 +572,39 @@ static int smooth_prolongator(const spmv_csr *A, const double *dinv, double omeg
             pv[p] = v;
         }
     }
-    return SPMV_OK;
+}
+
+/* Adds the time since *t0 to ms[phase] and restarts the clock. */
+static void lap(double *ms, spmv_amg_phase phase, double *t0)
+{
+    double t = spmv_now_ms();
+    if (ms)
+        ms[phase] += t - *t0;
+    *t0 = t;
+}
+
+int spmv_amg_host_products(void *arg, const spmv_csr *A, const double *dinv, double omega, const spmv_csr *T,
+                           spmv_csr *P, spmv_csr *R, spmv_csr *Ac, double *ms, spmv_error *err)
+{
+    (void)arg;
+    spmv_csr AP = {0};
+    double t0 = spmv_now_ms();
+    int st = csr_mult(A, T, P, err);
+    if (st)
+        return st;
+    lap(ms, SPMV_AMG_AT, &t0);
+    smooth_prolongator(dinv, omega, T, P);
+    lap(ms, SPMV_AMG_SMOOTH, &t0);
+    if ((st = csr_transpose(P, R, err)))
+        return st;
+    lap(ms, SPMV_AMG_TRANSPOSE, &t0);
+    if ((st = csr_mult(A, P, &AP, err)))
+        return st;
+    lap(ms, SPMV_AMG_AP, &t0);
+    st = csr_mult(R, &AP, Ac, err);
+    lap(ms, SPMV_AMG_RAP, &t0);
+    spmv_csr_free(&AP);
+    return st;
 }
 
 /* The near-nullspace of level 0: the caller's, or the constant per block
@@ -587,15 +628,17 @@ static double *candidates(const spmv_amg_options *o, int32_t rows, int32_t *k)
 /* One coarsening step: level l's A (with its dinv and rho) gives P, R and
  * the next A; B (level l's candidates, k columns) becomes the next level's.
  * *done when the level cannot coarsen (no aggregate, or too few fewer). */
-static int coarsen(spmv_amg *h, int32_t l, int32_t b, double **B, int32_t k, bool *done, spmv_error *err)
+static int coarsen(spmv_amg *h, const spmv_amg_products *prod, int32_t l, int32_t b, double **B, int32_t k,
+                   bool *done, spmv_error *err)
 {
     spmv_amg_level *lv = &h->lv[l], *next = &h->lv[l + 1];
     graph g = {0};
     agg_rows ag = {0};
-    spmv_csr T = {0}, AP = {0};
-    double *Bc = NULL;
+    spmv_csr T = {0};
+    double *Bc = NULL, *ms = h->phase_ms, t0 = spmv_now_ms();
     int32_t *agg = NULL;
-    int st = strength(&lv->A, b, l == 0 ? h->o.strength : h->o.strength, &g, err);
+    int st = strength(&lv->A, b, h->o.strength, &g, err);
+    lap(ms, SPMV_AMG_STRENGTH, &t0);
     if (st)
         goto out;
     if (!(agg = malloc(((size_t)g.n + 1) * sizeof *agg))) {
@@ -603,25 +646,28 @@ static int coarsen(spmv_amg *h, int32_t l, int32_t b, double **B, int32_t k, boo
         goto out;
     }
     int32_t naggs = aggregate(&g, agg);
+    lap(ms, SPMV_AMG_AGGREGATE, &t0);
     *done = naggs == 0 || (int64_t)naggs * k >= (int64_t)lv->A.rows * 9 / 10;
     if (*done)
         goto out;
-    if ((st = group_rows(agg, g.n, b, naggs, &ag, err)) || (st = tentative(*B, lv->A.rows, k, &ag, naggs, &T, &Bc, err)) ||
-        (st = smooth_prolongator(&lv->A, lv->dinv, 4.0 / 3.0 / lv->rho, &T, &lv->P, err)) ||
-        (st = csr_transpose(&lv->P, &lv->R, err)) || (st = csr_mult(&lv->A, &lv->P, &AP, err)) ||
-        (st = csr_mult(&lv->R, &AP, &next->A, err)))
+    if ((st = group_rows(agg, g.n, b, naggs, &ag, err)) ||
+        (st = tentative(*B, lv->A.rows, k, &ag, naggs, &T, &Bc, err)))
+        goto out;
+    lap(ms, SPMV_AMG_TENTATIVE, &t0);
+    if ((st = prod->fn(prod->arg, &lv->A, lv->dinv, 4.0 / 3.0 / lv->rho, &T, &lv->P, &lv->R, &next->A, ms, err)))
         goto out;
     free(*B);
     *B = Bc;
     Bc = NULL;
 out:
+    if (st) /* what a hook left of the next level (not yet counted in nlevels) */
+        spmv_csr_free(&next->A);
     graph_free(&g);
     free(ag.start);
     free(ag.rows);
     free(agg);
     free(Bc);
     spmv_csr_free(&T);
-    spmv_csr_free(&AP);
     return st;
 }
 
@@ -774,7 +820,15 @@ int spmv_amg_level_init(const spmv_csr *a, spmv_amg_level *lv, spmv_error *err)
 
 int spmv_amg_setup(const spmv_csr *a, const spmv_amg_options *opt, spmv_amg **out, spmv_error *err)
 {
-    double t0 = spmv_now_ms();
+    return spmv_amg_setup_with(a, opt, NULL, out, err);
+}
+
+int spmv_amg_setup_with(const spmv_csr *a, const spmv_amg_options *opt, const spmv_amg_products *products,
+                        spmv_amg **out, spmv_error *err)
+{
+    static const spmv_amg_products host = {spmv_amg_host_products, NULL};
+    const spmv_amg_products *prod = products && products->fn ? products : &host;
+    double t0 = spmv_now_ms(), tp;
     spmv_amg_options o;
     if (opt)
         o = *opt;
@@ -798,17 +852,23 @@ int spmv_amg_setup(const spmv_csr *a, const spmv_amg_options *opt, spmv_amg **ou
         goto fail;
     for (int32_t l = 0;; l++) {
         bool done = false;
-        if ((st = level_ready(&h->lv[l], err)))
+        tp = spmv_now_ms();
+        st = level_ready(&h->lv[l], err);
+        lap(h->phase_ms, SPMV_AMG_LEVEL, &tp);
+        if (st)
             goto fail;
         if (l + 1 >= o.max_levels || h->lv[l].A.rows <= o.max_coarse)
             break;
-        if ((st = coarsen(h, l, l == 0 ? o.block_size : k, &B, k, &done, err)))
+        if ((st = coarsen(h, prod, l, l == 0 ? o.block_size : k, &B, k, &done, err)))
             goto fail;
         if (done)
             break;
         h->nlevels++;
     }
-    if ((st = coarse_inverse(h, err)))
+    tp = spmv_now_ms();
+    st = coarse_inverse(h, err);
+    lap(h->phase_ms, SPMV_AMG_COARSE, &tp);
+    if (st)
         goto fail;
     free(B);
     complexities(h);

@@ -13,9 +13,12 @@
  * damped Jacobi or a Chebyshev polynomial in D^-1 A, the same before and
  * after, so the preconditioner is symmetric when A is (what CG needs).
  *
- * The setup runs on the host in float64 (OpenMP where it pays); the
- * hierarchy is what a device backend copies (engine/gpu/amg.cu), and
- * spmv_amg_vcycle is the host's cycle, the reference the device's is
+ * The setup runs on the host in float64 (OpenMP where it pays), except
+ * for a level's products (P, R and A_c from A and T), which a caller may
+ * hand to another backend through spmv_amg_products: the GPU's cuSPARSE
+ * SpGEMM (engine/gpu/amg_setup.cu) when the preconditioner is built for a
+ * GPU. The hierarchy is what a device backend copies (engine/gpu/amg.cu),
+ * and spmv_amg_vcycle is the host's cycle, the reference the device's is
  * tested against.
  */
 #ifndef SPMV_AMG_H
@@ -61,6 +64,28 @@ typedef struct spmv_amg_level {
     double *r, *x, *b, *d;        /* the cycle's work vectors at this level */
 } spmv_amg_level;
 
+/* The setup's phases, timed (spmv_amg's phase_ms; tools/amg-profile.c
+ * prints them): the graph and the aggregates, the tentative prolongator,
+ * the products, copies to and from a device when the products run on one,
+ * a level's 1/diag and rho, the coarse inverse. */
+typedef enum spmv_amg_phase {
+    SPMV_AMG_STRENGTH,
+    SPMV_AMG_AGGREGATE,
+    SPMV_AMG_TENTATIVE,
+    SPMV_AMG_AT,          /* A T */
+    SPMV_AMG_SMOOTH,      /* P = T - omega D^-1 (A T), element-wise */
+    SPMV_AMG_TRANSPOSE,   /* R = P^T */
+    SPMV_AMG_AP,          /* A P */
+    SPMV_AMG_RAP,         /* A_c = R (A P) */
+    SPMV_AMG_COPY,        /* host <-> device, when the products run on a device */
+    SPMV_AMG_LEVEL,       /* 1/diag, rho, the work vectors */
+    SPMV_AMG_COARSE,      /* the coarsest level's dense inverse */
+    SPMV_AMG_PHASES
+} spmv_amg_phase;
+
+/* The phase's name ("strength", "A*T", ...). */
+const char *spmv_amg_phase_name(spmv_amg_phase p);
+
 typedef struct spmv_amg {
     spmv_amg_options o;
     int32_t nlevels;
@@ -68,6 +93,7 @@ typedef struct spmv_amg {
     int32_t coarse_n;             /* rows of the coarsest level */
     double *coarse_inv;           /* its dense inverse, row-major */
     double setup_ms;
+    double phase_ms[SPMV_AMG_PHASES]; /* setup_ms split by phase, summed over the levels */
     double operator_complexity;   /* sum of nnz(A_l) / nnz(A_0) */
     double grid_complexity;       /* sum of rows(A_l) / rows(A_0) */
     int64_t bytes;                /* host bytes of the hierarchy (level 0's A not counted) */
@@ -76,6 +102,34 @@ typedef struct spmv_amg {
 /* Builds the hierarchy of a square matrix (either dtype; the hierarchy is
  * float64). *out is freshly allocated; spmv_amg_free frees it. */
 int spmv_amg_setup(const spmv_csr *a, const spmv_amg_options *o, spmv_amg **out, spmv_error *err);
+
+/* A level's products, given A (float64 CSR, sorted), 1/diag(A), the
+ * damping omega and the tentative prolongator T (sorted, at most one
+ * aggregate's k columns a row): P = T - omega D^-1 (A T) on the pattern of
+ * A T, R = P^T and A_c = R (A P), each sorted float64 CSR, the pattern the
+ * symbolic product's (cancellations kept), freshly allocated (the caller
+ * frees them, also on failure). ms: spmv_amg's phase_ms, where the hook
+ * adds the time of the phases it runs (AT .. COPY). arg is the hook's
+ * own (a GPU context for spmv_gpu_amg_products). */
+typedef int (*spmv_amg_products_fn)(void *arg, const spmv_csr *A, const double *dinv, double omega,
+                                    const spmv_csr *T, spmv_csr *P, spmv_csr *R, spmv_csr *Ac, double *ms,
+                                    spmv_error *err);
+typedef struct spmv_amg_products {
+    spmv_amg_products_fn fn;
+    void *arg;
+} spmv_amg_products;
+
+/* spmv_amg_setup with the level's products by `products` (NULL: the
+ * host's, spmv_amg_host_products). Strength, aggregation, the tentative
+ * prolongator, 1/diag, rho and the coarse inverse stay on the host, so the
+ * aggregates are the same whichever computes the products. */
+int spmv_amg_setup_with(const spmv_csr *a, const spmv_amg_options *o, const spmv_amg_products *products,
+                        spmv_amg **out, spmv_error *err);
+/* The host's products (arg unused): cpu.spmspm.omp for A T, A P and
+ * R (A P), an OpenMP pass for the smoothing, a serial transpose. The
+ * reference every other hook is tested against. */
+int spmv_amg_host_products(void *arg, const spmv_csr *A, const double *dinv, double omega, const spmv_csr *T,
+                           spmv_csr *P, spmv_csr *R, spmv_csr *Ac, double *ms, spmv_error *err);
 void spmv_amg_free(spmv_amg *h);
 /* z = M^-1 r: one V-cycle from z = 0 on the host (n = rows of level 0). */
 void spmv_amg_vcycle(spmv_amg *h, const double *r, double *z);
@@ -120,6 +174,13 @@ int spmv_gpu_amg_upload(spmv_gpu_ctx *ctx, const spmv_amg *h, spmv_dtype dtype, 
 int spmv_gpu_amg_upload_smoother(spmv_gpu_ctx *ctx, const spmv_amg_level *lv, int32_t degree, spmv_gpu_amg **out,
                                  spmv_error *err);
 void spmv_gpu_amg_free(spmv_gpu_ctx *ctx, spmv_gpu_amg *g);
+/* spmv_amg_products_fn on ctx's device (arg: the spmv_gpu_ctx, on its own
+ * thread): A and T copied up, A T, A P and R (A P) by cuSPARSE SpGEMM in
+ * float64, the smoothing by a kernel, R = P^T by cusparseCsr2cscEx2; P, R
+ * and A_c copied back (rows sorted). Equal to spmv_amg_host_products up to
+ * rounding, the same patterns. */
+int spmv_gpu_amg_products(void *ctx, const spmv_csr *A, const double *dinv, double omega, const spmv_csr *T,
+                          spmv_csr *P, spmv_csr *R, spmv_csr *Ac, double *ms, spmv_error *err);
 /* Device bytes the hierarchy holds. */
 size_t spmv_gpu_amg_bytes(const spmv_gpu_amg *g);
 /* z = M^-1 r, one V-cycle from zero; r and z vectors of ctx's device, one

@@ -105,7 +105,10 @@ static int amg_setup(spmv_gpu_ctx *ctx, spmv_precond *p, const spmv_csr *a, spmv
         return SPMV_ERR_NOMEM;
     spmv_amg_options o = p->o.amg;
     o.block_size = p->o.block_size > 1 ? p->o.block_size : o.block_size;
-    int st = spmv_amg_setup(a, &o, &m->h, err);
+    /* on a GPU the level's products (A T, A P, R (A P): most of the setup)
+     * run there too; the aggregation stays on the host (engine/amg.h) */
+    spmv_amg_products on_gpu = {spmv_gpu_amg_products, ctx};
+    int st = spmv_amg_setup_with(a, &o, ctx ? &on_gpu : NULL, &m->h, err);
     if (st)
         return st;
     p->levels = m->h->nlevels;

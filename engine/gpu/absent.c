@@ -288,6 +288,21 @@ void spmv_gpu_amg_free(spmv_gpu_ctx *ctx, spmv_gpu_amg *g)
     UNUSED(g);
 }
 
+int spmv_gpu_amg_products(void *ctx, const spmv_csr *A, const double *dinv, double omega, const spmv_csr *T,
+                          spmv_csr *P, spmv_csr *R, spmv_csr *Ac, double *ms, spmv_error *err)
+{
+    UNUSED(ctx);
+    UNUSED(A);
+    UNUSED(dinv);
+    UNUSED(omega);
+    UNUSED(T);
+    UNUSED(P);
+    UNUSED(R);
+    UNUSED(Ac);
+    UNUSED(ms);
+    return spmv_error_set(err, SPMV_ERR_UNAVAILABLE, 0, "the AMG setup's products on a GPU: %s", no_cuda);
+}
+
 size_t spmv_gpu_amg_bytes(const spmv_gpu_amg *g)
 {
     UNUSED(g);

@@ -10,7 +10,11 @@
  * in fewer iterations than Jacobi does, on 2-D Poisson, on a vector
  * Laplacian with block_size 3 and rigid-body candidates, and on the
  * shared real SPD matrix bcsstk13. Options out of range and a zero
- * diagonal are refused. Inputs are drawn afresh each run (seed printed).
+ * diagonal are refused. The products hook (spmv_amg_setup_with) with the
+ * host's products plugged in builds the hierarchy spmv_amg_setup does,
+ * bit for bit, and a hook's failure comes back as the setup's; the
+ * setup's phase times add up to no more than its total. Inputs are drawn
+ * afresh each run (seed printed).
  */
 #include <math.h>
 #include <setjmp.h>
@@ -346,6 +350,96 @@ static void test_refusals(void **state)
     spmv_csr_free(&a);
 }
 
+/* The host's products behind the hook, counting its calls; fails with
+ * SPMV_ERR_DEVICE on call `fail_at` (0: never). */
+typedef struct hook_state {
+    int calls, fail_at;
+} hook_state;
+
+static int counting_products(void *arg, const spmv_csr *A, const double *dinv, double omega, const spmv_csr *T,
+                             spmv_csr *P, spmv_csr *R, spmv_csr *Ac, double *ms, spmv_error *err)
+{
+    hook_state *s = arg;
+    int st = spmv_amg_host_products(NULL, A, dinv, omega, T, P, R, Ac, ms, err);
+    if (++s->calls == s->fail_at && !st)
+        st = spmv_error_set(err, SPMV_ERR_DEVICE, 0, "hook failed on purpose");
+    return st;
+}
+
+static void assert_csr_identical(const spmv_csr *a, const spmv_csr *b)
+{
+    assert_int_equal(a->rows, b->rows);
+    assert_int_equal(a->cols, b->cols);
+    assert_int_equal(a->nnz, b->nnz);
+    if (!a->row_ptr) {
+        assert_null(b->row_ptr);
+        return;
+    }
+    assert_memory_equal(a->row_ptr, b->row_ptr, ((size_t)a->rows + 1) * sizeof(int32_t));
+    assert_memory_equal(a->col, b->col, (size_t)a->nnz * sizeof(int32_t));
+    assert_memory_equal(a->val, b->val, (size_t)a->nnz * sizeof(double));
+}
+
+/* The hook with the host's products gives spmv_amg_setup's hierarchy. */
+static void hook_matches(const char *what, const spmv_csr *a, const spmv_amg_options *o)
+{
+    spmv_amg *ref, *h;
+    spmv_error err = {0};
+    hook_state s = {0, 0};
+    spmv_amg_products prod = {counting_products, &s};
+    assert_int_equal(spmv_amg_setup(a, o, &ref, &err), SPMV_OK);
+    assert_int_equal(spmv_amg_setup_with(a, o, &prod, &h, &err), SPMV_OK);
+    print_message("# %s: %d levels, %d hook calls, setup %.1f ms (hook) %.1f ms (plain)\n", what, h->nlevels, s.calls,
+                  h->setup_ms, ref->setup_ms);
+    assert_int_equal(h->nlevels, ref->nlevels);
+    assert_int_equal(s.calls, h->nlevels - 1);
+    for (int32_t l = 0; l < h->nlevels; l++) {
+        assert_csr_identical(&h->lv[l].A, &ref->lv[l].A);
+        assert_csr_identical(&h->lv[l].P, &ref->lv[l].P);
+        assert_csr_identical(&h->lv[l].R, &ref->lv[l].R);
+        assert_memory_equal(h->lv[l].dinv, ref->lv[l].dinv, (size_t)h->lv[l].A.rows * sizeof(double));
+        assert_true(h->lv[l].rho == ref->lv[l].rho);
+    }
+    assert_int_equal(h->coarse_n, ref->coarse_n);
+    assert_memory_equal(h->coarse_inv, ref->coarse_inv, (size_t)h->coarse_n * h->coarse_n * sizeof(double));
+    double sum = 0;
+    for (int p = 0; p < SPMV_AMG_PHASES; p++) {
+        assert_true(h->phase_ms[p] >= 0.0);
+        assert_non_null(spmv_amg_phase_name((spmv_amg_phase)p));
+        sum += h->phase_ms[p];
+    }
+    assert_true(sum <= h->setup_ms + 1e-6);
+    assert_true(h->phase_ms[SPMV_AMG_COPY] == 0.0); /* the host's products copy nothing */
+    spmv_amg_free(h);
+    spmv_amg_free(ref);
+}
+
+static void test_products_hook(void **state)
+{
+    (void)state;
+    spmv_csr a;
+    spmv_amg_options o;
+    spmv_amg_defaults(&o);
+    o.max_coarse = 50;
+    poisson_d(SPMV_GEN_POISSON3D, 12 + tu_rng_range(&rng, 0, 6), &a);
+    hook_matches("poisson 3-D", &a, &o);
+    spmv_csr_free(&a);
+    poisson(40 + tu_rng_range(&rng, 0, 16), &a);
+    o.strength = 0.1;
+    hook_matches("poisson 2-D, strength 0.1", &a, &o);
+    /* a hook failing on the second level: its error is the setup's,
+     * nothing is left (the sanitizer build checks the leaks) */
+    spmv_amg *h = (spmv_amg *)&a;
+    spmv_error err = {0};
+    hook_state s = {0, 2};
+    spmv_amg_products prod = {counting_products, &s};
+    assert_int_equal(spmv_amg_setup_with(&a, &o, &prod, &h, &err), SPMV_ERR_DEVICE);
+    assert_int_equal(s.calls, 2);
+    assert_null(h);
+    assert_non_null(strstr(err.message, "on purpose"));
+    spmv_csr_free(&a);
+}
+
 int main(void)
 {
     uint64_t seed = tu_seed();
@@ -354,6 +448,7 @@ int main(void)
         cmocka_unit_test(test_hierarchy),       cmocka_unit_test(test_symmetric),
         cmocka_unit_test(test_poisson_converges), cmocka_unit_test(test_blocks_converge),
         cmocka_unit_test(test_real_spd),        cmocka_unit_test(test_refusals),
+        cmocka_unit_test(test_products_hook),
     };
     return cmocka_run_group_tests_name("amg", tests, NULL, NULL);
 }

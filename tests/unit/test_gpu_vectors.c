@@ -3,7 +3,10 @@
  * the device (engine/gpu/blas.cu, engine/gpu/spmm.cu, engine/gpu/run.cu,
  * engine/krylov.c with device vectors), the AMG cycle and every
  * preconditioner of engine/precond.h on the device (engine/gpu/amg.cu,
- * engine/gpu/precond.cu), each against its host implementation, and the
+ * engine/gpu/precond.cu), each against its host implementation, the AMG
+ * setup with its products on the device (engine/gpu/amg_setup.cu) against
+ * the host's (the same hierarchy within rounding, the same CG iteration
+ * counts, both setup times printed), and the
  * fused path (engine/krylov_fused.c, engine/gpu/krylov_fused.cu) against
  * the host-scalar one on the same GPU: same stop, iteration counts within
  * 2, the true residual (recomputed on the host) under tol.
@@ -577,6 +580,262 @@ static void test_amg(void **state)
     }
     assert_int_equal(used(), u0);
     spmv_coo_free(&coo);
+    spmv_csr_free(&a);
+}
+
+/* ------------------------------------------- the AMG setup on the GPU */
+
+/* A CSR of n rows whose row i holds columns i + off[0..m) (ascending
+ * offsets, 0 among them, those outside 0..n-1 dropped), the value of each
+ * off-diagonal (i, j) given by w(min(i, j), max(i, j)) (symmetric), the
+ * diagonal the sum of the row's |off-diagonals| plus extra(i): SPD when
+ * extra >= 0 and one row has extra > 0 in each connected part. */
+typedef double (*pair_weight)(int64_t i, int64_t j, const void *arg);
+typedef double (*row_extra)(int64_t i, const void *arg);
+
+static void stencil_csr(int32_t n, const int64_t *off, int m, pair_weight w, row_extra extra, const void *arg,
+                        spmv_csr *a)
+{
+    memset(a, 0, sizeof *a);
+    a->rows = a->cols = n;
+    a->dtype = SPMV_FLOAT64;
+    a->row_ptr = malloc(((size_t)n + 1) * sizeof(int32_t));
+    a->col = malloc((size_t)n * m * sizeof(int32_t));
+    double *v = malloc((size_t)n * m * sizeof(double));
+    a->val = v;
+    assert_non_null(a->row_ptr);
+    assert_non_null(a->col);
+    assert_non_null(v);
+    int64_t e = 0;
+    a->row_ptr[0] = 0;
+    for (int64_t i = 0; i < n; i++) {
+        int64_t d = -1;
+        double s = extra(i, arg);
+        for (int q = 0; q < m; q++) {
+            int64_t j = i + off[q];
+            if (j < 0 || j >= n)
+                continue;
+            if (off[q] == 0) {
+                d = e;
+            } else {
+                double x = w(i < j ? i : j, i < j ? j : i, arg);
+                if (x == 0.0)
+                    continue;
+                v[e] = x;
+                s += fabs(x);
+            }
+            a->col[e++] = (int32_t)j;
+        }
+        v[d] = s;
+        a->row_ptr[i + 1] = (int32_t)e;
+    }
+    a->nnz = e;
+}
+
+/* 3-D finite volumes of side nx with a log-normal cell permeability
+ * (tools/solve_problems.py's fv_diffusion, uncorrelated): harmonic-mean
+ * transmissibilities between face neighbours, Dirichlet faces at x = 0
+ * and x = 1 (half a cell away). */
+typedef struct fv_grid {
+    int64_t nx;
+    double *k;
+} fv_grid;
+
+static double fv_weight(int64_t i, int64_t j, const void *arg)
+{
+    const fv_grid *g = arg;
+    int64_t d = j - i, nx = g->nx;
+    /* i and j are face neighbours only if the offset does not wrap a row or a plane */
+    if ((d == 1 && (j % nx) == 0) || (d == nx && (j / nx) % nx == 0))
+        return 0.0;
+    return -2.0 * g->k[i] * g->k[j] / (g->k[i] + g->k[j]);
+}
+
+static double fv_extra(int64_t i, const void *arg)
+{
+    const fv_grid *g = arg;
+    int64_t x = i / (g->nx * g->nx);
+    return x == 0 || x == g->nx - 1 ? 2.0 * g->k[i] : 0.0;
+}
+
+static void fv_diffusion(int64_t nx, spmv_csr *a)
+{
+    fv_grid g = {nx, malloc((size_t)(nx * nx * nx) * sizeof(double))};
+    assert_non_null(g.k);
+    for (int64_t i = 0; i < nx * nx * nx; i++) { /* exp(2 z), z about standard normal (a sum of 12 uniforms) */
+        double z = -6.0;
+        for (int u = 0; u < 12; u++)
+            z += tu_rng_uniform(&TG.rng);
+        g.k[i] = exp(2.0 * z);
+    }
+    const int64_t off[7] = {-nx * nx, -nx, -1, 0, 1, nx, nx * nx};
+    stencil_csr((int32_t)(nx * nx * nx), off, 7, fv_weight, fv_extra, &g, a);
+    free(g.k);
+}
+
+/* Random SPD: a symmetric graph of random offsets with weights hashed
+ * from the pair and the seed, diagonally dominant (extra 1e-3 a row). */
+typedef struct rnd_spd {
+    uint64_t salt;
+} rnd_spd;
+
+static double rnd_weight(int64_t i, int64_t j, const void *arg)
+{
+    uint64_t z = ((const rnd_spd *)arg)->salt ^ ((uint64_t)i * 0x9E3779B97F4A7C15ull) ^ ((uint64_t)j << 32);
+    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+    z ^= z >> 31;
+    return -(0.1 + 0.9 * (double)(z >> 11) * 0x1.0p-53);
+}
+
+static double rnd_extra(int64_t i, const void *arg)
+{
+    (void)i;
+    (void)arg;
+    return 1e-3;
+}
+
+static void random_spd(int32_t n, spmv_csr *a)
+{
+    int64_t off[9];
+    int m = 0;
+    off[m++] = 0;
+    while (m < 5) { /* four distinct positive offsets, mirrored */
+        int64_t o = tu_rng_range(&TG.rng, 1, n / 8);
+        bool seen = false;
+        for (int q = 1; q < m; q++)
+            seen = seen || off[q] == o;
+        if (!seen)
+            off[m++] = o;
+    }
+    for (int q = 1; q < 5; q++)
+        off[m++] = -off[q];
+    for (int p = 1; p < m; p++) /* ascending */
+        for (int q = p; q > 0 && off[q] < off[q - 1]; q--) {
+            int64_t t = off[q];
+            off[q] = off[q - 1];
+            off[q - 1] = t;
+        }
+    rnd_spd r = {tu_rng_next(&TG.rng)};
+    stencil_csr(n, off, m, rnd_weight, rnd_extra, &r, a);
+}
+
+/* CG on the host preconditioned by h's V-cycle: iterations to 1e-8. */
+static int32_t amg_pcg(const spmv_csr *a, spmv_amg *h, const double *b)
+{
+    int32_t n = a->rows, it;
+    const double *v = a->val;
+    double *x = calloc((size_t)n, 8), *r = malloc((size_t)n * 8), *z = malloc((size_t)n * 8);
+    double *p = calloc((size_t)n, 8), *q = malloc((size_t)n * 8), bb = 0, rz_old = 1;
+    for (int32_t i = 0; i < n; i++)
+        bb += b[i] * b[i];
+    memcpy(r, b, (size_t)n * 8);
+    for (it = 0; it < 1000; it++) {
+        double rr = 0, rz = 0, pq = 0;
+        for (int32_t i = 0; i < n; i++)
+            rr += r[i] * r[i];
+        if (rr <= 1e-16 * bb)
+            break;
+        spmv_amg_vcycle(h, r, z);
+        for (int32_t i = 0; i < n; i++)
+            rz += r[i] * z[i];
+        for (int32_t i = 0; i < n; i++)
+            p[i] = z[i] + (it ? rz / rz_old : 0.0) * p[i];
+        rz_old = rz;
+        for (int32_t i = 0; i < n; i++) {
+            double s = 0;
+            for (int32_t e = a->row_ptr[i]; e < a->row_ptr[i + 1]; e++)
+                s += v[e] * p[a->col[e]];
+            q[i] = s;
+            pq += p[i] * s;
+        }
+        for (int32_t i = 0; i < n; i++) {
+            x[i] += rz / pq * p[i];
+            r[i] -= rz / pq * q[i];
+        }
+    }
+    free(x);
+    free(r);
+    free(z);
+    free(p);
+    free(q);
+    return it;
+}
+
+/* The hierarchy with the GPU's products (spmv_gpu_amg_products) against
+ * the host's on one matrix: the same levels, every level's A, P and R of
+ * the same pattern with values within 1e-12 (relative to the operator's
+ * largest), CG iteration counts within one; both setups' times printed
+ * (reported, not asserted), every device byte back. */
+static void amg_setup_pair(const char *what, const spmv_csr *a)
+{
+    spmv_error err = {0};
+    spmv_amg_options o;
+    spmv_amg_defaults(&o);
+    o.max_coarse = 100;
+    spmv_amg *hh, *hg;
+    spmv_amg_products gpu = {spmv_gpu_amg_products, TG.ctx};
+    size_t u0 = used();
+    assert_int_equal(spmv_amg_setup_with(a, &o, NULL, &hh, &err), SPMV_OK);
+    int st = spmv_amg_setup_with(a, &o, &gpu, &hg, &err);
+    if (st)
+        print_message("# %s: %s\n", what, err.message);
+    assert_int_equal(st, SPMV_OK);
+    assert_int_equal(used(), u0);
+    assert_int_equal(hg->nlevels, hh->nlevels);
+    assert_true(hh->nlevels >= 2);
+    double worst = 0;
+    for (int32_t l = 0; l < hh->nlevels; l++) {
+        const spmv_csr *g3[3] = {&hg->lv[l].A, &hg->lv[l].P, &hg->lv[l].R};
+        const spmv_csr *h3[3] = {&hh->lv[l].A, &hh->lv[l].P, &hh->lv[l].R};
+        for (int m = 0; m < 3; m++) {
+            if (!h3[m]->row_ptr) { /* the coarsest level's P and R */
+                assert_null(g3[m]->row_ptr);
+                continue;
+            }
+            double e = INFINITY;
+            st = spmv_csr_compare(g3[m], h3[m], &e, &err);
+            if (st)
+                print_message("# %s level %d %c: %s\n", what, l, "APR"[m], err.message);
+            assert_int_equal(st, SPMV_OK);
+            worst = fmax(worst, e);
+            assert_true(e <= 1e-12);
+        }
+    }
+    double *b = malloc((size_t)a->rows * 8);
+    for (int32_t i = 0; i < a->rows; i++)
+        b[i] = tu_rng_value(&TG.rng);
+    int32_t ith = amg_pcg(a, hh, b), itg = amg_pcg(a, hg, b);
+    print_message("# GPU amg setup, %s (%d rows): %d levels, oc %.3f, max rel diff %.2g; CG %d iterations "
+                  "(host setup), %d (GPU products); setup %.1f ms host, %.1f ms with GPU products (A*T %.1f, "
+                  "A*P %.1f, R*(A*P) %.1f, copies %.1f)\n",
+                  what, a->rows, hh->nlevels, hh->operator_complexity, worst, ith, itg, hh->setup_ms, hg->setup_ms,
+                  hg->phase_ms[SPMV_AMG_AT], hg->phase_ms[SPMV_AMG_AP], hg->phase_ms[SPMV_AMG_RAP],
+                  hg->phase_ms[SPMV_AMG_COPY]);
+    assert_true(ith < 1000 && abs(ith - itg) <= 1);
+    free(b);
+    spmv_amg_free(hh);
+    spmv_amg_free(hg);
+}
+
+static void test_amg_setup_gpu(void **state)
+{
+    (void)state;
+    TU_NEED_GPU();
+    spmv_error err = {0};
+    spmv_csr a;
+    spmv_coo coo;
+    spmv_gen_spec g = {SPMV_GEN_POISSON3D, 24 + tu_rng_range(&TG.rng, 0, 12), 7, 0, 1};
+    assert_int_equal(spmv_gen(&g, &coo, &err), SPMV_OK);
+    assert_int_equal(spmv_coo_to_csr(&coo, SPMV_FLOAT64, &a, &err), SPMV_OK);
+    spmv_coo_free(&coo);
+    amg_setup_pair("3-D Poisson", &a);
+    spmv_csr_free(&a);
+    fv_diffusion(20 + tu_rng_range(&TG.rng, 0, 12), &a);
+    amg_setup_pair("3-D FV diffusion", &a);
+    spmv_csr_free(&a);
+    random_spd(20000 + (int32_t)tu_rng_range(&TG.rng, 0, 20000), &a);
+    amg_setup_pair("random SPD", &a);
     spmv_csr_free(&a);
 }
 
@@ -1201,6 +1460,7 @@ int main(void)
         cmocka_unit_test(test_apply),
         cmocka_unit_test(test_solvers),
         cmocka_unit_test(test_amg),
+        cmocka_unit_test(test_amg_setup_gpu),
         cmocka_unit_test(test_precond_apply),
         cmocka_unit_test(test_precond_solve),
         cmocka_unit_test(test_precond_refusals),

@@ -5,6 +5,9 @@
 # 1. test_gpu_vectors: every preconditioner's GPU apply against its host
 #    apply, GPU CG with each, float32 AMG, the fused path against the
 #    host-scalar one (MINRES, check_every, the stops);
+# 1b. amg-profile on fv_diffusion(AMG_FV, default 216: 10 M rows): the
+#    AMG setup's phases with the products on the host, then on the GPU
+#    (issue 29; docs/benchmarks/solve.md has the host's profile);
 # 2. spmv-cgbench --n 1000: 500 CG iterations on the 1 M-row Poisson, the
 #    fused path against the host-scalar one (docs/benchmarks/cg-fused.md);
 # 3. preconds_check.py (tests/e2e) against a daemon of the bundle with its
@@ -25,6 +28,15 @@ python3 -c 'import pyamg, skfem; print("pyamg", pyamg.__version__, "skfem", skfe
 
 step test_gpu_vectors "$OUT/test_gpu_vectors.log" ${T_VECTORS:-170} "$B/bin/test_gpu_vectors"
 grep -E '^not ok|FAIL|ERROR|^# (fused|precond|GPU)' "$OUT/test_gpu_vectors.log" | head -40 | tee -a "$summary"
+if [ -x "$B/bin/amg-profile" ]; then
+  fv=/tmp/spmv-amg-fv.npz # not under $OUT: about 1 GB at 10 M rows
+  PYTHONPATH="$B" python3 -c "import sys, solve_problems as s, scipy.sparse as sp
+sp.save_npz(sys.argv[2], s.fv_diffusion(int(sys.argv[1])), compressed=False)" "${AMG_FV:-216}" "$fv" &&
+    step amg_profile "$OUT/amg_profile.log" 300 "$B/bin/amg-profile" "$fv" &&
+    step amg_profile_gpu "$OUT/amg_profile_gpu.log" 300 "$B/bin/amg-profile" --gpu --runs 2 "$fv"
+  grep -hE '^\| (total|A\*P|R\*\(A\*P\)|diag|strength|device)|products on' "$OUT"/amg_profile*.log | tee -a "$summary"
+  rm -f "$fv"
+fi
 [ -x "$B/bin/spmv-cgbench" ] && step cgbench "$OUT/cgbench.log" 60 "$B/bin/spmv-cgbench" --n 1000 &&
   tail -12 "$OUT/cgbench.log" | tee -a "$summary"
 

@@ -16,8 +16,9 @@
  * The setup runs on the host in float64 (OpenMP where it pays), except
  * for a level's products (P, R and A_c from A and T), which a caller may
  * hand to another backend through spmv_amg_products: the GPU's cuSPARSE
- * SpGEMM (engine/gpu/amg_setup.cu) when the preconditioner is built for a
- * GPU. The hierarchy is what a device backend copies (engine/gpu/amg.cu),
+ * SpGEMM (engine/gpu/amg_setup.cu, tested against the host's; not used by
+ * the preconditioner, since the round trip of the operands cost what the
+ * products saved: docs/kernels.md, "The AMG setup"). The hierarchy is what a device backend copies (engine/gpu/amg.cu),
  * and spmv_amg_vcycle is the host's cycle, the reference the device's is
  * tested against.
  */

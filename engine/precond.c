@@ -105,10 +105,13 @@ static int amg_setup(spmv_gpu_ctx *ctx, spmv_precond *p, const spmv_csr *a, spmv
         return SPMV_ERR_NOMEM;
     spmv_amg_options o = p->o.amg;
     o.block_size = p->o.block_size > 1 ? p->o.block_size : o.block_size;
-    /* on a GPU the level's products (A T, A P, R (A P): most of the setup)
-     * run there too; the aggregation stays on the host (engine/amg.h) */
-    spmv_amg_products on_gpu = {spmv_gpu_amg_products, ctx};
-    int st = spmv_amg_setup_with(a, &o, ctx ? &on_gpu : NULL, &m->h, err);
+    /* The level's products run on the host even for a GPU: on the H200
+     * host the GPU's (spmv_gpu_amg_products) took 60 ms where the host's
+     * took 1.3 s of a 10 M-row setup, but copying the operands there and
+     * the products back took 1.2 s, so the setup was no faster (7.2 s
+     * against 6.9 s: docs/benchmarks/solve.md). They pay once the
+     * hierarchy is built where it is used, without the round trip. */
+    int st = spmv_amg_setup_with(a, &o, NULL, &m->h, err);
     if (st)
         return st;
     p->levels = m->h->nlevels;

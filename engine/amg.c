@@ -240,26 +240,56 @@ static double power_radius(const spmv_csr *a, const double *dinv, double *u, dou
     return lambda * 1.05;
 }
 
+/* x·y summed in fixed chunks of DOT_CHUNK values, the chunks in parallel
+ * and their sums in order: the same bits whatever the number of threads,
+ * so a hierarchy is the same on every run. */
+#define DOT_CHUNK 32768
+
+static double chunk_dot(int64_t lo, int64_t hi, const double *x, const double *y)
+{
+    double s = 0;
+    for (int64_t i = lo; i < hi; i++)
+        s += x[i] * y[i];
+    return s;
+}
+
+static double det_dot(int32_t n, const double *x, const double *y)
+{
+    int64_t nc = ((int64_t)n + DOT_CHUNK - 1) / DOT_CHUNK;
+    double *part = nc > 1 ? malloc((size_t)nc * sizeof *part) : NULL, s = 0;
+    if (!part) { /* one chunk, or no memory: the chunks one after the other, the same sums */
+        for (int64_t c = 0; c < nc; c++)
+            s += chunk_dot(c * DOT_CHUNK, c + 1 < nc ? (c + 1) * DOT_CHUNK : n, x, y);
+        return s;
+    }
+#pragma omp parallel for schedule(static) if (nc > 4)
+    for (int64_t c = 0; c < nc; c++)
+        part[c] = chunk_dot(c * DOT_CHUNK, c + 1 < nc ? (c + 1) * DOT_CHUNK : n, x, y);
+    for (int64_t c = 0; c < nc; c++)
+        s += part[c];
+    free(part);
+    return s;
+}
+
 /* One Lanczos step on S = D^-1/2 A D^-1/2: t = S v - beta_prev p,
  * made orthogonal to v; alpha (t·v before) and ||t||. sd: sqrt(dinv). */
 static void lanczos_step(const spmv_csr *a, const double *sd, const double *v, const double *p, double beta_prev,
                          double *w, double *t, double *alpha, double *beta)
 {
     int32_t n = a->rows;
+#pragma omp parallel for schedule(static) if (n > 50000)
     for (int32_t i = 0; i < n; i++)
         w[i] = v[i] * sd[i];
     csr_apply(a, w, t);
-    double al = 0, nt = 0;
-    for (int32_t i = 0; i < n; i++) {
+#pragma omp parallel for schedule(static) if (n > 50000)
+    for (int32_t i = 0; i < n; i++)
         t[i] = t[i] * sd[i] - beta_prev * p[i];
-        al += t[i] * v[i];
-    }
-    for (int32_t i = 0; i < n; i++) {
+    double al = det_dot(n, t, v);
+#pragma omp parallel for schedule(static) if (n > 50000)
+    for (int32_t i = 0; i < n; i++)
         t[i] -= al * v[i];
-        nt += t[i] * t[i];
-    }
     *alpha = al;
-    *beta = sqrt(nt);
+    *beta = sqrt(det_dot(n, t, t));
 }
 
 /* The spectral radius of D^-1 A: RHO_ITERS steps of Lanczos on the
@@ -276,16 +306,18 @@ double spmv_amg_spectral_radius(const spmv_csr *a, const double *dinv, double *u
     double *buf = malloc((size_t)(n ? n : 1) * 3 * sizeof *buf);
     if (!buf)
         return power_radius(a, dinv, u, w);
-    double *sd = buf, *p = buf + n, *t = buf + 2 * (size_t)n, *v = u, nv = 0;
+    double *sd = buf, *p = buf + n, *t = buf + 2 * (size_t)n, *v = u;
     double alpha[RHO_ITERS], beta[RHO_ITERS], beta_prev = 0;
+#pragma omp parallel for schedule(static) if (n > 50000)
     for (int32_t i = 0; i < n; i++) {
         sd[i] = sqrt(dinv[i]);
         p[i] = 0.0;
         v[i] = start_value(i);
-        nv += v[i] * v[i];
     }
+    double nv = sqrt(det_dot(n, v, v));
+#pragma omp parallel for schedule(static) if (n > 50000)
     for (int32_t i = 0; i < n; i++)
-        v[i] /= sqrt(nv);
+        v[i] /= nv;
     int k = 0;
     while (k < RHO_ITERS && k < n) {
         lanczos_step(a, sd, v, p, beta_prev, w, t, &alpha[k], &beta[k]);
@@ -295,9 +327,11 @@ double spmv_amg_spectral_radius(const spmv_csr *a, const double *dinv, double *u
         p = v;
         v = t;
         t = old;
+        double bk = beta[k - 1];
+#pragma omp parallel for schedule(static) if (n > 50000)
         for (int32_t i = 0; i < n; i++)
-            v[i] /= beta[k - 1];
-        beta_prev = beta[k - 1];
+            v[i] /= bk;
+        beta_prev = bk;
     }
     free(buf);
     return k ? tridiag_max(alpha, beta, k) * 1.05 : 1.0;
@@ -345,39 +379,74 @@ static int32_t node_row(const spmv_csr *a, int32_t b, int32_t I, int32_t *cols, 
     return m;
 }
 
+/* Whether node I's entry (J, nrm) is a strong edge. */
+static bool strong(int32_t I, int32_t J, double nrm, const double *dn, double t2)
+{
+    return J != I && nrm > 0.0 && nrm >= t2 * sqrt(dn[I] * dn[J]);
+}
+
+/* In parallel over the nodes, each thread with its own scratch: the
+ * diagonal blocks' norms, then each node's count of strong edges, then
+ * (after a prefix sum) the edges themselves, in the serial pass's order. */
 static int strength(const spmv_csr *a, int32_t b, double theta, graph *g, spmv_error *err)
 {
     int32_t n = a->rows / b;
     int32_t width = 0;
+#pragma omp parallel for schedule(static) reduction(max : width) if (n > 20000)
     for (int32_t I = 0; I < n; I++) {
         int32_t w = a->row_ptr[I * b + b] - a->row_ptr[I * b];
         width = w > width ? w : width;
     }
-    double *dn = malloc(((size_t)n + 1) * sizeof *dn), *norms = malloc(((size_t)width + 1) * sizeof *norms);
-    int32_t *cols = malloc(((size_t)width + 1) * sizeof *cols);
+    int nt = omp_get_max_threads();
+    size_t slot = (size_t)width + 1;
+    double *dn = malloc(((size_t)n + 1) * sizeof *dn), *norms = malloc(slot * nt * sizeof *norms);
+    int32_t *cols = malloc(slot * nt * sizeof *cols);
     g->n = n;
     g->ptr = calloc((size_t)n + 1, sizeof *g->ptr);
-    g->adj = malloc(((size_t)a->nnz + 1) * sizeof *g->adj);
+    g->adj = NULL;
     int st = SPMV_OK;
-    if (!dn || !norms || !cols || !g->ptr || !g->adj) {
+    double t2 = theta * theta;
+    if (!dn || !norms || !cols || !g->ptr) {
         st = spmv_error_set(err, SPMV_ERR_NOMEM, 0, "amg: out of memory for the strength graph");
         goto out;
     }
-    for (int32_t I = 0; I < n; I++) { /* the diagonal blocks' norms */
-        int32_t m = node_row(a, b, I, cols, norms);
-        dn[I] = 0;
-        for (int32_t q = 0; q < m; q++)
-            if (cols[q] == I)
-                dn[I] = norms[q];
+#pragma omp parallel num_threads(nt) if (n > 20000)
+    {
+        int32_t *mc = cols + slot * omp_get_thread_num();
+        double *mn = norms + slot * omp_get_thread_num();
+#pragma omp for schedule(static)
+        for (int32_t I = 0; I < n; I++) { /* the diagonal blocks' norms */
+            int32_t m = node_row(a, b, I, mc, mn);
+            dn[I] = 0;
+            for (int32_t q = 0; q < m; q++)
+                if (mc[q] == I)
+                    dn[I] = mn[q];
+        }
+#pragma omp for schedule(static)
+        for (int32_t I = 0; I < n; I++) { /* the strong edges' count */
+            int32_t m = node_row(a, b, I, mc, mn), c = 0;
+            for (int32_t q = 0; q < m; q++)
+                c += strong(I, mc[q], mn[q], dn, t2);
+            g->ptr[I + 1] = c;
+        }
     }
-    int64_t e = 0;
-    double t2 = theta * theta;
-    for (int32_t I = 0; I < n; I++) {
-        int32_t m = node_row(a, b, I, cols, norms);
-        for (int32_t q = 0; q < m; q++)
-            if (cols[q] != I && norms[q] > 0.0 && norms[q] >= t2 * sqrt(dn[I] * dn[cols[q]]))
-                g->adj[e++] = cols[q];
-        g->ptr[I + 1] = (int32_t)e;
+    for (int32_t I = 0; I < n; I++)
+        g->ptr[I + 1] += g->ptr[I];
+    if (!(g->adj = malloc(((size_t)g->ptr[n] + 1) * sizeof *g->adj))) {
+        st = spmv_error_set(err, SPMV_ERR_NOMEM, 0, "amg: out of memory for the strength graph");
+        goto out;
+    }
+#pragma omp parallel num_threads(nt) if (n > 20000)
+    {
+        int32_t *mc = cols + slot * omp_get_thread_num();
+        double *mn = norms + slot * omp_get_thread_num();
+#pragma omp for schedule(static)
+        for (int32_t I = 0; I < n; I++) { /* the edges */
+            int32_t m = node_row(a, b, I, mc, mn), e = g->ptr[I];
+            for (int32_t q = 0; q < m; q++)
+                if (strong(I, mc[q], mn[q], dn, t2))
+                    g->adj[e++] = mc[q];
+        }
     }
 out:
     free(dn);

@@ -74,6 +74,58 @@ def bytes_per_nnz(desc, nnz):
     return out
 
 
+def best_of(rows, pred):
+    ts = [r for r in rows if pred(r["kernel"]) and r.get("median_ms") and r.get("verified") is not False
+          and not r.get("error")]
+    return min(ts, key=lambda r: r["median_ms"]) if ts else None
+
+
+
+def render():
+    """realistic.md from the results so far (rewritten after each bench, so a cut run keeps what it measured)."""
+    lines = ["# Realistic matrices (issue 30)", "",
+             "Command: `python3 tools/bench_realistic.py %s %s --size %s --runs %d%s` against spmvd %s at %s, %s UTC." % (
+                 a.url, a.out, a.size, a.runs, " --kernels " + a.kernels if a.kernels else "", info.get("version", "?"),
+                 a.url, time.strftime("%Y-%m-%d %H:%M", time.gmtime())),
+             "GPUs: %s." % (", ".join(g.get("name", "?") for g in info.get("gpus", [])) or "none"), "",
+             "| matrix | dtype | rows | nnz | best kernel (ms, GB/s) | best cuSPARSE (ms) | best / cuSPARSE | auto (kernel, ms) "
+             "| auto / cuSPARSE |",
+             "| --- | --- | ---: | ---: | --- | ---: | ---: | --- | ---: |"]
+    for r in results:
+        ks = r["kernels"]
+        best = best_of(ks, lambda k: k != "auto" and (a.device == "cpu" or not k.startswith("cpu.")))
+        cus = best_of(ks, lambda k: k.startswith("cusparse."))
+        au = next((x for x in ks if x["kernel"] == "auto" and x.get("median_ms")), None)
+        lines.append("| %s | %s | %d | %d | %s | %s | %s | %s | %s |" % (
+            r["matrix"], r["dtype"], r["rows"], r["nnz"],
+            "%s (%.4g, %.4g)" % (best["kernel"], best["median_ms"], best["gbps"] or 0) if best else "-",
+            "%.4g (%s)" % (cus["median_ms"], cus["kernel"]) if cus else "-",
+            "%.2f×" % (cus["median_ms"] / best["median_ms"]) if best and cus else "-",
+            "%s, %.4g" % (au.get("auto_kernel") or "auto", au["median_ms"]) if au else "-",
+            "%.2f×" % (cus["median_ms"] / au["median_ms"]) if au and cus else "-"))
+    lines += ["", "Ratios are cuSPARSE's time over the kernel's (above 1: faster than the best cuSPARSE kernel in the "
+              "same bench). Medians over %d runs." % a.runs, "", "## Every kernel", ""]
+    for r in results:
+        lines.append("### %s, %s (%s; %d rows, %d non-zeros, symmetric: %s)" % (
+            r["matrix"], r["dtype"], r["what"], r["rows"], r["nnz"], "yes" if r["symmetric"] else "no"))
+        lines += ["", "| kernel | params | median ms | GB/s | vs best cuSPARSE | verified |", "| --- | --- | ---: | ---: | ---: | --- |"]
+        cus = best_of(r["kernels"], lambda k: k.startswith("cusparse."))
+        for k in sorted(r["kernels"], key=lambda k: k.get("median_ms") or 1e300):
+            lines.append("| %s | %s | %s | %s | %s | %s |" % (
+                k["kernel"] + (" (%s)" % k["auto_kernel"] if k.get("auto_kernel") else ""),
+                ", ".join("%s=%s" % kv for kv in sorted((k.get("params") or {}).items())) or "-",
+                "%.4g" % k["median_ms"] if k.get("median_ms") else "-",
+                "%.4g" % k["gbps"] if k.get("gbps") else "-",
+                "%.2f×" % (cus["median_ms"] / k["median_ms"]) if cus and k.get("median_ms") else "-",
+                k.get("error") or ("yes" if k.get("verified") else "no")))
+        lines += ["", "Bytes per non-zero of each format the bench built: " + ", ".join(
+            "%s %.2f" % kv for kv in sorted(r["bytes_per_nnz"].items())) + ".", ""]
+        if r["skipped"]:
+            lines += ["Skipped: " + "; ".join("%s (%s)" % (s.get("kernel"), s.get("reason")) for s in r["skipped"]) + ".", ""]
+    open(os.path.join(a.out, "realistic.md"), "w").write("\n".join(lines) + "\n")
+    return lines
+
+
 for name in [m for m in a.matrices.split(",") if m]:
     build, full, small, what = SIZES[name]
     arg = full if a.size == "full" else small
@@ -101,54 +153,10 @@ for name in [m for m in a.matrices.split(",") if m]:
                         "skipped": res.raw.get("skipped", []), "best": res.raw.get("best")})
         json.dump(results, open(os.path.join(a.out, "results.json"), "w"), indent=1)
         print("# %s %s: uploaded in %.1f s, benched in %.1f s" % (name, dt, up_s, bench_s), file=sys.stderr, flush=True)
+        render()
         c.delete(m)
     del A
 
 
-def best_of(rows, pred):
-    ts = [r for r in rows if pred(r["kernel"]) and r.get("median_ms") and r.get("verified") is not False
-          and not r.get("error")]
-    return min(ts, key=lambda r: r["median_ms"]) if ts else None
 
-
-lines = ["# Realistic matrices (issue 30)", "",
-         "Command: `python3 tools/bench_realistic.py %s %s --size %s --runs %d%s` against spmvd %s at %s, %s UTC." % (
-             a.url, a.out, a.size, a.runs, " --kernels " + a.kernels if a.kernels else "", info.get("version", "?"),
-             a.url, time.strftime("%Y-%m-%d %H:%M", time.gmtime())),
-         "GPUs: %s." % (", ".join(g.get("name", "?") for g in info.get("gpus", [])) or "none"), "",
-         "| matrix | dtype | rows | nnz | best kernel (ms, GB/s) | best cuSPARSE (ms) | best / cuSPARSE | auto (kernel, ms) "
-         "| auto / cuSPARSE |",
-         "| --- | --- | ---: | ---: | --- | ---: | ---: | --- | ---: |"]
-for r in results:
-    ks = r["kernels"]
-    best = best_of(ks, lambda k: k != "auto" and (a.device == "cpu" or not k.startswith("cpu.")))
-    cus = best_of(ks, lambda k: k.startswith("cusparse."))
-    au = next((x for x in ks if x["kernel"] == "auto" and x.get("median_ms")), None)
-    lines.append("| %s | %s | %d | %d | %s | %s | %s | %s | %s |" % (
-        r["matrix"], r["dtype"], r["rows"], r["nnz"],
-        "%s (%.4g, %.4g)" % (best["kernel"], best["median_ms"], best["gbps"] or 0) if best else "-",
-        "%.4g (%s)" % (cus["median_ms"], cus["kernel"]) if cus else "-",
-        "%.2f×" % (cus["median_ms"] / best["median_ms"]) if best and cus else "-",
-        "%s, %.4g" % (au.get("auto_kernel") or "auto", au["median_ms"]) if au else "-",
-        "%.2f×" % (cus["median_ms"] / au["median_ms"]) if au and cus else "-"))
-lines += ["", "Ratios are cuSPARSE's time over the kernel's (above 1: faster than the best cuSPARSE kernel in the "
-          "same bench). Medians over %d runs." % a.runs, "", "## Every kernel", ""]
-for r in results:
-    lines.append("### %s, %s (%s; %d rows, %d non-zeros, symmetric: %s)" % (
-        r["matrix"], r["dtype"], r["what"], r["rows"], r["nnz"], "yes" if r["symmetric"] else "no"))
-    lines += ["", "| kernel | params | median ms | GB/s | vs best cuSPARSE | verified |", "| --- | --- | ---: | ---: | ---: | --- |"]
-    cus = best_of(r["kernels"], lambda k: k.startswith("cusparse."))
-    for k in sorted(r["kernels"], key=lambda k: k.get("median_ms") or 1e300):
-        lines.append("| %s | %s | %s | %s | %s | %s |" % (
-            k["kernel"] + (" (%s)" % k["auto_kernel"] if k.get("auto_kernel") else ""),
-            ", ".join("%s=%s" % kv for kv in sorted((k.get("params") or {}).items())) or "-",
-            "%.4g" % k["median_ms"] if k.get("median_ms") else "-",
-            "%.4g" % k["gbps"] if k.get("gbps") else "-",
-            "%.2f×" % (cus["median_ms"] / k["median_ms"]) if cus and k.get("median_ms") else "-",
-            k.get("error") or ("yes" if k.get("verified") else "no")))
-    lines += ["", "Bytes per non-zero of each format the bench built: " + ", ".join(
-        "%s %.2f" % kv for kv in sorted(r["bytes_per_nnz"].items())) + ".", ""]
-    if r["skipped"]:
-        lines += ["Skipped: " + "; ".join("%s (%s)" % (s.get("kernel"), s.get("reason")) for s in r["skipped"]) + ".", ""]
-open(os.path.join(a.out, "realistic.md"), "w").write("\n".join(lines) + "\n")
-print("\n".join(lines))
+print("\n".join(render()))

@@ -276,9 +276,9 @@ static int download(struct prod_call *c, const gpu_dcsr *d, spmv_csr *h, spmv_er
 
 static void call_free(struct prod_call *c)
 {
+    gpu_ctx_free(c->ctx, c->dinv, gpu_nz((size_t)c->A.rows * 8)); /* before A: freeing A zeroes its rows */
     for (gpu_dcsr *m : {&c->A, &c->T, &c->P, &c->R, &c->AP, &c->Ac})
         gpu_dcsr_free(c->ctx, m);
-    gpu_ctx_free(c->ctx, c->dinv, gpu_nz((size_t)c->A.rows * 8));
 }
 
 static int check_operands(const spmv_csr *A, const spmv_csr *T, spmv_error *err)

@@ -87,7 +87,8 @@ def render():
              "Command: `python3 tools/bench_realistic.py %s %s --size %s --runs %d%s` against spmvd %s at %s, %s UTC." % (
                  a.url, a.out, a.size, a.runs, " --kernels " + a.kernels if a.kernels else "", info.get("version", "?"),
                  a.url, time.strftime("%Y-%m-%d %H:%M", time.gmtime())),
-             "GPUs: %s." % (", ".join(g.get("name", "?") for g in info.get("gpus", [])) or "none"), "",
+             "Devices: %s." % (", ".join("%s (%s)" % (d.get("name", "?"), d.get("model") or d.get("kind", "?"))
+                                   for d in info.get("devices", [])) or "none"), "",
              "| matrix | dtype | rows | nnz | best kernel (ms, GB/s) | best cuSPARSE (ms) | best / cuSPARSE | auto (kernel, ms) "
              "| auto / cuSPARSE |",
              "| --- | --- | ---: | ---: | --- | ---: | ---: | --- | ---: |"]

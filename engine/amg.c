@@ -361,6 +361,18 @@ static int32_t node_row(const spmv_csr *a, int32_t b, int32_t I, int32_t *cols, 
 {
     int32_t m = 0;
     const double *v = a->val;
+    if (b == 1) { /* a scalar row with its columns strictly increasing (the usual CSR): as it is */
+        for (int32_t p = a->row_ptr[I]; p < a->row_ptr[I + 1]; p++) {
+            if (m > 0 && cols[m - 1] >= a->col[p]) {
+                m = 0; /* out of order or repeated: the merge below */
+                break;
+            }
+            cols[m] = a->col[p];
+            norms[m++] = v[p] * v[p];
+        }
+        if (m == a->row_ptr[I + 1] - a->row_ptr[I])
+            return m;
+    }
     for (int32_t r = I * b; r < I * b + b; r++)
         for (int32_t p = a->row_ptr[r]; p < a->row_ptr[r + 1]; p++) {
             int32_t J = a->col[p] / b, q = m;

@@ -441,25 +441,24 @@ static int strength(const spmv_csr *a, int32_t b, double theta, graph *g, spmv_e
                 c += strong(I, mc[q], mn[q], dn, t2);
             g->ptr[I + 1] = c;
         }
-    }
-    for (int32_t I = 0; I < n; I++)
-        g->ptr[I + 1] += g->ptr[I];
-    if (!(g->adj = malloc(((size_t)g->ptr[n] + 1) * sizeof *g->adj))) {
-        st = spmv_error_set(err, SPMV_ERR_NOMEM, 0, "amg: out of memory for the strength graph");
-        goto out;
-    }
-#pragma omp parallel num_threads(nt) if (n > 20000)
-    {
-        int32_t *mc = cols + slot * omp_get_thread_num();
-        double *mn = norms + slot * omp_get_thread_num();
+#pragma omp single
+        { /* the offsets, and room for the edges (the barrier after it: every thread sees g->adj) */
+            for (int32_t I = 0; I < n; I++)
+                g->ptr[I + 1] += g->ptr[I];
+            g->adj = malloc(((size_t)g->ptr[n] + 1) * sizeof *g->adj);
+        }
+        if (g->adj) {
 #pragma omp for schedule(static)
-        for (int32_t I = 0; I < n; I++) { /* the edges */
-            int32_t m = node_row(a, b, I, mc, mn), e = g->ptr[I];
-            for (int32_t q = 0; q < m; q++)
-                if (strong(I, mc[q], mn[q], dn, t2))
-                    g->adj[e++] = mc[q];
+            for (int32_t I = 0; I < n; I++) { /* the edges */
+                int32_t m = node_row(a, b, I, mc, mn), e = g->ptr[I];
+                for (int32_t q = 0; q < m; q++)
+                    if (strong(I, mc[q], mn[q], dn, t2))
+                        g->adj[e++] = mc[q];
+            }
         }
     }
+    if (!g->adj)
+        st = spmv_error_set(err, SPMV_ERR_NOMEM, 0, "amg: out of memory for the strength graph");
 out:
     free(dn);
     free(norms);

@@ -17,6 +17,7 @@
  * afresh each run (seed printed).
  */
 #include <math.h>
+#include <omp.h>
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -380,6 +381,21 @@ static void assert_csr_identical(const spmv_csr *a, const spmv_csr *b)
     assert_memory_equal(a->val, b->val, (size_t)a->nnz * sizeof(double));
 }
 
+/* h and ref the same hierarchy, bit for bit. */
+static void assert_same_hierarchy(const spmv_amg *h, const spmv_amg *ref)
+{
+    assert_int_equal(h->nlevels, ref->nlevels);
+    for (int32_t l = 0; l < h->nlevels; l++) {
+        assert_csr_identical(&h->lv[l].A, &ref->lv[l].A);
+        assert_csr_identical(&h->lv[l].P, &ref->lv[l].P);
+        assert_csr_identical(&h->lv[l].R, &ref->lv[l].R);
+        assert_memory_equal(h->lv[l].dinv, ref->lv[l].dinv, (size_t)h->lv[l].A.rows * sizeof(double));
+        assert_true(h->lv[l].rho == ref->lv[l].rho);
+    }
+    assert_int_equal(h->coarse_n, ref->coarse_n);
+    assert_memory_equal(h->coarse_inv, ref->coarse_inv, (size_t)h->coarse_n * h->coarse_n * sizeof(double));
+}
+
 /* The hook with the host's products gives spmv_amg_setup's hierarchy. */
 static void hook_matches(const char *what, const spmv_csr *a, const spmv_amg_options *o)
 {
@@ -391,17 +407,8 @@ static void hook_matches(const char *what, const spmv_csr *a, const spmv_amg_opt
     assert_int_equal(spmv_amg_setup_with(a, o, &prod, &h, &err), SPMV_OK);
     print_message("# %s: %d levels, %d hook calls, setup %.1f ms (hook) %.1f ms (plain)\n", what, h->nlevels, s.calls,
                   h->setup_ms, ref->setup_ms);
-    assert_int_equal(h->nlevels, ref->nlevels);
+    assert_same_hierarchy(h, ref);
     assert_int_equal(s.calls, h->nlevels - 1);
-    for (int32_t l = 0; l < h->nlevels; l++) {
-        assert_csr_identical(&h->lv[l].A, &ref->lv[l].A);
-        assert_csr_identical(&h->lv[l].P, &ref->lv[l].P);
-        assert_csr_identical(&h->lv[l].R, &ref->lv[l].R);
-        assert_memory_equal(h->lv[l].dinv, ref->lv[l].dinv, (size_t)h->lv[l].A.rows * sizeof(double));
-        assert_true(h->lv[l].rho == ref->lv[l].rho);
-    }
-    assert_int_equal(h->coarse_n, ref->coarse_n);
-    assert_memory_equal(h->coarse_inv, ref->coarse_inv, (size_t)h->coarse_n * h->coarse_n * sizeof(double));
     double sum = 0;
     for (int p = 0; p < SPMV_AMG_PHASES; p++) {
         assert_true(h->phase_ms[p] >= 0.0);
@@ -440,6 +447,38 @@ static void test_products_hook(void **state)
     spmv_csr_free(&a);
 }
 
+/* The setup's parallel passes (the strength graph, the Lanczos loops of
+ * rho, the products) give the same hierarchy, bit for bit, on one thread
+ * as on several: a 3-D Poisson matrix past every pass's threshold for
+ * going parallel (over 131 072 rows: the dot products' chunks too), with
+ * blocks of 1 and of 2 rows a node. */
+static void test_thread_counts(void **state)
+{
+    (void)state;
+    spmv_csr a;
+    spmv_error err = {0};
+    poisson_d(SPMV_GEN_POISSON3D, 52 + 2 * tu_rng_range(&rng, 0, 2), &a); /* an even side: blocks of 2 divide it */
+    int nt = omp_get_max_threads();
+    for (int32_t b = 1; b <= 2; b++) {
+        spmv_amg_options o;
+        spmv_amg_defaults(&o);
+        o.max_coarse = 100;
+        o.block_size = b;
+        spmv_amg *one, *many;
+        omp_set_num_threads(1);
+        assert_int_equal(spmv_amg_setup(&a, &o, &one, &err), SPMV_OK);
+        omp_set_num_threads(nt > 1 ? nt : 3); /* more threads than cores, if need be */
+        assert_int_equal(spmv_amg_setup(&a, &o, &many, &err), SPMV_OK);
+        omp_set_num_threads(nt);
+        print_message("# %d rows, blocks of %d: %d levels on 1 thread and on %d, %.1f and %.1f ms\n", a.rows, b,
+                      one->nlevels, nt > 1 ? nt : 3, one->setup_ms, many->setup_ms);
+        assert_same_hierarchy(many, one);
+        spmv_amg_free(one);
+        spmv_amg_free(many);
+    }
+    spmv_csr_free(&a);
+}
+
 int main(void)
 {
     uint64_t seed = tu_seed();
@@ -448,7 +487,7 @@ int main(void)
         cmocka_unit_test(test_hierarchy),       cmocka_unit_test(test_symmetric),
         cmocka_unit_test(test_poisson_converges), cmocka_unit_test(test_blocks_converge),
         cmocka_unit_test(test_real_spd),        cmocka_unit_test(test_refusals),
-        cmocka_unit_test(test_products_hook),
+        cmocka_unit_test(test_products_hook),   cmocka_unit_test(test_thread_counts),
     };
     return cmocka_run_group_tests_name("amg", tests, NULL, NULL);
 }

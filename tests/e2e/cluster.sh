@@ -22,7 +22,8 @@
 # without MPI or on a host without mpirun.
 #
 # With SPMV_CLUSTER_GPU=1 (the GPU bundle, tools/bundle/cluster-gpu.sh, on
-# a 2-GPU host) the same runs on 2 ranks with the shards on their GPUs:
+# a host of 2 or more GPUs) the same runs on SPMV_CLUSTER_NP ranks (2) with
+# the shards on their GPUs:
 # every GPU kernel and auto (the halo over NCCL), a CPU kernel refused
 # with 409, and the restart on 1 rank.
 . "$(dirname "$0")/lib.sh"
@@ -32,7 +33,8 @@ GPU=${SPMV_CLUSTER_GPU:-0}
 NP=3 NP_RESTART=2
 KERNELS="cpu.csr.serial cpu.csr.omp cpu.csr.chunked cpu.ell.omp cpu.hll.omp auto"
 if [ "$GPU" = 1 ]; then
-  NP=2 NP_RESTART=1
+  NP=${SPMV_CLUSTER_NP:-2} # one rank a GPU
+  NP_RESTART=$((NP - 1))
   KERNELS="gpu.csr.scalar gpu.csr.vector gpu.csr.adaptive gpu.csr.light cusparse.csr gpu.ell gpu.hll gpu.pcsr gpu.psell auto"
 fi
 . "$(dirname "$0")/cluster_lib.sh"

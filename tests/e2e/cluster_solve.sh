@@ -13,14 +13,14 @@
 # solves, and SIGTERM to rank 0 still ends the job. Skipped with the reason
 # in a build without MPI, on a host without mpirun, or without SciPy.
 #
-# With SPMV_CLUSTER_GPU=1 (tools/bundle/cluster-gpu.sh on a 2-GPU host) the
-# same on 2 ranks with the shards on their GPUs: the ranks' products on
+# With SPMV_CLUSTER_GPU=1 (tools/bundle/cluster-gpu.sh on a host of 2 or
+# more GPUs) the same on SPMV_CLUSTER_NP ranks (2) with the shards on their GPUs: the ranks' products on
 # the GPUs, the halo over NCCL, the sums over MPI.
 . "$(dirname "$0")/lib.sh"
 
 GPU=${SPMV_CLUSTER_GPU:-0}
 NP=3
-[ "$GPU" = 1 ] && NP=2
+[ "$GPU" = 1 ] && NP=${SPMV_CLUSTER_NP:-2} # one rank a GPU
 . "$(dirname "$0")/cluster_lib.sh"
 [ "$GPU" = 1 ] && MPI_FLAGS+=(-x NCCL_NVLS_ENABLE=0)
 need_scipy

@@ -1,16 +1,17 @@
 #!/usr/bin/env python3
-"""bench_scaling.py — strong scaling of a sharded matrix, 1 GPU against 2 (issue 16).
+"""bench_scaling.py — strong scaling of a sharded matrix, 1 GPU against N (issues 16 and 32).
 
-Run on the 2-GPU host by tools/bundle/cluster-gpu.sh:
+Run on a host of N GPUs (2, 4, 8) by tools/bundle/cluster-gpu.sh:
 
-    python3 bundle/bench_scaling.py --bundle bundle --out $OUT [--poisson-n 6400] [--big-nnz 7e8]
+    python3 bundle/bench_scaling.py --bundle bundle --out $OUT [--gpus N] [--poisson-n 6400] [--big-nnz 7e8]
 
-Starts `mpirun -np 2 spmvd` (one rank per GPU, NCCL_NVLS_ENABLE=0), and
+Starts `mpirun -np N spmvd` (one rank per GPU, NCCL_NVLS_ENABLE=0; N from
+--gpus, by default every GPU of the host), and
 for each generated matrix (spmv-gen, uploaded as a stored .npz):
   1 GPU   the matrix uploaded unsharded onto rank 0's GPU (device=0):
           each kernel's median of `runs` timed runs (the kernel alone,
           timed with CUDA events by the GPU worker);
-  2 GPUs  the same file uploaded with shard=true: the same kernels, the
+  N GPUs  the same file uploaded with shard=true: the same kernels, the
           median of the slowest rank's run per run, measured two ways:
           by CUDA events on each rank (from the run's first operation
           queued, the exchange's pack, to its last done: the measure of
@@ -158,6 +159,10 @@ def rel_err(y, ref):
     return float(np.max(np.abs(y - ref)) / max(float(np.max(np.abs(ref))), 1e-300))
 
 
+NG = 2              # GPUs of the sharded job (--gpus)
+MULTI = "2 GPUs"    # its rows' mode
+
+
 def load_csr(path):
     z = np.load(path)
     return sp.csr_matrix((z["data"], z["indices"], z["indptr"]), shape=tuple(z["shape"]))
@@ -170,7 +175,7 @@ def run_matrix(job, name, path, a, runs, warmup, rows_out, log):
     ref = a @ x
     bad = 0
     res = {"matrix": name, "rows": a.shape[0], "nnz": int(a.nnz), "csr_bytes": int(a.nnz * 12 + (a.shape[0] + 1) * 4)}
-    for mode, query in (("1 GPU", "device=0"), ("2 GPUs", "shard=true")):
+    for mode, query in (("1 GPU", "device=0"), (MULTI, "shard=true")):
         code, body, up_s = job.upload(path, query + "&name=" + name)
         log.write("%s %s upload: %d in %.1f s %s\n" % (name, mode, code, up_s, body[:600]))
         log.flush()
@@ -180,7 +185,7 @@ def run_matrix(job, name, path, a, runs, warmup, rows_out, log):
             continue
         d = json.loads(body)
         mid = d["id"]
-        if mode == "2 GPUs":
+        if mode == MULTI:
             res["shards"] = [{k: s.get(k) for k in ("rank", "rows", "nnz", "halo_recv", "halo_send", "device", "bytes")}
                              for s in d.get("shards", [])]
         for k in KERNELS:
@@ -207,7 +212,7 @@ def run_matrix(job, name, path, a, runs, warmup, rows_out, log):
             print("  %-14s %-6s %-16s median %8.4f ms  compute %s comm %s  (ran %s, err %.1e)" % (
                 name, mode, k, s["median_ms"], s.get("compute_ms"), s.get("comm_ms"), st.get("kernel"), e))
             sys.stdout.flush()
-        if mode == "2 GPUs":
+        if mode == MULTI:
             bad += distributed(job, name, mid, x, ref, runs, warmup, rows_out, log)
         job.delete(mid)
     return res, bad
@@ -251,7 +256,7 @@ def distributed(job, name, mid, x, ref, runs, warmup, rows_out, log):
             print("  %s distributed %s: HTTP %s %s rel err %.3g" % (name, k, st, str(d)[:300], e))
             continue
         s = d["stats"]
-        rows_out.append({"matrix": name, "mode": "2 GPUs, x and y distributed", "kernel": k, "ran": d.get("kernel"),
+        rows_out.append({"matrix": name, "mode": MULTI + ", x and y distributed", "kernel": k, "ran": d.get("kernel"),
                          "median_ms": s["median_ms"], "compute_ms": s.get("compute_ms"), "comm_ms": s.get("comm_ms"),
                          "device_median_ms": s.get("device_median_ms"),
                          "rel_err": e})
@@ -278,8 +283,8 @@ def table(results, rows):
     """Two measures side by side: the 2 GPUs' runs by CUDA events (the slowest rank's, from the run's first
     operation queued to its last done: how the 1-GPU product is timed, so the like-for-like speed-up) and by the
     host clock around each whole synchronised run."""
-    out = ["| matrix | rows | nnz | kernel | 1 GPU median ms (events) | 2 GPUs median ms (events) | speed-up | "
-           "2 GPUs median ms (host clock) | speed-up (host clock) | 2 GPUs compute ms | 2 GPUs comm ms |",
+    out = ["| matrix | rows | nnz | kernel | 1 GPU median ms (events) | %s median ms (events) | speed-up | "
+           "%s median ms (host clock) | speed-up (host clock) | %s compute ms | %s comm ms |" % ((MULTI,) * 4),
            "| --- | ---: | ---: | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: |"]
 
     def dev(x):
@@ -296,16 +301,16 @@ def table(results, rows):
     for r in results:
         for k in KERNELS:
             one = next((x for x in rows if x["matrix"] == r["matrix"] and x["mode"] == "1 GPU" and x["kernel"] == k), None)
-            two = next((x for x in rows if x["matrix"] == r["matrix"] and x["mode"] == "2 GPUs" and x["kernel"] == k), None)
+            two = next((x for x in rows if x["matrix"] == r["matrix"] and x["mode"] == MULTI and x["kernel"] == k), None)
             if one and two:
                 line(r, k if k != "auto" else "auto (%s / %s)" % (one["ran"], two["ran"]), one, two)
         best = {}
-        for mode, key in (("1 GPU", lambda x: x["median_ms"]), ("2 GPUs", dev)):
+        for mode, key in (("1 GPU", lambda x: x["median_ms"]), (MULTI, dev)):
             c = [x for x in rows if x["matrix"] == r["matrix"] and x["mode"] == mode and x["kernel"] != "auto"]
             best[mode] = min(c, key=key) if c else None
-        if best["1 GPU"] and best["2 GPUs"]:
-            line(r, "**best of each** (%s / %s)" % (best["1 GPU"]["kernel"], best["2 GPUs"]["kernel"]), best["1 GPU"],
-                 best["2 GPUs"], True)
+        if best["1 GPU"] and best[MULTI]:
+            line(r, "**best of each** (%s / %s)" % (best["1 GPU"]["kernel"], best[MULTI]["kernel"]), best["1 GPU"],
+                 best[MULTI], True)
     return "\n".join(out)
 
 
@@ -328,9 +333,19 @@ def main():
     ap.add_argument("--free-gb", type=float, default=10.0)
     ap.add_argument("--runs", type=int, default=30)
     ap.add_argument("--warmup", type=int, default=5)
+    ap.add_argument("--gpus", type=int, default=0,
+                    help="ranks (one a GPU) of the sharded job; 0: every GPU the host has (at least 2)")
     ap.add_argument("--skip", default="", help="comma list of: poisson, powerlaw, big")
     ap.add_argument("--requests", type=int, default=15, help="whole requests timed per kind")
     a = ap.parse_args()
+    global NG, MULTI
+    if a.gpus < 1:
+        try:
+            out = subprocess.run(["nvidia-smi", "-L"], capture_output=True, text=True, timeout=60).stdout
+            a.gpus = max(2, sum(1 for line in out.splitlines() if line.startswith("GPU ")))
+        except (OSError, subprocess.SubprocessError):
+            a.gpus = 2
+    NG, MULTI = a.gpus, "%d GPUs" % a.gpus
     global REQUESTS
     REQUESTS = a.requests
     b = os.path.abspath(a.bundle)
@@ -340,7 +355,7 @@ def main():
     log = open(os.path.join(a.out, "scaling-detail.log"), "w")
     print("seed: x drawn fresh (numpy default_rng); matrices spmv-gen --seed 11")
     rows, results, bad = [], [], 0
-    job = Job(b, 2, tmp, os.path.join(a.out, "scaling-job.log"))
+    job = Job(b, NG, tmp, os.path.join(a.out, "scaling-job.log"))
     try:
         for name, gargs, on in (("poisson2d", ["--kind", "poisson2d", "--n", str(a.poisson_n)], "poisson"),
                                 ("powerlaw", ["--kind", "powerlaw", "--n", str(a.powerlaw_n), "--per-row", "16"],
@@ -361,14 +376,14 @@ def main():
     if "big" not in skip:
         big, nb = big_matrix(a, b, tmp, log)
         bad += nb
-    md = ["# Strong scaling, 1 GPU against 2 (generated by tools/bundle/bench_scaling.py)", "",
-          table(results, rows), "", "## x and y distributed on the 2 GPUs", "",
+    md = ["# Strong scaling, 1 GPU against %d (generated by tools/bundle/bench_scaling.py)" % NG, "",
+          table(results, rows), "", "## x and y distributed on the %s" % MULTI, "",
           "| matrix | kernel | median ms (events) | median ms (host clock, slowest rank's run) | compute ms | comm ms |",
           "| --- | --- | ---: | ---: | ---: | ---: |"]
     md += ["| %s | %s | %s | %.4f | %.4f | %.4f |" % (
         r["matrix"], r["kernel"] if r["kernel"] != "auto" else "auto (%s)" % r["ran"],
         "%.4f" % r["device_median_ms"] if r.get("device_median_ms") else "-", r["median_ms"], r["compute_ms"], r["comm_ms"])
-        for r in rows if r["mode"] == "2 GPUs, x and y distributed"]
+        for r in rows if r["mode"] == MULTI + ", x and y distributed"]
     md += ["", "| matrix | request (gpu.csr.vector, 1 run) | median wall ms |", "| --- | --- | ---: |"]
     md += ["| %s | %s | %.3f |" % (r["matrix"], r["what"], r["median_ms"]) for r in rows if r["mode"] == "request wall"]
     md += [""]
@@ -404,7 +419,7 @@ def big_matrix(a, b, tmp, log):
             break
     job = None
     try:
-        job = Job(b, 2, os.path.join(tmp, "big"), os.path.join(a.out, "scaling-big-job.log"))
+        job = Job(b, NG, os.path.join(tmp, "big"), os.path.join(a.out, "scaling-big-job.log"))
         m = load_csr(path)
         info.update(rows=m.shape[0], nnz=int(m.nnz), csr_gb=(m.nnz * 12 + (m.shape[0] + 1) * 4) / 1e9)
         code, body, up_s = job.upload(path, "device=0&name=big_whole")

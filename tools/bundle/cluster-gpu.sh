@@ -1,9 +1,11 @@
 #!/usr/bin/env bash
-# cluster-gpu.sh — issue 16 on a 2-GPU host: `bash bundle/cluster-gpu.sh`
+# cluster-gpu.sh — issues 16 and 32 on a host of 2, 4 or 8 GPUs:
+# `bash bundle/cluster-gpu.sh` (NP ranks, one a GPU: every GPU of the host
+# by default; NP=2 on a larger host gives the 2-GPU runs)
 # (made by `make bundle`; the host's own Open MPI and NCCL are used: see
 # make-bundle.sh).
 #
-# 1. mpi_cluster under `mpirun -np 2`: every rank's product against
+# 1. mpi_cluster under `mpirun -np NP`: every rank's product against
 #    cpu.csr.serial, on the hosts and on the ranks' GPUs (GPU kernels and
 #    auto, the halo over NCCL), and the command protocol;
 # 2. tests/e2e/cluster.sh with SPMV_CLUSTER_GPU=1: `mpirun -np 2 spmvd`,
@@ -13,9 +15,9 @@
 #    then tests/e2e/cluster_solve.sh the same way: CG, BiCGSTAB, GMRES and
 #    MINRES on matrices sharded onto the two GPUs against SciPy, and a
 #    rank killed mid-solve;
-# 3. bench_scaling.py (unless BENCH=0): 1 GPU against 2 on a 2-D Poisson
+# 3. bench_scaling.py (unless BENCH=0): 1 GPU against NP on a 2-D Poisson
 #    matrix of 205 M non-zeros and a power-law one, and a matrix larger
-#    than one GPU's free memory held across both (options in SCALING_ARGS).
+#    than one GPU's free memory held across them (options in SCALING_ARGS).
 # NCCL_NVLS_ENABLE=0 throughout. Logs under $OUT; summary.txt says
 # pass/fail per step.
 set -u
@@ -45,6 +47,9 @@ if LD_LIBRARY_PATH="$B/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}" ldd "$B/bin/rea
       tee -a "$summary"
   fi
 fi
+NP=${NP:-$(nvidia-smi -L 2>/dev/null | grep -c '^GPU ')}
+[ "$NP" -ge 2 ] 2>/dev/null || NP=2
+echo "ranks: $NP (one a GPU)" | tee -a "$summary"
 MPI=(mpirun --allow-run-as-root --bind-to none -x NCCL_NVLS_ENABLE -x SPMV_ROOT -x CMOCKA_MESSAGE_OUTPUT
   -x OMP_NUM_THREADS=4 ${LD_LIBRARY_PATH:+-x LD_LIBRARY_PATH})
 
@@ -53,21 +58,21 @@ MPI=(mpirun --allow-run-as-root --bind-to none -x NCCL_NVLS_ENABLE -x SPMV_ROOT 
 SUITES=",${SUITES:-mpi,products,solves},"
 [ "${TESTS:-1}" = 1 ] || SUITES=","
 if [[ $SUITES == *,mpi,* ]]; then
-  step mpi_cluster_np2 "$OUT/mpi_cluster.log" 240 "${MPI[@]}" -np 2 "$B/bin/mpi_cluster"
-  grep -E '^# (SKIP|FAIL)|^not ok|on 2 GPUs' "$OUT/mpi_cluster.log" | head -40 | tee -a "$summary"
+  step mpi_cluster_np$NP "$OUT/mpi_cluster.log" 240 "${MPI[@]}" -np "$NP" "$B/bin/mpi_cluster"
+  grep -E '^# (SKIP|FAIL)|^not ok|on [0-9]+ GPUs' "$OUT/mpi_cluster.log" | head -40 | tee -a "$summary"
 fi
 if [[ $SUITES == *,products,* ]]; then
-  step e2e_cluster_gpu "$OUT/e2e_cluster_gpu.log" 300 env SPMV_CLUSTER_GPU=1 SPMVD="$B/bin/spmvd" \
+  step e2e_cluster_gpu "$OUT/e2e_cluster_gpu.log" 300 env SPMV_CLUSTER_GPU=1 SPMV_CLUSTER_NP="$NP" SPMVD="$B/bin/spmvd" \
     BUILD="$B/bin" PYTHON="$PY" bash "$B/e2e/cluster.sh"
   grep -E '^not ok|^# ' "$OUT/e2e_cluster_gpu.log" | head -40 | tee -a "$summary"
 fi
 if [[ $SUITES == *,solves,* ]]; then
-  step e2e_cluster_solve_gpu "$OUT/e2e_cluster_solve_gpu.log" 300 env SPMV_CLUSTER_GPU=1 SPMVD="$B/bin/spmvd" \
+  step e2e_cluster_solve_gpu "$OUT/e2e_cluster_solve_gpu.log" 300 env SPMV_CLUSTER_GPU=1 SPMV_CLUSTER_NP="$NP" SPMVD="$B/bin/spmvd" \
     BUILD="$B/bin" PYTHON="$PY" bash "$B/e2e/cluster_solve.sh"
   grep -E '^not ok|^# ' "$OUT/e2e_cluster_solve_gpu.log" | head -40 | tee -a "$summary"
 fi
 if [ "${BENCH:-1}" = 1 ]; then
-  timeout --kill-after=10 "${BENCH_LIMIT:-420}" "$PY" "$B/bench_scaling.py" --bundle "$B" --out "$OUT" \
+  timeout --kill-after=10 "${BENCH_LIMIT:-420}" "$PY" "$B/bench_scaling.py" --bundle "$B" --out "$OUT" --gpus "$NP" \
     ${SCALING_ARGS:-} >"$OUT/bench_scaling.log" 2>&1
   echo "bench_scaling rc=$?" | tee -a "$summary"
   tail -40 "$OUT/bench_scaling.log" | tee -a "$summary"

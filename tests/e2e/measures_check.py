@@ -137,12 +137,15 @@ def check_table(d, nnz, which, what):
                 bad.append(("efficiency", r["kernel"], r["params"], r.get("efficiency"), base / ms / team))
     tap.ok(rows and not bad, "%s: every row's rates at the %s, speedup = serial / it, efficiency = speedup / "
            "threads_used, threads_used the team that ran (%d rows)" % (what, which, len(rows)), bad[:3])
-    fastest = min((r for r in rows if r["kernel"] != "auto" and r.get("verified", True)),
-                  key=lambda r: r["stats"][which + "_ms"])
+    cands = [r for r in rows if r["kernel"] != "auto" and r.get("verified", True)]
+    low = min(r["stats"][which + "_ms"] for r in cands)
+    # the answer's times carry six digits: rows the daemon told apart may print the same
+    fastest = [r for r in cands if close(r["stats"][which + "_ms"], low)]
     best = d.get("best", {})
-    tap.ok(best.get("kernel") == fastest["kernel"] and best.get("params") == fastest["params"] and
-           close(best.get(which + "_ms"), fastest["stats"][which + "_ms"]),
-           "%s: best is the fastest verified row at the %s" % (what, which), (best, fastest["kernel"]))
+    tap.ok(any(best.get("kernel") == r["kernel"] and best.get("params") == r["params"] for r in fastest) and
+           close(best.get(which + "_ms"), low),
+           "%s: best is the fastest verified row at the %s" % (what, which),
+           (best, [(r["kernel"], r["params"], r["stats"][which + "_ms"]) for r in fastest]))
     return rows
 
 

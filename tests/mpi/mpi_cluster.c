@@ -571,11 +571,15 @@ static void solve_on(const spmv_csr *a, const char *what)
                 fail_msg("%s, %s, %s: %s", what, mn, pn, err.message);
             double rr = true_relres(a, b, x);
             int32_t its = res.iterations, wits = pts[p] <= SPMV_PRECOND_JACOBI ? whole_solve(a, meth, pts[p], b, xw) : 0;
+            /* the ranks' sums round in another order than the whole solve's: the iterations
+             * differ by a few, BiCGSTAB's (whose residual does not fall monotonically) by more:
+             * 51 against 44 seen on a 625-row shifted Poisson with Jacobi */
             bool same_its = st.nranks == size_;
             for (int q = 0; q < size_; q++)
                 same_its = same_its && st.rank[q].iterations == its && st.rank[q].reductions == st.rank[0].reductions;
             if (res.stop != SPMV_STOP_CONVERGED || !(rr <= 1.001e-10) || fabs(rr - res.relres) > 1e-6 * rr || !same_its ||
-                (pts[p] <= SPMV_PRECOND_JACOBI && (wits < 0 || abs(wits - its) > 2 + wits / 10)))
+                (pts[p] <= SPMV_PRECOND_JACOBI &&
+                 (wits < 0 || abs(wits - its) > 2 + wits / (meth == SPMV_SOLVE_BICGSTAB ? 5 : 10))))
                 fail_msg("%s, %s, %s: stop %s after %d iterations (whole: %d), true relres %g, reported %g, ranks in "
                          "step %d (seed %llu)", what, mn, pn, spmv_solve_stop_name(res.stop), its, wits, rr, res.relres,
                          same_its, (unsigned long long)seed);

@@ -110,6 +110,33 @@ int spmv_hyb_auto_width(const spmv_csr *in, int32_t *width, spmv_error *err);
  * through them. */
 int spmv_pcsr_plan(const spmv_csr *a, int64_t *slots, int64_t *bytes, spmv_error *err);
 int spmv_psell_plan(const spmv_csr *a, int64_t *slots, int64_t *bytes, spmv_error *err);
+/* PBSR's (engine/pbsr.c): slots nnz (no padding), bytes of every array;
+ * SPMV_ERR_UNSUPPORTED for a matrix without blocks. */
+int spmv_pbsr_plan(const spmv_csr *a, int64_t *slots, int64_t *bytes, spmv_error *err);
+
+/* What engine/packed.c lends engine/pbsr.c, so PBSR packs its values and
+ * its block columns exactly as PCSR packs values and columns.
+ * spmv_vpack: the distinct values of a CSR (spmv_vpack_new counts them),
+ * the mode with the fewest bytes for n entries of its nnz values
+ * (spmv_vpack_mode), the arrays of that mode for n entries
+ * (spmv_vpack_alloc), entry e set to CSR value src (spmv_vpack_put). */
+typedef struct spmv_vpack spmv_vpack;
+int spmv_vpack_new(const spmv_csr *a, spmv_vpack **out, spmv_error *err);
+spmv_vcode spmv_vpack_mode(const spmv_vpack *p, int64_t n, int64_t *bytes);
+int spmv_vpack_alloc(spmv_vpack *p, spmv_packed_values *v, spmv_vcode mode, int64_t n);
+void spmv_vpack_put(const spmv_vpack *p, spmv_packed_values *v, int64_t e, int64_t src);
+void spmv_vpack_free(spmv_vpack *p);
+/* Value entry e of v into dst[di]; SPMV_ERR_INVALID for a code past the table. */
+int spmv_packed_values_get(const spmv_packed_values *v, spmv_dtype dt, int64_t e, void *dst, int64_t di);
+bool spmv_packed_values_ok(const spmv_packed_values *v);
+void spmv_packed_values_free(spmv_packed_values *v);
+/* Bytes of the values in `mode` for n entries (ntable 0 for raw and f32). */
+int64_t spmv_packed_values_bytes(spmv_vcode mode, int64_t ntable, int64_t n, int64_t vs);
+/* PCSR's column packing of pattern a: the width with the fewest bytes,
+ * its wide entries and bytes; then base (rows), idx (nnz of ib bytes) and
+ * wide_col filled at width ib. */
+void spmv_pcsr_index_plan(const spmv_csr *a, int32_t *ib, int64_t *wide_nnz, int64_t *bytes);
+void spmv_pcsr_index_fill(const spmv_csr *a, int32_t ib, int32_t *base, void *idx, int32_t *wide_col);
 
 /* Validates the shape fields every conversion trusts. */
 int spmv_check_shape(int32_t rows, int32_t cols, int64_t nnz, spmv_error *err);

@@ -764,3 +764,74 @@ int spmv_psell_to_coo(const spmv_psell *in, spmv_coo *out, spmv_error *err)
     }
     return SPMV_OK;
 }
+
+/* ------------------------------------------------ lent to engine/pbsr.c */
+
+struct spmv_vpack {
+    vset s;
+    const spmv_csr *a;
+};
+
+int spmv_vpack_new(const spmv_csr *a, spmv_vpack **out, spmv_error *err)
+{
+    spmv_vpack *p = calloc(1, sizeof *p);
+    int st;
+    *out = NULL;
+    if (!p)
+        return spmv_error_set(err, SPMV_ERR_NOMEM, 0, "cannot allocate the distinct-value set");
+    if ((st = vset_build(&p->s, a, err))) {
+        free(p);
+        return st;
+    }
+    p->a = a;
+    *out = p;
+    return SPMV_OK;
+}
+
+spmv_vcode spmv_vpack_mode(const spmv_vpack *p, int64_t n, int64_t *bytes)
+{
+    return values_mode(&p->s, p->a->nnz, n, (int64_t)spmv_dtype_size(p->a->dtype), bytes);
+}
+
+int spmv_vpack_alloc(spmv_vpack *p, spmv_packed_values *v, spmv_vcode mode, int64_t n)
+{
+    return values_alloc(v, mode, &p->s, n, p->a->dtype);
+}
+
+void spmv_vpack_put(const spmv_vpack *p, spmv_packed_values *v, int64_t e, int64_t src)
+{
+    values_put(v, &p->s, p->a, e, src);
+}
+
+void spmv_vpack_free(spmv_vpack *p)
+{
+    if (!p)
+        return;
+    vset_free(&p->s);
+    free(p);
+}
+
+int spmv_packed_values_get(const spmv_packed_values *v, spmv_dtype dt, int64_t e, void *dst, int64_t di)
+{
+    return values_get(v, dt, e, dst, di);
+}
+
+bool spmv_packed_values_ok(const spmv_packed_values *v) { return values_ok(v); }
+
+void spmv_packed_values_free(spmv_packed_values *v) { values_free(v); }
+
+int64_t spmv_packed_values_bytes(spmv_vcode mode, int64_t ntable, int64_t n, int64_t vs)
+{
+    return values_bytes(mode, ntable, n, vs);
+}
+
+void spmv_pcsr_index_plan(const spmv_csr *a, int32_t *ib, int64_t *wide_nnz, int64_t *bytes)
+{
+    pcsr_index_plan(a, ib, wide_nnz, bytes);
+}
+
+void spmv_pcsr_index_fill(const spmv_csr *a, int32_t ib, int32_t *base, void *idx, int32_t *wide_col)
+{
+    spmv_pcsr t = {.idx_bytes = ib, .base = base, .idx = idx, .wide_col = wide_col};
+    pcsr_fill_index(a, &t);
+}

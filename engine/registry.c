@@ -195,6 +195,17 @@ static const spmv_kernel kernels[] = {
     {"cusparse.spgemm", SPMV_DEVICE_GPU, SPMV_FMT_CSR, 0,
      "C = A*B with cuSPARSE generic SpGEMM (work estimation, compute, copy)", SPMV_OP_SPMSPM, 1,
      SPMV_IMPL_CUSPARSE_SPGEMM},
+    /* Packed block CSR (engine/pbsr.c): matrices of complete b x b blocks only */
+    {"cpu.pbsr.omp", SPMV_DEVICE_CPU, SPMV_FMT_PBSR, P(SPMV_PARAM_THREADS),
+     "OpenMP over block rows of the packed block CSR (b x b blocks, b = 6, 4, 3 or 2 detected, complete blocks "
+     "only: a matrix without them is refused): one 1/2-byte block-column delta per block from a per-block-row "
+     "base, values packed as in cpu.pcsr.omp; sums in cpu.csr.serial's order", SPMV_OP_SPMV, 1,
+     SPMV_IMPL_CPU_PBSR_OMP},
+    {"gpu.pbsr", SPMV_DEVICE_GPU, SPMV_FMT_PBSR, BS | P(SPMV_PARAM_THREADS),
+     "packed block CSR (built on the host on first use, complete b x b blocks only): `threads` lanes per block "
+     "row (1..32, 0: from the mean blocks a block row), a lane per block with b sums, its b values of x read "
+     "once, the b*b value components coalesced across the lanes, shuffle reduction", SPMV_OP_SPMV, 1,
+     SPMV_IMPL_GPU_PBSR},
 };
 
 #define NKERNELS (sizeof kernels / sizeof kernels[0])
@@ -250,7 +261,8 @@ static int check_special(const spmv_kernel *k, const spmv_params *r, spmv_error 
         return spmv_error_set(err, SPMV_ERR_INVALID, 0,
                               "%s: threads %d per row must be 0 (auto) or a power of two in 2..32",
                               k->name, t);
-    if ((k->impl == SPMV_IMPL_GPU_CSR_LIGHT || k->impl == SPMV_IMPL_GPU_PCSR) && t != 0 && (t > 32 || (t & (t - 1))))
+    if ((k->impl == SPMV_IMPL_GPU_CSR_LIGHT || k->impl == SPMV_IMPL_GPU_PCSR || k->impl == SPMV_IMPL_GPU_PBSR) &&
+        t != 0 && (t > 32 || (t & (t - 1))))
         return spmv_error_set(err, SPMV_ERR_INVALID, 0,
                               "%s: threads %d per row must be 0 (auto) or a power of two in 1..32", k->name, t);
     return SPMV_OK;

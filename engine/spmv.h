@@ -86,11 +86,14 @@ typedef enum spmv_format {
     SPMV_FMT_HYB = 1u << 4,
     SPMV_FMT_PCSR = 1u << 5,   /* packed CSR: compressed columns and values (spmv_pcsr) */
     SPMV_FMT_PSELL = 1u << 6,  /* packed sliced ELL: the same on 32-row slices (spmv_psell) */
+    SPMV_FMT_PBSR = 1u << 7,   /* packed block CSR: b x b blocks, one column delta a block (spmv_pbsr) */
 } spmv_format;
 #define SPMV_FMT_ALL (SPMV_FMT_COO | SPMV_FMT_CSR | SPMV_FMT_ELL | SPMV_FMT_HLL | SPMV_FMT_HYB | SPMV_FMT_PCSR | \
-                      SPMV_FMT_PSELL)
+                      SPMV_FMT_PSELL | SPMV_FMT_PBSR)
 /* Number of formats: the length of per-format arrays. */
-#define SPMV_FORMAT_COUNT 7
+#define SPMV_FORMAT_COUNT 8
+/* The highest format bit: loops over every format run up to it. */
+#define SPMV_FMT_LAST SPMV_FMT_PBSR
 
 const char *spmv_format_name(spmv_format f);         /* "coo", "csr", ... */
 /* log2 of the bit, 0..SPMV_FORMAT_COUNT-1: the index of per-format arrays
@@ -307,6 +310,49 @@ typedef struct spmv_psell {
     spmv_packed_values v;     /* val_off[nslices] entries */
 } spmv_psell;
 
+/* Packed block CSR (engine/pbsr.c, docs/kernels.md "PBSR"): a matrix whose
+ * non-zeros come in complete b x b blocks (b = 2, 3, 4 or 6, the largest
+ * that fits: rows and cols multiples of b, and every non-zero's aligned
+ * block stored whole, explicit zeros counting as stored; spmv_csr_block_size)
+ * held as brows = rows/b block rows of whole blocks. block_ptr (brows + 1)
+ * counts the blocks before each block row: int32, since a narrow CSR holds
+ * at most INT32_MAX non-zeros and so at most INT32_MAX/4 blocks (a wide
+ * CSR is refused). Block columns (column / b) are packed as PCSR packs
+ * columns, per block row instead of per row: idx_bytes 1 or 2, base[I] the
+ * block row's first block column and idx[k] block k's delta from it, or
+ * base[I] = -1 - w with the block row's block columns in wide_col[w ...]
+ * (a block row whose last block column minus first passes 255 / 65 535);
+ * idx_bytes 4: idx holds the block columns, base and wide_col NULL. The
+ * width is the one with the fewest bytes (ties: narrower). Values: nnz
+ * entries in the shared modes (spmv_packed_values, chosen for n = nnz),
+ * component-major within a block row so a GPU warp reads them coalesced:
+ * entry (r, c) of block k of block row I, whose blocks are [s, e), is
+ * value entry s*b*b + (r*b + c)*(e - s) + (k - s). No padding: nnz =
+ * nblocks * b * b. */
+#define SPMV_PBSR_MAX_B 6
+typedef struct spmv_pbsr {
+    int32_t rows, cols;
+    int64_t nnz;
+    spmv_dtype dtype;
+    int32_t b;                /* block size: 2, 3, 4 or 6 */
+    int32_t brows;            /* rows / b */
+    int64_t nblocks;          /* nnz / (b*b) */
+    int32_t *block_ptr;       /* brows + 1 */
+    int32_t idx_bytes;        /* 1, 2 or 4 */
+    int32_t *base;            /* brows (NULL when idx_bytes is 4) */
+    void *idx;                /* nblocks entries of idx_bytes */
+    int64_t wide_nnz;         /* block columns held in wide_col */
+    int32_t *wide_col;
+    spmv_packed_values v;     /* nnz entries */
+} spmv_pbsr;
+
+/* The block size PBSR would take for a: the largest b of 6, 4, 3, 2 for
+ * which a's non-zeros come in complete b x b blocks, or 0 (with err, when
+ * not NULL, saying for each b why not: a shape not a multiple of b, or the
+ * first block row holding an incomplete block). A matrix without
+ * non-zeros has no blocks. O(nnz) per b tried. */
+int32_t spmv_csr_block_size(const spmv_csr *a, spmv_error *err);
+
 /* Bytes held by a format (all arrays) and its padding ratio (slots stored /
  * nnz; 1.0 for CSR and COO, 1.0 when nnz is 0). */
 typedef struct spmv_format_info {
@@ -321,6 +367,7 @@ spmv_format_info spmv_hll_info(const spmv_hll *m);
 spmv_format_info spmv_hyb_info(const spmv_hyb *m);
 spmv_format_info spmv_pcsr_info(const spmv_pcsr *m);   /* without the borrowed row_ptr */
 spmv_format_info spmv_psell_info(const spmv_psell *m);
+spmv_format_info spmv_pbsr_info(const spmv_pbsr *m);
 
 /* The one padding rule (engine/limits.c, docs/kernels.md "Device memory"):
  * a derived format (COO, ELL, HLL, HYB, PCSR, PSELL, and the SELL cuSPARSE
@@ -374,6 +421,7 @@ void spmv_hll_free(spmv_hll *m);
 void spmv_hyb_free(spmv_hyb *m);
 void spmv_pcsr_free(spmv_pcsr *m);
 void spmv_psell_free(spmv_psell *m);
+void spmv_pbsr_free(spmv_pbsr *m);
 
 /* Whether float64 v is finite but becomes an infinity as float32 (past
  * FLT_MAX by more than half an ulp): stored as float32 it would be a
@@ -407,6 +455,10 @@ int spmv_csr_to_pcsr(const spmv_csr *in, const spmv_format_limits *lim, spmv_pcs
 int spmv_csr_to_psell(const spmv_csr *in, const spmv_format_limits *lim, spmv_psell *out, spmv_error *err);
 int spmv_pcsr_to_coo(const spmv_pcsr *in, spmv_coo *out, spmv_error *err);
 int spmv_psell_to_coo(const spmv_psell *in, spmv_coo *out, spmv_error *err);
+/* PBSR (layout above) of a blocked CSR; SPMV_ERR_UNSUPPORTED, saying why,
+ * for a matrix without complete blocks (spmv_csr_block_size 0). */
+int spmv_csr_to_pbsr(const spmv_csr *in, const spmv_format_limits *lim, spmv_pbsr *out, spmv_error *err);
+int spmv_pbsr_to_coo(const spmv_pbsr *in, spmv_coo *out, spmv_error *err);
 /* Copies values to another dtype (same structure). */
 int spmv_coo_convert(const spmv_coo *in, spmv_dtype dtype, spmv_coo *out, spmv_error *err);
 /* Deep copy. */
@@ -624,6 +676,7 @@ typedef struct spmv_matrix {
     spmv_hyb hyb;          /* valid if formats & SPMV_FMT_HYB */
     spmv_pcsr pcsr;        /* valid if formats & SPMV_FMT_PCSR (borrows csr.row_ptr) */
     spmv_psell psell;      /* valid if formats & SPMV_FMT_PSELL */
+    spmv_pbsr pbsr;        /* valid if formats & SPMV_FMT_PBSR */
     spmv_format_limits limits; /* what every format built for it obeys (spmv_matrix_build's) */
 } spmv_matrix;
 
@@ -728,6 +781,8 @@ typedef enum spmv_impl {
     SPMV_IMPL_CPU_SPMSPM_HASH,
     SPMV_IMPL_GPU_SPMSPM_WARP_NNZ_WIDE,
     SPMV_IMPL_GPU_SCOO,
+    SPMV_IMPL_CPU_PBSR_OMP,
+    SPMV_IMPL_GPU_PBSR,
     SPMV_IMPL_COUNT
 } spmv_impl;
 

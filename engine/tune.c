@@ -88,6 +88,8 @@ static const tune_candidate gpu_candidates[] = {
     {"gpu.pcsr", SPMV_PARAM_THREADS, 1},
     {"gpu.pcsr", SPMV_PARAM_THREADS, 4},
     {"gpu.pcsr", SPMV_PARAM_THREADS, 32},
+    {"gpu.pbsr", NONE, 0},     /* only on matrices of complete blocks (tune_fits) */
+    {"gpu.pbsr", SPMV_PARAM_THREADS, 8},
 };
 
 static const tune_candidate cpu_candidates[] = {
@@ -99,6 +101,7 @@ static const tune_candidate cpu_candidates[] = {
     {"cpu.psell.omp", NONE, 0},
     {"cpu.pcsr.omp", NONE, 0},
     {"cpu.csr.chunked", NONE, 0},
+    {"cpu.pbsr.omp", NONE, 0},
 };
 
 bool spmv_kernel_is_auto(const spmv_kernel *k) { return k && strcmp(k->name, "auto") == 0; }
@@ -147,6 +150,7 @@ typedef struct tune_state {
     const spmv_kernel *base_k; /* the best verified baseline kernel, its parameters and median */
     spmv_params base_p;
     double base_ms;
+    int32_t block_size;        /* spmv_csr_block_size of a; -1 until asked */
 } tune_state;
 
 static bool tune_over(const tune_state *s, int32_t more_runs, double more_ms)
@@ -184,6 +188,18 @@ static void tune_keep(tune_state *s, const spmv_kernel *k, const spmv_params *p,
     }
 }
 
+/* Whether k's format can hold the matrix at all: PBSR only a matrix of
+ * complete blocks (found once per tuning, O(nnz)), so a matrix without
+ * them costs no conversion attempt (on a GPU, the CSR's trip to the host). */
+static bool tune_fits(tune_state *s, const spmv_kernel *k)
+{
+    if (k->format != SPMV_FMT_PBSR)
+        return true;
+    if (s->block_size < 0)
+        s->block_size = spmv_csr_wide(s->a) ? 0 : spmv_csr_block_size(s->a, NULL);
+    return s->block_size > 0;
+}
+
 /* Probes and, if it can win and fits, times one candidate. Returns false
  * when the budget stops the loop. */
 static bool tune_one(tune_state *s, const tune_candidate *c)
@@ -202,6 +218,8 @@ static bool tune_one(tune_state *s, const tune_candidate *c)
     /* cpu.csr.chunked's passes on a wide matrix: one probe could take
      * minutes, and a run that costs 16x the product cannot win */
     if (spmv_kernel_work_excessive(spmv_kernel_work(k, &p, s->a->rows, s->a->cols, s->a->nnz), s->a->rows, s->a->nnz))
+        return true;
+    if (!tune_fits(s, k))
         return true;
     bool none_yet = !s->res->kernel; /* then only max_runs stops the loop */
     if (s->o->max_runs > 0 && s->res->runs + 1 > s->o->max_runs)
@@ -264,7 +282,8 @@ int spmv_tune(const spmv_csr *a, const spmv_tune_options *opt, spmv_tune_run_fn 
     list = o.device == SPMV_DEVICE_GPU ? gpu_candidates : cpu_candidates;
     n = o.device == SPMV_DEVICE_GPU ? sizeof gpu_candidates / sizeof *list : sizeof cpu_candidates / sizeof *list;
     out->candidates = (int32_t)n;
-    s = (tune_state){.a = a, .o = &o, .run = run, .ctx = ctx, .t0 = spmv_now_ms(), .runs_per = o.runs, .res = out};
+    s = (tune_state){.a = a, .o = &o, .run = run, .ctx = ctx, .t0 = spmv_now_ms(), .runs_per = o.runs, .res = out,
+                    .block_size = -1};
     vs = spmv_dtype_size(a->dtype);
     s.x = malloc((size_t)(a->cols > 0 ? a->cols : 1) * vs * (size_t)o.k);
     s.y = malloc((size_t)(a->rows > 0 ? a->rows : 1) * vs * (size_t)o.k);

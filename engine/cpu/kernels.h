@@ -1,6 +1,6 @@
 /* kernels.h — the CPU kernels, one call = one y = A*x, untimed.
  *
- * engine/cpu/csr.c, ell.c, hll.c, pcsr.c and psell.c implement these for
+ * engine/cpu/csr.c, ell.c, hll.c, pcsr.c, psell.c and pbsr.c implement these for
  * both dtypes (the matrix's dtype picks the variant; x and y are of that
  * dtype and every sum is accumulated in it: float32 kernels accumulate in
  * float, as a float32 GPU kernel does). engine/cpu/run.c prepares what they need (the
@@ -48,5 +48,7 @@ void spmv_cpu_hll_omp(const spmv_hll *h, int32_t threads, int32_t schedule, cons
 void spmv_cpu_pcsr_omp(const spmv_pcsr *a, int32_t nparts, const int32_t *bounds, const void *x, void *y);
 /* cpu.psell.omp; threads 0 means all OpenMP threads. */
 void spmv_cpu_psell_omp(const spmv_psell *a, int32_t threads, const void *x, void *y);
+/* cpu.pbsr.omp: `threads` (at least 1) equal ranges of block rows. */
+void spmv_cpu_pbsr_omp(const spmv_pbsr *a, int32_t threads, const void *x, void *y);
 
 #endif /* SPMV_CPU_KERNELS_H */

@@ -17,7 +17,7 @@
 #include "spmv.h"
 
 #define MAX_RUNS 1000000
-/* A scratch ELL, HLL, PCSR or PSELL obeys the matrix's padding rule
+/* A scratch ELL, HLL, PCSR, PSELL or PBSR obeys the matrix's padding rule
  * (m->limits, engine/limits.c): one long row must not make cpu.ell.omp
  * allocate the machine away. */
 
@@ -28,6 +28,7 @@ static bool cpu_spmv_impl(spmv_impl i)
     switch (i) {
     case SPMV_IMPL_CPU_CSR_SERIAL: case SPMV_IMPL_CPU_CSR_CHUNKED: case SPMV_IMPL_CPU_CSR_OMP:
     case SPMV_IMPL_CPU_ELL_OMP: case SPMV_IMPL_CPU_HLL_OMP: case SPMV_IMPL_CPU_PCSR_OMP: case SPMV_IMPL_CPU_PSELL_OMP:
+    case SPMV_IMPL_CPU_PBSR_OMP:
         return true;
     default:
         return false;
@@ -53,6 +54,7 @@ typedef struct cpu_plan {
     spmv_hll hll;
     spmv_pcsr pcsr;
     spmv_psell psell;
+    spmv_pbsr pbsr;
     int32_t *bounds;   /* cpu.csr.omp, cpu.pcsr.omp: threads+1 row boundaries */
     int32_t *cursor;   /* cpu.csr.chunked: per-row position */
     double *times;
@@ -64,6 +66,7 @@ static void plan_free(cpu_plan *pl)
     spmv_hll_free(&pl->hll);
     spmv_pcsr_free(&pl->pcsr);
     spmv_psell_free(&pl->psell);
+    spmv_pbsr_free(&pl->pbsr);
     free(pl->bounds);
     free(pl->cursor);
     free(pl->times);
@@ -93,6 +96,13 @@ static int prepare_format(cpu_plan *pl, const spmv_matrix *m, spmv_error *err)
             return st;
         pl->view.psell = pl->psell;
         pl->view.formats |= SPMV_FMT_PSELL;
+    }
+    /* A matrix without complete blocks: SPMV_ERR_UNSUPPORTED saying why. */
+    if (pl->impl == SPMV_IMPL_CPU_PBSR_OMP && !(m->formats & SPMV_FMT_PBSR)) {
+        if ((st = spmv_csr_to_pbsr(&m->csr, &m->limits, &pl->pbsr, err)))
+            return st;
+        pl->view.pbsr = pl->pbsr;
+        pl->view.formats |= SPMV_FMT_PBSR;
     }
     if (pl->impl == SPMV_IMPL_CPU_HLL_OMP) {
         /* hack_size 0 (the default): the matrix's own HLL, if it holds one. */
@@ -171,6 +181,7 @@ static void run_once(const cpu_plan *pl, const void *x, void *y)
     case SPMV_IMPL_CPU_HLL_OMP: spmv_cpu_hll_omp(&v->hll, pl->threads, pl->par.v[SPMV_PARAM_SCHEDULE], x, y); break;
     case SPMV_IMPL_CPU_PCSR_OMP: spmv_cpu_pcsr_omp(&v->pcsr, pl->threads, pl->bounds, x, y); break;
     case SPMV_IMPL_CPU_PSELL_OMP: spmv_cpu_psell_omp(&v->psell, pl->threads, x, y); break;
+    case SPMV_IMPL_CPU_PBSR_OMP: spmv_cpu_pbsr_omp(&v->pbsr, pl->threads, x, y); break;
     default: break;
     }
 }

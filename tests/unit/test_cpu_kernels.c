@@ -418,6 +418,7 @@ static void test_every_cpu_kernel_covered(void **state)
             continue;
         for (size_t j = 0; j < sizeof edges / sizeof edges[0]; j++)
             found |= strcmp(edges[j].kernel, k->name) == 0;
+        found |= strcmp(k->name, "cpu.pbsr.omp") == 0; /* blocked matrices only: test_pbsr_omp */
         if (!found)
             fail_msg("CPU kernel %s has no test here", k->name);
     }
@@ -462,6 +463,82 @@ static void test_omp_partition_large(void **state)
     fixture_free(&f);
 }
 
+/* cpu.pbsr.omp on random matrices of complete b x b blocks for each b
+ * (value modes raw, u8, const and, in float64, f32; 1- and 2-byte block
+ * columns and wide block rows; empty block rows), held (float64) and built
+ * in scratch (float32), at 1, 3 and the default threads: each row is
+ * summed in the CSR's order, so y must equal cpu.csr.serial's bit for bit.
+ * x holds an Inf at a column some rows have no entry in: those rows stay
+ * finite, as in the reference (no padded zero multiplies it). On a
+ * matrix without blocks it answers SPMV_ERR_UNSUPPORTED saying why. */
+static void test_pbsr_omp(void **state)
+{
+    (void)state;
+    static const int32_t bs[] = {2, 3, 4, 6};
+    static const struct { int32_t bcols, per_row, span, palette; } cases[] = {
+        {300, 6, 80, 0}, {20000, 4, 5000, 0}, {300, 5, 60, 40}, {200, 3, 30, 1}, {300, 6, 80, -2},
+    };
+    const spmv_kernel *k = spmv_kernel_find("cpu.pbsr.omp");
+    tu_rng r;
+    tu_rng_init(&r, tu_seed() ^ 26);
+    for (size_t i = 0; i < sizeof bs / sizeof bs[0]; i++)
+        for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++) {
+            fixture f;
+            memset(&f, 0, sizeof f);
+            tu_block_coo(&r, 50, cases[c].bcols, bs[i], cases[c].per_row, cases[c].span, SPMV_FLOAT64, &f.coo);
+            if (cases[c].palette > 0)
+                tu_palette_values(&r, &f.coo, cases[c].palette);
+            for (int64_t e = 0; cases[c].palette == -2 && e < f.coo.nnz; e++)
+                ((double *)f.coo.val)[e] = (double)(float)((double *)f.coo.val)[e];
+            snprintf(f.what, sizeof f.what, "b=%d case %zu (%d x %d, nnz %lld)", bs[i], c, f.coo.rows, f.coo.cols,
+                     (long long)f.coo.nnz);
+            fixture_build(&f, &r);
+            assert_true(f.m64.formats & SPMV_FMT_PBSR);
+            assert_int_equal(f.m64.pbsr.b % bs[i], 0);
+            /* Inf at the last row's first column (block rows are windows at random offsets: others miss it) */
+            int32_t j = f.coo.col[f.coo.nnz - 1];
+            f.x64[j] = INFINITY;
+            f.x32[j] = INFINITY;
+            spmv_reference(&f.m64.csr, f.x64, f.ref64);
+            spmv_reference(&f.m32.csr, f.x32, f.ref32);
+            int32_t finite = 0;
+            for (int32_t row = 0; row < f.coo.rows; row++)
+                finite += isfinite(f.ref64[row]);
+            assert_true(finite > 0 && finite < f.coo.rows);
+            static const int32_t threads[] = {0, 1, 3};
+            for (size_t t = 0; t < 3; t++) {
+                spmv_params p = {{0}};
+                p.v[SPMV_PARAM_THREADS] = threads[t];
+                for (int d = 0; d < 2; d++) {
+                    const spmv_matrix *m = d == 0 ? &f.m64 : &f.m32;
+                    spmv_dtype dt = d == 0 ? SPMV_FLOAT64 : SPMV_FLOAT32;
+                    void *y = tu_vector_alloc(dt, m->rows);
+                    spmv_stats st;
+                    spmv_error err;
+                    tu_poison(y, dt, m->rows);
+                    if (spmv_cpu_run(k, m, &p, d == 0 ? (void *)f.x64 : (void *)f.x32, y, 0, 1, &st, &err))
+                        fail_msg("%s %s on %s: %s", k->name, spmv_dtype_name(dt), f.what, err.message);
+                    if (memcmp(y, d == 0 ? (void *)f.ref64 : (void *)f.ref32, (size_t)m->rows * spmv_dtype_size(dt)))
+                        fail_msg("%s %s threads=%d on %s: y differs from cpu.csr.serial's bits (SPMV_SEED=%llu)",
+                                 k->name, spmv_dtype_name(dt), threads[t], f.what, (unsigned long long)tu_seed());
+                    free(y);
+                }
+            }
+            fixture_free(&f);
+        }
+    /* without blocks (a random matrix): refused, saying why */
+    fixture f;
+    fixture_make(&f, &r, TU_SHAPE_RANDOM, 33);
+    void *y = tu_vector_alloc(SPMV_FLOAT64, f.coo.rows);
+    spmv_stats st;
+    spmv_error err;
+    assert_false(f.m64.formats & SPMV_FMT_PBSR);
+    assert_int_equal(spmv_cpu_run(k, &f.m64, NULL, f.x64, y, 0, 1, &st, &err), SPMV_ERR_UNSUPPORTED);
+    assert_non_null(strstr(err.message, "b x b blocks"));
+    free(y);
+    fixture_free(&f);
+}
+
 /* 0 x 5 and 5 x 0: no rows, or rows with nothing to multiply (y = 0). */
 static void test_empty_shapes(void **state)
 {
@@ -484,6 +561,11 @@ static void test_empty_shapes(void **state)
                 if (k->device != SPMV_DEVICE_CPU || k->op != SPMV_OP_SPMV)
                     continue;
                 tu_poison(y, m.dtype, m.rows);
+                if (k->format == SPMV_FMT_PBSR) { /* no non-zeros, no blocks: refused, saying so */
+                    assert_int_equal(spmv_cpu_run(k, &m, NULL, x, y, 1, 2, &st, &err), SPMV_ERR_UNSUPPORTED);
+                    assert_non_null(strstr(err.message, "no non-zeros"));
+                    continue;
+                }
                 if (spmv_cpu_run(k, &m, NULL, x, y, 1, 2, &st, &err) != SPMV_OK)
                     fail_msg("%s on %d x %d: %s", k->name, m.rows, m.cols, err.message);
                 assert_memory_equal(y, zero, (size_t)m.rows * spmv_dtype_size(m.dtype));
@@ -862,7 +944,7 @@ static void test_wide_csr(void **state)
                         fail_msg("%s: %s on 64-bit offsets answered \"%s\", not SPMV_ERR_LIMIT", what, k->name,
                                  err.message);
                 }
-                for (spmv_format f = SPMV_FMT_COO; f <= SPMV_FMT_PSELL; f <<= 1) {
+                for (spmv_format f = SPMV_FMT_COO; f <= SPMV_FMT_LAST; f <<= 1) {
                     int64_t slots, fbytes;
                     if (f == SPMV_FMT_CSR)
                         continue;
@@ -896,6 +978,7 @@ int main(void)
         cmocka_unit_test(test_every_cpu_kernel_covered),
         cmocka_unit_test(test_reference_dense),
         cmocka_unit_test(test_csr_serial),
+        cmocka_unit_test(test_pbsr_omp),
         cmocka_unit_test(test_csr_chunked),
         cmocka_unit_test(test_csr_chunked_rectangular),
         cmocka_unit_test(test_chunked_work),

@@ -516,7 +516,8 @@ static void test_empty_matrix(void **state)
         spmv_matrix m;
         assert_int_equal(spmv_coo_alloc(&coo, rows, 0, 0, SPMV_FLOAT64, NULL), SPMV_OK);
         assert_int_equal(spmv_matrix_build(&coo, SPMV_FLOAT64, SPMV_FMT_ALL, 64, 0, &m, NULL), SPMV_OK);
-        assert_int_equal(m.formats, SPMV_FMT_ALL);
+        /* every format but PBSR: without non-zeros there are no blocks (skipped, not an error) */
+        assert_int_equal(m.formats, SPMV_FMT_ALL & ~(unsigned)SPMV_FMT_PBSR);
         assert_int_equal(m.ell.width, 0);
         assert_int_equal(m.hll.nslices, (rows + 63) / 64);
         assert_true(spmv_ell_info(&m.ell).padding_ratio == 1.0);
@@ -1445,6 +1446,149 @@ static void test_packed_padding_rule(void **state)
     spmv_coo_free(&coo);
 }
 
+/* -------------------------------------------------------------- PBSR */
+
+/* PBSR's layout checked against engine/spmv.h's words: b the largest
+ * block size that fits, block_ptr, each block's column (decoded here from
+ * base/idx/wide_col) and, for raw values, entry (r, c) of block k of block
+ * row I at s*b*b + (r*b + c)*nb + (k - s), computed from the CSR. */
+static void pbsr_check_layout(const spmv_csr *csr, const spmv_pbsr *p, const char *what)
+{
+    int32_t b = p->b;
+    assert_int_equal(p->brows * b, csr->rows);
+    assert_int_equal(p->nblocks * b * b, csr->nnz);
+    for (int32_t I = 0; I < p->brows; I++) {
+        int64_t s = p->block_ptr[I], nb = p->block_ptr[I + 1] - s;
+        assert_int_equal(nb * b, csr->row_ptr[I * b + 1] - csr->row_ptr[I * b]);
+        for (int64_t k = 0; k < nb; k++) {
+            int64_t bc = p->idx_bytes == 4   ? ((const int32_t *)p->idx)[s + k]
+                         : p->base[I] < 0    ? p->wide_col[-1 - (int64_t)p->base[I] + k]
+                         : p->idx_bytes == 1 ? p->base[I] + ((const uint8_t *)p->idx)[s + k]
+                                             : p->base[I] + ((const uint16_t *)p->idx)[s + k];
+            for (int32_t r = 0; r < b; r++)
+                for (int32_t c = 0; c < b; c++) {
+                    int64_t j = csr->row_ptr[I * b + r] + k * b + c;
+                    if (csr->col[j] != bc * b + c)
+                        fail_msg("%s: block %lld of block row %d has column %lld, CSR %d", what, (long long)k, I,
+                                 (long long)(bc * b + c), csr->col[j]);
+                    if (p->v.mode == SPMV_VCODE_RAW)
+                        assert_memory_equal((const char *)p->v.data + (s * b * b + (r * b + c) * nb + k) * 8,
+                                            (const char *)csr->val + j * 8, 8); /* float64 in these cases */
+                }
+        }
+    }
+}
+
+/* Round trip PBSR -> COO equal to the CSR's COO, the layout, bytes as
+ * planned, for each b, each index width (block-column spans of 100, 5000
+ * and 200 000 blocks: 1, 2 and 4 bytes or wide block rows) and value modes
+ * (raw, u8 and const through a palette). */
+static void test_pbsr_round_trip(void **state)
+{
+    (void)state;
+    static const int32_t bs[] = {2, 3, 4, 6};
+    static const struct { int32_t bcols, per_row, span, palette; } cases[] = {
+        {400, 5, 100, 0}, {20000, 4, 5000, 0}, {300000, 3, 200000, 0}, {400, 6, 100, 50}, {300, 4, 40, 1},
+    };
+    tu_rng r;
+    tu_rng_init(&r, tu_seed() ^ 37);
+    bool widths[5] = {false}, wide = false, modes[SPMV_VCODE_COUNT] = {false};
+    for (size_t i = 0; i < sizeof bs / sizeof bs[0]; i++)
+        for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++) {
+            spmv_coo coo, back, ref;
+            spmv_csr csr;
+            spmv_pbsr p;
+            spmv_error err = {0};
+            char what[128];
+            tu_block_coo(&r, 60, cases[c].bcols, bs[i], cases[c].per_row, cases[c].span, SPMV_FLOAT64, &coo);
+            if (cases[c].palette)
+                tu_palette_values(&r, &coo, cases[c].palette);
+            snprintf(what, sizeof what, "b=%d case %zu (%d x %d, nnz %lld, seed %llu)", bs[i], c, coo.rows, coo.cols,
+                     (long long)coo.nnz, (unsigned long long)tu_seed());
+            to_csr(&coo, &csr);
+            int32_t b = spmv_csr_block_size(&csr, &err);
+            if (b == 0 || b % bs[i])
+                fail_msg("%s: block size %d (%s)", what, b, err.message);
+            assert_int_equal(spmv_csr_to_pbsr(&csr, NULL, &p, &err), SPMV_OK);
+            assert_int_equal(p.b, b);
+            pbsr_check_layout(&csr, &p, what);
+            int64_t slots = 0, bytes = 0;
+            assert_int_equal(spmv_format_plan(&csr, SPMV_FMT_PBSR, 32, &slots, &bytes, &err), SPMV_OK);
+            assert_int_equal(slots, csr.nnz);
+            assert_int_equal(spmv_pbsr_info(&p).bytes, (size_t)bytes);
+            assert_true(spmv_pbsr_info(&p).padding_ratio == 1.0);
+            assert_int_equal(spmv_pbsr_to_coo(&p, &back, &err), SPMV_OK);
+            assert_int_equal(spmv_csr_to_coo(&csr, &ref, &err), SPMV_OK);
+            if (!tu_coo_equal(&back, &ref))
+                fail_msg("%s: PBSR -> COO differs from the CSR's COO", what);
+            widths[p.idx_bytes] = true;
+            wide |= p.wide_nnz > 0;
+            modes[p.v.mode] = true;
+            spmv_coo_free(&back);
+            spmv_coo_free(&ref);
+            spmv_pbsr_free(&p);
+            spmv_csr_free(&csr);
+            spmv_coo_free(&coo);
+        }
+    assert_true(widths[1] && widths[2] && (widths[4] || wide));
+    assert_true(modes[SPMV_VCODE_RAW] && modes[SPMV_VCODE_U8] && modes[SPMV_VCODE_CONST]);
+}
+
+/* A matrix without complete blocks is refused (SPMV_ERR_UNSUPPORTED,
+ * saying why, nothing allocated) and skipped by spmv_matrix_build: one
+ * entry of one 3 x 3 block missing; rows not a multiple of any b; no
+ * non-zeros. An explicit zero completes a block. */
+static void test_pbsr_refused(void **state)
+{
+    (void)state;
+    tu_rng r;
+    tu_rng_init(&r, tu_seed() ^ 38);
+    spmv_coo coo;
+    spmv_csr csr;
+    spmv_pbsr p;
+    spmv_matrix m;
+    spmv_error err = {0};
+    tu_block_coo(&r, 40, 40, 3, 4, 20, SPMV_FLOAT64, &coo);
+    /* an entry of a block (not a b=6 one: rows 120 are 6's multiple) set to 0.0: still complete */
+    ((double *)coo.val)[coo.nnz / 2] = 0.0;
+    to_csr(&coo, &csr);
+    assert_true(spmv_csr_block_size(&csr, &err) % 3 == 0);
+    spmv_csr_free(&csr);
+    /* drop that entry: its block is incomplete */
+    int64_t gone = coo.nnz / 2;
+    for (int64_t k = gone; k + 1 < coo.nnz; k++) {
+        coo.row[k] = coo.row[k + 1];
+        coo.col[k] = coo.col[k + 1];
+        ((double *)coo.val)[k] = ((double *)coo.val)[k + 1];
+    }
+    coo.nnz--;
+    to_csr(&coo, &csr);
+    assert_int_equal(spmv_csr_block_size(&csr, &err), 0);
+    assert_int_equal(err.status, SPMV_ERR_UNSUPPORTED);
+    assert_non_null(strstr(err.message, "incomplete block"));
+    memset(&p, 0x5a, sizeof p);
+    assert_int_equal(spmv_csr_to_pbsr(&csr, NULL, &p, &err), SPMV_ERR_UNSUPPORTED);
+    assert_true(!p.block_ptr && !p.idx && !p.base && !p.v.data && !p.v.table);
+    int64_t slots, bytes;
+    assert_int_equal(spmv_format_plan(&csr, SPMV_FMT_PBSR, 32, &slots, &bytes, &err), SPMV_ERR_UNSUPPORTED);
+    assert_int_equal(spmv_matrix_build(&coo, SPMV_FLOAT64, SPMV_FMT_PCSR | SPMV_FMT_PBSR, 0, NULL, &m, &err), SPMV_OK);
+    assert_int_equal(m.formats, SPMV_FMT_CSR | SPMV_FMT_PCSR);
+    assert_int_equal(spmv_matrix_add_format(&m, SPMV_FMT_PBSR, &err), SPMV_ERR_UNSUPPORTED);
+    spmv_matrix_free(&m);
+    spmv_csr_free(&csr);
+    spmv_coo_free(&coo);
+    /* 7 x 7 (no b divides it), and 6 x 6 without non-zeros */
+    for (int32_t n = 7; n >= 6; n--) {
+        tu_gen g = {.rows = n, .cols = n, .mean_per_row = n == 7 ? 7 : 0};
+        tu_random_coo_gen(&r, &g, SPMV_FLOAT64, &coo);
+        to_csr(&coo, &csr);
+        assert_int_equal(spmv_csr_to_pbsr(&csr, NULL, &p, &err), SPMV_ERR_UNSUPPORTED);
+        assert_non_null(strstr(err.message, n == 7 ? "not a multiple" : "no non-zeros"));
+        spmv_csr_free(&csr);
+        spmv_coo_free(&coo);
+    }
+}
+
 int main(void)
 {
     tu_seed();
@@ -1465,6 +1609,8 @@ int main(void)
         cmocka_unit_test(test_psell_diagonal),
         cmocka_unit_test(test_psell_uniform),
         cmocka_unit_test(test_packed_padding_rule),
+        cmocka_unit_test(test_pbsr_round_trip),
+        cmocka_unit_test(test_pbsr_refused),
     };
     return cmocka_run_group_tests_name("formats", tests, NULL, NULL);
 }

@@ -207,6 +207,37 @@ void tu_window_coo(tu_rng *r, int32_t rows, int32_t cols, int32_t per_row, int32
     free(buf);
 }
 
+void tu_block_coo(tu_rng *r, int32_t brows, int32_t bcols, int32_t b, int32_t per_row, int32_t span,
+                  spmv_dtype dtype, spmv_coo *out)
+{
+    spmv_coo pat;
+    tu_window_coo(r, brows, bcols, per_row, span, dtype, &pat);
+    bool *empty = calloc((size_t)(brows > 0 ? brows : 1), sizeof *empty);
+    assert_non_null(empty);
+    int64_t kept = 0;
+    for (int32_t I = 0; I < brows; I++)
+        empty[I] = tu_rng_range(r, 0, 7) == 0;
+    for (int64_t k = 0; k < pat.nnz; k++)
+        kept += !empty[pat.row[k]];
+    assert_int_equal(spmv_coo_alloc(out, brows * b, bcols * b, kept * b * b, dtype, NULL), SPMV_OK);
+    int64_t n = 0;
+    for (int64_t k0 = 0, k1; k0 < pat.nnz; k0 = k1) { /* block row pat.row[k0]: pattern entries [k0, k1) */
+        int32_t I = pat.row[k0];
+        for (k1 = k0; k1 < pat.nnz && pat.row[k1] == I; k1++)
+            ;
+        for (int32_t i = 0; i < b && !empty[I]; i++)
+            for (int64_t k = k0; k < k1; k++)
+                for (int32_t c = 0; c < b; c++, n++) {
+                    out->row[n] = I * b + i;
+                    out->col[n] = pat.col[k] * b + c;
+                    put_random_value(r, out, n);
+                }
+    }
+    assert_int_equal(n, kept * b * b);
+    free(empty);
+    spmv_coo_free(&pat);
+}
+
 void tu_diagonal_coo(tu_rng *r, int32_t rows, int32_t w, int32_t max_off, spmv_dtype dtype, spmv_coo *out)
 {
     int32_t *off = calloc((size_t)(w > 0 ? w : 1), sizeof *off);

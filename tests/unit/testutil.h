@@ -86,6 +86,12 @@ void tu_window_coo(tu_rng *r, int32_t rows, int32_t cols, int32_t per_row, int32
  * dropped; rows + max_off columns), so every full 32-row PSELL slice is
  * diagonal (engine/spmv.h). */
 void tu_diagonal_coo(tu_rng *r, int32_t rows, int32_t w, int32_t max_off, spmv_dtype dtype, spmv_coo *out);
+/* A matrix of complete b x b blocks (PBSR's, engine/spmv.h): the block
+ * pattern is tu_window_coo's on brows x bcols (per_row blocks a block row
+ * within a window of span + 1 block columns), about one block row in 8
+ * left empty, every block stored whole with random values. */
+void tu_block_coo(tu_rng *r, int32_t brows, int32_t bcols, int32_t b, int32_t per_row, int32_t span,
+                  spmv_dtype dtype, spmv_coo *out);
 /* Replaces m's values by `distinct` values, each used at least once where
  * nnz allows: value k is (k even ? 1 : -1) * (k/2 + 1) / 4, exact in both
  * dtypes (so the packed formats' value tables are predictable). */

@@ -348,6 +348,10 @@ int gpu_ensure_format(spmv_gpu_ctx *ctx, spmv_gpu_matrix *m, spmv_format f, spmv
         if ((st = gpu_build_psell(ctx, m, err)))
             gpu_free_psell(ctx, m);
         break;
+    case SPMV_FMT_PBSR:
+        if ((st = gpu_build_pbsr(ctx, m, err)))
+            gpu_free_pbsr(ctx, m);
+        break;
     default:
         return spmv_error_set(err, SPMV_ERR_INVALID, 0, "unknown format %u", (unsigned)f);
     }

@@ -138,6 +138,22 @@ struct gpu_psell {
     struct gpu_packed_values v;
 };
 
+/* PBSR (engine/spmv.h spmv_pbsr; pbsr.cu): built on the host from a copy
+ * of the resident CSR and uploaded, the host's arrays as they are. */
+struct gpu_pbsr {
+    int32_t b;               /* 0: not built; else 2, 3, 4 or 6 */
+    int32_t brows;
+    int64_t nblocks;
+    int32_t *block_ptr;      /* brows + 1 */
+    int32_t idx_bytes;
+    int32_t *base;           /* brows (NULL for 4) */
+    void *idx;
+    int64_t wide_nnz;
+    int32_t *wide_col;
+    struct gpu_packed_values v;
+    char refused[512];       /* why the matrix has no blocks, once found (its pattern never changes); "" until then */
+};
+
 /* gpu.csr.adaptive's row blocks (csr_adaptive.cu), cached per nnz_per_wg. */
 struct gpu_row_block {
     int32_t row_begin, row_end;  /* rows [row_begin, row_end) */
@@ -208,6 +224,7 @@ struct spmv_gpu_matrix {
     struct gpu_hyb hyb_alt;      /* the last other width asked for (gpu.hyb `width`) */
     struct gpu_pcsr pcsr;
     struct gpu_psell psell;
+    struct gpu_pbsr pbsr;
 
     void *x, *y;                 /* operand buffers, cols and rows values */
     struct gpu_adaptive adaptive;
@@ -315,6 +332,9 @@ static int gpu_cub_run(spmv_gpu_ctx *ctx, spmv_gpu_matrix *m, const char *what, 
     return e == cudaSuccess ? SPMV_OK : gpu_cuda_error(e, err, what);
 }
 
+/* A host copy of m's CSR (freshly allocated; nothing left on failure):
+ * what a format built on the host starts from (PBSR, pbsr.cu). */
+int gpu_download_csr(spmv_gpu_ctx *ctx, const spmv_gpu_matrix *m, spmv_csr *c, spmv_error *err);
 /* Copies device bytes to the host on ctx's stream and waits. */
 int gpu_copy_to_host(spmv_gpu_ctx *ctx, void *dst, const void *src, size_t bytes, const char *what,
                      spmv_error *err);
@@ -371,6 +391,12 @@ size_t gpu_pcsr_bytes(const spmv_gpu_matrix *m);
 /* What gpu.pcsr reads once: the CSR's row_ptr (and its col/val where borrowed) plus its own arrays. */
 size_t gpu_pcsr_read_bytes(const spmv_gpu_matrix *m);
 size_t gpu_psell_bytes(const spmv_gpu_matrix *m);
+/* PBSR (pbsr.cu): built on the host from a download of the CSR, then
+ * uploaded (SPMV_ERR_UNSUPPORTED, remembered, for a matrix without
+ * blocks); free; bytes as held (all its own). */
+int gpu_build_pbsr(spmv_gpu_ctx *ctx, spmv_gpu_matrix *m, spmv_error *err);
+void gpu_free_pbsr(spmv_gpu_ctx *ctx, spmv_gpu_matrix *m);
+size_t gpu_pbsr_bytes(const spmv_gpu_matrix *m);
 /* Device bytes of one format as held (COO counts its shared col/val). */
 size_t gpu_format_bytes(const spmv_gpu_matrix *m, spmv_format f);
 size_t gpu_hll_bytes(const spmv_gpu_matrix *m, const struct gpu_hll *h);
@@ -442,6 +468,7 @@ int gpu_cusparse_sell_prepare(struct gpu_launch *l, spmv_error *err);
 int gpu_cusparse_sell(struct gpu_launch *l, spmv_error *err);
 int gpu_pcsr_run(struct gpu_launch *l, spmv_error *err);
 int gpu_psell_run(struct gpu_launch *l, spmv_error *err);
+int gpu_pbsr_run(struct gpu_launch *l, spmv_error *err);
 /* y += A*x for nnz COO triplets (atomics; gpu.coo.atomic and HYB's COO part). */
 int gpu_coo_atomic_add(struct gpu_launch *l, int64_t nnz, const int32_t *row, const int32_t *col, const void *val,
                        spmv_error *err);

@@ -36,6 +36,7 @@
 #include <cub/cub.cuh>
 
 #include "gpu.cuh"
+#include "packed.cuh"
 
 #define PK_BLOCK 256
 #define PK_C SPMV_PSELL_C
@@ -89,36 +90,6 @@ template <typename T> __device__ __forceinline__ void pk_put_pad(spmv_vcode mode
         ((uint8_t *)data)[e] = 0;
     else if (mode == SPMV_VCODE_U16)
         ((uint16_t *)data)[e] = 0;
-}
-
-/* The value of entry e in a kernel: `tab` is the shared copy for U8, the
- * global table for U16, unused otherwise; c the CONST value. */
-template <typename T, int VM>
-__device__ __forceinline__ T pk_value(const void *__restrict__ data, const T *tab, T c, int64_t e)
-{
-    if constexpr (VM == SPMV_VCODE_RAW)
-        return __ldcs((const T *)data + e);
-    else if constexpr (VM == SPMV_VCODE_CONST)
-        return c;
-    else if constexpr (VM == SPMV_VCODE_F32)
-        return (T)__ldcs((const float *)data + e);
-    else if constexpr (VM == SPMV_VCODE_U8)
-        return tab[__ldcs((const unsigned char *)data + e)];
-    else
-        return __ldg(tab + __ldcs((const unsigned short *)data + e));
-}
-
-/* Loads the U8 table into shared memory (every thread of the block calls). */
-template <typename T, int VM> __device__ __forceinline__ const T *pk_table(const T *table, int32_t ntable, T *shared)
-{
-    if constexpr (VM != SPMV_VCODE_U8) {
-        return table;
-    } else {
-        for (int i = threadIdx.x; i < ntable; i += blockDim.x)
-            shared[i] = table[i];
-        __syncthreads();
-        return shared;
-    }
 }
 
 __device__ __forceinline__ int32_t pk_warp_min(int32_t v)
@@ -816,24 +787,6 @@ static int pcsr_width(const struct gpu_launch *l)
     while (w < 32 && w * 1.41421356 < want)
         w *= 2;
     return w;
-}
-
-/* The packed kernels' dispatch: L<T, VM>::launch(l) for the matrix's dtype
- * and the format's value mode. */
-template <template <typename, int> class L> static int pk_run(struct gpu_launch *l, spmv_vcode mode, const char *name,
-                                                              spmv_error *err)
-{
-    if (l->m->rows == 0)
-        return SPMV_OK;
-    bool f64 = l->m->dtype == SPMV_FLOAT64;
-    switch (mode) {
-    case SPMV_VCODE_CONST: f64 ? L<double, SPMV_VCODE_CONST>::launch(l) : L<float, SPMV_VCODE_CONST>::launch(l); break;
-    case SPMV_VCODE_U8: f64 ? L<double, SPMV_VCODE_U8>::launch(l) : L<float, SPMV_VCODE_U8>::launch(l); break;
-    case SPMV_VCODE_U16: f64 ? L<double, SPMV_VCODE_U16>::launch(l) : L<float, SPMV_VCODE_U16>::launch(l); break;
-    case SPMV_VCODE_F32: f64 ? L<double, SPMV_VCODE_F32>::launch(l) : L<float, SPMV_VCODE_F32>::launch(l); break;
-    default: f64 ? L<double, SPMV_VCODE_RAW>::launch(l) : L<float, SPMV_VCODE_RAW>::launch(l); break;
-    }
-    return gpu_check_launch(err, name);
 }
 
 template <typename T, int VM> struct pcsr_launcher {

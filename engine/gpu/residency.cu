@@ -40,6 +40,7 @@ size_t gpu_format_bytes(const spmv_gpu_matrix *m, spmv_format f)
     case SPMV_FMT_HYB: return gpu_hyb_bytes(m, &m->hyb);
     case SPMV_FMT_PCSR: return gpu_pcsr_bytes(m);
     case SPMV_FMT_PSELL: return gpu_psell_bytes(m);
+    case SPMV_FMT_PBSR: return gpu_pbsr_bytes(m);
     default: return 0;
     }
 }
@@ -108,6 +109,9 @@ void gpu_drop_format(spmv_gpu_ctx *ctx, spmv_gpu_matrix *m, spmv_format f)
         break;
     case SPMV_FMT_PSELL:
         gpu_free_psell(ctx, m);
+        break;
+    case SPMV_FMT_PBSR:
+        gpu_free_pbsr(ctx, m);
         break;
     default:
         return;

@@ -341,17 +341,17 @@ static double coo_need(const spmv_coo *coo, spmv_dtype dtype)
 /* x and y buffers come with the first product that needs them
  * (spmv_gpu_run's host operands): a matrix multiplied only with resident
  * vectors never holds them. Pinned formats are built now, after the CSR;
- * one the padding rule refuses is skipped (its bit stays clear, its
+ * one the padding rule refuses (or PBSR on a matrix without blocks) is skipped (its bit stays clear, its
  * kernels answer why), one that does not fit fails the upload. */
 static int build_pinned(spmv_gpu_ctx *ctx, spmv_gpu_matrix *m, unsigned formats, spmv_error *err)
 {
     static const spmv_format order[] = {SPMV_FMT_COO, SPMV_FMT_ELL, SPMV_FMT_HLL, SPMV_FMT_HYB, SPMV_FMT_PCSR,
-                                        SPMV_FMT_PSELL};
+                                        SPMV_FMT_PSELL, SPMV_FMT_PBSR};
     for (spmv_format f : order) {
         if (!(formats & f) || (m->formats & f))
             continue;
         int st = gpu_ensure_format(ctx, m, f, err);
-        if (st == SPMV_ERR_LIMIT) {
+        if (st == SPMV_ERR_LIMIT || st == SPMV_ERR_UNSUPPORTED) { /* the padding rule; PBSR without blocks */
             m->pinned &= ~(unsigned)f;
             continue;
         }
@@ -652,6 +652,15 @@ static int download_csr(spmv_gpu_ctx *ctx, const spmv_gpu_matrix *m, spmv_csr *c
     return SPMV_OK;
 }
 
+int gpu_download_csr(spmv_gpu_ctx *ctx, const spmv_gpu_matrix *m, spmv_csr *c, spmv_error *err)
+{
+    memset(c, 0, sizeof *c);
+    int st = download_csr(ctx, m, c, err);
+    if (st)
+        spmv_csr_free(c);
+    return st;
+}
+
 static int download_ell(spmv_gpu_ctx *ctx, const spmv_gpu_matrix *m, const struct gpu_ell *g, int64_t nnz,
                         spmv_ell *e, spmv_error *err)
 {
@@ -731,6 +740,25 @@ static int download_pcsr(spmv_gpu_ctx *ctx, const spmv_gpu_matrix *m, const spmv
     return download_values(ctx, m, &g->v, m->nnz, &p->v, err);
 }
 
+static int download_pbsr(spmv_gpu_ctx *ctx, const spmv_gpu_matrix *m, spmv_pbsr *p, spmv_error *err)
+{
+    const struct gpu_pbsr *g = &m->pbsr;
+    int st;
+    SPMV_COPY_SHAPE(p, m);
+    p->b = g->b;
+    p->brows = g->brows;
+    p->nblocks = g->nblocks;
+    p->idx_bytes = g->idx_bytes;
+    p->wide_nnz = g->wide_nnz;
+    if ((st = download_array(ctx, g->block_ptr, (int64_t)g->brows + 1, 4, (void **)&p->block_ptr, err)) ||
+        (st = download_array(ctx, g->idx, g->nblocks, g->idx_bytes, &p->idx, err)))
+        return st;
+    if (g->idx_bytes < 4 && ((st = download_array(ctx, g->base, g->brows, 4, (void **)&p->base, err)) ||
+                             (st = download_array(ctx, g->wide_col, g->wide_nnz, 4, (void **)&p->wide_col, err))))
+        return st;
+    return download_values(ctx, m, &g->v, m->nnz, &p->v, err);
+}
+
 static int download_psell(spmv_gpu_ctx *ctx, const spmv_gpu_matrix *m, spmv_psell *p, spmv_error *err)
 {
     const struct gpu_psell *g = &m->psell;
@@ -755,7 +783,8 @@ static void free_host_matrix(spmv_matrix *out)
                       out->hll.val, out->hyb.ell.col, out->hyb.ell.val, out->hyb.coo.row, out->hyb.coo.col,
                       out->hyb.coo.val, out->pcsr.base, out->pcsr.idx, out->pcsr.wide_col, out->pcsr.v.table,
                       out->pcsr.v.data, out->psell.slot_off, out->psell.idx_off, out->psell.val_off, out->psell.idx_bytes,
-                      out->psell.base, out->psell.idx, out->psell.v.table, out->psell.v.data};
+                      out->psell.base, out->psell.idx, out->psell.v.table, out->psell.v.data, out->pbsr.block_ptr,
+                      out->pbsr.base, out->pbsr.idx, out->pbsr.wide_col, out->pbsr.v.table, out->pbsr.v.data};
     for (void *p : arrays)
         free(p);
     memset(out, 0, sizeof *out);
@@ -801,6 +830,9 @@ extern "C" int spmv_gpu_matrix_download(spmv_gpu_ctx *ctx, const spmv_gpu_matrix
         break;
     case SPMV_FMT_PSELL:
         st = download_psell(ctx, m, &out->psell, err);
+        break;
+    case SPMV_FMT_PBSR:
+        st = download_pbsr(ctx, m, &out->pbsr, err);
         break;
     default:
         st = spmv_error_set(err, SPMV_ERR_INVALID, 0, "GPU download: unknown format %u", (unsigned)f);

@@ -1182,6 +1182,57 @@ static void test_bad_requests(void **state)
  * PBSR, downloaded, is the host's (the same COO, b, width and mode).
  * Then a matrix without blocks: SPMV_ERR_UNSUPPORTED saying why, nothing
  * allocated, the same answer again (remembered), skipped at upload. */
+/* gpu.pbsr's y (dtype pb->dt) against ref (float64, x with an Inf):
+ * rows whose reference is finite within the bound, the others the same
+ * infinity (or NaN). */
+static bool pbsr_close(const char *label, const struct problem *pb, int32_t threads, int32_t block, const void *y,
+                       const double *ref)
+{
+    int32_t rows = pb->coo->rows, bad = -1;
+    double *y64 = tu_vector_alloc(SPMV_FLOAT64, rows), worst = 0;
+    double bound = (pb->dt == SPMV_FLOAT64 ? F64_BOUND : F32_BOUND) * fmax(1.0, sqrt(pb->max_row / 100.0));
+    tu_vector_convert(y, pb->dt, y64, SPMV_FLOAT64, rows);
+    for (int32_t i = 0; i < rows; i++) {
+        if (!isfinite(ref[i])) {
+            if (y64[i] != ref[i] && !(isnan(ref[i]) && isnan(y64[i])))
+                bad = i;
+        } else if (!isfinite(y64[i])) {
+            bad = i;
+        } else {
+            worst = fmax(worst, fabs(y64[i] - ref[i]) / fmax(pb->scale, 1e-300));
+        }
+    }
+    bool ok = bad < 0 && worst <= bound;
+    if (!ok)
+        print_message("# FAIL gpu.pbsr %s threads=%d block_size=%d on %s: row %d %.17g (reference %.17g), error %.3g > "
+                      "%.3g (SPMV_SEED=%llu)\n", spmv_dtype_name(pb->dt), threads, block, label, bad,
+                      bad >= 0 ? y64[bad] : 0.0, bad >= 0 ? ref[bad] : 0.0, worst, bound,
+                      (unsigned long long)tu_seed());
+    free(y64);
+    return ok;
+}
+
+/* New values on the same pattern (spmv_gpu_matrix_set_values drops the
+ * PBSR; the next gpu.pbsr builds it again from the new CSR): y right. */
+static bool pbsr_new_values(const char *label, spmv_gpu_matrix *gm, const struct problem *pb, spmv_csr *c64,
+                            const double *x64, double *ref)
+{
+    spmv_error err;
+    void *val = tu_vector_alloc(pb->dt, c64->nnz), *y = tu_vector_alloc(pb->dt, c64->rows);
+    tu_random_vector(&TG.rng, pb->dt, c64->nnz, val);
+    tu_vector_convert(val, pb->dt, c64->val, SPMV_FLOAT64, c64->nnz);
+    spmv_reference(c64, x64, ref);
+    bool ok = spmv_gpu_matrix_set_values(TG.ctx, gm, val, &err) == SPMV_OK;
+    tu_poison(y, pb->dt, c64->rows);
+    ok = ok && spmv_gpu_run(TG.ctx, spmv_kernel_find("gpu.pbsr"), gm, NULL, pb->x, y, 0, 1, NULL, &err) == SPMV_OK;
+    if (!ok)
+        print_message("# FAIL gpu.pbsr after new values on %s: %s\n", label, err.message);
+    ok = ok && pbsr_close(label, pb, 0, 256, y, ref);
+    free(val);
+    free(y);
+    return ok;
+}
+
 static int pbsr_check(const char *label, const spmv_coo *coo, spmv_dtype dt)
 {
     const spmv_kernel *k = spmv_kernel_find("gpu.pbsr");
@@ -1193,7 +1244,6 @@ static int pbsr_check(const char *label, const spmv_coo *coo, spmv_dtype dt)
     problem_make(coo, dt, &pb);
     int32_t inf_col = coo->col[coo->nnz - 1];
     double *x64 = tu_vector_alloc(SPMV_FLOAT64, coo->cols), *ref = tu_vector_alloc(SPMV_FLOAT64, coo->rows);
-    double *y64 = tu_vector_alloc(SPMV_FLOAT64, coo->rows);
     spmv_csr csr;
     if (spmv_coo_to_csr(coo, dt, &csr, &err))
         fail_msg("%s: %s", label, err.message);
@@ -1224,26 +1274,7 @@ static int pbsr_check(const char *label, const spmv_coo *coo, spmv_dtype dt)
                 failures++;
                 continue;
             }
-            tu_vector_convert(y, dt, y64, SPMV_FLOAT64, coo->rows);
-            double worst = 0, bound = (dt == SPMV_FLOAT64 ? F64_BOUND : F32_BOUND) * fmax(1.0, sqrt(pb.max_row / 100.0));
-            int32_t bad = -1;
-            for (int32_t i = 0; i < coo->rows; i++) {
-                if (!isfinite(ref[i])) {
-                    if (y64[i] != ref[i] && !(isnan(ref[i]) && isnan(y64[i])))
-                        bad = i;
-                    continue;
-                }
-                if (!isfinite(y64[i]))
-                    bad = i;
-                else
-                    worst = fmax(worst, fabs(y64[i] - ref[i]) / fmax(pb.scale, 1e-300));
-            }
-            if (bad >= 0 || !(worst <= bound)) {
-                print_message("# FAIL gpu.pbsr %s threads=%d block_size=%d on %s: row %d %.17g (reference %.17g), "
-                              "error %.3g > %.3g\n", spmv_dtype_name(dt), threads[t], blocks[b], label, bad,
-                              bad >= 0 ? y64[bad] : 0.0, bad >= 0 ? ref[bad] : 0.0, worst, bound);
-                failures++;
-            }
+            failures += !pbsr_close(label, &pb, threads[t], blocks[b], y, ref);
             failures += !accounting_ok(label, k, gm);
         }
     /* the device's PBSR is the host's */
@@ -1261,13 +1292,13 @@ static int pbsr_check(const char *label, const spmv_coo *coo, spmv_dtype dt)
     spmv_coo_free(&b2);
     spmv_pbsr_free(&hp);
     spmv_matrix_free(&dm);
+    failures += !pbsr_new_values(label, gm, &pb, &c64, x64, ref);
     spmv_gpu_matrix_free(TG.ctx, gm);
     spmv_csr_free(&csr);
     spmv_csr_free(&c64);
     spmv_coo_free(&in_dt);
     free(x64);
     free(ref);
-    free(y64);
     free(y);
     problem_free(&pb);
     return failures;

@@ -1,8 +1,8 @@
 /* spmv.h — the public C API of the spmvd compute engine.
  *
  * The engine is everything below the HTTP layer: the streaming Matrix Market
- * reader, the storage formats (COO, CSR, ELL, HLL, HYB, and the packed PCSR
- * and PSELL) and the conversions between them, the kernel registry, the CPU
+ * reader, the storage formats (COO, CSR, ELL, HLL, HYB, and the packed PCSR,
+ * PSELL and PBSR) and the conversions between them, the kernel registry, the CPU
  * kernels, the GPU backend (CUDA stays behind this header: a build without
  * nvcc links engine/gpu/absent.c, which answers SPMV_ERR_UNAVAILABLE with
  * the reason), and timing statistics.
@@ -370,12 +370,12 @@ spmv_format_info spmv_psell_info(const spmv_psell *m);
 spmv_format_info spmv_pbsr_info(const spmv_pbsr *m);
 
 /* The one padding rule (engine/limits.c, docs/kernels.md "Device memory"):
- * a derived format (COO, ELL, HLL, HYB, PCSR, PSELL, and the SELL cuSPARSE
+ * a derived format (COO, ELL, HLL, HYB, PCSR, PSELL, PBSR, and the SELL cuSPARSE
  * reads, which is the HLL) is built, on the host or on a device, at upload,
  * on first use, while tuning or in a bench, only if its padded slots stay
  * within max_padding x nnz + SPMV_PADDING_SLACK (slots: ELL width x rows,
  * HLL the slices' width x hack_size, HYB its ELL part plus its COO part,
- * PCSR nnz, PSELL its 32-row slices' width x 32; the slack keeps tiny
+ * PCSR and PBSR nnz, PSELL its 32-row slices' width x 32; the slack keeps tiny
  * matrices, whose padding costs kilobytes, usable) or, past that, its
  * bytes within padding_allowance_bytes (a small matrix's ELL of a few MB
  * is worth building whatever its padding ratio) and, where host_memory is
@@ -400,9 +400,10 @@ typedef struct spmv_format_limits {
 spmv_format_limits spmv_format_limits_default(void);
 /* The slots and bytes format f would hold for CSR a (HLL in slices of
  * hack_size; HYB at its automatic width; PCSR without the CSR's row_ptr
- * it borrows; PSELL in slices of SPMV_PSELL_C whatever hack_size),
- * computed from the row lengths (the packed formats: also the columns
- * and the distinct values) without building it. Host bytes; a device
+ * it borrows; PSELL in slices of SPMV_PSELL_C whatever hack_size; PBSR
+ * SPMV_ERR_UNSUPPORTED for a matrix without complete blocks), computed
+ * from the row lengths (the packed formats: also the columns and the
+ * distinct values) without building it. Host bytes; a device
  * holds the same arrays. */
 int spmv_format_plan(const spmv_csr *a, spmv_format f, int32_t hack_size, int64_t *slots, int64_t *bytes,
                      spmv_error *err);
@@ -682,7 +683,8 @@ typedef struct spmv_matrix {
 
 /* Builds the formats in `formats` (CSR is always built) from a sorted COO.
  * A format the padding rule refuses (lim, kept in out->limits; NULL: no
- * bound) is skipped, not an error: its bit stays clear. */
+ * bound), or PBSR on a matrix without complete blocks, is skipped, not an
+ * error: its bit stays clear. */
 int spmv_matrix_build(const spmv_coo *coo, spmv_dtype dtype, unsigned formats,
                       int32_t hack_size, const spmv_format_limits *lim,
                       spmv_matrix *out, spmv_error *err);
@@ -934,7 +936,7 @@ typedef struct spmv_gpu_upload_stats {
  * device; those are pinned: every other format is built on first use by a
  * kernel and may be evicted, least recently used first, when an
  * allocation on this device would eat into the reserve (a pinned format the
- * padding rule refuses is skipped). Fails with SPMV_ERR_DEVICE_MEMORY,
+ * padding rule refuses, or PBSR on a matrix without blocks, is skipped). Fails with SPMV_ERR_DEVICE_MEMORY,
  * leaving nothing allocated, if the result would not fit with the
  * context's reserve kept free even after evicting. */
 int spmv_gpu_matrix_upload(spmv_gpu_ctx *ctx, const spmv_coo *coo, spmv_dtype dtype,

@@ -477,6 +477,7 @@ static void test_pbsr_omp(void **state)
     static const int32_t bs[] = {2, 3, 4, 6};
     static const struct { int32_t bcols, per_row, span, palette; } cases[] = {
         {300, 6, 80, 0}, {20000, 4, 5000, 0}, {300, 5, 60, 40}, {200, 3, 30, 1}, {300, 6, 80, -2},
+        {300000, 6, 100, -3}, /* -3: 8 block rows spanning 200 000 block columns below: wide block rows */
     };
     const spmv_kernel *k = spmv_kernel_find("cpu.pbsr.omp");
     tu_rng r;
@@ -486,6 +487,12 @@ static void test_pbsr_omp(void **state)
             fixture f;
             memset(&f, 0, sizeof f);
             tu_block_coo(&r, 50, cases[c].bcols, bs[i], cases[c].per_row, cases[c].span, SPMV_FLOAT64, &f.coo);
+            if (cases[c].palette == -3) {
+                spmv_coo wide;
+                tu_block_coo(&r, 8, cases[c].bcols, bs[i], 4, 200000, SPMV_FLOAT64, &wide);
+                stack_rows(&f.coo, &wide);
+                spmv_coo_free(&wide);
+            }
             if (cases[c].palette > 0)
                 tu_palette_values(&r, &f.coo, cases[c].palette);
             for (int64_t e = 0; cases[c].palette == -2 && e < f.coo.nnz; e++)
@@ -495,6 +502,17 @@ static void test_pbsr_omp(void **state)
             fixture_build(&f, &r);
             assert_true(f.m64.formats & SPMV_FMT_PBSR);
             assert_int_equal(f.m64.pbsr.b % bs[i], 0);
+            if (cases[c].palette == -3) { /* 1-byte deltas, the 8 block rows below wide */
+                spmv_coo back, ref;
+                spmv_error err;
+                assert_int_equal(f.m64.pbsr.idx_bytes, 1);
+                assert_true(f.m64.pbsr.wide_nnz > 0);
+                assert_int_equal(spmv_pbsr_to_coo(&f.m64.pbsr, &back, &err), SPMV_OK);
+                assert_int_equal(spmv_csr_to_coo(&f.m64.csr, &ref, &err), SPMV_OK);
+                assert_true(tu_coo_equal(&back, &ref));
+                spmv_coo_free(&back);
+                spmv_coo_free(&ref);
+            }
             /* Inf at the last row's first column (block rows are windows at random offsets: others miss it) */
             int32_t j = f.coo.col[f.coo.nnz - 1];
             f.x64[j] = INFINITY;

@@ -2,8 +2,9 @@
  *
  * The CPU reference of the PBSR layout (engine/spmv.h spmv_pbsr,
  * docs/kernels.md "PBSR"). Block rows are split statically among the
- * threads; each of a block row's b rows is summed block by block and,
- * within a block, column by column: the columns of a CSR row in order, so
+ * threads; a block row is read once, block by block, with a sum for each
+ * of its b rows, each adding its row's blocks in order and, within a
+ * block, its columns in order: the columns of a CSR row in order, so
  * the same products are added in the same order as cpu.csr.serial adds
  * them, in the dtype, and the result is bitwise the reference's. A
  * block's column is its block column (the block row's base plus a 1- or
@@ -27,28 +28,41 @@ static inline int64_t pbsr_bcol(const spmv_pbsr *a, int32_t I, int32_t b0, int64
     }
 }
 
-/* Block rows [r0, r1); VAL is value entry q's value. */
-#define PBSR_LOOP(T, VAL)                                                                                    \
+/* Block rows [r0, r1) of b = B; VAL is value entry q's value. A block row
+ * is read once, block by block: its block column decoded and its B values
+ * of x loaded once for the B rows, B sums (one a row) each adding its
+ * row's entries in the CSR's order. */
+#define PBSR_LOOP_B(T, VAL, B)                                                                               \
     for (int32_t I = r0; I < r1; I++) {                                                                      \
-        int64_t s = a->block_ptr[I], nb = a->block_ptr[I + 1] - s, v0 = s * b * b;                            \
+        int64_t s = a->block_ptr[I], nb = a->block_ptr[I + 1] - s, v0 = s * (B) * (B);                        \
         int32_t b0 = a->idx_bytes < 4 ? a->base[I] : 0;                                                      \
-        for (int32_t r = 0; r < b; r++) {                                                                    \
-            T sum = 0;                                                                                       \
-            for (int64_t k = 0; k < nb; k++) {                                                               \
-                const T *restrict xb = x + pbsr_bcol(a, I, b0, s + k) * b;                                   \
-                int64_t q = v0 + (int64_t)r * b * nb + k;                                                    \
-                for (int32_t c = 0; c < b; c++, q += nb)                                                     \
-                    sum += (VAL) * xb[c];                                                                    \
-            }                                                                                                \
-            y[(int64_t)I * b + r] = sum;                                                                     \
+        T sum[B];                                                                                            \
+        for (int32_t r = 0; r < (B); r++)                                                                    \
+            sum[r] = 0;                                                                                      \
+        for (int64_t k = 0; k < nb; k++) {                                                                   \
+            const T *restrict xb = x + pbsr_bcol(a, I, b0, s + k) * (B);                                     \
+            int64_t q = v0 + k; /* entry (r, c) at v0 + (r*B + c)*nb + k: rows, then columns */              \
+            for (int32_t r = 0; r < (B); r++)                                                                \
+                for (int32_t c = 0; c < (B); c++, q += nb)                                                   \
+                    sum[r] += (VAL) * xb[c];                                                                 \
         }                                                                                                    \
+        for (int32_t r = 0; r < (B); r++)                                                                    \
+            y[(int64_t)I * (B) + r] = sum[r];                                                                \
+    }
+
+/* PBSR_LOOP_B with B a constant (b's loops unrolled). */
+#define PBSR_LOOP(T, VAL)                                                                                    \
+    switch (a->b) {                                                                                          \
+    case 2: PBSR_LOOP_B(T, VAL, 2) break;                                                                    \
+    case 3: PBSR_LOOP_B(T, VAL, 3) break;                                                                    \
+    case 4: PBSR_LOOP_B(T, VAL, 4) break;                                                                    \
+    default: PBSR_LOOP_B(T, VAL, 6) break;                                                                   \
     }
 
 #define DEFINE_PBSR_KERNEL(T, SFX)                                                                           \
     static void pbsr_rows_##SFX(const spmv_pbsr *a, const T *restrict x, T *restrict y, int32_t r0,          \
                                 int32_t r1)                                                                  \
     {                                                                                                        \
-        const int32_t b = a->b;                                                                              \
         const T *restrict table = a->v.table;                                                                \
         switch (a->v.mode) {                                                                                 \
         case SPMV_VCODE_CONST: {                                                                             \

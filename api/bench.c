@@ -13,7 +13,9 @@
  * cpu.csr.serial always runs first: it is the baseline of every "speedup"
  * and of a CPU row's "efficiency" (speedup / the threads it ran on); a
  * default sweep skips cpu.csr.chunked where its passes make it
- * pathological (excessive, below), and every entry counts at its own work
+ * pathological (excessive, below) and PBSR's kernels on a matrix without
+ * complete blocks (one pass over its pattern, stopping at the first
+ * incomplete block row), and every entry counts at its own work
  * against max_request_work;
  * "ratio_cusparse" compares with cusparse.csr when that ran too. All of
  * them, the rates and "best" are at the statistic "stat" names (the
@@ -149,6 +151,11 @@ static int plan(request *r, bench_task *b, const bench_req *q)
         }
         if (!q->nkernels && excessive(b->m, k, &why)) {
             json_array_append_new(b->skipped, json_pack("{s:s, s:s}", "kernel", k->name, "reason", why));
+            continue;
+        }
+        spmv_error nb; /* PBSR's kernels refuse a matrix without blocks: a default sweep says why instead */
+        if (!q->nkernels && k->format == SPMV_FMT_PBSR && spmv_csr_block_size(&b->m->host.csr, &nb) == 0) {
+            json_array_append_new(b->skipped, json_pack("{s:s, s:s}", "kernel", k->name, "reason", nb.message));
             continue;
         }
         if (plan_kernel(b, k, &s, cap) != 0)

@@ -72,9 +72,10 @@ int32_t spmv_csr_block_size(const spmv_csr *a, spmv_error *err)
 {
     char why[4][96];
     if (!a->row_ptr || a->nnz == 0) {
-        spmv_error_set(err, SPMV_ERR_UNSUPPORTED, 0,
-                       a->row_ptr ? "PBSR: the matrix has no non-zeros, so no blocks"
-                                  : "PBSR: the matrix holds 64-bit row offsets (a wide CSR); PBSR takes 32-bit ones");
+        spmv_error_set(err, SPMV_ERR_UNSUPPORTED, 0, "%s",
+                       a->row_ptr     ? "PBSR: the matrix has no non-zeros, so no blocks"
+                       : a->row_ptr64 ? "PBSR: the matrix holds 64-bit row offsets (a wide CSR); PBSR takes 32-bit ones"
+                                      : "PBSR: no CSR to look for blocks in");
         return 0;
     }
     for (size_t i = 0; i < sizeof block_sizes / sizeof block_sizes[0]; i++)

@@ -196,6 +196,9 @@ cluster_local *cluster_table_find(cluster *c, const char *id);
 /* The reply to rank 0 (status and message from rc and err). */
 void cmd_reply_send(cluster *c, cmd_reply *rep, int rc, const spmv_error *err);
 
+/* Rank 0: CMD_NCCL to every rank and its own setup beside them (rep: c->size replies). */
+int cluster_nccl_round(cluster *c, cmd_reply *rep, spmv_error *err);
+
 /* --------------------------------------------------------- vectors.c */
 
 /* This rank's slice of vector id, or NULL. */

@@ -547,6 +547,7 @@ int cluster_spmv(cluster *c, cluster_matrix *m, const spmv_kernel *k, const spmv
         snprintf(out->kernels[q], sizeof out->kernels[q], "%s", q == 0 ? out->kernel : rep[q].kernel);
     for (int q = 0; q < m->nranks; q++)
         out->halo_values += m->info[q].halo_recv;
+    out->exchange = cluster_local_exchange(m->own);
 out:
     reqs_free(&r);
     free(rep);

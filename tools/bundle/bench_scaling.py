@@ -19,7 +19,7 @@ uploaded as a stored .npz):
           queued, the exchange's pack, to its last done: the measure of
           the 1-GPU figure, so the speed-up compares like with like) and by
           the host clock around the whole synchronised run (the local
-          product, the halo exchange over NCCL, the off-diagonal product:
+          product, the halo exchange (CUDA IPC or NCCL), the off-diagonal product:
           everything but x's delivery and y's gather), with its compute
           and communication split;
 and checks both y against SciPy's A @ x (1e-12 relative to ||y||_inf);
@@ -72,7 +72,7 @@ def free_port():
 class Job:
     """mpirun -np N spmvd on a fresh state directory."""
 
-    def __init__(self, bundle, np_, tmp, log):
+    def __init__(self, bundle, np_, tmp, log, extra=()):
         self.port = free_port()
         self.base = "http://127.0.0.1:%d" % self.port
         self.state = os.path.join(tmp, "state")
@@ -87,7 +87,7 @@ class Job:
             cmd.append("--allow-run-as-root")
         cmd += [os.path.join(bundle, "bin", "spmvd"), "--listen", "127.0.0.1:%d" % self.port, "--state-dir",
                 self.state, "--max-upload-bytes", "64T", "--max-body-bytes", "64G", "--max-runs", "1000",
-                "--cluster-timeout-ms", "60000", "--threads", "4"]
+                "--cluster-timeout-ms", "60000", "--threads", "4"] + list(extra)
         self.log = open(log, "w")
         self.proc = subprocess.Popen(cmd, stdout=self.log, stderr=subprocess.STDOUT, env=env)
         t0 = time.time()
@@ -213,9 +213,11 @@ def run_matrix(job, name, path, a, runs, warmup, rows_out, log):
             if "cluster" in st:
                 row["gather_ms"] = st["cluster"].get("gather_ms")
                 row["kernels"] = st["cluster"].get("kernels")
+                row["exchange"] = st["cluster"].get("exchange")
             rows_out.append(row)
-            print("  %-14s %-6s %-16s median %8.4f ms  compute %s comm %s  (ran %s, err %.1e)" % (
-                name, mode, k, s["median_ms"], s.get("compute_ms"), s.get("comm_ms"), st.get("kernel"), e))
+            print("  %-14s %-6s %-16s median %8.4f ms  compute %s comm %s  (ran %s, err %.1e, halo %s)" % (
+                name, mode, k, s["median_ms"], s.get("compute_ms"), s.get("comm_ms"), st.get("kernel"), e,
+                st.get("cluster", {}).get("exchange", "-")))
             sys.stdout.flush()
         if mode == MULTI:
             bad += distributed(job, name, mid, x, ref, runs, warmup, rows_out, log)
@@ -395,6 +397,7 @@ def main():
                     help="ranks (one a GPU) of the sharded job; 0: every GPU the host has (at least 2)")
     ap.add_argument("--skip", default="", help="comma list of: poisson, fv, powerlaw, big")
     ap.add_argument("--requests", type=int, default=15, help="whole requests timed per kind")
+    ap.add_argument("--spmvd-args", default="", help="more options for every rank's spmvd, e.g. '--cluster-halo nccl'")
     a = ap.parse_args()
     global NG, MULTI
     if a.gpus < 1:
@@ -413,7 +416,8 @@ def main():
     log = open(os.path.join(a.out, "scaling-detail.log"), "w")
     print("seed: x drawn fresh (numpy default_rng); matrices spmv-gen --seed 11")
     rows, results, bad = [], [], 0
-    job = Job(b, NG, tmp, os.path.join(a.out, "scaling-job.log"))
+    job = Job(b, NG, tmp, os.path.join(a.out, "scaling-job.log"), a.spmvd_args.split())
+    print("spmvd options: %s" % (a.spmvd_args or "(defaults)"))
     try:
         for name, gargs, on in (("poisson2d", ["--kind", "poisson2d", "--n", str(a.poisson_n)], "poisson"),
                                 ("fv_diffusion", None, "fv"),

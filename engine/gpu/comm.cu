@@ -73,10 +73,11 @@ struct spmv_gpu_halo {
     void **peer_ghosts;            /* host, nranks: peer p's ghosts, opened (NULL: self, or nothing sent to p) */
     unsigned **peer_flags;         /* host, nranks: peer p's flags, opened */
     int64_t *peer_at;              /* host, nranks: where this rank's entries start in p's ghosts, in values */
-    int64_t *peer_half;            /* host, nranks: p's recv_off[nranks] (one half) */
+    int64_t *peer_half;            /* host, nranks: p's stride between its halves */
     volatile int *timed_out;       /* mapped host memory: halo_wait gave up */
     int *timed_out_dev;            /* its device address */
     unsigned seq;                  /* products exchanged so far */
+    int64_t stride;                /* values from one half of ghosts to the other (recv_off[nranks], rounded up to 128) */
 };
 
 static int nccl_error(ncclResult_t r, spmv_error *err, const char *what)
@@ -224,7 +225,7 @@ struct ipc_rec {
     char host[64];
     int32_t ok;                    /* this rank's halo is allocated and IPC asked for */
     int32_t pad;
-    int64_t half;                  /* its ghost values (one half) */
+    int64_t half;                  /* values from one half of its ghosts to the other */
     cudaIpcMemHandle_t ghosts, flags;
 };
 
@@ -369,7 +370,7 @@ static int halo_ipc_setup(spmv_gpu_comm *c, spmv_gpu_halo *h, bool ok, spmv_erro
     memset(&own, 0, sizeof own);
     int own_st = ok && n <= 64 ? ipc_own(c, h, mine, &own) : SPMV_ERR_LIMIT; /* halo_wait's mask: 64 peers */
     mine->ok = own_st == SPMV_OK;
-    mine->half = h->recv_off[n];
+    mine->half = h->stride;
     gethostname(mine->host, sizeof mine->host - 1);
     memcpy(mine + 1, h->recv_off, ((size_t)n + 1) * sizeof(int32_t));
     int st = ipc_gather(c, all, rb, err);
@@ -435,8 +436,8 @@ __global__ void halo_wait(volatile unsigned *flags, unsigned long long mask, uns
 static int halo_ipc_start(spmv_gpu_comm *c, spmv_gpu_halo *h, const spmv_vec *x, spmv_error *err)
 {
     unsigned seq = ++h->seq;
-    size_t vs = spmv_dtype_size(h->dtype), half = (size_t)h->recv_off[h->nranks];
-    h->ghost.data = (char *)h->ghosts.data + (seq & 1) * half * vs;
+    size_t vs = spmv_dtype_size(h->dtype);
+    h->ghost.data = (char *)h->ghosts.data + (seq & 1) * (size_t)h->stride * vs;
     unsigned long long mask = 0;
     for (int p = 0; p < h->nranks; p++) {
         int32_t ns = h->send_off[p + 1] - h->send_off[p];
@@ -487,9 +488,14 @@ extern "C" int spmv_gpu_halo_new(spmv_gpu_comm *c, spmv_dtype dt, const int32_t 
     int st = gpu_ctx_alloc(c->ctx, (void **)&h->send_idx, (size_t)h->nsend * sizeof(int32_t), "halo send list", err);
     if (!st)
         st = gpu_ctx_alloc(c->ctx, &h->send_buf, (size_t)h->nsend * vs, "halo send buffer", err);
-    if (!st) /* two halves where the exchange may go through CUDA IPC */
-        st = spmv_gpu_vec_alloc(c->ctx, dt, recv_off[c->nranks], c->ipc && c->nranks > 1 ? 2 : 1, &h->ghosts, err);
+    /* two halves where the exchange may go through CUDA IPC, the second one
+     * starting 512-byte aligned (a kernel may bind its x to a texture) */
+    h->stride = ((int64_t)recv_off[c->nranks] + 127) / 128 * 128;
+    if (!st)
+        st = spmv_gpu_vec_alloc(c->ctx, dt, c->ipc && c->nranks > 1 ? h->stride : recv_off[c->nranks],
+                                c->ipc && c->nranks > 1 ? 2 : 1, &h->ghosts, err);
     h->ghost = h->ghosts;
+    h->ghost.n = recv_off[c->nranks];
     h->ghost.k = 1;
     h->n_off = n_off;
     if (!st)

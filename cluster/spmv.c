@@ -453,10 +453,8 @@ static int gpu_product(cluster *c, cluster_local *l, const spmv_kernel *k, const
         if (rc != SPMV_OK)
             cluster_fail(c, err, "rank %d: %s", c->rank, err->message);
         double t3 = spmv_now_ms();
-        if (rc == SPMV_OK && *krc == SPMV_OK && l->goff &&
-            (*krc = spmv_gpu_launch(ctx, k, l->goff, par, spmv_gpu_halo_ghost(l->ghalo), spmv_gpu_halo_offsum(l->ghalo),
-                                   kerr)) == SPMV_OK)
-            *krc = spmv_gpu_halo_add(c->nccl, l->ghalo, yd, kerr);
+        if (rc == SPMV_OK && *krc == SPMV_OK && l->goff) /* the boundary rows' remote part: one small kernel */
+            *krc = spmv_gpu_halo_off_add(c->nccl, l->ghalo, l->goff, yd, kerr);
         if (rc == SPMV_OK) { /* the stream waits for the exchange whatever the kernels did */
             rc = spmv_gpu_halo_finish(c->nccl, l->ghalo, c->o.timeout_ms, &exposed, &device, err);
             if (rc != SPMV_OK)

@@ -57,6 +57,13 @@ bool spmv_gpu_halo_ipc(const spmv_gpu_halo *h);
 const spmv_vec *spmv_gpu_halo_ghost(const spmv_gpu_halo *h);
 /* The off-diagonal rows' sums, n_off values (y of the off-diagonal product). */
 spmv_vec *spmv_gpu_halo_offsum(spmv_gpu_halo *h);
+/* y[off_rows[i]] += (row i of off) . ghost, on the context's stream (not
+ * waited for): the off-diagonal block (off: n_off rows, CSR on the
+ * device, columns into the ghost vector) multiplied and added into y's
+ * rows in one kernel, where spmv_gpu_launch into offsum and
+ * spmv_gpu_halo_add would take two behind the exchange. */
+int spmv_gpu_halo_off_add(spmv_gpu_comm *c, spmv_gpu_halo *h, const spmv_gpu_matrix *off, spmv_vec *y,
+                          spmv_error *err);
 /* y[off_rows[i]] += offsum[i], on the context's stream (not waited for). */
 int spmv_gpu_halo_add(spmv_gpu_comm *c, spmv_gpu_halo *h, spmv_vec *y, spmv_error *err);
 /* A run begins: an event on the context's stream (its device time is

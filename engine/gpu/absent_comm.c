@@ -39,6 +39,13 @@ void spmv_gpu_halo_free(spmv_gpu_comm *c, spmv_gpu_halo *h) { (void)c; (void)h; 
 
 bool spmv_gpu_halo_ipc(const spmv_gpu_halo *h) { (void)h; return false; }
 
+int spmv_gpu_halo_off_add(spmv_gpu_comm *c, spmv_gpu_halo *h, const spmv_gpu_matrix *off, spmv_vec *y,
+                          spmv_error *err)
+{
+    (void)c; (void)h; (void)off; (void)y;
+    return spmv_error_set(err, SPMV_ERR_UNAVAILABLE, 0, "%s", no_nccl);
+}
+
 const spmv_vec *spmv_gpu_halo_ghost(const spmv_gpu_halo *h)
 {
     (void)h;

@@ -588,6 +588,50 @@ extern "C" int spmv_gpu_halo_add(spmv_gpu_comm *c, spmv_gpu_halo *h, spmv_vec *y
     return gpu_check_launch(err, "halo_add");
 }
 
+/* y[rows[i]] += (row i of the compacted off-diagonal block) . ghost: one
+ * warp a row (a graph's boundary row may hold thousands of remote
+ * entries, a mesh's one or two), the lanes' sums added by shuffles. */
+template <typename T>
+__global__ void halo_off_add(const int32_t *__restrict__ rows, const int32_t *__restrict__ ptr,
+                             const int32_t *__restrict__ col, const T *__restrict__ val, const T *__restrict__ ghost,
+                             int32_t n, T *__restrict__ y)
+{
+    int32_t w = (int32_t)((blockIdx.x * (size_t)blockDim.x + threadIdx.x) / 32), lane = threadIdx.x & 31;
+    if (w >= n)
+        return;
+    T s = 0;
+    for (int32_t j = ptr[w] + lane; j < ptr[w + 1]; j += 32)
+        s += val[j] * ghost[col[j]];
+    for (int o = 16; o > 0; o >>= 1)
+        s += __shfl_down_sync(0xffffffffu, s, o);
+    if (lane == 0)
+        y[rows[w]] += s;
+}
+
+extern "C" int spmv_gpu_halo_off_add(spmv_gpu_comm *c, spmv_gpu_halo *h, const spmv_gpu_matrix *off, spmv_vec *y,
+                                     spmv_error *err)
+{
+    if (y->device != SPMV_DEVICE_GPU || y->dtype != h->dtype || off->dtype != h->dtype)
+        return spmv_error_set(err, SPMV_ERR_INVALID, 0, "the off-diagonal sums go into a device y of the shard's dtype");
+    if (off->rows != h->n_off || !off->row_ptr)
+        return spmv_error_set(err, SPMV_ERR_INVALID, 0,
+                              "the off-diagonal block (%d rows%s) does not match the halo's %d rows", off->rows,
+                              off->row_ptr ? "" : ", 64-bit offsets", h->n_off);
+    if (!h->n_off)
+        return SPMV_OK;
+    cudaSetDevice(c->ctx->device);
+    int32_t threads = 256, blocks = (int32_t)(((int64_t)h->n_off * 32 + threads - 1) / threads);
+    if (h->dtype == SPMV_FLOAT32)
+        halo_off_add<float><<<blocks, threads, 0, c->ctx->stream>>>(
+            h->off_rows, off->row_ptr, off->col, (const float *)off->val, (const float *)h->ghost.data, h->n_off,
+            (float *)y->data);
+    else
+        halo_off_add<double><<<blocks, threads, 0, c->ctx->stream>>>(
+            h->off_rows, off->row_ptr, off->col, (const double *)off->val, (const double *)h->ghost.data, h->n_off,
+            (double *)y->data);
+    return gpu_check_launch(err, "halo_off_add");
+}
+
 template <typename T> __global__ void halo_pack(const T *__restrict__ x, const int32_t *__restrict__ idx, int32_t n,
                                                 T *__restrict__ out)
 {

@@ -110,7 +110,8 @@ static int plan_batch(spmv_gpu_ctx *ctx, const spmv_kernel *k, const spmv_gpu_ma
     b->ycol = (size_t)m->rows * vs;
     b->xrow = ncols > 1 && (k->impl == SPMV_IMPL_GPU_CSR_SPMM || k->impl == SPMV_IMPL_CUSPARSE_CSR);
     b->yrow = b->xrow && k->impl == SPMV_IMPL_CUSPARSE_CSR;
-    size_t xs = b->xcol * (size_t)ncols, ys = b->ycol * (size_t)ncols;
+    /* each region 256-byte aligned, as cudaMalloc's own are (cuSPARSE's dense operands want it) */
+    size_t xs = (b->xcol * (size_t)ncols + 255) & ~(size_t)255, ys = (b->ycol * (size_t)ncols + 255) & ~(size_t)255;
     char *base;
     int st = batch_block(ctx, xs * (b->xrow ? 2 : 1) + ys * (b->yrow ? 2 : 1), &base, err);
     if (st)

@@ -97,6 +97,7 @@ struct gpu_spmm {
     cusparseDnMatDescr_t x, y;
     void *buf;
     size_t buf_bytes;
+    bool borrowed;   /* buf is the context's kept scratch (batch.cu's calls): not freed here */
 };
 
 static cudaDataType value_type(const spmv_gpu_matrix *m) { return m->dtype == SPMV_FLOAT64 ? CUDA_R_64F : CUDA_R_32F; }
@@ -115,7 +116,8 @@ void gpu_cusparse_spmm_free(struct gpu_launch *l)
         cusparseDestroyDnMat(s->x);
     if (s->y)
         cusparseDestroyDnMat(s->y);
-    gpu_ctx_free(l->ctx, s->buf, s->buf_bytes);
+    if (!s->borrowed)
+        gpu_ctx_free(l->ctx, s->buf, s->buf_bytes);
     delete s;
     l->spmm = NULL;
 }
@@ -144,6 +146,12 @@ int gpu_cusparse_spmm_prepare(struct gpu_launch *l, spmv_error *err)
                                       d ? (const void *)&d_zero : &f_zero, s->y, vt, CUSPARSE_SPMM_ALG_DEFAULT,
                                       &s->buf_bytes)) != CUSPARSE_STATUS_SUCCESS)
         return gpu_sparse_error(st, err, "cusparse.csr SpMM: descriptors");
+    /* a batch (row-major) runs once per call: the kept scratch spares it a
+     * cudaMalloc and a device-wide cudaFree each time */
+    if (l->xrow && s->buf_bytes) {
+        s->borrowed = true;
+        return gpu_scratch(l->ctx, s->buf_bytes, &s->buf, err);
+    }
     return gpu_ctx_alloc(l->ctx, &s->buf, s->buf_bytes, "cusparse.csr SpMM buffer", err);
 }
 

@@ -69,7 +69,7 @@ for w in $BATCH_WINDOWS; do
     echo "batch: h2d / layout / spmm / d2h / host (spmvd_batch_part_seconds_total, docs/api.md)."
     echo
     echo "| batch_window_us | requests/s | p50 ms | p99 ms | errors (non-2xx) | SpMMs | mean batch | ms a batch: h2d / layout / spmm / d2h / host | load before | load after |"
-    echo "| ---: | ---: | ---: | ---: | ---: | ---: | ---: | --- | --- | --- |""
+    echo "| ---: | ---: | ---: | ---: | ---: | ---: | ---: | --- | --- | --- |"
     first=0
   fi
   l0=$(load)
@@ -83,6 +83,6 @@ for w in $BATCH_WINDOWS; do
       v[$3] = $4 } END { printf "%.3f / %.3f / %.3f / %.3f / %.3f", 1e3 * v["h2d"] / b, 1e3 * v["layout"] / b,
       1e3 * v["spmm"] / b, 1e3 * v["d2h"] / b, 1e3 * v["host"] / b }')
   fi
-  echo "| $w | $(kv rps <<<"$line") | $(kv p50_ms <<<"$line") | $(kv p99_ms <<<"$line") | $(kv errors <<<"$line") ($(kv non2xx <<<"$line")) | ${b:-0} | $mean | $parts | $l0 | $l1 |""
+  echo "| $w | $(kv rps <<<"$line") | $(kv p50_ms <<<"$line") | $(kv p99_ms <<<"$line") | $(kv errors <<<"$line") ($(kv non2xx <<<"$line")) | ${b:-0} | $mean | $parts | $l0 | $l1 |"
   stop_spmvd >/dev/null
 done

@@ -1154,8 +1154,8 @@ typedef struct spmv_batch_times {
  * straight out of its column (on the context's stream, one wait at the
  * end). The kernel reads X in the layout it gathers best: gpu.csr.spmm
  * row-major X (one entry's ncols values side by side) into column-major Y,
- * cusparse.csr row-major X and Y (CUSPARSE_ORDER_ROW), Y turned to columns
- * on the device; x[j] and y[j] are turned on the device too. ncols 1..the
+ * cusparse.csr row-major X and Y (CUSPARSE_ORDER_ROW); X is turned to rows
+ * and such a Y back to columns on the device, between the copies. ncols 1..the
  * kernel's max_k (any GPU SpMV kernel for 1). One timed run, no warm-up,
  * the device y poisoned first; stats as spmv_gpu_run's, times (may be NULL)
  * the parts. The device block is the context's, grown to the widest batch

@@ -279,6 +279,14 @@ int worker_run_kernel_k(worker *w, matrix *m, const spmv_kernel *k, const spmv_p
     return worker_run(w, &a);
 }
 
+int worker_run_batch(worker *w, matrix *m, const spmv_kernel *k, const spmv_params *p, int32_t ncols,
+                     const void *const *x, void *const *y, spmv_stats *st, spmv_batch_times *bt, spmv_error *err)
+{
+    worker_run_args a = {.m = m, .k = k, .p = p, .runs = 1, .ncols = ncols, .xs = x, .ys = y, .bt = bt, .st = st,
+                         .err = err};
+    return worker_run(w, &a);
+}
+
 int worker_run_apply(worker *w, matrix *m, const spmv_kernel *k, const spmv_params *p, bool trans,
                      const spmv_apply_args *apply, const spmv_vec *x, spmv_vec *y, spmv_stats *st, double *axpby_ms,
                      spmv_error *err)

@@ -209,6 +209,9 @@ int worker_host_run(worker *w, const worker_run_args *a)
     if (a->k->device != SPMV_DEVICE_CPU)
         return spmv_error_set(a->err, SPMV_ERR_UNAVAILABLE, 0, "matrix %s is not resident on %s", a->m->meta.id,
                               w->name);
+    if (a->xs) /* daemon/batch.c packs a block for a CPU kernel */
+        return spmv_error_set(a->err, SPMV_ERR_INVALID, 0, "%s: a batch of separate operands runs on a GPU kernel",
+                              a->k->name);
     spmv_matrix snap;
     bool held;
     int rc = host_operand(w->d, a, &snap, &held);

@@ -1139,6 +1139,30 @@ int spmv_gpu_launch(spmv_gpu_ctx *ctx, const spmv_kernel *k, spmv_gpu_matrix *m,
 int spmv_gpu_run_k(spmv_gpu_ctx *ctx, const spmv_kernel *k, spmv_gpu_matrix *m, const spmv_params *p,
                    int32_t ncols, const void *x, void *y, int32_t warmup, int32_t runs, spmv_stats *stats,
                    spmv_error *err);
+/* Where a batch's time went (spmv_gpu_run_batch; the daemon's dynamic
+ * batching reports it, docs/api.md "Dynamic batching"), in ms: the x
+ * copies into the device block, the layout changes on the device (X to
+ * rows, Y back to columns), the SpMM, the y copies out; host_ms the rest
+ * of total_ms, the call as the host saw it (set-up, launches, waiting). */
+typedef struct spmv_batch_times {
+    double h2d_ms, layout_ms, spmm_ms, d2h_ms, host_ms, total_ms;
+} spmv_batch_times;
+/* Dynamic batching's product: y[j] = A·x[j] for j < ncols, each x[j] (A's
+ * cols values) and y[j] (A's rows) a host array of its own, the products
+ * run as one SpMM without packing anything on the host. Each x[j] is one
+ * copy straight into its column of a device block, each y[j] one copy
+ * straight out of its column (on the context's stream, one wait at the
+ * end). The kernel reads X in the layout it gathers best: gpu.csr.spmm
+ * row-major X (one entry's ncols values side by side) into column-major Y,
+ * cusparse.csr row-major X and Y (CUSPARSE_ORDER_ROW); X is turned to rows
+ * and such a Y back to columns on the device, between the copies. ncols 1..the
+ * kernel's max_k (any GPU SpMV kernel for 1). One timed run, no warm-up,
+ * the device y poisoned first; stats as spmv_gpu_run's, times (may be NULL)
+ * the parts. The device block is the context's, grown to the widest batch
+ * and kept (counted as scratch in spmv_gpu_ctx_info). */
+int spmv_gpu_run_batch(spmv_gpu_ctx *ctx, const spmv_kernel *k, spmv_gpu_matrix *m, const spmv_params *p,
+                       int32_t ncols, const void *const *x, void *const *y, spmv_stats *stats,
+                       spmv_batch_times *times, spmv_error *err);
 /* The same on the host (spmv_cpu_run for k columns). */
 /* NaN into n host values of dtype dt, before a kernel writes them: a row
  * the kernel leaves unwritten shows (OpenMP past a million values). */

@@ -210,6 +210,13 @@ int spmv_gpu_run_k(spmv_gpu_ctx *ctx, const spmv_kernel *k, spmv_gpu_matrix *m, 
     UNUSED(stats);
     return spmv_error_set(err, SPMV_ERR_UNAVAILABLE, 0, "kernel %s: %s", k ? k->name : "?", no_cuda);
 }
+int spmv_gpu_run_batch(spmv_gpu_ctx *ctx, const spmv_kernel *k, spmv_gpu_matrix *m, const spmv_params *p,
+                       int32_t ncols, const void *const *x, void *const *y, spmv_stats *stats,
+                       spmv_batch_times *times, spmv_error *err)
+{
+    UNUSED(ctx); UNUSED(m); UNUSED(p); UNUSED(ncols); UNUSED(x); UNUSED(y); UNUSED(stats); UNUSED(times);
+    return spmv_error_set(err, SPMV_ERR_UNAVAILABLE, 0, "kernel %s: %s", k ? k->name : "?", no_cuda);
+}
 int spmv_gpu_matrix_transpose(spmv_gpu_ctx *ctx, spmv_gpu_matrix *m, spmv_gpu_matrix **out, spmv_error *err)
 {
     UNUSED(ctx); UNUSED(m);

@@ -77,6 +77,8 @@ struct spmv_gpu_ctx {
     std::vector<struct spmv_gpu_matrix *> mats;
     uint64_t tick;           /* advances on every use of a format */
     uint64_t evictions;      /* formats evicted so far */
+    void *batch;             /* dynamic batching's device block (batch.cu), grown to the widest batch */
+    size_t batch_bytes;
 };
 
 /* ------------------------------------------------------- device formats */
@@ -390,6 +392,8 @@ struct gpu_launch {
     struct gpu_spmm *spmm;       /* cuSPARSE SpMM descriptors of this call (spmm.cu) */
     struct gpu_hll *hll;         /* the HLL of p's hack_size (HLL kernels) */
     struct gpu_hyb *hyb;         /* the HYB of p's width (gpu.hyb) */
+    bool xrow;                   /* SpMM: x row-major (leading dimension ncols), batch.cu's layout;
+                                  * y too for cuSPARSE, column-major for gpu.csr.spmm */
 };
 
 /* x[i] through the texture cache (a texture object over x, made by
@@ -451,6 +455,16 @@ int gpu_csr_spmm(struct gpu_launch *l, spmv_error *err);
 int gpu_cusparse_csr_spmm(struct gpu_launch *l, spmv_error *err);
 int gpu_cusparse_spmm_prepare(struct gpu_launch *l, spmv_error *err);
 void gpu_cusparse_spmm_free(struct gpu_launch *l);
+/* What spmv_gpu_apply does before its timed runs, for a caller that times
+ * its own (batch.cu): the launch of GPU kernel k on m for ncols columns of
+ * device operands x, y (x row-major when xrow), the kernel's format built
+ * if missing (*fmt_bytes its bytes), its prepare step or the cuSPARSE SpMM
+ * descriptors made; *fn is the launcher. m->busy gets the formats read:
+ * the caller saves m->busy before and puts it back after, and calls
+ * gpu_cusparse_spmm_free(l). */
+int gpu_launch_prepare(spmv_gpu_ctx *ctx, const spmv_kernel *k, spmv_gpu_matrix *m, const spmv_params *p,
+                       const void *x, void *y, int32_t ncols, bool xrow, struct gpu_launch *l, gpu_launch_fn *fn,
+                       size_t *fmt_bytes, spmv_error *err);
 /* Device memory that belongs to no matrix (vectors, temporaries), counted
  * in ctx->used and kept out of the reserve. */
 int gpu_ctx_alloc(spmv_gpu_ctx *ctx, void **out, size_t bytes, const char *what, spmv_error *err);

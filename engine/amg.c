@@ -856,6 +856,7 @@ void spmv_amg_free(spmv_amg *h)
         spmv_amg_level_free(&h->lv[l]);
     free(h->lv);
     free(h->coarse_inv);
+    free(h->kwork);
     free(h);
 }
 
@@ -1055,6 +1056,170 @@ static void cycle(spmv_amg *h, int32_t l, const double *b, double *x)
 }
 
 void spmv_amg_vcycle(spmv_amg *h, const double *r, double *z) { cycle(h, 0, r, z); }
+
+/* ------------------------------------------------ the cycle on k columns
+ *
+ * spmv_amg_vcycle_k: the cycle above on a block of k columns (n x k,
+ * column-major), each product one pass over the operator for all k (an
+ * SpMM), each vector step one loop over the block. Every column's
+ * arithmetic is the one-column cycle's, operation for operation, so each
+ * column of z is what spmv_amg_vcycle gives for that column alone, bit for
+ * bit. */
+
+#define KC 8 /* columns a row's pass carries at once */
+
+/* One level's n x k blocks of the k-column cycle (h->kwork). */
+typedef struct kblock {
+    double *r, *x, *b, *d;
+} kblock;
+
+/* y = b - A x (b given) or y = A x (b NULL), k columns: x's column j at
+ * j * cols, b's and y's at j * rows. */
+static void csr_mm(const spmv_csr *a, int32_t k, const double *b, const double *x, double *y)
+{
+    const double *v = a->val;
+    size_t n = (size_t)a->rows, m = (size_t)a->cols;
+#pragma omp parallel for schedule(static) if (a->nnz * k > 50000)
+    for (int32_t i = 0; i < a->rows; i++)
+        for (int32_t j0 = 0; j0 < k; j0 += KC) {
+            int32_t kc = k - j0 < KC ? k - j0 : KC;
+            double s[KC];
+            const double *xj = x + (size_t)j0 * m;
+            for (int32_t c = 0; c < kc; c++)
+                s[c] = b ? b[(size_t)(j0 + c) * n + i] : 0.0;
+            for (int32_t p = a->row_ptr[i]; p < a->row_ptr[i + 1]; p++) {
+                double av = v[p];
+                const double *xc = xj + a->col[p];
+                if (b)
+                    for (int32_t c = 0; c < kc; c++)
+                        s[c] -= av * xc[(size_t)c * m];
+                else
+                    for (int32_t c = 0; c < kc; c++)
+                        s[c] += av * xc[(size_t)c * m];
+            }
+            for (int32_t c = 0; c < kc; c++)
+                y[(size_t)(j0 + c) * n + i] = s[c];
+        }
+}
+
+/* spmv_amg_chebyshev on k columns, w's r and d its work blocks. */
+static void chebyshev_k(const spmv_amg_level *lv, int32_t degree, int32_t k, const double *b, double *x, bool zero,
+                        const kblock *w)
+{
+    size_t n = (size_t)lv->A.rows;
+    double *r = w->r, *d = w->d;
+    if (zero)
+        memcpy(r, b, n * (size_t)k * sizeof *r);
+    else
+        csr_mm(&lv->A, k, b, x, r);
+    double hi = 1.1 * lv->rho, lo = lv->rho / 30.0;
+    double theta = (hi + lo) / 2, delta = (hi - lo) / 2, sigma = theta / delta, rk = 1.0 / sigma;
+    for (int32_t j = 0; j < k; j++)
+        for (size_t i = 0, o = (size_t)j * n; i < n; i++) {
+            d[o + i] = lv->dinv[i] * r[o + i] / theta;
+            x[o + i] = (zero ? 0.0 : x[o + i]) + d[o + i];
+        }
+    for (int32_t s = 1; s < degree; s++) {
+        double rn = 1.0 / (2.0 * sigma - rk);
+        csr_mm(&lv->A, k, b, x, r);
+#pragma omp parallel for schedule(static) if (n * (size_t)k > 50000)
+        for (int32_t j = 0; j < k; j++)
+            for (size_t i = 0, o = (size_t)j * n; i < n; i++) {
+                d[o + i] = rn * rk * d[o + i] + 2.0 * rn / delta * lv->dinv[i] * r[o + i];
+                x[o + i] += d[o + i];
+            }
+        rk = rn;
+    }
+}
+
+void spmv_amg_chebyshev_k(const spmv_amg_level *lv, int32_t degree, int32_t k, const double *b, double *x, bool zero,
+                          double *r, double *d)
+{
+    chebyshev_k(lv, degree, k, b, x, zero, &(kblock){.r = r, .d = d});
+}
+
+/* smooth() on k columns. */
+static void smooth_k(const spmv_amg *h, const spmv_amg_level *lv, int32_t k, const double *b, double *x,
+                     int32_t sweeps, bool zero, const kblock *w)
+{
+    size_t n = (size_t)lv->A.rows;
+    double *r = w->r;
+    for (int32_t s = 0; s < sweeps; s++, zero = false) {
+        if (h->o.smoother == SPMV_AMG_CHEBYSHEV) {
+            chebyshev_k(lv, h->o.degree, k, b, x, zero, w);
+            continue;
+        }
+        if (zero)
+            memcpy(r, b, n * (size_t)k * sizeof *r);
+        else
+            csr_mm(&lv->A, k, b, x, r);
+        double om = 4.0 / 3.0 / lv->rho;
+        for (int32_t j = 0; j < k; j++)
+            for (size_t i = 0, o = (size_t)j * n; i < n; i++)
+                x[o + i] = (zero ? 0.0 : x[o + i]) + om * lv->dinv[i] * r[o + i];
+    }
+}
+
+/* The coarse solve x = inv b for k columns. */
+static void coarse_k(const spmv_amg *h, int32_t k, const double *b, double *x)
+{
+    size_t n = (size_t)h->coarse_n;
+#pragma omp parallel for schedule(static) if (n * n * (size_t)k > 250000)
+    for (int32_t j = 0; j < k; j++)
+        for (size_t i = 0; i < n; i++) {
+            double s = 0;
+            for (size_t c = 0; c < n; c++)
+                s += h->coarse_inv[i * n + c] * b[(size_t)j * n + c];
+            x[(size_t)j * n + i] = s;
+        }
+}
+
+static void cycle_k(const spmv_amg *h, const kblock *w, int32_t l, int32_t k, const double *b, double *x)
+{
+    const spmv_amg_level *lv = &h->lv[l];
+    size_t n = (size_t)lv->A.rows;
+    if (l == h->nlevels - 1) {
+        coarse_k(h, k, b, x);
+        return;
+    }
+    const kblock *next = &w[l + 1];
+    if (h->o.presmooth)
+        smooth_k(h, lv, k, b, x, h->o.presmooth, true, &w[l]);
+    else
+        memset(x, 0, n * (size_t)k * sizeof *x);
+    csr_mm(&lv->A, k, b, x, w[l].r);
+    csr_mm(&lv->R, k, NULL, w[l].r, next->b);
+    cycle_k(h, w, l + 1, k, next->b, next->x);
+    csr_mm(&lv->P, k, NULL, next->x, w[l].r);
+    for (size_t i = 0; i < n * (size_t)k; i++)
+        x[i] += w[l].r[i];
+    smooth_k(h, lv, k, b, x, h->o.postsmooth, false, &w[l]);
+}
+
+int spmv_amg_vcycle_k(spmv_amg *h, int32_t k, const double *r, double *z, spmv_error *err)
+{
+    if (k < 1)
+        return spmv_error_set(err, SPMV_ERR_INVALID, 0, "amg cycle: %d columns", k);
+    int64_t need = 0;
+    for (int32_t l = 0; l < h->nlevels; l++)
+        need += 4 * (int64_t)h->lv[l].A.rows * k;
+    if (need > h->kwork_len) {
+        double *w = realloc(h->kwork, (size_t)(need ? need : 1) * sizeof *w);
+        if (!w)
+            return spmv_error_set(err, SPMV_ERR_NOMEM, 0, "amg cycle: out of memory for %d columns' work", k);
+        h->kwork = w;
+        h->kwork_len = need;
+    }
+    kblock w[32];
+    double *p = h->kwork;
+    for (int32_t l = 0; l < h->nlevels; l++) {
+        size_t nk = (size_t)h->lv[l].A.rows * k;
+        w[l] = (kblock){p, p + nk, p + 2 * nk, p + 3 * nk};
+        p += 4 * nk;
+    }
+    cycle_k(h, w, 0, k, r, z);
+    return SPMV_OK;
+}
 
 /* ------------------------------------------------------------ elasticity */
 

@@ -85,6 +85,12 @@ typedef struct spmv_solve_options {
      * CG needs it symmetric positive definite. */
     int (*precond)(void *ctx, const spmv_vec *r, spmv_vec *z, spmv_error *err);
     void *precond_ctx;
+    /* The same preconditioner on k columns at once, for spmv_solve_block's
+     * lockstep: r and z n x k blocks, active (NULL: all) the columns to
+     * apply, the others' z left alone (engine/precond.h
+     * spmv_precond_apply_k_cb, with precond_ctx). NULL: the lockstep calls
+     * precond column by column. Ignored without precond. */
+    int (*precond_k)(void *ctx, const spmv_vec *r, spmv_vec *z, const bool *active, spmv_error *err);
     /* After every iteration: (it, relative residual of the recurrence).
      * A non-zero return stops the solve as SPMV_STOP_CANCELLED. */
     int (*progress)(void *ctx, int32_t it, double relres);

@@ -150,4 +150,4 @@ static void block_jacobi_free(spmv_gpu_ctx *ctx, spmv_precond *p)
     free(j);
 }
 
-const precond_ops precond_block_jacobi_ops = {block_jacobi_setup, block_jacobi_apply, block_jacobi_free, true};
+const precond_ops precond_block_jacobi_ops = {block_jacobi_setup, block_jacobi_apply, block_jacobi_free, true, NULL};

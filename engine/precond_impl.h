@@ -21,6 +21,12 @@ typedef struct precond_ops {
     int (*apply)(spmv_gpu_ctx *ctx, spmv_precond *p, const spmv_vec *r, spmv_vec *z, spmv_error *err);
     void (*free)(spmv_gpu_ctx *ctx, spmv_precond *p);
     bool symmetric;
+    /* z = M^-1 r on k columns in one pass (spmv_precond_apply_k, which
+     * checks the vectors first): active (NULL: all) the columns to apply,
+     * the others' z left alone. NULL: the type has none, and
+     * spmv_precond_apply_k applies column by column. */
+    int (*apply_k)(spmv_gpu_ctx *ctx, spmv_precond *p, const spmv_vec *r, spmv_vec *z, const bool *active,
+                   spmv_error *err);
 } precond_ops;
 
 struct spmv_precond {
@@ -67,6 +73,21 @@ typedef struct precond_staging {
 int precond_host_f64(const spmv_vec *r, spmv_vec *z, precond_staging *s,
                      void (*f)(void *arg, const double *r, double *z), void *arg, spmv_error *err);
 void precond_staging_free(precond_staging *s);
+
+/* A float64 host apply on k columns, f(arg, m, r, z) on n x m blocks, for
+ * host blocks r and z of either dtype and k columns: the active ones
+ * (active NULL: all) go through s's in and out, gathered m of them and
+ * scattered back (the others' z left alone), except float64 blocks whose
+ * every column is active, which f reads and writes in place. s grows to
+ * the largest block asked for. */
+typedef struct precond_staging_k {
+    double *in, *out;
+    size_t cap; /* doubles each */
+} precond_staging_k;
+int precond_host_f64_k(const spmv_vec *r, spmv_vec *z, const bool *active, precond_staging_k *s,
+                       int (*f)(void *arg, int32_t m, const double *r, double *z, spmv_error *err), void *arg,
+                       spmv_error *err);
+void precond_staging_k_free(precond_staging_k *s);
 
 /* ----------------------------------------------------- their GPU halves
  * (engine/gpu/precond.cu; without CUDA engine/gpu/absent.c answers

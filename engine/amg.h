@@ -139,7 +139,8 @@ void spmv_amg_vcycle(spmv_amg *h, const double *r, double *z);
 /* The same cycle on k columns at once: r and z n x k, column-major (column
  * j at j * n), each level's products one pass over its operator for all k
  * (an SpMM), each smoothing step one loop over the block, the coarse solve
- * the dense inverse times the k columns. Column j of z is, bit for bit,
+ * the dense inverse times the k columns; inside, the blocks are
+ * interleaved (a row's k values side by side). Column j of z is, bit for bit,
  * spmv_amg_vcycle of column j of r. Its work blocks (4 per level, n_l x k)
  * are kept in h and grown for a larger k: SPMV_ERR_NOMEM when they cannot
  * be, SPMV_ERR_INVALID for k < 1. Not for two threads at once on one h. */
@@ -161,11 +162,11 @@ double spmv_amg_spectral_radius(const spmv_csr *a, const double *dinv, double *u
  * of `degree` in D^-1 A smallest on [rho/30, 1.1 rho]; `zero`: x is zero
  * on entry, and then x = p(D^-1 A) D^-1 b. Uses lv->r and lv->d. */
 void spmv_amg_chebyshev(spmv_amg_level *lv, int32_t degree, const double *b, double *x, bool zero);
-/* The same sweep on k columns at once (b and x n x k, column-major), r
- * and d its n x k work blocks: each column of x is, bit for bit,
- * spmv_amg_chebyshev's for that column alone. */
-void spmv_amg_chebyshev_k(const spmv_amg_level *lv, int32_t degree, int32_t k, const double *b, double *x, bool zero,
-                          double *r, double *d);
+/* The same sweep from zero on k columns at once (b and x n x k,
+ * column-major), r, d, bi and xi its n x k work blocks: each column of x
+ * is, bit for bit, spmv_amg_chebyshev's (zero) for that column alone. */
+void spmv_amg_chebyshev_k(const spmv_amg_level *lv, int32_t degree, int32_t k, const double *b, double *x, double *r,
+                          double *d, double *bi, double *xi);
 /* The rigid-body modes of 3-D elasticity at nodes with coordinates xyz
  * (n nodes, x y z interleaved): 6 columns of 3n rows, column-major, into
  * out (18 n values): three translations, three rotations. */

@@ -24,7 +24,7 @@ typedef struct cheb {
     int32_t degree;
     precond_staging st;  /* float32 vectors on the host: through float64 */
     precond_staging_k kst; /* k columns on the host: the active ones, in float64 */
-    double *kwork;       /* the k-column sweep's r and d blocks */
+    double *kwork;       /* the k-column sweep's four blocks (spmv_amg_chebyshev_k) */
     size_t kwork_len;    /* doubles */
 } cheb;
 
@@ -69,14 +69,15 @@ static int sweep_k(void *arg, int32_t k, const double *r, double *z, spmv_error 
 {
     cheb *c = arg;
     size_t nk = (size_t)c->lv.A.rows * (size_t)k;
-    if (2 * nk > c->kwork_len) {
-        double *w = realloc(c->kwork, (nk ? 2 * nk : 1) * sizeof *w);
+    if (4 * nk > c->kwork_len) {
+        double *w = realloc(c->kwork, (nk ? 4 * nk : 1) * sizeof *w);
         if (!w)
             return spmv_error_set(err, SPMV_ERR_NOMEM, 0, "chebyshev: out of memory for %d columns' work", k);
         c->kwork = w;
-        c->kwork_len = 2 * nk;
+        c->kwork_len = 4 * nk;
     }
-    spmv_amg_chebyshev_k(&c->lv, c->degree, k, r, z, true, c->kwork, c->kwork + nk);
+    double *w = c->kwork;
+    spmv_amg_chebyshev_k(&c->lv, c->degree, k, r, z, w, w + nk, w + 2 * nk, w + 3 * nk);
     return SPMV_OK;
 }
 

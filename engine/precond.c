@@ -80,6 +80,13 @@ static int jacobi_apply(spmv_gpu_ctx *ctx, spmv_precond *p, const spmv_vec *r, s
     return precond_rows_apply(ctx, &j->dinv, 1, r, z, err);
 }
 
+static int jacobi_apply_k(spmv_gpu_ctx *ctx, spmv_precond *p, const spmv_vec *r, spmv_vec *z, const bool *active,
+                          spmv_error *err)
+{
+    jacobi *j = p->impl;
+    return precond_rows_apply_k(ctx, &j->dinv, 1, r, z, active, err);
+}
+
 static void jacobi_free(spmv_gpu_ctx *ctx, spmv_precond *p)
 {
     jacobi *j = p->impl;
@@ -88,7 +95,7 @@ static void jacobi_free(spmv_gpu_ctx *ctx, spmv_precond *p)
     free(j);
 }
 
-static const precond_ops jacobi_ops = {jacobi_setup, jacobi_apply, jacobi_free, true, NULL};
+static const precond_ops jacobi_ops = {jacobi_setup, jacobi_apply, jacobi_free, true, jacobi_apply_k};
 
 /* --------------------------------------------------------------- amg */
 

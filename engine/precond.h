@@ -89,7 +89,8 @@ int spmv_precond_apply(spmv_gpu_ctx *ctx, spmv_precond *p, const spmv_vec *r, sp
  * they are. amg and chebyshev run their cycle on the active columns at
  * once (every product one SpMM, every vector step one pass: on the host
  * the same bits as column by column, on a GPU the same to rounding);
- * the other types apply column by column. */
+ * jacobi and block_jacobi are one launch on a GPU (the same bits); ic0 and
+ * ilu0 apply column by column. */
 int spmv_precond_apply_k(spmv_gpu_ctx *ctx, spmv_precond *p, const spmv_vec *r, spmv_vec *z, const bool *active,
                          spmv_error *err);
 /* Whether p's type has a one-pass k-column apply (else

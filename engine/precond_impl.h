@@ -61,6 +61,10 @@ extern const precond_ops precond_ilu0_ops;         /* precond_ilu.c */
 int precond_rows_place(spmv_gpu_ctx *ctx, spmv_precond *p, spmv_vec *inv, spmv_error *err);
 int precond_rows_apply(spmv_gpu_ctx *ctx, const spmv_vec *inv, int32_t b, const spmv_vec *r, spmv_vec *z,
                        spmv_error *err);
+/* The same on n x k blocks, the columns of active (NULL: all); the
+ * others' z left alone (one launch on a GPU, the host's loop a column). */
+int precond_rows_apply_k(spmv_gpu_ctx *ctx, const spmv_vec *inv, int32_t b, const spmv_vec *r, spmv_vec *z,
+                         const bool *active, spmv_error *err);
 
 /* A host preconditioner's float64 staging for float32 vectors: r in, z
  * out, made on first use. */
@@ -98,6 +102,10 @@ void precond_staging_k_free(precond_staging_k *s);
  * dtype. */
 int spmv_gpu_block_jacobi_apply(spmv_gpu_ctx *ctx, const spmv_vec *inv, int32_t b, const spmv_vec *r, spmv_vec *z,
                                 spmv_error *err);
+/* The same on n x k blocks r and z, the columns of active (NULL: all) in
+ * one launch per 64 columns, the others' z left alone. */
+int spmv_gpu_block_jacobi_apply_k(spmv_gpu_ctx *ctx, const spmv_vec *inv, int32_t b, const spmv_vec *r, spmv_vec *z,
+                                  const bool *active, spmv_error *err);
 
 /* ic0 and ilu0 on a GPU: f (float64 host CSR, sorted columns, every
  * diagonal present) is A's lower triangle (lower: the ic0 of it, L L^T) or

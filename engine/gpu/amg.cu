@@ -102,6 +102,8 @@ __global__ void amg_cheb(int32_t n, const T *__restrict__ dinv, const T *__restr
 
 /* -------------------------------------------------------------- upload */
 
+static void kwork_release(spmv_gpu_ctx *ctx, spmv_gpu_amg *g);
+
 static int alloc_track(spmv_gpu_ctx *ctx, spmv_gpu_amg *g, void **p, size_t values, const char *what, spmv_error *err)
 {
     return gpu_alloc_counted(ctx, p, values * spmv_dtype_size(g->dtype), &g->bytes, what, err);
@@ -131,14 +133,8 @@ extern "C" void spmv_gpu_amg_free(spmv_gpu_ctx *ctx, spmv_gpu_amg *g)
     size_t vs = spmv_dtype_size(g->dtype);
     /* the staging vectors' size, read before the free below resets level 0's A */
     size_t n0 = gpu_nz(g->lv ? (size_t)g->lv[0].A.rows * vs : 0);
-    for (int32_t l = 0; l < g->nlevels && g->kw; l++) { /* before the levels' rows are reset */
-        size_t n = gpu_nz((size_t)g->lv[l].A.rows * (size_t)g->kcap * vs);
-        for (void *v : {g->kw[l].r, g->kw[l].x, g->kw[l].b, g->kw[l].d})
-            gpu_ctx_free(ctx, v, n);
-    }
-    gpu_ctx_free(ctx, g->kin, gpu_nz(n0 * (size_t)g->kcap));
-    gpu_ctx_free(ctx, g->kout, gpu_nz(n0 * (size_t)g->kcap));
-    free(g->kw);
+    if (g->lv)
+        kwork_release(ctx, g); /* before the levels' rows are reset */
     for (int32_t l = 0; l < g->nlevels && g->lv; l++) {
         gpu_amg_level *dl = &g->lv[l];
         size_t n = gpu_nz((size_t)dl->A.rows * vs);
@@ -383,28 +379,37 @@ extern "C" int spmv_gpu_amg_vcycle(spmv_gpu_ctx *ctx, spmv_gpu_amg *g, const spm
     return cycle_of(ctx, g, NULL, 1, r->data, z->data, err);
 }
 
-/* The k-column work for k columns (kept when g->kcap >= k, else made
- * anew). */
+/* Frees the k-column work blocks (kcap columns each; those allocated). */
+static void kwork_release(spmv_gpu_ctx *ctx, spmv_gpu_amg *g)
+{
+    size_t vs = spmv_dtype_size(g->dtype), n0 = g->nlevels ? (size_t)g->lv[0].A.rows : 0;
+    for (int32_t l = 0; l < g->nlevels && g->kw; l++) {
+        size_t n = gpu_nz((size_t)g->lv[l].A.rows * (size_t)g->kcap * vs);
+        for (void *v : {g->kw[l].r, g->kw[l].x, g->kw[l].b, g->kw[l].d})
+            if (v) {
+                gpu_ctx_free(ctx, v, n);
+                g->bytes -= n;
+            }
+    }
+    for (void *v : {g->kin, g->kout})
+        if (v) {
+            size_t n = gpu_nz(n0 * (size_t)g->kcap * vs);
+            gpu_ctx_free(ctx, v, n);
+            g->bytes -= n;
+        }
+    free(g->kw);
+    g->kw = NULL;
+    g->kin = g->kout = NULL;
+    g->kcap = 0;
+}
+
+/* The k-column work for k columns: kept when made for k or more, else
+ * made anew (and nothing kept when that fails). */
 static int kwork_ready(spmv_gpu_ctx *ctx, spmv_gpu_amg *g, int32_t k, spmv_error *err)
 {
     if (g->kw && g->kcap >= k)
         return SPMV_OK;
-    size_t vs = spmv_dtype_size(g->dtype), n0 = (size_t)g->lv[0].A.rows;
-    for (int32_t l = 0; l < g->nlevels && g->kw; l++) {
-        size_t n = gpu_nz((size_t)g->lv[l].A.rows * (size_t)g->kcap * vs);
-        for (void *v : {g->kw[l].r, g->kw[l].x, g->kw[l].b, g->kw[l].d})
-            gpu_ctx_free(ctx, v, n);
-        g->bytes -= 4 * n;
-    }
-    if (g->kw) {
-        size_t n = gpu_nz(n0 * (size_t)g->kcap * vs);
-        gpu_ctx_free(ctx, g->kin, n);
-        gpu_ctx_free(ctx, g->kout, n);
-        g->bytes -= 2 * n;
-    }
-    free(g->kw);
-    g->kin = g->kout = NULL;
-    g->kcap = 0;
+    kwork_release(ctx, g);
     if (!(g->kw = (gpu_amg_work *)calloc((size_t)g->nlevels, sizeof *g->kw)))
         return spmv_error_set(err, SPMV_ERR_NOMEM, 0, "amg cycle: out of host memory");
     g->kcap = k;
@@ -418,8 +423,11 @@ static int kwork_ready(spmv_gpu_ctx *ctx, spmv_gpu_amg *g, int32_t k, spmv_error
             break;
         st = alloc_track(ctx, g, &w->d, n, "amg k-column d", err);
     }
-    if (!st && !(st = alloc_track(ctx, g, &g->kin, n0 * (size_t)k, "amg k-column staging", err)))
-        st = alloc_track(ctx, g, &g->kout, n0 * (size_t)k, "amg k-column staging", err);
+    size_t n0 = (size_t)g->lv[0].A.rows * (size_t)k;
+    if (!st && !(st = alloc_track(ctx, g, &g->kin, n0, "amg k-column staging", err)))
+        st = alloc_track(ctx, g, &g->kout, n0, "amg k-column staging", err);
+    if (st)
+        kwork_release(ctx, g);
     return st;
 }
 

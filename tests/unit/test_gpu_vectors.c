@@ -589,9 +589,9 @@ static void test_amg(void **state)
  * cycle's bits per column), k = 1, 3, 8, both smoothers, the hierarchy in
  * float64 and float32, float64 and float32 blocks; k = 8 also under a
  * mask whose columns off must keep their poison. Then the preconditioner
- * objects' spmv_precond_apply_k on the GPU (amg and chebyshev, one pass;
- * jacobi, column by column) against the host objects'. z poisoned first;
- * every byte back after the frees. */
+ * objects' spmv_precond_apply_k on the GPU (amg, chebyshev, jacobi and
+ * block_jacobi: one pass each) against the host objects'. z poisoned
+ * first; every byte back after the frees. */
 static void amg_k_case(spmv_amg *h, spmv_gpu_amg *dg, spmv_dtype dt, int32_t k, const bool *active, double tol,
                        const char *what)
 {
@@ -647,6 +647,8 @@ static void precond_k_case(const spmv_csr *a, spmv_precond_type t)
     spmv_error err = {0};
     spmv_precond_options po;
     spmv_precond_defaults(&po, t);
+    if (t == SPMV_PRECOND_BLOCK_JACOBI)
+        po.block_size = a->rows % 4 == 0 ? 4 : a->rows % 3 == 0 ? 3 : 1;
     spmv_precond *hp, *dp;
     assert_int_equal(spmv_precond_setup(NULL, a, &po, &hp, &err), SPMV_OK);
     assert_int_equal(spmv_precond_setup(TG.ctx, a, &po, &dp, &err), SPMV_OK);
@@ -730,6 +732,7 @@ static void test_amg_k(void **state)
     precond_k_case(&a, SPMV_PRECOND_AMG);
     precond_k_case(&a, SPMV_PRECOND_CHEBYSHEV);
     precond_k_case(&a, SPMV_PRECOND_JACOBI);
+    precond_k_case(&a, SPMV_PRECOND_BLOCK_JACOBI);
     assert_int_equal(used(), u0);
     spmv_coo_free(&coo);
     spmv_csr_free(&a);

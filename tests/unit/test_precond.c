@@ -792,28 +792,29 @@ static void check_apply_k(spmv_precond *p, int32_t n, int32_t k, spmv_dtype dt, 
 }
 
 /* spmv_precond_apply_k of amg (both smoothers, with and without a
- * presmoothing), chebyshev (one-pass applies) and jacobi (column by
- * column), k = 1, 3, 8, both dtypes, all columns or a mask: column j is
- * spmv_precond_apply of column j, bit for bit. The refusal of a block of
- * another shape. */
+ * presmoothing), chebyshev, jacobi and block_jacobi (k-column applies) and
+ * ic0 (column by column), k = 1, 3, 8, both dtypes, all columns or a mask:
+ * column j is spmv_precond_apply of column j, bit for bit. The refusal of
+ * a block of another shape. */
 static void test_apply_k(void **state)
 {
     (void)state;
     spmv_error err = {0};
     op_ctx o;
-    poisson(30 + tu_rng_range(&rng, 0, 20), SPMV_FLOAT64, &o.m);
+    poisson(30 + 2 * tu_rng_range(&rng, 0, 10), SPMV_FLOAT64, &o.m); /* an even side: block_size 4 divides */
     int32_t n = o.m.rows;
-    spmv_precond *ps[5] = {setup_amg(&o.m.csr, SPMV_AMG_CHEBYSHEV, 1), setup_amg(&o.m.csr, SPMV_AMG_JACOBI, 1),
+    spmv_precond *ps[7] = {setup_amg(&o.m.csr, SPMV_AMG_CHEBYSHEV, 1), setup_amg(&o.m.csr, SPMV_AMG_JACOBI, 1),
                            setup_amg(&o.m.csr, SPMV_AMG_CHEBYSHEV, 0), setup(&o.m.csr, SPMV_PRECOND_CHEBYSHEV, 1),
-                           setup(&o.m.csr, SPMV_PRECOND_JACOBI, 1)};
+                           setup(&o.m.csr, SPMV_PRECOND_JACOBI, 1),     setup(&o.m.csr, SPMV_PRECOND_BLOCK_JACOBI, 4),
+                           setup(&o.m.csr, SPMV_PRECOND_IC0, 1)};
     spmv_precond_info info;
     spmv_precond_info_of(ps[0], &info);
     assert_true(info.levels >= 3);
     print_message("# apply_k: %d rows, amg of %d levels\n", n, info.levels);
     static const int32_t ks[3] = {1, 3, 8};
     bool mask[8] = {true, false, true, true, false, true, true, false};
-    for (int t = 0; t < 5; t++) {
-        assert_int_equal(spmv_precond_has_apply_k(ps[t]), t < 4);
+    for (int t = 0; t < 7; t++) {
+        assert_int_equal(spmv_precond_has_apply_k(ps[t]), t < 6);
         for (int d = 0; d < 2; d++)
             for (int c = 0; c < 3; c++) {
                 spmv_dtype dt = d ? SPMV_FLOAT32 : SPMV_FLOAT64;
@@ -828,7 +829,7 @@ static void test_apply_k(void **state)
     assert_non_null(strstr(err.message, "the same number of columns"));
     spmv_vec_free(NULL, &r);
     spmv_vec_free(NULL, &z);
-    for (int t = 0; t < 5; t++)
+    for (int t = 0; t < 7; t++)
         spmv_precond_free(NULL, ps[t]);
     spmv_matrix_free(&o.m);
 }

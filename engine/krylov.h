@@ -160,7 +160,8 @@ void spmv_solve_result_free(spmv_solve_result *res);
  * them in lockstep (engine/krylov_block.c): one product of the k-column
  * directions per iteration (the operator's apply gets k columns) and the
  * vector steps on the k columns at once (spmv_vec_*_k: inv_diag is applied
- * to all k, a precond callback column by column), each column its own
+ * to all k, a precond callback to the running columns at once through
+ * precond_k, else column by column), each column its own
  * scalars and stop; a column that has stopped stops counting. Other methods, and the fused path, solve the columns one
  * after the other. Each report's total_ms is the whole call's. */
 int spmv_solve_block(spmv_gpu_ctx *ctx, const spmv_linop *a, const spmv_vec *b, spmv_vec *x,

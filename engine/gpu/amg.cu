@@ -13,6 +13,13 @@
  * one cuBLAS gemv with the dense inverse. Everything runs on the context's
  * stream; nothing returns to the host between the steps of a cycle.
  *
+ * The same cycle runs on k columns at once (spmv_gpu_amg_vcycle_k, the
+ * lockstep's blocks): every SpMV becomes one cuSPARSE SpMM of the n x k
+ * column-major blocks (gpu_dcsr_mm), the smoothing kernels take the column
+ * in blockIdx.y, the coarse solve is one gemm; its work blocks, four a
+ * level of kcap columns, are made on the first such call and grown for a
+ * larger k. One column goes through the SpMV and gemv paths above.
+ *
  * A smoother-only object (spmv_gpu_amg_upload_smoother: one level, no
  * coarse inverse) is the chebyshev preconditioner: its "cycle" is one
  * Chebyshev sweep from zero.
@@ -73,9 +80,7 @@ __global__ void amg_first(int32_t n, const T *__restrict__ dinv, const T *__rest
     x += o;
     T s = w * dinv[i] * r[i];
     if (d)
-        d += o;
-    if (d)
-        d[i] = s;
+        d[o + i] = s;
     x[i] = (zero ? (T)0 : x[i]) + s;
 }
 

@@ -15,8 +15,9 @@
  * reason; the GPU host runs the binary from the bundle. Every device result
  * is compared with the host: BLAS-1 and the lockstep's k-column calls with
  * the host vector calls on the same values, the lockstep of k columns
- * (plain, Jacobi, AMG; k = 8 among them) with the host's CG column by
- * column, products with spmv_reference (k columns: column by column) or a
+ * (plain, Jacobi, AMG column by column and AMG's k-column cycle; k = 8
+ * among them) with the host's CG column by column, the k-column V-cycle and
+ * spmv_precond_apply_k with the host's, products with spmv_reference (k columns: column by column) or a
  * host loop over Aᵀ, solvers by the residual recomputed on the host. Inputs
  * are drawn afresh (seed printed, SPMV_SEED repeats); outputs are poisoned
  * (NaN) before each kernel. The context's used bytes must come back to

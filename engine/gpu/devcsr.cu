@@ -132,9 +132,11 @@ static int dcsr_spmm(spmv_gpu_ctx *ctx, gpu_dcsr *m, int32_t k, const void *pa, 
     int st = SPMV_OK;
     size_t bytes = 0;
     if ((s = cusparseCreateDnMat(&mx, m->cols, k, m->cols, (void *)x, t, CUSPARSE_ORDER_COL)) ||
-        (s = cusparseCreateDnMat(&my, m->rows, k, m->rows, y, t, CUSPARSE_ORDER_COL)) ||
-        (s = cusparseSpMM_bufferSize(ctx->sparse, CUSPARSE_OPERATION_NON_TRANSPOSE, CUSPARSE_OPERATION_NON_TRANSPOSE,
-                                     pa, m->descr, mx, pb, my, t, CUSPARSE_SPMM_CSR_ALG1, &bytes)))
+        (s = cusparseCreateDnMat(&my, m->rows, k, m->rows, y, t, CUSPARSE_ORDER_COL)))
+        st = gpu_sparse_error(s, err, "cusparseCreateDnMat");
+    else if ((s = cusparseSpMM_bufferSize(ctx->sparse, CUSPARSE_OPERATION_NON_TRANSPOSE,
+                                          CUSPARSE_OPERATION_NON_TRANSPOSE, pa, m->descr, mx, pb, my, t,
+                                          CUSPARSE_SPMM_CSR_ALG1, &bytes)))
         st = gpu_sparse_error(s, err, "cusparseSpMM_bufferSize");
     if (!st && (!m->mm_buf || gpu_nz(bytes) > m->mm_buf_bytes)) {
         gpu_ctx_free(ctx, m->mm_buf, m->mm_buf_bytes);

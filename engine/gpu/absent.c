@@ -325,6 +325,29 @@ int spmv_gpu_amg_vcycle(spmv_gpu_ctx *ctx, spmv_gpu_amg *g, const spmv_vec *r, s
     return spmv_error_set(err, SPMV_ERR_UNAVAILABLE, 0, "AMG on a GPU: %s", no_cuda);
 }
 
+int spmv_gpu_amg_vcycle_k(spmv_gpu_ctx *ctx, spmv_gpu_amg *g, const spmv_vec *r, spmv_vec *z, const bool *active,
+                          spmv_error *err)
+{
+    UNUSED(ctx);
+    UNUSED(g);
+    UNUSED(r);
+    UNUSED(z);
+    UNUSED(active);
+    return spmv_error_set(err, SPMV_ERR_UNAVAILABLE, 0, "AMG on a GPU: %s", no_cuda);
+}
+
+int spmv_gpu_block_jacobi_apply_k(spmv_gpu_ctx *ctx, const spmv_vec *inv, int32_t b, const spmv_vec *r, spmv_vec *z,
+                                  const bool *active, spmv_error *err)
+{
+    UNUSED(ctx);
+    UNUSED(inv);
+    UNUSED(b);
+    UNUSED(r);
+    UNUSED(z);
+    UNUSED(active);
+    return spmv_error_set(err, SPMV_ERR_UNAVAILABLE, 0, "block_jacobi on a GPU: %s", no_cuda);
+}
+
 int spmv_gpu_block_jacobi_apply(spmv_gpu_ctx *ctx, const spmv_vec *inv, int32_t b, const spmv_vec *r, spmv_vec *z,
                                 spmv_error *err)
 {

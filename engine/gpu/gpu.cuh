@@ -533,6 +533,8 @@ struct gpu_dcsr {
     cusparseSpMatDescr_t descr;
     void *buf;
     size_t buf_bytes;
+    void *mm_buf;          /* gpu_dcsr_mm's SpMM buffer, grown for more columns */
+    size_t mm_buf_bytes;
 };
 
 /* Copies float64 host CSR h (32-bit offsets) to d, values as dtype. */
@@ -540,6 +542,10 @@ int gpu_dcsr_copy(spmv_gpu_ctx *ctx, const spmv_csr *h, spmv_dtype dtype, struct
                   spmv_error *err);
 /* y = alpha M x + beta y with cuSPARSE, x and y of M's dtype. */
 int gpu_dcsr_mv(spmv_gpu_ctx *ctx, struct gpu_dcsr *m, double alpha, const void *x, double beta, void *y,
+                size_t *count, spmv_error *err);
+/* The same on k columns at once: x (cols x k) and y (rows x k)
+ * column-major, one cuSPARSE SpMM (k = 1: gpu_dcsr_mv). */
+int gpu_dcsr_mm(spmv_gpu_ctx *ctx, struct gpu_dcsr *m, int32_t k, double alpha, const void *x, double beta, void *y,
                 size_t *count, spmv_error *err);
 void gpu_dcsr_free(spmv_gpu_ctx *ctx, struct gpu_dcsr *m);
 

@@ -66,6 +66,7 @@ typedef struct worker_run_args {
     cluster_spmv_stats *cst;
     spmv_stats *st;               /* out: the timings */
     spmv_error *err;
+    bool tuning;                  /* auto's tuning run: timed, not counted as a product (daemon/payback.h) */
 } worker_run_args;
 
 typedef struct worker_ops {

@@ -320,7 +320,11 @@ int gpu_ensure_format(spmv_gpu_ctx *ctx, spmv_gpu_matrix *m, spmv_format f, spmv
         return st;
     bool f64 = m->dtype == SPMV_FLOAT64;
     gpu_cat_scope scope(m, gpu_cat_of(f));
-    double t0 = spmv_now_ms(); /* the conversion's time, synchronised below: what its payback repays */
+    /* the conversion's time, what its payback repays: from a quiet stream
+     * (an upload's CSR may still be converting) to the sync below */
+    if (f != SPMV_FMT_CSR && f != SPMV_FMT_HLL && (st = gpu_sync_stream(ctx, err, "before a build")))
+        return st;
+    double t0 = spmv_now_ms();
     switch (f) {
     case SPMV_FMT_CSR:
         return SPMV_OK;

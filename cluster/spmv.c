@@ -113,7 +113,7 @@ int cluster_nccl_setup(cluster *c, spmv_error *err)
     }
     if (rc != SPMV_OK)
         return rc;
-    return spmv_gpu_comm_new(ctx, c->size, c->rank, id, c->o.timeout_ms, &c->nccl, err);
+    return spmv_gpu_comm_new(ctx, c->size, c->rank, id, c->o.timeout_ms, c->o.halo_ipc, &c->nccl, err);
 }
 
 /* -------------------------------------------------------- a local shard */
@@ -470,6 +470,13 @@ static int gpu_product(cluster *c, cluster_local *l, const spmv_kernel *k, const
             record(t, it - warmup, t4 - t0, (t4 - t0) - comm, comm, device);
     }
     return rc;
+}
+
+const char *cluster_local_exchange(const cluster_local *l)
+{
+    if (!l->ghalo)
+        return "mpi";
+    return spmv_gpu_halo_ipc(l->ghalo) ? "ipc" : "nccl";
 }
 
 /* The local product with x and y given either way: host values (xh, yh),

@@ -50,6 +50,7 @@ static int check_dtype(const char *v, char *err, size_t errlen);
 static int check_log_level(const char *v, char *err, size_t errlen);
 static int check_nonempty(const char *v, char *err, size_t errlen);
 static int check_auto_build(const char *v, char *err, size_t errlen);
+static int check_halo(const char *v, char *err, size_t errlen);
 
 #define OFF(field) offsetof(spmvd_config, field)
 static const key_desc keys[] = {
@@ -147,6 +148,10 @@ static const key_desc keys[] = {
     {"cluster_heartbeat_ms", KEY_INT, OFF(cluster_heartbeat_ms), 50, 3600000, 1000, NULL, NULL,
      "under mpirun: how long an idle rank may take to answer the heartbeat rank 0 sends four times a second; past it "
      "the cluster is marked failed, so a dead rank is seen in about this long (capped at cluster_timeout_ms)"},
+    {"cluster_halo", KEY_STRING, OFF(cluster_halo), 0, 0, 0, "auto", check_halo,
+     "under mpirun, GPU shards: how a sharded product's halo moves: \"auto\" (CUDA IPC, each rank writing straight "
+     "into its peers' GPUs, where every rank is on one host and its GPUs reach each other; NCCL otherwise) or "
+     "\"nccl\" (always NCCL)"},
     {"shard_nnz", KEY_INT, OFF(shard_nnz), 0, INT32_MAX, 0, NULL, NULL,
      "under mpirun: an upload naming neither `shard` nor `device` with at least this many entries is sharded across the "
      "ranks (0: only when asked)"},
@@ -335,6 +340,13 @@ static int check_log_level(const char *v, char *err, size_t errlen)
     if (log_level_parse(v) < 0)
         return fail(err, errlen, "expected error, warn, info or debug, got \"%s\"", v);
     return 0;
+}
+
+static int check_halo(const char *v, char *err, size_t errlen)
+{
+    if (strcmp(v, "auto") == 0 || strcmp(v, "nccl") == 0)
+        return 0;
+    return fail(err, errlen, "expected \"auto\" or \"nccl\", got \"%s\"", v);
 }
 
 static int check_nonempty(const char *v, char *err, size_t errlen)

@@ -56,6 +56,7 @@ typedef struct spmvd_config {
     int64_t io_buffer_bytes;       /* idle binary-path buffers kept (daemon/bufpool.h) */
     int64_t cluster_timeout_ms;    /* every wait of the cluster (mpirun): past it the cluster has failed */
     int64_t cluster_heartbeat_ms;  /* an idle rank answers rank 0's heartbeat within it, or the cluster has failed */
+    char *cluster_halo;            /* "auto" (CUDA IPC where it can) or "nccl" */
     int64_t shard_nnz;             /* mpirun: uploads naming no shard/device with this many entries shard (0: never) */
     int64_t shard_when_full;       /* 0/1 mpirun: a GPU upload that fits none of rank 0's GPUs shards instead */
     int64_t connection_timeout;    /* seconds */

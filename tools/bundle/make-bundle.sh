@@ -45,7 +45,7 @@ bins=("$BUILD/tests/test_gpu")
 [ -x "$BUILD/tests/test_gpu_wide" ] && bins+=("$BUILD/tests/test_gpu_wide")
 [ -x "$BUILD/tests/mpi_cluster" ] && bins+=("$BUILD/tests/mpi_cluster")
 for b in spmvd spmv-gen spmv-kernels spmvctl bench-spmspm cg_solve cg-ref spmv-copyrate spmv-gatherrate spmv-cgbench \
-  amg-profile; do
+  amg-profile halo-latency; do
   [ -x "$BUILD/$b" ] && bins+=("$BUILD/$b")
 done
 wrk=$(command -v wrk || true) # make bench-api's load generator, for batch-gpu.sh

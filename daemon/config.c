@@ -49,6 +49,7 @@ static int check_devices(const char *v, char *err, size_t errlen);
 static int check_dtype(const char *v, char *err, size_t errlen);
 static int check_log_level(const char *v, char *err, size_t errlen);
 static int check_nonempty(const char *v, char *err, size_t errlen);
+static int check_auto_build(const char *v, char *err, size_t errlen);
 static int check_halo(const char *v, char *err, size_t errlen);
 
 #define OFF(field) offsetof(spmvd_config, field)
@@ -86,6 +87,12 @@ static const key_desc keys[] = {
      "milliseconds the auto kernel may spend tuning one matrix (first use or POST .../tune)"},
     {"tune_max_runs", KEY_INT, OFF(tune_max_runs), 0, 1000000, 0, NULL, NULL,
      "kernel runs the auto kernel may spend tuning one matrix, probes and warm-ups counted (0: no bound but the time)"},
+    {"auto_build", KEY_STRING, OFF(auto_build), 0, 0, 0, "repaid", check_auto_build,
+     "when auto builds a packed format (pcsr, psell) a matrix does not hold: \"repaid\" once the matrix's products "
+     "repay it (its measured payback, else auto_build_products), \"eager\" whenever it tunes"},
+    {"auto_build_products", KEY_INT, OFF(auto_build_products), 0, INT64_C(1) << 50, 100, NULL, NULL,
+     "products a matrix must have had before auto (auto_build repaid) builds a packed format whose payback on it is "
+     "not measured yet"},
     {"vector_ttl_s", KEY_INT, OFF(vector_ttl_s), 1, 30 * 86400, 3600, NULL, NULL,
      "seconds a resident vector may stay unused before it expires (vectors are never persisted)"},
     {"max_vector_bytes", KEY_INT, OFF(max_vector_bytes), 0, 64 * TiB, 4 * GiB, NULL, NULL,
@@ -311,6 +318,13 @@ static int check_devices(const char *v, char *err, size_t errlen)
     bool all;
     int list[CONFIG_MAX_DEVICES], n;
     return config_parse_devices(v, &all, list, &n, err, errlen);
+}
+
+static int check_auto_build(const char *v, char *err, size_t errlen)
+{
+    if (strcmp(v, "repaid") != 0 && strcmp(v, "eager") != 0)
+        return fail(err, errlen, "expected repaid or eager, got \"%s\"", v);
+    return 0;
 }
 
 static int check_dtype(const char *v, char *err, size_t errlen)

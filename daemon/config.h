@@ -32,6 +32,8 @@ typedef struct spmvd_config {
     int64_t max_request_work;      /* multiply-adds one spmv/bench request may ask for */
     int64_t tune_budget_ms;        /* wall time the auto kernel may spend tuning one matrix */
     int64_t tune_max_runs;         /* kernel runs it may spend (0: only the time budget) */
+    char *auto_build;              /* "repaid" or "eager": when auto builds a packed format (daemon/payback.c) */
+    int64_t auto_build_products;   /* products a matrix needs before auto builds one whose payback is unknown */
     int64_t vector_ttl_s;          /* idle seconds before a resident vector expires */
     int64_t max_vector_bytes;      /* per device */
     int64_t max_vectors;           /* per device */

@@ -69,6 +69,7 @@ typedef struct worker_run_args {
     const void *const *xs;        /* a batch (worker_run_batch): ncols products' own x and y */
     void *const *ys;
     spmv_batch_times *bt;         /* out: the batch's parts */
+    bool tuning;                  /* auto's tuning run: timed, not counted as a product (daemon/payback.h) */
 } worker_run_args;
 
 typedef struct worker_ops {

@@ -13,6 +13,7 @@
  * transparent huge pages, which Debian's default THP mode ("madvise")
  * grants only to memory that asks, so large arrays ask.
  */
+#include <math.h>
 #include <string.h>
 #include <sys/mman.h>
 
@@ -87,6 +88,7 @@ int spmv_matrix_add_format(spmv_matrix *m, spmv_format f, spmv_error *err)
     if (!packed && ((st = spmv_format_plan(&m->csr, f, m->hack_size, &slots, &bytes, err)) ||
                     (st = spmv_format_check(&m->limits, f, m->nnz, slots, bytes, err))))
         return st;
+    double t0 = spmv_now_ms(); /* the conversion's time: what its payback repays (engine/payback.c) */
     switch (f) {
     case SPMV_FMT_COO:
         st = spmv_csr_to_coo(&m->csr, &m->coo, err);
@@ -109,8 +111,10 @@ int spmv_matrix_add_format(spmv_matrix *m, spmv_format f, spmv_error *err)
     default:
         return spmv_error_set(err, SPMV_ERR_INVALID, 0, "unknown format bit 0x%x", (unsigned)f);
     }
-    if (st == SPMV_OK)
+    if (st == SPMV_OK) {
         m->formats |= f;
+        m->convert_ms[spmv_format_index(f)] = fmax(spmv_now_ms() - t0, 1e-6); /* 0 means not timed */
+    }
     return st;
 }
 

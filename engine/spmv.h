@@ -89,6 +89,10 @@ typedef enum spmv_format {
 } spmv_format;
 #define SPMV_FMT_ALL (SPMV_FMT_COO | SPMV_FMT_CSR | SPMV_FMT_ELL | SPMV_FMT_HLL | SPMV_FMT_HYB | SPMV_FMT_PCSR | \
                       SPMV_FMT_PSELL)
+/* The packed formats: compressed, slower to build than to read. `auto`
+ * builds one only once the matrix's products repay it, or when asked
+ * (docs/api.md, "auto"); a new packed format joins by its bit here. */
+#define SPMV_FMT_PACKED (SPMV_FMT_PCSR | SPMV_FMT_PSELL)
 /* Number of formats: the length of per-format arrays. */
 #define SPMV_FORMAT_COUNT 7
 
@@ -625,6 +629,7 @@ typedef struct spmv_matrix {
     spmv_pcsr pcsr;        /* valid if formats & SPMV_FMT_PCSR (borrows csr.row_ptr) */
     spmv_psell psell;      /* valid if formats & SPMV_FMT_PSELL */
     spmv_format_limits limits; /* what every format built for it obeys (spmv_matrix_build's) */
+    double convert_ms[SPMV_FORMAT_COUNT]; /* wall time of each format's last build from the CSR (0: not timed) */
 } spmv_matrix;
 
 /* Builds the formats in `formats` (CSR is always built) from a sorted COO.
@@ -911,6 +916,7 @@ typedef struct spmv_gpu_usage {
     size_t transpose;         /* Aᵀ, once op t has been used */
     size_t other;             /* x and y buffers, cuSPARSE buffers, kernel caches */
     size_t total;             /* all of the above: spmv_gpu_matrix_bytes */
+    double convert_ms[SPMV_FORMAT_COUNT]; /* wall time of each format's last build on the device (0: not timed) */
 } spmv_gpu_usage;
 void spmv_gpu_matrix_usage(const spmv_gpu_matrix *m, spmv_gpu_usage *out);
 /* Frees the derived formats that are neither pinned nor in `keep` (auto
@@ -1249,6 +1255,7 @@ typedef struct spmv_tune_options {
     int32_t runs;             /* timed runs per candidate (0: 10) */
     uint64_t seed;            /* of the random x */
     int32_t k;                /* columns of x (0 or 1: SpMV); candidates are the kernels taking k */
+    unsigned skip_formats;    /* SPMV_FMT_* whose kernels are not candidates (auto's build policy) */
 } spmv_tune_options;
 
 #define SPMV_TUNE_BUDGET_MS 2000.0
@@ -1272,6 +1279,21 @@ int spmv_tune(const spmv_csr *a, const spmv_tune_options *o, spmv_tune_run_fn ru
               spmv_tune_result *out, spmv_error *err);
 /* "kernel k=v,k=v" of a result's parameters, for logs and answers. */
 void spmv_params_format(const spmv_kernel *k, const spmv_params *p, char *buf, size_t len);
+
+/* Payback (engine/payback.c): how many products repay building format f,
+ * convert_ms / (csr_ms - format_ms) rounded up, where csr_ms is the best
+ * measured time of a CSR kernel and format_ms that of a kernel reading f
+ * (same matrix, dtype and device). A time of 0 (or NaN) is not measured. */
+typedef enum spmv_payback_status {
+    SPMV_PAYBACK_REPAID = 0,    /* *products holds the count */
+    SPMV_PAYBACK_NOT_MEASURED,  /* a time is missing */
+    SPMV_PAYBACK_NOT_FASTER,    /* f's best is not below CSR's (or so little that nothing repays it) */
+    SPMV_PAYBACK_BASELINE,      /* f is CSR: what the others are measured against */
+} spmv_payback_status;
+spmv_payback_status spmv_payback(spmv_format f, double convert_ms, double csr_ms, double format_ms,
+                                 int64_t *products);
+/* "not measured", "not faster", "baseline" (NULL for SPMV_PAYBACK_REPAID). */
+const char *spmv_payback_reason(spmv_payback_status s);
 
 #ifdef __cplusplus
 }

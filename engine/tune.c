@@ -19,7 +19,9 @@
  * (spmv_kernel_work_excessive: cpu.csr.chunked's passes over the rows of a
  * wide matrix) is not tried at all: its one probe could outlast the budget.
  * The caller supplies the runner, so the same loop tunes a GPU-resident
- * matrix (spmv_gpu_run) or a host one (spmv_cpu_run).
+ * matrix (spmv_gpu_run) or a host one (spmv_cpu_run), and may leave out
+ * the kernels of some formats (skip_formats: the daemon defers a packed
+ * format until the matrix's products repay building it).
  *
  * `auto` must never fail where some kernel works (issue 14): until one
  * candidate has verified, the time budget stops nothing, and a candidate
@@ -192,7 +194,7 @@ static bool tune_one(tune_state *s, const tune_candidate *c)
     spmv_params p;
     spmv_stats st;
     spmv_error e;
-    if (!k || !spmv_kernel_available(k, NULL) || spmv_kernel_max_k(k) < s->o->k)
+    if (!k || !spmv_kernel_available(k, NULL) || spmv_kernel_max_k(k) < s->o->k || (k->format & s->o->skip_formats))
         return true;
     memset(&p, 0, sizeof p);
     if (c->param != NONE)
@@ -239,7 +241,7 @@ static bool tune_one(tune_state *s, const tune_candidate *c)
 int spmv_tune(const spmv_csr *a, const spmv_tune_options *opt, spmv_tune_run_fn run, void *ctx,
               spmv_tune_result *out, spmv_error *err)
 {
-    spmv_tune_options o = {SPMV_DEVICE_GPU, 0, 0, 0, 0, 1};
+    spmv_tune_options o = {SPMV_DEVICE_GPU, 0, 0, 0, 0, 1, 0};
     tune_state s;
     const tune_candidate *list;
     size_t n, vs;

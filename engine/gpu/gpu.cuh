@@ -223,6 +223,7 @@ struct spmv_gpu_matrix {
     size_t bytes;                /* sum of allocs */
     std::atomic<size_t> cat_bytes[GPU_CATS]; /* allocs by category (transpose: its bytes) */
     std::atomic<int64_t> slots[SPMV_FORMAT_COUNT];           /* slots of each padded format held (padding ratio) */
+    std::atomic<double> convert_ms[SPMV_FORMAT_COUNT];       /* wall time of each format's last build (0: not timed) */
 };
 
 /* SPMV_ERR_LIMIT naming `what` when m holds 64-bit row offsets (past

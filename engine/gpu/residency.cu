@@ -74,6 +74,7 @@ extern "C" void spmv_gpu_matrix_usage(const spmv_gpu_matrix *m, spmv_gpu_usage *
     for (unsigned i = 0; i < SPMV_FORMAT_COUNT; i++) {
         u->bytes[i] = m->cat_bytes[i];
         u->padding[i] = gpu_format_padding(m, (spmv_format)(1u << i));
+        u->convert_ms[i] = m->convert_ms[i];
     }
     u->transpose = m->cat_bytes[GPU_CAT_TRANSPOSE];
     u->other = m->cat_bytes[GPU_CAT_OTHER];

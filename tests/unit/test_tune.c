@@ -73,7 +73,7 @@ static void test_tune_picks_verified(void **state)
         spmv_stats st;
         random_matrix(31 + d, (spmv_dtype)d, &m);
         runner rn = {&m, NULL, 0, 0, 0, 0, 0, 0};
-        spmv_tune_options o = {SPMV_DEVICE_CPU, 60000, 0, 3, tu_seed(), 1};
+        spmv_tune_options o = {SPMV_DEVICE_CPU, 60000, 0, 3, tu_seed(), 1, 0};
         assert_int_equal(spmv_tune(&m.csr, &o, run_cpu, &rn, &res, &err), SPMV_OK);
         assert_non_null(res.kernel);
         assert_ptr_equal(spmv_kernel_find(res.kernel->name), res.kernel);
@@ -106,7 +106,7 @@ static void test_tune_rejects_wrong(void **state)
     spmv_error err;
     random_matrix(41, SPMV_FLOAT64, &m);
     runner rn = {&m, "cpu.csr.omp", 0, 0, 0, 0, 0, 0};
-    spmv_tune_options o = {SPMV_DEVICE_CPU, 60000, 0, 3, tu_seed(), 1};
+    spmv_tune_options o = {SPMV_DEVICE_CPU, 60000, 0, 3, tu_seed(), 1, 0};
     assert_int_equal(spmv_tune(&m.csr, &o, run_cpu, &rn, &res, &err), SPMV_OK);
     assert_string_not_equal(res.kernel->name, "cpu.csr.omp");
     spmv_matrix_free(&m);
@@ -125,7 +125,7 @@ static void test_tune_budget_runs(void **state)
     int32_t budgets[] = {1, 2, 5, 13, 20, 40};
     for (size_t i = 0; i < sizeof budgets / sizeof *budgets; i++) {
         runner rn = {&m, NULL, 0, 0, 0, 0, 0, 0};
-        spmv_tune_options o = {SPMV_DEVICE_CPU, 600000, budgets[i], 3, tu_seed(), 1};
+        spmv_tune_options o = {SPMV_DEVICE_CPU, 600000, budgets[i], 3, tu_seed(), 1, 0};
         int rc = spmv_tune(&m.csr, &o, run_cpu, &rn, &res, &err);
         assert_true(rn.runs <= budgets[i]);
         assert_int_equal(res.runs, rn.runs);
@@ -137,7 +137,7 @@ static void test_tune_budget_runs(void **state)
         }
     }
     runner rn = {&m, NULL, 0, 0, 0, 0, 0, 0};
-    spmv_tune_options o = {SPMV_DEVICE_CPU, 1e-9, 0, 3, tu_seed(), 1};
+    spmv_tune_options o = {SPMV_DEVICE_CPU, 1e-9, 0, 3, tu_seed(), 1, 0};
     assert_int_equal(spmv_tune(&m.csr, &o, run_cpu, &rn, &res, &err), SPMV_OK);
     assert_non_null(res.kernel);
     assert_true(res.budget_hit);
@@ -157,7 +157,7 @@ static void test_tune_prefers_baseline(void **state)
     const char *want[] = {"cpu.csr.omp", "cpu.csr.serial", "cpu.csr.omp"};
     for (int i = 0; i < 3; i++) {
         runner rn = {&m, NULL, 0, 1.0, serial[i], 5.0, 0, 0};
-        spmv_tune_options o = {SPMV_DEVICE_CPU, 600000, 0, 3, tu_seed(), 1};
+        spmv_tune_options o = {SPMV_DEVICE_CPU, 600000, 0, 3, tu_seed(), 1, 0};
         assert_int_equal(spmv_tune(&m.csr, &o, run_cpu, &rn, &res, &err), SPMV_OK);
         assert_string_equal(res.kernel->name, want[i]);
     }
@@ -180,7 +180,7 @@ static void test_tune_skips_pathological(void **state)
     assert_int_equal(spmv_gen(&g, &coo, &err), SPMV_OK);
     assert_int_equal(spmv_matrix_build(&coo, SPMV_FLOAT64, SPMV_FMT_CSR, 32, 0, &wide, &err), SPMV_OK);
     spmv_coo_free(&coo);
-    spmv_tune_options o = {SPMV_DEVICE_CPU, 60000, 0, 2, tu_seed(), 1};
+    spmv_tune_options o = {SPMV_DEVICE_CPU, 60000, 0, 2, tu_seed(), 1, 0};
     runner rn = {.m = &wide};
     assert_int_equal(spmv_tune(&wide.csr, &o, run_cpu, &rn, &res, &err), SPMV_OK);
     assert_int_equal(rn.chunked_calls, 0);

@@ -303,7 +303,7 @@ static void test_spsell_omp(void **state)
         int64_t n;
         int32_t distinct; /* -1: the generator's values */
     } stencils[] = {{SPMV_GEN_POISSON2D, 70, -1}, {SPMV_GEN_POISSON3D, 50, -1}, {SPMV_GEN_POISSON3D, 50, 0},
-                    {SPMV_GEN_POISSON3D, 37, 100}, {SPMV_GEN_POISSON2D, 90, 0},  {SPMV_GEN_STENCIL27, 35, 0}};
+                    {SPMV_GEN_POISSON3D, 37, 100}, {SPMV_GEN_POISSON2D, 90, 0},  {SPMV_GEN_STENCIL27, 45, 0}};
     tu_rng r;
     tu_rng_init(&r, tu_seed() ^ 26);
     assert_non_null(k);

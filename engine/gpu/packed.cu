@@ -31,6 +31,7 @@
  * non-zero where CSR moves 12.
  */
 #include <limits.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include <cub/cub.cuh>
@@ -928,18 +929,23 @@ static int spsell_put(spmv_gpu_ctx *ctx, spmv_gpu_matrix *m, void **dst, const v
 /* The resident CSR on the host (freed by spmv_csr_free). */
 static int spsell_host_csr(spmv_gpu_ctx *ctx, const spmv_gpu_matrix *m, spmv_csr *h, spmv_error *err)
 {
-    int st = SPMV_OK;
-    size_t vs = gpu_vsize(m);
+    size_t rb = 0, cb = 0, vb = 0;
+    int st;
     memset(h, 0, sizeof *h);
     SPMV_COPY_SHAPE(h, m);
-    h->row_ptr = (int32_t *)spmv_array_alloc((int64_t)m->rows + 1, 4, &st);
-    h->col = (int32_t *)spmv_array_alloc(m->nnz, 4, &st);
-    h->val = spmv_array_alloc(m->nnz, vs, &st);
+    if ((st = gpu_array_bytes((int64_t)m->rows + 1, 4, &rb, err, "SPSELL: CSR rows")) ||
+        (st = gpu_array_bytes(m->nnz, 4, &cb, err, "SPSELL: CSR columns")) ||
+        (st = gpu_array_bytes(m->nnz, gpu_vsize(m), &vb, err, "SPSELL: CSR values")))
+        return st;
+    h->row_ptr = (int32_t *)malloc(rb);
+    h->col = (int32_t *)malloc(cb ? cb : 1);
+    h->val = malloc(vb ? vb : 1);
     if (!h->row_ptr || !h->col || !h->val)
-        return spmv_error_set(err, st, 0, "SPSELL: cannot allocate a host copy of the CSR (%s)", spmv_strerror(st));
-    if ((st = gpu_copy_to_host(ctx, h->row_ptr, m->row_ptr, ((size_t)m->rows + 1) * 4, "SPSELL: CSR rows", err)) ||
-        (st = gpu_copy_to_host(ctx, h->col, m->col, (size_t)m->nnz * 4, "SPSELL: CSR columns", err)) ||
-        (st = gpu_copy_to_host(ctx, h->val, m->val, (size_t)m->nnz * vs, "SPSELL: CSR values", err)))
+        return spmv_error_set(err, SPMV_ERR_NOMEM, 0, "SPSELL: cannot allocate a host copy of the CSR (%zu bytes)",
+                              rb + cb + vb);
+    if ((st = gpu_copy_to_host(ctx, h->row_ptr, m->row_ptr, rb, "SPSELL: CSR rows", err)) ||
+        (cb && (st = gpu_copy_to_host(ctx, h->col, m->col, cb, "SPSELL: CSR columns", err))) ||
+        (vb && (st = gpu_copy_to_host(ctx, h->val, m->val, vb, "SPSELL: CSR values", err))))
         return st;
     return SPMV_OK;
 }

@@ -332,6 +332,13 @@ static void test_spsell_omp(void **state)
         fixture_symmetric(&f, &r, &pat, stencils[c].distinct, stencils[c].distinct < 0, what);
         run_exact(k, &f, SPMV_FLOAT64);
         run_exact(k, &f, SPMV_FLOAT32);
+        /* GB/s's bytes: SPSELL's own and x and y, held (m64) or planned (m32) */
+        int64_t xy = ((int64_t)f.m64.rows + f.m64.cols) * 8;
+        assert_int_equal(spmv_kernel_bytes(k, &f.m64), (int64_t)spmv_spsell_info(&f.m64.spsell).bytes + xy);
+        spmv_spsell s32;
+        assert_int_equal(spmv_csr_to_spsell(&f.m32.csr, NULL, &s32, NULL), SPMV_OK);
+        assert_int_equal(spmv_kernel_bytes(k, &f.m32), (int64_t)spmv_spsell_info(&s32).bytes + xy / 2);
+        spmv_spsell_free(&s32);
         /* distinct values: fewer bytes (uniform slices store a value a slot either way) */
         if (f.m64.spsell.nmirrored == 0 ||
             (stencils[c].distinct >= 0 &&

@@ -912,12 +912,13 @@ size_t gpu_spsell_bytes(const spmv_gpu_matrix *m)
                     : 0;
 }
 
-/* A device copy of `bytes` host bytes at *dst (an allocation of at least
- * one byte, so no array is NULL). */
+/* A device copy of `bytes` host bytes at *dst (NULL when bytes is 0, as
+ * gpu_alloc gives: a PSELL of diagonal slices only holds no index bytes),
+ * so the bytes held are gpu_spsell_bytes's. */
 static int spsell_put(spmv_gpu_ctx *ctx, spmv_gpu_matrix *m, void **dst, const void *src, size_t bytes,
                       const char *what, spmv_error *err)
 {
-    int st = gpu_alloc(ctx, m, dst, bytes ? bytes : 1, what, err);
+    int st = gpu_alloc(ctx, m, dst, bytes, what, err);
     cudaError_t e;
     if (st)
         return st;

@@ -1021,32 +1021,56 @@ __device__ __forceinline__ T spsell_value(const void *__restrict__ data, const T
         return __ldg(tab + __ldg((const unsigned short *)data + e));
 }
 
+/* Value entry of slot k of a lane's row in a mirrored slice of width w
+ * whose column there is b + lane: k >= w/2 from the slice's own values at
+ * vo (one a slot when uniform), k < w/2 (offset -d) from source row j = b
+ * + lane, its slot w-1-k in j's slice t at t's own layout (t mirrored or
+ * not, uniform or not). */
+__device__ __forceinline__ int64_t spsell_entry(const int64_t *__restrict__ slot_off,
+                                                const int64_t *__restrict__ val_off,
+                                                const uint8_t *__restrict__ mirror, int32_t w, int32_t k, int32_t b,
+                                                int lane, int64_t vo, bool uni)
+{
+    int32_t k0 = w / 2;
+    if (k >= k0)
+        return uni ? vo + (k - k0) : vo + (int64_t)(k - k0) * PK_C + lane;
+    int64_t j = (int64_t)b + lane, t = j / PK_C, q = w - 1 - k;
+    int64_t wt = __ldg(slot_off + t + 1) - __ldg(slot_off + t), tv = __ldg(val_off + t);
+    int64_t tk0 = __ldg(mirror + t) ? wt / 2 : 0, tnv = __ldg(val_off + t + 1) - tv;
+    return tnv == (wt - tk0) * PK_C ? tv + (q - tk0) * PK_C + j % PK_C : tv + (q - tk0);
+}
+
 /* One lane's row of a mirrored slice of width w (diagonal: column base +
- * lane): slots k >= w/2 from the slice's values at vo (nv entries: one a
- * slot when uniform), slot k < w/2 (offset -d) from source row j = base +
- * lane, its slot w-1-k in j's slice t at t's own layout (t mirrored or
- * not, uniform or not). Slot order is column order. */
+ * lane), PK_STEP slots a step as in psell_slots: the step's bases and
+ * value entries (the source slices' headers among them) first, then its
+ * values and gathers of x, then the sums in slot order, which is column
+ * order. */
 template <typename T, int VM>
 __device__ __forceinline__ T spsell_row(const int64_t *__restrict__ slot_off, const int64_t *__restrict__ val_off,
                                        const uint8_t *__restrict__ mirror, const int32_t *__restrict__ bs, int32_t w,
                                        int lane, int64_t vo, int64_t nv, const void *__restrict__ data, const T *tab,
                                        T c, const T *__restrict__ x)
 {
-    int32_t k0 = w / 2;
-    bool uni = nv != (int64_t)(w - k0) * PK_C;
+    bool uni = nv != (int64_t)(w - w / 2) * PK_C;
     T sum = 0;
-    for (int32_t k = 0; k < w; k++) {
-        int32_t b = __ldg(bs + k);
-        int64_t e;
-        if (k >= k0) {
-            e = uni ? vo + (k - k0) : vo + (int64_t)(k - k0) * PK_C + lane;
-        } else {
-            int64_t j = (int64_t)b + lane, t = j / PK_C, q = w - 1 - k;
-            int64_t wt = __ldg(slot_off + t + 1) - __ldg(slot_off + t), tv = __ldg(val_off + t);
-            int64_t tk0 = __ldg(mirror + t) ? wt / 2 : 0, tnv = __ldg(val_off + t + 1) - tv;
-            e = tnv == (wt - tk0) * PK_C ? tv + (q - tk0) * PK_C + j % PK_C : tv + (q - tk0);
+    for (int32_t k = 0; k < w; k += PK_STEP) {
+        int32_t b[PK_STEP];
+        int64_t e[PK_STEP];
+        T v[PK_STEP], xv[PK_STEP];
+#pragma unroll
+        for (int u = 0; u < PK_STEP; u++) {
+            b[u] = k + u < w ? __ldg(bs + k + u) : 0;
+            e[u] = k + u < w ? spsell_entry(slot_off, val_off, mirror, w, k + u, b[u], lane, vo, uni) : 0;
         }
-        sum += spsell_value<T, VM>(data, tab, c, e) * __ldg(x + (b + lane));
+#pragma unroll
+        for (int u = 0; u < PK_STEP; u++) {
+            v[u] = k + u < w ? spsell_value<T, VM>(data, tab, c, e[u]) : (T)0;
+            xv[u] = k + u < w ? __ldg(x + (b[u] + lane)) : (T)0;
+        }
+#pragma unroll
+        for (int u = 0; u < PK_STEP; u++)
+            if (k + u < w)
+                sum += v[u] * xv[u];
     }
     return sum;
 }

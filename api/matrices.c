@@ -74,6 +74,10 @@ static json_t *formats_json(matrix *m)
         fi = spmv_psell_info(&h->psell);
         add_format(list, "host", SPMV_FMT_PSELL, fi.bytes, fi.padding_ratio);
     }
+    if (h->formats & SPMV_FMT_SPSELL) {
+        fi = spmv_spsell_info(&h->spsell);
+        add_format(list, "host", SPMV_FMT_SPSELL, fi.bytes, fi.padding_ratio);
+    }
     pthread_mutex_unlock(&m->lock);
     if (m->dev && m->dev_worker) {
         spmv_gpu_usage u;
@@ -90,7 +94,7 @@ static json_t *formats_json(matrix *m)
 static json_t *pinned_json(matrix *m)
 {
     json_t *list = json_array();
-    for (unsigned f = 1; f <= SPMV_FMT_PSELL; f <<= 1)
+    for (unsigned f = 1; f <= SPMV_FMT_LAST; f <<= 1)
         if ((m->meta.formats | SPMV_FMT_CSR) & f)
             json_array_append_new(list, json_string(spmv_format_name((spmv_format)f)));
     return list;

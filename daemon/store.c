@@ -90,12 +90,12 @@ int matrix_new_from_csr(const matfile_meta *meta, spmv_csr *csr, unsigned format
         m->host.limits = *lim;
     m->host.csr = *csr;
     memset(csr, 0, sizeof *csr);
-    for (unsigned f = SPMV_FMT_COO; f <= SPMV_FMT_PSELL; f <<= 1) {
+    for (unsigned f = SPMV_FMT_COO; f <= SPMV_FMT_LAST; f <<= 1) {
         if (!(formats & f) || f == SPMV_FMT_CSR)
             continue;
         int rc = spmv_matrix_add_format(&m->host, (spmv_format)f, err);
-        if (rc == SPMV_ERR_LIMIT)
-            continue; /* past the padding rule: not built, its kernels say why */
+        if (rc == SPMV_ERR_LIMIT || (rc == SPMV_ERR_UNAVAILABLE && f == SPMV_FMT_SPSELL))
+            continue; /* past the padding rule, or SPSELL of a matrix not symmetric: not built, its kernels say why */
         if (rc != 0) {
             matrix_unref(m);
             return rc;

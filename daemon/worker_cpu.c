@@ -255,9 +255,11 @@ int worker_host_set_values(matrix *m, const void *val, spmv_error *err)
         free(m->host_t);
         m->host_t = NULL;
     }
-    for (unsigned f = SPMV_FMT_COO; f <= SPMV_FMT_PSELL && rc != SPMV_ERR_NOMEM; f <<= 1)
-        if ((pinned & f) && f != SPMV_FMT_CSR)
+    for (unsigned f = SPMV_FMT_COO; f <= SPMV_FMT_LAST && rc != SPMV_ERR_NOMEM; f <<= 1)
+        if ((pinned & f) && f != SPMV_FMT_CSR) {
             rc = spmv_matrix_add_format(&m->host, (spmv_format)f, err);
+            rc = rc == SPMV_ERR_UNAVAILABLE && f == SPMV_FMT_SPSELL ? SPMV_OK : rc; /* new values not symmetric */
+        }
     pthread_mutex_unlock(&m->lock);
     return rc == SPMV_ERR_LIMIT ? SPMV_OK : rc; /* past the padding rule: not built, as at upload */
 }

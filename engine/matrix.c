@@ -69,6 +69,7 @@ void spmv_matrix_free(spmv_matrix *m)
     spmv_hyb_free(&m->hyb);
     spmv_pcsr_free(&m->pcsr);
     spmv_psell_free(&m->psell);
+    spmv_spsell_free(&m->spsell);
     memset(m, 0, sizeof *m);
 }
 
@@ -84,7 +85,7 @@ int spmv_matrix_add_format(spmv_matrix *m, spmv_format f, spmv_error *err)
         return st;
     /* The packed conversions plan and ask the rule themselves (their plan
      * counts the distinct values, which they then keep): not twice here. */
-    bool packed = f == SPMV_FMT_PCSR || f == SPMV_FMT_PSELL;
+    bool packed = f == SPMV_FMT_PCSR || f == SPMV_FMT_PSELL || f == SPMV_FMT_SPSELL;
     if (!packed && ((st = spmv_format_plan(&m->csr, f, m->hack_size, &slots, &bytes, err)) ||
                     (st = spmv_format_check(&m->limits, f, m->nnz, slots, bytes, err))))
         return st;
@@ -108,6 +109,9 @@ int spmv_matrix_add_format(spmv_matrix *m, spmv_format f, spmv_error *err)
     case SPMV_FMT_PSELL:
         st = spmv_csr_to_psell(&m->csr, &m->limits, &m->psell, err);
         break;
+    case SPMV_FMT_SPSELL:
+        st = spmv_csr_to_spsell(&m->csr, &m->limits, &m->spsell, err);
+        break;
     default:
         return spmv_error_set(err, SPMV_ERR_INVALID, 0, "unknown format bit 0x%x", (unsigned)f);
     }
@@ -129,6 +133,7 @@ void spmv_matrix_drop_format(spmv_matrix *m, spmv_format f)
     case SPMV_FMT_HYB: spmv_hyb_free(&m->hyb); break;
     case SPMV_FMT_PCSR: spmv_pcsr_free(&m->pcsr); break;
     case SPMV_FMT_PSELL: spmv_psell_free(&m->psell); break;
+    case SPMV_FMT_SPSELL: spmv_spsell_free(&m->spsell); break;
     default: return;
     }
     m->formats &= ~(unsigned)f;
@@ -152,6 +157,8 @@ size_t spmv_matrix_format_bytes(const spmv_matrix *m, unsigned mask)
         b += spmv_pcsr_info(&m->pcsr).bytes; /* its row_ptr is the CSR's, counted there */
     if (mask & SPMV_FMT_PSELL)
         b += spmv_psell_info(&m->psell).bytes;
+    if (mask & SPMV_FMT_SPSELL)
+        b += spmv_spsell_info(&m->spsell).bytes;
     return b;
 }
 
@@ -177,12 +184,12 @@ int spmv_matrix_build(const spmv_coo *coo, spmv_dtype dtype, unsigned formats,
     out->formats = SPMV_FMT_CSR;
     if (lim)
         out->limits = *lim;
-    for (unsigned bit = 1; bit <= SPMV_FMT_PSELL; bit <<= 1) {
+    for (unsigned bit = 1; bit <= SPMV_FMT_LAST; bit <<= 1) {
         if (!(formats & bit) || bit == SPMV_FMT_CSR)
             continue;
         st = spmv_matrix_add_format(out, (spmv_format)bit, err);
-        if (st == SPMV_ERR_LIMIT)
-            continue; /* past the padding rule: skipped, not an error, the bit stays clear */
+        if (st == SPMV_ERR_LIMIT || (st == SPMV_ERR_UNAVAILABLE && bit == SPMV_FMT_SPSELL))
+            continue; /* past the padding rule, or SPSELL of a matrix not symmetric: skipped, the bit stays clear */
         if (st)
             goto fail;
     }

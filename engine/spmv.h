@@ -86,15 +86,18 @@ typedef enum spmv_format {
     SPMV_FMT_HYB = 1u << 4,
     SPMV_FMT_PCSR = 1u << 5,   /* packed CSR: compressed columns and values (spmv_pcsr) */
     SPMV_FMT_PSELL = 1u << 6,  /* packed sliced ELL: the same on 32-row slices (spmv_psell) */
+    SPMV_FMT_SPSELL = 1u << 7, /* symmetric PSELL: mirrored slices store half their values (spmv_spsell) */
 } spmv_format;
 #define SPMV_FMT_ALL (SPMV_FMT_COO | SPMV_FMT_CSR | SPMV_FMT_ELL | SPMV_FMT_HLL | SPMV_FMT_HYB | SPMV_FMT_PCSR | \
-                      SPMV_FMT_PSELL)
+                      SPMV_FMT_PSELL | SPMV_FMT_SPSELL)
+/* The last format bit: loops over the formats run up to it. */
+#define SPMV_FMT_LAST SPMV_FMT_SPSELL
 /* The packed formats: compressed, slower to build than to read. `auto`
  * builds one only once the matrix's products repay it, or when asked
  * (docs/api.md, "auto"); a new packed format joins by its bit here. */
-#define SPMV_FMT_PACKED (SPMV_FMT_PCSR | SPMV_FMT_PSELL)
+#define SPMV_FMT_PACKED (SPMV_FMT_PCSR | SPMV_FMT_PSELL | SPMV_FMT_SPSELL)
 /* Number of formats: the length of per-format arrays. */
-#define SPMV_FORMAT_COUNT 7
+#define SPMV_FORMAT_COUNT 8
 
 const char *spmv_format_name(spmv_format f);         /* "coo", "csr", ... */
 /* log2 of the bit, 0..SPMV_FORMAT_COUNT-1: the index of per-format arrays
@@ -311,6 +314,28 @@ typedef struct spmv_psell {
     spmv_packed_values v;     /* val_off[nslices] entries */
 } spmv_psell;
 
+/* Symmetric PSELL (docs/kernels.md "Symmetric PSELL"), built only from a
+ * square, exactly symmetric CSR (spmv_csr_symmetric): PSELL's layout with
+ * some diagonal slices "mirrored". Slice s is mirrored (mirror[s] = 1)
+ * when it is diagonal, its offsets d_k = base[slot_off[s] + k] - s*C come
+ * in pairs (d_k = -d_{w-1-k}, so slots k < w/2 hold the negative ones),
+ * and for every negative offset -d each source row j = i - d of its rows
+ * i holds exactly the same offsets (its w columns minus j), in whatever
+ * slice j lies (mirrored or not, diagonal or not). A mirrored slice stores
+ * values only for its slots k >= w/2 (offset >= 0): slot k's at
+ * val_off[s] + (k - w/2)*C + r, or val_off[s] + (k - w/2) when uniform
+ * (val_off[s+1] - val_off[s] = w - w/2). The value of row i = s*C + r in
+ * slot k < w/2 (offset -d) is A[i][i-d] = A[i-d][i]: the value source row
+ * j = i - d (slice t = j/C, local row j%C) stores in its slot q = w-1-k
+ * (offset +d; j's (w-1-k)-th entry), at t's position for slot q as above
+ * (q - k0 slots past val_off[t], k0 = w_t/2 when t is mirrored, else 0).
+ * Other slices are PSELL's. */
+typedef struct spmv_spsell {
+    spmv_psell p;             /* the arrays; val_off counts the values stored */
+    uint8_t *mirror;          /* nslices: 1 mirrored, 0 as in PSELL */
+    int32_t nmirrored;        /* slices with mirror 1 */
+} spmv_spsell;
+
 /* Bytes held by a format (all arrays) and its padding ratio (slots stored /
  * nnz; 1.0 for CSR and COO, 1.0 when nnz is 0). */
 typedef struct spmv_format_info {
@@ -325,6 +350,7 @@ spmv_format_info spmv_hll_info(const spmv_hll *m);
 spmv_format_info spmv_hyb_info(const spmv_hyb *m);
 spmv_format_info spmv_pcsr_info(const spmv_pcsr *m);   /* without the borrowed row_ptr */
 spmv_format_info spmv_psell_info(const spmv_psell *m);
+spmv_format_info spmv_spsell_info(const spmv_spsell *m);
 
 /* The one padding rule (engine/limits.c, docs/kernels.md "Device memory"):
  * a derived format (COO, ELL, HLL, HYB, PCSR, PSELL, and the SELL cuSPARSE
@@ -378,6 +404,7 @@ void spmv_hll_free(spmv_hll *m);
 void spmv_hyb_free(spmv_hyb *m);
 void spmv_pcsr_free(spmv_pcsr *m);
 void spmv_psell_free(spmv_psell *m);
+void spmv_spsell_free(spmv_spsell *m);
 
 /* Whether float64 v is finite but becomes an infinity as float32 (past
  * FLT_MAX by more than half an ulp): stored as float32 it would be a
@@ -411,6 +438,10 @@ int spmv_csr_to_pcsr(const spmv_csr *in, const spmv_format_limits *lim, spmv_pcs
 int spmv_csr_to_psell(const spmv_csr *in, const spmv_format_limits *lim, spmv_psell *out, spmv_error *err);
 int spmv_pcsr_to_coo(const spmv_pcsr *in, spmv_coo *out, spmv_error *err);
 int spmv_psell_to_coo(const spmv_psell *in, spmv_coo *out, spmv_error *err);
+/* SPSELL: SPMV_ERR_UNAVAILABLE, nothing built, when `in` is not square or
+ * not exactly symmetric. */
+int spmv_csr_to_spsell(const spmv_csr *in, const spmv_format_limits *lim, spmv_spsell *out, spmv_error *err);
+int spmv_spsell_to_coo(const spmv_spsell *in, spmv_coo *out, spmv_error *err);
 /* Copies values to another dtype (same structure). */
 int spmv_coo_convert(const spmv_coo *in, spmv_dtype dtype, spmv_coo *out, spmv_error *err);
 /* Deep copy. */
@@ -628,6 +659,7 @@ typedef struct spmv_matrix {
     spmv_hyb hyb;          /* valid if formats & SPMV_FMT_HYB */
     spmv_pcsr pcsr;        /* valid if formats & SPMV_FMT_PCSR (borrows csr.row_ptr) */
     spmv_psell psell;      /* valid if formats & SPMV_FMT_PSELL */
+    spmv_spsell spsell;    /* valid if formats & SPMV_FMT_SPSELL */
     spmv_format_limits limits; /* what every format built for it obeys (spmv_matrix_build's) */
     double convert_ms[SPMV_FORMAT_COUNT]; /* wall time of each format's last build from the CSR (0: not timed) */
 } spmv_matrix;
@@ -733,6 +765,8 @@ typedef enum spmv_impl {
     SPMV_IMPL_CPU_SPMSPM_HASH,
     SPMV_IMPL_GPU_SPMSPM_WARP_NNZ_WIDE,
     SPMV_IMPL_GPU_SCOO,
+    SPMV_IMPL_CPU_SPSELL_OMP,
+    SPMV_IMPL_GPU_SPSELL,
     SPMV_IMPL_COUNT
 } spmv_impl;
 

@@ -72,6 +72,7 @@ static const tune_candidate gpu_candidates[] = {
     {"cusparse.sell", SPMV_PARAM_HACK_SIZE, 64},
     {"cusparse.sell", NONE, 0},
     {"gpu.psell", NONE, 0},    /* the packed formats: fewer bytes (issue 14) */
+    {"gpu.spsell", NONE, 0},   /* exactly symmetric matrices only (skipped on others) */
     {"gpu.pcsr", NONE, 0},
     {"gpu.ell", SPMV_PARAM_BLOCK_SIZE, 128},
     {"gpu.csr.light", SPMV_PARAM_THREADS, 1},
@@ -99,6 +100,7 @@ static const tune_candidate cpu_candidates[] = {
     {"cpu.hll.omp", NONE, 0},
     {"cpu.hll.omp", SPMV_PARAM_SCHEDULE, 2},
     {"cpu.psell.omp", NONE, 0},
+    {"cpu.spsell.omp", NONE, 0},
     {"cpu.pcsr.omp", NONE, 0},
     {"cpu.csr.chunked", NONE, 0},
 };
@@ -149,6 +151,7 @@ typedef struct tune_state {
     const spmv_kernel *base_k; /* the best verified baseline kernel, its parameters and median */
     spmv_params base_p;
     double base_ms;
+    int symmetric; /* 0 not asked yet, 1 exactly symmetric, -1 not */
 } tune_state;
 
 static bool tune_over(const tune_state *s, int32_t more_runs, double more_ms)
@@ -196,6 +199,12 @@ static bool tune_one(tune_state *s, const tune_candidate *c)
     spmv_error e;
     if (!k || !spmv_kernel_available(k, NULL) || spmv_kernel_max_k(k) < s->o->k || (k->format & s->o->skip_formats))
         return true;
+    if (k->format == SPMV_FMT_SPSELL) { /* symmetric matrices only: never a probe on another */
+        if (s->symmetric == 0)
+            s->symmetric = spmv_csr_symmetric(s->a) ? 1 : -1;
+        if (s->symmetric < 0)
+            return true;
+    }
     memset(&p, 0, sizeof p);
     if (c->param != NONE)
         p.v[c->param] = c->value;

@@ -354,6 +354,10 @@ int gpu_ensure_format(spmv_gpu_ctx *ctx, spmv_gpu_matrix *m, spmv_format f, spmv
         if ((st = gpu_build_psell(ctx, m, err)))
             gpu_free_psell(ctx, m);
         break;
+    case SPMV_FMT_SPSELL:
+        if ((st = gpu_build_spsell(ctx, m, err)))
+            gpu_free_spsell(ctx, m);
+        break;
     default:
         return spmv_error_set(err, SPMV_ERR_INVALID, 0, "unknown format %u", (unsigned)f);
     }
@@ -363,6 +367,7 @@ int gpu_ensure_format(spmv_gpu_ctx *ctx, spmv_gpu_matrix *m, spmv_format f, spmv
         m->slots[gpu_cat_of(f)] = f == SPMV_FMT_ELL     ? m->ell.slots
                                   : f == SPMV_FMT_HYB   ? m->hyb.ell.slots + m->hyb.coo_nnz
                                   : f == SPMV_FMT_PSELL ? m->psell.slots
+                                  : f == SPMV_FMT_SPSELL ? m->spsell.slots
                                                         : m->nnz;
         m->formats |= f;
         m->convert_ms[gpu_cat_of(f)] = fmax(spmv_now_ms() - t0, 1e-6); /* 0 means not timed */

@@ -140,6 +140,20 @@ struct gpu_psell {
     struct gpu_packed_values v;
 };
 
+/* SPSELL (engine/spmv.h spmv_spsell): PSELL's arrays plus the mirror flags,
+ * built on the host and uploaded (packed.cu). */
+struct gpu_spsell {
+    bool built;
+    int32_t nslices;
+    int32_t nmirrored;
+    int64_t slots, nvals, idx_total;
+    int64_t *slot_off, *idx_off, *val_off;
+    uint8_t *idx_bytes, *mirror;
+    int32_t *base;
+    uint8_t *idx;
+    struct gpu_packed_values v;
+};
+
 /* gpu.csr.adaptive's row blocks (csr_adaptive.cu), cached per nnz_per_wg. */
 struct gpu_row_block {
     int32_t row_begin, row_end;  /* rows [row_begin, row_end) */
@@ -210,6 +224,7 @@ struct spmv_gpu_matrix {
     struct gpu_hyb hyb_alt;      /* the last other width asked for (gpu.hyb `width`) */
     struct gpu_pcsr pcsr;
     struct gpu_psell psell;
+    struct gpu_spsell spsell;
 
     void *x, *y;                 /* operand buffers, cols and rows values */
     struct gpu_adaptive adaptive;
@@ -370,6 +385,9 @@ int gpu_build_pcsr(spmv_gpu_ctx *ctx, spmv_gpu_matrix *m, spmv_error *err);
 int gpu_build_psell(spmv_gpu_ctx *ctx, spmv_gpu_matrix *m, spmv_error *err);
 void gpu_free_pcsr(spmv_gpu_ctx *ctx, spmv_gpu_matrix *m);
 void gpu_free_psell(spmv_gpu_ctx *ctx, spmv_gpu_matrix *m);
+int gpu_build_spsell(spmv_gpu_ctx *ctx, spmv_gpu_matrix *m, spmv_error *err); /* SPMV_ERR_UNAVAILABLE: not symmetric */
+void gpu_free_spsell(spmv_gpu_ctx *ctx, spmv_gpu_matrix *m);
+size_t gpu_spsell_bytes(const spmv_gpu_matrix *m);
 size_t gpu_pcsr_bytes(const spmv_gpu_matrix *m);
 /* What gpu.pcsr reads once: the CSR's row_ptr (and its col/val where borrowed) plus its own arrays. */
 size_t gpu_pcsr_read_bytes(const spmv_gpu_matrix *m);
@@ -447,6 +465,7 @@ int gpu_cusparse_sell_prepare(struct gpu_launch *l, spmv_error *err);
 int gpu_cusparse_sell(struct gpu_launch *l, spmv_error *err);
 int gpu_pcsr_run(struct gpu_launch *l, spmv_error *err);
 int gpu_psell_run(struct gpu_launch *l, spmv_error *err);
+int gpu_spsell_run(struct gpu_launch *l, spmv_error *err);
 /* y += A*x for nnz COO triplets (atomics; gpu.coo.atomic and HYB's COO part). */
 int gpu_coo_atomic_add(struct gpu_launch *l, int64_t nnz, const int32_t *row, const int32_t *col, const void *val,
                        spmv_error *err);

@@ -40,6 +40,7 @@ size_t gpu_format_bytes(const spmv_gpu_matrix *m, spmv_format f)
     case SPMV_FMT_HYB: return gpu_hyb_bytes(m, &m->hyb);
     case SPMV_FMT_PCSR: return gpu_pcsr_bytes(m);
     case SPMV_FMT_PSELL: return gpu_psell_bytes(m);
+    case SPMV_FMT_SPSELL: return gpu_spsell_bytes(m);
     default: return 0;
     }
 }
@@ -49,8 +50,9 @@ double gpu_format_padding(const spmv_gpu_matrix *m, spmv_format f)
     int64_t slots = m->slots[gpu_cat_of(f)];
     if (!(m->formats & f) || m->nnz == 0)
         return 1.0;
-    return f == SPMV_FMT_ELL || f == SPMV_FMT_HLL || f == SPMV_FMT_HYB || f == SPMV_FMT_PSELL
-               ? (double)slots / (double)m->nnz
+    bool padded = f == SPMV_FMT_ELL || f == SPMV_FMT_HLL || f == SPMV_FMT_HYB || f == SPMV_FMT_PSELL ||
+                  f == SPMV_FMT_SPSELL;
+    return padded ? (double)slots / (double)m->nnz
                : 1.0;
 }
 
@@ -109,6 +111,9 @@ void gpu_drop_format(spmv_gpu_ctx *ctx, spmv_gpu_matrix *m, spmv_format f)
         break;
     case SPMV_FMT_PSELL:
         gpu_free_psell(ctx, m);
+        break;
+    case SPMV_FMT_SPSELL:
+        gpu_free_spsell(ctx, m);
         break;
     default:
         return;

@@ -50,6 +50,7 @@ static const struct gpu_kernel_impl impls[] = {
     {SPMV_IMPL_CUSPARSE_SELL, SPMV_FMT_HLL, gpu_cusparse_sell_prepare, gpu_cusparse_sell, false},
     {SPMV_IMPL_GPU_PCSR, SPMV_FMT_PCSR, NULL, gpu_pcsr_run, false},
     {SPMV_IMPL_GPU_PSELL, SPMV_FMT_PSELL, NULL, gpu_psell_run, false},
+    {SPMV_IMPL_GPU_SPSELL, SPMV_FMT_SPSELL, NULL, gpu_spsell_run, false},
 };
 
 static const struct gpu_kernel_impl *find_impl(spmv_impl id)

@@ -28,6 +28,8 @@ typedef struct runner {
     int32_t chunked_calls, hll_dynamic_calls; /* calls of cpu.csr.chunked, of cpu.hll.omp with schedule 2 */
 } runner;
 
+static int32_t spsell_calls; /* calls of cpu.spsell.omp, all runners */
+
 static int run_cpu(void *ctx, const spmv_kernel *k, const spmv_params *p, const void *x, void *y, int32_t warmup,
                    int32_t runs, spmv_stats *st, spmv_error *err)
 {
@@ -35,6 +37,7 @@ static int run_cpu(void *ctx, const spmv_kernel *k, const spmv_params *p, const 
     r->runs += warmup + runs;
     r->chunked_calls += k->impl == SPMV_IMPL_CPU_CSR_CHUNKED;
     r->hll_dynamic_calls += k->impl == SPMV_IMPL_CPU_HLL_OMP && p && p->v[SPMV_PARAM_SCHEDULE] == 2;
+    spsell_calls += k->impl == SPMV_IMPL_CPU_SPSELL_OMP;
     int rc = spmv_cpu_run(k, r->m, p, x, y, warmup, runs, st, err);
     if (rc == SPMV_OK && r->corrupt && strcmp(k->name, r->corrupt) == 0) {
         if (r->m->dtype == SPMV_FLOAT64)
@@ -208,6 +211,36 @@ static void test_auto_in_registry(void **state)
     assert_string_equal(buf, "threads=8");
 }
 
+/* cpu.spsell.omp is a candidate of an exactly symmetric matrix only: auto
+ * never runs it on another, and on a symmetric one it is timed (and the
+ * winner, whichever it is, verified). */
+static void test_tune_spsell_symmetric_only(void **state)
+{
+    (void)state;
+    for (int sym = 0; sym < 2; sym++) {
+        spmv_matrix m;
+        spmv_tune_result res;
+        spmv_error err;
+        tu_rng r;
+        spmv_coo pat, coo;
+        tu_rng_init(&r, tu_seed() ^ (91 + (uint64_t)sym));
+        tu_random_coo(&r, TU_SHAPE_POWER_LAW, 2000, SPMV_FLOAT64, &pat);
+        if (sym)
+            tu_symmetric_coo(&r, &pat, 0, &coo);
+        assert_int_equal(spmv_matrix_build(sym ? &coo : &pat, SPMV_FLOAT64, SPMV_FMT_CSR, 32, 0, &m, &err), SPMV_OK);
+        assert_int_equal(spmv_csr_symmetric(&m.csr), sym);
+        runner rn = {&m, NULL, 0, 0, 0, 0, 0, 0};
+        spmv_tune_options o = {SPMV_DEVICE_CPU, 60000, 0, 3, tu_seed(), 1};
+        spsell_calls = 0;
+        assert_int_equal(spmv_tune(&m.csr, &o, run_cpu, &rn, &res, &err), SPMV_OK);
+        assert_int_equal(spsell_calls > 0, sym);
+        spmv_matrix_free(&m);
+        spmv_coo_free(&pat);
+        if (sym)
+            spmv_coo_free(&coo);
+    }
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -217,6 +250,7 @@ int main(void)
         cmocka_unit_test(test_tune_budget_runs),
         cmocka_unit_test(test_tune_prefers_baseline),
         cmocka_unit_test(test_tune_skips_pathological),
+        cmocka_unit_test(test_tune_spsell_symmetric_only),
     };
     tu_seed();
     return cmocka_run_group_tests(tests, NULL, NULL);

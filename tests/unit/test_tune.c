@@ -230,7 +230,7 @@ static void test_tune_spsell_symmetric_only(void **state)
         assert_int_equal(spmv_matrix_build(sym ? &coo : &pat, SPMV_FLOAT64, SPMV_FMT_CSR, 32, 0, &m, &err), SPMV_OK);
         assert_int_equal(spmv_csr_symmetric(&m.csr), sym);
         runner rn = {&m, NULL, 0, 0, 0, 0, 0, 0};
-        spmv_tune_options o = {SPMV_DEVICE_CPU, 60000, 0, 3, tu_seed(), 1};
+        spmv_tune_options o = {SPMV_DEVICE_CPU, 60000, 0, 3, tu_seed(), 1, 0};
         spsell_calls = 0;
         assert_int_equal(spmv_tune(&m.csr, &o, run_cpu, &rn, &res, &err), SPMV_OK);
         assert_int_equal(spsell_calls > 0, sym);

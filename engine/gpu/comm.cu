@@ -588,24 +588,40 @@ extern "C" int spmv_gpu_halo_add(spmv_gpu_comm *c, spmv_gpu_halo *h, spmv_vec *y
     return gpu_check_launch(err, "halo_add");
 }
 
-/* y[rows[i]] += (row i of the compacted off-diagonal block) . ghost: one
- * warp a row (a graph's boundary row may hold thousands of remote
- * entries, a mesh's one or two), the lanes' sums added by shuffles. */
-template <typename T>
+/* y[rows[i]] += (row i of the compacted off-diagonal block) . ghost: L
+ * lanes a row (a mesh's boundary row holds one or two remote entries, a
+ * graph's may hold thousands: L from the block's mean row, 1, 4 or 32),
+ * the lanes' sums added by shuffles within their group. */
+template <typename T, int L>
 __global__ void halo_off_add(const int32_t *__restrict__ rows, const int32_t *__restrict__ ptr,
                              const int32_t *__restrict__ col, const T *__restrict__ val, const T *__restrict__ ghost,
                              int32_t n, T *__restrict__ y)
 {
-    int32_t w = (int32_t)((blockIdx.x * (size_t)blockDim.x + threadIdx.x) / 32), lane = threadIdx.x & 31;
-    if (w >= n)
-        return;
+    int64_t t = blockIdx.x * (int64_t)blockDim.x + threadIdx.x;
+    int32_t w = (int32_t)(t / L), lane = (int32_t)(t % L);
     T s = 0;
-    for (int32_t j = ptr[w] + lane; j < ptr[w + 1]; j += 32)
-        s += val[j] * ghost[col[j]];
-    for (int o = 16; o > 0; o >>= 1)
-        s += __shfl_down_sync(0xffffffffu, s, o);
-    if (lane == 0)
+    if (w < n)
+        for (int32_t j = ptr[w] + lane; j < ptr[w + 1]; j += L)
+            s += val[j] * ghost[col[j]];
+    for (int o = L / 2; o > 0; o >>= 1)
+        s += __shfl_down_sync(0xffffffffu, s, o, L);
+    if (w < n && lane == 0)
         y[rows[w]] += s;
+}
+
+template <typename T>
+static void off_add_launch(const spmv_gpu_halo *h, const spmv_gpu_matrix *off, void *y, cudaStream_t st)
+{
+    double mean = (double)off->nnz / h->n_off;
+    int lanes = mean <= 2 ? 1 : mean <= 16 ? 4 : 32;
+    int32_t threads = 256, blocks = (int32_t)(((int64_t)h->n_off * lanes + threads - 1) / threads);
+    const T *v = (const T *)off->val, *g = (const T *)h->ghost.data;
+    if (lanes == 1)
+        halo_off_add<T, 1><<<blocks, threads, 0, st>>>(h->off_rows, off->row_ptr, off->col, v, g, h->n_off, (T *)y);
+    else if (lanes == 4)
+        halo_off_add<T, 4><<<blocks, threads, 0, st>>>(h->off_rows, off->row_ptr, off->col, v, g, h->n_off, (T *)y);
+    else
+        halo_off_add<T, 32><<<blocks, threads, 0, st>>>(h->off_rows, off->row_ptr, off->col, v, g, h->n_off, (T *)y);
 }
 
 extern "C" int spmv_gpu_halo_off_add(spmv_gpu_comm *c, spmv_gpu_halo *h, const spmv_gpu_matrix *off, spmv_vec *y,
@@ -620,15 +636,10 @@ extern "C" int spmv_gpu_halo_off_add(spmv_gpu_comm *c, spmv_gpu_halo *h, const s
     if (!h->n_off)
         return SPMV_OK;
     cudaSetDevice(c->ctx->device);
-    int32_t threads = 256, blocks = (int32_t)(((int64_t)h->n_off * 32 + threads - 1) / threads);
     if (h->dtype == SPMV_FLOAT32)
-        halo_off_add<float><<<blocks, threads, 0, c->ctx->stream>>>(
-            h->off_rows, off->row_ptr, off->col, (const float *)off->val, (const float *)h->ghost.data, h->n_off,
-            (float *)y->data);
+        off_add_launch<float>(h, off, y->data, c->ctx->stream);
     else
-        halo_off_add<double><<<blocks, threads, 0, c->ctx->stream>>>(
-            h->off_rows, off->row_ptr, off->col, (const double *)off->val, (const double *)h->ghost.data, h->n_off,
-            (double *)y->data);
+        off_add_launch<double>(h, off, y->data, c->ctx->stream);
     return gpu_check_launch(err, "halo_off_add");
 }
 

@@ -106,6 +106,10 @@ static bool kernel_usable(request *r, matrix *m, const spmv_kernel *k, const cha
         *why = "the matrix is held on the host only";
         return false;
     }
+    if (k->format == SPMV_FMT_SPSELL && !matrix_symmetric(m)) {
+        *why = "it reads SPSELL, built only for an exactly symmetric matrix, and this one is not";
+        return false;
+    }
     return true;
 }
 

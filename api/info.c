@@ -132,6 +132,8 @@ static void info_begin(request *r)
                                (json_int_t)d->cfg.cluster_timeout_ms, "heartbeat_ms",
                                (json_int_t)d->cfg.cluster_heartbeat_ms, "queue_depth",
                                (json_int_t)(d->cluster_worker ? queue_depth(&d->cluster_worker->queue) : 0));
+        if (cl)
+            json_object_set_new(cl, "halo", json_string(d->cfg.cluster_halo));
         if (cl && why)
             json_object_set_new(cl, "error", json_string(why));
         json_object_set_new(o, "cluster", cl);

@@ -3,19 +3,44 @@
  * The descriptor is the one JSON shape a matrix has in the API (upload
  * answer, list entries, GET /v1/matrices/{id}): sizes, dtype, the
  * symmetry the file declared, every format held with its bytes and padding
- * and where it is held (host or a GPU), and the upload timings.
+ * and where it is held (host or a GPU), what building it cost and how many
+ * products repay that (daemon/payback.h), and the upload timings.
  */
 #include <stdio.h>
 #include <string.h>
 #include <time.h>
 
 #include "api/api.h"
+#include "daemon/payback.h"
 
 static void add_format(json_t *list, const char *where, unsigned f, size_t bytes, double padding)
 {
     json_array_append_new(list, json_pack("{s:s, s:s, s:I, s:o}", "format", spmv_format_name((spmv_format)f),
                                           "device", where, "bytes", (json_int_t)bytes,
                                           "padding", api_json_real(padding)));
+}
+
+/* Each entry's conversion time and payback where it is held (host: the
+ * host's build times and best times; a GPU: the device's). */
+static void add_paybacks(matrix *m, json_t *list)
+{
+    double best[2][SPMV_FORMAT_COUNT], convert[2][SPMV_FORMAT_COUNT];
+    spmv_gpu_usage u;
+    matrix_device_usage(m, &u);
+    memcpy(convert[PAYBACK_DEVICE], u.convert_ms, sizeof u.convert_ms);
+    payback_best(m, PAYBACK_HOST, best[PAYBACK_HOST]);
+    payback_best(m, PAYBACK_DEVICE, best[PAYBACK_DEVICE]);
+    pthread_mutex_lock(&m->lock);
+    memcpy(convert[PAYBACK_HOST], m->host.convert_ms, sizeof m->host.convert_ms);
+    pthread_mutex_unlock(&m->lock);
+    size_t i;
+    json_t *e;
+    json_array_foreach(list, i, e) {
+        unsigned f = 0;
+        int where = strcmp(json_string_value(json_object_get(e, "device")), "host") ? PAYBACK_DEVICE : PAYBACK_HOST;
+        if (spmv_formats_parse(json_string_value(json_object_get(e, "format")), &f, NULL) == SPMV_OK && f)
+            payback_json(e, best[where], (spmv_format)f, convert[where][spmv_format_index((spmv_format)f)]);
+    }
 }
 
 static json_t *formats_json(matrix *m)
@@ -49,6 +74,10 @@ static json_t *formats_json(matrix *m)
         fi = spmv_psell_info(&h->psell);
         add_format(list, "host", SPMV_FMT_PSELL, fi.bytes, fi.padding_ratio);
     }
+    if (h->formats & SPMV_FMT_SPSELL) {
+        fi = spmv_spsell_info(&h->spsell);
+        add_format(list, "host", SPMV_FMT_SPSELL, fi.bytes, fi.padding_ratio);
+    }
     if (h->formats & SPMV_FMT_PBSR) {
         fi = spmv_pbsr_info(&h->pbsr);
         add_format(list, "host", SPMV_FMT_PBSR, fi.bytes, fi.padding_ratio);
@@ -61,6 +90,7 @@ static json_t *formats_json(matrix *m)
             if (u.formats & (1u << b))
                 add_format(list, m->dev_worker->name, 1u << b, u.bytes[b], u.padding[b]);
     }
+    add_paybacks(m, list);
     return list;
 }
 
@@ -113,6 +143,8 @@ json_t *api_matrix_json(spmvd *d, matrix *m)
         json_object_set_new(o, "row_offsets", json_integer(spmv_csr_wide(&m->host.csr) ? 64 : 32));
     if (o && m->shards)
         json_object_set_new(o, "shards", shards_json(m));
+    if (o) /* what auto's build rule counts (daemon/payback.h) */
+        json_object_set_new(o, "products", json_integer((json_int_t)atomic_load(&m->products)));
     if (o) /* its resident preconditioners (daemon/preconds.h), counted with it */
         json_object_set_new(o, "preconditioner_bytes", json_integer((json_int_t)preconds_bytes(m)));
     if (o) { /* under the lock: PUT .../values changes it */

@@ -468,6 +468,8 @@ static json_t *sharded_json(const spmv_task *t)
                           api_json_real(t->pr.cst.compute_ms), "comm_ms", api_json_real(t->pr.cst.comm_ms), "gather_ms",
                           api_json_real(t->pr.cst.gather_ms), "halo_values", (json_int_t)t->pr.cst.halo_values, "kernels",
                           kernels);
+    if (o && t->pr.cst.exchange)
+        json_object_set_new(o, "exchange", json_string(t->pr.cst.exchange));
     if (o && t->pr.cst.device.runs > 0)
         json_object_set_new(o, "device_stats", stats_at(&t->pr.cst.device, t->stat));
     return o;

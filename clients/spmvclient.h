@@ -194,7 +194,7 @@ typedef enum spmv_client_dtype {
 
 /* One storage format a matrix is held in. */
 typedef struct spmv_client_format {
-    char name[16];            /* "csr", "ell", "hll", "hyb", "coo", "pcsr", "psell", "pbsr" */
+    char name[16];            /* "csr", "ell", "hll", "hyb", "coo", "pcsr", "psell", "spsell", "pbsr" */
     char device[16];          /* where this copy lives: "host", "gpu0", ... */
     uint64_t bytes;
     double padding;           /* padding ratio as the server reports it, 0 if none */

@@ -128,6 +128,7 @@ typedef struct cluster_options {
     spmv_format_limits limits;  /* the padding rule for formats built on a shard */
     void (*log)(int level, const char *msg); /* 0 error, 1 warn, 2 info; NULL: stderr */
     const char *shard_dir;      /* ranks > 0 keep their shards here (shardfile.c); NULL: nowhere */
+    bool halo_ipc;              /* GPU halos through CUDA IPC where every rank can (cluster_halo "auto") */
 } cluster_options;
 
 /* MPI_Init_thread (MPI_THREAD_SERIALIZED: rank 0 calls MPI from its
@@ -202,6 +203,7 @@ typedef struct cluster_spmv_stats {
     spmv_stats device;
     double compute_ms, comm_ms, gather_ms;
     int64_t halo_values;          /* x entries exchanged per product, all ranks */
+    const char *exchange;         /* how the halo moved: "ipc", "nccl" (GPU shards) or "mpi" (host shards) */
     char kernel[64];              /* the kernel run (auto: rank 0's choice) */
     char kernels[8][64];          /* auto: each rank's choice (first 8 ranks) */
 } cluster_spmv_stats;

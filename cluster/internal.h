@@ -196,6 +196,9 @@ cluster_local *cluster_table_find(cluster *c, const char *id);
 /* The reply to rank 0 (status and message from rc and err). */
 void cmd_reply_send(cluster *c, cmd_reply *rep, int rc, const spmv_error *err);
 
+/* Rank 0: CMD_NCCL to every rank and its own setup beside them (rep: c->size replies). */
+int cluster_nccl_round(cluster *c, cmd_reply *rep, spmv_error *err);
+
 /* --------------------------------------------------------- vectors.c */
 
 /* This rank's slice of vector id, or NULL. */
@@ -233,6 +236,9 @@ int cluster_nccl_setup(cluster *c, spmv_error *err);
 /* The shard's local block (its diagonal block for a square matrix), on
  * the host whatever device the shard is on. */
 const spmv_csr *cluster_local_csr(const cluster_local *l);
+/* How the shard's halo moves: "ipc" or "nccl" (a GPU shard, once its
+ * first product has run), else "mpi". */
+const char *cluster_local_exchange(const cluster_local *l);
 /* Bytes of the shard held in host memory. */
 size_t cluster_local_bytes(const cluster_local *l);
 /* cluster_local_spmv with x and y given either way: host values (xh, yh)

@@ -393,8 +393,9 @@ static void combine_times(cluster_matrix *m, double *times, int32_t runs, int32_
         spmv_stats_compute(slowest_dev, runs, warmup, 2 * m->nnz, product_bytes(m), &out->device);
 }
 
-/* CMD_NCCL: the communicator over every rank's GPU, made together. */
-static int nccl_round(cluster *c, cmd_reply *rep, spmv_error *err)
+/* CMD_NCCL: the communicator over every rank's GPU, made together (the
+ * first sharded product or solve on GPU shards). */
+int cluster_nccl_round(cluster *c, cmd_reply *rep, spmv_error *err)
 {
     cmd_header h;
     cmd_init(c, &h, CMD_NCCL, NULL);
@@ -511,7 +512,7 @@ int cluster_spmv(cluster *c, cluster_matrix *m, const spmv_kernel *k, const spmv
         rc = spmv_error_set(err, SPMV_ERR_NOMEM, 0, "out of memory for a sharded product");
         goto out;
     }
-    if (m->gpu && !c->nccl && (rc = nccl_round(c, rep, err)) != SPMV_OK)
+    if (m->gpu && !c->nccl && (rc = cluster_nccl_round(c, rep, err)) != SPMV_OK)
         goto out;
     if ((rc = spmv_post(c, m, k, p, io, warmup, runs, hs, &r, err)) != SPMV_OK)
         goto out;
@@ -546,6 +547,7 @@ int cluster_spmv(cluster *c, cluster_matrix *m, const spmv_kernel *k, const spmv
         snprintf(out->kernels[q], sizeof out->kernels[q], "%s", q == 0 ? out->kernel : rep[q].kernel);
     for (int q = 0; q < m->nranks; q++)
         out->halo_values += m->info[q].halo_recv;
+    out->exchange = cluster_local_exchange(m->own);
 out:
     reqs_free(&r);
     free(rep);

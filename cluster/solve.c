@@ -434,6 +434,9 @@ int cluster_solve(cluster *c, cluster_matrix *m, const cluster_solve_args *a, sp
         rc = spmv_error_set(err, SPMV_ERR_NOMEM, 0, "out of memory for a distributed solve");
         goto out;
     }
+    /* GPU shards reduce and exchange over NCCL: its communicator first, as a product makes it */
+    if (m->gpu && !c->nccl && (rc = cluster_nccl_round(c, rep, err)) != SPMV_OK)
+        goto out;
     solve_header(c, m, a, &hs[0]);
     if ((rc = solve_post(c, m, a, hs, pay, err)) != SPMV_OK)
         goto out;

@@ -113,7 +113,7 @@ int cluster_nccl_setup(cluster *c, spmv_error *err)
     }
     if (rc != SPMV_OK)
         return rc;
-    return spmv_gpu_comm_new(ctx, c->size, c->rank, id, c->o.timeout_ms, &c->nccl, err);
+    return spmv_gpu_comm_new(ctx, c->size, c->rank, id, c->o.timeout_ms, c->o.halo_ipc, &c->nccl, err);
 }
 
 /* -------------------------------------------------------- a local shard */
@@ -453,10 +453,8 @@ static int gpu_product(cluster *c, cluster_local *l, const spmv_kernel *k, const
         if (rc != SPMV_OK)
             cluster_fail(c, err, "rank %d: %s", c->rank, err->message);
         double t3 = spmv_now_ms();
-        if (rc == SPMV_OK && *krc == SPMV_OK && l->goff &&
-            (*krc = spmv_gpu_launch(ctx, k, l->goff, par, spmv_gpu_halo_ghost(l->ghalo), spmv_gpu_halo_offsum(l->ghalo),
-                                   kerr)) == SPMV_OK)
-            *krc = spmv_gpu_halo_add(c->nccl, l->ghalo, yd, kerr);
+        if (rc == SPMV_OK && *krc == SPMV_OK && l->goff) /* the boundary rows' remote part: one small kernel */
+            *krc = spmv_gpu_halo_off_add(c->nccl, l->ghalo, l->goff, yd, kerr);
         if (rc == SPMV_OK) { /* the stream waits for the exchange whatever the kernels did */
             rc = spmv_gpu_halo_finish(c->nccl, l->ghalo, c->o.timeout_ms, &exposed, &device, err);
             if (rc != SPMV_OK)
@@ -470,6 +468,13 @@ static int gpu_product(cluster *c, cluster_local *l, const spmv_kernel *k, const
             record(t, it - warmup, t4 - t0, (t4 - t0) - comm, comm, device);
     }
     return rc;
+}
+
+const char *cluster_local_exchange(const cluster_local *l)
+{
+    if (!l->ghalo)
+        return "mpi";
+    return spmv_gpu_halo_ipc(l->ghalo) ? "ipc" : "nccl";
 }
 
 /* The local product with x and y given either way: host values (xh, yh),

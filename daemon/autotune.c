@@ -7,6 +7,12 @@
  * is trusted only if its kernel exists in this build, runs on the device
  * the matrix is on now, and its parameters still resolve; anything else is
  * ignored (and overwritten by the next tuning), never an error.
+ *
+ * A packed format the matrix does not hold yet is left out of the
+ * candidates until its products repay building it (daemon/payback.h); the
+ * choice remembers what it left out (`deferred`), and is tuned again on
+ * the first call after one of those formats becomes due or gets built by
+ * a call that named its kernel.
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -18,6 +24,7 @@
 #include "daemon/autotune.h"
 #include "daemon/daemon.h"
 #include "daemon/log.h"
+#include "daemon/payback.h"
 #include "fileio.h"
 #include "daemon/worker.h"
 
@@ -47,14 +54,24 @@ static json_t *params_json(const spmv_kernel *k, const spmv_params *p)
     return o;
 }
 
+static json_t *formats_list(unsigned mask)
+{
+    json_t *a = json_array();
+    for (int i = 0; a && i < SPMV_FORMAT_COUNT; i++)
+        if (mask & (1u << i))
+            json_array_append_new(a, json_string(spmv_format_name((spmv_format)(1u << i))));
+    return a;
+}
+
 json_t *autotune_json(const matrix_tuning *t)
 {
     if (!t->valid)
         return json_null();
-    return json_pack("{s:s, s:o, s:f, s:f, s:i, s:i, s:i, s:b, s:s}", "kernel", t->kernel->name, "params",
+    return json_pack("{s:s, s:o, s:f, s:f, s:i, s:i, s:i, s:b, s:s, s:o}", "kernel", t->kernel->name, "params",
                      params_json(t->kernel, &t->params), "median_ms", t->median_ms, "tuning_ms", t->cost_ms,
                      "tuning_runs", t->runs, "timed", t->timed, "candidates", t->candidates, "budget_hit",
-                     t->budget_hit, "source", t->source ? t->source : "cached");
+                     t->budget_hit, "source", t->source ? t->source : "cached", "deferred",
+                     formats_list(t->deferred));
 }
 
 /* --------------------------------------------------------- side file */
@@ -125,6 +142,13 @@ static bool load_side_file(const char *dir, const matrix *m, matrix_tuning *out)
             out->params.v[id] = (int32_t)json_integer_value(v);
     }
     ok = spmv_params_resolve(out->kernel, &out->params, NULL, NULL) == SPMV_OK;
+    json_t *deferred = json_object_get(o, "deferred"); /* absent in an older file: nothing deferred */
+    unsigned mask = 0;
+    size_t i;
+    json_t *name;
+    json_array_foreach(deferred, i, name)
+        if (json_is_string(name) && spmv_formats_parse(json_string_value(name), &mask, NULL) == SPMV_OK)
+            out->deferred |= mask & SPMV_FMT_PACKED;
 done:
     if (!ok)
         log_info("auto: ignoring %s (unusable for this matrix here; it will be tuned again)", path);
@@ -147,14 +171,42 @@ static int run_on_worker(void *c, const spmv_kernel *k, const spmv_params *p, co
 {
     tune_ctx *t = c;
     worker_heartbeat(t->w); /* tuning is one long task: say we are alive */
-    return worker_run_kernel_k(t->w, t->m, k, p, false, t->k, x, y, warmup, runs, st, err);
+    worker_run_args a = {.m = t->m, .k = k, .p = p, .warmup = warmup, .runs = runs, .ncols = t->k, .x = x, .y = y,
+                         .st = st, .err = err, .tuning = true}; /* timed, not a product */
+    return worker_run(t->w, &a);
+}
+
+/* The packed formats auto may not build for m yet (daemon/payback.h). */
+static unsigned deferred_now(spmvd *d, matrix *m)
+{
+    payback_policy pol = {d->cfg.auto_build && strcmp(d->cfg.auto_build, "eager") == 0,
+                          (uint64_t)d->cfg.auto_build_products};
+    if (m->dev) {
+        spmv_gpu_usage u;
+        matrix_device_usage(m, &u);
+        return payback_deferred(&pol, m, PAYBACK_DEVICE, u.formats, u.convert_ms);
+    }
+    double convert_ms[SPMV_FORMAT_COUNT];
+    pthread_mutex_lock(&m->lock);
+    unsigned held = m->host.formats;
+    memcpy(convert_ms, m->host.convert_ms, sizeof convert_ms);
+    pthread_mutex_unlock(&m->lock);
+    return payback_deferred(&pol, m, PAYBACK_HOST, held, convert_ms);
+}
+
+/* A choice that left out a format auto may build now (it became due, or a
+ * call built it) is tuned again. */
+static bool stale(spmvd *d, matrix *m, const matrix_tuning *t)
+{
+    return t->deferred && (t->deferred & ~deferred_now(d, m));
 }
 
 static int tune_now(spmvd *d, worker *w, matrix *m, int32_t ncols, matrix_tuning *out, spmv_error *err)
 {
-    spmv_tune_options o = {device_of(m), (double)d->cfg.tune_budget_ms, (int32_t)d->cfg.tune_max_runs, 10, 0, ncols};
+    spmv_tune_options o = {device_of(m), (double)d->cfg.tune_budget_ms, (int32_t)d->cfg.tune_max_runs, 10, 0, ncols, 0};
     spmv_tune_result r;
     tune_ctx c = {w, m, ncols};
+    o.skip_formats = deferred_now(d, m);
     uint64_t seed = 0;
     for (const char *s = m->meta.id; *s; s++) /* x from the id: the same matrix is tuned on the same x */
         seed = seed * 131 + (unsigned char)*s;
@@ -177,7 +229,7 @@ static int tune_now(spmvd *d, worker *w, matrix *m, int32_t ncols, matrix_tuning
         return rc;
     memset(out, 0, sizeof *out);
     *out = (matrix_tuning){true, r.kernel, r.params, r.median_ms, r.cost_ms, r.runs, r.timed, r.candidates,
-                           r.budget_hit, "tuned"};
+                           r.budget_hit, "tuned", o.skip_formats};
     log_info("auto: %s tuned in %.0f ms (%d runs, %d of %d candidates timed%s): %s, median %.4f ms", m->meta.id,
              r.cost_ms, r.runs, r.timed, r.candidates, r.budget_hit ? ", budget reached" : "", r.kernel->name,
              r.median_ms);
@@ -190,12 +242,12 @@ int autotune_get(spmvd *d, worker *w, matrix *m, bool force, matrix_tuning *out,
     pthread_mutex_lock(&m->lock);
     t = m->tuned;
     pthread_mutex_unlock(&m->lock);
-    if (!force && t.valid && t.kernel->device == device_of(m)) {
+    if (!force && t.valid && t.kernel->device == device_of(m) && !stale(d, m, &t)) {
         *out = t;
         out->source = "cached";
         return SPMV_OK;
     }
-    if (force || !load_side_file(store_dir(d->store), m, &t)) {
+    if (force || !load_side_file(store_dir(d->store), m, &t) || stale(d, m, &t)) {
         int rc = tune_now(d, w, m, 1, &t, err);
         if (rc != SPMV_OK)
             return rc;
@@ -215,9 +267,11 @@ int autotune_get_k(spmvd *d, worker *w, matrix *m, int32_t ncols, matrix_tuning 
     if (ncols <= 1)
         return autotune_get(d, w, m, false, out, err);
     int n = (int)(sizeof m->tuned_k / sizeof m->tuned_k[0]);
+    unsigned due = deferred_now(d, m);
     pthread_mutex_lock(&m->lock);
     for (int i = 0; i < n; i++)
-        if (m->tuned_k[i].valid && m->tuned_k_cols[i] == ncols && m->tuned_k[i].kernel->device == device_of(m)) {
+        if (m->tuned_k[i].valid && m->tuned_k_cols[i] == ncols && m->tuned_k[i].kernel->device == device_of(m) &&
+            !(m->tuned_k[i].deferred & ~due)) {
             *out = m->tuned_k[i];
             out->source = "cached";
             pthread_mutex_unlock(&m->lock);
@@ -250,6 +304,7 @@ void autotune_forget(spmvd *d, matrix *m)
     memset(m->tuned_k, 0, sizeof m->tuned_k);
     memset(m->tuned_k_cols, 0, sizeof m->tuned_k_cols);
     pthread_mutex_unlock(&m->lock);
+    payback_forget(m); /* the packed formats' times depend on the values */
     autotune_remove(store_dir(d->store), m->meta.id);
 }
 

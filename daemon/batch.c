@@ -9,7 +9,11 @@
  * kernel and parameters (worker_join). The x of all of them become the
  * columns of one block X, the kernel runs once as Y = A*X, and each
  * product gets its column of Y, the SpMM's timings and `batched` (how
- * many columns the SpMM had). The lead's worker loop finishes the lead;
+ * many columns the SpMM had). On a GPU kernel nothing is packed on the
+ * host: each x goes from its request body straight to its place in the
+ * device's X and each column of Y straight into its answer's y
+ * (worker_run_batch, engine/gpu/batch.cu); a CPU kernel gets X packed on
+ * the host, as its SpMM reads it. The lead's worker loop finishes the lead;
  * the joined ones are finished here, after the SpMM. Like Triton's
  * dynamic batcher, the window trades a bounded wait for fewer, wider
  * kernel launches: on a gather-bound matrix the SpMM reads A once for all
@@ -50,12 +54,62 @@ static int resolve_auto(product **all, int32_t n, worker *w, spmv_error *err)
     return rc;
 }
 
-/* Each product's column of Y into a y of its own, the timings and the
- * outcome into each. */
-static void scatter(product **all, int32_t n, const char *Y, int rc, const spmv_stats *st, const spmv_error *err,
-                    worker *w, double start_ms)
+/* A y of its own for each product, from the pool: the batch writes the
+ * answers there directly. */
+static int answer_buffers(product **all, int32_t n, spmv_error *err)
 {
     size_t col = (size_t)all[0]->ylen * spmv_dtype_size(all[0]->m->host.dtype);
+    for (int32_t j = 0; j < n; j++) {
+        product *t = all[j];
+        if (!(t->y_buf = bufpool_get(t->d->iobufs, col ? col : 1)))
+            return spmv_error_set(err, SPMV_ERR_NOMEM, 0, "out of memory for y");
+        t->y = t->y_buf->ptr;
+    }
+    return SPMV_OK;
+}
+
+/* A CPU kernel reads one block: the x packed into X (column-major, the
+ * CPU SpMM reads it in tiles of 4 columns), one SpMM, Y unpacked into the
+ * answers. All of it is host work (bt->host_ms, set by the caller). */
+static int run_packed(product **all, int32_t n, worker *w, spmv_stats *st, spmv_error *err)
+{
+    product *lead = all[0];
+    spmv_dtype dt = lead->m->host.dtype;
+    size_t vs = spmv_dtype_size(dt), xcol = (size_t)lead->xlen * vs, ycol = (size_t)lead->ylen * vs;
+    bufpool_buf *X = bufpool_get(lead->d->iobufs, n * xcol + 1), *Y = bufpool_get(lead->d->iobufs, n * ycol + 1);
+    int rc = SPMV_OK;
+    if (!X || !Y)
+        rc = spmv_error_set(err, SPMV_ERR_NOMEM, 0, "out of memory for a batch of %d products", (int)n);
+    if (rc == SPMV_OK) {
+        for (int32_t j = 0; j < n; j++)
+            memcpy((char *)X->ptr + (size_t)j * xcol, all[j]->x, xcol);
+        spmv_host_poison(dt, Y->ptr, (int64_t)n * lead->ylen);
+        rc = worker_run_kernel_k(w, lead->m, lead->k, &lead->p, false, n, X->ptr, Y->ptr, 0, 1, st, err);
+    }
+    for (int32_t j = 0; j < n && rc == SPMV_OK; j++)
+        memcpy(all[j]->y, (char *)Y->ptr + (size_t)j * ycol, ycol);
+    bufpool_put(X);
+    bufpool_put(Y);
+    return rc;
+}
+
+/* A GPU kernel takes the products' own x and y (worker_run_batch): each
+ * x copied to the device into its column of X, each column of Y straight
+ * into its answer. */
+static int run_device(product **all, int32_t n, worker *w, spmv_stats *st, spmv_batch_times *bt, spmv_error *err)
+{
+    const void *xs[SPMV_MAX_K];
+    void *ys[SPMV_MAX_K];
+    for (int32_t j = 0; j < n; j++)
+        xs[j] = all[j]->x, ys[j] = all[j]->y;
+    product *lead = all[0];
+    return worker_run_batch(w, lead->m, lead->k, &lead->p, n, xs, ys, st, bt, err);
+}
+
+/* The timings and the outcome into each product; a failed batch fails each. */
+static void finish_all(product **all, int32_t n, int rc, const spmv_stats *st, const spmv_error *err, worker *w,
+                       double start_ms)
+{
     for (int32_t j = 0; j < n; j++) {
         product *t = all[j];
         if (j > 0)
@@ -64,48 +118,39 @@ static void scatter(product **all, int32_t n, const char *Y, int rc, const spmv_
         t->batched = n;
         t->report.st = *st;
         t->rc = rc;
-        if (rc != SPMV_OK) {
+        if (rc != SPMV_OK)
             t->err = *err;
-            continue;
-        }
-        if (!(t->y_buf = bufpool_get(t->d->iobufs, col ? col : 1))) {
-            t->rc = spmv_error_set(&t->err, SPMV_ERR_NOMEM, 0, "out of memory for y");
-            continue;
-        }
-        t->y = t->y_buf->ptr;
-        memcpy(t->y, Y + (size_t)j * col, col);
     }
 }
 
-/* X from the products' x, one SpMM, Y scattered back. */
+/* One SpMM for the products, each answer in its own y; the parts of the
+ * batch's time into the log and /metrics (h2d, layout, spmm, d2h on a GPU;
+ * host: the rest of the batch's wall time on the worker, the packing
+ * included on the CPU). */
 static void run_batch(product **all, int32_t n, worker *w)
 {
     product *lead = all[0];
-    spmv_dtype dt = lead->m->host.dtype;
-    size_t vs = spmv_dtype_size(dt), xcol = (size_t)lead->xlen * vs, ycol = (size_t)lead->ylen * vs;
     spmv_stats st = {0};
+    spmv_batch_times bt = {0};
     spmv_error err = {0};
-    int rc = SPMV_OK;
     double start_ms = spmv_now_ms();
-    bufpool_buf *X = bufpool_get(lead->d->iobufs, n * xcol + 1), *Y = bufpool_get(lead->d->iobufs, n * ycol + 1);
-    if (!X || !Y)
-        rc = spmv_error_set(&err, SPMV_ERR_NOMEM, 0, "out of memory for a batch of %d products", (int)n);
-    if (rc == SPMV_OK && lead->is_auto)
-        rc = resolve_auto(all, n, w, &err);
-    if (rc == SPMV_OK) {
-        for (int32_t j = 0; j < n; j++)
-            memcpy((char *)X->ptr + (size_t)j * xcol, all[j]->x, xcol);
-        if (!worker_gpu_ctx(w)) /* a GPU poisons its device y */
-            spmv_host_poison(dt, Y->ptr, (int64_t)n * lead->ylen);
-        rc = worker_run_kernel_k(w, lead->m, lead->k, &lead->p, false, n, X->ptr, Y->ptr, 0, 1, &st, &err);
-    }
-    scatter(all, n, Y ? Y->ptr : NULL, rc, &st, &err, w, start_ms);
+    int rc = lead->is_auto ? resolve_auto(all, n, w, &err) : SPMV_OK;
     if (rc == SPMV_OK)
-        metrics_batch(lead->d->metrics, (int)n);
-    bufpool_put(X);
-    bufpool_put(Y);
-    log_info("spmv: batch of %d on %s by %s (%s): %.4f ms, the lead queued %.3f ms%s", (int)n, lead->m->meta.id,
-             w->name, lead->k->name, st.median_ms, lead->report.queue_ms, rc ? " FAILED" : "");
+        rc = answer_buffers(all, n, &err);
+    if (rc == SPMV_OK && lead->k->device == SPMV_DEVICE_GPU)
+        rc = run_device(all, n, w, &st, &bt, &err);
+    else if (rc == SPMV_OK)
+        rc = run_packed(all, n, w, &st, &err), bt.spmm_ms = st.median_ms;
+    bt.total_ms = spmv_now_ms() - start_ms;
+    double dev = bt.h2d_ms + bt.layout_ms + bt.spmm_ms + bt.d2h_ms;
+    bt.host_ms = bt.total_ms > dev ? bt.total_ms - dev : 0;
+    finish_all(all, n, rc, &st, &err, w, start_ms);
+    if (rc == SPMV_OK)
+        metrics_batch(lead->d->metrics, (int)n, &bt);
+    log_info("spmv: batch of %d on %s by %s (%s): %.4f ms (h2d %.4f, layout %.4f, spmm %.4f, d2h %.4f, host %.4f), "
+             "the lead queued %.3f ms%s",
+             (int)n, lead->m->meta.id, w->name, lead->k->name, bt.total_ms, bt.h2d_ms, bt.layout_ms, bt.spmm_ms,
+             bt.d2h_ms, bt.host_ms, lead->report.queue_ms, rc ? " FAILED" : "");
 }
 
 bool product_batch(product *t, worker *w)

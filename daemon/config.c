@@ -49,6 +49,8 @@ static int check_devices(const char *v, char *err, size_t errlen);
 static int check_dtype(const char *v, char *err, size_t errlen);
 static int check_log_level(const char *v, char *err, size_t errlen);
 static int check_nonempty(const char *v, char *err, size_t errlen);
+static int check_auto_build(const char *v, char *err, size_t errlen);
+static int check_halo(const char *v, char *err, size_t errlen);
 
 #define OFF(field) offsetof(spmvd_config, field)
 static const key_desc keys[] = {
@@ -85,6 +87,12 @@ static const key_desc keys[] = {
      "milliseconds the auto kernel may spend tuning one matrix (first use or POST .../tune)"},
     {"tune_max_runs", KEY_INT, OFF(tune_max_runs), 0, 1000000, 0, NULL, NULL,
      "kernel runs the auto kernel may spend tuning one matrix, probes and warm-ups counted (0: no bound but the time)"},
+    {"auto_build", KEY_STRING, OFF(auto_build), 0, 0, 0, "repaid", check_auto_build,
+     "when auto builds a packed format (pcsr, psell, spsell, pbsr) a matrix does not hold: \"repaid\" once the "
+     "matrix's products repay it (its measured payback, else auto_build_products), \"eager\" whenever it tunes"},
+    {"auto_build_products", KEY_INT, OFF(auto_build_products), 0, INT64_C(1) << 50, 100, NULL, NULL,
+     "products a matrix must have had before auto (auto_build repaid) builds a packed format whose payback on it is "
+     "not measured yet"},
     {"vector_ttl_s", KEY_INT, OFF(vector_ttl_s), 1, 30 * 86400, 3600, NULL, NULL,
      "seconds a resident vector may stay unused before it expires (vectors are never persisted)"},
     {"max_vector_bytes", KEY_INT, OFF(max_vector_bytes), 0, 64 * TiB, 4 * GiB, NULL, NULL,
@@ -140,6 +148,10 @@ static const key_desc keys[] = {
     {"cluster_heartbeat_ms", KEY_INT, OFF(cluster_heartbeat_ms), 50, 3600000, 1000, NULL, NULL,
      "under mpirun: how long an idle rank may take to answer the heartbeat rank 0 sends four times a second; past it "
      "the cluster is marked failed, so a dead rank is seen in about this long (capped at cluster_timeout_ms)"},
+    {"cluster_halo", KEY_STRING, OFF(cluster_halo), 0, 0, 0, "auto", check_halo,
+     "under mpirun, GPU shards: how a sharded product's halo moves: \"auto\" (CUDA IPC, each rank writing straight "
+     "into its peers' GPUs, where every rank is on one host and its GPUs reach each other; NCCL otherwise) or "
+     "\"nccl\" (always NCCL)"},
     {"shard_nnz", KEY_INT, OFF(shard_nnz), 0, INT32_MAX, 0, NULL, NULL,
      "under mpirun: an upload naming neither `shard` nor `device` with at least this many entries is sharded across the "
      "ranks (0: only when asked)"},
@@ -308,6 +320,13 @@ static int check_devices(const char *v, char *err, size_t errlen)
     return config_parse_devices(v, &all, list, &n, err, errlen);
 }
 
+static int check_auto_build(const char *v, char *err, size_t errlen)
+{
+    if (strcmp(v, "repaid") != 0 && strcmp(v, "eager") != 0)
+        return fail(err, errlen, "expected repaid or eager, got \"%s\"", v);
+    return 0;
+}
+
 static int check_dtype(const char *v, char *err, size_t errlen)
 {
     spmv_dtype d;
@@ -321,6 +340,13 @@ static int check_log_level(const char *v, char *err, size_t errlen)
     if (log_level_parse(v) < 0)
         return fail(err, errlen, "expected error, warn, info or debug, got \"%s\"", v);
     return 0;
+}
+
+static int check_halo(const char *v, char *err, size_t errlen)
+{
+    if (strcmp(v, "auto") == 0 || strcmp(v, "nccl") == 0)
+        return 0;
+    return fail(err, errlen, "expected \"auto\" or \"nccl\", got \"%s\"", v);
 }
 
 static int check_nonempty(const char *v, char *err, size_t errlen)

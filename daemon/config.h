@@ -32,6 +32,8 @@ typedef struct spmvd_config {
     int64_t max_request_work;      /* multiply-adds one spmv/bench request may ask for */
     int64_t tune_budget_ms;        /* wall time the auto kernel may spend tuning one matrix */
     int64_t tune_max_runs;         /* kernel runs it may spend (0: only the time budget) */
+    char *auto_build;              /* "repaid" or "eager": when auto builds a packed format (daemon/payback.c) */
+    int64_t auto_build_products;   /* products a matrix needs before auto builds one whose payback is unknown */
     int64_t vector_ttl_s;          /* idle seconds before a resident vector expires */
     int64_t max_vector_bytes;      /* per device */
     int64_t max_vectors;           /* per device */
@@ -54,6 +56,7 @@ typedef struct spmvd_config {
     int64_t io_buffer_bytes;       /* idle binary-path buffers kept (daemon/bufpool.h) */
     int64_t cluster_timeout_ms;    /* every wait of the cluster (mpirun): past it the cluster has failed */
     int64_t cluster_heartbeat_ms;  /* an idle rank answers rank 0's heartbeat within it, or the cluster has failed */
+    char *cluster_halo;            /* "auto" (CUDA IPC where it can) or "nccl" */
     int64_t shard_nnz;             /* mpirun: uploads naming no shard/device with this many entries shard (0: never) */
     int64_t shard_when_full;       /* 0/1 mpirun: a GPU upload that fits none of rank 0's GPUs shards instead */
     int64_t connection_timeout;    /* seconds */

@@ -442,7 +442,8 @@ static int join_job(spmvd *d, int *argc, char ***argv)
                          .tune_max_runs = (int32_t)d->cfg.tune_max_runs,
                          .limits = spmvd_format_limits(d),
                          .log = cluster_log,
-                         .shard_dir = shard_dir};
+                         .shard_dir = shard_dir,
+                         .halo_ipc = strcmp(d->cfg.cluster_halo, "nccl") != 0};
     spmv_error err = {0};
     if (cluster_init(argc, argv, &o, &d->cluster, &err) != SPMV_OK) {
         if (cluster_launched_size() == 1) {

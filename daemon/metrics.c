@@ -33,6 +33,7 @@ static const double kernel_bounds[] = {1e-6, 5e-6, 1e-5, 5e-5, 1e-4, 5e-4, 1e-3,
 #define REQUEST_BUCKETS (sizeof request_bounds / sizeof *request_bounds + 1)
 #define KERNEL_BUCKETS (sizeof kernel_bounds / sizeof *kernel_bounds + 1)
 #define MAX_BUCKETS 16
+#define BATCH_PARTS 5
 _Static_assert(REQUEST_BUCKETS <= MAX_BUCKETS && KERNEL_BUCKETS <= MAX_BUCKETS, "histogram bucket table too small");
 
 /* One labelled series: per-bucket counts (not cumulative), the observation
@@ -92,9 +93,13 @@ struct metrics {
     _Atomic unsigned long long upload_bytes;
     _Atomic unsigned long long host_evictions;
     _Atomic unsigned long long batches, batched_products; /* dynamic batching (daemon/batch.c) */
+    _Atomic unsigned long long batch_part_ns[BATCH_PARTS]; /* their time by part (batch_parts) */
     histogram request_hist[METRICS_MAX_ROUTES]; /* spmvd_request_duration_seconds{route} */
     histogram *kernel_hist;                     /* spmvd_kernel_duration_seconds{kernel}, nkernels + 1 */
 };
+
+/* The parts of a batch's time (spmv_batch_times), as /metrics names them. */
+static const char *const batch_parts[BATCH_PARTS] = {"h2d", "layout", "spmm", "d2h", "host"};
 
 metrics *metrics_new(const char *const *routes, size_t nroutes)
 {
@@ -152,12 +157,16 @@ void metrics_upload(metrics *m, size_t bytes)
         atomic_fetch_add(&m->upload_bytes, bytes);
 }
 
-void metrics_batch(metrics *m, int products)
+void metrics_batch(metrics *m, int products, const spmv_batch_times *bt)
 {
-    if (m) {
-        atomic_fetch_add(&m->batches, 1);
-        atomic_fetch_add(&m->batched_products, (unsigned long long)products);
-    }
+    if (!m)
+        return;
+    atomic_fetch_add(&m->batches, 1);
+    atomic_fetch_add(&m->batched_products, (unsigned long long)products);
+    double ms[BATCH_PARTS] = {bt->h2d_ms, bt->layout_ms, bt->spmm_ms, bt->d2h_ms, bt->host_ms};
+    for (int i = 0; i < BATCH_PARTS; i++)
+        if (ms[i] > 0)
+            atomic_fetch_add(&m->batch_part_ns[i], (unsigned long long)(ms[i] * 1e6));
 }
 
 void metrics_host_eviction(metrics *m)
@@ -365,6 +374,13 @@ char *metrics_render(metrics *m, struct spmvd *d)
                "# HELP spmvd_batched_products_total Products answered from those SpMMs.\n"
                "# TYPE spmvd_batched_products_total counter\nspmvd_batched_products_total %llu\n",
             atomic_load(&m->batches), atomic_load(&m->batched_products));
+    fputs("# HELP spmvd_batch_part_seconds_total Time of those SpMMs by part: h2d (x to the device), layout (X to rows, "
+          "Y to columns on the device), spmm, d2h (y to the answers), host (the rest, packing for a CPU kernel).\n"
+          "# TYPE spmvd_batch_part_seconds_total counter\n",
+          f);
+    for (int i = 0; i < BATCH_PARTS; i++)
+        fprintf(f, "spmvd_batch_part_seconds_total{part=\"%s\"} %.6f\n", batch_parts[i],
+                (double)atomic_load(&m->batch_part_ns[i]) / 1e9);
     fclose(f);
     return text;
 }

@@ -10,6 +10,8 @@
 
 #include <stddef.h>
 
+#include "spmv.h"
+
 struct spmvd;
 typedef struct metrics metrics;
 
@@ -23,8 +25,9 @@ void metrics_request(metrics *m, size_t route, int status, double ms);
 void metrics_kernel(metrics *m, const char *kernel, double ms_per_run, int runs);
 void metrics_upload(metrics *m, size_t bytes);
 void metrics_host_eviction(metrics *m);
-/* One SpMM of `products` batched products (daemon/batch.c). */
-void metrics_batch(metrics *m, int products);
+/* One SpMM of `products` batched products (daemon/batch.c) and the parts
+ * of its time (spmvd_batch_part_seconds_total). */
+void metrics_batch(metrics *m, int products, const spmv_batch_times *bt);
 
 /* The exposition text (caller frees). */
 char *metrics_render(metrics *m, struct spmvd *d);

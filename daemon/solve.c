@@ -204,6 +204,7 @@ static int precond_bind(solve_task *t, worker *w, spmv_error *e)
                               t->k->name, t->pc->w->name);
     t->pc_bind = (spmv_precond_binding){worker_gpu_ctx(w), t->pc->p};
     t->o.precond = spmv_precond_apply_cb;
+    t->o.precond_k = spmv_precond_apply_k_cb;
     t->o.precond_ctx = &t->pc_bind;
     return SPMV_OK;
 }

@@ -94,8 +94,10 @@ int matrix_new_from_csr(const matfile_meta *meta, spmv_csr *csr, unsigned format
         if (!(formats & f) || f == SPMV_FMT_CSR)
             continue;
         int rc = spmv_matrix_add_format(&m->host, (spmv_format)f, err);
-        if (rc == SPMV_ERR_LIMIT || rc == SPMV_ERR_UNSUPPORTED)
-            continue; /* past the padding rule, or PBSR without blocks: not built, its kernels say why */
+        /* Past the padding rule, PBSR without blocks or SPSELL of a matrix
+         * not symmetric: not built, its kernels say why. */
+        if (rc == SPMV_ERR_LIMIT || rc == SPMV_ERR_UNSUPPORTED || (rc == SPMV_ERR_UNAVAILABLE && f == SPMV_FMT_SPSELL))
+            continue;
         if (rc != 0) {
             matrix_unref(m);
             return rc;

@@ -35,6 +35,7 @@ typedef struct matrix_tuning {
     int32_t runs, timed, candidates;
     bool budget_hit;
     const char *source;         /* "tuned" (this call), "stored" (side file), "cached" */
+    unsigned deferred;          /* packed formats left out of the candidates (daemon/payback.c's policy) */
 } matrix_tuning;
 
 typedef struct matrix {
@@ -59,6 +60,9 @@ typedef struct matrix {
     void *shards;               /* its shards across the MPI ranks (a cluster_matrix), opaque outside it */
     _Atomic int refs;
     struct matrix *next;        /* store list */
+    _Atomic uint64_t products;  /* products run on it since the daemon started, tuning's not counted (payback.c) */
+    double best_ms[2][SPMV_FORMAT_COUNT]; /* best median of a one-column product by a kernel reading each format:
+                                           * [0] on the host, [1] on its GPU (0: none yet), under `lock` */
 } matrix;
 
 typedef struct store store;

@@ -26,6 +26,7 @@
 
 #include "daemon/daemon.h"
 #include "daemon/log.h"
+#include "daemon/payback.h"
 #include "daemon/worker.h"
 
 #define WORKER_TICK_MS 250
@@ -249,6 +250,17 @@ void worker_free(worker *w)
 
 spmv_gpu_ctx *worker_gpu_ctx(worker *w) { return w && w->gpu >= 0 ? (spmv_gpu_ctx *)w->ctx : NULL; }
 
+/* What the run tells the matrix's payback (daemon/payback.h): the products
+ * it made (warm-ups included, k a block of k columns; none when tuning) and,
+ * for one column of op n on host arrays, its median. */
+static void note_run(const worker_run_args *a)
+{
+    int32_t cols = a->apply ? (a->xv ? a->xv->k : 1) : a->ncols;
+    uint64_t products = a->tuning ? 0 : (uint64_t)(a->warmup + a->runs) * (uint64_t)(cols > 0 ? cols : 1);
+    bool timed = !a->apply && a->ncols == 1 && !a->trans;
+    payback_note_run(a->m, a->k, products, timed, a->st->median_ms);
+}
+
 int worker_run(worker *w, const worker_run_args *a)
 {
     worker_heartbeat(w);
@@ -257,6 +269,8 @@ int worker_run(worker *w, const worker_run_args *a)
     worker_heartbeat(w);
     if (rc == SPMV_OK && w->d && w->d->metrics) /* a sharded auto names what the ranks ran */
         metrics_kernel(w->d->metrics, a->cst ? a->cst->kernel : a->k->name, a->st->mean_ms, a->st->runs);
+    if (rc == SPMV_OK && !a->cst && a->m && a->k)
+        note_run(a);
     return rc;
 }
 
@@ -276,6 +290,14 @@ int worker_run_kernel_k(worker *w, matrix *m, const spmv_kernel *k, const spmv_p
 {
     worker_run_args a = {.m = m, .k = k, .p = p, .trans = trans && !matrix_symmetric(m), .warmup = warmup, .runs = runs, .ncols = ncols,
                          .x = x, .y = y, .st = st, .err = err};
+    return worker_run(w, &a);
+}
+
+int worker_run_batch(worker *w, matrix *m, const spmv_kernel *k, const spmv_params *p, int32_t ncols,
+                     const void *const *x, void *const *y, spmv_stats *st, spmv_batch_times *bt, spmv_error *err)
+{
+    worker_run_args a = {.m = m, .k = k, .p = p, .runs = 1, .ncols = ncols, .xs = x, .ys = y, .bt = bt, .st = st,
+                         .err = err};
     return worker_run(w, &a);
 }
 

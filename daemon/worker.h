@@ -66,6 +66,10 @@ typedef struct worker_run_args {
     cluster_spmv_stats *cst;
     spmv_stats *st;               /* out: the timings */
     spmv_error *err;
+    const void *const *xs;        /* a batch (worker_run_batch): ncols products' own x and y */
+    void *const *ys;
+    spmv_batch_times *bt;         /* out: the batch's parts */
+    bool tuning;                  /* auto's tuning run: timed, not counted as a product (daemon/payback.h) */
 } worker_run_args;
 
 typedef struct worker_ops {
@@ -208,6 +212,13 @@ int worker_run_apply(worker *w, matrix *m, const spmv_kernel *k, const spmv_para
 int worker_run_kernel_k(worker *w, matrix *m, const spmv_kernel *k, const spmv_params *p, bool trans,
                         int32_t ncols, const void *x, void *y, int32_t warmup, int32_t runs, spmv_stats *st,
                         spmv_error *err);
+/* Dynamic batching's SpMM on a GPU kernel (daemon/batch.c): y[j] = A*x[j]
+ * for j < ncols, each a host array of its own, copied to and from the
+ * device one by one, nothing packed on the host (spmv_gpu_run_batch); bt
+ * gets the parts of its time. A CPU kernel answers SPMV_ERR_INVALID (the
+ * batch packs a block for it and calls worker_run_kernel_k). */
+int worker_run_batch(worker *w, matrix *m, const spmv_kernel *k, const spmv_params *p, int32_t ncols,
+                     const void *const *x, void *const *y, spmv_stats *st, spmv_batch_times *bt, spmv_error *err);
 /* The GPU context of w (NULL for the CPU worker): what spmv_vec_* calls take. */
 spmv_gpu_ctx *worker_gpu_ctx(worker *w);
 /* C = A*B with SpMSpM kernel k from worker w's thread (worker_spmspm.c):

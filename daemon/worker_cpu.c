@@ -209,6 +209,9 @@ int worker_host_run(worker *w, const worker_run_args *a)
     if (a->k->device != SPMV_DEVICE_CPU)
         return spmv_error_set(a->err, SPMV_ERR_UNAVAILABLE, 0, "matrix %s is not resident on %s", a->m->meta.id,
                               w->name);
+    if (a->xs) /* daemon/batch.c packs a block for a CPU kernel */
+        return spmv_error_set(a->err, SPMV_ERR_INVALID, 0, "%s: a batch of separate operands runs on a GPU kernel",
+                              a->k->name);
     spmv_matrix snap;
     bool held;
     int rc = host_operand(w->d, a, &snap, &held);
@@ -253,8 +256,10 @@ int worker_host_set_values(matrix *m, const void *val, spmv_error *err)
         m->host_t = NULL;
     }
     for (unsigned f = SPMV_FMT_COO; f <= SPMV_FMT_LAST && rc != SPMV_ERR_NOMEM; f <<= 1)
-        if ((pinned & f) && f != SPMV_FMT_CSR)
+        if ((pinned & f) && f != SPMV_FMT_CSR) {
             rc = spmv_matrix_add_format(&m->host, (spmv_format)f, err);
+            rc = rc == SPMV_ERR_UNAVAILABLE && f == SPMV_FMT_SPSELL ? SPMV_OK : rc; /* new values not symmetric */
+        }
     pthread_mutex_unlock(&m->lock);
     return rc == SPMV_ERR_LIMIT || rc == SPMV_ERR_UNSUPPORTED ? SPMV_OK : rc; /* not built, as at upload */
 }

@@ -168,6 +168,8 @@ static int gpu_run(worker *w, const worker_run_args *a)
     int rc = a->trans ? spmv_gpu_matrix_transpose(w->ctx, m->dev, &g, a->err) : SPMV_OK;
     if (rc != SPMV_OK)
         return rc;
+    if (a->xs)
+        return spmv_gpu_run_batch(w->ctx, a->k, g, a->p, a->ncols, a->xs, a->ys, a->st, a->bt, a->err);
     if (a->apply)
         return spmv_gpu_apply(w->ctx, a->k, g, a->p, a->apply, a->xv, a->yv, a->st, a->axpby_ms, a->err);
     if (a->ncols == 1 && !a->trans)

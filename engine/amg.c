@@ -856,6 +856,7 @@ void spmv_amg_free(spmv_amg *h)
         spmv_amg_level_free(&h->lv[l]);
     free(h->lv);
     free(h->coarse_inv);
+    free(h->kwork);
     free(h);
 }
 
@@ -1055,6 +1056,217 @@ static void cycle(spmv_amg *h, int32_t l, const double *b, double *x)
 }
 
 void spmv_amg_vcycle(spmv_amg *h, const double *r, double *z) { cycle(h, 0, r, z); }
+
+/* ------------------------------------------------ the cycle on k columns
+ *
+ * spmv_amg_vcycle_k: the cycle above on a block of k columns, each product
+ * one pass over the operator for all k (an SpMM), each vector step one
+ * loop over the block. Inside the cycle the blocks are interleaved (row i's
+ * k values side by side, at i * k), so a non-zero's k products read one
+ * run of x; the caller's column-major r and z are transposed on the way in
+ * and out. Every column's arithmetic is the one-column cycle's, operation
+ * for operation, so each column of z is what spmv_amg_vcycle gives for
+ * that column alone, bit for bit. */
+
+#define KC 8 /* columns a row's pass carries at once */
+
+/* One level's n x k blocks of the k-column cycle (h->kwork), interleaved. */
+typedef struct kblock {
+    double *r, *x, *b, *d;
+} kblock;
+
+/* Row i of y = b - A x (b given) or y = A x (b NULL) on columns j0 ..
+ * j0 + kc of interleaved blocks of k columns; kc is KC or fewer (a
+ * constant where inlined: the sums stay in registers). */
+static inline void row_mm(const spmv_csr *a, int32_t i, int32_t k, int32_t j0, int32_t kc, const double *b,
+                          const double *x, double *y)
+{
+    const double *v = a->val;
+    double s[KC];
+    for (int32_t c = 0; c < kc; c++)
+        s[c] = b ? b[(size_t)i * k + j0 + c] : 0.0;
+    for (int32_t p = a->row_ptr[i]; p < a->row_ptr[i + 1]; p++) {
+        double av = v[p];
+        const double *xc = x + (size_t)a->col[p] * k + j0;
+        if (b)
+            for (int32_t c = 0; c < kc; c++)
+                s[c] -= av * xc[c];
+        else
+            for (int32_t c = 0; c < kc; c++)
+                s[c] += av * xc[c];
+    }
+    for (int32_t c = 0; c < kc; c++)
+        y[(size_t)i * k + j0 + c] = s[c];
+}
+
+/* y = b - A x (b given) or y = A x (b NULL) on interleaved blocks of k
+ * columns: row by row, KC columns at a time. */
+static void csr_mm(const spmv_csr *a, int32_t k, const double *b, const double *x, double *y)
+{
+#pragma omp parallel for schedule(static) if (a->nnz * k > 50000)
+    for (int32_t i = 0; i < a->rows; i++)
+        for (int32_t j0 = 0; j0 < k; j0 += KC) {
+            if (k - j0 >= KC)
+                row_mm(a, i, k, j0, KC, b, x, y);
+            else
+                row_mm(a, i, k, j0, k - j0, b, x, y);
+        }
+}
+
+/* spmv_amg_chebyshev on k interleaved columns, w's r and d its work
+ * blocks. */
+static void chebyshev_k(const spmv_amg_level *lv, int32_t degree, int32_t k, const double *b, double *x, bool zero,
+                        const kblock *w)
+{
+    size_t n = (size_t)lv->A.rows;
+    double *r = w->r, *d = w->d;
+    if (zero)
+        memcpy(r, b, n * (size_t)k * sizeof *r);
+    else
+        csr_mm(&lv->A, k, b, x, r);
+    double hi = 1.1 * lv->rho, lo = lv->rho / 30.0;
+    double theta = (hi + lo) / 2, delta = (hi - lo) / 2, sigma = theta / delta, rk = 1.0 / sigma;
+    for (size_t i = 0; i < n; i++)
+        for (size_t o = i * (size_t)k, e = o + (size_t)k; o < e; o++) {
+            d[o] = lv->dinv[i] * r[o] / theta;
+            x[o] = (zero ? 0.0 : x[o]) + d[o];
+        }
+    for (int32_t s = 1; s < degree; s++) {
+        double rn = 1.0 / (2.0 * sigma - rk);
+        csr_mm(&lv->A, k, b, x, r);
+#pragma omp parallel for schedule(static) if (n * (size_t)k > 50000)
+        for (size_t i = 0; i < n; i++)
+            for (size_t o = i * (size_t)k, e = o + (size_t)k; o < e; o++) {
+                d[o] = rn * rk * d[o] + 2.0 * rn / delta * lv->dinv[i] * r[o];
+                x[o] += d[o];
+            }
+        rk = rn;
+    }
+}
+
+/* smooth() on k interleaved columns. */
+static void smooth_k(const spmv_amg *h, const spmv_amg_level *lv, int32_t k, const double *b, double *x,
+                     int32_t sweeps, bool zero, const kblock *w)
+{
+    size_t n = (size_t)lv->A.rows;
+    double *r = w->r;
+    for (int32_t s = 0; s < sweeps; s++, zero = false) {
+        if (h->o.smoother == SPMV_AMG_CHEBYSHEV) {
+            chebyshev_k(lv, h->o.degree, k, b, x, zero, w);
+            continue;
+        }
+        if (zero)
+            memcpy(r, b, n * (size_t)k * sizeof *r);
+        else
+            csr_mm(&lv->A, k, b, x, r);
+        double om = 4.0 / 3.0 / lv->rho;
+        for (size_t i = 0; i < n; i++)
+            for (size_t o = i * (size_t)k, e = o + (size_t)k; o < e; o++)
+                x[o] = (zero ? 0.0 : x[o]) + om * lv->dinv[i] * r[o];
+    }
+}
+
+/* The coarse solve x = inv b on k interleaved columns (each column's sum
+ * in the one-column order). */
+static void coarse_k(const spmv_amg *h, int32_t k, const double *b, double *x)
+{
+    size_t n = (size_t)h->coarse_n, kk = (size_t)k;
+#pragma omp parallel for schedule(static) if (n * n * kk > 250000)
+    for (size_t i = 0; i < n; i++) {
+        double *xi = x + i * kk;
+        for (size_t j = 0; j < kk; j++)
+            xi[j] = 0.0;
+        for (size_t c = 0; c < n; c++) {
+            double a = h->coarse_inv[i * n + c];
+            const double *bc = b + c * kk;
+            for (size_t j = 0; j < kk; j++)
+                xi[j] += a * bc[j];
+        }
+    }
+}
+
+static void cycle_k(const spmv_amg *h, const kblock *w, int32_t l, int32_t k, const double *b, double *x)
+{
+    const spmv_amg_level *lv = &h->lv[l];
+    size_t n = (size_t)lv->A.rows;
+    if (l == h->nlevels - 1) {
+        coarse_k(h, k, b, x);
+        return;
+    }
+    const kblock *next = &w[l + 1];
+    if (h->o.presmooth)
+        smooth_k(h, lv, k, b, x, h->o.presmooth, true, &w[l]);
+    else
+        memset(x, 0, n * (size_t)k * sizeof *x);
+    csr_mm(&lv->A, k, b, x, w[l].r);
+    csr_mm(&lv->R, k, NULL, w[l].r, next->b);
+    cycle_k(h, w, l + 1, k, next->b, next->x);
+    csr_mm(&lv->P, k, NULL, next->x, w[l].r);
+    for (size_t i = 0; i < n * (size_t)k; i++)
+        x[i] += w[l].r[i];
+    smooth_k(h, lv, k, b, x, h->o.postsmooth, false, &w[l]);
+}
+
+/* Column-major (column j at j * n) to interleaved (row i at i * k), or
+ * back. */
+static void interleave(size_t n, int32_t k, const double *in, double *out, bool back)
+{
+#pragma omp parallel for schedule(static) if (n * (size_t)k > 200000)
+    for (size_t i = 0; i < n; i++)
+        for (size_t j = 0; j < (size_t)k; j++) {
+            if (back)
+                out[j * n + i] = in[i * (size_t)k + j];
+            else
+                out[i * (size_t)k + j] = in[j * n + i];
+        }
+}
+
+void spmv_amg_chebyshev_k(const spmv_amg_level *lv, int32_t degree, int32_t k, const double *b, double *x, double *r,
+                          double *d, double *bi, double *xi)
+{
+    size_t n = (size_t)lv->A.rows;
+    interleave(n, k, b, bi, false);
+    chebyshev_k(lv, degree, k, bi, xi, true, &(kblock){.r = r, .d = d});
+    interleave(n, k, xi, x, true);
+}
+
+/* The work blocks of a k-column cycle: h->kwork grown to 4 blocks a
+ * level, carved into w. */
+static int kwork(spmv_amg *h, int32_t k, kblock *w, spmv_error *err)
+{
+    int64_t need = 0;
+    for (int32_t l = 0; l < h->nlevels; l++)
+        need += 4 * (int64_t)h->lv[l].A.rows * k;
+    if (need > h->kwork_len) {
+        double *p = realloc(h->kwork, (size_t)(need ? need : 1) * sizeof *p);
+        if (!p)
+            return spmv_error_set(err, SPMV_ERR_NOMEM, 0, "amg cycle: out of memory for %d columns' work", k);
+        h->kwork = p;
+        h->kwork_len = need;
+    }
+    double *p = h->kwork;
+    for (int32_t l = 0; l < h->nlevels; l++) {
+        size_t nk = (size_t)h->lv[l].A.rows * k;
+        w[l] = (kblock){p, p + nk, p + 2 * nk, p + 3 * nk};
+        p += 4 * nk;
+    }
+    return SPMV_OK;
+}
+
+int spmv_amg_vcycle_k(spmv_amg *h, int32_t k, const double *r, double *z, spmv_error *err)
+{
+    if (k < 1)
+        return spmv_error_set(err, SPMV_ERR_INVALID, 0, "amg cycle: %d columns", k);
+    kblock w[32];
+    int st = kwork(h, k, w, err);
+    if (st)
+        return st;
+    size_t n = (size_t)h->lv[0].A.rows;
+    interleave(n, k, r, w[0].b, false); /* level 0's b and x blocks are free: the cycle's own */
+    cycle_k(h, w, 0, k, w[0].b, w[0].x);
+    interleave(n, k, w[0].x, z, true);
+    return SPMV_OK;
+}
 
 /* ------------------------------------------------------------ elasticity */
 

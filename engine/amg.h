@@ -98,6 +98,8 @@ typedef struct spmv_amg {
     double operator_complexity;   /* sum of nnz(A_l) / nnz(A_0) */
     double grid_complexity;       /* sum of rows(A_l) / rows(A_0) */
     int64_t bytes;                /* host bytes of the hierarchy (level 0's A not counted) */
+    double *kwork;                /* spmv_amg_vcycle_k's blocks, made on first use, grown for more columns */
+    int64_t kwork_len;            /* their doubles */
 } spmv_amg;
 
 /* Builds the hierarchy of a square matrix (either dtype; the hierarchy is
@@ -134,6 +136,15 @@ int spmv_amg_host_products(void *arg, const spmv_csr *A, const double *dinv, dou
 void spmv_amg_free(spmv_amg *h);
 /* z = M^-1 r: one V-cycle from z = 0 on the host (n = rows of level 0). */
 void spmv_amg_vcycle(spmv_amg *h, const double *r, double *z);
+/* The same cycle on k columns at once: r and z n x k, column-major (column
+ * j at j * n), each level's products one pass over its operator for all k
+ * (an SpMM), each smoothing step one loop over the block, the coarse solve
+ * the dense inverse times the k columns; inside, the blocks are
+ * interleaved (a row's k values side by side). Column j of z is, bit for bit,
+ * spmv_amg_vcycle of column j of r. Its work blocks (4 per level, n_l x k)
+ * are kept in h and grown for a larger k: SPMV_ERR_NOMEM when they cannot
+ * be, SPMV_ERR_INVALID for k < 1. Not for two threads at once on one h. */
+int spmv_amg_vcycle_k(spmv_amg *h, int32_t k, const double *r, double *z, spmv_error *err);
 
 /* A level on its own, for a smoother used alone (engine/precond_cheb.c's
  * chebyshev preconditioner): a float64 copy of square matrix a (either
@@ -151,6 +162,11 @@ double spmv_amg_spectral_radius(const spmv_csr *a, const double *dinv, double *u
  * of `degree` in D^-1 A smallest on [rho/30, 1.1 rho]; `zero`: x is zero
  * on entry, and then x = p(D^-1 A) D^-1 b. Uses lv->r and lv->d. */
 void spmv_amg_chebyshev(spmv_amg_level *lv, int32_t degree, const double *b, double *x, bool zero);
+/* The same sweep from zero on k columns at once (b and x n x k,
+ * column-major), r, d, bi and xi its n x k work blocks: each column of x
+ * is, bit for bit, spmv_amg_chebyshev's (zero) for that column alone. */
+void spmv_amg_chebyshev_k(const spmv_amg_level *lv, int32_t degree, int32_t k, const double *b, double *x, double *r,
+                          double *d, double *bi, double *xi);
 /* The rigid-body modes of 3-D elasticity at nodes with coordinates xyz
  * (n nodes, x y z interleaved): 6 columns of 3n rows, column-major, into
  * out (18 n values): three translations, three rotations. */
@@ -188,6 +204,19 @@ size_t spmv_gpu_amg_bytes(const spmv_gpu_amg *g);
  * column, of the hierarchy's rows, float64 or float32 (converted on the
  * way in and out when not the hierarchy's dtype). */
 int spmv_gpu_amg_vcycle(spmv_gpu_ctx *ctx, spmv_gpu_amg *g, const spmv_vec *r, spmv_vec *z, spmv_error *err);
+/* The same cycle (or a smoother-only object's sweep) on k columns at once:
+ * r and z n x k device blocks (column-major) of one dtype; active (NULL:
+ * all) the columns to cycle, the others' z left alone. Every product is
+ * one cuSPARSE SpMM of the active columns, every smoothing step one
+ * kernel over them, the coarse solve one cuBLAS gemm: the launches of one
+ * column's cycle whatever k is. The active columns are gathered into
+ * staging blocks (and converted there when not the hierarchy's dtype)
+ * unless all are active and of its dtype; the work blocks (4 per level,
+ * n_l x k) are made on first use and grown for a larger k. Column j of z
+ * equals spmv_gpu_amg_vcycle of column j of r to rounding (cuSPARSE's
+ * SpMM adds in its own order). */
+int spmv_gpu_amg_vcycle_k(spmv_gpu_ctx *ctx, spmv_gpu_amg *g, const spmv_vec *r, spmv_vec *z, const bool *active,
+                          spmv_error *err);
 
 #ifdef __cplusplus
 }

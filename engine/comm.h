@@ -1,4 +1,5 @@
-/* comm.h — moving x entries between GPUs for sharded products (NCCL).
+/* comm.h — moving x entries between GPUs for sharded products (NCCL, or
+ * CUDA IPC between the GPUs of one host).
  *
  * The engine's side of the cluster (cluster/): a communicator over the
  * GPUs of an MPI job's ranks, and a shard's halo plan on the device. The
@@ -31,8 +32,10 @@ typedef struct spmv_gpu_halo spmv_gpu_halo;
 /* A fresh NCCL unique id (rank 0). */
 int spmv_gpu_comm_id(void *id, spmv_error *err);
 /* Joins the communicator of nranks ranks on ctx's device; waits at most
- * timeout_ms for the others (non-blocking init, polled). */
-int spmv_gpu_comm_new(spmv_gpu_ctx *ctx, int nranks, int rank, const void *id, double timeout_ms,
+ * timeout_ms for the others (non-blocking init, polled). ipc: its halos
+ * exchange through CUDA IPC where every rank agrees it can (one host, GPUs
+ * that reach each other), NCCL otherwise. */
+int spmv_gpu_comm_new(spmv_gpu_ctx *ctx, int nranks, int rank, const void *id, double timeout_ms, bool ipc,
                       spmv_gpu_comm **out, spmv_error *err);
 /* Destroys it (abort: after a failure, without waiting for the peers). */
 void spmv_gpu_comm_free(spmv_gpu_comm *c, bool abort);
@@ -47,10 +50,20 @@ int spmv_gpu_halo_new(spmv_gpu_comm *c, spmv_dtype dt, const int32_t *send_off, 
                       const int32_t *recv_off, const int32_t *off_rows, int32_t n_off, spmv_gpu_halo **out,
                       spmv_error *err);
 void spmv_gpu_halo_free(spmv_gpu_comm *c, spmv_gpu_halo *h);
+/* Whether h exchanges through CUDA IPC (decided by every rank at
+ * spmv_gpu_halo_new, which every rank calls at the same product). */
+bool spmv_gpu_halo_ipc(const spmv_gpu_halo *h);
 /* The ghost entries as a device vector (x of the off-diagonal product). */
 const spmv_vec *spmv_gpu_halo_ghost(const spmv_gpu_halo *h);
 /* The off-diagonal rows' sums, n_off values (y of the off-diagonal product). */
 spmv_vec *spmv_gpu_halo_offsum(spmv_gpu_halo *h);
+/* y[off_rows[i]] += (row i of off) . ghost, on the context's stream (not
+ * waited for): the off-diagonal block (off: n_off rows, CSR on the
+ * device, columns into the ghost vector) multiplied and added into y's
+ * rows in one kernel, where spmv_gpu_launch into offsum and
+ * spmv_gpu_halo_add would take two behind the exchange. */
+int spmv_gpu_halo_off_add(spmv_gpu_comm *c, spmv_gpu_halo *h, const spmv_gpu_matrix *off, spmv_vec *y,
+                          spmv_error *err);
 /* y[off_rows[i]] += offsum[i], on the context's stream (not waited for). */
 int spmv_gpu_halo_add(spmv_gpu_comm *c, spmv_gpu_halo *h, spmv_vec *y, spmv_error *err);
 /* A run begins: an event on the context's stream (its device time is

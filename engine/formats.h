@@ -110,6 +110,10 @@ int spmv_hyb_auto_width(const spmv_csr *in, int32_t *width, spmv_error *err);
  * through them. */
 int spmv_pcsr_plan(const spmv_csr *a, int64_t *slots, int64_t *bytes, spmv_error *err);
 int spmv_psell_plan(const spmv_csr *a, int64_t *slots, int64_t *bytes, spmv_error *err);
+/* SPSELL's: PSELL's slots; bytes with only the mirrored slices' stored
+ * values, plus the mirror array. SPMV_ERR_UNAVAILABLE when a is not
+ * square and exactly symmetric. */
+int spmv_spsell_plan(const spmv_csr *a, int64_t *slots, int64_t *bytes, spmv_error *err);
 /* PBSR's (engine/pbsr.c): slots nnz (no padding), bytes of every array;
  * SPMV_ERR_UNSUPPORTED for a matrix without blocks. */
 int spmv_pbsr_plan(const spmv_csr *a, int64_t *slots, int64_t *bytes, spmv_error *err);

@@ -85,6 +85,12 @@ typedef struct spmv_solve_options {
      * CG needs it symmetric positive definite. */
     int (*precond)(void *ctx, const spmv_vec *r, spmv_vec *z, spmv_error *err);
     void *precond_ctx;
+    /* The same preconditioner on k columns at once, for spmv_solve_block's
+     * lockstep: r and z n x k blocks, active (NULL: all) the columns to
+     * apply, the others' z left alone (engine/precond.h
+     * spmv_precond_apply_k_cb, with precond_ctx). NULL: the lockstep calls
+     * precond column by column. Ignored without precond. */
+    int (*precond_k)(void *ctx, const spmv_vec *r, spmv_vec *z, const bool *active, spmv_error *err);
     /* After every iteration: (it, relative residual of the recurrence).
      * A non-zero return stops the solve as SPMV_STOP_CANCELLED. */
     int (*progress)(void *ctx, int32_t it, double relres);
@@ -154,7 +160,8 @@ void spmv_solve_result_free(spmv_solve_result *res);
  * them in lockstep (engine/krylov_block.c): one product of the k-column
  * directions per iteration (the operator's apply gets k columns) and the
  * vector steps on the k columns at once (spmv_vec_*_k: inv_diag is applied
- * to all k, a precond callback column by column), each column its own
+ * to all k, a precond callback to the running columns at once through
+ * precond_k, else column by column), each column its own
  * scalars and stop; a column that has stopped stops counting. Other methods, and the fused path, solve the columns one
  * after the other. Each report's total_ms is the whole call's. */
 int spmv_solve_block(spmv_gpu_ctx *ctx, const spmv_linop *a, const spmv_vec *b, spmv_vec *x,

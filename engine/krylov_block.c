@@ -17,9 +17,12 @@
  * others go on and each column's arithmetic is its own CG's: on the host
  * the calls run the one-column loops, and the iterations, history and x
  * are spmv_solve's bit for bit (where those loops run serially: an OpenMP
- * team's reductions may add in another order). A preconditioner callback (AMG, ...) is
- * applied column by column (engine/precond.h takes one column), as is the
- * rare residual replacement of a column. The answer's residuals are
+ * team's reductions may add in another order). A preconditioner callback
+ * (AMG, ...) is applied to the running columns at once when the options
+ * carry its k-column form (precond_k: engine/precond.h's
+ * spmv_precond_apply_k, AMG's V-cycle with every product an SpMM of the
+ * block), else column by column; the rare residual replacement of a
+ * column is preconditioned alone. The answer's residuals are
  * recomputed at the end with one more SpMM, as spmv_solve recomputes its
  * own.
  *
@@ -79,14 +82,16 @@ static int retire(block *bk, int32_t j)
 }
 
 /* Z = M^-1 R for the running columns: Jacobi in one call for all of them;
- * a preconditioner callback column by column (engine/precond.h takes one
- * column). */
+ * a preconditioner with a k-column callback (precond_k: AMG's V-cycle on
+ * the block) in one call too; else the callback column by column. */
 static int block_precond(block *bk)
 {
     solve_state *s = &bk->s[0];
     int st;
     if (!s->o->precond)
         return spmv_vec_diag_k(s->ctx, s->o->inv_diag, &bk->R, &bk->Z, bk->active, s->err);
+    if (s->o->precond_k)
+        return s->o->precond_k(s->o->precond_ctx, &bk->R, &bk->Z, bk->active, s->err);
     for (int32_t j = 0; j < bk->k; j++)
         if (bk->active[j]) {
             spmv_vec r = col(&bk->R, j), z = col(&bk->Z, j);

@@ -167,6 +167,10 @@ int spmv_format_plan(const spmv_csr *a, spmv_format f, int32_t hack, int64_t *sl
         if ((st = spmv_psell_plan(a, &s, &b, err)))
             return st;
         break;
+    case SPMV_FMT_SPSELL:
+        if ((st = spmv_spsell_plan(a, &s, &b, err)))
+            return st;
+        break;
     case SPMV_FMT_PBSR:
         if ((st = spmv_pbsr_plan(a, &s, &b, err)))
             return st;

@@ -13,6 +13,7 @@
  * transparent huge pages, which Debian's default THP mode ("madvise")
  * grants only to memory that asks, so large arrays ask.
  */
+#include <math.h>
 #include <string.h>
 #include <sys/mman.h>
 
@@ -68,6 +69,7 @@ void spmv_matrix_free(spmv_matrix *m)
     spmv_hyb_free(&m->hyb);
     spmv_pcsr_free(&m->pcsr);
     spmv_psell_free(&m->psell);
+    spmv_spsell_free(&m->spsell);
     spmv_pbsr_free(&m->pbsr);
     memset(m, 0, sizeof *m);
 }
@@ -84,10 +86,11 @@ int spmv_matrix_add_format(spmv_matrix *m, spmv_format f, spmv_error *err)
         return st;
     /* The packed conversions plan and ask the rule themselves (their plan
      * counts the distinct values, which they then keep): not twice here. */
-    bool packed = f == SPMV_FMT_PCSR || f == SPMV_FMT_PSELL || f == SPMV_FMT_PBSR;
+    bool packed = (f & SPMV_FMT_PACKED) != 0;
     if (!packed && ((st = spmv_format_plan(&m->csr, f, m->hack_size, &slots, &bytes, err)) ||
                     (st = spmv_format_check(&m->limits, f, m->nnz, slots, bytes, err))))
         return st;
+    double t0 = spmv_now_ms(); /* the conversion's time: what its payback repays (engine/payback.c) */
     switch (f) {
     case SPMV_FMT_COO:
         st = spmv_csr_to_coo(&m->csr, &m->coo, err);
@@ -107,14 +110,19 @@ int spmv_matrix_add_format(spmv_matrix *m, spmv_format f, spmv_error *err)
     case SPMV_FMT_PSELL:
         st = spmv_csr_to_psell(&m->csr, &m->limits, &m->psell, err);
         break;
+    case SPMV_FMT_SPSELL:
+        st = spmv_csr_to_spsell(&m->csr, &m->limits, &m->spsell, err);
+        break;
     case SPMV_FMT_PBSR:
         st = spmv_csr_to_pbsr(&m->csr, &m->limits, &m->pbsr, err);
         break;
     default:
         return spmv_error_set(err, SPMV_ERR_INVALID, 0, "unknown format bit 0x%x", (unsigned)f);
     }
-    if (st == SPMV_OK)
+    if (st == SPMV_OK) {
         m->formats |= f;
+        m->convert_ms[spmv_format_index(f)] = fmax(spmv_now_ms() - t0, 1e-6); /* 0 means not timed */
+    }
     return st;
 }
 
@@ -129,6 +137,7 @@ void spmv_matrix_drop_format(spmv_matrix *m, spmv_format f)
     case SPMV_FMT_HYB: spmv_hyb_free(&m->hyb); break;
     case SPMV_FMT_PCSR: spmv_pcsr_free(&m->pcsr); break;
     case SPMV_FMT_PSELL: spmv_psell_free(&m->psell); break;
+    case SPMV_FMT_SPSELL: spmv_spsell_free(&m->spsell); break;
     case SPMV_FMT_PBSR: spmv_pbsr_free(&m->pbsr); break;
     default: return;
     }
@@ -153,6 +162,8 @@ size_t spmv_matrix_format_bytes(const spmv_matrix *m, unsigned mask)
         b += spmv_pcsr_info(&m->pcsr).bytes; /* its row_ptr is the CSR's, counted there */
     if (mask & SPMV_FMT_PSELL)
         b += spmv_psell_info(&m->psell).bytes;
+    if (mask & SPMV_FMT_SPSELL)
+        b += spmv_spsell_info(&m->spsell).bytes;
     if (mask & SPMV_FMT_PBSR)
         b += spmv_pbsr_info(&m->pbsr).bytes;
     return b;
@@ -184,8 +195,10 @@ int spmv_matrix_build(const spmv_coo *coo, spmv_dtype dtype, unsigned formats,
         if (!(formats & bit) || bit == SPMV_FMT_CSR)
             continue;
         st = spmv_matrix_add_format(out, (spmv_format)bit, err);
-        if (st == SPMV_ERR_LIMIT || st == SPMV_ERR_UNSUPPORTED)
-            continue; /* past the padding rule, or PBSR without blocks: skipped, not an error, the bit stays clear */
+        /* Past the padding rule, PBSR without blocks or SPSELL of a matrix
+         * not symmetric: skipped, not an error, the bit stays clear. */
+        if (st == SPMV_ERR_LIMIT || st == SPMV_ERR_UNSUPPORTED || (st == SPMV_ERR_UNAVAILABLE && bit == SPMV_FMT_SPSELL))
+            continue;
         if (st)
             goto fail;
     }

@@ -537,14 +537,14 @@ static void psell_slice_shape(const spmv_csr *a, int32_t r0, int32_t r1, int32_t
     *ib = span < UINT8_MAX ? 1 : span < UINT16_MAX ? 2 : 4;
 }
 
-/* Whether slice [r0, r1) of width w is uniform: w > 0 and each slot's
- * real entries hold one value, bit for bit (its entries are then one a
- * slot). */
-static bool psell_slice_uniform(const spmv_csr *a, int32_t r0, int32_t r1, int32_t w)
+/* Whether slice [r0, r1) of width w is uniform: w > k0 and each of slots
+ * k0 .. w-1 (those that store values) holds one value in its real
+ * entries, bit for bit (its entries are then one a slot). */
+static bool psell_slice_uniform(const spmv_csr *a, int32_t r0, int32_t r1, int32_t w, int32_t k0)
 {
-    if (w == 0)
+    if (w <= k0)
         return false;
-    for (int32_t k = 0; k < w; k++) {
+    for (int32_t k = k0; k < w; k++) {
         bool first = true;
         uint64_t bits = 0;
         for (int32_t i = r0; i < r1; i++) {
@@ -560,47 +560,105 @@ static bool psell_slice_uniform(const spmv_csr *a, int32_t r0, int32_t r1, int32
     return true;
 }
 
-/* What the sizes pass decides for a slice, kept for the fill pass. */
+/* What the sizes pass decides for a slice, kept for the fill pass: k0 is
+ * the first slot that stores values (0; w/2 in a mirrored SPSELL slice). */
 typedef struct psell_shape {
     int32_t width;
     uint8_t ib;
     bool uniform;
+    int32_t k0;
 } psell_shape;
 
+/* Offset of slot k of diagonal slice s: its column in local row 0 minus
+ * the row. */
+static int64_t slice_offset(const spmv_csr *a, int64_t s, int32_t k)
+{
+    return (int64_t)a->col[a->row_ptr[s * C] + k] - s * C;
+}
+
+/* Whether row j holds exactly diagonal slice s's offsets (w of them):
+ * its columns minus j. */
+static bool row_has_offsets(const spmv_csr *a, int64_t j, int64_t s, int32_t w)
+{
+    if (row_len(a, (int32_t)j) != w)
+        return false;
+    for (int32_t k = 0; k < w; k++)
+        if ((int64_t)a->col[a->row_ptr[j] + k] - j != slice_offset(a, s, k))
+            return false;
+    return true;
+}
+
+/* SPSELL's rule (engine/spmv.h spmv_spsell): whether slice s is mirrored:
+ * diagonal, its offsets in pairs, and every source row i - d (d > 0 an
+ * offset, i a row of s) holding the same offsets, wherever it lies. */
+static bool spsell_mirrored(const spmv_csr *a, const psell_shape *shapes, int64_t s)
+{
+    int32_t w = shapes[s].width;
+    if (shapes[s].ib != 0 || w == 0)
+        return false;
+    for (int32_t k = 0; k < w; k++)
+        if (slice_offset(a, s, k) != -slice_offset(a, s, w - 1 - k))
+            return false;
+    for (int32_t k = 0; k < w / 2; k++) {
+        int64_t d = -slice_offset(a, s, k); /* > 0: offsets ascend */
+        for (int64_t j = s * C - d; j < s * C + C - d; j++)
+            if (j < 0 || !row_has_offsets(a, j, s, w))
+                return false;
+    }
+    return true;
+}
+
 /* Sum of the slice widths, of the index bytes and of the value entries;
- * each slice's shape into shapes[] when it is not NULL. */
-static void psell_sizes(const spmv_csr *a, int64_t nslices, int64_t *widths, int64_t *idx_total, int64_t *nvals,
-                        psell_shape *shapes)
+ * each slice's shape into shapes[] when it is not NULL (sym, the SPSELL
+ * rule, needs it). */
+static void psell_sizes(const spmv_csr *a, int64_t nslices, bool sym, int64_t *widths, int64_t *idx_total,
+                        int64_t *nvals, psell_shape *shapes)
 {
     *widths = *idx_total = *nvals = 0;
     for (int64_t s = 0; s < nslices; s++) {
         int32_t r0, r1, w, ib;
         psell_rows(a, s, &r0, &r1);
         psell_slice_shape(a, r0, r1, &w, &ib);
-        bool uniform = psell_slice_uniform(a, r0, r1, w);
+        if (shapes)
+            shapes[s] = (psell_shape){w, (uint8_t)ib, false, 0};
+        int32_t k0 = sym && spsell_mirrored(a, shapes, s) ? w / 2 : 0;
+        bool uniform = psell_slice_uniform(a, r0, r1, w, k0);
         *widths += w;
         *idx_total += (int64_t)w * C * ib;
-        *nvals += uniform ? w : (int64_t)w * C;
+        *nvals += uniform ? w - k0 : (int64_t)(w - k0) * C;
         if (shapes)
-            shapes[s] = (psell_shape){w, (uint8_t)ib, uniform};
+            shapes[s] = (psell_shape){w, (uint8_t)ib, uniform, k0};
     }
 }
 
 static int64_t psell_nslices(const spmv_csr *a) { return ((int64_t)a->rows + C - 1) / C; }
 
-int spmv_psell_plan(const spmv_csr *a, int64_t *slots, int64_t *bytes, spmv_error *err)
+/* PSELL's plan (sym false) or SPSELL's (sym: shapes needed by the rule,
+ * so allocated here). */
+static int psell_plan(const spmv_csr *a, bool sym, int64_t *slots, int64_t *bytes, spmv_error *err)
 {
     vset s;
+    psell_shape *shapes = NULL;
     int64_t ns = psell_nslices(a), widths, idx_total, nvals, vbytes;
     int st = vset_build(&s, a, err);
     if (st)
         return st;
-    psell_sizes(a, ns, &widths, &idx_total, &nvals, NULL);
+    if (sym && !(shapes = spmv_array_alloc(ns, sizeof *shapes, &st))) {
+        vset_free(&s);
+        return spmv_error_set(err, st, 0, "cannot allocate the plan of an SPSELL of %d rows", a->rows);
+    }
+    psell_sizes(a, ns, sym, &widths, &idx_total, &nvals, shapes);
     values_mode(&s, a->nnz, nvals, (int64_t)spmv_dtype_size(a->dtype), &vbytes);
     vset_free(&s);
+    free(shapes);
     *slots = widths * C;
-    *bytes = psell_index_bytes(ns, widths, idx_total) + vbytes;
+    *bytes = psell_index_bytes(ns, widths, idx_total) + vbytes + (sym ? ns : 0);
     return SPMV_OK;
+}
+
+int spmv_psell_plan(const spmv_csr *a, int64_t *slots, int64_t *bytes, spmv_error *err)
+{
+    return psell_plan(a, false, slots, bytes, err);
 }
 
 /* Slice s of `in` into out: offsets, base, indices, values (out's offset
@@ -608,14 +666,14 @@ int spmv_psell_plan(const spmv_csr *a, int64_t *slots, int64_t *bytes, spmv_erro
  * indices are aligned for their type. */
 static void psell_fill_slice(const spmv_csr *in, spmv_psell *out, const vset *set, int32_t s, psell_shape sh)
 {
-    int32_t r0, r1, w = sh.width, ib = sh.ib;
+    int32_t r0, r1, w = sh.width, ib = sh.ib, k0 = sh.k0;
     bool uniform = sh.uniform;
     psell_rows(in, s, &r0, &r1);
     int64_t s0 = out->slot_off[s], v0 = out->val_off[s];
     uint8_t *idx = out->idx + out->idx_off[s];
     out->slot_off[s + 1] = s0 + w;
     out->idx_off[s + 1] = out->idx_off[s] + (int64_t)w * C * ib;
-    out->val_off[s + 1] = v0 + (uniform ? w : (int64_t)w * C);
+    out->val_off[s + 1] = v0 + (uniform ? w - k0 : (int64_t)(w - k0) * C);
     out->idx_bytes[s] = (uint8_t)ib;
     for (int32_t k = 0; k < w; k++) {
         int32_t mn, mx;
@@ -626,10 +684,11 @@ static void psell_fill_slice(const spmv_csr *in, spmv_psell *out, const vset *se
             int32_t i = r0 + r;
             bool real = i < r1 && row_len(in, i) > k;
             int64_t src = real ? (int64_t)in->row_ptr[i] + k : -1;
-            if (!uniform)
-                values_put(&out->v, set, in, v0 + (int64_t)k * C + r, src);
-            else if (real) /* every real entry of the slot holds this value */
-                values_put(&out->v, set, in, v0 + k, src);
+            /* slots k < k0 (mirrored) store nothing: the source row's slot holds the value */
+            if (k >= k0 && !uniform)
+                values_put(&out->v, set, in, v0 + (int64_t)(k - k0) * C + r, src);
+            else if (k >= k0 && real) /* every real entry of the slot holds this value */
+                values_put(&out->v, set, in, v0 + k - k0, src);
             if (ib == 0) /* diagonal: every row real, column base + r, no entry */
                 continue;
             int64_t at = (int64_t)k * C + r;
@@ -644,10 +703,31 @@ static void psell_fill_slice(const spmv_csr *in, spmv_psell *out, const vset *se
     }
 }
 
-int spmv_csr_to_psell(const spmv_csr *in, const spmv_format_limits *lim, spmv_psell *out, spmv_error *err)
+/* out's arrays for ns slices, `widths` slot columns, idx_total index
+ * bytes, nvals value entries in `mode`. */
+static int psell_alloc(spmv_psell *out, vset *s, spmv_vcode mode, int64_t ns, int64_t widths, int64_t idx_total,
+                       int64_t nvals, spmv_dtype dt)
+{
+    int st = SPMV_OK;
+    out->slot_off = spmv_array_alloc(ns + 1, sizeof(int64_t), &st);
+    out->idx_off = spmv_array_alloc(ns + 1, sizeof(int64_t), &st);
+    out->val_off = spmv_array_alloc(ns + 1, sizeof(int64_t), &st);
+    out->idx_bytes = spmv_array_alloc(ns, 1, &st);
+    out->base = spmv_array_alloc(widths, sizeof(int32_t), &st);
+    out->idx = spmv_array_alloc(idx_total, 1, &st);
+    if (!out->slot_off || !out->idx_off || !out->val_off || !out->idx_bytes || !out->base || !out->idx)
+        return st;
+    return values_alloc(&out->v, mode, s, nvals, dt);
+}
+
+/* PSELL (mirror NULL) or SPSELL (*mirror: its mirror array, allocated
+ * here) from `in` under the rule lim for format f. */
+static int psell_build(const spmv_csr *in, const spmv_format_limits *lim, spmv_format f, spmv_psell *out,
+                       uint8_t **mirror, spmv_error *err)
 {
     vset s = {0};
     psell_shape *shapes = NULL;
+    const char *name = f == SPMV_FMT_SPSELL ? "SPSELL" : "PSELL";
     int64_t ns, widths, idx_total, nvals, vbytes;
     int st;
     memset(out, 0, sizeof *out);
@@ -655,38 +735,45 @@ int spmv_csr_to_psell(const spmv_csr *in, const spmv_format_limits *lim, spmv_ps
         return st;
     ns = psell_nslices(in);
     if (!(shapes = spmv_array_alloc(ns, sizeof *shapes, &st))) {
-        st = spmv_error_set(err, st, 0, "cannot allocate the plan of a PSELL of %d rows", in->rows);
+        st = spmv_error_set(err, st, 0, "cannot allocate the plan of a %s of %d rows", name, in->rows);
         goto done;
     }
-    psell_sizes(in, ns, &widths, &idx_total, &nvals, shapes);
+    psell_sizes(in, ns, mirror != NULL, &widths, &idx_total, &nvals, shapes);
     spmv_vcode mode = values_mode(&s, in->nnz, nvals, (int64_t)spmv_dtype_size(in->dtype), &vbytes);
-    if ((st = spmv_format_check(lim, SPMV_FMT_PSELL, in->nnz, widths * C,
-                                psell_index_bytes(ns, widths, idx_total) + vbytes, err)))
+    if ((st = spmv_format_check(lim, f, in->nnz, widths * C,
+                                psell_index_bytes(ns, widths, idx_total) + vbytes + (mirror ? ns : 0), err)))
         goto done;
     SPMV_COPY_SHAPE(out, in);
     out->nslices = (int32_t)ns;
     out->slots = widths * C;
-    out->slot_off = spmv_array_alloc(ns + 1, sizeof(int64_t), &st);
-    out->idx_off = spmv_array_alloc(ns + 1, sizeof(int64_t), &st);
-    out->val_off = spmv_array_alloc(ns + 1, sizeof(int64_t), &st);
-    out->idx_bytes = spmv_array_alloc(ns, 1, &st);
-    out->base = spmv_array_alloc(widths, sizeof(int32_t), &st);
-    out->idx = spmv_array_alloc(idx_total, 1, &st);
-    if (!out->slot_off || !out->idx_off || !out->val_off || !out->idx_bytes || !out->base || !out->idx ||
-        (st = values_alloc(&out->v, mode, &s, nvals, in->dtype))) {
-        st = spmv_error_set(err, st, 0, "cannot allocate a PSELL of %d rows, %lld slots (%s)", in->rows,
+    if ((mirror && !(*mirror = spmv_array_alloc(ns, 1, &st))) ||
+        (st = psell_alloc(out, &s, mode, ns, widths, idx_total, nvals, in->dtype))) {
+        st = spmv_error_set(err, st, 0, "cannot allocate a %s of %d rows, %lld slots (%s)", name, in->rows,
                             (long long)out->slots, spmv_strerror(st));
         goto done;
     }
     out->slot_off[0] = out->idx_off[0] = out->val_off[0] = 0;
-    for (int32_t sl = 0; sl < out->nslices; sl++)
+    for (int32_t sl = 0; sl < out->nslices; sl++) {
         psell_fill_slice(in, out, &s, sl, shapes[sl]);
+        if (mirror)
+            (*mirror)[sl] = shapes[sl].k0 > 0;
+    }
 done:
     free(shapes);
     vset_free(&s);
-    if (st)
+    if (st) {
         spmv_psell_free(out);
+        if (mirror) {
+            free(*mirror);
+            *mirror = NULL;
+        }
+    }
     return st;
+}
+
+int spmv_csr_to_psell(const spmv_csr *in, const spmv_format_limits *lim, spmv_psell *out, spmv_error *err)
+{
+    return psell_build(in, lim, SPMV_FMT_PSELL, out, NULL, err);
 }
 
 /* Index entry of slot k, local row r of slice s: its column, or -1 for
@@ -703,15 +790,57 @@ static int64_t psell_col(const spmv_psell *m, int32_t s, int64_t k, int32_t r)
     }
 }
 
-/* Value entry of slot k, local row r of slice s (a uniform slice: one a
- * slot). */
-static int64_t psell_val(const spmv_psell *m, int32_t s, int64_t k, int32_t r)
+/* First slot of slice s that stores values: w/2 when mirror (SPSELL's,
+ * NULL for PSELL) marks it, else 0. */
+static int64_t psell_k0(const spmv_psell *m, const uint8_t *mirror, int64_t s)
 {
-    int64_t w = m->slot_off[s + 1] - m->slot_off[s];
-    return m->val_off[s + 1] - m->val_off[s] == w * C ? m->val_off[s] + k * C + r : m->val_off[s] + k;
+    return mirror && mirror[s] ? (m->slot_off[s + 1] - m->slot_off[s]) / 2 : 0;
 }
 
-static bool psell_ok(const spmv_psell *m)
+/* Value entry of slot k, local row r of slice s (a uniform slice: one a
+ * slot); a mirrored slice's slot k < w/2 (offset -d) reads the source row
+ * j = i - d's slot w-1-k (offset +d) in j's slice, validated by
+ * spsell_sources_ok. */
+static int64_t psell_val(const spmv_psell *m, const uint8_t *mirror, int32_t s, int64_t k, int32_t r)
+{
+    int64_t w = m->slot_off[s + 1] - m->slot_off[s], k0 = psell_k0(m, mirror, s);
+    if (k < k0) {
+        int64_t j = m->base[m->slot_off[s] + k] + r; /* i - d: the column of a diagonal slice's slot */
+        s = (int32_t)(j / C);
+        r = (int32_t)(j % C);
+        k = w - 1 - k;
+        w = m->slot_off[s + 1] - m->slot_off[s];
+        k0 = psell_k0(m, mirror, s);
+    }
+    int64_t ws = w - k0;
+    return m->val_off[s + 1] - m->val_off[s] == ws * C ? m->val_off[s] + (k - k0) * C + r : m->val_off[s] + k - k0;
+}
+
+/* Whether mirrored slice s of SPSELL m follows the rule: diagonal, offsets
+ * in pairs, and each row's source row j = i - d holding, in its slot
+ * w-1-k of its slice, a stored entry of column i. */
+static bool spsell_sources_ok(const spmv_psell *m, const uint8_t *mirror, int64_t s)
+{
+    int64_t s0 = m->slot_off[s], w = m->slot_off[s + 1] - s0, r0 = s * C;
+    if (m->idx_bytes[s] != 0 || w == 0)
+        return false;
+    for (int64_t k = 0; k < w; k++)
+        if ((int64_t)m->base[s0 + k] - r0 != r0 - (int64_t)m->base[s0 + w - 1 - k])
+            return false;
+    for (int64_t k = 0; k < w / 2; k++)
+        for (int32_t r = 0; r < C; r++) {
+            int64_t j = (int64_t)m->base[s0 + k] + r, q = w - 1 - k;
+            if (j < 0 || j >= r0 + r)
+                return false;
+            int32_t t = (int32_t)(j / C);
+            int64_t wt = m->slot_off[t + 1] - m->slot_off[t];
+            if (q >= wt || q < psell_k0(m, mirror, t) || psell_col(m, t, q, (int32_t)(j % C)) != r0 + r)
+                return false;
+        }
+    return true;
+}
+
+static bool psell_ok(const spmv_psell *m, const uint8_t *mirror)
 {
     if (m->rows < 0 || m->nslices != ((int64_t)m->rows + C - 1) / C || !m->slot_off || !m->idx_off ||
         !m->val_off || !m->idx_bytes || !m->base || !m->idx || !values_ok(&m->v) ||
@@ -721,17 +850,22 @@ static bool psell_ok(const spmv_psell *m)
         int ib = m->idx_bytes[s];
         int64_t w = m->slot_off[s + 1] - m->slot_off[s], nv = m->val_off[s + 1] - m->val_off[s];
         if ((ib != 0 && ib != 1 && ib != 2 && ib != 4) || (ib == 0 && (int64_t)s * C + C > m->rows) || w < 0 ||
-            m->idx_off[s + 1] - m->idx_off[s] != w * C * ib || (nv != w * C && (nv != w || w == 0)))
+            m->idx_off[s + 1] - m->idx_off[s] != w * C * ib)
+            return false;
+        int64_t ws = w - psell_k0(m, mirror, s); /* the slots that store values */
+        if ((nv != ws * C && (nv != ws || ws == 0)) || (mirror && mirror[s] && !spsell_sources_ok(m, mirror, s)))
             return false;
     }
     return true;
 }
 
-int spmv_psell_to_coo(const spmv_psell *in, spmv_coo *out, spmv_error *err)
+/* PSELL (mirror NULL) or SPSELL's arrays back to COO; `name` for errors. */
+static int psell_to_coo(const spmv_psell *in, const uint8_t *mirror, const char *name, spmv_coo *out,
+                        spmv_error *err)
 {
     memset(out, 0, sizeof *out);
-    if (!psell_ok(in))
-        return spmv_error_set(err, SPMV_ERR_INVALID, 0, "malformed PSELL (%d rows, %d slices)", in->rows,
+    if (!psell_ok(in, mirror))
+        return spmv_error_set(err, SPMV_ERR_INVALID, 0, "malformed %s (%d rows, %d slices)", name, in->rows,
                               in->nslices);
     int64_t n = 0;
     for (int32_t s = 0; s < in->nslices; s++)
@@ -749,9 +883,9 @@ int spmv_psell_to_coo(const spmv_psell *in, spmv_coo *out, spmv_error *err)
             if (c < 0)
                 continue;
             if (c >= in->cols || n >= out->nnz ||
-                values_get(&in->v, in->dtype, psell_val(in, s, k, r), out->val, n)) {
+                values_get(&in->v, in->dtype, psell_val(in, mirror, s, k, r), out->val, n)) {
                 spmv_coo_free(out);
-                return spmv_error_set(err, SPMV_ERR_INVALID, 0, "malformed PSELL: slot %lld of row %d",
+                return spmv_error_set(err, SPMV_ERR_INVALID, 0, "malformed %s: slot %lld of row %d", name,
                                       (long long)k, i);
             }
             out->row[n] = i;
@@ -760,9 +894,73 @@ int spmv_psell_to_coo(const spmv_psell *in, spmv_coo *out, spmv_error *err)
     }
     if (n != out->nnz) { /* entries in the last slice's rows past `rows` */
         spmv_coo_free(out);
-        return spmv_error_set(err, SPMV_ERR_INVALID, 0, "malformed PSELL: entries past row %d", in->rows);
+        return spmv_error_set(err, SPMV_ERR_INVALID, 0, "malformed %s: entries past row %d", name, in->rows);
     }
     return SPMV_OK;
+}
+
+int spmv_psell_to_coo(const spmv_psell *in, spmv_coo *out, spmv_error *err)
+{
+    return psell_to_coo(in, NULL, "PSELL", out, err);
+}
+
+
+/* ---------------------------------------------------------------- SPSELL */
+
+void spmv_spsell_free(spmv_spsell *m)
+{
+    if (!m)
+        return;
+    spmv_psell_free(&m->p);
+    free(m->mirror);
+    memset(m, 0, sizeof *m);
+}
+
+spmv_format_info spmv_spsell_info(const spmv_spsell *m)
+{
+    spmv_format_info fi = spmv_psell_info(&m->p);
+    fi.bytes += m->mirror ? (size_t)m->p.nslices : 0;
+    return fi;
+}
+
+/* SPMV_OK when SPSELL can be built from a: square and exactly symmetric. */
+static int spsell_need_symmetric(const spmv_csr *a, spmv_error *err)
+{
+    if (a->rows != a->cols)
+        return spmv_error_set(err, SPMV_ERR_UNAVAILABLE, 0,
+                              "SPSELL needs a square, exactly symmetric matrix: this one is %d x %d", a->rows,
+                              a->cols);
+    if (!spmv_csr_symmetric(a))
+        return spmv_error_set(err, SPMV_ERR_UNAVAILABLE, 0,
+                              "SPSELL needs an exactly symmetric matrix: this one differs from its transpose");
+    return SPMV_OK;
+}
+
+int spmv_spsell_plan(const spmv_csr *a, int64_t *slots, int64_t *bytes, spmv_error *err)
+{
+    int st = spsell_need_symmetric(a, err);
+    return st ? st : psell_plan(a, true, slots, bytes, err);
+}
+
+int spmv_csr_to_spsell(const spmv_csr *in, const spmv_format_limits *lim, spmv_spsell *out, spmv_error *err)
+{
+    int st;
+    memset(out, 0, sizeof *out);
+    if ((st = spmv_check_shape(in->rows, in->cols, in->nnz, err)) || (st = spsell_need_symmetric(in, err)) ||
+        (st = psell_build(in, lim, SPMV_FMT_SPSELL, &out->p, &out->mirror, err)))
+        return st;
+    for (int32_t s = 0; s < out->p.nslices; s++)
+        out->nmirrored += out->mirror[s];
+    return SPMV_OK;
+}
+
+int spmv_spsell_to_coo(const spmv_spsell *in, spmv_coo *out, spmv_error *err)
+{
+    if (!in->mirror) {
+        memset(out, 0, sizeof *out);
+        return spmv_error_set(err, SPMV_ERR_INVALID, 0, "malformed SPSELL: no mirror array");
+    }
+    return psell_to_coo(&in->p, in->mirror, "SPSELL", out, err);
 }
 
 /* ------------------------------------------------ lent to engine/pbsr.c */

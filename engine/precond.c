@@ -80,6 +80,13 @@ static int jacobi_apply(spmv_gpu_ctx *ctx, spmv_precond *p, const spmv_vec *r, s
     return precond_rows_apply(ctx, &j->dinv, 1, r, z, err);
 }
 
+static int jacobi_apply_k(spmv_gpu_ctx *ctx, spmv_precond *p, const spmv_vec *r, spmv_vec *z, const bool *active,
+                          spmv_error *err)
+{
+    jacobi *j = p->impl;
+    return precond_rows_apply_k(ctx, &j->dinv, 1, r, z, active, err);
+}
+
 static void jacobi_free(spmv_gpu_ctx *ctx, spmv_precond *p)
 {
     jacobi *j = p->impl;
@@ -88,7 +95,7 @@ static void jacobi_free(spmv_gpu_ctx *ctx, spmv_precond *p)
     free(j);
 }
 
-static const precond_ops jacobi_ops = {jacobi_setup, jacobi_apply, jacobi_free, true};
+static const precond_ops jacobi_ops = {jacobi_setup, jacobi_apply, jacobi_free, true, jacobi_apply_k};
 
 /* --------------------------------------------------------------- amg */
 
@@ -96,6 +103,7 @@ typedef struct amg {
     spmv_amg *h;         /* the hierarchy (kept on the host only for a host solve) */
     spmv_gpu_amg *g;     /* its copy on the GPU */
     precond_staging st;  /* float32 vectors on the host: through float64 */
+    precond_staging_k kst; /* k columns on the host: the active ones, in float64 */
 } amg;
 
 static int amg_setup(spmv_gpu_ctx *ctx, spmv_precond *p, const spmv_csr *a, spmv_error *err)
@@ -162,6 +170,61 @@ void precond_staging_free(precond_staging *s)
     s->in = s->out = NULL;
 }
 
+/* Column j of v, one column over the same memory. */
+static spmv_vec column(const spmv_vec *v, int32_t j)
+{
+    spmv_vec c = *v;
+    c.k = 1;
+    c.data = (char *)v->data + (size_t)j * (size_t)v->n * spmv_dtype_size(v->dtype);
+    return c;
+}
+
+int precond_host_f64_k(const spmv_vec *r, spmv_vec *z, const bool *active, precond_staging_k *s,
+                       int (*f)(void *arg, int32_t m, const double *r, double *z, spmv_error *err), void *arg,
+                       spmv_error *err)
+{
+    size_t n = (size_t)r->n;
+    int32_t m = 0;
+    for (int32_t j = 0; j < r->k; j++)
+        m += !active || active[j];
+    if (m == 0)
+        return SPMV_OK;
+    if (m == r->k && r->dtype == SPMV_FLOAT64)
+        return f(arg, m, r->data, z->data, err);
+    size_t need = n * (size_t)m;
+    if (need > s->cap) {
+        precond_staging_k_free(s);
+        if (!(s->in = malloc((need ? need : 1) * 8)) || !(s->out = malloc((need ? need : 1) * 8))) {
+            precond_staging_k_free(s);
+            return spmv_error_set(err, SPMV_ERR_NOMEM, 0, "out of memory for %d columns' staging", m);
+        }
+        s->cap = need;
+    }
+    for (int32_t j = 0, c = 0; j < r->k; j++)
+        if (!active || active[j]) {
+            spmv_vec rj = column(r, j);
+            for (size_t i = 0; i < n; i++)
+                s->in[(size_t)c * n + i] = spmv_val_get(rj.data, rj.dtype, (int64_t)i);
+            c++;
+        }
+    int st = f(arg, m, s->in, s->out, err);
+    for (int32_t j = 0, c = 0; j < r->k && st == SPMV_OK; j++)
+        if (!active || active[j]) {
+            spmv_vec zj = column(z, j);
+            for (size_t i = 0; i < n; i++)
+                spmv_val_set(zj.data, zj.dtype, (int64_t)i, s->out[(size_t)c * n + i]);
+            c++;
+        }
+    return st;
+}
+
+void precond_staging_k_free(precond_staging_k *s)
+{
+    free(s->in);
+    free(s->out);
+    *s = (precond_staging_k){0};
+}
+
 static void amg_vcycle(void *h, const double *r, double *z) { spmv_amg_vcycle(h, r, z); }
 
 static int amg_apply(spmv_gpu_ctx *ctx, spmv_precond *p, const spmv_vec *r, spmv_vec *z, spmv_error *err)
@@ -172,6 +235,22 @@ static int amg_apply(spmv_gpu_ctx *ctx, spmv_precond *p, const spmv_vec *r, spmv
     return precond_host_f64(r, z, &m->st, amg_vcycle, m->h, err);
 }
 
+static int amg_vcycle_k(void *h, int32_t k, const double *r, double *z, spmv_error *err)
+{
+    return spmv_amg_vcycle_k(h, k, r, z, err);
+}
+
+/* The cycle on the active columns at once (spmv_amg_vcycle_k on the host,
+ * spmv_gpu_amg_vcycle_k on a GPU). */
+static int amg_apply_k(spmv_gpu_ctx *ctx, spmv_precond *p, const spmv_vec *r, spmv_vec *z, const bool *active,
+                       spmv_error *err)
+{
+    amg *m = p->impl;
+    if (ctx)
+        return spmv_gpu_amg_vcycle_k(ctx, m->g, r, z, active, err);
+    return precond_host_f64_k(r, z, active, &m->kst, amg_vcycle_k, m->h, err);
+}
+
 static void amg_free(spmv_gpu_ctx *ctx, spmv_precond *p)
 {
     amg *m = p->impl;
@@ -180,10 +259,11 @@ static void amg_free(spmv_gpu_ctx *ctx, spmv_precond *p)
     spmv_gpu_amg_free(ctx, m->g);
     spmv_amg_free(m->h);
     precond_staging_free(&m->st);
+    precond_staging_k_free(&m->kst);
     free(m);
 }
 
-static const precond_ops amg_ops = {amg_setup, amg_apply, amg_free, true};
+static const precond_ops amg_ops = {amg_setup, amg_apply, amg_free, true, amg_apply_k};
 
 /* ------------------------------------------------------------- objects */
 
@@ -259,6 +339,29 @@ int spmv_precond_apply(spmv_gpu_ctx *ctx, spmv_precond *p, const spmv_vec *r, sp
     return p->ops->apply(ctx, p, r, z, err);
 }
 
+int spmv_precond_apply_k(spmv_gpu_ctx *ctx, spmv_precond *p, const spmv_vec *r, spmv_vec *z, const bool *active,
+                         spmv_error *err)
+{
+    spmv_device_kind dev = ctx ? SPMV_DEVICE_GPU : SPMV_DEVICE_CPU;
+    if (!p || !r || !z || p->device != dev || r->device != dev || z->device != dev || r->n != p->rows ||
+        z->n != p->rows || r->k < 1 || z->k != r->k || r->dtype != z->dtype || r->data == z->data)
+        return spmv_error_set(err, SPMV_ERR_INVALID, 0, "preconditioner %s: r and z must be distinct blocks of its "
+                              "device, %d rows, the same number of columns (1 or more), one dtype",
+                              p ? spmv_precond_type_name(p->o.type) : "?", p ? p->rows : 0);
+    if (p->ops->apply_k)
+        return p->ops->apply_k(ctx, p, r, z, active, err);
+    for (int32_t j = 0; j < r->k; j++)
+        if (!active || active[j]) {
+            spmv_vec rj = column(r, j), zj = column(z, j);
+            int st = p->ops->apply(ctx, p, &rj, &zj, err);
+            if (st)
+                return st;
+        }
+    return SPMV_OK;
+}
+
+bool spmv_precond_has_apply_k(const spmv_precond *p) { return p && p->ops->apply_k; }
+
 void spmv_precond_info_of(const spmv_precond *p, spmv_precond_info *out)
 {
     memset(out, 0, sizeof *out);
@@ -280,4 +383,10 @@ int spmv_precond_apply_cb(void *binding, const spmv_vec *r, spmv_vec *z, spmv_er
 {
     spmv_precond_binding *b = binding;
     return spmv_precond_apply(b->gpu, b->p, r, z, err);
+}
+
+int spmv_precond_apply_k_cb(void *binding, const spmv_vec *r, spmv_vec *z, const bool *active, spmv_error *err)
+{
+    spmv_precond_binding *b = binding;
+    return spmv_precond_apply_k(b->gpu, b->p, r, z, active, err);
 }

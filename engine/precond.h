@@ -82,6 +82,20 @@ void spmv_precond_free(spmv_gpu_ctx *ctx, spmv_precond *p);
 /* z = M^-1 r; r and z distinct vectors of the preconditioner's device and
  * rows, one column, of one dtype. */
 int spmv_precond_apply(spmv_gpu_ctx *ctx, spmv_precond *p, const spmv_vec *r, spmv_vec *z, spmv_error *err);
+/* z = M^-1 r on k columns at once (the lockstep's blocks: r and z n x k,
+ * column-major, distinct, of the preconditioner's device and one dtype):
+ * column j of z is spmv_precond_apply of column j of r, for the columns
+ * whose active[j] is true (active NULL: all); the others' z are left as
+ * they are. amg and chebyshev run their cycle on the active columns at
+ * once (every product one SpMM, every vector step one pass: on the host
+ * the same bits as column by column, on a GPU the same to rounding);
+ * jacobi and block_jacobi are one launch on a GPU (the same bits); ic0 and
+ * ilu0 apply column by column. */
+int spmv_precond_apply_k(spmv_gpu_ctx *ctx, spmv_precond *p, const spmv_vec *r, spmv_vec *z, const bool *active,
+                         spmv_error *err);
+/* Whether p's type has a one-pass k-column apply (else
+ * spmv_precond_apply_k goes column by column). */
+bool spmv_precond_has_apply_k(const spmv_precond *p);
 void spmv_precond_info_of(const spmv_precond *p, spmv_precond_info *out);
 
 /* The same shape as spmv_solve_options.precond: ctx is a
@@ -91,6 +105,8 @@ typedef struct spmv_precond_binding {
     spmv_precond *p;
 } spmv_precond_binding;
 int spmv_precond_apply_cb(void *binding, const spmv_vec *r, spmv_vec *z, spmv_error *err);
+/* spmv_solve_options.precond_k's shape: spmv_precond_apply_k. */
+int spmv_precond_apply_k_cb(void *binding, const spmv_vec *r, spmv_vec *z, const bool *active, spmv_error *err);
 
 #ifdef __cplusplus
 }

@@ -136,10 +136,34 @@ int precond_rows_apply(spmv_gpu_ctx *ctx, const spmv_vec *inv, int32_t b, const 
     return SPMV_OK;
 }
 
+int precond_rows_apply_k(spmv_gpu_ctx *ctx, const spmv_vec *inv, int32_t b, const spmv_vec *r, spmv_vec *z,
+                         const bool *active, spmv_error *err)
+{
+    if (ctx)
+        return spmv_gpu_block_jacobi_apply_k(ctx, inv, b, r, z, active, err);
+    size_t col = (size_t)r->n * spmv_dtype_size(r->dtype);
+    for (int32_t c = 0; c < r->k; c++)
+        if (!active || active[c]) {
+            spmv_vec rc = *r, zc = *z;
+            rc.k = zc.k = 1;
+            rc.data = (char *)r->data + (size_t)c * col;
+            zc.data = (char *)z->data + (size_t)c * col;
+            precond_rows_apply(NULL, inv, b, &rc, &zc, err);
+        }
+    return SPMV_OK;
+}
+
 static int block_jacobi_apply(spmv_gpu_ctx *ctx, spmv_precond *p, const spmv_vec *r, spmv_vec *z, spmv_error *err)
 {
     bjacobi *j = p->impl;
     return precond_rows_apply(ctx, &j->inv, p->o.block_size, r, z, err);
+}
+
+static int block_jacobi_apply_k(spmv_gpu_ctx *ctx, spmv_precond *p, const spmv_vec *r, spmv_vec *z,
+                                const bool *active, spmv_error *err)
+{
+    bjacobi *j = p->impl;
+    return precond_rows_apply_k(ctx, &j->inv, p->o.block_size, r, z, active, err);
 }
 
 static void block_jacobi_free(spmv_gpu_ctx *ctx, spmv_precond *p)
@@ -150,4 +174,5 @@ static void block_jacobi_free(spmv_gpu_ctx *ctx, spmv_precond *p)
     free(j);
 }
 
-const precond_ops precond_block_jacobi_ops = {block_jacobi_setup, block_jacobi_apply, block_jacobi_free, true};
+const precond_ops precond_block_jacobi_ops = {block_jacobi_setup, block_jacobi_apply, block_jacobi_free, true,
+                                              block_jacobi_apply_k};

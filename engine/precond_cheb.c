@@ -23,6 +23,9 @@ typedef struct cheb {
     spmv_gpu_amg *g;     /* the device's copy of it */
     int32_t degree;
     precond_staging st;  /* float32 vectors on the host: through float64 */
+    precond_staging_k kst; /* k columns on the host: the active ones, in float64 */
+    double *kwork;       /* the k-column sweep's four blocks (spmv_amg_chebyshev_k) */
+    size_t kwork_len;    /* doubles */
 } cheb;
 
 static int chebyshev_setup(spmv_gpu_ctx *ctx, spmv_precond *p, const spmv_csr *a, spmv_error *err)
@@ -60,6 +63,33 @@ static int chebyshev_apply(spmv_gpu_ctx *ctx, spmv_precond *p, const spmv_vec *r
     return precond_host_f64(r, z, &c->st, sweep, c, err);
 }
 
+/* The sweep on k columns at once (spmv_amg_chebyshev_k), its work blocks
+ * kept and grown. */
+static int sweep_k(void *arg, int32_t k, const double *r, double *z, spmv_error *err)
+{
+    cheb *c = arg;
+    size_t nk = (size_t)c->lv.A.rows * (size_t)k;
+    if (4 * nk > c->kwork_len) {
+        double *w = realloc(c->kwork, (nk ? 4 * nk : 1) * sizeof *w);
+        if (!w)
+            return spmv_error_set(err, SPMV_ERR_NOMEM, 0, "chebyshev: out of memory for %d columns' work", k);
+        c->kwork = w;
+        c->kwork_len = 4 * nk;
+    }
+    double *w = c->kwork;
+    spmv_amg_chebyshev_k(&c->lv, c->degree, k, r, z, w, w + nk, w + 2 * nk, w + 3 * nk);
+    return SPMV_OK;
+}
+
+static int chebyshev_apply_k(spmv_gpu_ctx *ctx, spmv_precond *p, const spmv_vec *r, spmv_vec *z, const bool *active,
+                             spmv_error *err)
+{
+    cheb *c = p->impl;
+    if (ctx)
+        return spmv_gpu_amg_vcycle_k(ctx, c->g, r, z, active, err);
+    return precond_host_f64_k(r, z, active, &c->kst, sweep_k, c, err);
+}
+
 static void chebyshev_free(spmv_gpu_ctx *ctx, spmv_precond *p)
 {
     cheb *c = p->impl;
@@ -68,7 +98,10 @@ static void chebyshev_free(spmv_gpu_ctx *ctx, spmv_precond *p)
     spmv_gpu_amg_free(ctx, c->g);
     spmv_amg_level_free(&c->lv);
     precond_staging_free(&c->st);
+    precond_staging_k_free(&c->kst);
+    free(c->kwork);
     free(c);
 }
 
-const precond_ops precond_chebyshev_ops = {chebyshev_setup, chebyshev_apply, chebyshev_free, true};
+const precond_ops precond_chebyshev_ops = {chebyshev_setup, chebyshev_apply, chebyshev_free, true,
+                                           chebyshev_apply_k};

@@ -21,6 +21,12 @@ typedef struct precond_ops {
     int (*apply)(spmv_gpu_ctx *ctx, spmv_precond *p, const spmv_vec *r, spmv_vec *z, spmv_error *err);
     void (*free)(spmv_gpu_ctx *ctx, spmv_precond *p);
     bool symmetric;
+    /* z = M^-1 r on k columns in one pass (spmv_precond_apply_k, which
+     * checks the vectors first): active (NULL: all) the columns to apply,
+     * the others' z left alone. NULL: the type has none, and
+     * spmv_precond_apply_k applies column by column. */
+    int (*apply_k)(spmv_gpu_ctx *ctx, spmv_precond *p, const spmv_vec *r, spmv_vec *z, const bool *active,
+                   spmv_error *err);
 } precond_ops;
 
 struct spmv_precond {
@@ -55,6 +61,10 @@ extern const precond_ops precond_ilu0_ops;         /* precond_ilu.c */
 int precond_rows_place(spmv_gpu_ctx *ctx, spmv_precond *p, spmv_vec *inv, spmv_error *err);
 int precond_rows_apply(spmv_gpu_ctx *ctx, const spmv_vec *inv, int32_t b, const spmv_vec *r, spmv_vec *z,
                        spmv_error *err);
+/* The same on n x k blocks, the columns of active (NULL: all); the
+ * others' z left alone (one launch on a GPU, the host's loop a column). */
+int precond_rows_apply_k(spmv_gpu_ctx *ctx, const spmv_vec *inv, int32_t b, const spmv_vec *r, spmv_vec *z,
+                         const bool *active, spmv_error *err);
 
 /* A host preconditioner's float64 staging for float32 vectors: r in, z
  * out, made on first use. */
@@ -68,6 +78,21 @@ int precond_host_f64(const spmv_vec *r, spmv_vec *z, precond_staging *s,
                      void (*f)(void *arg, const double *r, double *z), void *arg, spmv_error *err);
 void precond_staging_free(precond_staging *s);
 
+/* A float64 host apply on k columns, f(arg, m, r, z) on n x m blocks, for
+ * host blocks r and z of either dtype and k columns: the active ones
+ * (active NULL: all) go through s's in and out, gathered m of them and
+ * scattered back (the others' z left alone), except float64 blocks whose
+ * every column is active, which f reads and writes in place. s grows to
+ * the largest block asked for. */
+typedef struct precond_staging_k {
+    double *in, *out;
+    size_t cap; /* doubles each */
+} precond_staging_k;
+int precond_host_f64_k(const spmv_vec *r, spmv_vec *z, const bool *active, precond_staging_k *s,
+                       int (*f)(void *arg, int32_t m, const double *r, double *z, spmv_error *err), void *arg,
+                       spmv_error *err);
+void precond_staging_k_free(precond_staging_k *s);
+
 /* ----------------------------------------------------- their GPU halves
  * (engine/gpu/precond.cu; without CUDA engine/gpu/absent.c answers
  * SPMV_ERR_UNAVAILABLE). On ctx's thread, on its stream. */
@@ -77,6 +102,10 @@ void precond_staging_free(precond_staging *s);
  * dtype. */
 int spmv_gpu_block_jacobi_apply(spmv_gpu_ctx *ctx, const spmv_vec *inv, int32_t b, const spmv_vec *r, spmv_vec *z,
                                 spmv_error *err);
+/* The same on n x k blocks r and z, the columns of active (NULL: all) in
+ * one launch per 64 columns, the others' z left alone. */
+int spmv_gpu_block_jacobi_apply_k(spmv_gpu_ctx *ctx, const spmv_vec *inv, int32_t b, const spmv_vec *r, spmv_vec *z,
+                                  const bool *active, spmv_error *err);
 
 /* ic0 and ilu0 on a GPU: f (float64 host CSR, sorted columns, every
  * diagonal present) is A's lower triangle (lower: the ic0 of it, L L^T) or

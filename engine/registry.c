@@ -94,6 +94,10 @@ static const spmv_kernel kernels[] = {
      "OpenMP over the 32-row slices of the packed sliced ELL: column indices of 0 (diagonal slice), 1, 2 or 4 "
      "bytes per slice (deltas from a per-slot base), values packed as in cpu.pcsr.omp (one a slot in a uniform "
      "slice)", SPMV_OP_SPMV, 1, SPMV_IMPL_CPU_PSELL_OMP},
+    {"cpu.spsell.omp", SPMV_DEVICE_CPU, SPMV_FMT_SPSELL, P(SPMV_PARAM_THREADS),
+     "OpenMP over the slices of the symmetric packed sliced ELL (exactly symmetric square matrices only): "
+     "cpu.psell.omp's slices, and mirrored diagonal slices that store only their diagonal and upper values and "
+     "read each lower value from the earlier row that stores it", SPMV_OP_SPMV, 1, SPMV_IMPL_CPU_SPSELL_OMP},
     {"gpu.csr.scalar", SPMV_DEVICE_GPU, SPMV_FMT_CSR, BS, "one thread per row", SPMV_OP_SPMV, 1,
      SPMV_IMPL_GPU_CSR_SCALAR},
     {"gpu.csr.warp_buffer", SPMV_DEVICE_GPU, SPMV_FMT_CSR, BS,
@@ -156,6 +160,11 @@ static const spmv_kernel kernels[] = {
      "per slice and slot (none in a diagonal slice), values as codes into a table kept in shared memory (one a "
      "slot in a uniform slice, none when all are equal)",
      SPMV_OP_SPMV, 1, SPMV_IMPL_GPU_PSELL},
+    {"gpu.spsell", SPMV_DEVICE_GPU, SPMV_FMT_SPSELL, BS,
+     "symmetric packed sliced ELL (exactly symmetric square matrices only; built on the host on first use and "
+     "uploaded): gpu.psell's warp per slice, mirrored diagonal slices storing only their diagonal and upper "
+     "values, each lower value read from the earlier row that stores it",
+     SPMV_OP_SPMV, 1, SPMV_IMPL_GPU_SPSELL},
     {"auto", SPMV_DEVICE_GPU, SPMV_FMT_CSR, 0,
      "tunes on first use (or POST /v1/matrices/{id}/tune): times candidate kernels x parameters of the "
      "matrix's device within a budget, keeps the fastest verified one with the matrix (the best cuSPARSE "

@@ -2,7 +2,7 @@
  *
  * The engine is everything below the HTTP layer: the streaming Matrix Market
  * reader, the storage formats (COO, CSR, ELL, HLL, HYB, and the packed PCSR,
- * PSELL and PBSR) and the conversions between them, the kernel registry, the CPU
+ * PSELL, SPSELL and PBSR) and the conversions between them, the kernel registry, the CPU
  * kernels, the GPU backend (CUDA stays behind this header: a build without
  * nvcc links engine/gpu/absent.c, which answers SPMV_ERR_UNAVAILABLE with
  * the reason), and timing statistics.
@@ -86,14 +86,19 @@ typedef enum spmv_format {
     SPMV_FMT_HYB = 1u << 4,
     SPMV_FMT_PCSR = 1u << 5,   /* packed CSR: compressed columns and values (spmv_pcsr) */
     SPMV_FMT_PSELL = 1u << 6,  /* packed sliced ELL: the same on 32-row slices (spmv_psell) */
-    SPMV_FMT_PBSR = 1u << 7,   /* packed block CSR: b x b blocks, one column delta a block (spmv_pbsr) */
+    SPMV_FMT_SPSELL = 1u << 7, /* symmetric PSELL: mirrored slices store half their values (spmv_spsell) */
+    SPMV_FMT_PBSR = 1u << 8,   /* packed block CSR: b x b blocks, one column delta a block (spmv_pbsr) */
 } spmv_format;
 #define SPMV_FMT_ALL (SPMV_FMT_COO | SPMV_FMT_CSR | SPMV_FMT_ELL | SPMV_FMT_HLL | SPMV_FMT_HYB | SPMV_FMT_PCSR | \
-                      SPMV_FMT_PSELL | SPMV_FMT_PBSR)
-/* Number of formats: the length of per-format arrays. */
-#define SPMV_FORMAT_COUNT 8
-/* The highest format bit: loops over every format run up to it. */
+                      SPMV_FMT_PSELL | SPMV_FMT_SPSELL | SPMV_FMT_PBSR)
+/* The last format bit: loops over the formats run up to it. */
 #define SPMV_FMT_LAST SPMV_FMT_PBSR
+/* The packed formats: compressed, slower to build than to read. `auto`
+ * builds one only once the matrix's products repay it, or when asked
+ * (docs/api.md, "auto"); a new packed format joins by its bit here. */
+#define SPMV_FMT_PACKED (SPMV_FMT_PCSR | SPMV_FMT_PSELL | SPMV_FMT_SPSELL | SPMV_FMT_PBSR)
+/* Number of formats: the length of per-format arrays. */
+#define SPMV_FORMAT_COUNT 9
 
 const char *spmv_format_name(spmv_format f);         /* "coo", "csr", ... */
 /* log2 of the bit, 0..SPMV_FORMAT_COUNT-1: the index of per-format arrays
@@ -310,6 +315,28 @@ typedef struct spmv_psell {
     spmv_packed_values v;     /* val_off[nslices] entries */
 } spmv_psell;
 
+/* Symmetric PSELL (docs/kernels.md "Symmetric PSELL"), built only from a
+ * square, exactly symmetric CSR (spmv_csr_symmetric): PSELL's layout with
+ * some diagonal slices "mirrored". Slice s is mirrored (mirror[s] = 1)
+ * when it is diagonal, its offsets d_k = base[slot_off[s] + k] - s*C come
+ * in pairs (d_k = -d_{w-1-k}, so slots k < w/2 hold the negative ones),
+ * and for every negative offset -d each source row j = i - d of its rows
+ * i holds exactly the same offsets (its w columns minus j), in whatever
+ * slice j lies (mirrored or not, diagonal or not). A mirrored slice stores
+ * values only for its slots k >= w/2 (offset >= 0): slot k's at
+ * val_off[s] + (k - w/2)*C + r, or val_off[s] + (k - w/2) when uniform
+ * (val_off[s+1] - val_off[s] = w - w/2). The value of row i = s*C + r in
+ * slot k < w/2 (offset -d) is A[i][i-d] = A[i-d][i]: the value source row
+ * j = i - d (slice t = j/C, local row j%C) stores in its slot q = w-1-k
+ * (offset +d; j's (w-1-k)-th entry), at t's position for slot q as above
+ * (q - k0 slots past val_off[t], k0 = w_t/2 when t is mirrored, else 0).
+ * Other slices are PSELL's. */
+typedef struct spmv_spsell {
+    spmv_psell p;             /* the arrays; val_off counts the values stored */
+    uint8_t *mirror;          /* nslices: 1 mirrored, 0 as in PSELL */
+    int32_t nmirrored;        /* slices with mirror 1 */
+} spmv_spsell;
+
 /* Packed block CSR (engine/pbsr.c, docs/kernels.md "PBSR"): a matrix whose
  * non-zeros come in complete b x b blocks (b = 2, 3, 4 or 6, the largest
  * that fits: rows and cols multiples of b, and every non-zero's aligned
@@ -367,6 +394,7 @@ spmv_format_info spmv_hll_info(const spmv_hll *m);
 spmv_format_info spmv_hyb_info(const spmv_hyb *m);
 spmv_format_info spmv_pcsr_info(const spmv_pcsr *m);   /* without the borrowed row_ptr */
 spmv_format_info spmv_psell_info(const spmv_psell *m);
+spmv_format_info spmv_spsell_info(const spmv_spsell *m);
 spmv_format_info spmv_pbsr_info(const spmv_pbsr *m);
 
 /* The one padding rule (engine/limits.c, docs/kernels.md "Device memory"):
@@ -422,6 +450,7 @@ void spmv_hll_free(spmv_hll *m);
 void spmv_hyb_free(spmv_hyb *m);
 void spmv_pcsr_free(spmv_pcsr *m);
 void spmv_psell_free(spmv_psell *m);
+void spmv_spsell_free(spmv_spsell *m);
 void spmv_pbsr_free(spmv_pbsr *m);
 
 /* Whether float64 v is finite but becomes an infinity as float32 (past
@@ -456,6 +485,10 @@ int spmv_csr_to_pcsr(const spmv_csr *in, const spmv_format_limits *lim, spmv_pcs
 int spmv_csr_to_psell(const spmv_csr *in, const spmv_format_limits *lim, spmv_psell *out, spmv_error *err);
 int spmv_pcsr_to_coo(const spmv_pcsr *in, spmv_coo *out, spmv_error *err);
 int spmv_psell_to_coo(const spmv_psell *in, spmv_coo *out, spmv_error *err);
+/* SPSELL: SPMV_ERR_UNAVAILABLE, nothing built, when `in` is not square or
+ * not exactly symmetric. */
+int spmv_csr_to_spsell(const spmv_csr *in, const spmv_format_limits *lim, spmv_spsell *out, spmv_error *err);
+int spmv_spsell_to_coo(const spmv_spsell *in, spmv_coo *out, spmv_error *err);
 /* PBSR (layout above) of a blocked CSR; SPMV_ERR_UNSUPPORTED, saying why,
  * for a matrix without complete blocks (spmv_csr_block_size 0). */
 int spmv_csr_to_pbsr(const spmv_csr *in, const spmv_format_limits *lim, spmv_pbsr *out, spmv_error *err);
@@ -677,14 +710,16 @@ typedef struct spmv_matrix {
     spmv_hyb hyb;          /* valid if formats & SPMV_FMT_HYB */
     spmv_pcsr pcsr;        /* valid if formats & SPMV_FMT_PCSR (borrows csr.row_ptr) */
     spmv_psell psell;      /* valid if formats & SPMV_FMT_PSELL */
+    spmv_spsell spsell;    /* valid if formats & SPMV_FMT_SPSELL */
     spmv_pbsr pbsr;        /* valid if formats & SPMV_FMT_PBSR */
     spmv_format_limits limits; /* what every format built for it obeys (spmv_matrix_build's) */
+    double convert_ms[SPMV_FORMAT_COUNT]; /* wall time of each format's last build from the CSR (0: not timed) */
 } spmv_matrix;
 
 /* Builds the formats in `formats` (CSR is always built) from a sorted COO.
  * A format the padding rule refuses (lim, kept in out->limits; NULL: no
- * bound), or PBSR on a matrix without complete blocks, is skipped, not an
- * error: its bit stays clear. */
+ * bound), PBSR on a matrix without complete blocks, or SPSELL of a matrix
+ * not symmetric, is skipped, not an error: its bit stays clear. */
 int spmv_matrix_build(const spmv_coo *coo, spmv_dtype dtype, unsigned formats,
                       int32_t hack_size, const spmv_format_limits *lim,
                       spmv_matrix *out, spmv_error *err);
@@ -783,6 +818,8 @@ typedef enum spmv_impl {
     SPMV_IMPL_CPU_SPMSPM_HASH,
     SPMV_IMPL_GPU_SPMSPM_WARP_NNZ_WIDE,
     SPMV_IMPL_GPU_SCOO,
+    SPMV_IMPL_CPU_SPSELL_OMP,
+    SPMV_IMPL_GPU_SPSELL,
     SPMV_IMPL_CPU_PBSR_OMP,
     SPMV_IMPL_GPU_PBSR,
     SPMV_IMPL_COUNT
@@ -968,6 +1005,7 @@ typedef struct spmv_gpu_usage {
     size_t transpose;         /* Aᵀ, once op t has been used */
     size_t other;             /* x and y buffers, cuSPARSE buffers, kernel caches */
     size_t total;             /* all of the above: spmv_gpu_matrix_bytes */
+    double convert_ms[SPMV_FORMAT_COUNT]; /* wall time of each format's last build on the device (0: not timed) */
 } spmv_gpu_usage;
 void spmv_gpu_matrix_usage(const spmv_gpu_matrix *m, spmv_gpu_usage *out);
 /* Frees the derived formats that are neither pinned nor in `keep` (auto
@@ -1196,6 +1234,30 @@ int spmv_gpu_launch(spmv_gpu_ctx *ctx, const spmv_kernel *k, spmv_gpu_matrix *m,
 int spmv_gpu_run_k(spmv_gpu_ctx *ctx, const spmv_kernel *k, spmv_gpu_matrix *m, const spmv_params *p,
                    int32_t ncols, const void *x, void *y, int32_t warmup, int32_t runs, spmv_stats *stats,
                    spmv_error *err);
+/* Where a batch's time went (spmv_gpu_run_batch; the daemon's dynamic
+ * batching reports it, docs/api.md "Dynamic batching"), in ms: the x
+ * copies into the device block, the layout changes on the device (X to
+ * rows, Y back to columns), the SpMM, the y copies out; host_ms the rest
+ * of total_ms, the call as the host saw it (set-up, launches, waiting). */
+typedef struct spmv_batch_times {
+    double h2d_ms, layout_ms, spmm_ms, d2h_ms, host_ms, total_ms;
+} spmv_batch_times;
+/* Dynamic batching's product: y[j] = A·x[j] for j < ncols, each x[j] (A's
+ * cols values) and y[j] (A's rows) a host array of its own, the products
+ * run as one SpMM without packing anything on the host. Each x[j] is one
+ * copy straight into its column of a device block, each y[j] one copy
+ * straight out of its column (on the context's stream, one wait at the
+ * end). The kernel reads X in the layout it gathers best: gpu.csr.spmm
+ * row-major X (one entry's ncols values side by side) into column-major Y,
+ * cusparse.csr row-major X and Y (CUSPARSE_ORDER_ROW); X is turned to rows
+ * and such a Y back to columns on the device, between the copies. ncols 1..the
+ * kernel's max_k (any GPU SpMV kernel for 1). One timed run, no warm-up,
+ * the device y poisoned first; stats as spmv_gpu_run's, times (may be NULL)
+ * the parts. The device block is the context's, grown to the widest batch
+ * and kept (counted as scratch in spmv_gpu_ctx_info). */
+int spmv_gpu_run_batch(spmv_gpu_ctx *ctx, const spmv_kernel *k, spmv_gpu_matrix *m, const spmv_params *p,
+                       int32_t ncols, const void *const *x, void *const *y, spmv_stats *stats,
+                       spmv_batch_times *times, spmv_error *err);
 /* The same on the host (spmv_cpu_run for k columns). */
 /* NaN into n host values of dtype dt, before a kernel writes them: a row
  * the kernel leaves unwritten shows (OpenMP past a million values). */
@@ -1282,6 +1344,7 @@ typedef struct spmv_tune_options {
     int32_t runs;             /* timed runs per candidate (0: 10) */
     uint64_t seed;            /* of the random x */
     int32_t k;                /* columns of x (0 or 1: SpMV); candidates are the kernels taking k */
+    unsigned skip_formats;    /* SPMV_FMT_* whose kernels are not candidates (auto's build policy) */
 } spmv_tune_options;
 
 #define SPMV_TUNE_BUDGET_MS 2000.0
@@ -1305,6 +1368,21 @@ int spmv_tune(const spmv_csr *a, const spmv_tune_options *o, spmv_tune_run_fn ru
               spmv_tune_result *out, spmv_error *err);
 /* "kernel k=v,k=v" of a result's parameters, for logs and answers. */
 void spmv_params_format(const spmv_kernel *k, const spmv_params *p, char *buf, size_t len);
+
+/* Payback (engine/payback.c): how many products repay building format f,
+ * convert_ms / (csr_ms - format_ms) rounded up, where csr_ms is the best
+ * measured time of a CSR kernel and format_ms that of a kernel reading f
+ * (same matrix, dtype and device). A time of 0 (or NaN) is not measured. */
+typedef enum spmv_payback_status {
+    SPMV_PAYBACK_REPAID = 0,    /* *products holds the count */
+    SPMV_PAYBACK_NOT_MEASURED,  /* a time is missing */
+    SPMV_PAYBACK_NOT_FASTER,    /* f's best is not below CSR's (or so little that nothing repays it) */
+    SPMV_PAYBACK_BASELINE,      /* f is CSR: what the others are measured against */
+} spmv_payback_status;
+spmv_payback_status spmv_payback(spmv_format f, double convert_ms, double csr_ms, double format_ms,
+                                 int64_t *products);
+/* "not measured", "not faster", "baseline" (NULL for SPMV_PAYBACK_REPAID). */
+const char *spmv_payback_reason(spmv_payback_status s);
 
 #ifdef __cplusplus
 }

@@ -141,6 +141,8 @@ static int64_t packed_bytes(const spmv_matrix *m, spmv_format f)
         return (int64_t)spmv_pcsr_info(&m->pcsr).bytes;
     if (f == SPMV_FMT_PSELL && (m->formats & f))
         return (int64_t)spmv_psell_info(&m->psell).bytes;
+    if (f == SPMV_FMT_SPSELL && (m->formats & f))
+        return (int64_t)spmv_spsell_info(&m->spsell).bytes;
     if (f == SPMV_FMT_PBSR && (m->formats & f))
         return (int64_t)spmv_pbsr_info(&m->pbsr).bytes;
     return spmv_format_plan(&m->csr, f, SPMV_PSELL_C, &slots, &bytes, NULL) == SPMV_OK ? bytes : 0;
@@ -159,7 +161,8 @@ static int64_t format_bytes(spmv_format f, const spmv_matrix *m, int32_t hack_si
     case SPMV_FMT_HLL: return hll_bytes(m, hack_size, vs);
     case SPMV_FMT_HYB: return hyb_bytes(m, vs);
     case SPMV_FMT_PCSR: return ((int64_t)m->rows + 1) * 4 + packed_bytes(m, f); /* it reads the CSR's row_ptr */
-    case SPMV_FMT_PSELL: return packed_bytes(m, f);
+    case SPMV_FMT_PSELL:
+    case SPMV_FMT_SPSELL: return packed_bytes(m, f);
     case SPMV_FMT_PBSR: return packed_bytes(m, f); /* 0 for a matrix without blocks: its kernels refuse it */
     }
     return 0;

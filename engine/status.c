@@ -71,7 +71,8 @@ int spmv_dtype_parse(const char *name, spmv_dtype *out)
     return SPMV_ERR_INVALID;
 }
 
-static const char *const format_names[SPMV_FORMAT_COUNT] = {"coo", "csr", "ell", "hll", "hyb", "pcsr", "psell", "pbsr"};
+static const char *const format_names[SPMV_FORMAT_COUNT] = {"coo", "csr",  "ell",   "hll",   "hyb",
+                                                            "pcsr", "psell", "spsell", "pbsr"};
 
 const char *spmv_format_name(spmv_format f)
 {
@@ -106,7 +107,8 @@ int spmv_formats_parse(const char *list, unsigned *mask, spmv_error *err)
                     break;
             if (i == SPMV_FORMAT_COUNT)
                 return spmv_error_set(err, SPMV_ERR_INVALID, 0,
-                                      "unknown format '%.*s' in formats (expected coo, csr, ell, hll, hyb, pcsr, psell, pbsr)",
+                                      "unknown format '%.*s' in formats (expected coo, csr, ell, hll, hyb, pcsr, psell, "
+                                      "spsell, pbsr)",
                                       (int)(n > 32 ? 32 : n), p);
             m |= 1u << i;
         }

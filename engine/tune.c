@@ -19,7 +19,9 @@
  * (spmv_kernel_work_excessive: cpu.csr.chunked's passes over the rows of a
  * wide matrix) is not tried at all: its one probe could outlast the budget.
  * The caller supplies the runner, so the same loop tunes a GPU-resident
- * matrix (spmv_gpu_run) or a host one (spmv_cpu_run).
+ * matrix (spmv_gpu_run) or a host one (spmv_cpu_run), and may leave out
+ * the kernels of some formats (skip_formats: the daemon defers a packed
+ * format until the matrix's products repay building it).
  *
  * `auto` must never fail where some kernel works (issue 14): until one
  * candidate has verified, the time budget stops nothing, and a candidate
@@ -70,6 +72,7 @@ static const tune_candidate gpu_candidates[] = {
     {"cusparse.sell", SPMV_PARAM_HACK_SIZE, 64},
     {"cusparse.sell", NONE, 0},
     {"gpu.psell", NONE, 0},    /* the packed formats: fewer bytes (issue 14) */
+    {"gpu.spsell", NONE, 0},   /* exactly symmetric matrices only (skipped on others) */
     {"gpu.pcsr", NONE, 0},
     {"gpu.ell", SPMV_PARAM_BLOCK_SIZE, 128},
     {"gpu.csr.light", SPMV_PARAM_THREADS, 1},
@@ -99,6 +102,7 @@ static const tune_candidate cpu_candidates[] = {
     {"cpu.hll.omp", NONE, 0},
     {"cpu.hll.omp", SPMV_PARAM_SCHEDULE, 2},
     {"cpu.psell.omp", NONE, 0},
+    {"cpu.spsell.omp", NONE, 0},
     {"cpu.pcsr.omp", NONE, 0},
     {"cpu.csr.chunked", NONE, 0},
     {"cpu.pbsr.omp", NONE, 0},
@@ -150,6 +154,7 @@ typedef struct tune_state {
     const spmv_kernel *base_k; /* the best verified baseline kernel, its parameters and median */
     spmv_params base_p;
     double base_ms;
+    int symmetric;             /* 0 not asked yet, 1 exactly symmetric, -1 not */
     int32_t block_size;        /* spmv_csr_block_size of a; -1 until asked */
 } tune_state;
 
@@ -188,11 +193,17 @@ static void tune_keep(tune_state *s, const spmv_kernel *k, const spmv_params *p,
     }
 }
 
-/* Whether k's format can hold the matrix at all: PBSR only a matrix of
- * complete blocks (found once per tuning, O(nnz)), so a matrix without
- * them costs no conversion attempt (on a GPU, the CSR's trip to the host). */
+/* Whether k's format can hold the matrix at all: SPSELL only an exactly
+ * symmetric matrix, PBSR only a matrix of complete blocks (each found once
+ * per tuning, O(nnz)), so another matrix costs no probe and no conversion
+ * attempt (on a GPU, the CSR's trip to the host). */
 static bool tune_fits(tune_state *s, const spmv_kernel *k)
 {
+    if (k->format == SPMV_FMT_SPSELL) {
+        if (s->symmetric == 0)
+            s->symmetric = spmv_csr_symmetric(s->a) ? 1 : -1;
+        return s->symmetric > 0;
+    }
     if (k->format != SPMV_FMT_PBSR)
         return true;
     if (s->block_size < 0)
@@ -208,7 +219,9 @@ static bool tune_one(tune_state *s, const tune_candidate *c)
     spmv_params p;
     spmv_stats st;
     spmv_error e;
-    if (!k || !spmv_kernel_available(k, NULL) || spmv_kernel_max_k(k) < s->o->k)
+    if (!k || !spmv_kernel_available(k, NULL) || spmv_kernel_max_k(k) < s->o->k || (k->format & s->o->skip_formats))
+        return true;
+    if (!tune_fits(s, k))
         return true;
     memset(&p, 0, sizeof p);
     if (c->param != NONE)
@@ -218,8 +231,6 @@ static bool tune_one(tune_state *s, const tune_candidate *c)
     /* cpu.csr.chunked's passes on a wide matrix: one probe could take
      * minutes, and a run that costs 16x the product cannot win */
     if (spmv_kernel_work_excessive(spmv_kernel_work(k, &p, s->a->rows, s->a->cols, s->a->nnz), s->a->rows, s->a->nnz))
-        return true;
-    if (!tune_fits(s, k))
         return true;
     bool none_yet = !s->res->kernel; /* then only max_runs stops the loop */
     if (s->o->max_runs > 0 && s->res->runs + 1 > s->o->max_runs)
@@ -257,7 +268,7 @@ static bool tune_one(tune_state *s, const tune_candidate *c)
 int spmv_tune(const spmv_csr *a, const spmv_tune_options *opt, spmv_tune_run_fn run, void *ctx,
               spmv_tune_result *out, spmv_error *err)
 {
-    spmv_tune_options o = {SPMV_DEVICE_GPU, 0, 0, 0, 0, 1};
+    spmv_tune_options o = {SPMV_DEVICE_GPU, 0, 0, 0, 0, 1, 0};
     tune_state s;
     const tune_candidate *list;
     size_t n, vs;

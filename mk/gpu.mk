@@ -18,5 +18,5 @@ gpu-test: $(BUILD)/tests/test_gpu
 
 BUNDLE ?= bundle
 
-bundle: $(BUILD)/tests/test_gpu $(BUILD)/tests/test_gpu_spmspm $(BUILD)/tests/test_gpu_vectors $(TOOL_BINS) $(if $(wildcard $(SPMVD_MAIN)),$(SPMVD))
+bundle: $(BUILD)/tests/test_gpu $(BUILD)/tests/test_gpu_spmspm $(BUILD)/tests/test_gpu_vectors $(BUILD)/tests/test_gpu_batch $(TOOL_BINS) $(if $(wildcard $(SPMVD_MAIN)),$(SPMVD))
 	BUILD=$(BUILD) BUNDLE=$(BUNDLE) HAVE_CUDA=$(HAVE_CUDA) bash tools/bundle/make-bundle.sh

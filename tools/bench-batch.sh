@@ -8,8 +8,12 @@
 # each window of BATCH_WINDOWS (microseconds; 0 = off) a fresh daemon
 # with it, and wrk with BATCH_CONNS connections sending binary products
 # (tools/bench-api-spmv.lua) on BATCH_KERNEL for DURATION seconds:
-# requests/s, p50 and p99 latency, errors, and the mean batch from
-# /metrics (spmvd_batched_products_total / spmvd_batches_total). The
+# requests/s, p50 and p99 latency, errors, the mean batch from
+# /metrics (spmvd_batched_products_total / spmvd_batches_total) and where
+# a batch's time went, in ms a batch (spmvd_batch_part_seconds_total /
+# spmvd_batches_total): h2d (the x to the device), layout (X to rows and
+# Y to columns there), spmm, d2h (the y into the answers), host (the
+# rest of the batch on the worker; for a CPU kernel the packing). The
 # kernel defaults to cusparse.csr where the daemon has a GPU, else
 # cpu.csr.omp. Markdown to stdout.
 #
@@ -61,10 +65,11 @@ for w in $BATCH_WINDOWS; do
     echo "Matrix: spmv-gen uniform (random columns), $BATCH_ROWS rows, $nnz entries, float64; kernel $BATCH_KERNEL;"
     echo "\`wrk -t 2 -c $BATCH_CONNS -d ${DURATION}s --latency -s tools/bench-api-spmv.lua\`, a fresh daemon"
     echo "(\`--threads $BATCH_THREADS --batch-window-us W\`) for each window; mean batch = products answered from"
-    echo "SpMMs / SpMMs run (/metrics); products that ran alone are not in it."
+    echo "SpMMs / SpMMs run (/metrics); products that ran alone are not in it. A batch's parts, in ms a"
+    echo "batch: h2d / layout / spmm / d2h / host (spmvd_batch_part_seconds_total, docs/api.md)."
     echo
-    echo "| batch_window_us | requests/s | p50 ms | p99 ms | errors (non-2xx) | SpMMs | mean batch | load before | load after |"
-    echo "| ---: | ---: | ---: | ---: | ---: | ---: | ---: | --- | --- |"
+    echo "| batch_window_us | requests/s | p50 ms | p99 ms | errors (non-2xx) | SpMMs | mean batch | ms a batch: h2d / layout / spmm / d2h / host | load before | load after |"
+    echo "| ---: | ---: | ---: | ---: | ---: | ---: | ---: | --- | --- | --- |"
     first=0
   fi
   l0=$(load)
@@ -72,6 +77,12 @@ for w in $BATCH_WINDOWS; do
   l1=$(load)
   b=$(metric spmvd_batches_total); p=$(metric spmvd_batched_products_total)
   mean=$(awk -v b="${b:-0}" -v p="${p:-0}" 'BEGIN {if (b > 0) printf "%.1f", p / b; else print "-"}')
-  echo "| $w | $(kv rps <<<"$line") | $(kv p50_ms <<<"$line") | $(kv p99_ms <<<"$line") | $(kv errors <<<"$line") ($(kv non2xx <<<"$line")) | ${b:-0} | $mean | $l0 | $l1 |"
+  parts=-
+  if [ "${b:-0}" -gt 0 ]; then
+    parts=$(curl -s "$SPMVD_URL/metrics" | awk -v b="$b" -F'[{}" ]+' '$1 == "spmvd_batch_part_seconds_total" {
+      v[$3] = $4 } END { printf "%.3f / %.3f / %.3f / %.3f / %.3f", 1e3 * v["h2d"] / b, 1e3 * v["layout"] / b,
+      1e3 * v["spmm"] / b, 1e3 * v["d2h"] / b, 1e3 * v["host"] / b }')
+  fi
+  echo "| $w | $(kv rps <<<"$line") | $(kv p50_ms <<<"$line") | $(kv p99_ms <<<"$line") | $(kv errors <<<"$line") ($(kv non2xx <<<"$line")) | ${b:-0} | $mean | $parts | $l0 | $l1 |"
   stop_spmvd >/dev/null
 done

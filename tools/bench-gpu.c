@@ -446,7 +446,7 @@ static void print_row(FILE *csv, const bench_matrix *bm, spmv_dtype dt, const co
 static void bench_auto(const bench_opts *o, run_ctx *rc, const bench_matrix *bm, const spmv_csr *a, const void *x,
                        void *y, const void *ref, double bound, double copy, summary *sm, FILE *csv, int *fails)
 {
-    spmv_tune_options to = {SPMV_DEVICE_GPU, 5000, 0, 10, o->seed, 1};
+    spmv_tune_options to = {SPMV_DEVICE_GPU, 5000, 0, 10, o->seed, 1, 0};
     spmv_tune_result tr;
     spmv_error err = {0};
     config c;

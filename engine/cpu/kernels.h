@@ -48,6 +48,8 @@ void spmv_cpu_hll_omp(const spmv_hll *h, int32_t threads, int32_t schedule, cons
 void spmv_cpu_pcsr_omp(const spmv_pcsr *a, int32_t nparts, const int32_t *bounds, const void *x, void *y);
 /* cpu.psell.omp; threads 0 means all OpenMP threads. */
 void spmv_cpu_psell_omp(const spmv_psell *a, int32_t threads, const void *x, void *y);
+/* cpu.spsell.omp (the CPU reference of SPSELL); threads 0: all. */
+void spmv_cpu_spsell_omp(const spmv_spsell *a, int32_t threads, const void *x, void *y);
 /* cpu.pbsr.omp: `threads` (at least 1) equal ranges of block rows. */
 void spmv_cpu_pbsr_omp(const spmv_pbsr *a, int32_t threads, const void *x, void *y);
 

@@ -28,6 +28,7 @@ static bool cpu_spmv_impl(spmv_impl i)
     switch (i) {
     case SPMV_IMPL_CPU_CSR_SERIAL: case SPMV_IMPL_CPU_CSR_CHUNKED: case SPMV_IMPL_CPU_CSR_OMP:
     case SPMV_IMPL_CPU_ELL_OMP: case SPMV_IMPL_CPU_HLL_OMP: case SPMV_IMPL_CPU_PCSR_OMP: case SPMV_IMPL_CPU_PSELL_OMP:
+    case SPMV_IMPL_CPU_SPSELL_OMP:
     case SPMV_IMPL_CPU_PBSR_OMP:
         return true;
     default:
@@ -54,6 +55,7 @@ typedef struct cpu_plan {
     spmv_hll hll;
     spmv_pcsr pcsr;
     spmv_psell psell;
+    spmv_spsell spsell;
     spmv_pbsr pbsr;
     int32_t *bounds;   /* cpu.csr.omp, cpu.pcsr.omp: threads+1 row boundaries */
     int32_t *cursor;   /* cpu.csr.chunked: per-row position */
@@ -66,6 +68,7 @@ static void plan_free(cpu_plan *pl)
     spmv_hll_free(&pl->hll);
     spmv_pcsr_free(&pl->pcsr);
     spmv_psell_free(&pl->psell);
+    spmv_spsell_free(&pl->spsell);
     spmv_pbsr_free(&pl->pbsr);
     free(pl->bounds);
     free(pl->cursor);
@@ -96,6 +99,12 @@ static int prepare_format(cpu_plan *pl, const spmv_matrix *m, spmv_error *err)
             return st;
         pl->view.psell = pl->psell;
         pl->view.formats |= SPMV_FMT_PSELL;
+    }
+    if (pl->impl == SPMV_IMPL_CPU_SPSELL_OMP && !(m->formats & SPMV_FMT_SPSELL)) {
+        if ((st = spmv_csr_to_spsell(&m->csr, &m->limits, &pl->spsell, err)))
+            return st; /* SPMV_ERR_UNAVAILABLE: not square and exactly symmetric */
+        pl->view.spsell = pl->spsell;
+        pl->view.formats |= SPMV_FMT_SPSELL;
     }
     /* A matrix without complete blocks: SPMV_ERR_UNSUPPORTED saying why. */
     if (pl->impl == SPMV_IMPL_CPU_PBSR_OMP && !(m->formats & SPMV_FMT_PBSR)) {
@@ -181,6 +190,7 @@ static void run_once(const cpu_plan *pl, const void *x, void *y)
     case SPMV_IMPL_CPU_HLL_OMP: spmv_cpu_hll_omp(&v->hll, pl->threads, pl->par.v[SPMV_PARAM_SCHEDULE], x, y); break;
     case SPMV_IMPL_CPU_PCSR_OMP: spmv_cpu_pcsr_omp(&v->pcsr, pl->threads, pl->bounds, x, y); break;
     case SPMV_IMPL_CPU_PSELL_OMP: spmv_cpu_psell_omp(&v->psell, pl->threads, x, y); break;
+    case SPMV_IMPL_CPU_SPSELL_OMP: spmv_cpu_spsell_omp(&v->spsell, pl->threads, x, y); break;
     case SPMV_IMPL_CPU_PBSR_OMP: spmv_cpu_pbsr_omp(&v->pbsr, pl->threads, x, y); break;
     default: break;
     }

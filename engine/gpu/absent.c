@@ -210,6 +210,13 @@ int spmv_gpu_run_k(spmv_gpu_ctx *ctx, const spmv_kernel *k, spmv_gpu_matrix *m, 
     UNUSED(stats);
     return spmv_error_set(err, SPMV_ERR_UNAVAILABLE, 0, "kernel %s: %s", k ? k->name : "?", no_cuda);
 }
+int spmv_gpu_run_batch(spmv_gpu_ctx *ctx, const spmv_kernel *k, spmv_gpu_matrix *m, const spmv_params *p,
+                       int32_t ncols, const void *const *x, void *const *y, spmv_stats *stats,
+                       spmv_batch_times *times, spmv_error *err)
+{
+    UNUSED(ctx); UNUSED(m); UNUSED(p); UNUSED(ncols); UNUSED(x); UNUSED(y); UNUSED(stats); UNUSED(times);
+    return spmv_error_set(err, SPMV_ERR_UNAVAILABLE, 0, "kernel %s: %s", k ? k->name : "?", no_cuda);
+}
 int spmv_gpu_matrix_transpose(spmv_gpu_ctx *ctx, spmv_gpu_matrix *m, spmv_gpu_matrix **out, spmv_error *err)
 {
     UNUSED(ctx); UNUSED(m);
@@ -316,6 +323,29 @@ int spmv_gpu_amg_vcycle(spmv_gpu_ctx *ctx, spmv_gpu_amg *g, const spmv_vec *r, s
     UNUSED(r);
     UNUSED(z);
     return spmv_error_set(err, SPMV_ERR_UNAVAILABLE, 0, "AMG on a GPU: %s", no_cuda);
+}
+
+int spmv_gpu_amg_vcycle_k(spmv_gpu_ctx *ctx, spmv_gpu_amg *g, const spmv_vec *r, spmv_vec *z, const bool *active,
+                          spmv_error *err)
+{
+    UNUSED(ctx);
+    UNUSED(g);
+    UNUSED(r);
+    UNUSED(z);
+    UNUSED(active);
+    return spmv_error_set(err, SPMV_ERR_UNAVAILABLE, 0, "AMG on a GPU: %s", no_cuda);
+}
+
+int spmv_gpu_block_jacobi_apply_k(spmv_gpu_ctx *ctx, const spmv_vec *inv, int32_t b, const spmv_vec *r, spmv_vec *z,
+                                  const bool *active, spmv_error *err)
+{
+    UNUSED(ctx);
+    UNUSED(inv);
+    UNUSED(b);
+    UNUSED(r);
+    UNUSED(z);
+    UNUSED(active);
+    return spmv_error_set(err, SPMV_ERR_UNAVAILABLE, 0, "block_jacobi on a GPU: %s", no_cuda);
 }
 
 int spmv_gpu_block_jacobi_apply(spmv_gpu_ctx *ctx, const spmv_vec *inv, int32_t b, const spmv_vec *r, spmv_vec *z,

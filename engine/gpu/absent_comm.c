@@ -16,10 +16,10 @@ int spmv_gpu_comm_id(void *id, spmv_error *err)
     return spmv_error_set(err, SPMV_ERR_UNAVAILABLE, 0, "%s", no_nccl);
 }
 
-int spmv_gpu_comm_new(spmv_gpu_ctx *ctx, int nranks, int rank, const void *id, double timeout_ms,
+int spmv_gpu_comm_new(spmv_gpu_ctx *ctx, int nranks, int rank, const void *id, double timeout_ms, bool ipc,
                       spmv_gpu_comm **out, spmv_error *err)
 {
-    (void)ctx; (void)nranks; (void)rank; (void)id; (void)timeout_ms;
+    (void)ctx; (void)nranks; (void)rank; (void)id; (void)timeout_ms; (void)ipc;
     *out = NULL;
     return spmv_error_set(err, SPMV_ERR_UNAVAILABLE, 0, "%s", no_nccl);
 }
@@ -36,6 +36,15 @@ int spmv_gpu_halo_new(spmv_gpu_comm *c, spmv_dtype dt, const int32_t *send_off, 
 }
 
 void spmv_gpu_halo_free(spmv_gpu_comm *c, spmv_gpu_halo *h) { (void)c; (void)h; }
+
+bool spmv_gpu_halo_ipc(const spmv_gpu_halo *h) { (void)h; return false; }
+
+int spmv_gpu_halo_off_add(spmv_gpu_comm *c, spmv_gpu_halo *h, const spmv_gpu_matrix *off, spmv_vec *y,
+                          spmv_error *err)
+{
+    (void)c; (void)h; (void)off; (void)y;
+    return spmv_error_set(err, SPMV_ERR_UNAVAILABLE, 0, "%s", no_nccl);
+}
 
 const spmv_vec *spmv_gpu_halo_ghost(const spmv_gpu_halo *h)
 {

@@ -13,6 +13,13 @@
  * one cuBLAS gemv with the dense inverse. Everything runs on the context's
  * stream; nothing returns to the host between the steps of a cycle.
  *
+ * The same cycle runs on k columns at once (spmv_gpu_amg_vcycle_k, the
+ * lockstep's blocks): every SpMV becomes one cuSPARSE SpMM of the n x k
+ * column-major blocks (gpu_dcsr_mm), the smoothing kernels take the column
+ * in blockIdx.y, the coarse solve is one gemm; its work blocks, four a
+ * level of kcap columns, are made on the first such call and grown for a
+ * larger k. One column goes through the SpMV and gemv paths above.
+ *
  * A smoother-only object (spmv_gpu_amg_upload_smoother: one level, no
  * coarse inverse) is the chebyshev preconditioner: its "cycle" is one
  * Chebyshev sweep from zero.
@@ -32,6 +39,12 @@ struct gpu_amg_level {
     double rho;
 };
 
+/* One level's work blocks for a cycle of k columns (n x k, column-major):
+ * the level's own vectors for one column, the k-column blocks else. */
+struct gpu_amg_work {
+    void *r, *x, *b, *d;
+};
+
 struct spmv_gpu_amg {
     spmv_dtype dtype;     /* of every value and work vector */
     bool smoother_only;   /* the chebyshev preconditioner: one level, one sweep */
@@ -43,12 +56,18 @@ struct spmv_gpu_amg {
     void *coarse_inv;     /* row-major */
     void *in, *out;       /* level 0's b and x when the solve's vectors are of the other dtype */
     size_t bytes;
+    /* spmv_gpu_amg_vcycle_k's: every level's work blocks, and level 0's
+     * staging blocks (kin, kout), kcap columns each, made on first use */
+    gpu_amg_work *kw;
+    void *kin, *kout;
+    int32_t kcap;
 };
 
 /* ------------------------------------------------------------- kernels */
 
 /* x = (zero ? 0 : x) + w dinv r: a damped Jacobi step, or the first step
- * of the Chebyshev recurrence (then d gets the step too). */
+ * of the Chebyshev recurrence (then d gets the step too); on column
+ * blockIdx.y of n x k blocks (the grid's y: the columns). */
 template <typename T>
 __global__ void amg_first(int32_t n, const T *__restrict__ dinv, const T *__restrict__ r, T w, T *__restrict__ d,
                           T *__restrict__ x, bool zero)
@@ -56,13 +75,17 @@ __global__ void amg_first(int32_t n, const T *__restrict__ dinv, const T *__rest
     int32_t i = blockIdx.x * blockDim.x + threadIdx.x;
     if (i >= n)
         return;
+    size_t o = (size_t)blockIdx.y * (size_t)n; /* column blockIdx.y of a k-column block */
+    r += o;
+    x += o;
     T s = w * dinv[i] * r[i];
     if (d)
-        d[i] = s;
+        d[o + i] = s;
     x[i] = (zero ? (T)0 : x[i]) + s;
 }
 
-/* d = c1 d + c2 dinv r; x += d: one step of the Chebyshev recurrence. */
+/* d = c1 d + c2 dinv r; x += d: one step of the Chebyshev recurrence, on
+ * column blockIdx.y. */
 template <typename T>
 __global__ void amg_cheb(int32_t n, const T *__restrict__ dinv, const T *__restrict__ r, T c1, T c2,
                          T *__restrict__ d, T *__restrict__ x)
@@ -70,15 +93,21 @@ __global__ void amg_cheb(int32_t n, const T *__restrict__ dinv, const T *__restr
     int32_t i = blockIdx.x * blockDim.x + threadIdx.x;
     if (i >= n)
         return;
+    size_t o = (size_t)blockIdx.y * (size_t)n;
+    r += o;
+    d += o;
+    x += o;
     T s = c1 * d[i] + c2 * dinv[i] * r[i];
     d[i] = s;
     x[i] += s;
 }
 
 #define AMG_BLOCK 256
-#define AMG_GRID(n) gpu_grid((n), AMG_BLOCK), AMG_BLOCK, 0, ctx->stream
+#define AMG_GRID(n, k) dim3(gpu_grid((n), AMG_BLOCK), (unsigned)(k)), AMG_BLOCK, 0, ctx->stream
 
 /* -------------------------------------------------------------- upload */
+
+static void kwork_release(spmv_gpu_ctx *ctx, spmv_gpu_amg *g);
 
 static int alloc_track(spmv_gpu_ctx *ctx, spmv_gpu_amg *g, void **p, size_t values, const char *what, spmv_error *err)
 {
@@ -109,6 +138,8 @@ extern "C" void spmv_gpu_amg_free(spmv_gpu_ctx *ctx, spmv_gpu_amg *g)
     size_t vs = spmv_dtype_size(g->dtype);
     /* the staging vectors' size, read before the free below resets level 0's A */
     size_t n0 = gpu_nz(g->lv ? (size_t)g->lv[0].A.rows * vs : 0);
+    if (g->lv)
+        kwork_release(ctx, g); /* before the levels' rows are reset */
     for (int32_t l = 0; l < g->nlevels && g->lv; l++) {
         gpu_amg_level *dl = &g->lv[l];
         size_t n = gpu_nz((size_t)dl->A.rows * vs);
@@ -201,48 +232,51 @@ extern "C" size_t spmv_gpu_amg_bytes(const spmv_gpu_amg *g) { return g ? g->byte
 
 static int launched(spmv_error *err, const char *what) { return gpu_check_launch(err, what); }
 
-/* r = b - A x */
+/* r = b - A x on k columns (w->r) */
 template <typename T>
-static int residual(spmv_gpu_ctx *ctx, spmv_gpu_amg *g, gpu_amg_level *l, const T *b, const T *x, spmv_error *err)
+static int residual(spmv_gpu_ctx *ctx, spmv_gpu_amg *g, gpu_amg_level *l, const gpu_amg_work *w, int32_t k,
+                    const T *b, const T *x, spmv_error *err)
 {
-    cudaError_t e = cudaMemcpyAsync(l->r, b, (size_t)l->A.rows * sizeof(T), cudaMemcpyDeviceToDevice, ctx->stream);
+    size_t bytes = (size_t)l->A.rows * (size_t)k * sizeof(T);
+    cudaError_t e = cudaMemcpyAsync(w->r, b, bytes, cudaMemcpyDeviceToDevice, ctx->stream);
     if (e != cudaSuccess)
         return gpu_cuda_error(e, err, "amg residual");
-    return gpu_dcsr_mv(ctx, &l->A, -1.0, x, 1.0, l->r, &g->bytes, err);
+    return gpu_dcsr_mm(ctx, &l->A, k, -1.0, x, 1.0, w->r, &g->bytes, err);
 }
 
 /* The host's smooth() and spmv_amg_chebyshev() (engine/amg.c) on the
- * device; the coefficients are computed in float64, as on the host. */
+ * device, on k columns (w: the level's work); the coefficients are
+ * computed in float64, as on the host. */
 template <typename T>
-static int smooth(spmv_gpu_ctx *ctx, spmv_gpu_amg *g, gpu_amg_level *l, const T *b, T *x, int32_t sweeps, bool zero,
-                  spmv_error *err)
+static int smooth(spmv_gpu_ctx *ctx, spmv_gpu_amg *g, gpu_amg_level *l, const gpu_amg_work *w, int32_t k, const T *b,
+                  T *x, int32_t sweeps, bool zero, spmv_error *err)
 {
     int32_t n = l->A.rows;
-    T *dinv = (T *)l->dinv, *lr = (T *)l->r, *ld = (T *)l->d;
+    T *dinv = (T *)l->dinv, *lr = (T *)w->r, *ld = (T *)w->d;
     int st;
     for (int32_t s = 0; s < sweeps; s++, zero = false) {
         const T *r = b;
         if (!zero) {
-            if ((st = residual<T>(ctx, g, l, b, x, err)))
+            if ((st = residual<T>(ctx, g, l, w, k, b, x, err)))
                 return st;
             r = lr;
         }
         if (g->smoother == SPMV_AMG_JACOBI) {
-            amg_first<T><<<AMG_GRID(n)>>>(n, dinv, r, (T)(4.0 / 3.0 / l->rho), (T *)NULL, x, zero);
+            amg_first<T><<<AMG_GRID(n, k)>>>(n, dinv, r, (T)(4.0 / 3.0 / l->rho), (T *)NULL, x, zero);
             if ((st = launched(err, "amg_first")))
                 return st;
             continue;
         }
         double hi = 1.1 * l->rho, lo = l->rho / 30.0;
         double theta = (hi + lo) / 2, delta = (hi - lo) / 2, sigma = theta / delta, rk = 1.0 / sigma;
-        amg_first<T><<<AMG_GRID(n)>>>(n, dinv, r, (T)(1.0 / theta), ld, x, zero);
+        amg_first<T><<<AMG_GRID(n, k)>>>(n, dinv, r, (T)(1.0 / theta), ld, x, zero);
         if ((st = launched(err, "amg_first")))
             return st;
         for (int32_t j = 1; j < g->degree; j++) {
             double rn = 1.0 / (2.0 * sigma - rk);
-            if ((st = residual<T>(ctx, g, l, b, x, err)))
+            if ((st = residual<T>(ctx, g, l, w, k, b, x, err)))
                 return st;
-            amg_cheb<T><<<AMG_GRID(n)>>>(n, dinv, lr, (T)(rn * rk), (T)(2.0 * rn / delta), ld, x);
+            amg_cheb<T><<<AMG_GRID(n, k)>>>(n, dinv, lr, (T)(rn * rk), (T)(2.0 * rn / delta), ld, x);
             if ((st = launched(err, "amg_cheb")))
                 return st;
             rk = rn;
@@ -251,7 +285,8 @@ static int smooth(spmv_gpu_ctx *ctx, spmv_gpu_amg *g, gpu_amg_level *l, const T 
     return SPMV_OK;
 }
 
-static int coarse_solve(spmv_gpu_ctx *ctx, spmv_gpu_amg *g, const void *b, void *x, spmv_error *err)
+/* x = inv b on k columns: a gemv for one, a gemm for more. */
+static int coarse_solve(spmv_gpu_ctx *ctx, spmv_gpu_amg *g, int32_t k, const void *b, void *x, spmv_error *err)
 {
     int n = g->coarse_n;
     int st = gpu_blas_handle(ctx, err);
@@ -261,48 +296,62 @@ static int coarse_solve(spmv_gpu_ctx *ctx, spmv_gpu_amg *g, const void *b, void 
     cublasStatus_t s;
     if (g->dtype == SPMV_FLOAT32) {
         const float one = 1.0f, zero = 0.0f;
-        s = cublasSgemv(ctx->blas, CUBLAS_OP_T, n, n, &one, (const float *)g->coarse_inv, n, (const float *)b, 1,
-                        &zero, (float *)x, 1);
+        const float *a = (const float *)g->coarse_inv, *bb = (const float *)b;
+        s = k == 1 ? cublasSgemv(ctx->blas, CUBLAS_OP_T, n, n, &one, a, n, bb, 1, &zero, (float *)x, 1)
+                   : cublasSgemm(ctx->blas, CUBLAS_OP_T, CUBLAS_OP_N, n, k, n, &one, a, n, bb, n, &zero, (float *)x, n);
     } else {
         const double one = 1.0, zero = 0.0;
-        s = cublasDgemv(ctx->blas, CUBLAS_OP_T, n, n, &one, (const double *)g->coarse_inv, n, (const double *)b, 1,
-                        &zero, (double *)x, 1);
+        const double *a = (const double *)g->coarse_inv, *bb = (const double *)b;
+        s = k == 1 ? cublasDgemv(ctx->blas, CUBLAS_OP_T, n, n, &one, a, n, bb, 1, &zero, (double *)x, 1)
+                   : cublasDgemm(ctx->blas, CUBLAS_OP_T, CUBLAS_OP_N, n, k, n, &one, a, n, bb, n, &zero, (double *)x,
+                                 n);
     }
     return s == CUBLAS_STATUS_SUCCESS ? SPMV_OK
                                       : spmv_error_set(err, SPMV_ERR_DEVICE, 0, "amg coarse solve: cuBLAS status %d",
                                                        (int)s);
 }
 
+/* The cycle from level l on k columns, w every level's work. */
 template <typename T>
-static int cycle(spmv_gpu_ctx *ctx, spmv_gpu_amg *g, int32_t l, const T *b, T *x, spmv_error *err)
+static int cycle(spmv_gpu_ctx *ctx, spmv_gpu_amg *g, const gpu_amg_work *w, int32_t k, int32_t l, const T *b, T *x,
+                 spmv_error *err)
 {
     gpu_amg_level *lv = &g->lv[l];
     if (g->smoother_only)
-        return smooth<T>(ctx, g, lv, b, x, 1, true, err);
+        return smooth<T>(ctx, g, lv, &w[l], k, b, x, 1, true, err);
     if (l == g->nlevels - 1)
-        return coarse_solve(ctx, g, b, x, err);
-    gpu_amg_level *next = &g->lv[l + 1];
+        return coarse_solve(ctx, g, k, b, x, err);
+    const gpu_amg_work *wl = &w[l], *wn = &w[l + 1];
     int st = SPMV_OK;
     cudaError_t e = cudaSuccess;
     if (g->presmooth)
-        st = smooth<T>(ctx, g, lv, b, x, g->presmooth, true, err);
+        st = smooth<T>(ctx, g, lv, wl, k, b, x, g->presmooth, true, err);
     else
-        e = cudaMemsetAsync(x, 0, (size_t)lv->A.rows * sizeof(T), ctx->stream);
+        e = cudaMemsetAsync(x, 0, (size_t)lv->A.rows * (size_t)k * sizeof(T), ctx->stream);
     if (e != cudaSuccess)
         return gpu_cuda_error(e, err, "amg cycle");
-    if (st || (st = residual<T>(ctx, g, lv, b, x, err)) ||
-        (st = gpu_dcsr_mv(ctx, &lv->R, 1.0, lv->r, 0.0, next->b, &g->bytes, err)) ||
-        (st = cycle<T>(ctx, g, l + 1, (const T *)next->b, (T *)next->x, err)) ||
-        (st = gpu_dcsr_mv(ctx, &lv->P, 1.0, next->x, 1.0, x, &g->bytes, err)))
+    if (st || (st = residual<T>(ctx, g, lv, wl, k, b, x, err)) ||
+        (st = gpu_dcsr_mm(ctx, &lv->R, k, 1.0, wl->r, 0.0, wn->b, &g->bytes, err)) ||
+        (st = cycle<T>(ctx, g, w, k, l + 1, (const T *)wn->b, (T *)wn->x, err)) ||
+        (st = gpu_dcsr_mm(ctx, &lv->P, k, 1.0, wn->x, 1.0, x, &g->bytes, err)))
         return st;
-    return smooth<T>(ctx, g, lv, b, x, g->postsmooth, false, err);
+    return smooth<T>(ctx, g, lv, wl, k, b, x, g->postsmooth, false, err);
 }
 
-static int cycle_of(spmv_gpu_ctx *ctx, spmv_gpu_amg *g, const void *b, void *x, spmv_error *err)
+/* The cycle on k columns in the hierarchy's dtype: w the k-column work
+ * (NULL: one column, each level's own vectors). */
+static int cycle_of(spmv_gpu_ctx *ctx, spmv_gpu_amg *g, const gpu_amg_work *w, int32_t k, const void *b, void *x,
+                    spmv_error *err)
 {
+    gpu_amg_work one[32];
+    if (!w) {
+        for (int32_t l = 0; l < g->nlevels; l++)
+            one[l] = gpu_amg_work{g->lv[l].r, g->lv[l].x, g->lv[l].b, g->lv[l].d};
+        w = one;
+    }
     if (g->dtype == SPMV_FLOAT32)
-        return cycle<float>(ctx, g, 0, (const float *)b, (float *)x, err);
-    return cycle<double>(ctx, g, 0, (const double *)b, (double *)x, err);
+        return cycle<float>(ctx, g, w, k, 0, (const float *)b, (float *)x, err);
+    return cycle<double>(ctx, g, w, k, 0, (const double *)b, (double *)x, err);
 }
 
 /* Level 0's b and x: the vectors themselves in the hierarchy's dtype,
@@ -315,7 +364,7 @@ static int vcycle_converted(spmv_gpu_ctx *ctx, spmv_gpu_amg *g, const spmv_vec *
                    (st = alloc_track(ctx, g, &g->out, (size_t)n, "amg vector staging", err))))
         return st;
     if ((st = gpu_cast(ctx, r->data, r->dtype, g->in, g->dtype, n, err)) ||
-        (st = cycle_of(ctx, g, g->in, g->out, err)))
+        (st = cycle_of(ctx, g, NULL, 1, g->in, g->out, err)))
         return st;
     return gpu_cast(ctx, g->out, g->dtype, z->data, z->dtype, n, err);
 }
@@ -332,5 +381,94 @@ extern "C" int spmv_gpu_amg_vcycle(spmv_gpu_ctx *ctx, spmv_gpu_amg *g, const spm
                               "values, one column, one dtype", n);
     if (r->dtype != g->dtype)
         return vcycle_converted(ctx, g, r, z, err);
-    return cycle_of(ctx, g, r->data, z->data, err);
+    return cycle_of(ctx, g, NULL, 1, r->data, z->data, err);
+}
+
+/* Frees the k-column work blocks (kcap columns each; those allocated). */
+static void kwork_release(spmv_gpu_ctx *ctx, spmv_gpu_amg *g)
+{
+    size_t vs = spmv_dtype_size(g->dtype), n0 = g->nlevels ? (size_t)g->lv[0].A.rows : 0;
+    for (int32_t l = 0; l < g->nlevels && g->kw; l++) {
+        size_t n = gpu_nz((size_t)g->lv[l].A.rows * (size_t)g->kcap * vs);
+        for (void *v : {g->kw[l].r, g->kw[l].x, g->kw[l].b, g->kw[l].d})
+            if (v) {
+                gpu_ctx_free(ctx, v, n);
+                g->bytes -= n;
+            }
+    }
+    for (void *v : {g->kin, g->kout})
+        if (v) {
+            size_t n = gpu_nz(n0 * (size_t)g->kcap * vs);
+            gpu_ctx_free(ctx, v, n);
+            g->bytes -= n;
+        }
+    free(g->kw);
+    g->kw = NULL;
+    g->kin = g->kout = NULL;
+    g->kcap = 0;
+}
+
+/* The k-column work for k columns: kept when made for k or more, else
+ * made anew (and nothing kept when that fails). */
+static int kwork_ready(spmv_gpu_ctx *ctx, spmv_gpu_amg *g, int32_t k, spmv_error *err)
+{
+    if (g->kw && g->kcap >= k)
+        return SPMV_OK;
+    kwork_release(ctx, g);
+    if (!(g->kw = (gpu_amg_work *)calloc((size_t)g->nlevels, sizeof *g->kw)))
+        return spmv_error_set(err, SPMV_ERR_NOMEM, 0, "amg cycle: out of host memory");
+    g->kcap = k;
+    int st = SPMV_OK;
+    for (int32_t l = 0; l < g->nlevels && !st; l++) {
+        size_t n = (size_t)g->lv[l].A.rows * (size_t)k;
+        gpu_amg_work *w = &g->kw[l];
+        if ((st = alloc_track(ctx, g, &w->r, n, "amg k-column r", err)) ||
+            (st = alloc_track(ctx, g, &w->x, n, "amg k-column x", err)) ||
+            (st = alloc_track(ctx, g, &w->b, n, "amg k-column b", err)))
+            break;
+        st = alloc_track(ctx, g, &w->d, n, "amg k-column d", err);
+    }
+    size_t n0 = (size_t)g->lv[0].A.rows * (size_t)k;
+    if (!st && !(st = alloc_track(ctx, g, &g->kin, n0, "amg k-column staging", err)))
+        st = alloc_track(ctx, g, &g->kout, n0, "amg k-column staging", err);
+    if (st)
+        kwork_release(ctx, g);
+    return st;
+}
+
+/* Column j of a device block v. */
+static void *column_of(const spmv_vec *v, int32_t j)
+{
+    return (char *)v->data + (size_t)j * (size_t)v->n * spmv_dtype_size(v->dtype);
+}
+
+extern "C" int spmv_gpu_amg_vcycle_k(spmv_gpu_ctx *ctx, spmv_gpu_amg *g, const spmv_vec *r, spmv_vec *z,
+                                     const bool *active, spmv_error *err)
+{
+    if (!ctx || !g || !r || !z)
+        return spmv_error_set(err, SPMV_ERR_INVALID, 0, "amg cycle: missing context, hierarchy or block");
+    int32_t n = g->lv[0].A.rows, m = 0;
+    if (r->device != SPMV_DEVICE_GPU || z->device != SPMV_DEVICE_GPU || r->n != n || z->n != n || r->k < 1 ||
+        z->k != r->k || r->dtype != z->dtype || r->data == z->data)
+        return spmv_error_set(err, SPMV_ERR_INVALID, 0, "amg cycle: r and z must be distinct device blocks of %d "
+                              "rows, the same columns, one dtype", n);
+    for (int32_t j = 0; j < r->k; j++)
+        m += !active || active[j];
+    if (m == 0)
+        return SPMV_OK;
+    int st = kwork_ready(ctx, g, m, err);
+    if (st)
+        return st;
+    if (m == r->k && r->dtype == g->dtype)
+        return cycle_of(ctx, g, g->kw, m, r->data, z->data, err);
+    size_t vs = spmv_dtype_size(g->dtype);
+    for (int32_t j = 0, c = 0; j < r->k && !st; j++) /* the active columns, gathered (and converted) */
+        if (!active || active[j])
+            st = gpu_cast(ctx, column_of(r, j), r->dtype, (char *)g->kin + (size_t)c++ * n * vs, g->dtype, n, err);
+    if (st || (st = cycle_of(ctx, g, g->kw, m, g->kin, g->kout, err)))
+        return st;
+    for (int32_t j = 0, c = 0; j < r->k && !st; j++) /* and scattered back */
+        if (!active || active[j])
+            st = gpu_cast(ctx, (char *)g->kout + (size_t)c++ * n * vs, g->dtype, column_of(z, j), z->dtype, n, err);
+    return st;
 }

@@ -12,6 +12,7 @@
  * engine/gpu/packed.cu), evicting others when memory is short
  * (engine/gpu/residency.cu); gpu_get_hll keeps HLLs of other hack sizes.
  */
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -319,6 +320,11 @@ int gpu_ensure_format(spmv_gpu_ctx *ctx, spmv_gpu_matrix *m, spmv_format f, spmv
         return st;
     bool f64 = m->dtype == SPMV_FLOAT64;
     gpu_cat_scope scope(m, gpu_cat_of(f));
+    /* the conversion's time, what its payback repays: from a quiet stream
+     * (an upload's CSR may still be converting) to the sync below */
+    if (f != SPMV_FMT_CSR && f != SPMV_FMT_HLL && (st = gpu_sync_stream(ctx, err, "before a build")))
+        return st;
+    double t0 = spmv_now_ms();
     switch (f) {
     case SPMV_FMT_CSR:
         return SPMV_OK;
@@ -348,6 +354,10 @@ int gpu_ensure_format(spmv_gpu_ctx *ctx, spmv_gpu_matrix *m, spmv_format f, spmv
         if ((st = gpu_build_psell(ctx, m, err)))
             gpu_free_psell(ctx, m);
         break;
+    case SPMV_FMT_SPSELL:
+        if ((st = gpu_build_spsell(ctx, m, err)))
+            gpu_free_spsell(ctx, m);
+        break;
     case SPMV_FMT_PBSR:
         if ((st = gpu_build_pbsr(ctx, m, err)))
             gpu_free_pbsr(ctx, m);
@@ -361,8 +371,10 @@ int gpu_ensure_format(spmv_gpu_ctx *ctx, spmv_gpu_matrix *m, spmv_format f, spmv
         m->slots[gpu_cat_of(f)] = f == SPMV_FMT_ELL     ? m->ell.slots
                                   : f == SPMV_FMT_HYB   ? m->hyb.ell.slots + m->hyb.coo_nnz
                                   : f == SPMV_FMT_PSELL ? m->psell.slots
+                                  : f == SPMV_FMT_SPSELL ? m->spsell.slots
                                                         : m->nnz;
         m->formats |= f;
+        m->convert_ms[gpu_cat_of(f)] = fmax(spmv_now_ms() - t0, 1e-6); /* 0 means not timed */
         gpu_touch(ctx, m, f);
     }
     return st;
@@ -386,6 +398,7 @@ int gpu_get_hll(spmv_gpu_ctx *ctx, spmv_gpu_matrix *m, int32_t hack, struct gpu_
     struct gpu_hll *h = hack == m->hack_size ? &m->hll : &m->hll_alt;
     if ((st = gpu_sync_stream(ctx, err, "HLL rebuild")))
         return st;
+    double t0 = spmv_now_ms();
     gpu_free_hll(ctx, m, h);
     st = m->dtype == SPMV_FLOAT64 ? fill_hll<double>(ctx, m, hack, h, err) : fill_hll<float>(ctx, m, hack, h, err);
     if (!st)
@@ -397,6 +410,7 @@ int gpu_get_hll(spmv_gpu_ctx *ctx, spmv_gpu_matrix *m, int32_t hack, struct gpu_
     if (h == &m->hll) { /* the other hack size's copy counts under HLL's bytes, not as held */
         m->slots[gpu_cat_of(SPMV_FMT_HLL)] = h->slots;
         m->formats |= SPMV_FMT_HLL;
+        m->convert_ms[gpu_cat_of(SPMV_FMT_HLL)] = fmax(spmv_now_ms() - t0, 1e-6);
     }
     gpu_touch(ctx, m, SPMV_FMT_HLL);
     *out = h;

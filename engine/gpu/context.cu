@@ -157,6 +157,8 @@ extern "C" void spmv_gpu_ctx_free(spmv_gpu_ctx *ctx)
         cudaStreamSynchronize(ctx->stream);
     if (ctx->scratch)
         cudaFree(ctx->scratch);
+    if (ctx->batch)
+        cudaFree(ctx->batch);
     if (ctx->sparse)
         cusparseDestroy(ctx->sparse);
     if (ctx->blas)
@@ -184,7 +186,7 @@ extern "C" int spmv_gpu_ctx_info(spmv_gpu_ctx *ctx, spmv_gpu_info *info)
     info->cc_minor = ctx->cc_minor;
     info->sm_count = ctx->sm_count;
     info->mem_used_by_spmvd = ctx->used;
-    info->mem_scratch = ctx->scratch_bytes + (ctx->dev_scalar ? GPU_RED_BYTES : 0);
+    info->mem_scratch = ctx->scratch_bytes + ctx->batch_bytes + (ctx->dev_scalar ? GPU_RED_BYTES : 0);
     info->evictions = ctx->evictions;
     if (cudaSetDevice(ctx->device) != cudaSuccess || cudaMemGetInfo(&free_b, &total_b) != cudaSuccess) {
         cudaGetLastError();

@@ -122,6 +122,51 @@ int gpu_dcsr_mv(spmv_gpu_ctx *ctx, gpu_dcsr *m, double alpha, const void *x, dou
     return st;
 }
 
+/* The SpMM's descriptors of x and y, its buffer (grown), the product. */
+static int dcsr_spmm(spmv_gpu_ctx *ctx, gpu_dcsr *m, int32_t k, const void *pa, const void *x, const void *pb,
+                     void *y, size_t *count, spmv_error *err)
+{
+    cudaDataType t = cuda_type(m->dtype);
+    cusparseDnMatDescr_t mx = NULL, my = NULL;
+    cusparseStatus_t s;
+    int st = SPMV_OK;
+    size_t bytes = 0;
+    if ((s = cusparseCreateDnMat(&mx, m->cols, k, m->cols, (void *)x, t, CUSPARSE_ORDER_COL)) ||
+        (s = cusparseCreateDnMat(&my, m->rows, k, m->rows, y, t, CUSPARSE_ORDER_COL)))
+        st = gpu_sparse_error(s, err, "cusparseCreateDnMat");
+    else if ((s = cusparseSpMM_bufferSize(ctx->sparse, CUSPARSE_OPERATION_NON_TRANSPOSE,
+                                          CUSPARSE_OPERATION_NON_TRANSPOSE, pa, m->descr, mx, pb, my, t,
+                                          CUSPARSE_SPMM_CSR_ALG1, &bytes)))
+        st = gpu_sparse_error(s, err, "cusparseSpMM_bufferSize");
+    if (!st && (!m->mm_buf || gpu_nz(bytes) > m->mm_buf_bytes)) {
+        gpu_ctx_free(ctx, m->mm_buf, m->mm_buf_bytes);
+        *count -= m->mm_buf ? m->mm_buf_bytes : 0;
+        m->mm_buf = NULL;
+        m->mm_buf_bytes = 0;
+        if (!(st = gpu_alloc_counted(ctx, &m->mm_buf, bytes, count, "operator SpMM buffer", err)))
+            m->mm_buf_bytes = gpu_nz(bytes);
+    }
+    if (!st && (s = cusparseSpMM(ctx->sparse, CUSPARSE_OPERATION_NON_TRANSPOSE, CUSPARSE_OPERATION_NON_TRANSPOSE, pa,
+                                 m->descr, mx, pb, my, t, CUSPARSE_SPMM_CSR_ALG1, m->mm_buf)) != CUSPARSE_STATUS_SUCCESS)
+        st = gpu_sparse_error(s, err, "cusparseSpMM");
+    if (mx)
+        cusparseDestroyDnMat(mx);
+    if (my)
+        cusparseDestroyDnMat(my);
+    return st;
+}
+
+int gpu_dcsr_mm(spmv_gpu_ctx *ctx, gpu_dcsr *m, int32_t k, double alpha, const void *x, double beta, void *y,
+                size_t *count, spmv_error *err)
+{
+    if (k == 1)
+        return gpu_dcsr_mv(ctx, m, alpha, x, beta, y, count, err);
+    float af = (float)alpha, bf = (float)beta;
+    const void *pa = m->dtype == SPMV_FLOAT32 ? (const void *)&af : (const void *)&alpha;
+    const void *pb = m->dtype == SPMV_FLOAT32 ? (const void *)&bf : (const void *)&beta;
+    return dcsr_spmm(ctx, m, k, pa, x, pb, y, count, err);
+}
+
 void gpu_dcsr_free(spmv_gpu_ctx *ctx, gpu_dcsr *m)
 {
     if (m->descr)
@@ -130,5 +175,6 @@ void gpu_dcsr_free(spmv_gpu_ctx *ctx, gpu_dcsr *m)
     gpu_ctx_free(ctx, m->col, gpu_nz((size_t)m->nnz * 4));
     gpu_ctx_free(ctx, m->val, gpu_nz((size_t)m->nnz * spmv_dtype_size(m->dtype)));
     gpu_ctx_free(ctx, m->buf, m->buf_bytes);
+    gpu_ctx_free(ctx, m->mm_buf, m->mm_buf_bytes);
     *m = gpu_dcsr();
 }

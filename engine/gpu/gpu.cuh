@@ -77,6 +77,8 @@ struct spmv_gpu_ctx {
     std::vector<struct spmv_gpu_matrix *> mats;
     uint64_t tick;           /* advances on every use of a format */
     uint64_t evictions;      /* formats evicted so far */
+    void *batch;             /* dynamic batching's device block (batch.cu), grown to the widest batch */
+    size_t batch_bytes;
 };
 
 /* ------------------------------------------------------- device formats */
@@ -135,6 +137,20 @@ struct gpu_psell {
     int32_t *base;
     uint8_t *idx;
     int64_t idx_total;       /* idx_off[nslices] */
+    struct gpu_packed_values v;
+};
+
+/* SPSELL (engine/spmv.h spmv_spsell): PSELL's arrays plus the mirror flags,
+ * built on the host and uploaded (packed.cu). */
+struct gpu_spsell {
+    bool built;
+    int32_t nslices;
+    int32_t nmirrored;
+    int64_t slots, nvals, idx_total;
+    int64_t *slot_off, *idx_off, *val_off;
+    uint8_t *idx_bytes, *mirror;
+    int32_t *base;
+    uint8_t *idx;
     struct gpu_packed_values v;
 };
 
@@ -224,6 +240,7 @@ struct spmv_gpu_matrix {
     struct gpu_hyb hyb_alt;      /* the last other width asked for (gpu.hyb `width`) */
     struct gpu_pcsr pcsr;
     struct gpu_psell psell;
+    struct gpu_spsell spsell;
     struct gpu_pbsr pbsr;
 
     void *x, *y;                 /* operand buffers, cols and rows values */
@@ -238,6 +255,7 @@ struct spmv_gpu_matrix {
     size_t bytes;                /* sum of allocs */
     std::atomic<size_t> cat_bytes[GPU_CATS]; /* allocs by category (transpose: its bytes) */
     std::atomic<int64_t> slots[SPMV_FORMAT_COUNT];           /* slots of each padded format held (padding ratio) */
+    std::atomic<double> convert_ms[SPMV_FORMAT_COUNT];       /* wall time of each format's last build (0: not timed) */
 };
 
 /* SPMV_ERR_LIMIT naming `what` when m holds 64-bit row offsets (past
@@ -387,6 +405,9 @@ int gpu_build_pcsr(spmv_gpu_ctx *ctx, spmv_gpu_matrix *m, spmv_error *err);
 int gpu_build_psell(spmv_gpu_ctx *ctx, spmv_gpu_matrix *m, spmv_error *err);
 void gpu_free_pcsr(spmv_gpu_ctx *ctx, spmv_gpu_matrix *m);
 void gpu_free_psell(spmv_gpu_ctx *ctx, spmv_gpu_matrix *m);
+int gpu_build_spsell(spmv_gpu_ctx *ctx, spmv_gpu_matrix *m, spmv_error *err); /* SPMV_ERR_UNAVAILABLE: not symmetric */
+void gpu_free_spsell(spmv_gpu_ctx *ctx, spmv_gpu_matrix *m);
+size_t gpu_spsell_bytes(const spmv_gpu_matrix *m);
 size_t gpu_pcsr_bytes(const spmv_gpu_matrix *m);
 /* What gpu.pcsr reads once: the CSR's row_ptr (and its col/val where borrowed) plus its own arrays. */
 size_t gpu_pcsr_read_bytes(const spmv_gpu_matrix *m);
@@ -416,6 +437,8 @@ struct gpu_launch {
     struct gpu_spmm *spmm;       /* cuSPARSE SpMM descriptors of this call (spmm.cu) */
     struct gpu_hll *hll;         /* the HLL of p's hack_size (HLL kernels) */
     struct gpu_hyb *hyb;         /* the HYB of p's width (gpu.hyb) */
+    bool xrow;                   /* SpMM: x row-major (leading dimension ncols), batch.cu's layout;
+                                  * y too for cuSPARSE, column-major for gpu.csr.spmm */
 };
 
 /* x[i] through the texture cache (a texture object over x, made by
@@ -468,6 +491,7 @@ int gpu_cusparse_sell_prepare(struct gpu_launch *l, spmv_error *err);
 int gpu_cusparse_sell(struct gpu_launch *l, spmv_error *err);
 int gpu_pcsr_run(struct gpu_launch *l, spmv_error *err);
 int gpu_psell_run(struct gpu_launch *l, spmv_error *err);
+int gpu_spsell_run(struct gpu_launch *l, spmv_error *err);
 int gpu_pbsr_run(struct gpu_launch *l, spmv_error *err);
 /* y += A*x for nnz COO triplets (atomics; gpu.coo.atomic and HYB's COO part). */
 int gpu_coo_atomic_add(struct gpu_launch *l, int64_t nnz, const int32_t *row, const int32_t *col, const void *val,
@@ -478,6 +502,16 @@ int gpu_csr_spmm(struct gpu_launch *l, spmv_error *err);
 int gpu_cusparse_csr_spmm(struct gpu_launch *l, spmv_error *err);
 int gpu_cusparse_spmm_prepare(struct gpu_launch *l, spmv_error *err);
 void gpu_cusparse_spmm_free(struct gpu_launch *l);
+/* What spmv_gpu_apply does before its timed runs, for a caller that times
+ * its own (batch.cu): the launch of GPU kernel k on m for ncols columns of
+ * device operands x, y (x row-major when xrow), the kernel's format built
+ * if missing (*fmt_bytes its bytes), its prepare step or the cuSPARSE SpMM
+ * descriptors made; *fn is the launcher. m->busy gets the formats read:
+ * the caller saves m->busy before and puts it back after, and calls
+ * gpu_cusparse_spmm_free(l). */
+int gpu_launch_prepare(spmv_gpu_ctx *ctx, const spmv_kernel *k, spmv_gpu_matrix *m, const spmv_params *p,
+                       const void *x, void *y, int32_t ncols, bool xrow, struct gpu_launch *l, gpu_launch_fn *fn,
+                       size_t *fmt_bytes, spmv_error *err);
 /* Device memory that belongs to no matrix (vectors, temporaries), counted
  * in ctx->used and kept out of the reserve. */
 int gpu_ctx_alloc(spmv_gpu_ctx *ctx, void **out, size_t bytes, const char *what, spmv_error *err);
@@ -546,6 +580,8 @@ struct gpu_dcsr {
     cusparseSpMatDescr_t descr;
     void *buf;
     size_t buf_bytes;
+    void *mm_buf;          /* gpu_dcsr_mm's SpMM buffer, grown for more columns */
+    size_t mm_buf_bytes;
 };
 
 /* Copies float64 host CSR h (32-bit offsets) to d, values as dtype. */
@@ -553,6 +589,10 @@ int gpu_dcsr_copy(spmv_gpu_ctx *ctx, const spmv_csr *h, spmv_dtype dtype, struct
                   spmv_error *err);
 /* y = alpha M x + beta y with cuSPARSE, x and y of M's dtype. */
 int gpu_dcsr_mv(spmv_gpu_ctx *ctx, struct gpu_dcsr *m, double alpha, const void *x, double beta, void *y,
+                size_t *count, spmv_error *err);
+/* The same on k columns at once: x (cols x k) and y (rows x k)
+ * column-major, one cuSPARSE SpMM (k = 1: gpu_dcsr_mv). */
+int gpu_dcsr_mm(spmv_gpu_ctx *ctx, struct gpu_dcsr *m, int32_t k, double alpha, const void *x, double beta, void *y,
                 size_t *count, spmv_error *err);
 void gpu_dcsr_free(spmv_gpu_ctx *ctx, struct gpu_dcsr *m);
 

@@ -31,6 +31,7 @@
  * non-zero where CSR moves 12.
  */
 #include <limits.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include <cub/cub.cuh>
@@ -828,4 +829,253 @@ template <typename T, int VM> struct psell_launcher {
 int gpu_psell_run(struct gpu_launch *l, spmv_error *err)
 {
     return pk_run<psell_launcher>(l, l->m->psell.v.mode, "gpu.psell", err);
+}
+
+/* --------------------------------------------------------------- SPSELL
+ *
+ * Symmetric PSELL (engine/spmv.h spmv_spsell, docs/kernels.md "Symmetric
+ * PSELL"). Its rule asks, for every lower slot of a slice, whether the
+ * source row holds the same offsets: a pass that is easy on the host and
+ * long to write for the device, and the format is built once per matrix.
+ * So the device copies the resident CSR to the host, engine/packed.c
+ * builds the SPSELL there (under the context's padding rule), and its
+ * arrays are uploaded: the same arrays as the host's by construction. The
+ * host holds a copy of the CSR and the SPSELL while it builds. */
+
+void gpu_free_spsell(spmv_gpu_ctx *ctx, spmv_gpu_matrix *m)
+{
+    struct gpu_spsell *p = &m->spsell;
+    gpu_release_ptr(ctx, m, &p->slot_off);
+    gpu_release_ptr(ctx, m, &p->idx_off);
+    gpu_release_ptr(ctx, m, &p->val_off);
+    gpu_release_ptr(ctx, m, &p->idx_bytes);
+    gpu_release_ptr(ctx, m, &p->mirror);
+    gpu_release_ptr(ctx, m, &p->base);
+    gpu_release_ptr(ctx, m, &p->idx);
+    gpu_release(ctx, m, p->v.data);
+    gpu_release(ctx, m, p->v.table);
+    memset(p, 0, sizeof *p);
+}
+
+size_t gpu_spsell_bytes(const spmv_gpu_matrix *m)
+{
+    const struct gpu_spsell *p = &m->spsell;
+    return p->built ? psell_bytes(p->nslices, p->slots, p->idx_total, p->nvals, &p->v, spmv_dtype_size(m->dtype)) +
+                          (size_t)p->nslices
+                    : 0;
+}
+
+/* A device copy of `bytes` host bytes at *dst (NULL when bytes is 0, as
+ * gpu_alloc gives: a PSELL of diagonal slices only holds no index bytes),
+ * so the bytes held are gpu_spsell_bytes's. */
+static int spsell_put(spmv_gpu_ctx *ctx, spmv_gpu_matrix *m, void **dst, const void *src, size_t bytes,
+                      const char *what, spmv_error *err)
+{
+    int st = gpu_alloc(ctx, m, dst, bytes, what, err);
+    cudaError_t e;
+    if (st)
+        return st;
+    if (bytes && (e = cudaMemcpyAsync(*dst, src, bytes, cudaMemcpyHostToDevice, ctx->stream)) != cudaSuccess)
+        return gpu_cuda_error(e, err, what);
+    return SPMV_OK;
+}
+
+/* The resident CSR on the host (freed by spmv_csr_free). */
+static int spsell_host_csr(spmv_gpu_ctx *ctx, const spmv_gpu_matrix *m, spmv_csr *h, spmv_error *err)
+{
+    size_t rb = 0, cb = 0, vb = 0;
+    int st;
+    memset(h, 0, sizeof *h);
+    SPMV_COPY_SHAPE(h, m);
+    if ((st = gpu_array_bytes((int64_t)m->rows + 1, 4, &rb, err, "SPSELL: CSR rows")) ||
+        (st = gpu_array_bytes(m->nnz, 4, &cb, err, "SPSELL: CSR columns")) ||
+        (st = gpu_array_bytes(m->nnz, gpu_vsize(m), &vb, err, "SPSELL: CSR values")))
+        return st;
+    h->row_ptr = (int32_t *)malloc(rb);
+    h->col = (int32_t *)malloc(cb ? cb : 1);
+    h->val = malloc(vb ? vb : 1);
+    if (!h->row_ptr || !h->col || !h->val)
+        return spmv_error_set(err, SPMV_ERR_NOMEM, 0, "SPSELL: cannot allocate a host copy of the CSR (%zu bytes)",
+                              rb + cb + vb);
+    if ((st = gpu_copy_to_host(ctx, h->row_ptr, m->row_ptr, rb, "SPSELL: CSR rows", err)) ||
+        (cb && (st = gpu_copy_to_host(ctx, h->col, m->col, cb, "SPSELL: CSR columns", err))) ||
+        (vb && (st = gpu_copy_to_host(ctx, h->val, m->val, vb, "SPSELL: CSR values", err))))
+        return st;
+    return SPMV_OK;
+}
+
+/* The host SPSELL's arrays onto the device. */
+static int spsell_upload(spmv_gpu_ctx *ctx, spmv_gpu_matrix *m, const spmv_spsell *h, spmv_error *err)
+{
+    struct gpu_spsell *p = &m->spsell;
+    const spmv_psell *a = &h->p;
+    size_t ns = (size_t)a->nslices, vs = gpu_vsize(m), nw = (size_t)(a->slots / PK_C);
+    int st;
+    p->nslices = a->nslices;
+    p->slots = a->slots;
+    p->nvals = a->val_off[ns];
+    p->idx_total = a->idx_off[ns];
+    p->nmirrored = h->nmirrored;
+    p->v.mode = a->v.mode;
+    p->v.ntable = a->v.ntable;
+    if ((st = spsell_put(ctx, m, (void **)&p->slot_off, a->slot_off, (ns + 1) * 8, "SPSELL slot offsets", err)) ||
+        (st = spsell_put(ctx, m, (void **)&p->idx_off, a->idx_off, (ns + 1) * 8, "SPSELL index offsets", err)) ||
+        (st = spsell_put(ctx, m, (void **)&p->val_off, a->val_off, (ns + 1) * 8, "SPSELL value offsets", err)) ||
+        (st = spsell_put(ctx, m, (void **)&p->idx_bytes, a->idx_bytes, ns, "SPSELL index widths", err)) ||
+        (st = spsell_put(ctx, m, (void **)&p->mirror, h->mirror, ns, "SPSELL mirror flags", err)) ||
+        (st = spsell_put(ctx, m, (void **)&p->base, a->base, nw * 4, "SPSELL bases", err)) ||
+        (st = spsell_put(ctx, m, (void **)&p->idx, a->idx, (size_t)p->idx_total, "SPSELL column entries", err)) ||
+        (a->v.table && (st = spsell_put(ctx, m, &p->v.table, a->v.table, (size_t)a->v.ntable * vs,
+                                        "SPSELL value table", err))) ||
+        (a->v.data && (st = spsell_put(ctx, m, &p->v.data, a->v.data,
+                                       (size_t)p->nvals * spmv_vcode_entry_bytes(a->v.mode, vs), "SPSELL values",
+                                       err))))
+        return st;
+    cudaError_t e = cudaStreamSynchronize(ctx->stream); /* before the host arrays go */
+    return e == cudaSuccess ? SPMV_OK : gpu_cuda_error(e, err, "SPSELL upload");
+}
+
+int gpu_build_spsell(spmv_gpu_ctx *ctx, spmv_gpu_matrix *m, spmv_error *err)
+{
+    spmv_csr h;
+    spmv_spsell s;
+    int st;
+    memset(&s, 0, sizeof s);
+    if ((st = gpu_need_narrow(m, "SPSELL", err)))
+        return st;
+    if (m->rows != m->cols)
+        return spmv_error_set(err, SPMV_ERR_UNAVAILABLE, 0,
+                              "SPSELL needs a square, exactly symmetric matrix: this one is %d x %d", m->rows,
+                              m->cols);
+    if (!(st = spsell_host_csr(ctx, m, &h, err)) && !(st = spmv_csr_to_spsell(&h, &ctx->limits, &s, err)))
+        st = spsell_upload(ctx, m, &s, err);
+    spmv_csr_free(&h);
+    spmv_spsell_free(&s);
+    if (!st)
+        m->spsell.built = true;
+    return st;
+}
+
+/* A value entry that may be read again (a mirrored slice's lower slots
+ * re-read the upper values of earlier rows): through the read-only cache,
+ * not streamed past it as pk_value streams. */
+template <typename T, int VM>
+__device__ __forceinline__ T spsell_value(const void *__restrict__ data, const T *tab, T c, int64_t e)
+{
+    if constexpr (VM == SPMV_VCODE_RAW)
+        return __ldg((const T *)data + e);
+    else if constexpr (VM == SPMV_VCODE_CONST)
+        return c;
+    else if constexpr (VM == SPMV_VCODE_F32)
+        return (T)__ldg((const float *)data + e);
+    else if constexpr (VM == SPMV_VCODE_U8)
+        return tab[__ldg((const unsigned char *)data + e)];
+    else
+        return __ldg(tab + __ldg((const unsigned short *)data + e));
+}
+
+/* Value entry of slot k of a lane's row in a mirrored slice of width w
+ * whose column there is b + lane: k >= w/2 from the slice's own values at
+ * vo (one a slot when uniform), k < w/2 (offset -d) from source row j = b
+ * + lane, its slot w-1-k in j's slice t at t's own layout (t mirrored or
+ * not, uniform or not). */
+__device__ __forceinline__ int64_t spsell_entry(const int64_t *__restrict__ slot_off,
+                                                const int64_t *__restrict__ val_off,
+                                                const uint8_t *__restrict__ mirror, int32_t w, int32_t k, int32_t b,
+                                                int lane, int64_t vo, bool uni)
+{
+    int32_t k0 = w / 2;
+    if (k >= k0)
+        return uni ? vo + (k - k0) : vo + (int64_t)(k - k0) * PK_C + lane;
+    int64_t j = (int64_t)b + lane, t = j / PK_C, q = w - 1 - k;
+    int64_t wt = __ldg(slot_off + t + 1) - __ldg(slot_off + t), tv = __ldg(val_off + t);
+    int64_t tk0 = __ldg(mirror + t) ? wt / 2 : 0, tnv = __ldg(val_off + t + 1) - tv;
+    return tnv == (wt - tk0) * PK_C ? tv + (q - tk0) * PK_C + j % PK_C : tv + (q - tk0);
+}
+
+/* One lane's row of a mirrored slice of width w (diagonal: column base +
+ * lane), PK_STEP slots a step as in psell_slots: the step's bases and
+ * value entries (the source slices' headers among them) first, then its
+ * values and gathers of x, then the sums in slot order, which is column
+ * order. */
+template <typename T, int VM>
+__device__ __forceinline__ T spsell_row(const int64_t *__restrict__ slot_off, const int64_t *__restrict__ val_off,
+                                       const uint8_t *__restrict__ mirror, const int32_t *__restrict__ bs, int32_t w,
+                                       int lane, int64_t vo, int64_t nv, const void *__restrict__ data, const T *tab,
+                                       T c, const T *__restrict__ x)
+{
+    bool uni = nv != (int64_t)(w - w / 2) * PK_C;
+    T sum = 0;
+    for (int32_t k = 0; k < w; k += PK_STEP) {
+        int32_t b[PK_STEP];
+        int64_t e[PK_STEP];
+        T v[PK_STEP], xv[PK_STEP];
+#pragma unroll
+        for (int u = 0; u < PK_STEP; u++) {
+            b[u] = k + u < w ? __ldg(bs + k + u) : 0;
+            e[u] = k + u < w ? spsell_entry(slot_off, val_off, mirror, w, k + u, b[u], lane, vo, uni) : 0;
+        }
+#pragma unroll
+        for (int u = 0; u < PK_STEP; u++) {
+            v[u] = k + u < w ? spsell_value<T, VM>(data, tab, c, e[u]) : (T)0;
+            xv[u] = k + u < w ? __ldg(x + (b[u] + lane)) : (T)0;
+        }
+#pragma unroll
+        for (int u = 0; u < PK_STEP; u++)
+            if (k + u < w)
+                sum += v[u] * xv[u];
+    }
+    return sum;
+}
+
+/* A warp per slice: a mirrored one by spsell_row, another as gpu.psell. */
+template <typename T, int VM>
+__global__ void __launch_bounds__(1024)
+    spsell_kernel(int32_t rows, int32_t ns, const int64_t *__restrict__ slot_off, const int64_t *__restrict__ idx_off,
+                  const int64_t *__restrict__ val_off, const uint8_t *__restrict__ ib,
+                  const uint8_t *__restrict__ mirror, const int32_t *__restrict__ base,
+                  const uint8_t *__restrict__ idx, const void *__restrict__ data, const T *__restrict__ table,
+                  int32_t ntable, const T *__restrict__ x, T *__restrict__ y)
+{
+    __shared__ T shared[VM == SPMV_VCODE_U8 ? 256 : 1];
+    int64_t warp = (blockIdx.x * (int64_t)blockDim.x + threadIdx.x) / 32;
+    int lane = threadIdx.x & 31;
+    bool live = warp < ns, mirrored = false;
+    int64_t so = 0, w = 0, io = 0, vo = 0, nv = 0;
+    int b = 0;
+    if (live) {
+        so = __ldg(slot_off + warp);
+        w = __ldg(slot_off + warp + 1) - so;
+        io = __ldg(idx_off + warp);
+        vo = __ldg(val_off + warp);
+        nv = __ldg(val_off + warp + 1) - vo;
+        b = __ldg(ib + warp);
+        mirrored = __ldg(mirror + warp) != 0;
+    }
+    const T *tab = pk_table<T, VM>(table, ntable, shared);
+    T c = VM == SPMV_VCODE_CONST ? __ldg(table) : (T)0;
+    if (!live)
+        return;
+    T sum = mirrored ? spsell_row<T, VM>(slot_off, val_off, mirror, base + so, (int32_t)w, lane, vo, nv, data, tab, c, x)
+                     : psell_slice<T, VM>(b, nv != w * PK_C, idx + io, base + so, (int32_t)w, lane, vo, data, tab,
+                                          c, x);
+    int64_t row = warp * PK_C + lane;
+    if (row < rows)
+        y[row] = sum;
+}
+
+template <typename T, int VM> struct spsell_launcher {
+    static void launch(struct gpu_launch *l)
+    {
+        spmv_gpu_matrix *m = l->m;
+        const struct gpu_spsell *p = &m->spsell;
+        spsell_kernel<T, VM><<<gpu_grid((int64_t)p->nslices * 32, l->block), l->block, 0, l->ctx->stream>>>(
+            m->rows, p->nslices, p->slot_off, p->idx_off, p->val_off, p->idx_bytes, p->mirror, p->base, p->idx,
+            p->v.data, (const T *)p->v.table, p->v.ntable, (const T *)l->x, (T *)l->y);
+    }
+};
+
+int gpu_spsell_run(struct gpu_launch *l, spmv_error *err)
+{
+    return pk_run<spsell_launcher>(l, l->m->spsell.v.mode, "gpu.spsell", err);
 }

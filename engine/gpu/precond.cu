@@ -56,6 +56,53 @@ extern "C" int spmv_gpu_block_jacobi_apply(spmv_gpu_ctx *ctx, const spmv_vec *in
     return gpu_check_launch(err, "block_jacobi_kernel");
 }
 
+/* The same on k columns at once: column c0 + blockIdx.y of n x k blocks,
+ * skipped when its bit of `on` (the chunk's mask) is clear. */
+template <typename T>
+__global__ void block_jacobi_kernel_k(int64_t n, int32_t b, const double *__restrict__ inv, const T *__restrict__ r,
+                                      T *__restrict__ z, uint64_t on)
+{
+    int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
+    if (i >= n || !((on >> blockIdx.y) & 1))
+        return;
+    size_t o = (size_t)blockIdx.y * (size_t)n;
+    const double *row = inv + i * b;
+    int64_t s = i - i % b;
+    double v = 0;
+    for (int32_t c = 0; c < b; c++)
+        v += row[c] * (double)r[o + s + c];
+    z[o + i] = (T)v;
+}
+
+extern "C" int spmv_gpu_block_jacobi_apply_k(spmv_gpu_ctx *ctx, const spmv_vec *inv, int32_t b, const spmv_vec *r,
+                                             spmv_vec *z, const bool *active, spmv_error *err)
+{
+    int64_t n = r->n;
+    const double *iv = (const double *)inv->data;
+    size_t vs = spmv_dtype_size(r->dtype);
+    for (int32_t c0 = 0; c0 < r->k; c0 += 64) { /* 64 columns a launch: the mask's bits */
+        int32_t kc = r->k - c0 < 64 ? r->k - c0 : 64;
+        uint64_t on = 0;
+        for (int32_t c = 0; c < kc; c++)
+            on |= (uint64_t)(!active || active[c0 + c]) << c;
+        if (!on)
+            continue;
+        const char *rc = (const char *)r->data + (size_t)c0 * (size_t)n * vs;
+        char *zc = (char *)z->data + (size_t)c0 * (size_t)n * vs;
+        dim3 grid(gpu_grid(n, FILL_BLOCK), (unsigned)kc);
+        if (r->dtype == SPMV_FLOAT32)
+            block_jacobi_kernel_k<float><<<grid, FILL_BLOCK, 0, ctx->stream>>>(n, b, iv, (const float *)rc,
+                                                                             (float *)zc, on);
+        else
+            block_jacobi_kernel_k<double><<<grid, FILL_BLOCK, 0, ctx->stream>>>(n, b, iv, (const double *)rc,
+                                                                              (double *)zc, on);
+        int st = gpu_check_launch(err, "block_jacobi_kernel_k");
+        if (st)
+            return st;
+    }
+    return SPMV_OK;
+}
+
 /* ---------------------------------------------------------- ic0, ilu0 */
 
 struct spmv_gpu_ilu {

@@ -40,6 +40,7 @@ size_t gpu_format_bytes(const spmv_gpu_matrix *m, spmv_format f)
     case SPMV_FMT_HYB: return gpu_hyb_bytes(m, &m->hyb);
     case SPMV_FMT_PCSR: return gpu_pcsr_bytes(m);
     case SPMV_FMT_PSELL: return gpu_psell_bytes(m);
+    case SPMV_FMT_SPSELL: return gpu_spsell_bytes(m);
     case SPMV_FMT_PBSR: return gpu_pbsr_bytes(m);
     default: return 0;
     }
@@ -50,8 +51,9 @@ double gpu_format_padding(const spmv_gpu_matrix *m, spmv_format f)
     int64_t slots = m->slots[gpu_cat_of(f)];
     if (!(m->formats & f) || m->nnz == 0)
         return 1.0;
-    return f == SPMV_FMT_ELL || f == SPMV_FMT_HLL || f == SPMV_FMT_HYB || f == SPMV_FMT_PSELL
-               ? (double)slots / (double)m->nnz
+    bool padded = f == SPMV_FMT_ELL || f == SPMV_FMT_HLL || f == SPMV_FMT_HYB || f == SPMV_FMT_PSELL ||
+                  f == SPMV_FMT_SPSELL;
+    return padded ? (double)slots / (double)m->nnz
                : 1.0;
 }
 
@@ -75,6 +77,7 @@ extern "C" void spmv_gpu_matrix_usage(const spmv_gpu_matrix *m, spmv_gpu_usage *
     for (unsigned i = 0; i < SPMV_FORMAT_COUNT; i++) {
         u->bytes[i] = m->cat_bytes[i];
         u->padding[i] = gpu_format_padding(m, (spmv_format)(1u << i));
+        u->convert_ms[i] = m->convert_ms[i];
     }
     u->transpose = m->cat_bytes[GPU_CAT_TRANSPOSE];
     u->other = m->cat_bytes[GPU_CAT_OTHER];
@@ -109,6 +112,9 @@ void gpu_drop_format(spmv_gpu_ctx *ctx, spmv_gpu_matrix *m, spmv_format f)
         break;
     case SPMV_FMT_PSELL:
         gpu_free_psell(ctx, m);
+        break;
+    case SPMV_FMT_SPSELL:
+        gpu_free_spsell(ctx, m);
         break;
     case SPMV_FMT_PBSR:
         gpu_free_pbsr(ctx, m);

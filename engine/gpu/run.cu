@@ -50,6 +50,7 @@ static const struct gpu_kernel_impl impls[] = {
     {SPMV_IMPL_CUSPARSE_SELL, SPMV_FMT_HLL, gpu_cusparse_sell_prepare, gpu_cusparse_sell, false},
     {SPMV_IMPL_GPU_PCSR, SPMV_FMT_PCSR, NULL, gpu_pcsr_run, false},
     {SPMV_IMPL_GPU_PSELL, SPMV_FMT_PSELL, NULL, gpu_psell_run, false},
+    {SPMV_IMPL_GPU_SPSELL, SPMV_FMT_SPSELL, NULL, gpu_spsell_run, false},
     {SPMV_IMPL_GPU_PBSR, SPMV_FMT_PBSR, NULL, gpu_pbsr_run, false},
 };
 
@@ -262,6 +263,34 @@ done:
     free(times);
     m->busy = busy_before;
     return st;
+}
+
+int gpu_launch_prepare(spmv_gpu_ctx *ctx, const spmv_kernel *k, spmv_gpu_matrix *m, const spmv_params *p,
+                       const void *x, void *y, int32_t ncols, bool xrow, struct gpu_launch *l, gpu_launch_fn *fn,
+                       size_t *fmt_bytes, spmv_error *err)
+{
+    const struct gpu_kernel_impl *impl;
+    int st;
+    if ((st = setup_launch(ctx, k, m, p, l, &impl, err)))
+        return st;
+    if ((!impl->wide || ncols > 1) && (st = gpu_need_narrow(m, ncols > 1 ? "an SpMM (k > 1)" : k->name, err)))
+        return st;
+    m->busy |= impl->format | SPMV_FMT_CSR;
+    l->x = x;
+    l->y = y;
+    l->ncols = ncols;
+    l->xrow = xrow;
+    *fn = impl->launch;
+    if ((st = ready_format(l, impl, fmt_bytes, err)))
+        return st;
+    if (ncols == 1)
+        return impl->prepare ? impl->prepare(l, err) : SPMV_OK;
+    if (k->impl == SPMV_IMPL_CUSPARSE_CSR) {
+        *fn = gpu_cusparse_csr_spmm;
+        return gpu_cusparse_spmm_prepare(l, err);
+    }
+    return k->impl == SPMV_IMPL_GPU_CSR_SPMM ? SPMV_OK
+                                              : spmv_error_set(err, SPMV_ERR_INVALID, 0, "%s takes one column", k->name);
 }
 
 extern "C" int spmv_gpu_launch(spmv_gpu_ctx *ctx, const spmv_kernel *k, spmv_gpu_matrix *m, const spmv_params *p,

@@ -6,11 +6,14 @@
  * sums are reduced over the group with shuffles. For k <= 8 the row is read
  * once for all k columns (one pass over A); beyond, once per tile of 8,
  * the repeats hitting cache. x and y are column-major with leading
- * dimensions cols and rows, as the API ships blocks.
+ * dimensions cols and rows, as the API ships blocks; for dynamic batching
+ * (batch.cu, l->xrow) x is row-major instead, so the k values one entry
+ * gathers lie side by side in one or two cache lines rather than in k.
  *
- * cusparse.csr with k > 1 is cuSPARSE's SpMM (column-major dense
- * matrices, its default CSR algorithm); the descriptors and the work buffer
- * are made per call in gpu_cusparse_spmm_prepare, before the timed runs.
+ * cusparse.csr with k > 1 is cuSPARSE's SpMM (its default CSR algorithm),
+ * on column-major dense matrices, or row-major X and Y (CUSPARSE_ORDER_ROW)
+ * for batch.cu; the descriptors and the work buffer are made per call in
+ * gpu_cusparse_spmm_prepare, before the timed runs.
  */
 #include <string.h>
 
@@ -18,7 +21,8 @@
 
 #define TILE 8
 
-template <typename T>
+/* XROW: x row-major (entry c's columns at x[c*k ..]); y column-major either way. */
+template <typename T, bool XROW>
 __global__ void csr_spmm_kernel(int32_t rows, int32_t cols, const int32_t *__restrict__ rp,
                                 const int32_t *__restrict__ ci, const T *__restrict__ v, int32_t k, int32_t g,
                                 const T *__restrict__ x, T *__restrict__ y)
@@ -36,11 +40,12 @@ __global__ void csr_spmm_kernel(int32_t rows, int32_t cols, const int32_t *__res
             acc[j] = 0;
         for (int32_t p = b + lane; p < e; p += g) {
             T a = v[p];
-            const T *xc = x + (int64_t)c0 * cols + ci[p];
+            const T *xc = XROW ? x + (int64_t)ci[p] * k + c0 : x + (int64_t)c0 * cols + ci[p];
+            int64_t step = XROW ? 1 : cols;
 #pragma unroll
             for (int j = 0; j < TILE; j++)
                 if (j < kc)
-                    acc[j] += a * __ldg(xc + (int64_t)j * cols);
+                    acc[j] += a * __ldg(xc + (int64_t)j * step);
         }
 #pragma unroll
         for (int j = 0; j < TILE; j++) {
@@ -65,8 +70,13 @@ template <typename T> static void launch_spmm(struct gpu_launch *l)
 {
     spmv_gpu_matrix *m = l->m;
     int32_t g = l->p.v[SPMV_PARAM_THREADS] ? l->p.v[SPMV_PARAM_THREADS] : lanes_for(m);
-    csr_spmm_kernel<T><<<gpu_grid((int64_t)m->rows * g, l->block), l->block, 0, l->ctx->stream>>>(
-        m->rows, m->cols, m->row_ptr, m->col, (const T *)m->val, l->ncols, g, (const T *)l->x, (T *)l->y);
+    dim3 grid = gpu_grid((int64_t)m->rows * g, l->block);
+    if (l->xrow)
+        csr_spmm_kernel<T, true><<<grid, l->block, 0, l->ctx->stream>>>(
+            m->rows, m->cols, m->row_ptr, m->col, (const T *)m->val, l->ncols, g, (const T *)l->x, (T *)l->y);
+    else
+        csr_spmm_kernel<T, false><<<grid, l->block, 0, l->ctx->stream>>>(
+            m->rows, m->cols, m->row_ptr, m->col, (const T *)m->val, l->ncols, g, (const T *)l->x, (T *)l->y);
 }
 
 int gpu_csr_spmm(struct gpu_launch *l, spmv_error *err)
@@ -87,6 +97,7 @@ struct gpu_spmm {
     cusparseDnMatDescr_t x, y;
     void *buf;
     size_t buf_bytes;
+    bool borrowed;   /* buf is the context's kept scratch (batch.cu's calls): not freed here */
 };
 
 static cudaDataType value_type(const spmv_gpu_matrix *m) { return m->dtype == SPMV_FLOAT64 ? CUDA_R_64F : CUDA_R_32F; }
@@ -105,7 +116,8 @@ void gpu_cusparse_spmm_free(struct gpu_launch *l)
         cusparseDestroyDnMat(s->x);
     if (s->y)
         cusparseDestroyDnMat(s->y);
-    gpu_ctx_free(l->ctx, s->buf, s->buf_bytes);
+    if (!s->borrowed)
+        gpu_ctx_free(l->ctx, s->buf, s->buf_bytes);
     delete s;
     l->spmm = NULL;
 }
@@ -120,18 +132,26 @@ int gpu_cusparse_spmm_prepare(struct gpu_launch *l, spmv_error *err)
     l->spmm = s;
     cudaDataType vt = value_type(m);
     bool d = m->dtype == SPMV_FLOAT64;
+    cusparseOrder_t order = l->xrow ? CUSPARSE_ORDER_ROW : CUSPARSE_ORDER_COL;
+    int64_t ldx = l->xrow ? l->ncols : m->cols, ldy = l->xrow ? l->ncols : m->rows;
     cusparseStatus_t st;
     if ((st = cusparseCreateCsr(&s->a, m->rows, m->cols, m->nnz, m->row_ptr, m->col, m->val, CUSPARSE_INDEX_32I,
                                 CUSPARSE_INDEX_32I, CUSPARSE_INDEX_BASE_ZERO, vt)) != CUSPARSE_STATUS_SUCCESS ||
-        (st = cusparseCreateDnMat(&s->x, m->cols, l->ncols, m->cols, (void *)l->x, vt, CUSPARSE_ORDER_COL)) !=
+        (st = cusparseCreateDnMat(&s->x, m->cols, l->ncols, ldx, (void *)l->x, vt, order)) !=
             CUSPARSE_STATUS_SUCCESS ||
-        (st = cusparseCreateDnMat(&s->y, m->rows, l->ncols, m->rows, l->y, vt, CUSPARSE_ORDER_COL)) !=
+        (st = cusparseCreateDnMat(&s->y, m->rows, l->ncols, ldy, l->y, vt, order)) !=
             CUSPARSE_STATUS_SUCCESS ||
         (st = cusparseSpMM_bufferSize(l->ctx->sparse, CUSPARSE_OPERATION_NON_TRANSPOSE,
                                       CUSPARSE_OPERATION_NON_TRANSPOSE, d ? (const void *)&d_one : &f_one, s->a, s->x,
                                       d ? (const void *)&d_zero : &f_zero, s->y, vt, CUSPARSE_SPMM_ALG_DEFAULT,
                                       &s->buf_bytes)) != CUSPARSE_STATUS_SUCCESS)
         return gpu_sparse_error(st, err, "cusparse.csr SpMM: descriptors");
+    /* a batch (row-major) runs once per call: the kept scratch spares it a
+     * cudaMalloc and a device-wide cudaFree each time */
+    if (l->xrow && s->buf_bytes) {
+        s->borrowed = true;
+        return gpu_scratch(l->ctx, s->buf_bytes, &s->buf, err);
+    }
     return gpu_ctx_alloc(l->ctx, &s->buf, s->buf_bytes, "cusparse.csr SpMM buffer", err);
 }
 

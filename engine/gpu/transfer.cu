@@ -345,13 +345,14 @@ static double coo_need(const spmv_coo *coo, spmv_dtype dtype)
  * kernels answer why), one that does not fit fails the upload. */
 static int build_pinned(spmv_gpu_ctx *ctx, spmv_gpu_matrix *m, unsigned formats, spmv_error *err)
 {
-    static const spmv_format order[] = {SPMV_FMT_COO, SPMV_FMT_ELL, SPMV_FMT_HLL, SPMV_FMT_HYB, SPMV_FMT_PCSR,
-                                        SPMV_FMT_PSELL, SPMV_FMT_PBSR};
+    static const spmv_format order[] = {SPMV_FMT_COO,  SPMV_FMT_ELL,   SPMV_FMT_HLL,    SPMV_FMT_HYB,
+                                        SPMV_FMT_PCSR, SPMV_FMT_PSELL, SPMV_FMT_SPSELL, SPMV_FMT_PBSR};
     for (spmv_format f : order) {
         if (!(formats & f) || (m->formats & f))
             continue;
         int st = gpu_ensure_format(ctx, m, f, err);
-        if (st == SPMV_ERR_LIMIT || st == SPMV_ERR_UNSUPPORTED) { /* the padding rule; PBSR without blocks */
+        /* The padding rule; PBSR without blocks; SPSELL of a matrix not symmetric. */
+        if (st == SPMV_ERR_LIMIT || st == SPMV_ERR_UNSUPPORTED || (st == SPMV_ERR_UNAVAILABLE && f == SPMV_FMT_SPSELL)) {
             m->pinned &= ~(unsigned)f;
             continue;
         }
@@ -776,6 +777,25 @@ static int download_psell(spmv_gpu_ctx *ctx, const spmv_gpu_matrix *m, spmv_psel
     return download_values(ctx, m, &g->v, g->nvals, &p->v, err);
 }
 
+static int download_spsell(spmv_gpu_ctx *ctx, const spmv_gpu_matrix *m, spmv_spsell *p, spmv_error *err)
+{
+    const struct gpu_spsell *g = &m->spsell;
+    int st;
+    SPMV_COPY_SHAPE(&p->p, m);
+    p->p.nslices = g->nslices;
+    p->p.slots = g->slots;
+    p->nmirrored = g->nmirrored;
+    if ((st = download_array(ctx, g->slot_off, (int64_t)g->nslices + 1, 8, (void **)&p->p.slot_off, err)) ||
+        (st = download_array(ctx, g->idx_off, (int64_t)g->nslices + 1, 8, (void **)&p->p.idx_off, err)) ||
+        (st = download_array(ctx, g->val_off, (int64_t)g->nslices + 1, 8, (void **)&p->p.val_off, err)) ||
+        (st = download_array(ctx, g->idx_bytes, g->nslices, 1, (void **)&p->p.idx_bytes, err)) ||
+        (st = download_array(ctx, g->mirror, g->nslices, 1, (void **)&p->mirror, err)) ||
+        (st = download_array(ctx, g->base, g->slots / SPMV_PSELL_C, 4, (void **)&p->p.base, err)) ||
+        (st = download_array(ctx, g->idx, g->idx_total, 1, (void **)&p->p.idx, err)))
+        return st;
+    return download_values(ctx, m, &g->v, g->nvals, &p->p.v, err);
+}
+
 static void free_host_matrix(spmv_matrix *out)
 {
     void *arrays[] = {out->csr.row_ptr, out->csr.row_ptr64, out->csr.col, out->csr.val, out->coo.row, out->coo.col, out->coo.val,
@@ -783,8 +803,11 @@ static void free_host_matrix(spmv_matrix *out)
                       out->hll.val, out->hyb.ell.col, out->hyb.ell.val, out->hyb.coo.row, out->hyb.coo.col,
                       out->hyb.coo.val, out->pcsr.base, out->pcsr.idx, out->pcsr.wide_col, out->pcsr.v.table,
                       out->pcsr.v.data, out->psell.slot_off, out->psell.idx_off, out->psell.val_off, out->psell.idx_bytes,
-                      out->psell.base, out->psell.idx, out->psell.v.table, out->psell.v.data, out->pbsr.block_ptr,
-                      out->pbsr.base, out->pbsr.idx, out->pbsr.wide_col, out->pbsr.v.table, out->pbsr.v.data};
+                      out->psell.base, out->psell.idx, out->psell.v.table, out->psell.v.data,
+                      out->spsell.p.slot_off, out->spsell.p.idx_off, out->spsell.p.val_off, out->spsell.p.idx_bytes,
+                      out->spsell.p.base, out->spsell.p.idx, out->spsell.p.v.table, out->spsell.p.v.data,
+                      out->spsell.mirror, out->pbsr.block_ptr, out->pbsr.base, out->pbsr.idx, out->pbsr.wide_col,
+                      out->pbsr.v.table, out->pbsr.v.data};
     for (void *p : arrays)
         free(p);
     memset(out, 0, sizeof *out);
@@ -830,6 +853,9 @@ extern "C" int spmv_gpu_matrix_download(spmv_gpu_ctx *ctx, const spmv_gpu_matrix
         break;
     case SPMV_FMT_PSELL:
         st = download_psell(ctx, m, &out->psell, err);
+        break;
+    case SPMV_FMT_SPSELL:
+        st = download_spsell(ctx, m, &out->spsell, err);
         break;
     case SPMV_FMT_PBSR:
         st = download_pbsr(ctx, m, &out->pbsr, err);

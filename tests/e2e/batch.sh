@@ -22,6 +22,11 @@ curl -s "$SPMVD_URL/metrics" >"$E2E_TMP/metrics"
 b=$(awk '$1 == "spmvd_batches_total" {print $2}' "$E2E_TMP/metrics")
 p=$(awk '$1 == "spmvd_batched_products_total" {print $2}' "$E2E_TMP/metrics")
 that "/metrics counts the batches ($b) and their products ($p): at least 2 each" '[ "${b:-0}" -ge 1 ] && [ "${p:-0}" -ge $((2 * b)) ]'
+part() { awk -v p="spmvd_batch_part_seconds_total{part=\"$1\"}" '$1 == p {print $2}' "$E2E_TMP/metrics"; }
+that "/metrics has the batches' time by part, five parts, spmm and host timed on the CPU" \
+  '[ "$(grep -c "^spmvd_batch_part_seconds_total{" "$E2E_TMP/metrics")" = 5 ] && awk "BEGIN {exit !($(part spmm) > 0 && $(part host) > 0)}"'
+grep -q "spmv: batch of .*(h2d .*, layout .*, spmm .*, d2h .*, host .*)" "$SPMVD_LOG"; logged=$?
+that "the log says each batch's parts" '[ $logged = 0 ]'
 stop_spmvd
 
 start_spmvd || { not_ok "spmvd starts without a window" "$(tail -3 "$SPMVD_LOG")"; done_testing; exit; }

@@ -5,7 +5,8 @@ one SpMM, and each still gets its own y, checked against SciPy's A @ x.
 Every answer of a batchable product says `batched` (the SpMM's columns):
 the answers saying k come in whole batches, so their count is a multiple
 of k; products that may not join (verify, two columns, another kernel)
-say nothing and are right too; a product alone waited the whole window.
+say nothing and are right too; a product alone waited the whole window. On a GPU daemon, gpu.csr.spmm
+and cusparse.csr batches too, and /metrics' parts of the batches' time.
 argv: the seed (printed by batch.sh) and the window in microseconds the
 daemon runs with. Prints TAP; SPMVD_URL from the environment.
 """
@@ -124,5 +125,24 @@ st, y, d = product(mid, x, "cpu.csr.serial")
 tap.ok(st == 200 and close(y, A @ x) and d.get("batched") == 1, "a product alone answers right with batched 1", d)
 tap.ok(d.get("queue_ms", 0) >= 0.999 * window_us / 1000.0, "and its queue_ms includes the window (%d us)" % window_us,
        d.get("queue_ms"))
+
+# 5. on a GPU (batch-gpu.sh runs this on the GPU host): the kernels that take k columns, each x to the device
+#    and each y back on its own (engine/gpu/batch.cu); /metrics says where the batches' time went
+st, info = tap.call(BASE, "GET", "/v1/info")
+if any(d.get("kind") == "gpu" for d in info.get("devices", [])):
+    for kernel in ("gpu.csr.spmm", "cusparse.csr"):
+        xs = [rng.uniform(-1, 1, 500) for _ in range(11)]  # not a power of two
+        res = together([lambda x=x: product(mid, x, kernel) for x in xs])
+        tap.ok(all(r[0] == 200 and close(r[1], A @ x) for r, x in zip(res, xs)),
+               "%s: eleven products at once, each y its own A x" % kernel, [r[2] for r in res if r[0] != 200])
+        whole, counts = whole_batches([r[2] for r in res])
+        tap.ok(whole and max(counts) >= 2, "%s: whole batches, at least one of >= 2" % kernel, counts)
+    with urllib.request.urlopen(BASE + "/metrics", timeout=30) as r:
+        parts = {l.split('"')[1]: float(l.split()[-1]) for l in r.read().decode().splitlines()
+                 if l.startswith("spmvd_batch_part_seconds_total{")}
+    tap.ok(set(parts) == {"h2d", "layout", "spmm", "d2h", "host"} and parts["h2d"] > 0 and parts["spmm"] > 0
+           and parts["d2h"] > 0, "/metrics: the batches' time by part, the copies and the SpMM timed", parts)
+else:
+    tap.skip("no GPU: the GPU kernels' batches run on the GPU host (tools/bundle/batch-gpu.sh)")
 st, _ = tap.call(BASE, "DELETE", "/v1/matrices/%s" % mid)
 tap.done()

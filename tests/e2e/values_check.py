@@ -89,6 +89,8 @@ def check_device(dtype, npdt, device):
         st, y = spmv(mid, x, k)
         if st == 422 and y.get("error", {}).get("code") == "too_large":
             continue  # the padding rule refuses its format for this matrix, before and after alike
+        if ".spsell" in k and st == 409 and "exactly symmetric" in y.get("error", {}).get("message", ""):
+            continue  # SPSELL: symmetric matrices only (docs/kernels.md), and these values are not
         tap.ok(st == 200 and close(y["y"], want, dtype), "%s %s: %s multiplies the new values" % (dtype, device, k),
                "%d %s" % (st, str(y)[:300]))
     st, y = spmv(mid, x, ref, op="t")

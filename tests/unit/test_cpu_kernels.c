@@ -47,6 +47,7 @@ static const edge_set edges[] = {
     {"cpu.hll.omp", SPMV_PARAM_HACK_SIZE, {0, 1, 7, 32, 64, 1024}, 6},
     {"cpu.pcsr.omp", SPMV_PARAM_THREADS, {0, 1, 2, 3, 16}, 5},
     {"cpu.psell.omp", SPMV_PARAM_THREADS, {0, 1, 3}, 3},
+    {"cpu.spsell.omp", SPMV_PARAM_THREADS, {0, 1, 3}, 3}, /* on symmetric matrices: test_spsell_omp */
 };
 
 /* More edges of kernels with a second parameter, run after the first. */
@@ -259,6 +260,140 @@ static void test_ell_omp(void **state) { (void)state; check_kernel("cpu.ell.omp"
 static void test_hll_omp(void **state) { (void)state; check_kernel("cpu.hll.omp", 15); }
 static void test_pcsr_omp(void **state) { (void)state; check_kernel("cpu.pcsr.omp", 23); }
 static void test_psell_omp(void **state) { (void)state; check_kernel("cpu.psell.omp", 24); }
+
+static void run_exact(const spmv_kernel *k, const fixture *f, spmv_dtype dt);
+
+/* A symmetric fixture: the pattern of `pat` made symmetric, values drawn
+ * (distinct 0: every pair its own) or kept (keep: pat is symmetric). */
+static void fixture_symmetric(fixture *f, tu_rng *r, const spmv_coo *pat, int32_t distinct, bool keep,
+                              const char *what)
+{
+    memset(f, 0, sizeof *f);
+    if (keep)
+        assert_int_equal(spmv_coo_copy(pat, &f->coo, NULL), SPMV_OK);
+    else
+        tu_symmetric_coo(r, pat, distinct, &f->coo);
+    snprintf(f->what, sizeof f->what, "symmetric %s (%d x %d, nnz %lld)", what, f->coo.rows, f->coo.cols,
+             (long long)f->coo.nnz);
+    fixture_build(f, r);
+    if (!(f->m64.formats & SPMV_FMT_SPSELL))
+        fail_msg("%s: no SPSELL built (SPMV_SEED=%llu)", f->what, (unsigned long long)tu_seed());
+}
+
+/* A generated matrix (engine/gen.c) as COO. */
+static void gen_coo(spmv_gen_kind kind, int64_t n, spmv_coo *out)
+{
+    spmv_gen_spec g = {kind, n, 0, 0, 1};
+    spmv_gen_defaults(&g, false, false, false);
+    assert_int_equal(spmv_gen(&g, out, NULL), SPMV_OK);
+}
+
+/* cpu.spsell.omp at its thread edges on symmetric matrices: every test
+ * shape made symmetric, and stencils with mirrored slices (the generator's
+ * constant values: uniform slices; random values, every pair distinct: a
+ * finite-volume matrix of log-normal-like coefficients; a palette: U8). On
+ * the stencils y must be cpu.csr.serial's bit for bit (same values, same
+ * order), and SPSELL must mirror slices and hold fewer bytes than PSELL. */
+static void test_spsell_omp(void **state)
+{
+    (void)state;
+    const spmv_kernel *k = spmv_kernel_find("cpu.spsell.omp");
+    static const struct {
+        spmv_gen_kind kind;
+        int64_t n;
+        int32_t distinct; /* -1: the generator's values */
+    } stencils[] = {{SPMV_GEN_POISSON2D, 70, -1}, {SPMV_GEN_POISSON3D, 50, -1}, {SPMV_GEN_POISSON3D, 50, 0},
+                    {SPMV_GEN_POISSON3D, 37, 100}, {SPMV_GEN_POISSON2D, 90, 0},  {SPMV_GEN_STENCIL27, 45, 0}};
+    tu_rng r;
+    tu_rng_init(&r, tu_seed() ^ 26);
+    assert_non_null(k);
+    for (int s = 0; s < TU_SHAPE_COUNT; s++)
+        for (size_t n = 0; n < sizeof sizes / sizeof sizes[0]; n++) {
+            fixture f;
+            spmv_coo pat;
+            tu_random_coo(&r, (tu_shape)s, sizes[n], SPMV_FLOAT64, &pat);
+            fixture_symmetric(&f, &r, &pat, s % 2 ? 50 : 0, false, tu_shape_name((tu_shape)s));
+            for (int v = 0; v < 3; v++) {
+                spmv_params p = {{0}};
+                p.v[SPMV_PARAM_THREADS] = (int32_t[]){0, 1, 3}[v]; /* edges[]'s row */
+                run_and_check(k, &f, &p, SPMV_FLOAT64, "threads");
+                run_and_check(k, &f, &p, SPMV_FLOAT32, "threads");
+            }
+            spmv_coo_free(&pat);
+            fixture_free(&f);
+        }
+    for (size_t c = 0; c < sizeof stencils / sizeof stencils[0]; c++) {
+        fixture f;
+        spmv_coo pat;
+        char what[64];
+        gen_coo(stencils[c].kind, stencils[c].n, &pat);
+        snprintf(what, sizeof what, "%s n=%lld values %d", spmv_gen_kind_name(stencils[c].kind),
+                 (long long)stencils[c].n, stencils[c].distinct);
+        fixture_symmetric(&f, &r, &pat, stencils[c].distinct, stencils[c].distinct < 0, what);
+        run_exact(k, &f, SPMV_FLOAT64);
+        run_exact(k, &f, SPMV_FLOAT32);
+        /* GB/s's bytes: SPSELL's own and x and y, held (m64) or planned (m32) */
+        int64_t xy = ((int64_t)f.m64.rows + f.m64.cols) * 8;
+        assert_int_equal(spmv_kernel_bytes(k, &f.m64), (int64_t)spmv_spsell_info(&f.m64.spsell).bytes + xy);
+        spmv_spsell s32;
+        assert_int_equal(spmv_csr_to_spsell(&f.m32.csr, NULL, &s32, NULL), SPMV_OK);
+        assert_int_equal(spmv_kernel_bytes(k, &f.m32), (int64_t)spmv_spsell_info(&s32).bytes + xy / 2);
+        spmv_spsell_free(&s32);
+        /* distinct values: fewer bytes (uniform slices store a value a slot either way) */
+        if (f.m64.spsell.nmirrored == 0 ||
+            (stencils[c].distinct >= 0 &&
+             spmv_spsell_info(&f.m64.spsell).bytes >= spmv_psell_info(&f.m64.psell).bytes))
+            fail_msg("%s: %d of %d slices mirrored, %zu bytes against PSELL's %zu", f.what, f.m64.spsell.nmirrored,
+                     f.m64.spsell.p.nslices, spmv_spsell_info(&f.m64.spsell).bytes,
+                     spmv_psell_info(&f.m64.psell).bytes);
+        printf("# %s: %d of %d slices mirrored, %zu bytes (PSELL %zu)\n", f.what, f.m64.spsell.nmirrored,
+               f.m64.spsell.p.nslices, spmv_spsell_info(&f.m64.spsell).bytes, spmv_psell_info(&f.m64.psell).bytes);
+        spmv_coo_free(&pat);
+        fixture_free(&f);
+    }
+}
+
+/* On a matrix that is not square and exactly symmetric, cpu.spsell.omp
+ * answers why, and a matrix build with every format skips SPSELL. */
+static void test_spsell_refusal(void **state)
+{
+    (void)state;
+    tu_rng r;
+    tu_rng_init(&r, tu_seed() ^ 27);
+    for (int c = 0; c < 2; c++) {
+        spmv_coo pat, coo;
+        spmv_matrix m;
+        spmv_stats st;
+        spmv_error err;
+        tu_random_coo(&r, TU_SHAPE_EMPTY_ROWS, 100, SPMV_FLOAT64, &pat);
+        tu_symmetric_coo(&r, &pat, 0, &coo);
+        if (c == 0) { /* one value of a pair off by an ulp */
+            int64_t k = 0;
+            while (coo.row[k] == coo.col[k])
+                k++;
+            ((double *)coo.val)[k] = nextafter(((double *)coo.val)[k], 2.0);
+        } else {
+            coo.cols += 1; /* square no more */
+        }
+        assert_int_equal(spmv_matrix_build(&coo, SPMV_FLOAT64, SPMV_FMT_ALL, 32, NULL, &m, &err), SPMV_OK);
+        assert_true((m.formats & SPMV_FMT_PSELL) && !(m.formats & SPMV_FMT_SPSELL));
+        double *x = tu_vector_alloc(SPMV_FLOAT64, m.cols), *y = tu_vector_alloc(SPMV_FLOAT64, m.rows);
+        tu_random_vector(&r, SPMV_FLOAT64, m.cols, x);
+        assert_int_equal(spmv_cpu_run(spmv_kernel_find("cpu.spsell.omp"), &m, NULL, x, y, 0, 1, &st, &err),
+                         SPMV_ERR_UNAVAILABLE);
+        assert_non_null(strstr(err.message, c == 0 ? "exactly symmetric" : "square"));
+        spmv_spsell sp;
+        assert_int_equal(spmv_csr_to_spsell(&m.csr, NULL, &sp, &err), SPMV_ERR_UNAVAILABLE);
+        assert_null(sp.mirror);
+        int64_t slots, bytes;
+        assert_int_equal(spmv_format_plan(&m.csr, SPMV_FMT_SPSELL, 32, &slots, &bytes, &err), SPMV_ERR_UNAVAILABLE);
+        free(x);
+        free(y);
+        spmv_matrix_free(&m);
+        spmv_coo_free(&pat);
+        spmv_coo_free(&coo);
+    }
+}
 
 /* The packed kernels on matrices made to reach every value mode (CONST, U8,
  * U16, RAW, and 0.0 / -0.0 / NaN values), every index width (PCSR 1, 2, 4
@@ -579,12 +714,15 @@ static void test_empty_shapes(void **state)
                 if (k->device != SPMV_DEVICE_CPU || k->op != SPMV_OP_SPMV)
                     continue;
                 tu_poison(y, m.dtype, m.rows);
+                int rc = spmv_cpu_run(k, &m, NULL, x, y, 1, 2, &st, &err);
                 if (k->format == SPMV_FMT_PBSR) { /* no non-zeros, no blocks: refused, saying so */
-                    assert_int_equal(spmv_cpu_run(k, &m, NULL, x, y, 1, 2, &st, &err), SPMV_ERR_UNSUPPORTED);
+                    assert_int_equal(rc, SPMV_ERR_UNSUPPORTED);
                     assert_non_null(strstr(err.message, "no non-zeros"));
                     continue;
                 }
-                if (spmv_cpu_run(k, &m, NULL, x, y, 1, 2, &st, &err) != SPMV_OK)
+                if (rc == SPMV_ERR_UNAVAILABLE && k->format == SPMV_FMT_SPSELL && m.rows != m.cols)
+                    continue; /* symmetric matrices only */
+                if (rc != SPMV_OK)
                     fail_msg("%s on %d x %d: %s", k->name, m.rows, m.cols, err.message);
                 assert_memory_equal(y, zero, (size_t)m.rows * spmv_dtype_size(m.dtype));
             }
@@ -1005,6 +1143,8 @@ int main(void)
         cmocka_unit_test(test_hll_omp),
         cmocka_unit_test(test_pcsr_omp),
         cmocka_unit_test(test_psell_omp),
+        cmocka_unit_test(test_spsell_omp),
+        cmocka_unit_test(test_spsell_refusal),
         cmocka_unit_test(test_packed_kernels_exact),
         cmocka_unit_test(test_omp_partition_large),
         cmocka_unit_test(test_partition_shares),

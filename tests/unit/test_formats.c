@@ -516,8 +516,10 @@ static void test_empty_matrix(void **state)
         spmv_matrix m;
         assert_int_equal(spmv_coo_alloc(&coo, rows, 0, 0, SPMV_FLOAT64, NULL), SPMV_OK);
         assert_int_equal(spmv_matrix_build(&coo, SPMV_FLOAT64, SPMV_FMT_ALL, 64, 0, &m, NULL), SPMV_OK);
-        /* every format but PBSR: without non-zeros there are no blocks (skipped, not an error) */
-        assert_int_equal(m.formats, SPMV_FMT_ALL & ~(unsigned)SPMV_FMT_PBSR);
+        /* SPSELL only of a square matrix (0 x 0 is one); never PBSR: without
+         * non-zeros there are no blocks (both skipped, not an error) */
+        assert_int_equal(m.formats, (rows == 0 ? SPMV_FMT_ALL : SPMV_FMT_ALL & ~(unsigned)SPMV_FMT_SPSELL) &
+                                        ~(unsigned)SPMV_FMT_PBSR);
         assert_int_equal(m.ell.width, 0);
         assert_int_equal(m.hll.nslices, (rows + 63) / 64);
         assert_true(spmv_ell_info(&m.ell).padding_ratio == 1.0);
@@ -1390,6 +1392,96 @@ static void test_psell_uniform(void **state)
  * per non-zero + 65 536: PSELL is refused with nothing allocated, PCSR
  * (no padding) builds; the matrix skips the one and holds the other. A
  * byte bound is exact at the PCSR's own bytes. */
+/* SPSELL of a symmetric matrix: back to COO it is the CSR's COO; its
+ * arrays are PSELL's but for the values of mirrored slices (w - w/2 slots
+ * stored, the rule of engine/spmv.h re-checked here from the CSR); its
+ * bytes are what the plan said; a mirror flag on a slice the rule does not
+ * allow is refused as malformed. */
+static void spsell_check(const spmv_coo *coo, const char *what, int32_t *mirrored)
+{
+    spmv_csr csr;
+    spmv_psell ps;
+    spmv_spsell sp;
+    spmv_coo back, want;
+    spmv_error err = {0};
+    int64_t slots, bytes;
+    to_csr(coo, &csr);
+    assert_int_equal(spmv_csr_to_psell(&csr, NULL, &ps, &err), SPMV_OK);
+    if (spmv_csr_to_spsell(&csr, NULL, &sp, &err) != SPMV_OK)
+        fail_msg("%s: csr_to_spsell: %s", what, err.message);
+    assert_int_equal(spmv_format_plan(&csr, SPMV_FMT_SPSELL, 32, &slots, &bytes, &err), SPMV_OK);
+    assert_int_equal(spmv_spsell_info(&sp).bytes, (size_t)bytes);
+    assert_int_equal(sp.p.slots, slots);
+    assert_int_equal(sp.p.nslices, ps.nslices);
+    assert_memory_equal(sp.p.slot_off, ps.slot_off, ((size_t)ps.nslices + 1) * 8);
+    assert_memory_equal(sp.p.idx_off, ps.idx_off, ((size_t)ps.nslices + 1) * 8);
+    if (ps.nslices > 0)
+        assert_memory_equal(sp.p.idx_bytes, ps.idx_bytes, (size_t)ps.nslices);
+    int32_t n = 0;
+    for (int32_t s = 0; s < sp.p.nslices; s++) {
+        int64_t w = sp.p.slot_off[s + 1] - sp.p.slot_off[s], nv = sp.p.val_off[s + 1] - sp.p.val_off[s];
+        int64_t ws = sp.mirror[s] ? w - w / 2 : w;
+        assert_true(nv == ws * SPMV_PSELL_C || (nv == ws && ws > 0));
+        assert_true(!sp.mirror[s] || ps.idx_bytes[s] == 0);
+        n += sp.mirror[s];
+    }
+    assert_int_equal(n, sp.nmirrored);
+    assert_int_equal(spmv_csr_to_coo(&csr, &want, &err), SPMV_OK);
+    assert_int_equal(spmv_spsell_to_coo(&sp, &back, &err), SPMV_OK);
+    expect_same(&want, &back, what, "SPSELL");
+    for (int32_t s = 0; s < sp.p.nslices; s++) /* a mirror flag where the rule forbids it */
+        if (!sp.mirror[s] && sp.p.idx_bytes[s] != 0 && sp.p.slot_off[s + 1] > sp.p.slot_off[s]) {
+            sp.mirror[s] = 1;
+            assert_int_equal(spmv_spsell_to_coo(&sp, &back, &err), SPMV_ERR_INVALID);
+            assert_non_null(strstr(err.message, "malformed SPSELL"));
+            sp.mirror[s] = 0;
+            break;
+        }
+    *mirrored = sp.nmirrored;
+    spmv_coo_free(&want);
+    spmv_spsell_free(&sp);
+    spmv_psell_free(&ps);
+    spmv_csr_free(&csr);
+}
+
+static void test_spsell_round_trip(void **state)
+{
+    (void)state;
+    static const struct {
+        spmv_gen_kind kind;
+        int64_t n;
+        int32_t distinct; /* -1: the generator's values; 0: every pair distinct */
+    } gens[] = {{SPMV_GEN_POISSON3D, 50, 0},  {SPMV_GEN_POISSON3D, 50, -1}, {SPMV_GEN_POISSON3D, 37, 200},
+                {SPMV_GEN_POISSON2D, 90, 0},  {SPMV_GEN_POISSON2D, 90, 3000}, {SPMV_GEN_BAND, 500, 0}};
+    tu_rng r;
+    tu_rng_init(&r, tu_seed() ^ 0x5353);
+    for (int s = 0; s < TU_SHAPE_COUNT; s++) {
+        spmv_coo pat, coo;
+        int32_t mirrored;
+        tu_random_coo(&r, (tu_shape)s, 100, SPMV_FLOAT64, &pat);
+        tu_symmetric_coo(&r, &pat, s % 3 == 0 ? 0 : 40, &coo);
+        spsell_check(&coo, tu_shape_name((tu_shape)s), &mirrored);
+        spmv_coo_free(&pat);
+        spmv_coo_free(&coo);
+    }
+    for (size_t c = 0; c < sizeof gens / sizeof gens[0]; c++) {
+        spmv_gen_spec g = {gens[c].kind, gens[c].n, 7, 0, 1};
+        spmv_coo pat, coo;
+        int32_t mirrored;
+        spmv_gen_defaults(&g, true, false, false);
+        assert_int_equal(spmv_gen(&g, &pat, NULL), SPMV_OK);
+        if (gens[c].distinct >= 0)
+            tu_symmetric_coo(&r, &pat, gens[c].distinct, &coo);
+        else
+            assert_int_equal(spmv_coo_copy(&pat, &coo, NULL), SPMV_OK);
+        spsell_check(&coo, spmv_gen_kind_name(gens[c].kind), &mirrored);
+        if (mirrored == 0)
+            fail_msg("%s n=%lld: no slice mirrored", spmv_gen_kind_name(gens[c].kind), (long long)gens[c].n);
+        spmv_coo_free(&pat);
+        spmv_coo_free(&coo);
+    }
+}
+
 static void test_packed_padding_rule(void **state)
 {
     (void)state;
@@ -1609,6 +1701,7 @@ int main(void)
         cmocka_unit_test(test_psell_diagonal),
         cmocka_unit_test(test_psell_uniform),
         cmocka_unit_test(test_packed_padding_rule),
+        cmocka_unit_test(test_spsell_round_trip),
         cmocka_unit_test(test_pbsr_round_trip),
         cmocka_unit_test(test_pbsr_refused),
     };

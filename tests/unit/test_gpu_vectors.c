@@ -15,8 +15,9 @@
  * reason; the GPU host runs the binary from the bundle. Every device result
  * is compared with the host: BLAS-1 and the lockstep's k-column calls with
  * the host vector calls on the same values, the lockstep of k columns
- * (plain, Jacobi, AMG; k = 8 among them) with the host's CG column by
- * column, products with spmv_reference (k columns: column by column) or a
+ * (plain, Jacobi, AMG column by column and AMG's k-column cycle; k = 8
+ * among them) with the host's CG column by column, the k-column V-cycle and
+ * spmv_precond_apply_k with the host's, products with spmv_reference (k columns: column by column) or a
  * host loop over Aᵀ, solvers by the residual recomputed on the host. Inputs
  * are drawn afresh (seed printed, SPMV_SEED repeats); outputs are poisoned
  * (NaN) before each kernel. The context's used bytes must come back to
@@ -583,6 +584,161 @@ static void test_amg(void **state)
     spmv_csr_free(&a);
 }
 
+/* The device V-cycle on k columns (spmv_gpu_amg_vcycle_k: an SpMM per
+ * product, 2-D smoothing kernels, a gemm coarse solve) against the host's
+ * k-column cycle (engine/amg.c spmv_amg_vcycle_k, which is the one-column
+ * cycle's bits per column), k = 1, 3, 8, both smoothers, the hierarchy in
+ * float64 and float32, float64 and float32 blocks; k = 8 also under a
+ * mask whose columns off must keep their poison. Then the preconditioner
+ * objects' spmv_precond_apply_k on the GPU (amg, chebyshev, jacobi and
+ * block_jacobi: one pass each) against the host objects'. z poisoned
+ * first; every byte back after the frees. */
+static void amg_k_case(spmv_amg *h, spmv_gpu_amg *dg, spmv_dtype dt, int32_t k, const bool *active, double tol,
+                       const char *what)
+{
+    spmv_error err = {0};
+    int32_t n = h->lv[0].A.rows;
+    spmv_vec hr, hz, dr, dz;
+    host_random(dt, n, k, &hr);
+    to_device(&hr, &dr);
+    assert_int_equal(spmv_vec_alloc(TG.ctx, SPMV_DEVICE_GPU, dt, n, k, &dz, &err), SPMV_OK);
+    assert_int_equal(spmv_vec_fill(TG.ctx, &dz, NAN, &err), SPMV_OK); /* poisoned */
+    if (spmv_gpu_amg_vcycle_k(TG.ctx, dg, &dr, &dz, active, &err) != SPMV_OK)
+        fail_msg("GPU amg k=%d: %s", k, err.message);
+    assert_int_equal(spmv_vec_alloc(NULL, SPMV_DEVICE_CPU, dt, n, k, &hz, &err), SPMV_OK);
+    assert_int_equal(spmv_vec_read(TG.ctx, &dz, hz.data, &err), SPMV_OK);
+    size_t nk = (size_t)n * k;
+    double *r64 = malloc(nk * 8), *z64 = malloc(nk * 8);
+    for (size_t i = 0; i < nk; i++)
+        r64[i] = at(&hr, (int64_t)i);
+    assert_int_equal(spmv_amg_vcycle_k(h, k, r64, z64, &err), SPMV_OK);
+    double worst = 0;
+    for (int32_t j = 0; j < k; j++) {
+        double e = 0, m = 0;
+        for (int32_t i = 0; i < n; i++) {
+            double v = at(&hz, (int64_t)j * n + i);
+            if (active && !active[j]) {
+                assert_true(isnan(v)); /* left alone */
+                continue;
+            }
+            e = isnan(v) ? INFINITY : fmax(e, fabs(v - z64[(size_t)j * n + i]));
+            m = fmax(m, fabs(z64[(size_t)j * n + i]));
+        }
+        if (active && !active[j])
+            continue;
+        worst = fmax(worst, e / m);
+        if (!(e <= tol * m))
+            fail_msg("GPU amg %s, %s block, k=%d column %d: max |z - z_host| / max |z_host| = %.3g", what,
+                     spmv_dtype_name(dt), k, j, e / m);
+    }
+    print_message("# GPU amg k-column %s, %s block, k=%d%s: worst column max |z - z_host| / max |z_host| = %.3g\n",
+                  what, spmv_dtype_name(dt), k, active ? " (masked)" : "", worst);
+    free(r64);
+    free(z64);
+    spmv_vec_free(NULL, &hr);
+    spmv_vec_free(NULL, &hz);
+    spmv_vec_free(TG.ctx, &dr);
+    spmv_vec_free(TG.ctx, &dz);
+}
+
+/* spmv_precond_apply_k of a GPU object against the host object's, k = 8,
+ * half the columns masked off (their z keep the poison). */
+static void precond_k_case(const spmv_csr *a, spmv_precond_type t)
+{
+    spmv_error err = {0};
+    spmv_precond_options po;
+    spmv_precond_defaults(&po, t);
+    if (t == SPMV_PRECOND_BLOCK_JACOBI)
+        po.block_size = a->rows % 4 == 0 ? 4 : a->rows % 3 == 0 ? 3 : 1;
+    spmv_precond *hp, *dp;
+    assert_int_equal(spmv_precond_setup(NULL, a, &po, &hp, &err), SPMV_OK);
+    assert_int_equal(spmv_precond_setup(TG.ctx, a, &po, &dp, &err), SPMV_OK);
+    int32_t n = a->rows, k = 8;
+    bool active[8] = {true, true, false, true, false, false, true, true};
+    spmv_vec hr, hz, dr, dz, gz;
+    host_random(SPMV_FLOAT64, n, k, &hr);
+    to_device(&hr, &dr);
+    assert_int_equal(spmv_vec_alloc(NULL, SPMV_DEVICE_CPU, SPMV_FLOAT64, n, k, &hz, &err), SPMV_OK);
+    assert_int_equal(spmv_vec_alloc(TG.ctx, SPMV_DEVICE_GPU, SPMV_FLOAT64, n, k, &dz, &err), SPMV_OK);
+    assert_int_equal(spmv_vec_fill(NULL, &hz, NAN, &err), SPMV_OK);
+    assert_int_equal(spmv_vec_fill(TG.ctx, &dz, NAN, &err), SPMV_OK);
+    assert_int_equal(spmv_precond_apply_k(NULL, hp, &hr, &hz, active, &err), SPMV_OK);
+    if (spmv_precond_apply_k(TG.ctx, dp, &dr, &dz, active, &err) != SPMV_OK)
+        fail_msg("GPU %s apply_k: %s", spmv_precond_type_name(t), err.message);
+    read_back(&dz, &gz);
+    double worst = 0;
+    for (int32_t j = 0; j < k; j++) {
+        double e = 0, m = 0;
+        for (int32_t i = 0; i < n; i++) {
+            double g = ((double *)gz.data)[(size_t)j * n + i], hv = ((double *)hz.data)[(size_t)j * n + i];
+            if (!active[j]) {
+                assert_true(isnan(g) && isnan(hv));
+                continue;
+            }
+            e = isnan(g) ? INFINITY : fmax(e, fabs(g - hv));
+            m = fmax(m, fabs(hv));
+        }
+        if (active[j])
+            worst = fmax(worst, e / m);
+    }
+    print_message("# GPU %s apply_k (k=8, 5 active): worst column max |z - z_host| / max |z_host| = %.3g\n",
+                  spmv_precond_type_name(t), worst);
+    assert_true(worst <= 1e-11);
+    spmv_vec_free(NULL, &hr);
+    spmv_vec_free(NULL, &hz);
+    spmv_vec_free(NULL, &gz);
+    spmv_vec_free(TG.ctx, &dr);
+    spmv_vec_free(TG.ctx, &dz);
+    spmv_precond_free(NULL, hp);
+    spmv_precond_free(TG.ctx, dp);
+}
+
+static void test_amg_k(void **state)
+{
+    (void)state;
+    TU_NEED_GPU();
+    spmv_error err = {0};
+    spmv_gen_spec g = {SPMV_GEN_POISSON2D, 120 + tu_rng_range(&TG.rng, 0, 40), 5, 0, 1};
+    spmv_coo coo;
+    spmv_csr a;
+    assert_int_equal(spmv_gen(&g, &coo, &err), SPMV_OK);
+    assert_int_equal(spmv_coo_to_csr(&coo, SPMV_FLOAT64, &a, &err), SPMV_OK);
+    size_t u0 = used();
+    static const int32_t ks[3] = {1, 3, 8};
+    bool mask[8] = {false, true, true, false, true, true, false, true};
+    for (int s = 0; s < 4; s++) {
+        spmv_dtype ht = s / 2 ? SPMV_FLOAT32 : SPMV_FLOAT64; /* the hierarchy's */
+        spmv_amg_options o;
+        spmv_amg_defaults(&o);
+        o.smoother = s % 2 ? SPMV_AMG_JACOBI : SPMV_AMG_CHEBYSHEV;
+        o.max_coarse = 80;
+        spmv_amg *h;
+        spmv_gpu_amg *dg;
+        assert_int_equal(spmv_amg_setup(&a, &o, &h, &err), SPMV_OK);
+        assert_int_equal(spmv_gpu_amg_upload(TG.ctx, h, ht, &dg, &err), SPMV_OK);
+        char what[64];
+        snprintf(what, sizeof what, "%s, %s hierarchy, %d levels", s % 2 ? "jacobi" : "chebyshev",
+                 spmv_dtype_name(ht), h->nlevels);
+        for (int d = 0; d < 2; d++) {
+            spmv_dtype dt = d ? SPMV_FLOAT32 : SPMV_FLOAT64;
+            double tol = s / 2 ? 1e-4 : d ? 1e-5 : 1e-11;
+            for (int c = 0; c < 3; c++)
+                amg_k_case(h, dg, dt, ks[c], NULL, tol, what);
+            amg_k_case(h, dg, dt, 8, mask, tol, what);
+            amg_k_case(h, dg, dt, 3, NULL, tol, what); /* fewer columns than the work was grown for */
+        }
+        spmv_gpu_amg_free(TG.ctx, dg);
+        spmv_amg_free(h);
+    }
+    precond_k_case(&a, SPMV_PRECOND_AMG);
+    precond_k_case(&a, SPMV_PRECOND_CHEBYSHEV);
+    precond_k_case(&a, SPMV_PRECOND_JACOBI);
+    precond_k_case(&a, SPMV_PRECOND_BLOCK_JACOBI);
+    assert_int_equal(used(), u0);
+    spmv_coo_free(&coo);
+    spmv_csr_free(&a);
+}
+
 /* ------------------------------------------- the AMG setup on the GPU */
 
 /* A CSR of n rows whose row i holds columns i + off[0..m) (ascending
@@ -1065,7 +1221,9 @@ static int host_apply(void *ctx, const spmv_vec *x, spmv_vec *y, double *ms, spm
  * gpu.csr.spmm and the k-column calls of engine/gpu/blas.cu): k random in
  * 2..7, then k = 8 (issue 29's case), one column of b zero (answered at
  * once, masked off from the start); plain, Jacobi (diag_k on the k
- * columns) and AMG (a callback, column by column). Each column against
+ * columns), AMG (a callback, column by column) and AMG's k-column apply
+ * (precond_k: the V-cycle on the running columns at once, SpMMs on every
+ * level: engine/gpu/amg.cu spmv_gpu_amg_vcycle_k). Each column against
  * the host's CG alone on it: converged, its recomputed residual under tol,
  * iterations within 2 (the device sums in another order), x within 1e-8
  * (AMG: 1e-6). */
@@ -1096,7 +1254,7 @@ static void test_block_solve(void **state)
     assert_int_equal(spmv_precond_setup(NULL, &hm.csr, &po, &hp, &err), SPMV_OK);
     assert_int_equal(spmv_precond_setup(TG.ctx, &hm.csr, &po, &dp, &err), SPMV_OK);
     spmv_precond_binding hbind = {NULL, hp}, dbind = {TG.ctx, dp};
-    static const char *const mode_name[3] = {"plain", "jacobi", "amg"};
+    static const char *const mode_name[4] = {"plain", "jacobi", "amg", "amg k-column"};
     for (int round = 0; round < 2; round++) {
         int32_t k = round ? 8 : 2 + (int32_t)tu_rng_range(&TG.rng, 0, 6), zero = (int32_t)tu_rng_range(&TG.rng, 0, k - 1);
         spmv_vec hb, db, dx, hx;
@@ -1104,11 +1262,12 @@ static void test_block_solve(void **state)
         memset((double *)hb.data + (size_t)zero * n, 0, sizeof(double) * (size_t)n);
         to_device(&hb, &db);
         assert_int_equal(spmv_vec_alloc(TG.ctx, SPMV_DEVICE_GPU, SPMV_FLOAT64, n, k, &dx, &err), SPMV_OK);
-        for (int mode = 0; mode < 3; mode++) {
+        for (int mode = 0; mode < 4; mode++) {
             spmv_solve_options o = {.method = SPMV_SOLVE_CG, .tol = 1e-10, .maxit = 3000,
                                     .inv_diag = mode == 1 ? &dd : NULL,
-                                    .precond = mode == 2 ? spmv_precond_apply_cb : NULL,
-                                    .precond_ctx = mode == 2 ? &dbind : NULL};
+                                    .precond = mode >= 2 ? spmv_precond_apply_cb : NULL,
+                                    .precond_ctx = mode >= 2 ? &dbind : NULL,
+                                    .precond_k = mode == 3 ? spmv_precond_apply_k_cb : NULL};
             spmv_solve_result *res = calloc((size_t)k, sizeof *res);
             assert_int_equal(spmv_vec_fill(TG.ctx, &dx, NAN, &err), SPMV_OK); /* poisoned, then x0 = 0 */
             assert_int_equal(spmv_vec_fill(TG.ctx, &dx, 0.0, &err), SPMV_OK);
@@ -1117,7 +1276,8 @@ static void test_block_solve(void **state)
             read_back(&dx, &hx);
             spmv_solve_options ho = o;
             ho.inv_diag = mode == 1 ? &hd : NULL;
-            ho.precond_ctx = mode == 2 ? &hbind : NULL;
+            ho.precond_ctx = mode >= 2 ? &hbind : NULL;
+            ho.precond_k = NULL;
             host_op h = {&hm};
             spmv_linop ha = {n, n, &h, host_apply};
             for (int32_t j = 0; j < k; j++) {
@@ -1137,7 +1297,7 @@ static void test_block_solve(void **state)
                 assert_int_equal(res[j].stop, SPMV_STOP_CONVERGED);
                 assert_true(abs(res[j].iterations - one.iterations) <= 2);
                 assert_true(res[j].relres <= 1.01e-10); /* recomputed from b - A x at the end */
-                assert_true(d <= (mode == 2 ? 1e-6 : 1e-8) * m); /* AMG: a count off by one moves x more */
+                assert_true(d <= (mode >= 2 ? 1e-6 : 1e-8) * m); /* AMG: a count off by one moves x more */
                 if (j == zero)
                     assert_true(res[j].iterations == 0 && m == 0 && d == 0);
                 spmv_solve_result_free(&one);
@@ -1460,6 +1620,7 @@ int main(void)
         cmocka_unit_test(test_apply),
         cmocka_unit_test(test_solvers),
         cmocka_unit_test(test_amg),
+        cmocka_unit_test(test_amg_k),
         cmocka_unit_test(test_amg_setup_gpu),
         cmocka_unit_test(test_precond_apply),
         cmocka_unit_test(test_precond_solve),

@@ -29,6 +29,7 @@
 
 #include <cmocka.h>
 
+#include "formats.h"
 #include "krylov.h"
 #include "precond.h"
 #include "spmv.h"
@@ -730,6 +731,184 @@ static void test_numerical_refusals(void **state)
     spmv_matrix_free(&o.m);
 }
 
+/* ------------------------------------------- k columns at once */
+
+/* y = A x for k columns: cpu.csr.omp, whose SpMM gives each column the
+ * one-column product's bits (the lockstep's operator). */
+static int apply_omp(void *c, const spmv_vec *x, spmv_vec *y, double *ms, spmv_error *err)
+{
+    op_ctx *o = c;
+    spmv_stats st;
+    spmv_apply_args a = {1.0, 0.0, 0, 1};
+    int rc = spmv_cpu_apply(spmv_kernel_find("cpu.csr.omp"), &o->m, NULL, &a, x, y, &st, NULL, err);
+    *ms = st.median_ms;
+    return rc;
+}
+
+static spmv_precond *setup_amg(const spmv_csr *a, spmv_amg_smoother sm, int32_t presmooth)
+{
+    spmv_error err = {0};
+    spmv_precond *p = NULL;
+    spmv_precond_options po;
+    spmv_precond_defaults(&po, SPMV_PRECOND_AMG);
+    po.amg.max_coarse = 60; /* a few levels on a small matrix */
+    po.amg.smoother = sm;
+    po.amg.presmooth = presmooth;
+    if (spmv_precond_setup(NULL, a, &po, &p, &err) != SPMV_OK)
+        fail_msg("amg setup: %s", err.message);
+    return p;
+}
+
+/* p's k-column apply on random r (dtype dt) against its one-column apply
+ * of each column: the same bits; a column masked off keeps its poison. */
+static void check_apply_k(spmv_precond *p, int32_t n, int32_t k, spmv_dtype dt, const bool *active)
+{
+    spmv_error err = {0};
+    spmv_vec r, z, rj, zj;
+    size_t vs = spmv_dtype_size(dt);
+    assert_int_equal(spmv_vec_alloc(NULL, SPMV_DEVICE_CPU, dt, n, k, &r, &err), SPMV_OK);
+    assert_int_equal(spmv_vec_alloc(NULL, SPMV_DEVICE_CPU, dt, n, k, &z, &err), SPMV_OK);
+    assert_int_equal(spmv_vec_alloc(NULL, SPMV_DEVICE_CPU, dt, n, 1, &zj, &err), SPMV_OK);
+    tu_random_vector(&rng, dt, (int64_t)n * k, r.data);
+    tu_poison(z.data, dt, (int64_t)n * k);
+    if (spmv_precond_apply_k(NULL, p, &r, &z, active, &err) != SPMV_OK)
+        fail_msg("%s apply_k: %s", name_of(p), err.message);
+    for (int32_t j = 0; j < k; j++) {
+        char *zk = (char *)z.data + (size_t)j * n * vs;
+        if (active && !active[j]) {
+            for (int32_t i = 0; i < n; i++)
+                assert_true(isnan(spmv_val_get(zk, dt, i)));
+            continue;
+        }
+        rj = (spmv_vec){SPMV_DEVICE_CPU, dt, n, 1, (char *)r.data + (size_t)j * n * vs};
+        tu_poison(zj.data, dt, n);
+        assert_int_equal(spmv_precond_apply(NULL, p, &rj, &zj, &err), SPMV_OK);
+        if (memcmp(zk, zj.data, (size_t)n * vs) != 0)
+            fail_msg("%s %s k=%d column %d: not the one-column apply's bits", name_of(p), spmv_dtype_name(dt), k, j);
+    }
+    spmv_vec_free(NULL, &r);
+    spmv_vec_free(NULL, &z);
+    spmv_vec_free(NULL, &zj);
+}
+
+/* spmv_precond_apply_k of amg (both smoothers, with and without a
+ * presmoothing), chebyshev, jacobi and block_jacobi (k-column applies) and
+ * ic0 (column by column), k = 1, 3, 8, both dtypes, all columns or a mask:
+ * column j is spmv_precond_apply of column j, bit for bit. The refusal of
+ * a block of another shape. */
+static void test_apply_k(void **state)
+{
+    (void)state;
+    spmv_error err = {0};
+    op_ctx o;
+    poisson(30 + 2 * tu_rng_range(&rng, 0, 10), SPMV_FLOAT64, &o.m); /* an even side: block_size 4 divides */
+    int32_t n = o.m.rows;
+    spmv_precond *ps[7] = {setup_amg(&o.m.csr, SPMV_AMG_CHEBYSHEV, 1), setup_amg(&o.m.csr, SPMV_AMG_JACOBI, 1),
+                           setup_amg(&o.m.csr, SPMV_AMG_CHEBYSHEV, 0), setup(&o.m.csr, SPMV_PRECOND_CHEBYSHEV, 1),
+                           setup(&o.m.csr, SPMV_PRECOND_JACOBI, 1),     setup(&o.m.csr, SPMV_PRECOND_BLOCK_JACOBI, 4),
+                           setup(&o.m.csr, SPMV_PRECOND_IC0, 1)};
+    spmv_precond_info info;
+    spmv_precond_info_of(ps[0], &info);
+    assert_true(info.levels >= 3);
+    print_message("# apply_k: %d rows, amg of %d levels\n", n, info.levels);
+    static const int32_t ks[3] = {1, 3, 8};
+    bool mask[8] = {true, false, true, true, false, true, true, false};
+    for (int t = 0; t < 7; t++) {
+        assert_int_equal(spmv_precond_has_apply_k(ps[t]), t < 6);
+        for (int d = 0; d < 2; d++)
+            for (int c = 0; c < 3; c++) {
+                spmv_dtype dt = d ? SPMV_FLOAT32 : SPMV_FLOAT64;
+                check_apply_k(ps[t], n, ks[c], dt, NULL);
+                check_apply_k(ps[t], n, ks[c], dt, mask);
+            }
+    }
+    spmv_vec r, z;
+    assert_int_equal(spmv_vec_alloc(NULL, SPMV_DEVICE_CPU, SPMV_FLOAT64, n, 3, &r, &err), SPMV_OK);
+    assert_int_equal(spmv_vec_alloc(NULL, SPMV_DEVICE_CPU, SPMV_FLOAT64, n, 2, &z, &err), SPMV_OK);
+    assert_int_equal(spmv_precond_apply_k(NULL, ps[0], &r, &z, NULL, &err), SPMV_ERR_INVALID);
+    assert_non_null(strstr(err.message, "the same number of columns"));
+    spmv_vec_free(NULL, &r);
+    spmv_vec_free(NULL, &z);
+    for (int t = 0; t < 7; t++)
+        spmv_precond_free(NULL, ps[t]);
+    spmv_matrix_free(&o.m);
+}
+
+/* CG in lockstep (spmv_solve_block) with AMG on k = 3 and 8 columns, the
+ * V-cycle through precond_k on the running columns at once: every column
+ * converges (its true residual checked), with the iterations and the x
+ * bits of its solve alone (spmv_solve, the one-column apply). */
+static void test_block_amg(void **state)
+{
+    (void)state;
+    spmv_error err = {0};
+    op_ctx o;
+    poisson(30 + tu_rng_range(&rng, 0, 20), SPMV_FLOAT64, &o.m);
+    int32_t n = o.m.rows;
+    spmv_precond *p = setup_amg(&o.m.csr, SPMV_AMG_CHEBYSHEV, 1);
+    spmv_precond_binding bind = {NULL, p};
+    spmv_linop a = {n, n, &o, apply_omp};
+    for (int c = 0; c < 2; c++) {
+        int32_t k = c ? 8 : 3;
+        spmv_vec b, x, xj;
+        assert_int_equal(spmv_vec_alloc(NULL, SPMV_DEVICE_CPU, SPMV_FLOAT64, n, k, &b, &err), SPMV_OK);
+        assert_int_equal(spmv_vec_alloc(NULL, SPMV_DEVICE_CPU, SPMV_FLOAT64, n, k, &x, &err), SPMV_OK);
+        assert_int_equal(spmv_vec_alloc(NULL, SPMV_DEVICE_CPU, SPMV_FLOAT64, n, 1, &xj, &err), SPMV_OK);
+        tu_random_vector(&rng, SPMV_FLOAT64, (int64_t)n * k, b.data);
+        spmv_vec_fill(NULL, &x, 0.0, &err);
+        /* the last column starts near its answer v (b = A v, x0 = v within 1e-6): it stops first, masked off
+         * while the others go on */
+        spmv_vec bl = {SPMV_DEVICE_CPU, SPMV_FLOAT64, n, 1, (double *)b.data + (size_t)(k - 1) * n};
+        spmv_vec xl = {SPMV_DEVICE_CPU, SPMV_FLOAT64, n, 1, (double *)x.data + (size_t)(k - 1) * n};
+        double ms;
+        tu_random_vector(&rng, SPMV_FLOAT64, n, xl.data);
+        assert_int_equal(apply_omp(&o, &xl, &bl, &ms, &err), SPMV_OK);
+        for (int32_t i = 0; i < n; i++)
+            ((double *)xl.data)[i] *= 1.0 + 1e-6 * tu_rng_value(&rng);
+        double *x0 = malloc((size_t)n * sizeof *x0);
+        memcpy(x0, xl.data, (size_t)n * sizeof *x0);
+        spmv_solve_options so = {.method = SPMV_SOLVE_CG, .tol = 1e-10, .maxit = 500, .precond = spmv_precond_apply_cb,
+                                 .precond_k = spmv_precond_apply_k_cb, .precond_ctx = &bind};
+        spmv_solve_result *res = calloc((size_t)k, sizeof *res);
+        assert_int_equal(spmv_solve_block(NULL, &a, &b, &x, &so, res, &err), SPMV_OK);
+        so.precond_k = NULL;
+        for (int32_t j = 0; j < k; j++) {
+            spmv_vec bj = {SPMV_DEVICE_CPU, SPMV_FLOAT64, n, 1, (double *)b.data + (size_t)j * n};
+            spmv_vec xk = {SPMV_DEVICE_CPU, SPMV_FLOAT64, n, 1, (double *)x.data + (size_t)j * n};
+            spmv_solve_result one;
+            spmv_vec_fill(NULL, &xj, 0.0, &err);
+            if (j == k - 1)
+                memcpy(xj.data, x0, (size_t)n * sizeof *x0);
+            assert_int_equal(spmv_solve(NULL, &a, &bj, &xj, &so, &one, &err), SPMV_OK);
+            spmv_vec r;
+            double rn, bn;
+            assert_int_equal(spmv_vec_alloc(NULL, SPMV_DEVICE_CPU, SPMV_FLOAT64, n, 1, &r, &err), SPMV_OK);
+            assert_int_equal(apply_omp(&o, &xk, &r, &ms, &err), SPMV_OK);
+            assert_int_equal(spmv_vec_axpby(NULL, 1.0, &bj, -1.0, &r, &err), SPMV_OK);
+            assert_int_equal(spmv_vec_nrm2(NULL, &r, &rn, &err), SPMV_OK);
+            assert_int_equal(spmv_vec_nrm2(NULL, &bj, &bn, &err), SPMV_OK);
+            print_message("# lockstep amg k=%d column %d: %d iterations (alone %d), relres %.3g\n", k, j,
+                          res[j].iterations, one.iterations, rn / bn);
+            assert_int_equal(res[j].stop, SPMV_STOP_CONVERGED);
+            assert_true(rn <= 1e-10 * bn * 1.01);
+            assert_int_equal(res[j].iterations, one.iterations);
+            assert_true(memcmp(xk.data, xj.data, (size_t)n * 8) == 0);
+            if (j == k - 1) /* it stopped before the others */
+                assert_true(one.iterations < res[0].iterations);
+            spmv_solve_result_free(&one);
+            spmv_solve_result_free(&res[j]);
+            spmv_vec_free(NULL, &r);
+        }
+        free(res);
+        free(x0);
+        spmv_vec_free(NULL, &b);
+        spmv_vec_free(NULL, &x);
+        spmv_vec_free(NULL, &xj);
+    }
+    spmv_precond_free(NULL, p);
+    spmv_matrix_free(&o.m);
+}
+
 int main(void)
 {
     tu_rng_init(&rng, tu_seed());
@@ -740,6 +919,7 @@ int main(void)
         cmocka_unit_test(test_factor_apply),        cmocka_unit_test(test_host_float32_option),
         cmocka_unit_test(test_vector_dtypes),
         cmocka_unit_test(test_refusals),            cmocka_unit_test(test_numerical_refusals),
+        cmocka_unit_test(test_apply_k),             cmocka_unit_test(test_block_amg),
     };
     return cmocka_run_group_tests_name("precond", tests, NULL, NULL);
 }

@@ -28,6 +28,8 @@ typedef struct runner {
     int32_t chunked_calls, hll_dynamic_calls; /* calls of cpu.csr.chunked, of cpu.hll.omp with schedule 2 */
 } runner;
 
+static int32_t spsell_calls; /* calls of cpu.spsell.omp, all runners */
+
 static int run_cpu(void *ctx, const spmv_kernel *k, const spmv_params *p, const void *x, void *y, int32_t warmup,
                    int32_t runs, spmv_stats *st, spmv_error *err)
 {
@@ -35,6 +37,7 @@ static int run_cpu(void *ctx, const spmv_kernel *k, const spmv_params *p, const 
     r->runs += warmup + runs;
     r->chunked_calls += k->impl == SPMV_IMPL_CPU_CSR_CHUNKED;
     r->hll_dynamic_calls += k->impl == SPMV_IMPL_CPU_HLL_OMP && p && p->v[SPMV_PARAM_SCHEDULE] == 2;
+    spsell_calls += k->impl == SPMV_IMPL_CPU_SPSELL_OMP;
     int rc = spmv_cpu_run(k, r->m, p, x, y, warmup, runs, st, err);
     if (rc == SPMV_OK && r->corrupt && strcmp(k->name, r->corrupt) == 0) {
         if (r->m->dtype == SPMV_FLOAT64)
@@ -73,7 +76,7 @@ static void test_tune_picks_verified(void **state)
         spmv_stats st;
         random_matrix(31 + d, (spmv_dtype)d, &m);
         runner rn = {&m, NULL, 0, 0, 0, 0, 0, 0};
-        spmv_tune_options o = {SPMV_DEVICE_CPU, 60000, 0, 3, tu_seed(), 1};
+        spmv_tune_options o = {SPMV_DEVICE_CPU, 60000, 0, 3, tu_seed(), 1, 0};
         assert_int_equal(spmv_tune(&m.csr, &o, run_cpu, &rn, &res, &err), SPMV_OK);
         assert_non_null(res.kernel);
         assert_ptr_equal(spmv_kernel_find(res.kernel->name), res.kernel);
@@ -106,7 +109,7 @@ static void test_tune_rejects_wrong(void **state)
     spmv_error err;
     random_matrix(41, SPMV_FLOAT64, &m);
     runner rn = {&m, "cpu.csr.omp", 0, 0, 0, 0, 0, 0};
-    spmv_tune_options o = {SPMV_DEVICE_CPU, 60000, 0, 3, tu_seed(), 1};
+    spmv_tune_options o = {SPMV_DEVICE_CPU, 60000, 0, 3, tu_seed(), 1, 0};
     assert_int_equal(spmv_tune(&m.csr, &o, run_cpu, &rn, &res, &err), SPMV_OK);
     assert_string_not_equal(res.kernel->name, "cpu.csr.omp");
     spmv_matrix_free(&m);
@@ -125,7 +128,7 @@ static void test_tune_budget_runs(void **state)
     int32_t budgets[] = {1, 2, 5, 13, 20, 40};
     for (size_t i = 0; i < sizeof budgets / sizeof *budgets; i++) {
         runner rn = {&m, NULL, 0, 0, 0, 0, 0, 0};
-        spmv_tune_options o = {SPMV_DEVICE_CPU, 600000, budgets[i], 3, tu_seed(), 1};
+        spmv_tune_options o = {SPMV_DEVICE_CPU, 600000, budgets[i], 3, tu_seed(), 1, 0};
         int rc = spmv_tune(&m.csr, &o, run_cpu, &rn, &res, &err);
         assert_true(rn.runs <= budgets[i]);
         assert_int_equal(res.runs, rn.runs);
@@ -137,7 +140,7 @@ static void test_tune_budget_runs(void **state)
         }
     }
     runner rn = {&m, NULL, 0, 0, 0, 0, 0, 0};
-    spmv_tune_options o = {SPMV_DEVICE_CPU, 1e-9, 0, 3, tu_seed(), 1};
+    spmv_tune_options o = {SPMV_DEVICE_CPU, 1e-9, 0, 3, tu_seed(), 1, 0};
     assert_int_equal(spmv_tune(&m.csr, &o, run_cpu, &rn, &res, &err), SPMV_OK);
     assert_non_null(res.kernel);
     assert_true(res.budget_hit);
@@ -157,7 +160,7 @@ static void test_tune_prefers_baseline(void **state)
     const char *want[] = {"cpu.csr.omp", "cpu.csr.serial", "cpu.csr.omp"};
     for (int i = 0; i < 3; i++) {
         runner rn = {&m, NULL, 0, 1.0, serial[i], 5.0, 0, 0};
-        spmv_tune_options o = {SPMV_DEVICE_CPU, 600000, 0, 3, tu_seed(), 1};
+        spmv_tune_options o = {SPMV_DEVICE_CPU, 600000, 0, 3, tu_seed(), 1, 0};
         assert_int_equal(spmv_tune(&m.csr, &o, run_cpu, &rn, &res, &err), SPMV_OK);
         assert_string_equal(res.kernel->name, want[i]);
     }
@@ -180,7 +183,7 @@ static void test_tune_skips_pathological(void **state)
     assert_int_equal(spmv_gen(&g, &coo, &err), SPMV_OK);
     assert_int_equal(spmv_matrix_build(&coo, SPMV_FLOAT64, SPMV_FMT_CSR, 32, 0, &wide, &err), SPMV_OK);
     spmv_coo_free(&coo);
-    spmv_tune_options o = {SPMV_DEVICE_CPU, 60000, 0, 2, tu_seed(), 1};
+    spmv_tune_options o = {SPMV_DEVICE_CPU, 60000, 0, 2, tu_seed(), 1, 0};
     runner rn = {.m = &wide};
     assert_int_equal(spmv_tune(&wide.csr, &o, run_cpu, &rn, &res, &err), SPMV_OK);
     assert_int_equal(rn.chunked_calls, 0);
@@ -208,6 +211,36 @@ static void test_auto_in_registry(void **state)
     assert_string_equal(buf, "threads=8");
 }
 
+/* cpu.spsell.omp is a candidate of an exactly symmetric matrix only: auto
+ * never runs it on another, and on a symmetric one it is timed (and the
+ * winner, whichever it is, verified). */
+static void test_tune_spsell_symmetric_only(void **state)
+{
+    (void)state;
+    for (int sym = 0; sym < 2; sym++) {
+        spmv_matrix m;
+        spmv_tune_result res;
+        spmv_error err;
+        tu_rng r;
+        spmv_coo pat, coo;
+        tu_rng_init(&r, tu_seed() ^ (91 + (uint64_t)sym));
+        tu_random_coo(&r, TU_SHAPE_POWER_LAW, 2000, SPMV_FLOAT64, &pat);
+        if (sym)
+            tu_symmetric_coo(&r, &pat, 0, &coo);
+        assert_int_equal(spmv_matrix_build(sym ? &coo : &pat, SPMV_FLOAT64, SPMV_FMT_CSR, 32, 0, &m, &err), SPMV_OK);
+        assert_int_equal(spmv_csr_symmetric(&m.csr), sym);
+        runner rn = {&m, NULL, 0, 0, 0, 0, 0, 0};
+        spmv_tune_options o = {SPMV_DEVICE_CPU, 60000, 0, 3, tu_seed(), 1, 0};
+        spsell_calls = 0;
+        assert_int_equal(spmv_tune(&m.csr, &o, run_cpu, &rn, &res, &err), SPMV_OK);
+        assert_int_equal(spsell_calls > 0, sym);
+        spmv_matrix_free(&m);
+        spmv_coo_free(&pat);
+        if (sym)
+            spmv_coo_free(&coo);
+    }
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -217,6 +250,7 @@ int main(void)
         cmocka_unit_test(test_tune_budget_runs),
         cmocka_unit_test(test_tune_prefers_baseline),
         cmocka_unit_test(test_tune_skips_pathological),
+        cmocka_unit_test(test_tune_spsell_symmetric_only),
     };
     tu_seed();
     return cmocka_run_group_tests(tests, NULL, NULL);

@@ -268,6 +268,46 @@ void tu_palette_values(tu_rng *r, spmv_coo *m, int32_t distinct)
     }
 }
 
+static uint64_t mix64(uint64_t k) /* murmur3's finaliser */
+{
+    k ^= k >> 33;
+    k *= UINT64_C(0xff51afd7ed558ccd);
+    k ^= k >> 33;
+    k *= UINT64_C(0xc4ceb9fe1a85ec53);
+    return k ^ (k >> 33);
+}
+
+void tu_symmetric_coo(tu_rng *r, const spmv_coo *pattern, int32_t distinct, spmv_coo *out)
+{
+    int32_t n = pattern->rows > pattern->cols ? pattern->rows : pattern->cols;
+    spmv_coo both;
+    spmv_csr csr;
+    assert_int_equal(spmv_coo_alloc(&both, n, n, 2 * pattern->nnz, SPMV_FLOAT64, NULL), SPMV_OK);
+    for (int64_t k = 0; k < pattern->nnz; k++) { /* duplicates (the diagonal twice) summed by coo_to_csr */
+        both.row[2 * k] = both.col[2 * k + 1] = pattern->row[k];
+        both.col[2 * k] = both.row[2 * k + 1] = pattern->col[k];
+        ((double *)both.val)[2 * k] = ((double *)both.val)[2 * k + 1] = 1.0;
+    }
+    assert_int_equal(spmv_coo_to_csr(&both, SPMV_FLOAT64, &csr, NULL), SPMV_OK);
+    assert_int_equal(spmv_csr_to_coo(&csr, out, NULL), SPMV_OK);
+    spmv_coo_free(&both);
+    spmv_csr_free(&csr);
+    uint64_t salt = tu_rng_next(r);
+    for (int64_t k = 0; k < out->nnz; k++) {
+        uint64_t lo = (uint64_t)(out->row[k] < out->col[k] ? out->row[k] : out->col[k]);
+        uint64_t hi = (uint64_t)(out->row[k] < out->col[k] ? out->col[k] : out->row[k]);
+        uint64_t h = mix64(salt ^ mix64(lo * UINT64_C(0x9e3779b97f4a7c15) + hi));
+        double v;
+        if (distinct > 0) {
+            int64_t c = (int64_t)(h % (uint64_t)distinct);
+            v = (c % 2 ? -1.0 : 1.0) * ((double)(c / 2 + 1) / 4.0 + 0.1);
+        } else {
+            v = ((double)(h >> 11) / 9007199254740992.0) * 2.0 - 1.0; /* [-1, 1), 53 random bits */
+        }
+        ((double *)out->val)[k] = v;
+    }
+}
+
 /* -------------------------------------------------------------- vectors */
 
 void *tu_vector_alloc(spmv_dtype dtype, int64_t n)

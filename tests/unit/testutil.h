@@ -96,6 +96,12 @@ void tu_block_coo(tu_rng *r, int32_t brows, int32_t bcols, int32_t b, int32_t pe
  * nnz allows: value k is (k even ? 1 : -1) * (k/2 + 1) / 4, exact in both
  * dtypes (so the packed formats' value tables are predictable). */
 void tu_palette_values(tu_rng *r, spmv_coo *m, int32_t distinct);
+/* An exactly symmetric float64 COO (n x n, n the larger side of
+ * `pattern`) on the pattern of pattern + patternᵀ, entry (i, j) and (j, i)
+ * one value drawn from r: every pair its own value (distinct 0, as a
+ * finite-volume matrix with random coefficients) or one of `distinct`
+ * (tu_palette_values's). */
+void tu_symmetric_coo(tu_rng *r, const spmv_coo *pattern, int32_t distinct, spmv_coo *out);
 
 /* -------------------------------------------------------------- vectors */
 

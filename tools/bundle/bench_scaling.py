@@ -3,11 +3,13 @@
 
 Run on a host of N GPUs (2, 4, 8) by tools/bundle/cluster-gpu.sh:
 
-    python3 bundle/bench_scaling.py --bundle bundle --out $OUT [--gpus N] [--poisson-n 6400] [--big-nnz 7e8]
+    python3 bundle/bench_scaling.py --bundle bundle --out $OUT [--gpus N] [--poisson-n 6400] [--fv-n 220] [--big-nnz 7e8]
 
 Starts `mpirun -np N spmvd` (one rank per GPU, NCCL_NVLS_ENABLE=0; N from
 --gpus, by default every GPU of the host), and
-for each generated matrix (spmv-gen, uploaded as a stored .npz):
+for each generated matrix (spmv-gen's 2-D Poisson and power-law, and the
+heterogeneous finite-volume diffusion of tools/solve_problems.py; each
+uploaded as a stored .npz):
   1 GPU   the matrix uploaded unsharded onto rank 0's GPU (device=0):
           each kernel's median of `runs` timed runs (the kernel alone,
           timed with CUDA events by the GPU worker);
@@ -17,10 +19,13 @@ for each generated matrix (spmv-gen, uploaded as a stored .npz):
           queued, the exchange's pack, to its last done: the measure of
           the 1-GPU figure, so the speed-up compares like with like) and by
           the host clock around the whole synchronised run (the local
-          product, the halo exchange over NCCL, the off-diagonal product:
+          product, the halo exchange (CUDA IPC or NCCL), the off-diagonal product:
           everything but x's delivery and y's gather), with its compute
           and communication split;
-and checks both y against SciPy's A @ x (1e-12 relative to ||y||_inf).
+and checks both y against SciPy's A @ x (1e-12 relative to ||y||_inf);
+then CG (no preconditioner, 200 iterations) as a binary solve on each, with
+gpu.csr.vector and gpu.psell: ms per iteration, and on the ranks the split
+into compute, exchange and reductions.
 On the sharded matrix, x and y then also as vectors distributed like it
 (each rank's slice on its GPU): the same kernels' medians, y read back
 and checked, and the wall time of whole requests — one product with y
@@ -67,7 +72,7 @@ def free_port():
 class Job:
     """mpirun -np N spmvd on a fresh state directory."""
 
-    def __init__(self, bundle, np_, tmp, log):
+    def __init__(self, bundle, np_, tmp, log, extra=()):
         self.port = free_port()
         self.base = "http://127.0.0.1:%d" % self.port
         self.state = os.path.join(tmp, "state")
@@ -82,7 +87,7 @@ class Job:
             cmd.append("--allow-run-as-root")
         cmd += [os.path.join(bundle, "bin", "spmvd"), "--listen", "127.0.0.1:%d" % self.port, "--state-dir",
                 self.state, "--max-upload-bytes", "64T", "--max-body-bytes", "64G", "--max-runs", "1000",
-                "--cluster-timeout-ms", "60000", "--threads", "4"]
+                "--cluster-timeout-ms", "60000", "--threads", "4"] + list(extra)
         self.log = open(log, "w")
         self.proc = subprocess.Popen(cmd, stdout=self.log, stderr=subprocess.STDOUT, env=env)
         t0 = time.time()
@@ -208,14 +213,56 @@ def run_matrix(job, name, path, a, runs, warmup, rows_out, log):
             if "cluster" in st:
                 row["gather_ms"] = st["cluster"].get("gather_ms")
                 row["kernels"] = st["cluster"].get("kernels")
+                row["exchange"] = st["cluster"].get("exchange")
             rows_out.append(row)
-            print("  %-14s %-6s %-16s median %8.4f ms  compute %s comm %s  (ran %s, err %.1e)" % (
-                name, mode, k, s["median_ms"], s.get("compute_ms"), s.get("comm_ms"), st.get("kernel"), e))
+            print("  %-14s %-6s %-16s median %8.4f ms  compute %s comm %s  (ran %s, err %.1e, halo %s)" % (
+                name, mode, k, s["median_ms"], s.get("compute_ms"), s.get("comm_ms"), st.get("kernel"), e,
+                st.get("cluster", {}).get("exchange", "-")))
             sys.stdout.flush()
         if mode == MULTI:
             bad += distributed(job, name, mid, x, ref, runs, warmup, rows_out, log)
+        bad += solve_rows(job, name, mode, mid, x, rows_out, log)
         job.delete(mid)
     return res, bad
+
+
+SOLVE_ITERS = 200
+
+
+def solve_rows(job, name, mode, mid, b, rows_out, log):
+    """CG without a preconditioner, SOLVE_ITERS iterations (tol out of reach), as a binary solve: the
+    daemon's time per iteration on one GPU and on the shards, with the ranks' split."""
+    bad = 0
+    for k in ("gpu.csr.vector", "gpu.psell"):
+        for rep in range(2):  # the first builds the kernel's format and tunes nothing else: the second is timed
+            url = "%s/v1/matrices/%s/solve?method=cg&tol=1e-13&maxit=%d&kernel=%s" % (job.base, mid, SOLVE_ITERS, k)
+            req = urllib.request.Request(url, data=b.tobytes(), method="POST",
+                                         headers={"Content-Type": "application/octet-stream"})
+            try:
+                with urllib.request.urlopen(req, timeout=600) as r:
+                    r.read()
+                    rep_json = json.loads(r.headers.get("X-SpMV-Solve", "{}"))
+            except urllib.error.HTTPError as e:
+                print("  %s %s solve %s: HTTP %d %s" % (name, mode, k, e.code, e.read()[:300]))
+                log.write("%s %s solve %s: HTTP %d\n" % (name, mode, k, e.code))
+                bad += 1
+                break
+        else:
+            it = max(1, rep_json.get("iterations", 1))
+            t = rep_json.get("time", {})
+            cl = rep_json.get("cluster", {})
+            row = {"matrix": name, "mode": "solve, " + mode, "kernel": k, "iterations": it,
+                   "total_ms": t.get("total_ms"), "ms_per_iteration": t.get("total_ms", 0) / it,
+                   "spmv_ms": t.get("spmv_ms"), "vector_ms": t.get("vector_ms"),
+                   "compute_ms": cl.get("compute_ms"), "exchange_ms": cl.get("exchange_ms"),
+                   "reduce_ms": cl.get("reduce_ms")}
+            rows_out.append(row)
+            log.write("%s %s solve %s: %s\n" % (name, mode, k, json.dumps(rep_json)[:2000]))
+            print("  %-14s %-6s solve cg %-16s %d it  %.4f ms/it  (spmv %s vector %s compute %s exchange %s "
+                  "reduce %s)" % (name, mode, k, it, row["ms_per_iteration"], t.get("spmv_ms"), t.get("vector_ms"),
+                                  cl.get("compute_ms"), cl.get("exchange_ms"), cl.get("reduce_ms")))
+            sys.stdout.flush()
+    return bad
 
 
 def median_wall(fn, n):
@@ -323,20 +370,34 @@ def gen(bundle, tmp, name, args):
     return path
 
 
+def gen_fv(bundle, tmp, n):
+    """Heterogeneous finite-volume diffusion (log-normal permeability, seeded), as
+    the realistic set builds it (tools/solve_problems.py), uploaded as .npz."""
+    sys.path.insert(0, bundle)
+    import solve_problems
+    path = os.path.join(tmp, "fv_diffusion.npz")
+    t0 = time.time()
+    sp.save_npz(path, solve_problems.fv_diffusion(n), compressed=False)
+    print("generated fv_diffusion n=%d (%.1f GB) in %.1f s" % (n, os.path.getsize(path) / 1e9, time.time() - t0))
+    return path
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--bundle", required=True)
     ap.add_argument("--out", required=True)
     ap.add_argument("--poisson-n", type=int, default=6400)       # 6400^2 rows, 204.7 M non-zeros
     ap.add_argument("--powerlaw-n", type=int, default=6000000)   # 16 a row on average: ~100 M
+    ap.add_argument("--fv-n", type=int, default=220)             # 220^3 rows, ~74 M non-zeros
     ap.add_argument("--big-nnz", type=float, default=9e8)
     ap.add_argument("--free-gb", type=float, default=10.0)
     ap.add_argument("--runs", type=int, default=30)
     ap.add_argument("--warmup", type=int, default=5)
     ap.add_argument("--gpus", type=int, default=0,
                     help="ranks (one a GPU) of the sharded job; 0: every GPU the host has (at least 2)")
-    ap.add_argument("--skip", default="", help="comma list of: poisson, powerlaw, big")
+    ap.add_argument("--skip", default="", help="comma list of: poisson, fv, powerlaw, big")
     ap.add_argument("--requests", type=int, default=15, help="whole requests timed per kind")
+    ap.add_argument("--spmvd-args", default="", help="more options for every rank's spmvd, e.g. '--cluster-halo nccl'")
     a = ap.parse_args()
     global NG, MULTI
     if a.gpus < 1:
@@ -355,14 +416,16 @@ def main():
     log = open(os.path.join(a.out, "scaling-detail.log"), "w")
     print("seed: x drawn fresh (numpy default_rng); matrices spmv-gen --seed 11")
     rows, results, bad = [], [], 0
-    job = Job(b, NG, tmp, os.path.join(a.out, "scaling-job.log"))
+    job = Job(b, NG, tmp, os.path.join(a.out, "scaling-job.log"), a.spmvd_args.split())
+    print("spmvd options: %s" % (a.spmvd_args or "(defaults)"))
     try:
         for name, gargs, on in (("poisson2d", ["--kind", "poisson2d", "--n", str(a.poisson_n)], "poisson"),
+                                ("fv_diffusion", None, "fv"),
                                 ("powerlaw", ["--kind", "powerlaw", "--n", str(a.powerlaw_n), "--per-row", "16"],
                                  "powerlaw")):
             if on in skip:
                 continue
-            path = gen(b, tmp, name, gargs)
+            path = gen(b, tmp, name, gargs) if gargs else gen_fv(b, tmp, a.fv_n)
             m = load_csr(path)
             r, nb = run_matrix(job, name, path, m, a.runs, a.warmup, rows, log)
             results.append(r)
@@ -386,6 +449,18 @@ def main():
         for r in rows if r["mode"] == MULTI + ", x and y distributed"]
     md += ["", "| matrix | request (gpu.csr.vector, 1 run) | median wall ms |", "| --- | --- | ---: |"]
     md += ["| %s | %s | %.3f |" % (r["matrix"], r["what"], r["median_ms"]) for r in rows if r["mode"] == "request wall"]
+    md += ["", "## CG on one GPU and on the %s (%d iterations, no preconditioner, binary b)" % (MULTI, SOLVE_ITERS), "",
+           "| matrix | kernel | 1 GPU ms/iteration | %s ms/iteration | ratio | compute ms | exchange ms | reduce ms |" % MULTI,
+           "| --- | --- | ---: | ---: | ---: | ---: | ---: | ---: |"]
+    for r in rows:
+        if r["mode"] != "solve, " + MULTI:
+            continue
+        one = next((x for x in rows if x["mode"] == "solve, 1 GPU" and x["matrix"] == r["matrix"]
+                    and x["kernel"] == r["kernel"]), None)
+        md.append("| %s | %s | %s | %.4f | %s | %s | %s | %s |" % (
+            r["matrix"], r["kernel"], "%.4f" % one["ms_per_iteration"] if one else "-", r["ms_per_iteration"],
+            "%.2f" % (r["ms_per_iteration"] / one["ms_per_iteration"]) if one else "-", r["compute_ms"],
+            r["exchange_ms"], r["reduce_ms"]))
     md += [""]
     if big:
         md += ["## A matrix larger than one GPU's free memory", "", "```", json.dumps(big, indent=1), "```"]

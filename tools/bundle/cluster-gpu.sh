@@ -7,7 +7,8 @@
 #
 # 1. mpi_cluster under `mpirun -np NP`: every rank's product against
 #    cpu.csr.serial, on the hosts and on the ranks' GPUs (GPU kernels and
-#    auto, the halo over NCCL), and the command protocol;
+#    auto, the halo through CUDA IPC), and the command protocol; then again
+#    with the halo over NCCL (MPI_CLUSTER_HALO=nccl);
 # 2. tests/e2e/cluster.sh with SPMV_CLUSTER_GPU=1: `mpirun -np 2 spmvd`,
 #    every shared real matrix sharded onto the two GPUs and multiplied with
 #    every GPU kernel against SciPy's answer, what sharded matrices refuse,
@@ -15,7 +16,8 @@
 #    then tests/e2e/cluster_solve.sh the same way: CG, BiCGSTAB, GMRES and
 #    MINRES on matrices sharded onto the two GPUs against SciPy, and a
 #    rank killed mid-solve;
-# 3. bench_scaling.py (unless BENCH=0): 1 GPU against NP on a 2-D Poisson
+# 3. (NP 2) halo-latency: the exchange alone through NCCL and CUDA IPC;
+#    bench_scaling.py (unless BENCH=0): 1 GPU against NP on a 2-D Poisson
 #    matrix of 205 M non-zeros and a power-law one, and a matrix larger
 #    than one GPU's free memory held across them (options in SCALING_ARGS).
 # NCCL_NVLS_ENABLE=0 throughout. Logs under $OUT; summary.txt says
@@ -59,7 +61,11 @@ SUITES=",${SUITES:-mpi,products,solves},"
 [ "${TESTS:-1}" = 1 ] || SUITES=","
 if [[ $SUITES == *,mpi,* ]]; then
   step mpi_cluster_np$NP "$OUT/mpi_cluster.log" 240 "${MPI[@]}" -np "$NP" "$B/bin/mpi_cluster"
-  grep -E '^# (SKIP|FAIL)|^not ok|on [0-9]+ GPUs' "$OUT/mpi_cluster.log" | head -40 | tee -a "$summary"
+  grep -E '^# (SKIP|FAIL|GPU shards)|^not ok|on [0-9]+ GPUs' "$OUT/mpi_cluster.log" | head -40 | tee -a "$summary"
+  # the same with the halo over NCCL (cluster_halo "nccl"; the default goes through CUDA IPC on one host)
+  step mpi_cluster_np${NP}_nccl "$OUT/mpi_cluster_nccl.log" 240 "${MPI[@]}" -x MPI_CLUSTER_HALO=nccl -np "$NP" \
+    "$B/bin/mpi_cluster"
+  grep -E '^# (SKIP|FAIL|GPU shards)|^not ok|on [0-9]+ GPUs' "$OUT/mpi_cluster_nccl.log" | head -40 | tee -a "$summary"
 fi
 if [[ $SUITES == *,products,* ]]; then
   step e2e_cluster_gpu "$OUT/e2e_cluster_gpu.log" 300 env SPMV_CLUSTER_GPU=1 SPMV_CLUSTER_NP="$NP" SPMVD="$B/bin/spmvd" \
@@ -70,6 +76,13 @@ if [[ $SUITES == *,solves,* ]]; then
   step e2e_cluster_solve_gpu "$OUT/e2e_cluster_solve_gpu.log" 300 env SPMV_CLUSTER_GPU=1 SPMV_CLUSTER_NP="$NP" SPMVD="$B/bin/spmvd" \
     BUILD="$B/bin" PYTHON="$PY" bash "$B/e2e/cluster_solve.sh"
   grep -E '^not ok|^# ' "$OUT/e2e_cluster_solve_gpu.log" | head -40 | tee -a "$summary"
+fi
+if [ "${BENCH:-1}" = 1 ] && [ "$NP" = 2 ]; then # the exchange alone, five ways (tools/halo-latency.cu)
+  for n in 48400 6400; do
+    timeout 60 "${MPI[@]}" -np 2 "$B/bin/halo-latency" $n 300 320 >"$OUT/halo-latency-$n.log" 2>&1
+    echo "halo-latency $n rc=$?" | tee -a "$summary"
+    grep -E '^\|' "$OUT/halo-latency-$n.log" | tee -a "$summary"
+  done
 fi
 if [ "${BENCH:-1}" = 1 ]; then
   timeout --kill-after=10 "${BENCH_LIMIT:-420}" "$PY" "$B/bench_scaling.py" --bundle "$B" --out "$OUT" --gpus "$NP" \

@@ -5,7 +5,7 @@
 # The GPU host is Ubuntu 24.04 with the CUDA 13 toolkit and driver but
 # without this project's Debian libraries, and it reaches no network. So the
 # bundle holds:
-#   bin/real/  test_gpu, test_gpu_spmspm, spmvd (when the daemon is built), the tools,
+#   bin/real/  test_gpu, test_gpu_spmspm, test_gpu_vectors, test_gpu_wide, test_gpu_batch, spmvd (when the daemon is built), the tools,
 #              mpi_cluster (an MPI build)
 #   bin/       one wrapper script per binary that puts lib/ on
 #              LD_LIBRARY_PATH for that binary alone (the host's own curl
@@ -21,7 +21,7 @@
 #              leaves lib-nccl/ behind: its GPU hosts have NCCL 2.28 in
 #              /usr/lib/x86_64-linux-gnu.
 #   e2e/       tests/e2e/lib.sh, cluster.sh, cluster_vectors.py, cluster_solve.sh and .py (cluster-gpu.sh runs them),
-#              wide.sh and wide_check.py (wide-gpu.sh runs them)
+#              wide.sh and wide_check.py (wide-gpu.sh runs them), batch_check.py (batch-gpu.sh)
 #   shared/matrices/{real,conformance/invalid}  the test matrices, laid out
 #              as ../shared/matrices is beside the repository, with
 #   work/      an empty folder that serves as SPMV_ROOT (tests find the
@@ -43,9 +43,10 @@ bins=("$BUILD/tests/test_gpu")
 [ -x "$BUILD/tests/test_gpu_spmspm" ] && bins+=("$BUILD/tests/test_gpu_spmspm")
 [ -x "$BUILD/tests/test_gpu_vectors" ] && bins+=("$BUILD/tests/test_gpu_vectors")
 [ -x "$BUILD/tests/test_gpu_wide" ] && bins+=("$BUILD/tests/test_gpu_wide")
+[ -x "$BUILD/tests/test_gpu_batch" ] && bins+=("$BUILD/tests/test_gpu_batch")
 [ -x "$BUILD/tests/mpi_cluster" ] && bins+=("$BUILD/tests/mpi_cluster")
 for b in spmvd spmv-gen spmv-kernels spmvctl bench-spmspm cg_solve cg-ref spmv-copyrate spmv-gatherrate spmv-cgbench \
-  amg-profile; do
+  amg-profile halo-latency; do
   [ -x "$BUILD/$b" ] && bins+=("$BUILD/$b")
 done
 wrk=$(command -v wrk || true) # make bench-api's load generator, for batch-gpu.sh
@@ -85,7 +86,7 @@ cp tools/bundle/run.sh tools/bundle/common.sh tools/bundle/shm-gpu.sh tools/bund
   tools/bundle/realistic-gpu.sh tools/bench_realistic.py tools/bundle/kernels-gpu.sh "$BUNDLE/"
 cp tests/e2e/lib.sh tests/e2e/cluster_lib.sh tests/e2e/cluster.sh tests/e2e/cluster_vectors.py tests/e2e/cluster_solve.sh \
   tests/e2e/cluster_solve.py tests/e2e/tap.py tests/e2e/wide.sh \
-  tests/e2e/wide_check.py tests/e2e/preconds_check.py tests/e2e/sparse_util.py "$BUNDLE/e2e/"
+  tests/e2e/wide_check.py tests/e2e/preconds_check.py tests/e2e/sparse_util.py tests/e2e/batch_check.py "$BUNDLE/e2e/"
 mkdir -p "$BUNDLE/client" && cp -r clients/python/spmvd "$BUNDLE/client/" && rm -rf "$BUNDLE/client/spmvd/__pycache__"
 chmod +x "$BUNDLE/run.sh"
 

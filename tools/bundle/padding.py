@@ -41,8 +41,8 @@ def slots(lens, fmt, hack=32):
     """Slots format fmt holds for these row lengths (nnz for unpadded formats)."""
     if fmt == "ell":
         return max(lens, default=0) * len(lens)
-    if fmt in ("hll", "psell"):
-        h = 32 if fmt == "psell" else hack
+    if fmt in ("hll", "psell", "spsell"):
+        h = 32 if fmt in ("psell", "spsell") else hack
         return sum(max(lens[s:s + h]) * h for s in range(0, len(lens), h))
     if fmt == "hyb":
         w = sorted(lens)[(2 * len(lens) + 2) // 3 - 1] if lens else 0
@@ -60,7 +60,7 @@ def format_bytes(lens, fmt, hack=32, value_bytes=8):
 
 def refused(lens, fmt, max_padding=3, hack=32, allowance=ALLOWANCE, value_bytes=8):
     """Whether the rule refuses format fmt (unpadded formats never are)."""
-    if fmt not in ("ell", "hll", "hyb", "psell") or not max_padding:
+    if fmt not in ("ell", "hll", "hyb", "psell", "spsell") or not max_padding:
         return False
     if slots(lens, fmt, hack) <= max_padding * sum(lens) + SLACK:
         return False

@@ -5,7 +5,7 @@
 # The GPU host is Ubuntu 24.04 with the CUDA 13 toolkit and driver but
 # without this project's Debian libraries, and it reaches no network. So the
 # bundle holds:
-#   bin/real/  test_gpu, test_gpu_spmspm, test_gpu_vectors, test_gpu_wide, test_gpu_batch, spmvd (when the daemon is built), the tools,
+#   bin/real/  test_gpu, test_gpu_spmspm, test_gpu_vectors, test_gpu_wide, test_gpu_batch, test_gpu_payback, spmvd (when the daemon is built), the tools,
 #              mpi_cluster (an MPI build)
 #   bin/       one wrapper script per binary that puts lib/ on
 #              LD_LIBRARY_PATH for that binary alone (the host's own curl
@@ -44,6 +44,7 @@ bins=("$BUILD/tests/test_gpu")
 [ -x "$BUILD/tests/test_gpu_vectors" ] && bins+=("$BUILD/tests/test_gpu_vectors")
 [ -x "$BUILD/tests/test_gpu_wide" ] && bins+=("$BUILD/tests/test_gpu_wide")
 [ -x "$BUILD/tests/test_gpu_batch" ] && bins+=("$BUILD/tests/test_gpu_batch")
+[ -x "$BUILD/tests/test_gpu_payback" ] && bins+=("$BUILD/tests/test_gpu_payback")
 [ -x "$BUILD/tests/mpi_cluster" ] && bins+=("$BUILD/tests/mpi_cluster")
 for b in spmvd spmv-gen spmv-kernels spmvctl bench-spmspm cg_solve cg-ref spmv-copyrate spmv-gatherrate spmv-cgbench \
   amg-profile halo-latency; do

@@ -96,7 +96,8 @@ int matrix_new_from_csr(const matfile_meta *meta, spmv_csr *csr, unsigned format
         int rc = spmv_matrix_add_format(&m->host, (spmv_format)f, err);
         /* Past the padding rule, PBSR without blocks or SPSELL of a matrix
          * not symmetric: not built, its kernels say why. */
-        if (rc == SPMV_ERR_LIMIT || rc == SPMV_ERR_UNSUPPORTED || (rc == SPMV_ERR_UNAVAILABLE && f == SPMV_FMT_SPSELL))
+        if (rc == SPMV_ERR_LIMIT || rc == SPMV_ERR_UNSUPPORTED ||
+            (rc == SPMV_ERR_UNAVAILABLE && f == SPMV_FMT_SPSELL))
             continue;
         if (rc != 0) {
             matrix_unref(m);

@@ -197,7 +197,8 @@ int spmv_matrix_build(const spmv_coo *coo, spmv_dtype dtype, unsigned formats,
         st = spmv_matrix_add_format(out, (spmv_format)bit, err);
         /* Past the padding rule, PBSR without blocks or SPSELL of a matrix
          * not symmetric: skipped, not an error, the bit stays clear. */
-        if (st == SPMV_ERR_LIMIT || st == SPMV_ERR_UNSUPPORTED || (st == SPMV_ERR_UNAVAILABLE && bit == SPMV_FMT_SPSELL))
+        if (st == SPMV_ERR_LIMIT || st == SPMV_ERR_UNSUPPORTED ||
+            (st == SPMV_ERR_UNAVAILABLE && bit == SPMV_FMT_SPSELL))
             continue;
         if (st)
             goto fail;

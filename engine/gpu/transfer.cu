@@ -352,7 +352,8 @@ static int build_pinned(spmv_gpu_ctx *ctx, spmv_gpu_matrix *m, unsigned formats,
             continue;
         int st = gpu_ensure_format(ctx, m, f, err);
         /* The padding rule; PBSR without blocks; SPSELL of a matrix not symmetric. */
-        if (st == SPMV_ERR_LIMIT || st == SPMV_ERR_UNSUPPORTED || (st == SPMV_ERR_UNAVAILABLE && f == SPMV_FMT_SPSELL)) {
+        if (st == SPMV_ERR_LIMIT || st == SPMV_ERR_UNSUPPORTED ||
+            (st == SPMV_ERR_UNAVAILABLE && f == SPMV_FMT_SPSELL)) {
             m->pinned &= ~(unsigned)f;
             continue;
         }

@@ -974,51 +974,49 @@ __device__ __forceinline__ T spsell_value(const void *__restrict__ data, const T
         return __ldg(tab + __ldg((const unsigned short *)data + e));
 }
 
-/* Value entry of slot k of a lane's row in a mirrored slice of width w
- * whose column there is b + lane: k >= w/2 from the slice's own values at
- * vo (one a slot when uniform), k < w/2 (offset -d) from source row j = b
- * + lane, its slot w-1-k in j's slice t at t's own layout (t mirrored or
- * not, uniform or not). */
-__device__ __forceinline__ int64_t spsell_entry(const int64_t *__restrict__ slot_off,
-                                                const int64_t *__restrict__ val_off,
-                                                const uint8_t *__restrict__ mirror, int32_t w, int32_t k, int32_t b,
-                                                int lane, int64_t vo, bool uni)
+/* Value entry of a lane's row in lower slot k of a mirrored slice (offset
+ * -d, column b + lane, b >= 0), by record k of the slice's source table
+ * (engine/spmv.h spmv_spsell): the source row j = b + lane lies in slice
+ * b/C (src.x) or the next (src.y); its entry is the record's plus j's
+ * local row, or -1 - the record when that slice is uniform. The lanes'
+ * entries so run contiguous in at most two pieces, and no header of the
+ * source slices is read. */
+__device__ __forceinline__ int64_t spsell_lower(longlong2 src, int32_t b, int lane)
 {
-    int32_t k0 = w / 2;
-    if (k >= k0)
-        return uni ? vo + (k - k0) : vo + (int64_t)(k - k0) * PK_C + lane;
-    int64_t j = (int64_t)b + lane, t = j / PK_C, q = w - 1 - k;
-    int64_t wt = __ldg(slot_off + t + 1) - __ldg(slot_off + t), tv = __ldg(val_off + t);
-    int64_t tk0 = __ldg(mirror + t) ? wt / 2 : 0, tnv = __ldg(val_off + t + 1) - tv;
-    return tnv == (wt - tk0) * PK_C ? tv + (q - tk0) * PK_C + j % PK_C : tv + (q - tk0);
+    uint32_t j = (uint32_t)b + (uint32_t)lane;
+    long long a = j / PK_C != (uint32_t)b / PK_C ? src.y : src.x;
+    return a >= 0 ? a + (int64_t)(j % PK_C) : -1 - a;
 }
 
 /* One lane's row of a mirrored slice of width w (diagonal: column base +
- * lane), PK_STEP slots a step as in psell_slots: the step's bases and
- * value entries (the source slices' headers among them) first, then its
- * values and gathers of x, then the sums in slot order, which is column
- * order. */
+ * lane), PK_STEP slots a step as in psell_slots: the step's bases, source
+ * records (slots k < w/2, from the table at src) and upper value entries
+ * first, then its values and gathers of x, then the sums in slot order,
+ * which is column order. */
 template <typename T, int VM>
-__device__ __forceinline__ T spsell_row(const int64_t *__restrict__ slot_off, const int64_t *__restrict__ val_off,
-                                       const uint8_t *__restrict__ mirror, const int32_t *__restrict__ bs, int32_t w,
+__device__ __forceinline__ T spsell_row(const longlong2 *__restrict__ src, const int32_t *__restrict__ bs, int32_t w,
                                        int lane, int64_t vo, int64_t nv, const void *__restrict__ data, const T *tab,
                                        T c, const T *__restrict__ x)
 {
-    bool uni = nv != (int64_t)(w - w / 2) * PK_C;
+    int32_t k0 = w / 2;
+    bool uni = nv != (int64_t)(w - k0) * PK_C;
     T sum = 0;
     for (int32_t k = 0; k < w; k += PK_STEP) {
         int32_t b[PK_STEP];
-        int64_t e[PK_STEP];
+        longlong2 r[PK_STEP];
         T v[PK_STEP], xv[PK_STEP];
 #pragma unroll
         for (int u = 0; u < PK_STEP; u++) {
             b[u] = k + u < w ? __ldg(bs + k + u) : 0;
-            e[u] = k + u < w ? spsell_entry(slot_off, val_off, mirror, w, k + u, b[u], lane, vo, uni) : 0;
+            r[u] = k + u < k0 ? __ldg(src + k + u) : make_longlong2(0, 0);
         }
 #pragma unroll
         for (int u = 0; u < PK_STEP; u++) {
-            v[u] = k + u < w ? spsell_value<T, VM>(data, tab, c, e[u]) : (T)0;
-            xv[u] = k + u < w ? __ldg(x + (b[u] + lane)) : (T)0;
+            int32_t ku = k + u;
+            int64_t e = ku < k0 ? spsell_lower(r[u], b[u], lane)
+                                : uni ? vo + (ku - k0) : vo + (int64_t)(ku - k0) * PK_C + lane;
+            v[u] = ku < w ? spsell_value<T, VM>(data, tab, c, e) : (T)0;
+            xv[u] = ku < w ? __ldg(x + (b[u] + lane)) : (T)0;
         }
 #pragma unroll
         for (int u = 0; u < PK_STEP; u++)
@@ -1028,7 +1026,8 @@ __device__ __forceinline__ T spsell_row(const int64_t *__restrict__ slot_off, co
     return sum;
 }
 
-/* A warp per slice: a mirrored one by spsell_row, another as gpu.psell. */
+/* A warp per slice: a mirrored one by spsell_row (its source table where
+ * its index entries would be), another as gpu.psell. */
 template <typename T, int VM>
 __global__ void __launch_bounds__(1024)
     spsell_kernel(int32_t rows, int32_t ns, const int64_t *__restrict__ slot_off, const int64_t *__restrict__ idx_off,
@@ -1056,7 +1055,8 @@ __global__ void __launch_bounds__(1024)
     T c = VM == SPMV_VCODE_CONST ? __ldg(table) : (T)0;
     if (!live)
         return;
-    T sum = mirrored ? spsell_row<T, VM>(slot_off, val_off, mirror, base + so, (int32_t)w, lane, vo, nv, data, tab, c, x)
+    T sum = mirrored ? spsell_row<T, VM>((const longlong2 *)(idx + io), base + so, (int32_t)w, lane, vo, nv, data,
+                                         tab, c, x)
                      : psell_slice<T, VM>(b, nv != w * PK_C, idx + io, base + so, (int32_t)w, lane, vo, data, tab,
                                           c, x);
     int64_t row = warp * PK_C + lane;

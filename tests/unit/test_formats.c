@@ -1404,6 +1404,12 @@ static int64_t spsell_entry_of(const spmv_spsell *sp, int64_t j, int64_t q)
     return v0 + q - k0;
 }
 
+/* Source records seen: of a uniform source slice (negative), and of
+ * source rows in two slices (src[1] read). */
+static struct {
+    int64_t uniform, split;
+} spsell_seen;
+
 /* Mirrored slice s's source table: w/2 records of two int64 where its
  * index entries would be, and for every lower slot k and row r the entry
  * the record gives (src[0] or src[1] by the source row's slice, plus its
@@ -1420,6 +1426,8 @@ static int64_t spsell_table_check(const spmv_spsell *sp, int32_t s, const char *
         memcpy(rec, a->idx + a->idx_off[s] + k * SPMV_SPSELL_SRC_BYTES, sizeof rec);
         if (j0 % SPMV_PSELL_C == 0)
             assert_int_equal(rec[1], 0);
+        spsell_seen.uniform += rec[0] < 0 || rec[1] < 0;
+        spsell_seen.split += j0 % SPMV_PSELL_C != 0;
         for (int64_t r = 0; r < SPMV_PSELL_C; r++) {
             int64_t j = j0 + r, at = rec[j / SPMV_PSELL_C != j0 / SPMV_PSELL_C];
             int64_t e = at >= 0 ? at + j % SPMV_PSELL_C : -1 - at;
@@ -1538,6 +1546,9 @@ static void test_spsell_round_trip(void **state)
         spmv_coo_free(&pat);
         spmv_coo_free(&coo);
     }
+    print_message("# SPSELL source records: %lld with a uniform source slice, %lld over two slices\n",
+                  (long long)spsell_seen.uniform, (long long)spsell_seen.split);
+    assert_true(spsell_seen.uniform > 0 && spsell_seen.split > 0);
 }
 
 static void test_packed_padding_rule(void **state)

@@ -974,49 +974,52 @@ __device__ __forceinline__ T spsell_value(const void *__restrict__ data, const T
         return __ldg(tab + __ldg((const unsigned short *)data + e));
 }
 
-/* Value entry of a lane's row in lower slot k of a mirrored slice (offset
- * -d, column b + lane, b >= 0), by record k of the slice's source table
- * (engine/spmv.h spmv_spsell): the source row j = b + lane lies in slice
- * b/C (src.x) or the next (src.y); its entry is the record's plus j's
- * local row, or -1 - the record when that slice is uniform. The lanes'
- * entries so run contiguous in at most two pieces, and no header of the
- * source slices is read. */
-__device__ __forceinline__ int64_t spsell_lower(longlong2 src, int32_t b, int lane)
+/* Value entry of a lane's row in a lower slot of a mirrored slice (offset
+ * -d, column b + lane, b >= 0), by the slot's record in the slice's source
+ * table (engine/spmv.h spmv_spsell): the source row j = b + lane lies in
+ * slice b/C (src[0]) or the next (src[1]); its entry is the record's plus
+ * j's local row, or -1 - the record when that slice is uniform. The
+ * step's records are spread over the warp, one int64 a lane (word), and
+ * this lane takes its src from lane 2u + (0 or 1) by a shuffle: so the
+ * lanes' entries run contiguous in at most two pieces, and no header of
+ * the source slices is read. Every lane of the warp calls it. */
+__device__ __forceinline__ int64_t spsell_lower(long long word, int u, int32_t b, int lane)
 {
     uint32_t j = (uint32_t)b + (uint32_t)lane;
-    long long a = j / PK_C != (uint32_t)b / PK_C ? src.y : src.x;
+    long long a = __shfl_sync(0xffffffffu, word, 2 * u + (j / PK_C != (uint32_t)b / PK_C));
     return a >= 0 ? a + (int64_t)(j % PK_C) : -1 - a;
 }
 
 /* One lane's row of a mirrored slice of width w (diagonal: column base +
- * lane), PK_STEP slots a step as in psell_slots: the step's bases, source
- * records (slots k < w/2, from the table at src) and upper value entries
- * first, then its values and gathers of x, then the sums in slot order,
- * which is column order. */
+ * lane), PK_STEP slots a step as in psell_slots: the step's bases and the
+ * records of its slots k < w/2 (from the table at src: lane l < 2*PK_STEP
+ * loads int64 l of them, one coalesced load for the warp, two registers a
+ * lane) first, then the value entries (the lower ones by spsell_lower),
+ * its values and gathers of x, then the sums in slot order, which is
+ * column order. */
 template <typename T, int VM>
-__device__ __forceinline__ T spsell_row(const longlong2 *__restrict__ src, const int32_t *__restrict__ bs, int32_t w,
+__device__ __forceinline__ T spsell_row(const long long *__restrict__ src, const int32_t *__restrict__ bs, int32_t w,
                                        int lane, int64_t vo, int64_t nv, const void *__restrict__ data, const T *tab,
                                        T c, const T *__restrict__ x)
 {
     int32_t k0 = w / 2;
     bool uni = nv != (int64_t)(w - k0) * PK_C;
+    int64_t up = uni ? vo - k0 : vo - (int64_t)k0 * PK_C + lane, ustep = uni ? 1 : PK_C; /* slot k >= k0: up + k*ustep */
+    const T *xl = x + lane;
     T sum = 0;
     for (int32_t k = 0; k < w; k += PK_STEP) {
         int32_t b[PK_STEP];
-        longlong2 r[PK_STEP];
         T v[PK_STEP], xv[PK_STEP];
+        long long word = lane < 2 * PK_STEP && k + lane / 2 < k0 ? __ldg(src + 2 * k + lane) : 0;
 #pragma unroll
-        for (int u = 0; u < PK_STEP; u++) {
+        for (int u = 0; u < PK_STEP; u++)
             b[u] = k + u < w ? __ldg(bs + k + u) : 0;
-            r[u] = k + u < k0 ? __ldg(src + k + u) : make_longlong2(0, 0);
-        }
 #pragma unroll
         for (int u = 0; u < PK_STEP; u++) {
             int32_t ku = k + u;
-            int64_t e = ku < k0 ? spsell_lower(r[u], b[u], lane)
-                                : uni ? vo + (ku - k0) : vo + (int64_t)(ku - k0) * PK_C + lane;
+            int64_t e = ku < k0 ? spsell_lower(word, u, b[u], lane) : up + ku * ustep;
             v[u] = ku < w ? spsell_value<T, VM>(data, tab, c, e) : (T)0;
-            xv[u] = ku < w ? __ldg(x + (b[u] + lane)) : (T)0;
+            xv[u] = ku < w ? __ldg(xl + b[u]) : (T)0;
         }
 #pragma unroll
         for (int u = 0; u < PK_STEP; u++)
@@ -1055,7 +1058,7 @@ __global__ void __launch_bounds__(1024)
     T c = VM == SPMV_VCODE_CONST ? __ldg(table) : (T)0;
     if (!live)
         return;
-    T sum = mirrored ? spsell_row<T, VM>((const longlong2 *)(idx + io), base + so, (int32_t)w, lane, vo, nv, data,
+    T sum = mirrored ? spsell_row<T, VM>((const long long *)(idx + io), base + so, (int32_t)w, lane, vo, nv, data,
                                          tab, c, x)
                      : psell_slice<T, VM>(b, nv != w * PK_C, idx + io, base + so, (int32_t)w, lane, vo, data, tab,
                                           c, x);

@@ -569,6 +569,15 @@ typedef struct psell_shape {
     int32_t k0;
 } psell_shape;
 
+/* Index bytes of a slice of width w, entries of ib bytes, k0 slots without
+ * values: a mirrored SPSELL slice (k0 > 0, diagonal, no entries) holds its
+ * source table there instead, a record of SPMV_SPSELL_SRC_BYTES a lower
+ * slot. */
+static int64_t psell_slice_idx_bytes(int64_t w, int64_t ib, int64_t k0)
+{
+    return k0 > 0 ? k0 * SPMV_SPSELL_SRC_BYTES : w * C * ib;
+}
+
 /* Offset of slot k of diagonal slice s: its column in local row 0 minus
  * the row. */
 static int64_t slice_offset(const spmv_csr *a, int64_t s, int32_t k)
@@ -624,7 +633,7 @@ static void psell_sizes(const spmv_csr *a, int64_t nslices, bool sym, int64_t *w
         int32_t k0 = sym && spsell_mirrored(a, shapes, s) ? w / 2 : 0;
         bool uniform = psell_slice_uniform(a, r0, r1, w, k0);
         *widths += w;
-        *idx_total += (int64_t)w * C * ib;
+        *idx_total += psell_slice_idx_bytes(w, ib, k0);
         *nvals += uniform ? w - k0 : (int64_t)(w - k0) * C;
         if (shapes)
             shapes[s] = (psell_shape){w, (uint8_t)ib, uniform, k0};
@@ -662,8 +671,10 @@ int spmv_psell_plan(const spmv_csr *a, int64_t *slots, int64_t *bytes, spmv_erro
 }
 
 /* Slice s of `in` into out: offsets, base, indices, values (out's offset
- * tables filled up to s). idx_off is a multiple of C bytes, so a slice's
- * indices are aligned for their type. */
+ * tables filled up to s); a mirrored slice's source table is filled once
+ * every slice is (spsell_fill_sources). idx_off is a multiple of 16 bytes
+ * (C in PSELL), so a slice's indices, or its table, are aligned for their
+ * type. */
 static void psell_fill_slice(const spmv_csr *in, spmv_psell *out, const vset *set, int32_t s, psell_shape sh)
 {
     int32_t r0, r1, w = sh.width, ib = sh.ib, k0 = sh.k0;
@@ -672,7 +683,7 @@ static void psell_fill_slice(const spmv_csr *in, spmv_psell *out, const vset *se
     int64_t s0 = out->slot_off[s], v0 = out->val_off[s];
     uint8_t *idx = out->idx + out->idx_off[s];
     out->slot_off[s + 1] = s0 + w;
-    out->idx_off[s + 1] = out->idx_off[s] + (int64_t)w * C * ib;
+    out->idx_off[s + 1] = out->idx_off[s] + psell_slice_idx_bytes(w, ib, k0);
     out->val_off[s + 1] = v0 + (uniform ? w - k0 : (int64_t)(w - k0) * C);
     out->idx_bytes[s] = (uint8_t)ib;
     for (int32_t k = 0; k < w; k++) {
@@ -720,6 +731,46 @@ static int psell_alloc(spmv_psell *out, vset *s, spmv_vcode mode, int64_t ns, in
     return values_alloc(&out->v, mode, s, nvals, dt);
 }
 
+/* First slot of slice s that stores values: w/2 when mirror (SPSELL's,
+ * NULL for PSELL) marks it, else 0. */
+static int64_t psell_k0(const spmv_psell *m, const uint8_t *mirror, int64_t s)
+{
+    return mirror && mirror[s] ? (m->slot_off[s + 1] - m->slot_off[s]) / 2 : 0;
+}
+
+/* The source entry of slot q of slice t (engine/spmv.h spmv_spsell): its
+ * value entry in local row 0, which local row lr's is plus lr, or -1 -
+ * the slot's one entry when t is uniform. */
+static int64_t spsell_source(const spmv_psell *m, const uint8_t *mirror, int64_t t, int64_t q)
+{
+    int64_t w = m->slot_off[t + 1] - m->slot_off[t], k0 = psell_k0(m, mirror, t);
+    int64_t v0 = m->val_off[t], nv = m->val_off[t + 1] - v0;
+    return nv == (w - k0) * C ? v0 + (q - k0) * C : -1 - (v0 + q - k0);
+}
+
+/* Record k of mirrored slice s's source table: the source entries of slot
+ * q = w-1-k in the slices of its source rows base_k + 0 .. base_k + C-1,
+ * slice base_k / C's and, when the rows run into it, the next one's (else
+ * 0). */
+static void spsell_record(const spmv_psell *m, const uint8_t *mirror, int64_t s, int64_t k, int64_t rec[2])
+{
+    int64_t s0 = m->slot_off[s], w = m->slot_off[s + 1] - s0, j0 = m->base[s0 + k], q = w - 1 - k;
+    rec[0] = spsell_source(m, mirror, j0 / C, q);
+    rec[1] = j0 % C ? spsell_source(m, mirror, j0 / C + 1, q) : 0;
+}
+
+/* Every mirrored slice's source table, from the filled arrays (the source
+ * slices' offsets and layouts are all known by then). */
+static void spsell_fill_sources(spmv_psell *m, const uint8_t *mirror)
+{
+    for (int32_t s = 0; s < m->nslices; s++)
+        for (int64_t k = 0; k < psell_k0(m, mirror, s); k++) {
+            int64_t rec[2];
+            spsell_record(m, mirror, s, k, rec);
+            memcpy(m->idx + m->idx_off[s] + k * SPMV_SPSELL_SRC_BYTES, rec, sizeof rec);
+        }
+}
+
 /* PSELL (mirror NULL) or SPSELL (*mirror: its mirror array, allocated
  * here) from `in` under the rule lim for format f. */
 static int psell_build(const spmv_csr *in, const spmv_format_limits *lim, spmv_format f, spmv_psell *out,
@@ -758,6 +809,8 @@ static int psell_build(const spmv_csr *in, const spmv_format_limits *lim, spmv_f
         if (mirror)
             (*mirror)[sl] = shapes[sl].k0 > 0;
     }
+    if (mirror)
+        spsell_fill_sources(out, *mirror);
 done:
     free(shapes);
     vset_free(&s);
@@ -790,13 +843,6 @@ static int64_t psell_col(const spmv_psell *m, int32_t s, int64_t k, int32_t r)
     }
 }
 
-/* First slot of slice s that stores values: w/2 when mirror (SPSELL's,
- * NULL for PSELL) marks it, else 0. */
-static int64_t psell_k0(const spmv_psell *m, const uint8_t *mirror, int64_t s)
-{
-    return mirror && mirror[s] ? (m->slot_off[s + 1] - m->slot_off[s]) / 2 : 0;
-}
-
 /* Value entry of slot k, local row r of slice s (a uniform slice: one a
  * slot); a mirrored slice's slot k < w/2 (offset -d) reads the source row
  * j = i - d's slot w-1-k (offset +d) in j's slice, validated by
@@ -817,8 +863,9 @@ static int64_t psell_val(const spmv_psell *m, const uint8_t *mirror, int32_t s, 
 }
 
 /* Whether mirrored slice s of SPSELL m follows the rule: diagonal, offsets
- * in pairs, and each row's source row j = i - d holding, in its slot
- * w-1-k of its slice, a stored entry of column i. */
+ * in pairs, each row's source row j = i - d holding, in its slot w-1-k of
+ * its slice, a stored entry of column i, and its source table (aligned,
+ * its size checked by psell_ok) saying where those entries are. */
 static bool spsell_sources_ok(const spmv_psell *m, const uint8_t *mirror, int64_t s)
 {
     int64_t s0 = m->slot_off[s], w = m->slot_off[s + 1] - s0, r0 = s * C;
@@ -837,6 +884,15 @@ static bool spsell_sources_ok(const spmv_psell *m, const uint8_t *mirror, int64_
             if (q >= wt || q < psell_k0(m, mirror, t) || psell_col(m, t, q, (int32_t)(j % C)) != r0 + r)
                 return false;
         }
+    if (m->idx_off[s] % SPMV_SPSELL_SRC_BYTES)
+        return false;
+    for (int64_t k = 0; k < w / 2; k++) {
+        int64_t want[2], have[2];
+        spsell_record(m, mirror, s, k, want);
+        memcpy(have, m->idx + m->idx_off[s] + k * SPMV_SPSELL_SRC_BYTES, sizeof have);
+        if (have[0] != want[0] || have[1] != want[1])
+            return false;
+    }
     return true;
 }
 
@@ -850,7 +906,7 @@ static bool psell_ok(const spmv_psell *m, const uint8_t *mirror)
         int ib = m->idx_bytes[s];
         int64_t w = m->slot_off[s + 1] - m->slot_off[s], nv = m->val_off[s + 1] - m->val_off[s];
         if ((ib != 0 && ib != 1 && ib != 2 && ib != 4) || (ib == 0 && (int64_t)s * C + C > m->rows) || w < 0 ||
-            m->idx_off[s + 1] - m->idx_off[s] != w * C * ib)
+            m->idx_off[s + 1] - m->idx_off[s] != psell_slice_idx_bytes(w, ib, psell_k0(m, mirror, s)))
             return false;
         int64_t ws = w - psell_k0(m, mirror, s); /* the slots that store values */
         if ((nv != ws * C && (nv != ws || ws == 0)) || (mirror && mirror[s] && !spsell_sources_ok(m, mirror, s)))

@@ -330,7 +330,17 @@ typedef struct spmv_psell {
  * j = i - d (slice t = j/C, local row j%C) stores in its slot q = w-1-k
  * (offset +d; j's (w-1-k)-th entry), at t's position for slot q as above
  * (q - k0 slots past val_off[t], k0 = w_t/2 when t is mirrored, else 0).
- * Other slices are PSELL's. */
+ * A mirrored slice, diagonal, has no column entries: its idx_off[s] ..
+ * idx_off[s+1] bytes hold its source table instead, w/2 records of
+ * SPMV_SPSELL_SRC_BYTES, record k (lower slot k) two int64 at idx +
+ * idx_off[s] + 16k: src[0] for the source rows in slice t = base_k / C
+ * (lanes r < C - base_k % C), src[1] for those in slice t + 1 (0 when no
+ * row lies there, base_k % C = 0). Each is slot q's entry of local row 0
+ * in that slice, so that the row at local row lr reads src + lr, or -1 -
+ * that slot's one entry when the slice is uniform (every row reads it).
+ * idx_off is a multiple of 16 (PSELL's: of 32). Other slices are
+ * PSELL's. */
+#define SPMV_SPSELL_SRC_BYTES 16
 typedef struct spmv_spsell {
     spmv_psell p;             /* the arrays; val_off counts the values stored */
     uint8_t *mirror;          /* nslices: 1 mirrored, 0 as in PSELL */

@@ -141,7 +141,8 @@ struct gpu_psell {
 };
 
 /* SPSELL (engine/spmv.h spmv_spsell): PSELL's arrays plus the mirror flags,
- * built on the host and uploaded (packed.cu). */
+ * built on the host and uploaded (packed.cu); idx (idx_total bytes) holds
+ * the mirrored slices' source tables among the column entries. */
 struct gpu_spsell {
     bool built;
     int32_t nslices;

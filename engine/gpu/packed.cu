@@ -974,51 +974,52 @@ __device__ __forceinline__ T spsell_value(const void *__restrict__ data, const T
         return __ldg(tab + __ldg((const unsigned short *)data + e));
 }
 
-/* Value entry of slot k of a lane's row in a mirrored slice of width w
- * whose column there is b + lane: k >= w/2 from the slice's own values at
- * vo (one a slot when uniform), k < w/2 (offset -d) from source row j = b
- * + lane, its slot w-1-k in j's slice t at t's own layout (t mirrored or
- * not, uniform or not). */
-__device__ __forceinline__ int64_t spsell_entry(const int64_t *__restrict__ slot_off,
-                                                const int64_t *__restrict__ val_off,
-                                                const uint8_t *__restrict__ mirror, int32_t w, int32_t k, int32_t b,
-                                                int lane, int64_t vo, bool uni)
+/* Value entry of a lane's row in a lower slot of a mirrored slice (offset
+ * -d, column b + lane, b >= 0), by the slot's record in the slice's source
+ * table (engine/spmv.h spmv_spsell): the source row j = b + lane lies in
+ * slice b/C (src[0]) or the next (src[1]); its entry is the record's plus
+ * j's local row, or -1 - the record when that slice is uniform. The
+ * step's records are spread over the warp, one int64 a lane (word), and
+ * this lane takes its src from lane 2u + (0 or 1) by a shuffle: so the
+ * lanes' entries run contiguous in at most two pieces, and no header of
+ * the source slices is read. Every lane of the warp calls it. */
+__device__ __forceinline__ int64_t spsell_lower(long long word, int u, int32_t b, int lane)
 {
-    int32_t k0 = w / 2;
-    if (k >= k0)
-        return uni ? vo + (k - k0) : vo + (int64_t)(k - k0) * PK_C + lane;
-    int64_t j = (int64_t)b + lane, t = j / PK_C, q = w - 1 - k;
-    int64_t wt = __ldg(slot_off + t + 1) - __ldg(slot_off + t), tv = __ldg(val_off + t);
-    int64_t tk0 = __ldg(mirror + t) ? wt / 2 : 0, tnv = __ldg(val_off + t + 1) - tv;
-    return tnv == (wt - tk0) * PK_C ? tv + (q - tk0) * PK_C + j % PK_C : tv + (q - tk0);
+    uint32_t j = (uint32_t)b + (uint32_t)lane;
+    long long a = __shfl_sync(0xffffffffu, word, 2 * u + (j / PK_C != (uint32_t)b / PK_C));
+    return a >= 0 ? a + (int64_t)(j % PK_C) : -1 - a;
 }
 
 /* One lane's row of a mirrored slice of width w (diagonal: column base +
- * lane), PK_STEP slots a step as in psell_slots: the step's bases and
- * value entries (the source slices' headers among them) first, then its
- * values and gathers of x, then the sums in slot order, which is column
- * order. */
+ * lane), PK_STEP slots a step as in psell_slots: the step's bases and the
+ * records of its slots k < w/2 (from the table at src: lane l < 2*PK_STEP
+ * loads int64 l of them, one coalesced load for the warp, two registers a
+ * lane) first, then the value entries (the lower ones by spsell_lower),
+ * its values and gathers of x, then the sums in slot order, which is
+ * column order. */
 template <typename T, int VM>
-__device__ __forceinline__ T spsell_row(const int64_t *__restrict__ slot_off, const int64_t *__restrict__ val_off,
-                                       const uint8_t *__restrict__ mirror, const int32_t *__restrict__ bs, int32_t w,
+__device__ __forceinline__ T spsell_row(const long long *__restrict__ src, const int32_t *__restrict__ bs, int32_t w,
                                        int lane, int64_t vo, int64_t nv, const void *__restrict__ data, const T *tab,
                                        T c, const T *__restrict__ x)
 {
-    bool uni = nv != (int64_t)(w - w / 2) * PK_C;
+    int32_t k0 = w / 2;
+    bool uni = nv != (int64_t)(w - k0) * PK_C;
+    int64_t up = uni ? vo - k0 : vo - (int64_t)k0 * PK_C + lane, ustep = uni ? 1 : PK_C; /* slot k >= k0: up + k*ustep */
+    const T *xl = x + lane;
     T sum = 0;
     for (int32_t k = 0; k < w; k += PK_STEP) {
         int32_t b[PK_STEP];
-        int64_t e[PK_STEP];
         T v[PK_STEP], xv[PK_STEP];
+        long long word = lane < 2 * PK_STEP && k + lane / 2 < k0 ? __ldg(src + 2 * k + lane) : 0;
 #pragma unroll
-        for (int u = 0; u < PK_STEP; u++) {
+        for (int u = 0; u < PK_STEP; u++)
             b[u] = k + u < w ? __ldg(bs + k + u) : 0;
-            e[u] = k + u < w ? spsell_entry(slot_off, val_off, mirror, w, k + u, b[u], lane, vo, uni) : 0;
-        }
 #pragma unroll
         for (int u = 0; u < PK_STEP; u++) {
-            v[u] = k + u < w ? spsell_value<T, VM>(data, tab, c, e[u]) : (T)0;
-            xv[u] = k + u < w ? __ldg(x + (b[u] + lane)) : (T)0;
+            int32_t ku = k + u;
+            int64_t e = ku < k0 ? spsell_lower(word, u, b[u], lane) : up + ku * ustep;
+            v[u] = ku < w ? spsell_value<T, VM>(data, tab, c, e) : (T)0;
+            xv[u] = ku < w ? __ldg(xl + b[u]) : (T)0;
         }
 #pragma unroll
         for (int u = 0; u < PK_STEP; u++)
@@ -1028,7 +1029,8 @@ __device__ __forceinline__ T spsell_row(const int64_t *__restrict__ slot_off, co
     return sum;
 }
 
-/* A warp per slice: a mirrored one by spsell_row, another as gpu.psell. */
+/* A warp per slice: a mirrored one by spsell_row (its source table where
+ * its index entries would be), another as gpu.psell. */
 template <typename T, int VM>
 __global__ void __launch_bounds__(1024)
     spsell_kernel(int32_t rows, int32_t ns, const int64_t *__restrict__ slot_off, const int64_t *__restrict__ idx_off,
@@ -1056,7 +1058,8 @@ __global__ void __launch_bounds__(1024)
     T c = VM == SPMV_VCODE_CONST ? __ldg(table) : (T)0;
     if (!live)
         return;
-    T sum = mirrored ? spsell_row<T, VM>(slot_off, val_off, mirror, base + so, (int32_t)w, lane, vo, nv, data, tab, c, x)
+    T sum = mirrored ? spsell_row<T, VM>((const long long *)(idx + io), base + so, (int32_t)w, lane, vo, nv, data,
+                                         tab, c, x)
                      : psell_slice<T, VM>(b, nv != w * PK_C, idx + io, base + so, (int32_t)w, lane, vo, data, tab,
                                           c, x);
     int64_t row = warp * PK_C + lane;

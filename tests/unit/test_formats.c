@@ -1392,11 +1392,59 @@ static void test_psell_uniform(void **state)
  * per non-zero + 65 536: PSELL is refused with nothing allocated, PCSR
  * (no padding) builds; the matrix skips the one and holds the other. A
  * byte bound is exact at the PCSR's own bytes. */
+/* Value entry of slot q of row j in SPSELL sp, by the layout of j's slice
+ * (engine/spmv.h spmv_spsell, read here from its definition). */
+static int64_t spsell_entry_of(const spmv_spsell *sp, int64_t j, int64_t q)
+{
+    const spmv_psell *a = &sp->p;
+    int64_t t = j / SPMV_PSELL_C, w = a->slot_off[t + 1] - a->slot_off[t], k0 = sp->mirror[t] ? w / 2 : 0;
+    int64_t v0 = a->val_off[t];
+    if (a->val_off[t + 1] - v0 == (w - k0) * SPMV_PSELL_C)
+        return v0 + (q - k0) * SPMV_PSELL_C + j % SPMV_PSELL_C;
+    return v0 + q - k0;
+}
+
+/* Source records seen: of a uniform source slice (negative), and of
+ * source rows in two slices (src[1] read). */
+static struct {
+    int64_t uniform, split;
+} spsell_seen;
+
+/* Mirrored slice s's source table: w/2 records of two int64 where its
+ * index entries would be, and for every lower slot k and row r the entry
+ * the record gives (src[0] or src[1] by the source row's slice, plus its
+ * local row unless negative: -1 - a uniform slot's entry) is the source
+ * row's entry of slot w-1-k. Returns the records checked. */
+static int64_t spsell_table_check(const spmv_spsell *sp, int32_t s, const char *what)
+{
+    const spmv_psell *a = &sp->p;
+    int64_t s0 = a->slot_off[s], w = a->slot_off[s + 1] - s0;
+    assert_int_equal(a->idx_off[s + 1] - a->idx_off[s], w / 2 * SPMV_SPSELL_SRC_BYTES);
+    assert_int_equal(a->idx_off[s] % SPMV_SPSELL_SRC_BYTES, 0);
+    for (int64_t k = 0; k < w / 2; k++) {
+        int64_t rec[2], j0 = a->base[s0 + k];
+        memcpy(rec, a->idx + a->idx_off[s] + k * SPMV_SPSELL_SRC_BYTES, sizeof rec);
+        if (j0 % SPMV_PSELL_C == 0)
+            assert_int_equal(rec[1], 0);
+        spsell_seen.uniform += rec[0] < 0 || rec[1] < 0;
+        spsell_seen.split += j0 % SPMV_PSELL_C != 0;
+        for (int64_t r = 0; r < SPMV_PSELL_C; r++) {
+            int64_t j = j0 + r, at = rec[j / SPMV_PSELL_C != j0 / SPMV_PSELL_C];
+            int64_t e = at >= 0 ? at + j % SPMV_PSELL_C : -1 - at;
+            if (e != spsell_entry_of(sp, j, w - 1 - k))
+                fail_msg("%s: slice %d slot %lld row %lld: table gives entry %lld, the source row's is %lld", what, s,
+                         (long long)k, (long long)r, (long long)e, (long long)spsell_entry_of(sp, j, w - 1 - k));
+        }
+    }
+    return w / 2;
+}
+
 /* SPSELL of a symmetric matrix: back to COO it is the CSR's COO; its
- * arrays are PSELL's but for the values of mirrored slices (w - w/2 slots
- * stored, the rule of engine/spmv.h re-checked here from the CSR); its
- * bytes are what the plan said; a mirror flag on a slice the rule does not
- * allow is refused as malformed. */
+ * arrays are PSELL's but for the values and index bytes of mirrored slices
+ * (w - w/2 slots stored, the rule of engine/spmv.h re-checked here from
+ * the CSR, the source table where the index entries would be); its bytes
+ * are what the plan said; a mirror flag on a slice the rule does not allow,
+ * or a wrong source record, is refused as malformed. */
 static void spsell_check(const spmv_coo *coo, const char *what, int32_t *mirrored)
 {
     spmv_csr csr;
@@ -1414,18 +1462,27 @@ static void spsell_check(const spmv_coo *coo, const char *what, int32_t *mirrore
     assert_int_equal(sp.p.slots, slots);
     assert_int_equal(sp.p.nslices, ps.nslices);
     assert_memory_equal(sp.p.slot_off, ps.slot_off, ((size_t)ps.nslices + 1) * 8);
-    assert_memory_equal(sp.p.idx_off, ps.idx_off, ((size_t)ps.nslices + 1) * 8);
     if (ps.nslices > 0)
         assert_memory_equal(sp.p.idx_bytes, ps.idx_bytes, (size_t)ps.nslices);
     int32_t n = 0;
+    int64_t records = 0, last = -1;
     for (int32_t s = 0; s < sp.p.nslices; s++) {
         int64_t w = sp.p.slot_off[s + 1] - sp.p.slot_off[s], nv = sp.p.val_off[s + 1] - sp.p.val_off[s];
         int64_t ws = sp.mirror[s] ? w - w / 2 : w;
         assert_true(nv == ws * SPMV_PSELL_C || (nv == ws && ws > 0));
         assert_true(!sp.mirror[s] || ps.idx_bytes[s] == 0);
+        if (sp.mirror[s]) {
+            records += spsell_table_check(&sp, s, what);
+            last = w >= 2 ? s : last;
+        } else { /* PSELL's index bytes, wherever they start */
+            assert_int_equal(sp.p.idx_off[s + 1] - sp.p.idx_off[s], ps.idx_off[s + 1] - ps.idx_off[s]);
+            assert_memory_equal(sp.p.idx + sp.p.idx_off[s], ps.idx + ps.idx_off[s],
+                                (size_t)(ps.idx_off[s + 1] - ps.idx_off[s]));
+        }
         n += sp.mirror[s];
     }
     assert_int_equal(n, sp.nmirrored);
+    assert_int_equal(sp.p.idx_off[sp.p.nslices], ps.idx_off[ps.nslices] + records * SPMV_SPSELL_SRC_BYTES);
     assert_int_equal(spmv_csr_to_coo(&csr, &want, &err), SPMV_OK);
     assert_int_equal(spmv_spsell_to_coo(&sp, &back, &err), SPMV_OK);
     expect_same(&want, &back, what, "SPSELL");
@@ -1437,6 +1494,15 @@ static void spsell_check(const spmv_coo *coo, const char *what, int32_t *mirrore
             sp.mirror[s] = 0;
             break;
         }
+    if (last >= 0) { /* a source record one entry off */
+        int64_t *rec = (int64_t *)(sp.p.idx + sp.p.idx_off[last]);
+        rec[0]++;
+        assert_int_equal(spmv_spsell_to_coo(&sp, &back, &err), SPMV_ERR_INVALID);
+        assert_non_null(strstr(err.message, "malformed SPSELL"));
+        rec[0]--;
+        assert_int_equal(spmv_spsell_to_coo(&sp, &back, &err), SPMV_OK);
+        spmv_coo_free(&back);
+    }
     *mirrored = sp.nmirrored;
     spmv_coo_free(&want);
     spmv_spsell_free(&sp);
@@ -1480,6 +1546,9 @@ static void test_spsell_round_trip(void **state)
         spmv_coo_free(&pat);
         spmv_coo_free(&coo);
     }
+    print_message("# SPSELL source records: %lld with a uniform source slice, %lld over two slices\n",
+                  (long long)spsell_seen.uniform, (long long)spsell_seen.split);
+    assert_true(spsell_seen.uniform > 0 && spsell_seen.split > 0);
 }
 
 static void test_packed_padding_rule(void **state)

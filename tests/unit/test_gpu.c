@@ -803,7 +803,8 @@ static void test_packed(void **state)
  * finite-volume matrix, the generator's values, a palette): every GPU
  * kernel against the reference (poisoned y, check_kernels), and the
  * SPSELL the device holds equal to the host's (engine/packed.c) byte for
- * byte, with mirrored slices. */
+ * byte, with mirrored slices (their source tables, which gpu.spsell reads
+ * for every lower value, among the index bytes). */
 static bool same_spsell(const char *what, const spmv_spsell *h, const spmv_spsell *d)
 {
     return same_psell(what, &h->p, &d->p) && h->nmirrored == d->nmirrored &&

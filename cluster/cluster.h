@@ -26,8 +26,11 @@
  * sharded requests answer 503, /v1/ready turns 503, the daemon's other
  * matrices keep working. A dead rank is seen much sooner than that
  * (liveness.c): a rank on rank 0's host by its process gone from /proc, in
- * any long wait of rank 0's, and any rank, while the job is idle, by a
- * heartbeat ping it must answer within cluster_heartbeat_ms. MPI is called only from one thread per process
+ * any long wait of rank 0's, any rank, while the job is idle, by a
+ * heartbeat ping it must answer within cluster_heartbeat_ms, and any rank,
+ * busy or not, by its pulse (pulse.c: a UDP datagram every
+ * cluster_pulse_ms from a thread of its own) falling silent. MPI is called
+ * only from one thread per process
  * (rank 0's cluster worker, the other ranks' main thread).
  *
  * This file is the room's whole interface. partition.c (pure: layouts,

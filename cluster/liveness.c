@@ -6,7 +6,7 @@
  * MPI_ERRORS_RETURN has no error to return. Left to MPI, the only sign of
  * a death is silence, and a request's waits give silence
  * cluster_timeout_ms (30 s), because a rank multiplying a large shard is
- * rightly silent that long. Two cheaper signs are used instead:
+ * rightly silent that long. Three cheaper signs are used instead:
  *
  *   - The kernel's word, for the ranks on rank 0's host (one node's GPUs,
  *     CI's CPU ranks): at start every rank tells rank 0 its host, pid and
@@ -25,10 +25,23 @@
  *     cluster_heartbeat_ms (1 s): a rank killed, stopped or cut off
  *     between requests fails the cluster within a tick plus that long.
  *
- * What is left to cluster_timeout_ms: a rank on another host that dies in
- * the middle of a request. Until every rank has answered one heartbeat its
- * deadline is cluster_timeout_ms too: a rank still creating its GPU
- * context at start is slow, not dead.
+ *   - The pulse, for every rank wherever it runs, busy or not (pulse.c):
+ *     rank 0 tells every rank at start, with the ident messages, a UDP
+ *     address of its own and a token for the job, and every rank > 0
+ *     sends it a datagram every cluster_pulse_ms (200 ms) from a thread
+ *     of its own, whatever its MPI thread is doing. The waits that look
+ *     at the local ranks look at the pulses too: a rank heard once whose
+ *     last pulse is older than cluster_heartbeat_ms (or three periods)
+ *     fails the cluster. This is what sees a rank on another host that
+ *     dies, stops or is cut off in the middle of a request.
+ *
+ * What is left to cluster_timeout_ms: a rank alive but stuck in a
+ * request (its pulse goes on), and a rank whose pulses never reach rank 0
+ * (a firewall; the pulse then never fails it). cluster_local_liveness
+ * false (c->o.no_local_liveness) skips the /proc look, for the tests that
+ * make the pulse see a death on one host. Until every rank has answered
+ * one heartbeat its deadline is cluster_timeout_ms too: a rank still
+ * creating its GPU context at start is slow, not dead.
  */
 #ifdef SPMV_HAVE_MPI
 

@@ -328,6 +328,10 @@ check "no spmvd of the job is left" [ -z "$(pgrep -f "state-dir $STATE" || true)
 # the /proc look away, so the pulse alone must see it, on this host as on
 # another. The request: 1000 runs of a 400000-row band (8.4 M entries),
 # several seconds; the signal comes a second into it.
+# The issue's bound, 2 s, is asserted here (PULSE_BOUND_MS): the pulse
+# sees a death in cluster_heartbeat_ms less up to one period.
+PULSE_BOUND_MS=${SPMV_PULSE_BOUND_MS:-2000}
+pulse_t0=$SECONDS
 JOB_FLAGS+=(--cluster-local-liveness false)
 if ! start_job $NP; then not_ok "start with cluster_local_liveness false" "$(tail -20 "$JOB_LOG")"; done_testing; exit; fi
 req POST "/v1/matrices?generate=band&n=400000&per_row=21&shard=true&name=long_band"
@@ -356,23 +360,24 @@ mid_request_loss() {
   diag "a rank $2 ($1) $((t_sig - start)) ms into a sharded product of 1000 runs, /proc not looked at: the product answered $lost_code after $lost_ms ms, /v1/ready 503 after $lost_ready_ms ms (issue 32: 2000 ms)"
 }
 mid_request_loss STOP stopped
-check "a rank stopped (SIGSTOP) mid-request: the product ends 503 cluster_failed within $lost_ms ms (bound $DEAD_BOUND_MS)" \
-  [ "$lost_code" = 503 ] && grep -q cluster_failed "$E2E_TMP/lost.json" && [ "$lost_ms" -ge 0 ] && [ "$lost_ms" -le "$DEAD_BOUND_MS" ]
+check "a rank stopped (SIGSTOP) mid-request: the product ends 503 cluster_failed within $lost_ms ms (bound $PULSE_BOUND_MS)" \
+  [ "$lost_code" = 503 ] && grep -q cluster_failed "$E2E_TMP/lost.json" && [ "$lost_ms" -ge 0 ] && [ "$lost_ms" -le "$PULSE_BOUND_MS" ]
 check "the message names the rank, its host and the pulse's age" grep -q 'rank [0-9] (on [^)]*) has sent no pulse for [0-9]* ms' "$E2E_TMP/lost.json"
-check "a rank stopped mid-request: /v1/ready turns 503 within $lost_ready_ms ms (bound $DEAD_BOUND_MS)" \
-  [ "$lost_ready_ms" -ge 0 ] && [ "$lost_ready_ms" -le "$DEAD_BOUND_MS" ]
+check "a rank stopped mid-request: /v1/ready turns 503 within $lost_ready_ms ms (bound $PULSE_BOUND_MS)" \
+  [ "$lost_ready_ms" -ge 0 ] && [ "$lost_ready_ms" -le "$PULSE_BOUND_MS" ]
 kill -CONT "$victim"
 end_job
 check "SIGTERM to rank 0 after the stop ends the job (rc $JOB_RC)" [ "$JOB_RC" -ne 124 ]
 
 if ! start_job $NP; then not_ok "restart with cluster_local_liveness false" "$(tail -20 "$JOB_LOG")"; done_testing; exit; fi
 mid_request_loss KILL killed
-check "a rank killed (SIGKILL) mid-request, /proc not looked at: the product ends 503 cluster_failed within $lost_ms ms (bound $DEAD_BOUND_MS)" \
+check "a rank killed (SIGKILL) mid-request, /proc not looked at: the product ends 503 cluster_failed within $lost_ms ms (bound $PULSE_BOUND_MS)" \
   [ "$lost_code" = 503 ] && grep -q cluster_failed "$E2E_TMP/lost.json" && grep -q "has sent no pulse" "$E2E_TMP/lost.json" && \
-  [ "$lost_ms" -ge 0 ] && [ "$lost_ms" -le "$DEAD_BOUND_MS" ]
-check "a rank killed mid-request: /v1/ready turns 503 within $lost_ready_ms ms (bound $DEAD_BOUND_MS)" \
-  [ "$lost_ready_ms" -ge 0 ] && [ "$lost_ready_ms" -le "$DEAD_BOUND_MS" ]
+  [ "$lost_ms" -ge 0 ] && [ "$lost_ms" -le "$PULSE_BOUND_MS" ]
+check "a rank killed mid-request: /v1/ready turns 503 within $lost_ready_ms ms (bound $PULSE_BOUND_MS)" \
+  [ "$lost_ready_ms" -ge 0 ] && [ "$lost_ready_ms" -le "$PULSE_BOUND_MS" ]
 end_job
 check "SIGTERM to rank 0 after the death ends the job (rc $JOB_RC)" [ "$JOB_RC" -ne 124 ]
+diag "the pulse's cases took $((SECONDS - pulse_t0)) s"
 check "no spmvd of the job is left" [ -z "$(pgrep -f "state-dir $STATE" || true)" ]
 done_testing

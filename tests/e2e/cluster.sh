@@ -332,6 +332,10 @@ check "no spmvd of the job is left" [ -z "$(pgrep -f "state-dir $STATE" || true)
 # sees a death in cluster_heartbeat_ms less up to one period.
 PULSE_BOUND_MS=${SPMV_PULSE_BOUND_MS:-2000}
 pulse_t0=$SECONDS
+# cluster_timeout_ms 4 s: well past the bound, so the pulse is what sees
+# the loss, and short enough that the live rank left waiting in the halo
+# exchange for the lost one gives up, and takes the shutdown, soon
+TIMEOUT_MS=4000
 JOB_FLAGS+=(--cluster-local-liveness false)
 if ! start_job $NP; then not_ok "start with cluster_local_liveness false" "$(tail -20 "$JOB_LOG")"; done_testing; exit; fi
 req POST "/v1/matrices?generate=band&n=400000&per_row=21&shard=true&name=long_band"

@@ -148,10 +148,11 @@ static void *send_loop(void *arg)
     while (!atomic_load(&pl->stop)) {
         m.seq++;
         if (sendto(pl->fd, &m, sizeof m, 0, (const struct sockaddr *)&to, sizeof to) < 0 && !told) {
-            char msg[256];
+            char msg[256], ip[INET_ADDRSTRLEN] = "?";
+            int e = errno;
+            inet_ntop(AF_INET, &to.sin_addr, ip, sizeof ip);
             snprintf(msg, sizeof msg, "rank %d: a pulse to %s:%u failed (%s); rank 0 sees this rank by the "
-                     "heartbeat and cluster_timeout_ms only", pl->rank, inet_ntoa(to.sin_addr), pl->where.port,
-                     strerror(errno));
+                     "heartbeat and cluster_timeout_ms only", pl->rank, ip, pl->where.port, strerror(e));
             pulse_say(pl, 1, msg);
             told = true;
         }
@@ -211,9 +212,10 @@ int cluster_pulse_open(cluster *c, pulse_where *w, spmv_error *err)
     if (rc != SPMV_OK)
         return rc;
     *w = pl->where;
-    char msg[160];
+    char msg[160], text[INET_ADDRSTRLEN] = "?";
     struct in_addr a = {.s_addr = w->ip};
-    snprintf(msg, sizeof msg, "the ranks pulse to %s:%u every %d ms", inet_ntoa(a), w->port, (int)w->pulse_ms);
+    inet_ntop(AF_INET, &a, text, sizeof text);
+    snprintf(msg, sizeof msg, "the ranks pulse to %s:%u every %d ms", text, w->port, (int)w->pulse_ms);
     pulse_say(pl, 2, msg);
     return SPMV_OK;
 }

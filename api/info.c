@@ -134,6 +134,8 @@ static void info_begin(request *r)
                                (json_int_t)(d->cluster_worker ? queue_depth(&d->cluster_worker->queue) : 0));
         if (cl)
             json_object_set_new(cl, "halo", json_string(d->cfg.cluster_halo));
+        if (cl)
+            json_object_set_new(cl, "pulse_ms", json_integer((json_int_t)d->cfg.cluster_pulse_ms));
         if (cl && why)
             json_object_set_new(cl, "error", json_string(why));
         json_object_set_new(o, "cluster", cl);

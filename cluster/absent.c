@@ -128,6 +128,15 @@ int cluster_heartbeat(cluster *c, spmv_error *err)
     return spmv_error_set(err, SPMV_ERR_UNAVAILABLE, 0, "%s", no_mpi);
 }
 
+int cluster_pulse_heard(const cluster *c, int rank, double *age_ms, int64_t *count)
+{
+    UNUSED(c);
+    UNUSED(rank);
+    *age_ms = -1;
+    *count = 0;
+    return -1;
+}
+
 void cluster_shutdown(cluster *c) { UNUSED(c); }
 const char *cluster_failed(cluster *c) { UNUSED(c); return no_mpi; }
 

@@ -26,8 +26,11 @@
  * sharded requests answer 503, /v1/ready turns 503, the daemon's other
  * matrices keep working. A dead rank is seen much sooner than that
  * (liveness.c): a rank on rank 0's host by its process gone from /proc, in
- * any long wait of rank 0's, and any rank, while the job is idle, by a
- * heartbeat ping it must answer within cluster_heartbeat_ms. MPI is called only from one thread per process
+ * any long wait of rank 0's, any rank, while the job is idle, by a
+ * heartbeat ping it must answer within cluster_heartbeat_ms, and any rank,
+ * busy or not, by its pulse (pulse.c: a UDP datagram every
+ * cluster_pulse_ms from a thread of its own) falling silent. MPI is called
+ * only from one thread per process
  * (rank 0's cluster worker, the other ranks' main thread).
  *
  * This file is the room's whole interface. partition.c (pure: layouts,
@@ -129,6 +132,9 @@ typedef struct cluster_options {
     void (*log)(int level, const char *msg); /* 0 error, 1 warn, 2 info; NULL: stderr */
     const char *shard_dir;      /* ranks > 0 keep their shards here (shardfile.c); NULL: nowhere */
     bool halo_ipc;              /* GPU halos through CUDA IPC where every rank can (cluster_halo "auto") */
+    int32_t pulse_ms;           /* every rank > 0 sends rank 0 a datagram this often: cluster_pulse_ms (0: none) */
+    const char *pulse_addr;     /* rank 0's IPv4 address the pulses go to: cluster_pulse_addr (NULL, "auto": its host name's) */
+    bool no_local_liveness;     /* rank 0 does not look at its host's ranks in /proc (cluster_local_liveness false: tests) */
 } cluster_options;
 
 /* MPI_Init_thread (MPI_THREAD_SERIALIZED: rank 0 calls MPI from its
@@ -338,6 +344,9 @@ int cluster_ping(cluster *c, spmv_error *err);
  * idle rank answers in well under a millisecond, so the short deadline
  * tells a dead or stopped rank within heartbeat_ms of the ping. */
 int cluster_heartbeat(cluster *c, spmv_error *err);
+/* Rank 0: when `rank`'s last pulse came (age_ms, -1: never) and how many
+ * came (pulse.c); -1 when there is no pulse (another rank, pulse off). */
+int cluster_pulse_heard(const cluster *c, int rank, double *age_ms, int64_t *count);
 /* Sends `shutdown` to every rank (failed or not: the live ones exit). */
 void cluster_shutdown(cluster *c);
 /* NULL while healthy; else why the cluster failed. Any thread may call it. */

@@ -4,8 +4,8 @@
  * way this room waits for MPI: operations are posted non-blocking into a
  * request list and reqs_wait polls MPI_Testall until all are done or
  * cluster_timeout_ms has passed (rank 0's heartbeat waits less), or, on
- * rank 0, a rank on its host has exited (liveness.c: MPI itself never
- * says). A blocking MPI call, or a collective,
+ * rank 0, a rank on its host has exited or a rank's pulse has fallen
+ * silent (liveness.c, pulse.c: MPI itself never says). A blocking MPI call, or a collective,
  * would wait for a dead rank forever; a poll can give up. Giving up
  * cancels the receives still open (so no late message lands in memory the
  * caller frees) and marks the cluster failed: after a lost message no
@@ -203,7 +203,7 @@ int reqs_wait_within(cluster *c, req_list *r, const char *what, double timeout_m
         }
         if (done)
             break;
-        /* a long wait: has a rank on this host exited? (liveness.c) */
+        /* a long wait: has a rank on this host exited, or a pulse stopped? (liveness.c) */
         if (polls > 200 && cluster_liveness_due(c, spmv_now_ms() - start, &look) &&
             (rc = cluster_liveness_look(c, what, err)) != SPMV_OK)
             break;

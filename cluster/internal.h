@@ -27,6 +27,7 @@ enum {
     TAG_TIMES = 16,     /* a rank's per-run times, rank -> rank 0 */
     TAG_NCCL_ID = 17,   /* the NCCL unique id, rank 0 -> rank */
     TAG_IDENT = 18,     /* a rank's host, pid and start time, rank -> rank 0, once at start (liveness.c) */
+    TAG_PULSE = 19,     /* where to pulse (pulse_where), rank 0 -> rank, once at start (pulse.c) */
 };
 
 enum {
@@ -115,7 +116,9 @@ struct cluster {
         int32_t pid;
         uint64_t start;           /* its start time in /proc (clock ticks since boot) */
         bool local;
+        char host[64];            /* the host it runs on, as it said */
     } *watch;
+    struct cluster_pulse *pulse;  /* rank 0: the pulses' receiver; ranks > 0: their sender (pulse.c) */
     char failed_msg[512];         /* written once, before `failed` is set */
     local_entry *table;           /* ranks > 0: their shards */
     vec_entry *vtable;            /* every rank: its slices of distributed vectors */
@@ -177,6 +180,30 @@ bool cluster_liveness_due(const cluster *c, double waited_ms, double *next_ms);
 /* Rank 0: a rank on this host whose process has exited fails the cluster
  * (SPMV_ERR_UNAVAILABLE naming `what` and the rank). */
 int cluster_liveness_look(cluster *c, const char *what, spmv_error *err);
+
+/* ---------------------------------------------------------- pulse.c */
+
+/* Where the ranks pulse: rank 0's IPv4 address and UDP port (network
+ * order for ip), the job's token, the period (port 0: no pulse). */
+typedef struct pulse_where {
+    uint32_t ip;
+    uint16_t port, reserved16;
+    int32_t pulse_ms;
+    uint64_t token;
+} pulse_where;
+
+typedef struct cluster_pulse cluster_pulse;
+
+/* Rank 0: binds the socket and starts the receiving thread (w zeroed: no
+ * pulse, when cluster_pulse_ms is 0 or the job has one rank). */
+int cluster_pulse_open(cluster *c, pulse_where *w, spmv_error *err);
+/* Ranks > 0: starts the sending thread (none when w->port is 0). */
+int cluster_pulse_start(cluster *c, const pulse_where *w, spmv_error *err);
+/* Stops and joins the thread, closes the socket (any rank; none: nothing). */
+void cluster_pulse_stop(cluster *c);
+/* Rank 0: a rank heard once whose last pulse is older than
+ * cluster_heartbeat_ms (or three periods, if longer) fails the cluster. */
+int cluster_pulse_look(cluster *c, const char *what, spmv_error *err);
 
 /* ------------------------------------------------------------ rank.c */
 

@@ -6,7 +6,7 @@
  * MPI_ERRORS_RETURN has no error to return. Left to MPI, the only sign of
  * a death is silence, and a request's waits give silence
  * cluster_timeout_ms (30 s), because a rank multiplying a large shard is
- * rightly silent that long. Two cheaper signs are used instead:
+ * rightly silent that long. Three cheaper signs are used instead:
  *
  *   - The kernel's word, for the ranks on rank 0's host (one node's GPUs,
  *     CI's CPU ranks): at start every rank tells rank 0 its host, pid and
@@ -25,10 +25,23 @@
  *     cluster_heartbeat_ms (1 s): a rank killed, stopped or cut off
  *     between requests fails the cluster within a tick plus that long.
  *
- * What is left to cluster_timeout_ms: a rank on another host that dies in
- * the middle of a request. Until every rank has answered one heartbeat its
- * deadline is cluster_timeout_ms too: a rank still creating its GPU
- * context at start is slow, not dead.
+ *   - The pulse, for every rank wherever it runs, busy or not (pulse.c):
+ *     rank 0 tells every rank at start, with the ident messages, a UDP
+ *     address of its own and a token for the job, and every rank > 0
+ *     sends it a datagram every cluster_pulse_ms (200 ms) from a thread
+ *     of its own, whatever its MPI thread is doing. The waits that look
+ *     at the local ranks look at the pulses too: a rank heard once whose
+ *     last pulse is older than cluster_heartbeat_ms (or three periods)
+ *     fails the cluster. This is what sees a rank on another host that
+ *     dies, stops or is cut off in the middle of a request.
+ *
+ * What is left to cluster_timeout_ms: a rank alive but stuck in a
+ * request (its pulse goes on), and a rank whose pulses never reach rank 0
+ * (a firewall; the pulse then never fails it). cluster_local_liveness
+ * false (c->o.no_local_liveness) skips the /proc look, for the tests that
+ * make the pulse see a death on one host. Until every rank has answered
+ * one heartbeat its deadline is cluster_timeout_ms too: a rank still
+ * creating its GPU context at start is slow, not dead.
  */
 #ifdef SPMV_HAVE_MPI
 
@@ -77,6 +90,22 @@ static bool proc_stat(long pid, char *state, uint64_t *start)
     return true;
 }
 
+/* Rank 0: what every rank said of itself into c->watch. */
+static void watch_fill(cluster *c, const ident_msg *all)
+{
+    for (int p = 1; p < c->size; p++) {
+        char state;
+        uint64_t start = 0;
+        snprintf(c->watch[p].host, sizeof c->watch[p].host, "%.*s", (int)sizeof all[p].host - 1, all[p].host);
+        c->watch[p].pid = all[p].pid;
+        c->watch[p].start = all[p].start;
+        /* the very process: this host, and the start time it gave (not
+         * another pid namespace's process that has its number here) */
+        c->watch[p].local = all[p].start != 0 && strcmp(c->watch[p].host, c->host) == 0 &&
+                            proc_stat(all[p].pid, &state, &start) && start == all[p].start;
+    }
+}
+
 int cluster_liveness_init(cluster *c, spmv_error *err)
 {
     ident_msg me = {.pid = (int32_t)getpid()};
@@ -87,10 +116,14 @@ int cluster_liveness_init(cluster *c, spmv_error *err)
     req_list r;
     reqs_init(&r);
     ident_msg *all = NULL;
+    pulse_where where = {0};
     int rc = SPMV_OK;
-    if (c->rank != 0) {
-        if ((rc = reqs_send(c, &r, &me, sizeof me, 0, TAG_IDENT, err)) == SPMV_OK)
+    if (c->rank != 0) { /* its ident out, where to pulse in */
+        if ((rc = reqs_send(c, &r, &me, sizeof me, 0, TAG_IDENT, err)) == SPMV_OK &&
+            (rc = reqs_recv(c, &r, &where, sizeof where, 0, TAG_PULSE, err)) == SPMV_OK)
             rc = reqs_wait(c, &r, "telling rank 0 this rank's process", err);
+        if (rc == SPMV_OK)
+            rc = cluster_pulse_start(c, &where, err);
         goto out;
     }
     all = calloc((size_t)c->size, sizeof *all);
@@ -99,19 +132,21 @@ int cluster_liveness_init(cluster *c, spmv_error *err)
         rc = spmv_error_set(err, SPMV_ERR_NOMEM, 0, "out of memory for %d ranks", c->size);
         goto out;
     }
+    /* a socket that cannot be opened still tells the ranks (port 0: no
+     * pulse), so that none waits for the message */
+    int prc = cluster_pulse_open(c, &where, err);
     for (int p = 1; p < c->size && rc == SPMV_OK; p++)
-        rc = reqs_recv(c, &r, &all[p], sizeof all[p], p, TAG_IDENT, err);
+        if ((rc = reqs_recv(c, &r, &all[p], sizeof all[p], p, TAG_IDENT, err)) == SPMV_OK)
+            rc = reqs_send(c, &r, &where, sizeof where, p, TAG_PULSE, err);
     if (rc == SPMV_OK)
         rc = reqs_wait(c, &r, "learning the ranks' processes", err);
-    for (int p = 1; p < c->size && rc == SPMV_OK; p++) {
-        uint64_t start = 0;
-        all[p].host[sizeof all[p].host - 1] = '\0';
-        c->watch[p].pid = all[p].pid;
-        c->watch[p].start = all[p].start;
-        /* the very process: this host, and the start time it gave (not
-         * another pid namespace's process that has its number here) */
-        c->watch[p].local = all[p].start != 0 && strcmp(all[p].host, c->host) == 0 &&
-                            proc_stat(all[p].pid, &state, &start) && start == all[p].start;
+    if (rc == SPMV_OK)
+        watch_fill(c, all);
+    if (rc == SPMV_OK && prc != SPMV_OK) {
+        char why[sizeof err->message];
+        snprintf(why, sizeof why, "%s", err->message);
+        rc = spmv_error_set(err, SPMV_ERR_UNAVAILABLE, 0, "the pulse (cluster_pulse_ms %d): %s",
+                            (int)c->o.pulse_ms, why);
     }
 out:
     reqs_free(&r);
@@ -121,6 +156,7 @@ out:
 
 void cluster_liveness_free(cluster *c)
 {
+    cluster_pulse_stop(c);
     free(c->watch);
     c->watch = NULL;
 }
@@ -132,7 +168,7 @@ int cluster_liveness_look(cluster *c, const char *what, spmv_error *err)
     for (int p = 1; p < c->size; p++) {
         char state = '?';
         uint64_t start = 0;
-        if (!c->watch[p].local)
+        if (!c->watch[p].local || c->o.no_local_liveness)
             continue;
         /* gone, a zombie, or its pid already another process's */
         bool seen = proc_stat(c->watch[p].pid, &state, &start);
@@ -140,7 +176,7 @@ int cluster_liveness_look(cluster *c, const char *what, spmv_error *err)
             return cluster_fail(c, err, "%s: rank %d (pid %d on this host) has exited; the cluster is marked failed",
                                 what, p, (int)c->watch[p].pid);
     }
-    return SPMV_OK;
+    return cluster_pulse_look(c, what, err);
 }
 
 bool cluster_liveness_due(const cluster *c, double waited_ms, double *next_ms)

@@ -6,6 +6,7 @@
  * Strings are owned by the struct (strdup'd); "null" strings (no token file,
  * no TLS) are NULL.
  */
+#include <arpa/inet.h>
 #include <errno.h>
 #include <getopt.h>
 #include <inttypes.h>
@@ -51,6 +52,7 @@ static int check_log_level(const char *v, char *err, size_t errlen);
 static int check_nonempty(const char *v, char *err, size_t errlen);
 static int check_auto_build(const char *v, char *err, size_t errlen);
 static int check_halo(const char *v, char *err, size_t errlen);
+static int check_pulse_addr(const char *v, char *err, size_t errlen);
 
 #define OFF(field) offsetof(spmvd_config, field)
 static const key_desc keys[] = {
@@ -148,6 +150,15 @@ static const key_desc keys[] = {
     {"cluster_heartbeat_ms", KEY_INT, OFF(cluster_heartbeat_ms), 50, 3600000, 1000, NULL, NULL,
      "under mpirun: how long an idle rank may take to answer the heartbeat rank 0 sends four times a second; past it "
      "the cluster is marked failed, so a dead rank is seen in about this long (capped at cluster_timeout_ms)"},
+    {"cluster_pulse_ms", KEY_INT, OFF(cluster_pulse_ms), 0, 60000, 200, NULL, NULL,
+     "under mpirun: every rank sends rank 0 a UDP datagram this often from a thread of its own, busy or not; a rank "
+     "silent past cluster_heartbeat_ms in any long wait of rank 0's marks the cluster failed (0: no pulse)"},
+    {"cluster_pulse_addr", KEY_STRING, OFF(cluster_pulse_addr), 0, 0, 0, "auto", check_pulse_addr,
+     "under mpirun: the IPv4 address of rank 0's host the pulses go to (the interface the ranks reach it on); "
+     "\"auto\": the address rank 0's host name resolves to (not a loopback one), else 127.0.0.1"},
+    {"cluster_local_liveness", KEY_BOOL, OFF(cluster_local_liveness), 0, 1, 1, NULL, NULL,
+     "under mpirun: rank 0 sees a rank on its own host exit through /proc (a test and diagnostic switch: false "
+     "leaves the pulse, the heartbeat and cluster_timeout_ms)"},
     {"cluster_halo", KEY_STRING, OFF(cluster_halo), 0, 0, 0, "auto", check_halo,
      "under mpirun, GPU shards: how a sharded product's halo moves: \"auto\" (CUDA IPC, each rank writing straight "
      "into its peers' GPUs, where every rank is on one host and its GPUs reach each other; NCCL otherwise) or "
@@ -347,6 +358,14 @@ static int check_halo(const char *v, char *err, size_t errlen)
     if (strcmp(v, "auto") == 0 || strcmp(v, "nccl") == 0)
         return 0;
     return fail(err, errlen, "expected \"auto\" or \"nccl\", got \"%s\"", v);
+}
+
+static int check_pulse_addr(const char *v, char *err, size_t errlen)
+{
+    struct in_addr a;
+    if (strcmp(v, "auto") == 0 || inet_pton(AF_INET, v, &a) == 1)
+        return 0;
+    return fail(err, errlen, "expected \"auto\" or an IPv4 address (a.b.c.d), got \"%s\"", v);
 }
 
 static int check_nonempty(const char *v, char *err, size_t errlen)

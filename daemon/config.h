@@ -57,6 +57,9 @@ typedef struct spmvd_config {
     int64_t cluster_timeout_ms;    /* every wait of the cluster (mpirun): past it the cluster has failed */
     int64_t cluster_heartbeat_ms;  /* an idle rank answers rank 0's heartbeat within it, or the cluster has failed */
     char *cluster_halo;            /* "auto" (CUDA IPC where it can) or "nccl" */
+    int64_t cluster_pulse_ms;      /* every rank > 0 sends rank 0 a datagram this often (0: no pulse) */
+    char *cluster_pulse_addr;      /* rank 0's IPv4 address for the pulses, or "auto" */
+    int64_t cluster_local_liveness; /* 0/1: rank 0 looks at its host's ranks in /proc (false: tests) */
     int64_t shard_nnz;             /* mpirun: uploads naming no shard/device with this many entries shard (0: never) */
     int64_t shard_when_full;       /* 0/1 mpirun: a GPU upload that fits none of rank 0's GPUs shards instead */
     int64_t connection_timeout;    /* seconds */

@@ -443,7 +443,10 @@ static int join_job(spmvd *d, int *argc, char ***argv)
                          .limits = spmvd_format_limits(d),
                          .log = cluster_log,
                          .shard_dir = shard_dir,
-                         .halo_ipc = strcmp(d->cfg.cluster_halo, "nccl") != 0};
+                         .halo_ipc = strcmp(d->cfg.cluster_halo, "nccl") != 0,
+                         .pulse_ms = (int32_t)d->cfg.cluster_pulse_ms,
+                         .pulse_addr = d->cfg.cluster_pulse_addr,
+                         .no_local_liveness = !d->cfg.cluster_local_liveness};
     spmv_error err = {0};
     if (cluster_init(argc, argv, &o, &d->cluster, &err) != SPMV_OK) {
         if (cluster_launched_size() == 1) {

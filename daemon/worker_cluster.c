@@ -9,8 +9,9 @@
  * a second: a rank that does not answer within cluster_heartbeat_ms (1 s)
  * marks the cluster failed (cluster_failed), so a rank killed, stopped or
  * cut off between requests is seen in about a second rather than
- * cluster_timeout_ms (a rank on this host that exits, sooner: liveness.c);
- * /v1/ready then answers 503 and sharded requests fail at once, while the
+ * cluster_timeout_ms (a rank on this host that exits, sooner: liveness.c;
+ * a rank busy in a task is watched by its pulse, cluster/pulse.c, which
+ * the task's own waits on this thread look at); /v1/ready then answers 503 and sharded requests fail at once, while the
  * daemon's other matrices, on the CPU and GPU workers, keep being served.
  * The product path pays next to nothing for it: a task that comes while a
  * heartbeat is in flight waits for the answer (idle ranks give it in well

@@ -27,7 +27,8 @@
  * with and without each preconditioner that shards are checked against
  * the true residual and the same solve on one process, on shifted Poisson
  * matrices of random sizes; a preconditioner whose setup fails on a rank
- * must leave the cluster healthy and the ranks in step.
+ * must leave the cluster healthy and the ranks in step. The pulse (every
+ * rank's datagram to rank 0, cluster/pulse.c) is heard from every rank.
  */
 #include <math.h>
 #include <setjmp.h>
@@ -37,6 +38,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include <cmocka.h>
 #include <mpi.h>
@@ -626,6 +628,43 @@ static void solve_on(const spmv_csr *a, const char *what)
     cluster_unload(C, m);
 }
 
+/* The pulse (cluster/pulse.c): every rank > 0 sends rank 0 a datagram
+ * every cluster_pulse_ms (50 here) from a thread of its own; rank 0 keeps
+ * each rank's last-seen time. Every rank is heard within a second, again
+ * and again, and the ages stay under the bound; rank 0 and ranks out of
+ * range have none, nor has a job of one process. */
+static void test_pulse(void **state)
+{
+    (void)state;
+    double age = 0;
+    int64_t count = 0;
+    assert_int_equal(cluster_pulse_heard(C, 0, &age, &count), -1);
+    assert_int_equal(cluster_pulse_heard(C, size_, &age, &count), -1);
+    if (size_ == 1) {
+        assert_int_equal(cluster_pulse_heard(C, 1, &age, &count), -1);
+        return;
+    }
+    for (int p = 1; p < size_; p++) {
+        int64_t first = -1;
+        double t0 = spmv_now_ms();
+        /* heard at least three times: the thread keeps sending */
+        while (spmv_now_ms() - t0 < 3000) {
+            assert_int_equal(cluster_pulse_heard(C, p, &age, &count), 0);
+            if (first < 0 && count > 0)
+                first = count;
+            if (first > 0 && count >= first + 3)
+                break;
+            struct timespec ts = {0, 10000000};
+            nanosleep(&ts, NULL);
+        }
+        printf("# rank %d: %lld pulses heard, the last %.1f ms ago\n", p, (long long)count, age);
+        assert_true(first > 0 && count >= first + 3);
+        assert_true(age >= 0 && age < 1000);
+    }
+    assert_int_equal(cluster_heartbeat(C, &(spmv_error){0}), SPMV_OK);
+    assert_null(cluster_failed(C));
+}
+
 static void test_solve(void **state)
 {
     (void)state;
@@ -687,7 +726,7 @@ int main(int argc, char **argv)
     const char *halo = getenv("MPI_CLUSTER_HALO"); /* "nccl": the GPU shards' halo over NCCL, as cluster_halo says */
     halo_ipc = !halo || strcmp(halo, "nccl") != 0;
     cluster_options o = {.timeout_ms = 60000, .tune_budget_ms = 200, .limits = spmv_format_limits_default(),
-                         .halo_ipc = halo_ipc};
+                         .halo_ipc = halo_ipc, .pulse_ms = 50};
     spmv_error err;
     if (cluster_init(&argc, &argv, &o, &C, &err) != SPMV_OK) {
         printf("1..1\nnot ok 1 - cluster_init: %s\n", err.message);
@@ -711,9 +750,9 @@ int main(int argc, char **argv)
     if (rank_ == 0) {
         const struct CMUnitTest cmds[] = {cmocka_unit_test(test_commands), cmocka_unit_test(test_gpu_commands),
                                           cmocka_unit_test(test_vectors), cmocka_unit_test(test_gpu_vectors),
-                                          cmocka_unit_test(test_solve)};
+                                          cmocka_unit_test(test_solve), cmocka_unit_test(test_pulse)};
         snprintf(name, sizeof name, "cluster_commands_np%d", size_);
-        rc |= _cmocka_run_group_tests(name, cmds, 5, NULL, NULL);
+        rc |= _cmocka_run_group_tests(name, cmds, 6, NULL, NULL);
         cluster_shutdown(C);
     } else {
         rc |= cluster_rank_loop(C);

@@ -38,6 +38,9 @@ static void test_defaults(void **state)
     assert_null(c.tls_cert);
     assert_true(c.queue_depth >= 1);
     assert_int_equal(c.serial_below, SPMV_SERIAL_BELOW_DEFAULT);
+    assert_int_equal(c.cluster_pulse_ms, 200);
+    assert_string_equal(c.cluster_pulse_addr, "auto");
+    assert_int_equal(c.cluster_local_liveness, 1);
     assert_int_equal(config_validate(&c, errbuf, sizeof errbuf), 0);
     config_free(&c);
 }
@@ -106,6 +109,33 @@ static void test_refusals_name_the_key(void **state)
     expect_refused("{\"default_hack_size\":4096}", "default_hack_size");
     expect_refused("{\"serial_below\":-1}", "serial_below");
     expect_refused("{\"serial_below\":\"small\"}", "serial_below");
+    expect_refused("{\"cluster_pulse_ms\":-1}", "cluster_pulse_ms");
+    expect_refused("{\"cluster_pulse_ms\":60001}", "cluster_pulse_ms");
+    expect_refused("{\"cluster_pulse_addr\":\"rank0.example\"}", "cluster_pulse_addr");
+    expect_refused("{\"cluster_pulse_addr\":\"10.0.0.256\"}", "cluster_pulse_addr");
+    expect_refused("{\"cluster_local_liveness\":0}", "cluster_local_liveness");
+}
+
+/* The pulse's keys (docs/cluster.md): a period (0: off), an IPv4 address
+ * or auto, the /proc switch. */
+static void test_pulse_keys(void **state)
+{
+    (void)state;
+    spmvd_config c;
+    config_defaults(&c);
+    assert_int_equal(apply(&c, "{\"cluster_pulse_ms\": 0, \"cluster_pulse_addr\": \"10.1.2.3\", "
+                               "\"cluster_local_liveness\": false}"), 0);
+    assert_int_equal(c.cluster_pulse_ms, 0);
+    assert_string_equal(c.cluster_pulse_addr, "10.1.2.3");
+    assert_int_equal(c.cluster_local_liveness, 0);
+    config_free(&c);
+    char *argv[] = {"spmvd", "--cluster-pulse-ms", "50", "--cluster-pulse-addr", "auto", "--cluster-local-liveness",
+                    "true", NULL};
+    assert_int_equal(config_load(&c, 7, argv, errbuf, sizeof errbuf), 0);
+    assert_int_equal(c.cluster_pulse_ms, 50);
+    assert_string_equal(c.cluster_pulse_addr, "auto");
+    assert_int_equal(c.cluster_local_liveness, 1);
+    config_free(&c);
 }
 
 static void test_not_an_object(void **state)
@@ -280,6 +310,7 @@ int main(void)
         cmocka_unit_test(test_listen_and_devices),
         cmocka_unit_test(test_dump_round_trip),
         cmocka_unit_test(test_boolean_key),
+        cmocka_unit_test(test_pulse_keys),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

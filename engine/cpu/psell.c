@@ -97,20 +97,24 @@
     DEFINE_PSELL_SLICE(T, SFX, uint16_t, u16, 1)                                                   \
     DEFINE_PSELL_SLICE(T, SFX, int32_t, i32, 2)                                                    \
                                                                                                    \
+    /* slice s (n real rows) by its index width: SPSELL's slices that are not mirrored too */     \
+    static void psell_slice_##SFX(const spmv_psell *a, int32_t s, const T *x, T *y, int32_t n)     \
+    {                                                                                              \
+        if (a->idx_bytes[s] == 0)                                                                  \
+            psell_slice_##SFX##_diag(a, s, x, y, n);                                               \
+        else if (a->idx_bytes[s] == 1)                                                             \
+            psell_slice_##SFX##_u8(a, s, x, y, n);                                                 \
+        else if (a->idx_bytes[s] == 2)                                                             \
+            psell_slice_##SFX##_u16(a, s, x, y, n);                                                \
+        else                                                                                       \
+            psell_slice_##SFX##_i32(a, s, x, y, n);                                                \
+    }                                                                                              \
     static void psell_omp_##SFX(const spmv_psell *a, int32_t threads, const T *x, T *y)            \
     {                                                                                              \
         _Pragma("omp parallel for schedule(dynamic, SLICES_PER_GRAB) num_threads(threads)")        \
         for (int32_t s = 0; s < a->nslices; s++) {                                                 \
             int64_t r0 = (int64_t)s * C;                                                           \
-            int32_t n = a->rows - r0 < C ? (int32_t)(a->rows - r0) : C;                            \
-            if (a->idx_bytes[s] == 0)                                                              \
-                psell_slice_##SFX##_diag(a, s, x, y + r0, n);                                      \
-            else if (a->idx_bytes[s] == 1)                                                         \
-                psell_slice_##SFX##_u8(a, s, x, y + r0, n);                                        \
-            else if (a->idx_bytes[s] == 2)                                                         \
-                psell_slice_##SFX##_u16(a, s, x, y + r0, n);                                       \
-            else                                                                                   \
-                psell_slice_##SFX##_i32(a, s, x, y + r0, n);                                       \
+            psell_slice_##SFX(a, s, x, y + r0, a->rows - r0 < C ? (int32_t)(a->rows - r0) : C);    \
         }                                                                                          \
     }
 
@@ -213,14 +217,8 @@ static inline int64_t spsell_entry(const spmv_spsell *m, int64_t j, int64_t q)
             int32_t n = a->rows - r0 < C ? (int32_t)(a->rows - r0) : C;                            \
             if (m->mirror[s])                                                                      \
                 spsell_mirrored_##SFX(m, s, x, y + r0);                                            \
-            else if (a->idx_bytes[s] == 0)                                                         \
-                psell_slice_##SFX##_diag(a, s, x, y + r0, n);                                      \
-            else if (a->idx_bytes[s] == 1)                                                         \
-                psell_slice_##SFX##_u8(a, s, x, y + r0, n);                                        \
-            else if (a->idx_bytes[s] == 2)                                                         \
-                psell_slice_##SFX##_u16(a, s, x, y + r0, n);                                       \
             else                                                                                   \
-                psell_slice_##SFX##_i32(a, s, x, y + r0, n);                                       \
+                psell_slice_##SFX(a, s, x, y + r0, n);                                             \
         }                                                                                          \
     }
 

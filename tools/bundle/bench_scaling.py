@@ -227,13 +227,14 @@ def run_matrix(job, name, path, a, runs, warmup, rows_out, log):
 
 
 SOLVE_ITERS = 200
+SOLVE_KERNELS = ["gpu.csr.vector", "gpu.psell"]
 
 
 def solve_rows(job, name, mode, mid, b, rows_out, log):
     """CG without a preconditioner, SOLVE_ITERS iterations (tol out of reach), as a binary solve: the
     daemon's time per iteration on one GPU and on the shards, with the ranks' split."""
     bad = 0
-    for k in ("gpu.csr.vector", "gpu.psell"):
+    for k in SOLVE_KERNELS:
         for rep in range(2):  # the first builds the kernel's format and tunes nothing else: the second is timed
             url = "%s/v1/matrices/%s/solve?method=cg&tol=1e-13&maxit=%d&kernel=%s" % (job.base, mid, SOLVE_ITERS, k)
             req = urllib.request.Request(url, data=b.tobytes(), method="POST",
@@ -383,6 +384,7 @@ def gen_fv(bundle, tmp, n):
 
 
 def main():
+    global NG, MULTI, KERNELS, SOLVE_KERNELS
     ap = argparse.ArgumentParser()
     ap.add_argument("--bundle", required=True)
     ap.add_argument("--out", required=True)
@@ -398,8 +400,11 @@ def main():
     ap.add_argument("--skip", default="", help="comma list of: poisson, fv, powerlaw, big")
     ap.add_argument("--requests", type=int, default=15, help="whole requests timed per kind")
     ap.add_argument("--spmvd-args", default="", help="more options for every rank's spmvd, e.g. '--cluster-halo nccl'")
+    ap.add_argument("--kernels", default=",".join(KERNELS), help="comma list of the products' kernels")
+    ap.add_argument("--solve-kernels", default=",".join(SOLVE_KERNELS), help="comma list of the CG rows' kernels")
     a = ap.parse_args()
-    global NG, MULTI
+    KERNELS = list(filter(None, a.kernels.split(",")))
+    SOLVE_KERNELS = list(filter(None, a.solve_kernels.split(",")))
     if a.gpus < 1:
         try:
             out = subprocess.run(["nvidia-smi", "-L"], capture_output=True, text=True, timeout=60).stdout

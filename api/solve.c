@@ -454,11 +454,11 @@ static json_t *column_json(const spmv_solve_result *s, bool history_inline)
     json_t *stop = json_pack("{s:s, s:s}", "reason", spmv_solve_stop_name(s->stop), "detail", s->detail);
     if (stop && s->stop == SPMV_STOP_BREAKDOWN)
         json_object_set_new(stop, "value", api_json_real(s->breakdown_value));
-    json_t *o = json_pack("{s:b, s:o, s:i, s:o, s:{s:o, s:o, s:o, s:o}, s:i}", "converged",
+    json_t *o = json_pack("{s:b, s:o, s:i, s:o, s:{s:o, s:o, s:o, s:o}, s:i, s:b}", "converged",
                           s->stop == SPMV_STOP_CONVERGED, "stop", stop, "iterations", s->iterations, "relres",
                           api_json_real(s->relres), "time", "total_ms", api_json_real(s->total_ms), "spmv_ms",
                           api_json_real(s->spmv_ms), "vector_ms", api_json_real(s->vector_ms), "setup_ms",
-                          api_json_real(s->setup_ms), "spmv_calls", s->spmv_calls);
+                          api_json_real(s->setup_ms), "spmv_calls", s->spmv_calls, "fused", s->fused);
     if (o && history_inline) {
         json_t *hist = json_array();
         for (int32_t i = 0; i < s->history_len; i++)

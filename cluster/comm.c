@@ -106,6 +106,7 @@ void cluster_finish(cluster *c)
         cluster_local_free(c, e->l);
         free(e);
     }
+    spmv_gpu_allsum_free(c->nccl, c->allsum);
     spmv_gpu_comm_free(c->nccl, !healthy);
     spmv_gpu_ctx_free(c->gpu);
     cluster_liveness_free(c);

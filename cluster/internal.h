@@ -128,6 +128,8 @@ struct cluster {
     bool gpu_tried;
     char gpu_reason[256];
     spmv_gpu_comm *nccl;          /* NULL until the first GPU product */
+    spmv_gpu_allsum *allsum;      /* sums on the GPUs for fused solves (solve.c); NULL: on the hosts */
+    bool allsum_tried;
 };
 
 /* ------------------------------------------------------------ comm.c */
@@ -275,6 +277,15 @@ size_t cluster_local_bytes(const cluster_local *l);
 int cluster_local_product(cluster *c, cluster_local *l, const spmv_kernel *k, const spmv_params *p, const void *xh,
                           const spmv_vec *xv, void *yh, spmv_vec *yv, double alpha, double beta, int32_t warmup,
                           int32_t runs, const cluster_run_times *t, const spmv_kernel **ran, spmv_error *err);
+/* One run of y = A x with x and y vector slices where the shard is, y
+ * written whole and not poisoned first: a solve's operator. */
+int cluster_local_apply(cluster *c, cluster_local *l, const spmv_kernel *k, const spmv_params *p, const spmv_vec *x,
+                        spmv_vec *y, const cluster_run_times *t, const spmv_kernel **ran, spmv_error *err);
+/* The same on a GPU shard, queued on the rank's GPU and not waited for,
+ * timed or checked (the exchange, the local product, the boundary rows):
+ * a fused solve's device_apply, after cluster_local_apply has run once. */
+int cluster_local_queue(cluster *c, cluster_local *l, const spmv_kernel *k, const spmv_params *p, const spmv_vec *x,
+                        spmv_vec *y, spmv_error *err);
 
 #endif /* SPMV_HAVE_MPI */
 #endif

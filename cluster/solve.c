@@ -6,13 +6,25 @@
  * (spmv_solve, engine/krylov.c) on its rows, with three hooks of its own:
  *
  *   - the operator: the halo exchange and the shard's product
- *     (cluster_local_product, the code a sharded product runs);
+ *     (cluster_local_apply, the code a sharded product runs, y not
+ *     poisoned first);
  *   - the reduction: each dot or norm's partial sum on every rank,
  *     gathered by all of them with MPI_Iallgather and added in rank order,
  *     so that every rank holds the same bits and takes the same branch
  *     (an MPI_Allreduce promises that only as advice to implementors);
  *   - the preconditioner: set up by each rank on its diagonal block (the
  *     shard's local block), so its apply needs no communication.
+ *
+ * On GPU shards whose GPUs reach each other (CUDA IPC, one host), CG and
+ * BiCGSTAB take the engine's fused path instead, as on one GPU
+ * (engine/krylov_fused.c): each iteration's products are queued on the
+ * GPU (cluster_local_queue: the exchange, the local product, the boundary
+ * rows) and every dot is summed across the ranks by the fused kernels
+ * themselves (spmv_gpu_allsum, engine/comm.h), so no iteration waits for
+ * the host; the hosts share one reduction a check (each rank's wish to
+ * stop). The time split then counts the queued products at the first
+ * timed one's compute and exchange, and the reductions' time is the time
+ * the GPU waited in them for the other ranks.
  *
  * Nothing waits without a deadline: the halo exchange is reqs_wait's, and
  * a reduction polls MPI_Test against cluster_timeout_ms, then marks the
@@ -60,6 +72,8 @@ typedef struct dsolve {
     int stop_wish, stop_seen;     /* rank 0's progress asked to stop; the ranks learnt it */
     int (*progress)(void *ctx, int32_t it, double relres);
     void *progress_ctx;
+    int32_t timed;                /* products run by apply (the others were queued by device_apply) */
+    double one_compute, one_exchange; /* the first timed product's split */
     double t[SOLVE_TIMES];
 } dsolve;
 
@@ -134,11 +148,22 @@ static int apply(void *ctx, const spmv_vec *x, spmv_vec *y, double *ms, spmv_err
     dsolve *d = ctx;
     double run = 0, compute = 0, comm = 0, device = 0;
     cluster_run_times t = {&run, &compute, &comm, &device};
-    int rc = cluster_local_product(d->c, d->l, d->k, &d->p, NULL, x, NULL, y, 1.0, 0.0, 0, 1, &t, &d->ran, err);
+    int rc = cluster_local_apply(d->c, d->l, d->k, &d->p, x, y, &t, &d->ran, err);
     d->t[T_COMPUTE] += compute;
     d->t[T_EXCHANGE] += comm;
+    if (d->timed++ == 0) {
+        d->one_compute = compute;
+        d->one_exchange = comm;
+    }
     *ms = run;
     return rc;
+}
+
+/* The fused path's product: queued on the shard's GPU, not waited for. */
+static int device_apply(void *ctx, const spmv_vec *x, spmv_vec *y, spmv_error *err)
+{
+    dsolve *d = ctx;
+    return cluster_local_queue(d->c, d->l, d->k, &d->p, x, y, err);
 }
 
 static int precond(void *ctx, const spmv_vec *r, spmv_vec *z, spmv_error *err)
@@ -213,6 +238,73 @@ static void part_free(dsolve *d)
     }
 }
 
+/* The fused path's sums on the GPUs (CG and BiCGSTAB on GPU shards
+ * only): made once, by every rank at the same solve, since every rank
+ * runs every solve and learnt all_gpu from the same reduction. NULL where
+ * the ranks cannot reach each other's memory: the solve sums on the
+ * hosts. */
+static int fused_sums(dsolve *d, const cmd_header *h, bool all_gpu, const spmv_allsum_dev **out, spmv_error *err)
+{
+    cluster *c = d->c;
+    *out = NULL;
+    if (!all_gpu || (h->method != SPMV_SOLVE_CG && h->method != SPMV_SOLVE_BICGSTAB))
+        return SPMV_OK;
+    if (!c->allsum_tried) {
+        c->allsum_tried = true;
+        if (spmv_gpu_allsum_new(c->nccl, true, &c->allsum, err) != SPMV_OK)
+            return cluster_fail(c, err, "rank %d: %s", c->rank, err->message);
+    }
+    *out = spmv_gpu_allsum_dev(c->allsum);
+    return SPMV_OK;
+}
+
+/* The queued products' time (the first timed one's, as the fused path
+ * counts spmv_ms) and the device's sums: how many, and the time it
+ * waited in them for the other ranks. */
+static int fused_times(dsolve *d, const spmv_solve_result *res, unsigned sums0, double waited0, spmv_error *err)
+{
+    unsigned sums = 0;
+    double waited = 0;
+    int32_t queued = res->spmv_calls - d->timed;
+    d->t[T_COMPUTE] += queued * d->one_compute;
+    d->t[T_EXCHANGE] += queued * d->one_exchange;
+    int rc = spmv_gpu_allsum_stats(d->c->allsum, &sums, &waited, err);
+    d->t[T_REDUCE] += waited - waited0;
+    d->t[T_REDUCTIONS] += sums - sums0;
+    return rc;
+}
+
+/* The engine's solve on this rank's rows (all: the fused path's sums on
+ * the GPUs, or NULL), then x's rows to the host. */
+static int part_solve(dsolve *d, const cmd_header *h, const spmv_allsum_dev *all, void *x, spmv_solve_result *res,
+                      spmv_error *err)
+{
+    cluster *c = d->c;
+    const cluster_shard *s = cluster_local_shard(d->l);
+    int32_t rows = s->row_end - s->row_begin;
+    spmv_linop a = {rows, rows, d, apply};
+    spmv_solve_options o = {.method = (spmv_solve_method)h->method, .restart = h->restart, .tol = h->tol,
+                            .maxit = h->maxit, .progress = progress, .progress_ctx = d, .reduce = reduce,
+                            .reduce_ctx = d, .allsum = all, .device_apply = all ? device_apply : NULL};
+    if (d->pc) {
+        o.precond = precond;
+        o.precond_ctx = d;
+    }
+    unsigned sums0 = 0;
+    double waited0 = 0;
+    int rc = all ? spmv_gpu_allsum_stats(c->allsum, &sums0, &waited0, err) : SPMV_OK;
+    if (rc == SPMV_OK)
+        rc = spmv_solve(d->ctx, &a, &d->b, &d->x, &o, res, err);
+    if (rc != SPMV_OK && all && spmv_gpu_allsum_failed(c->allsum)) /* its sums may never come: the job cannot go on */
+        return cluster_fail(c, err, "rank %d: %s", c->rank, err->message);
+    if (rc == SPMV_OK && rows && (rc = spmv_vec_read(d->ctx, &d->x, x, err)) == SPMV_OK)
+        rc = spmv_vec_sync(d->ctx, err);
+    if (rc == SPMV_OK && res->fused)
+        rc = fused_times(d, res, sums0, waited0, err);
+    d->t[T_ITERATIONS] = res->iterations;
+    return rc;
+}
+
 /* The solve on this rank's rows: x (its rows on the host) and res; the
  * times into d->t. *skipped: another rank could not set up, so none ran
  * (SPMV_OK: this rank did nothing wrong). */
@@ -231,28 +323,17 @@ static int part_run(cluster *c, cluster_local *l, const cmd_header *h, const voi
     spmv_error serr = {0};
     int src = l ? part_setup(d, h, b, x0, &serr)
                 : spmv_error_set(&serr, SPMV_ERR_NOT_FOUND, 0, "rank %d holds no shard of %s", c->rank, h->id);
-    double failed = src != SPMV_OK; /* the first reduction: did every rank set up? */
-    int rc = reduce(d, &failed, 1, err);
+    /* the first reduction: did every rank set up, and is every shard on a GPU with a communicator? */
+    double v[2] = {src != SPMV_OK, d->dev != SPMV_DEVICE_GPU || !c->nccl};
+    int rc = reduce(d, v, 2, err);
+    const spmv_allsum_dev *all = NULL;
     if (rc == SPMV_OK && src != SPMV_OK) {
         *err = serr;
         rc = src;
-    } else if (rc == SPMV_OK && failed > 0) {
+    } else if (rc == SPMV_OK && v[0] > 0) {
         *skipped = true;
-    } else if (rc == SPMV_OK) {
-        const cluster_shard *s = cluster_local_shard(l);
-        int32_t rows = s->row_end - s->row_begin;
-        spmv_linop a = {rows, rows, d, apply};
-        spmv_solve_options o = {.method = (spmv_solve_method)h->method, .restart = h->restart, .tol = h->tol,
-                                .maxit = h->maxit, .progress = progress, .progress_ctx = d, .reduce = reduce,
-                                .reduce_ctx = d};
-        if (d->pc) {
-            o.precond = precond;
-            o.precond_ctx = d;
-        }
-        if ((rc = spmv_solve(d->ctx, &a, &d->b, &d->x, &o, res, err)) == SPMV_OK && rows &&
-            (rc = spmv_vec_read(d->ctx, &d->x, x, err)) == SPMV_OK)
-            rc = spmv_vec_sync(d->ctx, err);
-        d->t[T_ITERATIONS] = res->iterations;
+    } else if (rc == SPMV_OK && (rc = fused_sums(d, h, v[1] == 0, &all, err)) == SPMV_OK) {
+        rc = part_solve(d, h, all, x, res, err);
     }
     d->t[T_TOTAL] = spmv_now_ms() - t0;
     return rc;

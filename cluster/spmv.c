@@ -76,6 +76,18 @@ int cluster_gpu(cluster *c, spmv_gpu_ctx **out, spmv_error *err)
     return c->gpu ? SPMV_OK : spmv_error_set(err, SPMV_ERR_UNAVAILABLE, 0, "%s", c->gpu_reason);
 }
 
+/* What the GPU's waits for the peers ask (spmv_gpu_comm_watch): the
+ * cluster failed already, or a look at the ranks (liveness.c: an exited
+ * process, a silent pulse) finds one lost. */
+static int gpu_watch(void *ctx, double waited_ms, double *next_ms, spmv_error *err)
+{
+    cluster *c = ctx;
+    if (cluster_failed(c))
+        return spmv_error_set(err, SPMV_ERR_UNAVAILABLE, 0, "the cluster has failed: %s", c->failed_msg);
+    return cluster_liveness_due(c, waited_ms, next_ms) ? cluster_liveness_look(c, "a sharded product on the GPUs", err)
+                                                       : SPMV_OK;
+}
+
 int cluster_nccl_setup(cluster *c, spmv_error *err)
 {
     spmv_gpu_ctx *ctx;
@@ -113,7 +125,10 @@ int cluster_nccl_setup(cluster *c, spmv_error *err)
     }
     if (rc != SPMV_OK)
         return rc;
-    return spmv_gpu_comm_new(ctx, c->size, c->rank, id, c->o.timeout_ms, c->o.halo_ipc, &c->nccl, err);
+    rc = spmv_gpu_comm_new(ctx, c->size, c->rank, id, c->o.timeout_ms, c->o.halo_ipc, &c->nccl, err);
+    if (rc == SPMV_OK)
+        spmv_gpu_comm_watch_set(c->nccl, gpu_watch, c);
+    return rc;
 }
 
 /* -------------------------------------------------------- a local shard */
@@ -215,8 +230,8 @@ static int block_to_gpu(spmv_gpu_ctx *ctx, const spmv_csr *csr, spmv_gpu_matrix 
 
 /* The off-diagonal block on the device holds only its rows with entries
  * (a few boundary rows of a mesh's block, however many rows the block
- * has): its product is n_off sums, which spmv_gpu_halo_add adds into y,
- * rather than a pass over every row of y. The columns and values are the
+ * has): its product is n_off sums, which spmv_gpu_halo_off_add adds into
+ * y's rows, rather than a pass over every row of y. The columns and values are the
  * block's own (compaction keeps their order); only the row offsets are
  * new. */
 static int off_to_gpu(spmv_gpu_ctx *ctx, cluster_local *l, spmv_error *err)
@@ -418,13 +433,15 @@ static int host_product(cluster *c, cluster_local *l, const spmv_kernel *k, cons
  * rows; then a sync. Nothing
  * between those is timed or synchronised (spmv_gpu_launch), so the local
  * product overlaps the exchange. y is poisoned once before the runs (a
- * row no kernel writes stays NaN through them all). The split: comm is
+ * row no kernel writes stays NaN through them all) unless the caller
+ * writes y whole each time (a solve's operator: a pass over y saved per
+ * iteration). The split: comm is
  * the host time spent posting and waiting for the exchange (what the
  * local product did not hide), compute the rest of the run; and the run's
  * time on the device by CUDA events (halo_start to halo_finish). */
 static int gpu_product(cluster *c, cluster_local *l, const spmv_kernel *k, const spmv_params *par, int *krc,
-                       const spmv_vec *xd, spmv_vec *yd, int32_t warmup, int32_t runs, const cluster_run_times *t,
-                       spmv_error *kerr, spmv_error *err)
+                       const spmv_vec *xd, spmv_vec *yd, int32_t warmup, int32_t runs, bool poison,
+                       const cluster_run_times *t, spmv_error *kerr, spmv_error *err)
 {
     spmv_gpu_ctx *ctx = c->gpu;
     int32_t rows = l->s.row_end - l->s.row_begin;
@@ -434,7 +451,7 @@ static int gpu_product(cluster *c, cluster_local *l, const spmv_kernel *k, const
     if (!l->ghalo && (rc = spmv_gpu_halo_new(c->nccl, l->dtype, l->s.halo.send_off, l->s.halo.send_idx,
                                              l->s.halo.recv_off, l->off_rows, l->n_off, &l->ghalo, err)) != SPMV_OK)
         return rc;
-    if (*krc == SPMV_OK && rows)
+    if (*krc == SPMV_OK && rows && poison)
         *krc = spmv_vec_fill(ctx, yd, NAN, kerr);
     for (int32_t it = 0; it < warmup + runs && rc == SPMV_OK; it++) {
         double t0 = spmv_now_ms(), exposed = 0, device = 0, posting = 0;
@@ -481,9 +498,10 @@ const char *cluster_local_exchange(const cluster_local *l)
  * copied to and from the device for a GPU shard, or vector slices (xv,
  * yv) where the shard is. The runs go into y's slice itself when alpha is
  * 1 and beta 0, else into scratch, and y = alpha*scratch + beta*y once. */
-int cluster_local_product(cluster *c, cluster_local *l, const spmv_kernel *k, const spmv_params *p, const void *xh,
-                          const spmv_vec *xv, void *yh, spmv_vec *yv, double alpha, double beta, int32_t warmup,
-                          int32_t runs, const cluster_run_times *t, const spmv_kernel **ran, spmv_error *err)
+static int local_product(cluster *c, cluster_local *l, const spmv_kernel *k, const spmv_params *p, const void *xh,
+                         const spmv_vec *xv, void *yh, spmv_vec *yv, double alpha, double beta, int32_t warmup,
+                         int32_t runs, bool poison, const cluster_run_times *t, const spmv_kernel **ran,
+                         spmv_error *err)
 {
     spmv_params par;
     spmv_error kerr = {0};
@@ -529,7 +547,7 @@ int cluster_local_product(cluster *c, cluster_local *l, const spmv_kernel *k, co
             goto out;
         y = tmp.data ? &tmp : &ys;
     }
-    rc = gpu ? gpu_product(c, l, use, &par, &krc, x, y, warmup, runs, t, &kerr, err)
+    rc = gpu ? gpu_product(c, l, use, &par, &krc, x, y, warmup, runs, poison, t, &kerr, err)
              : host_product(c, l, use, &par, krc, x->data, y->data, warmup, runs, t, &kerr, err);
     if (rc == SPMV_OK && krc == SPMV_OK && rows) {
         if (scaled)
@@ -547,6 +565,42 @@ out:
     if (gpu && xs.data && xs.device == SPMV_DEVICE_GPU)
         spmv_vec_free(ctx, &xs);
     spmv_vec_free(ctx, &tmp);
+    return rc;
+}
+
+int cluster_local_product(cluster *c, cluster_local *l, const spmv_kernel *k, const spmv_params *p, const void *xh,
+                          const spmv_vec *xv, void *yh, spmv_vec *yv, double alpha, double beta, int32_t warmup,
+                          int32_t runs, const cluster_run_times *t, const spmv_kernel **ran, spmv_error *err)
+{
+    return local_product(c, l, k, p, xh, xv, yh, yv, alpha, beta, warmup, runs, true, t, ran, err);
+}
+
+int cluster_local_apply(cluster *c, cluster_local *l, const spmv_kernel *k, const spmv_params *p, const spmv_vec *x,
+                        spmv_vec *y, const cluster_run_times *t, const spmv_kernel **ran, spmv_error *err)
+{
+    return local_product(c, l, k, p, NULL, x, NULL, y, 1.0, 0.0, 0, 1, false, t, ran, err);
+}
+
+int cluster_local_queue(cluster *c, cluster_local *l, const spmv_kernel *k, const spmv_params *p, const spmv_vec *x,
+                        spmv_vec *y, spmv_error *err)
+{
+    spmv_params par;
+    const spmv_kernel *use = NULL;
+    int rc = shard_kernel(c, l, k, p, &use, &par, err);
+    if (rc != SPMV_OK)
+        return rc;
+    if (!l->ghalo || !c->nccl || use->device != SPMV_DEVICE_GPU)
+        return spmv_error_set(err, SPMV_ERR_INVALID, 0, "rank %d: a queued product needs a GPU shard whose first "
+                              "product has run", c->rank);
+    int32_t rows = l->s.row_end - l->s.row_begin;
+    if ((rc = spmv_gpu_halo_begin(c->nccl, l->ghalo, err)) == SPMV_OK && rows)
+        rc = l->gloc ? spmv_gpu_launch(c->gpu, use, l->gloc, &par, x, y, err) : spmv_vec_fill(c->gpu, y, 0.0, err);
+    if (rc == SPMV_OK)
+        rc = spmv_gpu_halo_start(c->nccl, l->ghalo, x, err);
+    if (rc == SPMV_OK)
+        rc = spmv_gpu_halo_join(c->nccl, l->ghalo, c->o.timeout_ms, err);
+    if (rc == SPMV_OK && l->goff)
+        rc = spmv_gpu_halo_off_add(c->nccl, l->ghalo, l->goff, y, err);
     return rc;
 }
 

@@ -18,6 +18,7 @@
 #include <stdbool.h>
 #include <stdint.h>
 
+#include "krylov.h"
 #include "spmv.h"
 
 #ifdef __cplusplus
@@ -28,6 +29,7 @@ extern "C" {
 
 typedef struct spmv_gpu_comm spmv_gpu_comm;
 typedef struct spmv_gpu_halo spmv_gpu_halo;
+typedef struct spmv_gpu_allsum spmv_gpu_allsum;
 
 /* A fresh NCCL unique id (rank 0). */
 int spmv_gpu_comm_id(void *id, spmv_error *err);
@@ -39,13 +41,36 @@ int spmv_gpu_comm_new(spmv_gpu_ctx *ctx, int nranks, int rank, const void *id, d
                       spmv_gpu_comm **out, spmv_error *err);
 /* Destroys it (abort: after a failure, without waiting for the peers). */
 void spmv_gpu_comm_free(spmv_gpu_comm *c, bool abort);
+/* What a wait for the peers asks now and then, besides its own deadline:
+ * is every rank still there? waited_ms: how long this wait has lasted;
+ * next_ms: the wait's own schedule for the callback (0 at its start). A
+ * non-zero return (err set) ends the wait: the communicator is aborted
+ * (NCCL) or its waiting kernels told to stop (CUDA IPC), and the wait
+ * fails with that error. */
+typedef int (*spmv_gpu_comm_watch)(void *ctx, double waited_ms, double *next_ms, spmv_error *err);
+void spmv_gpu_comm_watch_set(spmv_gpu_comm *c, spmv_gpu_comm_watch fn, void *ctx);
+
+/* Sums across the ranks on their GPUs (engine/krylov.h spmv_allsum_dev,
+ * for the fused kernels of a distributed solve), made by every rank of c
+ * at once (ok: this rank can take part). *out is NULL, with SPMV_OK, where
+ * not every rank can reach the others' memory through CUDA IPC (another
+ * host, cluster_halo "nccl", or a failure on one rank): the solve then sums
+ * on the hosts. */
+int spmv_gpu_allsum_new(spmv_gpu_comm *c, bool ok, spmv_gpu_allsum **out, spmv_error *err);
+void spmv_gpu_allsum_free(spmv_gpu_comm *c, spmv_gpu_allsum *a);
+const spmv_allsum_dev *spmv_gpu_allsum_dev(const spmv_gpu_allsum *a);
+/* The sums done so far and the time the device waited in them for the
+ * other ranks (its counters: read after the solve's work is done). */
+int spmv_gpu_allsum_stats(spmv_gpu_allsum *a, unsigned *sums, double *waited_ms, spmv_error *err);
+/* Whether a sum's wait gave up (a rank lost or hung). */
+bool spmv_gpu_allsum_failed(const spmv_gpu_allsum *a);
 
 /* A halo plan on the device: the send list (send_off: nranks + 1 offsets
  * into send_idx, local x indices), the receive offsets into the ghost
  * vector (recv_off: nranks + 1), dtype dt; and the way back: the local
- * rows (off_rows, n_off ascending) that hold off-diagonal entries, whose
- * sums (offsum, the product of the off-diagonal block compacted to those
- * rows with the ghost vector) spmv_gpu_halo_add adds into y. */
+ * rows (off_rows, n_off ascending) that hold off-diagonal entries, into
+ * which spmv_gpu_halo_off_add adds the off-diagonal block's product with
+ * the ghost vector. */
 int spmv_gpu_halo_new(spmv_gpu_comm *c, spmv_dtype dt, const int32_t *send_off, const int32_t *send_idx,
                       const int32_t *recv_off, const int32_t *off_rows, int32_t n_off, spmv_gpu_halo **out,
                       spmv_error *err);
@@ -53,19 +78,12 @@ void spmv_gpu_halo_free(spmv_gpu_comm *c, spmv_gpu_halo *h);
 /* Whether h exchanges through CUDA IPC (decided by every rank at
  * spmv_gpu_halo_new, which every rank calls at the same product). */
 bool spmv_gpu_halo_ipc(const spmv_gpu_halo *h);
-/* The ghost entries as a device vector (x of the off-diagonal product). */
-const spmv_vec *spmv_gpu_halo_ghost(const spmv_gpu_halo *h);
-/* The off-diagonal rows' sums, n_off values (y of the off-diagonal product). */
-spmv_vec *spmv_gpu_halo_offsum(spmv_gpu_halo *h);
 /* y[off_rows[i]] += (row i of off) . ghost, on the context's stream (not
  * waited for): the off-diagonal block (off: n_off rows, CSR on the
  * device, columns into the ghost vector) multiplied and added into y's
- * rows in one kernel, where spmv_gpu_launch into offsum and
- * spmv_gpu_halo_add would take two behind the exchange. */
+ * rows in one kernel behind the exchange. */
 int spmv_gpu_halo_off_add(spmv_gpu_comm *c, spmv_gpu_halo *h, const spmv_gpu_matrix *off, spmv_vec *y,
                           spmv_error *err);
-/* y[off_rows[i]] += offsum[i], on the context's stream (not waited for). */
-int spmv_gpu_halo_add(spmv_gpu_comm *c, spmv_gpu_halo *h, spmv_vec *y, spmv_error *err);
 /* A run begins: an event on the context's stream (its device time is
  * counted from it), which the exchange's stream waits for. */
 int spmv_gpu_halo_begin(spmv_gpu_comm *c, spmv_gpu_halo *h, spmv_error *err);

@@ -74,6 +74,28 @@ int spmv_gpu_op_device_apply(void *op, const spmv_vec *x, spmv_vec *y, spmv_erro
 #define SPMV_CHECK_EVERY_DEFAULT 8
 #define SPMV_CHECK_EVERY_MAX 4096
 
+/* Sums across the processes of a distributed solve, done by the fused
+ * kernels on the GPU itself (engine/comm.h spmv_gpu_allsum_new makes it:
+ * CUDA IPC between the GPUs of one host). A reduction's last block writes
+ * its partial sums into every process's mailbox (the half of the sum's
+ * parity, this process's row), fences, sets its flag there to the sum's
+ * number, then waits until every process's flag here has reached it and
+ * adds the rows in process order: every process gets the same bits. A
+ * wait past timeout_ns, or one the host stops through *stop, ends the
+ * solve as a lost peer (krylov_fused.c). */
+#define SPMV_ALLSUM_SLOTS 4
+typedef struct spmv_allsum_dev {
+    int32_t rank, nranks;
+    double *box;                       /* this process's: [2][nranks][SPMV_ALLSUM_SLOTS] */
+    unsigned *flags;                   /* this process's: flags[p], the last sum p delivered here */
+    double *const *peer_box;           /* device array of nranks: every process's box (its own included) */
+    unsigned *const *peer_flags;       /* device array of nranks: every process's flags */
+    unsigned *seq;                     /* device: the sums done so far */
+    unsigned long long *waited_ns;     /* device: time spent waiting for the other processes */
+    unsigned long long timeout_ns;
+    int *stop;                         /* mapped host memory: a wait gave up, or the host stops them */
+} spmv_allsum_dev;
+
 typedef struct spmv_solve_options {
     spmv_solve_method method;
     int32_t restart;                 /* GMRES basis size (0: SPMV_GMRES_RESTART_DEFAULT) */
@@ -114,10 +136,14 @@ typedef struct spmv_solve_options {
      * operator's apply exchanges what the product needs), and reduce sums
      * v[0..n) over the processes in place, giving every one the same bits,
      * so every one takes the same branch. Each dot and norm goes through
-     * it; the fused path is not taken, and one column only. NULL: one
-     * process. */
+     * it; one column only. NULL: one process. The fused path is taken
+     * only with allsum as well (CG and BiCGSTAB): its kernels sum on the
+     * device through allsum, and reduce sums the host's dots (the start,
+     * the true residual at the end) and, once a check, the ranks' wishes
+     * to stop (so every one cancels at the same iteration). */
     int (*reduce)(void *ctx, double *v, int32_t n, spmv_error *err);
     void *reduce_ctx;
+    const spmv_allsum_dev *allsum;
 } spmv_solve_options;
 
 typedef struct spmv_solve_result {

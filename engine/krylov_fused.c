@@ -115,7 +115,7 @@ static int cg_start(fused *f, spmv_vec *from, double rnorm)
         TRY(spmv_vec_copy(s->ctx, from, r, s->err));
     fz_scalars sc = fresh(f);
     TRY(krylov_precond(s, r, p));
-    TRY(spmv_vec_dot(s->ctx, r, p, &sc.rz, s->err));
+    TRY(krylov_dot(s, r, p, &sc.rz));
     return put(f, &sc);
 }
 
@@ -387,6 +387,10 @@ static int settle(fused *f, const fz_scalars *sc, bool *again)
         snprintf(s->res->detail, sizeof s->res->detail, "cancelled after %d iterations", s->res->iterations);
         return SPMV_OK;
     }
+    if (sc->stop == FZ_BREAKDOWN && sc->what == FZ_BD_PEER)
+        return spmv_error_set(s->err, SPMV_ERR_UNAVAILABLE, 0,
+                              "a sum across the ranks at iteration %d got no answer within %.0f ms: a rank is lost "
+                              "or hung", sc->bd_it + 1, s->o->allsum ? s->o->allsum->timeout_ns / 1e6 : 0.0);
     if (sc->stop == FZ_BREAKDOWN && (unsigned)sc->what < sizeof bd_names / sizeof *bd_names)
         krylov_breakdown(s, bd_names[sc->what], sc->value, sc->bd_it);
     if (sc->stop != FZ_CONVERGED)
@@ -398,7 +402,7 @@ static int settle(fused *f, const fz_scalars *sc, bool *again)
     TRY(krylov_truly_converged(s, f->b, f->x, f->v[0], again));
     if ((*again = !*again) == false)
         return SPMV_OK;
-    TRY(spmv_vec_nrm2(s->ctx, f->v[0], &rnorm, s->err));
+    TRY(krylov_nrm2(s, f->v[0], &rnorm));
     TRY(f->m->start(f, f->v[0], rnorm));
     *again = s->res->stop != SPMV_STOP_BREAKDOWN;
     return SPMV_OK;
@@ -419,6 +423,10 @@ static int drive(fused *f)
             continue;
         TRY(spmv_gpu_fz_wait(s->ctx, f->z, read++ & 1, &sc, &hist, s->err));
         s->res->checks++;
+        if (s->o->reduce) { /* distributed: the ranks' wishes to stop, shared before any acts on one */
+            double none = 0;
+            TRY(s->o->reduce(s->o->reduce_ctx, &none, 1, s->err));
+        }
         int32_t before = f->seen;
         bool cancel = consume(f, sc, hist);
         if (sc->stop == FZ_RUNNING && !cancel && f->seen == before)
@@ -441,7 +449,9 @@ static int drive(fused *f)
 
 bool krylov_fused_eligible(const solve_state *s, const spmv_vec *b)
 {
-    return s->ctx && s->o->device_apply && !s->o->reduce && b->device == SPMV_DEVICE_GPU; /* distributed: host scalars */
+    const spmv_solve_options *o = s->o;
+    bool sums = !o->reduce || (o->allsum && (o->method == SPMV_SOLVE_CG || o->method == SPMV_SOLVE_BICGSTAB));
+    return s->ctx && o->device_apply && sums && b->device == SPMV_DEVICE_GPU; /* distributed otherwise: host scalars */
 }
 
 /* The method, its chunk, its vectors and the device block. */
@@ -468,7 +478,8 @@ static int setup(fused *f)
         f->v[BI_PH] = f->v[BI_P];
         f->v[BI_SH] = f->v[BI_R];
     }
-    return spmv_gpu_fz_new(s->ctx, f->b->n, f->chunk, o->method == SPMV_SOLVE_GMRES ? f->chunk : 0, &f->z, s->err);
+    return spmv_gpu_fz_new(s->ctx, f->b->n, f->chunk, o->method == SPMV_SOLVE_GMRES ? f->chunk : 0,
+                           o->reduce ? o->allsum : NULL, &f->z, s->err);
 }
 
 int krylov_fused(solve_state *s, const spmv_vec *b, spmv_vec *x)
@@ -476,11 +487,11 @@ int krylov_fused(solve_state *s, const spmv_vec *b, spmv_vec *x)
     fused f = {.s = s, .b = b, .x = x};
     f.cb = s->o->precond != NULL;
     f.d = f.cb ? NULL : s->o->inv_diag;
-    f.try_graph = !f.cb && !s->o->no_graph;
+    f.try_graph = !f.cb && !s->o->no_graph && !s->o->reduce; /* distributed: each exchange's number from the host */
     s->res->fused = true;
     double rnorm;
     int st = setup(&f);
-    if (!st && !(st = krylov_residual(s, b, x, f.v[0])) && !(st = spmv_vec_nrm2(s->ctx, f.v[0], &rnorm, s->err))) {
+    if (!st && !(st = krylov_residual(s, b, x, f.v[0])) && !(st = krylov_nrm2(s, f.v[0], &rnorm))) {
         f.ms1 = s->res->spmv_ms; /* the first product, timed */
         if (!krylov_record(s, 0, rnorm / s->bnorm) && !krylov_converged(s, rnorm) &&
             !(st = f.m->start(&f, f.v[0], rnorm)) && s->res->stop != SPMV_STOP_BREAKDOWN)

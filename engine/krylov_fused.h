@@ -15,6 +15,7 @@
 
 #include <stdint.h>
 
+#include "krylov.h"
 #include "spmv.h"
 
 #ifdef __cplusplus
@@ -28,7 +29,8 @@ enum fz_stop { FZ_RUNNING = 0, FZ_CONVERGED, FZ_BREAKDOWN, FZ_MAXIT };
 /* The quantity a breakdown names (fz_scalars.what); the driver words it as
  * the host path does. */
 enum fz_what {
-    FZ_BD_PAP = 0, FZ_BD_RZ, FZ_BD_RHO, FZ_BD_R0V, FZ_BD_TT, FZ_BD_OMEGA, FZ_BD_MR_RZ, FZ_BD_GAMMA, FZ_BD_HESS
+    FZ_BD_PAP = 0, FZ_BD_RZ, FZ_BD_RHO, FZ_BD_R0V, FZ_BD_TT, FZ_BD_OMEGA, FZ_BD_MR_RZ, FZ_BD_GAMMA, FZ_BD_HESS,
+    FZ_BD_PEER /* not a breakdown: a sum across the processes got no answer (spmv_allsum_dev) */
 };
 
 /* The scalars of a solve on the device. The driver writes them at a
@@ -88,9 +90,11 @@ typedef struct spmv_gpu_fz spmv_gpu_fz;
 /* The device block for a solve of n values: scalars, a history ring of
  * hist_len entries, reduction scratch, and for GMRES (m > 0) the
  * Hessenberg matrix, rotations, g and y of restart m. GMRES's basis V is
- * one allocation of m+1 columns of n values, passed to its kernels. */
-int spmv_gpu_fz_new(spmv_gpu_ctx *ctx, int64_t n, int32_t hist_len, int32_t m, spmv_gpu_fz **out,
-                    spmv_error *err);
+ * one allocation of m+1 columns of n values, passed to its kernels.
+ * all (NULL: one process): every reduction's sums are summed across the
+ * processes of a distributed solve through it. */
+int spmv_gpu_fz_new(spmv_gpu_ctx *ctx, int64_t n, int32_t hist_len, int32_t m, const spmv_allsum_dev *all,
+                    spmv_gpu_fz **out, spmv_error *err);
 void spmv_gpu_fz_free(spmv_gpu_ctx *ctx, spmv_gpu_fz *fz);
 /* Host <-> device copies of the scalars that wait (a (re)start, the end). */
 int spmv_gpu_fz_put(spmv_gpu_ctx *ctx, spmv_gpu_fz *fz, const fz_scalars *sc, spmv_error *err);

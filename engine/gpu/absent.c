@@ -393,9 +393,10 @@ size_t spmv_gpu_ilu_bytes(const spmv_gpu_ilu *g)
 /* The fused Krylov path (engine/krylov_fused.h): never asked for without a
  * context, so these only keep the link whole. */
 #define FZ_ABSENT return spmv_error_set(err, SPMV_ERR_UNAVAILABLE, 0, "fused solver: %s", no_cuda)
-int spmv_gpu_fz_new(spmv_gpu_ctx *ctx, int64_t n, int32_t hist_len, int32_t m, spmv_gpu_fz **out, spmv_error *err)
+int spmv_gpu_fz_new(spmv_gpu_ctx *ctx, int64_t n, int32_t hist_len, int32_t m, const spmv_allsum_dev *all,
+                    spmv_gpu_fz **out, spmv_error *err)
 {
-    UNUSED(ctx); UNUSED(n); UNUSED(hist_len); UNUSED(m);
+    UNUSED(ctx); UNUSED(n); UNUSED(hist_len); UNUSED(m); UNUSED(all);
     *out = NULL;
     FZ_ABSENT;
 }

@@ -37,30 +37,46 @@ int spmv_gpu_halo_new(spmv_gpu_comm *c, spmv_dtype dt, const int32_t *send_off, 
 
 void spmv_gpu_halo_free(spmv_gpu_comm *c, spmv_gpu_halo *h) { (void)c; (void)h; }
 
+void spmv_gpu_comm_watch_set(spmv_gpu_comm *c, spmv_gpu_comm_watch fn, void *ctx)
+{
+    (void)c; (void)fn; (void)ctx;
+}
+
+int spmv_gpu_allsum_new(spmv_gpu_comm *c, bool ok, spmv_gpu_allsum **out, spmv_error *err)
+{
+    (void)c; (void)ok; (void)err;
+    *out = NULL;
+    return SPMV_OK;
+}
+
+void spmv_gpu_allsum_free(spmv_gpu_comm *c, spmv_gpu_allsum *a) { (void)c; (void)a; }
+
+const spmv_allsum_dev *spmv_gpu_allsum_dev(const spmv_gpu_allsum *a)
+{
+    (void)a;
+    return NULL;
+}
+
+int spmv_gpu_allsum_stats(spmv_gpu_allsum *a, unsigned *sums, double *waited_ms, spmv_error *err)
+{
+    (void)a;
+    *sums = 0;
+    *waited_ms = 0;
+    return spmv_error_set(err, SPMV_ERR_UNAVAILABLE, 0, "%s", no_nccl);
+}
+
+bool spmv_gpu_allsum_failed(const spmv_gpu_allsum *a)
+{
+    (void)a;
+    return false;
+}
+
 bool spmv_gpu_halo_ipc(const spmv_gpu_halo *h) { (void)h; return false; }
 
 int spmv_gpu_halo_off_add(spmv_gpu_comm *c, spmv_gpu_halo *h, const spmv_gpu_matrix *off, spmv_vec *y,
                           spmv_error *err)
 {
     (void)c; (void)h; (void)off; (void)y;
-    return spmv_error_set(err, SPMV_ERR_UNAVAILABLE, 0, "%s", no_nccl);
-}
-
-const spmv_vec *spmv_gpu_halo_ghost(const spmv_gpu_halo *h)
-{
-    (void)h;
-    return NULL;
-}
-
-spmv_vec *spmv_gpu_halo_offsum(spmv_gpu_halo *h)
-{
-    (void)h;
-    return NULL;
-}
-
-int spmv_gpu_halo_add(spmv_gpu_comm *c, spmv_gpu_halo *h, spmv_vec *y, spmv_error *err)
-{
-    (void)c; (void)h; (void)y;
     return spmv_error_set(err, SPMV_ERR_UNAVAILABLE, 0, "%s", no_nccl);
 }
 

@@ -50,6 +50,8 @@ struct spmv_gpu_comm {
     bool broken;                   /* aborted: every call fails */
     bool ipc;                      /* halos may exchange through CUDA IPC (cluster_halo) */
     double timeout_ms;             /* every wait: cluster_timeout_ms */
+    spmv_gpu_comm_watch watch;     /* asked during a wait: is every rank still there? */
+    void *watch_ctx;
 };
 
 struct spmv_gpu_halo {
@@ -62,7 +64,6 @@ struct spmv_gpu_halo {
     spmv_vec ghost;                /* device, recv_off[nranks] values */
     int32_t n_off;
     int32_t *off_rows;             /* device, n_off local rows */
-    spmv_vec offsum;               /* device, n_off values */
     cudaEvent_t local, done;       /* the local product's end (context stream), the exchange's (its stream) */
     cudaEvent_t begin, end;        /* a run's first and last (context stream): its time on the device */
     /* CUDA IPC (all false / NULL on the NCCL path) */
@@ -74,7 +75,7 @@ struct spmv_gpu_halo {
     unsigned **peer_flags;         /* host, nranks: peer p's flags, opened */
     int64_t *peer_at;              /* host, nranks: where this rank's entries start in p's ghosts, in values */
     int64_t *peer_half;            /* host, nranks: p's stride between its halves */
-    volatile int *timed_out;       /* mapped host memory: halo_wait gave up */
+    volatile int *timed_out;       /* mapped host memory: a wait gave up (or the host tells the waits to stop) */
     int *timed_out_dev;            /* its device address */
     unsigned seq;                  /* products exchanged so far */
     int64_t stride;                /* values from one half of ghosts to the other (recv_off[nranks], rounded up to 128) */
@@ -98,13 +99,31 @@ static void nap(double since)
     nanosleep(&ts, NULL);
 }
 
+extern "C" void spmv_gpu_comm_watch_set(spmv_gpu_comm *c, spmv_gpu_comm_watch fn, void *ctx)
+{
+    c->watch = fn;
+    c->watch_ctx = ctx;
+}
+
+/* The watch's answer during a wait that began at `since`. */
+static int watched(spmv_gpu_comm *c, double since, double *next, spmv_error *err)
+{
+    return c->watch ? c->watch(c->watch_ctx, spmv_now_ms() - since, next, err) : SPMV_OK;
+}
+
 /* Polls the communicator until it leaves ncclInProgress; past the
- * deadline it is aborted. */
+ * deadline, or a rank lost (the watch), it is aborted. */
 static int comm_settle(spmv_gpu_comm *c, double deadline, const char *what, spmv_error *err)
 {
     ncclResult_t state = ncclInProgress;
-    double since = spmv_now_ms();
+    double since = spmv_now_ms(), next = 0;
     while (state == ncclInProgress) {
+        int lost = watched(c, since, &next, err);
+        if (lost) {
+            ncclCommAbort(c->comm);
+            c->broken = true;
+            return lost;
+        }
         ncclResult_t r = ncclCommGetAsyncError(c->comm, &state);
         if (r != ncclSuccess)
             return nccl_error(r, err, what);
@@ -390,6 +409,170 @@ static int halo_ipc_setup(spmv_gpu_comm *c, spmv_gpu_halo *h, bool ok, spmv_erro
     return st;
 }
 
+/* -------------------------------------------- sums across the ranks */
+
+struct spmv_gpu_allsum {
+    spmv_allsum_dev dev;           /* what the fused kernels take */
+    int nranks, rank;
+    double *box;                   /* device: this rank's mailbox */
+    unsigned *flags;               /* device: its flags */
+    unsigned long long *counters;  /* device: [0] the sums done (its low word: dev.seq), [1] the time waited */
+    int *stop;                     /* mapped host memory */
+    double **peer_box;             /* host, nranks: every rank's box here (opened, or this rank's own) */
+    unsigned **peer_flags;
+    double **peer_box_dev;         /* the same two tables on the device */
+    unsigned **peer_flags_dev;
+};
+
+/* What each rank tells the others before sums go through CUDA IPC. */
+struct allsum_rec {
+    char host[64];
+    int32_t ok, pad;
+    cudaIpcMemHandle_t box, flags;
+};
+
+static size_t allsum_box_bytes(int n) { return (size_t)2 * n * SPMV_ALLSUM_SLOTS * sizeof(double); }
+
+extern "C" void spmv_gpu_allsum_free(spmv_gpu_comm *c, spmv_gpu_allsum *a)
+{
+    if (!a)
+        return;
+    cudaSetDevice(c->ctx->device);
+    for (int p = 0; a->peer_box && p < a->nranks; p++) {
+        if (p == a->rank)
+            continue;
+        if (a->peer_box[p])
+            cudaIpcCloseMemHandle(a->peer_box[p]);
+        if (a->peer_flags[p])
+            cudaIpcCloseMemHandle(a->peer_flags[p]);
+    }
+    size_t tb = (size_t)a->nranks * sizeof(void *);
+    gpu_ctx_free(c->ctx, a->box, allsum_box_bytes(a->nranks));
+    gpu_ctx_free(c->ctx, a->flags, (size_t)a->nranks * sizeof(unsigned));
+    gpu_ctx_free(c->ctx, a->counters, 2 * sizeof(unsigned long long));
+    gpu_ctx_free(c->ctx, a->peer_box_dev, tb);
+    gpu_ctx_free(c->ctx, a->peer_flags_dev, tb);
+    if (a->stop)
+        cudaFreeHost(a->stop);
+    free(a->peer_box);
+    free(a->peer_flags);
+    free(a);
+}
+
+/* This rank's mailbox, flags, counters and stop word, zeroed; its record. */
+static int allsum_own(spmv_gpu_comm *c, spmv_gpu_allsum *a, allsum_rec *rec, spmv_error *err)
+{
+    int n = a->nranks;
+    size_t fb = (size_t)n * sizeof(unsigned), tb = (size_t)n * sizeof(void *);
+    a->peer_box = (double **)calloc((size_t)n, sizeof(double *));
+    a->peer_flags = (unsigned **)calloc((size_t)n, sizeof(unsigned *));
+    if (!a->peer_box || !a->peer_flags)
+        return spmv_error_set(err, SPMV_ERR_NOMEM, 0, "out of memory for the ranks' sums");
+    int st = gpu_ctx_alloc(c->ctx, (void **)&a->box, allsum_box_bytes(n), "the ranks' sums", err);
+    if (!st)
+        st = gpu_ctx_alloc(c->ctx, (void **)&a->flags, fb, "the ranks' sum flags", err);
+    if (!st)
+        st = gpu_ctx_alloc(c->ctx, (void **)&a->counters, 2 * sizeof(unsigned long long), "the sums' counters", err);
+    if (!st)
+        st = gpu_ctx_alloc(c->ctx, (void **)&a->peer_box_dev, tb, "the ranks' sum tables", err);
+    if (!st)
+        st = gpu_ctx_alloc(c->ctx, (void **)&a->peer_flags_dev, tb, "the ranks' sum tables", err);
+    if (st)
+        return st;
+    cudaError_t e = cudaMemset(a->box, 0, allsum_box_bytes(n));
+    if (e == cudaSuccess)
+        e = cudaMemset(a->flags, 0, fb);
+    if (e == cudaSuccess)
+        e = cudaMemset(a->counters, 0, 2 * sizeof(unsigned long long));
+    if (e == cudaSuccess)
+        e = cudaHostAlloc((void **)&a->stop, sizeof(int), cudaHostAllocMapped);
+    if (e == cudaSuccess) {
+        *a->stop = 0;
+        e = cudaHostGetDevicePointer((void **)&a->dev.stop, a->stop, 0);
+    }
+    if (e == cudaSuccess)
+        e = cudaIpcGetMemHandle(&rec->box, a->box);
+    if (e == cudaSuccess)
+        e = cudaIpcGetMemHandle(&rec->flags, a->flags);
+    return e == cudaSuccess ? SPMV_OK : gpu_cuda_error(e, err, "the ranks' sums");
+}
+
+/* Opens every other rank's mailbox and flags; the tables to the device. */
+static bool allsum_open(spmv_gpu_allsum *a, const char *all)
+{
+    const allsum_rec *mine = (const allsum_rec *)all + a->rank;
+    for (int p = 0; p < a->nranks; p++) {
+        const allsum_rec *r = (const allsum_rec *)all + p;
+        if (!r->ok || strncmp(r->host, mine->host, sizeof r->host) != 0)
+            return false;
+        if (p == a->rank) {
+            a->peer_box[p] = a->box;
+            a->peer_flags[p] = a->flags;
+        } else if (cudaIpcOpenMemHandle((void **)&a->peer_box[p], r->box, cudaIpcMemLazyEnablePeerAccess) !=
+                       cudaSuccess ||
+                   cudaIpcOpenMemHandle((void **)&a->peer_flags[p], r->flags, cudaIpcMemLazyEnablePeerAccess) !=
+                       cudaSuccess) {
+            cudaGetLastError();
+            return false;
+        }
+    }
+    size_t tb = (size_t)a->nranks * sizeof(void *);
+    return cudaMemcpy(a->peer_box_dev, a->peer_box, tb, cudaMemcpyHostToDevice) == cudaSuccess &&
+           cudaMemcpy(a->peer_flags_dev, a->peer_flags, tb, cudaMemcpyHostToDevice) == cudaSuccess;
+}
+
+extern "C" int spmv_gpu_allsum_new(spmv_gpu_comm *c, bool ok, spmv_gpu_allsum **out, spmv_error *err)
+{
+    *out = NULL;
+    if (c->broken)
+        return spmv_error_set(err, SPMV_ERR_UNAVAILABLE, 0, "the NCCL communicator was aborted after a failure");
+    cudaSetDevice(c->ctx->device);
+    int n = c->nranks;
+    size_t rb = sizeof(allsum_rec);
+    char *all = (char *)calloc((size_t)n, rb);
+    spmv_gpu_allsum *a = (spmv_gpu_allsum *)calloc(1, sizeof *a);
+    if (!all || !a) {
+        free(all);
+        free(a);
+        return spmv_error_set(err, SPMV_ERR_NOMEM, 0, "out of memory for the ranks' sums");
+    }
+    a->nranks = n;
+    a->rank = c->rank;
+    allsum_rec *mine = (allsum_rec *)all + c->rank;
+    spmv_error own; /* a rank that cannot share its mailbox: every rank sums on the hosts */
+    memset(&own, 0, sizeof own);
+    mine->ok = ok && c->ipc && n > 1 && allsum_own(c, a, mine, &own) == SPMV_OK;
+    gethostname(mine->host, sizeof mine->host - 1);
+    int st = ipc_gather(c, all, rb, err); /* every rank takes part, whatever its own state */
+    bool use = st == SPMV_OK && allsum_open(a, all);
+    int32_t agreed = 0;
+    if (st == SPMV_OK)
+        st = ipc_agree(c, use ? 1 : 0, &agreed, err);
+    free(all);
+    if (st != SPMV_OK || agreed != 1) {
+        spmv_gpu_allsum_free(c, a);
+        return st;
+    }
+    a->dev = spmv_allsum_dev{c->rank, n, a->box, a->flags, a->peer_box_dev, a->peer_flags_dev,
+                             (unsigned *)a->counters, a->counters + 1, (unsigned long long)(c->timeout_ms * 1e6),
+                             a->dev.stop};
+    *out = a;
+    return SPMV_OK;
+}
+
+extern "C" const spmv_allsum_dev *spmv_gpu_allsum_dev(const spmv_gpu_allsum *a) { return a ? &a->dev : NULL; }
+
+extern "C" int spmv_gpu_allsum_stats(spmv_gpu_allsum *a, unsigned *sums, double *waited_ms, spmv_error *err)
+{
+    unsigned long long c[2] = {0, 0};
+    cudaError_t e = cudaMemcpy(c, a->counters, sizeof c, cudaMemcpyDeviceToHost);
+    *sums = (unsigned)c[0];
+    *waited_ms = (double)c[1] / 1e6;
+    return e == cudaSuccess ? SPMV_OK : gpu_cuda_error(e, err, "the ranks' sums' counters");
+}
+
+extern "C" bool spmv_gpu_allsum_failed(const spmv_gpu_allsum *a) { return a && *(volatile int *)a->stop; }
+
 /* Writes this rank's entries for one peer straight into its ghosts (the
  * half of product seq) and, the last block done, sets its flag for this
  * rank to seq: every block's stores are fenced system-wide before it
@@ -410,25 +593,42 @@ __global__ void halo_put(const T *__restrict__ x, const int32_t *__restrict__ id
     }
 }
 
-/* Waits until every peer in mask has delivered product seq; past
- * timeout_ns it sets *timed_out and returns (the host fails the halo). */
-__global__ void halo_wait(volatile unsigned *flags, unsigned long long mask, unsigned seq,
-                          unsigned long long timeout_ns, int *timed_out)
+/* What halo_wait waits for: every peer in mask has delivered product seq. */
+struct halo_arrival {
+    unsigned *flags;
+    unsigned long long mask;
+    unsigned seq;
+    unsigned long long timeout_ns;
+    int *timed_out;
+};
+
+/* Spins (one thread) until a's peers have delivered; past its timeout it
+ * sets *timed_out (the host fails the halo) and returns false, as it does
+ * once the host has set *timed_out itself (a rank lost: its watch). */
+__device__ bool halo_arrived(const halo_arrival &a)
 {
+    volatile unsigned *flags = a.flags;
+    volatile int *stop = a.timed_out; /* mapped host memory: read every 256 spins, not every one */
     unsigned long long t0, t;
     asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t0));
     for (int p = 0; p < 64; p++) {
-        if (!(mask >> p & 1))
+        if (!(a.mask >> p & 1))
             continue;
-        while ((int)(flags[p] - seq) < 0) {
+        for (unsigned spin = 1; (int)(flags[p] - a.seq) < 0; spin++) {
             asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t));
-            if (t - t0 > timeout_ns) {
-                *(volatile int *)timed_out = 1;
-                return;
+            if (t - t0 > a.timeout_ns || (spin % 256 == 0 && *stop)) {
+                *stop = 1;
+                return false;
             }
         }
     }
+    __threadfence(); /* the ghosts are read after the flags */
+    return true;
 }
+
+/* Waits until every peer in a.mask has delivered product a.seq (one
+ * thread): what the context's stream waits for, through `done`. */
+__global__ void halo_wait(halo_arrival a) { halo_arrived(a); }
 
 /* The exchange of product h->seq through CUDA IPC: halo_put for every
  * peer this rank sends to, then halo_wait for every peer it receives
@@ -459,8 +659,8 @@ static int halo_ipc_start(spmv_gpu_comm *c, spmv_gpu_halo *h, const spmv_vec *x,
             return st;
     }
     if (mask) {
-        halo_wait<<<1, 1, 0, c->stream>>>(h->flags, mask, seq, (unsigned long long)(c->timeout_ms * 1e6),
-                                          h->timed_out_dev);
+        halo_wait<<<1, 1, 0, c->stream>>>(
+            halo_arrival{h->flags, mask, seq, (unsigned long long)(c->timeout_ms * 1e6), h->timed_out_dev});
         return gpu_check_launch(err, "halo_wait");
     }
     return SPMV_OK;
@@ -500,8 +700,6 @@ extern "C" int spmv_gpu_halo_new(spmv_gpu_comm *c, spmv_dtype dt, const int32_t 
     h->n_off = n_off;
     if (!st)
         st = gpu_ctx_alloc(c->ctx, (void **)&h->off_rows, (size_t)n_off * sizeof(int32_t), "halo off-diagonal rows", err);
-    if (!st)
-        st = spmv_gpu_vec_alloc(c->ctx, dt, n_off, 1, &h->offsum, err);
     if (!st && h->nsend) {
         cudaError_t e = cudaMemcpy(h->send_idx, send_idx, (size_t)h->nsend * sizeof(int32_t), cudaMemcpyHostToDevice);
         if (e != cudaSuccess)
@@ -547,7 +745,6 @@ extern "C" void spmv_gpu_halo_free(spmv_gpu_comm *c, spmv_gpu_halo *h)
         halo_ipc_free(c, h);
         spmv_gpu_vec_free(c->ctx, &h->ghosts);
         gpu_ctx_free(c->ctx, h->off_rows, (size_t)h->n_off * sizeof(int32_t));
-        spmv_gpu_vec_free(c->ctx, &h->offsum);
         if (h->local) {
             cudaEventDestroy(h->local);
             cudaEventDestroy(h->done);
@@ -558,34 +755,6 @@ extern "C" void spmv_gpu_halo_free(spmv_gpu_comm *c, spmv_gpu_halo *h)
     free(h->send_off);
     free(h->recv_off);
     free(h);
-}
-
-extern "C" const spmv_vec *spmv_gpu_halo_ghost(const spmv_gpu_halo *h) { return &h->ghost; }
-extern "C" spmv_vec *spmv_gpu_halo_offsum(spmv_gpu_halo *h) { return &h->offsum; }
-
-template <typename T> __global__ void halo_add(const int32_t *__restrict__ rows, const T *__restrict__ t, int32_t n,
-                                               T *__restrict__ y)
-{
-    int32_t i = (int32_t)(blockIdx.x * blockDim.x + threadIdx.x);
-    if (i < n)
-        y[rows[i]] += t[i];
-}
-
-extern "C" int spmv_gpu_halo_add(spmv_gpu_comm *c, spmv_gpu_halo *h, spmv_vec *y, spmv_error *err)
-{
-    if (y->device != SPMV_DEVICE_GPU || y->dtype != h->dtype)
-        return spmv_error_set(err, SPMV_ERR_INVALID, 0, "the halo's sums go into a device y of the shard's dtype");
-    if (!h->n_off)
-        return SPMV_OK;
-    cudaSetDevice(c->ctx->device);
-    int32_t threads = 256, blocks = (h->n_off + threads - 1) / threads;
-    if (h->dtype == SPMV_FLOAT32)
-        halo_add<float><<<blocks, threads, 0, c->ctx->stream>>>(h->off_rows, (const float *)h->offsum.data, h->n_off,
-                                                                 (float *)y->data);
-    else
-        halo_add<double><<<blocks, threads, 0, c->ctx->stream>>>(h->off_rows, (const double *)h->offsum.data,
-                                                                  h->n_off, (double *)y->data);
-    return gpu_check_launch(err, "halo_add");
 }
 
 /* y[rows[i]] += (row i of the compacted off-diagonal block) . ghost: L
@@ -711,7 +880,10 @@ extern "C" int spmv_gpu_halo_start(spmv_gpu_comm *c, spmv_gpu_halo *h, const spm
  * device, not on the host: the local product's end is marked on the
  * context's stream, the exchange's end on its own, and the context's
  * stream waits for the latter, so whatever is queued on it next (the
- * off-diagonal product, halo_add) starts the moment both are done. */
+ * off-diagonal product) starts the moment both are done. (Letting the
+ * off-diagonal kernel spin on the IPC flags itself instead, the context's
+ * stream waiting only for this rank's entries to be sent, measured 1 to 3
+ * us a product slower on 2 and 4 H200s: docs/benchmarks/scaling.md.) */
 extern "C" int spmv_gpu_halo_join(spmv_gpu_comm *c, spmv_gpu_halo *h, double timeout_ms, spmv_error *err)
 {
     int st = h->ipc ? SPMV_OK /* nothing of NCCL's queued */
@@ -730,7 +902,7 @@ extern "C" int spmv_gpu_halo_join(spmv_gpu_comm *c, spmv_gpu_halo *h, double tim
 extern "C" int spmv_gpu_halo_finish(spmv_gpu_comm *c, spmv_gpu_halo *h, double timeout_ms, double *exposed_ms,
                                     double *device_ms, spmv_error *err)
 {
-    double since = spmv_now_ms(), deadline = since + timeout_ms;
+    double since = spmv_now_ms(), deadline = since + timeout_ms, next = 0;
     cudaSetDevice(c->ctx->device);
     cudaError_t rec = cudaEventRecord(h->end, c->ctx->stream);
     if (rec != cudaSuccess)
@@ -746,6 +918,15 @@ extern "C" int spmv_gpu_halo_finish(spmv_gpu_comm *c, spmv_gpu_halo *h, double t
             return nccl_error(state, err, "the halo exchange");
         if (h->ipc && *h->timed_out)
             break;
+        int lost = watched(c, since, &next, err);
+        if (lost) { /* a rank is gone: the waiting kernels stop (IPC), or NCCL's are aborted */
+            if (h->ipc)
+                *h->timed_out = 1;
+            else
+                ncclCommAbort(c->comm);
+            c->broken = true;
+            return lost;
+        }
         if (spmv_now_ms() > deadline) {
             ncclCommAbort(c->comm);
             c->broken = true;

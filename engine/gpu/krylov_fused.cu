@@ -33,6 +33,7 @@
 #define FZ_BLOCK 256
 #define FZ_WARPS (FZ_BLOCK / GPU_WARP)
 #define FZ_PARTS 3 /* sums one reduction carries at most */
+static_assert(FZ_PARTS <= SPMV_ALLSUM_SLOTS, "a reduction's sums fit a row of the mailbox");
 /* Blocks an SM holds at once (1536 threads): the kernels fit 40 registers
  * without spilling (32, for 2048 threads, spills in CG's two updates), and
  * the grid (spmv_gpu_fz_new) is that many per SM, one wave. */
@@ -53,6 +54,7 @@ struct spmv_gpu_fz {
     cudaEvent_t ev[2];
     cudaGraph_t graph;
     cudaGraphExec_t exec;
+    spmv_allsum_dev all;     /* nranks 0: one process */
 };
 
 /* Where a kernel finds everything (by value, so a graph keeps it). */
@@ -65,6 +67,7 @@ struct fz_dev {
     double *H, *cs, *sn, *g, *y;
     int32_t m;
     int64_t n;
+    spmv_allsum_dev all;     /* a distributed solve's sums across the processes (nranks 0: none) */
 };
 
 #define FZ_LOOP(i, n) \
@@ -72,8 +75,63 @@ struct fz_dev {
 
 /* ------------------------------------------------------ device helpers */
 
-/* Sums v[0..K-1] over the grid. true on thread 0 of the block that
- * arrives last, with the totals in v; false everywhere else. */
+/* v[0..K-1] summed across the processes (one thread): written into row
+ * `rank` of every process's mailbox half for this sum, flagged, and the
+ * rows of every process read here in process order once their flags have
+ * come. False when one has not come within the timeout, or the host said
+ * stop (*a.stop, read every 256 spins: mapped host memory is slow). */
+template <int K> __device__ bool fz_allsum(const spmv_allsum_dev &a, double (&v)[K])
+{
+    unsigned s = *a.seq + 1;
+    *a.seq = s;
+    size_t half = (size_t)(s & 1) * a.nranks * SPMV_ALLSUM_SLOTS;
+    for (int q = 0; q < a.nranks; q++) {
+        double *dst = a.peer_box[q] + half + (size_t)a.rank * SPMV_ALLSUM_SLOTS;
+        for (int k = 0; k < K; k++)
+            dst[k] = v[k];
+    }
+    __threadfence_system();
+    for (int q = 0; q < a.nranks; q++)
+        atomicExch_system(a.peer_flags[q] + a.rank, s);
+    volatile unsigned *flags = a.flags;
+    volatile int *stop = a.stop;
+    unsigned long long t0, t;
+    asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t0));
+    t = t0;
+    for (int p = 0; p < a.nranks; p++)
+        for (unsigned spin = 1; (int)(flags[p] - s) < 0; spin++) {
+            asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t));
+            if (t - t0 > a.timeout_ns || (spin % 256 == 0 && *stop)) {
+                *stop = 1;
+                return false;
+            }
+        }
+    *a.waited_ns += t - t0;
+    __threadfence();
+    volatile const double *box = a.box + half;
+    for (int k = 0; k < K; k++) {
+        double sum = 0;
+        for (int p = 0; p < a.nranks; p++)
+            sum += box[(size_t)p * SPMV_ALLSUM_SLOTS + k];
+        v[k] = sum;
+    }
+    return true;
+}
+
+__device__ void fz_peer_lost(fz_scalars *f)
+{
+    f->stop = FZ_BREAKDOWN;
+    f->what = FZ_BD_PEER;
+    f->value = 0;
+    f->bd_it = f->it;
+    f->live = 0;
+    f->upd = 0;
+}
+
+/* Sums v[0..K-1] over the grid (and, distributed, across the processes).
+ * true on thread 0 of the block that arrives last, with the totals in v;
+ * false everywhere else, and there too when a process did not answer (the
+ * solve then stops: fz_peer_lost). */
 template <int K> __device__ __forceinline__ bool fz_reduce(const fz_dev &d, double (&v)[K])
 {
     __shared__ double sh[K][FZ_WARPS];
@@ -117,6 +175,10 @@ template <int K> __device__ __forceinline__ bool fz_reduce(const fz_dev &d, doub
         v[k] = s;
     }
     *d.count = 0;
+    if (d.all.nranks > 1 && !fz_allsum(d.all, v)) {
+        fz_peer_lost(d.f);
+        return false;
+    }
     return true;
 }
 
@@ -678,6 +740,7 @@ static fz_dev dev_of(const spmv_gpu_fz *z)
     d.g = d.H ? d.sn + z->m : NULL;
     d.y = d.H ? d.g + z->m + 1 : NULL;
     d.n = z->n;
+    d.all = z->all;
     return d;
 }
 
@@ -807,8 +870,8 @@ static int fz_alloc(spmv_gpu_ctx *ctx, spmv_gpu_fz *z, spmv_error *err)
     return SPMV_OK;
 }
 
-extern "C" int spmv_gpu_fz_new(spmv_gpu_ctx *ctx, int64_t n, int32_t hist_len, int32_t m, spmv_gpu_fz **out,
-                               spmv_error *err)
+extern "C" int spmv_gpu_fz_new(spmv_gpu_ctx *ctx, int64_t n, int32_t hist_len, int32_t m,
+                               const spmv_allsum_dev *all, spmv_gpu_fz **out, spmv_error *err)
 {
     *out = NULL;
     if (hist_len < 1 || m < 0)
@@ -819,6 +882,8 @@ extern "C" int spmv_gpu_fz_new(spmv_gpu_ctx *ctx, int64_t n, int32_t hist_len, i
     z->n = n;
     z->hist_len = hist_len;
     z->m = m;
+    if (all)
+        z->all = *all;
     int64_t want = (n + FZ_BLOCK - 1) / FZ_BLOCK, cap = (int64_t)ctx->sm_count * FZ_MIN_BLOCKS;
     z->grid = (unsigned)(want < 1 ? 1 : want < cap ? want : cap);
     int st = fz_alloc(ctx, z, err);

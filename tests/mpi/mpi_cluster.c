@@ -681,6 +681,84 @@ static void test_solve(void **state)
     }
 }
 
+/* cluster_solve on GPU shards: CG and BiCGSTAB take the fused path, their
+ * dots summed across the ranks by the kernels, where the halo goes
+ * through CUDA IPC (MPI_CLUSTER_HALO=nccl: the host's loop, as GMRES's
+ * always); each against the true residual and the whole solve on the
+ * host, every rank at the same iteration with the same reductions. */
+static void gpu_solve_on(const spmv_csr *a, const char *what)
+{
+    static const spmv_precond_type pts[] = {SPMV_PRECOND_NONE, SPMV_PRECOND_JACOBI};
+    static const spmv_solve_method ms[] = {SPMV_SOLVE_CG, SPMV_SOLVE_BICGSTAB, SPMV_SOLVE_GMRES};
+    cluster_matrix *m;
+    spmv_error err;
+    spmv_solve_result res;
+    cluster_solve_stats st;
+    if (cluster_load(C, "00000000-0000-4000-8000-000000000006", a, true, &m, &err) != SPMV_OK)
+        fail_msg("%s: cluster_load on the GPUs: %s", what, err.message);
+    int32_t n = a->rows;
+    tu_rng rng;
+    tu_rng_init(&rng, seed ^ 0x9e5 ^ (uint64_t)n);
+    double *b = malloc((size_t)n * sizeof *b), *x = malloc((size_t)n * sizeof *x), *xw = malloc((size_t)n * sizeof *xw);
+    assert_true(b && x && xw);
+    for (int32_t i = 0; i < n; i++)
+        b[i] = tu_rng_value(&rng);
+    for (size_t mi = 0; mi < sizeof ms / sizeof *ms; mi++)
+        for (size_t p = 0; p < sizeof pts / sizeof *pts; p++) {
+            spmv_solve_method meth = ms[mi];
+            cluster_solve_args s = {.k = spmv_kernel_find("gpu.csr.vector"),
+                                    .o = {.method = meth, .tol = 1e-10, .maxit = 2000}, .b = b, .x = x};
+            spmv_precond_defaults(&s.pc, pts[p]);
+            for (int32_t i = 0; i < n; i++)
+                x[i] = NAN; /* poisoned: every row of x must come back */
+            int rc = cluster_solve(C, m, &s, &res, &st, &err);
+            const char *mn = spmv_solve_method_name(meth), *pn = spmv_precond_type_name(pts[p]);
+            if (rc != SPMV_OK)
+                fail_msg("%s on the GPUs, %s, %s: %s", what, mn, pn, err.message);
+            double rr = true_relres(a, b, x);
+            int32_t its = res.iterations, wits = whole_solve(a, meth, pts[p], b, xw);
+            bool fused = halo_ipc && meth != SPMV_SOLVE_GMRES, same_its = st.nranks == size_;
+            for (int q = 0; q < size_; q++)
+                same_its = same_its && st.rank[q].iterations == its && st.rank[q].reductions == st.rank[0].reductions &&
+                           (!fused || st.rank[q].reductions >= its);
+            printf("# %s on %d GPUs, %s, %s: %d iterations (whole, host: %d), true relres %.3g, fused %d, "
+                   "reductions %lld, reduce %.3f ms\n", what, size_, mn, pn, its, wits, rr, res.fused,
+                   (long long)st.rank[0].reductions, st.rank[0].reduce_ms);
+            if (res.stop != SPMV_STOP_CONVERGED || !(rr <= 1.001e-10) || res.fused != fused || !same_its || wits < 0 ||
+                abs(wits - its) > 2 + wits / (meth == SPMV_SOLVE_BICGSTAB ? 5 : 10))
+                fail_msg("%s on the GPUs, %s, %s: stop %s after %d iterations (whole: %d), true relres %g, fused %d "
+                         "(want %d), ranks in step %d (seed %llu)", what, mn, pn, spmv_solve_stop_name(res.stop), its,
+                         wits, rr, res.fused, fused, same_its, (unsigned long long)seed);
+            spmv_solve_result_free(&res);
+        }
+    assert_null(cluster_failed(C));
+    free(b);
+    free(x);
+    free(xw);
+    cluster_unload(C, m);
+}
+
+static void test_gpu_solve(void **state)
+{
+    (void)state;
+    const char *why = NULL;
+    if (spmv_gpu_count(&why) <= 0) {
+        print_message("# SKIP no GPU on rank 0: %s\n", why ? why : "none");
+        skip();
+    }
+    tu_rng rng;
+    tu_rng_init(&rng, seed ^ 0x6501e);
+    for (int i = 0; i < 2; i++) {
+        spmv_csr a;
+        char what[64];
+        int32_t g = (int32_t)tu_rng_range(&rng, 20, 60);
+        shifted_poisson(&rng, g, &a);
+        snprintf(what, sizeof what, "shifted Poisson %d x %d", g, g);
+        gpu_solve_on(&a, what);
+        spmv_csr_free(&a);
+    }
+}
+
 static void test_gpu_commands(void **state)
 {
     (void)state;
@@ -750,9 +828,10 @@ int main(int argc, char **argv)
     if (rank_ == 0) {
         const struct CMUnitTest cmds[] = {cmocka_unit_test(test_commands), cmocka_unit_test(test_gpu_commands),
                                           cmocka_unit_test(test_vectors), cmocka_unit_test(test_gpu_vectors),
-                                          cmocka_unit_test(test_solve), cmocka_unit_test(test_pulse)};
+                                          cmocka_unit_test(test_solve), cmocka_unit_test(test_gpu_solve),
+                                          cmocka_unit_test(test_pulse)};
         snprintf(name, sizeof name, "cluster_commands_np%d", size_);
-        rc |= _cmocka_run_group_tests(name, cmds, 6, NULL, NULL);
+        rc |= _cmocka_run_group_tests(name, cmds, 7, NULL, NULL);
         cluster_shutdown(C);
     } else {
         rc |= cluster_rank_loop(C);

@@ -281,6 +281,9 @@ int cluster_local_product(cluster *c, cluster_local *l, const spmv_kernel *k, co
  * written whole and not poisoned first: a solve's operator. */
 int cluster_local_apply(cluster *c, cluster_local *l, const spmv_kernel *k, const spmv_params *p, const spmv_vec *x,
                         spmv_vec *y, const cluster_run_times *t, const spmv_kernel **ran, spmv_error *err);
+/* A rank is lost: the waits of l's exchange on the GPU end (engine/comm.h
+ * spmv_gpu_halo_stop). */
+void cluster_local_stop(cluster *c, cluster_local *l);
 /* The same on a GPU shard, queued on the rank's GPU and not waited for,
  * timed or checked (the exchange, the local product, the boundary rows):
  * a fused solve's device_apply, after cluster_local_apply has run once. */

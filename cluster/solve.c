@@ -30,7 +30,10 @@
  * a reduction polls MPI_Test against cluster_timeout_ms, then marks the
  * cluster failed (its buffers are then never freed: the collective may
  * still write them). A rank lost mid-solve thus ends the solve on every
- * rank still alive within about one cluster_timeout_ms.
+ * rank still alive within about one cluster_timeout_ms, and on rank 0
+ * (which answers) as soon as its look at the ranks sees it (liveness.c:
+ * an exited process, a pulse silent past cluster_heartbeat_ms), in a
+ * reduction's wait or the fused path's (watch).
  *
  * Before the first iteration every rank says, in one reduction, whether
  * its setup (kernel, preconditioner, vectors) worked, so a rank that
@@ -73,17 +76,18 @@ typedef struct dsolve {
     int (*progress)(void *ctx, int32_t it, double relres);
     void *progress_ctx;
     int32_t timed;                /* products run by apply (the others were queued by device_apply) */
-    double one_compute, one_exchange; /* the first timed product's split */
+    double one_device;            /* the first timed product's time on the GPU (CUDA events) */
     double t[SOLVE_TIMES];
 } dsolve;
 
 /* ------------------------------------------------------------ the hooks */
 
 /* Completes a collective by the deadline, polling as reqs_wait does
- * (yielding first, then napping). */
+ * (yielding first, then napping) and, as it does, looking at the ranks
+ * now and then (rank 0: an exited process, a silent pulse). */
 static int coll_wait(cluster *c, MPI_Request *req, const char *what, spmv_error *err)
 {
-    double start = spmv_now_ms();
+    double start = spmv_now_ms(), look = 0;
     long sleep_ns = 20000;
     for (long polls = 0;; polls++) {
         int done = 0, mrc = MPI_Test(req, &done, MPI_STATUS_IGNORE);
@@ -92,6 +96,9 @@ static int coll_wait(cluster *c, MPI_Request *req, const char *what, spmv_error 
         if (done)
             return SPMV_OK;
         double waited = spmv_now_ms() - start;
+        int lost = polls > 200 && cluster_liveness_due(c, waited, &look) ? cluster_liveness_look(c, what, err) : SPMV_OK;
+        if (lost != SPMV_OK) /* a rank on this host exited, or its pulse went silent (rank 0) */
+            return lost;
         if (waited > c->o.timeout_ms)
             return cluster_fail(c, err, "rank %d: %s: not every rank took part within %.0f ms (cluster_timeout_ms); "
                                 "the cluster is marked failed", c->rank, what, c->o.timeout_ms);
@@ -151,11 +158,29 @@ static int apply(void *ctx, const spmv_vec *x, spmv_vec *y, double *ms, spmv_err
     int rc = cluster_local_apply(d->c, d->l, d->k, &d->p, x, y, &t, &d->ran, err);
     d->t[T_COMPUTE] += compute;
     d->t[T_EXCHANGE] += comm;
-    if (d->timed++ == 0) {
-        d->one_compute = compute;
-        d->one_exchange = comm;
-    }
+    if (d->timed++ == 0)
+        d->one_device = device;
     *ms = run;
+    return rc;
+}
+
+/* The fused path's waits for its GPU's status: the cluster failed, or a
+ * look at the ranks (liveness.c: an exited process, a silent pulse; rank
+ * 0) finds one lost: the GPU's waits for the other ranks (the sums, the
+ * halo) end, and the solve with this error. */
+static int watch(void *ctx, double waited_ms, double *next_ms, spmv_error *err)
+{
+    dsolve *d = ctx;
+    cluster *c = d->c;
+    int rc = SPMV_OK;
+    if (cluster_failed(c))
+        rc = spmv_error_set(err, SPMV_ERR_UNAVAILABLE, 0, "the cluster has failed: %s", c->failed_msg);
+    else if (cluster_liveness_due(c, waited_ms, next_ms))
+        rc = cluster_liveness_look(c, "a solve on the GPUs", err);
+    if (rc != SPMV_OK) {
+        spmv_gpu_allsum_stop(c->allsum);
+        cluster_local_stop(c, d->l);
+    }
     return rc;
 }
 
@@ -258,16 +283,16 @@ static int fused_sums(dsolve *d, const cmd_header *h, bool all_gpu, const spmv_a
     return SPMV_OK;
 }
 
-/* The queued products' time (the first timed one's, as the fused path
- * counts spmv_ms) and the device's sums: how many, and the time it
- * waited in them for the other ranks. */
+/* The queued products' time (each the first timed one's time on the GPU,
+ * as the fused path counts spmv_ms; their exchange runs on the GPU beside
+ * the local product, inside it) and the device's sums: how many, and the
+ * time it waited in them for the other ranks. */
 static int fused_times(dsolve *d, const spmv_solve_result *res, unsigned sums0, double waited0, spmv_error *err)
 {
     unsigned sums = 0;
     double waited = 0;
     int32_t queued = res->spmv_calls - d->timed;
-    d->t[T_COMPUTE] += queued * d->one_compute;
-    d->t[T_EXCHANGE] += queued * d->one_exchange;
+    d->t[T_COMPUTE] += queued * d->one_device;
     int rc = spmv_gpu_allsum_stats(d->c->allsum, &sums, &waited, err);
     d->t[T_REDUCE] += waited - waited0;
     d->t[T_REDUCTIONS] += sums - sums0;
@@ -285,7 +310,8 @@ static int part_solve(dsolve *d, const cmd_header *h, const spmv_allsum_dev *all
     spmv_linop a = {rows, rows, d, apply};
     spmv_solve_options o = {.method = (spmv_solve_method)h->method, .restart = h->restart, .tol = h->tol,
                             .maxit = h->maxit, .progress = progress, .progress_ctx = d, .reduce = reduce,
-                            .reduce_ctx = d, .allsum = all, .device_apply = all ? device_apply : NULL};
+                            .reduce_ctx = d, .allsum = all, .device_apply = all ? device_apply : NULL,
+                            .watch = watch, .watch_ctx = d};
     if (d->pc) {
         o.precond = precond;
         o.precond_ctx = d;

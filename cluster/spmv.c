@@ -581,6 +581,12 @@ int cluster_local_apply(cluster *c, cluster_local *l, const spmv_kernel *k, cons
     return local_product(c, l, k, p, NULL, x, NULL, y, 1.0, 0.0, 0, 1, false, t, ran, err);
 }
 
+void cluster_local_stop(cluster *c, cluster_local *l)
+{
+    if (l && l->ghalo)
+        spmv_gpu_halo_stop(c->nccl, l->ghalo);
+}
+
 int cluster_local_queue(cluster *c, cluster_local *l, const spmv_kernel *k, const spmv_params *p, const spmv_vec *x,
                         spmv_vec *y, spmv_error *err)
 {

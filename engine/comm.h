@@ -64,6 +64,8 @@ const spmv_allsum_dev *spmv_gpu_allsum_dev(const spmv_gpu_allsum *a);
 int spmv_gpu_allsum_stats(spmv_gpu_allsum *a, unsigned *sums, double *waited_ms, spmv_error *err);
 /* Whether a sum's wait gave up (a rank lost or hung). */
 bool spmv_gpu_allsum_failed(const spmv_gpu_allsum *a);
+/* Ends every wait of a's sums on the device (a rank is lost). */
+void spmv_gpu_allsum_stop(spmv_gpu_allsum *a);
 
 /* A halo plan on the device: the send list (send_off: nranks + 1 offsets
  * into send_idx, local x indices), the receive offsets into the ghost
@@ -78,6 +80,9 @@ void spmv_gpu_halo_free(spmv_gpu_comm *c, spmv_gpu_halo *h);
 /* Whether h exchanges through CUDA IPC (decided by every rank at
  * spmv_gpu_halo_new, which every rank calls at the same product). */
 bool spmv_gpu_halo_ipc(const spmv_gpu_halo *h);
+/* A rank is lost: ends h's waits on the device (CUDA IPC), or aborts the
+ * communicator (NCCL); every later exchange fails. */
+void spmv_gpu_halo_stop(spmv_gpu_comm *c, spmv_gpu_halo *h);
 /* y[off_rows[i]] += (row i of off) . ghost, on the context's stream (not
  * waited for): the off-diagonal block (off: n_off rows, CSR on the
  * device, columns into the ghost vector) multiplied and added into y's

@@ -144,6 +144,14 @@ typedef struct spmv_solve_options {
     int (*reduce)(void *ctx, double *v, int32_t n, spmv_error *err);
     void *reduce_ctx;
     const spmv_allsum_dev *allsum;
+    /* While the fused path waits for the device's status: asked now and
+     * then, with how long this wait has lasted and the wait's own schedule
+     * (next_ms, 0 at its start). A non-zero return (err set) ends the solve
+     * with that error, once the caller has made the device's waits for
+     * other processes end. NULL: the status is waited for, no question
+     * asked. */
+    int (*watch)(void *ctx, double waited_ms, double *next_ms, spmv_error *err);
+    void *watch_ctx;
 } spmv_solve_options;
 
 typedef struct spmv_solve_result {

@@ -31,9 +31,11 @@
  * time of one, and each queued product adds it.
  */
 #include <math.h>
+#include <sched.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "krylov_fused.h"
 #include "krylov_impl.h"
@@ -408,6 +410,32 @@ static int settle(fused *f, const fz_scalars *sc, bool *again)
     return SPMV_OK;
 }
 
+/* The status copy of slot: waited for on its event, or, with a watch (a
+ * distributed solve: is every process still there?), polled, the watch
+ * asked meanwhile (busy for 2 ms, then 20 us naps: a chunk takes a few
+ * milliseconds). */
+static int status(fused *f, int slot, const fz_scalars **sc, const double **hist)
+{
+    solve_state *s = f->s;
+    const spmv_solve_options *o = s->o;
+    double since = spmv_now_ms(), next = 0;
+    int st;
+    for (bool ready = !o->watch; !ready;) {
+        TRY(spmv_gpu_fz_poll(s->ctx, f->z, slot, &ready, s->err));
+        if (ready)
+            break;
+        double waited = spmv_now_ms() - since;
+        TRY(o->watch(o->watch_ctx, waited, &next, s->err));
+        if (waited < 2.0) {
+            sched_yield();
+        } else {
+            struct timespec ts = {0, 20000};
+            nanosleep(&ts, NULL);
+        }
+    }
+    return spmv_gpu_fz_wait(s->ctx, f->z, slot, sc, hist, s->err);
+}
+
 /* Chunks until the device stops: each one's status is read while the next
  * runs (pipelined methods), or right after it (GMRES's cycles). */
 static int drive(fused *f)
@@ -421,9 +449,10 @@ static int drive(fused *f)
         TRY(spmv_gpu_fz_post(s->ctx, f->z, posted++ & 1, s->err));
         if (f->m->pipelined && posted - read < 2)
             continue;
-        TRY(spmv_gpu_fz_wait(s->ctx, f->z, read++ & 1, &sc, &hist, s->err));
+        TRY(status(f, read++ & 1, &sc, &hist));
         s->res->checks++;
-        if (s->o->reduce) { /* distributed: the ranks' wishes to stop, shared before any acts on one */
+        bool lost = sc->stop == FZ_BREAKDOWN && sc->what == FZ_BD_PEER; /* settle says so; the others are not there */
+        if (s->o->reduce && !lost) { /* distributed: the ranks' wishes to stop, shared before any acts on one */
             double none = 0;
             TRY(s->o->reduce(s->o->reduce_ctx, &none, 1, s->err));
         }
@@ -434,7 +463,7 @@ static int drive(fused *f)
         if (sc->stop == FZ_RUNNING && !cancel)
             continue;
         while (read < posted) { /* the chunk queued after it: empty, or run on by a cancel */
-            TRY(spmv_gpu_fz_wait(s->ctx, f->z, read++ & 1, &sc, &hist, s->err));
+            TRY(status(f, read++ & 1, &sc, &hist));
             consume(f, sc, hist);
         }
         bool again;

@@ -102,6 +102,8 @@ int spmv_gpu_fz_put(spmv_gpu_ctx *ctx, spmv_gpu_fz *fz, const fz_scalars *sc, sp
  * and records its event; wait returns them once the copy is done
  * (*hist[i % hist_len] is the relative residual of iteration i). */
 int spmv_gpu_fz_post(spmv_gpu_ctx *ctx, spmv_gpu_fz *fz, int slot, spmv_error *err);
+/* Whether slot's copy has landed (not waiting for it). */
+int spmv_gpu_fz_poll(spmv_gpu_ctx *ctx, spmv_gpu_fz *fz, int slot, bool *ready, spmv_error *err);
 int spmv_gpu_fz_wait(spmv_gpu_ctx *ctx, spmv_gpu_fz *fz, int slot, const fz_scalars **sc, const double **hist,
                      spmv_error *err);
 /* Queues one kernel of the fused iteration (enum fz_op). */

@@ -411,6 +411,13 @@ int spmv_gpu_fz_post(spmv_gpu_ctx *ctx, spmv_gpu_fz *fz, int slot, spmv_error *e
     UNUSED(ctx); UNUSED(fz); UNUSED(slot);
     FZ_ABSENT;
 }
+int spmv_gpu_fz_poll(spmv_gpu_ctx *ctx, spmv_gpu_fz *fz, int slot, bool *ready, spmv_error *err)
+{
+    UNUSED(ctx); UNUSED(fz); UNUSED(slot);
+    *ready = false;
+    FZ_ABSENT;
+}
+
 int spmv_gpu_fz_wait(spmv_gpu_ctx *ctx, spmv_gpu_fz *fz, int slot, const fz_scalars **sc, const double **hist,
                      spmv_error *err)
 {

@@ -71,6 +71,13 @@ bool spmv_gpu_allsum_failed(const spmv_gpu_allsum *a)
     return false;
 }
 
+void spmv_gpu_allsum_stop(spmv_gpu_allsum *a) { (void)a; }
+
+void spmv_gpu_halo_stop(spmv_gpu_comm *c, spmv_gpu_halo *h)
+{
+    (void)c; (void)h;
+}
+
 bool spmv_gpu_halo_ipc(const spmv_gpu_halo *h) { (void)h; return false; }
 
 int spmv_gpu_halo_off_add(spmv_gpu_comm *c, spmv_gpu_halo *h, const spmv_gpu_matrix *off, spmv_vec *y,

@@ -573,6 +573,12 @@ extern "C" int spmv_gpu_allsum_stats(spmv_gpu_allsum *a, unsigned *sums, double 
 
 extern "C" bool spmv_gpu_allsum_failed(const spmv_gpu_allsum *a) { return a && *(volatile int *)a->stop; }
 
+extern "C" void spmv_gpu_allsum_stop(spmv_gpu_allsum *a)
+{
+    if (a)
+        *(volatile int *)a->stop = 1;
+}
+
 /* Writes this rank's entries for one peer straight into its ghosts (the
  * half of product seq) and, the last block done, sets its flag for this
  * rank to seq: every block's stores are fenced system-wide before it
@@ -667,6 +673,17 @@ static int halo_ipc_start(spmv_gpu_comm *c, spmv_gpu_halo *h, const spmv_vec *x,
 }
 
 extern "C" bool spmv_gpu_halo_ipc(const spmv_gpu_halo *h) { return h && h->ipc; }
+
+extern "C" void spmv_gpu_halo_stop(spmv_gpu_comm *c, spmv_gpu_halo *h)
+{
+    if (h && h->ipc) {
+        *h->timed_out = 1;
+    } else if (c && !c->broken) {
+        ncclCommAbort(c->comm);
+    }
+    if (c)
+        c->broken = true;
+}
 
 extern "C" int spmv_gpu_halo_new(spmv_gpu_comm *c, spmv_dtype dt, const int32_t *send_off, const int32_t *send_idx,
                                  const int32_t *recv_off, const int32_t *off_rows, int32_t n_off,

@@ -911,6 +911,15 @@ extern "C" int spmv_gpu_fz_post(spmv_gpu_ctx *ctx, spmv_gpu_fz *fz, int slot, sp
     return e == cudaSuccess ? SPMV_OK : gpu_cuda_error(e, err, "fused solver: reading its status");
 }
 
+extern "C" int spmv_gpu_fz_poll(spmv_gpu_ctx *ctx, spmv_gpu_fz *fz, int slot, bool *ready, spmv_error *err)
+{
+    (void)ctx;
+    cudaError_t e = cudaEventQuery(fz->ev[slot]);
+    *ready = e == cudaSuccess;
+    return e == cudaSuccess || e == cudaErrorNotReady ? SPMV_OK
+                                                      : gpu_cuda_error(e, err, "fused solver: polling its status");
+}
+
 extern "C" int spmv_gpu_fz_wait(spmv_gpu_ctx *ctx, spmv_gpu_fz *fz, int slot, const fz_scalars **sc,
                                 const double **hist, spmv_error *err)
 {

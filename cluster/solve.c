@@ -134,6 +134,8 @@ static int reduce(void *ctx, double *v, int32_t n, spmv_error *err)
                                 : cluster_fail(c, err, "rank %d: MPI_Iallgather failed (error %d)", c->rank, mrc);
     if (rc != SPMV_OK) {
         d->abandoned = mrc == MPI_SUCCESS; /* the collective may still write its buffers */
+        spmv_gpu_allsum_stop(c->allsum);   /* and the GPU's waits for the others end now (a fused solve) */
+        cluster_local_stop(c, d->l);
         return rc;
     }
     for (int32_t i = 0; i < n; i++) {

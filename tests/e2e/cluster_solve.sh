@@ -7,15 +7,15 @@
 # jacobi, block_jacobi and chebyshev, against SciPy (true residual, x
 # against spsolve), the per-rank time split, and the refusals. Then a rank
 # killed with SIGKILL in the middle of a long solve: the solve ends failed
-# with a message naming the cluster's failure within a few
-# cluster_timeout_ms (no hang), /v1/ready turns 503, a later sharded solve
+# with a message naming the cluster's failure within 2 s (rank 0's
+# reductions look at the ranks while they wait), /v1/ready turns 503, a later sharded solve
 # is a 503 cluster_failed at once, the whole matrix on rank 0 still
 # solves, and SIGTERM to rank 0 still ends the job. Skipped with the reason
 # in a build without MPI, on a host without mpirun, or without SciPy.
 #
 # With SPMV_CLUSTER_GPU=1 (tools/bundle/cluster-gpu.sh on a host of 2 or
 # more GPUs) the same on SPMV_CLUSTER_NP ranks (2) with the shards on their GPUs: the ranks' products on
-# the GPUs, the halo over NCCL, the sums over MPI.
+# the GPUs, the halo through CUDA IPC, CG and BiCGSTAB fused (their sums on the GPUs), the rest's over MPI.
 . "$(dirname "$0")/lib.sh"
 
 GPU=${SPMV_CLUSTER_GPU:-0}
@@ -53,13 +53,15 @@ for ((i = 0; i < 100; i++)); do
 done
 check "it iterates on the ranks (iteration $it)" [ "$it" -gt 20 ]
 victim=$(other_ranks | tail -1)
+now_ms() { echo $(($(date +%s%N) / 1000000)); }
 kill -KILL "$victim"
-t0=$SECONDS
+t0=$(now_ms)
 req GET "/v1/jobs/$JOB?wait=60"
-state=$(jget 'd.get("state")')
+state=$(jget 'd.get("state")') ended_ms=$(($(now_ms) - t0))
 diag "job after the kill: $(head -c 400 "$BODY_FILE")"
-check "a rank killed (SIGKILL) mid-solve: the solve ends failed in $((SECONDS - t0)) s (no hang)" \
-  [ "$state" = failed ] && [ $((SECONDS - t0)) -le 20 ]
+# the issue's bound, 2 s: rank 0's reduction looks at the ranks while it waits (an exited process here)
+check "a rank killed (SIGKILL) mid-solve: the solve ends failed in $ended_ms ms (bound 2000)" \
+  [ "$state" = failed ] && [ "$ended_ms" -le 2000 ]
 check "... with 503 cluster_failed, saying which wait gave up" \
   [ "$(jget 'd.get("status"), d.get("error", {}).get("code")')" = "(503, 'cluster_failed')" ] && grep -q "rank" "$BODY_FILE"
 req GET /v1/ready

@@ -665,20 +665,27 @@ static void test_pulse(void **state)
     assert_null(cluster_failed(C));
 }
 
+/* on(a, what) for count shifted Poisson matrices of lo..hi squared rows,
+ * drawn from the run's seed ^ salt. */
+static void each_poisson(uint64_t salt, int count, int32_t lo, int32_t hi, void (*on)(const spmv_csr *, const char *))
+{
+    tu_rng rng;
+    tu_rng_init(&rng, seed ^ salt);
+    for (int i = 0; i < count; i++) {
+        spmv_csr a;
+        char what[64];
+        int32_t g = (int32_t)tu_rng_range(&rng, lo, hi);
+        shifted_poisson(&rng, g, &a);
+        snprintf(what, sizeof what, "shifted Poisson %d x %d", g, g);
+        on(&a, what);
+        spmv_csr_free(&a);
+    }
+}
+
 static void test_solve(void **state)
 {
     (void)state;
-    tu_rng rng;
-    tu_rng_init(&rng, seed ^ 0x501e);
-    for (int i = 0; i < 3; i++) {
-        spmv_csr a;
-        char what[64];
-        int32_t g = (int32_t)tu_rng_range(&rng, 12, 40);
-        shifted_poisson(&rng, g, &a);
-        snprintf(what, sizeof what, "shifted Poisson %d x %d", g, g);
-        solve_on(&a, what);
-        spmv_csr_free(&a);
-    }
+    each_poisson(0x501e, 3, 12, 40, solve_on);
 }
 
 /* cluster_solve on GPU shards: CG and BiCGSTAB take the fused path, their
@@ -746,17 +753,7 @@ static void test_gpu_solve(void **state)
         print_message("# SKIP no GPU on rank 0: %s\n", why ? why : "none");
         skip();
     }
-    tu_rng rng;
-    tu_rng_init(&rng, seed ^ 0x6501e);
-    for (int i = 0; i < 2; i++) {
-        spmv_csr a;
-        char what[64];
-        int32_t g = (int32_t)tu_rng_range(&rng, 20, 60);
-        shifted_poisson(&rng, g, &a);
-        snprintf(what, sizeof what, "shifted Poisson %d x %d", g, g);
-        gpu_solve_on(&a, what);
-        spmv_csr_free(&a);
-    }
+    each_poisson(0x6501e, 2, 20, 60, gpu_solve_on);
 }
 
 static void test_gpu_commands(void **state)

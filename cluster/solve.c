@@ -23,8 +23,8 @@
  * themselves (spmv_gpu_allsum, engine/comm.h), so no iteration waits for
  * the host; the hosts share one reduction a check (each rank's wish to
  * stop). The time split then counts the queued products at the first
- * timed one's compute and exchange, and the reductions' time is the time
- * the GPU waited in them for the other ranks.
+ * timed one's time on the GPU, and the reductions' time is the time the
+ * GPU waited in them for the other ranks.
  *
  * Nothing waits without a deadline: the halo exchange is reqs_wait's, and
  * a reduction polls MPI_Test against cluster_timeout_ms, then marks the

@@ -29,6 +29,18 @@
  * spmv_ms: the products are not timed one by one here; the first product
  * (the initial residual, through the operator's timed apply) gives the
  * time of one, and each queued product adds it.
+ *
+ * Distributed (options' reduce and allsum: CG and BiCGSTAB on the GPU
+ * shards of one host, cluster/solve.c): every process runs this same
+ * loop on its rows, and each kernel's sums are summed across the
+ * processes by the kernel itself (fz_allsum, krylov_fused.cu), so every
+ * process computes the same scalars and stops at the same iteration.
+ * The host's dots (the start, the true residual) go through reduce; so
+ * does, once a check, nothing but the processes' wishes to stop (a
+ * cancel), so every one cancels after the same chunk. No graph (the
+ * operator's exchange takes its number from the host), and the status is
+ * polled with the options' watch asking whether every process is still
+ * there.
  */
 #include <math.h>
 #include <sched.h>

@@ -7,7 +7,9 @@ Every rank runs the same Krylov loop on its rows (cluster/solve.c); this
 checks the answers the way a user would, from the outside:
 
 - the matrices: bcsstk13 (the shared real SPD one, 2003 rows, uploaded
-  with shard=true) and a 2-D Poisson the daemon generates sharded
+  with shard=true), cage5, west0067 (non-symmetric: BiCGSTAB, GMRES),
+  jagmesh7 (symmetric indefinite: MINRES), LFAT5 (SPD: CG with jacobi),
+  each against spsolve; and a 2-D Poisson the daemon generates sharded
   (generate=poisson2d, read back as .npz for SciPy), plus the same
   Poisson whole on rank 0 for comparison;
 - CG, BiCGSTAB, GMRES and MINRES, without a preconditioner and with
@@ -205,6 +207,32 @@ ok(st == 202 and it > 5 and r.get("stop", {}).get("reason") == "cancelled"
    "DELETE of a long solve's job: stopped cancelled, every rank at the same iteration (%s)" % r.get("iterations"),
    json.dumps(res)[:300] if res else d)
 call("GET", "/v1/ready")
+
+# ------------------------------------------------------------ more shared real matrices
+# each sharded over the ranks and solved by a method that suits it, against spsolve's x within
+# 20 tol cond(A) (cond from the dense matrix): cage5 and west0067 (non-symmetric, cond 15 and 130),
+# jagmesh7 (symmetric indefinite, cond 1.2e4: MINRES), LFAT5 (SPD, cond 1.4e8: CG with jacobi)
+# (west0067 stagnates under restarted GMRES(30), SciPy's too: restart = n, full GMRES)
+REAL_CASES = (("cage5.mtx", ("bicgstab", "gmres"), "none"), ("west0067.mtx", ("gmres",), "none"),
+              ("jagmesh7.mtx", ("minres",), "none"), ("LFAT5.mtx", ("cg",), "jacobi"))
+for name, methods, pc in REAL_CASES:
+    A = scipy.io.mmread(os.path.join(MDIR, "real", name)).tocsr().astype(float)
+    st, d = upload_file(os.path.join(MDIR, "real", name), "shard=true&name=" + name)
+    if not ok(st == 201 and d.get("sharded") and len(d.get("shards", [])) == NP,
+              "%s (%d rows) uploads sharded over %d ranks" % (name, A.shape[0], NP), d):
+        continue
+    mid, cond = d.get("id"), float(np.linalg.cond(A.toarray()))
+    br = rng.uniform(-1, 1, A.shape[0])
+    xr = scipy.sparse.linalg.spsolve(A.tocsc(), br)
+    for method in methods:
+        body = {"method": method, "b": br.tolist(), "tol": TOL, "maxit": 20000, "preconditioner": pc}
+        if method == "gmres":
+            body["restart"] = A.shape[0]
+        st, d = solve(mid, body)
+        what = "%s, %s, %s" % (name, method, pc)
+        if ok(st == 200, what + ": 200", d):
+            check_answer(A, br, d, TOL, what, xr, 20 * TOL * cond)
+    call("DELETE", "/v1/matrices/%s" % mid)
 
 # ------------------------------------------------------------ bcsstk13
 bk = rng.uniform(-1, 1, K.shape[0])

@@ -179,6 +179,11 @@ void cluster_liveness_free(cluster *c);
 /* Whether a wait that has lasted waited_ms should look at the ranks'
  * processes now (next_ms: the wait's own schedule, start it at 0). */
 bool cluster_liveness_due(const cluster *c, double waited_ms, double *next_ms);
+/* What a wait on the GPU asks now and then (engine/comm.h
+ * spmv_gpu_comm_watch, the fused solve's watch): the cluster has failed
+ * already, or, when due, a look at the ranks finds one lost
+ * (SPMV_ERR_UNAVAILABLE naming `what`). */
+int cluster_watch(cluster *c, const char *what, double waited_ms, double *next_ms, spmv_error *err);
 /* Rank 0: a rank on this host whose process has exited fails the cluster
  * (SPMV_ERR_UNAVAILABLE naming `what` and the rank). */
 int cluster_liveness_look(cluster *c, const char *what, spmv_error *err);

@@ -187,6 +187,13 @@ bool cluster_liveness_due(const cluster *c, double waited_ms, double *next_ms)
     return true;
 }
 
+int cluster_watch(cluster *c, const char *what, double waited_ms, double *next_ms, spmv_error *err)
+{
+    if (cluster_failed(c))
+        return spmv_error_set(err, SPMV_ERR_UNAVAILABLE, 0, "the cluster has failed: %s", c->failed_msg);
+    return cluster_liveness_due(c, waited_ms, next_ms) ? cluster_liveness_look(c, what, err) : SPMV_OK;
+}
+
 int cluster_heartbeat(cluster *c, spmv_error *err)
 {
     if (cluster_failed(c))

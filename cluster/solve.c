@@ -174,11 +174,7 @@ static int watch(void *ctx, double waited_ms, double *next_ms, spmv_error *err)
 {
     dsolve *d = ctx;
     cluster *c = d->c;
-    int rc = SPMV_OK;
-    if (cluster_failed(c))
-        rc = spmv_error_set(err, SPMV_ERR_UNAVAILABLE, 0, "the cluster has failed: %s", c->failed_msg);
-    else if (cluster_liveness_due(c, waited_ms, next_ms))
-        rc = cluster_liveness_look(c, "a solve on the GPUs", err);
+    int rc = cluster_watch(c, "a solve on the GPUs", waited_ms, next_ms, err);
     if (rc != SPMV_OK) {
         spmv_gpu_allsum_stop(c->allsum);
         cluster_local_stop(c, d->l);

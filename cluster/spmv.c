@@ -76,16 +76,10 @@ int cluster_gpu(cluster *c, spmv_gpu_ctx **out, spmv_error *err)
     return c->gpu ? SPMV_OK : spmv_error_set(err, SPMV_ERR_UNAVAILABLE, 0, "%s", c->gpu_reason);
 }
 
-/* What the GPU's waits for the peers ask (spmv_gpu_comm_watch): the
- * cluster failed already, or a look at the ranks (liveness.c: an exited
- * process, a silent pulse) finds one lost. */
+/* What the GPU's waits for the peers ask (spmv_gpu_comm_watch). */
 static int gpu_watch(void *ctx, double waited_ms, double *next_ms, spmv_error *err)
 {
-    cluster *c = ctx;
-    if (cluster_failed(c))
-        return spmv_error_set(err, SPMV_ERR_UNAVAILABLE, 0, "the cluster has failed: %s", c->failed_msg);
-    return cluster_liveness_due(c, waited_ms, next_ms) ? cluster_liveness_look(c, "a sharded product on the GPUs", err)
-                                                       : SPMV_OK;
+    return cluster_watch(ctx, "a sharded product on the GPUs", waited_ms, next_ms, err);
 }
 
 int cluster_nccl_setup(cluster *c, spmv_error *err)
@@ -330,17 +324,29 @@ static int shard_kernel(cluster *c, cluster_local *l, const spmv_kernel *k, cons
     return spmv_params_resolve(l->tk, &l->tp, par, err);
 }
 
-/* The format k reads, built once into both host blocks. */
+/* The kernel of the off-diagonal block on the host: k's own, but for
+ * SPSELL, which holds only a square, exactly symmetric matrix (the local
+ * block of a symmetric matrix is one; a block of ghost columns is not),
+ * its unmirrored layout, PSELL. */
+static const spmv_kernel *off_kernel(const spmv_kernel *k)
+{
+    const spmv_kernel *p = k->format == SPMV_FMT_SPSELL ? spmv_kernel_find("cpu.psell.omp") : NULL;
+    return p ? p : k;
+}
+
+/* The formats k (local block) and off_kernel(k) (off-diagonal block)
+ * read, built once into the host blocks. */
 static int host_formats(cluster_local *l, const spmv_kernel *k, spmv_error *err)
 {
     if (k->device != SPMV_DEVICE_CPU)
         return spmv_error_set(err, SPMV_ERR_UNAVAILABLE, 0, "%s runs on a GPU; this shard (rank %d) is on the host",
                               k->name, l->s.rank);
+    spmv_format off = off_kernel(k)->format;
     int rc = SPMV_OK;
     if (k->format != SPMV_FMT_CSR && l->loc.nnz && (rc = spmv_matrix_add_format(&l->loc, k->format, err)) != SPMV_OK)
         return rc;
-    if (k->format != SPMV_FMT_CSR && l->off.nnz)
-        rc = spmv_matrix_add_format(&l->off, k->format, err);
+    if (off != SPMV_FMT_CSR && l->off.nnz)
+        rc = spmv_matrix_add_format(&l->off, off, err);
     return rc;
 }
 
@@ -395,6 +401,10 @@ static int host_product(cluster *c, cluster_local *l, const spmv_kernel *k, cons
                         spmv_error *kerr, spmv_error *err)
 {
     int32_t rows = l->s.row_end - l->s.row_begin;
+    const spmv_kernel *ok = off_kernel(k);
+    spmv_params opar = *par;
+    if (krc == SPMV_OK && ok != k) /* its own defaults */
+        krc = spmv_params_resolve(ok, &(spmv_params){{0}}, &opar, kerr);
     req_list r;
     reqs_init(&r);
     int rc = SPMV_OK;
@@ -411,7 +421,7 @@ static int host_product(cluster *c, cluster_local *l, const spmv_kernel *k, cons
             rc = reqs_wait(c, &r, "the halo exchange", err);
         double t3 = spmv_now_ms();
         if (rc == SPMV_OK && krc == SPMV_OK && rows && l->off.nnz &&
-            (krc = spmv_cpu_run(k, &l->off, par, l->ghost, l->tmp, 0, 1, NULL, kerr)) == SPMV_OK)
+            (krc = spmv_cpu_run(ok, &l->off, &opar, l->ghost, l->tmp, 0, 1, NULL, kerr)) == SPMV_OK)
             add_into(l->dtype, y, l->tmp, rows);
         double t4 = spmv_now_ms();
         if (it >= warmup)

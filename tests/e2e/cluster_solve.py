@@ -78,6 +78,9 @@ def true_relres(A, b, x):
 
 
 def check_cluster(d, what):
+    # fused: CG and BiCGSTAB on GPU shards of one host (the sums on the GPUs), else the hosts' loop
+    fused = GPU and d.get("method") in ("cg", "bicgstab")
+    ok(d.get("fused") is fused, "%s: \"fused\": %s" % (what, str(fused).lower()), {"fused": d.get("fused")})
     c = d.get("cluster", {})
     per = c.get("per_rank", [])
     fine = (c.get("ranks") == NP and len(per) == NP and [p.get("rank") for p in per] == list(range(NP))

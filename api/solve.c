@@ -278,13 +278,20 @@ static int decode_operands(request *r, const json_t *o)
     }
     if (t->s.jacobi) { /* refused here, not after queueing: a zero diagonal is the client's mistake */
         spmv_error err = {0};
-        void *d = malloc((size_t)(t->s.m->host.rows ? t->s.m->host.rows : 1) * spmv_dtype_size(t->s.m->host.dtype));
-        int jrc = d ? spmv_csr_inv_diag(&t->s.m->host.csr, d, &err) : SPMV_ERR_NOMEM;
-        free(d);
+        matrix *m = t->s.m;
+        unsigned gen = atomic_load(&m->values_gen);
+        void *d = malloc((size_t)(m->host.rows ? m->host.rows : 1) * spmv_dtype_size(m->host.dtype));
+        int jrc = d ? spmv_csr_inv_diag(&m->host.csr, d, &err) : SPMV_ERR_NOMEM;
         if (jrc != SPMV_OK) {
+            free(d);
             api_error(r, 400, "invalid_request", "%s", d ? err.message : "out of memory");
             return -1;
         }
+        if (!(gen & 1u) && atomic_load(&m->values_gen) == gen) { /* the worker takes it, unless values change */
+            t->s.dinv_host = d;
+            t->s.dinv_gen = gen;
+        } else
+            free(d);
     }
     return 0;
 }

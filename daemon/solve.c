@@ -5,7 +5,13 @@
  * this device (x from x0 or zeros), the Jacobi diagonal is inverted on the
  * host and written there, and engine/krylov.c iterates with each product
  * through worker_run_apply, the job told of every iteration (a DELETE of
- * the job stops the solve at the next one). Every iteration is a slice
+ * the job stops the solve at the next one). With a GPU kernel the
+ * iterations run fused (engine/krylov_fused.c): after the first product
+ * through the worker, each is queued on the worker's stream
+ * (spmv_gpu_launch) with its scalars on the GPU, and the host sees them
+ * in bursts, a check every few iterations; a task run in a slice meanwhile
+ * waits for what is queued, and makes the solve capture its graph anew
+ * (device_epoch: the task may have moved a format). Every iteration is a slice
  * (worker_slice): the products queued meanwhile run between two, the
  * watchdog sees a long solve busy, not stuck, and a SIGTERM stops it (503).
  * A preconditioner object named or given inline is bound before the
@@ -30,12 +36,15 @@
 #include "daemon/autotune.h"
 #include "daemon/daemon.h"
 #include "daemon/log.h"
+#include "daemon/payback.h"
 #include "daemon/solve.h"
 
 typedef struct op_ctx {
     solve_task *t;
     worker *w;
     bool draining;             /* worker_slice saw SIGTERM: the solve stops, answered 503 */
+    bool fused;                /* device_apply offered: iterations queued, the stream may be busy */
+    int32_t queued;            /* products queued by device_apply (not through the worker) */
 } op_ctx;
 
 static int apply(void *c, const spmv_vec *x, spmv_vec *y, double *ms, spmv_error *err)
@@ -48,12 +57,42 @@ static int apply(void *c, const spmv_vec *x, spmv_vec *y, double *ms, spmv_error
     return rc;
 }
 
+/* The fused path's product (engine/krylov.h device_apply): the kernel
+ * queued on the worker's stream and not waited for. */
+static int device_apply(void *c, const spmv_vec *x, spmv_vec *y, spmv_error *err)
+{
+    op_ctx *o = c;
+    o->queued++;
+    return spmv_gpu_launch(worker_gpu_ctx(o->w), o->t->k, o->t->m->dev, &o->t->p, x, y, err);
+}
+
+/* What may have moved what a captured iteration reads: any task the
+ * worker ran in the solve's slices (a product that evicted a format or
+ * made a texture over another x, new values). */
+static uint64_t device_epoch(void *c)
+{
+    op_ctx *o = c;
+    return atomic_load(&o->w->tasks_run);
+}
+
+/* Whether the iterations may run fused (engine/krylov_fused.c): a GPU
+ * kernel's SpMV on this worker's copy of the matrix. */
+static bool fused_fits(const solve_task *t, worker *w)
+{
+    return worker_gpu_ctx(w) && t->k->device == SPMV_DEVICE_GPU && t->k->op == SPMV_OP_SPMV && t->m->dev_worker == w &&
+           t->m->dev;
+}
+
 /* Between two iterations: a slice boundary (the products queued meanwhile
- * run), the job told, a cancel or a SIGTERM stops the solve. */
+ * run), the job told, a cancel or a SIGTERM stops the solve. On the fused
+ * path, iterations are still queued on the stream: the slice's tasks wait
+ * for them first (a product's preparation may free what they read). */
 static int progress(void *c, int32_t it, double relres)
 {
     op_ctx *o = c;
     solve_task *t = o->t;
+    if (o->fused && queue_depth(&o->w->queue) > 0)
+        spmv_vec_sync(worker_gpu_ctx(o->w), NULL);
     if (worker_slice(o->w))
         o->draining = true;
     if (t->job) {
@@ -78,12 +117,15 @@ static int dinv_alloc(solve_task *t, spmv_gpu_ctx *ctx, spmv_device_kind dev, sp
     int rc;
     if (!t->jacobi)
         return SPMV_OK;
-    void *h = malloc((size_t)(n ? n : 1) * spmv_dtype_size(dt));
+    bool checked = t->dinv_host && atomic_load(&t->m->values_gen) == t->dinv_gen; /* the API's, of these values */
+    void *h = checked ? t->dinv_host : malloc((size_t)(n ? n : 1) * spmv_dtype_size(dt));
     if (!h)
         rc = spmv_error_set(e, SPMV_ERR_NOMEM, 0, "out of memory for the Jacobi diagonal");
-    else if (!(rc = spmv_csr_inv_diag(&t->m->host.csr, h, e)) && !(rc = spmv_vec_alloc(ctx, dev, dt, n, 1, dinv, e)))
+    else if ((checked || !(rc = spmv_csr_inv_diag(&t->m->host.csr, h, e))) &&
+             !(rc = spmv_vec_alloc(ctx, dev, dt, n, 1, dinv, e)))
         rc = spmv_vec_write(ctx, dinv, h, e);
-    free(h);
+    if (!checked)
+        free(h);
     t->o.inv_diag = dinv;
     return rc;
 }
@@ -129,21 +171,32 @@ static int solve_column(solve_task *t, worker *w, spmv_gpu_ctx *ctx, solve_vecs 
         rc = spmv_vec_fill(ctx, &v->x, 0.0, e);
     if (rc)
         return rc;
-    op_ctx oc = {t, w, false};
+    op_ctx oc = {t, w, false, fused_fits(t, w), 0};
     spmv_linop a = {t->m->host.rows, t->m->host.rows, &oc, apply};
     t->o.progress = progress;
     t->o.progress_ctx = &oc;
+    t->o.device_apply = oc.fused ? device_apply : NULL;
+    t->o.device_epoch = oc.fused ? device_epoch : NULL;
     spmv_solve_result *res = &t->res[c];
-    if ((rc = spmv_solve(ctx, &a, &v->b, &v->x, &t->o, res, e)))
+    rc = spmv_solve(ctx, &a, &v->b, &v->x, &t->o, res, e);
+    if (oc.queued > 0) { /* the products the worker did not run, counted as its own are */
+        payback_note_run(t->m, t->k, (uint64_t)oc.queued, false, 0);
+        if (t->d->metrics)
+            metrics_kernel(t->d->metrics, t->k->name, res->spmv_calls ? res->spmv_ms / res->spmv_calls : 0, oc.queued);
+    }
+    if (rc)
         return rc;
     if (oc.draining)
         return spmv_error_set(e, SPMV_ERR_UNAVAILABLE, 0, "the daemon is shutting down: the solve stopped after %d "
                               "iterations", res->iterations);
     if (!t->xout && (rc = spmv_vec_read(ctx, &v->x, (char *)t->x + (size_t)c * col_bytes, e)))
         return rc;
-    log_info("solve: %s on %s by %s with %s%s: %s after %d iterations, relres %.3g, %.1f ms",
+    char how[48] = "";
+    if (res->fused)
+        snprintf(how, sizeof how, ", fused (%d graphs captured)", res->captures);
+    log_info("solve: %s on %s by %s with %s%s: %s after %d iterations, relres %.3g, %.1f ms%s",
              spmv_solve_method_name(t->o.method), t->m->meta.id, w->name, t->k->name, t->ncols > 1 ? " (a column)" : "",
-             spmv_solve_stop_name(res->stop), res->iterations, res->relres, res->total_ms);
+             spmv_solve_stop_name(res->stop), res->iterations, res->relres, res->total_ms, how);
     return SPMV_OK;
 }
 
@@ -154,7 +207,7 @@ static int solve_lockstep(solve_task *t, worker *w, spmv_gpu_ctx *ctx, spmv_devi
     spmv_dtype dt = t->m->host.dtype;
     int32_t n = t->m->host.rows, k = t->ncols;
     spmv_vec b = {0}, x = {0}, dinv = {0};
-    op_ctx oc = {t, w, false};
+    op_ctx oc = {.t = t, .w = w};
     spmv_linop a = {n, n, &oc, apply};
     int rc = spmv_vec_alloc(ctx, dev, dt, n, k, &b, e);
     if (!rc && !(rc = spmv_vec_alloc(ctx, dev, dt, n, k, &x, e)) && !(rc = spmv_vec_write(ctx, &b, t->b_vals, e)))
@@ -219,7 +272,7 @@ static int solve_sharded(solve_task *t, worker *w, spmv_error *e)
     size_t bytes = (size_t)t->m->host.rows * spmv_dtype_size(t->m->host.dtype);
     if (!(t->res = calloc(1, sizeof *t->res)) || !(t->x = malloc(bytes ? bytes : 1)))
         return spmv_error_set(e, SPMV_ERR_NOMEM, 0, "out of memory for x");
-    op_ctx oc = {t, w, false};
+    op_ctx oc = {.t = t, .w = w};
     cluster_solve_args a = {.k = t->k, .p = &t->p, .o = t->o, .pc = t->pc_opts, .b = t->b_vals, .x0 = t->x0_vals,
                             .x = t->x, .progress = progress, .progress_ctx = &oc};
     if (!t->pc_inline)
@@ -302,6 +355,8 @@ void solve_release(solve_task *t)
         free(t->x0_vals);
     }
     free(t->x);
+    free(t->dinv_host);
+    t->dinv_host = NULL;
     for (int32_t c = 0; t->res && c < t->ncols; c++)
         spmv_solve_result_free(&t->res[c]);
     free(t->res);

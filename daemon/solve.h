@@ -40,6 +40,8 @@ typedef struct solve_task {
     spmv_params p;
     spmv_solve_options o;
     bool jacobi;
+    void *dinv_host;       /* Jacobi's 1/diag as the API checked it (malloc), from values of generation dinv_gen */
+    unsigned dinv_gen;
     /* A preconditioner object (engine/precond.h): named by id (pc,
      * referenced by the API), or inline (pc_inline: pc_opts and its
      * near-nullspace source), then the matrix's cached one or one built

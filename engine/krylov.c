@@ -63,23 +63,42 @@ void spmv_solve_result_free(spmv_solve_result *res)
     }
 }
 
+/* a_ii of row i: the CSR contract (columns strictly increasing in a row)
+ * lets a binary search find it; 0 where the row has none. */
+static double csr_diag(const spmv_csr *a, int32_t i)
+{
+    int64_t lo = spmv_csr_row_begin(a, i), hi = spmv_csr_row_begin(a, i + 1);
+    while (lo < hi) {
+        int64_t mid = lo + (hi - lo) / 2;
+        if (a->col[mid] < i)
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
+    if (lo == spmv_csr_row_begin(a, i + 1) || a->col[lo] != i)
+        return 0.0;
+    return a->dtype == SPMV_FLOAT64 ? ((const double *)a->val)[lo] : ((const float *)a->val)[lo];
+}
+
 int spmv_csr_inv_diag(const spmv_csr *a, void *out, spmv_error *err)
 {
     if (a->rows != a->cols)
         return spmv_error_set(err, SPMV_ERR_SHAPE, 0, "Jacobi needs a square matrix, not %d x %d", a->rows, a->cols);
+    int32_t bad = a->rows; /* the first row without a usable diagonal */
+#pragma omp parallel for schedule(static) reduction(min : bad) num_threads(spmv_cpu_threads(0, a->rows))
     for (int32_t i = 0; i < a->rows; i++) {
-        double d = 0.0;
-        for (int64_t p = spmv_csr_row_begin(a, i); p < spmv_csr_row_begin(a, i + 1); p++)
-            if (a->col[p] == i)
-                d += a->dtype == SPMV_FLOAT64 ? ((const double *)a->val)[p] : ((const float *)a->val)[p];
+        double d = csr_diag(a, i);
         if (d == 0.0 || !isfinite(d))
-            return spmv_error_set(err, SPMV_ERR_INVALID, 0,
-                                  "Jacobi needs a non-zero finite diagonal: row %d (0-based) has a_ii = %g", i, d);
-        if (a->dtype == SPMV_FLOAT64)
+            bad = i < bad ? i : bad;
+        else if (a->dtype == SPMV_FLOAT64)
             ((double *)out)[i] = 1.0 / d;
         else
             ((float *)out)[i] = (float)(1.0 / d);
     }
+    if (bad < a->rows)
+        return spmv_error_set(err, SPMV_ERR_INVALID, 0,
+                              "Jacobi needs a non-zero finite diagonal: row %d (0-based) has a_ii = %g", bad,
+                              csr_diag(a, bad));
     return SPMV_OK;
 }
 

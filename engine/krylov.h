@@ -131,6 +131,17 @@ typedef struct spmv_solve_options {
      * only after its apply has run once (formats and caches are built by
      * then). spmv_gpu_op_device_apply is one. */
     int (*device_apply)(void *ctx, const spmv_vec *x, spmv_vec *y, spmv_error *err);
+    /* With device_apply, where other work may run on the device between two
+     * checks (the daemon's worker serves short requests from the progress
+     * callback): a number, asked with the operator's ctx before each chunk,
+     * that changes whenever what device_apply queues may read other memory
+     * than before (a format evicted or rebuilt, new values, another x's
+     * texture). A graph captured under another number is not replayed: that
+     * chunk is queued afresh (the operator resolves its formats again) and
+     * the next one captured anew. Whoever moves such memory first waits
+     * for the queued work (spmv_vec_sync: a replay may still be running).
+     * NULL: nothing moves during the solve. */
+    uint64_t (*device_epoch)(void *ctx);
     /* A distributed solve (cluster/solve.c): every process runs this same
      * solve on its own rows (b, x and the work vectors are its slices, the
      * operator's apply exchanges what the product needs), and reduce sums
@@ -168,6 +179,7 @@ typedef struct spmv_solve_result {
      * spmv_ms there is spmv_calls times the first product's timed apply. */
     bool fused, graph;
     int32_t checks;
+    int32_t captures;                /* graphs captured (more than one: device_epoch moved) */
 } spmv_solve_result;
 
 /* The smallest tol a solve in `dtype` may ask for: 10 eps (float64

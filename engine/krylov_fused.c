@@ -21,8 +21,12 @@
  *
  * With no callback preconditioner (none or Jacobi, which the kernels apply
  * themselves), the first chunk is captured as a CUDA graph and every chunk
- * replays it; a capture that fails (an operator that cannot be captured)
- * falls back to queuing each chunk. MINRES's three Lanczos vectors and
+ * replays it; a capture that fails is tried once more after a chunk
+ * queued directly (an operator that makes a texture over its x on first
+ * use cannot be captured doing it), then falls back to queuing each chunk. Where other work shares the device
+ * between two checks (the daemon's short requests), the operator's
+ * device_epoch says when what the graph reads may have moved: that chunk
+ * is queued afresh and the next one captured again. MINRES's three Lanczos vectors and
  * three directions rotate through fixed buffers, so its chunks are a
  * multiple of three iterations and a graph starts and ends at one phase.
  *
@@ -76,6 +80,9 @@ struct fused {
     bool cb;                   /* a callback preconditioner (never in a graph) */
     bool graph;                /* the chunk is a graph */
     bool try_graph;
+    bool recapture;            /* the graph was dropped: capture the chunk after this one */
+    bool retried;              /* a failed first capture was tried again */
+    uint64_t epoch;            /* the operator's device_epoch when the graph was captured */
     int32_t per_chunk;         /* products a replay runs */
     spmv_vec *v[8];            /* the method's vectors (below) */
     spmv_vec basis;            /* GMRES's V, m+1 columns */
@@ -344,9 +351,27 @@ static bool capture(fused *f)
 
 static int run_chunk(fused *f)
 {
+    const spmv_solve_options *o = f->s->o;
+    uint64_t epoch = o->device_epoch ? o->device_epoch(f->s->a->ctx) : 0;
+    if (f->graph && epoch != f->epoch) { /* it may read memory that moved: this chunk afresh, the next captured */
+        spmv_gpu_fz_uncapture(f->s->ctx, f->z);
+        f->graph = false;
+        f->recapture = true;
+    } else if (f->recapture) {
+        f->recapture = false;
+        f->try_graph = true;
+    }
     if (f->try_graph) {
         f->try_graph = false;
-        f->graph = f->s->res->graph = capture(f);
+        f->epoch = epoch;
+        if ((f->graph = capture(f))) {
+            f->s->res->graph = true;
+            f->s->res->captures++;
+        } else if (!f->retried) { /* an operator that makes something on first use with these vectors (a
+                                    * texture over p) cannot be captured doing it: again once it has run */
+            f->retried = true;
+            f->recapture = true;
+        }
     }
     if (!f->graph)
         return f->m->chunk(f);

@@ -116,6 +116,9 @@ int spmv_gpu_fz_run(spmv_gpu_ctx *ctx, spmv_gpu_fz *fz, int op, int32_t i, int32
 int spmv_gpu_fz_capture_begin(spmv_gpu_ctx *ctx, spmv_gpu_fz *fz, spmv_error *err);
 int spmv_gpu_fz_capture_end(spmv_gpu_ctx *ctx, spmv_gpu_fz *fz, bool ok, spmv_error *err);
 int spmv_gpu_fz_replay(spmv_gpu_ctx *ctx, spmv_gpu_fz *fz, spmv_error *err);
+/* Drops fz's graph (once the work queued so far is done): the next chunk
+ * is queued directly, or captured again. */
+void spmv_gpu_fz_uncapture(spmv_gpu_ctx *ctx, spmv_gpu_fz *fz);
 
 #ifdef __cplusplus
 }

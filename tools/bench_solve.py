@@ -111,7 +111,8 @@ def daemon_rows(base, name, a, b, device, preconds):
                          "iterations": rep["iterations"], "setup_s": setup, "solve_s": wall,
                          "total_s": setup + wall, "again_s": again, "relres": relres(a, b, x),
                          "converged": rep["converged"], "upload_s": up, "tune_s": tune,
-                         "kernel": rep.get("kernel"), "daemon_solve_ms": rep["time"]["total_ms"]})
+                         "kernel": rep.get("kernel"), "daemon_solve_ms": rep["time"]["total_ms"],
+                         "fused": rep.get("fused")})
         except Exception as e:  # a failed row is reported, the rest still run
             rows.append({"problem": name, "who": "spmvd " + device, "method": label, "error": str(e)[:300]})
         print(json.dumps(rows[-1]), flush=True)

@@ -445,3 +445,7 @@ int spmv_gpu_fz_replay(spmv_gpu_ctx *ctx, spmv_gpu_fz *fz, spmv_error *err)
     UNUSED(ctx); UNUSED(fz);
     FZ_ABSENT;
 }
+void spmv_gpu_fz_uncapture(spmv_gpu_ctx *ctx, spmv_gpu_fz *fz)
+{
+    UNUSED(ctx); UNUSED(fz);
+}

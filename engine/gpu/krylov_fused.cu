@@ -960,6 +960,17 @@ extern "C" int spmv_gpu_fz_capture_end(spmv_gpu_ctx *ctx, spmv_gpu_fz *fz, bool 
     return SPMV_OK;
 }
 
+extern "C" void spmv_gpu_fz_uncapture(spmv_gpu_ctx *ctx, spmv_gpu_fz *fz)
+{
+    cudaStreamSynchronize(ctx->stream); /* no replay still running reads the graph */
+    if (fz->exec)
+        cudaGraphExecDestroy(fz->exec);
+    if (fz->graph)
+        cudaGraphDestroy(fz->graph);
+    fz->exec = NULL;
+    fz->graph = NULL;
+}
+
 extern "C" int spmv_gpu_fz_replay(spmv_gpu_ctx *ctx, spmv_gpu_fz *fz, spmv_error *err)
 {
     cudaError_t e = cudaGraphLaunch(fz->exec, ctx->stream);

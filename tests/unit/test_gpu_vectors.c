@@ -1548,6 +1548,96 @@ static void test_fused_check_every(void **state)
     assert_int_equal(used(), u0);
 }
 
+/* What moves under a fused solve's graph, as the daemon's slices may move
+ * it: every few iterations the progress callback waits for the queued
+ * work, drops the matrix's derived formats (PSELL) or points its texture
+ * at another x (a product of gpu.csr.texture on other vectors), and says
+ * so through device_epoch. */
+typedef struct fz_mover {
+    fz_case *c;
+    spmv_vec x2, y2;
+    uint64_t epoch;
+    int32_t moves;
+} fz_mover;
+
+static fz_mover *the_mover; /* device_epoch gets the operator's ctx, not the mover */
+
+static uint64_t mover_epoch(void *op)
+{
+    (void)op;
+    return the_mover ? the_mover->epoch : 0;
+}
+
+static int mover_progress(void *ctx, int32_t it, double relres)
+{
+    fz_mover *mv = ctx;
+    spmv_error err = {0};
+    (void)relres;
+    if (it % 7)
+        return 0;
+    assert_int_equal(spmv_vec_sync(TG.ctx, &err), SPMV_OK);
+    spmv_gpu_matrix_trim(TG.ctx, mv->c->gm, 0);
+    assert_int_equal(spmv_gpu_launch(TG.ctx, mv->c->op.kernel, mv->c->gm, NULL, &mv->x2, &mv->y2, &err), SPMV_OK);
+    assert_int_equal(spmv_vec_sync(TG.ctx, &err), SPMV_OK);
+    mv->epoch++;
+    mv->moves++;
+    return 0;
+}
+
+/* The graph dropped and captured again when the epoch moves: the same
+ * iterations as the host path, the true residual under tol, one capture
+ * more than once (gpu.csr.texture makes its texture anew for each new x
+ * its product reads, which a capture cannot do: only CG, whose products
+ * all read p, replays a graph with it). */
+static void test_fused_epoch(void **state)
+{
+    (void)state;
+    TU_NEED_GPU();
+    spmv_error err = {0};
+    size_t u0 = used();
+    static const char *const kernels[] = {"gpu.psell", "gpu.csr.texture"};
+    for (int kn = 0; kn < 2; kn++) {
+        fz_case c;
+        fz_case_new(90 + tu_rng_range(&TG.rng, 0, 30), 0.0, 0.0, SPMV_FLOAT64, kernels[kn], &c);
+        fz_mover mv = {.c = &c};
+        assert_int_equal(spmv_vec_alloc(TG.ctx, SPMV_DEVICE_GPU, SPMV_FLOAT64, c.hm.rows, 1, &mv.x2, &err), SPMV_OK);
+        assert_int_equal(spmv_vec_alloc(TG.ctx, SPMV_DEVICE_GPU, SPMV_FLOAT64, c.hm.rows, 1, &mv.y2, &err), SPMV_OK);
+        assert_int_equal(spmv_vec_fill(TG.ctx, &mv.x2, 1.0, &err), SPMV_OK);
+        the_mover = &mv;
+        for (int meth = 0; meth < 4; meth++) {
+            spmv_solve_options o = {.method = (spmv_solve_method)meth, .restart = 30, .tol = 1e-9, .maxit = 20000,
+                                    .check_every = 4};
+            spmv_solve_result rh, rf;
+            double rrh, rrf;
+            fz_solve(&c, &o, &rh, &rrh);
+            o.device_apply = spmv_gpu_op_device_apply;
+            o.device_epoch = mover_epoch;
+            o.progress = mover_progress;
+            o.progress_ctx = &mv;
+            mv.moves = 0;
+            fz_solve(&c, &o, &rf, &rrf);
+            print_message("# %s %s: %d moves, %d captures\n", kernels[kn], spmv_solve_method_name(o.method),
+                          mv.moves, rf.captures);
+            assert_int_equal(rf.stop, SPMV_STOP_CONVERGED);
+            assert_true(rrf <= o.tol * 1.01);
+            int slack = meth == SPMV_SOLVE_BICGSTAB ? 2 + rh.iterations / 5 : 2;
+            assert_true(abs(rf.iterations - rh.iterations) <= slack);
+            assert_true(mv.moves >= 2);
+            if (kn == 0 || meth == SPMV_SOLVE_CG) { /* the texture kernel's x must stay one vector: CG's p */
+                assert_true(rf.graph);
+                assert_true(rf.captures >= 2);
+            }
+            spmv_solve_result_free(&rh);
+            spmv_solve_result_free(&rf);
+        }
+        the_mover = NULL;
+        spmv_vec_free(TG.ctx, &mv.x2);
+        spmv_vec_free(TG.ctx, &mv.y2);
+        fz_case_free(&c);
+    }
+    assert_int_equal(used(), u0);
+}
+
 static int cancel_at_5(void *ctx, int32_t it, double relres)
 {
     (void)ctx;
@@ -1630,6 +1720,7 @@ int main(void)
         cmocka_unit_test(test_fused_minres_amg),
         cmocka_unit_test(test_fused_check_every),
         cmocka_unit_test(test_fused_stops),
+        cmocka_unit_test(test_fused_epoch),
     };
     return tu_gpu_run("gpu_vectors", tests);
 }

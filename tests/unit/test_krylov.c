@@ -562,6 +562,14 @@ static void test_solver_stops(void **state)
     assert_true(r.breakdown_value < 0);
     assert_non_null(strstr(r.detail, "p·Ap"));
     spmv_solve_result_free(&r);
+    /* 1/a_ii (found by a binary search a row) is the naive scan's, exactly */
+    assert_int_equal(spmv_csr_inv_diag(&m.csr, x.data, &err), SPMV_OK);
+    for (int32_t i = 0; i < m.rows; i++) {
+        double d = 0;
+        for (int32_t p = m.csr.row_ptr[i]; p < m.csr.row_ptr[i + 1]; p++)
+            d += m.csr.col[p] == i ? ((double *)m.csr.val)[p] : 0.0;
+        assert_true(((double *)x.data)[i] == 1.0 / d);
+    }
     /* Jacobi refuses a zero diagonal, naming the row */
     int32_t row = (int32_t)tu_rng_range(&rng, 0, m.rows - 1);
     for (int32_t p = m.csr.row_ptr[row]; p < m.csr.row_ptr[row + 1]; p++)

@@ -7,6 +7,9 @@
 # 2. test_gpu's quick subset (every GPU kernel on the quick matrices);
 # 3. api_test.py and api_test_vectors.py (the daemon over HTTP on the GPU:
 #    real matrices, resident vectors, ops, solve);
+# 3b. solve_fused_check.py: the daemon's /solve fused on the GPU (every
+#    method against SciPy, a long CG beside products that make it capture
+#    its graph again, a cancel);
 # 4. bench_solve.py on the small problems (CHECK_SOLVE_ARGS, default
 #    --poisson 100 --fv 0 --elast 6): the preconditioners, and k = 8
 #    right-hand sides at once against one.
@@ -25,6 +28,8 @@ step api_test "$OUT/api_test.log" ${T_API:-120} python3 "$B/api_test.py" --bundl
 tail -5 "$OUT/api_test.log" | tee -a "$summary"
 step api_test_vectors "$OUT/api_test_vectors.log" ${T_APIV:-70} python3 "$B/api_test_vectors.py" --bundle "$B" --out "$OUT"
 grep -E '^not ok|passed, ' "$OUT/api_test_vectors.log" | head -20 | tee -a "$summary"
+step solve_fused "$OUT/solve_fused.log" ${T_FUSED:-120} python3 "$B/solve_fused_check.py" --bundle "$B" --out "$OUT"
+grep -E '^not ok|long CG|while the solve|cancelled|passed, ' "$OUT/solve_fused.log" | head -20 | tee -a "$summary"
 
 start_spmvd 18621
 if wait_ready 18621; then

@@ -82,6 +82,7 @@ cp tools/bundle/run.sh tools/bundle/common.sh tools/bundle/shm-gpu.sh tools/bund
   tools/bundle/spmvd_http.py tools/bundle/bench_memory.py tools/bundle/padding.py tools/bench-upload.sh tools/bench_roundtrip.py \
   tests/e2e/shm_check.py tests/e2e/tap.py tests/e2e/mixed_check.py tools/bundle/packed-gpu.sh tools/bundle/cluster-gpu.sh \
   tools/bundle/bench_scaling.py tools/bundle/wide-gpu.sh tools/bundle/wide_goal.py tools/bundle/solve-gpu.sh tools/bundle/check-gpu.sh \
+  tools/bundle/solve_fused_check.py \
   tools/bench_solve.py tools/bench_solve_cupy.py tools/solve_problems.py tools/bench-batch.sh tools/bench-api-spmv.lua \
   tools/bundle/batch-gpu.sh tools/bundle/edges-gpu.sh tools/bundle/study-gpu.sh tools/bench_solve_cpu.py \
   tools/bundle/realistic-gpu.sh tools/bench_realistic.py tools/bundle/kernels-gpu.sh "$BUNDLE/"

@@ -103,6 +103,7 @@ static int read_properties(spmv_gpu_ctx *c, spmv_error *err)
     c->sm_count = prop.multiProcessorCount;
     /* Texture fetches over linear memory address at most this many elements. */
     c->tex1d_linear_max = 1 << 27;
+    c->tex_align = prop.textureAlignment > 0 ? prop.textureAlignment : 512;
     return SPMV_OK;
 }
 

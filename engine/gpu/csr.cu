@@ -140,14 +140,14 @@ __global__ void __launch_bounds__(1024)
 template <typename T>
 __global__ void __launch_bounds__(1024)
     csr_texture_kernel(int32_t rows, const int32_t *__restrict__ rp, const int32_t *__restrict__ col,
-                       const T *__restrict__ val, cudaTextureObject_t x, T *__restrict__ y)
+                       const T *__restrict__ val, cudaTextureObject_t x, int32_t x_off, T *__restrict__ y)
 {
     int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x;
     if (i >= rows)
         return;
     T s = 0;
     for (int32_t j = rp[i]; j < rp[i + 1]; j++)
-        s += val[j] * gpu_tex_x<T>(x, col[j]);
+        s += val[j] * gpu_tex_x<T>(x, x_off + col[j]);
     y[i] = s;
 }
 
@@ -259,8 +259,10 @@ int gpu_csr_tiled(struct gpu_launch *l, spmv_error *err)
 
 /* The texture object over the launch's x buffer, made once and kept with
  * the matrix (the buffer does not move while the matrix lives); made anew
- * when a launch reads another x (a resident vector). gpu.csr.texture and
- * gpu.hll (x_cache 1) read x through it. */
+ * when a launch reads another x (a resident vector, a fused solve's work
+ * vector). A texture's base must be aligned (ctx->tex_align): an x that is
+ * not (a column of GMRES's basis) is read at tex_x_off elements past the
+ * aligned base. gpu.csr.texture and gpu.hll (x_cache 1) read x through it. */
 int gpu_tex_x_prepare(struct gpu_launch *l, const char *kernel, spmv_error *err)
 {
     spmv_gpu_matrix *m = l->m;
@@ -271,14 +273,17 @@ int gpu_tex_x_prepare(struct gpu_launch *l, const char *kernel, spmv_error *err)
         cudaDestroyTextureObject(m->tex_x);
         m->tex_x = 0;
     }
-    if (m->cols > l->ctx->tex1d_linear_max)
+    size_t vs = spmv_dtype_size(m->dtype);
+    uintptr_t base = (uintptr_t)l->x & ~(uintptr_t)(l->ctx->tex_align - 1);
+    int64_t off = (int64_t)(((uintptr_t)l->x - base) / vs);
+    if (m->cols + off > l->ctx->tex1d_linear_max)
         return spmv_error_set(err, SPMV_ERR_LIMIT, 0, "%s: %d columns exceed the %d elements a linear texture spans",
                               kernel, m->cols, l->ctx->tex1d_linear_max);
     cudaResourceDesc res;
     memset(&res, 0, sizeof res);
     res.resType = cudaResourceTypeLinear;
-    res.res.linear.devPtr = (void *)l->x;
-    res.res.linear.sizeInBytes = (size_t)m->cols * spmv_dtype_size(m->dtype);
+    res.res.linear.devPtr = (void *)base;
+    res.res.linear.sizeInBytes = (size_t)(m->cols + off) * vs;
     res.res.linear.desc = m->dtype == SPMV_FLOAT64 ? cudaCreateChannelDesc<int2>() : cudaCreateChannelDesc<float>();
     cudaTextureDesc td;
     memset(&td, 0, sizeof td);
@@ -290,6 +295,7 @@ int gpu_tex_x_prepare(struct gpu_launch *l, const char *kernel, spmv_error *err)
         return gpu_cuda_error(e, err, what);
     }
     m->tex_x_ptr = l->x;
+    m->tex_x_off = (int32_t)off;
     return SPMV_OK;
 }
 
@@ -303,7 +309,7 @@ template <typename T> static void launch_texture(struct gpu_launch *l)
 {
     spmv_gpu_matrix *m = l->m;
     csr_texture_kernel<T><<<gpu_grid(m->rows, l->block), l->block, 0, l->ctx->stream>>>(CSR_ARGS(T), m->tex_x,
-                                                                                       (T *)l->y);
+                                                                                       m->tex_x_off, (T *)l->y);
 }
 
 int gpu_csr_texture(struct gpu_launch *l, spmv_error *err)

@@ -42,7 +42,7 @@ template <typename T, bool TEX>
 __global__ void __launch_bounds__(1024)
     hll_kernel(int32_t rows, int32_t hack, const int64_t *__restrict__ off, const int32_t *__restrict__ width,
                const int32_t *__restrict__ col, const T *__restrict__ val, const T *__restrict__ x,
-               cudaTextureObject_t tx, T *__restrict__ y)
+               cudaTextureObject_t tx, int32_t tx_off, T *__restrict__ y)
 {
     int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x;
     if (i >= rows)
@@ -56,7 +56,7 @@ __global__ void __launch_bounds__(1024)
         int32_t c = __ldg(col + slot);
         if (c < 0)
             break;
-        s += __ldg(val + slot) * (TEX ? gpu_tex_x<T>(tx, c) : __ldg(x + c));
+        s += __ldg(val + slot) * (TEX ? gpu_tex_x<T>(tx, tx_off + c) : __ldg(x + c));
     }
     y[i] = s;
 }
@@ -113,11 +113,11 @@ template <typename T> static void launch_hll(struct gpu_launch *l)
     if (l->p.v[SPMV_PARAM_X_CACHE] == 2)
         hll_kernel<T, false><<<grid, l->block, 0, l->ctx->stream>>>(m->rows, h->hack_size, h->slice_off,
                                                                     h->slice_width, h->col, (const T *)h->val,
-                                                                    (const T *)l->x, 0, (T *)l->y);
+                                                                    (const T *)l->x, 0, 0, (T *)l->y);
     else
         hll_kernel<T, true><<<grid, l->block, 0, l->ctx->stream>>>(m->rows, h->hack_size, h->slice_off,
                                                                    h->slice_width, h->col, (const T *)h->val,
-                                                                   (const T *)l->x, m->tex_x, (T *)l->y);
+                                                                   (const T *)l->x, m->tex_x, m->tex_x_off, (T *)l->y);
 }
 
 /* x_cache 1 reads x through the matrix's texture object over l->x; a

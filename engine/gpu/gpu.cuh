@@ -62,6 +62,7 @@ struct spmv_gpu_ctx {
     char name[128];
     int cc_major, cc_minor, sm_count;
     int tex1d_linear_max;    /* elements a linear texture may span */
+    size_t tex_align;        /* the alignment a linear texture's base needs (bytes) */
     void *scratch;           /* grown by gpu_scratch() */
     size_t scratch_bytes;
     cublasHandle_t blas;     /* BLAS-1 of resident vectors (blas.cu), made on first use, on `stream` */
@@ -250,6 +251,7 @@ struct spmv_gpu_matrix {
     struct gpu_sparse_cache *sparse;
     cudaTextureObject_t tex_x;   /* 0: not created */
     const void *tex_x_ptr;       /* the x buffer tex_x reads */
+    int32_t tex_x_off;           /* x[0]'s element in tex_x: its base is x aligned down to ctx->tex_align */
     struct spmv_gpu_matrix *transpose; /* Aᵀ, built on first use (spmv_gpu_matrix_transpose) */
 
     std::vector<gpu_alloc_rec> allocs;

@@ -10,9 +10,10 @@
  *
  * A packed format the matrix does not hold yet is left out of the
  * candidates until its products repay building it (daemon/payback.h); the
- * choice remembers what it left out (`deferred`), and is tuned again on
- * the first call after one of those formats becomes due or gets built by
- * a call that named its kernel.
+ * choice remembers what it left out (`deferred`: only formats the matrix
+ * can hold, never SPSELL of one not symmetric or PBSR of one without
+ * blocks), and is tuned again on the first call after one of those formats
+ * becomes due or gets built by a call that named its kernel.
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -118,7 +119,7 @@ done:
 }
 
 /* The side file's choice if it is usable for m now; false otherwise. */
-static bool load_side_file(const char *dir, const matrix *m, matrix_tuning *out)
+static bool load_side_file(const char *dir, matrix *m, matrix_tuning *out)
 {
     char path[4096];
     const char *kname = NULL, *dev = NULL;
@@ -143,12 +144,12 @@ static bool load_side_file(const char *dir, const matrix *m, matrix_tuning *out)
     }
     ok = spmv_params_resolve(out->kernel, &out->params, NULL, NULL) == SPMV_OK;
     json_t *deferred = json_object_get(o, "deferred"); /* absent in an older file: nothing deferred */
-    unsigned mask = 0;
+    unsigned mask = 0, fit = matrix_formats_fit(m); /* an older file may name one m cannot hold */
     size_t i;
     json_t *name;
     json_array_foreach(deferred, i, name)
         if (json_is_string(name) && spmv_formats_parse(json_string_value(name), &mask, NULL) == SPMV_OK)
-            out->deferred |= mask & SPMV_FMT_PACKED;
+            out->deferred |= mask & SPMV_FMT_PACKED & fit;
 done:
     if (!ok)
         log_info("auto: ignoring %s (unusable for this matrix here; it will be tuned again)", path);

@@ -67,10 +67,11 @@ unsigned payback_deferred(const payback_policy *policy, matrix *m, int where, un
     double best[SPMV_FORMAT_COUNT];
     payback_best(m, where, best);
     uint64_t products = atomic_load(&m->products);
+    unsigned candidates = SPMV_FMT_PACKED & matrix_formats_fit(m) & ~held; /* one m cannot hold is never built */
     unsigned deferred = 0;
     for (int i = 0; i < SPMV_FORMAT_COUNT; i++) {
         unsigned f = 1u << i;
-        if ((SPMV_FMT_PACKED & f) && !(held & f) && !repaid(policy, products, best, (spmv_format)f, convert_ms[i]))
+        if ((candidates & f) && !repaid(policy, products, best, (spmv_format)f, convert_ms[i]))
             deferred |= f;
     }
     return deferred;

@@ -36,9 +36,12 @@ typedef struct payback_policy {
 void payback_note_run(matrix *m, const spmv_kernel *k, uint64_t products, bool timed, double median_ms);
 
 /* The packed formats `auto` leaves out of its candidates for m on `where`
- * now: those not in `held` whose products do not repay them yet (each one's
- * measured payback, from convert_ms and the best times, when there is one;
- * one measured not faster stays out; else policy->products_min). */
+ * now: those m's structure can hold (matrix_formats_fit: SPSELL only when
+ * exactly symmetric, PBSR only with complete b x b blocks; auto never
+ * tries the others' kernels on m) that are not in `held` and whose
+ * products do not repay them yet (each one's measured payback, from
+ * convert_ms and the best times, when there is one; one measured not
+ * faster stays out; else policy->products_min). */
 unsigned payback_deferred(const payback_policy *policy, matrix *m, int where, unsigned held,
                           const double convert_ms[SPMV_FORMAT_COUNT]);
 

@@ -154,6 +154,22 @@ bool matrix_symmetric(matrix *m)
     return s;
 }
 
+unsigned matrix_formats_fit(matrix *m)
+{
+    int32_t b = atomic_load(&m->block_size);
+    if (b == 0) { /* two threads may both look: they find the same b */
+        b = spmv_csr_block_size(&m->host.csr, NULL); /* 0 for a wide CSR: PBSR takes 32-bit offsets */
+        b = b > 0 ? b : -1;
+        atomic_store(&m->block_size, b);
+    }
+    unsigned fit = SPMV_FMT_ALL;
+    if (!matrix_symmetric(m))
+        fit &= ~(unsigned)SPMV_FMT_SPSELL;
+    if (b < 0)
+        fit &= ~(unsigned)SPMV_FMT_PBSR;
+    return fit;
+}
+
 size_t matrix_drop_transpose(matrix *m)
 {
     size_t bytes = transpose_bytes(m);

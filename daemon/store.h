@@ -63,6 +63,8 @@ typedef struct matrix {
     _Atomic uint64_t products;  /* products run on it since the daemon started, tuning's not counted (payback.c) */
     double best_ms[2][SPMV_FORMAT_COUNT]; /* best median of a one-column product by a kernel reading each format:
                                            * [0] on the host, [1] on its GPU (0: none yet), under `lock` */
+    _Atomic int32_t block_size; /* PBSR's b for the host CSR (spmv_csr_block_size; the pattern never changes): 0 not
+                                 * looked for yet, -1 no complete blocks (matrix_formats_fit) */
 } matrix;
 
 typedef struct store store;
@@ -89,6 +91,12 @@ size_t matrix_host_bytes(matrix *m);
  * change of values: spmv_csr_symmetric); op t then runs as op n. Takes
  * m->lock. */
 bool matrix_symmetric(matrix *m);
+/* The formats whose structure can hold m at all: every one but SPSELL
+ * when m is not exactly symmetric (matrix_symmetric) and PBSR when its
+ * non-zeros do not come in complete b x b blocks (spmv_csr_block_size,
+ * looked for once, on the first call). The padding rule and the memory
+ * limits are not asked. */
+unsigned matrix_formats_fit(matrix *m);
 /* Frees the host transpose unless a kernel reads it; its bytes (0: none
  * or busy). Under m->lock. */
 size_t matrix_drop_transpose(matrix *m);

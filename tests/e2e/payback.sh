@@ -9,7 +9,9 @@
 # never timed says "not measured"; CSR is the baseline. `auto` under
 # auto_build repaid leaves the packed formats out (answer's auto.deferred)
 # until the matrix has had auto_build_products products, or a call built
-# one; auto_build eager defers nothing; an unknown auto_build is refused.
+# one; deferred names only the packed formats the matrix can hold (spsell
+# on the symmetric Poisson, pbsr on a matrix of 3 x 3 blocks, neither where
+# not); auto_build eager defers nothing; an unknown auto_build is refused.
 . "$(dirname "$0")/lib.sh"
 
 MIN=6
@@ -37,11 +39,11 @@ spmv() { # the body from a file: x is too long for an argument
 formats() { req GET "/v1/matrices/$id"; jget '",".join(sorted(f["format"] for f in d["formats"]))'; }
 
 spmv '"kernel":"auto"'
-# deferred names every packed format not held, pbsr too although the Poisson has no b x b blocks (its kernels are
-# never candidates there: engine/tune.c)
-check "auto, first call: tuned with pcsr, psell, spsell (the Poisson is symmetric) and pbsr deferred, a kernel of another format (got $CODE)" "$PYTHON" -c "
+# deferred names the packed formats the matrix can hold, not held: spsell (the Poisson is symmetric), not pbsr (it
+# has no b x b blocks, so auto never tries a PBSR kernel on it: engine/tune.c)
+check "auto, first call: tuned with pcsr, psell and spsell deferred (not pbsr: no blocks), a kernel of another format (got $CODE)" "$PYTHON" -c "
 import json; d = json.load(open('$BODY_FILE')); a = d['auto']
-assert a['source'] == 'tuned' and a['deferred'] == ['pcsr', 'psell', 'spsell', 'pbsr'], a
+assert a['source'] == 'tuned' and a['deferred'] == ['pcsr', 'psell', 'spsell'], a
 assert 'pcsr' not in d['kernel'] and 'psell' not in d['kernel'], d['kernel']"
 check "no packed format built by auto ($(formats))" "$PYTHON" -c "assert not {'pcsr', 'psell'} & set('$(formats)'.split(','))"
 check "the product counted (products $(jget 'd["products"]'))" [ "$(jget 'd["products"]')" = 1 ]
@@ -66,9 +68,9 @@ assert d["products"] == 4, d["products"]
 PY
 
 spmv '"kernel":"auto"'
-check "auto after a call built psell: tuned again, only pcsr, spsell and pbsr deferred" "$PYTHON" -c "
+check "auto after a call built psell: tuned again, only pcsr and spsell deferred" "$PYTHON" -c "
 import json; a = json.load(open('$BODY_FILE'))['auto']
-assert a['source'] == 'tuned' and a['deferred'] == ['pcsr', 'spsell', 'pbsr'], a"
+assert a['source'] == 'tuned' and a['deferred'] == ['pcsr', 'spsell'], a"
 spmv '"kernel":"auto"'
 check "and cached on the next call" [ "$(jget 'd["auto"]["source"]')" = cached ]
 
@@ -78,6 +80,32 @@ spmv '"kernel":"auto"'
 check "auto after $MIN products: tuned again, nothing deferred" "$PYTHON" -c "
 import json; a = json.load(open('$BODY_FILE'))['auto']
 assert a['source'] == 'tuned' and a['deferred'] == [], a"
+
+# A matrix of complete 3 x 3 blocks (303 rows: b 3, not 6), not symmetric: pbsr is deferred, spsell is not
+"$PYTHON" - "$E2E_TMP/blocks.mtx" <<'PY'
+import sys
+nb, b = 101, 3
+blocks = sorted({(I, J) for I in range(nb) for J in (I, (I + 1) % nb, (7 * I + 3) % nb)})
+ent = [(I * b + r, J * b + c) for I, J in blocks for r in range(b) for c in range(b)]
+with open(sys.argv[1], "w") as f:
+    f.write("%%%%MatrixMarket matrix coordinate real general\n%d %d %d\n" % (nb * b, nb * b, len(ent)))
+    for i, j in ent:
+        f.write("%d %d %g\n" % (i + 1, j + 1, 1 + ((3 * i + 5 * j) % 11) / 8))
+PY
+upload_raw "$E2E_TMP/blocks.mtx" "name=blocks&device=cpu"
+expect_code "a matrix of 3 x 3 blocks uploaded" 201
+id=$MATRIX_ID; rows=$(jget 'd["rows"]')
+x=$("$PYTHON" -c "print(','.join(str(1 + (j % 7) / 8) for j in range($rows)))")
+spmv '"kernel":"auto"'
+check "auto on the blocked matrix: pcsr, psell and pbsr deferred (not spsell: not symmetric) (got $CODE)" "$PYTHON" -c "
+import json; a = json.load(open('$BODY_FILE'))['auto']
+assert a['source'] == 'tuned' and a['deferred'] == ['pcsr', 'psell', 'pbsr'], a"
+spmv '"kernel":"cpu.pbsr.omp"'
+expect_code "cpu.pbsr.omp builds the blocked matrix's PBSR" 200
+spmv '"kernel":"auto"'
+check "auto after a call built pbsr: tuned again, pbsr no longer deferred" "$PYTHON" -c "
+import json; a = json.load(open('$BODY_FILE'))['auto']
+assert a['source'] == 'tuned' and a['deferred'] == ['pcsr', 'psell'], a"
 
 req POST "/v1/matrices?generate=poisson2d&n=50&device=cpu&formats=pcsr"
 expect_code "a matrix with pcsr pinned at upload" 201

@@ -2,8 +2,8 @@
  * 30): the payback arithmetic (engine/payback.c), the conversion time the
  * host build records (engine/matrix.c), auto's tuner leaving formats out
  * (engine/tune.c, skip_formats) and the daemon's rule for the packed
- * formats (daemon/payback.c), on random matrices drawn from the printed
- * seed.
+ * formats (daemon/payback.c: only those the matrix can hold deferred), on
+ * random matrices drawn from the printed seed.
  */
 #include <math.h>
 #include <setjmp.h>
@@ -131,17 +131,33 @@ static void test_tune_skips_formats(void **state)
     spmv_matrix_free(&m);
 }
 
-static matrix *new_matrix(uint64_t salt)
+/* A daemon matrix of h's CSR (taken, h freed). */
+static matrix *matrix_of(spmv_matrix *h)
+{
+    spmv_error err;
+    matrix *m = NULL;
+    matfile_meta meta = {0};
+    snprintf(meta.name, sizeof meta.name, "payback");
+    assert_int_equal(matrix_new_from_csr(&meta, &h->csr, 0, NULL, &m, &err), SPMV_OK);
+    spmv_matrix_free(h);
+    return m;
+}
+
+static matrix *coo_matrix(spmv_coo *coo)
 {
     spmv_matrix h;
     spmv_error err;
-    matrix *m = NULL;
+    assert_int_equal(spmv_matrix_build(coo, SPMV_FLOAT64, SPMV_FMT_CSR, 32, NULL, &h, &err), SPMV_OK);
+    spmv_coo_free(coo);
+    return matrix_of(&h);
+}
+
+/* A random matrix: not square or not symmetric, no b x b blocks. */
+static matrix *new_matrix(uint64_t salt)
+{
+    spmv_matrix h;
     random_csr(salt, SPMV_FLOAT64, &h);
-    matfile_meta meta = {0};
-    snprintf(meta.name, sizeof meta.name, "payback");
-    assert_int_equal(matrix_new_from_csr(&meta, &h.csr, 0, NULL, &m, &err), SPMV_OK);
-    spmv_matrix_free(&h);
-    return m;
+    return matrix_of(&h);
 }
 
 /* The rule: a matrix multiplied fewer times than the threshold keeps auto
@@ -154,19 +170,57 @@ static void test_policy_products(void **state)
     const spmv_kernel *omp = spmv_kernel_find("cpu.csr.omp");
     double none[SPMV_FORMAT_COUNT] = {0};
     payback_policy repaid = {false, 10}, eager = {true, 10};
-    assert_int_equal(payback_deferred(&repaid, m, PAYBACK_HOST, SPMV_FMT_CSR, none), SPMV_FMT_PACKED);
+    unsigned fit = SPMV_FMT_PCSR | SPMV_FMT_PSELL; /* the packed formats a random matrix can hold */
+    assert_int_equal(payback_deferred(&repaid, m, PAYBACK_HOST, SPMV_FMT_CSR, none), fit);
     assert_int_equal(payback_deferred(&eager, m, PAYBACK_HOST, SPMV_FMT_CSR, none), 0);
-    assert_int_equal(payback_deferred(&repaid, m, PAYBACK_HOST, SPMV_FMT_CSR | SPMV_FMT_PSELL, none),
-                     SPMV_FMT_PACKED & ~SPMV_FMT_PSELL);
+    assert_int_equal(payback_deferred(&repaid, m, PAYBACK_HOST, SPMV_FMT_CSR | SPMV_FMT_PSELL, none), SPMV_FMT_PCSR);
     payback_note_run(m, omp, 0, true, 1.0); /* a tuning run: timed, not counted */
     payback_note_run(m, omp, 9, true, 2.0);
     assert_int_equal((int)atomic_load(&m->products), 9);
     assert_true(m->best_ms[PAYBACK_HOST][spmv_format_index(SPMV_FMT_CSR)] == 1.0); /* the best, not the last */
-    assert_int_equal(payback_deferred(&repaid, m, PAYBACK_HOST, SPMV_FMT_CSR, none), SPMV_FMT_PACKED);
+    assert_int_equal(payback_deferred(&repaid, m, PAYBACK_HOST, SPMV_FMT_CSR, none), fit);
     payback_note_run(m, omp, 1, false, 0.01); /* not a one-column op-n timing: counted, not kept */
     assert_true(m->best_ms[PAYBACK_HOST][spmv_format_index(SPMV_FMT_CSR)] == 1.0);
     assert_int_equal(payback_deferred(&repaid, m, PAYBACK_HOST, SPMV_FMT_CSR, none), 0);
     matrix_unref(m);
+}
+
+/* Only a format the matrix can hold is deferred: SPSELL on an exactly
+ * symmetric matrix, PBSR on one of complete b x b blocks (found once and
+ * kept: matrix.block_size); a random matrix gets PCSR and PSELL only. */
+static void test_policy_structure(void **state)
+{
+    (void)state;
+    tu_rng r;
+    tu_rng_init(&r, tu_seed() ^ 51);
+    double none[SPMV_FORMAT_COUNT] = {0};
+    payback_policy repaid = {false, 10};
+    unsigned base = SPMV_FMT_PCSR | SPMV_FMT_PSELL;
+    spmv_coo pat, sym, blk, symblk;
+    tu_random_coo(&r, TU_SHAPE_RANDOM, 300, SPMV_FLOAT64, &pat);
+    tu_symmetric_coo(&r, &pat, 0, &sym);
+    tu_block_coo(&r, 40, 40, 3, 4, 20, SPMV_FLOAT64, &blk);
+    tu_symmetric_coo(&r, &blk, 0, &symblk); /* blk + blkᵀ: complete blocks still */
+    struct { spmv_coo *coo; unsigned want; const char *what; } cases[] = {
+        {&pat, base, "random"},
+        {&sym, base | SPMV_FMT_SPSELL, "symmetric"},
+        {&blk, base | SPMV_FMT_PBSR, "3 x 3 blocks"},
+        {&symblk, SPMV_FMT_PACKED, "symmetric, 3 x 3 blocks"},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        matrix *m = coo_matrix(cases[i].coo);
+        unsigned got = payback_deferred(&repaid, m, PAYBACK_HOST, SPMV_FMT_CSR, none);
+        if (got != cases[i].want)
+            fail_msg("%s (seed %llu): deferred %#x, want %#x", cases[i].what, (unsigned long long)tu_seed(), got,
+                     cases[i].want);
+        int32_t b = atomic_load(&m->block_size); /* looked for once: -1 none, else PBSR's b */
+        assert_true((cases[i].want & SPMV_FMT_PBSR) ? b > 0 && b % 3 == 0 : b == -1);
+        /* held or repaid: not deferred, whatever the structure */
+        assert_int_equal(payback_deferred(&repaid, m, PAYBACK_HOST, SPMV_FMT_CSR | cases[i].want, none), 0);
+        payback_note_run(m, spmv_kernel_find("cpu.csr.omp"), 10, false, 0);
+        assert_int_equal(payback_deferred(&repaid, m, PAYBACK_HOST, SPMV_FMT_CSR, none), 0);
+        matrix_unref(m);
+    }
 }
 
 /* Where the payback was measured on the matrix (a format built once, then
@@ -183,8 +237,8 @@ static void test_policy_measured(void **state)
     payback_note_run(m, spmv_kernel_find("cpu.psell.omp"), 0, true, 0.5);
     payback_note_run(m, spmv_kernel_find("cpu.pcsr.omp"), 0, true, 1.5);
     payback_note_run(m, spmv_kernel_find("cpu.csr.serial"), 19, false, 0);
-    /* 19 products: PSELL's 20 not reached, PCSR not faster; a packed format never measured (SPSELL) has
-     * the configured count, 5, behind it */
+    /* 19 products: PSELL's 20 not reached, PCSR not faster (SPSELL and PBSR: a random matrix holds
+     * neither, so neither is deferred) */
     assert_int_equal(payback_deferred(&repaid, m, PAYBACK_HOST, SPMV_FMT_CSR, conv), SPMV_FMT_PCSR | SPMV_FMT_PSELL);
     payback_note_run(m, spmv_kernel_find("cpu.csr.serial"), 1, false, 0);
     assert_int_equal(payback_deferred(&repaid, m, PAYBACK_HOST, SPMV_FMT_CSR, conv), SPMV_FMT_PCSR);
@@ -248,6 +302,7 @@ int main(void)
         cmocka_unit_test(test_host_conversion_timed),
         cmocka_unit_test(test_tune_skips_formats),
         cmocka_unit_test(test_policy_products),
+        cmocka_unit_test(test_policy_structure),
         cmocka_unit_test(test_policy_measured),
         cmocka_unit_test(test_payback_json),
         cmocka_unit_test(test_config_keys),

@@ -15,8 +15,8 @@
  *   - the preconditioner: set up by each rank on its diagonal block (the
  *     shard's local block), so its apply needs no communication.
  *
- * On GPU shards whose GPUs reach each other (CUDA IPC, one host), CG and
- * BiCGSTAB take the engine's fused path instead, as on one GPU
+ * On GPU shards whose GPUs reach each other (CUDA IPC, one host), every
+ * method takes the engine's fused path instead, as on one GPU
  * (engine/krylov_fused.c): each iteration's products are queued on the
  * GPU (cluster_local_queue: the exchange, the local product, the boundary
  * rows) and every dot is summed across the ranks by the fused kernels
@@ -261,16 +261,16 @@ static void part_free(dsolve *d)
     }
 }
 
-/* The fused path's sums on the GPUs (CG and BiCGSTAB on GPU shards
+/* The fused path's sums on the GPUs (every method, on GPU shards
  * only): made once, by every rank at the same solve, since every rank
  * runs every solve and learnt all_gpu from the same reduction. NULL where
  * the ranks cannot reach each other's memory: the solve sums on the
  * hosts. */
-static int fused_sums(dsolve *d, const cmd_header *h, bool all_gpu, const spmv_allsum_dev **out, spmv_error *err)
+static int fused_sums(dsolve *d, bool all_gpu, const spmv_allsum_dev **out, spmv_error *err)
 {
     cluster *c = d->c;
     *out = NULL;
-    if (!all_gpu || (h->method != SPMV_SOLVE_CG && h->method != SPMV_SOLVE_BICGSTAB))
+    if (!all_gpu)
         return SPMV_OK;
     if (!c->allsum_tried) {
         c->allsum_tried = true;
@@ -356,7 +356,7 @@ static int part_run(cluster *c, cluster_local *l, const cmd_header *h, const voi
         rc = src;
     } else if (rc == SPMV_OK && v[0] > 0) {
         *skipped = true;
-    } else if (rc == SPMV_OK && (rc = fused_sums(d, h, v[1] == 0, &all, err)) == SPMV_OK) {
+    } else if (rc == SPMV_OK && (rc = fused_sums(d, v[1] == 0, &all, err)) == SPMV_OK) {
         rc = part_solve(d, h, all, x, res, err);
     }
     d->t[T_TOTAL] = spmv_now_ms() - t0;

@@ -148,7 +148,7 @@ typedef struct spmv_solve_options {
      * v[0..n) over the processes in place, giving every one the same bits,
      * so every one takes the same branch. Each dot and norm goes through
      * it; one column only. NULL: one process. The fused path is taken
-     * only with allsum as well (CG and BiCGSTAB): its kernels sum on the
+     * only with allsum as well (any method): its kernels sum on the
      * device through allsum, and reduce sums the host's dots (the start,
      * the true residual at the end) and, once a check, the ranks' wishes
      * to stop (so every one cancels at the same iteration). */

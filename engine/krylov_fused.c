@@ -34,7 +34,7 @@
  * (the initial residual, through the operator's timed apply) gives the
  * time of one, and each queued product adds it.
  *
- * Distributed (options' reduce and allsum: CG and BiCGSTAB on the GPU
+ * Distributed (options' reduce and allsum: every method on the GPU
  * shards of one host, cluster/solve.c): every process runs this same
  * loop on its rows, and each kernel's sums are summed across the
  * processes by the kernel itself (fz_allsum, krylov_fused.cu), so every
@@ -227,7 +227,7 @@ static int mr_start(fused *f, spmv_vec *from, double rnorm)
         TRY(krylov_precond(s, r2, z));
     fz_scalars sc = fresh(f);
     double rz;
-    TRY(spmv_vec_dot(c, r2, z, &rz, s->err));
+    TRY(krylov_dot(s, r2, z, &rz)); /* distributed: summed over the processes */
     if (!(rz > 0.0) || !isfinite(rz)) {
         krylov_breakdown(s, KRYLOV_BD_MINRES_M, rz, f->seen);
         sc.live = 0;
@@ -516,7 +516,7 @@ static int drive(fused *f)
 bool krylov_fused_eligible(const solve_state *s, const spmv_vec *b)
 {
     const spmv_solve_options *o = s->o;
-    bool sums = !o->reduce || (o->allsum && (o->method == SPMV_SOLVE_CG || o->method == SPMV_SOLVE_BICGSTAB));
+    bool sums = !o->reduce || o->allsum;
     return s->ctx && o->device_apply && sums && b->device == SPMV_DEVICE_GPU; /* distributed otherwise: host scalars */
 }
 

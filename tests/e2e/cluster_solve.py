@@ -78,8 +78,8 @@ def true_relres(A, b, x):
 
 
 def check_cluster(d, what):
-    # fused: CG and BiCGSTAB on GPU shards of one host (the sums on the GPUs), else the hosts' loop
-    fused = GPU and d.get("method") in ("cg", "bicgstab")
+    # fused: every method on GPU shards of one host (the sums on the GPUs), else the hosts' loop
+    fused = GPU
     ok(d.get("fused") is fused, "%s: \"fused\": %s" % (what, str(fused).lower()), {"fused": d.get("fused")})
     c = d.get("cluster", {})
     per = c.get("per_rank", [])

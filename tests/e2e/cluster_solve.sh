@@ -15,7 +15,7 @@
 #
 # With SPMV_CLUSTER_GPU=1 (tools/bundle/cluster-gpu.sh on a host of 2 or
 # more GPUs) the same on SPMV_CLUSTER_NP ranks (2) with the shards on their GPUs: the ranks' products on
-# the GPUs, the halo through CUDA IPC, CG and BiCGSTAB fused (their sums on the GPUs), the rest's over MPI.
+# the GPUs, the halo through CUDA IPC, every method fused (its sums on the GPUs).
 . "$(dirname "$0")/lib.sh"
 
 GPU=${SPMV_CLUSTER_GPU:-0}

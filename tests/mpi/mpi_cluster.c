@@ -701,15 +701,14 @@ static void test_solve(void **state)
     each_poisson(0x501e, 3, 12, 40, solve_on);
 }
 
-/* cluster_solve on GPU shards: CG and BiCGSTAB take the fused path, their
+/* cluster_solve on GPU shards: every method takes the fused path, its
  * dots summed across the ranks by the kernels, where the halo goes
- * through CUDA IPC (MPI_CLUSTER_HALO=nccl: the host's loop, as GMRES's
- * always); each against the true residual and the whole solve on the
+ * through CUDA IPC (MPI_CLUSTER_HALO=nccl: the host's loop); each against the true residual and the whole solve on the
  * host, every rank at the same iteration with the same reductions. */
 static void gpu_solve_on(const spmv_csr *a, const char *what)
 {
     static const spmv_precond_type pts[] = {SPMV_PRECOND_NONE, SPMV_PRECOND_JACOBI};
-    static const spmv_solve_method ms[] = {SPMV_SOLVE_CG, SPMV_SOLVE_BICGSTAB, SPMV_SOLVE_GMRES};
+    static const spmv_solve_method ms[] = {SPMV_SOLVE_CG, SPMV_SOLVE_BICGSTAB, SPMV_SOLVE_GMRES, SPMV_SOLVE_MINRES};
     cluster_matrix *m;
     spmv_error err;
     spmv_solve_result res;
@@ -732,7 +731,7 @@ static void gpu_solve_on(const spmv_csr *a, const char *what)
                 fail_msg("%s on the GPUs, %s, %s: %s", what, mn, pn, err.message);
             double rr = true_relres(a, b, x);
             int32_t its = res.iterations, wits = whole_solve(a, meth, pts[p], b, xw);
-            bool fused = halo_ipc && meth != SPMV_SOLVE_GMRES, same_its = st.nranks == size_;
+            bool fused = halo_ipc, same_its = st.nranks == size_;
             for (int q = 0; q < size_; q++)
                 same_its = same_its && st.rank[q].iterations == its && st.rank[q].reductions == st.rank[0].reductions &&
                            (!fused || st.rank[q].reductions >= its);

@@ -124,6 +124,9 @@ typedef struct spmv_solve_options {
      * iteration's kernels instead of replaying a captured graph. */
     int32_t check_every;
     bool no_graph;
+    /* CG on one GPU: its three vector kernels an iteration even where the
+     * one-pass cooperative kernel fits (result's one_pass; benchmarks). */
+    bool no_one_pass;
     /* The operator's product for the fused path (GPU only; NULL: the host
      * path): y = A*x queued on the context's stream and not waited for,
      * with no timing, poisoning or host synchronisation, so that a CUDA
@@ -180,6 +183,7 @@ typedef struct spmv_solve_result {
     bool fused, graph;
     int32_t checks;
     int32_t captures;                /* graphs captured (more than one: device_epoch moved) */
+    bool one_pass;                   /* CG's vector work in one cooperative kernel an iteration */
 } spmv_solve_result;
 
 /* The smallest tol a solve in `dtype` may ask for: 10 eps (float64

@@ -19,6 +19,10 @@
  * residual b - A x, restarting from it on a miss (GMRES computes its true
  * residual on the device at each cycle's end).
  *
+ * CG on one process, where n fits (spmv_gpu_fz_one_pass), runs its
+ * vector work as one cooperative kernel an iteration (FZ_CG_ITER: q and r
+ * held in registers across two grid-wide syncs) instead of three.
+ *
  * With no callback preconditioner (none or Jacobi, which the kernels apply
  * themselves), the first chunk is captured as a CUDA graph and every chunk
  * replays it; a capture that fails is tried once more after a chunk
@@ -82,6 +86,7 @@ struct fused {
     bool try_graph;
     bool recapture;            /* the graph was dropped: capture the chunk after this one */
     bool retried;              /* a failed first capture was tried again */
+    bool one;                  /* CG: FZ_CG_ITER, one kernel after the product */
     uint64_t epoch;            /* the operator's device_epoch when the graph was captured */
     int32_t per_chunk;         /* products a replay runs */
     spmv_vec *v[8];            /* the method's vectors (below) */
@@ -146,6 +151,10 @@ static int cg_chunk(fused *f)
     int st;
     for (int32_t k = 0; k < f->chunk; k++) {
         TRY(dev_apply(f, p, q));
+        if (f->one) {
+            TRY(KRUN(f, FZ_CG_ITER, 0, 0, p, q, r, f->d, f->x));
+            continue;
+        }
         TRY(KRUN(f, FZ_CG_PQ, 0, 0, p, q));
         TRY(KRUN(f, FZ_CG_R, f->cb, 0, q, r, f->d));
         if (f->cb) {
@@ -557,6 +566,8 @@ int krylov_fused(solve_state *s, const spmv_vec *b, spmv_vec *x)
     s->res->fused = true;
     double rnorm;
     int st = setup(&f);
+    f.one = s->res->one_pass = !st && s->o->method == SPMV_SOLVE_CG && !f.cb && !s->o->reduce &&
+                               !s->o->no_one_pass && spmv_gpu_fz_one_pass(f.z);
     if (!st && !(st = krylov_residual(s, b, x, f.v[0])) && !(st = krylov_nrm2(s, f.v[0], &rnorm))) {
         f.ms1 = s->res->spmv_ms; /* the first product, timed */
         if (!krylov_record(s, 0, rnorm / s->bnorm) && !krylov_converged(s, rnorm) &&

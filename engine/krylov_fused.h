@@ -82,6 +82,7 @@ enum fz_op {
     FZ_GM_ADD,     /* z x: x += z (after the callback's z = M⁻¹ V y) */
     FZ_GM_RESID,   /* b r: r = b - r (r held A x), the cycle's true residual and what next */
     FZ_GM_START,   /* r V -zt -d: V[0] = r / ||r||, g = ||r|| e1, zt = D⁻¹V[0] */
+    FZ_CG_ITER,    /* p q r -d x: FZ_CG_PQ, FZ_CG_R and FZ_CG_P in one cooperative launch (spmv_gpu_fz_one_pass) */
     FZ_OPS
 };
 
@@ -96,6 +97,12 @@ typedef struct spmv_gpu_fz spmv_gpu_fz;
 int spmv_gpu_fz_new(spmv_gpu_ctx *ctx, int64_t n, int32_t hist_len, int32_t m, const spmv_allsum_dev *all,
                     spmv_gpu_fz **out, spmv_error *err);
 void spmv_gpu_fz_free(spmv_gpu_ctx *ctx, spmv_gpu_fz *fz);
+/* Whether CG's vector work of an iteration can be FZ_CG_ITER, one
+ * cooperative kernel holding q and r in registers across its two grid-wide
+ * syncs (7 passes over the vectors where the three kernels make 10): one
+ * process, the device takes cooperative launches, and n fits the
+ * registers of the grid that is resident at once. */
+bool spmv_gpu_fz_one_pass(const spmv_gpu_fz *fz);
 /* Host <-> device copies of the scalars that wait (a (re)start, the end). */
 int spmv_gpu_fz_put(spmv_gpu_ctx *ctx, spmv_gpu_fz *fz, const fz_scalars *sc, spmv_error *err);
 /* Queues the copy of the scalars and the history into pinned slot 0 or 1

@@ -10,7 +10,9 @@
  * x = 0 with b random, for exactly N iterations (a tol it cannot reach):
  *
  *   host     the host-scalar path (each dot waits for the device)
- *   fused    scalars on the device, a CUDA graph of K iterations (--check)
+ *   fused    scalars on the device, a CUDA graph of K iterations (--check);
+ *            the vector work one cooperative kernel where it fits (one)
+ *   three    the same with CG's three vector kernels (no_one_pass)
  *   nograph  the same, each iteration's kernels launched one by one
  *   check1   fused with K = 1 (the host reads the status every iteration)
  *
@@ -45,12 +47,12 @@ struct bench {
 
 struct path {
     const char *name;
-    bool fused, no_graph;
+    bool fused, no_graph, no_one;
     int32_t check;
     double ms_per_iter;
     int32_t iterations;
     double relres;
-    bool graph;
+    bool graph, one;
 };
 
 static void die(const char *what, const spmv_error *err)
@@ -121,6 +123,7 @@ static float solve(bench *B, path *p, long iters)
     o.maxit = (int32_t)iters;
     o.check_every = p->check;
     o.no_graph = p->no_graph;
+    o.no_one_pass = p->no_one;
     o.device_apply = p->fused ? spmv_gpu_op_device_apply : NULL;
     spmv_solve_result r;
     if (spmv_vec_fill(B->ctx, &B->x, 0.0, &err) || spmv_vec_sync(B->ctx, &err))
@@ -137,6 +140,7 @@ static float solve(bench *B, path *p, long iters)
     p->iterations = r.iterations;
     p->relres = r.relres;
     p->graph = r.graph;
+    p->one = r.one_pass;
     spmv_solve_result_free(&r);
     return ms;
 }
@@ -156,22 +160,23 @@ int main(int argc, char **argv)
         return 2;
     }
     setup(&B);
-    path paths[] = {{"host", false, false, 0, 0, 0, 0, false},
-                    {"fused", true, false, (int32_t)B.check, 0, 0, 0, false},
-                    {"nograph", true, true, (int32_t)B.check, 0, 0, 0, false},
-                    {"check1", true, false, 1, 0, 0, 0, false}};
+    path paths[] = {{"host", false, false, false, 0, 0, 0, 0, false, false},
+                    {"fused", true, false, false, (int32_t)B.check, 0, 0, 0, false, false},
+                    {"three", true, false, true, (int32_t)B.check, 0, 0, 0, false, false},
+                    {"nograph", true, true, false, (int32_t)B.check, 0, 0, 0, false, false},
+                    {"check1", true, false, false, 1, 0, 0, 0, false, false}};
     int np = sizeof paths / sizeof *paths;
     printf("# CG, 2-D Poisson %ld^2 = %lld rows, %ld iterations, kernel %s, one SpMV %.4f ms (median of 50)\n",
            B.side, (long long)B.b.n, B.iters, B.kernel, B.spmv_ms);
-    printf("# %-8s %9s %12s %12s %10s %6s %10s\n", "path", "ms/iter", "vector ms", "vector/SpMV", "iterations",
-           "graph", "relres");
+    printf("# %-8s %9s %12s %12s %10s %6s %4s %10s\n", "path", "ms/iter", "vector ms", "vector/SpMV", "iterations",
+           "graph", "one", "relres");
     for (int i = 0; i < np; i++) {
         path *p = &paths[i];
         solve(&B, p, B.iters < 20 ? B.iters : 20); /* warm-up */
         p->ms_per_iter = solve(&B, p, B.iters) / (double)(p->iterations ? p->iterations : 1);
         double vec = p->ms_per_iter - B.spmv_ms;
-        printf("  %-8s %9.4f %12.4f %12.2f %10d %6d %10.3g\n", p->name, p->ms_per_iter, vec, vec / B.spmv_ms,
-               p->iterations, p->graph, p->relres);
+        printf("  %-8s %9.4f %12.4f %12.2f %10d %6d %4d %10.3g\n", p->name, p->ms_per_iter, vec, vec / B.spmv_ms,
+               p->iterations, p->graph, p->one, p->relres);
     }
     double best = paths[1].ms_per_iter;
     printf("# goal: fused <= 0.04 ms an iteration (%s: %.4f), vector work <= 2x one SpMV (%s: %.2fx)\n",

@@ -449,3 +449,8 @@ void spmv_gpu_fz_uncapture(spmv_gpu_ctx *ctx, spmv_gpu_fz *fz)
 {
     UNUSED(ctx); UNUSED(fz);
 }
+bool spmv_gpu_fz_one_pass(const spmv_gpu_fz *fz)
+{
+    UNUSED(fz);
+    return false;
+}

@@ -27,6 +27,8 @@
 #include <math.h>
 #include <string.h>
 
+#include <cooperative_groups.h>
+
 #include "gpu.cuh"
 #include "krylov_fused.h"
 
@@ -44,6 +46,8 @@ struct spmv_gpu_fz {
     int64_t n;
     int32_t hist_len, m;
     unsigned grid;
+    unsigned coop_grid;      /* FZ_CG_ITER's grid (every block resident at once); 0: not taken */
+    int coop_e;              /* values of each vector a thread of it holds */
     size_t block_bytes;      /* fz_scalars + history */
     void *dev;               /* the block on the device */
     double *part;            /* grid * FZ_PARTS block sums, then the counter */
@@ -317,6 +321,140 @@ FZ_KERNEL cg_p(fz_dev d, const T *r, const T *dg, const T *z, T *p, T *x)
             x[i] += a * pi;
         if (live)
             p[i] = (z ? z[i] : dg ? dg[i] * r[i] : r[i]) + b * pi;
+    }
+}
+
+/* CG's iteration after its product in one cooperative launch: p·q (q
+ * kept in registers), a grid-wide sync, alpha; r -= alpha q with ||r||
+ * and r·D⁻¹r (r kept), a sync, the test and beta; x += alpha p and
+ * p = D⁻¹r + beta p. After each sync every block adds the blocks' parts
+ * in block order itself (the same bits everywhere, no second sync) and
+ * decides on its copy of the scalars in shared memory; block 0 writes
+ * them back. Each thread holds E values of q and of r: n <= E x the grid's
+ * threads (spmv_gpu_fz_one_pass). */
+#define FZ_COOP_BLOCKS 4 /* blocks an SM holds: 64 registers a thread */
+#define FZ_COOP_E 8
+#define FZ_COOP_KERNEL __global__ void __launch_bounds__(FZ_BLOCK, FZ_COOP_BLOCKS)
+
+/* The block's sum of v, on every thread (a fixed order: deterministic). */
+__device__ double coop_block_sum(double v)
+{
+    __shared__ double sh[FZ_WARPS];
+    __shared__ double total;
+    int lane = threadIdx.x % GPU_WARP, warp = threadIdx.x / GPU_WARP;
+    double s = gpu_group_sum(v, GPU_WARP);
+    if (lane == 0)
+        sh[warp] = s;
+    __syncthreads();
+    if (threadIdx.x == 0) {
+        double t = 0;
+        for (int w = 0; w < FZ_WARPS; w++)
+            t += sh[w];
+        total = t;
+    }
+    __syncthreads();
+    double t = total;
+    __syncthreads(); /* sh and total are used again by the next sum */
+    return t;
+}
+
+/* part[b * stride + k] over the grid's blocks b, in block order. */
+__device__ double coop_grid_sum(const double *part, int stride, int k)
+{
+    double s = 0;
+    for (unsigned b = threadIdx.x; b < gridDim.x; b += FZ_BLOCK)
+        s += __ldcg(&part[(size_t)b * stride + k]);
+    return coop_block_sum(s);
+}
+
+template <typename T, int E>
+FZ_COOP_KERNEL cg_iter(fz_dev d, T *p, const T *q, T *r, const T *dg, T *x)
+{
+    namespace cgr = cooperative_groups;
+    __shared__ fz_scalars sf;
+    fz_scalars *f = d.f;
+    if (threadIdx.x == 0)
+        sf = *f; /* every block reads the scalars before block 0 writes them (after the second sync) */
+    __syncthreads();
+    if (!sf.live) {
+        if (blockIdx.x == 0 && threadIdx.x == 0)
+            f->upd = 0;
+        return;
+    }
+    cgr::grid_group grid = cgr::this_grid();
+    int64_t tid = blockIdx.x * (int64_t)FZ_BLOCK + threadIdx.x, stride = (int64_t)gridDim.x * FZ_BLOCK;
+    T qv[E], rv[E];
+    double s0 = 0, s1 = 0;
+#pragma unroll
+    for (int e = 0; e < E; e++) {
+        int64_t i = tid + e * stride;
+        if (i < d.n) {
+            qv[e] = q[i];
+            s0 += (double)p[i] * (double)qv[e];
+        }
+    }
+    s0 = coop_block_sum(s0);
+    if (threadIdx.x == 0)
+        d.part[blockIdx.x] = s0;
+    grid.sync();
+    double pq = coop_grid_sum(d.part, 1, 0);
+    if (!(pq > 0.0) || !isfinite(pq)) { /* every block sees it: all return */
+        if (blockIdx.x == 0 && threadIdx.x == 0) {
+            sf.pq = pq;
+            sf.upd = 0;
+            fz_breakdown(&sf, FZ_BD_PAP, pq, sf.it);
+            *f = sf;
+        }
+        return;
+    }
+    double a = sf.rz / pq;
+    double *part2 = d.part + gridDim.x; /* a slow block may still read the first parts */
+    s0 = 0;
+#pragma unroll
+    for (int e = 0; e < E; e++) {
+        int64_t i = tid + e * stride;
+        if (i < d.n) {
+            T ri = (T)(r[i] - a * qv[e]);
+            r[i] = ri;
+            rv[e] = ri;
+            s0 += (double)ri * ri;
+            if (dg)
+                s1 += (double)ri * ri * dg[i];
+        }
+    }
+    s0 = coop_block_sum(s0);
+    s1 = coop_block_sum(s1);
+    if (threadIdx.x == 0) {
+        part2[2 * blockIdx.x] = s0;
+        part2[2 * blockIdx.x + 1] = s1;
+    }
+    grid.sync();
+    double rr = coop_grid_sum(part2, 2, 0), rz = coop_grid_sum(part2, 2, 1);
+    if (threadIdx.x == 0) { /* FZ_CG_PQ's and FZ_CG_R's scalars, on this block's copy */
+        sf.pq = pq;
+        sf.alpha = a;
+        sf.rnorm = sqrt(rr);
+        sf.it++;
+        if (blockIdx.x == 0)
+            d.hist[sf.it % d.hist_len] = sf.rnorm / sf.bnorm;
+        if (!fz_met(&sf, sf.rnorm))
+            cg_beta(&sf, dg ? rz : rr);
+        sf.upd = 0; /* x's update is done below */
+        if (blockIdx.x == 0)
+            *f = sf;
+    }
+    __syncthreads();
+    bool live = sf.live;
+    T ta = (T)a, tb = (T)sf.beta;
+#pragma unroll
+    for (int e = 0; e < E; e++) {
+        int64_t i = tid + e * stride;
+        if (i < d.n) {
+            T pi = p[i];
+            x[i] += ta * pi;
+            if (live)
+                p[i] = (dg ? dg[i] * rv[e] : rv[e]) + tb * pi;
+        }
     }
 }
 
@@ -811,11 +949,67 @@ static bool launch_op(cudaStream_t st, unsigned g, const fz_dev &d, int op, int3
     return launch_cg_bi<T>(st, g, d, op, i, v) || launch_mr_gm<T>(st, g, d, op, i, j, v);
 }
 
+/* FZ_CG_ITER: every block resident at once, as grid.sync needs. */
+template <typename T, int E>
+static cudaError_t launch_iter_e(cudaStream_t st, unsigned g, fz_dev d, const spmv_vec *const *v)
+{
+    T *p = vp<T>(v, 0), *r = vp<T>(v, 2), *x = vp<T>(v, 4);
+    const T *q = vp<T>(v, 1), *dg = vp<T>(v, 3);
+    void *args[] = {&d, &p, &q, &r, &dg, &x};
+    return cudaLaunchCooperativeKernel((const void *)cg_iter<T, E>, g, FZ_BLOCK, args, 0, st);
+}
+
+template <typename T>
+static cudaError_t launch_iter(cudaStream_t st, const spmv_gpu_fz *z, const fz_dev &d, const spmv_vec *const *v)
+{
+    switch (z->coop_e) {
+    case 1: return launch_iter_e<T, 1>(st, z->coop_grid, d, v);
+    case 2: return launch_iter_e<T, 2>(st, z->coop_grid, d, v);
+    case 4: return launch_iter_e<T, 4>(st, z->coop_grid, d, v);
+    default: return launch_iter_e<T, FZ_COOP_E>(st, z->coop_grid, d, v);
+    }
+}
+
+/* FZ_CG_ITER's grid: as many blocks as n needs, at most those resident at
+ * once (of its largest instantiation; at most FZ_MIN_BLOCKS an SM, so its
+ * three parts a block fit the reduction scratch), each thread E <=
+ * FZ_COOP_E values; none for a distributed solve, a device without
+ * cooperative launches, or an n past the registers. */
+static void coop_plan(spmv_gpu_ctx *ctx, spmv_gpu_fz *z)
+{
+    int coop = 0, per_sm = 0;
+    z->coop_grid = 0;
+    if (z->all.nranks > 1 || cudaDeviceGetAttribute(&coop, cudaDevAttrCooperativeLaunch, ctx->device) != cudaSuccess ||
+        !coop || cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, cg_iter<double, FZ_COOP_E>, FZ_BLOCK, 0) !=
+                     cudaSuccess) {
+        cudaGetLastError();
+        return;
+    }
+    per_sm = per_sm < FZ_MIN_BLOCKS ? per_sm : FZ_MIN_BLOCKS;
+    int64_t resident = (int64_t)ctx->sm_count * per_sm, want = (z->n + FZ_BLOCK - 1) / FZ_BLOCK;
+    int64_t grid = want < resident ? want : resident;
+    if (grid < 1)
+        return;
+    int64_t e = (z->n + grid * FZ_BLOCK - 1) / (grid * FZ_BLOCK);
+    if (e > FZ_COOP_E)
+        return;
+    z->coop_e = e <= 1 ? 1 : e <= 2 ? 2 : e <= 4 ? 4 : FZ_COOP_E;
+    z->coop_grid = (unsigned)grid;
+}
+
+extern "C" bool spmv_gpu_fz_one_pass(const spmv_gpu_fz *fz) { return fz && fz->coop_grid > 0; }
+
 extern "C" int spmv_gpu_fz_run(spmv_gpu_ctx *ctx, spmv_gpu_fz *fz, int op, int32_t i, int32_t j,
                                const spmv_vec *const *v, spmv_error *err)
 {
     fz_dev d = dev_of(fz);
     bool f32 = v[0] && v[0]->dtype == SPMV_FLOAT32;
+    if (op == FZ_CG_ITER) {
+        if (!fz->coop_grid)
+            return spmv_error_set(err, SPMV_ERR_INVALID, 0, "fused solver: CG's one-pass kernel does not fit here");
+        cudaError_t e = f32 ? launch_iter<float>(ctx->stream, fz, d, v) : launch_iter<double>(ctx->stream, fz, d, v);
+        return e == cudaSuccess ? SPMV_OK : gpu_cuda_error(e, err, "fused solver: CG's cooperative kernel");
+    }
     bool known = f32 ? launch_op<float>(ctx->stream, fz->grid, d, op, i, j, v)
                      : launch_op<double>(ctx->stream, fz->grid, d, op, i, j, v);
     if (!known)
@@ -886,6 +1080,7 @@ extern "C" int spmv_gpu_fz_new(spmv_gpu_ctx *ctx, int64_t n, int32_t hist_len, i
         z->all = *all;
     int64_t want = (n + FZ_BLOCK - 1) / FZ_BLOCK, cap = (int64_t)ctx->sm_count * FZ_MIN_BLOCKS;
     z->grid = (unsigned)(want < 1 ? 1 : want < cap ? want : cap);
+    coop_plan(ctx, z);
     int st = fz_alloc(ctx, z, err);
     if (st) {
         spmv_gpu_fz_free(ctx, z);

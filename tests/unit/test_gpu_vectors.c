@@ -1414,11 +1414,11 @@ static void fz_solve(fz_case *c, const spmv_solve_options *o, spmv_solve_result 
     *rr = fz_true_relres(c, &dx);
     assert_int_equal(r->fused, o->device_apply != NULL);
     print_message("# %s %s%s%s every %d: %s, %d iterations, relres %.3g (host %.3g), %.2f ms (spmv %.2f), "
-                  "%d checks, graph %d\n",
+                  "%d checks, graph %d, one pass %d\n",
                   spmv_dtype_name(c->db.dtype), spmv_solve_method_name(o->method),
                   o->inv_diag ? "+jacobi" : o->precond ? "+amg" : "", o->device_apply ? " fused" : " host",
                   o->check_every, spmv_solve_stop_name(r->stop), r->iterations, r->relres, *rr, r->total_ms,
-                  r->spmv_ms, r->checks, r->graph);
+                  r->spmv_ms, r->checks, r->graph, r->one_pass);
     spmv_vec_free(TG.ctx, &dx);
 }
 
@@ -1447,6 +1447,7 @@ static void fz_compare(fz_case *c, spmv_solve_options o)
     assert_true(rrf <= o.tol * (c->db.dtype == SPMV_FLOAT32 ? 1.1 : 1.01));
     assert_true(fabs(rf.relres - rrf) <= 1e-3 * o.tol + 1e-15 || c->db.dtype == SPMV_FLOAT32);
     assert_int_equal(rf.graph, !o.precond && !o.no_graph);
+    assert_int_equal(rf.one_pass, o.method == SPMV_SOLVE_CG && !o.precond && !o.no_one_pass); /* Hopper has it */
     assert_true(rf.checks >= 1);
     spmv_solve_result_free(&rh);
     spmv_solve_result_free(&rf);
@@ -1638,6 +1639,46 @@ static void test_fused_epoch(void **state)
     assert_int_equal(used(), u0);
 }
 
+/* CG's one-pass kernel (each thread 1 to 8 values of q and r in
+ * registers) against the host path and the three kernels, at sizes that
+ * take each E, and past what the registers hold (the three kernels then):
+ * the same iterations within 2, the true residual under tol. */
+static void test_fused_one_pass(void **state)
+{
+    (void)state;
+    TU_NEED_GPU();
+    size_t u0 = used();
+    static const int64_t sides[] = {40, 300, 600, 1000, 1300};
+    for (int k = 0; k < 5; k++) {
+        fz_case c;
+        fz_case_new(sides[k] + tu_rng_range(&TG.rng, 0, 9), 0.0, 0.0, k == 2 ? SPMV_FLOAT32 : SPMV_FLOAT64, "gpu.psell",
+                    &c);
+        for (int j = 0; j < 2; j++) {
+            spmv_solve_options o = {.method = SPMV_SOLVE_CG, .tol = k == 2 ? 1e-4 : 1e-8, .maxit = 20000,
+                                    .inv_diag = j ? &c.dd : NULL};
+            spmv_solve_result r3, r1;
+            double rr3, rr1;
+            if (k < 3)
+                fz_compare(&c, o); /* the host path against the one pass */
+            o.device_apply = spmv_gpu_op_device_apply;
+            o.no_one_pass = true;
+            fz_solve(&c, &o, &r3, &rr3);
+            o.no_one_pass = false;
+            fz_solve(&c, &o, &r1, &rr1);
+            assert_int_equal(r3.stop, SPMV_STOP_CONVERGED);
+            assert_int_equal(r1.stop, SPMV_STOP_CONVERGED);
+            assert_false(r3.one_pass);
+            assert_int_equal(r1.one_pass, k < 4); /* 1.7 M rows: past the registers of a Hopper's grid */
+            assert_true(abs(r1.iterations - r3.iterations) <= 2 + r3.iterations / 200); /* rounding over thousands */
+            assert_true(rr1 <= o.tol * (k == 2 ? 1.1 : 1.01));
+            spmv_solve_result_free(&r3);
+            spmv_solve_result_free(&r1);
+        }
+        fz_case_free(&c);
+    }
+    assert_int_equal(used(), u0);
+}
+
 static int cancel_at_5(void *ctx, int32_t it, double relres)
 {
     (void)ctx;
@@ -1721,6 +1762,7 @@ int main(void)
         cmocka_unit_test(test_fused_check_every),
         cmocka_unit_test(test_fused_stops),
         cmocka_unit_test(test_fused_epoch),
+        cmocka_unit_test(test_fused_one_pass),
     };
     return tu_gpu_run("gpu_vectors", tests);
 }

@@ -168,8 +168,7 @@ void spmv_sha256_hex(const unsigned char sum[32], char hex[65])
 
 /* ------------------------------------------------------------ symmetry */
 
-/* The entry (i, j) of a row-sorted CSR, or -1. */
-static int64_t find_entry(const spmv_csr *a, int64_t i, int32_t j)
+int64_t spmv_csr_find(const spmv_csr *a, int64_t i, int32_t j)
 {
     int64_t lo = spmv_csr_row_begin(a, i), hi = spmv_csr_row_begin(a, i + 1);
     while (lo < hi) {
@@ -205,7 +204,7 @@ bool spmv_csr_symmetric(const spmv_csr *a)
             if (j == i)
                 continue;
             upper++;
-            int64_t q = find_entry(a, j, (int32_t)i);
+            int64_t q = spmv_csr_find(a, j, (int32_t)i);
             if (q < 0 || memcmp((const char *)a->val + (size_t)p * vs, (const char *)a->val + (size_t)q * vs, vs)) {
                 atomic_store_explicit(&broken, true, memory_order_relaxed);
                 break;

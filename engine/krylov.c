@@ -63,21 +63,13 @@ void spmv_solve_result_free(spmv_solve_result *res)
     }
 }
 
-/* a_ii of row i: the CSR contract (columns strictly increasing in a row)
- * lets a binary search find it; 0 where the row has none. */
+/* a_ii of row i (a binary search: the CSR contract), 0 where it has none. */
 static double csr_diag(const spmv_csr *a, int32_t i)
 {
-    int64_t lo = spmv_csr_row_begin(a, i), hi = spmv_csr_row_begin(a, i + 1);
-    while (lo < hi) {
-        int64_t mid = lo + (hi - lo) / 2;
-        if (a->col[mid] < i)
-            lo = mid + 1;
-        else
-            hi = mid;
-    }
-    if (lo == spmv_csr_row_begin(a, i + 1) || a->col[lo] != i)
+    int64_t p = spmv_csr_find(a, i, i);
+    if (p < 0)
         return 0.0;
-    return a->dtype == SPMV_FLOAT64 ? ((const double *)a->val)[lo] : ((const float *)a->val)[lo];
+    return a->dtype == SPMV_FLOAT64 ? ((const double *)a->val)[p] : ((const float *)a->val)[p];
 }
 
 int spmv_csr_inv_diag(const spmv_csr *a, void *out, spmv_error *err)

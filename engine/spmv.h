@@ -144,6 +144,10 @@ typedef struct spmv_csr {
     int64_t *row_ptr64;       /* rows + 1 offsets of a wide CSR, else NULL */
 } spmv_csr;
 
+/* The position of entry (i, j) in a CSR whose rows' columns increase (the
+ * CSR contract), or -1: a binary search of row i. */
+int64_t spmv_csr_find(const spmv_csr *a, int64_t i, int32_t j);
+
 static inline bool spmv_csr_wide(const spmv_csr *a) { return a->row_ptr64 != NULL; }
 /* Row i's first entry, whichever offsets the CSR holds. */
 static inline int64_t spmv_csr_row_begin(const spmv_csr *a, int64_t i)

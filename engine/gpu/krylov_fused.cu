@@ -367,6 +367,23 @@ __device__ double coop_grid_sum(const double *part, int stride, int k)
     return coop_block_sum(s);
 }
 
+/* FZ_CG_PQ's and FZ_CG_R's scalars on a block's copy sf (thread 0); block
+ * 0 records the history and writes them back. */
+__device__ void coop_cg_scalars(const fz_dev &d, fz_scalars *sf, double pq, double a, double rr, double rz_new)
+{
+    sf->pq = pq;
+    sf->alpha = a;
+    sf->rnorm = sqrt(rr);
+    sf->it++;
+    if (blockIdx.x == 0)
+        d.hist[sf->it % d.hist_len] = sf->rnorm / sf->bnorm;
+    if (!fz_met(sf, sf->rnorm))
+        cg_beta(sf, rz_new);
+    sf->upd = 0; /* x's update is done in the same launch */
+    if (blockIdx.x == 0)
+        *d.f = *sf;
+}
+
 template <typename T, int E>
 FZ_COOP_KERNEL cg_iter(fz_dev d, T *p, const T *q, T *r, const T *dg, T *x)
 {
@@ -430,19 +447,8 @@ FZ_COOP_KERNEL cg_iter(fz_dev d, T *p, const T *q, T *r, const T *dg, T *x)
     }
     grid.sync();
     double rr = coop_grid_sum(part2, 2, 0), rz = coop_grid_sum(part2, 2, 1);
-    if (threadIdx.x == 0) { /* FZ_CG_PQ's and FZ_CG_R's scalars, on this block's copy */
-        sf.pq = pq;
-        sf.alpha = a;
-        sf.rnorm = sqrt(rr);
-        sf.it++;
-        if (blockIdx.x == 0)
-            d.hist[sf.it % d.hist_len] = sf.rnorm / sf.bnorm;
-        if (!fz_met(&sf, sf.rnorm))
-            cg_beta(&sf, dg ? rz : rr);
-        sf.upd = 0; /* x's update is done below */
-        if (blockIdx.x == 0)
-            *f = sf;
-    }
+    if (threadIdx.x == 0)
+        coop_cg_scalars(d, &sf, pq, a, rr, dg ? rz : rr);
     __syncthreads();
     bool live = sf.live;
     T ta = (T)a, tb = (T)sf.beta;

@@ -256,12 +256,12 @@ def solve_rows(job, name, mode, mid, b, rows_out, log):
                    "total_ms": t.get("total_ms"), "ms_per_iteration": t.get("total_ms", 0) / it,
                    "spmv_ms": t.get("spmv_ms"), "vector_ms": t.get("vector_ms"),
                    "compute_ms": cl.get("compute_ms"), "exchange_ms": cl.get("exchange_ms"),
-                   "reduce_ms": cl.get("reduce_ms")}
+                   "reduce_ms": cl.get("reduce_ms"), "fused": rep_json.get("fused")}
             rows_out.append(row)
             log.write("%s %s solve %s: %s\n" % (name, mode, k, json.dumps(rep_json)[:2000]))
-            print("  %-14s %-6s solve cg %-16s %d it  %.4f ms/it  (spmv %s vector %s compute %s exchange %s "
-                  "reduce %s)" % (name, mode, k, it, row["ms_per_iteration"], t.get("spmv_ms"), t.get("vector_ms"),
-                                  cl.get("compute_ms"), cl.get("exchange_ms"), cl.get("reduce_ms")))
+            print("  %-14s %-6s solve cg %-16s %d it  %.4f ms/it  fused %s (spmv %s vector %s compute %s exchange %s "
+                  "reduce %s)" % (name, mode, k, it, row["ms_per_iteration"], rep_json.get("fused"), t.get("spmv_ms"),
+                                  t.get("vector_ms"), cl.get("compute_ms"), cl.get("exchange_ms"), cl.get("reduce_ms")))
             sys.stdout.flush()
     return bad
 

@@ -76,21 +76,16 @@ int spmv_csr_inv_diag(const spmv_csr *a, void *out, spmv_error *err)
 {
     if (a->rows != a->cols)
         return spmv_error_set(err, SPMV_ERR_SHAPE, 0, "Jacobi needs a square matrix, not %d x %d", a->rows, a->cols);
-    int32_t bad = a->rows; /* the first row without a usable diagonal */
-#pragma omp parallel for schedule(static) reduction(min : bad) num_threads(spmv_cpu_threads(0, a->rows))
-    for (int32_t i = 0; i < a->rows; i++) {
+    for (int32_t i = 0; i < a->rows; i++) { /* one thread: the API's threads run it too */
         double d = csr_diag(a, i);
         if (d == 0.0 || !isfinite(d))
-            bad = i < bad ? i : bad;
-        else if (a->dtype == SPMV_FLOAT64)
+            return spmv_error_set(err, SPMV_ERR_INVALID, 0,
+                                  "Jacobi needs a non-zero finite diagonal: row %d (0-based) has a_ii = %g", i, d);
+        if (a->dtype == SPMV_FLOAT64)
             ((double *)out)[i] = 1.0 / d;
         else
             ((float *)out)[i] = (float)(1.0 / d);
     }
-    if (bad < a->rows)
-        return spmv_error_set(err, SPMV_ERR_INVALID, 0,
-                              "Jacobi needs a non-zero finite diagonal: row %d (0-based) has a_ii = %g", bad,
-                              csr_diag(a, bad));
     return SPMV_OK;
 }
 

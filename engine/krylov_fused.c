@@ -27,12 +27,13 @@
  * themselves), the first chunk is captured as a CUDA graph and every chunk
  * replays it; a capture that fails is tried once more after a chunk
  * queued directly (an operator that makes a texture over its x on first
- * use cannot be captured doing it), then falls back to queuing each chunk. Where other work shares the device
- * between two checks (the daemon's short requests), the operator's
- * device_epoch says when what the graph reads may have moved: that chunk
- * is queued afresh and the next one captured again. MINRES's three Lanczos vectors and
- * three directions rotate through fixed buffers, so its chunks are a
- * multiple of three iterations and a graph starts and ends at one phase.
+ * use cannot be captured doing it), then falls back to queuing each
+ * chunk. Where other work shares the device between two checks (the
+ * daemon's short requests), the operator's device_epoch says when what
+ * the graph reads may have moved: that chunk is queued afresh and the
+ * next one captured again. MINRES's three Lanczos vectors and three
+ * directions rotate through fixed buffers, so its chunks are a multiple of
+ * three iterations and a graph starts and ends at one phase.
  *
  * spmv_ms: the products are not timed one by one here; the first product
  * (the initial residual, through the operator's timed apply) gives the

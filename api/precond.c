@@ -23,7 +23,7 @@
 
 static const char *const option_keys[] = {"type", "block_size", "degree", "precision", "max_levels", "max_coarse",
                                           "strength", "smoother", "presmooth", "postsmooth", "near_nullspace",
-                                          "coordinates", NULL};
+                                          "coordinates", "aggregation", NULL};
 
 static bool listed(const char *key, const char *const *keys)
 {
@@ -44,6 +44,27 @@ static int int_option(request *r, const json_t *o, const char *key, int32_t lo, 
         return -1;
     }
     *v = (int32_t)json_integer_value(j);
+    return 0;
+}
+
+/* amg's named choices: smoother and aggregation. */
+static int amg_choices(request *r, const json_t *o, spmv_amg_options *a)
+{
+    const char *sm = json_string_value(json_object_get(o, "smoother"));
+    if (json_object_get(o, "smoother") && (!sm || (strcmp(sm, "jacobi") && strcmp(sm, "chebyshev")))) {
+        api_error(r, 400, "invalid_parameter", "preconditioner `smoother` must be \"chebyshev\" or \"jacobi\"");
+        return -1;
+    }
+    if (sm)
+        a->smoother = strcmp(sm, "jacobi") == 0 ? SPMV_AMG_JACOBI : SPMV_AMG_CHEBYSHEV;
+    const char *ag = json_string_value(json_object_get(o, "aggregation"));
+    if (json_object_get(o, "aggregation") && (!ag || (strcmp(ag, "auto") && strcmp(ag, "standard") && strcmp(ag, "mis2")))) {
+        api_error(r, 400, "invalid_parameter", "preconditioner `aggregation` must be \"auto\", \"standard\" or \"mis2\"");
+        return -1;
+    }
+    if (ag)
+        a->aggregation = !strcmp(ag, "mis2") ? SPMV_AMG_AGG_MIS2 : !strcmp(ag, "standard") ? SPMV_AMG_AGG_STANDARD
+                                                                                              : SPMV_AMG_AGG_AUTO;
     return 0;
 }
 
@@ -72,13 +93,8 @@ static int scalar_options(request *r, const json_t *o, spmv_precond_options *out
     }
     if (strength)
         a->strength = json_number_value(strength);
-    const char *sm = json_string_value(json_object_get(o, "smoother"));
-    if (json_object_get(o, "smoother") && (!sm || (strcmp(sm, "jacobi") && strcmp(sm, "chebyshev")))) {
-        api_error(r, 400, "invalid_parameter", "preconditioner `smoother` must be \"chebyshev\" or \"jacobi\"");
+    if (amg_choices(r, o, a))
         return -1;
-    }
-    if (sm)
-        a->smoother = strcmp(sm, "jacobi") == 0 ? SPMV_AMG_JACOBI : SPMV_AMG_CHEBYSHEV;
     int32_t degree = t == SPMV_PRECOND_AMG ? a->degree : out->degree;
     if (int_option(r, o, "block_size", 1, 64, &out->block_size) || int_option(r, o, "degree", 1, 10, &degree) ||
         int_option(r, o, "max_levels", 1, 32, &a->max_levels) || int_option(r, o, "max_coarse", 1, 100000, &a->max_coarse) ||

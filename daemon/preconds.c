@@ -236,6 +236,7 @@ static json_t *options_json(const spmv_precond_options *o)
         json_object_set_new(j, "postsmooth", json_integer(a->postsmooth));
         json_object_set_new(j, "degree", json_integer(a->degree));
         json_object_set_new(j, "near_nullspace_columns", json_integer(a->nullspace_k ? a->nullspace_k : o->block_size));
+        json_object_set_new(j, "aggregation", json_string(spmv_amg_aggregation_name(a->aggregation)));
     }
     json_object_set_new(j, "precision", json_string(o->float32 ? "float32" : "float64"));
     return j;
@@ -259,9 +260,11 @@ json_t *rprecond_json(const rprecond *r, const matrix *m)
     if (o) /* built from values the matrix no longer holds (PUT .../values since) */
         json_object_set_new(o, "stale", json_boolean(r->values_version != atomic_load(&((matrix *)m)->values_gen)));
     if (o && r->o.type == SPMV_PRECOND_AMG)
-        json_object_set_new(o, "hierarchy", json_pack("{s:i, s:f, s:i}", "levels", info.levels,
+        json_object_set_new(o, "hierarchy", json_pack("{s:i, s:f, s:i, s:s, s:s}", "levels", info.levels,
                                                       "operator_complexity", info.operator_complexity,
-                                                      "coarse_rows", info.coarse_rows));
+                                                      "coarse_rows", info.coarse_rows, "aggregation",
+                                                      spmv_amg_aggregation_name(info.aggregation), "built_on",
+                                                      info.built_on_device ? "gpu" : "host"));
     return o;
 }
 

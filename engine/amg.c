@@ -9,7 +9,8 @@
  * aggregation is PyAMG's "standard" one, serial (three passes: a root and
  * its whole unaggregated neighbourhood; leftovers join a neighbouring
  * aggregate; what remains forms new aggregates), so a hierarchy is the
- * same whatever the number of threads. An isolated node (no strong
+ * same whatever the number of threads; or, asked for, mis2 (amg.h), the
+ * parallel one a GPU's setup runs, its reference here. An isolated node (no strong
  * neighbour: a Dirichlet row) is in no aggregate: the smoother alone
  * handles it, as in PyAMG.
  */
@@ -22,7 +23,7 @@
 #include "formats.h"
 
 #define MAX_K 16
-#define RHO_ITERS 20
+#define RHO_ITERS SPMV_AMG_RHO_ITERS
 
 void spmv_amg_defaults(spmv_amg_options *o)
 {
@@ -53,7 +54,14 @@ int spmv_amg_check_options(const spmv_amg_options *o, int32_t rows, spmv_error *
         return spmv_error_set(err, SPMV_ERR_INVALID, 0, "amg: %s", bad);
     if ((unsigned)o->smoother > SPMV_AMG_JACOBI)
         return spmv_error_set(err, SPMV_ERR_INVALID, 0, "amg: unknown smoother %d", (int)o->smoother);
+    if ((unsigned)o->aggregation > SPMV_AMG_AGG_MIS2)
+        return spmv_error_set(err, SPMV_ERR_INVALID, 0, "amg: unknown aggregation %d", (int)o->aggregation);
     return SPMV_OK;
+}
+
+const char *spmv_amg_aggregation_name(spmv_amg_aggregation a)
+{
+    return a == SPMV_AMG_AGG_MIS2 ? "mis2" : a == SPMV_AMG_AGG_STANDARD ? "standard" : "auto";
 }
 
 const char *spmv_amg_phase_name(spmv_amg_phase p)
@@ -175,19 +183,6 @@ static int diag_inv(const spmv_csr *a, double **out, spmv_error *err)
     return SPMV_OK;
 }
 
-/* A fixed start with every frequency in it: a smooth one (as a sine of
- * low frequency is) holds little of the top eigenvector of D^-1 A, which
- * is the oscillating one, and an estimate from it comes out low, which a
- * Chebyshev smoother past its interval turns into divergence. */
-static double start_value(int32_t i)
-{
-    uint64_t z = (uint64_t)i * 0x9E3779B97F4A7C15ull + 0x2545F4914F6CDD1Dull;
-    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
-    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
-    z ^= z >> 31;
-    return (double)(z >> 11) * 0x1.0p-53 * 2.0 - 1.0;
-}
-
 /* The largest eigenvalue of the symmetric tridiagonal (alpha, beta) of
  * order k, by bisection on its Sturm sequence. */
 static double tridiag_max(const double *alpha, const double *beta, int k)
@@ -220,7 +215,7 @@ static double power_radius(const spmv_csr *a, const double *dinv, double *u, dou
 {
     int32_t n = a->rows;
     for (int32_t i = 0; i < n; i++)
-        u[i] = start_value(i);
+        u[i] = spmv_amg_start_value(i);
     double lambda = 0;
     for (int it = 0; it < 4 * RHO_ITERS; it++) {
         csr_apply(a, u, w);
@@ -312,7 +307,7 @@ double spmv_amg_spectral_radius(const spmv_csr *a, const double *dinv, double *u
     for (int32_t i = 0; i < n; i++) {
         sd[i] = sqrt(dinv[i]);
         p[i] = 0.0;
-        v[i] = start_value(i);
+        v[i] = spmv_amg_start_value(i);
     }
     double nv = sqrt(det_dot(n, v, v));
 #pragma omp parallel for schedule(static) if (n > 50000)
@@ -334,6 +329,11 @@ double spmv_amg_spectral_radius(const spmv_csr *a, const double *dinv, double *u
         beta_prev = bk;
     }
     free(buf);
+    return spmv_amg_ritz_max(alpha, beta, k);
+}
+
+double spmv_amg_ritz_max(const double *alpha, const double *beta, int k)
+{
     return k ? tridiag_max(alpha, beta, k) * 1.05 : 1.0;
 }
 
@@ -519,6 +519,98 @@ static int32_t aggregate(const graph *g, int32_t *agg)
         }
     }
     return next;
+}
+
+/* mis2 (amg.h, spmv_amg_mis2): each round is the device's, step for step
+ * (engine/gpu/amg_build.cu), every step reading only the step before. */
+enum { MIS_OUT = 0, MIS_UNDECIDED = 1, MIS_ROOT = 2 };
+
+/* out[i] = the largest of in[i] and in[j] over i's neighbours. */
+static void mis_spread(int32_t n, const int32_t *ptr, const int32_t *adj, const uint64_t *in, uint64_t *out)
+{
+#pragma omp parallel for schedule(static) if (n > 50000)
+    for (int32_t i = 0; i < n; i++) {
+        uint64_t m = in[i];
+        for (int32_t p = ptr[i]; p < ptr[i + 1]; p++)
+            m = in[adj[p]] > m ? in[adj[p]] : m;
+        out[i] = m;
+    }
+}
+
+/* The rounds: state[i] ends MIS_ROOT or MIS_OUT. */
+static int32_t mis_rounds(int32_t n, const int32_t *ptr, const int32_t *adj, uint8_t *state, uint64_t *t, uint64_t *u)
+{
+    int32_t rounds = 0;
+    for (int64_t undecided = 1; undecided; rounds++) {
+        for (int32_t i = 0; i < n; i++)
+            t[i] = spmv_amg_mis2_key(state[i], i);
+        mis_spread(n, ptr, adj, t, u);
+        mis_spread(n, ptr, adj, u, t);
+        undecided = 0;
+        for (int32_t i = 0; i < n; i++) {
+            if (state[i] != MIS_UNDECIDED)
+                continue;
+            if (t[i] == spmv_amg_mis2_key(MIS_UNDECIDED, i))
+                state[i] = MIS_ROOT;
+            else if (t[i] >> 62 == MIS_ROOT)
+                state[i] = MIS_OUT;
+            else
+                undecided++;
+        }
+    }
+    return rounds;
+}
+
+/* The neighbour of i whose agg[] is at least `min` with the largest key,
+ * or -1. */
+static int32_t mis_best(const int32_t *ptr, const int32_t *adj, const int32_t *agg, int32_t i, int32_t min)
+{
+    int32_t best = -1;
+    for (int32_t p = ptr[i]; p < ptr[i + 1]; p++) {
+        int32_t j = adj[p];
+        if (agg[j] >= min && (best < 0 || spmv_amg_mis2_key(0, j) > spmv_amg_mis2_key(0, best)))
+            best = j;
+    }
+    return best;
+}
+
+int spmv_amg_mis2(int32_t n, const int32_t *ptr, const int32_t *adj, int32_t *agg, int32_t *naggs, int32_t *rounds,
+                  spmv_error *err)
+{
+    uint8_t *state = malloc((size_t)n + 1);
+    uint64_t *t = malloc(((size_t)n + 1) * sizeof *t), *u = malloc(((size_t)n + 1) * sizeof *u);
+    if (!state || !t || !u) {
+        free(state);
+        free(t);
+        free(u);
+        return spmv_error_set(err, SPMV_ERR_NOMEM, 0, "amg: out of memory for the aggregation of %d nodes", n);
+    }
+    for (int32_t i = 0; i < n; i++)
+        state[i] = ptr[i + 1] > ptr[i] ? MIS_UNDECIDED : MIS_OUT;
+    *rounds = mis_rounds(n, ptr, adj, state, t, u);
+    int32_t next = 0;
+    for (int32_t i = 0; i < n; i++) /* roots numbered; -2: to join one; -1: isolated */
+        agg[i] = state[i] == MIS_ROOT ? next++ : ptr[i + 1] > ptr[i] ? -2 : -1;
+    for (int32_t i = 0; i < n; i++) /* next to a root (only roots are >= 0 yet, and stay so) */
+        if (agg[i] == -2) {
+            int32_t j = mis_best(ptr, adj, agg, i, 0);
+            agg[i] = j < 0 ? -2 : -(agg[j] + 3); /* marked, so this pass reads only roots */
+        }
+    for (int32_t i = 0; i < n; i++)
+        if (agg[i] <= -3)
+            agg[i] = -agg[i] - 3;
+    for (int32_t i = 0; i < n; i++) /* next to those: marked the same way */
+        if (agg[i] == -2) {
+            int32_t j = mis_best(ptr, adj, agg, i, 0);
+            agg[i] = j < 0 ? -2 : -(agg[j] + 3);
+        }
+    for (int32_t i = 0; i < n; i++)
+        agg[i] = agg[i] <= -3 ? -agg[i] - 3 : agg[i] == -2 ? next++ : agg[i];
+    *naggs = next;
+    free(state);
+    free(t);
+    free(u);
+    return SPMV_OK;
 }
 
 /* ---------------------------------------------- tentative prolongator */
@@ -725,7 +817,11 @@ static int coarsen(spmv_amg *h, const spmv_amg_products *prod, int32_t l, int32_
         st = spmv_error_set(err, SPMV_ERR_NOMEM, 0, "amg: out of memory for the aggregates");
         goto out;
     }
-    int32_t naggs = aggregate(&g, agg);
+    int32_t naggs = 0, rounds = 0;
+    if (h->o.aggregation != SPMV_AMG_AGG_MIS2)
+        naggs = aggregate(&g, agg);
+    else if ((st = spmv_amg_mis2(g.n, g.ptr, g.adj, agg, &naggs, &rounds, err)))
+        goto out;
     lap(ms, SPMV_AMG_AGGREGATE, &t0);
     *done = naggs == 0 || (int64_t)naggs * k >= (int64_t)lv->A.rows * 9 / 10;
     if (*done)
@@ -771,10 +867,10 @@ static int level_ready(spmv_amg_level *lv, spmv_error *err)
 /* The coarsest level's dense inverse by Gauss-Jordan with partial
  * pivoting; a pivot that vanishes (a singular coarse operator, e.g. a pure
  * Neumann problem) leaves its row and column zero: a generalised inverse. */
-static int coarse_inverse(spmv_amg *h, spmv_error *err)
+int spmv_amg_dense_inverse(const spmv_csr *A, double **out, spmv_error *err)
 {
-    const spmv_csr *A = &h->lv[h->nlevels - 1].A;
     int32_t n = A->rows;
+    *out = NULL;
     double *a = calloc((size_t)n * n + 1, sizeof *a), *inv = calloc((size_t)n * n + 1, sizeof *inv);
     int32_t *skip = calloc((size_t)n + 1, sizeof *skip);
     if (!a || !inv || !skip) {
@@ -828,9 +924,14 @@ static int coarse_inverse(spmv_amg *h, spmv_error *err)
             inv[(size_t)c * n + j] = inv[(size_t)j * n + c] = 0.0;
     free(a);
     free(skip);
-    h->coarse_n = n;
-    h->coarse_inv = inv;
+    *out = inv;
     return SPMV_OK;
+}
+
+static int coarse_inverse(spmv_amg *h, spmv_error *err)
+{
+    h->coarse_n = h->lv[h->nlevels - 1].A.rows;
+    return spmv_amg_dense_inverse(&h->lv[h->nlevels - 1].A, &h->coarse_inv, err);
 }
 
 /* --------------------------------------------------------------- setup */
@@ -928,6 +1029,8 @@ int spmv_amg_setup_with(const spmv_csr *a, const spmv_amg_options *opt, const sp
     }
     h->o = o;
     h->o.near_nullspace = NULL; /* the caller's array is not kept */
+    if (h->o.aggregation == SPMV_AMG_AGG_AUTO) /* the host's choice (a GPU's is mis2: spmv_gpu_amg_build) */
+        h->o.aggregation = SPMV_AMG_AGG_STANDARD;
     h->nlevels = 1;
     if ((st = csr_to_f64(a, &h->lv[0].A, err)))
         goto fail;

@@ -36,6 +36,22 @@ extern "C" {
 
 typedef enum spmv_amg_smoother { SPMV_AMG_CHEBYSHEV = 0, SPMV_AMG_JACOBI = 1 } spmv_amg_smoother;
 
+/* How a level's nodes are grouped. standard: PyAMG's serial three-pass
+ * aggregation. mis2: the roots are a maximal distance-2 independent set of
+ * the strong graph, found in parallel rounds (Bell, Dalton & Olson 2012),
+ * every other node joins a root at distance one, then two: the same
+ * aggregates on the host (spmv_amg_mis2) and on a GPU, which builds the
+ * whole hierarchy itself with it (spmv_gpu_amg_build). auto: mis2 where
+ * the setup runs on a GPU, standard on the host. */
+typedef enum spmv_amg_aggregation {
+    SPMV_AMG_AGG_AUTO = 0,
+    SPMV_AMG_AGG_STANDARD = 1,
+    SPMV_AMG_AGG_MIS2 = 2
+} spmv_amg_aggregation;
+
+/* "auto", "standard", "mis2". */
+const char *spmv_amg_aggregation_name(spmv_amg_aggregation a);
+
 typedef struct spmv_amg_options {
     int32_t max_levels;           /* 10 */
     int32_t max_coarse;           /* rows of the coarsest level, solved densely: 500 */
@@ -46,6 +62,7 @@ typedef struct spmv_amg_options {
     int32_t block_size;           /* unknowns per node (3 for 3-D elasticity): 1 */
     const double *near_nullspace; /* rows x k, column-major; NULL: the constant per block component */
     int32_t nullspace_k;          /* its columns (k <= 16) */
+    spmv_amg_aggregation aggregation; /* auto */
 } spmv_amg_options;
 
 /* The defaults above. */
@@ -158,6 +175,60 @@ void spmv_amg_level_free(spmv_amg_level *lv);
  * iteration when the diagonal is not positive), times 1.05; u and w:
  * rows scratch. */
 double spmv_amg_spectral_radius(const spmv_csr *a, const double *dinv, double *u, double *w);
+/* The pieces of spmv_amg_spectral_radius a device shares (the GPU's
+ * setup runs the same Lanczos): its steps, its start (a fixed value of
+ * every frequency at row i), and the estimate from the tridiagonal
+ * (alpha, beta) of order k: its largest eigenvalue times 1.05, 1 for
+ * k = 0. */
+#define SPMV_AMG_RHO_ITERS 20
+double spmv_amg_ritz_max(const double *alpha, const double *beta, int k);
+/* The mis2 aggregation of a graph of n nodes (adj[ptr[i] .. ptr[i+1]):
+ * node i's strong neighbours, i not among them; symmetric, as a
+ * symmetric matrix's strength graph is): agg[i] is node i's aggregate, -1
+ * for an isolated node (no neighbour); *naggs their count. In rounds
+ * until no node is undecided, every undecided node whose key is the
+ * largest within distance two joins the roots, and one that sees a root's
+ * key there leaves; keys order by state (root > undecided > out), then
+ * spmv_amg_mis2_key's hash, then index. Roots are numbered in index
+ * order; a node next to a root joins the one of largest key, a node next
+ * to such a node joins that node's aggregate (of largest key), and what
+ * is left (an asymmetric graph) forms one aggregate a node, numbered
+ * after, in index order. The GPU's (engine/gpu/amg_build.cu) makes the
+ * same aggregates. SPMV_ERR_NOMEM when its scratch cannot be had. */
+int spmv_amg_mis2(int32_t n, const int32_t *ptr, const int32_t *adj, int32_t *agg, int32_t *naggs, int32_t *rounds,
+                  spmv_error *err);
+#ifdef __CUDACC__
+#define SPMV_AMG_HD __host__ __device__
+#else
+#define SPMV_AMG_HD
+#endif
+/* Node i's key in mis2 with state s (0 out, 1 undecided, 2 root): the
+ * state, then 31 bits of hash, then the index. */
+static inline SPMV_AMG_HD uint64_t spmv_amg_mis2_key(uint32_t s, int32_t i)
+{
+    uint32_t h = (uint32_t)i * 0x9E3779B1u;
+    h ^= h >> 15;
+    h *= 0x85EBCA77u;
+    h ^= h >> 13;
+    return ((uint64_t)s << 62) | ((uint64_t)(h & 0x7FFFFFFFu) << 31) | (uint64_t)(uint32_t)i;
+}
+/* Lanczos's start at row i: a fixed value in [-1, 1) with every frequency
+ * in it (a smooth start holds little of the top eigenvector of D^-1 A,
+ * the oscillating one, and an estimate from it comes out low, which a
+ * Chebyshev smoother past its interval turns into divergence). */
+static inline SPMV_AMG_HD double spmv_amg_start_value(int32_t i)
+{
+    uint64_t z = (uint64_t)i * 0x9E3779B97F4A7C15ull + 0x2545F4914F6CDD1Dull;
+    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+    z ^= z >> 31;
+    return (double)(z >> 11) * 0x1.0p-53 * 2.0 - 1.0;
+}
+/* The coarsest level's inverse: a's dense inverse (n x n, row-major, n =
+ * a's rows) by Gauss-Jordan with partial pivoting; a pivot that vanishes
+ * leaves its row and column zero (a generalised inverse). */
+int spmv_amg_dense_inverse(const spmv_csr *a, double **inv, spmv_error *err);
+
 /* One Chebyshev sweep on lv->A x = b with the level's rho: the polynomial
  * of `degree` in D^-1 A smallest on [rho/30, 1.1 rho]; `zero`: x is zero
  * on entry, and then x = p(D^-1 A) D^-1 b. Uses lv->r and lv->d. */
@@ -198,6 +269,35 @@ void spmv_gpu_amg_free(spmv_gpu_ctx *ctx, spmv_gpu_amg *g);
  * rounding, the same patterns. */
 int spmv_gpu_amg_products(void *ctx, const spmv_csr *A, const double *dinv, double omega, const spmv_csr *T,
                           spmv_csr *P, spmv_csr *R, spmv_csr *Ac, double *ms, spmv_error *err);
+/* What a hierarchy built on a GPU is: its levels' rows and non-zeros,
+ * the complexities, its setup time split by phase (spmv_amg's phase_ms),
+ * the mis2 rounds a level took. */
+typedef struct spmv_amg_summary {
+    int32_t nlevels, coarse_n;
+    int32_t rows[32];
+    int64_t nnz[32];
+    int32_t rounds[32];
+    double operator_complexity, grid_complexity;
+    double setup_ms, phase_ms[SPMV_AMG_PHASES];
+} spmv_amg_summary;
+/* Builds the whole hierarchy on ctx's device (on its own thread), the
+ * host's algorithm with mis2 aggregation (engine/gpu/amg_build.cu): level
+ * 0's A copied up once, then every level's 1/diag, rho (the host's
+ * Lanczos), strength graph, aggregates, tentative prolongator, P, R and
+ * A_c made there, only the coarsest A coming back for its dense inverse;
+ * held in dtype. The hierarchy is the host's spmv_amg_setup with
+ * aggregation mis2 to rounding (the tests' reference).
+ * SPMV_ERR_UNAVAILABLE (nothing built: the host builds it) where the
+ * device build does not apply: block_size > 1, a near-nullspace, standard
+ * aggregation, 64-bit offsets, a row whose columns do not increase, a
+ * diagonal that is not positive. SPMV_ERR_INVALID names a row with a zero
+ * or non-finite diagonal. */
+int spmv_gpu_amg_build(spmv_gpu_ctx *ctx, const spmv_csr *a, const spmv_amg_options *o, spmv_dtype dtype,
+                       spmv_gpu_amg **out, spmv_amg_summary *sum, spmv_error *err);
+/* Level l's A, P and R of a hierarchy on a GPU, copied back as float64
+ * host CSR (P and R empty at the coarsest level): for the tests. */
+int spmv_gpu_amg_level_get(spmv_gpu_ctx *ctx, const spmv_gpu_amg *g, int32_t l, spmv_csr *A, spmv_csr *P, spmv_csr *R,
+                           spmv_error *err);
 /* Device bytes the hierarchy holds. */
 size_t spmv_gpu_amg_bytes(const spmv_gpu_amg *g);
 /* z = M^-1 r, one V-cycle from zero; r and z vectors of ctx's device, one

@@ -113,18 +113,30 @@ static int amg_setup(spmv_gpu_ctx *ctx, spmv_precond *p, const spmv_csr *a, spmv
         return SPMV_ERR_NOMEM;
     spmv_amg_options o = p->o.amg;
     o.block_size = p->o.block_size > 1 ? p->o.block_size : o.block_size;
-    /* The level's products run on the host even for a GPU: on the H200
-     * host the GPU's (spmv_gpu_amg_products) took 60 ms where the host's
-     * took 1.3 s of a 10 M-row setup, but copying the operands there and
-     * the products back took 1.2 s, so the setup was no faster (7.2 s
-     * against 6.9 s: docs/benchmarks/solve.md). They pay once the
-     * hierarchy is built where it is used, without the round trip. */
+    if (ctx) { /* built where it is used (mis2), unless this hierarchy is the host's kind */
+        spmv_amg_summary sum;
+        int st = spmv_gpu_amg_build(ctx, a, &o, p->o.float32 ? SPMV_FLOAT32 : SPMV_FLOAT64, &m->g, &sum, err);
+        if (st == SPMV_OK) {
+            p->levels = sum.nlevels;
+            p->operator_complexity = sum.operator_complexity;
+            p->coarse_rows = sum.coarse_n;
+            p->device_bytes = spmv_gpu_amg_bytes(m->g);
+            p->built_on_device = true;
+            p->aggregation = SPMV_AMG_AGG_MIS2;
+        }
+        if (st != SPMV_ERR_UNAVAILABLE)
+            return st;
+    }
+    /* On the host. For a GPU that is a block_size > 1, a near-nullspace,
+     * standard aggregation or a matrix the device build does not take
+     * (spmv_gpu_amg_build), then the copy of the hierarchy. */
     int st = spmv_amg_setup_with(a, &o, NULL, &m->h, err);
     if (st)
         return st;
     p->levels = m->h->nlevels;
     p->operator_complexity = m->h->operator_complexity;
     p->coarse_rows = m->h->coarse_n;
+    p->aggregation = m->h->o.aggregation;
     if (!ctx) {
         p->host_bytes = (size_t)m->h->bytes + (size_t)a->nnz * 12;
         return SPMV_OK;
@@ -376,6 +388,8 @@ void spmv_precond_info_of(const spmv_precond *p, spmv_precond_info *out)
     out->levels = p->levels;
     out->operator_complexity = p->operator_complexity;
     out->coarse_rows = p->coarse_rows;
+    out->built_on_device = p->built_on_device;
+    out->aggregation = p->aggregation;
     out->rho = p->rho;
 }
 

@@ -70,6 +70,8 @@ typedef struct spmv_precond_info {
     int32_t levels;              /* amg */
     double operator_complexity;  /* amg */
     int32_t coarse_rows;         /* amg */
+    bool built_on_device;        /* amg: the hierarchy made on the GPU itself */
+    spmv_amg_aggregation aggregation; /* amg: standard or mis2 */
     double rho;                  /* chebyshev: the estimate of rho(D^-1 A) its interval is built on */
 } spmv_precond_info;
 

@@ -38,6 +38,8 @@ struct spmv_precond {
     size_t host_bytes, device_bytes;
     int32_t levels, coarse_rows;  /* amg */
     double operator_complexity;   /* amg */
+    bool built_on_device;         /* amg: the hierarchy made on the GPU (spmv_gpu_amg_build) */
+    spmv_amg_aggregation aggregation; /* amg: the one it was built with */
     double rho;                   /* chebyshev */
     void *impl;
 };

@@ -310,6 +310,30 @@ int spmv_gpu_amg_products(void *ctx, const spmv_csr *A, const double *dinv, doub
     return spmv_error_set(err, SPMV_ERR_UNAVAILABLE, 0, "the AMG setup's products on a GPU: %s", no_cuda);
 }
 
+int spmv_gpu_amg_build(spmv_gpu_ctx *ctx, const spmv_csr *a, const spmv_amg_options *o, spmv_dtype dtype,
+                       spmv_gpu_amg **out, spmv_amg_summary *sum, spmv_error *err)
+{
+    UNUSED(ctx);
+    UNUSED(a);
+    UNUSED(o);
+    UNUSED(dtype);
+    UNUSED(sum);
+    *out = NULL;
+    return spmv_error_set(err, SPMV_ERR_UNAVAILABLE, 0, "the AMG setup on a GPU: %s", no_cuda);
+}
+
+int spmv_gpu_amg_level_get(spmv_gpu_ctx *ctx, const spmv_gpu_amg *g, int32_t l, spmv_csr *A, spmv_csr *P, spmv_csr *R,
+                           spmv_error *err)
+{
+    UNUSED(ctx);
+    UNUSED(g);
+    UNUSED(l);
+    UNUSED(A);
+    UNUSED(P);
+    UNUSED(R);
+    return spmv_error_set(err, SPMV_ERR_UNAVAILABLE, 0, "AMG on a GPU: %s", no_cuda);
+}
+
 size_t spmv_gpu_amg_bytes(const spmv_gpu_amg *g)
 {
     UNUSED(g);

@@ -30,38 +30,7 @@
 
 #include <new>
 
-#include "amg.h"
-#include "gpu.cuh"
-
-struct gpu_amg_level {
-    gpu_dcsr A, P, R;
-    void *dinv, *r, *x, *b, *d; /* the hierarchy's dtype */
-    double rho;
-};
-
-/* One level's work blocks for a cycle of k columns (n x k, column-major):
- * the level's own vectors for one column, the k-column blocks else. */
-struct gpu_amg_work {
-    void *r, *x, *b, *d;
-};
-
-struct spmv_gpu_amg {
-    spmv_dtype dtype;     /* of every value and work vector */
-    bool smoother_only;   /* the chebyshev preconditioner: one level, one sweep */
-    int32_t nlevels;
-    gpu_amg_level *lv;
-    spmv_amg_smoother smoother;
-    int32_t presmooth, postsmooth, degree;
-    int32_t coarse_n;
-    void *coarse_inv;     /* row-major */
-    void *in, *out;       /* level 0's b and x when the solve's vectors are of the other dtype */
-    size_t bytes;
-    /* spmv_gpu_amg_vcycle_k's: every level's work blocks, and level 0's
-     * staging blocks (kin, kout), kcap columns each, made on first use */
-    gpu_amg_work *kw;
-    void *kin, *kout;
-    int32_t kcap;
-};
+#include "amg.cuh"
 
 /* ------------------------------------------------------------- kernels */
 
@@ -109,7 +78,7 @@ __global__ void amg_cheb(int32_t n, const T *__restrict__ dinv, const T *__restr
 
 static void kwork_release(spmv_gpu_ctx *ctx, spmv_gpu_amg *g);
 
-static int alloc_track(spmv_gpu_ctx *ctx, spmv_gpu_amg *g, void **p, size_t values, const char *what, spmv_error *err)
+int gpu_amg_alloc(spmv_gpu_ctx *ctx, spmv_gpu_amg *g, void **p, size_t values, const char *what, spmv_error *err)
 {
     return gpu_alloc_counted(ctx, p, values * spmv_dtype_size(g->dtype), &g->bytes, what, err);
 }
@@ -123,9 +92,9 @@ static int level_copy(spmv_gpu_ctx *ctx, spmv_gpu_amg *g, const spmv_amg_level *
     int st = gpu_dcsr_copy(ctx, &hl->A, g->dtype, &dl->A, &g->bytes, err);
     if (!st && !last && !(st = gpu_dcsr_copy(ctx, &hl->P, g->dtype, &dl->P, &g->bytes, err)))
         st = gpu_dcsr_copy(ctx, &hl->R, g->dtype, &dl->R, &g->bytes, err);
-    if (st || (st = alloc_track(ctx, g, &dl->dinv, n, "amg 1/diag", err)) ||
-        (st = alloc_track(ctx, g, &dl->r, n, "amg r", err)) || (st = alloc_track(ctx, g, &dl->x, n, "amg x", err)) ||
-        (st = alloc_track(ctx, g, &dl->b, n, "amg b", err)) || (st = alloc_track(ctx, g, &dl->d, n, "amg d", err)))
+    if (st || (st = gpu_amg_alloc(ctx, g, &dl->dinv, n, "amg 1/diag", err)) ||
+        (st = gpu_amg_alloc(ctx, g, &dl->r, n, "amg r", err)) || (st = gpu_amg_alloc(ctx, g, &dl->x, n, "amg x", err)) ||
+        (st = gpu_amg_alloc(ctx, g, &dl->b, n, "amg b", err)) || (st = gpu_amg_alloc(ctx, g, &dl->d, n, "amg d", err)))
         return st;
     return gpu_put_values(ctx, dl->dinv, hl->dinv, (int64_t)n, g->dtype, err);
 }
@@ -157,7 +126,7 @@ extern "C" void spmv_gpu_amg_free(spmv_gpu_ctx *ctx, spmv_gpu_amg *g)
 }
 
 /* A fresh object of `levels` levels in dtype, on ctx's device. */
-static int amg_new(spmv_gpu_ctx *ctx, int32_t levels, spmv_dtype dtype, spmv_gpu_amg **out, spmv_error *err)
+int gpu_amg_new(spmv_gpu_ctx *ctx, int32_t levels, spmv_dtype dtype, spmv_gpu_amg **out, spmv_error *err)
 {
     spmv_gpu_amg *g = new (std::nothrow) spmv_gpu_amg();
     if (!g || !(g->lv = (gpu_amg_level *)calloc((size_t)levels, sizeof *g->lv))) {
@@ -192,7 +161,7 @@ extern "C" int spmv_gpu_amg_upload(spmv_gpu_ctx *ctx, const spmv_amg *h, spmv_dt
     if (!ctx || !h)
         return spmv_error_set(err, SPMV_ERR_INVALID, 0, "amg upload: missing context or hierarchy");
     spmv_gpu_amg *g = NULL;
-    int st = amg_new(ctx, h->nlevels, dtype, &g, err);
+    int st = gpu_amg_new(ctx, h->nlevels, dtype, &g, err);
     if (!g)
         return st;
     g->smoother = h->o.smoother;
@@ -203,7 +172,7 @@ extern "C" int spmv_gpu_amg_upload(spmv_gpu_ctx *ctx, const spmv_amg *h, spmv_dt
     for (int32_t l = 0; !st && l < h->nlevels; l++)
         st = level_copy(ctx, g, &h->lv[l], &g->lv[l], l + 1 == h->nlevels, err);
     size_t cn = (size_t)h->coarse_n * h->coarse_n;
-    if (!st && !(st = alloc_track(ctx, g, &g->coarse_inv, cn, "amg coarse inverse", err)))
+    if (!st && !(st = gpu_amg_alloc(ctx, g, &g->coarse_inv, cn, "amg coarse inverse", err)))
         st = gpu_put_values(ctx, g->coarse_inv, h->coarse_inv, (int64_t)cn, dtype, err);
     return upload_done(ctx, g, st, out, err);
 }
@@ -215,7 +184,7 @@ extern "C" int spmv_gpu_amg_upload_smoother(spmv_gpu_ctx *ctx, const spmv_amg_le
     if (!ctx || !lv)
         return spmv_error_set(err, SPMV_ERR_INVALID, 0, "smoother upload: missing context or level");
     spmv_gpu_amg *g = NULL;
-    int st = amg_new(ctx, 1, SPMV_FLOAT64, &g, err);
+    int st = gpu_amg_new(ctx, 1, SPMV_FLOAT64, &g, err);
     if (!g)
         return st;
     g->smoother_only = true;
@@ -360,8 +329,8 @@ static int vcycle_converted(spmv_gpu_ctx *ctx, spmv_gpu_amg *g, const spmv_vec *
 {
     int32_t n = g->lv[0].A.rows;
     int st;
-    if (!g->in && ((st = alloc_track(ctx, g, &g->in, (size_t)n, "amg vector staging", err)) ||
-                   (st = alloc_track(ctx, g, &g->out, (size_t)n, "amg vector staging", err))))
+    if (!g->in && ((st = gpu_amg_alloc(ctx, g, &g->in, (size_t)n, "amg vector staging", err)) ||
+                   (st = gpu_amg_alloc(ctx, g, &g->out, (size_t)n, "amg vector staging", err))))
         return st;
     if ((st = gpu_cast(ctx, r->data, r->dtype, g->in, g->dtype, n, err)) ||
         (st = cycle_of(ctx, g, NULL, 1, g->in, g->out, err)))
@@ -422,15 +391,15 @@ static int kwork_ready(spmv_gpu_ctx *ctx, spmv_gpu_amg *g, int32_t k, spmv_error
     for (int32_t l = 0; l < g->nlevels && !st; l++) {
         size_t n = (size_t)g->lv[l].A.rows * (size_t)k;
         gpu_amg_work *w = &g->kw[l];
-        if ((st = alloc_track(ctx, g, &w->r, n, "amg k-column r", err)) ||
-            (st = alloc_track(ctx, g, &w->x, n, "amg k-column x", err)) ||
-            (st = alloc_track(ctx, g, &w->b, n, "amg k-column b", err)))
+        if ((st = gpu_amg_alloc(ctx, g, &w->r, n, "amg k-column r", err)) ||
+            (st = gpu_amg_alloc(ctx, g, &w->x, n, "amg k-column x", err)) ||
+            (st = gpu_amg_alloc(ctx, g, &w->b, n, "amg k-column b", err)))
             break;
-        st = alloc_track(ctx, g, &w->d, n, "amg k-column d", err);
+        st = gpu_amg_alloc(ctx, g, &w->d, n, "amg k-column d", err);
     }
     size_t n0 = (size_t)g->lv[0].A.rows * (size_t)k;
-    if (!st && !(st = alloc_track(ctx, g, &g->kin, n0, "amg k-column staging", err)))
-        st = alloc_track(ctx, g, &g->kout, n0, "amg k-column staging", err);
+    if (!st && !(st = gpu_amg_alloc(ctx, g, &g->kin, n0, "amg k-column staging", err)))
+        st = gpu_amg_alloc(ctx, g, &g->kout, n0, "amg k-column staging", err);
     if (st)
         kwork_release(ctx, g);
     return st;

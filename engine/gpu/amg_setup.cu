@@ -31,8 +31,7 @@
 
 #include <cub/cub.cuh>
 
-#include "amg.h"
-#include "gpu.cuh"
+#include "amg.cuh"
 
 /* The call's state: its device operators, the bytes they hold. */
 struct prod_call {
@@ -247,10 +246,10 @@ done:
     return st;
 }
 
-/* d to a fresh host CSR, its rows sorted. */
-static int download(struct prod_call *c, const gpu_dcsr *d, spmv_csr *h, spmv_error *err)
+int gpu_dcsr_download(spmv_gpu_ctx *ctx, const gpu_dcsr *d, spmv_csr *h, spmv_error *err)
 {
-    cudaStream_t s = c->ctx->stream;
+    cudaStream_t s = ctx->stream;
+    size_t vs = spmv_dtype_size(d->dtype);
     memset(h, 0, sizeof *h);
     h->rows = d->rows;
     h->cols = d->cols;
@@ -267,10 +266,13 @@ static int download(struct prod_call *c, const gpu_dcsr *d, spmv_csr *h, spmv_er
                       err, "copying an AMG operator back")) ||
         (d->nnz && (st = cuda_ok(cudaMemcpyAsync(h->col, d->col, (size_t)d->nnz * 4, cudaMemcpyDeviceToHost, s), err,
                                  "copying an AMG operator back"))) ||
-        (d->nnz && (st = cuda_ok(cudaMemcpyAsync(h->val, d->val, (size_t)d->nnz * 8, cudaMemcpyDeviceToHost, s), err,
+        (d->nnz && (st = cuda_ok(cudaMemcpyAsync(h->val, d->val, (size_t)d->nnz * vs, cudaMemcpyDeviceToHost, s), err,
                                  "copying an AMG operator back"))) ||
         (st = cuda_ok(cudaStreamSynchronize(s), err, "copying an AMG operator back")))
         return st;
+    if (d->dtype == SPMV_FLOAT32) /* widened in place, from the end */
+        for (int64_t p = d->nnz - 1; p >= 0; p--)
+            ((double *)h->val)[p] = ((const float *)h->val)[p];
     return SPMV_OK;
 }
 
@@ -289,6 +291,25 @@ static int check_operands(const spmv_csr *A, const spmv_csr *T, spmv_error *err)
                               "float64 CSR with 32-bit offsets, A square, T of A's rows", A->rows, A->cols, T->rows,
                               T->cols);
     return SPMV_OK;
+}
+
+/* P, R and Ac from c's A, T and dinv (on the device). */
+static int products(struct prod_call *c, double omega, spmv_error *err)
+{
+    spmv_gpu_ctx *ctx = c->ctx;
+    int32_t n = c->A.rows;
+    int st;
+    if ((st = spgemm(c, &c->A, &c->T, &c->P, err)) || (st = lap(c, SPMV_AMG_AT, err)))
+        return st;
+    amg_smooth_p<<<gpu_grid(n, 256), 256, 0, ctx->stream>>>(n, c->P.row_ptr, c->P.col, (double *)c->P.val,
+                                                            c->T.row_ptr, c->T.col, (const double *)c->T.val, c->dinv,
+                                                            omega);
+    if ((st = gpu_check_launch(err, "amg_smooth_p")) || (st = lap(c, SPMV_AMG_SMOOTH, err)) ||
+        (st = transpose(c, err)) || (st = sort_rows(c, &c->R, err)) || (st = lap(c, SPMV_AMG_TRANSPOSE, err)) ||
+        (st = spgemm(c, &c->A, &c->P, &c->AP, err)) || (st = lap(c, SPMV_AMG_AP, err)) ||
+        (st = spgemm(c, &c->R, &c->AP, &c->Ac, err)))
+        return st;
+    return lap(c, SPMV_AMG_RAP, err);
 }
 
 extern "C" int spmv_gpu_amg_products(void *arg, const spmv_csr *A, const double *dinv, double omega,
@@ -315,20 +336,35 @@ extern "C" int spmv_gpu_amg_products(void *arg, const spmv_csr *A, const double 
         (st = gpu_dcsr_copy(ctx, T, SPMV_FLOAT64, &c.T, &c.bytes, err)) ||
         (st = gpu_alloc_counted(ctx, (void **)&c.dinv, (size_t)n * 8, &c.bytes, "amg setup 1/diag", err)) ||
         (st = gpu_put_values(ctx, c.dinv, dinv, n, SPMV_FLOAT64, err)) || (st = lap(&c, SPMV_AMG_COPY, err)) ||
-        (st = spgemm(&c, &c.A, &c.T, &c.P, err)) || (st = lap(&c, SPMV_AMG_AT, err)))
-        goto done;
-    amg_smooth_p<<<gpu_grid(n, 256), 256, 0, ctx->stream>>>(n, c.P.row_ptr, c.P.col, (double *)c.P.val, c.T.row_ptr,
-                                                            c.T.col, (const double *)c.T.val, c.dinv, omega);
-    if ((st = gpu_check_launch(err, "amg_smooth_p")) || (st = lap(&c, SPMV_AMG_SMOOTH, err)) ||
-        (st = transpose(&c, err)) || (st = sort_rows(&c, &c.R, err)) ||
-        (st = lap(&c, SPMV_AMG_TRANSPOSE, err)) ||
-        (st = spgemm(&c, &c.A, &c.P, &c.AP, err)) || (st = lap(&c, SPMV_AMG_AP, err)) ||
-        (st = spgemm(&c, &c.R, &c.AP, &c.Ac, err)) || (st = lap(&c, SPMV_AMG_RAP, err)) ||
-        (st = download(&c, &c.P, P, err)) || (st = download(&c, &c.R, R, err)) ||
-        (st = download(&c, &c.Ac, Ac, err)))
+        (st = products(&c, omega, err)) || (st = gpu_dcsr_download(ctx, &c.P, P, err)) ||
+        (st = gpu_dcsr_download(ctx, &c.R, R, err)) || (st = gpu_dcsr_download(ctx, &c.Ac, Ac, err)))
         goto done;
     st = lap(&c, SPMV_AMG_COPY, err);
 done:
+    call_free(&c);
+    return st;
+}
+
+int gpu_amg_products_dev(spmv_gpu_ctx *ctx, gpu_dcsr *A, const double *dinv, double omega, gpu_dcsr *T, gpu_dcsr *P,
+                         gpu_dcsr *R, gpu_dcsr *Ac, double *ms, spmv_error *err)
+{
+    struct prod_call c = {};
+    c.ctx = ctx;
+    c.ms = ms;
+    c.t0 = spmv_now_ms();
+    c.A = *A; /* borrowed: given back untouched below */
+    c.T = *T;
+    c.dinv = (double *)dinv;
+    int st = products(&c, omega, err);
+    c.A = gpu_dcsr();
+    c.T = gpu_dcsr();
+    c.dinv = NULL;
+    if (st == SPMV_OK) { /* the caller's now */
+        *P = c.P;
+        *R = c.R;
+        *Ac = c.Ac;
+        c.P = c.R = c.Ac = gpu_dcsr();
+    }
     call_free(&c);
     return st;
 }

@@ -8,12 +8,15 @@ On a random 3-D Poisson matrix (SPD) and a random right-hand side:
     tolerance by the true residual SciPy recomputes, x close to SciPy's
     spsolve; amg and ic0 take far fewer iterations than none (PyAMG's
     smoothed aggregation's count printed beside, when it is installed);
+  - amg's hierarchy says where it was built and how it aggregated
+    ("auto": mis2 on a GPU, built there; standard on the host), and mis2
+    asked for on the host converges too;
   - an inline "amg" is built once and reused (the same id, built false the
     second time), a PUT of new values drops it, a named one stays and is
     marked stale; the matrix counts their bytes;
   - k columns of b: CG in lockstep, each column as its own solve;
   - rigid-body modes from coordinates on a vector Laplacian (block_size 3);
-  - refusals: an unknown type or option, a block_size that does not divide
+  - refusals: an unknown type, option or aggregation, a block_size that does not divide
     the rows, a near-nullspace of the wrong shape, an unknown id, a named
     one on another device than the solve's kernel (with a GPU);
   - DELETE: 204, then 404 for it and for a solve naming it; deleting the
@@ -103,6 +106,14 @@ for dev, kernel in targets:
         pid = d["id"]
         st, one = tap.call(BASE, "GET", "/v1/preconditioners/" + pid)
         tap.ok(st == 200 and one.get("id") == pid, "%s: GET /v1/preconditioners/{id} describes %s" % (dev, name))
+        if name == "amg":  # "auto" aggregation: mis2 built on a GPU itself, standard on the host
+            h = one.get("hierarchy", {})
+            on_gpu = dev != "cpu"
+            tap.ok(h.get("built_on") == ("gpu" if on_gpu else "host") and
+                   h.get("aggregation") == ("mis2" if on_gpu else "standard") and
+                   one.get("options", {}).get("aggregation") == "auto",
+                   "%s: amg's hierarchy built on the %s, %s aggregation (%s levels)" %
+                   (dev, h.get("built_on"), h.get("aggregation"), h.get("levels")), h)
         method = "bicgstab" if name == "ilu0" else "cg"
         st, r = solve(mid, b, {"id": pid}, kernel, method)
         rr = true_relres(A, b, r["x"]) if st == 200 else float("nan")
@@ -184,6 +195,15 @@ opts = lst["preconditioners"][0]["options"] if lst.get("preconditioners") else {
 tap.ok(opts.get("near_nullspace_columns") == 6 and opts.get("block_size") == 3,
        "its descriptor says six near-nullspace columns, blocks of 3", opts)
 
+# -------------------------------------------------- mis2 on the host
+st, d = tap.call(BASE, "POST", "/v1/matrices/%s/preconditioners" % mid, {"type": "amg", "aggregation": "mis2",
+                                                                         "device": "cpu"})
+st2, r = solve(mid, b, {"id": d.get("id")}, "cpu.csr.omp") if st == 201 else (st, {})
+tap.ok(st == 201 and d.get("hierarchy", {}).get("aggregation") == "mis2" and
+       d.get("hierarchy", {}).get("built_on") == "host" and st2 == 200 and r.get("converged") and
+       true_relres(A * 1.5, b, r["x"]) <= TOL * 1.01 and 3 * r.get("iterations", 10**9) < its_none,
+       "amg with mis2 aggregation on the host converges (%s iterations)" % r.get("iterations"), (st, d, st2))
+
 # -------------------------------------------------- refusals
 def refused(body, status, code, what, words=()):
     st, d = tap.call(BASE, "POST", "/v1/matrices/%s/preconditioners" % mid, body)
@@ -194,6 +214,8 @@ def refused(body, status, code, what, words=()):
 
 refused({"type": "multigrid"}, 400, "invalid_parameter", "an unknown type", ["type"])
 refused({"type": "amg", "levels": 3}, 400, "invalid_parameter", "an unknown option", ["levels"])
+refused({"type": "amg", "aggregation": "greedy"}, 400, "invalid_parameter", "an unknown aggregation",
+        ["aggregation", "mis2"])
 refused({"type": "block_jacobi", "block_size": 7 if n % 7 else 11}, 400, "invalid_parameter",
         "a block_size that does not divide the rows", ["block_size"])
 refused({"type": "amg", "near_nullspace": [[1.0] * (n - 1)]}, 400, "shape_mismatch",

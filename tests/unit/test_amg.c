@@ -13,8 +13,11 @@
  * diagonal are refused. The products hook (spmv_amg_setup_with) with the
  * host's products plugged in builds the hierarchy spmv_amg_setup does,
  * bit for bit, and a hook's failure comes back as the setup's; the
- * setup's phase times add up to no more than its total. Inputs are drawn
- * afresh each run (seed printed).
+ * setup's phase times add up to no more than its total. The mis2
+ * aggregation (spmv_amg_mis2, the GPU's) is checked against its
+ * definition written here the plain way (explicit distance-2 balls), and
+ * its AMG converges like the standard one's. Inputs are drawn afresh each
+ * run (seed printed).
  */
 #include <math.h>
 #include <omp.h>
@@ -479,6 +482,155 @@ static void test_thread_counts(void **state)
     spmv_csr_free(&a);
 }
 
+/* ------------------------------------------------------------- mis2 */
+
+/* A random symmetric graph of n nodes (degree about deg, some isolated)
+ * as CSR (sorted, no self-loops). */
+static void random_graph(int32_t n, int32_t deg, int32_t **ptr, int32_t **adj)
+{
+    int32_t m = 0, *e = malloc((size_t)n * deg * 2 * 2 * sizeof *e), *cnt = calloc((size_t)n + 1, sizeof *cnt);
+    for (int32_t k = 0; k < n * deg / 2; k++) {
+        int32_t i = (int32_t)tu_rng_range(&rng, 0, n - 1), j = (int32_t)tu_rng_range(&rng, 0, n - 1);
+        if (i == j || i % 17 == 5 || j % 17 == 5) /* every 17th node isolated */
+            continue;
+        e[2 * m] = i, e[2 * m + 1] = j, m++;
+        e[2 * m] = j, e[2 * m + 1] = i, m++;
+    }
+    char *seen = calloc((size_t)n * n, 1); /* n stays small here */
+    int32_t *p = calloc((size_t)n + 1, sizeof *p), *a = malloc((size_t)m * sizeof *a + 4);
+    for (int32_t k = 0; k < m; k++)
+        if (!seen[(size_t)e[2 * k] * n + e[2 * k + 1]]++)
+            cnt[e[2 * k]]++;
+    for (int32_t i = 0; i < n; i++)
+        p[i + 1] = p[i] + cnt[i];
+    int32_t q = 0;
+    for (int32_t i = 0; i < n; i++)
+        for (int32_t j = 0; j < n; j++)
+            if (seen[(size_t)i * n + j])
+                a[q++] = j;
+    free(e);
+    free(cnt);
+    free(seen);
+    *ptr = p;
+    *adj = a;
+}
+
+/* mis2 by its definition, written the plain way: each round, an
+ * undecided node whose key is the largest over its explicit distance-2
+ * ball becomes a root, one with a root in its ball leaves. */
+static void mis2_reference(int32_t n, const int32_t *ptr, const int32_t *adj, int32_t *agg, int32_t *naggs)
+{
+    uint32_t *st = malloc((size_t)n * sizeof *st), *nx = malloc((size_t)n * sizeof *nx);
+    for (int32_t i = 0; i < n; i++)
+        st[i] = ptr[i + 1] > ptr[i] ? 1 : 0;
+    for (bool left = true; left;) {
+        left = false;
+        memcpy(nx, st, (size_t)n * sizeof *nx);
+        for (int32_t i = 0; i < n; i++) {
+            if (st[i] != 1)
+                continue;
+            uint64_t best = 0;
+            for (int32_t p = ptr[i] - 1; p < ptr[i + 1]; p++) { /* i itself, then its neighbours and theirs */
+                int32_t j = p < ptr[i] ? i : adj[p];
+                uint64_t kj = spmv_amg_mis2_key(st[j], j);
+                best = kj > best ? kj : best;
+                for (int32_t q = ptr[j]; q < ptr[j + 1]; q++)
+                    best = spmv_amg_mis2_key(st[adj[q]], adj[q]) > best ? spmv_amg_mis2_key(st[adj[q]], adj[q]) : best;
+            }
+            if (best == spmv_amg_mis2_key(1, i))
+                nx[i] = 2;
+            else if (best >> 62 == 2)
+                nx[i] = 0;
+            else
+                left = true;
+        }
+        memcpy(st, nx, (size_t)n * sizeof *st);
+    }
+    int32_t next = 0, *a1 = malloc((size_t)n * sizeof *a1);
+    for (int32_t i = 0; i < n; i++)
+        agg[i] = st[i] == 2 ? next++ : ptr[i + 1] > ptr[i] ? -2 : -1;
+    for (int round = 0; round < 2; round++) {
+        memcpy(a1, agg, (size_t)n * sizeof *a1);
+        for (int32_t i = 0; i < n; i++) {
+            int32_t best = -1;
+            for (int32_t p = ptr[i]; p < ptr[i + 1] && a1[i] == -2; p++)
+                if (a1[adj[p]] >= 0 && (best < 0 || spmv_amg_mis2_key(0, adj[p]) > spmv_amg_mis2_key(0, best)))
+                    best = adj[p];
+            if (best >= 0)
+                agg[i] = a1[best];
+        }
+    }
+    for (int32_t i = 0; i < n; i++)
+        agg[i] = agg[i] == -2 ? next++ : agg[i];
+    *naggs = next;
+    free(a1);
+    free(st);
+    free(nx);
+}
+
+/* spmv_amg_mis2 against the reference on random graphs; every aggregate
+ * connected, within distance 2 of its first node's root. */
+static void test_mis2(void **state)
+{
+    (void)state;
+    for (int c = 0; c < 6; c++) {
+        int32_t n = 50 + (int32_t)tu_rng_range(&rng, 0, 1500), deg = 1 + (int32_t)tu_rng_range(&rng, 0, 8), *ptr, *adj;
+        random_graph(n, deg, &ptr, &adj);
+        int32_t *agg = malloc((size_t)n * sizeof *agg), *ref = malloc((size_t)n * sizeof *ref), na, nr, rounds;
+        spmv_error err = {0};
+        assert_int_equal(spmv_amg_mis2(n, ptr, adj, agg, &na, &rounds, &err), SPMV_OK);
+        mis2_reference(n, ptr, adj, ref, &nr);
+        print_message("# mis2: %d nodes, degree ~%d: %d aggregates in %d rounds\n", n, deg, na, rounds);
+        assert_int_equal(na, nr);
+        assert_memory_equal(agg, ref, (size_t)n * sizeof *agg);
+        int32_t *size = calloc((size_t)na + 1, sizeof *size);
+        for (int32_t i = 0; i < n; i++) {
+            assert_true(agg[i] >= -1 && agg[i] < na);
+            assert_true((agg[i] == -1) == (ptr[i + 1] == ptr[i]));
+            if (agg[i] >= 0)
+                size[agg[i]]++;
+        }
+        for (int32_t a = 0; a < na; a++)
+            assert_true(size[a] > 0);
+        free(size);
+        free(agg);
+        free(ref);
+        free(ptr);
+        free(adj);
+    }
+}
+
+/* AMG with mis2 aggregation: converges like the standard one, and the
+ * same hierarchy whatever the number of threads. */
+static void test_mis2_converges(void **state)
+{
+    (void)state;
+    spmv_csr a;
+    spmv_error err = {0};
+    poisson_d(SPMV_GEN_POISSON3D, 24 + tu_rng_range(&rng, 0, 8), &a);
+    spmv_amg_options o;
+    spmv_amg_defaults(&o);
+    o.max_coarse = 100;
+    int32_t standard = converges("3-D Poisson, standard aggregation", &a, &o);
+    o.aggregation = SPMV_AMG_AGG_MIS2;
+    int32_t mis2 = converges("3-D Poisson, mis2 aggregation", &a, &o);
+    assert_true(mis2 <= 2 * standard);
+    spmv_amg *one, *many;
+    int nt = omp_get_max_threads();
+    omp_set_num_threads(1);
+    assert_int_equal(spmv_amg_setup(&a, &o, &one, &err), SPMV_OK);
+    omp_set_num_threads(nt > 1 ? nt : 3);
+    assert_int_equal(spmv_amg_setup(&a, &o, &many, &err), SPMV_OK);
+    omp_set_num_threads(nt);
+    assert_int_equal(one->o.aggregation, SPMV_AMG_AGG_MIS2);
+    assert_same_hierarchy(many, one);
+    spmv_amg_free(one);
+    spmv_amg_free(many);
+    o.aggregation = (spmv_amg_aggregation)7;
+    assert_int_equal(spmv_amg_setup(&a, &o, &one, &err), SPMV_ERR_INVALID);
+    spmv_csr_free(&a);
+}
+
 int main(void)
 {
     uint64_t seed = tu_seed();
@@ -488,6 +640,7 @@ int main(void)
         cmocka_unit_test(test_poisson_converges), cmocka_unit_test(test_blocks_converge),
         cmocka_unit_test(test_real_spd),        cmocka_unit_test(test_refusals),
         cmocka_unit_test(test_products_hook),   cmocka_unit_test(test_thread_counts),
+        cmocka_unit_test(test_mis2),            cmocka_unit_test(test_mis2_converges),
     };
     return cmocka_run_group_tests_name("amg", tests, NULL, NULL);
 }

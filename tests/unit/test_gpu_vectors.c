@@ -995,6 +995,156 @@ static void test_amg_setup_gpu(void **state)
     spmv_csr_free(&a);
 }
 
+static void scaled_poisson(int64_t side, spmv_csr *a);
+
+/* The V-cycle of a device hierarchy against the host's on a random r
+ * (float64 vectors): max |z - z_host| / max |z_host|. */
+static double vcycle_gap(spmv_amg *h, spmv_gpu_amg *dg, int32_t n)
+{
+    spmv_error err = {0};
+    spmv_vec hr, hz, dr, dz;
+    host_random(SPMV_FLOAT64, n, 1, &hr);
+    to_device(&hr, &dr);
+    assert_int_equal(spmv_vec_alloc(TG.ctx, SPMV_DEVICE_GPU, SPMV_FLOAT64, n, 1, &dz, &err), SPMV_OK);
+    assert_int_equal(spmv_vec_fill(TG.ctx, &dz, NAN, &err), SPMV_OK); /* poisoned */
+    assert_int_equal(spmv_gpu_amg_vcycle(TG.ctx, dg, &dr, &dz, &err), SPMV_OK);
+    read_back(&dz, &hz);
+    double *z = malloc((size_t)n * 8), e = 0, m = 0;
+    spmv_amg_vcycle(h, hr.data, z);
+    for (int32_t i = 0; i < n; i++) {
+        e = fmax(e, fabs(at(&hz, i) - z[i]));
+        m = fmax(m, fabs(z[i]));
+    }
+    free(z);
+    spmv_vec_free(NULL, &hr);
+    spmv_vec_free(NULL, &hz);
+    spmv_vec_free(TG.ctx, &dr);
+    spmv_vec_free(TG.ctx, &dz);
+    return isfinite(e) ? e / m : INFINITY;
+}
+
+/* The hierarchy built on the GPU (spmv_gpu_amg_build) against the host's
+ * with mis2 aggregation on one matrix: the same levels of the same sizes,
+ * every level's A, P and R within 1e-12 of the host's (relative to the
+ * operator's largest: the device's dots and norms add in their own
+ * order), the V-cycles within 1e-10, in float64 and float32; every
+ * device byte back. */
+static void amg_build_pair(const char *what, const spmv_csr *a)
+{
+    spmv_error err = {0};
+    spmv_amg_options o;
+    spmv_amg_defaults(&o);
+    o.max_coarse = 100;
+    o.aggregation = SPMV_AMG_AGG_MIS2;
+    spmv_amg *hh;
+    spmv_gpu_amg *dg;
+    spmv_amg_summary sum;
+    size_t u0 = used();
+    assert_int_equal(spmv_amg_setup(a, &o, &hh, &err), SPMV_OK);
+    int st = spmv_gpu_amg_build(TG.ctx, a, &o, SPMV_FLOAT64, &dg, &sum, &err);
+    if (st)
+        fail_msg("%s: GPU build: %s", what, err.message);
+    assert_int_equal(sum.nlevels, hh->nlevels);
+    assert_true(hh->nlevels >= 2);
+    double worst = 0;
+    for (int32_t l = 0; l < hh->nlevels; l++) {
+        spmv_csr g3[3];
+        assert_int_equal(spmv_gpu_amg_level_get(TG.ctx, dg, l, &g3[0], &g3[1], &g3[2], &err), SPMV_OK);
+        const spmv_csr *h3[3] = {&hh->lv[l].A, &hh->lv[l].P, &hh->lv[l].R};
+        for (int m = 0; m < 3; m++) {
+            if (!h3[m]->row_ptr) {
+                assert_null(g3[m].row_ptr);
+                continue;
+            }
+            double e = INFINITY;
+            assert_int_equal(g3[m].rows, h3[m]->rows);
+            assert_int_equal(g3[m].nnz, h3[m]->nnz);
+            if (spmv_csr_compare(&g3[m], h3[m], &e, &err) != SPMV_OK)
+                fail_msg("%s level %d %c: %s", what, l, "APR"[m], err.message);
+            worst = fmax(worst, e);
+            assert_true(e <= 1e-12);
+            spmv_csr_free(&g3[m]);
+        }
+    }
+    double gap = vcycle_gap(hh, dg, a->rows);
+    print_message("# GPU amg build, %s (%d rows): %d levels (rows %d .. %d), oc %.3f, mis2 rounds %d; max rel diff "
+                  "%.2g, V-cycle %.2g; setup %.1f ms on the GPU (strength %.1f, aggregation %.1f, rho %.1f, products "
+                  "%.1f), %.1f ms on the host\n",
+                  what, a->rows, sum.nlevels, sum.rows[0], sum.coarse_n, sum.operator_complexity, sum.rounds[0], worst,
+                  gap, sum.setup_ms, sum.phase_ms[SPMV_AMG_STRENGTH], sum.phase_ms[SPMV_AMG_AGGREGATE],
+                  sum.phase_ms[SPMV_AMG_LEVEL],
+                  sum.phase_ms[SPMV_AMG_AT] + sum.phase_ms[SPMV_AMG_AP] + sum.phase_ms[SPMV_AMG_RAP], hh->setup_ms);
+    assert_true(gap <= 1e-10);
+    spmv_gpu_amg_free(TG.ctx, dg);
+    assert_int_equal(spmv_gpu_amg_build(TG.ctx, a, &o, SPMV_FLOAT32, &dg, &sum, &err), SPMV_OK);
+    gap = vcycle_gap(hh, dg, a->rows);
+    print_message("# GPU amg build, %s, float32 hierarchy: V-cycle %.2g\n", what, gap);
+    assert_true(gap <= 1e-4);
+    spmv_gpu_amg_free(TG.ctx, dg);
+    spmv_amg_free(hh);
+    assert_int_equal(used(), u0);
+}
+
+/* What the device build refuses: the host's kinds (UNAVAILABLE, nothing
+ * built), a zero diagonal (INVALID, the row named); nothing left behind. */
+static void amg_build_refusals(spmv_csr *a)
+{
+    spmv_error err = {0};
+    spmv_amg_options o;
+    spmv_gpu_amg *dg = (spmv_gpu_amg *)&err;
+    spmv_amg_summary sum;
+    size_t u0 = used();
+    spmv_amg_defaults(&o);
+    o.aggregation = SPMV_AMG_AGG_STANDARD;
+    assert_int_equal(spmv_gpu_amg_build(TG.ctx, a, &o, SPMV_FLOAT64, &dg, &sum, &err), SPMV_ERR_UNAVAILABLE);
+    assert_null(dg);
+    spmv_amg_defaults(&o);
+    o.block_size = 2;
+    assert_int_equal(spmv_gpu_amg_build(TG.ctx, a, &o, SPMV_FLOAT64, &dg, &sum, &err), SPMV_ERR_UNAVAILABLE);
+    spmv_amg_defaults(&o);
+    int32_t row = (int32_t)tu_rng_range(&TG.rng, 0, a->rows - 1);
+    double keep = 0;
+    for (int32_t p = a->row_ptr[row]; p < a->row_ptr[row + 1]; p++)
+        if (a->col[p] == row) {
+            keep = ((double *)a->val)[p];
+            ((double *)a->val)[p] = 0.0;
+        }
+    assert_int_equal(spmv_gpu_amg_build(TG.ctx, a, &o, SPMV_FLOAT64, &dg, &sum, &err), SPMV_ERR_INVALID);
+    char want[32];
+    snprintf(want, sizeof want, "row %d ", row);
+    print_message("# GPU amg build refused: %s\n", err.message);
+    assert_non_null(strstr(err.message, want));
+    for (int32_t p = a->row_ptr[row]; p < a->row_ptr[row + 1]; p++)
+        if (a->col[p] == row)
+            ((double *)a->val)[p] = keep;
+    assert_int_equal(used(), u0);
+}
+
+static void test_amg_build_gpu(void **state)
+{
+    (void)state;
+    TU_NEED_GPU();
+    spmv_error err = {0};
+    spmv_csr a;
+    spmv_coo coo;
+    spmv_gen_spec g = {SPMV_GEN_POISSON3D, 24 + tu_rng_range(&TG.rng, 0, 12), 7, 0, 1};
+    assert_int_equal(spmv_gen(&g, &coo, &err), SPMV_OK);
+    assert_int_equal(spmv_coo_to_csr(&coo, SPMV_FLOAT64, &a, &err), SPMV_OK);
+    spmv_coo_free(&coo);
+    amg_build_pair("3-D Poisson", &a);
+    amg_build_refusals(&a);
+    spmv_csr_free(&a);
+    fv_diffusion(20 + tu_rng_range(&TG.rng, 0, 12), &a);
+    amg_build_pair("3-D FV diffusion", &a);
+    spmv_csr_free(&a);
+    random_spd(20000 + (int32_t)tu_rng_range(&TG.rng, 0, 20000), &a);
+    amg_build_pair("random SPD", &a);
+    spmv_csr_free(&a);
+    scaled_poisson(100 + 2 * tu_rng_range(&TG.rng, 0, 20), &a);
+    amg_build_pair("scaled 2-D Poisson", &a);
+    spmv_csr_free(&a);
+}
+
 /* ------------------------------------------------------ preconditioners */
 
 /* The preconditioners of engine/precond.h to try on a GPU: every type, and
@@ -1002,12 +1152,15 @@ static void test_amg_setup_gpu(void **state)
 typedef struct pc_case {
     spmv_precond_type type;
     bool float32;
+    bool standard; /* amg: standard aggregation (built on the host, copied), else mis2 (built on the GPU) */
 } pc_case;
 
 static const pc_case pc_cases[] = {
-    {SPMV_PRECOND_JACOBI, false}, {SPMV_PRECOND_BLOCK_JACOBI, false}, {SPMV_PRECOND_CHEBYSHEV, false},
-    {SPMV_PRECOND_AMG, false},    {SPMV_PRECOND_AMG, true},           {SPMV_PRECOND_IC0, false},
-    {SPMV_PRECOND_IC0, true},     {SPMV_PRECOND_ILU0, false},         {SPMV_PRECOND_ILU0, true},
+    {SPMV_PRECOND_JACOBI, false, false}, {SPMV_PRECOND_BLOCK_JACOBI, false, false},
+    {SPMV_PRECOND_CHEBYSHEV, false, false}, {SPMV_PRECOND_AMG, false, false},
+    {SPMV_PRECOND_AMG, true, false},     {SPMV_PRECOND_AMG, false, true},
+    {SPMV_PRECOND_IC0, false, false},    {SPMV_PRECOND_IC0, true, false},
+    {SPMV_PRECOND_ILU0, false, false},   {SPMV_PRECOND_ILU0, true, false},
 };
 #define NPC (sizeof pc_cases / sizeof *pc_cases)
 
@@ -1015,6 +1168,7 @@ static void pc_options(const pc_case *c, spmv_precond_options *po)
 {
     spmv_precond_defaults(po, c->type);
     po->float32 = c->float32;
+    po->amg.aggregation = c->standard ? SPMV_AMG_AGG_STANDARD : SPMV_AMG_AGG_MIS2; /* the host's the same */
     if (c->type == SPMV_PRECOND_BLOCK_JACOBI)
         po->block_size = 4;
     if (c->type == SPMV_PRECOND_CHEBYSHEV)
@@ -1062,6 +1216,7 @@ static void test_precond_apply(void **state)
         spmv_precond_info_of(dp, &info);
         assert_true(info.device == SPMV_DEVICE_GPU && info.device_bytes > 0 && info.host_bytes == 0);
         assert_int_equal(info.float32, po.float32);
+        assert_int_equal(info.built_on_device, po.type == SPMV_PRECOND_AMG && !pc_cases[c].standard);
         for (int d = 0; d < 2; d++) {
             spmv_dtype dt = d ? SPMV_FLOAT32 : SPMV_FLOAT64;
             spmv_vec hr, hz, dr, dz, back;
@@ -1753,6 +1908,7 @@ int main(void)
         cmocka_unit_test(test_amg),
         cmocka_unit_test(test_amg_k),
         cmocka_unit_test(test_amg_setup_gpu),
+        cmocka_unit_test(test_amg_build_gpu),
         cmocka_unit_test(test_precond_apply),
         cmocka_unit_test(test_precond_solve),
         cmocka_unit_test(test_precond_refusals),

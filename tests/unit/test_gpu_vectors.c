@@ -1099,8 +1099,13 @@ static void amg_build_refusals(spmv_csr *a)
     assert_int_equal(spmv_gpu_amg_build(TG.ctx, a, &o, SPMV_FLOAT64, &dg, &sum, &err), SPMV_ERR_UNAVAILABLE);
     assert_null(dg);
     spmv_amg_defaults(&o);
-    o.block_size = 2;
+    double *ones = malloc((size_t)a->rows * 8);
+    for (int32_t i = 0; i < a->rows; i++)
+        ones[i] = 1.0;
+    o.near_nullspace = ones;
+    o.nullspace_k = 1;
     assert_int_equal(spmv_gpu_amg_build(TG.ctx, a, &o, SPMV_FLOAT64, &dg, &sum, &err), SPMV_ERR_UNAVAILABLE);
+    free(ones);
     spmv_amg_defaults(&o);
     int32_t row = (int32_t)tu_rng_range(&TG.rng, 0, a->rows - 1);
     double keep = 0;

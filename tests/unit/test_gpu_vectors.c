@@ -648,6 +648,7 @@ static void precond_k_case(const spmv_csr *a, spmv_precond_type t)
     spmv_error err = {0};
     spmv_precond_options po;
     spmv_precond_defaults(&po, t);
+    po.amg.aggregation = SPMV_AMG_AGG_MIS2; /* the GPU's: the host's object then holds the same hierarchy */
     if (t == SPMV_PRECOND_BLOCK_JACOBI)
         po.block_size = a->rows % 4 == 0 ? 4 : a->rows % 3 == 0 ? 3 : 1;
     spmv_precond *hp, *dp;
@@ -1410,6 +1411,7 @@ static void test_block_solve(void **state)
     to_device(&hd, &dd);
     spmv_precond_options po;
     spmv_precond_defaults(&po, SPMV_PRECOND_AMG);
+    po.amg.aggregation = SPMV_AMG_AGG_MIS2; /* the same hierarchy on both */
     spmv_precond *hp, *dp;
     assert_int_equal(spmv_precond_setup(NULL, &hm.csr, &po, &hp, &err), SPMV_OK);
     assert_int_equal(spmv_precond_setup(TG.ctx, &hm.csr, &po, &dp, &err), SPMV_OK);

@@ -2,8 +2,9 @@
  *
  * The algorithm PyAMG's smoothed_aggregation_solver and AmgX's aggregation
  * AMG implement, written here: per level, the strength of connection
- * (|a_ij| >= theta sqrt(|a_ii a_jj|), on blocks for block_size > 1), a
- * standard three-pass aggregation of the strong graph, a tentative
+ * (|a_ij| >= theta sqrt(|a_ii a_jj|), on blocks for block_size > 1), an
+ * aggregation of the strong graph (PyAMG's standard three passes, or the
+ * parallel mis2), a tentative
  * prolongator that fits the near-nullspace candidates on each aggregate
  * (a QR per aggregate: the constant vector by default, the rigid-body
  * modes for elasticity), smoothed by one damped Jacobi step
@@ -13,13 +14,15 @@
  * damped Jacobi or a Chebyshev polynomial in D^-1 A, the same before and
  * after, so the preconditioner is symmetric when A is (what CG needs).
  *
- * The setup runs on the host in float64 (OpenMP where it pays), except
- * for a level's products (P, R and A_c from A and T), which a caller may
- * hand to another backend through spmv_amg_products: the GPU's cuSPARSE
- * SpGEMM (engine/gpu/amg_setup.cu, tested against the host's; not used by
- * the preconditioner, since the round trip of the operands cost what the
- * products saved: docs/kernels.md, "The AMG setup"). The hierarchy is what a device backend copies (engine/gpu/amg.cu),
- * and spmv_amg_vcycle is the host's cycle, the reference the device's is
+ * The host's setup runs in float64 (OpenMP where it pays); a level's
+ * products (P, R and A_c from A and T) may go to another backend through
+ * spmv_amg_products (the GPU's cuSPARSE SpGEMM, engine/gpu/amg_setup.cu:
+ * tested, used by amg-profile --gpu). A GPU preconditioner builds the whole
+ * hierarchy on the device instead (spmv_gpu_amg_build, engine/gpu/
+ * amg_build.cu) with mis2 aggregation, the host's setup with mis2 its
+ * reference; the host's hierarchy is what spmv_gpu_amg_upload copies where
+ * the device build does not apply (docs/kernels.md, "The AMG setup"), and
+ * spmv_amg_vcycle is the host's cycle, the reference the device's is
  * tested against.
  */
 #ifndef SPMV_AMG_H

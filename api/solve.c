@@ -504,8 +504,11 @@ static json_t *columns_json(const solve_req *t, bool history_inline)
                           api_json_real(total), "spmv_ms", api_json_real(spmv), "vector_ms", api_json_real(vec),
                           "setup_ms", api_json_real(setup), "spmv_calls", (json_int_t)calls, "columns", cols,
                           "lockstep", t->s.lockstep);
-    if (o && t->s.lockstep) /* the lockstep's own count: the longest column's */
+    if (o && t->s.lockstep) { /* the lockstep's own count: the longest column's; fused: every column's scalars on
+                               * the device (krylov_fused_block) */
         json_object_set_new(o, "lockstep_iterations", json_integer(longest));
+        json_object_set_new(o, "fused", json_boolean(t->s.res[0].fused));
+    }
     return o;
 }
 

@@ -21,7 +21,9 @@
  * x is read back unless it went into x_out. k columns under CG, with a
  * kernel that takes them at once, run in lockstep (spmv_solve_block: one
  * product of the k directions an iteration; `auto` picks its kernel for
- * k columns); other methods solve them in turn, sharing the device
+ * k columns), fused too when that kernel is gpu.csr.spmm on this worker's
+ * GPU (every column's scalars on the device, its SpMM queued by
+ * device_apply: krylov_fused_block); other methods solve them in turn, sharing the device
  * vectors and the Jacobi diagonal (the job's progress runs over all k).
  * A sharded matrix solves on the cluster worker with cluster_solve: b and
  * x0 inline, one column, every rank iterating on its rows; nothing else
@@ -207,7 +209,7 @@ static int solve_lockstep(solve_task *t, worker *w, spmv_gpu_ctx *ctx, spmv_devi
     spmv_dtype dt = t->m->host.dtype;
     int32_t n = t->m->host.rows, k = t->ncols;
     spmv_vec b = {0}, x = {0}, dinv = {0};
-    op_ctx oc = {.t = t, .w = w};
+    op_ctx oc = {.t = t, .w = w, .fused = fused_fits(t, w) && t->k->impl == SPMV_IMPL_GPU_CSR_SPMM};
     spmv_linop a = {n, n, &oc, apply};
     int rc = spmv_vec_alloc(ctx, dev, dt, n, k, &b, e);
     if (!rc && !(rc = spmv_vec_alloc(ctx, dev, dt, n, k, &x, e)) && !(rc = spmv_vec_write(ctx, &b, t->b_vals, e)))
@@ -216,8 +218,16 @@ static int solve_lockstep(solve_task *t, worker *w, spmv_gpu_ctx *ctx, spmv_devi
         rc = dinv_alloc(t, ctx, dev, &dinv, e);
     t->o.progress = progress;
     t->o.progress_ctx = &oc;
+    t->o.device_apply = oc.fused ? device_apply : NULL; /* every column's scalars on the device: krylov_fused_block */
+    t->o.device_epoch = oc.fused ? device_epoch : NULL;
     if (!rc)
         rc = spmv_solve_block(ctx, &a, &b, &x, &t->o, t->res, e);
+    if (oc.queued > 0) { /* the products the worker did not run, counted as its own are */
+        payback_note_run(t->m, t->k, (uint64_t)oc.queued, false, 0);
+        if (t->d->metrics)
+            metrics_kernel(t->d->metrics, t->k->name, t->res[0].spmv_calls ? t->res[0].spmv_ms / t->res[0].spmv_calls : 0,
+                           oc.queued);
+    }
     if (!rc && oc.draining) {
         for (int32_t c = 0; c < k; c++)
             spmv_solve_result_free(&t->res[c]);

@@ -26,8 +26,14 @@
  * recomputed at the end with one more SpMM, as spmv_solve recomputes its
  * own.
  *
- * Other methods, one column, and the fused path go to spmv_solve column
- * after column: the block is CG's.
+ * On the fused path (a GPU operator with device_apply) the same lockstep
+ * runs with every column's scalars on the device (krylov_fused_block,
+ * engine/krylov_fused.c): one product of the block and each column's
+ * kernels an iteration, a chunk of them a CUDA graph, the host reading the
+ * columns' statuses every check_every iterations; the columns are begun
+ * and concluded here as above. Other methods, and a callback
+ * preconditioner without a k-column form on the fused path, go to
+ * spmv_solve column after column: the block is CG's.
  */
 #include <math.h>
 #include <stdlib.h>
@@ -276,6 +282,25 @@ static int lockstep(block *bk, const spmv_vec *b, spmv_vec *x)
     return conclude(bk, b, x);
 }
 
+/* The same on the fused path (engine/krylov_fused.c's
+ * krylov_fused_block): the columns begun here, iterated there, their
+ * answers' residuals recomputed here. */
+static int fused_lockstep(block *bk, const spmv_vec *b, spmv_vec *x)
+{
+    int st;
+    spmv_gpu_ctx *c = bk->s[0].ctx;
+    for (int32_t j = 0; j < bk->k; j++) {
+        spmv_vec bj = col(b, j), xj = col(x, j);
+        bool zero_b;
+        TRY(krylov_begin(&bk->s[j], &bj, &xj, &zero_b));
+        bk->active[j] = !zero_b;
+    }
+    TRY(krylov_fused_block(bk->s, bk->k, b, x, bk->active));
+    TRY(spmv_vec_alloc(c, b->device, b->dtype, b->n, b->k, &bk->R, bk->s[0].err));
+    TRY(spmv_vec_alloc(c, b->device, b->dtype, b->n, b->k, &bk->Q, bk->s[0].err));
+    return conclude(bk, b, x);
+}
+
 /* One column at a time through spmv_solve. */
 static int column_by_column(spmv_gpu_ctx *ctx, const spmv_linop *a, const spmv_vec *b, spmv_vec *x,
                             const spmv_solve_options *o, spmv_solve_result *res, spmv_error *err)
@@ -305,7 +330,8 @@ int spmv_solve_block(spmv_gpu_ctx *ctx, const spmv_linop *a, const spmv_vec *b, 
     if (st)
         return st;
     solve_state probe = {.ctx = ctx, .a = a, .o = o};
-    if (b->k == 1 || o->method != SPMV_SOLVE_CG || krylov_fused_eligible(&probe, &b0))
+    bool fused = krylov_fused_block_eligible(&probe, &b0);
+    if (b->k == 1 || o->method != SPMV_SOLVE_CG || (!fused && krylov_fused_eligible(&probe, &b0)))
         return column_by_column(ctx, a, b, x, o, res, err);
     double t0 = spmv_now_ms();
     block bk = {.k = b->k, .s = calloc((size_t)b->k, sizeof *bk.s), .active = calloc((size_t)b->k, sizeof(bool)),
@@ -324,7 +350,7 @@ int spmv_solve_block(spmv_gpu_ctx *ctx, const spmv_linop *a, const spmv_vec *b, 
         memset(&res[j], 0, sizeof res[j]);
         bk.s[j] = (solve_state){.ctx = ctx, .a = a, .o = o, .res = &res[j], .err = err};
     }
-    st = lockstep(&bk, b, x);
+    st = fused ? fused_lockstep(&bk, b, x) : lockstep(&bk, b, x);
     block_free(&bk);
     double total = spmv_now_ms() - t0;
     for (int32_t j = 0; j < b->k; j++) {

@@ -599,3 +599,292 @@ int spmv_gpu_op_device_apply(void *op, const spmv_vec *x, spmv_vec *y, spmv_erro
     spmv_gpu_op *g = op;
     return spmv_gpu_launch(g->ctx, g->kernel, g->m, g->params, x, y, err);
 }
+
+/* -------------------------------------------------- k columns of CG */
+
+/* CG on k columns at once, fused (krylov_fused_block): one product of the
+ * n x k directions an iteration (the operator's device_apply on k
+ * columns), then each running column's own kernels — its scalars, its
+ * history, its stop in its own device block, as one column's solve has
+ * them — all queued on the stream, a chunk of check_every iterations
+ * captured as one graph. A column the host has seen stop (and settled: a
+ * true residual that missed restarts it, as one column's does) leaves the
+ * chunk, which is captured again. */
+typedef struct fblock {
+    int32_t k, nlive;
+    fused *f;                  /* one a column: its state, device block and column views */
+    bool *live;                /* the column still iterates, as far as the host knows */
+    spmv_vec R, P, Q, Z;       /* n x k */
+    spmv_vec *views;           /* 6 a column: b x r p q z */
+    double ms1;                /* one product of the block */
+    bool graph, try_graph, recapture, retried;
+    uint64_t epoch;
+    int32_t per_chunk;
+} fblock;
+
+static spmv_vec column_view(const spmv_vec *v, int32_t j)
+{
+    spmv_vec c = *v;
+    c.k = 1;
+    c.data = (char *)v->data + (size_t)j * (size_t)v->n * spmv_dtype_size(v->dtype);
+    return c;
+}
+
+/* Each running column's share of one product of the block. */
+static void block_count(fblock *bk, int32_t products)
+{
+    for (int32_t j = 0; j < bk->k; j++)
+        if (bk->live[j]) {
+            bk->f[j].s->res->spmv_calls += products;
+            bk->f[j].s->res->spmv_ms += products * bk->ms1 / bk->nlive;
+        }
+}
+
+static int block_chunk(fblock *bk)
+{
+    fused *f0 = &bk->f[0];
+    const spmv_solve_options *o = f0->s->o;
+    int st;
+    for (int32_t it = 0; it < f0->chunk; it++) {
+        TRY(o->device_apply(f0->s->a->ctx, &bk->P, &bk->Q, f0->s->err));
+        for (int32_t j = 0; j < bk->k; j++) {
+            fused *f = &bk->f[j];
+            if (bk->live[j]) {
+                TRY(KRUN(f, FZ_CG_PQ, 0, 0, f->v[CG_P], f->v[CG_Q]));
+                TRY(KRUN(f, FZ_CG_R, f->cb, 0, f->v[CG_Q], f->v[CG_R], f->d));
+            }
+        }
+        if (f0->cb) { /* the preconditioner on the running columns at once, then their r·z */
+            TRY(o->precond_k(o->precond_ctx, &bk->R, &bk->Z, bk->live, f0->s->err));
+            for (int32_t j = 0; j < bk->k; j++)
+                if (bk->live[j])
+                    TRY(KRUN(&bk->f[j], FZ_CG_RZ, 0, 0, bk->f[j].v[CG_R], bk->f[j].v[CG_Z]));
+        }
+        for (int32_t j = 0; j < bk->k; j++) {
+            fused *f = &bk->f[j];
+            if (bk->live[j])
+                TRY(KRUN(f, FZ_CG_P, 0, 0, f->v[CG_R], f->d, f->cb ? f->v[CG_Z] : NULL, f->v[CG_P], f->x));
+        }
+    }
+    return SPMV_OK;
+}
+
+/* The chunk as the graph (column 0's device block holds it), or queued. */
+static int block_run_chunk(fblock *bk)
+{
+    fused *f0 = &bk->f[0];
+    const spmv_solve_options *o = f0->s->o;
+    uint64_t epoch = o->device_epoch ? o->device_epoch(f0->s->a->ctx) : 0;
+    if (bk->graph && (epoch != bk->epoch || bk->recapture)) { /* moved memory, or the running columns changed */
+        spmv_gpu_fz_uncapture(f0->s->ctx, f0->z);
+        bk->graph = false;
+        bk->recapture = true;
+    } else if (bk->recapture) {
+        bk->recapture = false;
+        bk->try_graph = !f0->cb && !o->no_graph;
+    }
+    if (bk->try_graph) {
+        spmv_error scratch = {0}, *err = f0->s->err;
+        bk->try_graph = false;
+        bk->epoch = epoch;
+        if (spmv_gpu_fz_capture_begin(f0->s->ctx, f0->z, &scratch) == SPMV_OK) {
+            f0->s->err = &scratch; /* a refusal to be captured is not the solve's error */
+            int st = block_chunk(bk);
+            f0->s->err = err;
+            bk->graph = spmv_gpu_fz_capture_end(f0->s->ctx, f0->z, st == SPMV_OK, &scratch) == SPMV_OK;
+        }
+        for (int32_t j = 0; j < bk->k && bk->graph; j++) {
+            bk->f[j].s->res->graph = true;
+            bk->f[j].s->res->captures++;
+        }
+        if (!bk->graph && !bk->retried) { /* a texture made on first use: again once it has run */
+            bk->retried = true;
+            bk->recapture = true;
+        }
+    }
+    block_count(bk, f0->chunk);
+    if (!bk->graph)
+        return block_chunk(bk);
+    return spmv_gpu_fz_replay(f0->s->ctx, f0->z, f0->s->err);
+}
+
+/* Every running column's status copy of slot, read and recorded; *stop:
+ * one of them stopped (or a cancel). */
+static int block_read(fblock *bk, int slot, const fz_scalars **sc, bool *stop)
+{
+    const double *hist;
+    int st;
+    *stop = false;
+    for (int32_t j = 0; j < bk->k; j++) {
+        if (!bk->live[j])
+            continue;
+        fused *f = &bk->f[j];
+        TRY(status(f, slot, &sc[j], &hist));
+        f->s->res->checks++;
+        int32_t before = f->seen;
+        bool cancel = consume(f, sc[j], hist);
+        if (sc[j]->stop == FZ_RUNNING && !cancel && f->seen == before)
+            return spmv_error_set(f->s->err, SPMV_ERR_DEVICE, 0, "fused solver: a chunk made no iteration at %d",
+                                  before);
+        *stop = *stop || cancel || sc[j]->stop != FZ_RUNNING;
+    }
+    return SPMV_OK;
+}
+
+/* After a stop, nothing queued: each stopped column settled (done, or
+ * restarted from its true residual); a cancel stops them all. */
+static int block_settle(fblock *bk, const fz_scalars **sc)
+{
+    bool cancel = false;
+    int st;
+    for (int32_t j = 0; j < bk->k; j++)
+        cancel = cancel || (bk->live[j] && bk->f[j].s->res->stop == SPMV_STOP_CANCELLED);
+    for (int32_t j = 0; j < bk->k; j++) {
+        if (!bk->live[j])
+            continue;
+        fused *f = &bk->f[j];
+        if (cancel)
+            f->s->res->stop = SPMV_STOP_CANCELLED;
+        bool again = false;
+        if (cancel || sc[j]->stop != FZ_RUNNING)
+            TRY(settle(f, sc[j], &again));
+        if (cancel || (sc[j]->stop != FZ_RUNNING && !again)) {
+            bk->live[j] = false;
+            bk->nlive--;
+            bk->recapture = true;
+        }
+    }
+    return SPMV_OK;
+}
+
+/* Chunks until every column has stopped: statuses read while the next
+ * chunk runs; on a stop, what is queued drains, then the settling. */
+static int block_drive(fblock *bk)
+{
+    fused *f0 = &bk->f[0];
+    const fz_scalars **sc = calloc((size_t)bk->k, sizeof *sc);
+    int st = sc ? SPMV_OK : spmv_error_set(f0->s->err, SPMV_ERR_NOMEM, 0, "out of memory for %d columns", bk->k);
+    int posted = 0, read = 0;
+    while (st == SPMV_OK && bk->nlive > 0) {
+        bool stop = false;
+        if ((st = block_run_chunk(bk)))
+            break;
+        for (int32_t j = 0; j < bk->k && !st; j++)
+            if (bk->live[j])
+                st = spmv_gpu_fz_post(f0->s->ctx, bk->f[j].z, posted & 1, f0->s->err);
+        posted++;
+        if (st || posted - read < 2 || (st = block_read(bk, read++ & 1, sc, &stop)) || !stop)
+            continue;
+        while (!st && read < posted) /* the chunk queued after it */
+            st = block_read(bk, read++ & 1, sc, &stop);
+        if (!st)
+            st = block_settle(bk, sc);
+        posted = read = 0;
+    }
+    free(sc);
+    return st;
+}
+
+/* The block's vectors and each column's state, views and device block. */
+static int block_setup(fblock *bk, solve_state *s, const spmv_vec *b, spmv_vec *x)
+{
+    const spmv_solve_options *o = s[0].o;
+    spmv_gpu_ctx *c = s[0].ctx;
+    int32_t chunk = o->check_every > 0 ? o->check_every : SPMV_CHECK_EVERY_DEFAULT;
+    int st;
+    bool cb = o->precond != NULL;
+    bk->f = calloc((size_t)bk->k, sizeof *bk->f);
+    bk->views = calloc((size_t)bk->k * 6, sizeof *bk->views);
+    if (!bk->f || !bk->views)
+        return spmv_error_set(s[0].err, SPMV_ERR_NOMEM, 0, "out of memory for %d columns", bk->k);
+    TRY(spmv_vec_alloc(c, SPMV_DEVICE_GPU, b->dtype, b->n, bk->k, &bk->R, s[0].err));
+    TRY(spmv_vec_alloc(c, SPMV_DEVICE_GPU, b->dtype, b->n, bk->k, &bk->P, s[0].err));
+    TRY(spmv_vec_alloc(c, SPMV_DEVICE_GPU, b->dtype, b->n, bk->k, &bk->Q, s[0].err));
+    if (cb)
+        TRY(spmv_vec_alloc(c, SPMV_DEVICE_GPU, b->dtype, b->n, bk->k, &bk->Z, s[0].err));
+    for (int32_t j = 0; j < bk->k; j++) {
+        fused *f = &bk->f[j];
+        spmv_vec *v = bk->views + 6 * (size_t)j;
+        v[0] = column_view(b, j);
+        v[1] = column_view(x, j);
+        v[2] = column_view(&bk->R, j);
+        v[3] = column_view(&bk->P, j);
+        v[4] = column_view(&bk->Q, j);
+        v[5] = cb ? column_view(&bk->Z, j) : v[2];
+        *f = (fused){.s = &s[j], .m = &cg_method, .b = &v[0], .x = &v[1], .chunk = chunk, .cb = cb,
+                     .d = cb ? NULL : o->inv_diag};
+        f->v[CG_R] = &v[2];
+        f->v[CG_P] = &v[3];
+        f->v[CG_Q] = &v[4];
+        f->v[CG_Z] = &v[5];
+        s[j].res->fused = bk->live[j]; /* a column answered before (b = 0) ran nothing */
+        TRY(spmv_gpu_fz_new(c, b->n, chunk, 0, NULL, &f->z, s[j].err));
+    }
+    return SPMV_OK;
+}
+
+/* R = B - A X (one product of the block, timed), each running column's
+ * start, or its answer when its x0 already meets tol. */
+static int block_start(fblock *bk, const spmv_vec *b, spmv_vec *x)
+{
+    solve_state *s0 = bk->f[0].s;
+    int32_t n0 = bk->nlive;
+    int st;
+    TRY(s0->a->apply(s0->a->ctx, x, &bk->Q, &bk->ms1, s0->err));
+    TRY(spmv_vec_copy(s0->ctx, b, &bk->R, s0->err));
+    TRY(spmv_vec_axpy(s0->ctx, -1.0, &bk->Q, &bk->R, s0->err));
+    for (int32_t j = 0; j < bk->k; j++) {
+        fused *f = &bk->f[j];
+        double rnorm;
+        if (!bk->live[j])
+            continue;
+        f->s->res->spmv_calls++;
+        f->s->res->spmv_ms += bk->ms1 / n0;
+        TRY(krylov_nrm2(f->s, f->v[CG_R], &rnorm));
+        bool done = krylov_record(f->s, 0, rnorm / f->s->bnorm) || krylov_converged(f->s, rnorm);
+        if (!done)
+            TRY(cg_start(f, f->v[CG_R], rnorm));
+        if (done || f->s->res->stop == SPMV_STOP_BREAKDOWN) {
+            bk->live[j] = false;
+            bk->nlive--;
+        }
+    }
+    return SPMV_OK;
+}
+
+static void block_free(fblock *bk)
+{
+    spmv_gpu_ctx *c = bk->f ? bk->f[0].s->ctx : NULL;
+    for (int32_t j = 0; bk->f && j < bk->k; j++)
+        spmv_gpu_fz_free(c, bk->f[j].z);
+    spmv_vec_free(c, &bk->R);
+    spmv_vec_free(c, &bk->P);
+    spmv_vec_free(c, &bk->Q);
+    spmv_vec_free(c, &bk->Z);
+    free(bk->f);
+    free(bk->views);
+    free(bk->live);
+}
+
+bool krylov_fused_block_eligible(const solve_state *s, const spmv_vec *b)
+{
+    const spmv_solve_options *o = s->o;
+    return krylov_fused_eligible(s, b) && !o->reduce && o->method == SPMV_SOLVE_CG && (!o->precond || o->precond_k);
+}
+
+int krylov_fused_block(solve_state *s, int32_t k, const spmv_vec *b, spmv_vec *x, const bool *running)
+{
+    fblock bk = {.k = k, .live = calloc((size_t)k, sizeof(bool))};
+    if (!bk.live)
+        return spmv_error_set(s[0].err, SPMV_ERR_NOMEM, 0, "out of memory for %d columns", k);
+    for (int32_t j = 0; j < k; j++)
+        bk.nlive += bk.live[j] = running[j];
+    bk.try_graph = !s[0].o->precond && !s[0].o->no_graph;
+    int st = block_setup(&bk, s, b, x);
+    if (!st && !(st = block_start(&bk, b, x)))
+        st = block_drive(&bk);
+    if (st)
+        spmv_vec_sync(s[0].ctx, s[0].err); /* nothing queued may outlive the vectors */
+    block_free(&bk);
+    return st;
+}

@@ -71,6 +71,14 @@ int krylov_minres(solve_state *s, const spmv_vec *b, spmv_vec *x);
  * GPU, device vectors, an operator with device_apply), and the solve. */
 bool krylov_fused_eligible(const solve_state *s, const spmv_vec *b);
 int krylov_fused(solve_state *s, const spmv_vec *b, spmv_vec *x);
+/* k columns of CG fused at once (engine/krylov_fused.c): whether they
+ * take it (the fused path's conditions, CG, no distribution, a callback
+ * preconditioner only with its k-column form), and the solve of the
+ * columns whose running[j] is true (s[j] begun: krylov_begin), b and x
+ * n x k device blocks; each column's report as its own solve's, but for
+ * the answer's residual (the caller's). */
+bool krylov_fused_block_eligible(const solve_state *s, const spmv_vec *b);
+int krylov_fused_block(solve_state *s, int32_t k, const spmv_vec *b, spmv_vec *x, const bool *running);
 
 #define TRY(call)                     \
     do {                              \

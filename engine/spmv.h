@@ -1234,7 +1234,8 @@ int spmv_cpu_apply(const spmv_kernel *k, const spmv_matrix *m, const spmv_params
 int spmv_gpu_apply(spmv_gpu_ctx *ctx, const spmv_kernel *k, spmv_gpu_matrix *m, const spmv_params *p,
                    const spmv_apply_args *a, const spmv_vec *x, spmv_vec *y, spmv_stats *stats,
                    double *axpby_ms, spmv_error *err);
-/* One product y = A·x (x, y: device vectors of ctx's GPU, k = 1) launched
+/* One product y = A·x (x, y: device vectors of ctx's GPU, k = 1, or k
+ * columns for gpu.csr.spmm: an SpMM of column-major blocks) launched
  * on the context's stream and not waited for: no poisoning, no timing, no
  * copies. The format is built and the kernel prepared first where they
  * are missing (those wait). For loops timed as a whole, such as the

@@ -305,19 +305,21 @@ extern "C" int spmv_gpu_launch(spmv_gpu_ctx *ctx, const spmv_kernel *k, spmv_gpu
         return spmv_error_set(err, SPMV_ERR_INVALID, 0, "GPU launch: missing context or matrix");
     if ((st = spmv_apply_check(k, m->rows, m->cols, m->dtype, x, y, &a, err)))
         return st;
-    if (k->device != SPMV_DEVICE_GPU || k->op != SPMV_OP_SPMV || x->k != 1)
-        return spmv_error_set(err, SPMV_ERR_INVALID, 0, "%s: a GPU launch is one SpMV by a GPU kernel", k->name);
+    if (k->device != SPMV_DEVICE_GPU || k->op != SPMV_OP_SPMV || (x->k != 1 && k->impl != SPMV_IMPL_GPU_CSR_SPMM))
+        return spmv_error_set(err, SPMV_ERR_INVALID, 0, "%s: a GPU launch is one SpMV by a GPU kernel (k columns: "
+                              "gpu.csr.spmm's)", k->name);
     if (x->device != SPMV_DEVICE_GPU || y->device != SPMV_DEVICE_GPU)
         return spmv_error_set(err, SPMV_ERR_INVALID, 0, "%s runs on GPU %d: x and y must be vectors there", k->name,
                               ctx->device);
     if ((st = setup_launch(ctx, k, m, p, &l, &impl, err)))
         return st;
-    if (!impl->wide && (st = gpu_need_narrow(m, k->name, err)))
+    if ((!impl->wide || x->k > 1) && (st = gpu_need_narrow(m, x->k > 1 ? "an SpMM (k > 1)" : k->name, err)))
         return st;
     unsigned busy_before = m->busy;
     m->busy |= impl->format | SPMV_FMT_CSR;
     l.x = x->data;
     l.y = y->data;
+    l.ncols = x->k; /* column-major blocks, as spmv_gpu_apply's */
     if (!(st = ready_format(&l, impl, &fmt_bytes, err)) && !(impl->prepare && (st = impl->prepare(&l, err))))
         st = impl->launch(&l, err);
     if (st)

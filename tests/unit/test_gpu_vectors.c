@@ -458,6 +458,14 @@ static int gop_apply(void *ctx, const spmv_vec *x, spmv_vec *y, double *ms, spmv
     return rc;
 }
 
+/* The same product queued and not waited for: the fused path's
+ * device_apply (one column, or k for gpu.csr.spmm). */
+static int gop_device_apply(void *ctx, const spmv_vec *x, spmv_vec *y, spmv_error *err)
+{
+    gop *g = ctx;
+    return spmv_gpu_launch(TG.ctx, g->k, g->m, NULL, x, y, err);
+}
+
 static void test_solvers(void **state)
 {
     (void)state;
@@ -1387,7 +1395,10 @@ static int host_apply(void *ctx, const spmv_vec *x, spmv_vec *y, double *ms, spm
  * level: engine/gpu/amg.cu spmv_gpu_amg_vcycle_k). Each column against
  * the host's CG alone on it: converged, its recomputed residual under tol,
  * iterations within 2 (the device sums in another order), x within 1e-8
- * (AMG: 1e-6). */
+ * (AMG: 1e-6). Each mode twice: the host's lockstep, then the fused one
+ * (device_apply given, check_every random in 1..13: every column's
+ * scalars on the device, the block's SpMM and each column's kernels a
+ * graph; AMG without its k-column form goes column by column, fused). */
 static void test_block_solve(void **state)
 {
     (void)state;
@@ -1424,17 +1435,21 @@ static void test_block_solve(void **state)
         memset((double *)hb.data + (size_t)zero * n, 0, sizeof(double) * (size_t)n);
         to_device(&hb, &db);
         assert_int_equal(spmv_vec_alloc(TG.ctx, SPMV_DEVICE_GPU, SPMV_FLOAT64, n, k, &dx, &err), SPMV_OK);
-        for (int mode = 0; mode < 4; mode++) {
+        for (int run = 0; run < 8; run++) {
+            int mode = run % 4;
+            bool fz = run >= 4; /* the fused path: device_apply, every column's scalars on the device */
             spmv_solve_options o = {.method = SPMV_SOLVE_CG, .tol = 1e-10, .maxit = 3000,
                                     .inv_diag = mode == 1 ? &dd : NULL,
                                     .precond = mode >= 2 ? spmv_precond_apply_cb : NULL,
                                     .precond_ctx = mode >= 2 ? &dbind : NULL,
-                                    .precond_k = mode == 3 ? spmv_precond_apply_k_cb : NULL};
+                                    .precond_k = mode == 3 ? spmv_precond_apply_k_cb : NULL,
+                                    .device_apply = fz ? gop_device_apply : NULL,
+                                    .check_every = fz ? 1 + (int32_t)tu_rng_range(&TG.rng, 0, 12) : 0};
             spmv_solve_result *res = calloc((size_t)k, sizeof *res);
             assert_int_equal(spmv_vec_fill(TG.ctx, &dx, NAN, &err), SPMV_OK); /* poisoned, then x0 = 0 */
             assert_int_equal(spmv_vec_fill(TG.ctx, &dx, 0.0, &err), SPMV_OK);
             if (spmv_solve_block(TG.ctx, &a, &db, &dx, &o, res, &err) != SPMV_OK)
-                fail_msg("GPU lockstep %s k=%d: %s", mode_name[mode], k, err.message);
+                fail_msg("GPU lockstep %s%s k=%d: %s", mode_name[mode], fz ? " fused" : "", k, err.message);
             read_back(&dx, &hx);
             spmv_solve_options ho = o;
             ho.inv_diag = mode == 1 ? &hd : NULL;
@@ -1453,10 +1468,12 @@ static void test_block_solve(void **state)
                     d = fmax(d, fabs(((double *)hx.data)[(size_t)j * n + i] - ((double *)xj.data)[i]));
                     m = fmax(m, fabs(((double *)xj.data)[i]));
                 }
-                print_message("# GPU lockstep %s column %d of %d%s: %d iterations (host alone %d), x within %.2g\n",
-                              mode_name[mode], j, k, j == zero ? " (b = 0)" : "", res[j].iterations, one.iterations,
-                              m > 0 ? d / m : d);
+                print_message("# GPU lockstep %s%s column %d of %d%s: %d iterations (host alone %d), x within %.2g%s\n",
+                              mode_name[mode], fz ? " fused" : "", j, k, j == zero ? " (b = 0)" : "",
+                              res[j].iterations, one.iterations, m > 0 ? d / m : d,
+                              res[j].graph ? ", graph" : "");
                 assert_int_equal(res[j].stop, SPMV_STOP_CONVERGED);
+                assert_true(res[j].fused == (fz && j != zero)); /* b = 0 is answered before any iteration */
                 assert_true(abs(res[j].iterations - one.iterations) <= 2);
                 assert_true(res[j].relres <= 1.01e-10); /* recomputed from b - A x at the end */
                 assert_true(d <= (mode >= 2 ? 1e-6 : 1e-8) * m); /* AMG: a count off by one moves x more */

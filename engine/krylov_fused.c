@@ -78,6 +78,7 @@ struct fused {
     const spmv_vec *b;
     spmv_vec *x;
     spmv_gpu_fz *z;
+    int32_t col;               /* this solve's column of z (k columns of CG at once: krylov_fused_block) */
     int32_t chunk;             /* iterations a chunk queues (GMRES: the restart m) */
     int32_t seen;              /* iterations recorded so far (the device's count at the last read) */
     double ms1;                /* one product's time */
@@ -125,7 +126,7 @@ static fz_scalars fresh(const fused *f)
     return sc;
 }
 
-static int put(fused *f, const fz_scalars *sc) { return spmv_gpu_fz_put(f->s->ctx, f->z, sc, f->s->err); }
+static int put(fused *f, const fz_scalars *sc) { return spmv_gpu_fz_put_col(f->s->ctx, f->z, f->col, sc, f->s->err); }
 
 /* ------------------------------------------------------------------ CG */
 
@@ -480,7 +481,7 @@ static int status(fused *f, int slot, const fz_scalars **sc, const double **hist
             nanosleep(&ts, NULL);
         }
     }
-    return spmv_gpu_fz_wait(s->ctx, f->z, slot, sc, hist, s->err);
+    return spmv_gpu_fz_wait_col(s->ctx, f->z, slot, f->col, sc, hist, s->err);
 }
 
 /* Chunks until the device stops: each one's status is read while the next
@@ -604,17 +605,19 @@ int spmv_gpu_op_device_apply(void *op, const spmv_vec *x, spmv_vec *y, spmv_erro
 
 /* CG on k columns at once, fused (krylov_fused_block): one product of the
  * n x k directions an iteration (the operator's device_apply on k
- * columns), then each running column's own kernels — its scalars, its
- * history, its stop in its own device block, as one column's solve has
- * them — all queued on the stream, a chunk of check_every iterations
- * captured as one graph. A column the host has seen stop (and settled: a
- * true residual that missed restarts it, as one column's does) leaves the
- * chunk, which is captured again. */
+ * columns), then CG's kernels once for all k (the grid's y is the column:
+ * spmv_gpu_fz_new_k), each column with its own scalars, history and stop
+ * in the device block, as one column's solve has them; a chunk of
+ * check_every iterations captured as one graph, one status copy a chunk
+ * for every column. A column stopped on the device idles in the kernels;
+ * the host settles it as one column's solve does (a true residual that
+ * missed restarts it). */
 typedef struct fblock {
     int32_t k, nlive;
     fused *f;                  /* one a column: its state, device block and column views */
     bool *live;                /* the column still iterates, as far as the host knows */
     spmv_vec R, P, Q, Z;       /* n x k */
+    spmv_vec *X;               /* the answers, n x k */
     spmv_vec *views;           /* 6 a column: b x r p q z */
     double ms1;                /* one product of the block */
     bool graph, try_graph, recapture, retried;
@@ -640,31 +643,24 @@ static void block_count(fblock *bk, int32_t products)
         }
 }
 
+/* One chunk: an iteration is the block's product and CG's kernels once
+ * for every column (the grid's y); a column that has stopped on the
+ * device idles in them. */
 static int block_chunk(fblock *bk)
 {
     fused *f0 = &bk->f[0];
     const spmv_solve_options *o = f0->s->o;
+    spmv_vec *z = f0->cb ? &bk->Z : NULL;
     int st;
     for (int32_t it = 0; it < f0->chunk; it++) {
         TRY(o->device_apply(f0->s->a->ctx, &bk->P, &bk->Q, f0->s->err));
-        for (int32_t j = 0; j < bk->k; j++) {
-            fused *f = &bk->f[j];
-            if (bk->live[j]) {
-                TRY(KRUN(f, FZ_CG_PQ, 0, 0, f->v[CG_P], f->v[CG_Q]));
-                TRY(KRUN(f, FZ_CG_R, f->cb, 0, f->v[CG_Q], f->v[CG_R], f->d));
-            }
-        }
+        TRY(KRUN(f0, FZ_CG_PQ, 0, 0, &bk->P, &bk->Q));
+        TRY(KRUN(f0, FZ_CG_R, f0->cb, 0, &bk->Q, &bk->R, f0->d));
         if (f0->cb) { /* the preconditioner on the running columns at once, then their r·z */
             TRY(o->precond_k(o->precond_ctx, &bk->R, &bk->Z, bk->live, f0->s->err));
-            for (int32_t j = 0; j < bk->k; j++)
-                if (bk->live[j])
-                    TRY(KRUN(&bk->f[j], FZ_CG_RZ, 0, 0, bk->f[j].v[CG_R], bk->f[j].v[CG_Z]));
+            TRY(KRUN(f0, FZ_CG_RZ, 0, 0, &bk->R, &bk->Z));
         }
-        for (int32_t j = 0; j < bk->k; j++) {
-            fused *f = &bk->f[j];
-            if (bk->live[j])
-                TRY(KRUN(f, FZ_CG_P, 0, 0, f->v[CG_R], f->d, f->cb ? f->v[CG_Z] : NULL, f->v[CG_P], f->x));
-        }
+        TRY(KRUN(f0, FZ_CG_P, 0, 0, &bk->R, f0->d, z, &bk->P, bk->X));
     }
     return SPMV_OK;
 }
@@ -675,7 +671,7 @@ static int block_run_chunk(fblock *bk)
     fused *f0 = &bk->f[0];
     const spmv_solve_options *o = f0->s->o;
     uint64_t epoch = o->device_epoch ? o->device_epoch(f0->s->a->ctx) : 0;
-    if (bk->graph && (epoch != bk->epoch || bk->recapture)) { /* moved memory, or the running columns changed */
+    if (bk->graph && epoch != bk->epoch) { /* it may read memory that moved: this chunk afresh, the next captured */
         spmv_gpu_fz_uncapture(f0->s->ctx, f0->z);
         bk->graph = false;
         bk->recapture = true;
@@ -715,11 +711,12 @@ static int block_read(fblock *bk, int slot, const fz_scalars **sc, bool *stop)
     const double *hist;
     int st;
     *stop = false;
+    TRY(status(&bk->f[0], slot, &sc[0], &hist)); /* one copy holds every column's */
     for (int32_t j = 0; j < bk->k; j++) {
         if (!bk->live[j])
             continue;
         fused *f = &bk->f[j];
-        TRY(status(f, slot, &sc[j], &hist));
+        TRY(spmv_gpu_fz_wait_col(f->s->ctx, f->z, slot, j, &sc[j], &hist, f->s->err));
         f->s->res->checks++;
         int32_t before = f->seen;
         bool cancel = consume(f, sc[j], hist);
@@ -748,10 +745,9 @@ static int block_settle(fblock *bk, const fz_scalars **sc)
         bool again = false;
         if (cancel || sc[j]->stop != FZ_RUNNING)
             TRY(settle(f, sc[j], &again));
-        if (cancel || (sc[j]->stop != FZ_RUNNING && !again)) {
+        if (cancel || (sc[j]->stop != FZ_RUNNING && !again)) { /* its kernels idle from now on */
             bk->live[j] = false;
             bk->nlive--;
-            bk->recapture = true;
         }
     }
     return SPMV_OK;
@@ -769,9 +765,7 @@ static int block_drive(fblock *bk)
         bool stop = false;
         if ((st = block_run_chunk(bk)))
             break;
-        for (int32_t j = 0; j < bk->k && !st; j++)
-            if (bk->live[j])
-                st = spmv_gpu_fz_post(f0->s->ctx, bk->f[j].z, posted & 1, f0->s->err);
+        st = spmv_gpu_fz_post(f0->s->ctx, f0->z, posted & 1, f0->s->err);
         posted++;
         if (st || posted - read < 2 || (st = block_read(bk, read++ & 1, sc, &stop)) || !stop)
             continue;
@@ -817,8 +811,14 @@ static int block_setup(fblock *bk, solve_state *s, const spmv_vec *b, spmv_vec *
         f->v[CG_P] = &v[3];
         f->v[CG_Q] = &v[4];
         f->v[CG_Z] = &v[5];
+        f->col = j;
         s[j].res->fused = bk->live[j]; /* a column answered before (b = 0) ran nothing */
-        TRY(spmv_gpu_fz_new(c, b->n, chunk, 0, NULL, &f->z, s[j].err));
+    }
+    bk->X = x;
+    TRY(spmv_gpu_fz_new_k(c, b->n, bk->k, chunk, 0, NULL, &bk->f[0].z, s[0].err));
+    for (int32_t j = 0; j < bk->k; j++) { /* every column idles in the kernels until its start */
+        bk->f[j].z = bk->f[0].z;
+        TRY(put(&bk->f[j], &(fz_scalars){.stop = FZ_CONVERGED}));
     }
     return SPMV_OK;
 }
@@ -855,8 +855,8 @@ static int block_start(fblock *bk, const spmv_vec *b, spmv_vec *x)
 static void block_free(fblock *bk)
 {
     spmv_gpu_ctx *c = bk->f ? bk->f[0].s->ctx : NULL;
-    for (int32_t j = 0; bk->f && j < bk->k; j++)
-        spmv_gpu_fz_free(c, bk->f[j].z);
+    if (bk->f)
+        spmv_gpu_fz_free(c, bk->f[0].z);
     spmv_vec_free(c, &bk->R);
     spmv_vec_free(c, &bk->P);
     spmv_vec_free(c, &bk->Q);

@@ -96,6 +96,14 @@ typedef struct spmv_gpu_fz spmv_gpu_fz;
  * processes of a distributed solve through it. */
 int spmv_gpu_fz_new(spmv_gpu_ctx *ctx, int64_t n, int32_t hist_len, int32_t m, const spmv_allsum_dev *all,
                     spmv_gpu_fz **out, spmv_error *err);
+/* The same for ncols columns of CG at once (the k-column lockstep): each
+ * column its own scalars, history and reduction scratch in one block, CG's
+ * kernels (FZ_CG_PQ, _R, _RZ, _P) launched once for all with the grid's y
+ * the column, their block vectors n x ncols (column-major; Jacobi's 1/diag
+ * one column for all); one status copy holds every column's. Not with a
+ * restart or a distributed sum. */
+int spmv_gpu_fz_new_k(spmv_gpu_ctx *ctx, int64_t n, int32_t ncols, int32_t hist_len, int32_t m,
+                      const spmv_allsum_dev *all, spmv_gpu_fz **out, spmv_error *err);
 void spmv_gpu_fz_free(spmv_gpu_ctx *ctx, spmv_gpu_fz *fz);
 /* Whether CG's vector work of an iteration can be FZ_CG_ITER, one
  * cooperative kernel holding q and r in registers across its two grid-wide
@@ -105,6 +113,7 @@ void spmv_gpu_fz_free(spmv_gpu_ctx *ctx, spmv_gpu_fz *fz);
 bool spmv_gpu_fz_one_pass(const spmv_gpu_fz *fz);
 /* Host <-> device copies of the scalars that wait (a (re)start, the end). */
 int spmv_gpu_fz_put(spmv_gpu_ctx *ctx, spmv_gpu_fz *fz, const fz_scalars *sc, spmv_error *err);
+int spmv_gpu_fz_put_col(spmv_gpu_ctx *ctx, spmv_gpu_fz *fz, int32_t col, const fz_scalars *sc, spmv_error *err);
 /* Queues the copy of the scalars and the history into pinned slot 0 or 1
  * and records its event; wait returns them once the copy is done
  * (*hist[i % hist_len] is the relative residual of iteration i). */
@@ -113,6 +122,9 @@ int spmv_gpu_fz_post(spmv_gpu_ctx *ctx, spmv_gpu_fz *fz, int slot, spmv_error *e
 int spmv_gpu_fz_poll(spmv_gpu_ctx *ctx, spmv_gpu_fz *fz, int slot, bool *ready, spmv_error *err);
 int spmv_gpu_fz_wait(spmv_gpu_ctx *ctx, spmv_gpu_fz *fz, int slot, const fz_scalars **sc, const double **hist,
                      spmv_error *err);
+/* Column col's scalars and history of slot's copy. */
+int spmv_gpu_fz_wait_col(spmv_gpu_ctx *ctx, spmv_gpu_fz *fz, int slot, int32_t col, const fz_scalars **sc,
+                         const double **hist, spmv_error *err);
 /* Queues one kernel of the fused iteration (enum fz_op). */
 int spmv_gpu_fz_run(spmv_gpu_ctx *ctx, spmv_gpu_fz *fz, int op, int32_t i, int32_t j, const spmv_vec *const *v,
                     spmv_error *err);

@@ -138,7 +138,8 @@ def k_rows(base, name, mid, a, b, pc, label, k=8):
         r = {"problem": name, "who": "spmvd", "method": "cg + %s, k = %d at once (lockstep %s)" % (label, k,
              rep.get("lockstep")), "iterations": rep.get("lockstep_iterations", rep["iterations"]), "setup_s": 0.0,
              "solve_s": wall, "total_s": wall, "relres": worst, "k1_s": one[0], "ratio_to_k1": wall / one[0],
-             "kernel": rep.get("kernel")}
+             "kernel": rep.get("kernel"), "fused": rep.get("fused"),
+             "daemon_ms": rep.get("time", {}).get("total_ms"), "k1_daemon_ms": one[1].get("time", {}).get("total_ms")}
     except Exception as e:
         r = {"problem": name, "who": "spmvd", "method": "k = %d at once" % k, "error": str(e)[:300]}
     print(json.dumps(r), flush=True)
@@ -206,8 +207,9 @@ def table(rows, name, shape, nnz):
             fmt(r.get("again_s")), r["relres"], miss))
     for r in rows:
         if "ratio_to_k1" in r:
-            out += ["", "%s: %.3g s for k = 8 against %.3g s for one (%.2fx), kernel %s." %
-                    (r["method"], r["total_s"], r["k1_s"], r["ratio_to_k1"], r.get("kernel"))]
+            out += ["", "%s: %.3g s for k = 8 against %.3g s for one (%.2fx), kernel %s, fused %s; in the daemon "
+                    "%s ms against %s ms." % (r["method"], r["total_s"], r["k1_s"], r["ratio_to_k1"], r.get("kernel"),
+                                              r.get("fused"), r.get("daemon_ms"), r.get("k1_daemon_ms"))]
     up = next((r for r in rows if "upload_s" in r), None)
     if up:
         out += ["", "Paid once per matrix by the daemon: upload %.2f s, kernel tuning %.2f s (%s)." %

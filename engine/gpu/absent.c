@@ -424,7 +424,25 @@ int spmv_gpu_fz_new(spmv_gpu_ctx *ctx, int64_t n, int32_t hist_len, int32_t m, c
     *out = NULL;
     FZ_ABSENT;
 }
+int spmv_gpu_fz_new_k(spmv_gpu_ctx *ctx, int64_t n, int32_t ncols, int32_t hist_len, int32_t m,
+                      const spmv_allsum_dev *all, spmv_gpu_fz **out, spmv_error *err)
+{
+    UNUSED(ctx); UNUSED(n); UNUSED(ncols); UNUSED(hist_len); UNUSED(m); UNUSED(all);
+    *out = NULL;
+    FZ_ABSENT;
+}
 void spmv_gpu_fz_free(spmv_gpu_ctx *ctx, spmv_gpu_fz *fz) { UNUSED(ctx); UNUSED(fz); }
+int spmv_gpu_fz_put_col(spmv_gpu_ctx *ctx, spmv_gpu_fz *fz, int32_t col, const fz_scalars *sc, spmv_error *err)
+{
+    UNUSED(ctx); UNUSED(fz); UNUSED(col); UNUSED(sc);
+    FZ_ABSENT;
+}
+int spmv_gpu_fz_wait_col(spmv_gpu_ctx *ctx, spmv_gpu_fz *fz, int slot, int32_t col, const fz_scalars **sc,
+                         const double **hist, spmv_error *err)
+{
+    UNUSED(ctx); UNUSED(fz); UNUSED(slot); UNUSED(col); UNUSED(sc); UNUSED(hist);
+    FZ_ABSENT;
+}
 int spmv_gpu_fz_put(spmv_gpu_ctx *ctx, spmv_gpu_fz *fz, const fz_scalars *sc, spmv_error *err)
 {
     UNUSED(ctx); UNUSED(fz); UNUSED(sc);

@@ -45,6 +45,8 @@ static_assert(FZ_PARTS <= SPMV_ALLSUM_SLOTS, "a reduction's sums fit a row of th
 struct spmv_gpu_fz {
     int64_t n;
     int32_t hist_len, m;
+    int32_t ncols;           /* columns solved at once (CG's k-column lockstep), each its own block and scratch */
+    size_t col_bytes;        /* one column's fz_scalars + history */
     unsigned grid;
     unsigned coop_grid;      /* FZ_CG_ITER's grid (every block resident at once); 0: not taken */
     int coop_e;              /* values of each vector a thread of it holds */
@@ -72,7 +74,26 @@ struct fz_dev {
     int32_t m;
     int64_t n;
     spmv_allsum_dev all;     /* a distributed solve's sums across the processes (nranks 0: none) */
+    size_t col_bytes;        /* column c's scalars at f + c * col_bytes (bytes), its history after them */
+    size_t part_stride;      /* column c's reduction scratch at part + c * part_stride (doubles), its counter last */
 };
+
+/* Column blockIdx.y's block and scratch (CG's k columns: the grid's y is
+ * the column; one column: y = 0, d as it is). */
+__device__ __forceinline__ fz_dev fz_column(fz_dev d)
+{
+    d.f = (fz_scalars *)((char *)d.f + blockIdx.y * d.col_bytes);
+    d.hist = (double *)((char *)d.hist + blockIdx.y * d.col_bytes);
+    d.count = (unsigned *)(d.part + blockIdx.y * d.part_stride + (d.part_stride - 1));
+    d.part += blockIdx.y * d.part_stride;
+    return d;
+}
+
+/* Column blockIdx.y of an n x k block (NULL stays NULL). */
+template <typename T> __device__ __forceinline__ T *fz_col(T *v, int64_t n)
+{
+    return v ? v + (size_t)blockIdx.y * (size_t)n : v;
+}
 
 #define FZ_LOOP(i, n) \
     for (int64_t i = blockIdx.x * (int64_t)FZ_BLOCK + threadIdx.x; i < (n); i += (int64_t)gridDim.x * FZ_BLOCK)
@@ -236,6 +257,9 @@ __device__ __forceinline__ bool fz_idle(fz_scalars *f)
 
 template <typename T> FZ_KERNEL cg_pq(fz_dev d, const T *p, const T *q)
 {
+    d = fz_column(d);
+    p = fz_col(p, d.n);
+    q = fz_col(q, d.n);
     fz_scalars *f = d.f;
     if (fz_idle(f))
         return;
@@ -271,6 +295,9 @@ __device__ void cg_beta(fz_scalars *f, double rz_new)
 template <typename T>
 FZ_KERNEL cg_r(fz_dev d, const T *q, T *r, const T *dg, bool later)
 {
+    d = fz_column(d); /* dg, the diagonal, is every column's */
+    q = fz_col(q, d.n);
+    r = fz_col(r, d.n);
     fz_scalars *f = d.f;
     if (!f->upd)
         return;
@@ -297,6 +324,9 @@ __device__ void cg_finish(const fz_dev &d, double rz) { cg_beta(d.f, rz); }
  * from it (CG: cg_finish, MINRES: mr_finish). */
 template <typename T, void (*FINISH)(const fz_dev &, double)> FZ_KERNEL dot_rz(fz_dev d, const T *r, const T *z)
 {
+    d = fz_column(d);
+    r = fz_col(r, d.n);
+    z = fz_col(z, d.n);
     if (!d.f->live)
         return;
     double v[1] = {0};
@@ -309,6 +339,11 @@ template <typename T, void (*FINISH)(const fz_dev &, double)> FZ_KERNEL dot_rz(f
 template <typename T>
 FZ_KERNEL cg_p(fz_dev d, const T *r, const T *dg, const T *z, T *p, T *x)
 {
+    d = fz_column(d);
+    r = fz_col(r, d.n);
+    z = fz_col(z, d.n);
+    p = fz_col(p, d.n);
+    x = fz_col(x, d.n);
     fz_scalars *f = d.f;
     bool upd = f->upd, live = f->live;
     if (!upd && !live)
@@ -876,7 +911,9 @@ static fz_dev dev_of(const spmv_gpu_fz *z)
     d.hist = (double *)((char *)z->dev + sizeof(fz_scalars));
     d.hist_len = z->hist_len;
     d.part = z->part;
+    d.part_stride = (size_t)z->grid * FZ_PARTS + 1;
     d.count = (unsigned *)(z->part + (size_t)z->grid * FZ_PARTS);
+    d.col_bytes = z->col_bytes;
     d.m = z->m;
     d.H = z->gm;
     d.cs = d.H ? d.H + (size_t)(z->m + 1) * z->m : NULL;
@@ -892,7 +929,7 @@ template <typename T> static T *vp(const spmv_vec *const *v, int k) { return v[k
 
 /* The kernels of CG and BiCGSTAB. */
 template <typename T>
-static bool launch_cg_bi(cudaStream_t st, unsigned g, const fz_dev &d, int op, int32_t i, const spmv_vec *const *v)
+static bool launch_cg_bi(cudaStream_t st, dim3 g, const fz_dev &d, int op, int32_t i, const spmv_vec *const *v)
 {
     switch (op) {
     case FZ_CG_PQ: cg_pq<T><<<g, FZ_BLOCK, 0, st>>>(d, vp<T>(v, 0), vp<T>(v, 1)); return true;
@@ -949,10 +986,10 @@ static bool launch_mr_gm(cudaStream_t st, unsigned g, const fz_dev &d, int op, i
 }
 
 template <typename T>
-static bool launch_op(cudaStream_t st, unsigned g, const fz_dev &d, int op, int32_t i, int32_t j,
+static bool launch_op(cudaStream_t st, unsigned g, int32_t cols, const fz_dev &d, int op, int32_t i, int32_t j,
                       const spmv_vec *const *v)
 {
-    return launch_cg_bi<T>(st, g, d, op, i, v) || launch_mr_gm<T>(st, g, d, op, i, j, v);
+    return launch_cg_bi<T>(st, dim3(g, (unsigned)cols), d, op, i, v) || launch_mr_gm<T>(st, g, d, op, i, j, v);
 }
 
 /* FZ_CG_ITER: every block resident at once, as grid.sync needs. */
@@ -1011,13 +1048,16 @@ extern "C" int spmv_gpu_fz_run(spmv_gpu_ctx *ctx, spmv_gpu_fz *fz, int op, int32
     fz_dev d = dev_of(fz);
     bool f32 = v[0] && v[0]->dtype == SPMV_FLOAT32;
     if (op == FZ_CG_ITER) {
-        if (!fz->coop_grid)
+        if (!fz->coop_grid || fz->ncols > 1)
             return spmv_error_set(err, SPMV_ERR_INVALID, 0, "fused solver: CG's one-pass kernel does not fit here");
         cudaError_t e = f32 ? launch_iter<float>(ctx->stream, fz, d, v) : launch_iter<double>(ctx->stream, fz, d, v);
         return e == cudaSuccess ? SPMV_OK : gpu_cuda_error(e, err, "fused solver: CG's cooperative kernel");
     }
-    bool known = f32 ? launch_op<float>(ctx->stream, fz->grid, d, op, i, j, v)
-                     : launch_op<double>(ctx->stream, fz->grid, d, op, i, j, v);
+    bool cg = op == FZ_CG_PQ || op == FZ_CG_R || op == FZ_CG_RZ || op == FZ_CG_P;
+    if (fz->ncols > 1 && !cg)
+        return spmv_error_set(err, SPMV_ERR_INVALID, 0, "fused solver: kernel %d runs one column", op);
+    bool known = f32 ? launch_op<float>(ctx->stream, fz->grid, fz->ncols, d, op, i, j, v)
+                     : launch_op<double>(ctx->stream, fz->grid, fz->ncols, d, op, i, j, v);
     if (!known)
         return spmv_error_set(err, SPMV_ERR_INVALID, 0, "fused solver: unknown kernel %d", op);
     return gpu_check_launch(err, "a fused solver kernel");
@@ -1049,8 +1089,9 @@ extern "C" void spmv_gpu_fz_free(spmv_gpu_ctx *ctx, spmv_gpu_fz *fz)
 static int fz_alloc(spmv_gpu_ctx *ctx, spmv_gpu_fz *z, spmv_error *err)
 {
     int st;
-    z->block_bytes = sizeof(fz_scalars) + (size_t)z->hist_len * sizeof(double);
-    z->part_bytes = (size_t)z->grid * FZ_PARTS * sizeof(double) + sizeof(double);
+    z->col_bytes = sizeof(fz_scalars) + (size_t)z->hist_len * sizeof(double);
+    z->block_bytes = z->col_bytes * (size_t)z->ncols;
+    z->part_bytes = ((size_t)z->grid * FZ_PARTS + 1) * sizeof(double) * (size_t)z->ncols;
     z->gm_bytes = z->m ? ((size_t)(z->m + 1) * z->m + 4 * (size_t)z->m + 1) * sizeof(double) : 0;
     if ((st = gpu_ctx_alloc(ctx, &z->dev, z->block_bytes, "fused solver: scalars", err)) ||
         (st = gpu_ctx_alloc(ctx, (void **)&z->part, z->part_bytes, "fused solver: reduction scratch", err)) ||
@@ -1073,20 +1114,29 @@ static int fz_alloc(spmv_gpu_ctx *ctx, spmv_gpu_fz *z, spmv_error *err)
 extern "C" int spmv_gpu_fz_new(spmv_gpu_ctx *ctx, int64_t n, int32_t hist_len, int32_t m,
                                const spmv_allsum_dev *all, spmv_gpu_fz **out, spmv_error *err)
 {
+    return spmv_gpu_fz_new_k(ctx, n, 1, hist_len, m, all, out, err);
+}
+
+extern "C" int spmv_gpu_fz_new_k(spmv_gpu_ctx *ctx, int64_t n, int32_t ncols, int32_t hist_len, int32_t m,
+                                 const spmv_allsum_dev *all, spmv_gpu_fz **out, spmv_error *err)
+{
     *out = NULL;
-    if (hist_len < 1 || m < 0)
-        return spmv_error_set(err, SPMV_ERR_INVALID, 0, "fused solver: history %d, restart %d", hist_len, m);
+    if (hist_len < 1 || m < 0 || ncols < 1 || ncols > 65535 || (ncols > 1 && (m > 0 || all)))
+        return spmv_error_set(err, SPMV_ERR_INVALID, 0, "fused solver: history %d, restart %d, %d columns%s",
+                              hist_len, m, ncols, ncols > 1 && all ? " distributed" : "");
     spmv_gpu_fz *z = new (std::nothrow) spmv_gpu_fz();
     if (!z)
         return spmv_error_set(err, SPMV_ERR_NOMEM, 0, "out of memory for the fused solver");
     z->n = n;
+    z->ncols = ncols;
     z->hist_len = hist_len;
     z->m = m;
     if (all)
         z->all = *all;
     int64_t want = (n + FZ_BLOCK - 1) / FZ_BLOCK, cap = (int64_t)ctx->sm_count * FZ_MIN_BLOCKS;
     z->grid = (unsigned)(want < 1 ? 1 : want < cap ? want : cap);
-    coop_plan(ctx, z);
+    if (ncols == 1)
+        coop_plan(ctx, z);
     int st = fz_alloc(ctx, z, err);
     if (st) {
         spmv_gpu_fz_free(ctx, z);
@@ -1098,7 +1148,16 @@ extern "C" int spmv_gpu_fz_new(spmv_gpu_ctx *ctx, int64_t n, int32_t hist_len, i
 
 extern "C" int spmv_gpu_fz_put(spmv_gpu_ctx *ctx, spmv_gpu_fz *fz, const fz_scalars *sc, spmv_error *err)
 {
-    cudaError_t e = cudaMemcpyAsync(fz->dev, sc, sizeof *sc, cudaMemcpyHostToDevice, ctx->stream);
+    return spmv_gpu_fz_put_col(ctx, fz, 0, sc, err);
+}
+
+extern "C" int spmv_gpu_fz_put_col(spmv_gpu_ctx *ctx, spmv_gpu_fz *fz, int32_t col, const fz_scalars *sc,
+                                   spmv_error *err)
+{
+    if (col < 0 || col >= fz->ncols)
+        return spmv_error_set(err, SPMV_ERR_INVALID, 0, "fused solver: no column %d", col);
+    cudaError_t e = cudaMemcpyAsync((char *)fz->dev + (size_t)col * fz->col_bytes, sc, sizeof *sc,
+                                    cudaMemcpyHostToDevice, ctx->stream);
     if (e == cudaSuccess) /* sc may go when we return */
         e = cudaStreamSynchronize(ctx->stream);
     return e == cudaSuccess ? SPMV_OK : gpu_cuda_error(e, err, "fused solver: writing its scalars");
@@ -1124,12 +1183,21 @@ extern "C" int spmv_gpu_fz_poll(spmv_gpu_ctx *ctx, spmv_gpu_fz *fz, int slot, bo
 extern "C" int spmv_gpu_fz_wait(spmv_gpu_ctx *ctx, spmv_gpu_fz *fz, int slot, const fz_scalars **sc,
                                 const double **hist, spmv_error *err)
 {
+    return spmv_gpu_fz_wait_col(ctx, fz, slot, 0, sc, hist, err);
+}
+
+extern "C" int spmv_gpu_fz_wait_col(spmv_gpu_ctx *ctx, spmv_gpu_fz *fz, int slot, int32_t col, const fz_scalars **sc,
+                                    const double **hist, spmv_error *err)
+{
     (void)ctx;
+    if (col < 0 || col >= fz->ncols)
+        return spmv_error_set(err, SPMV_ERR_INVALID, 0, "fused solver: no column %d", col);
     cudaError_t e = cudaEventSynchronize(fz->ev[slot]);
     if (e != cudaSuccess)
         return gpu_cuda_error(e, err, "fused solver: waiting for its status");
-    *sc = (const fz_scalars *)fz->host[slot];
-    *hist = (const double *)((const char *)fz->host[slot] + sizeof(fz_scalars));
+    const char *base = (const char *)fz->host[slot] + (size_t)col * fz->col_bytes;
+    *sc = (const fz_scalars *)base;
+    *hist = (const double *)(base + sizeof(fz_scalars));
     return SPMV_OK;
 }
 

@@ -19,7 +19,9 @@
 #
 # Environment: BUILD, DURATION (10), BATCH_ROWS (200000; 1000000 on a GPU
 # host gives 16 M entries), BATCH_PER_ROW (16), BATCH_WINDOWS ("0 100 500
-# 2000"), BATCH_CONNS (32), BATCH_KERNEL, BATCH_THREADS (HTTP threads, 4);
+# 2000"), BATCH_CONNS (32), BATCH_KERNEL, BATCH_THREADS (HTTP threads, 4),
+# BATCH_WRK_THREADS (the client's threads, 2), BATCH_WARMUP (seconds of
+# the same load before each measured run, not measured: 1; 0 none);
 # in the GPU bundle (tools/bundle/batch-gpu.sh) also SPMV_E2E_LIB, WRK and
 # BATCH_LUA, where its copies of lib.sh, wrk and the Lua script lie.
 . "${SPMV_E2E_LIB:-$(dirname "$0")/../tests/e2e/lib.sh}"
@@ -30,6 +32,8 @@ BATCH_PER_ROW=${BATCH_PER_ROW:-16}
 BATCH_WINDOWS=${BATCH_WINDOWS:-0 100 500 2000}
 BATCH_CONNS=${BATCH_CONNS:-32}
 BATCH_THREADS=${BATCH_THREADS:-4}
+BATCH_WRK_THREADS=${BATCH_WRK_THREADS:-2}
+BATCH_WARMUP=${BATCH_WARMUP:-1}
 LUA=${BATCH_LUA:-$SPMV_ROOT/tools/bench-api-spmv.lua}
 WRK=${WRK:-wrk}
 command -v "$WRK" >/dev/null || { echo "bench-batch: wrk is not installed (tools/bootstrap.sh)" >&2; exit 1; }
@@ -45,6 +49,12 @@ X=$E2E_TMP/batch.x
   "$BATCH_ROWS" "$X"
 
 echo
+# The batches' time so far by part, in seconds: h2d layout spmm d2h host.
+batch_parts() {
+  curl -s "$SPMVD_URL/metrics" | awk -F'[{}" ]+' '$1 == "spmvd_batch_part_seconds_total" { v[$3] = $4 }
+    END { printf "%s %s %s %s %s", v["h2d"] + 0, v["layout"] + 0, v["spmm"] + 0, v["d2h"] + 0, v["host"] + 0 }'
+}
+
 echo "## Dynamic batching: $BATCH_CONNS clients, binary products"
 echo
 first=1
@@ -63,8 +73,9 @@ for w in $BATCH_WINDOWS; do
   curl -s -o /dev/null -H 'Content-Type: application/octet-stream' --data-binary "@$X" "$url" # formats built, warm
   if [ "$first" = 1 ]; then
     echo "Matrix: spmv-gen uniform (random columns), $BATCH_ROWS rows, $nnz entries, float64; kernel $BATCH_KERNEL;"
-    echo "\`wrk -t 2 -c $BATCH_CONNS -d ${DURATION}s --latency -s tools/bench-api-spmv.lua\`, a fresh daemon"
-    echo "(\`--threads $BATCH_THREADS --batch-window-us W\`) for each window; mean batch = products answered from"
+    echo "\`wrk -t $BATCH_WRK_THREADS -c $BATCH_CONNS -d ${DURATION}s --latency -s tools/bench-api-spmv.lua\`, a fresh daemon"
+    echo "(\`--threads $BATCH_THREADS --batch-window-us W\`) for each window, after ${BATCH_WARMUP} s of the same load"
+    echo "(not measured); mean batch = products answered from"
     echo "SpMMs / SpMMs run (/metrics); products that ran alone are not in it. A batch's parts, in ms a"
     echo "batch: h2d / layout / spmm / d2h / host (spmvd_batch_part_seconds_total, docs/api.md)."
     echo
@@ -72,16 +83,19 @@ for w in $BATCH_WINDOWS; do
     echo "| ---: | ---: | ---: | ---: | ---: | ---: | ---: | --- | --- | --- |"
     first=0
   fi
+  if [ "$BATCH_WARMUP" != 0 ]; then # steady state: the batches' device blocks grown, cuSPARSE's SpMM prepared
+    SPMV_X=$X "$WRK" -t "$BATCH_WRK_THREADS" -c "$BATCH_CONNS" -d "${BATCH_WARMUP}s" -s "$LUA" "$url" >/dev/null 2>&1
+  fi
+  b0=$(metric spmvd_batches_total); p0=$(metric spmvd_batched_products_total); parts0=$(batch_parts)
   l0=$(load)
-  line=$(SPMV_X=$X "$WRK" -t 2 -c "$BATCH_CONNS" -d "${DURATION}s" --latency -s "$LUA" "$url" 2>&1 | grep '^BENCH-API')
+  line=$(SPMV_X=$X "$WRK" -t "$BATCH_WRK_THREADS" -c "$BATCH_CONNS" -d "${DURATION}s" --latency -s "$LUA" "$url" 2>&1 | grep '^BENCH-API')
   l1=$(load)
-  b=$(metric spmvd_batches_total); p=$(metric spmvd_batched_products_total)
+  b=$(( $(metric spmvd_batches_total) - ${b0:-0} )); p=$(( $(metric spmvd_batched_products_total) - ${p0:-0} ))
   mean=$(awk -v b="${b:-0}" -v p="${p:-0}" 'BEGIN {if (b > 0) printf "%.1f", p / b; else print "-"}')
   parts=-
   if [ "${b:-0}" -gt 0 ]; then
-    parts=$(curl -s "$SPMVD_URL/metrics" | awk -v b="$b" -F'[{}" ]+' '$1 == "spmvd_batch_part_seconds_total" {
-      v[$3] = $4 } END { printf "%.3f / %.3f / %.3f / %.3f / %.3f", 1e3 * v["h2d"] / b, 1e3 * v["layout"] / b,
-      1e3 * v["spmm"] / b, 1e3 * v["d2h"] / b, 1e3 * v["host"] / b }')
+    parts=$(echo "$parts0 $(batch_parts)" | awk -v b="$b" '{ printf "%.3f / %.3f / %.3f / %.3f / %.3f",
+      1e3 * ($6 - $1) / b, 1e3 * ($7 - $2) / b, 1e3 * ($8 - $3) / b, 1e3 * ($9 - $4) / b, 1e3 * ($10 - $5) / b }')
   fi
   echo "| $w | $(kv rps <<<"$line") | $(kv p50_ms <<<"$line") | $(kv p99_ms <<<"$line") | $(kv errors <<<"$line") ($(kv non2xx <<<"$line")) | ${b:-0} | $mean | $parts | $l0 | $l1 |"
   stop_spmvd >/dev/null

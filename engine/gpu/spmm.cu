@@ -2,10 +2,10 @@
  *
  * gpu.csr.spmm, ours: a group of g lanes per row (g from the mean row
  * length, 2..32, as gpu.csr.vector picks it), each lane walking the row's
- * non-zeros and keeping a register tile of up to 8 columns of y; the tile's
- * sums are reduced over the group with shuffles. For k <= 8 the row is read
- * once for all k columns (one pass over A); beyond, once per tile of 8,
- * the repeats hitting cache. x and y are column-major with leading
+ * non-zeros and keeping a register tile of up to 8 columns of y (16 when k
+ * is above 8); the tile's sums are reduced over the group with shuffles.
+ * For k <= 16 the row is read once for all k columns (one pass over A);
+ * beyond, once per tile of 16, the repeats hitting cache where A fits it. x and y are column-major with leading
  * dimensions cols and rows, as the API ships blocks; for dynamic batching
  * (batch.cu, l->xrow) x is row-major instead, so the k values one entry
  * gathers lie side by side in one or two cache lines rather than in k.
@@ -19,10 +19,10 @@
 
 #include "gpu.cuh"
 
-#define TILE 8
-
-/* XROW: x row-major (entry c's columns at x[c*k ..]); y column-major either way. */
-template <typename T, bool XROW>
+/* XROW: x row-major (entry c's columns at x[c*k ..]); y column-major either
+ * way. TILE: the columns one pass over a row carries (8 for k <= 8, else 16:
+ * a batch of up to 16 reads A once). */
+template <typename T, bool XROW, int TILE>
 __global__ void csr_spmm_kernel(int32_t rows, int32_t cols, const int32_t *__restrict__ rp,
                                 const int32_t *__restrict__ ci, const T *__restrict__ v, int32_t k, int32_t g,
                                 const T *__restrict__ x, T *__restrict__ y)
@@ -66,17 +66,25 @@ static int32_t lanes_for(const spmv_gpu_matrix *m)
     return g;
 }
 
-template <typename T> static void launch_spmm(struct gpu_launch *l)
+template <typename T, int TILE> static void launch_tile(struct gpu_launch *l, int32_t g)
 {
     spmv_gpu_matrix *m = l->m;
-    int32_t g = l->p.v[SPMV_PARAM_THREADS] ? l->p.v[SPMV_PARAM_THREADS] : lanes_for(m);
     dim3 grid = gpu_grid((int64_t)m->rows * g, l->block);
     if (l->xrow)
-        csr_spmm_kernel<T, true><<<grid, l->block, 0, l->ctx->stream>>>(
+        csr_spmm_kernel<T, true, TILE><<<grid, l->block, 0, l->ctx->stream>>>(
             m->rows, m->cols, m->row_ptr, m->col, (const T *)m->val, l->ncols, g, (const T *)l->x, (T *)l->y);
     else
-        csr_spmm_kernel<T, false><<<grid, l->block, 0, l->ctx->stream>>>(
+        csr_spmm_kernel<T, false, TILE><<<grid, l->block, 0, l->ctx->stream>>>(
             m->rows, m->cols, m->row_ptr, m->col, (const T *)m->val, l->ncols, g, (const T *)l->x, (T *)l->y);
+}
+
+template <typename T> static void launch_spmm(struct gpu_launch *l)
+{
+    int32_t g = l->p.v[SPMV_PARAM_THREADS] ? l->p.v[SPMV_PARAM_THREADS] : lanes_for(l->m);
+    if (l->ncols <= 8)
+        launch_tile<T, 8>(l, g);
+    else
+        launch_tile<T, 16>(l, g);
 }
 
 int gpu_csr_spmm(struct gpu_launch *l, spmv_error *err)

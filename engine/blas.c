@@ -377,8 +377,7 @@ int spmv_vec_sync(spmv_gpu_ctx *ctx, spmv_error *err)
 
 /* ------------------------------------------------ k columns, each its own */
 
-/* Column j of v, a one-column vector over the same memory. */
-static spmv_vec column(const spmv_vec *v, int32_t j)
+spmv_vec spmv_vec_column(const spmv_vec *v, int32_t j)
 {
     spmv_vec c = *v;
     c.k = 1;
@@ -410,7 +409,7 @@ int spmv_vec_axpy_k(spmv_gpu_ctx *ctx, const double *alpha, const spmv_vec *x, s
         return spmv_gpu_vec_axpy_k(ctx, alpha, x, y, on, err);
     for (int32_t j = 0; j < x->k; j++)
         if (ON(on, j)) {
-            spmv_vec xj = column(x, j), yj = column(y, j);
+            spmv_vec xj = spmv_vec_column(x, j), yj = spmv_vec_column(y, j);
             host_axpby(alpha[j], &xj, 1.0, &yj);
         }
     return SPMV_OK;
@@ -426,7 +425,7 @@ int spmv_vec_xpay_k(spmv_gpu_ctx *ctx, const spmv_vec *x, const double *beta, sp
         return spmv_gpu_vec_xpay_k(ctx, x, beta, y, on, err);
     for (int32_t j = 0; j < x->k; j++)
         if (ON(on, j)) {
-            spmv_vec xj = column(x, j), yj = column(y, j);
+            spmv_vec xj = spmv_vec_column(x, j), yj = spmv_vec_column(y, j);
             host_axpby(1.0, &xj, beta[j], &yj);
         }
     return SPMV_OK;
@@ -458,7 +457,7 @@ int spmv_vec_diag_k(spmv_gpu_ctx *ctx, const spmv_vec *d, const spmv_vec *x, spm
         return spmv_gpu_vec_diag_k(ctx, d, x, y, on, err);
     for (int32_t j = 0; j < x->k; j++)
         if (ON(on, j)) {
-            spmv_vec xj = column(x, j), yj = column(y, j);
+            spmv_vec xj = spmv_vec_column(x, j), yj = spmv_vec_column(y, j);
             if (x->dtype == SPMV_FLOAT64)
                 host_diag_f64(d->data, xj.data, yj.data, x->n);
             else
@@ -478,7 +477,7 @@ int spmv_vec_dot_k(spmv_gpu_ctx *ctx, const spmv_vec *x, const spmv_vec *y, cons
     if (GPU(x))
         return spmv_gpu_vec_nrm2_dot_k(ctx, x, y, on, NULL, out, err);
     for (int32_t j = 0; j < x->k; j++) {
-        spmv_vec xj = column(x, j), yj = column(y, j);
+        spmv_vec xj = spmv_vec_column(x, j), yj = spmv_vec_column(y, j);
         out[j] = ON(on, j) ? host_dot_col(x->dtype, xj.data, yj.data, x->n) : 0.0;
     }
     return SPMV_OK;
@@ -495,10 +494,10 @@ int spmv_vec_nrm2_dot_k(spmv_gpu_ctx *ctx, const spmv_vec *x, const spmv_vec *y,
     if (GPU(x))
         return spmv_gpu_vec_nrm2_dot_k(ctx, x, y, on, nrm, y ? dot : NULL, err);
     for (int32_t j = 0; j < x->k; j++) {
-        spmv_vec xj = column(x, j);
+        spmv_vec xj = spmv_vec_column(x, j);
         nrm[j] = ON(on, j) ? host_nrm2_col(x->dtype, xj.data, x->n) : 0.0;
         if (y) {
-            spmv_vec yj = column(y, j);
+            spmv_vec yj = spmv_vec_column(y, j);
             dot[j] = ON(on, j) ? host_dot_col(x->dtype, xj.data, yj.data, x->n) : 0.0;
         }
     }

@@ -51,15 +51,6 @@ typedef struct block {
     bool own_z;
 } block;
 
-/* Column j of v, as a one-column vector over the same memory. */
-static spmv_vec col(const spmv_vec *v, int32_t j)
-{
-    spmv_vec c = *v;
-    c.k = 1;
-    c.data = (char *)v->data + (size_t)j * (size_t)v->n * spmv_dtype_size(v->dtype);
-    return c;
-}
-
 /* Y = A X, the k columns in one product, its time shared by the columns
  * still running. */
 static int block_apply(block *bk, const spmv_vec *x, spmv_vec *y)
@@ -82,7 +73,7 @@ static int block_apply(block *bk, const spmv_vec *x, spmv_vec *y)
  * leave it alone, and the k-column calls mask it off. */
 static int retire(block *bk, int32_t j)
 {
-    spmv_vec p = col(&bk->P, j);
+    spmv_vec p = spmv_vec_column(&bk->P, j);
     bk->active[j] = false;
     return spmv_vec_fill(bk->s[0].ctx, &p, 0.0, bk->s[0].err);
 }
@@ -100,7 +91,7 @@ static int block_precond(block *bk)
         return s->o->precond_k(s->o->precond_ctx, &bk->R, &bk->Z, bk->active, s->err);
     for (int32_t j = 0; j < bk->k; j++)
         if (bk->active[j]) {
-            spmv_vec r = col(&bk->R, j), z = col(&bk->Z, j);
+            spmv_vec r = spmv_vec_column(&bk->R, j), z = spmv_vec_column(&bk->Z, j);
             TRY(krylov_precond(&bk->s[j], &r, &z));
         }
     return SPMV_OK;
@@ -126,7 +117,8 @@ static int block_norms(block *bk, bool dot)
 static int finish(block *bk, int32_t j, const spmv_vec *b, spmv_vec *x, int32_t it)
 {
     solve_state *s = &bk->s[j];
-    spmv_vec q = col(&bk->Q, j), r = col(&bk->R, j), z = col(&bk->Z, j), bj = col(b, j), xj = col(x, j);
+    spmv_vec q = spmv_vec_column(&bk->Q, j), r = spmv_vec_column(&bk->R, j), z = spmv_vec_column(&bk->Z, j);
+    spmv_vec bj = spmv_vec_column(b, j), xj = spmv_vec_column(x, j);
     double rnorm = bk->rnorm[j], rz_new = bk->rznew[j];
     int st;
     if (krylov_record(s, it + 1, rnorm / s->bnorm))
@@ -263,7 +255,7 @@ static int lockstep(block *bk, const spmv_vec *b, spmv_vec *x)
 {
     int st;
     for (int32_t j = 0; j < bk->k; j++) {
-        spmv_vec bj = col(b, j), xj = col(x, j);
+        spmv_vec bj = spmv_vec_column(b, j), xj = spmv_vec_column(x, j);
         bool zero_b;
         TRY(krylov_begin(&bk->s[j], &bj, &xj, &zero_b));
         bk->active[j] = !zero_b;
@@ -290,7 +282,7 @@ static int fused_lockstep(block *bk, const spmv_vec *b, spmv_vec *x)
     int st;
     spmv_gpu_ctx *c = bk->s[0].ctx;
     for (int32_t j = 0; j < bk->k; j++) {
-        spmv_vec bj = col(b, j), xj = col(x, j);
+        spmv_vec bj = spmv_vec_column(b, j), xj = spmv_vec_column(x, j);
         bool zero_b;
         TRY(krylov_begin(&bk->s[j], &bj, &xj, &zero_b));
         bk->active[j] = !zero_b;
@@ -306,7 +298,7 @@ static int column_by_column(spmv_gpu_ctx *ctx, const spmv_linop *a, const spmv_v
                             const spmv_solve_options *o, spmv_solve_result *res, spmv_error *err)
 {
     for (int32_t j = 0; j < b->k; j++) {
-        spmv_vec bj = col(b, j), xj = col(x, j);
+        spmv_vec bj = spmv_vec_column(b, j), xj = spmv_vec_column(x, j);
         int st = spmv_solve(ctx, a, &bj, &xj, o, &res[j], err);
         if (st) {
             for (int32_t i = 0; i < j; i++)
@@ -325,7 +317,7 @@ int spmv_solve_block(spmv_gpu_ctx *ctx, const spmv_linop *a, const spmv_vec *b, 
                               b ? b->k : 0, x ? x->k : 0);
     if (o && o->reduce && b->k > 1)
         return spmv_error_set(err, SPMV_ERR_INVALID, 0, "solve: k columns do not run distributed (one column a solve)");
-    spmv_vec b0 = col(b, 0), x0 = col(x, 0);
+    spmv_vec b0 = spmv_vec_column(b, 0), x0 = spmv_vec_column(x, 0);
     int st = krylov_check(a, &b0, &x0, o, err);
     if (st)
         return st;

@@ -625,14 +625,6 @@ typedef struct fblock {
     int32_t per_chunk;
 } fblock;
 
-static spmv_vec column_view(const spmv_vec *v, int32_t j)
-{
-    spmv_vec c = *v;
-    c.k = 1;
-    c.data = (char *)v->data + (size_t)j * (size_t)v->n * spmv_dtype_size(v->dtype);
-    return c;
-}
-
 /* Each running column's share of one product of the block. */
 static void block_count(fblock *bk, int32_t products)
 {
@@ -799,12 +791,12 @@ static int block_setup(fblock *bk, solve_state *s, const spmv_vec *b, spmv_vec *
     for (int32_t j = 0; j < bk->k; j++) {
         fused *f = &bk->f[j];
         spmv_vec *v = bk->views + 6 * (size_t)j;
-        v[0] = column_view(b, j);
-        v[1] = column_view(x, j);
-        v[2] = column_view(&bk->R, j);
-        v[3] = column_view(&bk->P, j);
-        v[4] = column_view(&bk->Q, j);
-        v[5] = cb ? column_view(&bk->Z, j) : v[2];
+        v[0] = spmv_vec_column(b, j);
+        v[1] = spmv_vec_column(x, j);
+        v[2] = spmv_vec_column(&bk->R, j);
+        v[3] = spmv_vec_column(&bk->P, j);
+        v[4] = spmv_vec_column(&bk->Q, j);
+        v[5] = cb ? spmv_vec_column(&bk->Z, j) : v[2];
         *f = (fused){.s = &s[j], .m = &cg_method, .b = &v[0], .x = &v[1], .chunk = chunk, .cb = cb,
                      .d = cb ? NULL : o->inv_diag};
         f->v[CG_R] = &v[2];

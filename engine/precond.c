@@ -182,15 +182,6 @@ void precond_staging_free(precond_staging *s)
     s->in = s->out = NULL;
 }
 
-/* Column j of v, one column over the same memory. */
-static spmv_vec column(const spmv_vec *v, int32_t j)
-{
-    spmv_vec c = *v;
-    c.k = 1;
-    c.data = (char *)v->data + (size_t)j * (size_t)v->n * spmv_dtype_size(v->dtype);
-    return c;
-}
-
 int precond_host_f64_k(const spmv_vec *r, spmv_vec *z, const bool *active, precond_staging_k *s,
                        int (*f)(void *arg, int32_t m, const double *r, double *z, spmv_error *err), void *arg,
                        spmv_error *err)
@@ -214,7 +205,7 @@ int precond_host_f64_k(const spmv_vec *r, spmv_vec *z, const bool *active, preco
     }
     for (int32_t j = 0, c = 0; j < r->k; j++)
         if (!active || active[j]) {
-            spmv_vec rj = column(r, j);
+            spmv_vec rj = spmv_vec_column(r, j);
             for (size_t i = 0; i < n; i++)
                 s->in[(size_t)c * n + i] = spmv_val_get(rj.data, rj.dtype, (int64_t)i);
             c++;
@@ -222,7 +213,7 @@ int precond_host_f64_k(const spmv_vec *r, spmv_vec *z, const bool *active, preco
     int st = f(arg, m, s->in, s->out, err);
     for (int32_t j = 0, c = 0; j < r->k && st == SPMV_OK; j++)
         if (!active || active[j]) {
-            spmv_vec zj = column(z, j);
+            spmv_vec zj = spmv_vec_column(z, j);
             for (size_t i = 0; i < n; i++)
                 spmv_val_set(zj.data, zj.dtype, (int64_t)i, s->out[(size_t)c * n + i]);
             c++;
@@ -364,7 +355,7 @@ int spmv_precond_apply_k(spmv_gpu_ctx *ctx, spmv_precond *p, const spmv_vec *r, 
         return p->ops->apply_k(ctx, p, r, z, active, err);
     for (int32_t j = 0; j < r->k; j++)
         if (!active || active[j]) {
-            spmv_vec rj = column(r, j), zj = column(z, j);
+            spmv_vec rj = spmv_vec_column(r, j), zj = spmv_vec_column(z, j);
             int st = p->ops->apply(ctx, p, &rj, &zj, err);
             if (st)
                 return st;

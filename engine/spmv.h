@@ -1091,6 +1091,8 @@ size_t spmv_vec_bytes(const spmv_vec *v);
 int spmv_vec_alloc(spmv_gpu_ctx *ctx, spmv_device_kind device, spmv_dtype dtype, int64_t n, int32_t k,
                    spmv_vec *out, spmv_error *err);
 void spmv_vec_free(spmv_gpu_ctx *ctx, spmv_vec *v);   /* zeroes *v; NULL data is a no-op */
+/* Column j of an n x k vector: one column over the same memory (not owned). */
+spmv_vec spmv_vec_column(const spmv_vec *v, int32_t j);
 /* Host bytes in / out: `src`/`dst` hold all n*k values of v's dtype. */
 int spmv_vec_write(spmv_gpu_ctx *ctx, spmv_vec *v, const void *src, spmv_error *err);
 int spmv_vec_read(spmv_gpu_ctx *ctx, const spmv_vec *v, void *dst, spmv_error *err);

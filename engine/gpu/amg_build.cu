@@ -278,42 +278,38 @@ __global__ void lz_axpy(int32_t n, double *t, const double *__restrict__ sd, dou
     t[i] = sd ? __dsub_rn(__dmul_rn(t[i], sd[i]), __dmul_rn(beta, p[i])) : __dsub_rn(t[i], __dmul_rn(c, v[i]));
 }
 
+/* The block's sum of every thread's s, in a fixed order, into *out. */
+__device__ void bd_block_sum(double s, double *out)
+{
+    __shared__ double sh[BB / 32];
+    s = gpu_group_sum(s, 32);
+    if (threadIdx.x % 32 == 0)
+        sh[threadIdx.x / 32] = s;
+    __syncthreads();
+    if (threadIdx.x == 0) {
+        double t = 0;
+        for (int w = 0; w < BB / 32; w++)
+            t += sh[w];
+        *out = t;
+    }
+}
+
 /* x.y: DOT_BLOCKS partial sums, then one block adds them in order into
  * part[DOT_BLOCKS]. */
 __global__ void lz_dot(int64_t n, const double *__restrict__ x, const double *__restrict__ y, double *part)
 {
-    __shared__ double sh[BB / 32];
     double s = 0;
     for (int64_t i = blockIdx.x * (int64_t)BB + threadIdx.x; i < n; i += (int64_t)gridDim.x * BB)
         s = __dadd_rn(s, __dmul_rn(x[i], y[i]));
-    s = gpu_group_sum(s, 32);
-    if (threadIdx.x % 32 == 0)
-        sh[threadIdx.x / 32] = s;
-    __syncthreads();
-    if (threadIdx.x == 0) {
-        double t = 0;
-        for (int w = 0; w < BB / 32; w++)
-            t += sh[w];
-        part[blockIdx.x] = t;
-    }
+    bd_block_sum(s, &part[blockIdx.x]);
 }
 
 __global__ void lz_dot_end(double *part)
 {
-    __shared__ double sh[BB / 32];
     double s = 0;
     for (int i = threadIdx.x; i < DOT_BLOCKS; i += BB)
         s += part[i];
-    s = gpu_group_sum(s, 32);
-    if (threadIdx.x % 32 == 0)
-        sh[threadIdx.x / 32] = s;
-    __syncthreads();
-    if (threadIdx.x == 0) {
-        double t = 0;
-        for (int w = 0; w < BB / 32; w++)
-            t += sh[w];
-        part[DOT_BLOCKS] = t;
-    }
+    bd_block_sum(s, &part[DOT_BLOCKS]);
 }
 
 /* ---------------------------------------------------------- the steps */

@@ -983,10 +983,13 @@ static void amg_setup_pair(const char *what, const spmv_csr *a)
     spmv_amg_free(hg);
 }
 
-static void test_amg_setup_gpu(void **state)
+static void scaled_poisson(int64_t side, spmv_csr *a);
+
+/* Each matrix the AMG setup tests take, built afresh (3-D Poisson, 3-D FV
+ * diffusion, a random SPD matrix, a scaled 2-D Poisson), handed to pair;
+ * the first also to extra, when given. */
+static void each_amg_matrix(void (*pair)(const char *, const spmv_csr *), void (*extra)(spmv_csr *))
 {
-    (void)state;
-    TU_NEED_GPU();
     spmv_error err = {0};
     spmv_csr a;
     spmv_coo coo;
@@ -994,17 +997,27 @@ static void test_amg_setup_gpu(void **state)
     assert_int_equal(spmv_gen(&g, &coo, &err), SPMV_OK);
     assert_int_equal(spmv_coo_to_csr(&coo, SPMV_FLOAT64, &a, &err), SPMV_OK);
     spmv_coo_free(&coo);
-    amg_setup_pair("3-D Poisson", &a);
+    pair("3-D Poisson", &a);
+    if (extra)
+        extra(&a);
     spmv_csr_free(&a);
     fv_diffusion(20 + tu_rng_range(&TG.rng, 0, 12), &a);
-    amg_setup_pair("3-D FV diffusion", &a);
+    pair("3-D FV diffusion", &a);
     spmv_csr_free(&a);
     random_spd(20000 + (int32_t)tu_rng_range(&TG.rng, 0, 20000), &a);
-    amg_setup_pair("random SPD", &a);
+    pair("random SPD", &a);
+    spmv_csr_free(&a);
+    scaled_poisson(100 + 2 * tu_rng_range(&TG.rng, 0, 20), &a);
+    pair("scaled 2-D Poisson", &a);
     spmv_csr_free(&a);
 }
 
-static void scaled_poisson(int64_t side, spmv_csr *a);
+static void test_amg_setup_gpu(void **state)
+{
+    (void)state;
+    TU_NEED_GPU();
+    each_amg_matrix(amg_setup_pair, NULL);
+}
 
 /* The V-cycle of a device hierarchy against the host's on a random r
  * (float64 vectors): max |z - z_host| / max |z_host|. */
@@ -1138,25 +1151,7 @@ static void test_amg_build_gpu(void **state)
 {
     (void)state;
     TU_NEED_GPU();
-    spmv_error err = {0};
-    spmv_csr a;
-    spmv_coo coo;
-    spmv_gen_spec g = {SPMV_GEN_POISSON3D, 24 + tu_rng_range(&TG.rng, 0, 12), 7, 0, 1};
-    assert_int_equal(spmv_gen(&g, &coo, &err), SPMV_OK);
-    assert_int_equal(spmv_coo_to_csr(&coo, SPMV_FLOAT64, &a, &err), SPMV_OK);
-    spmv_coo_free(&coo);
-    amg_build_pair("3-D Poisson", &a);
-    amg_build_refusals(&a);
-    spmv_csr_free(&a);
-    fv_diffusion(20 + tu_rng_range(&TG.rng, 0, 12), &a);
-    amg_build_pair("3-D FV diffusion", &a);
-    spmv_csr_free(&a);
-    random_spd(20000 + (int32_t)tu_rng_range(&TG.rng, 0, 20000), &a);
-    amg_build_pair("random SPD", &a);
-    spmv_csr_free(&a);
-    scaled_poisson(100 + 2 * tu_rng_range(&TG.rng, 0, 20), &a);
-    amg_build_pair("scaled 2-D Poisson", &a);
-    spmv_csr_free(&a);
+    each_amg_matrix(amg_build_pair, amg_build_refusals);
 }
 
 /* ------------------------------------------------------ preconditioners */

@@ -39,6 +39,13 @@
  * (the initial residual, through the operator's timed apply) gives the
  * time of one, and each queued product adds it.
  *
+ * k columns of CG (krylov_fused_block, the daemon's lockstep): one
+ * product of the n x k directions and CG's kernels once for all columns
+ * an iteration, each column with its own scalars and stop in one device
+ * block (the kernels take the column from the grid's y); the host reads
+ * every column's status in one copy a chunk and settles each column as
+ * one column's solve does.
+ *
  * Distributed (options' reduce and allsum: every method on the GPU
  * shards of one host, cluster/solve.c): every process runs this same
  * loop on its rows, and each kernel's sums are summed across the
@@ -622,7 +629,6 @@ typedef struct fblock {
     double ms1;                /* one product of the block */
     bool graph, try_graph, recapture, retried;
     uint64_t epoch;
-    int32_t per_chunk;
 } fblock;
 
 /* Each running column's share of one product of the block. */

@@ -1,6 +1,8 @@
 /* precond.c — the preconditioner objects (precond.h): one table of types,
  * each with its host setup, its optional copy to a GPU, its apply on the
- * host and on a GPU, and its free.
+ * host and on a GPU, and its free. amg for a GPU is built on the device
+ * itself where it can be (spmv_gpu_amg_build, mis2 aggregation), else on
+ * the host and copied.
  *
  * jacobi and amg live here; the other types have files of their own
  * (precond_block.c, precond_cheb.c, precond_ilu.c) and register in

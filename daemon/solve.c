@@ -77,6 +77,17 @@ static uint64_t device_epoch(void *c)
     return atomic_load(&o->w->tasks_run);
 }
 
+/* The products queued by device_apply, which the worker did not run,
+ * counted as its own are (payback, the kernel's metrics), at ms each. */
+static void note_queued(const solve_task *t, int32_t queued, double ms)
+{
+    if (queued <= 0)
+        return;
+    payback_note_run(t->m, t->k, (uint64_t)queued, false, 0);
+    if (t->d->metrics)
+        metrics_kernel(t->d->metrics, t->k->name, ms, queued);
+}
+
 /* Whether the iterations may run fused (engine/krylov_fused.c): a GPU
  * kernel's SpMV on this worker's copy of the matrix. */
 static bool fused_fits(const solve_task *t, worker *w)
@@ -181,11 +192,7 @@ static int solve_column(solve_task *t, worker *w, spmv_gpu_ctx *ctx, solve_vecs 
     t->o.device_epoch = oc.fused ? device_epoch : NULL;
     spmv_solve_result *res = &t->res[c];
     rc = spmv_solve(ctx, &a, &v->b, &v->x, &t->o, res, e);
-    if (oc.queued > 0) { /* the products the worker did not run, counted as its own are */
-        payback_note_run(t->m, t->k, (uint64_t)oc.queued, false, 0);
-        if (t->d->metrics)
-            metrics_kernel(t->d->metrics, t->k->name, res->spmv_calls ? res->spmv_ms / res->spmv_calls : 0, oc.queued);
-    }
+    note_queued(t, oc.queued, res->spmv_calls ? res->spmv_ms / res->spmv_calls : 0);
     if (rc)
         return rc;
     if (oc.draining)
@@ -222,12 +229,10 @@ static int solve_lockstep(solve_task *t, worker *w, spmv_gpu_ctx *ctx, spmv_devi
     t->o.device_epoch = oc.fused ? device_epoch : NULL;
     if (!rc)
         rc = spmv_solve_block(ctx, &a, &b, &x, &t->o, t->res, e);
-    if (oc.queued > 0) { /* the products the worker did not run, counted as its own are */
-        payback_note_run(t->m, t->k, (uint64_t)oc.queued, false, 0);
-        if (t->d->metrics)
-            metrics_kernel(t->d->metrics, t->k->name, t->res[0].spmv_calls ? t->res[0].spmv_ms / t->res[0].spmv_calls : 0,
-                           oc.queued);
-    }
+    double ms = 0; /* each column holds its share of every product: their sum is the products' time */
+    for (int32_t c = 0; c < k; c++)
+        ms += t->res[c].spmv_ms;
+    note_queued(t, oc.queued, ms / (oc.queued + 1)); /* + 1: the start's product, timed through the worker */
     if (!rc && oc.draining) {
         for (int32_t c = 0; c < k; c++)
             spmv_solve_result_free(&t->res[c]);

@@ -250,8 +250,8 @@ static void block_free(block *bk)
             spmv_vec_free(c, &bk->s[j].w[i]);
 }
 
-/* Every column begun (its ||b||; b = 0 answered); then the lockstep. */
-static int lockstep(block *bk, const spmv_vec *b, spmv_vec *x)
+/* Every column begun: its ||b||, b = 0 answered (not active). */
+static int begin(block *bk, const spmv_vec *b, spmv_vec *x)
 {
     int st;
     for (int32_t j = 0; j < bk->k; j++) {
@@ -260,6 +260,14 @@ static int lockstep(block *bk, const spmv_vec *b, spmv_vec *x)
         TRY(krylov_begin(&bk->s[j], &bj, &xj, &zero_b));
         bk->active[j] = !zero_b;
     }
+    return SPMV_OK;
+}
+
+/* Every column begun (its ||b||; b = 0 answered); then the lockstep. */
+static int lockstep(block *bk, const spmv_vec *b, spmv_vec *x)
+{
+    int st;
+    TRY(begin(bk, b, x));
     TRY(block_alloc(bk, b));
     TRY(start(bk, b, x));
     for (int32_t it = 0; it < bk->s[0].o->maxit; it++) {
@@ -281,12 +289,7 @@ static int fused_lockstep(block *bk, const spmv_vec *b, spmv_vec *x)
 {
     int st;
     spmv_gpu_ctx *c = bk->s[0].ctx;
-    for (int32_t j = 0; j < bk->k; j++) {
-        spmv_vec bj = spmv_vec_column(b, j), xj = spmv_vec_column(x, j);
-        bool zero_b;
-        TRY(krylov_begin(&bk->s[j], &bj, &xj, &zero_b));
-        bk->active[j] = !zero_b;
-    }
+    TRY(begin(bk, b, x));
     TRY(krylov_fused_block(bk->s, bk->k, b, x, bk->active));
     TRY(spmv_vec_alloc(c, b->device, b->dtype, b->n, b->k, &bk->R, bk->s[0].err));
     TRY(spmv_vec_alloc(c, b->device, b->dtype, b->n, b->k, &bk->Q, bk->s[0].err));

@@ -437,9 +437,10 @@ int upload_build(upload *u, spmv_error *err)
     int rc = host_csr(u, err);
     if (rc == SPMV_OK && o->offsets64)
         rc = spmv_csr_widen(&u->csr, err);
-    if (rc == SPMV_OK && spmv_csr_wide(&u->csr) && (o->shard || o->formats != SPMV_FMT_CSR))
+    if (rc == SPMV_OK && spmv_csr_wide(&u->csr) &&
+        (o->shard || (o->formats & ~(unsigned)(SPMV_FMT_CSR | SPMV_FMT_PSELL))))
         return spmv_error_set(err, SPMV_ERR_LIMIT, 0, "matrix of %lld non-zeros with 64-bit row offsets%s: it is "
-                              "held as CSR only, on the host or one GPU, in this version, not %s",
+                              "held as CSR and PSELL only, on the host or one GPU, in this version, not %s",
                               (long long)u->csr.nnz, o->offsets64 ? " (offsets=64)" : "",
                               o->shard ? "sharded" : "with other formats (`formats`)");
     char why[256];

@@ -57,8 +57,9 @@ int spmv_csr_need_narrow(const spmv_csr *a, const char *what, spmv_error *err)
     if (!a->row_ptr64)
         return SPMV_OK;
     return spmv_error_set(err, SPMV_ERR_LIMIT, 0,
-                          "%s: this matrix has 64-bit row offsets (%lld non-zeros%s), which only CSR holds and only "
-                          "cpu.csr.serial, cpu.csr.omp, gpu.csr.vector and cusparse.csr read", what,
+                          "%s: this matrix has 64-bit row offsets (%lld non-zeros%s), which only CSR and PSELL hold and "
+                          "only cpu.csr.serial, cpu.csr.omp, cpu.psell.omp, gpu.csr.vector, cusparse.csr and "
+                          "gpu.psell read", what,
                           (long long)a->nnz, a->nnz > INT32_MAX ? ", past INT32_MAX" : ", as the upload asked");
 }
 

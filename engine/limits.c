@@ -123,7 +123,7 @@ int spmv_format_plan(const spmv_csr *a, spmv_format f, int32_t hack, int64_t *sl
 {
     int64_t vs = (int64_t)spmv_dtype_size(a->dtype), s = 0, b = 0;
     int st;
-    if (f != SPMV_FMT_CSR && (st = spmv_csr_need_narrow(a, spmv_format_name(f), err)))
+    if (!spmv_format_takes_wide(f) && (st = spmv_csr_need_narrow(a, spmv_format_name(f), err)))
         return st;
     switch (f) {
     case SPMV_FMT_CSR:

@@ -82,7 +82,7 @@ int spmv_matrix_add_format(spmv_matrix *m, spmv_format f, spmv_error *err)
         return SPMV_OK;
     if (f == SPMV_FMT_CSR)
         return spmv_error_set(err, SPMV_ERR_INVALID, 0, "matrix has no CSR to build from");
-    if ((st = spmv_csr_need_narrow(&m->csr, spmv_format_name(f), err)))
+    if (!spmv_format_takes_wide(f) && (st = spmv_csr_need_narrow(&m->csr, spmv_format_name(f), err)))
         return st;
     /* The packed conversions plan and ask the rule themselves (their plan
      * counts the distinct values, which they then keep): not twice here. */

@@ -479,7 +479,10 @@ static void psell_rows(const spmv_csr *a, int64_t s, int32_t *r0, int32_t *r1)
     *r1 = (int32_t)(e > a->rows ? a->rows : e);
 }
 
-static int32_t row_len(const spmv_csr *a, int32_t i) { return a->row_ptr[i + 1] - a->row_ptr[i]; }
+/* Row i's first entry and length, whichever offsets the CSR holds (a PSELL
+ * is built from a wide CSR too). */
+static int64_t row_at(const spmv_csr *a, int64_t i) { return spmv_csr_row_begin(a, i); }
+static int32_t row_len(const spmv_csr *a, int32_t i) { return (int32_t)(row_at(a, i + 1) - row_at(a, i)); }
 
 /* Smallest and largest column in slot k of rows [r0, r1) (some row has
  * more than k entries). */
@@ -489,7 +492,7 @@ static void psell_slot_range(const spmv_csr *a, int32_t r0, int32_t r1, int32_t 
     *mx = 0;
     for (int32_t i = r0; i < r1; i++)
         if (row_len(a, i) > k) {
-            int32_t c = a->col[a->row_ptr[i] + k];
+            int32_t c = a->col[row_at(a, i) + k];
             *mn = c < *mn ? c : *mn;
             *mx = c > *mx ? c : *mx;
         }
@@ -506,9 +509,9 @@ static bool psell_slice_diagonal(const spmv_csr *a, int32_t r0, int32_t r1, int3
         if (row_len(a, i) != w)
             return false;
     for (int32_t k = 0; k < w; k++) {
-        int32_t c0 = a->col[a->row_ptr[r0] + k];
+        int32_t c0 = a->col[row_at(a, r0) + k];
         for (int32_t r = 1; r < C; r++)
-            if ((int64_t)a->col[a->row_ptr[r0 + r] + k] != (int64_t)c0 + r)
+            if ((int64_t)a->col[row_at(a, r0 + r) + k] != (int64_t)c0 + r)
                 return false;
     }
     return true;
@@ -550,7 +553,7 @@ static bool psell_slice_uniform(const spmv_csr *a, int32_t r0, int32_t r1, int32
         for (int32_t i = r0; i < r1; i++) {
             if (row_len(a, i) <= k)
                 continue;
-            uint64_t b = val_bits(a->val, a->dtype, (int64_t)a->row_ptr[i] + k);
+            uint64_t b = val_bits(a->val, a->dtype, row_at(a, i) + k);
             if (!first && b != bits)
                 return false;
             bits = b;
@@ -582,7 +585,7 @@ static int64_t psell_slice_idx_bytes(int64_t w, int64_t ib, int64_t k0)
  * the row. */
 static int64_t slice_offset(const spmv_csr *a, int64_t s, int32_t k)
 {
-    return (int64_t)a->col[a->row_ptr[s * C] + k] - s * C;
+    return (int64_t)a->col[row_at(a, s * C) + k] - s * C;
 }
 
 /* Whether row j holds exactly diagonal slice s's offsets (w of them):
@@ -592,7 +595,7 @@ static bool row_has_offsets(const spmv_csr *a, int64_t j, int64_t s, int32_t w)
     if (row_len(a, (int32_t)j) != w)
         return false;
     for (int32_t k = 0; k < w; k++)
-        if ((int64_t)a->col[a->row_ptr[j] + k] - j != slice_offset(a, s, k))
+        if ((int64_t)a->col[row_at(a, j) + k] - j != slice_offset(a, s, k))
             return false;
     return true;
 }
@@ -694,7 +697,7 @@ static void psell_fill_slice(const spmv_csr *in, spmv_psell *out, const vset *se
         for (int32_t r = 0; r < C; r++) {
             int32_t i = r0 + r;
             bool real = i < r1 && row_len(in, i) > k;
-            int64_t src = real ? (int64_t)in->row_ptr[i] + k : -1;
+            int64_t src = real ? row_at(in, i) + k : -1;
             /* slots k < k0 (mirrored) store nothing: the source row's slot holds the value */
             if (k >= k0 && !uniform)
                 values_put(&out->v, set, in, v0 + (int64_t)(k - k0) * C + r, src);
@@ -782,7 +785,9 @@ static int psell_build(const spmv_csr *in, const spmv_format_limits *lim, spmv_f
     int64_t ns, widths, idx_total, nvals, vbytes;
     int st;
     memset(out, 0, sizeof *out);
-    if ((st = spmv_check_shape(in->rows, in->cols, in->nnz, err)) || (st = vset_build(&s, in, err)))
+    /* a wide CSR's non-zeros may pass INT32_MAX: its PSELL's offsets are 64-bit */
+    if ((st = spmv_check_shape(in->rows, in->cols, spmv_csr_wide(in) ? 0 : in->nnz, err)) ||
+        (st = vset_build(&s, in, err)))
         return st;
     ns = psell_nslices(in);
     if (!(shapes = spmv_array_alloc(ns, sizeof *shapes, &st))) {

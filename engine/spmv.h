@@ -129,11 +129,13 @@ typedef struct spmv_coo {
  *
  * A CSR whose non-zeros pass INT32_MAX (or one made so on request:
  * spmv_csr_widen) holds 64-bit row offsets in row_ptr64 instead, row_ptr
- * NULL, its columns staying 32-bit: it is "wide" (spmv_csr_wide). The
- * host keeps only CSR of a wide matrix: spmv_reference, cpu.csr.serial
- * and cpu.csr.omp read it, and every other conversion, kernel, transpose
- * and partition answers SPMV_ERR_LIMIT saying so (spmv_csr_need_narrow),
- * as the GPU's 64-bit path does (spmv_band_spec). */
+ * NULL, its columns staying 32-bit: it is "wide" (spmv_csr_wide). A
+ * wide matrix is held as CSR and PSELL only (spmv_format_takes_wide: a
+ * PSELL's slices carry 64-bit offsets of their own): spmv_reference,
+ * cpu.csr.serial, cpu.csr.omp and cpu.psell.omp read it, and every other
+ * conversion, kernel, transpose and partition answers SPMV_ERR_LIMIT
+ * saying so (spmv_csr_need_narrow), as the GPU's 64-bit path does
+ * (spmv_band_spec). */
 typedef struct spmv_csr {
     int32_t rows, cols;
     int64_t nnz;
@@ -149,6 +151,8 @@ typedef struct spmv_csr {
 int64_t spmv_csr_find(const spmv_csr *a, int64_t i, int32_t j);
 
 static inline bool spmv_csr_wide(const spmv_csr *a) { return a->row_ptr64 != NULL; }
+/* Whether format f is built from a wide CSR: CSR itself and PSELL. */
+static inline bool spmv_format_takes_wide(spmv_format f) { return f == SPMV_FMT_CSR || f == SPMV_FMT_PSELL; }
 /* Row i's first entry, whichever offsets the CSR holds. */
 static inline int64_t spmv_csr_row_begin(const spmv_csr *a, int64_t i)
 {

@@ -151,7 +151,7 @@ static int64_t packed_bytes(const spmv_matrix *m, spmv_format f)
 static int64_t format_bytes(spmv_format f, const spmv_matrix *m, int32_t hack_size)
 {
     int64_t vs = (int64_t)spmv_dtype_size(m->dtype);
-    if (spmv_csr_wide(&m->csr) && f != SPMV_FMT_CSR) /* never built from a wide CSR */
+    if (spmv_csr_wide(&m->csr) && !spmv_format_takes_wide(f)) /* never built from a wide CSR */
         return 0;
     switch (f) {
     case SPMV_FMT_CSR: return csr_bytes(m, vs);

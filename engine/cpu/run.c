@@ -166,7 +166,8 @@ static int check_call(const spmv_kernel *k, const spmv_matrix *m, const void *x,
         return spmv_error_set(err, SPMV_ERR_UNAVAILABLE, 0, "%s has no CPU implementation", k->name);
     if (!m || !(m->formats & SPMV_FMT_CSR) || (!m->csr.row_ptr && !m->csr.row_ptr64))
         return spmv_error_set(err, SPMV_ERR_INVALID, 0, "matrix holds no CSR");
-    if (impl_of(k) != SPMV_IMPL_CPU_CSR_SERIAL && impl_of(k) != SPMV_IMPL_CPU_CSR_OMP && spmv_csr_need_narrow(&m->csr, k->name, err))
+    if (impl_of(k) != SPMV_IMPL_CPU_CSR_SERIAL && impl_of(k) != SPMV_IMPL_CPU_CSR_OMP &&
+        impl_of(k) != SPMV_IMPL_CPU_PSELL_OMP && spmv_csr_need_narrow(&m->csr, k->name, err))
         return SPMV_ERR_LIMIT;
     if (!x || !y)
         return spmv_error_set(err, SPMV_ERR_INVALID, 0, "x and y are required");

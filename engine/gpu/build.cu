@@ -316,7 +316,7 @@ int gpu_ensure_format(spmv_gpu_ctx *ctx, spmv_gpu_matrix *m, spmv_format f, spmv
         gpu_touch(ctx, m, f);
         return SPMV_OK;
     }
-    if ((st = gpu_need_narrow(m, spmv_format_name(f), err)))
+    if (!spmv_format_takes_wide(f) && (st = gpu_need_narrow(m, spmv_format_name(f), err)))
         return st;
     bool f64 = m->dtype == SPMV_FLOAT64;
     gpu_cat_scope scope(m, gpu_cat_of(f));

@@ -268,9 +268,9 @@ static inline int gpu_need_narrow(const struct spmv_gpu_matrix *m, const char *w
     if (!m->row_ptr64)
         return SPMV_OK;
     return spmv_error_set(err, SPMV_ERR_LIMIT, 0,
-                          "%s reads 32-bit row offsets; this matrix holds %lld non-zeros with 64-bit ones (past %d): "
-                          "gpu.csr.vector and cusparse.csr take it, one column at a time",
-                          what, (long long)m->nnz, INT32_MAX);
+                          "%s reads 32-bit row offsets; this matrix holds %lld non-zeros with 64-bit ones (past %d or "
+                          "as the upload asked): gpu.csr.vector, cusparse.csr and gpu.psell take it, one column at a "
+                          "time", what, (long long)m->nnz, INT32_MAX);
 }
 
 /* Counts the allocations made in its scope under category `cat` of m. */

@@ -132,8 +132,8 @@ static spmv_vcode pk_choose_mode(int64_t nnz, int64_t ntable, int64_t n, int64_t
     return best;
 }
 
-/* Sets *flag when a distinct float64 value does not survive a round trip
- * through float32 bit for bit. */
+/* Sets *flag when a float64 value does not survive a round trip through
+ * float32 bit for bit. */
 __global__ void pk_f32_check(int64_t n, const unsigned long long *__restrict__ bits, unsigned *flag)
 {
     for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < n; i += (int64_t)gridDim.x * blockDim.x) {
@@ -143,43 +143,59 @@ __global__ void pk_f32_check(int64_t n, const unsigned long long *__restrict__ b
     }
 }
 
+/* Values one sort takes: a larger matrix's (past INT32_MAX non-zeros, or
+ * only past this) are sorted chunk by chunk, each chunk with the distinct
+ * values found so far, until more than PK_TABLE_MAX are found (no table
+ * mode takes more: the count then stops, as the host's set stops at
+ * 65 537). The scratch stays two chunks, whatever the matrix. */
+#define PK_SORT_CHUNK ((int64_t)1 << 28)
+#define PK_TABLE_MAX 65536
+
 /* The distinct values of the CSR (as bit patterns, ascending) and the mode
  * for n entries; the table is allocated (in the current category) unless
- * the mode is RAW. */
+ * the mode is RAW or F32. */
 template <typename T>
 static int pk_values(spmv_gpu_ctx *ctx, spmv_gpu_matrix *m, int64_t n, struct gpu_packed_values *v, spmv_error *err)
 {
     typedef typename pk_bits<T>::U U;
-    U *a = NULL, *b = NULL;
+    U *a = NULL, *b = NULL, *uniq = NULL;
     int *d_count = NULL, count = 0;
     unsigned *d_flag = NULL, flag = 1;
-    int st;
+    int st = SPMV_OK;
     memset(v, 0, sizeof *v);
     v->mode = SPMV_VCODE_RAW;
     if (m->nnz == 0)
         return SPMV_OK;
-    size_t bytes = (size_t)m->nnz * sizeof(U);
-    cudaError_t e;
-    cub::DoubleBuffer<U> db;
-    if ((st = gpu_alloc(ctx, m, (void **)&a, bytes, "value table sort", err)) ||
-        (st = gpu_alloc(ctx, m, (void **)&b, bytes, "value table sort", err)) ||
+    int64_t chunk = m->nnz < PK_SORT_CHUNK ? m->nnz : PK_SORT_CHUNK;
+    size_t cap = (size_t)chunk + (m->nnz > chunk ? PK_TABLE_MAX : 0); /* a chunk and the set so far */
+    cudaError_t e = cudaSuccess;
+    if ((st = gpu_alloc(ctx, m, (void **)&a, cap * sizeof(U), "value table sort", err)) ||
+        (st = gpu_alloc(ctx, m, (void **)&b, cap * sizeof(U), "value table sort", err)) ||
         (st = gpu_alloc(ctx, m, (void **)&d_count, sizeof(int), "value count", err)))
         goto done;
-    if ((e = cudaMemcpyAsync(a, m->val, bytes, cudaMemcpyDeviceToDevice, ctx->stream)) != cudaSuccess) {
-        st = gpu_cuda_error(e, err, "copying the values to sort");
-        goto done;
+    for (int64_t off = 0; off < m->nnz && count <= PK_TABLE_MAX; off += chunk) {
+        int64_t c = m->nnz - off < chunk ? m->nnz - off : chunk;
+        /* the chunk, then the set so far, into the buffer the set is not in */
+        U *in = uniq == a ? b : a, *other = in == a ? b : a;
+        if ((e = cudaMemcpyAsync(in, (const U *)m->val + off, (size_t)c * sizeof(U), cudaMemcpyDeviceToDevice,
+                                 ctx->stream)) != cudaSuccess ||
+            (count && (e = cudaMemcpyAsync(in + c, uniq, (size_t)count * sizeof(U), cudaMemcpyDeviceToDevice,
+                                           ctx->stream)) != cudaSuccess)) {
+            st = gpu_cuda_error(e, err, "copying the values to sort");
+            goto done;
+        }
+        int items = (int)(c + count);
+        cub::DoubleBuffer<U> db(in, other);
+        if ((st = gpu_cub_run(ctx, m, "value sort", err, [&](void *t, size_t &tb) {
+                 return cub::DeviceRadixSort::SortKeys(t, tb, db, items, 0, (int)sizeof(U) * 8, ctx->stream);
+             })) ||
+            (st = gpu_cub_run(ctx, m, "distinct values", err, [&](void *t, size_t &tb) {
+                 return cub::DeviceSelect::Unique(t, tb, db.Current(), db.Alternate(), d_count, items, ctx->stream);
+             })) ||
+            (st = gpu_copy_to_host(ctx, &count, d_count, sizeof count, "reading the distinct value count", err)))
+            goto done;
+        uniq = db.Alternate();
     }
-    db = cub::DoubleBuffer<U>(a, b);
-    if ((st = gpu_cub_run(ctx, m, "value sort", err, [&](void *t, size_t &tb) {
-             return cub::DeviceRadixSort::SortKeys(t, tb, db, (int)m->nnz, 0, (int)sizeof(U) * 8, ctx->stream);
-         })))
-        goto done;
-    if ((st = gpu_cub_run(ctx, m, "distinct values", err, [&](void *t, size_t &tb) {
-             return cub::DeviceSelect::Unique(t, tb, db.Current(), db.Alternate(), d_count, (int)m->nnz,
-                                              ctx->stream);
-         })) ||
-        (st = gpu_copy_to_host(ctx, &count, d_count, sizeof count, "reading the distinct value count", err)))
-        goto done;
     if (sizeof(T) == 8) { /* float64 values all exact in float32 (a "mixed" upload's): F32 may do */
         if ((st = gpu_alloc(ctx, m, (void **)&d_flag, sizeof(unsigned), "float32 check", err)))
             goto done;
@@ -187,8 +203,8 @@ static int pk_values(spmv_gpu_ctx *ctx, spmv_gpu_matrix *m, int64_t n, struct gp
             st = gpu_cuda_error(e, err, "float32 check");
             goto done;
         }
-        pk_f32_check<<<gpu_grid(count, 256), 256, 0, ctx->stream>>>(
-            count, (const unsigned long long *)db.Alternate(), d_flag);
+        pk_f32_check<<<gpu_grid(m->nnz, 256), 256, 0, ctx->stream>>>(m->nnz, (const unsigned long long *)m->val,
+                                                                      d_flag);
         if ((st = gpu_check_launch(err, "pk_f32_check")) ||
             (st = gpu_copy_to_host(ctx, &flag, d_flag, sizeof flag, "reading the float32 check", err)))
             goto done;
@@ -198,7 +214,7 @@ static int pk_values(spmv_gpu_ctx *ctx, spmv_gpu_matrix *m, int64_t n, struct gp
         v->ntable = count;
         if ((st = gpu_alloc(ctx, m, &v->table, (size_t)count * sizeof(T), "value table", err)))
             goto done;
-        if ((e = cudaMemcpyAsync(v->table, db.Alternate(), (size_t)count * sizeof(T), cudaMemcpyDeviceToDevice,
+        if ((e = cudaMemcpyAsync(v->table, uniq, (size_t)count * sizeof(T), cudaMemcpyDeviceToDevice,
                                  ctx->stream)) != cudaSuccess ||
             (e = cudaStreamSynchronize(ctx->stream)) != cudaSuccess)
             st = gpu_cuda_error(e, err, "copying the value table");
@@ -384,8 +400,8 @@ int gpu_build_pcsr(spmv_gpu_ctx *ctx, spmv_gpu_matrix *m, spmv_error *err)
  * width (the widest slot span decides; 0 for a diagonal slice) and its
  * value entries (its width when uniform, else 32 a slot). Entry nslices of
  * the outputs is 0. */
-template <typename T>
-__global__ void psell_plan(int32_t rows, int32_t ns, const int32_t *__restrict__ row_ptr,
+template <typename T, typename O>
+__global__ void psell_plan(int32_t rows, int32_t ns, const O *__restrict__ row_ptr,
                            const int32_t *__restrict__ col, const T *__restrict__ val, int64_t *width,
                            int64_t *ibytes, int64_t *nvals, uint8_t *ib)
 {
@@ -400,7 +416,8 @@ __global__ void psell_plan(int32_t rows, int32_t ns, const int32_t *__restrict__
         return;
     }
     int64_t r = warp * PK_C + lane;
-    int32_t s = r < rows ? row_ptr[r] : 0, len = r < rows ? row_ptr[r + 1] - s : 0;
+    int64_t s = r < rows ? (int64_t)row_ptr[r] : 0;
+    int32_t len = r < rows ? (int32_t)(row_ptr[r + 1] - s) : 0;
     int32_t w = pk_warp_max(len);
     int64_t span = 0;
     /* diagonal: every lane a row of length w, each slot's column minus the
@@ -434,8 +451,8 @@ __global__ void psell_plan(int32_t rows, int32_t ns, const int32_t *__restrict__
     }
 }
 
-template <typename T>
-__global__ void psell_fill(int32_t rows, int32_t ns, const int32_t *__restrict__ row_ptr,
+template <typename T, typename O>
+__global__ void psell_fill(int32_t rows, int32_t ns, const O *__restrict__ row_ptr,
                            const int32_t *__restrict__ col, const T *__restrict__ val,
                            const int64_t *__restrict__ slot_off, const int64_t *__restrict__ idx_off,
                            const int64_t *__restrict__ val_off, const uint8_t *__restrict__ ib, int32_t *base,
@@ -446,7 +463,8 @@ __global__ void psell_fill(int32_t rows, int32_t ns, const int32_t *__restrict__
     if (warp >= ns)
         return;
     int64_t r = warp * PK_C + lane, so = slot_off[warp], w = slot_off[warp + 1] - so;
-    int32_t s = r < rows ? row_ptr[r] : 0, len = r < rows ? row_ptr[r + 1] - s : 0;
+    int64_t s = r < rows ? (int64_t)row_ptr[r] : 0;
+    int32_t len = r < rows ? (int32_t)(row_ptr[r + 1] - s) : 0;
     int b = ib[warp];
     uint8_t *blk = idx + idx_off[warp];
     int64_t vo = val_off[warp];
@@ -505,7 +523,10 @@ size_t gpu_psell_bytes(const spmv_gpu_matrix *m)
                     : 0;
 }
 
-template <typename T> static int build_psell(spmv_gpu_ctx *ctx, spmv_gpu_matrix *m, spmv_error *err)
+/* O: the CSR's row offsets, int32_t or (a wide matrix) int64_t; the
+ * PSELL's own offsets are 64-bit either way. */
+template <typename T, typename O>
+static int build_psell(spmv_gpu_ctx *ctx, spmv_gpu_matrix *m, const O *row_ptr, spmv_error *err)
 {
     struct gpu_psell *p = &m->psell;
     int64_t *width = NULL, *ibytes = NULL, *nvals = NULL;
@@ -521,8 +542,8 @@ template <typename T> static int build_psell(spmv_gpu_ctx *ctx, spmv_gpu_matrix 
         (st = gpu_alloc(ctx, m, (void **)&p->idx_off, (ns + 1) * 8, "PSELL index offsets", err)) ||
         (st = gpu_alloc(ctx, m, (void **)&p->val_off, (ns + 1) * 8, "PSELL value offsets", err)))
         goto done;
-    psell_plan<T><<<grid, PK_BLOCK, 0, ctx->stream>>>(m->rows, (int32_t)ns, m->row_ptr, m->col, (const T *)m->val,
-                                                      width, ibytes, nvals, p->idx_bytes);
+    psell_plan<T, O><<<grid, PK_BLOCK, 0, ctx->stream>>>(m->rows, (int32_t)ns, row_ptr, m->col, (const T *)m->val,
+                                                         width, ibytes, nvals, p->idx_bytes);
     if ((st = gpu_check_launch(err, "psell_plan")) ||
         (st = gpu_cub_run(ctx, m, "PSELL slot scan", err, [&](void *t, size_t &b) {
              return cub::DeviceScan::ExclusiveSum(t, b, width, p->slot_off, (int)(ns + 1), ctx->stream);
@@ -550,8 +571,8 @@ template <typename T> static int build_psell(spmv_gpu_ctx *ctx, spmv_gpu_matrix 
                         "PSELL values", err)))
         goto done;
     if (ns > 0 && nslots > 0) {
-        psell_fill<T><<<gpu_grid(ns * 32, PK_BLOCK), PK_BLOCK, 0, ctx->stream>>>(
-            m->rows, (int32_t)ns, m->row_ptr, m->col, (const T *)m->val, p->slot_off, p->idx_off, p->val_off,
+        psell_fill<T, O><<<gpu_grid(ns * 32, PK_BLOCK), PK_BLOCK, 0, ctx->stream>>>(
+            m->rows, (int32_t)ns, row_ptr, m->col, (const T *)m->val, p->slot_off, p->idx_off, p->val_off,
             p->idx_bytes, p->base, p->idx, p->v.mode, (const T *)p->v.table, p->v.ntable, p->v.data);
         st = gpu_check_launch(err, "psell_fill");
     }
@@ -564,7 +585,10 @@ done:
 
 int gpu_build_psell(spmv_gpu_ctx *ctx, spmv_gpu_matrix *m, spmv_error *err)
 {
-    return m->dtype == SPMV_FLOAT64 ? build_psell<double>(ctx, m, err) : build_psell<float>(ctx, m, err);
+    bool f64 = m->dtype == SPMV_FLOAT64;
+    if (m->row_ptr64)
+        return f64 ? build_psell<double>(ctx, m, m->row_ptr64, err) : build_psell<float>(ctx, m, m->row_ptr64, err);
+    return f64 ? build_psell<double>(ctx, m, m->row_ptr, err) : build_psell<float>(ctx, m, m->row_ptr, err);
 }
 
 /* -------------------------------------------------------------- kernels */

@@ -25,7 +25,7 @@ struct gpu_kernel_impl {
     spmv_format format;
     gpu_prepare_fn prepare;
     gpu_launch_fn launch;
-    bool wide;               /* reads 64-bit row offsets too (matrices past INT32_MAX non-zeros) */
+    bool wide;               /* runs on 64-bit row offsets too (matrices past INT32_MAX non-zeros) */
 };
 
 static const struct gpu_kernel_impl impls[] = {
@@ -49,7 +49,7 @@ static const struct gpu_kernel_impl impls[] = {
     {SPMV_IMPL_CUSPARSE_COO, SPMV_FMT_COO, gpu_cusparse_coo_prepare, gpu_cusparse_coo, false},
     {SPMV_IMPL_CUSPARSE_SELL, SPMV_FMT_HLL, gpu_cusparse_sell_prepare, gpu_cusparse_sell, false},
     {SPMV_IMPL_GPU_PCSR, SPMV_FMT_PCSR, NULL, gpu_pcsr_run, false},
-    {SPMV_IMPL_GPU_PSELL, SPMV_FMT_PSELL, NULL, gpu_psell_run, false},
+    {SPMV_IMPL_GPU_PSELL, SPMV_FMT_PSELL, NULL, gpu_psell_run, true},
     {SPMV_IMPL_GPU_SPSELL, SPMV_FMT_SPSELL, NULL, gpu_spsell_run, false},
     {SPMV_IMPL_GPU_PBSR, SPMV_FMT_PBSR, NULL, gpu_pbsr_run, false},
 };

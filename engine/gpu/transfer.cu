@@ -511,13 +511,13 @@ static int check_csr_args(const spmv_gpu_ctx *ctx, const spmv_csr *csr, spmv_dty
         return st;
     if ((!csr->row_ptr && !wide) || (csr->nnz > 0 && (!csr->col || !csr->val)))
         return spmv_error_set(err, SPMV_ERR_INVALID, 0, "GPU upload: CSR arrays missing");
-    /* a wide CSR (64-bit row offsets) stays CSR on the device: every other
-     * format reads 32-bit offsets (gpu_need_narrow) */
-    if (wide && (formats & ~(unsigned)SPMV_FMT_CSR))
+    /* a wide CSR (64-bit row offsets) is held on the device as CSR and
+     * PSELL only: every other format reads 32-bit offsets (gpu_need_narrow) */
+    unsigned narrow_only = formats & ~(unsigned)(SPMV_FMT_CSR | SPMV_FMT_PSELL);
+    if (wide && narrow_only)
         return spmv_error_set(err, SPMV_ERR_LIMIT, 0,
-                              "GPU upload: a matrix of %lld non-zeros with 64-bit row offsets is held as CSR only; "
-                              "formats 0x%x read 32-bit offsets", (long long)csr->nnz,
-                              formats & ~(unsigned)SPMV_FMT_CSR);
+                              "GPU upload: a matrix of %lld non-zeros with 64-bit row offsets is held as CSR and PSELL "
+                              "only; formats 0x%x read 32-bit offsets", (long long)csr->nnz, narrow_only);
     return SPMV_OK;
 }
 
@@ -822,7 +822,7 @@ extern "C" int spmv_gpu_matrix_download(spmv_gpu_ctx *ctx, const spmv_gpu_matrix
     if (!ctx || !m || !out)
         return spmv_error_set(err, SPMV_ERR_INVALID, 0, "GPU download: missing argument");
     memset(out, 0, sizeof *out);
-    if (f != SPMV_FMT_CSR && (st = gpu_need_narrow(m, "GPU download of a format beyond CSR", err)))
+    if (!spmv_format_takes_wide(f) && (st = gpu_need_narrow(m, "GPU download of a format beyond CSR and PSELL", err)))
         return st;
     if (!(m->formats & f))
         return spmv_error_set(err, SPMV_ERR_NOT_FOUND, 0, "GPU download: the matrix holds no %s on the device",

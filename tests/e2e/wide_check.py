@@ -9,8 +9,10 @@ against SciPy, from values drawn afresh (seeded, printed):
 
 - a Matrix Market upload and an .npz CSR archive with offsets=64: the
   descriptor says row_offsets 64, its CSR bytes count 8-byte offsets;
-- cpu.csr.serial, cpu.csr.omp and auto multiply it right (1e-12 of
-  SciPy's A @ x, float64; 1e-5 float32), JSON and binary, with verify;
+- cpu.csr.serial, cpu.csr.omp, cpu.psell.omp (PSELL is built from a
+  wide CSR: its slices carry 64-bit offsets) and auto multiply it right
+  (1e-12 of SciPy's A @ x, float64; 1e-5 float32), JSON and binary, with
+  verify; `formats=psell` is taken at the upload;
 - every other CPU kernel, op t, k = 2, `formats=ell`, shard and a named
   GPU are refused with a 4xx that names the 64-bit offsets, changing
   nothing: the matrix still multiplies right after each;
@@ -27,8 +29,8 @@ against SciPy, from values drawn afresh (seeded, printed):
 - the stored file keeps the offsets: after a restart (wide.sh) the same
   products are right again (`--after-restart`).
 - on a daemon with a GPU (the GPU host runs this file too): the 64-bit
-  matrices go to the GPU (device=gpu0), where gpu.csr.vector, cusparse.csr
-  and auto multiply them right and every other GPU kernel is refused
+  matrices go to the GPU (device=gpu0), where gpu.csr.vector, cusparse.csr,
+  gpu.psell and auto multiply them right and every other GPU kernel is refused
   naming the offsets; resident vectors and /v1/ops there.
 """
 import json
@@ -48,7 +50,7 @@ AFTER = "--after-restart" in sys.argv
 SEED = int(os.environ.get("SPMV_SEED", random.randrange(1 << 30)))
 print("# seed %d" % SEED, flush=True)
 rng = np.random.default_rng(SEED)
-CPU_KERNELS = ["cpu.csr.serial", "cpu.csr.omp"]
+CPU_KERNELS = ["cpu.csr.serial", "cpu.csr.omp", "cpu.psell.omp"]
 
 
 def call(method, path, body=None, ctype="application/json", accept=None):
@@ -210,11 +212,11 @@ def generated_uploads():
 
 
 def gpu_section():
-    """The 64-bit matrices on a GPU: gpu.csr.vector, cusparse.csr and auto right; the rest refused."""
+    """The 64-bit matrices on a GPU: gpu.csr.vector, cusparse.csr, gpu.psell and auto right; the rest refused."""
     if not HAVE_GPU:
         print("# no GPU in this daemon: the GPU section is the GPU host's", flush=True)
         return
-    gk = ["gpu.csr.vector", "cusparse.csr"]
+    gk = ["gpu.csr.vector", "cusparse.csr", "gpu.psell"]
     st, d = generate("generate=band&n=20000&per_row=33&offsets=64&device=gpu0&name=band64gpu")
     ok(st == 201 and d.get("device") == "gpu0" and d.get("row_offsets") == 64,
        "generate=band offsets=64 device=gpu0: held on the GPU with 64-bit offsets", d)
@@ -274,6 +276,10 @@ if not AFTER:
     # refused uploads
     st, d = upload(os.path.join(real, "karate.mtx"), "offsets=64&formats=ell&device=cpu")
     ok(st == 422 and "64-bit" in json.dumps(d), "offsets=64 with formats=ell: 422 naming the offsets", d)
+    st, d = upload(os.path.join(real, "karate.mtx"), "offsets=64&formats=psell&device=cpu")
+    ok(st == 201 and d.get("row_offsets") == 64 and "psell" in [f.get("format") for f in d.get("formats", [])],
+       "offsets=64 with formats=psell: 201, the PSELL built (%s)" % [f.get("format") for f in d.get("formats", [])], d)
+    call("DELETE", "/v1/matrices/%s" % d.get("id"))
     st, d = upload(os.path.join(real, "karate.mtx"), "offsets=32")
     ok(st == 400, "offsets=32: 400 (auto or 64)", d)
     st, d = call("GET", "/v1/matrices")

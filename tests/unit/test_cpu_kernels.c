@@ -1037,10 +1037,12 @@ static void test_kernel_bytes(void **state)
 /* A wide CSR (64-bit row offsets, as a matrix past INT32_MAX non-zeros
  * holds them): the reference, cpu.csr.serial and cpu.csr.omp (every
  * thread count) give bitwise the 32-bit matrix's y — the same row loop
- * over other offsets — on every test shape and both dtypes; every other
- * CPU kernel, every derived format, the transpose, a k > 1 product and
- * the format plan answer SPMV_ERR_LIMIT naming the 64-bit offsets; the
- * kernel's bytes count 8-byte offsets. */
+ * over other offsets — on every test shape and both dtypes, and so does
+ * cpu.psell.omp, whose PSELL built from the wide CSR is the 32-bit one's
+ * array for array (and its plan the same); every other CPU kernel, every
+ * other derived format, the transpose, a k > 1 product and the format
+ * plan answer SPMV_ERR_LIMIT naming the 64-bit offsets; the CSR kernels'
+ * bytes count 8-byte offsets. */
 static void test_wide_csr(void **state)
 {
     (void)state;
@@ -1088,10 +1090,19 @@ static void test_wide_csr(void **state)
                     assert_int_equal(spmv_kernel_bytes(k, &wide) - spmv_kernel_bytes(k, &narrow),
                                      ((int64_t)coo.rows + 1) * 4);
                 }
+                {
+                    const spmv_kernel *k = spmv_kernel_find("cpu.psell.omp");
+                    spmv_stats st;
+                    tu_poison(y, dt, coo.rows);
+                    if (spmv_cpu_run(k, &wide, NULL, x, y, 0, 1, &st, &err) != SPMV_OK)
+                        fail_msg("%s: %s on 64-bit offsets: %s", what, k->name, err.message);
+                    if (bytes && memcmp(y, ref, bytes) != 0)
+                        fail_msg("%s: %s on 64-bit offsets differs from the 32-bit reference", what, k->name);
+                }
                 for (size_t i = 0; i < spmv_kernel_count(); i++) {
                     const spmv_kernel *k = spmv_kernel_at(i);
                     if (k->device != SPMV_DEVICE_CPU || k->op != SPMV_OP_SPMV || !strcmp(k->name, "cpu.csr.serial") ||
-                        !strcmp(k->name, "cpu.csr.omp") || spmv_kernel_is_auto(k))
+                        !strcmp(k->name, "cpu.csr.omp") || !strcmp(k->name, "cpu.psell.omp") || spmv_kernel_is_auto(k))
                         continue;
                     spmv_stats st;
                     memset(&err, 0, sizeof err);
@@ -1101,13 +1112,23 @@ static void test_wide_csr(void **state)
                                  err.message);
                 }
                 for (spmv_format f = SPMV_FMT_COO; f <= SPMV_FMT_LAST; f <<= 1) {
-                    int64_t slots, fbytes;
+                    int64_t slots, fbytes, nslots, nbytes;
                     if (f == SPMV_FMT_CSR)
                         continue;
+                    if (f == SPMV_FMT_PSELL) { /* its slices' offsets are 64-bit: the 32-bit CSR's PSELL */
+                        assert_int_equal(spmv_format_plan(&wide.csr, f, 32, &slots, &fbytes, &err), SPMV_OK);
+                        assert_int_equal(spmv_format_plan(&narrow.csr, f, 32, &nslots, &nbytes, &err), SPMV_OK);
+                        assert_true(slots == nslots && fbytes == nbytes);
+                        assert_int_equal(spmv_matrix_add_format(&wide, f, &err), SPMV_OK);
+                        assert_int_equal(spmv_matrix_add_format(&narrow, f, &err), SPMV_OK);
+                        if (!tu_same_psell(what, &narrow.psell, &wide.psell))
+                            fail_msg("%s: the PSELL of the 64-bit CSR differs from the 32-bit one's", what);
+                        continue;
+                    }
                     assert_int_equal(spmv_matrix_add_format(&wide, f, &err), SPMV_ERR_LIMIT);
                     assert_int_equal(spmv_format_plan(&wide.csr, f, 32, &slots, &fbytes, &err), SPMV_ERR_LIMIT);
                 }
-                assert_int_equal(wide.formats, SPMV_FMT_CSR);
+                assert_int_equal(wide.formats, SPMV_FMT_CSR | SPMV_FMT_PSELL);
                 spmv_matrix t;
                 assert_int_equal(spmv_matrix_transpose(&wide, &t, &err), SPMV_ERR_LIMIT);
                 spmv_vec vx = {SPMV_DEVICE_CPU, dt, coo.cols, 2, NULL}, vy = {SPMV_DEVICE_CPU, dt, coo.rows, 2, NULL};

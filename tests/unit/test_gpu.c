@@ -444,18 +444,6 @@ static void test_kernels_random(void **state)
 
 /* ---------------------------------------------------------- conversions */
 
-static bool same_bytes(const char *what, const void *a, const void *b, size_t n)
-{
-    if (n == 0 || memcmp(a, b, n) == 0)
-        return true;
-    const unsigned char *x = a, *y = b;
-    size_t i = 0;
-    while (x[i] == y[i])
-        i++;
-    print_message("# FAIL %s differs at byte %zu of %zu\n", what, i, n);
-    return false;
-}
-
 static bool same_csr(const char *what, const spmv_csr *h, const spmv_csr *d)
 {
     size_t vs = spmv_dtype_size(h->dtype);
@@ -464,9 +452,9 @@ static bool same_csr(const char *what, const spmv_csr *h, const spmv_csr *d)
                       (long long)h->nnz, d->rows, d->cols, (long long)d->nnz);
         return false;
     }
-    return same_bytes(what, h->row_ptr, d->row_ptr, ((size_t)h->rows + 1) * 4) &&
-           same_bytes(what, h->col, d->col, (size_t)h->nnz * 4) &&
-           same_bytes(what, h->val, d->val, (size_t)h->nnz * vs);
+    return tu_same_bytes(what, h->row_ptr, d->row_ptr, ((size_t)h->rows + 1) * 4) &&
+           tu_same_bytes(what, h->col, d->col, (size_t)h->nnz * 4) &&
+           tu_same_bytes(what, h->val, d->val, (size_t)h->nnz * vs);
 }
 
 static bool same_ell(const char *what, const spmv_ell *h, const spmv_ell *d)
@@ -476,7 +464,7 @@ static bool same_ell(const char *what, const spmv_ell *h, const spmv_ell *d)
         print_message("# FAIL %s ELL width %d vs device %d\n", what, h->width, d->width);
         return false;
     }
-    return same_bytes(what, h->col, d->col, slots * 4) && same_bytes(what, h->val, d->val, slots * vs);
+    return tu_same_bytes(what, h->col, d->col, slots * 4) && tu_same_bytes(what, h->val, d->val, slots * vs);
 }
 
 static bool same_hll(const char *what, const spmv_hll *h, const spmv_hll *d)
@@ -489,26 +477,9 @@ static bool same_hll(const char *what, const spmv_hll *h, const spmv_hll *d)
         return false;
     }
     size_t slots = (size_t)h->slice_off[h->nslices];
-    return same_bytes(what, h->slice_off, d->slice_off, ((size_t)h->nslices + 1) * 8) &&
-           same_bytes(what, h->slice_width, d->slice_width, (size_t)h->nslices * 4) &&
-           same_bytes(what, h->col, d->col, slots * 4) && same_bytes(what, h->val, d->val, slots * vs);
-}
-
-static size_t code_size(spmv_vcode mode, size_t vs)
-{
-    return mode == SPMV_VCODE_RAW ? vs : mode == SPMV_VCODE_F32 ? 4 : mode == SPMV_VCODE_U8 ? 1 : mode == SPMV_VCODE_U16 ? 2 : 0;
-}
-
-static bool same_values(const char *what, const spmv_packed_values *h, const spmv_packed_values *d, int64_t n,
-                        size_t vs)
-{
-    if (h->mode != d->mode || h->ntable != d->ntable) {
-        print_message("# FAIL %s values %s/%d vs device %s/%d\n", what, spmv_vcode_name(h->mode), h->ntable,
-                      spmv_vcode_name(d->mode), d->ntable);
-        return false;
-    }
-    return same_bytes(what, h->table, d->table, (size_t)h->ntable * vs) &&
-           (h->mode == SPMV_VCODE_CONST || same_bytes(what, h->data, d->data, (size_t)n * code_size(h->mode, vs)));
+    return tu_same_bytes(what, h->slice_off, d->slice_off, ((size_t)h->nslices + 1) * 8) &&
+           tu_same_bytes(what, h->slice_width, d->slice_width, (size_t)h->nslices * 4) &&
+           tu_same_bytes(what, h->col, d->col, slots * 4) && tu_same_bytes(what, h->val, d->val, slots * vs);
 }
 
 static bool same_pcsr(const char *what, const spmv_pcsr *h, const spmv_pcsr *d)
@@ -519,26 +490,10 @@ static bool same_pcsr(const char *what, const spmv_pcsr *h, const spmv_pcsr *d)
         return false;
     }
     bool narrow = h->idx_bytes < 4;
-    return same_bytes(what, h->idx, d->idx, (size_t)h->nnz * h->idx_bytes) &&
-           (!narrow || (same_bytes(what, h->base, d->base, (size_t)h->rows * 4) &&
-                        same_bytes(what, h->wide_col, d->wide_col, (size_t)h->wide_nnz * 4))) &&
-           same_values(what, &h->v, &d->v, h->nnz, spmv_dtype_size(h->dtype));
-}
-
-static bool same_psell(const char *what, const spmv_psell *h, const spmv_psell *d)
-{
-    if (h->nslices != d->nslices || h->slots != d->slots) {
-        print_message("# FAIL %s PSELL %d slices, %lld slots vs device %d, %lld\n", what, h->nslices,
-                      (long long)h->slots, d->nslices, (long long)d->slots);
-        return false;
-    }
-    size_t ns = (size_t)h->nslices;
-    return same_bytes(what, h->slot_off, d->slot_off, (ns + 1) * 8) &&
-           same_bytes(what, h->idx_off, d->idx_off, (ns + 1) * 8) &&
-           same_bytes(what, h->val_off, d->val_off, (ns + 1) * 8) && same_bytes(what, h->idx_bytes, d->idx_bytes, ns) &&
-           same_bytes(what, h->base, d->base, (size_t)h->slots / SPMV_PSELL_C * 4) &&
-           same_bytes(what, h->idx, d->idx, (size_t)h->idx_off[ns]) &&
-           same_values(what, &h->v, &d->v, h->val_off[ns], spmv_dtype_size(h->dtype));
+    return tu_same_bytes(what, h->idx, d->idx, (size_t)h->nnz * h->idx_bytes) &&
+           (!narrow || (tu_same_bytes(what, h->base, d->base, (size_t)h->rows * 4) &&
+                        tu_same_bytes(what, h->wide_col, d->wide_col, (size_t)h->wide_nnz * 4))) &&
+           tu_same_values(what, &h->v, &d->v, h->nnz, spmv_dtype_size(h->dtype));
 }
 
 /* What the packed formats of the matrices checked so far chose (test_packed
@@ -650,7 +605,7 @@ static int check_conversions(const char *label, const spmv_coo *coo, spmv_dtype 
         case SPMV_FMT_HLL: ok = same_hll(what, &hhll, &dm.hll); break;
         case SPMV_FMT_HYB: ok = same_ell(what, &hhyb.ell, &dm.hyb.ell) && tu_coo_equal(&hhyb.coo, &dm.hyb.coo); break;
         case SPMV_FMT_PCSR: ok = same_pcsr(what, &hpcsr, &dm.pcsr); break;
-        case SPMV_FMT_PSELL: ok = same_psell(what, &hpsell, &dm.psell); break;
+        case SPMV_FMT_PSELL: ok = tu_same_psell(what, &hpsell, &dm.psell); break;
         default: ok = same_csr(what, &hcsr, &dm.csr); break;
         }
         note_packed(&dm, fmts[i]);
@@ -807,8 +762,8 @@ static void test_packed(void **state)
  * for every lower value, among the index bytes). */
 static bool same_spsell(const char *what, const spmv_spsell *h, const spmv_spsell *d)
 {
-    return same_psell(what, &h->p, &d->p) && h->nmirrored == d->nmirrored &&
-           same_bytes(what, h->mirror, d->mirror, (size_t)h->p.nslices);
+    return tu_same_psell(what, &h->p, &d->p) && h->nmirrored == d->nmirrored &&
+           tu_same_bytes(what, h->mirror, d->mirror, (size_t)h->p.nslices);
 }
 
 static int check_spsell_upload(const char *label, const spmv_coo *coo, spmv_dtype dt, int32_t *mirrored)

@@ -7,17 +7,21 @@
  * (the seed is printed); y is poisoned before each run by the backend.
  *
  * - test_band_paths: small bands, both dtypes, 32-bit and 64-bit offsets:
- *   gpu.csr.vector and cusparse.csr (ALG1, ALG2) right on every row; the
- *   kernels and formats that read 32-bit offsets answer SPMV_ERR_LIMIT on
- *   the 64-bit matrix and allocate nothing; the bytes are the CSR's with
- *   8-byte offsets, and come back after the free.
+ *   gpu.csr.vector, cusparse.csr (ALG1, ALG2) and gpu.psell right on every
+ *   row; the kernels and formats that read 32-bit offsets answer
+ *   SPMV_ERR_LIMIT on the 64-bit matrix and allocate nothing; the bytes
+ *   are the CSR's with 8-byte offsets, and come back after the free.
  * - test_wide_upload: a wide host CSR (spmv_gen_csr's band) uploaded as it
- *   is equals the device's own band array for array; CSR kernels right, a
- *   pinned ELL and gpu.ell refused.
+ *   is equals the device's own band array for array; the PSELL the device
+ *   builds from either is the host's (spmv_csr_to_psell of the wide CSR)
+ *   array for array; CSR kernels and gpu.psell right, a pinned ELL and
+ *   gpu.ell refused, a pinned PSELL built.
  * - test_band_huge: a float32 band of 250 M rows, half-width 16: 8.25 x 10^9
- *   non-zeros (66 GB) resident on one GPU, multiplied by gpu.csr.vector and
- *   cusparse.csr, 2000 rows checked (the ends and random ones). Skipped when
- *   the device has less than 80 GB free (it says so).
+ *   non-zeros (66 GB) resident on one GPU, multiplied by gpu.csr.vector,
+ *   gpu.psell (its PSELL built from the 64-bit CSR: the distinct values
+ *   sorted in chunks) and cusparse.csr, 2000 rows checked (the ends and
+ *   random ones). Skipped when the device has less than 76 GiB free (it
+ *   says so).
  * - test_offsets_cost: the same band with 32-bit and with 64-bit offsets,
  *   gpu.csr.vector and cusparse.csr medians side by side (printed, never
  *   asserted: the 32-bit path is kept so small matrices lose nothing).
@@ -123,9 +127,9 @@ static void test_band_paths(void **state)
                 rows[i] = i;
             void *x = make_x(&s), *y = malloc((size_t)s.rows * vs);
             double bound = d == SPMV_FLOAT32 ? 1e-6 : 1e-14;
-            static const struct { const char *k; int alg; } ks[] = {{"gpu.csr.vector", 0}, {"cusparse.csr", 1},
-                                                                    {"cusparse.csr", 2}};
-            for (size_t k = 0; k < 3; k++) {
+            static const struct { const char *k; int alg; } ks[] = {
+                {"gpu.csr.vector", 0}, {"cusparse.csr", 1}, {"cusparse.csr", 2}, {"gpu.psell", 0}};
+            for (size_t k = 0; k < sizeof ks / sizeof ks[0]; k++) {
                 double e = run_check(m, &s, ks[k].k, ks[k].alg, x, y, rows, s.rows, 2, NULL);
                 print_message("# band %lld x %lld h %lld %s %s offsets: %s alg %d: error %.3g\n", (long long)s.rows,
                               (long long)s.cols, (long long)s.half_width, spmv_dtype_name(s.dtype),
@@ -181,8 +185,9 @@ static void test_wide_upload(void **state)
                                                     &err), SPMV_ERR_LIMIT);
         print_message("# refused as expected: %s\n", err.message);
         assert_null(up);
-        if (spmv_gpu_matrix_upload_csr(TG.ctx, &host, s.dtype, SPMV_FMT_CSR, 0, &up, NULL, &err) != SPMV_OK)
-            fail_msg("uploading a wide CSR: %s", err.message);
+        if (spmv_gpu_matrix_upload_csr(TG.ctx, &host, s.dtype, SPMV_FMT_CSR | SPMV_FMT_PSELL, 0, &up, NULL, &err) !=
+            SPMV_OK)
+            fail_msg("uploading a wide CSR with a pinned PSELL: %s", err.message);
         if (spmv_gpu_matrix_generate_band(TG.ctx, &s, &gen, &err) != SPMV_OK)
             fail_msg("generate: %s", err.message);
         spmv_matrix a, b;
@@ -200,6 +205,24 @@ static void test_wide_upload(void **state)
         assert_memory_equal(b.csr.val, host.val, (size_t)host.nnz * vs);
         spmv_matrix_free(&a);
         spmv_matrix_free(&b);
+        /* the PSELL built on the device (pinned at the upload, on first use
+         * on the generated band) is the host's, built from the wide CSR */
+        spmv_psell hp;
+        assert_int_equal(spmv_csr_to_psell(&host, NULL, &hp, &err), SPMV_OK);
+        void *x0 = make_x(&s), *y0 = malloc((size_t)n * vs);
+        assert_int_equal(spmv_gpu_run(TG.ctx, spmv_kernel_find("gpu.psell"), gen, NULL, x0, y0, 0, 1, NULL, &err),
+                         SPMV_OK);
+        assert_int_equal(spmv_gpu_matrix_download(TG.ctx, up, SPMV_FMT_PSELL, &a, &err), SPMV_OK);
+        assert_int_equal(spmv_gpu_matrix_download(TG.ctx, gen, SPMV_FMT_PSELL, &b, &err), SPMV_OK);
+        assert_true(tu_same_psell("uploaded wide CSR's PSELL", &hp, &a.psell));
+        assert_true(tu_same_psell("generated wide band's PSELL", &hp, &b.psell));
+        print_message("# PSELL of the wide band: %d slices, %lld slots, values %s: the host's on both\n", hp.nslices,
+                      (long long)hp.slots, spmv_vcode_name(hp.v.mode));
+        spmv_psell_free(&hp);
+        spmv_matrix_free(&a);
+        spmv_matrix_free(&b);
+        free(x0);
+        free(y0);
         int64_t *rows = malloc((size_t)n * sizeof *rows);
         for (int64_t i = 0; i < n; i++)
             rows[i] = i;
@@ -207,10 +230,11 @@ static void test_wide_upload(void **state)
         double bound = d == SPMV_FLOAT32 ? 1e-6 : 1e-14;
         assert_true(run_check(up, &s, "gpu.csr.vector", 0, x, y, rows, n, 2, NULL) <= bound);
         assert_true(run_check(up, &s, "cusparse.csr", 0, x, y, rows, n, 2, NULL) <= bound);
+        assert_true(run_check(up, &s, "gpu.psell", 0, x, y, rows, n, 2, NULL) <= bound);
         assert_int_equal(spmv_gpu_run(TG.ctx, spmv_kernel_find("gpu.ell"), up, NULL, x, y, 0, 1, NULL, &err),
                          SPMV_ERR_LIMIT);
         print_message("# uploaded wide CSR %lld x %lld, %lld non-zeros, %s: equal to the device's band, "
-                      "gpu.csr.vector and cusparse.csr right\n", (long long)n, (long long)n, (long long)host.nnz,
+                      "gpu.csr.vector, cusparse.csr and gpu.psell right\n", (long long)n, (long long)n, (long long)host.nnz,
                       spmv_dtype_name(s.dtype));
         spmv_gpu_matrix_free(TG.ctx, up);
         spmv_gpu_matrix_free(TG.ctx, gen);
@@ -235,8 +259,9 @@ static void test_band_huge(void **state)
         print_message("# SKIP SPMV_GPU_QUICK set: the 8.25e9-non-zero band is left out\n");
         skip();
     }
-    if (info.mem_free < ((size_t)80 << 30)) {
-        print_message("# SKIP the 8.25e9-non-zero band needs 80 GB free; this device has %zu MiB\n",
+    /* CSR 68.0 GB, x and y 2, the PSELL 9.3 and its build's scratch 2.3 */
+    if (info.mem_free < ((size_t)76 << 30)) {
+        print_message("# SKIP the 8.25e9-non-zero band needs 76 GiB free; this device has %zu MiB\n",
                       info.mem_free >> 20);
         skip();
     }
@@ -260,6 +285,15 @@ static void test_band_huge(void **state)
     double e = run_check(m, &s, "gpu.csr.vector", 0, x, y, rows, nrows, 5, &st);
     print_message("# gpu.csr.vector on %lld non-zeros: median %.3f ms, %.0f GB/s, %lld rows checked against the "
                   "formula, error %.3g\n", (long long)nnz, st.median_ms, st.gbps, (long long)nrows, e);
+    assert_true(e <= 1e-6);
+    double vector_ms = st.median_ms;
+    e = run_check(m, &s, "gpu.psell", 0, x, y, rows, nrows, 5, &st);
+    spmv_gpu_matrix_usage(m, &u);
+    int fi = spmv_format_index(SPMV_FMT_PSELL);
+    print_message("# gpu.psell on %lld non-zeros: median %.3f ms (gpu.csr.vector / gpu.psell %.2f), %.0f GB/s of CSR "
+                  "bytes, PSELL %.2f GB (%.2f bytes a non-zero) built in %.0f ms, error %.3g\n",
+                  (long long)nnz, st.median_ms, vector_ms / st.median_ms, st.gbps, u.bytes[fi] / 1e9,
+                  (double)u.bytes[fi] / nnz, u.convert_ms[fi], e);
     assert_true(e <= 1e-6);
     /* cuSPARSE at this size (it needs a 64-bit copy of the columns, 66 GB
      * more): right if it answers; an error it gives is reported, and the

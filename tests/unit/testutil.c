@@ -584,3 +584,50 @@ int tu_gpu_teardown(void **state)
     TG.ctx = NULL;
     return 0;
 }
+
+/* ------------------------------------------------------- array equality */
+
+bool tu_same_bytes(const char *what, const void *a, const void *b, size_t n)
+{
+    if (n == 0 || memcmp(a, b, n) == 0)
+        return true;
+    const unsigned char *x = a, *y = b;
+    size_t i = 0;
+    while (x[i] == y[i])
+        i++;
+    print_message("# FAIL %s differs at byte %zu of %zu\n", what, i, n);
+    return false;
+}
+
+size_t tu_code_size(spmv_vcode mode, size_t vs)
+{
+    return mode == SPMV_VCODE_RAW ? vs : mode == SPMV_VCODE_F32 ? 4 : mode == SPMV_VCODE_U8 ? 1 : mode == SPMV_VCODE_U16 ? 2 : 0;
+}
+
+bool tu_same_values(const char *what, const spmv_packed_values *h, const spmv_packed_values *d, int64_t n,
+                    size_t vs)
+{
+    if (h->mode != d->mode || h->ntable != d->ntable) {
+        print_message("# FAIL %s values %s/%d vs device %s/%d\n", what, spmv_vcode_name(h->mode), h->ntable,
+                      spmv_vcode_name(d->mode), d->ntable);
+        return false;
+    }
+    return tu_same_bytes(what, h->table, d->table, (size_t)h->ntable * vs) &&
+           (h->mode == SPMV_VCODE_CONST || tu_same_bytes(what, h->data, d->data, (size_t)n * tu_code_size(h->mode, vs)));
+}
+
+bool tu_same_psell(const char *what, const spmv_psell *h, const spmv_psell *d)
+{
+    if (h->nslices != d->nslices || h->slots != d->slots) {
+        print_message("# FAIL %s PSELL %d slices, %lld slots vs device %d, %lld\n", what, h->nslices,
+                      (long long)h->slots, d->nslices, (long long)d->slots);
+        return false;
+    }
+    size_t ns = (size_t)h->nslices;
+    return tu_same_bytes(what, h->slot_off, d->slot_off, (ns + 1) * 8) &&
+           tu_same_bytes(what, h->idx_off, d->idx_off, (ns + 1) * 8) &&
+           tu_same_bytes(what, h->val_off, d->val_off, (ns + 1) * 8) && tu_same_bytes(what, h->idx_bytes, d->idx_bytes, ns) &&
+           tu_same_bytes(what, h->base, d->base, (size_t)h->slots / SPMV_PSELL_C * 4) &&
+           tu_same_bytes(what, h->idx, d->idx, (size_t)h->idx_off[ns]) &&
+           tu_same_values(what, &h->v, &d->v, h->val_off[ns], spmv_dtype_size(h->dtype));
+}

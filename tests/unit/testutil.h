@@ -171,6 +171,19 @@ void tu_expected_free(tu_expected *e, size_t count);
  * GPU in this build or host, or a context that could not be made). */
 spmv_gpu_ctx *tu_gpu_open(const char **reason);
 
+/* ------------------------------------------------------- array equality */
+
+/* n bytes of a and b equal; else false, printing "# FAIL what" and the
+ * first byte that differs. */
+bool tu_same_bytes(const char *what, const void *a, const void *b, size_t n);
+/* Bytes a value entry takes in `mode` (value size vs). */
+size_t tu_code_size(spmv_vcode mode, size_t vs);
+/* Two packed value arrays of n entries: mode, table and codes equal. */
+bool tu_same_values(const char *what, const spmv_packed_values *h, const spmv_packed_values *d, int64_t n,
+                    size_t vs);
+/* Two PSELLs array for array (the host's and a device's, or two builds). */
+bool tu_same_psell(const char *what, const spmv_psell *h, const spmv_psell *d);
+
 /* What every GPU test file shares (test_gpu*.c): the context (NULL when
  * this host has none, with the reason), a generator seeded by tu_seed(),
  * and SPMV_GPU_QUICK (0 full, 1 subset, 2 smaller subset). tu_gpu_setup

@@ -31,7 +31,8 @@ static const spmv_param_desc params[SPMV_PARAM_COUNT] = {
     [SPMV_PARAM_ALG] = {"alg", 1, 1, 2, "cuSPARSE SpMV algorithm: 1 = ALG1, 2 = ALG2"},
     [SPMV_PARAM_THREADS] = {"threads", 0, 0, 1024,
                             "CPU: OpenMP threads (0 = all); gpu.csr.vector: threads per row "
-                            "(0 = from the mean row length, else a power of two 2..32)"},
+                            "(0 = from the mean row length, else a power of two 2..32); gpu.psell: warps per "
+                            "slice, so threads per row (0 or 1: one)"},
     [SPMV_PARAM_NNZ_PER_WG] = {"nnz_per_wg", 2048, 64, 1048576,
                                "gpu.csr.adaptive: non-zeros per row block (work group)"},
     [SPMV_PARAM_SPAN] = {"span", 8, 1, INT32_MAX,
@@ -155,10 +156,12 @@ static const spmv_kernel kernels[] = {
      "packed CSR (built on first use): 1/2-byte column deltas from a per-row base, values as 1/2-byte codes "
      "into a table of the distinct values (none when all are equal); `threads` lanes per row (1..32, 0: from "
      "the mean row length)", SPMV_OP_SPMV, 1, SPMV_IMPL_GPU_PCSR},
-    {"gpu.psell", SPMV_DEVICE_GPU, SPMV_FMT_PSELL, BS,
+    {"gpu.psell", SPMV_DEVICE_GPU, SPMV_FMT_PSELL, BS | P(SPMV_PARAM_THREADS),
      "packed sliced ELL (built on first use): a warp per 32-row slice, 1/2-byte column deltas from a base "
      "per slice and slot (none in a diagonal slice), values as codes into a table kept in shared memory (one a "
-     "slot in a uniform slice, none when all are equal)",
+     "slot in a uniform slice, none when all are equal); `threads` 2..32 (a power of two): that many warps a "
+     "slice, each a contiguous part of its slots, the parts' sums added in order (0 or 1: one warp, the slots "
+     "in order)",
      SPMV_OP_SPMV, 1, SPMV_IMPL_GPU_PSELL},
     {"gpu.spsell", SPMV_DEVICE_GPU, SPMV_FMT_SPSELL, BS,
      "symmetric packed sliced ELL (exactly symmetric square matrices only; built on the host on first use and "
@@ -270,7 +273,8 @@ static int check_special(const spmv_kernel *k, const spmv_params *r, spmv_error 
         return spmv_error_set(err, SPMV_ERR_INVALID, 0,
                               "%s: threads %d per row must be 0 (auto) or a power of two in 2..32",
                               k->name, t);
-    if ((k->impl == SPMV_IMPL_GPU_CSR_LIGHT || k->impl == SPMV_IMPL_GPU_PCSR || k->impl == SPMV_IMPL_GPU_PBSR) &&
+    if ((k->impl == SPMV_IMPL_GPU_CSR_LIGHT || k->impl == SPMV_IMPL_GPU_PCSR || k->impl == SPMV_IMPL_GPU_PBSR ||
+         k->impl == SPMV_IMPL_GPU_PSELL) &&
         t != 0 && (t > 32 || (t & (t - 1))))
         return spmv_error_set(err, SPMV_ERR_INVALID, 0,
                               "%s: threads %d per row must be 0 (auto) or a power of two in 1..32", k->name, t);

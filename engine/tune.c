@@ -88,6 +88,8 @@ static const tune_candidate gpu_candidates[] = {
     {"gpu.csr.vector", NONE, 0},
     {"gpu.hll", NONE, 0},
     {"gpu.psell", SPMV_PARAM_BLOCK_SIZE, 128},
+    {"gpu.psell", SPMV_PARAM_THREADS, 2}, /* wide slices (3-D elasticity's 73 slots): more warps in flight */
+    {"gpu.psell", SPMV_PARAM_THREADS, 4},
     {"gpu.pcsr", SPMV_PARAM_THREADS, 1},
     {"gpu.pcsr", SPMV_PARAM_THREADS, 4},
     {"gpu.pcsr", SPMV_PARAM_THREADS, 32},

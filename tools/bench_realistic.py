@@ -33,6 +33,7 @@ import sys
 import time
 
 import numpy as np
+import scipy.sparse as sp
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
@@ -58,10 +59,15 @@ ap.add_argument("--device", default="gpu")
 ap.add_argument("--kernels", default="", help="comma-separated (default: every available kernel of the device)")
 ap.add_argument("--runs", type=int, default=20)
 ap.add_argument("--seed", type=int, default=1, help="the permeability field's seed (the set is seeded)")
+ap.add_argument("--cache", default="", help="a folder of built matrices (NAME-ARG.npz): read when there, else "
+                "built and written (--build-only: build them and stop)")
+ap.add_argument("--build-only", action="store_true")
+ap.add_argument("--psell-threads", default="", help="comma list: gpu.psell with `threads` (warps a slice) of each, "
+                "through /spmv after the bench (--runs, verified), beside the bench's rows")
 a = ap.parse_args()
 os.makedirs(a.out, exist_ok=True)
-c = spmvd.Client(a.url, timeout=3600)
-info = c.info()
+c = None if a.build_only else spmvd.Client(a.url, timeout=3600)
+info = c.info() if c else {}
 kernels = [k for k in a.kernels.split(",") if k] or None
 results = []
 
@@ -131,8 +137,19 @@ for name in [m for m in a.matrices.split(",") if m]:
     build, full, small, what = SIZES[name]
     arg = full if a.size == "full" else small
     t0 = time.perf_counter()
-    A = build(arg, seed=a.seed) if name == "fv" else build(arg)
+    cached = os.path.join(a.cache, "%s-%s-seed%d.npz" % (name, arg, a.seed)) if a.cache else ""
+    if cached and os.path.exists(cached):
+        A = sp.load_npz(cached).tocsr()
+    else:
+        A = build(arg, seed=a.seed) if name == "fv" else build(arg)
+        if cached:
+            os.makedirs(a.cache, exist_ok=True)
+            sp.save_npz(cached + ".tmp.npz", A, compressed=False)
+            os.replace(cached + ".tmp.npz", cached)
     build_s = time.perf_counter() - t0
+    if a.build_only:
+        print("# %s(%s) built into %s in %.1f s" % (name, arg, cached, build_s), file=sys.stderr, flush=True)
+        continue
     sym = bool(abs(A - A.T).max() == 0)
     print("# %s(%s): %d rows, %d non-zeros, symmetric %s, built in %.1f s" % (name, arg, A.shape[0], A.nnz, sym, build_s),
           file=sys.stderr, flush=True)
@@ -143,11 +160,23 @@ for name in [m for m in a.matrices.split(",") if m]:
         t0 = time.perf_counter()
         res = c.bench(m, kernels=kernels, runs=a.runs, progress=None)
         bench_s = time.perf_counter() - t0
-        desc = c.get(m).descriptor
         rows = []
         for r in res:
             rows.append({k: r.get(k) for k in ("kernel", "params", "median_ms", "gbps", "gflops", "ratio_cusparse",
                                                 "verified", "max_rel_err", "error", "auto_kernel")})
+        rng = np.random.default_rng(a.seed)
+        x = rng.uniform(-1, 1, A.shape[1]).astype(np.float64 if dt == "float64" else np.float32)
+        for t in [int(v) for v in a.psell_threads.split(",") if v]:
+            try:
+                r = c.spmv(m, x, kernel="gpu.psell", runs=a.runs, warmup=3, verify=True, threads=t)
+                st, v = r.stats.get("stats", {}), r.stats.get("verify", {})
+                rows.append({"kernel": "gpu.psell", "params": r.stats.get("params"), "median_ms": st.get("median_ms"),
+                             "gbps": st.get("gbps"), "gflops": st.get("gflops"), "max_rel_err": v.get("max_rel_err"),
+                             "verified": v.get("max_rel_err") is not None and v["max_rel_err"] <= (
+                                 1e-12 if dt == "float64" else 1e-5), "via": "/spmv"})
+            except Exception as e:  # reported in the table, never fatal
+                rows.append({"kernel": "gpu.psell", "params": {"threads": t}, "error": str(e)[:200], "via": "/spmv"})
+        desc = c.get(m).descriptor
         results.append({"matrix": name, "what": what, "arg": arg, "rows": A.shape[0], "nnz": int(A.nnz),
                         "symmetric": sym, "dtype": dt, "upload_s": up_s, "bench_s": bench_s, "build_s": build_s,
                         "bytes_per_nnz": bytes_per_nnz(desc, A.nnz), "kernels": rows,
@@ -159,5 +188,5 @@ for name in [m for m in a.matrices.split(",") if m]:
     del A
 
 
-
-print("\n".join(render()))
+if not a.build_only:
+    print("\n".join(render()))

@@ -765,18 +765,23 @@ __device__ __forceinline__ T psell_slice(int b, bool uniform, const uint8_t *__r
     }
 }
 
-/* A warp per slice. The slice's header is read before the block's U8
- * table is loaded and waited for, so the two round trips overlap. */
-template <typename T, int VM>
+/* A warp per slice, or PARTS warps (`threads` per row), each summing a
+ * contiguous part of the slice's slots, the parts' sums then added in
+ * part order by the first (through shared memory: a slice's warps are in
+ * one block). The slice's header is read before the block's U8 table is
+ * loaded and waited for, so the two round trips overlap. */
+template <typename T, int VM, bool SPLIT>
 __global__ void __launch_bounds__(1024)
-    psell_kernel(int32_t rows, int32_t ns, const int64_t *__restrict__ slot_off, const int64_t *__restrict__ idx_off,
-                 const int64_t *__restrict__ val_off, const uint8_t *__restrict__ ib, const int32_t *__restrict__ base,
-                 const uint8_t *__restrict__ idx, const void *__restrict__ data, const T *__restrict__ table,
-                 int32_t ntable, const T *__restrict__ x, T *__restrict__ y)
+    psell_kernel(int32_t rows, int32_t ns, int parts, const int64_t *__restrict__ slot_off,
+                 const int64_t *__restrict__ idx_off, const int64_t *__restrict__ val_off,
+                 const uint8_t *__restrict__ ib, const int32_t *__restrict__ base, const uint8_t *__restrict__ idx,
+                 const void *__restrict__ data, const T *__restrict__ table, int32_t ntable, const T *__restrict__ x,
+                 T *__restrict__ y)
 {
     __shared__ T shared[VM == SPMV_VCODE_U8 ? 256 : 1];
-    int64_t warp = (blockIdx.x * (int64_t)blockDim.x + threadIdx.x) / 32;
-    int lane = threadIdx.x & 31;
+    __shared__ T part_sum[SPLIT ? 1024 : 1];
+    int64_t gw = (blockIdx.x * (int64_t)blockDim.x + threadIdx.x) / 32, warp = SPLIT ? gw / parts : gw;
+    int part = SPLIT ? (int)(gw % parts) : 0, lane = threadIdx.x & 31;
     bool live = warp < ns;
     int64_t so = 0, w = 0, io = 0, vo = 0, nv = 0;
     int b = 0;
@@ -790,12 +795,37 @@ __global__ void __launch_bounds__(1024)
     }
     const T *tab = pk_table<T, VM>(table, ntable, shared);
     T c = VM == SPMV_VCODE_CONST ? __ldg(table) : (T)0;
-    if (!live)
-        return;
-    T sum = psell_slice<T, VM>(b, nv != w * PK_C, idx + io, base + so, (int32_t)w, lane, vo, data, tab, c, x);
     int64_t row = warp * PK_C + lane;
-    if (row < rows)
-        y[row] = sum;
+    bool uniform = nv != w * PK_C;
+    if (!SPLIT) {
+        if (!live)
+            return;
+        T sum = psell_slice<T, VM>(b, uniform, idx + io, base + so, (int32_t)w, lane, vo, data, tab, c, x);
+        if (row < rows)
+            y[row] = sum;
+        return;
+    }
+    /* part p: slots [w p / parts, w (p+1) / parts) */
+    int64_t k0 = w * part / parts, k1 = w * (part + 1) / parts;
+    T sum = live ? psell_slice<T, VM>(b, uniform, idx + io + k0 * PK_C * b, base + so + k0, (int32_t)(k1 - k0), lane,
+                                     vo + k0 * (uniform ? 1 : PK_C), data, tab, c, x)
+                 : (T)0;
+    part_sum[threadIdx.x] = sum;
+    __syncthreads();
+    if (live && part == 0 && row < rows) {
+        T total = sum;
+        for (int q = 1; q < parts; q++)
+            total += part_sum[threadIdx.x + q * 32];
+        y[row] = total;
+    }
+}
+
+/* Warps per slice: `threads` (1..32, a power of two), else 1: the slots
+ * summed in order by one lane, as cpu.csr.serial sums a row. */
+static int psell_parts(const struct gpu_launch *l)
+{
+    int t = l->p.v[SPMV_PARAM_THREADS];
+    return t >= 1 && t <= 32 && (t & (t - 1)) == 0 ? t : 1;
 }
 
 /* Lanes per row: `threads`, else the power of two nearest a quarter of the
@@ -844,9 +874,17 @@ template <typename T, int VM> struct psell_launcher {
     {
         spmv_gpu_matrix *m = l->m;
         const struct gpu_psell *p = &m->psell;
-        psell_kernel<T, VM><<<gpu_grid((int64_t)p->nslices * 32, l->block), l->block, 0, l->ctx->stream>>>(
-            m->rows, p->nslices, p->slot_off, p->idx_off, p->val_off, p->idx_bytes, p->base, p->idx, p->v.data,
-            (const T *)p->v.table, p->v.ntable, (const T *)l->x, (T *)l->y);
+        int parts = psell_parts(l), per = 32 * parts;
+        if (parts == 1) {
+            psell_kernel<T, VM, false><<<gpu_grid((int64_t)p->nslices * 32, l->block), l->block, 0, l->ctx->stream>>>(
+                m->rows, p->nslices, 1, p->slot_off, p->idx_off, p->val_off, p->idx_bytes, p->base, p->idx,
+                p->v.data, (const T *)p->v.table, p->v.ntable, (const T *)l->x, (T *)l->y);
+            return;
+        }
+        int block = l->block >= per ? l->block / per * per : per; /* whole slices a block */
+        psell_kernel<T, VM, true><<<gpu_grid((int64_t)p->nslices * per, block), block, 0, l->ctx->stream>>>(
+            m->rows, p->nslices, parts, p->slot_off, p->idx_off, p->val_off, p->idx_bytes, p->base, p->idx,
+            p->v.data, (const T *)p->v.table, p->v.ntable, (const T *)l->x, (T *)l->y);
     }
 };
 

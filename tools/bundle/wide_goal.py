@@ -68,6 +68,7 @@ def main():
     ap.add_argument("--per-row", type=int, default=33)
     ap.add_argument("--runs", type=int, default=10)
     ap.add_argument("--device", default="gpu0", help="cpu: the same path on the host (a small --n, to try it)")
+    ap.add_argument("--max-matrix-bytes", type=int, default=80 << 30, help="spmvd's max_matrix_bytes")
     ap.add_argument("--kernels", default="gpu.csr.vector", help="comma list; the first is the others' baseline")
     ap.add_argument("--check-rows", type=int, default=0, help="rows of y checked per kernel (0: every row)")
     ap.add_argument("--spmvd", help="default: BUNDLE/bin/spmvd")
@@ -76,7 +77,9 @@ def main():
     tmp = tempfile.mkdtemp(prefix="wide-goal-")
     log = open(os.path.join(a.out, "spmvd-wide-goal.log"), "w")
     d = subprocess.Popen([a.spmvd or os.path.join(a.bundle, "bin", "spmvd"), "--listen", "127.0.0.1:%d" % PORT, "--state-dir",
-                          os.path.join(tmp, "state"), "--max-body-bytes", str(8 << 30)], stdout=log,
+                          os.path.join(tmp, "state"), "--max-body-bytes", str(8 << 30),
+                          # the host CSR (68 GB) past the default quarter of a 128 GiB host's memory
+                          "--max-matrix-bytes", str(a.max_matrix_bytes)], stdout=log,
                          stderr=subprocess.STDOUT)
     res = {"n": a.n, "per_row": a.per_row}
     bad = []

@@ -72,6 +72,20 @@ typedef struct fused fused;
 
 /* What differs by method: queue one chunk; restart from the residual in
  * *from (norm rnorm) after a miss of the true residual. */
+/* Whether a chunk runs as a CUDA graph (one column's solve and the k
+ * columns of CG alike): captured once, replayed while what it reads stays
+ * where it was (the operator's device_epoch), dropped when that moves (the
+ * chunk then queued afresh, the next one captured again); a capture that
+ * fails is tried once more after a queued chunk (an operator that makes
+ * something on first use cannot be captured doing it). */
+typedef struct chunk_graph {
+    bool graph;                /* the chunk is a graph */
+    bool try_graph;            /* capture the next chunk */
+    bool recapture;            /* the graph was dropped: capture the chunk after this one */
+    bool retried;              /* a failed first capture was tried again */
+    uint64_t epoch;            /* the operator's device_epoch when the graph was captured */
+} chunk_graph;
+
 typedef struct fz_method {
     int32_t period;            /* chunk lengths are multiples of it */
     bool pipelined;            /* queue the next chunk before reading this one */
@@ -91,12 +105,8 @@ struct fused {
     double ms1;                /* one product's time */
     const spmv_vec *d;         /* Jacobi's 1/diag, or NULL */
     bool cb;                   /* a callback preconditioner (never in a graph) */
-    bool graph;                /* the chunk is a graph */
-    bool try_graph;
-    bool recapture;            /* the graph was dropped: capture the chunk after this one */
-    bool retried;              /* a failed first capture was tried again */
+    chunk_graph g;
     bool one;                  /* CG: FZ_CG_ITER, one kernel after the product */
-    uint64_t epoch;            /* the operator's device_epoch when the graph was captured */
     int32_t per_chunk;         /* products a replay runs */
     spmv_vec *v[8];            /* the method's vectors (below) */
     spmv_vec basis;            /* GMRES's V, m+1 columns */
@@ -367,31 +377,47 @@ static bool capture(fused *f)
     return spmv_gpu_fz_capture_end(f->s->ctx, f->z, st == SPMV_OK, &scratch) == SPMV_OK;
 }
 
-static int run_chunk(fused *f)
+/* Before a chunk: a graph that may read memory that moved is dropped;
+ * true when this chunk is to be captured. */
+static bool graph_due(chunk_graph *g, const fused *f)
 {
     const spmv_solve_options *o = f->s->o;
     uint64_t epoch = o->device_epoch ? o->device_epoch(f->s->a->ctx) : 0;
-    if (f->graph && epoch != f->epoch) { /* it may read memory that moved: this chunk afresh, the next captured */
+    if (g->graph && epoch != g->epoch) {
         spmv_gpu_fz_uncapture(f->s->ctx, f->z);
-        f->graph = false;
-        f->recapture = true;
-    } else if (f->recapture) {
-        f->recapture = false;
-        f->try_graph = true;
+        g->graph = false;
+        g->recapture = true;
+    } else if (g->recapture) {
+        g->recapture = false;
+        g->try_graph = true;
     }
-    if (f->try_graph) {
-        f->try_graph = false;
-        f->epoch = epoch;
-        if ((f->graph = capture(f))) {
+    if (!g->try_graph)
+        return false;
+    g->try_graph = false;
+    g->epoch = epoch;
+    return true;
+}
+
+/* After a capture (ok: it holds the chunk). */
+static void graph_captured(chunk_graph *g, bool ok)
+{
+    g->graph = ok;
+    if (!ok && !g->retried) {
+        g->retried = true;
+        g->recapture = true;
+    }
+}
+
+static int run_chunk(fused *f)
+{
+    if (graph_due(&f->g, f)) {
+        graph_captured(&f->g, capture(f));
+        if (f->g.graph) {
             f->s->res->graph = true;
             f->s->res->captures++;
-        } else if (!f->retried) { /* an operator that makes something on first use with these vectors (a
-                                    * texture over p) cannot be captured doing it: again once it has run */
-            f->retried = true;
-            f->recapture = true;
         }
     }
-    if (!f->graph)
+    if (!f->g.graph)
         return f->m->chunk(f);
     f->s->res->spmv_calls += f->per_chunk;
     f->s->res->spmv_ms += f->per_chunk * f->ms1;
@@ -571,7 +597,7 @@ int krylov_fused(solve_state *s, const spmv_vec *b, spmv_vec *x)
     fused f = {.s = s, .b = b, .x = x};
     f.cb = s->o->precond != NULL;
     f.d = f.cb ? NULL : s->o->inv_diag;
-    f.try_graph = !f.cb && !s->o->no_graph && !s->o->reduce; /* distributed: each exchange's number from the host */
+    f.g.try_graph = !f.cb && !s->o->no_graph && !s->o->reduce; /* distributed: each exchange's number from the host */
     s->res->fused = true;
     double rnorm;
     int st = setup(&f);
@@ -627,8 +653,7 @@ typedef struct fblock {
     spmv_vec *X;               /* the answers, n x k */
     spmv_vec *views;           /* 6 a column: b x r p q z */
     double ms1;                /* one product of the block */
-    bool graph, try_graph, recapture, retried;
-    uint64_t epoch;
+    chunk_graph g;             /* column 0's device block holds the graph */
 } fblock;
 
 /* Each running column's share of one product of the block. */
@@ -667,37 +692,23 @@ static int block_chunk(fblock *bk)
 static int block_run_chunk(fblock *bk)
 {
     fused *f0 = &bk->f[0];
-    const spmv_solve_options *o = f0->s->o;
-    uint64_t epoch = o->device_epoch ? o->device_epoch(f0->s->a->ctx) : 0;
-    if (bk->graph && epoch != bk->epoch) { /* it may read memory that moved: this chunk afresh, the next captured */
-        spmv_gpu_fz_uncapture(f0->s->ctx, f0->z);
-        bk->graph = false;
-        bk->recapture = true;
-    } else if (bk->recapture) {
-        bk->recapture = false;
-        bk->try_graph = !f0->cb && !o->no_graph;
-    }
-    if (bk->try_graph) {
+    if (graph_due(&bk->g, f0)) {
         spmv_error scratch = {0}, *err = f0->s->err;
-        bk->try_graph = false;
-        bk->epoch = epoch;
+        bool ok = false;
         if (spmv_gpu_fz_capture_begin(f0->s->ctx, f0->z, &scratch) == SPMV_OK) {
             f0->s->err = &scratch; /* a refusal to be captured is not the solve's error */
             int st = block_chunk(bk);
             f0->s->err = err;
-            bk->graph = spmv_gpu_fz_capture_end(f0->s->ctx, f0->z, st == SPMV_OK, &scratch) == SPMV_OK;
+            ok = spmv_gpu_fz_capture_end(f0->s->ctx, f0->z, st == SPMV_OK, &scratch) == SPMV_OK;
         }
-        for (int32_t j = 0; j < bk->k && bk->graph; j++) {
+        graph_captured(&bk->g, ok);
+        for (int32_t j = 0; j < bk->k && bk->g.graph; j++) {
             bk->f[j].s->res->graph = true;
             bk->f[j].s->res->captures++;
         }
-        if (!bk->graph && !bk->retried) { /* a texture made on first use: again once it has run */
-            bk->retried = true;
-            bk->recapture = true;
-        }
     }
     block_count(bk, f0->chunk);
-    if (!bk->graph)
+    if (!bk->g.graph)
         return block_chunk(bk);
     return spmv_gpu_fz_replay(f0->s->ctx, f0->z, f0->s->err);
 }
@@ -877,7 +888,7 @@ int krylov_fused_block(solve_state *s, int32_t k, const spmv_vec *b, spmv_vec *x
         return spmv_error_set(s[0].err, SPMV_ERR_NOMEM, 0, "out of memory for %d columns", k);
     for (int32_t j = 0; j < k; j++)
         bk.nlive += bk.live[j] = running[j];
-    bk.try_graph = !s[0].o->precond && !s[0].o->no_graph;
+    bk.g.try_graph = !s[0].o->precond && !s[0].o->no_graph;
     int st = block_setup(&bk, s, b, x);
     if (!st && !(st = block_start(&bk, b, x)))
         st = block_drive(&bk);

@@ -14,7 +14,8 @@ On a random 3-D Poisson matrix (SPD) and a random right-hand side:
   - an inline "amg" is built once and reused (the same id, built false the
     second time), a PUT of new values drops it, a named one stays and is
     marked stale; the matrix counts their bytes;
-  - k columns of b: CG in lockstep, each column as its own solve;
+  - k columns of b: CG in lockstep, each column as its own solve (on a GPU with
+    gpu.csr.spmm too, whose lockstep runs fused: the answer says `"fused": true`);
   - rigid-body modes from coordinates on a vector Laplacian (block_size 3);
   - refusals: an unknown type, option or aggregation, a block_size that does not divide
     the rows, a near-nullspace of the wrong shape, an unknown id, a named
@@ -163,17 +164,22 @@ tap.ok(st == 200 and r3.get("preconditioner_object", {}).get("built") is True an
 
 # -------------------------------------------------- k columns in lockstep
 kb = rng.uniform(-1, 1, (int(rng.integers(2, 6)), n))
-for pc in ("jacobi", "amg"):
-    st, r = tap.call(BASE, "POST", "/v1/matrices/%s/solve" % mid,
-                     {"b": kb.tolist(), "tol": TOL, "preconditioner": pc, "kernel": kernel})
-    alone = [solve(mid, bj, pc, kernel)[1] for bj in kb]
-    same = st == 200 and all(c["iterations"] == a1["iterations"] for c, a1 in zip(r["columns"], alone))
-    close = st == 200 and all(np.abs(np.asarray(r["x"][j]) - np.asarray(alone[j]["x"])).max() <=
-                              1e-9 * np.abs(np.asarray(alone[j]["x"])).max() for j in range(len(kb)))
-    tap.ok(st == 200 and r.get("lockstep") is True and r.get("converged") and same and close and
-           r.get("lockstep_iterations") == max(c["iterations"] for c in r["columns"]),
-           "%d columns of CG + %s in lockstep: each as its own solve (%s iterations)" %
-           (len(kb), pc, [c["iterations"] for c in r.get("columns", [])]), (st, r.get("error")))
+# on a GPU, gpu.csr.spmm's lockstep runs fused (the answer's top-level "fused"): the same counts
+lock_kernels = [kernel] + (["gpu.csr.spmm"] if devices and kernels.get("gpu.csr.spmm", {}).get("available") else [])
+for lk in lock_kernels:
+    for pc in ("jacobi", "amg"):
+        st, r = tap.call(BASE, "POST", "/v1/matrices/%s/solve" % mid,
+                         {"b": kb.tolist(), "tol": TOL, "preconditioner": pc, "kernel": lk})
+        alone = [solve(mid, bj, pc, lk)[1] for bj in kb]
+        same = st == 200 and all(c["iterations"] == a1["iterations"] for c, a1 in zip(r["columns"], alone))
+        close = st == 200 and all(np.abs(np.asarray(r["x"][j]) - np.asarray(alone[j]["x"])).max() <=
+                                  1e-9 * np.abs(np.asarray(alone[j]["x"])).max() for j in range(len(kb)))
+        fused = r.get("fused") is True if lk == "gpu.csr.spmm" else True
+        tap.ok(st == 200 and r.get("lockstep") is True and r.get("converged") and same and close and fused and
+               r.get("lockstep_iterations") == max(c["iterations"] for c in r["columns"]),
+               "%d columns of CG + %s in lockstep with %s: each as its own solve (%s iterations, fused %s)" %
+               (len(kb), pc, lk, [c["iterations"] for c in r.get("columns", [])], r.get("fused")),
+               (st, r.get("error")))
 st, r = tap.call(BASE, "POST", "/v1/matrices/%s/solve" % mid, {"b": kb.tolist(), "tol": TOL, "method": "bicgstab",
                                                                "kernel": kernel})
 tap.ok(st == 200 and r.get("lockstep") is False and r.get("converged"), "BiCGSTAB's columns go one after the other")

@@ -35,6 +35,7 @@
 
 #include "amg.h"
 #include "krylov.h"
+#include "krylov_fused.h"
 #include "precond.h"
 #include "spmv.h"
 #include "testutil.h"
@@ -1863,6 +1864,54 @@ static int cancel_at_5(void *ctx, int32_t it, double relres)
 /* The stops on the fused path: maxit exactly, a cancel (late by at most
  * two chunks, the iterations done counted), CG's breakdown on -A worded
  * as the host's, MINRES's on a negative preconditioner. */
+/* The fused block of k columns (spmv_gpu_fz_new_k) refuses what it does
+ * not carry, allocating nothing: no column, more than the grid's y holds,
+ * GMRES's restart or a distributed solve's sums with k > 1, no history;
+ * a column past k is refused by put_col and wait_col; k = 3 is made, its
+ * columns written and read back, and freed to the byte. */
+static void test_fused_new_k(void **state)
+{
+    (void)state;
+    TU_NEED_GPU();
+    size_t u0 = used();
+    spmv_gpu_fz *z = NULL;
+    spmv_error err;
+    spmv_allsum_dev all;
+    memset(&all, 0, sizeof all);
+    static const struct { int32_t ncols, hist, m; bool dist; const char *why; } bad[] = {
+        {0, 8, 0, false, "no column"}, {65536, 8, 0, false, "more columns than the grid's y"},
+        {2, 8, 10, false, "GMRES's restart"}, {2, 8, 0, true, "sums across processes"}, {3, 0, 0, false, "no history"},
+    };
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        memset(&err, 0, sizeof err);
+        int rc = spmv_gpu_fz_new_k(TG.ctx, 1000, bad[i].ncols, bad[i].hist, bad[i].m, bad[i].dist ? &all : NULL, &z,
+                                   &err);
+        if (rc != SPMV_ERR_INVALID || z != NULL)
+            fail_msg("fz_new_k with %s answered %d (%s)", bad[i].why, rc, err.message);
+        print_message("# refused (%s): %s\n", bad[i].why, err.message);
+        assert_int_equal(used(), u0);
+    }
+    assert_int_equal(spmv_gpu_fz_new_k(TG.ctx, 1000, 3, 8, 0, NULL, &z, &err), SPMV_OK);
+    fz_scalars sc;
+    memset(&sc, 0, sizeof sc);
+    for (int32_t j = 0; j < 3; j++) {
+        sc.it = 7 * j + 1;
+        assert_int_equal(spmv_gpu_fz_put_col(TG.ctx, z, j, &sc, &err), SPMV_OK);
+    }
+    assert_int_equal(spmv_gpu_fz_put_col(TG.ctx, z, 3, &sc, &err), SPMV_ERR_INVALID);
+    assert_int_equal(spmv_gpu_fz_put_col(TG.ctx, z, -1, &sc, &err), SPMV_ERR_INVALID);
+    assert_int_equal(spmv_gpu_fz_post(TG.ctx, z, 0, &err), SPMV_OK);
+    const fz_scalars *got;
+    const double *hist;
+    for (int32_t j = 0; j < 3; j++) {
+        assert_int_equal(spmv_gpu_fz_wait_col(TG.ctx, z, 0, j, &got, &hist, &err), SPMV_OK);
+        assert_int_equal(got->it, 7 * j + 1);
+    }
+    assert_int_equal(spmv_gpu_fz_wait_col(TG.ctx, z, 0, 3, &got, &hist, &err), SPMV_ERR_INVALID);
+    spmv_gpu_fz_free(TG.ctx, z);
+    assert_int_equal(used(), u0);
+}
+
 static void test_fused_stops(void **state)
 {
     (void)state;
@@ -1936,6 +1985,7 @@ int main(void)
         cmocka_unit_test(test_fused_minres_amg),
         cmocka_unit_test(test_fused_check_every),
         cmocka_unit_test(test_fused_stops),
+        cmocka_unit_test(test_fused_new_k),
         cmocka_unit_test(test_fused_epoch),
         cmocka_unit_test(test_fused_one_pass),
     };

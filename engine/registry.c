@@ -40,11 +40,7 @@ static const spmv_param_desc params[SPMV_PARAM_COUNT] = {
                          "rows per chunk, ceil(cols/span) passes, each counted in max_request_work"},
     [SPMV_PARAM_SCHEDULE] = {"schedule", 1, 1, 2,
                              "cpu.hll.omp: 1 = static (each thread one contiguous, equal range of slices, "
-                             "as the HLL study), 2 = dynamic (groups of 8 slices handed to whichever thread is free); "
-                             "gpu.psell, gpu.spsell: 1 = the grid covers the slices, a warp (or `threads` warps) "
-                             "each, 2 = each block one contiguous range of slices, its warps marching through it "
-                             "(the x entries and values a slice reads again from rows a few slices away come "
-                             "from the SM's L1)"},
+                             "as the HLL study), 2 = dynamic (groups of 8 slices handed to whichever thread is free)"},
     [SPMV_PARAM_OUTPUT] = {"output", 1, 1, 2,
                            "gpu.spmspm.thread_row and block_row, how C's entries find their place: 1 = atomic (the "
                            "SpMSpM study's kernels 0 and 1: one global atomic counter hands each entry a slot, C "
@@ -160,18 +156,17 @@ static const spmv_kernel kernels[] = {
      "packed CSR (built on first use): 1/2-byte column deltas from a per-row base, values as 1/2-byte codes "
      "into a table of the distinct values (none when all are equal); `threads` lanes per row (1..32, 0: from "
      "the mean row length)", SPMV_OP_SPMV, 1, SPMV_IMPL_GPU_PCSR},
-    {"gpu.psell", SPMV_DEVICE_GPU, SPMV_FMT_PSELL, BS | P(SPMV_PARAM_THREADS) | P(SPMV_PARAM_SCHEDULE),
+    {"gpu.psell", SPMV_DEVICE_GPU, SPMV_FMT_PSELL, BS | P(SPMV_PARAM_THREADS),
      "packed sliced ELL (built on first use): a warp per 32-row slice, 1/2-byte column deltas from a base "
      "per slice and slot (none in a diagonal slice), values as codes into a table kept in shared memory (one a "
      "slot in a uniform slice, none when all are equal); `threads` 2..32 (a power of two): that many warps a "
      "slice, each a contiguous part of its slots, the parts' sums added in order (0 or 1: one warp, the slots "
-     "in order); `schedule` 2: each block one contiguous range of slices",
+     "in order)",
      SPMV_OP_SPMV, 1, SPMV_IMPL_GPU_PSELL},
-    {"gpu.spsell", SPMV_DEVICE_GPU, SPMV_FMT_SPSELL, BS | P(SPMV_PARAM_SCHEDULE),
+    {"gpu.spsell", SPMV_DEVICE_GPU, SPMV_FMT_SPSELL, BS,
      "symmetric packed sliced ELL (exactly symmetric square matrices only; built on the host on first use and "
      "uploaded): gpu.psell's warp per slice, mirrored diagonal slices storing only their diagonal and upper "
-     "values, each lower value read from the earlier row that stores it; `schedule` 2: each block one "
-     "contiguous range of slices",
+     "values, each lower value read from the earlier row that stores it",
      SPMV_OP_SPMV, 1, SPMV_IMPL_GPU_SPSELL},
     {"auto", SPMV_DEVICE_GPU, SPMV_FMT_CSR, 0,
      "tunes on first use (or POST /v1/matrices/{id}/tune): times candidate kernels x parameters of the "

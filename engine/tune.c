@@ -90,8 +90,6 @@ static const tune_candidate gpu_candidates[] = {
     {"gpu.psell", SPMV_PARAM_BLOCK_SIZE, 128},
     {"gpu.psell", SPMV_PARAM_THREADS, 2}, /* wide slices (3-D elasticity's 73 slots): more warps in flight */
     {"gpu.psell", SPMV_PARAM_THREADS, 4},
-    {"gpu.psell", SPMV_PARAM_SCHEDULE, 2},  /* stencils: neighbouring slices' x from the SM's L1 */
-    {"gpu.spsell", SPMV_PARAM_SCHEDULE, 2}, /* and a mirrored slice's lower values */
     {"gpu.pcsr", SPMV_PARAM_THREADS, 1},
     {"gpu.pcsr", SPMV_PARAM_THREADS, 4},
     {"gpu.pcsr", SPMV_PARAM_THREADS, 32},

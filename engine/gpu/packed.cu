@@ -765,53 +765,14 @@ __device__ __forceinline__ T psell_slice(int b, bool uniform, const uint8_t *__r
     }
 }
 
-/* One slice's header: its slots' offset and width, index bytes' offset,
- * value entries' offset and count, index width. */
-struct psell_head {
-    int64_t so, w, io, vo, nv;
-    int b;
-};
-
-__device__ __forceinline__ psell_head psell_head_of(int64_t s, const int64_t *__restrict__ slot_off,
-                                                    const int64_t *__restrict__ idx_off,
-                                                    const int64_t *__restrict__ val_off, const uint8_t *__restrict__ ib)
-{
-    psell_head h;
-    h.so = __ldg(slot_off + s);
-    h.w = __ldg(slot_off + s + 1) - h.so;
-    h.io = __ldg(idx_off + s);
-    h.vo = __ldg(val_off + s);
-    h.nv = __ldg(val_off + s + 1) - h.vo;
-    h.b = __ldg(ib + s);
-    return h;
-}
-
-/* Part `part` of `parts` of slice s's slots (all of them when parts is 1):
- * slots [w part / parts, w (part + 1) / parts), one lane's row. */
-template <typename T, int VM>
-__device__ __forceinline__ T psell_part(const psell_head &h, int part, int parts, int lane,
-                                        const int32_t *__restrict__ base, const uint8_t *__restrict__ idx,
-                                        const void *__restrict__ data, const T *tab, T c, const T *__restrict__ x)
-{
-    bool uniform = h.nv != h.w * PK_C;
-    int64_t k0 = h.w * part / parts, k1 = h.w * (part + 1) / parts;
-    return psell_slice<T, VM>(h.b, uniform, idx + h.io + k0 * PK_C * h.b, base + h.so + k0, (int32_t)(k1 - k0), lane,
-                              h.vo + k0 * (uniform ? 1 : PK_C), data, tab, c, x);
-}
-
 /* A warp per slice, or PARTS warps (`threads` per row), each summing a
  * contiguous part of the slice's slots, the parts' sums then added in
  * part order by the first (through shared memory: a slice's warps are in
- * one block). CHUNK 0: the grid covers the slices, one (or PARTS warps)
- * each, and a slice's header is read before the block's U8 table is
- * loaded and waited for, so the two round trips overlap. CHUNK > 0
- * (`schedule` 2): block b takes slices [b CHUNK, (b + 1) CHUNK) in order,
- * its warps marching through them together, so the x entries a slice
- * gathers at ±(up to a few slices' rows) were just read on the same SM
- * and come from its L1, not the L2. */
+ * one block). The slice's header is read before the block's U8 table is
+ * loaded and waited for, so the two round trips overlap. */
 template <typename T, int VM, bool SPLIT>
 __global__ void __launch_bounds__(1024)
-    psell_kernel(int32_t rows, int32_t ns, int parts, int64_t chunk, const int64_t *__restrict__ slot_off,
+    psell_kernel(int32_t rows, int32_t ns, int parts, const int64_t *__restrict__ slot_off,
                  const int64_t *__restrict__ idx_off, const int64_t *__restrict__ val_off,
                  const uint8_t *__restrict__ ib, const int32_t *__restrict__ base, const uint8_t *__restrict__ idx,
                  const void *__restrict__ data, const T *__restrict__ table, int32_t ntable, const T *__restrict__ x,
@@ -819,51 +780,43 @@ __global__ void __launch_bounds__(1024)
 {
     __shared__ T shared[VM == SPMV_VCODE_U8 ? 256 : 1];
     __shared__ T part_sum[SPLIT ? 1024 : 1];
-    int lane = threadIdx.x & 31, wib = threadIdx.x / 32, part = SPLIT ? wib % parts : 0;
-    int64_t first, end, step = blockDim.x / 32 / (SPLIT ? parts : 1), s;
-    psell_head h = {};
-    if (chunk > 0) {
-        first = blockIdx.x * chunk;
-        end = first + chunk < ns ? first + chunk : ns;
-        s = first + (SPLIT ? wib / parts : wib);
-    } else { /* the grid covers the slices: one round */
-        int64_t gw = (blockIdx.x * (int64_t)blockDim.x + threadIdx.x) / 32;
-        s = SPLIT ? gw / parts : gw;
-        first = s;
-        end = s < ns ? s + 1 : s;
-        step = 1;
-        if (s < ns)
-            h = psell_head_of(s, slot_off, idx_off, val_off, ib); /* before the table's wait */
+    int64_t gw = (blockIdx.x * (int64_t)blockDim.x + threadIdx.x) / 32, warp = SPLIT ? gw / parts : gw;
+    int part = SPLIT ? (int)(gw % parts) : 0, lane = threadIdx.x & 31;
+    bool live = warp < ns;
+    int64_t so = 0, w = 0, io = 0, vo = 0, nv = 0;
+    int b = 0;
+    if (live) {
+        so = __ldg(slot_off + warp);
+        w = __ldg(slot_off + warp + 1) - so;
+        io = __ldg(idx_off + warp);
+        vo = __ldg(val_off + warp);
+        nv = __ldg(val_off + warp + 1) - vo;
+        b = __ldg(ib + warp);
     }
     const T *tab = pk_table<T, VM>(table, ntable, shared);
     T c = VM == SPMV_VCODE_CONST ? __ldg(table) : (T)0;
-    /* SPLIT: every thread runs every round (the shared sums' barrier), a
-     * slice past the range idles in it */
-    int64_t rounds = chunk > 0 ? (end - first + step - 1) / step : 1;
-    for (int64_t r = 0; r < rounds; r++, s += step) {
-        bool live = s < end;
-        if (chunk > 0 && live)
-            h = psell_head_of(s, slot_off, idx_off, val_off, ib);
-        if (!SPLIT) {
-            if (live) {
-                T sum = psell_part<T, VM>(h, 0, 1, lane, base, idx, data, tab, c, x);
-                int64_t row = s * PK_C + lane;
-                if (row < rows)
-                    y[row] = sum;
-            }
-            continue;
-        }
-        T sum = live ? psell_part<T, VM>(h, part, parts, lane, base, idx, data, tab, c, x) : (T)0;
-        part_sum[threadIdx.x] = sum;
-        __syncthreads();
-        int64_t row = s * PK_C + lane;
-        if (live && part == 0 && row < rows) {
-            T total = sum;
-            for (int q = 1; q < parts; q++)
-                total += part_sum[threadIdx.x + q * 32];
-            y[row] = total;
-        }
-        __syncthreads(); /* part_sum is written again next round */
+    int64_t row = warp * PK_C + lane;
+    bool uniform = nv != w * PK_C;
+    if (!SPLIT) {
+        if (!live)
+            return;
+        T sum = psell_slice<T, VM>(b, uniform, idx + io, base + so, (int32_t)w, lane, vo, data, tab, c, x);
+        if (row < rows)
+            y[row] = sum;
+        return;
+    }
+    /* part p: slots [w p / parts, w (p+1) / parts) */
+    int64_t k0 = w * part / parts, k1 = w * (part + 1) / parts;
+    T sum = live ? psell_slice<T, VM>(b, uniform, idx + io + k0 * PK_C * b, base + so + k0, (int32_t)(k1 - k0), lane,
+                                     vo + k0 * (uniform ? 1 : PK_C), data, tab, c, x)
+                 : (T)0;
+    part_sum[threadIdx.x] = sum;
+    __syncthreads();
+    if (live && part == 0 && row < rows) {
+        T total = sum;
+        for (int q = 1; q < parts; q++)
+            total += part_sum[threadIdx.x + q * 32];
+        y[row] = total;
     }
 }
 
@@ -916,37 +869,22 @@ int gpu_pcsr_run(struct gpu_launch *l, spmv_error *err)
     return pk_run<pcsr_launcher>(l, l->m->pcsr.v.mode, "gpu.pcsr", err);
 }
 
-/* `schedule` 2: block b takes slices [b chunk, (b + 1) chunk), the grid
- * as many blocks as the SMs hold at once (2048 threads each). */
-static int64_t slice_chunk(const struct gpu_launch *l, int64_t ns, int block)
-{
-    if (l->p.v[SPMV_PARAM_SCHEDULE] != 2)
-        return 0;
-    int64_t blocks = (int64_t)l->ctx->sm_count * (2048 / block > 0 ? 2048 / block : 1);
-    return ns > 0 ? (ns + blocks - 1) / blocks : 1;
-}
-
-static unsigned slice_grid(int64_t ns, int64_t chunk, int64_t warps_a_slice, int block)
-{
-    return chunk > 0 ? gpu_grid((ns + chunk - 1) / chunk * block, block) : gpu_grid(ns * 32 * warps_a_slice, block);
-}
-
 template <typename T, int VM> struct psell_launcher {
     static void launch(struct gpu_launch *l)
     {
         spmv_gpu_matrix *m = l->m;
         const struct gpu_psell *p = &m->psell;
         int parts = psell_parts(l), per = 32 * parts;
-        int block = parts == 1 ? l->block : l->block >= per ? l->block / per * per : per; /* whole slices a block */
-        int64_t chunk = slice_chunk(l, p->nslices, block);
-        if (parts == 1)
-            psell_kernel<T, VM, false><<<slice_grid(p->nslices, chunk, 1, block), block, 0, l->ctx->stream>>>(
-                m->rows, p->nslices, 1, chunk, p->slot_off, p->idx_off, p->val_off, p->idx_bytes, p->base, p->idx,
+        if (parts == 1) {
+            psell_kernel<T, VM, false><<<gpu_grid((int64_t)p->nslices * 32, l->block), l->block, 0, l->ctx->stream>>>(
+                m->rows, p->nslices, 1, p->slot_off, p->idx_off, p->val_off, p->idx_bytes, p->base, p->idx,
                 p->v.data, (const T *)p->v.table, p->v.ntable, (const T *)l->x, (T *)l->y);
-        else
-            psell_kernel<T, VM, true><<<slice_grid(p->nslices, chunk, parts, block), block, 0, l->ctx->stream>>>(
-                m->rows, p->nslices, parts, chunk, p->slot_off, p->idx_off, p->val_off, p->idx_bytes, p->base,
-                p->idx, p->v.data, (const T *)p->v.table, p->v.ntable, (const T *)l->x, (T *)l->y);
+            return;
+        }
+        int block = l->block >= per ? l->block / per * per : per; /* whole slices a block */
+        psell_kernel<T, VM, true><<<gpu_grid((int64_t)p->nslices * per, block), block, 0, l->ctx->stream>>>(
+            m->rows, p->nslices, parts, p->slot_off, p->idx_off, p->val_off, p->idx_bytes, p->base, p->idx,
+            p->v.data, (const T *)p->v.table, p->v.ntable, (const T *)l->x, (T *)l->y);
     }
 };
 
@@ -1154,52 +1092,41 @@ __device__ __forceinline__ T spsell_row(const long long *__restrict__ src, const
 }
 
 /* A warp per slice: a mirrored one by spsell_row (its source table where
- * its index entries would be), another as gpu.psell. CHUNK as gpu.psell's:
- * 0, the grid covers the slices; > 0 (`schedule` 2), block b marches
- * through slices [b CHUNK, (b + 1) CHUNK), so the lower values a slice
- * reads again from rows a few slices back, and the x entries around it,
- * were just read on the same SM. */
+ * its index entries would be), another as gpu.psell. */
 template <typename T, int VM>
 __global__ void __launch_bounds__(1024)
-    spsell_kernel(int32_t rows, int32_t ns, int64_t chunk, const int64_t *__restrict__ slot_off,
-                  const int64_t *__restrict__ idx_off, const int64_t *__restrict__ val_off,
-                  const uint8_t *__restrict__ ib, const uint8_t *__restrict__ mirror, const int32_t *__restrict__ base,
+    spsell_kernel(int32_t rows, int32_t ns, const int64_t *__restrict__ slot_off, const int64_t *__restrict__ idx_off,
+                  const int64_t *__restrict__ val_off, const uint8_t *__restrict__ ib,
+                  const uint8_t *__restrict__ mirror, const int32_t *__restrict__ base,
                   const uint8_t *__restrict__ idx, const void *__restrict__ data, const T *__restrict__ table,
                   int32_t ntable, const T *__restrict__ x, T *__restrict__ y)
 {
     __shared__ T shared[VM == SPMV_VCODE_U8 ? 256 : 1];
+    int64_t warp = (blockIdx.x * (int64_t)blockDim.x + threadIdx.x) / 32;
     int lane = threadIdx.x & 31;
-    int64_t s, end, step;
-    psell_head h = {};
-    bool mirrored = false;
-    if (chunk > 0) {
-        s = blockIdx.x * chunk + threadIdx.x / 32;
-        end = (blockIdx.x + 1) * chunk < ns ? (blockIdx.x + 1) * chunk : ns;
-        step = blockDim.x / 32;
-    } else {
-        s = (blockIdx.x * (int64_t)blockDim.x + threadIdx.x) / 32;
-        end = s < ns ? s + 1 : s;
-        step = 1;
-        if (s < ns) { /* before the table's wait */
-            h = psell_head_of(s, slot_off, idx_off, val_off, ib);
-            mirrored = __ldg(mirror + s) != 0;
-        }
+    bool live = warp < ns, mirrored = false;
+    int64_t so = 0, w = 0, io = 0, vo = 0, nv = 0;
+    int b = 0;
+    if (live) {
+        so = __ldg(slot_off + warp);
+        w = __ldg(slot_off + warp + 1) - so;
+        io = __ldg(idx_off + warp);
+        vo = __ldg(val_off + warp);
+        nv = __ldg(val_off + warp + 1) - vo;
+        b = __ldg(ib + warp);
+        mirrored = __ldg(mirror + warp) != 0;
     }
     const T *tab = pk_table<T, VM>(table, ntable, shared);
     T c = VM == SPMV_VCODE_CONST ? __ldg(table) : (T)0;
-    for (; s < end; s += step) {
-        if (chunk > 0) {
-            h = psell_head_of(s, slot_off, idx_off, val_off, ib);
-            mirrored = __ldg(mirror + s) != 0;
-        }
-        T sum = mirrored ? spsell_row<T, VM>((const long long *)(idx + h.io), base + h.so, (int32_t)h.w, lane, h.vo,
-                                             h.nv, data, tab, c, x)
-                         : psell_slice<T, VM>(h.b, h.nv != h.w * PK_C, idx + h.io, base + h.so, (int32_t)h.w, lane,
-                                              h.vo, data, tab, c, x);
-        int64_t row = s * PK_C + lane;
-        if (row < rows)
-            y[row] = sum;
-    }
+    if (!live)
+        return;
+    T sum = mirrored ? spsell_row<T, VM>((const long long *)(idx + io), base + so, (int32_t)w, lane, vo, nv, data,
+                                         tab, c, x)
+                     : psell_slice<T, VM>(b, nv != w * PK_C, idx + io, base + so, (int32_t)w, lane, vo, data, tab,
+                                          c, x);
+    int64_t row = warp * PK_C + lane;
+    if (row < rows)
+        y[row] = sum;
 }
 
 template <typename T, int VM> struct spsell_launcher {
@@ -1207,9 +1134,8 @@ template <typename T, int VM> struct spsell_launcher {
     {
         spmv_gpu_matrix *m = l->m;
         const struct gpu_spsell *p = &m->spsell;
-        int64_t chunk = slice_chunk(l, p->nslices, l->block);
-        spsell_kernel<T, VM><<<slice_grid(p->nslices, chunk, 1, l->block), l->block, 0, l->ctx->stream>>>(
-            m->rows, p->nslices, chunk, p->slot_off, p->idx_off, p->val_off, p->idx_bytes, p->mirror, p->base, p->idx,
+        spsell_kernel<T, VM><<<gpu_grid((int64_t)p->nslices * 32, l->block), l->block, 0, l->ctx->stream>>>(
+            m->rows, p->nslices, p->slot_off, p->idx_off, p->val_off, p->idx_bytes, p->mirror, p->base, p->idx,
             p->v.data, (const T *)p->v.table, p->v.ntable, (const T *)l->x, (T *)l->y);
     }
 };

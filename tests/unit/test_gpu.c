@@ -223,7 +223,6 @@ static int edges(const spmv_kernel *k, spmv_param_id id, int32_t *v)
     case SPMV_PARAM_WIDTH: v[0] = 0; v[1] = 1; v[2] = 3; return 3;
     case SPMV_PARAM_LAUNCHES: v[0] = 1; v[1] = 2; return 2;
     case SPMV_PARAM_ROW_BLOCKS: v[0] = 1; v[1] = 2; return 2;
-    case SPMV_PARAM_SCHEDULE: v[0] = 1; v[1] = 2; return 2;
     case SPMV_PARAM_LANES: v[0] = 0; v[1] = 1; v[2] = 32; return 3;
     default: v[0] = 0; return 1;
     }

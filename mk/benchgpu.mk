@@ -5,9 +5,11 @@
 #                           CSV to $(BUILD)/bench-gpu.csv); without one it says
 #                           so and stops: use the bundle
 #   make bench-gpu-bundle   `make bundle` plus bench-gpu, tools/bundle/bench.sh and
-#                           tools/plot-bench.py, so the GPU host runs
-#                           `bash bundle/bench.sh` (results under $OUT or bundle/out;
-#                           docs/benchmarks/gpu.md is made from them)
+#                           tools/plot-bench.py, and the realistic set's scripts
+#                           and scikit-fem (`make bench-realistic`), so the GPU host
+#                           runs `bash bundle/bench.sh`: the synthetic set, then the
+#                           realistic one (results under $OUT or bundle/out;
+#                           docs/benchmarks/gpu.md and realistic.md are made from them)
 #
 # BENCH_GPU_ARGS passes options (e.g. '--quick --scale 0.1' for a smoke run).
 # bench-gpu.c includes cuda_runtime_api.h for the copy-bandwidth measurement.
@@ -28,7 +30,7 @@ bench-gpu: $(BUILD)/bench-gpu
 	{ SPMV_ROOT=$(CURDIR) $(BUILD)/bench-gpu --csv $(BUILD)/bench-gpu.csv $(BENCH_GPU_ARGS); echo $$? > $(BUILD)/bench-gpu.rc; } \
 	  | tee $(BUILD)/bench-gpu.md; exit $$(cat $(BUILD)/bench-gpu.rc)
 
-bench-gpu-bundle: bundle $(BUILD)/bench-gpu
+bench-gpu-bundle: bundle $(BUILD)/bench-gpu bench-realistic
 	cp $(BUILD)/bench-gpu $(BUNDLE)/bin/real/
 	printf '#!/bin/sh\n# Runs real/bench-gpu with the bundle'"'"'s libraries.\nd=$$(dirname "$$0")\nLD_LIBRARY_PATH="$$d/../lib$${LD_LIBRARY_PATH:+:$$LD_LIBRARY_PATH}" exec "$$d/real/bench-gpu" "$$@"\n' \
 	  > $(BUNDLE)/bin/bench-gpu

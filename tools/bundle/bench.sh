@@ -8,9 +8,15 @@
 # 3. bench-gpu (markdown bench-gpu.md, CSV bench-gpu.csv);
 # 4. the PNG plots of GB/s per kernel per matrix (tools/plot-bench.py,
 #    matplotlib on the GPU host).
+# 5. the SpMSpM table (below);
+# 6. the realistic set beside the synthetic one (issue 30): realistic-gpu.sh
+#    (finite-volume diffusion, P1 Poisson and P2 elasticity from scikit-fem,
+#    convection-diffusion; every GPU kernel against the best cuSPARSE, bytes
+#    per non-zero of each format) into $OUT/realistic, when the bundle holds
+#    it and scikit-fem (bundle/pyx, `make bench-gpu-bundle` packs both).
 # Everything lands in $OUT (the device tool's folder that comes back) or
 # bundle/out. BENCH_TEST=0 skips step 2, BENCH_MEMCHECK=1 adds a quick
-# compute-sanitizer memcheck of test_gpu.
+# compute-sanitizer memcheck of test_gpu, BENCH_REALISTIC=0 skips step 6.
 set -u
 B=$(cd "$(dirname "$0")" && pwd)
 OUT=${OUT:-$B/out}
@@ -46,4 +52,12 @@ if [ "${BENCH_SPMSPM:-1}" = 1 ] && [ -x "$B/bin/real/bench-spmspm" ]; then
   timeout --kill-after=5 120 "$B/bin/bench-spmspm" --runs 5 --warmup 1 >>"$OUT/bench-gpu.md" 2>>"$OUT/run.log"
   echo "bench-spmspm rc=$?"
 fi
-exit $((rc || brc))
+rrc=0
+if [ "${BENCH_REALISTIC:-1}" = 1 ] && [ -f "$B/realistic-gpu.sh" ] && [ -d "$B/pyx/skfem" ]; then
+  OUT=$OUT/realistic bash "$B/realistic-gpu.sh" >"$OUT/realistic.log" 2>&1
+  rrc=$?
+  echo "realistic rc=$rrc (results in realistic/realistic.md)"
+elif [ "${BENCH_REALISTIC:-1}" = 1 ]; then
+  echo "realistic: skipped, the bundle has no realistic-gpu.sh or scikit-fem (make bench-gpu-bundle packs them)"
+fi
+exit $((rc || brc || rrc))

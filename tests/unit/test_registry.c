@@ -175,6 +175,11 @@ static void test_params_resolve(void **state)
     assert_int_equal(spmv_params_resolve(spmv_kernel_find("gpu.csr.vector"), &p, &r, &err), SPMV_OK);
     p.v[SPMV_PARAM_THREADS] = 2;
     assert_int_equal(spmv_params_resolve(spmv_kernel_find("gpu.csr.vector"), &p, &r, &err), SPMV_OK);
+    for (int32_t t = 0; t <= 32; t = t ? 2 * t : 1) { /* gpu.psell: warps a slice, 0 or a power of two to 32 */
+        p.v[SPMV_PARAM_THREADS] = t;
+        assert_int_equal(spmv_params_resolve(spmv_kernel_find("gpu.psell"), &p, &r, &err), SPMV_OK);
+        assert_int_equal(r.v[SPMV_PARAM_THREADS], t);
+    }
 
     /* refusals name parameter, value and range */
     expect_refused("cpu.csr.serial", SPMV_PARAM_THREADS, 4, (const char *const[]){"threads", "4", NULL});
@@ -202,6 +207,9 @@ static void test_params_resolve(void **state)
     expect_refused("gpu.csr.adaptive", SPMV_PARAM_NNZ_PER_WG, 63, (const char *const[]){"nnz_per_wg", NULL});
     expect_refused("gpu.csr.vector", SPMV_PARAM_THREADS, 3, (const char *const[]){"power of two", NULL});
     expect_refused("gpu.csr.vector", SPMV_PARAM_THREADS, 64, (const char *const[]){"threads", "64", NULL});
+    expect_refused("gpu.psell", SPMV_PARAM_THREADS, 3, (const char *const[]){"power of two", "1..32", NULL});
+    expect_refused("gpu.psell", SPMV_PARAM_THREADS, 64, (const char *const[]){"threads", "64", NULL});
+    expect_refused("gpu.spsell", SPMV_PARAM_THREADS, 2, (const char *const[]){"takes no parameter threads", NULL});
     expect_refused("gpu.hll", SPMV_PARAM_X_CACHE, 3, (const char *const[]){"x_cache", "3", "1..2", NULL});
     expect_refused("gpu.csr.texture", SPMV_PARAM_X_CACHE, 2, (const char *const[]){"takes no parameter x_cache", NULL});
     expect_refused("gpu.hyb", SPMV_PARAM_LAUNCHES, 3, (const char *const[]){"launches", "1..2", NULL});

@@ -70,8 +70,6 @@
 
 typedef struct fused fused;
 
-/* What differs by method: queue one chunk; restart from the residual in
- * *from (norm rnorm) after a miss of the true residual. */
 /* Whether a chunk runs as a CUDA graph (one column's solve and the k
  * columns of CG alike): captured once, replayed while what it reads stays
  * where it was (the operator's device_epoch), dropped when that moves (the
@@ -86,6 +84,8 @@ typedef struct chunk_graph {
     uint64_t epoch;            /* the operator's device_epoch when the graph was captured */
 } chunk_graph;
 
+/* What differs by method: queue one chunk; restart from the residual in
+ * *from (norm rnorm) after a miss of the true residual. */
 typedef struct fz_method {
     int32_t period;            /* chunk lengths are multiples of it */
     bool pipelined;            /* queue the next chunk before reading this one */

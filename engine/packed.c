@@ -479,10 +479,12 @@ static void psell_rows(const spmv_csr *a, int64_t s, int32_t *r0, int32_t *r1)
     *r1 = (int32_t)(e > a->rows ? a->rows : e);
 }
 
-/* Row i's first entry and length, whichever offsets the CSR holds (a PSELL
- * is built from a wide CSR too). */
-static int64_t row_at(const spmv_csr *a, int64_t i) { return spmv_csr_row_begin(a, i); }
-static int32_t row_len(const spmv_csr *a, int32_t i) { return (int32_t)(row_at(a, i + 1) - row_at(a, i)); }
+/* Row i's length, whichever offsets the CSR holds (a PSELL is built from a
+ * wide CSR too: its entries are read at spmv_csr_row_begin). */
+static int32_t row_len(const spmv_csr *a, int32_t i)
+{
+    return (int32_t)(spmv_csr_row_begin(a, i + 1) - spmv_csr_row_begin(a, i));
+}
 
 /* Smallest and largest column in slot k of rows [r0, r1) (some row has
  * more than k entries). */
@@ -492,7 +494,7 @@ static void psell_slot_range(const spmv_csr *a, int32_t r0, int32_t r1, int32_t 
     *mx = 0;
     for (int32_t i = r0; i < r1; i++)
         if (row_len(a, i) > k) {
-            int32_t c = a->col[row_at(a, i) + k];
+            int32_t c = a->col[spmv_csr_row_begin(a, i) + k];
             *mn = c < *mn ? c : *mn;
             *mx = c > *mx ? c : *mx;
         }
@@ -509,9 +511,9 @@ static bool psell_slice_diagonal(const spmv_csr *a, int32_t r0, int32_t r1, int3
         if (row_len(a, i) != w)
             return false;
     for (int32_t k = 0; k < w; k++) {
-        int32_t c0 = a->col[row_at(a, r0) + k];
+        int32_t c0 = a->col[spmv_csr_row_begin(a, r0) + k];
         for (int32_t r = 1; r < C; r++)
-            if ((int64_t)a->col[row_at(a, r0 + r) + k] != (int64_t)c0 + r)
+            if ((int64_t)a->col[spmv_csr_row_begin(a, r0 + r) + k] != (int64_t)c0 + r)
                 return false;
     }
     return true;
@@ -553,7 +555,7 @@ static bool psell_slice_uniform(const spmv_csr *a, int32_t r0, int32_t r1, int32
         for (int32_t i = r0; i < r1; i++) {
             if (row_len(a, i) <= k)
                 continue;
-            uint64_t b = val_bits(a->val, a->dtype, row_at(a, i) + k);
+            uint64_t b = val_bits(a->val, a->dtype, spmv_csr_row_begin(a, i) + k);
             if (!first && b != bits)
                 return false;
             bits = b;
@@ -585,7 +587,7 @@ static int64_t psell_slice_idx_bytes(int64_t w, int64_t ib, int64_t k0)
  * the row. */
 static int64_t slice_offset(const spmv_csr *a, int64_t s, int32_t k)
 {
-    return (int64_t)a->col[row_at(a, s * C) + k] - s * C;
+    return (int64_t)a->col[spmv_csr_row_begin(a, s * C) + k] - s * C;
 }
 
 /* Whether row j holds exactly diagonal slice s's offsets (w of them):
@@ -595,7 +597,7 @@ static bool row_has_offsets(const spmv_csr *a, int64_t j, int64_t s, int32_t w)
     if (row_len(a, (int32_t)j) != w)
         return false;
     for (int32_t k = 0; k < w; k++)
-        if ((int64_t)a->col[row_at(a, j) + k] - j != slice_offset(a, s, k))
+        if ((int64_t)a->col[spmv_csr_row_begin(a, j) + k] - j != slice_offset(a, s, k))
             return false;
     return true;
 }
@@ -697,7 +699,7 @@ static void psell_fill_slice(const spmv_csr *in, spmv_psell *out, const vset *se
         for (int32_t r = 0; r < C; r++) {
             int32_t i = r0 + r;
             bool real = i < r1 && row_len(in, i) > k;
-            int64_t src = real ? row_at(in, i) + k : -1;
+            int64_t src = real ? spmv_csr_row_begin(in, i) + k : -1;
             /* slots k < k0 (mirrored) store nothing: the source row's slot holds the value */
             if (k >= k0 && !uniform)
                 values_put(&out->v, set, in, v0 + (int64_t)(k - k0) * C + r, src);

@@ -68,6 +68,11 @@ static const spmv_param_desc params[SPMV_PARAM_COUNT] = {
     [SPMV_PARAM_LANES] = {"lanes", 4, 1, 32,
                           "gpu.coo.scoo: shared-memory lanes per row (thread t adds into lane t mod `lanes`); a slice "
                           "holds 16 KiB / (`lanes` x value size) rows, so fewer lanes, taller slices"},
+    [SPMV_PARAM_PATTERNS] = {"patterns", 1, 1, 2,
+                             "gpu.psell with one warp a slice: 1 = a diagonal slice that follows one of the "
+                             "matrix's slice patterns (the same offsets from its first row and, uniform, the same "
+                             "values as many others) reads them from shared memory, not from its bases and values; "
+                             "2 = every slice from its own arrays (the sums are the same either way)"},
 };
 
 static const spmv_kernel kernels[] = {
@@ -156,12 +161,13 @@ static const spmv_kernel kernels[] = {
      "packed CSR (built on first use): 1/2-byte column deltas from a per-row base, values as 1/2-byte codes "
      "into a table of the distinct values (none when all are equal); `threads` lanes per row (1..32, 0: from "
      "the mean row length)", SPMV_OP_SPMV, 1, SPMV_IMPL_GPU_PCSR},
-    {"gpu.psell", SPMV_DEVICE_GPU, SPMV_FMT_PSELL, BS | P(SPMV_PARAM_THREADS),
+    {"gpu.psell", SPMV_DEVICE_GPU, SPMV_FMT_PSELL, BS | P(SPMV_PARAM_THREADS) | P(SPMV_PARAM_PATTERNS),
      "packed sliced ELL (built on first use): a warp per 32-row slice, 1/2-byte column deltas from a base "
      "per slice and slot (none in a diagonal slice), values as codes into a table kept in shared memory (one a "
-     "slot in a uniform slice, none when all are equal); `threads` 2..32 (a power of two): that many warps a "
-     "slice, each a contiguous part of its slots, the parts' sums added in order (0 or 1: one warp, the slots "
-     "in order)",
+     "slot in a uniform slice, none when all are equal); diagonal slices that share their offsets (a "
+     "stencil's) read them from a pattern in shared memory (`patterns` 1, 2: not); `threads` 2..32 (a power of two): "
+     "that many warps a slice, each a contiguous part of its slots, the parts' sums added in order (0 or 1: "
+     "one warp, the slots in order)",
      SPMV_OP_SPMV, 1, SPMV_IMPL_GPU_PSELL},
     {"gpu.spsell", SPMV_DEVICE_GPU, SPMV_FMT_SPSELL, BS,
      "symmetric packed sliced ELL (exactly symmetric square matrices only; built on the host on first use and "

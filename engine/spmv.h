@@ -770,6 +770,7 @@ typedef enum spmv_param_id {
     SPMV_PARAM_LAUNCHES,        /* gpu.hyb: 1 one kernel, both parts atomic; 2 ELL then COO */
     SPMV_PARAM_ROW_BLOCKS,      /* gpu.csr.adaptive: 1 the study's row blocks, 2 bins of nnz_per_wg */
     SPMV_PARAM_LANES,           /* gpu.coo.scoo: shared-memory lanes per row */
+    SPMV_PARAM_PATTERNS,        /* gpu.psell: 1 slice patterns read from shared memory, 2 not */
     SPMV_PARAM_COUNT
 } spmv_param_id;
 
@@ -1026,6 +1027,10 @@ typedef struct spmv_gpu_usage {
     double convert_ms[SPMV_FORMAT_COUNT]; /* wall time of each format's last build on the device (0: not timed) */
 } spmv_gpu_usage;
 void spmv_gpu_matrix_usage(const spmv_gpu_matrix *m, spmv_gpu_usage *out);
+/* The slice patterns of m's PSELL (docs/kernels.md "Slice patterns"): how
+ * many, and how many slices follow one (both 0 without a PSELL).
+ * Context thread only. */
+void spmv_gpu_matrix_psell_patterns(const spmv_gpu_matrix *m, int32_t *patterns, int64_t *slices);
 /* Frees the derived formats that are neither pinned nor in `keep` (auto
  * keeps its winner's format after tuning). Context thread only. */
 void spmv_gpu_matrix_trim(spmv_gpu_ctx *ctx, spmv_gpu_matrix *m, unsigned keep);

@@ -331,6 +331,8 @@ static void sweep_kernel(const bench_opts *o, config *c, size_t *np, const spmv_
         for (size_t t = 0; t < sizeof lanes / sizeof *lanes; t++)
             if (lanes[t] != 4)
                 add_config(c, &n, k, SPMV_PARAM_LANES, lanes[t]);
+    if (ps & (1u << SPMV_PARAM_PATTERNS)) /* gpu.psell without its slice patterns, beside the default */
+        add_config(c, &n, k, SPMV_PARAM_PATTERNS, 2);
     *np = n;
 }
 

@@ -64,6 +64,8 @@ ap.add_argument("--cache", default="", help="a folder of built matrices (NAME-AR
 ap.add_argument("--build-only", action="store_true")
 ap.add_argument("--psell-threads", default="", help="comma list: gpu.psell with `threads` (warps a slice) of each, "
                 "through /spmv after the bench (--runs, verified), beside the bench's rows")
+ap.add_argument("--psell-patterns", action="store_true", help="gpu.psell with `patterns` 2 (no slice patterns) "
+                "too, through /spmv like --psell-threads")
 a = ap.parse_args()
 os.makedirs(a.out, exist_ok=True)
 c = None if a.build_only else spmvd.Client(a.url, timeout=3600)
@@ -166,16 +168,18 @@ for name in [m for m in a.matrices.split(",") if m]:
                                                 "verified", "max_rel_err", "error", "auto_kernel")})
         rng = np.random.default_rng(a.seed)
         x = rng.uniform(-1, 1, A.shape[1]).astype(np.float64 if dt == "float64" else np.float32)
-        for t in [int(v) for v in a.psell_threads.split(",") if v]:
+        variants = [{"threads": int(v)} for v in a.psell_threads.split(",") if v]
+        variants += [{"patterns": 2}] if a.psell_patterns else []
+        for params in variants:
             try:
-                r = c.spmv(m, x, kernel="gpu.psell", runs=a.runs, warmup=3, verify=True, threads=t)
+                r = c.spmv(m, x, kernel="gpu.psell", runs=a.runs, warmup=3, verify=True, **params)
                 st, v = r.stats.get("stats", {}), r.stats.get("verify", {})
                 rows.append({"kernel": "gpu.psell", "params": r.stats.get("params"), "median_ms": st.get("median_ms"),
                              "gbps": st.get("gbps"), "gflops": st.get("gflops"), "max_rel_err": v.get("max_rel_err"),
                              "verified": v.get("max_rel_err") is not None and v["max_rel_err"] <= (
                                  1e-12 if dt == "float64" else 1e-5), "via": "/spmv"})
             except Exception as e:  # reported in the table, never fatal
-                rows.append({"kernel": "gpu.psell", "params": {"threads": t}, "error": str(e)[:200], "via": "/spmv"})
+                rows.append({"kernel": "gpu.psell", "params": params, "error": str(e)[:200], "via": "/spmv"})
         desc = c.get(m).descriptor
         results.append({"matrix": name, "what": what, "arg": arg, "rows": A.shape[0], "nnz": int(A.nnz),
                         "symmetric": sym, "dtype": dt, "upload_s": up_s, "bench_s": bench_s, "build_s": build_s,

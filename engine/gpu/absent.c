@@ -71,6 +71,13 @@ void spmv_gpu_matrix_usage(const spmv_gpu_matrix *m, spmv_gpu_usage *out)
     memset(out, 0, sizeof *out);
 }
 
+void spmv_gpu_matrix_psell_patterns(const spmv_gpu_matrix *m, int32_t *patterns, int64_t *slices)
+{
+    UNUSED(m);
+    *patterns = 0;
+    *slices = 0;
+}
+
 void spmv_gpu_matrix_trim(spmv_gpu_ctx *ctx, spmv_gpu_matrix *m, unsigned keep)
 {
     UNUSED(ctx); UNUSED(m); UNUSED(keep);

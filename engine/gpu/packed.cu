@@ -495,9 +495,18 @@ __global__ void psell_fill(int32_t rows, int32_t ns, const O *__restrict__ row_p
     }
 }
 
+static void pat_free(spmv_gpu_ctx *ctx, spmv_gpu_matrix *m, struct gpu_psell_patterns *pt)
+{
+    gpu_release_ptr(ctx, m, &pt->pid);
+    gpu_release_ptr(ctx, m, &pt->off);
+    gpu_release(ctx, m, pt->val);
+    memset(pt, 0, sizeof *pt);
+}
+
 void gpu_free_psell(spmv_gpu_ctx *ctx, spmv_gpu_matrix *m)
 {
     struct gpu_psell *p = &m->psell;
+    pat_free(ctx, m, &p->pat);
     gpu_release_ptr(ctx, m, &p->slot_off);
     gpu_release_ptr(ctx, m, &p->idx_off);
     gpu_release_ptr(ctx, m, &p->val_off);
@@ -516,11 +525,234 @@ static size_t psell_bytes(int32_t ns, int64_t slots, int64_t idx_total, int64_t 
            pk_values_bytes(v, nvals, vs);
 }
 
+/* The PSELL's arrays and, when it has slice patterns, their slice ids,
+ * offsets and values (what gpu.psell reads besides). */
 size_t gpu_psell_bytes(const spmv_gpu_matrix *m)
 {
     const struct gpu_psell *p = &m->psell;
-    return p->built ? psell_bytes(p->nslices, p->slots, p->idx_total, p->nvals, &p->v, spmv_dtype_size(m->dtype))
-                    : 0;
+    size_t vs = spmv_dtype_size(m->dtype);
+    size_t pat = p->pat.n ? (size_t)p->nslices + (size_t)p->pat.start[p->pat.n] * (4 + vs) : 0;
+    return p->built ? psell_bytes(p->nslices, p->slots, p->idx_total, p->nvals, &p->v, vs) + pat : 0;
+}
+
+extern "C" void spmv_gpu_matrix_psell_patterns(const spmv_gpu_matrix *m, int32_t *patterns, int64_t *slices)
+{
+    *patterns = m && m->psell.built ? m->psell.pat.n : 0;
+    *slices = m && m->psell.built ? m->psell.pat.slices : 0;
+}
+
+/* ------------------------------------------------------ slice patterns
+ *
+ * (gpu.cuh gpu_psell_patterns.) A slice can follow a pattern when it is
+ * diagonal (index width 0: every row of the full slice at the same
+ * offsets, column = base + lane), non-empty and at most PK_PAT_WIDTH slots
+ * wide; its key is its width, whether uniform, each slot's base minus the
+ * slice's first row and, uniform, each slot's value. PK_PAT_SAMPLE slices
+ * evenly spread are keyed on the device and their keys copied back; the
+ * host counts equal keys and keeps the most frequent (each at least
+ * 1/PK_PAT_SHARE of the sample, at most GPU_PAT_MAX of them and
+ * GPU_PAT_SLOTS slots in all); a pass over every slice then gives each the
+ * first kept pattern its own key equals, compared in full. A stencil's
+ * interior slices share one pattern; a matrix without diagonal slices gets
+ * none and its kernel reads nothing more. */
+
+#define PK_PAT_WIDTH 32
+#define PK_PAT_SAMPLE 4096
+#define PK_PAT_SHARE 256
+#define PK_PAT_REC (2 + 2 * PK_PAT_WIDTH) /* a key in int64 words: width, uniform, offsets, value bits */
+
+/* Value entry e of a PSELL's values, whatever their mode. */
+template <typename T>
+__device__ __forceinline__ T pk_value_any(spmv_vcode mode, const void *data, const T *table, int64_t e)
+{
+    switch (mode) {
+    case SPMV_VCODE_RAW: return ((const T *)data)[e];
+    case SPMV_VCODE_F32: return (T)((const float *)data)[e];
+    case SPMV_VCODE_U8: return table[((const uint8_t *)data)[e]];
+    case SPMV_VCODE_U16: return table[((const uint16_t *)data)[e]];
+    default: return table[0]; /* CONST */
+    }
+}
+
+struct pk_psell_view {
+    int32_t rows;
+    const int64_t *slot_off, *val_off;
+    const uint8_t *ib;
+    const int32_t *base;
+    spmv_vcode mode;
+    const void *data, *table;
+};
+
+/* Slice s's key into rec (PK_PAT_REC words, unused ones 0; width -1: the
+ * slice can follow no pattern). */
+template <typename T> __device__ void pat_key(const pk_psell_view &v, int64_t s, long long *rec)
+{
+    int64_t so = v.slot_off[s], w = v.slot_off[s + 1] - so, vo = v.val_off[s];
+    bool uniform = v.val_off[s + 1] - vo != w * PK_C;
+    bool ok = v.ib[s] == 0 && w > 0 && w <= PK_PAT_WIDTH && (s + 1) * PK_C <= v.rows;
+    for (int i = 0; i < PK_PAT_REC; i++)
+        rec[i] = 0;
+    rec[0] = ok ? w : -1;
+    if (!ok)
+        return;
+    rec[1] = uniform;
+    for (int k = 0; k < w; k++) {
+        rec[2 + k] = (long long)v.base[so + k] - s * PK_C;
+        if (uniform) {
+            T val = pk_value_any<T>(v.mode, v.data, (const T *)v.table, vo + k);
+            typename pk_bits<T>::U bits;
+            memcpy(&bits, &val, sizeof bits);
+            rec[2 + PK_PAT_WIDTH + k] = (long long)bits;
+        }
+    }
+}
+
+template <typename T> __global__ void pat_sample(pk_psell_view v, int64_t n, int64_t stride, long long *recs)
+{
+    int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x;
+    if (i < n)
+        pat_key<T>(v, i * stride, recs + i * PK_PAT_REC);
+}
+
+/* pid of every slice: the first pattern (keys: n records) whose key
+ * equals its own, compared entry by entry as pat_key would write it. */
+template <typename T>
+__global__ void pat_assign(pk_psell_view v, int64_t ns, const long long *__restrict__ keys, int n, uint8_t *pid,
+                           unsigned long long *count)
+{
+    int64_t s = blockIdx.x * (int64_t)blockDim.x + threadIdx.x;
+    if (s >= ns)
+        return;
+    int64_t so = v.slot_off[s], w = v.slot_off[s + 1] - so, vo = v.val_off[s];
+    bool uniform = v.val_off[s + 1] - vo != w * PK_C;
+    bool ok = v.ib[s] == 0 && w > 0 && w <= PK_PAT_WIDTH && (s + 1) * PK_C <= v.rows;
+    int got = GPU_PAT_NONE;
+    for (int p = 0; ok && p < n && got == GPU_PAT_NONE; p++) {
+        const long long *k = keys + p * PK_PAT_REC;
+        bool same = k[0] == w && k[1] == (long long)uniform;
+        for (int j = 0; j < w && same; j++) {
+            same = k[2 + j] == (long long)v.base[so + j] - s * PK_C;
+            if (same && uniform) {
+                T val = pk_value_any<T>(v.mode, v.data, (const T *)v.table, vo + j);
+                typename pk_bits<T>::U bits;
+                memcpy(&bits, &val, sizeof bits);
+                same = k[2 + PK_PAT_WIDTH + j] == (long long)bits;
+            }
+        }
+        if (same)
+            got = p;
+    }
+    pid[s] = (uint8_t)got;
+    unsigned live = __activemask(), hit = __ballot_sync(live, got != GPU_PAT_NONE); /* one atomic a warp */
+    if (hit && (threadIdx.x & 31) == __ffs(live) - 1)
+        atomicAdd(count, (unsigned long long)__popc(hit));
+}
+
+static int pat_cmp(const void *a, const void *b) { return memcmp(a, b, PK_PAT_REC * sizeof(long long)); }
+
+/* The kept keys (at most GPU_PAT_MAX, into keep) of the sample's n sorted
+ * keys: the most frequent first. */
+static int pat_choose(const long long *sorted, int64_t n, long long *keep)
+{
+    struct run { int64_t at, count; } runs[GPU_PAT_MAX];
+    int nr = 0;
+    int64_t least = n / PK_PAT_SHARE > 2 ? n / PK_PAT_SHARE : 2;
+    for (int64_t i = 0; i < n;) {
+        int64_t j = i + 1;
+        while (j < n && !pat_cmp(sorted + i * PK_PAT_REC, sorted + j * PK_PAT_REC))
+            j++;
+        if (sorted[i * PK_PAT_REC] > 0 && j - i >= least) { /* insert by count, keep the top GPU_PAT_MAX */
+            int at = nr < GPU_PAT_MAX ? nr++ : GPU_PAT_MAX;
+            while (at > 0 && runs[at - 1].count < j - i) {
+                if (at < GPU_PAT_MAX)
+                    runs[at] = runs[at - 1];
+                at--;
+            }
+            if (at < GPU_PAT_MAX)
+                runs[at] = run{i, j - i};
+        }
+        i = j;
+    }
+    int kept = 0;
+    int64_t slots = 0;
+    for (int r = 0; r < nr; r++) {
+        const long long *k = sorted + runs[r].at * PK_PAT_REC;
+        if (slots + k[0] > GPU_PAT_SLOTS)
+            continue;
+        slots += k[0];
+        memcpy(keep + (size_t)kept++ * PK_PAT_REC, k, PK_PAT_REC * sizeof(long long));
+    }
+    return kept;
+}
+
+template <typename T> static int psell_patterns(spmv_gpu_ctx *ctx, spmv_gpu_matrix *m, spmv_error *err)
+{
+    struct gpu_psell *p = &m->psell;
+    struct gpu_psell_patterns *pt = &p->pat;
+    int64_t ns = p->nslices, n = ns < PK_PAT_SAMPLE ? ns : PK_PAT_SAMPLE, stride = n ? ns / n : 1;
+    pk_psell_view v{m->rows, p->slot_off, p->val_off, p->idx_bytes, p->base, p->v.mode, p->v.data, p->v.table};
+    long long *recs = NULL, *host = NULL, keep[GPU_PAT_MAX * PK_PAT_REC];
+    unsigned long long *count = NULL, covered = 0;
+    size_t rb = (size_t)n * PK_PAT_REC * sizeof(long long);
+    int st = SPMV_OK, kept = 0;
+    memset(pt, 0, sizeof *pt);
+    if (n == 0)
+        return SPMV_OK;
+    if (!(host = (long long *)malloc(rb)))
+        return spmv_error_set(err, SPMV_ERR_NOMEM, 0, "out of host memory for the PSELL's slice patterns");
+    if ((st = gpu_alloc(ctx, m, (void **)&recs, rb, "PSELL slice keys", err)))
+        goto done;
+    pat_sample<T><<<gpu_grid(n, PK_BLOCK), PK_BLOCK, 0, ctx->stream>>>(v, n, stride, recs);
+    if ((st = gpu_check_launch(err, "pat_sample")) ||
+        (st = gpu_copy_to_host(ctx, host, recs, rb, "reading the PSELL's slice keys", err)))
+        goto done;
+    qsort(host, (size_t)n, PK_PAT_REC * sizeof(long long), pat_cmp);
+    if (!(kept = pat_choose(host, n, keep)))
+        goto done;
+    {
+        int32_t off[GPU_PAT_SLOTS];
+        T val[GPU_PAT_SLOTS];
+        int32_t at = 0;
+        for (int q = 0; q < kept; q++) {
+            const long long *k = keep + q * PK_PAT_REC;
+            pt->start[q] = at;
+            pt->uniform |= k[1] ? 1u << q : 0u;
+            for (int j = 0; j < k[0]; j++, at++) {
+                off[at] = (int32_t)k[2 + j];
+                typename pk_bits<T>::U bits = (typename pk_bits<T>::U)k[2 + PK_PAT_WIDTH + j];
+                memcpy(&val[at], &bits, sizeof bits);
+            }
+        }
+        for (int q = kept; q <= GPU_PAT_MAX; q++)
+            pt->start[q] = at;
+        cudaError_t e;
+        if ((st = gpu_alloc(ctx, m, (void **)&pt->pid, (size_t)ns, "PSELL slice patterns", err)) ||
+            (st = gpu_alloc(ctx, m, (void **)&pt->off, (size_t)at * 4, "PSELL slice patterns", err)) ||
+            (st = gpu_alloc(ctx, m, &pt->val, (size_t)at * sizeof(T), "PSELL slice patterns", err)) ||
+            (st = gpu_alloc(ctx, m, (void **)&count, 8, "PSELL slice patterns", err)))
+            goto done;
+        if ((e = cudaMemcpyAsync(pt->off, off, (size_t)at * 4, cudaMemcpyHostToDevice, ctx->stream)) != cudaSuccess ||
+            (e = cudaMemcpyAsync(pt->val, val, (size_t)at * sizeof(T), cudaMemcpyHostToDevice, ctx->stream)) !=
+                cudaSuccess ||
+            (e = cudaMemcpyAsync(recs, keep, (size_t)kept * PK_PAT_REC * sizeof(long long), cudaMemcpyHostToDevice,
+                                 ctx->stream)) != cudaSuccess ||
+            (e = cudaMemsetAsync(count, 0, 8, ctx->stream)) != cudaSuccess) {
+            st = gpu_cuda_error(e, err, "PSELL slice patterns");
+            goto done;
+        }
+        pat_assign<T><<<gpu_grid(ns, PK_BLOCK), PK_BLOCK, 0, ctx->stream>>>(v, ns, recs, kept, pt->pid, count);
+        if ((st = gpu_check_launch(err, "pat_assign")) ||
+            (st = gpu_copy_to_host(ctx, &covered, count, 8, "reading the PSELL's slice patterns", err)))
+            goto done;
+        pt->n = covered ? kept : 0;
+        pt->slices = (int64_t)covered;
+    }
+done:
+    gpu_release_each(ctx, m, {recs, count});
+    free(host);
+    if (st || !pt->n)
+        pat_free(ctx, m, pt);
+    return st;
 }
 
 /* O: the CSR's row offsets, int32_t or (a wide matrix) int64_t; the
@@ -576,6 +808,8 @@ static int build_psell(spmv_gpu_ctx *ctx, spmv_gpu_matrix *m, const O *row_ptr, 
             p->idx_bytes, p->base, p->idx, p->v.mode, (const T *)p->v.table, p->v.ntable, p->v.data);
         st = gpu_check_launch(err, "psell_fill");
     }
+    if (!st)
+        st = psell_patterns<T>(ctx, m, err);
     if (!st)
         p->built = true;
 done:
@@ -660,80 +894,90 @@ __global__ void __launch_bounds__(1024)
         y[row] = sum;
 }
 
-/* A lane's pointer to its values in a PSELL slice (value entry e: the
- * slice's val_off plus the lane, or the val_off alone in a uniform slice),
- * read slot by slot: at(off) is the value `off` entries further on. */
+/* A lane's values in a PSELL slice (value entry e: the slice's val_off
+ * plus the lane, or the val_off alone in a uniform slice), read slot by
+ * slot: at(off) is the value `off` entries further on, next(off) the
+ * values from there. */
 template <typename T, int VM> struct pk_lane_values {
     const void *p;
-    __device__ __forceinline__ pk_lane_values(const void *data, int64_t e)
+    const T *tab;
+    T c;
+    __device__ __forceinline__ pk_lane_values(const void *data, int64_t e, const T *tab_, T c_) : tab(tab_), c(c_)
     {
         p = (const char *)data + e * (int64_t)spmv_vcode_entry_bytes((spmv_vcode)VM, sizeof(T));
     }
-    __device__ __forceinline__ T at(int off, const T *tab, T c) const { return pk_value<T, VM>(p, tab, c, off); }
+    __device__ __forceinline__ T at(int off) const { return pk_value<T, VM>(p, tab, c, off); }
+    __device__ __forceinline__ pk_lane_values next(int off) const { return pk_lane_values(p, off, tab, c); }
+};
+
+/* A uniform slice pattern's values, in shared memory. */
+template <typename T> struct pk_shared_values {
+    const T *p;
+    __device__ __forceinline__ T at(int off) const { return p[off]; }
+    __device__ __forceinline__ pk_shared_values next(int off) const { return pk_shared_values{p + off}; }
 };
 
 /* How a PSELL slice gives a slot's column (engine/spmv.h): the slot's base
  * plus the lane (a diagonal slice, no entries), the base plus a 1- or
  * 2-byte entry, or a 4-byte entry itself; an entry of all ones is
- * padding. */
-enum { PK_DIAG, PK_NARROW, PK_WIDE };
+ * padding. PK_PAT: a pattern slice's, its offsets from the slice's first
+ * row read from shared memory (x then starts at that row). */
+enum { PK_DIAG, PK_NARROW, PK_WIDE, PK_PAT };
 
 /* W slots (k .. k+W-1 of the slice, already applied to the pointers) of
  * one lane's row, added to *sum in slot order: their column entries, bases
  * and values loaded first, then the gathers of x, so W loads are in flight
  * at once and no slot past the slice's width is issued. VS: value entries
  * from one slot to the next (C, or 1 in a uniform slice, whose lanes all
- * read the slot's one value). */
-template <int W, typename T, int VM, typename I, int KIND, int VS>
+ * read the slot's one value); V: where the values come from
+ * (pk_lane_values, pk_shared_values). */
+template <int W, typename T, typename I, int KIND, int VS, typename V>
 __device__ __forceinline__ void psell_slots(const I *__restrict__ d_at, const int32_t *__restrict__ b_at, int lane,
-                                            const pk_lane_values<T, VM> &v_at, const T *tab, T c,
-                                            const T *__restrict__ x, T &sum)
+                                            const V &v_at, const T *__restrict__ x, T &sum)
 {
     const I pad = (I)~(I)0;
+    constexpr bool diag = KIND == PK_DIAG || KIND == PK_PAT;
     I d[W];
     int32_t b[W];
     T v[W];
 #pragma unroll
     for (int u = 0; u < W; u++) {
-        d[u] = KIND == PK_DIAG ? (I)lane : __ldcs(d_at + u * PK_C);
-        b[u] = KIND == PK_WIDE ? 0 : __ldg(b_at + u);
-        v[u] = v_at.at(u * VS, tab, c);
+        d[u] = diag ? (I)lane : __ldcs(d_at + u * PK_C);
+        b[u] = KIND == PK_WIDE ? 0 : KIND == PK_PAT ? b_at[u] : __ldg(b_at + u);
+        v[u] = v_at.at(u * VS);
     }
 #pragma unroll
     for (int u = 0; u < W; u++)
-        if (KIND == PK_DIAG || d[u] != pad)
+        if (diag || d[u] != pad)
             sum += v[u] * __ldg(x + (b[u] + (int32_t)d[u]));
 }
 
 /* One lane's row of a PSELL slice of width w: slots of entries I (0, 1, 2
- * or 4 bytes) at blk + k*C + lane, values from entry ve (the slice's first
- * plus the lane, or the first alone in a uniform slice). Full groups of
+ * or 4 bytes) at blk + k*C + lane, values from v_at. Full groups of
  * PK_STEP slots, then the rest as one group of its exact size, so a
  * 5-point stencil's slice of 5 slots costs 5 slots' instructions, not
  * PK_STEP's. */
-template <typename T, int VM, typename I, int KIND, int VS>
+template <typename T, typename I, int KIND, int VS, typename V>
 __device__ __forceinline__ T psell_row(const I *__restrict__ blk, const int32_t *__restrict__ bs, int32_t w, int lane,
-                                      int64_t ve, const void *__restrict__ data, const T *tab, T c,
-                                      const T *__restrict__ x)
+                                      V v_at, const T *__restrict__ x)
 {
     const I *d_at = blk + lane;
-    pk_lane_values<T, VM> v_at(data, ve);
     T sum = 0;
     int32_t k = 0;
     for (; k + PK_STEP <= w; k += PK_STEP) {
-        psell_slots<PK_STEP, T, VM, I, KIND, VS>(d_at, bs, lane, v_at, tab, c, x, sum);
+        psell_slots<PK_STEP, T, I, KIND, VS>(d_at, bs, lane, v_at, x, sum);
         d_at += PK_STEP * PK_C;
         bs += PK_STEP;
-        v_at = pk_lane_values<T, VM>(v_at.p, PK_STEP * VS);
+        v_at = v_at.next(PK_STEP * VS);
     }
     switch (w - k) {
-    case 1: psell_slots<1, T, VM, I, KIND, VS>(d_at, bs, lane, v_at, tab, c, x, sum); break;
-    case 2: psell_slots<2, T, VM, I, KIND, VS>(d_at, bs, lane, v_at, tab, c, x, sum); break;
-    case 3: psell_slots<3, T, VM, I, KIND, VS>(d_at, bs, lane, v_at, tab, c, x, sum); break;
-    case 4: psell_slots<4, T, VM, I, KIND, VS>(d_at, bs, lane, v_at, tab, c, x, sum); break;
-    case 5: psell_slots<5, T, VM, I, KIND, VS>(d_at, bs, lane, v_at, tab, c, x, sum); break;
-    case 6: psell_slots<6, T, VM, I, KIND, VS>(d_at, bs, lane, v_at, tab, c, x, sum); break;
-    case 7: psell_slots<7, T, VM, I, KIND, VS>(d_at, bs, lane, v_at, tab, c, x, sum); break;
+    case 1: psell_slots<1, T, I, KIND, VS>(d_at, bs, lane, v_at, x, sum); break;
+    case 2: psell_slots<2, T, I, KIND, VS>(d_at, bs, lane, v_at, x, sum); break;
+    case 3: psell_slots<3, T, I, KIND, VS>(d_at, bs, lane, v_at, x, sum); break;
+    case 4: psell_slots<4, T, I, KIND, VS>(d_at, bs, lane, v_at, x, sum); break;
+    case 5: psell_slots<5, T, I, KIND, VS>(d_at, bs, lane, v_at, x, sum); break;
+    case 6: psell_slots<6, T, I, KIND, VS>(d_at, bs, lane, v_at, x, sum); break;
+    case 7: psell_slots<7, T, I, KIND, VS>(d_at, bs, lane, v_at, x, sum); break;
     default: break;
     }
     return sum;
@@ -748,43 +992,63 @@ __device__ __forceinline__ T psell_slice(int b, bool uniform, const uint8_t *__r
 {
     typedef const unsigned short *U16;
     typedef const unsigned int *U32;
+    typedef pk_lane_values<T, VM> LV;
     if (uniform) {
+        LV v(data, vo, tab, c);
         switch (b) {
-        case 0: return psell_row<T, VM, unsigned char, PK_DIAG, 1>(blk, bs, w, lane, vo, data, tab, c, x);
-        case 1: return psell_row<T, VM, unsigned char, PK_NARROW, 1>(blk, bs, w, lane, vo, data, tab, c, x);
-        case 2: return psell_row<T, VM, unsigned short, PK_NARROW, 1>((U16)blk, bs, w, lane, vo, data, tab, c, x);
-        default: return psell_row<T, VM, unsigned int, PK_WIDE, 1>((U32)blk, bs, w, lane, vo, data, tab, c, x);
+        case 0: return psell_row<T, unsigned char, PK_DIAG, 1>(blk, bs, w, lane, v, x);
+        case 1: return psell_row<T, unsigned char, PK_NARROW, 1>(blk, bs, w, lane, v, x);
+        case 2: return psell_row<T, unsigned short, PK_NARROW, 1>((U16)blk, bs, w, lane, v, x);
+        default: return psell_row<T, unsigned int, PK_WIDE, 1>((U32)blk, bs, w, lane, v, x);
         }
     }
-    int64_t ve = vo + lane;
+    LV v(data, vo + lane, tab, c);
     switch (b) {
-    case 0: return psell_row<T, VM, unsigned char, PK_DIAG, PK_C>(blk, bs, w, lane, ve, data, tab, c, x);
-    case 1: return psell_row<T, VM, unsigned char, PK_NARROW, PK_C>(blk, bs, w, lane, ve, data, tab, c, x);
-    case 2: return psell_row<T, VM, unsigned short, PK_NARROW, PK_C>((U16)blk, bs, w, lane, ve, data, tab, c, x);
-    default: return psell_row<T, VM, unsigned int, PK_WIDE, PK_C>((U32)blk, bs, w, lane, ve, data, tab, c, x);
+    case 0: return psell_row<T, unsigned char, PK_DIAG, PK_C>(blk, bs, w, lane, v, x);
+    case 1: return psell_row<T, unsigned char, PK_NARROW, PK_C>(blk, bs, w, lane, v, x);
+    case 2: return psell_row<T, unsigned short, PK_NARROW, PK_C>((U16)blk, bs, w, lane, v, x);
+    default: return psell_row<T, unsigned int, PK_WIDE, PK_C>((U32)blk, bs, w, lane, v, x);
     }
 }
+
+/* What gpu.psell reads of a PSELL's slice patterns (gpu_psell_patterns): n
+ * 0 when it has none or the launch takes none (`patterns` 2, or `threads`
+ * past one). */
+struct pk_pat_args {
+    const uint8_t *pid;
+    const int32_t *off;
+    const void *val;
+    int32_t n, total;
+    uint32_t uniform;
+    int32_t start[GPU_PAT_MAX + 1];
+};
 
 /* A warp per slice, or PARTS warps (`threads` per row), each summing a
  * contiguous part of the slice's slots, the parts' sums then added in
  * part order by the first (through shared memory: a slice's warps are in
- * one block). The slice's header is read before the block's U8 table is
- * loaded and waited for, so the two round trips overlap. */
+ * one block). The slice's header is read before the block's U8 table and
+ * slice patterns are loaded and waited for, so the round trips overlap. A
+ * warp per slice: a slice that follows a pattern takes its offsets (and,
+ * uniform, its values) from the block's copy of the patterns, its
+ * gathers waiting for nothing but the header; the sums are taken in the
+ * same order either way. */
 template <typename T, int VM, bool SPLIT>
 __global__ void __launch_bounds__(1024)
     psell_kernel(int32_t rows, int32_t ns, int parts, const int64_t *__restrict__ slot_off,
                  const int64_t *__restrict__ idx_off, const int64_t *__restrict__ val_off,
                  const uint8_t *__restrict__ ib, const int32_t *__restrict__ base, const uint8_t *__restrict__ idx,
-                 const void *__restrict__ data, const T *__restrict__ table, int32_t ntable, const T *__restrict__ x,
-                 T *__restrict__ y)
+                 const void *__restrict__ data, const T *__restrict__ table, int32_t ntable, pk_pat_args pa,
+                 const T *__restrict__ x, T *__restrict__ y)
 {
     __shared__ T shared[VM == SPMV_VCODE_U8 ? 256 : 1];
     __shared__ T part_sum[SPLIT ? 1024 : 1];
+    __shared__ int32_t pat_off[SPLIT ? 1 : GPU_PAT_SLOTS], pat_start[SPLIT ? 1 : GPU_PAT_MAX + 1];
+    __shared__ T pat_val[SPLIT ? 1 : GPU_PAT_SLOTS];
     int64_t gw = (blockIdx.x * (int64_t)blockDim.x + threadIdx.x) / 32, warp = SPLIT ? gw / parts : gw;
     int part = SPLIT ? (int)(gw % parts) : 0, lane = threadIdx.x & 31;
     bool live = warp < ns;
     int64_t so = 0, w = 0, io = 0, vo = 0, nv = 0;
-    int b = 0;
+    int b = 0, pid = GPU_PAT_NONE;
     if (live) {
         so = __ldg(slot_off + warp);
         w = __ldg(slot_off + warp + 1) - so;
@@ -792,6 +1056,21 @@ __global__ void __launch_bounds__(1024)
         vo = __ldg(val_off + warp);
         nv = __ldg(val_off + warp + 1) - vo;
         b = __ldg(ib + warp);
+        if (!SPLIT && pa.n)
+            pid = __ldg(pa.pid + warp);
+    }
+    if (!SPLIT && pa.n) { /* n is the launch's: every thread of the block is here */
+        for (int i = threadIdx.x; i < pa.total; i += blockDim.x) {
+            pat_off[i] = __ldg(pa.off + i);
+            pat_val[i] = __ldg((const T *)pa.val + i);
+        }
+        if (threadIdx.x == 0) {
+#pragma unroll
+            for (int q = 0; q <= GPU_PAT_MAX; q++)
+                pat_start[q] = pa.start[q];
+        }
+        if (VM != SPMV_VCODE_U8) /* pk_table waits for U8 */
+            __syncthreads();
     }
     const T *tab = pk_table<T, VM>(table, ntable, shared);
     T c = VM == SPMV_VCODE_CONST ? __ldg(table) : (T)0;
@@ -800,7 +1079,19 @@ __global__ void __launch_bounds__(1024)
     if (!SPLIT) {
         if (!live)
             return;
-        T sum = psell_slice<T, VM>(b, uniform, idx + io, base + so, (int32_t)w, lane, vo, data, tab, c, x);
+        T sum;
+        if (pid != GPU_PAT_NONE) { /* a full diagonal slice: x from its first row */
+            const int32_t *po = pat_off + pat_start[pid];
+            const T *xr = x + warp * PK_C;
+            if (pa.uniform >> pid & 1)
+                sum = psell_row<T, unsigned char, PK_PAT, 1>(idx, po, (int32_t)w, lane,
+                                                             pk_shared_values<T>{pat_val + pat_start[pid]}, xr);
+            else
+                sum = psell_row<T, unsigned char, PK_PAT, PK_C>(idx, po, (int32_t)w, lane,
+                                                                pk_lane_values<T, VM>(data, vo + lane, tab, c), xr);
+        } else {
+            sum = psell_slice<T, VM>(b, uniform, idx + io, base + so, (int32_t)w, lane, vo, data, tab, c, x);
+        }
         if (row < rows)
             y[row] = sum;
         return;
@@ -875,16 +1166,22 @@ template <typename T, int VM> struct psell_launcher {
         spmv_gpu_matrix *m = l->m;
         const struct gpu_psell *p = &m->psell;
         int parts = psell_parts(l), per = 32 * parts;
+        pk_pat_args pa;
+        memset(&pa, 0, sizeof pa);
+        if (parts == 1 && p->pat.n && l->p.v[SPMV_PARAM_PATTERNS] != 2) {
+            pa = pk_pat_args{p->pat.pid, p->pat.off, p->pat.val, p->pat.n, p->pat.start[p->pat.n], p->pat.uniform, {}};
+            memcpy(pa.start, p->pat.start, sizeof pa.start);
+        }
         if (parts == 1) {
             psell_kernel<T, VM, false><<<gpu_grid((int64_t)p->nslices * 32, l->block), l->block, 0, l->ctx->stream>>>(
                 m->rows, p->nslices, 1, p->slot_off, p->idx_off, p->val_off, p->idx_bytes, p->base, p->idx,
-                p->v.data, (const T *)p->v.table, p->v.ntable, (const T *)l->x, (T *)l->y);
+                p->v.data, (const T *)p->v.table, p->v.ntable, pa, (const T *)l->x, (T *)l->y);
             return;
         }
         int block = l->block >= per ? l->block / per * per : per; /* whole slices a block */
         psell_kernel<T, VM, true><<<gpu_grid((int64_t)p->nslices * per, block), block, 0, l->ctx->stream>>>(
             m->rows, p->nslices, parts, p->slot_off, p->idx_off, p->val_off, p->idx_bytes, p->base, p->idx,
-            p->v.data, (const T *)p->v.table, p->v.ntable, (const T *)l->x, (T *)l->y);
+            p->v.data, (const T *)p->v.table, p->v.ntable, pa, (const T *)l->x, (T *)l->y);
     }
 };
 

@@ -224,6 +224,7 @@ static int edges(const spmv_kernel *k, spmv_param_id id, int32_t *v)
     case SPMV_PARAM_LAUNCHES: v[0] = 1; v[1] = 2; return 2;
     case SPMV_PARAM_ROW_BLOCKS: v[0] = 1; v[1] = 2; return 2;
     case SPMV_PARAM_LANES: v[0] = 0; v[1] = 1; v[2] = 32; return 3;
+    case SPMV_PARAM_PATTERNS: v[0] = 1; v[1] = 2; return 2;
     default: v[0] = 0; return 1;
     }
 }
@@ -748,6 +749,101 @@ static void test_packed(void **state)
         assert_true(seen.pcsr_idx[1] && seen.pcsr_idx[2] && seen.pcsr_idx[4]);
         assert_true(seen.psell_idx[1] && seen.psell_idx[2] && seen.psell_idx[4]);
     }
+    assert_int_equal(failures, 0);
+}
+
+/* gpu.psell's slice patterns (docs/kernels.md "Slice patterns"): where
+ * diagonal slices share their offsets (2-D and 3-D Poisson and the
+ * 27-point stencil, sides with interior slices: uniform values; the
+ * diagonal band of distinct values: offsets only) the device finds
+ * patterns that at least half the host's diagonal slices follow (at most
+ * all of them), and the product with them (`patterns` 1) equals the one
+ * without (2) bit for bit and the reference; a random graph has no
+ * diagonal slice and gets no pattern. Both dtypes. */
+static int pattern_case(const char *label, const spmv_coo *coo, spmv_dtype dt, bool want)
+{
+    struct problem pb;
+    spmv_gpu_matrix *gm = NULL;
+    spmv_csr csr;
+    spmv_psell hp;
+    spmv_error err;
+    spmv_stats st;
+    spmv_format_limits lim = spmv_format_limits_default();
+    const spmv_kernel *k = spmv_kernel_find("gpu.psell");
+    int failures = 0;
+    int64_t diag = 0;
+    problem_make(coo, dt, &pb);
+    assert_int_equal(spmv_coo_to_csr(coo, dt, &csr, &err), SPMV_OK);
+    assert_int_equal(spmv_csr_to_psell(&csr, &lim, &hp, &err), SPMV_OK);
+    for (int32_t s = 0; s < hp.nslices; s++)
+        diag += hp.idx_bytes[s] == 0 && hp.slot_off[s + 1] > hp.slot_off[s] && (int64_t)(s + 1) * SPMV_PSELL_C <= coo->rows;
+    void *y1 = tu_vector_alloc(dt, coo->rows), *y2 = tu_vector_alloc(dt, coo->rows);
+    size_t yb = (size_t)coo->rows * spmv_dtype_size(dt);
+    assert_int_equal(spmv_gpu_matrix_upload(TG.ctx, coo, dt, SPMV_FMT_CSR, 32, &gm, NULL, &err), SPMV_OK);
+    spmv_params p = {{0}};
+    tu_poison(y1, dt, coo->rows);
+    int rc = spmv_gpu_run(TG.ctx, k, gm, &p, pb.x, y1, 1, 2, &st, &err);
+    int32_t npat = -1;
+    int64_t covered = -1;
+    spmv_gpu_matrix_psell_patterns(gm, &npat, &covered);
+    p.v[SPMV_PARAM_PATTERNS] = 2;
+    tu_poison(y2, dt, coo->rows);
+    int rc2 = rc ? rc : spmv_gpu_run(TG.ctx, k, gm, &p, pb.x, y2, 1, 2, &st, &err);
+    double bound = (dt == SPMV_FLOAT64 ? F64_BOUND : F32_BOUND) * fmax(1.0, sqrt(pb.max_row / 100.0));
+    double e = rc2 ? INFINITY : scaled_err(&pb, y1, coo->rows);
+    print_message("# patterns %s %s: %d, %lld of %lld diagonal slices (%d slices); error %.3g\n", label,
+                  spmv_dtype_name(dt), npat, (long long)covered, (long long)diag, hp.nslices, e);
+    if (rc || rc2) {
+        print_message("# FAIL gpu.psell on %s: %s\n", label, err.message);
+        failures++;
+    } else if (memcmp(y1, y2, yb) != 0 || !(e <= bound)) {
+        print_message("# FAIL gpu.psell on %s: with patterns %s the one without, error %.3g (bound %.3g)\n", label,
+                      memcmp(y1, y2, yb) ? "differs from" : "equals", e, bound);
+        failures++;
+    } else if (want ? npat < 1 || covered * 2 < diag || covered > diag : npat != 0 || covered != 0) {
+        print_message("# FAIL %s: %d patterns, %lld slices following one (diagonal slices %lld)\n", label, npat,
+                      (long long)covered, (long long)diag);
+        failures++;
+    }
+    spmv_gpu_matrix_free(TG.ctx, gm);
+    spmv_psell_free(&hp);
+    spmv_csr_free(&csr);
+    free(y1);
+    free(y2);
+    problem_free(&pb);
+    return failures;
+}
+
+static void test_psell_patterns(void **state)
+{
+    (void)state;
+    TU_NEED_GPU();
+    int failures = 0;
+    uint64_t seed = tu_rng_next(&TG.rng);
+    /* sides long enough for whole slices inside a line of the grid (none at 64: every slice holds an edge row) */
+    struct {
+        spmv_gen_spec spec;
+        bool want;
+    } mats[] = {
+        {{SPMV_GEN_POISSON2D, TG.quick ? 130 : 520, 0, 0, seed}, true},
+        {{SPMV_GEN_POISSON3D, TG.quick ? 34 : 98, 0, 0, seed}, true},
+        {{SPMV_GEN_STENCIL27, TG.quick ? 34 : 66, 0, 0, seed}, true},
+        {{SPMV_GEN_GRAPH_UNIFORM, TG.quick ? 5000 : 200000, 8, 0, seed}, false},
+    };
+    print_message("# slice patterns: seed %llu\n", (unsigned long long)seed);
+    for (size_t i = 0; i < sizeof mats / sizeof mats[0]; i++) {
+        spmv_coo coo;
+        spmv_error err;
+        assert_int_equal(spmv_gen(&mats[i].spec, &coo, &err), SPMV_OK);
+        for (int d = 0; d < 2; d++)
+            failures += pattern_case(spmv_gen_kind_name(mats[i].spec.kind), &coo, (spmv_dtype)d, mats[i].want);
+        spmv_coo_free(&coo);
+    }
+    spmv_coo band;
+    tu_diagonal_coo(&TG.rng, TG.quick ? 3000 : 300000, 9, 500, SPMV_FLOAT64, &band);
+    for (int d = 0; d < 2; d++)
+        failures += pattern_case("diagonal band, distinct values", &band, (spmv_dtype)d, true);
+    spmv_coo_free(&band);
     assert_int_equal(failures, 0);
 }
 
@@ -1483,6 +1579,7 @@ int main(void)
         cmocka_unit_test(test_conversions_random),
         cmocka_unit_test(test_packed),
         cmocka_unit_test(test_spsell),
+        cmocka_unit_test(test_psell_patterns),
         cmocka_unit_test(test_pbsr),
         cmocka_unit_test(test_unsorted_duplicates),
         cmocka_unit_test(test_upload_stats),

@@ -88,7 +88,7 @@ static void test_param_table(void **state)
         {SPMV_PARAM_OUTPUT, "output", 1, 1, 2},               {SPMV_PARAM_ACCUMULATE, "accumulate", 1, 1, 2},
         {SPMV_PARAM_X_CACHE, "x_cache", 1, 1, 2},             {SPMV_PARAM_WIDTH, "width", 0, 1, INT32_MAX},
         {SPMV_PARAM_LAUNCHES, "launches", 1, 1, 2},           {SPMV_PARAM_ROW_BLOCKS, "row_blocks", 1, 1, 2},
-        {SPMV_PARAM_LANES, "lanes", 4, 1, 32},
+        {SPMV_PARAM_LANES, "lanes", 4, 1, 32},                {SPMV_PARAM_PATTERNS, "patterns", 1, 1, 2},
     };
     for (size_t i = 0; i < sizeof want / sizeof want[0]; i++) {
         const spmv_param_desc *d = spmv_param_get(want[i].id);
@@ -179,6 +179,7 @@ static void test_params_resolve(void **state)
         p.v[SPMV_PARAM_THREADS] = t;
         assert_int_equal(spmv_params_resolve(spmv_kernel_find("gpu.psell"), &p, &r, &err), SPMV_OK);
         assert_int_equal(r.v[SPMV_PARAM_THREADS], t);
+        assert_int_equal(r.v[SPMV_PARAM_PATTERNS], 1); /* the slice patterns, by default */
     }
 
     /* refusals name parameter, value and range */
@@ -210,6 +211,9 @@ static void test_params_resolve(void **state)
     expect_refused("gpu.psell", SPMV_PARAM_THREADS, 3, (const char *const[]){"power of two", "1..32", NULL});
     expect_refused("gpu.psell", SPMV_PARAM_THREADS, 64, (const char *const[]){"threads", "64", NULL});
     expect_refused("gpu.spsell", SPMV_PARAM_THREADS, 2, (const char *const[]){"takes no parameter threads", NULL});
+    expect_refused("gpu.psell", SPMV_PARAM_PATTERNS, 3, (const char *const[]){"patterns", "3", "1..2", NULL});
+    expect_refused("gpu.spsell", SPMV_PARAM_PATTERNS, 2, (const char *const[]){"takes no parameter patterns", NULL});
+    expect_refused("cpu.psell.omp", SPMV_PARAM_PATTERNS, 1, (const char *const[]){"takes no parameter patterns", NULL});
     expect_refused("gpu.hll", SPMV_PARAM_X_CACHE, 3, (const char *const[]){"x_cache", "3", "1..2", NULL});
     expect_refused("gpu.csr.texture", SPMV_PARAM_X_CACHE, 2, (const char *const[]){"takes no parameter x_cache", NULL});
     expect_refused("gpu.hyb", SPMV_PARAM_LAUNCHES, 3, (const char *const[]){"launches", "1..2", NULL});

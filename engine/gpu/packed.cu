@@ -547,8 +547,9 @@ extern "C" void spmv_gpu_matrix_psell_patterns(const spmv_gpu_matrix *m, int32_t
  * diagonal (index width 0: every row of the full slice at the same
  * offsets, column = base + lane), non-empty and at most PK_PAT_WIDTH slots
  * wide; its key is its width, whether uniform, each slot's base minus the
- * slice's first row and, uniform, each slot's value. PK_PAT_SAMPLE slices
- * evenly spread are keyed on the device and their keys copied back; the
+ * slice's first row and, uniform, each slot's value. PK_PAT_SAMPLE slices,
+ * one from each of as many equal windows (pat_sample), are keyed on the
+ * device and their keys copied back; the
  * host counts equal keys and keeps the most frequent (each at least
  * 1/PK_PAT_SHARE of the sample, at most GPU_PAT_MAX of them and
  * GPU_PAT_SLOTS slots in all); a pass over every slice then gives each the
@@ -607,11 +608,16 @@ template <typename T> __device__ void pat_key(const pk_psell_view &v, int64_t s,
     }
 }
 
+/* Sample i: a slice of window [i stride, (i+1) stride) chosen by a hash of
+ * i, not its first: a grid whose lines are a multiple of the window long
+ * would otherwise be sampled at its lines' ends only (2-D Poisson 4096²:
+ * every window's first slice holds a boundary row). */
 template <typename T> __global__ void pat_sample(pk_psell_view v, int64_t n, int64_t stride, long long *recs)
 {
     int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x;
     if (i < n)
-        pat_key<T>(v, i * stride, recs + i * PK_PAT_REC);
+        pat_key<T>(v, i * stride + (int64_t)(((uint64_t)i * 0x9E3779B97F4A7C15ull) >> 33) % stride,
+                   recs + i * PK_PAT_REC);
 }
 
 /* pid of every slice: the first pattern (keys: n records) whose key
@@ -1042,8 +1048,10 @@ __global__ void __launch_bounds__(1024)
 {
     __shared__ T shared[VM == SPMV_VCODE_U8 ? 256 : 1];
     __shared__ T part_sum[SPLIT ? 1024 : 1];
-    __shared__ int32_t pat_off[SPLIT ? 1 : GPU_PAT_SLOTS], pat_start[SPLIT ? 1 : GPU_PAT_MAX + 1];
-    __shared__ T pat_val[SPLIT ? 1 : GPU_PAT_SLOTS];
+    /* the patterns (launched with pk_pat_shared bytes, none without): values, offsets, starts */
+    extern __shared__ __align__(8) unsigned char pk_dyn[];
+    T *pat_val = (T *)pk_dyn;
+    int32_t *pat_off = (int32_t *)(pat_val + pa.total), *pat_start = pat_off + pa.total;
     int64_t gw = (blockIdx.x * (int64_t)blockDim.x + threadIdx.x) / 32, warp = SPLIT ? gw / parts : gw;
     int part = SPLIT ? (int)(gw % parts) : 0, lane = threadIdx.x & 31;
     bool live = warp < ns;
@@ -1111,6 +1119,12 @@ __global__ void __launch_bounds__(1024)
     }
 }
 
+/* The dynamic shared memory psell_kernel takes for pa's patterns. */
+static size_t pk_pat_shared(const pk_pat_args &pa, size_t vs)
+{
+    return pa.n ? (size_t)pa.total * (vs + 4) + (GPU_PAT_MAX + 1) * 4 : 0;
+}
+
 /* Warps per slice: `threads` (1..32, a power of two), else 1: the slots
  * summed in order by one lane, as cpu.csr.serial sums a row. */
 static int psell_parts(const struct gpu_launch *l)
@@ -1173,7 +1187,8 @@ template <typename T, int VM> struct psell_launcher {
             memcpy(pa.start, p->pat.start, sizeof pa.start);
         }
         if (parts == 1) {
-            psell_kernel<T, VM, false><<<gpu_grid((int64_t)p->nslices * 32, l->block), l->block, 0, l->ctx->stream>>>(
+            psell_kernel<T, VM, false><<<gpu_grid((int64_t)p->nslices * 32, l->block), l->block,
+                                         pk_pat_shared(pa, sizeof(T)), l->ctx->stream>>>(
                 m->rows, p->nslices, 1, p->slot_off, p->idx_off, p->val_off, p->idx_bytes, p->base, p->idx,
                 p->v.data, (const T *)p->v.table, p->v.ntable, pa, (const T *)l->x, (T *)l->y);
             return;

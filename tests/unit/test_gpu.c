@@ -820,13 +820,16 @@ static void test_psell_patterns(void **state)
     TU_NEED_GPU();
     int failures = 0;
     uint64_t seed = tu_rng_next(&TG.rng);
-    /* sides long enough for whole slices inside a line of the grid (none at 64: every slice holds an edge row) */
+    /* sides long enough for whole slices inside a line of the grid (none at 64: every slice holds an edge row);
+     * 128: lines a multiple of the sample's windows */
     struct {
         spmv_gen_spec spec;
         bool want;
     } mats[] = {
         {{SPMV_GEN_POISSON2D, TG.quick ? 130 : 520, 0, 0, seed}, true},
         {{SPMV_GEN_POISSON3D, TG.quick ? 34 : 98, 0, 0, seed}, true},
+        /* 65 536 slices: the sample's windows of 16 slices (4 lines) each start with a boundary row */
+        {{SPMV_GEN_POISSON3D, TG.quick ? 34 : 128, 0, 0, seed}, true},
         {{SPMV_GEN_STENCIL27, TG.quick ? 34 : 66, 0, 0, seed}, true},
         {{SPMV_GEN_GRAPH_UNIFORM, TG.quick ? 5000 : 200000, 8, 0, seed}, false},
     };

@@ -11,7 +11,8 @@
  *      every GPU SpMV kernel of the registry runs with its parameter sweep
  *      (block sizes 32..1024, hack sizes, cuSPARSE algorithms, lanes per
  *      row, and beside each study's form the project's variant: gpu.hll
- *      x_cache 2, gpu.hyb launches 2, gpu.csr.adaptive row_blocks 2;
+ *      x_cache 2, gpu.hyb launches 2, gpu.csr.adaptive row_blocks 2, gpu.psell
+ *      patterns 2 (no slice patterns);
  *      gpu.coo.scoo's lanes 1..32): median (--stat mean: mean) of >= 50 timed runs after warm-up
  *      (spmv_gpu_run, CUDA events
  *      around each launch), y checked against spmv_reference; `auto` tunes

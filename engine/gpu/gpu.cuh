@@ -129,11 +129,11 @@ struct gpu_pcsr {
 };
 
 /* A PSELL's slice patterns (packed.cu, docs/kernels.md "Slice patterns"):
- * diagonal slices whose slots sit at the same offsets from the slice's
- * first row, and, uniform ones, hold the same values, share one pattern;
- * gpu.psell reads a pattern slice's offsets and values from shared memory,
- * not from the slice's bases and value entries, so its gathers of x wait
- * for one round of loads (the header), not two. Derived on the device from
+ * diagonal uniform slices whose slots sit at the same offsets from the
+ * slice's first row and hold the same values share one pattern; gpu.psell
+ * reads a pattern slice's offsets and values from shared memory, not from
+ * the slice's bases and value entries, so its gathers of x wait for one
+ * round of loads (the header), not two. Derived on the device from
  * the PSELL once it is built; the format's arrays are untouched. */
 #define GPU_PAT_MAX 8     /* patterns a matrix */
 #define GPU_PAT_SLOTS 128 /* slots over all its patterns (the kernel's shared copy) */
@@ -141,11 +141,10 @@ struct gpu_pcsr {
 struct gpu_psell_patterns {
     int32_t n;                      /* 0: none, pid NULL */
     int32_t start[GPU_PAT_MAX + 1]; /* pattern p: slots start[p] .. start[p+1] of off and val */
-    uint32_t uniform;               /* bit p: pattern p holds its slots' values */
     int64_t slices;                 /* slices that follow one */
     uint8_t *pid;                   /* nslices: the slice's pattern or GPU_PAT_NONE */
     int32_t *off;                   /* start[n]: a slot's column minus the slice's first row */
-    void *val;                      /* start[n] values (a uniform pattern's; 0 in the others) */
+    void *val;                      /* start[n]: a slot's value */
 };
 
 struct gpu_psell {

@@ -545,12 +545,15 @@ extern "C" void spmv_gpu_matrix_psell_patterns(const spmv_gpu_matrix *m, int32_t
  *
  * (gpu.cuh gpu_psell_patterns.) A slice can follow a pattern when it is
  * diagonal (index width 0: every row of the full slice at the same
- * offsets, column = base + lane), non-empty and at most PK_PAT_WIDTH slots
- * wide; its key is its width, whether uniform, each slot's base minus the
- * slice's first row and, uniform, each slot's value. PK_PAT_SAMPLE slices,
- * one from each of as many equal windows (pat_sample), are keyed on the
- * device and their keys copied back; the
- * host counts equal keys and keeps the most frequent (each at least
+ * offsets, column = base + lane), uniform (one value a slot), non-empty and
+ * at most PK_PAT_WIDTH slots wide; its key is its width, each slot's base
+ * minus the slice's first row and each slot's value (the key's second word
+ * says uniform: always 1). A diagonal slice of distinct values (the
+ * finite-volume matrix's) would gain nothing: its values are a round of
+ * loads anyway, and the kernel is at the memory's bandwidth there
+ * (docs/benchmarks/realistic.md run 7). PK_PAT_SAMPLE slices, one from
+ * each of as many equal windows (pat_sample), are keyed on the device and
+ * their keys copied back; the host counts equal keys and keeps the most frequent (each at least
  * 1/PK_PAT_SHARE of the sample, at most GPU_PAT_MAX of them and
  * GPU_PAT_SLOTS slots in all); a pass over every slice then gives each the
  * first kept pattern its own key equals, compared in full. A stencil's
@@ -590,7 +593,7 @@ template <typename T> __device__ void pat_key(const pk_psell_view &v, int64_t s,
 {
     int64_t so = v.slot_off[s], w = v.slot_off[s + 1] - so, vo = v.val_off[s];
     bool uniform = v.val_off[s + 1] - vo != w * PK_C;
-    bool ok = v.ib[s] == 0 && w > 0 && w <= PK_PAT_WIDTH && (s + 1) * PK_C <= v.rows;
+    bool ok = v.ib[s] == 0 && uniform && w > 0 && w <= PK_PAT_WIDTH && (s + 1) * PK_C <= v.rows;
     for (int i = 0; i < PK_PAT_REC; i++)
         rec[i] = 0;
     rec[0] = ok ? w : -1;
@@ -631,7 +634,7 @@ __global__ void pat_assign(pk_psell_view v, int64_t ns, const long long *__restr
         return;
     int64_t so = v.slot_off[s], w = v.slot_off[s + 1] - so, vo = v.val_off[s];
     bool uniform = v.val_off[s + 1] - vo != w * PK_C;
-    bool ok = v.ib[s] == 0 && w > 0 && w <= PK_PAT_WIDTH && (s + 1) * PK_C <= v.rows;
+    bool ok = v.ib[s] == 0 && uniform && w > 0 && w <= PK_PAT_WIDTH && (s + 1) * PK_C <= v.rows;
     int got = GPU_PAT_NONE;
     for (int p = 0; ok && p < n && got == GPU_PAT_NONE; p++) {
         const long long *k = keys + p * PK_PAT_REC;
@@ -722,7 +725,6 @@ template <typename T> static int psell_patterns(spmv_gpu_ctx *ctx, spmv_gpu_matr
         for (int q = 0; q < kept; q++) {
             const long long *k = keep + q * PK_PAT_REC;
             pt->start[q] = at;
-            pt->uniform |= k[1] ? 1u << q : 0u;
             for (int j = 0; j < k[0]; j++, at++) {
                 off[at] = (int32_t)k[2 + j];
                 typename pk_bits<T>::U bits = (typename pk_bits<T>::U)k[2 + PK_PAT_WIDTH + j];
@@ -900,90 +902,80 @@ __global__ void __launch_bounds__(1024)
         y[row] = sum;
 }
 
-/* A lane's values in a PSELL slice (value entry e: the slice's val_off
- * plus the lane, or the val_off alone in a uniform slice), read slot by
- * slot: at(off) is the value `off` entries further on, next(off) the
- * values from there. */
+/* A lane's pointer to its values in a PSELL slice (value entry e: the
+ * slice's val_off plus the lane, or the val_off alone in a uniform slice),
+ * read slot by slot: at(off) is the value `off` entries further on. */
 template <typename T, int VM> struct pk_lane_values {
     const void *p;
-    const T *tab;
-    T c;
-    __device__ __forceinline__ pk_lane_values(const void *data, int64_t e, const T *tab_, T c_) : tab(tab_), c(c_)
+    __device__ __forceinline__ pk_lane_values(const void *data, int64_t e)
     {
         p = (const char *)data + e * (int64_t)spmv_vcode_entry_bytes((spmv_vcode)VM, sizeof(T));
     }
-    __device__ __forceinline__ T at(int off) const { return pk_value<T, VM>(p, tab, c, off); }
-    __device__ __forceinline__ pk_lane_values next(int off) const { return pk_lane_values(p, off, tab, c); }
-};
-
-/* A uniform slice pattern's values, in shared memory. */
-template <typename T> struct pk_shared_values {
-    const T *p;
-    __device__ __forceinline__ T at(int off) const { return p[off]; }
-    __device__ __forceinline__ pk_shared_values next(int off) const { return pk_shared_values{p + off}; }
+    __device__ __forceinline__ T at(int off, const T *tab, T c) const { return pk_value<T, VM>(p, tab, c, off); }
 };
 
 /* How a PSELL slice gives a slot's column (engine/spmv.h): the slot's base
  * plus the lane (a diagonal slice, no entries), the base plus a 1- or
  * 2-byte entry, or a 4-byte entry itself; an entry of all ones is
- * padding. PK_PAT: a pattern slice's, its offsets from the slice's first
- * row read from shared memory (x then starts at that row). */
-enum { PK_DIAG, PK_NARROW, PK_WIDE, PK_PAT };
+ * padding. */
+enum { PK_DIAG, PK_NARROW, PK_WIDE };
 
 /* W slots (k .. k+W-1 of the slice, already applied to the pointers) of
  * one lane's row, added to *sum in slot order: their column entries, bases
  * and values loaded first, then the gathers of x, so W loads are in flight
  * at once and no slot past the slice's width is issued. VS: value entries
  * from one slot to the next (C, or 1 in a uniform slice, whose lanes all
- * read the slot's one value); V: where the values come from
- * (pk_lane_values, pk_shared_values). */
-template <int W, typename T, typename I, int KIND, int VS, typename V>
+ * read the slot's one value). */
+template <int W, typename T, int VM, typename I, int KIND, int VS>
 __device__ __forceinline__ void psell_slots(const I *__restrict__ d_at, const int32_t *__restrict__ b_at, int lane,
-                                            const V &v_at, const T *__restrict__ x, T &sum)
+                                            const pk_lane_values<T, VM> &v_at, const T *tab, T c,
+                                            const T *__restrict__ x, T &sum)
 {
     const I pad = (I)~(I)0;
-    constexpr bool diag = KIND == PK_DIAG || KIND == PK_PAT;
     I d[W];
     int32_t b[W];
     T v[W];
 #pragma unroll
     for (int u = 0; u < W; u++) {
-        d[u] = diag ? (I)lane : __ldcs(d_at + u * PK_C);
-        b[u] = KIND == PK_WIDE ? 0 : KIND == PK_PAT ? b_at[u] : __ldg(b_at + u);
-        v[u] = v_at.at(u * VS);
+        d[u] = KIND == PK_DIAG ? (I)lane : __ldcs(d_at + u * PK_C);
+        b[u] = KIND == PK_WIDE ? 0 : __ldg(b_at + u);
+        v[u] = v_at.at(u * VS, tab, c);
     }
 #pragma unroll
     for (int u = 0; u < W; u++)
-        if (diag || d[u] != pad)
+        if (KIND == PK_DIAG || d[u] != pad)
             sum += v[u] * __ldg(x + (b[u] + (int32_t)d[u]));
 }
 
 /* One lane's row of a PSELL slice of width w: slots of entries I (0, 1, 2
- * or 4 bytes) at blk + k*C + lane, values from v_at. Full groups of
+ * or 4 bytes) at blk + k*C + lane, values from entry ve (the slice's first
+ * plus the lane, or the first alone in a uniform slice). Full groups of
  * PK_STEP slots, then the rest as one group of its exact size, so a
  * 5-point stencil's slice of 5 slots costs 5 slots' instructions, not
  * PK_STEP's. */
-template <typename T, typename I, int KIND, int VS, typename V>
+template <typename T, int VM, typename I, int KIND, int VS>
 __device__ __forceinline__ T psell_row(const I *__restrict__ blk, const int32_t *__restrict__ bs, int32_t w, int lane,
-                                      V v_at, const T *__restrict__ x)
+                                      int64_t ve, const void *__restrict__ data, const T *tab, T c,
+                                      const T *__restrict__ x)
 {
     const I *d_at = blk + lane;
+    pk_lane_values<T, VM> v_at(data, ve);
     T sum = 0;
     int32_t k = 0;
     for (; k + PK_STEP <= w; k += PK_STEP) {
-        psell_slots<PK_STEP, T, I, KIND, VS>(d_at, bs, lane, v_at, x, sum);
+        psell_slots<PK_STEP, T, VM, I, KIND, VS>(d_at, bs, lane, v_at, tab, c, x, sum);
         d_at += PK_STEP * PK_C;
         bs += PK_STEP;
-        v_at = v_at.next(PK_STEP * VS);
+        v_at = pk_lane_values<T, VM>(v_at.p, PK_STEP * VS);
     }
     switch (w - k) {
-    case 1: psell_slots<1, T, I, KIND, VS>(d_at, bs, lane, v_at, x, sum); break;
-    case 2: psell_slots<2, T, I, KIND, VS>(d_at, bs, lane, v_at, x, sum); break;
-    case 3: psell_slots<3, T, I, KIND, VS>(d_at, bs, lane, v_at, x, sum); break;
-    case 4: psell_slots<4, T, I, KIND, VS>(d_at, bs, lane, v_at, x, sum); break;
-    case 5: psell_slots<5, T, I, KIND, VS>(d_at, bs, lane, v_at, x, sum); break;
-    case 6: psell_slots<6, T, I, KIND, VS>(d_at, bs, lane, v_at, x, sum); break;
-    case 7: psell_slots<7, T, I, KIND, VS>(d_at, bs, lane, v_at, x, sum); break;
+    case 1: psell_slots<1, T, VM, I, KIND, VS>(d_at, bs, lane, v_at, tab, c, x, sum); break;
+    case 2: psell_slots<2, T, VM, I, KIND, VS>(d_at, bs, lane, v_at, tab, c, x, sum); break;
+    case 3: psell_slots<3, T, VM, I, KIND, VS>(d_at, bs, lane, v_at, tab, c, x, sum); break;
+    case 4: psell_slots<4, T, VM, I, KIND, VS>(d_at, bs, lane, v_at, tab, c, x, sum); break;
+    case 5: psell_slots<5, T, VM, I, KIND, VS>(d_at, bs, lane, v_at, tab, c, x, sum); break;
+    case 6: psell_slots<6, T, VM, I, KIND, VS>(d_at, bs, lane, v_at, tab, c, x, sum); break;
+    case 7: psell_slots<7, T, VM, I, KIND, VS>(d_at, bs, lane, v_at, tab, c, x, sum); break;
     default: break;
     }
     return sum;
@@ -998,23 +990,62 @@ __device__ __forceinline__ T psell_slice(int b, bool uniform, const uint8_t *__r
 {
     typedef const unsigned short *U16;
     typedef const unsigned int *U32;
-    typedef pk_lane_values<T, VM> LV;
     if (uniform) {
-        LV v(data, vo, tab, c);
         switch (b) {
-        case 0: return psell_row<T, unsigned char, PK_DIAG, 1>(blk, bs, w, lane, v, x);
-        case 1: return psell_row<T, unsigned char, PK_NARROW, 1>(blk, bs, w, lane, v, x);
-        case 2: return psell_row<T, unsigned short, PK_NARROW, 1>((U16)blk, bs, w, lane, v, x);
-        default: return psell_row<T, unsigned int, PK_WIDE, 1>((U32)blk, bs, w, lane, v, x);
+        case 0: return psell_row<T, VM, unsigned char, PK_DIAG, 1>(blk, bs, w, lane, vo, data, tab, c, x);
+        case 1: return psell_row<T, VM, unsigned char, PK_NARROW, 1>(blk, bs, w, lane, vo, data, tab, c, x);
+        case 2: return psell_row<T, VM, unsigned short, PK_NARROW, 1>((U16)blk, bs, w, lane, vo, data, tab, c, x);
+        default: return psell_row<T, VM, unsigned int, PK_WIDE, 1>((U32)blk, bs, w, lane, vo, data, tab, c, x);
         }
     }
-    LV v(data, vo + lane, tab, c);
+    int64_t ve = vo + lane;
     switch (b) {
-    case 0: return psell_row<T, unsigned char, PK_DIAG, PK_C>(blk, bs, w, lane, v, x);
-    case 1: return psell_row<T, unsigned char, PK_NARROW, PK_C>(blk, bs, w, lane, v, x);
-    case 2: return psell_row<T, unsigned short, PK_NARROW, PK_C>((U16)blk, bs, w, lane, v, x);
-    default: return psell_row<T, unsigned int, PK_WIDE, PK_C>((U32)blk, bs, w, lane, v, x);
+    case 0: return psell_row<T, VM, unsigned char, PK_DIAG, PK_C>(blk, bs, w, lane, ve, data, tab, c, x);
+    case 1: return psell_row<T, VM, unsigned char, PK_NARROW, PK_C>(blk, bs, w, lane, ve, data, tab, c, x);
+    case 2: return psell_row<T, VM, unsigned short, PK_NARROW, PK_C>((U16)blk, bs, w, lane, ve, data, tab, c, x);
+    default: return psell_row<T, VM, unsigned int, PK_WIDE, PK_C>((U32)blk, bs, w, lane, ve, data, tab, c, x);
     }
+}
+
+/* A pattern slice's W slots (k .. k+W-1, applied to po and pv: their
+ * offsets from the slice's first row and their values, in shared memory)
+ * of one lane's row, added to *sum in slot order as psell_slots adds a
+ * diagonal slice's; x starts at the slice's first row. */
+template <int W, typename T>
+__device__ __forceinline__ void pat_slots(const int32_t *po, const T *pv, int lane, const T *__restrict__ x, T &sum)
+{
+    int32_t b[W];
+    T v[W];
+#pragma unroll
+    for (int u = 0; u < W; u++) {
+        b[u] = po[u];
+        v[u] = pv[u];
+    }
+#pragma unroll
+    for (int u = 0; u < W; u++)
+        sum += v[u] * __ldg(x + (b[u] + lane));
+}
+
+/* One lane's row of a slice of width w that follows a pattern, in
+ * psell_row's groups. */
+template <typename T>
+__device__ __forceinline__ T pat_row(const int32_t *po, const T *pv, int32_t w, int lane, const T *__restrict__ x)
+{
+    T sum = 0;
+    int32_t k = 0;
+    for (; k + PK_STEP <= w; k += PK_STEP, po += PK_STEP, pv += PK_STEP)
+        pat_slots<PK_STEP, T>(po, pv, lane, x, sum);
+    switch (w - k) {
+    case 1: pat_slots<1, T>(po, pv, lane, x, sum); break;
+    case 2: pat_slots<2, T>(po, pv, lane, x, sum); break;
+    case 3: pat_slots<3, T>(po, pv, lane, x, sum); break;
+    case 4: pat_slots<4, T>(po, pv, lane, x, sum); break;
+    case 5: pat_slots<5, T>(po, pv, lane, x, sum); break;
+    case 6: pat_slots<6, T>(po, pv, lane, x, sum); break;
+    case 7: pat_slots<7, T>(po, pv, lane, x, sum); break;
+    default: break;
+    }
+    return sum;
 }
 
 /* What gpu.psell reads of a PSELL's slice patterns (gpu_psell_patterns): n
@@ -1025,7 +1056,6 @@ struct pk_pat_args {
     const int32_t *off;
     const void *val;
     int32_t n, total;
-    uint32_t uniform;
     int32_t start[GPU_PAT_MAX + 1];
 };
 
@@ -1034,8 +1064,8 @@ struct pk_pat_args {
  * part order by the first (through shared memory: a slice's warps are in
  * one block). The slice's header is read before the block's U8 table and
  * slice patterns are loaded and waited for, so the round trips overlap. A
- * warp per slice: a slice that follows a pattern takes its offsets (and,
- * uniform, its values) from the block's copy of the patterns, its
+ * warp per slice: a slice that follows a pattern takes its offsets and
+ * values from the block's copy of the patterns, its
  * gathers waiting for nothing but the header; the sums are taken in the
  * same order either way. */
 template <typename T, int VM, bool SPLIT>
@@ -1088,15 +1118,9 @@ __global__ void __launch_bounds__(1024)
         if (!live)
             return;
         T sum;
-        if (pid != GPU_PAT_NONE) { /* a full diagonal slice: x from its first row */
-            const int32_t *po = pat_off + pat_start[pid];
-            const T *xr = x + warp * PK_C;
-            if (pa.uniform >> pid & 1)
-                sum = psell_row<T, unsigned char, PK_PAT, 1>(idx, po, (int32_t)w, lane,
-                                                             pk_shared_values<T>{pat_val + pat_start[pid]}, xr);
-            else
-                sum = psell_row<T, unsigned char, PK_PAT, PK_C>(idx, po, (int32_t)w, lane,
-                                                                pk_lane_values<T, VM>(data, vo + lane, tab, c), xr);
+        if (pid != GPU_PAT_NONE) { /* a full diagonal uniform slice: x from its first row */
+            int32_t at = pat_start[pid];
+            sum = pat_row<T>(pat_off + at, pat_val + at, (int32_t)w, lane, x + warp * PK_C);
         } else {
             sum = psell_slice<T, VM>(b, uniform, idx + io, base + so, (int32_t)w, lane, vo, data, tab, c, x);
         }
@@ -1183,7 +1207,7 @@ template <typename T, int VM> struct psell_launcher {
         pk_pat_args pa;
         memset(&pa, 0, sizeof pa);
         if (parts == 1 && p->pat.n && l->p.v[SPMV_PARAM_PATTERNS] != 2) {
-            pa = pk_pat_args{p->pat.pid, p->pat.off, p->pat.val, p->pat.n, p->pat.start[p->pat.n], p->pat.uniform, {}};
+            pa = pk_pat_args{p->pat.pid, p->pat.off, p->pat.val, p->pat.n, p->pat.start[p->pat.n], {}};
             memcpy(pa.start, p->pat.start, sizeof pa.start);
         }
         if (parts == 1) {

@@ -553,12 +553,12 @@ extern "C" void spmv_gpu_matrix_psell_patterns(const spmv_gpu_matrix *m, int32_t
  * loads anyway, and the kernel is at the memory's bandwidth there
  * (docs/benchmarks/realistic.md run 7). PK_PAT_SAMPLE slices, one from
  * each of as many equal windows (pat_sample), are keyed on the device and
- * their keys copied back; the host counts equal keys and keeps the most frequent (each at least
- * 1/PK_PAT_SHARE of the sample, at most GPU_PAT_MAX of them and
- * GPU_PAT_SLOTS slots in all); a pass over every slice then gives each the
- * first kept pattern its own key equals, compared in full. A stencil's
- * interior slices share one pattern; a matrix without diagonal slices gets
- * none and its kernel reads nothing more. */
+ * their keys copied back; the host counts equal keys and keeps the most
+ * frequent (each at least 1/PK_PAT_SHARE of the sample, at most
+ * GPU_PAT_MAX of them and GPU_PAT_SLOTS slots in all); a pass over every
+ * slice then gives each the first kept pattern its own key equals,
+ * compared in full. A stencil's interior slices share one pattern; a
+ * matrix without such slices gets none and its kernel reads nothing more. */
 
 #define PK_PAT_WIDTH 32
 #define PK_PAT_SAMPLE 4096
@@ -1065,9 +1065,9 @@ struct pk_pat_args {
  * one block). The slice's header is read before the block's U8 table and
  * slice patterns are loaded and waited for, so the round trips overlap. A
  * warp per slice: a slice that follows a pattern takes its offsets and
- * values from the block's copy of the patterns, its
- * gathers waiting for nothing but the header; the sums are taken in the
- * same order either way. */
+ * values from the block's copy of the patterns, its gathers waiting for
+ * nothing but the header; the sums are taken in the same order either
+ * way. */
 template <typename T, int VM, bool SPLIT>
 __global__ void __launch_bounds__(1024)
     psell_kernel(int32_t rows, int32_t ns, int parts, const int64_t *__restrict__ slot_off,

@@ -341,7 +341,16 @@ static int rebuild(const char *path, const matfile_meta *meta, const spmv_csr *w
     if (size != MATFILE_HEADER_BYTES)
         return spmv_error_set(err, SPMV_ERR_CORRUPT, 0, "%s: a generated matrix's file of %llu bytes, not %d", path,
                               (unsigned long long)size, MATFILE_HEADER_BYTES);
-    /* the header's non-zeros bound the build: a recipe giving more is refused before its entries are allocated */
+    /* The header's shape, which the caller admitted, bounds the build: a
+     * recipe of another shape is refused before a row of it is counted (a
+     * power-law recipe of 2^31 rows under a small header would otherwise
+     * walk every row), and its non-zeros bound the entries allocated. */
+    int64_t rows = 0, cols = 0;
+    if (spmv_gen_shape(&meta->recipe, &rows, &cols, &e) != SPMV_OK)
+        return spmv_error_set(err, SPMV_ERR_CORRUPT, 0, "%s: its recipe: %s", path, e.message);
+    if (rows != want->rows || cols != want->cols)
+        return spmv_error_set(err, SPMV_ERR_CORRUPT, 0, "%s: its recipe gives a %lld x %lld matrix, the header says "
+                              "%d x %d", path, (long long)rows, (long long)cols, want->rows, want->cols);
     int rc = spmv_gen_csr(&meta->recipe, meta->mixed ? SPMV_FLOAT64 : want->dtype, wide, want->nnz, &c, &e);
     if (rc == SPMV_OK && meta->mixed)
         rc = spmv_csr_round_to_float32(&c, &e);

@@ -10,7 +10,12 @@ the time to ||b - A x|| / ||b|| <= 1e-8 and the iterations of:
     by a binary solve (solve_s, the request's wall time: b in, x out);
     total_s = setup_s + solve_s; a second solve with the same object
     (again_s) shows the reuse; the matrix's upload and the kernel's tuning
-    are reported apart (upload_s, tune_s), paid once per matrix;
+    are reported apart (upload_s, tune_s), paid once per matrix. Every
+    request goes through the project's Python client (clients/python, the
+    bundle's client/: what a scientist's script would use; one keep-alive
+    connection, b sent from the array's buffer and x received into a new
+    one), and the part of solve_s the daemon did not spend (its report's
+    time.total_ms) is the transfer (transfer_s);
   - CuPy's cg on the same GPU, no preconditioner and Jacobi
     (tools/bench_solve_cupy.py under CuPy's Python; transfer_s is the CSR
     and b copied to the GPU);
@@ -26,71 +31,50 @@ results.jsonl and solve.md (the tables) into OUTDIR.
         [--cupy PYTHON] [--device gpu0] [--pyamg-max-rows R]
 """
 import argparse
-import io
 import json
 import os
 import subprocess
 import sys
 import time
-import urllib.error
-import urllib.request
 
 import numpy as np
-import scipy.sparse as sp
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+HERE = os.path.dirname(os.path.abspath(__file__))
+# the client beside this file in the bundle (client/), else the tree's
+sys.path[:0] = [HERE, os.path.join(HERE, "client"), os.path.join(HERE, "..", "clients", "python")]
 import solve_problems  # noqa: E402
+import spmvd  # noqa: E402
 
 TOL = 1e-8
 MAXIT = 20000
 
 
-def call(url, method, body=None, ctype="application/json", accept=None, timeout=1800):
-    data = json.dumps(body).encode() if isinstance(body, (dict, list)) else body
-    req = urllib.request.Request(url, data=data, method=method)
-    if data is not None:
-        req.add_header("Content-Type", ctype)
-    if accept:
-        req.add_header("Accept", accept)
-    try:
-        with urllib.request.urlopen(req, timeout=timeout) as r:
-            return r.status, r.read(), r.headers
-    except urllib.error.HTTPError as e:
-        return e.code, e.read(), e.headers
-
-
-def upload(base, a, device):
-    f = io.BytesIO()
-    sp.save_npz(f, a, compressed=False)
+def upload(cl, a, device):
     t0 = time.perf_counter()
-    st, raw, _ = call(base + "/v1/matrices?name=bench_solve&device=%s" % device, "POST", f.getvalue(),
-                      "application/octet-stream")
-    if st != 201:
-        raise RuntimeError("upload: %d %s" % (st, raw[:300]))
-    return json.loads(raw)["id"], time.perf_counter() - t0
+    m = cl.upload(a, name="bench_solve", device=device)
+    return m, time.perf_counter() - t0
 
 
 def relres(a, b, x):
     return float(np.linalg.norm(b - a @ x) / np.linalg.norm(b))
 
 
-def daemon_solve(base, mid, b, pc, method="cg", k=1):
-    """A binary solve of k columns (b: n*k values, column after column): (wall s, report, x)."""
-    q = "tol=%g&maxit=%d&method=%s&preconditioner=%s&k=%d" % (TOL, MAXIT, method, pc, k)
+def daemon_solve(cl, m, b, pc, method="cg"):
+    """A binary solve of b ((n,) or (n, k): k columns in lockstep): (wall s, report, x as b's shape)."""
     t0 = time.perf_counter()
-    st, raw, hdr = call("%s/v1/matrices/%s/solve?%s" % (base, mid, q), "POST", b.astype("<f8").tobytes(),
-                        "application/octet-stream", accept="application/octet-stream")
-    wall = time.perf_counter() - t0
-    if st != 200:
-        raise RuntimeError("solve %s: %d %s" % (pc, st, raw[:300]))
-    return wall, json.loads(hdr["X-SpMV-Solve"]), np.frombuffer(raw, "<f8")
+    res = cl.solve(m, b, method=method, tol=TOL, maxit=MAXIT, preconditioner=pc)
+    return time.perf_counter() - t0, res.raw, res.x
 
 
-def daemon_rows(base, name, a, b, device, preconds):
+def daemon_ms(rep):
+    return rep.get("time", {}).get("total_ms")
+
+
+def daemon_rows(cl, name, a, b, device, preconds):
     """Every preconditioner of `preconds` ([(label, spec or None)]) on the daemon."""
-    mid, up = upload(base, a, device)
+    m, up = upload(cl, a, device)
     t0 = time.perf_counter()
-    st, raw, _ = call("%s/v1/matrices/%s/tune" % (base, mid), "POST")
+    cl.tune(m)
     tune = time.perf_counter() - t0
     rows, pids = [], {}
     for label, spec in preconds:
@@ -98,48 +82,45 @@ def daemon_rows(base, name, a, b, device, preconds):
             setup, pid = 0.0, spec
             if isinstance(spec, dict):
                 t0 = time.perf_counter()
-                st, raw, _ = call("%s/v1/matrices/%s/preconditioners" % (base, mid), "POST", dict(spec, device=device))
+                pid = cl.preconditioner(m, device=device, **spec)["id"]
                 setup = time.perf_counter() - t0
-                if st != 201:
-                    raise RuntimeError("POST %s: %d %s" % (label, st, raw[:300]))
-                pid = json.loads(raw)["id"]
                 pids[label] = pid
             method = "bicgstab" if label.startswith("ilu0") else "cg"
-            wall, rep, x = daemon_solve(base, mid, b, pid or "none", method)
-            again = daemon_solve(base, mid, b, pid or "none", method)[0] if isinstance(spec, dict) else None
+            wall, rep, x = daemon_solve(cl, m, b, pid or "none", method)
+            again = daemon_solve(cl, m, b, pid or "none", method)[0] if isinstance(spec, dict) else None
+            ms = daemon_ms(rep)
             rows.append({"problem": name, "who": "spmvd " + device, "method": method + " + " + label,
                          "iterations": rep["iterations"], "setup_s": setup, "solve_s": wall,
                          "total_s": setup + wall, "again_s": again, "relres": relres(a, b, x),
                          "converged": rep["converged"], "upload_s": up, "tune_s": tune,
-                         "kernel": rep.get("kernel"), "daemon_solve_ms": rep["time"]["total_ms"],
-                         "fused": rep.get("fused")})
+                         "kernel": rep.get("kernel"), "daemon_solve_ms": ms,
+                         "transfer_s": None if ms is None else max(wall - ms / 1e3, 0.0), "fused": rep.get("fused")})
         except Exception as e:  # a failed row is reported, the rest still run
             rows.append({"problem": name, "who": "spmvd " + device, "method": label, "error": str(e)[:300]})
         print(json.dumps(rows[-1]), flush=True)
     if a.shape[0] <= 2_000_000:  # k = 8 at once, against one (the large problem would spend the budget)
-        rows += k_rows(base, name, mid, a, b, "jacobi", "jacobi")
+        rows += k_rows(cl, name, m, a, b, "jacobi", "jacobi")
         if "amg" in pids:
-            rows += k_rows(base, name, mid, a, b, pids["amg"], "amg")
-    call("%s/v1/matrices/%s" % (base, mid), "DELETE")
+            rows += k_rows(cl, name, m, a, b, pids["amg"], "amg")
+    cl.delete(m)
     return rows
 
 
-def k_rows(base, name, mid, a, b, pc, label, k=8):
+def k_rows(cl, name, m, a, b, pc, label, k=8):
     """k right-hand sides at once (CG in lockstep) against one, same preconditioner."""
     rng = np.random.default_rng(8)
-    bk = np.concatenate([b] + [rng.uniform(-1, 1, a.shape[0]) for _ in range(k - 1)])
+    bk = np.column_stack([b] + [rng.uniform(-1, 1, a.shape[0]) for _ in range(k - 1)])
     try:
-        daemon_solve(base, mid, b, pc)  # warm: the k = 1 kernel and the preconditioner are built
-        one = daemon_solve(base, mid, b, pc)
-        daemon_solve(base, mid, bk, pc, k=k)  # warm: auto's choice for k columns
-        wall, rep, x = daemon_solve(base, mid, bk, pc, k=k)
-        n = a.shape[0]
-        worst = max(relres(a, bk[j * n:(j + 1) * n], x[j * n:(j + 1) * n]) for j in range(k))
+        daemon_solve(cl, m, b, pc)  # warm: the k = 1 kernel and the preconditioner are built
+        one = daemon_solve(cl, m, b, pc)
+        daemon_solve(cl, m, bk, pc)  # warm: auto's choice for k columns
+        wall, rep, x = daemon_solve(cl, m, bk, pc)
+        worst = max(relres(a, bk[:, j], x[:, j]) for j in range(k))
         r = {"problem": name, "who": "spmvd", "method": "cg + %s, k = %d at once (lockstep %s)" % (label, k,
              rep.get("lockstep")), "iterations": rep.get("lockstep_iterations", rep["iterations"]), "setup_s": 0.0,
              "solve_s": wall, "total_s": wall, "relres": worst, "k1_s": one[0], "ratio_to_k1": wall / one[0],
              "kernel": rep.get("kernel"), "fused": rep.get("fused"),
-             "daemon_ms": rep.get("time", {}).get("total_ms"), "k1_daemon_ms": one[1].get("time", {}).get("total_ms")}
+             "daemon_ms": daemon_ms(rep), "k1_daemon_ms": daemon_ms(one[1])}
     except Exception as e:
         r = {"problem": name, "who": "spmvd", "method": "k = %d at once" % k, "error": str(e)[:300]}
     print(json.dumps(r), flush=True)
@@ -195,15 +176,16 @@ def fmt(v, digits=3):
 
 def table(rows, name, shape, nnz):
     out = ["### %s (%d rows, %d non-zeros)" % (name, shape, nnz), "",
-           "| who | method | iterations | setup s | solve s | total s | again s | true relres |",
-           "| --- | --- | ---: | ---: | ---: | ---: | ---: | ---: |"]
+           "| who | method | iterations | setup s | solve s | of it transfer s | total s | again s | true relres |",
+           "| --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: |"]
     for r in rows:
         if "error" in r:
-            out.append("| %s | %s | %s | | | | | |" % (r["who"], r["method"], r["error"]))
+            out.append("| %s | %s | %s | | | | | | |" % (r["who"], r["method"], r["error"]))
             continue
         miss = "" if r["relres"] <= TOL * 1.01 else " (missed)"
-        out.append("| %s | %s | %s | %s | %s | %s | %s | %.2e%s |" % (
-            r["who"], r["method"], r["iterations"], fmt(r.get("setup_s")), fmt(r["solve_s"]), fmt(r["total_s"]),
+        out.append("| %s | %s | %s | %s | %s | %s | %s | %s | %.2e%s |" % (
+            r["who"], r["method"], r["iterations"], fmt(r.get("setup_s")), fmt(r["solve_s"]),
+            fmt(r.get("transfer_s")), fmt(r["total_s"]),
             fmt(r.get("again_s")), r["relres"], miss))
     for r in rows:
         if "ratio_to_k1" in r:
@@ -241,8 +223,11 @@ def main():
     if args.fv:
         problems.append(("FV diffusion, log-normal k (sigma 2), %d^3" % args.fv,
                          lambda: (solve_problems.fv_diffusion(args.fv), None)))
+    cl = spmvd.Client(args.url, timeout=1800)
     md = ["# Time to solution: `make bench-solve`", "",
-          "Relative residual 1e-8, b uniform in [-1, 1) (seed 29); times are wall seconds seen by the client.", ""]
+          "Relative residual 1e-8, b uniform in [-1, 1) (seed 29); times are wall seconds seen by the client "
+          "(spmvd's Python client, one keep-alive connection); transfer is the solve's wall time less the "
+          "daemon's own (its report's time.total_ms).", ""]
     with open(os.path.join(args.outdir, "results.jsonl"), "w") as log:
         for name, build in problems:
             t0 = time.perf_counter()
@@ -260,7 +245,7 @@ def main():
                 rb = {"type": "amg", "block_size": 3, "near_nullspace": "rigid_body",
                       "coordinates": np.asarray(xyz).reshape(-1).tolist()}
                 pcs += [("amg, rigid-body modes", rb)]
-            rows = daemon_rows(args.url, name, a, b, args.device, pcs)
+            rows = daemon_rows(cl, name, a, b, args.device, pcs)
             rows += cupy_rows(args.cupy, name, a, b, args.outdir, ["none", "jacobi"] if plain else ["jacobi"])
             rows += pyamg_rows(name, a, b, modes, args.pyamg_max_rows)
             for r in rows:

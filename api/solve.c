@@ -13,6 +13,15 @@
  * request answered in binary keeps the history in the header unless it
  * asks "history": true, as it did before binary bodies.
  *
+ * A client on the same host may hand b over and take x back in
+ * shared-memory regions (daemon/shm.h): "b": {"shm", "offset"} with "k"
+ * columns, "x_out": {"shm", "offset"} (?b_shm=&b_offset=, ?x_shm=&x_offset=
+ * in the binary form, whose body is then empty, or x0 alone). b is read
+ * (pread, through the object's descriptor) once the request is checked,
+ * bounded like a body by max_body_bytes; x is written the same way once
+ * the solve is done, and the answer is the JSON report with
+ * "x": {"shm", "offset"}.
+ *
  * k columns are k solves in turn on the worker (daemon/solve.c), each
  * with its own report under "columns". The operator is one kernel of the
  * catalogue (default `auto`, tuned once per matrix) on the matrix's device,
@@ -28,6 +37,7 @@
  * 422 naming it (sharded_check), and the answer's "cluster" has each
  * rank's time split.
  */
+#include <inttypes.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -48,6 +58,9 @@ typedef struct solve_req {
     bool history_header;   /* a JSON request's binary answer without "history": the history stays in
                             * X-SpMV-Solve, as before binary bodies (the C client reads it there) */
     int64_t body_limit;
+    shm_operand bs, xs;    /* b and x in shared-memory regions (reg NULL: not) */
+    char shm_name[2][SHM_NAME_MAX + 1]; /* b's and x's regions as the request names them ("": none) */
+    int64_t shm_offset[2];
 } solve_req;
 
 static solve_req *T(request *r) { return r->state; }
@@ -57,6 +70,8 @@ static void solve_free(solve_req *t)
     if (!t)
         return;
     solve_release(&t->s);
+    shm_operand_close(&t->bs);
+    shm_operand_close(&t->xs);
     free(t);
 }
 
@@ -235,17 +250,120 @@ static int decode_kernel(request *r, const json_t *o)
 static int body_operands(request *r)
 {
     solve_req *t = T(r);
+    bool b_in_body = !t->shm_name[0][0];
     size_t col = (size_t)t->s.m->host.rows * spmv_dtype_size(t->s.m->host.dtype);
-    size_t want = col * (size_t)t->s.ncols * (t->x0_in_body ? 2 : 1);
+    size_t want = col * (size_t)t->s.ncols * ((b_in_body ? 1 : 0) + (t->x0_in_body ? 1 : 0));
     if (r->body_len != want) {
-        api_error(r, 400, "shape_mismatch", "the body has %zu bytes; b%s as %d column%s of %d %s values is %zu bytes",
-                  r->body_len, t->x0_in_body ? " then x0" : "", t->s.ncols, t->s.ncols == 1 ? "" : "s",
+        api_error(r, 400, "shape_mismatch", "the body has %zu bytes; %s as %d column%s of %d %s values is %zu bytes",
+                  r->body_len, b_in_body ? (t->x0_in_body ? "b then x0" : "b") : t->x0_in_body ? "x0 (b is in a region)"
+                  : "nothing (b is in a region)", t->s.ncols, t->s.ncols == 1 ? "" : "s",
                   t->s.m->host.rows, spmv_dtype_name(t->s.m->host.dtype), want);
         return -1;
     }
-    t->s.b_vals = r->body;
-    t->s.x0_vals = t->x0_in_body ? r->body + col * (size_t)t->s.ncols : NULL;
+    t->s.b_vals = b_in_body ? r->body : NULL;
+    t->s.x0_vals = t->x0_in_body ? r->body + (b_in_body ? col * (size_t)t->s.ncols : 0) : NULL;
     t->s.vals_borrowed = true;
+    return 0;
+}
+
+/* b and x in shared-memory regions, {"shm": name, "offset": bytes} (the
+ * query's b_shm/x_shm as decode_query set them): the names checked and
+ * kept, b's columns from "k" (JSON; the query's ?k= is read before).
+ * 0, or -1 answered. */
+static int shm_refs(request *r, const json_t *o)
+{
+    solve_req *t = T(r);
+    api_fail f = {0};
+    const json_t *k = json_object_get(o, "k");
+    if (api_shm_ref(json_object_get(o, "b"), "b", t->shm_name[0], &t->shm_offset[0], &f) < 0 ||
+        api_shm_ref(json_object_get(o, "x_out"), "x_out", t->shm_name[1], &t->shm_offset[1], &f) < 0) {
+        api_error(r, f.status, f.code, "%s", f.message);
+        return -1;
+    }
+    if (k && !t->shm_name[0][0]) {
+        api_error(r, 400, "invalid_request", "`k` is for a b in a shared-memory region; an inline b carries its own "
+                  "columns");
+        return -1;
+    }
+    if (k && (!json_is_integer(k) || json_integer_value(k) < 1 || json_integer_value(k) > SPMV_MAX_K)) {
+        api_error(r, 400, "invalid_request", "`k` must be an integer in 1..%d (the columns of b)", SPMV_MAX_K);
+        return -1;
+    }
+    if ((t->shm_name[0][0] || t->shm_name[1][0]) && !api_shm_enabled(r))
+        return -1;
+    if (t->shm_name[0][0] && !t->binary_in)
+        t->s.ncols = k ? (int32_t)json_integer_value(k) : 1;
+    return 0;
+}
+
+/* The regions of shm_refs, once b's columns are known: found, in bounds
+ * (b's and x's n x k values), aligned and POSIX (a CUDA region is GPU
+ * memory: products only), referenced until the request is freed, and
+ * what they hold bounded by max_body_bytes as a body's would be. Nothing
+ * is read yet (read_shm_b). 0, or -1 answered. */
+static int shm_open_operands(request *r)
+{
+    solve_req *t = T(r);
+    char msg[512];
+    if (!t->shm_name[0][0] && !t->shm_name[1][0])
+        return 0;
+    size_t vs = spmv_dtype_size(t->s.m->host.dtype), bytes = (size_t)t->s.m->host.rows * (size_t)t->s.ncols * vs;
+    int64_t limit = atomic_load(&r->d->limits.max_body_bytes);
+    if ((int64_t)bytes > limit) {
+        api_error(r, 413, "too_large", "%s of %d column%s of %d %s values is %zu bytes, over the limit of %" PRId64
+                  " bytes (max_body_bytes)", t->shm_name[0][0] ? "b" : "x", t->s.ncols, t->s.ncols == 1 ? "" : "s",
+                  t->s.m->host.rows, spmv_dtype_name(t->s.m->host.dtype), bytes, limit);
+        return -1;
+    }
+    shm_operand *ops[2] = {&t->bs, &t->xs};
+    for (int i = 0; i < 2; i++) {
+        if (!t->shm_name[i][0])
+            continue;
+        int st = shm_operand_open(r->d->shm, t->shm_name[i], t->shm_offset[i], bytes, vs, i ? "x" : "b", ops[i], msg,
+                                  sizeof msg);
+        if (st != SHM_OK) {
+            api_shm_error(r, st, msg);
+            return -1;
+        }
+        if (shm_operand_device(ops[i])) {
+            api_error(r, 400, "invalid_request", "`%s`: region %s is GPU memory (a CUDA region), which serves "
+                      "products; a solve reads b and writes x in a POSIX region", i ? "x_out" : "b", t->shm_name[i]);
+            return -1;
+        }
+    }
+    return 0;
+}
+
+/* b from its region into the task's own values, once everything else is checked. 0, or -1 answered. */
+static int read_shm_b(request *r)
+{
+    solve_req *t = T(r);
+    char msg[512];
+    if (!t->bs.reg)
+        return 0;
+    void *b = malloc(t->bs.bytes ? t->bs.bytes : 1);
+    if (!b) {
+        api_error(r, 500, "out_of_memory", "out of memory for b's %zu bytes", t->bs.bytes);
+        return -1;
+    }
+    int st = shm_operand_read(&t->bs, b, msg, sizeof msg);
+    if (st != SHM_OK) {
+        free(b);
+        api_shm_error(r, st, msg);
+        return -1;
+    }
+    if (t->s.vals_borrowed && t->s.x0_vals) { /* x0 from the body: the task's own too, as b is now */
+        void *x0 = malloc(t->bs.bytes ? t->bs.bytes : 1);
+        if (!x0) {
+            free(b);
+            api_error(r, 500, "out_of_memory", "out of memory for x0's %zu bytes", t->bs.bytes);
+            return -1;
+        }
+        memcpy(x0, t->s.x0_vals, t->bs.bytes);
+        t->s.x0_vals = x0;
+    }
+    t->s.vals_borrowed = false;
+    t->s.b_vals = b;
     return 0;
 }
 
@@ -255,14 +373,20 @@ static int decode_operands(request *r, const json_t *o)
 {
     solve_req *t = T(r);
     int32_t kb = 1, kx = 0;
+    if (shm_refs(r, o))
+        return -1;
+    bool b_shm = t->shm_name[0][0] != '\0';
     if (t->binary_in ? body_operands(r) || operand(r, o, "x0", false, NULL, NULL, &t->s.x0v)
-                     : operand(r, o, "b", true, &t->s.b_vals, &kb, &t->s.bv) ||
+                     : (!b_shm && operand(r, o, "b", true, &t->s.b_vals, &kb, &t->s.bv)) ||
                            operand(r, o, "x0", false, &t->s.x0_vals, &kx, &t->s.x0v))
         return -1;
-    if (operand(r, o, "x_out", false, NULL, NULL, &t->s.xout))
+    if (!t->shm_name[1][0] && operand(r, o, "x_out", false, NULL, NULL, &t->s.xout))
         return -1;
-    if (!t->binary_in)
+    if (!t->binary_in && !b_shm)
         t->s.ncols = kb;
+    kb = t->s.ncols;
+    if (shm_open_operands(r))
+        return -1;
     if (kx && kx != kb) {
         api_error(r, 400, "shape_mismatch", "`x0` has %d columns and `b` %d", kx, kb);
         return -1;
@@ -293,7 +417,7 @@ static int decode_operands(request *r, const json_t *o)
         } else
             free(d);
     }
-    return 0;
+    return read_shm_b(r);
 }
 
 /* What a solve on a sharded matrix does not take yet, each a 422 naming
@@ -355,7 +479,7 @@ static int decode_object(request *r, const json_t *o)
     if (decode_operands(r, o) || (t->s.m->shards && sharded_check(r)))
         return -1;
     const char *accept = api_header_in(r, MHD_HTTP_HEADER_ACCEPT);
-    t->binary_out = !t->s.xout && (t->binary_in || (accept && strstr(accept, "application/octet-stream")));
+    t->binary_out = !t->s.xout && !t->xs.reg && (t->binary_in || (accept && strstr(accept, "application/octet-stream")));
     t->history_out = t->binary_out && json_is_true(history);
     t->history_header = t->binary_out && !t->binary_in && !history;
     return json_is_true(async) ? 1 : 0;
@@ -364,7 +488,7 @@ static int decode_object(request *r, const json_t *o)
 static int decode_json(request *r)
 {
     static const char *const keys[] = {"method", "restart", "b", "x0", "tol", "maxit", "preconditioner", "kernel",
-                                       "x_out", "async", "history", NULL};
+                                       "x_out", "async", "history", "k", NULL};
     json_error_t jerr;
     if (!api_json_body_fits(r))
         return -1;
@@ -422,6 +546,34 @@ static int32_t query_k(request *r)
     return !ks || (end != ks && !*end && k >= 1 && k <= SPMV_MAX_K) ? (int32_t)k : 0;
 }
 
+/* ?b_shm=NAME&b_offset=BYTES and ?x_shm=&x_offset= as the JSON body's
+ * "b" and "x_out" {"shm", "offset"}. 0, or -1 answered. */
+static int query_shm_operands(request *r, json_t *o)
+{
+    static const char *const keys[2][3] = {{"b_shm", "b_offset", "b"}, {"x_shm", "x_offset", "x_out"}};
+    for (int i = 0; i < 2; i++) {
+        const char *name = api_query(r, keys[i][0]), *off = api_query(r, keys[i][1]);
+        char *end = NULL;
+        long long v = off ? strtoll(off, &end, 10) : 0;
+        if (off && !name) {
+            api_error(r, 400, "invalid_request", "`%s` without `%s`", keys[i][1], keys[i][0]);
+            return -1;
+        }
+        if (!name)
+            continue;
+        if (off && (end == off || *end || v < 0)) {
+            api_error(r, 400, "invalid_parameter", "`%s` must be a byte offset >= 0, not \"%.64s\"", keys[i][1], off);
+            return -1;
+        }
+        if (i == 1 && api_query(r, "x_out")) {
+            api_error(r, 400, "invalid_request", "x goes into a vector (?x_out=) or a region (?x_shm=), not both");
+            return -1;
+        }
+        json_object_set_new(o, keys[i][2], json_pack("{s:s, s:I}", "shm", name, "offset", (json_int_t)v));
+    }
+    return 0;
+}
+
 /* A binary request: the query string as the object a JSON body would be. */
 static int decode_query(request *r)
 {
@@ -441,6 +593,8 @@ static int decode_query(request *r)
             goto out;
         json_object_set_new(o, query_keys[i].key, j);
     }
+    if (query_shm_operands(r, o) != 0)
+        goto out;
     if (!(t->s.ncols = query_k(r))) {
         api_error(r, 400, "invalid_parameter", "`k` must be an integer in 1..%d (the columns of b), not \"%s\"",
                   SPMV_MAX_K, api_query(r, "k"));
@@ -560,6 +714,8 @@ static json_t *result_json(const solve_req *t, bool history_inline)
     json_object_set_new(o, "device", json_string(t->s.w->name));
     if (t->s.xout)
         json_object_set_new(o, "x", json_pack("{s:s}", "vector", t->s.xout->id));
+    if (t->xs.reg)
+        json_object_set_new(o, "x", json_pack("{s:s, s:I}", "shm", t->xs.reg->name, "offset", (json_int_t)t->xs.offset));
     json_object_set_new(o, "preconditioner", json_string(t->s.pc          ? spmv_precond_type_name(t->s.pc->o.type)
                                                          : t->s.pc_inline ? spmv_precond_type_name(t->s.pc_opts.type)
                                                          : t->s.jacobi    ? "jacobi"
@@ -613,9 +769,30 @@ static bool cluster_lost(const solve_req *t)
            cluster_failed(t->s.d->cluster);
 }
 
+/* x into its region (pwrite through the object's descriptor), the
+ * values then dropped: the answer says where x went. SHM_OK, or the
+ * status with msg. */
+static int write_shm_x(solve_req *t, char *msg, size_t msglen)
+{
+    if (!t->xs.reg || t->s.rc != SPMV_OK)
+        return SHM_OK;
+    int st = t->s.x ? shm_operand_write(&t->xs, t->s.x, msg, msglen) : SHM_IO;
+    if (!t->s.x)
+        snprintf(msg, msglen, "no x to write into region %s", t->xs.reg->name);
+    free(t->s.x);
+    t->s.x = NULL;
+    return st;
+}
+
 static void answer(request *r)
 {
     solve_req *t = T(r);
+    char msg[512];
+    int st = write_shm_x(t, msg, sizeof msg);
+    if (st != SHM_OK) {
+        api_shm_error(r, st, msg);
+        return;
+    }
     if (t->s.rc != SPMV_OK) {
         if (cluster_lost(t))
             api_error(r, 503, "cluster_failed", "%s", t->s.err.message);
@@ -642,6 +819,15 @@ static void solve_finish(task *base, int status)
     }
     if (cluster_lost(t)) { /* the job says so as the synchronous answer would */
         job_finish(t->s.job, 503, api_error_body("cluster_failed", t->s.err.message));
+        solve_free(t);
+        return;
+    }
+    char msg[512];
+    int st = write_shm_x(t, msg, sizeof msg);
+    if (st != SHM_OK) {
+        const char *code;
+        int http = api_shm_status(st, &code);
+        job_finish(t->s.job, http, api_error_body(code, msg));
         solve_free(t);
         return;
     }
@@ -720,7 +906,7 @@ static void solve_end(request *r)
     if (async < 0)
         return;
     /* x inline as JSON (an answer or a job's result) is bounded before the solve runs */
-    if ((async || !t->binary_out) && !t->s.xout && !api_json_values_fit(r, t->s.m->host.rows, 1, "x"))
+    if ((async || !t->binary_out) && !t->s.xout && !t->xs.reg && !api_json_values_fit(r, t->s.m->host.rows, 1, "x"))
         return;
     t->s.base.run = solve_run;
     t->s.base.sliced = true; /* iteration by iteration: products queued meanwhile run between two */
@@ -742,7 +928,8 @@ static void solve_cleanup(request *r)
 
 /* A binary solve's options (query_keys) and its columns. */
 static const char *const solve_query[] = {"method", "tol", "maxit", "restart", "preconditioner", "kernel", "x0",
-                                          "x_out", "async", "history", "k", NULL};
+                                          "x_out", "async", "history", "k", "b_shm", "b_offset", "x_shm", "x_offset",
+                                          NULL};
 
 const route_handlers api_solve_post = {
     .begin = solve_begin, .body = solve_body, .end = solve_end, .resumed = answer, .cleanup = solve_cleanup,

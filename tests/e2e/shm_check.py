@@ -2,7 +2,7 @@
 """shm_check.py URL OFF_URL SMALL_URL — shared-memory regions against SciPy.
 
 Driven by tests/e2e/shm.sh with three daemons: URL has allow_shm on, OFF_URL
-has it off, SMALL_URL has allow_shm on and max_shm_regions 2. The regions are
+has it off, SMALL_URL has allow_shm on, max_shm_regions 2 and max_body_bytes 8192. The regions are
 POSIX objects made here with multiprocessing.shared_memory (mode 0600, this
 user); every x is drawn from the printed seed, every y in a region is
 poisoned (NaN) before the product and compared afterwards with SciPy's
@@ -16,6 +16,10 @@ A @ x of the same matrix read from its file:
   x in a region with y in a resident vector; on several shared real
   matrices with a CPU kernel and the reference kernel;
 - vectors made from a region, overwritten from one, read into one;
+- solves with b read from a region and x written into one (JSON and
+  binary, k columns, offsets, x0 in the body, async), each x checked by
+  its true residual and the bytes past it watched; their refusals, b over
+  max_body_bytes (413), shm off, a shrunk region;
 - a region shrunk, unlinked, or unregistered between uses: 410 / 404, the
   region's bytes untouched; an unregister while an async product runs:
   the product finishes right;
@@ -34,6 +38,7 @@ Tolerance: the daemon's sums run in another order than SciPy's, so y is
 compared to 1e-12 (float64) / 1e-5 (float32) of sum |a_ij x_j| per row.
 TAP out.
 """
+import io
 import json
 import os
 import random
@@ -360,6 +365,129 @@ expect(call("POST", "/v1/matrices/%s/spmv" % mid, {"x": {"shm": m3.name}}), 410,
 call("DELETE", "/v1/shm/" + m3.name)
 st, _, _ = call("GET", "/v1/health")
 ok(st == 200, "the daemon is up after shrunk and unlinked regions")
+
+# ---------------------------------------------------------- solve
+# b read from a region and x written into one (docs/api.md, "Solvers"):
+# a 2-D Laplacian built here, each x checked by its true residual with
+# SciPy, x's window poisoned first and the bytes past it watched.
+g = 24
+T1 = sp.diags([-np.ones(g - 1), 2 * np.ones(g), -np.ones(g - 1)], [-1, 0, 1])
+L = (sp.kron(sp.identity(g), T1) + sp.kron(T1, sp.identity(g))).tocsr()
+n2, K = L.shape[0], 3
+buf = io.BytesIO()
+sp.save_npz(buf, L, compressed=False)
+st, d, _ = call("POST", "/v1/matrices?name=shm-solve&device=%s" % DEVICE, binary=buf.getvalue())
+ok(st == 201, "an SPD matrix for the solves", d)
+lid = d.get("id")
+size = 8 * (2 * K * n2) + 64
+sreg = new_shm(size)
+bs = np.ndarray((K, n2), np.float64, sreg.buf, 0)           # b's K columns, then x's
+xk = np.ndarray((K, n2), np.float64, sreg.buf, 8 * K * n2)
+tail = np.ndarray((8,), np.float64, sreg.buf, 8 * 2 * K * n2)
+bs[:] = rng.uniform(-1, 1, (K, n2))
+st, d, _ = call("POST", "/v1/shm", {"name": sreg.name, "size": size})
+ok(st == 201, "a region for b and x", d)
+XOFF = 8 * K * n2
+
+
+def solved(x, b, what):
+    rel = np.linalg.norm(b - L @ x) / np.linalg.norm(b)
+    return ok(bool(np.all(np.isfinite(x))) and rel <= 1.01e-8, what, "relres %g" % rel)
+
+
+for label, path, body, binary in [
+        ("JSON: b and x in the region", "", {"b": {"shm": sreg.name}, "x_out": {"shm": sreg.name, "offset": XOFF},
+                                            "preconditioner": "jacobi"}, None),
+        ("binary: b and x in the region, empty body", "?b_shm=%s&x_shm=%s&x_offset=%d&preconditioner=jacobi" %
+         (sreg.name, sreg.name, XOFF), None, b"")]:
+    xk[:] = np.nan
+    tail[:] = np.nan
+    st, d, h = call("POST", "/v1/matrices/%s/solve%s" % (lid, path), body, binary=binary)
+    ok(st == 200 and h.get("Content-Type", "").startswith("application/json") and
+       d.get("x") == {"shm": sreg.name, "offset": XOFF} and d.get("converged") is True, label, d)
+    solved(xk[0].copy(), bs[0], "... x in the region solves A x = b")
+    ok(bool(np.all(np.isnan(xk[1:]))) and bool(np.all(np.isnan(tail))), "... nothing written past x")
+xk[:] = np.nan
+st, d, _ = call("POST", "/v1/matrices/%s/solve?b_shm=%s&k=%d&x_shm=%s&x_offset=%d" % (lid, sreg.name, K, sreg.name,
+                XOFF), binary=b"")
+ok(st == 200 and d.get("k") == K and d.get("lockstep") is True and d.get("x") == {"shm": sreg.name, "offset": XOFF},
+   "binary: k = %d columns of b from the region, x into it (CG in lockstep)" % K, d)
+for j in range(K):
+    solved(xk[j].copy(), bs[j], "... column %d" % j)
+ok(bool(np.all(np.isnan(tail))), "... nothing written past x's %d columns" % K)
+xk[:] = np.nan
+st, d, _ = call("POST", "/v1/matrices/%s/solve" % lid, {"b": {"shm": sreg.name, "offset": 8 * n2}, "k": 2,
+                                                       "x_out": {"shm": sreg.name, "offset": XOFF}})
+ok(st == 200 and d.get("k") == 2, "JSON: b's columns 1 and 2 (offset, \"k\": 2)", d)
+solved(xk[0].copy(), bs[1], "... x's first column solves the second b")
+solved(xk[1].copy(), bs[2], "... x's second column solves the third b")
+st, raw, h = call("POST", "/v1/matrices/%s/solve?b_shm=%s" % (lid, sreg.name), binary=b"")
+ok(st == 200 and len(raw) == 8 * n2 and "X-SpMV-Solve" in h, "b in the region, x in the binary answer")
+if st == 200:
+    solved(np.frombuffer(raw, np.float64), bs[0], "... x solves A x = b")
+xk[:] = np.nan
+x0 = np.zeros(n2)
+st, d, _ = call("POST", "/v1/matrices/%s/solve?b_shm=%s&x0=body&x_shm=%s&x_offset=%d" % (lid, sreg.name, sreg.name,
+                XOFF), binary=x0.tobytes())
+ok(st == 200, "b in the region, x0 in the body, x into the region", d)
+solved(xk[0].copy(), bs[0], "... x solves A x = b")
+xk[:] = np.nan
+st, d, _ = call("POST", "/v1/matrices/%s/solve" % lid, {"b": bs[0].tolist(), "x_out": {"shm": sreg.name,
+                                                                                        "offset": XOFF}})
+ok(st == 200 and "x" in d and d["x"] == {"shm": sreg.name, "offset": XOFF}, "inline b, x into the region", d)
+solved(xk[0].copy(), bs[0], "... x solves A x = b")
+xk[:] = np.nan
+st, d, _ = call("POST", "/v1/matrices/%s/solve" % lid, {"b": {"shm": sreg.name}, "async": True,
+                                                       "x_out": {"shm": sreg.name, "offset": XOFF}})
+job = d.get("id") if st == 202 else None
+for _ in range(600):
+    st, j, _ = call("GET", "/v1/jobs/%s?wait=1" % job)
+    if j.get("state") in ("done", "failed"):
+        break
+ok(j.get("state") == "done" and j.get("result", {}).get("x") == {"shm": sreg.name, "offset": XOFF},
+   "async: the job's result says where x went", j)
+solved(xk[0].copy(), bs[0], "... x in the region solves A x = b")
+st, d, _ = call("POST", "/v1/vectors", {"like": lid, "side": "rows", "fill": 0})
+zv = d.get("id")
+xk[:] = 7.0
+before = bytes(sreg.buf)
+for path, body, binary, status, code, what in [
+        ("", {"b": {"shm": "psm_never"}}, None, 404, "shm_not_found", "b in an unknown region"),
+        ("", {"b": {"shm": sreg.name, "offset": size - 8 * n2 + 8}}, None, 400, "out_of_range", "b past the region"),
+        ("", {"b": {"shm": sreg.name, "offset": 4}}, None, 400, "invalid_request", "b at an unaligned offset"),
+        ("", {"b": {"shm": sreg.name}, "x_out": {"shm": sreg.name, "offset": size - 8}}, None, 400, "out_of_range",
+         "x past the region"),
+        ("", {"b": bs[0].tolist(), "k": 2}, None, 400, "invalid_request", "k with an inline b"),
+        ("", {"b": {"shm": sreg.name}, "k": 0}, None, 400, "invalid_request", "k = 0"),
+        ("", {"b": {"shm": sreg.name}, "k": 2, "x0": {"vector": zv}}, None, 400, "invalid_request",
+         "k = 2 with a resident x0 (one column)"),
+        ("", {"b": {"shm": sreg.name, "vector": "v"}}, None, 400, "invalid_request", "b both a region and a vector"),
+        ("?b_shm=%s" % sreg.name, None, b"\0" * 8, 400, "shape_mismatch", "binary with b in a region and a body"),
+        ("?b_offset=8", None, b"", 400, "invalid_request", "b_offset without b_shm"),
+        ("?b_shm=%s&b_offset=x" % sreg.name, None, b"", 400, "invalid_parameter", "b_offset not a number"),
+        ("?b_shm=%s&x_shm=%s&x_out=v" % (sreg.name, sreg.name), None, b"", 400, "invalid_request",
+         "x both a vector and a region"),
+        ("?b_shm=%s&x_shm=psm_never" % sreg.name, None, b"", 404, "shm_not_found", "x in an unknown region")]:
+    expect(call("POST", "/v1/matrices/%s/solve%s" % (lid, path), body, binary=binary), status, code, "solve: " + what)
+ok(bytes(sreg.buf) == before, "refused solves left the region as it was")
+st, d, _ = call("POST", "/v1/matrices?name=shm-solve&device=%s" % DEVICE, binary=buf.getvalue(), base=OFF_URL)
+expect(call("POST", "/v1/matrices/%s/solve" % d.get("id"), {"b": {"shm": sreg.name}}, base=OFF_URL), 403,
+       "shm_disabled", "allow_shm off: a solve with b in a region")
+os.ftruncate(sreg._fd, 8 * n2 // 2)
+expect(call("POST", "/v1/matrices/%s/solve" % lid, {"b": {"shm": sreg.name}}), 410, "shm_gone", "b in a shrunk region")
+os.ftruncate(sreg._fd, size)
+call("DELETE", "/v1/shm/" + names[1].name, base=SMALL_URL)  # room for one more region there
+st, d, _ = call("POST", "/v1/matrices?name=shm-solve&device=%s" % DEVICE, binary=buf.getvalue(), base=SMALL_URL)
+sid = d.get("id")
+st, d, _ = call("POST", "/v1/shm", {"name": sreg.name, "size": size}, base=SMALL_URL)
+ok(st == 201, "the region on the daemon whose max_body_bytes is 8192", d)
+st, d, _ = call("POST", "/v1/matrices/%s/solve" % sid, {"b": {"shm": sreg.name}, "k": 2}, base=SMALL_URL)
+ok(st == 413 and d.get("error", {}).get("code") == "too_large" and "max_body_bytes" in d["error"].get("message", ""),
+   "b of 2 x %d values (%d bytes) from a region: 413 naming max_body_bytes" % (n2, 16 * n2), d)
+st, d, _ = call("POST", "/v1/matrices/%s/solve" % sid, {"b": {"shm": sreg.name}}, base=SMALL_URL)
+ok(st == 200, "... one column (%d bytes) is under it" % (8 * n2), d)
+call("DELETE", "/v1/shm/" + sreg.name, base=SMALL_URL)
+call("DELETE", "/v1/shm/" + sreg.name)
 
 # CUDA regions
 expect(call("POST", "/v1/shm", {"name": "cu1", "cuda_ipc": "zz" * 64, "device": 0, "size": 8}), 400,

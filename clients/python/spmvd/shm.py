@@ -13,7 +13,7 @@ needs ``allow_shm = true`` (else every call raises
   is taken the same way.
 - :class:`SharedArrays`: the convenience: one ``SharedMemory`` big enough for
   x and y of a matrix, registered, with NumPy views ``x`` and ``y`` onto it;
-  ``spmv()`` computes y = A·x in place. A context manager that unregisters
+  ``spmv()`` computes y = A·x in place, ``solve()`` A·y = x. A context manager that unregisters
   the region and unlinks the object on exit.
 
 Values in a region are native little-endian values of the matrix's dtype,
@@ -192,6 +192,17 @@ class SharedArrays:
         if hasattr(self.matrix, "spmv"):
             return self.matrix.spmv(self, op=self.op, **kw)
         return self.client.spmv(self.matrix, self, op=self.op, **kw)
+
+    def solve(self, **kw: Any) -> Any:
+        """A·y = x solved in place: b in :attr:`x`, the solution written into :attr:`y` by the daemon.
+
+        ``kw`` are :meth:`spmvd.Client.solve`'s (``method``, ``tol``,
+        ``preconditioner``...); ``result.x`` is a view of :attr:`y`'s values.
+        Needs a square matrix and ``op="n"``.
+        """
+        if self.op != "n":
+            raise ValueError("a solve takes A itself: make the SharedArrays with op='n'")
+        return self.client.solve(self.matrix, self, **kw)
 
     def region(self) -> Dict[str, Any]:
         """The daemon's descriptor of the region now (``state``, ``uses``...)."""

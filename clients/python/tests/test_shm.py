@@ -157,6 +157,63 @@ def test_tuple_operands_each_way(sc: spmvd.Client, shm: Any, rng: np.random.Gene
         A.delete()
 
 
+def spd_matrix(g: int) -> Any:
+    """The 2-D Laplacian on a g x g grid (SPD)."""
+    t = scipy.sparse.diags([-np.ones(g - 1), 2 * np.ones(g), -np.ones(g - 1)], [-1, 0, 1])
+    eye = scipy.sparse.identity(g)
+    return (scipy.sparse.kron(eye, t) + scipy.sparse.kron(t, eye)).tocsr()
+
+
+def solved(a: Any, x: np.ndarray, b: np.ndarray, tol: float = 1e-8) -> None:
+    assert not np.isnan(x).any(), "x holds NaN: the daemon left values unwritten"
+    rel = np.linalg.norm(b - a @ x) / np.linalg.norm(b)
+    assert rel <= 1.01 * tol, f"relative residual {rel:.3g}"
+
+
+def test_solve_through_shm(sc: spmvd.Client, shm: Any, rng: np.random.Generator) -> None:
+    a = spd_matrix(20)
+    n = a.shape[0]
+    A = sc.upload(a)
+    try:
+        # SharedArrays: b in x, the solution into y, in lockstep for k = 2
+        with A.shared_arrays(k=2) as arrs:
+            arrs.x[:] = rng.uniform(-1, 1, (n, 2))
+            res = arrs.solve(preconditioner="jacobi")
+            assert res.converged and np.shares_memory(res.x, arrs.y) and res.raw["k"] == 2
+            for j in range(2):
+                solved(a, arrs.y[:, j], arrs.x[:, j])
+                assert np.array_equal(res.columns[j].x, arrs.y[:, j])
+        # tuples: b from the region and x in the answer, then b inline and x into the region
+        sc.register_shm(shm)
+        b = np.ndarray((n,), dtype=np.float64, buffer=shm.buf, offset=0)
+        x = np.ndarray((n,), dtype=np.float64, buffer=shm.buf, offset=8 * n)
+        b[:] = rng.uniform(-1, 1, n)
+        x[:] = np.nan
+        res = sc.solve(A, (shm, 0))
+        solved(a, res.x, b)
+        assert np.isnan(x).all() and not np.shares_memory(res.x, x)
+        bin_ = rng.uniform(-1, 1, n)
+        res = sc.solve(A, bin_, x_out=(shm, 8 * n), maxit=2000)
+        solved(a, x, bin_)
+        assert np.array_equal(np.asarray(res.x), x)
+        x[:] = np.nan
+        res = sc.solve(A, (shm, 0), x_out=spmvd.ShmOperand(shm.name, 8 * n), x0=np.zeros(n), wait=False)
+        job = sc.wait(res)
+        assert job["result"]["x"] == {"shm": shm.name, "offset": 8 * n}
+        solved(a, x, b)
+        with pytest.raises(spmvd.errors.NotFound):
+            sc.solve(A, ("psm_never_registered", 0))
+        with pytest.raises(ValueError):
+            sc.solve(A, (shm, 0), k=0)
+        del b, x, res
+    finally:
+        try:
+            sc.unregister_shm(shm)
+        except spmvd.errors.NotFound:
+            pass
+        A.delete()
+
+
 def test_shared_with_a_group(sc: spmvd.Client, rng: np.random.Generator) -> None:
     a = random_matrix(rng, 40, 40)
     A = sc.upload(a)

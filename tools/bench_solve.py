@@ -28,7 +28,10 @@ SciPy, and a row whose x misses the tolerance says so. Writes
 results.jsonl and solve.md (the tables) into OUTDIR.
 
     python3 tools/bench_solve.py URL OUTDIR [--poisson N] [--fv N] [--elast N]
-        [--cupy PYTHON] [--device gpu0] [--pyamg-max-rows R]
+        [--cupy PYTHON] [--device gpu0] [--pyamg-max-rows R] [--shm]
+
+With --shm (a daemon with allow_shm on this host) b and x go through
+shared memory (SharedArrays.solve): no vector crosses the socket.
 """
 import argparse
 import json
@@ -59,20 +62,36 @@ def relres(a, b, x):
     return float(np.linalg.norm(b - a @ x) / np.linalg.norm(b))
 
 
-def daemon_solve(cl, m, b, pc, method="cg"):
-    """A binary solve of b ((n,) or (n, k): k columns in lockstep): (wall s, report, x as b's shape)."""
+def daemon_solve(cl, m, b, pc, method="cg", regions=None):
+    """A binary solve of b ((n,) or (n, k): k columns in lockstep): (wall s, report, x as b's shape).
+
+    With `regions` (a dict, --shm) b and x go through a SharedArrays of the
+    matrix for b's columns (made once, kept in the dict): b is copied into
+    its x (in the wall time: a user puts b there), x comes back as a view.
+    """
+    k = 1 if b.ndim == 1 else b.shape[1]
+    if regions is not None and k not in regions:
+        regions[k] = cl.shared_arrays(m, k=k)
+    if regions is not None:
+        regions[k].y[...] = np.nan  # poisoned: an x the daemon did not write shows in the residual
     t0 = time.perf_counter()
-    res = cl.solve(m, b, method=method, tol=TOL, maxit=MAXIT, preconditioner=pc)
-    return time.perf_counter() - t0, res.raw, res.x
+    if regions is not None:
+        regions[k].x[...] = b
+        res = regions[k].solve(method=method, tol=TOL, maxit=MAXIT, preconditioner=pc)
+    else:
+        res = cl.solve(m, b, method=method, tol=TOL, maxit=MAXIT, preconditioner=pc)
+    wall = time.perf_counter() - t0
+    return wall, res.raw, np.array(res.x)
 
 
 def daemon_ms(rep):
     return rep.get("time", {}).get("total_ms")
 
 
-def daemon_rows(cl, name, a, b, device, preconds):
+def daemon_rows(cl, name, a, b, device, preconds, shm=False):
     """Every preconditioner of `preconds` ([(label, spec or None)]) on the daemon."""
     m, up = upload(cl, a, device)
+    regions = {} if shm else None
     t0 = time.perf_counter()
     cl.tune(m)
     tune = time.perf_counter() - t0
@@ -86,10 +105,11 @@ def daemon_rows(cl, name, a, b, device, preconds):
                 setup = time.perf_counter() - t0
                 pids[label] = pid
             method = "bicgstab" if label.startswith("ilu0") else "cg"
-            wall, rep, x = daemon_solve(cl, m, b, pid or "none", method)
-            again = daemon_solve(cl, m, b, pid or "none", method)[0] if isinstance(spec, dict) else None
+            wall, rep, x = daemon_solve(cl, m, b, pid or "none", method, regions)
+            again = daemon_solve(cl, m, b, pid or "none", method, regions)[0] if isinstance(spec, dict) else None
             ms = daemon_ms(rep)
-            rows.append({"problem": name, "who": "spmvd " + device, "method": method + " + " + label,
+            rows.append({"problem": name, "who": "spmvd " + device + (" (shm)" if shm else ""),
+                         "method": method + " + " + label,
                          "iterations": rep["iterations"], "setup_s": setup, "solve_s": wall,
                          "total_s": setup + wall, "again_s": again, "relres": relres(a, b, x),
                          "converged": rep["converged"], "upload_s": up, "tune_s": tune,
@@ -99,24 +119,27 @@ def daemon_rows(cl, name, a, b, device, preconds):
             rows.append({"problem": name, "who": "spmvd " + device, "method": label, "error": str(e)[:300]})
         print(json.dumps(rows[-1]), flush=True)
     if a.shape[0] <= 2_000_000:  # k = 8 at once, against one (the large problem would spend the budget)
-        rows += k_rows(cl, name, m, a, b, "jacobi", "jacobi")
+        rows += k_rows(cl, name, m, a, b, "jacobi", "jacobi", regions)
         if "amg" in pids:
-            rows += k_rows(cl, name, m, a, b, pids["amg"], "amg")
+            rows += k_rows(cl, name, m, a, b, pids["amg"], "amg", regions)
+    for r in (regions or {}).values():
+        r.close()
     cl.delete(m)
     return rows
 
 
-def k_rows(cl, name, m, a, b, pc, label, k=8):
+def k_rows(cl, name, m, a, b, pc, label, regions=None, k=8):
     """k right-hand sides at once (CG in lockstep) against one, same preconditioner."""
     rng = np.random.default_rng(8)
     bk = np.column_stack([b] + [rng.uniform(-1, 1, a.shape[0]) for _ in range(k - 1)])
     try:
-        daemon_solve(cl, m, b, pc)  # warm: the k = 1 kernel and the preconditioner are built
-        one = daemon_solve(cl, m, b, pc)
-        daemon_solve(cl, m, bk, pc)  # warm: auto's choice for k columns
-        wall, rep, x = daemon_solve(cl, m, bk, pc)
+        daemon_solve(cl, m, b, pc, regions=regions)  # warm: the k = 1 kernel and the preconditioner are built
+        one = daemon_solve(cl, m, b, pc, regions=regions)
+        daemon_solve(cl, m, bk, pc, regions=regions)  # warm: auto's choice for k columns
+        wall, rep, x = daemon_solve(cl, m, bk, pc, regions=regions)
         worst = max(relres(a, bk[:, j], x[:, j]) for j in range(k))
-        r = {"problem": name, "who": "spmvd", "method": "cg + %s, k = %d at once (lockstep %s)" % (label, k,
+        r = {"problem": name, "who": "spmvd" + (" (shm)" if regions is not None else ""),
+             "method": "cg + %s, k = %d at once (lockstep %s)" % (label, k,
              rep.get("lockstep")), "iterations": rep.get("lockstep_iterations", rep["iterations"]), "setup_s": 0.0,
              "solve_s": wall, "total_s": wall, "relres": worst, "k1_s": one[0], "ratio_to_k1": wall / one[0],
              "kernel": rep.get("kernel"), "fused": rep.get("fused"),
@@ -209,6 +232,8 @@ def main():
     ap.add_argument("--cupy", default="/opt/torch/.venv/bin/python3")
     ap.add_argument("--device", default="gpu0")
     ap.add_argument("--pyamg-max-rows", type=int, default=20_000_000)
+    ap.add_argument("--shm", action="store_true",
+                    help="b and x through shared memory (a SharedArrays a matrix; the daemon needs allow_shm)")
     args = ap.parse_args()
     os.makedirs(args.outdir, exist_ok=True)
     rng = np.random.default_rng(29)
@@ -245,7 +270,7 @@ def main():
                 rb = {"type": "amg", "block_size": 3, "near_nullspace": "rigid_body",
                       "coordinates": np.asarray(xyz).reshape(-1).tolist()}
                 pcs += [("amg, rigid-body modes", rb)]
-            rows = daemon_rows(cl, name, a, b, args.device, pcs)
+            rows = daemon_rows(cl, name, a, b, args.device, pcs, args.shm)
             rows += cupy_rows(args.cupy, name, a, b, args.outdir, ["none", "jacobi"] if plain else ["jacobi"])
             rows += pyamg_rows(name, a, b, modes, args.pyamg_max_rows)
             for r in rows:

@@ -23,12 +23,13 @@ gpu_bundle_out() {
   nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader | tee -a "$summary"
 }
 
-# start_spmvd PORT: the bundle's spmvd on 127.0.0.1:PORT (state in
-# $B/state.PORT, log $OUT/spmvd.log), PID its pid, killed when the script
-# exits. wait_ready PORT then waits for it.
+# start_spmvd PORT [OPTIONS...]: the bundle's spmvd on 127.0.0.1:PORT
+# (state in $B/state.PORT, log $OUT/spmvd.log, OPTIONS after its own),
+# PID its pid, killed when the script exits. wait_ready PORT then waits
+# for it.
 start_spmvd() {
   mkdir -p "$B/state.$1"
-  "$B/bin/spmvd" --listen "127.0.0.1:$1" --state-dir "$B/state.$1" --log-level warn >"$OUT/spmvd.log" 2>&1 &
+  "$B/bin/spmvd" --listen "127.0.0.1:$1" --state-dir "$B/state.$1" --log-level warn "${@:2}" >"$OUT/spmvd.log" 2>&1 &
   PID=$!
   trap 'kill $PID 2>/dev/null; wait' EXIT
 }

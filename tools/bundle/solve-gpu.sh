@@ -15,7 +15,9 @@
 #    against SciPy's solution, the inline cache, refusals, DELETE;
 # 4. bench_solve.py: time to 1e-8 for every preconditioner of the daemon,
 #    CuPy's cg on the same GPU and PyAMG on the host's cores
-#    (SOLVE_ARGS, default --poisson 100 --fv 216 --elast 6).
+#    (SOLVE_ARGS, default --poisson 100 --fv 216 --elast 6); the daemon
+#    has allow_shm, so SOLVE_ARGS="... --shm" moves b and x through
+#    shared memory instead of the socket.
 # Python: the host's python3 (NumPy, SciPy) with bundle/pyx (pyamg,
 # scikit-fem unpacked from their wheels) first on its path; CuPy's Python
 # for the CuPy rows. Logs and results under $OUT.
@@ -40,7 +42,7 @@ fi
 [ -x "$B/bin/spmv-cgbench" ] && step cgbench "$OUT/cgbench.log" 60 "$B/bin/spmv-cgbench" --n 1000 &&
   tail -12 "$OUT/cgbench.log" | tee -a "$summary"
 
-start_spmvd 18611
+start_spmvd 18611 --allow-shm true
 wait_ready 18611 || { echo "spmvd did not start" | tee -a "$summary"; tail -5 "$OUT/spmvd.log"; exit 1; }
 SEED=$RANDOM
 echo "preconds_check seed $SEED" | tee -a "$summary"

@@ -776,9 +776,11 @@ static int write_shm_x(solve_req *t, char *msg, size_t msglen)
 {
     if (!t->xs.reg || t->s.rc != SPMV_OK)
         return SHM_OK;
-    int st = t->s.x ? shm_operand_write(&t->xs, t->s.x, msg, msglen) : SHM_IO;
-    if (!t->s.x)
+    if (!t->s.x) {
         snprintf(msg, msglen, "no x to write into region %s", t->xs.reg->name);
+        return SHM_IO;
+    }
+    int st = shm_operand_write(&t->xs, t->s.x, msg, msglen);
     free(t->s.x);
     t->s.x = NULL;
     return st;

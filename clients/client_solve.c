@@ -10,6 +10,10 @@
  * binary when the caller gives a buffer (Accept), in the matrix's dtype
  * too. float32 values are widened into the caller's float64 buffer in
  * place. An async solve answers with a job (client_jobs.c).
+ * spmv_client_solve_shm() sends the binary form with b and/or x in
+ * shared-memory regions (?b_shm=&b_offset=&k=, ?x_shm=&x_offset=): the
+ * body is then x0 alone or empty, and with x in a region the answer is
+ * the JSON report.
  */
 #include "client_internal.h"
 
@@ -157,9 +161,11 @@ done:
 
 /* Everything spmv_client_solve() refuses before sending. */
 static spmv_client_status solve_options_ok(spmv_client *h, const spmv_client_solve_options *opts, const double *x,
-                                           size_t nx)
+                                           size_t nx, bool b_in_region)
 {
-    if (!opts || !opts->b_vector == !opts->b)
+    if (opts && b_in_region && (opts->b_vector || opts->b))
+        return spmvc_fail(h, SPMV_CLIENT_ERR_INVALID, "b is in a region: opts->b and opts->b_vector must be NULL");
+    if (!opts || (!b_in_region && !opts->b_vector == !opts->b))
         return spmvc_fail(h, SPMV_CLIENT_ERR_INVALID,
                           "give b either as a vector id (b_vector) or inline (b, nb), not %s",
                           opts && opts->b ? "both" : "neither");
@@ -188,6 +194,8 @@ typedef struct solve_call {
     bool history_body;  /* the residual history follows x in the body */
     void *body;         /* the binary body when b could not be sent as it stands */
     double *scratch;    /* x of a binary answer the caller gave no buffer for */
+    const spmv_client_shm_ref *bs, *xs; /* b and x in regions (spmv_client_solve_shm), NULL: not */
+    int k;              /* b's columns in its region */
 } solve_call;
 
 /* The answer to an async solve: the job's id, and the answer as JSON. */
@@ -293,6 +301,21 @@ static spmv_client_status binary_body(spmv_client *h, solve_call *c, spmv_client
     const spmv_client_solve_options *o = c->o;
     size_t n = o->nb, parts = o->x0 ? 2 : 1, dsize = spmvc_dtype_size(dt);
     bool ok;
+    req->content_type = "application/octet-stream";
+    if (c->bs) { /* b in its region: the body is x0 alone (the daemon checks its length), or nothing */
+        req->body = "";
+        req->body_len = 0;
+        if (!o->x0)
+            return SPMV_CLIENT_OK;
+        if (o->nx0 > SIZE_MAX / 8 || !(c->body = malloc(o->nx0 * dsize)))
+            return spmvc_fail(h, SPMV_CLIENT_ERR_NOMEM, "out of memory");
+        if (!pack_values(o->x0, o->nx0, dt, c->body))
+            return spmvc_fail(h, SPMV_CLIENT_ERR_INVALID, "x0 must hold finite values%s",
+                              dt == SPMV_CLIENT_FLOAT32 ? " within float32's range (the matrix is float32)" : "");
+        req->body = c->body;
+        req->body_len = o->nx0 * dsize;
+        return SPMV_CLIENT_OK;
+    }
     if (o->x0 && o->nx0 != n)
         return spmvc_fail(h, SPMV_CLIENT_ERR_INVALID, "inline x0 has %zu values and b %zu", o->nx0, n);
     if (n > SIZE_MAX / 16)
@@ -311,14 +334,23 @@ static spmv_client_status binary_body(spmv_client *h, solve_call *c, spmv_client
         return spmvc_fail(h, SPMV_CLIENT_ERR_INVALID, "b and x0 must hold finite values%s",
                           dt == SPMV_CLIENT_FLOAT32 ? " within float32's range (the matrix is float32)" : "");
     req->body_len = parts * n * dsize;
-    req->content_type = "application/octet-stream";
     return SPMV_CLIENT_OK;
 }
 
 /* The options of a binary solve in its query string, with the JSON
  * route's names. */
-static void solve_query(spmv_client *h, const spmv_client_solve_options *o, request *req)
+static void solve_query(spmv_client *h, const solve_call *c, request *req)
 {
+    const spmv_client_solve_options *o = c->o;
+    if (c->bs) {
+        spmvc_query_add(h, req, "b_shm", c->bs->name);
+        spmvc_query_add_int(h, req, "b_offset", (long)c->bs->offset);
+        if (c->k > 1) spmvc_query_add_int(h, req, "k", c->k);
+    }
+    if (c->xs) {
+        spmvc_query_add(h, req, "x_shm", c->xs->name);
+        spmvc_query_add_int(h, req, "x_offset", (long)c->xs->offset);
+    }
     if (o->method) spmvc_query_add(h, req, "method", o->method);
     if (o->tol) spmvc_query_add_double(h, req, "tol", o->tol);
     if (o->maxit) spmvc_query_add_int(h, req, "maxit", o->maxit);
@@ -339,10 +371,12 @@ static spmv_client_status binary_request(spmv_client *h, const char *id, solve_c
     spmv_client_status st = spmvc_matrix_dtype(h, id, &dt);
     if (st != SPMV_CLIENT_OK || (st = binary_body(h, c, dt, req)) != SPMV_CLIENT_OK)
         return st;
-    solve_query(h, c->o, req);
-    if (c->o->x_out_vector || c->o->async)
+    solve_query(h, c, req);
+    if (c->o->x_out_vector || c->o->async || c->xs) /* x in a vector or a region: a JSON answer */
         return SPMV_CLIENT_OK;
     c->dsize = spmvc_dtype_size(dt);
+    if (!c->x && c->bs) /* b's length is the region's: nothing here says how long x is */
+        return spmvc_fail(h, SPMV_CLIENT_ERR_INVALID, "with b in a region, x needs a buffer (x, nx) or a region");
     if (!c->x) {
         if (!(c->x = c->scratch = malloc((c->o->nb ? c->o->nb : 1) * sizeof *c->x)))
             return spmvc_fail(h, SPMV_CLIENT_ERR_NOMEM, "out of memory");
@@ -377,7 +411,8 @@ static spmv_client_status json_request(spmv_client *h, const char *id, solve_cal
 /* spmv_client_solve() and spmv_client_solve_json(): binary unless `json`
  * or b is a resident vector. */
 static spmv_client_status solve(spmv_client *h, const char *id, const spmv_client_solve_options *opts, double *x,
-                                size_t nx, bool json, spmv_client_solve_result **out)
+                                size_t nx, bool json, const spmv_client_shm_ref *bs, int k,
+                                const spmv_client_shm_ref *xs, spmv_client_solve_result **out)
 {
     spmv_client_solve_result *res = NULL;
     spmv_client_status st;
@@ -386,11 +421,20 @@ static spmv_client_status solve(spmv_client *h, const char *id, const spmv_clien
     *out = NULL;
     spmvc_clear_error(h);
     if ((st = spmvc_check_id(h, id, "matrix")) != SPMV_CLIENT_OK) return st;
-    if ((st = solve_options_ok(h, opts, x, nx)) != SPMV_CLIENT_OK) return st;
-    solve_call c = {.o = opts, .x = x, .nx = nx, .callers_x = x != NULL};
+    if ((st = solve_options_ok(h, opts, x, nx, bs != NULL)) != SPMV_CLIENT_OK) return st;
+    if ((bs && (st = spmvc_shm_ref_ok(h, bs)) != SPMV_CLIENT_OK) || (xs && (st = spmvc_shm_ref_ok(h, xs)) != SPMV_CLIENT_OK))
+        return st;
+    if (xs && (opts->x_out_vector || x))
+        return spmvc_fail(h, SPMV_CLIENT_ERR_INVALID, "x goes into its region: no x_out_vector, no x buffer");
+    if (xs && !bs && !opts->b)
+        return spmvc_fail(h, SPMV_CLIENT_ERR_INVALID, "with x in a region, b is inline or in a region");
+    if (k < 0 || k > 64 || (k > 1 && !bs))
+        return spmvc_fail(h, SPMV_CLIENT_ERR_INVALID, "k (%d) is b's columns in its region: 0 or 1 to 64, and only "
+                          "with b in a region", k);
+    solve_call c = {.o = opts, .x = x, .nx = nx, .callers_x = x != NULL, .bs = bs, .xs = xs, .k = k ? k : 1};
     request req = {.method = "POST", .collection = "matrices", .id = id, .suffix = "/solve", .sink_if_binary = true,
                    .meta_name = "x-spmv-solve:"};
-    st = !json && opts->b ? binary_request(h, id, &c, &req) : json_request(h, id, &c, &req);
+    st = !json && (opts->b || bs) ? binary_request(h, id, &c, &req) : json_request(h, id, &c, &req);
     if (st == SPMV_CLIENT_OK && !(res = calloc(1, sizeof *res)))
         st = spmvc_fail(h, SPMV_CLIENT_ERR_NOMEM, "out of memory");
     response r = {0};
@@ -413,11 +457,22 @@ static spmv_client_status solve(spmv_client *h, const char *id, const spmv_clien
 spmv_client_status spmv_client_solve(spmv_client *h, const char *id, const spmv_client_solve_options *opts,
                                      double *x, size_t nx, spmv_client_solve_result **out)
 {
-    return solve(h, id, opts, x, nx, false, out);
+    return solve(h, id, opts, x, nx, false, NULL, 0, NULL, out);
 }
 
 spmv_client_status spmv_client_solve_json(spmv_client *h, const char *id, const spmv_client_solve_options *opts,
                                           double *x, size_t nx, spmv_client_solve_result **out)
 {
-    return solve(h, id, opts, x, nx, true, out);
+    return solve(h, id, opts, x, nx, true, NULL, 0, NULL, out);
+}
+
+spmv_client_status spmv_client_solve_shm(spmv_client *h, const char *id, const spmv_client_solve_options *opts,
+                                         const spmv_client_shm_ref *b, int k, const spmv_client_shm_ref *x_region,
+                                         double *x, size_t nx, spmv_client_solve_result **out)
+{
+    if (h && !b && !x_region) {
+        spmvc_clear_error(h);
+        return spmvc_fail(h, SPMV_CLIENT_ERR_INVALID, "spmv_client_solve_shm needs b or x in a region");
+    }
+    return solve(h, id, opts, x, nx, false, b, k, x_region, out);
 }

@@ -50,6 +50,8 @@
  * adds spmv_client_set_stat() (rates at the mean or the median), a new
  * call only. 0.6 adds spmv_client_bench_start_json() (a bench with any of
  * the route's fields: thread sweeps, hack sizes, seed), a new call only.
+ * 0.7 adds spmv_client_solve_shm() (b and x of a solve in shared-memory
+ * regions), a new call only.
  *
  * Link with pkg-config: cc prog.c $(pkg-config --cflags --libs spmvclient)
  */
@@ -63,9 +65,9 @@
 extern "C" {
 #endif
 
-#define SPMV_CLIENT_VERSION "0.6.0"
+#define SPMV_CLIENT_VERSION "0.7.0"
 #define SPMV_CLIENT_VERSION_MAJOR 0
-#define SPMV_CLIENT_VERSION_MINOR 6
+#define SPMV_CLIENT_VERSION_MINOR 7
 #define SPMV_CLIENT_VERSION_PATCH 0
 
 /* The library is built with -fvisibility=hidden; only what carries this
@@ -866,6 +868,30 @@ SPMV_CLIENT_API spmv_client_status spmv_client_solve(spmv_client *h, const char 
 SPMV_CLIENT_API spmv_client_status spmv_client_solve_json(spmv_client *h, const char *id,
                                                           const spmv_client_solve_options *opts, double *x,
                                                           size_t nx, spmv_client_solve_result **out);
+
+/* spmv_client_solve() with b and/or x in shared-memory regions
+ * (spmv_client_shm_register; docs/api.md, "b and x in shared memory"): a
+ * non-NULL `b` reads b's k columns (k 0 or 1: one; up to 64) from its
+ * region, and then opts->b and opts->b_vector must both be NULL (x0, when
+ * inline, is the body); a non-NULL `x_region` has the daemon write x (k
+ * columns) there before it answers, and then x, nx and
+ * opts->x_out_vector must be NULL / 0 (the report comes as JSON, the
+ * residual history in it). With b in a region and x not, x comes back
+ * into x (room for exactly nx = rows * k values, required). The result's
+ * fields are the whole solve's (k columns: all converged, iterations
+ * summed, the largest relres; the columns' own in result->json). Sent
+ * binary: ?b_shm=&b_offset=&k= and ?x_shm=&x_offset=. Errors, besides
+ * spmv_client_solve()'s: INVALID (neither in a region, b given two ways,
+ * a bad region name, k out of range or without b in a region, x both in
+ * a region and a buffer or vector), UNAUTHORIZED (shm_disabled),
+ * NOT_FOUND (shm_not_found), BAD_REQUEST (out_of_range, an unaligned
+ * offset, a CUDA region), ERR_HTTP (413 too_large: b over
+ * max_body_bytes; 410 shm_gone). */
+SPMV_CLIENT_API spmv_client_status spmv_client_solve_shm(spmv_client *h, const char *id,
+                                                         const spmv_client_solve_options *opts,
+                                                         const spmv_client_shm_ref *b, int k,
+                                                         const spmv_client_shm_ref *x_region, double *x, size_t nx,
+                                                         spmv_client_solve_result **out);
 
 /* Parses a solve answer given as JSON text (a finished solve job's
  * result): *out receives it, and x (may be NULL) the answer's "x", which

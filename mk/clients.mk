@@ -11,12 +11,12 @@
 # exported; the same objects go into the archive and the shared library. The shared library carries the soname libspmvclient.so.0 (ABI
 # major 0) and the file name libspmvclient.so.$(CLIENT_VERSION) (minor 2 added the calls
 # of resident vectors, ops and solvers, minor 3 those of shared-memory
-# regions, minor 4 the JSON solve and the default URL, minor 5 spmv_client_set_stat, minor 6 spmv_client_bench_start_json; nothing changed or went);
+# regions, minor 4 the JSON solve and the default URL, minor 5 spmv_client_set_stat, minor 6 spmv_client_bench_start_json, minor 7 spmv_client_solve_shm; nothing changed or went);
 # the tools link the static archive so they run from the build folder
 # without LD_LIBRARY_PATH.
 # Other areas add their own pieces to install/uninstall as install-<area>.
 
-CLIENT_VERSION := 0.6.0
+CLIENT_VERSION := 0.7.0
 CLIENT_SOMAJOR := 0
 CLIENT_PKGS    := libcurl jansson
 CLIENT_CFLAGS  := -std=c11 -D_GNU_SOURCE -O2 -g $(WARN) -fPIC -fvisibility=hidden -Iclients -MMD -MP \

@@ -15,7 +15,9 @@
  * written from and read into the region; the operand errors (past the
  * region, unaligned, unknown region, verify); a region whose object was
  * shrunk or unlinked (state, 410 shm_gone); and 403 shm_disabled from the
- * daemon without allow_shm. Prints "ok N - ..." lines and the plan last.
+ * daemon without allow_shm. Solves (spmv_client_solve_shm) with b read
+ * from the region and x written into it or into a buffer, each x checked
+ * by its true residual in plain C, and their refusals. Prints "ok N - ..." lines and the plan last.
  */
 #include "spmvclient.h"
 
@@ -262,6 +264,123 @@ out:
 }
 
 /* A float32 matrix: values in the region are 4 bytes each. */
+/* ||b - A x|| / ||b||, A the coo's entries; INFINITY when x holds NaN. */
+static double relres(const coo *m, const double *x, const double *b)
+{
+    double *ax = malloc((size_t)m->rows * sizeof *ax), num = 0, den = 0;
+    if (!ax) return INFINITY;
+    reference(m, 'n', x, ax);
+    for (int64_t i = 0; i < m->rows; i++) {
+        num += (b[i] - ax[i]) * (b[i] - ax[i]);
+        den += b[i] * b[i];
+    }
+    free(ax);
+    return isnan(num) ? INFINITY : sqrt(num / den);
+}
+
+/* spmv_client_solve_shm: b read from the region and x written into it on
+ * a 12 x 12 grid's Laplacian (SPD, uploaded here), each x checked by its
+ * true residual, x poisoned first; one and two columns, x back into a
+ * buffer, inline b with x into the region, and the refusals. The region
+ * holds 2 * 301 doubles: b's columns from 0, x's from 301. */
+static void solves(spmv_client *h, const char *name, double *base)
+{
+    enum { G = 12, N = G * G, XAT = 301 };
+    coo L = {.rows = N, .cols = N, .nnz = 5 * N - 4 * G};
+    L.r = malloc((size_t)L.nnz * sizeof *L.r), L.c = malloc((size_t)L.nnz * sizeof *L.c);
+    L.v = malloc((size_t)L.nnz * sizeof *L.v);
+    double *b = base, *x = base + XAT, xbuf[N], bin[N];
+    spmv_client_matrix *mat = NULL;
+    spmv_client_solve_result *res = NULL;
+    char *text = NULL;
+    size_t len = 0;
+    int64_t k = 0;
+    for (int64_t i = 0; L.r && L.c && L.v && i < N; i++) {
+        int64_t a = i / G, c = i % G;
+        int64_t nb[5][2] = {{i, 4}, {a > 0 ? i - G : -1, -1}, {a < G - 1 ? i + G : -1, -1}, {c > 0 ? i - 1 : -1, -1},
+                            {c < G - 1 ? i + 1 : -1, -1}};
+        for (int j = 0; j < 5; j++)
+            if (nb[j][0] >= 0) L.r[k] = i, L.c[k] = nb[j][0], L.v[k] = (double)nb[j][1], k++;
+    }
+    if (!check(k == L.nnz && (text = matrix_market(&L, &len, "shm_calls solves")) &&
+                   spmv_client_upload_memory(h, text, len, NULL, &mat) == SPMV_CLIENT_OK,
+               "upload the %d x %d Laplacian of a %d x %d grid", N, N, G, G))
+        goto out;
+    spmv_client_shm_ref br = {.name = name, .offset = 0}, xr = {.name = name, .offset = XAT * sizeof(double)};
+    spmv_client_solve_options o = {.preconditioner = "jacobi"};
+    spmv_client_status st;
+
+    for (int i = 0; i < 2 * N; i++) b[i] = uniform();
+    for (int i = 0; i < 2 * N; i++) x[i] = NAN;
+    st = spmv_client_solve_shm(h, mat->id, &o, &br, 0, &xr, NULL, 0, &res);
+    if (check(st == SPMV_CLIENT_OK && res->converged && !res->has_x, "solve_shm: b and x in the region (%s)",
+              res ? res->stop_reason : "-")) {
+        double e = relres(&L, x, b);
+        check(e <= 1.01e-8, "x in the region solves A x = b (relres %.3g)", e);
+        check(isnan(x[N]), "nothing written past x");
+    } else {
+        diag(h, st);
+    }
+    spmv_client_solve_result_free(res), res = NULL;
+
+    for (int i = 0; i < 2 * N; i++) x[i] = NAN;
+    st = spmv_client_solve_shm(h, mat->id, &o, &br, 2, &xr, NULL, 0, &res);
+    if (check(st == SPMV_CLIENT_OK && res->converged, "solve_shm: k = 2 columns of b, x into the region")) {
+        double e0 = relres(&L, x, b), e1 = relres(&L, x + N, b + N);
+        check(e0 <= 1.01e-8 && e1 <= 1.01e-8, "each column of x solves its b (relres %.3g, %.3g)", e0, e1);
+    } else {
+        diag(h, st);
+    }
+    spmv_client_solve_result_free(res), res = NULL;
+
+    for (int i = 0; i < N; i++) xbuf[i] = NAN;
+    st = spmv_client_solve_shm(h, mat->id, &o, &br, 1, NULL, xbuf, N, &res);
+    if (check(st == SPMV_CLIENT_OK && res->has_x, "solve_shm: b in the region, x into the caller's buffer")) {
+        double e = relres(&L, xbuf, b);
+        check(e <= 1.01e-8 && res->nhistory > 0, "x solves A x = b (relres %.3g), history of %zu", e, res->nhistory);
+    } else {
+        diag(h, st);
+    }
+    spmv_client_solve_result_free(res), res = NULL;
+
+    for (int i = 0; i < N; i++) bin[i] = uniform(), x[i] = NAN;
+    spmv_client_solve_options oi = {.b = bin, .nb = N};
+    st = spmv_client_solve_shm(h, mat->id, &oi, NULL, 0, &xr, NULL, 0, &res);
+    if (check(st == SPMV_CLIENT_OK && res->converged, "solve_shm: inline b, x into the region")) {
+        double e = relres(&L, x, bin);
+        check(e <= 1.01e-8, "x solves A x = b (relres %.3g)", e);
+    } else {
+        diag(h, st);
+    }
+    spmv_client_solve_result_free(res), res = NULL;
+
+    /* refusals, before sending and from the daemon */
+    spmv_client_shm_ref nowhere = {.name = "spmvd-test-never-registered", .offset = 0}, bad = {.name = "../x"};
+    EXPECT(h, spmv_client_solve_shm(h, mat->id, &oi, NULL, 0, NULL, NULL, 0, &res), SPMV_CLIENT_ERR_INVALID,
+           "solve_shm with neither b nor x in a region: INVALID");
+    EXPECT(h, spmv_client_solve_shm(h, mat->id, &oi, &br, 0, &xr, NULL, 0, &res), SPMV_CLIENT_ERR_INVALID,
+           "b both inline and in a region: INVALID");
+    EXPECT(h, spmv_client_solve_shm(h, mat->id, &oi, NULL, 2, &xr, NULL, 0, &res), SPMV_CLIENT_ERR_INVALID,
+           "k = 2 with an inline b: INVALID");
+    EXPECT(h, spmv_client_solve_shm(h, mat->id, &o, &br, 0, &xr, xbuf, N, &res), SPMV_CLIENT_ERR_INVALID,
+           "x both in a region and a buffer: INVALID");
+    EXPECT(h, spmv_client_solve_shm(h, mat->id, &o, &br, 0, NULL, NULL, 0, &res), SPMV_CLIENT_ERR_INVALID,
+           "b in a region, x with no place to go: INVALID");
+    EXPECT(h, spmv_client_solve_shm(h, mat->id, &o, &bad, 0, &xr, NULL, 0, &res), SPMV_CLIENT_ERR_INVALID,
+           "a region name the library refuses: INVALID");
+    st = spmv_client_solve_shm(h, mat->id, &o, &nowhere, 0, &xr, NULL, 0, &res);
+    expect_refusal(h, st, SPMV_CLIENT_ERR_NOT_FOUND, 404, "shm_not_found", "solve_shm naming an unknown region");
+    spmv_client_shm_ref past = {.name = name, .offset = 2 * 301 * sizeof(double) - 8};
+    st = spmv_client_solve_shm(h, mat->id, &o, &past, 0, &xr, NULL, 0, &res);
+    expect_refusal(h, st, SPMV_CLIENT_ERR_BAD_REQUEST, 400, "out_of_range", "solve_shm with b past the region");
+out:
+    spmv_client_solve_result_free(res);
+    if (mat) spmv_client_delete(h, mat->id);
+    spmv_client_matrix_free(mat);
+    free(text);
+    coo_free(&L);
+}
+
 static void float32_product(spmv_client *h, const char *name, void *base, const coo *m, const char *text, size_t len)
 {
     spmv_client_upload_options uo = {.name = "shm_calls_f32", .dtype = "float32"};
@@ -463,6 +582,7 @@ int main(int argc, char **argv)
     spmv_client_status st = spmv_client_upload_memory(h, text, len, NULL, &mat);
     if (check(st == SPMV_CLIENT_OK, "upload a random 301 x 203 matrix")) {
         products(h, name, base, &m, mat->id);
+        solves(h, name, base);
         float32_product(h, name, base, &m, text, len);
         vectors(h, name, base, &m, mat->id);
         gone(h, tag, mat->id, &m);

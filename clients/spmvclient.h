@@ -885,8 +885,8 @@ SPMV_CLIENT_API spmv_client_status spmv_client_solve_json(spmv_client *h, const 
  * a bad region name, k out of range or without b in a region, x both in
  * a region and a buffer or vector), UNAUTHORIZED (shm_disabled),
  * NOT_FOUND (shm_not_found), BAD_REQUEST (out_of_range, an unaligned
- * offset, a CUDA region), ERR_HTTP (413 too_large: b over
- * max_body_bytes; 410 shm_gone). */
+ * offset, a CUDA region), TOO_LARGE (413: b over max_body_bytes),
+ * ERR_HTTP (410 shm_gone). */
 SPMV_CLIENT_API spmv_client_status spmv_client_solve_shm(spmv_client *h, const char *id,
                                                          const spmv_client_solve_options *opts,
                                                          const spmv_client_shm_ref *b, int k,

@@ -64,7 +64,7 @@ typedef struct ctl {
     /* shm: a region's window, and spmv operands in regions */
     uint64_t shm_offset, shm_size;
     bool has_shm_size;
-    const char *x_shm, *y_shm;
+    const char *x_shm, *y_shm, *b_shm; /* b_shm: a solve's b in a region (x_shm: its x then) */
     const char *params[32];
     int nparams;
     /* study */
@@ -1255,8 +1255,11 @@ static void print_solve(const ctl *c, const spmv_client_solve_result *r)
         return;
     }
     printf("method       %s\n", r->method);
-    printf("converged    %s (%s%s%s)\n", r->converged ? "yes" : "no", r->stop_reason, *r->stop_detail ? ": " : "",
-           r->stop_detail);
+    if (*r->stop_reason) /* k columns have no one stop: each column's is in --json's "columns" */
+        printf("converged    %s (%s%s%s)\n", r->converged ? "yes" : "no", r->stop_reason, *r->stop_detail ? ": " : "",
+               r->stop_detail);
+    else
+        printf("converged    %s (every column: see --json's columns)\n", r->converged ? "yes" : "no");
     printf("iterations   %" PRId64 " (%" PRId64 " spmv calls)\n", r->iterations, r->spmv_calls);
     printf("relres       %.6e\n", r->relres);
     printf("kernel       %s on %s\n", r->kernel, r->device);
@@ -1334,6 +1337,65 @@ static int solve_output(const ctl *c, const spmv_client_solve_result *r, const d
     return r->converged ? EXIT_OK : EXIT_SOLVE;
 }
 
+/* solve with --b-shm and/or --x-shm (spmv_client_solve_shm): b's --k
+ * columns from a region (else from --b, or all ones), x into a region
+ * (else back, to --x-out when given). */
+static int solve_shm(ctl *c, const char *id)
+{
+    spmv_client_matrix *m = NULL;
+    spmv_client_solve_result *r = NULL;
+    double *b = NULL, *x0 = NULL, *x = NULL;
+    size_t nb = 0, nx0 = 0, n = 0;
+    char bname[256], xname[256];
+    spmv_client_shm_ref br = {.name = bname}, xr = {.name = xname};
+    int rc, k = c->k ? (int)c->k : 1;
+
+    if (c->b_shm && (c->b_file || c->b_vector))
+        return usage_error("--b-shm excludes --b and --b-vector%s", "");
+    if (c->x_shm && (c->x_out || c->x_vector))
+        return usage_error("--x-shm excludes --x-out and --x-vector (x stays in the region)%s", "");
+    if (c->k && !c->b_shm) return usage_error("--k is b's columns in a region: it goes with --b-shm%s", "");
+    if (k > 64) return usage_error("--k wants 1 to 64 columns (b's in its region)%s", "");
+    if (c->x_out && k > 1) return usage_error("--x-out writes one column; with --k, x stays in --x-shm%s", "");
+    if (c->b_shm && !c->x_shm && k > 1) return usage_error("with --k, x goes into a region: give --x-shm%s", "");
+    if (c->b_vector || c->x0_vector || c->json_request)
+        return usage_error("with a region, b and x0 travel in binary: no --b-vector, --x0-vector or --json-request%s",
+                           "");
+    if (c->b_shm && !parse_shm_ref(c->b_shm, bname, sizeof bname, &br.offset))
+        return usage_error("--b-shm wants NAME or NAME:OFFSET (bytes), not %s", c->b_shm);
+    if (c->x_shm && !parse_shm_ref(c->x_shm, xname, sizeof xname, &xr.offset))
+        return usage_error("--x-shm wants NAME or NAME:OFFSET (bytes), not %s", c->x_shm);
+    spmv_client_status st = spmv_client_describe(c->h, id, &m);
+    if (st != SPMV_CLIENT_OK) return report(c, id, st);
+    if ((rc = solve_order(m, &n)) != EXIT_OK)
+        goto done;
+    if (!c->b_shm && (rc = solve_inputs(c, n, &b, &nb, &x0, &nx0)) != EXIT_OK)
+        goto done;
+    if (c->b_shm && c->x0_file && (rc = read_values(c->x0_file, n * (size_t)k, "columns", &x0, &nx0)) != EXIT_OK)
+        goto done;
+    rc = EXIT_LOCAL;
+    if (!c->x_shm && (n > SIZE_MAX / 8 / (size_t)k || !(x = malloc((n ? n : 1) * (size_t)k * sizeof *x))))
+        goto done;
+    spmv_client_solve_options o = {.method = c->method, .tol = c->tol, .maxit = c->maxit, .restart = (int)c->restart,
+                                   .preconditioner = c->precond, .kernel = c->kernel, .b = b, .nb = nb, .x0 = x0,
+                                   .nx0 = nx0, .async = c->async || c->no_wait};
+    st = spmv_client_solve_shm(c->h, m->id, &o, c->b_shm ? &br : NULL, k, c->x_shm ? &xr : NULL, x,
+                               x ? n * (size_t)k : 0, &r);
+    if (st != SPMV_CLIENT_OK) {
+        rc = report(c, "solve", st);
+    } else if (c->no_wait) {
+        printf(c->json ? "{\"job\": \"%s\"}\n" : "%s\n", r->job_id);
+        rc = EXIT_OK;
+    } else if (!o.async || (rc = solve_wait(c, &r, x, x ? n * (size_t)k : 0)) == EXIT_OK) {
+        rc = solve_output(c, r, x, n);
+    }
+done:
+    spmv_client_solve_result_free(r);
+    spmv_client_matrix_free(m);
+    free(b), free(x0), free(x);
+    return rc;
+}
+
 static int cmd_solve(ctl *c, int argc, char **argv)
 {
     spmv_client_matrix *m = NULL;
@@ -1346,6 +1408,9 @@ static int cmd_solve(ctl *c, int argc, char **argv)
     if (c->b_file && c->b_vector) return usage_error("--b and --b-vector exclude each other%s", "");
     if (c->x0_file && c->x0_vector) return usage_error("--x0 and --x0-vector exclude each other%s", "");
     if (c->x_out && c->x_vector) return usage_error("--x-out and --x-vector exclude each other%s", "");
+    if (c->b_shm || c->x_shm)
+        return solve_shm(c, argv[0]);
+    if (c->k) return usage_error("--k is b's columns in a region: it goes with --b-shm%s", "");
     spmv_client_status st = spmv_client_describe(c->h, argv[0], &m);
     if (st != SPMV_CLIENT_OK) return report(c, argv[0], st);
     if ((rc = solve_order(m, &n)) != EXIT_OK || (rc = solve_inputs(c, n, &b, &nb, &x0, &nx0)) != EXIT_OK)
@@ -1524,6 +1589,7 @@ static const command commands[] = {
      "usage: spmvctl solve ID [--method cg|bicgstab|gmres] [--tol T] [--maxit N] [--restart N]\n"
      "                       [--precond none|jacobi] [--kernel K] [--b FILE | --b-vector VID]\n"
      "                       [--x0 FILE | --x0-vector VID] [--x-out FILE | --x-vector VID]\n"
+     "                       [--b-shm NAME[:OFFSET] [--k K]] [--x-shm NAME[:OFFSET]]\n"
      "                       [--async] [--no-wait] [--history] [--json-request]\n"
      "Solves A x = b on the daemon (b defaults to all ones) and prints the method, whether\n"
      "it converged and why it stopped, iterations, relative residual and the time split.\n"
@@ -1531,7 +1597,9 @@ static const command commands[] = {
      "b and x0 from files go in binary in the matrix's dtype (--json-request: as JSON\n"
      "numbers instead). --async runs it as a job and waits for it with long polls (a\n"
      "progress bar on a terminal); --no-wait prints the job id. Exit status 7 when it did\n"
-     "not converge.\n"},
+     "not converge. Shared memory (a region registered with spmvctl shm register): --b-shm\n"
+     "reads b (K columns, --k, default 1) from the region at OFFSET bytes, --x-shm has the\n"
+     "daemon write x there; the values never cross the socket.\n"},
     {"shm", cmd_shm,
      "usage: spmvctl shm register NAME [--offset BYTES] --size BYTES\n"
      "       spmvctl shm list\n"
@@ -1569,7 +1637,7 @@ enum {
     OPT_PARAM, OPT_KERNELS, OPT_NO_WAIT, OPT_STORE, OPT_C_OUT,
     OPT_PER_ROW, OPT_DENSE_LEN,
     OPT_LIKE, OPT_SIDE, OPT_K, OPT_N, OPT_VALUES, OPT_FILL, OPT_RANDOM, OPT_SEED, OPT_OUT, OPT_METHOD, OPT_TOL,
-    OPT_MAXIT, OPT_RESTART, OPT_PRECOND, OPT_B, OPT_B_VECTOR, OPT_X0, OPT_X0_VECTOR, OPT_X_OUT, OPT_X_VECTOR,
+    OPT_MAXIT, OPT_RESTART, OPT_PRECOND, OPT_B, OPT_B_VECTOR, OPT_B_SHM, OPT_X0, OPT_X0_VECTOR, OPT_X_OUT, OPT_X_VECTOR,
     OPT_ASYNC, OPT_HISTORY, OPT_JSON_REQUEST, OPT_CANCEL, OPT_OFFSET, OPT_SIZE, OPT_X_SHM, OPT_Y_SHM, OPT_STAT,
     OPT_DTYPES, OPT_FROM, OPT_SPMSPM, OPT_THREADS, OPT_MAX_NNZ, OPT_PLOT, OPT_LAST
 };
@@ -1615,6 +1683,7 @@ static const struct option long_opts[] = {
     {"precond", required_argument, NULL, OPT_PRECOND},
     {"b", required_argument, NULL, OPT_B},
     {"b-vector", required_argument, NULL, OPT_B_VECTOR},
+    {"b-shm", required_argument, NULL, OPT_B_SHM},
     {"x0", required_argument, NULL, OPT_X0},
     {"x0-vector", required_argument, NULL, OPT_X0_VECTOR},
     {"x-out", required_argument, NULL, OPT_X_OUT},
@@ -1793,6 +1862,7 @@ static int take_solve_option(ctl *c, int opt, const char *arg)
     case OPT_PRECOND: c->precond = arg; break;
     case OPT_B: c->b_file = arg; break;
     case OPT_B_VECTOR: c->b_vector = arg; break;
+    case OPT_B_SHM: c->b_shm = arg; break;
     case OPT_X0: c->x0_file = arg; break;
     case OPT_X0_VECTOR: c->x0_vector = arg; break;
     case OPT_X_OUT: c->x_out = arg; break;

@@ -9,6 +9,7 @@
 #   - drives spmvctl shm register/list/rm and spmv --x-shm/--y-shm, with
 #     y read back from the object and compared with A·x computed here in
 #     python3 from the uploaded Matrix Market file, and their exit codes;
+#     and solve --b-shm/--x-shm, x checked by its true residual;
 #   - runs the docs' example clients/examples/shm.c and checks that
 #     docs/client.md quotes it verbatim.
 # A daemon that does not take allow_shm (it predates /v1/shm) skips the
@@ -107,6 +108,30 @@ elif cmd == "check":         # check SHMPATH MTX [YFILE]: y (from the object, or
     err = (num / den) ** 0.5 if den else num ** 0.5
     bad = len(y) != rows or any(v != v for v in y) or not err < 1e-12
     print("rel err %.3g over %d rows" % (err, len(y))); sys.exit(1 if bad else 0)
+elif cmd == "lap":           # lap PATH G: the 5-point Laplacian of a G x G grid (SPD)
+    path, g = sys.argv[2], int(sys.argv[3]); ents = []
+    for i in range(g * g):
+        a, c = divmod(i, g)
+        ents += [(i, i, 4.0)] + [(i, j, -1.0) for j, ok in ((i - g, a > 0), (i + g, a < g - 1), (i - 1, c > 0),
+                                                              (i + 1, c < g - 1)) if ok]
+    with open(path, "w") as f:
+        f.write("%%%%MatrixMarket matrix coordinate real general\n%d %d %d\n" % (g * g, g * g, len(ents)))
+        for i, j, v in ents: f.write("%d %d %g\n" % (i + 1, j + 1, v))
+elif cmd == "bobject":       # bobject SHMPATH N SEED: b (N values) at 0, x (NaN) after it
+    shm, n, seed = sys.argv[2], int(sys.argv[3]), int(sys.argv[4]); rnd = random.Random(seed + 2)
+    with open(shm, "wb") as f:
+        f.write(struct.pack("<%dd" % n, *[rnd.uniform(-1, 1) for _ in range(n)]) + struct.pack("<%dd" % n, *([float("nan")] * n)))
+elif cmd == "solved":        # solved SHMPATH MTX [XFILE]: ||b - A x|| / ||b|| <= 1.01e-8, x from the object or XFILE
+    shm, mtx = sys.argv[2], sys.argv[3]
+    rows, cols, ents = read(mtx)
+    data = open(shm, "rb").read()
+    b = struct.unpack_from("<%dd" % rows, data, 0)
+    if len(sys.argv) > 4: x = [float(l) for l in open(sys.argv[4]) if l.strip()]
+    else: x = struct.unpack_from("<%dd" % rows, data, 8 * rows)
+    r = list(b)
+    for i, j, v in ents: r[i] -= v * x[j]
+    rel = (sum(v * v for v in r) / sum(v * v for v in b)) ** 0.5
+    print("relres %.3g" % rel); sys.exit(0 if len(x) == rows and rel == rel and rel <= 1.01e-8 else 1)
 EOF
 
 "$PYTHON" "$W/shm_tool.py" matrix "$W/a.mtx" 157 93 "$SEED"
@@ -158,6 +183,28 @@ check "the refusal names shm_not_found" grep -q 'shm_not_found' "$W/err"
 expect_rc 1 "spmvctl spmv --x and --x-shm together exit 1" ctl spmv "$MID" --x "$W/x.txt" --x-shm "$OBJ"
 expect_rc 1 "spmvctl spmv --x-shm NAME:junk exits 1" ctl spmv "$MID" --x-shm "$OBJ:12x"
 expect_rc 1 "spmvctl spmv --y-shm with --y-out exits 1" ctl spmv "$MID" --x-shm "$OBJ" --y-shm "$OBJ:744" --y-out "$W/y2.txt"
+# solve --b-shm / --x-shm on a 10 x 10 grid's Laplacian: b read from the object, x written after it
+"$PYTHON" "$W/shm_tool.py" lap "$W/lap.mtx" 10
+expect_rc 0 "spmvctl upload the Laplacian" ctl --json upload "$W/lap.mtx"
+LID=$("$PYTHON" -c 'import json,sys; print(json.load(open(sys.argv[1]))["id"])' "$W/out" 2>/dev/null)
+"$PYTHON" "$W/shm_tool.py" bobject "/dev/shm/$OBJ-s" 100 "$SEED" && chmod 600 "/dev/shm/$OBJ-s"
+expect_rc 0 "spmvctl shm register $OBJ-s" ctl shm register "$OBJ-s" --size 1600
+expect_rc 0 "spmvctl solve --b-shm $OBJ-s --x-shm $OBJ-s:800" ctl solve "$LID" --b-shm "$OBJ-s" --x-shm "$OBJ-s:800" --precond jacobi
+check "solve prints that it converged" grep -q "^converged    yes" "$W/out"
+if "$PYTHON" "$W/shm_tool.py" solved "/dev/shm/$OBJ-s" "$W/lap.mtx" >"$W/cmp" 2>&1; then ok "x in the object solves A x = b ($(cat "$W/cmp"))"
+else not_ok "x in the object solves A x = b" "$(cat "$W/cmp")"; fi
+expect_rc 0 "spmvctl solve --b-shm $OBJ-s:0 --x-out FILE" ctl solve "$LID" --b-shm "$OBJ-s:0" --x-out "$W/solve.x"
+if "$PYTHON" "$W/shm_tool.py" solved "/dev/shm/$OBJ-s" "$W/lap.mtx" "$W/solve.x" >"$W/cmp" 2>&1; then ok "--x-out x solves A x = b ($(cat "$W/cmp"))"
+else not_ok "--x-out x solves A x = b" "$(cat "$W/cmp")"; fi
+expect_rc 1 "spmvctl solve --b-shm with --b exits 1" ctl solve "$LID" --b-shm "$OBJ-s" --b "$W/x.txt"
+expect_rc 1 "spmvctl solve --x-shm with --x-out exits 1" ctl solve "$LID" --b-shm "$OBJ-s" --x-shm "$OBJ-s:800" --x-out "$W/x2"
+expect_rc 1 "spmvctl solve --k without --b-shm exits 1" ctl solve "$LID" --k 2
+expect_rc 1 "spmvctl solve --k 2 without --x-shm exits 1" ctl solve "$LID" --b-shm "$OBJ-s" --k 2
+expect_rc 2 "spmvctl solve --b-shm past the region exits 2" ctl solve "$LID" --b-shm "$OBJ-s:808" --x-shm "$OBJ-s:0"
+check "the refusal names out_of_range" grep -q 'out_of_range' "$W/err"
+ctl shm rm "$OBJ-s" >/dev/null 2>&1
+ctl rm "$LID" >/dev/null 2>&1
+
 expect_rc 0 "spmvctl shm rm $OBJ" ctl shm rm "$OBJ"
 check "shm rm says so" grep -q "unregistered $OBJ" "$W/out"
 check "shm rm leaves the object in /dev/shm" test -f "/dev/shm/$OBJ"

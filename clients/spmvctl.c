@@ -1337,6 +1337,24 @@ static int solve_output(const ctl *c, const spmv_client_solve_result *r, const d
     return r->converged ? EXIT_OK : EXIT_SOLVE;
 }
 
+/* What a solve call answered: its error reported, the job's id printed
+ * (--no-wait), or the result (the job's, waited for, when async: x of nx
+ * values) written and printed. */
+static int solve_answered(ctl *c, spmv_client_status st, spmv_client_solve_result **r, bool async, double *x,
+                          size_t nx, size_t n)
+{
+    int rc;
+    if (st != SPMV_CLIENT_OK)
+        return report(c, "solve", st);
+    if (c->no_wait) {
+        printf(c->json ? "{\"job\": \"%s\"}\n" : "%s\n", (*r)->job_id);
+        return EXIT_OK;
+    }
+    if (async && (rc = solve_wait(c, r, x, nx)) != EXIT_OK)
+        return rc;
+    return solve_output(c, *r, x, n);
+}
+
 /* solve with --b-shm and/or --x-shm (spmv_client_solve_shm): b's --k
  * columns from a region (else from --b, or all ones), x into a region
  * (else back, to --x-out when given). */
@@ -1381,14 +1399,7 @@ static int solve_shm(ctl *c, const char *id)
                                    .nx0 = nx0, .async = c->async || c->no_wait};
     st = spmv_client_solve_shm(c->h, m->id, &o, c->b_shm ? &br : NULL, k, c->x_shm ? &xr : NULL, x,
                                x ? n * (size_t)k : 0, &r);
-    if (st != SPMV_CLIENT_OK) {
-        rc = report(c, "solve", st);
-    } else if (c->no_wait) {
-        printf(c->json ? "{\"job\": \"%s\"}\n" : "%s\n", r->job_id);
-        rc = EXIT_OK;
-    } else if (!o.async || (rc = solve_wait(c, &r, x, x ? n * (size_t)k : 0)) == EXIT_OK) {
-        rc = solve_output(c, r, x, n);
-    }
+    rc = solve_answered(c, st, &r, o.async, x, x ? n * (size_t)k : 0, n);
 done:
     spmv_client_solve_result_free(r);
     spmv_client_matrix_free(m);
@@ -1422,14 +1433,7 @@ static int cmd_solve(ctl *c, int argc, char **argv)
                                    .b = b, .nb = nb, .x0_vector = c->x0_vector, .x0 = x0, .nx0 = nx0,
                                    .x_out_vector = c->x_vector, .async = c->async || c->no_wait};
     st = (c->json_request ? spmv_client_solve_json : spmv_client_solve)(c->h, m->id, &o, x, n, &r);
-    if (st != SPMV_CLIENT_OK) {
-        rc = report(c, "solve", st);
-    } else if (c->no_wait) {
-        printf(c->json ? "{\"job\": \"%s\"}\n" : "%s\n", r->job_id);
-        rc = EXIT_OK;
-    } else if (!o.async || (rc = solve_wait(c, &r, x, n)) == EXIT_OK) {
-        rc = solve_output(c, r, x, n);
-    }
+    rc = solve_answered(c, st, &r, o.async, x, n, n);
 done:
     spmv_client_solve_result_free(r);
     spmv_client_matrix_free(m);

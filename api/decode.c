@@ -426,10 +426,8 @@ static int query_real(api_lookup_fn get, void *ctx, const char *key, double def,
     return 0;
 }
 
-/* ?x_shm=NAME&x_offset=N (and y_): the region's name checked, the offset
- * a byte count. */
-static int query_shm(api_lookup_fn get, void *ctx, const char *what, char name[SHM_NAME_MAX + 1], int64_t *offset,
-                     api_fail *f)
+int api_query_shm(api_lookup_fn get, void *ctx, const char *what, char name[SHM_NAME_MAX + 1], int64_t *offset,
+                  api_fail *f)
 {
     char key[16], msg[256];
     snprintf(key, sizeof key, "%s_shm", what);
@@ -476,8 +474,8 @@ int api_decode_spmv_query(api_lookup_fn get, void *ctx, int64_t max_runs, spmv_r
         query_int(get, ctx, "k", 1, 1, SPMV_MAX_K, &out->k, f) || op_field(get(ctx, "op"), &out->trans, f) ||
         query_real(get, ctx, "alpha", 1.0, &out->alpha, f) || query_real(get, ctx, "beta", 0.0, &out->beta, f) ||
         query_id(get, ctx, "x", out->x_vector, f) || query_id(get, ctx, "y", out->y_vector, f) ||
-        query_shm(get, ctx, "x", out->x_shm, &out->x_shm_offset, f) ||
-        query_shm(get, ctx, "y", out->y_shm, &out->y_shm_offset, f))
+        api_query_shm(get, ctx, "x", out->x_shm, &out->x_shm_offset, f) ||
+        api_query_shm(get, ctx, "y", out->y_shm, &out->y_shm_offset, f))
         return -1;
     if ((out->x_shm[0] && out->x_vector[0]) || (out->y_shm[0] && out->y_vector[0]))
         return fail(f, 400, "invalid_request", "an operand is a vector (?x=, ?y=) or in a region (?x_shm=, ?y_shm=), not both");

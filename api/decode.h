@@ -60,6 +60,11 @@ int api_vector_ref(const json_t *v, const char *what, char id[40], api_fail *f);
  * offset copied, 0 when v is not of that shape, -1 (f set) when it is
  * malformed. */
 int api_shm_ref(const json_t *v, const char *what, char name[SHM_NAME_MAX + 1], int64_t *offset, api_fail *f);
+/* ?WHAT_shm=NAME&WHAT_offset=BYTES (WHAT "x", "y", "b"): the region's
+ * name checked into `name` ("" when not given), the offset a byte count
+ * (0 by default); an offset without a name is refused. 0, or -1 with f. */
+int api_query_shm(api_lookup_fn get, void *ctx, const char *what, char name[SHM_NAME_MAX + 1], int64_t *offset,
+                  api_fail *f);
 
 /* {"kernel","x","runs","warmup","stat","verify","async", params...}: unknown
  * fields, wrong types, values out of range and x of the wrong length are

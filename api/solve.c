@@ -266,10 +266,11 @@ static int body_operands(request *r)
     return 0;
 }
 
-/* b and x in shared-memory regions, {"shm": name, "offset": bytes} (the
- * query's b_shm/x_shm as decode_query set them): the names checked and
- * kept, b's columns from "k" (JSON; the query's ?k= is read before).
- * 0, or -1 answered. */
+/* b and x in shared-memory regions: the JSON body's {"shm": name,
+ * "offset": bytes} (the binary form's ?b_shm= and ?x_shm= are in
+ * shm_name already, query_shm_operands), the names checked and kept, b's
+ * columns from "k" (JSON; the query's ?k= is read before). 0, or -1
+ * answered. */
 static int shm_refs(request *r, const json_t *o)
 {
     solve_req *t = T(r);
@@ -546,30 +547,23 @@ static int32_t query_k(request *r)
     return !ks || (end != ks && !*end && k >= 1 && k <= SPMV_MAX_K) ? (int32_t)k : 0;
 }
 
-/* ?b_shm=NAME&b_offset=BYTES and ?x_shm=&x_offset= as the JSON body's
- * "b" and "x_out" {"shm", "offset"}. 0, or -1 answered. */
-static int query_shm_operands(request *r, json_t *o)
+static const char *lookup_query(void *ctx, const char *key) { return api_query(ctx, key); }
+
+/* ?b_shm=NAME&b_offset=BYTES and ?x_shm=&x_offset= into shm_name and
+ * shm_offset, as spmv's operands are read (api_query_shm). 0, or -1
+ * answered. */
+static int query_shm_operands(request *r)
 {
-    static const char *const keys[2][3] = {{"b_shm", "b_offset", "b"}, {"x_shm", "x_offset", "x_out"}};
-    for (int i = 0; i < 2; i++) {
-        const char *name = api_query(r, keys[i][0]), *off = api_query(r, keys[i][1]);
-        char *end = NULL;
-        long long v = off ? strtoll(off, &end, 10) : 0;
-        if (off && !name) {
-            api_error(r, 400, "invalid_request", "`%s` without `%s`", keys[i][1], keys[i][0]);
-            return -1;
-        }
-        if (!name)
-            continue;
-        if (off && (end == off || *end || v < 0)) {
-            api_error(r, 400, "invalid_parameter", "`%s` must be a byte offset >= 0, not \"%.64s\"", keys[i][1], off);
-            return -1;
-        }
-        if (i == 1 && api_query(r, "x_out")) {
-            api_error(r, 400, "invalid_request", "x goes into a vector (?x_out=) or a region (?x_shm=), not both");
-            return -1;
-        }
-        json_object_set_new(o, keys[i][2], json_pack("{s:s, s:I}", "shm", name, "offset", (json_int_t)v));
+    solve_req *t = T(r);
+    api_fail f = {0};
+    if (api_query_shm(lookup_query, r, "b", t->shm_name[0], &t->shm_offset[0], &f) ||
+        api_query_shm(lookup_query, r, "x", t->shm_name[1], &t->shm_offset[1], &f)) {
+        api_error(r, f.status, f.code, "%s", f.message);
+        return -1;
+    }
+    if (t->shm_name[1][0] && api_query(r, "x_out")) {
+        api_error(r, 400, "invalid_request", "x goes into a vector (?x_out=) or a region (?x_shm=), not both");
+        return -1;
     }
     return 0;
 }
@@ -593,7 +587,7 @@ static int decode_query(request *r)
             goto out;
         json_object_set_new(o, query_keys[i].key, j);
     }
-    if (query_shm_operands(r, o) != 0)
+    if (query_shm_operands(r) != 0)
         goto out;
     if (!(t->s.ncols = query_k(r))) {
         api_error(r, 400, "invalid_parameter", "`k` must be an integer in 1..%d (the columns of b), not \"%s\"",

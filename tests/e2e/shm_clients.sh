@@ -79,6 +79,11 @@ def read(path):
                 rows, cols, _ = map(int, line.split()); break
         ents = [(int(t[0]) - 1, int(t[1]) - 1, float(t[2])) for t in (l.split() for l in f) if t]
     return rows, cols, ents
+def pair(shm, n0, n1, path=None):
+    # the object's first n0 values, and the n1 after them (or the file's values)
+    data = open(shm, "rb").read()
+    second = [float(l) for l in open(path) if l.strip()] if path else struct.unpack_from("<%dd" % n1, data, 8 * n0)
+    return struct.unpack_from("<%dd" % n0, data, 0), second
 cmd = sys.argv[1]
 if cmd == "matrix":          # matrix PATH ROWS COLS SEED
     path, rows, cols, seed = sys.argv[2], int(sys.argv[3]), int(sys.argv[4]), int(sys.argv[5])
@@ -98,10 +103,7 @@ elif cmd == "object":        # object SHMPATH MTX SEED: x at 0, y (NaN) after it
 elif cmd == "check":         # check SHMPATH MTX [YFILE]: y (from the object, or YFILE) against A·x
     shm, mtx = sys.argv[2], sys.argv[3]
     rows, cols, ents = read(mtx)
-    data = open(shm, "rb").read()
-    x = struct.unpack_from("<%dd" % cols, data, 0)
-    if len(sys.argv) > 4: y = [float(l) for l in open(sys.argv[4]) if l.strip()]
-    else: y = struct.unpack_from("<%dd" % rows, data, 8 * cols)
+    x, y = pair(shm, cols, rows, sys.argv[4] if len(sys.argv) > 4 else None)
     ref = [0.0] * rows
     for i, j, v in ents: ref[i] += v * x[j]
     num = sum((a - b) ** 2 for a, b in zip(y, ref)); den = sum(b * b for b in ref)
@@ -124,15 +126,18 @@ elif cmd == "bobject":       # bobject SHMPATH N SEED: b (N values) at 0, x (NaN
 elif cmd == "solved":        # solved SHMPATH MTX [XFILE]: ||b - A x|| / ||b|| <= 1.01e-8, x from the object or XFILE
     shm, mtx = sys.argv[2], sys.argv[3]
     rows, cols, ents = read(mtx)
-    data = open(shm, "rb").read()
-    b = struct.unpack_from("<%dd" % rows, data, 0)
-    if len(sys.argv) > 4: x = [float(l) for l in open(sys.argv[4]) if l.strip()]
-    else: x = struct.unpack_from("<%dd" % rows, data, 8 * rows)
+    b, x = pair(shm, rows, rows, sys.argv[4] if len(sys.argv) > 4 else None)
     r = list(b)
     for i, j, v in ents: r[i] -= v * x[j]
     rel = (sum(v * v for v in r) / sum(v * v for v in b)) ** 0.5
     print("relres %.3g" % rel); sys.exit(0 if len(x) == rows and rel == rel and rel <= 1.01e-8 else 1)
 EOF
+
+# tool_ok DESC ARGS...: ok when shm_tool.py ARGS exits 0, its line after DESC
+tool_ok() {
+  local what=$1; shift
+  if "$PYTHON" "$W/shm_tool.py" "$@" >"$W/cmp" 2>&1; then ok "$what ($(cat "$W/cmp"))"; else not_ok "$what" "$(cat "$W/cmp")"; fi
+}
 
 "$PYTHON" "$W/shm_tool.py" matrix "$W/a.mtx" 157 93 "$SEED"
 expect_rc 0 "spmvctl upload" ctl --json upload "$W/a.mtx"
@@ -165,15 +170,12 @@ expect_rc 1 "spmvctl shm frobnicate exits 1" ctl shm frobnicate
 
 expect_rc 0 "spmvctl spmv --x-shm $OBJ:0 --y-shm $OBJ:$((93 * 8))" ctl spmv "$MID" --x-shm "$OBJ:0" --y-shm "$OBJ:$((93 * 8))"
 check "spmv with --y-shm prints where y went" grep -q "in region $OBJ at byte $((93 * 8))" "$W/out"
-if "$PYTHON" "$W/shm_tool.py" check "/dev/shm/$OBJ" "$W/a.mtx" >"$W/cmp" 2>&1; then ok "y in the object = A*x ($(cat "$W/cmp"))"
-else not_ok "y in the object = A*x" "$(cat "$W/cmp")"; fi
+tool_ok "y in the object = A*x" check "/dev/shm/$OBJ" "$W/a.mtx"
 expect_rc 0 "spmvctl spmv --x-shm $OBJ (offset 0) --y-out FILE" ctl spmv "$MID" --x-shm "$OBJ" --y-out "$W/y.txt"
-if "$PYTHON" "$W/shm_tool.py" check "/dev/shm/$OBJ" "$W/a.mtx" "$W/y.txt" >"$W/cmp" 2>&1; then ok "--y-out y = A*x ($(cat "$W/cmp"))"
-else not_ok "--y-out y = A*x" "$(cat "$W/cmp")"; fi
+tool_ok "--y-out y = A*x" check "/dev/shm/$OBJ" "$W/a.mtx" "$W/y.txt"
 "$PYTHON" -c 'import struct,sys; f=open(sys.argv[1],"r+b"); f.seek(8*93); f.write(struct.pack("<157d", *[float("nan")]*157))' "/dev/shm/$OBJ"
 expect_rc 0 "spmvctl spmv --x FILE --y-shm $OBJ:$((93 * 8))" ctl spmv "$MID" --x "$W/x.txt" --y-shm "$OBJ:$((93 * 8))"
-if "$PYTHON" "$W/shm_tool.py" check "/dev/shm/$OBJ" "$W/a.mtx" >"$W/cmp" 2>&1; then ok "y in the object = A*x from --x FILE ($(cat "$W/cmp"))"
-else not_ok "y in the object = A*x from --x FILE" "$(cat "$W/cmp")"; fi
+tool_ok "y in the object = A*x from --x FILE" check "/dev/shm/$OBJ" "$W/a.mtx"
 expect_rc 0 "spmvctl --json spmv --x-shm --y-shm" ctl --json spmv "$MID" --x-shm "$OBJ:0" --y-shm "$OBJ:$((93 * 8))"
 check "--json spmv carries the kernel" "$PYTHON" -c 'import json,sys; sys.exit(0 if json.load(open(sys.argv[1]))["kernel"] else 1)' "$W/out"
 expect_rc 2 "spmvctl spmv --y-shm past the region exits 2" ctl spmv "$MID" --x-shm "$OBJ:0" --y-shm "$OBJ:$((93 * 8 + 8))"
@@ -191,11 +193,9 @@ LID=$("$PYTHON" -c 'import json,sys; print(json.load(open(sys.argv[1]))["id"])' 
 expect_rc 0 "spmvctl shm register $OBJ-s" ctl shm register "$OBJ-s" --size 1600
 expect_rc 0 "spmvctl solve --b-shm $OBJ-s --x-shm $OBJ-s:800" ctl solve "$LID" --b-shm "$OBJ-s" --x-shm "$OBJ-s:800" --precond jacobi
 check "solve prints that it converged" grep -q "^converged    yes" "$W/out"
-if "$PYTHON" "$W/shm_tool.py" solved "/dev/shm/$OBJ-s" "$W/lap.mtx" >"$W/cmp" 2>&1; then ok "x in the object solves A x = b ($(cat "$W/cmp"))"
-else not_ok "x in the object solves A x = b" "$(cat "$W/cmp")"; fi
+tool_ok "x in the object solves A x = b" solved "/dev/shm/$OBJ-s" "$W/lap.mtx"
 expect_rc 0 "spmvctl solve --b-shm $OBJ-s:0 --x-out FILE" ctl solve "$LID" --b-shm "$OBJ-s:0" --x-out "$W/solve.x"
-if "$PYTHON" "$W/shm_tool.py" solved "/dev/shm/$OBJ-s" "$W/lap.mtx" "$W/solve.x" >"$W/cmp" 2>&1; then ok "--x-out x solves A x = b ($(cat "$W/cmp"))"
-else not_ok "--x-out x solves A x = b" "$(cat "$W/cmp")"; fi
+tool_ok "--x-out x solves A x = b" solved "/dev/shm/$OBJ-s" "$W/lap.mtx" "$W/solve.x"
 expect_rc 1 "spmvctl solve --b-shm with --b exits 1" ctl solve "$LID" --b-shm "$OBJ-s" --b "$W/x.txt"
 expect_rc 1 "spmvctl solve --x-shm with --x-out exits 1" ctl solve "$LID" --b-shm "$OBJ-s" --x-shm "$OBJ-s:800" --x-out "$W/x2"
 expect_rc 1 "spmvctl solve --k without --b-shm exits 1" ctl solve "$LID" --k 2

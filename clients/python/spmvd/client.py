@@ -1001,63 +1001,32 @@ class Client:
             k = b.k if k is None else k
         bs = as_operand(b, "x")
         xs = as_operand(x_out, "y") if x_out is not None and not isinstance(x_out, (Vector, str)) else None
-        if bs is not None or xs is not None:
-            return self._solve_shm(m, n, dt, b, bs, xs, x_out, x0, k, method, tol, maxit, restart, preconditioner,
-                                   kernel, as_job, wait, progress, timeout)
         if isinstance(preconditioner, dict):  # a resident one's descriptor: its id
             if "id" not in preconditioner:
                 raise ValueError("preconditioner: a type's name, or a resident one (Client.preconditioner) or its id")
             preconditioner = preconditioner["id"]
         q: Dict[str, Any] = {"method": method, "tol": None if tol is None else repr(float(tol)), "maxit": maxit,
                              "restart": restart, "preconditioner": preconditioner, "kernel": kernel}
-        if x_out is not None:
+        if xs is not None:
+            q["x_shm"], q["x_offset"] = xs.name, xs.offset
+        elif x_out is not None:
             q["x_out"] = x_out.id if isinstance(x_out, Vector) else str(x_out)
         if isinstance(x0, Vector):
             q["x0"] = x0.id
         path = f"/v1/matrices/{m.id}/solve"
         if isinstance(b, Vector):  # b stays on the daemon: the JSON route, x still binary
+            if xs is not None:
+                raise TypeError("with x in a region, b is an array or in a region, not a resident Vector")
             return self._solve_send(path, n, 1, dt, as_job, wait, progress, timeout,
                                     json_body=_solve_json(b, x0, q, as_job),
                                     headers={"Accept": "application/octet-stream"})
-        else:
-            bv = as_values(b, dt, "b")
-            if bv.ndim not in (1, 2) or bv.shape[0] != n or (bv.ndim == 2 and not 1 <= bv.shape[1] <= 64):
-                raise ValueError(f"b must be 1-D of length {n} or (n, k) with k in 1..64, not {bv.shape}")
-            k = 1 if bv.ndim == 1 else bv.shape[1]
-            parts = [np.asfortranarray(bv)]
-            if x0 is not None and not isinstance(x0, Vector):
-                xa = as_values(x0, dt, "x0")
-                if xa.shape != bv.shape:
-                    raise ValueError(f"x0 must have b's shape {bv.shape}, not {xa.shape}")
-                parts.append(np.asfortranarray(xa))
-                q["x0"] = "body"
-            body = _http.as_buffer(parts[0] if len(parts) == 1 else
-                                   np.concatenate([p.reshape(-1, order="F") for p in parts]))
-            q.update({"k": k if k > 1 else None, "async": True if as_job else None, "history": None if as_job else True})
-            return self._solve_send(path, n, k, dt, as_job, wait, progress, timeout, params=q, data=body,
-                                    headers={"Content-Type": "application/octet-stream"})
-
-    def _solve_shm(self, m: Any, n: int, dt: np.dtype, b: Any, bs: Any, xs: Any, x_out: Any, x0: Any,
-                   k: Optional[int], method: str, tol: Optional[float], maxit: Optional[int],
-                   restart: Optional[int], preconditioner: Any, kernel: Optional[str], as_job: bool, wait: bool,
-                   progress: Any, timeout: Optional[float]) -> Any:
-        """A binary solve with b and/or x in shared-memory regions (:meth:`solve`)."""
-        from .vector import Vector
-        if isinstance(preconditioner, dict):
-            preconditioner = preconditioner.get("id", preconditioner)
-        q: Dict[str, Any] = {"method": method, "tol": None if tol is None else repr(float(tol)), "maxit": maxit,
-                             "restart": restart, "preconditioner": preconditioner, "kernel": kernel,
-                             "async": True if as_job else None,
-                             "history": None if as_job or xs is not None else True}
         parts = []
-        if bs is not None:
+        if bs is not None:  # b's k columns in a region: the body is x0 alone, or empty
             k = 1 if k is None else int(k)
             if not 1 <= k <= 64:
                 raise ValueError(f"k must be in 1..64, not {k}")
             q["b_shm"], q["b_offset"] = bs.name, bs.offset
         else:
-            if isinstance(b, Vector):
-                raise TypeError("with x in a region, b is an array or in a region, not a resident Vector")
             bv = as_values(b, dt, "b")
             if bv.ndim not in (1, 2) or bv.shape[0] != n or (bv.ndim == 2 and not 1 <= bv.shape[1] <= 64):
                 raise ValueError(f"b must be 1-D of length {n} or (n, k) with k in 1..64, not {bv.shape}")
@@ -1065,27 +1034,21 @@ class Client:
                 raise ValueError(f"k={k} but b has {1 if bv.ndim == 1 else bv.shape[1]} columns")
             k = 1 if bv.ndim == 1 else bv.shape[1]
             parts.append(np.asfortranarray(bv))
-        if x0 is not None:
-            if isinstance(x0, Vector):
-                q["x0"] = x0.id
-            else:
-                xa = as_values(x0, dt, "x0")
-                if xa.shape != ((n,) if k == 1 else (n, k)):
-                    raise ValueError(f"x0 must have b's shape {(n,) if k == 1 else (n, k)}, not {xa.shape}")
-                parts.append(np.asfortranarray(xa))
-                q["x0"] = "body"
-        if xs is not None:
-            q["x_shm"], q["x_offset"] = xs.name, xs.offset
-        elif x_out is not None:
-            q["x_out"] = x_out.id if isinstance(x_out, Vector) else str(x_out)
-        if k > 1:
-            q["k"] = k
+        shape = (n,) if k == 1 else (n, k)
+        if x0 is not None and not isinstance(x0, Vector):
+            xa = as_values(x0, dt, "x0")
+            if xa.shape != shape:
+                raise ValueError(f"x0 must have b's shape {shape}, not {xa.shape}")
+            parts.append(np.asfortranarray(xa))
+            q["x0"] = "body"
         body = b"" if not parts else _http.as_buffer(
             parts[0] if len(parts) == 1 else np.concatenate([p.reshape(-1, order="F") for p in parts]))
-        res = self._solve_send(f"/v1/matrices/{m.id}/solve", n, k, dt, as_job, wait, progress, timeout, params=q,
-                               data=body, headers={"Content-Type": "application/octet-stream"})
-        if xs is not None and isinstance(res, SolveResult):
-            res.x = xs.view(dt.newbyteorder("="), (n,) if k == 1 else (n, k))
+        q.update({"k": k if k > 1 else None, "async": True if as_job else None,
+                  "history": None if as_job or xs is not None else True})  # x in a region: a JSON answer
+        res = self._solve_send(path, n, k, dt, as_job, wait, progress, timeout, params=q, data=body,
+                               headers={"Content-Type": "application/octet-stream"})
+        if xs is not None and isinstance(res, SolveResult):  # x where the daemon wrote it
+            res.x = xs.view(dt.newbyteorder("="), shape)
             for c, col in enumerate(res.columns):
                 col.x = res.x[:, c]
         return res

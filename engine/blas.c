@@ -69,11 +69,7 @@ int spmv_vec_alloc(spmv_gpu_ctx *ctx, spmv_device_kind device, spmv_dtype dtype,
     if (device == SPMV_DEVICE_GPU)
         return spmv_gpu_vec_alloc(ctx, dtype, n, k, out, err);
     size_t bytes = (size_t)n * (size_t)k * spmv_dtype_size(dtype);
-    int st_alloc = SPMV_OK;
-    /* spmv_array_alloc: a large vector on transparent huge pages, so that
-     * its first touch (a solve's fresh work vectors) faults once per 2 MiB,
-     * not once per 4 KiB page */
-    void *p = spmv_array_alloc(n * k, spmv_dtype_size(dtype), &st_alloc);
+    void *p = malloc(bytes ? bytes : 1);
     if (!p)
         return spmv_error_set(err, SPMV_ERR_NOMEM, 0, "out of host memory for a vector of %zu bytes", bytes);
     *out = (spmv_vec){.device = SPMV_DEVICE_CPU, .dtype = dtype, .n = n, .k = k, .data = p};

@@ -125,12 +125,13 @@ static json_t *shards_json(matrix *m)
     int n = cluster_matrix_shards(m->shards, &info);
     json_t *list = json_array();
     for (int q = 0; q < n; q++)
-        json_array_append_new(list, json_pack("{s:i, s:[i, i], s:I, s:i, s:i, s:s, s:s, s:I, s:s}", "rank",
+        json_array_append_new(list, json_pack("{s:i, s:[i, i], s:I, s:i, s:i, s:s, s:s, s:I, s:s, s:i}", "rank",
                                               info[q].rank, "rows", info[q].row_begin, info[q].row_end, "nnz",
                                               (json_int_t)info[q].nnz, "halo_recv", info[q].halo_recv, "halo_send",
                                               info[q].halo_send, "device", info[q].device, "host", info[q].host,
                                               "bytes", (json_int_t)info[q].bytes, "loaded_from",
-                                              q == 0 ? "cut" : info[q].from_file ? "file" : "sent"));
+                                              q == 0 ? "cut" : info[q].from_file ? "file" : "sent", "edge_rows",
+                                              info[q].edge_rows));
     return list;
 }
 

@@ -173,6 +173,7 @@ typedef struct cluster_shard_info {
     char host[64];
     size_t bytes;               /* host bytes of the shard */
     bool from_file;             /* read from the rank's own shard file (a restart), not sent */
+    int32_t edge_rows;          /* rows a split GPU shard computes beside the exchange; 0: not split */
 } cluster_shard_info;
 
 /* A sharded matrix as rank 0 knows it. */

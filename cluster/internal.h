@@ -86,7 +86,7 @@ typedef struct cmd_reply {
     char kernel[64];
     uint64_t bytes;
     int32_t from_file;            /* CMD_LOAD: the shard came from the rank's file */
-    int32_t reserved;
+    int32_t edge_rows;            /* CMD_LOAD: cluster_local_edge_rows of the shard */
     double value;                 /* CMD_VOP dot/nrm2: the rank's partial sum */
 } cmd_reply;
 
@@ -273,6 +273,9 @@ const spmv_csr *cluster_local_csr(const cluster_local *l);
 /* How the shard's halo moves: "ipc" or "nccl" (a GPU shard, once its
  * first product has run), else "mpi". */
 const char *cluster_local_exchange(const cluster_local *l);
+/* The rows a split GPU shard computes beside the exchange (its edge:
+ * docs/cluster.md, "Interior and edge"); 0 when it is not split. */
+int32_t cluster_local_edge_rows(const cluster_local *l);
 /* Bytes of the shard held in host memory. */
 size_t cluster_local_bytes(const cluster_local *l);
 /* cluster_local_spmv with x and y given either way: host values (xh, yh)

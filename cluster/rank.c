@@ -236,6 +236,7 @@ static int own_shard(cluster *c, cluster_matrix *m, cluster_shard *sh, spmv_erro
     if (m->own) {
         snprintf(m->info[0].device, sizeof m->info[0].device, "%s", cluster_local_device(m->own));
         m->info[0].bytes = cluster_local_bytes(m->own);
+        m->info[0].edge_rows = cluster_local_edge_rows(m->own);
     }
     return rc;
 }
@@ -256,6 +257,7 @@ static int load_replies(cluster *c, cluster_matrix *m, cmd_reply *rep, spmv_erro
         snprintf(m->info[p].host, sizeof m->info[p].host, "%s", rep[p].host);
         m->info[p].bytes = rep[p].bytes;
         m->info[p].from_file = rep[p].from_file != 0;
+        m->info[p].edge_rows = rep[p].edge_rows;
     }
     return rc;
 }
@@ -686,6 +688,7 @@ static int do_load(rank_state *s, spmv_error *err)
     snprintf(s->rep.device, sizeof s->rep.device, "%s", cluster_local_device(l));
     s->rep.bytes = cluster_local_bytes(l);
     s->rep.from_file = from_file;
+    s->rep.edge_rows = cluster_local_edge_rows(l);
     return SPMV_OK;
 }
 

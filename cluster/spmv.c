@@ -45,6 +45,17 @@ struct cluster_local {
     int32_t *off_rows, n_off;     /* which local rows those are (host) */
     spmv_gpu_halo *ghalo;
     char device[16];
+    /* A GPU shard whose rows that read ghost entries are few is split
+     * (split_plan): gloc holds only the rows [lo, hi) of the local block,
+     * which read none (the interior), and goff every other row (the edge,
+     * off_rows) with its local and ghost entries, the ghosts numbered
+     * after the shard's columns. The edge is computed on the exchange's
+     * stream as soon as the ghosts are in, beside the interior's product,
+     * so nothing is left to run after it. Unsplit: goff is the compacted
+     * off-diagonal block, added after the local product. */
+    bool split;
+    int32_t lo, hi;
+    spmv_csr inner;               /* host view of rows [lo, hi): own row offsets, loc's columns and values */
 };
 
 /* ------------------------------------------------------------- the GPU */
@@ -195,10 +206,13 @@ static void local_drop_gpu(cluster *c, cluster_local *l)
         spmv_gpu_matrix_free(c->gpu, l->goff);
     spmv_gpu_halo_free(c->nccl, l->ghalo);
     free(l->off_rows);
+    free(l->inner.row_ptr);
     l->gloc = l->goff = NULL;
     l->ghalo = NULL;
     l->off_rows = NULL;
     l->n_off = 0;
+    l->split = false;
+    memset(&l->inner, 0, sizeof l->inner);
 }
 
 const cluster_shard *cluster_local_shard(const cluster_local *l) { return &l->s; }
@@ -255,12 +269,105 @@ static int off_to_gpu(spmv_gpu_ctx *ctx, cluster_local *l, spmv_error *err)
     return rc;
 }
 
+/* Whether to split the shard, and where: the longest run of rows that
+ * read no ghost entry is the interior [lo, hi), its start rounded up to 64
+ * rows (y's slice then starts 512-byte aligned for any kernel); the shard
+ * is split when the other rows, the edge, are at most a quarter of its
+ * rows (a mesh's shard: a plane or two; a graph's is all edge). Blocks of
+ * 64-bit offsets are not split. */
+static int split_plan(cluster_local *l, spmv_error *err)
+{
+    const spmv_csr *a = &l->loc.csr, *o = &l->off.csr;
+    int32_t rows = a->rows, lo = 0, hi = 0;
+    l->split = false;
+    if (!rows || !o->nnz || spmv_csr_wide(a) || spmv_csr_wide(o))
+        return SPMV_OK;
+    for (int32_t i = 0, start = 0; i <= rows; i++)
+        if (i == rows || o->row_ptr[i + 1] > o->row_ptr[i]) {
+            if (i - start > hi - lo) {
+                lo = start;
+                hi = i;
+            }
+            start = i + 1;
+        }
+    lo = (int32_t)(((int64_t)lo + 63) / 64 * 64);
+    if (hi <= lo || rows - (hi - lo) > rows / 4 || a->row_ptr[hi] == a->row_ptr[lo])
+        return SPMV_OK;
+    int32_t *ptr = malloc(((size_t)(hi - lo) + 1) * sizeof *ptr);
+    if (!ptr)
+        return spmv_error_set(err, SPMV_ERR_NOMEM, 0, "out of memory for the interior rows of a shard (%d)", hi - lo);
+    for (int32_t i = lo; i <= hi; i++)
+        ptr[i - lo] = a->row_ptr[i] - a->row_ptr[lo];
+    l->inner = (spmv_csr){.rows = hi - lo, .cols = a->cols, .nnz = ptr[hi - lo], .row_ptr = ptr,
+                          .col = a->col + a->row_ptr[lo],
+                          .val = (char *)a->val + (size_t)a->row_ptr[lo] * spmv_dtype_size(a->dtype),
+                          .dtype = a->dtype};
+    l->lo = lo;
+    l->hi = hi;
+    l->split = true;
+    return SPMV_OK;
+}
+
+/* A split shard's edge on the device: the rows outside [lo, hi), each its
+ * local entries then its ghost ones (columns cols + ghost index), so every
+ * row's columns still increase; an edge row with no entry is there too
+ * (its y is written 0). */
+static int edge_to_gpu(spmv_gpu_ctx *ctx, cluster_local *l, spmv_error *err)
+{
+    const spmv_csr *a = &l->loc.csr, *o = &l->off.csr;
+    int32_t rows = a->rows, n = rows - (l->hi - l->lo);
+    size_t vs = spmv_dtype_size(a->dtype);
+    int64_t nnz = (a->row_ptr[l->lo] - a->row_ptr[0]) + (a->row_ptr[rows] - a->row_ptr[l->hi]) +
+                  (o->row_ptr[l->lo] - o->row_ptr[0]) + (o->row_ptr[rows] - o->row_ptr[l->hi]);
+    l->n_off = n;
+    l->off_rows = malloc((size_t)n * sizeof *l->off_rows);
+    int32_t *ptr = malloc(((size_t)n + 1) * sizeof *ptr), *col = malloc((size_t)(nnz ? nnz : 1) * sizeof *col);
+    char *val = malloc((size_t)(nnz ? nnz : 1) * vs);
+    int rc = SPMV_OK;
+    if (!l->off_rows || !ptr || !col || !val) {
+        rc = spmv_error_set(err, SPMV_ERR_NOMEM, 0, "out of memory for the %d edge rows of a shard", n);
+        goto out;
+    }
+    ptr[0] = 0;
+    for (int32_t i = 0, j = 0, e = 0; i < rows; i++) {
+        if (i == l->lo)
+            i = l->hi;
+        if (i >= rows)
+            break;
+        for (int32_t q = a->row_ptr[i]; q < a->row_ptr[i + 1]; q++, e++) {
+            col[e] = a->col[q];
+            memcpy(val + (size_t)e * vs, (const char *)a->val + (size_t)q * vs, vs);
+        }
+        for (int32_t q = o->row_ptr[i]; q < o->row_ptr[i + 1]; q++, e++) {
+            col[e] = a->cols + o->col[q];
+            memcpy(val + (size_t)e * vs, (const char *)o->val + (size_t)q * vs, vs);
+        }
+        l->off_rows[j] = i;
+        ptr[++j] = e;
+    }
+    spmv_csr c = {.rows = n, .cols = a->cols + o->cols, .nnz = nnz, .row_ptr = ptr, .col = col, .val = val,
+                  .dtype = a->dtype};
+    rc = nnz ? spmv_gpu_matrix_upload_csr(ctx, &c, c.dtype, SPMV_FMT_CSR, SPMV_HACK_SIZE_DEFAULT, &l->goff, NULL, err)
+             : SPMV_OK;
+out:
+    free(ptr);
+    free(col);
+    free(val);
+    return rc;
+}
+
 int cluster_local_to_gpu(cluster *c, cluster_local *l, spmv_error *err)
 {
     spmv_gpu_ctx *ctx;
     int rc = cluster_gpu(c, &ctx, err);
-    if (rc == SPMV_OK && (rc = block_to_gpu(ctx, &l->loc.csr, &l->gloc, err)) == SPMV_OK)
+    if (rc == SPMV_OK)
+        rc = split_plan(l, err);
+    if (rc == SPMV_OK && l->split) {
+        if ((rc = block_to_gpu(ctx, &l->inner, &l->gloc, err)) == SPMV_OK)
+            rc = edge_to_gpu(ctx, l, err);
+    } else if (rc == SPMV_OK && (rc = block_to_gpu(ctx, &l->loc.csr, &l->gloc, err)) == SPMV_OK) {
         rc = off_to_gpu(ctx, l, err);
+    }
     if (rc != SPMV_OK) {
         local_drop_gpu(c, l);
         return rc;
@@ -312,7 +419,7 @@ static int shard_kernel(cluster *c, cluster_local *l, const spmv_kernel *k, cons
                                .seed = 0x5eed + (uint64_t)c->rank};
         spmv_tune_result r;
         gpu_tune g = {c->gpu, l->gloc};
-        int rc = l->gloc ? spmv_tune(&l->loc.csr, &o, tune_gpu, &g, &r, err)
+        int rc = l->gloc ? spmv_tune(l->split ? &l->inner : &l->loc.csr, &o, tune_gpu, &g, &r, err)
                          : spmv_tune(&l->loc.csr, &o, tune_cpu, l, &r, err);
         if (rc != SPMV_OK)
             return rc;
@@ -433,6 +540,22 @@ static int host_product(cluster *c, cluster_local *l, const spmv_kernel *k, cons
     return rc != SPMV_OK ? rc : krc;
 }
 
+/* The local product queued on the context's stream: y = A_loc x, or on
+ * a split shard the interior's rows of y alone (the edge's are the
+ * exchange stream's); an empty local block writes y 0. */
+static int local_launch(cluster *c, cluster_local *l, const spmv_kernel *k, const spmv_params *par,
+                        const spmv_vec *x, spmv_vec *y, spmv_error *err)
+{
+    if (!l->gloc)
+        return spmv_vec_fill(c->gpu, y, 0.0, err);
+    if (!l->split)
+        return spmv_gpu_launch(c->gpu, k, l->gloc, par, x, y, err);
+    spmv_vec in = *y;
+    in.n = l->hi - l->lo;
+    in.data = (char *)y->data + (size_t)l->lo * spmv_dtype_size(l->dtype);
+    return spmv_gpu_launch(c->gpu, k, l->gloc, par, x, &in, err);
+}
+
 /* A run on the rank's GPU: the local block's product launched on the
  * context's stream, then the exchange posted on the communicator's
  * (high-priority) stream beside it — in this order, so that the GPU is
@@ -467,20 +590,19 @@ static int gpu_product(cluster *c, cluster_local *l, const spmv_kernel *k, const
         double t0 = spmv_now_ms(), exposed = 0, device = 0, posting = 0;
         rc = spmv_gpu_halo_begin(c->nccl, l->ghalo, err);
         if (rc == SPMV_OK && *krc == SPMV_OK && rows)
-            *krc = l->gloc ? spmv_gpu_launch(ctx, k, l->gloc, par, xd, yd, kerr)
-                          : spmv_vec_fill(ctx, yd, 0.0, kerr); /* an empty local block: y starts at 0 */
+            *krc = local_launch(c, l, k, par, xd, yd, kerr);
         if (rc == SPMV_OK) { /* the local product is queued: the GPU works while NCCL enqueues */
             double s0 = spmv_now_ms();
             rc = spmv_gpu_halo_start(c->nccl, l->ghalo, xd, err);
             posting = spmv_now_ms() - s0;
         }
         double t2 = spmv_now_ms();
-        if (rc == SPMV_OK)
-            rc = spmv_gpu_halo_join(c->nccl, l->ghalo, c->o.timeout_ms, err);
+        if (rc == SPMV_OK) /* a split shard's edge behind the ghosts, beside the interior (whatever the kernel did) */
+            rc = spmv_gpu_halo_join(c->nccl, l->ghalo, l->split ? l->goff : NULL, xd, yd, c->o.timeout_ms, err);
         if (rc != SPMV_OK)
             cluster_fail(c, err, "rank %d: %s", c->rank, err->message);
         double t3 = spmv_now_ms();
-        if (rc == SPMV_OK && *krc == SPMV_OK && l->goff) /* the boundary rows' remote part: one small kernel */
+        if (rc == SPMV_OK && *krc == SPMV_OK && l->goff && !l->split) /* the boundary rows' remote part */
             *krc = spmv_gpu_halo_off_add(c->nccl, l->ghalo, l->goff, yd, kerr);
         if (rc == SPMV_OK) { /* the stream waits for the exchange whatever the kernels did */
             rc = spmv_gpu_halo_finish(c->nccl, l->ghalo, c->o.timeout_ms, &exposed, &device, err);
@@ -496,6 +618,8 @@ static int gpu_product(cluster *c, cluster_local *l, const spmv_kernel *k, const
     }
     return rc;
 }
+
+int32_t cluster_local_edge_rows(const cluster_local *l) { return l->split ? l->n_off : 0; }
 
 const char *cluster_local_exchange(const cluster_local *l)
 {
@@ -610,12 +734,12 @@ int cluster_local_queue(cluster *c, cluster_local *l, const spmv_kernel *k, cons
                               "product has run", c->rank);
     int32_t rows = l->s.row_end - l->s.row_begin;
     if ((rc = spmv_gpu_halo_begin(c->nccl, l->ghalo, err)) == SPMV_OK && rows)
-        rc = l->gloc ? spmv_gpu_launch(c->gpu, use, l->gloc, &par, x, y, err) : spmv_vec_fill(c->gpu, y, 0.0, err);
+        rc = local_launch(c, l, use, &par, x, y, err);
     if (rc == SPMV_OK)
         rc = spmv_gpu_halo_start(c->nccl, l->ghalo, x, err);
     if (rc == SPMV_OK)
-        rc = spmv_gpu_halo_join(c->nccl, l->ghalo, c->o.timeout_ms, err);
-    if (rc == SPMV_OK && l->goff)
+        rc = spmv_gpu_halo_join(c->nccl, l->ghalo, l->split ? l->goff : NULL, x, y, c->o.timeout_ms, err);
+    if (rc == SPMV_OK && l->goff && !l->split)
         rc = spmv_gpu_halo_off_add(c->nccl, l->ghalo, l->goff, y, err);
     return rc;
 }

@@ -103,14 +103,20 @@ int spmv_gpu_halo_start(spmv_gpu_comm *c, spmv_gpu_halo *h, const spmv_vec *x, s
  * context's stream wait on the device for the exchange (NCCL's own
  * enqueue waited for at most timeout_ms), so the off-diagonal product
  * queued next starts as soon as the ghost entries are in, with no trip
- * through the host. spmv_gpu_halo_finish then waits for the context's
+ * through the host. edge (NULL: none) is a split shard's edge: its rows
+ * (off_rows, n_off of them), written y[off_rows[i]] = (row i of edge) .
+ * (x | ghost), columns below x->n reading x and the others the ghost
+ * vector (column - x->n), queued on the exchange's stream behind the
+ * ghost entries, beside the local product of the other rows, before the
+ * context's stream is made to wait. spmv_gpu_halo_finish then waits for the context's
  * stream, at most timeout_ms (past it the communicator is aborted and
  * SPMV_ERR_UNAVAILABLE says so), and gives the time the exchange ended
  * after the local product (0 when the local product hid it) and the
  * run's time on the device, from halo_start's event to the end of what
  * was queued on the context's stream (CUDA events: what a product on one
  * GPU reports as its time). */
-int spmv_gpu_halo_join(spmv_gpu_comm *c, spmv_gpu_halo *h, double timeout_ms, spmv_error *err);
+int spmv_gpu_halo_join(spmv_gpu_comm *c, spmv_gpu_halo *h, const spmv_gpu_matrix *edge, const spmv_vec *x, spmv_vec *y,
+                       double timeout_ms, spmv_error *err);
 int spmv_gpu_halo_finish(spmv_gpu_comm *c, spmv_gpu_halo *h, double timeout_ms, double *exposed_ms,
                          double *device_ms, spmv_error *err);
 

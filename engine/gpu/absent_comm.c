@@ -99,9 +99,10 @@ int spmv_gpu_halo_start(spmv_gpu_comm *c, spmv_gpu_halo *h, const spmv_vec *x, s
     return spmv_error_set(err, SPMV_ERR_UNAVAILABLE, 0, "%s", no_nccl);
 }
 
-int spmv_gpu_halo_join(spmv_gpu_comm *c, spmv_gpu_halo *h, double timeout_ms, spmv_error *err)
+int spmv_gpu_halo_join(spmv_gpu_comm *c, spmv_gpu_halo *h, const spmv_gpu_matrix *edge, const spmv_vec *x, spmv_vec *y,
+                       double timeout_ms, spmv_error *err)
 {
-    (void)c; (void)h; (void)timeout_ms;
+    (void)c; (void)h; (void)edge; (void)x; (void)y; (void)timeout_ms;
     return spmv_error_set(err, SPMV_ERR_UNAVAILABLE, 0, "%s", no_nccl);
 }
 

@@ -9,7 +9,10 @@
  * ghosts are contiguous there, partition.c says why). The caller queues
  * the local block's product on the context's stream first, then the
  * exchange (its host side, NCCL's enqueue, takes tens of microseconds the
- * GPU should not sit idle for), and the off-diagonal product behind it. Device bytes (send
+ * GPU should not sit idle for), and the off-diagonal product behind it;
+ * a shard split into interior and edge rows (cluster/spmv.c) has its
+ * edge rows computed on the exchange's stream instead, behind the ghost
+ * entries and beside the interior's product. Device bytes (send
  * list, send buffer, ghost vector) count in the context like a vector's.
  *
  * Where every rank is on one host and its GPUs reach each other (CUDA
@@ -26,7 +29,7 @@
  * buffer has two halves, used by turns: a peer can be at most one product
  * ahead (it cannot finish product k+1 without this rank's entries of k+1,
  * sent only after this rank's product k), so it never overwrites the half
- * the off-diagonal product is reading. A wait past timeout_ms ends its
+ * the off-diagonal (or edge) product is reading. A wait past timeout_ms ends its
  * kernel with a flag the host reads (mapped memory), and the halo fails
  * like a NCCL one.
  */
@@ -774,59 +777,79 @@ extern "C" void spmv_gpu_halo_free(spmv_gpu_comm *c, spmv_gpu_halo *h)
     free(h);
 }
 
-/* y[rows[i]] += (row i of the compacted off-diagonal block) . ghost: L
- * lanes a row (a mesh's boundary row holds one or two remote entries, a
- * graph's may hold thousands: L from the block's mean row, 1, 4 or 32),
- * the lanes' sums added by shuffles within their group. */
-template <typename T, int L>
-__global__ void halo_off_add(const int32_t *__restrict__ rows, const int32_t *__restrict__ ptr,
-                             const int32_t *__restrict__ col, const T *__restrict__ val, const T *__restrict__ ghost,
-                             int32_t n, T *__restrict__ y)
+/* Rows of a halo's product, L lanes a row (a mesh's boundary row holds one
+ * or two remote entries, a graph's may hold thousands: L from the block's
+ * mean row, 1, 4 or 32), the lanes' sums added by shuffles within their
+ * group. EDGE false: y[rows[i]] += (row i of the compacted off-diagonal
+ * block) . ghost. EDGE true: a split shard's edge, y[rows[i]] = (row i) .
+ * (x | ghost), columns below ncols x's, the others ghost's. */
+template <typename T, int L, bool EDGE>
+__global__ void halo_rows(const int32_t *__restrict__ rows, const int32_t *__restrict__ ptr,
+                          const int32_t *__restrict__ col, const T *__restrict__ val, const T *__restrict__ ghost,
+                          const T *__restrict__ x, int32_t ncols, int32_t n, T *__restrict__ y)
 {
     int64_t t = blockIdx.x * (int64_t)blockDim.x + threadIdx.x;
     int32_t w = (int32_t)(t / L), lane = (int32_t)(t % L);
     T s = 0;
     if (w < n)
-        for (int32_t j = ptr[w] + lane; j < ptr[w + 1]; j += L)
-            s += val[j] * ghost[col[j]];
+        for (int32_t j = ptr[w] + lane; j < ptr[w + 1]; j += L) {
+            int32_t c = col[j];
+            s += val[j] * (EDGE ? (c < ncols ? x[c] : ghost[c - ncols]) : ghost[c]);
+        }
     for (int o = L / 2; o > 0; o >>= 1)
         s += __shfl_down_sync(0xffffffffu, s, o, L);
-    if (w < n && lane == 0)
-        y[rows[w]] += s;
+    if (w < n && lane == 0) {
+        if (EDGE)
+            y[rows[w]] = s;
+        else
+            y[rows[w]] += s;
+    }
 }
 
-template <typename T>
-static void off_add_launch(const spmv_gpu_halo *h, const spmv_gpu_matrix *off, void *y, cudaStream_t st)
+template <typename T, bool EDGE>
+static void rows_launch(const spmv_gpu_halo *h, const spmv_gpu_matrix *m, const void *x, int32_t ncols, void *y,
+                        cudaStream_t st)
 {
-    double mean = (double)off->nnz / h->n_off;
+    double mean = (double)m->nnz / h->n_off;
     int lanes = mean <= 2 ? 1 : mean <= 16 ? 4 : 32;
     int32_t threads = 256, blocks = (int32_t)(((int64_t)h->n_off * lanes + threads - 1) / threads);
-    const T *v = (const T *)off->val, *g = (const T *)h->ghost.data;
+    const T *v = (const T *)m->val, *g = (const T *)h->ghost.data, *xx = (const T *)x;
     if (lanes == 1)
-        halo_off_add<T, 1><<<blocks, threads, 0, st>>>(h->off_rows, off->row_ptr, off->col, v, g, h->n_off, (T *)y);
+        halo_rows<T, 1, EDGE><<<blocks, threads, 0, st>>>(h->off_rows, m->row_ptr, m->col, v, g, xx, ncols, h->n_off,
+                                                           (T *)y);
     else if (lanes == 4)
-        halo_off_add<T, 4><<<blocks, threads, 0, st>>>(h->off_rows, off->row_ptr, off->col, v, g, h->n_off, (T *)y);
+        halo_rows<T, 4, EDGE><<<blocks, threads, 0, st>>>(h->off_rows, m->row_ptr, m->col, v, g, xx, ncols, h->n_off,
+                                                           (T *)y);
     else
-        halo_off_add<T, 32><<<blocks, threads, 0, st>>>(h->off_rows, off->row_ptr, off->col, v, g, h->n_off, (T *)y);
+        halo_rows<T, 32, EDGE><<<blocks, threads, 0, st>>>(h->off_rows, m->row_ptr, m->col, v, g, xx, ncols,
+                                                            h->n_off, (T *)y);
+}
+
+/* What a block of the halo's rows (the off-diagonal one, or an edge) must
+ * be to run against h and y. */
+static int rows_check(const spmv_gpu_halo *h, const spmv_gpu_matrix *m, const spmv_vec *y, const char *what,
+                      spmv_error *err)
+{
+    if (y->device != SPMV_DEVICE_GPU || y->dtype != h->dtype || m->dtype != h->dtype)
+        return spmv_error_set(err, SPMV_ERR_INVALID, 0, "the %s sums go into a device y of the shard's dtype", what);
+    if (m->rows != h->n_off || !m->row_ptr)
+        return spmv_error_set(err, SPMV_ERR_INVALID, 0, "the %s block (%d rows%s) does not match the halo's %d rows",
+                              what, m->rows, m->row_ptr ? "" : ", 64-bit offsets", h->n_off);
+    return SPMV_OK;
 }
 
 extern "C" int spmv_gpu_halo_off_add(spmv_gpu_comm *c, spmv_gpu_halo *h, const spmv_gpu_matrix *off, spmv_vec *y,
                                      spmv_error *err)
 {
-    if (y->device != SPMV_DEVICE_GPU || y->dtype != h->dtype || off->dtype != h->dtype)
-        return spmv_error_set(err, SPMV_ERR_INVALID, 0, "the off-diagonal sums go into a device y of the shard's dtype");
-    if (off->rows != h->n_off || !off->row_ptr)
-        return spmv_error_set(err, SPMV_ERR_INVALID, 0,
-                              "the off-diagonal block (%d rows%s) does not match the halo's %d rows", off->rows,
-                              off->row_ptr ? "" : ", 64-bit offsets", h->n_off);
-    if (!h->n_off)
-        return SPMV_OK;
+    int st = rows_check(h, off, y, "off-diagonal", err);
+    if (st || !h->n_off)
+        return st;
     cudaSetDevice(c->ctx->device);
     if (h->dtype == SPMV_FLOAT32)
-        off_add_launch<float>(h, off, y->data, c->ctx->stream);
+        rows_launch<float, false>(h, off, NULL, 0, y->data, c->ctx->stream);
     else
-        off_add_launch<double>(h, off, y->data, c->ctx->stream);
-    return gpu_check_launch(err, "halo_off_add");
+        rows_launch<double, false>(h, off, NULL, 0, y->data, c->ctx->stream);
+    return gpu_check_launch(err, "halo_rows");
 }
 
 template <typename T> __global__ void halo_pack(const T *__restrict__ x, const int32_t *__restrict__ idx, int32_t n,
@@ -901,13 +924,27 @@ extern "C" int spmv_gpu_halo_start(spmv_gpu_comm *c, spmv_gpu_halo *h, const spm
  * off-diagonal kernel spin on the IPC flags itself instead, the context's
  * stream waiting only for this rank's entries to be sent, measured 1 to 3
  * us a product slower on 2 and 4 H200s: docs/benchmarks/scaling.md.) */
-extern "C" int spmv_gpu_halo_join(spmv_gpu_comm *c, spmv_gpu_halo *h, double timeout_ms, spmv_error *err)
+extern "C" int spmv_gpu_halo_join(spmv_gpu_comm *c, spmv_gpu_halo *h, const spmv_gpu_matrix *edge, const spmv_vec *x,
+                                  spmv_vec *y, double timeout_ms, spmv_error *err)
 {
     int st = h->ipc ? SPMV_OK /* nothing of NCCL's queued */
                     : comm_settle(c, spmv_now_ms() + timeout_ms, "the halo exchange", err); /* its kernels are queued */
+    if (!st && edge) /* NCCL's receives are on the stream now: the edge reads what they bring */
+        st = rows_check(h, edge, y, "edge", err);
+    if (!st && edge && (x->device != SPMV_DEVICE_GPU || x->dtype != h->dtype || x->n > edge->cols))
+        st = spmv_error_set(err, SPMV_ERR_INVALID, 0, "the edge reads a device x of the shard's dtype, at most %d values",
+                            edge->cols);
     if (st)
         return st;
     cudaSetDevice(c->ctx->device);
+    if (edge && h->n_off) {
+        if (h->dtype == SPMV_FLOAT32)
+            rows_launch<float, true>(h, edge, x->data, (int32_t)x->n, y->data, c->stream);
+        else
+            rows_launch<double, true>(h, edge, x->data, (int32_t)x->n, y->data, c->stream);
+        if ((st = gpu_check_launch(err, "halo_rows (edge)")))
+            return st;
+    }
     cudaError_t e = cudaEventRecord(h->local, c->ctx->stream);
     if (e == cudaSuccess)
         e = cudaEventRecord(h->done, c->stream);

@@ -286,6 +286,9 @@ static void commands_on(const spmv_csr *a, const char *what)
     free(ref);
 }
 
+/* gpu_commands_on expects every shard to be split (a grid's). */
+static bool gpu_split_wanted;
+
 /* The same on the ranks' GPUs: GPU kernels, the halo over NCCL. */
 static void gpu_commands_on(const spmv_csr *a, const char *what)
 {
@@ -296,10 +299,19 @@ static void gpu_commands_on(const spmv_csr *a, const char *what)
     if (cluster_load(C, "00000000-0000-4000-8000-000000000002", a, true, &m, &err) != SPMV_OK)
         fail_msg("%s: cluster_load on GPUs: %s", what, err.message);
     const cluster_shard_info *info;
-    int n = cluster_matrix_shards(m, &info);
-    for (int r = 0; r < n; r++)
+    int n = cluster_matrix_shards(m, &info), split = 0;
+    for (int r = 0; r < n; r++) {
         if (strncmp(info[r].device, "gpu", 3) != 0)
             fail_msg("%s: rank %d's shard is on %s, not a GPU", what, r, info[r].device);
+        int32_t rows = info[r].row_end - info[r].row_begin;
+        if (info[r].edge_rows < 0 || info[r].edge_rows > rows / 4)
+            fail_msg("%s: rank %d's shard of %d rows has %d edge rows (at most a quarter)", what, r, rows,
+                     info[r].edge_rows);
+        split += info[r].edge_rows > 0;
+    }
+    if (gpu_split_wanted && split < n) /* a grid's shards all split */
+        fail_msg("%s: %d of %d shards split into interior and edge", what, split, n);
+    print_message("# %s: %d of %d GPU shards split into interior and edge rows\n", what, split, n);
     tu_rng rng;
     tu_rng_init(&rng, seed + 5);
     void *x = tu_vector_alloc(a->dtype, a->cols), *y = tu_vector_alloc(a->dtype, a->rows),
@@ -777,6 +789,15 @@ static void test_gpu_commands(void **state)
         skip();
     }
     each_matrix(seed ^ 0x6b0, gpu_commands_on);
+    /* a grid whose shards' boundary rows are a line at each end: split, the edge beside the interior */
+    tu_rng rng;
+    tu_rng_init(&rng, seed ^ 0x5b1);
+    spmv_csr a;
+    shifted_poisson(&rng, 48 + (int32_t)tu_rng_range(&rng, 0, 32), &a);
+    gpu_split_wanted = size_ > 1;
+    gpu_commands_on(&a, "shifted Poisson grid");
+    gpu_split_wanted = false;
+    spmv_csr_free(&a);
 }
 
 static void test_commands(void **state)

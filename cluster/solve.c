@@ -243,7 +243,7 @@ static int part_setup(dsolve *d, const cmd_header *h, const void *b, const void 
             spmv_error_set(err, rc, 0, "rank %d (rows %d..%d; its block's rows are numbered from 0): %.400s", c->rank,
                            s->row_begin, s->row_end, pe.message);
         d->t[T_PC_SETUP] = spmv_now_ms() - t0;
-        d->bind = (spmv_precond_binding){d->ctx, d->pc};
+        d->bind = (spmv_precond_binding){d->ctx, d->pc, {0}};
     }
     if (rc == SPMV_OK && d->ctx)
         rc = spmv_vec_sync(d->ctx, err);

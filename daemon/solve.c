@@ -270,7 +270,11 @@ static int precond_bind(solve_task *t, worker *w, spmv_error *e)
         return spmv_error_set(e, SPMV_ERR_INVALID, 0, "preconditioner %s lives on %s; this solve runs on %s (kernel "
                               "%s): build one there, or pick a kernel of %s", t->pc->id, t->pc->w->name, w->name,
                               t->k->name, t->pc->w->name);
-    t->pc_bind = (spmv_precond_binding){worker_gpu_ctx(w), t->pc->p};
+    t->pc_bind = (spmv_precond_binding){worker_gpu_ctx(w), t->pc->p, {0}};
+    /* amg and chebyshev multiply their level 0 by the solve's own kernel on the resident matrix when they were
+     * built from its present values (docs/kernels.md, "The AMG V-cycle") */
+    if (fused_fits(t, w) && t->pc->values_version == atomic_load(&t->m->values_gen))
+        t->pc_bind.fine = (spmv_gpu_product){t->m->dev, t->k, &t->p};
     t->o.precond = spmv_precond_apply_cb;
     t->o.precond_k = spmv_precond_apply_k_cb;
     t->o.precond_ctx = &t->pc_bind;

@@ -307,6 +307,13 @@ size_t spmv_gpu_amg_bytes(const spmv_gpu_amg *g);
  * column, of the hierarchy's rows, float64 or float32 (converted on the
  * way in and out when not the hierarchy's dtype). */
 int spmv_gpu_amg_vcycle(spmv_gpu_ctx *ctx, spmv_gpu_amg *g, const spmv_vec *r, spmv_vec *z, spmv_error *err);
+/* The same with level 0's products by `fine` (NULL: as spmv_gpu_amg_vcycle),
+ * a product by the matrix the hierarchy was built from, resident on ctx's
+ * device in the hierarchy's dtype (else it is not used): each residual of
+ * level 0 is fine's y = A x and one pass r = b - y, in place of the
+ * hierarchy's own copy of A (cuSPARSE's CSR SpMV on r = b, then -A x + r). */
+int spmv_gpu_amg_vcycle_with(spmv_gpu_ctx *ctx, spmv_gpu_amg *g, const spmv_gpu_product *fine, const spmv_vec *r,
+                             spmv_vec *z, spmv_error *err);
 /* The same cycle (or a smoother-only object's sweep) on k columns at once:
  * r and z n x k device blocks (column-major) of one dtype; active (NULL:
  * all) the columns to cycle, the others' z left alone. Every product is

@@ -97,7 +97,7 @@ static void jacobi_free(spmv_gpu_ctx *ctx, spmv_precond *p)
     free(j);
 }
 
-static const precond_ops jacobi_ops = {jacobi_setup, jacobi_apply, jacobi_free, true, jacobi_apply_k};
+static const precond_ops jacobi_ops = {jacobi_setup, jacobi_apply, jacobi_free, true, jacobi_apply_k, NULL};
 
 /* --------------------------------------------------------------- amg */
 
@@ -240,6 +240,15 @@ static int amg_apply(spmv_gpu_ctx *ctx, spmv_precond *p, const spmv_vec *r, spmv
     return precond_host_f64(r, z, &m->st, amg_vcycle, m->h, err);
 }
 
+static int amg_apply_with(spmv_gpu_ctx *ctx, spmv_precond *p, const spmv_gpu_product *fine, const spmv_vec *r,
+                          spmv_vec *z, spmv_error *err)
+{
+    amg *m = p->impl;
+    if (ctx)
+        return spmv_gpu_amg_vcycle_with(ctx, m->g, fine, r, z, err);
+    return amg_apply(ctx, p, r, z, err);
+}
+
 static int amg_vcycle_k(void *h, int32_t k, const double *r, double *z, spmv_error *err)
 {
     return spmv_amg_vcycle_k(h, k, r, z, err);
@@ -268,7 +277,7 @@ static void amg_free(spmv_gpu_ctx *ctx, spmv_precond *p)
     free(m);
 }
 
-static const precond_ops amg_ops = {amg_setup, amg_apply, amg_free, true, amg_apply_k};
+static const precond_ops amg_ops = {amg_setup, amg_apply, amg_free, true, amg_apply_k, amg_apply_with};
 
 /* ------------------------------------------------------------- objects */
 
@@ -333,7 +342,9 @@ void spmv_precond_free(spmv_gpu_ctx *ctx, spmv_precond *p)
     free(p);
 }
 
-int spmv_precond_apply(spmv_gpu_ctx *ctx, spmv_precond *p, const spmv_vec *r, spmv_vec *z, spmv_error *err)
+/* What an apply of p on r and z must be: spmv_precond_apply's checks. */
+static int apply_check(spmv_gpu_ctx *ctx, const spmv_precond *p, const spmv_vec *r, const spmv_vec *z,
+                       spmv_error *err)
 {
     spmv_device_kind dev = ctx ? SPMV_DEVICE_GPU : SPMV_DEVICE_CPU;
     if (!p || !r || !z || p->device != dev || r->device != dev || z->device != dev || r->n != p->rows ||
@@ -341,6 +352,23 @@ int spmv_precond_apply(spmv_gpu_ctx *ctx, spmv_precond *p, const spmv_vec *r, sp
         return spmv_error_set(err, SPMV_ERR_INVALID, 0, "preconditioner %s: r and z must be distinct vectors of its "
                               "device, %d values, one column, one dtype", p ? spmv_precond_type_name(p->o.type) : "?",
                               p ? p->rows : 0);
+    return SPMV_OK;
+}
+
+int spmv_precond_apply(spmv_gpu_ctx *ctx, spmv_precond *p, const spmv_vec *r, spmv_vec *z, spmv_error *err)
+{
+    int st = apply_check(ctx, p, r, z, err);
+    return st ? st : p->ops->apply(ctx, p, r, z, err);
+}
+
+int spmv_precond_apply_with(spmv_gpu_ctx *ctx, spmv_precond *p, const spmv_gpu_product *fine, const spmv_vec *r,
+                            spmv_vec *z, spmv_error *err)
+{
+    int st = apply_check(ctx, p, r, z, err);
+    if (st)
+        return st;
+    if (fine && fine->m && ctx && p->ops->apply_with)
+        return p->ops->apply_with(ctx, p, fine, r, z, err);
     return p->ops->apply(ctx, p, r, z, err);
 }
 
@@ -389,7 +417,7 @@ void spmv_precond_info_of(const spmv_precond *p, spmv_precond_info *out)
 int spmv_precond_apply_cb(void *binding, const spmv_vec *r, spmv_vec *z, spmv_error *err)
 {
     spmv_precond_binding *b = binding;
-    return spmv_precond_apply(b->gpu, b->p, r, z, err);
+    return spmv_precond_apply_with(b->gpu, b->p, &b->fine, r, z, err);
 }
 
 int spmv_precond_apply_k_cb(void *binding, const spmv_vec *r, spmv_vec *z, const bool *active, spmv_error *err)

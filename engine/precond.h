@@ -98,6 +98,14 @@ int spmv_precond_apply_k(spmv_gpu_ctx *ctx, spmv_precond *p, const spmv_vec *r, 
 /* Whether p's type has a one-pass k-column apply (else
  * spmv_precond_apply_k goes column by column). */
 bool spmv_precond_has_apply_k(const spmv_precond *p);
+/* spmv_precond_apply, but an amg or chebyshev object on a GPU multiplies
+ * its level 0 by `fine` (NULL, or a product by another matrix than the
+ * hierarchy's dtype and shape: its own copy of A, as spmv_precond_apply):
+ * the matrix the object was built from, as the solve multiplies it
+ * (spmv_gpu_amg_vcycle_with). The caller vouches that fine's values are
+ * those the object was built from. */
+int spmv_precond_apply_with(spmv_gpu_ctx *ctx, spmv_precond *p, const spmv_gpu_product *fine, const spmv_vec *r,
+                            spmv_vec *z, spmv_error *err);
 void spmv_precond_info_of(const spmv_precond *p, spmv_precond_info *out);
 
 /* The same shape as spmv_solve_options.precond: ctx is a
@@ -105,6 +113,9 @@ void spmv_precond_info_of(const spmv_precond *p, spmv_precond_info *out);
 typedef struct spmv_precond_binding {
     spmv_gpu_ctx *gpu;
     spmv_precond *p;
+    /* The solve's own product (m NULL: none), lent to amg and chebyshev
+     * for their level 0 (spmv_precond_apply_with). */
+    spmv_gpu_product fine;
 } spmv_precond_binding;
 int spmv_precond_apply_cb(void *binding, const spmv_vec *r, spmv_vec *z, spmv_error *err);
 /* spmv_solve_options.precond_k's shape: spmv_precond_apply_k. */

@@ -175,4 +175,4 @@ static void block_jacobi_free(spmv_gpu_ctx *ctx, spmv_precond *p)
 }
 
 const precond_ops precond_block_jacobi_ops = {block_jacobi_setup, block_jacobi_apply, block_jacobi_free, true,
-                                              block_jacobi_apply_k};
+                                              block_jacobi_apply_k, NULL};

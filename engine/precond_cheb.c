@@ -63,6 +63,15 @@ static int chebyshev_apply(spmv_gpu_ctx *ctx, spmv_precond *p, const spmv_vec *r
     return precond_host_f64(r, z, &c->st, sweep, c, err);
 }
 
+static int chebyshev_apply_with(spmv_gpu_ctx *ctx, spmv_precond *p, const spmv_gpu_product *fine, const spmv_vec *r,
+                                spmv_vec *z, spmv_error *err)
+{
+    cheb *c = p->impl;
+    if (ctx)
+        return spmv_gpu_amg_vcycle_with(ctx, c->g, fine, r, z, err);
+    return chebyshev_apply(ctx, p, r, z, err);
+}
+
 /* The sweep on k columns at once (spmv_amg_chebyshev_k), its work blocks
  * kept and grown. */
 static int sweep_k(void *arg, int32_t k, const double *r, double *z, spmv_error *err)
@@ -104,4 +113,4 @@ static void chebyshev_free(spmv_gpu_ctx *ctx, spmv_precond *p)
 }
 
 const precond_ops precond_chebyshev_ops = {chebyshev_setup, chebyshev_apply, chebyshev_free, true,
-                                           chebyshev_apply_k};
+                                           chebyshev_apply_k, chebyshev_apply_with};

@@ -218,5 +218,5 @@ static void factor_free(spmv_gpu_ctx *ctx, spmv_precond *p)
     free(u);
 }
 
-const precond_ops precond_ic0_ops = {ic0_setup, factor_apply, factor_free, true, NULL};
-const precond_ops precond_ilu0_ops = {ilu0_setup, factor_apply, factor_free, false, NULL};
+const precond_ops precond_ic0_ops = {ic0_setup, factor_apply, factor_free, true, NULL, NULL};
+const precond_ops precond_ilu0_ops = {ilu0_setup, factor_apply, factor_free, false, NULL, NULL};

@@ -27,6 +27,10 @@ typedef struct precond_ops {
      * spmv_precond_apply_k applies column by column. */
     int (*apply_k)(spmv_gpu_ctx *ctx, spmv_precond *p, const spmv_vec *r, spmv_vec *z, const bool *active,
                    spmv_error *err);
+    /* apply with level 0's products by fine (spmv_precond_apply_with);
+     * NULL: the type has none, and apply serves. */
+    int (*apply_with)(spmv_gpu_ctx *ctx, spmv_precond *p, const spmv_gpu_product *fine, const spmv_vec *r,
+                      spmv_vec *z, spmv_error *err);
 } precond_ops;
 
 struct spmv_precond {

@@ -1254,6 +1254,14 @@ int spmv_gpu_apply(spmv_gpu_ctx *ctx, const spmv_kernel *k, spmv_gpu_matrix *m, 
  * spmv_gpu_sync waits for it. */
 int spmv_gpu_launch(spmv_gpu_ctx *ctx, const spmv_kernel *k, spmv_gpu_matrix *m, const spmv_params *p,
                     const spmv_vec *x, spmv_vec *y, spmv_error *err);
+/* A resident matrix's product as spmv_gpu_launch runs it: the matrix, the
+ * kernel and its parameters (what a solve multiplies by, lent to its
+ * preconditioner: docs/kernels.md, "The AMG V-cycle"). */
+typedef struct spmv_gpu_product {
+    spmv_gpu_matrix *m;
+    const spmv_kernel *k;
+    const spmv_params *p;
+} spmv_gpu_product;
 /* spmv_gpu_run for a block of k columns of host x (k*cols values, column-
  * major) and y (k*rows): copies in, spmv_gpu_apply (alpha 1, beta 0),
  * copies out. k == 1 is exactly spmv_gpu_run. */

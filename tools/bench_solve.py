@@ -88,7 +88,7 @@ def daemon_ms(rep):
     return rep.get("time", {}).get("total_ms")
 
 
-def daemon_rows(cl, name, a, b, device, preconds, shm=False):
+def daemon_rows(cl, name, a, b, device, preconds, shm=False, k_rows_too=True):
     """Every preconditioner of `preconds` ([(label, spec or None)]) on the daemon."""
     m, up = upload(cl, a, device)
     regions = {} if shm else None
@@ -118,7 +118,7 @@ def daemon_rows(cl, name, a, b, device, preconds, shm=False):
         except Exception as e:  # a failed row is reported, the rest still run
             rows.append({"problem": name, "who": "spmvd " + device, "method": label, "error": str(e)[:300]})
         print(json.dumps(rows[-1]), flush=True)
-    if a.shape[0] <= 2_000_000:  # k = 8 at once, against one (the large problem would spend the budget)
+    if a.shape[0] <= 2_000_000 and k_rows_too:  # k = 8 at once, against one (the large problem would spend the budget)
         rows += k_rows(cl, name, m, a, b, "jacobi", "jacobi", regions)
         if "amg" in pids:
             rows += k_rows(cl, name, m, a, b, pids["amg"], "amg", regions)
@@ -234,7 +234,13 @@ def main():
     ap.add_argument("--pyamg-max-rows", type=int, default=20_000_000)
     ap.add_argument("--shm", action="store_true",
                     help="b and x through shared memory (a SharedArrays a matrix; the daemon needs allow_shm)")
+    ap.add_argument("--preconds", default="",
+                    help="comma list of the daemon's rows to run, by label (none, jacobi, chebyshev, ic0, amg, "
+                         "'amg float32', 'amg, rigid-body modes'); default all, and the k = 8 rows")
+    ap.add_argument("--baselines", default="cupy,pyamg", help="comma list of cupy, pyamg ('' for neither)")
     args = ap.parse_args()
+    only = [p.strip() for p in args.preconds.split(",") if p.strip()]
+    baselines = [x.strip() for x in args.baselines.split(",") if x.strip()]
     os.makedirs(args.outdir, exist_ok=True)
     rng = np.random.default_rng(29)
     amg = {"type": "amg"}
@@ -270,9 +276,13 @@ def main():
                 rb = {"type": "amg", "block_size": 3, "near_nullspace": "rigid_body",
                       "coordinates": np.asarray(xyz).reshape(-1).tolist()}
                 pcs += [("amg, rigid-body modes", rb)]
-            rows = daemon_rows(cl, name, a, b, args.device, pcs, args.shm)
-            rows += cupy_rows(args.cupy, name, a, b, args.outdir, ["none", "jacobi"] if plain else ["jacobi"])
-            rows += pyamg_rows(name, a, b, modes, args.pyamg_max_rows)
+            if only:
+                pcs = [p for p in pcs if p[0] in only]
+            rows = daemon_rows(cl, name, a, b, args.device, pcs, args.shm, k_rows_too=not only)
+            if "cupy" in baselines:
+                rows += cupy_rows(args.cupy, name, a, b, args.outdir, ["none", "jacobi"] if plain else ["jacobi"])
+            if "pyamg" in baselines:
+                rows += pyamg_rows(name, a, b, modes, args.pyamg_max_rows)
             for r in rows:
                 log.write(json.dumps(r) + "\n")
             md.append(table(rows, name, a.shape[0], a.nnz))

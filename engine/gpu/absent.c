@@ -356,6 +356,13 @@ int spmv_gpu_amg_vcycle(spmv_gpu_ctx *ctx, spmv_gpu_amg *g, const spmv_vec *r, s
     return spmv_error_set(err, SPMV_ERR_UNAVAILABLE, 0, "AMG on a GPU: %s", no_cuda);
 }
 
+int spmv_gpu_amg_vcycle_with(spmv_gpu_ctx *ctx, spmv_gpu_amg *g, const spmv_gpu_product *fine, const spmv_vec *r,
+                             spmv_vec *z, spmv_error *err)
+{
+    UNUSED(fine);
+    return spmv_gpu_amg_vcycle(ctx, g, r, z, err);
+}
+
 int spmv_gpu_amg_vcycle_k(spmv_gpu_ctx *ctx, spmv_gpu_amg *g, const spmv_vec *r, spmv_vec *z, const bool *active,
                           spmv_error *err)
 {

@@ -71,6 +71,15 @@ __global__ void amg_cheb(int32_t n, const T *__restrict__ dinv, const T *__restr
     x[i] += s;
 }
 
+/* r = b - r (r held A x): a level-0 residual whose product was the
+ * solve's own (spmv_gpu_amg_vcycle_with). */
+template <typename T> __global__ void amg_b_minus(int32_t n, const T *__restrict__ b, T *__restrict__ r)
+{
+    int32_t i = blockIdx.x * blockDim.x + threadIdx.x;
+    if (i < n)
+        r[i] = b[i] - r[i];
+}
+
 #define AMG_BLOCK 256
 #define AMG_GRID(n, k) dim3(gpu_grid((n), AMG_BLOCK), (unsigned)(k)), AMG_BLOCK, 0, ctx->stream
 
@@ -201,11 +210,21 @@ extern "C" size_t spmv_gpu_amg_bytes(const spmv_gpu_amg *g) { return g ? g->byte
 
 static int launched(spmv_error *err, const char *what) { return gpu_check_launch(err, what); }
 
-/* r = b - A x on k columns (w->r) */
+/* r = b - A x on k columns (w->r); fine (one column, level 0 only): A x
+ * by the solve's own product, then r = b - A x in one pass. */
 template <typename T>
 static int residual(spmv_gpu_ctx *ctx, spmv_gpu_amg *g, gpu_amg_level *l, const gpu_amg_work *w, int32_t k,
-                    const T *b, const T *x, spmv_error *err)
+                    const spmv_gpu_product *fine, const T *b, const T *x, spmv_error *err)
 {
+    if (fine) {
+        int32_t n = l->A.rows;
+        spmv_vec xv = {SPMV_DEVICE_GPU, g->dtype, n, 1, (void *)x}, rv = {SPMV_DEVICE_GPU, g->dtype, n, 1, w->r};
+        int st = spmv_gpu_launch(ctx, fine->k, fine->m, fine->p, &xv, &rv, err);
+        if (st)
+            return st;
+        amg_b_minus<T><<<AMG_GRID(n, 1)>>>(n, b, (T *)w->r);
+        return launched(err, "amg_b_minus");
+    }
     size_t bytes = (size_t)l->A.rows * (size_t)k * sizeof(T);
     cudaError_t e = cudaMemcpyAsync(w->r, b, bytes, cudaMemcpyDeviceToDevice, ctx->stream);
     if (e != cudaSuccess)
@@ -217,8 +236,8 @@ static int residual(spmv_gpu_ctx *ctx, spmv_gpu_amg *g, gpu_amg_level *l, const 
  * device, on k columns (w: the level's work); the coefficients are
  * computed in float64, as on the host. */
 template <typename T>
-static int smooth(spmv_gpu_ctx *ctx, spmv_gpu_amg *g, gpu_amg_level *l, const gpu_amg_work *w, int32_t k, const T *b,
-                  T *x, int32_t sweeps, bool zero, spmv_error *err)
+static int smooth(spmv_gpu_ctx *ctx, spmv_gpu_amg *g, gpu_amg_level *l, const gpu_amg_work *w, int32_t k,
+                  const spmv_gpu_product *fine, const T *b, T *x, int32_t sweeps, bool zero, spmv_error *err)
 {
     int32_t n = l->A.rows;
     T *dinv = (T *)l->dinv, *lr = (T *)w->r, *ld = (T *)w->d;
@@ -226,7 +245,7 @@ static int smooth(spmv_gpu_ctx *ctx, spmv_gpu_amg *g, gpu_amg_level *l, const gp
     for (int32_t s = 0; s < sweeps; s++, zero = false) {
         const T *r = b;
         if (!zero) {
-            if ((st = residual<T>(ctx, g, l, w, k, b, x, err)))
+            if ((st = residual<T>(ctx, g, l, w, k, fine, b, x, err)))
                 return st;
             r = lr;
         }
@@ -243,7 +262,7 @@ static int smooth(spmv_gpu_ctx *ctx, spmv_gpu_amg *g, gpu_amg_level *l, const gp
             return st;
         for (int32_t j = 1; j < g->degree; j++) {
             double rn = 1.0 / (2.0 * sigma - rk);
-            if ((st = residual<T>(ctx, g, l, w, k, b, x, err)))
+            if ((st = residual<T>(ctx, g, l, w, k, fine, b, x, err)))
                 return st;
             amg_cheb<T><<<AMG_GRID(n, k)>>>(n, dinv, lr, (T)(rn * rk), (T)(2.0 * rn / delta), ld, x);
             if ((st = launched(err, "amg_cheb")))
@@ -280,37 +299,38 @@ static int coarse_solve(spmv_gpu_ctx *ctx, spmv_gpu_amg *g, int32_t k, const voi
                                                        (int)s);
 }
 
-/* The cycle from level l on k columns, w every level's work. */
+/* The cycle from level l on k columns, w every level's work; fine: level
+ * 0's products (spmv_gpu_amg_vcycle_with), NULL below it. */
 template <typename T>
-static int cycle(spmv_gpu_ctx *ctx, spmv_gpu_amg *g, const gpu_amg_work *w, int32_t k, int32_t l, const T *b, T *x,
-                 spmv_error *err)
+static int cycle(spmv_gpu_ctx *ctx, spmv_gpu_amg *g, const gpu_amg_work *w, int32_t k, int32_t l,
+                 const spmv_gpu_product *fine, const T *b, T *x, spmv_error *err)
 {
     gpu_amg_level *lv = &g->lv[l];
     if (g->smoother_only)
-        return smooth<T>(ctx, g, lv, &w[l], k, b, x, 1, true, err);
+        return smooth<T>(ctx, g, lv, &w[l], k, fine, b, x, 1, true, err);
     if (l == g->nlevels - 1)
         return coarse_solve(ctx, g, k, b, x, err);
     const gpu_amg_work *wl = &w[l], *wn = &w[l + 1];
     int st = SPMV_OK;
     cudaError_t e = cudaSuccess;
     if (g->presmooth)
-        st = smooth<T>(ctx, g, lv, wl, k, b, x, g->presmooth, true, err);
+        st = smooth<T>(ctx, g, lv, wl, k, fine, b, x, g->presmooth, true, err);
     else
         e = cudaMemsetAsync(x, 0, (size_t)lv->A.rows * (size_t)k * sizeof(T), ctx->stream);
     if (e != cudaSuccess)
         return gpu_cuda_error(e, err, "amg cycle");
-    if (st || (st = residual<T>(ctx, g, lv, wl, k, b, x, err)) ||
+    if (st || (st = residual<T>(ctx, g, lv, wl, k, fine, b, x, err)) ||
         (st = gpu_dcsr_mm(ctx, &lv->R, k, 1.0, wl->r, 0.0, wn->b, &g->bytes, err)) ||
-        (st = cycle<T>(ctx, g, w, k, l + 1, (const T *)wn->b, (T *)wn->x, err)) ||
+        (st = cycle<T>(ctx, g, w, k, l + 1, NULL, (const T *)wn->b, (T *)wn->x, err)) ||
         (st = gpu_dcsr_mm(ctx, &lv->P, k, 1.0, wn->x, 1.0, x, &g->bytes, err)))
         return st;
-    return smooth<T>(ctx, g, lv, wl, k, b, x, g->postsmooth, false, err);
+    return smooth<T>(ctx, g, lv, wl, k, fine, b, x, g->postsmooth, false, err);
 }
 
 /* The cycle on k columns in the hierarchy's dtype: w the k-column work
  * (NULL: one column, each level's own vectors). */
-static int cycle_of(spmv_gpu_ctx *ctx, spmv_gpu_amg *g, const gpu_amg_work *w, int32_t k, const void *b, void *x,
-                    spmv_error *err)
+static int cycle_of(spmv_gpu_ctx *ctx, spmv_gpu_amg *g, const gpu_amg_work *w, int32_t k,
+                    const spmv_gpu_product *fine, const void *b, void *x, spmv_error *err)
 {
     gpu_amg_work one[32];
     if (!w) {
@@ -319,8 +339,8 @@ static int cycle_of(spmv_gpu_ctx *ctx, spmv_gpu_amg *g, const gpu_amg_work *w, i
         w = one;
     }
     if (g->dtype == SPMV_FLOAT32)
-        return cycle<float>(ctx, g, w, k, 0, (const float *)b, (float *)x, err);
-    return cycle<double>(ctx, g, w, k, 0, (const double *)b, (double *)x, err);
+        return cycle<float>(ctx, g, w, k, 0, fine, (const float *)b, (float *)x, err);
+    return cycle<double>(ctx, g, w, k, 0, fine, (const double *)b, (double *)x, err);
 }
 
 /* Level 0's b and x: the vectors themselves in the hierarchy's dtype,
@@ -333,13 +353,19 @@ static int vcycle_converted(spmv_gpu_ctx *ctx, spmv_gpu_amg *g, const spmv_vec *
                    (st = gpu_amg_alloc(ctx, g, &g->out, (size_t)n, "amg vector staging", err))))
         return st;
     if ((st = gpu_cast(ctx, r->data, r->dtype, g->in, g->dtype, n, err)) ||
-        (st = cycle_of(ctx, g, NULL, 1, g->in, g->out, err)))
+        (st = cycle_of(ctx, g, NULL, 1, NULL, g->in, g->out, err)))
         return st;
     return gpu_cast(ctx, g->out, g->dtype, z->data, z->dtype, n, err);
 }
 
 extern "C" int spmv_gpu_amg_vcycle(spmv_gpu_ctx *ctx, spmv_gpu_amg *g, const spmv_vec *r, spmv_vec *z,
                                    spmv_error *err)
+{
+    return spmv_gpu_amg_vcycle_with(ctx, g, NULL, r, z, err);
+}
+
+extern "C" int spmv_gpu_amg_vcycle_with(spmv_gpu_ctx *ctx, spmv_gpu_amg *g, const spmv_gpu_product *fine,
+                                        const spmv_vec *r, spmv_vec *z, spmv_error *err)
 {
     if (!ctx || !g || !r || !z)
         return spmv_error_set(err, SPMV_ERR_INVALID, 0, "amg cycle: missing context, hierarchy or vector");
@@ -350,7 +376,9 @@ extern "C" int spmv_gpu_amg_vcycle(spmv_gpu_ctx *ctx, spmv_gpu_amg *g, const spm
                               "values, one column, one dtype", n);
     if (r->dtype != g->dtype)
         return vcycle_converted(ctx, g, r, z, err);
-    return cycle_of(ctx, g, NULL, 1, r->data, z->data, err);
+    if (fine && (!fine->m || !fine->k || fine->m->dtype != g->dtype || fine->m->rows != n || fine->m->cols != n))
+        fine = NULL; /* not the hierarchy's matrix as it holds it: its own copy of A serves */
+    return cycle_of(ctx, g, NULL, 1, fine, r->data, z->data, err);
 }
 
 /* Frees the k-column work blocks (kcap columns each; those allocated). */
@@ -429,12 +457,12 @@ extern "C" int spmv_gpu_amg_vcycle_k(spmv_gpu_ctx *ctx, spmv_gpu_amg *g, const s
     if (st)
         return st;
     if (m == r->k && r->dtype == g->dtype)
-        return cycle_of(ctx, g, g->kw, m, r->data, z->data, err);
+        return cycle_of(ctx, g, g->kw, m, NULL, r->data, z->data, err);
     size_t vs = spmv_dtype_size(g->dtype);
     for (int32_t j = 0, c = 0; j < r->k && !st; j++) /* the active columns, gathered (and converted) */
         if (!active || active[j])
             st = gpu_cast(ctx, column_of(r, j), r->dtype, (char *)g->kin + (size_t)c++ * n * vs, g->dtype, n, err);
-    if (st || (st = cycle_of(ctx, g, g->kw, m, g->kin, g->kout, err)))
+    if (st || (st = cycle_of(ctx, g, g->kw, m, NULL, g->kin, g->kout, err)))
         return st;
     for (int32_t j = 0, c = 0; j < r->k && !st; j++) /* and scattered back */
         if (!active || active[j])

@@ -565,7 +565,7 @@ static int32_t whole_solve(const spmv_csr *a, spmv_solve_method method, spmv_pre
     if (pt != SPMV_PRECOND_NONE) {
         spmv_precond_defaults(&po, pt);
         assert_int_equal(spmv_precond_setup(NULL, a, &po, &pc, &err), SPMV_OK);
-        bind = (spmv_precond_binding){NULL, pc};
+        bind = (spmv_precond_binding){NULL, pc, {0}};
         o.precond = spmv_precond_apply_cb;
         o.precond_ctx = &bind;
     }

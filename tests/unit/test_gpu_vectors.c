@@ -1214,6 +1214,27 @@ static void test_precond_apply(void **state)
     spmv_error err = {0};
     spmv_csr a;
     scaled_poisson(100 + 2 * tu_rng_range(&TG.rng, 0, 20), &a);
+    /* the matrix resident, as a solve lends its product to amg and chebyshev (spmv_precond_apply_with): in float64
+     * (the hierarchy's dtype: used) and float32 (not: the object's own copy serves) */
+    spmv_gpu_matrix *gm[2];
+    for (int d = 0; d < 2; d++)
+        assert_int_equal(spmv_gpu_matrix_upload_csr(TG.ctx, &a, d ? SPMV_FLOAT32 : SPMV_FLOAT64, SPMV_FMT_CSR,
+                                                    SPMV_HACK_SIZE_DEFAULT, &gm[d], NULL, &err), SPMV_OK);
+    static const char *const fine_kernels[] = {"gpu.psell", "cusparse.csr", "gpu.csr.vector"};
+    spmv_params fine_p = {{0}};
+    for (int d = 0; d < 2; d++) /* their formats built before the count of bytes starts */
+        for (int k = 0; k < 3; k++) {
+            spmv_vec x, y;
+            spmv_dtype dt = d ? SPMV_FLOAT32 : SPMV_FLOAT64;
+            assert_int_equal(spmv_vec_alloc(TG.ctx, SPMV_DEVICE_GPU, dt, a.rows, 1, &x, &err), SPMV_OK);
+            assert_int_equal(spmv_vec_alloc(TG.ctx, SPMV_DEVICE_GPU, dt, a.rows, 1, &y, &err), SPMV_OK);
+            assert_int_equal(spmv_vec_fill(TG.ctx, &x, 1.0, &err), SPMV_OK);
+            assert_int_equal(spmv_gpu_launch(TG.ctx, spmv_kernel_find(fine_kernels[k]), gm[d], &fine_p, &x, &y, &err),
+                             SPMV_OK);
+            assert_int_equal(spmv_vec_sync(TG.ctx, &err), SPMV_OK);
+            spmv_vec_free(TG.ctx, &x);
+            spmv_vec_free(TG.ctx, &y);
+        }
     size_t u0 = used();
     for (size_t c = 0; c < NPC; c++) {
         spmv_precond_options po;
@@ -1245,6 +1266,21 @@ static void test_precond_apply(void **state)
                           spmv_precond_type_name(po.type), po.float32 ? " float32" : "", info.device_bytes,
                           spmv_dtype_name(dt), e);
             assert_true(e <= tol);
+            /* the same with level 0 multiplied by the resident matrix's kernel: the same answer to rounding */
+            for (int f = 0; f < 2; f++) {
+                const char *kn = fine_kernels[(c + (size_t)f) % 3];
+                spmv_gpu_product fine = {gm[f], spmv_kernel_find(kn), &fine_p};
+                spmv_vec_free(NULL, &back);
+                assert_int_equal(spmv_vec_fill(TG.ctx, &dz, NAN, &err), SPMV_OK);
+                if (spmv_precond_apply_with(TG.ctx, dp, &fine, &dr, &dz, &err) != SPMV_OK)
+                    fail_msg("GPU %s apply with %s: %s", spmv_precond_type_name(po.type), kn, err.message);
+                read_back(&dz, &back);
+                double ef = rel(&back, &hz);
+                print_message("# GPU %s%s, %s vectors, level 0 by %s on a %s matrix: %.3g\n",
+                              spmv_precond_type_name(po.type), po.float32 ? " float32" : "", spmv_dtype_name(dt), kn,
+                              spmv_dtype_name(f ? SPMV_FLOAT32 : SPMV_FLOAT64), ef);
+                assert_true(ef <= tol);
+            }
             spmv_vec_free(NULL, &hr);
             spmv_vec_free(NULL, &hz);
             spmv_vec_free(NULL, &back);
@@ -1255,6 +1291,8 @@ static void test_precond_apply(void **state)
         spmv_precond_free(TG.ctx, dp);
         assert_int_equal(used(), u0);
     }
+    for (int d = 0; d < 2; d++)
+        spmv_gpu_matrix_free(TG.ctx, gm[d]);
     spmv_csr_free(&a);
 }
 
@@ -1268,7 +1306,7 @@ static int32_t gpu_solve(const spmv_csr *a, spmv_gpu_matrix *gm, const spmv_vec 
     pc_options(c, &po);
     spmv_precond *p;
     assert_int_equal(spmv_precond_setup(TG.ctx, a, &po, &p, &err), SPMV_OK);
-    spmv_precond_binding bind = {TG.ctx, p};
+    spmv_precond_binding bind = {TG.ctx, p, {0}};
     gop op = {gm, spmv_kernel_find("cusparse.csr")};
     spmv_linop l = {a->rows, a->cols, &op, gop_apply};
     spmv_vec dx, hx;
@@ -1422,7 +1460,7 @@ static void test_block_solve(void **state)
     spmv_precond *hp, *dp;
     assert_int_equal(spmv_precond_setup(NULL, &hm.csr, &po, &hp, &err), SPMV_OK);
     assert_int_equal(spmv_precond_setup(TG.ctx, &hm.csr, &po, &dp, &err), SPMV_OK);
-    spmv_precond_binding hbind = {NULL, hp}, dbind = {TG.ctx, dp};
+    spmv_precond_binding hbind = {NULL, hp, {0}}, dbind = {TG.ctx, dp, {0}};
     static const char *const mode_name[4] = {"plain", "jacobi", "amg", "amg k-column"};
     for (int round = 0; round < 2; round++) {
         int32_t k = round ? 8 : 2 + (int32_t)tu_rng_range(&TG.rng, 0, 6), zero = (int32_t)tu_rng_range(&TG.rng, 0, k - 1);
@@ -1677,7 +1715,7 @@ static void test_fused_minres_amg(void **state)
     spmv_precond_defaults(&po, SPMV_PRECOND_AMG);
     spmv_precond *p;
     assert_int_equal(spmv_precond_setup(TG.ctx, &c.hm.csr, &po, &p, &err), SPMV_OK);
-    spmv_precond_binding bind = {TG.ctx, p};
+    spmv_precond_binding bind = {TG.ctx, p, {0}};
     for (int meth = 0; meth < 4; meth++)
         fz_compare(&c, (spmv_solve_options){.method = (spmv_solve_method)meth, .restart = 30, .tol = 1e-10,
                                             .maxit = 2000, .precond = spmv_precond_apply_cb, .precond_ctx = &bind});

@@ -114,7 +114,7 @@ static int32_t solve(op_ctx *o, spmv_solve_method method, spmv_precond *p, const
     int32_t n = o->m.rows;
     assert_int_equal(spmv_vec_alloc(NULL, SPMV_DEVICE_CPU, b->dtype, n, 1, &x, &err), SPMV_OK);
     assert_int_equal(spmv_vec_fill(NULL, &x, 0.0, &err), SPMV_OK);
-    spmv_precond_binding bind = {NULL, p};
+    spmv_precond_binding bind = {NULL, p, {0}};
     spmv_solve_options so = {.method = method, .tol = tol, .maxit = 3000};
     if (p) {
         so.precond = spmv_precond_apply_cb;
@@ -846,7 +846,7 @@ static void test_block_amg(void **state)
     poisson(30 + tu_rng_range(&rng, 0, 20), SPMV_FLOAT64, &o.m);
     int32_t n = o.m.rows;
     spmv_precond *p = setup_amg(&o.m.csr, SPMV_AMG_CHEBYSHEV, 1);
-    spmv_precond_binding bind = {NULL, p};
+    spmv_precond_binding bind = {NULL, p, {0}};
     spmv_linop a = {n, n, &o, apply_omp};
     for (int c = 0; c < 2; c++) {
         int32_t k = c ? 8 : 3;

@@ -1652,9 +1652,10 @@ static void fz_compare(fz_case *c, spmv_solve_options o)
      * rounding (on the H200, 315 fused against 279 host-scalar on the
      * skewed case, both under tol by the true residual); MINRES over
      * thousands of iterations on an indefinite matrix drifts by a few
-     * (3991 against 3994) */
+     * tenths of a percent (3991 against 3994; 4782 against 4796 on the
+     * H200, 2026-11-28) */
     int slack = o.method == SPMV_SOLVE_BICGSTAB ? 2 + rh.iterations / 5
-                : o.method == SPMV_SOLVE_MINRES ? 2 + rh.iterations / 500 : 2;
+                : o.method == SPMV_SOLVE_MINRES ? 2 + rh.iterations / 200 : 2;
     assert_true(abs(rf.iterations - rh.iterations) <= slack);
     assert_int_equal(rf.history_len, rf.iterations + 1);
     assert_true(rrf <= o.tol * (c->db.dtype == SPMV_FLOAT32 ? 1.1 : 1.01));

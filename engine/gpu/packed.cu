@@ -546,9 +546,9 @@ extern "C" void spmv_gpu_matrix_psell_patterns(const spmv_gpu_matrix *m, int32_t
  * (gpu.cuh gpu_psell_patterns.) A slice can follow a pattern when it is
  * diagonal (index width 0: every row of the full slice at the same
  * offsets, column = base + lane), uniform (one value a slot), non-empty and
- * at most PK_PAT_WIDTH slots wide; its key is its width, each slot's base
- * minus the slice's first row and each slot's value (the key's second word
- * says uniform: always 1). A diagonal slice of distinct values (the
+ * at most PK_PAT_WIDTH slots wide (pat_width); its key is its width, each
+ * slot's base minus the slice's first row and each slot's value bits
+ * (pat_slot). A diagonal slice of distinct values (the
  * finite-volume matrix's) would gain nothing: its values are a round of
  * loads anyway, and the kernel is at the memory's bandwidth there
  * (docs/benchmarks/realistic.md run 7). PK_PAT_SAMPLE slices, one from
@@ -563,7 +563,7 @@ extern "C" void spmv_gpu_matrix_psell_patterns(const spmv_gpu_matrix *m, int32_t
 #define PK_PAT_WIDTH 32
 #define PK_PAT_SAMPLE 4096
 #define PK_PAT_SHARE 256
-#define PK_PAT_REC (2 + 2 * PK_PAT_WIDTH) /* a key in int64 words: width, uniform, offsets, value bits */
+#define PK_PAT_REC (1 + 2 * PK_PAT_WIDTH) /* a key in int64 words: width, offsets, value bits */
 
 /* Value entry e of a PSELL's values, whatever their mode. */
 template <typename T>
@@ -587,28 +587,37 @@ struct pk_psell_view {
     const void *data, *table;
 };
 
+/* Slice s's width when it can follow a pattern (diagonal, uniform, full,
+ * 1 to PK_PAT_WIDTH slots), else -1. */
+__device__ __forceinline__ int64_t pat_width(const pk_psell_view &v, int64_t s)
+{
+    int64_t w = v.slot_off[s + 1] - v.slot_off[s];
+    bool uniform = v.val_off[s + 1] - v.val_off[s] != w * PK_C;
+    return v.ib[s] == 0 && uniform && w > 0 && w <= PK_PAT_WIDTH && (s + 1) * PK_C <= v.rows ? w : -1;
+}
+
+/* Slot k of such a slice as a key holds it: its base minus the slice's
+ * first row (*off) and its value's bits (*bits). */
+template <typename T>
+__device__ __forceinline__ void pat_slot(const pk_psell_view &v, int64_t s, int64_t k, long long *off, long long *bits)
+{
+    *off = (long long)v.base[v.slot_off[s] + k] - s * PK_C;
+    T val = pk_value_any<T>(v.mode, v.data, (const T *)v.table, v.val_off[s] + k);
+    typename pk_bits<T>::U b;
+    memcpy(&b, &val, sizeof b);
+    *bits = (long long)b;
+}
+
 /* Slice s's key into rec (PK_PAT_REC words, unused ones 0; width -1: the
  * slice can follow no pattern). */
 template <typename T> __device__ void pat_key(const pk_psell_view &v, int64_t s, long long *rec)
 {
-    int64_t so = v.slot_off[s], w = v.slot_off[s + 1] - so, vo = v.val_off[s];
-    bool uniform = v.val_off[s + 1] - vo != w * PK_C;
-    bool ok = v.ib[s] == 0 && uniform && w > 0 && w <= PK_PAT_WIDTH && (s + 1) * PK_C <= v.rows;
+    int64_t w = pat_width(v, s);
     for (int i = 0; i < PK_PAT_REC; i++)
         rec[i] = 0;
-    rec[0] = ok ? w : -1;
-    if (!ok)
-        return;
-    rec[1] = uniform;
-    for (int k = 0; k < w; k++) {
-        rec[2 + k] = (long long)v.base[so + k] - s * PK_C;
-        if (uniform) {
-            T val = pk_value_any<T>(v.mode, v.data, (const T *)v.table, vo + k);
-            typename pk_bits<T>::U bits;
-            memcpy(&bits, &val, sizeof bits);
-            rec[2 + PK_PAT_WIDTH + k] = (long long)bits;
-        }
-    }
+    rec[0] = w;
+    for (int64_t k = 0; k < w; k++)
+        pat_slot<T>(v, s, k, rec + 1 + k, rec + 1 + PK_PAT_WIDTH + k);
 }
 
 /* Sample i: a slice of window [i stride, (i+1) stride) chosen by a hash of
@@ -624,7 +633,7 @@ template <typename T> __global__ void pat_sample(pk_psell_view v, int64_t n, int
 }
 
 /* pid of every slice: the first pattern (keys: n records) whose key
- * equals its own, compared entry by entry as pat_key would write it. */
+ * equals its own, compared slot by slot as pat_key writes it. */
 template <typename T>
 __global__ void pat_assign(pk_psell_view v, int64_t ns, const long long *__restrict__ keys, int n, uint8_t *pid,
                            unsigned long long *count)
@@ -632,21 +641,15 @@ __global__ void pat_assign(pk_psell_view v, int64_t ns, const long long *__restr
     int64_t s = blockIdx.x * (int64_t)blockDim.x + threadIdx.x;
     if (s >= ns)
         return;
-    int64_t so = v.slot_off[s], w = v.slot_off[s + 1] - so, vo = v.val_off[s];
-    bool uniform = v.val_off[s + 1] - vo != w * PK_C;
-    bool ok = v.ib[s] == 0 && uniform && w > 0 && w <= PK_PAT_WIDTH && (s + 1) * PK_C <= v.rows;
+    int64_t w = pat_width(v, s);
     int got = GPU_PAT_NONE;
-    for (int p = 0; ok && p < n && got == GPU_PAT_NONE; p++) {
+    for (int p = 0; w > 0 && p < n && got == GPU_PAT_NONE; p++) {
         const long long *k = keys + p * PK_PAT_REC;
-        bool same = k[0] == w && k[1] == (long long)uniform;
-        for (int j = 0; j < w && same; j++) {
-            same = k[2 + j] == (long long)v.base[so + j] - s * PK_C;
-            if (same && uniform) {
-                T val = pk_value_any<T>(v.mode, v.data, (const T *)v.table, vo + j);
-                typename pk_bits<T>::U bits;
-                memcpy(&bits, &val, sizeof bits);
-                same = k[2 + PK_PAT_WIDTH + j] == (long long)bits;
-            }
+        bool same = k[0] == w;
+        for (int64_t j = 0; j < w && same; j++) {
+            long long off, bits;
+            pat_slot<T>(v, s, j, &off, &bits);
+            same = k[1 + j] == off && k[1 + PK_PAT_WIDTH + j] == bits;
         }
         if (same)
             got = p;
@@ -726,8 +729,8 @@ template <typename T> static int psell_patterns(spmv_gpu_ctx *ctx, spmv_gpu_matr
             const long long *k = keep + q * PK_PAT_REC;
             pt->start[q] = at;
             for (int j = 0; j < k[0]; j++, at++) {
-                off[at] = (int32_t)k[2 + j];
-                typename pk_bits<T>::U bits = (typename pk_bits<T>::U)k[2 + PK_PAT_WIDTH + j];
+                off[at] = (int32_t)k[1 + j];
+                typename pk_bits<T>::U bits = (typename pk_bits<T>::U)k[1 + PK_PAT_WIDTH + j];
                 memcpy(&val[at], &bits, sizeof bits);
             }
         }

@@ -117,7 +117,9 @@ class Job:
         return int(code or 0), body, time.time() - t0
 
     def spmv(self, mid, kernel, x, runs, warmup):
-        url = "%s/v1/matrices/%s/spmv?kernel=%s&runs=%d&warmup=%d" % (self.base, mid, kernel, runs, warmup)
+        name, params = kernel_spec(kernel)
+        url = "%s/v1/matrices/%s/spmv?kernel=%s&runs=%d&warmup=%d%s" % (
+            self.base, mid, name, runs, warmup, "".join("&%s=%s" % kv for kv in params.items()))
         req = urllib.request.Request(url, data=x.tobytes(), method="POST",
                                      headers={"Content-Type": "application/octet-stream"})
         try:
@@ -278,6 +280,13 @@ def median_wall(fn, n):
 REQUESTS = 15
 
 
+def kernel_spec(k):
+    """A --kernels entry: a kernel's name, or name:param=value[:param=value...] (gpu.psell:block_size=128), a
+    kernel with parameters of its own (docs/api.md's product parameters); the name and a dict of the values."""
+    name, *kv = k.split(":")
+    return name, {a: int(b) for a, b in (x.split("=", 1) for x in kv)}
+
+
 def distributed(job, name, mid, x, ref, runs, warmup, rows_out, log):
     """x and y as vectors distributed like the sharded matrix mid."""
     st, dx = job.call("POST", "/v1/vectors?like=%s" % mid, x.tobytes(), "application/octet-stream")
@@ -289,8 +298,9 @@ def distributed(job, name, mid, x, ref, runs, warmup, rows_out, log):
     log.write("%s distributed x: %s\n" % (name, json.dumps(dx)))
     bad = 0
     for k in KERNELS:
-        st, d = job.call("POST", "/v1/matrices/%s/spmv" % mid, {"kernel": k, "x": {"vector": X}, "y": {"vector": Y},
-                                                                 "runs": runs, "warmup": warmup})
+        kname, params = kernel_spec(k)
+        st, d = job.call("POST", "/v1/matrices/%s/spmv" % mid, dict(params, kernel=kname, x={"vector": X},
+                                                                     y={"vector": Y}, runs=runs, warmup=warmup))
         y = None
         if st == 200:
             code, raw = job.call("GET", "/v1/vectors/%s" % Y, accept="application/octet-stream")
@@ -400,7 +410,9 @@ def main():
     ap.add_argument("--skip", default="", help="comma list of: poisson, fv, powerlaw, big")
     ap.add_argument("--requests", type=int, default=15, help="whole requests timed per kind")
     ap.add_argument("--spmvd-args", default="", help="more options for every rank's spmvd, e.g. '--cluster-halo nccl'")
-    ap.add_argument("--kernels", default=",".join(KERNELS), help="comma list of the products' kernels")
+    ap.add_argument("--kernels", default=",".join(KERNELS),
+                    help="comma list of the products' kernels, each a name or name:param=value[:...] "
+                         "(gpu.psell:block_size=128)")
     ap.add_argument("--solve-kernels", default=",".join(SOLVE_KERNELS), help="comma list of the CG rows' kernels")
     a = ap.parse_args()
     KERNELS = list(filter(None, a.kernels.split(",")))

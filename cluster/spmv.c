@@ -10,6 +10,12 @@
  *      waits on the device, so step 4 is queued at once);
  *   4. add the off-diagonal block's product, y += A_off x_ghost.
  *
+ * A GPU shard whose boundary rows are few (a mesh's) is split instead
+ * (split_plan): step 2 multiplies its interior rows alone, and its edge
+ * rows, local and ghost entries together, are computed on the exchange's
+ * stream behind the ghosts, beside step 2, so step 4 has nothing left to
+ * do (docs/cluster.md, "Interior and edge").
+ *
  * Communication is the time posting the exchange took plus the time it
  * ended after the local product (what the local product did not hide:
  * host clock on host shards, CUDA events on GPU shards), compute the rest

@@ -105,6 +105,13 @@ int cluster_shards_build(const spmv_csr *a, const cluster_layout *l, cluster_sha
 void cluster_shard_free(cluster_shard *s);
 /* Non-zeros of the shard (local + off-diagonal). */
 int64_t cluster_shard_nnz(const cluster_shard *s);
+/* Whether a GPU shard is split into interior and edge rows
+ * (docs/cluster.md, "Interior and edge"), and where: the interior [*lo,
+ * *hi) is the longest run of rows that read no ghost entry, its start
+ * rounded up to 64 rows; the shard is split when the other rows are at
+ * most a quarter of its rows and the interior holds an entry. Blocks of
+ * 64-bit offsets and shards that read no ghost are not split. */
+bool cluster_shard_interior(const cluster_shard *s, int32_t *lo, int32_t *hi);
 
 /* The wire form of a shard (rank 0 -> its rank): a fixed header, then the
  * arrays, little-endian. unpack checks every count against the buffer's

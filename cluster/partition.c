@@ -305,6 +305,29 @@ static size_t csr_bytes(const spmv_csr *m)
     return ((size_t)m->rows + 1) * 4 + (size_t)m->nnz * (4 + spmv_dtype_size(m->dtype));
 }
 
+bool cluster_shard_interior(const cluster_shard *s, int32_t *lo, int32_t *hi)
+{
+    const spmv_csr *a = &s->local, *o = &s->off;
+    int32_t rows = a->rows, b = 0, e = 0;
+    *lo = *hi = 0;
+    if (!rows || !o->nnz || spmv_csr_wide(a) || spmv_csr_wide(o))
+        return false;
+    for (int32_t i = 0, start = 0; i <= rows; i++)
+        if (i == rows || o->row_ptr[i + 1] > o->row_ptr[i]) {
+            if (i - start > e - b) {
+                b = start;
+                e = i;
+            }
+            start = i + 1;
+        }
+    b = (int32_t)(((int64_t)b + 63) / 64 * 64);
+    if (e <= b || rows - (e - b) > rows / 4 || a->row_ptr[e] == a->row_ptr[b])
+        return false;
+    *lo = b;
+    *hi = e;
+    return true;
+}
+
 int cluster_shard_pack(const cluster_shard *s, void **buf, size_t *len, spmv_error *err)
 {
     const cluster_halo *h = &s->halo;

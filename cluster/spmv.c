@@ -275,29 +275,14 @@ static int off_to_gpu(spmv_gpu_ctx *ctx, cluster_local *l, spmv_error *err)
     return rc;
 }
 
-/* Whether to split the shard, and where: the longest run of rows that
- * read no ghost entry is the interior [lo, hi), its start rounded up to 64
- * rows (y's slice then starts 512-byte aligned for any kernel); the shard
- * is split when the other rows, the edge, are at most a quarter of its
- * rows (a mesh's shard: a plane or two; a graph's is all edge). Blocks of
- * 64-bit offsets are not split. */
+/* Whether to split the shard (cluster_shard_interior), and the host view
+ * of its interior rows if so. */
 static int split_plan(cluster_local *l, spmv_error *err)
 {
-    const spmv_csr *a = &l->loc.csr, *o = &l->off.csr;
-    int32_t rows = a->rows, lo = 0, hi = 0;
+    const spmv_csr *a = &l->loc.csr;
+    int32_t lo, hi;
     l->split = false;
-    if (!rows || !o->nnz || spmv_csr_wide(a) || spmv_csr_wide(o))
-        return SPMV_OK;
-    for (int32_t i = 0, start = 0; i <= rows; i++)
-        if (i == rows || o->row_ptr[i + 1] > o->row_ptr[i]) {
-            if (i - start > hi - lo) {
-                lo = start;
-                hi = i;
-            }
-            start = i + 1;
-        }
-    lo = (int32_t)(((int64_t)lo + 63) / 64 * 64);
-    if (hi <= lo || rows - (hi - lo) > rows / 4 || a->row_ptr[hi] == a->row_ptr[lo])
+    if (!cluster_shard_interior(&l->s, &lo, &hi))
         return SPMV_OK;
     int32_t *ptr = malloc(((size_t)(hi - lo) + 1) * sizeof *ptr);
     if (!ptr)

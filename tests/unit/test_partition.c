@@ -11,7 +11,10 @@
  * must equal cpu.csr.serial's y on random matrices of every test shape
  * (drawn afresh, seed printed) and on the shared real matrices, for 1 to 7
  * ranks; and a shard survives its wire form, while damaged wire forms are
- * refused. The MPI side is tests/mpi/mpi_cluster.c.
+ * refused. Every shard's interior (cluster_shard_interior: the rows a GPU
+ * shard multiplies while the halo moves) is checked against its
+ * definition, and a 2-D grid's shards all split with the grid lines at
+ * their ends as the edge. The MPI side is tests/mpi/mpi_cluster.c.
  */
 #include <math.h>
 #include <setjmp.h>
@@ -145,6 +148,41 @@ static void simulate(const spmv_csr *a, const cluster_shard *sh, int n, const vo
     }
 }
 
+/* cluster_shard_interior against its definition: the interior reads no
+ * ghost, starts on a multiple of 64 rows, holds an entry, leaves at most a
+ * quarter of the rows to the edge, and is the longest ghost-free run
+ * (rounded); a shard it refuses breaks one of those or reads no ghost.
+ * Returns whether it split. */
+static bool check_interior(const cluster_shard *s, const char *what)
+{
+    const spmv_csr *a = &s->local, *o = &s->off;
+    int32_t lo = -1, hi = -1, rows = a->rows, best_lo = 0, best_hi = 0;
+    bool split = cluster_shard_interior(s, &lo, &hi);
+    for (int32_t i = 0, start = 0; i <= rows; i++) /* the longest run without a ghost, by brute force */
+        if (i == rows || o->row_ptr[i + 1] > o->row_ptr[i]) {
+            if (i - start > best_hi - best_lo) {
+                best_lo = start;
+                best_hi = i;
+            }
+            start = i + 1;
+        }
+    int32_t rounded = (best_lo + 63) / 64 * 64;
+    bool want = rows > 0 && o->nnz > 0 && best_hi > rounded && rows - (best_hi - rounded) <= rows / 4 &&
+                a->row_ptr[best_hi] > a->row_ptr[rounded];
+    if (split != want)
+        fail_msg("%s, rank %d: interior %s, expected %s (rows %d, longest ghost-free run [%d, %d))", what, s->rank,
+                 split ? "split" : "not split", want ? "split" : "not", rows, best_lo, best_hi);
+    if (!split)
+        return false;
+    assert_int_equal(lo, rounded);
+    assert_int_equal(hi, best_hi);
+    assert_int_equal(lo % 64, 0);
+    for (int32_t i = lo; i < hi; i++)
+        if (o->row_ptr[i + 1] > o->row_ptr[i])
+            fail_msg("%s, rank %d: interior row %d reads a ghost", what, s->rank, i);
+    return true;
+}
+
 static void check_matrix(const spmv_csr *a, const char *what)
 {
     for (int n = 1; n <= MAX_RANKS; n++) {
@@ -158,6 +196,7 @@ static void check_matrix(const spmv_csr *a, const char *what)
         int64_t nnz = 0;
         for (int r = 0; r < n; r++) {
             check_blocks(a, &sh[r]);
+            check_interior(&sh[r], what);
             nnz += cluster_shard_nnz(&sh[r]);
         }
         assert_int_equal(nnz, a->nnz);
@@ -224,6 +263,61 @@ static void test_real_matrices(void **state)
         spmv_coo_free(&coo);
     }
     tu_expected_free(e, n);
+}
+
+/* A 2-D grid's shards (2 to 7 ranks): every one split, its edge the grid
+ * lines that read a neighbour's (one at each inner end) and the rows the
+ * rounding to 64 moves; a random graph's shards read ghosts from every
+ * part of them and none splits. */
+static void test_interior(void **state)
+{
+    (void)state;
+    tu_rng rng;
+    tu_rng_init(&rng, tu_seed() ^ 0x1e7);
+    int32_t g = 150 + (int32_t)tu_rng_range(&rng, 0, 100);
+    spmv_gen_spec spec = {SPMV_GEN_POISSON2D, g, 0, 0, tu_seed()};
+    spmv_coo coo;
+    spmv_csr a;
+    spmv_error err;
+    assert_int_equal(spmv_gen(&spec, &coo, &err), SPMV_OK);
+    assert_int_equal(spmv_coo_to_csr(&coo, SPMV_FLOAT64, &a, &err), SPMV_OK);
+    for (int n = 2; n <= MAX_RANKS; n++) {
+        cluster_layout l;
+        cluster_shard sh[MAX_RANKS];
+        assert_int_equal(cluster_layout_balance(&a, n, &l, &err), SPMV_OK);
+        assert_int_equal(cluster_shards_build(&a, &l, sh, &err), SPMV_OK);
+        for (int r = 0; r < n; r++) {
+            char what[64];
+            snprintf(what, sizeof what, "%d x %d grid on %d ranks", g, g, n);
+            if (!check_interior(&sh[r], what))
+                fail_msg("%s: rank %d's shard (%d rows) is not split", what, r, sh[r].local.rows);
+            int32_t lo, hi;
+            cluster_shard_interior(&sh[r], &lo, &hi);
+            int32_t edge = sh[r].local.rows - (hi - lo), lines = (r > 0) + (r < n - 1);
+            if (edge < lines * g || edge > lines * g + 63)
+                fail_msg("%s: rank %d's edge is %d rows, expected %d grid lines and at most 63 more", what, r, edge,
+                         lines);
+            cluster_shard_free(&sh[r]);
+        }
+        cluster_layout_free(&l);
+    }
+    spmv_csr_free(&a);
+    spmv_coo_free(&coo);
+    spmv_gen_spec gs = {SPMV_GEN_GRAPH_UNIFORM, 20000, 8, 0, tu_seed()};
+    assert_int_equal(spmv_gen(&gs, &coo, &err), SPMV_OK);
+    assert_int_equal(spmv_coo_to_csr(&coo, SPMV_FLOAT64, &a, &err), SPMV_OK);
+    cluster_layout l;
+    cluster_shard sh[4];
+    assert_int_equal(cluster_layout_balance(&a, 4, &l, &err), SPMV_OK);
+    assert_int_equal(cluster_shards_build(&a, &l, sh, &err), SPMV_OK);
+    for (int r = 0; r < 4; r++) {
+        if (check_interior(&sh[r], "a uniform random graph on 4 ranks"))
+            fail_msg("rank %d of a random graph's shards split", r);
+        cluster_shard_free(&sh[r]);
+    }
+    cluster_layout_free(&l);
+    spmv_csr_free(&a);
+    spmv_coo_free(&coo);
 }
 
 /* A shard through its wire form comes back equal; damaged forms are refused. */
@@ -298,6 +392,7 @@ int main(void)
         cmocka_unit_test(test_random_shapes),
         cmocka_unit_test(test_real_matrices),
         cmocka_unit_test(test_wire),
+        cmocka_unit_test(test_interior),
     };
     return cmocka_run_group_tests_name("partition", tests, NULL, NULL);
 }

@@ -786,6 +786,15 @@ static int pattern_case(const char *label, const spmv_coo *coo, spmv_dtype dt, b
     int32_t npat = -1;
     int64_t covered = -1;
     spmv_gpu_matrix_psell_patterns(gm, &npat, &covered);
+    /* the bytes a run counts (its GB/s) are the PSELL's allocations, its patterns' included, plus x and y */
+    spmv_gpu_usage u;
+    spmv_gpu_matrix_usage(gm, &u);
+    int64_t counted = rc ? 0 : st.bytes - ((int64_t)coo->rows + coo->cols) * (int64_t)spmv_dtype_size(dt);
+    if (!rc && counted != (int64_t)u.bytes[__builtin_ctz(SPMV_FMT_PSELL)]) {
+        print_message("# FAIL %s %s: a run counts %lld PSELL bytes, its allocations hold %zu (%d patterns)\n", label,
+                      spmv_dtype_name(dt), (long long)counted, u.bytes[__builtin_ctz(SPMV_FMT_PSELL)], npat);
+        failures++;
+    }
     p.v[SPMV_PARAM_PATTERNS] = 2;
     tu_poison(y2, dt, coo->rows);
     int rc2 = rc ? rc : spmv_gpu_run(TG.ctx, k, gm, &p, pb.x, y2, 1, 2, &st, &err);

@@ -228,6 +228,8 @@ const spmv_csr *cluster_local_csr(const cluster_local *l) { return &l->loc.csr; 
 size_t cluster_local_bytes(const cluster_local *l)
 {
     size_t b = spmv_matrix_format_bytes(&l->loc, SPMV_FMT_ALL) + spmv_matrix_format_bytes(&l->off, SPMV_FMT_ALL);
+    if (l->split) /* the interior's own row offsets (what auto tunes on) */
+        b += ((size_t)l->inner.rows + 1) * sizeof *l->inner.row_ptr;
     return b + ((size_t)l->s.halo.nghost + (size_t)l->s.halo.nsend) * 4;
 }
 

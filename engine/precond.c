@@ -232,21 +232,20 @@ void precond_staging_k_free(precond_staging_k *s)
 
 static void amg_vcycle(void *h, const double *r, double *z) { spmv_amg_vcycle(h, r, z); }
 
-static int amg_apply(spmv_gpu_ctx *ctx, spmv_precond *p, const spmv_vec *r, spmv_vec *z, spmv_error *err)
-{
-    amg *m = p->impl;
-    if (ctx)
-        return spmv_gpu_amg_vcycle(ctx, m->g, r, z, err);
-    return precond_host_f64(r, z, &m->st, amg_vcycle, m->h, err);
-}
-
+/* One V-cycle; on a GPU level 0 by `fine` where it is lent (NULL: the
+ * hierarchy's own copy of A). */
 static int amg_apply_with(spmv_gpu_ctx *ctx, spmv_precond *p, const spmv_gpu_product *fine, const spmv_vec *r,
                           spmv_vec *z, spmv_error *err)
 {
     amg *m = p->impl;
     if (ctx)
         return spmv_gpu_amg_vcycle_with(ctx, m->g, fine, r, z, err);
-    return amg_apply(ctx, p, r, z, err);
+    return precond_host_f64(r, z, &m->st, amg_vcycle, m->h, err);
+}
+
+static int amg_apply(spmv_gpu_ctx *ctx, spmv_precond *p, const spmv_vec *r, spmv_vec *z, spmv_error *err)
+{
+    return amg_apply_with(ctx, p, NULL, r, z, err);
 }
 
 static int amg_vcycle_k(void *h, int32_t k, const double *r, double *z, spmv_error *err)

@@ -55,21 +55,20 @@ static void sweep(void *arg, const double *r, double *z)
     spmv_amg_chebyshev(&c->lv, c->degree, r, z, true);
 }
 
-static int chebyshev_apply(spmv_gpu_ctx *ctx, spmv_precond *p, const spmv_vec *r, spmv_vec *z, spmv_error *err)
-{
-    cheb *c = p->impl;
-    if (ctx)
-        return spmv_gpu_amg_vcycle(ctx, c->g, r, z, err);
-    return precond_host_f64(r, z, &c->st, sweep, c, err);
-}
-
+/* One sweep; on a GPU its residuals by `fine` where it is lent (NULL: the
+ * object's own copy of A). */
 static int chebyshev_apply_with(spmv_gpu_ctx *ctx, spmv_precond *p, const spmv_gpu_product *fine, const spmv_vec *r,
                                 spmv_vec *z, spmv_error *err)
 {
     cheb *c = p->impl;
     if (ctx)
         return spmv_gpu_amg_vcycle_with(ctx, c->g, fine, r, z, err);
-    return chebyshev_apply(ctx, p, r, z, err);
+    return precond_host_f64(r, z, &c->st, sweep, c, err);
+}
+
+static int chebyshev_apply(spmv_gpu_ctx *ctx, spmv_precond *p, const spmv_vec *r, spmv_vec *z, spmv_error *err)
+{
+    return chebyshev_apply_with(ctx, p, NULL, r, z, err);
 }
 
 /* The sweep on k columns at once (spmv_amg_chebyshev_k), its work blocks

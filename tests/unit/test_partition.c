@@ -265,6 +265,15 @@ static void test_real_matrices(void **state)
     tu_expected_free(e, n);
 }
 
+/* a's layout over n ranks and their shards (the test fails if either is
+ * refused). */
+static void shard_all(const spmv_csr *a, int n, cluster_layout *l, cluster_shard *sh)
+{
+    spmv_error err;
+    assert_int_equal(cluster_layout_balance(a, n, l, &err), SPMV_OK);
+    assert_int_equal(cluster_shards_build(a, l, sh, &err), SPMV_OK);
+}
+
 /* A 2-D grid's shards (2 to 7 ranks): every one split, its edge the grid
  * lines that read a neighbour's (one at each inner end) and the rows the
  * rounding to 64 moves; a random graph's shards read ghosts from every
@@ -284,8 +293,7 @@ static void test_interior(void **state)
     for (int n = 2; n <= MAX_RANKS; n++) {
         cluster_layout l;
         cluster_shard sh[MAX_RANKS];
-        assert_int_equal(cluster_layout_balance(&a, n, &l, &err), SPMV_OK);
-        assert_int_equal(cluster_shards_build(&a, &l, sh, &err), SPMV_OK);
+        shard_all(&a, n, &l, sh);
         for (int r = 0; r < n; r++) {
             char what[64];
             snprintf(what, sizeof what, "%d x %d grid on %d ranks", g, g, n);
@@ -308,8 +316,7 @@ static void test_interior(void **state)
     assert_int_equal(spmv_coo_to_csr(&coo, SPMV_FLOAT64, &a, &err), SPMV_OK);
     cluster_layout l;
     cluster_shard sh[4];
-    assert_int_equal(cluster_layout_balance(&a, 4, &l, &err), SPMV_OK);
-    assert_int_equal(cluster_shards_build(&a, &l, sh, &err), SPMV_OK);
+    shard_all(&a, 4, &l, sh);
     for (int r = 0; r < 4; r++) {
         if (check_interior(&sh[r], "a uniform random graph on 4 ranks"))
             fail_msg("rank %d of a random graph's shards split", r);
@@ -333,8 +340,7 @@ static void test_wire(void **state)
     assert_int_equal(spmv_coo_to_csr(&coo, SPMV_FLOAT64, &a, &err), SPMV_OK);
     cluster_layout l;
     cluster_shard sh[3];
-    assert_int_equal(cluster_layout_balance(&a, 3, &l, &err), SPMV_OK);
-    assert_int_equal(cluster_shards_build(&a, &l, sh, &err), SPMV_OK);
+    shard_all(&a, 3, &l, sh);
     for (int r = 0; r < 3; r++) {
         void *buf;
         size_t len;

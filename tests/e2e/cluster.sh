@@ -71,12 +71,12 @@ files=$(cd "$REAL" && ls *.mtx)
 bad_upload=0
 for f in $files; do
   upload_multipart "$REAL/$f" shard=true "name=$f"
-  if [ "$CODE" != 201 ] || [ "$(jget 'len(d["shards"]) == '$NP' and d["sharded"] and sum(s["nnz"] for s in d["shards"]) == d["nnz"] and d["shards"]['$((NP - 1))']["rows"][1] == d["rows"] and all(s["device"].startswith("gpu") == bool('$GPU') for s in d["shards"])')" != True ]; then
+  if [ "$CODE" != 201 ] || [ "$(jget 'len(d["shards"]) == '$NP' and d["sharded"] and sum(s["nnz"] for s in d["shards"]) == d["nnz"] and d["shards"]['$((NP - 1))']["rows"][1] == d["rows"] and all(s["device"].startswith("gpu") == bool('$GPU') for s in d["shards"]) and all(0 <= s["edge_rows"] <= (s["rows"][1] - s["rows"][0]) // 4 and (s["edge_rows"] == 0 or s["device"].startswith("gpu")) for s in d["shards"])')" != True ]; then
     bad_upload=$((bad_upload + 1)); diag "$f: $CODE $(head -c 300 "$BODY_FILE")"
   fi
   IDS[$f]=$MATRIX_ID
 done
-check "every real matrix uploads with shard=true: $NP shards covering its rows and non-zeros, on $([ "$GPU" = 1 ] && echo GPUs || echo hosts)" [ "$bad_upload" -eq 0 ]
+check "every real matrix uploads with shard=true: $NP shards covering its rows and non-zeros, on $([ "$GPU" = 1 ] && echo GPUs || echo hosts), edge_rows at most a quarter of a shard's rows (0 on a host)" [ "$bad_upload" -eq 0 ]
 
 for k in $KERNELS; do
   bad=0

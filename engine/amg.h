@@ -309,7 +309,9 @@ size_t spmv_gpu_amg_bytes(const spmv_gpu_amg *g);
 int spmv_gpu_amg_vcycle(spmv_gpu_ctx *ctx, spmv_gpu_amg *g, const spmv_vec *r, spmv_vec *z, spmv_error *err);
 /* The same with level 0's products by `fine` (NULL: as spmv_gpu_amg_vcycle),
  * a product by the matrix the hierarchy was built from, resident on ctx's
- * device in the hierarchy's dtype (else it is not used): each residual of
+ * device in the hierarchy's dtype, on r and z of that dtype (else it is
+ * not used, and vectors of the other dtype are converted through the
+ * hierarchy's own cycle): each residual of
  * level 0 is fine's y = A x and one pass r = b - y, in place of the
  * hierarchy's own copy of A (cuSPARSE's CSR SpMV on r = b, then -A x + r). */
 int spmv_gpu_amg_vcycle_with(spmv_gpu_ctx *ctx, spmv_gpu_amg *g, const spmv_gpu_product *fine, const spmv_vec *r,

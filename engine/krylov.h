@@ -78,22 +78,23 @@ int spmv_gpu_op_device_apply(void *op, const spmv_vec *x, spmv_vec *y, spmv_erro
  * kernels on the GPU itself (engine/comm.h spmv_gpu_allsum_new makes it:
  * CUDA IPC between the GPUs of one host). A reduction's last block writes
  * its partial sums into every process's mailbox (the half of the sum's
- * parity, this process's row), fences, sets its flag there to the sum's
- * number, then waits until every process's flag here has reached it and
- * adds the rows in process order: every process gets the same bits. A
- * wait past timeout_ns, or one the host stops through *stop, ends the
- * solve as a lost peer (krylov_fused.c). */
-#define SPMV_ALLSUM_SLOTS 4
+ * parity, this process's row), each value as two 8-byte words that carry
+ * the sum's number beside half of the value's bits, then waits until
+ * every word of every process's row here bears that number and adds the
+ * rows in process order: every process gets the same bits. A word is
+ * stored and loaded whole, so one that bears the number holds this sum's
+ * bits: no fence and no flag between the values and their reader (NCCL's
+ * LL protocol does the same). A wait past timeout_ns, or one the host
+ * stops through *stop, ends the solve as a lost peer (krylov_fused.c). */
+#define SPMV_ALLSUM_SLOTS 4 /* words a process's row holds: two a value */
 typedef struct spmv_allsum_dev {
     int32_t rank, nranks;
-    double *box;                       /* this process's: [2][nranks][SPMV_ALLSUM_SLOTS] */
-    unsigned *flags;                   /* this process's: flags[p], the last sum p delivered here */
-    double *const *peer_box;           /* device array of nranks: every process's box (its own included) */
-    unsigned *const *peer_flags;       /* device array of nranks: every process's flags */
-    unsigned *seq;                     /* device: the sums done so far */
-    unsigned long long *waited_ns;     /* device: time spent waiting for the other processes */
+    unsigned long long *box;                /* this process's: [2][nranks][SPMV_ALLSUM_SLOTS] words */
+    unsigned long long *const *peer_box;    /* device array of nranks: every process's box (its own included) */
+    unsigned *seq;                          /* device: the sums done so far */
+    unsigned long long *waited_ns;          /* device: time spent waiting for the other processes */
     unsigned long long timeout_ns;
-    int *stop;                         /* mapped host memory: a wait gave up, or the host stops them */
+    int *stop;                              /* mapped host memory: a wait gave up, or the host stops them */
 } spmv_allsum_dev;
 
 typedef struct spmv_solve_options {

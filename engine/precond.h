@@ -99,8 +99,9 @@ int spmv_precond_apply_k(spmv_gpu_ctx *ctx, spmv_precond *p, const spmv_vec *r, 
  * spmv_precond_apply_k goes column by column). */
 bool spmv_precond_has_apply_k(const spmv_precond *p);
 /* spmv_precond_apply, but an amg or chebyshev object on a GPU multiplies
- * its level 0 by `fine` (NULL, or a product by another matrix than the
- * hierarchy's dtype and shape: its own copy of A, as spmv_precond_apply):
+ * its level 0 by `fine` (NULL, a product by a matrix of another dtype or
+ * shape than the hierarchy's, or r and z of another dtype: its own copy
+ * of A, as spmv_precond_apply):
  * the matrix the object was built from, as the solve multiplies it
  * (spmv_gpu_amg_vcycle_with). The caller vouches that fine's values are
  * those the object was built from. */

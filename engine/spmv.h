@@ -974,6 +974,10 @@ typedef struct spmv_gpu_ctx spmv_gpu_ctx;
 int spmv_gpu_ctx_new(int device, size_t reserve_bytes, spmv_gpu_ctx **out, spmv_error *err);
 void spmv_gpu_ctx_free(spmv_gpu_ctx *ctx);
 int spmv_gpu_ctx_info(spmv_gpu_ctx *ctx, spmv_gpu_info *info);
+/* cudaProfilerStart (on) or cudaProfilerStop on ctx's device, after its
+ * stream's work: what `ncu --profile-from-start off` measures
+ * (tools/amg-profile.c --cycles). */
+int spmv_gpu_profile(spmv_gpu_ctx *ctx, bool on, spmv_error *err);
 /* The padding rule (spmv_format_limits) every format built on this device
  * obeys from now on (default: spmv_format_limits_default()). */
 int spmv_gpu_ctx_set_limits(spmv_gpu_ctx *ctx, const spmv_format_limits *lim);

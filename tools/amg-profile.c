@@ -11,8 +11,14 @@
  * GPU 0 (spmv_gpu_amg_products), the rest on the host. `--build` builds
  * the whole hierarchy on GPU 0 (spmv_gpu_amg_build, mis2 aggregation: what
  * a GPU preconditioner does since) and, after it, the host's with mis2 for
- * comparison; `--mis2` makes the host's setup aggregate with mis2. A
- * benchmark: it asserts nothing.
+ * comparison; `--mis2` makes the host's setup aggregate with mis2.
+ * `--cycles N` (with `--build`) then times N V-cycles of the device's
+ * hierarchy on a random r (the seed printed), each waited for, as a
+ * solve applies them: level 0 by the hierarchy's own cuSPARSE copy, then
+ * by the kernel a solve lends (gpu.psell, spmv_gpu_amg_vcycle_with); the
+ * last lent cycle runs between cudaProfilerStart and Stop, so `ncu
+ * --profile-from-start off` lists that one cycle's kernels. A benchmark:
+ * it asserts nothing.
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -33,8 +39,73 @@ static int load(const char *path, spmv_csr *a, spmv_error *err)
     return st;
 }
 
-/* The whole setup on GPU 0 (spmv_gpu_amg_build): its levels and phases. */
-static int device_build(spmv_gpu_ctx *ctx, const spmv_csr *a, const spmv_amg_options *o)
+static int cmp_double(const void *a, const void *b)
+{
+    double x = *(const double *)a, y = *(const double *)b;
+    return (x > y) - (x < y);
+}
+
+/* n V-cycles of g on a random r, each waited for, level 0 by fine (NULL:
+ * the hierarchy's copy); the median ms; the last one profiled if asked. */
+static int time_cycles(spmv_gpu_ctx *ctx, spmv_gpu_amg *g, const spmv_gpu_product *fine, const spmv_vec *r,
+                       spmv_vec *z, int n, bool profile, double *median, spmv_error *err)
+{
+    double *ms = calloc((size_t)n, sizeof *ms);
+    int st = ms ? SPMV_OK : spmv_error_set(err, SPMV_ERR_NOMEM, 0, "cycle times");
+    for (int i = -3; !st && i < n; i++) { /* three warm-ups: the lent kernel's format, cuSPARSE's buffers */
+        if (profile && i == n - 1)
+            st = spmv_gpu_profile(ctx, true, err);
+        double t0 = spmv_now_ms();
+        if (!st && !(st = spmv_gpu_amg_vcycle_with(ctx, g, fine, r, z, err)))
+            st = spmv_vec_sync(ctx, err);
+        if (!st && i >= 0)
+            ms[i] = spmv_now_ms() - t0;
+        if (!st && profile && i == n - 1)
+            st = spmv_gpu_profile(ctx, false, err);
+    }
+    if (!st) {
+        qsort(ms, (size_t)n, sizeof *ms, cmp_double);
+        *median = ms[n / 2];
+    }
+    free(ms);
+    return st;
+}
+
+/* The V-cycle's time both ways (--cycles). */
+static int cycles(spmv_gpu_ctx *ctx, spmv_gpu_amg *g, const spmv_csr *a, int n, spmv_error *err)
+{
+    unsigned seed = (unsigned)spmv_now_ms();
+    printf("cycles: r random, seed %u\n", seed);
+    srand(seed);
+    double *h = malloc(sizeof(double) * (size_t)a->rows);
+    spmv_vec r = {0}, z = {0};
+    spmv_gpu_matrix *gm = NULL;
+    spmv_params p = {{0}};
+    int st = h ? SPMV_OK : spmv_error_set(err, SPMV_ERR_NOMEM, 0, "r");
+    for (int32_t i = 0; !st && i < a->rows; i++)
+        h[i] = rand() / (double)RAND_MAX - 0.5;
+    if (!st && !(st = spmv_vec_alloc(ctx, SPMV_DEVICE_GPU, SPMV_FLOAT64, a->rows, 1, &r, err)) &&
+        !(st = spmv_vec_write(ctx, &r, h, err)))
+        st = spmv_vec_alloc(ctx, SPMV_DEVICE_GPU, SPMV_FLOAT64, a->rows, 1, &z, err);
+    if (!st)
+        st = spmv_gpu_matrix_upload_csr(ctx, a, SPMV_FLOAT64, SPMV_FMT_CSR, SPMV_HACK_SIZE_DEFAULT, &gm, NULL, err);
+    spmv_gpu_product fine = {gm, spmv_kernel_find("gpu.psell"), &p};
+    double own = 0, lent = 0;
+    if (!st && !(st = time_cycles(ctx, g, NULL, &r, &z, n, false, &own, err)))
+        st = time_cycles(ctx, g, &fine, &r, &z, n, true, &lent, err);
+    if (!st)
+        printf("\n| V-cycle, level 0 by | median ms of %d |\n|---|---:|\n| the hierarchy's cuSPARSE CSR | %.3f |\n"
+               "| gpu.psell (lent; the last one profiled) | %.3f |\n\n", n, own, lent);
+    spmv_gpu_matrix_free(ctx, gm);
+    spmv_vec_free(ctx, &r);
+    spmv_vec_free(ctx, &z);
+    free(h);
+    return st;
+}
+
+/* The whole setup on GPU 0 (spmv_gpu_amg_build): its levels and phases;
+ * then n V-cycles timed (cycles) when n > 0. */
+static int device_build(spmv_gpu_ctx *ctx, const spmv_csr *a, const spmv_amg_options *o, int n)
 {
     spmv_error err = {0};
     spmv_gpu_amg *g = NULL;
@@ -44,7 +115,11 @@ static int device_build(spmv_gpu_ctx *ctx, const spmv_csr *a, const spmv_amg_opt
         fprintf(stderr, "amg-profile: the GPU build: %s\n", err.message);
         return st;
     }
+    if (n > 0 && (st = cycles(ctx, g, a, n, &err)))
+        fprintf(stderr, "amg-profile: the cycles: %s\n", err.message);
     spmv_gpu_amg_free(ctx, g);
+    if (st)
+        return st;
     printf("GPU build (spmv_gpu_amg_build, mis2): %d levels, operator complexity %.3f\n\n", s.nlevels,
            s.operator_complexity);
     printf("| level | rows | nnz(A) | mis2 rounds |\n|---:|---:|---:|---:|\n");
@@ -61,7 +136,7 @@ static int device_build(spmv_gpu_ctx *ctx, const spmv_csr *a, const spmv_amg_opt
 int main(int argc, char **argv)
 {
     const char *path = NULL;
-    int runs = 1;
+    int runs = 1, ncycles = 0;
     bool gpu = false, build = false, mis2 = false;
     for (int i = 1; i < argc; i++) {
         if (!strcmp(argv[i], "--gpu"))
@@ -72,13 +147,15 @@ int main(int argc, char **argv)
             mis2 = true;
         else if (!strcmp(argv[i], "--runs") && i + 1 < argc)
             runs = atoi(argv[++i]);
+        else if (!strcmp(argv[i], "--cycles") && i + 1 < argc)
+            ncycles = atoi(argv[++i]);
         else if (argv[i][0] != '-' && !path)
             path = argv[i];
         else
             path = NULL, argc = 0;
     }
-    if (!path || runs < 1) {
-        fprintf(stderr, "usage: amg-profile [--gpu | --build] [--mis2] [--runs N] MATRIX.npz|MATRIX.mtx\n");
+    if (!path || runs < 1 || ncycles < 0 || (ncycles && !build)) {
+        fprintf(stderr, "usage: amg-profile [--gpu | --build [--cycles N]] [--mis2] [--runs N] MATRIX.npz|MATRIX.mtx\n");
         return 2;
     }
     spmv_error err = {0};
@@ -93,7 +170,7 @@ int main(int argc, char **argv)
     spmv_amg_defaults(&o);
     o.aggregation = mis2 ? SPMV_AMG_AGG_MIS2 : SPMV_AMG_AGG_STANDARD;
     for (int r = 0; !st && build && r < runs; r++)
-        st = device_build(ctx, &a, &o);
+        st = device_build(ctx, &a, &o, r == runs - 1 ? ncycles : 0);
     for (int r = 0; !st && r < runs; r++) {
         spmv_amg_free(h);
         h = NULL;

@@ -32,6 +32,13 @@ int spmv_gpu_ctx_new(int device, size_t reserve_bytes, spmv_gpu_ctx **out, spmv_
 
 void spmv_gpu_ctx_free(spmv_gpu_ctx *ctx) { (void)ctx; }
 
+int spmv_gpu_profile(spmv_gpu_ctx *ctx, bool on, spmv_error *err)
+{
+    UNUSED(ctx);
+    UNUSED(on);
+    return spmv_error_set(err, SPMV_ERR_UNAVAILABLE, 0, "the profiler: %s", no_cuda);
+}
+
 int spmv_gpu_ctx_info(spmv_gpu_ctx *ctx, spmv_gpu_info *info)
 {
     UNUSED(ctx);

@@ -417,74 +417,57 @@ static int halo_ipc_setup(spmv_gpu_comm *c, spmv_gpu_halo *h, bool ok, spmv_erro
 struct spmv_gpu_allsum {
     spmv_allsum_dev dev;           /* what the fused kernels take */
     int nranks, rank;
-    double *box;                   /* device: this rank's mailbox */
-    unsigned *flags;               /* device: its flags */
+    unsigned long long *box;       /* device: this rank's mailbox */
     unsigned long long *counters;  /* device: [0] the sums done (its low word: dev.seq), [1] the time waited */
     int *stop;                     /* mapped host memory */
-    double **peer_box;             /* host, nranks: every rank's box here (opened, or this rank's own) */
-    unsigned **peer_flags;
-    double **peer_box_dev;         /* the same two tables on the device */
-    unsigned **peer_flags_dev;
+    unsigned long long **peer_box; /* host, nranks: every rank's box here (opened, or this rank's own) */
+    unsigned long long **peer_box_dev; /* the same table on the device */
 };
 
 /* What each rank tells the others before sums go through CUDA IPC. */
 struct allsum_rec {
     char host[64];
     int32_t ok, pad;
-    cudaIpcMemHandle_t box, flags;
+    cudaIpcMemHandle_t box;
 };
 
-static size_t allsum_box_bytes(int n) { return (size_t)2 * n * SPMV_ALLSUM_SLOTS * sizeof(double); }
+static size_t allsum_box_bytes(int n) { return (size_t)2 * n * SPMV_ALLSUM_SLOTS * sizeof(unsigned long long); }
 
 extern "C" void spmv_gpu_allsum_free(spmv_gpu_comm *c, spmv_gpu_allsum *a)
 {
     if (!a)
         return;
     cudaSetDevice(c->ctx->device);
-    for (int p = 0; a->peer_box && p < a->nranks; p++) {
-        if (p == a->rank)
-            continue;
-        if (a->peer_box[p])
+    for (int p = 0; a->peer_box && p < a->nranks; p++)
+        if (p != a->rank && a->peer_box[p])
             cudaIpcCloseMemHandle(a->peer_box[p]);
-        if (a->peer_flags[p])
-            cudaIpcCloseMemHandle(a->peer_flags[p]);
-    }
     size_t tb = (size_t)a->nranks * sizeof(void *);
     gpu_ctx_free(c->ctx, a->box, allsum_box_bytes(a->nranks));
-    gpu_ctx_free(c->ctx, a->flags, (size_t)a->nranks * sizeof(unsigned));
     gpu_ctx_free(c->ctx, a->counters, 2 * sizeof(unsigned long long));
     gpu_ctx_free(c->ctx, a->peer_box_dev, tb);
-    gpu_ctx_free(c->ctx, a->peer_flags_dev, tb);
     if (a->stop)
         cudaFreeHost(a->stop);
     free(a->peer_box);
-    free(a->peer_flags);
     free(a);
 }
 
-/* This rank's mailbox, flags, counters and stop word, zeroed; its record. */
+/* This rank's mailbox (zeroed: no word bears a sum's number, the first is
+ * 1), counters and stop word; its record. */
 static int allsum_own(spmv_gpu_comm *c, spmv_gpu_allsum *a, allsum_rec *rec, spmv_error *err)
 {
     int n = a->nranks;
-    size_t fb = (size_t)n * sizeof(unsigned), tb = (size_t)n * sizeof(void *);
-    a->peer_box = (double **)calloc((size_t)n, sizeof(double *));
-    a->peer_flags = (unsigned **)calloc((size_t)n, sizeof(unsigned *));
-    if (!a->peer_box || !a->peer_flags)
+    size_t tb = (size_t)n * sizeof(void *);
+    a->peer_box = (unsigned long long **)calloc((size_t)n, sizeof(unsigned long long *));
+    if (!a->peer_box)
         return spmv_error_set(err, SPMV_ERR_NOMEM, 0, "out of memory for the ranks' sums");
     int st = gpu_ctx_alloc(c->ctx, (void **)&a->box, allsum_box_bytes(n), "the ranks' sums", err);
     if (!st)
-        st = gpu_ctx_alloc(c->ctx, (void **)&a->flags, fb, "the ranks' sum flags", err);
-    if (!st)
         st = gpu_ctx_alloc(c->ctx, (void **)&a->counters, 2 * sizeof(unsigned long long), "the sums' counters", err);
     if (!st)
-        st = gpu_ctx_alloc(c->ctx, (void **)&a->peer_box_dev, tb, "the ranks' sum tables", err);
-    if (!st)
-        st = gpu_ctx_alloc(c->ctx, (void **)&a->peer_flags_dev, tb, "the ranks' sum tables", err);
+        st = gpu_ctx_alloc(c->ctx, (void **)&a->peer_box_dev, tb, "the ranks' sum table", err);
     if (st)
         return st;
     cudaError_t e = cudaMemset(a->box, 0, allsum_box_bytes(n));
-    if (e == cudaSuccess)
-        e = cudaMemset(a->flags, 0, fb);
     if (e == cudaSuccess)
         e = cudaMemset(a->counters, 0, 2 * sizeof(unsigned long long));
     if (e == cudaSuccess)
@@ -495,12 +478,10 @@ static int allsum_own(spmv_gpu_comm *c, spmv_gpu_allsum *a, allsum_rec *rec, spm
     }
     if (e == cudaSuccess)
         e = cudaIpcGetMemHandle(&rec->box, a->box);
-    if (e == cudaSuccess)
-        e = cudaIpcGetMemHandle(&rec->flags, a->flags);
     return e == cudaSuccess ? SPMV_OK : gpu_cuda_error(e, err, "the ranks' sums");
 }
 
-/* Opens every other rank's mailbox and flags; the tables to the device. */
+/* Opens every other rank's mailbox; the table to the device. */
 static bool allsum_open(spmv_gpu_allsum *a, const char *all)
 {
     const allsum_rec *mine = (const allsum_rec *)all + a->rank;
@@ -510,18 +491,14 @@ static bool allsum_open(spmv_gpu_allsum *a, const char *all)
             return false;
         if (p == a->rank) {
             a->peer_box[p] = a->box;
-            a->peer_flags[p] = a->flags;
         } else if (cudaIpcOpenMemHandle((void **)&a->peer_box[p], r->box, cudaIpcMemLazyEnablePeerAccess) !=
-                       cudaSuccess ||
-                   cudaIpcOpenMemHandle((void **)&a->peer_flags[p], r->flags, cudaIpcMemLazyEnablePeerAccess) !=
-                       cudaSuccess) {
+                   cudaSuccess) {
             cudaGetLastError();
             return false;
         }
     }
     size_t tb = (size_t)a->nranks * sizeof(void *);
-    return cudaMemcpy(a->peer_box_dev, a->peer_box, tb, cudaMemcpyHostToDevice) == cudaSuccess &&
-           cudaMemcpy(a->peer_flags_dev, a->peer_flags, tb, cudaMemcpyHostToDevice) == cudaSuccess;
+    return cudaMemcpy(a->peer_box_dev, a->peer_box, tb, cudaMemcpyHostToDevice) == cudaSuccess;
 }
 
 extern "C" int spmv_gpu_allsum_new(spmv_gpu_comm *c, bool ok, spmv_gpu_allsum **out, spmv_error *err)
@@ -556,9 +533,8 @@ extern "C" int spmv_gpu_allsum_new(spmv_gpu_comm *c, bool ok, spmv_gpu_allsum **
         spmv_gpu_allsum_free(c, a);
         return st;
     }
-    a->dev = spmv_allsum_dev{c->rank, n, a->box, a->flags, a->peer_box_dev, a->peer_flags_dev,
-                             (unsigned *)a->counters, a->counters + 1, (unsigned long long)(c->timeout_ms * 1e6),
-                             a->dev.stop};
+    a->dev = spmv_allsum_dev{c->rank, n, a->box, a->peer_box_dev, (unsigned *)a->counters, a->counters + 1,
+                             (unsigned long long)(c->timeout_ms * 1e6), a->dev.stop};
     *out = a;
     return SPMV_OK;
 }

@@ -18,6 +18,7 @@
 #include <unistd.h>
 
 #include <new>
+#include <cuda_profiler_api.h>
 #include <string>
 
 #include "gpu.cuh"
@@ -147,6 +148,15 @@ extern "C" int spmv_gpu_ctx_new(int device, size_t reserve_bytes, spmv_gpu_ctx *
 fail:
     spmv_gpu_ctx_free(c);
     return st;
+}
+
+extern "C" int spmv_gpu_profile(spmv_gpu_ctx *ctx, bool on, spmv_error *err)
+{
+    cudaSetDevice(ctx->device);
+    cudaError_t e = cudaStreamSynchronize(ctx->stream);
+    if (e == cudaSuccess)
+        e = on ? cudaProfilerStart() : cudaProfilerStop();
+    return e == cudaSuccess ? SPMV_OK : gpu_cuda_error(e, err, on ? "cudaProfilerStart" : "cudaProfilerStop");
 }
 
 extern "C" void spmv_gpu_ctx_free(spmv_gpu_ctx *ctx)

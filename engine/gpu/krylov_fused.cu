@@ -101,45 +101,52 @@ template <typename T> __device__ __forceinline__ T *fz_col(T *v, int64_t n)
 /* ------------------------------------------------------ device helpers */
 
 /* v[0..K-1] summed across the processes (one thread): written into row
- * `rank` of every process's mailbox half for this sum, flagged, and the
- * rows of every process read here in process order once their flags have
- * come. False when one has not come within the timeout, or the host said
- * stop (*a.stop, read every 256 spins: mapped host memory is slow). */
+ * `rank` of every process's mailbox half for this sum, each value as two
+ * words (its low or high 32 bits under the sum's number, stored whole),
+ * and the rows of every process read here in process order once all
+ * their words bear the number. False when one has not come within the
+ * timeout, or the host said stop (*a.stop, read every 256 spins: mapped
+ * host memory is slow). */
 template <int K> __device__ bool fz_allsum(const spmv_allsum_dev &a, double (&v)[K])
 {
+    static_assert(2 * K <= SPMV_ALLSUM_SLOTS, "a sum's values fit a row of the mailbox");
     unsigned s = *a.seq + 1;
     *a.seq = s;
     size_t half = (size_t)(s & 1) * a.nranks * SPMV_ALLSUM_SLOTS;
-    for (int q = 0; q < a.nranks; q++) {
-        double *dst = a.peer_box[q] + half + (size_t)a.rank * SPMV_ALLSUM_SLOTS;
-        for (int k = 0; k < K; k++)
-            dst[k] = v[k];
+    unsigned long long tag = (unsigned long long)s << 32, w[2 * K];
+    for (int k = 0; k < K; k++) {
+        unsigned long long bits = (unsigned long long)__double_as_longlong(v[k]);
+        w[2 * k] = tag | (bits & 0xffffffffull);
+        w[2 * k + 1] = tag | (bits >> 32);
     }
-    __threadfence_system();
-    for (int q = 0; q < a.nranks; q++)
-        atomicExch_system(a.peer_flags[q] + a.rank, s);
-    volatile unsigned *flags = a.flags;
+    for (int q = 0; q < a.nranks; q++) {
+        volatile unsigned long long *dst = a.peer_box[q] + half + (size_t)a.rank * SPMV_ALLSUM_SLOTS;
+        for (int j = 0; j < 2 * K; j++)
+            dst[j] = w[j];
+    }
+    volatile const unsigned long long *box = a.box + half;
     volatile int *stop = a.stop;
     unsigned long long t0, t;
     asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t0));
     t = t0;
-    for (int p = 0; p < a.nranks; p++)
-        for (unsigned spin = 1; (int)(flags[p] - s) < 0; spin++) {
-            asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t));
-            if (t - t0 > a.timeout_ns || (spin % 256 == 0 && *stop)) {
-                *stop = 1;
-                return false;
+    double sum[K];
+    for (int k = 0; k < K; k++)
+        sum[k] = 0;
+    for (int p = 0; p < a.nranks; p++) { /* the words as they were when they bore s: added in process order */
+        for (int j = 0; j < 2 * K; j++)
+            for (unsigned spin = 1; (unsigned)((w[j] = box[(size_t)p * SPMV_ALLSUM_SLOTS + j]) >> 32) != s; spin++) {
+                asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t));
+                if (t - t0 > a.timeout_ns || (spin % 256 == 0 && *stop)) {
+                    *stop = 1;
+                    return false;
+                }
             }
-        }
-    *a.waited_ns += t - t0;
-    __threadfence();
-    volatile const double *box = a.box + half;
-    for (int k = 0; k < K; k++) {
-        double sum = 0;
-        for (int p = 0; p < a.nranks; p++)
-            sum += box[(size_t)p * SPMV_ALLSUM_SLOTS + k];
-        v[k] = sum;
+        for (int k = 0; k < K; k++)
+            sum[k] += __longlong_as_double((long long)((w[2 * k] & 0xffffffffull) | (w[2 * k + 1] << 32)));
     }
+    *a.waited_ns += t - t0;
+    for (int k = 0; k < K; k++)
+        v[k] = sum[k];
     return true;
 }
 

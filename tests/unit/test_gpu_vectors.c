@@ -1216,16 +1216,23 @@ static void test_precond_apply(void **state)
     scaled_poisson(100 + 2 * tu_rng_range(&TG.rng, 0, 20), &a);
     /* the matrix resident, as a solve lends its product to amg and chebyshev (spmv_precond_apply_with): in float64
      * (the hierarchy's dtype: used) and float32 (not: the object's own copy serves) */
-    spmv_gpu_matrix *gm[2];
+    spmv_gpu_matrix *gm[3];
     for (int d = 0; d < 2; d++)
         assert_int_equal(spmv_gpu_matrix_upload_csr(TG.ctx, &a, d ? SPMV_FLOAT32 : SPMV_FLOAT64, SPMV_FMT_CSR,
                                                     SPMV_HACK_SIZE_DEFAULT, &gm[d], NULL, &err), SPMV_OK);
+    /* and 2 A in float64: lent in A's place, it moves z wherever the lent product is used */
+    for (int64_t p = 0; p < a.nnz; p++) /* doubled, then halved back: exact */
+        ((double *)a.val)[p] *= 2.0;
+    assert_int_equal(spmv_gpu_matrix_upload_csr(TG.ctx, &a, SPMV_FLOAT64, SPMV_FMT_CSR, SPMV_HACK_SIZE_DEFAULT, &gm[2],
+                                                NULL, &err), SPMV_OK);
+    for (int64_t p = 0; p < a.nnz; p++)
+        ((double *)a.val)[p] *= 0.5;
     static const char *const fine_kernels[] = {"gpu.psell", "cusparse.csr", "gpu.csr.vector"};
     spmv_params fine_p = {{0}};
-    for (int d = 0; d < 2; d++) /* their formats built before the count of bytes starts */
+    for (int d = 0; d < 3; d++) /* their formats built before the count of bytes starts */
         for (int k = 0; k < 3; k++) {
             spmv_vec x, y;
-            spmv_dtype dt = d ? SPMV_FLOAT32 : SPMV_FLOAT64;
+            spmv_dtype dt = d == 1 ? SPMV_FLOAT32 : SPMV_FLOAT64;
             assert_int_equal(spmv_vec_alloc(TG.ctx, SPMV_DEVICE_GPU, dt, a.rows, 1, &x, &err), SPMV_OK);
             assert_int_equal(spmv_vec_alloc(TG.ctx, SPMV_DEVICE_GPU, dt, a.rows, 1, &y, &err), SPMV_OK);
             assert_int_equal(spmv_vec_fill(TG.ctx, &x, 1.0, &err), SPMV_OK);
@@ -1281,6 +1288,24 @@ static void test_precond_apply(void **state)
                               spmv_dtype_name(f ? SPMV_FLOAT32 : SPMV_FLOAT64), ef);
                 assert_true(ef <= tol);
             }
+            /* lent 2 A: amg's cycle and a chebyshev sweep of degree 2 or more (degree 1 is alpha D^-1 r, no
+             * product) multiply by it where the hierarchy and the vectors are float64 as it is, so z moves;
+             * every other object, and any on float32 vectors (converted through the object's own cycle), keeps
+             * its own copy */
+            bool lends = !po.float32 && !d && (po.type == SPMV_PRECOND_AMG ||
+                                               (po.type == SPMV_PRECOND_CHEBYSHEV && po.degree >= 2));
+            const char *k2 = fine_kernels[c % 3];
+            spmv_gpu_product twice = {gm[2], spmv_kernel_find(k2), &fine_p};
+            spmv_vec_free(NULL, &back);
+            assert_int_equal(spmv_vec_fill(TG.ctx, &dz, NAN, &err), SPMV_OK);
+            if (spmv_precond_apply_with(TG.ctx, dp, &twice, &dr, &dz, &err) != SPMV_OK)
+                fail_msg("GPU %s apply with 2 A by %s: %s", spmv_precond_type_name(po.type), k2, err.message);
+            read_back(&dz, &back);
+            double e2 = rel(&back, &hz);
+            print_message("# GPU %s%s, %s vectors, 2 A lent (%s): %.3g from the host's z (%s)\n",
+                          spmv_precond_type_name(po.type), po.float32 ? " float32" : "", spmv_dtype_name(dt), k2, e2,
+                          lends ? "used: must move" : "not used: must not");
+            assert_true(lends ? e2 > 1e-2 : e2 <= tol);
             spmv_vec_free(NULL, &hr);
             spmv_vec_free(NULL, &hz);
             spmv_vec_free(NULL, &back);
@@ -1291,7 +1316,7 @@ static void test_precond_apply(void **state)
         spmv_precond_free(TG.ctx, dp);
         assert_int_equal(used(), u0);
     }
-    for (int d = 0; d < 2; d++)
+    for (int d = 0; d < 3; d++)
         spmv_gpu_matrix_free(TG.ctx, gm[d]);
     spmv_csr_free(&a);
 }

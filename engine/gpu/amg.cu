@@ -34,12 +34,21 @@
 
 /* ------------------------------------------------------------- kernels */
 
+/* The residual a smoothing step reads: r[i], or b[i] - r[i] where r holds
+ * A x by the solve's own product (residual's `defer`: one pass over the
+ * vectors fewer, the same bits as amg_b_minus's). */
+template <typename T> __device__ __forceinline__ T amg_r(const T *__restrict__ r, const T *__restrict__ b, size_t i)
+{
+    return b ? (T)(b[i] - r[i]) : r[i];
+}
+
 /* x = (zero ? 0 : x) + w dinv r: a damped Jacobi step, or the first step
  * of the Chebyshev recurrence (then d gets the step too); on column
- * blockIdx.y of n x k blocks (the grid's y: the columns). */
+ * blockIdx.y of n x k blocks (the grid's y: the columns). b: r is b - r
+ * (amg_r). */
 template <typename T>
-__global__ void amg_first(int32_t n, const T *__restrict__ dinv, const T *__restrict__ r, T w, T *__restrict__ d,
-                          T *__restrict__ x, bool zero)
+__global__ void amg_first(int32_t n, const T *__restrict__ dinv, const T *__restrict__ r, const T *__restrict__ b, T w,
+                          T *__restrict__ d, T *__restrict__ x, bool zero)
 {
     int32_t i = blockIdx.x * blockDim.x + threadIdx.x;
     if (i >= n)
@@ -47,17 +56,17 @@ __global__ void amg_first(int32_t n, const T *__restrict__ dinv, const T *__rest
     size_t o = (size_t)blockIdx.y * (size_t)n; /* column blockIdx.y of a k-column block */
     r += o;
     x += o;
-    T s = w * dinv[i] * r[i];
+    T s = w * dinv[i] * amg_r(r, b ? b + o : b, i);
     if (d)
         d[o + i] = s;
     x[i] = (zero ? (T)0 : x[i]) + s;
 }
 
 /* d = c1 d + c2 dinv r; x += d: one step of the Chebyshev recurrence, on
- * column blockIdx.y. */
+ * column blockIdx.y. b: r is b - r (amg_r). */
 template <typename T>
-__global__ void amg_cheb(int32_t n, const T *__restrict__ dinv, const T *__restrict__ r, T c1, T c2,
-                         T *__restrict__ d, T *__restrict__ x)
+__global__ void amg_cheb(int32_t n, const T *__restrict__ dinv, const T *__restrict__ r, const T *__restrict__ b, T c1,
+                         T c2, T *__restrict__ d, T *__restrict__ x)
 {
     int32_t i = blockIdx.x * blockDim.x + threadIdx.x;
     if (i >= n)
@@ -66,7 +75,7 @@ __global__ void amg_cheb(int32_t n, const T *__restrict__ dinv, const T *__restr
     r += o;
     d += o;
     x += o;
-    T s = c1 * d[i] + c2 * dinv[i] * r[i];
+    T s = c1 * d[i] + c2 * dinv[i] * amg_r(r, b ? b + o : b, i);
     d[i] = s;
     x[i] += s;
 }
@@ -211,16 +220,18 @@ extern "C" size_t spmv_gpu_amg_bytes(const spmv_gpu_amg *g) { return g ? g->byte
 static int launched(spmv_error *err, const char *what) { return gpu_check_launch(err, what); }
 
 /* r = b - A x on k columns (w->r); fine (one column, level 0 only): A x
- * by the solve's own product, then r = b - A x in one pass. */
+ * by the solve's own product, then r = b - A x in one pass, or (defer)
+ * not: w->r keeps A x and the smoothing kernel that reads it forms b - A x
+ * itself (amg_r). */
 template <typename T>
 static int residual(spmv_gpu_ctx *ctx, spmv_gpu_amg *g, gpu_amg_level *l, const gpu_amg_work *w, int32_t k,
-                    const spmv_gpu_product *fine, const T *b, const T *x, spmv_error *err)
+                    const spmv_gpu_product *fine, const T *b, const T *x, bool defer, spmv_error *err)
 {
     if (fine) {
         int32_t n = l->A.rows;
         spmv_vec xv = {SPMV_DEVICE_GPU, g->dtype, n, 1, (void *)x}, rv = {SPMV_DEVICE_GPU, g->dtype, n, 1, w->r};
         int st = spmv_gpu_launch(ctx, fine->k, fine->m, fine->p, &xv, &rv, err);
-        if (st)
+        if (st || defer)
             return st;
         amg_b_minus<T><<<AMG_GRID(n, 1)>>>(n, b, (T *)w->r);
         return launched(err, "amg_b_minus");
@@ -242,29 +253,31 @@ static int smooth(spmv_gpu_ctx *ctx, spmv_gpu_amg *g, gpu_amg_level *l, const gp
     int32_t n = l->A.rows;
     T *dinv = (T *)l->dinv, *lr = (T *)w->r, *ld = (T *)w->d;
     int st;
+    const T *bm = fine ? b : NULL; /* with the solve's product, the kernels form r = b - A x themselves */
     for (int32_t s = 0; s < sweeps; s++, zero = false) {
-        const T *r = b;
+        const T *r = b, *rb = NULL;
         if (!zero) {
-            if ((st = residual<T>(ctx, g, l, w, k, fine, b, x, err)))
+            if ((st = residual<T>(ctx, g, l, w, k, fine, b, x, true, err)))
                 return st;
             r = lr;
+            rb = bm;
         }
         if (g->smoother == SPMV_AMG_JACOBI) {
-            amg_first<T><<<AMG_GRID(n, k)>>>(n, dinv, r, (T)(4.0 / 3.0 / l->rho), (T *)NULL, x, zero);
+            amg_first<T><<<AMG_GRID(n, k)>>>(n, dinv, r, rb, (T)(4.0 / 3.0 / l->rho), (T *)NULL, x, zero);
             if ((st = launched(err, "amg_first")))
                 return st;
             continue;
         }
         double hi = 1.1 * l->rho, lo = l->rho / 30.0;
         double theta = (hi + lo) / 2, delta = (hi - lo) / 2, sigma = theta / delta, rk = 1.0 / sigma;
-        amg_first<T><<<AMG_GRID(n, k)>>>(n, dinv, r, (T)(1.0 / theta), ld, x, zero);
+        amg_first<T><<<AMG_GRID(n, k)>>>(n, dinv, r, rb, (T)(1.0 / theta), ld, x, zero);
         if ((st = launched(err, "amg_first")))
             return st;
         for (int32_t j = 1; j < g->degree; j++) {
             double rn = 1.0 / (2.0 * sigma - rk);
-            if ((st = residual<T>(ctx, g, l, w, k, fine, b, x, err)))
+            if ((st = residual<T>(ctx, g, l, w, k, fine, b, x, true, err)))
                 return st;
-            amg_cheb<T><<<AMG_GRID(n, k)>>>(n, dinv, lr, (T)(rn * rk), (T)(2.0 * rn / delta), ld, x);
+            amg_cheb<T><<<AMG_GRID(n, k)>>>(n, dinv, lr, bm, (T)(rn * rk), (T)(2.0 * rn / delta), ld, x);
             if ((st = launched(err, "amg_cheb")))
                 return st;
             rk = rn;
@@ -319,7 +332,7 @@ static int cycle(spmv_gpu_ctx *ctx, spmv_gpu_amg *g, const gpu_amg_work *w, int3
         e = cudaMemsetAsync(x, 0, (size_t)lv->A.rows * (size_t)k * sizeof(T), ctx->stream);
     if (e != cudaSuccess)
         return gpu_cuda_error(e, err, "amg cycle");
-    if (st || (st = residual<T>(ctx, g, lv, wl, k, fine, b, x, err)) ||
+    if (st || (st = residual<T>(ctx, g, lv, wl, k, fine, b, x, false, err)) ||
         (st = gpu_dcsr_mm(ctx, &lv->R, k, 1.0, wl->r, 0.0, wn->b, &g->bytes, err)) ||
         (st = cycle<T>(ctx, g, w, k, l + 1, NULL, (const T *)wn->b, (T *)wn->x, err)) ||
         (st = gpu_dcsr_mm(ctx, &lv->P, k, 1.0, wn->x, 1.0, x, &g->bytes, err)))

@@ -111,8 +111,15 @@ int gpu_dcsr_mv(spmv_gpu_ctx *ctx, gpu_dcsr *m, double alpha, const void *x, dou
         if ((s = cusparseSpMV_bufferSize(ctx->sparse, CUSPARSE_OPERATION_NON_TRANSPOSE, pa, m->descr, vx, pb, vy, t,
                                          CUSPARSE_SPMV_CSR_ALG1, &bytes)) != CUSPARSE_STATUS_SUCCESS)
             st = gpu_sparse_error(s, err, "cusparseSpMV_bufferSize");
-        else if (!(st = gpu_alloc_counted(ctx, &m->buf, bytes, count, "operator SpMV buffer", err)))
+        else if (!(st = gpu_alloc_counted(ctx, &m->buf, bytes, count, "operator SpMV buffer", err))) {
             m->buf_bytes = gpu_nz(bytes);
+            /* the row partition kept with the buffer, not recomputed by every SpMV (a V-cycle's 14
+             * SpMVs spent 5 % of it there: docs/benchmarks/solve.md, "Where a V-cycle's time goes");
+             * it depends on the pattern only. An optimisation: where it fails, SpMV partitions itself */
+            if (cusparseSpMV_preprocess(ctx->sparse, CUSPARSE_OPERATION_NON_TRANSPOSE, pa, m->descr, vx, pb, vy, t,
+                                        CUSPARSE_SPMV_CSR_ALG1, m->buf) != CUSPARSE_STATUS_SUCCESS)
+                cudaGetLastError();
+        }
     }
     if (!st && (s = cusparseSpMV(ctx->sparse, CUSPARSE_OPERATION_NON_TRANSPOSE, pa, m->descr, vx, pb, vy, t,
                                  CUSPARSE_SPMV_CSR_ALG1, m->buf)) != CUSPARSE_STATUS_SUCCESS)

@@ -1204,6 +1204,23 @@ static void scaled_poisson(int64_t side, spmv_csr *a)
     free(s);
 }
 
+/* dp's apply on dr into dz (poisoned first) with level 0 lent to kernel kn
+ * on gm, read back into *back (its last contents freed): the relative
+ * distance from the host's hz. */
+static double apply_lent(spmv_precond *dp, spmv_precond_type type, spmv_gpu_matrix *gm, const char *kn,
+                         const spmv_vec *dr, spmv_vec *dz, spmv_vec *back, const spmv_vec *hz)
+{
+    spmv_error err = {0};
+    spmv_params p = {{0}};
+    spmv_gpu_product fine = {gm, spmv_kernel_find(kn), &p};
+    spmv_vec_free(NULL, back);
+    assert_int_equal(spmv_vec_fill(TG.ctx, dz, NAN, &err), SPMV_OK);
+    if (spmv_precond_apply_with(TG.ctx, dp, &fine, dr, dz, &err) != SPMV_OK)
+        fail_msg("GPU %s apply with level 0 by %s: %s", spmv_precond_type_name(type), kn, err.message);
+    read_back(dz, back);
+    return rel(back, hz);
+}
+
 /* Every preconditioner's GPU apply against its host apply on the same r
  * (float64 and float32 vectors, z poisoned); its device bytes reported and
  * all given back after the free. */
@@ -1276,13 +1293,7 @@ static void test_precond_apply(void **state)
             /* the same with level 0 multiplied by the resident matrix's kernel: the same answer to rounding */
             for (int f = 0; f < 2; f++) {
                 const char *kn = fine_kernels[(c + (size_t)f) % 3];
-                spmv_gpu_product fine = {gm[f], spmv_kernel_find(kn), &fine_p};
-                spmv_vec_free(NULL, &back);
-                assert_int_equal(spmv_vec_fill(TG.ctx, &dz, NAN, &err), SPMV_OK);
-                if (spmv_precond_apply_with(TG.ctx, dp, &fine, &dr, &dz, &err) != SPMV_OK)
-                    fail_msg("GPU %s apply with %s: %s", spmv_precond_type_name(po.type), kn, err.message);
-                read_back(&dz, &back);
-                double ef = rel(&back, &hz);
+                double ef = apply_lent(dp, po.type, gm[f], kn, &dr, &dz, &back, &hz);
                 print_message("# GPU %s%s, %s vectors, level 0 by %s on a %s matrix: %.3g\n",
                               spmv_precond_type_name(po.type), po.float32 ? " float32" : "", spmv_dtype_name(dt), kn,
                               spmv_dtype_name(f ? SPMV_FLOAT32 : SPMV_FLOAT64), ef);
@@ -1295,13 +1306,7 @@ static void test_precond_apply(void **state)
             bool lends = !po.float32 && !d && (po.type == SPMV_PRECOND_AMG ||
                                                (po.type == SPMV_PRECOND_CHEBYSHEV && po.degree >= 2));
             const char *k2 = fine_kernels[c % 3];
-            spmv_gpu_product twice = {gm[2], spmv_kernel_find(k2), &fine_p};
-            spmv_vec_free(NULL, &back);
-            assert_int_equal(spmv_vec_fill(TG.ctx, &dz, NAN, &err), SPMV_OK);
-            if (spmv_precond_apply_with(TG.ctx, dp, &twice, &dr, &dz, &err) != SPMV_OK)
-                fail_msg("GPU %s apply with 2 A by %s: %s", spmv_precond_type_name(po.type), k2, err.message);
-            read_back(&dz, &back);
-            double e2 = rel(&back, &hz);
+            double e2 = apply_lent(dp, po.type, gm[2], k2, &dr, &dz, &back, &hz);
             print_message("# GPU %s%s, %s vectors, 2 A lent (%s): %.3g from the host's z (%s)\n",
                           spmv_precond_type_name(po.type), po.float32 ? " float32" : "", spmv_dtype_name(dt), k2, e2,
                           lends ? "used: must move" : "not used: must not");

@@ -17,9 +17,14 @@
  * solve applies them: level 0 by the hierarchy's own cuSPARSE copy, then
  * by the kernel a solve lends (gpu.psell, spmv_gpu_amg_vcycle_with); the
  * last lent cycle runs between cudaProfilerStart and Stop, so `ncu
- * --profile-from-start off` lists that one cycle's kernels. A benchmark:
- * it asserts nothing.
+ * --profile-from-start off` lists that one cycle's kernels.
+ * `--operators K1,K2,...` then times each kernel of the catalogue named
+ * on the host hierarchy's operators (every level's A below level 0 but the
+ * coarsest, P and R of the levels above it), uploaded to GPU 0 as float64
+ * CSR: the median of 30 runs each, so a cycle's cuSPARSE products can be
+ * weighed against the packed formats. A benchmark: it asserts nothing.
  */
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -133,10 +138,83 @@ static int device_build(spmv_gpu_ctx *ctx, const spmv_csr *a, const spmv_amg_opt
     return SPMV_OK;
 }
 
+/* One operator on GPU 0, every kernel of the comma list `kernels`: a row
+ * of a Markdown table (median ms; y checked against cpu.csr.serial's). */
+static int time_operator(spmv_gpu_ctx *ctx, const char *what, const spmv_csr *m, const char *kernels,
+                         spmv_error *err)
+{
+    spmv_gpu_matrix *gm = NULL;
+    double *x = malloc(sizeof(double) * (size_t)(m->cols > 0 ? m->cols : 1)),
+           *y = malloc(sizeof(double) * (size_t)(m->rows > 0 ? m->rows : 1)),
+           *ref = malloc(sizeof(double) * (size_t)(m->rows > 0 ? m->rows : 1));
+    int st = x && y && ref ? SPMV_OK : spmv_error_set(err, SPMV_ERR_NOMEM, 0, "operator vectors");
+    for (int32_t i = 0; !st && i < m->cols; i++)
+        x[i] = rand() / (double)RAND_MAX - 0.5;
+    if (!st) {
+        spmv_reference(m, x, ref);
+        st = spmv_gpu_matrix_upload_csr(ctx, m, SPMV_FLOAT64, SPMV_FMT_CSR, SPMV_HACK_SIZE_DEFAULT, &gm, NULL, err);
+    }
+    if (!st)
+        printf("| %s | %d | %lld |", what, m->rows, (long long)m->nnz);
+    char list[512];
+    snprintf(list, sizeof list, "%s", kernels);
+    for (char *save = NULL, *k = strtok_r(list, ",", &save); !st && k; k = strtok_r(NULL, ",", &save)) {
+        const spmv_kernel *kk = spmv_kernel_find(k);
+        spmv_stats stats;
+        spmv_params p = {{0}};
+        for (int32_t i = 0; i < m->rows; i++)
+            y[i] = NAN;
+        spmv_error kerr = {0};
+        if (!kk || spmv_gpu_run(ctx, kk, gm, &p, x, y, 5, 30, &stats, &kerr)) {
+            printf(" - (%s) |", kk ? kerr.message : "no such kernel");
+            continue;
+        }
+        double worst = 0, scale = 0;
+        for (int32_t i = 0; i < m->rows; i++) {
+            worst = fmax(worst, fabs(y[i] - ref[i]));
+            scale = fmax(scale, fabs(ref[i]));
+        }
+        printf(" %.4f%s |", stats.median_ms, worst <= 1e-12 * (scale > 0 ? scale : 1) ? "" : " (WRONG)");
+    }
+    if (!st)
+        printf("\n");
+    spmv_gpu_matrix_free(ctx, gm);
+    free(x);
+    free(y);
+    free(ref);
+    return st;
+}
+
+/* --operators: the host hierarchy's operators, each kernel. */
+static int operators(spmv_gpu_ctx *ctx, const spmv_amg *h, const char *kernels, spmv_error *err)
+{
+    printf("\n| operator | rows | nnz | %s |\n|---|---:|---:|", kernels);
+    for (const char *c = kernels; *c; c++)
+        if (*c == ',')
+            printf("---:|");
+    printf("---:|\n");
+    int st = SPMV_OK;
+    char what[32];
+    for (int32_t l = 0; !st && l < h->nlevels - 1; l++) {
+        if (l > 0) {
+            snprintf(what, sizeof what, "A%d", l);
+            st = time_operator(ctx, what, &h->lv[l].A, kernels, err);
+        }
+        snprintf(what, sizeof what, "R%d", l);
+        if (!st)
+            st = time_operator(ctx, what, &h->lv[l].R, kernels, err);
+        snprintf(what, sizeof what, "P%d", l);
+        if (!st)
+            st = time_operator(ctx, what, &h->lv[l].P, kernels, err);
+    }
+    return st;
+}
+
 int main(int argc, char **argv)
 {
     const char *path = NULL;
     int runs = 1, ncycles = 0;
+    const char *kernels = NULL;
     bool gpu = false, build = false, mis2 = false;
     for (int i = 1; i < argc; i++) {
         if (!strcmp(argv[i], "--gpu"))
@@ -149,13 +227,16 @@ int main(int argc, char **argv)
             runs = atoi(argv[++i]);
         else if (!strcmp(argv[i], "--cycles") && i + 1 < argc)
             ncycles = atoi(argv[++i]);
+        else if (!strcmp(argv[i], "--operators") && i + 1 < argc)
+            kernels = argv[++i];
         else if (argv[i][0] != '-' && !path)
             path = argv[i];
         else
             path = NULL, argc = 0;
     }
-    if (!path || runs < 1 || ncycles < 0 || (ncycles && !build)) {
-        fprintf(stderr, "usage: amg-profile [--gpu | --build [--cycles N]] [--mis2] [--runs N] MATRIX.npz|MATRIX.mtx\n");
+    if (!path || runs < 1 || ncycles < 0 || (ncycles && !build) || (kernels && !build)) {
+        fprintf(stderr, "usage: amg-profile [--gpu | --build [--cycles N] [--operators K1,K2,...]] [--mis2] [--runs N] "
+                        "MATRIX.npz|MATRIX.mtx\n");
         return 2;
     }
     spmv_error err = {0};
@@ -192,6 +273,8 @@ int main(int argc, char **argv)
         printf("| %s | %.1f | %.1f%% |\n", spmv_amg_phase_name((spmv_amg_phase)p), h->phase_ms[p],
                100.0 * h->phase_ms[p] / h->setup_ms);
     printf("| total (setup_ms) | %.1f | |\n", h->setup_ms);
+    if (kernels && (st = operators(ctx, h, kernels, &err)))
+        fprintf(stderr, "amg-profile: the operators: %s\n", err.message);
 out:
     spmv_amg_free(h);
     spmv_csr_free(&a);

@@ -21,8 +21,9 @@
  * `--operators K1,K2,...` then times each kernel of the catalogue named
  * on the host hierarchy's operators (every level's A below level 0 but the
  * coarsest, P and R of the levels above it), uploaded to GPU 0 as float64
- * CSR: the median of 30 runs each, so a cycle's cuSPARSE products can be
- * weighed against the packed formats. A benchmark: it asserts nothing.
+ * CSR: the median of 30 runs each, and the time the device took to build
+ * PSELL and PCSR from the CSR, so a cycle's cuSPARSE products can be
+ * weighed against the packed formats and what they cost to make. A benchmark: it asserts nothing.
  */
 #include <math.h>
 #include <stdio.h>
@@ -176,8 +177,12 @@ static int time_operator(spmv_gpu_ctx *ctx, const char *what, const spmv_csr *m,
         }
         printf(" %.4f%s |", stats.median_ms, worst <= 1e-12 * (scale > 0 ? scale : 1) ? "" : " (WRONG)");
     }
-    if (!st)
-        printf("\n");
+    if (!st) { /* what the packed formats cost to build from the CSR, on the device */
+        spmv_gpu_usage u;
+        spmv_gpu_matrix_usage(gm, &u);
+        printf(" %.1f / %.1f |\n", u.convert_ms[spmv_format_index(SPMV_FMT_PSELL)],
+               u.convert_ms[spmv_format_index(SPMV_FMT_PCSR)]);
+    }
     spmv_gpu_matrix_free(ctx, gm);
     free(x);
     free(y);
@@ -188,11 +193,11 @@ static int time_operator(spmv_gpu_ctx *ctx, const char *what, const spmv_csr *m,
 /* --operators: the host hierarchy's operators, each kernel. */
 static int operators(spmv_gpu_ctx *ctx, const spmv_amg *h, const char *kernels, spmv_error *err)
 {
-    printf("\n| operator | rows | nnz | %s |\n|---|---:|---:|", kernels);
+    printf("\n| operator | rows | nnz | %s | PSELL / PCSR build ms |\n|---|---:|---:|", kernels);
     for (const char *c = kernels; *c; c++)
         if (*c == ',')
             printf("---:|");
-    printf("---:|\n");
+    printf("---:|---:|\n");
     int st = SPMV_OK;
     char what[32];
     for (int32_t l = 0; !st && l < h->nlevels - 1; l++) {

@@ -130,6 +130,8 @@ extern "C" void spmv_gpu_amg_free(spmv_gpu_ctx *ctx, spmv_gpu_amg *g)
     for (int32_t l = 0; l < g->nlevels && g->lv; l++) {
         gpu_amg_level *dl = &g->lv[l];
         size_t n = gpu_nz((size_t)dl->A.rows * vs);
+        if (dl->view) /* before the arrays it borrows */
+            gpu_matrix_destroy(ctx, dl->view);
         gpu_dcsr_free(ctx, &dl->A);
         gpu_dcsr_free(ctx, &dl->P);
         gpu_dcsr_free(ctx, &dl->R);
@@ -158,9 +160,47 @@ int gpu_amg_new(spmv_gpu_ctx *ctx, int32_t levels, spmv_dtype dtype, spmv_gpu_am
                                                      : spmv_error_set(err, SPMV_ERR_DEVICE, 0, "cudaSetDevice");
 }
 
-/* Waits for the copies; on failure frees g. */
+/* A level's view runs gpu.psell where the level has rows enough for its
+ * 32-row slices to fill the GPU many times over, gpu.pcsr below: run 47
+ * (docs/benchmarks/solve.md) timed the FV hierarchy's A1 (902 366 rows) at
+ * 0.101 ms by gpu.psell, 0.149 by gpu.pcsr, 0.136 by cuSPARSE's CSR, and
+ * A2 (12 490 rows) at 0.0096 by gpu.pcsr, 0.0155 by gpu.psell, 0.0158 by
+ * cuSPARSE; their formats took 6.1 and 1.0 ms to build. */
+#define AMG_VIEW_PSELL_ROWS 100000
+static const spmv_params amg_view_params = {{0}};
+
+int gpu_amg_views(spmv_gpu_ctx *ctx, spmv_gpu_amg *g, spmv_error *err)
+{
+    for (int32_t l = 1; !g->smoother_only && l + 1 < g->nlevels; l++) {
+        gpu_amg_level *lv = &g->lv[l];
+        const spmv_kernel *k = spmv_kernel_find(lv->A.rows >= AMG_VIEW_PSELL_ROWS ? "gpu.psell" : "gpu.pcsr");
+        if (!k || lv->view || lv->A.nnz == 0)
+            continue;
+        spmv_error verr;
+        memset(&verr, 0, sizeof verr);
+        int st = gpu_matrix_view(ctx, lv->A.rows, lv->A.cols, lv->A.nnz, lv->A.dtype, lv->A.row_ptr, lv->A.col,
+                                 lv->A.val, &lv->view, &verr);
+        if (!st && (st = gpu_ensure_format(ctx, lv->view, k->format, &verr))) {
+            gpu_matrix_destroy(ctx, lv->view);
+            lv->view = NULL;
+        }
+        if (st == SPMV_ERR_DEVICE) { /* a CUDA failure; anything else (memory, the padding rule) leaves cuSPARSE's */
+            *err = verr;
+            return st;
+        }
+        if (st)
+            continue;
+        lv->prod = spmv_gpu_product{lv->view, k, &amg_view_params};
+        g->bytes += spmv_gpu_matrix_bytes(lv->view);
+    }
+    return SPMV_OK;
+}
+
+/* Waits for the copies, makes the levels' views; on failure frees g. */
 static int upload_done(spmv_gpu_ctx *ctx, spmv_gpu_amg *g, int st, spmv_gpu_amg **out, spmv_error *err)
 {
+    if (!st)
+        st = gpu_amg_views(ctx, g, err);
     cudaError_t e = st ? cudaSuccess : cudaStreamSynchronize(ctx->stream);
     if (e != cudaSuccess)
         st = gpu_cuda_error(e, err, "copying the AMG hierarchy");
@@ -323,6 +363,8 @@ static int cycle(spmv_gpu_ctx *ctx, spmv_gpu_amg *g, const gpu_amg_work *w, int3
         return smooth<T>(ctx, g, lv, &w[l], k, fine, b, x, 1, true, err);
     if (l == g->nlevels - 1)
         return coarse_solve(ctx, g, k, b, x, err);
+    if (!fine && k == 1 && lv->view) /* below level 0: A x by the level's own view, as level 0's by the solve's */
+        fine = &lv->prod;
     const gpu_amg_work *wl = &w[l], *wn = &w[l + 1];
     int st = SPMV_OK;
     cudaError_t e = cudaSuccess;

@@ -12,6 +12,10 @@ struct gpu_amg_level {
     gpu_dcsr A, P, R;
     void *dinv, *r, *x, *b, *d; /* the hierarchy's dtype */
     double rho;
+    /* A x of a one-column cycle by a kernel of the catalogue on a view of A
+     * (levels 1 to the last but one: gpu_amg_views), NULL: cuSPARSE's */
+    spmv_gpu_matrix *view;
+    spmv_gpu_product prod;
 };
 
 /* One level's work blocks for a cycle of k columns (n x k, column-major):
@@ -38,6 +42,10 @@ struct spmv_gpu_amg {
     int32_t kcap;
 };
 
+/* Each level's A below level 0 but the coarsest gets a view and a kernel
+ * of the catalogue, its format built now and counted in g->bytes
+ * (docs/kernels.md, "The AMG V-cycle"). */
+int gpu_amg_views(spmv_gpu_ctx *ctx, spmv_gpu_amg *g, spmv_error *err);
 /* A fresh object of `levels` levels (zeroed) in dtype, on ctx's device. */
 int gpu_amg_new(spmv_gpu_ctx *ctx, int32_t levels, spmv_dtype dtype, spmv_gpu_amg **out, spmv_error *err);
 /* values of g's dtype on the device, counted in g->bytes. */

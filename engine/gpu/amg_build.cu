@@ -761,8 +761,8 @@ extern "C" int spmv_gpu_amg_build(spmv_gpu_ctx *ctx, const spmv_csr *a, const sp
     b.g->degree = b.o.degree;
     if (!(st = take(&b, (void **)&b.flags, 12, "amg setup", err)) &&
         !(st = take(&b, (void **)&b.part, (DOT_BLOCKS + 1) * 8, "amg setup", err)) && !(st = levels(&b, a, &B, err)) &&
-        !(st = coarse(&b, err)) && !(st = lap(&b, SPMV_AMG_COARSE, err)))
-        st = finish(&b, err);
+        !(st = coarse(&b, err)) && !(st = lap(&b, SPMV_AMG_COARSE, err)) && !(st = finish(&b, err)))
+        st = gpu_amg_views(ctx, b.g, err);
     give(&b, B, B ? (size_t)b.g->lv[b.g->nlevels - 1].A.rows * 8 : 0);
     give(&b, b.flags, 12);
     give(&b, b.part, (DOT_BLOCKS + 1) * 8);

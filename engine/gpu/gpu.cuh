@@ -411,6 +411,12 @@ static inline unsigned gpu_grid(int64_t threads, int block)
 /* ------------------------------------------------- formats on the device */
 
 void gpu_matrix_destroy(spmv_gpu_ctx *ctx, spmv_gpu_matrix *m);
+/* A matrix over device CSR arrays it borrows (32-bit offsets, values of
+ * dtype): the catalogue's kernels run on it and build their formats from
+ * it (its own allocations, freed with it); the arrays stay the caller's and
+ * must outlive it. Not listed with the context (never evicted). */
+int gpu_matrix_view(spmv_gpu_ctx *ctx, int32_t rows, int32_t cols, int64_t nnz, spmv_dtype dtype, int32_t *row_ptr,
+                    int32_t *col, void *val, spmv_gpu_matrix **out, spmv_error *err);
 /* Builds a format the matrix lacks (ELL, HYB, COO rows), no-op if held. */
 int gpu_ensure_format(spmv_gpu_ctx *ctx, spmv_gpu_matrix *m, spmv_format f, spmv_error *err);
 /* The HLL of `hack_size`: the upload's, the cached other one, or a fresh

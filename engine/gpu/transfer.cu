@@ -623,6 +623,45 @@ fail:
     return st;
 }
 
+/* ----------------------------------------------------------------- view */
+
+__global__ void longest_row(int32_t rows, const int32_t *__restrict__ rp, int32_t *out)
+{
+    int32_t i = blockIdx.x * blockDim.x + threadIdx.x;
+    if (i < rows)
+        atomicMax(out, rp[i + 1] - rp[i]);
+}
+
+int gpu_matrix_view(spmv_gpu_ctx *ctx, int32_t rows, int32_t cols, int64_t nnz, spmv_dtype dtype, int32_t *row_ptr,
+                    int32_t *col, void *val, spmv_gpu_matrix **out, spmv_error *err)
+{
+    spmv_gpu_matrix *m = NULL;
+    int32_t *d_max = NULL;
+    *out = NULL;
+    int st = new_upload(ctx, rows, cols, nnz, 0, dtype, 0, &m, err);
+    if (st)
+        return st;
+    /* borrowed: not in m->allocs, so never freed (nor evicted: pinned) with m */
+    m->row_ptr = row_ptr;
+    m->col = col;
+    m->val = val;
+    m->formats = SPMV_FMT_CSR;
+    m->pinned = SPMV_FMT_CSR;
+    if (rows > 0 && !(st = gpu_alloc(ctx, m, (void **)&d_max, 4, "longest row", err))) {
+        cudaMemsetAsync(d_max, 0, 4, ctx->stream);
+        longest_row<<<gpu_grid(rows, 256), 256, 0, ctx->stream>>>(rows, row_ptr, d_max);
+        if (!(st = gpu_check_launch(err, "longest_row")))
+            st = gpu_copy_to_host(ctx, &m->max_row, d_max, 4, "reading the longest row", err);
+        gpu_release(ctx, m, d_max);
+    }
+    if (st) {
+        gpu_matrix_destroy(ctx, m);
+        return st;
+    }
+    *out = m;
+    return SPMV_OK;
+}
+
 /* ------------------------------------------------------------- download */
 
 /* A host copy of n elements of `size` bytes from the device (never NULL

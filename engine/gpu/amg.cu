@@ -259,8 +259,8 @@ extern "C" size_t spmv_gpu_amg_bytes(const spmv_gpu_amg *g) { return g ? g->byte
 
 static int launched(spmv_error *err, const char *what) { return gpu_check_launch(err, what); }
 
-/* r = b - A x on k columns (w->r); fine (one column, level 0 only): A x
- * by the solve's own product, then r = b - A x in one pass, or (defer)
+/* r = b - A x on k columns (w->r); fine (one column: the solve's product
+ * lent at level 0, the level's view below it): A x by that product, then r = b - A x in one pass, or (defer)
  * not: w->r keeps A x and the smoothing kernel that reads it forms b - A x
  * itself (amg_r). */
 template <typename T>
@@ -293,7 +293,7 @@ static int smooth(spmv_gpu_ctx *ctx, spmv_gpu_amg *g, gpu_amg_level *l, const gp
     int32_t n = l->A.rows;
     T *dinv = (T *)l->dinv, *lr = (T *)w->r, *ld = (T *)w->d;
     int st;
-    const T *bm = fine ? b : NULL; /* with the solve's product, the kernels form r = b - A x themselves */
+    const T *bm = fine ? b : NULL; /* with a catalogue kernel's product the kernels form r = b - A x themselves */
     for (int32_t s = 0; s < sweeps; s++, zero = false) {
         const T *r = b, *rb = NULL;
         if (!zero) {
@@ -353,7 +353,8 @@ static int coarse_solve(spmv_gpu_ctx *ctx, spmv_gpu_amg *g, int32_t k, const voi
 }
 
 /* The cycle from level l on k columns, w every level's work; fine: level
- * 0's products (spmv_gpu_amg_vcycle_with), NULL below it. */
+ * 0's product lent by the solve (spmv_gpu_amg_vcycle_with), NULL below
+ * it, where a level with a view (one column) multiplies by that instead. */
 template <typename T>
 static int cycle(spmv_gpu_ctx *ctx, spmv_gpu_amg *g, const gpu_amg_work *w, int32_t k, int32_t l,
                  const spmv_gpu_product *fine, const T *b, T *x, spmv_error *err)
